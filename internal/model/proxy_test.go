@@ -1,0 +1,48 @@
+package model
+
+import "testing"
+
+func TestParseNodeID(t *testing.T) {
+	tests := []struct {
+		id      string
+		wantErr bool
+		want    Proxy
+	}{
+		{id: "sidecar~10.1.0.2~client.demo~demo.svc.cluster.local", want: Proxy{Type: SidecarProxy, IP: "10.1.0.2", PodName: "client", Namespace: "demo", DNSDomain: "demo.svc.cluster.local"}},
+		{id: "sidecar~10.1.0.2~client~demo.svc.cluster.local", wantErr: true},
+		{id: "sidecar~10.1.0.2", wantErr: true},
+		{id: "bogus~10.1.0.2~a.b~c", wantErr: true},
+		{id: "sidecar~~a.b~c", wantErr: true},
+	}
+	for _, tt := range tests {
+		p, err := ParseNodeID(tt.id)
+		if (err != nil) != tt.wantErr {
+			t.Fatalf("ParseNodeID(%q) err = %v, wantErr %v", tt.id, err, tt.wantErr)
+		}
+		if err != nil {
+			continue
+		}
+		if p.Type != tt.want.Type || p.IP != tt.want.IP || p.PodName != tt.want.PodName || p.Namespace != tt.want.Namespace || p.DNSDomain != tt.want.DNSDomain {
+			t.Errorf("ParseNodeID(%q) = %+v, want %+v", tt.id, *p, tt.want)
+		}
+	}
+	if got := NodeID("10.1.0.2", "client", "demo", ""); got != "sidecar~10.1.0.2~client.demo~demo.svc.cluster.local" {
+		t.Errorf("NodeID = %q", got)
+	}
+}
+
+func TestPushRequestMerge(t *testing.T) {
+	a := &PushRequest{Full: false, Reason: []TriggerReason{EndpointUpdate}, ConfigsUpdated: map[ConfigKey]struct{}{{Kind: "ServiceEntry", Name: "a"}: {}}}
+	b := &PushRequest{Full: true, Reason: []TriggerReason{ConfigUpdate}, ConfigsUpdated: map[ConfigKey]struct{}{{Kind: "VirtualService", Name: "b"}: {}}}
+	m := a.Merge(b)
+	if !m.Full || len(m.Reason) != 2 || len(m.ConfigsUpdated) != 2 {
+		t.Fatalf("merge = %+v", m)
+	}
+	if len(a.Reason) != 1 || len(a.ConfigsUpdated) != 1 {
+		t.Fatalf("merge mutated its receiver: %+v", a)
+	}
+	var nilReq *PushRequest
+	if nilReq.Merge(b) != b || b.Merge(nil) != b {
+		t.Fatal("merge with nil should return the other request")
+	}
+}

@@ -1,0 +1,28 @@
+// Command straitctl is Strait's command-line tool (istioctl's role). For now
+// it runs the mesh on one host: `straitctl local demo`.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "straitctl:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "straitctl",
+		Short:         "Strait's command-line tool",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newLocalCmd())
+	return root
+}

@@ -1,0 +1,423 @@
+package localmesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/straitmesh/strait/internal/testenv"
+)
+
+// ProxyUID is the user and group the agent and the proxy run as; the capture
+// rules let this identity's traffic through.
+const ProxyUID = 1337
+
+// Options says where the binaries and the config are and where output goes.
+type Options struct {
+	// BinDir holds straitd, strait-agent, strait-proxy and strait-echo.
+	BinDir string
+	// ConfigDir is the source directory of Istio YAML. Its files are copied
+	// into the mesh's own config directory, with the placeholder addresses
+	// of the workloads replaced by the addresses the pods really have.
+	ConfigDir string
+	// Workloads are the pods to create, in order.
+	Workloads []Workload
+	// Logger receives progress; nil discards it.
+	Logger *slog.Logger
+}
+
+// Workload is one pod of the local mesh.
+type Workload struct {
+	Name      string
+	Namespace string
+	// ConfigIP is the address the config's WorkloadEntry gives this pod; it is
+	// rewritten to the pod's real address in the mesh's copy of the config.
+	ConfigIP string
+	// App is the application's command line (the first element is a binary
+	// name in BinDir or a path); empty for a pod with no server.
+	App []string
+}
+
+// Pod is a running workload.
+type Pod struct {
+	Workload
+	IP  string
+	pod *testenv.Pod
+	dir string
+}
+
+// Mesh is a running local mesh. Close it to remove everything it made.
+type Mesh struct {
+	opts      Options
+	log       *slog.Logger
+	network   *testenv.Network
+	workDir   string
+	configDir string
+	xdsAddr   string
+	monAddr   string
+	pods      map[string]*Pod
+	procs     []*exec.Cmd
+	replace   *strings.Replacer
+}
+
+// Start creates the network, the pods and straitd, captures each pod's
+// traffic, starts the sidecars and the apps, and waits until every sidecar
+// is ready.
+func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
+	if err := testenv.Available(); err != nil {
+		return nil, err
+	}
+	for _, b := range []string{"straitd", "strait-agent", "strait-proxy"} {
+		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("binary %s not found in %s (run `make build`): %w", b, opts.BinDir, err)
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	m = &Mesh{opts: opts, log: log, pods: map[string]*Pod{}}
+	defer func() {
+		if err != nil {
+			m.Close()
+			m = nil
+		}
+	}()
+	m.workDir, err = os.MkdirTemp("", "strait-mesh-")
+	if err != nil {
+		return nil, err
+	}
+	// The agent and the proxy run as 1337 and write below the work dir.
+	if err := os.Chmod(m.workDir, 0o755); err != nil {
+		return nil, err
+	}
+	m.network, err = testenv.NewNetwork(ctx, testenv.NetworkOptions{Prefix: "strait"})
+	if err != nil {
+		return nil, fmt.Errorf("create network: %w", err)
+	}
+	log.Info("network ready", "bridge", m.network.Bridge(), "subnet", m.network.Subnet(), "host", m.network.HostIP())
+
+	var pairs []string
+	for _, w := range opts.Workloads {
+		p, err := m.network.AddPod(ctx, w.Name)
+		if err != nil {
+			return nil, fmt.Errorf("create pod %s: %w", w.Name, err)
+		}
+		m.pods[w.Name] = &Pod{Workload: w, IP: p.IP(), pod: p}
+		if w.ConfigIP != "" {
+			pairs = append(pairs, w.ConfigIP, p.IP())
+		}
+	}
+	m.replace = strings.NewReplacer(pairs...)
+
+	m.configDir = filepath.Join(m.workDir, "config")
+	if err := os.MkdirAll(m.configDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := m.copyConfig(); err != nil {
+		return nil, err
+	}
+	if err := m.startStraitd(ctx); err != nil {
+		return nil, err
+	}
+	for _, w := range opts.Workloads {
+		if err := m.startPod(ctx, m.pods[w.Name]); err != nil {
+			return nil, fmt.Errorf("pod %s: %w", w.Name, err)
+		}
+	}
+	for _, w := range opts.Workloads {
+		start := time.Now()
+		if err := m.waitReady(ctx, m.pods[w.Name]); err != nil {
+			return nil, fmt.Errorf("pod %s: sidecar not ready: %w\n%s", w.Name, err, m.logTail(w.Name+"-agent"))
+		}
+		log.Info("sidecar ready", "pod", w.Name, "ip", m.pods[w.Name].IP, "after", time.Since(start).Round(time.Millisecond))
+	}
+	return m, nil
+}
+
+// Pod returns the named pod, or nil.
+func (m *Mesh) Pod(name string) *Pod { return m.pods[name] }
+
+// ConfigDir is the directory straitd watches.
+func (m *Mesh) ConfigDir() string { return m.configDir }
+
+// XDSAddr is where straitd serves xDS.
+func (m *Mesh) XDSAddr() string { return m.xdsAddr }
+
+// MonitoringAddr is where straitd serves /metrics and /debug.
+func (m *Mesh) MonitoringAddr() string { return m.monAddr }
+
+// Network is the bridge the pods are on.
+func (m *Mesh) Network() *testenv.Network { return m.network }
+
+// WriteConfig writes a file into straitd's config directory, with the
+// workload placeholder addresses rewritten, atomically (write then rename).
+func (m *Mesh) WriteConfig(name string, data []byte) error {
+	tmp := filepath.Join(m.configDir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(m.replace.Replace(string(data))), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(m.configDir, name))
+}
+
+func (m *Mesh) copyConfig() error {
+	entries, err := os.ReadDir(m.opts.ConfigDir)
+	if err != nil {
+		return fmt.Errorf("read config dir: %w", err)
+	}
+	n := 0
+	for _, e := range entries {
+		ext := filepath.Ext(e.Name())
+		if e.IsDir() || (ext != ".yaml" && ext != ".yml") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(m.opts.ConfigDir, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := m.WriteConfig(e.Name(), data); err != nil {
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("config dir %s has no *.yaml or *.yml files", m.opts.ConfigDir)
+	}
+	return nil
+}
+
+func (m *Mesh) startStraitd(ctx context.Context) error {
+	host := m.network.HostIP()
+	xdsPort, err := freePort(host)
+	if err != nil {
+		return err
+	}
+	monPort, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	m.xdsAddr = net.JoinHostPort(host, strconv.Itoa(xdsPort))
+	m.monAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(monPort))
+	cmd := exec.Command(filepath.Join(m.opts.BinDir, "straitd"),
+		"--config-dir", m.configDir, "--xds-addr", m.xdsAddr, "--monitoring-addr", m.monAddr)
+	if err := m.startLogged(cmd, "straitd"); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 15*time.Second, func() error {
+		c, err := net.DialTimeout("tcp", m.xdsAddr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("straitd did not listen on %s: %w\n%s", m.xdsAddr, err, m.logTail("straitd"))
+	}
+	m.log.Info("straitd serving", "xds", m.xdsAddr, "monitoring", m.monAddr, "config", m.configDir)
+	return nil
+}
+
+func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
+	p.dir = filepath.Join(m.workDir, "pods", p.Name)
+	if err := os.MkdirAll(filepath.Join(p.dir, "proxy"), 0o755); err != nil {
+		return err
+	}
+	if err := chownTree(p.dir, ProxyUID, ProxyUID); err != nil {
+		return err
+	}
+	// 1. Capture, as root, before anything else runs in the pod (the init container's job).
+	capture := p.pod.Command(ctx, testenv.ExecOptions{}, filepath.Join(m.opts.BinDir, "strait-agent"),
+		"iptables", "-p", "15001", "-z", "15006", "-u", strconv.Itoa(ProxyUID), "-m", "REDIRECT",
+		"-i", "*", "-x", "", "-b", "*", "-d", "15090,15021,15020")
+	if out, err := capture.CombinedOutput(); err != nil {
+		return fmt.Errorf("strait-agent iptables: %w\n%s", err, out)
+	}
+	// 2. The application, as an ordinary user of the pod (root here, never 1337).
+	if len(p.App) > 0 {
+		bin := p.App[0]
+		if !strings.Contains(bin, "/") {
+			bin = filepath.Join(m.opts.BinDir, bin)
+		}
+		app := p.pod.Command(ctx, testenv.ExecOptions{Env: []string{"POD_NAME=" + p.Name}}, bin, p.App[1:]...)
+		if err := m.startLogged(app, p.Name+"-app"); err != nil {
+			return err
+		}
+	}
+	// 3. The sidecar agent, which writes the bootstrap and starts strait-proxy.
+	proxyConfig := fmt.Sprintf(`{"discoveryAddress":%q,"binaryPath":%q,"configPath":%q,"proxyAdminPort":15000,"statusPort":15020}`,
+		m.xdsAddr, filepath.Join(m.opts.BinDir, "strait-proxy"), filepath.Join(p.dir, "proxy"))
+	env := []string{
+		"POD_NAME=" + p.Name,
+		"POD_NAMESPACE=" + p.Namespace,
+		"INSTANCE_IP=" + p.IP,
+		"SERVICE_ACCOUNT=default",
+		"PROXY_CONFIG=" + proxyConfig,
+		"ISTIO_META_WORKLOAD_NAME=" + p.Name,
+		"MINIMUM_DRAIN_DURATION=1s",
+		"HOME=" + p.dir,
+	}
+	agent := p.pod.Command(ctx, testenv.ExecOptions{UID: ProxyUID, GID: ProxyUID, Env: env, Dir: p.dir},
+		filepath.Join(m.opts.BinDir, "strait-agent"), "proxy", "sidecar", "--domain", p.Namespace+".svc.cluster.local", "--concurrency", "1")
+	return m.startLogged(agent, p.Name+"-agent")
+}
+
+func (m *Mesh) waitReady(ctx context.Context, p *Pod) error {
+	client := p.HTTPClient()
+	return waitFor(ctx, 30*time.Second, func() error {
+		resp, err := client.Get("http://127.0.0.1:15021/healthz/ready")
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/healthz/ready: %d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		return nil
+	})
+}
+
+// HTTPClient returns a client whose connections are made inside the pod's
+// network namespace, as the pod's application would make them (so they are
+// captured by the pod's rules).
+func (p *Pod) HTTPClient() *http.Client {
+	return &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			DialContext:         p.pod.DialContext,
+			MaxIdleConnsPerHost: 8,
+			DisableCompression:  true,
+		},
+	}
+}
+
+// NewHTTPClient is HTTPClient with keep-alive disabled: every request is a
+// new connection through the capture rules.
+func (p *Pod) NewHTTPClient(keepAlive bool) *http.Client {
+	c := p.HTTPClient()
+	c.Transport.(*http.Transport).DisableKeepAlives = !keepAlive
+	return c
+}
+
+func (m *Mesh) startLogged(cmd *exec.Cmd, name string) error {
+	logDir := filepath.Join(m.workDir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	m.procs = append(m.procs, cmd)
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+	}()
+	return nil
+}
+
+// LogPath is the file that holds the output of a process of the mesh
+// ("straitd", "POD-agent", "POD-app").
+func (m *Mesh) LogPath(name string) string { return filepath.Join(m.workDir, "logs", name+".log") }
+
+func (m *Mesh) logTail(name string) string {
+	data, err := os.ReadFile(m.LogPath(name))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	return "--- last lines of " + name + " ---\n" + strings.Join(lines, "\n")
+}
+
+// Close stops every process and removes the pods, the bridge and the work
+// directory. It is safe to call more than once.
+func (m *Mesh) Close() error {
+	if m == nil {
+		return nil
+	}
+	// Agents first, with SIGTERM, so they stop their proxies; then the rest.
+	for i := len(m.procs) - 1; i >= 0; i-- {
+		if p := m.procs[i].Process; p != nil {
+			_ = syscall.Kill(-p.Pid, syscall.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for _, c := range m.procs {
+		for c.ProcessState == nil && time.Now().Before(deadline) && processAlive(c.Process.Pid) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	}
+	m.procs = nil
+	var errs []error
+	if m.network != nil {
+		errs = append(errs, m.network.Close())
+		m.network = nil
+	}
+	if m.workDir != "" && os.Getenv("STRAIT_KEEP_WORKDIR") == "" {
+		errs = append(errs, os.RemoveAll(m.workDir))
+		m.workDir = ""
+	}
+	return errors.Join(errs...)
+}
+
+func processAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func freePort(host string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func chownTree(dir string, uid, gid int) error {
+	return filepath.Walk(dir, func(path string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(path, uid, gid)
+	})
+}
+
+// waitFor polls cond until it returns nil or the timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, cond func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		if last = cond(); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %s: %w", timeout, last)
+		case <-tick.C:
+		}
+	}
+}

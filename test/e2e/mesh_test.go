@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/testenv"
+)
+
+func startDemoMesh(t *testing.T) *localmesh.Mesh {
+	t.Helper()
+	if err := testenv.Available(); err != nil {
+		t.Skipf("network namespaces unavailable: %v", err)
+	}
+	if binDir == "" {
+		t.Skip("no binaries: run as root or set STRAIT_BIN_DIR")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: examplesDir(t), Workloads: localmesh.DemoWorkloads()})
+	if err != nil {
+		t.Fatalf("start mesh: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, name := range []string{"straitd", "client-agent", "echo-v1-agent", "echo-v2-agent"} {
+				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
+					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
+				}
+			}
+		}
+		if err := m.Close(); err != nil {
+			t.Errorf("close mesh: %v", err)
+		}
+	})
+	return m
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func assertSplit(t *testing.T, s localmesh.Split, v1, v2 int) {
+	t.Helper()
+	if s.Failures > 0 {
+		t.Fatalf("%d of %d requests failed; first: %s", s.Failures, s.Total, s.FirstError)
+	}
+	for v, w := range map[string]int{"v1": v1, "v2": v2} {
+		if d := math.Abs(s.Percent(v) - float64(w)); d > 10 {
+			t.Errorf("%s: observed %.1f%%, configured %d%% (tolerance 10 points); counts %v", v, s.Percent(v), w, s.Counts)
+		}
+	}
+}
+
+func waitWeights(ctx context.Context, client *localmesh.Pod, v1, v2 uint32, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	want := map[string]uint32{
+		"outbound|80|v1|" + localmesh.DemoHost: v1,
+		"outbound|80|v2|" + localmesh.DemoHost: v2,
+	}
+	var last error
+	for time.Since(start) < timeout {
+		got, err := client.RouteWeights(ctx)
+		last = err
+		if err == nil {
+			ok := true
+			for k, w := range want {
+				if got[k] != w {
+					ok = false
+					last = fmt.Errorf("weights %v, want %v", got, want)
+				}
+			}
+			if ok {
+				return time.Since(start), nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start), last
+}
+
+// TestMeshEndToEnd is the demo's checks as a test: weighted split through
+// two sidecars, a live weight change with no failed request, the source
+// address the app sees, the client proxy's stats, and a broken file that
+// is reported and skipped.
+func TestMeshEndToEnd(t *testing.T) {
+	m := startDemoMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	client := m.Pod("client")
+
+	t.Run("split follows the weights", func(t *testing.T) {
+		s := client.SendRequests(ctx, localmesh.DemoURL, 200)
+		assertSplit(t, s, 80, 20)
+		// Through the server's sidecar, the app sees the inbound passthrough address.
+		for ip, n := range s.Remotes {
+			if ip != "127.0.0.6" {
+				t.Errorf("app saw %d requests from %s, want all from 127.0.0.6", n, ip)
+			}
+		}
+	})
+
+	t.Run("client proxy counts the requests", func(t *testing.T) {
+		n, err := client.ClusterRequests(ctx, "outbound|80|v1|"+localmesh.DemoHost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < 100 {
+			t.Errorf("envoy_cluster_upstream_rq_total for v1 = %d, want at least 100 after 200 requests at 80%%", n)
+		}
+	})
+
+	t.Run("live weight change", func(t *testing.T) {
+		load := client.StartLoad(ctx, localmesh.DemoURL, 2)
+		if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, localmesh.DemoVirtualService(30, 70)); err != nil {
+			load.Stop()
+			t.Fatal(err)
+		}
+		took, err := waitWeights(ctx, client, 30, 70, 2*time.Second)
+		during := load.Stop()
+		if err != nil {
+			t.Fatalf("new weights not applied within 2s of the write: %v", err)
+		}
+		t.Logf("new weights applied %s after the write; %d requests during the change", took, during.Total)
+		if during.Failures > 0 {
+			t.Fatalf("%d of %d requests failed during the change; first: %s", during.Failures, during.Total, during.FirstError)
+		}
+		if during.Total == 0 {
+			t.Fatal("no request ran during the change")
+		}
+		assertSplit(t, client.SendRequests(ctx, localmesh.DemoURL, 200), 30, 70)
+	})
+
+	t.Run("broken file is reported and skipped", func(t *testing.T) {
+		broken := strings.Replace(string(localmesh.DemoVirtualService(50, 50)), "weight: 50\n", "weight: fifty\n", 1)
+		if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, []byte(broken)); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			data, _ := os.ReadFile(m.LogPath("straitd"))
+			if strings.Contains(string(data), localmesh.DemoVirtualServiceFile+": document 1:") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("straitd did not log %q within 5s:\n%s", localmesh.DemoVirtualServiceFile+": document 1: …", tail(string(data), 20))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		// The last good config (30/70) keeps serving.
+		assertSplit(t, client.SendRequests(ctx, localmesh.DemoURL, 100), 30, 70)
+		if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, localmesh.DemoVirtualService(50, 50)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := waitWeights(ctx, client, 50, 50, 2*time.Second); err != nil {
+			t.Fatalf("fixed file not applied: %v", err)
+		}
+	})
+}

@@ -106,7 +106,7 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("create network: %w", err)
 	}
-	log.Info("network ready", "bridge", m.network.Bridge(), "subnet", m.network.Subnet(), "host", m.network.HostIP())
+	log.Info("network ready", "bridge", m.network.Bridge, "subnet", m.network.Subnet.String(), "host", m.network.HostIP.String())
 
 	var pairs []string
 	for _, w := range opts.Workloads {
@@ -114,9 +114,9 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("create pod %s: %w", w.Name, err)
 		}
-		m.pods[w.Name] = &Pod{Workload: w, IP: p.IP(), pod: p}
+		m.pods[w.Name] = &Pod{Workload: w, IP: p.IP.String(), pod: p}
 		if w.ConfigIP != "" {
-			pairs = append(pairs, w.ConfigIP, p.IP())
+			pairs = append(pairs, w.ConfigIP, p.IP.String())
 		}
 	}
 	m.replace = strings.NewReplacer(pairs...)
@@ -198,7 +198,7 @@ func (m *Mesh) copyConfig() error {
 }
 
 func (m *Mesh) startStraitd(ctx context.Context) error {
-	host := m.network.HostIP()
+	host := m.network.HostIP.String()
 	xdsPort, err := freePort(host)
 	if err != nil {
 		return err
@@ -248,11 +248,13 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		if !strings.Contains(bin, "/") {
 			bin = filepath.Join(m.opts.BinDir, bin)
 		}
-		app := p.pod.Command(ctx, testenv.ExecOptions{Env: []string{"POD_NAME=" + p.Name}}, bin, p.App[1:]...)
+		app := p.pod.Command(context.WithoutCancel(ctx), testenv.ExecOptions{Env: []string{"POD_NAME=" + p.Name}}, bin, p.App[1:]...)
 		if err := m.startLogged(app, p.Name+"-app"); err != nil {
 			return err
 		}
 	}
+	// Long-running processes live as long as the mesh, not as the caller's
+	// context: Close stops them.
 	// 3. The sidecar agent, which writes the bootstrap and starts strait-proxy.
 	proxyConfig := fmt.Sprintf(`{"discoveryAddress":%q,"binaryPath":%q,"configPath":%q,"proxyAdminPort":15000,"statusPort":15020}`,
 		m.xdsAddr, filepath.Join(m.opts.BinDir, "strait-proxy"), filepath.Join(p.dir, "proxy"))
@@ -266,7 +268,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		"MINIMUM_DRAIN_DURATION=1s",
 		"HOME=" + p.dir,
 	}
-	agent := p.pod.Command(ctx, testenv.ExecOptions{UID: ProxyUID, GID: ProxyUID, Env: env, Dir: p.dir},
+	agent := p.pod.Command(context.WithoutCancel(ctx), testenv.ExecOptions{UID: ProxyUID, GID: ProxyUID, Env: env, Dir: p.dir},
 		filepath.Join(m.opts.BinDir, "strait-agent"), "proxy", "sidecar", "--domain", p.Namespace+".svc.cluster.local", "--concurrency", "1")
 	return m.startLogged(agent, p.Name+"-agent")
 }

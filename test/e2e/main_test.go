@@ -1,6 +1,3 @@
-// Package e2e runs Strait end to end on one host: straitd, sidecars and apps
-// in network namespaces, real iptables, real sockets. The tests need root;
-// they skip with a reason otherwise.
 package e2e
 
 import (

@@ -1,0 +1,224 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Pod is one network namespace on a Network. Its exported fields are
+// read-only; methods are safe for concurrent use.
+type Pod struct {
+	// Name is the name given to AddPod.
+	Name string
+	// Netns is the namespace's name; its path is /run/netns/NETNS.
+	Netns string
+	// IP is the address of the pod's eth0.
+	IP netip.Addr
+	// HostVeth is the host-side end of the pod's veth pair.
+	HostVeth string
+
+	mu    sync.Mutex // guards procs
+	procs []*Process
+}
+
+// NetnsPath is the namespace's bind mount, for nsenter --net= and setns.
+func (p *Pod) NetnsPath() string { return "/run/netns/" + p.Netns }
+
+// AddPod creates a namespace PREFIX-RUNID-NAME with eth0 on the bridge at
+// the next free address, lo up, and a route for ServiceCIDR via eth0. name
+// must be unique in the network (letters, digits, '-', '_').
+func (n *Network) AddPod(ctx context.Context, name string) (*Pod, error) {
+	if !validName(name) {
+		return nil, fmt.Errorf("testenv: pod name %q: use letters, digits, '-' or '_' (at most 32)", name)
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil, errors.New("testenv: AddPod on a closed network")
+	}
+	for _, p := range n.pods {
+		if p.Name == name {
+			n.mu.Unlock()
+			return nil, fmt.Errorf("testenv: pod %q exists", name)
+		}
+	}
+	host := n.nextHost
+	if host > 254 {
+		n.mu.Unlock()
+		return nil, fmt.Errorf("testenv: network %s is full", n.Subnet)
+	}
+	n.nextHost++
+	a := n.Subnet.Addr().As4()
+	a[3] = byte(host)
+	p := &Pod{
+		Name:     name,
+		Netns:    n.prefix + "-" + n.RunID + "-" + name,
+		IP:       netip.AddrFrom4(a),
+		HostVeth: "stv" + n.RunID + "-" + strconv.Itoa(host), // at most 13 bytes
+	}
+	// Registered before anything exists, so Close removes a half-made pod.
+	n.pods = append(n.pods, p)
+	n.mu.Unlock()
+
+	steps := [][]string{
+		{"netns", "add", p.Netns},
+		{"link", "add", p.HostVeth, "type", "veth", "peer", "name", "eth0", "netns", p.Netns},
+		{"link", "set", p.HostVeth, "master", n.Bridge, "up"},
+		{"-n", p.Netns, "link", "set", "lo", "up"},
+		{"-n", p.Netns, "addr", "add", netip.PrefixFrom(p.IP, n.Subnet.Bits()).String(), "dev", "eth0"},
+		{"-n", p.Netns, "link", "set", "eth0", "up"},
+		{"-n", p.Netns, "route", "add", ServiceCIDR.String(), "dev", "eth0"},
+	}
+	for _, args := range steps {
+		if _, err := ipCmd(ctx, args...); err != nil {
+			return nil, fmt.Errorf("testenv: add pod %s: %w", name, err)
+		}
+	}
+	return p, nil
+}
+
+// ExecOptions says how to run a process in a pod.
+type ExecOptions struct {
+	// UID and GID to run as; with UID 0 the process keeps the caller's
+	// credentials (root). GID is used only when UID is not 0.
+	UID, GID int
+	// Env is added to the caller's environment.
+	Env []string
+	// Dir is the working directory; empty means the caller's.
+	Dir string
+	// Stdout and Stderr receive the output of Start; nil discards it.
+	Stdout, Stderr io.Writer
+}
+
+// Command returns `nsenter --net=/run/netns/NETNS [--setuid U --setgid G]
+// -- NAME ARGS...`, in its own process group, which ctx cancellation kills
+// as a whole.
+func (p *Pod) Command(ctx context.Context, opts ExecOptions, name string, args ...string) *exec.Cmd {
+	nsArgs := []string{"--net=" + p.NetnsPath()}
+	if opts.UID != 0 {
+		nsArgs = append(nsArgs, "--setuid", strconv.Itoa(opts.UID), "--setgid", strconv.Itoa(opts.GID))
+	}
+	nsArgs = append(nsArgs, "--", name)
+	cmd := exec.CommandContext(ctx, "nsenter", append(nsArgs, args...)...)
+	cmd.Env = append(os.Environ(), opts.Env...)
+	cmd.Dir = opts.Dir
+	cmd.Stdout = opts.Stdout
+	cmd.Stderr = opts.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return killGroup(cmd) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+func killGroup(cmd *exec.Cmd) error {
+	if cmd.Process == nil {
+		return nil
+	}
+	// nsenter execs the target, so its pid leads the group.
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+// Process is a process started with Pod.Start. It is waited for in the
+// background; use Wait or Done rather than Cmd.Wait.
+type Process struct {
+	Cmd  *exec.Cmd
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// Wait waits for the process to exit and returns Cmd.Wait's error.
+func (pr *Process) Wait() error { <-pr.done; return pr.err }
+
+// Done is closed when the process has exited.
+func (pr *Process) Done() <-chan struct{} { return pr.done }
+
+// Kill kills the process group and waits for the process to exit.
+func (pr *Process) Kill() error {
+	if err := killGroup(pr.Cmd); err != nil {
+		return err
+	}
+	<-pr.done
+	return nil
+}
+
+// Start starts a process in the pod (see Command). The network's Close
+// kills it if it is still running.
+func (p *Pod) Start(ctx context.Context, opts ExecOptions, name string, args ...string) (*Process, error) {
+	cmd := p.Command(ctx, opts, name, args...)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("testenv: start %s in pod %s: %w", name, p.Name, err)
+	}
+	pr := &Process{Cmd: cmd, done: make(chan struct{})}
+	go func() {
+		pr.err = cmd.Wait()
+		close(pr.done)
+	}()
+	p.mu.Lock()
+	p.procs = append(p.procs, pr)
+	p.mu.Unlock()
+	return pr, nil
+}
+
+// Run runs a process in the pod (see Command) and returns its combined
+// output; a failure's error includes the output.
+func (p *Pod) Run(ctx context.Context, opts ExecOptions, name string, args ...string) ([]byte, error) {
+	cmd := p.Command(ctx, opts, name, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("testenv: %s %s in pod %s: %w: %s",
+			name, strings.Join(args, " "), p.Name, err, strings.TrimSpace(out.String()))
+	}
+	return out.Bytes(), nil
+}
+
+// close kills the pod's processes and removes its namespace and veth.
+func (p *Pod) close(ctx context.Context) error {
+	p.mu.Lock()
+	procs := p.procs
+	p.procs = nil
+	p.mu.Unlock()
+	var errs []error
+	for _, pr := range procs {
+		_ = killGroup(pr.Cmd)
+	}
+	for _, pr := range procs {
+		select {
+		case <-pr.done:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("testenv: pod %s: pid %d did not exit", p.Name, pr.Cmd.Process.Pid))
+		}
+	}
+	// Anything else still in the namespace (started with Command) would
+	// keep it, and the veth, alive.
+	if out, err := ipCmd(ctx, "netns", "pids", p.Netns); err == nil {
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	// Deleting the host end removes the pair at once; namespace teardown
+	// is asynchronous in the kernel.
+	if _, err := ipCmd(ctx, "link", "del", p.HostVeth); err != nil && !isNotFound(err) {
+		errs = append(errs, err)
+	}
+	if _, err := ipCmd(ctx, "netns", "del", p.Netns); err != nil && !isNotFound(err) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,121 @@
+// Package config holds Strait's config kinds (the istio.io/api networking
+// types), YAML loading with validation, and an immutable Store of loaded
+// configs.
+package config
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// The kinds Strait understands.
+const (
+	KindServiceEntry    model.Kind = "ServiceEntry"
+	KindWorkloadEntry   model.Kind = "WorkloadEntry"
+	KindVirtualService  model.Kind = "VirtualService"
+	KindDestinationRule model.Kind = "DestinationRule"
+)
+
+// NetworkingGroup is the API group of every supported kind.
+const NetworkingGroup = "networking.istio.io"
+
+// DefaultNamespace is used when metadata.namespace is empty.
+const DefaultNamespace = "default"
+
+// Kinds lists the supported kinds in a fixed order.
+var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule}
+
+// acceptedVersions are the networking.istio.io versions we read.
+var acceptedVersions = map[string]bool{"v1": true, "v1beta1": true, "v1alpha3": true}
+
+// newSpec returns an empty spec message for a supported kind, or nil.
+func newSpec(kind model.Kind) proto.Message {
+	switch kind {
+	case KindServiceEntry:
+		return &networking.ServiceEntry{}
+	case KindWorkloadEntry:
+		return &networking.WorkloadEntry{}
+	case KindVirtualService:
+		return &networking.VirtualService{}
+	case KindDestinationRule:
+		return &networking.DestinationRule{}
+	}
+	return nil
+}
+
+// Meta is the part of a config object outside its spec.
+type Meta struct {
+	Kind       model.Kind
+	APIVersion string // as written, e.g. "networking.istio.io/v1"
+	Name       string
+	Namespace  string
+	Labels     map[string]string
+	// Source says where the object was read from, for messages.
+	Source Source
+}
+
+// Source locates a config object in its file.
+type Source struct {
+	File     string
+	Document int // 1-based among non-empty documents
+}
+
+func (s Source) String() string { return fmt.Sprintf("%s: document %d", s.File, s.Document) }
+
+// Config is one config object. Spec is one of the networking.istio.io
+// messages (*networking.ServiceEntry, ...). A Config is read-only once
+// loaded: it is shared by every snapshot that holds it.
+type Config struct {
+	Meta
+	Spec proto.Message
+}
+
+// Key identifies the config.
+func (c *Config) Key() model.ConfigKey {
+	return model.ConfigKey{Kind: c.Kind, Name: c.Name, Namespace: c.Namespace}
+}
+
+// Equal reports whether two configs have the same identity, labels and spec
+// (the source location is ignored).
+func (c *Config) Equal(o *Config) bool {
+	if c == nil || o == nil {
+		return c == o
+	}
+	if c.Key() != o.Key() || len(c.Labels) != len(o.Labels) {
+		return false
+	}
+	for k, v := range c.Labels {
+		if ov, ok := o.Labels[k]; !ok || ov != v {
+			return false
+		}
+	}
+	return proto.Equal(c.Spec, o.Spec)
+}
+
+// ServiceEntry returns the spec if c is a ServiceEntry, else nil.
+func (c *Config) ServiceEntry() *networking.ServiceEntry {
+	s, _ := c.Spec.(*networking.ServiceEntry)
+	return s
+}
+
+// WorkloadEntry returns the spec if c is a WorkloadEntry, else nil.
+func (c *Config) WorkloadEntry() *networking.WorkloadEntry {
+	s, _ := c.Spec.(*networking.WorkloadEntry)
+	return s
+}
+
+// VirtualService returns the spec if c is a VirtualService, else nil.
+func (c *Config) VirtualService() *networking.VirtualService {
+	s, _ := c.Spec.(*networking.VirtualService)
+	return s
+}
+
+// DestinationRule returns the spec if c is a DestinationRule, else nil.
+func (c *Config) DestinationRule() *networking.DestinationRule {
+	s, _ := c.Spec.(*networking.DestinationRule)
+	return s
+}

@@ -1,0 +1,206 @@
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// FileResult is what parsing one file produced.
+type FileResult struct {
+	// Configs are the valid documents, in file order.
+	Configs []*Config
+	// Warnings name documents that were skipped on purpose (kinds or API
+	// groups Strait does not handle), as "FILE: document N: message".
+	Warnings []string
+	// Err joins one *FieldError per problem; nil when every document was
+	// valid. Documents with problems are not in Configs.
+	Err error
+}
+
+// LoadFile reads and parses one YAML file; see ParseFile.
+func LoadFile(path string) FileResult {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return FileResult{Err: &FieldError{File: path, Problem: err.Error()}}
+	}
+	return ParseFile(path, data)
+}
+
+// ParseFile parses a multi-document YAML file (documents separated by
+// "---" lines) and validates every document. name is used in messages only.
+// Duplicate names within one kind and namespace are reported on the later
+// document.
+func ParseFile(name string, data []byte) FileResult {
+	var res FileResult
+	var errs []error
+	seen := map[model.ConfigKey]int{}
+	for i, doc := range splitDocuments(data) {
+		src := Source{File: name, Document: i + 1}
+		cfg, warning, err := parseDocument(src, doc)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case warning != "":
+			res.Warnings = append(res.Warnings, src.String()+": "+warning)
+			continue
+		}
+		if prev, ok := seen[cfg.Key()]; ok {
+			errs = append(errs, &FieldError{File: name, Document: src.Document, Field: "metadata.name",
+				Problem: fmt.Sprintf("duplicate %s %s/%s (also document %d)", cfg.Kind, cfg.Namespace, cfg.Name, prev)})
+			continue
+		}
+		seen[cfg.Key()] = src.Document
+		res.Configs = append(res.Configs, cfg)
+	}
+	if len(errs) > 0 {
+		res.Err = joinErrors(errs)
+	}
+	return res
+}
+
+var separator = regexp.MustCompile(`^---(\s.*)?$`)
+
+// splitDocuments splits on "---" lines and drops documents that hold only
+// whitespace and comments.
+func splitDocuments(data []byte) [][]byte {
+	var docs [][]byte
+	var cur bytes.Buffer
+	flush := func() {
+		if !blank(cur.Bytes()) {
+			docs = append(docs, bytes.Clone(cur.Bytes()))
+		}
+		cur.Reset()
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if separator.MatchString(strings.TrimRight(line, "\r")) {
+			flush()
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+	}
+	flush()
+	return docs
+}
+
+func blank(doc []byte) bool {
+	for _, line := range strings.Split(string(doc), "\n") {
+		t := strings.TrimSpace(line)
+		if t != "" && !strings.HasPrefix(t, "#") {
+			return false
+		}
+	}
+	return true
+}
+
+// document is the Kubernetes-style envelope.
+type document struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Metadata   json.RawMessage `json:"metadata"`
+	Spec       json.RawMessage `json:"spec"`
+	Status     json.RawMessage `json:"status"`
+}
+
+type metadata struct {
+	Name      string            `json:"name"`
+	Namespace string            `json:"namespace"`
+	Labels    map[string]string `json:"labels"`
+}
+
+// parseDocument returns a valid config, or a warning when the document is
+// skipped on purpose, or an error.
+func parseDocument(src Source, raw []byte) (*Config, string, error) {
+	el := &errorList{src: src}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		el.add("", "invalid YAML: %v", err)
+		return nil, "", el.err()
+	}
+	var doc document
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		el.add("", "not a Kubernetes-style object (apiVersion, kind, metadata, spec): %v", err)
+		return nil, "", el.err()
+	}
+	if doc.APIVersion == "" {
+		el.add("apiVersion", "must be set (e.g. %s/v1)", NetworkingGroup)
+	}
+	if doc.Kind == "" {
+		el.add("kind", "must be set (e.g. ServiceEntry)")
+	}
+	if len(el.errs) > 0 {
+		return nil, "", el.err()
+	}
+	group, version, ok := strings.Cut(doc.APIVersion, "/")
+	if !ok {
+		group, version = "", doc.APIVersion
+	}
+	if group != NetworkingGroup {
+		return nil, fmt.Sprintf("skipping %s %s: only %s kinds are supported", doc.APIVersion, doc.Kind, NetworkingGroup), nil
+	}
+	kind := model.Kind(doc.Kind)
+	spec := newSpec(kind)
+	if spec == nil {
+		return nil, fmt.Sprintf("skipping %s %s: kind not supported yet", doc.APIVersion, doc.Kind), nil
+	}
+	if !acceptedVersions[version] {
+		el.add("apiVersion", "%q is not supported; use %s/v1, v1beta1 or v1alpha3", doc.APIVersion, NetworkingGroup)
+		return nil, "", el.err()
+	}
+
+	var md metadata
+	if len(doc.Metadata) == 0 || string(doc.Metadata) == "null" {
+		el.add("metadata.name", "must be set")
+		return nil, "", el.err()
+	}
+	if err := json.Unmarshal(doc.Metadata, &md); err != nil {
+		el.add("metadata", "%v", err)
+		return nil, "", el.err()
+	}
+	validateMeta(el, md)
+	if md.Namespace == "" {
+		md.Namespace = DefaultNamespace
+	}
+
+	if len(doc.Spec) == 0 || string(doc.Spec) == "null" {
+		el.add("spec", "must be set")
+		return nil, "", el.err()
+	}
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(doc.Spec, spec); err != nil {
+		el.add("spec", "%s", cleanProtoError(err))
+		return nil, "", el.err()
+	}
+	cfg := &Config{
+		Meta: Meta{Kind: kind, APIVersion: doc.APIVersion, Name: md.Name, Namespace: md.Namespace, Labels: md.Labels, Source: src},
+		Spec: spec,
+	}
+	validateSpec(el, cfg)
+	if len(el.errs) > 0 {
+		return nil, "", el.err()
+	}
+	return cfg, "", nil
+}
+
+// cleanProtoError strips protojson's "proto: (line 1:23): " prefix, whose
+// positions refer to the converted JSON and would only confuse.
+var protoErrPrefix = regexp.MustCompile(`^proto:\s*(\(line \d+:\d+\):\s*)?`)
+
+func cleanProtoError(err error) string {
+	return protoErrPrefix.ReplaceAllString(strings.ReplaceAll(err.Error(), "\u00a0", " "), "")
+}

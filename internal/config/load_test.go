@@ -1,0 +1,187 @@
+package config
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+const goodSE = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: echo
+  namespace: demo
+spec:
+  hosts: [echo.demo.svc.cluster.local]
+  addresses: [240.240.0.10]
+  ports:
+  - {number: 80, name: http, protocol: HTTP, targetPort: 8080}
+  location: MESH_INTERNAL
+  resolution: STATIC
+  workloadSelector:
+    labels: {app: echo}
+`
+
+func TestParseFile(t *testing.T) {
+	tests := []struct {
+		name     string
+		yaml     string
+		wantN    int
+		wantWarn int
+		wantErrs []string // substrings, one per expected error
+	}{
+		{name: "good", yaml: goodSE, wantN: 1},
+		{name: "leading separator and empty docs", yaml: "---\n# comment\n---\n" + goodSE + "---\n", wantN: 1},
+		{name: "versions", yaml: strings.Replace(goodSE, "networking.istio.io/v1", "networking.istio.io/v1alpha3", 1) + "---\n" +
+			strings.NewReplacer("networking.istio.io/v1", "networking.istio.io/v1beta1", "name: echo", "name: echo2").Replace(goodSE), wantN: 2},
+		{name: "bad version", yaml: strings.Replace(goodSE, "networking.istio.io/v1", "networking.istio.io/v9", 1),
+			wantErrs: []string{`bad.yaml: document 1: apiVersion: "networking.istio.io/v9" is not supported`}},
+		{name: "other group skipped", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {}\n", wantWarn: 1},
+		{name: "unknown networking kind skipped", yaml: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: x}\nspec: {}\n", wantWarn: 1},
+		{name: "empty host", yaml: goodSE + "---\n" + strings.NewReplacer("name: echo", "name: e2", "hosts: [echo.demo.svc.cluster.local]", `hosts: [""]`).Replace(goodSE),
+			wantN: 1, wantErrs: []string{"bad.yaml: document 2: spec.hosts[0]: must not be empty"}},
+		{name: "bad port", yaml: strings.Replace(goodSE, "number: 80", "number: 70000", 1),
+			wantErrs: []string{"bad.yaml: document 1: spec.ports[0].number: 70000 is not a valid port (1-65535)"}},
+		{name: "bad address", yaml: strings.Replace(goodSE, "240.240.0.10", "not-an-ip", 1),
+			wantErrs: []string{"spec.addresses[0]: \"not-an-ip\" is not an IP address or CIDR"}},
+		{name: "cidr ok", yaml: strings.Replace(goodSE, "240.240.0.10", "10.0.0.0/16", 1), wantN: 1},
+		{name: "unknown field", yaml: strings.Replace(goodSE, "location:", "locashun:", 1),
+			wantErrs: []string{`document 1: spec: unknown field "locashun"`}},
+		{name: "bad enum", yaml: strings.Replace(goodSE, "STATIC", "STATICK", 1),
+			wantErrs: []string{`document 1: spec: invalid value for enum`}},
+		{name: "duplicate", yaml: goodSE + "---\n" + goodSE, wantN: 1,
+			wantErrs: []string{"bad.yaml: document 2: metadata.name: duplicate ServiceEntry demo/echo (also document 1)"}},
+		{name: "missing name", yaml: "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {}\nspec: {hosts: [a.b]}\n",
+			wantErrs: []string{"metadata.name: must be set", "spec.ports: must list at least one port"}},
+		{name: "workloadentry hostname", yaml: "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: w}\nspec: {address: foo.example.com}\n",
+			wantErrs: []string{`spec.address: "foo.example.com" is not an IP address`}},
+		{name: "workloadentry ok", yaml: "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: w}\nspec: {address: 10.0.0.1, labels: {app: a}, ports: {http: 8080}}\n", wantN: 1},
+		{name: "vs weights", yaml: `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs, namespace: demo}
+spec:
+  hosts: [echo]
+  http:
+  - route:
+    - destination: {host: echo, subset: v1}
+      weight: 80
+    - destination: {host: echo, subset: v2}
+      weight: 120
+  - route:
+    - destination: {host: echo, subset: v1}
+      weight: 30
+    - destination: {subset: v2}
+      weight: 30
+`, wantErrs: []string{
+			"spec.http[0].route[1].weight: must be 0-100",
+			"spec.http[0].route: weights must add up to 100, got 200",
+			"spec.http[1].route[1].destination.host: must be set",
+			"spec.http[1].route: weights must add up to 100, got 60",
+		}},
+		{name: "dr subset without name", yaml: `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: dr}
+spec:
+  host: echo
+  subsets:
+  - labels: {version: v1}
+`, wantErrs: []string{"spec.subsets[0].name: must be set"}},
+		{name: "not yaml", yaml: "a: [b\n", wantErrs: []string{"document 1: invalid YAML"}},
+		{name: "extra top-level field", yaml: goodSE + "bogus: 1\n", wantErrs: []string{"not a Kubernetes-style object"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := ParseFile("bad.yaml", []byte(tt.yaml))
+			if len(res.Configs) != tt.wantN {
+				t.Errorf("got %d configs, want %d (err: %v)", len(res.Configs), tt.wantN, res.Err)
+			}
+			if len(res.Warnings) != tt.wantWarn {
+				t.Errorf("got warnings %q, want %d", res.Warnings, tt.wantWarn)
+			}
+			fes := FieldErrors(res.Err)
+			if len(fes) != len(tt.wantErrs) {
+				t.Fatalf("got %d errors, want %d:\n%v", len(fes), len(tt.wantErrs), res.Err)
+			}
+			for i, want := range tt.wantErrs {
+				if !strings.Contains(fes[i].Error(), want) {
+					t.Errorf("error %d = %q, want it to contain %q", i, fes[i].Error(), want)
+				}
+			}
+		})
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	res := ParseFile("a.yaml", []byte(strings.Replace(goodSE, "  namespace: demo\n", "  labels: {team: a}\n", 1)))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	c := res.Configs[0]
+	if c.Namespace != DefaultNamespace || c.Labels["team"] != "a" || c.Source.Document != 1 {
+		t.Fatalf("meta = %+v", c.Meta)
+	}
+	se := c.ServiceEntry()
+	if se == nil || se.Ports[0].TargetPort != 8080 || se.Resolution != networking.ServiceEntry_STATIC {
+		t.Fatalf("spec = %v", c.Spec)
+	}
+}
+
+func TestStore(t *testing.T) {
+	a := ParseFile("a.yaml", []byte(goodSE)).Configs[0]
+	b := ParseFile("b.yaml", []byte(goodSE)).Configs[0]
+	s := NewStore()
+	if err := s.Add(a); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Add(b)
+	if err == nil || !strings.Contains(err.Error(), "b.yaml: document 1: metadata.name: duplicate ServiceEntry demo/echo (also in a.yaml: document 1)") {
+		t.Fatalf("duplicate across files: %v", err)
+	}
+	if s.Get(a.Key()) != a || len(s.List(KindServiceEntry)) != 1 || s.Len() != 1 {
+		t.Fatal("store contents")
+	}
+	if d := Diff(nil, s); len(d) != 1 {
+		t.Fatalf("diff from nil = %v", d)
+	}
+	if d := Diff(s, s); len(d) != 0 {
+		t.Fatalf("diff with self = %v", d)
+	}
+	s2 := NewStore()
+	c := ParseFile("a.yaml", []byte(strings.Replace(goodSE, "number: 80", "number: 81", 1))).Configs[0]
+	_ = s2.Add(c)
+	if d := Diff(s, s2); len(d) != 1 {
+		t.Fatalf("diff changed = %v", d)
+	}
+	if d := Diff(s, NewStore()); len(d) != 1 {
+		t.Fatalf("diff removed = %v", d)
+	}
+}
+
+func FuzzParseFile(f *testing.F) {
+	f.Add([]byte(goodSE))
+	f.Add([]byte("---\n---\nkind: x\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		res := ParseFile("fuzz.yaml", data)
+		for _, c := range res.Configs {
+			if c.Spec == nil || c.Name == "" || c.Namespace == "" {
+				t.Fatalf("invalid config returned: %+v", c)
+			}
+		}
+	})
+}
+
+// TestExamplesParse keeps the example configs valid.
+func TestExamplesParse(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "..", "examples", "*", "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	for _, p := range paths {
+		res := LoadFile(p)
+		if res.Err != nil || len(res.Warnings) > 0 || len(res.Configs) == 0 {
+			t.Errorf("%s: %d configs, warnings %q, err %v", p, len(res.Configs), res.Warnings, res.Err)
+		}
+	}
+}

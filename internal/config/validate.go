@@ -1,0 +1,325 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"sort"
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+var (
+	dns1123Label  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dns1123Domain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	portNameRe    = regexp.MustCompile(`^[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$`)
+	// hostRe accepts a DNS name, optionally with a leading "*." wildcard, or "*".
+	hostRe = regexp.MustCompile(`^(\*|(\*\.)?[a-zA-Z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?)*\.?)$`)
+)
+
+// Protocols are the service port protocols Istio defines (upper case).
+var Protocols = map[string]bool{
+	"HTTP": true, "HTTPS": true, "HTTP2": true, "GRPC": true, "GRPC-WEB": true,
+	"TCP": true, "TLS": true, "MONGO": true, "REDIS": true, "MYSQL": true, "UDP": true,
+}
+
+func validateMeta(el *errorList, md metadata) {
+	switch {
+	case md.Name == "":
+		el.add("metadata.name", "must be set")
+	case len(md.Name) > 253 || !dns1123Domain.MatchString(md.Name):
+		el.add("metadata.name", "%q is not a valid name (lower-case letters, digits, '-' and '.')", md.Name)
+	}
+	if md.Namespace != "" && (len(md.Namespace) > 63 || !dns1123Label.MatchString(md.Namespace)) {
+		el.add("metadata.namespace", "%q is not a valid namespace (lower-case letters, digits and '-')", md.Namespace)
+	}
+}
+
+func validateSpec(el *errorList, c *Config) {
+	switch s := c.Spec.(type) {
+	case *networking.ServiceEntry:
+		validateServiceEntry(el, s)
+	case *networking.WorkloadEntry:
+		validateWorkloadEntry(el, "spec", s, false)
+	case *networking.VirtualService:
+		validateVirtualService(el, s)
+	case *networking.DestinationRule:
+		validateDestinationRule(el, s)
+	}
+}
+
+func validPort(n uint32) bool { return n >= 1 && n <= 65535 }
+
+func validateHost(el *errorList, field, h string) {
+	switch {
+	case h == "":
+		el.add(field, "must not be empty")
+	case !hostRe.MatchString(h):
+		el.add(field, "%q is not a valid host name (e.g. reviews.default.svc.cluster.local, or *.example.com)", h)
+	}
+}
+
+func validateServiceEntry(el *errorList, s *networking.ServiceEntry) {
+	if len(s.Hosts) == 0 {
+		el.add("spec.hosts", "must list at least one host")
+	}
+	for i, h := range s.Hosts {
+		validateHost(el, fmt.Sprintf("spec.hosts[%d]", i), h)
+		if h == "*" {
+			el.add(fmt.Sprintf("spec.hosts[%d]", i), `"*" is not allowed in a ServiceEntry`)
+		}
+	}
+	for i, a := range s.Addresses {
+		if _, err := netip.ParseAddr(a); err == nil {
+			continue
+		}
+		if _, err := netip.ParsePrefix(a); err == nil {
+			continue
+		}
+		el.add(fmt.Sprintf("spec.addresses[%d]", i), "%q is not an IP address or CIDR (e.g. 240.240.0.10 or 10.0.0.0/16)", a)
+	}
+	if len(s.Ports) == 0 {
+		el.add("spec.ports", "must list at least one port")
+	}
+	numbers, names := map[uint32]int{}, map[string]int{}
+	for i, p := range s.Ports {
+		f := fmt.Sprintf("spec.ports[%d]", i)
+		if p == nil {
+			el.add(f, "must not be null")
+			continue
+		}
+		if !validPort(p.Number) {
+			el.add(f+".number", "%d is not a valid port (1-65535)", p.Number)
+		} else if j, dup := numbers[p.Number]; dup {
+			el.add(f+".number", "%d is already used by spec.ports[%d]", p.Number, j)
+		} else {
+			numbers[p.Number] = i
+		}
+		switch {
+		case p.Name == "":
+			el.add(f+".name", "must be set (e.g. http, or http-web)")
+		case !portNameRe.MatchString(p.Name):
+			el.add(f+".name", "%q is not a valid port name", p.Name)
+		default:
+			if j, dup := names[p.Name]; dup {
+				el.add(f+".name", "%q is already used by spec.ports[%d]", p.Name, j)
+			}
+			names[p.Name] = i
+		}
+		if p.Protocol != "" && !Protocols[strings.ToUpper(p.Protocol)] {
+			el.add(f+".protocol", "%q is not a known protocol (one of %s)", p.Protocol, protocolList())
+		}
+		if p.TargetPort != 0 && !validPort(p.TargetPort) {
+			el.add(f+".targetPort", "%d is not a valid port (1-65535)", p.TargetPort)
+		}
+	}
+	if s.WorkloadSelector != nil && len(s.Endpoints) > 0 {
+		el.add("spec.workloadSelector", "cannot be used together with spec.endpoints")
+	}
+	if s.WorkloadSelector != nil {
+		validateLabels(el, "spec.workloadSelector.labels", s.WorkloadSelector.Labels)
+	}
+	dnsOK := s.Resolution == networking.ServiceEntry_DNS || s.Resolution == networking.ServiceEntry_DNS_ROUND_ROBIN
+	for i, ep := range s.Endpoints {
+		f := fmt.Sprintf("spec.endpoints[%d]", i)
+		if ep == nil {
+			el.add(f, "must not be null")
+			continue
+		}
+		validateWorkloadEntry(el, f, ep, dnsOK)
+		for name := range ep.Ports {
+			if _, ok := names[name]; !ok {
+				el.add(fmt.Sprintf("%s.ports[%s]", f, name), "no port named %q in spec.ports", name)
+			}
+		}
+	}
+}
+
+// validateWorkloadEntry checks a WorkloadEntry spec or an inline endpoint.
+// Host names are accepted only when allowHostname (DNS resolution).
+func validateWorkloadEntry(el *errorList, f string, w *networking.WorkloadEntry, allowHostname bool) {
+	switch {
+	case w.Address == "":
+		el.add(f+".address", "must be set to the workload's IP address")
+	case strings.HasPrefix(w.Address, "unix://"):
+		// A Unix domain socket endpoint; accepted as Istio does.
+	default:
+		if _, err := netip.ParseAddr(w.Address); err != nil {
+			if !allowHostname {
+				el.add(f+".address", "%q is not an IP address (host names are only supported with resolution DNS)", w.Address)
+			} else if !hostRe.MatchString(w.Address) {
+				el.add(f+".address", "%q is not an IP address or host name", w.Address)
+			}
+		}
+	}
+	for _, name := range sortedKeys(w.Ports) {
+		if !validPort(w.Ports[name]) {
+			el.add(fmt.Sprintf("%s.ports[%s]", f, name), "%d is not a valid port (1-65535)", w.Ports[name])
+		}
+	}
+	validateLabels(el, f+".labels", w.Labels)
+	if w.Weight > 0 && w.Weight > 1<<24 {
+		el.add(f+".weight", "%d is too large", w.Weight)
+	}
+}
+
+var labelKeyRe = regexp.MustCompile(`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+var labelValueRe = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
+
+func validateLabels(el *errorList, f string, labels map[string]string) {
+	for _, k := range sortedKeys(labels) {
+		if !labelKeyRe.MatchString(k) {
+			el.add(f, "%q is not a valid label key", k)
+		}
+		if v := labels[k]; len(v) > 63 || !labelValueRe.MatchString(v) {
+			el.add(fmt.Sprintf("%s[%s]", f, k), "%q is not a valid label value", v)
+		}
+	}
+}
+
+func validateVirtualService(el *errorList, s *networking.VirtualService) {
+	if len(s.Hosts) == 0 {
+		el.add("spec.hosts", "must list at least one host")
+	}
+	for i, h := range s.Hosts {
+		validateHost(el, fmt.Sprintf("spec.hosts[%d]", i), h)
+	}
+	if len(s.Http) == 0 && len(s.Tcp) == 0 && len(s.Tls) == 0 {
+		el.add("spec", "must have at least one of http, tcp or tls routes")
+	}
+	for i, r := range s.Http {
+		f := fmt.Sprintf("spec.http[%d]", i)
+		if r == nil {
+			el.add(f, "must not be null")
+			continue
+		}
+		for j, m := range r.Match {
+			mf := fmt.Sprintf("%s.match[%d]", f, j)
+			if m == nil {
+				continue
+			}
+			validateStringMatch(el, mf+".uri", m.Uri)
+			for _, name := range sortedKeys(m.Headers) {
+				hf := fmt.Sprintf("%s.headers[%s]", mf, name)
+				if name == "" {
+					el.add(hf, "header name must not be empty")
+				}
+				validateStringMatch(el, hf, m.Headers[name])
+			}
+			if m.Port != 0 && !validPort(m.Port) {
+				el.add(mf+".port", "%d is not a valid port (1-65535)", m.Port)
+			}
+		}
+		if len(r.Route) == 0 && r.Redirect == nil && r.DirectResponse == nil && r.Delegate == nil {
+			el.add(f+".route", "must list at least one destination")
+		}
+		var sum int64
+		for k, d := range r.Route {
+			df := fmt.Sprintf("%s.route[%d]", f, k)
+			if d == nil {
+				el.add(df, "must not be null")
+				continue
+			}
+			validateDestination(el, df+".destination", d.Destination)
+			if d.Weight < 0 || d.Weight > 100 {
+				el.add(df+".weight", "must be 0-100, got %d", d.Weight)
+			}
+			sum += int64(d.Weight)
+		}
+		if len(r.Route) > 1 && sum != 100 {
+			el.add(f+".route", "weights must add up to 100, got %d", sum)
+		}
+	}
+	for i, r := range s.Tcp {
+		f := fmt.Sprintf("spec.tcp[%d]", i)
+		if r == nil {
+			continue
+		}
+		var sum int64
+		for k, d := range r.Route {
+			df := fmt.Sprintf("%s.route[%d]", f, k)
+			if d == nil {
+				continue
+			}
+			validateDestination(el, df+".destination", d.Destination)
+			if d.Weight < 0 || d.Weight > 100 {
+				el.add(df+".weight", "must be 0-100, got %d", d.Weight)
+			}
+			sum += int64(d.Weight)
+		}
+		if len(r.Route) > 1 && sum != 100 {
+			el.add(f+".route", "weights must add up to 100, got %d", sum)
+		}
+	}
+}
+
+func validateDestination(el *errorList, f string, d *networking.Destination) {
+	if d == nil {
+		el.add(f, "must be set")
+		return
+	}
+	if d.Host == "" {
+		el.add(f+".host", "must be set")
+	} else {
+		validateHost(el, f+".host", d.Host)
+	}
+	if d.Subset != "" && !dns1123Label.MatchString(d.Subset) && !portNameRe.MatchString(d.Subset) {
+		el.add(f+".subset", "%q is not a valid subset name", d.Subset)
+	}
+	if d.Port != nil && !validPort(d.Port.Number) {
+		el.add(f+".port.number", "%d is not a valid port (1-65535)", d.Port.Number)
+	}
+}
+
+func validateStringMatch(el *errorList, f string, m *networking.StringMatch) {
+	if m == nil {
+		return
+	}
+	switch t := m.MatchType.(type) {
+	case nil:
+		el.add(f, "must set one of exact, prefix or regex")
+	case *networking.StringMatch_Regex:
+		if _, err := regexp.Compile(t.Regex); err != nil {
+			el.add(f+".regex", "%q is not a valid regular expression: %v", t.Regex, err)
+		}
+	}
+}
+
+func validateDestinationRule(el *errorList, s *networking.DestinationRule) {
+	validateHost(el, "spec.host", s.Host)
+	names := map[string]int{}
+	for i, ss := range s.Subsets {
+		f := fmt.Sprintf("spec.subsets[%d]", i)
+		if ss == nil {
+			el.add(f, "must not be null")
+			continue
+		}
+		switch {
+		case ss.Name == "":
+			el.add(f+".name", "must be set")
+		case !portNameRe.MatchString(ss.Name):
+			el.add(f+".name", "%q is not a valid subset name", ss.Name)
+		default:
+			if j, dup := names[ss.Name]; dup {
+				el.add(f+".name", "%q is already used by spec.subsets[%d]", ss.Name, j)
+			}
+			names[ss.Name] = i
+		}
+		validateLabels(el, f+".labels", ss.Labels)
+	}
+}
+
+func protocolList() string {
+	ps := sortedKeys(Protocols)
+	return strings.Join(ps, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,295 @@
+// Package file is the registry that reads Istio networking configs from a
+// directory of YAML files and watches it for changes.
+package file
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/registry"
+)
+
+// coalesceWindow is how long Run waits after the first file-system event of
+// a burst before it rescans, so that an editor's write-rename-chmod sequence
+// becomes one reload. Debouncing proper happens in the xDS server.
+const coalesceWindow = 15 * time.Millisecond
+
+// Options configure a Registry.
+type Options struct {
+	// Dir is the directory whose *.yaml and *.yml files are read
+	// (not recursively).
+	Dir string
+	// Domain is the cluster DNS domain; default "cluster.local".
+	Domain string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Registry serves the configs of one directory.
+//
+// Snapshot and ResolveProxy may be called from any goroutine. The per-file
+// state is owned by whoever is loading: New, then the Run goroutine.
+type Registry struct {
+	// Set at creation, read-only.
+	dir    string
+	domain string
+	log    *slog.Logger
+
+	snap    atomic.Pointer[registry.Snapshot]
+	running atomic.Bool
+
+	// Owned by New and then by the Run goroutine.
+	files   map[string]*fileState // by path
+	version uint64
+}
+
+// fileState is what the registry remembers about one file.
+type fileState struct {
+	data []byte           // the bytes last read, to skip unchanged files
+	good []*config.Config // the last content that parsed without errors
+}
+
+// New reads every YAML file in opts.Dir once. Invalid documents are logged
+// and skipped; an unreadable directory is an error.
+func New(opts Options) (*Registry, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("file registry: config directory not set")
+	}
+	fi, err := os.Stat(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("file registry: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("file registry: %s is not a directory", opts.Dir)
+	}
+	if opts.Domain == "" {
+		opts.Domain = registry.DefaultDomain
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Registry{
+		dir:    opts.Dir,
+		domain: opts.Domain,
+		log:    opts.Logger.With("component", "registry.file", "dir", opts.Dir),
+		files:  map[string]*fileState{},
+	}
+	if _, err := r.reload(); err != nil {
+		return nil, err
+	}
+	if r.snap.Load() == nil {
+		r.publish(config.NewStore())
+	}
+	return r, nil
+}
+
+// Snapshot returns the current snapshot. It is never nil and never
+// modified; a change publishes a new one.
+func (r *Registry) Snapshot() *registry.Snapshot { return r.snap.Load() }
+
+// ResolveProxy checks that a proxy belongs to a known workload: in file
+// mode that is the WorkloadEntry whose address is the proxy's IP.
+func (r *Registry) ResolveProxy(p *model.Proxy) error {
+	if p == nil {
+		return errors.New("no proxy")
+	}
+	if r.Snapshot().WorkloadByIP(p.IP) == nil {
+		return fmt.Errorf("no WorkloadEntry with address %s in %s (the IP in node id %q)", p.IP, r.dir, p.ID)
+	}
+	return nil
+}
+
+// Run watches the directory until ctx is done and returns nil then; it
+// returns an error if the watch cannot be set up. After every reload that
+// changed a config it publishes a new snapshot and then calls onChange (on
+// the Run goroutine) with a full push request naming the changed configs.
+// Run must be called at most once.
+func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("file registry: Run called twice")
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("file registry: watch %s: %w", r.dir, err)
+	}
+	defer w.Close()
+	if err := w.Add(r.dir); err != nil {
+		return fmt.Errorf("file registry: watch %s: %w", r.dir, err)
+	}
+	// Catch changes made between New and the watch being set up.
+	r.apply(time.Now(), onChange)
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var (
+		pending bool
+		first   time.Time
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("file registry: watcher closed")
+			}
+			if ev.Op == fsnotify.Chmod {
+				continue
+			}
+			if !pending {
+				pending, first = true, time.Now()
+				timer.Reset(coalesceWindow)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("file registry: watcher closed")
+			}
+			// An overflow means events were lost: rescan everything.
+			r.log.Warn("watch error; rescanning", "error", err)
+			if !pending {
+				pending, first = true, time.Now()
+				timer.Reset(coalesceWindow)
+			}
+		case <-timer.C:
+			pending = false
+			r.apply(first, onChange)
+		}
+	}
+}
+
+// apply rescans and, if a config changed, notifies onChange.
+func (r *Registry) apply(start time.Time, onChange func(*model.PushRequest)) {
+	changed, err := r.reload()
+	if err != nil {
+		r.log.Error("rescan failed; keeping the current configs", "error", err)
+		return
+	}
+	if len(changed) == 0 || onChange == nil {
+		return
+	}
+	onChange(&model.PushRequest{Full: true, ConfigsUpdated: changed, Reason: []model.TriggerReason{model.ConfigUpdate}, Start: start})
+}
+
+// reload rereads the files whose bytes changed, rebuilds the store from the
+// last good content of every file, and publishes a new snapshot when a
+// config changed. It returns the changed keys.
+func (r *Registry) reload() (map[model.ConfigKey]struct{}, error) {
+	paths, err := r.list()
+	if err != nil {
+		return nil, err
+	}
+	present := map[string]bool{}
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since listed; treated as deleted
+		}
+		present[path] = true
+		st := r.files[path]
+		if err != nil {
+			r.log.Error("cannot read config file; keeping its last good content", "file", path, "error", err)
+			if st == nil {
+				r.files[path] = &fileState{}
+			}
+			continue
+		}
+		if st != nil && st.data != nil && bytes.Equal(st.data, data) {
+			continue
+		}
+		res := config.ParseFile(path, data)
+		for _, w := range res.Warnings {
+			r.log.Warn("skipping document", "warning", w)
+		}
+		switch {
+		case res.Err == nil:
+			r.files[path] = &fileState{data: data, good: res.Configs}
+		case st != nil:
+			for _, fe := range config.FieldErrors(res.Err) {
+				r.log.Error("invalid config", "error", fe.Error())
+			}
+			r.log.Error("keeping the last good content of the file; fix it to apply changes", "file", path)
+			st.data = data
+		default:
+			// Nothing good yet: serve the valid documents.
+			for _, fe := range config.FieldErrors(res.Err) {
+				r.log.Error("invalid config; document skipped", "error", fe.Error())
+			}
+			r.files[path] = &fileState{data: data, good: res.Configs}
+		}
+	}
+	for path := range r.files {
+		if !present[path] {
+			r.log.Info("config file removed", "file", path)
+			delete(r.files, path)
+		}
+	}
+
+	store := config.NewStore()
+	for _, path := range slices.Sorted(maps.Keys(r.files)) {
+		for _, c := range r.files[path].good {
+			if err := store.Add(c); err != nil {
+				r.log.Error("invalid config; document skipped", "error", err.Error())
+			}
+		}
+	}
+	var old *config.Store
+	if s := r.snap.Load(); s != nil {
+		old = s.Configs
+	}
+	changed := config.Diff(old, store)
+	if len(changed) > 0 || r.snap.Load() == nil {
+		r.publish(store)
+	}
+	return changed, nil
+}
+
+func (r *Registry) publish(store *config.Store) {
+	r.version++
+	snap, problems := registry.Build(store, registry.BuildOptions{Domain: r.domain, Version: r.version})
+	for _, p := range problems {
+		r.log.Warn("config conflict", "error", p.Error())
+	}
+	r.snap.Store(snap)
+	r.log.Info("configs applied", "version", snap.Version, "configs", store.Len(), "services", len(snap.Services))
+}
+
+// list returns the YAML files in the directory, following symlinks
+// (Kubernetes mounts ConfigMaps as symlinks) and skipping hidden files.
+func (r *Registry) list() ([]string, error) {
+	entries, err := os.ReadDir(r.dir)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", r.dir, err)
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		if ext := filepath.Ext(name); ext != ".yaml" && ext != ".yml" {
+			continue
+		}
+		path := filepath.Join(r.dir, name)
+		if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, path)
+	}
+	return out, nil
+}

@@ -1,0 +1,173 @@
+package file
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/model"
+)
+
+func readDemo(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "demo", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPush waits for one push, failing after a bounded time.
+func waitPush(t *testing.T, ch <-chan *model.PushRequest) *model.PushRequest {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("no push within 5s")
+		return nil
+	}
+}
+
+func expectNoPush(t *testing.T, ch <-chan *model.PushRequest) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("unexpected push %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func vsKey() model.ConfigKey {
+	return model.ConfigKey{Kind: config.KindVirtualService, Name: "echo", Namespace: "demo"}
+}
+
+func TestRegistryLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "mesh.yaml"), readDemo(t, "mesh.yaml"))
+	write(t, filepath.Join(dir, "notes.txt"), "not yaml")
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := r.Snapshot()
+	if len(snap.Services) != 1 || len(snap.Services[0].Endpoints) != 2 {
+		t.Fatalf("initial snapshot: %d services", len(snap.Services))
+	}
+	if err := r.ResolveProxy(&model.Proxy{ID: "x", IP: "10.99.0.10"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ResolveProxy(&model.Proxy{ID: "x", IP: "10.1.1.1"}); err == nil || !strings.Contains(err.Error(), "10.1.1.1") {
+		t.Fatalf("ResolveProxy unknown IP: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	pushes := make(chan *model.PushRequest, 16)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return")
+		}
+	}()
+
+	routing := filepath.Join(dir, "routing.yaml")
+	good := readDemo(t, "destinationrule.yaml") + "---\n" + readDemo(t, "virtualservice.yaml")
+
+	// Create.
+	write(t, routing, good)
+	p := waitPush(t, pushes)
+	if !p.Full || len(p.ConfigsUpdated) != 2 || p.Start.IsZero() || p.Reason[0] != model.ConfigUpdate {
+		t.Fatalf("push after create = %+v", p)
+	}
+	if r.Snapshot().DestinationRule("echo.demo.svc.cluster.local") == nil {
+		t.Fatal("DestinationRule not in snapshot")
+	}
+
+	// A broken edit keeps the last good content and pushes nothing.
+	write(t, routing, strings.Replace(good, "weight: 20", "weight: 30", 1))
+	expectNoPush(t, pushes)
+	if vs := r.Snapshot().Configs.Get(vsKey()); vs == nil || vs.VirtualService().Http[0].Route[1].Weight != 20 {
+		t.Fatal("last good VirtualService not kept")
+	}
+
+	// Fixing the file applies it.
+	write(t, routing, strings.NewReplacer("weight: 80", "weight: 50", "weight: 20", "weight: 50").Replace(good))
+	p = waitPush(t, pushes)
+	if _, ok := p.ConfigsUpdated[vsKey()]; !ok || len(p.ConfigsUpdated) != 1 {
+		t.Fatalf("push after fix = %+v", p.ConfigsUpdated)
+	}
+
+	// An editor's write-to-temp-then-rename.
+	tmp := filepath.Join(dir, ".routing.yaml.tmp")
+	write(t, tmp, good)
+	if err := os.Rename(tmp, routing); err != nil {
+		t.Fatal(err)
+	}
+	p = waitPush(t, pushes)
+	if _, ok := p.ConfigsUpdated[vsKey()]; !ok {
+		t.Fatalf("push after rename = %+v", p.ConfigsUpdated)
+	}
+	if w := r.Snapshot().Configs.Get(vsKey()).VirtualService().Http[0].Route[0].Weight; w != 80 {
+		t.Fatalf("weight after rename = %d", w)
+	}
+
+	// Rewriting identical content pushes nothing.
+	write(t, routing, good)
+	expectNoPush(t, pushes)
+
+	// Delete.
+	if err := os.Remove(routing); err != nil {
+		t.Fatal(err)
+	}
+	p = waitPush(t, pushes)
+	if len(p.ConfigsUpdated) != 2 {
+		t.Fatalf("push after delete = %+v", p.ConfigsUpdated)
+	}
+	if r.Snapshot().Configs.Get(vsKey()) != nil {
+		t.Fatal("deleted VirtualService still served")
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	if _, err := New(Options{Dir: filepath.Join(t.TempDir(), "missing")}); err == nil {
+		t.Fatal("missing dir: no error")
+	}
+	f := filepath.Join(t.TempDir(), "f.yaml")
+	write(t, f, "")
+	if _, err := New(Options{Dir: f}); err == nil {
+		t.Fatal("file as dir: no error")
+	}
+}
+
+func TestInitialInvalidDocumentsSkipped(t *testing.T) {
+	dir := t.TempDir()
+	bad := strings.Replace(readDemo(t, "mesh.yaml"), "address: 10.99.0.12", "address: not-an-ip", 1)
+	write(t, filepath.Join(dir, "mesh.yaml"), bad)
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.Snapshot().Configs.List(config.KindWorkloadEntry)); n != 2 {
+		t.Fatalf("want the 2 valid WorkloadEntries, got %d", n)
+	}
+}

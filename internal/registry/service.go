@@ -1,0 +1,168 @@
+// Package registry holds the service model that registries produce and
+// generators read: services, their ports and endpoints, workloads, and the
+// routing configs indexed by host, all inside an immutable Snapshot.
+// Sub-packages are the registries (file, ...).
+package registry
+
+import (
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// Protocol is a service port's protocol, upper case as Istio spells it
+// ("HTTP", "HTTP2", "GRPC", "TCP", "TLS", ...).
+type Protocol string
+
+// Protocols Strait treats specially.
+const (
+	HTTP    Protocol = "HTTP"
+	HTTP2   Protocol = "HTTP2"
+	GRPC    Protocol = "GRPC"
+	GRPCWeb Protocol = "GRPC-WEB"
+	HTTPS   Protocol = "HTTPS"
+	TCP     Protocol = "TCP"
+	TLS     Protocol = "TLS"
+	UDP     Protocol = "UDP"
+)
+
+// IsHTTP reports whether the port carries HTTP that the sidecar routes at
+// layer 7 (HTTP/1.1, HTTP/2, gRPC).
+func (p Protocol) IsHTTP() bool {
+	switch p {
+	case HTTP, HTTP2, GRPC, GRPCWeb:
+		return true
+	}
+	return false
+}
+
+// IsHTTP2 reports whether upstream connections must speak HTTP/2.
+func (p Protocol) IsHTTP2() bool { return p == HTTP2 || p == GRPC }
+
+// ProtocolFor returns the port's protocol: the explicit protocol, else the
+// one named by the port name's prefix ("http-web" → HTTP, "grpc" → GRPC),
+// else TCP.
+func ProtocolFor(explicit, name string) Protocol {
+	if explicit != "" {
+		return Protocol(strings.ToUpper(explicit))
+	}
+	prefix, _, _ := strings.Cut(strings.ToLower(name), "-")
+	switch prefix {
+	case "http":
+		return HTTP
+	case "http2":
+		return HTTP2
+	case "grpc":
+		return GRPC
+	case "grpc-web":
+		return GRPCWeb
+	case "https":
+		return HTTPS
+	case "tls":
+		return TLS
+	case "udp":
+		return UDP
+	}
+	return TCP
+}
+
+// Port is one service port.
+type Port struct {
+	Name     string
+	Number   uint32
+	Protocol Protocol
+	// TargetPort is the workload port when the workload does not name one;
+	// 0 means the same as Number.
+	TargetPort uint32
+}
+
+// Service is one host of a ServiceEntry. A ServiceEntry with several hosts
+// becomes several Services that share ports and endpoints.
+type Service struct {
+	Hostname  string
+	Namespace string
+	// Addresses are the VIPs (IPs or CIDRs) from spec.addresses.
+	Addresses        []string
+	Ports            []Port
+	Resolution       networking.ServiceEntry_Resolution
+	Location         networking.ServiceEntry_Location
+	WorkloadSelector map[string]string // nil when the entry lists endpoints inline
+	ExportTo         []string
+	// Config is the ServiceEntry this service came from.
+	Config model.ConfigKey
+	// Endpoints are sorted by address, then workload name.
+	Endpoints []*Endpoint
+}
+
+// Port returns the service port with the given number.
+func (s *Service) Port(number uint32) (Port, bool) {
+	for _, p := range s.Ports {
+		if p.Number == number {
+			return p, true
+		}
+	}
+	return Port{}, false
+}
+
+// VisibleTo reports whether a proxy in namespace ns may see the service
+// (spec.exportTo: empty or "*" is everywhere, "." is the service's own
+// namespace, anything else names a namespace).
+func (s *Service) VisibleTo(ns string) bool {
+	if len(s.ExportTo) == 0 {
+		return true
+	}
+	for _, e := range s.ExportTo {
+		if e == "*" || e == ns || (e == "." && ns == s.Namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+// Endpoint is one address that serves a Service.
+type Endpoint struct {
+	Address string
+	Labels  map[string]string
+	// Ports maps a service port number to the port on this endpoint
+	// (WorkloadEntry ports[portName], else targetPort, else the service port).
+	Ports map[uint32]uint32
+	// Workload is the WorkloadEntry behind the endpoint; zero for endpoints
+	// listed inline in the ServiceEntry.
+	Workload model.ConfigKey
+	Weight   uint32
+}
+
+// Matches reports whether every selector label is on the endpoint.
+func (e *Endpoint) Matches(selector map[string]string) bool {
+	return labelsMatch(selector, e.Labels)
+}
+
+func labelsMatch(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if lv, ok := labels[k]; !ok || lv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Workload is a WorkloadEntry: one proxied workload.
+type Workload struct {
+	Name           string
+	Namespace      string
+	Address        string
+	Labels         map[string]string
+	Ports          map[string]uint32
+	ServiceAccount string
+}
+
+// ServiceInstance is one service port served by a workload: the inbound
+// side of a proxy.
+type ServiceInstance struct {
+	Service *Service
+	Port    Port
+	// EndpointPort is the port the workload listens on for Port.
+	EndpointPort uint32
+}

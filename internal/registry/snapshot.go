@@ -1,0 +1,276 @@
+package registry
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// DefaultDomain is the cluster DNS domain used when none is configured.
+const DefaultDomain = "cluster.local"
+
+// Snapshot is an immutable view of the mesh: every config plus the service
+// model derived from it. Nothing reachable from a Snapshot is modified after
+// Build returns, so any number of goroutines may read it without locking.
+type Snapshot struct {
+	// Version is set by the registry; it increases with every change.
+	Version uint64
+	// Domain is the cluster DNS domain, e.g. "cluster.local".
+	Domain  string
+	Configs *config.Store
+	// Services are sorted by hostname, then namespace.
+	Services []*Service
+
+	servicesByHost   map[string]*Service
+	workloadsByIP    map[string]*Workload
+	virtualServices  map[string][]*config.Config // by resolved host, sorted by namespace/name
+	destinationRules map[string]*config.Config   // by resolved host
+}
+
+// BuildOptions configure Build.
+type BuildOptions struct {
+	Domain  string // default DefaultDomain
+	Version uint64
+}
+
+// Build derives the service model from a store. It returns the problems it
+// had to resolve (e.g. two ServiceEntries for one host: the first by
+// namespace/name wins) as *config.FieldError values; the snapshot is usable
+// either way.
+func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
+	if opts.Domain == "" {
+		opts.Domain = DefaultDomain
+	}
+	if store == nil {
+		store = config.NewStore()
+	}
+	s := &Snapshot{
+		Version:          opts.Version,
+		Domain:           opts.Domain,
+		Configs:          store,
+		servicesByHost:   map[string]*Service{},
+		workloadsByIP:    map[string]*Workload{},
+		virtualServices:  map[string][]*config.Config{},
+		destinationRules: map[string]*config.Config{},
+	}
+	var problems []error
+
+	var workloads []*Workload
+	for _, c := range store.List(config.KindWorkloadEntry) {
+		we := c.WorkloadEntry()
+		w := &Workload{Name: c.Name, Namespace: c.Namespace, Address: we.Address, Labels: we.Labels, Ports: we.Ports, ServiceAccount: we.ServiceAccount}
+		workloads = append(workloads, w)
+		if prev, ok := s.workloadsByIP[w.Address]; ok {
+			problems = append(problems, &config.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "spec.address",
+				Problem: fmt.Sprintf("%s is also the address of WorkloadEntry %s/%s; proxies with this IP use that one", w.Address, prev.Namespace, prev.Name)})
+			continue
+		}
+		s.workloadsByIP[w.Address] = w
+	}
+
+	for _, c := range store.List(config.KindServiceEntry) {
+		se := c.ServiceEntry()
+		ports := make([]Port, 0, len(se.Ports))
+		for _, p := range se.Ports {
+			ports = append(ports, Port{Name: p.Name, Number: p.Number, Protocol: ProtocolFor(p.Protocol, p.Name), TargetPort: p.TargetPort})
+		}
+		var selector map[string]string
+		if se.WorkloadSelector != nil {
+			selector = se.WorkloadSelector.Labels
+			if selector == nil {
+				selector = map[string]string{}
+			}
+		}
+		endpoints := buildEndpoints(c, se, ports, workloads)
+		for i, h := range se.Hosts {
+			h = strings.TrimSuffix(h, ".")
+			if prev, ok := s.servicesByHost[h]; ok {
+				problems = append(problems, &config.FieldError{File: c.Source.File, Document: c.Source.Document, Field: fmt.Sprintf("spec.hosts[%d]", i),
+					Problem: fmt.Sprintf("host %s is already defined by ServiceEntry %s/%s; ignoring this one", h, prev.Config.Namespace, prev.Config.Name)})
+				continue
+			}
+			svc := &Service{
+				Hostname: h, Namespace: c.Namespace, Addresses: se.Addresses, Ports: ports,
+				Resolution: se.Resolution, Location: se.Location, WorkloadSelector: selector,
+				ExportTo: se.ExportTo, Config: c.Key(), Endpoints: endpoints,
+			}
+			s.servicesByHost[h] = svc
+			s.Services = append(s.Services, svc)
+		}
+	}
+	slices.SortFunc(s.Services, func(a, b *Service) int {
+		return cmp.Or(cmp.Compare(a.Hostname, b.Hostname), cmp.Compare(a.Namespace, b.Namespace))
+	})
+
+	for _, c := range store.List(config.KindVirtualService) {
+		seen := map[string]bool{}
+		for _, h := range c.VirtualService().Hosts {
+			h = s.ResolveHost(h, c.Namespace)
+			if seen[h] {
+				continue
+			}
+			seen[h] = true
+			s.virtualServices[h] = append(s.virtualServices[h], c)
+		}
+	}
+	for _, c := range store.List(config.KindDestinationRule) {
+		h := s.ResolveHost(c.DestinationRule().Host, c.Namespace)
+		if prev, ok := s.destinationRules[h]; ok {
+			problems = append(problems, &config.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "spec.host",
+				Problem: fmt.Sprintf("host %s already has DestinationRule %s/%s; ignoring this one", h, prev.Namespace, prev.Name)})
+			continue
+		}
+		s.destinationRules[h] = c
+	}
+	return s, problems
+}
+
+// buildEndpoints returns the endpoints of a ServiceEntry: its inline
+// endpoints, or the WorkloadEntries in its namespace that its
+// workloadSelector selects.
+func buildEndpoints(c *config.Config, se *networking.ServiceEntry, ports []Port, workloads []*Workload) []*Endpoint {
+	var eps []*Endpoint
+	portsFor := func(named map[string]uint32) map[uint32]uint32 {
+		m := make(map[uint32]uint32, len(ports))
+		for _, p := range ports {
+			switch {
+			case named[p.Name] != 0:
+				m[p.Number] = named[p.Name]
+			case p.TargetPort != 0:
+				m[p.Number] = p.TargetPort
+			default:
+				m[p.Number] = p.Number
+			}
+		}
+		return m
+	}
+	if se.WorkloadSelector != nil {
+		for _, w := range workloads {
+			if w.Namespace != c.Namespace || !labelsMatch(se.WorkloadSelector.Labels, w.Labels) {
+				continue
+			}
+			eps = append(eps, &Endpoint{Address: w.Address, Labels: w.Labels, Ports: portsFor(w.Ports),
+				Workload: model.ConfigKey{Kind: config.KindWorkloadEntry, Name: w.Name, Namespace: w.Namespace}})
+		}
+	}
+	for _, e := range se.Endpoints {
+		eps = append(eps, &Endpoint{Address: e.Address, Labels: e.Labels, Ports: portsFor(e.Ports), Weight: e.Weight})
+	}
+	slices.SortStableFunc(eps, func(a, b *Endpoint) int {
+		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Workload.Name, b.Workload.Name))
+	})
+	return eps
+}
+
+// ResolveHost turns a host as written in a config of namespace ns into the
+// FQDN it means: a short name ("reviews") becomes
+// "reviews.NS.svc.DOMAIN"; names with a dot and wildcards are kept.
+func (s *Snapshot) ResolveHost(host, ns string) string {
+	host = strings.TrimSuffix(host, ".")
+	if host == "" || host == "*" || strings.Contains(host, ".") {
+		return host
+	}
+	return host + "." + ns + ".svc." + s.Domain
+}
+
+// Service returns the service with the given FQDN, or nil.
+func (s *Snapshot) Service(host string) *Service { return s.servicesByHost[host] }
+
+// VisibleServices returns the services a proxy in namespace ns may see,
+// sorted by hostname.
+func (s *Snapshot) VisibleServices(ns string) []*Service {
+	out := make([]*Service, 0, len(s.Services))
+	for _, svc := range s.Services {
+		if svc.VisibleTo(ns) {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
+// VirtualServices returns the VirtualServices whose hosts include host
+// (exactly, or by a "*.suffix" wildcard), exact matches first, each group
+// sorted by namespace/name.
+func (s *Snapshot) VirtualServices(host string) []*config.Config {
+	out := slices.Clone(s.virtualServices[host])
+	var wild []*config.Config
+	for h, cs := range s.virtualServices {
+		if h != host && wildcardMatch(h, host) {
+			wild = append(wild, cs...)
+		}
+	}
+	slices.SortFunc(wild, func(a, b *config.Config) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return append(out, wild...)
+}
+
+func wildcardMatch(pattern, host string) bool {
+	if pattern == "*" {
+		return true
+	}
+	suffix, ok := strings.CutPrefix(pattern, "*")
+	return ok && strings.HasSuffix(host, suffix)
+}
+
+// DestinationRule returns the DestinationRule for host, or nil.
+func (s *Snapshot) DestinationRule(host string) *config.Config { return s.destinationRules[host] }
+
+// Subsets returns the DestinationRule subsets of host, in the rule's order.
+func (s *Snapshot) Subsets(host string) []*networking.Subset {
+	if dr := s.destinationRules[host]; dr != nil {
+		return dr.DestinationRule().Subsets
+	}
+	return nil
+}
+
+// SubsetLabels returns the labels of a named subset of host.
+func (s *Snapshot) SubsetLabels(host, subset string) (map[string]string, bool) {
+	for _, ss := range s.Subsets(host) {
+		if ss.Name == subset {
+			return ss.Labels, true
+		}
+	}
+	return nil, false
+}
+
+// WorkloadByIP returns the WorkloadEntry whose address is ip, or nil.
+func (s *Snapshot) WorkloadByIP(ip string) *Workload { return s.workloadsByIP[ip] }
+
+// WorkloadIPs returns the addresses of every workload, sorted.
+func (s *Snapshot) WorkloadIPs() []string {
+	out := make([]string, 0, len(s.workloadsByIP))
+	for ip := range s.workloadsByIP {
+		out = append(out, ip)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// InboundInstances returns the service ports served at ip: for every
+// service with an endpoint at ip, each of its ports with the endpoint's
+// port, sorted by endpoint port then hostname.
+func (s *Snapshot) InboundInstances(ip string) []ServiceInstance {
+	var out []ServiceInstance
+	for _, svc := range s.Services {
+		for _, ep := range svc.Endpoints {
+			if ep.Address != ip {
+				continue
+			}
+			for _, p := range svc.Ports {
+				out = append(out, ServiceInstance{Service: svc, Port: p, EndpointPort: ep.Ports[p.Number]})
+			}
+			break
+		}
+	}
+	slices.SortStableFunc(out, func(a, b ServiceInstance) int {
+		return cmp.Or(cmp.Compare(a.EndpointPort, b.EndpointPort), cmp.Compare(a.Service.Hostname, b.Service.Hostname))
+	})
+	return out
+}

@@ -1,0 +1,146 @@
+// Package gen translates the service model into Envoy v3 resources for one
+// proxy: clusters (CDS), endpoints (EDS), listeners (LDS) and routes (RDS).
+// The shapes are fixed by docs/contracts.md.
+package gen
+
+import (
+	"fmt"
+	"slices"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/registry"
+)
+
+// Type URLs of the resources the Generator builds.
+const (
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+)
+
+// Source supplies the current mesh snapshot. *file.Registry implements it.
+type Source interface {
+	Snapshot() *registry.Snapshot
+}
+
+// SourceFunc adapts a function to a Source.
+type SourceFunc func() *registry.Snapshot
+
+// Snapshot calls f.
+func (f SourceFunc) Snapshot() *registry.Snapshot { return f() }
+
+// Generator builds the xDS resources of a proxy from the snapshot its
+// Source returns at call time. It holds no other state, so it is safe for
+// concurrent use; each call reads one snapshot throughout.
+type Generator struct {
+	src Source
+}
+
+// New returns a Generator that reads src.
+func New(src Source) *Generator { return &Generator{src: src} }
+
+func (g *Generator) snapshot() *registry.Snapshot {
+	if s := g.src.Snapshot(); s != nil {
+		return s
+	}
+	s, _ := registry.Build(nil, registry.BuildOptions{})
+	return s
+}
+
+// Generate implements the xDS server's Generator interface: it returns the
+// complete set of resources of typeURL for proxy. For EDS and RDS, watched
+// names the resources wanted (empty means all); unknown names are left out.
+// For CDS and LDS watched is ignored (state of the world). Every Any is
+// marshalled deterministically.
+func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []string, _ *model.PushRequest) ([]*discovery.Resource, error) {
+	snap := g.snapshot()
+	var msgs []namedMessage
+	switch typeURL {
+	case ClusterType:
+		for _, c := range buildClusters(snap, proxy) {
+			msgs = append(msgs, namedMessage{c.Name, c})
+		}
+	case EndpointType:
+		for _, e := range buildEndpoints(snap, proxy, watched) {
+			msgs = append(msgs, namedMessage{e.ClusterName, e})
+		}
+	case ListenerType:
+		for _, l := range buildListeners(snap, proxy) {
+			msgs = append(msgs, namedMessage{l.Name, l})
+		}
+	case RouteType:
+		for _, r := range buildRoutes(snap, proxy, watched) {
+			msgs = append(msgs, namedMessage{r.Name, r})
+		}
+	default:
+		return nil, fmt.Errorf("generate: unsupported type URL %q", typeURL)
+	}
+	out := make([]*discovery.Resource, 0, len(msgs))
+	for _, m := range msgs {
+		a, err := marshalAny(m.msg)
+		if err != nil {
+			return nil, fmt.Errorf("generate %s %s: %w", typeURL, m.name, err)
+		}
+		out = append(out, &discovery.Resource{Name: m.name, Resource: a})
+	}
+	return out, nil
+}
+
+type namedMessage struct {
+	name string
+	msg  proto.Message
+}
+
+func marshalAny(m proto.Message) (*anypb.Any, error) {
+	a := &anypb.Any{}
+	if err := anypb.MarshalFrom(a, m, proto.MarshalOptions{Deterministic: true}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// mustAny is for the typed configs built here from known-good messages.
+func mustAny(m proto.Message) *anypb.Any {
+	a, err := marshalAny(m)
+	if err != nil {
+		panic(fmt.Sprintf("marshal %T: %v", m, err))
+	}
+	return a
+}
+
+// wanted returns a filter for watched resource names; empty watches all.
+func wanted(watched []string) func(string) bool {
+	if len(watched) == 0 {
+		return func(string) bool { return true }
+	}
+	set := make(map[string]bool, len(watched))
+	for _, w := range watched {
+		set[w] = true
+	}
+	return func(n string) bool { return set[n] }
+}
+
+// proxyNamespace is the namespace used for visibility and short names.
+func proxyNamespace(p *model.Proxy) string {
+	if p == nil {
+		return ""
+	}
+	return p.Namespace
+}
+
+func proxyIP(p *model.Proxy) string {
+	if p == nil {
+		return ""
+	}
+	return p.IP
+}
+
+func sortedUnique[T interface{ ~uint32 | ~string }](xs []T) []T {
+	slices.Sort(xs)
+	return slices.Compact(xs)
+}

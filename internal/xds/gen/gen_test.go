@@ -1,0 +1,299 @@
+package gen_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/registry/file"
+	"github.com/straitmesh/strait/internal/xds"
+	"github.com/straitmesh/strait/internal/xds/gen"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+var _ xds.Generator = (*gen.Generator)(nil)
+
+var typeURLs = []struct {
+	short, url string
+}{
+	{"clusters", gen.ClusterType},
+	{"endpoints", gen.EndpointType},
+	{"listeners", gen.ListenerType},
+	{"routes", gen.RouteType},
+}
+
+type scenario struct {
+	dir     string
+	proxies []string // node ids
+}
+
+var scenarios = []scenario{
+	{dir: "demo", proxies: []string{
+		"sidecar~10.99.0.10~client.demo~demo.svc.cluster.local",
+		"sidecar~10.99.0.11~echo-v1.demo~demo.svc.cluster.local",
+	}},
+	{dir: "extended", proxies: []string{
+		"sidecar~10.98.0.10~productpage.shop~shop.svc.cluster.local",
+		"sidecar~10.98.0.11~reviews-1.shop~shop.svc.cluster.local",
+		"sidecar~10.98.0.99~stranger.other~other.svc.cluster.local",
+	}},
+}
+
+func newGenerator(t *testing.T, dir string) (*gen.Generator, *file.Registry) {
+	t.Helper()
+	r, err := file.New(file.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gen.New(r), r
+}
+
+// TestGolden compares every resource type for every scenario proxy with
+// testdata/DIR/golden/POD.TYPE.json. Run with -update to rewrite them.
+func TestGolden(t *testing.T) {
+	for _, sc := range scenarios {
+		g, _ := newGenerator(t, filepath.Join("testdata", sc.dir))
+		for _, id := range sc.proxies {
+			proxy, err := model.ParseNodeID(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tu := range typeURLs {
+				name := filepath.Join("testdata", sc.dir, "golden", proxy.PodName+"."+tu.short+".json")
+				t.Run(strings.TrimPrefix(name, "testdata/"), func(t *testing.T) {
+					res, err := g.Generate(proxy, tu.url, nil, &model.PushRequest{Full: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := render(t, res)
+					if *update {
+						if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+							t.Fatal(err)
+						}
+						if err := os.WriteFile(name, got, 0o644); err != nil {
+							t.Fatal(err)
+						}
+						return
+					}
+					want, err := os.ReadFile(name)
+					if err != nil {
+						t.Fatalf("%v (run go test -update)", err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Errorf("%s differs from the generated resources (run go test -update and review the diff):\n%s", name, got)
+					}
+				})
+			}
+		}
+	}
+}
+
+// render returns the resources as an indented JSON array of protojson
+// objects, stable across runs.
+func render(t *testing.T, res []*discovery.Resource) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	buf.WriteString("[")
+	for i, r := range res {
+		m, err := r.Resource.UnmarshalNew()
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, err := protojson.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			buf.WriteString(",")
+		}
+		buf.Write(js)
+	}
+	buf.WriteString("]")
+	var compact, out bytes.Buffer
+	if err := json.Compact(&compact, buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Indent(&out, compact.Bytes(), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	out.WriteString("\n")
+	return out.Bytes()
+}
+
+type validator interface {
+	proto.Message
+	ValidateAll() error
+}
+
+// TestValidateAll checks that every generated resource passes the protos'
+// own validation, for the golden scenarios and for examples/demo.
+func TestValidateAll(t *testing.T) {
+	dirs := map[string][]string{filepath.Join("..", "..", "..", "examples", "demo"): scenarios[0].proxies}
+	for _, sc := range scenarios {
+		dirs[filepath.Join("testdata", sc.dir)] = sc.proxies
+	}
+	for dir, proxies := range dirs {
+		g, _ := newGenerator(t, dir)
+		for _, id := range proxies {
+			proxy, err := model.ParseNodeID(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tu := range typeURLs {
+				res, err := g.Generate(proxy, tu.url, nil, &model.PushRequest{Full: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res) == 0 && tu.short != "endpoints" {
+					t.Errorf("%s %s: no %s", dir, id, tu.short)
+				}
+				for _, r := range res {
+					m, err := r.Resource.UnmarshalNew()
+					if err != nil {
+						t.Fatal(err)
+					}
+					v, ok := m.(validator)
+					if !ok {
+						t.Fatalf("%T has no ValidateAll", m)
+					}
+					if err := v.ValidateAll(); err != nil {
+						t.Errorf("%s %s %s %s: %v", dir, id, tu.short, r.Name, err)
+					}
+					// ValidateAll does not look inside Any fields; Envoy does.
+					for _, err := range validateNested(m) {
+						t.Errorf("%s %s %s %s: %v", dir, id, tu.short, r.Name, err)
+					}
+					if r.Name == "" {
+						t.Errorf("%s %s: resource without name", dir, tu.short)
+					}
+				}
+			}
+		}
+	}
+}
+
+// validateNested unpacks every Any inside m and validates it, recursively.
+func validateNested(m proto.Message) []error {
+	var errs []error
+	var walk func(protoreflect.Message)
+	walk = func(msg protoreflect.Message) {
+		if a, ok := msg.Interface().(*anypb.Any); ok {
+			inner, err := a.UnmarshalNew()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			if v, ok := inner.(validator); ok {
+				if err := v.ValidateAll(); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			walk(inner.ProtoReflect())
+			return
+		}
+		msg.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			switch {
+			case fd.IsList() && fd.Message() != nil:
+				for i := 0; i < v.List().Len(); i++ {
+					walk(v.List().Get(i).Message())
+				}
+			case fd.IsMap() && fd.MapValue().Message() != nil:
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					walk(mv.Message())
+					return true
+				})
+			case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
+				walk(v.Message())
+			}
+			return true
+		})
+	}
+	walk(m.ProtoReflect())
+	return errs
+}
+
+// TestGenerateWhileReloading runs generators for several proxies while the
+// registry applies file changes; run it with -race.
+func TestGenerateWhileReloading(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"mesh.yaml", "destinationrule.yaml", "virtualservice.yaml"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "demo", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, r := newGenerator(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pushes := make(chan *model.PushRequest, 64)
+	go func() { _ = r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+
+	routing, _ := os.ReadFile(filepath.Join("testdata", "demo", "virtualservice.yaml"))
+	var wg sync.WaitGroup
+	for _, id := range scenarios[0].proxies {
+		proxy, _ := model.ParseNodeID(id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				for _, tu := range typeURLs {
+					if _, err := g.Generate(proxy, tu.url, nil, &model.PushRequest{Full: true}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	for _, w := range []string{"50", "100", "80"} {
+		other := "50"
+		switch w {
+		case "100":
+			other = "0"
+		case "80":
+			other = "20"
+		}
+		content := strings.NewReplacer("weight: 80", "weight: "+w, "weight: 20", "weight: "+other).Replace(string(routing))
+		if err := os.WriteFile(filepath.Join(dir, "virtualservice.yaml"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-pushes:
+		case <-time.After(5 * time.Second):
+			t.Fatal("no push within 5s")
+		}
+	}
+	wg.Wait()
+	proxy, _ := model.ParseNodeID(scenarios[0].proxies[0])
+	routes := g.BuildRoutes(proxy, []string{"80"})
+	wc := routes[0].VirtualHosts[0].Routes[0].GetRoute().GetWeightedClusters()
+	if wc == nil || wc.Clusters[0].Weight.GetValue() != 80 {
+		t.Fatalf("final routes = %v", routes[0])
+	}
+	if got := g.BuildRoutes(proxy, []string{"9999"}); len(got) != 0 {
+		t.Fatalf("unknown route name generated %v", got)
+	}
+	if _, err := g.Generate(proxy, "type.googleapis.com/bogus", nil, nil); err == nil {
+		t.Fatal("unknown type URL: no error")
+	}
+}

@@ -1,0 +1,177 @@
+package gen
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerfilter "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	originaldst "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/registry"
+)
+
+// Filter names, as Envoy registers them.
+const (
+	hcmFilterName         = "envoy.filters.network.http_connection_manager"
+	tcpProxyFilterName    = "envoy.filters.network.tcp_proxy"
+	routerFilterName      = "envoy.filters.http.router"
+	originalDstFilterName = "envoy.filters.listener.original_dst"
+)
+
+// BuildListeners returns the proxy's listeners sorted by name:
+// virtualOutbound, virtualInbound, one 0.0.0.0_PORT per outbound HTTP port
+// and one VIP_PORT per outbound TCP service address.
+func (g *Generator) BuildListeners(proxy *model.Proxy) []*listener.Listener {
+	return buildListeners(g.snapshot(), proxy)
+}
+
+func buildListeners(snap *registry.Snapshot, proxy *model.Proxy) []*listener.Listener {
+	out := []*listener.Listener{virtualOutbound(), virtualInbound(snap, proxy)}
+	seen := map[string]bool{VirtualOutboundListener: true, VirtualInboundListener: true}
+	add := func(l *listener.Listener) {
+		if !seen[l.Name] {
+			seen[l.Name] = true
+			out = append(out, l)
+		}
+	}
+	for _, svc := range snap.VisibleServices(proxyNamespace(proxy)) {
+		for _, port := range svc.Ports {
+			switch {
+			case port.Protocol == registry.UDP || port.Number == OutboundCapturePort || port.Number == InboundCapturePort:
+			case port.Protocol.IsHTTP():
+				add(httpOutboundListener(port.Number))
+			default:
+				for _, vip := range svc.Addresses {
+					if _, err := netip.ParseAddr(vip); err != nil {
+						continue // a CIDR: no single address to hand off to
+					}
+					add(tcpOutboundListener(vip, port.Number, OutboundClusterName(port.Number, "", svc.Hostname)))
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+func virtualOutbound() *listener.Listener {
+	return &listener.Listener{
+		Name:           VirtualOutboundListener,
+		Address:        socketAddress("0.0.0.0", OutboundCapturePort),
+		UseOriginalDst: wrapperspb.Bool(true),
+		FilterChains: []*listener.FilterChain{{
+			Name:    "PassthroughFilterChain",
+			Filters: []*listener.Filter{tcpProxyFilter(PassthroughCluster, PassthroughCluster)},
+		}},
+		TrafficDirection: core.TrafficDirection_OUTBOUND,
+	}
+}
+
+func httpOutboundListener(port uint32) *listener.Listener {
+	name := fmt.Sprintf("0.0.0.0_%d", port)
+	return &listener.Listener{
+		Name:       name,
+		Address:    socketAddress("0.0.0.0", port),
+		BindToPort: wrapperspb.Bool(false),
+		FilterChains: []*listener.FilterChain{{
+			Filters: []*listener.Filter{hcmFilter(&hcm.HttpConnectionManager{
+				StatPrefix: "outbound_" + name,
+				RouteSpecifier: &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
+					RouteConfigName: RouteName(port),
+					ConfigSource:    adsConfigSource(),
+				}},
+			})},
+		}},
+		TrafficDirection: core.TrafficDirection_OUTBOUND,
+	}
+}
+
+func tcpOutboundListener(vip string, port uint32, clusterName string) *listener.Listener {
+	name := fmt.Sprintf("%s_%d", vip, port)
+	return &listener.Listener{
+		Name:       name,
+		Address:    socketAddress(vip, port),
+		BindToPort: wrapperspb.Bool(false),
+		FilterChains: []*listener.FilterChain{{
+			Filters: []*listener.Filter{tcpProxyFilter("outbound|"+name, clusterName)},
+		}},
+		TrafficDirection: core.TrafficDirection_OUTBOUND,
+	}
+}
+
+// virtualInbound has one filter chain per port the proxy's workload serves
+// (matched on the original destination port) and a catch-all chain that
+// passes other connections to the workload unchanged.
+func virtualInbound(snap *registry.Snapshot, proxy *model.Proxy) *listener.Listener {
+	var chains []*listener.FilterChain
+	for _, p := range inboundPorts(snap, proxy) {
+		clusterName := InboundClusterName(p.endpointPort)
+		statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
+		var f *listener.Filter
+		if p.protocol.IsHTTP() {
+			f = hcmFilter(&hcm.HttpConnectionManager{
+				StatPrefix: statPrefix,
+				RouteSpecifier: &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
+					Name: clusterName,
+					VirtualHosts: []*route.VirtualHost{{
+						Name:    fmt.Sprintf("inbound|http|%d", p.endpointPort),
+						Domains: []string{"*"},
+						Routes:  []*route.Route{prefixRoute("default", "/", clusterName)},
+					}},
+				}},
+			})
+		} else {
+			f = tcpProxyFilter(statPrefix, clusterName)
+		}
+		chains = append(chains, &listener.FilterChain{
+			Name:             clusterName,
+			FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(p.endpointPort)},
+			Filters:          []*listener.Filter{f},
+		})
+	}
+	chains = append(chains, &listener.FilterChain{
+		Name:    "InboundPassthroughFilterChain",
+		Filters: []*listener.Filter{tcpProxyFilter(InboundPassthroughCluster, InboundPassthroughCluster)},
+	})
+	return &listener.Listener{
+		Name:    VirtualInboundListener,
+		Address: socketAddress("0.0.0.0", InboundCapturePort),
+		ListenerFilters: []*listener.ListenerFilter{{
+			Name:       originalDstFilterName,
+			ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: mustAny(&originaldst.OriginalDst{})},
+		}},
+		FilterChains:     chains,
+		TrafficDirection: core.TrafficDirection_INBOUND,
+	}
+}
+
+func tcpProxyFilter(statPrefix, clusterName string) *listener.Filter {
+	return &listener.Filter{
+		Name: tcpProxyFilterName,
+		ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(&tcpproxy.TcpProxy{
+			StatPrefix:       statPrefix,
+			ClusterSpecifier: &tcpproxy.TcpProxy_Cluster{Cluster: clusterName},
+		})},
+	}
+}
+
+func hcmFilter(m *hcm.HttpConnectionManager) *listener.Filter {
+	m.CodecType = hcm.HttpConnectionManager_AUTO
+	m.HttpFilters = []*hcm.HttpFilter{{
+		Name:       routerFilterName,
+		ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerfilter.Router{})},
+	}}
+	return &listener.Filter{
+		Name:       hcmFilterName,
+		ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(m)},
+	}
+}

@@ -1,0 +1,50 @@
+package gen
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Well-known cluster and listener names (DESIGN.md §4).
+const (
+	PassthroughCluster        = "PassthroughCluster"
+	InboundPassthroughCluster = "InboundPassthroughCluster"
+	BlackHoleCluster          = "BlackHoleCluster"
+
+	VirtualOutboundListener = "virtualOutbound"
+	VirtualInboundListener  = "virtualInbound"
+
+	OutboundCapturePort = 15001
+	InboundCapturePort  = 15006
+
+	// InboundPassthroughBindAddress is the source address of connections the
+	// proxy makes to its own workload, which iptables lets through.
+	InboundPassthroughBindAddress = "127.0.0.6"
+)
+
+// OutboundClusterName returns "outbound|PORT|SUBSET|HOST".
+func OutboundClusterName(port uint32, subset, host string) string {
+	return fmt.Sprintf("outbound|%d|%s|%s", port, subset, host)
+}
+
+// InboundClusterName returns "inbound|PORT||".
+func InboundClusterName(port uint32) string {
+	return fmt.Sprintf("inbound|%d||", port)
+}
+
+// ParseOutboundClusterName splits "outbound|PORT|SUBSET|HOST".
+func ParseOutboundClusterName(name string) (port uint32, subset, host string, ok bool) {
+	parts := strings.Split(name, "|")
+	if len(parts) != 4 || parts[0] != "outbound" || parts[3] == "" {
+		return 0, "", "", false
+	}
+	n, err := strconv.ParseUint(parts[1], 10, 16)
+	if err != nil || n == 0 {
+		return 0, "", "", false
+	}
+	return uint32(n), parts[2], parts[3], true
+}
+
+// RouteName is the RDS name of the outbound HTTP routes of a port.
+func RouteName(port uint32) string { return strconv.FormatUint(uint64(port), 10) }

@@ -1,6 +1,67 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
-// newProxyCmd is owned by the agent work; placeholder.
-func newProxyCmd() *cobra.Command { return &cobra.Command{Use: "proxy"} }
+	"github.com/spf13/cobra"
+	"github.com/straitmesh/strait/internal/agent"
+	"github.com/straitmesh/strait/internal/agent/config"
+)
+
+// newProxyCmd is `strait-agent proxy sidecar`: the long-running agent
+// beside the application (pilot-agent's `proxy sidecar`).
+func newProxyCmd() *cobra.Command {
+	var (
+		domain      string
+		concurrency int
+		ignored     string
+	)
+	cmd := &cobra.Command{
+		Use:   "proxy sidecar",
+		Short: "Run the sidecar agent: write the bootstrap, relay xDS, serve health and metrics, supervise strait-proxy",
+		Long: `Run the sidecar agent.
+
+Environment: POD_NAME, POD_NAMESPACE, INSTANCE_IP, SERVICE_ACCOUNT,
+PROXY_CONFIG (JSON ProxyConfig, e.g. {"discoveryAddress":"straitd.istio-system.svc:15010"}),
+ISTIO_META_* (node metadata), MINIMUM_DRAIN_DURATION (e.g. 5s), XDS_SOCKET_PATH.
+The ProxyConfig is merged from defaults, /etc/istio/config/mesh, PROXY_CONFIG and
+the proxy.istio.io/config annotation in /etc/istio/pod/annotations, in that order.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("want one proxy type argument (sidecar), got %d", len(args))
+			}
+			if args[0] != "sidecar" {
+				return fmt.Errorf("proxy type %q is not supported; only \"sidecar\" is", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src := config.Sources{Domain: domain}
+			if cmd.Flags().Changed("concurrency") {
+				src.Concurrency = &concurrency
+			}
+			cfg, err := config.Load(src)
+			if err != nil {
+				return err
+			}
+			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return agent.Run(ctx, cfg, agent.Options{Logger: logger})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&domain, "domain", "", "DNS domain of the node id (default POD_NAMESPACE.svc.cluster.local)")
+	f.IntVar(&concurrency, "concurrency", config.DefaultConcurrency, "proxy worker threads; overrides ProxyConfig.concurrency (0 = one per core)")
+	// Istio's injected sidecar passes these; accepted and ignored.
+	for _, name := range []string{"proxyLogLevel", "proxyComponentLogLevel", "log_output_level"} {
+		f.StringVar(&ignored, name, "", "accepted for Istio compatibility; ignored")
+		f.MarkHidden(name)
+	}
+	return cmd
+}

@@ -1,0 +1,143 @@
+// Package agent runs `strait-agent proxy sidecar`: it writes the proxy's
+// bootstrap, relays xDS on a Unix socket, serves health and merged metrics,
+// and supervises the proxy until shutdown. The parts live in the
+// subpackages config, bootstrap, xdsproxy, status and supervisor; this
+// package only wires them.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/straitmesh/strait/internal/agent/bootstrap"
+	"github.com/straitmesh/strait/internal/agent/config"
+	"github.com/straitmesh/strait/internal/agent/status"
+	"github.com/straitmesh/strait/internal/agent/supervisor"
+	"github.com/straitmesh/strait/internal/agent/xdsproxy"
+)
+
+// Options are the agent's knobs that do not come from the pod's config.
+type Options struct {
+	Logger *slog.Logger
+	// StatusHost is the address the status ports bind (default all interfaces).
+	StatusHost string
+	// Starter runs the proxy (default: os/exec).
+	Starter supervisor.Starter
+	// XDSBackoffBase and XDSBackoffMax tune the upstream reconnect (0 = defaults).
+	XDSBackoffBase, XDSBackoffMax time.Duration
+	// TerminateTimeout is how long the proxy gets after SIGTERM (0 = default).
+	TerminateTimeout time.Duration
+}
+
+// Run runs the agent until ctx is done (SIGTERM), then drains, stops the
+// proxy and returns nil. It returns an error if a part cannot start.
+func Run(ctx context.Context, cfg *config.Config, opts Options) error {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "agent")
+	pc := cfg.Proxy
+	adminPort := int(pc.GetProxyAdminPort())
+
+	b, err := bootstrap.Build(bootstrap.Options{
+		NodeID:        cfg.NodeID(),
+		Cluster:       cfg.ServiceCluster(),
+		Metadata:      cfg.NodeMetadata(),
+		AdminPort:     adminPort,
+		XDSSocketPath: cfg.XDSSocketPath,
+	})
+	if err != nil {
+		return err
+	}
+	if err := bootstrap.Write(cfg.BootstrapPath(), b); err != nil {
+		return err
+	}
+	log.Info("wrote bootstrap", "path", cfg.BootstrapPath(), "node", cfg.NodeID(), "discovery_address", pc.GetDiscoveryAddress())
+	if pc.GetDiscoveryAddress() == config.DefaultDiscoveryAddress {
+		log.Warn("discoveryAddress is Istio's default (TLS on 15012); the agent speaks plaintext gRPC — set PROXY_CONFIG discoveryAddress to straitd's plaintext port, e.g. straitd.istio-system.svc:15010")
+	}
+
+	xds, err := xdsproxy.New(xdsproxy.Options{
+		UpstreamAddress: pc.GetDiscoveryAddress(),
+		BackoffBase:     opts.XDSBackoffBase,
+		BackoffMax:      opts.XDSBackoffMax,
+		Logger:          opts.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer xds.Stop()
+	xdsLis, err := xdsproxy.ListenUnix(cfg.XDSSocketPath)
+	if err != nil {
+		return err
+	}
+	go xds.Serve(xdsLis)
+
+	// st is set below, before sup.Run, the only caller of OnDrain.
+	var st *status.Server
+	sup := supervisor.New(supervisor.Options{
+		Command: supervisor.Command{
+			Path: pc.GetBinaryPath(),
+			Args: supervisor.ProxyArgs(cfg.BootstrapPath(), cfg.Concurrency, cfg.ProxyDrainTime()),
+		},
+		Starter:          opts.Starter,
+		OnDrain:          func() { st.SetDraining() },
+		DrainDuration:    cfg.DrainDuration,
+		TerminateTimeout: opts.TerminateTimeout,
+		Logger:           opts.Logger,
+	})
+	st = status.New(status.Options{
+		AdminURL:  "http://127.0.0.1:" + strconv.Itoa(adminPort),
+		XDSSynced: xds.Synced,
+		AgentMetrics: func(w io.Writer) error {
+			if err := xds.WriteMetrics(w); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(w, "# HELP strait_agent_proxy_restarts_total Times the proxy exited unexpectedly and was restarted.\n"+
+				"# TYPE strait_agent_proxy_restarts_total counter\nstrait_agent_proxy_restarts_total %d\n", sup.Restarts())
+			return err
+		},
+		Logger: opts.Logger,
+	})
+	type statusPort struct {
+		port    int
+		handler http.Handler
+	}
+	servers := []statusPort{{cfg.ReadinessPort, st.ReadyHandler()}}
+	if p := int(pc.GetStatusPort()); p != 0 {
+		servers = append(servers, statusPort{p, st.Handler()})
+	}
+	for _, s := range servers {
+		addr := net.JoinHostPort(opts.StatusHost, strconv.Itoa(s.port))
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("status server: %w", err)
+		}
+		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("status server", "addr", addr, "err", err)
+			}
+		}()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		}()
+		log.Info("serving status", "addr", lis.Addr().String())
+	}
+
+	if err := sup.Run(ctx); err != nil {
+		return err
+	}
+	log.Info("agent stopped")
+	return nil
+}

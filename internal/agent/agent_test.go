@@ -1,0 +1,293 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/straitmesh/strait/internal/agent/bootstrap"
+	"github.com/straitmesh/strait/internal/agent/config"
+	"github.com/straitmesh/strait/internal/agent/xdsproxy"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+const timeout = 15 * time.Second
+
+// The test binary doubles as the proxy: with fakeProxyEnv set, TestMain
+// runs fakeProxy, which behaves like strait-proxy towards the agent.
+const fakeProxyEnv = "STRAIT_AGENT_FAKE_PROXY_LOG"
+
+func TestMain(m *testing.M) {
+	if log := os.Getenv(fakeProxyEnv); log != "" {
+		if err := fakeProxy(log, os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "fake proxy:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// fakeProxy reads the bootstrap given with -c, serves admin /ready (503
+// until CDS and LDS are ACKed over ADS through the bootstrap's pipe) and
+// /stats/prometheus, and exits 0 on SIGTERM.
+func fakeProxy(log string, args []string) error {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	appendLine(log, "start "+strings.Join(args, " "))
+	if len(args) < 2 || args[0] != "-c" {
+		return fmt.Errorf("args %q: want -c BOOTSTRAP ...", args)
+	}
+	data, err := os.ReadFile(args[1])
+	if err != nil {
+		return err
+	}
+	b, err := bootstrap.Parse(data)
+	if err != nil {
+		return err
+	}
+	admin := b.GetAdmin().GetAddress().GetSocketAddress()
+	pipe := b.GetStaticResources().GetClusters()[0].GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetPipe().GetPath()
+
+	var live atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ready", func(w http.ResponseWriter, r *http.Request) {
+		if live.Load() {
+			fmt.Fprintln(w, "LIVE")
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "PRE_INITIALIZING")
+	})
+	mux.HandleFunc("/stats/prometheus", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, `envoy_cluster_upstream_rq_total{cluster_name="xds-grpc"} 0`)
+	})
+	lis, err := net.Listen("tcp", net.JoinHostPort(admin.GetAddress(), fmt.Sprint(admin.GetPortValue())))
+	if err != nil {
+		return err
+	}
+	go http.Serve(lis, mux)
+
+	cc, err := grpc.NewClient("unix://"+pipe, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+	for i, typeURL := range []string{xdsproxy.ClusterType, xdsproxy.ListenerType} {
+		req := &discoveryv3.DiscoveryRequest{TypeUrl: typeURL}
+		if i == 0 {
+			req.Node = b.GetNode()
+		}
+		if err := stream.Send(req); err != nil {
+			return err
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: resp.VersionInfo, ResponseNonce: resp.Nonce}); err != nil {
+			return err
+		}
+	}
+	live.Store(true)
+	<-term
+	appendLine(log, "sigterm")
+	return nil
+}
+
+func appendLine(path, line string) {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	fmt.Fprintln(f, line)
+}
+
+// controlPlane answers every new subscription with an empty response and
+// records the node it saw.
+type controlPlane struct {
+	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
+	node atomic.Pointer[corev3.Node]
+}
+
+func (c *controlPlane) StreamAggregatedResources(s discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	for n := 1; ; n++ {
+		req, err := s.Recv()
+		if err != nil {
+			return nil
+		}
+		if req.GetNode() != nil {
+			c.node.Store(req.GetNode())
+		}
+		if req.GetResponseNonce() != "" {
+			continue
+		}
+		if err := s.Send(&discoveryv3.DiscoveryResponse{TypeUrl: req.GetTypeUrl(), VersionInfo: "v1", Nonce: fmt.Sprint(n)}); err != nil {
+			return err
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().(*net.TCPAddr).Port
+}
+
+func httpGet(url string) (int, string) {
+	c := &http.Client{Timeout: time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v; last: %s", what, timeout, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAgent runs the whole agent against a fake control plane, with the
+// test binary as the proxy: bootstrap, xDS relay, readiness, merged
+// metrics, drain and shutdown.
+func TestAgent(t *testing.T) {
+	cp := &controlPlane{}
+	cpLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(srv, cp)
+	go srv.Serve(cpLis)
+	defer srv.Stop()
+
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	proxyLog := filepath.Join(dir, "proxy.log")
+	t.Setenv(fakeProxyEnv, proxyLog) // for the child only
+	adminPort, statusPort, readyPort := freePort(t), freePort(t), freePort(t)
+	if err := os.MkdirAll(filepath.Join(dir, "pod"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pod", "labels"), []byte("app=\"client\"\nversion=\"v1\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"POD_NAME":               "client-1",
+		"POD_NAMESPACE":          "demo",
+		"INSTANCE_IP":            "10.1.0.2",
+		"SERVICE_ACCOUNT":        "client",
+		"MINIMUM_DRAIN_DURATION": "500ms",
+		"PROXY_CONFIG": fmt.Sprintf(`{"discoveryAddress":%q,"binaryPath":%q,"proxyAdminPort":%d,"statusPort":%d,"configPath":"etc/istio/proxy"}`,
+			cpLis.Addr().String(), exe, adminPort, statusPort),
+	}
+	cfg, err := config.Load(config.Sources{
+		LookupEnv:      func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		Environ:        []string{"ISTIO_META_INTERCEPTION_MODE=REDIRECT"},
+		WorkDir:        dir,
+		MeshConfigFile: filepath.Join(dir, "no-mesh"),
+		PodInfoDir:     filepath.Join(dir, "pod"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ReadinessPort = readyPort
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, Options{
+			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+			StatusHost:       "127.0.0.1",
+			XDSBackoffBase:   10 * time.Millisecond,
+			TerminateTimeout: timeout,
+		})
+	}()
+
+	readyURL := fmt.Sprintf("http://127.0.0.1:%d/healthz/ready", readyPort)
+	waitFor(t, "readiness 200", func() (bool, string) {
+		code, body := httpGet(readyURL)
+		return code == http.StatusOK, fmt.Sprint(code, " ", body)
+	})
+	if n := cp.node.Load(); n.GetId() != "sidecar~10.1.0.2~client-1.demo~demo.svc.cluster.local" ||
+		n.GetCluster() != "client.demo" ||
+		n.GetMetadata().GetFields()["INTERCEPTION_MODE"].GetStringValue() != "REDIRECT" ||
+		n.GetMetadata().GetFields()["LABELS"].GetStringValue() != "app=client,version=v1" {
+		t.Errorf("control plane saw node %v", n)
+	}
+	bootstrapPath := filepath.Join(dir, "etc", "istio", "proxy", "envoy-rev.json")
+	if _, err := os.Stat(bootstrapPath); err != nil {
+		t.Errorf("bootstrap: %v", err)
+	}
+	code, metrics := httpGet(fmt.Sprintf("http://127.0.0.1:%d/stats/prometheus", statusPort))
+	for _, want := range []string{`envoy_cluster_upstream_rq_total{cluster_name="xds-grpc"} 0`, "strait_agent_xds_cds_acked 1", "strait_agent_xds_lds_acked 1", "strait_agent_proxy_restarts_total 0"} {
+		if code != http.StatusOK || !strings.Contains(metrics, want) {
+			t.Errorf("merged metrics (%d) lack %q:\n%s", code, want, metrics)
+		}
+	}
+	if code, _ := httpGet(fmt.Sprintf("http://127.0.0.1:%d/healthz/ready", statusPort)); code != http.StatusOK {
+		t.Errorf("status port readiness = %d", code)
+	}
+
+	// SIGTERM: readiness fails during the drain, then the proxy is stopped.
+	cancel()
+	waitFor(t, "readiness 503 while draining", func() (bool, string) {
+		code, body := httpGet(readyURL)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "draining"), fmt.Sprint(code, " ", body)
+	})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(timeout):
+		t.Fatal("agent did not stop")
+	}
+	log, _ := os.ReadFile(proxyLog)
+	wantStart := fmt.Sprintf("start -c %s --concurrency 2 --drain-time-s 45\nsigterm\n", bootstrapPath)
+	if string(log) != wantStart {
+		t.Errorf("proxy log = %q, want %q", log, wantStart)
+	}
+}

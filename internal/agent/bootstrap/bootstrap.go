@@ -1,0 +1,257 @@
+// Package bootstrap builds the proxy's Envoy v3 bootstrap: node identity,
+// the admin address, ADS through the agent's xDS proxy on a Unix socket
+// (the "xds-grpc" cluster) and the 15090 Prometheus listener.
+package bootstrap
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Names fixed by the contract (docs/contracts.md).
+const (
+	XDSClusterName         = "xds-grpc"
+	PrometheusClusterName  = "prometheus_stats"
+	PrometheusListener     = "prometheus_stats_listener"
+	PrometheusPath         = "/stats/prometheus"
+	DefaultPrometheusPort  = 15090
+	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+)
+
+// Options are the inputs of Build; the agent fills them from its Config.
+type Options struct {
+	NodeID   string
+	Cluster  string
+	Metadata map[string]string
+	// AdminPort is the proxy's admin port on 127.0.0.1 (15000).
+	AdminPort int
+	// XDSSocketPath is the agent's xDS proxy Unix socket (absolute).
+	XDSSocketPath string
+	// PrometheusPort is the stats listener's port (0 = 15090).
+	PrometheusPort int
+}
+
+// Build returns the bootstrap. The result passes ValidateAll.
+func Build(o Options) (*bootstrapv3.Bootstrap, error) {
+	if o.PrometheusPort == 0 {
+		o.PrometheusPort = DefaultPrometheusPort
+	}
+	md := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(o.Metadata))}
+	for k, v := range o.Metadata {
+		md.Fields[k] = structpb.NewStringValue(v)
+	}
+	http2, err := anypb.New(&httpv3.HttpProtocolOptions{
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+					Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+				},
+			},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	statsListener, err := prometheusListener(o.PrometheusPort)
+	if err != nil {
+		return nil, err
+	}
+	ads := func() *corev3.ConfigSource {
+		return &corev3.ConfigSource{
+			ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+			ResourceApiVersion:    corev3.ApiVersion_V3,
+		}
+	}
+	b := &bootstrapv3.Bootstrap{
+		Node: &corev3.Node{Id: o.NodeID, Cluster: o.Cluster, Metadata: md},
+		Admin: &bootstrapv3.Admin{
+			Address: socketAddress("127.0.0.1", o.AdminPort),
+		},
+		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
+			AdsConfig: &corev3.ApiConfigSource{
+				ApiType:             corev3.ApiConfigSource_GRPC,
+				TransportApiVersion: corev3.ApiVersion_V3,
+				GrpcServices: []*corev3.GrpcService{{
+					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+						EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: XDSClusterName},
+					},
+				}},
+				SetNodeOnFirstMessageOnly: true,
+			},
+			CdsConfig: ads(),
+			LdsConfig: ads(),
+		},
+		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
+			Clusters: []*clusterv3.Cluster{
+				{
+					Name:                 XDSClusterName,
+					ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+					ConnectTimeout:       durationpb.New(time.Second),
+					LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
+					LoadAssignment: loadAssignment(XDSClusterName, &corev3.Address{
+						Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: o.XDSSocketPath}},
+					}),
+					TypedExtensionProtocolOptions: map[string]*anypb.Any{httpProtocolOptionsKey: http2},
+				},
+				{
+					Name:                 PrometheusClusterName,
+					ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+					ConnectTimeout:       durationpb.New(250 * time.Millisecond),
+					LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
+					LoadAssignment:       loadAssignment(PrometheusClusterName, socketAddress("127.0.0.1", o.AdminPort)),
+				},
+			},
+			Listeners: []*listenerv3.Listener{statsListener},
+		},
+	}
+	if err := b.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	return b, nil
+}
+
+func prometheusListener(port int) (*listenerv3.Listener, error) {
+	router, err := anypb.New(&routerv3.Router{})
+	if err != nil {
+		return nil, err
+	}
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix: "stats",
+		CodecType:  hcmv3.HttpConnectionManager_AUTO,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{
+			RouteConfig: &routev3.RouteConfiguration{
+				VirtualHosts: []*routev3.VirtualHost{{
+					Name:    "backend",
+					Domains: []string{"*"},
+					Routes: []*routev3.Route{{
+						Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: PrometheusPath}},
+						Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+							ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: PrometheusClusterName},
+						}},
+					}},
+				}},
+			},
+		},
+		HttpFilters: []*hcmv3.HttpFilter{{
+			Name:       "envoy.filters.http.router",
+			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router},
+		}},
+	}
+	if err := hcm.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("stats listener HCM: %w", err)
+	}
+	hcmAny, err := anypb.New(hcm)
+	if err != nil {
+		return nil, err
+	}
+	return &listenerv3.Listener{
+		Name:    PrometheusListener,
+		Address: socketAddress("0.0.0.0", port),
+		FilterChains: []*listenerv3.FilterChain{{
+			Filters: []*listenerv3.Filter{{
+				Name:       "envoy.filters.network.http_connection_manager",
+				ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcmAny},
+			}},
+		}},
+	}, nil
+}
+
+func socketAddress(ip string, port int) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Protocol:      corev3.SocketAddress_TCP,
+		Address:       ip,
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(port)},
+	}}}
+}
+
+func loadAssignment(cluster string, addr *corev3.Address) *endpointv3.ClusterLoadAssignment {
+	return &endpointv3.ClusterLoadAssignment{
+		ClusterName: cluster,
+		Endpoints: []*endpointv3.LocalityLbEndpoints{{
+			LbEndpoints: []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}},
+			}},
+		}},
+	}
+}
+
+// Marshal renders b as indented JSON with proto field names (as Envoy and Istio write bootstraps). protojson's
+// whitespace is deliberately unstable, so the output is re-indented to make
+// it byte-stable for golden files and diffs; map keys come out sorted.
+func Marshal(b *bootstrapv3.Bootstrap) ([]byte, error) {
+	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(b)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Parse reads a bootstrap written by Marshal (or by hand).
+func Parse(data []byte) (*bootstrapv3.Bootstrap, error) {
+	b := &bootstrapv3.Bootstrap{}
+	if err := protojson.Unmarshal(data, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Write marshals b to path atomically (temp file + rename), creating the
+// directory, so the proxy never reads a half-written bootstrap.
+func Write(path string, b *bootstrapv3.Bootstrap) error {
+	data, err := Marshal(b)
+	if err != nil {
+		return fmt.Errorf("marshal bootstrap: %w", err)
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write bootstrap: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write bootstrap: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write bootstrap %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write bootstrap %s: %w", tmp.Name(), err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("write bootstrap: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write bootstrap: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// fakeAdmin is the proxy's admin API: /ready and /stats/prometheus.
+func fakeAdmin(t *testing.T, ready *atomic.Bool) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ready", func(w http.ResponseWriter, r *http.Request) {
+		if ready.Load() {
+			fmt.Fprintln(w, "LIVE")
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "PRE_INITIALIZING")
+	})
+	mux.HandleFunc("/stats/prometheus", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `envoy_cluster_upstream_rq_total{cluster_name="a"} 3`) // no trailing newline
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+func TestReady(t *testing.T) {
+	var ready atomic.Bool
+	admin := fakeAdmin(t, &ready)
+	s := New(Options{
+		AdminURL:  admin.URL,
+		XDSSynced: func() (bool, bool) { return true, false },
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	for _, h := range []http.Handler{s.ReadyHandler(), s.Handler()} {
+		ready.Store(false)
+		code, body := get(t, h, ReadyPath)
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "PRE_INITIALIZING") || !strings.Contains(body, "LDS acked=false") {
+			t.Errorf("before LIVE: %d %q", code, body)
+		}
+		ready.Store(true)
+		if code, body := get(t, h, ReadyPath); code != http.StatusOK {
+			t.Errorf("after LIVE: %d %q", code, body)
+		}
+	}
+	s.SetDraining()
+	if code, body := get(t, s.ReadyHandler(), ReadyPath); code != http.StatusServiceUnavailable || !strings.Contains(body, "draining") {
+		t.Errorf("draining: %d %q", code, body)
+	}
+}
+
+func TestReadyAdminDown(t *testing.T) {
+	var ready atomic.Bool
+	admin := fakeAdmin(t, &ready)
+	admin.Close()
+	s := New(Options{AdminURL: admin.URL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if code, body := get(t, s.ReadyHandler(), ReadyPath); code != http.StatusServiceUnavailable || !strings.Contains(body, "not reachable") {
+		t.Errorf("admin down: %d %q", code, body)
+	}
+}
+
+func TestMergedMetrics(t *testing.T) {
+	var ready atomic.Bool
+	admin := fakeAdmin(t, &ready)
+	s := New(Options{
+		AdminURL:     admin.URL,
+		AgentMetrics: func(w io.Writer) error { _, err := fmt.Fprintln(w, "strait_agent_up 1"); return err },
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	code, body := get(t, s.Handler(), PrometheusPath)
+	want := "envoy_cluster_upstream_rq_total{cluster_name=\"a\"} 3\nstrait_agent_up 1\n"
+	if code != http.StatusOK || body != want {
+		t.Errorf("metrics: %d %q, want %q", code, body, want)
+	}
+	if code, _ := get(t, s.ReadyHandler(), PrometheusPath); code != http.StatusNotFound {
+		t.Errorf("15021 should not serve metrics, got %d", code)
+	}
+	admin.Close()
+	if code, body := get(t, s.Handler(), PrometheusPath); code != http.StatusOK || body != "strait_agent_up 1\n" {
+		t.Errorf("metrics with proxy down: %d %q", code, body)
+	}
+}

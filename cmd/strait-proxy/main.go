@@ -1,0 +1,162 @@
+// Command strait-proxy is Strait's data plane. It is configured like Envoy:
+// by a v3 bootstrap file (-c) and ADS.
+//
+//	strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level info]
+//
+// Other Envoy flags the agent may pass (--drain-time-s, --parent-shutdown-time-s,
+// --disable-hot-restart, ...) are accepted and ignored.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/straitmesh/strait/internal/proxy"
+	"github.com/straitmesh/strait/internal/proxy/bootstrap"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "strait-proxy:", err)
+		os.Exit(1)
+	}
+}
+
+// config is the parsed command line.
+type config struct {
+	bootstrapPath string
+	concurrency   int
+	logLevel      slog.Level
+}
+
+// envoyBoolFlags are Envoy flags that take no value.
+var envoyBoolFlags = map[string]bool{
+	"disable-hot-restart":            true,
+	"allow-unknown-static-fields":    true,
+	"reject-unknown-dynamic-fields":  true,
+	"ignore-unknown-dynamic-fields":  true,
+	"use-dynamic-base-id":            true,
+	"disable-extensions":             false,
+	"enable-fine-grain-logging":      true,
+	"enable-core-dump":               true,
+	"skip-hot-restart-on-no-parent":  true,
+	"skip-hot-restart-parent-stats":  true,
+	"cpuset-threads":                 true,
+	"log-format-escaped":             true,
+	"mode-validate":                  false,
+	"enable-mutex-tracing":           true,
+	"restart-epoch-from-environment": true,
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "trace", "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error", "critical", "off":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("--log-level %q is not one of trace, debug, info, warning, error, critical, off", s)
+}
+
+func parseArgs(args []string) (config, error) {
+	cfg := config{logLevel: slog.LevelInfo}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			return cfg, fmt.Errorf("unexpected argument %q", a)
+		}
+		name := strings.TrimLeft(a, "-")
+		value, hasValue := "", false
+		if k, v, ok := strings.Cut(name, "="); ok {
+			name, value, hasValue = k, v, true
+		}
+		takeValue := func() (string, error) {
+			if hasValue {
+				return value, nil
+			}
+			if i+1 >= len(args) {
+				return "", fmt.Errorf("flag %s needs a value", a)
+			}
+			i++
+			return args[i], nil
+		}
+		switch name {
+		case "c", "config-path":
+			v, err := takeValue()
+			if err != nil {
+				return cfg, err
+			}
+			cfg.bootstrapPath = v
+		case "concurrency":
+			v, err := takeValue()
+			if err != nil {
+				return cfg, err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return cfg, fmt.Errorf("--concurrency %q is not a non-negative integer", v)
+			}
+			cfg.concurrency = n
+		case "l", "log-level":
+			v, err := takeValue()
+			if err != nil {
+				return cfg, err
+			}
+			lvl, err := parseLevel(v)
+			if err != nil {
+				return cfg, err
+			}
+			cfg.logLevel = lvl
+		case "h", "help":
+			return cfg, errors.New("usage: strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level LEVEL]")
+		default:
+			// An Envoy flag we don't act on: skip it and its value.
+			if !hasValue && !envoyBoolFlags[name] && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				i++
+			}
+		}
+	}
+	if cfg.bootstrapPath == "" {
+		return cfg, errors.New("-c BOOTSTRAP is required")
+	}
+	return cfg, nil
+}
+
+func run(args []string) error {
+	cfg, err := parseArgs(args)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	if cfg.concurrency > 0 {
+		runtime.GOMAXPROCS(cfg.concurrency)
+	}
+	b, err := bootstrap.Load(cfg.bootstrapPath)
+	if err != nil {
+		return err
+	}
+	workers := cfg.concurrency
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	p, err := proxy.New(proxy.Options{Bootstrap: b, Concurrency: workers, Log: log})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log.Info("starting", "component", "main", "node", b.GetNode().GetId(), "concurrency", workers)
+	return p.Run(ctx)
+}

@@ -1,0 +1,23 @@
+package main
+
+import (
+	"log/slog"
+	"testing"
+)
+
+func TestParseArgs(t *testing.T) {
+	cfg, err := parseArgs([]string{"-c", "/etc/istio/proxy/envoy-rev.json", "--concurrency", "2",
+		"--drain-time-s", "45", "--disable-hot-restart", "--parent-shutdown-time-s=60", "--log-level", "warning",
+		"--local-address-ip-version", "v4", "--allow-unknown-static-fields"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.bootstrapPath != "/etc/istio/proxy/envoy-rev.json" || cfg.concurrency != 2 || cfg.logLevel != slog.LevelWarn {
+		t.Errorf("parsed %+v", cfg)
+	}
+	for _, bad := range [][]string{{}, {"-c"}, {"-c", "x", "--concurrency", "two"}, {"-c", "x", "--log-level", "loud"}} {
+		if _, err := parseArgs(bad); err == nil {
+			t.Errorf("parseArgs(%q) accepted", bad)
+		}
+	}
+}

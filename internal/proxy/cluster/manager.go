@@ -1,0 +1,281 @@
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/straitmesh/strait/internal/proxy/stats"
+)
+
+// idleCloseDelay is how long a replaced cluster keeps its idle upstream
+// connections before they are closed (requests in flight are unaffected).
+const idleCloseDelay = 5 * time.Second
+
+// Manager holds the active clusters. Get is lock-free (hot path); every
+// update is serialized by mu and publishes a new immutable map.
+type Manager struct {
+	// Set at creation, read-only.
+	log   *slog.Logger
+	stats *stats.Store
+
+	active atomic.Pointer[map[string]*Cluster]
+
+	mu         sync.Mutex // guards everything below
+	static     map[string]bool
+	warming    map[string]*Cluster // EDS clusters waiting for their first ClusterLoadAssignment
+	cla        map[string]*endpointv3.ClusterLoadAssignment
+	cdsVersion string
+	edsVersion string
+}
+
+// NewManager returns an empty cluster manager.
+func NewManager(log *slog.Logger, st *stats.Store) *Manager {
+	m := &Manager{
+		log:     log.With("component", "cluster-manager"),
+		stats:   st,
+		static:  map[string]bool{},
+		warming: map[string]*Cluster{},
+		cla:     map[string]*endpointv3.ClusterLoadAssignment{},
+	}
+	empty := map[string]*Cluster{}
+	m.active.Store(&empty)
+	return m
+}
+
+// Get returns the active cluster with the given name, or nil.
+func (m *Manager) Get(name string) *Cluster { return (*m.active.Load())[name] }
+
+// AddStatic adds the bootstrap's static clusters. They are never removed by CDS.
+func (m *Manager) AddStatic(cs []*clusterv3.Cluster) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := m.copyActive()
+	for _, c := range cs {
+		if err := c.ValidateAll(); err != nil {
+			return fmt.Errorf("static cluster %q: %w", c.GetName(), err)
+		}
+		b, err := build(c, m.stats)
+		if err != nil {
+			return err
+		}
+		if b.Kind == KindEDS {
+			return fmt.Errorf("static cluster %q: type EDS is not supported in static_resources", c.GetName())
+		}
+		next[c.GetName()] = b
+		m.static[c.GetName()] = true
+	}
+	m.active.Store(&next)
+	return nil
+}
+
+func (m *Manager) copyActive() map[string]*Cluster {
+	cur := *m.active.Load()
+	next := make(map[string]*Cluster, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	return next
+}
+
+// ApplyCDS applies a state-of-the-world CDS response. On error nothing
+// changes. It returns the EDS service names that must be subscribed.
+func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	built := make(map[string]*Cluster, len(cs))
+	for _, c := range cs {
+		name := c.GetName()
+		if m.static[name] {
+			return nil, fmt.Errorf("cluster %q: name clashes with a static cluster", name)
+		}
+		if _, dup := built[name]; dup {
+			return nil, fmt.Errorf("cluster %q: duplicate name in response", name)
+		}
+		if cur := m.Get(name); cur != nil && proto.Equal(cur.Config, c) {
+			built[name] = cur
+			continue
+		}
+		if w := m.warming[name]; w != nil && proto.Equal(w.Config, c) {
+			built[name] = w
+			continue
+		}
+		b, err := build(c, m.stats)
+		if err != nil {
+			return nil, err
+		}
+		built[name] = b
+	}
+
+	cur := *m.active.Load()
+	next := make(map[string]*Cluster, len(built)+len(m.static))
+	for name := range m.static {
+		next[name] = cur[name]
+	}
+	warming := map[string]*Cluster{}
+	var retired []*Cluster
+	for name, b := range built {
+		old := cur[name]
+		if old == b {
+			next[name] = b
+			continue
+		}
+		if b.Kind == KindEDS && b.Endpoints() == nil {
+			if cla, ok := m.cla[b.EDSName]; ok {
+				eps, err := endpointsFrom(cla)
+				if err != nil {
+					return nil, fmt.Errorf("cluster %q: endpoints %q: %w", name, b.EDSName, err)
+				}
+				b.setEndpoints(eps)
+			}
+		}
+		if b.Kind == KindEDS && b.endpoints.Load() == nil {
+			// Warming: the previous version (if any) keeps serving.
+			warming[name] = b
+			if old != nil {
+				next[name] = old
+			}
+			continue
+		}
+		next[name] = b
+		if old != nil {
+			retired = append(retired, old)
+		}
+	}
+	for name, old := range cur {
+		if _, keep := next[name]; !keep {
+			retired = append(retired, old)
+		}
+	}
+	m.warming = warming
+	m.active.Store(&next)
+	m.cdsVersion = version
+	m.retire(retired)
+	m.stats.Gauge("cluster_manager.warming_clusters").Store(int64(len(warming)))
+	m.stats.Gauge("cluster_manager.active_clusters").Store(int64(len(next)))
+	return m.edsNamesLocked(), nil
+}
+
+func (m *Manager) retire(cs []*Cluster) {
+	for _, c := range cs {
+		time.AfterFunc(idleCloseDelay, c.close)
+	}
+}
+
+func (m *Manager) edsNamesLocked() []string {
+	set := map[string]bool{}
+	for _, c := range *m.active.Load() {
+		if c.Kind == KindEDS {
+			set[c.EDSName] = true
+		}
+	}
+	for _, c := range m.warming {
+		set[c.EDSName] = true
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ApplyEDS applies ClusterLoadAssignments. Assignments not in the response
+// are kept (EDS responses name only the resources that changed or were
+// asked for).
+func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignment) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	parsed := map[string][]Endpoint{}
+	for _, cla := range clas {
+		eps, err := endpointsFrom(cla)
+		if err != nil {
+			return fmt.Errorf("cluster_load_assignment %q: %w", cla.GetClusterName(), err)
+		}
+		parsed[cla.GetClusterName()] = eps
+	}
+	next := m.copyActive()
+	changed := false
+	for _, cla := range clas {
+		name := cla.GetClusterName()
+		if old, ok := m.cla[name]; ok && proto.Equal(old, cla) {
+			continue
+		}
+		m.cla[name] = cla
+		for _, c := range next {
+			if c.Kind == KindEDS && c.EDSName == name {
+				c.setEndpoints(parsed[name])
+			}
+		}
+	}
+	for cname, w := range m.warming {
+		eps, ok := parsed[w.EDSName]
+		if !ok {
+			continue
+		}
+		w.setEndpoints(eps)
+		if old := next[cname]; old != nil {
+			m.retire([]*Cluster{old})
+		}
+		next[cname] = w
+		delete(m.warming, cname)
+		changed = true
+	}
+	if changed {
+		m.active.Store(&next)
+	}
+	m.edsVersion = version
+	m.stats.Gauge("cluster_manager.warming_clusters").Store(int64(len(m.warming)))
+	return nil
+}
+
+// Warming returns the number of clusters waiting for endpoints.
+func (m *Manager) Warming() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.warming)
+}
+
+// Snapshot is a consistent copy of the manager's state for /config_dump.
+type Snapshot struct {
+	CDSVersion, EDSVersion string
+	Static                 []*clusterv3.Cluster
+	Dynamic                []*clusterv3.Cluster
+	Warming                []*clusterv3.Cluster
+	Endpoints              []*endpointv3.ClusterLoadAssignment
+}
+
+// Snapshot returns the current state (protos are shared and read-only).
+func (m *Manager) Snapshot() Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := Snapshot{CDSVersion: m.cdsVersion, EDSVersion: m.edsVersion}
+	for name, c := range *m.active.Load() {
+		if m.static[name] {
+			s.Static = append(s.Static, c.Config)
+		} else {
+			s.Dynamic = append(s.Dynamic, c.Config)
+		}
+	}
+	for _, c := range m.warming {
+		s.Warming = append(s.Warming, c.Config)
+	}
+	for _, cla := range m.cla {
+		s.Endpoints = append(s.Endpoints, cla)
+	}
+	byName := func(cs []*clusterv3.Cluster) {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].GetName() < cs[j].GetName() })
+	}
+	byName(s.Static)
+	byName(s.Dynamic)
+	byName(s.Warming)
+	sort.Slice(s.Endpoints, func(i, j int) bool { return s.Endpoints[i].GetClusterName() < s.Endpoints[j].GetClusterName() })
+	return s
+}

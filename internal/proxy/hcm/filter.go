@@ -1,0 +1,95 @@
+// Package hcm is the HTTP connection manager network filter: it serves
+// HTTP/1.1 on downstream connections, routes each request with a route
+// table (inline or RDS) and forwards it to a cluster.
+//
+// The codec is behind Server.ServeConn and cluster.Cluster.RoundTrip, so
+// net/http can be replaced on the hot path without touching callers.
+package hcm
+
+import (
+	"fmt"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/route"
+)
+
+// Name is the network filter name.
+const Name = "envoy.filters.network.http_connection_manager"
+
+const routerFilter = "envoy.filters.http.router"
+
+// ignoredHTTPFilters are HTTP filters we accept and do not run yet.
+var ignoredHTTPFilters = map[string]bool{
+	"envoy.filters.http.cors":       true,
+	"envoy.filters.http.fault":      true,
+	"envoy.filters.http.grpc_stats": true,
+	"istio.alpn":                    true,
+	"istio.stats":                   true,
+	"istio.metadata_exchange":       true,
+}
+
+// Routes is where RDS route tables come from.
+type Routes interface {
+	Get(name string) *route.Table
+}
+
+// Filter is one configured HCM. It is immutable; a connection keeps the
+// Filter it was accepted with until it closes.
+type Filter struct {
+	StatPrefix string
+	RDSName    string // set when routes come from RDS
+	inline     *route.Table
+	routes     Routes
+}
+
+// Build validates an HCM config and returns the filter.
+func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
+	f := &Filter{StatPrefix: h.GetStatPrefix(), routes: routes}
+	switch h.GetCodecType() {
+	case hcmv3.HttpConnectionManager_AUTO, hcmv3.HttpConnectionManager_HTTP1:
+	default:
+		return nil, fmt.Errorf("codec_type %s is not supported (want AUTO or HTTP1)", h.GetCodecType())
+	}
+	switch rs := h.GetRouteSpecifier().(type) {
+	case *hcmv3.HttpConnectionManager_Rds:
+		if cs := rs.Rds.GetConfigSource(); cs.GetAds() == nil {
+			return nil, fmt.Errorf("rds.config_source must be {ads: {}}, got %v", configSourceKind(cs))
+		}
+		f.RDSName = rs.Rds.GetRouteConfigName()
+	case *hcmv3.HttpConnectionManager_RouteConfig:
+		t, err := route.Compile(rs.RouteConfig)
+		if err != nil {
+			return nil, err
+		}
+		f.inline = t
+	default:
+		return nil, fmt.Errorf("route specifier %T is not supported (want rds or route_config)", rs)
+	}
+	filters := h.GetHttpFilters()
+	if len(filters) == 0 || filters[len(filters)-1].GetName() != routerFilter {
+		return nil, fmt.Errorf("http_filters must end with %s", routerFilter)
+	}
+	for _, hf := range filters[:len(filters)-1] {
+		if !ignoredHTTPFilters[hf.GetName()] && !hf.GetIsOptional() {
+			return nil, fmt.Errorf("http filter %q is not supported", hf.GetName())
+		}
+	}
+	return f, nil
+}
+
+func configSourceKind(cs *corev3.ConfigSource) string {
+	if cs == nil {
+		return "nothing"
+	}
+	return fmt.Sprintf("%T", cs.GetConfigSourceSpecifier())
+}
+
+// table returns the route table to use for the next request.
+func (f *Filter) table() *route.Table {
+	if f.inline != nil {
+		return f.inline
+	}
+	return f.routes.Get(f.RDSName)
+}

@@ -1,0 +1,214 @@
+package hcm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster"
+)
+
+// Envoy's local reply bodies.
+const (
+	bodyNoHealthy     = "no healthy upstream"
+	bodyConnectFailed = "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
+)
+
+// hopHeaders are removed in both directions (RFC 9110 §7.6.1).
+var hopHeaders = []string{
+	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func localReply(w http.ResponseWriter, code int, flags, body string) {
+	h := w.Header()
+	if flags != "" {
+		h.Set("X-Strait-Response-Flags", flags)
+	}
+	if body != "" {
+		h.Set("Content-Type", "text/plain")
+	}
+	w.WriteHeader(code)
+	io.WriteString(w, body)
+}
+
+func removeHop(h http.Header) {
+	if c, ok := h["Connection"]; ok {
+		for _, v := range c {
+			for _, f := range splitComma(v) {
+				delete(h, http.CanonicalHeaderKey(f))
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			f := s[start:i]
+			for len(f) > 0 && (f[0] == ' ' || f[0] == '\t') {
+				f = f[1:]
+			}
+			for len(f) > 0 && (f[len(f)-1] == ' ' || f[len(f)-1] == '\t') {
+				f = f[:len(f)-1]
+			}
+			if f != "" {
+				out = append(out, f)
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func newRequestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:])
+	return string(out[:])
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	c, ok := r.Context().Value(connKey{}).(*conn)
+	if !ok {
+		localReply(w, http.StatusInternalServerError, "", errNoConn.Error())
+		return
+	}
+	table := c.filter.table()
+	if table == nil {
+		localReply(w, http.StatusNotFound, "NR", "")
+		return
+	}
+	path := r.URL.Path
+	if r.URL.RawPath != "" {
+		path = r.URL.RawPath
+	}
+	rt := table.Match(r.Host, path, r.Header)
+	if rt == nil {
+		localReply(w, http.StatusNotFound, "NR", "")
+		return
+	}
+	if rt.Direct != nil {
+		localReply(w, rt.Direct.Status, "", rt.Direct.Body)
+		return
+	}
+	cl := s.clusters.Get(rt.PickCluster())
+	if cl == nil {
+		localReply(w, http.StatusServiceUnavailable, "NC", "")
+		return
+	}
+	ep, err := cl.Pick(c.dst)
+	if err != nil {
+		localReply(w, http.StatusServiceUnavailable, "UH", bodyNoHealthy)
+		return
+	}
+	s.forward(w, r, cl, ep)
+}
+
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, cl *cluster.Cluster, ep cluster.Endpoint) {
+	ctx := r.Context()
+	out := r.WithContext(ctx) // shallow copy; r is ours until we return
+	out.RequestURI = ""
+	out.Close = false
+	out.URL.Scheme = "http"
+	h := out.Header
+	removeHop(h)
+	if _, ok := h["X-Forwarded-Proto"]; !ok {
+		h["X-Forwarded-Proto"] = []string{"http"}
+	}
+	if _, ok := h["X-Request-Id"]; !ok {
+		h["X-Request-Id"] = []string{newRequestID()}
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = nil // don't let the client add Go's default
+	}
+	if r.ContentLength == 0 {
+		out.Body = nil
+	}
+
+	cl.Stats.RqTotal.Add(1)
+	resp, err := cl.RoundTrip(out, ep)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return // downstream went away
+		}
+		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "err", err)
+		cl.Stats.AddResponse(http.StatusServiceUnavailable)
+		localReply(w, http.StatusServiceUnavailable, "UF", bodyConnectFailed)
+		return
+	}
+	defer resp.Body.Close()
+	cl.Stats.AddResponse(resp.StatusCode)
+
+	wh := w.Header()
+	for k, v := range resp.Header {
+		wh[k] = v
+	}
+	removeHop(wh)
+	for k := range resp.Trailer {
+		wh.Add("Trailer", k)
+	}
+	w.WriteHeader(resp.StatusCode)
+
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	if resp.ContentLength >= 0 {
+		_, err = io.CopyBuffer(writerOnly{w}, resp.Body, *bp)
+	} else {
+		err = copyFlushing(w, resp.Body, *bp)
+	}
+	if err != nil {
+		// Can't send a status any more: abort the downstream connection so
+		// the client sees a truncated response, like Envoy.
+		panic(http.ErrAbortHandler)
+	}
+	for k, v := range resp.Trailer {
+		wh[k] = v
+	}
+}
+
+// writerOnly hides ResponseWriter's ReadFrom so CopyBuffer uses our buffer.
+type writerOnly struct{ io.Writer }
+
+func copyFlushing(w http.ResponseWriter, r io.Reader, buf []byte) error {
+	rc := http.NewResponseController(w)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if ferr := rc.Flush(); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package listener
+
+import (
+	"net"
+	"net/netip"
+)
+
+func localAddrPort(c net.Conn) netip.AddrPort {
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		ap := a.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	return netip.AddrPort{}
+}
+
+// handle runs one accepted connection on listener l.
+func (m *Manager) handle(l *Listener, c net.Conn) {
+	l.stats.CxTotal.Add(1)
+	dst := localAddrPort(c)
+	if l.UseOriginalDst || l.OriginalDst {
+		if od, err := m.opts.OriginalDst(c); err == nil && od.IsValid() {
+			dst = netip.AddrPortFrom(od.Addr().Unmap(), od.Port())
+		}
+	}
+	target := l
+	if l.UseOriginalDst {
+		if t := m.handoffTarget(l, dst); t != nil {
+			target = t
+			target.stats.CxTotal.Add(1)
+		}
+	}
+	m.serve(target, c, dst)
+}
+
+// handoffTarget finds the listener that owns a redirected connection's
+// original destination: the listener with exactly that IP:port, else the
+// wildcard listener on that port, else none (the accepting listener serves
+// it with its own filter chains).
+func (m *Manager) handoffTarget(self *Listener, dst netip.AddrPort) *Listener {
+	s := m.active.Load()
+	if t := s.byAddr[dst]; t != nil && t != self {
+		return t
+	}
+	wild := netip.IPv4Unspecified()
+	if dst.Addr().Is6() {
+		wild = netip.IPv6Unspecified()
+	}
+	if t := s.byAddr[netip.AddrPortFrom(wild, dst.Port())]; t != nil && t != self {
+		return t
+	}
+	return nil
+}
+
+func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort) {
+	fc := l.match(dst)
+	if fc == nil {
+		m.log.Debug("no filter chain matched; closing", "listener", l.Name, "destination", dst.String())
+		c.Close()
+		return
+	}
+	l.stats.CxActive.Add(1)
+	if fc.http != nil {
+		// The HTTP server owns c from here; active count is approximate for HTTP.
+		l.stats.CxActive.Add(-1)
+		m.opts.HTTP.ServeConn(c, fc.http, dst)
+		return
+	}
+	defer l.stats.CxActive.Add(-1)
+	fc.tcp.Serve(m.ctx, c, dst, m.opts.Clusters, m.log)
+}

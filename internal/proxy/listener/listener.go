@@ -1,0 +1,182 @@
+// Package listener is the proxy's listener manager: it binds listeners,
+// accepts connections, hands redirected connections to the listener of
+// their original destination (use_original_dst), matches filter chains and
+// runs the chain's network filter.
+package listener
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/hcm"
+	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
+)
+
+const (
+	originalDstFilter = "envoy.filters.listener.original_dst"
+	originalDstType   = "type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst"
+)
+
+// passiveListenerFilters only inspect; we accept and skip them.
+var passiveListenerFilters = map[string]bool{
+	"envoy.filters.listener.tls_inspector":  true,
+	"envoy.filters.listener.http_inspector": true,
+}
+
+// ignoredNetworkFilters are non-terminal network filters we accept and skip.
+var ignoredNetworkFilters = map[string]bool{
+	"istio.metadata_exchange": true,
+	"istio.stats":             true,
+}
+
+// Listener is one built listener. Immutable once built.
+type Listener struct {
+	Name           string
+	Config         *listenerv3.Listener
+	Addr           netip.AddrPort
+	Bind           bool
+	UseOriginalDst bool // hand connections to the listener of their original destination
+	OriginalDst    bool // listener filter original_dst: destination = SO_ORIGINAL_DST
+	chains         []*filterChain
+	defaultChain   *filterChain
+	stats          *stats.ListenerStats
+}
+
+// Deps are what network filters need to be built.
+type Deps struct {
+	Routes hcm.Routes
+	Stats  *stats.Store
+}
+
+// StatsLabel is Envoy's envoy_listener_address label for an address.
+func StatsLabel(a netip.AddrPort) string {
+	return a.Addr().String() + "_" + strconv.Itoa(int(a.Port()))
+}
+
+// Build validates a listener and returns it. It rejects what it cannot
+// honour so the update is NACKed rather than served wrongly.
+func Build(l *listenerv3.Listener, d Deps) (*Listener, error) {
+	out, err := build(l, d)
+	if err != nil {
+		return nil, fmt.Errorf("listener %q: %w", l.GetName(), err)
+	}
+	return out, nil
+}
+
+func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
+	sa := l.GetAddress().GetSocketAddress()
+	if sa == nil {
+		return nil, fmt.Errorf("address: only socket_address is supported")
+	}
+	ip, err := netip.ParseAddr(sa.GetAddress())
+	if err != nil {
+		return nil, fmt.Errorf("address %q is not an IP", sa.GetAddress())
+	}
+	out := &Listener{
+		Name:           l.GetName(),
+		Config:         l,
+		Addr:           netip.AddrPortFrom(ip.Unmap(), uint16(sa.GetPortValue())),
+		Bind:           l.GetBindToPort() == nil || l.GetBindToPort().GetValue(),
+		UseOriginalDst: l.GetUseOriginalDst().GetValue(),
+	}
+	if out.Bind && len(l.GetAdditionalAddresses()) > 0 {
+		return nil, fmt.Errorf("additional_addresses are not supported")
+	}
+	for _, lf := range l.GetListenerFilters() {
+		switch {
+		case lf.GetName() == originalDstFilter || lf.GetTypedConfig().GetTypeUrl() == originalDstType:
+			out.OriginalDst = true
+		case passiveListenerFilters[lf.GetName()]:
+		default:
+			return nil, fmt.Errorf("listener filter %q is not supported", lf.GetName())
+		}
+	}
+	for i, fc := range l.GetFilterChains() {
+		c, err := buildChain(fc, d)
+		if err != nil {
+			return nil, fmt.Errorf("filter_chains[%d] %q: %w", i, fc.GetName(), err)
+		}
+		if c != nil {
+			out.chains = append(out.chains, c)
+		}
+	}
+	if fc := l.GetDefaultFilterChain(); fc != nil {
+		c, err := buildChain(fc, d)
+		if err != nil {
+			return nil, fmt.Errorf("default_filter_chain: %w", err)
+		}
+		out.defaultChain = c
+	}
+	// A chain without a match is the default chain.
+	var matched []*filterChain
+	for _, c := range out.chains {
+		if c.isDefault {
+			if out.defaultChain != nil && c != out.defaultChain {
+				if l.GetDefaultFilterChain() != nil {
+					return nil, fmt.Errorf("a filter chain without filter_chain_match and a default_filter_chain")
+				}
+				return nil, fmt.Errorf("more than one filter chain without filter_chain_match")
+			}
+			out.defaultChain = c
+			continue
+		}
+		matched = append(matched, c)
+	}
+	out.chains = matched
+	out.stats = d.Stats.Listener(StatsLabel(out.Addr))
+	return out, nil
+}
+
+// buildFilters builds the network filters of a chain; exactly one terminal
+// filter (tcp_proxy or http_connection_manager) must be last.
+func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
+	fs := fc.GetFilters()
+	if len(fs) == 0 {
+		return fmt.Errorf("no network filters")
+	}
+	for i, f := range fs {
+		last := i == len(fs)-1
+		tc := f.GetTypedConfig()
+		switch {
+		case f.GetName() == tcpproxy.Name || tc.GetTypeUrl() == "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":
+			if !last {
+				return fmt.Errorf("filter %q must be the last filter", f.GetName())
+			}
+			var cfg tcpv3.TcpProxy
+			if err := tc.UnmarshalTo(&cfg); err != nil {
+				return fmt.Errorf("filter %q: typed_config: %w", f.GetName(), err)
+			}
+			t, err := tcpproxy.Build(&cfg)
+			if err != nil {
+				return fmt.Errorf("filter %q: %w", f.GetName(), err)
+			}
+			c.tcp = t
+		case f.GetName() == hcm.Name || tc.GetTypeUrl() == "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager":
+			if !last {
+				return fmt.Errorf("filter %q must be the last filter", f.GetName())
+			}
+			var cfg hcmv3.HttpConnectionManager
+			if err := tc.UnmarshalTo(&cfg); err != nil {
+				return fmt.Errorf("filter %q: typed_config: %w", f.GetName(), err)
+			}
+			h, err := hcm.Build(&cfg, d.Routes)
+			if err != nil {
+				return fmt.Errorf("filter %q: %w", f.GetName(), err)
+			}
+			c.http = h
+		case ignoredNetworkFilters[f.GetName()]:
+		default:
+			return fmt.Errorf("network filter %q is not supported", f.GetName())
+		}
+	}
+	if c.tcp == nil && c.http == nil {
+		return fmt.Errorf("no terminal filter (want %s or %s)", tcpproxy.Name, hcm.Name)
+	}
+	return nil
+}

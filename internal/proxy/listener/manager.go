@@ -1,0 +1,343 @@
+package listener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/straitmesh/strait/internal/proxy/hcm"
+	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
+)
+
+// OriginalDstFunc returns a connection's pre-redirect destination.
+type OriginalDstFunc func(net.Conn) (netip.AddrPort, error)
+
+// Options configure a Manager.
+type Options struct {
+	Log      *slog.Logger
+	Stats    *stats.Store
+	Routes   hcm.Routes
+	Clusters tcpproxy.Clusters
+	HTTP     *hcm.Server
+	// Workers is the number of accept goroutines per bound socket (>= 1).
+	Workers int
+	// OriginalDst reads SO_ORIGINAL_DST; tests inject their own. Defaults
+	// to SocketOriginalDst.
+	OriginalDst OriginalDstFunc
+}
+
+// socket is a bound listening socket. It outlives listener versions with
+// the same address: an update swaps current, and new connections get it.
+type socket struct {
+	ln      net.Listener
+	current atomic.Pointer[Listener]
+}
+
+// set is an immutable snapshot of active listeners.
+type set struct {
+	byName map[string]*Listener
+	byAddr map[netip.AddrPort]*Listener
+}
+
+// Manager owns the listeners. Connection handling reads the active set
+// lock-free; updates are serialized by mu.
+type Manager struct {
+	// Set at creation, read-only.
+	opts Options
+	log  *slog.Logger
+	ctx  context.Context
+	stop context.CancelFunc
+
+	active atomic.Pointer[set]
+
+	mu      sync.Mutex // guards everything below
+	static  map[string]bool
+	sockets map[string]*socket // by listener name
+	version string
+	closed  bool
+}
+
+// NewManager returns a manager with no listeners.
+func NewManager(o Options) *Manager {
+	if o.Workers < 1 {
+		o.Workers = 1
+	}
+	if o.OriginalDst == nil {
+		o.OriginalDst = SocketOriginalDst
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	m := &Manager{
+		opts:    o,
+		log:     o.Log.With("component", "listener-manager"),
+		ctx:     ctx,
+		stop:    stop,
+		static:  map[string]bool{},
+		sockets: map[string]*socket{},
+	}
+	m.active.Store(&set{byName: map[string]*Listener{}, byAddr: map[netip.AddrPort]*Listener{}})
+	return m
+}
+
+func (m *Manager) deps() Deps { return Deps{Routes: m.opts.Routes, Stats: m.opts.Stats} }
+
+// AddStatic adds the bootstrap's static listeners; LDS never removes them.
+func (m *Manager) AddStatic(ls []*listenerv3.Listener) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, l := range ls {
+		if err := l.ValidateAll(); err != nil {
+			return fmt.Errorf("static listener %q: %w", l.GetName(), err)
+		}
+	}
+	cur := m.active.Load()
+	next := copySet(cur)
+	var built []*Listener
+	for _, l := range ls {
+		b, err := Build(l, m.deps())
+		if err != nil {
+			return err
+		}
+		built = append(built, b)
+	}
+	if err := m.applyLocked(cur, next, built, nil); err != nil {
+		return err
+	}
+	for _, b := range built {
+		m.static[b.Name] = true
+	}
+	return nil
+}
+
+func copySet(s *set) *set {
+	n := &set{byName: make(map[string]*Listener, len(s.byName)), byAddr: make(map[netip.AddrPort]*Listener, len(s.byAddr))}
+	for k, v := range s.byName {
+		n.byName[k] = v
+	}
+	for k, v := range s.byAddr {
+		n.byAddr[k] = v
+	}
+	return n
+}
+
+// ApplyLDS applies a state-of-the-world LDS response. On error nothing
+// changes. It returns the RDS route configuration names the listeners use.
+func (m *Manager) ApplyLDS(version string, ls []*listenerv3.Listener) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := m.active.Load()
+	seen := map[string]bool{}
+	var built []*Listener
+	for _, l := range ls {
+		name := l.GetName()
+		if m.static[name] {
+			return nil, fmt.Errorf("listener %q: name clashes with a static listener", name)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("listener %q: duplicate name in response", name)
+		}
+		seen[name] = true
+		if old := cur.byName[name]; old != nil && proto.Equal(old.Config, l) {
+			built = append(built, old)
+			continue
+		}
+		b, err := Build(l, m.deps())
+		if err != nil {
+			return nil, err
+		}
+		built = append(built, b)
+	}
+	next := &set{byName: map[string]*Listener{}, byAddr: map[netip.AddrPort]*Listener{}}
+	var removed []string
+	for name, l := range cur.byName {
+		if m.static[name] {
+			next.byName[name] = l
+			next.byAddr[l.Addr] = l
+		} else if !seen[name] {
+			removed = append(removed, name)
+		}
+	}
+	if err := m.applyLocked(cur, next, built, removed); err != nil {
+		return nil, err
+	}
+	m.version = version
+	return m.rdsNamesLocked(), nil
+}
+
+// applyLocked adds built to next, binds or reuses sockets, publishes next
+// and closes the sockets of removed listeners. On error no socket that
+// existed before is touched and new ones are closed.
+func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []string) error {
+	if m.closed {
+		return errors.New("listener manager is closed")
+	}
+	type bound struct {
+		name string
+		s    *socket
+		l    *Listener
+	}
+	var fresh []bound
+	var reused []bound
+	fail := func(err error) error {
+		for _, b := range fresh {
+			b.s.ln.Close()
+		}
+		return err
+	}
+	for _, b := range built {
+		if other := next.byAddr[b.Addr]; other != nil && other.Name != b.Name && b.Addr.Port() != 0 {
+			return fail(fmt.Errorf("listener %q: address %s is already used by listener %q", b.Name, b.Addr, other.Name))
+		}
+		next.byName[b.Name] = b
+		next.byAddr[b.Addr] = b
+		old := cur.byName[b.Name]
+		s := m.sockets[b.Name]
+		if old != nil && s != nil && b.Bind && old.Addr == b.Addr {
+			reused = append(reused, bound{b.Name, s, b})
+			continue
+		}
+		if !b.Bind {
+			continue
+		}
+		network := "tcp4"
+		if b.Addr.Addr().Is6() {
+			network = "tcp6"
+		}
+		ln, err := net.Listen(network, b.Addr.String())
+		if err != nil {
+			return fail(fmt.Errorf("listener %q: bind %s: %w", b.Name, b.Addr, err))
+		}
+		s = &socket{ln: ln}
+		s.current.Store(b)
+		fresh = append(fresh, bound{b.Name, s, b})
+	}
+	// Commit.
+	for _, b := range reused {
+		b.s.current.Store(b.l)
+	}
+	var toClose []*socket
+	for _, b := range fresh {
+		if old := m.sockets[b.name]; old != nil {
+			toClose = append(toClose, old)
+		}
+		m.sockets[b.name] = b.s
+	}
+	for _, name := range removed {
+		if s := m.sockets[name]; s != nil {
+			toClose = append(toClose, s)
+			delete(m.sockets, name)
+		}
+	}
+	for name, s := range m.sockets {
+		if l := next.byName[name]; l == nil || !l.Bind {
+			toClose = append(toClose, s)
+			delete(m.sockets, name)
+		}
+	}
+	m.active.Store(next)
+	for _, s := range toClose {
+		s.ln.Close() // live connections are not affected
+	}
+	for _, b := range fresh {
+		m.log.Info("listening", "listener", b.name, "address", b.s.ln.Addr().String())
+		for range m.opts.Workers {
+			go m.acceptLoop(b.s)
+		}
+	}
+	return nil
+}
+
+func (m *Manager) rdsNamesLocked() []string {
+	set := map[string]bool{}
+	for _, l := range m.active.Load().byName {
+		for _, c := range append(append([]*filterChain(nil), l.chains...), l.defaultChain) {
+			if c != nil && c.http != nil && c.http.RDSName != "" {
+				set[c.http.RDSName] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// RDSNames returns the route configuration names the active listeners use.
+func (m *Manager) RDSNames() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rdsNamesLocked()
+}
+
+// Addr returns the bound address of the named listener (useful with port 0).
+func (m *Manager) Addr(name string) (net.Addr, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sockets[name]
+	if s == nil {
+		return nil, false
+	}
+	return s.ln.Addr(), true
+}
+
+// Close closes every listening socket. Connections being served are left
+// to their filters.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	for name, s := range m.sockets {
+		s.ln.Close()
+		delete(m.sockets, name)
+	}
+	m.stop()
+}
+
+// Snapshot returns the LDS version and the active listener configs
+// (static first), sorted by name.
+func (m *Manager) Snapshot() (version string, static, dynamic []*listenerv3.Listener) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, l := range m.active.Load().byName {
+		if m.static[name] {
+			static = append(static, l.Config)
+		} else {
+			dynamic = append(dynamic, l.Config)
+		}
+	}
+	by := func(ls []*listenerv3.Listener) {
+		sort.Slice(ls, func(i, j int) bool { return ls[i].GetName() < ls[j].GetName() })
+	}
+	by(static)
+	by(dynamic)
+	return m.version, static, dynamic
+}
+
+func (m *Manager) acceptLoop(s *socket) {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			m.log.Warn("accept failed", "address", s.ln.Addr().String(), "err", err)
+			continue
+		}
+		go m.handle(s.current.Load(), c)
+	}
+}

@@ -1,0 +1,245 @@
+// Package proxy assembles strait-proxy, the data plane: bootstrap, cluster
+// manager, listener manager, HTTP connection manager, ADS client and admin.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/admin"
+	"github.com/straitmesh/strait/internal/proxy/bootstrap"
+	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/hcm"
+	"github.com/straitmesh/strait/internal/proxy/listener"
+	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/proxy/xdsclient"
+)
+
+// initialFetchTimeout is how long readiness waits for warming clusters and
+// missing route configurations after the first CDS and LDS (Envoy's
+// initial_fetch_timeout default).
+const initialFetchTimeout = 15 * time.Second
+
+// Options configure a Proxy.
+type Options struct {
+	Bootstrap *bootstrapv3.Bootstrap
+	// Concurrency is the number of accept workers per listener (>= 1).
+	Concurrency int
+	Log         *slog.Logger
+	// AdminAddress overrides the bootstrap's admin address (tests use :0).
+	AdminAddress string
+	// OriginalDst overrides SO_ORIGINAL_DST lookup (tests).
+	OriginalDst listener.OriginalDstFunc
+	// XDSBackoff is the minimum ADS reconnect backoff (tests shorten it).
+	XDSBackoff time.Duration
+}
+
+// Proxy is one running data plane.
+type Proxy struct {
+	// Set at creation, read-only.
+	opts      Options
+	log       *slog.Logger
+	Stats     *stats.Store
+	Clusters  *cluster.Manager
+	Listeners *listener.Manager
+	Routes    *route.Store
+	http      *hcm.Server
+	hasADS    bool
+
+	ready     atomic.Bool
+	cdsDone   atomic.Bool
+	ldsDone   atomic.Bool
+	readyOnce sync.Once
+
+	admin  *admin.Server
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New builds a proxy from its bootstrap and binds its static listeners.
+func New(o Options) (*Proxy, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Concurrency < 1 {
+		o.Concurrency = 1
+	}
+	b := o.Bootstrap
+	st := stats.New()
+	p := &Proxy{opts: o, log: o.Log.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{})}
+	p.Clusters = cluster.NewManager(o.Log, st)
+	p.http = hcm.NewServer(hcm.Options{Log: o.Log, Clusters: p.Clusters})
+	p.Listeners = listener.NewManager(listener.Options{
+		Log: o.Log, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
+		Workers: o.Concurrency, OriginalDst: o.OriginalDst,
+	})
+	if err := p.Clusters.AddStatic(b.GetStaticResources().GetClusters()); err != nil {
+		p.http.Close()
+		return nil, err
+	}
+	if err := p.Listeners.AddStatic(b.GetStaticResources().GetListeners()); err != nil {
+		p.http.Close()
+		return nil, err
+	}
+	p.hasADS = b.GetDynamicResources().GetAdsConfig() != nil
+	if !p.hasADS {
+		p.ready.Store(true)
+	}
+	return p, nil
+}
+
+// Start starts the admin server and the ADS client.
+func (p *Proxy) Start() error {
+	addr := p.opts.AdminAddress
+	if addr == "" {
+		var err error
+		if addr, err = bootstrap.AdminAddress(p.opts.Bootstrap); err != nil {
+			return err
+		}
+	}
+	a, err := admin.Start(admin.Options{Address: addr, Source: p, Stats: p.Stats, Log: p.opts.Log})
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	p.admin = a
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	if !p.hasADS {
+		close(p.done)
+		return nil
+	}
+	adsCluster, err := bootstrap.ADSCluster(p.opts.Bootstrap)
+	if err != nil {
+		return err
+	}
+	c := p.Clusters.Get(adsCluster.GetName())
+	client := xdsclient.New(xdsclient.Options{
+		Node: p.opts.Bootstrap.GetNode(),
+		Dial: func(ctx context.Context) (net.Conn, error) {
+			ep, err := c.Pick(netipZero)
+			if err != nil {
+				return nil, err
+			}
+			return c.Dial(ctx, ep)
+		},
+		Handler:    p,
+		Log:        p.opts.Log,
+		Stats:      p.Stats,
+		MinBackoff: p.opts.XDSBackoff,
+	})
+	go func() {
+		defer close(p.done)
+		client.Run(ctx)
+	}()
+	return nil
+}
+
+// AdminAddr returns the bound admin address (after Start).
+func (p *Proxy) AdminAddr() net.Addr { return p.admin.Addr() }
+
+// Close stops the ADS client, admin and listeners, and closes the HTTP
+// connections being served.
+func (p *Proxy) Close() error {
+	if p.cancel != nil {
+		p.cancel()
+		<-p.done
+	}
+	var errs []error
+	if p.admin != nil {
+		errs = append(errs, p.admin.Close())
+	}
+	p.Listeners.Close()
+	errs = append(errs, p.http.Close())
+	return errors.Join(errs...)
+}
+
+// Run starts the proxy and blocks until ctx is done.
+func (p *Proxy) Run(ctx context.Context) error {
+	if err := p.Start(); err != nil {
+		p.Close()
+		return err
+	}
+	<-ctx.Done()
+	return p.Close()
+}
+
+// Ready implements admin.Source.
+func (p *Proxy) Ready() bool { return p.ready.Load() }
+
+// checkReady latches readiness once the first CDS and LDS are applied and
+// nothing is warming (or initialFetchTimeout has passed since).
+func (p *Proxy) checkReady() {
+	if p.ready.Load() || !p.cdsDone.Load() || !p.ldsDone.Load() {
+		return
+	}
+	p.readyOnce.Do(func() {
+		time.AfterFunc(initialFetchTimeout, func() {
+			if !p.ready.Swap(true) {
+				p.log.Warn("initial fetch timed out; ready with warming resources")
+			}
+		})
+	})
+	if p.Clusters.Warming() == 0 && p.Routes.Has(p.Listeners.RDSNames()) {
+		if !p.ready.Swap(true) {
+			p.log.Info("initial configuration applied; ready")
+		}
+	}
+}
+
+// ApplyClusters implements xdsclient.Handler.
+func (p *Proxy) ApplyClusters(version string, cs []*clusterv3.Cluster) ([]string, error) {
+	names, err := p.Clusters.ApplyCDS(version, cs)
+	if err != nil {
+		return nil, err
+	}
+	p.cdsDone.Store(true)
+	p.checkReady()
+	return names, nil
+}
+
+// ApplyEndpoints implements xdsclient.Handler.
+func (p *Proxy) ApplyEndpoints(version string, clas []*endpointv3.ClusterLoadAssignment) error {
+	if err := p.Clusters.ApplyEDS(version, clas); err != nil {
+		return err
+	}
+	p.checkReady()
+	return nil
+}
+
+// ApplyListeners implements xdsclient.Handler.
+func (p *Proxy) ApplyListeners(version string, ls []*listenerv3.Listener) ([]string, error) {
+	names, err := p.Listeners.ApplyLDS(version, ls)
+	if err != nil {
+		return nil, err
+	}
+	p.ldsDone.Store(true)
+	p.checkReady()
+	return names, nil
+}
+
+// ApplyRoutes implements xdsclient.Handler.
+func (p *Proxy) ApplyRoutes(version string, rcs []*routev3.RouteConfiguration) error {
+	if err := p.Routes.Apply(version, rcs); err != nil {
+		return err
+	}
+	p.checkReady()
+	return nil
+}
+
+var (
+	_ xdsclient.Handler = (*Proxy)(nil)
+	_ admin.Source      = (*Proxy)(nil)
+)

@@ -1,0 +1,100 @@
+package route
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+type entry struct {
+	config *routev3.RouteConfiguration
+	table  *Table
+}
+
+// Store holds the route configurations received over RDS. Get is lock-free;
+// updates are serialized by mu and publish a new immutable map, so an HCM
+// picks up a new route table on its next request without disturbing
+// requests in flight.
+type Store struct {
+	tables atomic.Pointer[map[string]*entry]
+
+	mu      sync.Mutex // serializes Apply and guards version
+	version string
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store {
+	s := &Store{}
+	m := map[string]*entry{}
+	s.tables.Store(&m)
+	return s
+}
+
+// Get returns the compiled table for a route configuration name, or nil.
+func (s *Store) Get(name string) *Table {
+	if e := (*s.tables.Load())[name]; e != nil {
+		return e.table
+	}
+	return nil
+}
+
+// Apply merges route configurations from an RDS response (configurations not
+// named in the response are kept). On error nothing changes.
+func (s *Store) Apply(version string, rcs []*routev3.RouteConfiguration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := *s.tables.Load()
+	next := make(map[string]*entry, len(cur)+len(rcs))
+	for k, v := range cur {
+		next[k] = v
+	}
+	for _, rc := range rcs {
+		if old := cur[rc.GetName()]; old != nil && proto.Equal(old.config, rc) {
+			continue
+		}
+		t, err := Compile(rc)
+		if err != nil {
+			return err
+		}
+		next[rc.GetName()] = &entry{config: rc, table: t}
+	}
+	s.tables.Store(&next)
+	s.version = version
+	return nil
+}
+
+// Has reports whether every named configuration is present.
+func (s *Store) Has(names []string) bool {
+	m := *s.tables.Load()
+	for _, n := range names {
+		if m[n] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Snapshot returns the version and the configurations, sorted by name.
+func (s *Store) Snapshot() (string, []*routev3.RouteConfiguration) {
+	s.mu.Lock()
+	v := s.version
+	s.mu.Unlock()
+	var out []*routev3.RouteConfiguration
+	for _, e := range *s.tables.Load() {
+		out = append(out, e.config)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return v, out
+}
+
+// Validate compiles rc without storing it.
+func Validate(rc *routev3.RouteConfiguration) error {
+	if _, err := Compile(rc); err != nil {
+		return fmt.Errorf("route_config %q: %w", rc.GetName(), err)
+	}
+	return nil
+}

@@ -1,0 +1,223 @@
+// Package stats holds the proxy's counters and renders them with Envoy's
+// names, both as Prometheus text (/stats/prometheus) and as Envoy's plain
+// "name: value" form (/stats).
+//
+// Counters are plain atomics. Creating a counter takes the store's mutex;
+// incrementing never does, so hot paths look counters up once (when a
+// cluster or listener is built) and keep the pointer.
+package stats
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// maxStatusCode bounds the per-code response counters.
+const maxStatusCode = 600
+
+// ClusterStats are the per-cluster upstream counters. A cluster keeps the
+// same *ClusterStats across config updates (looked up by name).
+type ClusterStats struct {
+	Name          string
+	RqTotal       atomic.Uint64
+	CxTotal       atomic.Uint64
+	CxConnectFail atomic.Uint64
+	NoHealthy     atomic.Uint64
+	codes         [maxStatusCode]atomic.Uint64
+}
+
+// AddResponse counts one upstream response with the given HTTP status code.
+func (c *ClusterStats) AddResponse(code int) {
+	if code > 0 && code < maxStatusCode {
+		c.codes[code].Add(1)
+	}
+}
+
+// ListenerStats are the per-listener downstream counters.
+type ListenerStats struct {
+	Address  string // Envoy's label form, e.g. "0.0.0.0_15001"
+	CxTotal  atomic.Uint64
+	CxActive atomic.Int64
+}
+
+// Store owns every counter of one proxy. The zero value is not usable; use New.
+type Store struct {
+	mu        sync.Mutex // guards the maps below (creation and rendering only)
+	clusters  map[string]*ClusterStats
+	listeners map[string]*ListenerStats
+	counters  map[string]*atomic.Uint64
+	gauges    map[string]*atomic.Int64
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		clusters:  map[string]*ClusterStats{},
+		listeners: map[string]*ListenerStats{},
+		counters:  map[string]*atomic.Uint64{},
+		gauges:    map[string]*atomic.Int64{},
+	}
+}
+
+// Cluster returns the counters for the named cluster, creating them once.
+func (s *Store) Cluster(name string) *ClusterStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.clusters[name]
+	if !ok {
+		c = &ClusterStats{Name: name}
+		s.clusters[name] = c
+	}
+	return c
+}
+
+// Listener returns the counters for a listener address label, creating them once.
+func (s *Store) Listener(address string) *ListenerStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.listeners[address]
+	if !ok {
+		l = &ListenerStats{Address: address}
+		s.listeners[address] = l
+	}
+	return l
+}
+
+// Counter returns a named counter (Envoy dotted name without the "envoy_"
+// prefix, e.g. "cluster_manager.cds.update_success"), creating it once.
+func (s *Store) Counter(name string) *atomic.Uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.counters[name]
+	if !ok {
+		c = new(atomic.Uint64)
+		s.counters[name] = c
+	}
+	return c
+}
+
+// Gauge returns a named gauge, creating it once.
+func (s *Store) Gauge(name string) *atomic.Int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.gauges[name]
+	if !ok {
+		g = new(atomic.Int64)
+		s.gauges[name] = g
+	}
+	return g
+}
+
+type sample struct {
+	labels string
+	value  string
+}
+
+type family struct {
+	kind    string
+	samples []sample
+}
+
+func promName(dotted string) string {
+	r := strings.NewReplacer(".", "_", "-", "_")
+	return "envoy_" + r.Replace(dotted)
+}
+
+// WritePrometheus writes every metric in the Prometheus text format with
+// Envoy's names and labels.
+func (s *Store) WritePrometheus(w io.Writer) error {
+	fams := map[string]*family{}
+	add := func(name, kind, labels, value string) {
+		f, ok := fams[name]
+		if !ok {
+			f = &family{kind: kind}
+			fams[name] = f
+		}
+		f.samples = append(f.samples, sample{labels, value})
+	}
+	s.mu.Lock()
+	for _, c := range s.clusters {
+		l := fmt.Sprintf(`cluster_name=%q`, c.Name)
+		add("envoy_cluster_upstream_rq_total", "counter", l, fmt.Sprint(c.RqTotal.Load()))
+		add("envoy_cluster_upstream_cx_total", "counter", l, fmt.Sprint(c.CxTotal.Load()))
+		add("envoy_cluster_upstream_cx_connect_fail", "counter", l, fmt.Sprint(c.CxConnectFail.Load()))
+		add("envoy_cluster_upstream_cx_none_healthy", "counter", l, fmt.Sprint(c.NoHealthy.Load()))
+		for code := range c.codes {
+			if v := c.codes[code].Load(); v > 0 {
+				add("envoy_cluster_upstream_rq", "counter",
+					fmt.Sprintf(`envoy_response_code="%d",%s`, code, l), fmt.Sprint(v))
+			}
+		}
+	}
+	for _, ls := range s.listeners {
+		l := fmt.Sprintf(`envoy_listener_address=%q`, ls.Address)
+		add("envoy_listener_downstream_cx_total", "counter", l, fmt.Sprint(ls.CxTotal.Load()))
+		add("envoy_listener_downstream_cx_active", "gauge", l, fmt.Sprint(ls.CxActive.Load()))
+	}
+	for n, c := range s.counters {
+		add(promName(n), "counter", "", fmt.Sprint(c.Load()))
+	}
+	for n, g := range s.gauges {
+		add(promName(n), "gauge", "", fmt.Sprint(g.Load()))
+	}
+	s.mu.Unlock()
+
+	names := make([]string, 0, len(fams))
+	for n := range fams {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		f := fams[n]
+		sort.Slice(f.samples, func(i, j int) bool { return f.samples[i].labels < f.samples[j].labels })
+		fmt.Fprintf(&b, "# TYPE %s %s\n", n, f.kind)
+		for _, sm := range f.samples {
+			if sm.labels == "" {
+				fmt.Fprintf(&b, "%s %s\n", n, sm.value)
+			} else {
+				fmt.Fprintf(&b, "%s{%s} %s\n", n, sm.labels, sm.value)
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteText writes every metric in Envoy's plain /stats form.
+func (s *Store) WriteText(w io.Writer) error {
+	var lines []string
+	s.mu.Lock()
+	for _, c := range s.clusters {
+		p := "cluster." + c.Name + "."
+		lines = append(lines,
+			fmt.Sprintf("%supstream_rq_total: %d", p, c.RqTotal.Load()),
+			fmt.Sprintf("%supstream_cx_total: %d", p, c.CxTotal.Load()),
+			fmt.Sprintf("%supstream_cx_connect_fail: %d", p, c.CxConnectFail.Load()),
+			fmt.Sprintf("%supstream_cx_none_healthy: %d", p, c.NoHealthy.Load()))
+		for code := range c.codes {
+			if v := c.codes[code].Load(); v > 0 {
+				lines = append(lines, fmt.Sprintf("%supstream_rq_%d: %d", p, code, v))
+			}
+		}
+	}
+	for _, l := range s.listeners {
+		lines = append(lines,
+			fmt.Sprintf("listener.%s.downstream_cx_total: %d", l.Address, l.CxTotal.Load()),
+			fmt.Sprintf("listener.%s.downstream_cx_active: %d", l.Address, l.CxActive.Load()))
+	}
+	for n, c := range s.counters {
+		lines = append(lines, fmt.Sprintf("%s: %d", n, c.Load()))
+	}
+	for n, g := range s.gauges {
+		lines = append(lines, fmt.Sprintf("%s: %d", n, g.Load()))
+	}
+	s.mu.Unlock()
+	sort.Strings(lines)
+	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
+	return err
+}

@@ -1,0 +1,94 @@
+package xdsclient
+
+import (
+	"fmt"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Type URLs of the resources the client subscribes to.
+const (
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+)
+
+type validatable interface {
+	proto.Message
+	ValidateAll() error
+}
+
+func newResource(typeURL string) (validatable, func(validatable) string) {
+	switch typeURL {
+	case ClusterType:
+		return &clusterv3.Cluster{}, func(m validatable) string { return m.(*clusterv3.Cluster).GetName() }
+	case EndpointType:
+		return &endpointv3.ClusterLoadAssignment{}, func(m validatable) string {
+			return m.(*endpointv3.ClusterLoadAssignment).GetClusterName()
+		}
+	case ListenerType:
+		return &listenerv3.Listener{}, func(m validatable) string { return m.(*listenerv3.Listener).GetName() }
+	case RouteType:
+		return &routev3.RouteConfiguration{}, func(m validatable) string {
+			return m.(*routev3.RouteConfiguration).GetName()
+		}
+	}
+	return nil, nil
+}
+
+// decode unmarshals and validates every resource of a response. Any error
+// names the resource.
+func decode(typeURL string, rs []*anypb.Any) ([]validatable, error) {
+	out := make([]validatable, 0, len(rs))
+	seen := map[string]bool{}
+	for i, a := range rs {
+		if a.GetTypeUrl() != typeURL {
+			return nil, fmt.Errorf("resource %d: type %q in a %q response", i, a.GetTypeUrl(), typeURL)
+		}
+		m, nameOf := newResource(typeURL)
+		if m == nil {
+			return nil, fmt.Errorf("type %q is not supported", typeURL)
+		}
+		if err := a.UnmarshalTo(m); err != nil {
+			return nil, fmt.Errorf("resource %d: %w", i, err)
+		}
+		name := nameOf(m)
+		if err := m.ValidateAll(); err != nil {
+			return nil, fmt.Errorf("%s %q: %w", shortType(typeURL), name, err)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%s %q: duplicate in response", shortType(typeURL), name)
+		}
+		seen[name] = true
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func shortType(typeURL string) string {
+	switch typeURL {
+	case ClusterType:
+		return "cluster"
+	case EndpointType:
+		return "cluster_load_assignment"
+	case ListenerType:
+		return "listener"
+	case RouteType:
+		return "route_configuration"
+	}
+	return typeURL
+}
+
+func as[T proto.Message](ms []validatable) []T {
+	out := make([]T, len(ms))
+	for i, m := range ms {
+		out[i] = m.(T)
+	}
+	return out
+}

@@ -1,6 +1,9 @@
 package model
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestParseNodeID(t *testing.T) {
 	tests := []struct {
@@ -44,5 +47,24 @@ func TestPushRequestMerge(t *testing.T) {
 	var nilReq *PushRequest
 	if nilReq.Merge(b) != b || b.Merge(nil) != b {
 		t.Fatal("merge with nil should return the other request")
+	}
+}
+
+func TestPushRequestMergeKeepsEarliestStart(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	t1 := time.Unix(200, 0)
+	tests := []struct {
+		a, b, want time.Time
+	}{
+		{t0, t1, t0},
+		{t1, t0, t0},
+		{t0, time.Time{}, t0},
+		{time.Time{}, t1, t1},
+	}
+	for _, tt := range tests {
+		got := (&PushRequest{Start: tt.a}).Merge(&PushRequest{Start: tt.b}).Start
+		if !got.Equal(tt.want) {
+			t.Errorf("merge(%v, %v).Start = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
 	}
 }

@@ -55,7 +55,7 @@ func (r *PushRequest) Merge(other *PushRequest) *PushRequest {
 		Reason: append(append([]TriggerReason(nil), r.Reason...), other.Reason...),
 		Start:  r.Start,
 	}
-	if other.Start.Before(m.Start) || m.Start.IsZero() {
+	if !other.Start.IsZero() && (m.Start.IsZero() || other.Start.Before(m.Start)) {
 		m.Start = other.Start
 	}
 	if len(r.ConfigsUpdated)+len(other.ConfigsUpdated) > 0 {

@@ -184,12 +184,12 @@ func TestOriginalDstHandoff(t *testing.T) {
 
 	// A re-push of identical listeners changes nothing; removing the
 	// listener closes its socket but not a live connection.
+	od.set("10.0.0.1:8080") // before the dial: the accept loop reads it
 	live, err := net.Dial("tcp", out.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer live.Close()
-	od.set("10.0.0.1:8080")
 	r := bufio.NewReader(live)
 	if line, _ := r.ReadString('\n'); !strings.HasPrefix(line, "exact") {
 		t.Fatalf("live conn got %q", line)

@@ -1,0 +1,313 @@
+package xds
+
+import (
+	"crypto/sha256"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// StreamAggregatedResources serves one state-of-the-world ADS stream. A
+// receive goroutine reads requests and feeds them, through reqCh, to the
+// processing loop below, which also takes pushes from the push workers; the
+// processing loop is the only sender on the stream and the only writer of
+// the connection's watched resources.
+func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	ctx := stream.Context()
+	addr := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		addr = p.Addr.String()
+	}
+	con := newConnection(addr, stream)
+	defer close(con.stop)
+	go s.receive(con)
+
+	for {
+		select {
+		case req, ok := <-con.reqCh:
+			if !ok {
+				return con.recvErr
+			}
+			if err := s.processRequest(con, req); err != nil {
+				return err
+			}
+		case ev := <-con.pushCh:
+			err := s.pushConnection(con, ev.req)
+			close(ev.done)
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// receive reads the stream until it ends. The first request registers the
+// connection (initConnection); the connection is unregistered when receive
+// returns.
+func (s *Server) receive(con *Connection) {
+	defer close(con.reqCh)
+	first := true
+	for {
+		req, err := con.stream.Recv()
+		if err != nil {
+			if !isExpectedStreamEnd(err) {
+				con.recvErr = err
+				s.log.Warn("receive failed", "connection", con.id, "peer", con.peer, "error", err)
+			}
+			return
+		}
+		if first {
+			first = false
+			if err := s.initConnection(req.GetNode(), con); err != nil {
+				con.recvErr = err
+				s.log.Warn("connection rejected", "peer", con.peer, "node", req.GetNode().GetId(), "error", err)
+				return
+			}
+			defer s.closeConnection(con)
+		}
+		select {
+		case con.reqCh <- req:
+		case <-con.stream.Context().Done():
+			return
+		}
+	}
+}
+
+func isExpectedStreamEnd(err error) bool {
+	if errors.Is(err, io.EOF) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Canceled, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// initConnection builds the proxy from the first request's node, runs the
+// resolve and authorize hooks, and registers the connection.
+func (s *Server) initConnection(node *core.Node, con *Connection) error {
+	if node.GetId() == "" {
+		return status.Error(codes.InvalidArgument, "first DiscoveryRequest has no node.id (want TYPE~IP~POD.NAMESPACE~DOMAIN)")
+	}
+	proxy, err := model.ParseNodeID(node.GetId())
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	proxy.Metadata = nodeMetadata(node)
+	if s.opts.ResolveProxy != nil {
+		if err := s.opts.ResolveProxy(proxy); err != nil {
+			return status.Errorf(codes.FailedPrecondition, "proxy %s: %v", proxy.ID, err)
+		}
+	}
+	if s.opts.Authorize != nil {
+		if err := s.opts.Authorize(proxy); err != nil {
+			return status.Errorf(codes.PermissionDenied, "proxy %s: %v", proxy.ID, err)
+		}
+	}
+	con.proxy = proxy
+	con.id = proxy.ID + "-" + strconv.FormatUint(s.conIDs.Add(1), 10)
+
+	s.mu.Lock()
+	s.clients[con.id] = con
+	s.mu.Unlock()
+	s.metrics.connections.Inc()
+	s.log.Info("new connection", "connection", con.id, "peer", con.peer)
+	return nil
+}
+
+func (s *Server) closeConnection(con *Connection) {
+	s.mu.Lock()
+	delete(s.clients, con.id)
+	s.mu.Unlock()
+	s.metrics.connections.Dec()
+	s.log.Info("connection closed", "connection", con.id, "duration", time.Since(con.connectedAt).Round(time.Millisecond))
+}
+
+// processRequest handles one DiscoveryRequest: it records the subscription
+// and ACK/NACK state, and answers a new subscription or a changed resource
+// name list.
+func (s *Server) processRequest(con *Connection, req *discovery.DiscoveryRequest) error {
+	typeURL := req.GetTypeUrl()
+	if typeURL == "" {
+		s.log.Warn("request without type_url ignored", "connection", con.id)
+		return nil
+	}
+	if !s.shouldRespond(con, req) {
+		return nil
+	}
+	pr := &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ProxyRequest}, Start: time.Now()}
+	return s.pushType(con, typeURL, pr, s.nextVersion(), true)
+}
+
+// shouldRespond updates the connection's watched resources from req and
+// reports whether req asks for a response:
+//   - a NACK of the last sent nonce is recorded and not answered (the proxy
+//     keeps its previous config; re-sending the same thing would loop);
+//   - a request with a nonce other than the last sent one is stale: ignored;
+//   - the first request for a type, or one with an empty nonce, is answered;
+//   - an ACK is recorded and answered only if the resource names changed.
+func (s *Server) shouldRespond(con *Connection, req *discovery.DiscoveryRequest) bool {
+	typeURL, nonce := req.GetTypeUrl(), req.GetResponseNonce()
+	names := normalizeNames(req.GetResourceNames())
+
+	con.mu.Lock()
+	defer con.mu.Unlock()
+	w := con.watched[typeURL]
+
+	if req.GetErrorDetail() != nil {
+		if w == nil || nonce != w.NonceSent {
+			s.log.Debug("stale nack ignored", "connection", con.id, "type", typeLabel(typeURL), "nonce", nonce)
+			return false
+		}
+		w.NackError = req.GetErrorDetail().GetMessage()
+		w.NonceNacked = nonce
+		w.LastNack = time.Now()
+		s.metrics.rejects.WithLabelValues(typeLabel(typeURL)).Inc()
+		s.log.Warn("proxy rejected configuration", "connection", con.id, "type", typeLabel(typeURL),
+			"version_sent", w.VersionSent, "version_acked", req.GetVersionInfo(), "nonce", nonce, "error", w.NackError)
+		return false
+	}
+
+	if w == nil {
+		con.watched[typeURL] = &WatchedResource{TypeURL: typeURL, ResourceNames: names}
+		return true
+	}
+	if nonce == "" {
+		// A new subscription for a type already watched on this stream: the
+		// proxy lost its state for it, so answer.
+		w.ResourceNames = names
+		return true
+	}
+	if nonce != w.NonceSent {
+		s.log.Debug("stale request ignored", "connection", con.id, "type", typeLabel(typeURL), "nonce", nonce, "nonce_sent", w.NonceSent)
+		return false
+	}
+	w.VersionAcked, w.NonceAcked = req.GetVersionInfo(), nonce
+	w.NackError, w.NonceNacked = "", ""
+	if !slices.Equal(w.ResourceNames, names) {
+		w.ResourceNames = names
+		return true
+	}
+	return false
+}
+
+// normalizeNames sorts and dedups resource names so that reordering is not
+// a change.
+func normalizeNames(names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	out := slices.Clone(names)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// pushConnection sends req's resource types to con: a full push sends every
+// watched type in push order, an endpoints-only push only EDS. Types whose
+// resources did not change since the last send are skipped.
+func (s *Server) pushConnection(con *Connection, req *model.PushRequest) error {
+	types := con.watchedTypes()
+	if !req.Full {
+		types = slices.DeleteFunc(types, func(t string) bool { return t != EndpointType })
+	}
+	version := s.nextVersion()
+	for _, t := range types {
+		if err := s.pushType(con, t, req, version, false); err != nil {
+			return err
+		}
+	}
+	if !req.Start.IsZero() {
+		s.metrics.convergenceTime.Observe(time.Since(req.Start).Seconds())
+	}
+	return nil
+}
+
+// pushType generates and sends one type to con. Unless force is set, it
+// skips sending resources identical to the last sent ones. A generator error
+// is logged and the type skipped; only a send error is returned (it ends the
+// stream). Only the processing loop calls it.
+func (s *Server) pushType(con *Connection, typeURL string, req *model.PushRequest, version string, force bool) error {
+	con.mu.RLock()
+	w := con.watched[typeURL]
+	names := slices.Clone(w.ResourceNames)
+	lastHash, sent := w.hash, w.sent
+	con.mu.RUnlock()
+
+	start := time.Now()
+	label := typeLabel(typeURL)
+	res, err := s.opts.Generator.Generate(con.proxy, typeURL, names, req)
+	if err != nil {
+		s.metrics.generateFailures.WithLabelValues(label).Inc()
+		s.log.Error("generate failed", "connection", con.id, "type", label, "error", err)
+		return nil
+	}
+	h, anys := hashResources(res)
+	if !force && sent && h == lastHash {
+		s.log.Debug("push skipped, resources unchanged", "connection", con.id, "type", label)
+		return nil
+	}
+	resp := &discovery.DiscoveryResponse{
+		VersionInfo: version,
+		TypeUrl:     typeURL,
+		Nonce:       s.nextNonce(),
+		Resources:   anys,
+	}
+	sendStart := time.Now()
+	if err := con.stream.Send(resp); err != nil {
+		if !isExpectedStreamEnd(err) {
+			s.log.Warn("send failed", "connection", con.id, "type", label, "error", err)
+		}
+		return err
+	}
+	now := time.Now()
+	s.metrics.sendTime.Observe(now.Sub(sendStart).Seconds())
+	s.metrics.pushTime.WithLabelValues(label).Observe(now.Sub(start).Seconds())
+	s.metrics.pushes.WithLabelValues(label).Inc()
+
+	con.mu.Lock()
+	w.VersionSent, w.NonceSent, w.LastSent = version, resp.Nonce, now
+	w.hash, w.sent = h, true
+	con.mu.Unlock()
+	s.log.Debug("pushed", "connection", con.id, "type", label, "version", version, "resources", len(anys), "reasons", req.Reason)
+	return nil
+}
+
+// hashResources returns the resources as Anys and a hash of their names and
+// serialized bytes.
+func hashResources(res []*discovery.Resource) ([32]byte, []*anypb.Any) {
+	h := sha256.New()
+	anys := make([]*anypb.Any, 0, len(res))
+	var n [8]byte
+	write := func(b []byte) {
+		// Length-prefix every field so that boundaries cannot shift.
+		for i, l := 0, uint64(len(b)); i < 8; i++ {
+			n[i] = byte(l >> (8 * i))
+		}
+		h.Write(n[:])
+		h.Write(b)
+	}
+	for _, r := range res {
+		if r == nil || r.GetResource() == nil {
+			continue
+		}
+		anys = append(anys, r.GetResource())
+		write([]byte(r.GetName()))
+		write([]byte(r.GetResource().GetTypeUrl()))
+		write(r.GetResource().GetValue())
+	}
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum, anys
+}

@@ -1,0 +1,160 @@
+package xds
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// Connection is one ADS stream from one proxy.
+type Connection struct {
+	// Set before the connection is registered in the server's table, and
+	// read-only afterwards.
+	id          string
+	peer        string
+	connectedAt time.Time
+	proxy       *model.Proxy
+	stream      discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer
+
+	// reqCh carries requests from the receive goroutine to the processing
+	// loop; the receive goroutine closes it when the stream ends, after
+	// setting recvErr.
+	reqCh   chan *discovery.DiscoveryRequest
+	recvErr error
+	// pushCh carries pushes from the push workers to the processing loop.
+	pushCh chan *pushEvent
+	// stop is closed when the stream handler returns.
+	stop chan struct{}
+
+	// mu guards watched. Only the processing loop writes it; the debug
+	// handlers read it.
+	mu      sync.RWMutex
+	watched map[string]*WatchedResource
+}
+
+// pushEvent is one push handed to a connection; the processing loop closes
+// done when it has been sent.
+type pushEvent struct {
+	req  *model.PushRequest
+	done chan struct{}
+}
+
+// WatchedResource is a connection's subscription to one type URL and where
+// the last response for it stands.
+type WatchedResource struct {
+	TypeURL string
+	// ResourceNames is the subscription's resource_names (empty: wildcard).
+	ResourceNames []string
+
+	VersionSent string
+	NonceSent   string
+	LastSent    time.Time
+
+	VersionAcked string
+	NonceAcked   string
+
+	// NackError is the error_detail of the last NACK of the current nonce;
+	// an ACK clears it.
+	NackError   string
+	NonceNacked string
+	LastNack    time.Time
+
+	// hash of the last sent resources, valid when sent is true.
+	hash [32]byte
+	sent bool
+}
+
+func newConnection(peer string, stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) *Connection {
+	return &Connection{
+		peer:        peer,
+		connectedAt: time.Now(),
+		stream:      stream,
+		reqCh:       make(chan *discovery.DiscoveryRequest, 1),
+		pushCh:      make(chan *pushEvent),
+		stop:        make(chan struct{}),
+		watched:     make(map[string]*WatchedResource),
+	}
+}
+
+// ID is the connection id: the proxy id and a per-server counter.
+func (c *Connection) ID() string { return c.id }
+
+// Proxy is the connected proxy; it must not be modified.
+func (c *Connection) Proxy() *model.Proxy { return c.proxy }
+
+// Watched returns copies of the connection's subscriptions.
+func (c *Connection) Watched() []WatchedResource {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]WatchedResource, 0, len(c.watched))
+	for _, w := range c.watched {
+		cp := *w
+		cp.ResourceNames = slices.Clone(w.ResourceNames)
+		out = append(out, cp)
+	}
+	slices.SortFunc(out, func(a, b WatchedResource) int { return typeRank(a.TypeURL) - typeRank(b.TypeURL) })
+	return out
+}
+
+// watchedTypes returns the subscribed type URLs in push order: CDS, EDS,
+// LDS, RDS, then any other type sorted. Only the processing loop calls it.
+func (c *Connection) watchedTypes() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []string
+	for _, t := range pushOrder {
+		if _, ok := c.watched[t]; ok {
+			out = append(out, t)
+		}
+	}
+	var other []string
+	for t := range c.watched {
+		if typeRank(t) == len(pushOrder) {
+			other = append(other, t)
+		}
+	}
+	slices.Sort(other)
+	return append(out, other...)
+}
+
+// typeRank is a type URL's place in pushOrder, len(pushOrder) if absent.
+func typeRank(typeURL string) int {
+	if i := slices.Index(pushOrder, typeURL); i >= 0 {
+		return i
+	}
+	return len(pushOrder)
+}
+
+// nodeMetadata flattens node metadata to strings: string values as they
+// are, other values as JSON.
+func nodeMetadata(node *core.Node) map[string]string {
+	fields := node.GetMetadata().GetFields()
+	if len(fields) == 0 {
+		return nil
+	}
+	md := make(map[string]string, len(fields))
+	for k, v := range fields {
+		switch x := v.GetKind().(type) {
+		case *structpb.Value_StringValue:
+			md[k] = x.StringValue
+		case *structpb.Value_BoolValue:
+			md[k] = strconv.FormatBool(x.BoolValue)
+		case *structpb.Value_NumberValue:
+			md[k] = strconv.FormatFloat(x.NumberValue, 'f', -1, 64)
+		default:
+			b, err := json.Marshal(v.AsInterface())
+			if err == nil {
+				md[k] = string(b)
+			}
+		}
+	}
+	return md
+}

@@ -1,0 +1,73 @@
+package xds
+
+import (
+	"context"
+	"time"
+
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// debounceOptions are the debounce settings taken from Options.
+type debounceOptions struct {
+	// after is the quiet period: a push fires this long after the last event.
+	after time.Duration
+	// max caps the wait: a push fires at most this long after the first event.
+	max time.Duration
+	// skipEDS lets endpoint-only requests (Full=false) bypass debouncing.
+	skipEDS bool
+}
+
+// debounce merges the requests read from ch and calls push with the merged
+// request once no request has arrived for opts.after, or opts.max after the
+// first merged request, whichever is sooner. events is the number of requests
+// merged; waited is the time from the first of them to the push. push runs on
+// the debounce goroutine, so it must not block for long (the server's push
+// only enqueues). debounce returns when ctx is done; a pending merged request
+// is dropped then.
+func debounce(ctx context.Context, ch <-chan *model.PushRequest, opts debounceOptions, push func(req *model.PushRequest, events int, waited time.Duration)) {
+	var (
+		merged      *model.PushRequest
+		first, last time.Time
+		events      int
+		timerC      <-chan time.Time
+	)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	deadline := func() time.Time {
+		quiet, capped := last.Add(opts.after), first.Add(opts.max)
+		if capped.Before(quiet) {
+			return capped
+		}
+		return quiet
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-ch:
+			if opts.skipEDS && !r.Full {
+				push(r, 1, 0)
+				continue
+			}
+			now := time.Now()
+			if events == 0 {
+				first = now
+			}
+			last = now
+			events++
+			merged = merged.Merge(r)
+			// Since Go 1.23 Reset discards a value the timer may already
+			// have sent, so no drain is needed.
+			timer.Reset(deadline().Sub(now))
+			timerC = timer.C
+		case <-timerC:
+			if d := time.Until(deadline()); d > 0 {
+				timer.Reset(d)
+				continue
+			}
+			push(merged, events, time.Since(first))
+			merged, events, timerC = nil, 0, nil
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package xds
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ConnectionStatus is one entry of /debug/connections.
+type ConnectionStatus struct {
+	ConnectionID string          `json:"connection_id"`
+	ProxyID      string          `json:"proxy_id"`
+	IP           string          `json:"ip"`
+	Peer         string          `json:"peer"`
+	ConnectedAt  time.Time       `json:"connected_at"`
+	Watched      []WatchedStatus `json:"watched"`
+}
+
+// WatchedStatus is one subscription of a connection.
+type WatchedStatus struct {
+	TypeURL       string    `json:"type_url"`
+	ResourceNames []string  `json:"resource_names,omitempty"`
+	VersionSent   string    `json:"version_sent"`
+	NonceSent     string    `json:"nonce_sent"`
+	LastSent      time.Time `json:"last_sent,omitzero"`
+	VersionAcked  string    `json:"version_acked"`
+	NonceAcked    string    `json:"nonce_acked"`
+	NackError     string    `json:"nack_error,omitempty"`
+	NonceNacked   string    `json:"nonce_nacked,omitempty"`
+	LastNack      time.Time `json:"last_nack,omitzero"`
+}
+
+// SyncStatus is one entry of /debug/syncz: where each type of one proxy
+// stands.
+type SyncStatus struct {
+	ProxyID      string           `json:"proxy_id"`
+	ConnectionID string           `json:"connection_id"`
+	Types        []TypeSyncStatus `json:"types"`
+}
+
+// TypeSyncStatus is the sync state of one type. Type is cds, eds, lds, rds
+// or, for other types, the type URL. Synced means the last sent nonce was
+// ACKed; LastNack is the error of a NACK of the last sent nonce.
+type TypeSyncStatus struct {
+	Type     string `json:"type"`
+	Sent     string `json:"sent"`
+	Acked    string `json:"acked"`
+	Synced   bool   `json:"synced"`
+	LastNack string `json:"last_nack,omitempty"`
+}
+
+// Connections returns the status of every registered connection, sorted by
+// connection id.
+func (s *Server) Connections() []ConnectionStatus {
+	s.mu.RLock()
+	cons := make([]*Connection, 0, len(s.clients))
+	for _, c := range s.clients {
+		cons = append(cons, c)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(cons, func(a, b *Connection) int { return strings.Compare(a.id, b.id) })
+
+	out := make([]ConnectionStatus, 0, len(cons))
+	for _, c := range cons {
+		cs := ConnectionStatus{
+			ConnectionID: c.id,
+			ProxyID:      c.proxy.ID,
+			IP:           c.proxy.IP,
+			Peer:         c.peer,
+			ConnectedAt:  c.connectedAt,
+			Watched:      []WatchedStatus{},
+		}
+		for _, w := range c.Watched() {
+			cs.Watched = append(cs.Watched, WatchedStatus{
+				TypeURL:       w.TypeURL,
+				ResourceNames: w.ResourceNames,
+				VersionSent:   w.VersionSent,
+				NonceSent:     w.NonceSent,
+				LastSent:      w.LastSent,
+				VersionAcked:  w.VersionAcked,
+				NonceAcked:    w.NonceAcked,
+				NackError:     w.NackError,
+				NonceNacked:   w.NonceNacked,
+				LastNack:      w.LastNack,
+			})
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+// SyncStatuses returns /debug/syncz's content, sorted by connection id.
+func (s *Server) SyncStatuses() []SyncStatus {
+	cons := s.Connections()
+	out := make([]SyncStatus, 0, len(cons))
+	for _, c := range cons {
+		ss := SyncStatus{ProxyID: c.ProxyID, ConnectionID: c.ConnectionID, Types: []TypeSyncStatus{}}
+		for _, w := range c.Watched {
+			ss.Types = append(ss.Types, TypeSyncStatus{
+				Type:     typeLabel(w.TypeURL),
+				Sent:     w.VersionSent,
+				Acked:    w.VersionAcked,
+				Synced:   w.NonceSent != "" && w.NonceAcked == w.NonceSent,
+				LastNack: w.NackError,
+			})
+		}
+		out = append(out, ss)
+	}
+	return out
+}
+
+// ConnectionsHandler serves /debug/connections.
+func (s *Server) ConnectionsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.Connections()) })
+}
+
+// SynczHandler serves /debug/syncz.
+func (s *Server) SynczHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.SyncStatuses()) })
+}
+
+// RegisterDebugHandlers adds /debug/connections and /debug/syncz to mux.
+func (s *Server) RegisterDebugHandlers(mux *http.ServeMux) {
+	mux.Handle("GET /debug/connections", s.ConnectionsHandler())
+	mux.Handle("GET /debug/syncz", s.SynczHandler())
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client went away; nothing to do
+}

@@ -1,0 +1,55 @@
+package xds
+
+import (
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// Type URLs of the resource types the server pushes in a fixed order.
+const (
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+)
+
+// pushOrder is the order of a full push: clusters before the endpoints they
+// use, listeners before the routes they name (CDS → EDS → LDS → RDS), so that
+// Envoy never refers to something it has not received.
+var pushOrder = []string{ClusterType, EndpointType, ListenerType, RouteType}
+
+// Generator builds the resources of one type for one proxy. It is the only
+// thing the server knows about how configuration is translated; the
+// generators in internal/xds/gen implement it.
+//
+// Contract:
+//   - typeURL is one of the type URLs the proxy subscribed to (ClusterType,
+//     EndpointType, ListenerType, RouteType, or any other the generator
+//     knows). An unknown type URL is an error.
+//   - watched is the resource_names list of the proxy's subscription for that
+//     type; empty means a wildcard subscription (CDS and LDS normally). For
+//     EDS and RDS a generator returns only the named resources it knows.
+//   - req says why the push happens (nil is never passed: a request from the
+//     proxy itself carries model.ProxyRequest). Generators may ignore it.
+//   - Each returned Resource has Name set and Resource holding the typed
+//     resource; other fields are ignored. The returned slice is the complete
+//     state of the world for that type. Marshal the Any deterministically
+//     (anypb.MarshalFrom with proto.MarshalOptions{Deterministic: true}):
+//     the server skips a push whose serialized resources are byte-identical
+//     to what it last sent.
+//   - Generate is called concurrently for different proxies and must not
+//     modify proxy.
+type Generator interface {
+	Generate(proxy *model.Proxy, typeURL string, watched []string, req *model.PushRequest) ([]*discovery.Resource, error)
+}
+
+// GeneratorFunc adapts a function to a Generator.
+type GeneratorFunc func(proxy *model.Proxy, typeURL string, watched []string, req *model.PushRequest) ([]*discovery.Resource, error)
+
+// Generate calls f.
+func (f GeneratorFunc) Generate(proxy *model.Proxy, typeURL string, watched []string, req *model.PushRequest) ([]*discovery.Resource, error) {
+	return f(proxy, typeURL, watched, req)
+}
+
+var _ Generator = GeneratorFunc(nil)

@@ -53,4 +53,3 @@ live, prints the new split, and removes everything it made. Needs root.`,
 	cmd.Flags().IntVar(&o.Requests, "requests", 200, "requests per measurement")
 	return cmd
 }
-

@@ -67,7 +67,7 @@ type Mesh struct {
 	xdsAddr   string
 	monAddr   string
 	pods      map[string]*Pod
-	procs     []*exec.Cmd
+	procs     []process
 	replace   *strings.Replacer
 }
 
@@ -243,6 +243,8 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		return fmt.Errorf("strait-agent iptables: %w\n%s", err, out)
 	}
 	// 2. The application, as an ordinary user of the pod (root here, never 1337).
+	// Long-running processes live as long as the mesh, not as the caller's
+	// context: Close stops them.
 	if len(p.App) > 0 {
 		bin := p.App[0]
 		if !strings.Contains(bin, "/") {
@@ -253,8 +255,6 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 			return err
 		}
 	}
-	// Long-running processes live as long as the mesh, not as the caller's
-	// context: Close stops them.
 	// 3. The sidecar agent, which writes the bootstrap and starts strait-proxy.
 	proxyConfig := fmt.Sprintf(`{"discoveryAddress":%q,"binaryPath":%q,"configPath":%q,"proxyAdminPort":15000,"statusPort":15020}`,
 		m.xdsAddr, filepath.Join(m.opts.BinDir, "strait-proxy"), filepath.Join(p.dir, "proxy"))
@@ -329,12 +329,20 @@ func (m *Mesh) startLogged(cmd *exec.Cmd, name string) error {
 		f.Close()
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	m.procs = append(m.procs, cmd)
+	done := make(chan struct{})
+	m.procs = append(m.procs, process{cmd: cmd, done: done})
 	go func() {
 		_ = cmd.Wait()
 		f.Close()
+		close(done)
 	}()
 	return nil
+}
+
+// process is a started command and a channel closed once it has exited.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
 }
 
 // LogPath is the file that holds the output of a process of the mesh
@@ -359,18 +367,18 @@ func (m *Mesh) Close() error {
 	if m == nil {
 		return nil
 	}
-	// Agents first, with SIGTERM, so they stop their proxies; then the rest.
-	for i := len(m.procs) - 1; i >= 0; i-- {
-		if p := m.procs[i].Process; p != nil {
-			_ = syscall.Kill(-p.Pid, syscall.SIGTERM)
-		}
+	// SIGTERM to every process group (agents stop their proxies), then
+	// SIGKILL what is still running after a grace period.
+	for _, p := range m.procs {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for _, c := range m.procs {
-		for c.ProcessState == nil && time.Now().Before(deadline) && processAlive(c.Process.Pid) {
-			time.Sleep(20 * time.Millisecond)
+	grace := time.After(3 * time.Second)
+	for _, p := range m.procs {
+		select {
+		case <-p.done:
+		case <-grace:
 		}
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	}
 	m.procs = nil
 	var errs []error
@@ -384,8 +392,6 @@ func (m *Mesh) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
-func processAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func freePort(host string) (int, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))

@@ -183,7 +183,11 @@ func parseDocument(src Source, raw []byte) (*Config, string, error) {
 		return nil, "", el.err()
 	}
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(doc.Spec, spec); err != nil {
-		el.add("spec", "%s", cleanProtoError(err))
+		if path, problem, ok := locateProtoError("spec", doc.Spec, spec.ProtoReflect().Descriptor()); ok {
+			el.add(path, "%s", problem)
+		} else {
+			el.add("spec", "%s", cleanProtoError(err))
+		}
 		return nil, "", el.err()
 	}
 	cfg := &Config{

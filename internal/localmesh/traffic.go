@@ -52,11 +52,16 @@ func (s Split) Versions() []string {
 // SendRequests makes n GET requests to url from inside the pod and tallies
 // which version of strait-echo answered each one.
 func (p *Pod) SendRequests(ctx context.Context, url string, n int) Split {
+	return p.SendRequestsWithHeader(ctx, url, nil, n)
+}
+
+// SendRequestsWithHeader is SendRequests with extra request headers.
+func (p *Pod) SendRequestsWithHeader(ctx context.Context, url string, header http.Header, n int) Split {
 	client := p.HTTPClient()
 	defer client.CloseIdleConnections()
 	s := Split{Counts: map[string]int{}, Remotes: map[string]int{}}
 	for i := 0; i < n && ctx.Err() == nil; i++ {
-		rep, err := get(ctx, client, url)
+		rep, err := get(ctx, client, url, header)
 		s.Total++
 		if err != nil {
 			s.Failures++
@@ -72,11 +77,14 @@ func (p *Pod) SendRequests(ctx context.Context, url string, n int) Split {
 	return s
 }
 
-func get(ctx context.Context, client *http.Client, url string) (EchoReply, error) {
+func get(ctx context.Context, client *http.Client, url string, header http.Header) (EchoReply, error) {
 	var rep EchoReply
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return rep, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -117,7 +125,7 @@ func (p *Pod) StartLoad(ctx context.Context, url string, clients int) *Load {
 			client := p.HTTPClient()
 			defer client.CloseIdleConnections()
 			for ctx.Err() == nil {
-				rep, err := get(ctx, client, url)
+				rep, err := get(ctx, client, url, nil)
 				if ctx.Err() != nil {
 					return // cancelled mid-request: not a failure of the mesh
 				}

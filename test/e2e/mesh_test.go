@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -12,6 +13,42 @@ import (
 	"github.com/straitmesh/strait/internal/localmesh"
 	"github.com/straitmesh/strait/internal/testenv"
 )
+
+const matchVirtualService = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: echo
+  namespace: demo
+spec:
+  hosts:
+  - echo.demo.svc.cluster.local
+  http:
+  - name: by-header
+    match:
+    - headers:
+        x-version:
+          exact: v2
+    route:
+    - destination:
+        host: echo.demo.svc.cluster.local
+        subset: v2
+  - name: by-path
+    match:
+    - uri:
+        prefix: /canary
+    - uri:
+        exact: /exact
+    route:
+    - destination:
+        host: echo.demo.svc.cluster.local
+        subset: v2
+        port:
+          number: 80
+  - route:
+    - destination:
+        host: echo.demo.svc.cluster.local
+        subset: v1
+`
 
 func startDemoMesh(t *testing.T) *localmesh.Mesh {
 	t.Helper()
@@ -164,6 +201,40 @@ func TestMeshEndToEnd(t *testing.T) {
 		}
 		if _, err := waitWeights(ctx, client, 50, 50, 2*time.Second); err != nil {
 			t.Fatalf("fixed file not applied: %v", err)
+		}
+	})
+
+	t.Run("match on header and path prefix", func(t *testing.T) {
+		if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, []byte(matchVirtualService)); err != nil {
+			t.Fatal(err)
+		}
+		// The catch-all route sends everything to v1; the matches send to v2.
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			s := client.SendRequestsWithHeader(ctx, localmesh.DemoURL, http.Header{"X-Version": {"v2"}}, 20)
+			if s.Counts["v2"] == 20 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("requests with x-version: v2 were not all routed to v2 within 3s: %v (failures %d: %s)", s.Counts, s.Failures, s.FirstError)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if s := client.SendRequests(ctx, "http://"+localmesh.DemoVIP+"/canary/x", 20); s.Counts["v2"] != 20 {
+			t.Errorf("path prefix /canary: counts %v, want all 20 on v2 (failures %d: %s)", s.Counts, s.Failures, s.FirstError)
+		}
+		if s := client.SendRequests(ctx, "http://"+localmesh.DemoVIP+"/exact", 20); s.Counts["v2"] != 20 {
+			t.Errorf("exact path /exact: counts %v, want all 20 on v2", s.Counts)
+		}
+		if s := client.SendRequests(ctx, "http://"+localmesh.DemoVIP+"/exact/more", 20); s.Counts["v1"] != 20 {
+			t.Errorf("path /exact/more must not match the exact rule: counts %v, want all 20 on v1", s.Counts)
+		}
+		if s := client.SendRequestsWithHeader(ctx, localmesh.DemoURL, http.Header{"X-Version": {"v3"}}, 20); s.Counts["v1"] != 20 {
+			t.Errorf("x-version: v3 must fall through to v1: counts %v", s.Counts)
+		}
+		// The service's host name works as well as the VIP.
+		if s := client.SendRequestsWithHeader(ctx, localmesh.DemoURL, http.Header{"X-Version": {"v2"}, "Host": {localmesh.DemoHost}}, 5); s.Counts["v2"] != 5 {
+			t.Errorf("Host %s: counts %v", localmesh.DemoHost, s.Counts)
 		}
 	})
 }

@@ -65,10 +65,13 @@ type Mesh struct {
 	workDir   string
 	configDir string
 	xdsAddr   string
-	monAddr   string
-	pods      map[string]*Pod
-	procs     []process
-	replace   *strings.Replacer
+	// proxyBinDir holds the copies of strait-agent and strait-proxy that
+	// run as ProxyUID.
+	proxyBinDir string
+	monAddr     string
+	pods        map[string]*Pod
+	procs       []process
+	replace     *strings.Replacer
 }
 
 // Start creates the network, the pods and straitd, captures each pod's
@@ -101,6 +104,15 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 	// The agent and the proxy run as 1337 and write below the work dir.
 	if err := os.Chmod(m.workDir, 0o755); err != nil {
 		return nil, err
+	}
+	// The agent and the proxy run as 1337, which may not be able to reach
+	// BinDir (a checkout under a private home or temp directory): run
+	// copies from the work dir.
+	m.proxyBinDir = filepath.Join(m.workDir, "bin")
+	for _, b := range []string{"strait-agent", "strait-proxy"} {
+		if err := copyExecutable(filepath.Join(opts.BinDir, b), filepath.Join(m.proxyBinDir, b)); err != nil {
+			return nil, err
+		}
 	}
 	m.network, err = testenv.NewNetwork(ctx, testenv.NetworkOptions{Prefix: "strait"})
 	if err != nil {
@@ -257,7 +269,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 	}
 	// 3. The sidecar agent, which writes the bootstrap and starts strait-proxy.
 	proxyConfig := fmt.Sprintf(`{"discoveryAddress":%q,"binaryPath":%q,"configPath":%q,"proxyAdminPort":15000,"statusPort":15020}`,
-		m.xdsAddr, filepath.Join(m.opts.BinDir, "strait-proxy"), filepath.Join(p.dir, "proxy"))
+		m.xdsAddr, filepath.Join(m.proxyBinDir, "strait-proxy"), filepath.Join(p.dir, "proxy"))
 	env := []string{
 		"POD_NAME=" + p.Name,
 		"POD_NAMESPACE=" + p.Namespace,
@@ -269,7 +281,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		"HOME=" + p.dir,
 	}
 	agent := p.pod.Command(context.WithoutCancel(ctx), testenv.ExecOptions{UID: ProxyUID, GID: ProxyUID, Env: env, Dir: p.dir},
-		filepath.Join(m.opts.BinDir, "strait-agent"), "proxy", "sidecar", "--domain", p.Namespace+".svc.cluster.local", "--concurrency", "1")
+		filepath.Join(m.proxyBinDir, "strait-agent"), "proxy", "sidecar", "--domain", p.Namespace+".svc.cluster.local", "--concurrency", "1")
 	return m.startLogged(agent, p.Name+"-agent")
 }
 
@@ -400,6 +412,21 @@ func freePort(host string) (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// copyExecutable copies a binary to dst (mode 0755), creating dst's directory.
+func copyExecutable(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(dst, 0o755) // WriteFile's mode is subject to the umask
 }
 
 func chownTree(dir string, uid, gid int) error {

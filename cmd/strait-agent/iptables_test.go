@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,13 +14,34 @@ import (
 	"github.com/straitmesh/strait/internal/testenv"
 )
 
+// runIptablesCmd runs the command with runner as the IPv4 iptables (and,
+// when it is also a Router, as `ip`).
 func runIptablesCmd(t *testing.T, env map[string]string, runner iptables.Runner, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	cmd := iptablesCommand(iptablesDeps{
+	sys := iptables.System{IPv4: runner}
+	if r, ok := runner.(iptables.Router); ok {
+		sys.Router = r
+	}
+	return runIptablesCmdWith(t, testDeps(env, sys), args...)
+}
+
+func testDeps(env map[string]string, sys iptables.System) iptablesDeps {
+	return iptablesDeps{
 		getenv: func(k string) string { return env[k] },
-		runner: runner,
-		now:    func() time.Time { return time.Date(2022, 8, 26, 0, 34, 38, 813305000, time.UTC) },
-	})
+		system: func(context.Context) (iptables.System, string) { return sys, "iptables backend: test" },
+		readFile: func(string) ([]byte, error) {
+			return []byte("search example.com\nnameserver 10.96.0.10\nnameserver fd00::a\n"), nil
+		},
+		check: func(context.Context, iptables.Config, iptables.CheckOptions) error {
+			return errors.New("check not expected")
+		},
+		now: func() time.Time { return time.Date(2022, 8, 26, 0, 34, 38, 813305000, time.UTC) },
+	}
+}
+
+func runIptablesCmdWith(t *testing.T, deps iptablesDeps, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := iptablesCommand(deps)
 	var out, errOut bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)
@@ -89,7 +111,7 @@ func TestIptablesAppliesThroughRunner(t *testing.T) {
 	if len(fake.Restores) != 1 || !strings.Contains(fake.Restores[0], ":ISTIO_OUTPUT - [0:0]\n") {
 		t.Fatalf("Restores = %q", fake.Restores)
 	}
-	if !strings.Contains(stderr, "iptables-restore --noflush with the following input:\n* nat\n") {
+	if !strings.Contains(stderr, "Applied:\niptables-restore --noflush <<EOF\n* nat\n") {
 		t.Errorf("stderr does not show the applied input:\n%s", stderr)
 	}
 }
@@ -99,7 +121,11 @@ func TestIptablesRejectsBadFlagsBeforeChangingAnything(t *testing.T) {
 		`-b/--istio-inbound-ports: "80,x" : "x" is not a port number`:                                    {"-b", "80,x"},
 		`-i/--istio-service-cidr: "10.0.0.0/33" : "10.0.0.0/33" is not a CIDR (e.g. 10.96.0.0/12)`:       {"-i", "10.0.0.0/33"},
 		`-m/--istio-inbound-interception-mode: "FOO" : is not an interception mode (REDIRECT or TPROXY)`: {"-m", "FOO"},
-		"TPROXY is not implemented yet": {"-m", "TPROXY"},
+		`-p/--envoy-port: "x" : is not a port number (1-65535)`:                                          {"-p", "x", "-m", "TPROXY"},
+		`-c/--istio-exclude-interfaces: "eth0,bad/name"`:                                                 {"-c", "eth0,bad/name"},
+		`-r/--inbound-tproxy-route-table: "254" : is a reserved routing table`:                           {"-m", "TPROXY", "-r", "254"},
+		`-t/--inbound-tproxy-mark: "abc" : is not a number`:                                              {"-t", "abc"},
+		`-x/--istio-service-exclude-cidr: "10.0.0.1" : "10.0.0.1" is not a CIDR`:                         {"-x", "10.0.0.1", "--cleanup-only"},
 	}
 	for want, args := range cases {
 		fake := &iptables.RecordingRunner{}
@@ -141,4 +167,213 @@ func TestIptablesCommandInNetns(t *testing.T) {
 	if got := strings.Count(string(out), "\n-A "); got != want {
 		t.Fatalf("nat table has %d rules after two runs, want %d:\n%s", got, want, out)
 	}
+}
+
+// TestIptablesDryRunEveryMode checks that --dry-run prints the builder's
+// plan (golden-tested in internal/iptables) for the new flags, read from
+// flags and from the environment.
+func TestIptablesDryRunEveryMode(t *testing.T) {
+	cases := []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		golden string
+	}{
+		{"tproxy flag", nil, []string{"-m", "TPROXY"}, "plan_tproxy"},
+		{"tproxy env", map[string]string{"ISTIO_INBOUND_INTERCEPTION_MODE": "TPROXY"}, nil, "plan_tproxy"},
+		{"tproxy ports", nil, []string{"-m", "TPROXY", "-b", "80,8080", "-t", "1986", "-r", "912"}, "plan_tproxy_inbound_ports"},
+		{"tproxy ports env", map[string]string{"INBOUND_TPROXY_MARK": "1986", "ISTIO_INBOUND_TPROXY_ROUTE_TABLE": "912"},
+			[]string{"-m", "TPROXY", "-b", "80,8080"}, "plan_tproxy_inbound_ports"},
+		{"dns from resolv.conf", nil, []string{"--redirect-dns"}, "plan_dns"},
+		{"dns env", map[string]string{"ISTIO_META_DNS_CAPTURE": "true"}, nil, "plan_dns"},
+		{"dns dual-stack", nil, []string{"--redirect-dns", "--dual-stack"}, "plan_dns_dual_stack"},
+		{"dual-stack env", map[string]string{"ISTIO_DUAL_STACK": "true"}, nil, "plan_dual_stack_all"},
+		{"drop invalid env", map[string]string{"INVALID_DROP": "true"}, nil, "plan_drop_invalid"},
+		{"exclude interfaces", nil, []string{"-c", "eth1,veth+"}, "plan_exclude_interfaces"},
+		{"exclude interfaces env", map[string]string{"ISTIO_EXCLUDE_INTERFACES": "eth1,veth+"}, nil, "plan_exclude_interfaces"},
+		{"kube-virt", nil, []string{"-k", "vnet0,vnet1"}, "plan_kube_virt"},
+		{"outbound ports", nil, []string{"-o", "3306,5432"}, "plan_outbound_ports_exclude_only"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := os.ReadFile("../../internal/iptables/testdata/" + tc.golden + ".golden")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fake := &iptables.RecordingRunner{}
+			// The seed's arguments without -m, which the environment may set.
+			var args []string
+			for i := 0; i < len(seedArgs); i++ {
+				if seedArgs[i] == "-m" {
+					i++
+					continue
+				}
+				args = append(args, seedArgs[i])
+			}
+			args = append(args, tc.args...)
+			stdout, stderr, err := runIptablesCmd(t, tc.env, fake, append(args, "--dry-run")...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			if stdout != string(want) {
+				t.Errorf("--dry-run stdout:\n%s\nwant (%s.golden):\n%s", stdout, tc.golden, want)
+			}
+			if len(fake.Restores) != 0 || len(fake.IPCalls) != 0 {
+				t.Errorf("--dry-run changed something: %q %q", fake.Restores, fake.IPCalls)
+			}
+		})
+	}
+}
+
+func TestIptablesVariablesBlockShowsEveryFlag(t *testing.T) {
+	_, stderr, err := runIptablesCmd(t, nil, &iptables.RecordingRunner{}, "--dry-run", "-m", "TPROXY",
+		"--redirect-dns", "--drop-invalid", "--dual-stack", "-k", "vnet0", "-c", "eth9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		"INBOUND_INTERCEPTION_MODE=TPROXY\n", "KUBE_VIRT_INTERFACES=vnet0\n", "ENABLE_INBOUND_IPV6=true\n",
+		"DNS_CAPTURE=true\n", "DROP_INVALID=true\n", "DNS_SERVERS=[10.96.0.10],[fd00::a]\n", "EXCLUDE_INTERFACES=eth9\n",
+	} {
+		if !strings.Contains(stderr, s) {
+			t.Errorf("variables block lacks %q:\n%s", s, stderr)
+		}
+	}
+}
+
+func TestIptablesRejectsBadEnvironment(t *testing.T) {
+	for env, want := range map[string]string{
+		"INVALID_DROP":        `environment variable INVALID_DROP="yes please" is not a boolean`,
+		"IPTABLES_PROBE_PORT": `environment variable IPTABLES_PROBE_PORT="yes please" is not a port number`,
+		"PROBE_TIMEOUT":       `environment variable PROBE_TIMEOUT="yes please" is not a duration`,
+	} {
+		fake := &iptables.RecordingRunner{}
+		_, _, err := runIptablesCmd(t, map[string]string{env: "yes please"}, fake)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", env, err, want)
+		}
+		if len(fake.Restores) != 0 {
+			t.Errorf("%s: ran iptables-restore", env)
+		}
+	}
+}
+
+func TestIptablesCleanupOnlyAndValidation(t *testing.T) {
+	// --cleanup-only deletes what it finds and applies nothing.
+	fake := &iptables.RecordingRunner{Tables: map[string]string{"nat": "*nat\n:ISTIO_OUTPUT - [0:0]\n-A OUTPUT -p tcp -j ISTIO_OUTPUT\nCOMMIT\n"}}
+	if _, stderr, err := runIptablesCmd(t, nil, fake, append(seedArgs, "--cleanup-only")...); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	want := "* nat\n:ISTIO_OUTPUT - [0:0]\n-D OUTPUT -p tcp -j ISTIO_OUTPUT\n-X ISTIO_OUTPUT\nCOMMIT\n"
+	if len(fake.Restores) != 1 || fake.Restores[0] != want {
+		t.Errorf("cleanup restores = %q, want %q", fake.Restores, want)
+	}
+
+	// --run-validation fails the command with the check's error, after
+	// applying; --skip-rule-apply only validates.
+	for _, skip := range []bool{false, true} {
+		fake := &iptables.RecordingRunner{}
+		deps := testDeps(nil, iptables.System{IPv4: fake, Router: fake})
+		var checked iptables.Config
+		deps.check = func(_ context.Context, cfg iptables.Config, opts iptables.CheckOptions) error {
+			checked = cfg
+			if opts.ProbePort != 15002 || opts.Timeout != 5*time.Second {
+				t.Errorf("check options %+v", opts)
+			}
+			return &iptables.CaptureError{Path: "inbound", Detail: "boom"}
+		}
+		args := append(append([]string{}, seedArgs...), "--run-validation")
+		if skip {
+			args = append(args, "--skip-rule-apply")
+		}
+		_, _, err := runIptablesCmdWith(t, deps, args...)
+		if err == nil || !strings.Contains(err.Error(), "iptables validation failed: inbound capture does not work: boom") {
+			t.Errorf("skip=%v: error %v", skip, err)
+		}
+		if checked.ProxyPort != "15001" {
+			t.Errorf("skip=%v: check got %+v", skip, checked)
+		}
+		if applied := len(fake.Restores) > 0; applied == skip {
+			t.Errorf("skip=%v: restores %q", skip, fake.Restores)
+		}
+	}
+}
+
+// TestIptablesTProxyCommandInNetns runs the command for real in TPROXY
+// mode with validation, twice, then --cleanup-only, in the backend the
+// namespace uses.
+func TestIptablesTProxyCommandInNetns(t *testing.T) {
+	if _, err := exec.LookPath("iptables-restore"); err != nil {
+		t.Skip("skipping: iptables-restore not installed (make test installs it)")
+	}
+	n := testenv.NewTestNetwork(t)
+	pod := n.AddTestPod(t, "agent")
+	ctx := context.Background()
+	command := func(ctx context.Context, name string, args ...string) *exec.Cmd {
+		return pod.Command(ctx, testenv.ExecOptions{}, name, args...)
+	}
+	// The namespace already uses iptables-legacy.
+	if out, err := pod.Run(ctx, testenv.ExecOptions{}, "iptables-legacy", "-t", "nat", "-A", "POSTROUTING", "-o", "eth0", "-j", "RETURN"); err != nil {
+		t.Skipf("skipping: no iptables-legacy: %v %s", err, out)
+	}
+	save := func() string {
+		out, err := pod.Run(ctx, testenv.ExecOptions{}, "iptables-legacy-save")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return withoutEmptyTables(string(out))
+	}
+	before := save()
+	deps := testDeps(nil, iptables.System{})
+	deps.system = func(ctx context.Context) (iptables.System, string) {
+		b, why := iptables.DetectBackend(ctx, command)
+		return b.System(command), string(b) + ": " + why
+	}
+	deps.check = func(ctx context.Context, cfg iptables.Config, opts iptables.CheckOptions) error {
+		opts.Enter = func(fn func() error) error { return pod.Do(nil, fn) }
+		return iptables.CheckCapture(ctx, cfg, opts)
+	}
+	args := append(append([]string{}, seedArgs...), "-m", "TPROXY", "--run-validation")
+	for i := 0; i < 2; i++ {
+		if _, stderr, err := runIptablesCmdWith(t, deps, args...); err != nil {
+			t.Fatalf("run #%d: %v\n%s", i+1, err, stderr)
+		} else if !strings.Contains(stderr, "legacy: iptables-legacy holds") || !strings.Contains(stderr, "Validation passed") {
+			t.Errorf("run #%d log:\n%s", i+1, stderr)
+		}
+	}
+	if s := save(); !strings.Contains(s, "TPROXY --on-port 15006") {
+		t.Fatalf("no TPROXY rule in iptables-legacy-save:\n%s", s)
+	}
+	if _, stderr, err := runIptablesCmdWith(t, deps, "--cleanup-only"); err != nil {
+		t.Fatalf("cleanup: %v\n%s", err, stderr)
+	}
+	if after := save(); after != before {
+		t.Errorf("iptables-legacy-save after cleanup:\n%s\nbefore:\n%s", after, before)
+	}
+}
+
+// withoutEmptyTables drops comment lines and the tables that hold no rule,
+// no user chain and only ACCEPT policies: a legacy table, once used, stays
+// registered in the namespace (empty) after cleanup.
+func withoutEmptyTables(save string) string {
+	var out, table []string
+	empty := true
+	for _, l := range strings.Split(save, "\n") {
+		switch {
+		case strings.HasPrefix(l, "#") || l == "":
+		case strings.HasPrefix(l, "*"):
+			table, empty = []string{l}, true
+		case l == "COMMIT":
+			if !empty {
+				out = append(out, append(table, l)...)
+			}
+			table = nil
+		default:
+			table = append(table, l)
+			if strings.HasPrefix(l, "-") || strings.HasPrefix(l, ":") && !strings.Contains(l, " ACCEPT ") {
+				empty = false
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }

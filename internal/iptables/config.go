@@ -1,11 +1,13 @@
 // Package iptables builds and applies the rules that capture a workload's
-// TCP traffic into the sidecar proxy, mirroring istio-iptables 1.14
-// (`pilot-agent istio-iptables`): inbound traffic is redirected to the
-// inbound capture port (15006), outbound traffic to the proxy port (15001),
-// and the proxy's own traffic (by UID/GID) is left alone.
+// traffic into the sidecar proxy, mirroring istio-iptables 1.14
+// (`pilot-agent istio-iptables`): inbound TCP is redirected (REDIRECT) or
+// transparently proxied (TPROXY) to the inbound capture port (15006),
+// outbound TCP is redirected to the proxy port (15001), DNS optionally to
+// the agent (15053), and the proxy's own traffic (by UID/GID) is left alone.
 //
-// The rule builder is pure (Config -> Rules -> iptables-restore text) and is
-// golden-tested without root; side effects go through Runner.
+// The rule builder is pure (Config -> Plan -> iptables-restore text) and is
+// golden-tested without root; side effects go through Runner (iptables-save
+// and iptables-restore, one per address family) and Router (`ip`).
 package iptables
 
 import (
@@ -20,6 +22,16 @@ const (
 	ModeRedirect = "REDIRECT"
 	ModeTProxy   = "TPROXY"
 )
+
+// DNSCapturePort is where --redirect-dns sends port-53 traffic (the agent's
+// DNS proxy), as istio's IstioAgentDNSListenerPort.
+const DNSCapturePort = "15053"
+
+// OutboundMark marks, in TPROXY mode, the proxy's own connections to the
+// pod's address over lo (app -> VIP -> proxy -> this pod), so that
+// ISTIO_INBOUND captures them while leaving the app's calls to itself alone
+// (istio's outboundMark).
+const OutboundMark = "1338"
 
 // Config holds the istio-iptables flag values, as the user wrote them (so
 // that the "Istio iptables variables" log block shows them verbatim).
@@ -39,6 +51,17 @@ type Config struct {
 	OutboundIPRangesExclude string // -x/--istio-service-exclude-cidr
 	OutboundPortsInclude    string // -q/--istio-outbound-ports
 	OutboundPortsExclude    string // -o/--istio-local-outbound-ports-exclude
+	KubeVirtInterfaces      string // -k/--kube-virt-interfaces
+	ExcludeInterfaces       string // -c/--istio-exclude-interfaces
+
+	RedirectDNS   bool // --redirect-dns
+	CaptureAllDNS bool // --capture-all-dns: all port-53 traffic, not only to DNSServers
+	DropInvalid   bool // --drop-invalid
+	DualStack     bool // --dual-stack: IPv6 rules too (ENABLE_INBOUND_IPV6)
+
+	// DNSServers are the resolvers whose port-53 traffic --redirect-dns
+	// captures (nameserver lines of /etc/resolv.conf), IPv4 and IPv6.
+	DNSServers []string
 }
 
 // DefaultConfig returns istio-iptables' defaults (no environment applied).
@@ -83,27 +106,52 @@ const (
 	flagOutExclCIDRs   = "-x/--istio-service-exclude-cidr"
 	flagOutPorts       = "-q/--istio-outbound-ports"
 	flagOutExclPorts   = "-o/--istio-local-outbound-ports-exclude"
+	flagKubeVirt       = "-k/--kube-virt-interfaces"
+	flagExcludeIfaces  = "-c/--istio-exclude-interfaces"
+	flagDNSServers     = "nameserver (/etc/resolv.conf)"
 	wildcard           = "*"
 	hostLoopbackCIDR   = "127.0.0.1/32"
+	hostLoopbackCIDR6  = "::1/128"
 	inboundPassthrough = "127.0.0.6/32" // InboundPassthroughClusterIpv4
+	// InboundPassthrough6 is the IPv6 source the proxy binds for inbound
+	// passthrough (istio's ::6); with --dual-stack it is added to lo.
+	inboundPassthrough6 = "::6/128"
 )
+
+// familyRanges is the part of -i/-x that applies to one address family.
+type familyRanges struct {
+	include     []netip.Prefix
+	hasLoopback bool
+	exclude     []netip.Prefix
+	dnsServers  []netip.Addr
+}
 
 // parsed is a validated Config in the shape the builder needs.
 type parsed struct {
 	proxyPort, capturePort, tunnelPort string
 	uids, gids                         []string
 	mode                               string
+	mark, routeTable                   string
 
 	inboundAll      bool     // -b '*'
 	inboundPorts    []string // -b list (when not '*')
 	inboundExcludes []string // -d
 
-	outboundAll         bool // -i '*'
-	outboundCIDRs       []netip.Prefix
-	outboundHasLoopback bool
-	outboundExcludes    []netip.Prefix
-	outPortsInclude     []string
-	outPortsExclude     []string
+	outboundAll     bool // -i '*'
+	v4, v6          familyRanges
+	outPortsInclude []string
+	outPortsExclude []string
+
+	kubeVirt, excludeIfaces []string
+
+	redirectDNS, captureAllDNS, dropInvalid, dualStack bool
+}
+
+func (p *parsed) ranges(f Family) *familyRanges {
+	if f == IPv6 {
+		return &p.v6
+	}
+	return &p.v4
 }
 
 // Validate reports the first value that does not parse, as a *FlagError.
@@ -113,8 +161,21 @@ func (c Config) Validate() error {
 	return err
 }
 
+// proxyGID is -g, or -u when -g is empty (as istio-iptables).
+func (c Config) proxyGID() string {
+	if strings.TrimSpace(c.ProxyGID) == "" {
+		return c.ProxyUID
+	}
+	return c.ProxyGID
+}
+
 func (c Config) parse() (*parsed, error) {
-	p := &parsed{}
+	p := &parsed{
+		redirectDNS:   c.RedirectDNS,
+		captureAllDNS: c.CaptureAllDNS,
+		dropInvalid:   c.DropInvalid,
+		dualStack:     c.DualStack,
+	}
 	var err error
 	if p.proxyPort, err = onePort(flagProxyPort, c.ProxyPort); err != nil {
 		return nil, err
@@ -131,11 +192,7 @@ func (c Config) parse() (*parsed, error) {
 	if len(p.uids) == 0 {
 		return nil, &FlagError{Flag: flagUID, Value: c.ProxyUID, Reason: "a proxy UID is required (e.g. 1337)"}
 	}
-	gid := c.ProxyGID
-	if strings.TrimSpace(gid) == "" {
-		gid = c.ProxyUID
-	}
-	if p.gids, err = ids(flagGID, gid); err != nil {
+	if p.gids, err = ids(flagGID, c.proxyGID()); err != nil {
 		return nil, err
 	}
 	switch mode := strings.TrimSpace(c.InboundInterceptionMode); mode {
@@ -145,12 +202,27 @@ func (c Config) parse() (*parsed, error) {
 		return nil, &FlagError{Flag: flagMode, Value: c.InboundInterceptionMode,
 			Reason: "is not an interception mode (REDIRECT or TPROXY)"}
 	}
-	if _, err = number(flagTProxyMark, c.InboundTProxyMark, 1<<32-1); err != nil {
+	mark, err := number(flagTProxyMark, c.InboundTProxyMark, 1<<32-1)
+	if err != nil {
 		return nil, err
 	}
-	if _, err = number(flagRouteTable, c.InboundTProxyRouteTable, 1<<32-1); err != nil {
+	if mark == 0 {
+		return nil, &FlagError{Flag: flagTProxyMark, Value: c.InboundTProxyMark, Reason: "a packet mark must not be 0"}
+	}
+	if p.mode == ModeTProxy && strconv.FormatUint(mark, 10) == OutboundMark {
+		return nil, &FlagError{Flag: flagTProxyMark, Value: c.InboundTProxyMark,
+			Reason: "collides with the proxy's outbound mark " + OutboundMark}
+	}
+	p.mark = strconv.FormatUint(mark, 10)
+	table, err := number(flagRouteTable, c.InboundTProxyRouteTable, 1<<32-1)
+	if err != nil {
 		return nil, err
 	}
+	if table == 0 || table >= 253 && table <= 255 {
+		return nil, &FlagError{Flag: flagRouteTable, Value: c.InboundTProxyRouteTable,
+			Reason: "is a reserved routing table (0, 253 default, 254 main, 255 local); use e.g. 133"}
+	}
+	p.routeTable = strconv.FormatUint(table, 10)
 
 	if strings.TrimSpace(c.InboundPortsInclude) == wildcard {
 		p.inboundAll = true
@@ -169,22 +241,56 @@ func (c Config) parse() (*parsed, error) {
 
 	if strings.TrimSpace(c.OutboundIPRangesInclude) == wildcard {
 		p.outboundAll = true
-	} else if p.outboundCIDRs, err = cidrs(flagOutCIDRs, c.OutboundIPRangesInclude); err != nil {
-		return nil, err
-	}
-	for _, pfx := range p.outboundCIDRs {
-		if pfx.Addr().IsLoopback() {
-			p.outboundHasLoopback = true
+	} else {
+		include, err := cidrs(flagOutCIDRs, c.OutboundIPRangesInclude)
+		if err != nil {
+			return nil, err
+		}
+		for _, pfx := range include {
+			r := p.ranges(familyOf(pfx.Addr()))
+			r.include = append(r.include, pfx)
+			if pfx.Addr().IsLoopback() {
+				// istio checks both families: loopback in either keeps
+				// the app's calls to itself captured in both.
+				p.v4.hasLoopback, p.v6.hasLoopback = true, true
+			}
 		}
 	}
 	if strings.TrimSpace(c.OutboundIPRangesExclude) == wildcard {
 		return nil, &FlagError{Flag: flagOutExclCIDRs, Value: c.OutboundIPRangesExclude,
 			Reason: `"*" is not allowed here; list the CIDRs to exclude`}
 	}
-	if p.outboundExcludes, err = cidrs(flagOutExclCIDRs, c.OutboundIPRangesExclude); err != nil {
+	exclude, err := cidrs(flagOutExclCIDRs, c.OutboundIPRangesExclude)
+	if err != nil {
 		return nil, err
 	}
+	for _, pfx := range exclude {
+		r := p.ranges(familyOf(pfx.Addr()))
+		r.exclude = append(r.exclude, pfx)
+	}
+	if p.kubeVirt, err = interfaces(flagKubeVirt, c.KubeVirtInterfaces); err != nil {
+		return nil, err
+	}
+	if p.excludeIfaces, err = interfaces(flagExcludeIfaces, c.ExcludeInterfaces); err != nil {
+		return nil, err
+	}
+	for _, s := range c.DNSServers {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil || a.Zone() != "" {
+			return nil, &FlagError{Flag: flagDNSServers, Value: s, Reason: "is not an IP address"}
+		}
+		a = a.Unmap()
+		r := p.ranges(familyOf(a))
+		r.dnsServers = append(r.dnsServers, a)
+	}
 	return p, nil
+}
+
+func familyOf(a netip.Addr) Family {
+	if a.Unmap().Is4() {
+		return IPv4
+	}
+	return IPv6
 }
 
 // split mirrors istio's config.Split: comma separated, blanks dropped.
@@ -239,17 +345,30 @@ func ids(flag, value string) ([]string, error) {
 	return list, nil
 }
 
+// interfaces accepts Linux interface names (1-15 bytes, no blanks, '/'
+// or ':'); iptables' trailing '+' wildcard is allowed.
+func interfaces(flag, value string) ([]string, error) {
+	list := split(value)
+	for _, name := range list {
+		if len(name) > 15 || strings.ContainsAny(name, " \t/:!\"'") {
+			return nil, &FlagError{Flag: flag, Value: value,
+				Reason: fmt.Sprintf("%q is not a network interface name (at most 15 characters, e.g. eth1)", name)}
+		}
+	}
+	return list, nil
+}
+
 func cidrs(flag, value string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range split(value) {
 		pfx, err := netip.ParsePrefix(s)
-		if err != nil {
+		if err != nil || pfx.Addr().Zone() != "" {
 			return nil, &FlagError{Flag: flag, Value: value,
 				Reason: fmt.Sprintf("%q is not a CIDR (e.g. 10.96.0.0/12)", s)}
 		}
-		if !pfx.Addr().Is4() {
+		if pfx.Addr().Is4In6() {
 			return nil, &FlagError{Flag: flag, Value: value,
-				Reason: fmt.Sprintf("%q is IPv6; only IPv4 is supported yet", s)}
+				Reason: fmt.Sprintf("%q is an IPv4-mapped IPv6 CIDR; write the IPv4 form", s)}
 		}
 		// istio-iptables prints net.IPNet.String(): the masked network.
 		out = append(out, pfx.Masked())

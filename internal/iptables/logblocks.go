@@ -2,6 +2,8 @@ package iptables
 
 import (
 	"fmt"
+	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -34,19 +36,23 @@ func EnvironmentBlock(getenv func(string) string) string {
 }
 
 // VariablesBlock is the body of istio-iptables' "Istio iptables variables:"
-// log entry. Features Strait does not implement (DNS capture, kubevirt,
-// CNI, IPv6) show their disabled defaults.
+// log entry. Features Strait does not have (owner-group filters, output
+// path, CNI mode) show their defaults.
 func (c Config) VariablesBlock() string {
-	gid := c.ProxyGID
-	if strings.TrimSpace(gid) == "" {
-		gid = c.ProxyUID
+	var v4, v6 []string
+	for _, s := range c.DNSServers {
+		if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil && a.Unmap().Is4() {
+			v4 = append(v4, s)
+		} else {
+			v6 = append(v6, s)
+		}
 	}
 	vars := []struct{ name, value string }{
 		{"PROXY_PORT", c.ProxyPort},
 		{"PROXY_INBOUND_CAPTURE_PORT", c.InboundCapturePort},
 		{"PROXY_TUNNEL_PORT", c.InboundTunnelPort},
 		{"PROXY_UID", c.ProxyUID},
-		{"PROXY_GID", gid},
+		{"PROXY_GID", c.proxyGID()},
 		{"INBOUND_INTERCEPTION_MODE", c.InboundInterceptionMode},
 		{"INBOUND_TPROXY_MARK", c.InboundTProxyMark},
 		{"INBOUND_TPROXY_ROUTE_TABLE", c.InboundTProxyRouteTable},
@@ -58,20 +64,28 @@ func (c Config) VariablesBlock() string {
 		{"OUTBOUND_IP_RANGES_EXCLUDE", c.OutboundIPRangesExclude},
 		{"OUTBOUND_PORTS_INCLUDE", c.OutboundPortsInclude},
 		{"OUTBOUND_PORTS_EXCLUDE", c.OutboundPortsExclude},
-		{"KUBE_VIRT_INTERFACES", ""},
-		{"ENABLE_INBOUND_IPV6", "false"},
-		{"DNS_CAPTURE", "false"},
-		{"DROP_INVALID", "false"},
-		{"CAPTURE_ALL_DNS", "false"},
-		{"DNS_SERVERS", "[],[]"},
+		{"KUBE_VIRT_INTERFACES", c.KubeVirtInterfaces},
+		{"ENABLE_INBOUND_IPV6", strconv.FormatBool(c.DualStack)},
+		{"DNS_CAPTURE", strconv.FormatBool(c.RedirectDNS)},
+		{"DROP_INVALID", strconv.FormatBool(c.DropInvalid)},
+		{"CAPTURE_ALL_DNS", strconv.FormatBool(c.CaptureAllDNS)},
+		// istio prints the two []string with %v: "[a b],[c]".
+		{"DNS_SERVERS", fmt.Sprintf("%v,%v", list(v4), list(v6))},
 		{"OUTPUT_PATH", ""},
 		{"NETWORK_NAMESPACE", ""},
 		{"CNI_MODE", "false"},
-		{"EXCLUDE_INTERFACES", ""},
+		{"EXCLUDE_INTERFACES", c.ExcludeInterfaces},
 	}
 	var b strings.Builder
 	for _, v := range vars {
 		fmt.Fprintf(&b, "%s=%s\n", v.name, v.value)
 	}
 	return b.String()
+}
+
+func list(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,6 +82,105 @@ func TestBuildRulesGolden(t *testing.T) {
 	}
 }
 
+// TestBuildPlanGolden covers what the IPv4 nat table alone does not show:
+// TPROXY (mangle, policy routing), DNS capture (nat UDP, raw), dual-stack
+// (ip6tables) and the interface flags. Each file is the --dry-run output.
+func TestBuildPlanGolden(t *testing.T) {
+	tproxy := func(c *Config) { c.InboundInterceptionMode = ModeTProxy }
+	cases := []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"tproxy", tproxy},
+		{"tproxy_inbound_ports", func(c *Config) {
+			tproxy(c)
+			c.InboundPortsInclude = "80,8080"
+			c.InboundTProxyMark = "1986"
+			c.InboundTProxyRouteTable = "912"
+		}},
+		{"tproxy_inbound_none", func(c *Config) { tproxy(c); c.InboundPortsInclude = "" }},
+		{"tproxy_dual_stack", func(c *Config) {
+			tproxy(c)
+			c.DualStack = true
+			c.OutboundIPRangesExclude = "10.1.0.0/16,fd00:1::/64"
+		}},
+		{"dns", func(c *Config) {
+			c.RedirectDNS = true
+			c.DNSServers = []string{"10.96.0.10", "fd00::a"}
+		}},
+		{"dns_capture_all", func(c *Config) {
+			c.RedirectDNS = true
+			c.CaptureAllDNS = true
+			c.DNSServers = []string{"10.96.0.10"}
+		}},
+		{"dns_dual_stack", func(c *Config) {
+			c.RedirectDNS = true
+			c.DualStack = true
+			c.DNSServers = []string{"10.96.0.10", "fd00::a"}
+		}},
+		{"dual_stack", func(c *Config) {
+			c.DualStack = true
+			c.OutboundIPRangesInclude = "240.240.0.0/16,fd00:240::/64"
+		}},
+		{"dual_stack_all", func(c *Config) { c.DualStack = true }},
+		{"drop_invalid", func(c *Config) { c.DropInvalid = true }},
+		{"exclude_interfaces", func(c *Config) { c.ExcludeInterfaces = "eth1,veth+" }},
+		{"exclude_interfaces_tproxy", func(c *Config) { tproxy(c); c.ExcludeInterfaces = "eth1" }},
+		{"kube_virt", func(c *Config) { c.KubeVirtInterfaces = "vnet0,vnet1" }},
+		{"kube_virt_cidrs", func(c *Config) {
+			c.KubeVirtInterfaces = "vnet0"
+			c.OutboundIPRangesInclude = "10.96.0.0/12,240.240.0.0/16"
+		}},
+		{"outbound_ports_exclude_only", func(c *Config) { c.OutboundPortsExclude = "3306,5432" }},
+		{"outbound_ports_include_only", func(c *Config) {
+			c.OutboundIPRangesInclude = ""
+			c.OutboundPortsInclude = "80"
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := seedConfig()
+			tc.mod(&cfg)
+			plan, err := Build(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, "plan_"+tc.name, plan.String())
+			if rs, _ := BuildRules(cfg); rs.String() != plan.IPv4.String() {
+				t.Errorf("BuildRules differs from Build().IPv4")
+			}
+		})
+	}
+}
+
+// TestRestoreInputsAreValid checks every generated rule with
+// iptables-restore --test (parses, loads the matches and targets, changes
+// nothing), when iptables is installed.
+func TestRestoreInputsAreValid(t *testing.T) {
+	if _, err := exec.LookPath("iptables-restore"); err != nil || os.Geteuid() != 0 {
+		t.Skip("skipping: needs root and iptables-restore")
+	}
+	cfg := seedConfig()
+	cfg.InboundInterceptionMode = ModeTProxy
+	cfg.DualStack = true
+	cfg.RedirectDNS = true
+	cfg.DropInvalid = true
+	cfg.ExcludeInterfaces = "eth9"
+	cfg.KubeVirtInterfaces = "vnet0"
+	cfg.DNSServers = []string{"10.96.0.10", "fd00::a"}
+	plan, err := Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for bin, rs := range map[string]Rules{"iptables-restore": plan.IPv4, "ip6tables-restore": plan.IPv6} {
+		cmd := exec.Command(bin, "--test", "--noflush")
+		cmd.Stdin = strings.NewReader(restoreInput(rs, nil))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s --test: %v\n%s", bin, err, out)
+		}
+	}
+}
+
 func TestLogBlocksMatchSeed(t *testing.T) {
 	checkGolden(t, "seed_variables", seedConfig().VariablesBlock())
 	checkGolden(t, "seed_environment", EnvironmentBlock(func(string) string { return "" }))
@@ -109,8 +209,27 @@ func TestValidate(t *testing.T) {
 			`-x/--istio-service-exclude-cidr: "10.0.0.1" : "10.0.0.1" is not a CIDR (e.g. 10.96.0.0/12)`},
 		{"exclude wildcard", func(c *Config) { c.OutboundIPRangesExclude = "*" },
 			`-x/--istio-service-exclude-cidr: "*" : "*" is not allowed here; list the CIDRs to exclude`},
-		{"ipv6", func(c *Config) { c.OutboundIPRangesInclude = "fd00::/8" },
-			`-i/--istio-service-cidr: "fd00::/8" : "fd00::/8" is IPv6; only IPv4 is supported yet`},
+		{"ipv6 is for ip6tables", func(c *Config) { c.OutboundIPRangesInclude = "fd00::/8" }, ""},
+		{"mapped ipv4", func(c *Config) { c.OutboundIPRangesExclude = "::ffff:10.0.0.0/104" },
+			`-x/--istio-service-exclude-cidr: "::ffff:10.0.0.0/104" : "::ffff:10.0.0.0/104" is an IPv4-mapped IPv6 CIDR; write the IPv4 form`},
+		{"bad mark", func(c *Config) { c.InboundTProxyMark = "0x539" },
+			`-t/--inbound-tproxy-mark: "0x539" : is not a number`},
+		{"zero mark", func(c *Config) { c.InboundTProxyMark = "0" },
+			`-t/--inbound-tproxy-mark: "0" : a packet mark must not be 0`},
+		{"mark collides", func(c *Config) { c.InboundInterceptionMode = ModeTProxy; c.InboundTProxyMark = "1338" },
+			`-t/--inbound-tproxy-mark: "1338" : collides with the proxy's outbound mark 1338`},
+		{"bad table", func(c *Config) { c.InboundTProxyRouteTable = "main" },
+			`-r/--inbound-tproxy-route-table: "main" : is not a number`},
+		{"reserved table", func(c *Config) { c.InboundTProxyRouteTable = "255" },
+			`-r/--inbound-tproxy-route-table: "255" : is a reserved routing table (0, 253 default, 254 main, 255 local); use e.g. 133`},
+		{"bad interface", func(c *Config) { c.KubeVirtInterfaces = "vnet0,averyveryverylongname" },
+			`-k/--kube-virt-interfaces: "vnet0,averyveryverylongname" : "averyveryverylongname" is not a network interface name (at most 15 characters, e.g. eth1)`},
+		{"bad exclude interface", func(c *Config) { c.ExcludeInterfaces = "eth 0" },
+			`-c/--istio-exclude-interfaces: "eth 0" : "eth 0" is not a network interface name (at most 15 characters, e.g. eth1)`},
+		{"bad tunnel port", func(c *Config) { c.InboundTunnelPort = "15008x" },
+			`-e/--inbound-tunnel-port: "15008x" : is not a port number (1-65535)`},
+		{"bad dns server", func(c *Config) { c.RedirectDNS = true; c.DNSServers = []string{"dns.local"} },
+			`nameserver (/etc/resolv.conf): "dns.local" : is not an IP address`},
 		{"bad mode", func(c *Config) { c.InboundInterceptionMode = "NAT" },
 			`-m/--istio-inbound-interception-mode: "NAT" : is not an interception mode (REDIRECT or TPROXY)`},
 		{"bad uid", func(c *Config) { c.ProxyUID = "istio" },
@@ -144,11 +263,11 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestTProxyNotImplemented(t *testing.T) {
+func TestTProxyIsImplemented(t *testing.T) {
 	cfg := seedConfig()
 	cfg.InboundInterceptionMode = ModeTProxy
-	if _, err := BuildRules(cfg); !errors.Is(err, ErrTProxyNotImplemented) {
-		t.Fatalf("BuildRules(TPROXY) = %v, want ErrTProxyNotImplemented", err)
+	if _, err := BuildRules(cfg); err != nil {
+		t.Fatalf("BuildRules(TPROXY) = %v", err)
 	}
 }
 
@@ -208,5 +327,51 @@ func TestApplyReportsRestoreError(t *testing.T) {
 	fake := &RecordingRunner{Err: errors.New("boom")}
 	if _, err := Apply(context.Background(), fake, rs); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("Apply() = %v, want the runner's error", err)
+	}
+}
+
+// TestInstallConvergesRouting: stale policy routing of ours (another mark,
+// table or a duplicate) is removed, the wanted entries are added once, and
+// entries without protocol 76 are never touched.
+func TestInstallConvergesRouting(t *testing.T) {
+	cfg := seedConfig()
+	cfg.InboundInterceptionMode = ModeTProxy
+	plan, err := Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &RecordingRunner{IPOutput: map[string]string{
+		"-4 rule show": "0:\tfrom all lookup local\n" +
+			"32762:\tfrom all fwmark 0x7 lookup 70\n" +
+			"32763:\tfrom all fwmark 0x539 lookup 133 proto 76\n" +
+			"32764:\tfrom all fwmark 0x539 lookup 133 proto 76\n" +
+			"32765:\tfrom all fwmark 0x7c2 lookup 912 proto 76\n",
+		"-4 route show table all proto 76": "local default dev lo table 912 scope host \n",
+		"-6 addr show dev lo":              "1: lo: <LOOPBACK,UP>\n    inet6 ::6/128 scope global \n",
+	}}
+	rep, err := Install(context.Background(), System{IPv4: fake, Router: fake}, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range rep.IPCommands {
+		got = append(got, strings.Join(c, " "))
+	}
+	want := []string{
+		"-4 rule del pref 32764 protocol 76",
+		"-4 rule del pref 32765 protocol 76",
+		"-4 route flush table 912 proto 76",
+		"-4 route replace local default dev lo table 133 proto 76",
+		"-6 addr del ::6/128 dev lo", // not dual-stack
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("ip commands:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Cleanup of a clean namespace runs nothing that changes anything.
+	clean := &RecordingRunner{}
+	rep, err = Cleanup(context.Background(), System{IPv4: clean, IPv6: clean, Router: clean})
+	if err != nil || len(rep.IPCommands) != 0 || len(clean.Restores) != 0 {
+		t.Errorf("cleanup of nothing: %v %q %q", err, rep.IPCommands, clean.Restores)
 	}
 }

@@ -23,6 +23,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newLocalCmd())
+	root.AddCommand(newLocalCmd(), newKubeInjectCmd())
 	return root
 }

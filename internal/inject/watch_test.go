@@ -1,0 +1,97 @@
+package inject
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The injector follows its config directory: new values are applied
+// without a restart, and a broken file keeps the previous settings.
+func TestWatchDir(t *testing.T) {
+	dir := t.TempDir()
+	if HasConfigFiles(dir) {
+		t.Fatal("empty dir has config files")
+	}
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name+".tmp"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, name+".tmp"), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(ValuesFileName, "global:\n  tag: one\n")
+	if !HasConfigFiles(dir) {
+		t.Fatal("HasConfigFiles is false with a values file")
+	}
+	inj := New(nil, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- WatchDir(ctx, dir, inj, nil, quietLogger()) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitTag := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for inj.Settings().Values.String("global.tag") != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("tag is %q, want %q", inj.Settings().Values.String("global.tag"), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitTag("one")
+	write(ValuesFileName, "global:\n  tag: two\n")
+	waitTag("two")
+	write(ConfigFileName, "policy: sometimes\n")
+	write(ValuesFileName, "global:\n  tag: three\n")
+	// The broken config keeps everything as it was...
+	time.Sleep(500 * time.Millisecond)
+	if got := inj.Settings().Values.String("global.tag"); got != "two" {
+		t.Fatalf("broken config applied: tag %q", got)
+	}
+	// ...until it is fixed.
+	write(ConfigFileName, "policy: disabled\n")
+	waitTag("three")
+	if p := inj.Settings().Config.Policy; p != PolicyDisabled {
+		t.Fatalf("policy %q", p)
+	}
+}
+
+func TestSettingsFromConfigMap(t *testing.T) {
+	s, err := SettingsFromConfigMap(map[string]string{
+		"config": "policy: disabled\n",
+		"values": `{"global":{"hub":"example.org/mesh"}}`,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Config.Policy != PolicyDisabled || s.Values.String("global.hub") != "example.org/mesh" || s.Values.String("global.tag") != "latest" {
+		t.Fatalf("settings: %+v %v", s.Config, s.Values)
+	}
+	if _, err := SettingsFromConfigMap(map[string]string{"config": "templates: {sidecar: '{{ .Nope'}"}, nil); err == nil {
+		t.Fatal("a template that does not parse was accepted")
+	}
+}
+
+func TestParseConfigMapManifests(t *testing.T) {
+	cfg, err := ParseConfig([]byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio-sidecar-injector}\ndata:\n  config: 'policy: disabled'\n  values: '{\"global\":{\"tag\":\"x\"}}'\n"))
+	if err != nil || cfg.Policy != PolicyDisabled {
+		t.Fatalf("config: %+v %v", cfg, err)
+	}
+	m, err := ParseMeshConfig([]byte("kind: ConfigMap\ndata:\n  mesh: 'trustDomain: example.org'\n"))
+	if err != nil || m.GetTrustDomain() != "example.org" {
+		t.Fatalf("mesh: %v %v", m, err)
+	}
+	if _, err := ParseMeshConfig([]byte("trustDomian: x")); err == nil {
+		t.Fatal("misspelt mesh field accepted")
+	}
+}

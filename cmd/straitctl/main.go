@@ -23,6 +23,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newLocalCmd(), newKubeInjectCmd())
+	root.AddCommand(newLocalCmd(), newKubeInjectCmd(), newProxyStatusCmd())
 	return root
 }

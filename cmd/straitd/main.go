@@ -116,8 +116,10 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	if err != nil {
 		return err
 	}
+	generator := gen.New(registry)
 	server, err := xds.New(xds.Options{
-		Generator:       gen.New(registry),
+		Generator:       generator,
+		PushFilter:      generator,
 		ResolveProxy:    registry.ResolveProxy,
 		DebounceAfter:   push.DebounceAfter,
 		DebounceMax:     push.DebounceMax,
@@ -197,6 +199,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 
 // The parts main wires must fit together.
 var (
-	_ xds.Generator = (*gen.Generator)(nil)
-	_ gen.Source    = (*file.Registry)(nil)
+	_ xds.Generator  = (*gen.Generator)(nil)
+	_ xds.PushFilter = (*gen.Generator)(nil)
+	_ gen.Source     = (*file.Registry)(nil)
 )

@@ -18,6 +18,7 @@ const (
 	KindWorkloadEntry   model.Kind = "WorkloadEntry"
 	KindVirtualService  model.Kind = "VirtualService"
 	KindDestinationRule model.Kind = "DestinationRule"
+	KindSidecar         model.Kind = "Sidecar"
 )
 
 // NetworkingGroup is the API group of every supported kind.
@@ -27,7 +28,7 @@ const NetworkingGroup = "networking.istio.io"
 const DefaultNamespace = "default"
 
 // Kinds lists the supported kinds in a fixed order.
-var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule}
+var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar}
 
 // acceptedVersions are the networking.istio.io versions we read.
 var acceptedVersions = map[string]bool{"v1": true, "v1beta1": true, "v1alpha3": true}
@@ -43,6 +44,8 @@ func newSpec(kind model.Kind) proto.Message {
 		return &networking.VirtualService{}
 	case KindDestinationRule:
 		return &networking.DestinationRule{}
+	case KindSidecar:
+		return &networking.Sidecar{}
 	}
 	return nil
 }
@@ -117,5 +120,11 @@ func (c *Config) VirtualService() *networking.VirtualService {
 // DestinationRule returns the spec if c is a DestinationRule, else nil.
 func (c *Config) DestinationRule() *networking.DestinationRule {
 	s, _ := c.Spec.(*networking.DestinationRule)
+	return s
+}
+
+// Sidecar returns the spec if c is a Sidecar, else nil.
+func (c *Config) Sidecar() *networking.Sidecar {
+	s, _ := c.Spec.(*networking.Sidecar)
 	return s
 }

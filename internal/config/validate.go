@@ -46,6 +46,36 @@ func validateSpec(el *errorList, c *Config) {
 		validateVirtualService(el, s)
 	case *networking.DestinationRule:
 		validateDestinationRule(el, s)
+	case *networking.Sidecar:
+		validateSidecar(el, s)
+	}
+}
+
+// validateSidecar checks the parts of a Sidecar that Strait uses: the
+// egress hosts ("NAMESPACE/HOST", NAMESPACE being a name, "*", "." or "~")
+// and the workload selector's labels.
+func validateSidecar(el *errorList, s *networking.Sidecar) {
+	if s.WorkloadSelector != nil {
+		validateLabels(el, "spec.workloadSelector.labels", s.WorkloadSelector.Labels)
+	}
+	for i, eg := range s.Egress {
+		if len(eg.Hosts) == 0 {
+			el.add(fmt.Sprintf("spec.egress[%d].hosts", i), "must list at least one NAMESPACE/HOST (e.g. \"./*\" or \"istio-system/*\")")
+		}
+		for j, h := range eg.Hosts {
+			f := fmt.Sprintf("spec.egress[%d].hosts[%d]", i, j)
+			ns, host, ok := strings.Cut(h, "/")
+			if !ok || ns == "" {
+				el.add(f, "%q is not NAMESPACE/HOST (e.g. \"./*\", \"*/reviews.default.svc.cluster.local\")", h)
+				continue
+			}
+			if ns != "*" && ns != "." && ns != "~" && !dns1123Label.MatchString(ns) {
+				el.add(f, "namespace %q is not a namespace name, \"*\", \".\" or \"~\"", ns)
+			}
+			if host != "*" {
+				validateHost(el, f, host)
+			}
+		}
 	}
 }
 

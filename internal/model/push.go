@@ -36,6 +36,15 @@ type PushRequest struct {
 	Full bool
 	// ConfigsUpdated lists the changed configs; empty with Full means "everything".
 	ConfigsUpdated map[ConfigKey]struct{}
+	// ServicesUpdated names the hostnames whose service or endpoints
+	// changed. Together with ConfigsUpdated it lets the server push only to
+	// the proxies that depend on a change; when both are empty the request
+	// concerns every proxy.
+	ServicesUpdated map[string]struct{}
+	// AddressesUpdated lists workload IPs whose inbound side (the services
+	// they serve) changed: the proxies at these IPs get a full push even
+	// when the request is endpoints-only.
+	AddressesUpdated map[string]struct{}
 	// Reason lists why, one entry per merged event.
 	Reason []TriggerReason
 	// Start is when the first merged event happened (for convergence metrics).
@@ -58,10 +67,25 @@ func (r *PushRequest) Merge(other *PushRequest) *PushRequest {
 	if !other.Start.IsZero() && (m.Start.IsZero() || other.Start.Before(m.Start)) {
 		m.Start = other.Start
 	}
-	if len(r.ConfigsUpdated)+len(other.ConfigsUpdated) > 0 {
-		m.ConfigsUpdated = make(map[ConfigKey]struct{}, len(r.ConfigsUpdated)+len(other.ConfigsUpdated))
-		maps.Copy(m.ConfigsUpdated, r.ConfigsUpdated)
-		maps.Copy(m.ConfigsUpdated, other.ConfigsUpdated)
+	m.ConfigsUpdated = union(r.ConfigsUpdated, other.ConfigsUpdated)
+	m.ServicesUpdated = union(r.ServicesUpdated, other.ServicesUpdated)
+	m.AddressesUpdated = union(r.AddressesUpdated, other.AddressesUpdated)
+	return m
+}
+
+// IsGlobal reports whether the request names nothing it concerns, so it
+// concerns every proxy.
+func (r *PushRequest) IsGlobal() bool {
+	return len(r.ConfigsUpdated) == 0 && len(r.ServicesUpdated) == 0 && len(r.AddressesUpdated) == 0
+}
+
+// union returns a new set holding both, or nil when both are empty.
+func union[K comparable](a, b map[K]struct{}) map[K]struct{} {
+	if len(a)+len(b) == 0 {
+		return nil
 	}
+	m := make(map[K]struct{}, len(a)+len(b))
+	maps.Copy(m, a)
+	maps.Copy(m, b)
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -31,12 +32,21 @@ type Snapshot struct {
 	workloadsByIP    map[string]*Workload
 	virtualServices  map[string][]*config.Config // by resolved host, sorted by namespace/name
 	destinationRules map[string]*config.Config   // by resolved host
+
+	// scopeMu guards scopes, the per-proxy-scope cache filled by
+	// ProxyScope (the only lazily computed part of a snapshot).
+	scopeMu sync.Mutex
+	scopes  map[string]*Scope
 }
 
 // BuildOptions configure Build.
 type BuildOptions struct {
 	Domain  string // default DefaultDomain
 	Version uint64
+	// Previous is the snapshot this one replaces, if any: services that did
+	// not change keep their *Service pointer from it (structural sharing),
+	// which DiffServices and the generators' caches rely on.
+	Previous *Snapshot
 }
 
 // Build derives the service model from a store. It returns the problems it
@@ -107,6 +117,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 	slices.SortFunc(s.Services, func(a, b *Service) int {
 		return cmp.Or(cmp.Compare(a.Hostname, b.Hostname), cmp.Compare(a.Namespace, b.Namespace))
 	})
+	s.reuseUnchanged(opts.Previous)
 
 	for _, c := range store.List(config.KindVirtualService) {
 		seen := map[string]bool{}

@@ -1,7 +1,9 @@
 package xds
 
 import (
+	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"slices"
@@ -57,9 +59,16 @@ func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryS
 // returns.
 func (s *Server) receive(con *Connection) {
 	defer close(con.reqCh)
+	receiveLoop(s, con, con.stream.Context(), con.stream.Recv, con.reqCh)
+}
+
+// receiveLoop is the receive goroutine of either protocol: it reads
+// requests with recv and forwards them to out, registering the connection
+// on the first one and unregistering it on return.
+func receiveLoop[T interface{ GetNode() *core.Node }](s *Server, con *Connection, ctx context.Context, recv func() (T, error), out chan<- T) {
 	first := true
 	for {
-		req, err := con.stream.Recv()
+		req, err := recv()
 		if err != nil {
 			if !isExpectedStreamEnd(err) {
 				con.recvErr = err
@@ -77,8 +86,8 @@ func (s *Server) receive(con *Connection) {
 			defer s.closeConnection(con)
 		}
 		select {
-		case con.reqCh <- req:
-		case <-con.stream.Context().Done():
+		case out <- req:
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -175,6 +184,7 @@ func (s *Server) shouldRespond(con *Connection, req *discovery.DiscoveryRequest)
 		w.NonceNacked = nonce
 		w.LastNack = time.Now()
 		s.metrics.rejects.WithLabelValues(typeLabel(typeURL)).Inc()
+		con.acked(nonce, false, s.metrics)
 		s.log.Warn("proxy rejected configuration", "connection", con.id, "type", typeLabel(typeURL),
 			"version_sent", w.VersionSent, "version_acked", req.GetVersionInfo(), "nonce", nonce, "error", w.NackError)
 		return false
@@ -196,6 +206,7 @@ func (s *Server) shouldRespond(con *Connection, req *discovery.DiscoveryRequest)
 	}
 	w.VersionAcked, w.NonceAcked = req.GetVersionInfo(), nonce
 	w.NackError, w.NonceNacked = "", ""
+	con.acked(nonce, true, s.metrics)
 	if !slices.Equal(w.ResourceNames, names) {
 		w.ResourceNames = names
 		return true
@@ -224,12 +235,15 @@ func (s *Server) pushConnection(con *Connection, req *model.PushRequest) error {
 	}
 	version := s.nextVersion()
 	for _, t := range types {
-		if err := s.pushType(con, t, req, version, false); err != nil {
+		var err error
+		if con.IsDelta() {
+			err = s.pushDeltaType(con, t, req, version, false)
+		} else {
+			err = s.pushType(con, t, req, version, false)
+		}
+		if err != nil {
 			return err
 		}
-	}
-	if !req.Start.IsZero() {
-		s.metrics.convergenceTime.Observe(time.Since(req.Start).Seconds())
 	}
 	return nil
 }
@@ -279,13 +293,26 @@ func (s *Server) pushType(con *Connection, typeURL string, req *model.PushReques
 	con.mu.Lock()
 	w.VersionSent, w.NonceSent, w.LastSent = version, resp.Nonce, now
 	w.hash, w.sent = h, true
+	con.awaitAck(resp.Nonce, req)
 	con.mu.Unlock()
 	s.log.Debug("pushed", "connection", con.id, "type", label, "version", version, "resources", len(anys), "reasons", req.Reason)
 	return nil
 }
 
+// resourceVersion is the version of one generated resource: the
+// generator's Version when it set one (a content hash it cached), else a
+// hash of the serialized resource.
+func resourceVersion(r *discovery.Resource) string {
+	if r.GetVersion() != "" {
+		return r.GetVersion()
+	}
+	sum := sha256.Sum256(r.GetResource().GetValue())
+	return hex.EncodeToString(sum[:12])
+}
+
 // hashResources returns the resources as Anys and a hash of their names and
-// serialized bytes.
+// serialized bytes (or, for resources whose generator set a content
+// version, that version).
 func hashResources(res []*discovery.Resource) ([32]byte, []*anypb.Any) {
 	h := sha256.New()
 	anys := make([]*anypb.Any, 0, len(res))
@@ -305,7 +332,11 @@ func hashResources(res []*discovery.Resource) ([32]byte, []*anypb.Any) {
 		anys = append(anys, r.GetResource())
 		write([]byte(r.GetName()))
 		write([]byte(r.GetResource().GetTypeUrl()))
-		write(r.GetResource().GetValue())
+		if r.GetVersion() != "" {
+			write([]byte(r.GetVersion()))
+		} else {
+			write(r.GetResource().GetValue())
+		}
 	}
 	var sum [32]byte
 	copy(sum[:], h.Sum(nil))

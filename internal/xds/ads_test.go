@@ -46,6 +46,17 @@ type fakeGenerator struct {
 	mu      sync.Mutex
 	version int
 	calls   []string // type labels, in call order
+	// clusters and listeners are the names of the CDS and LDS resources;
+	// nil means "c1" and "l1".
+	clusters  []string
+	listeners []string
+}
+
+// setClusters replaces the generated cluster names.
+func (g *fakeGenerator) setClusters(names ...string) {
+	g.mu.Lock()
+	g.clusters = names
+	g.mu.Unlock()
 }
 
 func (g *fakeGenerator) bump() {
@@ -58,13 +69,24 @@ func (g *fakeGenerator) Generate(proxy *model.Proxy, typeURL string, watched []s
 	g.mu.Lock()
 	v := fmt.Sprint(g.version)
 	g.calls = append(g.calls, typeLabel(typeURL))
+	clusters, listeners := g.clusters, g.listeners
 	g.mu.Unlock()
+	if clusters == nil {
+		clusters = []string{"c1"}
+	}
+	if listeners == nil {
+		listeners = []string{"l1"}
+	}
 	var msgs []proto.Message
 	switch typeURL {
 	case ClusterType:
-		msgs = append(msgs, &cluster.Cluster{Name: "c1", AltStatName: v})
+		for _, n := range clusters {
+			msgs = append(msgs, &cluster.Cluster{Name: n, AltStatName: v})
+		}
 	case ListenerType:
-		msgs = append(msgs, &listener.Listener{Name: "l1", StatPrefix: v})
+		for _, n := range listeners {
+			msgs = append(msgs, &listener.Listener{Name: n, StatPrefix: v})
+		}
 	case EndpointType:
 		for _, n := range watched {
 			msgs = append(msgs, &endpoint.ClusterLoadAssignment{ClusterName: n, Endpoints: []*endpoint.LocalityLbEndpoints{{Locality: &core.Locality{Zone: v}}}})

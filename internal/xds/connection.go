@@ -22,13 +22,17 @@ type Connection struct {
 	peer        string
 	connectedAt time.Time
 	proxy       *model.Proxy
+	// stream is the state-of-the-world stream, deltaStream the delta one;
+	// exactly one is set.
 	stream      discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer
+	deltaStream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
 
 	// reqCh carries requests from the receive goroutine to the processing
 	// loop; the receive goroutine closes it when the stream ends, after
 	// setting recvErr.
-	reqCh   chan *discovery.DiscoveryRequest
-	recvErr error
+	reqCh      chan *discovery.DiscoveryRequest
+	deltaReqCh chan *discovery.DeltaDiscoveryRequest
+	recvErr    error
 	// pushCh carries pushes from the push workers to the processing loop.
 	pushCh chan *pushEvent
 	// stop is closed when the stream handler returns.
@@ -38,6 +42,59 @@ type Connection struct {
 	// handlers read it.
 	mu      sync.RWMutex
 	watched map[string]*WatchedResource
+	// Convergence tracking, guarded by mu: the nonces of pushes caused by a
+	// mesh change that the proxy has not answered yet, and when the oldest
+	// change not yet converged happened.
+	unacked       map[string]struct{}
+	unackedFailed bool
+	convergeStart time.Time
+}
+
+// awaitAck records a response sent for req, so that its ACK can be timed
+// (pilot_proxy_convergence_time: from the config change to the proxy's
+// ACK of everything that change caused). Answers to the proxy's own
+// requests are not timed. c.mu must be held.
+func (c *Connection) awaitAck(nonce string, req *model.PushRequest) {
+	if req == nil || req.Start.IsZero() || isProxyRequestOnly(req) {
+		return
+	}
+	if c.unacked == nil {
+		c.unacked = map[string]struct{}{}
+	}
+	c.unacked[nonce] = struct{}{}
+	if c.convergeStart.IsZero() || req.Start.Before(c.convergeStart) {
+		c.convergeStart = req.Start
+	}
+}
+
+// acked records the proxy's answer to nonce. When every response of the
+// pending change is answered, an ACK observes the convergence time; a NACK
+// means the proxy did not converge, so nothing is observed. c.mu must be
+// held.
+func (c *Connection) acked(nonce string, ok bool, m *metrics) {
+	if _, pending := c.unacked[nonce]; !pending {
+		return
+	}
+	delete(c.unacked, nonce)
+	if !ok {
+		c.unackedFailed = true
+	}
+	if len(c.unacked) > 0 {
+		return
+	}
+	if !c.unackedFailed {
+		m.convergenceTime.Observe(time.Since(c.convergeStart).Seconds())
+	}
+	c.convergeStart, c.unackedFailed = time.Time{}, false
+}
+
+func isProxyRequestOnly(req *model.PushRequest) bool {
+	for _, r := range req.Reason {
+		if r != model.ProxyRequest {
+			return false
+		}
+	}
+	return true
 }
 
 // pushEvent is one push handed to a connection; the processing loop closes
@@ -67,10 +124,31 @@ type WatchedResource struct {
 	NonceNacked string
 	LastNack    time.Time
 
-	// hash of the last sent resources, valid when sent is true.
+	// Wildcard is set for a delta subscription to every resource of the
+	// type (an empty first subscribe list, or "*").
+	Wildcard bool
+
+	// hash of the last sent resources, valid when sent is true (SotW).
 	hash [32]byte
 	sent bool
+	// versions maps each resource name the proxy holds to the version last
+	// sent (delta); the processing loop owns it.
+	versions map[string]string
+	// undo restores versions if the proxy NACKs the last delta response.
+	undo map[string]undoEntry
 }
+
+// newDeltaConnection returns a connection for a delta stream.
+func newDeltaConnection(peer string, stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) *Connection {
+	c := newConnection(peer, nil)
+	c.reqCh = nil
+	c.deltaStream = stream
+	c.deltaReqCh = make(chan *discovery.DeltaDiscoveryRequest, 1)
+	return c
+}
+
+// IsDelta reports whether the connection speaks delta xDS.
+func (c *Connection) IsDelta() bool { return c.deltaStream != nil }
 
 func newConnection(peer string, stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) *Connection {
 	return &Connection{
@@ -98,6 +176,7 @@ func (c *Connection) Watched() []WatchedResource {
 	for _, w := range c.watched {
 		cp := *w
 		cp.ResourceNames = slices.Clone(w.ResourceNames)
+		cp.versions, cp.undo = nil, nil
 		out = append(out, cp)
 	}
 	slices.SortFunc(out, func(a, b WatchedResource) int { return typeRank(a.TypeURL) - typeRank(b.TypeURL) })

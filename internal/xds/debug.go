@@ -2,10 +2,15 @@ package xds
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/straitmesh/strait/internal/model"
 )
 
 // ConnectionStatus is one entry of /debug/connections.
@@ -14,6 +19,7 @@ type ConnectionStatus struct {
 	ProxyID      string          `json:"proxy_id"`
 	IP           string          `json:"ip"`
 	Peer         string          `json:"peer"`
+	Delta        bool            `json:"delta,omitempty"`
 	ConnectedAt  time.Time       `json:"connected_at"`
 	Watched      []WatchedStatus `json:"watched"`
 }
@@ -22,6 +28,7 @@ type ConnectionStatus struct {
 type WatchedStatus struct {
 	TypeURL       string    `json:"type_url"`
 	ResourceNames []string  `json:"resource_names,omitempty"`
+	Wildcard      bool      `json:"wildcard,omitempty"`
 	VersionSent   string    `json:"version_sent"`
 	NonceSent     string    `json:"nonce_sent"`
 	LastSent      time.Time `json:"last_sent,omitzero"`
@@ -69,6 +76,7 @@ func (s *Server) Connections() []ConnectionStatus {
 			ProxyID:      c.proxy.ID,
 			IP:           c.proxy.IP,
 			Peer:         c.peer,
+			Delta:        c.IsDelta(),
 			ConnectedAt:  c.connectedAt,
 			Watched:      []WatchedStatus{},
 		}
@@ -76,6 +84,7 @@ func (s *Server) Connections() []ConnectionStatus {
 			cs.Watched = append(cs.Watched, WatchedStatus{
 				TypeURL:       w.TypeURL,
 				ResourceNames: w.ResourceNames,
+				Wildcard:      w.Wildcard,
 				VersionSent:   w.VersionSent,
 				NonceSent:     w.NonceSent,
 				LastSent:      w.LastSent,
@@ -121,10 +130,88 @@ func (s *Server) SynczHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.SyncStatuses()) })
 }
 
-// RegisterDebugHandlers adds /debug/connections and /debug/syncz to mux.
+// RegisterDebugHandlers adds /debug/connections, /debug/syncz and
+// /debug/config_dump to mux.
 func (s *Server) RegisterDebugHandlers(mux *http.ServeMux) {
 	mux.Handle("GET /debug/connections", s.ConnectionsHandler())
 	mux.Handle("GET /debug/syncz", s.SynczHandler())
+	mux.Handle("GET /debug/config_dump", s.ConfigDumpHandler())
+}
+
+// ConfigDumpHandler serves /debug/config_dump?proxyID=ID: the resources
+// the server would send now to the connected proxy ID (a node id, or a
+// connection id), for every type it watches with its subscription, as
+// protobuf JSON.
+func (s *Server) ConfigDumpHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("proxyID")
+		if id == "" {
+			http.Error(w, "missing query parameter proxyID (a node id from /debug/syncz)", http.StatusBadRequest)
+			return
+		}
+		con := s.findConnection(id)
+		if con == nil {
+			http.Error(w, fmt.Sprintf("no connected proxy %q (see /debug/connections)", id), http.StatusNotFound)
+			return
+		}
+		dump := configDump{ProxyID: con.proxy.ID, ConnectionID: con.id, Configs: []typeDump{}}
+		for _, wr := range con.Watched() {
+			var names []string
+			if !wr.Wildcard {
+				names = wr.ResourceNames
+			}
+			if con.IsDelta() && !wr.Wildcard && len(names) == 0 {
+				dump.Configs = append(dump.Configs, typeDump{TypeURL: wr.TypeURL, VersionSent: wr.VersionSent, VersionAcked: wr.VersionAcked, Resources: []json.RawMessage{}})
+				continue
+			}
+			res, err := s.opts.Generator.Generate(con.proxy, wr.TypeURL, names, &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ProxyRequest}})
+			td := typeDump{TypeURL: wr.TypeURL, VersionSent: wr.VersionSent, VersionAcked: wr.VersionAcked, Resources: []json.RawMessage{}}
+			if err != nil {
+				td.Error = err.Error()
+			}
+			for _, res := range res {
+				b, err := protojson.Marshal(res.GetResource())
+				if err != nil {
+					td.Error = err.Error()
+					continue
+				}
+				td.Resources = append(td.Resources, b)
+			}
+			dump.Configs = append(dump.Configs, td)
+		}
+		writeJSON(w, dump)
+	})
+}
+
+type configDump struct {
+	ProxyID      string     `json:"proxy_id"`
+	ConnectionID string     `json:"connection_id"`
+	Configs      []typeDump `json:"configs"`
+}
+
+type typeDump struct {
+	TypeURL      string            `json:"type_url"`
+	VersionSent  string            `json:"version_sent"`
+	VersionAcked string            `json:"version_acked"`
+	Error        string            `json:"error,omitempty"`
+	Resources    []json.RawMessage `json:"resources"`
+}
+
+// findConnection returns the connection with connection id id, else the
+// newest connection of the proxy whose node id is id.
+func (s *Server) findConnection(id string) *Connection {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if c, ok := s.clients[id]; ok {
+		return c
+	}
+	var found *Connection
+	for _, c := range s.clients {
+		if c.proxy.ID == id && (found == nil || c.connectedAt.After(found.connectedAt)) {
+			found = c
+		}
+	}
+	return found
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

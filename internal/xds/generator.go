@@ -33,11 +33,15 @@ var pushOrder = []string{ClusterType, EndpointType, ListenerType, RouteType}
 //   - req says why the push happens (nil is never passed: a request from the
 //     proxy itself carries model.ProxyRequest). Generators may ignore it.
 //   - Each returned Resource has Name set and Resource holding the typed
-//     resource; other fields are ignored. The returned slice is the complete
+//     resource. Version may be set to a content hash of the resource (the
+//     same bytes give the same Version); the server then compares versions
+//     instead of hashing bytes, and delta xDS sends it as the resource's
+//     version. Other fields are ignored. The returned slice is the complete
 //     state of the world for that type. Marshal the Any deterministically
 //     (anypb.MarshalFrom with proto.MarshalOptions{Deterministic: true}):
 //     the server skips a push whose serialized resources are byte-identical
-//     to what it last sent.
+//     to what it last sent, and delta xDS sends only the resources whose
+//     bytes (or Version) changed.
 //   - Generate is called concurrently for different proxies and must not
 //     modify proxy.
 type Generator interface {

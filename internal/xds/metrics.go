@@ -18,6 +18,7 @@ type metrics struct {
 	debounceTime     prometheus.Histogram
 	rejects          *prometheus.CounterVec
 	generateFailures *prometheus.CounterVec
+	pushTriggers     *prometheus.CounterVec
 }
 
 // convergenceBuckets span a fast local push to the 10 s debounce cap.
@@ -66,13 +67,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "pilot_xds_generate_errors",
 			Help: "Number of failed resource generations, by type.",
 		}, []string{"type"}),
+		pushTriggers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pilot_push_triggers",
+			Help: "Total number of times a push was triggered, labeled by type (full or eds).",
+		}, []string{"type"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{
 		m.connections, m.pushes, m.pushTime, m.convergenceTime, m.queueTime,
-		m.sendTime, m.debounceTime, m.rejects, m.generateFailures,
+		m.sendTime, m.debounceTime, m.rejects, m.generateFailures, m.pushTriggers,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register xds metrics: %w", err)

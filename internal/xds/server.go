@@ -53,6 +53,10 @@ type Options struct {
 	// Authorize, if set, is called after ResolveProxy; an error rejects the
 	// stream with codes.PermissionDenied.
 	Authorize func(*model.Proxy) error
+	// PushFilter, if set, decides per connection whether a debounced push
+	// concerns it (dependency tracking, Sidecar scoping); nil pushes every
+	// request to every connection.
+	PushFilter PushFilter
 
 	// DebounceAfter is the quiet period (PILOT_DEBOUNCE_AFTER); 0 means
 	// DefaultDebounceAfter.
@@ -214,10 +218,47 @@ func (s *Server) pushAll(req *model.PushRequest, events int, waited time.Duratio
 		cons = append(cons, c)
 	}
 	s.mu.RUnlock()
-	s.log.Debug("push", "full", req.Full, "reasons", req.Reason, "merged_events", events, "connections", len(cons))
+	queued := 0
 	for _, c := range cons {
-		s.queue.Enqueue(c, req)
+		r := req
+		if s.opts.PushFilter != nil {
+			var ok bool
+			if r, ok = s.opts.PushFilter.NeedsPush(c.proxy, req); !ok {
+				continue
+			}
+		}
+		s.queue.Enqueue(c, r)
+		queued++
 	}
+	s.metrics.pushTriggers.WithLabelValues(pushKind(req)).Inc()
+	s.log.Debug("push", "full", req.Full, "reasons", req.Reason, "merged_events", events,
+		"connections", len(cons), "queued", queued)
+}
+
+// PushFilter narrows a push to the connections it concerns.
+type PushFilter interface {
+	// NeedsPush returns the request to push to proxy (req itself, or a
+	// copy with less or more to do), or false when the proxy does not
+	// depend on the change. It must not modify req, and must be fast: it
+	// runs for every connection on the debounce goroutine.
+	NeedsPush(proxy *model.Proxy, req *model.PushRequest) (*model.PushRequest, bool)
+}
+
+// PushFilterFunc adapts a function to a PushFilter.
+type PushFilterFunc func(proxy *model.Proxy, req *model.PushRequest) (*model.PushRequest, bool)
+
+// NeedsPush calls f.
+func (f PushFilterFunc) NeedsPush(proxy *model.Proxy, req *model.PushRequest) (*model.PushRequest, bool) {
+	return f(proxy, req)
+}
+
+var _ PushFilter = PushFilterFunc(nil)
+
+func pushKind(req *model.PushRequest) string {
+	if req.Full {
+		return "full"
+	}
+	return "eds"
 }
 
 // sendPushes is the seed's doSendPushes: it hands each dequeued push to its

@@ -117,7 +117,9 @@ func (r *Registry) ResolveProxy(p *model.Proxy) error {
 // Run watches the directory until ctx is done and returns nil then; it
 // returns an error if the watch cannot be set up. After every reload that
 // changed a config it publishes a new snapshot and then calls onChange (on
-// the Run goroutine) with a full push request naming the changed configs.
+// the Run goroutine) with a push request naming the changed configs and
+// what they concern (registry.PushRequestFor): endpoints-only when only
+// endpoints changed.
 // Run must be called at most once.
 func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) error {
 	if !r.running.CompareAndSwap(false, true) {
@@ -175,6 +177,7 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 
 // apply rescans and, if a config changed, notifies onChange.
 func (r *Registry) apply(start time.Time, onChange func(*model.PushRequest)) {
+	old := r.snap.Load()
 	changed, err := r.reload()
 	if err != nil {
 		r.log.Error("rescan failed; keeping the current configs", "error", err)
@@ -183,7 +186,7 @@ func (r *Registry) apply(start time.Time, onChange func(*model.PushRequest)) {
 	if len(changed) == 0 || onChange == nil {
 		return
 	}
-	onChange(&model.PushRequest{Full: true, ConfigsUpdated: changed, Reason: []model.TriggerReason{model.ConfigUpdate}, Start: start})
+	onChange(registry.PushRequestFor(old, r.snap.Load(), changed, start))
 }
 
 // reload rereads the files whose bytes changed, rebuilds the store from the
@@ -261,7 +264,7 @@ func (r *Registry) reload() (map[model.ConfigKey]struct{}, error) {
 
 func (r *Registry) publish(store *config.Store) {
 	r.version++
-	snap, problems := registry.Build(store, registry.BuildOptions{Domain: r.domain, Version: r.version})
+	snap, problems := registry.Build(store, registry.BuildOptions{Domain: r.domain, Version: r.version, Previous: r.snap.Load()})
 	for _, p := range problems {
 		r.log.Warn("config conflict", "error", p.Error())
 	}

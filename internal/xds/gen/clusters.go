@@ -26,37 +26,61 @@ func (g *Generator) BuildClusters(proxy *model.Proxy) []*cluster.Cluster {
 }
 
 func buildClusters(snap *registry.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
+	out := outboundClusters(snap, snap.ProxyScope(proxy))
+	out = append(out, inboundClusters(snap, proxy)...)
+	slices.SortFunc(out, func(a, b *cluster.Cluster) int { return cmp.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(out, func(a, b *cluster.Cluster) bool { return a.Name == b.Name })
+}
+
+// outboundClusters are the clusters every proxy of a scope shares: one per
+// service port and subset, and the special clusters.
+func outboundClusters(snap *registry.Snapshot, scope *registry.Scope) []*cluster.Cluster {
 	var out []*cluster.Cluster
-	for _, svc := range snap.VisibleServices(proxyNamespace(proxy)) {
-		for _, port := range svc.Ports {
-			if port.Protocol == registry.UDP {
-				continue
-			}
-			out = append(out, edsCluster(OutboundClusterName(port.Number, "", svc.Hostname), port))
-			for _, ss := range snap.Subsets(svc.Hostname) {
-				out = append(out, edsCluster(OutboundClusterName(port.Number, ss.Name, svc.Hostname), port))
-			}
+	for _, svc := range scope.Services {
+		out = append(out, serviceClusters(snap, svc)...)
+	}
+	return append(out, specialClusters()...)
+}
+
+// serviceClusters are the outbound clusters of one service.
+func serviceClusters(snap *registry.Snapshot, svc *registry.Service) []*cluster.Cluster {
+	var out []*cluster.Cluster
+	for _, port := range svc.Ports {
+		if port.Protocol == registry.UDP {
+			continue
+		}
+		out = append(out, edsCluster(OutboundClusterName(port.Number, "", svc.Hostname), port))
+		for _, ss := range snap.Subsets(svc.Hostname) {
+			out = append(out, edsCluster(OutboundClusterName(port.Number, ss.Name, svc.Hostname), port))
 		}
 	}
-	for _, p := range inboundPorts(snap, proxy) {
-		out = append(out, inboundCluster(InboundClusterName(p.endpointPort)))
-	}
-	out = append(out,
-		&cluster.Cluster{
+	return out
+}
+
+func specialClusters() []*cluster.Cluster {
+	return []*cluster.Cluster{
+		{
 			Name:                 PassthroughCluster,
 			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST},
 			ConnectTimeout:       durationpb.New(connectTimeout),
 			LbPolicy:             cluster.Cluster_CLUSTER_PROVIDED,
 		},
 		inboundCluster(InboundPassthroughCluster),
-		&cluster.Cluster{
+		{
 			Name:                 BlackHoleCluster,
 			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_STATIC},
 			ConnectTimeout:       durationpb.New(connectTimeout),
 		},
-	)
-	slices.SortFunc(out, func(a, b *cluster.Cluster) int { return cmp.Compare(a.Name, b.Name) })
-	return slices.CompactFunc(out, func(a, b *cluster.Cluster) bool { return a.Name == b.Name })
+	}
+}
+
+// inboundClusters are the proxy's own: one per port its workload serves.
+func inboundClusters(snap *registry.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
+	var out []*cluster.Cluster
+	for _, p := range inboundPorts(snap, proxy) {
+		out = append(out, inboundCluster(InboundClusterName(p.endpointPort)))
+	}
+	return out
 }
 
 func adsConfigSource() *core.ConfigSource {

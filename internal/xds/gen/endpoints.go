@@ -29,29 +29,47 @@ func buildEndpoints(snap *registry.Snapshot, proxy *model.Proxy, names []string)
 		}
 	}
 	names = sortedUnique(append([]string(nil), names...))
-	ns := proxyNamespace(proxy)
+	scope := snap.ProxyScope(proxy)
 	var out []*endpoint.ClusterLoadAssignment
 	for _, name := range names {
-		port, subset, host, ok := ParseOutboundClusterName(name)
-		if !ok {
-			continue
+		if cla := clusterLoadAssignment(snap, scope, name); cla != nil {
+			out = append(out, cla)
 		}
-		svc := snap.Service(host)
-		if svc == nil || !svc.VisibleTo(ns) {
-			continue
-		}
-		if _, ok := svc.Port(port); !ok {
-			continue
-		}
-		var selector map[string]string
-		if subset != "" {
-			if selector, ok = snap.SubsetLabels(host, subset); !ok {
-				continue
-			}
-		}
-		out = append(out, loadAssignment(name, svc, port, selector))
 	}
 	return out
+}
+
+// clusterLoadAssignment is the EDS resource of one outbound cluster, or
+// nil when the cluster is unknown or out of the scope.
+func clusterLoadAssignment(snap *registry.Snapshot, scope *registry.Scope, name string) *endpoint.ClusterLoadAssignment {
+	svc, port, selector, ok := edsTarget(snap, scope, name)
+	if !ok {
+		return nil
+	}
+	return loadAssignment(name, svc, port, selector)
+}
+
+// edsTarget resolves an outbound cluster name to its service, port and
+// subset selector, if the scope may reach it.
+func edsTarget(snap *registry.Snapshot, scope *registry.Scope, name string) (*registry.Service, uint32, map[string]string, bool) {
+	port, subset, host, ok := ParseOutboundClusterName(name)
+	if !ok {
+		return nil, 0, nil, false
+	}
+	svc := snap.Service(host)
+	if svc == nil || !svc.VisibleTo(scope.Namespace) || !scope.Includes(svc.Hostname, svc.Namespace) {
+		return nil, 0, nil, false
+	}
+	if _, ok := svc.Port(port); !ok {
+		return nil, 0, nil, false
+	}
+	var selector map[string]string
+	if subset != "" {
+		if selector, ok = snap.SubsetLabels(host, subset); !ok {
+			return nil, 0, nil, false
+		}
+	}
+	return svc, port, selector, true
 }
 
 func loadAssignment(name string, svc *registry.Service, port uint32, selector map[string]string) *endpoint.ClusterLoadAssignment {

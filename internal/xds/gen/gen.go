@@ -6,6 +6,7 @@ package gen
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
@@ -38,11 +39,12 @@ func (f SourceFunc) Snapshot() *registry.Snapshot { return f() }
 // Source returns at call time. It holds no other state, so it is safe for
 // concurrent use; each call reads one snapshot throughout.
 type Generator struct {
-	src Source
+	src   Source
+	cache *cache
 }
 
 // New returns a Generator that reads src.
-func New(src Source) *Generator { return &Generator{src: src} }
+func New(src Source) *Generator { return &Generator{src: src, cache: newCache()} }
 
 func (g *Generator) snapshot() *registry.Snapshot {
 	if s := g.src.Snapshot(); s != nil {
@@ -52,43 +54,86 @@ func (g *Generator) snapshot() *registry.Snapshot {
 	return s
 }
 
+// Builds returns how many resources of each kind ("cluster", "eds",
+// "listener", "route") the generator has built, not counting the proxy's
+// own inbound ones; it shows the cache at work.
+func (g *Generator) Builds() map[string]int { return g.cache.Builds() }
+
 // Generate implements the xDS server's Generator interface: it returns the
 // complete set of resources of typeURL for proxy. For EDS and RDS, watched
 // names the resources wanted (empty means all); unknown names are left out.
 // For CDS and LDS watched is ignored (state of the world). Every Any is
-// marshalled deterministically.
+// marshalled deterministically and every Resource carries a content
+// Version.
+//
+// What proxies of one scope share comes from the cache (see cache); only
+// the proxy's inbound side is built per call.
 func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []string, _ *model.PushRequest) ([]*discovery.Resource, error) {
 	snap := g.snapshot()
-	var msgs []namedMessage
+	scope := snap.ProxyScope(proxy)
+	if isProxyless(proxy) {
+		return g.generateProxyless(snap, scope, typeURL, watched)
+	}
+	e, err := g.cache.scope(snap, scope)
+	if err != nil {
+		return nil, fmt.Errorf("generate %s: %w", typeURL, err)
+	}
+	var (
+		shared []*discovery.Resource
+		own    []namedMessage
+	)
 	switch typeURL {
 	case ClusterType:
-		for _, c := range buildClusters(snap, proxy) {
-			msgs = append(msgs, namedMessage{c.Name, c})
+		shared = e.clusters
+		for _, c := range inboundClusters(snap, proxy) {
+			own = append(own, namedMessage{c.Name, c})
 		}
 	case EndpointType:
-		for _, e := range buildEndpoints(snap, proxy, watched) {
-			msgs = append(msgs, namedMessage{e.ClusterName, e})
+		names := watched
+		if len(names) == 0 {
+			names = e.edsNames
 		}
+		names = sortedUnique(slices.Clone(names))
+		out := make([]*discovery.Resource, 0, len(names))
+		for _, n := range names {
+			r, err := g.cache.loadAssignment(snap, scope, n)
+			if err != nil {
+				return nil, fmt.Errorf("generate %s %s: %w", typeURL, n, err)
+			}
+			if r != nil {
+				out = append(out, r)
+			}
+		}
+		return out, nil
 	case ListenerType:
-		for _, l := range buildListeners(snap, proxy) {
-			msgs = append(msgs, namedMessage{l.Name, l})
-		}
+		shared = e.listeners
+		l := virtualInbound(snap, proxy)
+		own = append(own, namedMessage{l.Name, l})
 	case RouteType:
-		for _, r := range buildRoutes(snap, proxy, watched) {
-			msgs = append(msgs, namedMessage{r.Name, r})
+		if len(watched) == 0 {
+			return slices.Clone(e.routes), nil
 		}
+		want := wanted(watched)
+		var out []*discovery.Resource
+		for _, r := range e.routes {
+			if want(r.Name) {
+				out = append(out, r)
+			}
+		}
+		return out, nil
 	default:
 		return nil, fmt.Errorf("generate: unsupported type URL %q", typeURL)
 	}
-	out := make([]*discovery.Resource, 0, len(msgs))
-	for _, m := range msgs {
-		a, err := marshalAny(m.msg)
+	out := slices.Clone(shared)
+	for _, m := range own {
+		r, err := resource(m.name, m.msg)
 		if err != nil {
 			return nil, fmt.Errorf("generate %s %s: %w", typeURL, m.name, err)
 		}
-		out = append(out, &discovery.Resource{Name: m.name, Resource: a})
+		out = append(out, r)
 	}
-	return out, nil
+	slices.SortStableFunc(out, func(a, b *discovery.Resource) int { return strings.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(out, func(a, b *discovery.Resource) bool { return a.Name == b.Name }), nil
 }
 
 type namedMessage struct {

@@ -35,7 +35,15 @@ func (g *Generator) BuildListeners(proxy *model.Proxy) []*listener.Listener {
 }
 
 func buildListeners(snap *registry.Snapshot, proxy *model.Proxy) []*listener.Listener {
-	out := []*listener.Listener{virtualOutbound(), virtualInbound(snap, proxy)}
+	out := append(outboundListeners(snap.ProxyScope(proxy)), virtualInbound(snap, proxy))
+	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// outboundListeners are the listeners every proxy of a scope shares:
+// virtualOutbound and the per-port hand-off listeners.
+func outboundListeners(scope *registry.Scope) []*listener.Listener {
+	out := []*listener.Listener{virtualOutbound()}
 	seen := map[string]bool{VirtualOutboundListener: true, VirtualInboundListener: true}
 	add := func(l *listener.Listener) {
 		if !seen[l.Name] {
@@ -43,7 +51,7 @@ func buildListeners(snap *registry.Snapshot, proxy *model.Proxy) []*listener.Lis
 			out = append(out, l)
 		}
 	}
-	for _, svc := range snap.VisibleServices(proxyNamespace(proxy)) {
+	for _, svc := range scope.Services {
 		for _, port := range svc.Ports {
 			switch {
 			case port.Protocol == registry.UDP || port.Number == OutboundCapturePort || port.Number == InboundCapturePort:
@@ -59,7 +67,6 @@ func buildListeners(snap *registry.Snapshot, proxy *model.Proxy) []*listener.Lis
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 

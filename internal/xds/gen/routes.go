@@ -29,11 +29,16 @@ func (g *Generator) BuildRoutes(proxy *model.Proxy, names []string) []*route.Rou
 }
 
 func buildRoutes(snap *registry.Snapshot, proxy *model.Proxy, names []string) []*route.RouteConfiguration {
-	ns := proxyNamespace(proxy)
+	return scopeRoutes(snap, snap.ProxyScope(proxy), names)
+}
+
+// scopeRoutes are the route configurations every proxy of a scope shares.
+func scopeRoutes(snap *registry.Snapshot, scope *registry.Scope, names []string) []*route.RouteConfiguration {
+	ns := scope.Namespace
 	// Services per HTTP port, in hostname order.
 	byPort := map[uint32][]*registry.Service{}
 	var ports []uint32
-	for _, svc := range snap.VisibleServices(ns) {
+	for _, svc := range scope.Services {
 		for _, p := range svc.Ports {
 			if p.Protocol.IsHTTP() && p.Number != OutboundCapturePort && p.Number != InboundCapturePort {
 				byPort[p.Number] = append(byPort[p.Number], svc)

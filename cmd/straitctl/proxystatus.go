@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// syncStatus is one entry of straitd's /debug/syncz (xds.SyncStatus; kept
+// as its own type so that straitctl does not link the xDS server).
+type syncStatus struct {
+	ProxyID      string `json:"proxy_id"`
+	ConnectionID string `json:"connection_id"`
+	Types        []struct {
+		Type     string `json:"type"`
+		Sent     string `json:"sent"`
+		Acked    string `json:"acked"`
+		Synced   bool   `json:"synced"`
+		LastNack string `json:"last_nack,omitempty"`
+	} `json:"types"`
+}
+
+func newProxyStatusCmd() *cobra.Command {
+	var addr string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "proxy-status",
+		Short: "Show whether each connected proxy has the latest configuration",
+		Long: `proxy-status reads straitd's /debug/syncz and prints, per proxy and
+resource type (CDS, LDS, EDS, RDS):
+
+  SYNCED    the proxy ACKed the last response straitd sent
+  STALE     straitd sent a response the proxy has not ACKed (or NACKed it)
+  NOT SENT  the proxy subscribes to the type but nothing was sent yet
+  -         the proxy does not subscribe to the type`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			statuses, err := fetchSyncz(ctx, addr)
+			if err != nil {
+				return err
+			}
+			return printProxyStatus(cmd.OutOrStdout(), statuses)
+		},
+	}
+	cmd.Flags().StringVar(&addr, "straitd-addr", "localhost:15014", "straitd's monitoring address (host:port, or an http:// URL)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "how long to wait for straitd")
+	return cmd
+}
+
+func fetchSyncz(ctx context.Context, addr string) ([]syncStatus, error) {
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	url := strings.TrimSuffix(base, "/") + "/debug/syncz"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--straitd-addr %q: %w", addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get %s (is straitd running, and is --straitd-addr its --monitoring-addr?): %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("get %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
+	}
+	var out []syncStatus
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("get %s: decode: %w", url, err)
+	}
+	return out, nil
+}
+
+// statusColumns are the types shown, in Istio's proxy-status order.
+var statusColumns = []string{"cds", "lds", "eds", "rds"}
+
+func printProxyStatus(w io.Writer, statuses []syncStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tCDS\tLDS\tEDS\tRDS\tCONNECTION")
+	for _, s := range statuses {
+		cols := make([]string, len(statusColumns))
+		for i, typ := range statusColumns {
+			cols[i] = "-"
+			for _, t := range s.Types {
+				if t.Type == typ {
+					cols[i] = typeState(t.Sent, t.Synced, t.LastNack)
+				}
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.ProxyID, strings.Join(cols, "\t"), s.ConnectionID)
+	}
+	return tw.Flush()
+}
+
+func typeState(sent string, synced bool, nack string) string {
+	switch {
+	case sent == "":
+		return "NOT SENT"
+	case synced:
+		return "SYNCED"
+	case nack != "":
+		return "STALE (NACK: " + nack + ")"
+	}
+	return "STALE"
+}

@@ -1,0 +1,64 @@
+package registry
+
+import (
+	"time"
+
+	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// PushRequestFor builds the push request for a change from old to new
+// (old may be nil), given the changed config keys. It names what the
+// change concerns so that the xDS server pushes only to dependent proxies:
+//
+//   - ServicesUpdated: hosts whose service or endpoints changed
+//     (DiffServices), plus the hosts of changed VirtualServices and
+//     DestinationRules, before and after;
+//   - AddressesUpdated: IPs whose inbound side changed, plus the old and
+//     new address of every changed WorkloadEntry (its labels may pick
+//     another Sidecar);
+//   - Full is false only when nothing but endpoints changed.
+func PushRequestFor(old, new *Snapshot, changed map[model.ConfigKey]struct{}, start time.Time) *model.PushRequest {
+	diff := DiffServices(old, new)
+	req := &model.PushRequest{
+		ConfigsUpdated:   changed,
+		ServicesUpdated:  diff.Hosts,
+		AddressesUpdated: diff.Addresses,
+		Reason:           []model.TriggerReason{model.ConfigUpdate},
+		Start:            start,
+	}
+	full := !diff.EndpointsOnly
+	for k := range changed {
+		for _, snap := range []*Snapshot{old, new} {
+			if snap == nil {
+				continue
+			}
+			c := snap.Configs.Get(k)
+			if c == nil {
+				continue
+			}
+			switch k.Kind {
+			case config.KindVirtualService:
+				for _, h := range c.VirtualService().GetHosts() {
+					req.ServicesUpdated[snap.ResolveHost(h, c.Namespace)] = struct{}{}
+				}
+			case config.KindDestinationRule:
+				req.ServicesUpdated[snap.ResolveHost(c.DestinationRule().GetHost(), c.Namespace)] = struct{}{}
+			case config.KindWorkloadEntry:
+				req.AddressesUpdated[c.WorkloadEntry().GetAddress()] = struct{}{}
+			}
+		}
+		switch k.Kind {
+		case config.KindServiceEntry, config.KindWorkloadEntry:
+		default:
+			full = true
+		}
+	}
+	req.Full = full
+	if full {
+		req.Reason = []model.TriggerReason{model.ConfigUpdate}
+	} else {
+		req.Reason = []model.TriggerReason{model.EndpointUpdate}
+	}
+	return req
+}

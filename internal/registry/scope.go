@@ -1,0 +1,239 @@
+package registry
+
+import (
+	"maps"
+	"reflect"
+	"strings"
+
+	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// RootNamespace is the namespace whose selector-less Sidecar is the mesh
+// default, as in Istio.
+const RootNamespace = "istio-system"
+
+// Scope is what one proxy may reach: the services visible from its
+// namespace (exportTo) and selected by the Sidecar that applies to it
+// (egress hosts). Proxies with the same namespace and Sidecar share one
+// Scope; Key says which.
+type Scope struct {
+	// Key identifies the scope: "NS" without a Sidecar, else
+	// "NS|SIDECAR_NS/SIDECAR_NAME".
+	Key       string
+	Namespace string
+	// Sidecar is the Sidecar that applies, or nil (everything visible).
+	Sidecar *config.Config
+	// Services are the services in scope, sorted like Snapshot.Services.
+	Services []*Service
+
+	egress []egressHost
+}
+
+// egressHost is one parsed "NAMESPACE/HOST" of a Sidecar.
+type egressHost struct {
+	namespace string // "*" for any, else a namespace ("." already resolved)
+	host      string // "*", "*.suffix" or an exact host
+}
+
+// Includes reports whether a service of namespace svcNS and hostname host
+// is in the scope's egress hosts. It does not check exportTo.
+func (sc *Scope) Includes(host, svcNS string) bool {
+	if sc.Sidecar == nil {
+		return true
+	}
+	for _, e := range sc.egress {
+		if e.namespace != "*" && e.namespace != svcNS {
+			continue
+		}
+		if e.host == "*" || e.host == host || wildcardMatch(e.host, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// DependsOn reports whether a proxy in this scope depends on the service
+// named host: it is in scope now, or (for a service that no longer exists)
+// its name matches the egress hosts in some namespace.
+func (sc *Scope) DependsOn(snap *Snapshot, host string) bool {
+	if svc := snap.Service(host); svc != nil {
+		return svc.VisibleTo(sc.Namespace) && sc.Includes(svc.Hostname, svc.Namespace)
+	}
+	if sc.Sidecar == nil {
+		return true
+	}
+	for _, e := range sc.egress {
+		if e.host == "*" || e.host == host || wildcardMatch(e.host, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// SidecarFor returns the Sidecar that applies to a workload in namespace ns
+// with the given labels: one in ns whose workloadSelector matches, else the
+// one in ns without selector, else the root namespace's one without
+// selector; nil when none applies. Ties go to the first by name.
+func (s *Snapshot) SidecarFor(ns string, labels map[string]string) *config.Config {
+	var nsDefault, rootDefault *config.Config
+	for _, c := range s.Configs.List(config.KindSidecar) {
+		sel := c.Sidecar().GetWorkloadSelector().GetLabels()
+		switch {
+		case c.Namespace == ns && len(sel) > 0:
+			if len(labels) > 0 && labelsMatch(sel, labels) {
+				return c
+			}
+		case c.Namespace == ns && nsDefault == nil:
+			nsDefault = c
+		case c.Namespace == RootNamespace && len(sel) == 0 && rootDefault == nil:
+			rootDefault = c
+		}
+	}
+	if nsDefault != nil {
+		return nsDefault
+	}
+	return rootDefault
+}
+
+// ProxyScope returns the scope of a proxy. Its labels are those of the
+// WorkloadEntry at its IP. The result is cached in the snapshot: every
+// proxy with the same namespace and Sidecar gets the same *Scope.
+func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
+	var ns, ip string
+	if p != nil {
+		ns, ip = p.Namespace, p.IP
+	}
+	var labels map[string]string
+	if w := s.WorkloadByIP(ip); w != nil {
+		labels = w.Labels
+	}
+	sc := s.SidecarFor(ns, labels)
+	key := ns
+	if sc != nil {
+		key = ns + "|" + sc.Namespace + "/" + sc.Name
+	}
+	s.scopeMu.Lock()
+	defer s.scopeMu.Unlock()
+	if cached, ok := s.scopes[key]; ok {
+		return cached
+	}
+	scope := &Scope{Key: key, Namespace: ns, Sidecar: sc}
+	if sc != nil {
+		for _, eg := range sc.Sidecar().GetEgress() {
+			for _, h := range eg.GetHosts() {
+				hns, host, _ := strings.Cut(h, "/")
+				switch hns {
+				case "~":
+					continue
+				case ".":
+					hns = sc.Namespace
+				}
+				scope.egress = append(scope.egress, egressHost{namespace: hns, host: s.ResolveHost(host, sc.Namespace)})
+			}
+		}
+	}
+	for _, svc := range s.Services {
+		if svc.VisibleTo(ns) && scope.Includes(svc.Hostname, svc.Namespace) {
+			scope.Services = append(scope.Services, svc)
+		}
+	}
+	if s.scopes == nil {
+		s.scopes = map[string]*Scope{}
+	}
+	s.scopes[key] = scope
+	return scope
+}
+
+// ServiceChanges is what changed in the service model between two
+// snapshots.
+type ServiceChanges struct {
+	// Hosts are the hostnames whose service was added, removed or changed.
+	Hosts map[string]struct{}
+	// EndpointsOnly is true when every changed service kept everything but
+	// its endpoints (an EDS-only change).
+	EndpointsOnly bool
+	// Addresses are the endpoint addresses whose service instances changed:
+	// the proxies at these IPs have a new inbound side.
+	Addresses map[string]struct{}
+}
+
+// DiffServices compares the services of two snapshots (old may be nil).
+// It relies on Build's structural sharing: an unchanged service is the
+// same pointer in both.
+func DiffServices(old, new *Snapshot) ServiceChanges {
+	ch := ServiceChanges{Hosts: map[string]struct{}{}, EndpointsOnly: true, Addresses: map[string]struct{}{}}
+	var oldByHost map[string]*Service
+	if old != nil {
+		oldByHost = old.servicesByHost
+	}
+	addAll := func(svc *Service) {
+		for _, ep := range svc.Endpoints {
+			ch.Addresses[ep.Address] = struct{}{}
+		}
+	}
+	for h, n := range new.servicesByHost {
+		o := oldByHost[h]
+		if o == n {
+			continue
+		}
+		ch.Hosts[h] = struct{}{}
+		if o == nil || !SameExceptEndpoints(o, n) {
+			ch.EndpointsOnly = false
+			addAll(n)
+			if o != nil {
+				addAll(o)
+			}
+			continue
+		}
+		// Endpoints only: the addresses whose entry differs.
+		before := map[string]*Endpoint{}
+		for _, ep := range o.Endpoints {
+			before[ep.Address] = ep
+		}
+		for _, ep := range n.Endpoints {
+			if b, ok := before[ep.Address]; !ok || !maps.Equal(b.Ports, ep.Ports) {
+				ch.Addresses[ep.Address] = struct{}{}
+			}
+			delete(before, ep.Address)
+		}
+		for a := range before {
+			ch.Addresses[a] = struct{}{}
+		}
+	}
+	for h, o := range oldByHost {
+		if _, ok := new.servicesByHost[h]; !ok {
+			ch.Hosts[h] = struct{}{}
+			ch.EndpointsOnly = false
+			addAll(o)
+		}
+	}
+	return ch
+}
+
+// SameExceptEndpoints reports whether two services differ at most in
+// their endpoints.
+func SameExceptEndpoints(a, b *Service) bool {
+	ac, bc := *a, *b
+	ac.Endpoints, bc.Endpoints = nil, nil
+	return reflect.DeepEqual(ac, bc)
+}
+
+// reuseUnchanged replaces every service equal to the previous snapshot's
+// service of the same host by that previous pointer, so that caches keyed
+// by *Service survive unrelated changes and DiffServices is cheap.
+func (s *Snapshot) reuseUnchanged(prev *Snapshot) {
+	if prev == nil {
+		return
+	}
+	for i, svc := range s.Services {
+		p := prev.servicesByHost[svc.Hostname]
+		if p == nil || p.Namespace != svc.Namespace || !reflect.DeepEqual(p, svc) {
+			continue
+		}
+		s.Services[i] = p
+		if s.servicesByHost[svc.Hostname] == svc {
+			s.servicesByHost[svc.Hostname] = p
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package gen
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/registry"
+)
+
+// cache holds generated, marshalled resources so that what many proxies
+// share is built once, and what a change did not touch is not rebuilt:
+//
+//   - per scope (proxies with the same namespace and Sidecar) and snapshot:
+//     the outbound clusters, outbound listeners and route configurations;
+//   - per service, across snapshots: its clusters and load assignments,
+//     valid while the snapshot holds the same *Service and DestinationRule
+//     (the registry keeps the pointer of an unchanged service).
+//
+// Each cached resource carries a Version, a hash of its bytes, so the
+// server compares versions instead of re-hashing. Safe for concurrent use.
+type cache struct {
+	mu sync.Mutex
+	// scopes holds one entry per scope key, for the latest snapshot seen.
+	scopes map[string]*scopeEntry
+	// clusters holds each service's outbound clusters, by hostname.
+	clusters map[string]*serviceEntry
+	// eds holds load assignments by cluster name.
+	eds map[string]*serviceEntry
+
+	// builds counts resource builds, for tests.
+	builds map[string]int
+	// latest is the newest snapshot version seen; entries of services
+	// missing from it are dropped when it changes.
+	latest uint64
+}
+
+// serviceEntry is a cached result for one service.
+type serviceEntry struct {
+	svc *registry.Service
+	dr  *config.Config
+	res []*discovery.Resource
+}
+
+// scopeEntry is the shared part of one scope's resources in one snapshot.
+type scopeEntry struct {
+	snap  *registry.Snapshot
+	scope *registry.Scope
+	once  sync.Once
+	err   error
+
+	clusters  []*discovery.Resource // outbound and special clusters, by name
+	listeners []*discovery.Resource // virtualOutbound and hand-off listeners
+	routes    []*discovery.Resource // every route configuration, by name
+	edsNames  []string              // the EDS clusters among clusters
+}
+
+func newCache() *cache {
+	return &cache{
+		scopes:   map[string]*scopeEntry{},
+		clusters: map[string]*serviceEntry{},
+		eds:      map[string]*serviceEntry{},
+		builds:   map[string]int{},
+	}
+}
+
+// resource marshals m into a Resource with a content Version.
+func resource(name string, m proto.Message) (*discovery.Resource, error) {
+	a, err := marshalAny(m)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %s: %w", name, err)
+	}
+	sum := sha256.Sum256(a.GetValue())
+	return &discovery.Resource{Name: name, Version: hex.EncodeToString(sum[:12]), Resource: a}, nil
+}
+
+// scope returns the shared resources of scope in snap, building them once.
+func (c *cache) scope(snap *registry.Snapshot, scope *registry.Scope) (*scopeEntry, error) {
+	c.mu.Lock()
+	e := c.scopes[scope.Key]
+	if e == nil || e.snap != snap {
+		if e != nil && e.snap.Version > snap.Version {
+			// A generation still running on an older snapshot: build its
+			// entry without caching it.
+			c.mu.Unlock()
+			e = &scopeEntry{snap: snap, scope: scope}
+			e.once.Do(func() { e.err = c.buildScope(e) })
+			return e, e.err
+		}
+		e = &scopeEntry{snap: snap, scope: scope}
+		c.scopes[scope.Key] = e
+		if snap.Version > c.latest {
+			c.latest = snap.Version
+			c.prune(snap)
+		}
+	}
+	c.mu.Unlock()
+	e.once.Do(func() { e.err = c.buildScope(e) })
+	return e, e.err
+}
+
+func (c *cache) count(what string) {
+	c.mu.Lock()
+	c.builds[what]++
+	c.mu.Unlock()
+}
+
+// Builds returns how many resources of each kind were built ("cluster",
+// "eds", "listener", "route"); for tests.
+func (c *cache) Builds() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.builds))
+	for k, v := range c.builds {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *cache) buildScope(e *scopeEntry) error {
+	snap, scope := e.snap, e.scope
+	for _, svc := range scope.Services {
+		res, err := c.serviceClusters(snap, svc)
+		if err != nil {
+			return err
+		}
+		e.clusters = append(e.clusters, res...)
+	}
+	for _, cl := range specialClusters() {
+		r, err := resource(cl.Name, cl)
+		if err != nil {
+			return err
+		}
+		e.clusters = append(e.clusters, r)
+	}
+	slices.SortFunc(e.clusters, func(a, b *discovery.Resource) int { return strings.Compare(a.Name, b.Name) })
+	e.clusters = slices.CompactFunc(e.clusters, func(a, b *discovery.Resource) bool { return a.Name == b.Name })
+	for _, r := range e.clusters {
+		if strings.HasPrefix(r.Name, "outbound|") {
+			e.edsNames = append(e.edsNames, r.Name)
+		}
+	}
+	for _, l := range outboundListeners(scope) {
+		c.count("listener")
+		r, err := resource(l.Name, l)
+		if err != nil {
+			return err
+		}
+		e.listeners = append(e.listeners, r)
+	}
+	for _, rc := range scopeRoutes(snap, scope, nil) {
+		c.count("route")
+		r, err := resource(rc.Name, rc)
+		if err != nil {
+			return err
+		}
+		e.routes = append(e.routes, r)
+	}
+	return nil
+}
+
+// serviceClusters returns svc's outbound clusters, from the cache when
+// neither the service nor its DestinationRule changed.
+func (c *cache) serviceClusters(snap *registry.Snapshot, svc *registry.Service) ([]*discovery.Resource, error) {
+	dr := snap.DestinationRule(svc.Hostname)
+	c.mu.Lock()
+	e := c.clusters[svc.Hostname]
+	c.mu.Unlock()
+	if e != nil && e.dr == dr && (e.svc == svc || registry.SameExceptEndpoints(e.svc, svc)) {
+		return e.res, nil
+	}
+	var res []*discovery.Resource
+	for _, cl := range serviceClusters(snap, svc) {
+		c.count("cluster")
+		r, err := resource(cl.Name, cl)
+		if err != nil {
+			return nil, err
+		}
+		res = append(res, r)
+	}
+	c.mu.Lock()
+	c.clusters[svc.Hostname] = &serviceEntry{svc: svc, dr: dr, res: res}
+	c.mu.Unlock()
+	return res, nil
+}
+
+// loadAssignment returns the EDS resource of one cluster, from the cache
+// when neither its service nor the service's DestinationRule changed; nil
+// when the cluster is unknown or out of scope.
+func (c *cache) loadAssignment(snap *registry.Snapshot, scope *registry.Scope, name string) (*discovery.Resource, error) {
+	svc, port, selector, ok := edsTarget(snap, scope, name)
+	if !ok {
+		return nil, nil
+	}
+	dr := snap.DestinationRule(svc.Hostname)
+	c.mu.Lock()
+	e := c.eds[name]
+	c.mu.Unlock()
+	if e != nil && e.svc == svc && e.dr == dr {
+		return e.res[0], nil
+	}
+	c.count("eds")
+	r, err := resource(name, loadAssignment(name, svc, port, selector))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.eds[name] = &serviceEntry{svc: svc, dr: dr, res: []*discovery.Resource{r}}
+	c.mu.Unlock()
+	return r, nil
+}
+
+// prune drops the cached resources of services that snap no longer has.
+// c.mu must be held.
+func (c *cache) prune(snap *registry.Snapshot) {
+	for host := range c.clusters {
+		if snap.Service(host) == nil {
+			delete(c.clusters, host)
+		}
+	}
+	for name := range c.eds {
+		if _, _, host, ok := ParseOutboundClusterName(name); !ok || snap.Service(host) == nil {
+			delete(c.eds, name)
+		}
+	}
+	for key, e := range c.scopes {
+		if e.snap.Version < snap.Version && e.snap != snap {
+			delete(c.scopes, key)
+		}
+	}
+}

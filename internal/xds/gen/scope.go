@@ -1,0 +1,59 @@
+package gen
+
+import (
+	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/registry"
+)
+
+// NeedsPush implements the xDS server's PushFilter: it narrows a push
+// request to what concerns one proxy, or reports that the proxy does not
+// depend on the change at all.
+//
+//   - A request that names nothing (IsGlobal) concerns everyone.
+//   - A proxy whose IP is in AddressesUpdated gets a full push (its
+//     inbound side, or the Sidecar picked by its labels, changed).
+//   - A changed Sidecar concerns the proxies of its namespace (every proxy
+//     for one in the root namespace).
+//   - A host in ServicesUpdated concerns the proxies whose scope reaches it
+//     (exportTo and Sidecar egress hosts): for an endpoints-only request
+//     that is exactly the proxies that have its clusters.
+//   - Changed configs of other kinds than those above concern everyone.
+func (g *Generator) NeedsPush(proxy *model.Proxy, req *model.PushRequest) (*model.PushRequest, bool) {
+	if req.IsGlobal() {
+		return req, true
+	}
+	if proxy != nil {
+		if _, ok := req.AddressesUpdated[proxy.IP]; ok {
+			if req.Full {
+				return req, true
+			}
+			r := *req
+			r.Full = true
+			return &r, true
+		}
+	}
+	for k := range req.ConfigsUpdated {
+		switch k.Kind {
+		case config.KindServiceEntry, config.KindWorkloadEntry, config.KindVirtualService, config.KindDestinationRule:
+			// Covered by ServicesUpdated and AddressesUpdated.
+		case config.KindSidecar:
+			if proxy == nil || k.Namespace == proxy.Namespace || k.Namespace == registry.RootNamespace {
+				return req, true
+			}
+		default:
+			return req, true
+		}
+	}
+	if len(req.ServicesUpdated) == 0 {
+		return nil, false
+	}
+	snap := g.snapshot()
+	scope := snap.ProxyScope(proxy)
+	for host := range req.ServicesUpdated {
+		if scope.DependsOn(snap, host) {
+			return req, true
+		}
+	}
+	return nil, false
+}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	originalsrc "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_src/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -295,5 +297,52 @@ func TestGenerateWhileReloading(t *testing.T) {
 	}
 	if _, err := g.Generate(proxy, "type.googleapis.com/bogus", nil, nil); err == nil {
 		t.Fatal("unknown type URL: no error")
+	}
+}
+
+// In TPROXY mode the inbound listener is transparent and carries
+// original_src with the capture mark; in REDIRECT mode it does neither.
+func TestVirtualInboundTProxy(t *testing.T) {
+	g, _ := newGenerator(t, filepath.Join("..", "..", "..", "examples", "demo"))
+	for _, mode := range []string{"", "REDIRECT", "TPROXY", "tproxy"} {
+		proxy, err := model.ParseNodeID("sidecar~10.99.0.11~echo-v1.demo~demo.svc.cluster.local")
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy.Metadata = map[string]string{"INTERCEPTION_MODE": mode}
+		var inbound *listener.Listener
+		for _, l := range g.BuildListeners(proxy) {
+			if l.Name == gen.VirtualInboundListener {
+				inbound = l
+			}
+		}
+		if inbound == nil {
+			t.Fatalf("mode %q: no %s", mode, gen.VirtualInboundListener)
+		}
+		if err := inbound.ValidateAll(); err != nil {
+			t.Fatalf("mode %q: %v", mode, err)
+		}
+		for _, err := range validateNested(inbound) {
+			t.Errorf("mode %q: %v", mode, err)
+		}
+		tproxy := strings.EqualFold(mode, "TPROXY")
+		if got := inbound.GetTransparent().GetValue(); got != tproxy {
+			t.Errorf("mode %q: transparent = %v, want %v", mode, got, tproxy)
+		}
+		var src *originalsrc.OriginalSrc
+		for _, f := range inbound.ListenerFilters {
+			if f.Name == "envoy.filters.listener.original_src" {
+				src = &originalsrc.OriginalSrc{}
+				if err := f.GetTypedConfig().UnmarshalTo(src); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		switch {
+		case tproxy && (src == nil || src.Mark != gen.TProxyMark):
+			t.Errorf("mode %q: original_src = %v, want mark %d", mode, src, gen.TProxyMark)
+		case !tproxy && src != nil:
+			t.Errorf("mode %q: unexpected original_src", mode)
+		}
 	}
 }

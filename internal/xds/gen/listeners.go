@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerfilter "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	originaldst "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	originalsrc "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_src/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -25,6 +27,12 @@ const (
 	tcpProxyFilterName    = "envoy.filters.network.tcp_proxy"
 	routerFilterName      = "envoy.filters.http.router"
 	originalDstFilterName = "envoy.filters.listener.original_dst"
+	originalSrcFilterName = "envoy.filters.listener.original_src"
+
+	// TProxyMark is the mark the proxy's connections to the application
+	// carry in TPROXY mode, so that the capture rules route the
+	// application's replies back to the proxy (istio-iptables -t).
+	TProxyMark = 1337
 )
 
 // BuildListeners returns the proxy's listeners sorted by name:
@@ -149,7 +157,7 @@ func virtualInbound(snap *registry.Snapshot, proxy *model.Proxy) *listener.Liste
 		Name:    "InboundPassthroughFilterChain",
 		Filters: []*listener.Filter{tcpProxyFilter(InboundPassthroughCluster, InboundPassthroughCluster)},
 	})
-	return &listener.Listener{
+	l := &listener.Listener{
 		Name:    VirtualInboundListener,
 		Address: socketAddress("0.0.0.0", InboundCapturePort),
 		ListenerFilters: []*listener.ListenerFilter{{
@@ -159,6 +167,25 @@ func virtualInbound(snap *registry.Snapshot, proxy *model.Proxy) *listener.Liste
 		FilterChains:     chains,
 		TrafficDirection: core.TrafficDirection_INBOUND,
 	}
+	if interceptsWithTProxy(proxy) {
+		// TPROXY delivers connections for foreign addresses: the socket
+		// must be transparent. original_src makes the proxy's connection
+		// to the application come from the client's own address, so the
+		// application sees the real client (istio/istio#5679).
+		l.Transparent = wrapperspb.Bool(true)
+		l.ListenerFilters = append(l.ListenerFilters, &listener.ListenerFilter{
+			Name:       originalSrcFilterName,
+			ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: mustAny(&originalsrc.OriginalSrc{Mark: TProxyMark})},
+		})
+	}
+	return l
+}
+
+// interceptsWithTProxy reports whether the proxy's inbound traffic is
+// captured in TPROXY mode: node metadata INTERCEPTION_MODE, which the agent
+// takes from ISTIO_META_INTERCEPTION_MODE as Istio's does.
+func interceptsWithTProxy(proxy *model.Proxy) bool {
+	return strings.EqualFold(proxy.Metadata["INTERCEPTION_MODE"], "TPROXY")
 }
 
 func tcpProxyFilter(statPrefix, clusterName string) *listener.Filter {

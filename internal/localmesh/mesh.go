@@ -33,6 +33,10 @@ type Options struct {
 	ConfigDir string
 	// Workloads are the pods to create, in order.
 	Workloads []Workload
+	// InterceptionMode is how inbound traffic is captured: "REDIRECT"
+	// (default; the application sees connections from 127.0.0.6) or
+	// "TPROXY" (the application sees the client's own address).
+	InterceptionMode string
 	// Logger receives progress; nil discards it.
 	Logger *slog.Logger
 }
@@ -45,8 +49,12 @@ type Workload struct {
 	// rewritten to the pod's real address in the mesh's copy of the config.
 	ConfigIP string
 	// App is the application's command line (the first element is a binary
-	// name in BinDir or a path); empty for a pod with no server.
+	// name in BinDir or a path); empty for a pod with no server. The text
+	// {{POD_DIR}} in an argument is replaced by the pod's directory.
 	App []string
+	// Files are written into the pod's directory before the app starts
+	// (name → content, with {{POD_DIR}} replaced as in App).
+	Files map[string]string
 }
 
 // Pod is a running workload.
@@ -89,6 +97,13 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	switch opts.InterceptionMode {
+	case "":
+		opts.InterceptionMode = "REDIRECT"
+	case "REDIRECT", "TPROXY":
+	default:
+		return nil, fmt.Errorf("interception mode %q: want REDIRECT or TPROXY", opts.InterceptionMode)
 	}
 	m = &Mesh{opts: opts, log: log, pods: map[string]*Pod{}}
 	defer func() {
@@ -249,7 +264,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 	}
 	// 1. Capture, as root, before anything else runs in the pod (the init container's job).
 	capture := p.pod.Command(ctx, testenv.ExecOptions{}, filepath.Join(m.opts.BinDir, "strait-agent"),
-		"iptables", "-p", "15001", "-z", "15006", "-u", strconv.Itoa(ProxyUID), "-m", "REDIRECT",
+		"iptables", "-p", "15001", "-z", "15006", "-u", strconv.Itoa(ProxyUID), "-g", strconv.Itoa(ProxyUID), "-m", m.opts.InterceptionMode,
 		"-i", "*", "-x", "", "-b", "*", "-d", "15090,15021,15020")
 	if out, err := capture.CombinedOutput(); err != nil {
 		return fmt.Errorf("strait-agent iptables: %w\n%s", err, out)
@@ -257,12 +272,22 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 	// 2. The application, as an ordinary user of the pod (root here, never 1337).
 	// Long-running processes live as long as the mesh, not as the caller's
 	// context: Close stops them.
+	podDir := strings.NewReplacer("{{POD_DIR}}", p.dir)
+	for name, content := range p.Files {
+		if err := os.WriteFile(filepath.Join(p.dir, name), []byte(podDir.Replace(content)), 0o644); err != nil {
+			return err
+		}
+	}
 	if len(p.App) > 0 {
-		bin := p.App[0]
+		args := make([]string, len(p.App))
+		for i, a := range p.App {
+			args[i] = podDir.Replace(a)
+		}
+		bin := args[0]
 		if !strings.Contains(bin, "/") {
 			bin = filepath.Join(m.opts.BinDir, bin)
 		}
-		app := p.pod.Command(context.WithoutCancel(ctx), testenv.ExecOptions{Env: []string{"POD_NAME=" + p.Name}}, bin, p.App[1:]...)
+		app := p.pod.Command(context.WithoutCancel(ctx), testenv.ExecOptions{Env: []string{"POD_NAME=" + p.Name}}, bin, args[1:]...)
 		if err := m.startLogged(app, p.Name+"-app"); err != nil {
 			return err
 		}
@@ -277,10 +302,18 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		"SERVICE_ACCOUNT=default",
 		"PROXY_CONFIG=" + proxyConfig,
 		"ISTIO_META_WORKLOAD_NAME=" + p.Name,
+		"ISTIO_META_INTERCEPTION_MODE=" + m.opts.InterceptionMode,
 		"MINIMUM_DRAIN_DURATION=1s",
 		"HOME=" + p.dir,
 	}
-	agent := p.pod.Command(context.WithoutCancel(ctx), testenv.ExecOptions{UID: ProxyUID, GID: ProxyUID, Env: env, Dir: p.dir},
+	// The proxy runs as 1337:1337; in TPROXY mode it needs CAP_NET_ADMIN
+	// for transparent sockets, so it runs as root in group 1337 (as
+	// Istio's injector does) and the capture rules match it by group.
+	id := testenv.ExecOptions{UID: ProxyUID, GID: ProxyUID, Env: env, Dir: p.dir}
+	if m.opts.InterceptionMode == "TPROXY" {
+		id.UID = 0
+	}
+	agent := p.pod.Command(context.WithoutCancel(ctx), id,
 		filepath.Join(m.proxyBinDir, "strait-agent"), "proxy", "sidecar", "--domain", p.Namespace+".svc.cluster.local", "--concurrency", "1")
 	return m.startLogged(agent, p.Name+"-agent")
 }
@@ -300,6 +333,9 @@ func (m *Mesh) waitReady(ctx context.Context, p *Pod) error {
 		return nil
 	})
 }
+
+// Dir is the pod's own directory (logs and files of its app and sidecar).
+func (p *Pod) Dir() string { return p.dir }
 
 // HTTPClient returns a client whose connections are made inside the pod's
 // network namespace, as the pod's application would make them (so they are

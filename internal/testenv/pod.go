@@ -90,8 +90,9 @@ func (n *Network) AddPod(ctx context.Context, name string) (*Pod, error) {
 
 // ExecOptions says how to run a process in a pod.
 type ExecOptions struct {
-	// UID and GID to run as; with UID 0 the process keeps the caller's
-	// credentials (root). GID is used only when UID is not 0.
+	// UID and GID to run as. With UID 0 the process stays root; a non-zero
+	// GID then still sets its group (root in group 1337, as the proxy runs
+	// in TPROXY mode).
 	UID, GID int
 	// Env is added to the caller's environment.
 	Env []string
@@ -106,8 +107,13 @@ type ExecOptions struct {
 // as a whole.
 func (p *Pod) Command(ctx context.Context, opts ExecOptions, name string, args ...string) *exec.Cmd {
 	nsArgs := []string{"--net=" + p.NetnsPath()}
-	if opts.UID != 0 {
+	switch {
+	case opts.UID != 0:
 		nsArgs = append(nsArgs, "--setuid", strconv.Itoa(opts.UID), "--setgid", strconv.Itoa(opts.GID))
+	case opts.GID != 0:
+		// Root with another group: the proxy in TPROXY mode (it needs
+		// CAP_NET_ADMIN, and the capture rules recognise it by group).
+		nsArgs = append(nsArgs, "--setgid", strconv.Itoa(opts.GID))
 	}
 	nsArgs = append(nsArgs, "--", name)
 	cmd := exec.CommandContext(ctx, "nsenter", append(nsArgs, args...)...)

@@ -1,7 +1,11 @@
 // Command strait-proxy is Strait's data plane. It is configured like Envoy:
 // by a v3 bootstrap file (-c) and ADS.
 //
-//	strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level info]
+//	strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level info] [--http-codec strait|nethttp]
+//
+// --cpu-profile FILE writes a Go CPU profile until the proxy exits.
+// --http-codec selects the HTTP/1.1 implementation of the request path: the
+// purpose-built codec (strait, the default) or net/http (nethttp).
 //
 // Other Envoy flags the agent may pass (--drain-time-s, --parent-shutdown-time-s,
 // --disable-hot-restart, ...) are accepted and ignored.
@@ -15,12 +19,14 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/straitmesh/strait/internal/proxy"
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
+	"github.com/straitmesh/strait/internal/proxy/hcm"
 )
 
 func main() {
@@ -35,6 +41,8 @@ type config struct {
 	bootstrapPath string
 	concurrency   int
 	logLevel      slog.Level
+	httpCodec     hcm.Codec
+	cpuProfile    string // write a CPU profile here until exit
 }
 
 // envoyBoolFlags are Envoy flags that take no value.
@@ -119,8 +127,24 @@ func parseArgs(args []string) (config, error) {
 				return cfg, err
 			}
 			cfg.logLevel = lvl
+		case "http-codec":
+			v, err := takeValue()
+			if err != nil {
+				return cfg, err
+			}
+			c, err := hcm.ParseCodec(v)
+			if err != nil {
+				return cfg, fmt.Errorf("--http-codec: %w", err)
+			}
+			cfg.httpCodec = c
+		case "cpu-profile":
+			v, err := takeValue()
+			if err != nil {
+				return cfg, err
+			}
+			cfg.cpuProfile = v
 		case "h", "help":
-			return cfg, errors.New("usage: strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level LEVEL]")
+			return cfg, errors.New("usage: strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level LEVEL] [--http-codec strait|nethttp]")
 		default:
 			// An Envoy flag we don't act on: skip it and its value.
 			if !hasValue && !envoyBoolFlags[name] && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
@@ -143,6 +167,17 @@ func run(args []string) error {
 	if cfg.concurrency > 0 {
 		runtime.GOMAXPROCS(cfg.concurrency)
 	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	b, err := bootstrap.Load(cfg.bootstrapPath)
 	if err != nil {
 		return err
@@ -151,12 +186,12 @@ func run(args []string) error {
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	p, err := proxy.New(proxy.Options{Bootstrap: b, Concurrency: workers, Log: log})
+	p, err := proxy.New(proxy.Options{Bootstrap: b, Concurrency: workers, Log: log, HTTPCodec: cfg.httpCodec})
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log.Info("starting", "component", "main", "node", b.GetNode().GetId(), "concurrency", workers)
+	log.Info("starting", "component", "main", "node", b.GetNode().GetId(), "concurrency", workers, "http_codec", string(cfg.httpCodec))
 	return p.Run(ctx)
 }

@@ -43,6 +43,8 @@ type Options struct {
 	AdminAddress string
 	// OriginalDst overrides SO_ORIGINAL_DST lookup (tests).
 	OriginalDst listener.OriginalDstFunc
+	// HTTPCodec selects the HTTP/1.1 codec (default hcm.CodecStrait).
+	HTTPCodec hcm.Codec
 	// XDSBackoff is the minimum ADS reconnect backoff (tests shorten it).
 	XDSBackoff time.Duration
 }
@@ -81,7 +83,7 @@ func New(o Options) (*Proxy, error) {
 	st := stats.New()
 	p := &Proxy{opts: o, log: o.Log.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{})}
 	p.Clusters = cluster.NewManager(o.Log, st)
-	p.http = hcm.NewServer(hcm.Options{Log: o.Log, Clusters: p.Clusters})
+	p.http = hcm.NewServer(hcm.Options{Log: o.Log, Clusters: p.Clusters, Codec: o.HTTPCodec})
 	p.Listeners = listener.NewManager(listener.Options{
 		Log: o.Log, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst,

@@ -56,7 +56,8 @@ type Cluster struct {
 
 	endpoints atomic.Pointer[[]Endpoint]
 	rr        atomic.Uint64
-	pool      *httpPool
+	pool      *httpPool // net/http codec
+	h1        h1Pool    // strait HTTP/1.1 codec
 }
 
 func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
@@ -180,4 +181,7 @@ func (c *Cluster) Dial(ctx context.Context, ep Endpoint) (net.Conn, error) {
 }
 
 // close releases idle pooled connections; in-flight ones finish normally.
-func (c *Cluster) close() { c.pool.closeIdle() }
+func (c *Cluster) close() {
+	c.pool.closeIdle()
+	c.h1.closeIdle(false)
+}

@@ -2,8 +2,11 @@
 // HTTP/1.1 on downstream connections, routes each request with a route
 // table (inline or RDS) and forwards it to a cluster.
 //
-// The codec is behind Server.ServeConn and cluster.Cluster.RoundTrip, so
-// net/http can be replaced on the hot path without touching callers.
+// The codec is behind Server.ServeConn and the cluster's upstream pool. The
+// default is the purpose-built HTTP/1.1 codec in package http1 (h1.go is the
+// request path on it, cluster.GetConn/PutConn its upstream pool); net/http
+// (server and cluster.RoundTrip) remains selectable with CodecNetHTTP
+// (strait-proxy --http-codec nethttp).
 package hcm
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,15 +27,44 @@ type Server struct {
 	// Set at creation, read-only.
 	log      *slog.Logger
 	clusters Clusters
-	srv      *http.Server
+	codec    Codec
+	srv      *http.Server // CodecNetHTTP
 	ln       *chanListener
 	done     chan struct{}
+
+	mu     sync.Mutex // guards conns and closed (CodecStrait)
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// Codec selects the HTTP/1.1 implementation on the request path.
+type Codec string
+
+const (
+	// CodecStrait is the purpose-built codec (package http1): pooled
+	// buffers, headers as a reused slice, bodies streamed without copies.
+	CodecStrait Codec = "strait"
+	// CodecNetHTTP is net/http's server and Transport.
+	CodecNetHTTP Codec = "nethttp"
+)
+
+// ParseCodec validates a codec name ("" means the default).
+func ParseCodec(s string) (Codec, error) {
+	switch Codec(s) {
+	case "", CodecStrait:
+		return CodecStrait, nil
+	case CodecNetHTTP:
+		return CodecNetHTTP, nil
+	}
+	return "", fmt.Errorf("http codec %q is not one of %q, %q", s, CodecStrait, CodecNetHTTP)
 }
 
 // Options configure a Server.
 type Options struct {
 	Log      *slog.Logger
 	Clusters Clusters
+	// Codec defaults to CodecStrait.
+	Codec Codec
 }
 
 type connKey struct{}
@@ -53,6 +83,15 @@ func NewServer(o Options) *Server {
 		clusters: o.Clusters,
 		ln:       newChanListener(),
 		done:     make(chan struct{}),
+		codec:    o.Codec,
+		conns:    map[net.Conn]struct{}{},
+	}
+	if s.codec == "" {
+		s.codec = CodecStrait
+	}
+	if s.codec == CodecStrait {
+		close(s.done)
+		return s
 	}
 	s.srv = &http.Server{
 		Handler:        http.HandlerFunc(s.serveHTTP),
@@ -75,6 +114,14 @@ func NewServer(o Options) *Server {
 // destination (its original destination when redirected). It returns once
 // the connection is handed over.
 func (s *Server) ServeConn(c net.Conn, f *Filter, dst netip.AddrPort) {
+	if s.codec == CodecStrait {
+		if !s.track(c) {
+			c.Close()
+			return
+		}
+		go s.serveH1(c, f, dst)
+		return
+	}
 	if !s.ln.push(&conn{Conn: c, filter: f, dst: dst}) {
 		c.Close()
 	}
@@ -82,9 +129,36 @@ func (s *Server) ServeConn(c net.Conn, f *Filter, dst netip.AddrPort) {
 
 // Close stops the server and closes every connection it serves.
 func (s *Server) Close() error {
+	if s.codec == CodecStrait {
+		s.mu.Lock()
+		s.closed = true
+		conns := s.conns
+		s.conns = nil
+		s.mu.Unlock()
+		for c := range conns {
+			c.Close()
+		}
+		return nil
+	}
 	err := s.srv.Close()
 	<-s.done
 	return err
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
 }
 
 // chanListener is a net.Listener fed by ServeConn.

@@ -285,9 +285,40 @@ func stripPort(host string) (string, bool) {
 	return host[:i], true
 }
 
+// HeaderGetter gives route matching a request's header values without
+// tying it to one representation (net/http's map, or the codec's slice).
+type HeaderGetter interface {
+	// Lookup returns the values of the (case-insensitive) field name joined
+	// with ",", and whether it is present. The result is used only during
+	// the match, so it may alias a buffer.
+	Lookup(name string) (string, bool)
+}
+
+// httpHeader adapts http.Header.
+type httpHeader http.Header
+
+func (h httpHeader) Lookup(name string) (string, bool) {
+	vals, ok := h[name]
+	if !ok {
+		vals, ok = h[http.CanonicalHeaderKey(name)]
+	}
+	if !ok {
+		return "", false
+	}
+	if len(vals) == 1 {
+		return vals[0], true
+	}
+	return strings.Join(vals, ","), true
+}
+
 // Match returns the first route of the selected virtual host matching the
 // request, or nil. path is the request path without the query string.
 func (t *Table) Match(host, path string, h http.Header) *Route {
+	return t.MatchHeaders(host, path, httpHeader(h))
+}
+
+// MatchHeaders is Match for any header representation.
+func (t *Table) MatchHeaders(host, path string, h HeaderGetter) *Route {
 	vh := t.VirtualHostFor(host)
 	if vh == nil {
 		return nil
@@ -300,7 +331,7 @@ func (t *Table) Match(host, path string, h http.Header) *Route {
 	return nil
 }
 
-func (r *Route) matches(path string, h http.Header) bool {
+func (r *Route) matches(path string, h HeaderGetter) bool {
 	p := path
 	if !r.caseSensitive {
 		p = strings.ToLower(p)
@@ -320,12 +351,12 @@ func (r *Route) matches(path string, h http.Header) bool {
 		}
 	}
 	for _, hm := range r.headers {
-		vals, ok := h[hm.name]
+		val, ok := h.Lookup(hm.name)
 		var m bool
 		if hm.present {
 			m = ok
 		} else if ok {
-			m = hm.str(strings.Join(vals, ","))
+			m = hm.str(val)
 		}
 		if m == hm.invert {
 			return false

@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# bench/http/run.sh: HTTP/1.1 data-plane benchmark on loopback.
+#
+# Chains (every proxy: one worker / one thread / --concurrency 1, keep-alive
+# to its upstream):
+#   direct        wrk -> backend
+#   nginx         wrk -> nginx -> nginx -> backend
+#   haproxy       wrk -> haproxy -> haproxy -> backend
+#   strait        wrk -> strait-proxy -> strait-proxy -> backend
+#   strait-<name> same with extra flags or another binary (see STRAIT_VARIANTS)
+# The backend is nginx (1 worker) returning a fixed 1 KiB body, the same for
+# every chain. Runs are interleaved (run 1 of every chain, then run 2, ...)
+# so that load from other users of the machine hits all chains alike; each
+# figure is the median over RUNS runs.
+#
+# Environment:
+#   RUNS=5 DURATION=10s CONNS=16 THREADS=1 WARMUP=2s
+#   CHAINS="direct nginx haproxy strait"   chains to run, in this order
+#   STRAIT_BIN=path                        strait-proxy to use (default: built from this tree)
+#   STRAIT_VARIANTS="name=BIN[,flag,...] ..." extra strait chains, e.g.
+#       STRAIT_VARIANTS="nethttp=,--http-codec,nethttp old=/tmp/strait-proxy.old"
+#       (an empty BIN means STRAIT_BIN)
+#   README=path    where to write the table (default bench/http/README.md; "-" = don't)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+RUNS=${RUNS:-5}
+DURATION=${DURATION:-10s}
+CONNS=${CONNS:-16}
+THREADS=${THREADS:-1}
+WARMUP=${WARMUP:-2s}
+CHAINS=${CHAINS:-"direct nginx haproxy strait"}
+STRAIT_VARIANTS=${STRAIT_VARIANTS:-}
+README=${README:-$here/README.md}
+cmdline="$0 $*"
+[ -n "${BENCH_CMD:-}" ] && cmdline=$BENCH_CMD
+
+log() { echo "bench: $*" >&2; }
+
+# --- dependencies -----------------------------------------------------------
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+if [ ${#need[@]} -gt 0 ]; then
+	log "installing ${need[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -q "${need[@]}" >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q "${need[@]}" >/dev/null; }
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
+
+# --- process bookkeeping: everything we start is killed on exit ------------
+work=$(mktemp -d /tmp/strait-bench-http.XXXXXX)
+pids=()
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do
+		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+		kill -9 "$p" 2>/dev/null || true
+	done
+	rm -rf "$work"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ -z "${STRAIT_BIN:-}" ]; then
+	log "building strait-proxy"
+	(cd "$root" && go build -o "$work/strait-proxy" ./cmd/strait-proxy)
+	STRAIT_BIN=$work/strait-proxy
+fi
+
+next_port=18100
+newport() { next_port=$((next_port + 1)); printf -v "$1" %d "$next_port"; } # newport VAR
+
+wait_port() { # port pid
+	for _ in $(seq 200); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		kill -0 "$2" 2>/dev/null || { log "process $2 for port $1 died"; cat "$work"/*.log >&2 || true; return 1; }
+		sleep 0.05
+	done
+	log "port $1 did not open"; return 1
+}
+
+# start NAME CMD... : runs CMD in the background, records its PID in $started
+start() {
+	local name=$1; shift
+	"$@" >"$work/$name.log" 2>&1 &
+	started=$!
+	pids+=("$started")
+}
+
+body=$(head -c 1024 /dev/zero | tr '\0' 'x')
+
+nginx_conf() { # name listen-port [upstream-port]
+	local d="$work/$1"; mkdir -p "$d/logs"
+	local loc
+	if [ -n "${3:-}" ]; then
+		loc="location / { proxy_pass http://next; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering on; }"
+	else
+		loc="location / { default_type text/plain; return 200 \"$body\"; }"
+	fi
+	cat >"$d/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/logs/error.log error;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	keepalive_requests 1000000;
+	$( [ -n "${3:-}" ] && echo "upstream next { server 127.0.0.1:$3; keepalive 64; keepalive_requests 1000000; }" )
+	server { listen 127.0.0.1:$2 reuseport; $loc }
+}
+EOF
+	start "$1" "$NGINX" -p "$d" -c "$d/nginx.conf"
+}
+
+haproxy_conf() { # name listen-port upstream-port
+	cat >"$work/$1.cfg" <<EOF
+global
+	nbthread 1
+	maxconn 4096
+defaults
+	mode http
+	option http-keep-alive
+	timeout connect 5s
+	timeout client 60s
+	timeout server 60s
+frontend fe
+	bind 127.0.0.1:$2
+	default_backend be
+backend be
+	http-reuse always
+	server s1 127.0.0.1:$3
+EOF
+	start "$1" "$HAPROXY" -db -f "$work/$1.cfg"
+}
+
+strait_conf() { # name listen-port upstream-port admin-port bin [flags...]
+	local name=$1 lp=$2 up=$3 ap=$4 bin=$5; shift 5
+	cat >"$work/$name.yaml" <<EOF
+node: {id: bench, cluster: bench}
+admin:
+  address: {socket_address: {address: 127.0.0.1, port_value: $ap}}
+static_resources:
+  clusters:
+  - name: next
+    type: STATIC
+    connect_timeout: 2s
+    load_assignment:
+      cluster_name: next
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $up}}}}]}]
+  listeners:
+  - name: http
+    address: {socket_address: {address: 127.0.0.1, port_value: $lp}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: http
+          route_config:
+            virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: next}}]}]
+          http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
+EOF
+	start "$name" "$bin" -c "$work/$name.yaml" --concurrency 1 --log-level error "$@"
+}
+
+# --- start everything -------------------------------------------------------
+declare -A entry proxies
+newport be_port
+nginx_conf backend "$be_port"
+be_pid=$started
+wait_port "$be_port" "$be_pid"
+
+chains=()
+for c in $CHAINS; do
+	case $c in
+	direct)
+		entry[direct]=$be_port; proxies[direct]=""; chains+=(direct) ;;
+	nginx)
+		newport p2; newport p1; newport a2; newport a1
+		nginx_conf nginx2 "$p2" "$be_port"; a=$started; wait_port "$p2" "$a"
+		nginx_conf nginx1 "$p1" "$p2"; b=$started; wait_port "$p1" "$b"
+		entry[nginx]=$p1; proxies[nginx]="$b $a"; chains+=(nginx) ;;
+	haproxy)
+		newport p2; newport p1; newport a2; newport a1
+		haproxy_conf haproxy2 "$p2" "$be_port"; a=$started; wait_port "$p2" "$a"
+		haproxy_conf haproxy1 "$p1" "$p2"; b=$started; wait_port "$p1" "$b"
+		entry[haproxy]=$p1; proxies[haproxy]="$b $a"; chains+=(haproxy) ;;
+	strait)
+		newport p2; newport p1; newport a2; newport a1
+		strait_conf strait2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
+		strait_conf strait1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
+		entry[strait]=$p1; proxies[strait]="$b $a"; chains+=(strait) ;;
+	*) log "unknown chain $c"; exit 2 ;;
+	esac
+done
+for v in $STRAIT_VARIANTS; do
+	name=strait-${v%%=*}
+	IFS=, read -r -a spec <<<"${v#*=}"
+	bin=${spec[0]:-$STRAIT_BIN}
+	flags=("${spec[@]:1}")
+	newport p2; newport p1; newport a2; newport a1
+	strait_conf "$name-2" "$p2" "$be_port" "$a2" "$bin" ${flags[@]+"${flags[@]}"}; a=$started; wait_port "$p2" "$a"
+	strait_conf "$name-1" "$p1" "$p2" "$a1" "$bin" ${flags[@]+"${flags[@]}"}; b=$started; wait_port "$p1" "$b"
+	entry[$name]=$p1; proxies[$name]="$b $a"; chains+=("$name")
+done
+
+# Sanity: every chain returns the 1 KiB body.
+for c in "${chains[@]}"; do
+	n=$(curl -sf "http://127.0.0.1:${entry[$c]}/" | wc -c) || n=0
+	if [ "$n" != 1024 ]; then log "chain $c returned $n bytes, want 1024"; exit 1; fi
+done
+
+cpu_ticks() { # pid -> utime+stime in clock ticks
+	awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+}
+to_ms() { # wrk latency (e.g. 812.00us, 1.23ms, 1.01s) -> ms
+	awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n = n; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'
+}
+
+hz=$(getconf CLK_TCK)
+results=$work/results.tsv # chain run rps p50 p99 cpu1 cpu2 (cpu: s per 1000 requests)
+: >"$results"
+log "chains: ${chains[*]}; $RUNS runs of wrk -t$THREADS -c$CONNS -d$DURATION each, interleaved"
+# run_wrk OUT ARGS...: wrk in the background, so that a signal to this
+# script interrupts the wait and the cleanup runs at once.
+run_wrk() {
+	local out=$1; shift
+	wrk "$@" >"$out" 2>&1 &
+	local w=$!
+	pids+=("$w")
+	wait "$w" || true
+	unset 'pids[-1]' # finished: don't signal a PID that may be reused
+}
+for c in "${chains[@]}"; do
+	run_wrk "$work/warmup.txt" -t"$THREADS" -c"$CONNS" -d"$WARMUP" "http://127.0.0.1:${entry[$c]}/"
+done
+for run in $(seq "$RUNS"); do
+	for c in "${chains[@]}"; do
+		read -r -a pp <<<"${proxies[$c]}"
+		before=(); for p in "${pp[@]}"; do before+=("$(cpu_ticks "$p")"); done
+		run_wrk "$work/wrk.txt" -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "http://127.0.0.1:${entry[$c]}/"
+		out=$(cat "$work/wrk.txt")
+		after=(); for p in "${pp[@]}"; do after+=("$(cpu_ticks "$p")"); done
+		rps=$(awk '/^Requests\/sec/ { print $2 }' <<<"$out")
+		reqs=$(awk '/requests in/ { print $1 }' <<<"$out")
+		errs=$(awk '/Non-2xx|Socket errors/ { print }' <<<"$out")
+		[ -n "$errs" ] && log "$c: $errs"
+		p50=$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
+		p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
+		cpus=()
+		for i in "${!pp[@]}"; do
+			cpus+=("$(awk -v d=$((after[i] - before[i])) -v hz="$hz" -v n="$reqs" 'BEGIN { printf "%.4f", d / hz / (n / 1000) }')")
+		done
+		[ ${#cpus[@]} -eq 0 ] && cpus=(- -)
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$run" "$rps" "$p50" "$p99" "${cpus[0]}" "${cpus[1]}" >>"$results"
+		log "run $run $c: $rps rps, p50 ${p50}ms p99 ${p99}ms, cpu/1k req ${cpus[*]}"
+	done
+done
+
+hwm() { awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.4g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+col() { awk -F'\t' -v c="$1" -v k="$2" '$1 == c { print $k }' "$results"; }
+
+nginx_rps=""; nginx_core=""
+if [[ " ${chains[*]} " == *" nginx "* ]]; then
+	nginx_rps=$(col nginx 3 | median)
+	nginx_core=$(awk -v a="$(col nginx 6 | median)" -v b="$(col nginx 7 | median)" 'BEGIN { printf "%.0f", 2000 / (a + b) }')
+fi
+table=$work/table.md
+{
+	echo "| chain | rps (median) | × nginx | p50 ms | p99 ms | CPU s / 1000 req (hop 1, hop 2) | req/s per core per proxy | × nginx | peak RSS MiB (hop 1, hop 2) |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for c in "${chains[@]}"; do
+		rps=$(col "$c" 3 | median)
+		ratio=-
+		[ -n "$nginx_rps" ] && ratio=$(awk -v a="$rps" -v b="$nginx_rps" 'BEGIN { printf "%.2f", a / b }')
+		read -r -a pp <<<"${proxies[$c]}"
+		cpu="-"; rss="-"; core="-"; core_ratio="-"
+		if [ ${#pp[@]} -eq 2 ]; then
+			c1=$(col "$c" 6 | median); c2=$(col "$c" 7 | median)
+			cpu="$c1, $c2"
+			rss="$(hwm "${pp[0]}"), $(hwm "${pp[1]}")"
+			core=$(awk -v a="$c1" -v b="$c2" 'BEGIN { printf "%.0f", 2000 / (a + b) }')
+			[ -n "$nginx_core" ] && core_ratio=$(awk -v a="$core" -v b="$nginx_core" 'BEGIN { printf "%.2f", a / b }')
+		fi
+		printf '| %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n' "$c" "$rps" "$ratio" "$(col "$c" 4 | median)" "$(col "$c" 5 | median)" "$cpu" "$core" "$core_ratio" "$rss"
+	done
+} >"$table"
+
+stamp=$(date -u '+%Y-%m-%d %H:%M UTC')
+echo
+echo "$stamp, $(nproc) cores, $RUNS runs of wrk -t$THREADS -c$CONNS -d$DURATION, 1 KiB body, loopback"
+echo "command: $cmdline"
+cat "$table"
+
+if [ "$README" != "-" ] && [ -f "$README" ]; then
+	block=$work/block.md
+	{
+		echo "<!-- results:start -->"
+		echo "Last run: $stamp, $(nproc) cores, $RUNS runs of \`wrk -t$THREADS -c$CONNS -d$DURATION\` per chain (medians), 1 KiB body, loopback."
+		echo "Command: \`$cmdline\`"
+		echo
+		cat "$table"
+		echo "<!-- results:end -->"
+	} >"$block"
+	awk -v blk="$block" '
+		/<!-- results:start -->/ { while ((getline l < blk) > 0) print l; skip = 1; next }
+		/<!-- results:end -->/ { skip = 0; next }
+		!skip { print }' "$README" >"$work/readme.new"
+	cp "$work/readme.new" "$README"
+	log "table written to $README"
+fi

@@ -1,0 +1,128 @@
+package http1
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// WrapConn returns a net.Conn whose Read and Write on a TCP connection are
+// raw non-blocking system calls, still waiting for readiness through the
+// runtime's netpoller (syscall.RawConn). The sockets are non-blocking, so
+// such a call never blocks; making it "raw" skips the scheduler's syscall
+// bookkeeping (entersyscall/exitsyscall), which on the request path costs
+// more than the call itself: every blocking-syscall entry wakes sysmon,
+// which then polls every 20µs and hands the P to another thread when a
+// write takes longer than that, two context switches each time. Other
+// connections are returned as they are.
+//
+// Like a net.Conn, the result allows one Read and one Write at a time,
+// concurrently.
+func WrapConn(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	r := &rawConn{TCPConn: tc, rc: rc}
+	r.readFn, r.writeFn = r.doRead, r.doWrite
+	return r
+}
+
+type rawConn struct {
+	*net.TCPConn
+	rc syscall.RawConn
+	// Set at creation: the callbacks, bound once so calls don't allocate.
+	readFn, writeFn func(fd uintptr) bool
+
+	// Owned by the reading goroutine during Read.
+	rbuf []byte
+	rn   int
+	rerr error
+	// Owned by the writing goroutine during Write.
+	wbuf []byte
+	wn   int
+	werr error
+}
+
+func (c *rawConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rbuf, c.rn, c.rerr = p, 0, nil
+	err := c.rc.Read(c.readFn)
+	n, rerr := c.rn, c.rerr
+	c.rbuf, c.rerr = nil, nil
+	if err != nil {
+		return n, c.opError("read", err)
+	}
+	return n, rerr
+}
+
+func (c *rawConn) doRead(fd uintptr) bool {
+	for {
+		// recvfrom rather than read: a socket has no file position, and
+		// read(2) still takes the position lock.
+		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)), 0, 0, 0)
+		switch e {
+		case 0:
+			c.rn = int(n)
+			if n == 0 {
+				c.rerr = io.EOF
+			}
+			return true
+		case syscall.EAGAIN:
+			return false // wait for readiness, then call again
+		case syscall.EINTR:
+			continue
+		default:
+			c.rerr = c.opError("read", os.NewSyscallError("read", e))
+			return true
+		}
+	}
+}
+
+func (c *rawConn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.wbuf, c.wn, c.werr = p, 0, nil
+	err := c.rc.Write(c.writeFn)
+	n, werr := c.wn, c.werr
+	c.wbuf, c.werr = nil, nil
+	if err != nil {
+		return n, c.opError("write", err)
+	}
+	return n, werr
+}
+
+func (c *rawConn) doWrite(fd uintptr) bool {
+	for c.wn < len(c.wbuf) {
+		// sendto with MSG_NOSIGNAL: EPIPE instead of SIGPIPE.
+		n, _, e := syscall.RawSyscall6(syscall.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&c.wbuf[c.wn])),
+			uintptr(len(c.wbuf)-c.wn), syscall.MSG_NOSIGNAL, 0, 0)
+		switch e {
+		case 0:
+			c.wn += int(n)
+		case syscall.EAGAIN:
+			return false // wait for room, then call again
+		case syscall.EINTR:
+		default:
+			c.werr = c.opError("write", os.NewSyscallError("write", e))
+			return true
+		}
+	}
+	return true
+}
+
+func (c *rawConn) opError(op string, err error) error {
+	if _, ok := err.(*net.OpError); ok {
+		return err
+	}
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}

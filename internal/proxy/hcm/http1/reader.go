@@ -1,0 +1,225 @@
+// Package http1 is the proxy's HTTP/1.1 codec: a buffered connection reader
+// that finds message heads, a parser that splits a head into a reusable
+// header slice (no maps, no copies), body readers for Content-Length,
+// chunked and close-delimited bodies, and helpers that append heads and
+// chunks to a write buffer.
+//
+// Everything here is for one goroutine at a time. Slices handed out by a
+// Reader (a head, header names and values) alias its buffer and stay valid
+// only until the next call that reads from that Reader.
+package http1
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"sync"
+)
+
+// Errors returned by the codec. Callers map ErrHeaderTooLarge and
+// ErrTooManyHeaders to 431 and ErrMalformed to 400.
+var (
+	ErrHeaderTooLarge = errors.New("http1: message head too large")
+	ErrTooManyHeaders = errors.New("http1: too many header fields")
+	ErrMalformed      = errors.New("http1: malformed message")
+	ErrLineTooLong    = errors.New("http1: chunk line too long")
+)
+
+const (
+	// DefaultBufferSize is the initial read buffer; it grows only for heads
+	// that don't fit.
+	DefaultBufferSize = 8 << 10
+	// DefaultMaxHeadBytes bounds a message head (request/status line and
+	// header fields), like net/http's MaxHeaderBytes we used before.
+	DefaultMaxHeadBytes = 60 << 10
+)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, DefaultBufferSize); return &b }}
+
+// Reader is a buffered reader over a connection.
+type Reader struct {
+	rd   io.Reader
+	buf  []byte
+	big  bool // buf was grown past DefaultBufferSize (not from the pool)
+	r, w int  // buf[r:w] is unread
+	scan int  // where the search for the end of the head resumes
+}
+
+// NewReader returns a Reader over rd with a pooled buffer; call Release
+// when done with it.
+func NewReader(rd io.Reader) *Reader {
+	return &Reader{rd: rd, buf: *(bufPool.Get().(*[]byte))}
+}
+
+// Release returns the buffer to the pool. The Reader must not be used after.
+func (b *Reader) Release() {
+	if b.buf != nil && !b.big {
+		buf := b.buf[:DefaultBufferSize]
+		bufPool.Put(&buf)
+	}
+	b.buf = nil
+}
+
+// Buffered returns the bytes read from the connection and not consumed yet.
+func (b *Reader) Buffered() []byte { return b.buf[b.r:b.w] }
+
+// Discard consumes n buffered bytes (n <= len(Buffered())).
+func (b *Reader) Discard(n int) { b.r += n }
+
+// compact moves unread bytes to the front of the buffer. It invalidates
+// slices handed out before.
+func (b *Reader) compact() {
+	if b.r > 0 {
+		n := copy(b.buf, b.buf[b.r:b.w])
+		b.scan -= b.r
+		if b.scan < 0 {
+			b.scan = 0
+		}
+		b.r, b.w = 0, n
+	}
+}
+
+// fill reads once from the connection into free space, compacting or
+// growing the buffer (up to limit bytes unread) as needed.
+func (b *Reader) fill(limit int) error {
+	if b.w == len(b.buf) {
+		b.compact()
+	}
+	if b.w == len(b.buf) {
+		if len(b.buf) >= limit {
+			return ErrHeaderTooLarge
+		}
+		n := 2 * len(b.buf)
+		if n > limit {
+			n = limit
+		}
+		nb := make([]byte, n)
+		copy(nb, b.buf[:b.w])
+		if !b.big {
+			old := b.buf[:DefaultBufferSize]
+			bufPool.Put(&old)
+		}
+		b.buf, b.big = nb, true
+	}
+	n, err := b.rd.Read(b.buf[b.w:])
+	b.w += n
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// ReadHead returns the next message head, up to and including the empty
+// line that ends it, skipping empty lines before it. It returns io.EOF when
+// the connection ends cleanly before a head starts, io.ErrUnexpectedEOF when
+// it ends inside one, and ErrHeaderTooLarge past max bytes.
+func (b *Reader) ReadHead(max int) ([]byte, error) {
+	if b.r == b.w {
+		b.r, b.w, b.scan = 0, 0, 0
+	}
+	if b.scan < b.r {
+		b.scan = b.r
+	}
+	for {
+		// Leading CRLFs between messages are ignored (RFC 9112 §2.2).
+		for b.r < b.w && (b.buf[b.r] == '\r' || b.buf[b.r] == '\n') {
+			if b.buf[b.r] == '\r' && (b.r+1 >= b.w || b.buf[b.r+1] != '\n') {
+				break
+			}
+			b.r++
+		}
+		if b.scan < b.r {
+			b.scan = b.r
+		}
+		if end := headEnd(b.buf[b.r:b.w], b.scan-b.r); end >= 0 {
+			head := b.buf[b.r : b.r+end]
+			b.r += end
+			b.scan = b.r
+			return head, nil
+		}
+		b.scan = b.w - 3 // the terminator may straddle reads
+		if b.scan < b.r {
+			b.scan = b.r
+		}
+		if b.w-b.r >= max {
+			return nil, ErrHeaderTooLarge
+		}
+		start := b.w - b.r
+		if err := b.fill(max); err != nil {
+			if err == io.EOF {
+				if start == 0 {
+					return nil, io.EOF
+				}
+				return nil, io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+}
+
+// headEnd returns the length of the head in p (through "\n\r\n" or
+// "\n\n"), searching from from, or -1.
+func headEnd(p []byte, from int) int {
+	for i := from; i < len(p); {
+		j := bytes.IndexByte(p[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j + 1
+		if i < len(p) && p[i] == '\n' {
+			return i + 1
+		}
+		if i+1 < len(p) && p[i] == '\r' && p[i+1] == '\n' {
+			return i + 2
+		}
+	}
+	return -1
+}
+
+// Read reads body bytes: buffered bytes first, then straight from the
+// connection into p (no copy through the buffer).
+func (b *Reader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if b.r < b.w {
+		n := copy(p, b.buf[b.r:b.w])
+		b.r += n
+		return n, nil
+	}
+	return b.rd.Read(p)
+}
+
+// readLine returns the next line without its line ending, reading more as
+// needed, up to max bytes.
+func (b *Reader) readLine(max int) ([]byte, error) {
+	from := b.r
+	for {
+		if i := bytes.IndexByte(b.buf[from:b.w], '\n'); i >= 0 {
+			end := from + i
+			line := b.buf[b.r:end]
+			b.r = end + 1
+			if n := len(line); n > 0 && line[n-1] == '\r' {
+				line = line[:n-1]
+			}
+			return line, nil
+		}
+		if b.w-b.r >= max {
+			return nil, ErrLineTooLong
+		}
+		off := b.w - b.r
+		if err := b.fill(len(b.buf)); err != nil {
+			switch err {
+			case io.EOF:
+				err = io.ErrUnexpectedEOF
+			case ErrHeaderTooLarge:
+				err = ErrLineTooLong
+			}
+			return nil, err
+		}
+		from = b.r + off
+	}
+}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -113,3 +114,14 @@ func TestAPIServer(t *testing.T) {
 }
 
 type kubernetesConfig struct{ Config *rest.Config }
+
+func TestBinariesUnavailable(t *testing.T) {
+	t.Setenv(EnvBinDir, t.TempDir())
+	_, err := Binaries(context.Background(), nil)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Binaries with an empty $%s: %v, want ErrUnavailable", EnvBinDir, err)
+	}
+	if _, err := StartContext(context.Background(), Options{}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("StartContext without binaries: %v, want ErrUnavailable", err)
+	}
+}

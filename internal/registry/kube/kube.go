@@ -1,0 +1,499 @@
+// Package kube is the Kubernetes registry: it watches Services,
+// EndpointSlices, Pods, Namespaces and Nodes through client-go shared
+// informers, and the Istio CRDs (through istio.io/client-go informers) and,
+// when enabled, the Gateway API kinds that are installed in the cluster,
+// and turns them into the same registry.Snapshot the xDS generators read.
+//
+// The flow follows pilot-discovery's ServiceDiscovery (SEEDS §2.3-2.4):
+// informer callbacks only push (event type, object) onto a queue; one
+// worker goroutine drains it and runs the handler registered for the
+// object's kind; handlers say what push the change needs (a Service or
+// Istio config → full push, an EndpointSlice → endpoints-only push, a pod
+// label change → a push naming that pod's proxy); the worker rebuilds the
+// snapshot once per batch and hands the merged PushRequest to onChange
+// (the xDS server's ConfigUpdate).
+//
+// CRD-backed kinds are found through the API (the seed's four steps): list
+// the CRDs, keep the kinds of interest, get the informer for each, register
+// the callbacks. CRDs installed later start their informers without a
+// restart.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	istioclient "istio.io/client-go/pkg/clientset/versioned"
+	istioinformers "istio.io/client-go/pkg/informers/externalversions"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/registry"
+)
+
+// Handler keys of the built-in kinds. CRD-backed kinds use "GROUP/Kind".
+const (
+	kindService       = "Service"
+	kindEndpointSlice = "EndpointSlice"
+	kindPod           = "Pod"
+	kindNamespace     = "Namespace"
+	kindNode          = "Node"
+	kindCRD           = "CustomResourceDefinition"
+	// Internal events.
+	kindSynced = "strait/informer-synced" // obj: the handler key of a kind whose informer synced
+	kindStatic = "strait/static"          // obj: the *model.PushRequest of the static source
+)
+
+// kindSyncTimeout bounds how long the first sync waits for the CRD-backed
+// kinds before serving without the ones not yet listed.
+const kindSyncTimeout = 30 * time.Second
+
+// Index names of the informers' indexers.
+const (
+	podIPIndex     = "podIP"
+	sliceSvcIndex  = "service"
+	serviceNameKey = discoveryv1.LabelServiceName
+)
+
+// Source is a snapshot provider served together with the cluster's
+// objects; *file.Registry implements it.
+type Source interface {
+	Snapshot() *registry.Snapshot
+}
+
+// Options configure a Registry.
+type Options struct {
+	// Config is the API server's client config; required. See
+	// ConfigFromKubeconfig.
+	Config *rest.Config
+	// Domain is the cluster DNS domain; default "cluster.local".
+	Domain string
+	// Static, if set, is served together with the cluster's objects (the
+	// file registry's ServiceEntries, WorkloadEntries, VirtualServices and
+	// DestinationRules). Pass StaticChanged as its change callback.
+	Static Source
+	// GatewayAPI watches the Gateway API kinds whose CRDs are installed
+	// (PILOT_ENABLE_GATEWAY_API=true).
+	GatewayAPI bool
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// ConfigFromKubeconfig returns the client config of a kubeconfig file, or
+// the in-cluster config (service-account token, KUBERNETES_SERVICE_HOST)
+// when path is empty.
+func ConfigFromKubeconfig(path string) (*rest.Config, error) {
+	if path == "" {
+		c, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not running in a pod: %w", err)
+		}
+		return c, nil
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// handler turns one event of its kind into the push it needs (nil: none).
+// Handlers run on the worker goroutine.
+type handler func(ctx context.Context, ev event) *model.PushRequest
+
+// Registry serves a cluster's services and Istio configs.
+//
+// Snapshot, ResolveProxy, HasSynced, WatchedKinds and StaticChanged may be
+// called from any goroutine; everything else is owned by Run's worker.
+type Registry struct {
+	// Set by New, read-only afterwards.
+	opts         Options
+	log          *slog.Logger
+	kube         kubernetes.Interface
+	queue        *queue
+	coreFactory  informers.SharedInformerFactory
+	istioFactory istioinformers.SharedInformerFactory
+	dynFactory   dynamicinformer.DynamicSharedInformerFactory
+	services     cache.SharedIndexInformer
+	slices       cache.SharedIndexInformer
+	pods         cache.SharedIndexInformer
+	crds         cache.SharedIndexInformer
+	coreSynced   []cache.InformerSynced
+	syncedCh     chan struct{} // closed after the first snapshot from the cluster
+
+	snap    atomic.Pointer[registry.Snapshot]
+	running atomic.Bool
+
+	// kindsMu guards kindsView, a copy of the watched CRD kinds for
+	// WatchedKinds.
+	kindsMu   sync.Mutex
+	kindsView []string
+
+	// Owned by the worker (Run's goroutine).
+	handlers     map[string]handler
+	kinds        map[string]*watchedKind
+	converted    map[types.UID]convertedConfig
+	version      uint64
+	lastProblems map[string]bool
+}
+
+// New creates the clients and informers; nothing talks to the API server
+// until Run. Until Run has synced, Snapshot serves only opts.Static.
+func New(opts Options) (*Registry, error) {
+	if opts.Config == nil {
+		return nil, errors.New("kube registry: no API server config (--kubeconfig or in-cluster)")
+	}
+	if opts.Domain == "" {
+		opts.Domain = registry.DefaultDomain
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if v := reflect.ValueOf(opts.Static); v.Kind() == reflect.Pointer && v.IsNil() {
+		opts.Static = nil // a nil *file.Registry: no static source
+	}
+	cfg := rest.CopyConfig(opts.Config)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "straitd"
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube registry: %w", err)
+	}
+	ic, err := istioclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube registry: %w", err)
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube registry: %w", err)
+	}
+	r := &Registry{
+		opts:         opts,
+		log:          opts.Logger.With("component", "registry.kube"),
+		kube:         kc,
+		queue:        newQueue(),
+		coreFactory:  informers.NewSharedInformerFactory(kc, 0),
+		istioFactory: istioinformers.NewSharedInformerFactory(ic, 0),
+		dynFactory:   dynamicinformer.NewDynamicSharedInformerFactory(dc, 0),
+		syncedCh:     make(chan struct{}),
+		kinds:        map[string]*watchedKind{},
+		converted:    map[types.UID]convertedConfig{},
+	}
+	r.services = r.coreFactory.Core().V1().Services().Informer()
+	r.slices = r.coreFactory.Discovery().V1().EndpointSlices().Informer()
+	r.pods = r.coreFactory.Core().V1().Pods().Informer()
+	namespaces := r.coreFactory.Core().V1().Namespaces().Informer()
+	nodes := r.coreFactory.Core().V1().Nodes().Informer()
+	r.crds = r.dynFactory.ForResource(CRDResource).Informer()
+	if err := r.pods.AddIndexers(cache.Indexers{podIPIndex: indexPodIPs}); err != nil {
+		return nil, err
+	}
+	if err := r.slices.AddIndexers(cache.Indexers{sliceSvcIndex: indexSliceService}); err != nil {
+		return nil, err
+	}
+	// Steps 3-4 for the built-in kinds: the informer, and callbacks that
+	// only enqueue.
+	r.handlers = map[string]handler{
+		kindService:       r.onService,
+		kindEndpointSlice: r.onEndpointSlice,
+		kindPod:           r.onPod,
+		kindNamespace:     r.onClusterScoped,
+		kindNode:          r.onClusterScoped,
+		kindCRD:           r.onCRD,
+		kindSynced:        r.onKindSynced,
+		kindStatic:        r.onStatic,
+	}
+	for kind, inf := range map[string]cache.SharedIndexInformer{
+		kindService: r.services, kindEndpointSlice: r.slices, kindPod: r.pods,
+		kindNamespace: namespaces, kindNode: nodes, kindCRD: r.crds,
+	} {
+		reg, err := inf.AddEventHandler(r.queue.handlerFor(kind))
+		if err != nil {
+			return nil, fmt.Errorf("kube registry: %s handler: %w", kind, err)
+		}
+		r.coreSynced = append(r.coreSynced, reg.HasSynced)
+	}
+	r.publish(r.buildStore(), false)
+	return r, nil
+}
+
+// Snapshot returns the current snapshot; never nil, never modified.
+func (r *Registry) Snapshot() *registry.Snapshot { return r.snap.Load() }
+
+// HasSynced reports whether the snapshot holds the cluster's objects (the
+// informers' first lists are in).
+func (r *Registry) HasSynced() bool {
+	select {
+	case <-r.syncedCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitForSync waits until HasSynced or ctx is done.
+func (r *Registry) WaitForSync(ctx context.Context) error {
+	select {
+	case <-r.syncedCh:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kube registry: not synced with the API server: %w", ctx.Err())
+	}
+}
+
+// WatchedKinds returns the CRD-backed kinds ("GROUP/Kind") whose informers
+// run and whose CRD is installed, sorted.
+func (r *Registry) WatchedKinds() []string {
+	r.kindsMu.Lock()
+	defer r.kindsMu.Unlock()
+	return slices.Clone(r.kindsView)
+}
+
+// StaticChanged tells the registry that Options.Static published a new
+// snapshot; req (the static source's push request) is forwarded to
+// onChange after the merged snapshot is rebuilt. Pass it as the file
+// registry's onChange.
+func (r *Registry) StaticChanged(req *model.PushRequest) {
+	if req == nil {
+		req = &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}
+	}
+	r.queue.push(event{kind: kindStatic, obj: req})
+}
+
+// Run starts the informers, waits for their first lists, publishes the
+// first snapshot and calls onChange with a full push, then processes
+// events until ctx is done (it returns nil then). After every batch of
+// events that changed the service model it publishes a new snapshot and
+// calls onChange (on Run's goroutine) with the merged push request. An
+// unreachable API server is not an error: the informers retry, and the
+// last snapshot is served meanwhile. Run must be called at most once.
+func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("kube registry: Run called twice")
+	}
+	if onChange == nil {
+		onChange = func(*model.PushRequest) {}
+	}
+	r.coreFactory.Start(ctx.Done())
+	r.dynFactory.Start(ctx.Done())
+	defer r.shutdown()
+	start := time.Now()
+	r.log.Info("waiting for the API server's lists", "host", r.opts.Config.Host)
+	if !cache.WaitForCacheSync(ctx.Done(), r.coreSynced...) {
+		return nil
+	}
+	// Steps 1-2: the CRDs present now, filtered to the kinds of interest;
+	// steps 3-4 happen in onCRD. Later CRDs arrive as events.
+	for _, obj := range r.crds.GetStore().List() {
+		r.onCRD(ctx, event{kind: kindCRD, typ: eventAdd, obj: obj})
+	}
+	r.logUnavailable()
+	// A kind that cannot be listed (e.g. RBAC forbids it) must not keep
+	// the Services from being served: after kindSyncTimeout the others go
+	// ahead, and the late kind joins when it has synced.
+	var synced []cache.InformerSynced
+	for _, k := range r.kinds {
+		synced = append(synced, k.registration.HasSynced)
+	}
+	kindCtx, cancelKinds := context.WithTimeout(ctx, kindSyncTimeout)
+	cache.WaitForCacheSync(kindCtx.Done(), synced...)
+	cancelKinds()
+	if ctx.Err() != nil {
+		return nil
+	}
+	for key, k := range r.kinds {
+		if k.registration.HasSynced() {
+			k.synced = true
+			continue
+		}
+		r.log.Warn("kind not listed yet; serving without it until it is", "kind", key)
+		go func() {
+			if cache.WaitForCacheSync(ctx.Done(), k.registration.HasSynced) {
+				r.queue.push(event{kind: kindSynced, obj: key})
+			}
+		}()
+	}
+	r.updateKindsView()
+	r.publish(r.buildStore(), true)
+	close(r.syncedCh)
+	r.log.Info("synced with the API server", "took", time.Since(start).Round(time.Millisecond),
+		"services", len(r.services.GetStore().ListKeys()), "kinds", r.WatchedKinds())
+	onChange(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}, Start: start})
+
+	for {
+		evs := r.queue.take(ctx)
+		if evs == nil {
+			return nil
+		}
+		var req *model.PushRequest
+		global := false // a request that names nothing concerns every proxy
+		for _, ev := range evs {
+			h := r.handlers[ev.kind]
+			if h == nil {
+				continue
+			}
+			if hr := h(ctx, ev); hr != nil {
+				if hr.Start.IsZero() {
+					hr.Start = ev.at
+				}
+				global = global || hr.IsGlobal()
+				req = req.Merge(hr)
+			}
+		}
+		if req == nil {
+			continue
+		}
+		old := r.Snapshot()
+		store := r.buildStore()
+		changed := config.Diff(old.Configs, store)
+		if len(changed) == 0 && !global && !namesOtherKinds(req) {
+			// The service model is a function of the store: nothing to push
+			// (e.g. a relist after an outage, or the start-up backlog).
+			continue
+		}
+		r.publish(store, true)
+		req.ConfigsUpdated = unionKeys(req.ConfigsUpdated, changed)
+		onChange(describe(old, r.Snapshot(), req, changed, global))
+	}
+}
+
+// namesOtherKinds reports whether req names a config of a kind that is not
+// part of the service model (an Istio kind Strait watches but does not
+// translate yet): such changes are pushed even though the store is equal.
+func namesOtherKinds(req *model.PushRequest) bool {
+	for k := range req.ConfigsUpdated {
+		if !slices.Contains(config.Kinds, k.Kind) {
+			return true
+		}
+	}
+	return false
+}
+
+func unionKeys(a, b map[model.ConfigKey]struct{}) map[model.ConfigKey]struct{} {
+	out := make(map[model.ConfigKey]struct{}, len(a)+len(b))
+	maps.Copy(out, a)
+	maps.Copy(out, b)
+	return out
+}
+
+// describe completes a batch's push request with what the change concerns,
+// as the file registry does (registry.PushRequestFor): the hosts whose
+// service or endpoints changed and the addresses whose inbound side
+// changed, so that the xDS server can push only to dependent proxies. The
+// handlers' decisions stand: a full push stays full, the reasons are
+// theirs, and a batch with a request that named nothing stays global.
+//
+// A workload whose labels changed (a pod's, found in the store diff rather
+// than trusted to the event that reported it: a batch may already see an
+// object whose event comes in the next one) makes the push full, for that
+// workload's own proxy.
+func describe(old, new *registry.Snapshot, req *model.PushRequest, changed map[model.ConfigKey]struct{}, global bool) *model.PushRequest {
+	out := registry.PushRequestFor(old, new, req.ConfigsUpdated, req.Start).Merge(req)
+	out.Reason = req.Reason
+	for k := range changed {
+		if k.Kind != config.KindWorkloadEntry {
+			continue
+		}
+		o, n := old.Configs.Get(k), new.Configs.Get(k)
+		if o != nil && n != nil && !maps.Equal(o.WorkloadEntry().GetLabels(), n.WorkloadEntry().GetLabels()) {
+			out.Full = true
+			if !slices.Contains(out.Reason, model.ProxyUpdate) {
+				out.Reason = append(slices.Clone(out.Reason), model.ProxyUpdate)
+			}
+		}
+	}
+	if global {
+		out.ConfigsUpdated, out.ServicesUpdated, out.AddressesUpdated = nil, nil, nil
+	}
+	return out
+}
+
+// shutdown stops the informers once ctx is done.
+func (r *Registry) shutdown() {
+	r.coreFactory.Shutdown()
+	r.istioFactory.Shutdown()
+	r.dynFactory.Shutdown()
+}
+
+// logUnavailable logs the expected kinds whose CRDs are not installed.
+func (r *Registry) logUnavailable() {
+	var missing []string
+	for _, k := range ExpectedIstioKinds {
+		if w := r.kinds[k]; w == nil || !w.installed {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		r.log.Warn("Istio kinds unavailable: their CRDs are not installed; they are picked up when installed", "kinds", missing)
+	}
+	if r.opts.GatewayAPI {
+		n := 0
+		for k, w := range r.kinds {
+			if strings.HasPrefix(k, GatewayAPIGroup+"/") && w.installed {
+				n++
+			}
+		}
+		if n == 0 {
+			r.log.Warn("Gateway API kinds unavailable: their CRDs are not installed", "group", GatewayAPIGroup)
+		}
+	}
+}
+
+func (r *Registry) updateKindsView() {
+	var view []string
+	for k, w := range r.kinds {
+		if w.installed && w.synced {
+			view = append(view, k)
+		}
+	}
+	slices.Sort(view)
+	r.kindsMu.Lock()
+	r.kindsView = view
+	r.kindsMu.Unlock()
+}
+
+func indexPodIPs(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.HostNetwork {
+		return nil, nil
+	}
+	var ips []string
+	for _, ip := range pod.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	if len(ips) == 0 && pod.Status.PodIP != "" {
+		ips = append(ips, pod.Status.PodIP)
+	}
+	return ips, nil
+}
+
+func indexSliceService(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok || s.Labels[serviceNameKey] == "" {
+		return nil, nil
+	}
+	return []string{s.Namespace + "/" + s.Labels[serviceNameKey]}, nil
+}
+
+// sortedKeys is for logs.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

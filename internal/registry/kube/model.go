@@ -1,0 +1,257 @@
+package kube
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// ExportToAnnotation limits a Service's visibility like a ServiceEntry's
+// spec.exportTo (comma separated; "." is the Service's namespace).
+const ExportToAnnotation = "networking.istio.io/exportTo"
+
+// Config names of the ServiceEntries and WorkloadEntries derived from
+// Kubernetes objects. The prefix keeps them apart from real Istio configs
+// of the same name.
+const (
+	servicePrefix = "kubernetes-service."
+	podPrefix     = "kubernetes-pod."
+)
+
+// serviceKey is the config key of the ServiceEntry derived from a
+// Service: push requests name it, so that the xDS server's push filter
+// treats Kubernetes Services like ServiceEntries.
+func serviceKey(namespace, name string) model.ConfigKey {
+	return model.ConfigKey{Kind: config.KindServiceEntry, Name: servicePrefix + name, Namespace: namespace}
+}
+
+// podKey is the config key of the WorkloadEntry derived from a pod.
+func podKey(namespace, name string) model.ConfigKey {
+	return model.ConfigKey{Kind: config.KindWorkloadEntry, Name: podPrefix + name, Namespace: namespace}
+}
+
+// podLabels returns the labels of a pod, or nil.
+type podLabels func(namespace, name string) map[string]string
+
+// serviceEntryFor converts a Kubernetes Service and its EndpointSlices into
+// the ServiceEntry the service model is built from: host
+// NAME.NAMESPACE.svc.DOMAIN, the cluster IPs as addresses (headless: none,
+// resolution NONE), the ports with their protocols, and one endpoint per
+// ready address. It returns nil for Services the mesh does not serve
+// (ExternalName).
+func serviceEntryFor(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, labels podLabels, domain string) *config.Config {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return nil
+	}
+	se := &networking.ServiceEntry{
+		Hosts:      []string{svc.Name + "." + svc.Namespace + ".svc." + domain},
+		Location:   networking.ServiceEntry_MESH_INTERNAL,
+		Resolution: networking.ServiceEntry_STATIC,
+	}
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		se.Resolution = networking.ServiceEntry_NONE
+	} else {
+		ips := svc.Spec.ClusterIPs
+		if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+			ips = []string{svc.Spec.ClusterIP}
+		}
+		se.Addresses = slices.Clone(ips)
+	}
+	if v := svc.Annotations[ExportToAnnotation]; v != "" {
+		for e := range strings.SplitSeq(v, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				se.ExportTo = append(se.ExportTo, e)
+			}
+		}
+	}
+	portNames := map[string]bool{}
+	for _, p := range svc.Spec.Ports {
+		proto, ok := servicePortProtocol(p)
+		if !ok {
+			continue
+		}
+		port := &networking.ServicePort{Number: uint32(p.Port), Protocol: string(proto), Name: p.Name}
+		if p.TargetPort.Type == intstr.Int && p.TargetPort.IntVal > 0 {
+			port.TargetPort = uint32(p.TargetPort.IntVal)
+		}
+		se.Ports = append(se.Ports, port)
+		portNames[p.Name] = true
+	}
+	se.Endpoints = endpointsFor(eps, portNames, labels)
+	return &config.Config{
+		Meta: config.Meta{
+			Kind: config.KindServiceEntry, APIVersion: config.NetworkingGroup + "/v1",
+			Name: serviceKey(svc.Namespace, svc.Name).Name, Namespace: svc.Namespace, Labels: svc.Labels,
+			Source: config.Source{File: "kubernetes Service " + svc.Namespace + "/" + svc.Name},
+		},
+		Spec: se,
+	}
+}
+
+// endpointsFor returns one endpoint per ready address of the slices, with
+// the slice's ports by service port name and the labels of the pod behind
+// it. Addresses that are not ready are left out, including terminating ones
+// that still serve: they get no new connections.
+func endpointsFor(eps []*discoveryv1.EndpointSlice, portNames map[string]bool, labels podLabels) []*networking.WorkloadEntry {
+	type key struct{ addr, ports string }
+	seen := map[key]bool{}
+	var out []*networking.WorkloadEntry
+	for _, s := range eps {
+		if s.AddressType == discoveryv1.AddressTypeFQDN {
+			continue
+		}
+		ports := map[string]uint32{}
+		for _, p := range s.Ports {
+			name := ""
+			if p.Name != nil {
+				name = *p.Name
+			}
+			if p.Port == nil || !portNames[name] {
+				continue
+			}
+			if p.Protocol != nil && *p.Protocol == corev1.ProtocolSCTP {
+				continue
+			}
+			ports[name] = uint32(*p.Port)
+		}
+		if len(ports) == 0 {
+			continue
+		}
+		portsKey := fmt.Sprint(ports) // fmt sorts map keys
+		for _, e := range s.Endpoints {
+			if !endpointReady(e) {
+				continue
+			}
+			var l map[string]string
+			if ref := e.TargetRef; ref != nil && ref.Kind == "Pod" && labels != nil {
+				ns := ref.Namespace
+				if ns == "" {
+					ns = s.Namespace
+				}
+				l = labels(ns, ref.Name)
+			}
+			for _, addr := range e.Addresses {
+				if seen[key{addr, portsKey}] {
+					continue
+				}
+				seen[key{addr, portsKey}] = true
+				out = append(out, &networking.WorkloadEntry{Address: addr, Ports: ports, Labels: l})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *networking.WorkloadEntry) int {
+		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(fmt.Sprint(a.Ports), fmt.Sprint(b.Ports)))
+	})
+	return out
+}
+
+// endpointReady applies EndpointSlice semantics: a nil ready condition
+// means ready.
+func endpointReady(e discoveryv1.Endpoint) bool {
+	return e.Conditions.Ready == nil || *e.Conditions.Ready
+}
+
+// workloadEntryFor makes a pod addressable by ServiceEntry workload
+// selectors, like a WorkloadEntry. Pods without an IP, on the host's
+// network, or finished are left out (nil).
+func workloadEntryFor(pod *corev1.Pod) *config.Config {
+	if pod.Status.PodIP == "" || pod.Spec.HostNetwork || podFinished(pod) {
+		return nil
+	}
+	return &config.Config{
+		Meta: config.Meta{
+			Kind: config.KindWorkloadEntry, APIVersion: config.NetworkingGroup + "/v1",
+			Name: podKey(pod.Namespace, pod.Name).Name, Namespace: pod.Namespace, Labels: pod.Labels,
+			Source: config.Source{File: "kubernetes Pod " + pod.Namespace + "/" + pod.Name},
+		},
+		Spec: &networking.WorkloadEntry{
+			Address: pod.Status.PodIP, Labels: pod.Labels, ServiceAccount: pod.Spec.ServiceAccountName,
+		},
+	}
+}
+
+func podFinished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// convertedConfig caches the conversion of one Istio object version.
+type convertedConfig struct {
+	resourceVersion string
+	cfg             *config.Config
+	err             error
+}
+
+// istioConfig converts an istio.io/client-go object of a kind Strait
+// translates into a validated config, through the same parser and
+// validation as the file registry. A kind Strait does not translate yields
+// (nil, nil).
+func istioConfig(group, kind, version string, obj any) (*config.Config, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	spec, ok := specOf(obj)
+	if !ok {
+		return nil, fmt.Errorf("%s %s/%s: no spec", kind, m.GetNamespace(), m.GetName())
+	}
+	specJSON, err := protojson.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s/%s: %w", kind, m.GetNamespace(), m.GetName(), err)
+	}
+	doc, err := json.Marshal(map[string]any{
+		"apiVersion": group + "/" + version,
+		"kind":       kind,
+		"metadata":   map[string]any{"name": m.GetName(), "namespace": m.GetNamespace(), "labels": m.GetLabels()},
+		"spec":       json.RawMessage(specJSON),
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := config.ParseFile(fmt.Sprintf("kubernetes %s %s/%s", kind, m.GetNamespace(), m.GetName()), doc)
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	if len(res.Configs) != 1 {
+		return nil, nil // a kind the config package does not handle
+	}
+	return res.Configs[0], nil
+}
+
+// specOf returns the address of the Spec field of an istio.io/client-go
+// object (every generated type has one holding an istio.io/api message).
+func specOf(obj any) (proto.Message, bool) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	f := v.Elem().FieldByName("Spec")
+	if !f.IsValid() || !f.CanAddr() {
+		return nil, false
+	}
+	m, ok := f.Addr().Interface().(proto.Message)
+	return m, ok
+}
+
+// uidOf returns an object's UID and resource version.
+func uidOf(obj any) (types.UID, string) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", ""
+	}
+	return m.GetUID(), m.GetResourceVersion()
+}

@@ -1,0 +1,210 @@
+package kube
+
+import (
+	"testing"
+
+	networking "istio.io/api/networking/v1alpha3"
+	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/registry"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestServicePortProtocol(t *testing.T) {
+	for _, tc := range []struct {
+		name, appProtocol string
+		proto             corev1.Protocol
+		want              registry.Protocol
+	}{
+		{name: "http", want: registry.HTTP},
+		{name: "http-web", want: registry.HTTP},
+		{name: "HTTP2-x", want: registry.HTTP2},
+		{name: "grpc", want: registry.GRPC},
+		{name: "grpc-web", want: registry.GRPCWeb},
+		{name: "grpc-web-ui", want: registry.GRPCWeb},
+		{name: "grpc-api", want: registry.GRPC},
+		{name: "tls-db", want: registry.TLS},
+		{name: "https", want: registry.HTTPS},
+		{name: "redis", want: "REDIS"},
+		{name: "httpfoo", want: registry.TCP},
+		{name: "", want: registry.TCP},
+		{name: "web", appProtocol: "http", want: registry.HTTP},
+		{name: "tcp-x", appProtocol: "grpc", want: registry.GRPC},
+		{name: "web", appProtocol: "kubernetes.io/h2c", want: registry.HTTP2},
+		{name: "web", appProtocol: "kubernetes.io/ws", want: registry.HTTP},
+		{name: "http", appProtocol: "example.com/custom", want: registry.HTTP}, // unknown appProtocol: the name decides
+		{name: "dns", proto: corev1.ProtocolUDP, want: registry.UDP},
+	} {
+		p := corev1.ServicePort{Name: tc.name, Protocol: tc.proto}
+		if tc.appProtocol != "" {
+			p.AppProtocol = ptr(tc.appProtocol)
+		}
+		got, ok := servicePortProtocol(p)
+		if !ok || got != tc.want {
+			t.Errorf("port %q appProtocol %q: got %q (%v), want %q", tc.name, tc.appProtocol, got, ok, tc.want)
+		}
+	}
+	if _, ok := servicePortProtocol(corev1.ServicePort{Name: "x", Protocol: corev1.ProtocolSCTP}); ok {
+		t.Errorf("SCTP port accepted")
+	}
+}
+
+func TestServiceEntryFor(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", Annotations: map[string]string{ExportToAnnotation: ".,other"}},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
+			Ports: []corev1.ServicePort{
+				{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)},
+				{Name: "grpc", Port: 9090, TargetPort: intstr.FromString("grpc")},
+			},
+		},
+	}
+	slice := func(name string, ports map[string]int32, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: "demo", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   eps,
+		}
+		for n, p := range ports {
+			s.Ports = append(s.Ports, discoveryv1.EndpointPort{Name: ptr(n), Port: ptr(p)})
+		}
+		return s
+	}
+	ready := func(addr string, r, serving, terminating *bool, pod string) discoveryv1.Endpoint {
+		e := discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: r, Serving: serving, Terminating: terminating}}
+		if pod != "" {
+			e.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: pod, Namespace: "demo"}
+		}
+		return e
+	}
+	yes, no := ptr(true), ptr(false)
+	eps := []*discoveryv1.EndpointSlice{
+		slice("web-a", map[string]int32{"http": 8080, "grpc": 9000},
+			ready("10.1.0.2", yes, yes, no, "web-1"),
+			ready("10.1.0.1", nil, nil, nil, ""),         // nil ready means ready
+			ready("10.1.0.3", no, no, no, "web-3"),       // not ready
+			ready("10.1.0.4", no, yes, yes, "web-4"),     // terminating, still serving: no new traffic
+			ready("10.1.0.1", yes, yes, no, "duplicate"), // same address twice
+		),
+	}
+	labels := func(ns, name string) map[string]string {
+		if ns == "demo" && name == "web-1" {
+			return map[string]string{"app": "web", "version": "v1"}
+		}
+		return nil
+	}
+	c := serviceEntryFor(svc, eps, labels, "cluster.local")
+	se := c.ServiceEntry()
+	if c.Kind != config.KindServiceEntry || c.Namespace != "demo" {
+		t.Fatalf("config %v", c.Key())
+	}
+	if got := se.Hosts; len(got) != 1 || got[0] != "web.demo.svc.cluster.local" {
+		t.Errorf("hosts %v", got)
+	}
+	if got := se.Addresses; len(got) != 1 || got[0] != "10.96.0.10" {
+		t.Errorf("addresses %v", got)
+	}
+	if se.Resolution != networking.ServiceEntry_STATIC {
+		t.Errorf("resolution %v", se.Resolution)
+	}
+	if got := se.ExportTo; len(got) != 2 || got[0] != "." || got[1] != "other" {
+		t.Errorf("exportTo %v", got)
+	}
+	if len(se.Ports) != 2 || se.Ports[0].Protocol != "HTTP" || se.Ports[0].TargetPort != 8080 || se.Ports[1].Protocol != "GRPC" || se.Ports[1].TargetPort != 0 {
+		t.Errorf("ports %v", se.Ports)
+	}
+	var addrs []string
+	for _, e := range se.Endpoints {
+		addrs = append(addrs, e.Address)
+	}
+	if len(addrs) != 2 || addrs[0] != "10.1.0.1" || addrs[1] != "10.1.0.2" {
+		t.Fatalf("endpoints %v, want the ready 10.1.0.1 and 10.1.0.2", addrs)
+	}
+	if e := se.Endpoints[1]; e.Labels["version"] != "v1" || e.Ports["http"] != 8080 || e.Ports["grpc"] != 9000 {
+		t.Errorf("endpoint %v", e)
+	}
+
+	// Through the service model: the endpoint ports map service ports to
+	// the slice's ports.
+	store := config.NewStore()
+	if err := store.Add(c); err != nil {
+		t.Fatal(err)
+	}
+	snap, problems := registry.Build(store, registry.BuildOptions{})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	s := snap.Service("web.demo.svc.cluster.local")
+	if s == nil || len(s.Endpoints) != 2 || s.Endpoints[1].Ports[80] != 8080 || s.Endpoints[1].Ports[9090] != 9000 {
+		t.Fatalf("service model: %+v", s)
+	}
+	if !s.VisibleTo("demo") || !s.VisibleTo("other") || s.VisibleTo("third") {
+		t.Errorf("visibility wrong for exportTo %v", s.ExportTo)
+	}
+
+	// Headless: no address, resolution NONE.
+	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = corev1.ClusterIPNone, []string{corev1.ClusterIPNone}
+	if se := serviceEntryFor(svc, nil, nil, "example.org").ServiceEntry(); len(se.Addresses) != 0 || se.Resolution != networking.ServiceEntry_NONE || se.Hosts[0] != "web.demo.svc.example.org" {
+		t.Errorf("headless: %v", se)
+	}
+	svc.Spec.Type = corev1.ServiceTypeExternalName
+	if c := serviceEntryFor(svc, nil, nil, "cluster.local"); c != nil {
+		t.Errorf("ExternalName service converted: %v", c.Key())
+	}
+}
+
+func TestWorkloadEntryFor(t *testing.T) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "demo", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{ServiceAccountName: "web"},
+		Status:     corev1.PodStatus{PodIP: "10.1.0.2", Phase: corev1.PodRunning},
+	}
+	we := workloadEntryFor(pod).WorkloadEntry()
+	if we.Address != "10.1.0.2" || we.ServiceAccount != "web" || we.Labels["app"] != "web" {
+		t.Errorf("workload entry %v", we)
+	}
+	for name, mutate := range map[string]func(*corev1.Pod){
+		"no IP":        func(p *corev1.Pod) { p.Status.PodIP = "" },
+		"host network": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+		"succeeded":    func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded },
+	} {
+		p := pod.DeepCopy()
+		mutate(p)
+		if c := workloadEntryFor(p); c != nil {
+			t.Errorf("%s: got a workload entry", name)
+		}
+	}
+}
+
+func TestIstioConfig(t *testing.T) {
+	vs := &networkingv1.VirtualService{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", Labels: map[string]string{"team": "a"}},
+	}
+	vs.Spec.Hosts = []string{"web"}
+	vs.Spec.Http = []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "web", Subset: "v1"}}}}}
+	c, err := istioConfig("networking.istio.io", "VirtualService", "v1", vs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Key() != (model.ConfigKey{Kind: config.KindVirtualService, Name: "web", Namespace: "demo"}) || c.Labels["team"] != "a" {
+		t.Errorf("config %v labels %v", c.Key(), c.Labels)
+	}
+	if got := c.VirtualService().Http[0].Route[0].Destination.Subset; got != "v1" {
+		t.Errorf("subset %q", got)
+	}
+
+	// The file registry's validation applies.
+	bad := vs.DeepCopy()
+	bad.Spec.Hosts = nil
+	if _, err := istioConfig("networking.istio.io", "VirtualService", "v1", bad); err == nil {
+		t.Errorf("VirtualService without hosts accepted")
+	}
+}

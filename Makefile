@@ -18,10 +18,11 @@ build:
 	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
 
 # Everything: vet, unit tests with the race detector, and the tests that need
-# root (network namespaces, real iptables, real sidecars).
-test: deps build
+# root (network namespaces, real iptables, real sidecars, a real
+# kube-apiserver built from its Go module by kube-testenv).
+test: deps build kube-testenv
 	$(GO) vet ./...
-	STRAIT_BIN_DIR=$(BIN) $(GO) test -race -count=1 -timeout 30m $(GOTEST_FLAGS) ./...
+	STRAIT_BIN_DIR=$(BIN) STRAIT_KUBE_TESTENV_REQUIRED=1 $(GO) test -race -count=1 -timeout 40m $(GOTEST_FLAGS) ./...
 
 demo: deps build
 	$(BIN)/straitctl local demo --config-dir examples/demo --bin-dir $(BIN)
@@ -36,3 +37,20 @@ fmt:
 
 clean:
 	rm -rf $(BIN)
+
+# Builds kube-apiserver and etcd for the Kubernetes tests (internal/testenv/kube)
+# from their Go modules, outside this module; cached per version in
+# $STRAIT_KUBE_CACHE (default ~/.cache/strait/kube): a second run returns at once.
+.PHONY: kube-testenv
+kube-testenv:
+	@./hack/kube-testenv-build.sh >/dev/null
+
+# HTTP/1.1 data plane against nginx and HAProxy, two-hop chain on loopback
+# (installs wrk, nginx-light and haproxy when missing). See bench/http.
+.PHONY: bench-http bench-xds
+bench-http:
+	./bench/http/run.sh
+
+# The xDS load harness (see bench/xds/README.md for the knobs).
+bench-xds:
+	$(GO) run ./bench/xds -proxies 1000 -services 1000 -endpoints 10

@@ -22,8 +22,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"k8s.io/client-go/rest"
 
+	"github.com/straitmesh/strait/internal/inject"
+	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/registry/file"
+	"github.com/straitmesh/strait/internal/registry/kube"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
 )
@@ -42,18 +46,40 @@ type flags struct {
 	monitoringAddr string
 	domain         string
 	logLevel       string
+
+	// Kubernetes mode.
+	kubeconfig string
+	namespace  string // the control plane's namespace (--namespace)
+
+	// Sidecar injection webhook.
+	injectAddr        string
+	injectConfigDir   string
+	webhookCert       string
+	webhookKey        string
+	webhookConfigName string
+
+	// Resolved by run (resolveMode), not flags.
+	kubeMode      bool         // serve from the Kubernetes API server
+	gatewayAPI    bool         // PILOT_ENABLE_GATEWAY_API
+	injectAddrSet bool         // --inject-addr given explicitly
+	injectLis     net.Listener // tests: the webhook's listener instead of injectAddr
 }
 
 func newRootCmd() *cobra.Command {
 	var f flags
 	cmd := &cobra.Command{
-		Use:   "straitd --config-dir DIR",
+		Use:   "straitd (--config-dir DIR | --kubeconfig FILE)",
 		Short: "Strait's control plane: serves Envoy xDS built from Istio configuration",
 		Long: `straitd watches a directory of Istio YAML (ServiceEntry, WorkloadEntry,
-VirtualService, DestinationRule, ...) and serves Envoy v3 xDS (ADS) to the
-mesh's proxies.
+VirtualService, DestinationRule, ...) or a Kubernetes API server (Services,
+EndpointSlices, Pods and the Istio CRDs; --kubeconfig, or the in-cluster
+config in a pod), or both, and serves Envoy v3 xDS (ADS) to the mesh's
+proxies. In Kubernetes mode (or with --inject-addr) it also serves the
+sidecar injection webhook.
 
 Environment:
+  PILOT_ENABLE_GATEWAY_API   watch the Gateway API kinds (default true)
+  POD_NAMESPACE              default of --namespace (else istio-system)
   PILOT_DEBOUNCE_AFTER       quiet period before a push (default 100ms)
   PILOT_DEBOUNCE_MAX         longest a push waits for quiet (default 10s)
   PILOT_ENABLE_EDS_DEBOUNCE  false lets endpoint-only pushes skip debounce (default true)
@@ -64,10 +90,22 @@ Environment:
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			f.injectAddrSet = cmd.Flags().Changed("inject-addr")
 			return run(ctx, f, os.LookupEnv)
 		},
 	}
-	cmd.Flags().StringVar(&f.configDir, "config-dir", "", "directory of Istio YAML to serve (file mode; required)")
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = defaultNamespace
+	}
+	cmd.Flags().StringVar(&f.configDir, "config-dir", "", "directory of Istio YAML to serve (required in file mode; optional in Kubernetes mode, served together with the cluster)")
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the Kubernetes API server to serve the mesh from (Kubernetes mode; in a pod the in-cluster config is used when neither --config-dir nor --kubeconfig is given)")
+	cmd.Flags().StringVar(&f.namespace, "namespace", ns, "the control plane's namespace (injector ConfigMap, leader-election Lease)")
+	cmd.Flags().StringVar(&f.injectAddr, "inject-addr", inject.DefaultWebhookAddr, "HTTPS address of the sidecar injection webhook (/inject); on by default in Kubernetes mode, off in file mode unless given; empty disables")
+	cmd.Flags().StringVar(&f.injectConfigDir, "inject-config-dir", inject.DefaultConfigDir, "directory of the injector's config and values files (watched); without them, the istio-sidecar-injector ConfigMap in --namespace is used in Kubernetes mode")
+	cmd.Flags().StringVar(&f.webhookCert, "webhook-cert", "", "serving certificate (PEM) of the webhook, reloaded on change; empty: a self-signed pair")
+	cmd.Flags().StringVar(&f.webhookKey, "webhook-key", "", "key (PEM) of --webhook-cert")
+	cmd.Flags().StringVar(&f.webhookConfigName, "webhook-config-name", defaultWebhookConfigName, "MutatingWebhookConfiguration whose caBundle straitd keeps up to date with its self-signed CA (Kubernetes mode); empty: never written")
 	cmd.Flags().StringVar(&f.xdsAddr, "xds-addr", ":15010", "address of the plaintext xDS gRPC server")
 	cmd.Flags().StringVar(&f.monitoringAddr, "monitoring-addr", ":15014", "address of the metrics, debug and health HTTP server")
 	cmd.Flags().StringVar(&f.domain, "domain", "cluster.local", "cluster DNS domain")
@@ -77,8 +115,8 @@ Environment:
 
 // run starts every part and returns when ctx is done (nil) or a part fails.
 func run(ctx context.Context, f flags, lookupEnv func(string) (string, bool)) error {
-	if f.configDir == "" {
-		return errors.New("--config-dir is required: the directory of Istio YAML (ServiceEntry, WorkloadEntry, ...) to serve")
+	if err := resolveMode(&f, lookupEnv); err != nil {
+		return err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -112,15 +150,37 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	registry, err := file.New(file.Options{Dir: f.configDir, Domain: f.domain, Logger: logger})
-	if err != nil {
-		return err
+	var static *file.Registry
+	if f.configDir != "" {
+		var err error
+		if static, err = file.New(file.Options{Dir: f.configDir, Domain: f.domain, Logger: logger}); err != nil {
+			return err
+		}
 	}
-	generator := gen.New(registry)
+	var (
+		source       gen.Source
+		resolveProxy func(*model.Proxy) error
+		kubeConfig   *rest.Config
+		kreg         *kube.Registry
+	)
+	if f.kubeMode {
+		var err error
+		if kubeConfig, err = kube.ConfigFromKubeconfig(f.kubeconfig); err != nil {
+			return err
+		}
+		kreg, err = kube.New(kube.Options{Config: kubeConfig, Domain: f.domain, Static: static, GatewayAPI: f.gatewayAPI, Logger: logger})
+		if err != nil {
+			return err
+		}
+		source, resolveProxy = kreg, kreg.ResolveProxy
+	} else {
+		source, resolveProxy = static, static.ResolveProxy
+	}
+	generator := gen.New(source)
 	server, err := xds.New(xds.Options{
 		Generator:       generator,
 		PushFilter:      generator,
-		ResolveProxy:    registry.ResolveProxy,
+		ResolveProxy:    resolveProxy,
 		DebounceAfter:   push.DebounceAfter,
 		DebounceMax:     push.DebounceMax,
 		SkipEDSDebounce: !push.EnableEDSDebounce,
@@ -140,7 +200,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	server.RegisterDebugHandlers(mux)
 	mux.HandleFunc("GET /healthz/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
+		if !ready.Load() || (kreg != nil && !kreg.HasSynced()) {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
@@ -165,7 +225,19 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		}
 		return nil
 	})
-	part("file registry", func() error { return registry.Run(ctx, server.ConfigUpdate) })
+	if kreg != nil {
+		part("kube registry", func() error { return kreg.Run(ctx, server.ConfigUpdate) })
+		if static != nil {
+			part("file registry", func() error { return static.Run(ctx, kreg.StaticChanged) })
+		}
+	} else {
+		part("file registry", func() error { return static.Run(ctx, server.ConfigUpdate) })
+	}
+	if f.injectAddr != "" || f.injectLis != nil {
+		if err := startInjector(ctx, f, kubeConfig, logger, part); err != nil {
+			cancel(fmt.Errorf("sidecar injection webhook: %w", err))
+		}
+	}
 	part("xds server", func() error { return grpcServer.Serve(xdsLis) })
 	part("monitoring server", func() error {
 		if err := httpServer.Serve(monLis); !errors.Is(err, http.ErrServerClosed) {
@@ -175,7 +247,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	})
 	ready.Store(true)
 	log.Info("serving", "xds", xdsLis.Addr().String(), "monitoring", monLis.Addr().String(),
-		"config_dir", f.configDir, "debounce_after", push.DebounceAfter, "debounce_max", push.DebounceMax,
+		"config_dir", f.configDir, "kubernetes", f.kubeMode, "inject", f.injectAddr != "" || f.injectLis != nil, "debounce_after", push.DebounceAfter, "debounce_max", push.DebounceMax,
 		"eds_debounce", push.EnableEDSDebounce, "push_throttle", push.PushThrottle)
 
 	<-ctx.Done()
@@ -202,4 +274,5 @@ var (
 	_ xds.Generator  = (*gen.Generator)(nil)
 	_ xds.PushFilter = (*gen.Generator)(nil)
 	_ gen.Source     = (*file.Registry)(nil)
+	_ gen.Source     = (*kube.Registry)(nil)
 )

@@ -36,7 +36,24 @@ const (
 type Endpoint struct {
 	Network string // "tcp" or "unix"
 	Address string // "ip:port" or a socket path
+	// Source, when valid, is the downstream client's address that the
+	// connection must leave from (listener filter original_src). It
+	// overrides upstream_bind_config; connections with a source are never
+	// shared with another source.
+	Source OriginalSource
 }
+
+// OriginalSource is what Envoy's original_src listener filter puts on the
+// upstream connections of a downstream connection: its peer's IP (bound
+// with port 0, IP_TRANSPARENT) and a socket mark (SO_MARK, when not 0).
+// The zero value means no original source.
+type OriginalSource struct {
+	Addr netip.Addr
+	Mark uint32
+}
+
+// IsValid reports whether s carries a source address.
+func (s OriginalSource) IsValid() bool { return s.Addr.IsValid() }
 
 // ErrNoHealthyUpstream is returned by Pick when a cluster has no endpoints.
 var ErrNoHealthyUpstream = errors.New("no healthy upstream")
@@ -168,11 +185,35 @@ func (c *Cluster) Pick(originalDst netip.AddrPort) (Endpoint, error) {
 // upstream_bind_config, and counts it.
 func (c *Cluster) Dial(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	c.Stats.CxTotal.Add(1)
+	if ep.Source.IsValid() && ep.Network == "tcp" {
+		return c.dialFrom(ctx, ep)
+	}
 	d := c.dialer
 	if ep.Network == "unix" && d.LocalAddr != nil {
 		d = &net.Dialer{Timeout: c.connectTimeout}
 	}
 	conn, err := d.DialContext(ctx, ep.Network, ep.Address)
+	if err != nil {
+		c.Stats.CxConnectFail.Add(1)
+		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
+	}
+	return conn, nil
+}
+
+// dialFrom dials ep from its original source address (original_src).
+func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
+	dst, err := netip.ParseAddrPort(ep.Address)
+	if err != nil {
+		c.Stats.CxConnectFail.Add(1)
+		return nil, fmt.Errorf("cluster %s: original source: endpoint %q is not ip:port", c.Name, ep.Address)
+	}
+	if c.connectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.connectTimeout)
+		defer cancel()
+	}
+	src := netip.AddrPortFrom(ep.Source.Addr, 0)
+	conn, err := dialFrom(ctx, src, dst, ep.Source.Mark)
 	if err != nil {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)

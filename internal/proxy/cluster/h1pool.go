@@ -30,7 +30,8 @@ type UpstreamConn struct {
 	Reused bool
 
 	addr      string
-	idleSince int64 // coarseNow when it became idle
+	src       OriginalSource // original_src: pooled apart, per source
+	idleSince int64          // coarseNow when it became idle
 }
 
 // Close closes the connection and releases its buffer.
@@ -44,16 +45,32 @@ func (u *UpstreamConn) Close() error {
 }
 
 // h1Pool is a cluster's idle HTTP/1.1 connections by endpoint address.
+// Connections bound to a downstream client's address (original_src) are
+// kept apart, by endpoint and source, so that a request never leaves from
+// another client's address.
 type h1Pool struct {
-	mu     sync.Mutex // guards idle and closed
-	idle   map[string][]*UpstreamConn
-	closed bool
+	mu      sync.Mutex // guards idle, idleSrc and closed
+	idle    map[string][]*UpstreamConn
+	idleSrc map[srcKey][]*UpstreamConn
+	closed  bool
+}
+
+// srcKey identifies the connections of one endpoint and one original source.
+type srcKey struct {
+	addr string
+	src  OriginalSource
 }
 
 // GetConn returns an idle connection to ep, or dials a new one.
 func (c *Cluster) GetConn(ctx context.Context, ep Endpoint) (*UpstreamConn, error) {
 	if ep.Network != "tcp" {
 		return nil, ErrPipeEndpoint
+	}
+	if ep.Source.IsValid() {
+		if uc := c.h1.getSrc(srcKey{ep.Address, ep.Source}); uc != nil {
+			return uc, nil
+		}
+		return c.DialConn(ctx, ep)
 	}
 	if uc := c.h1.get(ep.Address); uc != nil {
 		return uc, nil
@@ -71,7 +88,7 @@ func (c *Cluster) DialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, err
 		return nil, err
 	}
 	nc = http1.WrapConn(nc)
-	return &UpstreamConn{Conn: nc, R: http1.NewReader(nc), addr: ep.Address}, nil
+	return &UpstreamConn{Conn: nc, R: http1.NewReader(nc), addr: ep.Address, src: ep.Source}, nil
 }
 
 // PutConn returns a connection whose last exchange completed cleanly to the
@@ -127,12 +144,50 @@ func (p *h1Pool) get(addr string) *UpstreamConn {
 	}
 }
 
+// getSrc is get for connections with an original source.
+func (p *h1Pool) getSrc(k srcKey) *UpstreamConn {
+	now := coarseClock()
+	p.mu.Lock()
+	for {
+		l := p.idleSrc[k]
+		if len(l) == 0 {
+			p.mu.Unlock()
+			return nil
+		}
+		uc := l[len(l)-1]
+		l[len(l)-1] = nil
+		if len(l) == 1 {
+			delete(p.idleSrc, k) // sources come and go: don't keep their keys
+		} else {
+			p.idleSrc[k] = l[:len(l)-1]
+		}
+		if now-uc.idleSince < int64(idleTimeout/time.Second) {
+			p.mu.Unlock()
+			uc.Reused = true
+			return uc
+		}
+		go uc.Close()
+	}
+}
+
 func (p *h1Pool) put(uc *UpstreamConn) bool {
 	uc.idleSince = coarseClock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return false
+	}
+	if uc.src.IsValid() {
+		if p.idleSrc == nil {
+			p.idleSrc = map[srcKey][]*UpstreamConn{}
+		}
+		k := srcKey{uc.addr, uc.src}
+		l := p.idleSrc[k]
+		if len(l) >= maxIdlePerEndpoint {
+			return false
+		}
+		p.idleSrc[k] = append(l, uc)
+		return true
 	}
 	if p.idle == nil {
 		p.idle = map[string][]*UpstreamConn{}
@@ -149,13 +204,18 @@ func (p *h1Pool) put(uc *UpstreamConn) bool {
 // connections (the cluster was removed).
 func (p *h1Pool) closeIdle(final bool) {
 	p.mu.Lock()
-	idle := p.idle
-	p.idle = nil
+	idle, idleSrc := p.idle, p.idleSrc
+	p.idle, p.idleSrc = nil, nil
 	if final {
 		p.closed = true
 	}
 	p.mu.Unlock()
 	for _, l := range idle {
+		for _, uc := range l {
+			uc.Close()
+		}
+	}
+	for _, l := range idleSrc {
 		for _, uc := range l {
 			uc.Close()
 		}

@@ -14,13 +14,30 @@ import (
 // be replaced without touching callers.
 type httpPool struct {
 	t *http.Transport
+	// src carries requests with an original source (original_src): its
+	// connections are bound to the source that sourceKey{} in the request
+	// context names, so it never keeps them for another request.
+	src *http.Transport
 }
 
+// sourceKey is the request context key of an Endpoint's OriginalSource.
+type sourceKey struct{}
+
 func newHTTPPool(c *Cluster) *httpPool {
-	t := &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return c.Dial(ctx, Endpoint{Network: "tcp", Address: addr})
-		},
+	t := newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return c.Dial(ctx, Endpoint{Network: "tcp", Address: addr})
+	})
+	src := newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		s, _ := ctx.Value(sourceKey{}).(OriginalSource)
+		return c.Dial(ctx, Endpoint{Network: "tcp", Address: addr, Source: s})
+	})
+	src.DisableKeepAlives = true
+	return &httpPool{t: t, src: src}
+}
+
+func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	return &http.Transport{
+		DialContext:           dial,
 		MaxIdleConns:          0,
 		MaxIdleConnsPerHost:   4096,
 		IdleConnTimeout:       60 * time.Second,
@@ -31,7 +48,6 @@ func newHTTPPool(c *Cluster) *httpPool {
 		ReadBufferSize:        16 << 10,
 		ExpectContinueTimeout: 0,
 	}
-	return &httpPool{t: t}
 }
 
 // ErrPipeEndpoint is returned for HTTP requests to a unix-socket endpoint.
@@ -44,7 +60,14 @@ func (c *Cluster) RoundTrip(req *http.Request, ep Endpoint) (*http.Response, err
 		return nil, ErrPipeEndpoint
 	}
 	req.URL.Host = ep.Address
+	if ep.Source.IsValid() {
+		req = req.WithContext(context.WithValue(req.Context(), sourceKey{}, ep.Source))
+		return c.pool.src.RoundTrip(req)
+	}
 	return c.pool.t.RoundTrip(req)
 }
 
-func (p *httpPool) closeIdle() { p.t.CloseIdleConnections() }
+func (p *httpPool) closeIdle() {
+	p.t.CloseIdleConnections()
+	p.src.CloseIdleConnections()
+}

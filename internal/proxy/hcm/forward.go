@@ -124,6 +124,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		localReply(w, http.StatusServiceUnavailable, "UH", bodyNoHealthy)
 		return
 	}
+	ep.Source = c.src
 	s.forward(w, r, cl, ep)
 }
 

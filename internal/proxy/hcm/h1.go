@@ -50,6 +50,7 @@ type h1conn struct {
 	nc     net.Conn
 	filter *Filter
 	dst    netip.AddrPort
+	src    cluster.OriginalSource // original_src; zero when absent
 	r      *http1.Reader
 	wbuf   []byte
 	req    http1.Request
@@ -58,7 +59,7 @@ type h1conn struct {
 	reqCh  http1.ChunkedReader // request body decoder
 }
 
-func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort) {
+func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource) {
 	defer s.untrack(nc)
 	defer nc.Close()
 	defer func() {
@@ -68,7 +69,7 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort) {
 		}
 	}()
 	nc = http1.WrapConn(nc) // closing it closes the tracked conn
-	c := &h1conn{s: s, nc: nc, filter: f, dst: dst, r: http1.NewReader(nc)}
+	c := &h1conn{s: s, nc: nc, filter: f, dst: dst, src: src, r: http1.NewReader(nc)}
 	defer c.r.Release()
 	// The write buffer is taken per request, so that an idle keep-alive
 	// connection holds only its read buffer.
@@ -160,6 +161,7 @@ func (c *h1conn) serveRequest() bool {
 	if err != nil {
 		return c.localReply(503, "UH", bodyNoHealthy)
 	}
+	ep.Source = c.src
 	return c.forward(cl, ep)
 }
 

@@ -95,7 +95,7 @@ func startProxyLog(t testing.TB, codec Codec, beAddr string, log *slog.Logger) *
 			if err != nil {
 				return
 			}
-			s.ServeConn(c, f, netip.AddrPort{})
+			s.ServeConn(c, f, netip.AddrPort{}, cluster.OriginalSource{})
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); s.Close() })

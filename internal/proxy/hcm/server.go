@@ -74,6 +74,7 @@ type conn struct {
 	net.Conn
 	filter *Filter
 	dst    netip.AddrPort // original (or local) destination
+	src    cluster.OriginalSource
 }
 
 // NewServer starts a Server.
@@ -112,17 +113,18 @@ func NewServer(o Options) *Server {
 
 // ServeConn serves HTTP on c with filter f. dst is the connection's
 // destination (its original destination when redirected). It returns once
-// the connection is handed over.
-func (s *Server) ServeConn(c net.Conn, f *Filter, dst netip.AddrPort) {
+// the connection is handed over. src, when valid, is the source address
+// (and mark) of its upstream connections (listener filter original_src).
+func (s *Server) ServeConn(c net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource) {
 	if s.codec == CodecStrait {
 		if !s.track(c) {
 			c.Close()
 			return
 		}
-		go s.serveH1(c, f, dst)
+		go s.serveH1(c, f, dst, src)
 		return
 	}
-	if !s.ln.push(&conn{Conn: c, filter: f, dst: dst}) {
+	if !s.ln.push(&conn{Conn: c, filter: f, dst: dst, src: src}) {
 		c.Close()
 	}
 }

@@ -3,6 +3,8 @@ package listener
 import (
 	"net"
 	"net/netip"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster"
 )
 
 func localAddrPort(c net.Conn) netip.AddrPort {
@@ -22,6 +24,12 @@ func (m *Manager) handle(l *Listener, c net.Conn) {
 			dst = netip.AddrPortFrom(od.Addr().Unmap(), od.Port())
 		}
 	}
+	// original_src is a listener filter of the accepting listener: like
+	// the destination, it stays with the connection after a handoff.
+	var src cluster.OriginalSource
+	if l.OriginalSrc != nil {
+		src = originalSource(c, l.OriginalSrc)
+	}
 	target := l
 	if l.UseOriginalDst {
 		if t := m.handoffTarget(l, dst); t != nil {
@@ -29,7 +37,17 @@ func (m *Manager) handle(l *Listener, c net.Conn) {
 			target.stats.CxTotal.Add(1)
 		}
 	}
-	m.serve(target, c, dst)
+	m.serve(target, c, dst, src)
+}
+
+// originalSource is the source of the upstream connections made for c:
+// its peer's IP (the port is left to the kernel, as in Envoy).
+func originalSource(c net.Conn, f *OriginalSrc) cluster.OriginalSource {
+	a, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return cluster.OriginalSource{} // not IP: nothing to preserve
+	}
+	return cluster.OriginalSource{Addr: a.AddrPort().Addr().Unmap(), Mark: f.Mark}
 }
 
 // handoffTarget finds the listener that owns a redirected connection's
@@ -51,7 +69,9 @@ func (m *Manager) handoffTarget(self *Listener, dst netip.AddrPort) *Listener {
 	return nil
 }
 
-func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort) {
+// serve runs c on l's matching filter chain. src, when valid, is the
+// original source its upstream connections must use.
+func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster.OriginalSource) {
 	fc := l.match(dst)
 	if fc == nil {
 		m.log.Debug("no filter chain matched; closing", "listener", l.Name, "destination", dst.String())
@@ -62,9 +82,9 @@ func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort) {
 	if fc.http != nil {
 		// The HTTP server owns c from here; active count is approximate for HTTP.
 		l.stats.CxActive.Add(-1)
-		m.opts.HTTP.ServeConn(c, fc.http, dst)
+		m.opts.HTTP.ServeConn(c, fc.http, dst, src)
 		return
 	}
 	defer l.stats.CxActive.Add(-1)
-	fc.tcp.Serve(m.ctx, c, dst, m.opts.Clusters, m.log)
+	fc.tcp.Serve(m.ctx, c, dst, src, m.opts.Clusters, m.log)
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	originalsrcv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_src/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
@@ -21,6 +22,8 @@ import (
 const (
 	originalDstFilter = "envoy.filters.listener.original_dst"
 	originalDstType   = "type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst"
+	originalSrcFilter = "envoy.filters.listener.original_src"
+	originalSrcType   = "type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc"
 )
 
 // passiveListenerFilters only inspect; we accept and skip them.
@@ -43,9 +46,39 @@ type Listener struct {
 	Bind           bool
 	UseOriginalDst bool // hand connections to the listener of their original destination
 	OriginalDst    bool // listener filter original_dst: destination = SO_ORIGINAL_DST
-	chains         []*filterChain
-	defaultChain   *filterChain
-	stats          *stats.ListenerStats
+	Transparent    bool // transparent: the socket has IP_TRANSPARENT (TPROXY)
+	// OriginalSrc is set by the listener filter original_src: upstream
+	// connections made for this listener's connections leave from the
+	// downstream peer's IP, marked with OriginalSrc.Mark when not 0.
+	OriginalSrc  *OriginalSrc
+	chains       []*filterChain
+	defaultChain *filterChain
+	stats        *stats.ListenerStats
+}
+
+// OriginalSrc is a configured original_src listener filter.
+type OriginalSrc struct {
+	Mark uint32 // SO_MARK of upstream connections; 0: none
+}
+
+// buildOriginalSrc validates an original_src listener filter config. A
+// filter without typed_config has the defaults (no mark).
+func buildOriginalSrc(lf *listenerv3.ListenerFilter) (*OriginalSrc, error) {
+	var cfg originalsrcv3.OriginalSrc
+	if tc := lf.GetTypedConfig(); tc != nil {
+		if tc.GetTypeUrl() != originalSrcType {
+			return nil, fmt.Errorf("listener filter %q: typed_config is %q, want %q", lf.GetName(), tc.GetTypeUrl(), originalSrcType)
+		}
+		if err := tc.UnmarshalTo(&cfg); err != nil {
+			return nil, fmt.Errorf("listener filter %q: typed_config: %w", lf.GetName(), err)
+		}
+	} else if lf.GetConfigType() != nil {
+		return nil, fmt.Errorf("listener filter %q: only typed_config is supported", lf.GetName())
+	}
+	if cfg.GetBindPort() {
+		return nil, fmt.Errorf("listener filter %q: bind_port is not supported", lf.GetName())
+	}
+	return &OriginalSrc{Mark: cfg.GetMark()}, nil
 }
 
 // Deps are what network filters need to be built.
@@ -84,12 +117,22 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 		Addr:           netip.AddrPortFrom(ip.Unmap(), uint16(sa.GetPortValue())),
 		Bind:           l.GetBindToPort() == nil || l.GetBindToPort().GetValue(),
 		UseOriginalDst: l.GetUseOriginalDst().GetValue(),
+		Transparent:    l.GetTransparent().GetValue(),
 	}
 	if out.Bind && len(l.GetAdditionalAddresses()) > 0 {
 		return nil, fmt.Errorf("additional_addresses are not supported")
 	}
 	for _, lf := range l.GetListenerFilters() {
 		switch {
+		case lf.GetName() == originalSrcFilter || lf.GetTypedConfig().GetTypeUrl() == originalSrcType:
+			if out.OriginalSrc != nil {
+				return nil, fmt.Errorf("listener filter %q appears more than once", originalSrcFilter)
+			}
+			osrc, err := buildOriginalSrc(lf)
+			if err != nil {
+				return nil, err
+			}
+			out.OriginalSrc = osrc
 		case lf.GetName() == originalDstFilter || lf.GetTypedConfig().GetTypeUrl() == originalDstType:
 			out.OriginalDst = true
 		case passiveListenerFilters[lf.GetName()]:

@@ -202,6 +202,13 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 		old := cur.byName[b.Name]
 		s := m.sockets[b.Name]
 		if old != nil && s != nil && b.Bind && old.Addr == b.Addr {
+			if old.Transparent != b.Transparent {
+				// Rebinding the same address would fail while the old
+				// socket is open: flip the option on the socket instead.
+				if err := setTransparent(s.ln, b.Transparent); err != nil {
+					return fail(fmt.Errorf("listener %q: transparent: %w", b.Name, err))
+				}
+			}
 			reused = append(reused, bound{b.Name, s, b})
 			continue
 		}
@@ -212,7 +219,13 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 		if b.Addr.Addr().Is6() {
 			network = "tcp6"
 		}
-		ln, err := net.Listen(network, b.Addr.String())
+		var lc net.ListenConfig
+		if b.Transparent {
+			// IP_TRANSPARENT: accept connections TPROXY diverts here,
+			// whatever their destination.
+			lc.Control = transparentControl
+		}
+		ln, err := lc.Listen(m.ctx, network, b.Addr.String())
 		if err != nil {
 			return fail(fmt.Errorf("listener %q: bind %s: %w", b.Name, b.Addr, err))
 		}

@@ -78,8 +78,9 @@ func (f *Filter) pickCluster() string {
 
 // Serve proxies the downstream connection c until both directions are done.
 // dst is the connection's (original) destination, used by ORIGINAL_DST
-// clusters. Serve closes c.
-func (f *Filter) Serve(ctx context.Context, c net.Conn, dst netip.AddrPort, clusters Clusters, log *slog.Logger) {
+// clusters. src, when valid, is the source address (and mark) of the
+// upstream connection (listener filter original_src). Serve closes c.
+func (f *Filter) Serve(ctx context.Context, c net.Conn, dst netip.AddrPort, src cluster.OriginalSource, clusters Clusters, log *slog.Logger) {
 	defer c.Close()
 	name := f.pickCluster()
 	cl := clusters.Get(name)
@@ -92,6 +93,7 @@ func (f *Filter) Serve(ctx context.Context, c net.Conn, dst netip.AddrPort, clus
 		log.Debug("tcp_proxy: no upstream", "cluster", name, "err", err)
 		return
 	}
+	ep.Source = src
 	up, err := cl.Dial(ctx, ep)
 	if err != nil {
 		log.Debug("tcp_proxy: connect failed", "cluster", name, "err", err)

@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/testenv"
+)
+
+// webConfig is a mesh of a client and one nginx server behind a VIP.
+const webConfig = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: web
+  namespace: demo
+spec:
+  hosts:
+  - web.demo.svc.cluster.local
+  addresses:
+  - 240.240.0.20
+  ports:
+  - number: 80
+    name: http
+    protocol: HTTP
+    targetPort: 8080
+  location: MESH_INTERNAL
+  resolution: STATIC
+  workloadSelector:
+    labels:
+      app: web
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata:
+  name: web
+  namespace: demo
+spec:
+  address: 10.99.0.21
+  labels:
+    app: web
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata:
+  name: client
+  namespace: demo
+spec:
+  address: 10.99.0.10
+  labels:
+    app: client
+`
+
+// nginxConf runs nginx unprivileged-friendly inside a pod directory,
+// logging the client address of every request.
+const nginxConf = `worker_processes 1;
+pid {{POD_DIR}}/nginx.pid;
+error_log {{POD_DIR}}/nginx-error.log;
+events {}
+http {
+  log_format remote '$remote_addr $request';
+  access_log {{POD_DIR}}/access.log remote;
+  client_body_temp_path {{POD_DIR}}/tmp-body;
+  proxy_temp_path {{POD_DIR}}/tmp-proxy;
+  fastcgi_temp_path {{POD_DIR}}/tmp-fastcgi;
+  uwsgi_temp_path {{POD_DIR}}/tmp-uwsgi;
+  scgi_temp_path {{POD_DIR}}/tmp-scgi;
+  server {
+    listen 8080;
+    location / { return 200 "nginx saw $remote_addr\n"; }
+  }
+}
+`
+
+// TestClientAddressSeenByApp puts nginx behind the mesh and checks its
+// access log: in REDIRECT mode requests arrive from 127.0.0.6 (the inbound
+// passthrough address), in TPROXY mode from the client pod itself.
+func TestClientAddressSeenByApp(t *testing.T) {
+	if err := testenv.Available(); err != nil {
+		t.Skipf("network namespaces unavailable: %v", err)
+	}
+	if binDir == "" {
+		t.Skip("no binaries: run as root or set STRAIT_BIN_DIR")
+	}
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/nginx"); serr != nil {
+			t.Skip("nginx is not installed (make test installs it)")
+		}
+		nginx = "/usr/sbin/nginx"
+	}
+	for _, mode := range []string{"REDIRECT", "TPROXY"} {
+		t.Run(mode, func(t *testing.T) {
+			cfgDir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(webConfig), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			m, err := localmesh.Start(ctx, localmesh.Options{
+				BinDir: binDir, ConfigDir: cfgDir, InterceptionMode: mode,
+				Workloads: []localmesh.Workload{
+					{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
+					{Name: "web", Namespace: "demo", ConfigIP: "10.99.0.21",
+						App:   []string{nginx, "-c", "{{POD_DIR}}/nginx.conf", "-g", "daemon off;"},
+						Files: map[string]string{"nginx.conf": nginxConf}},
+				},
+			})
+			if err != nil {
+				t.Fatalf("start mesh: %v", err)
+			}
+			defer func() {
+				if t.Failed() {
+					for _, name := range []string{"straitd", "client-agent", "web-agent", "web-app"} {
+						if data, err := os.ReadFile(m.LogPath(name)); err == nil {
+							t.Logf("--- %s ---\n%s", name, tail(string(data), 30))
+						}
+					}
+				}
+				if err := m.Close(); err != nil {
+					t.Errorf("close mesh: %v", err)
+				}
+			}()
+			client, web := m.Pod("client"), m.Pod("web")
+			want := "127.0.0.6"
+			if mode == "TPROXY" {
+				want = client.IP
+			}
+			httpc := client.HTTPClient()
+			defer httpc.CloseIdleConnections()
+			for i := range 5 {
+				resp, err := httpc.Get("http://240.240.0.20/hello")
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "nginx saw "+want {
+					t.Fatalf("request %d: %d %q, want 200 %q", i, resp.StatusCode, body, "nginx saw "+want)
+				}
+			}
+			// nginx writes the log line after sending the response: wait
+			// (bounded) for the fifth.
+			data, lines := waitLogLines(t, filepath.Join(web.Dir(), "access.log"), 5, 5*time.Second)
+			if len(lines) < 5 {
+				t.Fatalf("nginx logged %d requests, want 5:\n%s", len(lines), data)
+			}
+			for _, line := range lines {
+				if !strings.HasPrefix(line, want+" GET /hello") {
+					t.Errorf("nginx access log line %q, want the client address %s", line, want)
+				}
+			}
+		})
+	}
+}
+
+// waitLogLines polls the file at path until it has at least n non-empty
+// lines or timeout passes, and returns its last contents and lines.
+func waitLogLines(t *testing.T, path string, n int, timeout time.Duration) ([]byte, []string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		data, err := os.ReadFile(path)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		var lines []string
+		if s := strings.TrimSpace(string(data)); s != "" {
+			lines = strings.Split(s, "\n")
+		}
+		if len(lines) >= n || time.Now().After(deadline) {
+			return data, lines
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

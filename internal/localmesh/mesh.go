@@ -105,11 +105,13 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 	default:
 		return nil, fmt.Errorf("interception mode %q: want REDIRECT or TPROXY", opts.InterceptionMode)
 	}
-	m = &Mesh{opts: opts, log: log, pods: map[string]*Pod{}}
+	mesh := &Mesh{opts: opts, log: log, pods: map[string]*Pod{}}
+	m = mesh
 	defer func() {
+		// On failure the named result is already nil: close what was made
+		// through the local.
 		if err != nil {
-			m.Close()
-			m = nil
+			mesh.Close()
 		}
 	}()
 	m.workDir, err = os.MkdirTemp("", "strait-mesh-")

@@ -1,0 +1,53 @@
+package localmesh
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/straitmesh/strait/internal/testenv"
+)
+
+// A mesh that fails half-way through Start removes what it made: no
+// namespace, bridge or process is left behind.
+func TestStartFailureCleansUp(t *testing.T) {
+	if err := testenv.Available(); err != nil {
+		t.Skipf("network namespaces unavailable: %v", err)
+	}
+	bin := t.TempDir()
+	// Stand-ins that let Start get as far as the pods; straitd listens on
+	// nothing, so Start fails waiting for it.
+	for _, b := range []string{"straitd", "strait-agent", "strait-proxy"} {
+		if err := os.WriteFile(filepath.Join(bin, b), []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cfg, "mesh.yaml"), []byte("apiVersion: networking.istio.io/v1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("leak%06x", rand.IntN(1<<24))
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	m, err := Start(ctx, Options{BinDir: bin, ConfigDir: cfg, Workloads: []Workload{{Name: name, Namespace: "demo"}}})
+	if err == nil {
+		m.Close()
+		t.Fatal("Start succeeded with a straitd that never listens")
+	}
+	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), name) {
+		t.Errorf("namespace of pod %s left behind after a failed Start:\n%s", name, out)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "exec sleep 60").CombinedOutput(); len(strings.TrimSpace(string(out))) > 0 {
+		t.Logf("note: stand-in processes still running: %s", out)
+	}
+}

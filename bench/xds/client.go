@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 const (
@@ -27,6 +28,7 @@ const (
 // response.
 type client struct {
 	nodeID string
+	meta   map[string]any
 	delta  bool
 
 	mu        sync.Mutex
@@ -38,6 +40,14 @@ type client struct {
 	changedAt time.Time // first response carrying marker after arming
 	received  int       // responses since arming
 	err       error
+}
+
+func (c *client) node() *core.Node {
+	n := &core.Node{Id: c.nodeID}
+	if c.meta != nil {
+		n.Metadata, _ = structpb.NewStruct(c.meta)
+	}
+	return n
 }
 
 func (c *client) arm(marker string) {
@@ -111,7 +121,7 @@ func (c *client) runSotW(ctx context.Context, conn *grpc.ClientConn) error {
 		return err
 	}
 	names := map[string][]string{clusterType: nil, listenerType: nil, routeType: {"80"}}
-	if err := stream.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: c.nodeID}, TypeUrl: clusterType}); err != nil {
+	if err := stream.Send(&discovery.DiscoveryRequest{Node: c.node(), TypeUrl: clusterType}); err != nil {
 		return err
 	}
 	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: listenerType}); err != nil {
@@ -160,7 +170,7 @@ func (c *client) runDelta(ctx context.Context, conn *grpc.ClientConn) error {
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&discovery.DeltaDiscoveryRequest{Node: &core.Node{Id: c.nodeID}, TypeUrl: clusterType}); err != nil {
+	if err := stream.Send(&discovery.DeltaDiscoveryRequest{Node: c.node(), TypeUrl: clusterType}); err != nil {
 		return err
 	}
 	if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: listenerType}); err != nil {

@@ -23,14 +23,19 @@ import (
 	"time"
 )
 
-// backend is a control plane under test. straitd is the only one today;
-// Istio's pilot-discovery needs the Kubernetes API server harness
-// (internal/testenv/kube) to read the same mesh, and would be a second
-// implementation of this interface.
+// backend is a control plane under test: straitd in file mode (the
+// generated mesh as files), straitd in Kubernetes mode and Istio's
+// pilot-discovery (both reading the same mesh as Kubernetes objects from a
+// test API server, internal/testenv/kube; see kube.go).
 type backend interface {
 	Name() string
 	// Start serves m and returns the xDS address and the process id.
 	Start(ctx context.Context, m *mesh) (xdsAddr string, pid int, err error)
+	// ChangeEndpoints gives service svc's last endpoint a new address
+	// (endpointIP(svc, E-1, 1)).
+	ChangeEndpoints(ctx context.Context, m *mesh, svc int) error
+	// AddVirtualService adds m.virtualServiceYAML(svc).
+	AddVirtualService(ctx context.Context, m *mesh, svc int) error
 	Stop()
 }
 
@@ -39,7 +44,15 @@ type straitd struct {
 	cmd *exec.Cmd
 }
 
-func (s *straitd) Name() string { return "straitd" }
+func (s *straitd) Name() string { return "straitd (file mode)" }
+
+func (s *straitd) ChangeEndpoints(_ context.Context, m *mesh, svc int) error {
+	return m.writeFile(fmt.Sprintf("svc-%d.yaml", svc), m.serviceYAML(svc, 1))
+}
+
+func (s *straitd) AddVirtualService(_ context.Context, m *mesh, svc int) error {
+	return m.writeFile("vs.yaml", m.virtualServiceYAML(svc))
+}
 
 func freePort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -142,71 +155,203 @@ func main() {
 	}
 }
 
+type options struct {
+	proxies, services, endpoints, namespaces, ramp int
+	scoped, delta                                  bool
+	timeout, quiet                                 time.Duration
+}
+
+// report is one backend's run.
+type report struct {
+	backend string
+	results []result
+	rss     float64
+	err     error
+}
+
 func run() error {
 	var (
-		proxies    = flag.Int("proxies", 100, "simulated proxies")
-		services   = flag.Int("services", 100, "services")
-		endpoints  = flag.Int("endpoints", 10, "endpoints per service")
-		namespaces = flag.Int("namespaces", 10, "namespaces the services and proxies are spread over")
-		scoped     = flag.Bool("sidecar-scope", true, "give every namespace a Sidecar with egress ./* (proxies see only their namespace)")
-		delta      = flag.Bool("delta", false, "simulated proxies use delta xDS instead of state of the world")
-		ramp       = flag.Int("ramp", 200, "new connections per second")
-		bin        = flag.String("straitd", "bin/straitd", "straitd binary")
-		backendF   = flag.String("backend", "straitd", "control plane: straitd (pilot-discovery needs internal/testenv/kube; see README)")
-		timeout    = flag.Duration("timeout", 120*time.Second, "longest wait for each phase")
-		quiet      = flag.Duration("quiet", 2*time.Second, "after convergence, how long to keep watching for pushes to other proxies")
+		o        options
+		bin      = flag.String("straitd", "bin/straitd", "straitd binary")
+		pilot    = flag.String("pilot-discovery", "", "pilot-discovery binary (default: the one hack/pilot-discovery-build.sh caches)")
+		backendF = flag.String("backend", "straitd", "control planes, comma-separated, run one after the other: straitd (file mode), straitd-kube (Kubernetes mode), pilot-discovery (Istio, Kubernetes); 'compare' = straitd-kube,pilot-discovery")
 	)
+	flag.IntVar(&o.proxies, "proxies", 100, "simulated proxies")
+	flag.IntVar(&o.services, "services", 100, "services")
+	flag.IntVar(&o.endpoints, "endpoints", 10, "endpoints per service")
+	flag.IntVar(&o.namespaces, "namespaces", 10, "namespaces the services and proxies are spread over")
+	flag.BoolVar(&o.scoped, "sidecar-scope", true, "give every namespace a Sidecar with egress ./* (proxies see only their namespace)")
+	flag.BoolVar(&o.delta, "delta", false, "simulated proxies use delta xDS instead of state of the world")
+	flag.IntVar(&o.ramp, "ramp", 20, "new connections per second (Istio's pilot-discovery rate-limits new xDS connections, PILOT_MAX_REQUESTS_PER_SECOND; every backend gets the same ramp)")
+	flag.DurationVar(&o.timeout, "timeout", 120*time.Second, "longest wait for each phase")
+	flag.DurationVar(&o.quiet, "quiet", 2*time.Second, "after convergence, how long to keep watching for pushes to other proxies")
 	flag.Parse()
-	var be backend
-	switch *backendF {
-	case "straitd":
-		be = &straitd{bin: *bin}
-	default:
-		return fmt.Errorf("-backend %q: only straitd is implemented; pilot-discovery needs the Kubernetes API server harness (internal/testenv/kube)", *backendF)
+	names := strings.Split(*backendF, ",")
+	if *backendF == "compare" {
+		names = []string{"straitd-kube", "pilot-discovery"}
 	}
+	var bes []backend
+	for _, n := range names {
+		switch n {
+		case "straitd":
+			bes = append(bes, &straitd{bin: *bin})
+		case "straitd-kube":
+			bes = append(bes, &straitdKube{bin: *bin})
+		case "pilot-discovery":
+			p := *pilot
+			if p == "" {
+				cache := os.Getenv("STRAIT_ISTIO_CACHE")
+				if cache == "" {
+					dir, _ := os.UserCacheDir()
+					cache = dir + "/strait/istio"
+				}
+				p = cache + "/" + istioVersion + "/bin/pilot-discovery"
+			}
+			bes = append(bes, &pilotDiscovery{bin: p})
+		default:
+			return fmt.Errorf("-backend %q: want straitd, straitd-kube, pilot-discovery or compare", n)
+		}
+	}
+	var reports []report
+	for _, be := range bes {
+		fmt.Fprintf(os.Stderr, "bench/xds: %s: starting\n", be.Name())
+		r := runOne(be, o)
+		reports = append(reports, r)
+		printReport(o, r)
+		if r.err != nil {
+			fmt.Fprintf(os.Stderr, "bench/xds: %s: %v\n", be.Name(), r.err)
+		}
+	}
+	if len(reports) > 1 {
+		printSideBySide(reports)
+	}
+	var errs []error
+	for _, r := range reports {
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.backend, r.err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// istioVersion is the istio.io/istio version hack/pilot-discovery-build.sh
+// builds by default.
+const istioVersion = "v0.0.0-20260827124520-eed52ebb66ad"
+
+func printReport(o options, r report) {
+	proto := "SotW"
+	if o.delta {
+		proto = "delta"
+	}
+	fmt.Printf("\n%s: %d proxies (%s), %d services x %d endpoints, %d namespaces, sidecar scoping %v; peak RSS %.0f MiB\n\n",
+		r.backend, o.proxies, proto, o.services, o.endpoints, o.namespaces, o.scoped, r.rss)
+	fmt.Println("| phase | proxies pushed (expected) | other proxies pushed | p50 | p90 | p99 | max | CPU s | wall |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	for _, r := range r.results {
+		fmt.Printf("| %s | %d (%d) | %d | %v | %v | %v | %v | %.2f | %v |\n", r.phase, r.pushedTo, r.expected, r.unexpected,
+			pct(r.latencies, .5).Round(time.Millisecond), pct(r.latencies, .9).Round(time.Millisecond),
+			pct(r.latencies, .99).Round(time.Millisecond), pct(r.latencies, 1).Round(time.Millisecond), r.cpu, r.wall.Round(time.Millisecond))
+	}
+}
+
+func printSideBySide(rs []report) {
+	fmt.Printf("\nSide by side\n\n| phase | metric |")
+	for _, r := range rs {
+		fmt.Printf(" %s |", r.backend)
+	}
+	fmt.Printf("\n|---|---|%s\n", strings.Repeat("---|", len(rs)))
+	phases := []string{"initial sync", "endpoints change", "VirtualService change"}
+	for _, ph := range phases {
+		for _, metric := range []string{"p50", "p90", "p99", "max", "pushed (expected) / others", "CPU s"} {
+			fmt.Printf("| %s | %s |", ph, metric)
+			for _, r := range rs {
+				var x *result
+				for i := range r.results {
+					if r.results[i].phase == ph {
+						x = &r.results[i]
+					}
+				}
+				switch {
+				case x == nil:
+					fmt.Print(" — |")
+				case metric == "pushed (expected) / others":
+					fmt.Printf(" %d (%d) / %d |", x.pushedTo, x.expected, x.unexpected)
+				case metric == "CPU s":
+					fmt.Printf(" %.2f |", x.cpu)
+				default:
+					p := map[string]float64{"p50": .5, "p90": .9, "p99": .99, "max": 1}[metric]
+					fmt.Printf(" %v |", pct(x.latencies, p).Round(time.Millisecond))
+				}
+			}
+			fmt.Println()
+		}
+	}
+	fmt.Print("| all | peak RSS MiB |")
+	for _, r := range rs {
+		fmt.Printf(" %.0f |", r.rss)
+	}
+	fmt.Println()
+}
+
+func runOne(be backend, o options) (rep report) {
+	rep.backend = be.Name()
 	dir, err := os.MkdirTemp("", "strait-bench-xds-")
 	if err != nil {
-		return err
+		rep.err = err
+		return rep
 	}
 	defer os.RemoveAll(dir)
-	m := &mesh{dir: dir, services: *services, endpoints: *endpoints, proxies: *proxies, namespaces: *namespaces, scoped: *scoped}
-	if err := m.write(); err != nil {
-		return err
+	m := &mesh{dir: dir, services: o.services, endpoints: o.endpoints, proxies: o.proxies, namespaces: o.namespaces, scoped: o.scoped}
+	if _, file := be.(*straitd); file {
+		if err := m.write(); err != nil {
+			rep.err = err
+			return rep
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addr, pid, err := be.Start(ctx, m)
-	if err != nil {
-		return err
-	}
 	defer be.Stop()
+	if err != nil {
+		rep.err = err
+		return rep
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	rep.results, rep.err = drive(ctx, &wg, be, m, o, addr, pid)
+	rep.rss = peakRSS(pid)
+	return rep
+}
 
+func drive(ctx context.Context, wg *sync.WaitGroup, be backend, m *mesh, o options, addr string, pid int) ([]result, error) {
 	// Connect the proxies at the ramp rate.
 	cpu0 := cpuSeconds(pid)
 	start := time.Now()
-	clients := make([]*client, *proxies)
-	var wg sync.WaitGroup
-	tick := time.NewTicker(time.Second / time.Duration(max(1, *ramp)))
+	clients := make([]*client, o.proxies)
+	tick := time.NewTicker(time.Second / time.Duration(max(1, o.ramp)))
 	for i := range clients {
 		<-tick.C
-		c := &client{nodeID: m.nodeID(i), delta: *delta}
+		c := &client{nodeID: m.nodeID(i), meta: m.nodeMeta(i), delta: o.delta}
 		clients[i] = c
 		conn, err := dial(addr)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer conn.Close()
+		context.AfterFunc(ctx, func() { conn.Close() })
 		wg.Go(func() { c.run(ctx, conn) })
 	}
 	tick.Stop()
 	var initial []time.Duration
-	if err := waitFor(*timeout, func() bool {
+	var failed error
+	if err := waitFor(o.timeout, func() bool {
 		initial = initial[:0]
 		for _, c := range clients {
 			c.mu.Lock()
 			synced, at, st, cerr := !c.syncedAt.IsZero(), c.syncedAt, c.started, c.err
 			c.mu.Unlock()
 			if cerr != nil {
+				failed = fmt.Errorf("proxy %s: %w", c.nodeID, cerr)
 				return true
 			}
 			if !synced {
@@ -216,56 +361,42 @@ func run() error {
 		}
 		return true
 	}); err != nil {
-		return fmt.Errorf("initial sync: %w", err)
+		return nil, fmt.Errorf("initial sync: %d of %d proxies synced: %w", len(initial), o.proxies, err)
 	}
-	for _, c := range clients {
-		if c.err != nil {
-			return fmt.Errorf("proxy %s: %w", c.nodeID, c.err)
-		}
+	if failed != nil {
+		return nil, failed
 	}
 	slices.Sort(initial)
-	results := []result{{phase: "initial sync", latencies: initial, pushedTo: len(initial), expected: *proxies, cpu: cpuSeconds(pid) - cpu0, wall: time.Since(start)}}
+	results := []result{{phase: "initial sync", latencies: initial, pushedTo: len(initial), expected: o.proxies, cpu: cpuSeconds(pid) - cpu0, wall: time.Since(start)}}
+	// Let the control plane settle (pushes triggered by the connections
+	// themselves) before arming.
+	time.Sleep(o.quiet)
 
 	// Endpoints change: service 0 gets a new last endpoint.
-	marker := endpointIP(0, *endpoints-1, 1)
-	r, err := phase("endpoints change", clients, m.dependents(0), pid, *timeout, *quiet, marker, func() error {
-		return m.writeFile("svc-0.yaml", m.serviceYAML(0, 1))
+	marker := endpointIP(0, o.endpoints-1, 1)
+	r, err := phase("endpoints change", clients, m.dependents(0), pid, o.timeout, o.quiet, marker, func() error {
+		return be.ChangeEndpoints(ctx, m, 0)
 	})
-	if err != nil {
-		return err
-	}
 	results = append(results, r)
+	if err != nil {
+		return results, err
+	}
 	// VirtualService change on service 1 (another namespace).
-	svc := min(1, *services-1)
-	r, err = phase("VirtualService change", clients, m.dependents(svc), pid, *timeout, *quiet, "benchvs", func() error {
-		return m.writeFile("vs.yaml", m.virtualServiceYAML(svc))
+	svc := min(1, o.services-1)
+	r, err = phase("VirtualService change", clients, m.dependents(svc), pid, o.timeout, o.quiet, "benchvs", func() error {
+		return be.AddVirtualService(ctx, m, svc)
 	})
-	if err != nil {
-		return err
-	}
 	results = append(results, r)
-
-	proto := "SotW"
-	if *delta {
-		proto = "delta"
+	if err != nil {
+		return results, err
 	}
-	fmt.Printf("\n%s: %d proxies (%s), %d services x %d endpoints, %d namespaces, sidecar scoping %v; peak RSS %.0f MiB\n\n",
-		be.Name(), *proxies, proto, *services, *endpoints, *namespaces, *scoped, peakRSS(pid))
-	fmt.Println("| phase | proxies pushed (expected) | other proxies pushed | p50 | p90 | p99 | max | CPU s | wall |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
-	for _, r := range results {
-		fmt.Printf("| %s | %d (%d) | %d | %v | %v | %v | %v | %.2f | %v |\n", r.phase, r.pushedTo, r.expected, r.unexpected,
-			pct(r.latencies, .5).Round(time.Millisecond), pct(r.latencies, .9).Round(time.Millisecond),
-			pct(r.latencies, .99).Round(time.Millisecond), pct(r.latencies, 1).Round(time.Millisecond), r.cpu, r.wall.Round(time.Millisecond))
-	}
-	cancel()
-	wg.Wait()
+	var errs []error
 	for _, r := range results[1:] {
 		if r.pushedTo != r.expected || r.unexpected != 0 {
-			return fmt.Errorf("%s: pushed to %d proxies with the change (want %d) and %d others (want 0)", r.phase, r.pushedTo, r.expected, r.unexpected)
+			errs = append(errs, fmt.Errorf("%s: pushed to %d proxies with the change (want %d) and %d others (want 0)", r.phase, r.pushedTo, r.expected, r.unexpected))
 		}
 	}
-	return nil
+	return results, errors.Join(errs...)
 }
 
 // phase arms every client with marker, applies the change, waits until

@@ -111,3 +111,19 @@ spec:
     - destination: {host: %s}
 `, m.svcName(i), m.ns(i), m.svcHost(i), m.svcHost(i))
 }
+
+// nodeMeta is the node metadata a sidecar sends (what pilot-agent puts in
+// Envoy's bootstrap): Istio needs NAMESPACE, CLUSTER_ID, ISTIO_VERSION and
+// LABELS; straitd ignores what it does not use.
+func (m *mesh) nodeMeta(i int) map[string]any {
+	return map[string]any{
+		"NAMESPACE":         m.proxyNS(i),
+		"CLUSTER_ID":        "Kubernetes",
+		"ISTIO_VERSION":     "1.31.0",
+		"NAME":              fmt.Sprintf("proxy-%d", i),
+		"LABELS":            map[string]any{"app": fmt.Sprintf("proxy-%d", i)},
+		"INSTANCE_IPS":      m.proxyIP(i),
+		"SERVICE_ACCOUNT":   "default",
+		"INTERCEPTION_MODE": "REDIRECT",
+	}
+}

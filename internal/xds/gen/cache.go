@@ -47,6 +47,11 @@ type serviceEntry struct {
 	svc *registry.Service
 	dr  *config.Config
 	res []*discovery.Resource
+	// ready, when set, is closed once res (or err) is filled in: proxies
+	// asking for the same entry while it is built wait for that build
+	// instead of building it again.
+	ready chan struct{}
+	err   error
 }
 
 // scopeEntry is the shared part of one scope's resources in one snapshot.
@@ -202,18 +207,30 @@ func (c *cache) loadAssignment(snap *registry.Snapshot, scope *registry.Scope, n
 	dr := snap.DestinationRule(svc.Hostname)
 	c.mu.Lock()
 	e := c.eds[name]
-	c.mu.Unlock()
 	if e != nil && e.svc == svc && e.dr == dr {
+		c.mu.Unlock()
+		<-e.ready
+		if e.err != nil {
+			return nil, e.err
+		}
 		return e.res[0], nil
 	}
+	e = &serviceEntry{svc: svc, dr: dr, ready: make(chan struct{})}
+	c.eds[name] = e
+	c.mu.Unlock()
+
 	c.count("eds")
 	r, err := resource(name, loadAssignment(name, svc, port, selector))
+	e.res, e.err = []*discovery.Resource{r}, err
+	close(e.ready)
 	if err != nil {
+		c.mu.Lock()
+		if c.eds[name] == e {
+			delete(c.eds, name) // the next request tries again
+		}
+		c.mu.Unlock()
 		return nil, err
 	}
-	c.mu.Lock()
-	c.eds[name] = &serviceEntry{svc: svc, dr: dr, res: []*discovery.Resource{r}}
-	c.mu.Unlock()
 	return r, nil
 }
 

@@ -59,9 +59,11 @@ func TestDebounceQuietPeriodMergesReasons(t *testing.T) {
 	sent := []model.TriggerReason{model.ConfigUpdate, model.ServiceUpdate, model.EndpointUpdate, model.ConfigUpdate}
 	var last time.Time
 	for i, r := range sent {
+		// Taken before the send: the debouncer sees the event no earlier,
+		// so the quiet period measured from here is a lower bound.
+		last = time.Now()
 		in <- &model.PushRequest{Full: r != model.EndpointUpdate, Reason: []model.TriggerReason{r},
 			ConfigsUpdated: map[model.ConfigKey]struct{}{{Kind: "K", Name: string(rune('a' + i))}: {}}}
-		last = time.Now()
 		time.Sleep(after / 30) // well inside the quiet period: keeps merging
 	}
 	p := nextPush(t, out, 5*time.Second)

@@ -1,7 +1,6 @@
 package iptables
 
 import (
-	"errors"
 	"net/netip"
 	"strings"
 )
@@ -31,12 +30,6 @@ const OwnerComment = "strait"
 var builtinChains = map[string]bool{
 	"PREROUTING": true, "INPUT": true, "FORWARD": true, "OUTPUT": true, "POSTROUTING": true,
 }
-
-// ErrTProxyNotImplemented was returned by BuildRules for -m TPROXY before
-// TPROXY mode existed. Nothing returns it any more.
-//
-// Deprecated: TPROXY is implemented.
-var ErrTProxyNotImplemented = errors.New("-m/--istio-inbound-interception-mode TPROXY is not implemented yet; use REDIRECT")
 
 // Family is an address family: IPv4 rules go to iptables, IPv6 rules to
 // ip6tables.

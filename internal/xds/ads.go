@@ -27,11 +27,7 @@ import (
 // the connection's watched resources.
 func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	ctx := stream.Context()
-	addr := ""
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		addr = p.Addr.String()
-	}
-	con := newConnection(addr, stream)
+	con := newConnection(peerAddr(ctx), stream)
 	defer close(con.stop)
 	go s.receive(con)
 
@@ -341,4 +337,12 @@ func hashResources(res []*discovery.Resource) ([32]byte, []*anypb.Any) {
 	var sum [32]byte
 	copy(sum[:], h.Sum(nil))
 	return sum, anys
+}
+
+// peerAddr is the remote address of a stream, or "" when gRPC does not know it.
+func peerAddr(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc/peer"
 
 	"github.com/straitmesh/strait/internal/model"
 )
@@ -20,11 +19,7 @@ import (
 // of the ones removed.
 func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
 	ctx := stream.Context()
-	addr := ""
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		addr = p.Addr.String()
-	}
-	con := newDeltaConnection(addr, stream)
+	con := newDeltaConnection(peerAddr(ctx), stream)
 	defer close(con.stop)
 	go func() {
 		defer close(con.deltaReqCh)

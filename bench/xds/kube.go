@@ -268,10 +268,15 @@ func (p *proc) stop() {
 
 // straitdKube is straitd in Kubernetes mode against the test API server.
 type straitdKube struct {
-	bin string
-	k   *kubeMesh
-	p   *proc
+	bin      string
+	logLevel string // straitd's --log-level
+	keepLog  string // if set, straitd's log is copied here when it stops
+	k        *kubeMesh
+	p        *proc
+	monAddr  string
 }
+
+func (s *straitdKube) PprofURL() string { return "http://" + s.monAddr + "/debug/pprof" }
 
 func (s *straitdKube) Name() string { return "straitd (Kubernetes mode)" }
 
@@ -288,9 +293,10 @@ func (s *straitdKube) Start(ctx context.Context, m *mesh) (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
+	s.monAddr = monAddr
 	logPath := filepath.Join(s.k.env.Dir, "straitd.log")
 	s.p, err = startProc(s.bin, []string{"--kubeconfig", s.k.env.KubeconfigPath, "--xds-addr", xdsAddr, "--monitoring-addr", monAddr,
-		"--inject-addr", "127.0.0.1:0", "--webhook-config-name", "", "--log-level", "warn"}, []string{"GOMAXPROCS=2"}, logPath)
+		"--inject-addr", "127.0.0.1:0", "--webhook-config-name", "", "--log-level", s.logLevel}, []string{"GOMAXPROCS=2"}, logPath)
 	if err != nil {
 		return "", 0, fmt.Errorf("start %s: %w (build it with `make build`)", s.bin, err)
 	}
@@ -303,6 +309,11 @@ func (s *straitdKube) Start(ctx context.Context, m *mesh) (string, int, error) {
 
 func (s *straitdKube) Stop() {
 	s.p.stop()
+	if s.keepLog != "" && s.k != nil {
+		if b, err := os.ReadFile(filepath.Join(s.k.env.Dir, "straitd.log")); err == nil {
+			_ = os.WriteFile(s.keepLog, b, 0o644)
+		}
+	}
 	if s.k != nil {
 		s.k.Stop()
 	}

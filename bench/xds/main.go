@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,9 +41,18 @@ type backend interface {
 }
 
 type straitd struct {
-	bin string
-	cmd *exec.Cmd
+	bin      string
+	logLevel string // straitd's --log-level
+	cmd      *exec.Cmd
+	monAddr  string
 }
+
+// profiled is a backend that serves Go's /debug/pprof.
+type profiled interface {
+	PprofURL() string
+}
+
+func (s *straitd) PprofURL() string { return "http://" + s.monAddr + "/debug/pprof" }
 
 func (s *straitd) Name() string { return "straitd (file mode)" }
 
@@ -72,7 +82,8 @@ func (s *straitd) Start(ctx context.Context, m *mesh) (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	s.cmd = exec.Command(s.bin, "--config-dir", m.dir, "--xds-addr", xdsAddr, "--monitoring-addr", monAddr, "--log-level", "warn")
+	s.monAddr = monAddr
+	s.cmd = exec.Command(s.bin, "--config-dir", m.dir, "--xds-addr", xdsAddr, "--monitoring-addr", monAddr, "--log-level", s.logLevel)
 	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
 	s.cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
 	if err := s.cmd.Start(); err != nil {
@@ -159,6 +170,7 @@ type options struct {
 	proxies, services, endpoints, namespaces, ramp int
 	scoped, delta                                  bool
 	timeout, quiet                                 time.Duration
+	pprofDir                                       string
 }
 
 // report is one backend's run.
@@ -185,6 +197,8 @@ func run() error {
 	flag.IntVar(&o.ramp, "ramp", 20, "new connections per second (Istio's pilot-discovery rate-limits new xDS connections, PILOT_MAX_REQUESTS_PER_SECOND; every backend gets the same ramp)")
 	flag.DurationVar(&o.timeout, "timeout", 120*time.Second, "longest wait for each phase")
 	flag.DurationVar(&o.quiet, "quiet", 2*time.Second, "after convergence, how long to keep watching for pushes to other proxies")
+	flag.StringVar(&o.pprofDir, "pprof", "", "if set, save straitd's heap profile after the initial sync, a CPU profile of each change and (Kubernetes mode) its log here")
+	logLevel := flag.String("straitd-log-level", "warn", "straitd's --log-level (debug logs every push, with timestamps)")
 	flag.Parse()
 	names := strings.Split(*backendF, ",")
 	if *backendF == "compare" {
@@ -194,9 +208,13 @@ func run() error {
 	for _, n := range names {
 		switch n {
 		case "straitd":
-			bes = append(bes, &straitd{bin: *bin})
+			bes = append(bes, &straitd{bin: *bin, logLevel: *logLevel})
 		case "straitd-kube":
-			bes = append(bes, &straitdKube{bin: *bin})
+			sk := &straitdKube{bin: *bin, logLevel: *logLevel}
+			if o.pprofDir != "" {
+				sk.keepLog = filepath.Join(o.pprofDir, "straitd-kube.log")
+			}
+			bes = append(bes, sk)
 		case "pilot-discovery":
 			p := *pilot
 			if p == "" {
@@ -371,21 +389,31 @@ func drive(ctx context.Context, wg *sync.WaitGroup, be backend, m *mesh, o optio
 	// Let the control plane settle (pushes triggered by the connections
 	// themselves) before arming.
 	time.Sleep(o.quiet)
+	prof := newProfiler(be, o.pprofDir)
+	fmt.Fprintf(os.Stderr, "bench/xds: %s: %d proxies synced; peak RSS so far %.0f MiB\n", be.Name(), o.proxies, peakRSS(pid))
+	prof.save("heap-after-sync", "heap")
+	prof.save("memstats-after-sync", "heap?debug=1")
 
 	// Endpoints change: service 0 gets a new last endpoint.
 	marker := endpointIP(0, o.endpoints-1, 1)
+	wait := prof.cpu("cpu-endpoints-change", o.quiet)
 	r, err := phase("endpoints change", clients, m.dependents(0), pid, o.timeout, o.quiet, marker, func() error {
 		return be.ChangeEndpoints(ctx, m, 0)
 	})
+	wait()
 	results = append(results, r)
 	if err != nil {
 		return results, err
 	}
 	// VirtualService change on service 1 (another namespace).
 	svc := min(1, o.services-1)
+	wait = prof.cpu("cpu-virtualservice-change", o.quiet)
 	r, err = phase("VirtualService change", clients, m.dependents(svc), pid, o.timeout, o.quiet, "benchvs", func() error {
 		return be.AddVirtualService(ctx, m, svc)
 	})
+	wait()
+	prof.save("heap-end", "heap")
+	prof.save("memstats-end", "heap?debug=1")
 	results = append(results, r)
 	if err != nil {
 		return results, err
@@ -408,6 +436,7 @@ func phase(name string, clients []*client, expected, pid int, timeout, quiet tim
 	}
 	cpu0 := cpuSeconds(pid)
 	t0 := time.Now()
+	fmt.Fprintf(os.Stderr, "bench/xds: %s: applying at %s\n", name, t0.UTC().Format("15:04:05.000000"))
 	if err := change(); err != nil {
 		return result{}, err
 	}

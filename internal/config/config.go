@@ -85,8 +85,11 @@ func (c *Config) Key() model.ConfigKey {
 // Equal reports whether two configs have the same identity, labels and spec
 // (the source location is ignored).
 func (c *Config) Equal(o *Config) bool {
+	if c == o {
+		return true // registries reuse unchanged configs between stores
+	}
 	if c == nil || o == nil {
-		return c == o
+		return false
 	}
 	if c.Key() != o.Key() || len(c.Labels) != len(o.Labels) {
 		return false

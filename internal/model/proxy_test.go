@@ -1,6 +1,7 @@
 package model
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -66,5 +67,34 @@ func TestPushRequestMergeKeepsEarliestStart(t *testing.T) {
 		if !got.Equal(tt.want) {
 			t.Errorf("merge(%v, %v).Start = %v, want %v", tt.a, tt.b, got, tt.want)
 		}
+	}
+}
+
+func TestBatchMatchesMerge(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	reqs := []*PushRequest{
+		{Reason: []TriggerReason{EndpointUpdate}, Start: t0.Add(time.Second), ServicesUpdated: map[string]struct{}{"a": {}}},
+		nil,
+		{Full: true, Reason: []TriggerReason{ConfigUpdate}, Start: t0, ConfigsUpdated: map[ConfigKey]struct{}{{Kind: "VirtualService", Name: "v"}: {}}},
+		{Reason: []TriggerReason{EndpointUpdate}, AddressesUpdated: map[string]struct{}{"10.0.0.1": {}}, ServicesUpdated: map[string]struct{}{"b": {}}},
+	}
+	var merged *PushRequest
+	var b Batch
+	for _, r := range reqs {
+		merged = merged.Merge(r)
+		b.Add(r)
+	}
+	got := b.Request()
+	if got.Full != merged.Full || !got.Start.Equal(merged.Start) || !reflect.DeepEqual(got.Reason, merged.Reason) ||
+		!reflect.DeepEqual(got.ConfigsUpdated, merged.ConfigsUpdated) || !reflect.DeepEqual(got.ServicesUpdated, merged.ServicesUpdated) ||
+		!reflect.DeepEqual(got.AddressesUpdated, merged.AddressesUpdated) {
+		t.Fatalf("batch = %+v, merge = %+v", got, merged)
+	}
+	if len(reqs[0].ServicesUpdated) != 1 || len(reqs[0].Reason) != 1 {
+		t.Fatalf("batch modified an added request: %+v", reqs[0])
+	}
+	var empty Batch
+	if empty.Request() != nil {
+		t.Fatal("empty batch should give nil")
 	}
 }

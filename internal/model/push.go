@@ -79,6 +79,49 @@ func (r *PushRequest) IsGlobal() bool {
 	return len(r.ConfigsUpdated) == 0 && len(r.ServicesUpdated) == 0 && len(r.AddressesUpdated) == 0
 }
 
+// Batch merges many requests into one. Merge copies both requests' sets
+// on every call, so merging n requests one by one costs O(n²); a Batch owns
+// its sets and adds each request in time linear in that request's size. The
+// zero value is an empty batch.
+type Batch struct {
+	req *PushRequest
+}
+
+// Add merges r into the batch; r is not modified nor retained.
+func (b *Batch) Add(r *PushRequest) {
+	if r == nil {
+		return
+	}
+	if b.req == nil {
+		b.req = &PushRequest{Start: r.Start}
+	}
+	m := b.req
+	m.Full = m.Full || r.Full
+	m.Reason = append(m.Reason, r.Reason...)
+	if !r.Start.IsZero() && (m.Start.IsZero() || r.Start.Before(m.Start)) {
+		m.Start = r.Start
+	}
+	m.ConfigsUpdated = addAll(m.ConfigsUpdated, r.ConfigsUpdated)
+	m.ServicesUpdated = addAll(m.ServicesUpdated, r.ServicesUpdated)
+	m.AddressesUpdated = addAll(m.AddressesUpdated, r.AddressesUpdated)
+}
+
+// Request returns the merged request, or nil when nothing was added. The
+// batch must not be used afterwards.
+func (b *Batch) Request() *PushRequest { return b.req }
+
+// addAll adds src to dst, allocating dst when needed; it returns dst.
+func addAll[K comparable](dst, src map[K]struct{}) map[K]struct{} {
+	if len(src) == 0 {
+		return dst
+	}
+	if dst == nil {
+		dst = make(map[K]struct{}, len(src))
+	}
+	maps.Copy(dst, src)
+	return dst
+}
+
 // union returns a new set holding both, or nil when both are empty.
 func union[K comparable](a, b map[K]struct{}) map[K]struct{} {
 	if len(a)+len(b) == 0 {

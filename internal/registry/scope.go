@@ -228,6 +228,9 @@ func (s *Snapshot) reuseUnchanged(prev *Snapshot) {
 	}
 	for i, svc := range s.Services {
 		p := prev.servicesByHost[svc.Hostname]
+		if p == svc {
+			continue // reused by Build already
+		}
 		if p == nil || p.Namespace != svc.Namespace || !reflect.DeepEqual(p, svc) {
 			continue
 		}

@@ -29,6 +29,7 @@ type Snapshot struct {
 	Services []*Service
 
 	servicesByHost   map[string]*Service
+	serviceSources   map[string]*config.Config // the ServiceEntry each host came from
 	workloadsByIP    map[string]*Workload
 	virtualServices  map[string][]*config.Config // by resolved host, sorted by namespace/name
 	destinationRules map[string]*config.Config   // by resolved host
@@ -65,6 +66,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 		Domain:           opts.Domain,
 		Configs:          store,
 		servicesByHost:   map[string]*Service{},
+		serviceSources:   map[string]*config.Config{},
 		workloadsByIP:    map[string]*Workload{},
 		virtualServices:  map[string][]*config.Config{},
 		destinationRules: map[string]*config.Config{},
@@ -86,18 +88,29 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 
 	for _, c := range store.List(config.KindServiceEntry) {
 		se := c.ServiceEntry()
-		ports := make([]Port, 0, len(se.Ports))
-		for _, p := range se.Ports {
-			ports = append(ports, Port{Name: p.Name, Number: p.Number, Protocol: ProtocolFor(p.Protocol, p.Name), TargetPort: p.TargetPort})
-		}
-		var selector map[string]string
-		if se.WorkloadSelector != nil {
-			selector = se.WorkloadSelector.Labels
-			if selector == nil {
-				selector = map[string]string{}
+		var (
+			built     bool
+			ports     []Port
+			selector  map[string]string
+			endpoints []*Endpoint
+		)
+		build := func() {
+			if built {
+				return
 			}
+			built = true
+			ports = make([]Port, 0, len(se.Ports))
+			for _, p := range se.Ports {
+				ports = append(ports, Port{Name: p.Name, Number: p.Number, Protocol: ProtocolFor(p.Protocol, p.Name), TargetPort: p.TargetPort})
+			}
+			if se.WorkloadSelector != nil {
+				selector = se.WorkloadSelector.Labels
+				if selector == nil {
+					selector = map[string]string{}
+				}
+			}
+			endpoints = buildEndpoints(c, se, ports, workloads)
 		}
-		endpoints := buildEndpoints(c, se, ports, workloads)
 		for i, h := range se.Hosts {
 			h = strings.TrimSuffix(h, ".")
 			if prev, ok := s.servicesByHost[h]; ok {
@@ -105,6 +118,17 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 					Problem: fmt.Sprintf("host %s is already defined by ServiceEntry %s/%s; ignoring this one", h, prev.Config.Namespace, prev.Config.Name)})
 				continue
 			}
+			s.serviceSources[h] = c
+			// A service made from the very same config, without a workload
+			// selector (whose endpoints depend on the workloads), is the
+			// same: keep the previous one without rebuilding it.
+			if p := opts.Previous; p != nil && se.WorkloadSelector == nil && p.serviceSources[h] == c && p.servicesByHost[h] != nil {
+				svc := p.servicesByHost[h]
+				s.servicesByHost[h] = svc
+				s.Services = append(s.Services, svc)
+				continue
+			}
+			build()
 			svc := &Service{
 				Hostname: h, Namespace: c.Namespace, Addresses: se.Addresses, Ports: ports,
 				Resolution: se.Resolution, Location: se.Location, WorkloadSelector: selector,

@@ -204,6 +204,8 @@ func (r *Registry) onCRD(ctx context.Context, ev event) *model.PushRequest {
 			inf = gi.Informer()
 		} else {
 			inf = r.dynFactory.ForResource(gvr).Informer()
+			// Fails only for an informer already running, which has it.
+			_ = inf.SetTransform(stripManagedFields)
 		}
 		reg, err := inf.AddEventHandler(r.queue.handlerFor(key))
 		if err != nil {

@@ -66,13 +66,14 @@ func (r *Registry) buildStore() *config.Store {
 		}
 	}
 
-	labels := func(ns, name string) map[string]string {
-		obj, ok, _ := r.pods.GetIndexer().GetByKey(ns + "/" + name)
+	pods := func(key string) (*corev1.Pod, bool) {
+		obj, ok, _ := r.pods.GetIndexer().GetByKey(key)
 		if !ok {
-			return nil
+			return nil, false
 		}
-		return obj.(*corev1.Pod).Labels
+		return obj.(*corev1.Pod), true
 	}
+	inUse := map[types.UID]bool{}
 	for _, obj := range r.services.GetStore().List() {
 		svc := obj.(*corev1.Service)
 		objs, _ := r.slices.GetIndexer().ByIndex(sliceSvcIndex, svc.Namespace+"/"+svc.Name)
@@ -81,15 +82,16 @@ func (r *Registry) buildStore() *config.Store {
 			eps = append(eps, o.(*discoveryv1.EndpointSlice))
 		}
 		slices.SortFunc(eps, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
-		if c := serviceEntryFor(svc, eps, labels, r.opts.Domain); c != nil {
+		if c := r.derived.serviceEntry(svc, eps, pods, r.opts.Domain, inUse); c != nil {
 			add(c)
 		}
 	}
 	for _, obj := range r.pods.GetStore().List() {
-		if c := workloadEntryFor(obj.(*corev1.Pod)); c != nil {
+		if c := r.derived.workloadEntry(obj.(*corev1.Pod), inUse); c != nil {
 			add(c)
 		}
 	}
+	r.derived.prune(inUse)
 	r.logProblems(problems)
 	return store
 }

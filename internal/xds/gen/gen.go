@@ -74,6 +74,9 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 	if isProxyless(proxy) {
 		return g.generateProxyless(snap, scope, typeURL, watched)
 	}
+	if typeURL == EndpointType {
+		return g.generateEndpoints(snap, scope, watched)
+	}
 	e, err := g.cache.scope(snap, scope)
 	if err != nil {
 		return nil, fmt.Errorf("generate %s: %w", typeURL, err)
@@ -88,23 +91,6 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 		for _, c := range inboundClusters(snap, proxy) {
 			own = append(own, namedMessage{c.Name, c})
 		}
-	case EndpointType:
-		names := watched
-		if len(names) == 0 {
-			names = e.edsNames
-		}
-		names = sortedUnique(slices.Clone(names))
-		out := make([]*discovery.Resource, 0, len(names))
-		for _, n := range names {
-			r, err := g.cache.loadAssignment(snap, scope, n)
-			if err != nil {
-				return nil, fmt.Errorf("generate %s %s: %w", typeURL, n, err)
-			}
-			if r != nil {
-				out = append(out, r)
-			}
-		}
-		return out, nil
 	case ListenerType:
 		shared = e.listeners
 		l := virtualInbound(snap, proxy)
@@ -134,6 +120,33 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 	}
 	slices.SortStableFunc(out, func(a, b *discovery.Resource) int { return strings.Compare(a.Name, b.Name) })
 	return slices.CompactFunc(out, func(a, b *discovery.Resource) bool { return a.Name == b.Name }), nil
+}
+
+// generateEndpoints returns the load assignments of the watched clusters
+// (every EDS cluster of the scope when watched is empty). Named clusters
+// need no scope entry, so an endpoints push after a new snapshot does not
+// build the scope's listeners and routes.
+func (g *Generator) generateEndpoints(snap *registry.Snapshot, scope *registry.Scope, watched []string) ([]*discovery.Resource, error) {
+	names := watched
+	if len(names) == 0 {
+		e, err := g.cache.scope(snap, scope)
+		if err != nil {
+			return nil, fmt.Errorf("generate %s: %w", EndpointType, err)
+		}
+		names = e.edsNames
+	}
+	names = sortedUnique(slices.Clone(names))
+	out := make([]*discovery.Resource, 0, len(names))
+	for _, n := range names {
+		r, err := g.cache.loadAssignment(snap, scope, n)
+		if err != nil {
+			return nil, fmt.Errorf("generate %s %s: %w", EndpointType, n, err)
+		}
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 type namedMessage struct {

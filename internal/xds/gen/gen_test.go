@@ -346,3 +346,71 @@ func TestVirtualInboundTProxy(t *testing.T) {
 		}
 	}
 }
+
+// An endpoints push for named clusters after a new snapshot builds the
+// changed load assignment only, not the scope's listeners and routes.
+func TestEndpointsPushBuildsNoScope(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"mesh.yaml", "destinationrule.yaml", "virtualservice.yaml"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "demo", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, r := newGenerator(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pushes := make(chan *model.PushRequest, 64)
+	go func() { _ = r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+
+	proxy, _ := model.ParseNodeID(scenarios[0].proxies[0])
+	var edsNames []string
+	for _, tu := range typeURLs {
+		res, err := g.Generate(proxy, tu.url, nil, &model.PushRequest{Full: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tu.url == gen.EndpointType {
+			for _, r := range res {
+				edsNames = append(edsNames, r.Name)
+			}
+		}
+	}
+	if len(edsNames) == 0 {
+		t.Fatal("no load assignments")
+	}
+	before := g.Builds()
+
+	mesh, _ := os.ReadFile(filepath.Join(dir, "mesh.yaml"))
+	moved := strings.Replace(string(mesh), "address: 10.99.0.12", "address: 10.99.0.13", 1)
+	if moved == string(mesh) {
+		t.Fatal("test mesh has no workload at 10.99.0.12")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mesh.yaml"), []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-pushes:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no push within 5s")
+	}
+	res, err := g.Generate(proxy, gen.EndpointType, edsNames, &model.PushRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(render(t, res), []byte("10.99.0.13")) {
+		t.Fatal("the load assignments do not have the moved endpoint")
+	}
+	after := g.Builds()
+	for _, kind := range []string{"listener", "route", "cluster"} {
+		if after[kind] != before[kind] {
+			t.Errorf("%s builds %d → %d: an endpoints push built the scope", kind, before[kind], after[kind])
+		}
+	}
+	if after["eds"] <= before["eds"] {
+		t.Error("no load assignment was rebuilt")
+	}
+}

@@ -171,6 +171,7 @@ type options struct {
 	scoped, delta                                  bool
 	timeout, quiet                                 time.Duration
 	pprofDir                                       string
+	trace                                          bool
 }
 
 // report is one backend's run.
@@ -198,6 +199,7 @@ func run() error {
 	flag.DurationVar(&o.timeout, "timeout", 120*time.Second, "longest wait for each phase")
 	flag.DurationVar(&o.quiet, "quiet", 2*time.Second, "after convergence, how long to keep watching for pushes to other proxies")
 	flag.StringVar(&o.pprofDir, "pprof", "", "if set, save straitd's heap profile after the initial sync, a CPU profile of each change and (Kubernetes mode) its log here")
+	flag.BoolVar(&o.trace, "trace", false, "with -pprof: save Go execution traces of the changes instead of CPU profiles (go tool trace)")
 	logLevel := flag.String("straitd-log-level", "warn", "straitd's --log-level (debug logs every push, with timestamps)")
 	flag.Parse()
 	names := strings.Split(*backendF, ",")
@@ -390,9 +392,11 @@ func drive(ctx context.Context, wg *sync.WaitGroup, be backend, m *mesh, o optio
 	// themselves) before arming.
 	time.Sleep(o.quiet)
 	prof := newProfiler(be, o.pprofDir)
+	prof.trace = o.trace
 	fmt.Fprintf(os.Stderr, "bench/xds: %s: %d proxies synced; peak RSS so far %.0f MiB\n", be.Name(), o.proxies, peakRSS(pid))
 	prof.save("heap-after-sync", "heap")
 	prof.save("memstats-after-sync", "heap?debug=1")
+	prof.save("goroutines-after-sync", "goroutine?debug=1")
 
 	// Endpoints change: service 0 gets a new last endpoint.
 	marker := endpointIP(0, o.endpoints-1, 1)

@@ -14,6 +14,7 @@ import (
 // into a directory; without a directory or such a backend it does nothing.
 type profiler struct {
 	url, dir, prefix string
+	trace            bool // execution traces instead of CPU profiles
 }
 
 func newProfiler(be backend, dir string) *profiler {
@@ -35,18 +36,23 @@ func (p *profiler) save(file, profile string) {
 	}
 }
 
-// cpu starts a CPU profile of d plus a second and returns a function that
-// waits for it to be written.
+// cpu starts a CPU profile (or, with the name "trace", an execution
+// trace) of d plus a second and returns a function that waits for it to be
+// written.
 func (p *profiler) cpu(file string, d time.Duration) (wait func()) {
 	if p.url == "" {
 		return func() {}
 	}
 	done := make(chan struct{})
 	secs := int((d + time.Second).Seconds())
+	kind := "profile"
+	if p.trace {
+		kind = "trace"
+	}
 	go func() {
 		defer close(done)
-		if err := p.fetch(file, fmt.Sprintf("%s/profile?seconds=%d", p.url, secs)); err != nil {
-			fmt.Fprintf(os.Stderr, "bench/xds: cpu profile: %v\n", err)
+		if err := p.fetch(file, fmt.Sprintf("%s/%s?seconds=%d", p.url, kind, secs)); err != nil {
+			fmt.Fprintf(os.Stderr, "bench/xds: %s: %v\n", kind, err)
 		}
 	}()
 	time.Sleep(50 * time.Millisecond) // let the profile start before the change

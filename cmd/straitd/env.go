@@ -10,12 +10,17 @@ import (
 )
 
 // pushSettings are the push pipeline's settings read from the environment
-// (Istio's variable names and defaults).
+// (Istio's variable names and defaults, plus Strait's own).
 type pushSettings struct {
 	DebounceAfter     time.Duration // PILOT_DEBOUNCE_AFTER
 	DebounceMax       time.Duration // PILOT_DEBOUNCE_MAX
 	EnableEDSDebounce bool          // PILOT_ENABLE_EDS_DEBOUNCE
 	PushThrottle      int           // PILOT_PUSH_THROTTLE
+	// EDSLeadingEdge pushes an endpoints-only change that arrives after a
+	// quiet period at once instead of after PILOT_DEBOUNCE_AFTER; changes
+	// that follow within the quiet period are debounced as in Istio
+	// (STRAIT_EDS_LEADING_EDGE, default true).
+	EDSLeadingEdge bool
 }
 
 // pushSettingsFromEnv reads the push settings through lookup (os.LookupEnv
@@ -27,6 +32,7 @@ func pushSettingsFromEnv(lookup func(string) (string, bool)) (pushSettings, erro
 		DebounceMax:       xds.DefaultDebounceMax,
 		EnableEDSDebounce: true,
 		PushThrottle:      xds.DefaultPushThrottle(),
+		EDSLeadingEdge:    true,
 	}
 	get := func(name string) (string, bool) {
 		v, ok := lookup(name)
@@ -51,12 +57,23 @@ func pushSettingsFromEnv(lookup func(string) (string, bool)) (pushSettings, erro
 	if err := duration("PILOT_DEBOUNCE_MAX", &s.DebounceMax); err != nil {
 		return s, err
 	}
-	if v, ok := get("PILOT_ENABLE_EDS_DEBOUNCE"); ok {
+	boolean := func(name string, dst *bool) error {
+		v, ok := get(name)
+		if !ok {
+			return nil
+		}
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return s, fmt.Errorf("environment variable PILOT_ENABLE_EDS_DEBOUNCE=%q is not a boolean (\"true\" or \"false\")", v)
+			return fmt.Errorf("environment variable %s=%q is not a boolean (\"true\" or \"false\")", name, v)
 		}
-		s.EnableEDSDebounce = b
+		*dst = b
+		return nil
+	}
+	if err := boolean("PILOT_ENABLE_EDS_DEBOUNCE", &s.EnableEDSDebounce); err != nil {
+		return s, err
+	}
+	if err := boolean("STRAIT_EDS_LEADING_EDGE", &s.EDSLeadingEdge); err != nil {
+		return s, err
 	}
 	if v, ok := get("PILOT_PUSH_THROTTLE"); ok {
 		n, err := strconv.Atoi(v)

@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,7 +34,20 @@ import (
 	"github.com/straitmesh/strait/internal/xds/gen"
 )
 
+// defaultGCPercent is straitd's garbage collection target when GOGC is not
+// set. A control plane's live heap is mostly its caches, and it allocates
+// in bursts (a connection storm, a config push to every proxy); with Go's
+// default (100) the heap grows to twice the live heap between collections,
+// and that peak is the process's memory footprint. 25 keeps the peak near
+// 1.25 times the live heap for more frequent, short collections: in
+// bench/xds (1000 proxies) peak RSS fell from 195 to about 160 MiB at no
+// measurable cost in push latency and within the noise in CPU seconds.
+const defaultGCPercent = 25
+
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	if err := newRootCmd().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "straitd:", err)
 		os.Exit(1)
@@ -84,7 +98,11 @@ Environment:
   PILOT_DEBOUNCE_AFTER       quiet period before a push (default 100ms)
   PILOT_DEBOUNCE_MAX         longest a push waits for quiet (default 10s)
   PILOT_ENABLE_EDS_DEBOUNCE  false lets endpoint-only pushes skip debounce (default true)
-  PILOT_PUSH_THROTTLE        concurrent pushes (default max(10, 10 x cores))`,
+  PILOT_PUSH_THROTTLE        concurrent pushes (default max(10, 10 x cores))
+  GOGC                       Go's garbage collection target (default 25 here)
+  STRAIT_EDS_LEADING_EDGE    push an endpoints-only change that follows a quiet
+                             period at once; later ones within the quiet period
+                             are debounced (default true; false: Istio's behaviour)`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -185,6 +203,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		DebounceAfter:   push.DebounceAfter,
 		DebounceMax:     push.DebounceMax,
 		SkipEDSDebounce: !push.EnableEDSDebounce,
+		EDSLeadingEdge:  push.EDSLeadingEdge,
 		PushThrottle:    push.PushThrottle,
 		Registry:        reg,
 		Logger:          logger,
@@ -193,7 +212,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		return err
 	}
 
-	grpcServer := grpc.NewServer()
+	grpcServer := grpc.NewServer(xds.ServerOptions()...)
 	server.Register(grpcServer)
 
 	var ready atomic.Bool
@@ -255,7 +274,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	ready.Store(true)
 	log.Info("serving", "xds", xdsLis.Addr().String(), "monitoring", monLis.Addr().String(),
 		"config_dir", f.configDir, "kubernetes", f.kubeMode, "inject", f.injectAddr != "" || f.injectLis != nil, "debounce_after", push.DebounceAfter, "debounce_max", push.DebounceMax,
-		"eds_debounce", push.EnableEDSDebounce, "push_throttle", push.PushThrottle)
+		"eds_debounce", push.EnableEDSDebounce, "eds_leading_edge", push.EDSLeadingEdge, "push_throttle", push.PushThrottle)
 
 	<-ctx.Done()
 	ready.Store(false)

@@ -29,8 +29,10 @@ func TestPushSettingsFromEnv(t *testing.T) {
 		wantErr string
 	}{
 		{env: nil, want: func(s pushSettings) bool {
-			return s.DebounceAfter == 100*time.Millisecond && s.DebounceMax == 10*time.Second && s.EnableEDSDebounce && s.PushThrottle == xds.DefaultPushThrottle()
+			return s.DebounceAfter == 100*time.Millisecond && s.DebounceMax == 10*time.Second && s.EnableEDSDebounce && s.PushThrottle == xds.DefaultPushThrottle() && s.EDSLeadingEdge
 		}},
+		{env: map[string]string{"STRAIT_EDS_LEADING_EDGE": "false"}, want: func(s pushSettings) bool { return !s.EDSLeadingEdge }},
+		{env: map[string]string{"STRAIT_EDS_LEADING_EDGE": "sometimes"}, wantErr: `STRAIT_EDS_LEADING_EDGE="sometimes" is not a boolean`},
 		{env: map[string]string{"PILOT_DEBOUNCE_AFTER": "50ms", "PILOT_DEBOUNCE_MAX": "2s", "PILOT_ENABLE_EDS_DEBOUNCE": "false", "PILOT_PUSH_THROTTLE": "7"},
 			want: func(s pushSettings) bool {
 				return s.DebounceAfter == 50*time.Millisecond && s.DebounceMax == 2*time.Second && !s.EnableEDSDebounce && s.PushThrottle == 7

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/straitmesh/strait/internal/model"
 )
 
 const goodSE = `apiVersion: networking.istio.io/v1
@@ -187,5 +189,31 @@ func TestExamplesParse(t *testing.T) {
 		if res.Err != nil || len(res.Warnings) > 0 || len(res.Configs) == 0 {
 			t.Errorf("%s: %d configs, warnings %q, err %v", p, len(res.Configs), res.Warnings, res.Err)
 		}
+	}
+}
+
+func TestStoreWith(t *testing.T) {
+	a := ParseFile("a.yaml", []byte(goodSE)).Configs[0]
+	replacement := ParseFile("b.yaml", []byte(goodSE)).Configs[0]
+	s := NewStore()
+	if err := s.Add(a); err != nil {
+		t.Fatal(err)
+	}
+	added := *a
+	added.Name = "other"
+	with := s.With(map[model.ConfigKey]*Config{a.Key(): replacement, added.Key(): &added})
+	if with.Get(a.Key()) != replacement || with.Get(added.Key()) != &added || with.Len() != 2 {
+		t.Fatalf("With: got %v, %v, len %d", with.Get(a.Key()), with.Get(added.Key()), with.Len())
+	}
+	if s.Get(a.Key()) != a || s.Get(added.Key()) != nil || s.Len() != 1 {
+		t.Fatal("With modified the original store")
+	}
+	removed := with.With(map[model.ConfigKey]*Config{a.Key(): nil})
+	if removed.Get(a.Key()) != nil || removed.Len() != 1 || with.Get(a.Key()) == nil {
+		t.Fatal("a nil replacement should remove the key from the new store only")
+	}
+	// The replacement has the same content, so only the added key differs.
+	if d := Diff(s, with); len(d) != 1 {
+		t.Errorf("Diff = %v, want only the added key", d)
 	}
 }

@@ -98,3 +98,32 @@ func Diff(old, new *Store) map[model.ConfigKey]struct{} {
 	}
 	return changed
 }
+
+// With returns a store that holds s's configs with those of repl put in
+// their place: a config replaces the one with its key, a nil value removes
+// the key. s is not modified, and the new store shares with s the configs
+// and the per-kind tables that repl does not touch, so a change to a few
+// configs costs a copy of their kinds' tables, not of the whole store.
+func (s *Store) With(repl map[model.ConfigKey]*Config) *Store {
+	out := &Store{byKind: make(map[model.Kind]map[model.ConfigKey]*Config, len(s.byKind)+1)}
+	for kind, m := range s.byKind {
+		out.byKind[kind] = m
+	}
+	copied := map[model.Kind]bool{}
+	for k, c := range repl {
+		if !copied[k.Kind] {
+			copied[k.Kind] = true
+			m := make(map[model.ConfigKey]*Config, len(s.byKind[k.Kind])+1)
+			for kk, cc := range s.byKind[k.Kind] {
+				m[kk] = cc
+			}
+			out.byKind[k.Kind] = m
+		}
+		if c == nil {
+			delete(out.byKind[k.Kind], k)
+		} else {
+			out.byKind[k.Kind][k] = c
+		}
+	}
+	return out
+}

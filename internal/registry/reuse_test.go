@@ -1,9 +1,11 @@
 package registry
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/model"
 )
 
 const inlineMesh = `apiVersion: networking.istio.io/v1
@@ -93,5 +95,79 @@ func TestBuildRebuildsSelectorServicesWhenWorkloadsChange(t *testing.T) {
 	second, _ := Build(next, BuildOptions{Version: 2, Previous: first})
 	if n := len(second.Service(host).Endpoints); n != 1 {
 		t.Fatalf("after removing workload b: endpoints = %d, want 1", n)
+	}
+}
+
+// UpdateEndpoints gives what Build gives for an endpoints-only change, and
+// refuses every other change.
+func TestUpdateEndpoints(t *testing.T) {
+	const extra = `---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: a, namespace: demo}
+spec:
+  hosts: [a.demo.svc.cluster.local]
+  http: [{route: [{destination: {host: a.demo.svc.cluster.local}}]}]
+`
+	base, _ := parseStore(t, inlineMesh+extra)
+	first, _ := Build(base, BuildOptions{Version: 1})
+	b := model.ConfigKey{Kind: config.KindServiceEntry, Name: "b", Namespace: "demo"}
+	entry := func(spec string) *config.Config {
+		t.Helper()
+		_, cfgs := parseStore(t, "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: b, namespace: demo}\nspec:\n"+spec)
+		return cfgs[0]
+	}
+	tests := []struct {
+		name   string
+		spec   string
+		wantOK bool
+	}{
+		{"endpoints moved", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.3}, {address: 10.0.0.4, labels: {v: x}}]\n", true},
+		{"no endpoints left", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n", true},
+		{"port changed", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 81, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.2}]\n", false},
+		{"host changed", "  hosts: [c.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.2}]\n", false},
+		{"host taken from a", "  hosts: [b.demo.svc.cluster.local, a.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n", false},
+		{"workload selector", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  workloadSelector: {labels: {app: b}}\n", false},
+		{"addresses added", "  hosts: [b.demo.svc.cluster.local]\n  addresses: [240.0.0.9]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.2}]\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := base.With(map[model.ConfigKey]*config.Config{b: entry(tt.spec)})
+			changed := map[model.ConfigKey]struct{}{b: {}}
+			got, ok := first.UpdateEndpoints(store, changed, 2)
+			if ok != tt.wantOK {
+				t.Fatalf("ok = %v, want %v", ok, tt.wantOK)
+			}
+			if !ok {
+				return
+			}
+			want, _ := Build(store, BuildOptions{Version: 2, Previous: first})
+			if len(got.Services) != len(want.Services) {
+				t.Fatalf("%d services, want %d", len(got.Services), len(want.Services))
+			}
+			for i := range want.Services {
+				if !reflect.DeepEqual(got.Services[i], want.Services[i]) {
+					t.Errorf("service %d = %+v, want %+v", i, got.Services[i], want.Services[i])
+				}
+			}
+			for _, h := range []string{"a.demo.svc.cluster.local", "b.demo.svc.cluster.local"} {
+				if !reflect.DeepEqual(got.Service(h), want.Service(h)) || len(got.VirtualServices(h)) != len(want.VirtualServices(h)) {
+					t.Errorf("host %s differs from Build's", h)
+				}
+			}
+			if got.Service("a.demo.svc.cluster.local") != first.Service("a.demo.svc.cluster.local") {
+				t.Error("the unchanged service a was replaced")
+			}
+			if got.Version != 2 || got.Configs != store {
+				t.Errorf("version %d, store %p (want 2, %p)", got.Version, got.Configs, store)
+			}
+			if d := DiffServices(first, got); !d.EndpointsOnly || len(d.Hosts) != 1 {
+				t.Errorf("DiffServices = %+v", d)
+			}
+			// The old snapshot is untouched.
+			if first.Service("b.demo.svc.cluster.local").Endpoints[0].Address != "10.0.0.2" || first.Configs.Get(b) == store.Get(b) {
+				t.Error("UpdateEndpoints modified the old snapshot")
+			}
+		})
 	}
 }

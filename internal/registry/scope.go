@@ -77,7 +77,7 @@ func (sc *Scope) DependsOn(snap *Snapshot, host string) bool {
 // selector; nil when none applies. Ties go to the first by name.
 func (s *Snapshot) SidecarFor(ns string, labels map[string]string) *config.Config {
 	var nsDefault, rootDefault *config.Config
-	for _, c := range s.Configs.List(config.KindSidecar) {
+	for _, c := range s.sidecars {
 		sel := c.Sidecar().GetWorkloadSelector().GetLabels()
 		switch {
 		case c.Namespace == ns && len(sel) > 0:
@@ -113,10 +113,16 @@ func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
 	if sc != nil {
 		key = ns + "|" + sc.Namespace + "/" + sc.Name
 	}
+	s.scopeMu.RLock()
+	cached, ok := s.scopes[key]
+	s.scopeMu.RUnlock()
+	if ok {
+		return cached
+	}
 	s.scopeMu.Lock()
 	defer s.scopeMu.Unlock()
 	if cached, ok := s.scopes[key]; ok {
-		return cached
+		return cached // built by another caller meanwhile
 	}
 	scope := &Scope{Key: key, Namespace: ns, Sidecar: sc}
 	if sc != nil {

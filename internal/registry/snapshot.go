@@ -33,10 +33,11 @@ type Snapshot struct {
 	workloadsByIP    map[string]*Workload
 	virtualServices  map[string][]*config.Config // by resolved host, sorted by namespace/name
 	destinationRules map[string]*config.Config   // by resolved host
+	sidecars         []*config.Config            // sorted by namespace/name
 
 	// scopeMu guards scopes, the per-proxy-scope cache filled by
 	// ProxyScope (the only lazily computed part of a snapshot).
-	scopeMu sync.Mutex
+	scopeMu sync.RWMutex
 	scopes  map[string]*Scope
 }
 
@@ -154,6 +155,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 			s.virtualServices[h] = append(s.virtualServices[h], c)
 		}
 	}
+	s.sidecars = store.List(config.KindSidecar)
 	for _, c := range store.List(config.KindDestinationRule) {
 		h := s.ResolveHost(c.DestinationRule().Host, c.Namespace)
 		if prev, ok := s.destinationRules[h]; ok {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -159,7 +160,8 @@ func (s *Server) processRequest(con *Connection, req *discovery.DiscoveryRequest
 // shouldRespond updates the connection's watched resources from req and
 // reports whether req asks for a response:
 //   - a NACK of the last sent nonce is recorded and not answered (the proxy
-//     keeps its previous config; re-sending the same thing would loop);
+//     keeps its previous config; re-sending the same thing would loop); any
+//     NACK, stale or not, makes the next EDS push send the whole set;
 //   - a request with a nonce other than the last sent one is stale: ignored;
 //   - the first request for a type, or one with an empty nonce, is answered;
 //   - an ACK is recorded and answered only if the resource names changed.
@@ -172,6 +174,13 @@ func (s *Server) shouldRespond(con *Connection, req *discovery.DiscoveryRequest)
 	w := con.watched[typeURL]
 
 	if req.GetErrorDetail() != nil {
+		if w != nil {
+			// The proxy kept its previous version of some resources, so
+			// the next push cannot send only what changed (pushType). This
+			// holds for a stale NACK too: a partial response sent since
+			// did not carry the rejected resources again.
+			w.sentEDS = nil
+		}
 		if w == nil || nonce != w.NonceSent {
 			s.log.Debug("stale nack ignored", "connection", con.id, "type", typeLabel(typeURL), "nonce", nonce)
 			return false
@@ -248,11 +257,23 @@ func (s *Server) pushConnection(con *Connection, req *model.PushRequest) error {
 // skips sending resources identical to the last sent ones. A generator error
 // is logged and the type skipped; only a send error is returned (it ends the
 // stream). Only the processing loop calls it.
+//
+// EDS may be pushed partially, as Istio does: the xDS protocol requires
+// every resource in a state-of-the-world response only for LDS and CDS; the
+// proxy keeps the EDS resources a response omits (envoyproxy/envoy#13009).
+// So an endpoints-only push (req not Full, not the proxy's own request, not
+// forced) sends only the ClusterLoadAssignments whose version differs from
+// the one last sent on this connection, or that were never sent. Everything
+// else sends the whole set: full pushes, answers to the proxy's requests,
+// forced pushes, the first push after a NACK (shouldRespond forgets what was
+// sent), and a push in which a resource sent before is no longer generated
+// (a partial response cannot say so; the whole set is what the seed sent).
+// An endpoints-only push whose set changed only in order sends nothing.
 func (s *Server) pushType(con *Connection, typeURL string, req *model.PushRequest, version string, force bool) error {
 	con.mu.RLock()
 	w := con.watched[typeURL]
 	names := slices.Clone(w.ResourceNames)
-	lastHash, sent := w.hash, w.sent
+	lastHash, sent, sentEDS := w.hash, w.sent, w.sentEDS
 	con.mu.RUnlock()
 
 	start := time.Now()
@@ -268,6 +289,35 @@ func (s *Server) pushType(con *Connection, typeURL string, req *model.PushReques
 		s.log.Debug("push skipped, resources unchanged", "connection", con.id, "type", label)
 		return nil
 	}
+
+	// current is the generated set sorted by name, kept for EDS only;
+	// changed is the partial response, nil for a whole-set one.
+	var current []*discovery.Resource
+	var changed []*anypb.Any
+	if typeURL == EndpointType {
+		current = byName(res)
+		if !force && isEndpointsOnly(req) && sentEDS != nil {
+			var whole bool
+			changed, whole = changedResources(current, sentEDS)
+			switch {
+			case whole:
+				changed = nil
+			case len(changed) == 0:
+				// Same resources at the same versions, in another order:
+				// the proxy holds the whole current set already.
+				con.mu.Lock()
+				w.hash = h
+				con.mu.Unlock()
+				s.log.Debug("push skipped, no resource changed", "connection", con.id, "type", label)
+				return nil
+			}
+		}
+	}
+	partial := changed != nil
+	if partial {
+		anys = changed
+	}
+
 	resp := &discovery.DiscoveryResponse{
 		VersionInfo: version,
 		TypeUrl:     typeURL,
@@ -288,11 +338,61 @@ func (s *Server) pushType(con *Connection, typeURL string, req *model.PushReques
 
 	con.mu.Lock()
 	w.VersionSent, w.NonceSent, w.LastSent = version, resp.Nonce, now
-	w.hash, w.sent = h, true
+	// After a partial response too the proxy holds exactly current: a
+	// partial one is sent only when every name sent before is still in
+	// the set, and it carries every name whose version changed.
+	w.hash, w.sent, w.sentEDS = h, true, current
 	con.awaitAck(resp.Nonce, req)
 	con.mu.Unlock()
-	s.log.Debug("pushed", "connection", con.id, "type", label, "version", version, "resources", len(anys), "reasons", req.Reason)
+	s.log.Debug("pushed", "connection", con.id, "type", label, "version", version, "resources", len(anys),
+		"partial", partial, "reasons", req.Reason)
 	return nil
+}
+
+// isEndpointsOnly reports whether req is a server-initiated push of
+// endpoint changes only, the kind that may be sent as a partial EDS
+// response.
+func isEndpointsOnly(req *model.PushRequest) bool {
+	return !req.Full && !slices.Contains(req.Reason, model.ProxyRequest)
+}
+
+// byName returns the resources of res that carry one, sorted by name, one
+// per name (the first).
+func byName(res []*discovery.Resource) []*discovery.Resource {
+	out := make([]*discovery.Resource, 0, len(res))
+	for _, r := range res {
+		if r != nil && r.GetResource() != nil {
+			out = append(out, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *discovery.Resource) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return slices.CompactFunc(out, func(a, b *discovery.Resource) bool { return a.GetName() == b.GetName() })
+}
+
+// changedResources compares two sets sorted by name (byName): it returns
+// the resources of current whose version differs from the one in sent, or
+// that sent lacks. whole is true when a partial response cannot stand for
+// current because a resource in sent is no longer in it.
+func changedResources(current, sent []*discovery.Resource) (changed []*anypb.Any, whole bool) {
+	changed = []*anypb.Any{}
+	i := 0
+	for _, r := range current {
+		for i < len(sent) && sent[i].GetName() < r.GetName() {
+			return nil, true // sent[i] is gone
+		}
+		if i < len(sent) && sent[i].GetName() == r.GetName() {
+			old := sent[i]
+			i++
+			if old == r || resourceVersion(old) == resourceVersion(r) {
+				continue
+			}
+		}
+		changed = append(changed, r.GetResource())
+	}
+	if i < len(sent) {
+		return nil, true
+	}
+	return changed, false
 }
 
 // resourceVersion is the version of one generated resource: the

@@ -50,6 +50,35 @@ type fakeGenerator struct {
 	// nil means "c1" and "l1".
 	clusters  []string
 	listeners []string
+	// endpoints counts changes of single ClusterLoadAssignments by name
+	// (bumpEndpoints); unknownEDS names the ones the generator does not
+	// know (it omits them, as a generator omits a deleted service's).
+	endpoints  map[string]int
+	unknownEDS map[string]bool
+}
+
+// bumpEndpoints changes the content of the named ClusterLoadAssignments
+// only.
+func (g *fakeGenerator) bumpEndpoints(names ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.endpoints == nil {
+		g.endpoints = map[string]int{}
+	}
+	for _, n := range names {
+		g.endpoints[n]++
+	}
+}
+
+// setUnknownEDS sets the names of the ClusterLoadAssignments the generator
+// omits.
+func (g *fakeGenerator) setUnknownEDS(names ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.unknownEDS = map[string]bool{}
+	for _, n := range names {
+		g.unknownEDS[n] = true
+	}
 }
 
 // setClusters replaces the generated cluster names.
@@ -70,6 +99,16 @@ func (g *fakeGenerator) Generate(proxy *model.Proxy, typeURL string, watched []s
 	v := fmt.Sprint(g.version)
 	g.calls = append(g.calls, typeLabel(typeURL))
 	clusters, listeners := g.clusters, g.listeners
+	zones := map[string]string{}
+	for _, n := range watched {
+		switch {
+		case g.unknownEDS[n]:
+		case g.endpoints[n] > 0:
+			zones[n] = fmt.Sprintf("%s.%d", v, g.endpoints[n])
+		default:
+			zones[n] = v
+		}
+	}
 	g.mu.Unlock()
 	if clusters == nil {
 		clusters = []string{"c1"}
@@ -89,7 +128,9 @@ func (g *fakeGenerator) Generate(proxy *model.Proxy, typeURL string, watched []s
 		}
 	case EndpointType:
 		for _, n := range watched {
-			msgs = append(msgs, &endpoint.ClusterLoadAssignment{ClusterName: n, Endpoints: []*endpoint.LocalityLbEndpoints{{Locality: &core.Locality{Zone: v}}}})
+			if zone, ok := zones[n]; ok {
+				msgs = append(msgs, &endpoint.ClusterLoadAssignment{ClusterName: n, Endpoints: []*endpoint.LocalityLbEndpoints{{Locality: &core.Locality{Zone: zone}}}})
+			}
 		}
 	case RouteType:
 		for _, n := range watched {

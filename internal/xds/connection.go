@@ -128,9 +128,19 @@ type WatchedResource struct {
 	// type (an empty first subscribe list, or "*").
 	Wildcard bool
 
-	// hash of the last sent resources, valid when sent is true (SotW).
+	// hash of the full current set of resources as of the last send (for a
+	// partial EDS push, the whole generated set, not only what was sent);
+	// valid when sent is true (SotW).
 	hash [32]byte
 	sent bool
+	// sentEDS is the set of resources the proxy holds after the last send
+	// on this SotW connection, sorted by name (the generator's resources,
+	// shared with its cache: a slice of pointers per connection); kept for
+	// EDS only, the type pushed partially (see pushType). nil means unknown
+	// (nothing sent yet, or the proxy NACKed a response), which makes the
+	// next push send the whole set. The processing loop owns it and
+	// replaces it (under mu) rather than modifying it in place.
+	sentEDS []*discovery.Resource
 	// versions maps each resource name the proxy holds to the version last
 	// sent (delta); the processing loop owns it.
 	versions map[string]string
@@ -176,7 +186,7 @@ func (c *Connection) Watched() []WatchedResource {
 	for _, w := range c.watched {
 		cp := *w
 		cp.ResourceNames = slices.Clone(w.ResourceNames)
-		cp.versions, cp.undo = nil, nil
+		cp.versions, cp.undo, cp.sentEDS = nil, nil, nil
 		out = append(out, cp)
 	}
 	slices.SortFunc(out, func(a, b WatchedResource) int { return typeRank(a.TypeURL) - typeRank(b.TypeURL) })

@@ -15,6 +15,11 @@ type debounceOptions struct {
 	max time.Duration
 	// skipEDS lets endpoint-only requests (Full=false) bypass debouncing.
 	skipEDS bool
+	// edsLeadingEdge pushes an endpoint-only request at once when the
+	// debouncer is idle: nothing merged is pending and no request arrived
+	// during the last after. Requests arriving within after of it are
+	// debounced as usual.
+	edsLeadingEdge bool
 }
 
 // debounce merges the requests read from ch and calls push with the merged
@@ -24,12 +29,25 @@ type debounceOptions struct {
 // the debounce goroutine, so it must not block for long (the server's push
 // only enqueues). debounce returns when ctx is done; a pending merged request
 // is dropped then.
+//
+// Two options push an endpoint-only request (Full=false) at once, with
+// events 1 and waited 0, instead of merging it: opts.skipEDS always, and
+// opts.edsLeadingEdge when the debouncer is idle, that is nothing merged is
+// pending and no request of any kind arrived during the last opts.after.
+// A leading-edge push counts as an arrival, so the requests of a burst that
+// follow it start a normal debounce window: they are merged, keep all their
+// reasons and are capped by opts.max. An isolated endpoints change is then
+// pushed without waiting, and a burst costs one push more than without the
+// option. Full requests are never pushed on the leading edge.
 func debounce(ctx context.Context, ch <-chan *model.PushRequest, opts debounceOptions, push func(req *model.PushRequest, events int, waited time.Duration)) {
 	var (
 		merged      *model.PushRequest
 		first, last time.Time
 		events      int
 		timerC      <-chan time.Time
+		// seen is when the last request that went through debouncing
+		// or the leading edge arrived.
+		seen time.Time
 	)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -51,6 +69,12 @@ func debounce(ctx context.Context, ch <-chan *model.PushRequest, opts debounceOp
 				continue
 			}
 			now := time.Now()
+			idle := events == 0 && (seen.IsZero() || now.Sub(seen) >= opts.after)
+			seen = now
+			if opts.edsLeadingEdge && !r.Full && idle {
+				push(r, 1, 0)
+				continue
+			}
 			if events == 0 {
 				first = now
 			}

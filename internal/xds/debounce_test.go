@@ -12,6 +12,7 @@ import (
 type firedPush struct {
 	req    *model.PushRequest
 	events int
+	waited time.Duration
 	at     time.Time
 }
 
@@ -25,8 +26,8 @@ func startDebounce(t *testing.T, opts debounceOptions) (chan<- *model.PushReques
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		debounce(ctx, in, opts, func(req *model.PushRequest, events int, _ time.Duration) {
-			out <- firedPush{req: req, events: events, at: time.Now()}
+		debounce(ctx, in, opts, func(req *model.PushRequest, events int, waited time.Duration) {
+			out <- firedPush{req: req, events: events, waited: waited, at: time.Now()}
 		})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
@@ -151,5 +152,155 @@ func TestDebounceEDSDebouncedByDefault(t *testing.T) {
 	p := nextPush(t, out, 5*time.Second)
 	if p.at.Sub(sentAt) < after || p.events != 2 || p.req.Full {
 		t.Errorf("push after %v merging %d events (full=%v), want one EDS push after %v merging 2", p.at.Sub(sentAt), p.events, p.req.Full, after)
+	}
+}
+
+// debounceStep is one step of a debounce scenario: send a request, or wait
+// for the next push and check it.
+type debounceStep struct {
+	send *model.PushRequest
+	want *wantPush
+}
+
+// wantPush describes an expected push. A leading push is one fired on the
+// arrival of a request (waited 0, before the quiet period could end); any
+// other is debounced (waited > 0, no sooner than min(after, max) after the
+// last request sent).
+type wantPush struct {
+	events  int
+	full    bool
+	leading bool
+}
+
+func sendEDS() debounceStep {
+	return debounceStep{send: &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}}}
+}
+
+func sendFull() debounceStep {
+	return debounceStep{send: &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}}
+}
+
+func leadingPush() debounceStep { return debounceStep{want: &wantPush{events: 1, leading: true}} }
+
+func debouncedPush(events int, full bool) debounceStep {
+	return debounceStep{want: &wantPush{events: events, full: full}}
+}
+
+// TestDebounceEDSLeadingEdge runs request sequences through debounce with
+// and without edsLeadingEdge. Checks are on order, counts and lower bounds;
+// the only upper bound is that a leading push comes before the quiet period
+// (1s) could have ended.
+func TestDebounceEDSLeadingEdge(t *testing.T) {
+	const after = time.Second
+	on := debounceOptions{after: after, max: 10 * time.Second, edsLeadingEdge: true}
+	off := debounceOptions{after: after, max: 10 * time.Second}
+	tests := []struct {
+		name  string
+		opts  debounceOptions
+		steps []debounceStep
+	}{
+		{
+			name:  "off: an endpoints request waits for the quiet period",
+			opts:  off,
+			steps: []debounceStep{sendEDS(), debouncedPush(1, false)},
+		},
+		{
+			name:  "off: a burst of endpoints requests is one push",
+			opts:  off,
+			steps: []debounceStep{sendEDS(), sendEDS(), sendEDS(), debouncedPush(3, false)},
+		},
+		{
+			name:  "an isolated endpoints request is pushed at once",
+			opts:  on,
+			steps: []debounceStep{sendEDS(), leadingPush()},
+		},
+		{
+			name:  "a burst: the first at once, the rest merged into one push",
+			opts:  on,
+			steps: []debounceStep{sendEDS(), sendEDS(), sendEDS(), sendEDS(), leadingPush(), debouncedPush(3, false)},
+		},
+		{
+			name: "idle again once the merged push is out",
+			opts: on,
+			steps: []debounceStep{
+				sendEDS(), leadingPush(),
+				sendEDS(), sendEDS(), debouncedPush(2, false),
+				sendEDS(), leadingPush(),
+			},
+		},
+		{
+			name:  "a full request is debounced",
+			opts:  on,
+			steps: []debounceStep{sendFull(), debouncedPush(1, true)},
+		},
+		{
+			name:  "an endpoints request joins a pending full one",
+			opts:  on,
+			steps: []debounceStep{sendFull(), sendEDS(), debouncedPush(2, true)},
+		},
+		{
+			name:  "a full request after a leading push is debounced",
+			opts:  on,
+			steps: []debounceStep{sendEDS(), leadingPush(), sendFull(), debouncedPush(1, true)},
+		},
+		{
+			// The max wait fires the full push long before the quiet
+			// period ends: the debouncer is not idle yet.
+			name:  "an endpoints request within the quiet period of a capped push is debounced",
+			opts:  debounceOptions{after: after, max: 100 * time.Millisecond, edsLeadingEdge: true},
+			steps: []debounceStep{sendFull(), debouncedPush(1, true), sendEDS(), debouncedPush(1, false)},
+		},
+		{
+			name:  "skipEDS takes precedence: every endpoints request at once",
+			opts:  debounceOptions{after: after, max: 10 * time.Second, skipEDS: true, edsLeadingEdge: true},
+			steps: []debounceStep{sendEDS(), sendEDS(), leadingPush(), leadingPush()},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			in, out := startDebounce(t, tt.opts)
+			var (
+				lastSend, groupStart time.Time
+				sent, pushed         int
+			)
+			for i, st := range tt.steps {
+				if st.send != nil {
+					now := time.Now()
+					if groupStart.IsZero() {
+						groupStart = now
+					} else if d := now.Sub(groupStart); d > tt.opts.after/2 {
+						// The scenario assumes back-to-back sends.
+						t.Skipf("sending took %v on this machine, too long for a burst", d)
+					}
+					lastSend = now
+					in <- st.send
+					sent++
+					continue
+				}
+				groupStart = time.Time{}
+				w := st.want
+				p := nextPush(t, out, 10*time.Second)
+				pushed += p.events
+				if p.events != w.events || p.req.Full != w.full || len(p.req.Reason) != p.events {
+					t.Fatalf("step %d: push of %d events (full=%v, reasons %v), want %d events (full=%v)",
+						i, p.events, p.req.Full, p.req.Reason, w.events, w.full)
+				}
+				since := p.at.Sub(lastSend)
+				if w.leading {
+					if p.waited != 0 || since >= tt.opts.after {
+						t.Fatalf("step %d: push %v after the last request (waited %v), want at once", i, since, p.waited)
+					}
+					continue
+				}
+				if minWait := min(tt.opts.after, tt.opts.max); p.waited <= 0 || since < minWait {
+					t.Fatalf("step %d: push %v after the last request (waited %v), want debounced, at least %v", i, since, p.waited, minWait)
+				}
+			}
+			if pushed != sent {
+				t.Errorf("pushes carried %d requests, %d were sent", pushed, sent)
+			}
+			noPush(t, out, tt.opts.after/2)
+		})
 	}
 }

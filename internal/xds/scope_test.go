@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/xds/gen"
@@ -202,14 +203,14 @@ spec:
 		t.Errorf("config_dump of an unknown proxy: %v %v", resp.StatusCode, err)
 	}
 
-	if n := histogramCount(t, env, "pilot_proxy_convergence_time"); n < 3 {
+	if n := histogramCount(t, env.reg, "pilot_proxy_convergence_time"); n < 3 {
 		t.Errorf("pilot_proxy_convergence_time observed %d times, want one per converged proxy and change (>= 3)", n)
 	}
 }
 
-func histogramCount(t *testing.T, env *scopedEnv, name string) uint64 {
+func histogramCount(t *testing.T, reg prometheus.Gatherer, name string) uint64 {
 	t.Helper()
-	mfs, err := env.reg.Gather()
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

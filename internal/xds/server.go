@@ -67,6 +67,16 @@ type Options struct {
 	// SkipEDSDebounce lets endpoint-only requests bypass debounce; set it
 	// when PILOT_ENABLE_EDS_DEBOUNCE=false. The zero value debounces them.
 	SkipEDSDebounce bool
+	// EDSLeadingEdge pushes an endpoint-only request (Full=false) at once,
+	// without waiting for DebounceAfter, when the debouncer is idle:
+	// nothing is pending and no request of any kind arrived during the
+	// last DebounceAfter. The requests that follow within DebounceAfter
+	// are debounced as usual (merged, capped by DebounceMax), so a burst
+	// costs one extra push while an isolated endpoints change converges
+	// DebounceAfter sooner. Full requests are always debounced, and
+	// SkipEDSDebounce, when set, takes precedence. The zero value
+	// debounces every request.
+	EDSLeadingEdge bool
 	// PushThrottle bounds concurrent pushes (PILOT_PUSH_THROTTLE); 0 means
 	// DefaultPushThrottle().
 	PushThrottle int
@@ -176,9 +186,10 @@ func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		debounce(ctx, s.pushCh, debounceOptions{
-			after:   s.opts.DebounceAfter,
-			max:     s.opts.DebounceMax,
-			skipEDS: s.opts.SkipEDSDebounce,
+			after:          s.opts.DebounceAfter,
+			max:            s.opts.DebounceMax,
+			skipEDS:        s.opts.SkipEDSDebounce,
+			edsLeadingEdge: s.opts.EDSLeadingEdge,
 		}, s.pushAll)
 	})
 	wg.Go(func() { s.sendPushes(ctx) })

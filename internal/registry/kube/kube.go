@@ -375,6 +375,13 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 		if req == nil {
 			continue
 		}
+		if old, changed, ok := r.updateEndpoints(evs); ok {
+			if len(changed) > 0 || global {
+				req.ConfigsUpdated = unionKeys(req.ConfigsUpdated, changed)
+				onChange(describe(old, r.Snapshot(), req, changed, global))
+			}
+			continue
+		}
 		old := r.Snapshot()
 		store := r.buildStore()
 		changed := config.Diff(old.Configs, store)

@@ -66,23 +66,9 @@ func (r *Registry) buildStore() *config.Store {
 		}
 	}
 
-	pods := func(key string) (*corev1.Pod, bool) {
-		obj, ok, _ := r.pods.GetIndexer().GetByKey(key)
-		if !ok {
-			return nil, false
-		}
-		return obj.(*corev1.Pod), true
-	}
 	inUse := map[types.UID]bool{}
 	for _, obj := range r.services.GetStore().List() {
-		svc := obj.(*corev1.Service)
-		objs, _ := r.slices.GetIndexer().ByIndex(sliceSvcIndex, svc.Namespace+"/"+svc.Name)
-		eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-		for _, o := range objs {
-			eps = append(eps, o.(*discoveryv1.EndpointSlice))
-		}
-		slices.SortFunc(eps, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
-		if c := r.derived.serviceEntry(svc, eps, pods, r.opts.Domain, inUse); c != nil {
+		if c := r.serviceEntry(obj.(*corev1.Service), inUse); c != nil {
 			add(c)
 		}
 	}
@@ -94,6 +80,82 @@ func (r *Registry) buildStore() *config.Store {
 	r.derived.prune(inUse)
 	r.logProblems(problems)
 	return store
+}
+
+// serviceEntry returns the ServiceEntry of a Service and its
+// EndpointSlices (from the derived cache when none of them changed); seen
+// collects the UIDs of the objects in use.
+func (r *Registry) serviceEntry(svc *corev1.Service, seen map[types.UID]bool) *config.Config {
+	objs, _ := r.slices.GetIndexer().ByIndex(sliceSvcIndex, svc.Namespace+"/"+svc.Name)
+	eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		eps = append(eps, o.(*discoveryv1.EndpointSlice))
+	}
+	slices.SortFunc(eps, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
+	return r.derived.serviceEntry(svc, eps, r.podByKey, r.opts.Domain, seen)
+}
+
+// podByKey looks a pod up by namespace/name in the informer's cache.
+func (r *Registry) podByKey(key string) (*corev1.Pod, bool) {
+	obj, ok, _ := r.pods.GetIndexer().GetByKey(key)
+	if !ok {
+		return nil, false
+	}
+	return obj.(*corev1.Pod), true
+}
+
+// updateEndpoints is the fast path for a batch of EndpointSlice events
+// only, the common case at scale: it converts just the Services those
+// slices belong to and derives the new snapshot from the current one
+// (registry.Snapshot.UpdateEndpoints) instead of rebuilding everything.
+// It returns the old snapshot, the changed configs and true when it
+// published; false when the batch needs a full rebuild (another kind of
+// event, or a change that is more than endpoints).
+func (r *Registry) updateEndpoints(evs []event) (*registry.Snapshot, map[model.ConfigKey]struct{}, bool) {
+	services := map[string]bool{} // namespace/name
+	for _, ev := range evs {
+		if ev.kind != kindEndpointSlice {
+			return nil, nil, false
+		}
+		for _, obj := range []any{ev.old, ev.obj} {
+			if s, ok := obj.(*discoveryv1.EndpointSlice); ok && s.Labels[serviceNameKey] != "" {
+				services[s.Namespace+"/"+s.Labels[serviceNameKey]] = true
+			}
+		}
+	}
+	old := r.Snapshot()
+	repl := map[model.ConfigKey]*config.Config{}
+	seen := map[types.UID]bool{}
+	for key := range services {
+		obj, ok, _ := r.services.GetIndexer().GetByKey(key)
+		if !ok {
+			continue // no Service (yet): the slice adds nothing
+		}
+		svc := obj.(*corev1.Service)
+		c := r.serviceEntry(svc, seen)
+		k := serviceKey(svc.Namespace, svc.Name)
+		if c == nil || old.Configs.Get(k) == nil {
+			return nil, nil, false
+		}
+		if c != old.Configs.Get(k) {
+			repl[k] = c
+		}
+	}
+	changed := make(map[model.ConfigKey]struct{}, len(repl))
+	for k := range repl {
+		changed[k] = struct{}{}
+	}
+	if len(repl) == 0 {
+		return old, changed, true // nothing the mesh reads changed
+	}
+	snap, ok := old.UpdateEndpoints(old.Configs.With(repl), changed, r.version+1)
+	if !ok {
+		return nil, nil, false
+	}
+	r.version++
+	r.snap.Store(snap)
+	r.log.Debug("snapshot updated", "version", snap.Version, "services", len(repl))
+	return old, changed, true
 }
 
 // publish builds and stores a new snapshot from store.

@@ -27,7 +27,9 @@ import (
 // Each cached resource carries a Version, a hash of its bytes, so the
 // server compares versions instead of re-hashing. Safe for concurrent use.
 type cache struct {
-	mu sync.Mutex
+	// mu guards the maps. Lookups, by far the most common (every proxy's
+	// EDS push looks up each of its clusters), take it shared.
+	mu sync.RWMutex
 	// scopes holds one entry per scope key, for the latest snapshot seen.
 	scopes map[string]*scopeEntry
 	// clusters holds each service's outbound clusters, by hostname.
@@ -175,9 +177,9 @@ func (c *cache) buildScope(e *scopeEntry) error {
 // neither the service nor its DestinationRule changed.
 func (c *cache) serviceClusters(snap *registry.Snapshot, svc *registry.Service) ([]*discovery.Resource, error) {
 	dr := snap.DestinationRule(svc.Hostname)
-	c.mu.Lock()
+	c.mu.RLock()
 	e := c.clusters[svc.Hostname]
-	c.mu.Unlock()
+	c.mu.RUnlock()
 	if e != nil && e.dr == dr && (e.svc == svc || registry.SameExceptEndpoints(e.svc, svc)) {
 		return e.res, nil
 	}
@@ -205,9 +207,19 @@ func (c *cache) loadAssignment(snap *registry.Snapshot, scope *registry.Scope, n
 		return nil, nil
 	}
 	dr := snap.DestinationRule(svc.Hostname)
-	c.mu.Lock()
+	c.mu.RLock()
 	e := c.eds[name]
+	c.mu.RUnlock()
 	if e != nil && e.svc == svc && e.dr == dr {
+		<-e.ready
+		if e.err != nil {
+			return nil, e.err
+		}
+		return e.res[0], nil
+	}
+	c.mu.Lock()
+	if e = c.eds[name]; e != nil && e.svc == svc && e.dr == dr {
+		// Another proxy started this build meanwhile: wait for it.
 		c.mu.Unlock()
 		<-e.ready
 		if e.err != nil {

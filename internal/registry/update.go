@@ -1,0 +1,95 @@
+package registry
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// UpdateEndpoints is the incremental form of Build for the most frequent
+// change in a mesh: endpoints coming and going. store must be s.Configs
+// with the ServiceEntries named in changed replaced (config.Store.With).
+// When every one of them keeps its hosts and everything else its services
+// are made of except the inline endpoints, and none selects workloads, it
+// returns the snapshot Build would return, made by replacing just those
+// services: the rest of the snapshot (other services, workloads, routing
+// configs) is shared with s, and s is not modified. Otherwise it returns
+// false and the caller builds from scratch.
+func (s *Snapshot) UpdateEndpoints(store *config.Store, changed map[model.ConfigKey]struct{}, version uint64) (*Snapshot, bool) {
+	replaced := map[string]*Service{} // by host
+	for k := range changed {
+		if k.Kind != config.KindServiceEntry {
+			return nil, false
+		}
+		oldCfg, newCfg := s.Configs.Get(k), store.Get(k)
+		if oldCfg == nil || newCfg == nil {
+			return nil, false // added or removed: hosts change
+		}
+		oldSE, newSE := oldCfg.ServiceEntry(), newCfg.ServiceEntry()
+		if oldSE.GetWorkloadSelector() != nil || newSE.GetWorkloadSelector() != nil ||
+			!slices.Equal(oldSE.GetHosts(), newSE.GetHosts()) {
+			return nil, false
+		}
+		var (
+			ports     []Port
+			endpoints []*Endpoint
+		)
+		for _, h := range newSE.GetHosts() {
+			h = strings.TrimSuffix(h, ".")
+			prev := s.servicesByHost[h]
+			if prev == nil || s.serviceSources[h] != oldCfg {
+				return nil, false // the host is another entry's (a conflict)
+			}
+			if ports == nil {
+				ports = make([]Port, 0, len(newSE.GetPorts()))
+				for _, p := range newSE.GetPorts() {
+					ports = append(ports, Port{Name: p.Name, Number: p.Number, Protocol: ProtocolFor(p.Protocol, p.Name), TargetPort: p.TargetPort})
+				}
+				endpoints = buildEndpoints(newCfg, newSE, ports, nil)
+			}
+			svc := &Service{
+				Hostname: h, Namespace: newCfg.Namespace, Addresses: newSE.GetAddresses(), Ports: ports,
+				Resolution: newSE.GetResolution(), Location: newSE.GetLocation(),
+				ExportTo: newSE.GetExportTo(), Config: newCfg.Key(), Endpoints: endpoints,
+			}
+			if !SameExceptEndpoints(prev, svc) {
+				return nil, false
+			}
+			replaced[h] = svc
+		}
+	}
+
+	next := &Snapshot{
+		Version:          version,
+		Domain:           s.Domain,
+		Configs:          store,
+		Services:         slices.Clone(s.Services),
+		servicesByHost:   make(map[string]*Service, len(s.servicesByHost)),
+		serviceSources:   make(map[string]*config.Config, len(s.serviceSources)),
+		workloadsByIP:    s.workloadsByIP,
+		virtualServices:  s.virtualServices,
+		destinationRules: s.destinationRules,
+		sidecars:         s.sidecars,
+	}
+	for h, svc := range s.servicesByHost {
+		next.servicesByHost[h] = svc
+	}
+	for h, c := range s.serviceSources {
+		next.serviceSources[h] = c
+	}
+	for h, svc := range replaced {
+		next.servicesByHost[h] = svc
+		next.serviceSources[h] = store.Get(svc.Config)
+		i, found := slices.BinarySearchFunc(next.Services, svc, func(a, b *Service) int {
+			return cmp.Or(cmp.Compare(a.Hostname, b.Hostname), cmp.Compare(a.Namespace, b.Namespace))
+		})
+		if !found {
+			return nil, false // cannot happen: the host is in servicesByHost
+		}
+		next.Services[i] = svc
+	}
+	return next, true
+}

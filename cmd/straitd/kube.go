@@ -16,8 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -146,15 +146,13 @@ func startInjector(ctx context.Context, f flags, cfg *rest.Config, logger *slog.
 // one brings back the shipped defaults.
 func watchInjectorConfigMap(ctx context.Context, cfg *rest.Config, namespace string, inj *inject.Injector, logger *slog.Logger) error {
 	log := logger.With("component", "inject-config", "configmap", namespace+"/"+injectorConfigMapName)
-	kc, err := kubernetes.NewForConfig(cfg)
+	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(kc, 0,
-		informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", injectorConfigMapName).String()
-		}))
+	informer := cache.NewSharedIndexInformer(
+		cache.NewListWatchFromClient(core.RESTClient(), "configmaps", namespace, fields.OneTermEqualSelector("metadata.name", injectorConfigMapName)),
+		&corev1.ConfigMap{}, 0, cache.Indexers{})
 	apply := func(obj any) {
 		cm, ok := obj.(*corev1.ConfigMap)
 		if !ok || cm.Name != injectorConfigMapName {
@@ -168,7 +166,7 @@ func watchInjectorConfigMap(ctx context.Context, cfg *rest.Config, namespace str
 		inj.Update(s)
 		log.Info("injector config applied", "resource_version", cm.ResourceVersion)
 	}
-	_, err = factory.Core().V1().ConfigMaps().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    apply,
 		UpdateFunc: func(_, obj any) { apply(obj) },
 		DeleteFunc: func(any) {
@@ -179,11 +177,7 @@ func watchInjectorConfigMap(ctx context.Context, cfg *rest.Config, namespace str
 	if err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	go func() {
-		<-ctx.Done()
-		factory.Shutdown()
-	}()
+	go informer.Run(ctx.Done())
 	return nil
 }
 
@@ -192,11 +186,11 @@ func watchInjectorConfigMap(ctx context.Context, cfg *rest.Config, namespace str
 // missing configuration is waited for, not created.
 func patchWebhookCABundle(ctx context.Context, cfg *rest.Config, name string, bundle []byte, logger *slog.Logger) error {
 	log := logger.With("component", "webhook-ca", "mutatingwebhookconfiguration", name)
-	kc, err := kubernetes.NewForConfig(cfg)
+	admission, err := admissionregistrationv1client.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	mwcs := kc.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	mwcs := admission.MutatingWebhookConfigurations()
 	sync := func() {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			mwc, err := mwcs.Get(ctx, name, metav1.GetOptions{})
@@ -219,10 +213,9 @@ func patchWebhookCABundle(ctx context.Context, cfg *rest.Config, name string, bu
 			log.Warn("cannot write the webhook CA bundle; will retry", "err", err)
 		}
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(kc, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-		}))
+	informer := cache.NewSharedIndexInformer(
+		cache.NewListWatchFromClient(admission.RESTClient(), "mutatingwebhookconfigurations", "", fields.OneTermEqualSelector("metadata.name", name)),
+		&admissionregistrationv1.MutatingWebhookConfiguration{}, 0, cache.Indexers{})
 	changed := make(chan struct{}, 1)
 	poke := func(any) {
 		select {
@@ -230,15 +223,16 @@ func patchWebhookCABundle(ctx context.Context, cfg *rest.Config, name string, bu
 		default:
 		}
 	}
-	_, err = factory.Admissionregistration().V1().MutatingWebhookConfigurations().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    poke,
 		UpdateFunc: func(_, obj any) { poke(obj) },
 	})
 	if err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	stopped := make(chan struct{})
+	go func() { informer.Run(ctx.Done()); close(stopped) }()
+	defer func() { <-stopped }()
 	// A periodic resync retries failed writes.
 	tick := time.NewTicker(30 * time.Second)
 	defer tick.Stop()

@@ -195,18 +195,9 @@ func (r *Registry) onCRD(ctx context.Context, ev event) *model.PushRequest {
 	}
 	for _, version := range c.served {
 		gvr := schema.GroupVersionResource{Group: c.group, Version: version, Resource: c.plural}
-		var inf cache.SharedIndexInformer
-		if istio {
-			gi, err := r.istioFactory.ForResource(gvr)
-			if err != nil {
-				continue // a version istio.io/client-go does not know
-			}
-			inf = gi.Informer()
-		} else {
-			inf = r.dynFactory.ForResource(gvr).Informer()
-			// Fails only for an informer already running, which has it.
-			_ = inf.SetTransform(stripManagedFields)
-		}
+		inf := r.dynFactory.ForResource(gvr).Informer()
+		// Fails only for an informer already running, which has it.
+		_ = inf.SetTransform(stripManagedFields)
 		reg, err := inf.AddEventHandler(r.queue.handlerFor(key))
 		if err != nil {
 			r.log.Error("cannot watch kind", "kind", key, "error", err)
@@ -215,7 +206,6 @@ func (r *Registry) onCRD(ctx context.Context, ev event) *model.PushRequest {
 		w = &watchedKind{key: key, gvr: gvr, informer: inf, registration: reg, installed: true}
 		r.kinds[key] = w
 		r.handlers[key] = r.onConfig(c.group, c.kind)
-		r.istioFactory.Start(ctx.Done())
 		r.dynFactory.Start(ctx.Done())
 		if r.HasSynced() {
 			r.log.Info("CRD installed; starting its informer", "kind", key, "version", version)

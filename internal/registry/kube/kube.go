@@ -1,6 +1,6 @@
 // Package kube is the Kubernetes registry: it watches Services,
 // EndpointSlices, Pods, Namespaces and Nodes through client-go shared
-// informers, and the Istio CRDs (through istio.io/client-go informers) and,
+// informers, and the Istio CRDs (through dynamic informers) and,
 // when enabled, the Gateway API kinds that are installed in the cluster,
 // and turns them into the same registry.Snapshot the xDS generators read.
 //
@@ -32,15 +32,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	istioclient "istio.io/client-go/pkg/clientset/versioned"
-	istioinformers "istio.io/client-go/pkg/informers/externalversions"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	discoveryv1client "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -126,19 +124,20 @@ type handler func(ctx context.Context, ev event) *model.PushRequest
 // called from any goroutine; everything else is owned by Run's worker.
 type Registry struct {
 	// Set by New, read-only afterwards.
-	opts         Options
-	log          *slog.Logger
-	kube         kubernetes.Interface
-	queue        *queue
-	coreFactory  informers.SharedInformerFactory
-	istioFactory istioinformers.SharedInformerFactory
-	dynFactory   dynamicinformer.DynamicSharedInformerFactory
-	services     cache.SharedIndexInformer
-	slices       cache.SharedIndexInformer
-	pods         cache.SharedIndexInformer
-	crds         cache.SharedIndexInformer
-	coreSynced   []cache.InformerSynced
-	syncedCh     chan struct{} // closed after the first snapshot from the cluster
+	opts  Options
+	log   *slog.Logger
+	core  corev1client.CoreV1Interface
+	queue *queue
+	// coreInformers watch the built-in kinds; dynFactory the CRDs and the
+	// CRD-backed kinds (Istio's included: they are converted from JSON).
+	coreInformers *informerSet
+	dynFactory    dynamicinformer.DynamicSharedInformerFactory
+	services      cache.SharedIndexInformer
+	slices        cache.SharedIndexInformer
+	pods          cache.SharedIndexInformer
+	crds          cache.SharedIndexInformer
+	coreSynced    []cache.InformerSynced
+	syncedCh      chan struct{} // closed after the first snapshot from the cluster
 
 	snap    atomic.Pointer[registry.Snapshot]
 	running atomic.Bool
@@ -182,11 +181,11 @@ func New(opts Options) (*Registry, error) {
 	protoCfg := rest.CopyConfig(cfg)
 	protoCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	protoCfg.ContentType = "application/vnd.kubernetes.protobuf"
-	kc, err := kubernetes.NewForConfig(protoCfg)
+	core, err := corev1client.NewForConfig(protoCfg)
 	if err != nil {
 		return nil, fmt.Errorf("kube registry: %w", err)
 	}
-	ic, err := istioclient.NewForConfig(cfg)
+	disc, err := discoveryv1client.NewForConfig(protoCfg)
 	if err != nil {
 		return nil, fmt.Errorf("kube registry: %w", err)
 	}
@@ -195,23 +194,22 @@ func New(opts Options) (*Registry, error) {
 		return nil, fmt.Errorf("kube registry: %w", err)
 	}
 	r := &Registry{
-		opts:         opts,
-		log:          opts.Logger.With("component", "registry.kube"),
-		kube:         kc,
-		queue:        newQueue(),
-		coreFactory:  informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithTransform(stripManagedFields)),
-		istioFactory: istioinformers.NewSharedInformerFactoryWithOptions(ic, 0, istioinformers.WithTransform(stripManagedFields)),
-		dynFactory:   dynamicinformer.NewDynamicSharedInformerFactory(dc, 0),
-		syncedCh:     make(chan struct{}),
-		kinds:        map[string]*watchedKind{},
-		converted:    map[types.UID]convertedConfig{},
-		derived:      newDerivedCache(),
+		opts:          opts,
+		log:           opts.Logger.With("component", "registry.kube"),
+		core:          core,
+		queue:         newQueue(),
+		coreInformers: &informerSet{},
+		dynFactory:    dynamicinformer.NewDynamicSharedInformerFactory(dc, 0),
+		syncedCh:      make(chan struct{}),
+		kinds:         map[string]*watchedKind{},
+		converted:     map[types.UID]convertedConfig{},
+		derived:       newDerivedCache(),
 	}
-	r.services = r.coreFactory.Core().V1().Services().Informer()
-	r.slices = r.coreFactory.Discovery().V1().EndpointSlices().Informer()
-	r.pods = r.coreFactory.Core().V1().Pods().Informer()
-	namespaces := r.coreFactory.Core().V1().Namespaces().Informer()
-	nodes := r.coreFactory.Core().V1().Nodes().Informer()
+	r.services = r.coreInformers.add(core.RESTClient(), "services", &corev1.Service{})
+	r.slices = r.coreInformers.add(disc.RESTClient(), "endpointslices", &discoveryv1.EndpointSlice{})
+	r.pods = r.coreInformers.add(core.RESTClient(), "pods", &corev1.Pod{})
+	namespaces := r.coreInformers.add(core.RESTClient(), "namespaces", &corev1.Namespace{})
+	nodes := r.coreInformers.add(core.RESTClient(), "nodes", &corev1.Node{})
 	r.crds = r.dynFactory.ForResource(CRDResource).Informer()
 	if err := r.crds.SetTransform(stripCRD); err != nil {
 		return nil, fmt.Errorf("kube registry: %w", err)
@@ -305,7 +303,7 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 	if onChange == nil {
 		onChange = func(*model.PushRequest) {}
 	}
-	r.coreFactory.Start(ctx.Done())
+	r.coreInformers.Start(ctx.Done())
 	r.dynFactory.Start(ctx.Done())
 	defer r.shutdown()
 	start := time.Now()
@@ -449,8 +447,7 @@ func describe(old, new *registry.Snapshot, req *model.PushRequest, changed map[m
 
 // shutdown stops the informers once ctx is done.
 func (r *Registry) shutdown() {
-	r.coreFactory.Shutdown()
-	r.istioFactory.Shutdown()
+	r.coreInformers.Shutdown()
 	r.dynFactory.Shutdown()
 }
 

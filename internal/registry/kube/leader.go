@@ -9,7 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -56,13 +56,13 @@ func RunAsLeader(ctx context.Context, opts LeaderOptions, lead func(ctx context.
 		opts.Logger = slog.Default()
 	}
 	log := opts.Logger.With("component", "leader", "lease", opts.Namespace+"/"+opts.Name, "identity", opts.Identity)
-	client, err := kubernetes.NewForConfig(opts.Config)
+	client, err := coordinationv1client.NewForConfig(opts.Config)
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.Name},
-		Client:     client.CoordinationV1(),
+		Client:     client,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: opts.Identity},
 	}
 	for ctx.Err() == nil {

@@ -4,16 +4,14 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -196,33 +194,30 @@ type convertedConfig struct {
 	err             error
 }
 
-// istioConfig converts an istio.io/client-go object of a kind Strait
-// translates into a validated config, through the same parser and
-// validation as the file registry. A kind Strait does not translate yields
-// (nil, nil).
+// istioConfig converts an object of a kind Strait translates (from a
+// dynamic informer: *unstructured.Unstructured) into a validated config,
+// through the same parser and validation as the file registry, so an
+// unknown or invalid field is reported the same way. A kind Strait does not
+// translate yields (nil, nil).
 func istioConfig(group, kind, version string, obj any) (*config.Config, error) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, err
-	}
-	spec, ok := specOf(obj)
+	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return nil, fmt.Errorf("%s %s/%s: no spec", kind, m.GetNamespace(), m.GetName())
+		return nil, fmt.Errorf("%s: unexpected object %T", kind, obj)
 	}
-	specJSON, err := protojson.Marshal(spec)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s/%s: %w", kind, m.GetNamespace(), m.GetName(), err)
+	spec, ok := u.Object["spec"]
+	if !ok {
+		return nil, fmt.Errorf("%s %s/%s: no spec", kind, u.GetNamespace(), u.GetName())
 	}
 	doc, err := json.Marshal(map[string]any{
 		"apiVersion": group + "/" + version,
 		"kind":       kind,
-		"metadata":   map[string]any{"name": m.GetName(), "namespace": m.GetNamespace(), "labels": m.GetLabels()},
-		"spec":       json.RawMessage(specJSON),
+		"metadata":   map[string]any{"name": u.GetName(), "namespace": u.GetNamespace(), "labels": u.GetLabels()},
+		"spec":       spec,
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s %s/%s: %w", kind, u.GetNamespace(), u.GetName(), err)
 	}
-	res := config.ParseFile(fmt.Sprintf("kubernetes %s %s/%s", kind, m.GetNamespace(), m.GetName()), doc)
+	res := config.ParseFile(fmt.Sprintf("kubernetes %s %s/%s", kind, u.GetNamespace(), u.GetName()), doc)
 	if res.Err != nil {
 		return nil, res.Err
 	}
@@ -230,21 +225,6 @@ func istioConfig(group, kind, version string, obj any) (*config.Config, error) {
 		return nil, nil // a kind the config package does not handle
 	}
 	return res.Configs[0], nil
-}
-
-// specOf returns the address of the Spec field of an istio.io/client-go
-// object (every generated type has one holding an istio.io/api message).
-func specOf(obj any) (proto.Message, bool) {
-	v := reflect.ValueOf(obj)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return nil, false
-	}
-	f := v.Elem().FieldByName("Spec")
-	if !f.IsValid() || !f.CanAddr() {
-		return nil, false
-	}
-	m, ok := f.Addr().Interface().(proto.Message)
-	return m, ok
 }
 
 // uidOf returns an object's UID and resource version.

@@ -1,13 +1,14 @@
 package kube
 
 import (
+	"strings"
 	"testing"
 
 	networking "istio.io/api/networking/v1alpha3"
-	networkingv1 "istio.io/client-go/pkg/apis/networking/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/straitmesh/strait/internal/config"
@@ -185,11 +186,15 @@ func TestWorkloadEntryFor(t *testing.T) {
 }
 
 func TestIstioConfig(t *testing.T) {
-	vs := &networkingv1.VirtualService{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", Labels: map[string]string{"team": "a"}},
-	}
-	vs.Spec.Hosts = []string{"web"}
-	vs.Spec.Http = []*networking.HTTPRoute{{Route: []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "web", Subset: "v1"}}}}}
+	vs := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+		"metadata": map[string]any{"name": "web", "namespace": "demo", "labels": map[string]any{"team": "a"}},
+		"spec": map[string]any{
+			"hosts": []any{"web"},
+			"http":  []any{map[string]any{"route": []any{map[string]any{"destination": map[string]any{"host": "web", "subset": "v1"}}}}},
+		},
+		"status": map[string]any{"observedGeneration": int64(1)},
+	}}
 	c, err := istioConfig("networking.istio.io", "VirtualService", "v1", vs)
 	if err != nil {
 		t.Fatal(err)
@@ -201,10 +206,19 @@ func TestIstioConfig(t *testing.T) {
 		t.Errorf("subset %q", got)
 	}
 
-	// The file registry's validation applies.
+	// The file registry's validation applies: a missing field, and an
+	// unknown one named by its path.
 	bad := vs.DeepCopy()
-	bad.Spec.Hosts = nil
+	delete(bad.Object["spec"].(map[string]any), "hosts")
 	if _, err := istioConfig("networking.istio.io", "VirtualService", "v1", bad); err == nil {
 		t.Errorf("VirtualService without hosts accepted")
+	}
+	typo := vs.DeepCopy()
+	typo.Object["spec"].(map[string]any)["gatways"] = []any{"mesh"}
+	if _, err := istioConfig("networking.istio.io", "VirtualService", "v1", typo); err == nil || !strings.Contains(err.Error(), "gatways") {
+		t.Errorf("unknown field: error %v, want one naming gatways", err)
+	}
+	if _, err := istioConfig("networking.istio.io", "VirtualService", "v1", &unstructured.Unstructured{Object: map[string]any{}}); err == nil {
+		t.Error("object without spec accepted")
 	}
 }

@@ -48,7 +48,7 @@ func (r *Registry) ResolveProxy(p *model.Proxy) error {
 	// The pod may be newer than the cache.
 	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 	defer cancel()
-	pod, err := r.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.PodName, metav1.GetOptions{})
+	pod, err := r.core.Pods(p.Namespace).Get(ctx, p.PodName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("node id %q: no pod %s/%s with IP %s and no WorkloadEntry with that address: %w", p.ID, p.Namespace, p.PodName, p.IP, err)
 	}

@@ -87,16 +87,7 @@ spec:
 `
 
 func TestBuild(t *testing.T) {
-	res := config.ParseFile("mesh.yaml", []byte(mesh))
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	store := config.NewStore()
-	for _, c := range res.Configs {
-		if err := store.Add(c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	store, _ := parseStore(t, mesh)
 	snap, problems := Build(store, BuildOptions{})
 	if len(problems) != 0 {
 		t.Fatal(problems)

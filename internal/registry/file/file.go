@@ -134,7 +134,7 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 		return fmt.Errorf("file registry: watch %s: %w", r.dir, err)
 	}
 	// Catch changes made between New and the watch being set up.
-	r.apply(time.Now(), onChange)
+	r.apply(time.Now(), nil, onChange)
 
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -142,7 +142,18 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 	var (
 		pending bool
 		first   time.Time
+		// paths are the files the events of the burst named; nil after
+		// an event that calls for a rescan of the whole directory.
+		paths     map[string]bool
+		rescanAll bool
 	)
+	start := func() {
+		if !pending {
+			pending, first = true, time.Now()
+			paths, rescanAll = map[string]bool{}, false
+			timer.Reset(coalesceWindow)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -154,9 +165,14 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 			if ev.Op == fsnotify.Chmod {
 				continue
 			}
-			if !pending {
-				pending, first = true, time.Now()
-				timer.Reset(coalesceWindow)
+			start()
+			if isConfigName(filepath.Base(ev.Name)) && filepath.Dir(ev.Name) == filepath.Clean(r.dir) {
+				paths[ev.Name] = true
+			} else {
+				// Anything else (a ConfigMap mount swapping its ..data
+				// symlink, a subdirectory) may change what the listed
+				// files point to: rescan them all.
+				rescanAll = true
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
@@ -164,21 +180,23 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 			}
 			// An overflow means events were lost: rescan everything.
 			r.log.Warn("watch error; rescanning", "error", err)
-			if !pending {
-				pending, first = true, time.Now()
-				timer.Reset(coalesceWindow)
-			}
+			start()
+			rescanAll = true
 		case <-timer.C:
 			pending = false
-			r.apply(first, onChange)
+			if rescanAll {
+				paths = nil
+			}
+			r.apply(first, paths, onChange)
 		}
 	}
 }
 
-// apply rescans and, if a config changed, notifies onChange.
-func (r *Registry) apply(start time.Time, onChange func(*model.PushRequest)) {
+// apply rereads the files named in paths (every file when paths is nil)
+// and, if a config changed, notifies onChange.
+func (r *Registry) apply(start time.Time, paths map[string]bool, onChange func(*model.PushRequest)) {
 	old := r.snap.Load()
-	changed, err := r.reload()
+	changed, err := r.reloadPaths(paths)
 	if err != nil {
 		r.log.Error("rescan failed; keeping the current configs", "error", err)
 		return
@@ -189,15 +207,35 @@ func (r *Registry) apply(start time.Time, onChange func(*model.PushRequest)) {
 	onChange(registry.PushRequestFor(old, r.snap.Load(), changed, start))
 }
 
-// reload rereads the files whose bytes changed, rebuilds the store from the
-// last good content of every file, and publishes a new snapshot when a
-// config changed. It returns the changed keys.
-func (r *Registry) reload() (map[model.ConfigKey]struct{}, error) {
-	paths, err := r.list()
-	if err != nil {
-		return nil, err
-	}
+// reload rereads every file; see reloadPaths.
+func (r *Registry) reload() (map[model.ConfigKey]struct{}, error) { return r.reloadPaths(nil) }
+
+// reloadPaths rereads the files whose bytes changed among those in only
+// (every file of the directory when only is nil; a named file that is gone
+// or no longer a regular file is dropped), rebuilds the store from the last
+// good content of every file, and publishes a new snapshot when a config
+// changed. It returns the changed keys.
+func (r *Registry) reloadPaths(only map[string]bool) (map[model.ConfigKey]struct{}, error) {
+	var paths []string
 	present := map[string]bool{}
+	if only == nil {
+		var err error
+		if paths, err = r.list(); err != nil {
+			return nil, err
+		}
+	} else {
+		for path := range r.files {
+			if !only[path] {
+				present[path] = true // not named by an event: unchanged
+			}
+		}
+		for path := range only {
+			if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() {
+				paths = append(paths, path)
+			}
+		}
+		slices.Sort(paths)
+	}
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -256,9 +294,20 @@ func (r *Registry) reload() (map[model.ConfigKey]struct{}, error) {
 		old = s.Configs
 	}
 	changed := config.Diff(old, store)
-	if len(changed) > 0 || r.snap.Load() == nil {
-		r.publish(store)
+	if len(changed) == 0 && r.snap.Load() != nil {
+		return changed, nil
 	}
+	// Only endpoints of ServiceEntries changed (the common case): derive
+	// the snapshot from the current one instead of rebuilding it.
+	if cur := r.snap.Load(); cur != nil {
+		if snap, ok := cur.UpdateEndpoints(store, changed, r.version+1); ok {
+			r.version++
+			r.snap.Store(snap)
+			r.log.Info("endpoints applied", "version", snap.Version, "configs", len(changed))
+			return changed, nil
+		}
+	}
+	r.publish(store)
 	return changed, nil
 }
 
@@ -272,6 +321,16 @@ func (r *Registry) publish(store *config.Store) {
 	r.log.Info("configs applied", "version", snap.Version, "configs", store.Len(), "services", len(snap.Services))
 }
 
+// isConfigName reports whether a file name is one the registry reads: a
+// *.yaml or *.yml file that is not hidden.
+func isConfigName(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	ext := filepath.Ext(name)
+	return ext == ".yaml" || ext == ".yml"
+}
+
 // list returns the YAML files in the directory, following symlinks
 // (Kubernetes mounts ConfigMaps as symlinks) and skipping hidden files.
 func (r *Registry) list() ([]string, error) {
@@ -282,10 +341,7 @@ func (r *Registry) list() ([]string, error) {
 	var out []string
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			continue
-		}
-		if ext := filepath.Ext(name); ext != ".yaml" && ext != ".yml" {
+		if !isConfigName(name) {
 			continue
 		}
 		path := filepath.Join(r.dir, name)

@@ -171,3 +171,97 @@ func TestInitialInvalidDocumentsSkipped(t *testing.T) {
 		t.Fatalf("want the 2 valid WorkloadEntries, got %d", n)
 	}
 }
+
+// A file whose ServiceEntry changes only its inline endpoints gives an
+// endpoints-only push and a snapshot in which the other services are the
+// same objects.
+func TestEndpointsOnlyChange(t *testing.T) {
+	dir := t.TempDir()
+	entry := func(name, addr string) string {
+		return "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: " + name + ", namespace: demo}\n" +
+			"spec:\n  hosts: [" + name + ".demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: " + addr + "}]\n"
+	}
+	write(t, filepath.Join(dir, "a.yaml"), entry("a", "10.0.0.1"))
+	write(t, filepath.Join(dir, "b.yaml"), entry("b", "10.0.0.2"))
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := r.Snapshot()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pushes := make(chan *model.PushRequest, 16)
+	go func() { _ = r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+
+	// Atomically, as editors and ConfigMap mounts do: a truncated file in
+	// between would be a removal.
+	write(t, filepath.Join(dir, ".b.tmp"), entry("b", "10.0.0.3"))
+	if err := os.Rename(filepath.Join(dir, ".b.tmp"), filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPush(t, pushes)
+	if p.Full || p.Reason[0] != model.EndpointUpdate {
+		t.Fatalf("push = %+v, want endpoints only", p)
+	}
+	if _, ok := p.ServicesUpdated["b.demo.svc.cluster.local"]; !ok || len(p.ServicesUpdated) != 1 {
+		t.Errorf("ServicesUpdated = %v, want b only", p.ServicesUpdated)
+	}
+	after := r.Snapshot()
+	if after.Version <= before.Version {
+		t.Errorf("version %d → %d", before.Version, after.Version)
+	}
+	if after.Service("a.demo.svc.cluster.local") != before.Service("a.demo.svc.cluster.local") {
+		t.Error("the unchanged service a was rebuilt")
+	}
+	if got := after.Service("b.demo.svc.cluster.local").Endpoints[0].Address; got != "10.0.0.3" {
+		t.Errorf("b's endpoint = %s, want 10.0.0.3", got)
+	}
+}
+
+// A ConfigMap volume updates its files by swapping the hidden ..data
+// symlink; the visible files are symlinks through it and get no event of
+// their own. The registry must still see the new content.
+func TestConfigMapSymlinkSwap(t *testing.T) {
+	dir := t.TempDir()
+	entry := func(addr string) string {
+		return "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: demo}\n" +
+			"spec:\n  hosts: [a.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: " + addr + "}]\n"
+	}
+	version := func(name, addr string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, name, "mesh.yaml"), entry(addr))
+	}
+	version("..v1", "10.0.0.1")
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "mesh.yaml"), filepath.Join(dir, "mesh.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Snapshot().Service("a.demo.svc.cluster.local").Endpoints[0].Address; got != "10.0.0.1" {
+		t.Fatalf("initial endpoint %s", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pushes := make(chan *model.PushRequest, 16)
+	go func() { _ = r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+
+	version("..v2", "10.0.0.2")
+	if err := os.Symlink("..v2", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	waitPush(t, pushes)
+	if got := r.Snapshot().Service("a.demo.svc.cluster.local").Endpoints[0].Address; got != "10.0.0.2" {
+		t.Fatalf("after the swap, endpoint %s, want 10.0.0.2", got)
+	}
+}

@@ -233,7 +233,11 @@ func validateNested(m proto.Message) []error {
 
 // TestGenerateWhileReloading runs generators for several proxies while the
 // registry applies file changes; run it with -race.
-func TestGenerateWhileReloading(t *testing.T) {
+// liveDemo copies the demo mesh into a temporary directory and returns a
+// generator over a running file registry of it, the directory, and the
+// registry's push requests.
+func liveDemo(t *testing.T) (*gen.Generator, string, <-chan *model.PushRequest) {
+	t.Helper()
 	dir := t.TempDir()
 	for _, name := range []string{"mesh.yaml", "destinationrule.yaml", "virtualservice.yaml"} {
 		b, err := os.ReadFile(filepath.Join("testdata", "demo", name))
@@ -246,9 +250,14 @@ func TestGenerateWhileReloading(t *testing.T) {
 	}
 	g, r := newGenerator(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	pushes := make(chan *model.PushRequest, 64)
 	go func() { _ = r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+	return g, dir, pushes
+}
+
+func TestGenerateWhileReloading(t *testing.T) {
+	g, dir, pushes := liveDemo(t)
 
 	routing, _ := os.ReadFile(filepath.Join("testdata", "demo", "virtualservice.yaml"))
 	var wg sync.WaitGroup
@@ -350,21 +359,7 @@ func TestVirtualInboundTProxy(t *testing.T) {
 // An endpoints push for named clusters after a new snapshot builds the
 // changed load assignment only, not the scope's listeners and routes.
 func TestEndpointsPushBuildsNoScope(t *testing.T) {
-	dir := t.TempDir()
-	for _, name := range []string{"mesh.yaml", "destinationrule.yaml", "virtualservice.yaml"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "demo", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	g, r := newGenerator(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	pushes := make(chan *model.PushRequest, 64)
-	go func() { _ = r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+	g, dir, pushes := liveDemo(t)
 
 	proxy, _ := model.ParseNodeID(scenarios[0].proxies[0])
 	var edsNames []string

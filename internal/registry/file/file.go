@@ -165,14 +165,19 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 			if ev.Op == fsnotify.Chmod {
 				continue
 			}
-			start()
-			if isConfigName(filepath.Base(ev.Name)) && filepath.Dir(ev.Name) == filepath.Clean(r.dir) {
+			switch base := filepath.Base(ev.Name); {
+			case isConfigName(base):
+				start()
 				paths[ev.Name] = true
-			} else {
-				// Anything else (a ConfigMap mount swapping its ..data
-				// symlink, a subdirectory) may change what the listed
-				// files point to: rescan them all.
+			case strings.HasPrefix(base, ".."):
+				// A ConfigMap volume swapping its ..data symlink changes
+				// what every listed file points to: rescan them all.
+				start()
 				rescanAll = true
+			default:
+				// Other files (an editor's or an atomic writer's hidden
+				// temporary file, notes.txt) are not read; a rename onto
+				// a config file names that file.
 			}
 		case err, ok := <-w.Errors:
 			if !ok {

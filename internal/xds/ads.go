@@ -278,6 +278,11 @@ func (s *Server) pushType(con *Connection, typeURL string, req *model.PushReques
 
 	start := time.Now()
 	label := typeLabel(typeURL)
+	if typeURL == EndpointType && !force && isEndpointsOnly(req) && sentEDS != nil {
+		if done, err := s.pushChangedEndpoints(con, w, names, sentEDS, req, version, start); done || err != nil {
+			return err
+		}
+	}
 	res, err := s.opts.Generator.Generate(con.proxy, typeURL, names, req)
 	if err != nil {
 		s.metrics.generateFailures.WithLabelValues(label).Inc()
@@ -318,6 +323,15 @@ func (s *Server) pushType(con *Connection, typeURL string, req *model.PushReques
 		anys = changed
 	}
 
+	return s.send(con, w, typeURL, anys, req, version, start, h, current, partial)
+}
+
+// send sends anys as the response of one type, then records what the proxy
+// holds (the hash of the whole set, and for EDS the set itself) and awaits
+// the ACK. Only a send error is returned.
+func (s *Server) send(con *Connection, w *WatchedResource, typeURL string, anys []*anypb.Any, req *model.PushRequest,
+	version string, start time.Time, h [32]byte, held []*discovery.Resource, partial bool) error {
+	label := typeLabel(typeURL)
 	resp := &discovery.DiscoveryResponse{
 		VersionInfo: version,
 		TypeUrl:     typeURL,
@@ -338,15 +352,69 @@ func (s *Server) pushType(con *Connection, typeURL string, req *model.PushReques
 
 	con.mu.Lock()
 	w.VersionSent, w.NonceSent, w.LastSent = version, resp.Nonce, now
-	// After a partial response too the proxy holds exactly current: a
+	// After a partial response too the proxy holds exactly held: a
 	// partial one is sent only when every name sent before is still in
 	// the set, and it carries every name whose version changed.
-	w.hash, w.sent, w.sentEDS = h, true, current
+	w.hash, w.sent, w.sentEDS = h, true, held
 	con.awaitAck(resp.Nonce, req)
 	con.mu.Unlock()
 	s.log.Debug("pushed", "connection", con.id, "type", label, "version", version, "resources", len(anys),
 		"partial", partial, "reasons", req.Reason)
 	return nil
+}
+
+// pushChangedEndpoints is pushType's fast path for an endpoints-only EDS
+// push when the generator can name the resources the request may have
+// changed (EndpointsNarrower): it generates only those, instead of every
+// load assignment the proxy watches, and sends the ones whose version
+// differs from what the proxy holds (held, sorted by name). It reports
+// false, having sent nothing, when the whole set must be generated: the
+// generator cannot narrow, fails, or a narrowed name yields no resource
+// (it went away, which only the whole set can say).
+func (s *Server) pushChangedEndpoints(con *Connection, w *WatchedResource, names []string, held []*discovery.Resource,
+	req *model.PushRequest, version string, start time.Time) (bool, error) {
+	n, ok := s.opts.Generator.(EndpointsNarrower)
+	if !ok {
+		return false, nil
+	}
+	subset, ok := n.ChangedEndpoints(con.proxy, names, req)
+	if !ok {
+		return false, nil
+	}
+	subset = normalizeNames(subset)
+	var res []*discovery.Resource
+	if len(subset) > 0 {
+		var err error
+		if res, err = s.opts.Generator.Generate(con.proxy, EndpointType, subset, req); err != nil {
+			return false, nil // the whole-set path reports it
+		}
+	}
+	fresh := byName(res)
+	if len(fresh) != len(subset) {
+		return false, nil
+	}
+	next := slices.Clone(held)
+	var changed []*anypb.Any
+	for _, r := range fresh {
+		i, found := slices.BinarySearchFunc(next, r.GetName(), func(e *discovery.Resource, name string) int {
+			return strings.Compare(e.GetName(), name)
+		})
+		switch {
+		case found && (next[i] == r || resourceVersion(next[i]) == resourceVersion(r)):
+			continue
+		case found:
+			next[i] = r
+		default:
+			next = slices.Insert(next, i, r)
+		}
+		changed = append(changed, r.GetResource())
+	}
+	if len(changed) == 0 {
+		s.log.Debug("push skipped, no resource changed", "connection", con.id, "type", typeLabel(EndpointType))
+		return true, nil
+	}
+	h, _ := hashResources(next)
+	return true, s.send(con, w, EndpointType, changed, req, version, start, h, next, true)
 }
 
 // isEndpointsOnly reports whether req is a server-initiated push of

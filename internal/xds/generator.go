@@ -57,3 +57,15 @@ func (f GeneratorFunc) Generate(proxy *model.Proxy, typeURL string, watched []st
 }
 
 var _ Generator = GeneratorFunc(nil)
+
+// EndpointsNarrower is an optional interface of a Generator. For an
+// endpoints-only push, ChangedEndpoints returns which of the watched EDS
+// resource names req may have changed (for Strait's generator: the
+// clusters of the hosts in req.ServicesUpdated), or false when it cannot
+// tell. The server then generates only those and sends the ones whose
+// version changed, instead of generating every watched resource to find
+// them; it falls back to the whole set whenever that is not enough (a
+// narrowed name that yields nothing, a NACK, a new subscription).
+type EndpointsNarrower interface {
+	ChangedEndpoints(proxy *model.Proxy, watched []string, req *model.PushRequest) ([]string, bool)
+}

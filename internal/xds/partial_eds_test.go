@@ -2,6 +2,7 @@ package xds
 
 import (
 	"slices"
+	"sync"
 	"testing"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -243,5 +244,97 @@ func TestChangedResources(t *testing.T) {
 				t.Errorf("changedResources = %q, whole %v; want %q, whole %v", got, whole, tt.want, tt.wantWhole)
 			}
 		})
+	}
+}
+
+// narrowingGenerator is the fake generator plus EndpointsNarrower: the
+// names it says a request may have changed are the request's
+// ServicesUpdated (the fake's cluster names are its hosts). It records the
+// names it was asked to generate for EDS.
+type narrowingGenerator struct {
+	*fakeGenerator
+	mu        sync.Mutex
+	generated [][]string
+}
+
+func (g *narrowingGenerator) ChangedEndpoints(_ *model.Proxy, watched []string, req *model.PushRequest) ([]string, bool) {
+	if req.Full || len(req.ServicesUpdated) == 0 {
+		return nil, false
+	}
+	var out []string
+	for _, n := range watched {
+		if _, ok := req.ServicesUpdated[n]; ok {
+			out = append(out, n)
+		}
+	}
+	return out, true
+}
+
+func (g *narrowingGenerator) Generate(proxy *model.Proxy, typeURL string, watched []string, req *model.PushRequest) ([]*discovery.Resource, error) {
+	if typeURL == EndpointType {
+		g.mu.Lock()
+		g.generated = append(g.generated, slices.Clone(watched))
+		g.mu.Unlock()
+	}
+	return g.fakeGenerator.Generate(proxy, typeURL, watched, req)
+}
+
+func (g *narrowingGenerator) lastGenerated() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.generated) == 0 {
+		return nil
+	}
+	return g.generated[len(g.generated)-1]
+}
+
+// With a generator that can narrow a request, an endpoints push generates
+// only the named assignments, sends the changed ones, and keeps the whole
+// set bookkept: a later full push that changes nothing is skipped, and an
+// assignment that went away falls back to the whole set.
+func TestSotWNarrowedEDS(t *testing.T) {
+	all := []string{"a", "b", "c"}
+	gen := &narrowingGenerator{fakeGenerator: &fakeGenerator{}}
+	env := newTestEnv(t, func(o *Options) { o.Generator = gen })
+	env.gen = gen.fakeGenerator
+	c := env.connect(t, testNodeID)
+	c.request(EndpointType, all, "", "")
+	first := c.expect(EndpointType)
+	c.ack(first, all)
+
+	narrowed := func(hosts ...string) {
+		req := &model.PushRequest{Reason: []model.TriggerReason{model.EndpointUpdate}, ServicesUpdated: map[string]struct{}{}}
+		for _, h := range hosts {
+			req.ServicesUpdated[h] = struct{}{}
+		}
+		env.server.ConfigUpdate(req)
+	}
+
+	env.gen.bumpEndpoints("b")
+	narrowed("b")
+	r := c.expect(EndpointType)
+	if got := claNames(t, r); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("EDS response = %q, want only b", got)
+	}
+	if got := gen.lastGenerated(); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("generated %q for the endpoints push, want only b", got)
+	}
+	c.ack(r, all)
+
+	// A named service whose assignment did not change: nothing is sent.
+	narrowed("c")
+	c.expectNone(testDebounce + quietInterval)
+
+	// The whole set's hash was kept up to date: a full push with nothing
+	// changed since is skipped.
+	fullPush(env)
+	c.expectNone(testDebounce + quietInterval)
+
+	// A named assignment that is no longer generated: the whole set.
+	env.gen.setUnknownEDS("a")
+	narrowed("a")
+	r = c.expect(EndpointType)
+	if got := claNames(t, r); !slices.Equal(got, []string{"b", "c"}) {
+		t.Fatalf("EDS response after a went away = %q, want the whole set b, c", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/registry"
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
@@ -31,6 +33,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 var _ xds.Generator = (*gen.Generator)(nil)
+var _ xds.EndpointsNarrower = (*gen.Generator)(nil)
 
 var typeURLs = []struct {
 	short, url string
@@ -407,5 +410,34 @@ func TestEndpointsPushBuildsNoScope(t *testing.T) {
 	}
 	if after["eds"] <= before["eds"] {
 		t.Error("no load assignment was rebuilt")
+	}
+}
+
+func TestChangedEndpoints(t *testing.T) {
+	g := gen.New(gen.SourceFunc(func() *registry.Snapshot { return nil }))
+	watched := []string{"outbound|80||a.demo.svc.cluster.local", "outbound|80|v1|a.demo.svc.cluster.local", "outbound|90||b.demo.svc.cluster.local", "inbound|80||"}
+	eds := func(hosts ...string) *model.PushRequest {
+		r := &model.PushRequest{ServicesUpdated: map[string]struct{}{}}
+		for _, h := range hosts {
+			r.ServicesUpdated[h] = struct{}{}
+		}
+		return r
+	}
+	tests := []struct {
+		name   string
+		req    *model.PushRequest
+		want   []string
+		wantOK bool
+	}{
+		{"one host, every subset of it", eds("a.demo.svc.cluster.local"), watched[:2], true},
+		{"a host nobody watches", eds("c.demo.svc.cluster.local"), nil, true},
+		{"a full push cannot be narrowed", &model.PushRequest{Full: true, ServicesUpdated: map[string]struct{}{"a.demo.svc.cluster.local": {}}}, nil, false},
+		{"a request naming no host cannot be narrowed", eds(), nil, false},
+	}
+	for _, tt := range tests {
+		got, ok := g.ChangedEndpoints(nil, watched, tt.req)
+		if ok != tt.wantOK || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: got %q, %v; want %q, %v", tt.name, got, ok, tt.want, tt.wantOK)
+		}
 	}
 }

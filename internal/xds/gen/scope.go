@@ -1,6 +1,8 @@
 package gen
 
 import (
+	"strings"
+
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/registry"
@@ -56,4 +58,24 @@ func (g *Generator) NeedsPush(proxy *model.Proxy, req *model.PushRequest) (*mode
 		}
 	}
 	return nil, false
+}
+
+// ChangedEndpoints implements the xDS server's EndpointsNarrower: the
+// watched outbound clusters whose host is in req.ServicesUpdated. It cannot
+// tell for a full or global request, or one that names no host.
+func (g *Generator) ChangedEndpoints(_ *model.Proxy, watched []string, req *model.PushRequest) ([]string, bool) {
+	if req.Full || len(req.ServicesUpdated) == 0 || len(watched) == 0 {
+		return nil, false
+	}
+	var out []string
+	for _, name := range watched {
+		i := strings.LastIndexByte(name, '|')
+		if i < 0 || !strings.HasPrefix(name, "outbound|") {
+			continue
+		}
+		if _, ok := req.ServicesUpdated[name[i+1:]]; ok {
+			out = append(out, name)
+		}
+	}
+	return out, true
 }

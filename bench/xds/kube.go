@@ -177,13 +177,13 @@ func (m *mesh) endpointSlice(i, generation int) *discoveryv1.EndpointSlice {
 	return es
 }
 
-func (k *kubeMesh) ChangeEndpoints(ctx context.Context, m *mesh, svc int) error {
-	es := m.endpointSlice(svc, 1)
+func (k *kubeMesh) ChangeEndpoints(ctx context.Context, m *mesh, svc, gen int) error {
+	es := m.endpointSlice(svc, gen)
 	_, err := k.client.DiscoveryV1().EndpointSlices(es.Namespace).Update(ctx, es, metav1.UpdateOptions{})
 	return err
 }
 
-func (k *kubeMesh) AddVirtualService(ctx context.Context, m *mesh, svc int) error {
+func (k *kubeMesh) AddVirtualService(ctx context.Context, m *mesh, svc, rep int) error {
 	host := m.svcHost(svc)
 	vs := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
@@ -191,12 +191,22 @@ func (k *kubeMesh) AddVirtualService(ctx context.Context, m *mesh, svc int) erro
 		"spec": map[string]any{
 			"hosts": []any{host},
 			"http": []any{map[string]any{
-				"name": "benchvs", "timeout": "7s",
+				"name": vsMarker(rep), "timeout": "7s",
 				"route": []any{map[string]any{"destination": map[string]any{"host": host}}},
 			}},
 		},
 	}}
-	_, err := k.dyn.Resource(vsGVR).Namespace(m.ns(svc)).Create(ctx, vs, metav1.CreateOptions{})
+	client := k.dyn.Resource(vsGVR).Namespace(m.ns(svc))
+	if rep == 1 {
+		_, err := client.Create(ctx, vs, metav1.CreateOptions{})
+		return err
+	}
+	cur, err := client.Get(ctx, m.svcName(svc), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	vs.SetResourceVersion(cur.GetResourceVersion())
+	_, err = client.Update(ctx, vs, metav1.UpdateOptions{})
 	return err
 }
 
@@ -319,12 +329,12 @@ func (s *straitdKube) Stop() {
 	}
 }
 
-func (s *straitdKube) ChangeEndpoints(ctx context.Context, m *mesh, svc int) error {
-	return s.k.ChangeEndpoints(ctx, m, svc)
+func (s *straitdKube) ChangeEndpoints(ctx context.Context, m *mesh, svc, gen int) error {
+	return s.k.ChangeEndpoints(ctx, m, svc, gen)
 }
 
-func (s *straitdKube) AddVirtualService(ctx context.Context, m *mesh, svc int) error {
-	return s.k.AddVirtualService(ctx, m, svc)
+func (s *straitdKube) AddVirtualService(ctx context.Context, m *mesh, svc, rep int) error {
+	return s.k.AddVirtualService(ctx, m, svc, rep)
 }
 
 func tail(b []byte, n int) string {
@@ -391,12 +401,12 @@ func (s *pilotDiscovery) Stop() {
 	}
 }
 
-func (s *pilotDiscovery) ChangeEndpoints(ctx context.Context, m *mesh, svc int) error {
-	return s.k.ChangeEndpoints(ctx, m, svc)
+func (s *pilotDiscovery) ChangeEndpoints(ctx context.Context, m *mesh, svc, gen int) error {
+	return s.k.ChangeEndpoints(ctx, m, svc, gen)
 }
 
-func (s *pilotDiscovery) AddVirtualService(ctx context.Context, m *mesh, svc int) error {
-	return s.k.AddVirtualService(ctx, m, svc)
+func (s *pilotDiscovery) AddVirtualService(ctx context.Context, m *mesh, svc, rep int) error {
+	return s.k.AddVirtualService(ctx, m, svc, rep)
 }
 
 func ptrTo[T any](v T) *T { return &v }

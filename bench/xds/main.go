@@ -7,6 +7,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -32,11 +33,12 @@ type backend interface {
 	Name() string
 	// Start serves m and returns the xDS address and the process id.
 	Start(ctx context.Context, m *mesh) (xdsAddr string, pid int, err error)
-	// ChangeEndpoints gives service svc's last endpoint a new address
-	// (endpointIP(svc, E-1, 1)).
-	ChangeEndpoints(ctx context.Context, m *mesh, svc int) error
-	// AddVirtualService adds m.virtualServiceYAML(svc).
-	AddVirtualService(ctx context.Context, m *mesh, svc int) error
+	// ChangeEndpoints gives service svc's last endpoint the address of
+	// generation gen (endpointIP(svc, E-1, gen)).
+	ChangeEndpoints(ctx context.Context, m *mesh, svc, gen int) error
+	// AddVirtualService adds m.virtualServiceYAML(svc, rep), or replaces it
+	// for rep > 1.
+	AddVirtualService(ctx context.Context, m *mesh, svc, rep int) error
 	Stop()
 }
 
@@ -56,12 +58,12 @@ func (s *straitd) PprofURL() string { return "http://" + s.monAddr + "/debug/ppr
 
 func (s *straitd) Name() string { return "straitd (file mode)" }
 
-func (s *straitd) ChangeEndpoints(_ context.Context, m *mesh, svc int) error {
-	return m.writeFile(fmt.Sprintf("svc-%d.yaml", svc), m.serviceYAML(svc, 1))
+func (s *straitd) ChangeEndpoints(_ context.Context, m *mesh, svc, gen int) error {
+	return m.writeFile(fmt.Sprintf("svc-%d.yaml", svc), m.serviceYAML(svc, gen))
 }
 
-func (s *straitd) AddVirtualService(_ context.Context, m *mesh, svc int) error {
-	return m.writeFile("vs.yaml", m.virtualServiceYAML(svc))
+func (s *straitd) AddVirtualService(_ context.Context, m *mesh, svc, rep int) error {
+	return m.writeFile("vs.yaml", m.virtualServiceYAML(svc, rep))
 }
 
 func freePort() (string, error) {
@@ -149,6 +151,32 @@ type result struct {
 	cpu        float64
 	wall       time.Duration
 	unexpected int
+	// runs are the repetitions of a change phase; the result itself is
+	// the one with the median p99 (medianRun).
+	runs []result
+}
+
+// medianRun returns the repetition whose p99 is the median of the
+// repetitions' (the lower middle one for an even count), with every
+// repetition in runs.
+func medianRun(reps []result) result {
+	sorted := slices.Clone(reps)
+	slices.SortStableFunc(sorted, func(a, b result) int { return cmp.Compare(pct(a.latencies, .99), pct(b.latencies, .99)) })
+	r := sorted[(len(sorted)-1)/2]
+	r.runs = reps
+	return r
+}
+
+// p99s lists the p99 of every repetition, in run order.
+func (r result) p99s() string {
+	if len(r.runs) < 2 {
+		return ""
+	}
+	var parts []string
+	for _, x := range r.runs {
+		parts = append(parts, pct(x.latencies, .99).Round(time.Millisecond).String())
+	}
+	return strings.Join(parts, " ")
 }
 
 func pct(ds []time.Duration, p float64) time.Duration {
@@ -169,6 +197,7 @@ func main() {
 type options struct {
 	proxies, services, endpoints, namespaces, ramp int
 	scoped, delta                                  bool
+	repeat                                         int
 	timeout, quiet                                 time.Duration
 	pprofDir                                       string
 	trace                                          bool
@@ -196,6 +225,7 @@ func run() error {
 	flag.BoolVar(&o.scoped, "sidecar-scope", true, "give every namespace a Sidecar with egress ./* (proxies see only their namespace)")
 	flag.BoolVar(&o.delta, "delta", false, "simulated proxies use delta xDS instead of state of the world")
 	flag.IntVar(&o.ramp, "ramp", 20, "new connections per second (Istio's pilot-discovery rate-limits new xDS connections, PILOT_MAX_REQUESTS_PER_SECOND; every backend gets the same ramp)")
+	flag.IntVar(&o.repeat, "repeat", 5, "how many times each change is made; the tables show the run with the median p99 and list every run's p99")
 	flag.DurationVar(&o.timeout, "timeout", 120*time.Second, "longest wait for each phase")
 	flag.DurationVar(&o.quiet, "quiet", 2*time.Second, "after convergence, how long to keep watching for pushes to other proxies")
 	flag.StringVar(&o.pprofDir, "pprof", "", "if set, save straitd's heap profile after the initial sync, a CPU profile of each change and (Kubernetes mode) its log here")
@@ -272,6 +302,12 @@ func printReport(o options, r report) {
 			pct(r.latencies, .5).Round(time.Millisecond), pct(r.latencies, .9).Round(time.Millisecond),
 			pct(r.latencies, .99).Round(time.Millisecond), pct(r.latencies, 1).Round(time.Millisecond), r.cpu, r.wall.Round(time.Millisecond))
 	}
+	for _, r := range r.results {
+		if p := r.p99s(); p != "" {
+			fmt.Printf("\n%s: the median of %d runs; p99 of each run: %s", r.phase, len(r.runs), p)
+		}
+	}
+	fmt.Println()
 }
 
 func printSideBySide(rs []report) {
@@ -282,7 +318,7 @@ func printSideBySide(rs []report) {
 	fmt.Printf("\n|---|---|%s\n", strings.Repeat("---|", len(rs)))
 	phases := []string{"initial sync", "endpoints change", "VirtualService change"}
 	for _, ph := range phases {
-		for _, metric := range []string{"p50", "p90", "p99", "max", "pushed (expected) / others", "CPU s"} {
+		for _, metric := range []string{"p50", "p90", "p99", "max", "p99 of each run", "pushed (expected) / others", "CPU s"} {
 			fmt.Printf("| %s | %s |", ph, metric)
 			for _, r := range rs {
 				var x *result
@@ -294,6 +330,8 @@ func printSideBySide(rs []report) {
 				switch {
 				case x == nil:
 					fmt.Print(" — |")
+				case metric == "p99 of each run":
+					fmt.Printf(" %s |", x.p99s())
 				case metric == "pushed (expected) / others":
 					fmt.Printf(" %d (%d) / %d |", x.pushedTo, x.expected, x.unexpected)
 				case metric == "CPU s":
@@ -398,34 +436,46 @@ func drive(ctx context.Context, wg *sync.WaitGroup, be backend, m *mesh, o optio
 	prof.save("memstats-after-sync", "heap?debug=1")
 	prof.save("goroutines-after-sync", "goroutine?debug=1")
 
-	// Endpoints change: service 0 gets a new last endpoint.
-	marker := endpointIP(0, o.endpoints-1, 1)
-	wait := prof.cpu("cpu-endpoints-change", o.quiet)
-	r, err := phase("endpoints change", clients, m.dependents(0), pid, o.timeout, o.quiet, marker, func() error {
-		return be.ChangeEndpoints(ctx, m, 0)
-	})
-	wait()
-	results = append(results, r)
-	if err != nil {
-		return results, err
+	// Endpoints change: service 0's last endpoint moves, back and forth
+	// between two addresses, o.repeat times.
+	var reps []result
+	for rep := 1; rep <= o.repeat; rep++ {
+		gen := 1 + (rep-1)%2
+		wait := prof.cpu(fmt.Sprintf("cpu-endpoints-change-%d", rep), o.quiet)
+		r, err := phase("endpoints change", clients, m.dependents(0), pid, o.timeout, o.quiet, endpointIP(0, o.endpoints-1, gen), func() error {
+			return be.ChangeEndpoints(ctx, m, 0, gen)
+		})
+		wait()
+		reps = append(reps, r)
+		if err != nil {
+			return append(results, medianRun(reps)), err
+		}
 	}
-	// VirtualService change on service 1 (another namespace).
+	results = append(results, medianRun(reps))
+	// VirtualService change on service 1 (another namespace): created,
+	// then replaced with another route name, o.repeat times.
 	svc := min(1, o.services-1)
-	wait = prof.cpu("cpu-virtualservice-change", o.quiet)
-	r, err = phase("VirtualService change", clients, m.dependents(svc), pid, o.timeout, o.quiet, "benchvs", func() error {
-		return be.AddVirtualService(ctx, m, svc)
-	})
-	wait()
+	reps = nil
+	for rep := 1; rep <= o.repeat; rep++ {
+		wait := prof.cpu(fmt.Sprintf("cpu-virtualservice-change-%d", rep), o.quiet)
+		r, err := phase("VirtualService change", clients, m.dependents(svc), pid, o.timeout, o.quiet, vsMarker(rep), func() error {
+			return be.AddVirtualService(ctx, m, svc, rep)
+		})
+		wait()
+		reps = append(reps, r)
+		if err != nil {
+			return append(results, medianRun(reps)), err
+		}
+	}
+	results = append(results, medianRun(reps))
 	prof.save("heap-end", "heap")
 	prof.save("memstats-end", "heap?debug=1")
-	results = append(results, r)
-	if err != nil {
-		return results, err
-	}
 	var errs []error
 	for _, r := range results[1:] {
-		if r.pushedTo != r.expected || r.unexpected != 0 {
-			errs = append(errs, fmt.Errorf("%s: pushed to %d proxies with the change (want %d) and %d others (want 0)", r.phase, r.pushedTo, r.expected, r.unexpected))
+		for i, x := range r.runs {
+			if x.pushedTo != x.expected || x.unexpected != 0 {
+				errs = append(errs, fmt.Errorf("%s, run %d: pushed to %d proxies with the change (want %d) and %d others (want 0)", r.phase, i+1, x.pushedTo, x.expected, x.unexpected))
+			}
 		}
 	}
 	return results, errors.Join(errs...)
@@ -461,6 +511,10 @@ func phase(name string, clients []*client, expected, pid int, timeout, quiet tim
 	time.Sleep(quiet)
 	lat, others := count()
 	slices.Sort(lat)
+	if len(lat) > 0 {
+		fmt.Fprintf(os.Stderr, "bench/xds: %s: first proxy had it at %s, last at %s\n", name,
+			t0.Add(lat[0]).UTC().Format("15:04:05.000000"), t0.Add(lat[len(lat)-1]).UTC().Format("15:04:05.000000"))
+	}
 	r := result{phase: name, latencies: lat, pushedTo: len(lat), expected: expected, unexpected: others, cpu: cpuSeconds(pid) - cpu0, wall: wall}
 	if err != nil {
 		return r, fmt.Errorf("%s: %d of %d proxies converged: %w", name, len(lat), expected, err)

@@ -98,19 +98,23 @@ func (m *mesh) dependents(i int) int {
 	return n
 }
 
-func (m *mesh) virtualServiceYAML(i int) string {
+func (m *mesh) virtualServiceYAML(i, rep int) string {
 	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: %s, namespace: %s}
 spec:
   hosts: [%s]
   http:
-  - name: benchvs
+  - name: %s
     timeout: 7s
     route:
     - destination: {host: %s}
-`, m.svcName(i), m.ns(i), m.svcHost(i), m.svcHost(i))
+`, m.svcName(i), m.ns(i), m.svcHost(i), vsMarker(rep), m.svcHost(i))
 }
+
+// vsMarker is the route name of the VirtualService of repetition rep,
+// which the proxies look for in their routes.
+func vsMarker(rep int) string { return fmt.Sprintf("benchvs-r%03d", rep) }
 
 // nodeMeta is the node metadata a sidecar sends (what pilot-agent puts in
 // Envoy's bootstrap): Istio needs NAMESPACE, CLUSTER_ID, ISTIO_VERSION and

@@ -41,7 +41,10 @@ type debounceOptions struct {
 // option. Full requests are never pushed on the leading edge.
 func debounce(ctx context.Context, ch <-chan *model.PushRequest, opts debounceOptions, push func(req *model.PushRequest, events int, waited time.Duration)) {
 	var (
-		merged      *model.PushRequest
+		// merged holds the requests of the window; Batch adds each in
+		// time linear in its size (Merge would copy the whole window per
+		// event, O(n²) over a burst).
+		merged      model.Batch
 		first, last time.Time
 		events      int
 		timerC      <-chan time.Time
@@ -80,7 +83,7 @@ func debounce(ctx context.Context, ch <-chan *model.PushRequest, opts debounceOp
 			}
 			last = now
 			events++
-			merged = merged.Merge(r)
+			merged.Add(r)
 			// Since Go 1.23 Reset discards a value the timer may already
 			// have sent, so no drain is needed.
 			timer.Reset(deadline().Sub(now))
@@ -90,8 +93,8 @@ func debounce(ctx context.Context, ch <-chan *model.PushRequest, opts debounceOp
 				timer.Reset(d)
 				continue
 			}
-			push(merged, events, time.Since(first))
-			merged, events, timerC = nil, 0, nil
+			push(merged.Request(), events, time.Since(first))
+			merged, events, timerC = model.Batch{}, 0, nil
 		}
 	}
 }

@@ -441,3 +441,28 @@ func TestChangedEndpoints(t *testing.T) {
 		}
 	}
 }
+
+func TestParseOutboundClusterName(t *testing.T) {
+	tests := []struct {
+		name         string
+		port         uint32
+		subset, host string
+		ok           bool
+	}{
+		{"outbound|80||a.demo.svc.cluster.local", 80, "", "a.demo.svc.cluster.local", true},
+		{"outbound|9080|v1|reviews.shop.svc.cluster.local", 9080, "v1", "reviews.shop.svc.cluster.local", true},
+		{"outbound|80||", 0, "", "", false},
+		{"outbound|80|a|b|c", 0, "", "", false},
+		{"outbound|0||a", 0, "", "", false},
+		{"outbound|x||a", 0, "", "", false},
+		{"outbound|80|a", 0, "", "", false},
+		{"inbound|80||", 0, "", "", false},
+		{"outbound", 0, "", "", false},
+	}
+	for _, tt := range tests {
+		port, subset, host, ok := gen.ParseOutboundClusterName(tt.name)
+		if ok != tt.ok || port != tt.port || subset != tt.subset || host != tt.host {
+			t.Errorf("ParseOutboundClusterName(%q) = %d, %q, %q, %v; want %d, %q, %q, %v", tt.name, port, subset, host, ok, tt.port, tt.subset, tt.host, tt.ok)
+		}
+	}
+}

@@ -33,17 +33,23 @@ func InboundClusterName(port uint32) string {
 	return fmt.Sprintf("inbound|%d||", port)
 }
 
-// ParseOutboundClusterName splits "outbound|PORT|SUBSET|HOST".
+// ParseOutboundClusterName splits "outbound|PORT|SUBSET|HOST". It does not
+// allocate: every EDS push parses each cluster name a proxy watches.
 func ParseOutboundClusterName(name string) (port uint32, subset, host string, ok bool) {
-	parts := strings.Split(name, "|")
-	if len(parts) != 4 || parts[0] != "outbound" || parts[3] == "" {
+	rest, ok := strings.CutPrefix(name, "outbound|")
+	if !ok {
 		return 0, "", "", false
 	}
-	n, err := strconv.ParseUint(parts[1], 10, 16)
+	portStr, rest, ok1 := strings.Cut(rest, "|")
+	subset, host, ok2 := strings.Cut(rest, "|")
+	if !ok1 || !ok2 || host == "" || strings.Contains(host, "|") {
+		return 0, "", "", false
+	}
+	n, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil || n == 0 {
 		return 0, "", "", false
 	}
-	return uint32(n), parts[2], parts[3], true
+	return uint32(n), subset, host, true
 }
 
 // RouteName is the RDS name of the outbound HTTP routes of a port.

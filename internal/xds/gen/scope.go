@@ -1,8 +1,6 @@
 package gen
 
 import (
-	"strings"
-
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/registry"
@@ -69,12 +67,10 @@ func (g *Generator) ChangedEndpoints(_ *model.Proxy, watched []string, req *mode
 	}
 	var out []string
 	for _, name := range watched {
-		i := strings.LastIndexByte(name, '|')
-		if i < 0 || !strings.HasPrefix(name, "outbound|") {
-			continue
-		}
-		if _, ok := req.ServicesUpdated[name[i+1:]]; ok {
-			out = append(out, name)
+		if _, _, host, ok := ParseOutboundClusterName(name); ok {
+			if _, changed := req.ServicesUpdated[host]; changed {
+				out = append(out, name)
+			}
 		}
 	}
 	return out, true

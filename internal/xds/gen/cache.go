@@ -207,25 +207,25 @@ func (c *cache) loadAssignment(snap *registry.Snapshot, scope *registry.Scope, n
 		return nil, nil
 	}
 	dr := snap.DestinationRule(svc.Hostname)
-	c.mu.RLock()
-	e := c.eds[name]
-	c.mu.RUnlock()
-	if e != nil && e.svc == svc && e.dr == dr {
+	// built waits for a cached (or in-progress) build of the same inputs.
+	built := func(e *serviceEntry) (*discovery.Resource, error) {
 		<-e.ready
 		if e.err != nil {
 			return nil, e.err
 		}
 		return e.res[0], nil
 	}
+	c.mu.RLock()
+	e := c.eds[name]
+	c.mu.RUnlock()
+	if e != nil && e.svc == svc && e.dr == dr {
+		return built(e)
+	}
 	c.mu.Lock()
 	if e = c.eds[name]; e != nil && e.svc == svc && e.dr == dr {
-		// Another proxy started this build meanwhile: wait for it.
+		// Another proxy started this build meanwhile.
 		c.mu.Unlock()
-		<-e.ready
-		if e.err != nil {
-			return nil, e.err
-		}
-		return e.res[0], nil
+		return built(e)
 	}
 	e = &serviceEntry{svc: svc, dr: dr, ready: make(chan struct{})}
 	c.eds[name] = e

@@ -278,12 +278,12 @@ func (p *proc) stop() {
 
 // straitdKube is straitd in Kubernetes mode against the test API server.
 type straitdKube struct {
-	bin      string
-	logLevel string // straitd's --log-level
-	keepLog  string // if set, straitd's log is copied here when it stops
-	k        *kubeMesh
-	p        *proc
-	monAddr  string
+	bin       string
+	logLevel  string // straitd's --log-level
+	keepLog   string // if set, straitd's log is copied here when it stops
+	*kubeMesh        // ChangeEndpoints and AddVirtualService; set by Start
+	p         *proc
+	monAddr   string
 }
 
 func (s *straitdKube) PprofURL() string { return "http://" + s.monAddr + "/debug/pprof" }
@@ -292,20 +292,17 @@ func (s *straitdKube) Name() string { return "straitd (Kubernetes mode)" }
 
 func (s *straitdKube) Start(ctx context.Context, m *mesh) (string, int, error) {
 	var err error
-	if s.k, err = startKubeMesh(ctx, m); err != nil {
+	if s.kubeMesh, err = startKubeMesh(ctx, m); err != nil {
 		return "", 0, err
 	}
-	xdsAddr, err := freePort()
+	addrs, err := freePorts(2)
 	if err != nil {
 		return "", 0, err
 	}
-	monAddr, err := freePort()
-	if err != nil {
-		return "", 0, err
-	}
+	xdsAddr, monAddr := addrs[0], addrs[1]
 	s.monAddr = monAddr
-	logPath := filepath.Join(s.k.env.Dir, "straitd.log")
-	s.p, err = startProc(s.bin, []string{"--kubeconfig", s.k.env.KubeconfigPath, "--xds-addr", xdsAddr, "--monitoring-addr", monAddr,
+	logPath := filepath.Join(s.env.Dir, "straitd.log")
+	s.p, err = startProc(s.bin, []string{"--kubeconfig", s.env.KubeconfigPath, "--xds-addr", xdsAddr, "--monitoring-addr", monAddr,
 		"--inject-addr", "127.0.0.1:0", "--webhook-config-name", "", "--log-level", s.logLevel}, []string{"GOMAXPROCS=2"}, logPath)
 	if err != nil {
 		return "", 0, fmt.Errorf("start %s: %w (build it with `make build`)", s.bin, err)
@@ -319,22 +316,14 @@ func (s *straitdKube) Start(ctx context.Context, m *mesh) (string, int, error) {
 
 func (s *straitdKube) Stop() {
 	s.p.stop()
-	if s.keepLog != "" && s.k != nil {
-		if b, err := os.ReadFile(filepath.Join(s.k.env.Dir, "straitd.log")); err == nil {
+	if s.keepLog != "" && s.kubeMesh != nil {
+		if b, err := os.ReadFile(filepath.Join(s.env.Dir, "straitd.log")); err == nil {
 			_ = os.WriteFile(s.keepLog, b, 0o644)
 		}
 	}
-	if s.k != nil {
-		s.k.Stop()
+	if s.kubeMesh != nil {
+		s.kubeMesh.Stop()
 	}
-}
-
-func (s *straitdKube) ChangeEndpoints(ctx context.Context, m *mesh, svc, gen int) error {
-	return s.k.ChangeEndpoints(ctx, m, svc, gen)
-}
-
-func (s *straitdKube) AddVirtualService(ctx context.Context, m *mesh, svc, rep int) error {
-	return s.k.AddVirtualService(ctx, m, svc, rep)
 }
 
 func tail(b []byte, n int) string {
@@ -347,9 +336,9 @@ func tail(b []byte, n int) string {
 // pilotDiscovery is Istio's pilot-discovery (hack/pilot-discovery-build.sh)
 // against the test API server.
 type pilotDiscovery struct {
-	bin string
-	k   *kubeMesh
-	p   *proc
+	bin       string
+	*kubeMesh // ChangeEndpoints and AddVirtualService; set by Start
+	p         *proc
 }
 
 func (s *pilotDiscovery) Name() string { return "Istio pilot-discovery" }
@@ -359,22 +348,20 @@ func (s *pilotDiscovery) Start(ctx context.Context, m *mesh) (string, int, error
 		return "", 0, fmt.Errorf("pilot-discovery: %w (build it with hack/pilot-discovery-build.sh, or give -pilot-discovery)", err)
 	}
 	var err error
-	if s.k, err = startKubeMesh(ctx, m); err != nil {
+	if s.kubeMesh, err = startKubeMesh(ctx, m); err != nil {
 		return "", 0, err
 	}
-	addrs := make([]string, 4)
-	for i := range addrs {
-		if addrs[i], err = freePort(); err != nil {
-			return "", 0, err
-		}
+	addrs, err := freePorts(4)
+	if err != nil {
+		return "", 0, err
 	}
 	grpcAddr, httpAddr, httpsAddr, monAddr := addrs[0], addrs[1], addrs[2], addrs[3]
-	meshCfg := filepath.Join(s.k.env.Dir, "mesh.yaml")
+	meshCfg := filepath.Join(s.env.Dir, "mesh.yaml")
 	if err := os.WriteFile(meshCfg, []byte("defaultConfig:\n  discoveryAddress: "+grpcAddr+"\nrootNamespace: istio-system\ntrustDomain: cluster.local\n"), 0o644); err != nil {
 		return "", 0, err
 	}
-	logPath := filepath.Join(s.k.env.Dir, "pilot-discovery.log")
-	s.p, err = startProc(s.bin, []string{"discovery", "--kubeconfig", s.k.env.KubeconfigPath, "-a", "istio-system",
+	logPath := filepath.Join(s.env.Dir, "pilot-discovery.log")
+	s.p, err = startProc(s.bin, []string{"discovery", "--kubeconfig", s.env.KubeconfigPath, "-a", "istio-system",
 		"--meshConfig", meshCfg, "--grpcAddr", grpcAddr, "--httpAddr", httpAddr, "--httpsAddr", httpsAddr,
 		"--monitoringAddr", monAddr, "--secureGRPCAddr", "", "--keepaliveMaxServerConnectionAge", "30m",
 		"--log_output_level", "default:warn"},
@@ -396,17 +383,9 @@ func (s *pilotDiscovery) Start(ctx context.Context, m *mesh) (string, int, error
 
 func (s *pilotDiscovery) Stop() {
 	s.p.stop()
-	if s.k != nil {
-		s.k.Stop()
+	if s.kubeMesh != nil {
+		s.kubeMesh.Stop()
 	}
-}
-
-func (s *pilotDiscovery) ChangeEndpoints(ctx context.Context, m *mesh, svc, gen int) error {
-	return s.k.ChangeEndpoints(ctx, m, svc, gen)
-}
-
-func (s *pilotDiscovery) AddVirtualService(ctx context.Context, m *mesh, svc, rep int) error {
-	return s.k.AddVirtualService(ctx, m, svc, rep)
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -66,24 +66,26 @@ func (s *straitd) AddVirtualService(_ context.Context, m *mesh, svc, rep int) er
 	return m.writeFile("vs.yaml", m.virtualServiceYAML(svc, rep))
 }
 
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// freePorts returns n loopback addresses with distinct free ports.
+func freePorts(n int) ([]string, error) {
+	out := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close() // held until all are picked, so that none repeats
+		out = append(out, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return out, nil
 }
 
 func (s *straitd) Start(ctx context.Context, m *mesh) (string, int, error) {
-	xdsAddr, err := freePort()
+	addrs, err := freePorts(2)
 	if err != nil {
 		return "", 0, err
 	}
-	monAddr, err := freePort()
-	if err != nil {
-		return "", 0, err
-	}
+	xdsAddr, monAddr := addrs[0], addrs[1]
 	s.monAddr = monAddr
 	s.cmd = exec.Command(s.bin, "--config-dir", m.dir, "--xds-addr", xdsAddr, "--monitoring-addr", monAddr, "--log-level", s.logLevel)
 	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
@@ -232,6 +234,9 @@ func run() error {
 	flag.BoolVar(&o.trace, "trace", false, "with -pprof: save Go execution traces of the changes instead of CPU profiles (go tool trace)")
 	logLevel := flag.String("straitd-log-level", "warn", "straitd's --log-level (debug logs every push, with timestamps)")
 	flag.Parse()
+	if o.repeat < 1 {
+		return fmt.Errorf("-repeat %d: want at least 1 (how many times each change is made)", o.repeat)
+	}
 	names := strings.Split(*backendF, ",")
 	if *backendF == "compare" {
 		names = []string{"straitd-kube", "pilot-discovery"}
@@ -436,38 +441,37 @@ func drive(ctx context.Context, wg *sync.WaitGroup, be backend, m *mesh, o optio
 	prof.save("memstats-after-sync", "heap?debug=1")
 	prof.save("goroutines-after-sync", "goroutine?debug=1")
 
+	// repeated makes one change o.repeat times (change and marker get the
+	// repetition, from 1) and appends the median run to results.
+	repeated := func(name string, expected int, profile string, marker func(rep int) string, change func(rep int) error) error {
+		var reps []result
+		defer func() { results = append(results, medianRun(reps)) }()
+		for rep := 1; rep <= o.repeat; rep++ {
+			wait := prof.cpu(fmt.Sprintf("%s-%d", profile, rep), o.quiet)
+			r, err := phase(name, clients, expected, pid, o.timeout, o.quiet, marker(rep), func() error { return change(rep) })
+			wait()
+			reps = append(reps, r)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	// Endpoints change: service 0's last endpoint moves, back and forth
-	// between two addresses, o.repeat times.
-	var reps []result
-	for rep := 1; rep <= o.repeat; rep++ {
-		gen := 1 + (rep-1)%2
-		wait := prof.cpu(fmt.Sprintf("cpu-endpoints-change-%d", rep), o.quiet)
-		r, err := phase("endpoints change", clients, m.dependents(0), pid, o.timeout, o.quiet, endpointIP(0, o.endpoints-1, gen), func() error {
-			return be.ChangeEndpoints(ctx, m, 0, gen)
-		})
-		wait()
-		reps = append(reps, r)
-		if err != nil {
-			return append(results, medianRun(reps)), err
-		}
+	// between two addresses.
+	gen := func(rep int) int { return 1 + (rep-1)%2 }
+	if err := repeated("endpoints change", m.dependents(0), "cpu-endpoints-change",
+		func(rep int) string { return endpointIP(0, o.endpoints-1, gen(rep)) },
+		func(rep int) error { return be.ChangeEndpoints(ctx, m, 0, gen(rep)) }); err != nil {
+		return results, err
 	}
-	results = append(results, medianRun(reps))
 	// VirtualService change on service 1 (another namespace): created,
-	// then replaced with another route name, o.repeat times.
+	// then replaced with another route name.
 	svc := min(1, o.services-1)
-	reps = nil
-	for rep := 1; rep <= o.repeat; rep++ {
-		wait := prof.cpu(fmt.Sprintf("cpu-virtualservice-change-%d", rep), o.quiet)
-		r, err := phase("VirtualService change", clients, m.dependents(svc), pid, o.timeout, o.quiet, vsMarker(rep), func() error {
-			return be.AddVirtualService(ctx, m, svc, rep)
-		})
-		wait()
-		reps = append(reps, r)
-		if err != nil {
-			return append(results, medianRun(reps)), err
-		}
+	if err := repeated("VirtualService change", m.dependents(svc), "cpu-virtualservice-change", vsMarker,
+		func(rep int) error { return be.AddVirtualService(ctx, m, svc, rep) }); err != nil {
+		return results, err
 	}
-	results = append(results, medianRun(reps))
 	prof.save("heap-end", "heap")
 	prof.save("memstats-end", "heap?debug=1")
 	var errs []error

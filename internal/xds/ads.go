@@ -31,14 +31,22 @@ func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryS
 	con := newConnection(peerAddr(ctx), stream)
 	defer close(con.stop)
 	go s.receive(con)
+	return processLoop(s, con, con.reqCh, func(req *discovery.DiscoveryRequest) error { return s.processRequest(con, req) })
+}
 
+// processLoop is a stream's processing loop, for state of the world and
+// delta alike: it handles the requests the receive goroutine passes on
+// reqs and the pushes the push workers hand over, and is the only sender
+// on the stream. It returns when reqs is closed (the receive error) or a
+// request or push fails.
+func processLoop[T any](s *Server, con *Connection, reqs <-chan T, process func(T) error) error {
 	for {
 		select {
-		case req, ok := <-con.reqCh:
+		case req, ok := <-reqs:
 			if !ok {
 				return con.recvErr
 			}
-			if err := s.processRequest(con, req); err != nil {
+			if err := process(req); err != nil {
 				return err
 			}
 		case ev := <-con.pushCh:

@@ -25,24 +25,7 @@ func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoverySe
 		defer close(con.deltaReqCh)
 		receiveLoop(s, con, ctx, stream.Recv, con.deltaReqCh)
 	}()
-
-	for {
-		select {
-		case req, ok := <-con.deltaReqCh:
-			if !ok {
-				return con.recvErr
-			}
-			if err := s.processDeltaRequest(con, req); err != nil {
-				return err
-			}
-		case ev := <-con.pushCh:
-			err := s.pushConnection(con, ev.req)
-			close(ev.done)
-			if err != nil {
-				return err
-			}
-		}
-	}
+	return processLoop(s, con, con.deltaReqCh, func(req *discovery.DeltaDiscoveryRequest) error { return s.processDeltaRequest(con, req) })
 }
 
 // processDeltaRequest applies one DeltaDiscoveryRequest and answers it when

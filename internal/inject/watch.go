@@ -87,11 +87,10 @@ func WatchDir(ctx context.Context, dir string, inj *Injector, mesh *meshv1alpha1
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-w.Events:
+		case _, ok := <-w.Events:
 			if !ok {
 				return nil
 			}
-			_ = ev
 			timer.Reset(quiet)
 		case err, ok := <-w.Errors:
 			if !ok {

@@ -100,10 +100,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 				return
 			}
 			built = true
-			ports = make([]Port, 0, len(se.Ports))
-			for _, p := range se.Ports {
-				ports = append(ports, Port{Name: p.Name, Number: p.Number, Protocol: ProtocolFor(p.Protocol, p.Name), TargetPort: p.TargetPort})
-			}
+			ports = servicePorts(se)
 			if se.WorkloadSelector != nil {
 				selector = se.WorkloadSelector.Labels
 				if selector == nil {
@@ -130,11 +127,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 				continue
 			}
 			build()
-			svc := &Service{
-				Hostname: h, Namespace: c.Namespace, Addresses: se.Addresses, Ports: ports,
-				Resolution: se.Resolution, Location: se.Location, WorkloadSelector: selector,
-				ExportTo: se.ExportTo, Config: c.Key(), Endpoints: endpoints,
-			}
+			svc := newService(c, h, ports, selector, endpoints)
 			s.servicesByHost[h] = svc
 			s.Services = append(s.Services, svc)
 		}
@@ -166,6 +159,25 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 		s.destinationRules[h] = c
 	}
 	return s, problems
+}
+
+// servicePorts are the ports of a ServiceEntry's services.
+func servicePorts(se *networking.ServiceEntry) []Port {
+	ports := make([]Port, 0, len(se.GetPorts()))
+	for _, p := range se.GetPorts() {
+		ports = append(ports, Port{Name: p.Name, Number: p.Number, Protocol: ProtocolFor(p.Protocol, p.Name), TargetPort: p.TargetPort})
+	}
+	return ports
+}
+
+// newService is the service of host h made from ServiceEntry c.
+func newService(c *config.Config, h string, ports []Port, selector map[string]string, endpoints []*Endpoint) *Service {
+	se := c.ServiceEntry()
+	return &Service{
+		Hostname: h, Namespace: c.Namespace, Addresses: se.Addresses, Ports: ports,
+		Resolution: se.Resolution, Location: se.Location, WorkloadSelector: selector,
+		ExportTo: se.ExportTo, Config: c.Key(), Endpoints: endpoints,
+	}
 }
 
 // buildEndpoints returns the endpoints of a ServiceEntry: its inline

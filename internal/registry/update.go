@@ -44,17 +44,10 @@ func (s *Snapshot) UpdateEndpoints(store *config.Store, changed map[model.Config
 				return nil, false // the host is another entry's (a conflict)
 			}
 			if ports == nil {
-				ports = make([]Port, 0, len(newSE.GetPorts()))
-				for _, p := range newSE.GetPorts() {
-					ports = append(ports, Port{Name: p.Name, Number: p.Number, Protocol: ProtocolFor(p.Protocol, p.Name), TargetPort: p.TargetPort})
-				}
+				ports = servicePorts(newSE)
 				endpoints = buildEndpoints(newCfg, newSE, ports, nil)
 			}
-			svc := &Service{
-				Hostname: h, Namespace: newCfg.Namespace, Addresses: newSE.GetAddresses(), Ports: ports,
-				Resolution: newSE.GetResolution(), Location: newSE.GetLocation(),
-				ExportTo: newSE.GetExportTo(), Config: newCfg.Key(), Endpoints: endpoints,
-			}
+			svc := newService(newCfg, h, ports, nil, endpoints)
 			if !SameExceptEndpoints(prev, svc) {
 				return nil, false
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/iptables"
 	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // runIptablesCmd runs the command with runner as the IPv4 iptables (and,
@@ -142,9 +143,7 @@ func TestIptablesRejectsBadFlagsBeforeChangingAnything(t *testing.T) {
 // TestIptablesCommandInNetns runs the command for real, with
 // iptables-restore inside a network namespace, twice.
 func TestIptablesCommandInNetns(t *testing.T) {
-	if _, err := exec.LookPath("iptables-restore"); err != nil {
-		t.Skip("skipping: iptables-restore not installed (make test installs it)")
-	}
+	testreq.Binary(t, "iptables-restore", "iptables")
 	n := testenv.NewTestNetwork(t)
 	pod := n.AddTestPod(t, "agent")
 	runner := iptables.ExecRunner{Command: func(ctx context.Context, name string, args ...string) *exec.Cmd {
@@ -303,9 +302,7 @@ func TestIptablesCleanupOnlyAndValidation(t *testing.T) {
 // mode with validation, twice, then --cleanup-only, in the backend the
 // namespace uses.
 func TestIptablesTProxyCommandInNetns(t *testing.T) {
-	if _, err := exec.LookPath("iptables-restore"); err != nil {
-		t.Skip("skipping: iptables-restore not installed (make test installs it)")
-	}
+	testreq.Binary(t, "iptables-restore", "iptables")
 	n := testenv.NewTestNetwork(t)
 	pod := n.AddTestPod(t, "agent")
 	ctx := context.Background()
@@ -314,7 +311,7 @@ func TestIptablesTProxyCommandInNetns(t *testing.T) {
 	}
 	// The namespace already uses iptables-legacy.
 	if out, err := pod.Run(ctx, testenv.ExecOptions{}, "iptables-legacy", "-t", "nat", "-A", "POSTROUTING", "-o", "eth0", "-j", "RETURN"); err != nil {
-		t.Skipf("skipping: no iptables-legacy: %v %s", err, out)
+		testreq.Missing(t, "no iptables-legacy: %v %s", err, out)
 	}
 	save := func() string {
 		out, err := pod.Run(ctx, testenv.ExecOptions{}, "iptables-legacy-save")

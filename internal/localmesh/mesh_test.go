@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // A mesh that fails half-way through Start removes what it made: no
 // namespace, bridge or process is left behind.
 func TestStartFailureCleansUp(t *testing.T) {
 	if err := testenv.Available(); err != nil {
-		t.Skipf("network namespaces unavailable: %v", err)
+		testreq.Missing(t, "network namespaces unavailable: %v", err)
 	}
 	bin := t.TempDir()
 	// Stand-ins that let Start get as far as the pods; straitd listens on

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // TestCloseOnSignal starts this test binary as a helper that makes a
@@ -20,7 +22,7 @@ func TestCloseOnSignal(t *testing.T) {
 		return
 	}
 	if err := Available(); err != nil {
-		t.Skipf("skipping: %v", err)
+		testreq.Missing(t, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -11,11 +11,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 func TestTwoPodsTalkAndCleanUp(t *testing.T) {
 	if err := Available(); err != nil {
-		t.Skipf("skipping: %v", err)
+		testreq.Missing(t, "%v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -187,7 +189,7 @@ func TestNewTestNetworkCleansUpOnFailure(t *testing.T) {
 		ft.pretendFailure()
 	})
 	if n == nil {
-		t.Skip("network not available")
+		testreq.Missing(t, "network not available")
 	}
 	assertGone(t, n, pods...)
 }
@@ -196,7 +198,7 @@ func TestNewTestNetworkCleansUpOnFailure(t *testing.T) {
 // SkipNow, which runs cleanups like FailNow does but keeps this test green).
 type fakeFail struct{ *testing.T }
 
-func (f *fakeFail) pretendFailure() { f.SkipNow() }
+func (f *fakeFail) pretendFailure() { f.SkipNow() } // testreq:ok, a test of cleanup, not of the environment
 
 func TestCloseOnClosedNetworkAndBadNames(t *testing.T) {
 	n := NewTestNetwork(t)

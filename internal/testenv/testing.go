@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // NewTestNetwork creates a Network for t and closes it when t ends (and on
@@ -12,7 +14,7 @@ import (
 func NewTestNetwork(t testing.TB) *Network {
 	t.Helper()
 	if err := Available(); err != nil {
-		t.Skipf("skipping: needs network namespaces: %v", err)
+		testreq.Missing(t, "needs network namespaces: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -4,13 +4,13 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/straitmesh/strait/internal/testreq"
 	"github.com/straitmesh/strait/internal/transparent"
 )
 
@@ -18,9 +18,7 @@ import (
 // use (TPROXY, a non-local source) is tested with the rules in
 // internal/iptables (TestClientIPReachesApp).
 func TestListenAndDialFrom(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: IP_TRANSPARENT needs CAP_NET_ADMIN")
-	}
+	testreq.Root(t, "IP_TRANSPARENT needs CAP_NET_ADMIN")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l, err := transparent.ListenTransparent(ctx, "tcp4", "127.0.0.1:0")

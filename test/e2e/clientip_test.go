@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/localmesh"
 	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // webConfig is a mesh of a client and one nginx server behind a VIP.
@@ -84,18 +84,12 @@ http {
 // passthrough address), in TPROXY mode from the client pod itself.
 func TestClientAddressSeenByApp(t *testing.T) {
 	if err := testenv.Available(); err != nil {
-		t.Skipf("network namespaces unavailable: %v", err)
+		testreq.Missing(t, "network namespaces unavailable: %v", err)
 	}
 	if binDir == "" {
-		t.Skip("no binaries: run as root or set STRAIT_BIN_DIR")
+		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
 	}
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/nginx"); serr != nil {
-			t.Skip("nginx is not installed (make test installs it)")
-		}
-		nginx = "/usr/sbin/nginx"
-	}
+	nginx := testreq.Binary(t, "nginx", "nginx-light", "/usr/sbin/nginx")
 	for _, mode := range []string{"REDIRECT", "TPROXY"} {
 		t.Run(mode, func(t *testing.T) {
 			cfgDir := t.TempDir()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/localmesh"
 	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 const matchVirtualService = `apiVersion: networking.istio.io/v1
@@ -53,10 +54,10 @@ spec:
 func startDemoMesh(t *testing.T) *localmesh.Mesh {
 	t.Helper()
 	if err := testenv.Available(); err != nil {
-		t.Skipf("network namespaces unavailable: %v", err)
+		testreq.Missing(t, "network namespaces unavailable: %v", err)
 	}
 	if binDir == "" {
-		t.Skip("no binaries: run as root or set STRAIT_BIN_DIR")
+		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

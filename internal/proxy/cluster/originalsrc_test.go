@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // peerServer answers every HTTP request with the client's IP.
@@ -77,9 +77,7 @@ func get(t *testing.T, c *Cluster, ep Endpoint) (string, bool) {
 }
 
 func TestOriginalSourceH1Pool(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: IP_TRANSPARENT needs CAP_NET_ADMIN")
-	}
+	testreq.Root(t, "IP_TRANSPARENT needs CAP_NET_ADMIN")
 	up := peerServer(t)
 	c := origDstCluster(t)
 	ep, err := c.Pick(netip.MustParseAddrPort(up))
@@ -109,9 +107,7 @@ func TestOriginalSourceH1Pool(t *testing.T) {
 }
 
 func TestOriginalSourceNetHTTP(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: IP_TRANSPARENT needs CAP_NET_ADMIN")
-	}
+	testreq.Root(t, "IP_TRANSPARENT needs CAP_NET_ADMIN")
 	up := peerServer(t)
 	c := origDstCluster(t)
 	ep, _ := c.Pick(netip.MustParseAddrPort(up))

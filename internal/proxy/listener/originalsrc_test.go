@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 func typed(t *testing.T, m proto.Message) *listenerv3.ListenerFilter_TypedConfig {
@@ -124,9 +124,7 @@ func TestBuildOriginalSrc(t *testing.T) {
 // (not the cluster's upstream_bind_config source), and the listening socket
 // has IP_TRANSPARENT.
 func TestOriginalSrcTCP(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: IP_TRANSPARENT needs CAP_NET_ADMIN")
-	}
+	testreq.Root(t, "IP_TRANSPARENT needs CAP_NET_ADMIN")
 	up := nameServer(t, "app")
 	cm := cluster.NewManager(slog.Default(), stats.New())
 	c := staticCluster("inbound", up)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/model"
 	testkube "github.com/straitmesh/strait/internal/testenv/kube"
+	"github.com/straitmesh/strait/internal/testreq"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
 )
@@ -66,7 +67,7 @@ func sharedEnv(t *testing.T) *testkube.Env {
 	if shared.err != nil {
 		if errors.Is(shared.err, testkube.ErrUnavailable) {
 			if v := os.Getenv(testkube.EnvRequired); v != "1" && v != "true" {
-				t.Skipf("skipping: no Kubernetes API server for tests: %v", shared.err)
+				testreq.Missing(t, "no Kubernetes API server for tests: %v", shared.err)
 			}
 		}
 		t.Fatalf("testenv/kube: %v", shared.err)

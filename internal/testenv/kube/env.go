@@ -33,6 +33,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // Options configure Start.
@@ -91,7 +93,7 @@ func Start(t testing.TB, opts Options) *Env {
 		if v := os.Getenv(EnvRequired); v == "1" || v == "true" {
 			t.Fatalf("testenv/kube: %v", err)
 		}
-		t.Skipf("skipping: no Kubernetes API server for tests: %v (run `make kube-testenv` to see the build fail or succeed)", err)
+		testreq.Missing(t, "no Kubernetes API server for tests: %v (run `make kube-testenv` to see the build fail or succeed)", err)
 	}
 	ctx, cancel2 := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel2()

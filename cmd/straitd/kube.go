@@ -112,6 +112,7 @@ func startInjector(ctx context.Context, f flags, cfg *rest.Config, logger *slog.
 		Addr:     f.injectAddr,
 		CertFile: f.webhookCert,
 		KeyFile:  f.webhookKey,
+		DNSNames: inject.ServiceDNSNames(f.namespace),
 		Logger:   logger,
 	})
 	if err != nil {

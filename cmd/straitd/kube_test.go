@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +72,9 @@ func TestKubeMode(t *testing.T) {
 	kc := env.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	mustNamespace(ctx, t, kc, "istio-system", nil)
+	// A non-default control-plane namespace: everything below follows it.
+	const cpNamespace = "strait-cp"
+	mustNamespace(ctx, t, kc, cpNamespace, nil)
 
 	dir := t.TempDir()
 	mesh, err := os.ReadFile(filepath.Join("..", "..", "examples", "demo", "mesh.yaml"))
@@ -90,7 +94,7 @@ func TestKubeMode(t *testing.T) {
 	xdsLis, monLis, injLis := listen(), listen(), listen()
 	f := flags{
 		configDir: dir, kubeconfig: env.KubeconfigPath, kubeMode: true, gatewayAPI: true,
-		domain: "cluster.local", namespace: "istio-system",
+		domain: "cluster.local", namespace: cpNamespace,
 		injectLis: injLis, injectConfigDir: t.TempDir(), webhookConfigName: "istio-sidecar-injector",
 	}
 	push := pushSettings{DebounceAfter: 20 * time.Millisecond, DebounceMax: time.Second, EnableEDSDebounce: true, PushThrottle: 10}
@@ -113,6 +117,25 @@ func TestKubeMode(t *testing.T) {
 		}
 	}()
 	waitHTTP(t, "http://"+monLis.Addr().String()+"/healthz/ready", "ok")
+
+	t.Run("webhook certificate names", func(t *testing.T) {
+		conn, err := tls.Dial("tcp", injLis.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		names := conn.ConnectionState().PeerCertificates[0].DNSNames
+		for _, want := range []string{"istiod." + cpNamespace + ".svc", "straitd." + cpNamespace + ".svc"} {
+			if !slices.Contains(names, want) {
+				t.Errorf("webhook certificate names %v lack %q", names, want)
+			}
+		}
+		for _, n := range names {
+			if strings.Contains(n, "istio-system") {
+				t.Errorf("webhook certificate names %v still name istio-system", names)
+			}
+		}
+	})
 
 	t.Run("injection webhook", func(t *testing.T) {
 		// The seed's configuration (SEEDS.md §3.3), pointed at straitd.
@@ -201,7 +224,7 @@ func TestKubeMode(t *testing.T) {
 	t.Run("injector ConfigMap", func(t *testing.T) {
 		// --inject-config-dir is empty: the istio-sidecar-injector ConfigMap
 		// in --namespace configures the injector, and edits apply live.
-		cms := kc.CoreV1().ConfigMaps("istio-system")
+		cms := kc.CoreV1().ConfigMaps(cpNamespace)
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "istio-sidecar-injector"},
 			Data:       map[string]string{"config": "injectedAnnotations:\n  strait.test/from: v1\n"},

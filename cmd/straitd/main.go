@@ -119,7 +119,7 @@ Environment:
 	}
 	cmd.Flags().StringVar(&f.configDir, "config-dir", "", "directory of Istio YAML to serve (required in file mode; optional in Kubernetes mode, served together with the cluster)")
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the Kubernetes API server to serve the mesh from (Kubernetes mode; in a pod the in-cluster config is used when neither --config-dir nor --kubeconfig is given)")
-	cmd.Flags().StringVar(&f.namespace, "namespace", ns, "the control plane's namespace (injector ConfigMap, leader-election Lease)")
+	cmd.Flags().StringVar(&f.namespace, "namespace", ns, "the control plane's namespace: the mesh root namespace (its selector-less Sidecar is the default), the injector ConfigMap, the leader-election Lease, the webhook certificate's names, never injected")
 	cmd.Flags().StringVar(&f.injectAddr, "inject-addr", inject.DefaultWebhookAddr, "HTTPS address of the sidecar injection webhook (/inject); on by default in Kubernetes mode, off in file mode unless given; empty disables")
 	cmd.Flags().StringVar(&f.injectConfigDir, "inject-config-dir", inject.DefaultConfigDir, "directory of the injector's config and values files (watched); without them, the istio-sidecar-injector ConfigMap in --namespace is used in Kubernetes mode")
 	cmd.Flags().StringVar(&f.webhookCert, "webhook-cert", "", "serving certificate (PEM) of the webhook, reloaded on change; empty: a self-signed pair")
@@ -172,7 +172,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	var static *file.Registry
 	if f.configDir != "" {
 		var err error
-		if static, err = file.New(file.Options{Dir: f.configDir, Domain: f.domain, Logger: logger}); err != nil {
+		if static, err = file.New(file.Options{Dir: f.configDir, Domain: f.domain, RootNamespace: f.namespace, Logger: logger}); err != nil {
 			return err
 		}
 	}
@@ -187,7 +187,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		if kubeConfig, err = kube.ConfigFromKubeconfig(f.kubeconfig); err != nil {
 			return err
 		}
-		kreg, err = kube.New(kube.Options{Config: kubeConfig, Domain: f.domain, Static: static, GatewayAPI: f.gatewayAPI, Logger: logger})
+		kreg, err = kube.New(kube.Options{Config: kubeConfig, Domain: f.domain, RootNamespace: f.namespace, Static: static, GatewayAPI: f.gatewayAPI, Logger: logger})
 		if err != nil {
 			return err
 		}

@@ -33,10 +33,22 @@ type ServerOptions struct {
 	// served without a restart. Empty: a self-signed pair is made, and
 	// CABundle returns the CA to put in the MutatingWebhookConfiguration.
 	CertFile, KeyFile string
-	// DNSNames of the self-signed certificate (default the istiod Service
-	// names in istio-system).
+	// DNSNames of the self-signed certificate (default
+	// ServiceDNSNames("istio-system")).
 	DNSNames []string
 	Logger   *slog.Logger
+}
+
+// ServiceDNSNames are the names under which the API server may call a
+// webhook served by the control plane in namespace: its Service, "istiod"
+// as Istio names it (so Istio's MutatingWebhookConfiguration works as is)
+// or "straitd", short, namespaced and with ".svc", plus localhost.
+func ServiceDNSNames(namespace string) []string {
+	var names []string
+	for _, svc := range []string{"istiod", "straitd"} {
+		names = append(names, svc, svc+"."+namespace, svc+"."+namespace+".svc")
+	}
+	return append(names, "localhost")
 }
 
 // Server serves the injection webhook at /inject and /inject/ over HTTPS.
@@ -71,7 +83,7 @@ func NewServer(handler http.Handler, opts ServerOptions) (*Server, error) {
 	default:
 		names := opts.DNSNames
 		if len(names) == 0 {
-			names = []string{"istiod", "istiod.istio-system", "istiod.istio-system.svc", "localhost"}
+			names = ServiceDNSNames("istio-system")
 		}
 		pair, err := SelfSigned(names, time.Now())
 		if err != nil {

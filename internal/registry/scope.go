@@ -9,9 +9,10 @@ import (
 	"github.com/straitmesh/strait/internal/model"
 )
 
-// RootNamespace is the namespace whose selector-less Sidecar is the mesh
-// default, as in Istio.
-const RootNamespace = "istio-system"
+// DefaultRootNamespace is the root namespace when none is configured (the
+// control plane's namespace, as in Istio, where meshConfig.rootNamespace
+// defaults to istiod's namespace).
+const DefaultRootNamespace = "istio-system"
 
 // Scope is what one proxy may reach: the services visible from its
 // namespace (exportTo) and selected by the Sidecar that applies to it
@@ -86,7 +87,7 @@ func (s *Snapshot) SidecarFor(ns string, labels map[string]string) *config.Confi
 			}
 		case c.Namespace == ns && nsDefault == nil:
 			nsDefault = c
-		case c.Namespace == RootNamespace && len(sel) == 0 && rootDefault == nil:
+		case c.Namespace == s.RootNamespace && len(sel) == 0 && rootDefault == nil:
 			rootDefault = c
 		}
 	}

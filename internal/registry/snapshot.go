@@ -23,7 +23,10 @@ type Snapshot struct {
 	// Version is set by the registry; it increases with every change.
 	Version uint64
 	// Domain is the cluster DNS domain, e.g. "cluster.local".
-	Domain  string
+	Domain string
+	// RootNamespace is the namespace whose selector-less Sidecar is the
+	// mesh default (the control plane's namespace).
+	RootNamespace string
 	Configs *config.Store
 	// Services are sorted by hostname, then namespace.
 	Services []*Service
@@ -43,8 +46,10 @@ type Snapshot struct {
 
 // BuildOptions configure Build.
 type BuildOptions struct {
-	Domain  string // default DefaultDomain
-	Version uint64
+	Domain string // default DefaultDomain
+	// RootNamespace defaults to DefaultRootNamespace.
+	RootNamespace string
+	Version       uint64
 	// Previous is the snapshot this one replaces, if any: services that did
 	// not change keep their *Service pointer from it (structural sharing),
 	// which DiffServices and the generators' caches rely on.
@@ -59,12 +64,16 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 	if opts.Domain == "" {
 		opts.Domain = DefaultDomain
 	}
+	if opts.RootNamespace == "" {
+		opts.RootNamespace = DefaultRootNamespace
+	}
 	if store == nil {
 		store = config.NewStore()
 	}
 	s := &Snapshot{
 		Version:          opts.Version,
 		Domain:           opts.Domain,
+		RootNamespace:    opts.RootNamespace,
 		Configs:          store,
 		servicesByHost:   map[string]*Service{},
 		serviceSources:   map[string]*config.Config{},

@@ -58,6 +58,7 @@ func (s *Snapshot) UpdateEndpoints(store *config.Store, changed map[model.Config
 	next := &Snapshot{
 		Version:          version,
 		Domain:           s.Domain,
+		RootNamespace:    s.RootNamespace,
 		Configs:          store,
 		Services:         slices.Clone(s.Services),
 		servicesByHost:   make(map[string]*Service, len(s.servicesByHost)),

@@ -36,6 +36,9 @@ type Options struct {
 	Dir string
 	// Domain is the cluster DNS domain; default "cluster.local".
 	Domain string
+	// RootNamespace is the namespace whose selector-less Sidecar is the
+	// mesh default; default registry.DefaultRootNamespace.
+	RootNamespace string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -46,9 +49,10 @@ type Options struct {
 // state is owned by whoever is loading: New, then the Run goroutine.
 type Registry struct {
 	// Set at creation, read-only.
-	dir    string
-	domain string
-	log    *slog.Logger
+	dir           string
+	domain        string
+	rootNamespace string
+	log           *slog.Logger
 
 	snap    atomic.Pointer[registry.Snapshot]
 	running atomic.Bool
@@ -84,10 +88,11 @@ func New(opts Options) (*Registry, error) {
 		opts.Logger = slog.Default()
 	}
 	r := &Registry{
-		dir:    opts.Dir,
-		domain: opts.Domain,
-		log:    opts.Logger.With("component", "registry.file", "dir", opts.Dir),
-		files:  map[string]*fileState{},
+		dir:           opts.Dir,
+		domain:        opts.Domain,
+		rootNamespace: opts.RootNamespace,
+		log:           opts.Logger.With("component", "registry.file", "dir", opts.Dir),
+		files:         map[string]*fileState{},
 	}
 	if _, err := r.reload(); err != nil {
 		return nil, err
@@ -318,7 +323,7 @@ func (r *Registry) reloadPaths(only map[string]bool) (map[model.ConfigKey]struct
 
 func (r *Registry) publish(store *config.Store) {
 	r.version++
-	snap, problems := registry.Build(store, registry.BuildOptions{Domain: r.domain, Version: r.version, Previous: r.snap.Load()})
+	snap, problems := registry.Build(store, registry.BuildOptions{Domain: r.domain, RootNamespace: r.rootNamespace, Version: r.version, Previous: r.snap.Load()})
 	for _, p := range problems {
 		r.log.Warn("config conflict", "error", p.Error())
 	}

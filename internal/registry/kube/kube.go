@@ -85,6 +85,9 @@ type Options struct {
 	Config *rest.Config
 	// Domain is the cluster DNS domain; default "cluster.local".
 	Domain string
+	// RootNamespace is the namespace whose selector-less Sidecar is the
+	// mesh default; default registry.DefaultRootNamespace.
+	RootNamespace string
 	// Static, if set, is served together with the cluster's objects (the
 	// file registry's ServiceEntries, WorkloadEntries, VirtualServices and
 	// DestinationRules). Pass StaticChanged as its change callback.

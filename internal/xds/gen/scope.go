@@ -3,7 +3,6 @@ package gen
 import (
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/model"
-	"github.com/straitmesh/strait/internal/registry"
 )
 
 // NeedsPush implements the xDS server's PushFilter: it narrows a push
@@ -38,7 +37,7 @@ func (g *Generator) NeedsPush(proxy *model.Proxy, req *model.PushRequest) (*mode
 		case config.KindServiceEntry, config.KindWorkloadEntry, config.KindVirtualService, config.KindDestinationRule:
 			// Covered by ServicesUpdated and AddressesUpdated.
 		case config.KindSidecar:
-			if proxy == nil || k.Namespace == proxy.Namespace || k.Namespace == registry.RootNamespace {
+			if proxy == nil || k.Namespace == proxy.Namespace || k.Namespace == g.snapshot().RootNamespace {
 				return req, true
 			}
 		default:

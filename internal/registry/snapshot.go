@@ -27,7 +27,7 @@ type Snapshot struct {
 	// RootNamespace is the namespace whose selector-less Sidecar is the
 	// mesh default (the control plane's namespace).
 	RootNamespace string
-	Configs *config.Store
+	Configs       *config.Store
 	// Services are sorted by hostname, then namespace.
 	Services []*Service
 

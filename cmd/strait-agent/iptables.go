@@ -262,7 +262,7 @@ func resolvConfServers(readFile func(string) ([]byte, error), path string) ([]st
 }
 
 // logInfo writes an istio-style log line ("TIMESTAMP\tinfo\tMESSAGE"); the
-// multi-line blocks are meant to be read and diffed as the seed shows them,
+// multi-line blocks are meant to be read and diffed as istio-iptables prints them,
 // which a structured handler would escape.
 func logInfo(w io.Writer, now time.Time, msg string) {
 	fmt.Fprintf(w, "%s\tinfo\t%s\n", now.UTC().Format("2006-01-02T15:04:05.000000Z"), msg)

@@ -138,7 +138,7 @@ func TestKubeMode(t *testing.T) {
 	})
 
 	t.Run("injection webhook", func(t *testing.T) {
-		// The seed's configuration (SEEDS.md §3.3), pointed at straitd.
+		// Istio's sidecar-injector MutatingWebhookConfiguration, pointed at straitd.
 		fail, none := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone
 		url := "https://" + injLis.Addr().String() + "/inject"
 		mwc := &admissionregistrationv1.MutatingWebhookConfiguration{

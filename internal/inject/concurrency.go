@@ -10,7 +10,7 @@ import (
 // otherwise.
 const DefaultConcurrency = 2
 
-// EstimateConcurrency is step 4-3: a positive ProxyConfig concurrency wins;
+// EstimateConcurrency is step (3) of injection: a positive ProxyConfig concurrency wins;
 // otherwise the first CPU figure present among the
 // sidecar.istio.io/proxyCPULimit annotation, the sidecar.istio.io/proxyCPU
 // annotation, the proxy's CPU limit and the proxy's CPU request (from the

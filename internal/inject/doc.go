@@ -5,10 +5,11 @@
 // webhook that does all of this for the API server, and the kube-inject
 // transformation that does it for YAML files.
 //
-// The flow for one pod is the seed's serveInject (004, steps 4-1 to 4-5):
+// The flow for one pod follows Istio's injector (pkg/kube/inject/webhook.go,
+// injectPod and its callees), in five steps that the code's comments name:
 //
-//	policy (4-1) → validate annotations (4-2) → estimate concurrency (4-3)
-//	→ render template and merge into the pod (4-4) → post-process (4-5)
+//	(1) policy → (2) validate annotations → (3) estimate concurrency
+//	→ (4) render the template and merge it into the pod → (5) post-process
 //
 // An Injector holds the current Settings (injector config, values, mesh
 // config) behind an atomic pointer, so a watcher can swap them while

@@ -115,9 +115,10 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestSeedNginx is the acceptance check: the seed's nginx.yaml injected
-// with the default values and the seed cluster's mesh config gives the
-// seed's injected pod (000:707-904), field for field, except that the
+// TestSeedNginx is the acceptance check: testdata/seed/nginx.yaml injected
+// with the default values and the mesh config of testdata/seed gives the
+// pod that Istio's injector made of it (testdata/seed/nginx.injected, as
+// read back from a real cluster), field for field, except that the
 // images are ours and the capture step is strait-agent's `iptables`
 // subcommand where Istio's pilot-agent has `istio-iptables`.
 func TestSeedNginx(t *testing.T) {

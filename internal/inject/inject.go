@@ -95,11 +95,11 @@ type Request struct {
 type Result struct {
 	// Pod is the injected pod, nil when the pod is not injected.
 	Pod *corev1.Pod
-	// Skipped says why the pod is not injected (the policy, step 4-1).
+	// Skipped says why the pod is not injected (the policy, injection step 1).
 	Skipped string
 }
 
-// Inject runs steps 4-1 to 4-5 for one pod. A pod the policy skips is a
+// Inject runs the five injection steps (see the package doc) for one pod. A pod the policy skips is a
 // Result with Skipped set and no error; an invalid annotation or a template
 // that fails is an error, and the pod must be refused.
 func (i *Injector) Inject(req Request) (Result, error) {

@@ -11,7 +11,7 @@ import (
 )
 
 // mergeTemplate merges a rendered template into pod as a strategic merge
-// patch (step 4-4): containers, init containers, volumes, env and ports
+// patch (injection step 4): containers, init containers, volumes, env and ports
 // are matched by name, so app containers are left as they are. A
 // container the pod itself already names like a template container
 // (istio-proxy, say) is a customization: its fields win over the

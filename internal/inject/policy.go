@@ -20,7 +20,7 @@ const (
 // provisioner's. The control plane's namespace is added by the Injector.
 var IgnoredNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", "local-path-storage"}
 
-// decision is the outcome of the policy (step 4-1): inject, or why not.
+// decision is the outcome of the policy (injection step 1): inject, or why not.
 type decision struct {
 	inject bool
 	reason string

@@ -29,7 +29,7 @@ type postProcessInput struct {
 	statusPort string
 }
 
-// postProcess is step 4-5: the status annotation, the default-container
+// postProcess is injection step 5: the status annotation, the default-container
 // annotations, the Prometheus annotations and the labels that mark the pod
 // as part of the mesh.
 func postProcess(pod *corev1.Pod, in postProcessInput) {

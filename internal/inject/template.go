@@ -36,7 +36,7 @@ type TemplateData struct {
 	Revision string
 	// ProxyImage is sidecar.istio.io/proxyImage, else the values' image.
 	ProxyImage string
-	// EstimatedConcurrency is the proxy's --concurrency (step 4-3).
+	// EstimatedConcurrency is the proxy's --concurrency (injection step 3).
 	EstimatedConcurrency int
 	// ProxyResources are the proxy's requests and limits: the
 	// sidecar.istio.io/proxy{CPU,Memory}[Limit] annotations when any is

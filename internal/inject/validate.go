@@ -119,7 +119,7 @@ var annotationValidators = map[string]validator{
 }
 
 // ValidateAnnotations checks every known injection annotation of a pod
-// (step 4-2). It returns all problems, each an *AnnotationError, joined.
+// (injection step 2). It returns all problems, each an *AnnotationError, joined.
 func ValidateAnnotations(annotations map[string]string) error {
 	var errs []error
 	for _, name := range sortedKeys(annotations) {

@@ -155,7 +155,7 @@ func (r *Registry) onConfig(group, kind string) handler {
 	}
 }
 
-// onCRD is steps 2-4 of kind discovery for one CRD: keep it if its kind is
+// onCRD is steps (2) to (4) of kind discovery (see the package doc) for one CRD: keep it if its kind is
 // of interest, find the informer for its group and version, register the
 // callbacks and start it. The kind joins the snapshot when its informer has
 // synced (onKindSynced). A deleted CRD's objects leave the snapshot.

@@ -4,7 +4,7 @@
 // when enabled, the Gateway API kinds that are installed in the cluster,
 // and turns them into the same registry.Snapshot the xDS generators read.
 //
-// The flow follows pilot-discovery's ServiceDiscovery (SEEDS §2.3-2.4):
+// The flow follows Istio's Kubernetes controller (pilot/pkg/serviceregistry/kube/controller):
 // informer callbacks only push (event type, object) onto a queue; one
 // worker goroutine drains it and runs the handler registered for the
 // object's kind; handlers say what push the change needs (a Service or
@@ -13,9 +13,9 @@
 // snapshot once per batch and hands the merged PushRequest to onChange
 // (the xDS server's ConfigUpdate).
 //
-// CRD-backed kinds are found through the API (the seed's four steps): list
-// the CRDs, keep the kinds of interest, get the informer for each, register
-// the callbacks. CRDs installed later start their informers without a
+// CRD-backed kinds are found through the API in four steps: (1) list the
+// CRDs, (2) keep the kinds of interest, (3) get the informer for each, (4)
+// register the callbacks. CRDs installed later start their informers without a
 // restart.
 package kube
 
@@ -223,7 +223,7 @@ func New(opts Options) (*Registry, error) {
 	if err := r.slices.AddIndexers(cache.Indexers{sliceSvcIndex: indexSliceService}); err != nil {
 		return nil, err
 	}
-	// Steps 3-4 for the built-in kinds: the informer, and callbacks that
+	// Steps (3) and (4) of kind discovery for the built-in kinds: the informer, and callbacks that
 	// only enqueue.
 	r.handlers = map[string]handler{
 		kindService:       r.onService,
@@ -314,8 +314,8 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 	if !cache.WaitForCacheSync(ctx.Done(), r.coreSynced...) {
 		return nil
 	}
-	// Steps 1-2: the CRDs present now, filtered to the kinds of interest;
-	// steps 3-4 happen in onCRD. Later CRDs arrive as events.
+	// Kind discovery steps (1) and (2): the CRDs present now, filtered to
+	// the kinds of interest; (3) and (4) happen in onCRD. Later CRDs arrive as events.
 	for _, obj := range r.crds.GetStore().List() {
 		r.onCRD(ctx, event{kind: kindCRD, typ: eventAdd, obj: obj})
 	}

@@ -27,7 +27,7 @@ func (t eventType) String() string {
 	return "delete"
 }
 
-// event is one informer callback: the seed's (event type, object) pair
+// event is one informer callback: the (event type, object) pair
 // plus the kind whose handler processes it. For an update old is the
 // previous object.
 type event struct {

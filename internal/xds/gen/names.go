@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Well-known cluster and listener names (DESIGN.md §4).
+// Well-known cluster and listener names (Istio's, which tools and dashboards expect).
 const (
 	PassthroughCluster        = "PassthroughCluster"
 	InboundPassthroughCluster = "InboundPassthroughCluster"

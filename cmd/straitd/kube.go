@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,20 +8,12 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	admissionregistrationv1client "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/straitmesh/strait/internal/inject"
+	injectkube "github.com/straitmesh/strait/internal/inject/kube"
+	"github.com/straitmesh/strait/internal/lifecycle"
 	"github.com/straitmesh/strait/internal/registry/kube"
 )
 
@@ -85,8 +76,8 @@ func resolveMode(f *flags, lookup func(string) (string, bool)) error {
 // startInjector wires the sidecar injection webhook: its settings (from
 // --inject-config-dir, else the istio-sidecar-injector ConfigMap in
 // Kubernetes mode, else the shipped defaults), its HTTPS server, and in
-// Kubernetes mode the CA bundle writer. part starts a goroutine.
-func startInjector(ctx context.Context, f flags, cfg *rest.Config, logger *slog.Logger, part func(string, func() error)) error {
+// Kubernetes mode the CA bundle writer, each a part of parts.
+func startInjector(ctx context.Context, f flags, cfg *rest.Config, logger *slog.Logger, parts *lifecycle.Group) error {
 	log := logger.With("component", "straitd")
 	inj := inject.New(nil, inject.Options{ControlPlaneNamespace: f.namespace, Logger: logger})
 	switch {
@@ -97,13 +88,13 @@ func startInjector(ctx context.Context, f flags, cfg *rest.Config, logger *slog.
 			return fmt.Errorf("--inject-config-dir: %w", err)
 		}
 		inj.Update(s)
-		part("inject config watcher", func() error {
+		parts.Go("inject config watcher", func(ctx context.Context) error {
 			return inject.WatchDir(ctx, f.injectConfigDir, inj, nil, logger)
 		})
 	case cfg != nil:
-		if err := watchInjectorConfigMap(ctx, cfg, f.namespace, inj, logger); err != nil {
-			return err
-		}
+		parts.Go("injector ConfigMap", func(ctx context.Context) error {
+			return injectkube.WatchConfigMap(ctx, cfg, f.namespace, injectorConfigMapName, inj, logger)
+		})
 	default:
 		log.Info("injector uses the shipped template and values", "config_dir", f.injectConfigDir)
 	}
@@ -124,137 +115,19 @@ func startInjector(ctx context.Context, f flags, cfg *rest.Config, logger *slog.
 			return fmt.Errorf("--inject-addr: %w", err)
 		}
 	}
-	part("inject webhook server", func() error { return srv.Serve(ctx, ln) })
+	parts.Go("inject webhook server", func(ctx context.Context) error { return srv.Serve(ctx, ln) })
 
 	if cfg != nil && f.webhookCert == "" && f.webhookConfigName != "" {
 		bundle := srv.CABundle()
-		part("webhook CA bundle", func() error {
+		parts.Go("webhook CA bundle", func(ctx context.Context) error {
 			return kube.RunAsLeader(ctx, kube.LeaderOptions{
 				Config: cfg, Namespace: f.namespace, Name: webhookLeaseName, Logger: logger,
 			}, func(ctx context.Context) {
-				if err := patchWebhookCABundle(ctx, cfg, f.webhookConfigName, bundle, logger); err != nil {
-					log.Error("webhook CA bundle", "err", err)
+				if err := injectkube.KeepCABundle(ctx, cfg, f.webhookConfigName, bundle, logger); err != nil {
+					log.Error("webhook CA bundle", "error", err)
 				}
 			})
 		})
 	}
 	return nil
-}
-
-// watchInjectorConfigMap keeps inj's settings in step with the
-// istio-sidecar-injector ConfigMap in namespace until ctx ends. A ConfigMap
-// that does not parse is logged and the previous settings stay; a deleted
-// one brings back the shipped defaults.
-func watchInjectorConfigMap(ctx context.Context, cfg *rest.Config, namespace string, inj *inject.Injector, logger *slog.Logger) error {
-	log := logger.With("component", "inject-config", "configmap", namespace+"/"+injectorConfigMapName)
-	core, err := corev1client.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	informer := cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(core.RESTClient(), "configmaps", namespace, fields.OneTermEqualSelector("metadata.name", injectorConfigMapName)),
-		&corev1.ConfigMap{}, 0, cache.Indexers{})
-	apply := func(obj any) {
-		cm, ok := obj.(*corev1.ConfigMap)
-		if !ok || cm.Name != injectorConfigMapName {
-			return
-		}
-		s, err := inject.SettingsFromConfigMap(cm.Data, nil)
-		if err != nil {
-			log.Error("injector config not applied; keeping the previous one", "err", err)
-			return
-		}
-		inj.Update(s)
-		log.Info("injector config applied", "resource_version", cm.ResourceVersion)
-	}
-	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    apply,
-		UpdateFunc: func(_, obj any) { apply(obj) },
-		DeleteFunc: func(any) {
-			inj.Update(inject.DefaultSettings())
-			log.Info("injector ConfigMap deleted; using the shipped template and values")
-		},
-	})
-	if err != nil {
-		return err
-	}
-	go informer.Run(ctx.Done())
-	return nil
-}
-
-// patchWebhookCABundle keeps every webhook of the MutatingWebhookConfiguration
-// name trusting bundle, until ctx ends (leadership lost or shutdown). A
-// missing configuration is waited for, not created.
-func patchWebhookCABundle(ctx context.Context, cfg *rest.Config, name string, bundle []byte, logger *slog.Logger) error {
-	log := logger.With("component", "webhook-ca", "mutatingwebhookconfiguration", name)
-	admission, err := admissionregistrationv1client.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	mwcs := admission.MutatingWebhookConfigurations()
-	sync := func() {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			mwc, err := mwcs.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if !needsBundle(mwc, bundle) {
-				return nil
-			}
-			for i := range mwc.Webhooks {
-				mwc.Webhooks[i].ClientConfig.CABundle = bundle
-			}
-			_, err = mwcs.Update(ctx, mwc, metav1.UpdateOptions{})
-			if err == nil {
-				log.Info("wrote the webhook CA bundle", "webhooks", len(mwc.Webhooks))
-			}
-			return err
-		})
-		if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
-			log.Warn("cannot write the webhook CA bundle; will retry", "err", err)
-		}
-	}
-	informer := cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(admission.RESTClient(), "mutatingwebhookconfigurations", "", fields.OneTermEqualSelector("metadata.name", name)),
-		&admissionregistrationv1.MutatingWebhookConfiguration{}, 0, cache.Indexers{})
-	changed := make(chan struct{}, 1)
-	poke := func(any) {
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    poke,
-		UpdateFunc: func(_, obj any) { poke(obj) },
-	})
-	if err != nil {
-		return err
-	}
-	stopped := make(chan struct{})
-	go func() { informer.Run(ctx.Done()); close(stopped) }()
-	defer func() { <-stopped }()
-	// A periodic resync retries failed writes.
-	tick := time.NewTicker(30 * time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-changed:
-			sync()
-		case <-tick.C:
-			sync()
-		}
-	}
-}
-
-// needsBundle reports whether a webhook of mwc does not trust bundle yet.
-func needsBundle(mwc *admissionregistrationv1.MutatingWebhookConfiguration, bundle []byte) bool {
-	for _, w := range mwc.Webhooks {
-		if !bytes.Equal(w.ClientConfig.CABundle, bundle) {
-			return true
-		}
-	}
-	return false
 }

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/straitmesh/strait/internal/inject"
+	"github.com/straitmesh/strait/internal/lifecycle"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/registry/kube"
@@ -234,38 +234,24 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	})
 	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var wg sync.WaitGroup
-	// part runs fn on its own goroutine; the first failure stops everything.
-	part := func(name string, fn func() error) {
-		wg.Go(func() {
-			if err := fn(); err != nil {
-				cancel(fmt.Errorf("%s: %w", name, err))
-			}
-		})
-	}
-	part("xds push pipeline", func() error {
-		if err := server.Run(ctx); !errors.Is(err, context.Canceled) {
-			return err
-		}
-		return nil
-	})
+	parts, ctx := lifecycle.New(ctx)
+	defer parts.Stop()
+	parts.Go("xds push pipeline", server.Run)
 	if kreg != nil {
-		part("kube registry", func() error { return kreg.Run(ctx, server.ConfigUpdate) })
+		parts.Go("kube registry", func(ctx context.Context) error { return kreg.Run(ctx, server.ConfigUpdate) })
 		if static != nil {
-			part("file registry", func() error { return static.Run(ctx, kreg.StaticChanged) })
+			parts.Go("file registry", func(ctx context.Context) error { return static.Run(ctx, kreg.StaticChanged) })
 		}
 	} else {
-		part("file registry", func() error { return static.Run(ctx, server.ConfigUpdate) })
+		parts.Go("file registry", func(ctx context.Context) error { return static.Run(ctx, server.ConfigUpdate) })
 	}
 	if f.injectAddr != "" || f.injectLis != nil {
-		if err := startInjector(ctx, f, kubeConfig, logger, part); err != nil {
-			cancel(fmt.Errorf("sidecar injection webhook: %w", err))
+		if err := startInjector(ctx, f, kubeConfig, logger, parts); err != nil {
+			parts.Fail("sidecar injection webhook", err)
 		}
 	}
-	part("xds server", func() error { return grpcServer.Serve(xdsLis) })
-	part("monitoring server", func() error {
+	parts.Go("xds server", func(context.Context) error { return grpcServer.Serve(xdsLis) })
+	parts.Go("monitoring server", func(context.Context) error {
 		if err := httpServer.Serve(monLis); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
@@ -287,8 +273,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	if err := httpServer.Shutdown(shutdownCtx); err != nil {
 		log.Warn("monitoring server shutdown", "error", err)
 	}
-	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	if err := parts.Wait(); err != nil {
 		return err
 	}
 	log.Info("stopped")

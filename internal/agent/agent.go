@@ -21,6 +21,7 @@ import (
 	"github.com/straitmesh/strait/internal/agent/status"
 	"github.com/straitmesh/strait/internal/agent/supervisor"
 	"github.com/straitmesh/strait/internal/agent/xdsproxy"
+	"github.com/straitmesh/strait/internal/lifecycle"
 )
 
 // Options are the agent's knobs that do not come from the pod's config.
@@ -74,12 +75,23 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	defer xds.Stop()
 	xdsLis, err := xdsproxy.ListenUnix(cfg.XDSSocketPath)
 	if err != nil {
+		xds.Stop()
 		return err
 	}
-	go xds.Serve(xdsLis)
+	// The servers (xDS relay, status ports) outlive ctx: the proxy uses
+	// them while it drains. They stop after it; one that fails stops the
+	// proxy, and the agent returns its error.
+	serving, servingCtx := lifecycle.New(context.Background())
+	defer func() {
+		serving.Stop()
+		_ = serving.Wait() // an early return has its own error
+	}()
+	serving.Go("xds proxy", func(ctx context.Context) error {
+		defer context.AfterFunc(ctx, xds.Stop)()
+		return xds.Serve(xdsLis)
+	})
 
 	// st is set below, before sup.Run, the only caller of OnDrain.
 	var st *status.Server
@@ -122,20 +134,28 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			return fmt.Errorf("status server: %w", err)
 		}
 		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("status server", "addr", addr, "err", err)
+		serving.Go("status server "+addr, func(ctx context.Context) error {
+			defer context.AfterFunc(ctx, func() {
+				sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				_ = srv.Shutdown(sctx)
+			})()
+			if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+				return err
 			}
-		}()
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			srv.Shutdown(sctx)
-		}()
+			return nil
+		})
 		log.Info("serving status", "addr", lis.Addr().String())
 	}
 
-	if err := sup.Run(ctx); err != nil {
+	supCtx, stopProxy := context.WithCancel(ctx)
+	defer stopProxy()
+	context.AfterFunc(servingCtx, stopProxy)
+	if err := sup.Run(supCtx); err != nil {
+		return err
+	}
+	serving.Stop()
+	if err := serving.Wait(); err != nil {
 		return err
 	}
 	log.Info("agent stopped")

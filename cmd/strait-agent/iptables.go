@@ -186,9 +186,6 @@ func lookup(getenv func(string) string, name string) (string, bool) {
 }
 
 func runIptables(ctx context.Context, stdout, stderr io.Writer, deps iptablesDeps, cfg iptables.Config, fl iptablesFlags) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	if cfg.RedirectDNS && !cfg.CaptureAllDNS && !fl.cleanupOnly {
 		servers, err := resolvConfServers(deps.readFile, "/etc/resolv.conf")
 		if err != nil {

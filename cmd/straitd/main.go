@@ -268,7 +268,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	// ADS streams never end on their own, so a graceful gRPC stop would only
 	// wait out its timeout; proxies reconnect to the next straitd anyway.
 	grpcServer.Stop()
-	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 5*time.Second)
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancelShutdown()
 	if err := httpServer.Shutdown(shutdownCtx); err != nil {
 		log.Warn("monitoring server shutdown", "error", err)

@@ -90,7 +90,7 @@ func TestServe(t *testing.T) {
 	defer cancel()
 	served := make(chan error, 1)
 	push := pushSettings{DebounceAfter: 20 * time.Millisecond, DebounceMax: time.Second, EnableEDSDebounce: true, PushThrottle: 10}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	go func() {
 		served <- serve(ctx, flags{configDir: dir, domain: "cluster.local"}, push, logger, xdsLis, monLis)
 	}()

@@ -83,7 +83,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	// The servers (xDS relay, status ports) outlive ctx: the proxy uses
 	// them while it drains. They stop after it; one that fails stops the
 	// proxy, and the agent returns its error.
-	serving, servingCtx := lifecycle.New(context.Background())
+	serving, servingCtx := lifecycle.New(context.WithoutCancel(ctx))
 	defer func() {
 		serving.Stop()
 		_ = serving.Wait() // an early return has its own error
@@ -136,7 +136,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
 		serving.Go("status server "+addr, func(ctx context.Context) error {
 			defer context.AfterFunc(ctx, func() {
-				sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 				defer cancel()
 				_ = srv.Shutdown(sctx)
 			})()

@@ -239,7 +239,7 @@ func TestAgent(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, cfg, Options{
-			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Logger:           slog.New(slog.DiscardHandler),
 			StatusHost:       "127.0.0.1",
 			XDSBackoffBase:   10 * time.Millisecond,
 			TerminateTimeout: timeout,

@@ -37,7 +37,7 @@ func FieldErrors(err error) []*FieldError {
 			return
 		}
 		var fe *FieldError
-		if errors.As(e, &fe) && e == error(fe) {
+		if errors.As(e, &fe) && e == error(fe) { //nolint:errorlint // is e itself the FieldError (not one it wraps)?
 			out = append(out, fe)
 			return
 		}

@@ -63,7 +63,7 @@ func TestOnlyTheFirstFailureIsReported(t *testing.T) {
 		t.Fatalf("Wait = %v, want the first failure", err)
 	}
 	g.Fail("late", errors.New("after wait"))
-	if err2 := g.Wait(); err2 != err {
+	if err2 := g.Wait(); !errors.Is(err2, err) || err2.Error() != err.Error() {
 		t.Fatalf("a failure after Wait replaced the result: %v", err2)
 	}
 }

@@ -93,7 +93,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
+	defer func() { //nolint:contextcheck // teardown must run after ctx is cancelled (Ctrl-C)
 		step("Tearing down (processes, namespaces, bridge)")
 		if cerr := m.Close(); cerr != nil && err == nil {
 			err = cerr

@@ -107,7 +107,7 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 	}
 	mesh := &Mesh{opts: opts, log: log, pods: map[string]*Pod{}}
 	m = mesh
-	defer func() {
+	defer func() { //nolint:contextcheck // cleanup must run even when ctx was cancelled
 		// On failure the named result is already nil: close what was made
 		// through the local.
 		if err != nil {

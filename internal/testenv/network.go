@@ -126,7 +126,7 @@ func tryNetwork(ctx context.Context, prefix string) (*Network, error) {
 	if _, err := ipCmd(ctx, "link", "add", n.Bridge, "type", "bridge"); err != nil {
 		return nil, err // most likely the name exists: retry with a new id
 	}
-	fail := func(err error) (*Network, error) {
+	fail := func(err error) (*Network, error) { //nolint:contextcheck // cleanup must run even when ctx ran out
 		_ = n.Close()
 		return nil, err
 	}

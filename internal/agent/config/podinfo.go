@@ -27,7 +27,7 @@ func ParseDownwardAPIFile(source string, data []byte) (map[string]string, error)
 		}
 		uq, err := strconv.Unquote(v)
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: value of %q is not a quoted string: %v", source, n, k, err)
+			return nil, fmt.Errorf("%s:%d: value of %q is not a quoted string: %w", source, n, k, err)
 		}
 		out[k] = uq
 	}

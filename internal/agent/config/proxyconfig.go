@@ -119,7 +119,7 @@ func ParseMeshConfigDefaultConfig(source string, data []byte) (*meshv1alpha1.Pro
 func validateProxyConfigFields(pc *meshv1alpha1.ProxyConfig) error {
 	if a := pc.GetDiscoveryAddress(); a != "" {
 		if err := checkHostPort(a); err != nil {
-			return fmt.Errorf("discoveryAddress: %q %v (e.g. \"straitd.istio-system.svc:15010\")", a, err)
+			return fmt.Errorf("discoveryAddress: %q %w (e.g. \"straitd.istio-system.svc:15010\")", a, err)
 		}
 	}
 	for _, p := range []struct {

@@ -67,7 +67,7 @@ func (s *Server) Ready(ctx context.Context) error {
 	}
 	body, code, err := s.getAdmin(ctx, "/ready")
 	if err != nil {
-		return fmt.Errorf("proxy admin not reachable: %v%s", err, s.xdsState())
+		return fmt.Errorf("proxy admin not reachable: %w%s", err, s.xdsState())
 	}
 	if code != http.StatusOK {
 		return fmt.Errorf("proxy not ready: admin /ready returned %d %q%s", code, strings.TrimSpace(string(body)), s.xdsState())

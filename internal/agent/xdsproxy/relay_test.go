@@ -3,7 +3,6 @@ package xdsproxy
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -103,7 +102,7 @@ func startRelay(t *testing.T, upstream string) (*Proxy, discoveryv3.AggregatedDi
 		UpstreamAddress: upstream,
 		BackoffBase:     20 * time.Millisecond,
 		BackoffMax:      200 * time.Millisecond,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:          slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

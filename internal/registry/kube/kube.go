@@ -463,7 +463,7 @@ func (r *Registry) logUnavailable() {
 		}
 	}
 	if len(missing) > 0 {
-		r.log.Warn("Istio kinds unavailable: their CRDs are not installed; they are picked up when installed", "kinds", missing)
+		r.log.Warn("no CRDs for these Istio kinds yet; they are picked up when installed", "kinds", missing)
 	}
 	if r.opts.GatewayAPI {
 		n := 0
@@ -473,7 +473,7 @@ func (r *Registry) logUnavailable() {
 			}
 		}
 		if n == 0 {
-			r.log.Warn("Gateway API kinds unavailable: their CRDs are not installed", "group", GatewayAPIGroup)
+			r.log.Warn("no CRDs for the Gateway API kinds; they are not watched", "group", GatewayAPIGroup)
 		}
 	}
 }

@@ -52,7 +52,7 @@ func GatewayAPICRDs() ([]*unstructured.Unstructured, error) {
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "config", "crd", "standard", "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no CRDs in %s/config/crd/standard (%v)", dir, err)
+		return nil, fmt.Errorf("no CRDs in %s/config/crd/standard (%w)", dir, err)
 	}
 	sort.Strings(files)
 	return readCRDFiles(files...)
@@ -77,7 +77,7 @@ func moduleDir(path, version string) (string, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("locate module %s: %v: %s", key, err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("locate module %s: %w: %s", key, err, strings.TrimSpace(stderr.String()))
 	}
 	dir := strings.TrimSpace(string(out))
 	if version != "" {

@@ -365,7 +365,7 @@ func waitHTTP(ctx context.Context, p *process, client *http.Client, url, token s
 	var last string
 	for {
 		if p.exited() {
-			return fmt.Errorf("%s exited (%v) before it was ready; log %s:\n%s", p.name, p.exitError(), p.logPath, p.logTail(20))
+			return fmt.Errorf("%s exited (%w) before it was ready; log %s:\n%s", p.name, p.exitError(), p.logPath, p.logTail(20))
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {

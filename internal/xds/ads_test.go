@@ -29,7 +29,9 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/straitmesh/strait/internal/debugapi"
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 const (
@@ -118,21 +120,21 @@ func (g *fakeGenerator) Generate(proxy *model.Proxy, typeURL string, watched []s
 	}
 	var msgs []proto.Message
 	switch typeURL {
-	case ClusterType:
+	case xdsapi.ClusterType:
 		for _, n := range clusters {
 			msgs = append(msgs, &cluster.Cluster{Name: n, AltStatName: v})
 		}
-	case ListenerType:
+	case xdsapi.ListenerType:
 		for _, n := range listeners {
 			msgs = append(msgs, &listener.Listener{Name: n, StatPrefix: v})
 		}
-	case EndpointType:
+	case xdsapi.EndpointType:
 		for _, n := range watched {
 			if zone, ok := zones[n]; ok {
 				msgs = append(msgs, &endpoint.ClusterLoadAssignment{ClusterName: n, Endpoints: []*endpoint.LocalityLbEndpoints{{Locality: &core.Locality{Zone: zone}}}})
 			}
 		}
-	case RouteType:
+	case xdsapi.RouteType:
 		for _, n := range watched {
 			msgs = append(msgs, &route.RouteConfiguration{Name: n, VirtualHosts: []*route.VirtualHost{{Name: v, Domains: []string{"*"}}}})
 		}
@@ -336,7 +338,7 @@ func (c *adsClient) subscribeAll() map[string]*discovery.DiscoveryResponse {
 	for _, sub := range []struct {
 		typeURL string
 		names   []string
-	}{{ClusterType, nil}, {EndpointType, []string{"c1"}}, {ListenerType, nil}, {RouteType, []string{"80"}}} {
+	}{{xdsapi.ClusterType, nil}, {xdsapi.EndpointType, []string{"c1"}}, {xdsapi.ListenerType, nil}, {xdsapi.RouteType, []string{"80"}}} {
 		c.request(sub.typeURL, sub.names, "", "")
 		r := c.expect(sub.typeURL)
 		c.ack(r, sub.names)
@@ -356,7 +358,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func (env *testEnv) watched(t *testing.T, typeURL string) WatchedStatus {
+func (env *testEnv) watched(t *testing.T, typeURL string) debugapi.WatchedStatus {
 	t.Helper()
 	cons := env.server.Connections()
 	if len(cons) != 1 {
@@ -368,7 +370,7 @@ func (env *testEnv) watched(t *testing.T, typeURL string) WatchedStatus {
 		}
 	}
 	t.Fatalf("connection does not watch %s", typeLabel(typeURL))
-	return WatchedStatus{}
+	return debugapi.WatchedStatus{}
 }
 
 // metricValue returns the value of a counter or gauge in reg, 0 if absent.
@@ -402,8 +404,8 @@ func TestInitialFlowAndACK(t *testing.T) {
 	env := newTestEnv(t, nil)
 	c := env.connect(t, testNodeID)
 
-	c.request(ClusterType, nil, "", "")
-	cds := c.expect(ClusterType)
+	c.request(xdsapi.ClusterType, nil, "", "")
+	cds := c.expect(xdsapi.ClusterType)
 	if len(cds.Resources) != 1 || cds.VersionInfo == "" || cds.Nonce == "" {
 		t.Fatalf("CDS response = %v", cds)
 	}
@@ -413,19 +415,19 @@ func TestInitialFlowAndACK(t *testing.T) {
 	}
 	c.ack(cds, nil)
 
-	c.request(EndpointType, []string{"c1", "c2"}, "", "")
-	eds := c.expect(EndpointType)
+	c.request(xdsapi.EndpointType, []string{"c1", "c2"}, "", "")
+	eds := c.expect(xdsapi.EndpointType)
 	if len(eds.Resources) != 2 {
 		t.Fatalf("EDS has %d resources, want one per requested name", len(eds.Resources))
 	}
 	c.ack(eds, []string{"c1", "c2"})
 
-	c.request(ListenerType, nil, "", "")
-	lds := c.expect(ListenerType)
+	c.request(xdsapi.ListenerType, nil, "", "")
+	lds := c.expect(xdsapi.ListenerType)
 	c.ack(lds, nil)
 
-	c.request(RouteType, []string{"80"}, "", "")
-	rds := c.expect(RouteType)
+	c.request(xdsapi.RouteType, []string{"80"}, "", "")
+	rds := c.expect(xdsapi.RouteType)
 	c.ack(rds, []string{"80"})
 
 	// ACKs are not answered.
@@ -457,17 +459,17 @@ func TestInitialFlowAndACK(t *testing.T) {
 func TestNACKRecordedNotResent(t *testing.T) {
 	env := newTestEnv(t, nil)
 	c := env.connect(t, testNodeID)
-	c.request(ClusterType, nil, "", "")
-	first := c.expect(ClusterType)
+	c.request(xdsapi.ClusterType, nil, "", "")
+	first := c.expect(xdsapi.ClusterType)
 	c.ack(first, nil)
 
 	env.gen.bump()
 	env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
-	second := c.expect(ClusterType)
+	second := c.expect(xdsapi.ClusterType)
 	c.nack(second, nil, first.VersionInfo, "cluster c1: bad config")
 
-	eventually(t, "NACK recorded", func() bool { return env.watched(t, ClusterType).NackError != "" })
-	w := env.watched(t, ClusterType)
+	eventually(t, "NACK recorded", func() bool { return env.watched(t, xdsapi.ClusterType).NackError != "" })
+	w := env.watched(t, xdsapi.ClusterType)
 	if w.NackError != "cluster c1: bad config" || w.NonceNacked != second.Nonce || w.VersionAcked != first.VersionInfo {
 		t.Errorf("after NACK watched = %+v", w)
 	}
@@ -484,10 +486,10 @@ func TestNACKRecordedNotResent(t *testing.T) {
 	// A later good push that is ACKed clears the NACK.
 	env.gen.bump()
 	env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
-	third := c.expect(ClusterType)
+	third := c.expect(xdsapi.ClusterType)
 	c.ack(third, nil)
-	eventually(t, "ACK recorded", func() bool { return env.watched(t, ClusterType).VersionAcked == third.VersionInfo })
-	if w := env.watched(t, ClusterType); w.NackError != "" {
+	eventually(t, "ACK recorded", func() bool { return env.watched(t, xdsapi.ClusterType).VersionAcked == third.VersionInfo })
+	if w := env.watched(t, xdsapi.ClusterType); w.NackError != "" {
 		t.Errorf("NACK not cleared by ACK: %+v", w)
 	}
 }
@@ -495,29 +497,29 @@ func TestNACKRecordedNotResent(t *testing.T) {
 func TestStaleNonceIgnored(t *testing.T) {
 	env := newTestEnv(t, nil)
 	c := env.connect(t, testNodeID)
-	c.request(ClusterType, nil, "", "")
-	c.ack(c.expect(ClusterType), nil)
-	c.request(EndpointType, []string{"a"}, "", "")
-	first := c.expect(EndpointType)
+	c.request(xdsapi.ClusterType, nil, "", "")
+	c.ack(c.expect(xdsapi.ClusterType), nil)
+	c.request(xdsapi.EndpointType, []string{"a"}, "", "")
+	first := c.expect(xdsapi.EndpointType)
 
 	env.gen.bump()
 	env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
-	second := c.expect(EndpointType)
+	second := c.expect(xdsapi.EndpointType)
 
 	// An ACK of the first nonce, with new names, arrives after the second
 	// response was sent: stale, so neither recorded nor answered.
 	c.ack(first, []string{"a", "b"})
 	c.expectNone(quietInterval)
-	if w := env.watched(t, EndpointType); w.VersionAcked != "" || !slices.Equal(w.ResourceNames, []string{"a"}) {
+	if w := env.watched(t, xdsapi.EndpointType); w.VersionAcked != "" || !slices.Equal(w.ResourceNames, []string{"a"}) {
 		t.Errorf("stale ACK changed state: %+v", w)
 	}
 	// The same change with the current nonce is answered.
 	c.ack(second, []string{"a", "b"})
-	third := c.expect(EndpointType)
+	third := c.expect(xdsapi.EndpointType)
 	if len(third.Resources) != 2 {
 		t.Fatalf("EDS for [a b] has %d resources", len(third.Resources))
 	}
-	if w := env.watched(t, EndpointType); w.VersionAcked != second.VersionInfo {
+	if w := env.watched(t, xdsapi.EndpointType); w.VersionAcked != second.VersionInfo {
 		t.Errorf("ACK of the current nonce not recorded: %+v", w)
 	}
 }
@@ -557,7 +559,7 @@ func TestEDSOnlyPush(t *testing.T) {
 	c.subscribeAll()
 	env.gen.bump() // every type's resources change, but only EDS may be sent
 	env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
-	r := c.expect(EndpointType)
+	r := c.expect(xdsapi.EndpointType)
 	c.ack(r, []string{"c1"})
 	c.expectNone(testDebounce + quietInterval)
 }
@@ -565,8 +567,8 @@ func TestEDSOnlyPush(t *testing.T) {
 func TestReconnect(t *testing.T) {
 	env := newTestEnv(t, nil)
 	c := env.connect(t, testNodeID)
-	c.request(ClusterType, nil, "", "")
-	old := c.expect(ClusterType)
+	c.request(xdsapi.ClusterType, nil, "", "")
+	old := c.expect(xdsapi.ClusterType)
 	c.ack(old, nil)
 	eventually(t, "one connection", func() bool { return len(env.server.Connections()) == 1 })
 	c.cancel()
@@ -577,8 +579,8 @@ func TestReconnect(t *testing.T) {
 
 	// Envoy reconnects with the version it has and no nonce: answered.
 	c2 := env.connect(t, testNodeID)
-	c2.request(ClusterType, nil, old.VersionInfo, "")
-	r := c2.expect(ClusterType)
+	c2.request(xdsapi.ClusterType, nil, old.VersionInfo, "")
+	r := c2.expect(xdsapi.ClusterType)
 	if r.Nonce == old.Nonce {
 		t.Errorf("nonce %s reused across connections", r.Nonce)
 	}
@@ -624,7 +626,7 @@ func TestInitConnectionHooks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c := env.connect(t, tt.nodeID)
-		c.request(ClusterType, nil, "", "")
+		c.request(xdsapi.ClusterType, nil, "", "")
 		if err := c.expectError(); grpcstatus.Code(err) != tt.code {
 			t.Errorf("node %q: error %v, want code %v", tt.nodeID, err, tt.code)
 		}
@@ -634,8 +636,8 @@ func TestInitConnectionHooks(t *testing.T) {
 	}
 
 	c := env.connect(t, testNodeID)
-	c.request(ClusterType, nil, "", "")
-	c.expect(ClusterType)
+	c.request(xdsapi.ClusterType, nil, "", "")
+	c.expect(xdsapi.ClusterType)
 	mu.Lock()
 	defer mu.Unlock()
 	if resolved == nil || resolved.Metadata["NAMESPACE"] != "demo" || resolved.Metadata["LABELS"] != `{"app":"client"}` || resolved.Metadata["RESOLVED"] != "yes" {
@@ -647,14 +649,14 @@ func TestDebugHandlers(t *testing.T) {
 	env := newTestEnv(t, nil)
 	c := env.connect(t, testNodeID)
 	resps := c.subscribeAll()
-	eventually(t, "RDS ACK", func() bool { return env.watched(t, RouteType).VersionAcked != "" })
+	eventually(t, "RDS ACK", func() bool { return env.watched(t, xdsapi.RouteType).VersionAcked != "" })
 
 	mux := http.NewServeMux()
 	env.server.RegisterDebugHandlers(mux)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	var cons []ConnectionStatus
+	var cons []debugapi.ConnectionStatus
 	getJSON(t, srv.URL+"/debug/connections", &cons)
 	if len(cons) != 1 || cons[0].ProxyID != testNodeID || cons[0].IP != "10.1.0.2" || cons[0].ConnectedAt.IsZero() || len(cons[0].Watched) != 4 {
 		t.Fatalf("/debug/connections = %+v", cons)
@@ -664,7 +666,7 @@ func TestDebugHandlers(t *testing.T) {
 			t.Errorf("watched[%d] = %+v", i, w)
 		}
 	}
-	var sz []SyncStatus
+	var sz []debugapi.SyncStatus
 	getJSON(t, srv.URL+"/debug/syncz", &sz)
 	if len(sz) != 1 || len(sz[0].Types) != 4 {
 		t.Fatalf("/debug/syncz = %+v", sz)

@@ -71,7 +71,7 @@ spec: {address: 10.50.0.1, labels: {app: client}}
 	}
 	g := gen.New(reg)
 	env := newTestEnv(t, func(o *Options) {
-		o.Generator, o.PushFilter, o.ResolveProxy = g, g, reg.ResolveProxy
+		o.Generator, o.PushFilter, o.EndpointsNarrower, o.ResolveProxy = g, g, g, reg.ResolveProxy
 	})
 
 	// Istio's proxyless bootstrap: a sidecar-style node id and

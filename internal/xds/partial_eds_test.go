@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // edsPush asks for an endpoints-only push, as a registry does when only
@@ -56,7 +57,7 @@ func TestSotWPartialEDS(t *testing.T) {
 			change: func(_ *testing.T, env *testEnv, c *adsClient) {
 				env.gen.bumpEndpoints("a", "b")
 				edsPush(env)
-				c.ack(c.expect(EndpointType), all)
+				c.ack(c.expect(xdsapi.EndpointType), all)
 				env.gen.bumpEndpoints("c")
 				edsPush(env)
 			},
@@ -66,8 +67,8 @@ func TestSotWPartialEDS(t *testing.T) {
 			name: "an assignment the generator did not know before is sent",
 			change: func(t *testing.T, env *testEnv, c *adsClient) {
 				env.gen.setUnknownEDS("c")
-				c.request(EndpointType, all, "", "")
-				r := c.expect(EndpointType)
+				c.request(xdsapi.EndpointType, all, "", "")
+				r := c.expect(xdsapi.EndpointType)
 				if got := claNames(t, r); !slices.Equal(got, []string{"a", "b"}) {
 					t.Fatalf("EDS without c = %q", got)
 				}
@@ -87,9 +88,9 @@ func TestSotWPartialEDS(t *testing.T) {
 			change: func(t *testing.T, env *testEnv, c *adsClient) {
 				env.gen.bumpEndpoints("b")
 				edsPush(env)
-				r := c.expect(EndpointType)
+				r := c.expect(xdsapi.EndpointType)
 				c.nack(r, all, "", "endpoints of b: bad config")
-				eventually(t, "NACK recorded", func() bool { return env.watched(t, EndpointType).NackError != "" })
+				eventually(t, "NACK recorded", func() bool { return env.watched(t, xdsapi.EndpointType).NackError != "" })
 				env.gen.bumpEndpoints("c")
 				edsPush(env)
 			},
@@ -100,10 +101,10 @@ func TestSotWPartialEDS(t *testing.T) {
 			change: func(t *testing.T, env *testEnv, c *adsClient) {
 				env.gen.bumpEndpoints("b")
 				edsPush(env)
-				first := c.expect(EndpointType)
+				first := c.expect(xdsapi.EndpointType)
 				env.gen.bumpEndpoints("c")
 				edsPush(env)
-				second := c.expect(EndpointType)
+				second := c.expect(xdsapi.EndpointType)
 				if got := claNames(t, second); !slices.Equal(got, []string{"c"}) {
 					t.Fatalf("second EDS push = %q, want only c", got)
 				}
@@ -111,7 +112,7 @@ func TestSotWPartialEDS(t *testing.T) {
 				// carry b again.
 				c.nack(first, all, "", "endpoints of b: bad config")
 				c.ack(second, all)
-				eventually(t, "ACK recorded", func() bool { return env.watched(t, EndpointType).NonceAcked == second.Nonce })
+				eventually(t, "ACK recorded", func() bool { return env.watched(t, xdsapi.EndpointType).NonceAcked == second.Nonce })
 				env.gen.bumpEndpoints("a")
 				edsPush(env)
 			},
@@ -122,8 +123,8 @@ func TestSotWPartialEDS(t *testing.T) {
 			change: func(_ *testing.T, env *testEnv, c *adsClient) {
 				env.gen.bumpEndpoints("b")
 				edsPush(env)
-				c.ack(c.expect(EndpointType), all)
-				c.request(EndpointType, all, "", "")
+				c.ack(c.expect(xdsapi.EndpointType), all)
+				c.request(xdsapi.EndpointType, all, "", "")
 			},
 			want: all,
 		},
@@ -132,7 +133,7 @@ func TestSotWPartialEDS(t *testing.T) {
 			change: func(_ *testing.T, env *testEnv, c *adsClient) {
 				env.gen.bumpEndpoints("b")
 				edsPush(env)
-				c.ack(c.expect(EndpointType), []string{"a", "b", "c", "d"})
+				c.ack(c.expect(xdsapi.EndpointType), []string{"a", "b", "c", "d"})
 			},
 			want: []string{"a", "b", "c", "d"},
 		},
@@ -151,15 +152,15 @@ func TestSotWPartialEDS(t *testing.T) {
 			t.Parallel()
 			env := newTestEnv(t, nil)
 			c := env.connect(t, testNodeID)
-			c.request(EndpointType, all, "", "")
-			first := c.expect(EndpointType)
+			c.request(xdsapi.EndpointType, all, "", "")
+			first := c.expect(xdsapi.EndpointType)
 			if got := claNames(t, first); !slices.Equal(got, all) {
 				t.Fatalf("first EDS = %q, want %q", got, all)
 			}
 			c.ack(first, all)
 
 			tt.change(t, env, c)
-			r := c.expect(EndpointType)
+			r := c.expect(xdsapi.EndpointType)
 			if got := claNames(t, r); !slices.Equal(got, tt.want) {
 				t.Errorf("EDS response = %q, want %q", got, tt.want)
 			}
@@ -176,8 +177,8 @@ func TestSotWPartialEDSBookkeeping(t *testing.T) {
 	env := newTestEnv(t, nil)
 	c := env.connect(t, testNodeID)
 	names := []string{"a", "b", "c"}
-	c.request(EndpointType, names, "", "")
-	first := c.expect(EndpointType)
+	c.request(xdsapi.EndpointType, names, "", "")
+	first := c.expect(xdsapi.EndpointType)
 	c.ack(first, names)
 
 	edsPush(env) // nothing changed
@@ -185,14 +186,14 @@ func TestSotWPartialEDSBookkeeping(t *testing.T) {
 
 	env.gen.bumpEndpoints("a")
 	edsPush(env)
-	r := c.expect(EndpointType)
+	r := c.expect(xdsapi.EndpointType)
 	if got := claNames(t, r); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("EDS response = %q, want only a", got)
 	}
 	if r.VersionInfo == first.VersionInfo || r.Nonce == first.Nonce {
 		t.Errorf("partial response reuses version %s or nonce %s", r.VersionInfo, r.Nonce)
 	}
-	if w := env.watched(t, EndpointType); w.VersionSent != r.VersionInfo || w.NonceSent != r.Nonce {
+	if w := env.watched(t, xdsapi.EndpointType); w.VersionSent != r.VersionInfo || w.NonceSent != r.Nonce {
 		t.Errorf("watched after the partial push = %+v, want version %s nonce %s sent", w, r.VersionInfo, r.Nonce)
 	}
 	c.ack(r, names)
@@ -213,7 +214,7 @@ func TestChangedResources(t *testing.T) {
 		var out []*discovery.Resource
 		for i := 0; i < len(nameVersions); i += 2 {
 			out = append(out, &discovery.Resource{Name: nameVersions[i], Version: nameVersions[i+1],
-				Resource: &anypb.Any{TypeUrl: EndpointType, Value: []byte(nameVersions[i])}})
+				Resource: &anypb.Any{TypeUrl: xdsapi.EndpointType, Value: []byte(nameVersions[i])}})
 		}
 		return out
 	}
@@ -271,7 +272,7 @@ func (g *narrowingGenerator) ChangedEndpoints(_ *model.Proxy, watched []string, 
 }
 
 func (g *narrowingGenerator) Generate(proxy *model.Proxy, typeURL string, watched []string, req *model.PushRequest) ([]*discovery.Resource, error) {
-	if typeURL == EndpointType {
+	if typeURL == xdsapi.EndpointType {
 		g.mu.Lock()
 		g.generated = append(g.generated, slices.Clone(watched))
 		g.mu.Unlock()
@@ -295,11 +296,11 @@ func (g *narrowingGenerator) lastGenerated() []string {
 func TestSotWNarrowedEDS(t *testing.T) {
 	all := []string{"a", "b", "c"}
 	gen := &narrowingGenerator{fakeGenerator: &fakeGenerator{}}
-	env := newTestEnv(t, func(o *Options) { o.Generator = gen })
+	env := newTestEnv(t, func(o *Options) { o.Generator, o.EndpointsNarrower = gen, gen })
 	env.gen = gen.fakeGenerator
 	c := env.connect(t, testNodeID)
-	c.request(EndpointType, all, "", "")
-	first := c.expect(EndpointType)
+	c.request(xdsapi.EndpointType, all, "", "")
+	first := c.expect(xdsapi.EndpointType)
 	c.ack(first, all)
 
 	narrowed := func(hosts ...string) {
@@ -312,7 +313,7 @@ func TestSotWNarrowedEDS(t *testing.T) {
 
 	env.gen.bumpEndpoints("b")
 	narrowed("b")
-	r := c.expect(EndpointType)
+	r := c.expect(xdsapi.EndpointType)
 	if got := claNames(t, r); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("EDS response = %q, want only b", got)
 	}
@@ -333,7 +334,7 @@ func TestSotWNarrowedEDS(t *testing.T) {
 	// A named assignment that is no longer generated: the whole set.
 	env.gen.setUnknownEDS("a")
 	narrowed("a")
-	r = c.expect(EndpointType)
+	r = c.expect(xdsapi.EndpointType)
 	if got := claNames(t, r); !slices.Equal(got, []string{"b", "c"}) {
 		t.Fatalf("EDS response after a went away = %q, want the whole set b, c", got)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -38,10 +39,10 @@ var _ xds.EndpointsNarrower = (*gen.Generator)(nil)
 var typeURLs = []struct {
 	short, url string
 }{
-	{"clusters", gen.ClusterType},
-	{"endpoints", gen.EndpointType},
-	{"listeners", gen.ListenerType},
-	{"routes", gen.RouteType},
+	{"clusters", xdsapi.ClusterType},
+	{"endpoints", xdsapi.EndpointType},
+	{"listeners", xdsapi.ListenerType},
+	{"routes", xdsapi.RouteType},
 }
 
 type scenario struct {
@@ -371,7 +372,7 @@ func TestEndpointsPushBuildsNoScope(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tu.url == gen.EndpointType {
+		if tu.url == xdsapi.EndpointType {
 			for _, r := range res {
 				edsNames = append(edsNames, r.Name)
 			}
@@ -395,7 +396,7 @@ func TestEndpointsPushBuildsNoScope(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no push within 5s")
 	}
-	res, err := g.Generate(proxy, gen.EndpointType, edsNames, &model.PushRequest{})
+	res, err := g.Generate(proxy, xdsapi.EndpointType, edsNames, &model.PushRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -149,22 +150,23 @@ func TestSotWPartialEDS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			env := newTestEnv(t, nil)
-			c := env.connect(t, testNodeID)
-			c.request(xdsapi.EndpointType, all, "", "")
-			first := c.expect(xdsapi.EndpointType)
-			if got := claNames(t, first); !slices.Equal(got, all) {
-				t.Fatalf("first EDS = %q, want %q", got, all)
-			}
-			c.ack(first, all)
+			synctest.Test(t, func(t *testing.T) {
+				env := newTestEnv(t, nil)
+				c := env.connect(t, testNodeID)
+				c.request(xdsapi.EndpointType, all, "", "")
+				first := c.expect(xdsapi.EndpointType)
+				if got := claNames(t, first); !slices.Equal(got, all) {
+					t.Fatalf("first EDS = %q, want %q", got, all)
+				}
+				c.ack(first, all)
 
-			tt.change(t, env, c)
-			r := c.expect(xdsapi.EndpointType)
-			if got := claNames(t, r); !slices.Equal(got, tt.want) {
-				t.Errorf("EDS response = %q, want %q", got, tt.want)
-			}
-			c.expectNone(testDebounce + quietInterval)
+				tt.change(t, env, c)
+				r := c.expect(xdsapi.EndpointType)
+				if got := claNames(t, r); !slices.Equal(got, tt.want) {
+					t.Errorf("EDS response = %q, want %q", got, tt.want)
+				}
+				c.expectNone(testDebounce + quietInterval)
+			})
 		})
 	}
 }
@@ -174,39 +176,41 @@ func TestSotWPartialEDS(t *testing.T) {
 // counter, the convergence time; and that an endpoints push that changes
 // nothing sends nothing.
 func TestSotWPartialEDSBookkeeping(t *testing.T) {
-	env := newTestEnv(t, nil)
-	c := env.connect(t, testNodeID)
-	names := []string{"a", "b", "c"}
-	c.request(xdsapi.EndpointType, names, "", "")
-	first := c.expect(xdsapi.EndpointType)
-	c.ack(first, names)
+	synctest.Test(t, func(t *testing.T) {
+		env := newTestEnv(t, nil)
+		c := env.connect(t, testNodeID)
+		names := []string{"a", "b", "c"}
+		c.request(xdsapi.EndpointType, names, "", "")
+		first := c.expect(xdsapi.EndpointType)
+		c.ack(first, names)
 
-	edsPush(env) // nothing changed
-	c.expectNone(testDebounce + quietInterval)
+		edsPush(env) // nothing changed
+		c.expectNone(testDebounce + quietInterval)
 
-	env.gen.bumpEndpoints("a")
-	edsPush(env)
-	r := c.expect(xdsapi.EndpointType)
-	if got := claNames(t, r); !slices.Equal(got, []string{"a"}) {
-		t.Fatalf("EDS response = %q, want only a", got)
-	}
-	if r.VersionInfo == first.VersionInfo || r.Nonce == first.Nonce {
-		t.Errorf("partial response reuses version %s or nonce %s", r.VersionInfo, r.Nonce)
-	}
-	if w := env.watched(t, xdsapi.EndpointType); w.VersionSent != r.VersionInfo || w.NonceSent != r.Nonce {
-		t.Errorf("watched after the partial push = %+v, want version %s nonce %s sent", w, r.VersionInfo, r.Nonce)
-	}
-	c.ack(r, names)
-	eventually(t, "partial response ACKed", func() bool {
-		sz := env.server.SyncStatuses()
-		return len(sz) == 1 && len(sz[0].Types) == 1 && sz[0].Types[0].Synced && sz[0].Types[0].Acked == r.VersionInfo
+		env.gen.bumpEndpoints("a")
+		edsPush(env)
+		r := c.expect(xdsapi.EndpointType)
+		if got := claNames(t, r); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("EDS response = %q, want only a", got)
+		}
+		if r.VersionInfo == first.VersionInfo || r.Nonce == first.Nonce {
+			t.Errorf("partial response reuses version %s or nonce %s", r.VersionInfo, r.Nonce)
+		}
+		if w := env.watched(t, xdsapi.EndpointType); w.VersionSent != r.VersionInfo || w.NonceSent != r.Nonce {
+			t.Errorf("watched after the partial push = %+v, want version %s nonce %s sent", w, r.VersionInfo, r.Nonce)
+		}
+		c.ack(r, names)
+		eventually(t, "partial response ACKed", func() bool {
+			sz := env.server.SyncStatuses()
+			return len(sz) == 1 && len(sz[0].Types) == 1 && sz[0].Types[0].Synced && sz[0].Types[0].Acked == r.VersionInfo
+		})
+		if got := metricValue(t, env.reg, "pilot_xds_pushes", map[string]string{"type": "eds"}); got != 2 {
+			t.Errorf("pilot_xds_pushes{type=eds} = %v, want 2", got)
+		}
+		if n := histogramCount(t, env.reg, "pilot_proxy_convergence_time"); n != 1 {
+			t.Errorf("pilot_proxy_convergence_time observed %d times, want 1 (the endpoints change)", n)
+		}
 	})
-	if got := metricValue(t, env.reg, "pilot_xds_pushes", map[string]string{"type": "eds"}); got != 2 {
-		t.Errorf("pilot_xds_pushes{type=eds} = %v, want 2", got)
-	}
-	if n := histogramCount(t, env.reg, "pilot_proxy_convergence_time"); n != 1 {
-		t.Errorf("pilot_proxy_convergence_time observed %d times, want 1 (the endpoints change)", n)
-	}
 }
 
 func TestChangedResources(t *testing.T) {
@@ -294,48 +298,50 @@ func (g *narrowingGenerator) lastGenerated() []string {
 // set bookkept: a later full push that changes nothing is skipped, and an
 // assignment that went away falls back to the whole set.
 func TestSotWNarrowedEDS(t *testing.T) {
-	all := []string{"a", "b", "c"}
-	gen := &narrowingGenerator{fakeGenerator: &fakeGenerator{}}
-	env := newTestEnv(t, func(o *Options) { o.Generator, o.EndpointsNarrower = gen, gen })
-	env.gen = gen.fakeGenerator
-	c := env.connect(t, testNodeID)
-	c.request(xdsapi.EndpointType, all, "", "")
-	first := c.expect(xdsapi.EndpointType)
-	c.ack(first, all)
+	synctest.Test(t, func(t *testing.T) {
+		all := []string{"a", "b", "c"}
+		gen := &narrowingGenerator{fakeGenerator: &fakeGenerator{}}
+		env := newTestEnv(t, func(o *Options) { o.Generator, o.EndpointsNarrower = gen, gen })
+		env.gen = gen.fakeGenerator
+		c := env.connect(t, testNodeID)
+		c.request(xdsapi.EndpointType, all, "", "")
+		first := c.expect(xdsapi.EndpointType)
+		c.ack(first, all)
 
-	narrowed := func(hosts ...string) {
-		req := &model.PushRequest{Reason: []model.TriggerReason{model.EndpointUpdate}, ServicesUpdated: map[string]struct{}{}}
-		for _, h := range hosts {
-			req.ServicesUpdated[h] = struct{}{}
+		narrowed := func(hosts ...string) {
+			req := &model.PushRequest{Reason: []model.TriggerReason{model.EndpointUpdate}, ServicesUpdated: map[string]struct{}{}}
+			for _, h := range hosts {
+				req.ServicesUpdated[h] = struct{}{}
+			}
+			env.server.ConfigUpdate(req)
 		}
-		env.server.ConfigUpdate(req)
-	}
 
-	env.gen.bumpEndpoints("b")
-	narrowed("b")
-	r := c.expect(xdsapi.EndpointType)
-	if got := claNames(t, r); !slices.Equal(got, []string{"b"}) {
-		t.Fatalf("EDS response = %q, want only b", got)
-	}
-	if got := gen.lastGenerated(); !slices.Equal(got, []string{"b"}) {
-		t.Errorf("generated %q for the endpoints push, want only b", got)
-	}
-	c.ack(r, all)
+		env.gen.bumpEndpoints("b")
+		narrowed("b")
+		r := c.expect(xdsapi.EndpointType)
+		if got := claNames(t, r); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("EDS response = %q, want only b", got)
+		}
+		if got := gen.lastGenerated(); !slices.Equal(got, []string{"b"}) {
+			t.Errorf("generated %q for the endpoints push, want only b", got)
+		}
+		c.ack(r, all)
 
-	// A named service whose assignment did not change: nothing is sent.
-	narrowed("c")
-	c.expectNone(testDebounce + quietInterval)
+		// A named service whose assignment did not change: nothing is sent.
+		narrowed("c")
+		c.expectNone(testDebounce + quietInterval)
 
-	// The whole set's hash was kept up to date: a full push with nothing
-	// changed since is skipped.
-	fullPush(env)
-	c.expectNone(testDebounce + quietInterval)
+		// The whole set's hash was kept up to date: a full push with nothing
+		// changed since is skipped.
+		fullPush(env)
+		c.expectNone(testDebounce + quietInterval)
 
-	// A named assignment that is no longer generated: the whole set.
-	env.gen.setUnknownEDS("a")
-	narrowed("a")
-	r = c.expect(xdsapi.EndpointType)
-	if got := claNames(t, r); !slices.Equal(got, []string{"b", "c"}) {
-		t.Fatalf("EDS response after a went away = %q, want the whole set b, c", got)
-	}
+		// A named assignment that is no longer generated: the whole set.
+		env.gen.setUnknownEDS("a")
+		narrowed("a")
+		r = c.expect(xdsapi.EndpointType)
+		if got := claNames(t, r); !slices.Equal(got, []string{"b", "c"}) {
+			t.Fatalf("EDS response after a went away = %q, want the whole set b, c", got)
+		}
+	})
 }

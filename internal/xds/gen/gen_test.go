@@ -388,7 +388,13 @@ func TestEndpointsPushBuildsNoScope(t *testing.T) {
 	if moved == string(mesh) {
 		t.Fatal("test mesh has no workload at 10.99.0.12")
 	}
-	if err := os.WriteFile(filepath.Join(dir, "mesh.yaml"), []byte(moved), 0o644); err != nil {
+	// Atomically, as editors do: the push taken below is then the one of
+	// the new content.
+	tmp := filepath.Join(dir, ".mesh.yaml.tmp")
+	if err := os.WriteFile(tmp, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "mesh.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/golden"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/registry"
 	"github.com/straitmesh/strait/internal/registry/file"
@@ -102,8 +103,8 @@ func TestGolden(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%v (run go test -update)", err)
 					}
-					if !bytes.Equal(got, want) {
-						t.Errorf("%s differs from the generated resources (run go test -update and review the diff):\n%s", name, got)
+					if d := golden.Diff(want, got); d != "" {
+						t.Errorf("%s differs from the generated resources (run go test -update and review the diff):\n%s", name, d)
 					}
 				})
 			}

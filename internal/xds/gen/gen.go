@@ -47,6 +47,12 @@ func (g *Generator) snapshot() *registry.Snapshot {
 	return s
 }
 
+// Builds returns how many resources of each kind ("cluster", "eds",
+// "listener", "route") the generator has built, not counting the proxy's
+// own inbound ones; it shows the cache at work (gen's and the xDS server's
+// scoping tests read it).
+func (g *Generator) Builds() map[string]int { return g.cache.Builds() }
+
 // Generate implements the xDS server's Generator interface: it returns the
 // complete set of resources of typeURL for proxy. For EDS and RDS, watched
 // names the resources wanted (empty means all); unknown names are left out.

@@ -14,13 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
-)
 
-const (
-	clusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	endpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	listenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	routeType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // client is one simulated proxy: a real gRPC ADS stream that subscribes
@@ -102,7 +97,7 @@ func (c *client) run(ctx context.Context, conn *grpc.ClientConn) {
 
 func dial(addr string) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(xdsapi.MaxMessageSize)))
 }
 
 func outboundNames(names []string) []string {
@@ -120,11 +115,11 @@ func (c *client) runSotW(ctx context.Context, conn *grpc.ClientConn) error {
 	if err != nil {
 		return err
 	}
-	names := map[string][]string{clusterType: nil, listenerType: nil, routeType: {"80"}}
-	if err := stream.Send(&discovery.DiscoveryRequest{Node: c.node(), TypeUrl: clusterType}); err != nil {
+	names := map[string][]string{xdsapi.ClusterType: nil, xdsapi.ListenerType: nil, xdsapi.RouteType: {"80"}}
+	if err := stream.Send(&discovery.DiscoveryRequest{Node: c.node(), TypeUrl: xdsapi.ClusterType}); err != nil {
 		return err
 	}
-	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: listenerType}); err != nil {
+	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: xdsapi.ListenerType}); err != nil {
 		return err
 	}
 	subscribedEDS, subscribedRDS := false, false
@@ -139,7 +134,7 @@ func (c *client) runSotW(ctx context.Context, conn *grpc.ClientConn) error {
 			return err
 		}
 		switch resp.TypeUrl {
-		case clusterType:
+		case xdsapi.ClusterType:
 			var cl []string
 			for _, a := range resp.Resources {
 				var x cluster.Cluster
@@ -148,16 +143,16 @@ func (c *client) runSotW(ctx context.Context, conn *grpc.ClientConn) error {
 				}
 			}
 			eds := outboundNames(cl)
-			if !subscribedEDS || !equal(eds, names[endpointType]) {
-				names[endpointType], subscribedEDS = eds, true
-				if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: endpointType, ResourceNames: eds}); err != nil {
+			if !subscribedEDS || !equal(eds, names[xdsapi.EndpointType]) {
+				names[xdsapi.EndpointType], subscribedEDS = eds, true
+				if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: xdsapi.EndpointType, ResourceNames: eds}); err != nil {
 					return err
 				}
 			}
-		case listenerType:
+		case xdsapi.ListenerType:
 			if !subscribedRDS {
 				subscribedRDS = true
-				if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: routeType, ResourceNames: names[routeType]}); err != nil {
+				if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: xdsapi.RouteType, ResourceNames: names[xdsapi.RouteType]}); err != nil {
 					return err
 				}
 			}
@@ -170,10 +165,10 @@ func (c *client) runDelta(ctx context.Context, conn *grpc.ClientConn) error {
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(&discovery.DeltaDiscoveryRequest{Node: c.node(), TypeUrl: clusterType}); err != nil {
+	if err := stream.Send(&discovery.DeltaDiscoveryRequest{Node: c.node(), TypeUrl: xdsapi.ClusterType}); err != nil {
 		return err
 	}
-	if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: listenerType}); err != nil {
+	if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: xdsapi.ListenerType}); err != nil {
 		return err
 	}
 	eds := map[string]bool{}
@@ -187,7 +182,7 @@ func (c *client) runDelta(ctx context.Context, conn *grpc.ClientConn) error {
 		var added []string
 		for _, r := range resp.Resources {
 			vals = append(vals, r.GetResource().GetValue())
-			if resp.TypeUrl == clusterType && strings.HasPrefix(r.Name, "outbound|") && !eds[r.Name] {
+			if resp.TypeUrl == xdsapi.ClusterType && strings.HasPrefix(r.Name, "outbound|") && !eds[r.Name] {
 				eds[r.Name] = true
 				added = append(added, r.Name)
 			}
@@ -198,20 +193,20 @@ func (c *client) runDelta(ctx context.Context, conn *grpc.ClientConn) error {
 			return err
 		}
 		switch resp.TypeUrl {
-		case clusterType:
+		case xdsapi.ClusterType:
 			if len(added) > 0 || !subscribedEDS {
 				subscribedEDS = true
 				if len(added) == 0 {
 					added = []string{"outbound|80||none.invalid"} // subscribe to something so EDS answers
 				}
-				if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: endpointType, ResourceNamesSubscribe: added}); err != nil {
+				if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: xdsapi.EndpointType, ResourceNamesSubscribe: added}); err != nil {
 					return err
 				}
 			}
-		case listenerType:
+		case xdsapi.ListenerType:
 			if !subscribedRDS {
 				subscribedRDS = true
-				if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: routeType, ResourceNamesSubscribe: []string{"80"}}); err != nil {
+				if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: xdsapi.RouteType, ResourceNamesSubscribe: []string{"80"}}); err != nil {
 					return err
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/iptables"
+	"github.com/straitmesh/strait/internal/iptables/iptablestest"
 	"github.com/straitmesh/strait/internal/testenv"
 	"github.com/straitmesh/strait/internal/testreq"
 )
@@ -58,7 +59,7 @@ func TestIptablesDryRunPrintsSeedRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := &iptables.RecordingRunner{}
+	fake := &iptablestest.RecordingRunner{}
 	stdout, stderr, err := runIptablesCmd(t, nil, fake, append(seedArgs, "--dry-run")...)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +87,7 @@ func TestIptablesEnvDefaults(t *testing.T) {
 		"ENVOY_PORT": "16001", "INBOUND_CAPTURE_PORT": "16006", "PROXY_UID": "2000", "PROXY_GID": "2001",
 		"ISTIO_SERVICE_CIDR": "240.240.0.0/16", "ISTIO_INBOUND_PORTS": "8080",
 	}
-	stdout, stderr, err := runIptablesCmd(t, env, &iptables.RecordingRunner{}, "--dry-run")
+	stdout, stderr, err := runIptablesCmd(t, env, &iptablestest.RecordingRunner{}, "--dry-run")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestIptablesEnvDefaults(t *testing.T) {
 }
 
 func TestIptablesAppliesThroughRunner(t *testing.T) {
-	fake := &iptables.RecordingRunner{}
+	fake := &iptablestest.RecordingRunner{}
 	_, stderr, err := runIptablesCmd(t, nil, fake, seedArgs...)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestIptablesRejectsBadFlagsBeforeChangingAnything(t *testing.T) {
 		`-x/--istio-service-exclude-cidr: "10.0.0.1" : "10.0.0.1" is not a CIDR`:                         {"-x", "10.0.0.1", "--cleanup-only"},
 	}
 	for want, args := range cases {
-		fake := &iptables.RecordingRunner{}
+		fake := &iptablestest.RecordingRunner{}
 		_, _, err := runIptablesCmd(t, nil, fake, args...)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("args %q: error = %v, want %q", args, err, want)
@@ -199,7 +200,7 @@ func TestIptablesDryRunEveryMode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fake := &iptables.RecordingRunner{}
+			fake := &iptablestest.RecordingRunner{}
 			// The seed's arguments without -m, which the environment may set.
 			var args []string
 			for i := 0; i < len(seedArgs); i++ {
@@ -225,7 +226,7 @@ func TestIptablesDryRunEveryMode(t *testing.T) {
 }
 
 func TestIptablesVariablesBlockShowsEveryFlag(t *testing.T) {
-	_, stderr, err := runIptablesCmd(t, nil, &iptables.RecordingRunner{}, "--dry-run", "-m", "TPROXY",
+	_, stderr, err := runIptablesCmd(t, nil, &iptablestest.RecordingRunner{}, "--dry-run", "-m", "TPROXY",
 		"--redirect-dns", "--drop-invalid", "--dual-stack", "-k", "vnet0", "-c", "eth9")
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +247,7 @@ func TestIptablesRejectsBadEnvironment(t *testing.T) {
 		"IPTABLES_PROBE_PORT": `environment variable IPTABLES_PROBE_PORT="yes please" is not a port number`,
 		"PROBE_TIMEOUT":       `environment variable PROBE_TIMEOUT="yes please" is not a duration`,
 	} {
-		fake := &iptables.RecordingRunner{}
+		fake := &iptablestest.RecordingRunner{}
 		_, _, err := runIptablesCmd(t, map[string]string{env: "yes please"}, fake)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", env, err, want)
@@ -259,7 +260,7 @@ func TestIptablesRejectsBadEnvironment(t *testing.T) {
 
 func TestIptablesCleanupOnlyAndValidation(t *testing.T) {
 	// --cleanup-only deletes what it finds and applies nothing.
-	fake := &iptables.RecordingRunner{Tables: map[string]string{"nat": "*nat\n:ISTIO_OUTPUT - [0:0]\n-A OUTPUT -p tcp -j ISTIO_OUTPUT\nCOMMIT\n"}}
+	fake := &iptablestest.RecordingRunner{Tables: map[string]string{"nat": "*nat\n:ISTIO_OUTPUT - [0:0]\n-A OUTPUT -p tcp -j ISTIO_OUTPUT\nCOMMIT\n"}}
 	if _, stderr, err := runIptablesCmd(t, nil, fake, append(seedArgs, "--cleanup-only")...); err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -271,7 +272,7 @@ func TestIptablesCleanupOnlyAndValidation(t *testing.T) {
 	// --run-validation fails the command with the check's error, after
 	// applying; --skip-rule-apply only validates.
 	for _, skip := range []bool{false, true} {
-		fake := &iptables.RecordingRunner{}
+		fake := &iptablestest.RecordingRunner{}
 		deps := testDeps(nil, iptables.System{IPv4: fake, Router: fake})
 		var checked iptables.Config
 		deps.check = func(_ context.Context, cfg iptables.Config, opts iptables.CheckOptions) error {

@@ -11,21 +11,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-)
 
-// syncStatus is one entry of straitd's /debug/syncz (xds.SyncStatus; kept
-// as its own type so that straitctl does not link the xDS server).
-type syncStatus struct {
-	ProxyID      string `json:"proxy_id"`
-	ConnectionID string `json:"connection_id"`
-	Types        []struct {
-		Type     string `json:"type"`
-		Sent     string `json:"sent"`
-		Acked    string `json:"acked"`
-		Synced   bool   `json:"synced"`
-		LastNack string `json:"last_nack,omitempty"`
-	} `json:"types"`
-}
+	"github.com/straitmesh/strait/internal/debugapi"
+)
 
 func newProxyStatusCmd() *cobra.Command {
 	var addr string
@@ -56,7 +44,7 @@ resource type (CDS, LDS, EDS, RDS):
 	return cmd
 }
 
-func fetchSyncz(ctx context.Context, addr string) ([]syncStatus, error) {
+func fetchSyncz(ctx context.Context, addr string) ([]debugapi.SyncStatus, error) {
 	base := addr
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
@@ -75,7 +63,7 @@ func fetchSyncz(ctx context.Context, addr string) ([]syncStatus, error) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, fmt.Errorf("get %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
 	}
-	var out []syncStatus
+	var out []debugapi.SyncStatus
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return nil, fmt.Errorf("get %s: decode: %w", url, err)
 	}
@@ -85,7 +73,7 @@ func fetchSyncz(ctx context.Context, addr string) ([]syncStatus, error) {
 // statusColumns are the types shown, in Istio's proxy-status order.
 var statusColumns = []string{"cds", "lds", "eds", "rds"}
 
-func printProxyStatus(w io.Writer, statuses []syncStatus) error {
+func printProxyStatus(w io.Writer, statuses []debugapi.SyncStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCDS\tLDS\tEDS\tRDS\tCONNECTION")
 	for _, s := range statuses {

@@ -25,7 +25,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/model"
 	kubetestenv "github.com/straitmesh/strait/internal/testenv/kube"
-	"github.com/straitmesh/strait/internal/xds"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 func TestResolveMode(t *testing.T) {
@@ -276,14 +276,14 @@ func TestKubeMode(t *testing.T) {
 		}
 		// The demo's client WorkloadEntry (file registry) identifies the proxy.
 		node := &core.Node{Id: model.NodeID("10.99.0.10", "client", "demo", "")}
-		if err := stream.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: xds.ClusterType}); err != nil {
+		if err := stream.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: xdsapi.ClusterType}); err != nil {
 			t.Fatal(err)
 		}
 		want := "outbound|80||cart.shop.svc.cluster.local"
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			resp := recvWithin(t, stream)
-			if resp.TypeUrl == xds.ClusterType && hasCluster(t, resp, want) {
+			if resp.TypeUrl == xdsapi.ClusterType && hasCluster(t, resp, want) {
 				if !hasCluster(t, resp, "outbound|80||echo.demo.svc.cluster.local") {
 					t.Errorf("CDS lacks the file registry's outbound|80||echo.demo.svc.cluster.local")
 				}

@@ -197,16 +197,17 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	}
 	generator := gen.New(source)
 	server, err := xds.New(xds.Options{
-		Generator:       generator,
-		PushFilter:      generator,
-		ResolveProxy:    resolveProxy,
-		DebounceAfter:   push.DebounceAfter,
-		DebounceMax:     push.DebounceMax,
-		SkipEDSDebounce: !push.EnableEDSDebounce,
-		EDSLeadingEdge:  push.EDSLeadingEdge,
-		PushThrottle:    push.PushThrottle,
-		Registry:        reg,
-		Logger:          logger,
+		Generator:         generator,
+		PushFilter:        generator,
+		EndpointsNarrower: generator,
+		ResolveProxy:      resolveProxy,
+		DebounceAfter:     push.DebounceAfter,
+		DebounceMax:       push.DebounceMax,
+		SkipEDSDebounce:   !push.EnableEDSDebounce,
+		EDSLeadingEdge:    push.EDSLeadingEdge,
+		PushThrottle:      push.PushThrottle,
+		Registry:          reg,
+		Logger:            logger,
 	})
 	if err != nil {
 		return err
@@ -282,8 +283,9 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 
 // The parts main wires must fit together.
 var (
-	_ xds.Generator  = (*gen.Generator)(nil)
-	_ xds.PushFilter = (*gen.Generator)(nil)
-	_ gen.Source     = (*file.Registry)(nil)
-	_ gen.Source     = (*kube.Registry)(nil)
+	_ xds.Generator         = (*gen.Generator)(nil)
+	_ xds.PushFilter        = (*gen.Generator)(nil)
+	_ xds.EndpointsNarrower = (*gen.Generator)(nil)
+	_ gen.Source            = (*file.Registry)(nil)
+	_ gen.Source            = (*kube.Registry)(nil)
 )

@@ -20,6 +20,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/xds"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 func TestPushSettingsFromEnv(t *testing.T) {
@@ -109,14 +110,14 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := &core.Node{Id: model.NodeID("10.99.0.10", "client", "demo", "")}
-	if err := stream.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: xds.ClusterType}); err != nil {
+	if err := stream.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: xdsapi.ClusterType}); err != nil {
 		t.Fatal(err)
 	}
 	resp := recvWithin(t, stream)
 	if !hasCluster(t, resp, "outbound|80||echo.demo.svc.cluster.local") {
 		t.Fatalf("CDS has no outbound|80||echo.demo.svc.cluster.local")
 	}
-	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: xds.ClusterType, VersionInfo: resp.VersionInfo, ResponseNonce: resp.Nonce}); err != nil {
+	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: xdsapi.ClusterType, VersionInfo: resp.VersionInfo, ResponseNonce: resp.Nonce}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -137,7 +138,7 @@ spec:
 		t.Fatal(err)
 	}
 	pushed := recvWithin(t, stream)
-	if pushed.TypeUrl != xds.ClusterType || pushed.VersionInfo == resp.VersionInfo || !hasCluster(t, pushed, "outbound|80|v1|echo.demo.svc.cluster.local") {
+	if pushed.TypeUrl != xdsapi.ClusterType || pushed.VersionInfo == resp.VersionInfo || !hasCluster(t, pushed, "outbound|80|v1|echo.demo.svc.cluster.local") {
 		t.Fatalf("push after the DestinationRule: %s version %s", pushed.TypeUrl, pushed.VersionInfo)
 	}
 

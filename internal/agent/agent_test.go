@@ -20,7 +20,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/straitmesh/strait/internal/agent/bootstrap"
 	"github.com/straitmesh/strait/internal/agent/config"
-	"github.com/straitmesh/strait/internal/agent/xdsproxy"
+	"github.com/straitmesh/strait/internal/xdsapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -93,7 +93,7 @@ func fakeProxy(log string, args []string) error {
 	if err != nil {
 		return err
 	}
-	for i, typeURL := range []string{xdsproxy.ClusterType, xdsproxy.ListenerType} {
+	for i, typeURL := range []string{xdsapi.ClusterType, xdsapi.ListenerType} {
 		req := &discoveryv3.DiscoveryRequest{TypeUrl: typeURL}
 		if i == 0 {
 			req.Node = b.GetNode()

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/straitmesh/strait/internal/protocol"
 )
 
 var (
@@ -17,12 +19,6 @@ var (
 	// hostRe accepts a DNS name, optionally with a leading "*." wildcard, or "*".
 	hostRe = regexp.MustCompile(`^(\*|(\*\.)?[a-zA-Z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?)*\.?)$`)
 )
-
-// Protocols are the service port protocols Istio defines (upper case).
-var Protocols = map[string]bool{
-	"HTTP": true, "HTTPS": true, "HTTP2": true, "GRPC": true, "GRPC-WEB": true,
-	"TCP": true, "TLS": true, "MONGO": true, "REDIS": true, "MYSQL": true, "UDP": true,
-}
 
 func validateMeta(el *errorList, md metadata) {
 	switch {
@@ -137,8 +133,8 @@ func validateServiceEntry(el *errorList, s *networking.ServiceEntry) {
 			}
 			names[p.Name] = i
 		}
-		if p.Protocol != "" && !Protocols[strings.ToUpper(p.Protocol)] {
-			el.add(f+".protocol", "%q is not a known protocol (one of %s)", p.Protocol, protocolList())
+		if _, known := protocol.Parse(p.Protocol); p.Protocol != "" && !known {
+			el.add(f+".protocol", "%q is not a known protocol (one of %s)", p.Protocol, strings.Join(protocol.Names(), ", "))
 		}
 		if p.TargetPort != 0 && !validPort(p.TargetPort) {
 			el.add(f+".targetPort", "%d is not a valid port (1-65535)", p.TargetPort)
@@ -338,11 +334,6 @@ func validateDestinationRule(el *errorList, s *networking.DestinationRule) {
 		}
 		validateLabels(el, f+".labels", ss.Labels)
 	}
-}
-
-func protocolList() string {
-	ps := sortedKeys(Protocols)
-	return strings.Join(ps, ", ")
 }
 
 func sortedKeys[V any](m map[string]V) []string {

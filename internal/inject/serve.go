@@ -79,7 +79,11 @@ func NewServer(handler http.Handler, opts ServerOptions) (*Server, error) {
 			return nil, err
 		}
 		getCert = r.get
-		s.caBundle, _ = os.ReadFile(opts.CertFile)
+		ca, err := os.ReadFile(opts.CertFile)
+		if err != nil {
+			return nil, fmt.Errorf("webhook server: read the CA bundle from the certificate file: %w", err)
+		}
+		s.caBundle = ca
 	default:
 		names := opts.DNSNames
 		if len(names) == 0 {

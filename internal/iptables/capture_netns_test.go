@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/iptables"
+	"github.com/straitmesh/strait/internal/origdst"
 	"github.com/straitmesh/strait/internal/testenv"
 	"github.com/straitmesh/strait/internal/transparent"
 )
@@ -246,7 +247,7 @@ func serveInbound(t *testing.T, l net.Listener) {
 }
 
 func originalDst(c net.Conn) netip.AddrPort {
-	if a, err := iptables.OriginalDst(c); err == nil && a.Addr().IsValid() && !a.Addr().IsUnspecified() {
+	if a, err := origdst.Get(c); err == nil && a.Addr().IsValid() && !a.Addr().IsUnspecified() {
 		return a
 	}
 	a := c.LocalAddr().(*net.TCPAddr).AddrPort()

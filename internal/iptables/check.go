@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/straitmesh/strait/internal/origdst"
 	"github.com/straitmesh/strait/internal/transparent"
 )
 
@@ -233,7 +234,7 @@ func probe(ctx context.Context, enter func(func() error) error, spec probeSpec) 
 			return
 		}
 		defer c.Close()
-		orig, err := OriginalDst(c)
+		orig, err := origdst.Get(c)
 		if err != nil || orig == (netip.AddrPort{}) {
 			// TPROXY keeps the destination as the local address.
 			if a, ok := c.LocalAddr().(*net.TCPAddr); ok {

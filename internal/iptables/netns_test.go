@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/iptables"
+	"github.com/straitmesh/strait/internal/origdst"
 	"github.com/straitmesh/strait/internal/testenv"
 )
 
@@ -42,7 +43,7 @@ func serve(t *testing.T, l net.Listener, name string) {
 				return
 			}
 			dst := "-"
-			if a, err := iptables.OriginalDst(c); err == nil && a.String() != c.LocalAddr().String() {
+			if a, err := origdst.Get(c); err == nil && a.String() != c.LocalAddr().String() {
 				dst = a.String()
 			}
 			fmt.Fprintf(c, "%s %s\n", name, dst)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/straitmesh/strait/internal/iptables/iptablestest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -300,7 +302,7 @@ func TestApplyReplacesEarlierRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := &RecordingRunner{Tables: map[string]string{"nat": savedAfterApply}}
+	fake := &iptablestest.RecordingRunner{Tables: map[string]string{"nat": savedAfterApply}}
 	input, err := Apply(context.Background(), fake, rs)
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +313,7 @@ func TestApplyReplacesEarlierRules(t *testing.T) {
 	checkGolden(t, "apply_existing", input)
 
 	// On a clean table there is nothing to delete.
-	fresh := &RecordingRunner{}
+	fresh := &iptablestest.RecordingRunner{}
 	input, err = Apply(context.Background(), fresh, rs)
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +326,7 @@ func TestApplyReportsRestoreError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := &RecordingRunner{Err: errors.New("boom")}
+	fake := &iptablestest.RecordingRunner{Err: errors.New("boom")}
 	if _, err := Apply(context.Background(), fake, rs); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("Apply() = %v, want the runner's error", err)
 	}
@@ -340,7 +342,7 @@ func TestInstallConvergesRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := &RecordingRunner{IPOutput: map[string]string{
+	fake := &iptablestest.RecordingRunner{IPOutput: map[string]string{
 		"-4 rule show": "0:\tfrom all lookup local\n" +
 			"32762:\tfrom all fwmark 0x7 lookup 70\n" +
 			"32763:\tfrom all fwmark 0x539 lookup 133 proto 76\n" +
@@ -369,7 +371,7 @@ func TestInstallConvergesRouting(t *testing.T) {
 	}
 
 	// Cleanup of a clean namespace runs nothing that changes anything.
-	clean := &RecordingRunner{}
+	clean := &iptablestest.RecordingRunner{}
 	rep, err = Cleanup(context.Background(), System{IPv4: clean, IPv6: clean, Router: clean})
 	if err != nil || len(rep.IPCommands) != 0 || len(clean.Restores) != 0 {
 		t.Errorf("cleanup of nothing: %v %q %q", err, rep.IPCommands, clean.Restores)

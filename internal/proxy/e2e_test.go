@@ -31,8 +31,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
-	"github.com/straitmesh/strait/internal/proxy/xdsclient"
 	"github.com/straitmesh/strait/internal/proxy/xdstest"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -207,10 +207,10 @@ func TestEndToEndADS(t *testing.T) {
 		t.Fatalf("/ready before config = %d %q %v", code, body, err)
 	}
 
-	srv.Set(xdsclient.ClusterType, "1", edsCluster("a"), edsCluster("b"))
-	srv.Set(xdsclient.ListenerType, "1", httpListener(t, "http", lnAddr, "80"))
-	srv.Set(xdsclient.EndpointType, "1", cla("a", a.Listener.Addr().String()), cla("b", b.Listener.Addr().String()))
-	srv.Set(xdsclient.RouteType, "1", weightedRoute("80", 50, 50))
+	srv.Set(xdsapi.ClusterType, "1", edsCluster("a"), edsCluster("b"))
+	srv.Set(xdsapi.ListenerType, "1", httpListener(t, "http", lnAddr, "80"))
+	srv.Set(xdsapi.EndpointType, "1", cla("a", a.Listener.Addr().String()), cla("b", b.Listener.Addr().String()))
+	srv.Set(xdsapi.RouteType, "1", weightedRoute("80", 50, 50))
 
 	waitFor(t, 10*time.Second, "/ready LIVE", func() bool {
 		code, body, _ := get(client, admin+"/ready")
@@ -218,12 +218,12 @@ func TestEndToEndADS(t *testing.T) {
 	})
 
 	// ACKs: every type acknowledged version 1 with its nonce.
-	for _, typ := range []string{xdsclient.ClusterType, xdsclient.ListenerType, xdsclient.EndpointType, xdsclient.RouteType} {
+	for _, typ := range []string{xdsapi.ClusterType, xdsapi.ListenerType, xdsapi.EndpointType, xdsapi.RouteType} {
 		srv.WaitRequest(t, 5*time.Second, func(r *discoveryv3.DiscoveryRequest) bool {
 			return r.GetTypeUrl() == typ && r.GetVersionInfo() == "1" && r.GetResponseNonce() != "" && r.GetErrorDetail() == nil
 		})
 	}
-	eds := srv.WaitRequest(t, time.Second, func(r *discoveryv3.DiscoveryRequest) bool { return r.GetTypeUrl() == xdsclient.EndpointType })
+	eds := srv.WaitRequest(t, time.Second, func(r *discoveryv3.DiscoveryRequest) bool { return r.GetTypeUrl() == xdsapi.EndpointType })
 	if got := strings.Join(eds.GetResourceNames(), ","); got != "a,b" {
 		t.Errorf("EDS subscription = %q, want a,b", got)
 	}
@@ -252,17 +252,17 @@ func TestEndToEndADS(t *testing.T) {
 	// NACK: an invalid cluster rejects the whole response; old config stays.
 	bad := edsCluster("c")
 	bad.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
-	srv.Set(xdsclient.ClusterType, "2", edsCluster("a"), edsCluster("b"), bad)
+	srv.Set(xdsapi.ClusterType, "2", edsCluster("a"), edsCluster("b"), bad)
 	nack := srv.WaitRequest(t, 5*time.Second, func(r *discoveryv3.DiscoveryRequest) bool {
-		return r.GetTypeUrl() == xdsclient.ClusterType && r.GetErrorDetail() != nil
+		return r.GetTypeUrl() == xdsapi.ClusterType && r.GetErrorDetail() != nil
 	})
 	if nack.GetVersionInfo() != "1" || !strings.Contains(nack.GetErrorDetail().GetMessage(), `"c"`) {
 		t.Errorf("NACK = version %q detail %q; want version 1 and a detail naming cluster c", nack.GetVersionInfo(), nack.GetErrorDetail().GetMessage())
 	}
 	// Also a cluster failing ValidateAll (empty name).
-	srv.Set(xdsclient.ClusterType, "3", edsCluster("a"), edsCluster("b"), &clusterv3.Cluster{})
+	srv.Set(xdsapi.ClusterType, "3", edsCluster("a"), edsCluster("b"), &clusterv3.Cluster{})
 	srv.WaitRequest(t, 5*time.Second, func(r *discoveryv3.DiscoveryRequest) bool {
-		return r.GetTypeUrl() == xdsclient.ClusterType && r.GetErrorDetail() != nil && r.GetVersionInfo() == "1" &&
+		return r.GetTypeUrl() == xdsapi.ClusterType && r.GetErrorDetail() != nil && r.GetVersionInfo() == "1" &&
 			strings.Contains(r.GetErrorDetail().GetMessage(), "invalid")
 	})
 	if m := counts(50, "/"); m["a"] == 0 || m["b"] == 0 {
@@ -291,18 +291,18 @@ func TestEndToEndADS(t *testing.T) {
 	}
 	for i := range 10 {
 		v := fmt.Sprint(10 + i)
-		srv.Set(xdsclient.RouteType, v, weightedRoute("80", uint32(1+i), uint32(10-i)))
-		srv.Set(xdsclient.ClusterType, v, edsCluster("a"), edsCluster("b"))
-		srv.Set(xdsclient.ListenerType, v, httpListener(t, "http", lnAddr, "80"))
+		srv.Set(xdsapi.RouteType, v, weightedRoute("80", uint32(1+i), uint32(10-i)))
+		srv.Set(xdsapi.ClusterType, v, edsCluster("a"), edsCluster("b"))
+		srv.Set(xdsapi.ListenerType, v, httpListener(t, "http", lnAddr, "80"))
 		srv.WaitRequest(t, 5*time.Second, func(r *discoveryv3.DiscoveryRequest) bool {
-			return r.GetTypeUrl() == xdsclient.RouteType && r.GetVersionInfo() == v
+			return r.GetTypeUrl() == xdsapi.RouteType && r.GetVersionInfo() == v
 		})
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Finally send everything to b only.
-	srv.Set(xdsclient.RouteType, "99", weightedRoute("80", 0, 1))
+	srv.Set(xdsapi.RouteType, "99", weightedRoute("80", 0, 1))
 	srv.WaitRequest(t, 5*time.Second, func(r *discoveryv3.DiscoveryRequest) bool {
-		return r.GetTypeUrl() == xdsclient.RouteType && r.GetVersionInfo() == "99"
+		return r.GetTypeUrl() == xdsapi.RouteType && r.GetVersionInfo() == "99"
 	})
 	cancel()
 	wg.Wait()
@@ -355,19 +355,19 @@ func TestNoHealthyUpstreamAndConnectFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	srv.Set(xdsclient.ClusterType, "1", edsCluster("a"), edsCluster("b"))
-	srv.Set(xdsclient.ListenerType, "1", httpListener(t, "http", lnAddr, "80"))
-	srv.Set(xdsclient.EndpointType, "1", cla("a"), cla("b", dead))
-	srv.Set(xdsclient.RouteType, "1", weightedRoute("80", 1, 0))
+	srv.Set(xdsapi.ClusterType, "1", edsCluster("a"), edsCluster("b"))
+	srv.Set(xdsapi.ListenerType, "1", httpListener(t, "http", lnAddr, "80"))
+	srv.Set(xdsapi.EndpointType, "1", cla("a"), cla("b", dead))
+	srv.Set(xdsapi.RouteType, "1", weightedRoute("80", 1, 0))
 	waitFor(t, 10*time.Second, "ready", p.Ready)
 	client := &http.Client{Timeout: 5 * time.Second}
 	code, body, err := get(client, "http://"+lnAddr+"/")
 	if err != nil || code != 503 || body != "no healthy upstream" {
 		t.Errorf("empty cluster: %d %q %v", code, body, err)
 	}
-	srv.Set(xdsclient.RouteType, "2", weightedRoute("80", 0, 1))
+	srv.Set(xdsapi.RouteType, "2", weightedRoute("80", 0, 1))
 	srv.WaitRequest(t, 5*time.Second, func(r *discoveryv3.DiscoveryRequest) bool {
-		return r.GetTypeUrl() == xdsclient.RouteType && r.GetVersionInfo() == "2"
+		return r.GetTypeUrl() == xdsapi.RouteType && r.GetVersionInfo() == "2"
 	})
 	code, body, err = get(client, "http://"+lnAddr+"/")
 	if err != nil || code != 503 || !strings.Contains(body, "upstream connect error") {
@@ -415,10 +415,10 @@ func TestADSOverPipeAndReconnect(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Close() })
 	set := func(s *xdstest.Server) {
-		s.Set(xdsclient.ClusterType, "7", edsCluster("a"), edsCluster("b"))
-		s.Set(xdsclient.ListenerType, "7", httpListener(t, "http", lnAddr, "80"))
-		s.Set(xdsclient.EndpointType, "7", cla("a", backendA.Listener.Addr().String()), cla("b", backendA.Listener.Addr().String()))
-		s.Set(xdsclient.RouteType, "7", weightedRoute("80", 1, 1))
+		s.Set(xdsapi.ClusterType, "7", edsCluster("a"), edsCluster("b"))
+		s.Set(xdsapi.ListenerType, "7", httpListener(t, "http", lnAddr, "80"))
+		s.Set(xdsapi.EndpointType, "7", cla("a", backendA.Listener.Addr().String()), cla("b", backendA.Listener.Addr().String()))
+		s.Set(xdsapi.RouteType, "7", weightedRoute("80", 1, 1))
 	}
 	set(srv)
 	waitFor(t, 10*time.Second, "ready", p.Ready)
@@ -433,7 +433,7 @@ func TestADSOverPipeAndReconnect(t *testing.T) {
 	// ...and resubscribes with its last accepted versions when it comes back.
 	srv2 := xdstest.StartAt(t, "unix", sock)
 	set(srv2)
-	for _, typ := range []string{xdsclient.ClusterType, xdsclient.ListenerType, xdsclient.EndpointType, xdsclient.RouteType} {
+	for _, typ := range []string{xdsapi.ClusterType, xdsapi.ListenerType, xdsapi.EndpointType, xdsapi.RouteType} {
 		r := srv2.WaitRequest(t, 10*time.Second, func(r *discoveryv3.DiscoveryRequest) bool { return r.GetTypeUrl() == typ })
 		if r.GetVersionInfo() != "7" {
 			t.Errorf("%s resubscribed with version %q, want 7", typ, r.GetVersionInfo())

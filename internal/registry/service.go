@@ -5,74 +5,17 @@
 package registry
 
 import (
-	"strings"
-
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/protocol"
 )
-
-// Protocol is a service port's protocol, upper case as Istio spells it
-// ("HTTP", "HTTP2", "GRPC", "TCP", "TLS", ...).
-type Protocol string
-
-// Protocols Strait treats specially.
-const (
-	HTTP    Protocol = "HTTP"
-	HTTP2   Protocol = "HTTP2"
-	GRPC    Protocol = "GRPC"
-	GRPCWeb Protocol = "GRPC-WEB"
-	HTTPS   Protocol = "HTTPS"
-	TCP     Protocol = "TCP"
-	TLS     Protocol = "TLS"
-	UDP     Protocol = "UDP"
-)
-
-// IsHTTP reports whether the port carries HTTP that the sidecar routes at
-// layer 7 (HTTP/1.1, HTTP/2, gRPC).
-func (p Protocol) IsHTTP() bool {
-	switch p {
-	case HTTP, HTTP2, GRPC, GRPCWeb:
-		return true
-	}
-	return false
-}
-
-// IsHTTP2 reports whether upstream connections must speak HTTP/2.
-func (p Protocol) IsHTTP2() bool { return p == HTTP2 || p == GRPC }
-
-// ProtocolFor returns the port's protocol: the explicit protocol, else the
-// one named by the port name's prefix ("http-web" → HTTP, "grpc" → GRPC),
-// else TCP.
-func ProtocolFor(explicit, name string) Protocol {
-	if explicit != "" {
-		return Protocol(strings.ToUpper(explicit))
-	}
-	prefix, _, _ := strings.Cut(strings.ToLower(name), "-")
-	switch prefix {
-	case "http":
-		return HTTP
-	case "http2":
-		return HTTP2
-	case "grpc":
-		return GRPC
-	case "grpc-web":
-		return GRPCWeb
-	case "https":
-		return HTTPS
-	case "tls":
-		return TLS
-	case "udp":
-		return UDP
-	}
-	return TCP
-}
 
 // Port is one service port.
 type Port struct {
 	Name     string
 	Number   uint32
-	Protocol Protocol
+	Protocol protocol.Protocol
 	// TargetPort is the workload port when the workload does not name one;
 	// 0 means the same as Number.
 	TargetPort uint32

@@ -11,6 +11,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/protocol"
 )
 
 // DefaultDomain is the cluster DNS domain used when none is configured.
@@ -174,7 +175,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 func servicePorts(se *networking.ServiceEntry) []Port {
 	ports := make([]Port, 0, len(se.GetPorts()))
 	for _, p := range se.GetPorts() {
-		ports = append(ports, Port{Name: p.Name, Number: p.Number, Protocol: ProtocolFor(p.Protocol, p.Name), TargetPort: p.TargetPort})
+		ports = append(ports, Port{Name: p.Name, Number: p.Number, Protocol: protocol.ForPort(p.Protocol, p.Name), TargetPort: p.TargetPort})
 	}
 	return ports
 }

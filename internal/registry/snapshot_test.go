@@ -6,32 +6,6 @@ import (
 	"github.com/straitmesh/strait/internal/config"
 )
 
-func TestProtocolFor(t *testing.T) {
-	tests := []struct {
-		explicit, name string
-		want           Protocol
-		http           bool
-	}{
-		{"HTTP", "x", HTTP, true},
-		{"http2", "", HTTP2, true},
-		{"", "http", HTTP, true},
-		{"", "http-web", HTTP, true},
-		{"", "http2-x", HTTP2, true},
-		{"", "grpc", GRPC, true},
-		{"", "grpc-web", GRPC, true}, // the prefix before the first '-' decides
-		{"", "tcp-db", TCP, false},
-		{"", "tls", TLS, false},
-		{"", "mysql", TCP, false},
-		{"TCP", "http", TCP, false},
-	}
-	for _, tt := range tests {
-		got := ProtocolFor(tt.explicit, tt.name)
-		if got != tt.want || got.IsHTTP() != tt.http {
-			t.Errorf("ProtocolFor(%q, %q) = %q (http %v), want %q (http %v)", tt.explicit, tt.name, got, got.IsHTTP(), tt.want, tt.http)
-		}
-	}
-}
-
 const mesh = `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: echo, namespace: demo}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -25,11 +26,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/straitmesh/strait/internal/debugapi"
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 const (
@@ -118,21 +122,21 @@ func (g *fakeGenerator) Generate(proxy *model.Proxy, typeURL string, watched []s
 	}
 	var msgs []proto.Message
 	switch typeURL {
-	case ClusterType:
+	case xdsapi.ClusterType:
 		for _, n := range clusters {
 			msgs = append(msgs, &cluster.Cluster{Name: n, AltStatName: v})
 		}
-	case ListenerType:
+	case xdsapi.ListenerType:
 		for _, n := range listeners {
 			msgs = append(msgs, &listener.Listener{Name: n, StatPrefix: v})
 		}
-	case EndpointType:
+	case xdsapi.EndpointType:
 		for _, n := range watched {
 			if zone, ok := zones[n]; ok {
 				msgs = append(msgs, &endpoint.ClusterLoadAssignment{ClusterName: n, Endpoints: []*endpoint.LocalityLbEndpoints{{Locality: &core.Locality{Zone: zone}}}})
 			}
 		}
-	case RouteType:
+	case xdsapi.RouteType:
 		for _, n := range watched {
 			msgs = append(msgs, &route.RouteConfiguration{Name: n, VirtualHosts: []*route.VirtualHost{{Name: v, Domains: []string{"*"}}}})
 		}
@@ -168,10 +172,45 @@ type testEnv struct {
 	server *Server
 	gen    *fakeGenerator
 	reg    *prometheus.Registry
-	addr   string
+	// addr is the server's loopback address (newTCPTestEnv only).
+	addr string
+	// target and dialOpts reach the server with a gRPC client.
+	target   string
+	dialOpts []grpc.DialOption
 }
 
+// newTestEnv runs a server on an in-memory gRPC listener (bufconn): real
+// gRPC over a connection that needs no network, so the test can run in a
+// synctest bubble, where debounce windows and waits for the absence of a
+// response take no real time.
 func newTestEnv(t *testing.T, configure func(*Options)) *testEnv {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	env := startTestEnv(t, lis, configure)
+	env.target = "passthrough:///bufconn"
+	env.dialOpts = []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+	}
+	return env
+}
+
+// newTCPTestEnv runs a server on loopback TCP, for clients that need an
+// address (a proxyless gRPC bootstrap).
+func newTCPTestEnv(t *testing.T, configure func(*Options)) *testEnv {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := startTestEnv(t, lis, configure)
+	env.addr = lis.Addr().String()
+	env.target = env.addr
+	env.dialOpts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	return env
+}
+
+func startTestEnv(t *testing.T, lis net.Listener, configure func(*Options)) *testEnv {
 	t.Helper()
 	env := &testEnv{gen: &fakeGenerator{}, reg: prometheus.NewRegistry()}
 	opts := Options{
@@ -188,11 +227,6 @@ func newTestEnv(t *testing.T, configure func(*Options)) *testEnv {
 		t.Fatal(err)
 	}
 	env.server = s
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.addr = lis.Addr().String()
 	gs := grpc.NewServer()
 	s.Register(gs)
 	go func() { _ = gs.Serve(lis) }()
@@ -223,7 +257,7 @@ type adsClient struct {
 
 func (env *testEnv) connect(t *testing.T, nodeID string) *adsClient {
 	t.Helper()
-	conn, err := grpc.NewClient(env.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(env.target, env.dialOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +370,7 @@ func (c *adsClient) subscribeAll() map[string]*discovery.DiscoveryResponse {
 	for _, sub := range []struct {
 		typeURL string
 		names   []string
-	}{{ClusterType, nil}, {EndpointType, []string{"c1"}}, {ListenerType, nil}, {RouteType, []string{"80"}}} {
+	}{{xdsapi.ClusterType, nil}, {xdsapi.EndpointType, []string{"c1"}}, {xdsapi.ListenerType, nil}, {xdsapi.RouteType, []string{"80"}}} {
 		c.request(sub.typeURL, sub.names, "", "")
 		r := c.expect(sub.typeURL)
 		c.ack(r, sub.names)
@@ -356,7 +390,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func (env *testEnv) watched(t *testing.T, typeURL string) WatchedStatus {
+func (env *testEnv) watched(t *testing.T, typeURL string) debugapi.WatchedStatus {
 	t.Helper()
 	cons := env.server.Connections()
 	if len(cons) != 1 {
@@ -368,7 +402,7 @@ func (env *testEnv) watched(t *testing.T, typeURL string) WatchedStatus {
 		}
 	}
 	t.Fatalf("connection does not watch %s", typeLabel(typeURL))
-	return WatchedStatus{}
+	return debugapi.WatchedStatus{}
 }
 
 // metricValue returns the value of a counter or gauge in reg, 0 if absent.
@@ -399,281 +433,297 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 }
 
 func TestInitialFlowAndACK(t *testing.T) {
-	env := newTestEnv(t, nil)
-	c := env.connect(t, testNodeID)
+	synctest.Test(t, func(t *testing.T) {
+		env := newTestEnv(t, nil)
+		c := env.connect(t, testNodeID)
 
-	c.request(ClusterType, nil, "", "")
-	cds := c.expect(ClusterType)
-	if len(cds.Resources) != 1 || cds.VersionInfo == "" || cds.Nonce == "" {
-		t.Fatalf("CDS response = %v", cds)
-	}
-	var cl cluster.Cluster
-	if err := cds.Resources[0].UnmarshalTo(&cl); err != nil || cl.Name != "c1" {
-		t.Fatalf("CDS resource = %v, %v", &cl, err)
-	}
-	c.ack(cds, nil)
-
-	c.request(EndpointType, []string{"c1", "c2"}, "", "")
-	eds := c.expect(EndpointType)
-	if len(eds.Resources) != 2 {
-		t.Fatalf("EDS has %d resources, want one per requested name", len(eds.Resources))
-	}
-	c.ack(eds, []string{"c1", "c2"})
-
-	c.request(ListenerType, nil, "", "")
-	lds := c.expect(ListenerType)
-	c.ack(lds, nil)
-
-	c.request(RouteType, []string{"80"}, "", "")
-	rds := c.expect(RouteType)
-	c.ack(rds, []string{"80"})
-
-	// ACKs are not answered.
-	c.expectNone(quietInterval)
-	nonces := map[string]bool{}
-	for _, r := range []*discovery.DiscoveryResponse{cds, eds, lds, rds} {
-		if nonces[r.Nonce] {
-			t.Fatalf("nonce %s reused", r.Nonce)
+		c.request(xdsapi.ClusterType, nil, "", "")
+		cds := c.expect(xdsapi.ClusterType)
+		if len(cds.Resources) != 1 || cds.VersionInfo == "" || cds.Nonce == "" {
+			t.Fatalf("CDS response = %v", cds)
 		}
-		nonces[r.Nonce] = true
-		w := env.watched(t, r.TypeUrl)
-		if w.VersionSent != r.VersionInfo || w.VersionAcked != r.VersionInfo || w.NonceAcked != r.Nonce {
-			t.Errorf("%s: watched %+v, want sent = acked = %s", typeLabel(r.TypeUrl), w, r.VersionInfo)
+		var cl cluster.Cluster
+		if err := cds.Resources[0].UnmarshalTo(&cl); err != nil || cl.Name != "c1" {
+			t.Fatalf("CDS resource = %v, %v", &cl, err)
 		}
-	}
+		c.ack(cds, nil)
 
-	cons := env.server.Connections()
-	if cons[0].ProxyID != testNodeID || cons[0].IP != "10.1.0.2" {
-		t.Errorf("connection = %+v", cons[0])
-	}
-	if got := metricValue(t, env.reg, "pilot_xds", nil); got != 1 {
-		t.Errorf("pilot_xds = %v, want 1", got)
-	}
-	if got := metricValue(t, env.reg, "pilot_xds_pushes", map[string]string{"type": "cds"}); got != 1 {
-		t.Errorf("pilot_xds_pushes{type=cds} = %v, want 1", got)
-	}
+		c.request(xdsapi.EndpointType, []string{"c1", "c2"}, "", "")
+		eds := c.expect(xdsapi.EndpointType)
+		if len(eds.Resources) != 2 {
+			t.Fatalf("EDS has %d resources, want one per requested name", len(eds.Resources))
+		}
+		c.ack(eds, []string{"c1", "c2"})
+
+		c.request(xdsapi.ListenerType, nil, "", "")
+		lds := c.expect(xdsapi.ListenerType)
+		c.ack(lds, nil)
+
+		c.request(xdsapi.RouteType, []string{"80"}, "", "")
+		rds := c.expect(xdsapi.RouteType)
+		c.ack(rds, []string{"80"})
+
+		// ACKs are not answered.
+		c.expectNone(quietInterval)
+		nonces := map[string]bool{}
+		for _, r := range []*discovery.DiscoveryResponse{cds, eds, lds, rds} {
+			if nonces[r.Nonce] {
+				t.Fatalf("nonce %s reused", r.Nonce)
+			}
+			nonces[r.Nonce] = true
+			w := env.watched(t, r.TypeUrl)
+			if w.VersionSent != r.VersionInfo || w.VersionAcked != r.VersionInfo || w.NonceAcked != r.Nonce {
+				t.Errorf("%s: watched %+v, want sent = acked = %s", typeLabel(r.TypeUrl), w, r.VersionInfo)
+			}
+		}
+
+		cons := env.server.Connections()
+		if cons[0].ProxyID != testNodeID || cons[0].IP != "10.1.0.2" {
+			t.Errorf("connection = %+v", cons[0])
+		}
+		if got := metricValue(t, env.reg, "pilot_xds", nil); got != 1 {
+			t.Errorf("pilot_xds = %v, want 1", got)
+		}
+		if got := metricValue(t, env.reg, "pilot_xds_pushes", map[string]string{"type": "cds"}); got != 1 {
+			t.Errorf("pilot_xds_pushes{type=cds} = %v, want 1", got)
+		}
+	})
 }
 
 func TestNACKRecordedNotResent(t *testing.T) {
-	env := newTestEnv(t, nil)
-	c := env.connect(t, testNodeID)
-	c.request(ClusterType, nil, "", "")
-	first := c.expect(ClusterType)
-	c.ack(first, nil)
+	synctest.Test(t, func(t *testing.T) {
+		env := newTestEnv(t, nil)
+		c := env.connect(t, testNodeID)
+		c.request(xdsapi.ClusterType, nil, "", "")
+		first := c.expect(xdsapi.ClusterType)
+		c.ack(first, nil)
 
-	env.gen.bump()
-	env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
-	second := c.expect(ClusterType)
-	c.nack(second, nil, first.VersionInfo, "cluster c1: bad config")
+		env.gen.bump()
+		env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
+		second := c.expect(xdsapi.ClusterType)
+		c.nack(second, nil, first.VersionInfo, "cluster c1: bad config")
 
-	eventually(t, "NACK recorded", func() bool { return env.watched(t, ClusterType).NackError != "" })
-	w := env.watched(t, ClusterType)
-	if w.NackError != "cluster c1: bad config" || w.NonceNacked != second.Nonce || w.VersionAcked != first.VersionInfo {
-		t.Errorf("after NACK watched = %+v", w)
-	}
-	if got := metricValue(t, env.reg, "pilot_total_xds_rejects", map[string]string{"type": "cds"}); got != 1 {
-		t.Errorf("pilot_total_xds_rejects{type=cds} = %v, want 1", got)
-	}
-	sz := env.server.SyncStatuses()
-	if len(sz) != 1 || len(sz[0].Types) != 1 || sz[0].Types[0].LastNack == "" || sz[0].Types[0].Synced {
-		t.Errorf("syncz = %+v, want the NACK and not synced", sz)
-	}
-	// No resend loop: the NACK is not answered.
-	c.expectNone(quietInterval)
+		eventually(t, "NACK recorded", func() bool { return env.watched(t, xdsapi.ClusterType).NackError != "" })
+		w := env.watched(t, xdsapi.ClusterType)
+		if w.NackError != "cluster c1: bad config" || w.NonceNacked != second.Nonce || w.VersionAcked != first.VersionInfo {
+			t.Errorf("after NACK watched = %+v", w)
+		}
+		if got := metricValue(t, env.reg, "pilot_total_xds_rejects", map[string]string{"type": "cds"}); got != 1 {
+			t.Errorf("pilot_total_xds_rejects{type=cds} = %v, want 1", got)
+		}
+		sz := env.server.SyncStatuses()
+		if len(sz) != 1 || len(sz[0].Types) != 1 || sz[0].Types[0].LastNack == "" || sz[0].Types[0].Synced {
+			t.Errorf("syncz = %+v, want the NACK and not synced", sz)
+		}
+		// No resend loop: the NACK is not answered.
+		c.expectNone(quietInterval)
 
-	// A later good push that is ACKed clears the NACK.
-	env.gen.bump()
-	env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
-	third := c.expect(ClusterType)
-	c.ack(third, nil)
-	eventually(t, "ACK recorded", func() bool { return env.watched(t, ClusterType).VersionAcked == third.VersionInfo })
-	if w := env.watched(t, ClusterType); w.NackError != "" {
-		t.Errorf("NACK not cleared by ACK: %+v", w)
-	}
+		// A later good push that is ACKed clears the NACK.
+		env.gen.bump()
+		env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
+		third := c.expect(xdsapi.ClusterType)
+		c.ack(third, nil)
+		eventually(t, "ACK recorded", func() bool { return env.watched(t, xdsapi.ClusterType).VersionAcked == third.VersionInfo })
+		if w := env.watched(t, xdsapi.ClusterType); w.NackError != "" {
+			t.Errorf("NACK not cleared by ACK: %+v", w)
+		}
+	})
 }
 
 func TestStaleNonceIgnored(t *testing.T) {
-	env := newTestEnv(t, nil)
-	c := env.connect(t, testNodeID)
-	c.request(ClusterType, nil, "", "")
-	c.ack(c.expect(ClusterType), nil)
-	c.request(EndpointType, []string{"a"}, "", "")
-	first := c.expect(EndpointType)
+	synctest.Test(t, func(t *testing.T) {
+		env := newTestEnv(t, nil)
+		c := env.connect(t, testNodeID)
+		c.request(xdsapi.ClusterType, nil, "", "")
+		c.ack(c.expect(xdsapi.ClusterType), nil)
+		c.request(xdsapi.EndpointType, []string{"a"}, "", "")
+		first := c.expect(xdsapi.EndpointType)
 
-	env.gen.bump()
-	env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
-	second := c.expect(EndpointType)
+		env.gen.bump()
+		env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
+		second := c.expect(xdsapi.EndpointType)
 
-	// An ACK of the first nonce, with new names, arrives after the second
-	// response was sent: stale, so neither recorded nor answered.
-	c.ack(first, []string{"a", "b"})
-	c.expectNone(quietInterval)
-	if w := env.watched(t, EndpointType); w.VersionAcked != "" || !slices.Equal(w.ResourceNames, []string{"a"}) {
-		t.Errorf("stale ACK changed state: %+v", w)
-	}
-	// The same change with the current nonce is answered.
-	c.ack(second, []string{"a", "b"})
-	third := c.expect(EndpointType)
-	if len(third.Resources) != 2 {
-		t.Fatalf("EDS for [a b] has %d resources", len(third.Resources))
-	}
-	if w := env.watched(t, EndpointType); w.VersionAcked != second.VersionInfo {
-		t.Errorf("ACK of the current nonce not recorded: %+v", w)
-	}
+		// An ACK of the first nonce, with new names, arrives after the second
+		// response was sent: stale, so neither recorded nor answered.
+		c.ack(first, []string{"a", "b"})
+		c.expectNone(quietInterval)
+		if w := env.watched(t, xdsapi.EndpointType); w.VersionAcked != "" || !slices.Equal(w.ResourceNames, []string{"a"}) {
+			t.Errorf("stale ACK changed state: %+v", w)
+		}
+		// The same change with the current nonce is answered.
+		c.ack(second, []string{"a", "b"})
+		third := c.expect(xdsapi.EndpointType)
+		if len(third.Resources) != 2 {
+			t.Fatalf("EDS for [a b] has %d resources", len(third.Resources))
+		}
+		if w := env.watched(t, xdsapi.EndpointType); w.VersionAcked != second.VersionInfo {
+			t.Errorf("ACK of the current nonce not recorded: %+v", w)
+		}
+	})
 }
 
 func TestFullPushAfterConfigUpdate(t *testing.T) {
-	env := newTestEnv(t, nil)
-	c := env.connect(t, testNodeID)
-	initial := c.subscribeAll()
+	synctest.Test(t, func(t *testing.T) {
+		env := newTestEnv(t, nil)
+		c := env.connect(t, testNodeID)
+		initial := c.subscribeAll()
 
-	env.gen.bump()
-	start := time.Now()
-	env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
-	var version string
-	for _, typeURL := range pushOrder { // CDS, EDS, LDS, RDS
-		r := c.expect(typeURL)
-		if r.VersionInfo == initial[typeURL].VersionInfo {
-			t.Errorf("%s version not changed by the push: %s", typeLabel(typeURL), r.VersionInfo)
+		env.gen.bump()
+		start := time.Now()
+		env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
+		var version string
+		for _, typeURL := range pushOrder { // CDS, EDS, LDS, RDS
+			r := c.expect(typeURL)
+			if r.VersionInfo == initial[typeURL].VersionInfo {
+				t.Errorf("%s version not changed by the push: %s", typeLabel(typeURL), r.VersionInfo)
+			}
+			if version != "" && r.VersionInfo != version {
+				t.Errorf("%s version %s, want the push's version %s", typeLabel(typeURL), r.VersionInfo, version)
+			}
+			version = r.VersionInfo
 		}
-		if version != "" && r.VersionInfo != version {
-			t.Errorf("%s version %s, want the push's version %s", typeLabel(typeURL), r.VersionInfo, version)
+		if took := time.Since(start); took < testDebounce || took > testDebounce+2*time.Second {
+			t.Errorf("push arrived after %v, want after the debounce %v and soon after", took, testDebounce)
 		}
-		version = r.VersionInfo
-	}
-	if took := time.Since(start); took < testDebounce || took > testDebounce+2*time.Second {
-		t.Errorf("push arrived after %v, want after the debounce %v and soon after", took, testDebounce)
-	}
-	c.expectNone(quietInterval)
+		c.expectNone(quietInterval)
 
-	// Nothing changed: a full push sends nothing.
-	env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}})
-	c.expectNone(testDebounce + quietInterval)
+		// Nothing changed: a full push sends nothing.
+		env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}})
+		c.expectNone(testDebounce + quietInterval)
+	})
 }
 
 func TestEDSOnlyPush(t *testing.T) {
-	env := newTestEnv(t, nil)
-	c := env.connect(t, testNodeID)
-	c.subscribeAll()
-	env.gen.bump() // every type's resources change, but only EDS may be sent
-	env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
-	r := c.expect(EndpointType)
-	c.ack(r, []string{"c1"})
-	c.expectNone(testDebounce + quietInterval)
+	synctest.Test(t, func(t *testing.T) {
+		env := newTestEnv(t, nil)
+		c := env.connect(t, testNodeID)
+		c.subscribeAll()
+		env.gen.bump() // every type's resources change, but only EDS may be sent
+		env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
+		r := c.expect(xdsapi.EndpointType)
+		c.ack(r, []string{"c1"})
+		c.expectNone(testDebounce + quietInterval)
+	})
 }
 
 func TestReconnect(t *testing.T) {
-	env := newTestEnv(t, nil)
-	c := env.connect(t, testNodeID)
-	c.request(ClusterType, nil, "", "")
-	old := c.expect(ClusterType)
-	c.ack(old, nil)
-	eventually(t, "one connection", func() bool { return len(env.server.Connections()) == 1 })
-	c.cancel()
-	eventually(t, "connection closed", func() bool { return len(env.server.Connections()) == 0 })
-	if got := metricValue(t, env.reg, "pilot_xds", nil); got != 0 {
-		t.Errorf("pilot_xds after close = %v, want 0", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		env := newTestEnv(t, nil)
+		c := env.connect(t, testNodeID)
+		c.request(xdsapi.ClusterType, nil, "", "")
+		old := c.expect(xdsapi.ClusterType)
+		c.ack(old, nil)
+		eventually(t, "one connection", func() bool { return len(env.server.Connections()) == 1 })
+		c.cancel()
+		eventually(t, "connection closed", func() bool { return len(env.server.Connections()) == 0 })
+		if got := metricValue(t, env.reg, "pilot_xds", nil); got != 0 {
+			t.Errorf("pilot_xds after close = %v, want 0", got)
+		}
 
-	// Envoy reconnects with the version it has and no nonce: answered.
-	c2 := env.connect(t, testNodeID)
-	c2.request(ClusterType, nil, old.VersionInfo, "")
-	r := c2.expect(ClusterType)
-	if r.Nonce == old.Nonce {
-		t.Errorf("nonce %s reused across connections", r.Nonce)
-	}
-	c2.ack(r, nil)
-	cons := env.server.Connections()
-	if len(cons) != 1 || cons[0].ProxyID != testNodeID {
-		t.Fatalf("connections after reconnect = %+v", cons)
-	}
+		// Envoy reconnects with the version it has and no nonce: answered.
+		c2 := env.connect(t, testNodeID)
+		c2.request(xdsapi.ClusterType, nil, old.VersionInfo, "")
+		r := c2.expect(xdsapi.ClusterType)
+		if r.Nonce == old.Nonce {
+			t.Errorf("nonce %s reused across connections", r.Nonce)
+		}
+		c2.ack(r, nil)
+		cons := env.server.Connections()
+		if len(cons) != 1 || cons[0].ProxyID != testNodeID {
+			t.Fatalf("connections after reconnect = %+v", cons)
+		}
+	})
 }
 
 func TestInitConnectionHooks(t *testing.T) {
-	denied := errors.New("not in the mesh")
-	var (
-		mu       sync.Mutex
-		resolved *model.Proxy
-	)
-	env := newTestEnv(t, func(o *Options) {
-		o.ResolveProxy = func(p *model.Proxy) error {
-			if p.IP == "10.9.9.9" {
-				return errors.New("no WorkloadEntry with address 10.9.9.9")
+	synctest.Test(t, func(t *testing.T) {
+		denied := errors.New("not in the mesh")
+		var (
+			mu       sync.Mutex
+			resolved *model.Proxy
+		)
+		env := newTestEnv(t, func(o *Options) {
+			o.ResolveProxy = func(p *model.Proxy) error {
+				if p.IP == "10.9.9.9" {
+					return errors.New("no WorkloadEntry with address 10.9.9.9")
+				}
+				p.Metadata["RESOLVED"] = "yes"
+				mu.Lock()
+				resolved = p
+				mu.Unlock()
+				return nil
 			}
-			p.Metadata["RESOLVED"] = "yes"
-			mu.Lock()
-			resolved = p
-			mu.Unlock()
-			return nil
+			o.Authorize = func(p *model.Proxy) error {
+				if p.PodName == "intruder" {
+					return denied
+				}
+				return nil
+			}
+		})
+		tests := []struct {
+			nodeID string
+			code   codes.Code
+		}{
+			{"bogus", codes.InvalidArgument},
+			{"", codes.InvalidArgument},
+			{"sidecar~10.9.9.9~x.demo~demo.svc.cluster.local", codes.FailedPrecondition},
+			{"sidecar~10.1.0.3~intruder.demo~demo.svc.cluster.local", codes.PermissionDenied},
 		}
-		o.Authorize = func(p *model.Proxy) error {
-			if p.PodName == "intruder" {
-				return denied
+		for _, tt := range tests {
+			c := env.connect(t, tt.nodeID)
+			c.request(xdsapi.ClusterType, nil, "", "")
+			if err := c.expectError(); grpcstatus.Code(err) != tt.code {
+				t.Errorf("node %q: error %v, want code %v", tt.nodeID, err, tt.code)
 			}
-			return nil
+		}
+		if n := len(env.server.Connections()); n != 0 {
+			t.Fatalf("%d rejected connections registered", n)
+		}
+
+		c := env.connect(t, testNodeID)
+		c.request(xdsapi.ClusterType, nil, "", "")
+		c.expect(xdsapi.ClusterType)
+		mu.Lock()
+		defer mu.Unlock()
+		if resolved == nil || resolved.Metadata["NAMESPACE"] != "demo" || resolved.Metadata["LABELS"] != `{"app":"client"}` || resolved.Metadata["RESOLVED"] != "yes" {
+			t.Fatalf("resolved proxy = %+v", resolved)
 		}
 	})
-	tests := []struct {
-		nodeID string
-		code   codes.Code
-	}{
-		{"bogus", codes.InvalidArgument},
-		{"", codes.InvalidArgument},
-		{"sidecar~10.9.9.9~x.demo~demo.svc.cluster.local", codes.FailedPrecondition},
-		{"sidecar~10.1.0.3~intruder.demo~demo.svc.cluster.local", codes.PermissionDenied},
-	}
-	for _, tt := range tests {
-		c := env.connect(t, tt.nodeID)
-		c.request(ClusterType, nil, "", "")
-		if err := c.expectError(); grpcstatus.Code(err) != tt.code {
-			t.Errorf("node %q: error %v, want code %v", tt.nodeID, err, tt.code)
-		}
-	}
-	if n := len(env.server.Connections()); n != 0 {
-		t.Fatalf("%d rejected connections registered", n)
-	}
-
-	c := env.connect(t, testNodeID)
-	c.request(ClusterType, nil, "", "")
-	c.expect(ClusterType)
-	mu.Lock()
-	defer mu.Unlock()
-	if resolved == nil || resolved.Metadata["NAMESPACE"] != "demo" || resolved.Metadata["LABELS"] != `{"app":"client"}` || resolved.Metadata["RESOLVED"] != "yes" {
-		t.Fatalf("resolved proxy = %+v", resolved)
-	}
 }
 
 func TestDebugHandlers(t *testing.T) {
-	env := newTestEnv(t, nil)
-	c := env.connect(t, testNodeID)
-	resps := c.subscribeAll()
-	eventually(t, "RDS ACK", func() bool { return env.watched(t, RouteType).VersionAcked != "" })
+	synctest.Test(t, func(t *testing.T) {
+		env := newTestEnv(t, nil)
+		c := env.connect(t, testNodeID)
+		resps := c.subscribeAll()
+		eventually(t, "RDS ACK", func() bool { return env.watched(t, xdsapi.RouteType).VersionAcked != "" })
 
-	mux := http.NewServeMux()
-	env.server.RegisterDebugHandlers(mux)
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
+		mux := http.NewServeMux()
+		env.server.RegisterDebugHandlers(mux)
+		srv := httptest.NewServer(mux)
+		defer srv.Close()
 
-	var cons []ConnectionStatus
-	getJSON(t, srv.URL+"/debug/connections", &cons)
-	if len(cons) != 1 || cons[0].ProxyID != testNodeID || cons[0].IP != "10.1.0.2" || cons[0].ConnectedAt.IsZero() || len(cons[0].Watched) != 4 {
-		t.Fatalf("/debug/connections = %+v", cons)
-	}
-	for i, w := range cons[0].Watched {
-		if w.TypeURL != pushOrder[i] || w.VersionAcked != resps[w.TypeURL].VersionInfo {
-			t.Errorf("watched[%d] = %+v", i, w)
+		var cons []debugapi.ConnectionStatus
+		getJSON(t, srv.URL+"/debug/connections", &cons)
+		if len(cons) != 1 || cons[0].ProxyID != testNodeID || cons[0].IP != "10.1.0.2" || cons[0].ConnectedAt.IsZero() || len(cons[0].Watched) != 4 {
+			t.Fatalf("/debug/connections = %+v", cons)
 		}
-	}
-	var sz []SyncStatus
-	getJSON(t, srv.URL+"/debug/syncz", &sz)
-	if len(sz) != 1 || len(sz[0].Types) != 4 {
-		t.Fatalf("/debug/syncz = %+v", sz)
-	}
-	for _, ts := range sz[0].Types {
-		if !ts.Synced || ts.Sent != ts.Acked {
-			t.Errorf("syncz %s = %+v, want synced", ts.Type, ts)
+		for i, w := range cons[0].Watched {
+			if w.TypeURL != pushOrder[i] || w.VersionAcked != resps[w.TypeURL].VersionInfo {
+				t.Errorf("watched[%d] = %+v", i, w)
+			}
 		}
-	}
+		var sz []debugapi.SyncStatus
+		getJSON(t, srv.URL+"/debug/syncz", &sz)
+		if len(sz) != 1 || len(sz[0].Types) != 4 {
+			t.Fatalf("/debug/syncz = %+v", sz)
+		}
+		for _, ts := range sz[0].Types {
+			if !ts.Synced || ts.Sent != ts.Acked {
+				t.Errorf("syncz %s = %+v, want synced", ts.Type, ts)
+			}
+		}
+	})
 }
 
 func getJSON(t *testing.T, url string, v any) {
@@ -692,15 +742,17 @@ func getJSON(t *testing.T, url string, v any) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	gen := &fakeGenerator{}
-	for _, o := range []Options{
-		{},
-		{Generator: gen, DebounceAfter: -1},
-		{Generator: gen, DebounceMax: -1},
-		{Generator: gen, PushThrottle: -1},
-	} {
-		if _, err := New(o); err == nil {
-			t.Errorf("New(%+v) accepted invalid options", o)
+	synctest.Test(t, func(t *testing.T) {
+		gen := &fakeGenerator{}
+		for _, o := range []Options{
+			{},
+			{Generator: gen, DebounceAfter: -1},
+			{Generator: gen, DebounceMax: -1},
+			{Generator: gen, PushThrottle: -1},
+		} {
+			if _, err := New(o); err == nil {
+				t.Errorf("New(%+v) accepted invalid options", o)
+			}
 		}
-	}
+	})
 }

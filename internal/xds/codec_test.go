@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // TestCodecRoundTripOverGRPC sends DiscoveryRequests and receives
@@ -137,14 +138,14 @@ func codecRoundTrip(t *testing.T, conn *grpc.ClientConn, request, resp int) {
 		t.Fatal(err)
 	}
 	name := strconv.Itoa(resp) + "-" + strings.Repeat("p", request)
-	if err := stream.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: testNodeID}, TypeUrl: ClusterType, ResourceNames: []string{name}}); err != nil {
+	if err := stream.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: testNodeID}, TypeUrl: xdsapi.ClusterType, ResourceNames: []string{name}}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := stream.Recv()
 	if err != nil {
 		t.Fatalf("receive: %v", err)
 	}
-	if r.TypeUrl != ClusterType || r.Nonce == "" || len(r.Resources) != 1 {
+	if r.TypeUrl != xdsapi.ClusterType || r.Nonce == "" || len(r.Resources) != 1 {
 		t.Fatalf("response type %s nonce %q with %d resources", r.TypeUrl, r.Nonce, len(r.Resources))
 	}
 	var cl cluster.Cluster
@@ -161,10 +162,10 @@ func codecRoundTrip(t *testing.T, conn *grpc.ClientConn, request, resp int) {
 // wire, in resources of at most 1 KiB, like a push of small
 // ClusterLoadAssignments.
 func responseOfSize(size int) *discovery.DiscoveryResponse {
-	r := &discovery.DiscoveryResponse{VersionInfo: "1", TypeUrl: EndpointType, Nonce: "n-1"}
+	r := &discovery.DiscoveryResponse{VersionInfo: "1", TypeUrl: xdsapi.EndpointType, Nonce: "n-1"}
 	for size > 0 {
 		n := min(size, 1<<10)
-		r.Resources = append(r.Resources, &anypb.Any{TypeUrl: EndpointType, Value: []byte(strings.Repeat("e", n))})
+		r.Resources = append(r.Resources, &anypb.Any{TypeUrl: xdsapi.EndpointType, Value: []byte(strings.Repeat("e", n))})
 		size -= n
 	}
 	return r

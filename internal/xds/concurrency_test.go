@@ -9,6 +9,7 @@ import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // TestManyConnectionsConcurrentUpdates pushes a burst of concurrent config
@@ -24,8 +25,8 @@ func TestManyConnectionsConcurrentUpdates(t *testing.T) {
 	cs := make([]*adsClient, clients)
 	for i := range cs {
 		cs[i] = env.connect(t, fmt.Sprintf("sidecar~10.1.0.%d~pod%d.demo~demo.svc.cluster.local", i+1, i))
-		cs[i].request(ClusterType, nil, "", "")
-		cs[i].ack(cs[i].expect(ClusterType), nil)
+		cs[i].request(xdsapi.ClusterType, nil, "", "")
+		cs[i].ack(cs[i].expect(xdsapi.ClusterType), nil)
 	}
 	eventually(t, "all connected", func() bool { return len(env.server.Connections()) == clients })
 
@@ -50,7 +51,7 @@ func TestManyConnectionsConcurrentUpdates(t *testing.T) {
 			for {
 				select {
 				case r := <-c.resps:
-					if r.TypeUrl != ClusterType {
+					if r.TypeUrl != xdsapi.ClusterType {
 						errs <- fmt.Errorf("got %s, want only CDS", typeLabel(r.TypeUrl))
 						return
 					}

@@ -8,13 +8,15 @@ import (
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/straitmesh/strait/internal/model"
 )
 
-// Connection is one ADS stream from one proxy.
+// Connection is one ADS stream from one proxy: what both protocols share
+// (the proxy, the subscriptions, ACK bookkeeping, the push hand-over). What
+// only one protocol needs lives in that protocol's stream type (sotwStream,
+// deltaStream), which the connection reaches through protocol.
 type Connection struct {
 	// Set before the connection is registered in the server's table, and
 	// read-only afterwards.
@@ -22,17 +24,13 @@ type Connection struct {
 	peer        string
 	connectedAt time.Time
 	proxy       *model.Proxy
-	// stream is the state-of-the-world stream, deltaStream the delta one;
-	// exactly one is set.
-	stream      discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer
-	deltaStream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
+	// protocol sends the pushes of this stream: a *sotwStream or a
+	// *deltaStream. Only the processing loop calls it.
+	protocol protocolStream
 
-	// reqCh carries requests from the receive goroutine to the processing
-	// loop; the receive goroutine closes it when the stream ends, after
-	// setting recvErr.
-	reqCh      chan *discovery.DiscoveryRequest
-	deltaReqCh chan *discovery.DeltaDiscoveryRequest
-	recvErr    error
+	// recvErr is the receive goroutine's error, set before it closes the
+	// protocol's request channel.
+	recvErr error
 	// pushCh carries pushes from the push workers to the processing loop.
 	pushCh chan *pushEvent
 	// stop is closed when the stream handler returns.
@@ -48,6 +46,18 @@ type Connection struct {
 	unacked       map[string]struct{}
 	unackedFailed bool
 	convergeStart time.Time
+}
+
+// protocolStream is what the shared stream lifecycle needs of one
+// protocol: sending one type of a server-initiated push. Both
+// implementations are owned by the connection's processing loop.
+type protocolStream interface {
+	// push generates typeURL for the connection's proxy and sends what the
+	// proxy does not hold yet; it sends nothing when nothing changed. Only
+	// a send error is returned (it ends the stream).
+	push(typeURL string, req *model.PushRequest, version string) error
+	// delta reports whether the stream speaks delta xDS.
+	delta() bool
 }
 
 // awaitAck records a response sent for req, so that its ACK can be timed
@@ -105,11 +115,19 @@ type pushEvent struct {
 }
 
 // WatchedResource is a connection's subscription to one type URL and where
-// the last response for it stands.
+// the last response for it stands, as both protocols record it. What a
+// protocol remembers of the resources it sent is its own (sotwSent,
+// deltaHeld).
 type WatchedResource struct {
 	TypeURL string
-	// ResourceNames is the subscription's resource_names (empty: wildcard).
+	// ResourceNames is the subscription's resource_names, sorted. For state
+	// of the world an empty list is the wildcard; for delta it is the
+	// names subscribed explicitly, next to Wildcard.
 	ResourceNames []string
+	// Wildcard is set for a delta subscription to every resource of the
+	// type (an empty first subscribe list, or "*"); always false for state
+	// of the world, where an empty ResourceNames says the same.
+	Wildcard bool
 
 	VersionSent string
 	NonceSent   string
@@ -123,54 +141,20 @@ type WatchedResource struct {
 	NackError   string
 	NonceNacked string
 	LastNack    time.Time
-
-	// Wildcard is set for a delta subscription to every resource of the
-	// type (an empty first subscribe list, or "*").
-	Wildcard bool
-
-	// hash of the full current set of resources as of the last send (for a
-	// partial EDS push, the whole generated set, not only what was sent);
-	// valid when sent is true (SotW).
-	hash [32]byte
-	sent bool
-	// sentEDS is the set of resources the proxy holds after the last send
-	// on this SotW connection, sorted by name (the generator's resources,
-	// shared with its cache: a slice of pointers per connection); kept for
-	// EDS only, the type pushed partially (see pushType). nil means unknown
-	// (nothing sent yet, or the proxy NACKed a response), which makes the
-	// next push send the whole set. The processing loop owns it and
-	// replaces it (under mu) rather than modifying it in place.
-	sentEDS []*discovery.Resource
-	// versions maps each resource name the proxy holds to the version last
-	// sent (delta); the processing loop owns it.
-	versions map[string]string
-	// undo restores versions if the proxy NACKs the last delta response.
-	undo map[string]undoEntry
 }
 
-// newDeltaConnection returns a connection for a delta stream.
-func newDeltaConnection(peer string, stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) *Connection {
-	c := newConnection(peer, nil)
-	c.reqCh = nil
-	c.deltaStream = stream
-	c.deltaReqCh = make(chan *discovery.DeltaDiscoveryRequest, 1)
-	return c
-}
-
-// IsDelta reports whether the connection speaks delta xDS.
-func (c *Connection) IsDelta() bool { return c.deltaStream != nil }
-
-func newConnection(peer string, stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) *Connection {
+func newConnection(peer string) *Connection {
 	return &Connection{
 		peer:        peer,
 		connectedAt: time.Now(),
-		stream:      stream,
-		reqCh:       make(chan *discovery.DiscoveryRequest, 1),
 		pushCh:      make(chan *pushEvent),
 		stop:        make(chan struct{}),
 		watched:     make(map[string]*WatchedResource),
 	}
 }
+
+// IsDelta reports whether the connection speaks delta xDS.
+func (c *Connection) IsDelta() bool { return c.protocol.delta() }
 
 // ID is the connection id: the proxy id and a per-server counter.
 func (c *Connection) ID() string { return c.id }
@@ -186,7 +170,6 @@ func (c *Connection) Watched() []WatchedResource {
 	for _, w := range c.watched {
 		cp := *w
 		cp.ResourceNames = slices.Clone(w.ResourceNames)
-		cp.versions, cp.undo, cp.sentEDS = nil, nil, nil
 		out = append(out, cp)
 	}
 	slices.SortFunc(out, func(a, b WatchedResource) int { return typeRank(a.TypeURL) - typeRank(b.TypeURL) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/straitmesh/strait/internal/model"
@@ -54,105 +55,117 @@ func noPush(t *testing.T, out <-chan firedPush, during time.Duration) {
 	}
 }
 
+// The debounce tests run in a synctest bubble: time is virtual and moves
+// only when every goroutine of the test waits, so the windows are long
+// (as in production), cost no real time, and timings are exact.
+
 func TestDebounceQuietPeriodMergesReasons(t *testing.T) {
-	const after = 300 * time.Millisecond
-	in, out := startDebounce(t, debounceOptions{after: after, max: 10 * time.Second})
-	sent := []model.TriggerReason{model.ConfigUpdate, model.ServiceUpdate, model.EndpointUpdate, model.ConfigUpdate}
-	var last time.Time
-	for i, r := range sent {
-		// Taken before the send: the debouncer sees the event no earlier,
-		// so the quiet period measured from here is a lower bound.
-		last = time.Now()
-		in <- &model.PushRequest{Full: r != model.EndpointUpdate, Reason: []model.TriggerReason{r},
-			ConfigsUpdated: map[model.ConfigKey]struct{}{{Kind: "K", Name: string(rune('a' + i))}: {}}}
-		time.Sleep(after / 30) // well inside the quiet period: keeps merging
-	}
-	p := nextPush(t, out, 5*time.Second)
-	if quiet := p.at.Sub(last); quiet < after {
-		t.Errorf("push fired %v after the last event, want at least the quiet period %v", quiet, after)
-	}
-	if p.events != len(sent) || !slices.Equal(p.req.Reason, sent) {
-		t.Errorf("push merged %d events with reasons %v, want %d with %v", p.events, p.req.Reason, len(sent), sent)
-	}
-	if !p.req.Full || len(p.req.ConfigsUpdated) != len(sent) {
-		t.Errorf("merged request = %+v, want Full with %d configs", p.req, len(sent))
-	}
-	noPush(t, out, 2*after)
+	synctest.Test(t, func(t *testing.T) {
+		const after = 100 * time.Millisecond
+		in, out := startDebounce(t, debounceOptions{after: after, max: 10 * time.Second})
+		sent := []model.TriggerReason{model.ConfigUpdate, model.ServiceUpdate, model.EndpointUpdate, model.ConfigUpdate}
+		start := time.Now()
+		for i, r := range sent {
+			if i > 0 {
+				time.Sleep(after - time.Millisecond) // inside the quiet period: keeps merging
+			}
+			in <- &model.PushRequest{Full: r != model.EndpointUpdate, Reason: []model.TriggerReason{r},
+				ConfigsUpdated: map[model.ConfigKey]struct{}{{Kind: "K", Name: string(rune('a' + i))}: {}}}
+		}
+		last := time.Now()
+		p := nextPush(t, out, time.Minute)
+		if quiet := p.at.Sub(last); quiet != after {
+			t.Errorf("push fired %v after the last event, want the quiet period %v", quiet, after)
+		}
+		if want := last.Sub(start) + after; p.waited != want {
+			t.Errorf("push reported waiting %v, want %v (first event to push)", p.waited, want)
+		}
+		if p.events != len(sent) || !slices.Equal(p.req.Reason, sent) {
+			t.Errorf("push merged %d events with reasons %v, want %d with %v", p.events, p.req.Reason, len(sent), sent)
+		}
+		if !p.req.Full || len(p.req.ConfigsUpdated) != len(sent) {
+			t.Errorf("merged request = %+v, want Full with %d configs", p.req, len(sent))
+		}
+		noPush(t, out, time.Hour)
+	})
 }
 
 func TestDebounceMaxWait(t *testing.T) {
-	// The quiet period is far longer than the cap, and events keep coming,
-	// so only the cap can fire the push; this holds however late the
-	// feeder's ticks are on a loaded machine.
-	const (
-		after   = 3 * time.Second
-		maxWait = 300 * time.Millisecond
-	)
-	in, out := startDebounce(t, debounceOptions{after: after, max: maxWait})
-	first := time.Now()
-	stop := make(chan struct{})
-	feederDone := make(chan struct{})
-	go func() {
-		defer close(feederDone)
-		tick := time.NewTicker(30 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
+	synctest.Test(t, func(t *testing.T) {
+		// Events keep coming within the quiet period, so only the cap can
+		// fire the push.
+		const (
+			after   = 100 * time.Millisecond
+			maxWait = 10 * time.Second
+			every   = 30 * time.Millisecond
+		)
+		in, out := startDebounce(t, debounceOptions{after: after, max: maxWait})
+		first := time.Now()
+		stop := make(chan struct{})
+		feederDone := make(chan struct{})
+		go func() {
+			defer close(feederDone)
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for {
 				select {
-				case in <- &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}:
 				case <-stop:
 					return
+				case <-tick.C:
+					select {
+					case in <- &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}:
+					case <-stop:
+						return
+					}
 				}
 			}
+		}()
+		in <- &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}
+		p := nextPush(t, out, time.Minute)
+		close(stop)
+		<-feederDone
+		if waited := p.at.Sub(first); waited != maxWait || p.waited != maxWait {
+			t.Errorf("push fired %v after the first event (reported %v), want the max wait %v", waited, p.waited, maxWait)
 		}
-	}()
-	in <- &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}
-	p := nextPush(t, out, 5*time.Second)
-	close(stop)
-	<-feederDone
-	waited := p.at.Sub(first)
-	if waited < maxWait {
-		t.Errorf("push fired %v after the first event, before the max wait %v", waited, maxWait)
-	}
-	if waited >= after {
-		t.Errorf("push fired %v after the first event: the max wait %v did not cap the quiet period %v", waited, maxWait, after)
-	}
-	if !p.req.Full || p.events != len(p.req.Reason) {
-		t.Errorf("push merged %d events with %d reasons", p.events, len(p.req.Reason))
-	}
+		// The first event and one per tick up to and including the cap.
+		if want := 1 + int(maxWait/every); p.events != want || !p.req.Full || len(p.req.Reason) != want {
+			t.Errorf("push merged %d events with %d reasons, want %d", p.events, len(p.req.Reason), want)
+		}
+	})
 }
 
 func TestDebounceEDSBypass(t *testing.T) {
-	const after = 500 * time.Millisecond
-	in, out := startDebounce(t, debounceOptions{after: after, max: 10 * time.Second, skipEDS: true})
-	sentAt := time.Now()
-	in <- &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}}
-	p := nextPush(t, out, 5*time.Second)
-	if p.req.Full || p.at.Sub(sentAt) >= after {
-		t.Errorf("endpoint-only push fired after %v (full=%v), want immediately", p.at.Sub(sentAt), p.req.Full)
-	}
-	// Full requests are still debounced.
-	sentAt = time.Now()
-	in <- &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}
-	p = nextPush(t, out, 5*time.Second)
-	if !p.req.Full || p.at.Sub(sentAt) < after {
-		t.Errorf("full push fired after %v, want at least %v", p.at.Sub(sentAt), after)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const after = 500 * time.Millisecond
+		in, out := startDebounce(t, debounceOptions{after: after, max: 10 * time.Second, skipEDS: true})
+		sentAt := time.Now()
+		in <- &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}}
+		p := nextPush(t, out, time.Minute)
+		if p.req.Full || p.at != sentAt || p.events != 1 || p.waited != 0 {
+			t.Errorf("endpoint-only push fired after %v (full=%v, events %d, waited %v), want at once", p.at.Sub(sentAt), p.req.Full, p.events, p.waited)
+		}
+		// Full requests are still debounced.
+		sentAt = time.Now()
+		in <- &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}
+		p = nextPush(t, out, time.Minute)
+		if !p.req.Full || p.at.Sub(sentAt) != after {
+			t.Errorf("full push fired after %v, want %v", p.at.Sub(sentAt), after)
+		}
+	})
 }
 
 func TestDebounceEDSDebouncedByDefault(t *testing.T) {
-	const after = 100 * time.Millisecond
-	in, out := startDebounce(t, debounceOptions{after: after, max: 10 * time.Second})
-	sentAt := time.Now()
-	in <- &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}}
-	in <- &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}}
-	p := nextPush(t, out, 5*time.Second)
-	if p.at.Sub(sentAt) < after || p.events != 2 || p.req.Full {
-		t.Errorf("push after %v merging %d events (full=%v), want one EDS push after %v merging 2", p.at.Sub(sentAt), p.events, p.req.Full, after)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const after = 100 * time.Millisecond
+		in, out := startDebounce(t, debounceOptions{after: after, max: 10 * time.Second})
+		sentAt := time.Now()
+		in <- &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}}
+		in <- &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}}
+		p := nextPush(t, out, time.Minute)
+		if p.at.Sub(sentAt) != after || p.events != 2 || p.req.Full {
+			t.Errorf("push after %v merging %d events (full=%v), want one EDS push after %v merging 2", p.at.Sub(sentAt), p.events, p.req.Full, after)
+		}
+	})
 }
 
 // debounceStep is one step of a debounce scenario: send a request, or wait
@@ -187,9 +200,9 @@ func debouncedPush(events int, full bool) debounceStep {
 }
 
 // TestDebounceEDSLeadingEdge runs request sequences through debounce with
-// and without edsLeadingEdge. Checks are on order, counts and lower bounds;
-// the only upper bound is that a leading push comes before the quiet period
-// (1s) could have ended.
+// and without edsLeadingEdge. The requests of a step group are sent at the
+// same (virtual) instant; a leading push fires at that instant, a debounced
+// one exactly min(after, max) after the last request.
 func TestDebounceEDSLeadingEdge(t *testing.T) {
 	const after = time.Second
 	on := debounceOptions{after: after, max: 10 * time.Second, edsLeadingEdge: true}
@@ -258,49 +271,42 @@ func TestDebounceEDSLeadingEdge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			in, out := startDebounce(t, tt.opts)
-			var (
-				lastSend, groupStart time.Time
-				sent, pushed         int
-			)
-			for i, st := range tt.steps {
-				if st.send != nil {
-					now := time.Now()
-					if groupStart.IsZero() {
-						groupStart = now
-					} else if d := now.Sub(groupStart); d > tt.opts.after/2 {
-						// The scenario assumes back-to-back sends.
-						t.Skipf("sending took %v on this machine, too long for a burst", d)
+			synctest.Test(t, func(t *testing.T) {
+				in, out := startDebounce(t, tt.opts)
+				var (
+					lastSend     time.Time
+					sent, pushed int
+				)
+				for i, st := range tt.steps {
+					if st.send != nil {
+						lastSend = time.Now()
+						in <- st.send
+						sent++
+						continue
 					}
-					lastSend = now
-					in <- st.send
-					sent++
-					continue
-				}
-				groupStart = time.Time{}
-				w := st.want
-				p := nextPush(t, out, 10*time.Second)
-				pushed += p.events
-				if p.events != w.events || p.req.Full != w.full || len(p.req.Reason) != p.events {
-					t.Fatalf("step %d: push of %d events (full=%v, reasons %v), want %d events (full=%v)",
-						i, p.events, p.req.Full, p.req.Reason, w.events, w.full)
-				}
-				since := p.at.Sub(lastSend)
-				if w.leading {
-					if p.waited != 0 || since >= tt.opts.after {
-						t.Fatalf("step %d: push %v after the last request (waited %v), want at once", i, since, p.waited)
+					w := st.want
+					p := nextPush(t, out, time.Minute)
+					pushed += p.events
+					if p.events != w.events || p.req.Full != w.full || len(p.req.Reason) != p.events {
+						t.Fatalf("step %d: push of %d events (full=%v, reasons %v), want %d events (full=%v)",
+							i, p.events, p.req.Full, p.req.Reason, w.events, w.full)
 					}
-					continue
+					since := p.at.Sub(lastSend)
+					if w.leading {
+						if p.waited != 0 || since != 0 {
+							t.Fatalf("step %d: push %v after the last request (waited %v), want at once", i, since, p.waited)
+						}
+						continue
+					}
+					if wait := min(tt.opts.after, tt.opts.max); p.waited != wait || since != wait {
+						t.Fatalf("step %d: push %v after the last request (waited %v), want debounced, %v", i, since, p.waited, wait)
+					}
 				}
-				if minWait := min(tt.opts.after, tt.opts.max); p.waited <= 0 || since < minWait {
-					t.Fatalf("step %d: push %v after the last request (waited %v), want debounced, at least %v", i, since, p.waited, minWait)
+				if pushed != sent {
+					t.Errorf("pushes carried %d requests, %d were sent", pushed, sent)
 				}
-			}
-			if pushed != sent {
-				t.Errorf("pushes carried %d requests, %d were sent", pushed, sent)
-			}
-			noPush(t, out, tt.opts.after/2)
+				noPush(t, out, time.Hour)
+			})
 		})
 	}
 }

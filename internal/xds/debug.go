@@ -6,61 +6,16 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/straitmesh/strait/internal/debugapi"
 	"github.com/straitmesh/strait/internal/model"
 )
 
-// ConnectionStatus is one entry of /debug/connections.
-type ConnectionStatus struct {
-	ConnectionID string          `json:"connection_id"`
-	ProxyID      string          `json:"proxy_id"`
-	IP           string          `json:"ip"`
-	Peer         string          `json:"peer"`
-	Delta        bool            `json:"delta,omitempty"`
-	ConnectedAt  time.Time       `json:"connected_at"`
-	Watched      []WatchedStatus `json:"watched"`
-}
-
-// WatchedStatus is one subscription of a connection.
-type WatchedStatus struct {
-	TypeURL       string    `json:"type_url"`
-	ResourceNames []string  `json:"resource_names,omitempty"`
-	Wildcard      bool      `json:"wildcard,omitempty"`
-	VersionSent   string    `json:"version_sent"`
-	NonceSent     string    `json:"nonce_sent"`
-	LastSent      time.Time `json:"last_sent,omitzero"`
-	VersionAcked  string    `json:"version_acked"`
-	NonceAcked    string    `json:"nonce_acked"`
-	NackError     string    `json:"nack_error,omitempty"`
-	NonceNacked   string    `json:"nonce_nacked,omitempty"`
-	LastNack      time.Time `json:"last_nack,omitzero"`
-}
-
-// SyncStatus is one entry of /debug/syncz: where each type of one proxy
-// stands.
-type SyncStatus struct {
-	ProxyID      string           `json:"proxy_id"`
-	ConnectionID string           `json:"connection_id"`
-	Types        []TypeSyncStatus `json:"types"`
-}
-
-// TypeSyncStatus is the sync state of one type. Type is cds, eds, lds, rds
-// or, for other types, the type URL. Synced means the last sent nonce was
-// ACKed; LastNack is the error of a NACK of the last sent nonce.
-type TypeSyncStatus struct {
-	Type     string `json:"type"`
-	Sent     string `json:"sent"`
-	Acked    string `json:"acked"`
-	Synced   bool   `json:"synced"`
-	LastNack string `json:"last_nack,omitempty"`
-}
-
 // Connections returns the status of every registered connection, sorted by
 // connection id.
-func (s *Server) Connections() []ConnectionStatus {
+func (s *Server) Connections() []debugapi.ConnectionStatus {
 	s.mu.RLock()
 	cons := make([]*Connection, 0, len(s.clients))
 	for _, c := range s.clients {
@@ -69,19 +24,19 @@ func (s *Server) Connections() []ConnectionStatus {
 	s.mu.RUnlock()
 	slices.SortFunc(cons, func(a, b *Connection) int { return strings.Compare(a.id, b.id) })
 
-	out := make([]ConnectionStatus, 0, len(cons))
+	out := make([]debugapi.ConnectionStatus, 0, len(cons))
 	for _, c := range cons {
-		cs := ConnectionStatus{
+		cs := debugapi.ConnectionStatus{
 			ConnectionID: c.id,
 			ProxyID:      c.proxy.ID,
 			IP:           c.proxy.IP,
 			Peer:         c.peer,
 			Delta:        c.IsDelta(),
 			ConnectedAt:  c.connectedAt,
-			Watched:      []WatchedStatus{},
+			Watched:      []debugapi.WatchedStatus{},
 		}
 		for _, w := range c.Watched() {
-			cs.Watched = append(cs.Watched, WatchedStatus{
+			cs.Watched = append(cs.Watched, debugapi.WatchedStatus{
 				TypeURL:       w.TypeURL,
 				ResourceNames: w.ResourceNames,
 				Wildcard:      w.Wildcard,
@@ -101,13 +56,13 @@ func (s *Server) Connections() []ConnectionStatus {
 }
 
 // SyncStatuses returns /debug/syncz's content, sorted by connection id.
-func (s *Server) SyncStatuses() []SyncStatus {
+func (s *Server) SyncStatuses() []debugapi.SyncStatus {
 	cons := s.Connections()
-	out := make([]SyncStatus, 0, len(cons))
+	out := make([]debugapi.SyncStatus, 0, len(cons))
 	for _, c := range cons {
-		ss := SyncStatus{ProxyID: c.ProxyID, ConnectionID: c.ConnectionID, Types: []TypeSyncStatus{}}
+		ss := debugapi.SyncStatus{ProxyID: c.ProxyID, ConnectionID: c.ConnectionID, Types: []debugapi.TypeSyncStatus{}}
 		for _, w := range c.Watched {
-			ss.Types = append(ss.Types, TypeSyncStatus{
+			ss.Types = append(ss.Types, debugapi.TypeSyncStatus{
 				Type:     typeLabel(w.TypeURL),
 				Sent:     w.VersionSent,
 				Acked:    w.VersionAcked,

@@ -10,38 +10,77 @@ import (
 	"github.com/straitmesh/strait/internal/model"
 )
 
-// DeltaAggregatedResources serves one delta (incremental) ADS stream. It
-// shares everything with state of the world but the wire format: the same
-// receive goroutine and processing loop, the same push queue, generators and
-// ACK bookkeeping. What differs is per type: the subscription is a set of
-// names (or a wildcard) changed by subscribe/unsubscribe lists, and a
+// DeltaAggregatedResources serves one delta (incremental) ADS stream with
+// the shared lifecycle (stream.go): the same receive goroutine and
+// processing loop, the same push queue, generators and ACK bookkeeping as
+// state of the world. What differs is per type: the subscription is a set
+// of names (or a wildcard) changed by subscribe/unsubscribe lists, and a
 // response carries only the resources whose version changed plus the names
 // of the ones removed.
 func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
 	ctx := stream.Context()
-	con := newDeltaConnection(peerAddr(ctx), stream)
-	defer close(con.stop)
-	go func() {
-		defer close(con.deltaReqCh)
-		receiveLoop(s, con, ctx, stream.Recv, con.deltaReqCh)
-	}()
-	return processLoop(s, con, con.deltaReqCh, func(req *discovery.DeltaDiscoveryRequest) error { return s.processDeltaRequest(con, req) })
+	ds := newDeltaStream(s, peerAddr(ctx), stream)
+	defer close(ds.con.stop)
+	go receiveLoop(s, ds.con, ctx, stream.Recv, ds.reqs)
+	return processLoop(s, ds.con, ds.reqs, ds.processRequest)
 }
 
-// processDeltaRequest applies one DeltaDiscoveryRequest and answers it when
+// deltaStream is one delta stream: its gRPC stream and what the proxy
+// holds of each type, resource by resource.
+type deltaStream struct {
+	// Set at creation, read-only.
+	s      *Server
+	con    *Connection
+	stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer
+	// reqs carries requests from the receive goroutine to the processing
+	// loop; the receive goroutine closes it.
+	reqs chan *discovery.DeltaDiscoveryRequest
+
+	// held holds, per subscribed type URL, what the proxy holds. Only the
+	// processing loop touches it.
+	held map[string]*deltaHeld
+}
+
+// deltaHeld is what the proxy holds of one type on a delta stream.
+type deltaHeld struct {
+	// versions maps each resource name the proxy holds to the version
+	// last sent.
+	versions map[string]string
+	// undo restores versions if the proxy NACKs the last response.
+	undo map[string]undoEntry
+}
+
+func newDeltaStream(s *Server, peer string, stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) *deltaStream {
+	ds := &deltaStream{
+		s:      s,
+		con:    newConnection(peer),
+		stream: stream,
+		reqs:   make(chan *discovery.DeltaDiscoveryRequest, 1),
+		held:   make(map[string]*deltaHeld),
+	}
+	ds.con.protocol = ds
+	return ds
+}
+
+func (ds *deltaStream) delta() bool { return true }
+
+func (ds *deltaStream) push(typeURL string, req *model.PushRequest, version string) error {
+	return ds.pushType(typeURL, req, version, false)
+}
+
+// processRequest applies one DeltaDiscoveryRequest and answers it when
 // it is the first for its type or subscribes to new names.
-func (s *Server) processDeltaRequest(con *Connection, req *discovery.DeltaDiscoveryRequest) error {
+func (ds *deltaStream) processRequest(req *discovery.DeltaDiscoveryRequest) error {
 	typeURL := req.GetTypeUrl()
 	if typeURL == "" {
-		s.log.Warn("delta request without type_url ignored", "connection", con.id)
+		ds.s.log.Warn("delta request without type_url ignored", "connection", ds.con.id)
 		return nil
 	}
-	respond, first := s.updateDeltaSubscription(con, req)
+	respond, first := ds.updateSubscription(req)
 	if !respond {
 		return nil
 	}
-	pr := &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ProxyRequest}, Start: time.Now()}
-	return s.pushDeltaType(con, typeURL, pr, s.nextVersion(), first)
+	return ds.pushType(typeURL, proxyRequest(), ds.s.nextVersion(), first)
 }
 
 // updateDeltaSubscription records req's ACK or NACK and subscription
@@ -52,22 +91,28 @@ func (s *Server) processDeltaRequest(con *Connection, req *discovery.DeltaDiscov
 // Unlike state of the world, subscription changes are applied whatever the
 // nonce: they are deltas, and dropping one would desynchronise the two
 // sides. A stale nonce only means the ACK/NACK part is ignored.
-func (s *Server) updateDeltaSubscription(con *Connection, req *discovery.DeltaDiscoveryRequest) (respond, first bool) {
+func (ds *deltaStream) updateSubscription(req *discovery.DeltaDiscoveryRequest) (respond, first bool) {
+	s, con := ds.s, ds.con
 	typeURL, nonce := req.GetTypeUrl(), req.GetResponseNonce()
 	label := typeLabel(typeURL)
 
 	con.mu.Lock()
 	defer con.mu.Unlock()
 	w := con.watched[typeURL]
+	held := ds.held[typeURL]
 	if w == nil {
 		first = true
-		w = &WatchedResource{TypeURL: typeURL, versions: map[string]string{}}
+		w = &WatchedResource{TypeURL: typeURL}
 		con.watched[typeURL] = w
 		// An empty first subscribe list is the legacy wildcard.
 		w.Wildcard = len(req.GetResourceNamesSubscribe()) == 0
 		// After a reconnect the proxy says what it already has, so that
 		// unchanged resources are not sent again.
-		maps.Copy(w.versions, req.GetInitialResourceVersions())
+		held = &deltaHeld{versions: maps.Clone(req.GetInitialResourceVersions())}
+		if held.versions == nil {
+			held.versions = map[string]string{}
+		}
+		ds.held[typeURL] = held
 	}
 
 	switch {
@@ -79,14 +124,14 @@ func (s *Server) updateDeltaSubscription(con *Connection, req *discovery.DeltaDi
 		w.NonceNacked = nonce
 		w.LastNack = time.Now()
 		// The proxy kept what it had before this response.
-		for name, prev := range w.undo {
+		for name, prev := range held.undo {
 			if prev.had {
-				w.versions[name] = prev.version
+				held.versions[name] = prev.version
 			} else {
-				delete(w.versions, name)
+				delete(held.versions, name)
 			}
 		}
-		w.undo = nil
+		held.undo = nil
 		s.metrics.rejects.WithLabelValues(label).Inc()
 		con.acked(nonce, false, s.metrics)
 		s.log.Warn("proxy rejected configuration", "connection", con.id, "type", label,
@@ -94,7 +139,7 @@ func (s *Server) updateDeltaSubscription(con *Connection, req *discovery.DeltaDi
 	default:
 		w.VersionAcked, w.NonceAcked = w.VersionSent, nonce
 		w.NackError, w.NonceNacked = "", ""
-		w.undo = nil
+		held.undo = nil
 		con.acked(nonce, true, s.metrics)
 	}
 
@@ -120,14 +165,14 @@ func (s *Server) updateDeltaSubscription(con *Connection, req *discovery.DeltaDi
 		}
 		delete(names, n)
 		if !w.Wildcard {
-			delete(w.versions, n)
+			delete(held.versions, n)
 		}
 	}
 	if !w.Wildcard {
 		// Without the wildcard the proxy holds only what it names.
-		for n := range w.versions {
+		for n := range held.versions {
 			if !names[n] {
-				delete(w.versions, n)
+				delete(held.versions, n)
 			}
 		}
 	}
@@ -142,17 +187,18 @@ type undoEntry struct {
 	had     bool
 }
 
-// pushDeltaType generates one type for a delta connection and sends the
-// resources whose version differs from what the proxy holds, and the names
-// of those it holds that no longer exist. Nothing is sent when nothing
-// changed unless force is set. Only the processing loop calls it.
-func (s *Server) pushDeltaType(con *Connection, typeURL string, req *model.PushRequest, version string, force bool) error {
+// pushType generates one type and sends the resources whose version
+// differs from what the proxy holds, and the names of those it holds that
+// no longer exist. Nothing is sent when nothing changed unless force is
+// set.
+func (ds *deltaStream) pushType(typeURL string, req *model.PushRequest, version string, force bool) error {
+	s, con := ds.s, ds.con
 	con.mu.RLock()
 	w := con.watched[typeURL]
 	wildcard := w.Wildcard
 	names := slices.Clone(w.ResourceNames)
-	held := maps.Clone(w.versions)
 	con.mu.RUnlock()
+	held := ds.held[typeURL]
 
 	start := time.Now()
 	label := typeLabel(typeURL)
@@ -162,11 +208,8 @@ func (s *Server) pushDeltaType(con *Connection, typeURL string, req *model.PushR
 		if !wildcard {
 			watched = names
 		}
-		var err error
-		res, err = s.opts.Generator.Generate(con.proxy, typeURL, watched, req)
-		if err != nil {
-			s.metrics.generateFailures.WithLabelValues(label).Inc()
-			s.log.Error("generate failed", "connection", con.id, "type", label, "error", err)
+		var ok bool
+		if res, ok = s.generate(con, typeURL, watched, req); !ok {
 			return nil
 		}
 	}
@@ -179,13 +222,13 @@ func (s *Server) pushDeltaType(con *Connection, typeURL string, req *model.PushR
 		}
 		seen[r.Name] = true
 		v := resourceVersion(r)
-		if old, ok := held[r.Name]; ok && old == v {
+		if old, ok := held.versions[r.Name]; ok && old == v {
 			continue
 		}
 		changed = append(changed, &discovery.Resource{Name: r.Name, Version: v, Resource: r.Resource})
 	}
 	var removed []string
-	for n := range held {
+	for n := range held.versions {
 		if !seen[n] {
 			removed = append(removed, n)
 		}
@@ -204,33 +247,30 @@ func (s *Server) pushDeltaType(con *Connection, typeURL string, req *model.PushR
 		Nonce:             s.nextNonce(),
 	}
 	sendStart := time.Now()
-	if err := con.deltaStream.Send(resp); err != nil {
+	if err := ds.stream.Send(resp); err != nil {
 		if !isExpectedStreamEnd(err) {
 			s.log.Warn("send failed", "connection", con.id, "type", label, "error", err)
 		}
 		return err
 	}
 	now := time.Now()
-	s.metrics.sendTime.Observe(now.Sub(sendStart).Seconds())
-	s.metrics.pushTime.WithLabelValues(label).Observe(now.Sub(start).Seconds())
-	s.metrics.pushes.WithLabelValues(label).Inc()
+	s.observeSend(typeURL, start, sendStart, now)
 
-	con.mu.Lock()
 	undo := make(map[string]undoEntry, len(changed)+len(removed))
 	for _, r := range changed {
-		old, had := w.versions[r.Name]
+		old, had := held.versions[r.Name]
 		undo[r.Name] = undoEntry{version: old, had: had}
-		w.versions[r.Name] = r.Version
+		held.versions[r.Name] = r.Version
 	}
 	for _, n := range removed {
-		if old, had := w.versions[n]; had {
+		if old, had := held.versions[n]; had {
 			undo[n] = undoEntry{version: old, had: true}
-			delete(w.versions, n)
+			delete(held.versions, n)
 		}
 	}
-	w.undo = undo
+	held.undo = undo
+	con.mu.Lock()
 	w.VersionSent, w.NonceSent, w.LastSent = version, resp.Nonce, now
-	w.sent = true
 	con.awaitAck(resp.Nonce, req)
 	con.mu.Unlock()
 	s.log.Debug("pushed delta", "connection", con.id, "type", label, "version", version,

@@ -8,6 +8,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // FuzzRequest feeds arbitrary DiscoveryRequests, the server's untrusted
@@ -15,9 +17,9 @@ import (
 func FuzzRequest(f *testing.F) {
 	md, _ := structpb.NewStruct(map[string]any{"NAMESPACE": "demo", "N": 1.5, "B": true, "L": []any{"x"}})
 	for _, r := range []*discovery.DiscoveryRequest{
-		{Node: &core.Node{Id: testNodeID, Metadata: md}, TypeUrl: ClusterType},
-		{TypeUrl: EndpointType, ResourceNames: []string{"b", "a", "a"}, VersionInfo: "1", ResponseNonce: "x-1"},
-		{TypeUrl: ListenerType, ResponseNonce: "x-1", ErrorDetail: &status.Status{Message: "bad"}},
+		{Node: &core.Node{Id: testNodeID, Metadata: md}, TypeUrl: xdsapi.ClusterType},
+		{TypeUrl: xdsapi.EndpointType, ResourceNames: []string{"b", "a", "a"}, VersionInfo: "1", ResponseNonce: "x-1"},
+		{TypeUrl: xdsapi.ListenerType, ResponseNonce: "x-1", ErrorDetail: &status.Status{Message: "bad"}},
 	} {
 		b, err := proto.Marshal(r)
 		if err != nil {
@@ -34,7 +36,8 @@ func FuzzRequest(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		con := newConnection("fuzz", nil)
+		ss := newSotwStream(s, "fuzz", nil)
+		con := ss.con
 		if s.initConnection(r1.GetNode(), con) == nil {
 			if con.proxy == nil || con.id == "" {
 				t.Fatal("accepted connection without a proxy")
@@ -46,10 +49,10 @@ func FuzzRequest(f *testing.F) {
 			return
 		}
 		fresh := r1.GetErrorDetail() == nil
-		if got := s.shouldRespond(con, &r1); got != fresh {
+		if got := ss.shouldRespond(&r1); got != fresh {
 			t.Fatalf("first request for a type: respond = %v, want %v", got, fresh)
 		}
-		s.shouldRespond(con, &r2)
+		ss.shouldRespond(&r2)
 		for _, w := range con.Watched() {
 			if !slicesSortedUnique(w.ResourceNames) {
 				t.Fatalf("resource names not normalized: %q", w.ResourceNames)

@@ -4,29 +4,21 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/straitmesh/strait/internal/model"
-)
-
-// Type URLs of the resource types the server pushes in a fixed order.
-const (
-	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // pushOrder is the order of a full push: clusters before the endpoints they
 // use, listeners before the routes they name (CDS → EDS → LDS → RDS), so that
 // Envoy never refers to something it has not received.
-var pushOrder = []string{ClusterType, EndpointType, ListenerType, RouteType}
+var pushOrder = []string{xdsapi.ClusterType, xdsapi.EndpointType, xdsapi.ListenerType, xdsapi.RouteType}
 
 // Generator builds the resources of one type for one proxy. It is the only
 // thing the server knows about how configuration is translated; the
 // generators in internal/xds/gen implement it.
 //
 // Contract:
-//   - typeURL is one of the type URLs the proxy subscribed to (ClusterType,
-//     EndpointType, ListenerType, RouteType, or any other the generator
-//     knows). An unknown type URL is an error.
+//   - typeURL is one of the type URLs the proxy subscribed to (the
+//     xdsapi type URLs, or any other the generator knows). An unknown type URL is an error.
 //   - watched is the resource_names list of the proxy's subscription for that
 //     type; empty means a wildcard subscription (CDS and LDS normally). For
 //     EDS and RDS a generator returns only the named resources it knows.
@@ -58,7 +50,7 @@ func (f GeneratorFunc) Generate(proxy *model.Proxy, typeURL string, watched []st
 
 var _ Generator = GeneratorFunc(nil)
 
-// EndpointsNarrower is an optional interface of a Generator. For an
+// EndpointsNarrower is an optional generator feature (Options). For an
 // endpoints-only push, ChangedEndpoints returns which of the watched EDS
 // resource names req may have changed (for Strait's generator: the
 // clusters of the hosts in req.ServicesUpdated), or false when it cannot

@@ -70,8 +70,8 @@ spec: {address: 10.50.0.1, labels: {app: client}}
 		t.Fatal(err)
 	}
 	g := gen.New(reg)
-	env := newTestEnv(t, func(o *Options) {
-		o.Generator, o.PushFilter, o.ResolveProxy = g, g, reg.ResolveProxy
+	env := newTCPTestEnv(t, func(o *Options) {
+		o.Generator, o.PushFilter, o.EndpointsNarrower, o.ResolveProxy = g, g, g, reg.ResolveProxy
 	})
 
 	// Istio's proxyless bootstrap: a sidecar-style node id and
@@ -94,16 +94,31 @@ spec: {address: 10.50.0.1, labels: {app: client}}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	client := healthpb.NewHealthClient(cc)
-	seen := map[string]int{}
-	for i := 0; i < 20; i++ {
+	call := func(i int) string {
+		t.Helper()
 		var p peer.Peer
 		if _, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p), grpc.WaitForReady(true)); err != nil {
 			t.Fatalf("call %d through xds: %v (syncz: %+v)", i, err, env.server.SyncStatuses())
 		}
-		seen[p.Addr.String()]++
+		return p.Addr.String()
 	}
-	if len(seen) != 2 || seen[backends[0]] == 0 || seen[backends[1]] == 0 {
-		t.Fatalf("calls per backend = %v, want both of %v", seen, backends)
+	// Round robin picks among the backends whose connection is ready, and
+	// the second may become ready only after the first calls went out:
+	// call until both answered (bounded by ctx), then check that calls
+	// alternate between them.
+	seen := map[string]int{}
+	for i := 0; len(seen) < 2; i++ {
+		seen[call(i)]++
+	}
+	if seen[backends[0]] == 0 || seen[backends[1]] == 0 {
+		t.Fatalf("calls per backend = %v, want only %v", seen, backends)
+	}
+	clear(seen)
+	for i := range 20 {
+		seen[call(i)]++
+	}
+	if seen[backends[0]] != 10 || seen[backends[1]] != 10 {
+		t.Fatalf("calls per backend = %v, want 10 to each of %v (round robin)", seen, backends)
 	}
 	// The client ACKed every type: LDS, RDS, CDS, EDS.
 	eventually(t, "proxyless client synced", func() bool {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // metrics are the server's Prometheus collectors. Names follow Istio's
@@ -90,13 +92,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // the URL itself for other types.
 func typeLabel(typeURL string) string {
 	switch typeURL {
-	case ClusterType:
+	case xdsapi.ClusterType:
 		return "cds"
-	case EndpointType:
+	case xdsapi.EndpointType:
 		return "eds"
-	case ListenerType:
+	case xdsapi.ListenerType:
 		return "lds"
-	case RouteType:
+	case xdsapi.RouteType:
 		return "rds"
 	}
 	return typeURL

@@ -4,12 +4,14 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // edsPush asks for an endpoints-only push, as a registry does when only
@@ -56,7 +58,7 @@ func TestSotWPartialEDS(t *testing.T) {
 			change: func(_ *testing.T, env *testEnv, c *adsClient) {
 				env.gen.bumpEndpoints("a", "b")
 				edsPush(env)
-				c.ack(c.expect(EndpointType), all)
+				c.ack(c.expect(xdsapi.EndpointType), all)
 				env.gen.bumpEndpoints("c")
 				edsPush(env)
 			},
@@ -66,8 +68,8 @@ func TestSotWPartialEDS(t *testing.T) {
 			name: "an assignment the generator did not know before is sent",
 			change: func(t *testing.T, env *testEnv, c *adsClient) {
 				env.gen.setUnknownEDS("c")
-				c.request(EndpointType, all, "", "")
-				r := c.expect(EndpointType)
+				c.request(xdsapi.EndpointType, all, "", "")
+				r := c.expect(xdsapi.EndpointType)
 				if got := claNames(t, r); !slices.Equal(got, []string{"a", "b"}) {
 					t.Fatalf("EDS without c = %q", got)
 				}
@@ -87,9 +89,9 @@ func TestSotWPartialEDS(t *testing.T) {
 			change: func(t *testing.T, env *testEnv, c *adsClient) {
 				env.gen.bumpEndpoints("b")
 				edsPush(env)
-				r := c.expect(EndpointType)
+				r := c.expect(xdsapi.EndpointType)
 				c.nack(r, all, "", "endpoints of b: bad config")
-				eventually(t, "NACK recorded", func() bool { return env.watched(t, EndpointType).NackError != "" })
+				eventually(t, "NACK recorded", func() bool { return env.watched(t, xdsapi.EndpointType).NackError != "" })
 				env.gen.bumpEndpoints("c")
 				edsPush(env)
 			},
@@ -100,10 +102,10 @@ func TestSotWPartialEDS(t *testing.T) {
 			change: func(t *testing.T, env *testEnv, c *adsClient) {
 				env.gen.bumpEndpoints("b")
 				edsPush(env)
-				first := c.expect(EndpointType)
+				first := c.expect(xdsapi.EndpointType)
 				env.gen.bumpEndpoints("c")
 				edsPush(env)
-				second := c.expect(EndpointType)
+				second := c.expect(xdsapi.EndpointType)
 				if got := claNames(t, second); !slices.Equal(got, []string{"c"}) {
 					t.Fatalf("second EDS push = %q, want only c", got)
 				}
@@ -111,7 +113,7 @@ func TestSotWPartialEDS(t *testing.T) {
 				// carry b again.
 				c.nack(first, all, "", "endpoints of b: bad config")
 				c.ack(second, all)
-				eventually(t, "ACK recorded", func() bool { return env.watched(t, EndpointType).NonceAcked == second.Nonce })
+				eventually(t, "ACK recorded", func() bool { return env.watched(t, xdsapi.EndpointType).NonceAcked == second.Nonce })
 				env.gen.bumpEndpoints("a")
 				edsPush(env)
 			},
@@ -122,8 +124,8 @@ func TestSotWPartialEDS(t *testing.T) {
 			change: func(_ *testing.T, env *testEnv, c *adsClient) {
 				env.gen.bumpEndpoints("b")
 				edsPush(env)
-				c.ack(c.expect(EndpointType), all)
-				c.request(EndpointType, all, "", "")
+				c.ack(c.expect(xdsapi.EndpointType), all)
+				c.request(xdsapi.EndpointType, all, "", "")
 			},
 			want: all,
 		},
@@ -132,7 +134,7 @@ func TestSotWPartialEDS(t *testing.T) {
 			change: func(_ *testing.T, env *testEnv, c *adsClient) {
 				env.gen.bumpEndpoints("b")
 				edsPush(env)
-				c.ack(c.expect(EndpointType), []string{"a", "b", "c", "d"})
+				c.ack(c.expect(xdsapi.EndpointType), []string{"a", "b", "c", "d"})
 			},
 			want: []string{"a", "b", "c", "d"},
 		},
@@ -148,22 +150,23 @@ func TestSotWPartialEDS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			env := newTestEnv(t, nil)
-			c := env.connect(t, testNodeID)
-			c.request(EndpointType, all, "", "")
-			first := c.expect(EndpointType)
-			if got := claNames(t, first); !slices.Equal(got, all) {
-				t.Fatalf("first EDS = %q, want %q", got, all)
-			}
-			c.ack(first, all)
+			synctest.Test(t, func(t *testing.T) {
+				env := newTestEnv(t, nil)
+				c := env.connect(t, testNodeID)
+				c.request(xdsapi.EndpointType, all, "", "")
+				first := c.expect(xdsapi.EndpointType)
+				if got := claNames(t, first); !slices.Equal(got, all) {
+					t.Fatalf("first EDS = %q, want %q", got, all)
+				}
+				c.ack(first, all)
 
-			tt.change(t, env, c)
-			r := c.expect(EndpointType)
-			if got := claNames(t, r); !slices.Equal(got, tt.want) {
-				t.Errorf("EDS response = %q, want %q", got, tt.want)
-			}
-			c.expectNone(testDebounce + quietInterval)
+				tt.change(t, env, c)
+				r := c.expect(xdsapi.EndpointType)
+				if got := claNames(t, r); !slices.Equal(got, tt.want) {
+					t.Errorf("EDS response = %q, want %q", got, tt.want)
+				}
+				c.expectNone(testDebounce + quietInterval)
+			})
 		})
 	}
 }
@@ -173,39 +176,41 @@ func TestSotWPartialEDS(t *testing.T) {
 // counter, the convergence time; and that an endpoints push that changes
 // nothing sends nothing.
 func TestSotWPartialEDSBookkeeping(t *testing.T) {
-	env := newTestEnv(t, nil)
-	c := env.connect(t, testNodeID)
-	names := []string{"a", "b", "c"}
-	c.request(EndpointType, names, "", "")
-	first := c.expect(EndpointType)
-	c.ack(first, names)
+	synctest.Test(t, func(t *testing.T) {
+		env := newTestEnv(t, nil)
+		c := env.connect(t, testNodeID)
+		names := []string{"a", "b", "c"}
+		c.request(xdsapi.EndpointType, names, "", "")
+		first := c.expect(xdsapi.EndpointType)
+		c.ack(first, names)
 
-	edsPush(env) // nothing changed
-	c.expectNone(testDebounce + quietInterval)
+		edsPush(env) // nothing changed
+		c.expectNone(testDebounce + quietInterval)
 
-	env.gen.bumpEndpoints("a")
-	edsPush(env)
-	r := c.expect(EndpointType)
-	if got := claNames(t, r); !slices.Equal(got, []string{"a"}) {
-		t.Fatalf("EDS response = %q, want only a", got)
-	}
-	if r.VersionInfo == first.VersionInfo || r.Nonce == first.Nonce {
-		t.Errorf("partial response reuses version %s or nonce %s", r.VersionInfo, r.Nonce)
-	}
-	if w := env.watched(t, EndpointType); w.VersionSent != r.VersionInfo || w.NonceSent != r.Nonce {
-		t.Errorf("watched after the partial push = %+v, want version %s nonce %s sent", w, r.VersionInfo, r.Nonce)
-	}
-	c.ack(r, names)
-	eventually(t, "partial response ACKed", func() bool {
-		sz := env.server.SyncStatuses()
-		return len(sz) == 1 && len(sz[0].Types) == 1 && sz[0].Types[0].Synced && sz[0].Types[0].Acked == r.VersionInfo
+		env.gen.bumpEndpoints("a")
+		edsPush(env)
+		r := c.expect(xdsapi.EndpointType)
+		if got := claNames(t, r); !slices.Equal(got, []string{"a"}) {
+			t.Fatalf("EDS response = %q, want only a", got)
+		}
+		if r.VersionInfo == first.VersionInfo || r.Nonce == first.Nonce {
+			t.Errorf("partial response reuses version %s or nonce %s", r.VersionInfo, r.Nonce)
+		}
+		if w := env.watched(t, xdsapi.EndpointType); w.VersionSent != r.VersionInfo || w.NonceSent != r.Nonce {
+			t.Errorf("watched after the partial push = %+v, want version %s nonce %s sent", w, r.VersionInfo, r.Nonce)
+		}
+		c.ack(r, names)
+		eventually(t, "partial response ACKed", func() bool {
+			sz := env.server.SyncStatuses()
+			return len(sz) == 1 && len(sz[0].Types) == 1 && sz[0].Types[0].Synced && sz[0].Types[0].Acked == r.VersionInfo
+		})
+		if got := metricValue(t, env.reg, "pilot_xds_pushes", map[string]string{"type": "eds"}); got != 2 {
+			t.Errorf("pilot_xds_pushes{type=eds} = %v, want 2", got)
+		}
+		if n := histogramCount(t, env.reg, "pilot_proxy_convergence_time"); n != 1 {
+			t.Errorf("pilot_proxy_convergence_time observed %d times, want 1 (the endpoints change)", n)
+		}
 	})
-	if got := metricValue(t, env.reg, "pilot_xds_pushes", map[string]string{"type": "eds"}); got != 2 {
-		t.Errorf("pilot_xds_pushes{type=eds} = %v, want 2", got)
-	}
-	if n := histogramCount(t, env.reg, "pilot_proxy_convergence_time"); n != 1 {
-		t.Errorf("pilot_proxy_convergence_time observed %d times, want 1 (the endpoints change)", n)
-	}
 }
 
 func TestChangedResources(t *testing.T) {
@@ -213,7 +218,7 @@ func TestChangedResources(t *testing.T) {
 		var out []*discovery.Resource
 		for i := 0; i < len(nameVersions); i += 2 {
 			out = append(out, &discovery.Resource{Name: nameVersions[i], Version: nameVersions[i+1],
-				Resource: &anypb.Any{TypeUrl: EndpointType, Value: []byte(nameVersions[i])}})
+				Resource: &anypb.Any{TypeUrl: xdsapi.EndpointType, Value: []byte(nameVersions[i])}})
 		}
 		return out
 	}
@@ -271,7 +276,7 @@ func (g *narrowingGenerator) ChangedEndpoints(_ *model.Proxy, watched []string, 
 }
 
 func (g *narrowingGenerator) Generate(proxy *model.Proxy, typeURL string, watched []string, req *model.PushRequest) ([]*discovery.Resource, error) {
-	if typeURL == EndpointType {
+	if typeURL == xdsapi.EndpointType {
 		g.mu.Lock()
 		g.generated = append(g.generated, slices.Clone(watched))
 		g.mu.Unlock()
@@ -293,48 +298,50 @@ func (g *narrowingGenerator) lastGenerated() []string {
 // set bookkept: a later full push that changes nothing is skipped, and an
 // assignment that went away falls back to the whole set.
 func TestSotWNarrowedEDS(t *testing.T) {
-	all := []string{"a", "b", "c"}
-	gen := &narrowingGenerator{fakeGenerator: &fakeGenerator{}}
-	env := newTestEnv(t, func(o *Options) { o.Generator = gen })
-	env.gen = gen.fakeGenerator
-	c := env.connect(t, testNodeID)
-	c.request(EndpointType, all, "", "")
-	first := c.expect(EndpointType)
-	c.ack(first, all)
+	synctest.Test(t, func(t *testing.T) {
+		all := []string{"a", "b", "c"}
+		gen := &narrowingGenerator{fakeGenerator: &fakeGenerator{}}
+		env := newTestEnv(t, func(o *Options) { o.Generator, o.EndpointsNarrower = gen, gen })
+		env.gen = gen.fakeGenerator
+		c := env.connect(t, testNodeID)
+		c.request(xdsapi.EndpointType, all, "", "")
+		first := c.expect(xdsapi.EndpointType)
+		c.ack(first, all)
 
-	narrowed := func(hosts ...string) {
-		req := &model.PushRequest{Reason: []model.TriggerReason{model.EndpointUpdate}, ServicesUpdated: map[string]struct{}{}}
-		for _, h := range hosts {
-			req.ServicesUpdated[h] = struct{}{}
+		narrowed := func(hosts ...string) {
+			req := &model.PushRequest{Reason: []model.TriggerReason{model.EndpointUpdate}, ServicesUpdated: map[string]struct{}{}}
+			for _, h := range hosts {
+				req.ServicesUpdated[h] = struct{}{}
+			}
+			env.server.ConfigUpdate(req)
 		}
-		env.server.ConfigUpdate(req)
-	}
 
-	env.gen.bumpEndpoints("b")
-	narrowed("b")
-	r := c.expect(EndpointType)
-	if got := claNames(t, r); !slices.Equal(got, []string{"b"}) {
-		t.Fatalf("EDS response = %q, want only b", got)
-	}
-	if got := gen.lastGenerated(); !slices.Equal(got, []string{"b"}) {
-		t.Errorf("generated %q for the endpoints push, want only b", got)
-	}
-	c.ack(r, all)
+		env.gen.bumpEndpoints("b")
+		narrowed("b")
+		r := c.expect(xdsapi.EndpointType)
+		if got := claNames(t, r); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("EDS response = %q, want only b", got)
+		}
+		if got := gen.lastGenerated(); !slices.Equal(got, []string{"b"}) {
+			t.Errorf("generated %q for the endpoints push, want only b", got)
+		}
+		c.ack(r, all)
 
-	// A named service whose assignment did not change: nothing is sent.
-	narrowed("c")
-	c.expectNone(testDebounce + quietInterval)
+		// A named service whose assignment did not change: nothing is sent.
+		narrowed("c")
+		c.expectNone(testDebounce + quietInterval)
 
-	// The whole set's hash was kept up to date: a full push with nothing
-	// changed since is skipped.
-	fullPush(env)
-	c.expectNone(testDebounce + quietInterval)
+		// The whole set's hash was kept up to date: a full push with nothing
+		// changed since is skipped.
+		fullPush(env)
+		c.expectNone(testDebounce + quietInterval)
 
-	// A named assignment that is no longer generated: the whole set.
-	env.gen.setUnknownEDS("a")
-	narrowed("a")
-	r = c.expect(EndpointType)
-	if got := claNames(t, r); !slices.Equal(got, []string{"b", "c"}) {
-		t.Fatalf("EDS response after a went away = %q, want the whole set b, c", got)
-	}
+		// A named assignment that is no longer generated: the whole set.
+		env.gen.setUnknownEDS("a")
+		narrowed("a")
+		r = c.expect(xdsapi.EndpointType)
+		if got := claNames(t, r); !slices.Equal(got, []string{"b", "c"}) {
+			t.Fatalf("EDS response after a went away = %q, want the whole set b, c", got)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/straitmesh/strait/internal/model"
@@ -86,47 +87,56 @@ func TestPushQueueEnqueueWhileProcessingRequeuesOnce(t *testing.T) {
 	}
 }
 
+// In a synctest bubble, synctest.Wait returns once Dequeue is blocked on
+// the queue's condition variable, so "still blocked" and "woke up" are
+// checked exactly, without a timeout.
 func TestPushQueueDequeueBlocksUntilEnqueueAndShutDown(t *testing.T) {
-	q := NewPushQueue()
-	got := make(chan *Connection, 1)
-	go func() {
-		c, _, _, _ := q.Dequeue()
-		got <- c
-	}()
-	select {
-	case <-got:
-		t.Fatal("Dequeue returned on an empty queue")
-	case <-time.After(20 * time.Millisecond):
-	}
-	a := &Connection{id: "a"}
-	q.Enqueue(a, reasons(model.ConfigUpdate))
-	select {
-	case c := <-got:
-		if c != a {
-			t.Fatal("want a")
+	synctest.Test(t, func(t *testing.T) {
+		q := NewPushQueue()
+		got := make(chan *Connection, 1)
+		go func() {
+			c, _, _, _ := q.Dequeue()
+			got <- c
+		}()
+		synctest.Wait()
+		select {
+		case <-got:
+			t.Fatal("Dequeue returned on an empty queue")
+		default:
 		}
-	case <-time.After(time.Second):
-		t.Fatal("Dequeue did not wake up after Enqueue")
-	}
+		a := &Connection{id: "a"}
+		q.Enqueue(a, reasons(model.ConfigUpdate))
+		synctest.Wait()
+		select {
+		case c := <-got:
+			if c != a {
+				t.Fatal("want a")
+			}
+		default:
+			t.Fatal("Dequeue did not wake up after Enqueue")
+		}
 
-	done := make(chan bool, 1)
-	go func() {
-		_, _, _, shutdown := q.Dequeue()
-		done <- shutdown
-	}()
-	q.ShutDown()
-	select {
-	case shutdown := <-done:
-		if !shutdown {
-			t.Fatal("Dequeue after ShutDown: shutdown = false")
+		done := make(chan bool, 1)
+		go func() {
+			_, _, _, shutdown := q.Dequeue()
+			done <- shutdown
+		}()
+		synctest.Wait()
+		q.ShutDown()
+		synctest.Wait()
+		select {
+		case shutdown := <-done:
+			if !shutdown {
+				t.Fatal("Dequeue after ShutDown: shutdown = false")
+			}
+		default:
+			t.Fatal("ShutDown did not wake Dequeue")
 		}
-	case <-time.After(time.Second):
-		t.Fatal("ShutDown did not wake Dequeue")
-	}
-	q.Enqueue(a, reasons(model.ConfigUpdate))
-	if q.Pending() != 0 {
-		t.Fatal("Enqueue after ShutDown queued a push")
-	}
+		q.Enqueue(a, reasons(model.ConfigUpdate))
+		if q.Pending() != 0 {
+			t.Fatal("Enqueue after ShutDown queued a push")
+		}
+	})
 }
 
 // TestPushQueueConcurrent runs producers and consumers together (run with

@@ -19,6 +19,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/xds/gen"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // scopedEnv is a server with the real generators over the file registry
@@ -46,7 +47,7 @@ func newScopedEnv(t *testing.T) *scopedEnv {
 	}
 	g := gen.New(reg)
 	env := newTestEnv(t, func(o *Options) {
-		o.Generator, o.PushFilter, o.ResolveProxy = g, g, reg.ResolveProxy
+		o.Generator, o.PushFilter, o.EndpointsNarrower, o.ResolveProxy = g, g, g, reg.ResolveProxy
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -77,8 +78,8 @@ func (e *scopedEnv) edit(t *testing.T, file, old, new string) {
 // RDS "80", each ACKed; it returns the outbound cluster names.
 func syncSotW(t *testing.T, c *adsClient) []string {
 	t.Helper()
-	c.request(ClusterType, nil, "", "")
-	cds := c.expect(ClusterType)
+	c.request(xdsapi.ClusterType, nil, "", "")
+	cds := c.expect(xdsapi.ClusterType)
 	c.ack(cds, nil)
 	var eds []string
 	for _, a := range cds.Resources {
@@ -90,12 +91,12 @@ func syncSotW(t *testing.T, c *adsClient) []string {
 			eds = append(eds, cl.Name)
 		}
 	}
-	c.request(EndpointType, eds, "", "")
-	c.ack(c.expect(EndpointType), eds)
-	c.request(ListenerType, nil, "", "")
-	c.ack(c.expect(ListenerType), nil)
-	c.request(RouteType, []string{"80"}, "", "")
-	c.ack(c.expect(RouteType), []string{"80"})
+	c.request(xdsapi.EndpointType, eds, "", "")
+	c.ack(c.expect(xdsapi.EndpointType), eds)
+	c.request(xdsapi.ListenerType, nil, "", "")
+	c.ack(c.expect(xdsapi.ListenerType), nil)
+	c.request(xdsapi.RouteType, []string{"80"}, "", "")
+	c.ack(c.expect(xdsapi.RouteType), []string{"80"})
 	return eds
 }
 
@@ -113,27 +114,27 @@ func TestScopedPushes(t *testing.T) {
 	if got := syncSotW(t, pb1); !slices.Equal(got, []string{"outbound|80||b1.b.svc.cluster.local"}) {
 		t.Fatalf("pb1 clusters = %q", got)
 	}
-	for _, typ := range []string{ClusterType, ListenerType} {
+	for _, typ := range []string{xdsapi.ClusterType, xdsapi.ListenerType} {
 		pa2.subscribe(typ)
 		pa2.ack(pa2.expect(typ))
 	}
-	pa2.subscribe(EndpointType, "outbound|80||a1.a.svc.cluster.local", "outbound|80||a2.a.svc.cluster.local", "outbound|80||b1.b.svc.cluster.local")
-	r := pa2.expect(EndpointType)
+	pa2.subscribe(xdsapi.EndpointType, "outbound|80||a1.a.svc.cluster.local", "outbound|80||a2.a.svc.cluster.local", "outbound|80||b1.b.svc.cluster.local")
+	r := pa2.expect(xdsapi.EndpointType)
 	if got := names(r); !slices.Equal(got, []string{"outbound|80||a1.a.svc.cluster.local", "outbound|80||a2.a.svc.cluster.local"}) {
 		t.Fatalf("pa2 EDS = %q (b1 is out of scope)", got)
 	}
 	pa2.ack(r)
-	pa2.subscribe(RouteType, "80")
-	pa2.ack(pa2.expect(RouteType))
+	pa2.subscribe(xdsapi.RouteType, "80")
+	pa2.ack(pa2.expect(xdsapi.RouteType))
 	before := env.gen.Builds()
 	pushesBefore := metricValue(t, env.reg, "pilot_xds_pushes", map[string]string{"type": "eds"})
 
 	// An endpoints change of a1: EDS only, only to a's proxies; the delta
 	// proxy gets only a1's assignment.
 	env.edit(t, "mesh.yaml", "{address: 10.10.1.2}", "{address: 10.10.1.3}")
-	e1 := pa1.expect(EndpointType)
+	e1 := pa1.expect(xdsapi.EndpointType)
 	pa1.ack(e1, pa1EDS)
-	d1 := pa2.expect(EndpointType)
+	d1 := pa2.expect(xdsapi.EndpointType)
 	if got := names(d1); !slices.Equal(got, []string{"outbound|80||a1.a.svc.cluster.local"}) {
 		t.Fatalf("delta EDS after a1 endpoints change = %q, want only a1", got)
 	}
@@ -165,7 +166,7 @@ spec:
     route:
     - destination: {host: b1}
 `)
-	rds := pb1.expect(RouteType)
+	rds := pb1.expect(xdsapi.RouteType)
 	pb1.ack(rds, []string{"80"})
 	pb1.expectNone(quietInterval)
 	pa1.expectNone(0)

@@ -1,13 +1,20 @@
-// Package xds is Strait's xDS server: Envoy v3 aggregated discovery
-// (state of the world) over gRPC, with the seed pipeline in front of it:
+// Package xds is Strait's xDS server: Envoy v3 aggregated discovery over
+// gRPC, state of the world and delta, with a push pipeline in front of it:
 //
 //	ConfigUpdate(PushRequest) → debounce → PushQueue (one entry per
 //	connection) → bounded push workers → per-connection push → Generator
 //	→ DiscoveryResponse, ACK/NACK on the same stream.
 //
 // The server knows nothing about registries or how resources are built; it
-// depends on the Generator interface and two optional hooks (ResolveProxy,
-// Authorize) supplied by main.
+// depends on the Generator interface, two optional generator features
+// (PushFilter, EndpointsNarrower) and two optional hooks (ResolveProxy,
+// Authorize), all supplied by main.
+//
+// Files: server.go is the server and its push pipeline (debounce.go,
+// pushqueue.go); stream.go is the stream lifecycle both protocols share;
+// sotw.go and eds.go (partial EDS) are state of the world, delta.go is
+// delta xDS, each with its own stream type; connection.go is what a
+// connection holds whatever its protocol; debug.go serves /debug.
 package xds
 
 import (
@@ -57,6 +64,12 @@ type Options struct {
 	// concerns it (dependency tracking, Sidecar scoping); nil pushes every
 	// request to every connection.
 	PushFilter PushFilter
+	// EndpointsNarrower, if set, names the load assignments an
+	// endpoints-only push may have changed, so that a state-of-the-world
+	// EDS push generates only those; nil generates every watched one.
+	// Strait's generator implements both optional features: main passes it
+	// as Generator, PushFilter and EndpointsNarrower.
+	EndpointsNarrower EndpointsNarrower
 
 	// DebounceAfter is the quiet period (PILOT_DEBOUNCE_AFTER); 0 means
 	// DefaultDebounceAfter.
@@ -127,9 +140,14 @@ type Server struct {
 	discovery.UnimplementedAggregatedDiscoveryServiceServer
 
 	// Set by New, read-only afterwards.
-	opts     Options
-	log      *slog.Logger
-	metrics  *metrics
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics
+	// filter and narrower are the optional features (Options.PushFilter,
+	// Options.EndpointsNarrower); nil when not set. Nothing else looks at
+	// the options for them.
+	filter   PushFilter
+	narrower EndpointsNarrower
 	queue    *PushQueue
 	pushCh   chan *model.PushRequest
 	done     chan struct{} // closed when Run returns
@@ -160,6 +178,8 @@ func New(opts Options) (*Server, error) {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return &Server{
 		opts:     opts,
+		filter:   opts.PushFilter,
+		narrower: opts.EndpointsNarrower,
 		log:      opts.Logger.With("component", "xds"),
 		metrics:  m,
 		queue:    NewPushQueue(),
@@ -232,9 +252,9 @@ func (s *Server) pushAll(req *model.PushRequest, events int, waited time.Duratio
 	queued := 0
 	for _, c := range cons {
 		r := req
-		if s.opts.PushFilter != nil {
+		if s.filter != nil {
 			var ok bool
-			if r, ok = s.opts.PushFilter.NeedsPush(c.proxy, req); !ok {
+			if r, ok = s.filter.NeedsPush(c.proxy, req); !ok {
 				continue
 			}
 		}

@@ -19,16 +19,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
-)
 
-// Type URLs whose first ACK means the proxy has applied config.
-const (
-	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
-
-// maxMsgSize bounds one xDS message; a big mesh's CDS/EDS exceeds gRPC's 4 MiB default.
-const maxMsgSize = 256 << 20
 
 // Options configure a Proxy.
 type Options struct {
@@ -86,7 +79,7 @@ func New(opts Options) (*Proxy, error) {
 			},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(xdsapi.MaxMessageSize), grpc.MaxCallSendMsgSize(xdsapi.MaxMessageSize)),
 	}, opts.DialOptions...)
 	cc, err := grpc.NewClient(opts.UpstreamAddress, dial...)
 	if err != nil {
@@ -97,7 +90,7 @@ func New(opts Options) (*Proxy, error) {
 		log:      opts.Logger.With("component", "xdsproxy"),
 		upstream: cc,
 		client:   discoveryv3.NewAggregatedDiscoveryServiceClient(cc),
-		server:   grpc.NewServer(grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize)),
+		server:   grpc.NewServer(grpc.MaxRecvMsgSize(xdsapi.MaxMessageSize), grpc.MaxSendMsgSize(xdsapi.MaxMessageSize)),
 	}
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(p.server, &adsServer{p: p})
 	return p, nil
@@ -147,9 +140,9 @@ func (p *Proxy) observeRequest(req *discoveryv3.DiscoveryRequest) {
 		return
 	}
 	switch req.GetTypeUrl() {
-	case ClusterType:
+	case xdsapi.ClusterType:
 		p.cdsAcked.Store(true)
-	case ListenerType:
+	case xdsapi.ListenerType:
 		p.ldsAcked.Store(true)
 	}
 }

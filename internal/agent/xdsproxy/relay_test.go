@@ -19,6 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 const timeout = 10 * time.Second
@@ -155,7 +157,7 @@ func TestRelayForwardsAndSurvivesUpstreamRestart(t *testing.T) {
 	node := &corev3.Node{Id: "sidecar~10.1.0.2~client.demo~demo.svc.cluster.local", Cluster: "client.demo"}
 
 	// CDS: request with node goes up unchanged; response comes down unchanged; ACK goes up.
-	cdsReq := &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: ClusterType}
+	cdsReq := &discoveryv3.DiscoveryRequest{Node: node, TypeUrl: xdsapi.ClusterType}
 	if err := stream.Send(cdsReq); err != nil {
 		t.Fatal(err)
 	}
@@ -163,13 +165,13 @@ func TestRelayForwardsAndSurvivesUpstreamRestart(t *testing.T) {
 		t.Fatalf("upstream got %v, want %v", got, cdsReq)
 	}
 	resp := recvWithin(t, stream)
-	if want := a.response(ClusterType, 1); !proto.Equal(resp, want) {
+	if want := a.response(xdsapi.ClusterType, 1); !proto.Equal(resp, want) {
 		t.Fatalf("downstream got %v, want %v", resp, want)
 	}
 	if cds, _ := p.Synced(); cds {
 		t.Fatal("CDS reported synced before the ACK")
 	}
-	cdsAck := &discoveryv3.DiscoveryRequest{TypeUrl: ClusterType, VersionInfo: resp.VersionInfo, ResponseNonce: resp.Nonce}
+	cdsAck := &discoveryv3.DiscoveryRequest{TypeUrl: xdsapi.ClusterType, VersionInfo: resp.VersionInfo, ResponseNonce: resp.Nonce}
 	if err := stream.Send(cdsAck); err != nil {
 		t.Fatal(err)
 	}
@@ -178,17 +180,17 @@ func TestRelayForwardsAndSurvivesUpstreamRestart(t *testing.T) {
 	}
 
 	// LDS, then its ACK.
-	if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: ListenerType}); err != nil {
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: xdsapi.ListenerType}); err != nil {
 		t.Fatal(err)
 	}
-	if got := a.next(t); got.GetTypeUrl() != ListenerType || got.GetNode() != nil {
+	if got := a.next(t); got.GetTypeUrl() != xdsapi.ListenerType || got.GetNode() != nil {
 		t.Fatalf("upstream got %v", got)
 	}
 	lresp := recvWithin(t, stream)
-	if lresp.GetTypeUrl() != ListenerType || lresp.GetVersionInfo() != "a-v3" {
+	if lresp.GetTypeUrl() != xdsapi.ListenerType || lresp.GetVersionInfo() != "a-v3" {
 		t.Fatalf("downstream got %v", lresp)
 	}
-	if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: ListenerType, VersionInfo: lresp.VersionInfo, ResponseNonce: lresp.Nonce}); err != nil {
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: xdsapi.ListenerType, VersionInfo: lresp.VersionInfo, ResponseNonce: lresp.Nonce}); err != nil {
 		t.Fatal(err)
 	}
 	a.next(t)
@@ -202,12 +204,12 @@ func TestRelayForwardsAndSurvivesUpstreamRestart(t *testing.T) {
 	a.server.Stop()
 	b := startFakeADS(t, "b", a.addr)
 	replayCDS := b.next(t)
-	if replayCDS.GetTypeUrl() != ClusterType || !proto.Equal(replayCDS.GetNode(), node) ||
+	if replayCDS.GetTypeUrl() != xdsapi.ClusterType || !proto.Equal(replayCDS.GetNode(), node) ||
 		replayCDS.GetVersionInfo() != "a-v1" || replayCDS.GetResponseNonce() != "" {
 		t.Fatalf("first replayed request = %v", replayCDS)
 	}
 	replayLDS := b.next(t)
-	if replayLDS.GetTypeUrl() != ListenerType || replayLDS.GetNode() != nil ||
+	if replayLDS.GetTypeUrl() != xdsapi.ListenerType || replayLDS.GetNode() != nil ||
 		replayLDS.GetVersionInfo() != "a-v3" || replayLDS.GetResponseNonce() != "" {
 		t.Fatalf("second replayed request = %v", replayLDS)
 	}
@@ -251,12 +253,12 @@ func TestRelayWaitsForUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "n"}, TypeUrl: ClusterType}); err != nil {
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "n"}, TypeUrl: xdsapi.ClusterType}); err != nil {
 		t.Fatal(err)
 	}
 	// Envoy re-sends nothing while waiting; a later request of the same
 	// type replaces the first.
-	if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: ClusterType, ResourceNames: []string{"x"}}); err != nil {
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: xdsapi.ClusterType, ResourceNames: []string{"x"}}); err != nil {
 		t.Fatal(err)
 	}
 	f := startFakeADS(t, "late", addr)
@@ -290,7 +292,7 @@ func TestWriteMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop()
-	p.observeRequest(&discoveryv3.DiscoveryRequest{TypeUrl: ClusterType, ResponseNonce: "n"})
+	p.observeRequest(&discoveryv3.DiscoveryRequest{TypeUrl: xdsapi.ClusterType, ResponseNonce: "n"})
 	var sb strings.Builder
 	if err := p.WriteMetrics(&sb); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/straitmesh/strait/internal/origdst"
 	"github.com/straitmesh/strait/internal/proxy/hcm"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
@@ -32,7 +33,7 @@ type Options struct {
 	// Workers is the number of accept goroutines per bound socket (>= 1).
 	Workers int
 	// OriginalDst reads SO_ORIGINAL_DST; tests inject their own. Defaults
-	// to SocketOriginalDst.
+	// to origdst.Get.
 	OriginalDst OriginalDstFunc
 }
 
@@ -73,7 +74,7 @@ func NewManager(o Options) *Manager {
 		o.Workers = 1
 	}
 	if o.OriginalDst == nil {
-		o.OriginalDst = SocketOriginalDst
+		o.OriginalDst = origdst.Get
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Manager{

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // Handler applies decoded, validated resources. An error rejects the whole
@@ -91,10 +92,10 @@ func New(o Options) *Client {
 		}
 		c.order = append(c.order, typeURL)
 	}
-	add(ClusterType, "cluster_manager.cds", true)
-	add(ListenerType, "listener_manager.lds", true)
-	add(EndpointType, "cluster_manager.eds", false)
-	add(RouteType, "http.rds", false)
+	add(xdsapi.ClusterType, "cluster_manager.cds", true)
+	add(xdsapi.ListenerType, "listener_manager.lds", true)
+	add(xdsapi.EndpointType, "cluster_manager.eds", false)
+	add(xdsapi.RouteType, "http.rds", false)
 	c.connected = o.Stats.Gauge("control_plane.connected_state")
 	return c
 }
@@ -104,7 +105,7 @@ func (c *Client) Run(ctx context.Context) error {
 	cc, err := grpc.NewClient("passthrough:///xds-grpc",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return c.opts.Dial(ctx) }),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(xdsapi.MaxMessageSize)),
 	)
 	if err != nil {
 		return fmt.Errorf("xds client: %w", err)
@@ -261,21 +262,21 @@ func (c *Client) apply(resp *discoveryv3.DiscoveryResponse) (*dependents, error)
 	}
 	h, v := c.opts.Handler, resp.GetVersionInfo()
 	switch resp.GetTypeUrl() {
-	case ClusterType:
+	case xdsapi.ClusterType:
 		names, err := h.ApplyClusters(v, as[*clusterv3.Cluster](ms))
 		if err != nil {
 			return nil, err
 		}
-		return &dependents{EndpointType, names}, nil
-	case ListenerType:
+		return &dependents{xdsapi.EndpointType, names}, nil
+	case xdsapi.ListenerType:
 		names, err := h.ApplyListeners(v, as[*listenerv3.Listener](ms))
 		if err != nil {
 			return nil, err
 		}
-		return &dependents{RouteType, names}, nil
-	case EndpointType:
+		return &dependents{xdsapi.RouteType, names}, nil
+	case xdsapi.EndpointType:
 		return nil, h.ApplyEndpoints(v, as[*endpointv3.ClusterLoadAssignment](ms))
-	case RouteType:
+	case xdsapi.RouteType:
 		return nil, h.ApplyRoutes(v, as[*routev3.RouteConfiguration](ms))
 	}
 	return nil, errors.New("unreachable")

@@ -9,14 +9,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
-)
 
-// Type URLs of the resources the client subscribes to.
-const (
-	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 type validatable interface {
@@ -26,15 +20,15 @@ type validatable interface {
 
 func newResource(typeURL string) (validatable, func(validatable) string) {
 	switch typeURL {
-	case ClusterType:
+	case xdsapi.ClusterType:
 		return &clusterv3.Cluster{}, func(m validatable) string { return m.(*clusterv3.Cluster).GetName() }
-	case EndpointType:
+	case xdsapi.EndpointType:
 		return &endpointv3.ClusterLoadAssignment{}, func(m validatable) string {
 			return m.(*endpointv3.ClusterLoadAssignment).GetClusterName()
 		}
-	case ListenerType:
+	case xdsapi.ListenerType:
 		return &listenerv3.Listener{}, func(m validatable) string { return m.(*listenerv3.Listener).GetName() }
-	case RouteType:
+	case xdsapi.RouteType:
 		return &routev3.RouteConfiguration{}, func(m validatable) string {
 			return m.(*routev3.RouteConfiguration).GetName()
 		}
@@ -73,13 +67,13 @@ func decode(typeURL string, rs []*anypb.Any) ([]validatable, error) {
 
 func shortType(typeURL string) string {
 	switch typeURL {
-	case ClusterType:
+	case xdsapi.ClusterType:
 		return "cluster"
-	case EndpointType:
+	case xdsapi.EndpointType:
 		return "cluster_load_assignment"
-	case ListenerType:
+	case xdsapi.ListenerType:
 		return "listener"
-	case RouteType:
+	case xdsapi.RouteType:
 		return "route_configuration"
 	}
 	return typeURL

@@ -24,10 +24,24 @@ import (
 	"github.com/straitmesh/strait/internal/registry"
 )
 
-// coalesceWindow is how long Run waits after the first file-system event of
-// a burst before it rescans, so that an editor's write-rename-chmod sequence
-// becomes one reload. Debouncing proper happens in the xDS server.
-const coalesceWindow = 15 * time.Millisecond
+// Timing of Run. Debouncing proper happens in the xDS server; these only
+// make sure that a file is read once its writer is done with it.
+const (
+	// settleWindow is how long the directory must see no event before Run
+	// reads the files a burst of events named: an editor's
+	// write-rename-chmod sequence, or a writer that truncates a file and
+	// then writes it (os.WriteFile), becomes one reload of the finished
+	// file.
+	settleWindow = 15 * time.Millisecond
+	// maxSettle caps the wait for a quiet moment, for a file written
+	// without pause.
+	maxSettle = time.Second
+	// emptyGrace is how long a file that had configs must stay empty before
+	// the registry believes it: a truncated file about to be rewritten is
+	// empty for a moment, and serving that moment would withdraw every
+	// service of the file from every proxy.
+	emptyGrace = time.Second
+)
 
 // Options configure a Registry.
 type Options struct {
@@ -66,6 +80,10 @@ type Registry struct {
 type fileState struct {
 	data []byte           // the bytes last read, to skip unchanged files
 	good []*config.Config // the last content that parsed without errors
+	// emptySince is when the file was first read empty while good still
+	// holds configs; zero otherwise. Until emptyGrace has passed, good is
+	// served.
+	emptySince time.Time
 }
 
 // New reads every YAML file in opts.Dir once. Invalid documents are logged
@@ -94,7 +112,7 @@ func New(opts Options) (*Registry, error) {
 		log:           opts.Logger.With("component", "registry.file", "dir", opts.Dir),
 		files:         map[string]*fileState{},
 	}
-	if _, err := r.reload(); err != nil {
+	if _, err := r.reloadPaths(time.Now(), nil); err != nil {
 		return nil, err
 	}
 	if r.snap.Load() == nil {
@@ -138,12 +156,23 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 	if err := w.Add(r.dir); err != nil {
 		return fmt.Errorf("file registry: watch %s: %w", r.dir, err)
 	}
-	// Catch changes made between New and the watch being set up.
-	r.apply(time.Now(), nil, onChange)
-
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	// emptyTimer fires when a file read empty has stayed so for
+	// emptyGrace, to read it again.
+	emptyTimer := time.NewTimer(time.Hour)
+	emptyTimer.Stop()
+	defer emptyTimer.Stop()
+	apply := func(start time.Time, paths map[string]bool) {
+		r.apply(start, paths, onChange)
+		if at, ok := r.nextEmptyCheck(); ok {
+			emptyTimer.Reset(time.Until(at))
+		}
+	}
+	// Catch changes made between New and the watch being set up.
+	apply(time.Now(), nil)
+
 	var (
 		pending bool
 		first   time.Time
@@ -153,11 +182,12 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 		rescanAll bool
 	)
 	start := func() {
+		now := time.Now()
 		if !pending {
-			pending, first = true, time.Now()
+			pending, first = true, now
 			paths, rescanAll = map[string]bool{}, false
-			timer.Reset(coalesceWindow)
 		}
+		timer.Reset(min(settleWindow, first.Add(maxSettle).Sub(now)))
 	}
 	for {
 		select {
@@ -197,7 +227,9 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 			if rescanAll {
 				paths = nil
 			}
-			r.apply(first, paths, onChange)
+			apply(first, paths)
+		case <-emptyTimer.C:
+			apply(time.Now(), r.emptyPaths())
 		}
 	}
 }
@@ -206,7 +238,7 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 // and, if a config changed, notifies onChange.
 func (r *Registry) apply(start time.Time, paths map[string]bool, onChange func(*model.PushRequest)) {
 	old := r.snap.Load()
-	changed, err := r.reloadPaths(paths)
+	changed, err := r.reloadPaths(time.Now(), paths)
 	if err != nil {
 		r.log.Error("rescan failed; keeping the current configs", "error", err)
 		return
@@ -217,15 +249,40 @@ func (r *Registry) apply(start time.Time, paths map[string]bool, onChange func(*
 	onChange(registry.PushRequestFor(old, r.snap.Load(), changed, start))
 }
 
-// reload rereads every file; see reloadPaths.
-func (r *Registry) reload() (map[model.ConfigKey]struct{}, error) { return r.reloadPaths(nil) }
+// nextEmptyCheck returns when the earliest file read empty has been empty
+// for emptyGrace; ok is false when no file waits.
+func (r *Registry) nextEmptyCheck() (at time.Time, ok bool) {
+	for _, st := range r.files {
+		if !st.emptySince.IsZero() && (!ok || st.emptySince.Before(at)) {
+			at, ok = st.emptySince, true
+		}
+	}
+	return at.Add(emptyGrace), ok
+}
+
+// emptyPaths returns the files read empty whose emptiness is not applied
+// yet.
+func (r *Registry) emptyPaths() map[string]bool {
+	out := map[string]bool{}
+	for path, st := range r.files {
+		if !st.emptySince.IsZero() {
+			out[path] = true
+		}
+	}
+	return out
+}
 
 // reloadPaths rereads the files whose bytes changed among those in only
 // (every file of the directory when only is nil; a named file that is gone
 // or no longer a regular file is dropped), rebuilds the store from the last
 // good content of every file, and publishes a new snapshot when a config
-// changed. It returns the changed keys.
-func (r *Registry) reloadPaths(only map[string]bool) (map[model.ConfigKey]struct{}, error) {
+// changed. It returns the changed keys. now is the time of the read.
+//
+// A file keeps its last good content while it does not parse, and while
+// it is empty after having had configs, until it has been empty for
+// emptyGrace (a writer that truncates before writing must not withdraw the
+// file's services for a moment).
+func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.ConfigKey]struct{}, error) {
 	var paths []string
 	present := map[string]bool{}
 	if only == nil {
@@ -260,8 +317,20 @@ func (r *Registry) reloadPaths(only map[string]bool) (map[model.ConfigKey]struct
 			}
 			continue
 		}
-		if st != nil && st.data != nil && bytes.Equal(st.data, data) {
+		if st != nil && st.data != nil && bytes.Equal(st.data, data) && st.emptySince.IsZero() {
 			continue
+		}
+		if len(bytes.TrimSpace(data)) == 0 && st != nil && len(st.good) > 0 {
+			if st.emptySince.IsZero() {
+				st.emptySince = now
+			}
+			if now.Sub(st.emptySince) < emptyGrace {
+				r.log.Info("config file is empty; keeping its configs unless it stays empty", "file", path, "for", emptyGrace)
+				continue
+			}
+			r.log.Info("config file stayed empty; removing its configs", "file", path)
+		} else if st != nil {
+			st.emptySince = time.Time{}
 		}
 		res := config.ParseFile(path, data)
 		for _, w := range res.Warnings {

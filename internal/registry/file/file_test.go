@@ -265,3 +265,161 @@ func TestConfigMapSymlinkSwap(t *testing.T) {
 		t.Fatalf("after the swap, endpoint %s, want 10.0.0.2", got)
 	}
 }
+
+// seEntry is a one-endpoint ServiceEntry named name.
+func seEntry(name, addr string) string {
+	return "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: " + name + ", namespace: demo}\n" +
+		"spec:\n  hosts: [" + name + ".demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: " + addr + "}]\n"
+}
+
+// A file rewritten in place (truncated, then written, as os.WriteFile
+// does) is empty for a moment. Reading it then must not withdraw its
+// services: the empty file keeps its configs until it stays empty for
+// emptyGrace.
+func TestTruncatedFileKeepsItsServices(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	write(t, path, seEntry("a", "10.0.0.1"))
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const host = "a.demo.svc.cluster.local"
+	var pushes []*model.PushRequest
+	onChange := func(p *model.PushRequest) {
+		if r.Snapshot().Service(host) == nil {
+			t.Errorf("push %+v withdrew %s", p, host)
+		}
+		pushes = append(pushes, p)
+	}
+
+	write(t, path, "")
+	r.apply(time.Now(), map[string]bool{path: true}, onChange)
+	if len(pushes) != 0 || r.Snapshot().Service(host) == nil {
+		t.Fatalf("the truncated file was applied: %d pushes, service %v", len(pushes), r.Snapshot().Service(host))
+	}
+	write(t, path, seEntry("a", "10.0.0.2"))
+	r.apply(time.Now(), map[string]bool{path: true}, onChange)
+	if len(pushes) != 1 {
+		t.Fatalf("%d pushes after the rewrite, want 1", len(pushes))
+	}
+	if got := r.Snapshot().Service(host).Endpoints[0].Address; got != "10.0.0.2" {
+		t.Errorf("endpoint = %s, want the rewritten 10.0.0.2", got)
+	}
+	if _, ok := r.nextEmptyCheck(); ok {
+		t.Error("a file still waits for its emptiness to be confirmed")
+	}
+
+	// A file that does not parse keeps its last good content too.
+	write(t, path, "kind: [")
+	r.apply(time.Now(), map[string]bool{path: true}, onChange)
+	if len(pushes) != 1 || r.Snapshot().Service(host).Endpoints[0].Address != "10.0.0.2" {
+		t.Errorf("a broken file changed the configs: %d pushes", len(pushes))
+	}
+}
+
+// A file that stays empty past emptyGrace is empty: its services go.
+func TestEmptyFileRemovesItsServicesAfterGrace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	write(t, path, seEntry("a", "10.0.0.1"))
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, "\n")
+	t0 := time.Now()
+	if changed, err := r.reloadPaths(t0, map[string]bool{path: true}); err != nil || len(changed) != 0 {
+		t.Fatalf("first empty read: changed %v, %v; want nothing yet", changed, err)
+	}
+	if at, ok := r.nextEmptyCheck(); !ok || !at.Equal(t0.Add(emptyGrace)) {
+		t.Fatalf("next empty check = %v, %v; want %v", at, ok, t0.Add(emptyGrace))
+	}
+	if changed, _ := r.reloadPaths(t0.Add(emptyGrace-time.Millisecond), map[string]bool{path: true}); len(changed) != 0 {
+		t.Fatalf("empty read within the grace period changed %v", changed)
+	}
+	changed, err := r.reloadPaths(t0.Add(emptyGrace), map[string]bool{path: true})
+	if err != nil || len(changed) != 1 || r.Snapshot().Service("a.demo.svc.cluster.local") != nil {
+		t.Fatalf("empty past the grace period: changed %v, %v; want the ServiceEntry removed", changed, err)
+	}
+}
+
+// The same through the watcher: a non-atomic rewrite, with a pause after
+// the truncation longer than the settle window, never pushes a snapshot
+// without the file's service.
+func TestWatchedNonAtomicRewrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	write(t, path, seEntry("a", "10.0.0.1"))
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type seen struct {
+		p    *model.PushRequest
+		addr string // a's endpoint in the pushed snapshot, "" if a is gone
+	}
+	pushes := make(chan seen, 16)
+	runDone := make(chan error, 1)
+	go func() {
+		runDone <- r.Run(ctx, func(p *model.PushRequest) {
+			s := seen{p: p}
+			if svc := r.Snapshot().Service("a.demo.svc.cluster.local"); svc != nil && len(svc.Endpoints) > 0 {
+				s.addr = svc.Endpoints[0].Address
+			}
+			pushes <- s
+		})
+	}()
+	defer func() { cancel(); <-runDone }()
+
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * settleWindow) // the truncated file settles and is read
+	if _, err := f.WriteString(seEntry("a", "10.0.0.2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case s := <-pushes:
+			if s.addr == "" {
+				t.Fatalf("push %+v withdrew the service", s.p)
+			}
+			if s.addr == "10.0.0.2" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no push with the rewritten endpoint within 5s")
+		}
+	}
+}
+
+// Through the watcher, a file emptied for good loses its services once
+// emptyGrace has passed.
+func TestWatchedEmptiedFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.yaml")
+	write(t, path, seEntry("a", "10.0.0.1"))
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pushes := make(chan *model.PushRequest, 16)
+	runDone := make(chan error, 1)
+	go func() { runDone <- r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+	defer func() { cancel(); <-runDone }()
+
+	write(t, path, "")
+	p := waitPush(t, pushes)
+	if _, ok := p.ServicesUpdated["a.demo.svc.cluster.local"]; !ok || r.Snapshot().Service("a.demo.svc.cluster.local") != nil {
+		t.Fatalf("push %+v: want a.demo.svc.cluster.local removed", p)
+	}
+}

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/straitmesh/strait/internal/xds"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // adsClient is a real gRPC ADS client that behaves like Envoy: it ACKs
@@ -92,7 +92,7 @@ func (c *adsClient) recv() {
 		c.received[r.TypeUrl]++
 		names := c.subs[r.TypeUrl]
 		var eds []string
-		if r.TypeUrl == xds.ClusterType {
+		if r.TypeUrl == xdsapi.ClusterType {
 			for _, a := range r.Resources {
 				var cl cluster.Cluster
 				if a.UnmarshalTo(&cl) == nil && cl.GetEdsClusterConfig() != nil {
@@ -100,14 +100,14 @@ func (c *adsClient) recv() {
 				}
 			}
 		}
-		edsChanged := r.TypeUrl == xds.ClusterType && !slices.Equal(eds, c.subs[xds.EndpointType])
+		edsChanged := r.TypeUrl == xdsapi.ClusterType && !slices.Equal(eds, c.subs[xdsapi.EndpointType])
 		if edsChanged {
-			c.subs[xds.EndpointType] = eds
+			c.subs[xdsapi.EndpointType] = eds
 		}
 		c.mu.Unlock()
 		_ = c.send(&discovery.DiscoveryRequest{TypeUrl: r.TypeUrl, ResourceNames: names, VersionInfo: r.VersionInfo, ResponseNonce: r.Nonce})
 		if edsChanged {
-			_ = c.send(&discovery.DiscoveryRequest{TypeUrl: xds.EndpointType, ResourceNames: eds})
+			_ = c.send(&discovery.DiscoveryRequest{TypeUrl: xdsapi.EndpointType, ResourceNames: eds})
 		}
 		c.signal()
 	}
@@ -172,7 +172,7 @@ func (c *adsClient) latestOf(typeURL string) *discovery.DiscoveryResponse {
 // clusters returns the names of the last CDS response.
 func (c *adsClient) clusters() []string {
 	var out []string
-	if r := c.latestOf(xds.ClusterType); r != nil {
+	if r := c.latestOf(xdsapi.ClusterType); r != nil {
 		for _, a := range r.Resources {
 			var cl cluster.Cluster
 			if a.UnmarshalTo(&cl) == nil {
@@ -186,7 +186,7 @@ func (c *adsClient) clusters() []string {
 // endpoints returns the sorted "IP:port" endpoints of a cluster in the
 // last EDS response, and whether the cluster was in it.
 func (c *adsClient) endpoints(name string) ([]string, bool) {
-	r := c.latestOf(xds.EndpointType)
+	r := c.latestOf(xdsapi.EndpointType)
 	if r == nil {
 		return nil, false
 	}
@@ -210,7 +210,7 @@ func (c *adsClient) endpoints(name string) ([]string, bool) {
 
 // routeConfig returns a route configuration of the last RDS response.
 func (c *adsClient) routeConfig(name string) *route.RouteConfiguration {
-	r := c.latestOf(xds.RouteType)
+	r := c.latestOf(xdsapi.RouteType)
 	if r == nil {
 		return nil
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/straitmesh/strait/internal/testreq"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // convergence is the acceptance bound from an API write to the proxy.
@@ -95,7 +96,7 @@ func startPlane(t *testing.T, cfg *rest.Config, opts Options) *plane {
 		t.Fatal(err)
 	}
 	generator := gen.New(reg)
-	srv, err := xds.New(xds.Options{Generator: generator, PushFilter: generator, ResolveProxy: reg.ResolveProxy, Logger: opts.Logger})
+	srv, err := xds.New(xds.Options{Generator: generator, PushFilter: generator, EndpointsNarrower: generator, ResolveProxy: reg.ResolveProxy, Logger: opts.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,11 +243,11 @@ func TestServiceAndEndpoints(t *testing.T) {
 	node := f.pod("client", "10.200.0.1", map[string]string{"app": "client"})
 	p := startPlane(t, env.Config, Options{})
 	c := dialADS(t, p.addr, node)
-	c.subscribe(t, xds.ClusterType)
-	c.subscribe(t, xds.ListenerType)
-	c.subscribe(t, xds.RouteType, "80")
+	c.subscribe(t, xdsapi.ClusterType)
+	c.subscribe(t, xdsapi.ListenerType)
+	c.subscribe(t, xdsapi.RouteType, "80")
 	c.wait(t, "first CDS and LDS", 10*time.Second, func() bool {
-		return c.latestOf(xds.ClusterType) != nil && c.latestOf(xds.ListenerType) != nil
+		return c.latestOf(xdsapi.ClusterType) != nil && c.latestOf(xdsapi.ListenerType) != nil
 	})
 
 	clusterName := gen.OutboundClusterName(80, "", f.host("web"))
@@ -283,13 +284,13 @@ func TestServiceAndEndpoints(t *testing.T) {
 	// debounce, short enough to keep the test quick.
 	time.Sleep(500 * time.Millisecond)
 	after := c.counts()
-	for _, typ := range []string{xds.ClusterType, xds.ListenerType, xds.RouteType} {
+	for _, typ := range []string{xdsapi.ClusterType, xdsapi.ListenerType, xdsapi.RouteType} {
 		if after[typ] != before[typ] {
 			t.Errorf("%s pushed %d times while scaling endpoints; want EDS pushes only", typ, after[typ]-before[typ])
 		}
 	}
-	if after[xds.EndpointType] < before[xds.EndpointType]+2 {
-		t.Errorf("EDS pushed %d times for 2 scale steps", after[xds.EndpointType]-before[xds.EndpointType])
+	if after[xdsapi.EndpointType] < before[xdsapi.EndpointType]+2 {
+		t.Errorf("EDS pushed %d times for 2 scale steps", after[xdsapi.EndpointType]-before[xdsapi.EndpointType])
 	}
 	for _, req := range p.pushRequests() {
 		if _, ok := req.ServicesUpdated[f.host("web")]; ok && req.Full && !slices.Contains(req.Reason, model.ServiceUpdate) {
@@ -308,9 +309,9 @@ func TestVirtualService(t *testing.T) {
 	f.service("web-v2", corev1.ServicePort{Name: "http", Port: 80})
 	p := startPlane(t, env.Config, Options{})
 	c := dialADS(t, p.addr, node)
-	c.subscribe(t, xds.ClusterType)
-	c.subscribe(t, xds.ListenerType)
-	c.subscribe(t, xds.RouteType, "80")
+	c.subscribe(t, xdsapi.ClusterType)
+	c.subscribe(t, xdsapi.ListenerType)
+	c.subscribe(t, xdsapi.RouteType, "80")
 	c.wait(t, "RDS", 10*time.Second, func() bool { return c.routeConfig("80") != nil })
 	initial := c.routeConfig("80")
 
@@ -343,8 +344,8 @@ func TestTwoReplicas(t *testing.T) {
 	for range 2 {
 		p := startPlane(t, env.Config, Options{})
 		c := dialADS(t, p.addr, node)
-		c.subscribe(t, xds.ClusterType)
-		c.subscribe(t, xds.ListenerType)
+		c.subscribe(t, xdsapi.ClusterType)
+		c.subscribe(t, xdsapi.ListenerType)
 		clients = append(clients, c)
 	}
 	f.service("api", corev1.ServicePort{Name: "grpc", Port: 9000})
@@ -356,7 +357,7 @@ func TestTwoReplicas(t *testing.T) {
 			return len(eps) == 2
 		})
 	}
-	for _, typ := range []string{xds.ClusterType, xds.EndpointType, xds.ListenerType} {
+	for _, typ := range []string{xdsapi.ClusterType, xdsapi.EndpointType, xdsapi.ListenerType} {
 		a, b := clients[0].resources(typ), clients[1].resources(typ)
 		if !slices.EqualFunc(a, b, func(x, y []byte) bool { return string(x) == string(y) }) {
 			t.Errorf("replicas disagree on %s: %d vs %d resources", typ, len(a), len(b))
@@ -391,8 +392,8 @@ func TestProxies(t *testing.T) {
 		t.Fatalf("pod's own proxy rejected: %v", err)
 	}
 	c := dialADS(t, p.addr, node)
-	c.subscribe(t, xds.ClusterType)
-	c.wait(t, "CDS", 10*time.Second, func() bool { return c.latestOf(xds.ClusterType) != nil })
+	c.subscribe(t, xdsapi.ClusterType)
+	c.wait(t, "CDS", 10*time.Second, func() bool { return c.latestOf(xdsapi.ClusterType) != nil })
 
 	pod, err := f.kube.CoreV1().Pods(f.ns).Get(f.ctx, "app", metav1.GetOptions{})
 	if err != nil {

@@ -19,8 +19,8 @@ import (
 	"github.com/straitmesh/strait/internal/registry"
 	"github.com/straitmesh/strait/internal/registry/file"
 	testkube "github.com/straitmesh/strait/internal/testenv/kube"
-	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // TestCRDsInstalledLater: without the Istio CRDs the registry syncs and
@@ -38,8 +38,8 @@ func TestCRDsInstalledLater(t *testing.T) {
 		t.Errorf("watching %v without CRDs", kinds)
 	}
 	c := dialADS(t, p.addr, node)
-	c.subscribe(t, xds.ClusterType)
-	c.subscribe(t, xds.RouteType, "80")
+	c.subscribe(t, xdsapi.ClusterType)
+	c.subscribe(t, xdsapi.RouteType, "80")
 	webCluster := gen.OutboundClusterName(80, "", f.host("web"))
 	c.wait(t, "the Service's cluster", 10*time.Second, func() bool { return slices.Contains(c.clusters(), webCluster) })
 	c.wait(t, "RDS", 10*time.Second, func() bool { return c.routeConfig("80") != nil })
@@ -85,9 +85,9 @@ func TestAPIServerOutage(t *testing.T) {
 	f.endpoints("web", "http", 8080, []string{"10.1.5.1"}, nil)
 	p := startPlane(t, env.Config, Options{})
 	c := dialADS(t, p.addr, node)
-	c.subscribe(t, xds.ClusterType)
-	c.subscribe(t, xds.ListenerType)
-	c.subscribe(t, xds.RouteType, "80")
+	c.subscribe(t, xdsapi.ClusterType)
+	c.subscribe(t, xdsapi.ListenerType)
+	c.subscribe(t, xdsapi.RouteType, "80")
 	name := gen.OutboundClusterName(80, "", f.host("web"))
 	c.wait(t, "endpoints", 10*time.Second, func() bool {
 		eps, _ := c.endpoints(name)
@@ -122,7 +122,7 @@ func TestAPIServerOutage(t *testing.T) {
 	})
 	time.Sleep(500 * time.Millisecond)
 	after := c.counts()
-	for _, typ := range []string{xds.ClusterType, xds.ListenerType, xds.RouteType} {
+	for _, typ := range []string{xdsapi.ClusterType, xdsapi.ListenerType, xdsapi.RouteType} {
 		if after[typ] != before[typ] {
 			t.Errorf("%s pushed %d times after the resync; only the endpoint change should be", typ, after[typ]-before[typ])
 		}

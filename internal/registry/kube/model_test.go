@@ -13,6 +13,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/protocol"
 	"github.com/straitmesh/strait/internal/registry"
 )
 
@@ -22,26 +23,26 @@ func TestServicePortProtocol(t *testing.T) {
 	for _, tc := range []struct {
 		name, appProtocol string
 		proto             corev1.Protocol
-		want              registry.Protocol
+		want              protocol.Protocol
 	}{
-		{name: "http", want: registry.HTTP},
-		{name: "http-web", want: registry.HTTP},
-		{name: "HTTP2-x", want: registry.HTTP2},
-		{name: "grpc", want: registry.GRPC},
-		{name: "grpc-web", want: registry.GRPCWeb},
-		{name: "grpc-web-ui", want: registry.GRPCWeb},
-		{name: "grpc-api", want: registry.GRPC},
-		{name: "tls-db", want: registry.TLS},
-		{name: "https", want: registry.HTTPS},
+		{name: "http", want: protocol.HTTP},
+		{name: "http-web", want: protocol.HTTP},
+		{name: "HTTP2-x", want: protocol.HTTP2},
+		{name: "grpc", want: protocol.GRPC},
+		{name: "grpc-web", want: protocol.GRPCWeb},
+		{name: "grpc-web-ui", want: protocol.GRPCWeb},
+		{name: "grpc-api", want: protocol.GRPC},
+		{name: "tls-db", want: protocol.TLS},
+		{name: "https", want: protocol.HTTPS},
 		{name: "redis", want: "REDIS"},
-		{name: "httpfoo", want: registry.TCP},
-		{name: "", want: registry.TCP},
-		{name: "web", appProtocol: "http", want: registry.HTTP},
-		{name: "tcp-x", appProtocol: "grpc", want: registry.GRPC},
-		{name: "web", appProtocol: "kubernetes.io/h2c", want: registry.HTTP2},
-		{name: "web", appProtocol: "kubernetes.io/ws", want: registry.HTTP},
-		{name: "http", appProtocol: "example.com/custom", want: registry.HTTP}, // unknown appProtocol: the name decides
-		{name: "dns", proto: corev1.ProtocolUDP, want: registry.UDP},
+		{name: "httpfoo", want: protocol.TCP},
+		{name: "", want: protocol.TCP},
+		{name: "web", appProtocol: "http", want: protocol.HTTP},
+		{name: "tcp-x", appProtocol: "grpc", want: protocol.GRPC},
+		{name: "web", appProtocol: "kubernetes.io/h2c", want: protocol.HTTP2},
+		{name: "web", appProtocol: "kubernetes.io/ws", want: protocol.HTTP},
+		{name: "http", appProtocol: "example.com/custom", want: protocol.HTTP}, // unknown appProtocol: the name decides
+		{name: "dns", proto: corev1.ProtocolUDP, want: protocol.UDP},
 	} {
 		p := corev1.ServicePort{Name: tc.name, Protocol: tc.proto}
 		if tc.appProtocol != "" {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/protocol"
 	"github.com/straitmesh/strait/internal/registry"
 )
 
@@ -46,7 +47,7 @@ func outboundClusters(snap *registry.Snapshot, scope *registry.Scope) []*cluster
 func serviceClusters(snap *registry.Snapshot, svc *registry.Service) []*cluster.Cluster {
 	var out []*cluster.Cluster
 	for _, port := range svc.Ports {
-		if port.Protocol == registry.UDP {
+		if port.Protocol == protocol.UDP {
 			continue
 		}
 		out = append(out, edsCluster(OutboundClusterName(port.Number, "", svc.Hostname), port))
@@ -134,7 +135,7 @@ func inboundCluster(name string) *cluster.Cluster {
 // inboundPort is one port the proxy's workload serves.
 type inboundPort struct {
 	endpointPort uint32
-	protocol     registry.Protocol
+	protocol     protocol.Protocol
 }
 
 // inboundPorts returns the distinct endpoint ports of the services that
@@ -147,12 +148,12 @@ func inboundPorts(snap *registry.Snapshot, proxy *model.Proxy) []inboundPort {
 	}
 	var out []inboundPort
 	for _, inst := range snap.InboundInstances(ip) {
-		if inst.Port.Protocol == registry.UDP || inst.EndpointPort == 0 {
+		if inst.Port.Protocol == protocol.UDP || inst.EndpointPort == 0 {
 			continue
 		}
 		if n := len(out); n > 0 && out[n-1].endpointPort == inst.EndpointPort {
 			if !inst.Port.Protocol.IsHTTP() {
-				out[n-1].protocol = registry.TCP
+				out[n-1].protocol = protocol.TCP
 			}
 			continue
 		}

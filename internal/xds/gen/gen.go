@@ -14,14 +14,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/registry"
-)
-
-// Type URLs of the resources the Generator builds.
-const (
-	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // Source supplies the current mesh snapshot. *file.Registry implements it.
@@ -56,7 +49,8 @@ func (g *Generator) snapshot() *registry.Snapshot {
 
 // Builds returns how many resources of each kind ("cluster", "eds",
 // "listener", "route") the generator has built, not counting the proxy's
-// own inbound ones; it shows the cache at work.
+// own inbound ones; it shows the cache at work (gen's and the xDS server's
+// scoping tests read it).
 func (g *Generator) Builds() map[string]int { return g.cache.Builds() }
 
 // Generate implements the xDS server's Generator interface: it returns the
@@ -74,7 +68,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 	if isProxyless(proxy) {
 		return g.generateProxyless(snap, scope, typeURL, watched)
 	}
-	if typeURL == EndpointType {
+	if typeURL == xdsapi.EndpointType {
 		return g.generateEndpoints(snap, scope, watched)
 	}
 	e, err := g.cache.scope(snap, scope)
@@ -86,16 +80,16 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 		own    []namedMessage
 	)
 	switch typeURL {
-	case ClusterType:
+	case xdsapi.ClusterType:
 		shared = e.clusters
 		for _, c := range inboundClusters(snap, proxy) {
 			own = append(own, namedMessage{c.Name, c})
 		}
-	case ListenerType:
+	case xdsapi.ListenerType:
 		shared = e.listeners
 		l := virtualInbound(snap, proxy)
 		own = append(own, namedMessage{l.Name, l})
-	case RouteType:
+	case xdsapi.RouteType:
 		if len(watched) == 0 {
 			return slices.Clone(e.routes), nil
 		}
@@ -131,7 +125,7 @@ func (g *Generator) generateEndpoints(snap *registry.Snapshot, scope *registry.S
 	if len(names) == 0 {
 		e, err := g.cache.scope(snap, scope)
 		if err != nil {
-			return nil, fmt.Errorf("generate %s: %w", EndpointType, err)
+			return nil, fmt.Errorf("generate %s: %w", xdsapi.EndpointType, err)
 		}
 		names = e.edsNames
 	}
@@ -140,7 +134,7 @@ func (g *Generator) generateEndpoints(snap *registry.Snapshot, scope *registry.S
 	for _, n := range names {
 		r, err := g.cache.loadAssignment(snap, scope, n)
 		if err != nil {
-			return nil, fmt.Errorf("generate %s %s: %w", EndpointType, n, err)
+			return nil, fmt.Errorf("generate %s %s: %w", xdsapi.EndpointType, n, err)
 		}
 		if r != nil {
 			out = append(out, r)

@@ -23,11 +23,13 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/golden"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/registry"
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -38,10 +40,10 @@ var _ xds.EndpointsNarrower = (*gen.Generator)(nil)
 var typeURLs = []struct {
 	short, url string
 }{
-	{"clusters", gen.ClusterType},
-	{"endpoints", gen.EndpointType},
-	{"listeners", gen.ListenerType},
-	{"routes", gen.RouteType},
+	{"clusters", xdsapi.ClusterType},
+	{"endpoints", xdsapi.EndpointType},
+	{"listeners", xdsapi.ListenerType},
+	{"routes", xdsapi.RouteType},
 }
 
 type scenario struct {
@@ -101,8 +103,8 @@ func TestGolden(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%v (run go test -update)", err)
 					}
-					if !bytes.Equal(got, want) {
-						t.Errorf("%s differs from the generated resources (run go test -update and review the diff):\n%s", name, got)
+					if d := golden.Diff(want, got); d != "" {
+						t.Errorf("%s differs from the generated resources (run go test -update and review the diff):\n%s", name, d)
 					}
 				})
 			}
@@ -371,7 +373,7 @@ func TestEndpointsPushBuildsNoScope(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tu.url == gen.EndpointType {
+		if tu.url == xdsapi.EndpointType {
 			for _, r := range res {
 				edsNames = append(edsNames, r.Name)
 			}
@@ -387,7 +389,13 @@ func TestEndpointsPushBuildsNoScope(t *testing.T) {
 	if moved == string(mesh) {
 		t.Fatal("test mesh has no workload at 10.99.0.12")
 	}
-	if err := os.WriteFile(filepath.Join(dir, "mesh.yaml"), []byte(moved), 0o644); err != nil {
+	// Atomically, as editors do: the push taken below is then the one of
+	// the new content.
+	tmp := filepath.Join(dir, ".mesh.yaml.tmp")
+	if err := os.WriteFile(tmp, []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "mesh.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -395,7 +403,7 @@ func TestEndpointsPushBuildsNoScope(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no push within 5s")
 	}
-	res, err := g.Generate(proxy, gen.EndpointType, edsNames, &model.PushRequest{})
+	res, err := g.Generate(proxy, xdsapi.EndpointType, edsNames, &model.PushRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/protocol"
 	"github.com/straitmesh/strait/internal/registry"
 )
 
@@ -62,7 +63,7 @@ func outboundListeners(scope *registry.Scope) []*listener.Listener {
 	for _, svc := range scope.Services {
 		for _, port := range svc.Ports {
 			switch {
-			case port.Protocol == registry.UDP || port.Number == OutboundCapturePort || port.Number == InboundCapturePort:
+			case port.Protocol == protocol.UDP || port.Number == OutboundCapturePort || port.Number == InboundCapturePort:
 			case port.Protocol.IsHTTP():
 				add(httpOutboundListener(port.Number))
 			default:

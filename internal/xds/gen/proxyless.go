@@ -15,6 +15,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/registry"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // ProxylessGeneratorMetadata is the node metadata key and value by which a
@@ -40,14 +41,14 @@ func isProxyless(p *model.Proxy) bool {
 func (g *Generator) generateProxyless(snap *registry.Snapshot, scope *registry.Scope, typeURL string, watched []string) ([]*discovery.Resource, error) {
 	var msgs []namedMessage
 	switch typeURL {
-	case ListenerType:
+	case xdsapi.ListenerType:
 		for _, name := range watched {
 			if _, _, ok := g.proxylessTarget(snap, scope, name); !ok {
 				continue
 			}
 			msgs = append(msgs, namedMessage{name, apiListener(name)})
 		}
-	case RouteType:
+	case xdsapi.RouteType:
 		for _, name := range watched {
 			svc, port, ok := g.proxylessTarget(snap, scope, name)
 			if !ok {
@@ -62,7 +63,7 @@ func (g *Generator) generateProxyless(snap *registry.Snapshot, scope *registry.S
 				}},
 			}})
 		}
-	case ClusterType:
+	case xdsapi.ClusterType:
 		var names []string
 		if len(watched) == 0 {
 			for _, svc := range scope.Services {
@@ -83,7 +84,7 @@ func (g *Generator) generateProxyless(snap *registry.Snapshot, scope *registry.S
 			c.TypedExtensionProtocolOptions = nil // gRPC speaks HTTP/2 anyway
 			msgs = append(msgs, namedMessage{name, c})
 		}
-	case EndpointType:
+	case xdsapi.EndpointType:
 		for _, name := range sortedUnique(watched) {
 			if cla := clusterLoadAssignment(snap, scope, name); cla != nil {
 				// gRPC rejects localities without an ID and ignores

@@ -1,0 +1,111 @@
+package stats
+
+import (
+	"strings"
+	"sync"
+	"testing"
+)
+
+// filled returns a store with one of each kind of metric.
+func filled() *Store {
+	s := New()
+	c := s.Cluster("outbound|80||echo.demo.svc.cluster.local")
+	c.RqTotal.Add(3)
+	c.CxTotal.Add(2)
+	c.CxConnectFail.Add(1)
+	c.AddResponse(200)
+	c.AddResponse(200)
+	c.AddResponse(503)
+	c.AddResponse(0)   // not a status code: ignored
+	c.AddResponse(999) // out of range: ignored
+	l := s.Listener("0.0.0.0_15001")
+	l.CxTotal.Add(4)
+	l.CxActive.Add(1)
+	s.Counter("cluster_manager.cds.update_success").Add(5)
+	s.Gauge("control_plane.connected_state").Store(1)
+	return s
+}
+
+func TestWritePrometheus(t *testing.T) {
+	var b strings.Builder
+	if err := filled().WritePrometheus(&b); err != nil {
+		t.Fatal(err)
+	}
+	const c = `cluster_name="outbound|80||echo.demo.svc.cluster.local"`
+	want := `# TYPE envoy_cluster_manager_cds_update_success counter
+envoy_cluster_manager_cds_update_success 5
+# TYPE envoy_cluster_upstream_cx_connect_fail counter
+envoy_cluster_upstream_cx_connect_fail{` + c + `} 1
+# TYPE envoy_cluster_upstream_cx_none_healthy counter
+envoy_cluster_upstream_cx_none_healthy{` + c + `} 0
+# TYPE envoy_cluster_upstream_cx_total counter
+envoy_cluster_upstream_cx_total{` + c + `} 2
+# TYPE envoy_cluster_upstream_rq counter
+envoy_cluster_upstream_rq{envoy_response_code="200",` + c + `} 2
+envoy_cluster_upstream_rq{envoy_response_code="503",` + c + `} 1
+# TYPE envoy_cluster_upstream_rq_total counter
+envoy_cluster_upstream_rq_total{` + c + `} 3
+# TYPE envoy_control_plane_connected_state gauge
+envoy_control_plane_connected_state 1
+# TYPE envoy_listener_downstream_cx_active gauge
+envoy_listener_downstream_cx_active{envoy_listener_address="0.0.0.0_15001"} 1
+# TYPE envoy_listener_downstream_cx_total counter
+envoy_listener_downstream_cx_total{envoy_listener_address="0.0.0.0_15001"} 4
+`
+	if got := b.String(); got != want {
+		t.Errorf("WritePrometheus =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestWriteText(t *testing.T) {
+	var b strings.Builder
+	if err := filled().WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	const c = "cluster.outbound|80||echo.demo.svc.cluster.local."
+	want := strings.Join([]string{
+		c + "upstream_cx_connect_fail: 1",
+		c + "upstream_cx_none_healthy: 0",
+		c + "upstream_cx_total: 2",
+		c + "upstream_rq_200: 2",
+		c + "upstream_rq_503: 1",
+		c + "upstream_rq_total: 3",
+		"cluster_manager.cds.update_success: 5",
+		"control_plane.connected_state: 1",
+		"listener.0.0.0.0_15001.downstream_cx_active: 1",
+		"listener.0.0.0.0_15001.downstream_cx_total: 4",
+	}, "\n") + "\n"
+	if got := b.String(); got != want {
+		t.Errorf("WriteText =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// Looking a metric up again returns the same one: hot paths keep the
+// pointer and a config update does not reset the counters. Run with -race.
+func TestLookupsShareMetrics(t *testing.T) {
+	s := New()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				s.Cluster("c").RqTotal.Add(1)
+				s.Listener("l").CxTotal.Add(1)
+				s.Counter("x").Add(1)
+				s.Gauge("g").Add(1)
+				_ = s.WriteText(&strings.Builder{})
+			}
+		})
+	}
+	wg.Wait()
+	if s.Cluster("c") != s.Cluster("c") || s.Listener("l") != s.Listener("l") || s.Counter("x") != s.Counter("x") || s.Gauge("g") != s.Gauge("g") {
+		t.Fatal("a second lookup returned another metric")
+	}
+	for name, got := range map[string]uint64{
+		"cluster": s.Cluster("c").RqTotal.Load(), "listener": s.Listener("l").CxTotal.Load(),
+		"counter": s.Counter("x").Load(), "gauge": uint64(s.Gauge("g").Load()),
+	} {
+		if got != 800 {
+			t.Errorf("%s = %d after 800 increments", name, got)
+		}
+	}
+}

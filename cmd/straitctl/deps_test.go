@@ -4,15 +4,14 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // straitctl reads straitd's debug JSON through internal/debugapi; it must
 // not link the xDS server, the registries or the generators to do so.
 func TestDoesNotLinkTheControlPlane(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("skipping: no go command to list the dependencies")
-	}
+	goTool := testreq.Binary(t, "go", "golang-go", "/usr/local/go/bin/go")
 	out, err := exec.Command(goTool, "list", "-deps", ".").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)

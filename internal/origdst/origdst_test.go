@@ -6,22 +6,19 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/straitmesh/strait/internal/origdst"
 	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // In a network namespace, REDIRECT port 7001 to 7000 (IPv4 and IPv6) and
 // check that a connection to 7001, accepted on 7000, reads 7001 back.
 func TestGetRedirected(t *testing.T) {
-	for _, bin := range []string{"iptables", "ip6tables"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("skipping: %s not installed (make test installs it)", bin)
-		}
-	}
+	testreq.Binary(t, "iptables", "iptables")
+	testreq.Binary(t, "ip6tables", "iptables")
 	pod := testenv.NewTestNetwork(t).AddTestPod(t, "app")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -201,7 +201,7 @@ func TestIptablesDryRunEveryMode(t *testing.T) {
 				t.Fatal(err)
 			}
 			fake := &iptablestest.RecordingRunner{}
-			// The seed's arguments without -m, which the environment may set.
+			// seedArgs (Istio's injected istio-init arguments) without -m, which the environment may set.
 			var args []string
 			for i := 0; i < len(seedArgs); i++ {
 				if seedArgs[i] == "-m" {

@@ -8,7 +8,7 @@ import (
 )
 
 // PushQueue holds the connections that have a push waiting, each at most
-// once (the seed's queue/pending/processing design):
+// once (the queue/pending/processing design of Istio's pilot/pkg/xds/pushqueue.go):
 //
 //   - Enqueue for a connection already pending merges into its pending
 //     request.

@@ -292,7 +292,7 @@ func pushKind(req *model.PushRequest) string {
 	return "eds"
 }
 
-// sendPushes is the seed's doSendPushes: it hands each dequeued push to its
+// sendPushes is Istio's doSendPushes (pilot/pkg/xds/discovery.go): it hands each dequeued push to its
 // connection's processing loop, with at most PushThrottle in flight.
 func (s *Server) sendPushes(ctx context.Context) {
 	sem := make(chan struct{}, s.opts.PushThrottle)

@@ -1,0 +1,186 @@
+package iptables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestProbePort(t *testing.T) {
+	cases := []struct {
+		name     string
+		def      uint16
+		include  []string
+		excludes [][]string
+		want     uint16
+	}{
+		{"default", 15002, nil, nil, 15002},
+		{"first include", 15002, []string{"80", "443"}, nil, 80},
+		{"first include not excluded", 15002, []string{"80", "443"}, [][]string{{"80"}}, 443},
+		{"excluded by a later list", 15002, []string{"80", "443"}, [][]string{{"8080"}, {"80"}}, 443},
+		{"default moved past excludes", 15002, nil, [][]string{{"15002", "15003"}, {"15004"}}, 15005},
+		{"every include excluded", 15002, []string{"80"}, [][]string{{"80", "15002"}}, 15003},
+		{"wraps to def", 65535, nil, [][]string{{"65535"}}, 65535},
+	}
+	for _, tc := range cases {
+		if got := probePort(tc.def, tc.include, tc.excludes...); got != tc.want {
+			t.Errorf("%s: probePort = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestOutboundProbeAddr(t *testing.T) {
+	pfx := func(ss ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, s := range ss {
+			out = append(out, netip.MustParsePrefix(s))
+		}
+		return out
+	}
+	cases := []struct {
+		name             string
+		include, exclude []netip.Prefix
+		local            []netip.Prefix
+		want             string // "" = none
+	}{
+		{"first include, next address", pfx("10.96.0.0/12", "240.240.0.0/16"), nil, nil, "10.96.0.1"},
+		{"/31 and /32 are used as they are", pfx("10.0.0.8/31"), nil, nil, "10.0.0.8"},
+		{"/32", pfx("10.0.0.9/32"), nil, nil, "10.0.0.9"},
+		{"/30 is not", pfx("10.0.0.8/30"), nil, nil, "10.0.0.9"},
+		{"excluded include skipped", pfx("10.96.0.0/12", "240.240.0.0/16"), pfx("10.96.0.0/16"), nil, "240.240.0.1"},
+		{"own address skipped", pfx("10.96.0.0/12", "240.240.0.0/16"), nil, pfx("10.96.0.1/24"), "240.240.0.1"},
+		{"loopback include skipped", pfx("127.0.0.0/8", "240.240.0.0/16"), nil, nil, "240.240.0.1"},
+		{"only loopback", pfx("127.0.0.1/32"), nil, nil, ""},
+		{"all excluded", pfx("10.96.0.0/12"), pfx("10.0.0.0/8"), nil, ""},
+		// '*': the last host of the pod's own subnet.
+		{"subnet last host", nil, nil, pfx("127.0.0.1/8", "10.1.2.3/24", "fd00::1/64"), "10.1.2.254"},
+		{"subnet last host is ours", nil, nil, pfx("10.1.2.254/24"), "10.1.2.253"},
+		{"/30 subnet", nil, nil, pfx("10.1.2.1/30"), "10.1.2.2"},
+		{"/31 and /32 subnets have no other host", nil, nil, pfx("10.1.2.1/31", "10.1.3.1/32"), ""},
+		{"subnet excluded", nil, pfx("10.1.0.0/16"), pfx("10.1.2.3/24", "10.2.0.5/16"), "10.2.255.254"},
+	}
+	for _, tc := range cases {
+		p := &parsed{v4: familyRanges{include: tc.include, exclude: tc.exclude}}
+		got, ok := outboundProbeAddr(p, tc.local)
+		if tc.want == "" {
+			if ok {
+				t.Errorf("%s: got %s, want none", tc.name, got)
+			}
+			continue
+		}
+		if !ok || got.String() != tc.want {
+			t.Errorf("%s: got %s %v, want %s", tc.name, got, ok, tc.want)
+		}
+	}
+}
+
+func TestLastAddr(t *testing.T) {
+	for pfx, want := range map[string]string{
+		"10.1.2.0/24": "10.1.2.255", "10.0.0.0/8": "10.255.255.255", "0.0.0.0/0": "255.255.255.255",
+		"10.1.2.4/30": "10.1.2.7", "10.1.2.3/32": "10.1.2.3", "172.16.0.0/12": "172.31.255.255",
+	} {
+		if got := lastAddr(netip.MustParsePrefix(pfx)); got.String() != want {
+			t.Errorf("lastAddr(%s) = %s, want %s", pfx, got, want)
+		}
+	}
+}
+
+// TestCheckCaptureChoosesPaths: which paths CheckCapture probes follows
+// the configuration: with only -i CIDRs, or only -q ports, outbound
+// capture is on and must be checked; a path the configuration turns off is
+// not. Each check runs in a new network namespace that has only loopback,
+// so it fails before any connection is made (no destination routed out,
+// no pod address) and says which path it was checking.
+func TestCheckCaptureChoosesPaths(t *testing.T) {
+	enter := loopbackNetns(t)
+	cases := []struct {
+		name     string
+		mod      func(*Config)
+		wantPath string // "" = nil error
+	}{
+		{"outbound '*'", func(c *Config) { c.InboundPortsInclude = "" }, "outbound"},
+		{"CIDR includes only", func(c *Config) {
+			c.OutboundIPRangesInclude = "127.0.0.1/32"
+			c.InboundPortsInclude = ""
+		}, "outbound"},
+		{"ports include only", func(c *Config) {
+			c.OutboundIPRangesInclude = ""
+			c.OutboundPortsInclude = "80"
+			c.InboundPortsInclude = ""
+		}, "outbound"},
+		{"inbound '*' only", func(c *Config) { c.OutboundIPRangesInclude = "" }, "inbound"},
+		{"inbound ports only", func(c *Config) {
+			c.OutboundIPRangesInclude = ""
+			c.InboundPortsInclude = "8080"
+		}, "inbound"},
+		{"nothing captured", func(c *Config) {
+			c.OutboundIPRangesInclude = ""
+			c.InboundPortsInclude = ""
+		}, ""},
+		{"IPv6 includes only", func(c *Config) {
+			c.OutboundIPRangesInclude = "fd00::/8"
+			c.InboundPortsInclude = ""
+		}, ""},
+	}
+	for _, tc := range cases {
+		cfg := seedConfig()
+		tc.mod(&cfg)
+		err := CheckCapture(context.Background(), cfg, CheckOptions{Enter: enter})
+		var ce *CaptureError
+		switch {
+		case tc.wantPath == "" && err != nil:
+			t.Errorf("%s: %v, want nil", tc.name, err)
+		case tc.wantPath != "" && (!errors.As(err, &ce) || ce.Path != tc.wantPath):
+			t.Errorf("%s: %v, want a %s CaptureError", tc.name, err, tc.wantPath)
+		}
+	}
+	bad := seedConfig()
+	bad.ProxyPort = "x"
+	var fe *FlagError
+	if err := CheckCapture(context.Background(), bad, CheckOptions{Enter: enter}); !errors.As(err, &fe) {
+		t.Errorf("invalid Config: %v, want its *FlagError", err)
+	}
+}
+
+// loopbackNetns returns a CheckOptions.Enter that runs fn in a new network
+// namespace (made on fn's locked thread, which is then dropped) whose only
+// interface is loopback, up. It skips t when namespaces cannot be made.
+func loopbackNetns(t *testing.T) func(func() error) error {
+	enter := func(fn func() error) error {
+		errc := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread dies with the namespace
+			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+				errc <- fmt.Errorf("unshare: %w", err)
+				return
+			}
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				errc <- err
+				return
+			}
+			defer unix.Close(fd)
+			ifr, err := unix.NewIfreq("lo")
+			if err != nil {
+				errc <- err
+				return
+			}
+			ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+			if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+				errc <- fmt.Errorf("lo up: %w", err)
+				return
+			}
+			errc <- fn()
+		}()
+		return <-errc
+	}
+	if err := enter(func() error { return nil }); err != nil {
+		t.Skipf("skipping: needs root for a network namespace: %v", err)
+	}
+	return enter
+}

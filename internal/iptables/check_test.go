@@ -184,3 +184,31 @@ func loopbackNetns(t *testing.T) func(func() error) error {
 	}
 	return enter
 }
+
+// TestParseRanges: -i/-x CIDRs and DNS servers are split by family,
+// masked and unmapped; loopback in -i (either family) marks both.
+func TestParseRanges(t *testing.T) {
+	cfg := seedConfig()
+	cfg.OutboundIPRangesInclude = "10.1.2.3/16, fd00::1/64,,127.0.0.1/32"
+	cfg.OutboundIPRangesExclude = "192.168.1.1/24,fd01::/16"
+	cfg.DNSServers = []string{"::ffff:10.0.0.1", "fd00::a"}
+	p, err := cfg.parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(p.outboundAll, p.v4.include, p.v4.exclude, p.v4.dnsServers, p.v4.hasLoopback, "|",
+		p.v6.include, p.v6.exclude, p.v6.dnsServers, p.v6.hasLoopback)
+	want := "false [10.1.0.0/16 127.0.0.1/32] [192.168.1.0/24] [10.0.0.1] true|[fd00::/64] [fd01::/16] [fd00::a] true"
+	if got != want {
+		t.Errorf("parsed ranges:\n got %s\nwant %s", got, want)
+	}
+
+	cfg.OutboundIPRangesInclude = "::1/128"
+	if p, err = cfg.parse(); err != nil || !p.v4.hasLoopback || !p.v6.hasLoopback || len(p.v4.include) != 0 {
+		t.Errorf("IPv6 loopback include: %+v %v", p, err)
+	}
+	cfg.OutboundIPRangesInclude = " * "
+	if p, err = cfg.parse(); err != nil || !p.outboundAll || p.v4.hasLoopback || len(p.v4.include) != 0 {
+		t.Errorf("'*' include: %+v %v", p, err)
+	}
+}

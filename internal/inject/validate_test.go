@@ -300,32 +300,46 @@ func FuzzValidateAnnotations(f *testing.F) {
 	}
 	inj := New(s, Options{})
 	f.Fuzz(func(t *testing.T, v string) {
+		accepted, refused := map[string]string{}, map[string]string{}
 		for _, name := range sortedKeys(annotationValidators) {
 			if name == annoSidecarStatus || name == istioanno.SidecarInject.Name {
 				continue // they decide whether the pod is injected at all
 			}
 			err := ValidateAnnotations(map[string]string{name: v})
-			if err != nil {
-				var ae *AnnotationError
-				if !errors.As(err, &ae) || ae.Name != name || ae.Value != v || ae.Expected == "" {
-					t.Fatalf("%s=%q: error %v is not an *AnnotationError naming the annotation", name, v, err)
-				}
-				if want := "annotation " + name + ": " + strconv.Quote(v) + " is not "; !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-					t.Fatalf("%s=%q: error %q, want one error starting %q", name, v, err, want)
-				}
-				if _, ierr := inj.Inject(Request{Pod: fuzzPod(name, v)}); ierr == nil || ierr.Error() != err.Error() {
-					t.Fatalf("%s=%q: Inject error = %v, want %v", name, v, ierr, err)
-				}
+			if err == nil {
+				accepted[name] = v
+				checkRoundTrip(t, name, v)
 				continue
 			}
-			res, ierr := inj.Inject(Request{Pod: fuzzPod(name, v)})
-			if ierr != nil || res.Pod == nil {
-				t.Fatalf("%s=%q validates, but Inject fails: %v (skipped: %q)", name, v, ierr, res.Skipped)
+			refused[name] = v
+			var ae *AnnotationError
+			if !errors.As(err, &ae) || ae.Name != name || ae.Value != v || ae.Expected == "" {
+				t.Fatalf("%s=%q: error %v is not an *AnnotationError naming the annotation", name, v, err)
 			}
+			if want := "annotation " + name + ": " + strconv.Quote(v) + " is not "; !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("%s=%q: error %q, want one error starting %q", name, v, err, want)
+			}
+		}
+		// The injector accepts a pod with every accepted value (the same
+		// value in a request and its limit is within the limit) ...
+		res, err := inj.Inject(Request{Pod: fuzzPod(accepted)})
+		if err != nil || res.Pod == nil {
+			t.Fatalf("%q validates for %v, but Inject fails: %v (skipped: %q)", v, sortedKeys(accepted), err, res.Skipped)
+		}
+		for name := range accepted {
 			if got := res.Pod.Annotations[name]; got != v {
 				t.Fatalf("%s=%q: the injected pod carries %q", name, v, got)
 			}
-			checkRoundTrip(t, name, v)
+		}
+		// ... and refuses one with the refused values, with every error.
+		if len(refused) > 0 {
+			want := ValidateAnnotations(refused)
+			if _, err := inj.Inject(Request{Pod: fuzzPod(refused)}); want == nil || err == nil || err.Error() != want.Error() {
+				t.Fatalf("%q: Inject error = %v, want %v", v, err, want)
+			}
+			if n := strings.Count(want.Error(), "\n") + 1; n != len(refused) {
+				t.Fatalf("%q: %d errors for %d refused annotations: %v", v, n, len(refused), want)
+			}
 		}
 	})
 }
@@ -393,10 +407,10 @@ func checkRoundTrip(t *testing.T, name, v string) {
 	}
 }
 
-// fuzzPod is a pod with one container and one annotation.
-func fuzzPod(name, value string) *corev1.Pod {
+// fuzzPod is a pod with one container and the annotations.
+func fuzzPod(annotations map[string]string) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", Annotations: map[string]string{name: value}},
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", Annotations: annotations},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
 	}
 }

@@ -219,6 +219,13 @@ func TestConvergeRouting(t *testing.T) {
 			"-4 route flush table 8 proto 76",
 			"-4 route replace local default dev lo table 133 proto 76",
 		}},
+		{"right route after a wrong one", tproxy, map[string]string{
+			"-4 rule show":                     "32765:\tfrom all fwmark 0x539 lookup 133 proto 76\n",
+			"-4 route show table all proto 76": "unreachable default table 133\nlocal default dev lo table 133 scope host\n",
+		}, []string{
+			"-4 route flush table 133 proto 76",
+			"-4 route replace local default dev lo table 133 proto 76",
+		}},
 		{"cleanup", seedConfig(), map[string]string{
 			"-4 rule show":                     "32765:\tfrom all fwmark 0x539 lookup 133 proto 76\n",
 			"-6 rule show":                     "32765:\tfrom all fwmark 0x539 lookup 133 proto 76\n",

@@ -191,7 +191,7 @@ func TestConvergeRouting(t *testing.T) {
 			"-6 rule show":                     "32765:\tfrom all fwmark 0x539 lookup 133 proto 76\n",
 			"-4 route show table all proto 76": "local default dev lo table 133 scope host \n",
 			"-6 route show table all proto 76": "local default dev lo table 133 metric 1024 pref medium\n",
-			"-6 addr show dev lo":              "1: lo: <LOOPBACK,UP>\n    inet6 ::1/128 scope host\n    inet6 ::6/128 scope global\n",
+			"-6 addr show dev lo":              "1: lo: <LOOPBACK,UP>\n    inet6\n    inet6 ::1/128 scope host\n    inet6 ::6/128 scope global\n",
 		}, nil},
 		{"right mark, wrong table; wrong mark, right table; foreign rules", tproxy, map[string]string{
 			"-4 rule show": "0:\tfrom all lookup local\n" +
@@ -208,7 +208,8 @@ func TestConvergeRouting(t *testing.T) {
 		}},
 		{"wrong route in our table, routes in two stale tables", tproxy, map[string]string{
 			"-4 rule show": "32765:\tfrom all fwmark 0x539 lookup 133 proto 76\n",
-			"-4 route show table all proto 76": "unreachable default table 133\n" +
+			"-4 route show table all proto 76": "default via 10.0.0.1 dev eth0\n" +
+				"unreachable default table 133\n" +
 				"local default dev lo table 7 scope host\n" +
 				"local 10.0.0.0/8 dev lo table 7 scope host\n" +
 				"local default dev lo table 8 scope host\n" +
@@ -405,5 +406,36 @@ func TestBackendBinaries(t *testing.T) {
 	}
 	if IPv4.String() != "IPv4" || IPv6.String() != "IPv6" {
 		t.Error("Family.String")
+	}
+}
+
+// TestCleanupReachesIPv6: when IPv4 has nothing to do (no iptables, an
+// unusable family, or nothing of ours), IPv6 is still cleaned.
+func TestCleanupReachesIPv6(t *testing.T) {
+	ours := map[string]string{"nat": "*nat\n:ISTIO_OUTPUT - [0:0]\n-A OUTPUT -p tcp -j ISTIO_OUTPUT\nCOMMIT\n"}
+	want := "* nat\n:ISTIO_OUTPUT - [0:0]\n-D OUTPUT -p tcp -j ISTIO_OUTPUT\n-X ISTIO_OUTPUT\nCOMMIT\n"
+	for name, v4 := range map[string]Runner{
+		"no IPv4 runner": nil,
+		"IPv4 unusable":  &failingRunner{fail: map[string]bool{"save": true}},
+		"IPv4 clean":     &RecordingRunner{Tables: map[string]string{"nat": "*nat\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"}},
+	} {
+		v6 := &RecordingRunner{Tables: ours}
+		rep, err := Cleanup(context.Background(), System{IPv4: v4, IPv6: v6})
+		if err != nil || len(v6.Restores) != 1 || v6.Restores[0] != want || rep.Restores[IPv6] != want {
+			t.Errorf("%s: %v, IPv6 restores %q, report %q", name, err, v6.Restores, rep.Restores)
+		}
+		if _, ok := rep.Restores[IPv4]; ok {
+			t.Errorf("%s: an IPv4 restore was reported: %q", name, rep.Restores[IPv4])
+		}
+	}
+}
+
+func TestRecordingRunnerSave(t *testing.T) {
+	r := &RecordingRunner{Tables: map[string]string{"raw": "R\n", "nat": "N\n", "mangle": "M\n"}}
+	if all, _ := r.Save(context.Background(), ""); all != "M\nN\nR\n" {
+		t.Errorf("Save(\"\") = %q", all)
+	}
+	if nat, _ := r.Save(context.Background(), "nat"); nat != "N\n" {
+		t.Errorf("Save(nat) = %q", nat)
 	}
 }

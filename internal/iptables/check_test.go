@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -148,41 +151,126 @@ func TestCheckCaptureChoosesPaths(t *testing.T) {
 }
 
 // loopbackNetns returns a CheckOptions.Enter that runs fn in a new network
-// namespace (made on fn's locked thread, which is then dropped) whose only
-// interface is loopback, up. It skips t when namespaces cannot be made.
+// namespace whose only interface is loopback, up: the namespace lives on
+// one locked OS thread, which serves every call and is dropped (with the
+// namespace) when t ends. It skips t when namespaces cannot be made.
 func loopbackNetns(t *testing.T) func(func() error) error {
-	enter := func(fn func() error) error {
-		errc := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread dies with the namespace
-			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-				errc <- fmt.Errorf("unshare: %w", err)
-				return
-			}
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				errc <- err
-				return
-			}
-			defer unix.Close(fd)
-			ifr, err := unix.NewIfreq("lo")
-			if err != nil {
-				errc <- err
-				return
-			}
-			ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
-			if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
-				errc <- fmt.Errorf("lo up: %w", err)
-				return
-			}
-			errc <- fn()
-		}()
-		return <-errc
-	}
-	if err := enter(func() error { return nil }); err != nil {
+	calls := make(chan func() error)
+	results := make(chan error)
+	ready := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the namespace
+		if err := unshareLoopback(); err != nil {
+			ready <- err
+			return
+		}
+		ready <- nil
+		for fn := range calls {
+			results <- fn()
+		}
+	}()
+	if err := <-ready; err != nil {
 		t.Skipf("skipping: needs root for a network namespace: %v", err)
 	}
-	return enter
+	t.Cleanup(func() { close(calls) })
+	return func(fn func() error) error {
+		calls <- fn
+		return <-results
+	}
+}
+
+func unshareLoopback() error {
+	if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("unshare: %w", err)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("lo up: %w", err)
+	}
+	return nil
+}
+
+// TestProbe runs the self-check's probe over loopback in an empty
+// namespace, where no rule rewrites anything: a connection straight to the
+// probe listener passes (its local address is the original destination),
+// and each way of not reaching it fails with a CaptureError saying so.
+func TestProbe(t *testing.T) {
+	enter := loopbackNetns(t)
+	ctx := context.Background()
+	listenOn := func(port string) net.Listener {
+		var l net.Listener
+		if err := enter(func() (err error) {
+			l, err = net.Listen("tcp4", "127.0.0.1:"+port)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	other := listenOn("15099") // accepts, but is not the probe listener
+	go func() {
+		for {
+			c, err := other.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	listenOn("15098") // occupies the port the probe wants
+
+	spec := func(listen, dst string, id *[2]int, transparent bool) probeSpec {
+		return probeSpec{path: "outbound", listenPort: listen, portFlag: flagProxyPort,
+			dst: netip.MustParseAddrPort(dst), id: id, timeout: 5 * time.Second, transparent: transparent}
+	}
+	cases := []struct {
+		name string
+		spec probeSpec
+		want string // Detail prefix, "" = pass
+	}{
+		{"direct", spec("15001", "127.0.0.1:15001", nil, false), ""},
+		{"direct, other loopback address", spec("15001", "127.0.0.2:15001", nil, false), ""},
+		{"as the proxy's UID/GID", spec("15006", "127.0.0.1:15006", &[2]int{1337, 1337}, false), ""},
+		{"transparent listener", spec("15006", "127.0.0.1:15006", nil, true), ""},
+		{"port taken", spec("15098", "127.0.0.1:15098", nil, false), "cannot listen on -p/--envoy-port port 15098 for the probe (is the proxy already running?)"},
+		{"nothing there", spec("15001", "127.0.0.1:15097", nil, false), "a connection to 127.0.0.1:15097 did not reach -p/--envoy-port port 15001"},
+		{"something else answered", spec("15001", "127.0.0.1:15099", nil, false),
+			"a connection to 127.0.0.1:15099 was made, but not through -p/--envoy-port port 15001 (something else answered)"},
+	}
+	for _, tc := range cases {
+		if tc.name == "something else answered" {
+			tc.spec.timeout = 300 * time.Millisecond // how long the probe waits for its listener
+		}
+		err := probe(ctx, enter, tc.spec)
+		var ce *CaptureError
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (!errors.As(err, &ce) || ce.Path != "outbound" || !strings.HasPrefix(ce.Detail, tc.want)):
+			t.Errorf("%s: %v, want an outbound CaptureError starting %q", tc.name, err, tc.want)
+		}
+	}
+	// The probe's listener is gone afterwards: the port is free again.
+	listenOn("15001")
+}
+
+func TestOriginalDstNeedsASocket(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if _, err := OriginalDst(a); err == nil || !strings.Contains(err.Error(), "has no file descriptor") {
+		t.Errorf("OriginalDst(pipe) = %v", err)
+	}
 }
 
 // TestParseRanges: -i/-x CIDRs and DNS servers are split by family,

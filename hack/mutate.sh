@@ -96,15 +96,17 @@ for pkg in "$@"; do
 	fi
 
 	total=$((killed + lived + notcov))
-	score="n/a"
-	if [[ $total -gt 0 ]]; then
-		score=$(awk -v k="$killed" -v e="$equiv" -v t="$total" 'BEGIN { printf "%.1f%%", 100 * (k + e) / t }')
-		raw=$(awk -v k="$killed" -v t="$total" 'BEGIN { printf "%.1f%%", 100 * k / t }')
-	fi
-	summary+=("$(printf '%-28s %6s %8s %11s %10s %9s %10s %8s %8s' "$dir" "$killed" "$lived" "$notcov" "$equiv" "$timedout" "$notviable" "${raw:-n/a}" "$score")")
+	pct() { awk -v n="$1" -v d="$2" 'BEGIN { if (d > 0) printf "%.1f%%", 100 * n / d; else printf "n/a" }'; }
+	# Equivalent mutants that gremlins ran (LIVED) count in efficacy too.
+	eqlived=$(jq -r --argjson eq "$eqkeys" '[.files[] as $f | $f.mutations[] | select(.status == "LIVED") |
+		select("\($f.file_name):\(.line):\(.column) \(.type)" as $k | $eq | index($k))] | length' "$json")
+	summary+=("$(printf '%-28s %6s %8s %11s %10s %9s %10s %8s %9s %8s' "$dir" "$killed" "$lived" "$notcov" "$equiv" "$timedout" "$notviable" \
+		"$(pct "$killed" "$total")" "$(pct $((killed + eqlived)) $((killed + lived)))" "$(pct $((killed + equiv)) "$total")")")
 done
 
-printf '\n%-28s %6s %8s %11s %10s %9s %10s %8s %8s\n' package killed survived "not-covered" equivalent "timed-out" "not-viable" raw score
+printf '\n%-28s %6s %8s %11s %10s %9s %10s %8s %9s %8s\n' package killed survived "not-covered" equivalent "timed-out" "not-viable" raw efficacy score
 for line in "${summary[@]}"; do echo "$line"; done
-echo "(score = (killed + equivalent) / (killed + survived + not-covered); raw leaves out the equivalent list; JSON in ${OUT#"$ROOT"/})"
+echo "score = (killed + equivalent) / (killed + survived + not-covered); raw: the same without the equivalent list;"
+echo "efficacy (gremlins' figure): (killed + equivalent survivors) / (killed + survived), the mutants some test executes."
+echo "JSON results in ${OUT#"$ROOT"/}"
 exit $status

@@ -22,6 +22,15 @@
 #
 # A listed mutant that a test kills anyway is reported as a stale entry.
 #
+# Gremlins 0.6.0 quirks this script works around or avoids:
+#   - it walks subdirectories: -E '/' keeps it to the package's own files;
+#   - it takes the timeout from one timed unmutated run: -count=1 below;
+#   - --test-cpu N reaches `go test` as the single argument "-cpu N", which
+#     go test rejects, so every mutant would count as killed: not used;
+#   - the operators in a tagless switch's case expressions lie outside the
+#     coverage blocks, so such mutants show as not covered even when tests
+#     run them (the efficacy column leaves not-covered mutants out).
+#
 # Knobs (environment):
 #   GREMLINS             the gremlins binary (default: bin/tools/gremlins)
 #   MUTATE_WORKERS       parallel mutants (default 1: the machine is shared)

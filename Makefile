@@ -67,3 +67,21 @@ bench-http:
 # The xDS load harness (see bench/xds/README.md for the knobs).
 bench-xds:
 	$(GO) run ./bench/xds -proxies 1000 -services 1000 -endpoints 10
+
+# Mutation testing (gremlins, pinned; installed into bin/tools from its
+# module): killed / survived / score per package. Not part of `make test`:
+# minutes per package. PKG takes one or more package directories.
+GREMLINS_VERSION := v0.6.0
+TOOLS            := $(BIN)/tools
+MUTATE_PKGS      := ./internal/iptables ./internal/inject ./internal/xds/gen ./internal/config ./internal/proxy/hcm/http1
+PKG              ?= $(MUTATE_PKGS)
+
+.PHONY: mutate gremlins
+mutate: gremlins
+	GREMLINS=$(TOOLS)/gremlins ./hack/mutate.sh $(PKG)
+
+gremlins:
+	@if ! $(GO) version -m $(TOOLS)/gremlins 2>/dev/null | grep -q 'mod[[:space:]]*github.com/go-gremlins/gremlins[[:space:]]*$(GREMLINS_VERSION)[[:space:]]'; then \
+		echo "installing gremlins $(GREMLINS_VERSION) into $(TOOLS)"; \
+		mkdir -p $(TOOLS) && GOBIN=$(TOOLS) GOFLAGS= $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION); \
+	fi

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
@@ -124,5 +125,57 @@ func TestServerReloadsCertificate(t *testing.T) {
 func TestNewServerNeedsBothFiles(t *testing.T) {
 	if _, err := NewServer(http.NotFoundHandler(), ServerOptions{CertFile: "x"}); err == nil {
 		t.Fatal("no error for a certificate without a key")
+	}
+}
+
+// TestSelfSignedCertificate: the leaf is signed by the CA, names the first
+// DNS name (or strait-webhook), covers loopback and is valid from an hour
+// before now for a year.
+func TestSelfSignedCertificate(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, names := range [][]string{{"a.example", "b.example"}, nil} {
+		p, err := SelfSigned(names, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parse := func(b []byte) *x509.Certificate {
+			blk, _ := pem.Decode(b)
+			c, err := x509.ParseCertificate(blk.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		leaf, ca := parse(p.CertPEM), parse(p.CAPEM)
+		roots := x509.NewCertPool()
+		roots.AddCert(ca)
+		host := "127.0.0.1"
+		if len(names) > 0 {
+			host = names[1]
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: roots, CurrentTime: now}); err != nil {
+			t.Errorf("%v: leaf does not verify for %s: %v", names, host, err)
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "::1", Roots: roots, CurrentTime: now}); err != nil {
+			t.Errorf("%v: leaf does not cover ::1: %v", names, err)
+		}
+		wantCN := "strait-webhook"
+		if len(names) > 0 {
+			wantCN = names[0]
+		}
+		if leaf.Subject.CommonName != wantCN || !ca.IsCA || leaf.IsCA {
+			t.Errorf("%v: CN %q, CA %v, leaf CA %v", names, leaf.Subject.CommonName, ca.IsCA, leaf.IsCA)
+		}
+		for _, c := range []*x509.Certificate{leaf, ca} {
+			if !c.NotBefore.Equal(now.Add(-time.Hour)) || !c.NotAfter.Equal(now.Add(365*24*time.Hour)) {
+				t.Errorf("%v: valid %s to %s", names, c.NotBefore, c.NotAfter)
+			}
+		}
+		if _, err := tls.X509KeyPair(p.CertPEM, p.KeyPEM); err != nil {
+			t.Errorf("key does not match: %v", err)
+		}
+		if leaf.SerialNumber.Cmp(ca.SerialNumber) == 0 {
+			t.Error("leaf and CA share a serial number")
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -93,5 +94,51 @@ func TestParseConfigMapManifests(t *testing.T) {
 	}
 	if _, err := ParseMeshConfig([]byte("trustDomian: x")); err == nil {
 		t.Fatal("misspelt mesh field accepted")
+	}
+}
+
+// TestLoadDir: each file is optional, a bad one is an error naming it, and
+// a file that cannot be read (here: a directory) is an error too.
+func TestLoadDir(t *testing.T) {
+	dir := t.TempDir()
+	if HasConfigFiles(dir) {
+		t.Fatal("an empty directory has config files")
+	}
+	s, err := LoadDir(dir, nil)
+	if err != nil || s.Config.Policy != PolicyEnabled || s.Values.String("global.proxy.image") == "" {
+		t.Fatalf("empty dir: %v", err)
+	}
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(ValuesFileName, "global: {hub: h}\n")
+	if !HasConfigFiles(dir) {
+		t.Fatal("values file not seen")
+	}
+	if s, err = LoadDir(dir, nil); err != nil || s.Values.String("global.hub") != "h" {
+		t.Fatalf("values only: %v", err)
+	}
+	write(ConfigFileName, "policy: disabled\n")
+	if s, err = LoadDir(dir, nil); err != nil || s.Config.Policy != PolicyDisabled || s.Values.String("global.hub") != "h" {
+		t.Fatalf("both: %v", err)
+	}
+	write(ValuesFileName, "- 1\n")
+	if _, err = LoadDir(dir, nil); err == nil || !strings.HasPrefix(err.Error(), filepath.Join(dir, ValuesFileName)+": ") {
+		t.Fatalf("bad values: %v", err)
+	}
+	write(ConfigFileName, "polcy: x\n")
+	if _, err = LoadDir(dir, nil); err == nil || !strings.HasPrefix(err.Error(), filepath.Join(dir, ConfigFileName)+": ") {
+		t.Fatalf("bad config: %v", err)
+	}
+	for _, name := range []string{ConfigFileName, ValuesFileName} {
+		d := t.TempDir()
+		if err := os.Mkdir(filepath.Join(d, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadDir(d, nil); err == nil {
+			t.Errorf("%s is a directory, but LoadDir did not fail", name)
+		}
 	}
 }

@@ -408,3 +408,68 @@ func patchAt(node any, path []string, op string, val any) (any, error) {
 	}
 	return nil, fmt.Errorf("cannot descend into %T", node)
 }
+
+// TestWebhookReviewDetails: which requests are injected, the namespace a
+// pod is judged in, and the response's apiVersion.
+func TestWebhookReviewDetails(t *testing.T) {
+	h := NewWebhookHandler(New(nil, Options{}), quietLogger())
+	pod := seedPodJSON(t, nil)
+	review := func(mod func(string) string) []byte {
+		return []byte(mod(string(reviewJSON("admission.k8s.io/v1", "u", "default", pod))))
+	}
+	same := func(s string) string { return s }
+	patched := func(body []byte, contentType string) (*admissionv1.AdmissionReview, bool) {
+		r := decodeReview(t, post(h, contentType, body))
+		if !r.Response.Allowed {
+			t.Fatalf("refused: %+v", r.Response.Result)
+		}
+		return r, len(r.Response.Patch) > 0
+	}
+	if _, ok := patched(review(same), "application/json; charset=utf-8"); !ok {
+		t.Error("a pod creation with a charset in the content type was not injected")
+	}
+	if _, ok := patched(review(func(s string) string { return strings.Replace(s, `"resource":{`, `"subResource":"status","resource":{`, 1) }), "application/json"); ok {
+		t.Error("a subresource request was patched")
+	}
+	if _, ok := patched(review(func(s string) string { return strings.Replace(s, `"kind":{"group":""`, `"kind":{"group":"x.io"`, 1) }), "application/json"); ok {
+		t.Error("a Pod of another API group was patched")
+	}
+	r, ok := patched([]byte(strings.Replace(string(review(same)), "admission.k8s.io/v1", "admission.k8s.io/v1beta1", 1)), "application/json")
+	if !ok || r.APIVersion != "admission.k8s.io/v1beta1" || r.Kind != "AdmissionReview" || r.Response.UID != "u" {
+		t.Errorf("v1beta1 review: %v %s %s", ok, r.APIVersion, r.Response.UID)
+	}
+
+	// The pod's own namespace wins over the request's.
+	var asked []string
+	h.NamespaceLabels = func(ns string) (map[string]string, bool) {
+		asked = append(asked, ns)
+		switch ns {
+		case "on":
+			return map[string]string{"istio-injection": "enabled"}, true
+		case "nil":
+			return nil, true // known, no labels
+		}
+		return nil, false // unknown: trust the webhook's selector
+	}
+	inNS := func(reqNS, podNS string) []byte {
+		p := strings.Replace(string(pod), `"metadata":{`, `"metadata":{"namespace":"`+podNS+`",`, 1)
+		if podNS == "" {
+			p = string(pod)
+		}
+		return reviewJSON("admission.k8s.io/v1", "u", reqNS, []byte(p))
+	}
+	for _, tc := range []struct {
+		reqNS, podNS string
+		inject       bool
+	}{
+		{"default", "on", true},
+		{"on", "nil", false},
+		{"nil", "", false},
+		{"unknown", "", true},
+	} {
+		asked = nil
+		if _, ok := patched(inNS(tc.reqNS, tc.podNS), "application/json"); ok != tc.inject {
+			t.Errorf("request ns %q, pod ns %q: injected %v, want %v (asked about %v)", tc.reqNS, tc.podNS, ok, tc.inject, asked)
+		}
+	}
+}

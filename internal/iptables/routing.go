@@ -71,11 +71,12 @@ func convergeRouting(ctx context.Context, r Router, plan Plan) ([][]string, erro
 			if table == "" {
 				continue
 			}
-			if want != nil && table == want.Table && strings.HasPrefix(line, "local default dev lo ") {
-				routeOK = true
+			if flushed[table] {
+				// The flush removed this route too, however right it is.
 				continue
 			}
-			if flushed[table] {
+			if want != nil && table == want.Table && strings.HasPrefix(line, "local default dev lo ") {
+				routeOK = true
 				continue
 			}
 			flushed[table] = true

@@ -743,9 +743,9 @@ func TestEqualFold(t *testing.T) {
 		{"ABCXYZ", "abcxyz", true},
 		{"abc", "abd", false},
 		{"abc", "ab", false},
-		{"[", "{", false},  // 0x5b / 0x7b
-		{"@", "`", false},  // 0x40 / 0x60, just below 'a'
-		{"^", "~", false},  // 0x5e / 0x7e, just above 'z'
+		{"[", "{", false}, // 0x5b / 0x7b
+		{"@", "`", false}, // 0x40 / 0x60, just below 'a'
+		{"^", "~", false}, // 0x5e / 0x7e, just above 'z'
 		{"\x00", " ", false},
 		{"1", "\x11", false},
 		{"", "", true},

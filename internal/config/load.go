@@ -201,10 +201,16 @@ func parseDocument(src Source, raw []byte) (*Config, string, error) {
 	return cfg, "", nil
 }
 
-// cleanProtoError strips protojson's "proto: (line 1:23): " prefix, whose
-// positions refer to the converted JSON and would only confuse.
-var protoErrPrefix = regexp.MustCompile(`^proto:\s*(\(line \d+:\d+\):\s*)?`)
+// cleanProtoError strips protojson's "proto: " prefix and its positions
+// ("(line 1:23)", also inside "syntax error (line 1:27): ..."), which refer
+// to the converted JSON and would only confuse.
+var (
+	protoErrPrefix   = regexp.MustCompile(`^proto:\s*`)
+	protoErrPosition = regexp.MustCompile(`\s*\(line \d+:\d+\)`)
+)
 
 func cleanProtoError(err error) string {
-	return protoErrPrefix.ReplaceAllString(strings.ReplaceAll(err.Error(), "\u00a0", " "), "")
+	msg := protoErrPrefix.ReplaceAllString(strings.ReplaceAll(err.Error(), "\u00a0", " "), "")
+	msg = protoErrPosition.ReplaceAllString(msg, "")
+	return strings.TrimPrefix(msg, ": ")
 }

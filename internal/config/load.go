@@ -149,6 +149,12 @@ func parseDocument(src Source, raw []byte) (*Config, string, error) {
 	}
 	group, version, ok := strings.Cut(doc.APIVersion, "/")
 	if !ok {
+		if doc.APIVersion == NetworkingGroup {
+			// A networking config without its version would otherwise be
+			// skipped as a kind of another group.
+			el.add("apiVersion", "%q has no version; use %s/v1", doc.APIVersion, NetworkingGroup)
+			return nil, "", el.err()
+		}
 		group, version = "", doc.APIVersion
 	}
 	if group != NetworkingGroup {

@@ -78,7 +78,8 @@ func scopeRoutes(snap *registry.Snapshot, scope *registry.Scope, names []string)
 
 // domains returns the names a request for svc may carry in its Host
 // header: the FQDN, its short forms (the bare name only for proxies in the
-// service's namespace) and each VIP, each bare and with ":PORT". A domain
+// service's namespace) and each VIP (an IPv6 one in brackets), each bare
+// and with ":PORT". A domain
 // already used by an earlier virtual host is skipped: Envoy rejects
 // duplicates.
 func domains(snap *registry.Snapshot, svc *registry.Service, port uint32, proxyNS string, used map[string]bool) []string {
@@ -92,7 +93,13 @@ func domains(snap *registry.Snapshot, svc *registry.Service, port uint32, proxyN
 		}
 	}
 	for _, a := range svc.Addresses {
-		if _, err := netip.ParseAddr(a); err == nil {
+		if ip, err := netip.ParseAddr(a); err == nil {
+			if ip.Is6() {
+				// A Host header carries an IPv6 address in brackets
+				// (RFC 3986 IP-literal); bare, "2001:db8::1:80" would be
+				// another address, not the VIP with its port.
+				a = "[" + a + "]"
+			}
 			hosts = append(hosts, a)
 		}
 	}

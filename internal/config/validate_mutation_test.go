@@ -121,6 +121,7 @@ func TestValidateVirtualService(t *testing.T) {
 			errs: []string{"spec.http[0].route[0].weight: must be 0-100, got -1", "spec.http[0].route[1].weight: must be 0-100, got 101"}},
 		{name: "weights 99", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: a}\n      weight: 49\n    - destination: {host: b}\n      weight: 50\n"),
 			errs: []string{"spec.http[0].route: weights must add up to 100, got 99"}},
+		{name: "tcp weights 0 and 100", yaml: vs("  hosts: [echo]\n  tcp:\n  - route:\n    - destination: {host: a}\n      weight: 0\n    - destination: {host: b}\n      weight: 100\n")},
 		{name: "tcp weights", yaml: vs("  hosts: [echo]\n  tcp:\n  - route:\n    - destination: {host: a}\n      weight: 40\n    - destination: {host: b}\n      weight: 60\n")},
 		{name: "tcp bad weights", yaml: vs("  hosts: [echo]\n  tcp:\n  - route:\n    - destination: {host: a}\n      weight: 40\n    - destination: {host: b}\n      weight: 101\n  - route:\n    - destination: {host: a}\n      weight: -5\n"),
 			errs: []string{"spec.tcp[0].route[1].weight: must be 0-100, got 101", "spec.tcp[0].route: weights must add up to 100, got 141", "spec.tcp[1].route[0].weight: must be 0-100, got -5"}},
@@ -283,12 +284,32 @@ func TestSplitDocuments(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var got []string
-		for _, d := range splitDocuments([]byte(tc.in)) {
+		docs, err := splitDocuments([]byte(tc.in))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for _, d := range docs {
 			got = append(got, string(d))
 		}
 		if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestLongLines checks the line limit: a line longer than bufio's default
+// 64 KiB is read, one longer than maxLineBytes refuses the whole file.
+func TestLongLines(t *testing.T) {
+	long := "# " + strings.Repeat("x", 100<<10) + "\n"
+	res := ParseFile("long.yaml", []byte(long+goodSE+"---\n"+long+strings.Replace(goodSE, "name: echo", "name: echo2", 1)))
+	if res.Err != nil || len(res.Configs) != 2 {
+		t.Fatalf("100 KiB comment lines: %d configs, err %v", len(res.Configs), res.Err)
+	}
+	huge := goodSE + "---\n# " + strings.Repeat("x", maxLineBytes) + "\n" + goodSE
+	res = ParseFile("huge.yaml", []byte(huge))
+	fes := FieldErrors(res.Err)
+	if len(res.Configs) != 0 || len(fes) != 1 || !strings.HasPrefix(fes[0].Error(), "huge.yaml: line 16: ") {
+		t.Fatalf("a line over the limit: %d configs, err %v", len(res.Configs), res.Err)
 	}
 }
 

@@ -912,3 +912,28 @@ func TestReaderNoProgress(t *testing.T) {
 type zeroReader struct{}
 
 func (zeroReader) Read([]byte) (int, error) { return 0, nil }
+
+// TestReadHeadLimit checks that a head which reaches max bytes without its
+// end is refused, even when the end would follow in the next read.
+func TestReadHeadLimit(t *testing.T) {
+	const max = 100
+	start := "GET / HTTP/1.1\r\nHost: h\r\nX: "
+	r := NewReader(&splitReader{parts: []string{start + strings.Repeat("a", max-len(start)), "\r\n\r\n"}})
+	if head, err := r.ReadHead(max); !errors.Is(err, ErrHeaderTooLarge) {
+		t.Fatalf("head of %d bytes with max %d: %q, %v", len(head), max, head, err)
+	}
+}
+
+// TestReleaseTwice checks that Release drops the buffer and may be called
+// again.
+func TestReleaseTwice(t *testing.T) {
+	r := NewReader(strings.NewReader("GET / HTTP/1.1\r\nHost: h\r\n\r\n"))
+	if _, err := r.ReadHead(DefaultMaxHeadBytes); err != nil {
+		t.Fatal(err)
+	}
+	r.Release()
+	if r.buf != nil {
+		t.Fatal("Release kept the buffer")
+	}
+	r.Release()
+}

@@ -64,7 +64,11 @@ var mutationGoldens = []goldenCase{
 	{name: "client.listeners", node: appClient, typeURL: gen.ListenerType},
 	{name: "client.routes", node: appClient, typeURL: gen.RouteType},
 	{name: "client.routes-8080", node: appClient, typeURL: gen.RouteType, watched: []string{"8080", "9999"}},
+	{name: "client.endpoints-named", node: appClient, typeURL: gen.EndpointType, watched: []string{
+		"outbound|80|v1|web.app.svc.cluster.local", "outbound|80|v1|web.app.svc.cluster.local", "outbound|80||private.data.svc.cluster.local",
+		"outbound|80|v3|web.app.svc.cluster.local", "outbound|81||web.app.svc.cluster.local", "inbound|80||", "outbound|80||nope.app.svc.cluster.local"}},
 	{name: "other.routes", node: dataClient, typeURL: gen.RouteType},
+	{name: "other.endpoints", node: dataClient, typeURL: gen.EndpointType},
 	{name: "other.listeners", node: dataClient, typeURL: gen.ListenerType},
 	{name: "greeter-1.listeners", node: greeterPod, typeURL: gen.ListenerType},
 	{name: "greeter-1.clusters", node: greeterPod, typeURL: gen.ClusterType},
@@ -337,6 +341,31 @@ func TestNeedsPush(t *testing.T) {
 	}
 }
 
+// TestSidecarScope checks that a Sidecar's egress hosts limit what a
+// proxy gets by name: load assignments and proxyless targets outside them
+// are left out.
+func TestSidecarScope(t *testing.T) {
+	snap := build(t, storeOf(t, readTestdata(t, "mesh.yaml"), readTestdata(t, "routing.yaml"), dataSidecar), registry.BuildOptions{Version: 1})
+	g := gen.New(gen.SourceFunc(func() *registry.Snapshot { return snap }))
+	data, _ := model.ParseNodeID(dataClient)
+	names := func(res []*discovery.Resource) []string {
+		var out []string
+		for _, r := range res {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+	res, err := g.Generate(data, gen.EndpointType, []string{"outbound|5432||db.data.svc.cluster.local", "outbound|80||web.app.svc.cluster.local", "outbound|80||private.data.svc.cluster.local"}, nil)
+	if err != nil || !slices.Equal(names(res), []string{"outbound|5432||db.data.svc.cluster.local"}) {
+		t.Errorf("sidecar-scoped EDS: %q, %v", names(res), err)
+	}
+	data.Metadata = grpcMeta
+	res, err = g.Generate(data, gen.ListenerType, []string{"db:5432", "web.app.svc.cluster.local:80", "private:80"}, nil)
+	if err != nil || !slices.Equal(names(res), []string{"db:5432"}) {
+		t.Errorf("sidecar-scoped proxyless listeners: %q, %v", names(res), err)
+	}
+}
+
 func keys(m map[string]struct{}) []string {
 	var out []string
 	for k := range m {
@@ -397,14 +426,17 @@ func TestBuildHelpers(t *testing.T) {
 		t.Fatalf("%d load assignments for %d EDS clusters", len(all), len(eds))
 	}
 	named := g.BuildEndpoints(proxy, []string{"outbound|80|v1|web.app.svc.cluster.local", "outbound|80|v1|web.app.svc.cluster.local", "outbound|80|v7|web.app.svc.cluster.local", "nope"})
-	if len(named) != 1 || len(named[0].Endpoints) != 1 || len(named[0].Endpoints[0].LbEndpoints) != 2 {
+	if len(named) != 1 || len(named[0].Endpoints) != 1 || len(named[0].Endpoints[0].LbEndpoints) != 3 {
 		t.Fatalf("v1 endpoints: %v", named)
 	}
 	// Sorted by address, then port; the weight is kept.
-	lbs := named[0].Endpoints[0].LbEndpoints
-	a0, a1 := lbs[0].GetEndpoint().GetAddress().GetSocketAddress(), lbs[1].GetEndpoint().GetAddress().GetSocketAddress()
-	if a0.GetAddress() != "10.97.0.11" || a1.GetAddress() != "10.97.0.9" || a1.GetPortValue() != 9080 || lbs[0].GetLoadBalancingWeight().GetValue() != 2 || lbs[1].LoadBalancingWeight != nil {
-		t.Fatalf("v1 endpoints %v", lbs)
+	var got []string
+	for _, lb := range named[0].Endpoints[0].LbEndpoints {
+		sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
+		got = append(got, fmt.Sprintf("%s:%d/%d", sa.GetAddress(), sa.GetPortValue(), lb.GetLoadBalancingWeight().GetValue()))
+	}
+	if want := []string{"10.97.0.11:80/0", "10.97.0.11:9081/2", "10.97.0.9:9080/0"}; !slices.Equal(got, want) {
+		t.Fatalf("v1 endpoints %q, want %q", got, want)
 	}
 	listeners := g.BuildListeners(proxy)
 	for i := 1; i < len(listeners); i++ {
@@ -488,6 +520,17 @@ func TestCache(t *testing.T) {
 	gen1(app)
 	if b4 := g.Builds(); b4["route"] != b3["route"] || b4["listener"] != b3["listener"] {
 		t.Errorf("v2 rebuilt its scope after an older snapshot was served: %v → %v", b3, b4)
+	}
+
+	// Another snapshot object with v2's version replaces v2's entry: a
+	// second generation from it builds nothing.
+	v2b := build(t, store2, registry.BuildOptions{Version: 2, Previous: v2})
+	current = v2b
+	gen1(app)
+	b4b := g.Builds()
+	gen1(app)
+	if b := g.Builds(); b["route"] != b4b["route"] || b["listener"] != b4b["listener"] {
+		t.Errorf("a snapshot of the same version is not cached: %v → %v", b4b, b)
 	}
 
 	// v3 drops db; v4 brings back v2's db (same *Service): the cache

@@ -37,11 +37,11 @@ const (
 // (unknown service, port the service lacks, no port, a port that is not a
 // number, a service not visible to it).
 var proxylessWatch = []string{
+	"nope:80",
 	"greeter:7070",
 	"web.app.svc.cluster.local:80",
 	"db.data.svc.cluster.local:5432",
 	"greeter:9999",
-	"nope:80",
 	"greeter",
 	"greeter:x",
 	"greeter:70700",
@@ -453,7 +453,7 @@ func TestBuildHelpers(t *testing.T) {
 			t.Errorf("route %s: last virtual host %v", rc.Name, last)
 		}
 	}
-	if !slices.Equal(names, []string{"80", "7070", "8080"}) { // by port
+	if !slices.Equal(names, []string{"80", "7070", "8080", "9091"}) { // by port
 		t.Errorf("route names %q", names)
 	}
 }

@@ -587,3 +587,26 @@ func TestRoundTripExamples(t *testing.T) {
 		t.Fatalf("round trip lost fields: %v", again.Spec)
 	}
 }
+
+// TestParseFileGoesOn checks that a bad, skipped or duplicate document
+// does not stop the documents after it from loading.
+func TestParseFileGoesOn(t *testing.T) {
+	other := func(name string) string { return strings.Replace(goodSE, "name: echo", "name: "+name, 1) }
+	file := strings.Join([]string{
+		goodSE,
+		goodSE, // duplicate
+		other("e2"),
+		"apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {}\n", // skipped
+		other("e3"),
+		strings.Replace(other("e4"), "number: 80", "number: 0", 1), // invalid
+		other("e5"),
+	}, "---\n")
+	res := ParseFile("f.yaml", []byte(file))
+	var names []string
+	for _, c := range res.Configs {
+		names = append(names, c.Name)
+	}
+	if strings.Join(names, ",") != "echo,e2,e3,e5" || len(res.Warnings) != 1 || len(FieldErrors(res.Err)) != 2 {
+		t.Fatalf("configs %q warnings %q err %v", names, res.Warnings, res.Err)
+	}
+}

@@ -552,6 +552,37 @@ func TestCache(t *testing.T) {
 	if b6["cluster"] != b5["cluster"]+1 || b6["eds"] != b5["eds"]+1 {
 		t.Errorf("db after coming back: builds %v → %v, want one more cluster and load assignment", b5, b6)
 	}
+
+	// v5: web's DestinationRule selects other endpoints for subset v1;
+	// its load assignment must follow, not come from the cache.
+	drKey := model.ConfigKey{Kind: config.KindDestinationRule, Namespace: "app", Name: "web"}
+	drV2 := storeOf(t, `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: web, namespace: app}
+spec:
+  host: web
+  subsets:
+  - {name: v1, labels: {version: v2}}
+  - {name: v2, labels: {version: v1}}
+`).Get(drKey)
+	store5 := store2.With(map[model.ConfigKey]*config.Config{drKey: drV2})
+	current = build(t, store5, registry.BuildOptions{Version: 5, Previous: v4})
+	v1Subset := "outbound|80|v1|web.app.svc.cluster.local"
+	res, err := g.Generate(app, gen.EndpointType, []string{v1Subset}, nil)
+	if err != nil || len(res) != 1 || !bytes.Contains(render(t, res), []byte("10.97.0.12")) || bytes.Contains(render(t, res), []byte("10.97.0.11")) {
+		t.Errorf("after the DestinationRule changed, %s is %s (%v)", v1Subset, render(t, res), err)
+	}
+	gen1(app)
+
+	// v6: web gets another port; its clusters must follow.
+	webKey := model.ConfigKey{Kind: config.KindServiceEntry, Namespace: "app", Name: "web"}
+	webYAML := configYAML(t, store5.Get(webKey))
+	wider := storeOf(t, strings.Replace(webYAML, `"ports":[`, `"ports":[{"number":81,"name":"http-81"},`, 1)).Get(webKey)
+	current = build(t, store5.With(map[model.ConfigKey]*config.Config{webKey: wider}), registry.BuildOptions{Version: 6, Previous: current})
+	res, err = g.Generate(app, gen.ClusterType, nil, nil)
+	if err != nil || !slices.ContainsFunc(res, func(r *discovery.Resource) bool { return r.Name == "outbound|81||web.app.svc.cluster.local" }) {
+		t.Errorf("after web got port 81: clusters %v, %v", len(res), err)
+	}
 }
 
 // configYAML writes a ServiceEntry config back out as YAML.

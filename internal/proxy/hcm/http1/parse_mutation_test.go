@@ -549,6 +549,7 @@ func TestChunkedEdges(t *testing.T) {
 		{name: "fifteen digits", raw: "000000000000000\r\n\r\n", body: ""},
 		{name: "sixteen digits", raw: "0000000000000003\r\nabc\r\n0\r\n\r\n", err: ErrMalformed},
 		{name: "BWS before ext", raw: "3 \t;a=b\r\nabc\r\n0\r\n\r\n", body: "abc"},
+		{name: "ext with spaces", raw: "3 ; a = b\r\nabc\r\n0\r\n\r\n", body: "abc"},
 		{name: "ext with tab", raw: "3;a=\tb\r\nabc\r\n0\r\n\r\n", body: "abc"},
 		{name: "ext with control byte", raw: "3;a=\x01\r\nabc\r\n0\r\n\r\n", err: ErrMalformed},
 		{name: "ext with unit separator", raw: "3;a=\x1f\r\nabc\r\n0\r\n\r\n", err: ErrMalformed},

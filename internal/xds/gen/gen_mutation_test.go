@@ -456,6 +456,38 @@ func TestBuildHelpers(t *testing.T) {
 	if !slices.Equal(names, []string{"80", "7070", "8080", "9091"}) { // by port
 		t.Errorf("route names %q", names)
 	}
+
+	// Each Build* helper returns what Generate does.
+	for _, tu := range typeURLs {
+		res, err := g.Generate(proxy, tu.url, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var built []string
+		switch tu.url {
+		case gen.ClusterType:
+			for _, c := range clusters {
+				built = append(built, c.Name)
+			}
+		case gen.EndpointType:
+			for _, c := range all {
+				built = append(built, c.ClusterName)
+			}
+		case gen.ListenerType:
+			for _, l := range listeners {
+				built = append(built, l.Name)
+			}
+		case gen.RouteType:
+			built = names
+		}
+		var generated []string
+		for _, r := range res {
+			generated = append(generated, r.Name)
+		}
+		if !slices.Equal(built, generated) {
+			t.Errorf("%s: Build* returns %q, Generate %q", tu.short, built, generated)
+		}
+	}
 }
 
 // TestCache checks what the cache rebuilds: nothing for a second proxy of

@@ -255,6 +255,7 @@ func TestRequestLine(t *testing.T) {
 		{"GET / HTTP/1.a", false},
 		{"GET / HTTP/0.9", false},
 		{"GET a HTTP/1.1", false},
+		{"GET  HTTP/1.1", false}, // empty target
 		{"M{ / HTTP/1.1", false},
 	}
 	for _, tc := range tests {

@@ -426,7 +426,7 @@ func TestBuildHelpers(t *testing.T) {
 		t.Fatalf("%d load assignments for %d EDS clusters", len(all), len(eds))
 	}
 	named := g.BuildEndpoints(proxy, []string{"outbound|80|v1|web.app.svc.cluster.local", "outbound|80|v1|web.app.svc.cluster.local", "outbound|80|v7|web.app.svc.cluster.local", "nope"})
-	if len(named) != 1 || len(named[0].Endpoints) != 1 || len(named[0].Endpoints[0].LbEndpoints) != 3 {
+	if len(named) != 1 || len(named[0].Endpoints) != 1 || len(named[0].Endpoints[0].LbEndpoints) != 4 {
 		t.Fatalf("v1 endpoints: %v", named)
 	}
 	// Sorted by address, then port; the weight is kept.
@@ -435,7 +435,7 @@ func TestBuildHelpers(t *testing.T) {
 		sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
 		got = append(got, fmt.Sprintf("%s:%d/%d", sa.GetAddress(), sa.GetPortValue(), lb.GetLoadBalancingWeight().GetValue()))
 	}
-	if want := []string{"10.97.0.11:80/0", "10.97.0.11:9081/2", "10.97.0.9:9080/0"}; !slices.Equal(got, want) {
+	if want := []string{"10.97.0.11:80/0", "10.97.0.11:80/5", "10.97.0.11:9081/2", "10.97.0.9:9080/0"}; !slices.Equal(got, want) {
 		t.Fatalf("v1 endpoints %q, want %q", got, want)
 	}
 	listeners := g.BuildListeners(proxy)

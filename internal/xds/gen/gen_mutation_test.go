@@ -457,6 +457,10 @@ func TestBuildHelpers(t *testing.T) {
 		t.Errorf("route names %q", names)
 	}
 
+	if got := g.BuildRoutes(proxy, []string{"9999", "8080"}); len(got) != 1 || got[0].Name != "8080" {
+		t.Errorf("BuildRoutes(8080) = %v", got)
+	}
+
 	// Each Build* helper returns what Generate does.
 	for _, tu := range typeURLs {
 		res, err := g.Generate(proxy, tu.url, nil, nil)

@@ -193,6 +193,7 @@ func TestConnectionOptions(t *testing.T) {
 		{name: "http/1.0 keep-alive later in list", raw: "GET / HTTP/1.0\r\nConnection: x-a, Keep-Alive\r\nX-A: 1\r\nX-B: 2\r\n\r\n", hop: "Connection,X-A"},
 		{name: "proxy-connection names a field", raw: "GET / HTTP/1.1\r\nHost: h\r\nX-Secret: 1\r\nProxy-Connection: x-secret\r\n\r\n", hop: "X-Secret,Proxy-Connection"},
 		{name: "two connection fields", raw: "GET / HTTP/1.1\r\nHost: h\r\nConnection: x-a\r\nConnection: x-b\r\nX-A: 1\r\nX-B: 2\r\nX-C: 3\r\n\r\n", hop: "Connection,Connection,X-A,X-B"},
+		{name: "leading comma", raw: "GET / HTTP/1.1\r\nHost: h\r\nConnection: , close,X-A\r\nX-A: 1\r\n\r\n", close: true, hop: "Connection,X-A"},
 		{name: "empty tokens", raw: "GET / HTTP/1.1\r\nHost: h\r\nConnection: ,,\r\n\r\n", hop: "Connection"},
 		{name: "no connection", raw: "GET / HTTP/1.1\r\nHost: h\r\nX-A: close\r\n\r\n"},
 	}

@@ -940,3 +940,76 @@ func TestReleaseTwice(t *testing.T) {
 	}
 	r.Release()
 }
+
+// staleReader returns a Reader whose buffer is filled with stale '\n'
+// bytes, as a reused pool buffer may be: nothing past the bytes read may
+// be taken for data.
+func staleReader(parts ...string) *Reader {
+	r := NewReader(&splitReader{parts: parts})
+	for i := range r.buf {
+		r.buf[i] = '\n'
+	}
+	return r
+}
+
+// TestReadHeadStaleBuffer checks that the skipping of empty lines before
+// a head never looks past the bytes read.
+func TestReadHeadStaleBuffer(t *testing.T) {
+	const req = "GET / HTTP/1.1\r\nHost: h\r\n\r\n"
+	r := staleReader("\r\n", req)
+	head, err := r.ReadHead(DefaultMaxHeadBytes)
+	if err != nil || string(head) != req {
+		t.Fatalf("CRLF, then a request: head %q, %v", head, err)
+	}
+	// A lone CR at the end of a read, followed by a request line: the CR
+	// is not an empty line and stays in the head, which is malformed.
+	r = staleReader("\r", req)
+	head, err = r.ReadHead(DefaultMaxHeadBytes)
+	var parsed Request
+	if err != nil || string(head) != "\r"+req || ParseRequest(head, &parsed) == nil {
+		t.Fatalf("lone CR, then a request: head %q, %v", head, err)
+	}
+}
+
+// TestReadHeadEnds checks where a head ends: at the first empty line, even
+// when a line before it starts with a bare CR.
+func TestReadHeadEnds(t *testing.T) {
+	raw := "GET / HTTP/1.1\r\nHost: h\r\n\rX: 1\r\n\r\nNEXT"
+	r := NewReader(strings.NewReader(raw))
+	head, err := r.ReadHead(DefaultMaxHeadBytes)
+	if err != nil || string(head) != strings.TrimSuffix(raw, "NEXT") || string(r.Buffered()) != "NEXT" {
+		t.Fatalf("head %q, left %q, %v", head, r.Buffered(), err)
+	}
+	// Only empty lines, then the connection closes: a clean end.
+	r = NewReader(strings.NewReader("\r\n\r\n"))
+	if _, err := r.ReadHead(DefaultMaxHeadBytes); err != io.EOF {
+		t.Fatalf("empty lines then EOF: %v, want io.EOF", err)
+	}
+	r = NewReader(strings.NewReader(req2 + "\r\n"))
+	if _, err := r.ReadHead(DefaultMaxHeadBytes); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadHead(DefaultMaxHeadBytes); err != io.EOF {
+		t.Fatalf("a request, an empty line, EOF: %v, want io.EOF", err)
+	}
+}
+
+const req2 = "GET /2 HTTP/1.1\r\nHost: h\r\n\r\n"
+
+// TestReadHeadLimitPipelined checks that the head limit counts the bytes
+// of the head being read, not those of the heads before it.
+func TestReadHeadLimitPipelined(t *testing.T) {
+	first := "GET /1 HTTP/1.1\r\nHost: h\r\nX: " + strings.Repeat("a", 40) + "\r\n\r\n"
+	second := "GET /2 HTTP/1.1\r\nHost: h\r\nX: " + strings.Repeat("b", 40) + "\r\n\r\n"
+	const max = 100
+	if len(first) >= max || len(second) >= max || len(first)+len(second) < max {
+		t.Fatal("bad test sizes")
+	}
+	r := NewReader(&splitReader{parts: []string{first + second[:30], second[30:]}})
+	for i, want := range []string{first, second} {
+		head, err := r.ReadHead(max)
+		if err != nil || string(head) != want {
+			t.Fatalf("head %d: %q, %v", i, head, err)
+		}
+	}
+}

@@ -77,6 +77,8 @@ func TestHostBytes(t *testing.T) {
 		{"scheme only", "GET http:// HTTP/1.1\r\nHost: h\r\n\r\n", ""},
 		{"https scheme only", "GET https:// HTTP/1.1\r\nHost: h\r\n\r\n", ""},
 		{"other scheme", "GET ftp://a/ HTTP/1.1\r\nHost: h\r\n\r\n", ""},
+		{"other scheme, longer", "GET ftp://host/path HTTP/1.1\r\nHost: h\r\n\r\n", ""},
+		{"no scheme, no slash", "GET host.example/path HTTP/1.1\r\nHost: h\r\n\r\n", ""},
 		{"two asterisks", "OPTIONS ** HTTP/1.1\r\nHost: h\r\n\r\n", ""},
 	}
 	for _, tc := range tests {
@@ -546,6 +548,7 @@ func TestChunkedEdges(t *testing.T) {
 	}{
 		{name: "lower-case hex", raw: "a\r\n0123456789\r\n0\r\n\r\n", body: "0123456789"},
 		{name: "upper-case hex", raw: "F\r\n0123456789abcde\r\n0\r\n\r\n", body: "0123456789abcde"},
+		{name: "digits 9 and f", raw: "9f\r\n" + strings.Repeat("x", 0x9f) + "\r\n0\r\n\r\n", body: strings.Repeat("x", 0x9f)},
 		{name: "mixed hex", raw: "1aB\r\n" + strings.Repeat("x", 0x1ab) + "\r\n0\r\n\r\n", body: strings.Repeat("x", 0x1ab)},
 		{name: "leading zeros", raw: "000000000000003\r\nabc\r\n0\r\n\r\n", body: "abc"},
 		{name: "fifteen digits", raw: "000000000000000\r\n\r\n", body: ""},

@@ -41,7 +41,13 @@ func locateInObject(path string, obj map[string]json.RawMessage, md protoreflect
 					return fieldPath, "must be a list", true
 				}
 				for i, item := range items {
-					if p, problem, ok := locateProtoError(fmt.Sprintf("%s[%d]", fieldPath, i), item, fd.Message()); ok {
+					itemPath := fmt.Sprintf("%s[%d]", fieldPath, i)
+					if string(item) == "null" {
+						// protojson rejects a null list element; json.Unmarshal
+						// would take it for an empty object.
+						return itemPath, "must not be null", true
+					}
+					if p, problem, ok := locateProtoError(itemPath, item, fd.Message()); ok {
 						return p, problem, true
 					}
 				}

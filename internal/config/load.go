@@ -44,7 +44,13 @@ func ParseFile(name string, data []byte) FileResult {
 	var res FileResult
 	var errs []error
 	seen := map[model.ConfigKey]int{}
-	for i, doc := range splitDocuments(data) {
+	docs, err := splitDocuments(data)
+	if err != nil {
+		// The rest of the file was not read: refuse it all rather than
+		// load a document cut short.
+		return FileResult{Err: &FieldError{File: name, Problem: err.Error()}}
+	}
+	for i, doc := range docs {
 		src := Source{File: name, Document: i + 1}
 		cfg, warning, err := parseDocument(src, doc)
 		switch {
@@ -71,9 +77,12 @@ func ParseFile(name string, data []byte) FileResult {
 
 var separator = regexp.MustCompile(`^---(\s.*)?$`)
 
+// maxLineBytes bounds one line of a config file.
+const maxLineBytes = 16 << 20
+
 // splitDocuments splits on "---" lines and drops documents that hold only
-// whitespace and comments.
-func splitDocuments(data []byte) [][]byte {
+// whitespace and comments. A line longer than maxLineBytes is an error.
+func splitDocuments(data []byte) ([][]byte, error) {
 	var docs [][]byte
 	var cur bytes.Buffer
 	flush := func() {
@@ -83,8 +92,10 @@ func splitDocuments(data []byte) [][]byte {
 		cur.Reset()
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	sc.Buffer(make([]byte, 64*1024), maxLineBytes)
+	n := 0
 	for sc.Scan() {
+		n++
 		line := sc.Text()
 		if separator.MatchString(strings.TrimRight(line, "\r")) {
 			flush()
@@ -93,8 +104,11 @@ func splitDocuments(data []byte) [][]byte {
 		cur.WriteString(line)
 		cur.WriteByte('\n')
 	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("line %d: %w (a line may have at most %d MiB)", n+1, err, maxLineBytes>>20)
+	}
 	flush()
-	return docs
+	return docs, nil
 }
 
 func blank(doc []byte) bool {
@@ -149,6 +163,12 @@ func parseDocument(src Source, raw []byte) (*Config, string, error) {
 	}
 	group, version, ok := strings.Cut(doc.APIVersion, "/")
 	if !ok {
+		if doc.APIVersion == NetworkingGroup {
+			// A networking config without its version would otherwise be
+			// skipped as a kind of another group.
+			el.add("apiVersion", "%q has no version; use %s/v1", doc.APIVersion, NetworkingGroup)
+			return nil, "", el.err()
+		}
 		group, version = "", doc.APIVersion
 	}
 	if group != NetworkingGroup {
@@ -201,10 +221,16 @@ func parseDocument(src Source, raw []byte) (*Config, string, error) {
 	return cfg, "", nil
 }
 
-// cleanProtoError strips protojson's "proto: (line 1:23): " prefix, whose
-// positions refer to the converted JSON and would only confuse.
-var protoErrPrefix = regexp.MustCompile(`^proto:\s*(\(line \d+:\d+\):\s*)?`)
+// cleanProtoError strips protojson's "proto: " prefix and its positions
+// ("(line 1:23)", also inside "syntax error (line 1:27): ..."), which refer
+// to the converted JSON and would only confuse.
+var (
+	protoErrPrefix   = regexp.MustCompile(`^proto:\s*`)
+	protoErrPosition = regexp.MustCompile(`\s*\(line \d+:\d+\)`)
+)
 
 func cleanProtoError(err error) string {
-	return protoErrPrefix.ReplaceAllString(strings.ReplaceAll(err.Error(), "\u00a0", " "), "")
+	msg := protoErrPrefix.ReplaceAllString(strings.ReplaceAll(err.Error(), "\u00a0", " "), "")
+	msg = protoErrPosition.ReplaceAllString(msg, "")
+	return strings.TrimPrefix(msg, ": ")
 }

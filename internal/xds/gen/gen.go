@@ -177,14 +177,6 @@ func wanted(watched []string) func(string) bool {
 	return func(n string) bool { return set[n] }
 }
 
-// proxyNamespace is the namespace used for visibility and short names.
-func proxyNamespace(p *model.Proxy) string {
-	if p == nil {
-		return ""
-	}
-	return p.Namespace
-}
-
 func proxyIP(p *model.Proxy) string {
 	if p == nil {
 		return ""

@@ -186,7 +186,7 @@ func virtualInbound(snap *registry.Snapshot, proxy *model.Proxy) *listener.Liste
 // captured in TPROXY mode: node metadata INTERCEPTION_MODE, which the agent
 // takes from ISTIO_META_INTERCEPTION_MODE as Istio's does.
 func interceptsWithTProxy(proxy *model.Proxy) bool {
-	return strings.EqualFold(proxy.Metadata["INTERCEPTION_MODE"], "TPROXY")
+	return proxy != nil && strings.EqualFold(proxy.Metadata["INTERCEPTION_MODE"], "TPROXY")
 }
 
 func tcpProxyFilter(statPrefix, clusterName string) *listener.Filter {

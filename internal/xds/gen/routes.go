@@ -22,7 +22,7 @@ import (
 const allowAnyVirtualHost = "allow_any"
 
 // BuildRoutes returns the outbound route configurations named by names
-// (all of the proxy's when names is empty), sorted by name. A route
+// (all of the proxy's when names is empty), sorted by port. A route
 // configuration is named by its port ("80"); unknown names are left out.
 func (g *Generator) BuildRoutes(proxy *model.Proxy, names []string) []*route.RouteConfiguration {
 	return buildRoutes(g.snapshot(), proxy, names)
@@ -78,9 +78,9 @@ func scopeRoutes(snap *registry.Snapshot, scope *registry.Scope, names []string)
 
 // domains returns the names a request for svc may carry in its Host
 // header: the FQDN, its short forms (the bare name only for proxies in the
-// service's namespace) and each VIP, each bare and with ":PORT". A domain
-// already used by an earlier virtual host is skipped: Envoy rejects
-// duplicates.
+// service's namespace) and each VIP (an IPv6 one in brackets), each bare
+// and with ":PORT". A domain already used by an earlier virtual host is
+// skipped: Envoy rejects duplicates.
 func domains(snap *registry.Snapshot, svc *registry.Service, port uint32, proxyNS string, used map[string]bool) []string {
 	hosts := []string{svc.Hostname}
 	if short, ok := strings.CutSuffix(svc.Hostname, ".svc."+snap.Domain); ok {
@@ -92,7 +92,13 @@ func domains(snap *registry.Snapshot, svc *registry.Service, port uint32, proxyN
 		}
 	}
 	for _, a := range svc.Addresses {
-		if _, err := netip.ParseAddr(a); err == nil {
+		if ip, err := netip.ParseAddr(a); err == nil {
+			if ip.Is6() {
+				// A Host header carries an IPv6 address in brackets
+				// (RFC 3986 IP-literal); bare, "2001:db8::1:80" would be
+				// another address, not the VIP with its port.
+				a = "[" + a + "]"
+			}
 			hosts = append(hosts, a)
 		}
 	}

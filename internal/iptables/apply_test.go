@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/straitmesh/strait/internal/iptables/iptablestest"
 )
 
 // TestRestoreInput: what is deleted, declared and kept when converging
@@ -79,9 +81,9 @@ func TestSplitTables(t *testing.T) {
 }
 
 // failingRunner fails the calls named in fail ("save", "restore", or an
-// `ip` command line) and otherwise behaves as RecordingRunner.
+// `ip` command line) and otherwise behaves as iptablestest.RecordingRunner.
 type failingRunner struct {
-	RecordingRunner
+	iptablestest.RecordingRunner
 	fail map[string]bool
 }
 
@@ -244,7 +246,7 @@ func TestConvergeRouting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &RecordingRunner{IPOutput: tc.show}
+		r := &iptablestest.RecordingRunner{IPOutput: tc.show}
 		done, err := convergeRouting(context.Background(), r, plan)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -417,9 +419,9 @@ func TestCleanupReachesIPv6(t *testing.T) {
 	for name, v4 := range map[string]Runner{
 		"no IPv4 runner": nil,
 		"IPv4 unusable":  &failingRunner{fail: map[string]bool{"save": true}},
-		"IPv4 clean":     &RecordingRunner{Tables: map[string]string{"nat": "*nat\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"}},
+		"IPv4 clean":     &iptablestest.RecordingRunner{Tables: map[string]string{"nat": "*nat\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"}},
 	} {
-		v6 := &RecordingRunner{Tables: ours}
+		v6 := &iptablestest.RecordingRunner{Tables: ours}
 		rep, err := Cleanup(context.Background(), System{IPv4: v4, IPv6: v6})
 		if err != nil || len(v6.Restores) != 1 || v6.Restores[0] != want || rep.Restores[IPv6] != want {
 			t.Errorf("%s: %v, IPv6 restores %q, report %q", name, err, v6.Restores, rep.Restores)
@@ -427,15 +429,5 @@ func TestCleanupReachesIPv6(t *testing.T) {
 		if _, ok := rep.Restores[IPv4]; ok {
 			t.Errorf("%s: an IPv4 restore was reported: %q", name, rep.Restores[IPv4])
 		}
-	}
-}
-
-func TestRecordingRunnerSave(t *testing.T) {
-	r := &RecordingRunner{Tables: map[string]string{"raw": "R\n", "nat": "N\n", "mangle": "M\n"}}
-	if all, _ := r.Save(context.Background(), ""); all != "M\nN\nR\n" {
-		t.Errorf("Save(\"\") = %q", all)
-	}
-	if nat, _ := r.Save(context.Background(), "nat"); nat != "N\n" {
-		t.Errorf("Save(nat) = %q", nat)
 	}
 }

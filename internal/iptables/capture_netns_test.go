@@ -17,14 +17,13 @@ import (
 	"github.com/straitmesh/strait/internal/iptables"
 	"github.com/straitmesh/strait/internal/origdst"
 	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/testreq"
 	"github.com/straitmesh/strait/internal/transparent"
 )
 
 func needIptables(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("iptables-restore"); err != nil {
-		t.Skip("skipping: iptables-restore not installed (make test installs it)")
-	}
+	testreq.Binary(t, "iptables-restore", "iptables")
 }
 
 func podCommand(pod *testenv.Pod) iptables.CommandFunc {
@@ -368,10 +367,7 @@ func startTinyProxy(ctx context.Context, t *testing.T, pod *testenv.Pod, mode st
 // REDIRECT mode, and the request succeeds.
 func TestNginxSeesClientIP(t *testing.T) {
 	needIptables(t)
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		t.Skip("skipping: nginx not installed")
-	}
+	nginx := testreq.Binary(t, "nginx", "nginx-light", "/usr/sbin/nginx")
 	for _, mode := range []string{iptables.ModeTProxy, iptables.ModeRedirect} {
 		t.Run(mode, func(t *testing.T) {
 			n := testenv.NewTestNetwork(t)
@@ -402,6 +398,7 @@ http {
 			}
 			url := "http://" + app.IP.String() + ":8080/"
 			var status int
+			var err error
 			var body []byte
 			for { // until nginx listens
 				status, body, err = client.HTTPGet(ctx, url)
@@ -590,9 +587,7 @@ func TestCleanupRestoresEverything(t *testing.T) {
 	needIptables(t)
 	for _, backend := range []string{"nft", "legacy"} {
 		t.Run(backend, func(t *testing.T) {
-			if _, err := exec.LookPath("iptables-" + backend + "-restore"); err != nil {
-				t.Skipf("skipping: no iptables-%s", backend)
-			}
+			testreq.Binary(t, "iptables-"+backend+"-restore", "iptables")
 			n := testenv.NewTestNetwork(t)
 			pod := n.AddTestPod(t, "app")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

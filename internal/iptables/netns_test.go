@@ -13,6 +13,7 @@ import (
 	"github.com/straitmesh/strait/internal/iptables"
 	"github.com/straitmesh/strait/internal/origdst"
 	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // seedConfig is the seed's istio-init args.
@@ -76,9 +77,7 @@ func ask(ctx context.Context, dial func(context.Context, string, string) (net.Co
 }
 
 func TestRedirectInNetns(t *testing.T) {
-	if _, err := exec.LookPath("iptables-restore"); err != nil {
-		t.Skip("skipping: iptables-restore not installed (make test installs it)")
-	}
+	testreq.Binary(t, "iptables-restore", "iptables")
 	n := testenv.NewTestNetwork(t)
 	app := n.AddTestPod(t, "app")
 	peer := n.AddTestPod(t, "peer")

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/straitmesh/strait/internal/iptables/iptablestest"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -53,7 +54,7 @@ func TestBuildRulesGolden(t *testing.T) {
 		name string
 		mod  func(*Config)
 	}{
-		// Line for line the seed's nat block (002:223-290).
+		// Line for line the nat block that Istio's istio-iptables writes for these flags.
 		{"seed", func(*Config) {}},
 		{"inbound_ports", func(c *Config) { c.InboundPortsInclude = "8080,9090" }},
 		{"inbound_none", func(c *Config) { c.InboundPortsInclude = "" }},
@@ -159,9 +160,8 @@ func TestBuildPlanGolden(t *testing.T) {
 // iptables-restore --test (parses, loads the matches and targets, changes
 // nothing), when iptables is installed.
 func TestRestoreInputsAreValid(t *testing.T) {
-	if _, err := exec.LookPath("iptables-restore"); err != nil || os.Geteuid() != 0 {
-		t.Skip("skipping: needs root and iptables-restore")
-	}
+	testreq.Root(t, "iptables-restore --test")
+	testreq.Binary(t, "iptables-restore", "iptables")
 	cfg := seedConfig()
 	cfg.InboundInterceptionMode = ModeTProxy
 	cfg.DualStack = true

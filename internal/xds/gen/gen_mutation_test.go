@@ -18,6 +18,7 @@ import (
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/registry"
 	"github.com/straitmesh/strait/internal/xds/gen"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // The tests in this file pin down generator behaviour that mutation
@@ -59,26 +60,26 @@ type goldenCase struct {
 var grpcMeta = map[string]string{gen.ProxylessGeneratorMetadata: gen.ProxylessGeneratorGRPC}
 
 var mutationGoldens = []goldenCase{
-	{name: "client.clusters", node: appClient, typeURL: gen.ClusterType},
-	{name: "client.endpoints", node: appClient, typeURL: gen.EndpointType},
-	{name: "client.listeners", node: appClient, typeURL: gen.ListenerType},
-	{name: "client.routes", node: appClient, typeURL: gen.RouteType},
-	{name: "client.routes-8080", node: appClient, typeURL: gen.RouteType, watched: []string{"8080", "9999"}},
-	{name: "client.endpoints-named", node: appClient, typeURL: gen.EndpointType, watched: []string{
+	{name: "client.clusters", node: appClient, typeURL: xdsapi.ClusterType},
+	{name: "client.endpoints", node: appClient, typeURL: xdsapi.EndpointType},
+	{name: "client.listeners", node: appClient, typeURL: xdsapi.ListenerType},
+	{name: "client.routes", node: appClient, typeURL: xdsapi.RouteType},
+	{name: "client.routes-8080", node: appClient, typeURL: xdsapi.RouteType, watched: []string{"8080", "9999"}},
+	{name: "client.endpoints-named", node: appClient, typeURL: xdsapi.EndpointType, watched: []string{
 		"outbound|80|v1|web.app.svc.cluster.local", "outbound|80|v1|web.app.svc.cluster.local", "outbound|80||private.data.svc.cluster.local",
 		"outbound|80|v3|web.app.svc.cluster.local", "outbound|81||web.app.svc.cluster.local", "inbound|80||", "outbound|80||nope.app.svc.cluster.local"}},
-	{name: "other.routes", node: dataClient, typeURL: gen.RouteType},
-	{name: "other.endpoints", node: dataClient, typeURL: gen.EndpointType},
-	{name: "other.listeners", node: dataClient, typeURL: gen.ListenerType},
-	{name: "greeter-1.listeners", node: greeterPod, typeURL: gen.ListenerType},
-	{name: "greeter-1.clusters", node: greeterPod, typeURL: gen.ClusterType},
-	{name: "proxyless.listeners", node: appClient, metadata: grpcMeta, typeURL: gen.ListenerType, watched: proxylessWatch},
-	{name: "proxyless.routes", node: appClient, metadata: grpcMeta, typeURL: gen.RouteType, watched: proxylessWatch},
-	{name: "proxyless.clusters", node: appClient, metadata: grpcMeta, typeURL: gen.ClusterType},
-	{name: "proxyless.clusters-named", node: appClient, metadata: grpcMeta, typeURL: gen.ClusterType, watched: []string{
+	{name: "other.routes", node: dataClient, typeURL: xdsapi.RouteType},
+	{name: "other.endpoints", node: dataClient, typeURL: xdsapi.EndpointType},
+	{name: "other.listeners", node: dataClient, typeURL: xdsapi.ListenerType},
+	{name: "greeter-1.listeners", node: greeterPod, typeURL: xdsapi.ListenerType},
+	{name: "greeter-1.clusters", node: greeterPod, typeURL: xdsapi.ClusterType},
+	{name: "proxyless.listeners", node: appClient, metadata: grpcMeta, typeURL: xdsapi.ListenerType, watched: proxylessWatch},
+	{name: "proxyless.routes", node: appClient, metadata: grpcMeta, typeURL: xdsapi.RouteType, watched: proxylessWatch},
+	{name: "proxyless.clusters", node: appClient, metadata: grpcMeta, typeURL: xdsapi.ClusterType},
+	{name: "proxyless.clusters-named", node: appClient, metadata: grpcMeta, typeURL: xdsapi.ClusterType, watched: []string{
 		"outbound|7070||greeter.app.svc.cluster.local", "outbound|80|v1|web.app.svc.cluster.local", "outbound|80|v9|web.app.svc.cluster.local",
 		"outbound|7070||greeter.app.svc.cluster.local", "outbound|81||web.app.svc.cluster.local", "bogus"}},
-	{name: "proxyless.endpoints", node: appClient, metadata: grpcMeta, typeURL: gen.EndpointType, watched: []string{
+	{name: "proxyless.endpoints", node: appClient, metadata: grpcMeta, typeURL: xdsapi.EndpointType, watched: []string{
 		"outbound|7070||greeter.app.svc.cluster.local", "outbound|80|v1|web.app.svc.cluster.local", "outbound|80||api.example.com",
 		"outbound|80||private.data.svc.cluster.local"}},
 }
@@ -195,7 +196,7 @@ func TestProxylessOnlyByMetadata(t *testing.T) {
 	} {
 		proxy, _ := model.ParseNodeID(appClient)
 		proxy.Metadata = tc.meta
-		res, err := g.Generate(proxy, gen.ListenerType, []string{"greeter:7070"}, nil)
+		res, err := g.Generate(proxy, xdsapi.ListenerType, []string{"greeter:7070"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +209,7 @@ func TestProxylessOnlyByMetadata(t *testing.T) {
 			t.Errorf("metadata %v: listeners %q, proxyless %v", tc.meta, names, tc.proxyless)
 		}
 	}
-	res, err := g.Generate(nil, gen.ListenerType, nil, nil)
+	res, err := g.Generate(nil, xdsapi.ListenerType, nil, nil)
 	if err != nil || len(res) == 0 {
 		t.Fatalf("nil proxy: %d listeners, %v", len(res), err)
 	}
@@ -295,7 +296,7 @@ func TestNeedsPush(t *testing.T) {
 		{name: "own address", req: &model.PushRequest{AddressesUpdated: hosts("10.97.0.30")}, app: true},
 		{name: "own address, full", req: &model.PushRequest{Full: true, AddressesUpdated: hosts("10.97.0.40")}, data: true},
 		{name: "sidecar in data", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindSidecar, "data", "default")}, data: true, none: true},
-		{name: "sidecar in root namespace", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindSidecar, registry.RootNamespace, "default")}, app: true, data: true, none: true},
+		{name: "sidecar in root namespace", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindSidecar, registry.DefaultRootNamespace, "default")}, app: true, data: true, none: true},
 		{name: "sidecar elsewhere", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindSidecar, "other", "default")}, none: true},
 		{name: "other kind", req: &model.PushRequest{Full: true, ConfigsUpdated: key("Gateway", "app", "gw")}, app: true, data: true, none: true},
 		{name: "virtual service alone", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindVirtualService, "app", "web")}},
@@ -355,12 +356,12 @@ func TestSidecarScope(t *testing.T) {
 		}
 		return out
 	}
-	res, err := g.Generate(data, gen.EndpointType, []string{"outbound|5432||db.data.svc.cluster.local", "outbound|80||web.app.svc.cluster.local", "outbound|80||private.data.svc.cluster.local"}, nil)
+	res, err := g.Generate(data, xdsapi.EndpointType, []string{"outbound|5432||db.data.svc.cluster.local", "outbound|80||web.app.svc.cluster.local", "outbound|80||private.data.svc.cluster.local"}, nil)
 	if err != nil || !slices.Equal(names(res), []string{"outbound|5432||db.data.svc.cluster.local"}) {
 		t.Errorf("sidecar-scoped EDS: %q, %v", names(res), err)
 	}
 	data.Metadata = grpcMeta
-	res, err = g.Generate(data, gen.ListenerType, []string{"db:5432", "web.app.svc.cluster.local:80", "private:80"}, nil)
+	res, err = g.Generate(data, xdsapi.ListenerType, []string{"db:5432", "web.app.svc.cluster.local:80", "private:80"}, nil)
 	if err != nil || !slices.Equal(names(res), []string{"db:5432"}) {
 		t.Errorf("sidecar-scoped proxyless listeners: %q, %v", names(res), err)
 	}
@@ -469,19 +470,19 @@ func TestBuildHelpers(t *testing.T) {
 		}
 		var built []string
 		switch tu.url {
-		case gen.ClusterType:
+		case xdsapi.ClusterType:
 			for _, c := range clusters {
 				built = append(built, c.Name)
 			}
-		case gen.EndpointType:
+		case xdsapi.EndpointType:
 			for _, c := range all {
 				built = append(built, c.ClusterName)
 			}
-		case gen.ListenerType:
+		case xdsapi.ListenerType:
 			for _, l := range listeners {
 				built = append(built, l.Name)
 			}
-		case gen.RouteType:
+		case xdsapi.RouteType:
 			built = names
 		}
 		var generated []string
@@ -604,7 +605,7 @@ spec:
 	store5 := store2.With(map[model.ConfigKey]*config.Config{drKey: drV2})
 	current = build(t, store5, registry.BuildOptions{Version: 5, Previous: v4})
 	v1Subset := "outbound|80|v1|web.app.svc.cluster.local"
-	res, err := g.Generate(app, gen.EndpointType, []string{v1Subset}, nil)
+	res, err := g.Generate(app, xdsapi.EndpointType, []string{v1Subset}, nil)
 	if err != nil || len(res) != 1 || !bytes.Contains(render(t, res), []byte("10.97.0.12")) || bytes.Contains(render(t, res), []byte("10.97.0.11")) {
 		t.Errorf("after the DestinationRule changed, %s is %s (%v)", v1Subset, render(t, res), err)
 	}
@@ -615,7 +616,7 @@ spec:
 	webYAML := configYAML(t, store5.Get(webKey))
 	wider := storeOf(t, strings.Replace(webYAML, `"ports":[`, `"ports":[{"number":81,"name":"http-81"},`, 1)).Get(webKey)
 	current = build(t, store5.With(map[model.ConfigKey]*config.Config{webKey: wider}), registry.BuildOptions{Version: 6, Previous: current})
-	res, err = g.Generate(app, gen.ClusterType, nil, nil)
+	res, err = g.Generate(app, xdsapi.ClusterType, nil, nil)
 	if err != nil || !slices.ContainsFunc(res, func(r *discovery.Resource) bool { return r.Name == "outbound|81||web.app.svc.cluster.local" }) {
 		t.Errorf("after web got port 81: clusters %v, %v", len(res), err)
 	}

@@ -197,7 +197,7 @@ func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	if check {
 		if now, err := fileStamp(r.certFile, r.keyFile); err == nil && now != stamp {
 			if err := r.reload(); err != nil {
-				r.log.Warn("keeping the previous webhook certificate", "err", err)
+				r.log.Warn("keeping the previous webhook certificate", "error", err)
 			} else {
 				r.log.Info("webhook certificate reloaded", "file", r.certFile)
 			}

@@ -33,7 +33,6 @@ var (
 	annoUserVolumeMount     = istioanno.SidecarUserVolumeMount.Name
 	annoStatusPort          = istioanno.SidecarStatusPort.Name
 	annoPrometheusMerge     = istioanno.PrometheusMergeMetrics.Name
-	annoInterceptionMode    = istioanno.SidecarInterceptionMode.Name
 	annoDefaultContainer    = "kubectl.kubernetes.io/default-container"
 	annoDefaultLogContainer = "kubectl.kubernetes.io/default-logs-container"
 	annoInjectTemplates     = "inject.istio.io/templates"

@@ -96,11 +96,11 @@ func WatchDir(ctx context.Context, dir string, inj *Injector, mesh *meshv1alpha1
 			if !ok {
 				return nil
 			}
-			log.Warn("watch error", "err", err)
+			log.Warn("watch error", "error", err)
 		case <-timer.C:
 			s, err := LoadDir(dir, mesh)
 			if err != nil {
-				log.Error("injector config not applied; keeping the previous one", "err", err)
+				log.Error("injector config not applied; keeping the previous one", "error", err)
 				continue
 			}
 			inj.Update(s)

@@ -95,7 +95,7 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &he) {
 			code = he.code
 		}
-		w.log.Warn("bad injection request", "remote", r.RemoteAddr, "err", err)
+		w.log.Warn("bad injection request", "remote", r.RemoteAddr, "error", err)
 		http.Error(rw, err.Error(), code)
 		return
 	}
@@ -158,7 +158,7 @@ func (w *Webhook) admit(req *admissionv1.AdmissionRequest) *admissionv1.Admissio
 	log := w.log.With("namespace", ns, "pod", podName(&pod), "uid", string(req.UID))
 	res, err := w.inj.Inject(ir)
 	if err != nil {
-		log.Info("pod refused", "err", err)
+		log.Info("pod refused", "error", err)
 		return refuse(http.StatusBadRequest, err.Error())
 	}
 	if res.Pod == nil {
@@ -167,7 +167,7 @@ func (w *Webhook) admit(req *admissionv1.AdmissionRequest) *admissionv1.Admissio
 	}
 	patch, err := createPatch(&pod, res.Pod)
 	if err != nil {
-		log.Error("create patch", "err", err)
+		log.Error("create patch", "error", err)
 		return refuse(http.StatusInternalServerError, "create patch: "+err.Error())
 	}
 	log.Info("pod injected")

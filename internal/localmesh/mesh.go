@@ -96,7 +96,7 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	switch opts.InterceptionMode {
 	case "":

@@ -3,7 +3,6 @@ package xds
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -65,7 +64,7 @@ spec: {address: 10.50.0.1, labels: {app: client}}
 	if err := os.WriteFile(filepath.Join(dir, "mesh.yaml"), []byte(mesh), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := file.New(file.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	reg, err := file.New(file.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package xds
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -41,7 +40,7 @@ func newScopedEnv(t *testing.T) *scopedEnv {
 	if err := os.WriteFile(filepath.Join(dir, "mesh.yaml"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := file.New(file.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	reg, err := file.New(file.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

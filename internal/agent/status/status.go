@@ -132,7 +132,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	body, code, err := s.getAdmin(r.Context(), PrometheusPath)
 	switch {
 	case err != nil:
-		s.log.Warn("scrape proxy stats", "err", err)
+		s.log.Warn("scrape proxy stats", "error", err)
 	case code != http.StatusOK:
 		s.log.Warn("scrape proxy stats", "status", code)
 	default:

@@ -43,7 +43,7 @@ func TestReady(t *testing.T) {
 	s := New(Options{
 		AdminURL:  admin.URL,
 		XDSSynced: func() (bool, bool) { return true, false },
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    slog.New(slog.DiscardHandler),
 	})
 	for _, h := range []http.Handler{s.ReadyHandler(), s.Handler()} {
 		ready.Store(false)
@@ -66,7 +66,7 @@ func TestReadyAdminDown(t *testing.T) {
 	var ready atomic.Bool
 	admin := fakeAdmin(t, &ready)
 	admin.Close()
-	s := New(Options{AdminURL: admin.URL, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	s := New(Options{AdminURL: admin.URL, Logger: slog.New(slog.DiscardHandler)})
 	if code, body := get(t, s.ReadyHandler(), ReadyPath); code != http.StatusServiceUnavailable || !strings.Contains(body, "not reachable") {
 		t.Errorf("admin down: %d %q", code, body)
 	}
@@ -78,7 +78,7 @@ func TestMergedMetrics(t *testing.T) {
 	s := New(Options{
 		AdminURL:     admin.URL,
 		AgentMetrics: func(w io.Writer) error { _, err := fmt.Fprintln(w, "strait_agent_up 1"); return err },
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:       slog.New(slog.DiscardHandler),
 	})
 	code, body := get(t, s.Handler(), PrometheusPath)
 	want := "envoy_cluster_upstream_rq_total{cluster_name=\"a\"} 3\nstrait_agent_up 1\n"

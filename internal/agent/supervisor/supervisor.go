@@ -89,7 +89,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			if attempt == 0 {
 				return fmt.Errorf("start proxy %s: %w", s.opts.Command.Path, err)
 			}
-			s.log.Error("restart proxy", "path", s.opts.Command.Path, "err", err, "retry_in", delay)
+			s.log.Error("restart proxy", "path", s.opts.Command.Path, "error", err, "retry_in", delay)
 		} else {
 			started := time.Now()
 			s.log.Info("proxy started", "path", s.opts.Command.Path, "args", s.opts.Command.Args)
@@ -104,7 +104,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 					delay = s.opts.RestartBackoffBase
 				}
 				s.restarts.Add(1)
-				s.log.Error("proxy exited unexpectedly; restarting", "err", exitString(err), "ran", time.Since(started).Round(time.Millisecond), "restart_in", delay)
+				s.log.Error("proxy exited unexpectedly; restarting", "error", exitString(err), "ran", time.Since(started).Round(time.Millisecond), "restart_in", delay)
 			}
 		}
 		select {
@@ -127,12 +127,12 @@ func (s *Supervisor) stop(proc Process, exited <-chan error) {
 	s.log.Info("draining before stopping the proxy", "duration", s.opts.DrainDuration)
 	select {
 	case err := <-exited:
-		s.log.Warn("proxy exited while draining", "err", exitString(err))
+		s.log.Warn("proxy exited while draining", "error", exitString(err))
 		return
 	case <-time.After(s.opts.DrainDuration):
 	}
 	if err := proc.Signal(syscall.SIGTERM); err != nil {
-		s.log.Warn("signal proxy", "err", err)
+		s.log.Warn("signal proxy", "error", err)
 	}
 	select {
 	case err := <-exited:
@@ -140,7 +140,7 @@ func (s *Supervisor) stop(proc Process, exited <-chan error) {
 	case <-time.After(s.opts.TerminateTimeout):
 		s.log.Warn("proxy did not exit after SIGTERM; killing it", "waited", s.opts.TerminateTimeout)
 		if err := proc.Kill(); err != nil {
-			s.log.Warn("kill proxy", "err", err)
+			s.log.Warn("kill proxy", "error", err)
 		}
 		<-exited
 	}

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"reflect"
@@ -16,7 +15,7 @@ import (
 
 const timeout = 10 * time.Second
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // fakeStarter records starts and signals; each process exits when the
 // test calls exit, or on SIGTERM if exitOnTerm.

@@ -138,7 +138,7 @@ func (r *relay) run(ctx context.Context, reqs <-chan *discoveryv3.DiscoveryReque
 					return ctx.Err()
 				}
 				r.p.metrics.upstreamFailures.Add(1)
-				r.log.Warn("open upstream xds stream", "upstream", r.p.opts.UpstreamAddress, "err", res.err, "retry_in", r.delay)
+				r.log.Warn("open upstream xds stream", "upstream", r.p.opts.UpstreamAddress, "error", res.err, "retry_in", r.delay)
 				retry = r.backoff()
 				continue
 			}
@@ -162,7 +162,7 @@ func (r *relay) run(ctx context.Context, reqs <-chan *discoveryv3.DiscoveryReque
 				r.delay = r.p.opts.BackoffBase
 			}
 			r.p.metrics.upstreamFailures.Add(1)
-			r.log.Warn("upstream xds stream ended; reconnecting", "upstream", r.p.opts.UpstreamAddress, "err", end.err, "retry_in", r.delay)
+			r.log.Warn("upstream xds stream ended; reconnecting", "upstream", r.p.opts.UpstreamAddress, "error", end.err, "retry_in", r.delay)
 			retry = r.backoff()
 
 		case <-retry:

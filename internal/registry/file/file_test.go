@@ -2,7 +2,6 @@ package file
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -59,7 +58,7 @@ func TestRegistryLifecycle(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "mesh.yaml"), readDemo(t, "mesh.yaml"))
 	write(t, filepath.Join(dir, "notes.txt"), "not yaml")
-	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +162,7 @@ func TestInitialInvalidDocumentsSkipped(t *testing.T) {
 	dir := t.TempDir()
 	bad := strings.Replace(readDemo(t, "mesh.yaml"), "address: 10.99.0.12", "address: not-an-ip", 1)
 	write(t, filepath.Join(dir, "mesh.yaml"), bad)
-	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +182,7 @@ func TestEndpointsOnlyChange(t *testing.T) {
 	}
 	write(t, filepath.Join(dir, "a.yaml"), entry("a", "10.0.0.1"))
 	write(t, filepath.Join(dir, "b.yaml"), entry("b", "10.0.0.2"))
-	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +240,7 @@ func TestConfigMapSymlinkSwap(t *testing.T) {
 	if err := os.Symlink(filepath.Join("..data", "mesh.yaml"), filepath.Join(dir, "mesh.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +279,7 @@ func TestTruncatedFileKeepsItsServices(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.yaml")
 	write(t, path, seEntry("a", "10.0.0.1"))
-	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +322,7 @@ func TestEmptyFileRemovesItsServicesAfterGrace(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.yaml")
 	write(t, path, seEntry("a", "10.0.0.1"))
-	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +350,7 @@ func TestWatchedNonAtomicRewrite(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.yaml")
 	write(t, path, seEntry("a", "10.0.0.1"))
-	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +406,7 @@ func TestWatchedEmptiedFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.yaml")
 	write(t, path, seEntry("a", "10.0.0.1"))
-	r, err := New(Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := New(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

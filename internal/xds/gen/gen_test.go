@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -65,7 +64,7 @@ var scenarios = []scenario{
 
 func newGenerator(t *testing.T, dir string) (*gen.Generator, *file.Registry) {
 	t.Helper()
-	r, err := file.New(file.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := file.New(file.Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"golang.org/x/net/http2"
 
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
@@ -45,15 +46,15 @@ type Filter struct {
 	RDSName    string // set when routes come from RDS
 	inline     *route.Table
 	routes     Routes
+	codec      hcmv3.HttpConnectionManager_CodecType
+	h2         *http2.Server // serves HTTP/2 connections (h2.go)
 }
 
 // Build validates an HCM config and returns the filter.
 func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 	f := &Filter{StatPrefix: h.GetStatPrefix(), routes: routes}
-	switch h.GetCodecType() {
-	case hcmv3.HttpConnectionManager_AUTO, hcmv3.HttpConnectionManager_HTTP1:
-	default:
-		return nil, fmt.Errorf("codec_type %s is not supported (want AUTO or HTTP1)", h.GetCodecType())
+	if err := f.buildCodec(h); err != nil {
+		return nil, err
 	}
 	switch rs := h.GetRouteSpecifier().(type) {
 	case *hcmv3.HttpConnectionManager_Rds:

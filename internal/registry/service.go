@@ -38,8 +38,9 @@ func (p Protocol) IsHTTP() bool {
 	return false
 }
 
-// IsHTTP2 reports whether upstream connections must speak HTTP/2.
-func (p Protocol) IsHTTP2() bool { return p == HTTP2 || p == GRPC }
+// IsHTTP2 reports whether upstream connections must speak HTTP/2 (as in
+// Istio, gRPC-Web too).
+func (p Protocol) IsHTTP2() bool { return p == HTTP2 || p == GRPC || p == GRPCWeb }
 
 // ProtocolFor returns the port's protocol: the explicit protocol, else the
 // one named by the port name's prefix ("http-web" → HTTP, "grpc" → GRPC),

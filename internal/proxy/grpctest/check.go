@@ -52,8 +52,9 @@ func Dial(t testing.TB, addr string) Client {
 // CheckAll runs every kind of call through c, which reaches s (through
 // proxies or not), and checks the results: unary with header and trailer
 // metadata, a non-OK status with an encoded message, server, client and
-// bidirectional streaming, and a deadline that expires (which s must see as
-// its context ending).
+// bidirectional streaming, a deadline that expires (which s must see as
+// its context ending) and a cancellation (which must reach s: without a
+// deadline, only the reset stream tells s the call ended).
 func CheckAll(t *testing.T, c Client, s *Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -113,6 +114,22 @@ func CheckAll(t *testing.T, c Client, s *Server) {
 			}
 		case <-ctx.Done():
 			t.Fatal("the server never saw the call end")
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		cctx, ccancel := context.WithCancel(ctx)
+		time.AfterFunc(200*time.Millisecond, ccancel)
+		_, err := c.Echo(cctx, WaitInput, nil, nil)
+		if status.Code(err) != codes.Canceled {
+			t.Fatalf("Echo(wait) cancelled = %v; want Canceled", err)
+		}
+		select {
+		case err := <-s.Canceled:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("server context ended with %v, want context.Canceled", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the cancellation never reached the server")
 		}
 	})
 }

@@ -54,7 +54,9 @@ func Dial(t testing.TB, addr string) Client {
 // metadata, a non-OK status with an encoded message, server, client and
 // bidirectional streaming, a deadline that expires (which s must see as
 // its context ending) and a cancellation (which must reach s: without a
-// deadline, only the reset stream tells s the call ended).
+// deadline, only the reset stream tells s the call ended). s may be nil
+// when the server runs in another process: then only the client's side of
+// the last two is checked.
 func CheckAll(t *testing.T, c Client, s *Server) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -107,6 +109,9 @@ func CheckAll(t *testing.T, c Client, s *Server) {
 		if status.Code(err) != codes.DeadlineExceeded {
 			t.Fatalf("Echo(wait) with a deadline = %v; want DeadlineExceeded", err)
 		}
+		if s == nil {
+			return
+		}
 		select {
 		case err := <-s.Canceled:
 			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -122,6 +127,9 @@ func CheckAll(t *testing.T, c Client, s *Server) {
 		_, err := c.Echo(cctx, WaitInput, nil, nil)
 		if status.Code(err) != codes.Canceled {
 			t.Fatalf("Echo(wait) cancelled = %v; want Canceled", err)
+		}
+		if s == nil {
+			return
 		}
 		select {
 		case err := <-s.Canceled:

@@ -367,3 +367,40 @@ func TestGRPCHelpers(t *testing.T) {
 		}
 	}
 }
+
+// TestH1ClientToH2Upstream: an HTTP/1.1 client through a cluster that
+// speaks HTTP/2 upstream (an HTTP2 port, or Istio's h2UpgradePolicy).
+func TestH1ClientToH2Upstream(t *testing.T) {
+	h2only := httptest.NewUnstartedServer(protoBackend(t, true).Config.Handler)
+	h2only.Config.Protocols = new(http.Protocols)
+	h2only.Config.Protocols.SetUnencryptedHTTP2(true) // and no HTTP/1.1
+	h2only.Start()
+	t.Cleanup(h2only.Close)
+	for _, codec := range codecs {
+		t.Run(string(codec), func(t *testing.T) {
+			addr := startH2Proxy(t, codec, []*routev3.Route{prefixRoute("/", "h2")}, nil, h2Cluster(t, "h2", h2only.Listener.Addr().String()))
+			tr := &http.Transport{MaxConnsPerHost: 1}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			for i, body := range []io.Reader{strings.NewReader("ping"), io.NopCloser(strings.NewReader("ping")), nil} {
+				req, _ := http.NewRequest("POST", "http://"+addr+"/x", body)
+				want := "proto=2 body=ping"
+				if body == nil {
+					want = "proto=2 body="
+				}
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || string(got) != want || resp.ProtoMajor != 1 {
+					t.Fatalf("request %d = %s %d %q %v; want HTTP/1.1 200 %q", i, resp.Proto, resp.StatusCode, got, err, want)
+				}
+				if resp.Trailer.Get("X-Sum") == "" {
+					t.Errorf("request %d: no trailer X-Sum (trailers %v)", i, resp.Trailer)
+				}
+			}
+		})
+	}
+}

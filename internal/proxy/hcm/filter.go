@@ -47,13 +47,17 @@ type Filter struct {
 	inline     *route.Table
 	routes     Routes
 	codec      hcmv3.HttpConnectionManager_CodecType
-	h2         *http2.Server // serves HTTP/2 connections (h2.go)
+	h2         *http2.Server   // serves HTTP/2 connections (h2.go)
+	upgrades   map[string]bool // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
 }
 
 // Build validates an HCM config and returns the filter.
 func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 	f := &Filter{StatPrefix: h.GetStatPrefix(), routes: routes}
 	if err := f.buildCodec(h); err != nil {
+		return nil, err
+	}
+	if err := f.buildUpgrades(h); err != nil {
 		return nil, err
 	}
 	switch rs := h.GetRouteSpecifier().(type) {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/websocket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -48,9 +50,62 @@ func serveGRPC(addr string) int {
 	return 0
 }
 
-// grpcConfig is a mesh of a client and a gRPC server behind a VIP, the
-// port declared gRPC by its name (so both sidecars speak HTTP/2 upstream).
+// wsServe makes the test binary a WebSocket echo server (the wsecho pod's
+// app) instead of running tests.
+var wsServe = flag.String("ws-serve", "", "serve a WebSocket echo on this address instead of running tests")
+
+// serveWebSocket answers every message with "echo: " and the message.
+func serveWebSocket(addr string) int {
+	h := websocket.Handler(func(ws *websocket.Conn) {
+		var msg string
+		for websocket.Message.Receive(ws, &msg) == nil {
+			if websocket.Message.Send(ws, "echo: "+msg) != nil {
+				return
+			}
+		}
+	})
+	if err := http.ListenAndServe(addr, h); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// grpcConfig is a mesh of a client, a gRPC server behind a VIP, the port
+// declared gRPC by its name (so both sidecars speak HTTP/2 upstream), and
+// a WebSocket echo server behind another VIP on an HTTP port.
 const grpcConfig = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: wsecho
+  namespace: demo
+spec:
+  hosts:
+  - wsecho.demo.svc.cluster.local
+  addresses:
+  - 240.240.0.40
+  ports:
+  - number: 80
+    name: http
+    protocol: HTTP
+    targetPort: 8080
+  location: MESH_INTERNAL
+  resolution: STATIC
+  workloadSelector:
+    labels:
+      app: wsecho
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata:
+  name: wsecho
+  namespace: demo
+spec:
+  address: 10.99.0.41
+  labels:
+    app: wsecho
+---
+apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata:
   name: grpcecho
@@ -93,8 +148,8 @@ spec:
 
 // TestGRPCThroughSidecars runs every kind of gRPC call from a grpc-go
 // client in the client pod, through its sidecar and the server pod's
-// sidecar, to a grpc-go server; and an h2c request with curl
-// --http2-prior-knowledge from the client pod.
+// sidecar, to a grpc-go server; an h2c request with curl
+// --http2-prior-knowledge from the client pod; and a WebSocket echo.
 func TestGRPCThroughSidecars(t *testing.T) {
 	if err := testenv.Available(); err != nil {
 		t.Skipf("network namespaces unavailable: %v", err)
@@ -117,6 +172,7 @@ func TestGRPCThroughSidecars(t *testing.T) {
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 			{Name: "grpcecho", Namespace: "demo", ConfigIP: "10.99.0.31", App: []string{self, "-grpc-serve", ":9090"}},
+			{Name: "wsecho", Namespace: "demo", ConfigIP: "10.99.0.41", App: []string{self, "-ws-serve", ":8080"}},
 		},
 	})
 	if err != nil {
@@ -124,7 +180,7 @@ func TestGRPCThroughSidecars(t *testing.T) {
 	}
 	defer func() {
 		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "grpcecho-agent", "grpcecho-app"} {
+			for _, name := range []string{"straitd", "client-agent", "grpcecho-agent", "grpcecho-app", "wsecho-agent", "wsecho-app"} {
 				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
 					t.Logf("--- %s ---\n%s", name, tail(string(data), 30))
 				}
@@ -172,6 +228,41 @@ func TestGRPCThroughSidecars(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) != "2 415" {
 			t.Errorf("curl --http2-prior-knowledge through the mesh = %q, %v; want \"2 415\"", out, err)
+		}
+	})
+	for _, cl := range []struct {
+		pod  *localmesh.Pod
+		name string
+	}{{client, "outbound|7070||grpcecho.demo.svc.cluster.local"}, {m.Pod("grpcecho"), "inbound|9090||"}} {
+		n, err := cl.pod.ClusterRequests(ctx, cl.name)
+		if err != nil || n < 7 {
+			t.Errorf("%s: cluster %s counted %d requests (%v); want the calls above", cl.pod.Name, cl.name, n, err)
+		}
+	}
+
+	t.Run("websocket", func(t *testing.T) {
+		conn, err := client.DialContext(ctx, "tcp", "240.240.0.40:80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := websocket.NewConfig("ws://240.240.0.40/ws", "http://240.240.0.40/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, err := websocket.NewClient(cfg, conn)
+		if err != nil {
+			conn.Close()
+			t.Fatalf("WebSocket handshake through the mesh: %v", err)
+		}
+		defer ws.Close()
+		for _, msg := range []string{"one", strings.Repeat("x", 64<<10), "three"} {
+			if err := websocket.Message.Send(ws, msg); err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			if err := websocket.Message.Receive(ws, &got); err != nil || got != "echo: "+msg {
+				t.Fatalf("echo of %.10q = %.16q, %v", msg, got, err)
+			}
 		}
 	})
 }

@@ -23,6 +23,9 @@ func run(m *testing.M) int {
 	if *grpcServe != "" {
 		return serveGRPC(*grpcServe)
 	}
+	if *wsServe != "" {
+		return serveWebSocket(*wsServe)
+	}
 	binDir = os.Getenv("STRAIT_BIN_DIR")
 	if binDir == "" && os.Geteuid() == 0 {
 		dir, err := os.MkdirTemp("", "strait-e2e-bin-")

@@ -241,8 +241,11 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, cl *clust
 			return // downstream reset the stream
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The client's own deadline: DEADLINE_EXCEEDED, as Envoy
+			// answers when a stream's max duration is reached (the client
+			// may be about to say the same, and should see one code).
 			cl.Stats.AddResponse(http.StatusGatewayTimeout)
-			streamLocalReply(w, r, http.StatusGatewayTimeout, "UT", "upstream request timeout")
+			grpcLocalReply(w, grpcDeadlineExceeded, "UT", "upstream request timeout")
 			return
 		}
 		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
@@ -310,12 +313,20 @@ func streamLocalReply(w http.ResponseWriter, r *http.Request, code int, flags, b
 		localReply(w, code, flags, body)
 		return
 	}
+	grpcLocalReply(w, grpcStatusForHTTP(code), flags, body)
+}
+
+// grpcDeadlineExceeded is gRPC's DEADLINE_EXCEEDED status code.
+const grpcDeadlineExceeded = 4
+
+// grpcLocalReply answers a gRPC request in trailers-only form with status.
+func grpcLocalReply(w http.ResponseWriter, status uint32, flags, body string) {
 	h := w.Header()
 	if flags != "" {
 		h.Set("X-Strait-Response-Flags", flags)
 	}
 	h.Set("Content-Type", "application/grpc")
-	h.Set("Grpc-Status", strconv.Itoa(int(grpcStatusForHTTP(code))))
+	h.Set("Grpc-Status", strconv.Itoa(int(status)))
 	if body != "" {
 		h.Set("Grpc-Message", grpcPercentEncode(body))
 	}

@@ -404,3 +404,36 @@ func TestH1ClientToH2Upstream(t *testing.T) {
 		})
 	}
 }
+
+// TestGRPCTimeoutHeader: the proxy itself ends a gRPC call whose
+// grpc-timeout passes while the upstream has not answered, with
+// DEADLINE_EXCEEDED, and cancels the upstream stream.
+func TestGRPCTimeoutHeader(t *testing.T) {
+	upstreamDone := make(chan struct{})
+	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // never answers; ends when the proxy resets the stream
+		close(upstreamDone)
+	}))
+	be.Config.Protocols = new(http.Protocols)
+	be.Config.Protocols.SetUnencryptedHTTP2(true)
+	be.Start()
+	t.Cleanup(be.Close)
+	addr := startH2Proxy(t, CodecStrait, []*routev3.Route{prefixRoute("/", "be")}, nil, h2Cluster(t, "be", be.Listener.Addr().String()))
+	req, _ := http.NewRequest("POST", "http://"+addr+"/svc/M", strings.NewReader("\x00\x00\x00\x00\x00"))
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Grpc-Timeout", "200m")
+	resp, err := h2cClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "4" || resp.Header.Get("X-Strait-Response-Flags") != "UT" {
+		t.Errorf("gRPC call past its grpc-timeout = %d %v; want 200 with grpc-status 4 and flag UT", resp.StatusCode, resp.Header)
+	}
+	select {
+	case <-upstreamDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream stream was never cancelled")
+	}
+}

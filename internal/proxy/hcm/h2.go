@@ -165,7 +165,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	table := c.filter.table()
-	if table == nil {
+	if table == nil || r.Method == http.MethodConnect {
+		// CONNECT needs a connect_matcher route, which is not supported:
+		// no route, as Envoy answers without one.
 		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
 		return
 	}

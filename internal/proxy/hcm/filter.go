@@ -1,6 +1,7 @@
 // Package hcm is the HTTP connection manager network filter: it serves
-// HTTP/1.1 on downstream connections, routes each request with a route
-// table (inline or RDS) and forwards it to a cluster.
+// HTTP/1.1 and HTTP/2 (h2c, h2.go) on downstream connections, routes each
+// request with a route table (inline or RDS) and forwards it to a cluster,
+// in HTTP/1.1 or HTTP/2 as the cluster says.
 //
 // The codec is behind Server.ServeConn and the cluster's upstream pool. The
 // default is the purpose-built HTTP/1.1 codec in package http1 (h1.go is the

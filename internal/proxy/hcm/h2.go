@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -199,8 +200,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 }
 
 // forwardStream sends one stream's request to ep and relays the response,
-// flushing as data arrives (gRPC streams need every message delivered when
-// it is sent) and passing trailers on.
+// flushing as data arrives when its length is unknown (gRPC streams need
+// every message delivered when it is sent) and passing trailers on.
 func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, cl *cluster.Cluster, ep cluster.Endpoint) {
 	ctx := r.Context()
 	grpc := isGRPC(r.Header)
@@ -267,7 +268,17 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, cl *clust
 
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	if err := copyFlushing(w, resp.Body, *bp); err != nil {
+	// A body of known length goes out as the handler returns, with the
+	// headers and END_STREAM in as few writes as fit; anything else
+	// (gRPC, streams) is flushed as it arrives.
+	copy := copyFlushing
+	if resp.ContentLength >= 0 {
+		copy = func(w http.ResponseWriter, r io.Reader, buf []byte) error {
+			_, err := io.CopyBuffer(writerOnly{w}, r, buf)
+			return err
+		}
+	}
+	if err := copy(w, resp.Body, *bp); err != nil {
 		// Can't send a status any more: reset the stream so the client
 		// sees the response cut short, like Envoy.
 		s.log.Debug("response body failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)

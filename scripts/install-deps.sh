@@ -8,6 +8,7 @@ command -v iptables >/dev/null 2>&1 || need="$need iptables"
 command -v ip >/dev/null 2>&1 || need="$need iproute2"
 command -v nsenter >/dev/null 2>&1 || need="$need util-linux"
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need="$need nginx-light"
+command -v curl >/dev/null 2>&1 || need="$need curl" # h2c checks: curl --http2-prior-knowledge
 
 if [ -n "$need" ]; then
 	if [ "$(id -u)" != 0 ]; then

@@ -339,6 +339,17 @@ func (m *Mesh) waitReady(ctx context.Context, p *Pod) error {
 // Dir is the pod's own directory (logs and files of its app and sidecar).
 func (p *Pod) Dir() string { return p.dir }
 
+// DialContext dials from inside the pod's network namespace, as the pod's
+// application would (so the connection is captured by the pod's rules).
+func (p *Pod) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return p.pod.DialContext(ctx, network, addr)
+}
+
+// Command returns a command that runs inside the pod's network namespace.
+func (p *Pod) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return p.pod.Command(ctx, testenv.ExecOptions{}, name, args...)
+}
+
 // HTTPClient returns a client whose connections are made inside the pod's
 // network namespace, as the pod's application would make them (so they are
 // captured by the pod's rules).

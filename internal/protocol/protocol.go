@@ -115,5 +115,6 @@ func (p Protocol) IsHTTP() bool {
 	return false
 }
 
-// IsHTTP2 reports whether upstream connections must speak HTTP/2.
-func (p Protocol) IsHTTP2() bool { return p == HTTP2 || p == GRPC }
+// IsHTTP2 reports whether upstream connections must speak HTTP/2 (gRPC-Web
+// too, as in Istio's protocol.IsHTTP2).
+func (p Protocol) IsHTTP2() bool { return p == HTTP2 || p == GRPC || p == GRPCWeb }

@@ -75,6 +75,8 @@ type Cluster struct {
 	rr        atomic.Uint64
 	pool      *httpPool // net/http codec
 	h1        h1Pool    // strait HTTP/1.1 codec
+	proto     UpstreamProtocol
+	h2        *h2Pool // nil when proto is UpstreamHTTP1
 }
 
 func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
@@ -127,6 +129,9 @@ func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster %q: lb_policy CLUSTER_PROVIDED is only valid for ORIGINAL_DST", c.GetName())
 	}
 	out.pool = newHTTPPool(out)
+	if err := out.buildHTTP2(c); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+	}
 	return out, nil
 }
 
@@ -225,4 +230,7 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 func (c *Cluster) close() {
 	c.pool.closeIdle()
 	c.h1.closeIdle(false)
+	if c.h2 != nil {
+		c.h2.closeIdle()
+	}
 }

@@ -56,6 +56,9 @@ var ErrPipeEndpoint = errors.New("pipe endpoints are not supported for HTTP upst
 // RoundTrip sends req (whose URL host the pool rewrites to ep) upstream.
 // The caller owns the response body.
 func (c *Cluster) RoundTrip(req *http.Request, ep Endpoint) (*http.Response, error) {
+	if c.UpstreamHTTP2(req.ProtoMajor == 2) {
+		return c.h2.roundTrip(req, ep)
+	}
 	if ep.Network != "tcp" {
 		return nil, ErrPipeEndpoint
 	}

@@ -1,6 +1,7 @@
 // Package hcm is the HTTP connection manager network filter: it serves
-// HTTP/1.1 on downstream connections, routes each request with a route
-// table (inline or RDS) and forwards it to a cluster.
+// HTTP/1.1 and HTTP/2 (h2c, h2.go) on downstream connections, routes each
+// request with a route table (inline or RDS) and forwards it to a cluster,
+// in HTTP/1.1 or HTTP/2 as the cluster says.
 //
 // The codec is behind Server.ServeConn and the cluster's upstream pool. The
 // default is the purpose-built HTTP/1.1 codec in package http1 (h1.go is the
@@ -14,6 +15,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"golang.org/x/net/http2"
 
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
@@ -45,15 +47,19 @@ type Filter struct {
 	RDSName    string // set when routes come from RDS
 	inline     *route.Table
 	routes     Routes
+	codec      hcmv3.HttpConnectionManager_CodecType
+	h2         *http2.Server   // serves HTTP/2 connections (h2.go)
+	upgrades   map[string]bool // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
 }
 
 // Build validates an HCM config and returns the filter.
 func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 	f := &Filter{StatPrefix: h.GetStatPrefix(), routes: routes}
-	switch h.GetCodecType() {
-	case hcmv3.HttpConnectionManager_AUTO, hcmv3.HttpConnectionManager_HTTP1:
-	default:
-		return nil, fmt.Errorf("codec_type %s is not supported (want AUTO or HTTP1)", h.GetCodecType())
+	if err := f.buildCodec(h); err != nil {
+		return nil, err
+	}
+	if err := f.buildUpgrades(h); err != nil {
+		return nil, err
 	}
 	switch rs := h.GetRouteSpecifier().(type) {
 	case *hcmv3.HttpConnectionManager_Rds:

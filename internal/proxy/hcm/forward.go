@@ -186,7 +186,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, cl *cluster.Clu
 		panic(http.ErrAbortHandler)
 	}
 	for k, v := range resp.Trailer {
-		wh[k] = v
+		// TrailerPrefix also sends trailers that were not announced
+		// (an HTTP/2 upstream's, gRPC's).
+		wh[http.TrailerPrefix+k] = v
 	}
 }
 

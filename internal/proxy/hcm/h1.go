@@ -162,6 +162,12 @@ func (c *h1conn) serveRequest() bool {
 		return c.localReply(503, "UH", bodyNoHealthy)
 	}
 	ep.Source = c.src
+	if c.filter.upgradeAllowed(req) {
+		return c.forwardUpgrade(cl, ep) // upgrade.go
+	}
+	if cl.UpstreamHTTP2(false) {
+		return c.forwardH2(cl, ep) // h1toh2.go
+	}
 	return c.forward(cl, ep)
 }
 

@@ -32,7 +32,7 @@ type Server struct {
 	ln       *chanListener
 	done     chan struct{}
 
-	mu     sync.Mutex // guards conns and closed (CodecStrait)
+	mu     sync.Mutex // guards conns and closed (CodecStrait, HTTP/2)
 	conns  map[net.Conn]struct{}
 	closed bool
 }
@@ -116,6 +116,14 @@ func NewServer(o Options) *Server {
 // the connection is handed over. src, when valid, is the source address
 // (and mark) of its upstream connections (listener filter original_src).
 func (s *Server) ServeConn(c net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource) {
+	if f.h2 != nil { // HTTP/2, or HTTP/1.1 after a look at the first bytes (h2.go)
+		if !s.track(c) {
+			c.Close()
+			return
+		}
+		go s.serveHTTP2Capable(c, f, dst, src)
+		return
+	}
 	if s.codec == CodecStrait {
 		if !s.track(c) {
 			c.Close()
@@ -131,15 +139,15 @@ func (s *Server) ServeConn(c net.Conn, f *Filter, dst netip.AddrPort, src cluste
 
 // Close stops the server and closes every connection it serves.
 func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	conns := s.conns
+	s.conns = nil
+	s.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
 	if s.codec == CodecStrait {
-		s.mu.Lock()
-		s.closed = true
-		conns := s.conns
-		s.conns = nil
-		s.mu.Unlock()
-		for c := range conns {
-			c.Close()
-		}
 		return nil
 	}
 	err := s.srv.Close()

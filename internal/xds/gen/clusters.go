@@ -79,7 +79,9 @@ func specialClusters() []*cluster.Cluster {
 func inboundClusters(snap *registry.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
 	var out []*cluster.Cluster
 	for _, p := range inboundPorts(snap, proxy) {
-		out = append(out, inboundCluster(InboundClusterName(p.endpointPort)))
+		c := inboundCluster(InboundClusterName(p.endpointPort))
+		setUpstreamProtocol(c, p.protocol)
+		out = append(out, c)
 	}
 	return out
 }
@@ -99,20 +101,28 @@ func edsCluster(name string, port registry.Port) *cluster.Cluster {
 		ConnectTimeout:       durationpb.New(connectTimeout),
 		LbPolicy:             cluster.Cluster_ROUND_ROBIN,
 	}
-	if port.Protocol.IsHTTP2() {
-		c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
-			httpProtocolOptionsKey: mustAny(&upstreamhttp.HttpProtocolOptions{
-				UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{
-					ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
-						ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
-							Http2ProtocolOptions: &core.Http2ProtocolOptions{},
-						},
+	setUpstreamProtocol(c, port.Protocol)
+	return c
+}
+
+// setUpstreamProtocol makes c speak HTTP/2 to its endpoints when the port
+// says so, on outbound and inbound clusters alike (Istio's cluster builder
+// setUpstreamProtocol).
+func setUpstreamProtocol(c *cluster.Cluster, p protocol.Protocol) {
+	if !p.IsHTTP2() {
+		return
+	}
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
+		httpProtocolOptionsKey: mustAny(&upstreamhttp.HttpProtocolOptions{
+			UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{
+				ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
+					ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
+						Http2ProtocolOptions: &core.Http2ProtocolOptions{},
 					},
 				},
-			}),
-		}
+			},
+		}),
 	}
-	return c
 }
 
 // inboundCluster forwards to the original destination (the workload) from

@@ -201,6 +201,9 @@ func tcpProxyFilter(statPrefix, clusterName string) *listener.Filter {
 
 func hcmFilter(m *hcm.HttpConnectionManager) *listener.Filter {
 	m.CodecType = hcm.HttpConnectionManager_AUTO
+	// WebSocket upgrades are allowed on every HTTP listener, as Istio's
+	// HTTP connection manager builder does.
+	m.UpgradeConfigs = []*hcm.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}}
 	m.HttpFilters = []*hcm.HttpFilter{{
 		Name:       routerFilterName,
 		ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerfilter.Router{})},

@@ -1,0 +1,156 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// HTTPProtocolOptionsKey is the typed_extension_protocol_options key of the
+// upstream HTTP options (Envoy's envoy.upstreams.http.http_protocol_options).
+const HTTPProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+// UpstreamProtocol is the HTTP version a cluster speaks to its endpoints.
+type UpstreamProtocol int
+
+const (
+	// UpstreamHTTP1 is HTTP/1.1 (the default).
+	UpstreamHTTP1 UpstreamProtocol = iota
+	// UpstreamHTTP2 is HTTP/2 with prior knowledge (h2c).
+	UpstreamHTTP2
+	// UpstreamDownstream is whatever the downstream request used
+	// (use_downstream_protocol_config, protocol_selection
+	// USE_DOWNSTREAM_PROTOCOL).
+	UpstreamDownstream
+)
+
+// HTTP2Settings are the Http2ProtocolOptions fields strait honours; zero
+// means the x/net/http2 default.
+type HTTP2Settings struct {
+	MaxConcurrentStreams        uint32
+	InitialStreamWindowSize     uint32
+	InitialConnectionWindowSize uint32
+	// IdleTimeout (upstream common_http_protocol_options.idle_timeout)
+	// closes a connection without streams for that long.
+	IdleTimeout time.Duration
+}
+
+// http2Supported are the Http2ProtocolOptions fields ParseHTTP2Options reads.
+var http2Supported = []string{"max_concurrent_streams", "initial_stream_window_size", "initial_connection_window_size"}
+
+// ParseHTTP2Options validates Envoy's Http2ProtocolOptions found at field
+// (for error messages) and returns what strait honours. A field it does not
+// implement is an error that names it.
+func ParseHTTP2Options(field string, o *corev3.Http2ProtocolOptions) (HTTP2Settings, error) {
+	if err := onlyFields(field, o, http2Supported...); err != nil {
+		return HTTP2Settings{}, err
+	}
+	return HTTP2Settings{
+		MaxConcurrentStreams:        o.GetMaxConcurrentStreams().GetValue(),
+		InitialStreamWindowSize:     o.GetInitialStreamWindowSize().GetValue(),
+		InitialConnectionWindowSize: o.GetInitialConnectionWindowSize().GetValue(),
+	}, nil
+}
+
+// onlyFields returns an error naming the first populated field of m that is
+// not in allowed.
+func onlyFields(field string, m proto.Message, allowed ...string) error {
+	if m == nil {
+		return nil
+	}
+	var bad []string
+	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if !slices.Contains(allowed, string(fd.Name())) {
+			bad = append(bad, string(fd.Name()))
+		}
+		return true
+	})
+	if len(bad) == 0 {
+		return nil
+	}
+	want := "none"
+	if len(allowed) > 0 {
+		want = strings.Join(allowed, ", ")
+	}
+	return fmt.Errorf("%s.%s is not supported (supported fields: %s)", field, bad[0], want)
+}
+
+// httpProtocol reads a cluster's upstream HTTP protocol: the legacy
+// http2_protocol_options / protocol_selection fields, or
+// typed_extension_protocol_options[HttpProtocolOptionsKey] (what Istio
+// emits; see its cluster builder's setUpstreamProtocol).
+func httpProtocol(c *clusterv3.Cluster) (UpstreamProtocol, HTTP2Settings, error) {
+	proto := UpstreamHTTP1
+	var h2 HTTP2Settings
+	if o := c.GetHttp2ProtocolOptions(); o != nil { //nolint:staticcheck // legacy field, still sent by older control planes
+		s, err := ParseHTTP2Options("http2_protocol_options", o)
+		if err != nil {
+			return 0, h2, err
+		}
+		proto, h2 = UpstreamHTTP2, s
+	}
+	if c.GetProtocolSelection() == clusterv3.Cluster_USE_DOWNSTREAM_PROTOCOL { //nolint:staticcheck // legacy field
+		proto = UpstreamDownstream
+	}
+	for k := range c.GetTypedExtensionProtocolOptions() {
+		if k != HTTPProtocolOptionsKey {
+			return 0, h2, fmt.Errorf("typed_extension_protocol_options[%q] is not supported (want %q)", k, HTTPProtocolOptionsKey)
+		}
+	}
+	a := c.GetTypedExtensionProtocolOptions()[HTTPProtocolOptionsKey]
+	if a == nil {
+		return proto, h2, nil
+	}
+	field := fmt.Sprintf("typed_extension_protocol_options[%q]", HTTPProtocolOptionsKey)
+	var o upstreamhttp.HttpProtocolOptions
+	if err := a.UnmarshalTo(&o); err != nil {
+		return 0, h2, fmt.Errorf("%s: %w", field, err)
+	}
+	if err := onlyFields(field, &o, "explicit_http_config", "use_downstream_protocol_config", "common_http_protocol_options"); err != nil {
+		return 0, h2, err
+	}
+	// idle_timeout is honoured by the HTTP/2 pool; the HTTP/1.1 pool has its
+	// own idle handling.
+	if err := onlyFields(field+".common_http_protocol_options", o.GetCommonHttpProtocolOptions(), "idle_timeout"); err != nil {
+		return 0, h2, err
+	}
+	if it := o.GetCommonHttpProtocolOptions().GetIdleTimeout(); it != nil {
+		h2.IdleTimeout = it.AsDuration()
+	}
+	switch p := o.GetUpstreamProtocolOptions().(type) {
+	case *upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_:
+		switch pc := p.ExplicitHttpConfig.GetProtocolConfig().(type) {
+		case *upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions:
+			if err := onlyFields(field+".explicit_http_config.http_protocol_options", pc.HttpProtocolOptions); err != nil {
+				return 0, h2, err
+			}
+			return UpstreamHTTP1, HTTP2Settings{}, nil
+		case *upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions:
+			s, err := ParseHTTP2Options(field+".explicit_http_config.http2_protocol_options", pc.Http2ProtocolOptions)
+			s.IdleTimeout = h2.IdleTimeout
+			return UpstreamHTTP2, s, err
+		default:
+			return 0, h2, fmt.Errorf("%s.explicit_http_config: %T is not supported (want http_protocol_options or http2_protocol_options)", field, pc)
+		}
+	case *upstreamhttp.HttpProtocolOptions_UseDownstreamProtocolConfig:
+		u := p.UseDownstreamProtocolConfig
+		f := field + ".use_downstream_protocol_config"
+		if err := onlyFields(f, u, "http_protocol_options", "http2_protocol_options"); err != nil {
+			return 0, h2, err
+		}
+		if err := onlyFields(f+".http_protocol_options", u.GetHttpProtocolOptions()); err != nil {
+			return 0, h2, err
+		}
+		s, err := ParseHTTP2Options(f+".http2_protocol_options", u.GetHttp2ProtocolOptions())
+		s.IdleTimeout = h2.IdleTimeout
+		return UpstreamDownstream, s, err
+	}
+	return proto, h2, nil
+}

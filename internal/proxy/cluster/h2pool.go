@@ -1,0 +1,234 @@
+package cluster
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"golang.org/x/net/http2"
+)
+
+// defaultH2IdleTimeout closes an upstream HTTP/2 connection without streams
+// (the HTTP/1.1 pools keep idle connections as long).
+const defaultH2IdleTimeout = 60 * time.Second
+
+// h2Pool is a cluster's HTTP/2 (prior knowledge, h2c) upstream pool. Each
+// endpoint (and original source: such connections are never shared with
+// another source) has multiplexed connections; a request takes a stream on
+// the first one with room, and a new connection is dialed when none has:
+// after a GOAWAY, or when every connection is at the server's
+// SETTINGS_MAX_CONCURRENT_STREAMS or at the cluster's own
+// max_concurrent_streams. x/net/http2's Transport speaks the protocol; the
+// pool is its ClientConnPool, so dialing stays the cluster's (connect
+// timeout, upstream_bind_config, original_src).
+type h2Pool struct {
+	// Set at creation, read-only.
+	c          *Cluster
+	t          *http2.Transport
+	maxStreams uint32 // the cluster's limit per connection; 0 means the server's only
+
+	mu      sync.Mutex // guards conns, keys and dialing
+	conns   map[h2Key][]*http2.ClientConn
+	keys    map[*http2.ClientConn]h2Key
+	dialing map[h2Key]*h2Dial
+}
+
+// h2Key is what a connection may be shared by.
+type h2Key struct {
+	addr string
+	src  OriginalSource
+}
+
+// h2Dial is a dial in progress; done is closed when it ends.
+type h2Dial struct {
+	done chan struct{}
+	err  error
+}
+
+var _ http2.ClientConnPool = (*h2Pool)(nil)
+
+func newH2Pool(c *Cluster, s HTTP2Settings) *h2Pool {
+	p := &h2Pool{
+		c:          c,
+		maxStreams: s.MaxConcurrentStreams,
+		conns:      map[h2Key][]*http2.ClientConn{},
+		keys:       map[*http2.ClientConn]h2Key{},
+		dialing:    map[h2Key]*h2Dial{},
+	}
+	idle := s.IdleTimeout
+	if idle == 0 {
+		idle = defaultH2IdleTimeout
+	}
+	// The receive windows are only settable through net/http's
+	// HTTP2Config, which x/net/http2 reads from the Transport it
+	// configures.
+	t1 := &http.Transport{
+		DisableCompression: true,
+		IdleConnTimeout:    idle,
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream:     int(s.InitialStreamWindowSize),
+			MaxReceiveBufferPerConnection: int(s.InitialConnectionWindowSize),
+		},
+	}
+	t2, err := http2.ConfigureTransports(t1)
+	if err != nil {
+		// Only fails when t1 was already configured for HTTP/2.
+		panic("cluster: configure HTTP/2 transport: " + err.Error())
+	}
+	t2.AllowHTTP = true
+	t2.DisableCompression = true
+	t2.IdleConnTimeout = idle
+	t2.ConnPool = p
+	p.t = t2
+	return p
+}
+
+// roundTrip sends req (whose URL host it rewrites to ep) on a stream.
+func (p *h2Pool) roundTrip(req *http.Request, ep Endpoint) (*http.Response, error) {
+	if ep.Network != "tcp" {
+		return nil, ErrPipeEndpoint
+	}
+	req.URL.Host = ep.Address
+	req.URL.Scheme = "http"
+	if ep.Source.IsValid() {
+		req = req.WithContext(context.WithValue(req.Context(), sourceKey{}, ep.Source))
+	}
+	return p.t.RoundTrip(req)
+}
+
+// GetClientConn returns a connection with a stream reserved for req.
+func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientConn, error) {
+	key := h2Key{addr: addr}
+	key.src, _ = req.Context().Value(sourceKey{}).(OriginalSource)
+	for {
+		p.mu.Lock()
+		for _, cc := range p.conns[key] {
+			if p.hasRoom(cc) && cc.ReserveNewRequest() {
+				p.mu.Unlock()
+				return cc, nil
+			}
+		}
+		d := p.dialing[key]
+		if d == nil {
+			d = &h2Dial{done: make(chan struct{})}
+			p.dialing[key] = d
+			p.mu.Unlock()
+			// The dial serves every request waiting on key, so this
+			// request's cancellation must not end it; connect_timeout does.
+			go p.dial(context.WithoutCancel(req.Context()), key, d)
+		} else {
+			p.mu.Unlock()
+		}
+		select {
+		case <-d.done:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+		if d.err != nil {
+			return nil, d.err
+		}
+	}
+}
+
+// hasRoom applies the cluster's max_concurrent_streams (the server's limit
+// is checked by ReserveNewRequest).
+func (p *h2Pool) hasRoom(cc *http2.ClientConn) bool {
+	if p.maxStreams == 0 {
+		return true
+	}
+	st := cc.State()
+	return uint32(st.StreamsActive+st.StreamsReserved+st.StreamsPending) < p.maxStreams
+}
+
+func (p *h2Pool) dial(ctx context.Context, key h2Key, d *h2Dial) {
+	var cc *http2.ClientConn
+	nc, err := p.c.Dial(ctx, Endpoint{Network: "tcp", Address: key.addr, Source: key.src})
+	if err == nil {
+		cc, err = p.t.NewClientConn(nc)
+		if err != nil {
+			nc.Close()
+		}
+	}
+	p.mu.Lock()
+	if err == nil {
+		p.conns[key] = append(p.conns[key], cc)
+		p.keys[cc] = key
+	}
+	delete(p.dialing, key)
+	d.err = err
+	p.mu.Unlock()
+	close(d.done)
+}
+
+// MarkDead forgets cc (closed, or after GOAWAY); x/net/http2 calls it.
+func (p *h2Pool) MarkDead(cc *http2.ClientConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key, ok := p.keys[cc]
+	if !ok {
+		return
+	}
+	delete(p.keys, cc)
+	list := p.conns[key]
+	for i, c := range list {
+		if c == cc {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(p.conns, key)
+	} else {
+		p.conns[key] = list
+	}
+}
+
+// closeIdle closes the connections without streams; the others end when
+// their last stream does and the idle timeout passes.
+func (p *h2Pool) closeIdle() {
+	p.mu.Lock()
+	var idle []*http2.ClientConn
+	for cc := range p.keys {
+		st := cc.State()
+		if st.StreamsActive+st.StreamsReserved+st.StreamsPending == 0 {
+			idle = append(idle, cc)
+		}
+	}
+	p.mu.Unlock()
+	for _, cc := range idle {
+		cc.Close() // calls MarkDead
+	}
+}
+
+// connCount returns the number of open connections.
+func (p *h2Pool) connCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.keys)
+}
+
+// buildHTTP2 reads the cluster's upstream HTTP protocol and makes its
+// HTTP/2 pool when it may speak HTTP/2.
+func (c *Cluster) buildHTTP2(cfg *clusterv3.Cluster) error {
+	proto, s, err := httpProtocol(cfg)
+	if err != nil {
+		return err
+	}
+	c.proto = proto
+	if proto != UpstreamHTTP1 {
+		c.h2 = newH2Pool(c, s)
+	}
+	return nil
+}
+
+// UpstreamHTTP2 reports whether a request to c goes upstream in HTTP/2;
+// downstreamH2 says whether it came downstream in HTTP/2 (for clusters
+// that use the downstream protocol).
+func (c *Cluster) UpstreamHTTP2(downstreamH2 bool) bool {
+	return c.proto == UpstreamHTTP2 || c.proto == UpstreamDownstream && downstreamH2
+}
+
+// Protocol returns the cluster's upstream protocol setting.
+func (c *Cluster) Protocol() UpstreamProtocol { return c.proto }

@@ -1,0 +1,238 @@
+package hcm
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+)
+
+// This file carries an HTTP/1.1 request from the strait codec (h1.go) to a
+// cluster that speaks HTTP/2 upstream: the request becomes an http.Request
+// for the cluster's HTTP/2 pool, and the response is written back in
+// HTTP/1.1, chunked when its length is unknown (and with its trailers).
+
+// forwardH2 sends the request to ep on cl over HTTP/2 and relays the
+// response. It reports whether the downstream connection can carry another
+// request.
+func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint) bool {
+	req := &c.req
+	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
+	target := req.Target
+	if req.Authority != nil {
+		target = append(append([]byte(nil), req.Path...), req.Query...)
+	}
+	u, err := url.ParseRequestURI(string(target))
+	if err != nil {
+		return c.localReply(400, "", "")
+	}
+	u.Scheme, u.Host = "http", ep.Address
+	hdr := make(http.Header, len(req.Headers)+2)
+	for i := range req.Headers {
+		h := &req.Headers[i]
+		if h.Hop {
+			if http1.EqualFold(h.Name, "Te") && teTrailers([]string{string(h.Value)}) {
+				hdr["Te"] = []string{"trailers"}
+			}
+			continue
+		}
+		if http1.EqualFold(h.Name, "Host") || http1.EqualFold(h.Name, "Content-Length") || http1.EqualFold(h.Name, "Expect") {
+			continue
+		}
+		hdr.Add(string(h.Name), string(h.Value))
+	}
+	if _, ok := hdr["X-Forwarded-Proto"]; !ok {
+		hdr["X-Forwarded-Proto"] = []string{"http"}
+	}
+	if _, ok := hdr["X-Request-Id"]; !ok {
+		hdr["X-Request-Id"] = []string{newRequestID()}
+	}
+	if _, ok := hdr["User-Agent"]; !ok {
+		hdr["User-Agent"] = nil // don't let the transport add Go's default
+	}
+	out := (&http.Request{
+		Method:     string(req.Method),
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: reqMinor,
+		Header:     hdr,
+		Host:       string(req.Host),
+	}).WithContext(context.Background())
+	var body *h1Body
+	switch req.Framing {
+	case http1.FramingLength:
+		out.ContentLength = req.ContentLength
+		if buf := c.r.Buffered(); int64(len(buf)) >= req.ContentLength {
+			out.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf[:req.ContentLength])))
+			c.r.Discard(int(req.ContentLength))
+		} else {
+			body = newH1Body(&http1.LengthReader{R: c.r, Left: req.ContentLength})
+		}
+	case http1.FramingChunked:
+		out.ContentLength = -1
+		c.reqCh.Reset(c.r)
+		body = newH1Body(&c.reqCh)
+	}
+	if body != nil {
+		out.Body = body
+		if req.Expect100 {
+			// The HTTP/2 upstream is not asked for 100-continue: tell the
+			// client to send the body now.
+			if _, err := c.nc.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
+				return false
+			}
+		}
+	}
+
+	cl.Stats.RqTotal.Add(1)
+	resp, err := cl.RoundTrip(out, ep)
+	if err != nil {
+		if body == nil {
+			return c.upstreamFailed(cl, ep, err, true)
+		}
+		// Part of the body may be gone: answer, then close.
+		c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
+		cl.Stats.AddResponse(503)
+		c.writeLocal(503, "UF", bodyConnectFailed, false)
+		c.nc.Close()
+		body.Close()
+		return false
+	}
+	defer resp.Body.Close()
+	cl.Stats.AddResponse(resp.StatusCode)
+
+	keep := !reqClose
+	noBody := isHead || http1.NoBody(resp.StatusCode)
+	chunked := !noBody && resp.ContentLength < 0
+	if chunked && reqMinor == 0 {
+		keep, chunked = false, false // HTTP/1.0: the body ends with the connection
+	}
+	w := append(c.wbuf[:0], "HTTP/1.1 "...)
+	w = http1.AppendInt(w, int64(resp.StatusCode))
+	w = append(w, ' ')
+	w = append(w, reasonPhrase(resp.StatusCode)...)
+	w = append(w, "\r\n"...)
+	removeHop(resp.Header)
+	delete(resp.Header, "Content-Length")
+	for k, vv := range resp.Header {
+		for _, v := range vv {
+			w = append(w, k...)
+			w = append(w, ": "...)
+			w = append(w, v...)
+			w = append(w, "\r\n"...)
+		}
+	}
+	switch {
+	case chunked:
+		w = append(w, "transfer-encoding: chunked\r\n"...)
+	case resp.ContentLength >= 0 && (!http1.NoBody(resp.StatusCode) || resp.StatusCode == 304):
+		w = append(w, "content-length: "...)
+		w = http1.AppendInt(w, resp.ContentLength)
+		w = append(w, "\r\n"...)
+	}
+	if !keep {
+		w = append(w, "connection: close\r\n"...)
+	} else if reqMinor == 0 {
+		w = append(w, "connection: keep-alive\r\n"...)
+	}
+	w = append(w, "\r\n"...)
+	c.wbuf = w
+	_, err = c.nc.Write(w)
+	if err == nil && !noBody {
+		err = copyBody(c.nc, resp.Body, chunked, func() []byte { return appendTrailer(nil, resp.Trailer) })
+	}
+	if body != nil && !body.finished(bodyFinishWait) {
+		// The response is complete but the request body isn't: the
+		// client or the upstream stopped early. Stop reading downstream
+		// before the connection's reader is released.
+		c.nc.Close()
+		body.Close()
+		return false
+	}
+	return err == nil && keep
+}
+
+// appendTrailer appends trailer fields in HTTP/1.1 form, sorted by name.
+func appendTrailer(dst []byte, t http.Header) []byte {
+	keys := make([]string, 0, len(t))
+	for k := range t {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range t[k] {
+			dst = append(dst, k...)
+			dst = append(dst, ": "...)
+			dst = append(dst, v...)
+			dst = append(dst, "\r\n"...)
+		}
+	}
+	return dst
+}
+
+// h1Body is a downstream request body read by the HTTP/2 transport's
+// goroutine. Close waits for a Read in progress and makes later ones fail,
+// so that once it returns nothing touches the connection's reader.
+type h1Body struct {
+	eof chan struct{} // closed when the body was read to its end
+
+	mu     sync.Mutex // held during Read; guards r and closed
+	r      io.Reader
+	closed bool
+	done   bool
+}
+
+func newH1Body(r io.Reader) *h1Body { return &h1Body{r: r, eof: make(chan struct{})} }
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return 0, io.EOF
+	}
+	if b.closed {
+		return 0, io.ErrClosedPipe
+	}
+	n, err := b.r.Read(p)
+	if lr, ok := b.r.(*http1.LengthReader); ok && lr.Left == 0 && err == nil {
+		err = io.EOF // the last bytes: say so now rather than on the next Read
+	}
+	if err == io.EOF {
+		b.done = true
+		close(b.eof)
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	return nil
+}
+
+// finished reports whether the body was read to its end, waiting up to d
+// for it.
+func (b *h1Body) finished(d time.Duration) bool {
+	select {
+	case <-b.eof:
+		return true
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-b.eof:
+		return true
+	case <-t.C:
+		return false
+	}
+}

@@ -1,0 +1,416 @@
+package hcm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"golang.org/x/net/http2"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+)
+
+// This file is the HTTP/2 side of the HCM: downstream HTTP/2 without TLS
+// (h2c with prior knowledge: the client starts with the connection preface)
+// served by x/net/http2, one handler call per stream, routed with the same
+// route table and clusters as HTTP/1.1. A cluster that speaks HTTP/2
+// upstream gets the stream on a multiplexed connection (cluster.h2Pool);
+// others get it as an HTTP/1.1 request.
+
+// maxRequestHeadersBytes is Envoy's default max_request_headers_kb (60).
+const maxRequestHeadersBytes = 60 << 10
+
+// buildCodec reads codec_type and http2_protocol_options. HTTP/2 is served
+// for codec_type HTTP2 and, when the connection starts with the HTTP/2
+// preface, for AUTO.
+func (f *Filter) buildCodec(h *hcmv3.HttpConnectionManager) error {
+	f.codec = h.GetCodecType()
+	switch f.codec {
+	case hcmv3.HttpConnectionManager_HTTP1:
+		if h.GetHttp2ProtocolOptions() != nil {
+			return errors.New("http2_protocol_options is set but codec_type is HTTP1 (use AUTO or HTTP2, or drop the options)")
+		}
+		return nil
+	case hcmv3.HttpConnectionManager_AUTO, hcmv3.HttpConnectionManager_HTTP2:
+	default:
+		return fmt.Errorf("codec_type %s is not supported (want AUTO, HTTP1 or HTTP2)", f.codec)
+	}
+	s, err := cluster.ParseHTTP2Options("http2_protocol_options", h.GetHttp2ProtocolOptions())
+	if err != nil {
+		return err
+	}
+	// Unset options keep x/net/http2's defaults (250 streams, 1 MiB
+	// windows), not Envoy's (2^31-1 streams, 256 MiB windows): the
+	// handler buffers a window's worth per stream when the upstream is
+	// slower than the client.
+	f.h2 = &http2.Server{
+		MaxConcurrentStreams:         s.MaxConcurrentStreams,
+		MaxUploadBufferPerStream:     int32(min(s.InitialStreamWindowSize, 1<<31-1)),
+		MaxUploadBufferPerConnection: int32(min(s.InitialConnectionWindowSize, 1<<31-1)),
+	}
+	return nil
+}
+
+// serveHTTP2Capable serves a connection whose filter allows HTTP/2: HTTP/2
+// for codec_type HTTP2, else whatever the first bytes say. c is tracked.
+func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource) {
+	if f.codec == hcmv3.HttpConnectionManager_HTTP2 {
+		s.serveH2(c, c, f, dst, src)
+		return
+	}
+	var base net.Conn = c
+	if s.codec == CodecStrait {
+		base = http1.WrapConn(c) // keep the HTTP/1.1 path's raw I/O
+	}
+	pre, isH2, err := sniffPreface(base)
+	if err != nil && len(pre) == 0 {
+		s.untrack(c)
+		c.Close()
+		return
+	}
+	pc := &prefixConn{Conn: base, pre: pre}
+	if isH2 {
+		s.serveH2(pc, c, f, dst, src)
+		return
+	}
+	s.untrack(c)
+	if s.codec == CodecStrait {
+		if !s.track(pc) {
+			pc.Close()
+			return
+		}
+		s.serveH1(pc, f, dst, src)
+		return
+	}
+	if !s.ln.push(&conn{Conn: pc, filter: f, dst: dst, src: src}) {
+		pc.Close()
+	}
+}
+
+// sniffPreface reads until the bytes read so far are the HTTP/2 client
+// preface or cannot become it, and returns them.
+func sniffPreface(c net.Conn) (pre []byte, isH2 bool, err error) {
+	const preface = http2.ClientPreface
+	buf := make([]byte, 0, 4<<10)
+	for {
+		n, err := c.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		m := min(len(buf), len(preface))
+		if string(buf[:m]) != preface[:m] {
+			return buf, false, nil
+		}
+		if len(buf) >= len(preface) {
+			return buf, true, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+}
+
+// prefixConn is a connection whose first bytes were already read.
+type prefixConn struct {
+	net.Conn
+	pre []byte // owned by the reading goroutine
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(p, c.pre)
+		c.pre = c.pre[n:]
+		if len(c.pre) == 0 {
+			c.pre = nil
+		}
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// serveH2 serves HTTP/2 on nc until it closes; tracked is the connection
+// Close closes.
+func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource) {
+	defer s.untrack(tracked)
+	defer nc.Close()
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src})
+	f.h2.ServeConn(nc, &http2.ServeConnOpts{
+		Context: ctx,
+		Handler: http.HandlerFunc(s.serveStream),
+		BaseConfig: &http.Server{
+			MaxHeaderBytes: maxRequestHeadersBytes,
+			ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		},
+	})
+}
+
+// serveStream routes and forwards one HTTP/2 stream.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
+	c, ok := r.Context().Value(connKey{}).(*conn)
+	if !ok {
+		streamLocalReply(w, r, http.StatusInternalServerError, "", errNoConn.Error())
+		return
+	}
+	table := c.filter.table()
+	if table == nil || r.Method == http.MethodConnect {
+		// CONNECT needs a connect_matcher route, which is not supported:
+		// no route, as Envoy answers without one.
+		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
+		return
+	}
+	path := r.URL.Path
+	if r.URL.RawPath != "" {
+		path = r.URL.RawPath
+	}
+	rt := table.Match(r.Host, path, r.Header)
+	if rt == nil {
+		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
+		return
+	}
+	if rt.Direct != nil {
+		streamLocalReply(w, r, rt.Direct.Status, "", rt.Direct.Body)
+		return
+	}
+	cl := s.clusters.Get(rt.PickCluster())
+	if cl == nil {
+		streamLocalReply(w, r, http.StatusServiceUnavailable, "NC", "")
+		return
+	}
+	ep, err := cl.Pick(c.dst)
+	if err != nil {
+		streamLocalReply(w, r, http.StatusServiceUnavailable, "UH", bodyNoHealthy)
+		return
+	}
+	ep.Source = c.src
+	s.forwardStream(w, r, cl, ep)
+}
+
+// forwardStream sends one stream's request to ep and relays the response,
+// flushing as data arrives when its length is unknown (gRPC streams need
+// every message delivered when it is sent) and passing trailers on.
+func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, cl *cluster.Cluster, ep cluster.Endpoint) {
+	ctx := r.Context()
+	grpc := isGRPC(r.Header)
+	if grpc {
+		// The deadline the client asked for (as Istio configures Envoy:
+		// max_stream_duration.grpc_timeout_header_max without a cap).
+		if d, ok := parseGRPCTimeout(r.Header.Get("Grpc-Timeout")); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+	}
+	out := r.WithContext(ctx) // shallow copy; r is ours until we return
+	out.RequestURI = ""
+	out.Close = false
+	out.URL.Scheme = "http"
+	h := out.Header
+	trailers := teTrailers(h["Te"])
+	removeHop(h)
+	if trailers {
+		h["Te"] = []string{"trailers"} // gRPC servers may require it
+	}
+	if _, ok := h["X-Forwarded-Proto"]; !ok {
+		h["X-Forwarded-Proto"] = []string{"http"}
+	}
+	if _, ok := h["X-Request-Id"]; !ok {
+		h["X-Request-Id"] = []string{newRequestID()}
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = nil // don't let the client add Go's default
+	}
+	if r.ContentLength == 0 {
+		out.Body = nil
+	}
+
+	cl.Stats.RqTotal.Add(1)
+	resp, err := cl.RoundTrip(out, ep)
+	if err != nil {
+		if errors.Is(r.Context().Err(), context.Canceled) {
+			return // downstream reset the stream
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The client's own deadline: DEADLINE_EXCEEDED, as Envoy
+			// answers when a stream's max duration is reached (the client
+			// may be about to say the same, and should see one code).
+			cl.Stats.AddResponse(http.StatusGatewayTimeout)
+			grpcLocalReply(w, grpcDeadlineExceeded, "UT", "upstream request timeout")
+			return
+		}
+		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
+		cl.Stats.AddResponse(http.StatusServiceUnavailable)
+		streamLocalReply(w, r, http.StatusServiceUnavailable, "UF", bodyConnectFailed)
+		return
+	}
+	defer resp.Body.Close()
+	cl.Stats.AddResponse(resp.StatusCode)
+
+	wh := w.Header()
+	for k, v := range resp.Header {
+		wh[k] = v
+	}
+	removeHop(wh)
+	w.WriteHeader(resp.StatusCode)
+
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	// A body of known length goes out as the handler returns, with the
+	// headers and END_STREAM in as few writes as fit; anything else
+	// (gRPC, streams) is flushed as it arrives.
+	copy := copyFlushing
+	if resp.ContentLength >= 0 {
+		copy = func(w http.ResponseWriter, r io.Reader, buf []byte) error {
+			_, err := io.CopyBuffer(writerOnly{w}, r, buf)
+			return err
+		}
+	}
+	if err := copy(w, resp.Body, *bp); err != nil {
+		// Can't send a status any more: reset the stream so the client
+		// sees the response cut short, like Envoy.
+		s.log.Debug("response body failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
+		panic(http.ErrAbortHandler)
+	}
+	// Trailers that were not announced (gRPC never announces
+	// grpc-status) are sent with the TrailerPrefix convention.
+	for k, vv := range resp.Trailer {
+		for _, v := range vv {
+			wh.Add(http.TrailerPrefix+k, v)
+		}
+	}
+}
+
+// teTrailers reports whether a TE header asks for trailers, the only TE
+// value that HTTP/2 allows (RFC 9113 §8.2.2).
+func teTrailers(vv []string) bool {
+	for _, v := range vv {
+		for _, f := range splitComma(v) {
+			if name, _, _ := strings.Cut(f, ";"); strings.EqualFold(strings.TrimSpace(name), "trailers") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isGRPC reports whether the request is gRPC (Envoy's
+// Grpc::Common::hasGrpcContentType: application/grpc, optionally followed
+// by "+format" or ";params"; gRPC-Web is not).
+func isGRPC(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	const g = "application/grpc"
+	if !strings.HasPrefix(ct, g) {
+		return false
+	}
+	return len(ct) == len(g) || ct[len(g)] == '+' || ct[len(g)] == ';'
+}
+
+// streamLocalReply answers without an upstream; a gRPC request gets it in
+// gRPC's trailers-only form (HTTP 200, the status in grpc-status), as
+// Envoy's local replies do.
+func streamLocalReply(w http.ResponseWriter, r *http.Request, code int, flags, body string) {
+	if !isGRPC(r.Header) {
+		localReply(w, code, flags, body)
+		return
+	}
+	grpcLocalReply(w, grpcStatusForHTTP(code), flags, body)
+}
+
+// grpcDeadlineExceeded is gRPC's DEADLINE_EXCEEDED status code.
+const grpcDeadlineExceeded = 4
+
+// grpcLocalReply answers a gRPC request in trailers-only form with status.
+func grpcLocalReply(w http.ResponseWriter, status uint32, flags, body string) {
+	h := w.Header()
+	if flags != "" {
+		h.Set("X-Strait-Response-Flags", flags)
+	}
+	h.Set("Content-Type", "application/grpc")
+	h.Set("Grpc-Status", strconv.Itoa(int(status)))
+	if body != "" {
+		h.Set("Grpc-Message", grpcPercentEncode(body))
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// grpcStatusForHTTP maps an HTTP status to a gRPC status code (gRPC's
+// http-grpc-status-mapping, which Envoy's Grpc::Utility::httpToGrpcStatus
+// follows).
+func grpcStatusForHTTP(code int) uint32 {
+	switch code {
+	case 200:
+		return 0 // OK
+	case 400:
+		return 13 // INTERNAL
+	case 401:
+		return 16 // UNAUTHENTICATED
+	case 403:
+		return 7 // PERMISSION_DENIED
+	case 404:
+		return 12 // UNIMPLEMENTED
+	case 429, 502, 503, 504:
+		return 14 // UNAVAILABLE
+	}
+	return 2 // UNKNOWN
+}
+
+// grpcPercentEncode encodes a grpc-message value: bytes outside printable
+// ASCII, and '%', become %XX.
+func grpcPercentEncode(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e || c == '%' {
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// parseGRPCTimeout parses a grpc-timeout value: at most 8 digits and a unit
+// (H, M, S, m, u, n).
+func parseGRPCTimeout(v string) (time.Duration, bool) {
+	if len(v) < 2 || len(v) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	var unit time.Duration
+	switch v[len(v)-1] {
+	case 'H':
+		unit = time.Hour
+	case 'M':
+		unit = time.Minute
+	case 'S':
+		unit = time.Second
+	case 'm':
+		unit = time.Millisecond
+	case 'u':
+		unit = time.Microsecond
+	case 'n':
+		unit = time.Nanosecond
+	default:
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}

@@ -1,0 +1,167 @@
+package hcm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+)
+
+// This file is HTTP/1.1 Upgrade (WebSocket and the like) on the strait
+// codec: when the HCM's upgrade_configs allow the requested protocol, the
+// request goes to a new upstream connection with its Upgrade and
+// Connection headers; a 101 answer turns both connections into a byte
+// tunnel, anything else is relayed as a normal response and the
+// connection closes.
+
+// buildUpgrades reads upgrade_configs: the upgrade types allowed.
+func (f *Filter) buildUpgrades(h *hcmv3.HttpConnectionManager) error {
+	for i, u := range h.GetUpgradeConfigs() {
+		typ := strings.ToLower(u.GetUpgradeType())
+		if typ == "" {
+			return fmt.Errorf("upgrade_configs[%d].upgrade_type is empty", i)
+		}
+		if typ == "connect" {
+			return fmt.Errorf("upgrade_configs[%d]: upgrade_type CONNECT is not supported", i)
+		}
+		if len(u.GetFilters()) > 0 {
+			return fmt.Errorf("upgrade_configs[%d].filters is not supported (upgrades use the HCM's filters)", i)
+		}
+		if u.GetEnabled() != nil && !u.GetEnabled().GetValue() {
+			continue
+		}
+		if f.upgrades == nil {
+			f.upgrades = map[string]bool{}
+		}
+		f.upgrades[typ] = true
+	}
+	return nil
+}
+
+// upgradeAllowed reports whether the request asks for an upgrade that the
+// filter allows (the first protocol of the Upgrade header, without its
+// version, as Envoy compares it).
+func (f *Filter) upgradeAllowed(req *http1.Request) bool {
+	if !req.Upgrade || len(f.upgrades) == 0 {
+		return false
+	}
+	v, ok := req.Headers.Get("Upgrade")
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(string(v), ",")
+	name, _, _ := strings.Cut(strings.TrimSpace(first), "/")
+	return f.upgrades[strings.ToLower(name)]
+}
+
+// forwardUpgrade sends an upgrade request to ep on a new connection and,
+// on 101, tunnels bytes both ways until the upstream side ends. The
+// downstream connection never carries another request.
+func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint) bool {
+	req := &c.req
+	if req.Framing != http1.FramingNone {
+		// A body would have to reach the upstream before the tunnel;
+		// WebSocket handshakes have none.
+		return c.localReply(400, "", "")
+	}
+	cl.Stats.RqTotal.Add(1)
+	uc, err := cl.DialConn(context.Background(), ep)
+	if err != nil {
+		return c.upstreamFailed(cl, ep, err, true)
+	}
+	w := c.appendRequestHead(c.wbuf[:0], ep)
+	w = w[:len(w)-2] // reopen the head: add the hop-by-hop fields of the upgrade
+	w = append(w, "connection: upgrade\r\n"...)
+	for i := range req.Headers {
+		if h := &req.Headers[i]; http1.EqualFold(h.Name, "Upgrade") {
+			w = http1.AppendHeader(w, h.Name, h.Value)
+		}
+	}
+	w = append(w, "\r\n"...)
+	c.wbuf = w
+	if _, err := uc.Write(w); err != nil {
+		uc.Close()
+		return c.upstreamFailed(cl, ep, err, true)
+	}
+	head, err := uc.R.ReadHead(http1.DefaultMaxHeadBytes)
+	if err == nil {
+		err = http1.ParseResponse(head, &c.resp, false)
+	}
+	if err != nil {
+		uc.Close()
+		return c.upstreamFailed(cl, ep, err, true)
+	}
+	cl.Stats.AddResponse(c.resp.Status)
+	if c.resp.Status != 101 {
+		// Refused: an ordinary response, after which both close.
+		w = c.appendResponseHead(c.wbuf[:0], req.Minor, false)
+		c.wbuf = w
+		_, err = c.nc.Write(w)
+		if err == nil && c.resp.Framing != http1.FramingNone {
+			c.copyResponseBody(uc, c.resp.Framing != http1.FramingLength && req.Minor == 1)
+		}
+		uc.Close()
+		return false
+	}
+	// 101: the head as received (its Upgrade and Connection included),
+	// then the tunnel.
+	w = append(c.wbuf[:0], "HTTP/1.1 101 "...)
+	w = append(w, c.resp.Reason...)
+	w = append(w, "\r\n"...)
+	for i := range c.resp.Headers {
+		h := &c.resp.Headers[i]
+		w = http1.AppendHeader(w, h.Name, h.Value)
+	}
+	w = append(w, "\r\n"...)
+	c.wbuf = w
+	if _, err := c.nc.Write(w); err != nil {
+		uc.Close()
+		return false
+	}
+	c.tunnel(uc)
+	return false
+}
+
+// tunnel copies bytes both ways, each reader's buffered bytes first. The
+// client's end of stream half-closes the upstream; the upstream's ends
+// the tunnel.
+func (c *h1conn) tunnel(uc *cluster.UpstreamConn) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		bp := copyBufPool.Get().(*[]byte)
+		defer copyBufPool.Put(bp)
+		_, err := io.CopyBuffer(writerOnly{uc.Conn}, readerOnly{c.r}, *bp)
+		if err == nil {
+			if cw, ok := uc.Conn.(interface{ CloseWrite() error }); ok {
+				cw.CloseWrite()
+				return
+			}
+		}
+		uc.Conn.Close()
+	}()
+	bp := copyBufPool.Get().(*[]byte)
+	_, err := io.CopyBuffer(writerOnly{c.nc}, readerOnly{uc.R}, *bp)
+	copyBufPool.Put(bp)
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		c.s.log.Debug("upgrade tunnel ended", "error", err)
+	}
+	// Unblock the other direction, then release the upstream's reader
+	// once nothing reads it.
+	c.nc.Close()
+	uc.Conn.Close()
+	wg.Wait()
+	uc.Close()
+}
+
+// readerOnly hides a reader's WriteTo so CopyBuffer uses our buffer.
+type readerOnly struct{ io.Reader }

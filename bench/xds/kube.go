@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/straitmesh/strait/internal/testenv/kube"
+	"github.com/straitmesh/strait/internal/kubeapiserver"
 )
 
 // kubeMesh is the generated mesh as Kubernetes objects in a test API server
@@ -31,7 +31,7 @@ import (
 // ready endpoints; per proxy a Pod whose status.podIP is the proxy's IP, so
 // that either control plane can resolve the node id to a pod.
 type kubeMesh struct {
-	env    *kube.Env
+	env    *kubeapiserver.Env
 	client kubernetes.Interface
 	dyn    dynamic.Interface
 }
@@ -42,10 +42,10 @@ var (
 )
 
 func startKubeMesh(ctx context.Context, m *mesh) (*kubeMesh, error) {
-	if _, err := kube.Binaries(ctx, os.Stderr); err != nil {
+	if _, err := kubeapiserver.Binaries(ctx, os.Stderr); err != nil {
 		return nil, err
 	}
-	env, err := kube.StartContext(ctx, kube.Options{Progress: os.Stderr})
+	env, err := kubeapiserver.StartContext(ctx, kubeapiserver.Options{Progress: os.Stderr})
 	if err != nil {
 		return nil, err
 	}

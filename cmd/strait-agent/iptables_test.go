@@ -12,7 +12,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/iptables"
 	"github.com/straitmesh/strait/internal/iptables/iptablestest"
-	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
@@ -145,17 +145,17 @@ func TestIptablesRejectsBadFlagsBeforeChangingAnything(t *testing.T) {
 // iptables-restore inside a network namespace, twice.
 func TestIptablesCommandInNetns(t *testing.T) {
 	testreq.Binary(t, "iptables-restore", "iptables")
-	n := testenv.NewTestNetwork(t)
+	n := netns.NewTestNetwork(t)
 	pod := n.AddTestPod(t, "agent")
 	runner := iptables.ExecRunner{Command: func(ctx context.Context, name string, args ...string) *exec.Cmd {
-		return pod.Command(ctx, testenv.ExecOptions{}, name, args...)
+		return pod.Command(ctx, netns.ExecOptions{}, name, args...)
 	}}
 	for i := 0; i < 2; i++ {
 		if _, stderr, err := runIptablesCmd(t, nil, runner, seedArgs...); err != nil {
 			t.Fatalf("run #%d: %v\n%s", i+1, err, stderr)
 		}
 	}
-	out, err := pod.Run(context.Background(), testenv.ExecOptions{}, "iptables-save", "-t", "nat")
+	out, err := pod.Run(context.Background(), netns.ExecOptions{}, "iptables-save", "-t", "nat")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,18 +304,18 @@ func TestIptablesCleanupOnlyAndValidation(t *testing.T) {
 // namespace uses.
 func TestIptablesTProxyCommandInNetns(t *testing.T) {
 	testreq.Binary(t, "iptables-restore", "iptables")
-	n := testenv.NewTestNetwork(t)
+	n := netns.NewTestNetwork(t)
 	pod := n.AddTestPod(t, "agent")
 	ctx := context.Background()
 	command := func(ctx context.Context, name string, args ...string) *exec.Cmd {
-		return pod.Command(ctx, testenv.ExecOptions{}, name, args...)
+		return pod.Command(ctx, netns.ExecOptions{}, name, args...)
 	}
 	// The namespace already uses iptables-legacy.
-	if out, err := pod.Run(ctx, testenv.ExecOptions{}, "iptables-legacy", "-t", "nat", "-A", "POSTROUTING", "-o", "eth0", "-j", "RETURN"); err != nil {
+	if out, err := pod.Run(ctx, netns.ExecOptions{}, "iptables-legacy", "-t", "nat", "-A", "POSTROUTING", "-o", "eth0", "-j", "RETURN"); err != nil {
 		testreq.Missing(t, "no iptables-legacy: %v %s", err, out)
 	}
 	save := func() string {
-		out, err := pod.Run(ctx, testenv.ExecOptions{}, "iptables-legacy-save")
+		out, err := pod.Run(ctx, netns.ExecOptions{}, "iptables-legacy-save")
 		if err != nil {
 			t.Fatal(err)
 		}

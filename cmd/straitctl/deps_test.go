@@ -17,7 +17,7 @@ func TestDoesNotLinkTheControlPlane(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"internal/xds", "internal/registry"} {
+		for _, banned := range []string{"internal/xds", "internal/registry", "internal/mesh"} {
 			pkg := "github.com/straitmesh/strait/" + banned
 			if dep == pkg || strings.HasPrefix(dep, pkg+"/") {
 				t.Errorf("straitctl depends on %s", dep)

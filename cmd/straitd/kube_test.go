@@ -23,8 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/model"
-	kubetestenv "github.com/straitmesh/strait/internal/testenv/kube"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -67,7 +67,7 @@ func TestKubeMode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver")
 	}
-	env := kubetestenv.Start(t, kubetestenv.Options{})
+	env := kubeapiserver.Start(t, kubeapiserver.Options{})
 	kc := env.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/iptables"
+	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/origdst"
-	"github.com/straitmesh/strait/internal/testenv"
 	"github.com/straitmesh/strait/internal/testreq"
 	"github.com/straitmesh/strait/internal/transparent"
 )
@@ -26,20 +26,20 @@ func needIptables(t *testing.T) {
 	testreq.Binary(t, "iptables-restore", "iptables")
 }
 
-func podCommand(pod *testenv.Pod) iptables.CommandFunc {
+func podCommand(pod *netns.Pod) iptables.CommandFunc {
 	return func(ctx context.Context, name string, args ...string) *exec.Cmd {
-		return pod.Command(ctx, testenv.ExecOptions{}, name, args...)
+		return pod.Command(ctx, netns.ExecOptions{}, name, args...)
 	}
 }
 
 // podSystem detects the pod's backend, as strait-agent does.
-func podSystem(ctx context.Context, t *testing.T, pod *testenv.Pod) iptables.System {
+func podSystem(ctx context.Context, t *testing.T, pod *netns.Pod) iptables.System {
 	t.Helper()
 	b, _ := iptables.DetectBackend(ctx, podCommand(pod))
 	return b.System(podCommand(pod))
 }
 
-func install(ctx context.Context, t *testing.T, pod *testenv.Pod, cfg iptables.Config) iptables.Plan {
+func install(ctx context.Context, t *testing.T, pod *netns.Pod, cfg iptables.Config) iptables.Plan {
 	t.Helper()
 	plan, err := iptables.Build(cfg)
 	if err != nil {
@@ -80,7 +80,7 @@ type captureCase struct {
 	want string
 }
 
-func asUser(pod *testenv.Pod, id testenv.Identity) dialFunc {
+func asUser(pod *netns.Pod, id netns.Identity) dialFunc {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return pod.DialContextAs(ctx, id, network, addr)
 	}
@@ -91,7 +91,7 @@ func asUser(pod *testenv.Pod, id testenv.Identity) dialFunc {
 // others reach the real server.
 func TestOutboundFlagsInNetns(t *testing.T) {
 	needIptables(t)
-	n := testenv.NewTestNetwork(t)
+	n := netns.NewTestNetwork(t)
 	app := n.AddTestPod(t, "app")
 	peer := n.AddTestPod(t, "peer")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -102,9 +102,9 @@ func TestOutboundFlagsInNetns(t *testing.T) {
 	listen(t, peer, ":80", "peer80")
 	peerIP := peer.IP.String()
 	peerNet := netip.PrefixFrom(peer.IP, 32).String()
-	proxyUID := asUser(app, testenv.Identity{UID: 1337, GID: 2000})
-	proxyGID := asUser(app, testenv.Identity{UID: 2000, GID: 1337})
-	user := asUser(app, testenv.Identity{UID: 2000, GID: 2000})
+	proxyUID := asUser(app, netns.Identity{UID: 1337, GID: 2000})
+	proxyGID := asUser(app, netns.Identity{UID: 2000, GID: 1337})
+	user := asUser(app, netns.Identity{UID: 2000, GID: 2000})
 	cap := func(addr string) string { return "outbound " + addr }
 
 	steps := []struct {
@@ -182,7 +182,7 @@ func TestInboundInNetns(t *testing.T) {
 	needIptables(t)
 	for _, mode := range []string{iptables.ModeRedirect, iptables.ModeTProxy} {
 		t.Run(mode, func(t *testing.T) {
-			n := testenv.NewTestNetwork(t)
+			n := netns.NewTestNetwork(t)
 			app := n.AddTestPod(t, "app")
 			peer := n.AddTestPod(t, "peer")
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -268,7 +268,7 @@ func TestClientIPReachesApp(t *testing.T) {
 	needIptables(t)
 	for _, mode := range []string{iptables.ModeTProxy, iptables.ModeRedirect} {
 		t.Run(mode, func(t *testing.T) {
-			n := testenv.NewTestNetwork(t)
+			n := netns.NewTestNetwork(t)
 			app := n.AddTestPod(t, "app")
 			client := n.AddTestPod(t, "client")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -312,7 +312,7 @@ func TestClientIPReachesApp(t *testing.T) {
 // startTinyProxy listens on 15006 in pod and relays each connection to its
 // original destination: as the client (TPROXY) or from 127.0.0.6
 // (REDIRECT), always as the proxy user 1337.
-func startTinyProxy(ctx context.Context, t *testing.T, pod *testenv.Pod, mode string) {
+func startTinyProxy(ctx context.Context, t *testing.T, pod *netns.Pod, mode string) {
 	t.Helper()
 	var l net.Listener
 	if err := pod.Do(nil, func() error {
@@ -345,7 +345,7 @@ func startTinyProxy(ctx context.Context, t *testing.T, pod *testenv.Pod, mode st
 				var up net.Conn
 				dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				defer cancel()
-				err := pod.Do(&testenv.Identity{UID: 1337, GID: 1337}, func() error {
+				err := pod.Do(&netns.Identity{UID: 1337, GID: 1337}, func() error {
 					var err error
 					up, err = transparent.DialFrom(dctx, src, dst, transparent.DialOptions{Mark: mark})
 					return err
@@ -370,7 +370,7 @@ func TestNginxSeesClientIP(t *testing.T) {
 	nginx := testreq.Binary(t, "nginx", "nginx-light", "/usr/sbin/nginx")
 	for _, mode := range []string{iptables.ModeTProxy, iptables.ModeRedirect} {
 		t.Run(mode, func(t *testing.T) {
-			n := testenv.NewTestNetwork(t)
+			n := netns.NewTestNetwork(t)
 			app := n.AddTestPod(t, "nginx")
 			client := n.AddTestPod(t, "client")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -393,7 +393,7 @@ http {
 				t.Fatal(err)
 			}
 			var stderr strings.Builder
-			if _, err := app.Start(ctx, testenv.ExecOptions{Stderr: &stderr}, nginx, "-p", dir, "-c", dir+"/nginx.conf"); err != nil {
+			if _, err := app.Start(ctx, netns.ExecOptions{Stderr: &stderr}, nginx, "-p", dir, "-c", dir+"/nginx.conf"); err != nil {
 				t.Fatal(err)
 			}
 			url := "http://" + app.IP.String() + ":8080/"
@@ -446,7 +446,7 @@ func TestDNSCaptureInNetns(t *testing.T) {
 	needIptables(t)
 	for _, all := range []bool{false, true} {
 		t.Run(fmt.Sprintf("capture-all-dns=%v", all), func(t *testing.T) {
-			n := testenv.NewTestNetwork(t)
+			n := netns.NewTestNetwork(t)
 			app := n.AddTestPod(t, "app")
 			dns := n.AddTestPod(t, "dns")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -460,16 +460,16 @@ func TestDNSCaptureInNetns(t *testing.T) {
 			// The agent runs as the proxy user (its replies are put back in
 			// the app's conntrack zone by owner) and listens on localhost,
 			// where REDIRECT delivers (so replies leave from 127.0.0.1).
-			udpEcho(ctx, t, app, &testenv.Identity{UID: 1337, GID: 1337}, "127.0.0.1:15053", "agent")
+			udpEcho(ctx, t, app, &netns.Identity{UID: 1337, GID: 1337}, "127.0.0.1:15053", "agent")
 			udpEcho(ctx, t, dns, nil, ":53", "resolver")
 			listen(t, app, ":15053", "agent-tcp")
 			listen(t, dns, ":53", "resolver-tcp")
 			resolver := dns.IP.String() + ":53"
-			proxy := testenv.Identity{UID: 1337, GID: 1337}
+			proxy := netns.Identity{UID: 1337, GID: 1337}
 
 			for _, tc := range []struct {
 				name string
-				id   *testenv.Identity
+				id   *netns.Identity
 				want string
 			}{
 				{"app query goes to the agent", nil, "agent"},
@@ -501,7 +501,7 @@ func TestDNSCaptureInNetns(t *testing.T) {
 	}
 }
 
-func udpEcho(ctx context.Context, t *testing.T, pod *testenv.Pod, id *testenv.Identity, addr, name string) {
+func udpEcho(ctx context.Context, t *testing.T, pod *netns.Pod, id *netns.Identity, addr, name string) {
 	t.Helper()
 	var pc net.PacketConn
 	if err := pod.Do(id, func() error {
@@ -526,7 +526,7 @@ func udpEcho(ctx context.Context, t *testing.T, pod *testenv.Pod, id *testenv.Id
 
 // udpAsk sends one datagram from pod (as id) to addr and returns the
 // reply and its source.
-func udpAsk(ctx context.Context, pod *testenv.Pod, id *testenv.Identity, addr string) (string, string, error) {
+func udpAsk(ctx context.Context, pod *netns.Pod, id *netns.Identity, addr string) (string, string, error) {
 	var c net.Conn
 	if err := pod.Do(id, func() error {
 		var err error
@@ -561,9 +561,9 @@ var counters = regexp.MustCompile(`\[\d+:\d+\]`)
 
 // normalizedSave is iptables-save (or another listing) without comment
 // lines and counters.
-func normalizedSave(ctx context.Context, t *testing.T, pod *testenv.Pod, name string, args ...string) string {
+func normalizedSave(ctx context.Context, t *testing.T, pod *netns.Pod, name string, args ...string) string {
 	t.Helper()
-	out, err := pod.Run(ctx, testenv.ExecOptions{}, name, args...)
+	out, err := pod.Run(ctx, netns.ExecOptions{}, name, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -588,7 +588,7 @@ func TestCleanupRestoresEverything(t *testing.T) {
 	for _, backend := range []string{"nft", "legacy"} {
 		t.Run(backend, func(t *testing.T) {
 			testreq.Binary(t, "iptables-"+backend+"-restore", "iptables")
-			n := testenv.NewTestNetwork(t)
+			n := netns.NewTestNetwork(t)
 			pod := n.AddTestPod(t, "app")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -600,7 +600,7 @@ func TestCleanupRestoresEverything(t *testing.T) {
 				"iptables-" + backend + "-restore":  foreign,
 				"ip6tables-" + backend + "-restore": strings.ReplaceAll(foreign, "192.0.2.0/24", "2001:db8::/64"),
 			} {
-				cmd := pod.Command(ctx, testenv.ExecOptions{}, bin, "--noflush")
+				cmd := pod.Command(ctx, netns.ExecOptions{}, bin, "--noflush")
 				cmd.Stdin = strings.NewReader(input)
 				if out, err := cmd.CombinedOutput(); err != nil {
 					t.Fatalf("%s: %v\n%s", bin, err, out)
@@ -610,7 +610,7 @@ func TestCleanupRestoresEverything(t *testing.T) {
 				{"-4", "rule", "add", "fwmark", "7", "lookup", "70"},
 				{"-4", "route", "add", "local", "default", "dev", "lo", "table", "70"},
 			} {
-				if _, err := pod.Run(ctx, testenv.ExecOptions{}, "ip", args...); err != nil {
+				if _, err := pod.Run(ctx, netns.ExecOptions{}, "ip", args...); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -681,7 +681,7 @@ func TestCleanupRestoresEverything(t *testing.T) {
 // place, in both modes, and fail clearly without them.
 func TestCheckCaptureInNetns(t *testing.T) {
 	needIptables(t)
-	n := testenv.NewTestNetwork(t)
+	n := netns.NewTestNetwork(t)
 	pod := n.AddTestPod(t, "app")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/iptables"
+	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/origdst"
-	"github.com/straitmesh/strait/internal/testenv"
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
@@ -26,9 +26,9 @@ func seedConfig() iptables.Config {
 }
 
 // podRunner runs iptables-save/-restore inside pod.
-func podRunner(pod *testenv.Pod) iptables.ExecRunner {
+func podRunner(pod *netns.Pod) iptables.ExecRunner {
 	return iptables.ExecRunner{Command: func(ctx context.Context, name string, args ...string) *exec.Cmd {
-		return pod.Command(ctx, testenv.ExecOptions{}, name, args...)
+		return pod.Command(ctx, netns.ExecOptions{}, name, args...)
 	}}
 }
 
@@ -53,7 +53,7 @@ func serve(t *testing.T, l net.Listener, name string) {
 	}()
 }
 
-func listen(t *testing.T, pod *testenv.Pod, addr, name string) {
+func listen(t *testing.T, pod *netns.Pod, addr, name string) {
 	t.Helper()
 	l, err := pod.Listen(context.Background(), "tcp", addr)
 	if err != nil {
@@ -78,7 +78,7 @@ func ask(ctx context.Context, dial func(context.Context, string, string) (net.Co
 
 func TestRedirectInNetns(t *testing.T) {
 	testreq.Binary(t, "iptables-restore", "iptables")
-	n := testenv.NewTestNetwork(t)
+	n := netns.NewTestNetwork(t)
 	app := n.AddTestPod(t, "app")
 	peer := n.AddTestPod(t, "peer")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -105,7 +105,7 @@ func TestRedirectInNetns(t *testing.T) {
 	listen(t, peer, ":9000", "peer")
 
 	appIP, peerIP := app.IP.String(), peer.IP.String()
-	proxy := testenv.Identity{UID: 1337, GID: 1337}
+	proxy := netns.Identity{UID: 1337, GID: 1337}
 	asProxy := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return app.DialContextAs(ctx, proxy, network, addr)
 	}

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/netns"
 )
 
 // ProxyUID is the user and group the agent and the proxy run as; the capture
@@ -61,7 +61,7 @@ type Workload struct {
 type Pod struct {
 	Workload
 	IP  string
-	pod *testenv.Pod
+	pod *netns.Pod
 	dir string
 }
 
@@ -69,7 +69,7 @@ type Pod struct {
 type Mesh struct {
 	opts      Options
 	log       *slog.Logger
-	network   *testenv.Network
+	network   *netns.Network
 	workDir   string
 	configDir string
 	xdsAddr   string
@@ -86,7 +86,7 @@ type Mesh struct {
 // traffic, starts the sidecars and the apps, and waits until every sidecar
 // is ready.
 func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
-	if err := testenv.Available(); err != nil {
+	if err := netns.Available(); err != nil {
 		return nil, err
 	}
 	for _, b := range []string{"straitd", "strait-agent", "strait-proxy"} {
@@ -131,7 +131,7 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 			return nil, err
 		}
 	}
-	m.network, err = testenv.NewNetwork(ctx, testenv.NetworkOptions{Prefix: "strait"})
+	m.network, err = netns.NewNetwork(ctx, netns.NetworkOptions{Prefix: "strait"})
 	if err != nil {
 		return nil, fmt.Errorf("create network: %w", err)
 	}
@@ -188,7 +188,7 @@ func (m *Mesh) XDSAddr() string { return m.xdsAddr }
 func (m *Mesh) MonitoringAddr() string { return m.monAddr }
 
 // Network is the bridge the pods are on.
-func (m *Mesh) Network() *testenv.Network { return m.network }
+func (m *Mesh) Network() *netns.Network { return m.network }
 
 // WriteConfig writes a file into straitd's config directory, with the
 // workload placeholder addresses rewritten, atomically (write then rename).
@@ -265,7 +265,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		return err
 	}
 	// 1. Capture, as root, before anything else runs in the pod (the init container's job).
-	capture := p.pod.Command(ctx, testenv.ExecOptions{}, filepath.Join(m.opts.BinDir, "strait-agent"),
+	capture := p.pod.Command(ctx, netns.ExecOptions{}, filepath.Join(m.opts.BinDir, "strait-agent"),
 		"iptables", "-p", "15001", "-z", "15006", "-u", strconv.Itoa(ProxyUID), "-g", strconv.Itoa(ProxyUID), "-m", m.opts.InterceptionMode,
 		"-i", "*", "-x", "", "-b", "*", "-d", "15090,15021,15020")
 	if out, err := capture.CombinedOutput(); err != nil {
@@ -289,7 +289,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		if !strings.Contains(bin, "/") {
 			bin = filepath.Join(m.opts.BinDir, bin)
 		}
-		app := p.pod.Command(context.WithoutCancel(ctx), testenv.ExecOptions{Env: []string{"POD_NAME=" + p.Name}}, bin, args[1:]...)
+		app := p.pod.Command(context.WithoutCancel(ctx), netns.ExecOptions{Env: []string{"POD_NAME=" + p.Name}}, bin, args[1:]...)
 		if err := m.startLogged(app, p.Name+"-app"); err != nil {
 			return err
 		}
@@ -311,7 +311,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 	// The proxy runs as 1337:1337; in TPROXY mode it needs CAP_NET_ADMIN
 	// for transparent sockets, so it runs as root in group 1337 (as
 	// Istio's injector does) and the capture rules match it by group.
-	id := testenv.ExecOptions{UID: ProxyUID, GID: ProxyUID, Env: env, Dir: p.dir}
+	id := netns.ExecOptions{UID: ProxyUID, GID: ProxyUID, Env: env, Dir: p.dir}
 	if m.opts.InterceptionMode == "TPROXY" {
 		id.UID = 0
 	}
@@ -347,7 +347,7 @@ func (p *Pod) DialContext(ctx context.Context, network, addr string) (net.Conn, 
 
 // Command returns a command that runs inside the pod's network namespace.
 func (p *Pod) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	return p.pod.Command(ctx, testenv.ExecOptions{}, name, args...)
+	return p.pod.Command(ctx, netns.ExecOptions{}, name, args...)
 }
 
 // HTTPClient returns a client whose connections are made inside the pod's

@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // A mesh that fails half-way through Start removes what it made: no
 // namespace, bridge or process is left behind.
 func TestStartFailureCleansUp(t *testing.T) {
-	if err := testenv.Available(); err != nil {
+	if err := netns.Available(); err != nil {
 		testreq.Missing(t, "network namespaces unavailable: %v", err)
 	}
 	bin := t.TempDir()

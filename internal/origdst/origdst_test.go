@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/origdst"
-	"github.com/straitmesh/strait/internal/testenv"
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
@@ -19,10 +19,10 @@ import (
 func TestGetRedirected(t *testing.T) {
 	testreq.Binary(t, "iptables", "iptables")
 	testreq.Binary(t, "ip6tables", "iptables")
-	pod := testenv.NewTestNetwork(t).AddTestPod(t, "app")
+	pod := netns.NewTestNetwork(t).AddTestPod(t, "app")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if out, err := pod.Run(ctx, testenv.ExecOptions{}, "ip", "link", "set", "lo", "up"); err != nil {
+	if out, err := pod.Run(ctx, netns.ExecOptions{}, "ip", "link", "set", "lo", "up"); err != nil {
 		t.Fatalf("ip link set lo up: %v: %s", err, out)
 	}
 	for _, tc := range []struct{ bin, listen, dial, want string }{
@@ -31,7 +31,7 @@ func TestGetRedirected(t *testing.T) {
 	} {
 		t.Run(tc.bin, func(t *testing.T) {
 			args := []string{"-t", "nat", "-A", "OUTPUT", "-p", "tcp", "--dport", "7001", "-j", "REDIRECT", "--to-ports", "7000"}
-			if out, err := pod.Run(ctx, testenv.ExecOptions{}, tc.bin, args...); err != nil {
+			if out, err := pod.Run(ctx, netns.ExecOptions{}, tc.bin, args...); err != nil {
 				t.Fatalf("%s %v: %v: %s", tc.bin, args, err, out)
 			}
 			l, err := pod.Listen(ctx, "tcp", tc.listen)

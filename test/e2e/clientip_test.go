@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
@@ -83,7 +83,7 @@ http {
 // access log: in REDIRECT mode requests arrive from 127.0.0.6 (the inbound
 // passthrough address), in TPROXY mode from the client pod itself.
 func TestClientAddressSeenByApp(t *testing.T) {
-	if err := testenv.Available(); err != nil {
+	if err := netns.Available(); err != nil {
 		testreq.Missing(t, "network namespaces unavailable: %v", err)
 	}
 	if binDir == "" {

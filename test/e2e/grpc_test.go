@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -20,8 +19,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/proxy/grpctest"
-	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // grpcServe makes the test binary a gRPC server (the grpcecho pod's app)
@@ -151,11 +151,11 @@ spec:
 // sidecar, to a grpc-go server; an h2c request with curl
 // --http2-prior-knowledge from the client pod; and a WebSocket echo.
 func TestGRPCThroughSidecars(t *testing.T) {
-	if err := testenv.Available(); err != nil {
-		t.Skipf("network namespaces unavailable: %v", err)
+	if err := netns.Available(); err != nil {
+		testreq.Missing(t, "network namespaces unavailable: %v", err)
 	}
 	if binDir == "" {
-		t.Skip("no binaries: run as root or set STRAIT_BIN_DIR")
+		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -217,10 +217,7 @@ func TestGRPCThroughSidecars(t *testing.T) {
 	grpctest.CheckAll(t, c, nil)
 
 	t.Run("curl h2c", func(t *testing.T) {
-		curl, err := exec.LookPath("curl")
-		if err != nil {
-			t.Skip("curl not installed")
-		}
+		curl := testreq.Binary(t, "curl", "curl")
 		// grpc-go answers a GET without application/grpc with 415: an HTTP/2
 		// answer from the server app, through both sidecars.
 		cmd := client.Command(ctx, curl, "-sS", "-o", "/dev/null", "--http2-prior-knowledge", "-w", "%{http_version} %{http_code}",

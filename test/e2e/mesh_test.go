@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/testenv"
+	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
@@ -53,7 +53,7 @@ spec:
 
 func startDemoMesh(t *testing.T) *localmesh.Mesh {
 	t.Helper()
-	if err := testenv.Available(); err != nil {
+	if err := netns.Available(); err != nil {
 		testreq.Missing(t, "network namespaces unavailable: %v", err)
 	}
 	if binDir == "" {

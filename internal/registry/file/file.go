@@ -20,8 +20,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
-	"github.com/straitmesh/strait/internal/registry"
 )
 
 // Timing of Run. Debouncing proper happens in the xDS server; these only
@@ -51,7 +51,7 @@ type Options struct {
 	// Domain is the cluster DNS domain; default "cluster.local".
 	Domain string
 	// RootNamespace is the namespace whose selector-less Sidecar is the
-	// mesh default; default registry.DefaultRootNamespace.
+	// mesh default; default mesh.DefaultRootNamespace.
 	RootNamespace string
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -68,7 +68,7 @@ type Registry struct {
 	rootNamespace string
 	log           *slog.Logger
 
-	snap    atomic.Pointer[registry.Snapshot]
+	snap    atomic.Pointer[mesh.Snapshot]
 	running atomic.Bool
 
 	// Owned by New and then by the Run goroutine.
@@ -100,7 +100,7 @@ func New(opts Options) (*Registry, error) {
 		return nil, fmt.Errorf("file registry: %s is not a directory", opts.Dir)
 	}
 	if opts.Domain == "" {
-		opts.Domain = registry.DefaultDomain
+		opts.Domain = mesh.DefaultDomain
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -109,7 +109,7 @@ func New(opts Options) (*Registry, error) {
 		dir:           opts.Dir,
 		domain:        opts.Domain,
 		rootNamespace: opts.RootNamespace,
-		log:           opts.Logger.With("component", "registry.file", "dir", opts.Dir),
+		log:           opts.Logger.With("component", "mesh.file", "dir", opts.Dir),
 		files:         map[string]*fileState{},
 	}
 	if _, err := r.reloadPaths(time.Now(), nil); err != nil {
@@ -123,7 +123,7 @@ func New(opts Options) (*Registry, error) {
 
 // Snapshot returns the current snapshot. It is never nil and never
 // modified; a change publishes a new one.
-func (r *Registry) Snapshot() *registry.Snapshot { return r.snap.Load() }
+func (r *Registry) Snapshot() *mesh.Snapshot { return r.snap.Load() }
 
 // ResolveProxy checks that a proxy belongs to a known workload: in file
 // mode that is the WorkloadEntry whose address is the proxy's IP.
@@ -141,7 +141,7 @@ func (r *Registry) ResolveProxy(p *model.Proxy) error {
 // returns an error if the watch cannot be set up. After every reload that
 // changed a config it publishes a new snapshot and then calls onChange (on
 // the Run goroutine) with a push request naming the changed configs and
-// what they concern (registry.PushRequestFor): endpoints-only when only
+// what they concern (mesh.PushRequestFor): endpoints-only when only
 // endpoints changed.
 // Run must be called at most once.
 func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) error {
@@ -246,7 +246,7 @@ func (r *Registry) apply(start time.Time, paths map[string]bool, onChange func(*
 	if len(changed) == 0 || onChange == nil {
 		return
 	}
-	onChange(registry.PushRequestFor(old, r.snap.Load(), changed, start))
+	onChange(mesh.PushRequestFor(old, r.snap.Load(), changed, start))
 }
 
 // nextEmptyCheck returns when the earliest file read empty has been empty
@@ -392,7 +392,7 @@ func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.C
 
 func (r *Registry) publish(store *config.Store) {
 	r.version++
-	snap, problems := registry.Build(store, registry.BuildOptions{Domain: r.domain, RootNamespace: r.rootNamespace, Version: r.version, Previous: r.snap.Load()})
+	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.domain, RootNamespace: r.rootNamespace, Version: r.version, Previous: r.snap.Load()})
 	for _, p := range problems {
 		r.log.Warn("config conflict", "error", p.Error())
 	}

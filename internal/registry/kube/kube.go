@@ -2,7 +2,7 @@
 // EndpointSlices, Pods, Namespaces and Nodes through client-go shared
 // informers, and the Istio CRDs (through dynamic informers) and,
 // when enabled, the Gateway API kinds that are installed in the cluster,
-// and turns them into the same registry.Snapshot the xDS generators read.
+// and turns them into the same mesh.Snapshot the xDS generators read.
 //
 // The flow follows Istio's Kubernetes controller (pilot/pkg/serviceregistry/kube/controller):
 // informer callbacks only push (event type, object) onto a queue; one
@@ -44,8 +44,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
-	"github.com/straitmesh/strait/internal/registry"
 )
 
 // Handler keys of the built-in kinds. CRD-backed kinds use "GROUP/Kind".
@@ -75,7 +75,7 @@ const (
 // Source is a snapshot provider served together with the cluster's
 // objects; *file.Registry implements it.
 type Source interface {
-	Snapshot() *registry.Snapshot
+	Snapshot() *mesh.Snapshot
 }
 
 // Options configure a Registry.
@@ -86,7 +86,7 @@ type Options struct {
 	// Domain is the cluster DNS domain; default "cluster.local".
 	Domain string
 	// RootNamespace is the namespace whose selector-less Sidecar is the
-	// mesh default; default registry.DefaultRootNamespace.
+	// mesh default; default mesh.DefaultRootNamespace.
 	RootNamespace string
 	// Static, if set, is served together with the cluster's objects (the
 	// file registry's ServiceEntries, WorkloadEntries, VirtualServices and
@@ -142,7 +142,7 @@ type Registry struct {
 	coreSynced    []cache.InformerSynced
 	syncedCh      chan struct{} // closed after the first snapshot from the cluster
 
-	snap    atomic.Pointer[registry.Snapshot]
+	snap    atomic.Pointer[mesh.Snapshot]
 	running atomic.Bool
 
 	// kindsMu guards kindsView, a copy of the watched CRD kinds for
@@ -166,7 +166,7 @@ func New(opts Options) (*Registry, error) {
 		return nil, errors.New("kube registry: no API server config (--kubeconfig or in-cluster)")
 	}
 	if opts.Domain == "" {
-		opts.Domain = registry.DefaultDomain
+		opts.Domain = mesh.DefaultDomain
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -198,7 +198,7 @@ func New(opts Options) (*Registry, error) {
 	}
 	r := &Registry{
 		opts:          opts,
-		log:           opts.Logger.With("component", "registry.kube"),
+		log:           opts.Logger.With("component", "mesh.kube"),
 		core:          core,
 		queue:         newQueue(),
 		coreInformers: &informerSet{},
@@ -250,7 +250,7 @@ func New(opts Options) (*Registry, error) {
 }
 
 // Snapshot returns the current snapshot; never nil, never modified.
-func (r *Registry) Snapshot() *registry.Snapshot { return r.snap.Load() }
+func (r *Registry) Snapshot() *mesh.Snapshot { return r.snap.Load() }
 
 // HasSynced reports whether the snapshot holds the cluster's objects (the
 // informers' first lists are in).
@@ -417,7 +417,7 @@ func unionKeys(a, b map[model.ConfigKey]struct{}) map[model.ConfigKey]struct{} {
 }
 
 // describe completes a batch's push request with what the change concerns,
-// as the file registry does (registry.PushRequestFor): the hosts whose
+// as the file registry does (mesh.PushRequestFor): the hosts whose
 // service or endpoints changed and the addresses whose inbound side
 // changed, so that the xDS server can push only to dependent proxies. The
 // handlers' decisions stand: a full push stays full, the reasons are
@@ -427,8 +427,8 @@ func unionKeys(a, b map[model.ConfigKey]struct{}) map[model.ConfigKey]struct{} {
 // than trusted to the event that reported it: a batch may already see an
 // object whose event comes in the next one) makes the push full, for that
 // workload's own proxy.
-func describe(old, new *registry.Snapshot, req *model.PushRequest, changed map[model.ConfigKey]struct{}, global bool) *model.PushRequest {
-	out := registry.PushRequestFor(old, new, req.ConfigsUpdated, req.Start).Merge(req)
+func describe(old, new *mesh.Snapshot, req *model.PushRequest, changed map[model.ConfigKey]struct{}, global bool) *model.PushRequest {
+	out := mesh.PushRequestFor(old, new, req.ConfigsUpdated, req.Start).Merge(req)
 	out.Reason = req.Reason
 	for k := range changed {
 		if k.Kind != config.KindWorkloadEntry {

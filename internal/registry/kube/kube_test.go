@@ -26,8 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/model"
-	testkube "github.com/straitmesh/strait/internal/testenv/kube"
 	"github.com/straitmesh/strait/internal/testreq"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
@@ -41,7 +41,7 @@ const convergence = time.Second
 // stop it or need it without CRDs; each such test uses its own namespace.
 var shared struct {
 	once sync.Once
-	env  *testkube.Env
+	env  *kubeapiserver.Env
 	err  error
 }
 
@@ -53,21 +53,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func sharedEnv(t *testing.T) *testkube.Env {
+func sharedEnv(t *testing.T) *kubeapiserver.Env {
 	t.Helper()
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 		defer cancel()
-		if _, shared.err = testkube.Binaries(ctx, os.Stderr); shared.err != nil {
+		if _, shared.err = kubeapiserver.Binaries(ctx, os.Stderr); shared.err != nil {
 			return
 		}
 		ctx2, cancel2 := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel2()
-		shared.env, shared.err = testkube.StartContext(ctx2, testkube.Options{})
+		shared.env, shared.err = kubeapiserver.StartContext(ctx2, kubeapiserver.Options{})
 	})
 	if shared.err != nil {
-		if errors.Is(shared.err, testkube.ErrUnavailable) {
-			if v := os.Getenv(testkube.EnvRequired); v != "1" && v != "true" {
+		if errors.Is(shared.err, kubeapiserver.ErrUnavailable) {
+			if v := os.Getenv(kubeapiserver.EnvRequired); v != "1" && v != "true" {
 				testreq.Missing(t, "no Kubernetes API server for tests: %v", shared.err)
 			}
 		}
@@ -150,7 +150,7 @@ type fixture struct {
 	domain string
 }
 
-func newFixture(t *testing.T, env *testkube.Env, ns string) *fixture {
+func newFixture(t *testing.T, env *kubeapiserver.Env, ns string) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)

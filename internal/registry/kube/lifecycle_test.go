@@ -15,10 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/straitmesh/strait/internal/kubeapiserver"
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
-	"github.com/straitmesh/strait/internal/registry"
 	"github.com/straitmesh/strait/internal/registry/file"
-	testkube "github.com/straitmesh/strait/internal/testenv/kube"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -28,7 +28,7 @@ import (
 // restart, and a VirtualService then reaches RDS.
 func TestCRDsInstalledLater(t *testing.T) {
 	sharedEnv(t) // skips when the binaries cannot be had
-	env := testkube.Start(t, testkube.Options{NoIstioCRDs: true})
+	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true})
 	f := newFixture(t, env, "late")
 	node := f.pod("client", "10.200.4.1", nil)
 	f.service("web", corev1.ServicePort{Name: "http", Port: 80})
@@ -78,7 +78,7 @@ func TestCRDsInstalledLater(t *testing.T) {
 // is pushed.
 func TestAPIServerOutage(t *testing.T) {
 	sharedEnv(t)
-	env := testkube.Start(t, testkube.Options{})
+	env := kubeapiserver.Start(t, kubeapiserver.Options{})
 	f := newFixture(t, env, "outage")
 	node := f.pod("client", "10.200.5.1", nil)
 	f.service("web", corev1.ServicePort{Name: "http", Port: 80})
@@ -105,7 +105,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if got := c.counts(); !maps.Equal(got, before) {
 		t.Errorf("pushes during the outage: before %v, after %v", before, got)
 	}
-	if d := registry.DiffServices(snap, p.reg.Snapshot()); len(d.Hosts) > 0 {
+	if d := mesh.DiffServices(snap, p.reg.Snapshot()); len(d.Hosts) > 0 {
 		t.Errorf("services changed during the outage: %v", d.Hosts)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

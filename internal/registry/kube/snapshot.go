@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
-	"github.com/straitmesh/strait/internal/registry"
 )
 
 // buildStore collects everything the service model is built from: the
@@ -107,11 +107,11 @@ func (r *Registry) podByKey(key string) (*corev1.Pod, bool) {
 // updateEndpoints is the fast path for a batch of EndpointSlice events
 // only, the common case at scale: it converts just the Services those
 // slices belong to and derives the new snapshot from the current one
-// (registry.Snapshot.UpdateEndpoints) instead of rebuilding everything.
+// (mesh.Snapshot.UpdateEndpoints) instead of rebuilding everything.
 // It returns the old snapshot, the changed configs and true when it
 // published; false when the batch needs a full rebuild (another kind of
 // event, or a change that is more than endpoints).
-func (r *Registry) updateEndpoints(evs []event) (*registry.Snapshot, map[model.ConfigKey]struct{}, bool) {
+func (r *Registry) updateEndpoints(evs []event) (*mesh.Snapshot, map[model.ConfigKey]struct{}, bool) {
 	services := map[string]bool{} // namespace/name
 	for _, ev := range evs {
 		if ev.kind != kindEndpointSlice {
@@ -161,7 +161,7 @@ func (r *Registry) updateEndpoints(evs []event) (*registry.Snapshot, map[model.C
 // publish builds and stores a new snapshot from store.
 func (r *Registry) publish(store *config.Store, logIt bool) {
 	r.version++
-	snap, problems := registry.Build(store, registry.BuildOptions{Domain: r.opts.Domain, RootNamespace: r.opts.RootNamespace, Version: r.version, Previous: r.snap.Load()})
+	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.opts.Domain, RootNamespace: r.opts.RootNamespace, Version: r.version, Previous: r.snap.Load()})
 	msgs := make([]string, 0, len(problems))
 	for _, p := range problems {
 		msgs = append(msgs, p.Error())

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/straitmesh/strait/internal/config"
-	"github.com/straitmesh/strait/internal/registry"
+	"github.com/straitmesh/strait/internal/mesh"
 )
 
 // cache holds generated, marshalled resources so that what many proxies
@@ -46,7 +46,7 @@ type cache struct {
 
 // serviceEntry is a cached result for one service.
 type serviceEntry struct {
-	svc *registry.Service
+	svc *mesh.Service
 	dr  *config.Config
 	res []*discovery.Resource
 	// ready, when set, is closed once res (or err) is filled in: proxies
@@ -58,8 +58,8 @@ type serviceEntry struct {
 
 // scopeEntry is the shared part of one scope's resources in one snapshot.
 type scopeEntry struct {
-	snap  *registry.Snapshot
-	scope *registry.Scope
+	snap  *mesh.Snapshot
+	scope *mesh.Scope
 	once  sync.Once
 	err   error
 
@@ -89,7 +89,7 @@ func resource(name string, m proto.Message) (*discovery.Resource, error) {
 }
 
 // scope returns the shared resources of scope in snap, building them once.
-func (c *cache) scope(snap *registry.Snapshot, scope *registry.Scope) (*scopeEntry, error) {
+func (c *cache) scope(snap *mesh.Snapshot, scope *mesh.Scope) (*scopeEntry, error) {
 	c.mu.Lock()
 	e := c.scopes[scope.Key]
 	if e == nil || e.snap != snap {
@@ -175,12 +175,12 @@ func (c *cache) buildScope(e *scopeEntry) error {
 
 // serviceClusters returns svc's outbound clusters, from the cache when
 // neither the service nor its DestinationRule changed.
-func (c *cache) serviceClusters(snap *registry.Snapshot, svc *registry.Service) ([]*discovery.Resource, error) {
+func (c *cache) serviceClusters(snap *mesh.Snapshot, svc *mesh.Service) ([]*discovery.Resource, error) {
 	dr := snap.DestinationRule(svc.Hostname)
 	c.mu.RLock()
 	e := c.clusters[svc.Hostname]
 	c.mu.RUnlock()
-	if e != nil && e.dr == dr && (e.svc == svc || registry.SameExceptEndpoints(e.svc, svc)) {
+	if e != nil && e.dr == dr && (e.svc == svc || mesh.SameExceptEndpoints(e.svc, svc)) {
 		return e.res, nil
 	}
 	var res []*discovery.Resource
@@ -201,7 +201,7 @@ func (c *cache) serviceClusters(snap *registry.Snapshot, svc *registry.Service) 
 // loadAssignment returns the EDS resource of one cluster, from the cache
 // when neither its service nor the service's DestinationRule changed; nil
 // when the cluster is unknown or out of scope.
-func (c *cache) loadAssignment(snap *registry.Snapshot, scope *registry.Scope, name string) (*discovery.Resource, error) {
+func (c *cache) loadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, name string) (*discovery.Resource, error) {
 	svc, port, selector, ok := edsTarget(snap, scope, name)
 	if !ok {
 		return nil, nil
@@ -248,7 +248,7 @@ func (c *cache) loadAssignment(snap *registry.Snapshot, scope *registry.Scope, n
 
 // prune drops the cached resources of services that snap no longer has.
 // c.mu must be held.
-func (c *cache) prune(snap *registry.Snapshot) {
+func (c *cache) prune(snap *mesh.Snapshot) {
 	for host := range c.clusters {
 		if snap.Service(host) == nil {
 			delete(c.clusters, host)

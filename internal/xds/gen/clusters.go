@@ -11,9 +11,9 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/protocol"
-	"github.com/straitmesh/strait/internal/registry"
 )
 
 const connectTimeout = 10 * time.Second
@@ -26,7 +26,7 @@ func (g *Generator) BuildClusters(proxy *model.Proxy) []*cluster.Cluster {
 	return buildClusters(g.snapshot(), proxy)
 }
 
-func buildClusters(snap *registry.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
+func buildClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
 	out := outboundClusters(snap, snap.ProxyScope(proxy))
 	out = append(out, inboundClusters(snap, proxy)...)
 	slices.SortFunc(out, func(a, b *cluster.Cluster) int { return cmp.Compare(a.Name, b.Name) })
@@ -35,7 +35,7 @@ func buildClusters(snap *registry.Snapshot, proxy *model.Proxy) []*cluster.Clust
 
 // outboundClusters are the clusters every proxy of a scope shares: one per
 // service port and subset, and the special clusters.
-func outboundClusters(snap *registry.Snapshot, scope *registry.Scope) []*cluster.Cluster {
+func outboundClusters(snap *mesh.Snapshot, scope *mesh.Scope) []*cluster.Cluster {
 	var out []*cluster.Cluster
 	for _, svc := range scope.Services {
 		out = append(out, serviceClusters(snap, svc)...)
@@ -44,7 +44,7 @@ func outboundClusters(snap *registry.Snapshot, scope *registry.Scope) []*cluster
 }
 
 // serviceClusters are the outbound clusters of one service.
-func serviceClusters(snap *registry.Snapshot, svc *registry.Service) []*cluster.Cluster {
+func serviceClusters(snap *mesh.Snapshot, svc *mesh.Service) []*cluster.Cluster {
 	var out []*cluster.Cluster
 	for _, port := range svc.Ports {
 		if port.Protocol == protocol.UDP {
@@ -76,7 +76,7 @@ func specialClusters() []*cluster.Cluster {
 }
 
 // inboundClusters are the proxy's own: one per port its workload serves.
-func inboundClusters(snap *registry.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
+func inboundClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
 	var out []*cluster.Cluster
 	for _, p := range inboundPorts(snap, proxy) {
 		c := inboundCluster(InboundClusterName(p.endpointPort))
@@ -93,7 +93,7 @@ func adsConfigSource() *core.ConfigSource {
 	}
 }
 
-func edsCluster(name string, port registry.Port) *cluster.Cluster {
+func edsCluster(name string, port mesh.Port) *cluster.Cluster {
 	c := &cluster.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
@@ -151,7 +151,7 @@ type inboundPort struct {
 // inboundPorts returns the distinct endpoint ports of the services that
 // select the proxy's workload, sorted. A port that two services give
 // different protocols is HTTP only if all say HTTP.
-func inboundPorts(snap *registry.Snapshot, proxy *model.Proxy) []inboundPort {
+func inboundPorts(snap *mesh.Snapshot, proxy *model.Proxy) []inboundPort {
 	ip := proxyIP(proxy)
 	if ip == "" {
 		return nil

@@ -8,8 +8,8 @@ import (
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
-	"github.com/straitmesh/strait/internal/registry"
 )
 
 // BuildEndpoints returns the load assignments of the named outbound
@@ -20,7 +20,7 @@ func (g *Generator) BuildEndpoints(proxy *model.Proxy, names []string) []*endpoi
 	return buildEndpoints(g.snapshot(), proxy, names)
 }
 
-func buildEndpoints(snap *registry.Snapshot, proxy *model.Proxy, names []string) []*endpoint.ClusterLoadAssignment {
+func buildEndpoints(snap *mesh.Snapshot, proxy *model.Proxy, names []string) []*endpoint.ClusterLoadAssignment {
 	if len(names) == 0 {
 		for _, c := range buildClusters(snap, proxy) {
 			if c.EdsClusterConfig != nil {
@@ -41,7 +41,7 @@ func buildEndpoints(snap *registry.Snapshot, proxy *model.Proxy, names []string)
 
 // clusterLoadAssignment is the EDS resource of one outbound cluster, or
 // nil when the cluster is unknown or out of the scope.
-func clusterLoadAssignment(snap *registry.Snapshot, scope *registry.Scope, name string) *endpoint.ClusterLoadAssignment {
+func clusterLoadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, name string) *endpoint.ClusterLoadAssignment {
 	svc, port, selector, ok := edsTarget(snap, scope, name)
 	if !ok {
 		return nil
@@ -51,7 +51,7 @@ func clusterLoadAssignment(snap *registry.Snapshot, scope *registry.Scope, name 
 
 // edsTarget resolves an outbound cluster name to its service, port and
 // subset selector, if the scope may reach it.
-func edsTarget(snap *registry.Snapshot, scope *registry.Scope, name string) (*registry.Service, uint32, map[string]string, bool) {
+func edsTarget(snap *mesh.Snapshot, scope *mesh.Scope, name string) (*mesh.Service, uint32, map[string]string, bool) {
 	port, subset, host, ok := ParseOutboundClusterName(name)
 	if !ok {
 		return nil, 0, nil, false
@@ -72,7 +72,7 @@ func edsTarget(snap *registry.Snapshot, scope *registry.Scope, name string) (*re
 	return svc, port, selector, true
 }
 
-func loadAssignment(name string, svc *registry.Service, port uint32, selector map[string]string) *endpoint.ClusterLoadAssignment {
+func loadAssignment(name string, svc *mesh.Service, port uint32, selector map[string]string) *endpoint.ClusterLoadAssignment {
 	var lbs []*endpoint.LbEndpoint
 	for _, ep := range svc.Endpoints {
 		if !ep.Matches(selector) {

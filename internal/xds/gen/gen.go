@@ -12,21 +12,21 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
-	"github.com/straitmesh/strait/internal/registry"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // Source supplies the current mesh snapshot. *file.Registry implements it.
 type Source interface {
-	Snapshot() *registry.Snapshot
+	Snapshot() *mesh.Snapshot
 }
 
 // SourceFunc adapts a function to a Source.
-type SourceFunc func() *registry.Snapshot
+type SourceFunc func() *mesh.Snapshot
 
 // Snapshot calls f.
-func (f SourceFunc) Snapshot() *registry.Snapshot { return f() }
+func (f SourceFunc) Snapshot() *mesh.Snapshot { return f() }
 
 // Generator builds the xDS resources of a proxy from the snapshot its
 // Source returns at call time. It holds no other state, so it is safe for
@@ -39,11 +39,11 @@ type Generator struct {
 // New returns a Generator that reads src.
 func New(src Source) *Generator { return &Generator{src: src, cache: newCache()} }
 
-func (g *Generator) snapshot() *registry.Snapshot {
+func (g *Generator) snapshot() *mesh.Snapshot {
 	if s := g.src.Snapshot(); s != nil {
 		return s
 	}
-	s, _ := registry.Build(nil, registry.BuildOptions{})
+	s, _ := mesh.Build(nil, mesh.BuildOptions{})
 	return s
 }
 
@@ -120,7 +120,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 // (every EDS cluster of the scope when watched is empty). Named clusters
 // need no scope entry, so an endpoints push after a new snapshot does not
 // build the scope's listeners and routes.
-func (g *Generator) generateEndpoints(snap *registry.Snapshot, scope *registry.Scope, watched []string) ([]*discovery.Resource, error) {
+func (g *Generator) generateEndpoints(snap *mesh.Snapshot, scope *mesh.Scope, watched []string) ([]*discovery.Resource, error) {
 	names := watched
 	if len(names) == 0 {
 		e, err := g.cache.scope(snap, scope)

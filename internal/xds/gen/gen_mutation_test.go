@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
-	"github.com/straitmesh/strait/internal/registry"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -238,9 +238,9 @@ func storeOf(t *testing.T, docs ...string) *config.Store {
 	return store
 }
 
-func build(t *testing.T, store *config.Store, opts registry.BuildOptions) *registry.Snapshot {
+func build(t *testing.T, store *config.Store, opts mesh.BuildOptions) *mesh.Snapshot {
 	t.Helper()
-	snap, errs := registry.Build(store, opts)
+	snap, errs := mesh.Build(store, opts)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -266,8 +266,8 @@ spec:
 `
 
 func TestNeedsPush(t *testing.T) {
-	snap := build(t, storeOf(t, readTestdata(t, "mesh.yaml"), readTestdata(t, "routing.yaml"), dataSidecar), registry.BuildOptions{Version: 1})
-	g := gen.New(gen.SourceFunc(func() *registry.Snapshot { return snap }))
+	snap := build(t, storeOf(t, readTestdata(t, "mesh.yaml"), readTestdata(t, "routing.yaml"), dataSidecar), mesh.BuildOptions{Version: 1})
+	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
 	app, _ := model.ParseNodeID(appClient)
 	data, _ := model.ParseNodeID(dataClient)
 	key := func(kind model.Kind, ns, name string) map[model.ConfigKey]struct{} {
@@ -296,7 +296,7 @@ func TestNeedsPush(t *testing.T) {
 		{name: "own address", req: &model.PushRequest{AddressesUpdated: hosts("10.97.0.30")}, app: true},
 		{name: "own address, full", req: &model.PushRequest{Full: true, AddressesUpdated: hosts("10.97.0.40")}, data: true},
 		{name: "sidecar in data", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindSidecar, "data", "default")}, data: true, none: true},
-		{name: "sidecar in root namespace", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindSidecar, registry.DefaultRootNamespace, "default")}, app: true, data: true, none: true},
+		{name: "sidecar in root namespace", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindSidecar, mesh.DefaultRootNamespace, "default")}, app: true, data: true, none: true},
 		{name: "sidecar elsewhere", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindSidecar, "other", "default")}, none: true},
 		{name: "other kind", req: &model.PushRequest{Full: true, ConfigsUpdated: key("Gateway", "app", "gw")}, app: true, data: true, none: true},
 		{name: "virtual service alone", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindVirtualService, "app", "web")}},
@@ -346,8 +346,8 @@ func TestNeedsPush(t *testing.T) {
 // proxy gets by name: load assignments and proxyless targets outside them
 // are left out.
 func TestSidecarScope(t *testing.T) {
-	snap := build(t, storeOf(t, readTestdata(t, "mesh.yaml"), readTestdata(t, "routing.yaml"), dataSidecar), registry.BuildOptions{Version: 1})
-	g := gen.New(gen.SourceFunc(func() *registry.Snapshot { return snap }))
+	snap := build(t, storeOf(t, readTestdata(t, "mesh.yaml"), readTestdata(t, "routing.yaml"), dataSidecar), mesh.BuildOptions{Version: 1})
+	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
 	data, _ := model.ParseNodeID(dataClient)
 	names := func(res []*discovery.Resource) []string {
 		var out []string
@@ -376,7 +376,7 @@ func keys(m map[string]struct{}) []string {
 }
 
 func TestChangedEndpointsEdges(t *testing.T) {
-	g := gen.New(gen.SourceFunc(func() *registry.Snapshot { return nil }))
+	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return nil }))
 	req := &model.PushRequest{ServicesUpdated: map[string]struct{}{"a.demo.svc.cluster.local": {}}}
 	if got, ok := g.ChangedEndpoints(nil, nil, req); ok || got != nil {
 		t.Errorf("nothing watched: %q, %v; want nil, false", got, ok)
@@ -501,9 +501,9 @@ func TestBuildHelpers(t *testing.T) {
 // was removed and came back.
 func TestCache(t *testing.T) {
 	store1 := storeOf(t, readTestdata(t, "mesh.yaml"), readTestdata(t, "routing.yaml"))
-	v1 := build(t, store1, registry.BuildOptions{Version: 1})
+	v1 := build(t, store1, mesh.BuildOptions{Version: 1})
 	current := v1
-	g := gen.New(gen.SourceFunc(func() *registry.Snapshot { return current }))
+	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return current }))
 	app, _ := model.ParseNodeID(appClient)
 	app2, _ := model.ParseNodeID("sidecar~10.97.0.31~client-2.app~app.svc.cluster.local")
 	gen1 := func(p *model.Proxy) map[string][]*discovery.Resource {
@@ -534,7 +534,7 @@ func TestCache(t *testing.T) {
 	dbKey := model.ConfigKey{Kind: config.KindServiceEntry, Namespace: "data", Name: "db"}
 	movedDB := storeOf(t, strings.Replace(configYAML(t, store1.Get(dbKey)), "10.97.1.1", "10.97.1.2", 1)).Get(dbKey)
 	store2 := store1.With(map[model.ConfigKey]*config.Config{dbKey: movedDB})
-	v2 := build(t, store2, registry.BuildOptions{Version: 2, Previous: v1})
+	v2 := build(t, store2, mesh.BuildOptions{Version: 2, Previous: v1})
 	current = v2
 	gen1(app)
 	b2 := g.Builds()
@@ -561,7 +561,7 @@ func TestCache(t *testing.T) {
 
 	// Another snapshot object with v2's version replaces v2's entry: a
 	// second generation from it builds nothing.
-	v2b := build(t, store2, registry.BuildOptions{Version: 2, Previous: v2})
+	v2b := build(t, store2, mesh.BuildOptions{Version: 2, Previous: v2})
 	current = v2b
 	gen1(app)
 	b4b := g.Builds()
@@ -572,13 +572,13 @@ func TestCache(t *testing.T) {
 
 	// v3 drops db; v4 brings back v2's db (same *Service): the cache
 	// dropped it with v3, so it is built again.
-	v3 := build(t, store1.With(map[model.ConfigKey]*config.Config{dbKey: nil}), registry.BuildOptions{Version: 3, Previous: v2})
+	v3 := build(t, store1.With(map[model.ConfigKey]*config.Config{dbKey: nil}), mesh.BuildOptions{Version: 3, Previous: v2})
 	current = v3
 	gen1(app)
 	if v3.Service("db.data.svc.cluster.local") != nil {
 		t.Fatal("db still in v3")
 	}
-	v4 := build(t, store2, registry.BuildOptions{Version: 4, Previous: v2})
+	v4 := build(t, store2, mesh.BuildOptions{Version: 4, Previous: v2})
 	if v4.Service("db.data.svc.cluster.local") != v2.Service("db.data.svc.cluster.local") {
 		t.Fatal("v4 does not share db's *Service with v2")
 	}
@@ -603,7 +603,7 @@ spec:
   - {name: v2, labels: {version: v1}}
 `).Get(drKey)
 	store5 := store2.With(map[model.ConfigKey]*config.Config{drKey: drV2})
-	current = build(t, store5, registry.BuildOptions{Version: 5, Previous: v4})
+	current = build(t, store5, mesh.BuildOptions{Version: 5, Previous: v4})
 	v1Subset := "outbound|80|v1|web.app.svc.cluster.local"
 	res, err := g.Generate(app, xdsapi.EndpointType, []string{v1Subset}, nil)
 	if err != nil || len(res) != 1 || !bytes.Contains(render(t, res), []byte("10.97.0.12")) || bytes.Contains(render(t, res), []byte("10.97.0.11")) {
@@ -615,7 +615,7 @@ spec:
 	webKey := model.ConfigKey{Kind: config.KindServiceEntry, Namespace: "app", Name: "web"}
 	webYAML := configYAML(t, store5.Get(webKey))
 	wider := storeOf(t, strings.Replace(webYAML, `"ports":[`, `"ports":[{"number":81,"name":"http-81"},`, 1)).Get(webKey)
-	current = build(t, store5.With(map[model.ConfigKey]*config.Config{webKey: wider}), registry.BuildOptions{Version: 6, Previous: current})
+	current = build(t, store5.With(map[model.ConfigKey]*config.Config{webKey: wider}), mesh.BuildOptions{Version: 6, Previous: current})
 	res, err = g.Generate(app, xdsapi.ClusterType, nil, nil)
 	if err != nil || !slices.ContainsFunc(res, func(r *discovery.Resource) bool { return r.Name == "outbound|81||web.app.svc.cluster.local" }) {
 		t.Errorf("after web got port 81: clusters %v, %v", len(res), err)

@@ -23,8 +23,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/golden"
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
-	"github.com/straitmesh/strait/internal/registry"
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
@@ -421,7 +421,7 @@ func TestEndpointsPushBuildsNoScope(t *testing.T) {
 }
 
 func TestChangedEndpoints(t *testing.T) {
-	g := gen.New(gen.SourceFunc(func() *registry.Snapshot { return nil }))
+	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return nil }))
 	watched := []string{"outbound|80||a.demo.svc.cluster.local", "outbound|80|v1|a.demo.svc.cluster.local", "outbound|90||b.demo.svc.cluster.local", "inbound|80||"}
 	eds := func(hosts ...string) *model.PushRequest {
 		r := &model.PushRequest{ServicesUpdated: map[string]struct{}{}}

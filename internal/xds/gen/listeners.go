@@ -17,9 +17,9 @@ import (
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/protocol"
-	"github.com/straitmesh/strait/internal/registry"
 )
 
 // Filter names, as Envoy registers them.
@@ -43,7 +43,7 @@ func (g *Generator) BuildListeners(proxy *model.Proxy) []*listener.Listener {
 	return buildListeners(g.snapshot(), proxy)
 }
 
-func buildListeners(snap *registry.Snapshot, proxy *model.Proxy) []*listener.Listener {
+func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listener {
 	out := append(outboundListeners(snap.ProxyScope(proxy)), virtualInbound(snap, proxy))
 	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
@@ -51,7 +51,7 @@ func buildListeners(snap *registry.Snapshot, proxy *model.Proxy) []*listener.Lis
 
 // outboundListeners are the listeners every proxy of a scope shares:
 // virtualOutbound and the per-port hand-off listeners.
-func outboundListeners(scope *registry.Scope) []*listener.Listener {
+func outboundListeners(scope *mesh.Scope) []*listener.Listener {
 	out := []*listener.Listener{virtualOutbound()}
 	seen := map[string]bool{VirtualOutboundListener: true, VirtualInboundListener: true}
 	add := func(l *listener.Listener) {
@@ -127,7 +127,7 @@ func tcpOutboundListener(vip string, port uint32, clusterName string) *listener.
 // virtualInbound has one filter chain per port the proxy's workload serves
 // (matched on the original destination port) and a catch-all chain that
 // passes other connections to the workload unchanged.
-func virtualInbound(snap *registry.Snapshot, proxy *model.Proxy) *listener.Listener {
+func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener {
 	var chains []*listener.FilterChain
 	for _, p := range inboundPorts(snap, proxy) {
 		clusterName := InboundClusterName(p.endpointPort)

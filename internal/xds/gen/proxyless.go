@@ -13,8 +13,8 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
-	"github.com/straitmesh/strait/internal/registry"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -38,7 +38,7 @@ func isProxyless(p *model.Proxy) bool {
 // service's cluster, or as its VirtualServices say), and the EDS clusters
 // and load assignments those routes use. No capture listeners, no
 // ORIGINAL_DST clusters: gRPC would reject them.
-func (g *Generator) generateProxyless(snap *registry.Snapshot, scope *registry.Scope, typeURL string, watched []string) ([]*discovery.Resource, error) {
+func (g *Generator) generateProxyless(snap *mesh.Snapshot, scope *mesh.Scope, typeURL string, watched []string) ([]*discovery.Resource, error) {
 	var msgs []namedMessage
 	switch typeURL {
 	case xdsapi.ListenerType:
@@ -114,7 +114,7 @@ func (g *Generator) generateProxyless(snap *registry.Snapshot, scope *registry.S
 
 // proxylessTarget resolves "HOST:PORT" (HOST a service FQDN or a short
 // name in the client's namespace) to a service port in scope.
-func (g *Generator) proxylessTarget(snap *registry.Snapshot, scope *registry.Scope, name string) (*registry.Service, uint32, bool) {
+func (g *Generator) proxylessTarget(snap *mesh.Snapshot, scope *mesh.Scope, name string) (*mesh.Service, uint32, bool) {
 	host, portStr, err := net.SplitHostPort(name)
 	if err != nil {
 		return nil, 0, false

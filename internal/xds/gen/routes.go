@@ -13,8 +13,8 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
-	"github.com/straitmesh/strait/internal/registry"
 )
 
 // allowAnyVirtualHost is the last virtual host of every outbound route
@@ -28,15 +28,15 @@ func (g *Generator) BuildRoutes(proxy *model.Proxy, names []string) []*route.Rou
 	return buildRoutes(g.snapshot(), proxy, names)
 }
 
-func buildRoutes(snap *registry.Snapshot, proxy *model.Proxy, names []string) []*route.RouteConfiguration {
+func buildRoutes(snap *mesh.Snapshot, proxy *model.Proxy, names []string) []*route.RouteConfiguration {
 	return scopeRoutes(snap, snap.ProxyScope(proxy), names)
 }
 
 // scopeRoutes are the route configurations every proxy of a scope shares.
-func scopeRoutes(snap *registry.Snapshot, scope *registry.Scope, names []string) []*route.RouteConfiguration {
+func scopeRoutes(snap *mesh.Snapshot, scope *mesh.Scope, names []string) []*route.RouteConfiguration {
 	ns := scope.Namespace
 	// Services per HTTP port, in hostname order.
-	byPort := map[uint32][]*registry.Service{}
+	byPort := map[uint32][]*mesh.Service{}
 	var ports []uint32
 	for _, svc := range scope.Services {
 		for _, p := range svc.Ports {
@@ -81,7 +81,7 @@ func scopeRoutes(snap *registry.Snapshot, scope *registry.Scope, names []string)
 // service's namespace) and each VIP (an IPv6 one in brackets), each bare
 // and with ":PORT". A domain already used by an earlier virtual host is
 // skipped: Envoy rejects duplicates.
-func domains(snap *registry.Snapshot, svc *registry.Service, port uint32, proxyNS string, used map[string]bool) []string {
+func domains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, proxyNS string, used map[string]bool) []string {
 	hosts := []string{svc.Hostname}
 	if short, ok := strings.CutSuffix(svc.Hostname, ".svc."+snap.Domain); ok {
 		if name, ns, ok := strings.Cut(short, "."); ok && !strings.Contains(ns, ".") {
@@ -116,7 +116,7 @@ func domains(snap *registry.Snapshot, svc *registry.Service, port uint32, proxyN
 
 // httpRoutes returns the routes of svc's virtual host on port: the http
 // rules of the VirtualServices for its host, or one default route.
-func httpRoutes(snap *registry.Snapshot, svc *registry.Service, port uint32) []*route.Route {
+func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32) []*route.Route {
 	var out []*route.Route
 	for _, vs := range snap.VirtualServices(svc.Hostname) {
 		spec := vs.VirtualService()
@@ -161,7 +161,7 @@ func appliesToMesh(gateways []string) bool {
 // routeAction turns a rule's destinations into a cluster or weighted
 // clusters; nil when the rule has no destination (redirects and direct
 // responses are not supported yet).
-func routeAction(snap *registry.Snapshot, vs *config.Config, rule *networking.HTTPRoute, port uint32) *route.RouteAction {
+func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRoute, port uint32) *route.RouteAction {
 	type dest struct {
 		cluster string
 		weight  uint32
@@ -198,7 +198,7 @@ func routeAction(snap *registry.Snapshot, vs *config.Config, rule *networking.HT
 // destinationCluster names the outbound cluster of a destination: its
 // port, else the destination service's only port, else the port the
 // request arrived on.
-func destinationCluster(snap *registry.Snapshot, ns string, d *networking.Destination, port uint32) string {
+func destinationCluster(snap *mesh.Snapshot, ns string, d *networking.Destination, port uint32) string {
 	host := snap.ResolveHost(d.Host, ns)
 	p := d.GetPort().GetNumber()
 	if p == 0 {

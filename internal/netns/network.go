@@ -8,7 +8,7 @@
 // Everything it creates is named after a random run id, and Close removes
 // it all. It needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) plus the `ip` and
 // `nsenter` commands; Available says whether they are there.
-package testenv
+package netns
 
 import (
 	"bytes"

@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/protocol"
-	"github.com/straitmesh/strait/internal/registry"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -140,7 +140,7 @@ func TestServiceEntryFor(t *testing.T) {
 	if err := store.Add(c); err != nil {
 		t.Fatal(err)
 	}
-	snap, problems := registry.Build(store, registry.BuildOptions{})
+	snap, problems := mesh.Build(store, mesh.BuildOptions{})
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}

@@ -1,8 +1,9 @@
-// Package registry holds the service model that registries produce and
-// generators read: services, their ports and endpoints, workloads, and the
-// routing configs indexed by host, all inside an immutable Snapshot.
-// Sub-packages are the registries (file, ...).
-package registry
+// Package mesh is the service model: what the registries (packages
+// registry/file and registry/kube) produce and the generators read —
+// services, their ports and endpoints, workloads, the routing configs
+// indexed by host, and each proxy's scope — all inside an immutable
+// Snapshot.
+package mesh
 
 import (
 	networking "istio.io/api/networking/v1alpha3"

@@ -1,4 +1,4 @@
-package testenv
+package netns
 
 import (
 	"context"

@@ -11,7 +11,7 @@
 //	env := kube.Start(t, kube.Options{})
 //	client := env.Client // kubernetes.Interface, admin
 //	path := env.KubeconfigPath
-package kube
+package kubeapiserver
 
 import (
 	"context"

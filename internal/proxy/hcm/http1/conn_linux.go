@@ -126,3 +126,42 @@ func (c *rawConn) opError(op string, err error) error {
 	}
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
+
+// Peek reports whether a connection that should be quiet (an idle pooled
+// upstream connection, or a downstream one waiting for its response) is
+// still open with nothing to read: one non-blocking MSG_PEEK recv on the
+// socket, which consumes nothing. It returns PeekQuiet when the receive
+// queue is empty, PeekData when bytes are waiting and PeekClosed on EOF or
+// a socket error. Connections not made by WrapConn report PeekQuiet.
+func Peek(c net.Conn) PeekState {
+	if d, ok := c.(*DeadlineConn); ok {
+		c = d.Conn
+	}
+	r, ok := c.(*rawConn)
+	if !ok {
+		return PeekQuiet
+	}
+	state := PeekQuiet
+	var b [1]byte
+	err := r.rc.Control(func(fd uintptr) {
+		for {
+			n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+			switch {
+			case e == syscall.EINTR:
+				continue
+			case e == syscall.EAGAIN:
+				state = PeekQuiet
+			case e != 0 || n == 0:
+				state = PeekClosed
+			default:
+				state = PeekData
+			}
+			return
+		}
+	})
+	if err != nil {
+		return PeekClosed
+	}
+	return state
+}

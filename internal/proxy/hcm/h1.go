@@ -441,6 +441,7 @@ type bodyCopy struct {
 	// upstream connection, which ends a wait for the response head, and its
 	// error says what to answer.
 	downFailed atomic.Bool
+	progress   atomic.Int64 // body bytes sent upstream
 }
 
 // failure is a local reply for an exchange that got no response head.
@@ -543,7 +544,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		}
 		got := false
 		if err == nil {
-			got, err = c.readResponseHead(uc, isHead, reqMinor, bc == nil, routeExpiry)
+			got, err = c.readResponseHead(uc, isHead, reqMinor, bc, routeExpiry)
 		} else if n == 0 {
 			err = fmt.Errorf("%w: %w", errRetryNotWrite, err)
 		}
@@ -723,54 +724,68 @@ func (c *h1conn) upstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, f fail
 
 // readResponseHead reads the final response head into c.resp, relaying
 // interim (1xx) responses downstream. got reports whether any response
-// byte arrived. With watchClient (the client connection is not being read
-// by a body copier), it checks every clientPollInterval that the client is
-// still there, and gives up with errClientGone when it is not.
-func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMinor int, watchClient bool, routeExpiry time.Time) (got bool, err error) {
-	var poll time.Time
+// byte arrived. Without a body copier (bc, which would see the client
+// leave), it checks every clientPollInterval that the client is still
+// there, and gives up with errClientGone when it is not.
+func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMinor int, bc *bodyCopy, routeExpiry time.Time) (got bool, err error) {
+	// The connection's own idle timeout is per read call; this wait is
+	// re-entered after each poll, so it keeps its own idle expiry, which
+	// progress of the request body (or an interim response) pushes back.
+	now := time.Now()
+	var poll, idleExpiry time.Time
+	if bc == nil {
+		poll = now.Add(clientPollInterval)
+	}
+	if c.streamIdle > 0 {
+		idleExpiry = now.Add(c.streamIdle)
+	}
+	var sent int64
 	setHard := func() {
 		h := routeExpiry
-		if !poll.IsZero() && (h.IsZero() || poll.Before(h)) {
-			h = poll
+		for _, t := range []time.Time{poll, idleExpiry} {
+			if !t.IsZero() && (h.IsZero() || t.Before(h)) {
+				h = t
+			}
 		}
 		uc.D.SetReadHard(h)
 	}
-	if watchClient {
-		poll = time.Now().Add(clientPollInterval)
-		setHard()
-	}
+	setHard()
+	defer uc.D.SetReadHard(routeExpiry)
 	for {
 		head, err := uc.R.ReadHead(http1.DefaultMaxHeadBytes)
 		if err != nil {
 			got = got || len(uc.R.Buffered()) > 0
-			if http1.IsTimeout(err) {
-				now := time.Now()
-				switch {
-				case !routeExpiry.IsZero() && !now.Before(routeExpiry):
-					return got, errRouteTimeout
-				case !poll.IsZero() && !now.Before(poll):
-					if http1.Peek(c.nc) == http1.PeekClosed {
-						return got, errClientGone
-					}
-					poll = now.Add(clientPollInterval)
-					setHard()
-					continue
+			if !http1.IsTimeout(err) {
+				if err == io.EOF {
+					return got, errNoResponse
 				}
-				return got, errStreamIdle
+				return got, err
 			}
-			if err == io.EOF {
-				return got, errNoResponse
+			now := time.Now()
+			if !routeExpiry.IsZero() && !now.Before(routeExpiry) {
+				return got, errRouteTimeout
 			}
-			return got, err
+			if !idleExpiry.IsZero() && !now.Before(idleExpiry) {
+				if bc == nil || bc.progress.Load() == sent {
+					return got, errStreamIdle
+				}
+				sent = bc.progress.Load()
+				idleExpiry = now.Add(c.streamIdle)
+			}
+			if !poll.IsZero() && !now.Before(poll) {
+				if http1.Peek(c.nc) == http1.PeekClosed {
+					return got, errClientGone
+				}
+				poll = now.Add(clientPollInterval)
+			}
+			setHard()
+			continue
 		}
 		got = true
 		if err := http1.ParseResponse(head, &c.resp, isHead); err != nil {
 			return got, err
 		}
 		if c.resp.Status >= 200 {
-			if watchClient {
-				uc.D.SetReadHard(routeExpiry)
-			}
 			return got, nil
 		}
 		if c.resp.Status == 101 {
@@ -783,6 +798,10 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 		c.wbuf = w
 		if _, err := c.nc.Write(w); err != nil {
 			return got, err
+		}
+		if !idleExpiry.IsZero() {
+			idleExpiry = time.Now().Add(c.streamIdle)
+			setHard()
 		}
 	}
 }
@@ -856,7 +875,7 @@ func (c *h1conn) copyResponseBody(uc *cluster.UpstreamConn, downChunked bool) er
 			return c.chunk.Trailer
 		}
 		return nil
-	})
+	}, nil)
 	if rerr != nil {
 		return rerr
 	}
@@ -867,7 +886,7 @@ func (c *h1conn) copyResponseBody(uc *cluster.UpstreamConn, downChunked bool) er
 // (and ending with the last chunk and trailer()). Bodies don't go through
 // any other buffer: each read lands where it is written from. It returns
 // the error reading src or the one writing dst.
-func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() []byte) (rerr, werr error) {
+func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() []byte, progress *atomic.Int64) (rerr, werr error) {
 	bp := copyBufPool.Get().(*[]byte)
 	defer copyBufPool.Put(bp)
 	buf := *bp
@@ -881,6 +900,9 @@ func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() []byte)
 			}
 			if _, werr := dst.Write(out); werr != nil {
 				return nil, werr
+			}
+			if progress != nil {
+				progress.Add(int64(n))
 			}
 		}
 		if err == io.EOF {
@@ -911,7 +933,7 @@ func (c *h1conn) startBodyCopy(uc *cluster.UpstreamConn) *bodyCopy {
 		src = &http1.LengthReader{R: c.r, Left: req.ContentLength}
 	}
 	go func() {
-		rerr, werr := copyBody(uc, src, chunked, func() []byte { return c.reqCh.Trailer })
+		rerr, werr := copyBody(uc, src, chunked, func() []byte { return c.reqCh.Trailer }, &bc.progress)
 		if rerr != nil {
 			// The client side failed: abort the upstream request, which
 			// also ends the response wait (the reader is not touched).

@@ -17,8 +17,9 @@ const (
 )
 
 // DeadlineConn is a net.Conn whose reads and writes time out: each
-// direction has an idle timeout, counted from the last progress in that
-// direction, and a hard deadline. The zero settings mean no timeout and
+// direction has an idle timeout, counted from the start of the call or its
+// last progress (so a call blocks at most that long without progress), and
+// a hard deadline. The zero settings mean no timeout and
 // cost nothing per call.
 //
 // The deadline on the socket is moved lazily: while progress keeps pushing
@@ -109,6 +110,9 @@ func (d *DeadlineConn) Read(p []byte) (int, error) {
 	if d.rd.idle <= 0 && d.rd.hard.IsZero() && d.rd.set.IsZero() {
 		return d.Conn.Read(p)
 	}
+	if d.rd.idle > 0 {
+		d.rd.last = time.Now()
+	}
 	for {
 		w := d.rd.arm(d.Conn.SetReadDeadline)
 		n, err := d.Conn.Read(p)
@@ -126,6 +130,9 @@ func (d *DeadlineConn) Read(p []byte) (int, error) {
 func (d *DeadlineConn) Write(p []byte) (int, error) {
 	if d.wd.idle <= 0 && d.wd.hard.IsZero() && d.wd.set.IsZero() {
 		return d.Conn.Write(p)
+	}
+	if d.wd.idle > 0 {
+		d.wd.last = time.Now()
 	}
 	written := 0
 	for {

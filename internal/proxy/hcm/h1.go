@@ -91,7 +91,9 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 	dc := http1.NewDeadlineConn(http1.WrapConn(nc)) // closing it closes the tracked conn
 	c := &h1conn{s: s, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, r: http1.NewReader(dc)}
 	if c.lim.MaxRequestHeadBytes == 0 {
-		c.lim = defaultLimitsPtr(f)
+		// A Filter made without Build (tests): Envoy's defaults.
+		l := DefaultLimits()
+		c.lim = &l
 	}
 	defer c.r.Release()
 	if d := c.lim.MaxConnectionDuration; d > 0 {
@@ -185,13 +187,6 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 			return
 		}
 	}
-}
-
-// defaultLimitsPtr returns Envoy's defaults for a Filter built without
-// Build (tests).
-func defaultLimitsPtr(f *Filter) *Limits {
-	l := DefaultLimits()
-	return &l
 }
 
 // closing reports whether the connection must close after the request in

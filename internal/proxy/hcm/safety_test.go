@@ -470,6 +470,33 @@ func TestTimeouts(t *testing.T) {
 			t.Fatal("upstream request not cancelled")
 		}
 	})
+	t.Run("max connection duration and requests", func(t *testing.T) {
+		lim := DefaultLimits()
+		lim.MaxConnectionDuration = short
+		lim.MaxRequestsPerConnection = 2
+		p := startStrait(t, be.addr, proxyConfig{limits: &lim})
+		c, err := net.Dial("tcp", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		for i, want := range []bool{false, true} {
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+			resp, _, err := readResp(c, br)
+			if err != nil || resp.Close != want {
+				t.Fatalf("request %d: %v %v, want close=%v (max_requests_per_connection 2)", i+1, resp, err, want)
+			}
+		}
+		c2, _, c, err2 := exchange(t, p, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err2 != nil || c2.Close {
+			t.Fatalf("got %v %v", c2, err2)
+		}
+		if !closedSoon(c) {
+			t.Fatal("connection open past max_connection_duration")
+		}
+	})
 	t.Run("nginx reference", func(t *testing.T) {
 		if !nginxInstalled() {
 			t.Skip("nginx not installed")

@@ -180,12 +180,29 @@ func ParseRequestLimit(head []byte, req *Request, maxHeaders int) error {
 		return ErrMalformed // RFC 9112 §3.2
 	}
 	for _, c := range req.Host {
-		if c <= ' ' || c == 0x7f || c == '/' {
+		if !hostChars[c] {
 			return ErrMalformed
 		}
 	}
 	return nil
 }
+
+// hostChars are the bytes a Host (or absolute-form authority) may hold:
+// RFC 3986 reg-name, IP-literal and port characters, as net/http's
+// httpguts.ValidHostHeader allows.
+var hostChars = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range "!$%&'()*+,-.:;=@[]_~" {
+		t[c] = true
+	}
+	return t
+}()
 
 func splitTarget(req *Request) error {
 	t := req.Target

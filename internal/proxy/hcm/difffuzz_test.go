@@ -301,6 +301,11 @@ func allowedDifference(dc diffCase) string {
 		// net/http takes HTTP/1.2 (or lower case "http/1.1") as 1.1; we
 		// answer 400 to anything but HTTP/1.0 and HTTP/1.1.
 		return "HTTP version"
+	case bytes.HasSuffix(line, []byte(" HTTP/1.0")) && strings.Contains(lower, "transfer-encoding"):
+		// Transfer-Encoding did not exist in HTTP/1.0: such a request is
+		// faulty framing (RFC 9112 §6.1), refused with 400; net/http
+		// decodes it.
+		return "Transfer-Encoding in HTTP/1.0"
 	case strings.Contains(lower, "content-length") && strings.Contains(lower, "transfer-encoding"):
 		// net/http drops Content-Length and forwards; we refuse the
 		// request (RFC 9112 §6.3: a smuggling vector), as Envoy does by

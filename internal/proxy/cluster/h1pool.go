@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
@@ -117,32 +116,16 @@ func (c *Cluster) PutConn(uc *UpstreamConn) {
 		uc.Close() // unsolicited bytes: the framing is off
 		return
 	}
-	uc.D.SetReadTimeouts(0, time.Time{}, time.Time{})
-	uc.D.SetWriteTimeouts(0, time.Time{}, time.Time{})
+	uc.D.SetReadTimeouts(0, time.Time{})
+	uc.D.SetWriteTimeouts(0, time.Time{})
 	if !c.h1.put(uc) {
 		uc.Close()
 	}
 }
 
-// coarseNow is a clock in seconds for idle expiry, ticked by one goroutine,
-// so that the request path doesn't read the clock (which is a real system
-// call on VMs without a TSC clock source) twice per request.
-var (
-	coarseNow     atomic.Int64
-	coarseStarted sync.Once
-)
-
-func coarseClock() int64 {
-	coarseStarted.Do(func() {
-		coarseNow.Store(time.Now().Unix())
-		go func() {
-			for t := range time.Tick(time.Second) {
-				coarseNow.Store(t.Unix())
-			}
-		}()
-	})
-	return coarseNow.Load()
-}
+// coarseClock is the time in seconds, from the codec's coarse clock (the
+// request path doesn't read the real one).
+func coarseClock() int64 { return http1.CoarseNow().Unix() }
 
 func (p *h1Pool) get(addr string) *UpstreamConn {
 	now := coarseClock()

@@ -124,28 +124,23 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 		}
 	}()
 	for {
-		if len(c.r.Buffered()) == 0 {
-			// Between requests: the connection's idle_timeout, and
-			// max_connection_duration, apply; either closes it quietly.
-			c.nc.SetReadTimeouts(c.lim.IdleTimeout, c.expiry, time.Now())
-			if err := c.r.Fill(); err != nil {
-				return
-			}
+		if len(c.r.Buffered()) == 0 && !c.waitRequest() {
+			return
 		}
 		// A request began: stream_idle_timeout, request_headers_timeout and
 		// request_timeout from now.
-		start := time.Now()
-		c.reqExpiry = time.Time{}
-		if d := c.lim.RequestTimeout; d > 0 {
-			c.reqExpiry = start.Add(d)
-		}
+		c.reqExpiry = http1.Deadline(c.lim.RequestTimeout)
+		var headersExpiry time.Time
 		headExpiry := c.reqExpiry
-		if d := c.lim.RequestHeadersTimeout; d > 0 && (headExpiry.IsZero() || start.Add(d).Before(headExpiry)) {
-			headExpiry = start.Add(d)
+		if d := c.lim.RequestHeadersTimeout; d > 0 {
+			headersExpiry = http1.Deadline(d)
+			if headExpiry.IsZero() || headersExpiry.Before(headExpiry) {
+				headExpiry = headersExpiry
+			}
 		}
 		c.streamIdle = c.lim.StreamIdleTimeout
-		c.nc.SetReadTimeouts(c.streamIdle, headExpiry, start)
-		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{}, start)
+		c.nc.SetReadTimeouts(c.streamIdle, headExpiry)
+		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{})
 		head, err := c.r.ReadRequestHead(c.lim.MaxRequestHeadBytes)
 		if err != nil {
 			switch {
@@ -160,7 +155,7 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 				switch now := time.Now(); {
 				case !c.reqExpiry.IsZero() && !now.Before(c.reqExpiry):
 					c.errorReply(408, "request timeout")
-				case c.lim.RequestHeadersTimeout > 0 && !now.Before(start.Add(c.lim.RequestHeadersTimeout)):
+				case !headersExpiry.IsZero() && !now.Before(headersExpiry):
 					c.errorReply(408, "request header timeout")
 				default:
 					c.errorReply(408, "stream timeout")
@@ -179,12 +174,43 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 		}
 		c.requests++
 		// The body (if any) is read under request_timeout only.
-		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry, start)
+		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
 		keep := c.serveRequest()
 		release()
 		c.r.Shrink()
 		if !keep {
 			return
+		}
+	}
+}
+
+// waitRequest waits for the first bytes of the next request, under the
+// connection's idle_timeout and max_connection_duration. It reports false
+// when the connection should close (quietly: no request is in progress).
+// The socket deadline is the stream idle timeout's when that is shorter,
+// so that it need not be moved between this wait and the request.
+func (c *h1conn) waitRequest() bool {
+	idle := c.lim.IdleTimeout
+	wait := idle
+	if s := c.lim.StreamIdleTimeout; s > 0 && (wait == 0 || s < wait) {
+		wait = s
+	}
+	c.nc.SetReadTimeouts(wait, c.expiry)
+	since := http1.CoarseNow()
+	if idle > 0 && idle < 2*time.Second {
+		since = time.Now()
+	}
+	for {
+		err := c.r.Fill()
+		if err == nil {
+			return true
+		}
+		if !http1.IsTimeout(err) {
+			return false
+		}
+		now := time.Now()
+		if idle > 0 && now.Sub(since) >= idle || !c.expiry.IsZero() && !now.Before(c.expiry) {
+			return false
 		}
 	}
 }
@@ -196,7 +222,7 @@ func (c *h1conn) closing() bool {
 	if m := c.lim.MaxRequestsPerConnection; m > 0 && c.requests >= m {
 		return true
 	}
-	return !c.expiry.IsZero() && !time.Now().Before(c.expiry)
+	return !c.expiry.IsZero() && !http1.CoarseNow().Before(c.expiry)
 }
 
 // closeGracefully ends a connection after an error reply so that the client
@@ -208,7 +234,7 @@ func (c *h1conn) closeGracefully() {
 	if d <= 0 {
 		return
 	}
-	c.nc.SetReadTimeouts(0, time.Now().Add(d), time.Time{})
+	c.nc.SetReadTimeouts(0, time.Now().Add(d))
 	bp := copyBufPool.Get().(*[]byte)
 	defer copyBufPool.Put(bp)
 	for n := 0; n < maxLingerBytes; {
@@ -485,9 +511,8 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 	cl.Stats.RqTotal.Add(1)
 	if rt.HasIdleTimeout && rt.IdleTimeout != c.streamIdle {
 		c.streamIdle = rt.IdleTimeout
-		now := time.Now()
-		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry, now)
-		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{}, now)
+		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
+		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{})
 	}
 
 	w := c.appendRequestHead(c.wbuf[:0], ep)
@@ -513,16 +538,12 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		return c.upstreamFailed(cl, ep, failConnect, err, !streamBody)
 	}
 	// The route timeout runs from here until the response is complete.
-	now := time.Now()
-	var routeExpiry time.Time
-	if rt.Timeout > 0 {
-		routeExpiry = now.Add(rt.Timeout)
-	}
+	routeExpiry := http1.Deadline(rt.Timeout)
 	var bc *bodyCopy
 	for attempt := 0; ; attempt++ {
 		uc.Exchange()
-		uc.D.SetWriteTimeouts(c.streamIdle, routeExpiry, now)
-		uc.D.SetReadTimeouts(c.streamIdle, routeExpiry, now)
+		uc.D.SetWriteTimeouts(c.streamIdle, routeExpiry)
+		uc.D.SetReadTimeouts(c.streamIdle, routeExpiry)
 		var n int
 		n, err = uc.Write(w)
 		if err == nil && streamBody {
@@ -726,14 +747,13 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 	// The connection's own idle timeout is per read call; this wait is
 	// re-entered after each poll, so it keeps its own idle expiry, which
 	// progress of the request body (or an interim response) pushes back.
-	now := time.Now()
-	var poll, idleExpiry time.Time
+	var poll time.Time
 	if bc == nil {
-		poll = now.Add(clientPollInterval)
+		// On a whole second, so that requests in the same second share
+		// the socket deadline and it is not moved per request.
+		poll = http1.CoarseNow().Truncate(clientPollInterval).Add(2 * clientPollInterval)
 	}
-	if c.streamIdle > 0 {
-		idleExpiry = now.Add(c.streamIdle)
-	}
+	idleExpiry := http1.Deadline(c.streamIdle)
 	var sent int64
 	setHard := func() {
 		h := routeExpiry
@@ -765,7 +785,7 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 					return got, errStreamIdle
 				}
 				sent = bc.progress.Load()
-				idleExpiry = now.Add(c.streamIdle)
+				idleExpiry = http1.Deadline(c.streamIdle)
 			}
 			if !poll.IsZero() && !now.Before(poll) {
 				if http1.Peek(c.nc) == http1.PeekClosed {
@@ -795,7 +815,7 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 			return got, err
 		}
 		if !idleExpiry.IsZero() {
-			idleExpiry = time.Now().Add(c.streamIdle)
+			idleExpiry = http1.Deadline(c.streamIdle)
 			setHard()
 		}
 	}

@@ -30,7 +30,7 @@ func WrapConn(c net.Conn) net.Conn {
 		return c
 	}
 	r := &rawConn{TCPConn: tc, rc: rc}
-	r.readFn, r.writeFn = r.doRead, r.doWrite
+	r.readFn, r.writeFn, r.peekFn = r.doRead, r.doWrite, r.doPeek
 	return r
 }
 
@@ -48,6 +48,11 @@ type rawConn struct {
 	wbuf []byte
 	wn   int
 	werr error
+	// Owned by the caller of Peek (which the connection's owner serializes
+	// with its reads).
+	peekFn    func(fd uintptr)
+	peekBuf   [1]byte
+	peekState PeekState
 }
 
 func (c *rawConn) Read(p []byte) (int, error) {
@@ -141,27 +146,26 @@ func Peek(c net.Conn) PeekState {
 	if !ok {
 		return PeekQuiet
 	}
-	state := PeekQuiet
-	var b [1]byte
-	err := r.rc.Control(func(fd uintptr) {
-		for {
-			n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
-				syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-			switch {
-			case e == syscall.EINTR:
-				continue
-			case e == syscall.EAGAIN:
-				state = PeekQuiet
-			case e != 0 || n == 0:
-				state = PeekClosed
-			default:
-				state = PeekData
-			}
-			return
-		}
-	})
-	if err != nil {
+	if err := r.rc.Control(r.peekFn); err != nil {
 		return PeekClosed
 	}
-	return state
+	return r.peekState
+}
+
+func (c *rawConn) doPeek(fd uintptr) {
+	for {
+		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peekBuf[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			c.peekState = PeekQuiet
+		case e != 0 || n == 0:
+			c.peekState = PeekClosed
+		default:
+			c.peekState = PeekData
+		}
+		return
+	}
 }

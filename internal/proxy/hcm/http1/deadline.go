@@ -23,10 +23,11 @@ const (
 // cost nothing per call.
 //
 // The deadline on the socket is moved lazily: while progress keeps pushing
-// the idle deadline forward it is re-armed at most every idle/16 (up to a
-// second), and a deadline that fires before the wanted time is re-armed and
-// the call resumed. So a busy connection pays one clock read per call and a
-// runtime timer update now and then.
+// the idle deadline forward it is re-armed only when it moved by more than
+// idle/16 (up to a second), and a deadline that fires before the wanted
+// time is re-armed and the call resumed. Long timeouts count from
+// CoarseNow. So a busy connection reads no clock per call and updates the
+// runtime timer about once a second.
 //
 // Read settings are owned by the reading goroutine, write settings by the
 // writing one, like a net.Conn's Read and Write.
@@ -46,17 +47,25 @@ type side struct {
 func NewDeadlineConn(c net.Conn) *DeadlineConn { return &DeadlineConn{Conn: c} }
 
 // SetReadTimeouts sets the read side's idle timeout (0: none) and hard
-// deadline (zero: none); idle is counted from now.
-func (d *DeadlineConn) SetReadTimeouts(idle time.Duration, hard, now time.Time) {
-	d.rd.idle, d.rd.hard, d.rd.last = idle, hard, now
+// deadline (zero: none).
+func (d *DeadlineConn) SetReadTimeouts(idle time.Duration, hard time.Time) {
+	d.rd.idle, d.rd.hard = idle, hard
 }
 
 // SetReadHard moves the read side's hard deadline only.
 func (d *DeadlineConn) SetReadHard(hard time.Time) { d.rd.hard = hard }
 
 // SetWriteTimeouts is SetReadTimeouts for writes.
-func (d *DeadlineConn) SetWriteTimeouts(idle time.Duration, hard, now time.Time) {
-	d.wd.idle, d.wd.hard, d.wd.last = idle, hard, now
+func (d *DeadlineConn) SetWriteTimeouts(idle time.Duration, hard time.Time) {
+	d.wd.idle, d.wd.hard = idle, hard
+}
+
+// now is the time for the idle timeout: coarse when it is long.
+func (s *side) now() time.Time {
+	if s.idle < preciseBelow {
+		return time.Now()
+	}
+	return CoarseNow()
 }
 
 // want returns the deadline the settings ask for (zero: none).
@@ -111,13 +120,13 @@ func (d *DeadlineConn) Read(p []byte) (int, error) {
 		return d.Conn.Read(p)
 	}
 	if d.rd.idle > 0 {
-		d.rd.last = time.Now()
+		d.rd.last = d.rd.now()
 	}
 	for {
 		w := d.rd.arm(d.Conn.SetReadDeadline)
 		n, err := d.Conn.Read(p)
 		if n > 0 && d.rd.idle > 0 {
-			d.rd.last = time.Now()
+			d.rd.last = d.rd.now()
 		}
 		if err != nil && n == 0 && isTimeout(err) && !d.rd.expired(w) {
 			d.rd.set = time.Time{} // force re-arming
@@ -132,7 +141,7 @@ func (d *DeadlineConn) Write(p []byte) (int, error) {
 		return d.Conn.Write(p)
 	}
 	if d.wd.idle > 0 {
-		d.wd.last = time.Now()
+		d.wd.last = d.wd.now()
 	}
 	written := 0
 	for {
@@ -140,7 +149,7 @@ func (d *DeadlineConn) Write(p []byte) (int, error) {
 		n, err := d.Conn.Write(p[written:])
 		written += n
 		if n > 0 && d.wd.idle > 0 {
-			d.wd.last = time.Now()
+			d.wd.last = d.wd.now()
 		}
 		if err != nil && isTimeout(err) && written < len(p) && (n > 0 || !d.wd.expired(w)) {
 			d.wd.set = time.Time{}

@@ -311,6 +311,11 @@ func allowedDifference(dc diffCase) string {
 		// request (RFC 9112 §6.3: a smuggling vector), as Envoy does by
 		// default (allow_chunked_length false).
 		return "Content-Length with Transfer-Encoding"
+	case !validTargetForm(line):
+		// A target in no form a proxy routes (not origin-form "/...",
+		// absolute-form "http://..." nor "*"): 400, as Envoy answers;
+		// net/http takes anything url.ParseRequestURI accepts ("A:").
+		return "request-target form"
 	case bytes.Contains(line, []byte(" * ")):
 		// The asterisk form: routed by path as Envoy does (no route
 		// matches "*": 404 NR); net/http forwards it.
@@ -329,6 +334,17 @@ func allowedDifference(dc diffCase) string {
 		return "obs-fold (both refuse, with different errors)"
 	}
 	return ""
+}
+
+// validTargetForm reports whether the request line's target is in origin,
+// absolute (http/https) or asterisk form.
+func validTargetForm(line []byte) bool {
+	f := bytes.Fields(line)
+	if len(f) < 2 {
+		return true // not a request line at all: both refuse
+	}
+	t := strings.ToLower(string(f[1]))
+	return strings.HasPrefix(t, "/") || strings.HasPrefix(t, "http://") || strings.HasPrefix(t, "https://") || t == "*"
 }
 
 // decodedURI is a request-target with its path percent-decoded.

@@ -344,7 +344,13 @@ func validTargetForm(line []byte) bool {
 		return true // not a request line at all: both refuse
 	}
 	t := strings.ToLower(string(f[1]))
-	return strings.HasPrefix(t, "/") || strings.HasPrefix(t, "http://") || strings.HasPrefix(t, "https://") || t == "*"
+	for _, scheme := range []string{"http://", "https://"} {
+		if rest, ok := strings.CutPrefix(t, scheme); ok {
+			// An http URI with an empty host is invalid (RFC 9110 §4.2.1).
+			return rest != "" && rest[0] != '/' && rest[0] != '?' && rest[0] != '@'
+		}
+	}
+	return strings.HasPrefix(t, "/") || t == "*"
 }
 
 // decodedURI is a request-target with its path percent-decoded.

@@ -346,8 +346,15 @@ func validTargetForm(line []byte) bool {
 	t := strings.ToLower(string(f[1]))
 	for _, scheme := range []string{"http://", "https://"} {
 		if rest, ok := strings.CutPrefix(t, scheme); ok {
-			// An http URI with an empty host is invalid (RFC 9110 §4.2.1).
-			return rest != "" && rest[0] != '/' && rest[0] != '?' && rest[0] != '@'
+			// An http URI with an empty host is invalid (RFC 9110 §4.2.1),
+			// and an authority holds only authority characters; net/http
+			// checks neither in the target (it does in a Host header).
+			auth, _, _ := strings.Cut(rest, "/")
+			auth, _, _ = strings.Cut(auth, "?")
+			if i := strings.LastIndexByte(auth, '@'); i >= 0 {
+				auth = auth[i+1:]
+			}
+			return auth != "" && strings.Trim(auth, "abcdefghijklmnopqrstuvwxyz0123456789!$%&'()*+,-.:;=@[]_~") == ""
 		}
 	}
 	return strings.HasPrefix(t, "/") || t == "*"

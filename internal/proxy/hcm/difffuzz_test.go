@@ -351,10 +351,13 @@ func validTargetForm(line []byte) bool {
 			// checks neither in the target (it does in a Host header).
 			auth, _, _ := strings.Cut(rest, "/")
 			auth, _, _ = strings.Cut(auth, "?")
+			if strings.Trim(auth, "abcdefghijklmnopqrstuvwxyz0123456789!$%&'()*+,-.:;=@[]_~") != "" {
+				return false
+			}
 			if i := strings.LastIndexByte(auth, '@'); i >= 0 {
 				auth = auth[i+1:]
 			}
-			return auth != "" && strings.Trim(auth, "abcdefghijklmnopqrstuvwxyz0123456789!$%&'()*+,-.:;=@[]_~") == ""
+			return auth != ""
 		}
 	}
 	return strings.HasPrefix(t, "/") || t == "*"

@@ -218,6 +218,11 @@ func splitTarget(req *Request) error {
 			return ErrMalformed
 		}
 		auth := rest[:end]
+		for _, c := range auth {
+			if !hostChars[c] { // userinfo included (RFC 3986 §3.2.1)
+				return ErrMalformed
+			}
+		}
 		if at := bytes.LastIndexByte(auth, '@'); at >= 0 {
 			// userinfo (RFC 9110 §4.2.4: deprecated in http URIs) is never
 			// forwarded: the authority is the host after it.

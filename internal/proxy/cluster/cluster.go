@@ -90,6 +90,9 @@ func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
 		out.connectTimeout = ct.AsDuration()
 	}
 	out.dialer = &net.Dialer{Timeout: out.connectTimeout, KeepAlive: 30 * time.Second}
+	if err := out.h1.configure(c); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+	}
 	if sa := c.GetUpstreamBindConfig().GetSourceAddress(); sa != nil {
 		ip := net.ParseIP(sa.GetAddress())
 		if ip == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
@@ -14,15 +13,22 @@ import (
 // upstream endpoint.
 const maxIdlePerEndpoint = 1024
 
-// idleTimeout is how long an idle upstream connection is kept (what the
-// net/http pool used).
-const idleTimeout = 60 * time.Second
+// defaultIdleTimeout is Envoy's default upstream idle_timeout
+// (common_http_protocol_options).
+const defaultIdleTimeout = time.Hour
+
+// sweepInterval is how often idle pooled connections are checked for a
+// close or unsolicited bytes from the upstream, so that a connection the
+// upstream closed doesn't sit in CLOSE_WAIT until its idle timeout.
+const sweepInterval = 2 * time.Second
 
 // UpstreamConn is one HTTP/1.1 connection of a cluster's upstream pool,
 // used by one request at a time. Return it with PutConn when the exchange
 // left it reusable, else Close it.
 type UpstreamConn struct {
-	net.Conn
+	net.Conn // D
+	// D sets the connection's read and write timeouts.
+	D *http1.DeadlineConn
 	R *http1.Reader
 	// Reused is set when the connection came from the idle pool: a failure
 	// before any response byte may just mean the upstream closed it while
@@ -32,6 +38,7 @@ type UpstreamConn struct {
 	addr      string
 	src       OriginalSource // original_src: pooled apart, per source
 	idleSince int64          // coarseNow when it became idle
+	uses      uint32         // requests sent on it
 }
 
 // Close closes the connection and releases its buffer.
@@ -49,10 +56,15 @@ func (u *UpstreamConn) Close() error {
 // kept apart, by endpoint and source, so that a request never leaves from
 // another client's address.
 type h1Pool struct {
-	mu      sync.Mutex // guards idle, idleSrc and closed
-	idle    map[string][]*UpstreamConn
-	idleSrc map[srcKey][]*UpstreamConn
-	closed  bool
+	// Set at creation, read-only.
+	idleTimeout int64  // seconds; 0: none
+	maxRequests uint32 // per connection; 0: no limit
+
+	mu       sync.Mutex // guards the fields below
+	idle     map[string][]*UpstreamConn
+	idleSrc  map[srcKey][]*UpstreamConn
+	closed   bool
+	sweeping bool // a sweep goroutine runs
 }
 
 // srcKey identifies the connections of one endpoint and one original source.
@@ -78,6 +90,9 @@ func (c *Cluster) GetConn(ctx context.Context, ep Endpoint) (*UpstreamConn, erro
 	return c.DialConn(ctx, ep)
 }
 
+// Exchange counts a request sent on uc (max_requests_per_connection).
+func (u *UpstreamConn) Exchange() { u.uses++ }
+
 // DialConn always opens a new connection to ep.
 func (c *Cluster) DialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, error) {
 	if ep.Network != "tcp" {
@@ -87,41 +102,30 @@ func (c *Cluster) DialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, err
 	if err != nil {
 		return nil, err
 	}
-	nc = http1.WrapConn(nc)
-	return &UpstreamConn{Conn: nc, R: http1.NewReader(nc), addr: ep.Address, src: ep.Source}, nil
+	d := http1.NewDeadlineConn(http1.WrapConn(nc))
+	return &UpstreamConn{Conn: d, D: d, R: http1.NewReader(d), addr: ep.Address, src: ep.Source}, nil
 }
 
-// PutConn returns a connection whose last exchange completed cleanly to the
-// idle pool.
+// PutConn returns a connection whose last exchange completed cleanly (the
+// whole response read, nothing after it) to the idle pool. From then on,
+// anything the upstream sends on it (bytes or a close) retires it: it is
+// checked when taken out and by a periodic sweep, so that a late or
+// unsolicited response is never read as the answer to another request.
 func (c *Cluster) PutConn(uc *UpstreamConn) {
-	if len(uc.R.Buffered()) != 0 {
+	if len(uc.R.Buffered()) != 0 || c.h1.maxRequests > 0 && uc.uses >= c.h1.maxRequests {
 		uc.Close() // unsolicited bytes: the framing is off
 		return
 	}
+	uc.D.SetReadTimeouts(0, time.Time{})
+	uc.D.SetWriteTimeouts(0, time.Time{})
 	if !c.h1.put(uc) {
 		uc.Close()
 	}
 }
 
-// coarseNow is a clock in seconds for idle expiry, ticked by one goroutine,
-// so that the request path doesn't read the clock (which is a real system
-// call on VMs without a TSC clock source) twice per request.
-var (
-	coarseNow     atomic.Int64
-	coarseStarted sync.Once
-)
-
-func coarseClock() int64 {
-	coarseStarted.Do(func() {
-		coarseNow.Store(time.Now().Unix())
-		go func() {
-			for t := range time.Tick(time.Second) {
-				coarseNow.Store(t.Unix())
-			}
-		}()
-	})
-	return coarseNow.Load()
-}
+// coarseClock is the time in seconds, from the codec's coarse clock (the
+// request path doesn't read the real one).
+func coarseClock() int64 { return http1.CoarseNow().Unix() }
 
 func (p *h1Pool) get(addr string) *UpstreamConn {
 	now := coarseClock()
@@ -135,7 +139,7 @@ func (p *h1Pool) get(addr string) *UpstreamConn {
 		uc := l[len(l)-1]
 		l[len(l)-1] = nil
 		p.idle[addr] = l[:len(l)-1]
-		if now-uc.idleSince < int64(idleTimeout/time.Second) {
+		if p.usable(uc, now) {
 			p.mu.Unlock()
 			uc.Reused = true
 			return uc
@@ -161,12 +165,76 @@ func (p *h1Pool) getSrc(k srcKey) *UpstreamConn {
 		} else {
 			p.idleSrc[k] = l[:len(l)-1]
 		}
-		if now-uc.idleSince < int64(idleTimeout/time.Second) {
+		if p.usable(uc, now) {
 			p.mu.Unlock()
 			uc.Reused = true
 			return uc
 		}
 		go uc.Close()
+	}
+}
+
+// usable reports whether an idle connection can carry a request: not
+// expired, and nothing (no byte, no close) arrived from the upstream since
+// it became idle. The check is one non-blocking MSG_PEEK recv.
+func (p *h1Pool) usable(uc *UpstreamConn, now int64) bool {
+	if p.idleTimeout > 0 && now-uc.idleSince >= p.idleTimeout {
+		return false
+	}
+	return http1.Peek(uc.Conn) == http1.PeekQuiet
+}
+
+// sweep closes idle connections that expired or heard from the upstream,
+// every sweepInterval, until the pool is empty or closed.
+func (p *h1Pool) sweep() {
+	for {
+		time.Sleep(sweepInterval)
+		now := coarseClock()
+		var dead []*UpstreamConn
+		p.mu.Lock()
+		for k, l := range p.idle {
+			keep := l[:0]
+			for _, uc := range l {
+				if p.usable(uc, now) {
+					keep = append(keep, uc)
+				} else {
+					dead = append(dead, uc)
+				}
+			}
+			clear(l[len(keep):])
+			if len(keep) == 0 {
+				delete(p.idle, k)
+			} else {
+				p.idle[k] = keep
+			}
+		}
+		for k, l := range p.idleSrc {
+			keep := l[:0]
+			for _, uc := range l {
+				if p.usable(uc, now) {
+					keep = append(keep, uc)
+				} else {
+					dead = append(dead, uc)
+				}
+			}
+			clear(l[len(keep):])
+			if len(keep) == 0 {
+				delete(p.idleSrc, k)
+			} else {
+				p.idleSrc[k] = keep
+			}
+		}
+		done := p.closed || len(p.idle) == 0 && len(p.idleSrc) == 0
+		if done {
+			p.sweeping = false
+		}
+		p.mu.Unlock()
+		for _, uc := range dead {
+			uc.Close()
+		}
+		if done {
+			return
+		}
 	}
 }
 
@@ -176,6 +244,10 @@ func (p *h1Pool) put(uc *UpstreamConn) bool {
 	defer p.mu.Unlock()
 	if p.closed {
 		return false
+	}
+	if !p.sweeping {
+		p.sweeping = true
+		go p.sweep()
 	}
 	if uc.src.IsValid() {
 		if p.idleSrc == nil {

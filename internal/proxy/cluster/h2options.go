@@ -116,11 +116,9 @@ func httpProtocol(c *clusterv3.Cluster) (UpstreamProtocol, HTTP2Settings, error)
 	if err := onlyFields(field, &o, "explicit_http_config", "use_downstream_protocol_config", "common_http_protocol_options"); err != nil {
 		return 0, h2, err
 	}
-	// idle_timeout is honoured by the HTTP/2 pool; the HTTP/1.1 pool has its
-	// own idle handling.
-	if err := onlyFields(field+".common_http_protocol_options", o.GetCommonHttpProtocolOptions(), "idle_timeout"); err != nil {
-		return 0, h2, err
-	}
+	// common_http_protocol_options is checked by the HTTP/1.1 pool's
+	// configure, which refuses what neither pool honours; idle_timeout is
+	// honoured by both, max_requests_per_connection only by HTTP/1.1.
 	if it := o.GetCommonHttpProtocolOptions().GetIdleTimeout(); it != nil {
 		h2.IdleTimeout = it.AsDuration()
 	}
@@ -135,6 +133,9 @@ func httpProtocol(c *clusterv3.Cluster) (UpstreamProtocol, HTTP2Settings, error)
 		case *upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions:
 			s, err := ParseHTTP2Options(field+".explicit_http_config.http2_protocol_options", pc.Http2ProtocolOptions)
 			s.IdleTimeout = h2.IdleTimeout
+			if err == nil {
+				err = refuseH1OnlyOptions(field, UpstreamHTTP2, &o)
+			}
 			return UpstreamHTTP2, s, err
 		default:
 			return 0, h2, fmt.Errorf("%s.explicit_http_config: %T is not supported (want http_protocol_options or http2_protocol_options)", field, pc)
@@ -150,7 +151,19 @@ func httpProtocol(c *clusterv3.Cluster) (UpstreamProtocol, HTTP2Settings, error)
 		}
 		s, err := ParseHTTP2Options(f+".http2_protocol_options", u.GetHttp2ProtocolOptions())
 		s.IdleTimeout = h2.IdleTimeout
+		if err == nil {
+			err = refuseH1OnlyOptions(field, UpstreamDownstream, &o)
+		}
 		return UpstreamDownstream, s, err
 	}
-	return proto, h2, nil
+	return proto, h2, refuseH1OnlyOptions(field, proto, &o)
+}
+
+// refuseH1OnlyOptions refuses, for a cluster that may speak HTTP/2
+// upstream, the common options only the HTTP/1.1 pool honours.
+func refuseH1OnlyOptions(field string, proto UpstreamProtocol, o *upstreamhttp.HttpProtocolOptions) error {
+	if proto != UpstreamHTTP1 && o.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection() != nil {
+		return fmt.Errorf("%s.common_http_protocol_options.max_requests_per_connection is not supported for HTTP/2 upstreams (remove it)", field)
+	}
+	return nil
 }

@@ -12,10 +12,12 @@ package hcm
 
 import (
 	"fmt"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"golang.org/x/net/http2"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
@@ -50,6 +52,50 @@ type Filter struct {
 	codec      hcmv3.HttpConnectionManager_CodecType
 	h2         *http2.Server   // serves HTTP/2 connections (h2.go)
 	upgrades   map[string]bool // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
+	Limits     Limits
+}
+
+// Limits are the HCM's timeouts and size limits, with Envoy's semantics;
+// a zero duration disables a timeout.
+type Limits struct {
+	// IdleTimeout closes a connection with no request in progress
+	// (common_http_protocol_options.idle_timeout, default 1 h).
+	IdleTimeout time.Duration
+	// MaxConnectionDuration ends a connection after this long: it closes
+	// after the request in progress (common_http_protocol_options).
+	MaxConnectionDuration time.Duration
+	// MaxRequestsPerConnection closes a connection after this many
+	// requests (common_http_protocol_options); 0 is no limit.
+	MaxRequestsPerConnection uint32
+	// RequestHeadersTimeout bounds receiving a request head from its first
+	// byte (408).
+	RequestHeadersTimeout time.Duration
+	// RequestTimeout bounds receiving the whole request (408), unless the
+	// response started first.
+	RequestTimeout time.Duration
+	// StreamIdleTimeout ends a request with no activity for this long (408
+	// SI before the response starts; a reset after). Default 5 min.
+	StreamIdleTimeout time.Duration
+	// MaxHeadersCount bounds request header fields (431); default 100.
+	MaxHeadersCount int
+	// MaxRequestHeadBytes bounds a request head (431); max_request_headers_kb,
+	// default 60 KiB.
+	MaxRequestHeadBytes int
+	// DelayedCloseTimeout is how long a connection closed after a local
+	// error reply is drained before the socket closes, so the client reads
+	// the reply rather than a reset (default 1 s).
+	DelayedCloseTimeout time.Duration
+}
+
+// DefaultLimits returns Envoy's defaults.
+func DefaultLimits() Limits {
+	return Limits{
+		IdleTimeout:         time.Hour,
+		StreamIdleTimeout:   5 * time.Minute,
+		MaxHeadersCount:     100,
+		MaxRequestHeadBytes: 60 << 10,
+		DelayedCloseTimeout: time.Second,
+	}
 }
 
 // Build validates an HCM config and returns the filter.
@@ -61,6 +107,11 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 	if err := f.buildUpgrades(h); err != nil {
 		return nil, err
 	}
+	lim, err := buildLimits(h)
+	if err != nil {
+		return nil, err
+	}
+	f.Limits = lim
 	switch rs := h.GetRouteSpecifier().(type) {
 	case *hcmv3.HttpConnectionManager_Rds:
 		if cs := rs.Rds.GetConfigSource(); cs.GetAds() == nil {
@@ -86,6 +137,67 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 		}
 	}
 	return f, nil
+}
+
+// buildLimits reads the HCM's timeouts and limits. A field that asks for
+// something the HTTP/1.1 path doesn't do is refused, naming the field.
+func buildLimits(h *hcmv3.HttpConnectionManager) (Limits, error) {
+	l := DefaultLimits()
+	dur := func(name string, d *durationpb.Duration, dst *time.Duration) error {
+		if d == nil {
+			return nil
+		}
+		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
+			return fmt.Errorf("%s %v is not a valid duration", name, d)
+		}
+		*dst = d.AsDuration()
+		return nil
+	}
+	o := h.GetCommonHttpProtocolOptions()
+	for _, f := range []struct {
+		name string
+		d    *durationpb.Duration
+		dst  *time.Duration
+	}{
+		{"common_http_protocol_options.idle_timeout", o.GetIdleTimeout(), &l.IdleTimeout},
+		{"common_http_protocol_options.max_connection_duration", o.GetMaxConnectionDuration(), &l.MaxConnectionDuration},
+		{"request_headers_timeout", h.GetRequestHeadersTimeout(), &l.RequestHeadersTimeout},
+		{"request_timeout", h.GetRequestTimeout(), &l.RequestTimeout},
+		{"stream_idle_timeout", h.GetStreamIdleTimeout(), &l.StreamIdleTimeout},
+		{"delayed_close_timeout", h.GetDelayedCloseTimeout(), &l.DelayedCloseTimeout},
+	} {
+		if err := dur(f.name, f.d, f.dst); err != nil {
+			return l, err
+		}
+	}
+	if v := o.GetMaxHeadersCount(); v != nil {
+		if v.GetValue() == 0 {
+			return l, fmt.Errorf("common_http_protocol_options.max_headers_count must be at least 1")
+		}
+		l.MaxHeadersCount = int(v.GetValue())
+	}
+	if v := h.GetMaxRequestHeadersKb(); v != nil {
+		if v.GetValue() == 0 || v.GetValue() > 8192 {
+			return l, fmt.Errorf("max_request_headers_kb %d is out of range (1 to 8192)", v.GetValue())
+		}
+		l.MaxRequestHeadBytes = int(v.GetValue()) << 10
+	}
+	if v := o.GetMaxRequestsPerConnection(); v != nil {
+		l.MaxRequestsPerConnection = v.GetValue()
+	}
+	switch {
+	case o.GetMaxStreamDuration() != nil:
+		return l, fmt.Errorf("common_http_protocol_options.max_stream_duration is not supported (use a route timeout)")
+	case o.GetMaxConnectionDurationJitter() != nil:
+		return l, fmt.Errorf("common_http_protocol_options.max_connection_duration_jitter is not supported (remove it)")
+	case o.GetHeadersWithUnderscoresAction() != corev3.HttpProtocolOptions_ALLOW:
+		return l, fmt.Errorf("common_http_protocol_options.headers_with_underscores_action %s is not supported (only ALLOW)", o.GetHeadersWithUnderscoresAction())
+	case o.GetMaxResponseHeadersKb() != nil && o.GetMaxResponseHeadersKb().GetValue() != 60:
+		return l, fmt.Errorf("common_http_protocol_options.max_response_headers_kb %d is not supported (only the default 60)", o.GetMaxResponseHeadersKb().GetValue())
+	case h.GetProxy_100Continue():
+		return l, fmt.Errorf("proxy_100_continue is not supported: 100-continue is answered by the proxy")
+	}
+	return l, nil
 }
 
 func configSourceKind(cs *corev3.ConfigSource) string {

@@ -3,6 +3,7 @@ package hcm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -11,10 +12,12 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/route"
 )
 
 // This file is the request path on the strait HTTP/1.1 codec: one goroutine
@@ -43,12 +46,23 @@ var copyBufPool = sync.Pool{New: func() any {
 
 var wbufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 
+// clientPollInterval is how often a request waiting for its response head
+// checks whether the client went away (a MSG_PEEK on the downstream
+// socket), so that the upstream request is cancelled rather than left to
+// the upstream's or a timeout's leisure.
+const clientPollInterval = time.Second
+
+// maxLingerBytes bounds what a connection closed after an error reply
+// drains before closing.
+const maxLingerBytes = 256 << 10
+
 // h1conn is one downstream connection. Only its goroutine touches it, except
 // the request body copier (see forward), which owns r while it runs.
 type h1conn struct {
 	s      *Server
-	nc     net.Conn
+	nc     *http1.DeadlineConn // the downstream connection, with timeouts
 	filter *Filter
+	lim    *Limits
 	dst    netip.AddrPort
 	src    cluster.OriginalSource // original_src; zero when absent
 	r      *http1.Reader
@@ -57,6 +71,12 @@ type h1conn struct {
 	resp   http1.Response
 	chunk  http1.ChunkedReader // response body decoder
 	reqCh  http1.ChunkedReader // request body decoder
+
+	expiry     time.Time // max_connection_duration; zero: none
+	requests   uint32
+	reqExpiry  time.Time // request_timeout of the request in progress
+	linger     bool      // an error reply was sent: close gracefully
+	streamIdle time.Duration
 }
 
 func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource) {
@@ -68,9 +88,17 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 			s.log.Error("panic serving connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	nc = http1.WrapConn(nc) // closing it closes the tracked conn
-	c := &h1conn{s: s, nc: nc, filter: f, dst: dst, src: src, r: http1.NewReader(nc)}
+	dc := http1.NewDeadlineConn(http1.WrapConn(nc)) // closing it closes the tracked conn
+	c := &h1conn{s: s, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, r: http1.NewReader(dc)}
+	if c.lim.MaxRequestHeadBytes == 0 {
+		// A Filter made without Build (tests): Envoy's defaults.
+		l := DefaultLimits()
+		c.lim = &l
+	}
 	defer c.r.Release()
+	if d := c.lim.MaxConnectionDuration; d > 0 {
+		c.expiry = time.Now().Add(d)
+	}
 	// The write buffer is taken per request, so that an idle keep-alive
 	// connection holds only its read buffer.
 	var wb *[]byte
@@ -90,52 +118,151 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 			release()
 		}
 	}()
+	defer func() {
+		if c.linger {
+			c.closeGracefully()
+		}
+	}()
 	for {
-		head, err := c.r.ReadHead(http1.DefaultMaxHeadBytes)
+		if len(c.r.Buffered()) == 0 && !c.waitRequest() {
+			return
+		}
+		// A request began: stream_idle_timeout, request_headers_timeout and
+		// request_timeout from now.
+		c.reqExpiry = http1.Deadline(c.lim.RequestTimeout)
+		var headersExpiry time.Time
+		headExpiry := c.reqExpiry
+		if d := c.lim.RequestHeadersTimeout; d > 0 {
+			headersExpiry = http1.Deadline(d)
+			if headExpiry.IsZero() || headersExpiry.Before(headExpiry) {
+				headExpiry = headersExpiry
+			}
+		}
+		c.streamIdle = c.lim.StreamIdleTimeout
+		c.nc.SetReadTimeouts(c.streamIdle, headExpiry)
+		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{})
+		head, err := c.r.ReadRequestHead(c.lim.MaxRequestHeadBytes)
 		if err != nil {
-			if errors.Is(err, http1.ErrHeaderTooLarge) {
+			switch {
+			case errors.Is(err, http1.ErrHeaderTooLarge):
 				take()
-				c.errorReply(431)
+				c.errorReply(431, "")
+			case errors.Is(err, http1.ErrMalformed):
+				take()
+				c.errorReply(400, "")
+			case http1.IsTimeout(err):
+				take()
+				switch now := time.Now(); {
+				case !c.reqExpiry.IsZero() && !now.Before(c.reqExpiry):
+					c.errorReply(408, "request timeout")
+				case !headersExpiry.IsZero() && !now.Before(headersExpiry):
+					c.errorReply(408, "request header timeout")
+				default:
+					c.errorReply(408, "stream timeout")
+				}
 			}
 			return
 		}
 		take()
-		if err := http1.ParseRequest(head, &c.req); err != nil {
+		if err := http1.ParseRequestLimit(head, &c.req, c.lim.MaxHeadersCount); err != nil {
 			code := 400
 			if errors.Is(err, http1.ErrTooManyHeaders) {
 				code = 431
 			}
-			c.errorReply(code)
+			c.errorReply(code, "")
 			return
 		}
+		c.requests++
+		// The body (if any) is read under request_timeout only.
+		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
 		keep := c.serveRequest()
 		release()
+		c.r.Shrink()
 		if !keep {
 			return
 		}
 	}
 }
 
-// errorReply answers a request the codec could not accept; the connection
-// closes after it.
-func (c *h1conn) errorReply(code int) {
+// waitRequest waits for the first bytes of the next request, under the
+// connection's idle_timeout and max_connection_duration. It reports false
+// when the connection should close (quietly: no request is in progress).
+// The socket deadline is the stream idle timeout's when that is shorter,
+// so that it need not be moved between this wait and the request.
+func (c *h1conn) waitRequest() bool {
+	idle := c.lim.IdleTimeout
+	wait := idle
+	if s := c.lim.StreamIdleTimeout; s > 0 && (wait == 0 || s < wait) {
+		wait = s
+	}
+	c.nc.SetReadTimeouts(wait, c.expiry)
+	since := http1.CoarseNow()
+	if idle > 0 && idle < 2*time.Second {
+		since = time.Now()
+	}
+	for {
+		err := c.r.Fill()
+		if err == nil {
+			return true
+		}
+		if !http1.IsTimeout(err) {
+			return false
+		}
+		now := time.Now()
+		if idle > 0 && now.Sub(since) >= idle || !c.expiry.IsZero() && !now.Before(c.expiry) {
+			return false
+		}
+	}
+}
+
+// closing reports whether the connection must close after the request in
+// progress: max_connection_duration passed, or max_requests_per_connection
+// reached.
+func (c *h1conn) closing() bool {
+	if m := c.lim.MaxRequestsPerConnection; m > 0 && c.requests >= m {
+		return true
+	}
+	return !c.expiry.IsZero() && !http1.CoarseNow().Before(c.expiry)
+}
+
+// closeGracefully ends a connection after an error reply so that the client
+// reads the reply rather than a reset: shut down the write side, then read
+// and drop what the client still sends, for at most delayed_close_timeout.
+func (c *h1conn) closeGracefully() {
+	c.nc.CloseWrite()
+	d := c.lim.DelayedCloseTimeout
+	if d <= 0 {
+		return
+	}
+	c.nc.SetReadTimeouts(0, time.Now().Add(d))
+	bp := copyBufPool.Get().(*[]byte)
+	defer copyBufPool.Put(bp)
+	for n := 0; n < maxLingerBytes; {
+		m, err := c.nc.Read(*bp)
+		n += m
+		if err != nil {
+			return
+		}
+	}
+}
+
+// errorReply answers a request the codec could not accept or finish; the
+// connection closes (gracefully) after it.
+func (c *h1conn) errorReply(code int, body string) {
 	w := append(c.wbuf[:0], "HTTP/1.1 "...)
 	w = strconv.AppendInt(w, int64(code), 10)
 	w = append(w, ' ')
-	w = append(w, statusText(code)...)
-	w = append(w, "\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"...)
+	w = append(w, reasonPhrase(code)...)
+	if body != "" {
+		w = append(w, "\r\ncontent-type: text/plain"...)
+	}
+	w = append(w, "\r\ncontent-length: "...)
+	w = strconv.AppendInt(w, int64(len(body)), 10)
+	w = append(w, "\r\nconnection: close\r\n\r\n"...)
+	w = append(w, body...)
 	c.wbuf = w
 	c.nc.Write(w)
-}
-
-func statusText(code int) string {
-	switch code {
-	case 400:
-		return "Bad Request"
-	case 431:
-		return "Request Header Fields Too Large"
-	}
-	return strconv.Itoa(code)
+	c.linger = true
 }
 
 // serveRequest handles one parsed request and reports whether the
@@ -168,14 +295,14 @@ func (c *h1conn) serveRequest() bool {
 	if cl.UpstreamHTTP2(false) {
 		return c.forwardH2(cl, ep) // h1toh2.go
 	}
-	return c.forward(cl, ep)
+	return c.forward(cl, ep, rt)
 }
 
 // localReply answers without an upstream. The request body, if any, is
 // read and dropped so the connection stays usable, unless it is large or
 // the client waits for 100-continue.
 func (c *h1conn) localReply(code int, flags, body string) bool {
-	keep := !c.req.Close && c.discardRequestBody()
+	keep := !c.req.Close && !c.closing() && c.discardRequestBody()
 	return c.writeLocal(code, flags, body, keep) && keep
 }
 
@@ -207,6 +334,9 @@ func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
 	}
 	c.wbuf = w
 	_, err := c.nc.Write(w)
+	if !keep {
+		c.linger = true
+	}
 	return err == nil
 }
 
@@ -258,6 +388,10 @@ func (c *h1conn) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 		case 4:
 			if req.Authority != nil && http1.EqualFold(h.Name, "Host") {
 				continue // replaced by the target's authority below
+			}
+		case 6:
+			if req.Expect100 && http1.EqualFold(h.Name, "Expect") {
+				continue // answered here (see forward), as Envoy does
 			}
 		case 12:
 			if !rid && http1.EqualFold(h.Name, "X-Request-Id") {
@@ -326,17 +460,66 @@ func appendRequestID(w []byte) []byte {
 	return w
 }
 
-// bodyCopy is the result of streaming a request body upstream.
+// bodyCopy is a request body being streamed upstream by its own goroutine.
 type bodyCopy struct {
 	done chan error
+	// downFailed is set when reading the body from the client failed (bad
+	// framing, the client went away, a timeout): the copier then closes the
+	// upstream connection, which ends a wait for the response head, and its
+	// error says what to answer.
+	downFailed atomic.Bool
+	progress   atomic.Int64 // body bytes sent upstream
+}
+
+// failure is a local reply for an exchange that got no response head.
+type failure struct {
+	code  int // 0: the client went away; answer nothing
+	flags string
+	body  string
+}
+
+// Envoy's local replies (router and connection manager).
+var (
+	failConnect        = failure{503, "UF", "upstream connect error or disconnect/reset before headers. reset reason: connection failure"}
+	failTerminated     = failure{503, "UC", "upstream connect error or disconnect/reset before headers. reset reason: connection termination"}
+	failProtocol       = failure{502, "UPE", "upstream connect error or disconnect/reset before headers. reset reason: protocol error"}
+	failRouteTimeout   = failure{504, "UT", "upstream request timeout"}
+	failStreamIdle     = failure{408, "SI", "stream timeout"}
+	failRequestTimeout = failure{408, "", "request timeout"}
+	failBadRequest     = failure{400, "DPE", "Bad Request"}
+	failClientGone     = failure{0, "DC", ""}
+)
+
+var (
+	errNoResponse    = errors.New("upstream closed before a response")
+	errRouteTimeout  = errors.New("route timeout")
+	errStreamIdle    = errors.New("stream idle timeout")
+	errClientGone    = errors.New("client closed the connection")
+	errSwitched      = errors.New("upstream switched protocols without an upgrade request")
+	errRetryNotWrite = errors.New("request not written")
+)
+
+// idempotent reports whether a request with this method may be sent twice
+// (RFC 9110 §9.2.2).
+func idempotent(m []byte) bool {
+	switch string(m) {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	return false
 }
 
 // forward sends the request to ep on cl and relays the response. It
 // reports whether the downstream connection can carry another request.
-func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint) bool {
+func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route) bool {
 	req := &c.req
-	isHead, reqClose, reqMinor, expect100 := req.IsHead, req.Close, req.Minor, req.Expect100
+	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
 	cl.Stats.RqTotal.Add(1)
+	if rt.HasIdleTimeout && rt.IdleTimeout != c.streamIdle {
+		c.streamIdle = rt.IdleTimeout
+		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
+		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{})
+	}
 
 	w := c.appendRequestHead(c.wbuf[:0], ep)
 	// A body already in the buffer goes in the same write as the head, and
@@ -358,37 +541,52 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	ctx := context.Background()
 	uc, err := cl.GetConn(ctx, ep)
 	if err != nil {
-		return c.upstreamFailed(cl, ep, err, !streamBody)
+		return c.upstreamFailed(cl, ep, failConnect, err, !streamBody)
 	}
+	// The route timeout runs from here until the response is complete.
+	routeExpiry := http1.Deadline(rt.Timeout)
 	var bc *bodyCopy
 	for attempt := 0; ; attempt++ {
-		_, err = uc.Write(w)
+		uc.Exchange()
+		uc.D.SetWriteTimeouts(c.streamIdle, routeExpiry)
+		uc.D.SetReadTimeouts(c.streamIdle, routeExpiry)
+		var n int
+		n, err = uc.Write(w)
 		if err == nil && streamBody {
+			if req.Expect100 && reqMinor == 1 {
+				// The client waits for this before sending the body; the
+				// upstream's own 100 is dropped (Envoy's proxy_100_continue
+				// false).
+				if _, err := c.nc.Write(continue100); err != nil {
+					uc.Close()
+					return false
+				}
+			}
 			bc = c.startBodyCopy(uc)
 		}
+		got := false
 		if err == nil {
-			err = c.readResponseHead(uc, isHead, expect100, reqMinor)
+			got, err = c.readResponseHead(uc, isHead, reqMinor, bc, routeExpiry)
+		} else if n == 0 {
+			err = fmt.Errorf("%w: %w", errRetryNotWrite, err)
 		}
 		if err == nil {
 			break
 		}
 		uc.Close()
 		if bc != nil {
-			// The copier may be blocked reading downstream: answer, then
-			// close the connection, which can't be reused anyway.
-			c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "err", err)
-			cl.Stats.AddResponse(503)
-			c.writeLocal(503, "UF", bodyConnectFailed, false)
-			c.nc.Close()
-			<-bc.done
-			return false
+			return c.bodyAborted(cl, ep, bc, err)
 		}
-		if !uc.Reused || attempt > 0 || streamBody || !retryable(err) {
-			return c.upstreamFailed(cl, ep, err, !streamBody)
+		// Once more on a new connection only if this one was reused (the
+		// upstream may have closed it while idle), no response byte came,
+		// and sending the request again is safe: it is idempotent, or it
+		// never left.
+		safe := n == 0 || idempotent(req.Method) && !streamBody
+		if !uc.Reused || attempt > 0 || got || !safe || !retryable(err) {
+			return c.upstreamFailed(cl, ep, classify(err), err, !streamBody)
 		}
-		// An idle connection the upstream had closed: once more on a new one.
 		if uc, err = cl.DialConn(ctx, ep); err != nil {
-			return c.upstreamFailed(cl, ep, err, true)
+			return c.upstreamFailed(cl, ep, failConnect, err, !streamBody)
 		}
 	}
 
@@ -407,7 +605,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 		}
 		t.Stop()
 	}
-	keep := !reqClose && bodyDone
+	keep := !reqClose && bodyDone && !c.closing()
 	// An upstream connection is reusable only if both messages were
 	// complete: a request body cut short leaves the upstream waiting for
 	// the rest.
@@ -459,57 +657,172 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	return keep
 }
 
+var continue100 = []byte("HTTP/1.1 100 Continue\r\n\r\n")
+
+// bodyAborted ends an exchange whose request body was streaming when no
+// response head came: uc is closed. If the client side failed, its error
+// decides (400 for bad framing, 408 for a timeout, nothing when the client
+// left); else the upstream's does. Either way the connection closes, once
+// the copier has ended.
+func (c *h1conn) bodyAborted(cl *cluster.Cluster, ep cluster.Endpoint, bc *bodyCopy, upErr error) bool {
+	if bc.downFailed.Load() {
+		berr := <-bc.done
+		f := c.clientFailure(berr)
+		c.s.log.Debug("request body failed", "cluster", cl.Name, "endpoint", ep.Address, "error", berr)
+		cl.Stats.AddResponse(f.code)
+		if f.code != 0 {
+			c.writeLocal(f.code, f.flags, f.body, false)
+		}
+		return false
+	}
+	f := classify(upErr)
+	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", upErr)
+	cl.Stats.AddResponse(f.code)
+	if f.code != 0 {
+		c.writeLocal(f.code, f.flags, f.body, false)
+		c.linger = false // the copier may still be reading: just close
+	}
+	// The copier may be blocked reading the client: closing ends it.
+	c.nc.Close()
+	<-bc.done
+	return false
+}
+
+// clientFailure maps an error reading the request body to a local reply.
+func (c *h1conn) clientFailure(err error) failure {
+	switch {
+	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrLineTooLong), errors.Is(err, http1.ErrHeaderTooLarge):
+		return failBadRequest
+	case http1.IsTimeout(err):
+		if !c.reqExpiry.IsZero() && !time.Now().Before(c.reqExpiry) {
+			return failRequestTimeout
+		}
+		return failStreamIdle
+	}
+	return failClientGone
+}
+
+// classify maps an upstream failure before a response head to the local
+// reply Envoy sends.
+func classify(err error) failure {
+	switch {
+	case errors.Is(err, errRouteTimeout):
+		return failRouteTimeout
+	case errors.Is(err, errStreamIdle):
+		return failStreamIdle
+	case errors.Is(err, errClientGone):
+		return failClientGone
+	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrHeaderTooLarge),
+		errors.Is(err, http1.ErrTooManyHeaders), errors.Is(err, errSwitched):
+		return failProtocol
+	}
+	return failTerminated
+}
+
 // retryable reports whether a failure on a reused connection looks like the
 // upstream having closed it while idle (EOF, reset, broken pipe).
 func retryable(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errNoResponse) || isNetError(err)
+	return errors.Is(err, io.EOF) || errors.Is(err, errNoResponse) || isNetError(err)
 }
-
-var errNoResponse = errors.New("upstream closed before a response")
 
 func isNetError(err error) bool {
 	var ne *net.OpError
 	return errors.As(err, &ne) && !ne.Timeout()
 }
 
-// upstreamFailed answers 503 for a request that got no response.
-func (c *h1conn) upstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, err error, bodyConsumed bool) bool {
-	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "err", err)
-	cl.Stats.AddResponse(503)
-	keep := bodyConsumed && !c.req.Close
-	if !bodyConsumed {
-		keep = !c.req.Close && c.discardRequestBody()
+// upstreamFailed answers a request that got no response head.
+func (c *h1conn) upstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, f failure, err error, bodyConsumed bool) bool {
+	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
+	cl.Stats.AddResponse(f.code)
+	if f.code == 0 {
+		return false
 	}
-	return c.writeLocal(503, "UF", bodyConnectFailed, keep) && keep
+	keep := !c.req.Close && !c.closing() && f.code != 408
+	if !bodyConsumed && keep {
+		keep = c.discardRequestBody()
+	}
+	return c.writeLocal(f.code, f.flags, f.body, keep) && keep
 }
 
 // readResponseHead reads the final response head into c.resp, relaying
-// interim (1xx) responses downstream.
-func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead, expect100 bool, reqMinor int) error {
+// interim (1xx) responses downstream. got reports whether any response
+// byte arrived. Without a body copier (bc, which would see the client
+// leave), it checks every clientPollInterval that the client is still
+// there, and gives up with errClientGone when it is not.
+func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMinor int, bc *bodyCopy, routeExpiry time.Time) (got bool, err error) {
+	// The connection's own idle timeout is per read call; this wait is
+	// re-entered after each poll, so it keeps its own idle expiry, which
+	// progress of the request body (or an interim response) pushes back.
+	var poll time.Time
+	if bc == nil {
+		// On a whole second, so that requests in the same second share
+		// the socket deadline and it is not moved per request.
+		poll = http1.CoarseNow().Truncate(clientPollInterval).Add(2 * clientPollInterval)
+	}
+	idleExpiry := http1.Deadline(c.streamIdle)
+	var sent int64
+	setHard := func() {
+		h := routeExpiry
+		for _, t := range []time.Time{poll, idleExpiry} {
+			if !t.IsZero() && (h.IsZero() || t.Before(h)) {
+				h = t
+			}
+		}
+		uc.D.SetReadHard(h)
+	}
+	setHard()
+	defer uc.D.SetReadHard(routeExpiry)
 	for {
 		head, err := uc.R.ReadHead(http1.DefaultMaxHeadBytes)
 		if err != nil {
-			if err == io.EOF {
-				return errNoResponse
+			got = got || len(uc.R.Buffered()) > 0
+			if !http1.IsTimeout(err) {
+				if err == io.EOF {
+					return got, errNoResponse
+				}
+				return got, err
 			}
-			return err
+			now := time.Now()
+			if !routeExpiry.IsZero() && !now.Before(routeExpiry) {
+				return got, errRouteTimeout
+			}
+			if !idleExpiry.IsZero() && !now.Before(idleExpiry) {
+				if bc == nil || bc.progress.Load() == sent {
+					return got, errStreamIdle
+				}
+				sent = bc.progress.Load()
+				idleExpiry = http1.Deadline(c.streamIdle)
+			}
+			if !poll.IsZero() && !now.Before(poll) {
+				if http1.Peek(c.nc) == http1.PeekClosed {
+					return got, errClientGone
+				}
+				poll = now.Add(clientPollInterval)
+			}
+			setHard()
+			continue
 		}
+		got = true
 		if err := http1.ParseResponse(head, &c.resp, isHead); err != nil {
-			return err
+			return got, err
 		}
 		if c.resp.Status >= 200 {
-			return nil
+			return got, nil
 		}
 		if c.resp.Status == 101 {
-			return errors.New("upstream switched protocols without an upgrade request")
+			return got, errSwitched
 		}
-		if c.resp.Status == 100 && !expect100 || reqMinor == 0 {
-			continue // not expected by the client: drop it
+		if c.resp.Status == 100 || reqMinor == 0 {
+			continue // 100-continue is answered by the proxy; 1.0 clients get no 1xx
 		}
 		w := c.appendResponseHead(c.wbuf[:0], 1, true)
 		c.wbuf = w
 		if _, err := c.nc.Write(w); err != nil {
-			return err
+			return got, err
+		}
+		if !idleExpiry.IsZero() {
+			idleExpiry = http1.Deadline(c.streamIdle)
+			setHard()
 		}
 	}
 }
@@ -578,19 +891,23 @@ func (c *h1conn) copyResponseBody(uc *cluster.UpstreamConn, downChunked bool) er
 	default:
 		src = uc.R
 	}
-	err := copyBody(c.nc, src, downChunked, func() []byte {
+	rerr, werr := copyBody(c.nc, src, downChunked, func() []byte {
 		if resp.Framing == http1.FramingChunked {
 			return c.chunk.Trailer
 		}
 		return nil
-	})
-	return err
+	}, nil)
+	if rerr != nil {
+		return rerr
+	}
+	return werr
 }
 
 // copyBody copies src to dst, framing each read as a chunk when chunked
 // (and ending with the last chunk and trailer()). Bodies don't go through
-// any other buffer: each read lands where it is written from.
-func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() []byte) error {
+// any other buffer: each read lands where it is written from. It returns
+// the error reading src or the one writing dst.
+func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() []byte, progress *atomic.Int64) (rerr, werr error) {
 	bp := copyBufPool.Get().(*[]byte)
 	defer copyBufPool.Put(bp)
 	buf := *bp
@@ -603,18 +920,21 @@ func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() []byte)
 				out = http1.FrameChunk(buf, n)
 			}
 			if _, werr := dst.Write(out); werr != nil {
-				return werr
+				return nil, werr
+			}
+			if progress != nil {
+				progress.Add(int64(n))
 			}
 		}
 		if err == io.EOF {
 			if chunked {
 				_, werr := dst.Write(http1.AppendLastChunk(buf[:0], trailer()))
-				return werr
+				return nil, werr
 			}
-			return nil
+			return nil, nil
 		}
 		if err != nil {
-			return err
+			return err, nil
 		}
 	}
 }
@@ -634,7 +954,16 @@ func (c *h1conn) startBodyCopy(uc *cluster.UpstreamConn) *bodyCopy {
 		src = &http1.LengthReader{R: c.r, Left: req.ContentLength}
 	}
 	go func() {
-		bc.done <- copyBody(uc, src, chunked, func() []byte { return c.reqCh.Trailer })
+		rerr, werr := copyBody(uc, src, chunked, func() []byte { return c.reqCh.Trailer }, &bc.progress)
+		if rerr != nil {
+			// The client side failed: abort the upstream request, which
+			// also ends the response wait (the reader is not touched).
+			bc.downFailed.Store(true)
+			uc.D.Close()
+			bc.done <- rerr
+			return
+		}
+		bc.done <- werr
 	}()
 	return bc
 }

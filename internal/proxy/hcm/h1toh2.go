@@ -3,6 +3,7 @@ package hcm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -96,7 +97,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	resp, err := cl.RoundTrip(out, ep)
 	if err != nil {
 		if body == nil {
-			return c.upstreamFailed(cl, ep, err, true)
+			return c.upstreamFailed(cl, ep, failConnect, err, true)
 		}
 		// Part of the body may be gone: answer, then close.
 		c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
@@ -147,7 +148,8 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	c.wbuf = w
 	_, err = c.nc.Write(w)
 	if err == nil && !noBody {
-		err = copyBody(c.nc, resp.Body, chunked, func() []byte { return appendTrailer(nil, resp.Trailer) })
+		rerr, werr := copyBody(c.nc, resp.Body, chunked, func() []byte { return appendTrailer(nil, resp.Trailer) }, nil)
+		err = errors.Join(rerr, werr)
 	}
 	if body != nil && !body.finished(bodyFinishWait) {
 		// The response is complete but the request body isn't: the

@@ -75,7 +75,7 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	cl.Stats.RqTotal.Add(1)
 	uc, err := cl.DialConn(context.Background(), ep)
 	if err != nil {
-		return c.upstreamFailed(cl, ep, err, true)
+		return c.upstreamFailed(cl, ep, failConnect, err, true)
 	}
 	w := c.appendRequestHead(c.wbuf[:0], ep)
 	w = w[:len(w)-2] // reopen the head: add the hop-by-hop fields of the upgrade
@@ -89,15 +89,16 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	c.wbuf = w
 	if _, err := uc.Write(w); err != nil {
 		uc.Close()
-		return c.upstreamFailed(cl, ep, err, true)
+		return c.upstreamFailed(cl, ep, failTerminated, err, true)
 	}
 	head, err := uc.R.ReadHead(http1.DefaultMaxHeadBytes)
-	if err == nil {
-		err = http1.ParseResponse(head, &c.resp, false)
-	}
 	if err != nil {
 		uc.Close()
-		return c.upstreamFailed(cl, ep, err, true)
+		return c.upstreamFailed(cl, ep, failTerminated, err, true)
+	}
+	if err := http1.ParseResponse(head, &c.resp, false); err != nil {
+		uc.Close()
+		return c.upstreamFailed(cl, ep, failProtocol, err, true)
 	}
 	cl.Stats.AddResponse(c.resp.Status)
 	if c.resp.Status != 101 {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/proto"
@@ -60,6 +61,8 @@ type Manager struct {
 	stop context.CancelFunc
 
 	active atomic.Pointer[set]
+
+	loops sync.WaitGroup // accept loops
 
 	mu      sync.Mutex // guards everything below
 	static  map[string]bool
@@ -264,7 +267,11 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 	for _, b := range fresh {
 		m.log.Info("listening", "listener", b.name, "address", b.s.ln.Addr().String())
 		for range m.opts.Workers {
-			go m.acceptLoop(b.s)
+			m.loops.Add(1)
+			go func() {
+				defer m.loops.Done()
+				m.acceptLoop(b.s)
+			}()
 		}
 	}
 	return nil
@@ -305,17 +312,18 @@ func (m *Manager) Addr(name string) (net.Addr, bool) {
 	return s.ln.Addr(), true
 }
 
-// Close closes every listening socket. Connections being served are left
-// to their filters.
+// Close closes every listening socket and waits for the accept loops to
+// end. Connections being served are left to their filters.
 func (m *Manager) Close() {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.closed = true
 	for name, s := range m.sockets {
 		s.ln.Close()
 		delete(m.sockets, name)
 	}
 	m.stop()
+	m.mu.Unlock()
+	m.loops.Wait()
 }
 
 // Snapshot returns the LDS version and the active listener configs
@@ -338,19 +346,42 @@ func (m *Manager) Snapshot() (version string, static, dynamic []*listenerv3.List
 	return m.version, static, dynamic
 }
 
+// Accept back-off after a failure that is not the socket closing (EMFILE,
+// ENFILE, ENOBUFS...): doubling from minAcceptDelay to maxAcceptDelay, as
+// net/http.Server.Serve does, so that running out of descriptors doesn't
+// spin a core and flood the log.
+const (
+	minAcceptDelay = 5 * time.Millisecond
+	maxAcceptDelay = time.Second
+)
+
 func (m *Manager) acceptLoop(s *socket) {
+	var delay time.Duration
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if delay == 0 {
+				delay = minAcceptDelay
+				// Logged once per episode, not once per attempt.
+				m.log.Warn("accept failed; backing off", "address", s.ln.Addr().String(), "error", err)
+			} else if delay *= 2; delay > maxAcceptDelay {
+				delay = maxAcceptDelay
 			}
-			m.log.Warn("accept failed", "address", s.ln.Addr().String(), "err", err)
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-m.ctx.Done():
+				t.Stop()
+				return
+			}
 			continue
+		}
+		if delay != 0 {
+			m.log.Info("accepting again", "address", s.ln.Addr().String())
+			delay = 0
 		}
 		go m.handle(s.current.Load(), c)
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -45,6 +46,15 @@ type Route struct {
 	caseSensitive bool
 	headers       []headerMatcher
 
+	// Timeout is the route action's timeout: from the request being sent
+	// upstream until the response is complete (504 UT when it expires). 0
+	// means none. Envoy's default is 15 s; Istio sends 0s.
+	Timeout time.Duration
+	// IdleTimeout, when HasIdleTimeout, replaces the HCM's
+	// stream_idle_timeout for this route (0 disables it).
+	IdleTimeout    time.Duration
+	HasIdleTimeout bool
+
 	// Action: exactly one of Cluster, weighted or Direct is set.
 	Cluster  string
 	weighted []WeightedCluster
@@ -70,6 +80,9 @@ type headerMatcher struct {
 	str     func(string) bool
 	invert  bool
 }
+
+// defaultTimeout is Envoy's default route timeout.
+const defaultTimeout = 15 * time.Second
 
 // Compile builds a Table. It rejects what it cannot honour, so that an
 // unsupported config is NACKed instead of routed wrongly.
@@ -151,6 +164,19 @@ func compileRoute(r *routev3.Route) (*Route, error) {
 	}
 	switch a := r.GetAction().(type) {
 	case *routev3.Route_Route:
+		cr.Timeout = defaultTimeout
+		if d := a.Route.GetTimeout(); d != nil {
+			if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
+				return nil, fmt.Errorf("route.timeout %v is not a valid duration", d)
+			}
+			cr.Timeout = d.AsDuration()
+		}
+		if d := a.Route.GetIdleTimeout(); d != nil {
+			if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
+				return nil, fmt.Errorf("route.idle_timeout %v is not a valid duration", d)
+			}
+			cr.IdleTimeout, cr.HasIdleTimeout = d.AsDuration(), true
+		}
 		switch cs := a.Route.GetClusterSpecifier().(type) {
 		case *routev3.RouteAction_Cluster:
 			cr.Cluster = cs.Cluster

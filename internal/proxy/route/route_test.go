@@ -3,6 +3,9 @@ package route
 import (
 	"net/http"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -115,5 +118,23 @@ func TestCompileRejects(t *testing.T) {
 		{Name: "a", Domains: []string{"x"}}, {Name: "b", Domains: []string{"x"}}}}
 	if _, err := Compile(dup); err == nil {
 		t.Error("duplicate domain accepted")
+	}
+}
+
+func TestRouteTimeouts(t *testing.T) {
+	mk := func(a *routev3.RouteAction) *Route {
+		a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: "c"}
+		tb, err := Compile(&routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{Name: "v", Domains: []string{"*"},
+			Routes: []*routev3.Route{{Match: prefix("/"), Action: &routev3.Route_Route{Route: a}}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tb.MatchHeaders("h", "/", nil)
+	}
+	if r := mk(&routev3.RouteAction{}); r.Timeout != 15*time.Second || r.HasIdleTimeout {
+		t.Errorf("default: %v %v, want Envoy's 15 s and no idle override", r.Timeout, r.HasIdleTimeout)
+	}
+	if r := mk(&routev3.RouteAction{Timeout: durationpb.New(0), IdleTimeout: durationpb.New(time.Minute)}); r.Timeout != 0 || !r.HasIdleTimeout || r.IdleTimeout != time.Minute {
+		t.Errorf("istio's 0s: %v %v %v", r.Timeout, r.HasIdleTimeout, r.IdleTimeout)
 	}
 }

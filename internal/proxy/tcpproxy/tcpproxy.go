@@ -5,13 +5,17 @@ package tcpproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
@@ -37,11 +41,23 @@ type Filter struct {
 	cluster    string
 	weighted   []weighted
 	total      uint32
+	// IdleTimeout closes both connections when no byte moved either way
+	// for this long (idle_timeout; Envoy's default 1 h, 0 disables it).
+	IdleTimeout time.Duration
 }
+
+// defaultIdleTimeout is Envoy's tcp_proxy idle_timeout default.
+const defaultIdleTimeout = time.Hour
 
 // Build validates a TcpProxy config and returns the filter.
 func Build(tp *tcpv3.TcpProxy) (*Filter, error) {
-	f := &Filter{StatPrefix: tp.GetStatPrefix()}
+	f := &Filter{StatPrefix: tp.GetStatPrefix(), IdleTimeout: defaultIdleTimeout}
+	if d := tp.GetIdleTimeout(); d != nil {
+		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
+			return nil, fmt.Errorf("idle_timeout %v is not a valid duration", d)
+		}
+		f.IdleTimeout = d.AsDuration()
+	}
 	switch cs := tp.GetClusterSpecifier().(type) {
 	case *tcpv3.TcpProxy_Cluster:
 		f.cluster = cs.Cluster
@@ -100,28 +116,60 @@ func (f *Filter) Serve(ctx context.Context, c net.Conn, dst netip.AddrPort, src 
 		return
 	}
 	defer up.Close()
-	Pipe(c, up)
+	PipeIdle(c, up, f.IdleTimeout)
 }
 
 type closeWriter interface{ CloseWrite() error }
 
 // Pipe copies a<->b until both directions hit EOF or an error, half-closing
 // the write side of each peer when its source ends.
-func Pipe(a, b net.Conn) {
+func Pipe(a, b net.Conn) { PipeIdle(a, b, 0) }
+
+// PipeIdle is Pipe that also ends both directions when no byte moved
+// either way for idle (0: never). A direction that hits EOF half-closes
+// its destination and ends; the other goes on until its own EOF, so a
+// request-then-response exchange over a half-closed connection works.
+func PipeIdle(a, b net.Conn, idle time.Duration) {
 	var wg sync.WaitGroup
+	// quiet[i] is set when direction i ran a whole idle-long round without
+	// moving a byte (or ended); progress either way clears both. Both set
+	// means nothing moved for at least idle.
+	var quiet [2]atomic.Bool
 	wg.Add(2)
-	cp := func(dst, src net.Conn) {
+	cp := func(i int, dst, src net.Conn) {
 		defer wg.Done()
-		_, err := io.Copy(dst, src)
-		if cw, ok := dst.(closeWriter); ok && err == nil {
-			cw.CloseWrite()
-		} else {
-			// An error in one direction ends both.
-			a.Close()
-			b.Close()
+		for {
+			if idle > 0 {
+				dl := time.Now().Add(idle)
+				src.SetReadDeadline(dl)
+				dst.SetWriteDeadline(dl)
+			}
+			n, err := io.Copy(dst, src)
+			if n > 0 {
+				quiet[0].Store(false)
+				quiet[1].Store(false)
+			}
+			if idle > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+				if n > 0 {
+					continue
+				}
+				quiet[i].Store(true)
+				if !quiet[1-i].Load() {
+					continue
+				}
+			}
+			if cw, ok := dst.(closeWriter); ok && err == nil {
+				quiet[i].Store(true)
+				cw.CloseWrite()
+			} else {
+				// An error (or the idle timeout) in one direction ends both.
+				a.Close()
+				b.Close()
+			}
+			return
 		}
 	}
-	go cp(b, a)
-	cp(a, b)
+	go cp(0, b, a)
+	cp(1, a, b)
 	wg.Wait()
 }

@@ -30,7 +30,7 @@ func WrapConn(c net.Conn) net.Conn {
 		return c
 	}
 	r := &rawConn{TCPConn: tc, rc: rc}
-	r.readFn, r.writeFn = r.doRead, r.doWrite
+	r.readFn, r.writeFn, r.peekFn = r.doRead, r.doWrite, r.doPeek
 	return r
 }
 
@@ -48,6 +48,11 @@ type rawConn struct {
 	wbuf []byte
 	wn   int
 	werr error
+	// Owned by the caller of Peek (which the connection's owner serializes
+	// with its reads).
+	peekFn    func(fd uintptr)
+	peekBuf   [1]byte
+	peekState PeekState
 }
 
 func (c *rawConn) Read(p []byte) (int, error) {
@@ -125,4 +130,42 @@ func (c *rawConn) opError(op string, err error) error {
 		return err
 	}
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
+
+// Peek reports whether a connection that should be quiet (an idle pooled
+// upstream connection, or a downstream one waiting for its response) is
+// still open with nothing to read: one non-blocking MSG_PEEK recv on the
+// socket, which consumes nothing. It returns PeekQuiet when the receive
+// queue is empty, PeekData when bytes are waiting and PeekClosed on EOF or
+// a socket error. Connections not made by WrapConn report PeekQuiet.
+func Peek(c net.Conn) PeekState {
+	if d, ok := c.(*DeadlineConn); ok {
+		c = d.Conn
+	}
+	r, ok := c.(*rawConn)
+	if !ok {
+		return PeekQuiet
+	}
+	if err := r.rc.Control(r.peekFn); err != nil {
+		return PeekClosed
+	}
+	return r.peekState
+}
+
+func (c *rawConn) doPeek(fd uintptr) {
+	for {
+		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.peekBuf[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		switch {
+		case e == syscall.EINTR:
+			continue
+		case e == syscall.EAGAIN:
+			c.peekState = PeekQuiet
+		case e != 0 || n == 0:
+			c.peekState = PeekClosed
+		default:
+			c.peekState = PeekData
+		}
+		return
+	}
 }

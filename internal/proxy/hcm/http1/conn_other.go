@@ -6,3 +6,6 @@ import "net"
 
 // WrapConn returns c: raw system calls are only used on Linux.
 func WrapConn(c net.Conn) net.Conn { return c }
+
+// Peek reports PeekQuiet: without raw sockets there is no cheap check.
+func Peek(c net.Conn) PeekState { return PeekQuiet }

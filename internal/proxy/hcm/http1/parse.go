@@ -126,8 +126,15 @@ type Response struct {
 	Reason []byte
 }
 
-// ParseRequest parses a head returned by Reader.ReadHead into req.
+// ParseRequest parses a head returned by Reader.ReadHead into req, with
+// at most MaxHeaders header fields.
 func ParseRequest(head []byte, req *Request) error {
+	return ParseRequestLimit(head, req, MaxHeaders)
+}
+
+// ParseRequestLimit is ParseRequest with at most maxHeaders header fields
+// (HCM max_headers_count); more is ErrTooManyHeaders.
+func ParseRequestLimit(head []byte, req *Request, maxHeaders int) error {
 	hs := req.Headers[:0]
 	*req = Request{}
 	req.Headers = hs
@@ -159,7 +166,7 @@ func ParseRequest(head []byte, req *Request) error {
 		return err
 	}
 	req.IsHead = string(req.Method) == "HEAD"
-	if err := parseFields(rest, &req.message, true); err != nil {
+	if err := parseFields(rest, &req.message, true, maxHeaders); err != nil {
 		return err
 	}
 	if req.hosts > 1 {
@@ -173,12 +180,29 @@ func ParseRequest(head []byte, req *Request) error {
 		return ErrMalformed // RFC 9112 §3.2
 	}
 	for _, c := range req.Host {
-		if c <= ' ' || c == 0x7f || c == '/' {
+		if !hostChars[c] {
 			return ErrMalformed
 		}
 	}
 	return nil
 }
+
+// hostChars are the bytes a Host (or absolute-form authority) may hold:
+// RFC 3986 reg-name, IP-literal and port characters, as net/http's
+// httpguts.ValidHostHeader allows.
+var hostChars = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range "!$%&'()*+,-.:;=@[]_~" {
+		t[c] = true
+	}
+	return t
+}()
 
 func splitTarget(req *Request) error {
 	t := req.Target
@@ -193,7 +217,21 @@ func splitTarget(req *Request) error {
 		if end == 0 {
 			return ErrMalformed
 		}
-		req.Authority = rest[:end]
+		auth := rest[:end]
+		for _, c := range auth {
+			if !hostChars[c] { // userinfo included (RFC 3986 §3.2.1)
+				return ErrMalformed
+			}
+		}
+		if at := bytes.LastIndexByte(auth, '@'); at >= 0 {
+			// userinfo (RFC 9110 §4.2.4: deprecated in http URIs) is never
+			// forwarded: the authority is the host after it.
+			auth = auth[at+1:]
+			if len(auth) == 0 {
+				return ErrMalformed
+			}
+		}
+		req.Authority = auth
 		t = rest[end:]
 		if len(t) == 0 || t[0] == '?' {
 			// An absolute-form target without a path means "/".
@@ -251,7 +289,7 @@ func ParseResponse(head []byte, resp *Response, isHeadRequest bool) error {
 			}
 		}
 	}
-	if err := parseFields(rest, &resp.message, false); err != nil {
+	if err := parseFields(rest, &resp.message, false, MaxHeaders); err != nil {
 		return err
 	}
 	if isHeadRequest || resp.Status < 200 || resp.Status == 204 || resp.Status == 304 {
@@ -356,7 +394,7 @@ func classify(name []byte) fieldKind {
 // parseFields parses header fields into m and derives framing and
 // persistence. isRequest selects request rules (no close-delimited body,
 // Content-Length with Transfer-Encoding rejected).
-func parseFields(p []byte, m *message, isRequest bool) error {
+func parseFields(p []byte, m *message, isRequest bool, maxHeaders int) error {
 	var te, cl, keepAlive, conns bool
 	for len(p) > 0 {
 		var line []byte
@@ -377,7 +415,7 @@ func parseFields(p []byte, m *message, isRequest bool) error {
 				return ErrMalformed
 			}
 		}
-		if len(m.Headers) >= MaxHeaders {
+		if len(m.Headers) >= maxHeaders {
 			return ErrTooManyHeaders
 		}
 		kind := classify(name)
@@ -428,7 +466,8 @@ func parseFields(p []byte, m *message, isRequest bool) error {
 		m.Close = true
 	}
 	if conns {
-		// Fields named by Connection are hop-by-hop too.
+		// Fields named by Connection are hop-by-hop too, except Host: a
+		// request must keep it (RFC 9112 §3.2), whatever Connection says.
 		for i := range m.Headers {
 			h := &m.Headers[i]
 			if classify(h.Name) != fieldConnection {
@@ -438,7 +477,7 @@ func parseFields(p []byte, m *message, isRequest bool) error {
 				var tok []byte
 				tok, v = nextToken(v)
 				for j := range m.Headers {
-					if equalFold(m.Headers[j].Name, unsafeString(tok)) {
+					if equalFold(m.Headers[j].Name, unsafeString(tok)) && classify(m.Headers[j].Name) != fieldHost {
 						m.Headers[j].Hop = true
 					}
 				}

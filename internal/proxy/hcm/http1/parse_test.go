@@ -333,3 +333,62 @@ func FuzzParseResponse(f *testing.F) {
 		}
 	})
 }
+
+// slowReader returns its input one byte per Read, like a slow client.
+type slowReader struct{ s string }
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if len(r.s) == 0 {
+		return 0, io.EOF
+	}
+	p[0] = r.s[0]
+	r.s = r.s[1:]
+	return 1, nil
+}
+
+// TestHTTP09Refused: a request line without a version is refused as soon
+// as it is complete, not held waiting for a head that never comes.
+func TestHTTP09Refused(t *testing.T) {
+	r := NewReader(&slowReader{"GET /\r\n"}) // then EOF: ReadHead would say ErrUnexpectedEOF
+	defer r.Release()
+	if _, err := r.ReadRequestHead(DefaultMaxHeadBytes); err != ErrMalformed {
+		t.Fatalf("got %v, want ErrMalformed once the line is complete", err)
+	}
+	r2 := NewReader(&slowReader{"GET / HTTP/1.1\r\nHost: h\r\n\r\n"})
+	defer r2.Release()
+	if _, err := r2.ReadRequestHead(DefaultMaxHeadBytes); err != nil {
+		t.Fatalf("a valid head trickling in: %v", err)
+	}
+}
+
+// TestShrinkAfterLargeHead: a connection whose head grew the buffer gets
+// back to the default size, so an idle connection holds 8 KiB.
+func TestShrinkAfterLargeHead(t *testing.T) {
+	raw := "GET / HTTP/1.1\r\nHost: h\r\nX: " + strings.Repeat("a", 40<<10) + "\r\n\r\nGET /next"
+	r := NewReader(strings.NewReader(raw))
+	defer r.Release()
+	if _, err := r.ReadHead(DefaultMaxHeadBytes); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.buf) <= DefaultBufferSize {
+		t.Fatalf("buffer %d: the large head should have grown it", len(r.buf))
+	}
+	r.Shrink()
+	if len(r.buf) != DefaultBufferSize || r.big || string(r.Buffered()) != "GET /next" {
+		t.Fatalf("after Shrink: %d bytes, big %v, buffered %q", len(r.buf), r.big, r.Buffered())
+	}
+}
+
+func TestUserinfoAndHost(t *testing.T) {
+	req, _, err := readRequest(t, "GET http://user:pw@example.com:8080/x HTTP/1.1\r\nHost: example.com\r\n\r\n")
+	if err != nil || string(req.Authority) != "example.com:8080" || string(req.Host) != "example.com:8080" {
+		t.Fatalf("authority %q host %q %v, want the userinfo dropped", req.Authority, req.Host, err)
+	}
+	req, _, err = readRequest(t, "GET / HTTP/1.1\r\nHost: h\r\nConnection: Host, X-A\r\nX-A: 1\r\n\r\n")
+	if err != nil || req.Headers[0].Hop || !req.Headers[2].Hop {
+		t.Fatalf("Host hop %v, X-A hop %v (%v): Connection must not strip Host", req.Headers[0].Hop, req.Headers[2].Hop, err)
+	}
+	if _, _, err := readRequest(t, "GET / HTTP/1.1\r\nHost: a\"b\r\n\r\n"); err != ErrMalformed {
+		t.Fatalf("Host with '\"': %v, want ErrMalformed", err)
+	}
+}

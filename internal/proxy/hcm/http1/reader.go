@@ -43,6 +43,9 @@ type Reader struct {
 	big  bool // buf was grown past DefaultBufferSize (not from the pool)
 	r, w int  // buf[r:w] is unread
 	scan int  // where the search for the end of the head resumes
+	// lineOK is set once the request line of the head being read was
+	// seen to end in an HTTP version (ReadRequestHead).
+	lineOK bool
 }
 
 // NewReader returns a Reader over rd with a pooled buffer; call Release
@@ -112,11 +115,47 @@ func (b *Reader) fill(limit int) error {
 	return err
 }
 
+// Fill reads once from the connection (up to the free buffer space),
+// blocking until something arrives. It returns io.EOF when the connection
+// ended. Callers use it to wait for the start of the next message.
+func (b *Reader) Fill() error {
+	if b.r == b.w {
+		b.r, b.w, b.scan = 0, 0, 0
+	}
+	return b.fill(len(b.buf))
+}
+
+// Shrink gives a buffer that a large head grew back, keeping the unread
+// bytes, when they fit in the default size: an idle connection then holds
+// DefaultBufferSize again.
+func (b *Reader) Shrink() {
+	if !b.big || b.w-b.r > DefaultBufferSize {
+		return
+	}
+	nb := *(bufPool.Get().(*[]byte))
+	n := copy(nb, b.buf[b.r:b.w])
+	b.scan -= b.r
+	if b.scan < 0 {
+		b.scan = 0
+	}
+	b.buf, b.big, b.r, b.w = nb, false, 0, n
+}
+
+// ReadRequestHead is ReadHead for a request: a request line that doesn't
+// end in an HTTP version (HTTP/0.9, or garbage) is ErrMalformed as soon as
+// it is complete, rather than waiting for a head that never comes.
+func (b *Reader) ReadRequestHead(max int) ([]byte, error) {
+	b.lineOK = false
+	return b.readHead(max, true)
+}
+
 // ReadHead returns the next message head, up to and including the empty
 // line that ends it, skipping empty lines before it. It returns io.EOF when
 // the connection ends cleanly before a head starts, io.ErrUnexpectedEOF when
 // it ends inside one, and ErrHeaderTooLarge past max bytes.
-func (b *Reader) ReadHead(max int) ([]byte, error) {
+func (b *Reader) ReadHead(max int) ([]byte, error) { return b.readHead(max, false) }
+
+func (b *Reader) readHead(max int, request bool) ([]byte, error) {
 	if b.r == b.w {
 		b.r, b.w, b.scan = 0, 0, 0
 	}
@@ -140,6 +179,11 @@ func (b *Reader) ReadHead(max int) ([]byte, error) {
 			b.scan = b.r
 			return head, nil
 		}
+		if request && !b.lineOK {
+			if err := b.checkRequestLine(); err != nil {
+				return nil, err
+			}
+		}
 		b.scan = b.w - 3 // the terminator may straddle reads
 		if b.scan < b.r {
 			b.scan = b.r
@@ -158,6 +202,33 @@ func (b *Reader) ReadHead(max int) ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// checkRequestLine looks at the request line of a head that is not
+// complete yet. It is only called on that slow path, and the line is
+// scanned from where the head scan stopped, so a head trickling in byte by
+// byte is not rescanned from its start.
+func (b *Reader) checkRequestLine() error {
+	from := b.scan
+	if from < b.r {
+		from = b.r
+	}
+	i := bytes.IndexByte(b.buf[from:b.w], '\n')
+	if i < 0 {
+		return nil // not complete yet
+	}
+	// The first '\n' at or after scan is the request line's only if no
+	// earlier one exists; scan never passes the first line's end without
+	// this check having run, so it is.
+	line := b.buf[b.r : from+i]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	if n := len(line); n < 9 || string(line[n-8:n-3]) != "HTTP/" || line[n-9] != ' ' {
+		return ErrMalformed
+	}
+	b.lineOK = true
+	return nil
 }
 
 // headEnd returns the length of the head in p (through "\n\r\n" or

@@ -1,0 +1,733 @@
+package hcm
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/straitmesh/strait/internal/nginxtest"
+	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/testreq"
+)
+
+// These tests are the regressions of the HTTP/1.1 connection-handling
+// defects: raw-socket clients and backends on loopback, with the exact
+// bytes, run against strait-proxy and, where nginx behaves correctly,
+// against nginx in front of the same backend as a reference.
+
+// proxyConfig is what a test proxy is started with.
+type proxyConfig struct {
+	limits       *Limits       // nil: Envoy's defaults
+	routeTimeout time.Duration // 0: none (Istio's 0s)
+}
+
+// startStrait runs the strait codec's HCM on loopback in front of beAddr.
+func startStrait(t testing.TB, beAddr string, pc proxyConfig) string {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cm := cluster.NewManager(log, stats.New())
+	if err := cm.AddStatic([]*clusterv3.Cluster{staticCluster("be", beAddr)}); err != nil {
+		t.Fatal(err)
+	}
+	table, err := route.Compile(&routev3.RouteConfiguration{Name: "r", VirtualHosts: []*routev3.VirtualHost{{
+		Name: "all", Domains: []string{"*"},
+		Routes: []*routev3.Route{{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+				ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"},
+				Timeout:          durationpb.New(pc.routeTimeout)}}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(Options{Log: log, Clusters: cm})
+	f := &Filter{StatPrefix: "test", inline: table, Limits: DefaultLimits()}
+	if pc.limits != nil {
+		f.Limits = *pc.limits
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.ServeConn(c, f, netip.AddrPort{}, cluster.OriginalSource{})
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		s.Close()
+	})
+	return ln.Addr().String()
+}
+
+// nginxProxy is the nginx reference: a keep-alive upstream pool in front of
+// beAddr, like ours. extra goes in the server block.
+func nginxProxy(t testing.TB, beAddr, extra string) string {
+	return nginxtest.Start(t, fmt.Sprintf(`
+upstream be { server %s; keepalive 8; }
+server {
+	listen LISTEN;
+	%s
+	location / {
+		proxy_pass http://be;
+		proxy_http_version 1.1;
+		proxy_set_header Connection "";
+		proxy_set_header Host $http_host;
+	}
+}`, beAddr, extra))
+}
+
+type target struct{ name, addr string }
+
+// targets returns strait-proxy, and nginx (when installed and nginxOK) as the
+// reference, in front of beAddr.
+func targets(t *testing.T, beAddr string, pc proxyConfig, nginxExtra string, nginxOK bool) []target {
+	ts := []target{{"strait", startStrait(t, beAddr, pc)}}
+	switch {
+	case !nginxOK:
+	case nginxInstalled():
+		ts = append(ts, target{"nginx", nginxProxy(t, beAddr, nginxExtra)})
+	case testreq.RequireAll():
+		t.Fatalf("nginx, the reference, is not installed (apt-get install nginx-light; %s is set)", testreq.EnvRequireAll)
+	}
+	return ts
+}
+
+func nginxInstalled() bool {
+	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
+		return true
+	}
+	_, err := exec.LookPath("nginx")
+	return err == nil
+}
+
+// scriptBackend is a raw HTTP/1.1 backend: for each request head it calls
+// handle, which answers with raw bytes (the body, if any, is left to it)
+// and reports whether to keep the connection.
+type scriptBackend struct {
+	addr      string
+	inRequest atomic.Int64 // connections inside handle
+	requests  sync.Map     // path -> *atomic.Int64
+	wg        sync.WaitGroup
+}
+
+type beReq struct {
+	c    net.Conn
+	r    *http1.Reader
+	req  *http1.Request
+	path string
+}
+
+func (b *beReq) write(s string) { io.WriteString(b.c, s) }
+
+// body reads the request body (Content-Length or chunked).
+func (b *beReq) body() ([]byte, error) {
+	switch b.req.Framing {
+	case http1.FramingLength:
+		return io.ReadAll(&http1.LengthReader{R: b.r, Left: b.req.ContentLength})
+	case http1.FramingChunked:
+		var cr http1.ChunkedReader
+		cr.Reset(b.r)
+		return io.ReadAll(&cr)
+	}
+	return nil, nil
+}
+
+func (b *beReq) header(name string) string {
+	v, _ := b.req.Headers.Get(name)
+	return string(v)
+}
+
+func newScriptBackend(t testing.TB, handle func(b *beReq) bool) *scriptBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := &scriptBackend{addr: ln.Addr().String()}
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	sb.wg.Add(1)
+	go func() {
+		defer sb.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			sb.wg.Add(1)
+			go func() {
+				defer sb.wg.Done()
+				defer func() { mu.Lock(); delete(conns, c); mu.Unlock(); c.Close() }()
+				r := http1.NewReader(c)
+				defer r.Release()
+				var req http1.Request
+				for {
+					head, err := r.ReadHead(http1.DefaultMaxHeadBytes)
+					if err != nil || http1.ParseRequest(head, &req) != nil {
+						return
+					}
+					path := string(req.Path)
+					n, _ := sb.requests.LoadOrStore(path, new(atomic.Int64))
+					n.(*atomic.Int64).Add(1)
+					sb.inRequest.Add(1)
+					keep := handle(&beReq{c: c, r: r, req: &req, path: path})
+					sb.inRequest.Add(-1)
+					if !keep {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		sb.wg.Wait()
+	})
+	return sb
+}
+
+func (sb *scriptBackend) count(path string) int64 {
+	if n, ok := sb.requests.Load(path); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(cond func() bool) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+func countFDs() int {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	return len(ents)
+}
+
+// noLeaks records the goroutine and fd counts and, when the returned func
+// runs, checks (waiting up to 5 s) that they came back down.
+func noLeaks(t *testing.T) func() {
+	g0, f0 := runtime.NumGoroutine(), countFDs()
+	return func() {
+		t.Helper()
+		if !waitFor(func() bool { return runtime.NumGoroutine() <= g0 && countFDs() <= f0 }) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Errorf("leak: goroutines %d -> %d, fds %d -> %d\n%s", g0, runtime.NumGoroutine(), f0, countFDs(), buf)
+		}
+	}
+}
+
+// exchange writes raw to addr and reads one response (nil and the error
+// if there is none), leaving the connection open for the caller.
+func exchange(t *testing.T, addr, raw string) (*http.Response, string, net.Conn, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		return nil, "", c, err
+	}
+	resp, body, err := readResp(c, bufio.NewReader(c))
+	return resp, body, c, err
+}
+
+func readResp(c net.Conn, br *bufio.Reader) (*http.Response, string, error) {
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b), err
+}
+
+// closedSoon reports whether the peer closes c (EOF or reset) within 5 s,
+// draining what it sends.
+func closedSoon(c net.Conn) bool {
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := io.Copy(io.Discard, c)
+	return err == nil || !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// TestLateUpstreamBytesNeverReachAnotherClient is defect 1: a backend that
+// answers 204 and 300 ms later writes a second response on the same
+// connection. The pooled connection must be retired; later clients get
+// their own responses, never PWNED!.
+func TestLateUpstreamBytesNeverReachAnotherClient(t *testing.T) {
+	be := newScriptBackend(t, func(b *beReq) bool {
+		if b.path == "/trick" {
+			b.write("HTTP/1.1 204 No Content\r\n\r\n")
+			time.Sleep(300 * time.Millisecond)
+			b.write("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPWNED!")
+			return true
+		}
+		b.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	for _, tg := range targets(t, be.addr, proxyConfig{}, "", true) {
+		t.Run(tg.name, func(t *testing.T) {
+			resp, _, _, err := exchange(t, tg.addr, "GET /trick HTTP/1.1\r\nHost: h\r\n\r\n")
+			if err != nil || resp.StatusCode != 204 {
+				t.Fatalf("first request: %v %v", resp, err)
+			}
+			time.Sleep(600 * time.Millisecond) // the late response arrives
+			for i := 0; i < 5; i++ {
+				resp, body, _, err := exchange(t, tg.addr, "GET /ok HTTP/1.1\r\nHost: h\r\n\r\n")
+				if err != nil || resp.StatusCode != 200 || body != "ok" {
+					t.Fatalf("client %d got %v %q %v (another client's response)", i, resp, body, err)
+				}
+			}
+		})
+	}
+}
+
+// TestBadRequestBodyAbortsExchange is defect 2: a chunked body with a bad
+// chunk size, or a client closing mid-upload, after the head went
+// upstream. The proxy answers 400 (or just closes), closes the upstream
+// connection, and nothing is left behind.
+func TestBadRequestBodyAbortsExchange(t *testing.T) {
+	be := newScriptBackend(t, func(b *beReq) bool {
+		if _, err := b.body(); err != nil {
+			return false
+		}
+		b.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	for _, tg := range targets(t, be.addr, proxyConfig{}, "", true) {
+		t.Run(tg.name, func(t *testing.T) {
+			check := noLeaks(t)
+			for _, size := range []string{" 5", "-5", "0x5", "123456789abcdef012"} {
+				for i := 0; i < 10; i++ {
+					// The head and the first chunk go first so that the
+					// head is forwarded before the bad size arrives.
+					c, err := net.Dial("tcp", tg.addr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.SetDeadline(time.Now().Add(10 * time.Second))
+					io.WriteString(c, "POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+					time.Sleep(5 * time.Millisecond)
+					io.WriteString(c, size+"\r\nhello\r\n0\r\n\r\n")
+					resp, _, err := readResp(c, bufio.NewReader(c))
+					if err != nil || resp.StatusCode != 400 {
+						t.Fatalf("chunk size %q: %v %v, want 400", size, resp, err)
+					}
+					if !closedSoon(c) {
+						t.Fatalf("chunk size %q: connection not closed after 400", size)
+					}
+					c.Close()
+				}
+			}
+			for i := 0; i < 10; i++ {
+				c, err := net.Dial("tcp", tg.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.WriteString(c, "POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n0123456789")
+				time.Sleep(5 * time.Millisecond)
+				c.Close()
+			}
+			if !waitFor(func() bool { return be.inRequest.Load() == 0 }) {
+				t.Fatalf("%d upstream requests still open after their clients failed", be.inRequest.Load())
+			}
+			if tg.name == "strait" {
+				check()
+			}
+		})
+	}
+}
+
+// TestClientGoneCancelsUpstream is defect 2/3: a client that gives up while
+// the backend never answers; the upstream request is cancelled.
+func TestClientGoneCancelsUpstream(t *testing.T) {
+	be := newScriptBackend(t, func(b *beReq) bool {
+		b.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		io.Copy(io.Discard, b.c) // until the proxy closes
+		return false
+	})
+	for _, tg := range targets(t, be.addr, proxyConfig{}, "", true) {
+		t.Run(tg.name, func(t *testing.T) {
+			check := noLeaks(t)
+			for i := 0; i < 5; i++ {
+				c, err := net.Dial("tcp", tg.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.WriteString(c, "GET /hang HTTP/1.1\r\nHost: h\r\n\r\n")
+				waitFor(func() bool { return be.inRequest.Load() > 0 })
+				c.Close()
+			}
+			if !waitFor(func() bool { return be.inRequest.Load() == 0 }) {
+				t.Fatalf("%d upstream requests still open after their clients left", be.inRequest.Load())
+			}
+			if tg.name == "strait" {
+				check()
+			}
+		})
+	}
+}
+
+// TestTimeouts is defect 3: Envoy's timeouts with local replies.
+func TestTimeouts(t *testing.T) {
+	be := newScriptBackend(t, func(b *beReq) bool {
+		if b.path == "/hang" {
+			b.c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			io.Copy(io.Discard, b.c)
+			return false
+		}
+		b.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	short := 300 * time.Millisecond
+	lim := DefaultLimits()
+	lim.RequestHeadersTimeout = short
+	lim.IdleTimeout = short
+	strait := startStrait(t, be.addr, proxyConfig{limits: &lim})
+	idle := DefaultLimits()
+	idle.StreamIdleTimeout = short
+	straitIdle := startStrait(t, be.addr, proxyConfig{limits: &idle})
+	straitRoute := startStrait(t, be.addr, proxyConfig{routeTimeout: short})
+
+	t.Run("request headers timeout", func(t *testing.T) {
+		check := noLeaks(t)
+		resp, _, c, err := exchange(t, strait, "GET / HTTP/1.1\r\nHost: h\r\n")
+		if err != nil || resp.StatusCode != 408 {
+			t.Fatalf("got %v %v, want 408", resp, err)
+		}
+		if !closedSoon(c) {
+			t.Fatal("connection not closed")
+		}
+		c.Close()
+		check()
+	})
+	t.Run("idle timeout", func(t *testing.T) {
+		resp, _, c, err := exchange(t, strait, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("got %v %v", resp, err)
+		}
+		if !closedSoon(c) {
+			t.Fatal("idle connection not closed")
+		}
+	})
+	t.Run("stream idle timeout", func(t *testing.T) {
+		check := noLeaks(t)
+		resp, _, c, err := exchange(t, straitIdle, "GET /hang HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil || resp.StatusCode != 408 || resp.Header.Get("X-Strait-Response-Flags") != "SI" {
+			t.Fatalf("got %v %v, want 408 SI", resp, err)
+		}
+		c.Close()
+		if !waitFor(func() bool { return be.inRequest.Load() == 0 }) {
+			t.Fatal("upstream request not cancelled")
+		}
+		check()
+	})
+	t.Run("route timeout", func(t *testing.T) {
+		resp, body, c, err := exchange(t, straitRoute, "GET /hang HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil || resp.StatusCode != 504 || resp.Header.Get("X-Strait-Response-Flags") != "UT" || body != "upstream request timeout" {
+			t.Fatalf("got %v %q %v, want 504 UT", resp, body, err)
+		}
+		c.Close()
+		if !waitFor(func() bool { return be.inRequest.Load() == 0 }) {
+			t.Fatal("upstream request not cancelled")
+		}
+	})
+	t.Run("max connection duration and requests", func(t *testing.T) {
+		lim := DefaultLimits()
+		lim.MaxConnectionDuration = short
+		lim.MaxRequestsPerConnection = 2
+		p := startStrait(t, be.addr, proxyConfig{limits: &lim})
+		c, err := net.Dial("tcp", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		for i, want := range []bool{false, true} {
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+			resp, _, err := readResp(c, br)
+			if err != nil || resp.Close != want {
+				t.Fatalf("request %d: %v %v, want close=%v (max_requests_per_connection 2)", i+1, resp, err, want)
+			}
+		}
+		c2, _, c, err2 := exchange(t, p, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err2 != nil || c2.Close {
+			t.Fatalf("got %v %v", c2, err2)
+		}
+		if !closedSoon(c) {
+			t.Fatal("connection open past max_connection_duration")
+		}
+	})
+	t.Run("nginx reference", func(t *testing.T) {
+		if !nginxInstalled() {
+			testreq.Missing(t, "nginx not installed")
+		}
+		ng := nginxProxy(t, be.addr, "client_header_timeout 300ms; keepalive_timeout 300ms; proxy_read_timeout 300ms;")
+		_, _, c, _ := exchange(t, ng, "GET / HTTP/1.1\r\nHost: h\r\n")
+		if !closedSoon(c) {
+			t.Error("nginx: half-sent head held")
+		}
+		resp, _, _, err := exchange(t, ng, "GET /hang HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil || resp.StatusCode != 504 {
+			t.Errorf("nginx: %v %v, want 504", resp, err)
+		}
+	})
+}
+
+// TestHeadLimits: max_headers_count and max_request_headers_kb.
+func TestHeadLimits(t *testing.T) {
+	be := newScriptBackend(t, func(b *beReq) bool {
+		b.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	lim := DefaultLimits()
+	lim.MaxHeadersCount = 10
+	lim.MaxRequestHeadBytes = 8 << 10
+	p := startStrait(t, be.addr, proxyConfig{limits: &lim})
+	resp, _, _, err := exchange(t, p, "GET / HTTP/1.1\r\nHost: h\r\n"+strings.Repeat("X-A: 1\r\n", 10)+"\r\n")
+	if err != nil || resp.StatusCode != 431 {
+		t.Fatalf("11 headers: %v %v, want 431", resp, err)
+	}
+	resp, _, _, err = exchange(t, p, "GET / HTTP/1.1\r\nHost: h\r\nX-A: "+strings.Repeat("a", 9<<10)+"\r\n\r\n")
+	if err != nil || resp.StatusCode != 431 {
+		t.Fatalf("9 KiB head: %v %v, want 431", resp, err)
+	}
+	resp, _, _, err = exchange(t, p, "GET / HTTP/1.1\r\nHost: h\r\n"+strings.Repeat("X-A: 1\r\n", 9)+"\r\n")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("10 headers: %v %v, want 200", resp, err)
+	}
+}
+
+// TestNoReplayOfProcessedPost is defect 4: a POST that reached the backend
+// on a reused connection, which then closed without answering, is not sent
+// again.
+func TestNoReplayOfProcessedPost(t *testing.T) {
+	be := newScriptBackend(t, func(b *beReq) bool {
+		b.body()
+		if b.path == "/post-once" {
+			return false // read it, then close without answering
+		}
+		b.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	for _, tg := range targets(t, be.addr, proxyConfig{}, "", true) {
+		t.Run(tg.name, func(t *testing.T) {
+			before := be.count("/post-once")
+			c, err := net.Dial("tcp", tg.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			io.WriteString(c, "GET /warm HTTP/1.1\r\nHost: h\r\n\r\n")
+			if resp, _, err := readResp(c, br); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("warm-up: %v %v", resp, err)
+			}
+			io.WriteString(c, "POST /post-once HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc")
+			resp, _, err := readResp(c, br)
+			if err != nil || resp.StatusCode < 502 || resp.StatusCode > 503 {
+				t.Fatalf("got %v %v, want 502/503", resp, err)
+			}
+			if tg.name == "strait" && resp.Header.Get("X-Strait-Response-Flags") != "UC" {
+				t.Errorf("flags %q, want UC", resp.Header.Get("X-Strait-Response-Flags"))
+			}
+			if n := be.count("/post-once") - before; n != 1 {
+				t.Fatalf("the backend received the POST %d times, want 1", n)
+			}
+		})
+	}
+}
+
+// TestStreamingPostOnClosedPooledConn is defect 4: the backend closes after
+// each response without saying so; a POST whose body is still streaming
+// must go out on a fresh connection, not fail.
+func TestStreamingPostOnClosedPooledConn(t *testing.T) {
+	be := newScriptBackend(t, func(b *beReq) bool {
+		body, err := b.body()
+		if err != nil {
+			return false
+		}
+		b.write(fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body))
+		return false // close without Connection: close
+	})
+	for _, tg := range targets(t, be.addr, proxyConfig{}, "", true) {
+		t.Run(tg.name, func(t *testing.T) {
+			for i := 0; i < 20; i++ {
+				c, err := net.Dial("tcp", tg.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				io.WriteString(c, "POST /s HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\nhello ")
+				time.Sleep(10 * time.Millisecond)
+				io.WriteString(c, "world")
+				resp, body, err := readResp(c, bufio.NewReader(c))
+				c.Close()
+				if err != nil || resp.StatusCode != 200 || body != "hello world" {
+					t.Fatalf("request %d: %v %q %v", i, resp, body, err)
+				}
+				time.Sleep(10 * time.Millisecond) // the backend's FIN arrives
+			}
+		})
+	}
+}
+
+// TestSmallDefects is defect 6.
+func TestSmallDefects(t *testing.T) {
+	be := newScriptBackend(t, func(b *beReq) bool {
+		switch b.path {
+		case "/dup-length":
+			b.write("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!")
+			return false
+		case "/bad-header":
+			b.write("HTTP/1.1 200 OK\r\nBad Header\r\nContent-Length: 2\r\n\r\nok")
+			return false
+		}
+		body, err := b.body()
+		if err != nil {
+			return false
+		}
+		var seen strings.Builder
+		for _, h := range b.req.Headers {
+			fmt.Fprintf(&seen, "%s=%s;", h.Name, h.Value)
+		}
+		b.write(fmt.Sprintf("HTTP/1.1 200 OK\r\nX-Seen-Host: %s\r\nContent-Length: %d\r\n\r\n%s", b.header("Host"), len(seen.String())+len(body), seen.String()+string(body)))
+		return true
+	})
+	for _, tg := range targets(t, be.addr, proxyConfig{}, "", true) {
+		t.Run(tg.name, func(t *testing.T) {
+			t.Run("Connection names Host", func(t *testing.T) {
+				resp, _, _, err := exchange(t, tg.addr, "GET / HTTP/1.1\r\nHost: h\r\nConnection: Host\r\n\r\n")
+				if err != nil || resp.StatusCode != 200 || resp.Header.Get("X-Seen-Host") != "h" {
+					t.Fatalf("got %v %v, want the Host forwarded", resp, err)
+				}
+			})
+			t.Run("userinfo", func(t *testing.T) {
+				resp, body, _, err := exchange(t, tg.addr, "GET http://user:secret@example.com/x HTTP/1.1\r\nHost: example.com\r\n\r\n")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(body, "secret") || strings.Contains(resp.Header.Get("X-Seen-Host"), "secret") {
+					t.Fatalf("userinfo forwarded: %q %q", resp.Header.Get("X-Seen-Host"), body)
+				}
+			})
+			t.Run("expect 100-continue", func(t *testing.T) {
+				c, err := net.Dial("tcp", tg.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				io.WriteString(c, "PUT /up HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+				br := bufio.NewReader(c)
+				c.SetReadDeadline(time.Now().Add(time.Second)) // curl waits 1 s
+				line, err := br.ReadString('\n')
+				if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+					t.Fatalf("got %q %v, want 100 Continue", line, err)
+				}
+				br.ReadString('\n')
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				io.WriteString(c, "hello")
+				resp, body, err := readResp(c, br)
+				if err != nil || resp.StatusCode != 200 || !strings.HasSuffix(body, "hello") || strings.Contains(strings.ToLower(body), "expect=") {
+					t.Fatalf("got %v %q %v", resp, body, err)
+				}
+			})
+			t.Run("upstream protocol error", func(t *testing.T) {
+				paths := []string{"/bad-header"}
+				if tg.name == "strait" {
+					// nginx takes the last of two different lengths.
+					paths = append(paths, "/dup-length")
+				}
+				for _, p := range paths {
+					resp, _, _, err := exchange(t, tg.addr, "GET "+p+" HTTP/1.1\r\nHost: h\r\n\r\n")
+					if err != nil || resp.StatusCode != 502 {
+						t.Fatalf("%s: got %v %v, want 502", p, resp, err)
+					}
+					if tg.name == "strait" && resp.Header.Get("X-Strait-Response-Flags") != "UPE" {
+						t.Errorf("%s: flags %q, want UPE", p, resp.Header.Get("X-Strait-Response-Flags"))
+					}
+				}
+			})
+			t.Run("head too large is seen", func(t *testing.T) {
+				c, err := net.Dial("tcp", tg.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				go func() {
+					// Keep sending past the limit, as a client uploading
+					// a big head does: the reply must not be lost to a reset.
+					io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\nX-Big: ")
+					chunk := strings.Repeat("a", 4096)
+					for i := 0; i < 64; i++ {
+						if _, err := io.WriteString(c, chunk); err != nil {
+							return
+						}
+					}
+				}()
+				resp, _, err := readResp(c, bufio.NewReader(c))
+				if err != nil || resp.StatusCode != 431 && resp.StatusCode != 400 {
+					t.Fatalf("got %v %v, want 431 (nginx: 400)", resp, err)
+				}
+			})
+		})
+	}
+	t.Run("strait/HTTP/0.9 refused", func(t *testing.T) {
+		// nginx serves HTTP/0.9; Envoy and we refuse it.
+		p := startStrait(t, be.addr, proxyConfig{})
+		resp, _, c, err := exchange(t, p, "GET /\r\n")
+		if err != nil || resp.StatusCode != 400 {
+			t.Fatalf("got %v %v, want 400", resp, err)
+		}
+		if !closedSoon(c) {
+			t.Fatal("connection held")
+		}
+	})
+}

@@ -1,0 +1,85 @@
+package tcpproxy
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// pair returns a connected loopback TCP pair.
+func pair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// TestPipeHalfClose: the client sends a request and shuts down its write
+// side; the upstream reads to EOF, then answers and closes. The answer
+// must reach the client, and both pipes end.
+func TestPipeHalfClose(t *testing.T) {
+	client, down := pair(t)
+	up, backend := pair(t)
+	done := make(chan struct{})
+	go func() { defer close(done); PipeIdle(down, up, time.Minute) }()
+	client.SetDeadline(time.Now().Add(10 * time.Second))
+	backend.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(client, "ping")
+	client.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(backend)
+	if err != nil || string(got) != "ping" {
+		t.Fatalf("backend read %q %v", got, err)
+	}
+	time.Sleep(50 * time.Millisecond) // answer well after the half-close
+	io.WriteString(backend, "pong")
+	backend.Close()
+	got, err = io.ReadAll(client)
+	if err != nil || string(got) != "pong" {
+		t.Fatalf("client read %q %v, want the answer after its half-close", got, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("pipe did not end")
+	}
+}
+
+// TestPipeIdleTimeout: nothing moves either way; both connections close.
+func TestPipeIdleTimeout(t *testing.T) {
+	client, down := pair(t)
+	up, backend := pair(t)
+	done := make(chan struct{})
+	go func() { defer close(done); PipeIdle(down, up, 500*time.Millisecond) }()
+	// Traffic for a while keeps it open.
+	buf := make([]byte, 1)
+	for i := 0; i < 20; i++ {
+		io.WriteString(client, "x")
+		backend.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(backend, buf); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("idle pipe not closed")
+	}
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := client.Read(buf); err == nil {
+		t.Fatal("client connection still open")
+	}
+}

@@ -179,7 +179,9 @@ func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRo
 	if len(dests) == 0 {
 		return nil
 	}
-	a := &route.RouteAction{}
+	// Istio disables Envoy's 15 s default route timeout unless the
+	// VirtualService sets one (networking/core/route: setTimeout).
+	a := &route.RouteAction{Timeout: noTimeout()}
 	if len(dests) == 1 {
 		a.ClusterSpecifier = &route.RouteAction_Cluster{Cluster: dests[0].cluster}
 	} else {
@@ -263,9 +265,12 @@ func prefixRoute(name, prefix, clusterName string) *route.Route {
 	return &route.Route{
 		Name:   name,
 		Match:  &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: prefix}},
-		Action: &route.Route_Route{Route: &route.RouteAction{ClusterSpecifier: &route.RouteAction_Cluster{Cluster: clusterName}}},
+		Action: &route.Route_Route{Route: &route.RouteAction{ClusterSpecifier: &route.RouteAction_Cluster{Cluster: clusterName}, Timeout: noTimeout()}},
 	}
 }
+
+// noTimeout is a route timeout of 0: none (Envoy's default would be 15 s).
+func noTimeout() *durationpb.Duration { return durationpb.New(0) }
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

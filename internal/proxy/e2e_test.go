@@ -39,7 +39,7 @@ func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("PROXY_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
+	return slog.New(slog.DiscardHandler)
 }
 
 func socketAddr(hostport string) *corev3.Address {

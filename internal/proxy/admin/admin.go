@@ -91,7 +91,7 @@ func Start(o Options) (*Server, error) {
 	}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("admin server stopped", "err", err)
+			log.Error("admin server stopped", "error", err)
 		}
 	}()
 	log.Info("admin listening", "address", ln.Addr().String())

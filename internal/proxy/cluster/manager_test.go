@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"io"
 	"log/slog"
 	"net/netip"
 	"testing"
@@ -36,7 +35,7 @@ func assignment(name string, ports ...uint32) *endpointv3.ClusterLoadAssignment 
 }
 
 func TestWarmingAndNoOpRepush(t *testing.T) {
-	m := NewManager(slog.New(slog.NewTextHandler(io.Discard, nil)), stats.New())
+	m := NewManager(slog.New(slog.DiscardHandler), stats.New())
 	names, err := m.ApplyCDS("1", []*clusterv3.Cluster{eds("a", "a", time.Second)})
 	if err != nil || len(names) != 1 || names[0] != "a" {
 		t.Fatalf("ApplyCDS = %v, %v", names, err)

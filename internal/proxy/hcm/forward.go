@@ -155,7 +155,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, cl *cluster.Clu
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return // downstream went away
 		}
-		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "err", err)
+		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
 		cl.Stats.AddResponse(http.StatusServiceUnavailable)
 		localReply(w, http.StatusServiceUnavailable, "UF", bodyConnectFailed)
 		return

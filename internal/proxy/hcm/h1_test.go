@@ -58,7 +58,7 @@ func staticCluster(name string, addrs ...string) *clusterv3.Cluster {
 // (backend at beAddr), except /direct (a direct response) and /nowhere (an
 // unknown cluster).
 func startProxy(t testing.TB, codec Codec, beAddr string) *testProxy {
-	return startProxyLog(t, codec, beAddr, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return startProxyLog(t, codec, beAddr, slog.New(slog.DiscardHandler))
 }
 
 func startProxyLog(t testing.TB, codec Codec, beAddr string, log *slog.Logger) *testProxy {

@@ -60,7 +60,7 @@ func prefixRoute(prefix, clusterName string) *routev3.Route {
 // with the given clusters and routes; mod may change the HCM config.
 func startH2Proxy(t testing.TB, codec Codec, routes []*routev3.Route, mod func(*hcmv3.HttpConnectionManager), clusters ...*clusterv3.Cluster) string {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	cm := cluster.NewManager(log, stats.New())
 	if err := cm.AddStatic(clusters); err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ type proxyConfig struct {
 // startStrait runs the strait codec's HCM on loopback in front of beAddr.
 func startStrait(t testing.TB, beAddr string, pc proxyConfig) string {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	cm := cluster.NewManager(log, stats.New())
 	if err := cm.AddStatic([]*clusterv3.Cluster{staticCluster("be", beAddr)}); err != nil {
 		t.Fatal(err)

@@ -120,7 +120,7 @@ func dialLine(t *testing.T, a string) string {
 }
 
 func TestOriginalDstHandoff(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	st := stats.New()
 	cm := cluster.NewManager(log, st)
 	exact, wild, own, pass := nameServer(t, "exact"), nameServer(t, "wild"), nameServer(t, "own"), nameServer(t, "passthrough")

@@ -106,13 +106,13 @@ func (f *Filter) Serve(ctx context.Context, c net.Conn, dst netip.AddrPort, src 
 	}
 	ep, err := cl.Pick(dst)
 	if err != nil {
-		log.Debug("tcp_proxy: no upstream", "cluster", name, "err", err)
+		log.Debug("tcp_proxy: no upstream", "cluster", name, "error", err)
 		return
 	}
 	ep.Source = src
 	up, err := cl.Dial(ctx, ep)
 	if err != nil {
-		log.Debug("tcp_proxy: connect failed", "cluster", name, "err", err)
+		log.Debug("tcp_proxy: connect failed", "cluster", name, "error", err)
 		return
 	}
 	defer up.Close()

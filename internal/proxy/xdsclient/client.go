@@ -123,7 +123,7 @@ func (c *Client) Run(ctx context.Context) error {
 			backoff = c.opts.MinBackoff
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
-		c.log.Warn("ads stream ended; reconnecting", "err", err, "in", wait)
+		c.log.Warn("ads stream ended; reconnecting", "error", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -226,7 +226,7 @@ func (c *Client) handle(s *streamState, resp *discoveryv3.DiscoveryResponse) err
 	deps, err := c.apply(resp)
 	if err != nil {
 		t.rejected.Add(1)
-		c.log.Warn("rejecting xds update", "type", shortType(t.typeURL), "version", resp.GetVersionInfo(), "err", err)
+		c.log.Warn("rejecting xds update", "type", shortType(t.typeURL), "version", resp.GetVersionInfo(), "error", err)
 		return s.send(t, err)
 	}
 	t.version = resp.GetVersionInfo()

@@ -428,7 +428,9 @@ func TestWebhookReviewDetails(t *testing.T) {
 	if _, ok := patched(review(same), "application/json; charset=utf-8"); !ok {
 		t.Error("a pod creation with a charset in the content type was not injected")
 	}
-	if _, ok := patched(review(func(s string) string { return strings.Replace(s, `"resource":{`, `"subResource":"status","resource":{`, 1) }), "application/json"); ok {
+	if _, ok := patched(review(func(s string) string {
+		return strings.Replace(s, `"resource":{`, `"subResource":"status","resource":{`, 1)
+	}), "application/json"); ok {
 		t.Error("a subresource request was patched")
 	}
 	if _, ok := patched(review(func(s string) string { return strings.Replace(s, `"kind":{"group":""`, `"kind":{"group":"x.io"`, 1) }), "application/json"); ok {

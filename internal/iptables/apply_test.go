@@ -31,6 +31,7 @@ func TestRestoreInput(t *testing.T) {
 			"-A OUTPUT -m comment --comment \"strait\" -j RETURN\n" +
 			"-A OUTPUT -m comment --comment straitx -j RETURN\n" +
 			"-A OUTPUT -j\n" +
+			"-A OUTPUT -m comment --comment\n" +
 			"-A MINE -j ISTIO_OUTPUT\n" +
 			"-A\n" +
 			"COMMIT\n",
@@ -228,6 +229,19 @@ func TestConvergeRouting(t *testing.T) {
 		}, []string{
 			"-4 route flush table 133 proto 76",
 			"-4 route replace local default dev lo table 133 proto 76",
+		}},
+		{"wrong route after the right one", tproxy, map[string]string{
+			"-4 rule show":                     "32765:\tfrom all fwmark 0x539 lookup 133 proto 76\n",
+			"-4 route show table all proto 76": "local default dev lo table 133 scope host\nunreachable default table 133\n",
+		}, []string{
+			"-4 route flush table 133 proto 76",
+			"-4 route replace local default dev lo table 133 proto 76",
+		}},
+		{"stale table after the right route", tproxy, map[string]string{
+			"-4 rule show":                     "32765:\tfrom all fwmark 0x539 lookup 133 proto 76\n",
+			"-4 route show table all proto 76": "local default dev lo table 133 scope host\nlocal default dev lo table 9 scope host\n",
+		}, []string{
+			"-4 route flush table 9 proto 76",
 		}},
 		{"cleanup", seedConfig(), map[string]string{
 			"-4 rule show":                     "32765:\tfrom all fwmark 0x539 lookup 133 proto 76\n",
@@ -429,5 +443,26 @@ func TestCleanupReachesIPv6(t *testing.T) {
 		if _, ok := rep.Restores[IPv4]; ok {
 			t.Errorf("%s: an IPv4 restore was reported: %q", name, rep.Restores[IPv4])
 		}
+	}
+}
+
+
+// TestRestoreInputBuiltinOnly: a table whose rules are all in built-in
+// chains (raw's DNS zones) is written even with nothing to remove.
+func TestRestoreInputBuiltinOnly(t *testing.T) {
+	rs := Rules{rules: []Rule{{Table: "raw", Chain: "OUTPUT", Params: []string{"-p", "udp", "-j", "CT", "--zone", "1"}}}}
+	if got, want := restoreInput(rs, nil), "* raw\n-A OUTPUT -p udp -j CT --zone 1\nCOMMIT\n"; got != want {
+		t.Errorf("restoreInput = %q, want %q", got, want)
+	}
+}
+
+// TestConvergeRoutingPastAFailingFamily: IPv4's ip rule failing when no
+// IPv4 routing is wanted does not stop IPv6's cleanup.
+func TestConvergeRoutingPastAFailingFamily(t *testing.T) {
+	r := &failingRunner{fail: map[string]bool{"-4 rule show": true}}
+	r.IPOutput = map[string]string{"-6 rule show": "32765:\tfrom all fwmark 0x539 lookup 133 proto 76\n"}
+	done, err := convergeRouting(context.Background(), r, Plan{})
+	if err != nil || len(done) != 1 || strings.Join(done[0], " ") != "-6 rule del pref 32765 protocol 76" {
+		t.Errorf("convergeRouting = %q, %v", done, err)
 	}
 }

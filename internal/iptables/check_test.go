@@ -62,7 +62,7 @@ func TestOutboundProbeAddr(t *testing.T) {
 		{"only loopback", pfx("127.0.0.1/32"), nil, nil, ""},
 		{"all excluded", pfx("10.96.0.0/12"), pfx("10.0.0.0/8"), nil, ""},
 		// '*': the last host of the pod's own subnet.
-		{"subnet last host", nil, nil, pfx("127.0.0.1/8", "10.1.2.3/24", "fd00::1/64"), "10.1.2.254"},
+		{"subnet last host", nil, nil, pfx("127.0.0.1/8", "10.1.2.3/24", "fd00::1/64", "fd01::1/16"), "10.1.2.254"},
 		{"subnet last host is ours", nil, nil, pfx("10.1.2.254/24"), "10.1.2.253"},
 		{"/30 subnet", nil, nil, pfx("10.1.2.1/30"), "10.1.2.2"},
 		{"/31 and /32 subnets have no other host", nil, nil, pfx("10.1.2.1/31", "10.1.3.1/32"), ""},

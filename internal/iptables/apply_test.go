@@ -446,7 +446,6 @@ func TestCleanupReachesIPv6(t *testing.T) {
 	}
 }
 
-
 // TestRestoreInputBuiltinOnly: a table whose rules are all in built-in
 // chains (raw's DNS zones) is written even with nothing to remove.
 func TestRestoreInputBuiltinOnly(t *testing.T) {

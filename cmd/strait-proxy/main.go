@@ -186,7 +186,7 @@ func run(args []string) error {
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	p, err := proxy.New(proxy.Options{Bootstrap: b, Concurrency: workers, Log: log, HTTPCodec: cfg.httpCodec})
+	p, err := proxy.New(proxy.Options{Bootstrap: b, Concurrency: workers, Logger: log, HTTPCodec: cfg.httpCodec})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -43,11 +44,11 @@ static_resources:
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := New(Options{Bootstrap: boot, Log: testLogger(b), AdminAddress: "127.0.0.1:0"})
+	p, err := New(Options{Bootstrap: boot, Logger: testLogger(b), AdminAddress: "127.0.0.1:0"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := p.Start(); err != nil {
+	if err := p.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	defer p.Close()

@@ -190,12 +190,12 @@ func TestEndToEndADS(t *testing.T) {
 	a, b := backend(t, "a"), backend(t, "b")
 	lnAddr := freeAddr(t)
 
-	p, err := New(Options{Bootstrap: adsBootstrap(srv.Addr), Log: testLogger(t), AdminAddress: "127.0.0.1:0",
+	p, err := New(Options{Bootstrap: adsBootstrap(srv.Addr), Logger: testLogger(t), AdminAddress: "127.0.0.1:0",
 		Concurrency: 2, XDSBackoff: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Start(); err != nil {
+	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
@@ -347,11 +347,11 @@ func TestNoHealthyUpstreamAndConnectFailure(t *testing.T) {
 	srv := xdstest.Start(t)
 	lnAddr := freeAddr(t)
 	dead := freeAddr(t) // nothing listens here
-	p, err := New(Options{Bootstrap: adsBootstrap(srv.Addr), Log: testLogger(t), AdminAddress: "127.0.0.1:0"})
+	p, err := New(Options{Bootstrap: adsBootstrap(srv.Addr), Logger: testLogger(t), AdminAddress: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Start(); err != nil {
+	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
@@ -384,11 +384,11 @@ static_resources:
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Options{Bootstrap: b, Log: testLogger(t)})
+	p, err := New(Options{Bootstrap: b, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Start(); err != nil {
+	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
@@ -406,11 +406,11 @@ func TestADSOverPipeAndReconnect(t *testing.T) {
 		&corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: sock}}}
 	backendA := backend(t, "a")
 	lnAddr := freeAddr(t)
-	p, err := New(Options{Bootstrap: b, Log: testLogger(t), AdminAddress: "127.0.0.1:0", XDSBackoff: 20 * time.Millisecond})
+	p, err := New(Options{Bootstrap: b, Logger: testLogger(t), AdminAddress: "127.0.0.1:0", XDSBackoff: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Start(); err != nil {
+	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })

@@ -53,11 +53,11 @@ func singleRoute(name, clusterName string) *routev3.RouteConfiguration {
 func startADSProxy(t *testing.T, lnAddr string, c *clusterv3.Cluster, upstream string) {
 	t.Helper()
 	srv := xdstest.Start(t)
-	p, err := New(Options{Bootstrap: adsBootstrap(srv.Addr), Log: testLogger(t), AdminAddress: "127.0.0.1:0", XDSBackoff: 50 * time.Millisecond})
+	p, err := New(Options{Bootstrap: adsBootstrap(srv.Addr), Logger: testLogger(t), AdminAddress: "127.0.0.1:0", XDSBackoff: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Start(); err != nil {
+	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })

@@ -38,7 +38,7 @@ type Options struct {
 	Bootstrap *bootstrapv3.Bootstrap
 	// Concurrency is the number of accept workers per listener (>= 1).
 	Concurrency int
-	Log         *slog.Logger
+	Logger      *slog.Logger
 	// AdminAddress overrides the bootstrap's admin address (tests use :0).
 	AdminAddress string
 	// OriginalDst overrides SO_ORIGINAL_DST lookup (tests).
@@ -73,19 +73,19 @@ type Proxy struct {
 
 // New builds a proxy from its bootstrap and binds its static listeners.
 func New(o Options) (*Proxy, error) {
-	if o.Log == nil {
-		o.Log = slog.Default()
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.Concurrency < 1 {
 		o.Concurrency = 1
 	}
 	b := o.Bootstrap
 	st := stats.New()
-	p := &Proxy{opts: o, log: o.Log.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{})}
-	p.Clusters = cluster.NewManager(o.Log, st)
-	p.http = hcm.NewServer(hcm.Options{Log: o.Log, Clusters: p.Clusters, Codec: o.HTTPCodec})
+	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{})}
+	p.Clusters = cluster.NewManager(o.Logger, st)
+	p.http = hcm.NewServer(hcm.Options{Logger: o.Logger, Clusters: p.Clusters, Codec: o.HTTPCodec})
 	p.Listeners = listener.NewManager(listener.Options{
-		Log: o.Log, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
+		Logger: o.Logger, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst,
 	})
 	if err := p.Clusters.AddStatic(b.GetStaticResources().GetClusters()); err != nil {
@@ -103,8 +103,9 @@ func New(o Options) (*Proxy, error) {
 	return p, nil
 }
 
-// Start starts the admin server and the ADS client.
-func (p *Proxy) Start() error {
+// Start starts the admin server and the ADS client, which runs until ctx
+// ends or Close.
+func (p *Proxy) Start(ctx context.Context) error {
 	addr := p.opts.AdminAddress
 	if addr == "" {
 		var err error
@@ -112,12 +113,12 @@ func (p *Proxy) Start() error {
 			return err
 		}
 	}
-	a, err := admin.Start(admin.Options{Address: addr, Source: p, Stats: p.Stats, Log: p.opts.Log})
+	a, err := admin.Start(admin.Options{Address: addr, Source: p, Stats: p.Stats, Logger: p.opts.Logger})
 	if err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
 	p.admin = a
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	p.cancel = cancel
 	if !p.hasADS {
 		close(p.done)
@@ -138,7 +139,7 @@ func (p *Proxy) Start() error {
 			return c.Dial(ctx, ep)
 		},
 		Handler:    p,
-		Log:        p.opts.Log,
+		Logger:     p.opts.Logger,
 		Stats:      p.Stats,
 		MinBackoff: p.opts.XDSBackoff,
 	})
@@ -170,12 +171,12 @@ func (p *Proxy) Close() error {
 
 // Run starts the proxy and blocks until ctx is done.
 func (p *Proxy) Run(ctx context.Context) error {
-	if err := p.Start(); err != nil {
-		p.Close()
+	if err := p.Start(ctx); err != nil {
+		p.Close() //nolint:contextcheck // Close shuts down on its own clock
 		return err
 	}
 	<-ctx.Done()
-	return p.Close()
+	return p.Close() //nolint:contextcheck // Close shuts down on its own clock
 }
 
 // Ready implements admin.Source.

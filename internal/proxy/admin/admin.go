@@ -35,7 +35,7 @@ type Options struct {
 	Address string
 	Source  Source
 	Stats   *stats.Store
-	Log     *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Start binds the admin address and serves in the background.
@@ -44,7 +44,7 @@ func Start(o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := o.Log.With("component", "admin")
+	log := o.Logger.With("component", "admin")
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=UTF-8")

@@ -51,7 +51,7 @@ func mustAny(m *clusterv3.Cluster) *anypb.Any {
 
 func start(t *testing.T, src Source, st *stats.Store) string {
 	t.Helper()
-	s, err := Start(Options{Address: "127.0.0.1:0", Source: src, Stats: st, Log: slog.New(slog.DiscardHandler)})
+	s, err := Start(Options{Address: "127.0.0.1:0", Source: src, Stats: st, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestStats(t *testing.T) {
 
 // Close stops serving: the address refuses connections afterwards.
 func TestClose(t *testing.T) {
-	s, err := Start(Options{Address: "127.0.0.1:0", Source: &fakeSource{}, Stats: stats.New(), Log: slog.New(slog.DiscardHandler)})
+	s, err := Start(Options{Address: "127.0.0.1:0", Source: &fakeSource{}, Stats: stats.New(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestStartBadAddress(t *testing.T) {
-	if _, err := Start(Options{Address: "127.0.0.1:not-a-port", Source: &fakeSource{}, Stats: stats.New(), Log: slog.New(slog.DiscardHandler)}); err == nil {
+	if _, err := Start(Options{Address: "127.0.0.1:not-a-port", Source: &fakeSource{}, Stats: stats.New(), Logger: slog.New(slog.DiscardHandler)}); err == nil {
 		t.Fatal("Start with a bad address succeeded")
 	}
 }

@@ -202,13 +202,6 @@ func (p *h2Pool) closeIdle() {
 	}
 }
 
-// connCount returns the number of open connections.
-func (p *h2Pool) connCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.keys)
-}
-
 // buildHTTP2 reads the cluster's upstream HTTP protocol and makes its
 // HTTP/2 pool when it may speak HTTP/2.
 func (c *Cluster) buildHTTP2(cfg *clusterv3.Cluster) error {

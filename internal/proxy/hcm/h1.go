@@ -777,7 +777,7 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 		if err != nil {
 			got = got || len(uc.R.Buffered()) > 0
 			if !http1.IsTimeout(err) {
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					return got, errNoResponse
 				}
 				return got, err
@@ -926,7 +926,7 @@ func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() []byte,
 				progress.Add(int64(n))
 			}
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			if chunked {
 				_, werr := dst.Write(http1.AppendLastChunk(buf[:0], trailer()))
 				return nil, werr

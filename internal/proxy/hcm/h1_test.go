@@ -83,7 +83,7 @@ func startProxyLog(t testing.TB, codec Codec, beAddr string, log *slog.Logger) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(Options{Log: log, Clusters: cm, Codec: codec})
+	s := NewServer(Options{Logger: log, Clusters: cm, Codec: codec})
 	f := &Filter{StatPrefix: "test", inline: table}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

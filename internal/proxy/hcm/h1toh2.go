@@ -207,7 +207,7 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	if lr, ok := b.r.(*http1.LengthReader); ok && lr.Left == 0 && err == nil {
 		err = io.EOF // the last bytes: say so now rather than on the next Read
 	}
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		b.done = true
 		close(b.eof)
 	}

@@ -79,7 +79,7 @@ func startH2Proxy(t testing.TB, codec Codec, routes []*routev3.Route, mod func(*
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(Options{Log: log, Clusters: cm, Codec: codec})
+	s := NewServer(Options{Logger: log, Clusters: cm, Codec: codec})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

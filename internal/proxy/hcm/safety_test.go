@@ -59,7 +59,7 @@ func startStrait(t testing.TB, beAddr string, pc proxyConfig) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(Options{Log: log, Clusters: cm})
+	s := NewServer(Options{Logger: log, Clusters: cm})
 	f := &Filter{StatPrefix: "test", inline: table, Limits: DefaultLimits()}
 	if pc.limits != nil {
 		f.Limits = *pc.limits

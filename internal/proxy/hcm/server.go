@@ -61,7 +61,7 @@ func ParseCodec(s string) (Codec, error) {
 
 // Options configure a Server.
 type Options struct {
-	Log      *slog.Logger
+	Logger   *slog.Logger
 	Clusters Clusters
 	// Codec defaults to CodecStrait.
 	Codec Codec
@@ -80,7 +80,7 @@ type conn struct {
 // NewServer starts a Server.
 func NewServer(o Options) *Server {
 	s := &Server{
-		log:      o.Log.With("component", "hcm"),
+		log:      o.Logger.With("component", "hcm"),
 		clusters: o.Clusters,
 		ln:       newChanListener(),
 		done:     make(chan struct{}),

@@ -50,7 +50,7 @@ func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 // doubling to 1 s), and the loop ends when its socket closes.
 func TestAcceptBacksOffOnEMFILE(t *testing.T) {
 	h := &countingHandler{}
-	m := NewManager(Options{Log: slog.New(h)})
+	m := NewManager(Options{Logger: slog.New(h)})
 	ln := &emfileListener{closed: make(chan struct{})}
 	done := make(chan struct{})
 	go func() {

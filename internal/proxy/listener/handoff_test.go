@@ -132,7 +132,7 @@ func TestOriginalDstHandoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	od := &fakeOrigDst{}
-	m := NewManager(Options{Log: log, Stats: st, Routes: route.NewStore(), Clusters: cm, OriginalDst: od.get, Workers: 2})
+	m := NewManager(Options{Logger: log, Stats: st, Routes: route.NewStore(), Clusters: cm, OriginalDst: od.get, Workers: 2})
 	t.Cleanup(m.Close)
 
 	odAny, _ := anypb.New(&origdstv3.OriginalDst{})

@@ -26,7 +26,7 @@ type OriginalDstFunc func(net.Conn) (netip.AddrPort, error)
 
 // Options configure a Manager.
 type Options struct {
-	Log      *slog.Logger
+	Logger   *slog.Logger
 	Stats    *stats.Store
 	Routes   hcm.Routes
 	Clusters tcpproxy.Clusters
@@ -82,7 +82,7 @@ func NewManager(o Options) *Manager {
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Manager{
 		opts:    o,
-		log:     o.Log.With("component", "listener-manager"),
+		log:     o.Logger.With("component", "listener-manager"),
 		ctx:     ctx,
 		stop:    stop,
 		static:  map[string]bool{},

@@ -133,7 +133,7 @@ func TestOriginalSrcTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := stats.New()
-	m := NewManager(Options{Log: slog.Default(), Stats: st, Routes: route.NewStore(), Clusters: cm,
+	m := NewManager(Options{Logger: slog.Default(), Stats: st, Routes: route.NewStore(), Clusters: cm,
 		OriginalDst: func(net.Conn) (netip.AddrPort, error) { return netip.AddrPort{}, errors.New("not redirected") }})
 	defer m.Close()
 	mk := func(name, bind string, osrc bool) *listenerv3.Listener {

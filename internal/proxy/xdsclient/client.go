@@ -45,7 +45,7 @@ type Options struct {
 	Node    *corev3.Node
 	Dial    func(ctx context.Context) (net.Conn, error) // connects to the management server
 	Handler Handler
-	Log     *slog.Logger
+	Logger  *slog.Logger
 	Stats   *stats.Store
 	// Backoff bounds between reconnection attempts; defaults 500ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
@@ -81,7 +81,7 @@ func New(o Options) *Client {
 	if o.MaxBackoff == 0 {
 		o.MaxBackoff = 30 * time.Second
 	}
-	c := &Client{opts: o, log: o.Log.With("component", "xds-client"), types: map[string]*typeState{}}
+	c := &Client{opts: o, log: o.Logger.With("component", "xds-client"), types: map[string]*typeState{}}
 	add := func(typeURL, prefix string, wildcard bool) {
 		c.types[typeURL] = &typeState{
 			typeURL:  typeURL,

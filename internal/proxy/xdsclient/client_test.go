@@ -183,7 +183,7 @@ func startClient(t *testing.T, h *fakeHandler, minBackoff, maxBackoff time.Durat
 		Node:       &corev3.Node{Id: "sidecar~10.0.0.1~a.demo~demo.svc.cluster.local"},
 		Dial:       func(ctx context.Context) (net.Conn, error) { return lis.DialContext(ctx) },
 		Handler:    h,
-		Log:        slog.New(slog.DiscardHandler),
+		Logger:     slog.New(slog.DiscardHandler),
 		Stats:      env.stats,
 		MinBackoff: minBackoff,
 		MaxBackoff: maxBackoff,

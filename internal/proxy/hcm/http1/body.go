@@ -1,6 +1,7 @@
 package http1
 
 import (
+	"errors"
 	"io"
 )
 
@@ -24,7 +25,7 @@ func (l *LengthReader) Read(p []byte) (int, error) {
 	}
 	n, err := l.R.Read(p)
 	l.Left -= int64(n)
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		if l.Left > 0 {
 			err = io.ErrUnexpectedEOF
 		} else {
@@ -94,7 +95,7 @@ func (c *ChunkedReader) Read(p []byte) (int, error) {
 			if c.left == 0 {
 				c.state = chunkEnd
 			}
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
 			if n > 0 || err != nil {

@@ -126,7 +126,7 @@ func (c *rawConn) doWrite(fd uintptr) bool {
 }
 
 func (c *rawConn) opError(op string, err error) error {
-	if _, ok := err.(*net.OpError); ok {
+	if _, ok := err.(*net.OpError); ok { //nolint:errorlint // the syscall layer's own error, never wrapped
 		return err
 	}
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}

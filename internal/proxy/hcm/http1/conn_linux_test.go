@@ -101,7 +101,7 @@ func TestRawConnTransfer(t *testing.T) {
 		t.Fatalf("received %d bytes, want %d equal to those sent", len(got), len(payload))
 	}
 	// After the peer's FIN, Read reports io.EOF again.
-	if n, err := ws.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+	if n, err := ws.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
 		t.Fatalf("read after EOF = %d %v", n, err)
 	}
 }

@@ -529,12 +529,12 @@ func TestLengthReaderDataWithEOF(t *testing.T) {
 	if n != 3 || err != nil || lr.Left != 0 {
 		t.Fatalf("read %d %v, Left %d; want 3 <nil> 0", n, err, lr.Left)
 	}
-	if n, err := lr.Read(p); n != 0 || err != io.EOF {
+	if n, err := lr.Read(p); n != 0 || !errors.Is(err, io.EOF) {
 		t.Fatalf("after the body: %d %v", n, err)
 	}
 	r = NewReader(&dataEOFReader{s: "ab"})
 	lr = &LengthReader{R: r, Left: 3}
-	if n, err := lr.Read(p); n != 2 || err != io.ErrUnexpectedEOF || lr.Left != 1 {
+	if n, err := lr.Read(p); n != 2 || !errors.Is(err, io.ErrUnexpectedEOF) || lr.Left != 1 {
 		t.Fatalf("short: read %d %v, Left %d; want 2 ErrUnexpectedEOF 1", n, err, lr.Left)
 	}
 }
@@ -651,7 +651,7 @@ func TestChunkedReadPieces(t *testing.T) {
 	for {
 		n, err := c.Read(p)
 		got = append(got, p[:n]...)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -817,7 +817,7 @@ func TestReaderGrowAndCompact(t *testing.T) {
 	n := 0
 	for {
 		head, err := r3.ReadHead(DefaultMaxHeadBytes)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -985,14 +985,14 @@ func TestReadHeadEnds(t *testing.T) {
 	}
 	// Only empty lines, then the connection closes: a clean end.
 	r = NewReader(strings.NewReader("\r\n\r\n"))
-	if _, err := r.ReadHead(DefaultMaxHeadBytes); err != io.EOF {
+	if _, err := r.ReadHead(DefaultMaxHeadBytes); !errors.Is(err, io.EOF) {
 		t.Fatalf("empty lines then EOF: %v, want io.EOF", err)
 	}
 	r = NewReader(strings.NewReader(req2 + "\r\n"))
 	if _, err := r.ReadHead(DefaultMaxHeadBytes); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.ReadHead(DefaultMaxHeadBytes); err != io.EOF {
+	if _, err := r.ReadHead(DefaultMaxHeadBytes); !errors.Is(err, io.EOF) {
 		t.Fatalf("a request, an empty line, EOF: %v, want io.EOF", err)
 	}
 }

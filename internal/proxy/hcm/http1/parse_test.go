@@ -244,7 +244,7 @@ func TestPipelined(t *testing.T) {
 			}
 		}
 	}
-	if _, err := r.ReadHead(DefaultMaxHeadBytes); err != io.EOF {
+	if _, err := r.ReadHead(DefaultMaxHeadBytes); !errors.Is(err, io.EOF) {
 		t.Fatalf("err = %v, want EOF", err)
 	}
 }
@@ -351,7 +351,7 @@ func (r *slowReader) Read(p []byte) (int, error) {
 func TestHTTP09Refused(t *testing.T) {
 	r := NewReader(&slowReader{"GET /\r\n"}) // then EOF: ReadHead would say ErrUnexpectedEOF
 	defer r.Release()
-	if _, err := r.ReadRequestHead(DefaultMaxHeadBytes); err != ErrMalformed {
+	if _, err := r.ReadRequestHead(DefaultMaxHeadBytes); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("got %v, want ErrMalformed once the line is complete", err)
 	}
 	r2 := NewReader(&slowReader{"GET / HTTP/1.1\r\nHost: h\r\n\r\n"})
@@ -388,7 +388,7 @@ func TestUserinfoAndHost(t *testing.T) {
 	if err != nil || req.Headers[0].Hop || !req.Headers[2].Hop {
 		t.Fatalf("Host hop %v, X-A hop %v (%v): Connection must not strip Host", req.Headers[0].Hop, req.Headers[2].Hop, err)
 	}
-	if _, _, err := readRequest(t, "GET / HTTP/1.1\r\nHost: a\"b\r\n\r\n"); err != ErrMalformed {
+	if _, _, err := readRequest(t, "GET / HTTP/1.1\r\nHost: a\"b\r\n\r\n"); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("Host with '\"': %v, want ErrMalformed", err)
 	}
 }

@@ -193,7 +193,7 @@ func (b *Reader) readHead(max int, request bool) ([]byte, error) {
 		}
 		start := b.w - b.r
 		if err := b.fill(max); err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				if start == 0 {
 					return nil, io.EOF
 				}
@@ -283,10 +283,10 @@ func (b *Reader) readLine(max int) ([]byte, error) {
 		}
 		off := b.w - b.r
 		if err := b.fill(len(b.buf)); err != nil {
-			switch err {
-			case io.EOF:
+			switch {
+			case errors.Is(err, io.EOF):
 				err = io.ErrUnexpectedEOF
-			case ErrHeaderTooLarge:
+			case errors.Is(err, ErrHeaderTooLarge):
 				err = ErrLineTooLong
 			}
 			return nil, err

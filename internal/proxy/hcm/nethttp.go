@@ -207,7 +207,7 @@ func copyFlushing(w http.ResponseWriter, r io.Reader, buf []byte) error {
 				return ferr
 			}
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

@@ -78,6 +78,7 @@ PKG              ?= $(MUTATE_PKGS)
 
 .PHONY: mutate gremlins
 mutate: gremlins
+	@command -v jq >/dev/null || { echo "mutate: installing jq"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq; }
 	GREMLINS=$(TOOLS)/gremlins ./hack/mutate.sh $(PKG)
 
 gremlins:

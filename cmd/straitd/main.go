@@ -196,6 +196,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		source, resolveProxy = static, static.ResolveProxy
 	}
 	generator := gen.New(source)
+	reg.MustRegister(generator.Collector())
 	server, err := xds.New(xds.Options{
 		Generator:         generator,
 		PushFilter:        generator,

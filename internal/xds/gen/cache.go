@@ -120,7 +120,7 @@ func (c *cache) count(what string) {
 }
 
 // Builds returns how many resources of each kind were built ("cluster",
-// "eds", "listener", "route"); for tests.
+// "eds", "listener", "route").
 func (c *cache) Builds() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

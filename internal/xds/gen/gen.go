@@ -49,8 +49,8 @@ func (g *Generator) snapshot() *mesh.Snapshot {
 
 // Builds returns how many resources of each kind ("cluster", "eds",
 // "listener", "route") the generator has built, not counting the proxy's
-// own inbound ones; it shows the cache at work (gen's and the xDS server's
-// scoping tests read it).
+// own inbound ones: the cache at work. straitd exports it as
+// strait_generator_builds_total (Collector).
 func (g *Generator) Builds() map[string]int { return g.cache.Builds() }
 
 // Generate implements the xDS server's Generator interface: it returns the

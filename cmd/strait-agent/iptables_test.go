@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/straitmesh/strait/internal/golden"
 	"github.com/straitmesh/strait/internal/iptables"
 	"github.com/straitmesh/strait/internal/iptables/iptablestest"
 	"github.com/straitmesh/strait/internal/netns"
@@ -65,7 +66,7 @@ func TestIptablesDryRunPrintsSeedRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	if stdout != string(want) {
-		t.Errorf("--dry-run stdout:\n%s\nwant:\n%s", stdout, want)
+		t.Errorf("--dry-run stdout differs from seed.golden:\n%s", golden.Diff(want, []byte(stdout)))
 	}
 	if len(fake.Restores) != 0 {
 		t.Errorf("--dry-run ran iptables-restore: %q", fake.Restores)
@@ -216,7 +217,7 @@ func TestIptablesDryRunEveryMode(t *testing.T) {
 				t.Fatalf("%v\n%s", err, stderr)
 			}
 			if stdout != string(want) {
-				t.Errorf("--dry-run stdout:\n%s\nwant (%s.golden):\n%s", stdout, tc.golden, want)
+				t.Errorf("--dry-run stdout differs from %s.golden:\n%s", tc.golden, golden.Diff(want, []byte(stdout)))
 			}
 			if len(fake.Restores) != 0 || len(fake.IPCalls) != 0 {
 				t.Errorf("--dry-run changed something: %q %q", fake.Restores, fake.IPCalls)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/straitmesh/strait/internal/golden"
 	"github.com/straitmesh/strait/internal/iptables/iptablestest"
 	"github.com/straitmesh/strait/internal/testreq"
 )
@@ -35,7 +36,7 @@ func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name+".golden")
 	if *update && name != "seed" && !strings.HasPrefix(name, "seed_") {
-		// The seed files are copied from the seed, never regenerated.
+		// The seed files are istio-iptables' own output, never regenerated.
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func checkGolden(t *testing.T, name, got string) {
 		t.Fatalf("%v (run go test -update to create it)", err)
 	}
 	if got != string(want) {
-		t.Errorf("%s mismatch\n--- got\n%s--- want\n%s", path, got, want)
+		t.Errorf("%s differs from the generated rules (run go test -update and review the diff):\n%s", path, golden.Diff(want, []byte(got)))
 	}
 }
 

@@ -224,18 +224,7 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, cl *clust
 	if trailers {
 		h["Te"] = []string{"trailers"} // gRPC servers may require it
 	}
-	if _, ok := h["X-Forwarded-Proto"]; !ok {
-		h["X-Forwarded-Proto"] = []string{"http"}
-	}
-	if _, ok := h["X-Request-Id"]; !ok {
-		h["X-Request-Id"] = []string{newRequestID()}
-	}
-	if _, ok := h["User-Agent"]; !ok {
-		h["User-Agent"] = nil // don't let the client add Go's default
-	}
-	if r.ContentLength == 0 {
-		out.Body = nil
-	}
+	addForwardHeaders(out, r)
 
 	cl.Stats.RqTotal.Add(1)
 	resp, err := cl.RoundTrip(out, ep)

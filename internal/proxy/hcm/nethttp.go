@@ -136,18 +136,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, cl *cluster.Clu
 	out.URL.Scheme = "http"
 	h := out.Header
 	removeHop(h)
-	if _, ok := h["X-Forwarded-Proto"]; !ok {
-		h["X-Forwarded-Proto"] = []string{"http"}
-	}
-	if _, ok := h["X-Request-Id"]; !ok {
-		h["X-Request-Id"] = []string{newRequestID()}
-	}
-	if _, ok := h["User-Agent"]; !ok {
-		h["User-Agent"] = nil // don't let the client add Go's default
-	}
-	if r.ContentLength == 0 {
-		out.Body = nil
-	}
+	addForwardHeaders(out, r)
 
 	cl.Stats.RqTotal.Add(1)
 	resp, err := cl.RoundTrip(out, ep)
@@ -213,5 +202,24 @@ func copyFlushing(w http.ResponseWriter, r io.Reader, buf []byte) error {
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// addForwardHeaders completes an upstream request made from r on the
+// net/http paths (HTTP/1.1 and HTTP/2): x-forwarded-proto and x-request-id
+// unless present, no Go default User-Agent, and no body for an empty one.
+func addForwardHeaders(out, r *http.Request) {
+	h := out.Header
+	if _, ok := h["X-Forwarded-Proto"]; !ok {
+		h["X-Forwarded-Proto"] = []string{"http"}
+	}
+	if _, ok := h["X-Request-Id"]; !ok {
+		h["X-Request-Id"] = []string{newRequestID()}
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = nil // don't let the client add Go's default
+	}
+	if r.ContentLength == 0 {
+		out.Body = nil
 	}
 }

@@ -95,8 +95,11 @@ func runClient(addr string, conns, concurrency int, duration time.Duration, size
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		got, err := c.Echo(ctx, msg, nil, nil)
 		cancel()
-		if err != nil || got != msg {
-			return fmt.Errorf("first call on connection %d to %s: got %d bytes, %v", i, addr, len(got), err)
+		if err != nil {
+			return fmt.Errorf("first call on connection %d to %s: %w", i, addr, err)
+		}
+		if got != msg {
+			return fmt.Errorf("first call on connection %d to %s: echo returned %d bytes, want %d", i, addr, len(got), len(msg))
 		}
 	}
 

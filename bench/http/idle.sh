@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# bench/http/idle.sh: memory held by idle HTTP/1.1 keep-alive connections.
+#
+# For each proxy (one hop, one worker / --concurrency 1, keep-alive to the
+# same backend as run.sh: nginx with a fixed 1 KiB body), bench/idleconns
+# opens CONNS connections, sends one GET on each (at most 64 at once, so the
+# proxy needs few upstream connections), holds them idle and reads the
+# proxy's VmRSS before and after. Every run starts fresh proxy processes;
+# runs are interleaved and figures are medians over RUNS.
+#
+# Environment: RUNS=3 CONNS=10000 CHAINS="nginx strait" STRAIT_BIN=path
+# README=path (default bench/http/README.md; "-" = don't write)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+RUNS=${RUNS:-3}
+CONNS=${CONNS:-10000}
+CHAINS=${CHAINS:-"nginx strait"}
+README=${README:-$here/README.md}
+log() { echo "bench-idle: $*" >&2; }
+
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || {
+	log "installing nginx-light"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y -q nginx-light >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q nginx-light >/dev/null; }
+}
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+# Room for CONNS client sockets, the proxies' CONNS accepted ones and their
+# upstream connections (children inherit the limit).
+ulimit -n $((CONNS * 2 + 4096)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+work=$(mktemp -d /tmp/strait-bench-idle.XXXXXX)
+pids=()
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do
+		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+		kill -9 "$p" 2>/dev/null || true
+	done
+	rm -rf "$work"
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ -z "${STRAIT_BIN:-}" ]; then
+	log "building strait-proxy"
+	(cd "$root" && go build -o "$work/strait-proxy" ./cmd/strait-proxy)
+	STRAIT_BIN=$work/strait-proxy
+fi
+(cd "$root" && go build -o "$work/idleconns" ./bench/idleconns)
+
+next_port=18500
+newport() { next_port=$((next_port + 1)); printf -v "$1" %d "$next_port"; }
+wait_port() {
+	for _ in $(seq 200); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		kill -0 "$2" 2>/dev/null || { log "process $2 for port $1 died"; cat "$work"/*.log >&2 || true; return 1; }
+		sleep 0.05
+	done
+	log "port $1 did not open"; return 1
+}
+start() {
+	local name=$1; shift
+	"$@" >"$work/$name.log" 2>&1 &
+	started=$!
+	pids+=("$started")
+}
+stop() { # pid: stop one proxy and forget it
+	kill "$1" 2>/dev/null || true
+	for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.05; done
+	kill -9 "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+	local keep=()
+	for p in "${pids[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	pids=(${keep[@]+"${keep[@]}"})
+}
+
+body=$(head -c 1024 /dev/zero | tr '\0' 'x')
+nginx_conf() { # name listen-port [upstream-port]
+	local d="$work/$1"; mkdir -p "$d/logs"
+	local loc
+	if [ -n "${3:-}" ]; then
+		loc="location / { proxy_pass http://next; proxy_http_version 1.1; proxy_set_header Connection \"\"; }"
+	else
+		loc="location / { default_type text/plain; return 200 \"$body\"; }"
+	fi
+	cat >"$d/nginx.conf" <<CONF
+daemon off;
+master_process off;
+worker_processes 1;
+worker_rlimit_nofile $((CONNS * 2 + 4096));
+pid $d/nginx.pid;
+error_log $d/logs/error.log error;
+events { worker_connections $((CONNS * 2 + 1024)); }
+http {
+	access_log off;
+	keepalive_requests 1000000;
+	keepalive_timeout 3600s;
+	$( [ -n "${3:-}" ] && echo "upstream next { server 127.0.0.1:$3; keepalive 64; keepalive_requests 1000000; }" )
+	server { listen 127.0.0.1:$2 reuseport; $loc }
+}
+CONF
+	start "$1" "$NGINX" -p "$d" -c "$d/nginx.conf"
+}
+strait_conf() { # name listen-port upstream-port admin-port
+	cat >"$work/$1.yaml" <<CONF
+node: {id: bench, cluster: bench}
+admin:
+  address: {socket_address: {address: 127.0.0.1, port_value: $4}}
+static_resources:
+  clusters:
+  - name: next
+    type: STATIC
+    connect_timeout: 2s
+    load_assignment:
+      cluster_name: next
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $3}}}}]}]
+  listeners:
+  - name: http
+    address: {socket_address: {address: 127.0.0.1, port_value: $2}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: http
+          route_config:
+            virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: next}}]}]
+          http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
+CONF
+	start "$1" "$STRAIT_BIN" -c "$work/$1.yaml" --concurrency 1 --log-level error
+}
+
+newport be_port
+nginx_conf backend "$be_port"
+wait_port "$be_port" "$started"
+
+results=$work/results.tsv # chain run rss_before_kib rss_after_kib kib_per_conn
+: >"$results"
+loads=()
+log "chains: $CHAINS; $RUNS runs of $CONNS idle connections each, interleaved"
+for run in $(seq "$RUNS"); do
+	for c in $CHAINS; do
+		newport p; newport a
+		case $c in
+		nginx) nginx_conf "nginx-$run" "$p" "$be_port" ;;
+		strait) strait_conf "strait-$run" "$p" "$be_port" "$a" ;;
+		*) log "unknown chain $c"; exit 2 ;;
+		esac
+		pid=$started
+		wait_port "$p" "$pid"
+		n=$(curl -sf "http://127.0.0.1:$p/" | wc -c) || n=0
+		if [ "$n" != 1024 ]; then log "$c returned $n bytes, want 1024"; exit 1; fi
+		out=$("$work/idleconns" -addr "127.0.0.1:$p" -n "$CONNS" -pid "$pid")
+		loads+=("$(cut -d' ' -f1 /proc/loadavg)")
+		log "run $run $c: $out"
+		printf '%s\t%s\t%s\n' "$c" "$run" "$(sed -E 's/[a-z_]+=//g; s/ /\t/g' <<<"$out" | cut -f3-5)" >>"$results"
+		stop "$pid"
+	done
+done
+
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.4g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+col() { awk -F'\t' -v c="$1" -v k="$2" '$1 == c { print $k }' "$results"; }
+n_after=""; n_per=""
+if [[ " $CHAINS " == *" nginx "* ]]; then
+	n_after=$(col nginx 4 | median); n_per=$(col nginx 5 | median)
+fi
+table=$work/table.md
+{
+	echo "| proxy | RSS MiB before | RSS MiB with $CONNS idle conns | × nginx | KiB per idle conn | × nginx |"
+	echo "|---|---:|---:|---:|---:|---:|"
+	for c in $CHAINS; do
+		b=$(col "$c" 3 | median); a=$(col "$c" 4 | median); k=$(col "$c" 5 | median)
+		ra=-; rk=-
+		[ -n "$n_after" ] && ra=$(awk -v x="$a" -v y="$n_after" 'BEGIN { printf "%.2f", x / y }')
+		[ -n "$n_per" ] && rk=$(awk -v x="$k" -v y="$n_per" 'BEGIN { printf "%.2f", x / y }')
+		printf '| %s | %.1f | %.1f | %s | %.2f | %s |\n' "$c" "$(awk -v x="$b" 'BEGIN { print x / 1024 }')" "$(awk -v x="$a" 'BEGIN { print x / 1024 }')" "$ra" "$k" "$rk"
+	done
+} >"$table"
+stamp=$(date -u '+%Y-%m-%d %H:%M UTC')
+loadavg="1-min load average during the runs: ${loads[*]}"
+echo "$stamp, $(nproc) cores, $RUNS runs of $CONNS idle keep-alive connections per proxy (medians); $loadavg"
+cat "$table"
+if [ "$README" != "-" ] && [ -f "$README" ] && grep -q '<!-- idleresults:start -->' "$README"; then
+	block=$work/block.md
+	{
+		echo "<!-- idleresults:start -->"
+		echo "Last run: $stamp, $(nproc) cores, $RUNS runs of $CONNS idle keep-alive connections per proxy (medians), one hop, loopback; $loadavg."
+		echo
+		cat "$table"
+		echo "<!-- idleresults:end -->"
+	} >"$block"
+	awk -v blk="$block" '
+		/<!-- idleresults:start -->/ { while ((getline l < blk) > 0) print l; skip = 1; next }
+		/<!-- idleresults:end -->/ { skip = 0; next }
+		!skip { print }' "$README" >"$work/readme.new"
+	cp "$work/readme.new" "$README"
+	log "table written to $README"
+fi

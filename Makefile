@@ -60,9 +60,18 @@ kube-testenv:
 
 # HTTP/1.1 data plane against nginx and HAProxy, two-hop chain on loopback
 # (installs wrk, nginx-light and haproxy when missing). See bench/http.
-.PHONY: bench-http bench-xds
+# bench-http-h2 (h2load), bench-http-grpc (a grpc-go load client against
+# nginx grpc_pass) and bench-http-idle (RSS with 10,000 idle keep-alive
+# connections) are the HTTP/2, gRPC and memory rows.
+.PHONY: bench-http bench-http-h2 bench-http-grpc bench-http-idle bench-xds
 bench-http:
 	./bench/http/run.sh
+bench-http-h2:
+	./bench/http/h2.sh
+bench-http-grpc:
+	./bench/http/grpc.sh
+bench-http-idle:
+	./bench/http/idle.sh
 
 # The xDS load harness (see bench/xds/README.md for the knobs).
 bench-xds:

@@ -104,8 +104,8 @@ func (rs Rules) Chains(table string) []string {
 
 // String renders the rules as istio-iptables does in its log ("Writing
 // following contents to rules file"): per table, "-N" for each new chain,
-// then the rules, then COMMIT. This is the --dry-run output; for the seed's
-// arguments the nat block is line for line the one in the seed. Feed it to
+// then the rules, then COMMIT. This is the --dry-run output; for Istio's
+// injected arguments the nat block is line for line istio-iptables' own. Feed it to
 // `iptables-restore --noflush` only on a table without ISTIO_* chains; Install
 // uses RestoreInput, which is safe to run again.
 func (rs Rules) String() string {

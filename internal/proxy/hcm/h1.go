@@ -203,10 +203,10 @@ func (c *h1conn) waitRequest() bool {
 		wait = s
 	}
 	c.nc.SetReadTimeouts(wait, c.expiry)
-	if c.drain != nil {
+	if c.drain != nil && c.requests > 0 {
 		// Idle from here: a drain starting now closes the connection
 		// (drainIdle). Set before looking, so that one of the two sees
-		// the other.
+		// the other. A new connection gets its first request served.
 		c.idle.Store(connIdle)
 		if c.drain.Started() {
 			return false
@@ -221,7 +221,7 @@ func (c *h1conn) waitRequest() bool {
 		if err == nil {
 			// A request began, unless the drain closed the connection
 			// first.
-			return c.drain == nil || c.idle.CompareAndSwap(connIdle, connBusy)
+			return c.drain == nil || c.requests == 0 || c.idle.CompareAndSwap(connIdle, connBusy)
 		}
 		if !http1.IsTimeout(err) {
 			return false

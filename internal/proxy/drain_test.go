@@ -14,6 +14,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"golang.org/x/net/http2"
 
 	"github.com/straitmesh/strait/internal/proxy/xdstest"
 	"github.com/straitmesh/strait/internal/xdsapi"
@@ -255,5 +256,60 @@ func TestLDSUpdateDrainsOldListener(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", removed, time.Second); err == nil {
 		t.Error("the removed listener still accepts")
+	}
+}
+
+// An HTTP/2 connection of a drained listener gets GOAWAY; one of a listener
+// left alone does not.
+func TestDrainHTTP2GoAway(t *testing.T) {
+	srv := xdstest.Start(t)
+	be, _, _ := slowBackend(t)
+	in, out := freeAddr(t), freeAddr(t)
+	srv.Set(xdsapi.ClusterType, "1", edsCluster("a"), edsCluster("b"))
+	srv.Set(xdsapi.EndpointType, "1", cla("a", be.Listener.Addr().String()), cla("b", be.Listener.Addr().String()))
+	srv.Set(xdsapi.RouteType, "1", weightedRoute("80", 50, 50))
+	srv.Set(xdsapi.ListenerType, "1", inbound(httpListener(t, "in", in, "80")), httpListener(t, "out", out, "80"))
+	p := startDrainProxy(t, srv)
+
+	type h2 struct {
+		c  *rawConn
+		fr *http2.Framer
+	}
+	open := func(addr string) h2 {
+		c := dialRaw(t, addr)
+		if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+			t.Fatal(err)
+		}
+		fr := http2.NewFramer(c, c)
+		if err := fr.WriteSettings(); err != nil {
+			t.Fatal(err)
+		}
+		// The server's SETTINGS: the connection is served as HTTP/2.
+		if f, err := fr.ReadFrame(); err != nil {
+			t.Fatal(err)
+		} else if _, ok := f.(*http2.SettingsFrame); !ok {
+			t.Fatalf("first frame %T, want SETTINGS", f)
+		}
+		return h2{c, fr}
+	}
+	goAway := func(h h2) bool {
+		h.c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		for {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				return false
+			}
+			if _, ok := f.(*http2.GoAwayFrame); ok {
+				return true
+			}
+		}
+	}
+	hin, hout := open(in), open(out)
+	adminPost(t, p, "/drain_listeners?inboundonly&graceful")
+	if !goAway(hin) {
+		t.Error("no GOAWAY on the drained inbound listener's HTTP/2 connection")
+	}
+	if goAway(hout) {
+		t.Error("GOAWAY on the outbound listener's connection after ?inboundonly")
 	}
 }

@@ -313,3 +313,37 @@ func TestDrainHTTP2GoAway(t *testing.T) {
 		t.Error("GOAWAY on the outbound listener's connection after ?inboundonly")
 	}
 }
+
+// POST /quitquitquit makes Run return at once, without a drain.
+func TestQuitQuitQuit(t *testing.T) {
+	srv := xdstest.Start(t)
+	adminAddr := freeAddr(t)
+	p, err := New(Options{Bootstrap: adsBootstrap(srv.Addr), Logger: testLogger(t), AdminAddress: adminAddr,
+		XDSBackoff: 50 * time.Millisecond, DrainTime: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(context.Background()) }()
+	var code int
+	waitFor(t, 10*time.Second, "POST /quitquitquit answered", func() bool {
+		resp, err := http.Post("http://"+adminAddr+"/quitquitquit", "", nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		code = resp.StatusCode
+		return true
+	})
+	if code != 200 {
+		t.Errorf("POST /quitquitquit = %d", code)
+	}
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Errorf("Run after /quitquitquit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after /quitquitquit")
+	}
+}

@@ -71,24 +71,36 @@ type Manager struct {
 	version string
 	closed  bool
 	// drained is the admin drain in force (DrainListeners): listeners
-	// it covers, also ones added later, drain at once and, when
-	// drained.stop, do not listen.
-	drained *drainRequest
+	// it covers, also ones added later, drain at once and, when it stops
+	// them, do not listen.
+	drained adminDrain
 }
 
-// drainRequest is one DrainListeners call.
-type drainRequest struct {
-	inboundOnly bool // only traffic_direction INBOUND listeners
-	stop        bool // stop accepting (not graceful)
+// adminDrain is what DrainListeners calls asked for so far.
+type adminDrain struct {
+	all, inbound         bool // drain every listener / the inbound ones
+	stopAll, stopInbound bool // and stop accepting (not graceful)
 }
 
-// covers reports whether the drain applies to l. A listener with
-// drain_type MODIFY_ONLY drains only when an update replaces or removes it.
-func (d *drainRequest) covers(l *Listener) bool {
-	if d == nil || l.Config.GetDrainType() == listenerv3.Listener_MODIFY_ONLY {
-		return false
+func (d *adminDrain) add(inboundOnly, graceful bool) {
+	if inboundOnly {
+		d.inbound = true
+		d.stopInbound = d.stopInbound || !graceful
+		return
 	}
-	return !d.inboundOnly || l.Config.GetTrafficDirection() == corev3.TrafficDirection_INBOUND
+	d.all = true
+	d.stopAll = d.stopAll || !graceful
+}
+
+// covers reports whether the drain applies to l, and whether l must stop
+// accepting. A listener with drain_type MODIFY_ONLY drains only when an
+// update replaces or removes it.
+func (d *adminDrain) covers(l *Listener) (drain, stop bool) {
+	if l.Config.GetDrainType() == listenerv3.Listener_MODIFY_ONLY {
+		return false, false
+	}
+	in := l.Config.GetTrafficDirection() == corev3.TrafficDirection_INBOUND
+	return d.all || d.inbound && in, d.stopAll || d.stopInbound && in
 }
 
 // NewManager returns a manager with no listeners.
@@ -236,7 +248,7 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 			reused = append(reused, bound{b.Name, s, b})
 			continue
 		}
-		if !b.Bind || m.drained.covers(b) && m.drained.stop {
+		if _, stop := m.drained.covers(b); !b.Bind || stop {
 			continue
 		}
 		network := "tcp4"
@@ -293,7 +305,7 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 		}
 	}
 	for _, l := range next.byName {
-		if m.drained.covers(l) {
+		if drain, _ := m.drained.covers(l); drain {
 			l.drain.Start()
 		}
 	}
@@ -369,19 +381,14 @@ func (m *Manager) Close() {
 func (m *Manager) DrainListeners(inboundOnly, graceful bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := &drainRequest{inboundOnly: inboundOnly, stop: !graceful}
-	if old := m.drained; old != nil {
-		// A wider or harder drain adds to one in force.
-		d.inboundOnly = old.inboundOnly && inboundOnly
-		d.stop = old.stop || d.stop
-	}
-	m.drained = d
+	m.drained.add(inboundOnly, graceful)
 	for name, l := range m.active.Load().byName {
-		if !d.covers(l) {
+		drain, stop := m.drained.covers(l)
+		if !drain {
 			continue
 		}
 		l.drain.Start()
-		if s := m.sockets[name]; s != nil && d.stop {
+		if s := m.sockets[name]; s != nil && stop {
 			s.ln.Close()
 			delete(m.sockets, name)
 		}

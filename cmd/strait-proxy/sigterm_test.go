@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -189,7 +190,7 @@ static_resources:
 		idle.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := idleR.ReadByte(); err == nil {
 			t.Error("idle connection got bytes instead of being closed")
-		} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			t.Error("idle connection still open after SIGTERM")
 		}
 		if processGone(cmd.Process.Pid) {

@@ -1,14 +1,21 @@
 // Command strait-proxy is Strait's data plane. It is configured like Envoy:
 // by a v3 bootstrap file (-c) and ADS.
 //
-//	strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level info] [--http-codec strait|nethttp]
+//	strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level info] [--http-codec strait|nethttp] [--drain-time-s N]
+//
+// On SIGTERM or SIGINT the proxy fails readiness, drains every listener
+// (HTTP/1.1 connections close after their next response, idle ones at once,
+// HTTP/2 ones get GOAWAY; listeners keep accepting) and exits once no
+// connection is left or after --drain-time-s seconds (default 600, Envoy's).
+// POST /quitquitquit on the admin port exits at once.
 //
 // --cpu-profile FILE writes a Go CPU profile until the proxy exits.
 // --http-codec selects the HTTP/1.1 implementation of the request path: the
 // purpose-built codec (strait, the default) or net/http (nethttp).
 //
-// Other Envoy flags the agent may pass (--drain-time-s, --parent-shutdown-time-s,
-// --disable-hot-restart, ...) are accepted and ignored.
+// Other Envoy flags the agent may pass (--parent-shutdown-time-s,
+// --drain-strategy, --disable-hot-restart, ...) are accepted and ignored
+// (draining is always immediate, Istio's --drain-strategy).
 package main
 
 import (
@@ -23,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/straitmesh/strait/internal/proxy"
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
@@ -43,7 +51,11 @@ type config struct {
 	logLevel      slog.Level
 	httpCodec     hcm.Codec
 	cpuProfile    string // write a CPU profile here until exit
+	drainTime     time.Duration
 }
+
+// defaultDrainTime is Envoy's --drain-time-s default.
+const defaultDrainTime = 600 * time.Second
 
 // envoyBoolFlags are Envoy flags that take no value.
 var envoyBoolFlags = map[string]bool{
@@ -79,7 +91,7 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 func parseArgs(args []string) (config, error) {
-	cfg := config{logLevel: slog.LevelInfo}
+	cfg := config{logLevel: slog.LevelInfo, drainTime: defaultDrainTime}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "-") {
@@ -137,6 +149,16 @@ func parseArgs(args []string) (config, error) {
 				return cfg, fmt.Errorf("--http-codec: %w", err)
 			}
 			cfg.httpCodec = c
+		case "drain-time-s":
+			v, err := takeValue()
+			if err != nil {
+				return cfg, err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return cfg, fmt.Errorf("--drain-time-s %q is not a non-negative number of seconds", v)
+			}
+			cfg.drainTime = time.Duration(n) * time.Second
 		case "cpu-profile":
 			v, err := takeValue()
 			if err != nil {
@@ -144,7 +166,7 @@ func parseArgs(args []string) (config, error) {
 			}
 			cfg.cpuProfile = v
 		case "h", "help":
-			return cfg, errors.New("usage: strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level LEVEL] [--http-codec strait|nethttp]")
+			return cfg, errors.New("usage: strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level LEVEL] [--http-codec strait|nethttp] [--drain-time-s N]")
 		default:
 			// An Envoy flag we don't act on: skip it and its value.
 			if !hasValue && !envoyBoolFlags[name] && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
@@ -186,12 +208,12 @@ func run(args []string) error {
 	if workers == 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	p, err := proxy.New(proxy.Options{Bootstrap: b, Concurrency: workers, Logger: log, HTTPCodec: cfg.httpCodec})
+	p, err := proxy.New(proxy.Options{Bootstrap: b, Concurrency: workers, Logger: log, HTTPCodec: cfg.httpCodec, DrainTime: cfg.drainTime})
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log.Info("starting", "component", "main", "node", b.GetNode().GetId(), "concurrency", workers, "http_codec", string(cfg.httpCodec))
+	log.Info("starting", "component", "main", "node", b.GetNode().GetId(), "concurrency", workers, "http_codec", string(cfg.httpCodec), "drain_time", cfg.drainTime)
 	return p.Run(ctx)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"testing"
+	"time"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -12,10 +13,15 @@ func TestParseArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.bootstrapPath != "/etc/istio/proxy/envoy-rev.json" || cfg.concurrency != 2 || cfg.logLevel != slog.LevelWarn {
+	if cfg.bootstrapPath != "/etc/istio/proxy/envoy-rev.json" || cfg.concurrency != 2 || cfg.logLevel != slog.LevelWarn ||
+		cfg.drainTime != 45*time.Second {
 		t.Errorf("parsed %+v", cfg)
 	}
-	for _, bad := range [][]string{{}, {"-c"}, {"-c", "x", "--concurrency", "two"}, {"-c", "x", "--log-level", "loud"}} {
+	if cfg, err := parseArgs([]string{"-c", "x"}); err != nil || cfg.drainTime != 600*time.Second {
+		t.Errorf("default drain time = %v (%v), want Envoy's 600s", cfg.drainTime, err)
+	}
+	for _, bad := range [][]string{{}, {"-c"}, {"-c", "x", "--concurrency", "two"}, {"-c", "x", "--log-level", "loud"},
+		{"-c", "x", "--drain-time-s", "-1"}, {"-c", "x", "--drain-time-s", "soon"}} {
 		if _, err := parseArgs(bad); err == nil {
 			t.Errorf("parseArgs(%q) accepted", bad)
 		}

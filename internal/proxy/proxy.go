@@ -47,6 +47,9 @@ type Options struct {
 	HTTPCodec hcm.Codec
 	// XDSBackoff is the minimum ADS reconnect backoff (tests shorten it).
 	XDSBackoff time.Duration
+	// DrainTime is how long Run drains once its context ends (SIGTERM)
+	// before it exits (--drain-time-s); 0 exits at once.
+	DrainTime time.Duration
 }
 
 // Proxy is one running data plane.
@@ -66,6 +69,10 @@ type Proxy struct {
 	ldsDone   atomic.Bool
 	readyOnce sync.Once
 
+	draining atomic.Bool
+	quit     chan struct{} // closed by Quit
+	quitOnce sync.Once
+
 	admin  *admin.Server
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -81,7 +88,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	b := o.Bootstrap
 	st := stats.New()
-	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{})}
+	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{}), quit: make(chan struct{})}
 	p.Clusters = cluster.NewManager(o.Logger, st)
 	p.http = hcm.NewServer(hcm.Options{Logger: o.Logger, Clusters: p.Clusters, Codec: o.HTTPCodec})
 	p.Listeners = listener.NewManager(listener.Options{
@@ -169,18 +176,74 @@ func (p *Proxy) Close() error {
 	return errors.Join(errs...)
 }
 
-// Run starts the proxy and blocks until ctx is done.
+// Run starts the proxy and blocks until ctx is done or Quit. When ctx ends
+// (SIGTERM) it drains for up to DrainTime first (Drain); Quit exits at
+// once. Configuration keeps arriving while draining.
 func (p *Proxy) Run(ctx context.Context) error {
-	if err := p.Start(ctx); err != nil {
+	if err := p.Start(context.WithoutCancel(ctx)); err != nil {
 		p.Close() //nolint:contextcheck // Close shuts down on its own clock
 		return err
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+		p.Drain(p.opts.DrainTime)
+	case <-p.quit:
+	}
 	return p.Close() //nolint:contextcheck // Close shuts down on its own clock
 }
 
+// drainPoll is how often Drain looks whether connections are left.
+const drainPoll = 50 * time.Millisecond
+
+// Drain drains every listener gracefully (they keep accepting, so that a
+// client that has not yet seen the endpoint go still gets answers, each
+// with "connection: close") and returns once no HTTP connection is left,
+// after d, or on Quit, whichever comes first. Readiness fails from the
+// start.
+func (p *Proxy) Drain(d time.Duration) {
+	p.DrainListeners(false, true)
+	if d <= 0 {
+		return
+	}
+	p.log.Info("draining", "drain_time", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.C:
+			p.log.Info("drain time over", "connections_left", p.http.Active())
+			return
+		case <-p.quit:
+			return
+		case <-tick.C:
+			if p.http.Active() == 0 {
+				p.log.Info("drained: no connection left")
+				return
+			}
+		}
+	}
+}
+
 // Ready implements admin.Source.
-func (p *Proxy) Ready() bool { return p.ready.Load() }
+func (p *Proxy) Ready() bool { return p.ready.Load() && !p.draining.Load() }
+
+// Draining implements admin.Source.
+func (p *Proxy) Draining() bool { return p.draining.Load() }
+
+// DrainListeners implements admin.Source: see listener.Manager.DrainListeners.
+func (p *Proxy) DrainListeners(inboundOnly, graceful bool) {
+	p.draining.Store(true)
+	p.Listeners.DrainListeners(inboundOnly, graceful)
+}
+
+// Quit implements admin.Source: Run returns (after Close) and Drain stops
+// waiting.
+func (p *Proxy) Quit() { p.quitOnce.Do(func() { close(p.quit) }) }
+
+// Quitting is closed once Quit was called.
+func (p *Proxy) Quitting() <-chan struct{} { return p.quit }
 
 // checkReady latches readiness once the first CDS and LDS are applied and
 // nothing is warming (or initialFetchTimeout has passed since).

@@ -1,5 +1,7 @@
 // Package admin serves the proxy's admin endpoints (Envoy's admin API
-// subset): /ready, /config_dump, /stats/prometheus and /stats.
+// subset): /ready, /config_dump, /stats/prometheus, /stats, and the
+// POST-only /drain_listeners and /quitquitquit, which answer loopback
+// peers only.
 package admin
 
 import (
@@ -8,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
@@ -22,6 +25,13 @@ type Source interface {
 	Ready() bool
 	// ConfigDump returns the current configuration.
 	ConfigDump() (*adminv3.ConfigDump, error)
+	// Draining reports whether a drain started (/ready then says DRAINING).
+	Draining() bool
+	// DrainListeners starts draining listeners (inbound ones only when
+	// inboundOnly); unless graceful they stop accepting too.
+	DrainListeners(inboundOnly, graceful bool)
+	// Quit asks the proxy to exit.
+	Quit()
 }
 
 // Server is a running admin server.
@@ -48,12 +58,40 @@ func Start(o Options) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ready", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
-		if o.Source.Ready() {
+		switch {
+		case o.Source.Draining():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("DRAINING\n"))
+		case o.Source.Ready():
 			w.Write([]byte("LIVE\n"))
+		default:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("PRE_INITIALIZING\n"))
+		}
+	})
+	// Envoy's POST /drain_listeners[?inboundonly][&graceful].
+	mux.HandleFunc("POST /drain_listeners", func(w http.ResponseWriter, r *http.Request) {
+		if !fromLoopback(w, r) {
 			return
 		}
-		w.WriteHeader(http.StatusServiceUnavailable)
-		w.Write([]byte("PRE_INITIALIZING\n"))
+		q := r.URL.Query()
+		inbound, graceful := q.Has("inboundonly"), q.Has("graceful")
+		log.Info("draining listeners", "inbound_only", inbound, "graceful", graceful)
+		o.Source.DrainListeners(inbound, graceful)
+		w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
+		w.Write([]byte("OK\n"))
+	})
+	mux.HandleFunc("POST /quitquitquit", func(w http.ResponseWriter, r *http.Request) {
+		if !fromLoopback(w, r) {
+			return
+		}
+		log.Info("quit requested")
+		w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
+		w.Write([]byte("OK\n"))
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		o.Source.Quit()
 	})
 	mux.HandleFunc("GET /config_dump", func(w http.ResponseWriter, _ *http.Request) {
 		cd, err := o.Source.ConfigDump()
@@ -96,6 +134,18 @@ func Start(o Options) (*Server, error) {
 	}()
 	log.Info("admin listening", "address", ln.Addr().String())
 	return s, nil
+}
+
+// fromLoopback answers 403 to a request that does not come from a loopback
+// address: an admin bound beyond loopback must not let the network stop the
+// proxy.
+func fromLoopback(w http.ResponseWriter, r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err == nil && ap.Addr().IsLoopback() {
+		return true
+	}
+	http.Error(w, "admin mutations are accepted from loopback only", http.StatusForbidden)
+	return false
 }
 
 // Addr is the bound address.

@@ -2,10 +2,14 @@ package admin
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -20,9 +24,39 @@ import (
 type fakeSource struct {
 	ready   atomic.Bool
 	dumpErr error
+
+	mu       sync.Mutex
+	drains   []string // "inbound=B graceful=B" per DrainListeners call
+	draining bool
+	quits    int
 }
 
 func (f *fakeSource) Ready() bool { return f.ready.Load() }
+
+func (f *fakeSource) Draining() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.draining
+}
+
+func (f *fakeSource) DrainListeners(inboundOnly, graceful bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.draining = true
+	f.drains = append(f.drains, fmt.Sprintf("inbound=%t graceful=%t", inboundOnly, graceful))
+}
+
+func (f *fakeSource) Quit() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.quits++
+}
+
+func (f *fakeSource) calls() ([]string, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.drains...), f.quits
+}
 
 func (f *fakeSource) ConfigDump() (*adminv3.ConfigDump, error) {
 	if f.dumpErr != nil {
@@ -152,5 +186,72 @@ func TestClose(t *testing.T) {
 func TestStartBadAddress(t *testing.T) {
 	if _, err := Start(Options{Address: "127.0.0.1:not-a-port", Source: &fakeSource{}, Stats: stats.New(), Logger: slog.New(slog.DiscardHandler)}); err == nil {
 		t.Fatal("Start with a bad address succeeded")
+	}
+}
+
+// POST /drain_listeners passes its query flags on, and /ready then answers
+// 503 DRAINING, as Envoy's does; GET is refused with 405.
+func TestDrainListeners(t *testing.T) {
+	src := &fakeSource{}
+	src.ready.Store(true)
+	base := start(t, src, stats.New())
+	if code, _, _ := get(t, "GET", base+"/drain_listeners"); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /drain_listeners = %d, want 405", code)
+	}
+	if drains, _ := src.calls(); len(drains) != 0 {
+		t.Fatalf("GET drained: %v", drains)
+	}
+	for _, q := range []string{"", "?inboundonly", "?graceful", "?inboundonly&graceful"} {
+		if code, _, body := get(t, "POST", base+"/drain_listeners"+q); code != http.StatusOK || body != "OK\n" {
+			t.Errorf("POST /drain_listeners%s = %d %q, want 200 OK", q, code, body)
+		}
+	}
+	want := []string{"inbound=false graceful=false", "inbound=true graceful=false", "inbound=false graceful=true", "inbound=true graceful=true"}
+	if drains, _ := src.calls(); !slices.Equal(drains, want) {
+		t.Errorf("drains = %q, want %q", drains, want)
+	}
+	if code, _, body := get(t, "GET", base+"/ready"); code != http.StatusServiceUnavailable || body != "DRAINING\n" {
+		t.Errorf("/ready while draining = %d %q, want 503 DRAINING", code, body)
+	}
+}
+
+func TestQuitQuitQuit(t *testing.T) {
+	src := &fakeSource{}
+	base := start(t, src, stats.New())
+	if code, _, _ := get(t, "GET", base+"/quitquitquit"); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /quitquitquit = %d, want 405", code)
+	}
+	if _, quits := src.calls(); quits != 0 {
+		t.Fatal("GET /quitquitquit quit")
+	}
+	if code, _, body := get(t, "POST", base+"/quitquitquit"); code != http.StatusOK || body != "OK\n" {
+		t.Errorf("POST /quitquitquit = %d %q, want 200 OK", code, body)
+	}
+	if _, quits := src.calls(); quits != 1 {
+		t.Errorf("quits = %d, want 1", quits)
+	}
+}
+
+// The mutating endpoints refuse a peer that is not on loopback.
+func TestMutationsLoopbackOnly(t *testing.T) {
+	src := &fakeSource{}
+	s, err := Start(Options{Address: "127.0.0.1:0", Source: src, Stats: stats.New(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for _, path := range []string{"/drain_listeners", "/quitquitquit"} {
+		for _, peer := range []string{"10.1.2.3:40000", "[2001:db8::1]:40000"} {
+			req := httptest.NewRequest("POST", path, nil)
+			req.RemoteAddr = peer
+			rec := httptest.NewRecorder()
+			s.srv.Handler.ServeHTTP(rec, req)
+			if rec.Code != http.StatusForbidden {
+				t.Errorf("POST %s from %s = %d, want 403", path, peer, rec.Code)
+			}
+		}
+	}
+	if drains, quits := src.calls(); len(drains) != 0 || quits != 0 {
+		t.Errorf("a remote peer drained %v / quit %d times", drains, quits)
 	}
 }

@@ -77,9 +77,12 @@ type h1conn struct {
 	reqExpiry  time.Time // request_timeout of the request in progress
 	linger     bool      // an error reply was sent: close gracefully
 	streamIdle time.Duration
+
+	drain *Drain       // nil: the connection never drains
+	idle  atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
 }
 
-func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource) {
+func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
 	defer s.untrack(nc)
 	defer nc.Close()
 	defer func() {
@@ -89,7 +92,11 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 		}
 	}()
 	dc := http1.NewDeadlineConn(http1.WrapConn(nc)) // closing it closes the tracked conn
-	c := &h1conn{s: s, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, r: http1.NewReader(dc)}
+	c := &h1conn{s: s, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, r: http1.NewReader(dc), drain: d}
+	if d != nil {
+		stop := d.onStart(c.drainIdle)
+		defer stop()
+	}
 	if c.lim.MaxRequestHeadBytes == 0 {
 		// A Filter made without Build (tests): Envoy's defaults.
 		l := DefaultLimits()
@@ -196,6 +203,15 @@ func (c *h1conn) waitRequest() bool {
 		wait = s
 	}
 	c.nc.SetReadTimeouts(wait, c.expiry)
+	if c.drain != nil && c.requests > 0 {
+		// Idle from here: a drain starting now closes the connection
+		// (drainIdle). Set before looking, so that one of the two sees
+		// the other. A new connection gets its first request served.
+		c.idle.Store(connIdle)
+		if c.drain.Started() {
+			return false
+		}
+	}
 	since := http1.CoarseNow()
 	if idle > 0 && idle < 2*time.Second {
 		since = time.Now()
@@ -203,7 +219,9 @@ func (c *h1conn) waitRequest() bool {
 	for {
 		err := c.r.Fill()
 		if err == nil {
-			return true
+			// A request began, unless the drain closed the connection
+			// first.
+			return c.drain == nil || c.requests == 0 || c.idle.CompareAndSwap(connIdle, connBusy)
 		}
 		if !http1.IsTimeout(err) {
 			return false
@@ -216,13 +234,25 @@ func (c *h1conn) waitRequest() bool {
 }
 
 // closing reports whether the connection must close after the request in
-// progress: max_connection_duration passed, or max_requests_per_connection
-// reached.
+// progress: max_connection_duration passed, max_requests_per_connection
+// reached, or its listener is draining.
 func (c *h1conn) closing() bool {
 	if m := c.lim.MaxRequestsPerConnection; m > 0 && c.requests >= m {
 		return true
 	}
+	if c.drain.Started() {
+		return true
+	}
 	return !c.expiry.IsZero() && !http1.CoarseNow().Before(c.expiry)
+}
+
+// drainIdle runs when the connection's drain starts: a connection waiting
+// for its next request is closed; one serving a request closes after the
+// response (closing). Any goroutine.
+func (c *h1conn) drainIdle() {
+	if c.idle.CompareAndSwap(connIdle, connDrained) {
+		c.nc.Close()
+	}
 }
 
 // closeGracefully ends a connection after an error reply so that the client

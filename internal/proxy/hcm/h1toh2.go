@@ -110,7 +110,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	defer resp.Body.Close()
 	cl.Stats.AddResponse(resp.StatusCode)
 
-	keep := !reqClose
+	keep := !reqClose && !c.closing()
 	noBody := isHead || http1.NoBody(resp.StatusCode)
 	chunked := !noBody && resp.ContentLength < 0
 	if chunked && reqMinor == 0 {

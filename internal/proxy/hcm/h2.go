@@ -64,9 +64,9 @@ func (f *Filter) buildCodec(h *hcmv3.HttpConnectionManager) error {
 
 // serveHTTP2Capable serves a connection whose filter allows HTTP/2: HTTP/2
 // for codec_type HTTP2, else whatever the first bytes say. c is tracked.
-func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource) {
+func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
 	if f.codec == hcmv3.HttpConnectionManager_HTTP2 {
-		s.serveH2(c, c, f, dst, src)
+		s.serveH2(c, c, f, dst, src, d)
 		return
 	}
 	var base net.Conn = c
@@ -81,7 +81,7 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 	}
 	pc := &prefixConn{Conn: base, pre: pre}
 	if isH2 {
-		s.serveH2(pc, c, f, dst, src)
+		s.serveH2(pc, c, f, dst, src, d)
 		return
 	}
 	s.untrack(c)
@@ -90,7 +90,7 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 			pc.Close()
 			return
 		}
-		s.serveH1(pc, f, dst, src)
+		s.serveH1(pc, f, dst, src, d)
 		return
 	}
 	if !s.ln.push(&conn{Conn: pc, filter: f, dst: dst, src: src}) {
@@ -139,7 +139,7 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 
 // serveH2 serves HTTP/2 on nc until it closes; tracked is the connection
 // Close closes.
-func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource) {
+func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
 	defer s.untrack(tracked)
 	defer nc.Close()
 	defer func() {
@@ -148,13 +148,31 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		}
 	}()
 	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src})
-	f.h2.ServeConn(nc, &http2.ServeConnOpts{
-		Context: ctx,
-		Handler: http.HandlerFunc(s.serveStream),
-		BaseConfig: &http.Server{
-			MaxHeaderBytes: maxRequestHeadersBytes,
-			ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		},
+	base := &http.Server{
+		MaxHeaderBytes: maxRequestHeadersBytes,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	h2 := f.h2
+	if d != nil {
+		// x/net/http2 sends GOAWAY to the connections of a Server
+		// configured with ConfigureServer when its base http.Server shuts
+		// down: give this connection a Server of its own for that.
+		h2 = &http2.Server{
+			MaxConcurrentStreams:         f.h2.MaxConcurrentStreams,
+			MaxUploadBufferPerStream:     f.h2.MaxUploadBufferPerStream,
+			MaxUploadBufferPerConnection: f.h2.MaxUploadBufferPerConnection,
+		}
+		if err := http2.ConfigureServer(base, h2); err != nil {
+			s.log.Error("configure HTTP/2 drain", "error", err)
+			return
+		}
+		stop := d.onStart(func() { _ = base.Shutdown(context.Background()) })
+		defer stop()
+	}
+	h2.ServeConn(nc, &http2.ServeConnOpts{
+		Context:    ctx,
+		Handler:    http.HandlerFunc(s.serveStream),
+		BaseConfig: base,
 	})
 }
 

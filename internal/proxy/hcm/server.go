@@ -116,12 +116,18 @@ func NewServer(o Options) *Server {
 // the connection is handed over. src, when valid, is the source address
 // (and mark) of its upstream connections (listener filter original_src).
 func (s *Server) ServeConn(c net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource) {
+	s.ServeConnDrain(c, f, dst, src, nil)
+}
+
+// ServeConnDrain is ServeConn for a connection that ends gracefully once d
+// starts (see Drain). The net/http codec does not drain per connection.
+func (s *Server) ServeConnDrain(c net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
 	if f.h2 != nil { // HTTP/2, or HTTP/1.1 after a look at the first bytes (h2.go)
 		if !s.track(c) {
 			c.Close()
 			return
 		}
-		go s.serveHTTP2Capable(c, f, dst, src)
+		go s.serveHTTP2Capable(c, f, dst, src, d)
 		return
 	}
 	if s.codec == CodecStrait {
@@ -129,7 +135,7 @@ func (s *Server) ServeConn(c net.Conn, f *Filter, dst netip.AddrPort, src cluste
 			c.Close()
 			return
 		}
-		go s.serveH1(c, f, dst, src)
+		go s.serveH1(c, f, dst, src, d)
 		return
 	}
 	if !s.ln.push(&conn{Conn: c, filter: f, dst: dst, src: src}) {
@@ -153,6 +159,14 @@ func (s *Server) Close() error {
 	err := s.srv.Close()
 	<-s.done
 	return err
+}
+
+// Active is the number of connections being served (the strait codec and
+// HTTP/2; the net/http codec's are not counted).
+func (s *Server) Active() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
 
 func (s *Server) track(c net.Conn) bool {

@@ -54,6 +54,9 @@ type Listener struct {
 	chains       []*filterChain
 	defaultChain *filterChain
 	stats        *stats.ListenerStats
+	// drain ends this version's HTTP connections gracefully once it is
+	// replaced, removed or drained by the admin (hcm.Drain).
+	drain *hcm.Drain
 }
 
 // OriginalSrc is a configured original_src listener filter.
@@ -118,6 +121,7 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 		Bind:           l.GetBindToPort() == nil || l.GetBindToPort().GetValue(),
 		UseOriginalDst: l.GetUseOriginalDst().GetValue(),
 		Transparent:    l.GetTransparent().GetValue(),
+		drain:          hcm.NewDrain(),
 	}
 	if out.Bind && len(l.GetAdditionalAddresses()) > 0 {
 		return nil, fmt.Errorf("additional_addresses are not supported")

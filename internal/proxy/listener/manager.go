@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -69,6 +70,37 @@ type Manager struct {
 	sockets map[string]*socket // by listener name
 	version string
 	closed  bool
+	// drained is the admin drain in force (DrainListeners): listeners
+	// it covers, also ones added later, drain at once and, when it stops
+	// them, do not listen.
+	drained adminDrain
+}
+
+// adminDrain is what DrainListeners calls asked for so far.
+type adminDrain struct {
+	all, inbound         bool // drain every listener / the inbound ones
+	stopAll, stopInbound bool // and stop accepting (not graceful)
+}
+
+func (d *adminDrain) add(inboundOnly, graceful bool) {
+	if inboundOnly {
+		d.inbound = true
+		d.stopInbound = d.stopInbound || !graceful
+		return
+	}
+	d.all = true
+	d.stopAll = d.stopAll || !graceful
+}
+
+// covers reports whether the drain applies to l, and whether l must stop
+// accepting. A listener with drain_type MODIFY_ONLY drains only when an
+// update replaces or removes it.
+func (d *adminDrain) covers(l *Listener) (drain, stop bool) {
+	if l.Config.GetDrainType() == listenerv3.Listener_MODIFY_ONLY {
+		return false, false
+	}
+	in := l.Config.GetTrafficDirection() == corev3.TrafficDirection_INBOUND
+	return d.all || d.inbound && in, d.stopAll || d.stopInbound && in
 }
 
 // NewManager returns a manager with no listeners.
@@ -216,7 +248,7 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 			reused = append(reused, bound{b.Name, s, b})
 			continue
 		}
-		if !b.Bind {
+		if _, stop := m.drained.covers(b); !b.Bind || stop {
 			continue
 		}
 		network := "tcp4"
@@ -263,6 +295,19 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 	m.active.Store(next)
 	for _, s := range toClose {
 		s.ln.Close() // live connections are not affected
+	}
+	// The versions replaced or removed drain their connections (Envoy's
+	// listener drain on update); an unchanged listener is the same
+	// version and keeps them.
+	for name, l := range cur.byName {
+		if next.byName[name] != l {
+			l.drain.Start()
+		}
+	}
+	for _, l := range next.byName {
+		if drain, _ := m.drained.covers(l); drain {
+			l.drain.Start()
+		}
 	}
 	for _, b := range fresh {
 		m.log.Info("listening", "listener", b.name, "address", b.s.ln.Addr().String())
@@ -324,6 +369,30 @@ func (m *Manager) Close() {
 	m.stop()
 	m.mu.Unlock()
 	m.loops.Wait()
+}
+
+// DrainListeners starts draining the active listeners (Envoy's admin
+// /drain_listeners): their HTTP connections end gracefully (hcm.Drain).
+// inboundOnly limits it to listeners with traffic_direction INBOUND; unless
+// graceful, they also stop accepting. Listeners with drain_type
+// MODIFY_ONLY are left alone. The drain stays in force for listeners that
+// LDS adds later. Connections of other network filters (tcp_proxy) are
+// not affected.
+func (m *Manager) DrainListeners(inboundOnly, graceful bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.drained.add(inboundOnly, graceful)
+	for name, l := range m.active.Load().byName {
+		drain, stop := m.drained.covers(l)
+		if !drain {
+			continue
+		}
+		l.drain.Start()
+		if s := m.sockets[name]; s != nil && stop {
+			s.ln.Close()
+			delete(m.sockets, name)
+		}
+	}
 }
 
 // Snapshot returns the LDS version and the active listener configs

@@ -100,10 +100,17 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 			Path: pc.GetBinaryPath(),
 			Args: supervisor.ProxyArgs(cfg.BootstrapPath(), cfg.Concurrency, cfg.ProxyDrainTime()),
 		},
-		Starter:          opts.Starter,
-		OnDrain:          func() { st.SetDraining() },
+		Starter: opts.Starter,
+		OnDrain: func() {
+			st.SetDraining()
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := st.DrainInbound(dctx); err != nil {
+				log.Warn("proxy not drained; it stops at the end of the drain duration", "error", err)
+			}
+		},
 		DrainDuration:    cfg.DrainDuration,
-		TerminateTimeout: opts.TerminateTimeout,
+		TerminateTimeout: terminateTimeout(opts.TerminateTimeout, cfg.ProxyDrainTime()),
 		Logger:           opts.Logger,
 	})
 	st = status.New(status.Options{
@@ -160,4 +167,14 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	log.Info("agent stopped")
 	return nil
+}
+
+// terminateTimeout is how long the proxy gets after SIGTERM: the given
+// value, else long enough for the drain the proxy was started with
+// (--drain-time-s) plus a margin, and at least 30 s.
+func terminateTimeout(given, drainTime time.Duration) time.Duration {
+	if given > 0 {
+		return given
+	}
+	return max(30*time.Second, drainTime+5*time.Second)
 }

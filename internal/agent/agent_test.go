@@ -291,3 +291,16 @@ func TestAgent(t *testing.T) {
 		t.Errorf("proxy log = %q, want %q", log, wantStart)
 	}
 }
+
+func TestTerminateTimeout(t *testing.T) {
+	for _, tc := range []struct{ given, drain, want time.Duration }{
+		{0, 0, 30 * time.Second},
+		{0, 45 * time.Second, 50 * time.Second},
+		{0, 10 * time.Second, 30 * time.Second},
+		{2 * time.Second, 45 * time.Second, 2 * time.Second},
+	} {
+		if got := terminateTimeout(tc.given, tc.drain); got != tc.want {
+			t.Errorf("terminateTimeout(%v, %v) = %v, want %v", tc.given, tc.drain, got, tc.want)
+		}
+	}
+}

@@ -60,6 +60,28 @@ func New(opts Options) *Server {
 // out of load balancing before the proxy stops.
 func (s *Server) SetDraining() { s.draining.Store(true) }
 
+// DrainInbound asks the proxy to drain its inbound listeners while they
+// keep accepting (POST /drain_listeners?inboundonly&graceful on its
+// admin port), as Istio's pilot-agent does when the pod terminates: its
+// keep-alive connections close after their current response, so clients
+// move to other endpoints before the proxy exits.
+func (s *Server) DrainInbound(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.opts.AdminURL+"/drain_listeners?inboundonly&graceful", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.opts.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("drain the proxy's inbound listeners: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("drain the proxy's inbound listeners: admin answered %s", resp.Status)
+	}
+	return nil
+}
+
 // Ready returns nil when the proxy is ready to take traffic, else why not.
 func (s *Server) Ready(ctx context.Context) error {
 	if s.draining.Load() {

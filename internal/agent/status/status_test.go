@@ -93,3 +93,32 @@ func TestMergedMetrics(t *testing.T) {
 		t.Errorf("metrics with proxy down: %d %q", code, body)
 	}
 }
+
+// TestDrainInbound: the agent asks the proxy's admin for Istio's
+// termination drain, and reports an admin that refuses it.
+func TestDrainInbound(t *testing.T) {
+	var got []string
+	mux := http.NewServeMux()
+	mux.HandleFunc("/drain_listeners", func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.RequestURI())
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+		}
+	})
+	admin := httptest.NewServer(mux)
+	defer admin.Close()
+	s := New(Options{AdminURL: admin.URL, Logger: slog.New(slog.DiscardHandler)})
+	if err := s.DrainInbound(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != "POST /drain_listeners?inboundonly&graceful" {
+		t.Fatalf("admin saw %q, want one POST /drain_listeners?inboundonly&graceful", got)
+	}
+
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNotFound) }))
+	defer refusing.Close()
+	s = New(Options{AdminURL: refusing.URL, Logger: slog.New(slog.DiscardHandler)})
+	if err := s.DrainInbound(t.Context()); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("DrainInbound against a 404 admin = %v, want an error naming the status", err)
+	}
+}

@@ -88,6 +88,9 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// assertSplit checks the observed split within 10 points of the weights:
+// with 400 requests that is over 4 standard deviations at 30/70, so a
+// failure means wrong weights, not bad luck.
 func assertSplit(t *testing.T, s localmesh.Split, v1, v2 int) {
 	t.Helper()
 	if s.Failures > 0 {
@@ -138,7 +141,7 @@ func TestMeshEndToEnd(t *testing.T) {
 	client := m.Pod("client")
 
 	t.Run("split follows the weights", func(t *testing.T) {
-		s := client.SendRequests(ctx, localmesh.DemoURL, 200)
+		s := client.SendRequests(ctx, localmesh.DemoURL, 400)
 		assertSplit(t, s, 80, 20)
 		// Through the server's sidecar, the app sees the inbound passthrough address.
 		for ip, n := range s.Remotes {
@@ -153,8 +156,8 @@ func TestMeshEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n < 100 {
-			t.Errorf("envoy_cluster_upstream_rq_total for v1 = %d, want at least 100 after 200 requests at 80%%", n)
+		if n < 200 {
+			t.Errorf("envoy_cluster_upstream_rq_total for v1 = %d, want at least 200 after 400 requests at 80%%", n)
 		}
 	})
 
@@ -176,7 +179,7 @@ func TestMeshEndToEnd(t *testing.T) {
 		if during.Total == 0 {
 			t.Fatal("no request ran during the change")
 		}
-		assertSplit(t, client.SendRequests(ctx, localmesh.DemoURL, 200), 30, 70)
+		assertSplit(t, client.SendRequests(ctx, localmesh.DemoURL, 400), 30, 70)
 	})
 
 	t.Run("broken file is reported and skipped", func(t *testing.T) {
@@ -196,7 +199,7 @@ func TestMeshEndToEnd(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		// The last good config (30/70) keeps serving.
-		assertSplit(t, client.SendRequests(ctx, localmesh.DemoURL, 100), 30, 70)
+		assertSplit(t, client.SendRequests(ctx, localmesh.DemoURL, 400), 30, 70)
 		if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, localmesh.DemoVirtualService(50, 50)); err != nil {
 			t.Fatal(err)
 		}

@@ -250,7 +250,7 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, cl *clust
 		if errors.Is(r.Context().Err(), context.Canceled) {
 			return // downstream reset the stream
 		}
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if deadlinePassed(ctx) {
 			// The client's own deadline: DEADLINE_EXCEEDED, as Envoy
 			// answers when a stream's max duration is reached (the client
 			// may be about to say the same, and should see one code).
@@ -420,4 +420,15 @@ func parseGRPCTimeout(v string) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(n) * unit, true
+}
+
+// deadlinePassed reports whether ctx's deadline has passed. A dial or read
+// bounded by that deadline can fail with its own timeout an instant before
+// the context's timer marks ctx done, so ctx.Err() alone may not say so yet.
+func deadlinePassed(ctx context.Context) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }

@@ -7,10 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"net/netip"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -276,25 +274,6 @@ func (c *h1conn) closeGracefully() {
 	}
 }
 
-// errorReply answers a request the codec could not accept or finish; the
-// connection closes (gracefully) after it.
-func (c *h1conn) errorReply(code int, body string) {
-	w := append(c.wbuf[:0], "HTTP/1.1 "...)
-	w = strconv.AppendInt(w, int64(code), 10)
-	w = append(w, ' ')
-	w = append(w, reasonPhrase(code)...)
-	if body != "" {
-		w = append(w, "\r\ncontent-type: text/plain"...)
-	}
-	w = append(w, "\r\ncontent-length: "...)
-	w = strconv.AppendInt(w, int64(len(body)), 10)
-	w = append(w, "\r\nconnection: close\r\n\r\n"...)
-	w = append(w, body...)
-	c.wbuf = w
-	c.nc.Write(w)
-	c.linger = true
-}
-
 // serveRequest handles one parsed request and reports whether the
 // connection can carry another.
 func (c *h1conn) serveRequest() bool {
@@ -326,74 +305,6 @@ func (c *h1conn) serveRequest() bool {
 		return c.forwardH2(cl, ep) // h1toh2.go
 	}
 	return c.forward(cl, ep, rt)
-}
-
-// localReply answers without an upstream. The request body, if any, is
-// read and dropped so the connection stays usable, unless it is large or
-// the client waits for 100-continue.
-func (c *h1conn) localReply(code int, flags, body string) bool {
-	keep := !c.req.Close && !c.closing() && c.discardRequestBody()
-	return c.writeLocal(code, flags, body, keep) && keep
-}
-
-func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
-	w := append(c.wbuf[:0], "HTTP/1.1 "...)
-	w = strconv.AppendInt(w, int64(code), 10)
-	w = append(w, ' ')
-	w = append(w, reasonPhrase(code)...)
-	w = append(w, "\r\n"...)
-	if flags != "" {
-		w = append(w, "x-strait-response-flags: "...)
-		w = append(w, flags...)
-		w = append(w, "\r\n"...)
-	}
-	if body != "" {
-		w = append(w, "content-type: text/plain\r\n"...)
-	}
-	w = append(w, "content-length: "...)
-	w = strconv.AppendInt(w, int64(len(body)), 10)
-	w = append(w, "\r\n"...)
-	if !keep {
-		w = append(w, "connection: close\r\n"...)
-	} else if c.req.Minor == 0 {
-		w = append(w, "connection: keep-alive\r\n"...)
-	}
-	w = append(w, "\r\n"...)
-	if !c.req.IsHead {
-		w = append(w, body...)
-	}
-	c.wbuf = w
-	_, err := c.nc.Write(w)
-	if !keep {
-		c.linger = true
-	}
-	return err == nil
-}
-
-func (c *h1conn) discardRequestBody() bool {
-	req := &c.req
-	switch req.Framing {
-	case http1.FramingNone:
-		return true
-	case http1.FramingLength:
-		if buf := c.r.Buffered(); int64(len(buf)) >= req.ContentLength {
-			c.r.Discard(int(req.ContentLength))
-			return true
-		}
-		if req.Expect100 || req.ContentLength > maxDiscardBody {
-			return false
-		}
-		n, err := io.Copy(io.Discard, &http1.LengthReader{R: c.r, Left: req.ContentLength})
-		return err == nil && n == req.ContentLength
-	case http1.FramingChunked:
-		if req.Expect100 && len(c.r.Buffered()) == 0 {
-			return false
-		}
-		c.reqCh.Reset(c.r)
-		n, err := io.Copy(io.Discard, io.LimitReader(&c.reqCh, maxDiscardBody))
-		return err == nil && n < maxDiscardBody && c.reqCh.Done()
-	}
-	return false
 }
 
 // appendRequestHead writes the upstream request head into w.
@@ -500,34 +411,6 @@ type bodyCopy struct {
 	downFailed atomic.Bool
 	progress   atomic.Int64 // body bytes sent upstream
 }
-
-// failure is a local reply for an exchange that got no response head.
-type failure struct {
-	code  int // 0: the client went away; answer nothing
-	flags string
-	body  string
-}
-
-// Envoy's local replies (router and connection manager).
-var (
-	failConnect        = failure{503, "UF", "upstream connect error or disconnect/reset before headers. reset reason: connection failure"}
-	failTerminated     = failure{503, "UC", "upstream connect error or disconnect/reset before headers. reset reason: connection termination"}
-	failProtocol       = failure{502, "UPE", "upstream connect error or disconnect/reset before headers. reset reason: protocol error"}
-	failRouteTimeout   = failure{504, "UT", "upstream request timeout"}
-	failStreamIdle     = failure{408, "SI", "stream timeout"}
-	failRequestTimeout = failure{408, "", "request timeout"}
-	failBadRequest     = failure{400, "DPE", "Bad Request"}
-	failClientGone     = failure{0, "DC", ""}
-)
-
-var (
-	errNoResponse    = errors.New("upstream closed before a response")
-	errRouteTimeout  = errors.New("route timeout")
-	errStreamIdle    = errors.New("stream idle timeout")
-	errClientGone    = errors.New("client closed the connection")
-	errSwitched      = errors.New("upstream switched protocols without an upgrade request")
-	errRetryNotWrite = errors.New("request not written")
-)
 
 // idempotent reports whether a request with this method may be sent twice
 // (RFC 9110 §9.2.2).
@@ -716,62 +599,6 @@ func (c *h1conn) bodyAborted(cl *cluster.Cluster, ep cluster.Endpoint, bc *bodyC
 	c.nc.Close()
 	<-bc.done
 	return false
-}
-
-// clientFailure maps an error reading the request body to a local reply.
-func (c *h1conn) clientFailure(err error) failure {
-	switch {
-	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrLineTooLong), errors.Is(err, http1.ErrHeaderTooLarge):
-		return failBadRequest
-	case http1.IsTimeout(err):
-		if !c.reqExpiry.IsZero() && !time.Now().Before(c.reqExpiry) {
-			return failRequestTimeout
-		}
-		return failStreamIdle
-	}
-	return failClientGone
-}
-
-// classify maps an upstream failure before a response head to the local
-// reply Envoy sends.
-func classify(err error) failure {
-	switch {
-	case errors.Is(err, errRouteTimeout):
-		return failRouteTimeout
-	case errors.Is(err, errStreamIdle):
-		return failStreamIdle
-	case errors.Is(err, errClientGone):
-		return failClientGone
-	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrHeaderTooLarge),
-		errors.Is(err, http1.ErrTooManyHeaders), errors.Is(err, errSwitched):
-		return failProtocol
-	}
-	return failTerminated
-}
-
-// retryable reports whether a failure on a reused connection looks like the
-// upstream having closed it while idle (EOF, reset, broken pipe).
-func retryable(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, errNoResponse) || isNetError(err)
-}
-
-func isNetError(err error) bool {
-	var ne *net.OpError
-	return errors.As(err, &ne) && !ne.Timeout()
-}
-
-// upstreamFailed answers a request that got no response head.
-func (c *h1conn) upstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, f failure, err error, bodyConsumed bool) bool {
-	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
-	cl.Stats.AddResponse(f.code)
-	if f.code == 0 {
-		return false
-	}
-	keep := !c.req.Close && !c.closing() && f.code != 408
-	if !bodyConsumed && keep {
-		keep = c.discardRequestBody()
-	}
-	return c.writeLocal(f.code, f.flags, f.body, keep) && keep
 }
 
 // readResponseHead reads the final response head into c.resp, relaying
@@ -996,20 +823,4 @@ func (c *h1conn) startBodyCopy(uc *cluster.UpstreamConn) *bodyCopy {
 		bc.done <- werr
 	}()
 	return bc
-}
-
-// reasonPhrase is the reason for local replies.
-func reasonPhrase(code int) string {
-	switch code {
-	case 200:
-		return "OK"
-	case 404:
-		return "Not Found"
-	case 503:
-		return "Service Unavailable"
-	}
-	if t := http.StatusText(code); t != "" {
-		return t
-	}
-	return "Status"
 }

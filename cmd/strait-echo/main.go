@@ -1,6 +1,18 @@
 // Command strait-echo is the small application the demo and the end-to-end
 // tests run behind the sidecars: it answers every request with a JSON
 // document that says which version it is and whom it saw as the client.
+//
+// Tests steer it with request headers:
+//
+//	x-echo-status: N         answer with status N
+//	x-echo-delay: D          wait D (a Go duration) before answering
+//	x-echo-fail: N           with x-echo-key: K, the first N requests with key K
+//	                         answer x-echo-fail-status (default 503); later ones 200
+//	x-echo-response-header: NAME=VALUE   set a response header (repeatable)
+//
+// GET /_echo/count?key=K reports how many requests carried key K, so a test
+// can count attempts (retries, mirrors). The --status flag makes every
+// answer that status (a bad host for outlier detection tests).
 package main
 
 import (
@@ -14,6 +26,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -25,7 +40,12 @@ type Reply struct {
 	Remote  string            `json:"remote"`
 	Host    string            `json:"host"`
 	Path    string            `json:"path"`
+	Query   string            `json:"query,omitempty"`
+	Method  string            `json:"method"`
 	Headers map[string]string `json:"headers,omitempty"`
+	// Attempt counts the requests seen with this request's x-echo-key,
+	// this one included (0 without a key).
+	Attempt int `json:"attempt,omitempty"`
 }
 
 func main() {
@@ -40,6 +60,7 @@ func run(args []string) error {
 	addr := fs.String("addr", ":8080", "address to listen on")
 	version := fs.String("version", "v1", "version string to report")
 	pod := fs.String("pod", os.Getenv("POD_NAME"), "pod name to report")
+	status := fs.Int("status", 0, "answer every request with this status (0: 200, or as the request asks)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,7 +68,7 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", *addr, err)
 	}
-	srv := &http.Server{Handler: handler(*version, *pod), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: newHandler(*version, *pod, *status), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -63,14 +84,60 @@ func run(args []string) error {
 	return nil
 }
 
-func handler(version, pod string) http.Handler {
+// handler is the echo handler with no forced status.
+func handler(version, pod string) http.Handler { return newHandler(version, pod, 0) }
+
+func newHandler(version, pod string, status int) http.Handler {
+	var mu sync.Mutex
+	counts := map[string]int{}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rep := Reply{Version: version, Pod: pod, Remote: r.RemoteAddr, Host: r.Host, Path: r.URL.Path, Headers: map[string]string{}}
+		if r.URL.Path == "/_echo/count" {
+			mu.Lock()
+			n := counts[r.URL.Query().Get("key")]
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]int{"count": n})
+			return
+		}
+		rep := Reply{Version: version, Pod: pod, Remote: r.RemoteAddr, Host: r.Host, Path: r.URL.Path,
+			Query: r.URL.RawQuery, Method: r.Method, Headers: map[string]string{}}
 		for k := range r.Header {
 			rep.Headers[k] = r.Header.Get(k)
 		}
+		code := http.StatusOK
+		if key := r.Header.Get("X-Echo-Key"); key != "" {
+			mu.Lock()
+			counts[key]++
+			rep.Attempt = counts[key]
+			mu.Unlock()
+			if n, err := strconv.Atoi(r.Header.Get("X-Echo-Fail")); err == nil && rep.Attempt <= n {
+				code = http.StatusServiceUnavailable
+				if fs, err := strconv.Atoi(r.Header.Get("X-Echo-Fail-Status")); err == nil && fs >= 200 && fs <= 599 {
+					code = fs
+				}
+			}
+		}
+		if s, err := strconv.Atoi(r.Header.Get("X-Echo-Status")); err == nil && s >= 200 && s <= 599 {
+			code = s
+		}
+		if status != 0 {
+			code = status
+		}
+		if d, err := time.ParseDuration(r.Header.Get("X-Echo-Delay")); err == nil && d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		for _, kv := range r.Header.Values("X-Echo-Response-Header") {
+			if name, value, ok := strings.Cut(kv, "="); ok && name != "" {
+				w.Header().Add(name, value)
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Echo-Version", version)
+		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(rep)
 	})
 }

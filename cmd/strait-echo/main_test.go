@@ -26,3 +26,58 @@ func TestHandlerReportsVersionAndRemote(t *testing.T) {
 		t.Fatalf("X-Echo-Version = %q", got)
 	}
 }
+
+func TestHandlerBehaviours(t *testing.T) {
+	srv := httptest.NewServer(newHandler("v1", "p", 0))
+	defer srv.Close()
+	do := func(h map[string]string) (*http.Response, Reply) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/x?a=b", nil)
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var rep Reply
+		if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+			t.Fatal(err)
+		}
+		return resp, rep
+	}
+	resp, rep := do(map[string]string{"X-Echo-Status": "418", "X-Echo-Response-Header": "X-A=1"})
+	if resp.StatusCode != 418 || resp.Header.Get("X-A") != "1" || rep.Method != "POST" || rep.Query != "a=b" {
+		t.Fatalf("status %d, X-A %q, reply %+v", resp.StatusCode, resp.Header.Get("X-A"), rep)
+	}
+	fail := map[string]string{"X-Echo-Key": "k", "X-Echo-Fail": "2", "X-Echo-Fail-Status": "500"}
+	for i, want := range []int{500, 500, 200} {
+		resp, rep := do(fail)
+		if resp.StatusCode != want || rep.Attempt != i+1 {
+			t.Fatalf("attempt %d: status %d, reply attempt %d", i+1, resp.StatusCode, rep.Attempt)
+		}
+	}
+	cr, err := http.Get(srv.URL + "/_echo/count?key=k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cr.Body.Close()
+	var c map[string]int
+	if err := json.NewDecoder(cr.Body).Decode(&c); err != nil || c["count"] != 3 {
+		t.Fatalf("count = %v, %v", c, err)
+	}
+}
+
+func TestStatusFlagForcesEveryAnswer(t *testing.T) {
+	srv := httptest.NewServer(newHandler("v1", "p", 500))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 500 {
+		t.Fatalf("status %d, want 500", resp.StatusCode)
+	}
+}

@@ -8,6 +8,10 @@
 #   haproxy       wrk -> haproxy -> haproxy -> backend
 #   strait        wrk -> strait-proxy -> strait-proxy -> backend
 #   strait-<name> same with extra flags or another binary (see STRAIT_VARIANTS)
+#   strait-policy the strait chain with what a production route carries but
+#                 that does not trigger on this traffic: Istio's default
+#                 retry policy, the fault filter (abort and delay at 0 %)
+#                 and the CORS filter with a policy (no Origin header is sent)
 # The backend is nginx (1 worker) returning a fixed 1 KiB body, the same for
 # every chain. Runs are interleaved (run 1 of every chain, then run 2, ...)
 # so that load from other users of the machine hits all chains alike; each
@@ -15,7 +19,7 @@
 #
 # Environment:
 #   RUNS=5 DURATION=10s CONNS=16 THREADS=1 WARMUP=2s
-#   CHAINS="direct nginx haproxy strait"   chains to run, in this order
+#   CHAINS="direct nginx haproxy strait"   chains to run, in this order (add strait-policy)
 #   STRAIT_BIN=path                        strait-proxy to use (default: built from this tree)
 #   STRAIT_VARIANTS="name=BIN[,flag,...] ..." extra strait chains, e.g.
 #       STRAIT_VARIANTS="nethttp=,--http-codec,nethttp old=/tmp/strait-proxy.old"
@@ -143,8 +147,17 @@ EOF
 	start "$1" "$HAPROXY" -db -f "$work/$1.cfg"
 }
 
+# policy_route and policy_filters are the route and filter list of the
+# strait-policy chain; plain_route and plain_filters those of the others.
+plain_route='{match: {prefix: /}, route: {cluster: next}}'
+plain_filters='[{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]'
+policy_route='{match: {prefix: /}, route: {cluster: next, timeout: 0s, retry_policy: {retry_on: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes", num_retries: 2, retriable_status_codes: [503], retry_host_predicate: [{name: envoy.retry_host_predicates.previous_hosts, typed_config: {"@type": type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate}}], host_selection_retry_max_attempts: 5}}, typed_per_filter_config: {envoy.filters.http.fault: {"@type": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault, abort: {http_status: 503, percentage: {numerator: 0}}, delay: {fixed_delay: 1s, percentage: {numerator: 0}}}, envoy.filters.http.cors: {"@type": type.googleapis.com/envoy.config.route.v3.CorsPolicy, allow_origin_string_match: [{exact: "https://example.com"}], allow_methods: "GET,POST", max_age: "3600"}}}'
+policy_filters='[{name: envoy.filters.http.fault, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault}}, {name: envoy.filters.http.cors, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}, {name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]'
+
 strait_conf() { # name listen-port upstream-port admin-port bin [flags...]
 	local name=$1 lp=$2 up=$3 ap=$4 bin=$5; shift 5
+	local rt=$plain_route hf=$plain_filters
+	if [[ $name == strait-policy* ]]; then rt=$policy_route; hf=$policy_filters; fi
 	cat >"$work/$name.yaml" <<EOF
 node: {id: bench, cluster: bench}
 admin:
@@ -167,8 +180,8 @@ static_resources:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
           stat_prefix: http
           route_config:
-            virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: next}}]}]
-          http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
+            virtual_hosts: [{name: all, domains: ["*"], routes: [$rt]}]
+          http_filters: $hf
 EOF
 	start "$name" "$bin" -c "$work/$name.yaml" --concurrency 1 --log-level error "$@"
 }
@@ -200,6 +213,11 @@ for c in $CHAINS; do
 		strait_conf strait2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
 		strait_conf strait1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
 		entry[strait]=$p1; proxies[strait]="$b $a"; chains+=(strait) ;;
+	strait-policy)
+		newport p2; newport p1; newport a2; newport a1
+		strait_conf strait-policy2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
+		strait_conf strait-policy1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
+		entry[strait-policy]=$p1; proxies[strait-policy]="$b $a"; chains+=(strait-policy) ;;
 	*) log "unknown chain $c"; exit 2 ;;
 	esac
 done

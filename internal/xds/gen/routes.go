@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 )
@@ -124,10 +123,6 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32) []*route.Ro
 			continue
 		}
 		for i, rule := range spec.Http {
-			action := routeAction(snap, vs, rule, port)
-			if action == nil {
-				continue
-			}
 			matches := rule.Match
 			if len(matches) == 0 {
 				matches = []*networking.HTTPMatchRequest{nil}
@@ -140,61 +135,24 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32) []*route.Ro
 				if name == "" {
 					name = fmt.Sprintf("%s.%s.%d", vs.Namespace, vs.Name, i)
 				}
-				out = append(out, &route.Route{
-					Name:   name,
-					Match:  routeMatch(m),
-					Action: &route.Route_Route{Route: action},
-				})
+				if r := translateRoute(snap, vs, rule, name, m, port); r != nil {
+					out = append(out, r)
+				}
 			}
 		}
 	}
 	if len(out) == 0 {
-		out = append(out, prefixRoute("default", "/", OutboundClusterName(port, "", svc.Hostname)))
+		// Istio's BuildDefaultHTTPOutboundRoute: with the default retry
+		// policy.
+		r := prefixRoute("default", "/", OutboundClusterName(port, "", svc.Hostname))
+		r.GetRoute().RetryPolicy = defaultRetryPolicy()
+		out = append(out, r)
 	}
 	return out
 }
 
 func appliesToMesh(gateways []string) bool {
 	return len(gateways) == 0 || slices.Contains(gateways, "mesh")
-}
-
-// routeAction turns a rule's destinations into a cluster or weighted
-// clusters; nil when the rule has no destination (redirects and direct
-// responses are not supported yet).
-func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRoute, port uint32) *route.RouteAction {
-	type dest struct {
-		cluster string
-		weight  uint32
-	}
-	var dests []dest
-	for _, d := range rule.Route {
-		if d.GetDestination() == nil {
-			continue
-		}
-		if len(rule.Route) > 1 && d.Weight == 0 {
-			continue
-		}
-		dests = append(dests, dest{destinationCluster(snap, vs.Namespace, d.Destination, port), uint32(d.Weight)})
-	}
-	if len(dests) == 0 {
-		return nil
-	}
-	// Istio disables Envoy's 15 s default route timeout unless the
-	// VirtualService sets one (networking/core/route: setTimeout).
-	a := &route.RouteAction{Timeout: noTimeout()}
-	if len(dests) == 1 {
-		a.ClusterSpecifier = &route.RouteAction_Cluster{Cluster: dests[0].cluster}
-	} else {
-		wc := &route.WeightedCluster{}
-		for _, d := range dests {
-			wc.Clusters = append(wc.Clusters, &route.WeightedCluster_ClusterWeight{Name: d.cluster, Weight: wrapperspb.UInt32(d.weight)})
-		}
-		a.ClusterSpecifier = &route.RouteAction_WeightedClusters{WeightedClusters: wc}
-	}
-	if t := rule.GetTimeout(); t != nil {
-		a.Timeout = durationpb.New(t.AsDuration())
-	}
-	return a
 }
 
 // destinationCluster names the outbound cluster of a destination: its

@@ -594,7 +594,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			}
 			return c.upstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
 		}
-		if retry.Enabled() && bc == nil {
+		if retry.Active() && bc == nil {
 			status := c.resp.Status
 			grpc := -1
 			if status == 200 {

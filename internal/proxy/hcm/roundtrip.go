@@ -197,7 +197,7 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 			x.limitExceeded = retry.LimitExceeded
 			return x
 		}
-		if retry.Enabled() {
+		if retry.Active() {
 			grpc := -1
 			if v := resp.Header.Get("Grpc-Status"); v != "" {
 				if n, err := strconv.Atoi(v); err == nil {

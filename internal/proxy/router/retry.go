@@ -316,8 +316,12 @@ func NewRetry(p *RetryPolicy, o *Overrides, routeTimeout time.Duration) (r Retry
 	return r, timeout
 }
 
-// Enabled reports whether the request may be retried at all.
+// Enabled reports whether the request may still be retried.
 func (r *Retry) Enabled() bool { return r.left > 0 }
+
+// Active reports whether outcomes are judged at all (a policy with
+// conditions), so that an exhausted one is reported (LimitExceeded).
+func (r *Retry) Active() bool { return r.on != 0 }
 
 // PerTryTimeout is the timeout of each attempt (0: none).
 func (r *Retry) PerTryTimeout() time.Duration { return r.perTry }

@@ -208,4 +208,3 @@ func TestRouterActions(t *testing.T) {
 		}
 	})
 }
-

@@ -160,3 +160,8 @@ func hostWithoutPort(h string) string {
 	}
 	return h[:i]
 }
+
+// compileRegexRewrite is CompilePathRewrite for a pattern and substitution.
+func compileRegexRewrite(pattern, subst string) (*PathRewrite, error) {
+	return CompilePathRewrite("route", "", &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: pattern}, Substitution: subst})
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	"io"
 	"log/slog"
 	"net"
@@ -76,6 +77,11 @@ func startProxyLog(t testing.TB, codec Codec, beAddr string, log *slog.Logger) *
 					Body: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "direct"}}}}},
 			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/nowhere"}},
 				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "missing"}}}},
+			// Istio's default retry policy, for BenchmarkProxy/retry.
+			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/retry/"}},
+				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"},
+					RetryPolicy: &routev3.RetryPolicy{RetryOn: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes",
+						NumRetries: wrapperspb.UInt32(2), RetriableStatusCodes: []uint32{503}, HostSelectionRetryMaxAttempts: 5}}}},
 			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"}}}},
 		},
@@ -476,15 +482,20 @@ func rawBackend(t testing.TB) string {
 //	go test -run '^$' -bench Proxy -benchmem ./internal/proxy/hcm/
 func BenchmarkProxy(b *testing.B) {
 	be := rawBackend(b)
-	for _, codec := range codecs {
-		b.Run(string(codec), func(b *testing.B) {
+	for _, bc := range []struct {
+		codec Codec
+		name  string
+		path  string
+	}{{CodecStrait, "strait", "/bench"}, {CodecStrait, "strait-retrypolicy", "/retry/bench"}, {CodecNetHTTP, "nethttp", "/bench"}} {
+		codec := bc.codec
+		b.Run(bc.name, func(b *testing.B) {
 			p := startProxy(b, codec, be)
 			c, err := net.Dial("tcp", p.addr)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			req := []byte("GET /bench HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\n\r\n")
+			req := []byte("GET " + bc.path + " HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\n\r\n")
 			r := http1.NewReader(c)
 			var resp http1.Response
 			sink := make([]byte, 4096)

@@ -310,10 +310,13 @@ func (c *h1conn) serveRequest() bool {
 		return c.localReply(503, "UH", bodyNoHealthy)
 	}
 	ep.Source = c.src
+	ov, hasOv := c.routerOverrides(rt.IncludeAttemptCount)
 	if c.filter.upgradeAllowed(req) {
+		if rt.HasRequestMutation() {
+			c.mutateRequest(rt, tgt)
+		}
 		return c.forwardUpgrade(cl, ep) // upgrade.go
 	}
-	ov, hasOv := c.routerOverrides()
 	if cl.UpstreamHTTP2(false) {
 		return c.forwardH2(cl, ep, rt, tgt, &ov) // h1toh2.go
 	}
@@ -466,6 +469,15 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 	retry, timeout := router.NewRetry(rt.Retry, ov, rt.Timeout)
 
 	w := c.appendRequestHead(c.wbuf[:0], ep)
+	// x-envoy-attempt-count is the head's last field; a retry rewrites its
+	// value in place (attemptAt..attemptEnd).
+	attemptAt, attemptEnd := 0, 0
+	if rt.IncludeAttemptCount {
+		w = append(w[:len(w)-2], attemptCountField...)
+		attemptAt = len(w)
+		w = append(w, "1\r\n\r\n"...)
+		attemptEnd = attemptAt + 1
+	}
 	// A body already in the buffer goes in the same write as the head, and
 	// stays replayable; so does one read whole because a retry may need
 	// it. Anything else is streamed by a second goroutine.
@@ -513,6 +525,10 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 	}
 	for {
 		tried = append(tried, ep.Address)
+		if attemptEnd > 0 && retry.Retried > 0 {
+			w, attemptEnd = setAttemptCount(w, attemptAt, attemptEnd, retry.Retried+1)
+			c.wbuf = w
+		}
 		attemptExpiry := routeExpiry
 		if pt := retry.PerTryTimeout(); pt > 0 {
 			if e := time.Now().Add(pt); routeExpiry.IsZero() || e.Before(routeExpiry) {

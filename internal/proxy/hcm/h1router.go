@@ -66,8 +66,9 @@ func (e h1Headers) Add(name, value string) {
 var _ router.HeaderEditor = h1Headers{}
 
 // routerOverrides reads the router's x-envoy-* request headers and marks
-// them not to be forwarded, as Envoy removes them.
-func (c *h1conn) routerOverrides() (router.Overrides, bool) {
+// them not to be forwarded, as Envoy removes them; so is a client's
+// x-envoy-attempt-count when the proxy sets its own (attemptCount).
+func (c *h1conn) routerOverrides(attemptCount bool) (router.Overrides, bool) {
 	var o router.Overrides
 	found := false
 	hs := c.req.Headers
@@ -81,9 +82,28 @@ func (c *h1conn) routerOverrides() (router.Overrides, bool) {
 			o.Set(name, string(h.Value))
 			h.Hop = true
 			found = true
+		} else if attemptCount && http1.EqualFold(h.Name, router.HeaderAttemptCount) {
+			h.Hop = true
 		}
 	}
 	return o, found
+}
+
+var attemptCountField = []byte(router.HeaderAttemptCount + ": ")
+
+// setAttemptCount rewrites the x-envoy-attempt-count value w[at:end] to n,
+// returning the head and the value's new end.
+func setAttemptCount(w []byte, at, end, n int) ([]byte, int) {
+	v := strconv.AppendInt(nil, int64(n), 10)
+	if len(v) == end-at {
+		copy(w[at:end], v)
+		return w, end
+	}
+	out := make([]byte, 0, len(w)+len(v))
+	out = append(out, w[:at]...)
+	out = append(out, v...)
+	out = append(out, w[end:]...)
+	return out, at + len(v)
 }
 
 // mutateRequest applies the route's rewrites and request header mutations

@@ -159,6 +159,12 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 			x.cancels = append(x.cancels, cancel)
 		}
 		req := out.WithContext(actx)
+		if rt.IncludeAttemptCount {
+			if retry.Retried > 0 {
+				req.Header = out.Header.Clone() // the last attempt's transport may still hold the map
+			}
+			req.Header["X-Envoy-Attempt-Count"] = []string{strconv.Itoa(retry.Retried + 1)}
+		}
 		if rb != nil {
 			req.Body = rb.attempt()
 		}

@@ -14,6 +14,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -41,8 +42,8 @@ func routerBackend(t *testing.T, h2c bool) *httptest.Server {
 		if f, _ := strconv.Atoi(r.Header.Get("X-Fail")); n <= f {
 			w.WriteHeader(503)
 		}
-		fmt.Fprintf(w, "attempt=%d method=%s host=%s path=%s body=%s x-set=%s x-drop=%s x-envoy-max-retries=%s",
-			n, r.Method, r.Host, r.URL.RequestURI(), body, r.Header.Get("X-Set"), r.Header.Get("X-Drop"), r.Header.Get("X-Envoy-Max-Retries"))
+		fmt.Fprintf(w, "attempt=%d method=%s host=%s path=%s body=%s x-set=%s x-drop=%s x-envoy-max-retries=%s x-envoy-attempt-count=%s",
+			n, r.Method, r.Host, r.URL.RequestURI(), body, r.Header.Get("X-Set"), r.Header.Get("X-Drop"), r.Header.Get("X-Envoy-Max-Retries"), r.Header.Get("X-Envoy-Attempt-Count"))
 	}))
 	if h2c {
 		s.Config.Protocols = new(http.Protocols)
@@ -95,7 +96,10 @@ func TestRouterActionsAllPaths(t *testing.T) {
 			for _, down := range []string{"h1", "h2c"} {
 				t.Run(fmt.Sprintf("%s/%s/%s", codec, down, up.name), func(t *testing.T) {
 					be := routerBackend(t, true)
-					addr := startH2Proxy(t, codec, routerRoutes("be"), nil, up.mk(t, be.Listener.Addr().String()))
+					countAttempts := func(h *hcmv3.HttpConnectionManager) {
+						h.GetRouteConfig().VirtualHosts[0].IncludeRequestAttemptCount = true
+					}
+					addr := startH2Proxy(t, codec, routerRoutes("be"), countAttempts, up.mk(t, be.Listener.Addr().String()))
 					c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
 					if down == "h2c" {
 						c = h2cClient()
@@ -117,9 +121,10 @@ func TestRouterActionsAllPaths(t *testing.T) {
 					}
 					key := t.Name()
 
-					resp, body := do("POST", "/retry", "payload", map[string]string{"X-Key": key + "a", "X-Fail": "2"})
-					if resp.StatusCode != 200 || !strings.Contains(body, "attempt=3") || !strings.Contains(body, "body=payload ") {
-						t.Errorf("retried POST: %d %q, want 200 on attempt 3 with the whole body", resp.StatusCode, body)
+					resp, body := do("POST", "/retry", "payload", map[string]string{"X-Key": key + "a", "X-Fail": "2", "X-Envoy-Attempt-Count": "9"})
+					if resp.StatusCode != 200 || !strings.Contains(body, "attempt=3") || !strings.Contains(body, "body=payload ") ||
+						!strings.HasSuffix(body, "x-envoy-attempt-count=3") {
+						t.Errorf("retried POST: %d %q, want 200 on attempt 3 (x-envoy-attempt-count 3) with the whole body", resp.StatusCode, body)
 					}
 					resp, body = do("POST", "/retry", "payload", map[string]string{"X-Key": key + "b", "X-Fail": "5"})
 					if resp.StatusCode != 503 || !strings.Contains(body, "attempt=3") || resp.Header.Get("X-Strait-Response-Flags") != "URX" {
@@ -160,5 +165,18 @@ func TestRouterActionsAllPaths(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+func TestSetAttemptCount(t *testing.T) {
+	head := []byte("GET / HTTP/1.1\r\nx-envoy-attempt-count: 1\r\n\r\nbody")
+	at := strings.Index(string(head), ": 1") + 2
+	w, end := setAttemptCount(head, at, at+1, 7)
+	if string(w) != "GET / HTTP/1.1\r\nx-envoy-attempt-count: 7\r\n\r\nbody" || end != at+1 {
+		t.Fatalf("same width: %q %d", w, end)
+	}
+	w, end = setAttemptCount(w, at, end, 12)
+	if string(w) != "GET / HTTP/1.1\r\nx-envoy-attempt-count: 12\r\n\r\nbody" || end != at+2 {
+		t.Fatalf("wider: %q %d", w, end)
 	}
 }

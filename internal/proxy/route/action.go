@@ -42,6 +42,9 @@ type Action struct {
 	Rewrite *router.PathRewrite
 	// HostRewrite is host_rewrite_literal ("": keep the Host).
 	HostRewrite string
+	// IncludeAttemptCount sets x-envoy-attempt-count on upstream requests
+	// (the virtual host's include_request_attempt_count).
+	IncludeAttemptCount bool
 	// RequestHeaders and ResponseHeaders are the route's header mutations,
 	// applied after the weighted cluster's (Target's), as Envoy applies
 	// the more specific level first.
@@ -105,7 +108,20 @@ var (
 		"response_headers_to_add": true, "response_headers_to_remove": true,
 	}
 	directResponseFields = map[protoreflect.Name]bool{"status": true, "body": true}
+	// virtualHostFields: a virtual host's own retry, hedge and mirror
+	// policies, header mutations and the rest are refused until
+	// implemented.
+	virtualHostFields = map[protoreflect.Name]bool{
+		"name": true, "domains": true, "routes": true, "include_request_attempt_count": true,
+		"metadata": true, "typed_per_filter_config": true,
+	}
 )
+
+// checkVirtualHost refuses virtual host fields strait-proxy does not
+// implement.
+func checkVirtualHost(vh *routev3.VirtualHost) error {
+	return router.OnlyFields("virtual_host", vh.ProtoReflect(), virtualHostFields)
+}
 
 func duration(field string, d *durationpb.Duration) (time.Duration, error) {
 	if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {

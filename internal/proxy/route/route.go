@@ -61,11 +61,15 @@ func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
 	t := &Table{Name: rc.GetName(), exact: map[string]*VirtualHost{}}
 	for _, vh := range rc.GetVirtualHosts() {
 		cvh := &VirtualHost{Name: vh.GetName()}
+		if err := checkVirtualHost(vh); err != nil {
+			return nil, fmt.Errorf("route_config %q virtual_host %q: %w", rc.GetName(), vh.GetName(), err)
+		}
 		for i, r := range vh.GetRoutes() {
 			cr, err := compileRoute(r)
 			if err != nil {
 				return nil, fmt.Errorf("route_config %q virtual_host %q route %d: %w", rc.GetName(), vh.GetName(), i, err)
 			}
+			cr.IncludeAttemptCount = vh.GetIncludeRequestAttemptCount()
 			cvh.Routes = append(cvh.Routes, cr)
 		}
 		for _, d := range vh.GetDomains() {

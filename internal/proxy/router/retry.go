@@ -14,6 +14,9 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	// The previous_hosts predicate's config type, so that a route holding
+	// it can be printed (admin /config_dump) as well as read.
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -219,6 +222,9 @@ const (
 	HeaderMaxRetries    = "x-envoy-max-retries"
 	HeaderRetryOn       = "x-envoy-retry-on"
 	HeaderRetryGRPCOn   = "x-envoy-retry-grpc-on"
+	// HeaderAttemptCount is set by the proxy on upstream requests when the
+	// virtual host asks (include_request_attempt_count).
+	HeaderAttemptCount = "x-envoy-attempt-count"
 )
 
 // IsRouterHeader reports whether name (any case) is one of the request

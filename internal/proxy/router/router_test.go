@@ -7,6 +7,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -237,5 +239,21 @@ func TestRedirectAndRewrite(t *testing.T) {
 	}
 	if got := rw.Apply("/service/foo/v1/api", 0); got != "/v1/api/instance/foo$" {
 		t.Errorf("regex rewrite: %q", got)
+	}
+}
+
+// TestPreviousHostsPrintable: a route holding the previous_hosts predicate
+// is printed by admin /config_dump, which needs its type registered.
+func TestPreviousHostsPrintable(t *testing.T) {
+	rp := &routev3.RetryPolicy{RetryOn: "5xx", RetryHostPredicate: []*routev3.RetryPolicy_RetryHostPredicate{{
+		Name: previousHostsPredicate,
+		ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: &anypb.Any{
+			TypeUrl: "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"}},
+	}}}
+	if _, err := protojson.Marshal(rp); err != nil {
+		t.Fatalf("config dump of a retry policy: %v", err)
+	}
+	if p := mustPolicy(t, rp); !p.AvoidPreviousHosts {
+		t.Error("previous_hosts not honoured")
 	}
 }

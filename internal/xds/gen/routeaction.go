@@ -220,9 +220,12 @@ func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRo
 	}
 	// Istio disables Envoy's 15 s default route timeout unless the
 	// VirtualService sets one (networking/core/route: setTimeout).
-	a := &route.RouteAction{Timeout: noTimeout()}
+	// max_grpc_timeout follows the timeout: a gRPC call's own
+	// grpc-timeout applies, capped by the route's (setTimeout).
+	a := &route.RouteAction{Timeout: noTimeout(), MaxGrpcTimeout: noTimeout()}
 	if t := rule.GetTimeout(); t != nil {
 		a.Timeout = durationpb.New(t.AsDuration())
+		a.MaxGrpcTimeout = durationpb.New(t.AsDuration())
 	}
 	if rw := rule.Rewrite; rw != nil {
 		if rr := rw.GetUriRegexRewrite(); rr != nil {
@@ -322,4 +325,21 @@ func directResponseAction(d *networking.HTTPDirectResponse) *route.Route_DirectR
 		a.Body = &core.DataSource{Specifier: &core.DataSource_InlineBytes{InlineBytes: b.Bytes}}
 	}
 	return &route.Route_DirectResponse{DirectResponse: a}
+}
+
+// proxylessTimeouts gives a proxyless gRPC client a VirtualService route's
+// timeout as max_stream_duration, which gRPC's xDS client reads, in place
+// of max_grpc_timeout (Istio's setTimeout for proxyless nodes); the
+// default route keeps max_grpc_timeout, as Istio builds it without the
+// node.
+func proxylessTimeouts(routes []*route.Route) []*route.Route {
+	for _, r := range routes {
+		a := r.GetRoute()
+		if a == nil || r.Name == "default" || a.MaxGrpcTimeout == nil {
+			continue
+		}
+		a.MaxStreamDuration = &route.RouteAction_MaxStreamDuration{MaxStreamDuration: a.Timeout}
+		a.MaxGrpcTimeout = nil
+	}
+	return routes
 }

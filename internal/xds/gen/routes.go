@@ -60,15 +60,18 @@ func scopeRoutes(snap *mesh.Snapshot, scope *mesh.Scope, names []string) []*rout
 				Name:    fmt.Sprintf("%s:%d", svc.Hostname, port),
 				Domains: domains(snap, svc, port, ns, used),
 				Routes:  httpRoutes(snap, svc, port),
+				// Istio's sidecar default (util.GetProxyHeaders).
+				IncludeRequestAttemptCount: true,
 			}
 			if len(vh.Domains) > 0 {
 				rc.VirtualHosts = append(rc.VirtualHosts, vh)
 			}
 		}
 		rc.VirtualHosts = append(rc.VirtualHosts, &route.VirtualHost{
-			Name:    allowAnyVirtualHost,
-			Domains: []string{"*"},
-			Routes:  []*route.Route{prefixRoute(allowAnyVirtualHost, "/", PassthroughCluster)},
+			Name:                       allowAnyVirtualHost,
+			Domains:                    []string{"*"},
+			Routes:                     []*route.Route{outboundPrefixRoute(allowAnyVirtualHost, PassthroughCluster)},
+			IncludeRequestAttemptCount: true,
 		})
 		out = append(out, rc)
 	}
@@ -144,7 +147,7 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32) []*route.Ro
 	if len(out) == 0 {
 		// Istio's BuildDefaultHTTPOutboundRoute: with the default retry
 		// policy.
-		r := prefixRoute("default", "/", OutboundClusterName(port, "", svc.Hostname))
+		r := outboundPrefixRoute("default", OutboundClusterName(port, "", svc.Hostname))
 		r.GetRoute().RetryPolicy = defaultRetryPolicy()
 		out = append(out, r)
 	}
@@ -225,6 +228,15 @@ func prefixRoute(name, prefix, clusterName string) *route.Route {
 		Match:  &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: prefix}},
 		Action: &route.Route_Route{Route: &route.RouteAction{ClusterSpecifier: &route.RouteAction_Cluster{Cluster: clusterName}, Timeout: noTimeout()}},
 	}
+}
+
+// outboundPrefixRoute is an outbound catch-all route to clusterName with
+// Istio's timeouts: none, and a gRPC call's own grpc-timeout uncapped
+// (max_grpc_timeout 0s).
+func outboundPrefixRoute(name, clusterName string) *route.Route {
+	r := prefixRoute(name, "/", clusterName)
+	r.GetRoute().MaxGrpcTimeout = noTimeout()
+	return r
 }
 
 // noTimeout is a route timeout of 0: none (Envoy's default would be 15 s).

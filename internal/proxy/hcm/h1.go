@@ -539,9 +539,10 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		// again; before that (a connect failure) it can.
 		if uc, err = cl.GetConn(ctx, ep); err != nil {
 			if retry.OnFailure(router.FailConnect, false, bc == nil) && backOff(&retry, routeExpiry) {
-				ep = repick(cl, &retry, c.dst, c.src, tried, ep)
+				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
+			countRetryOutcome(cl, &retry, false)
 			return c.upstreamFailed(cl, ep, retryFlags(failConnect), err, !streamBody)
 		}
 		var n int
@@ -598,16 +599,19 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			case errors.Is(err, errRouteTimeout):
 				if !attemptExpiry.Equal(routeExpiry) && time.Now().Before(routeExpiry) || routeExpiry.IsZero() {
 					kind = router.FailPerTryTimeout
+					cl.Stats.Router.PerTryTimeout.Add(1)
 				} else {
 					kind = 0 // the route's own timeout: no retry
+					cl.Stats.Router.Timeout.Add(1)
 				}
 			case f.code == 0, f.code == 408:
 				kind = 0 // the client left or was too slow
 			}
 			if kind != 0 && !streamBody && retry.OnFailure(kind, n > 0, true) && backOff(&retry, routeExpiry) {
-				ep = repick(cl, &retry, c.dst, c.src, tried, ep)
+				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
+			countRetryOutcome(cl, &retry, false)
 			return c.upstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
 		}
 		if retry.Active() && bc == nil {
@@ -620,12 +624,13 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 				// The response is dropped with its connection.
 				cl.Stats.AddResponse(status)
 				uc.Close()
-				ep = repick(cl, &retry, c.dst, c.src, tried, ep)
+				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
 		}
 		break
 	}
+	countRetryOutcome(cl, &retry, true)
 	c.mutateResponse(rt, tgt)
 	if retry.LimitExceeded {
 		c.respExtra = append(c.respExtra, http1.Header{Name: []byte("x-strait-response-flags"), Value: []byte("URX")})

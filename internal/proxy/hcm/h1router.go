@@ -184,6 +184,13 @@ func backOff(r *router.Retry, routeExpiry time.Time) bool {
 	return true
 }
 
+// retryEndpoint counts a retry and chooses its endpoint.
+func (c *h1conn) retryEndpoint(cl *cluster.Cluster, r *router.Retry, tried []string, prev cluster.Endpoint) cluster.Endpoint {
+	cl.Stats.Router.Retry.Add(1)
+	cl.Stats.RqTotal.Add(1)
+	return repick(cl, r, c.dst, c.src, tried, prev)
+}
+
 // repick chooses the endpoint of a retry: with the previous_hosts
 // predicate, one not tried yet if one turns up within the allowed picks.
 func repick(cl *cluster.Cluster, r *router.Retry, dst netip.AddrPort, src cluster.OriginalSource, tried []string, prev cluster.Endpoint) cluster.Endpoint {
@@ -225,4 +232,15 @@ func grpcStatusOf(v []byte, ok bool) int {
 		return -1
 	}
 	return n
+}
+
+// countRetryOutcome counts how a request that may have been retried ended
+// (responded: with an upstream response rather than a local reply).
+func countRetryOutcome(cl *cluster.Cluster, r *router.Retry, responded bool) {
+	switch {
+	case r.LimitExceeded:
+		cl.Stats.Router.RetryLimitExceeded.Add(1)
+	case responded && r.Retried > 0:
+		cl.Stats.Router.RetrySuccess.Add(1)
+	}
 }

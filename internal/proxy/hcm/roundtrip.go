@@ -182,25 +182,30 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 				return x
 			}
 			if deadlinePassed(routeCtx) {
+				cl.Stats.Router.Timeout.Add(1)
 				x.fail = failRouteTimeout
 				x.limitExceeded = retry.LimitExceeded
+				countRetryOutcome(cl, &retry, false)
 				return x
 			}
 			kind, f := router.FailReset, failTerminated
 			switch {
 			case deadlinePassed(actx):
 				kind, f = router.FailPerTryTimeout, failRouteTimeout
+				cl.Stats.Router.PerTryTimeout.Add(1)
 			case isConnectError(err):
 				kind, f = router.FailConnect, failConnect
 			case isRefusedStream(err):
 				kind = router.FailRefused
 			}
 			if retry.OnFailure(kind, kind != router.FailConnect, replayable) && backOffCtx(&retry, routeCtx) {
+				cl.Stats.Router.Retry.Add(1)
 				ep = repick(cl, &retry, dst, src, tried, ep)
 				continue
 			}
 			x.fail = f
 			x.limitExceeded = retry.LimitExceeded
+			countRetryOutcome(cl, &retry, false)
 			return x
 		}
 		if retry.Active() {
@@ -213,12 +218,14 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 			if retry.OnStatus(resp.StatusCode, grpc, replayable) && backOffCtx(&retry, routeCtx) {
 				cl.Stats.AddResponse(resp.StatusCode)
 				resp.Body.Close()
+				cl.Stats.Router.Retry.Add(1)
 				ep = repick(cl, &retry, dst, src, tried, ep)
 				continue
 			}
 		}
 		x.resp = resp
 		x.limitExceeded = retry.LimitExceeded
+		countRetryOutcome(cl, &retry, true)
 		return x
 	}
 }

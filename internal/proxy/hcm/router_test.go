@@ -99,7 +99,8 @@ func TestRouterActionsAllPaths(t *testing.T) {
 					countAttempts := func(h *hcmv3.HttpConnectionManager) {
 						h.GetRouteConfig().VirtualHosts[0].IncludeRequestAttemptCount = true
 					}
-					addr := startH2Proxy(t, codec, routerRoutes("be"), countAttempts, up.mk(t, be.Listener.Addr().String()))
+					addr, st := startH2ProxyStats(t, codec, routerRoutes("be"), countAttempts, up.mk(t, be.Listener.Addr().String()))
+					rs := &st.Cluster("be").Router
 					c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
 					if down == "h2c" {
 						c = h2cClient()
@@ -130,6 +131,9 @@ func TestRouterActionsAllPaths(t *testing.T) {
 					if resp.StatusCode != 503 || !strings.Contains(body, "attempt=3") || resp.Header.Get("X-Strait-Response-Flags") != "URX" {
 						t.Errorf("exhausted: %d %q flags %q, want the third 503 with URX", resp.StatusCode, body, resp.Header.Get("X-Strait-Response-Flags"))
 					}
+					if r, s, l := rs.Retry.Load(), rs.RetrySuccess.Load(), rs.RetryLimitExceeded.Load(); r != 4 || s != 1 || l != 1 {
+						t.Errorf("stats: retry %d success %d limit exceeded %d, want 4, 1, 1", r, s, l)
+					}
 					resp, body = do("GET", "/retry", "", map[string]string{"X-Key": key + "c", "X-Fail": "1", "X-Envoy-Max-Retries": "0"})
 					if resp.StatusCode != 503 || !strings.Contains(body, "x-envoy-max-retries= ") && !strings.HasSuffix(body, "x-envoy-max-retries=") {
 						t.Errorf("x-envoy-max-retries 0: %d %q, want the first 503 and the header not forwarded", resp.StatusCode, body)
@@ -151,6 +155,9 @@ func TestRouterActionsAllPaths(t *testing.T) {
 					resp, body = do("GET", "/pertry", "", map[string]string{"X-Key": key + "e", "X-Delay": "3s"})
 					if resp.StatusCode != 504 || resp.Header.Get("X-Strait-Response-Flags") != "UT,URX" {
 						t.Errorf("per-try timeout twice: %d flags %q, want 504 UT,URX", resp.StatusCode, resp.Header.Get("X-Strait-Response-Flags"))
+					}
+					if to, pt := rs.Timeout.Load(), rs.PerTryTimeout.Load(); to != 2 || pt != 2 {
+						t.Errorf("stats: timeouts %d per-try %d, want 2 and 2", to, pt)
 					}
 
 					resp, body = do("GET", "/api/items?id=7", "", map[string]string{"X-Set": "client", "X-Drop": "x"})

@@ -487,7 +487,13 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		if buf := c.r.Buffered(); int64(len(buf)) >= req.ContentLength {
 			w = append(w, buf[:req.ContentLength]...)
 			c.r.Discard(int(req.ContentLength))
-		} else if retry.Enabled() && req.ContentLength <= retryBufferLimit && !req.Expect100 {
+		} else if retry.Enabled() && req.ContentLength <= retryBufferLimit {
+			if req.Expect100 && reqMinor == 1 {
+				// The client waits for this before sending the body.
+				if _, err := c.nc.Write(continue100); err != nil {
+					return false
+				}
+			}
 			n := len(w)
 			w = slices.Grow(w, int(req.ContentLength))[:n+int(req.ContentLength)]
 			if _, err := io.ReadFull(&http1.LengthReader{R: c.r, Left: req.ContentLength}, w[n:]); err != nil {

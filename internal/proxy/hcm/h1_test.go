@@ -333,8 +333,19 @@ func TestProxyRawProtocol(t *testing.T) {
 	}
 }
 
+// TestExpectContinue: the proxy answers 100-continue itself, also on a
+// route with a retry policy, where the body is read whole to be
+// replayable.
 func TestExpectContinue(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, codec Codec) {
+		for _, path := range []string{"/up", "/retry/up"} {
+			expectContinue(t, codec, path)
+		}
+	})
+}
+
+func expectContinue(t *testing.T, codec Codec, path string) {
+	{
 		be := echoBackend(t)
 		p := startProxy(t, codec, be.Listener.Addr().String())
 		c, err := net.Dial("tcp", p.addr)
@@ -343,7 +354,7 @@ func TestExpectContinue(t *testing.T) {
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		io.WriteString(c, "PUT /up HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+		io.WriteString(c, "PUT "+path+" HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
 		br := bufio.NewReader(c)
 		line, err := br.ReadString('\n')
 		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
@@ -361,9 +372,9 @@ func TestExpectContinue(t *testing.T) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		if resp.StatusCode != 200 || resp.Header.Get("X-Seen-Len") != "5" {
-			t.Fatalf("status %d len %q", resp.StatusCode, resp.Header.Get("X-Seen-Len"))
+			t.Fatalf("%s: status %d len %q", path, resp.StatusCode, resp.Header.Get("X-Seen-Len"))
 		}
-	})
+	}
 }
 
 // TestStaleUpstreamConnection: the upstream closes a keep-alive connection

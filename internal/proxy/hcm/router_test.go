@@ -42,6 +42,10 @@ func routerBackend(t *testing.T, h2c bool) *httptest.Server {
 		if f, _ := strconv.Atoi(r.Header.Get("X-Fail")); n <= f {
 			w.WriteHeader(503)
 		}
+		if r.Header.Get("X-Len-Only") != "" {
+			fmt.Fprintf(w, "attempt=%d len=%d", n, len(body))
+			return
+		}
 		fmt.Fprintf(w, "attempt=%d method=%s host=%s path=%s body=%s x-set=%s x-drop=%s x-envoy-max-retries=%s x-envoy-attempt-count=%s",
 			n, r.Method, r.Host, r.URL.RequestURI(), body, r.Header.Get("X-Set"), r.Header.Get("X-Drop"), r.Header.Get("X-Envoy-Max-Retries"), r.Header.Get("X-Envoy-Attempt-Count"))
 	}))
@@ -131,8 +135,19 @@ func TestRouterActionsAllPaths(t *testing.T) {
 					if resp.StatusCode != 503 || !strings.Contains(body, "attempt=3") || resp.Header.Get("X-Strait-Response-Flags") != "URX" {
 						t.Errorf("exhausted: %d %q flags %q, want the third 503 with URX", resp.StatusCode, body, resp.Header.Get("X-Strait-Response-Flags"))
 					}
-					if r, s, l := rs.Retry.Load(), rs.RetrySuccess.Load(), rs.RetryLimitExceeded.Load(); r != 4 || s != 1 || l != 1 {
-						t.Errorf("stats: retry %d success %d limit exceeded %d, want 4, 1, 1", r, s, l)
+					big := strings.Repeat("b", 300<<10)
+					resp, body = do("POST", "/retry", big, map[string]string{"X-Key": key + "big", "X-Fail": "1", "X-Len-Only": "1"})
+					if resp.StatusCode != 200 || body != "attempt=2 len=307200" {
+						t.Errorf("retried 300 KiB POST: %d %q, want 200 on attempt 2 with the whole body", resp.StatusCode, body)
+					}
+					huge := strings.Repeat("h", 2<<20)
+					resp, body = do("POST", "/retry", huge, map[string]string{"X-Key": key + "huge", "X-Fail": "1", "X-Len-Only": "1"})
+					if resp.StatusCode != 503 || body != "attempt=1 len=2097152" {
+						t.Errorf("2 MiB POST: %d %q, want the first 503: a body over the buffer limit is not replayed", resp.StatusCode, body)
+					}
+					rs.Retry.Add(^uint64(0)) // the 300 KiB retry
+					if r, s, l := rs.Retry.Load(), rs.RetrySuccess.Load(), rs.RetryLimitExceeded.Load(); r != 4 || s != 2 || l != 1 {
+						t.Errorf("stats: retry %d success %d limit exceeded %d, want 4, 2, 1", r, s, l)
 					}
 					resp, body = do("GET", "/retry", "", map[string]string{"X-Key": key + "c", "X-Fail": "1", "X-Envoy-Max-Retries": "0"})
 					if resp.StatusCode != 503 || !strings.Contains(body, "x-envoy-max-retries= ") && !strings.HasSuffix(body, "x-envoy-max-retries=") {

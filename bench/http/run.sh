@@ -7,6 +7,9 @@
 #   nginx         wrk -> nginx -> nginx -> backend
 #   haproxy       wrk -> haproxy -> haproxy -> backend
 #   strait        wrk -> strait-proxy -> strait-proxy -> backend
+#   strait-router same as strait, with the route straitd emits for a service
+#                 (Istio's default retry policy, timeout 0s, attempt count);
+#                 the policy never triggers: it measures the router's cost
 #   strait-<name> same with extra flags or another binary (see STRAIT_VARIANTS)
 # The backend is nginx (1 worker) returning a fixed 1 KiB body, the same for
 # every chain. Runs are interleaved (run 1 of every chain, then run 2, ...)
@@ -15,7 +18,7 @@
 #
 # Environment:
 #   RUNS=5 DURATION=10s CONNS=16 THREADS=1 WARMUP=2s
-#   CHAINS="direct nginx haproxy strait"   chains to run, in this order
+#   CHAINS="direct nginx haproxy strait"   chains to run, in this order (also strait-router)
 #   STRAIT_BIN=path                        strait-proxy to use (default: built from this tree)
 #   STRAIT_VARIANTS="name=BIN[,flag,...] ..." extra strait chains, e.g.
 #       STRAIT_VARIANTS="nethttp=,--http-codec,nethttp old=/tmp/strait-proxy.old"
@@ -143,6 +146,11 @@ EOF
 	start "$1" "$HAPROXY" -db -f "$work/$1.cfg"
 }
 
+# The route action and virtual host fields of the strait chains' routes
+# (strait-router sets them).
+route_extra=""
+vhost_extra=""
+
 strait_conf() { # name listen-port upstream-port admin-port bin [flags...]
 	local name=$1 lp=$2 up=$3 ap=$4 bin=$5; shift 5
 	cat >"$work/$name.yaml" <<EOF
@@ -167,7 +175,7 @@ static_resources:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
           stat_prefix: http
           route_config:
-            virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: next}}]}]
+            virtual_hosts: [{name: all, domains: ["*"]$vhost_extra, routes: [{match: {prefix: /}, route: {cluster: next$route_extra}}]}]
           http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
 EOF
 	start "$name" "$bin" -c "$work/$name.yaml" --concurrency 1 --log-level error "$@"
@@ -200,6 +208,14 @@ for c in $CHAINS; do
 		strait_conf strait2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
 		strait_conf strait1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
 		entry[strait]=$p1; proxies[strait]="$b $a"; chains+=(strait) ;;
+	strait-router)
+		newport p2; newport p1; newport a2; newport a1
+		route_extra=", timeout: 0s, retry_policy: {retry_on: 'connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes', num_retries: 2, retriable_status_codes: [503], host_selection_retry_max_attempts: 5, retry_host_predicate: [{name: envoy.retry_host_predicates.previous_hosts, typed_config: {'@type': type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate}}]}"
+		vhost_extra=", include_request_attempt_count: true"
+		strait_conf strait-router2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
+		strait_conf strait-router1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
+		route_extra="" vhost_extra=""
+		entry[strait-router]=$p1; proxies[strait-router]="$b $a"; chains+=(strait-router) ;;
 	*) log "unknown chain $c"; exit 2 ;;
 	esac
 done

@@ -202,3 +202,67 @@ func TestSetAttemptCount(t *testing.T) {
 		t.Fatalf("wider: %q %d", w, end)
 	}
 }
+
+// TestGRPCRetryOnStatus: a gRPC call answered UNAVAILABLE in trailers-only
+// form is retried under retry_on "unavailable" (Istio's default policy),
+// and one answered INTERNAL is not.
+func TestGRPCRetryOnStatus(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen[r.Header.Get("X-Key")]++
+		n := seen[r.Header.Get("X-Key")]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/grpc")
+		if f, _ := strconv.Atoi(r.Header.Get("X-Fail")); n <= f {
+			w.Header().Set("Grpc-Status", r.Header.Get("X-Grpc-Status"))
+			w.WriteHeader(200)
+			return
+		}
+		w.Header().Set("Trailer", "Grpc-Status")
+		w.WriteHeader(200)
+		w.Write([]byte{0, 0, 0, 0, 0})
+		w.Header().Set("Grpc-Status", "0")
+		w.Header().Set(http.TrailerPrefix+"X-Attempt", strconv.Itoa(n))
+	}))
+	be.Config.Protocols = new(http.Protocols)
+	be.Config.Protocols.SetUnencryptedHTTP2(true)
+	be.Start()
+	t.Cleanup(be.Close)
+	routes := []*routev3.Route{{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"}, Timeout: durationpb.New(0),
+			RetryPolicy: &routev3.RetryPolicy{RetryOn: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes", NumRetries: wrapperspb.UInt32(2)}}}}}
+	for _, codec := range codecs {
+		t.Run(string(codec), func(t *testing.T) {
+			addr := startH2Proxy(t, codec, routes, nil, h2Cluster(t, "be", be.Listener.Addr().String()))
+			c := h2cClient()
+			call := func(key, status string) (*http.Response, string) {
+				req, _ := http.NewRequest("POST", "http://"+addr+"/pkg.Svc/M", strings.NewReader("\x00\x00\x00\x00\x00"))
+				req.Header.Set("Content-Type", "application/grpc")
+				req.Header.Set("Te", "trailers")
+				req.Header.Set("X-Key", key)
+				req.Header.Set("X-Fail", "1")
+				req.Header.Set("X-Grpc-Status", status)
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				st := resp.Header.Get("Grpc-Status")
+				if st == "" {
+					st = resp.Trailer.Get("Grpc-Status")
+				}
+				return resp, st
+			}
+			if resp, st := call(t.Name()+"unavailable", "14"); st != "0" || resp.Trailer.Get("X-Attempt") != "2" {
+				t.Errorf("UNAVAILABLE once: grpc-status %q attempt %q, want 0 on attempt 2", st, resp.Trailer.Get("X-Attempt"))
+			}
+			if _, st := call(t.Name()+"internal", "13"); st != "13" {
+				t.Errorf("INTERNAL: grpc-status %q, want 13 (not retried)", st)
+			}
+		})
+	}
+}

@@ -75,7 +75,6 @@ type h1conn struct {
 	// The route's mutations of the request in progress (h1router.go).
 	reqExtra, respExtra        []http1.Header
 	hostOverride, pathOverride []byte
-	retryBody                  []byte // a request body read whole to be replayable
 
 	expiry     time.Time // max_connection_duration; zero: none
 	requests   uint32

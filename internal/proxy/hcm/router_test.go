@@ -167,7 +167,7 @@ func TestRouterActionsAllPaths(t *testing.T) {
 					if resp.StatusCode != 504 {
 						t.Errorf("x-envoy-upstream-rq-timeout-ms: %d, want 504", resp.StatusCode)
 					}
-					resp, body = do("GET", "/pertry", "", map[string]string{"X-Key": key + "e", "X-Delay": "3s"})
+					resp, _ = do("GET", "/pertry", "", map[string]string{"X-Key": key + "e", "X-Delay": "3s"})
 					if resp.StatusCode != 504 || resp.Header.Get("X-Strait-Response-Flags") != "UT,URX" {
 						t.Errorf("per-try timeout twice: %d flags %q, want 504 UT,URX", resp.StatusCode, resp.Header.Get("X-Strait-Response-Flags"))
 					}

@@ -277,7 +277,11 @@ func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRo
 // has no name for (the config layer refuses those).
 func redirectAction(r *networking.HTTPRedirect, port uint32) *route.Route_Redirect {
 	ra := &route.RedirectAction{HostRedirect: r.Authority}
-	ra.PathRewriteSpecifier = &route.RedirectAction_PathRedirect{PathRedirect: r.Uri}
+	if r.PrefixRewrite != "" {
+		ra.PathRewriteSpecifier = &route.RedirectAction_PrefixRewrite{PrefixRewrite: r.PrefixRewrite}
+	} else {
+		ra.PathRewriteSpecifier = &route.RedirectAction_PathRedirect{PathRedirect: r.Uri}
+	}
 	if r.Scheme != "" {
 		ra.SchemeRewriteSpecifier = &route.RedirectAction_SchemeRedirect{SchemeRedirect: r.Scheme}
 	}

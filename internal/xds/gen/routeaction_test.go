@@ -53,6 +53,10 @@ func TestRouteActionsCompileInProxy(t *testing.T) {
 		r.Redirect.Location("http", host, "/derive", "", 7) != "https://"+host+":80/derive" {
 		t.Errorf("/derive redirect (port 80 derived, kept for https as Istio keeps it): %+v", r)
 	}
+	if r := tb.MatchHeaders(host, "/docs/a", nil); r == nil || r.Redirect == nil || r.Redirect.Code != 308 ||
+		r.Redirect.Location("http", host, "/docs/a", "", r.MatchedLen("/docs/a")) != "http://"+host+"/manual/a" {
+		t.Errorf("/docs/ prefix redirect: %+v", r)
+	}
 	if r := tb.MatchHeaders(host, "/direct", nil); r == nil || r.Direct == nil || r.Direct.Status != 418 || r.Direct.Body != "I'm a teapot" {
 		t.Errorf("/direct: %+v", r)
 	}

@@ -159,10 +159,14 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 			x.cancels = append(x.cancels, cancel)
 		}
 		req := out.WithContext(actx)
+		if retry.Retried > 0 {
+			// The last attempt's transport may still read its request
+			// (and the pool sets the URL's host): a retry gets copies.
+			u := *out.URL
+			req.URL = &u
+			req.Header = out.Header.Clone()
+		}
 		if rt.IncludeAttemptCount {
-			if retry.Retried > 0 {
-				req.Header = out.Header.Clone() // the last attempt's transport may still hold the map
-			}
 			req.Header["X-Envoy-Attempt-Count"] = []string{strconv.Itoa(retry.Retried + 1)}
 		}
 		if rb != nil {

@@ -7,6 +7,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -255,5 +256,118 @@ func TestPreviousHostsPrintable(t *testing.T) {
 	}
 	if p := mustPolicy(t, rp); !p.AvoidPreviousHosts {
 		t.Error("previous_hosts not honoured")
+	}
+}
+
+// TestCompileBoundaries: the edges of what a retry policy accepts.
+func TestCompileBoundaries(t *testing.T) {
+	ok := []*routev3.RetryPolicy{
+		{RetryOn: "5xx", PerTryTimeout: durationpb.New(0)},
+		{RetryOn: "5xx", RetriableStatusCodes: []uint32{100, 599}},
+		{RetryOn: "5xx", RetryBackOff: &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(time.Millisecond), MaxInterval: durationpb.New(time.Millisecond)}},
+		{RetryOn: " ,5xx,,"},
+	}
+	for _, rp := range ok {
+		if _, err := CompileRetryPolicy(rp); err != nil {
+			t.Errorf("%v refused: %v", rp, err)
+		}
+	}
+	bad := []*routev3.RetryPolicy{
+		{RetryOn: "5xx", PerTryTimeout: durationpb.New(-time.Second)},
+		{RetryOn: "5xx", RetriableStatusCodes: []uint32{99}},
+		{RetryOn: "5xx", RetryBackOff: &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(time.Millisecond - 1)}},
+		{RetryOn: "5xx", RetryBackOff: &routev3.RetryPolicy_RetryBackOff{}},
+		{RetryOn: "5xx", RetryBackOff: &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(time.Second), MaxInterval: durationpb.New(time.Second - 1)}},
+	}
+	for _, rp := range bad {
+		if _, err := CompileRetryPolicy(rp); err == nil {
+			t.Errorf("%v accepted", rp)
+		}
+	}
+	p := mustPolicy(t, &routev3.RetryPolicy{RetryOn: " ,5xx,,"})
+	if p.On != On5xx || p.NumRetries != 1 || p.BackOffBase != 25*time.Millisecond || p.BackOffMax != 250*time.Millisecond || p.AvoidPreviousHosts {
+		t.Errorf("defaults: %+v, want 5xx, 1 retry, 25ms..250ms back-off", p)
+	}
+	p = mustPolicy(t, &routev3.RetryPolicy{RetryOn: "5xx", RetryBackOff: &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(10 * time.Millisecond)},
+		RetryHostPredicate: []*routev3.RetryPolicy_RetryHostPredicate{{Name: previousHostsPredicate}}, HostSelectionRetryMaxAttempts: 5})
+	if p.BackOffMax != 100*time.Millisecond {
+		t.Errorf("max back-off %v, want ten times the 10ms base", p.BackOffMax)
+	}
+	r, _ := NewRetry(p, nil, 0)
+	if avoid, n := r.AvoidPreviousHosts(); !avoid || n != 5 || !r.Active() {
+		t.Errorf("previous hosts %v %d active %v, want true 5 true", avoid, n, r.Active())
+	}
+	// Without a policy, retries come only from the headers, with Envoy's
+	// back-off.
+	r, _ = NewRetry(nil, nil, 0)
+	if r.Active() || r.Enabled() {
+		t.Error("no policy, no headers: retries active")
+	}
+	var o Overrides
+	o.Set("X-Envoy-Retry-Grpc-On", "unavailable,5xx")
+	r, _ = NewRetry(nil, &o, 0)
+	if r.OnStatus(503, -1, true) {
+		t.Error("x-envoy-retry-grpc-on carried an HTTP condition")
+	}
+	if !r.OnStatus(200, 14, true) {
+		t.Error("x-envoy-retry-grpc-on unavailable not honoured")
+	}
+	for range 100 {
+		if d := r.BackOff(); d < 0 || d >= 250*time.Millisecond {
+			t.Fatalf("header-only back-off %v outside [0, 250ms)", d)
+		}
+	}
+	// A per-try timeout equal to the global one is none; with no global
+	// timeout it stays.
+	p = mustPolicy(t, &routev3.RetryPolicy{RetryOn: "5xx", PerTryTimeout: durationpb.New(time.Second)})
+	if r, _ := NewRetry(p, nil, time.Second); r.PerTryTimeout() != 0 {
+		t.Errorf("per-try = global: %v, want none", r.PerTryTimeout())
+	}
+	if r, _ := NewRetry(p, nil, 0); r.PerTryTimeout() != time.Second {
+		t.Errorf("no global timeout: per-try %v, want 1s", r.PerTryTimeout())
+	}
+	if !IsRouterHeader("x-envoy-retry-on") || IsRouterHeader("x-envoy-retry-o") {
+		t.Error("IsRouterHeader at the 16-byte edge")
+	}
+}
+
+func TestHeaderAndRewriteRefusals(t *testing.T) {
+	var empty *HeaderOps
+	if !empty.Empty() || !(&HeaderOps{}).Empty() {
+		t.Error("Empty")
+	}
+	for _, o := range []*corev3.HeaderValueOption{
+		{Header: &corev3.HeaderValue{Key: "x", Value: "v"}, Append: wrapperspb.Bool(true), AppendAction: corev3.HeaderValueOption_ADD_IF_ABSENT},
+		{Header: &corev3.HeaderValue{Key: "x", RawValue: []byte("v")}},
+		{Header: &corev3.HeaderValue{Key: "x", Value: "v"}, AppendAction: 9},
+		{Header: &corev3.HeaderValue{Key: "Host", Value: "v"}},
+		{Header: &corev3.HeaderValue{Key: "", Value: "v"}},
+	} {
+		if _, err := CompileHeaderOps("response_headers_to_add", []*corev3.HeaderValueOption{o}, nil); err == nil || !strings.Contains(err.Error(), "response_headers_to_add[0]") {
+			t.Errorf("%v: %v, want a refusal naming response_headers_to_add[0]", o, err)
+		}
+	}
+	ops, err := CompileHeaderOps("x", []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "k", Value: ""}, KeepEmptyValue: true}}, nil)
+	h := mapHeaders{}
+	ops.Apply(h)
+	if _, ok := h["k"]; err != nil || !ok {
+		t.Errorf("keep_empty_value: %v %v", h, err)
+	}
+	if _, err := CompilePathRewrite("route", "/a", &matcherv3.RegexMatchAndSubstitute{}); err == nil {
+		t.Error("prefix_rewrite and regex_rewrite together accepted")
+	}
+	if _, err := compileRegexRewrite("(", "x"); err == nil || !strings.Contains(err.Error(), "regex_rewrite.pattern") {
+		t.Errorf("bad pattern: %v", err)
+	}
+	rw, _ := compileRegexRewrite("a", `$1\\\0`)
+	if got := rw.Apply("xay", 0); got != `x$1\ay` {
+		t.Errorf("substitution escapes: %q", got)
+	}
+	r, err := CompileRedirect(&routev3.RedirectAction{SchemeRewriteSpecifier: &routev3.RedirectAction_SchemeRedirect{SchemeRedirect: "HTTPS"}})
+	if err != nil || r.Location("http", "[::1]:80", "/p", "", 0) != "https://[::1]/p" {
+		t.Errorf("scheme_redirect: %v %q", err, r.Location("http", "[::1]:80", "/p", "", 0))
+	}
+	if got := r.Location("https", "[::1]", "/p", "", 0); got != "https://[::1]/p" {
+		t.Errorf("same scheme keeps the host: %q", got)
 	}
 }

@@ -336,6 +336,9 @@ func TestHeaderAndRewriteRefusals(t *testing.T) {
 	if !empty.Empty() || !(&HeaderOps{}).Empty() {
 		t.Error("Empty")
 	}
+	if onlyRemove, _ := CompileHeaderOps("x", nil, []string{"a"}); onlyRemove.Empty() {
+		t.Error("ops with only a removal are Empty")
+	}
 	for _, o := range []*corev3.HeaderValueOption{
 		{Header: &corev3.HeaderValue{Key: "x", Value: "v"}, Append: wrapperspb.Bool(true), AppendAction: corev3.HeaderValueOption_ADD_IF_ABSENT},
 		{Header: &corev3.HeaderValue{Key: "x", RawValue: []byte("v")}},

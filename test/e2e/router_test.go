@@ -121,6 +121,13 @@ func TestRouterActions(t *testing.T) {
 		if n := count(t, k); n != 3 {
 			t.Errorf("the app saw %d attempts, want 3", n)
 		}
+		var rep echoReply
+		if err := json.Unmarshal(body, &rep); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		if got := rep.Headers["X-Envoy-Attempt-Count"]; got != "3" {
+			t.Errorf("the app saw x-envoy-attempt-count %q on the answered attempt, want 3", got)
+		}
 	})
 
 	t.Run("retries exhausted: URX", func(t *testing.T) {

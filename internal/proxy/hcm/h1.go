@@ -284,6 +284,7 @@ func (c *h1conn) closeGracefully() {
 // connection can carry another.
 func (c *h1conn) serveRequest() bool {
 	req := &c.req
+	c.resetRouterState()
 	table := c.filter.table()
 	if table == nil {
 		return c.localReply(404, "NR", "")
@@ -292,7 +293,6 @@ func (c *h1conn) serveRequest() bool {
 	if rt == nil {
 		return c.localReply(404, "NR", "")
 	}
-	c.resetRouterState()
 	if rt.Redirect != nil {
 		return c.redirectReply(rt)
 	}

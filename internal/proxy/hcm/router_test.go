@@ -266,3 +266,43 @@ func TestGRPCRetryOnStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestMutationsDoNotLeak: a keep-alive connection's next request carries
+// none of the previous request's header mutations, whatever answers it.
+func TestMutationsDoNotLeak(t *testing.T) {
+	be := routerBackend(t, false)
+	routes := []*routev3.Route{
+		{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/hdr"}},
+			RequestHeadersToAdd:  []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-set", Value: "leak"}}},
+			ResponseHeadersToAdd: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-resp", Value: "leak"}}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"},
+				HostRewriteSpecifier: &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: "leak.example"}, PrefixRewrite: "/leaked"}}},
+		{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/plain"}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"}}}},
+	}
+	for _, codec := range codecs {
+		t.Run(string(codec), func(t *testing.T) {
+			addr := startH2Proxy(t, codec, routes, nil, staticCluster("be", be.Listener.Addr().String()))
+			tr := &http.Transport{MaxConnsPerHost: 1}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			for _, path := range []string{"/hdr", "/none", "/hdr", "/plain"} {
+				resp, err := c.Get("http://" + addr + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if path == "/hdr" {
+					if resp.Header.Get("X-Resp") != "leak" || !strings.Contains(string(body), "host=leak.example path=/leaked") {
+						t.Errorf("%s: x-resp %q body %q, want the route's mutations", path, resp.Header.Get("X-Resp"), body)
+					}
+					continue
+				}
+				if resp.Header.Get("X-Resp") != "" || strings.Contains(string(body), "leak") {
+					t.Errorf("%s after /hdr: status %d x-resp %q body %q: the previous request's mutations leaked", path, resp.StatusCode, resp.Header.Get("X-Resp"), body)
+				}
+			}
+		})
+	}
+}

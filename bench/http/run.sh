@@ -7,11 +7,13 @@
 #   nginx         wrk -> nginx -> nginx -> backend
 #   haproxy       wrk -> haproxy -> haproxy -> backend
 #   strait        wrk -> strait-proxy -> strait-proxy -> backend
+#   strait-router same as strait, with the route straitd emits for a service
+#                 (Istio's default retry policy, timeout 0s, attempt count);
+#                 the policy never triggers: it measures the router's cost
+#   strait-policy same as strait-router, plus the fault filter (abort and
+#                 delay at 0 %) and the CORS filter with a policy (wrk sends
+#                 no Origin): what a production route carries, not triggering
 #   strait-<name> same with extra flags or another binary (see STRAIT_VARIANTS)
-#   strait-policy the strait chain with what a production route carries but
-#                 that does not trigger on this traffic: Istio's default
-#                 retry policy, the fault filter (abort and delay at 0 %)
-#                 and the CORS filter with a policy (no Origin header is sent)
 # The backend is nginx (1 worker) returning a fixed 1 KiB body, the same for
 # every chain. Runs are interleaved (run 1 of every chain, then run 2, ...)
 # so that load from other users of the machine hits all chains alike; each
@@ -19,7 +21,7 @@
 #
 # Environment:
 #   RUNS=5 DURATION=10s CONNS=16 THREADS=1 WARMUP=2s
-#   CHAINS="direct nginx haproxy strait"   chains to run, in this order (add strait-policy)
+#   CHAINS="direct nginx haproxy strait"   chains to run, in this order (also strait-router, strait-policy)
 #   STRAIT_BIN=path                        strait-proxy to use (default: built from this tree)
 #   STRAIT_VARIANTS="name=BIN[,flag,...] ..." extra strait chains, e.g.
 #       STRAIT_VARIANTS="nethttp=,--http-codec,nethttp old=/tmp/strait-proxy.old"
@@ -147,17 +149,17 @@ EOF
 	start "$1" "$HAPROXY" -db -f "$work/$1.cfg"
 }
 
-# policy_route and policy_filters are the route and filter list of the
-# strait-policy chain; plain_route and plain_filters those of the others.
-plain_route='{match: {prefix: /}, route: {cluster: next}}'
-plain_filters='[{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]'
-policy_route='{match: {prefix: /}, route: {cluster: next, timeout: 0s, retry_policy: {retry_on: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes", num_retries: 2, retriable_status_codes: [503], retry_host_predicate: [{name: envoy.retry_host_predicates.previous_hosts, typed_config: {"@type": type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate}}], host_selection_retry_max_attempts: 5}}, typed_per_filter_config: {envoy.filters.http.fault: {"@type": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault, abort: {http_status: 503, percentage: {numerator: 0}}, delay: {fixed_delay: 1s, percentage: {numerator: 0}}}, envoy.filters.http.cors: {"@type": type.googleapis.com/envoy.config.route.v3.CorsPolicy, allow_origin_string_match: [{exact: "https://example.com"}], allow_methods: "GET,POST", max_age: "3600"}}}'
-policy_filters='[{name: envoy.filters.http.fault, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault}}, {name: envoy.filters.http.cors, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}, {name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]'
+# The route action and virtual host fields of the strait chains' routes
+# (strait-router sets them).
+route_extra=""
+vhost_extra=""
+entry_extra=""
+router_filter='{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}'
+http_filters="[$router_filter]"
+istio_retry=", timeout: 0s, retry_policy: {retry_on: 'connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes', num_retries: 2, retriable_status_codes: [503], host_selection_retry_max_attempts: 5, retry_host_predicate: [{name: envoy.retry_host_predicates.previous_hosts, typed_config: {'@type': type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate}}]}"
 
 strait_conf() { # name listen-port upstream-port admin-port bin [flags...]
 	local name=$1 lp=$2 up=$3 ap=$4 bin=$5; shift 5
-	local rt=$plain_route hf=$plain_filters
-	if [[ $name == strait-policy* ]]; then rt=$policy_route; hf=$policy_filters; fi
 	cat >"$work/$name.yaml" <<EOF
 node: {id: bench, cluster: bench}
 admin:
@@ -180,8 +182,8 @@ static_resources:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
           stat_prefix: http
           route_config:
-            virtual_hosts: [{name: all, domains: ["*"], routes: [$rt]}]
-          http_filters: $hf
+            virtual_hosts: [{name: all, domains: ["*"]$vhost_extra, routes: [{match: {prefix: /}$entry_extra, route: {cluster: next$route_extra}}]}]
+          http_filters: $http_filters
 EOF
 	start "$name" "$bin" -c "$work/$name.yaml" --concurrency 1 --log-level error "$@"
 }
@@ -213,10 +215,23 @@ for c in $CHAINS; do
 		strait_conf strait2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
 		strait_conf strait1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
 		entry[strait]=$p1; proxies[strait]="$b $a"; chains+=(strait) ;;
+	strait-router)
+		newport p2; newport p1; newport a2; newport a1
+		route_extra=$istio_retry
+		vhost_extra=", include_request_attempt_count: true"
+		strait_conf strait-router2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
+		strait_conf strait-router1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
+		route_extra="" vhost_extra=""
+		entry[strait-router]=$p1; proxies[strait-router]="$b $a"; chains+=(strait-router) ;;
 	strait-policy)
 		newport p2; newport p1; newport a2; newport a1
+		route_extra=$istio_retry
+		vhost_extra=", include_request_attempt_count: true"
+		entry_extra=", typed_per_filter_config: {envoy.filters.http.fault: {'@type': type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault, abort: {http_status: 503, percentage: {numerator: 0}}, delay: {fixed_delay: 1s, percentage: {numerator: 0}}}, envoy.filters.http.cors: {'@type': type.googleapis.com/envoy.config.route.v3.CorsPolicy, allow_origin_string_match: [{exact: 'https://example.com'}], allow_methods: 'GET,POST', max_age: '3600'}}"
+		http_filters="[{name: envoy.filters.http.fault, typed_config: {'@type': type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault}}, {name: envoy.filters.http.cors, typed_config: {'@type': type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}, $router_filter]"
 		strait_conf strait-policy2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
 		strait_conf strait-policy1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
+		route_extra="" vhost_extra="" entry_extra="" http_filters="[$router_filter]"
 		entry[strait-policy]=$p1; proxies[strait-policy]="$b $a"; chains+=(strait-policy) ;;
 	*) log "unknown chain $c"; exit 2 ;;
 	esac

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
 // This file is the request path on the strait HTTP/1.1 codec: one goroutine
@@ -69,6 +71,10 @@ type h1conn struct {
 	resp   http1.Response
 	chunk  http1.ChunkedReader // response body decoder
 	reqCh  http1.ChunkedReader // request body decoder
+
+	// The route's mutations of the request in progress (h1router.go).
+	reqExtra, respExtra        []http1.Header
+	hostOverride, pathOverride []byte
 
 	expiry     time.Time // max_connection_duration; zero: none
 	requests   uint32
@@ -278,6 +284,7 @@ func (c *h1conn) closeGracefully() {
 // connection can carry another.
 func (c *h1conn) serveRequest() bool {
 	req := &c.req
+	c.resetRouterState()
 	table := c.filter.table()
 	if table == nil {
 		return c.localReply(404, "NR", "")
@@ -286,10 +293,14 @@ func (c *h1conn) serveRequest() bool {
 	if rt == nil {
 		return c.localReply(404, "NR", "")
 	}
-	if rt.Direct != nil {
-		return c.localReply(rt.Direct.Status, "", rt.Direct.Body)
+	if rt.Redirect != nil {
+		return c.redirectReply(rt)
 	}
-	cl := c.s.clusters.Get(rt.PickCluster())
+	if rt.Direct != nil {
+		return c.directReply(rt)
+	}
+	tgt := rt.Pick()
+	cl := c.s.clusters.Get(tgt.Name)
 	if cl == nil {
 		return c.localReply(503, "NC", "")
 	}
@@ -298,13 +309,24 @@ func (c *h1conn) serveRequest() bool {
 		return c.localReply(503, "UH", bodyNoHealthy)
 	}
 	ep.Source = c.src
+	ov, hasOv := c.routerOverrides(rt.IncludeAttemptCount)
 	if c.filter.upgradeAllowed(req) {
+		if rt.HasRequestMutation() {
+			c.mutateRequest(rt, tgt)
+		}
 		return c.forwardUpgrade(cl, ep) // upgrade.go
 	}
 	if cl.UpstreamHTTP2(false) {
-		return c.forwardH2(cl, ep) // h1toh2.go
+		return c.forwardH2(cl, ep, rt, tgt, &ov) // h1toh2.go
 	}
-	return c.forward(cl, ep, rt)
+	if rt.HasRequestMutation() {
+		c.mutateRequest(rt, tgt)
+	}
+	var ovp *router.Overrides
+	if hasOv {
+		ovp = &ov
+	}
+	return c.forward(cl, ep, rt, tgt, ovp)
 }
 
 // appendRequestHead writes the upstream request head into w.
@@ -312,7 +334,10 @@ func (c *h1conn) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 	req := &c.req
 	w = append(w, req.Method...)
 	w = append(w, ' ')
-	if req.Authority != nil {
+	if c.pathOverride != nil {
+		w = append(w, c.pathOverride...)
+		w = append(w, req.Query...)
+	} else if req.Authority != nil {
 		w = append(w, req.Path...)
 		w = append(w, req.Query...)
 	} else {
@@ -327,7 +352,7 @@ func (c *h1conn) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 		}
 		switch len(h.Name) {
 		case 4:
-			if req.Authority != nil && http1.EqualFold(h.Name, "Host") {
+			if (req.Authority != nil || c.hostOverride != nil) && http1.EqualFold(h.Name, "Host") {
 				continue // replaced by the target's authority below
 			}
 		case 6:
@@ -349,7 +374,12 @@ func (c *h1conn) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 		}
 		w = http1.AppendHeader(w, h.Name, h.Value)
 	}
-	if req.Authority != nil {
+	for i := range c.reqExtra {
+		w = http1.AppendHeader(w, c.reqExtra[i].Name, c.reqExtra[i].Value)
+	}
+	if c.hostOverride != nil {
+		w = http1.AppendHeader(w, hostName, c.hostOverride)
+	} else if req.Authority != nil {
 		w = http1.AppendHeader(w, hostName, req.Authority)
 	} else if !req.HasHost {
 		w = append(w, "host: "...)
@@ -422,9 +452,11 @@ func idempotent(m []byte) bool {
 	return false
 }
 
-// forward sends the request to ep on cl and relays the response. It
-// reports whether the downstream connection can carry another request.
-func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route) bool {
+// forward sends the request to ep on cl and relays the response, retrying
+// as the route's retry policy (and the request's x-envoy-* headers, ov)
+// allow. It reports whether the downstream connection can carry another
+// request.
+func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster, ov *router.Overrides) bool {
 	req := &c.req
 	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
 	cl.Stats.RqTotal.Add(1)
@@ -433,16 +465,45 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
 		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{})
 	}
+	retry, timeout := router.NewRetry(rt.Retry, ov, rt.Timeout)
 
 	w := c.appendRequestHead(c.wbuf[:0], ep)
+	// x-envoy-attempt-count is the head's last field; a retry rewrites its
+	// value in place (attemptAt..attemptEnd).
+	attemptAt, attemptEnd := 0, 0
+	if rt.IncludeAttemptCount {
+		w = append(w[:len(w)-2], attemptCountField...)
+		attemptAt = len(w)
+		w = append(w, "1\r\n\r\n"...)
+		attemptEnd = attemptAt + 1
+	}
 	// A body already in the buffer goes in the same write as the head, and
-	// stays replayable; anything else is streamed by a second goroutine.
+	// stays replayable; so does one read whole because a retry may need
+	// it. Anything else is streamed by a second goroutine.
 	streamBody := false
 	switch req.Framing {
 	case http1.FramingLength:
 		if buf := c.r.Buffered(); int64(len(buf)) >= req.ContentLength {
 			w = append(w, buf[:req.ContentLength]...)
 			c.r.Discard(int(req.ContentLength))
+		} else if retry.Enabled() && req.ContentLength <= retryBufferLimit {
+			if req.Expect100 && reqMinor == 1 {
+				// The client waits for this before sending the body.
+				if _, err := c.nc.Write(continue100); err != nil {
+					return false
+				}
+			}
+			n := len(w)
+			w = slices.Grow(w, int(req.ContentLength))[:n+int(req.ContentLength)]
+			if _, err := io.ReadFull(&http1.LengthReader{R: c.r, Left: req.ContentLength}, w[n:]); err != nil {
+				c.wbuf = w
+				f := c.clientFailure(err)
+				cl.Stats.AddResponse(f.code)
+				if f.code != 0 {
+					c.writeLocal(f.code, f.flags, f.body, false)
+				}
+				return false
+			}
 		} else {
 			streamBody = true
 		}
@@ -452,55 +513,132 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 	c.wbuf = w
 
 	ctx := context.Background()
-	uc, err := cl.GetConn(ctx, ep)
-	if err != nil {
-		return c.upstreamFailed(cl, ep, failConnect, err, !streamBody)
+	// The route timeout runs from here until the response is complete,
+	// across retries; a per-try timeout bounds each attempt.
+	routeExpiry := http1.Deadline(timeout)
+	var (
+		uc    *cluster.UpstreamConn
+		bc    *bodyCopy
+		tried []string
+		err   error
+	)
+	retryFlags := func(f failure) failure {
+		if retry.LimitExceeded {
+			f.flags += ",URX"
+		}
+		return f
 	}
-	// The route timeout runs from here until the response is complete.
-	routeExpiry := http1.Deadline(rt.Timeout)
-	var bc *bodyCopy
-	for attempt := 0; ; attempt++ {
-		uc.Exchange()
-		uc.D.SetWriteTimeouts(c.streamIdle, routeExpiry)
-		uc.D.SetReadTimeouts(c.streamIdle, routeExpiry)
-		var n int
-		n, err = uc.Write(w)
-		if err == nil && streamBody {
-			if req.Expect100 && reqMinor == 1 {
-				// The client waits for this before sending the body; the
-				// upstream's own 100 is dropped (Envoy's proxy_100_continue
-				// false).
-				if _, err := c.nc.Write(continue100); err != nil {
-					uc.Close()
-					return false
-				}
+	for {
+		tried = append(tried, ep.Address)
+		if attemptEnd > 0 && retry.Retried > 0 {
+			w, attemptEnd = setAttemptCount(w, attemptAt, attemptEnd, retry.Retried+1)
+			c.wbuf = w
+		}
+		attemptExpiry := routeExpiry
+		if pt := retry.PerTryTimeout(); pt > 0 {
+			if e := time.Now().Add(pt); routeExpiry.IsZero() || e.Before(routeExpiry) {
+				attemptExpiry = e
 			}
-			bc = c.startBodyCopy(uc)
 		}
-		got := false
-		if err == nil {
-			got, err = c.readResponseHead(uc, isHead, reqMinor, bc, routeExpiry)
-		} else if n == 0 {
-			err = fmt.Errorf("%w: %w", errRetryNotWrite, err)
+		// Once bytes of a streamed body left, the request can't be sent
+		// again; before that (a connect failure) it can.
+		if uc, err = cl.GetConn(ctx, ep); err != nil {
+			if retry.OnFailure(router.FailConnect, false, bc == nil) && backOff(&retry, routeExpiry) {
+				ep = c.retryEndpoint(cl, &retry, tried, ep)
+				continue
+			}
+			countRetryOutcome(cl, &retry, false)
+			return c.upstreamFailed(cl, ep, retryFlags(failConnect), err, !streamBody)
 		}
-		if err == nil {
-			break
+		var n int
+		var got bool
+		for attempt := 0; ; attempt++ {
+			uc.Exchange()
+			uc.D.SetWriteTimeouts(c.streamIdle, attemptExpiry)
+			uc.D.SetReadTimeouts(c.streamIdle, attemptExpiry)
+			n, err = uc.Write(w)
+			if err == nil && streamBody {
+				if req.Expect100 && reqMinor == 1 {
+					// The client waits for this before sending the body; the
+					// upstream's own 100 is dropped (Envoy's proxy_100_continue
+					// false).
+					if _, err := c.nc.Write(continue100); err != nil {
+						uc.Close()
+						return false
+					}
+				}
+				bc = c.startBodyCopy(uc)
+			}
+			got = false
+			if err == nil {
+				got, err = c.readResponseHead(uc, isHead, reqMinor, bc, attemptExpiry)
+			} else if n == 0 {
+				err = fmt.Errorf("%w: %w", errRetryNotWrite, err)
+			}
+			if err == nil {
+				break
+			}
+			uc.Close()
+			if bc != nil {
+				return c.bodyAborted(cl, ep, bc, err)
+			}
+			// Once more on a new connection only if this one was reused (the
+			// upstream may have closed it while idle), no response byte came,
+			// and sending the request again is safe: it is idempotent, or it
+			// never left.
+			safe := n == 0 || idempotent(req.Method) && !streamBody
+			if !uc.Reused || attempt > 0 || got || !safe || !retryable(err) {
+				break
+			}
+			if uc, err = cl.DialConn(ctx, ep); err != nil {
+				err = fmt.Errorf("%w: %w", errRetryConnect, err)
+				break
+			}
 		}
-		uc.Close()
-		if bc != nil {
-			return c.bodyAborted(cl, ep, bc, err)
+		if err != nil {
+			f := classify(err)
+			kind := router.FailReset
+			switch {
+			case errors.Is(err, errRetryConnect):
+				f, kind = failConnect, router.FailConnect
+			case errors.Is(err, errRouteTimeout):
+				if !attemptExpiry.Equal(routeExpiry) && time.Now().Before(routeExpiry) || routeExpiry.IsZero() {
+					kind = router.FailPerTryTimeout
+					cl.Stats.Router.PerTryTimeout.Add(1)
+				} else {
+					kind = 0 // the route's own timeout: no retry
+					cl.Stats.Router.Timeout.Add(1)
+				}
+			case f.code == 0, f.code == 408:
+				kind = 0 // the client left or was too slow
+			}
+			if kind != 0 && !streamBody && retry.OnFailure(kind, n > 0, true) && backOff(&retry, routeExpiry) {
+				ep = c.retryEndpoint(cl, &retry, tried, ep)
+				continue
+			}
+			countRetryOutcome(cl, &retry, false)
+			return c.upstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
 		}
-		// Once more on a new connection only if this one was reused (the
-		// upstream may have closed it while idle), no response byte came,
-		// and sending the request again is safe: it is idempotent, or it
-		// never left.
-		safe := n == 0 || idempotent(req.Method) && !streamBody
-		if !uc.Reused || attempt > 0 || got || !safe || !retryable(err) {
-			return c.upstreamFailed(cl, ep, classify(err), err, !streamBody)
+		if retry.Active() && bc == nil {
+			status := c.resp.Status
+			grpc := -1
+			if status == 200 {
+				grpc = grpcStatusOf(c.resp.Headers.Get("Grpc-Status"))
+			}
+			if retry.OnStatus(status, grpc, true) && backOff(&retry, routeExpiry) {
+				// The response is dropped with its connection.
+				cl.Stats.AddResponse(status)
+				uc.Close()
+				ep = c.retryEndpoint(cl, &retry, tried, ep)
+				continue
+			}
 		}
-		if uc, err = cl.DialConn(ctx, ep); err != nil {
-			return c.upstreamFailed(cl, ep, failConnect, err, !streamBody)
-		}
+		break
+	}
+	countRetryOutcome(cl, &retry, true)
+	c.mutateResponse(rt, tgt)
+	if retry.LimitExceeded {
+		c.respExtra = append(c.respExtra, http1.Header{Name: []byte("x-strait-response-flags"), Value: []byte("URX")})
 	}
 
 	resp := &c.resp
@@ -704,6 +842,9 @@ func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 	}
 	if resp.Status < 200 {
 		return append(w, "\r\n"...)
+	}
+	for i := range c.respExtra {
+		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}
 	switch resp.Framing {
 	case http1.FramingLength:

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	"io"
 	"log/slog"
 	"net"
@@ -76,6 +77,11 @@ func startProxyLog(t testing.TB, codec Codec, beAddr string, log *slog.Logger) *
 					Body: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "direct"}}}}},
 			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/nowhere"}},
 				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "missing"}}}},
+			// Istio's default retry policy, for BenchmarkProxy/retry.
+			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/retry/"}},
+				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"},
+					RetryPolicy: &routev3.RetryPolicy{RetryOn: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes",
+						NumRetries: wrapperspb.UInt32(2), RetriableStatusCodes: []uint32{503}, HostSelectionRetryMaxAttempts: 5}}}},
 			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"}}}},
 		},
@@ -327,8 +333,19 @@ func TestProxyRawProtocol(t *testing.T) {
 	}
 }
 
+// TestExpectContinue: the proxy answers 100-continue itself, also on a
+// route with a retry policy, where the body is read whole to be
+// replayable.
 func TestExpectContinue(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, codec Codec) {
+		for _, path := range []string{"/up", "/retry/up"} {
+			expectContinue(t, codec, path)
+		}
+	})
+}
+
+func expectContinue(t *testing.T, codec Codec, path string) {
+	{
 		be := echoBackend(t)
 		p := startProxy(t, codec, be.Listener.Addr().String())
 		c, err := net.Dial("tcp", p.addr)
@@ -337,7 +354,7 @@ func TestExpectContinue(t *testing.T) {
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		io.WriteString(c, "PUT /up HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+		io.WriteString(c, "PUT "+path+" HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
 		br := bufio.NewReader(c)
 		line, err := br.ReadString('\n')
 		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
@@ -355,9 +372,9 @@ func TestExpectContinue(t *testing.T) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		if resp.StatusCode != 200 || resp.Header.Get("X-Seen-Len") != "5" {
-			t.Fatalf("status %d len %q", resp.StatusCode, resp.Header.Get("X-Seen-Len"))
+			t.Fatalf("%s: status %d len %q", path, resp.StatusCode, resp.Header.Get("X-Seen-Len"))
 		}
-	})
+	}
 }
 
 // TestStaleUpstreamConnection: the upstream closes a keep-alive connection
@@ -476,15 +493,20 @@ func rawBackend(t testing.TB) string {
 //	go test -run '^$' -bench Proxy -benchmem ./internal/proxy/hcm/
 func BenchmarkProxy(b *testing.B) {
 	be := rawBackend(b)
-	for _, codec := range codecs {
-		b.Run(string(codec), func(b *testing.B) {
+	for _, bc := range []struct {
+		codec Codec
+		name  string
+		path  string
+	}{{CodecStrait, "strait", "/bench"}, {CodecStrait, "strait-retrypolicy", "/retry/bench"}, {CodecNetHTTP, "nethttp", "/bench"}} {
+		codec := bc.codec
+		b.Run(bc.name, func(b *testing.B) {
 			p := startProxy(b, codec, be)
 			c, err := net.Dial("tcp", p.addr)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer c.Close()
-			req := []byte("GET /bench HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\n\r\n")
+			req := []byte("GET " + bc.path + " HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\n\r\n")
 			r := http1.NewReader(c)
 			var resp http1.Response
 			sink := make([]byte, 4096)

@@ -54,6 +54,9 @@ func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
 		w = append(w, flags...)
 		w = append(w, "\r\n"...)
 	}
+	for i := range c.respExtra {
+		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
+	}
 	if body != "" {
 		w = append(w, "content-type: text/plain\r\n"...)
 	}
@@ -129,6 +132,7 @@ var (
 	errClientGone    = errors.New("client closed the connection")
 	errSwitched      = errors.New("upstream switched protocols without an upgrade request")
 	errRetryNotWrite = errors.New("request not written")
+	errRetryConnect  = errors.New("connect failed")
 )
 
 // clientFailure maps an error reading the request body to a local reply.

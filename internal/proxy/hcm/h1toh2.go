@@ -13,6 +13,8 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
 // This file carries an HTTP/1.1 request from the strait codec (h1.go) to a
@@ -23,7 +25,7 @@ import (
 // forwardH2 sends the request to ep on cl over HTTP/2 and relays the
 // response. It reports whether the downstream connection can carry another
 // request.
-func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint) bool {
+func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster, ov *router.Overrides) bool {
 	req := &c.req
 	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
 	target := req.Target
@@ -93,22 +95,37 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 		}
 	}
 
-	cl.Stats.RqTotal.Add(1)
-	resp, err := cl.RoundTrip(out, ep)
-	if err != nil {
+	mutateHTTPRequest(out, rt, tgt)
+	if ov != nil && *ov == (router.Overrides{}) {
+		ov = nil
+	}
+	x := roundTripRouted(out, cl, ep, rt, ov, c.dst, c.src)
+	defer x.done()
+	if x.resp == nil {
+		f := x.fail
+		if x.limitExceeded {
+			f.flags += ",URX"
+		}
 		if body == nil {
-			return c.upstreamFailed(cl, ep, failConnect, err, true)
+			return c.upstreamFailed(cl, ep, f, x.err, true)
 		}
 		// Part of the body may be gone: answer, then close.
-		c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
-		cl.Stats.AddResponse(503)
-		c.writeLocal(503, "UF", bodyConnectFailed, false)
+		c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
+		cl.Stats.AddResponse(f.code)
+		if f.code != 0 {
+			c.writeLocal(f.code, f.flags, f.body, false)
+		}
 		c.nc.Close()
 		body.Close()
 		return false
 	}
+	resp := x.resp
 	defer resp.Body.Close()
 	cl.Stats.AddResponse(resp.StatusCode)
+	mutateHTTPResponse(resp.Header, rt, tgt)
+	if x.limitExceeded {
+		resp.Header.Set("X-Strait-Response-Flags", "URX")
+	}
 
 	keep := !reqClose && !c.closing()
 	noBody := isHead || http1.NoBody(resp.StatusCode)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/route"
 )
 
 // This file is the HTTP/2 side of the HCM: downstream HTTP/2 without TLS
@@ -199,11 +200,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
 		return
 	}
-	if rt.Direct != nil {
-		streamLocalReply(w, r, rt.Direct.Status, "", rt.Direct.Body)
+	if localRouteReply(w, r, rt, path) {
 		return
 	}
-	cl := s.clusters.Get(rt.PickCluster())
+	tgt := rt.Pick()
+	cl := s.clusters.Get(tgt.Name)
 	if cl == nil {
 		streamLocalReply(w, r, http.StatusServiceUnavailable, "NC", "")
 		return
@@ -214,13 +215,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep.Source = c.src
-	s.forwardStream(w, r, cl, ep)
+	s.forwardStream(w, r, c, cl, ep, rt, tgt)
 }
 
 // forwardStream sends one stream's request to ep and relays the response,
 // flushing as data arrives when its length is unknown (gRPC streams need
 // every message delivered when it is sent) and passing trailers on.
-func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, cl *cluster.Cluster, ep cluster.Endpoint) {
+func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster) {
 	ctx := r.Context()
 	grpc := isGRPC(r.Header)
 	if grpc {
@@ -243,14 +244,20 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, cl *clust
 		h["Te"] = []string{"trailers"} // gRPC servers may require it
 	}
 	addForwardHeaders(out, r)
+	ov := takeOverrides(h)
+	mutateHTTPRequest(out, rt, tgt)
 
-	cl.Stats.RqTotal.Add(1)
-	resp, err := cl.RoundTrip(out, ep)
-	if err != nil {
-		if errors.Is(r.Context().Err(), context.Canceled) {
+	x := roundTripRouted(out, cl, ep, rt, ov, c.dst, c.src)
+	defer x.done()
+	if x.resp == nil {
+		f := x.fail
+		if f.code == 0 {
 			return // downstream reset the stream
 		}
-		if deadlinePassed(ctx) {
+		if x.limitExceeded {
+			f.flags += ",URX"
+		}
+		if grpc && deadlinePassed(ctx) {
 			// The client's own deadline: DEADLINE_EXCEEDED, as Envoy
 			// answers when a stream's max duration is reached (the client
 			// may be about to say the same, and should see one code).
@@ -258,11 +265,12 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, cl *clust
 			grpcLocalReply(w, grpcDeadlineExceeded, "UT", "upstream request timeout")
 			return
 		}
-		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
-		cl.Stats.AddResponse(http.StatusServiceUnavailable)
-		streamLocalReply(w, r, http.StatusServiceUnavailable, "UF", bodyConnectFailed)
+		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
+		cl.Stats.AddResponse(f.code)
+		streamLocalReply(w, r, f.code, f.flags, f.body)
 		return
 	}
+	resp := x.resp
 	defer resp.Body.Close()
 	cl.Stats.AddResponse(resp.StatusCode)
 
@@ -271,6 +279,10 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, cl *clust
 		wh[k] = v
 	}
 	removeHop(wh)
+	mutateHTTPResponse(wh, rt, tgt)
+	if x.limitExceeded {
+		wh.Set("X-Strait-Response-Flags", "URX")
+	}
 	w.WriteHeader(resp.StatusCode)
 
 	bp := bufPool.Get().(*[]byte)

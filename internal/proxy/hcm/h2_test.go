@@ -60,8 +60,16 @@ func prefixRoute(prefix, clusterName string) *routev3.Route {
 // with the given clusters and routes; mod may change the HCM config.
 func startH2Proxy(t testing.TB, codec Codec, routes []*routev3.Route, mod func(*hcmv3.HttpConnectionManager), clusters ...*clusterv3.Cluster) string {
 	t.Helper()
+	addr, _ := startH2ProxyStats(t, codec, routes, mod, clusters...)
+	return addr
+}
+
+// startH2ProxyStats is startH2Proxy that also returns the proxy's stats.
+func startH2ProxyStats(t testing.TB, codec Codec, routes []*routev3.Route, mod func(*hcmv3.HttpConnectionManager), clusters ...*clusterv3.Cluster) (string, *stats.Store) {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	cm := cluster.NewManager(log, stats.New())
+	st := stats.New()
+	cm := cluster.NewManager(log, st)
 	if err := cm.AddStatic(clusters); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +102,7 @@ func startH2Proxy(t testing.TB, codec Codec, routes []*routev3.Route, mod func(*
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); s.Close() })
-	return ln.Addr().String()
+	return ln.Addr().String(), st
 }
 
 // protoBackend answers "proto=N body=<body>" and a trailer X-Sum with the

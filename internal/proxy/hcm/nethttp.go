@@ -1,7 +1,6 @@
 package hcm
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/route"
 )
 
 // Envoy's local reply bodies.
@@ -110,11 +110,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		localReply(w, http.StatusNotFound, "NR", "")
 		return
 	}
-	if rt.Direct != nil {
-		localReply(w, rt.Direct.Status, "", rt.Direct.Body)
+	if localRouteReply(w, r, rt, path) {
 		return
 	}
-	cl := s.clusters.Get(rt.PickCluster())
+	tgt := rt.Pick()
+	cl := s.clusters.Get(tgt.Name)
 	if cl == nil {
 		localReply(w, http.StatusServiceUnavailable, "NC", "")
 		return
@@ -125,10 +125,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ep.Source = c.src
-	s.forward(w, r, cl, ep)
+	s.forward(w, r, c, cl, ep, rt, tgt)
 }
 
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, cl *cluster.Cluster, ep cluster.Endpoint) {
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *conn, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster) {
 	ctx := r.Context()
 	out := r.WithContext(ctx) // shallow copy; r is ours until we return
 	out.RequestURI = ""
@@ -137,18 +137,25 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, cl *cluster.Clu
 	h := out.Header
 	removeHop(h)
 	addForwardHeaders(out, r)
+	ov := takeOverrides(h)
+	mutateHTTPRequest(out, rt, tgt)
 
-	cl.Stats.RqTotal.Add(1)
-	resp, err := cl.RoundTrip(out, ep)
-	if err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) {
+	x := roundTripRouted(out, cl, ep, rt, ov, c.dst, c.src)
+	defer x.done()
+	if x.resp == nil {
+		f := x.fail
+		if f.code == 0 {
 			return // downstream went away
 		}
-		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
-		cl.Stats.AddResponse(http.StatusServiceUnavailable)
-		localReply(w, http.StatusServiceUnavailable, "UF", bodyConnectFailed)
+		if x.limitExceeded {
+			f.flags += ",URX"
+		}
+		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
+		cl.Stats.AddResponse(f.code)
+		localReply(w, f.code, f.flags, f.body)
 		return
 	}
+	resp := x.resp
 	defer resp.Body.Close()
 	cl.Stats.AddResponse(resp.StatusCode)
 
@@ -157,6 +164,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, cl *cluster.Clu
 		wh[k] = v
 	}
 	removeHop(wh)
+	mutateHTTPResponse(wh, rt, tgt)
+	if x.limitExceeded {
+		wh.Set("X-Strait-Response-Flags", "URX")
+	}
 	for k := range resp.Trailer {
 		wh.Add("Trailer", k)
 	}
@@ -164,6 +175,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, cl *cluster.Clu
 
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
+	var err error
 	if resp.ContentLength >= 0 {
 		_, err = io.CopyBuffer(writerOnly{w}, resp.Body, *bp)
 	} else {

@@ -5,12 +5,10 @@ package route
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"regexp"
 	"sort"
 	"strings"
-	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -46,32 +44,8 @@ type Route struct {
 	caseSensitive bool
 	headers       []headerMatcher
 
-	// Timeout is the route action's timeout: from the request being sent
-	// upstream until the response is complete (504 UT when it expires). 0
-	// means none. Envoy's default is 15 s; Istio sends 0s.
-	Timeout time.Duration
-	// IdleTimeout, when HasIdleTimeout, replaces the HCM's
-	// stream_idle_timeout for this route (0 disables it).
-	IdleTimeout    time.Duration
-	HasIdleTimeout bool
-
-	// Action: exactly one of Cluster, weighted or Direct is set.
-	Cluster  string
-	weighted []WeightedCluster
-	total    uint32
-	Direct   *DirectResponse
-}
-
-// WeightedCluster is one target of route.weighted_clusters.
-type WeightedCluster struct {
-	Name   string
-	Weight uint32
-}
-
-// DirectResponse is a route's direct_response action.
-type DirectResponse struct {
-	Status int
-	Body   string
+	// Action is what the route does (action.go).
+	Action
 }
 
 type headerMatcher struct {
@@ -81,20 +55,21 @@ type headerMatcher struct {
 	invert  bool
 }
 
-// defaultTimeout is Envoy's default route timeout.
-const defaultTimeout = 15 * time.Second
-
 // Compile builds a Table. It rejects what it cannot honour, so that an
 // unsupported config is NACKed instead of routed wrongly.
 func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
 	t := &Table{Name: rc.GetName(), exact: map[string]*VirtualHost{}}
 	for _, vh := range rc.GetVirtualHosts() {
 		cvh := &VirtualHost{Name: vh.GetName()}
+		if err := checkVirtualHost(vh); err != nil {
+			return nil, fmt.Errorf("route_config %q virtual_host %q: %w", rc.GetName(), vh.GetName(), err)
+		}
 		for i, r := range vh.GetRoutes() {
 			cr, err := compileRoute(r)
 			if err != nil {
 				return nil, fmt.Errorf("route_config %q virtual_host %q route %d: %w", rc.GetName(), vh.GetName(), i, err)
 			}
+			cr.IncludeAttemptCount = vh.GetIncludeRequestAttemptCount()
 			cvh.Routes = append(cvh.Routes, cr)
 		}
 		for _, d := range vh.GetDomains() {
@@ -162,46 +137,8 @@ func compileRoute(r *routev3.Route) (*Route, error) {
 		}
 		cr.headers = append(cr.headers, hm)
 	}
-	switch a := r.GetAction().(type) {
-	case *routev3.Route_Route:
-		cr.Timeout = defaultTimeout
-		if d := a.Route.GetTimeout(); d != nil {
-			if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
-				return nil, fmt.Errorf("route.timeout %v is not a valid duration", d)
-			}
-			cr.Timeout = d.AsDuration()
-		}
-		if d := a.Route.GetIdleTimeout(); d != nil {
-			if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
-				return nil, fmt.Errorf("route.idle_timeout %v is not a valid duration", d)
-			}
-			cr.IdleTimeout, cr.HasIdleTimeout = d.AsDuration(), true
-		}
-		switch cs := a.Route.GetClusterSpecifier().(type) {
-		case *routev3.RouteAction_Cluster:
-			cr.Cluster = cs.Cluster
-		case *routev3.RouteAction_WeightedClusters:
-			for _, wc := range cs.WeightedClusters.GetClusters() {
-				w := wc.GetWeight().GetValue()
-				if wc.GetName() == "" {
-					return nil, fmt.Errorf("weighted_clusters: only named clusters are supported")
-				}
-				if w == 0 {
-					continue
-				}
-				cr.weighted = append(cr.weighted, WeightedCluster{Name: wc.GetName(), Weight: w})
-				cr.total += w
-			}
-			if cr.total == 0 {
-				return nil, fmt.Errorf("weighted_clusters: total weight is 0")
-			}
-		default:
-			return nil, fmt.Errorf("route action cluster specifier %T is not supported (want cluster or weighted_clusters)", cs)
-		}
-	case *routev3.Route_DirectResponse:
-		cr.Direct = &DirectResponse{Status: int(a.DirectResponse.GetStatus()), Body: a.DirectResponse.GetBody().GetInlineString()}
-	default:
-		return nil, fmt.Errorf("route action %T is not supported (want route or direct_response)", a)
+	if err := cr.compileAction(r); err != nil {
+		return nil, err
 	}
 	return cr, nil
 }
@@ -389,20 +326,4 @@ func (r *Route) matches(path string, h HeaderGetter) bool {
 		}
 	}
 	return true
-}
-
-// PickCluster returns the target cluster, choosing among weighted clusters
-// at random in proportion to their weights.
-func (r *Route) PickCluster() string {
-	if r.weighted == nil {
-		return r.Cluster
-	}
-	n := rand.Uint32N(r.total)
-	for _, wc := range r.weighted {
-		if n < wc.Weight {
-			return wc.Name
-		}
-		n -= wc.Weight
-	}
-	return r.weighted[len(r.weighted)-1].Name
 }

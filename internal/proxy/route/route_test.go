@@ -2,6 +2,7 @@ package route
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,9 +111,10 @@ func TestWeightedClusters(t *testing.T) {
 
 func TestCompileRejects(t *testing.T) {
 	rc := &routev3.RouteConfiguration{Name: "bad", VirtualHosts: []*routev3.VirtualHost{{Name: "v", Domains: []string{"*"},
-		Routes: []*routev3.Route{{Match: prefix("/"), Action: &routev3.Route_Redirect{Redirect: &routev3.RedirectAction{}}}}}}}
-	if _, err := Compile(rc); err == nil {
-		t.Error("redirect action accepted")
+		Routes: []*routev3.Route{{Match: prefix("/"), Action: &routev3.Route_Redirect{Redirect: &routev3.RedirectAction{SchemeRewriteSpecifier: &routev3.RedirectAction_HttpsRedirect{HttpsRedirect: true},
+			PathRewriteSpecifier: &routev3.RedirectAction_RegexRewrite{}}}}}}}}
+	if _, err := Compile(rc); err == nil || !strings.Contains(err.Error(), "regex_rewrite") {
+		t.Errorf("redirect regex_rewrite: %v, want a refusal naming it", err)
 	}
 	dup := &routev3.RouteConfiguration{Name: "dup", VirtualHosts: []*routev3.VirtualHost{
 		{Name: "a", Domains: []string{"x"}}, {Name: "b", Domains: []string{"x"}}}}

@@ -27,6 +27,7 @@ type ClusterStats struct {
 	CxTotal       atomic.Uint64
 	CxConnectFail atomic.Uint64
 	NoHealthy     atomic.Uint64
+	Router        RouterStats // router.go
 	codes         [maxStatusCode]atomic.Uint64
 }
 
@@ -146,6 +147,7 @@ func (s *Store) WritePrometheus(w io.Writer) error {
 		add("envoy_cluster_upstream_cx_total", "counter", l, fmt.Sprint(c.CxTotal.Load()))
 		add("envoy_cluster_upstream_cx_connect_fail", "counter", l, fmt.Sprint(c.CxConnectFail.Load()))
 		add("envoy_cluster_upstream_cx_none_healthy", "counter", l, fmt.Sprint(c.NoHealthy.Load()))
+		c.Router.each(func(n string, v uint64) { add("envoy_cluster_"+n, "counter", l, fmt.Sprint(v)) })
 		for code := range c.codes {
 			if v := c.codes[code].Load(); v > 0 {
 				add("envoy_cluster_upstream_rq", "counter",
@@ -199,6 +201,7 @@ func (s *Store) WriteText(w io.Writer) error {
 			fmt.Sprintf("%supstream_cx_total: %d", p, c.CxTotal.Load()),
 			fmt.Sprintf("%supstream_cx_connect_fail: %d", p, c.CxConnectFail.Load()),
 			fmt.Sprintf("%supstream_cx_none_healthy: %d", p, c.NoHealthy.Load()))
+		c.Router.each(func(n string, v uint64) { lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, v)) })
 		for code := range c.codes {
 			if v := c.codes[code].Load(); v > 0 {
 				lines = append(lines, fmt.Sprintf("%supstream_rq_%d: %d", p, code, v))

@@ -18,6 +18,11 @@ func filled() *Store {
 	c.AddResponse(503)
 	c.AddResponse(0)   // not a status code: ignored
 	c.AddResponse(999) // out of range: ignored
+	c.Router.Retry.Add(6)
+	c.Router.RetrySuccess.Add(1)
+	c.Router.RetryLimitExceeded.Add(2)
+	c.Router.Timeout.Add(3)
+	c.Router.PerTryTimeout.Add(4)
 	l := s.Listener("0.0.0.0_15001")
 	l.CxTotal.Add(4)
 	l.CxActive.Add(1)
@@ -43,6 +48,16 @@ envoy_cluster_upstream_cx_total{` + c + `} 2
 # TYPE envoy_cluster_upstream_rq counter
 envoy_cluster_upstream_rq{envoy_response_code="200",` + c + `} 2
 envoy_cluster_upstream_rq{envoy_response_code="503",` + c + `} 1
+# TYPE envoy_cluster_upstream_rq_per_try_timeout counter
+envoy_cluster_upstream_rq_per_try_timeout{` + c + `} 4
+# TYPE envoy_cluster_upstream_rq_retry counter
+envoy_cluster_upstream_rq_retry{` + c + `} 6
+# TYPE envoy_cluster_upstream_rq_retry_limit_exceeded counter
+envoy_cluster_upstream_rq_retry_limit_exceeded{` + c + `} 2
+# TYPE envoy_cluster_upstream_rq_retry_success counter
+envoy_cluster_upstream_rq_retry_success{` + c + `} 1
+# TYPE envoy_cluster_upstream_rq_timeout counter
+envoy_cluster_upstream_rq_timeout{` + c + `} 3
 # TYPE envoy_cluster_upstream_rq_total counter
 envoy_cluster_upstream_rq_total{` + c + `} 3
 # TYPE envoy_control_plane_connected_state gauge
@@ -69,6 +84,11 @@ func TestWriteText(t *testing.T) {
 		c + "upstream_cx_total: 2",
 		c + "upstream_rq_200: 2",
 		c + "upstream_rq_503: 1",
+		c + "upstream_rq_per_try_timeout: 4",
+		c + "upstream_rq_retry: 6",
+		c + "upstream_rq_retry_limit_exceeded: 2",
+		c + "upstream_rq_retry_success: 1",
+		c + "upstream_rq_timeout: 3",
 		c + "upstream_rq_total: 3",
 		"cluster_manager.cds.update_success: 5",
 		"control_plane.connected_state: 1",

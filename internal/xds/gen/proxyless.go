@@ -59,7 +59,7 @@ func (g *Generator) generateProxyless(snap *mesh.Snapshot, scope *mesh.Scope, ty
 				VirtualHosts: []*route.VirtualHost{{
 					Name:    name,
 					Domains: []string{name, svc.Hostname},
-					Routes:  httpRoutes(snap, svc, port),
+					Routes:  proxylessTimeouts(httpRoutes(snap, svc, port)),
 				}},
 			}})
 		}

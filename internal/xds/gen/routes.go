@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 )
@@ -61,15 +60,18 @@ func scopeRoutes(snap *mesh.Snapshot, scope *mesh.Scope, names []string) []*rout
 				Name:    fmt.Sprintf("%s:%d", svc.Hostname, port),
 				Domains: domains(snap, svc, port, ns, used),
 				Routes:  httpRoutes(snap, svc, port),
+				// Istio's sidecar default (util.GetProxyHeaders).
+				IncludeRequestAttemptCount: true,
 			}
 			if len(vh.Domains) > 0 {
 				rc.VirtualHosts = append(rc.VirtualHosts, vh)
 			}
 		}
 		rc.VirtualHosts = append(rc.VirtualHosts, &route.VirtualHost{
-			Name:    allowAnyVirtualHost,
-			Domains: []string{"*"},
-			Routes:  []*route.Route{prefixRoute(allowAnyVirtualHost, "/", PassthroughCluster)},
+			Name:                       allowAnyVirtualHost,
+			Domains:                    []string{"*"},
+			Routes:                     []*route.Route{outboundPrefixRoute(allowAnyVirtualHost, PassthroughCluster)},
+			IncludeRequestAttemptCount: true,
 		})
 		out = append(out, rc)
 	}
@@ -124,10 +126,6 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32) []*route.Ro
 			continue
 		}
 		for i, rule := range spec.Http {
-			action := routeAction(snap, vs, rule, port)
-			if action == nil {
-				continue
-			}
 			matches := rule.Match
 			if len(matches) == 0 {
 				matches = []*networking.HTTPMatchRequest{nil}
@@ -140,61 +138,24 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32) []*route.Ro
 				if name == "" {
 					name = fmt.Sprintf("%s.%s.%d", vs.Namespace, vs.Name, i)
 				}
-				out = append(out, &route.Route{
-					Name:   name,
-					Match:  routeMatch(m),
-					Action: &route.Route_Route{Route: action},
-				})
+				if r := translateRoute(snap, vs, rule, name, m, port); r != nil {
+					out = append(out, r)
+				}
 			}
 		}
 	}
 	if len(out) == 0 {
-		out = append(out, prefixRoute("default", "/", OutboundClusterName(port, "", svc.Hostname)))
+		// Istio's BuildDefaultHTTPOutboundRoute: with the default retry
+		// policy.
+		r := outboundPrefixRoute("default", OutboundClusterName(port, "", svc.Hostname))
+		r.GetRoute().RetryPolicy = defaultRetryPolicy()
+		out = append(out, r)
 	}
 	return out
 }
 
 func appliesToMesh(gateways []string) bool {
 	return len(gateways) == 0 || slices.Contains(gateways, "mesh")
-}
-
-// routeAction turns a rule's destinations into a cluster or weighted
-// clusters; nil when the rule has no destination (redirects and direct
-// responses are not supported yet).
-func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRoute, port uint32) *route.RouteAction {
-	type dest struct {
-		cluster string
-		weight  uint32
-	}
-	var dests []dest
-	for _, d := range rule.Route {
-		if d.GetDestination() == nil {
-			continue
-		}
-		if len(rule.Route) > 1 && d.Weight == 0 {
-			continue
-		}
-		dests = append(dests, dest{destinationCluster(snap, vs.Namespace, d.Destination, port), uint32(d.Weight)})
-	}
-	if len(dests) == 0 {
-		return nil
-	}
-	// Istio disables Envoy's 15 s default route timeout unless the
-	// VirtualService sets one (networking/core/route: setTimeout).
-	a := &route.RouteAction{Timeout: noTimeout()}
-	if len(dests) == 1 {
-		a.ClusterSpecifier = &route.RouteAction_Cluster{Cluster: dests[0].cluster}
-	} else {
-		wc := &route.WeightedCluster{}
-		for _, d := range dests {
-			wc.Clusters = append(wc.Clusters, &route.WeightedCluster_ClusterWeight{Name: d.cluster, Weight: wrapperspb.UInt32(d.weight)})
-		}
-		a.ClusterSpecifier = &route.RouteAction_WeightedClusters{WeightedClusters: wc}
-	}
-	if t := rule.GetTimeout(); t != nil {
-		a.Timeout = durationpb.New(t.AsDuration())
-	}
-	return a
 }
 
 // destinationCluster names the outbound cluster of a destination: its
@@ -267,6 +228,15 @@ func prefixRoute(name, prefix, clusterName string) *route.Route {
 		Match:  &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: prefix}},
 		Action: &route.Route_Route{Route: &route.RouteAction{ClusterSpecifier: &route.RouteAction_Cluster{Cluster: clusterName}, Timeout: noTimeout()}},
 	}
+}
+
+// outboundPrefixRoute is an outbound catch-all route to clusterName with
+// Istio's timeouts: none, and a gRPC call's own grpc-timeout uncapped
+// (max_grpc_timeout 0s).
+func outboundPrefixRoute(name, clusterName string) *route.Route {
+	r := prefixRoute(name, "/", clusterName)
+	r.GetRoute().MaxGrpcTimeout = noTimeout()
+	return r
 }
 
 // noTimeout is a route timeout of 0: none (Envoy's default would be 15 s).

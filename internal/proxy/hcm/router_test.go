@@ -1,0 +1,308 @@
+package hcm
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// routerBackend fails the first X-Fail requests of each X-Key with 503,
+// delays by X-Delay, and answers what it saw: attempt, method, host, path,
+// body and the X-Set / X-Drop headers.
+func routerBackend(t *testing.T, h2c bool) *httptest.Server {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen[r.Header.Get("X-Key")]++
+		n := seen[r.Header.Get("X-Key")]
+		mu.Unlock()
+		if d, err := time.ParseDuration(r.Header.Get("X-Delay")); err == nil {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Server", "backend")
+		if f, _ := strconv.Atoi(r.Header.Get("X-Fail")); n <= f {
+			w.WriteHeader(503)
+		}
+		if r.Header.Get("X-Len-Only") != "" {
+			fmt.Fprintf(w, "attempt=%d len=%d", n, len(body))
+			return
+		}
+		fmt.Fprintf(w, "attempt=%d method=%s host=%s path=%s body=%s x-set=%s x-drop=%s x-envoy-max-retries=%s x-envoy-attempt-count=%s",
+			n, r.Method, r.Host, r.URL.RequestURI(), body, r.Header.Get("X-Set"), r.Header.Get("X-Drop"), r.Header.Get("X-Envoy-Max-Retries"), r.Header.Get("X-Envoy-Attempt-Count"))
+	}))
+	if h2c {
+		s.Config.Protocols = new(http.Protocols)
+		s.Config.Protocols.SetHTTP1(true)
+		s.Config.Protocols.SetUnencryptedHTTP2(true)
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func routerRoutes(clusterName string) []*routev3.Route {
+	cl := &routev3.RouteAction_Cluster{Cluster: clusterName}
+	prefix := func(p string) *routev3.RouteMatch {
+		return &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: p}}
+	}
+	return []*routev3.Route{
+		{Match: prefix("/retry"), Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: cl, Timeout: durationpb.New(0),
+			RetryPolicy: &routev3.RetryPolicy{RetryOn: "retriable-status-codes", RetriableStatusCodes: []uint32{503}, NumRetries: wrapperspb.UInt32(2)}}}},
+		{Match: prefix("/timeout"), Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: cl, Timeout: durationpb.New(200 * time.Millisecond)}}},
+		{Match: prefix("/pertry"), Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: cl, Timeout: durationpb.New(0),
+			RetryPolicy: &routev3.RetryPolicy{RetryOn: "5xx", NumRetries: wrapperspb.UInt32(1), PerTryTimeout: durationpb.New(200 * time.Millisecond)}}}},
+		{Match: prefix("/api/"),
+			RequestHeadersToAdd: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-set", Value: "route"},
+				AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}},
+			RequestHeadersToRemove:  []string{"x-drop"},
+			ResponseHeadersToAdd:    []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-resp", Value: "r"}}},
+			ResponseHeadersToRemove: []string{"server"},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: cl, PrefixRewrite: "/v2/",
+				HostRewriteSpecifier: &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: "rewritten.example"}}}},
+		{Match: prefix("/old"), Action: &routev3.Route_Redirect{Redirect: &routev3.RedirectAction{HostRedirect: "new.example",
+			PathRewriteSpecifier: &routev3.RedirectAction_PrefixRewrite{PrefixRewrite: "/new"}, ResponseCode: routev3.RedirectAction_FOUND}}},
+		{Match: prefix("/"), Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: cl, Timeout: durationpb.New(0)}}},
+	}
+}
+
+// TestRouterActionsAllPaths runs the route actions on every request path:
+// HTTP/1.1 and HTTP/2 clients, both codecs, HTTP/1.1 and HTTP/2 upstreams.
+func TestRouterActionsAllPaths(t *testing.T) {
+	type upstream struct {
+		name string
+		mk   func(t *testing.T, addr string) *clusterv3.Cluster
+	}
+	ups := []upstream{
+		{"h1up", func(t *testing.T, addr string) *clusterv3.Cluster { return staticCluster("be", addr) }},
+		{"h2up", func(t *testing.T, addr string) *clusterv3.Cluster { return h2Cluster(t, "be", addr) }},
+	}
+	for _, codec := range codecs {
+		for _, up := range ups {
+			for _, down := range []string{"h1", "h2c"} {
+				t.Run(fmt.Sprintf("%s/%s/%s", codec, down, up.name), func(t *testing.T) {
+					be := routerBackend(t, true)
+					countAttempts := func(h *hcmv3.HttpConnectionManager) {
+						h.GetRouteConfig().VirtualHosts[0].IncludeRequestAttemptCount = true
+					}
+					addr, st := startH2ProxyStats(t, codec, routerRoutes("be"), countAttempts, up.mk(t, be.Listener.Addr().String()))
+					rs := &st.Cluster("be").Router
+					c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+					if down == "h2c" {
+						c = h2cClient()
+					}
+					c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+					do := func(method, path, body string, h map[string]string) (*http.Response, string) {
+						t.Helper()
+						req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+						for k, v := range h {
+							req.Header.Set(k, v)
+						}
+						resp, err := c.Do(req)
+						if err != nil {
+							t.Fatalf("%s %s: %v", method, path, err)
+						}
+						defer resp.Body.Close()
+						b, _ := io.ReadAll(resp.Body)
+						return resp, string(b)
+					}
+					key := t.Name()
+
+					resp, body := do("POST", "/retry", "payload", map[string]string{"X-Key": key + "a", "X-Fail": "2", "X-Envoy-Attempt-Count": "9"})
+					if resp.StatusCode != 200 || !strings.Contains(body, "attempt=3") || !strings.Contains(body, "body=payload ") ||
+						!strings.HasSuffix(body, "x-envoy-attempt-count=3") {
+						t.Errorf("retried POST: %d %q, want 200 on attempt 3 (x-envoy-attempt-count 3) with the whole body", resp.StatusCode, body)
+					}
+					resp, body = do("POST", "/retry", "payload", map[string]string{"X-Key": key + "b", "X-Fail": "5"})
+					if resp.StatusCode != 503 || !strings.Contains(body, "attempt=3") || resp.Header.Get("X-Strait-Response-Flags") != "URX" {
+						t.Errorf("exhausted: %d %q flags %q, want the third 503 with URX", resp.StatusCode, body, resp.Header.Get("X-Strait-Response-Flags"))
+					}
+					big := strings.Repeat("b", 300<<10)
+					resp, body = do("POST", "/retry", big, map[string]string{"X-Key": key + "big", "X-Fail": "1", "X-Len-Only": "1"})
+					if resp.StatusCode != 200 || body != "attempt=2 len=307200" {
+						t.Errorf("retried 300 KiB POST: %d %q, want 200 on attempt 2 with the whole body", resp.StatusCode, body)
+					}
+					huge := strings.Repeat("h", 2<<20)
+					resp, body = do("POST", "/retry", huge, map[string]string{"X-Key": key + "huge", "X-Fail": "1", "X-Len-Only": "1"})
+					if resp.StatusCode != 503 || body != "attempt=1 len=2097152" {
+						t.Errorf("2 MiB POST: %d %q, want the first 503: a body over the buffer limit is not replayed", resp.StatusCode, body)
+					}
+					rs.Retry.Add(^uint64(0)) // the 300 KiB retry
+					if r, s, l := rs.Retry.Load(), rs.RetrySuccess.Load(), rs.RetryLimitExceeded.Load(); r != 4 || s != 2 || l != 1 {
+						t.Errorf("stats: retry %d success %d limit exceeded %d, want 4, 2, 1", r, s, l)
+					}
+					resp, body = do("GET", "/retry", "", map[string]string{"X-Key": key + "c", "X-Fail": "1", "X-Envoy-Max-Retries": "0"})
+					if resp.StatusCode != 503 || !strings.Contains(body, "x-envoy-max-retries= ") && !strings.HasSuffix(body, "x-envoy-max-retries=") {
+						t.Errorf("x-envoy-max-retries 0: %d %q, want the first 503 and the header not forwarded", resp.StatusCode, body)
+					}
+					resp, body = do("GET", "/plain", "", map[string]string{"X-Key": key + "d", "X-Fail": "1"})
+					if resp.StatusCode != 503 {
+						t.Errorf("no retry policy: %d %q, want the 503", resp.StatusCode, body)
+					}
+
+					start := time.Now()
+					resp, _ = do("GET", "/timeout", "", map[string]string{"X-Delay": "3s"})
+					if took := time.Since(start); resp.StatusCode != 504 || took > 2500*time.Millisecond {
+						t.Errorf("route timeout: %d after %v, want 504 well before the 3s delay", resp.StatusCode, took)
+					}
+					resp, _ = do("GET", "/plain", "", map[string]string{"X-Delay": "3s", "X-Envoy-Upstream-Rq-Timeout-Ms": "200"})
+					if resp.StatusCode != 504 {
+						t.Errorf("x-envoy-upstream-rq-timeout-ms: %d, want 504", resp.StatusCode)
+					}
+					resp, _ = do("GET", "/pertry", "", map[string]string{"X-Key": key + "e", "X-Delay": "3s"})
+					if resp.StatusCode != 504 || resp.Header.Get("X-Strait-Response-Flags") != "UT,URX" {
+						t.Errorf("per-try timeout twice: %d flags %q, want 504 UT,URX", resp.StatusCode, resp.Header.Get("X-Strait-Response-Flags"))
+					}
+					if to, pt := rs.Timeout.Load(), rs.PerTryTimeout.Load(); to != 2 || pt != 2 {
+						t.Errorf("stats: timeouts %d per-try %d, want 2 and 2", to, pt)
+					}
+
+					resp, body = do("GET", "/api/items?id=7", "", map[string]string{"X-Set": "client", "X-Drop": "x"})
+					if resp.StatusCode != 200 || !strings.Contains(body, "host=rewritten.example path=/v2/items?id=7") ||
+						!strings.Contains(body, "x-set=route x-drop= ") || resp.Header.Get("X-Resp") != "r" || resp.Header.Get("Server") != "" {
+						t.Errorf("rewrite and headers: %d %q x-resp %q server %q", resp.StatusCode, body, resp.Header.Get("X-Resp"), resp.Header.Get("Server"))
+					}
+					resp, _ = do("GET", "/old/a?b=1", "", nil)
+					if resp.StatusCode != 302 || resp.Header.Get("Location") != "http://new.example/new/a?b=1" {
+						t.Errorf("redirect: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestSetAttemptCount(t *testing.T) {
+	head := []byte("GET / HTTP/1.1\r\nx-envoy-attempt-count: 1\r\n\r\nbody")
+	at := strings.Index(string(head), ": 1") + 2
+	w, end := setAttemptCount(head, at, at+1, 7)
+	if string(w) != "GET / HTTP/1.1\r\nx-envoy-attempt-count: 7\r\n\r\nbody" || end != at+1 {
+		t.Fatalf("same width: %q %d", w, end)
+	}
+	w, end = setAttemptCount(w, at, end, 12)
+	if string(w) != "GET / HTTP/1.1\r\nx-envoy-attempt-count: 12\r\n\r\nbody" || end != at+2 {
+		t.Fatalf("wider: %q %d", w, end)
+	}
+}
+
+// TestGRPCRetryOnStatus: a gRPC call answered UNAVAILABLE in trailers-only
+// form is retried under retry_on "unavailable" (Istio's default policy),
+// and one answered INTERNAL is not.
+func TestGRPCRetryOnStatus(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen[r.Header.Get("X-Key")]++
+		n := seen[r.Header.Get("X-Key")]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/grpc")
+		if f, _ := strconv.Atoi(r.Header.Get("X-Fail")); n <= f {
+			w.Header().Set("Grpc-Status", r.Header.Get("X-Grpc-Status"))
+			w.WriteHeader(200)
+			return
+		}
+		w.Header().Set("Trailer", "Grpc-Status")
+		w.WriteHeader(200)
+		w.Write([]byte{0, 0, 0, 0, 0})
+		w.Header().Set("Grpc-Status", "0")
+		w.Header().Set(http.TrailerPrefix+"X-Attempt", strconv.Itoa(n))
+	}))
+	be.Config.Protocols = new(http.Protocols)
+	be.Config.Protocols.SetUnencryptedHTTP2(true)
+	be.Start()
+	t.Cleanup(be.Close)
+	routes := []*routev3.Route{{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"}, Timeout: durationpb.New(0),
+			RetryPolicy: &routev3.RetryPolicy{RetryOn: "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes", NumRetries: wrapperspb.UInt32(2)}}}}}
+	for _, codec := range codecs {
+		t.Run(string(codec), func(t *testing.T) {
+			addr := startH2Proxy(t, codec, routes, nil, h2Cluster(t, "be", be.Listener.Addr().String()))
+			c := h2cClient()
+			call := func(key, status string) (*http.Response, string) {
+				req, _ := http.NewRequest("POST", "http://"+addr+"/pkg.Svc/M", strings.NewReader("\x00\x00\x00\x00\x00"))
+				req.Header.Set("Content-Type", "application/grpc")
+				req.Header.Set("Te", "trailers")
+				req.Header.Set("X-Key", key)
+				req.Header.Set("X-Fail", "1")
+				req.Header.Set("X-Grpc-Status", status)
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				st := resp.Header.Get("Grpc-Status")
+				if st == "" {
+					st = resp.Trailer.Get("Grpc-Status")
+				}
+				return resp, st
+			}
+			if resp, st := call(t.Name()+"unavailable", "14"); st != "0" || resp.Trailer.Get("X-Attempt") != "2" {
+				t.Errorf("UNAVAILABLE once: grpc-status %q attempt %q, want 0 on attempt 2", st, resp.Trailer.Get("X-Attempt"))
+			}
+			if _, st := call(t.Name()+"internal", "13"); st != "13" {
+				t.Errorf("INTERNAL: grpc-status %q, want 13 (not retried)", st)
+			}
+		})
+	}
+}
+
+// TestMutationsDoNotLeak: a keep-alive connection's next request carries
+// none of the previous request's header mutations, whatever answers it.
+func TestMutationsDoNotLeak(t *testing.T) {
+	be := routerBackend(t, false)
+	routes := []*routev3.Route{
+		{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/hdr"}},
+			RequestHeadersToAdd:  []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-set", Value: "leak"}}},
+			ResponseHeadersToAdd: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-resp", Value: "leak"}}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"},
+				HostRewriteSpecifier: &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: "leak.example"}, PrefixRewrite: "/leaked"}}},
+		{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/plain"}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"}}}},
+	}
+	for _, codec := range codecs {
+		t.Run(string(codec), func(t *testing.T) {
+			addr := startH2Proxy(t, codec, routes, nil, staticCluster("be", be.Listener.Addr().String()))
+			tr := &http.Transport{MaxConnsPerHost: 1}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+			for _, path := range []string{"/hdr", "/none", "/hdr", "/plain"} {
+				resp, err := c.Get("http://" + addr + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if path == "/hdr" {
+					if resp.Header.Get("X-Resp") != "leak" || !strings.Contains(string(body), "host=leak.example path=/leaked") {
+						t.Errorf("%s: x-resp %q body %q, want the route's mutations", path, resp.Header.Get("X-Resp"), body)
+					}
+					continue
+				}
+				if resp.Header.Get("X-Resp") != "" || strings.Contains(string(body), "leak") {
+					t.Errorf("%s after /hdr: status %d x-resp %q body %q: the previous request's mutations leaked", path, resp.StatusCode, resp.Header.Get("X-Resp"), body)
+				}
+			}
+		})
+	}
+}

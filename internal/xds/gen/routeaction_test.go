@@ -1,0 +1,69 @@
+package gen_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/straitmesh/strait/internal/model"
+	proxyroute "github.com/straitmesh/strait/internal/proxy/route"
+)
+
+// TestRouteActionsCompileInProxy checks that what straitd emits for every
+// route action is accepted by strait-proxy (which refuses any field it
+// does not implement), and that the actions mean what the VirtualService
+// asked.
+func TestRouteActionsCompileInProxy(t *testing.T) {
+	for _, sc := range []string{"router", "demo", "extended"} {
+		g, _ := newGenerator(t, filepath.Join("testdata", sc))
+		proxy, err := model.ParseNodeID(map[string]string{
+			"router":   "sidecar~10.99.0.10~client.demo~demo.svc.cluster.local",
+			"demo":     "sidecar~10.99.0.10~client.demo~demo.svc.cluster.local",
+			"extended": "sidecar~10.98.0.10~productpage.shop~shop.svc.cluster.local",
+		}[sc])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rc := range g.BuildRoutes(proxy, nil) {
+			if _, err := proxyroute.Compile(rc); err != nil {
+				t.Errorf("%s: route config %s refused by strait-proxy: %v", sc, rc.Name, err)
+			}
+		}
+	}
+	g, _ := newGenerator(t, filepath.Join("testdata", "router"))
+	proxy, _ := model.ParseNodeID("sidecar~10.99.0.10~client.demo~demo.svc.cluster.local")
+	tb, err := proxyroute.Compile(g.BuildRoutes(proxy, []string{"80"})[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := "echo.demo.svc.cluster.local"
+	if r := tb.MatchHeaders(host, "/slow", nil); r == nil || r.Timeout.Seconds() != 1.5 || r.Retry == nil || r.Retry.NumRetries != 3 || r.Retry.PerTryTimeout.Seconds() != 0.5 {
+		t.Errorf("/slow: %+v, want timeout 1.5s, 3 retries, 0.5s per try", r)
+	}
+	if r := tb.MatchHeaders(host, "/once", nil); r == nil || r.Retry != nil {
+		t.Errorf("/once (attempts 0): retry %+v, want none", r.Retry)
+	}
+	if r := tb.MatchHeaders(host, "/anything", nil); r == nil || r.Retry == nil || r.Retry.NumRetries != 2 || len(r.Retry.StatusCodes) != 1 || r.Retry.StatusCodes[0] != 503 {
+		t.Errorf("default policy: %+v, want 2 retries on 503", r.Retry)
+	}
+	if r := tb.MatchHeaders(host, "/old", nil); r == nil || r.Redirect == nil || r.Redirect.Code != 302 ||
+		r.Redirect.Location("http", host, "/old", "?q=1", 4) != "http://elsewhere.example:8080/new?q=1" {
+		t.Errorf("/old redirect: %+v", r)
+	}
+	if r := tb.MatchHeaders(host, "/derive", nil); r == nil || r.Redirect == nil ||
+		r.Redirect.Location("http", host, "/derive", "", 7) != "https://"+host+":80/derive" {
+		t.Errorf("/derive redirect (port 80 derived, kept for https as Istio keeps it): %+v", r)
+	}
+	if r := tb.MatchHeaders(host, "/docs/a", nil); r == nil || r.Redirect == nil || r.Redirect.Code != 308 ||
+		r.Redirect.Location("http", host, "/docs/a", "", r.MatchedLen("/docs/a")) != "http://"+host+"/manual/a" {
+		t.Errorf("/docs/ prefix redirect: %+v", r)
+	}
+	if r := tb.MatchHeaders(host, "/direct", nil); r == nil || r.Direct == nil || r.Direct.Status != 418 || r.Direct.Body != "I'm a teapot" {
+		t.Errorf("/direct: %+v", r)
+	}
+	if r := tb.MatchHeaders(host, "/api/x", nil); r == nil || r.Rewrite == nil || r.Rewrite.Apply("/api/x", r.MatchedLen("/api/x")) != "/v2/x" || r.HostRewrite != "backend.internal" {
+		t.Errorf("/api/ rewrite: %+v", r)
+	}
+	if r := tb.MatchHeaders(host, "/items/42", nil); r == nil || r.Rewrite == nil || r.Rewrite.Apply("/items/42", 9) != "/item?id=42" {
+		t.Errorf("/items regex rewrite: %+v", r)
+	}
+}

@@ -199,6 +199,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
 		return
 	}
+	if c.filter.filters.active(rt) {
+		var done bool
+		if w, done = s.streamFilters(w, r, c.filter, rt, true); done { // streamfilters.go
+			return
+		}
+	}
 	if rt.Direct != nil {
 		streamLocalReply(w, r, rt.Direct.Status, "", rt.Direct.Body)
 		return
@@ -317,7 +323,11 @@ func teTrailers(vv []string) bool {
 // Grpc::Common::hasGrpcContentType: application/grpc, optionally followed
 // by "+format" or ";params"; gRPC-Web is not).
 func isGRPC(h http.Header) bool {
-	ct := h.Get("Content-Type")
+	return grpcContentType(h.Get("Content-Type"))
+}
+
+// grpcContentType reports whether a content-type is gRPC's.
+func grpcContentType(ct string) bool {
 	const g = "application/grpc"
 	if !strings.HasPrefix(ct, g) {
 		return false

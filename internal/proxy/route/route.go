@@ -60,6 +60,10 @@ type Route struct {
 	weighted []WeightedCluster
 	total    uint32
 	Direct   *DirectResponse
+
+	// Filters are the fault, CORS and mirror settings of the route
+	// (filters.go); nil when it has none.
+	Filters *Filters
 }
 
 // WeightedCluster is one target of route.weighted_clusters.
@@ -90,8 +94,15 @@ func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
 	t := &Table{Name: rc.GetName(), exact: map[string]*VirtualHost{}}
 	for _, vh := range rc.GetVirtualHosts() {
 		cvh := &VirtualHost{Name: vh.GetName()}
+		vhf, err := compileVirtualHostFilters(vh)
+		if err != nil {
+			return nil, fmt.Errorf("route_config %q: %w", rc.GetName(), err)
+		}
 		for i, r := range vh.GetRoutes() {
 			cr, err := compileRoute(r)
+			if err == nil {
+				cr.Filters, err = compileFilters(r, vhf) // filters.go
+			}
 			if err != nil {
 				return nil, fmt.Errorf("route_config %q virtual_host %q route %d: %w", rc.GetName(), vh.GetName(), i, err)
 			}

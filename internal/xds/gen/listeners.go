@@ -204,10 +204,12 @@ func hcmFilter(m *hcm.HttpConnectionManager) *listener.Filter {
 	// WebSocket upgrades are allowed on every HTTP listener, as Istio's
 	// HTTP connection manager builder does.
 	m.UpgradeConfigs = []*hcm.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}}
-	m.HttpFilters = []*hcm.HttpFilter{{
+	// The fault and CORS filters come before the router, as Istio lists
+	// them (httpfilters.go).
+	m.HttpFilters = append(faultAndCORSFilters(), &hcm.HttpFilter{
 		Name:       routerFilterName,
 		ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerfilter.Router{})},
-	}}
+	})
 	return &listener.Filter{
 		Name:       hcmFilterName,
 		ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(m)},

@@ -141,9 +141,10 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32) []*route.Ro
 					name = fmt.Sprintf("%s.%s.%d", vs.Namespace, vs.Name, i)
 				}
 				out = append(out, &route.Route{
-					Name:   name,
-					Match:  routeMatch(m),
-					Action: &route.Route_Route{Route: action},
+					Name:                 name,
+					Match:                routeMatch(m),
+					Action:               &route.Route_Route{Route: action},
+					TypedPerFilterConfig: routeFilterConfig(rule), // httpfilters.go
 				})
 			}
 		}
@@ -194,6 +195,7 @@ func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRo
 	if t := rule.GetTimeout(); t != nil {
 		a.Timeout = durationpb.New(t.AsDuration())
 	}
+	a.RequestMirrorPolicies = mirrorPolicies(snap, vs, rule, port) // httpfilters.go
 	return a
 }
 

@@ -154,7 +154,7 @@ func (c *cache) buildScope(e *scopeEntry) error {
 			e.edsNames = append(e.edsNames, r.Name)
 		}
 	}
-	for _, l := range outboundListeners(scope) {
+	for _, l := range outboundListeners(snap, scope) {
 		c.count("listener")
 		r, err := resource(l.Name, l)
 		if err != nil {

@@ -44,14 +44,14 @@ func (g *Generator) BuildListeners(proxy *model.Proxy) []*listener.Listener {
 }
 
 func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listener {
-	out := append(outboundListeners(snap.ProxyScope(proxy)), virtualInbound(snap, proxy))
+	out := append(outboundListeners(snap, snap.ProxyScope(proxy)), virtualInbound(snap, proxy))
 	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
 // outboundListeners are the listeners every proxy of a scope shares:
 // virtualOutbound and the per-port hand-off listeners.
-func outboundListeners(scope *mesh.Scope) []*listener.Listener {
+func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope) []*listener.Listener {
 	out := []*listener.Listener{virtualOutbound()}
 	seen := map[string]bool{VirtualOutboundListener: true, VirtualInboundListener: true}
 	add := func(l *listener.Listener) {
@@ -71,7 +71,7 @@ func outboundListeners(scope *mesh.Scope) []*listener.Listener {
 					if _, err := netip.ParseAddr(vip); err != nil {
 						continue // a CIDR: no single address to hand off to
 					}
-					add(tcpOutboundListener(vip, port.Number, OutboundClusterName(port.Number, "", svc.Hostname)))
+					add(tcpServiceListener(snap, svc, port, vip, scope.Namespace)) // tcproutes.go
 				}
 			}
 		}
@@ -106,19 +106,6 @@ func httpOutboundListener(port uint32) *listener.Listener {
 					ConfigSource:    adsConfigSource(),
 				}},
 			})},
-		}},
-		TrafficDirection: core.TrafficDirection_OUTBOUND,
-	}
-}
-
-func tcpOutboundListener(vip string, port uint32, clusterName string) *listener.Listener {
-	name := fmt.Sprintf("%s_%d", vip, port)
-	return &listener.Listener{
-		Name:       name,
-		Address:    socketAddress(vip, port),
-		BindToPort: wrapperspb.Bool(false),
-		FilterChains: []*listener.FilterChain{{
-			Filters: []*listener.Filter{tcpProxyFilter("outbound|"+name, clusterName)},
 		}},
 		TrafficDirection: core.TrafficDirection_OUTBOUND,
 	}

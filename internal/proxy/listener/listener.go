@@ -59,8 +59,8 @@ type Listener struct {
 	FiltersTimeout    time.Duration
 	ContinueOnTimeout bool
 	chains            []*filterChain
-	defaultChain *filterChain
-	stats        *stats.ListenerStats
+	defaultChain      *filterChain
+	stats             *stats.ListenerStats
 	// drain ends this version's HTTP connections gracefully once it is
 	// replaced, removed or drained by the admin (hcm.Drain).
 	drain *hcm.Drain

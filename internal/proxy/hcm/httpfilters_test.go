@@ -20,6 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 )
 
 // recorder is a backend that counts requests per path and reports the
@@ -345,5 +347,37 @@ func TestHTTPFilterRefusals(t *testing.T) {
 				t.Errorf("Build: %v, want an error naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestFiltersNotTriggeringAllocateNothing: with a fault that does not fire
+// and a CORS policy, a request without Origin costs the filters no
+// allocation (the benchmark's "configured but not triggering" case).
+func TestFiltersNotTriggeringAllocateNothing(t *testing.T) {
+	rt := filterRoutes(t)[1] // /never: an abort at 0 %
+	rt.TypedPerFilterConfig["envoy.filters.http.cors"] = mustAnyT(t, &corsv3.CorsPolicy{
+		AllowOriginStringMatch: []*matcherv3.StringMatcher{{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "https://ok.example"}}}})
+	h := &hcmv3.HttpConnectionManager{
+		StatPrefix: "test",
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			Name: "r", VirtualHosts: []*routev3.VirtualHost{{Name: "all", Domains: []string{"*"}, Routes: []*routev3.Route{rt}}}}},
+		HttpFilters: []*hcmv3.HttpFilter{{Name: routerFilter}},
+	}
+	withFilters(t)(h)
+	f, err := Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.table().Match("svc", "/never", nil)
+	if r == nil || !f.filters.active(r) {
+		t.Fatal("the route has no filter config")
+	}
+	var hdrs http1.Headers
+	if n := testing.AllocsPerRun(200, func() {
+		if p := f.filters.decide(r, "GET", &hdrs); p.abort || p.preflight || p.corsPolicy != nil {
+			t.Fatal("a filter acted")
+		}
+	}); n != 0 {
+		t.Errorf("decide allocates %v times per request", n)
 	}
 }

@@ -61,7 +61,7 @@ func (r *recorder) count(path string) int {
 	return r.counts[path]
 }
 
-func mustAnyT(t *testing.T, m proto.Message) *anypb.Any {
+func mustAnyT(t testing.TB, m proto.Message) *anypb.Any {
 	t.Helper()
 	a, err := anypb.New(m)
 	if err != nil {
@@ -76,7 +76,7 @@ func hundred(n uint32) *typev3.FractionalPercent {
 
 // filterRoutes are the routes of the filter tests, all to cluster "be"
 // except where a mirror goes to "shadow".
-func filterRoutes(t *testing.T) []*routev3.Route {
+func filterRoutes(t testing.TB) []*routev3.Route {
 	withFault := func(prefix string, f *faultv3.HTTPFault) *routev3.Route {
 		r := prefixRoute(prefix, "be")
 		r.TypedPerFilterConfig = map[string]*anypb.Any{"envoy.filters.http.fault": mustAnyT(t, f)}
@@ -114,7 +114,7 @@ func filterRoutes(t *testing.T) []*routev3.Route {
 	}
 }
 
-func withFilters(t *testing.T) func(*hcmv3.HttpConnectionManager) {
+func withFilters(t testing.TB) func(*hcmv3.HttpConnectionManager) {
 	return func(h *hcmv3.HttpConnectionManager) {
 		h.HttpFilters = append([]*hcmv3.HttpFilter{
 			{Name: "envoy.filters.http.fault", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &faultv3.HTTPFault{})}},
@@ -379,5 +379,40 @@ func TestFiltersNotTriggeringAllocateNothing(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("decide allocates %v times per request", n)
+	}
+}
+
+// BenchmarkFiltersNotTriggering compares a plain route with one whose
+// fault (0 %) and CORS policy are configured but do not act (no Origin),
+// through the HTTP/1.1 codec with keep-alive.
+func BenchmarkFiltersNotTriggering(b *testing.B) {
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	b.Cleanup(be.Close)
+	t := b
+	never := filterRoutes(t)[1]
+	never.TypedPerFilterConfig["envoy.filters.http.cors"] = mustAnyT(t, &corsv3.CorsPolicy{
+		AllowOriginStringMatch: []*matcherv3.StringMatcher{{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "https://ok.example"}}}})
+	for _, bc := range []struct {
+		name  string
+		route *routev3.Route
+		mod   func(*hcmv3.HttpConnectionManager)
+	}{
+		{"plain", prefixRoute("/", "be"), nil},
+		{"fault+cors", never, withFilters(t)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			addr := startH2Proxy(b, CodecStrait, []*routev3.Route{bc.route}, bc.mod, staticCluster("be", strings.TrimPrefix(be.URL, "http://")))
+			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+			url := "http://" + addr + "/never"
+			b.ResetTimer()
+			for b.Loop() {
+				resp, err := c.Get(url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
 	}
 }

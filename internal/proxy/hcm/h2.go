@@ -125,6 +125,13 @@ type prefixConn struct {
 	pre []byte // owned by the reading goroutine
 }
 
+// Buffered and NetConn make prefixConn an http1.BufferedConn, so that
+// http1.Peek sees the socket under it (a client gone during a wait).
+func (c *prefixConn) Buffered() int { return len(c.pre) }
+
+// NetConn returns the wrapped connection.
+func (c *prefixConn) NetConn() net.Conn { return c.Conn }
+
 func (c *prefixConn) Read(p []byte) (int, error) {
 	if len(c.pre) > 0 {
 		n := copy(p, c.pre)

@@ -2,6 +2,7 @@ package hcm
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -414,5 +415,30 @@ func BenchmarkFiltersNotTriggering(b *testing.B) {
 				resp.Body.Close()
 			}
 		})
+	}
+}
+
+// TestFaultDelayEndsWhenClientLeaves: a client that leaves during a fault
+// delay ends it; the request never reaches the upstream (both codecs).
+func TestFaultDelayEndsWhenClientLeaves(t *testing.T) {
+	be := newRecorder(t)
+	slow := prefixRoute("/slow", "be")
+	slow.TypedPerFilterConfig = map[string]*anypb.Any{"envoy.filters.http.fault": mustAnyT(t, &faultv3.HTTPFault{Delay: &faultcommonv3.FaultDelay{
+		FaultDelaySecifier: &faultcommonv3.FaultDelay_FixedDelay{FixedDelay: durationpb.New(time.Second)}, Percentage: hundred(100)}})}
+	for _, codec := range codecs {
+		addr := startH2Proxy(t, codec, []*routev3.Route{slow}, withFilters(t), staticCluster("be", strings.TrimPrefix(be.URL, "http://")))
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "GET /slow/"+string(codec)+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		time.Sleep(50 * time.Millisecond)
+		c.Close()
+	}
+	time.Sleep(1500 * time.Millisecond) // past the delay
+	for _, codec := range codecs {
+		if n := be.count("/slow/" + string(codec)); n != 0 {
+			t.Errorf("%s: the upstream saw the request of a client that left during the delay", codec)
+		}
 	}
 }

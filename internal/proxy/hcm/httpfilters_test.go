@@ -442,3 +442,38 @@ func TestFaultDelayEndsWhenClientLeaves(t *testing.T) {
 		}
 	}
 }
+
+// TestMirrorNeverWaitsForTheShadow: the main request completes while its
+// shadow is still held by the shadow service, and a shadow that fails
+// changes nothing for the client.
+func TestMirrorNeverWaitsForTheShadow(t *testing.T) {
+	be := newRecorder(t)
+	release := make(chan struct{})
+	held := make(chan struct{}, 16)
+	shadow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		held <- struct{}{}
+		<-release
+		w.WriteHeader(500)
+	}))
+	t.Cleanup(shadow.Close)
+	t.Cleanup(func() { close(release) })
+	mirror := prefixRoute("/", "be")
+	mirror.GetRoute().RequestMirrorPolicies = []*routev3.RouteAction_RequestMirrorPolicy{
+		{Cluster: "shadow"}, {Cluster: "missing"}}
+	for _, codec := range codecs {
+		addr := startH2Proxy(t, codec, []*routev3.Route{mirror}, withFilters(t),
+			staticCluster("be", strings.TrimPrefix(be.URL, "http://")), staticCluster("shadow", strings.TrimPrefix(shadow.URL, "http://")))
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + addr + "/m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		wantUpstream(t, resp, string(b))
+		select {
+		case <-held:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the shadow never got its copy", codec)
+		}
+	}
+}

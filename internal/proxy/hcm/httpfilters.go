@@ -10,6 +10,7 @@ package hcm
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -18,6 +19,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
 	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
 // httpFilters are the fault and CORS filters an HCM lists. Immutable once
@@ -27,6 +29,37 @@ type httpFilters struct {
 	faultDefault *fault.Policy // its filter-level HTTPFault (nil: none)
 	cors         bool          // envoy.filters.http.cors is in the chain
 	corsFirst    bool          // CORS runs before the fault filter
+	stats        filterStats
+}
+
+// filterStats are the filters' counters, with Envoy's names under
+// http.<stat_prefix>. (fault.delays_injected, fault.aborts_injected,
+// cors.origin_valid, cors.origin_invalid); all nil without a stats store.
+type filterStats struct {
+	delays, aborts, originValid, originInvalid *atomic.Uint64
+}
+
+func inc(c *atomic.Uint64) {
+	if c != nil {
+		c.Add(1)
+	}
+}
+
+// UseStats gives the filter its counters in st. Call it before the Filter
+// serves a connection.
+func (f *Filter) UseStats(st *stats.Store) {
+	if st == nil {
+		return
+	}
+	p := "http." + f.StatPrefix + "."
+	if f.filters.fault {
+		f.filters.stats.delays = st.Counter(p + "fault.delays_injected")
+		f.filters.stats.aborts = st.Counter(p + "fault.aborts_injected")
+	}
+	if f.filters.cors {
+		f.filters.stats.originValid = st.Counter(p + "cors.origin_valid")
+		f.filters.stats.originInvalid = st.Counter(p + "cors.origin_invalid")
+	}
 }
 
 // add records hf when it is one of the filters this file runs; known
@@ -107,6 +140,13 @@ func (hf *httpFilters) decide(rt *route.Route, method string, h httpfilter.Heade
 			return false
 		}
 		v := corsPolicy.Check(method, h)
+		if v.Kind != cors.Pass {
+			if v.Origin != "" {
+				inc(hf.stats.originValid)
+			} else {
+				inc(hf.stats.originInvalid)
+			}
+		}
 		switch v.Kind {
 		case cors.Preflight:
 			p.preflight, p.corsPolicy, p.corsVerdict = true, corsPolicy, v
@@ -124,7 +164,11 @@ func (hf *httpFilters) decide(rt *route.Route, method string, h httpfilter.Heade
 	if hf.fault && fp != nil {
 		d := fp.Decide(h)
 		p.delay = d.Delay
+		if d.Delay > 0 {
+			inc(hf.stats.delays)
+		}
 		if d.Abort {
+			inc(hf.stats.aborts)
 			p.abort, p.status, p.grpc = true, d.Status, d.GRPC
 			return p
 		}

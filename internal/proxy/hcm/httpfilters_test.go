@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
 // recorder is a backend that counts requests per path and reports the
@@ -474,6 +475,48 @@ func TestMirrorNeverWaitsForTheShadow(t *testing.T) {
 		case <-held:
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: the shadow never got its copy", codec)
+		}
+	}
+}
+
+// TestFilterStats: the filters count what they do under Envoy's names.
+func TestFilterStats(t *testing.T) {
+	h := &hcmv3.HttpConnectionManager{
+		StatPrefix: "outbound_0.0.0.0_80",
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			Name: "r", VirtualHosts: []*routev3.VirtualHost{{Name: "all", Domains: []string{"*"}, Routes: filterRoutes(t)}}}},
+		HttpFilters: []*hcmv3.HttpFilter{{Name: routerFilter}},
+	}
+	withFilters(t)(h)
+	f, err := Build(h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := stats.New()
+	f.UseStats(st)
+	run := func(path, origin string) {
+		rt := f.table().Match("svc", path, nil)
+		hdr := http.Header{}
+		if origin != "" {
+			hdr.Set("Origin", origin)
+		}
+		f.filters.decide(rt, "GET", requestHeaders(hdr))
+	}
+	run("/abort", "")
+	run("/abort", "")
+	run("/delay", "")
+	run("/cors", "https://ok.example")
+	run("/cors", "https://evil.example")
+	run("/cors", "https://evil.example")
+	run("/cors", "")
+	for name, want := range map[string]uint64{
+		"http.outbound_0.0.0.0_80.fault.aborts_injected": 2,
+		"http.outbound_0.0.0.0_80.fault.delays_injected": 1,
+		"http.outbound_0.0.0.0_80.cors.origin_valid":     1,
+		"http.outbound_0.0.0.0_80.cors.origin_invalid":   2,
+	} {
+		if got := st.Counter(name).Load(); got != want {
+			t.Errorf("%s = %d, want %d", name, got, want)
 		}
 	}
 }

@@ -235,6 +235,7 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 			if err != nil {
 				return fmt.Errorf("filter %q: %w", f.GetName(), err)
 			}
+			h.UseStats(d.Stats)
 			c.http = h
 		case ignoredNetworkFilters[f.GetName()]:
 		default:

@@ -280,6 +280,7 @@ func (c *h1conn) closeGracefully() {
 // connection can carry another.
 func (c *h1conn) serveRequest() bool {
 	req := &c.req
+	c.fresp = filterResponse{} // the filters' response headers (h1filters.go)
 	table := c.filter.table()
 	if table == nil {
 		return c.localReply(404, "NR", "")
@@ -288,7 +289,6 @@ func (c *h1conn) serveRequest() bool {
 	if rt == nil {
 		return c.localReply(404, "NR", "")
 	}
-	c.fresp = filterResponse{}
 	if c.filter.filters.active(rt) {
 		if done, keep := c.runFilters(rt); done { // h1filters.go
 			return keep

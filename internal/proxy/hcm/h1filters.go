@@ -149,6 +149,28 @@ func (r *filterResponse) appendResponseHeaders(w []byte) []byte {
 	return w
 }
 
+// appendLocalReplyHeaders appends a router local reply's response flags
+// (after the filters' own, "DI,UH") and the CORS headers of an actual
+// request from an allowed origin, as Envoy's CORS filter adds them to the
+// local replies that pass through it.
+func (r *filterResponse) appendLocalReplyHeaders(w []byte, flags string) []byte {
+	if r.cors != nil {
+		w = r.cors.AppendResponseHeaders(w, r.verdict)
+	}
+	if flags == "" && r.flags == "" {
+		return w
+	}
+	w = append(w, "x-strait-response-flags: "...)
+	if r.flags != "" {
+		w = append(w, r.flags...)
+		if flags != "" {
+			w = append(w, ',')
+		}
+	}
+	w = append(w, flags...)
+	return append(w, "\r\n"...)
+}
+
 // setResponseHeaders puts the filters' response headers into h (the
 // HTTP/2 upstream's response on the HTTP/1.1 path, and the HTTP/2 and
 // net/http paths).
@@ -157,6 +179,10 @@ func (r *filterResponse) setResponseHeaders(h http.Header) {
 		r.cors.ResponseHeaders(r.verdict, h.Set)
 	}
 	if r.flags != "" {
-		h.Set("X-Strait-Response-Flags", r.flags)
+		if local := h.Get("X-Strait-Response-Flags"); local != "" {
+			h.Set("X-Strait-Response-Flags", r.flags+","+local) // a local reply's own
+		} else {
+			h.Set("X-Strait-Response-Flags", r.flags)
+		}
 	}
 }

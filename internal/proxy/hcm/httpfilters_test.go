@@ -520,3 +520,43 @@ func TestFilterStats(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalRepliesCarryFilterHeaders: a router local reply (here no
+// healthy upstream) to an actual CORS request from an allowed origin gets
+// the CORS headers, and after a delay both response flags.
+func TestLocalRepliesCarryFilterHeaders(t *testing.T) {
+	delayed := prefixRoute("/d", "empty")
+	delayed.TypedPerFilterConfig = map[string]*anypb.Any{
+		"envoy.filters.http.fault": mustAnyT(t, &faultv3.HTTPFault{Delay: &faultcommonv3.FaultDelay{
+			FaultDelaySecifier: &faultcommonv3.FaultDelay_FixedDelay{FixedDelay: durationpb.New(time.Millisecond)}, Percentage: hundred(100)}}),
+		"envoy.filters.http.cors": mustAnyT(t, &corsv3.CorsPolicy{
+			AllowOriginStringMatch: []*matcherv3.StringMatcher{{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "https://ok.example"}}}}),
+	}
+	for _, codec := range codecs {
+		addr := startH2Proxy(t, codec, []*routev3.Route{delayed, prefixRoute("/", "empty")}, withFilters(t), staticCluster("empty"))
+		for _, cl := range []*http.Client{{Timeout: 10 * time.Second}, h2cClient()} {
+			c := cl
+			get := func(path string) *http.Response {
+				req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+				req.Header.Set("Origin", "https://ok.example")
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp
+			}
+			resp := get("/d")
+			if resp.StatusCode != 503 || resp.Header.Get("Access-Control-Allow-Origin") != "https://ok.example" || resp.Header.Get("X-Strait-Response-Flags") != "DI,UH" {
+				t.Errorf("%s: %d allow-origin %q flags %q; want 503, the origin, DI,UH", codec, resp.StatusCode,
+					resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("X-Strait-Response-Flags"))
+			}
+			// The next request on the connection has no CORS policy: no
+			// header is left over.
+			resp = get("/other")
+			if resp.Header.Get("Access-Control-Allow-Origin") != "" || resp.Header.Get("X-Strait-Response-Flags") != "UH" {
+				t.Errorf("%s: next request got allow-origin %q flags %q", codec, resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("X-Strait-Response-Flags"))
+			}
+		}
+	}
+}

@@ -141,7 +141,7 @@ func (s *Server) mirrorStream(mirrors []route.Mirror, r *http.Request) {
 		h := r.Header.Clone()
 		removeHop(h)
 		u := &url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-		s.shadow.send(m, r.Method, u, r.Host, h, body)
+		s.shadow.send(m, r.Method, u, r.Host, h, body) //nolint:contextcheck // a shadow outlives its request on purpose; the server's context bounds it
 	}
 }
 

@@ -166,6 +166,13 @@ func (p *prefixedConn) Read(b []byte) (int, error) {
 	return p.Conn.Read(b)
 }
 
+// Buffered and NetConn make prefixedConn an http1.BufferedConn, so that
+// the HTTP/1.1 path can still peek at the socket under it.
+func (p *prefixedConn) Buffered() int { return len(p.pre) }
+
+// NetConn returns the wrapped connection.
+func (p *prefixedConn) NetConn() net.Conn { return p.Conn }
+
 // CloseWrite half-closes the underlying connection when it can (tcp_proxy
 // propagates half-closes).
 func (p *prefixedConn) CloseWrite() error {

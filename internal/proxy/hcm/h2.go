@@ -132,6 +132,8 @@ func (c *prefixConn) Buffered() int { return len(c.pre) }
 // NetConn returns the wrapped connection.
 func (c *prefixConn) NetConn() net.Conn { return c.Conn }
 
+var _ http1.BufferedConn = (*prefixConn)(nil)
+
 func (c *prefixConn) Read(p []byte) (int, error) {
 	if len(c.pre) > 0 {
 		n := copy(p, c.pre)

@@ -19,6 +19,8 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 )
 
 const (
@@ -181,3 +183,5 @@ func (p *prefixedConn) CloseWrite() error {
 	}
 	return p.Conn.Close()
 }
+
+var _ http1.BufferedConn = (*prefixedConn)(nil)

@@ -169,3 +169,52 @@ func TestParseWrongType(t *testing.T) {
 		t.Errorf("Parse of a FaultDelay: %v", err)
 	}
 }
+
+// TestBounds pins the edges of the ranges the filter accepts: HTTP
+// statuses 200 to 599 (config and header), gRPC statuses from 0, a zero
+// fixed delay, and the cap on a client-chosen delay.
+func TestBounds(t *testing.T) {
+	for _, tc := range []struct {
+		status uint32
+		ok     bool
+	}{{199, false}, {200, true}, {599, true}, {600, false}} {
+		_, err := Build(&faultv3.HTTPFault{Abort: httpAbort(tc.status, nil)})
+		if (err == nil) != tc.ok {
+			t.Errorf("abort.http_status %d: %v, want ok %v", tc.status, err, tc.ok)
+		}
+	}
+	p := mustBuild(t, &faultv3.HTTPFault{Delay: fixedDelay(0, pct(100, typev3.FractionalPercent_HUNDRED))})
+	if d := p.Decide(headers{}); d.Delay != 0 || d.Abort {
+		t.Errorf("zero fixed_delay: %+v", d)
+	}
+	header := mustBuild(t, &faultv3.HTTPFault{
+		Delay: &faultcommonv3.FaultDelay{FaultDelaySecifier: &faultcommonv3.FaultDelay_HeaderDelay_{HeaderDelay: &faultcommonv3.FaultDelay_HeaderDelay{}},
+			Percentage: pct(100, typev3.FractionalPercent_HUNDRED)},
+		Abort: &faultv3.FaultAbort{ErrorType: &faultv3.FaultAbort_HeaderAbort_{HeaderAbort: &faultv3.FaultAbort_HeaderAbort{}},
+			Percentage: pct(100, typev3.FractionalPercent_HUNDRED)},
+	})
+	for _, tc := range []struct {
+		h      headers
+		abort  bool
+		status int
+		grpc   int
+	}{
+		{headers{"x-envoy-fault-abort-request": "199"}, false, 0, 0},
+		{headers{"x-envoy-fault-abort-request": "200"}, true, 200, -1},
+		{headers{"x-envoy-fault-abort-request": "599"}, true, 599, -1},
+		{headers{"x-envoy-fault-abort-request": "600"}, false, 0, 0},
+		{headers{"x-envoy-fault-abort-grpc-request": "0"}, true, 200, 0},
+		{headers{"x-envoy-fault-abort-grpc-request": "-1"}, false, 0, 0},
+	} {
+		d := header.Decide(tc.h)
+		if d.Abort != tc.abort || (tc.abort && (d.Status != tc.status || d.GRPC != tc.grpc)) {
+			t.Errorf("%v: %+v, want abort %v status %d grpc %d", tc.h, d, tc.abort, tc.status, tc.grpc)
+		}
+	}
+	if d := header.Decide(headers{"x-envoy-fault-delay-request": "100000000000"}); d.Delay != 24*time.Hour {
+		t.Errorf("a huge header delay: %v, want the 24h cap", d.Delay)
+	}
+	if d := header.Decide(headers{"x-envoy-fault-delay-request": "86399999"}); d.Delay != 86399999*time.Millisecond {
+		t.Errorf("a header delay under the cap: %v", d.Delay)
+	}
+}

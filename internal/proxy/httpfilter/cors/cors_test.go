@@ -8,6 +8,7 @@ import (
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -162,5 +163,57 @@ func TestBuildRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Build(%v) = %v, want an error naming %q", tc.m, err, tc.want)
 		}
+	}
+}
+
+// TestResponseHeadersOnlyForAllowedActual: nothing is added for a refused
+// origin or a preflight verdict, and a policy without allow_credentials
+// adds no credentials header.
+func TestResponseHeadersOnlyForAllowedActual(t *testing.T) {
+	p := mustBuild(t, &corsv3.CorsPolicy{AllowOriginStringMatch: []*matcherv3.StringMatcher{exact("https://a.example")}})
+	for _, v := range []Verdict{{Kind: Actual}, {Kind: Preflight, Origin: "https://a.example"}, {}} {
+		if got := collect(func(set func(string, string)) { p.ResponseHeaders(v, set) }); len(got) != 0 {
+			t.Errorf("ResponseHeaders(%+v) = %v, want none", v, got)
+		}
+		if w := p.AppendResponseHeaders(nil, v); len(w) != 0 {
+			t.Errorf("AppendResponseHeaders(%+v) = %q, want none", v, w)
+		}
+		if p.Replaces(v, []byte(AllowOrigin)) {
+			t.Errorf("Replaces(%+v, allow-origin) = true", v)
+		}
+	}
+	v := Verdict{Kind: Actual, Origin: "https://a.example"}
+	if got := collect(func(set func(string, string)) { p.ResponseHeaders(v, set) }); len(got) != 1 || got[AllowOrigin] != "https://a.example" {
+		t.Errorf("ResponseHeaders without credentials or expose: %v", got)
+	}
+	if w := string(p.AppendResponseHeaders(nil, v)); w != "access-control-allow-origin: https://a.example\r\n" {
+		t.Errorf("AppendResponseHeaders = %q", w)
+	}
+	if p.Replaces(v, []byte(AllowCredentials)) || p.Replaces(v, []byte(ExposeHeaders)) {
+		t.Error("Replaces a header the policy does not set")
+	}
+	h := headers{"origin": "https://a.example", "access-control-request-method": "GET"}
+	if got := collect(func(set func(string, string)) { p.PreflightHeaders(p.Check("OPTIONS", h), h, set) }); len(got) != 1 {
+		t.Errorf("preflight of a bare policy: %v, want only the origin", got)
+	}
+}
+
+func TestParse(t *testing.T) {
+	a, _ := anypb.New(&corsv3.CorsPolicy{AllowMethods: "GET"})
+	if p, err := Parse(a); err != nil || p.methods != "GET" {
+		t.Errorf("Parse: %+v, %v", p, err)
+	}
+	wrong, _ := anypb.New(&corsv3.Cors{})
+	if _, err := Parse(wrong); err == nil || !strings.Contains(err.Error(), "CorsPolicy") {
+		t.Errorf("Parse of a Cors: %v", err)
+	}
+	if err := ParseFilter(nil); err != nil {
+		t.Errorf("ParseFilter(nil): %v", err)
+	}
+	if err := ParseFilter(wrong); err != nil {
+		t.Errorf("ParseFilter(Cors): %v", err)
+	}
+	if err := ParseFilter(a); err == nil || !strings.Contains(err.Error(), "v3.Cors") {
+		t.Errorf("ParseFilter of a CorsPolicy: %v", err)
 	}
 }

@@ -63,6 +63,7 @@ var scenarios = []scenario{
 	// Fault injection, CORS and mirroring (httpfilters.go).
 	{dir: "filters", proxies: []string{
 		"sidecar~10.97.0.10~client.app~app.svc.cluster.local",
+		"sidecar~10.97.0.11~other.app~app.svc.cluster.local",
 	}},
 }
 

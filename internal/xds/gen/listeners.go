@@ -44,14 +44,19 @@ func (g *Generator) BuildListeners(proxy *model.Proxy) []*listener.Listener {
 }
 
 func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listener {
-	out := append(outboundListeners(snap, snap.ProxyScope(proxy)), virtualInbound(snap, proxy))
+	labels, known := proxyLabels(snap, proxy)
+	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
+	out = append(out, virtualInbound(snap, proxy))
 	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
 // outboundListeners are the listeners every proxy of a scope shares:
-// virtualOutbound and the per-port hand-off listeners.
-func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope) []*listener.Listener {
+// virtualOutbound and the per-port hand-off listeners. Built for a scope
+// (labelsKnown false), it also returns the TCP listeners whose routes
+// match on sourceLabels, which each proxy needs built with its own labels.
+func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string]string, labelsKnown bool) ([]*listener.Listener, []labelListener) {
+	var byLabels []labelListener
 	out := []*listener.Listener{virtualOutbound()}
 	seen := map[string]bool{VirtualOutboundListener: true, VirtualInboundListener: true}
 	add := func(l *listener.Listener) {
@@ -71,12 +76,29 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope) []*listener.Liste
 					if _, err := netip.ParseAddr(vip); err != nil {
 						continue // a CIDR: no single address to hand off to
 					}
-					add(tcpServiceListener(snap, svc, port, vip, scope.Namespace)) // tcproutes.go
+					src := &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: labelsKnown}
+					l := tcpServiceListener(snap, svc, port, vip, src) // tcproutes.go
+					if !seen[l.Name] && src.usedLabels {
+						byLabels = append(byLabels, labelListener{svc: svc, port: port, vip: vip})
+					}
+					add(l)
 				}
 			}
 		}
 	}
-	return out
+	return out, byLabels
+}
+
+// proxyLabels are the labels of the proxy's WorkloadEntry (known false
+// when none is at its address).
+func proxyLabels(snap *mesh.Snapshot, proxy *model.Proxy) (map[string]string, bool) {
+	if proxy == nil {
+		return nil, false
+	}
+	if w := snap.WorkloadByIP(proxy.IP); w != nil {
+		return w.Labels, true
+	}
+	return nil, true // no workload: no labels, so no sourceLabels match applies
 }
 
 func virtualOutbound() *listener.Listener {

@@ -29,10 +29,31 @@ import (
 
 const tlsInspectorFilterName = "envoy.filters.listener.tls_inspector"
 
+// l4Source is the proxy side of a tcp or tls match: the proxies' namespace
+// and, for one proxy, its workload's labels. Listeners shared by a scope
+// are built without labels (labelsKnown false); a match on sourceLabels
+// then does not apply, and the listener is marked as depending on labels
+// so that each proxy gets its own (Generate).
+type l4Source struct {
+	ns          string
+	labels      map[string]string
+	labelsKnown bool
+	// usedLabels is set when a match on sourceLabels was met.
+	usedLabels bool
+}
+
+// labelListener names a listener built per proxy: a TCP service port on
+// one VIP whose routes match on sourceLabels.
+type labelListener struct {
+	svc  *mesh.Service
+	port mesh.Port
+	vip  string
+}
+
 // tcpServiceListener is the outbound listener of a TCP (or TLS) service
 // port on one VIP, with the filter chains of the service's tcp or tls
-// routes for proxies of namespace ns.
-func tcpServiceListener(snap *mesh.Snapshot, svc *mesh.Service, port mesh.Port, vip, ns string) *listener.Listener {
+// routes for the proxies src describes.
+func tcpServiceListener(snap *mesh.Snapshot, svc *mesh.Service, port mesh.Port, vip string, src *l4Source) *listener.Listener {
 	name := fmt.Sprintf("%s_%d", vip, port.Number)
 	defaultCluster := OutboundClusterName(port.Number, "", svc.Hostname)
 	if len(svc.Ports) == 1 {
@@ -43,10 +64,10 @@ func tcpServiceListener(snap *mesh.Snapshot, svc *mesh.Service, port mesh.Port, 
 	if port.Protocol == protocol.TLS || port.Protocol == protocol.HTTPS {
 		// With tls routes, a connection whose SNI matches none of them
 		// has no chain (Istio adds the default chain only without them).
-		chains = tlsRouteChains(snap, svc, port.Number, ns)
+		chains = tlsRouteChains(snap, svc, port.Number, src)
 		routed = len(chains) > 0
 	} else {
-		chains = tcpRouteChains(snap, svc, port.Number, ns)
+		chains = tcpRouteChains(snap, svc, port.Number, src)
 		routed = slices.ContainsFunc(chains, func(c *listener.FilterChain) bool { return c.FilterChainMatch == nil })
 	}
 	if !routed {
@@ -70,21 +91,33 @@ func tcpServiceListener(snap *mesh.Snapshot, svc *mesh.Service, port mesh.Port, 
 	return l
 }
 
-// l4MatchApplies is Istio's matchTCP/matchTLS for a sidecar of namespace
-// ns on port: the mesh gateway, the port, the source namespace. A match
-// with sourceLabels never applies here: listeners are shared by every
-// proxy of a scope, so that condition is not honoured (config validation
-// refuses it).
-func l4MatchApplies(gateways []string, matchPort, port uint32, sourceNS, ns string, sourceLabels map[string]string) bool {
-	return appliesToMesh(gateways) && (matchPort == 0 || matchPort == port) &&
-		(sourceNS == "" || sourceNS == ns) && len(sourceLabels) == 0
+// l4MatchApplies is Istio's matchTCP/matchTLS for the proxies of src on
+// port: the mesh gateway, the port, the source namespace, and the source
+// labels (a subset of the proxy's workload labels).
+func l4MatchApplies(gateways []string, matchPort, port uint32, sourceNS string, sourceLabels map[string]string, src *l4Source) bool {
+	if !appliesToMesh(gateways) || (matchPort != 0 && matchPort != port) || (sourceNS != "" && sourceNS != src.ns) {
+		return false
+	}
+	if len(sourceLabels) == 0 {
+		return true
+	}
+	src.usedLabels = true
+	if !src.labelsKnown {
+		return false
+	}
+	for k, v := range sourceLabels {
+		if got, ok := src.labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // tcpRouteChains are the chains of the tcp rules of svc's VirtualServices:
 // the first rule without a destinationSubnets match becomes the default
 // chain and ends the list; a rule matched on subnets gets a chain with
 // those prefix ranges.
-func tcpRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, ns string) []*listener.FilterChain {
+func tcpRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src *l4Source) []*listener.FilterChain {
 	var out []*listener.FilterChain
 	for _, vs := range snap.VirtualServices(svc.Hostname) {
 		spec := vs.VirtualService()
@@ -101,7 +134,7 @@ func tcpRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, ns stri
 			}
 			var subnets []string
 			for _, m := range rule.Match {
-				if !l4MatchApplies(m.Gateways, m.Port, port, m.SourceNamespace, ns, m.SourceLabels) {
+				if !l4MatchApplies(m.Gateways, m.Port, port, m.SourceNamespace, m.SourceLabels, src) {
 					continue
 				}
 				if len(m.DestinationSubnets) == 0 {
@@ -122,7 +155,7 @@ func tcpRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, ns stri
 
 // tlsRouteChains are the chains of the tls rules of svc's VirtualServices,
 // one per distinct (sniHosts, destinationSubnets) match.
-func tlsRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, ns string) []*listener.FilterChain {
+func tlsRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src *l4Source) []*listener.FilterChain {
 	var out []*listener.FilterChain
 	seen := map[string]bool{}
 	for _, vs := range snap.VirtualServices(svc.Hostname) {
@@ -135,7 +168,7 @@ func tlsRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, ns stri
 				continue
 			}
 			for _, m := range rule.Match {
-				if !l4MatchApplies(m.Gateways, m.Port, port, m.SourceNamespace, ns, m.SourceLabels) {
+				if !l4MatchApplies(m.Gateways, m.Port, port, m.SourceNamespace, m.SourceLabels, src) {
 					continue
 				}
 				key := strings.Join(m.SniHosts, ",") + "|" + strings.Join(m.DestinationSubnets, ",")

@@ -10,8 +10,9 @@
 //	                         answer x-echo-fail-status (default 503); later ones 200
 //	x-echo-response-header: NAME=VALUE   set a response header (repeatable)
 //
-// GET /_echo/count?key=K reports how many requests carried key K, so a test
-// can count attempts (retries, mirrors). The --status flag makes every
+// GET /_echo/count?key=K reports how many requests carried key K and the
+// Host of the last one, so a test can count attempts (retries, mirrors) and
+// see where they were addressed (a mirror's "-shadow" host). The --status flag makes every
 // answer that status (a bad host for outlier detection tests).
 package main
 
@@ -84,19 +85,27 @@ func run(args []string) error {
 	return nil
 }
 
+// keyCount is the answer of /_echo/count.
+type keyCount struct {
+	Count int    `json:"count"`
+	Host  string `json:"host,omitempty"`
+}
+
 // handler is the echo handler with no forced status.
 func handler(version, pod string) http.Handler { return newHandler(version, pod, 0) }
 
 func newHandler(version, pod string, status int) http.Handler {
 	var mu sync.Mutex
 	counts := map[string]int{}
+	hosts := map[string]string{} // the last Host seen per key
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/_echo/count" {
+			key := r.URL.Query().Get("key")
 			mu.Lock()
-			n := counts[r.URL.Query().Get("key")]
+			c := keyCount{Count: counts[key], Host: hosts[key]}
 			mu.Unlock()
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]int{"count": n})
+			_ = json.NewEncoder(w).Encode(c)
 			return
 		}
 		rep := Reply{Version: version, Pod: pod, Remote: r.RemoteAddr, Host: r.Host, Path: r.URL.Path,
@@ -108,6 +117,7 @@ func newHandler(version, pod string, status int) http.Handler {
 		if key := r.Header.Get("X-Echo-Key"); key != "" {
 			mu.Lock()
 			counts[key]++
+			hosts[key] = r.Host
 			rep.Attempt = counts[key]
 			mu.Unlock()
 			if n, err := strconv.Atoi(r.Header.Get("X-Echo-Fail")); err == nil && rep.Attempt <= n {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -63,9 +64,9 @@ func TestHandlerBehaviours(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cr.Body.Close()
-	var c map[string]int
-	if err := json.NewDecoder(cr.Body).Decode(&c); err != nil || c["count"] != 3 {
-		t.Fatalf("count = %v, %v", c, err)
+	var c keyCount
+	if err := json.NewDecoder(cr.Body).Decode(&c); err != nil || c.Count != 3 || c.Host != strings.TrimPrefix(srv.URL, "http://") {
+		t.Fatalf("count = %+v, %v; want 3 and the host the requests carried", c, err)
 	}
 }
 

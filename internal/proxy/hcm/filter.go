@@ -29,8 +29,6 @@ const routerFilter = "envoy.filters.http.router"
 
 // ignoredHTTPFilters are HTTP filters we accept and do not run yet.
 var ignoredHTTPFilters = map[string]bool{
-	"envoy.filters.http.cors":       true,
-	"envoy.filters.http.fault":      true,
 	"envoy.filters.http.grpc_stats": true,
 	"istio.alpn":                    true,
 	"istio.stats":                   true,
@@ -52,6 +50,7 @@ type Filter struct {
 	codec      hcmv3.HttpConnectionManager_CodecType
 	h2         *http2.Server   // serves HTTP/2 connections (h2.go)
 	upgrades   map[string]bool // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
+	filters    httpFilters     // the fault and CORS filters (httpfilters.go)
 	Limits     Limits
 }
 
@@ -131,8 +130,12 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 	if len(filters) == 0 || filters[len(filters)-1].GetName() != routerFilter {
 		return nil, fmt.Errorf("http_filters must end with %s", routerFilter)
 	}
-	for _, hf := range filters[:len(filters)-1] {
-		if !ignoredHTTPFilters[hf.GetName()] && !hf.GetIsOptional() {
+	for i, hf := range filters[:len(filters)-1] {
+		known, err := f.filters.add(hf) // httpfilters.go
+		if err != nil {
+			return nil, fmt.Errorf("http_filters[%d] %q: %w", i, hf.GetName(), err)
+		}
+		if !known && !ignoredHTTPFilters[hf.GetName()] && !hf.GetIsOptional() {
 			return nil, fmt.Errorf("http filter %q is not supported", hf.GetName())
 		}
 	}

@@ -84,6 +84,8 @@ type h1conn struct {
 
 	drain *Drain       // nil: the connection never drains
 	idle  atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
+
+	fresp filterResponse // the HTTP filters' response headers (h1filters.go)
 }
 
 func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
@@ -285,6 +287,7 @@ func (c *h1conn) closeGracefully() {
 func (c *h1conn) serveRequest() bool {
 	req := &c.req
 	c.resetRouterState()
+	c.fresp = filterResponse{} // the filters' response headers (h1filters.go)
 	table := c.filter.table()
 	if table == nil {
 		return c.localReply(404, "NR", "")
@@ -292,6 +295,11 @@ func (c *h1conn) serveRequest() bool {
 	rt := table.MatchHeaders(http1.UnsafeString(req.Host), http1.UnsafeString(req.Path), &req.Headers)
 	if rt == nil {
 		return c.localReply(404, "NR", "")
+	}
+	if c.filter.filters.active(rt) {
+		if done, keep := c.runFilters(rt); done { // h1filters.go
+			return keep
+		}
 	}
 	if rt.Redirect != nil {
 		return c.redirectReply(rt)
@@ -838,6 +846,9 @@ func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 		if len(h.Name) == 14 && http1.EqualFold(h.Name, "Content-Length") {
 			continue
 		}
+		if c.fresp.skipResponseHeader(h.Name) {
+			continue
+		}
 		w = http1.AppendHeader(w, h.Name, h.Value)
 	}
 	if resp.Status < 200 {
@@ -846,6 +857,7 @@ func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 	for i := range c.respExtra {
 		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}
+	w = c.fresp.appendResponseHeaders(w)
 	switch resp.Framing {
 	case http1.FramingLength:
 		w = append(w, "content-length: "...)

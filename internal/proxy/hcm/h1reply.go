@@ -49,11 +49,7 @@ func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
 	w = append(w, ' ')
 	w = append(w, reasonPhrase(code)...)
 	w = append(w, "\r\n"...)
-	if flags != "" {
-		w = append(w, "x-strait-response-flags: "...)
-		w = append(w, flags...)
-		w = append(w, "\r\n"...)
-	}
+	w = c.fresp.appendLocalReplyHeaders(w, flags) // h1filters.go
 	for i := range c.respExtra {
 		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}

@@ -126,6 +126,15 @@ type prefixConn struct {
 	pre []byte // owned by the reading goroutine
 }
 
+// Buffered and NetConn make prefixConn an http1.BufferedConn, so that
+// http1.Peek sees the socket under it (a client gone during a wait).
+func (c *prefixConn) Buffered() int { return len(c.pre) }
+
+// NetConn returns the wrapped connection.
+func (c *prefixConn) NetConn() net.Conn { return c.Conn }
+
+var _ http1.BufferedConn = (*prefixConn)(nil)
+
 func (c *prefixConn) Read(p []byte) (int, error) {
 	if len(c.pre) > 0 {
 		n := copy(p, c.pre)
@@ -199,6 +208,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if rt == nil {
 		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
 		return
+	}
+	if c.filter.filters.active(rt) {
+		var done bool
+		if w, done = s.streamFilters(w, r, c.filter, rt, true); done { // streamfilters.go
+			return
+		}
 	}
 	if localRouteReply(w, r, rt, path) {
 		return
@@ -329,7 +344,11 @@ func teTrailers(vv []string) bool {
 // Grpc::Common::hasGrpcContentType: application/grpc, optionally followed
 // by "+format" or ";params"; gRPC-Web is not).
 func isGRPC(h http.Header) bool {
-	ct := h.Get("Content-Type")
+	return grpcContentType(h.Get("Content-Type"))
+}
+
+// grpcContentType reports whether a content-type is gRPC's.
+func grpcContentType(ct string) bool {
 	const g = "application/grpc"
 	if !strings.HasPrefix(ct, g) {
 		return false

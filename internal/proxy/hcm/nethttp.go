@@ -110,6 +110,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		localReply(w, http.StatusNotFound, "NR", "")
 		return
 	}
+	if c.filter.filters.active(rt) {
+		var done bool
+		if w, done = s.streamFilters(w, r, c.filter, rt, false); done { // streamfilters.go
+			return
+		}
+	}
 	if localRouteReply(w, r, rt, path) {
 		return
 	}

@@ -31,6 +31,7 @@ type Server struct {
 	srv      *http.Server // CodecNetHTTP
 	ln       *chanListener
 	done     chan struct{}
+	shadow   *shadowing // request mirrors (mirror.go)
 
 	mu     sync.Mutex // guards conns and closed (CodecStrait, HTTP/2)
 	conns  map[net.Conn]struct{}
@@ -87,6 +88,7 @@ func NewServer(o Options) *Server {
 		codec:    o.Codec,
 		conns:    map[net.Conn]struct{}{},
 	}
+	s.shadow = newShadowing(s.log, o.Clusters)
 	if s.codec == "" {
 		s.codec = CodecStrait
 	}
@@ -153,6 +155,7 @@ func (s *Server) Close() error {
 	for c := range conns {
 		c.Close()
 	}
+	s.shadow.close()
 	if s.codec == CodecStrait {
 		return nil
 	}

@@ -72,7 +72,17 @@ func (m *Manager) handoffTarget(self *Listener, dst netip.AddrPort) *Listener {
 // serve runs c on l's matching filter chain. src, when valid, is the
 // original source its upstream connections must use.
 func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster.OriginalSource) {
-	fc := l.match(dst)
+	var in inspection
+	if l.TLSInspector {
+		var ok bool
+		c, in, ok = inspectTLS(c, l.FiltersTimeout, l.ContinueOnTimeout) // tlsinspector.go
+		if !ok {
+			m.log.Debug("listener filters timed out; closing", "listener", l.Name, "destination", dst.String())
+			c.Close()
+			return
+		}
+	}
+	fc := l.match(dst, in)
 	if fc == nil {
 		m.log.Debug("no filter chain matched; closing", "listener", l.Name, "destination", dst.String())
 		c.Close()

@@ -3,6 +3,8 @@ package listener
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
@@ -12,12 +14,14 @@ import (
 
 // filterChain is one built filter chain. Exactly one of tcp and http is set.
 type filterChain struct {
-	name      string
-	isDefault bool // no filter_chain_match criteria
-	port      uint32
-	prefixes  []netip.Prefix
-	tcp       *tcpproxy.Filter
-	http      *hcm.Filter
+	name        string
+	isDefault   bool // no filter_chain_match criteria
+	port        uint32
+	prefixes    []netip.Prefix
+	serverNames []string // lower case; "*.example.com" is a wildcard
+	transport   string   // transport_protocol: "", "tls" or "raw_buffer"
+	tcp         *tcpproxy.Filter
+	http        *hcm.Filter
 }
 
 func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
@@ -30,15 +34,23 @@ func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 		c.isDefault = true
 	} else {
 		switch tp := m.GetTransportProtocol(); tp {
-		case "", "raw_buffer":
+		case "", transportRaw, transportTLS:
+			c.transport = tp
 		default:
-			return nil, fmt.Errorf("filter_chain_match.transport_protocol %q is not supported", tp)
+			return nil, fmt.Errorf("filter_chain_match.transport_protocol %q is not supported (want raw_buffer or tls)", tp)
 		}
-		if len(m.GetServerNames()) > 0 || len(m.GetApplicationProtocols()) > 0 ||
+		if len(m.GetApplicationProtocols()) > 0 ||
 			len(m.GetSourcePrefixRanges()) > 0 || len(m.GetDirectSourcePrefixRanges()) > 0 ||
 			len(m.GetSourcePorts()) > 0 || m.GetSourceType() != listenerv3.FilterChainMatch_ANY ||
 			m.GetAddressSuffix() != "" || m.GetSuffixLen() != nil {
-			return nil, fmt.Errorf("filter_chain_match: only destination_port and prefix_ranges are supported")
+			return nil, fmt.Errorf("filter_chain_match: only destination_port, prefix_ranges, server_names and transport_protocol are supported")
+		}
+		for _, n := range m.GetServerNames() {
+			n = strings.ToLower(n)
+			if n == "" || (strings.Contains(n, "*") && !(strings.HasPrefix(n, "*.") && strings.Count(n, "*") == 1)) {
+				return nil, fmt.Errorf("filter_chain_match.server_names %q is not a name or a \"*.\" wildcard", n)
+			}
+			c.serverNames = append(c.serverNames, n)
 		}
 		c.port = m.GetDestinationPort().GetValue()
 		for _, pr := range m.GetPrefixRanges() {
@@ -56,7 +68,7 @@ func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 			}
 			c.prefixes = append(c.prefixes, p)
 		}
-		c.isDefault = c.port == 0 && len(c.prefixes) == 0
+		c.isDefault = c.port == 0 && len(c.prefixes) == 0 && len(c.serverNames) == 0 && c.transport == ""
 	}
 	if err := buildFilters(fc, c, d); err != nil {
 		return nil, err
@@ -64,39 +76,99 @@ func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 	return c, nil
 }
 
-// match returns the most specific filter chain for a destination: chains
-// matching the destination port beat chains without a port; then the
-// longest matching destination prefix wins; a chain without criteria is
-// the default. Returns nil when nothing matches.
-func (l *Listener) match(dst netip.AddrPort) *filterChain {
-	var best *filterChain
-	bestPort, bestLen := false, -1
+// match returns the filter chain for a connection, narrowing the chains
+// level by level as Envoy's filter chain matcher does
+// (source/common/listener_manager/filter_chain_manager_impl.cc): the
+// destination port (chains naming it, else chains with none), the
+// destination IP (the longest matching prefix, else chains with none), the
+// server name (an exact name, else the longest matching "*." wildcard, else
+// chains with none), then the transport protocol. When a level leaves
+// nothing, the default chain serves the connection (nil if none).
+func (l *Listener) match(dst netip.AddrPort, in inspection) *filterChain {
+	cands := l.chains
+	narrow := func(keep func(c *filterChain) bool) {
+		out := cands[:0:0]
+		for _, c := range cands {
+			if keep(c) {
+				out = append(out, c)
+			}
+		}
+		cands = out
+	}
+	port := uint32(dst.Port())
+	if slices.ContainsFunc(cands, func(c *filterChain) bool { return c.port == port }) {
+		narrow(func(c *filterChain) bool { return c.port == port })
+	} else {
+		narrow(func(c *filterChain) bool { return c.port == 0 })
+	}
 	ip := dst.Addr().Unmap()
-	for _, c := range l.chains {
-		portMatch := false
-		if c.port != 0 {
-			if c.port != uint32(dst.Port()) {
-				continue
-			}
-			portMatch = true
-		}
-		plen := -1
-		if len(c.prefixes) > 0 {
-			for _, p := range c.prefixes {
-				if p.Contains(ip) && p.Bits() > plen {
-					plen = p.Bits()
-				}
-			}
-			if plen < 0 {
-				continue
-			}
-		}
-		if best == nil || (portMatch && !bestPort) || (portMatch == bestPort && plen > bestLen) {
-			best, bestPort, bestLen = c, portMatch, plen
+	best := -1
+	for _, c := range cands {
+		if n := longestPrefix(c.prefixes, ip); n > best {
+			best = n
 		}
 	}
-	if best != nil {
-		return best
+	if best >= 0 {
+		narrow(func(c *filterChain) bool { return longestPrefix(c.prefixes, ip) == best })
+	} else {
+		narrow(func(c *filterChain) bool { return len(c.prefixes) == 0 })
+	}
+	sni := strings.ToLower(in.sni)
+	best = -1
+	for _, c := range cands {
+		if n := serverNameMatch(c.serverNames, sni); n > best {
+			best = n
+		}
+	}
+	if best >= 0 {
+		narrow(func(c *filterChain) bool { return serverNameMatch(c.serverNames, sni) == best })
+	} else {
+		narrow(func(c *filterChain) bool { return len(c.serverNames) == 0 })
+	}
+	transport := in.transport
+	if transport == "" {
+		transport = transportRaw
+	}
+	if slices.ContainsFunc(cands, func(c *filterChain) bool { return c.transport == transport }) {
+		narrow(func(c *filterChain) bool { return c.transport == transport })
+	} else {
+		narrow(func(c *filterChain) bool { return c.transport == "" })
+	}
+	if len(cands) > 0 {
+		return cands[0]
 	}
 	return l.defaultChain
+}
+
+// longestPrefix is the length of the longest of prefixes containing ip, or
+// -1 when none does.
+func longestPrefix(prefixes []netip.Prefix, ip netip.Addr) int {
+	best := -1
+	for _, p := range prefixes {
+		if p.Contains(ip) && p.Bits() > best {
+			best = p.Bits()
+		}
+	}
+	return best
+}
+
+// serverNameMatch scores how a chain's server_names match sni: an exact
+// name beats any wildcard, a longer wildcard beats a shorter one; -1 when
+// none matches (or there is no SNI).
+func serverNameMatch(names []string, sni string) int {
+	if sni == "" {
+		return -1
+	}
+	best := -1
+	for _, n := range names {
+		switch {
+		case n == sni:
+			return 1 << 20
+		case strings.HasPrefix(n, "*.") && len(sni) > len(n)-1 && strings.HasSuffix(sni, n[1:]):
+			if len(n) > best {
+				best = len(n)
+			}
+		}
+	}
+	return best
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	originalsrcv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_src/v3"
@@ -28,7 +29,6 @@ const (
 
 // passiveListenerFilters only inspect; we accept and skip them.
 var passiveListenerFilters = map[string]bool{
-	"envoy.filters.listener.tls_inspector":  true,
 	"envoy.filters.listener.http_inspector": true,
 }
 
@@ -50,10 +50,17 @@ type Listener struct {
 	// OriginalSrc is set by the listener filter original_src: upstream
 	// connections made for this listener's connections leave from the
 	// downstream peer's IP, marked with OriginalSrc.Mark when not 0.
-	OriginalSrc  *OriginalSrc
-	chains       []*filterChain
-	defaultChain *filterChain
-	stats        *stats.ListenerStats
+	OriginalSrc *OriginalSrc
+	// TLSInspector is set by the listener filter tls_inspector: the
+	// connection's ClientHello is read for filter chain matching
+	// (tlsinspector.go), under FiltersTimeout (0: none), after which the
+	// connection closes unless ContinueOnTimeout.
+	TLSInspector      bool
+	FiltersTimeout    time.Duration
+	ContinueOnTimeout bool
+	chains            []*filterChain
+	defaultChain      *filterChain
+	stats             *stats.ListenerStats
 	// drain ends this version's HTTP connections gracefully once it is
 	// replaced, removed or drained by the admin (hcm.Drain).
 	drain *hcm.Drain
@@ -139,10 +146,22 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 			out.OriginalSrc = osrc
 		case lf.GetName() == originalDstFilter || lf.GetTypedConfig().GetTypeUrl() == originalDstType:
 			out.OriginalDst = true
+		case lf.GetName() == tlsInspectorFilter || lf.GetTypedConfig().GetTypeUrl() == tlsInspectorType:
+			if err := buildTLSInspector(lf); err != nil {
+				return nil, err
+			}
+			out.TLSInspector = true
 		case passiveListenerFilters[lf.GetName()]:
 		default:
 			return nil, fmt.Errorf("listener filter %q is not supported", lf.GetName())
 		}
+	}
+	out.FiltersTimeout, out.ContinueOnTimeout = defaultListenerFiltersTimeout, l.GetContinueOnListenerFiltersTimeout()
+	if t := l.GetListenerFiltersTimeout(); t != nil {
+		if err := t.CheckValid(); err != nil || t.AsDuration() < 0 {
+			return nil, fmt.Errorf("listener_filters_timeout %v is not a valid duration", t)
+		}
+		out.FiltersTimeout = t.AsDuration()
 	}
 	for i, fc := range l.GetFilterChains() {
 		c, err := buildChain(fc, d)
@@ -216,6 +235,7 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 			if err != nil {
 				return fmt.Errorf("filter %q: %w", f.GetName(), err)
 			}
+			h.UseStats(d.Stats)
 			c.http = h
 		case ignoredNetworkFilters[f.GetName()]:
 		default:

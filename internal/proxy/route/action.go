@@ -90,12 +90,12 @@ var (
 		// validate their own entries.
 		"typed_per_filter_config": true,
 	}
-	// routeActionFields: hash_policy (load balancing) and
-	// request_mirror_policies (mirroring) are added here when implemented.
+	// routeActionFields: request_mirror_policies are compiled with the
+	// route's filters (filters.go); hash_policy is added when implemented.
 	routeActionFields = map[protoreflect.Name]bool{
 		"cluster": true, "weighted_clusters": true, "timeout": true, "idle_timeout": true,
 		"retry_policy": true, "prefix_rewrite": true, "regex_rewrite": true,
-		"host_rewrite_literal": true, "max_grpc_timeout": true,
+		"host_rewrite_literal": true, "max_grpc_timeout": true, "request_mirror_policies": true,
 	}
 	redirectFields = map[protoreflect.Name]bool{
 		"scheme_redirect": true, "https_redirect": true, "host_redirect": true, "port_redirect": true,

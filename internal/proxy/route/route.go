@@ -46,6 +46,10 @@ type Route struct {
 
 	// Action is what the route does (action.go).
 	Action
+
+	// Filters are the fault, CORS and mirror settings of the route
+	// (filters.go); nil when it has none.
+	Filters *Filters
 }
 
 type headerMatcher struct {
@@ -64,8 +68,15 @@ func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
 		if err := checkVirtualHost(vh); err != nil {
 			return nil, fmt.Errorf("route_config %q virtual_host %q: %w", rc.GetName(), vh.GetName(), err)
 		}
+		vhf, err := compileVirtualHostFilters(vh)
+		if err != nil {
+			return nil, fmt.Errorf("route_config %q: %w", rc.GetName(), err)
+		}
 		for i, r := range vh.GetRoutes() {
 			cr, err := compileRoute(r)
+			if err == nil {
+				cr.Filters, err = compileFilters(r, vhf) // filters.go
+			}
 			if err != nil {
 				return nil, fmt.Errorf("route_config %q virtual_host %q route %d: %w", rc.GetName(), vh.GetName(), i, err)
 			}

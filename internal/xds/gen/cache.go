@@ -65,8 +65,11 @@ type scopeEntry struct {
 
 	clusters  []*discovery.Resource // outbound and special clusters, by name
 	listeners []*discovery.Resource // virtualOutbound and hand-off listeners
-	routes    []*discovery.Resource // every route configuration, by name
-	edsNames  []string              // the EDS clusters among clusters
+	// byLabels are hand-off listeners whose tcp/tls routes match on
+	// sourceLabels: each proxy gets its own (Generate replaces them).
+	byLabels []labelListener
+	routes   []*discovery.Resource // every route configuration, by name
+	edsNames []string              // the EDS clusters among clusters
 }
 
 func newCache() *cache {
@@ -154,7 +157,9 @@ func (c *cache) buildScope(e *scopeEntry) error {
 			e.edsNames = append(e.edsNames, r.Name)
 		}
 	}
-	for _, l := range outboundListeners(scope) {
+	ls, byLabels := outboundListeners(snap, scope, nil, false)
+	e.byLabels = byLabels
+	for _, l := range ls {
 		c.count("listener")
 		r, err := resource(l.Name, l)
 		if err != nil {

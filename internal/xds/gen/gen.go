@@ -89,6 +89,18 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 		shared = e.listeners
 		l := virtualInbound(snap, proxy)
 		own = append(own, namedMessage{l.Name, l})
+		if len(e.byLabels) > 0 {
+			// Listeners whose routes match on sourceLabels: this
+			// proxy's own build replaces the shared one (tcproutes.go).
+			labels, known := proxyLabels(snap, proxy)
+			mine := map[string]bool{}
+			for _, ll := range e.byLabels {
+				l := tcpServiceListener(snap, ll.svc, ll.port, ll.vip, &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: known})
+				own = append(own, namedMessage{l.Name, l})
+				mine[l.Name] = true
+			}
+			shared = slices.DeleteFunc(slices.Clone(shared), func(r *discovery.Resource) bool { return mine[r.Name] })
+		}
 	case xdsapi.RouteType:
 		if len(watched) == 0 {
 			return slices.Clone(e.routes), nil

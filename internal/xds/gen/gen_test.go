@@ -63,6 +63,11 @@ var scenarios = []scenario{
 		"sidecar~10.98.0.11~reviews-1.shop~shop.svc.cluster.local",
 		"sidecar~10.98.0.99~stranger.other~other.svc.cluster.local",
 	}},
+	// Fault injection, CORS and mirroring (httpfilters.go).
+	{dir: "filters", proxies: []string{
+		"sidecar~10.97.0.10~client.app~app.svc.cluster.local",
+		"sidecar~10.97.0.11~other.app~app.svc.cluster.local",
+	}},
 }
 
 func newGenerator(t *testing.T, dir string) (*gen.Generator, *file.Registry) {

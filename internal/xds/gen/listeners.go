@@ -44,14 +44,19 @@ func (g *Generator) BuildListeners(proxy *model.Proxy) []*listener.Listener {
 }
 
 func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listener {
-	out := append(outboundListeners(snap.ProxyScope(proxy)), virtualInbound(snap, proxy))
+	labels, known := proxyLabels(snap, proxy)
+	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
+	out = append(out, virtualInbound(snap, proxy))
 	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
 // outboundListeners are the listeners every proxy of a scope shares:
-// virtualOutbound and the per-port hand-off listeners.
-func outboundListeners(scope *mesh.Scope) []*listener.Listener {
+// virtualOutbound and the per-port hand-off listeners. Built for a scope
+// (labelsKnown false), it also returns the TCP listeners whose routes
+// match on sourceLabels, which each proxy needs built with its own labels.
+func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string]string, labelsKnown bool) ([]*listener.Listener, []labelListener) {
+	var byLabels []labelListener
 	out := []*listener.Listener{virtualOutbound()}
 	seen := map[string]bool{VirtualOutboundListener: true, VirtualInboundListener: true}
 	add := func(l *listener.Listener) {
@@ -71,12 +76,29 @@ func outboundListeners(scope *mesh.Scope) []*listener.Listener {
 					if _, err := netip.ParseAddr(vip); err != nil {
 						continue // a CIDR: no single address to hand off to
 					}
-					add(tcpOutboundListener(vip, port.Number, OutboundClusterName(port.Number, "", svc.Hostname)))
+					src := &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: labelsKnown}
+					l := tcpServiceListener(snap, svc, port, vip, src) // tcproutes.go
+					if !seen[l.Name] && src.usedLabels {
+						byLabels = append(byLabels, labelListener{svc: svc, port: port, vip: vip})
+					}
+					add(l)
 				}
 			}
 		}
 	}
-	return out
+	return out, byLabels
+}
+
+// proxyLabels are the labels of the proxy's WorkloadEntry (known false
+// when none is at its address).
+func proxyLabels(snap *mesh.Snapshot, proxy *model.Proxy) (map[string]string, bool) {
+	if proxy == nil {
+		return nil, false
+	}
+	if w := snap.WorkloadByIP(proxy.IP); w != nil {
+		return w.Labels, true
+	}
+	return nil, true // no workload: no labels, so no sourceLabels match applies
 }
 
 func virtualOutbound() *listener.Listener {
@@ -106,19 +128,6 @@ func httpOutboundListener(port uint32) *listener.Listener {
 					ConfigSource:    adsConfigSource(),
 				}},
 			})},
-		}},
-		TrafficDirection: core.TrafficDirection_OUTBOUND,
-	}
-}
-
-func tcpOutboundListener(vip string, port uint32, clusterName string) *listener.Listener {
-	name := fmt.Sprintf("%s_%d", vip, port)
-	return &listener.Listener{
-		Name:       name,
-		Address:    socketAddress(vip, port),
-		BindToPort: wrapperspb.Bool(false),
-		FilterChains: []*listener.FilterChain{{
-			Filters: []*listener.Filter{tcpProxyFilter("outbound|"+name, clusterName)},
 		}},
 		TrafficDirection: core.TrafficDirection_OUTBOUND,
 	}
@@ -204,10 +213,12 @@ func hcmFilter(m *hcm.HttpConnectionManager) *listener.Filter {
 	// WebSocket upgrades are allowed on every HTTP listener, as Istio's
 	// HTTP connection manager builder does.
 	m.UpgradeConfigs = []*hcm.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}}
-	m.HttpFilters = []*hcm.HttpFilter{{
+	// The fault and CORS filters come before the router, as Istio lists
+	// them (httpfilters.go).
+	m.HttpFilters = append(faultAndCORSFilters(), &hcm.HttpFilter{
 		Name:       routerFilterName,
 		ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerfilter.Router{})},
-	}}
+	})
 	return &listener.Filter{
 		Name:       hcmFilterName,
 		ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(m)},

@@ -177,7 +177,7 @@ func dropInternalHeaders(keys []string) []string {
 // translateRoute builds the route of one rule and match, or nil when the
 // rule has nothing to do (no destination, redirect or direct response).
 func translateRoute(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRoute, name string, m *networking.HTTPMatchRequest, port uint32) *route.Route {
-	out := &route.Route{Name: name, Match: routeMatch(m)}
+	out := &route.Route{Name: name, Match: routeMatch(m), TypedPerFilterConfig: routeFilterConfig(rule)} // httpfilters.go
 	ops := translateHeaders(rule.Headers)
 	out.RequestHeadersToAdd, out.ResponseHeadersToAdd = ops.reqAdd, ops.respAdd
 	out.RequestHeadersToRemove, out.ResponseHeadersToRemove = ops.reqRemove, ops.respRemove
@@ -270,6 +270,7 @@ func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRo
 		a.ClusterSpecifier = &route.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
 	a.RetryPolicy = retryPolicy(rule.Retries)
+	a.RequestMirrorPolicies = mirrorPolicies(snap, vs, rule, port) // httpfilters.go
 	return a
 }
 

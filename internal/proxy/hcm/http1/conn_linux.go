@@ -137,10 +137,23 @@ func (c *rawConn) opError(op string, err error) error {
 // still open with nothing to read: one non-blocking MSG_PEEK recv on the
 // socket, which consumes nothing. It returns PeekQuiet when the receive
 // queue is empty, PeekData when bytes are waiting and PeekClosed on EOF or
-// a socket error. Connections not made by WrapConn report PeekQuiet.
+// a socket error. Connections not made by WrapConn report PeekQuiet. A
+// wrapper that replays bytes it already read (a BufferedConn) is looked
+// through: PeekData while it holds bytes, else its connection's state.
 func Peek(c net.Conn) PeekState {
-	if d, ok := c.(*DeadlineConn); ok {
-		c = d.Conn
+	for {
+		if d, ok := c.(*DeadlineConn); ok {
+			c = d.Conn
+			continue
+		}
+		if b, ok := c.(BufferedConn); ok {
+			if b.Buffered() > 0 {
+				return PeekData
+			}
+			c = b.NetConn()
+			continue
+		}
+		break
 	}
 	r, ok := c.(*rawConn)
 	if !ok {

@@ -169,3 +169,14 @@ func (d *DeadlineConn) CloseWrite() error {
 
 // IsTimeout reports whether err is a read or write deadline expiry.
 func IsTimeout(err error) bool { return isTimeout(err) }
+
+// BufferedConn is a connection wrapper that replays bytes it already read
+// (the HCM's protocol sniffing) over the connection it wraps; Peek looks
+// through it. Both methods are called only by the connection's reader.
+type BufferedConn interface {
+	net.Conn
+	// Buffered is how many read bytes are still to be replayed.
+	Buffered() int
+	// NetConn is the wrapped connection.
+	NetConn() net.Conn
+}

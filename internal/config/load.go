@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -202,8 +203,18 @@ func parseDocument(src Source, raw []byte) (*Config, string, error) {
 		el.add("spec", "must be set")
 		return nil, "", el.err()
 	}
-	if err := (protojson.UnmarshalOptions{}).Unmarshal(doc.Spec, spec); err != nil {
-		if path, problem, ok := locateProtoError("spec", doc.Spec, spec.ProtoReflect().Descriptor()); ok {
+	specJSON, err := normalizeDurations("spec", doc.Spec, spec.ProtoReflect().Descriptor())
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			el.add(fe.Field, "%s", fe.Problem)
+		} else {
+			el.add("spec", "%v", err)
+		}
+		return nil, "", el.err()
+	}
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(specJSON, spec); err != nil {
+		if path, problem, ok := locateProtoError("spec", specJSON, spec.ProtoReflect().Descriptor()); ok {
 			el.add(path, "%s", problem)
 		} else {
 			el.add("spec", "%s", cleanProtoError(err))
@@ -215,6 +226,7 @@ func parseDocument(src Source, raw []byte) (*Config, string, error) {
 		Spec: spec,
 	}
 	validateSpec(el, cfg)
+	validateDurations(el, "spec", spec.ProtoReflect())
 	if len(el.errs) > 0 {
 		return nil, "", el.err()
 	}

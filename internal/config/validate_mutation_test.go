@@ -257,7 +257,7 @@ func TestParseDocumentEnvelope(t *testing.T) {
 			errs: []string{"spec.trafficPolicy.loadBalancer.simple: invalid value for enum field simple"}},
 		{name: "proto snake_case name", yaml: se("  hosts: [a]\n  ports:\n  - {number: 80, name: a, target_port: 8080}\n")},
 		{name: "well-known type", yaml: vs("  hosts: [echo]\n  http:\n  - timeout: soon\n" + "    route:\n    - destination: {host: echo}\n"),
-			errs: []string{"spec.http[0].timeout: invalid google.protobuf.Duration value"}},
+			errs: []string{"spec.http[0].timeout: \"soon\" is not a duration (write e.g. 250ms, 1.5s, 1m or 1h)"}},
 		{name: "map field", yaml: we("  address: 10.0.0.1\n  ports: {http: eighty}\n"), errs: []string{"spec.ports: invalid value for uint32 field value"}},
 		{name: "scalar after a good one", yaml: se("  hosts: [a]\n  ports:\n  - {number: 80, name: a}\n  - {number: x, name: b}\n"), errs: []string{"spec.ports[1].number: invalid value for uint32 field number"}},
 		{name: "unversioned group", yaml: "apiVersion: networking.istio.io\nkind: WorkloadEntry\nmetadata: {name: a}\nspec: {address: 10.0.0.1}\n",

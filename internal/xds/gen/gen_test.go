@@ -75,7 +75,7 @@ func newGenerator(t *testing.T, dir string) (*gen.Generator, *file.Registry) {
 // testdata/DIR/golden/POD.TYPE.json. Run with -update to rewrite them.
 func TestGolden(t *testing.T) {
 	for _, sc := range scenarios {
-		g, _ := newGenerator(t, filepath.Join("testdata", sc.dir))
+		g := staticGenerator(t, filepath.Join("testdata", sc.dir))
 		for _, id := range sc.proxies {
 			proxy, err := model.ParseNodeID(id)
 			if err != nil {

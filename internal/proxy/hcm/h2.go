@@ -19,6 +19,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/route"
 )
 
 // This file is the HTTP/2 side of the HCM: downstream HTTP/2 without TLS
@@ -194,7 +195,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
 	}
-	rt := table.Match(r.Host, path, r.Header)
+	rt := table.Route(&route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)})
 	if rt == nil {
 		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
 		return

@@ -60,6 +60,11 @@ var scenarios = []scenario{
 		"sidecar~10.98.0.11~reviews-1.shop~shop.svc.cluster.local",
 		"sidecar~10.98.0.99~stranger.other~other.svc.cluster.local",
 	}},
+	{dir: "match", proxies: []string{
+		"sidecar~10.96.0.10~canary.demo~demo.svc.cluster.local",
+		"sidecar~10.96.0.11~plain.demo~demo.svc.cluster.local",
+		"sidecar~10.96.0.12~other.other~other.svc.cluster.local",
+	}},
 }
 
 func newGenerator(t *testing.T, dir string) (*gen.Generator, *file.Registry) {
@@ -156,7 +161,7 @@ func TestValidateAll(t *testing.T) {
 		dirs[filepath.Join("testdata", sc.dir)] = sc.proxies
 	}
 	for dir, proxies := range dirs {
-		g, _ := newGenerator(t, dir)
+		g := staticGenerator(t, dir)
 		for _, id := range proxies {
 			proxy, err := model.ParseNodeID(id)
 			if err != nil {

@@ -106,10 +106,14 @@ func TestRouteMatchSemantics(t *testing.T) {
 		{name: "inverted present (Istio withoutHeaders {})", match: with(func(m *routev3.RouteMatch) { m.Headers = append(m.Headers, inverted(present("x-debug", true), false)) }),
 			yes: []*Request{req("GET /")},
 			no:  []*Request{req("GET /", "x-debug: 1")}},
-		{name: "inverted exact, missing header does not match (Envoy)", match: with(func(m *routev3.RouteMatch) { m.Headers = append(m.Headers, inverted(hdr("x-user", exact("bob")), false)) }),
+		{name: "inverted exact, missing header does not match (Envoy)", match: with(func(m *routev3.RouteMatch) {
+			m.Headers = append(m.Headers, inverted(hdr("x-user", exact("bob")), false))
+		}),
 			yes: []*Request{req("GET /", "x-user: alice")},
 			no:  []*Request{req("GET /", "x-user: bob"), req("GET /")}},
-		{name: "inverted exact, missing as empty (Istio withoutHeaders)", match: with(func(m *routev3.RouteMatch) { m.Headers = append(m.Headers, inverted(hdr("x-user", exact("bob")), true)) }),
+		{name: "inverted exact, missing as empty (Istio withoutHeaders)", match: with(func(m *routev3.RouteMatch) {
+			m.Headers = append(m.Headers, inverted(hdr("x-user", exact("bob")), true))
+		}),
 			yes: []*Request{req("GET /", "x-user: alice"), req("GET /")},
 			no:  []*Request{req("GET /", "x-user: bob")}},
 		{name: "multiple values are joined with a comma", match: with(func(m *routev3.RouteMatch) { m.Headers = append(m.Headers, hdr("x-v", exact("a,b"))) }),

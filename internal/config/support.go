@@ -134,7 +134,7 @@ var fieldSupport = map[model.Kind]map[string]Support{
 		"http.rewrite.uriRegexRewrite":                Refused,
 		"http.rewrite.uriRegexRewrite.match":          Refused,
 		"http.rewrite.uriRegexRewrite.rewrite":        Refused,
-		"http.timeout":                                Honoured,
+		"http.timeout":                                Refused,
 		"http.retries":                                Refused,
 		"http.retries.attempts":                       Refused,
 		"http.retries.perTryTimeout":                  Refused,

@@ -163,6 +163,45 @@ func TestRouteMatchSemantics(t *testing.T) {
 		}),
 			yes: []*Request{req("GET /?q=1", "x-a: 1")},
 			no:  []*Request{req("POST /?q=1", "x-a: 1"), req("GET /?q=2", "x-a: 1"), req("GET /?q=1", "x-a: 2")}},
+		{name: "inverted present_match false: the header must be there", match: with(func(m *routev3.RouteMatch) { m.Headers = append(m.Headers, inverted(present("x-a", false), false)) }),
+			yes: []*Request{req("GET /", "x-a: 1")},
+			no:  []*Request{req("GET /")}},
+		{name: "legacy header specifiers", match: with(func(m *routev3.RouteMatch) {
+			m.Headers = append(m.Headers,
+				&routev3.HeaderMatcher{Name: "x-e", HeaderMatchSpecifier: &routev3.HeaderMatcher_ExactMatch{ExactMatch: "e"}},
+				&routev3.HeaderMatcher{Name: "x-p", HeaderMatchSpecifier: &routev3.HeaderMatcher_PrefixMatch{PrefixMatch: "p"}},
+				&routev3.HeaderMatcher{Name: "x-s", HeaderMatchSpecifier: &routev3.HeaderMatcher_SuffixMatch{SuffixMatch: "s"}},
+				&routev3.HeaderMatcher{Name: "x-c", HeaderMatchSpecifier: &routev3.HeaderMatcher_ContainsMatch{ContainsMatch: "c"}},
+				&routev3.HeaderMatcher{Name: "x-r", HeaderMatchSpecifier: &routev3.HeaderMatcher_SafeRegexMatch{SafeRegexMatch: &matcherv3.RegexMatcher{Regex: "r+"}}})
+		}),
+			yes: []*Request{req("GET /", "x-e: e", "x-p: px", "x-s: xs", "x-c: xcx", "x-r: rr")},
+			no: []*Request{req("GET /", "x-e: ee", "x-p: px", "x-s: xs", "x-c: xcx", "x-r: rr"),
+				req("GET /", "x-e: e", "x-p: xp", "x-s: xs", "x-c: xcx", "x-r: rr"),
+				req("GET /", "x-e: e", "x-p: px", "x-s: sx", "x-c: xcx", "x-r: rr"),
+				req("GET /", "x-e: e", "x-p: px", "x-s: xs", "x-c: xx", "x-r: rr"),
+				req("GET /", "x-e: e", "x-p: px", "x-s: xs", "x-c: xcx", "x-r: rx")}},
+		{name: "ignore_case prefix, suffix and contains", match: with(func(m *routev3.RouteMatch) {
+			m.Headers = append(m.Headers,
+				hdr("x-p", &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: "Ab"}, IgnoreCase: true}),
+				hdr("x-s", &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: "Yz"}, IgnoreCase: true}),
+				hdr("x-c", &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Contains{Contains: "Mn"}, IgnoreCase: true}))
+		}),
+			yes: []*Request{req("GET /", "x-p: aBc", "x-s: xyZ", "x-c: lmNo"), req("GET /", "x-p: ab", "x-s: yz", "x-c: mn")},
+			no: []*Request{req("GET /", "x-p: a", "x-s: xyZ", "x-c: lmNo"), req("GET /", "x-p: ab", "x-s: z", "x-c: mn"),
+				req("GET /", "x-p: xab", "x-s: yz", "x-c: mn"), req("GET /", "x-p: ab", "x-s: yzx", "x-c: mn"), req("GET /", "x-p: ab", "x-s: yz", "x-c: m n")}},
+		{name: "case-sensitive suffix and contains", match: with(func(m *routev3.RouteMatch) {
+			m.Headers = append(m.Headers, hdr("x-s", &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: "Yz"}}),
+				hdr("x-c", &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Contains{Contains: "Mn"}}))
+		}),
+			yes: []*Request{req("GET /", "x-s: xYz", "x-c: lMno")},
+			no:  []*Request{req("GET /", "x-s: xyz", "x-c: lMno"), req("GET /", "x-s: xYz", "x-c: lmno")}},
+		{name: "empty query pairs are skipped", match: with(func(m *routev3.RouteMatch) { m.QueryParameters = append(m.QueryParameters, query("v", exact("2"))) }),
+			yes: []*Request{req("GET /?&v=2"), req("GET /?a&&v=2")}},
+		{name: ":path needs a path", match: with(func(m *routev3.RouteMatch) { m.Headers = append(m.Headers, present(":path", true)) }),
+			yes: []*Request{req("GET /x")},
+			no:  []*Request{{Host: "svc", Method: "GET"}}},
+		{name: "path_separated_prefix /", match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: "/"}},
+			yes: []*Request{req("GET /"), req("GET /x")}},
 		{name: "no condition", match: root, yes: []*Request{req("GET /"), req("DELETE /x?y")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,8 +238,17 @@ func TestCompileRefusesMatchFields(t *testing.T) {
 			HeaderMatchSpecifier: &routev3.HeaderMatcher_RangeMatch{RangeMatch: &typev3.Int64Range{Start: 1, End: 2}}}}},
 		"ignore_case is not allowed with safe_regex": {PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routev3.HeaderMatcher{
 			hdr("x", &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: "a"}}, IgnoreCase: true})}},
-		"pseudo-header :protocol": {PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routev3.HeaderMatcher{hdr(":protocol", exact("websocket"))}},
-		"match.safe_regex":        {PathSpecifier: &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: "("}}},
+		"pseudo-header :protocol":         {PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routev3.HeaderMatcher{hdr(":protocol", exact("websocket"))}},
+		"match.safe_regex":                {PathSpecifier: &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: "("}}},
+		"match.path is empty":             {PathSpecifier: &routev3.RouteMatch_Path{Path: ""}},
+		"path_separated_prefix \"api\"":   {PathSpecifier: &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: "api"}},
+		"path_separated_prefix \"/api/\"": {PathSpecifier: &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: "/api/"}},
+		"path_separated_prefix \"/a?b\"":  {PathSpecifier: &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: "/a?b"}},
+		"match.headers[0] \"x\": error parsing regexp": {PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routev3.HeaderMatcher{{Name: "x",
+			HeaderMatchSpecifier: &routev3.HeaderMatcher_SafeRegexMatch{SafeRegexMatch: &matcherv3.RegexMatcher{Regex: "("}}}}},
+		"match.headers[0] \"\": name is empty": {PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, Headers: []*routev3.HeaderMatcher{present("", true)}},
+		"present_match false is not supported": {PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, QueryParameters: []*routev3.QueryParameterMatcher{
+			{Name: "q", QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_PresentMatch{PresentMatch: false}}}},
 		"match.query_parameters[0]": {PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}, QueryParameters: []*routev3.QueryParameterMatcher{
 			query("q", regexSM("["))}},
 	} {
@@ -209,6 +257,19 @@ func TestCompileRefusesMatchFields(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want one naming %q", err, want)
 		}
+	}
+}
+
+// A RouteMatch with fields this proxy's API version does not know (sent
+// by a newer control plane) is NACKed, not routed on what is left.
+func TestCompileRefusesUnknownMatchFields(t *testing.T) {
+	m := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
+	// Field 99, varint 1.
+	m.ProtoReflect().SetUnknown([]byte{0x98, 0x06, 0x01})
+	_, err := Compile(&routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{Name: "v", Domains: []string{"*"},
+		Routes: []*routev3.Route{to("c", m)}}}})
+	if err == nil || !strings.Contains(err.Error(), "does not know") {
+		t.Errorf("error %v, want the unknown fields refused", err)
 	}
 }
 

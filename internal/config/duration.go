@@ -3,7 +3,6 @@ package config
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -26,8 +25,8 @@ const durationName = "google.protobuf.Duration"
 // is: protojson and locateProtoError report it.
 func normalizeDurations(path string, raw json.RawMessage, md protoreflect.MessageDescriptor) (json.RawMessage, error) {
 	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		return raw, nil
+	if json.Unmarshal(raw, &obj) != nil {
+		return raw, nil // not an object ("null" makes an empty one)
 	}
 	changed := false
 	for _, key := range sortedKeys(obj) {
@@ -45,12 +44,11 @@ func normalizeDurations(path string, raw json.RawMessage, md protoreflect.Messag
 		)
 		switch {
 		case fd.IsMap():
-			if fd.MapValue().Kind() != protoreflect.MessageKind {
-				continue
-			}
-			out, err = normalizeEach(fieldPath, obj[key], fd.MapValue().Message(), true)
+			// No map of the istio.io/api types holds a Duration (maps
+			// hold labels, ports and StringMatches).
+			continue
 		case fd.IsList():
-			out, err = normalizeEach(fieldPath, obj[key], fd.Message(), false)
+			out, err = normalizeList(fieldPath, obj[key], fd.Message())
 		default:
 			out, err = normalizeValue(fieldPath, obj[key], fd.Message())
 		}
@@ -79,28 +77,8 @@ func normalizeValue(path string, raw json.RawMessage, md protoreflect.MessageDes
 	return normalizeDurations(path, raw, md)
 }
 
-// normalizeEach rewrites the elements of a list (or the values of a map).
-func normalizeEach(path string, raw json.RawMessage, md protoreflect.MessageDescriptor, isMap bool) (json.RawMessage, error) {
-	if isMap {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return raw, nil
-		}
-		changed := false
-		for _, k := range sortedKeys(m) {
-			out, err := normalizeValue(fmt.Sprintf("%s[%s]", path, k), m[k], md)
-			if err != nil {
-				return nil, err
-			}
-			if string(out) != string(m[k]) {
-				m[k], changed = out, true
-			}
-		}
-		if !changed {
-			return raw, nil
-		}
-		return json.Marshal(m)
-	}
+// normalizeList rewrites the elements of a list of messages.
+func normalizeList(path string, raw json.RawMessage, md protoreflect.MessageDescriptor) (json.RawMessage, error) {
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return raw, nil
@@ -171,18 +149,7 @@ func validateDurations(el *errorList, path string, m protoreflect.Message) {
 		f := path + "." + fd.JSONName()
 		switch {
 		case fd.IsMap():
-			if fd.MapValue().Kind() != protoreflect.MessageKind {
-				return true
-			}
-			keys := make([]string, 0, v.Map().Len())
-			v.Map().Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
-				keys = append(keys, k.String())
-				return true
-			})
-			sort.Strings(keys)
-			for _, k := range keys {
-				validateDurationValue(el, fmt.Sprintf("%s[%s]", f, k), fd, v.Map().Get(protoreflect.ValueOfString(k).MapKey()).Message())
-			}
+			// No map of the istio.io/api types holds a Duration.
 		case fd.IsList():
 			if fd.Kind() != protoreflect.MessageKind {
 				return true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,6 +83,42 @@ spec:
 	}
 	if errors.Is(ParseFile("g.yaml", []byte(strings.Replace(y, "httpStatus: 503", "httpStatus: x", 1))).Err, ErrNotSupported) {
 		t.Error("an invalid document reads as a refused one")
+	}
+}
+
+// Every refused field of a document is named, also after another refused
+// field or an honoured enum.
+func TestRefusalsAllReported(t *testing.T) {
+	const y = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: vs}
+spec:
+  hosts: [echo]
+  http:
+  - fault: {abort: {httpStatus: 503}}
+    retries: {attempts: 3}
+    route:
+    - destination: {host: echo}
+  exportTo: ["."]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: se}
+spec:
+  hosts: [a.example.com]
+  ports: [{number: 80, name: http}]
+  resolution: STATIC
+  subjectAltNames: [spiffe://a]
+`
+	var got []string
+	for _, fe := range FieldErrors(ParseFile("m.yaml", []byte(y)).Err) {
+		got = append(got, fmt.Sprintf("%d %s", fe.Document, fe.Field))
+	}
+	want := []string{"1 spec.http[0].retries", "1 spec.http[0].fault", "1 spec.exportTo", "2 spec.subjectAltNames"}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("refused %q, want %q", got, want)
 	}
 }
 

@@ -114,6 +114,9 @@ func TestValidateVirtualService(t *testing.T) {
 		{name: "long regex", yaml: vs("  hosts: [echo]\n  http:\n  - match: [{queryParams: {q: {regex: '" + strings.Repeat("a", 1025) + "'}}}]\n    route:\n    - destination: {host: echo}\n"),
 			errs: []string{"spec.http[0].match[0].queryParams[q].regex: is 1025 characters; at most 1024"}},
 		{name: "match fields", yaml: vs("  hosts: [echo]\n  http:\n  - match: [{method: {exact: GET}, scheme: {exact: http}, authority: {prefix: echo}, queryParams: {v: {exact: '2'}, d: {}}, sourceLabels: {app: a}, sourceNamespace: demo, gateways: [mesh], name: m, ignoreUriCase: true, port: 80}]\n    route:\n    - destination: {host: echo}\n")},
+		{name: "sourceNamespace of 63 characters", yaml: vs("  hosts: [echo]\n  http:\n  - match: [{sourceNamespace: " + strings.Repeat("a", 63) + "}]\n    route:\n    - destination: {host: echo}\n")},
+		{name: "sourceNamespace of 64 characters", yaml: vs("  hosts: [echo]\n  http:\n  - match: [{sourceNamespace: " + strings.Repeat("a", 64) + "}]\n    route:\n    - destination: {host: echo}\n"),
+			errs: []string{"spec.http[0].match[0].sourceNamespace: \"" + strings.Repeat("a", 64) + "\" is not a valid namespace"}},
 		{name: "bad match fields", yaml: vs("  hosts: [echo]\n  http:\n  - match: [{method: {regex: 'G('}, headers: {':status': {exact: '200'}, 'a b': {exact: x}}, sourceLabels: {'a b': x}, sourceNamespace: Demo, gateways: ['']}]\n    route:\n    - destination: {host: echo}\n"),
 			errs: []string{
 				`spec.http[0].match[0].method.regex: "G(" is not a valid RE2 regular expression`,

@@ -12,7 +12,13 @@ type FieldError struct {
 	Document int    // 1-based among non-empty documents; 0 for file-level problems
 	Field    string // e.g. "spec.hosts[0]"; may be empty
 	Problem  string
+	// Err, when set, is the error Problem was made from (e.g.
+	// ErrNotSupported), for errors.Is.
+	Err error
 }
+
+// Unwrap returns the error the problem was made from, if any.
+func (e *FieldError) Unwrap() error { return e.Err }
 
 func (e *FieldError) Error() string {
 	var s string
@@ -79,4 +85,9 @@ func joinErrors(errs []error) error {
 		flat = append(flat, e)
 	}
 	return errors.Join(flat...)
+}
+
+// addErr records a problem that wraps err (so that errors.Is sees it).
+func (l *errorList) addErr(field string, err error) {
+	l.errs = append(l.errs, &FieldError{File: l.src.File, Document: l.src.Document, Field: field, Problem: err.Error(), Err: err})
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -36,11 +37,26 @@ func LoadFile(path string) FileResult {
 	return ParseFile(path, data)
 }
 
+// ParseOptions changes how ParseFileWith reads a file.
+type ParseOptions struct {
+	// KeepRefused loads documents that set fields Strait refuses (see
+	// support.go) instead of refusing them. It is for the generator's
+	// tests, which cover what straitd emits for a field before the data
+	// plane side lands; a registry never sets it.
+	KeepRefused bool
+}
+
 // ParseFile parses a multi-document YAML file (documents separated by
 // "---" lines) and validates every document. name is used in messages only.
 // Duplicate names within one kind and namespace are reported on the later
-// document.
+// document. A document that sets a field Strait does not support yet is
+// refused, naming the field.
 func ParseFile(name string, data []byte) FileResult {
+	return ParseFileWith(name, data, ParseOptions{})
+}
+
+// ParseFileWith is ParseFile with options.
+func ParseFileWith(name string, data []byte, opts ParseOptions) FileResult {
 	var res FileResult
 	var errs []error
 	seen := map[model.ConfigKey]int{}
@@ -52,7 +68,7 @@ func ParseFile(name string, data []byte) FileResult {
 	}
 	for i, doc := range docs {
 		src := Source{File: name, Document: i + 1}
-		cfg, warning, err := parseDocument(src, doc)
+		cfg, warning, err := parseDocument(src, doc, opts)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -138,7 +154,7 @@ type metadata struct {
 
 // parseDocument returns a valid config, or a warning when the document is
 // skipped on purpose, or an error.
-func parseDocument(src Source, raw []byte) (*Config, string, error) {
+func parseDocument(src Source, raw []byte, opts ParseOptions) (*Config, string, error) {
 	el := &errorList{src: src}
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
@@ -202,8 +218,18 @@ func parseDocument(src Source, raw []byte) (*Config, string, error) {
 		el.add("spec", "must be set")
 		return nil, "", el.err()
 	}
-	if err := (protojson.UnmarshalOptions{}).Unmarshal(doc.Spec, spec); err != nil {
-		if path, problem, ok := locateProtoError("spec", doc.Spec, spec.ProtoReflect().Descriptor()); ok {
+	specJSON, err := normalizeDurations("spec", doc.Spec, spec.ProtoReflect().Descriptor())
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			el.add(fe.Field, "%s", fe.Problem)
+		} else {
+			el.add("spec", "%v", err)
+		}
+		return nil, "", el.err()
+	}
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(specJSON, spec); err != nil {
+		if path, problem, ok := locateProtoError("spec", specJSON, spec.ProtoReflect().Descriptor()); ok {
 			el.add(path, "%s", problem)
 		} else {
 			el.add("spec", "%s", cleanProtoError(err))
@@ -214,7 +240,11 @@ func parseDocument(src Source, raw []byte) (*Config, string, error) {
 		Meta: Meta{Kind: kind, APIVersion: doc.APIVersion, Name: md.Name, Namespace: md.Namespace, Labels: md.Labels, Source: src},
 		Spec: spec,
 	}
+	if !opts.KeepRefused {
+		checkSupport(el, kind, spec.ProtoReflect())
+	}
 	validateSpec(el, cfg)
+	validateDurations(el, "spec", spec.ProtoReflect())
 	if len(el.errs) > 0 {
 		return nil, "", el.err()
 	}

@@ -217,3 +217,21 @@ func TestStoreWith(t *testing.T) {
 		t.Errorf("Diff = %v, want only the added key", d)
 	}
 }
+
+func TestHTTPActionLimitsRefused(t *testing.T) {
+	for _, tc := range []struct{ spec, field string }{
+		{"redirect: {uri: /x, redirectCode: 304}", "spec.http[0].redirect.redirectCode"},
+		{"headers: {request: {set: {x-a: \"%START_TIME%\"}}}\n    route: [{destination: {host: a}}]", "spec.http[0].headers.request.set[x-a]"},
+		{"route: [{destination: {host: a}, headers: {response: {add: {x-b: \"5%\"}}}}]", "spec.http[0].route[0].headers.response.add[x-b]"},
+	} {
+		doc := "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v, namespace: ns}\nspec:\n  hosts: [a]\n  http:\n  - " + tc.spec + "\n"
+		res := ParseFile("f.yaml", []byte(doc))
+		if res.Err == nil || !strings.Contains(res.Err.Error(), tc.field+": ") || !strings.Contains(res.Err.Error(), "not supported by Strait yet") {
+			t.Errorf("%s: err = %v, want a refusal naming %s", tc.spec, res.Err, tc.field)
+		}
+	}
+	ok := "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v, namespace: ns}\nspec:\n  hosts: [a]\n  http:\n  - redirect: {uri: /x, redirectCode: 308}\n"
+	if res := ParseFile("f.yaml", []byte(ok)); res.Err != nil {
+		t.Errorf("308 redirect refused: %v", res.Err)
+	}
+}

@@ -221,20 +221,8 @@ func validateVirtualService(el *errorList, s *networking.VirtualService) {
 			continue
 		}
 		for j, m := range r.Match {
-			mf := fmt.Sprintf("%s.match[%d]", f, j)
-			if m == nil {
-				continue
-			}
-			validateStringMatch(el, mf+".uri", m.Uri)
-			for _, name := range sortedKeys(m.Headers) {
-				hf := fmt.Sprintf("%s.headers[%s]", mf, name)
-				if name == "" {
-					el.add(hf, "header name must not be empty")
-				}
-				validateStringMatch(el, hf, m.Headers[name])
-			}
-			if m.Port != 0 && !validPort(m.Port) {
-				el.add(mf+".port", "%d is not a valid port (1-65535)", m.Port)
+			if m != nil {
+				validateHTTPMatch(el, fmt.Sprintf("%s.match[%d]", f, j), m)
 			}
 		}
 		if len(r.Route) == 0 && r.Redirect == nil && r.DirectResponse == nil && r.Delegate == nil {
@@ -256,6 +244,7 @@ func validateVirtualService(el *errorList, s *networking.VirtualService) {
 		if len(r.Route) > 1 && sum != 100 {
 			el.add(f+".route", "weights must add up to 100, got %d", sum)
 		}
+		validateHTTPActionLimits(el, f, r)
 	}
 	for i, r := range s.Tcp {
 		f := fmt.Sprintf("spec.tcp[%d]", i)
@@ -280,6 +269,41 @@ func validateVirtualService(el *errorList, s *networking.VirtualService) {
 	}
 }
 
+// validateHTTPActionLimits refuses the values of honoured fields that
+// strait-proxy cannot carry out: redirect codes Envoy has no response code
+// for (Istio drops such a route with a warning), and header values with
+// '%', which Envoy reads as a substitution formatter.
+func validateHTTPActionLimits(el *errorList, f string, r *networking.HTTPRoute) {
+	if rd := r.Redirect; rd != nil {
+		switch rd.RedirectCode {
+		case 0, 301, 302, 303, 307, 308:
+		default:
+			el.add(f+".redirect.redirectCode", "%d: %s (use 301, 302, 303, 307 or 308)", rd.RedirectCode, notSupported)
+		}
+	}
+	checkHeaders := func(hf string, h *networking.Headers) {
+		for _, op := range []struct {
+			name string
+			m    map[string]string
+		}{
+			{"request.set", h.GetRequest().GetSet()}, {"request.add", h.GetRequest().GetAdd()},
+			{"response.set", h.GetResponse().GetSet()}, {"response.add", h.GetResponse().GetAdd()},
+		} {
+			for _, k := range sortedKeys(op.m) {
+				if strings.Contains(op.m[k], "%") {
+					el.add(fmt.Sprintf("%s.%s[%s]", hf, op.name, k), "a value with '%%' (Envoy's substitution formatters) is %s", notSupported)
+				}
+			}
+		}
+	}
+	checkHeaders(f+".headers", r.Headers)
+	for k, d := range r.Route {
+		if d != nil {
+			checkHeaders(fmt.Sprintf("%s.route[%d].headers", f, k), d.Headers)
+		}
+	}
+}
+
 func validateDestination(el *errorList, f string, d *networking.Destination) {
 	if d == nil {
 		el.add(f, "must be set")
@@ -298,16 +322,98 @@ func validateDestination(el *errorList, f string, d *networking.Destination) {
 	}
 }
 
-func validateStringMatch(el *errorList, f string, m *networking.StringMatch) {
+// StringMatch kinds, for what Istio accepts in each place
+// (pkg/config/validation: validateHTTPRouteMatchRequest).
+const (
+	// uriMatch: an empty prefix is allowed.
+	uriMatch = iota
+	// valueMatch: scheme, method, authority, headers, queryParams: a prefix
+	// must not be empty; an empty StringMatch matches on presence.
+	valueMatch
+	// withoutMatch: withoutHeaders, where the regex "*" means "present".
+	withoutMatch
+)
+
+// maxRegexLen is Istio's bound on a match regex (Envoy's RE2 program size
+// is always larger than the length).
+const maxRegexLen = 1024
+
+var headerNameRe = regexp.MustCompile(`^[-_A-Za-z0-9]+$`)
+
+// jwtClaimPrefix starts a header match on a JWT claim
+// ("@request.auth.claims.group"), which needs request authentication.
+const jwtClaimPrefix = "@request.auth.claims"
+
+// validateHTTPMatch checks one HTTPMatchRequest as Istio validates it.
+func validateHTTPMatch(el *errorList, mf string, m *networking.HTTPMatchRequest) {
+	validateStringMatch(el, mf+".uri", m.Uri, uriMatch)
+	validateStringMatch(el, mf+".scheme", m.Scheme, valueMatch)
+	validateStringMatch(el, mf+".method", m.Method, valueMatch)
+	validateStringMatch(el, mf+".authority", m.Authority, valueMatch)
+	for _, field := range []struct {
+		name    string
+		headers map[string]*networking.StringMatch
+		kind    int
+	}{{"headers", m.Headers, valueMatch}, {"withoutHeaders", m.WithoutHeaders, withoutMatch}} {
+		for _, name := range sortedKeys(field.headers) {
+			hf := fmt.Sprintf("%s.%s[%s]", mf, field.name, name)
+			switch {
+			case name == "":
+				el.add(hf, "header name must not be empty")
+			case strings.HasPrefix(name, jwtClaimPrefix):
+				el.addErr(hf, fmt.Errorf("matching a JWT claim (%s) is %w", jwtClaimPrefix, ErrNotSupported))
+			case name == ":method" || name == ":scheme" || name == ":authority" || name == ":path":
+			case strings.HasPrefix(name, ":"):
+				el.add(hf, "%q is not a request pseudo-header (:method, :scheme, :authority or :path)", name)
+			case !headerNameRe.MatchString(name):
+				el.add(hf, "%q is not a valid header name (letters, digits, '-' and '_')", name)
+			}
+			validateStringMatch(el, hf, field.headers[name], field.kind)
+		}
+	}
+	for _, name := range sortedKeys(m.QueryParams) {
+		qf := fmt.Sprintf("%s.queryParams[%s]", mf, name)
+		if name == "" {
+			el.add(qf, "query parameter name must not be empty")
+		}
+		validateStringMatch(el, qf, m.QueryParams[name], valueMatch)
+	}
+	if m.Port != 0 && !validPort(m.Port) {
+		el.add(mf+".port", "%d is not a valid port (1-65535)", m.Port)
+	}
+	validateLabels(el, mf+".sourceLabels", m.SourceLabels)
+	if m.SourceNamespace != "" && (len(m.SourceNamespace) > 63 || !dns1123Label.MatchString(m.SourceNamespace)) {
+		el.add(mf+".sourceNamespace", "%q is not a valid namespace (lower-case letters, digits and '-')", m.SourceNamespace)
+	}
+	for i, g := range m.Gateways {
+		if g == "" {
+			el.add(fmt.Sprintf("%s.gateways[%d]", mf, i), "must not be empty (use \"mesh\" for the sidecars)")
+		}
+	}
+}
+
+func validateStringMatch(el *errorList, f string, m *networking.StringMatch, kind int) {
 	if m == nil {
 		return
 	}
 	switch t := m.MatchType.(type) {
-	case nil:
-		el.add(f, "must set one of exact, prefix or regex")
+	case *networking.StringMatch_Prefix:
+		if t.Prefix == "" && kind != uriMatch {
+			el.add(f+".prefix", "must not be empty (an empty match, {}, matches any value)")
+		}
 	case *networking.StringMatch_Regex:
-		if _, err := regexp.Compile(t.Regex); err != nil {
-			el.add(f+".regex", "%q is not a valid regular expression: %v", t.Regex, err)
+		if t.Regex == "*" && kind == withoutMatch {
+			return // Istio: "present"
+		}
+		switch {
+		case t.Regex == "":
+			el.add(f+".regex", "must not be empty")
+		case len(t.Regex) > maxRegexLen:
+			el.add(f+".regex", "is %d characters; at most %d are allowed", len(t.Regex), maxRegexLen)
+		default:
+			if _, err := regexp.Compile(t.Regex); err != nil {
+				el.add(f+".regex", "%q is not a valid RE2 regular expression: %v", t.Regex, err)
+			}
 		}
 	}
 }

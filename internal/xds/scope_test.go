@@ -161,7 +161,7 @@ metadata: {name: b1, namespace: b}
 spec:
   hosts: [b1]
   http:
-  - timeout: 3s
+  - match: [{uri: {prefix: /b}}]
     route:
     - destination: {host: b1}
 `)

@@ -292,7 +292,15 @@ func (c *h1conn) serveRequest() bool {
 	if table == nil {
 		return c.localReply(404, "NR", "")
 	}
-	rt := table.MatchHeaders(http1.UnsafeString(req.Host), http1.UnsafeString(req.Path), &req.Headers)
+	query := req.Query
+	if len(query) > 0 {
+		query = query[1:] // its '?'
+	}
+	rt := table.Route(&route.Request{
+		Host: http1.UnsafeString(req.Host), Path: http1.UnsafeString(req.Path),
+		Query:  http1.UnsafeString(query),
+		Method: http1.UnsafeString(req.Method), Scheme: "http", Headers: &req.Headers,
+	})
 	if rt == nil {
 		return c.localReply(404, "NR", "")
 	}

@@ -204,7 +204,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
 	}
-	rt := table.Match(r.Host, path, r.Header)
+	rt := table.Route(&route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)})
 	if rt == nil {
 		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
 		return

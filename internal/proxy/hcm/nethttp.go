@@ -105,7 +105,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
 	}
-	rt := table.Match(r.Host, path, r.Header)
+	rt := table.Route(&route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)})
 	if rt == nil {
 		localReply(w, http.StatusNotFound, "NR", "")
 		return
@@ -240,4 +240,12 @@ func addForwardHeaders(out, r *http.Request) {
 	if r.ContentLength == 0 {
 		out.Body = nil
 	}
+}
+
+// requestScheme is the request's :scheme for route matching.
+func requestScheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
 }

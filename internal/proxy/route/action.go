@@ -272,10 +272,14 @@ func (r *Route) Pick() *WeightedCluster {
 // a prefix rewrite replaces: the prefix of a prefix match, the whole path
 // of a path or regex match.
 func (r *Route) MatchedLen(path string) int {
-	if r.regex == nil && r.path == "" {
-		return min(len(r.prefix), len(path))
+	m := r.match
+	switch {
+	case m.regex != nil || m.path != "":
+		return len(path)
+	case m.hasSepPrefix:
+		return min(len(m.sepPrefix), len(path))
 	}
-	return len(path)
+	return min(len(m.prefix), len(path))
 }
 
 // HasRequestMutation reports whether forwarding on this route changes the

@@ -6,12 +6,10 @@ package route
 import (
 	"fmt"
 	"net/http"
-	"regexp"
 	"sort"
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 )
 
 // Table is a compiled RouteConfiguration. It is immutable and safe for
@@ -37,12 +35,8 @@ type VirtualHost struct {
 
 // Route is one compiled route.
 type Route struct {
-	Name          string
-	prefix        string
-	path          string
-	regex         *regexp.Regexp
-	caseSensitive bool
-	headers       []headerMatcher
+	Name  string
+	match *routeMatch
 
 	// Action is what the route does (action.go).
 	Action
@@ -52,12 +46,6 @@ type Route struct {
 	Filters *Filters
 }
 
-type headerMatcher struct {
-	name    string
-	present bool // present_match
-	str     func(string) bool
-	invert  bool
-}
 
 // Compile builds a Table. It rejects what it cannot honour, so that an
 // unsupported config is NACKed instead of routed wrongly.
@@ -112,109 +100,16 @@ func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
 }
 
 func compileRoute(r *routev3.Route) (*Route, error) {
-	m := r.GetMatch()
-	cr := &Route{Name: r.GetName(), caseSensitive: true}
-	if cs := m.GetCaseSensitive(); cs != nil {
-		cr.caseSensitive = cs.GetValue()
+	cr := &Route{Name: r.GetName()}
+	match, err := compileMatch(r.GetMatch())
+	if err != nil {
+		return nil, err
 	}
-	switch ps := m.GetPathSpecifier().(type) {
-	case *routev3.RouteMatch_Prefix:
-		cr.prefix = ps.Prefix
-	case *routev3.RouteMatch_Path:
-		cr.path = ps.Path
-		if cr.path == "" {
-			return nil, fmt.Errorf("match.path is empty")
-		}
-	case *routev3.RouteMatch_SafeRegex:
-		re, err := regexp.Compile("^(?:" + ps.SafeRegex.GetRegex() + ")$")
-		if err != nil {
-			return nil, fmt.Errorf("match.safe_regex: %w", err)
-		}
-		cr.regex = re
-	default:
-		return nil, fmt.Errorf("match path specifier %T is not supported (want prefix, path or safe_regex)", ps)
-	}
-	if !cr.caseSensitive {
-		cr.prefix, cr.path = strings.ToLower(cr.prefix), strings.ToLower(cr.path)
-	}
-	if len(m.GetQueryParameters()) > 0 || m.GetGrpc() != nil || m.GetTlsContext() != nil ||
-		len(m.GetDynamicMetadata()) > 0 || m.GetRuntimeFraction() != nil || m.GetFilterState() != nil {
-		return nil, fmt.Errorf("match: only path/prefix/safe_regex and headers are supported")
-	}
-	for _, h := range m.GetHeaders() {
-		hm, err := compileHeader(h)
-		if err != nil {
-			return nil, fmt.Errorf("header matcher %q: %w", h.GetName(), err)
-		}
-		cr.headers = append(cr.headers, hm)
-	}
+	cr.match = match
 	if err := cr.compileAction(r); err != nil {
 		return nil, err
 	}
 	return cr, nil
-}
-
-func compileHeader(h *routev3.HeaderMatcher) (headerMatcher, error) {
-	hm := headerMatcher{name: http.CanonicalHeaderKey(h.GetName()), invert: h.GetInvertMatch()}
-	switch s := h.GetHeaderMatchSpecifier().(type) {
-	case *routev3.HeaderMatcher_PresentMatch:
-		hm.present = true
-		if !s.PresentMatch {
-			hm.invert = !hm.invert
-		}
-	case *routev3.HeaderMatcher_ExactMatch:
-		v := s.ExactMatch
-		hm.str = func(x string) bool { return x == v }
-	case *routev3.HeaderMatcher_PrefixMatch:
-		v := s.PrefixMatch
-		hm.str = func(x string) bool { return strings.HasPrefix(x, v) }
-	case *routev3.HeaderMatcher_SuffixMatch:
-		v := s.SuffixMatch
-		hm.str = func(x string) bool { return strings.HasSuffix(x, v) }
-	case *routev3.HeaderMatcher_StringMatch:
-		f, err := compileStringMatch(s.StringMatch)
-		if err != nil {
-			return hm, err
-		}
-		hm.str = f
-	case nil:
-		hm.present = true
-	default:
-		return hm, fmt.Errorf("%T is not supported (want string_match or present_match)", s)
-	}
-	return hm, nil
-}
-
-func compileStringMatch(sm *matcherv3.StringMatcher) (func(string) bool, error) {
-	fold := sm.GetIgnoreCase()
-	norm := func(s string) string {
-		if fold {
-			return strings.ToLower(s)
-		}
-		return s
-	}
-	switch p := sm.GetMatchPattern().(type) {
-	case *matcherv3.StringMatcher_Exact:
-		v := norm(p.Exact)
-		return func(x string) bool { return norm(x) == v }, nil
-	case *matcherv3.StringMatcher_Prefix:
-		v := norm(p.Prefix)
-		return func(x string) bool { return strings.HasPrefix(norm(x), v) }, nil
-	case *matcherv3.StringMatcher_Suffix:
-		v := norm(p.Suffix)
-		return func(x string) bool { return strings.HasSuffix(norm(x), v) }, nil
-	case *matcherv3.StringMatcher_Contains:
-		v := norm(p.Contains)
-		return func(x string) bool { return strings.Contains(norm(x), v) }, nil
-	case *matcherv3.StringMatcher_SafeRegex:
-		re, err := regexp.Compile("^(?:" + p.SafeRegex.GetRegex() + ")$")
-		if err != nil {
-			return nil, err
-		}
-		return re.MatchString, nil
-	default:
-		return nil, fmt.Errorf("string_match %T is not supported", p)
-	}
 }
 
 // VirtualHostFor selects the virtual host for a Host header: exact domain,
@@ -285,56 +180,29 @@ func (h httpHeader) Lookup(name string) (string, bool) {
 	return strings.Join(vals, ","), true
 }
 
-// Match returns the first route of the selected virtual host matching the
-// request, or nil. path is the request path without the query string.
+// Match returns the first route of the selected virtual host matching a
+// request with this host, path (without the query string) and headers, and
+// no method, scheme or query; Route is the complete form.
 func (t *Table) Match(host, path string, h http.Header) *Route {
-	return t.MatchHeaders(host, path, httpHeader(h))
+	return t.Route(&Request{Host: host, Path: path, Headers: httpHeader(h)})
 }
 
 // MatchHeaders is Match for any header representation.
 func (t *Table) MatchHeaders(host, path string, h HeaderGetter) *Route {
-	vh := t.VirtualHostFor(host)
+	return t.Route(&Request{Host: host, Path: path, Headers: h})
+}
+
+// Route returns the first route of the virtual host selected by req.Host
+// whose match the request satisfies, or nil.
+func (t *Table) Route(req *Request) *Route {
+	vh := t.VirtualHostFor(req.Host)
 	if vh == nil {
 		return nil
 	}
 	for _, r := range vh.Routes {
-		if r.matches(path, h) {
+		if r.match.matches(req) {
 			return r
 		}
 	}
 	return nil
-}
-
-func (r *Route) matches(path string, h HeaderGetter) bool {
-	p := path
-	if !r.caseSensitive {
-		p = strings.ToLower(p)
-	}
-	switch {
-	case r.regex != nil:
-		if !r.regex.MatchString(p) {
-			return false
-		}
-	case r.path != "":
-		if p != r.path {
-			return false
-		}
-	default:
-		if !strings.HasPrefix(p, r.prefix) {
-			return false
-		}
-	}
-	for _, hm := range r.headers {
-		val, ok := h.Lookup(hm.name)
-		var m bool
-		if hm.present {
-			m = ok
-		} else if ok {
-			m = hm.str(val)
-		}
-		if m == hm.invert {
-			return false
-		}
-	}
-	return true
 }

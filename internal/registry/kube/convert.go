@@ -3,7 +3,9 @@ package kube
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -234,4 +236,20 @@ func uidOf(obj any) (types.UID, string) {
 		return "", ""
 	}
 	return m.GetUID(), m.GetResourceVersion()
+}
+
+// logConfigError reports a config object that is not served: at WARN with
+// its name and the fields Strait refuses when it sets fields Strait does not
+// support yet (the user's rules are not applied, so never only at debug),
+// else as invalid.
+func logConfigError(log *slog.Logger, kind string, obj any, err error) {
+	name := ""
+	if m, merr := meta.Accessor(obj); merr == nil {
+		name = m.GetNamespace() + "/" + m.GetName()
+	}
+	if errors.Is(err, config.ErrNotSupported) {
+		log.Warn("config refused: it sets fields Strait does not support yet; not served", "kind", kind, "name", name, "error", err.Error())
+		return
+	}
+	log.Error("invalid config; ignored", "kind", kind, "name", name, "error", err.Error())
 }

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"bytes"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -221,5 +223,44 @@ func TestIstioConfig(t *testing.T) {
 	}
 	if _, err := istioConfig("networking.istio.io", "VirtualService", "v1", &unstructured.Unstructured{Object: map[string]any{}}); err == nil {
 		t.Error("object without spec accepted")
+	}
+}
+
+// A VirtualService that sets a field Strait refuses is not served and is
+// logged at WARN with its name and the refused field; an invalid one is
+// logged as an error.
+func TestRefusedConfigLoggedAtWarn(t *testing.T) {
+	vs := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+		"metadata": map[string]any{"name": "faulty", "namespace": "demo"},
+		"spec": map[string]any{
+			"hosts": []any{"web"},
+			"http": []any{map[string]any{
+				"retries": map[string]any{"attempts": int64(2), "retryRemoteLocalities": true},
+				"route":   []any{map[string]any{"destination": map[string]any{"host": "web"}}},
+			}},
+		},
+	}}
+	c, err := istioConfig("networking.istio.io", "VirtualService", "v1", vs)
+	if c != nil || err == nil || !strings.Contains(err.Error(), "spec.http[0].retries.retryRemoteLocalities: not supported by Strait yet") {
+		t.Fatalf("config %v, err %v: want retryRemoteLocalities refused", c, err)
+	}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	logConfigError(log, "VirtualService", vs, err)
+	got := buf.String()
+	for _, want := range []string{"level=WARN", "name=demo/faulty", "spec.http[0].retries.retryRemoteLocalities: not supported by Strait yet"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("log %q lacks %q", got, want)
+		}
+	}
+
+	buf.Reset()
+	bad := vs.DeepCopy()
+	delete(bad.Object["spec"].(map[string]any), "http")
+	_, err = istioConfig("networking.istio.io", "VirtualService", "v1", bad)
+	logConfigError(log, "VirtualService", bad, err)
+	if got := buf.String(); !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "name=demo/faulty") {
+		t.Errorf("invalid config logged as %q, want an error naming it", got)
 	}
 }

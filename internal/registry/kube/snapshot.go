@@ -50,7 +50,7 @@ func (r *Registry) buildStore() *config.Store {
 			if !ok || cc.resourceVersion != rv {
 				cfg, err := istioConfig(group, kind, w.gvr.Version, obj)
 				if err != nil {
-					r.log.Error("invalid config; ignored", "kind", kind, "error", err.Error())
+					logConfigError(r.log, kind, obj, err)
 				}
 				cc = convertedConfig{resourceVersion: rv, cfg: cfg, err: err}
 				r.converted[uid] = cc

@@ -70,6 +70,13 @@ type scopeEntry struct {
 	byLabels []labelListener
 	routes   []*discovery.Resource // every route configuration, by name
 	edsNames []string              // the EDS clusters among clusters
+
+	// selectors are the match sourceLabels of the scope's VirtualServices:
+	// routes is for proxies whose labels satisfy none of them; the others
+	// get the routes of their variant (sourceVariant), built on first use.
+	selectors  []map[string]string
+	variantsMu sync.Mutex // guards variants
+	variants   map[string][]*discovery.Resource
 }
 
 func newCache() *cache {
@@ -167,15 +174,50 @@ func (c *cache) buildScope(e *scopeEntry) error {
 		}
 		e.listeners = append(e.listeners, r)
 	}
-	for _, rc := range scopeRoutes(snap, scope, nil) {
+	e.selectors = sourceSelectors(snap, scope)
+	routes, err := c.buildRoutes(snap, scope, routeSource{namespace: scope.Namespace})
+	if err != nil {
+		return err
+	}
+	e.routes = routes
+	return nil
+}
+
+func (c *cache) buildRoutes(snap *mesh.Snapshot, scope *mesh.Scope, src routeSource) ([]*discovery.Resource, error) {
+	var out []*discovery.Resource
+	for _, rc := range scopeRoutes(snap, scope, nil, src) {
 		c.count("route")
 		r, err := resource(rc.Name, rc)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		e.routes = append(e.routes, r)
+		out = append(out, r)
 	}
-	return nil
+	return out, nil
+}
+
+// routesFor returns the route configurations of a proxy with these labels:
+// the scope's shared ones, unless the labels satisfy a match's
+// sourceLabels, then those of the proxy's variant, built once per variant.
+func (c *cache) routesFor(e *scopeEntry, labels map[string]string) ([]*discovery.Resource, error) {
+	variant := sourceVariant(e.selectors, labels)
+	if variant == "" {
+		return e.routes, nil
+	}
+	e.variantsMu.Lock()
+	defer e.variantsMu.Unlock()
+	if r, ok := e.variants[variant]; ok {
+		return r, nil
+	}
+	r, err := c.buildRoutes(e.snap, e.scope, routeSource{namespace: e.scope.Namespace, labels: labels})
+	if err != nil {
+		return nil, err
+	}
+	if e.variants == nil {
+		e.variants = map[string][]*discovery.Resource{}
+	}
+	e.variants[variant] = r
+	return r, nil
 }
 
 // serviceClusters returns svc's outbound clusters, from the cache when

@@ -66,7 +66,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 	snap := g.snapshot()
 	scope := snap.ProxyScope(proxy)
 	if isProxyless(proxy) {
-		return g.generateProxyless(snap, scope, typeURL, watched)
+		return g.generateProxyless(snap, scope, sourceOf(snap, scope, proxy), typeURL, watched)
 	}
 	if typeURL == xdsapi.EndpointType {
 		return g.generateEndpoints(snap, scope, watched)
@@ -102,12 +102,16 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 			shared = slices.DeleteFunc(slices.Clone(shared), func(r *discovery.Resource) bool { return mine[r.Name] })
 		}
 	case xdsapi.RouteType:
+		routes, err := g.cache.routesFor(e, sourceOf(snap, scope, proxy).labels)
+		if err != nil {
+			return nil, fmt.Errorf("generate %s: %w", typeURL, err)
+		}
 		if len(watched) == 0 {
-			return slices.Clone(e.routes), nil
+			return slices.Clone(routes), nil
 		}
 		want := wanted(watched)
 		var out []*discovery.Resource
-		for _, r := range e.routes {
+		for _, r := range routes {
 			if want(r.Name) {
 				out = append(out, r)
 			}

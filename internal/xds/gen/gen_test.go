@@ -68,6 +68,11 @@ var scenarios = []scenario{
 		"sidecar~10.97.0.10~client.app~app.svc.cluster.local",
 		"sidecar~10.97.0.11~other.app~app.svc.cluster.local",
 	}},
+	{dir: "match", proxies: []string{
+		"sidecar~10.96.0.10~canary.demo~demo.svc.cluster.local",
+		"sidecar~10.96.0.11~plain.demo~demo.svc.cluster.local",
+		"sidecar~10.96.0.12~other.other~other.svc.cluster.local",
+	}},
 }
 
 func newGenerator(t *testing.T, dir string) (*gen.Generator, *file.Registry) {
@@ -83,7 +88,7 @@ func newGenerator(t *testing.T, dir string) (*gen.Generator, *file.Registry) {
 // testdata/DIR/golden/POD.TYPE.json. Run with -update to rewrite them.
 func TestGolden(t *testing.T) {
 	for _, sc := range scenarios {
-		g, _ := newGenerator(t, filepath.Join("testdata", sc.dir))
+		g := staticGenerator(t, filepath.Join("testdata", sc.dir))
 		for _, id := range sc.proxies {
 			proxy, err := model.ParseNodeID(id)
 			if err != nil {
@@ -164,7 +169,7 @@ func TestValidateAll(t *testing.T) {
 		dirs[filepath.Join("testdata", sc.dir)] = sc.proxies
 	}
 	for dir, proxies := range dirs {
-		g, _ := newGenerator(t, dir)
+		g := staticGenerator(t, dir)
 		for _, id := range proxies {
 			proxy, err := model.ParseNodeID(id)
 			if err != nil {

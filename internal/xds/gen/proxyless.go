@@ -38,7 +38,7 @@ func isProxyless(p *model.Proxy) bool {
 // service's cluster, or as its VirtualServices say), and the EDS clusters
 // and load assignments those routes use. No capture listeners, no
 // ORIGINAL_DST clusters: gRPC would reject them.
-func (g *Generator) generateProxyless(snap *mesh.Snapshot, scope *mesh.Scope, typeURL string, watched []string) ([]*discovery.Resource, error) {
+func (g *Generator) generateProxyless(snap *mesh.Snapshot, scope *mesh.Scope, src routeSource, typeURL string, watched []string) ([]*discovery.Resource, error) {
 	var msgs []namedMessage
 	switch typeURL {
 	case xdsapi.ListenerType:
@@ -59,7 +59,7 @@ func (g *Generator) generateProxyless(snap *mesh.Snapshot, scope *mesh.Scope, ty
 				VirtualHosts: []*route.VirtualHost{{
 					Name:    name,
 					Domains: []string{name, svc.Hostname},
-					Routes:  proxylessTimeouts(httpRoutes(snap, svc, port)),
+					Routes:  proxylessTimeouts(httpRoutes(snap, svc, port, src)),
 				}},
 			}})
 		}

@@ -7,9 +7,7 @@ import (
 	"strings"
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/straitmesh/strait/internal/mesh"
@@ -28,11 +26,13 @@ func (g *Generator) BuildRoutes(proxy *model.Proxy, names []string) []*route.Rou
 }
 
 func buildRoutes(snap *mesh.Snapshot, proxy *model.Proxy, names []string) []*route.RouteConfiguration {
-	return scopeRoutes(snap, snap.ProxyScope(proxy), names)
+	scope := snap.ProxyScope(proxy)
+	return scopeRoutes(snap, scope, names, sourceOf(snap, scope, proxy))
 }
 
-// scopeRoutes are the route configurations every proxy of a scope shares.
-func scopeRoutes(snap *mesh.Snapshot, scope *mesh.Scope, names []string) []*route.RouteConfiguration {
+// scopeRoutes are the route configurations of the proxies of a scope whose
+// labels src stands for (see routeSource).
+func scopeRoutes(snap *mesh.Snapshot, scope *mesh.Scope, names []string, src routeSource) []*route.RouteConfiguration {
 	ns := scope.Namespace
 	// Services per HTTP port, in hostname order.
 	byPort := map[uint32][]*mesh.Service{}
@@ -59,7 +59,7 @@ func scopeRoutes(snap *mesh.Snapshot, scope *mesh.Scope, names []string) []*rout
 			vh := &route.VirtualHost{
 				Name:    fmt.Sprintf("%s:%d", svc.Hostname, port),
 				Domains: domains(snap, svc, port, ns, used),
-				Routes:  httpRoutes(snap, svc, port),
+				Routes:  httpRoutes(snap, svc, port, src),
 				// Istio's sidecar default (util.GetProxyHeaders).
 				IncludeRequestAttemptCount: true,
 			}
@@ -117,8 +117,10 @@ func domains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, proxyNS string
 }
 
 // httpRoutes returns the routes of svc's virtual host on port: the http
-// rules of the VirtualServices for its host, or one default route.
-func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32) []*route.Route {
+// rules of the VirtualServices for its host, one route per match that
+// applies to the proxy (Istio's TranslateRoutes: a rule none of whose
+// matches applies yields no route), or one default route.
+func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src routeSource) []*route.Route {
 	var out []*route.Route
 	for _, vs := range snap.VirtualServices(svc.Hostname) {
 		spec := vs.VirtualService()
@@ -131,12 +133,15 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32) []*route.Ro
 				matches = []*networking.HTTPMatchRequest{nil}
 			}
 			for _, m := range matches {
-				if m != nil && ((m.Port != 0 && m.Port != port) || !appliesToMesh(m.Gateways)) {
+				if !src.applies(m, port) {
 					continue
 				}
 				name := rule.Name
 				if name == "" {
 					name = fmt.Sprintf("%s.%s.%d", vs.Namespace, vs.Name, i)
+				}
+				if m.GetName() != "" {
+					name += "." + m.GetName()
 				}
 				if r := translateRoute(snap, vs, rule, name, m, port); r != nil {
 					out = append(out, r)
@@ -154,10 +159,6 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32) []*route.Ro
 	return out
 }
 
-func appliesToMesh(gateways []string) bool {
-	return len(gateways) == 0 || slices.Contains(gateways, "mesh")
-}
-
 // destinationCluster names the outbound cluster of a destination: its
 // port, else the destination service's only port, else the port the
 // request arrived on.
@@ -172,54 +173,6 @@ func destinationCluster(snap *mesh.Snapshot, ns string, d *networking.Destinatio
 		}
 	}
 	return OutboundClusterName(p, d.Subset, host)
-}
-
-func routeMatch(m *networking.HTTPMatchRequest) *route.RouteMatch {
-	rm := &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}}
-	if m == nil {
-		return rm
-	}
-	switch u := m.GetUri().GetMatchType().(type) {
-	case *networking.StringMatch_Exact:
-		rm.PathSpecifier = &route.RouteMatch_Path{Path: u.Exact}
-	case *networking.StringMatch_Prefix:
-		rm.PathSpecifier = &route.RouteMatch_Prefix{Prefix: u.Prefix}
-	case *networking.StringMatch_Regex:
-		rm.PathSpecifier = &route.RouteMatch_SafeRegex{SafeRegex: &matcher.RegexMatcher{Regex: u.Regex}}
-	}
-	if m.IgnoreUriCase {
-		rm.CaseSensitive = wrapperspb.Bool(false)
-	}
-	headers := map[string]*networking.StringMatch{}
-	for k, v := range m.Headers {
-		headers[strings.ToLower(k)] = v
-	}
-	for name, sm := range map[string]*networking.StringMatch{":method": m.Method, ":authority": m.Authority, ":scheme": m.Scheme} {
-		if sm != nil {
-			headers[name] = sm
-		}
-	}
-	for _, name := range sortedKeys(headers) {
-		if sm := stringMatcher(headers[name]); sm != nil {
-			rm.Headers = append(rm.Headers, &route.HeaderMatcher{
-				Name:                 name,
-				HeaderMatchSpecifier: &route.HeaderMatcher_StringMatch{StringMatch: sm},
-			})
-		}
-	}
-	return rm
-}
-
-func stringMatcher(m *networking.StringMatch) *matcher.StringMatcher {
-	switch t := m.GetMatchType().(type) {
-	case *networking.StringMatch_Exact:
-		return &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: t.Exact}}
-	case *networking.StringMatch_Prefix:
-		return &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: t.Prefix}}
-	case *networking.StringMatch_Regex:
-		return &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_SafeRegex{SafeRegex: &matcher.RegexMatcher{Regex: t.Regex}}}
-	}
-	return nil
 }
 
 func prefixRoute(name, prefix, clusterName string) *route.Route {

@@ -1,0 +1,992 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// Support is whether Strait honours a config field end to end (straitd
+// generates the Envoy config Istio generates for it, and strait-proxy
+// implements that config), or refuses a document that sets it.
+type Support int
+
+const (
+	// Refused: a document that sets the field is refused with
+	// "FIELD: not supported by Strait yet".
+	Refused Support = iota
+	// Honoured: the field works as in Istio.
+	Honoured
+)
+
+func (s Support) String() string {
+	if s == Honoured {
+		return "honoured"
+	}
+	return "refused"
+}
+
+// notSupported is the problem of a refused field.
+const notSupported = "not supported by Strait yet"
+
+// ErrNotSupported is wrapped by the *FieldError of a field Strait refuses,
+// so that a caller can tell a refused document from an invalid one
+// (errors.Is(err, ErrNotSupported)).
+var ErrNotSupported = errNotSupported{}
+
+type errNotSupported struct{}
+
+func (errNotSupported) Error() string { return notSupported }
+
+// fieldSupport is the honour-or-refuse registry: for every kind Strait
+// loads, the state of every field path of its istio.io/api message tree.
+// A path joins JSON field names with "." (elements of a list or values of a
+// map collapse: "http.match.headers.exact"); an enum field also has one
+// entry per non-zero value ("resolution=DNS"), checked when the field is
+// honoured (a zero value cannot be told from an unset field). TestFieldSupportComplete fails when a field of the istio.io/api
+// types is missing here, or an entry names no field; docs/istio-fields.md
+// is generated from this table (go run ./hack/istiofields).
+//
+// To honour a field, flip its line to Honoured, in the commit that makes it
+// work end to end.
+var fieldSupport = map[model.Kind]map[string]Support{
+	KindVirtualService: {
+		"hosts":                                       Honoured,
+		"gateways":                                    Honoured,
+		"http":                                        Honoured,
+		"http.name":                                   Honoured,
+		"http.match":                                  Honoured,
+		"http.match.name":                             Honoured,
+		"http.match.uri":                              Honoured,
+		"http.match.uri.exact":                        Honoured,
+		"http.match.uri.prefix":                       Honoured,
+		"http.match.uri.regex":                        Honoured,
+		"http.match.scheme":                           Honoured,
+		"http.match.scheme.exact":                     Honoured,
+		"http.match.scheme.prefix":                    Honoured,
+		"http.match.scheme.regex":                     Honoured,
+		"http.match.method":                           Honoured,
+		"http.match.method.exact":                     Honoured,
+		"http.match.method.prefix":                    Honoured,
+		"http.match.method.regex":                     Honoured,
+		"http.match.authority":                        Honoured,
+		"http.match.authority.exact":                  Honoured,
+		"http.match.authority.prefix":                 Honoured,
+		"http.match.authority.regex":                  Honoured,
+		"http.match.headers":                          Honoured,
+		"http.match.headers.exact":                    Honoured,
+		"http.match.headers.prefix":                   Honoured,
+		"http.match.headers.regex":                    Honoured,
+		"http.match.port":                             Honoured,
+		"http.match.sourceLabels":                     Honoured,
+		"http.match.gateways":                         Honoured,
+		"http.match.queryParams":                      Honoured,
+		"http.match.queryParams.exact":                Honoured,
+		"http.match.queryParams.prefix":               Honoured,
+		"http.match.queryParams.regex":                Honoured,
+		"http.match.ignoreUriCase":                    Honoured,
+		"http.match.withoutHeaders":                   Honoured,
+		"http.match.withoutHeaders.exact":             Honoured,
+		"http.match.withoutHeaders.prefix":            Honoured,
+		"http.match.withoutHeaders.regex":             Honoured,
+		"http.match.sourceNamespace":                  Honoured,
+		"http.match.statPrefix":                       Refused,
+		"http.route":                                  Honoured,
+		"http.route.destination":                      Honoured,
+		"http.route.destination.host":                 Honoured,
+		"http.route.destination.subset":               Honoured,
+		"http.route.destination.port":                 Honoured,
+		"http.route.destination.port.number":          Honoured,
+		"http.route.weight":                           Honoured,
+		"http.route.headers":                          Honoured,
+		"http.route.headers.request":                  Honoured,
+		"http.route.headers.request.set":              Honoured,
+		"http.route.headers.request.add":              Honoured,
+		"http.route.headers.request.remove":           Honoured,
+		"http.route.headers.response":                 Honoured,
+		"http.route.headers.response.set":             Honoured,
+		"http.route.headers.response.add":             Honoured,
+		"http.route.headers.response.remove":          Honoured,
+		"http.redirect":                               Honoured,
+		"http.redirect.uri":                           Honoured,
+		"http.redirect.authority":                     Honoured,
+		"http.redirect.port":                          Honoured,
+		"http.redirect.derivePort":                    Honoured,
+		"http.redirect.derivePort=FROM_REQUEST_PORT":  Honoured,
+		"http.redirect.scheme":                        Honoured,
+		"http.redirect.redirectCode":                  Honoured,
+		"http.redirect.prefixRewrite":                 Honoured,
+		"http.directResponse":                         Honoured,
+		"http.directResponse.status":                  Honoured,
+		"http.directResponse.body":                    Honoured,
+		"http.directResponse.body.string":             Honoured,
+		"http.directResponse.body.bytes":              Honoured,
+		"http.delegate":                               Refused,
+		"http.delegate.name":                          Refused,
+		"http.delegate.namespace":                     Refused,
+		"http.rewrite":                                Honoured,
+		"http.rewrite.uri":                            Honoured,
+		"http.rewrite.authority":                      Honoured,
+		"http.rewrite.uriRegexRewrite":                Honoured,
+		"http.rewrite.uriRegexRewrite.match":          Honoured,
+		"http.rewrite.uriRegexRewrite.rewrite":        Honoured,
+		"http.timeout":                                Honoured,
+		"http.retries":                                Honoured,
+		"http.retries.attempts":                       Honoured,
+		"http.retries.perTryTimeout":                  Honoured,
+		"http.retries.retryOn":                        Honoured,
+		"http.retries.retryRemoteLocalities":          Refused,
+		"http.retries.retryIgnorePreviousHosts":       Honoured,
+		"http.retries.backoff":                        Honoured,
+		"http.fault":                                  Honoured,
+		"http.fault.delay":                            Honoured,
+		"http.fault.delay.percent":                    Honoured,
+		"http.fault.delay.fixedDelay":                 Honoured,
+		"http.fault.delay.exponentialDelay":           Refused,
+		"http.fault.delay.percentage":                 Honoured,
+		"http.fault.delay.percentage.value":           Honoured,
+		"http.fault.abort":                            Honoured,
+		"http.fault.abort.httpStatus":                 Honoured,
+		"http.fault.abort.grpcStatus":                 Honoured,
+		"http.fault.abort.http2Error":                 Refused,
+		"http.fault.abort.percentage":                 Honoured,
+		"http.fault.abort.percentage.value":           Honoured,
+		"http.mirror":                                 Honoured,
+		"http.mirror.host":                            Honoured,
+		"http.mirror.subset":                          Honoured,
+		"http.mirror.port":                            Honoured,
+		"http.mirror.port.number":                     Honoured,
+		"http.mirrors":                                Honoured,
+		"http.mirrors.destination":                    Honoured,
+		"http.mirrors.destination.host":               Honoured,
+		"http.mirrors.destination.subset":             Honoured,
+		"http.mirrors.destination.port":               Honoured,
+		"http.mirrors.destination.port.number":        Honoured,
+		"http.mirrors.percentage":                     Honoured,
+		"http.mirrors.percentage.value":               Honoured,
+		"http.mirrorPercent":                          Honoured,
+		"http.mirrorPercentage":                       Honoured,
+		"http.mirrorPercentage.value":                 Honoured,
+		"http.corsPolicy":                             Honoured,
+		"http.corsPolicy.allowOrigin":                 Honoured,
+		"http.corsPolicy.allowOrigins":                Honoured,
+		"http.corsPolicy.allowOrigins.exact":          Honoured,
+		"http.corsPolicy.allowOrigins.prefix":         Honoured,
+		"http.corsPolicy.allowOrigins.regex":          Honoured,
+		"http.corsPolicy.allowMethods":                Honoured,
+		"http.corsPolicy.allowHeaders":                Honoured,
+		"http.corsPolicy.exposeHeaders":               Honoured,
+		"http.corsPolicy.maxAge":                      Honoured,
+		"http.corsPolicy.allowCredentials":            Honoured,
+		"http.corsPolicy.unmatchedPreflights":         Honoured,
+		"http.corsPolicy.unmatchedPreflights=FORWARD": Honoured,
+		"http.corsPolicy.unmatchedPreflights=IGNORE":  Honoured,
+		"http.headers":                                Honoured,
+		"http.headers.request":                        Honoured,
+		"http.headers.request.set":                    Honoured,
+		"http.headers.request.add":                    Honoured,
+		"http.headers.request.remove":                 Honoured,
+		"http.headers.response":                       Honoured,
+		"http.headers.response.set":                   Honoured,
+		"http.headers.response.add":                   Honoured,
+		"http.headers.response.remove":                Honoured,
+		"tls":                                         Honoured,
+		"tls.match":                                   Honoured,
+		"tls.match.sniHosts":                          Honoured,
+		"tls.match.destinationSubnets":                Honoured,
+		"tls.match.port":                              Honoured,
+		"tls.match.sourceLabels":                      Honoured,
+		"tls.match.gateways":                          Honoured,
+		"tls.match.sourceNamespace":                   Honoured,
+		"tls.route":                                   Honoured,
+		"tls.route.destination":                       Honoured,
+		"tls.route.destination.host":                  Honoured,
+		"tls.route.destination.subset":                Honoured,
+		"tls.route.destination.port":                  Honoured,
+		"tls.route.destination.port.number":           Honoured,
+		"tls.route.weight":                            Honoured,
+		"tcp":                                         Honoured,
+		"tcp.match":                                   Honoured,
+		"tcp.match.destinationSubnets":                Honoured,
+		"tcp.match.port":                              Honoured,
+		"tcp.match.sourceSubnet":                      Refused,
+		"tcp.match.sourceLabels":                      Honoured,
+		"tcp.match.gateways":                          Honoured,
+		"tcp.match.sourceNamespace":                   Honoured,
+		"tcp.route":                                   Honoured,
+		"tcp.route.destination":                       Honoured,
+		"tcp.route.destination.host":                  Honoured,
+		"tcp.route.destination.subset":                Honoured,
+		"tcp.route.destination.port":                  Honoured,
+		"tcp.route.destination.port.number":           Honoured,
+		"tcp.route.weight":                            Honoured,
+		"exportTo":                                    Refused,
+	},
+	KindDestinationRule: {
+		"host":                              Honoured,
+		"trafficPolicy":                     Refused,
+		"trafficPolicy.loadBalancer":        Refused,
+		"trafficPolicy.loadBalancer.simple": Refused,
+		"trafficPolicy.loadBalancer.simple=LEAST_CONN":                                     Refused,
+		"trafficPolicy.loadBalancer.simple=RANDOM":                                         Refused,
+		"trafficPolicy.loadBalancer.simple=PASSTHROUGH":                                    Refused,
+		"trafficPolicy.loadBalancer.simple=ROUND_ROBIN":                                    Refused,
+		"trafficPolicy.loadBalancer.simple=LEAST_REQUEST":                                  Refused,
+		"trafficPolicy.loadBalancer.consistentHash":                                        Refused,
+		"trafficPolicy.loadBalancer.consistentHash.httpHeaderName":                         Refused,
+		"trafficPolicy.loadBalancer.consistentHash.httpCookie":                             Refused,
+		"trafficPolicy.loadBalancer.consistentHash.httpCookie.name":                        Refused,
+		"trafficPolicy.loadBalancer.consistentHash.httpCookie.path":                        Refused,
+		"trafficPolicy.loadBalancer.consistentHash.httpCookie.ttl":                         Refused,
+		"trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes":                  Refused,
+		"trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes.name":             Refused,
+		"trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes.value":            Refused,
+		"trafficPolicy.loadBalancer.consistentHash.useSourceIp":                            Refused,
+		"trafficPolicy.loadBalancer.consistentHash.httpQueryParameterName":                 Refused,
+		"trafficPolicy.loadBalancer.consistentHash.ringHash":                               Refused,
+		"trafficPolicy.loadBalancer.consistentHash.ringHash.minimumRingSize":               Refused,
+		"trafficPolicy.loadBalancer.consistentHash.maglev":                                 Refused,
+		"trafficPolicy.loadBalancer.consistentHash.maglev.tableSize":                       Refused,
+		"trafficPolicy.loadBalancer.consistentHash.minimumRingSize":                        Refused,
+		"trafficPolicy.loadBalancer.backendUtilization":                                    Refused,
+		"trafficPolicy.loadBalancer.backendUtilization.weightStabilizationPeriod":          Refused,
+		"trafficPolicy.loadBalancer.backendUtilization.weightExpirationPeriod":             Refused,
+		"trafficPolicy.loadBalancer.backendUtilization.weightUpdatePeriod":                 Refused,
+		"trafficPolicy.loadBalancer.backendUtilization.errorUtilizationPenaltyPercent":     Refused,
+		"trafficPolicy.loadBalancer.backendUtilization.metricNamesForComputingUtilization": Refused,
+		"trafficPolicy.loadBalancer.localityLbSetting":                                     Refused,
+		"trafficPolicy.loadBalancer.localityLbSetting.distribute":                          Refused,
+		"trafficPolicy.loadBalancer.localityLbSetting.distribute.from":                     Refused,
+		"trafficPolicy.loadBalancer.localityLbSetting.distribute.to":                       Refused,
+		"trafficPolicy.loadBalancer.localityLbSetting.failover":                            Refused,
+		"trafficPolicy.loadBalancer.localityLbSetting.failover.from":                       Refused,
+		"trafficPolicy.loadBalancer.localityLbSetting.failover.to":                         Refused,
+		"trafficPolicy.loadBalancer.localityLbSetting.failoverPriority":                    Refused,
+		"trafficPolicy.loadBalancer.localityLbSetting.enabled":                             Refused,
+		"trafficPolicy.loadBalancer.zoneAwareLbSetting":                                    Refused,
+		"trafficPolicy.loadBalancer.zoneAwareLbSetting.enabled":                            Refused,
+		"trafficPolicy.loadBalancer.zoneAwareLbSetting.failover":                           Refused,
+		"trafficPolicy.loadBalancer.zoneAwareLbSetting.failover.from":                      Refused,
+		"trafficPolicy.loadBalancer.zoneAwareLbSetting.failover.to":                        Refused,
+		"trafficPolicy.loadBalancer.zoneAwareLbSetting.failoverPriority":                   Refused,
+		"trafficPolicy.loadBalancer.zoneAwareLbSetting.minClusterSize":                     Refused,
+		"trafficPolicy.loadBalancer.warmupDurationSecs":                                    Refused,
+		"trafficPolicy.loadBalancer.warmup":                                                Refused,
+		"trafficPolicy.loadBalancer.warmup.duration":                                       Refused,
+		"trafficPolicy.loadBalancer.warmup.minimumPercent":                                 Refused,
+		"trafficPolicy.loadBalancer.warmup.aggression":                                     Refused,
+		"trafficPolicy.connectionPool":                                                     Refused,
+		"trafficPolicy.connectionPool.tcp":                                                 Refused,
+		"trafficPolicy.connectionPool.tcp.maxConnections":                                  Refused,
+		"trafficPolicy.connectionPool.tcp.connectTimeout":                                  Refused,
+		"trafficPolicy.connectionPool.tcp.tcpKeepalive":                                    Refused,
+		"trafficPolicy.connectionPool.tcp.tcpKeepalive.probes":                             Refused,
+		"trafficPolicy.connectionPool.tcp.tcpKeepalive.time":                               Refused,
+		"trafficPolicy.connectionPool.tcp.tcpKeepalive.interval":                           Refused,
+		"trafficPolicy.connectionPool.tcp.maxConnectionDuration":                           Refused,
+		"trafficPolicy.connectionPool.tcp.idleTimeout":                                     Refused,
+		"trafficPolicy.connectionPool.http":                                                Refused,
+		"trafficPolicy.connectionPool.http.http1MaxPendingRequests":                        Refused,
+		"trafficPolicy.connectionPool.http.http2MaxRequests":                               Refused,
+		"trafficPolicy.connectionPool.http.maxRequestsPerConnection":                       Refused,
+		"trafficPolicy.connectionPool.http.maxRetries":                                     Refused,
+		"trafficPolicy.connectionPool.http.idleTimeout":                                    Refused,
+		"trafficPolicy.connectionPool.http.h2UpgradePolicy":                                Refused,
+		"trafficPolicy.connectionPool.http.h2UpgradePolicy=DO_NOT_UPGRADE":                 Refused,
+		"trafficPolicy.connectionPool.http.h2UpgradePolicy=UPGRADE":                        Refused,
+		"trafficPolicy.connectionPool.http.useClientProtocol":                              Refused,
+		"trafficPolicy.connectionPool.http.maxConcurrentStreams":                           Refused,
+		"trafficPolicy.connectionPool.http.http2KeepAlive":                                 Refused,
+		"trafficPolicy.connectionPool.http.http2KeepAlive.interval":                        Refused,
+		"trafficPolicy.connectionPool.http.http2KeepAlive.timeout":                         Refused,
+		"trafficPolicy.outlierDetection":                                                   Refused,
+		"trafficPolicy.outlierDetection.consecutiveErrors":                                 Refused,
+		"trafficPolicy.outlierDetection.splitExternalLocalOriginErrors":                    Refused,
+		"trafficPolicy.outlierDetection.consecutiveLocalOriginFailures":                    Refused,
+		"trafficPolicy.outlierDetection.consecutiveGatewayErrors":                          Refused,
+		"trafficPolicy.outlierDetection.consecutive5xxErrors":                              Refused,
+		"trafficPolicy.outlierDetection.interval":                                          Refused,
+		"trafficPolicy.outlierDetection.baseEjectionTime":                                  Refused,
+		"trafficPolicy.outlierDetection.maxEjectionPercent":                                Refused,
+		"trafficPolicy.outlierDetection.minHealthPercent":                                  Refused,
+		"trafficPolicy.outlierDetection.outlierDetectionHttpErrorCodes":                    Refused,
+		"trafficPolicy.outlierDetection.failurePercentageThreshold":                        Refused,
+		"trafficPolicy.tls":                                                                                  Refused,
+		"trafficPolicy.tls.mode":                                                                             Refused,
+		"trafficPolicy.tls.mode=SIMPLE":                                                                      Refused,
+		"trafficPolicy.tls.mode=MUTUAL":                                                                      Refused,
+		"trafficPolicy.tls.mode=ISTIO_MUTUAL":                                                                Refused,
+		"trafficPolicy.tls.clientCertificate":                                                                Refused,
+		"trafficPolicy.tls.privateKey":                                                                       Refused,
+		"trafficPolicy.tls.caCertificates":                                                                   Refused,
+		"trafficPolicy.tls.credentialName":                                                                   Refused,
+		"trafficPolicy.tls.caCertCredentialName":                                                             Refused,
+		"trafficPolicy.tls.subjectAltNames":                                                                  Refused,
+		"trafficPolicy.tls.sni":                                                                              Refused,
+		"trafficPolicy.tls.insecureSkipVerify":                                                               Refused,
+		"trafficPolicy.tls.caCrl":                                                                            Refused,
+		"trafficPolicy.portLevelSettings":                                                                    Refused,
+		"trafficPolicy.portLevelSettings.port":                                                               Refused,
+		"trafficPolicy.portLevelSettings.port.number":                                                        Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer":                                                       Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.simple":                                                Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.simple=LEAST_CONN":                                     Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.simple=RANDOM":                                         Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.simple=PASSTHROUGH":                                    Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.simple=ROUND_ROBIN":                                    Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.simple=LEAST_REQUEST":                                  Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash":                                        Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpHeaderName":                         Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie":                             Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.name":                        Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.path":                        Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.ttl":                         Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.attributes":                  Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.attributes.name":             Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.attributes.value":            Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.useSourceIp":                            Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpQueryParameterName":                 Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.ringHash":                               Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.ringHash.minimumRingSize":               Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.maglev":                                 Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.maglev.tableSize":                       Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.consistentHash.minimumRingSize":                        Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.backendUtilization":                                    Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.backendUtilization.weightStabilizationPeriod":          Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.backendUtilization.weightExpirationPeriod":             Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.backendUtilization.weightUpdatePeriod":                 Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.backendUtilization.errorUtilizationPenaltyPercent":     Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.backendUtilization.metricNamesForComputingUtilization": Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting":                                     Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.distribute":                          Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.distribute.from":                     Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.distribute.to":                       Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.failover":                            Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.failover.from":                       Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.failover.to":                         Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.failoverPriority":                    Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.enabled":                             Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting":                                    Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.enabled":                            Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.failover":                           Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.failover.from":                      Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.failover.to":                        Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.failoverPriority":                   Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.minClusterSize":                     Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.warmupDurationSecs":                                    Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.warmup":                                                Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.warmup.duration":                                       Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.warmup.minimumPercent":                                 Refused,
+		"trafficPolicy.portLevelSettings.loadBalancer.warmup.aggression":                                     Refused,
+		"trafficPolicy.portLevelSettings.connectionPool":                                                     Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.tcp":                                                 Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.tcp.maxConnections":                                  Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.tcp.connectTimeout":                                  Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.tcp.tcpKeepalive":                                    Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.tcp.tcpKeepalive.probes":                             Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.tcp.tcpKeepalive.time":                               Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.tcp.tcpKeepalive.interval":                           Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.tcp.maxConnectionDuration":                           Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.tcp.idleTimeout":                                     Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http":                                                Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.http1MaxPendingRequests":                        Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.http2MaxRequests":                               Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.maxRequestsPerConnection":                       Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.maxRetries":                                     Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.idleTimeout":                                    Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.h2UpgradePolicy":                                Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.h2UpgradePolicy=DO_NOT_UPGRADE":                 Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.h2UpgradePolicy=UPGRADE":                        Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.useClientProtocol":                              Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.maxConcurrentStreams":                           Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.http2KeepAlive":                                 Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.http2KeepAlive.interval":                        Refused,
+		"trafficPolicy.portLevelSettings.connectionPool.http.http2KeepAlive.timeout":                         Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection":                                                   Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection.consecutiveErrors":                                 Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection.splitExternalLocalOriginErrors":                    Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection.consecutiveLocalOriginFailures":                    Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection.consecutiveGatewayErrors":                          Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection.consecutive5xxErrors":                              Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection.interval":                                          Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection.baseEjectionTime":                                  Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection.maxEjectionPercent":                                Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection.minHealthPercent":                                  Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection.outlierDetectionHttpErrorCodes":                    Refused,
+		"trafficPolicy.portLevelSettings.outlierDetection.failurePercentageThreshold":                        Refused,
+		"trafficPolicy.portLevelSettings.tls":                                                                Refused,
+		"trafficPolicy.portLevelSettings.tls.mode":                                                           Refused,
+		"trafficPolicy.portLevelSettings.tls.mode=SIMPLE":                                                    Refused,
+		"trafficPolicy.portLevelSettings.tls.mode=MUTUAL":                                                    Refused,
+		"trafficPolicy.portLevelSettings.tls.mode=ISTIO_MUTUAL":                                              Refused,
+		"trafficPolicy.portLevelSettings.tls.clientCertificate":                                              Refused,
+		"trafficPolicy.portLevelSettings.tls.privateKey":                                                     Refused,
+		"trafficPolicy.portLevelSettings.tls.caCertificates":                                                 Refused,
+		"trafficPolicy.portLevelSettings.tls.credentialName":                                                 Refused,
+		"trafficPolicy.portLevelSettings.tls.caCertCredentialName":                                           Refused,
+		"trafficPolicy.portLevelSettings.tls.subjectAltNames":                                                Refused,
+		"trafficPolicy.portLevelSettings.tls.sni":                                                            Refused,
+		"trafficPolicy.portLevelSettings.tls.insecureSkipVerify":                                             Refused,
+		"trafficPolicy.portLevelSettings.tls.caCrl":                                                          Refused,
+		"trafficPolicy.tunnel":                          Refused,
+		"trafficPolicy.tunnel.protocol":                 Refused,
+		"trafficPolicy.tunnel.targetHost":               Refused,
+		"trafficPolicy.tunnel.targetPort":               Refused,
+		"trafficPolicy.proxyProtocol":                   Refused,
+		"trafficPolicy.proxyProtocol.version":           Refused,
+		"trafficPolicy.proxyProtocol.version=V2":        Refused,
+		"trafficPolicy.retryBudget":                     Refused,
+		"trafficPolicy.retryBudget.percent":             Refused,
+		"trafficPolicy.retryBudget.minRetryConcurrency": Refused,
+		"trafficPolicy.retryBudget.budgetInterval":      Refused,
+		"subsets":                                   Honoured,
+		"subsets.name":                              Honoured,
+		"subsets.labels":                            Honoured,
+		"subsets.trafficPolicy":                     Refused,
+		"subsets.trafficPolicy.loadBalancer":        Refused,
+		"subsets.trafficPolicy.loadBalancer.simple": Refused,
+		"subsets.trafficPolicy.loadBalancer.simple=LEAST_CONN":                                                       Refused,
+		"subsets.trafficPolicy.loadBalancer.simple=RANDOM":                                                           Refused,
+		"subsets.trafficPolicy.loadBalancer.simple=PASSTHROUGH":                                                      Refused,
+		"subsets.trafficPolicy.loadBalancer.simple=ROUND_ROBIN":                                                      Refused,
+		"subsets.trafficPolicy.loadBalancer.simple=LEAST_REQUEST":                                                    Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash":                                                          Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.httpHeaderName":                                           Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.httpCookie":                                               Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.httpCookie.name":                                          Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.httpCookie.path":                                          Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.httpCookie.ttl":                                           Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes":                                    Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes.name":                               Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes.value":                              Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.useSourceIp":                                              Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.httpQueryParameterName":                                   Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.ringHash":                                                 Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.ringHash.minimumRingSize":                                 Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.maglev":                                                   Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.maglev.tableSize":                                         Refused,
+		"subsets.trafficPolicy.loadBalancer.consistentHash.minimumRingSize":                                          Refused,
+		"subsets.trafficPolicy.loadBalancer.backendUtilization":                                                      Refused,
+		"subsets.trafficPolicy.loadBalancer.backendUtilization.weightStabilizationPeriod":                            Refused,
+		"subsets.trafficPolicy.loadBalancer.backendUtilization.weightExpirationPeriod":                               Refused,
+		"subsets.trafficPolicy.loadBalancer.backendUtilization.weightUpdatePeriod":                                   Refused,
+		"subsets.trafficPolicy.loadBalancer.backendUtilization.errorUtilizationPenaltyPercent":                       Refused,
+		"subsets.trafficPolicy.loadBalancer.backendUtilization.metricNamesForComputingUtilization":                   Refused,
+		"subsets.trafficPolicy.loadBalancer.localityLbSetting":                                                       Refused,
+		"subsets.trafficPolicy.loadBalancer.localityLbSetting.distribute":                                            Refused,
+		"subsets.trafficPolicy.loadBalancer.localityLbSetting.distribute.from":                                       Refused,
+		"subsets.trafficPolicy.loadBalancer.localityLbSetting.distribute.to":                                         Refused,
+		"subsets.trafficPolicy.loadBalancer.localityLbSetting.failover":                                              Refused,
+		"subsets.trafficPolicy.loadBalancer.localityLbSetting.failover.from":                                         Refused,
+		"subsets.trafficPolicy.loadBalancer.localityLbSetting.failover.to":                                           Refused,
+		"subsets.trafficPolicy.loadBalancer.localityLbSetting.failoverPriority":                                      Refused,
+		"subsets.trafficPolicy.loadBalancer.localityLbSetting.enabled":                                               Refused,
+		"subsets.trafficPolicy.loadBalancer.zoneAwareLbSetting":                                                      Refused,
+		"subsets.trafficPolicy.loadBalancer.zoneAwareLbSetting.enabled":                                              Refused,
+		"subsets.trafficPolicy.loadBalancer.zoneAwareLbSetting.failover":                                             Refused,
+		"subsets.trafficPolicy.loadBalancer.zoneAwareLbSetting.failover.from":                                        Refused,
+		"subsets.trafficPolicy.loadBalancer.zoneAwareLbSetting.failover.to":                                          Refused,
+		"subsets.trafficPolicy.loadBalancer.zoneAwareLbSetting.failoverPriority":                                     Refused,
+		"subsets.trafficPolicy.loadBalancer.zoneAwareLbSetting.minClusterSize":                                       Refused,
+		"subsets.trafficPolicy.loadBalancer.warmupDurationSecs":                                                      Refused,
+		"subsets.trafficPolicy.loadBalancer.warmup":                                                                  Refused,
+		"subsets.trafficPolicy.loadBalancer.warmup.duration":                                                         Refused,
+		"subsets.trafficPolicy.loadBalancer.warmup.minimumPercent":                                                   Refused,
+		"subsets.trafficPolicy.loadBalancer.warmup.aggression":                                                       Refused,
+		"subsets.trafficPolicy.connectionPool":                                                                       Refused,
+		"subsets.trafficPolicy.connectionPool.tcp":                                                                   Refused,
+		"subsets.trafficPolicy.connectionPool.tcp.maxConnections":                                                    Refused,
+		"subsets.trafficPolicy.connectionPool.tcp.connectTimeout":                                                    Refused,
+		"subsets.trafficPolicy.connectionPool.tcp.tcpKeepalive":                                                      Refused,
+		"subsets.trafficPolicy.connectionPool.tcp.tcpKeepalive.probes":                                               Refused,
+		"subsets.trafficPolicy.connectionPool.tcp.tcpKeepalive.time":                                                 Refused,
+		"subsets.trafficPolicy.connectionPool.tcp.tcpKeepalive.interval":                                             Refused,
+		"subsets.trafficPolicy.connectionPool.tcp.maxConnectionDuration":                                             Refused,
+		"subsets.trafficPolicy.connectionPool.tcp.idleTimeout":                                                       Refused,
+		"subsets.trafficPolicy.connectionPool.http":                                                                  Refused,
+		"subsets.trafficPolicy.connectionPool.http.http1MaxPendingRequests":                                          Refused,
+		"subsets.trafficPolicy.connectionPool.http.http2MaxRequests":                                                 Refused,
+		"subsets.trafficPolicy.connectionPool.http.maxRequestsPerConnection":                                         Refused,
+		"subsets.trafficPolicy.connectionPool.http.maxRetries":                                                       Refused,
+		"subsets.trafficPolicy.connectionPool.http.idleTimeout":                                                      Refused,
+		"subsets.trafficPolicy.connectionPool.http.h2UpgradePolicy":                                                  Refused,
+		"subsets.trafficPolicy.connectionPool.http.h2UpgradePolicy=DO_NOT_UPGRADE":                                   Refused,
+		"subsets.trafficPolicy.connectionPool.http.h2UpgradePolicy=UPGRADE":                                          Refused,
+		"subsets.trafficPolicy.connectionPool.http.useClientProtocol":                                                Refused,
+		"subsets.trafficPolicy.connectionPool.http.maxConcurrentStreams":                                             Refused,
+		"subsets.trafficPolicy.connectionPool.http.http2KeepAlive":                                                   Refused,
+		"subsets.trafficPolicy.connectionPool.http.http2KeepAlive.interval":                                          Refused,
+		"subsets.trafficPolicy.connectionPool.http.http2KeepAlive.timeout":                                           Refused,
+		"subsets.trafficPolicy.outlierDetection":                                                                     Refused,
+		"subsets.trafficPolicy.outlierDetection.consecutiveErrors":                                                   Refused,
+		"subsets.trafficPolicy.outlierDetection.splitExternalLocalOriginErrors":                                      Refused,
+		"subsets.trafficPolicy.outlierDetection.consecutiveLocalOriginFailures":                                      Refused,
+		"subsets.trafficPolicy.outlierDetection.consecutiveGatewayErrors":                                            Refused,
+		"subsets.trafficPolicy.outlierDetection.consecutive5xxErrors":                                                Refused,
+		"subsets.trafficPolicy.outlierDetection.interval":                                                            Refused,
+		"subsets.trafficPolicy.outlierDetection.baseEjectionTime":                                                    Refused,
+		"subsets.trafficPolicy.outlierDetection.maxEjectionPercent":                                                  Refused,
+		"subsets.trafficPolicy.outlierDetection.minHealthPercent":                                                    Refused,
+		"subsets.trafficPolicy.outlierDetection.outlierDetectionHttpErrorCodes":                                      Refused,
+		"subsets.trafficPolicy.outlierDetection.failurePercentageThreshold":                                          Refused,
+		"subsets.trafficPolicy.tls":                                                                                  Refused,
+		"subsets.trafficPolicy.tls.mode":                                                                             Refused,
+		"subsets.trafficPolicy.tls.mode=SIMPLE":                                                                      Refused,
+		"subsets.trafficPolicy.tls.mode=MUTUAL":                                                                      Refused,
+		"subsets.trafficPolicy.tls.mode=ISTIO_MUTUAL":                                                                Refused,
+		"subsets.trafficPolicy.tls.clientCertificate":                                                                Refused,
+		"subsets.trafficPolicy.tls.privateKey":                                                                       Refused,
+		"subsets.trafficPolicy.tls.caCertificates":                                                                   Refused,
+		"subsets.trafficPolicy.tls.credentialName":                                                                   Refused,
+		"subsets.trafficPolicy.tls.caCertCredentialName":                                                             Refused,
+		"subsets.trafficPolicy.tls.subjectAltNames":                                                                  Refused,
+		"subsets.trafficPolicy.tls.sni":                                                                              Refused,
+		"subsets.trafficPolicy.tls.insecureSkipVerify":                                                               Refused,
+		"subsets.trafficPolicy.tls.caCrl":                                                                            Refused,
+		"subsets.trafficPolicy.portLevelSettings":                                                                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.port":                                                               Refused,
+		"subsets.trafficPolicy.portLevelSettings.port.number":                                                        Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer":                                                       Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.simple":                                                Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.simple=LEAST_CONN":                                     Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.simple=RANDOM":                                         Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.simple=PASSTHROUGH":                                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.simple=ROUND_ROBIN":                                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.simple=LEAST_REQUEST":                                  Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash":                                        Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpHeaderName":                         Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie":                             Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.name":                        Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.path":                        Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.ttl":                         Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.attributes":                  Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.attributes.name":             Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpCookie.attributes.value":            Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.useSourceIp":                            Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.httpQueryParameterName":                 Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.ringHash":                               Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.ringHash.minimumRingSize":               Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.maglev":                                 Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.maglev.tableSize":                       Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.consistentHash.minimumRingSize":                        Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.backendUtilization":                                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.backendUtilization.weightStabilizationPeriod":          Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.backendUtilization.weightExpirationPeriod":             Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.backendUtilization.weightUpdatePeriod":                 Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.backendUtilization.errorUtilizationPenaltyPercent":     Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.backendUtilization.metricNamesForComputingUtilization": Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting":                                     Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.distribute":                          Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.distribute.from":                     Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.distribute.to":                       Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.failover":                            Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.failover.from":                       Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.failover.to":                         Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.failoverPriority":                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.localityLbSetting.enabled":                             Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting":                                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.enabled":                            Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.failover":                           Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.failover.from":                      Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.failover.to":                        Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.failoverPriority":                   Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.zoneAwareLbSetting.minClusterSize":                     Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.warmupDurationSecs":                                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.warmup":                                                Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.warmup.duration":                                       Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.warmup.minimumPercent":                                 Refused,
+		"subsets.trafficPolicy.portLevelSettings.loadBalancer.warmup.aggression":                                     Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool":                                                     Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.tcp":                                                 Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.tcp.maxConnections":                                  Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.tcp.connectTimeout":                                  Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.tcp.tcpKeepalive":                                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.tcp.tcpKeepalive.probes":                             Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.tcp.tcpKeepalive.time":                               Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.tcp.tcpKeepalive.interval":                           Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.tcp.maxConnectionDuration":                           Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.tcp.idleTimeout":                                     Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http":                                                Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.http1MaxPendingRequests":                        Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.http2MaxRequests":                               Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.maxRequestsPerConnection":                       Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.maxRetries":                                     Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.idleTimeout":                                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.h2UpgradePolicy":                                Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.h2UpgradePolicy=DO_NOT_UPGRADE":                 Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.h2UpgradePolicy=UPGRADE":                        Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.useClientProtocol":                              Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.maxConcurrentStreams":                           Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.http2KeepAlive":                                 Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.http2KeepAlive.interval":                        Refused,
+		"subsets.trafficPolicy.portLevelSettings.connectionPool.http.http2KeepAlive.timeout":                         Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection":                                                   Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection.consecutiveErrors":                                 Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection.splitExternalLocalOriginErrors":                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection.consecutiveLocalOriginFailures":                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection.consecutiveGatewayErrors":                          Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection.consecutive5xxErrors":                              Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection.interval":                                          Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection.baseEjectionTime":                                  Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection.maxEjectionPercent":                                Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection.minHealthPercent":                                  Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection.outlierDetectionHttpErrorCodes":                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.outlierDetection.failurePercentageThreshold":                        Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls":                                                                Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.mode":                                                           Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.mode=SIMPLE":                                                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.mode=MUTUAL":                                                    Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.mode=ISTIO_MUTUAL":                                              Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.clientCertificate":                                              Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.privateKey":                                                     Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.caCertificates":                                                 Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.credentialName":                                                 Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.caCertCredentialName":                                           Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.subjectAltNames":                                                Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.sni":                                                            Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.insecureSkipVerify":                                             Refused,
+		"subsets.trafficPolicy.portLevelSettings.tls.caCrl":                                                          Refused,
+		"subsets.trafficPolicy.tunnel":                                                                               Refused,
+		"subsets.trafficPolicy.tunnel.protocol":                                                                      Refused,
+		"subsets.trafficPolicy.tunnel.targetHost":                                                                    Refused,
+		"subsets.trafficPolicy.tunnel.targetPort":                                                                    Refused,
+		"subsets.trafficPolicy.proxyProtocol":                                                                        Refused,
+		"subsets.trafficPolicy.proxyProtocol.version":                                                                Refused,
+		"subsets.trafficPolicy.proxyProtocol.version=V2":                                                             Refused,
+		"subsets.trafficPolicy.retryBudget":                                                                          Refused,
+		"subsets.trafficPolicy.retryBudget.percent":                                                                  Refused,
+		"subsets.trafficPolicy.retryBudget.minRetryConcurrency":                                                      Refused,
+		"subsets.trafficPolicy.retryBudget.budgetInterval":                                                           Refused,
+		"exportTo":                     Refused,
+		"workloadSelector":             Refused,
+		"workloadSelector.matchLabels": Refused,
+	},
+	KindServiceEntry: {
+		"hosts":                      Honoured,
+		"addresses":                  Honoured,
+		"ports":                      Honoured,
+		"ports.number":               Honoured,
+		"ports.protocol":             Honoured,
+		"ports.name":                 Honoured,
+		"ports.targetPort":           Honoured,
+		"location":                   Honoured,
+		"location=MESH_INTERNAL":     Honoured,
+		"resolution":                 Honoured,
+		"resolution=STATIC":          Honoured,
+		"resolution=DNS":             Refused,
+		"resolution=DNS_ROUND_ROBIN": Refused,
+		"resolution=DYNAMIC_DNS":     Refused,
+		"endpoints":                  Honoured,
+		"endpoints.address":          Honoured,
+		"endpoints.ports":            Honoured,
+		"endpoints.labels":           Honoured,
+		"endpoints.network":          Refused,
+		"endpoints.locality":         Refused,
+		"endpoints.weight":           Refused,
+		"endpoints.serviceAccount":   Refused,
+		"workloadSelector":           Honoured,
+		"workloadSelector.labels":    Honoured,
+		"exportTo":                   Honoured,
+		"subjectAltNames":            Refused,
+	},
+	KindSidecar: {
+		"workloadSelector":                                           Honoured,
+		"workloadSelector.labels":                                    Honoured,
+		"ingress":                                                    Refused,
+		"ingress.port":                                               Refused,
+		"ingress.port.number":                                        Refused,
+		"ingress.port.protocol":                                      Refused,
+		"ingress.port.name":                                          Refused,
+		"ingress.port.targetPort":                                    Refused,
+		"ingress.bind":                                               Refused,
+		"ingress.captureMode":                                        Refused,
+		"ingress.captureMode=IPTABLES":                               Refused,
+		"ingress.captureMode=NONE":                                   Refused,
+		"ingress.defaultEndpoint":                                    Refused,
+		"ingress.tls":                                                Refused,
+		"ingress.tls.httpsRedirect":                                  Refused,
+		"ingress.tls.mode":                                           Refused,
+		"ingress.tls.mode=SIMPLE":                                    Refused,
+		"ingress.tls.mode=MUTUAL":                                    Refused,
+		"ingress.tls.mode=AUTO_PASSTHROUGH":                          Refused,
+		"ingress.tls.mode=ISTIO_MUTUAL":                              Refused,
+		"ingress.tls.mode=OPTIONAL_MUTUAL":                           Refused,
+		"ingress.tls.serverCertificate":                              Refused,
+		"ingress.tls.privateKey":                                     Refused,
+		"ingress.tls.caCertificates":                                 Refused,
+		"ingress.tls.caCrl":                                          Refused,
+		"ingress.tls.credentialName":                                 Refused,
+		"ingress.tls.credentialNames":                                Refused,
+		"ingress.tls.caCertCredentialName":                           Refused,
+		"ingress.tls.tlsCertificates":                                Refused,
+		"ingress.tls.tlsCertificates.serverCertificate":              Refused,
+		"ingress.tls.tlsCertificates.privateKey":                     Refused,
+		"ingress.tls.tlsCertificates.caCertificates":                 Refused,
+		"ingress.tls.subjectAltNames":                                Refused,
+		"ingress.tls.verifyCertificateSpki":                          Refused,
+		"ingress.tls.verifyCertificateHash":                          Refused,
+		"ingress.tls.minProtocolVersion":                             Refused,
+		"ingress.tls.minProtocolVersion=TLSV1_0":                     Refused,
+		"ingress.tls.minProtocolVersion=TLSV1_1":                     Refused,
+		"ingress.tls.minProtocolVersion=TLSV1_2":                     Refused,
+		"ingress.tls.minProtocolVersion=TLSV1_3":                     Refused,
+		"ingress.tls.maxProtocolVersion":                             Refused,
+		"ingress.tls.maxProtocolVersion=TLSV1_0":                     Refused,
+		"ingress.tls.maxProtocolVersion=TLSV1_1":                     Refused,
+		"ingress.tls.maxProtocolVersion=TLSV1_2":                     Refused,
+		"ingress.tls.maxProtocolVersion=TLSV1_3":                     Refused,
+		"ingress.tls.cipherSuites":                                   Refused,
+		"ingress.tls.insecureSkipVerify":                             Refused,
+		"ingress.tls.ecdhCurves":                                     Refused,
+		"ingress.tls.alpnProtocols":                                  Refused,
+		"ingress.connectionPool":                                     Refused,
+		"ingress.connectionPool.tcp":                                 Refused,
+		"ingress.connectionPool.tcp.maxConnections":                  Refused,
+		"ingress.connectionPool.tcp.connectTimeout":                  Refused,
+		"ingress.connectionPool.tcp.tcpKeepalive":                    Refused,
+		"ingress.connectionPool.tcp.tcpKeepalive.probes":             Refused,
+		"ingress.connectionPool.tcp.tcpKeepalive.time":               Refused,
+		"ingress.connectionPool.tcp.tcpKeepalive.interval":           Refused,
+		"ingress.connectionPool.tcp.maxConnectionDuration":           Refused,
+		"ingress.connectionPool.tcp.idleTimeout":                     Refused,
+		"ingress.connectionPool.http":                                Refused,
+		"ingress.connectionPool.http.http1MaxPendingRequests":        Refused,
+		"ingress.connectionPool.http.http2MaxRequests":               Refused,
+		"ingress.connectionPool.http.maxRequestsPerConnection":       Refused,
+		"ingress.connectionPool.http.maxRetries":                     Refused,
+		"ingress.connectionPool.http.idleTimeout":                    Refused,
+		"ingress.connectionPool.http.h2UpgradePolicy":                Refused,
+		"ingress.connectionPool.http.h2UpgradePolicy=DO_NOT_UPGRADE": Refused,
+		"ingress.connectionPool.http.h2UpgradePolicy=UPGRADE":        Refused,
+		"ingress.connectionPool.http.useClientProtocol":              Refused,
+		"ingress.connectionPool.http.maxConcurrentStreams":           Refused,
+		"ingress.connectionPool.http.http2KeepAlive":                 Refused,
+		"ingress.connectionPool.http.http2KeepAlive.interval":        Refused,
+		"ingress.connectionPool.http.http2KeepAlive.timeout":         Refused,
+		"egress":                                                    Honoured,
+		"egress.port":                                               Refused,
+		"egress.port.number":                                        Refused,
+		"egress.port.protocol":                                      Refused,
+		"egress.port.name":                                          Refused,
+		"egress.port.targetPort":                                    Refused,
+		"egress.bind":                                               Refused,
+		"egress.captureMode":                                        Refused,
+		"egress.captureMode=IPTABLES":                               Refused,
+		"egress.captureMode=NONE":                                   Refused,
+		"egress.hosts":                                              Honoured,
+		"inboundConnectionPool":                                     Refused,
+		"inboundConnectionPool.tcp":                                 Refused,
+		"inboundConnectionPool.tcp.maxConnections":                  Refused,
+		"inboundConnectionPool.tcp.connectTimeout":                  Refused,
+		"inboundConnectionPool.tcp.tcpKeepalive":                    Refused,
+		"inboundConnectionPool.tcp.tcpKeepalive.probes":             Refused,
+		"inboundConnectionPool.tcp.tcpKeepalive.time":               Refused,
+		"inboundConnectionPool.tcp.tcpKeepalive.interval":           Refused,
+		"inboundConnectionPool.tcp.maxConnectionDuration":           Refused,
+		"inboundConnectionPool.tcp.idleTimeout":                     Refused,
+		"inboundConnectionPool.http":                                Refused,
+		"inboundConnectionPool.http.http1MaxPendingRequests":        Refused,
+		"inboundConnectionPool.http.http2MaxRequests":               Refused,
+		"inboundConnectionPool.http.maxRequestsPerConnection":       Refused,
+		"inboundConnectionPool.http.maxRetries":                     Refused,
+		"inboundConnectionPool.http.idleTimeout":                    Refused,
+		"inboundConnectionPool.http.h2UpgradePolicy":                Refused,
+		"inboundConnectionPool.http.h2UpgradePolicy=DO_NOT_UPGRADE": Refused,
+		"inboundConnectionPool.http.h2UpgradePolicy=UPGRADE":        Refused,
+		"inboundConnectionPool.http.useClientProtocol":              Refused,
+		"inboundConnectionPool.http.maxConcurrentStreams":           Refused,
+		"inboundConnectionPool.http.http2KeepAlive":                 Refused,
+		"inboundConnectionPool.http.http2KeepAlive.interval":        Refused,
+		"inboundConnectionPool.http.http2KeepAlive.timeout":         Refused,
+		"outboundTrafficPolicy":                                     Refused,
+		"outboundTrafficPolicy.mode":                                Refused,
+		"outboundTrafficPolicy.mode=ALLOW_ANY":                      Refused,
+		"outboundTrafficPolicy.egressProxy":                         Refused,
+		"outboundTrafficPolicy.egressProxy.host":                    Refused,
+		"outboundTrafficPolicy.egressProxy.subset":                  Refused,
+		"outboundTrafficPolicy.egressProxy.port":                    Refused,
+		"outboundTrafficPolicy.egressProxy.port.number":             Refused,
+	},
+	KindWorkloadEntry: {
+		"address":        Honoured,
+		"ports":          Honoured,
+		"labels":         Honoured,
+		"network":        Refused,
+		"locality":       Refused,
+		"weight":         Refused,
+		"serviceAccount": Refused,
+	},
+}
+
+// FieldSupport is one entry of the registry.
+type FieldSupport struct {
+	Kind    model.Kind
+	Path    string
+	Support Support
+}
+
+// SupportTable lists the registry, by kind (in Kinds order) and then in
+// the order of the message tree.
+func SupportTable() []FieldSupport {
+	var out []FieldSupport
+	for _, kind := range Kinds {
+		for _, p := range fieldPaths(newSpec(kind).ProtoReflect().Descriptor()) {
+			s, ok := fieldSupport[kind][p]
+			if !ok {
+				s = Refused
+			}
+			out = append(out, FieldSupport{Kind: kind, Path: p, Support: s})
+		}
+	}
+	return out
+}
+
+// fieldPaths lists every field path under md in declaration order, depth
+// first, as fieldSupport spells them. Well-known types are leaves.
+func fieldPaths(md protoreflect.MessageDescriptor) []string {
+	var out []string
+	var walk func(prefix string, md protoreflect.MessageDescriptor, stack []protoreflect.FullName)
+	walk = func(prefix string, md protoreflect.MessageDescriptor, stack []protoreflect.FullName) {
+		for _, name := range stack {
+			if name == md.FullName() {
+				return // a recursive message: its fields are listed once
+			}
+		}
+		stack = append(stack, md.FullName())
+		for i := range md.Fields().Len() {
+			fd := md.Fields().Get(i)
+			p := joinPath(prefix, fd.JSONName())
+			out = append(out, p)
+			if fd.Kind() == protoreflect.EnumKind {
+				for j := 1; j < fd.Enum().Values().Len(); j++ {
+					out = append(out, p+"="+string(fd.Enum().Values().Get(j).Name()))
+				}
+			}
+			if sub := messageOf(fd); sub != nil && !isWellKnown(sub) {
+				walk(p, sub, stack)
+			}
+		}
+	}
+	walk("", md, nil)
+	return out
+}
+
+// messageOf is the message type of a field's values (a map's value type),
+// or nil.
+func messageOf(fd protoreflect.FieldDescriptor) protoreflect.MessageDescriptor {
+	if fd.IsMap() {
+		if fd.MapValue().Kind() == protoreflect.MessageKind {
+			return fd.MapValue().Message()
+		}
+		return nil
+	}
+	if fd.Kind() == protoreflect.MessageKind {
+		return fd.Message()
+	}
+	return nil
+}
+
+func joinPath(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+// checkSupport refuses every set field of a spec whose state is Refused
+// (or that the registry does not know), naming it with its indexes
+// ("spec.http[0].fault"). The fields under a refused one are not looked at.
+func checkSupport(el *errorList, kind model.Kind, spec protoreflect.Message) {
+	table := fieldSupport[kind]
+	var walk func(path, key string, m protoreflect.Message)
+	walk = func(path, key string, m protoreflect.Message) {
+		fields := m.Descriptor().Fields()
+		for i := range fields.Len() {
+			fd := fields.Get(i)
+			if !m.Has(fd) {
+				continue
+			}
+			k := joinPath(key, fd.JSONName())
+			p := path + "." + fd.JSONName()
+			if table[k] != Honoured {
+				el.addErr(p, ErrNotSupported)
+				continue
+			}
+			v := m.Get(fd)
+			if fd.Kind() == protoreflect.EnumKind && !fd.IsList() && !fd.IsMap() {
+				name := enumValueName(fd, v.Enum())
+				if s, ok := table[k+"="+name]; ok && s != Honoured {
+					el.addErr(p, fmt.Errorf("%s %w", name, ErrNotSupported))
+				}
+				continue
+			}
+			sub := messageOf(fd)
+			if sub == nil || isWellKnown(sub) {
+				continue
+			}
+			switch {
+			case fd.IsMap():
+				var keys []string
+				v.Map().Range(func(mk protoreflect.MapKey, _ protoreflect.Value) bool {
+					keys = append(keys, mk.String())
+					return true
+				})
+				sort.Strings(keys)
+				for _, mk := range keys {
+					walk(fmt.Sprintf("%s[%s]", p, mk), k, v.Map().Get(protoreflect.ValueOfString(mk).MapKey()).Message())
+				}
+			case fd.IsList():
+				for j := range v.List().Len() {
+					walk(fmt.Sprintf("%s[%d]", p, j), k, v.List().Get(j).Message())
+				}
+			default:
+				walk(p, k, v.Message())
+			}
+		}
+	}
+	walk("spec", "", spec)
+}
+
+func enumValueName(fd protoreflect.FieldDescriptor, n protoreflect.EnumNumber) string {
+	if ev := fd.Enum().Values().ByNumber(n); ev != nil {
+		return string(ev.Name())
+	}
+	return fmt.Sprint(n)
+}
+
+// FieldsMarkdown renders the registry as docs/istio-fields.md.
+func FieldsMarkdown() []byte {
+	var b strings.Builder
+	b.WriteString("# Istio fields in Strait\n\n")
+	b.WriteString("Generated by `go run ./hack/istiofields` from `internal/config/support.go`; do not edit.\n\n")
+	b.WriteString("Every field of the istio.io/api types Strait loads is either **honoured** end to end\n")
+	b.WriteString("(straitd generates the Envoy config Istio generates for it and strait-proxy implements it)\n")
+	b.WriteString("or **refused**: a document that sets it is not loaded, with the message\n")
+	b.WriteString("`FILE: document N: FIELD: not supported by Strait yet` (in Kubernetes mode, logged at WARN\n")
+	b.WriteString("with the object's name). Paths join field names with `.`; list elements and map values\n")
+	b.WriteString("collapse (`http.match.headers.exact`). `field=VALUE` rows are the values of an enum; its\n")
+	b.WriteString("zero value is what an unset field means and is governed by the field's own row.\n")
+	tbl := SupportTable()
+	for _, kind := range Kinds {
+		honoured, total := 0, 0
+		for _, f := range tbl {
+			if f.Kind == kind {
+				total++
+				if f.Support == Honoured {
+					honoured++
+				}
+			}
+		}
+		fmt.Fprintf(&b, "\n## %s\n\n%d of %d honoured.\n\n| Field | State |\n|---|---|\n", kind, honoured, total)
+		for _, f := range tbl {
+			if f.Kind == kind {
+				fmt.Fprintf(&b, "| `%s` | %s |\n", f.Path, f.Support)
+			}
+		}
+	}
+	return []byte(b.String())
+}

@@ -46,7 +46,6 @@ type Route struct {
 	Filters *Filters
 }
 
-
 // Compile builds a Table. It rejects what it cannot honour, so that an
 // unsupported config is NACKed instead of routed wrongly.
 func Compile(rc *routev3.RouteConfiguration) (*Table, error) {

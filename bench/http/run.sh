@@ -227,7 +227,7 @@ for c in $CHAINS; do
 		newport p2; newport p1; newport a2; newport a1
 		route_extra=$istio_retry
 		vhost_extra=", include_request_attempt_count: true"
-		entry_extra=", typed_per_filter_config: {envoy.filters.http.fault: {'@type': type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault, abort: {http_status: 503, percentage: {numerator: 0}}, delay: {fixed_delay: 1s, percentage: {numerator: 0}}}, envoy.filters.http.cors: {'@type': type.googleapis.com/envoy.config.route.v3.CorsPolicy, allow_origin_string_match: [{exact: 'https://example.com'}], allow_methods: 'GET,POST', max_age: '3600'}}"
+		entry_extra=", typed_per_filter_config: {envoy.filters.http.fault: {'@type': type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault, abort: {http_status: 503, percentage: {numerator: 0}}, delay: {fixed_delay: 1s, percentage: {numerator: 0}}}, envoy.filters.http.cors: {'@type': type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy, allow_origin_string_match: [{exact: 'https://example.com'}], allow_methods: 'GET,POST', max_age: '3600'}}"
 		http_filters="[{name: envoy.filters.http.fault, typed_config: {'@type': type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault}}, {name: envoy.filters.http.cors, typed_config: {'@type': type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}, $router_filter]"
 		strait_conf strait-policy2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
 		strait_conf strait-policy1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"

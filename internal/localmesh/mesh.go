@@ -73,6 +73,8 @@ type Mesh struct {
 	workDir   string
 	configDir string
 	xdsAddr   string
+	// secureXDSAddr is straitd's TLS port (xDS and the CA).
+	secureXDSAddr string
 	// proxyBinDir holds the copies of strait-agent and strait-proxy that
 	// run as ProxyUID.
 	proxyBinDir string
@@ -184,6 +186,12 @@ func (m *Mesh) ConfigDir() string { return m.configDir }
 // XDSAddr is where straitd serves xDS.
 func (m *Mesh) XDSAddr() string { return m.xdsAddr }
 
+// SecureXDSAddr is where straitd serves xDS and the CA over TLS.
+func (m *Mesh) SecureXDSAddr() string { return m.secureXDSAddr }
+
+// CADir is straitd's --ca-dir: root-cert.pem and the token key.
+func (m *Mesh) CADir() string { return filepath.Join(m.workDir, "ca") }
+
 // MonitoringAddr is where straitd serves /metrics and /debug.
 func (m *Mesh) MonitoringAddr() string { return m.monAddr }
 
@@ -236,10 +244,19 @@ func (m *Mesh) startStraitd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	secureXDSPort, err := freePort(host)
+	if err != nil {
+		return err
+	}
 	m.xdsAddr = net.JoinHostPort(host, strconv.Itoa(xdsPort))
 	m.monAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(monPort))
+	m.secureXDSAddr = net.JoinHostPort(host, strconv.Itoa(secureXDSPort))
+	// The CA's state stays in the mesh's work dir (not straitd's default
+	// /var/lib/straitd/ca), and the TLS port is a free one, so meshes run
+	// side by side.
 	cmd := exec.Command(filepath.Join(m.opts.BinDir, "straitd"),
-		"--config-dir", m.configDir, "--xds-addr", m.xdsAddr, "--monitoring-addr", m.monAddr)
+		"--config-dir", m.configDir, "--xds-addr", m.xdsAddr, "--monitoring-addr", m.monAddr,
+		"--secure-xds-addr", m.secureXDSAddr, "--ca-dir", m.CADir(), "--cacerts-dir", "")
 	if err := m.startLogged(cmd, "straitd"); err != nil {
 		return err
 	}

@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/grpc"
+
+	"github.com/straitmesh/strait/internal/agent/caclient"
+	"github.com/straitmesh/strait/internal/agent/config"
+	"github.com/straitmesh/strait/internal/agent/sds"
+	"github.com/straitmesh/strait/internal/ca"
+	"github.com/straitmesh/strait/internal/lifecycle"
+)
+
+// xdsDialOptions are the upstream xDS connection's credentials: TLS
+// trusting the mesh root when the configuration says so (see
+// config.Identity), else the relay's plaintext default.
+func xdsDialOptions(cfg *config.Config) ([]grpc.DialOption, error) {
+	if cfg.Identity.XDSRootCert == "" {
+		return nil, nil
+	}
+	creds, err := caclient.TransportCredentials(cfg.Proxy.GetDiscoveryAddress(), cfg.Identity.XDSRootCert)
+	if err != nil {
+		return nil, fmt.Errorf("discoveryAddress %s (TLS): %w", cfg.Proxy.GetDiscoveryAddress(), err)
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(creds)}, nil
+}
+
+// startIdentity starts the certificate rotation and the SDS server on the
+// workload socket, as parts of serving. It returns the store of the
+// current secrets, or nil when certificates are off (the CA address is
+// plaintext: straitd serves its CA only over TLS).
+func startIdentity(cfg *config.Config, logger *slog.Logger, serving *lifecycle.Group) (*sds.Store, error) {
+	id := cfg.Identity
+	log := logger.With("component", "agent")
+	if !id.CertificatesEnabled() {
+		log.Info("no workload certificate: the CA address is plaintext (straitd serves its CA on TLS 15012); SDS is off",
+			"ca_addr", id.CAAddress)
+		return nil, nil
+	}
+	if cfg.ServiceAccount == "" {
+		return nil, errors.New(config.EnvServiceAccount + ": not set; the workload certificate's SPIFFE ID needs the pod's service account (spec.serviceAccountName, from the downward API)")
+	}
+	spiffe := ca.Identity{TrustDomain: id.TrustDomain, Namespace: cfg.PodNamespace, ServiceAccount: cfg.ServiceAccount}
+	if err := spiffe.Validate(); err != nil {
+		return nil, err
+	}
+	creds, err := caclient.TransportCredentials(id.CAAddress, id.CARootCert)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
+	}
+	conn, err := grpc.NewClient(id.CAAddress, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
+	}
+	client, err := caclient.New(caclient.Options{Conn: conn, TokenPath: id.TokenPath})
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	store := sds.NewStore()
+	rotator, err := sds.NewRotator(sds.RotatorOptions{Signer: client, SPIFFEID: spiffe.String(), TTL: id.SecretTTL, Store: store, Logger: logger})
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	lis, err := sds.ListenUnix(id.WorkloadSocketPath)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	srv := sds.NewServer(sds.ServerOptions{Store: store, Logger: logger})
+	serving.Go("sds server", func(ctx context.Context) error {
+		defer context.AfterFunc(ctx, srv.Stop)()
+		return srv.Serve(lis)
+	})
+	serving.Go("certificate rotation", func(ctx context.Context) error {
+		defer conn.Close()
+		return rotator.Run(ctx)
+	})
+	log.Info("workload identity", "spiffe_id", spiffe.String(), "ca_addr", id.CAAddress, "sds_socket", id.WorkloadSocketPath, "ttl", id.SecretTTL)
+	return store, nil
+}

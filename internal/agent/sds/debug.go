@@ -4,36 +4,12 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"net/http"
-	"time"
+
+	"github.com/straitmesh/strait/internal/debugapi"
 )
 
-// CertInfo describes one certificate for `straitctl proxy-config secret`.
-type CertInfo struct {
-	SerialNumber string    `json:"serial_number"`
-	NotBefore    time.Time `json:"not_before"`
-	NotAfter     time.Time `json:"not_after"`
-	// SPIFFEIDs are the URI SANs (workload certificates).
-	SPIFFEIDs []string `json:"spiffe_ids,omitempty"`
-	Subject   string   `json:"subject,omitempty"`
-	// SHA256 is the fingerprint of the DER certificate.
-	SHA256 string `json:"sha256"`
-}
-
-// SecretInfo is one SDS resource as the agent serves it.
-type SecretInfo struct {
-	Name    string     `json:"name"`
-	Type    string     `json:"type"` // "Cert Chain" or "CA", as istioctl prints them
-	Version string     `json:"version"`
-	Certs   []CertInfo `json:"certs"`
-}
-
-// SecretsDump is GET /debug/secrets on the agent's status port.
-type SecretsDump struct {
-	Secrets []SecretInfo `json:"secrets"`
-}
-
-func certInfo(c *x509.Certificate) CertInfo {
-	ci := CertInfo{SerialNumber: c.SerialNumber.Text(16), NotBefore: c.NotBefore.UTC(), NotAfter: c.NotAfter.UTC(), SHA256: Fingerprint(c)}
+func certInfo(c *x509.Certificate) debugapi.CertInfo {
+	ci := debugapi.CertInfo{SerialNumber: c.SerialNumber.Text(16), NotBefore: c.NotBefore.UTC(), NotAfter: c.NotAfter.UTC(), SHA256: Fingerprint(c)}
 	for _, u := range c.URIs {
 		ci.SPIFFEIDs = append(ci.SPIFFEIDs, u.String())
 	}
@@ -44,18 +20,18 @@ func certInfo(c *x509.Certificate) CertInfo {
 }
 
 // Dump describes the current secrets (empty before the first certificate).
-func Dump(cur *Secrets) SecretsDump {
-	d := SecretsDump{Secrets: []SecretInfo{}}
+func Dump(cur *Secrets) debugapi.SecretsDump {
+	d := debugapi.SecretsDump{Secrets: []debugapi.SecretInfo{}}
 	if cur == nil {
 		return d
 	}
-	def := SecretInfo{Name: ResourceDefault, Type: "Cert Chain", Version: cur.Version}
+	def := debugapi.SecretInfo{Name: ResourceDefault, Type: "Cert Chain", Version: cur.Version}
 	if chain, err := parsePEMCerts(cur.CertChainPEM); err == nil {
 		for _, c := range chain {
 			def.Certs = append(def.Certs, certInfo(c))
 		}
 	}
-	root := SecretInfo{Name: ResourceRootCA, Type: "CA", Version: cur.Version}
+	root := debugapi.SecretInfo{Name: ResourceRootCA, Type: "CA", Version: cur.Version}
 	for _, c := range cur.Roots {
 		root.Certs = append(root.Certs, certInfo(c))
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/straitmesh/strait/internal/ca"
+	"github.com/straitmesh/strait/internal/ca/kuberoot"
 	caserver "github.com/straitmesh/strait/internal/ca/server"
 	"github.com/straitmesh/strait/internal/ca/token"
 	"github.com/straitmesh/strait/internal/inject"
@@ -54,6 +55,9 @@ type secureServer struct {
 	grpc *grpc.Server
 	lis  net.Listener
 	ca   *ca.CA
+	// rootPublisher writes istio-ca-root-cert into every namespace
+	// (Kubernetes mode only; nil otherwise).
+	rootPublisher *kuberoot.Publisher
 }
 
 // newSecureServer loads (or creates) the CA and builds the TLS server with
@@ -75,12 +79,14 @@ func newSecureServer(f flags, kubeConfig *rest.Config, reg prometheus.Registerer
 		return nil, fmt.Errorf("--ca-dir: %w", err)
 	}
 	authn := []caserver.Authenticator{caserver.FileTokens{Key: key}}
+	var publisher *kuberoot.Publisher
 	if kubeConfig != nil {
 		kc, err := kubernetes.NewForConfig(kubeConfig)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client for TokenReview: %w", err)
 		}
 		authn = append(authn, caserver.KubeTokens{Client: kc})
+		publisher = kuberoot.New(kuberoot.Options{Client: kc, Bundle: authority.TrustBundle, Changed: authority.Changed, Logger: logger})
 	}
 	certService, err := caserver.New(caserver.Options{CA: authority, Authenticators: authn, Registry: reg, Logger: logger})
 	if err != nil {
@@ -100,7 +106,7 @@ func newSecureServer(f flags, kubeConfig *rest.Config, reg prometheus.Registerer
 	tlsConfig := &tls.Config{GetCertificate: serving.GetCertificate, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
 	g := grpc.NewServer(append(xds.ServerOptions(), grpc.Creds(credentials.NewTLS(tlsConfig)))...)
 	certService.Register(g)
-	return &secureServer{grpc: g, lis: lis, ca: authority}, nil
+	return &secureServer{grpc: g, lis: lis, ca: authority, rootPublisher: publisher}, nil
 }
 
 // servingNames are the SANs of straitd's serving certificate: the Service

@@ -276,6 +276,9 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		secureAddr = secure.lis.Addr().String()
 		parts.Go("secure xds and CA server", secure.serve)
 		parts.Go("CA directory watch", secure.ca.Watch)
+		if secure.rootPublisher != nil {
+			parts.Go("root certificate publisher", secure.rootPublisher.Run)
+		}
 	}
 	parts.Go("monitoring server", func(context.Context) error {
 		if err := httpServer.Serve(monLis); !errors.Is(err, http.ErrServerClosed) {

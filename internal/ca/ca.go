@@ -95,8 +95,9 @@ type CA struct {
 	opts Options
 	log  *slog.Logger
 
-	mu sync.RWMutex // guards bundle; Reload replaces it whole
-	kc *bundle
+	mu      sync.RWMutex // guards kc and changed; Reload replaces kc whole
+	kc      *bundle
+	changed chan struct{} // closed and replaced by every successful Reload
 }
 
 // bundle is one loaded state of the CA's files, never modified once built.
@@ -139,7 +140,7 @@ func Load(opts Options) (*CA, error) {
 	if opts.PluggedDir == "" && opts.Dir == "" {
 		return nil, errors.New("ca: neither a CA directory nor a plugged-in cacerts directory is set")
 	}
-	c := &CA{opts: opts, log: opts.Logger.With("component", "ca")}
+	c := &CA{opts: opts, log: opts.Logger.With("component", "ca"), changed: make(chan struct{})}
 	if opts.PluggedDir == "" {
 		if _, err := os.Stat(filepath.Join(opts.Dir, CertFile)); errors.Is(err, os.ErrNotExist) {
 			if err := c.generateRoot(); err != nil {
@@ -176,6 +177,8 @@ func (c *CA) Reload() error {
 	}
 	c.mu.Lock()
 	c.kc = kc
+	close(c.changed)
+	c.changed = make(chan struct{})
 	c.mu.Unlock()
 	c.log.Info("certificate authority reloaded", "dir", c.dir(), "roots", len(kc.roots), "ca_expires", kc.cert.NotAfter.UTC())
 	return nil
@@ -185,6 +188,14 @@ func (c *CA) current() *bundle {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.kc
+}
+
+// Changed returns a channel closed at the next successful Reload (the
+// trust bundle or the signing CA may have changed).
+func (c *CA) Changed() <-chan struct{} {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.changed
 }
 
 // TrustBundle is the PEM of every trusted root (root-cert.pem).

@@ -1,6 +1,7 @@
 package ca
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -447,6 +448,44 @@ func TestParseIdentity(t *testing.T) {
 		"spiffe://cluster.local/sa/demo/ns/client", "spiffe://cluster.local/ns/a/sa/b?x=1", "spiffe://td:80/ns/a/sa/b", "spiffe://cluster.local/ns//sa/b"} {
 		if _, err := ParseIdentity(bad); err == nil {
 			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// TestWatchReloads changes root-cert.pem under a running Watch: the CA
+// picks up the second root without a restart, and a broken write is
+// survived.
+func TestWatchReloads(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Load(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Watch(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	other, err := Load(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Watch may not have added its watch yet: write until a reload is seen.
+	changed := c.Changed()
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	for len(c.Roots()) != 2 {
+		writeFiles(t, dir, map[string]string{RootCertFile: string(c.TrustBundle()) + string(other.TrustBundle())})
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("root-cert.pem with two roots was not reloaded within 20s")
 		}
 	}
 }

@@ -1,0 +1,86 @@
+package caclient
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	pb "istio.io/api/security/v1alpha1"
+)
+
+// recorder is a CA that answers with a fixed chain and records the
+// authorization metadata of each request.
+type recorder struct {
+	pb.UnimplementedIstioCertificateServiceServer
+	auth  chan string
+	chain []string
+}
+
+func (r *recorder) CreateCertificate(ctx context.Context, req *pb.IstioCertificateRequest) (*pb.IstioCertificateResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	r.auth <- strings.Join(md.Get("authorization"), ",") + " ttl=" + strconv.FormatInt(req.GetValidityDuration(), 10)
+	return &pb.IstioCertificateResponse{CertChain: r.chain}, nil
+}
+
+func TestSignSendsTheCurrentToken(t *testing.T) {
+	rec := &recorder{auth: make(chan string, 4), chain: []string{"leaf", "root"}}
+	g := grpc.NewServer()
+	pb.RegisterIstioCertificateServiceServer(g, rec)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis) //nolint:errcheck // ends with Stop
+	defer g.Stop()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	tokPath := filepath.Join(t.TempDir(), "istio-token")
+	c, err := New(Options{Conn: cc, TokenPath: tokPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Sign(ctx, []byte("csr"), 0); err == nil || !strings.Contains(err.Error(), "straitctl token create") {
+		t.Fatalf("without a token file: %v", err)
+	}
+	for _, tok := range []string{"first", "second"} { // the kubelet rotates the file
+		if err := os.WriteFile(tokPath, []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		chain, err := c.Sign(ctx, []byte("csr"), 5_000_000_000) // 5 s
+		if err != nil || len(chain) != 2 {
+			t.Fatalf("sign: %v %v", chain, err)
+		}
+		if got := <-rec.auth; got != "Bearer "+tok+" ttl=5" {
+			t.Errorf("request carried %q, want Bearer %s and 5 s", got, tok)
+		}
+	}
+	rec.chain = []string{"only-leaf"}
+	if _, err := c.Sign(ctx, []byte("csr"), 0); err == nil || !strings.Contains(err.Error(), "1 certificates") {
+		t.Errorf("a one-element chain: %v", err)
+	}
+}
+
+func TestTransportCredentialsErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := TransportCredentials("straitd:15012", filepath.Join(dir, "missing.pem")); err == nil || !strings.Contains(err.Error(), "XDS_ROOT_CA") {
+		t.Errorf("missing root: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.pem")
+	if err := os.WriteFile(bad, []byte("not pem"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := TransportCredentials("straitd:15012", bad); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("bad root: %v", err)
+	}
+}

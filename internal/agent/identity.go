@@ -26,7 +26,7 @@ func xdsDialOptions(cfg *config.Config) ([]grpc.DialOption, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discoveryAddress %s (TLS): %w", cfg.Proxy.GetDiscoveryAddress(), err)
 	}
-	return []grpc.DialOption{grpc.WithTransportCredentials(creds)}, nil
+	return []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithPerRPCCredentials(caclient.TokenCredentials{Path: cfg.Identity.TokenPath})}, nil
 }
 
 // startIdentity starts the certificate rotation and the SDS server on the

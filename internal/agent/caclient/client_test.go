@@ -84,3 +84,22 @@ func TestTransportCredentialsErrors(t *testing.T) {
 		t.Errorf("bad root: %v", err)
 	}
 }
+
+func TestTokenCredentials(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "istio-token")
+	c := TokenCredentials{Path: path}
+	if !c.RequireTransportSecurity() {
+		t.Error("the token would be sent over plaintext")
+	}
+	md, err := c.GetRequestMetadata(context.Background())
+	if err != nil || len(md) != 0 {
+		t.Fatalf("no token file: %v %v, want no header", md, err)
+	}
+	if err := os.WriteFile(path, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	md, err = c.GetRequestMetadata(context.Background())
+	if err != nil || md["authorization"] != "Bearer tok" {
+		t.Fatalf("with a token: %v %v", md, err)
+	}
+}

@@ -64,6 +64,15 @@ type secureServer struct {
 // the certificate service. The caller registers xDS on it too.
 func newSecureServer(f flags, kubeConfig *rest.Config, reg prometheus.Registerer, logger *slog.Logger) (*secureServer, error) {
 	idf := f.identity
+	if idf.workloadTTL <= 0 || idf.maxTTL <= 0 {
+		return nil, fmt.Errorf("--workload-cert-ttl %v / --max-workload-cert-ttl %v: want positive durations (e.g. 24h)", idf.workloadTTL, idf.maxTTL)
+	}
+	if idf.workloadTTL > idf.maxTTL {
+		return nil, fmt.Errorf("--workload-cert-ttl %v is longer than --max-workload-cert-ttl %v", idf.workloadTTL, idf.maxTTL)
+	}
+	if err := (ca.Identity{TrustDomain: idf.trustDomain, Namespace: "ns", ServiceAccount: "sa"}).Validate(); err != nil {
+		return nil, fmt.Errorf("--trust-domain %q: %w", idf.trustDomain, err)
+	}
 	opts := ca.Options{Dir: idf.caDir, TrustDomain: idf.trustDomain, DefaultTTL: idf.workloadTTL, MaxTTL: idf.maxTTL, Logger: logger}
 	if idf.cacertsDir != "" {
 		if _, err := os.Stat(filepath.Join(idf.cacertsDir, ca.KeyFile)); err == nil {

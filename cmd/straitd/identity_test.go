@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,5 +130,25 @@ func TestServeSecure(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not return after cancel")
+	}
+}
+
+func TestSecureServerFlagErrors(t *testing.T) {
+	base := identityFlags{caDir: t.TempDir(), workloadTTL: time.Hour, maxTTL: 2 * time.Hour, trustDomain: "cluster.local", secureXDSAddr: "127.0.0.1:0"}
+	for _, tt := range []struct {
+		mod  func(*identityFlags)
+		want string
+	}{
+		{func(f *identityFlags) { f.workloadTTL = 3 * time.Hour }, "--workload-cert-ttl 3h0m0s is longer than --max-workload-cert-ttl 2h0m0s"},
+		{func(f *identityFlags) { f.maxTTL = 0 }, "want positive durations"},
+		{func(f *identityFlags) { f.trustDomain = "a/b" }, `--trust-domain "a/b"`},
+		{func(f *identityFlags) { f.secureXDSAddr = "nonsense" }, "--secure-xds-addr"},
+	} {
+		idf := base
+		tt.mod(&idf)
+		_, err := newSecureServer(flags{namespace: "istio-system", identity: idf}, nil, nil, slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: %v, want %q", idf, err, tt.want)
+		}
 	}
 }

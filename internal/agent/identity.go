@@ -22,7 +22,7 @@ func xdsDialOptions(cfg *config.Config) ([]grpc.DialOption, error) {
 	if cfg.Identity.XDSRootCert == "" {
 		return nil, nil
 	}
-	creds, err := caclient.TransportCredentials(cfg.Proxy.GetDiscoveryAddress(), cfg.Identity.XDSRootCert)
+	creds, err := caclient.TransportCredentials(cfg.Proxy.GetDiscoveryAddress(), cfg.Identity.XDSRootCert, cfg.Identity.ServerName)
 	if err != nil {
 		return nil, fmt.Errorf("discoveryAddress %s (TLS): %w", cfg.Proxy.GetDiscoveryAddress(), err)
 	}
@@ -48,7 +48,7 @@ func startIdentity(cfg *config.Config, logger *slog.Logger, serving *lifecycle.G
 	if err := spiffe.Validate(); err != nil {
 		return nil, err
 	}
-	creds, err := caclient.TransportCredentials(id.CAAddress, id.CARootCert)
+	creds, err := caclient.TransportCredentials(id.CAAddress, id.CARootCert, id.ServerName)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
 	}

@@ -21,12 +21,13 @@ import (
 )
 
 // TransportCredentials are TLS credentials for dialing addr that trust only
-// the roots in the PEM file rootPath. The server name checked is addr's
-// host, as a name or an IP address (straitd's certificate carries its
-// Service names, loopback and its listen address). The file is read now;
+// the roots in the PEM file rootPath. The server name checked is
+// serverName, or when empty addr's host, as a name or an IP address
+// (straitd's certificate carries its Service names, loopback and its listen
+// address). The file is read now;
 // a mesh root rotation reaches the agent through its certificate responses,
 // and a restart rereads the file.
-func TransportCredentials(addr, rootPath string) (credentials.TransportCredentials, error) {
+func TransportCredentials(addr, rootPath, serverName string) (credentials.TransportCredentials, error) {
 	pemData, err := os.ReadFile(rootPath)
 	if err != nil {
 		return nil, fmt.Errorf("mesh root for %s: %w (mount the mesh root there, or set XDS_ROOT_CA / CA_ROOT_CA)", addr, err)
@@ -39,7 +40,10 @@ func TransportCredentials(addr, rootPath string) (credentials.TransportCredentia
 	if err != nil {
 		return nil, fmt.Errorf("address %q: %w", addr, err)
 	}
-	return credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12}), nil
+	if serverName == "" {
+		serverName = host
+	}
+	return credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12}), nil
 }
 
 // Options configure a Client.

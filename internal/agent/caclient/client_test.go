@@ -2,17 +2,22 @@ package caclient
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	pb "istio.io/api/security/v1alpha1"
+
+	"github.com/straitmesh/strait/internal/ca"
 )
 
 // recorder is a CA that answers with a fixed chain and records the
@@ -73,14 +78,14 @@ func TestSignSendsTheCurrentToken(t *testing.T) {
 
 func TestTransportCredentialsErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := TransportCredentials("straitd:15012", filepath.Join(dir, "missing.pem")); err == nil || !strings.Contains(err.Error(), "XDS_ROOT_CA") {
+	if _, err := TransportCredentials("straitd:15012", filepath.Join(dir, "missing.pem"), ""); err == nil || !strings.Contains(err.Error(), "XDS_ROOT_CA") {
 		t.Errorf("missing root: %v", err)
 	}
 	bad := filepath.Join(dir, "bad.pem")
 	if err := os.WriteFile(bad, []byte("not pem"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := TransportCredentials("straitd:15012", bad); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+	if _, err := TransportCredentials("straitd:15012", bad, ""); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("bad root: %v", err)
 	}
 }
@@ -101,5 +106,55 @@ func TestTokenCredentials(t *testing.T) {
 	md, err = c.GetRequestMetadata(context.Background())
 	if err != nil || md["authorization"] != "Bearer tok" {
 		t.Fatalf("with a token: %v %v", md, err)
+	}
+}
+
+// TestTransportCredentialsServerName dials a TLS CA whose certificate names
+// only istiod.istio-system.svc at 127.0.0.1: refused by default (the IP is
+// not in the certificate), accepted with ISTIOD_SAN's server name.
+func TestTransportCredentialsServerName(t *testing.T) {
+	dir := t.TempDir()
+	authority, err := ca.Load(ca.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := ca.NewServingCert(authority, ca.ServingOptions{DNSNames: []string{"istiod.istio-system.svc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{auth: make(chan string, 4), chain: []string{"leaf", "root"}}
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{GetCertificate: sc.GetCertificate})))
+	pb.RegisterIstioCertificateServiceServer(g, rec)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis) //nolint:errcheck // ends with Stop
+	defer g.Stop()
+	root := filepath.Join(dir, ca.RootCertFile)
+	tok := filepath.Join(dir, "tok")
+	if err := os.WriteFile(tok, []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		serverName string
+		ok         bool
+	}{{"", false}, {"istiod.istio-system.svc", true}} {
+		creds, err := TransportCredentials(lis.Addr().String(), root, tt.serverName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := New(Options{Conn: cc, TokenPath: tok})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = c.Sign(ctx, []byte("csr"), 0)
+		cancel()
+		cc.Close()
+		if (err == nil) != tt.ok {
+			t.Errorf("server name %q: %v, want ok=%v", tt.serverName, err, tt.ok)
+		}
 	}
 }

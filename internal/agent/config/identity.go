@@ -19,6 +19,9 @@ const (
 	EnvXDSRootCA   = "XDS_ROOT_CA"  // root for the xDS connection (a PEM file)
 	EnvCARootCA    = "CA_ROOT_CA"   // root for the CA connection (a PEM file)
 	EnvJWTPolicy   = "JWT_POLICY"   // third-party-jwt (default) or first-party-jwt
+	// EnvIstiodSAN overrides the server name checked on the xDS and CA
+	// connections (when the address is an IP the certificate lacks).
+	EnvIstiodSAN = "ISTIOD_SAN"
 
 	// DefaultRootCertPath is where Istio's injected pod mounts the mesh
 	// root (the istio-ca-root-cert ConfigMap).
@@ -59,6 +62,9 @@ type Identity struct {
 	TokenPath string
 	// WorkloadSocketPath is the SDS socket (absolute).
 	WorkloadSocketPath string
+	// ServerName is checked in the control plane's certificate instead of
+	// the address's host (ISTIOD_SAN); "" = the host.
+	ServerName string
 }
 
 // CertificatesEnabled reports whether the agent requests a certificate
@@ -79,7 +85,7 @@ func loadIdentity(c *Config, env func(string) string, wd string) error {
 		return filepath.Join(wd, p)
 	}
 	var errs []error
-	id := Identity{TrustDomain: env(EnvTrustDomain), SecretTTL: DefaultSecretTTL, WorkloadSocketPath: abs(WorkloadSocketPath)}
+	id := Identity{TrustDomain: env(EnvTrustDomain), SecretTTL: DefaultSecretTTL, WorkloadSocketPath: abs(WorkloadSocketPath), ServerName: env(EnvIstiodSAN)}
 	if id.TrustDomain == "" {
 		id.TrustDomain = DefaultTrustDomain
 	}

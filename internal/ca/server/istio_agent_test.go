@@ -108,7 +108,10 @@ func TestIstioPilotAgentGetsCertificate(t *testing.T) {
 	}
 	write("var/run/secrets/istio/root-cert.pem", authority.TrustBundle())
 	write("var/run/secrets/tokens/istio-token", []byte(requestToken(ctx, t, kc, "client", "istio-ca")))
-	out := filepath.Join(wd, "out")
+	out := filepath.Join(wd, "out") // pilot-agent writes into it, does not create it
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	var logs bytes.Buffer
 	proc, err := pod.Start(ctx, netns.ExecOptions{Dir: wd, Stdout: &logs, Stderr: &logs, Env: []string{
 		"DISABLE_ENVOY=true",

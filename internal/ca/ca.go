@@ -302,8 +302,11 @@ func (c *CA) load() (*bundle, error) {
 	path := func(name string) string { return filepath.Join(dir, name) }
 
 	certs, err := parseCerts(certPEM)
-	if err != nil || len(certs) != 1 {
-		return nil, fmt.Errorf("ca: %s: want exactly one PEM certificate (%v)", path(CertFile), err)
+	if err != nil {
+		return nil, fmt.Errorf("ca: %s: %w", path(CertFile), err)
+	}
+	if len(certs) != 1 {
+		return nil, fmt.Errorf("ca: %s: holds %d certificates; want exactly one, the signing CA's", path(CertFile), len(certs))
 	}
 	kc.cert = certs[0]
 	if !kc.cert.IsCA || kc.cert.KeyUsage&x509.KeyUsageCertSign == 0 {
@@ -315,12 +318,12 @@ func (c *CA) load() (*bundle, error) {
 	if !publicKeysEqual(kc.signer.Public(), kc.cert.PublicKey) {
 		return nil, fmt.Errorf("ca: %s does not match the public key of %s", path(KeyFile), path(CertFile))
 	}
-	if kc.roots, err = parseCerts(rootsPEM); err != nil || len(kc.roots) == 0 {
-		return nil, fmt.Errorf("ca: %s: want one or more PEM root certificates (%v)", path(RootCertFile), err)
+	if kc.roots, err = parseCerts(rootsPEM); err != nil {
+		return nil, fmt.Errorf("ca: %s: want one or more PEM root certificates: %w", path(RootCertFile), err)
 	}
 	if len(chainPEM) > 0 {
-		if kc.chain, err = parseCerts(chainPEM); err != nil || len(kc.chain) == 0 {
-			return nil, fmt.Errorf("ca: %s: want PEM certificates from %s up to the root (%v)", path(CertChainFile), CertFile, err)
+		if kc.chain, err = parseCerts(chainPEM); err != nil {
+			return nil, fmt.Errorf("ca: %s: want PEM certificates from %s up to the root: %w", path(CertChainFile), CertFile, err)
 		}
 		if !kc.chain[0].Equal(kc.cert) {
 			return nil, fmt.Errorf("ca: %s must start with the certificate of %s", path(CertChainFile), CertFile)

@@ -135,18 +135,18 @@ func (k Key) Verify(tok string, now time.Time) (Claims, error) {
 	}
 	mac, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil {
-		return Claims{}, fmt.Errorf("%w: mac: %v", ErrMalformed, err)
+		return Claims{}, fmt.Errorf("%w: mac: %w", ErrMalformed, err)
 	}
 	if !hmac.Equal(mac, k.mac(Prefix+payload)) {
 		return Claims{}, ErrSignature
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(payload)
 	if err != nil {
-		return Claims{}, fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+		return Claims{}, fmt.Errorf("%w: payload: %w", ErrMalformed, err)
 	}
 	var c Claims
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return Claims{}, fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+		return Claims{}, fmt.Errorf("%w: payload: %w", ErrMalformed, err)
 	}
 	if c.Audience != Audience {
 		return Claims{}, fmt.Errorf("token audience %q is not %q", c.Audience, Audience)

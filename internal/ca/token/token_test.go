@@ -1,6 +1,7 @@
 package token
 
 import (
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -72,5 +73,24 @@ func TestLoadKeyRejectsShortKey(t *testing.T) {
 	}
 	if _, err := LoadOrCreateKey(path); err == nil {
 		t.Fatal("a 2-byte key was accepted")
+	}
+}
+
+// A correctly signed token whose claims lack the service account (or the
+// namespace) is refused: Issue never makes one, but a key holder could.
+func TestVerifyRefusesIncompleteClaims(t *testing.T) {
+	k, err := LoadOrCreateKey(filepath.Join(t.TempDir(), KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, payload := range []string{
+		`{"ns":"demo","sa":"","aud":"istio-ca","iat":1,"exp":4000000000}`,
+		`{"ns":"","sa":"client","aud":"istio-ca","iat":1,"exp":4000000000}`,
+	} {
+		signed := Prefix + base64.RawURLEncoding.EncodeToString([]byte(payload))
+		tok := signed + "." + base64.RawURLEncoding.EncodeToString(k.mac(signed))
+		if _, err := k.Verify(tok, time.Unix(2, 0)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", payload, err)
+		}
 	}
 }

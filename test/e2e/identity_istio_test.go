@@ -21,33 +21,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/straitmesh/strait/internal/istiobin"
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
 )
-
-// istioBinary finds an Istio binary built by hack/<name>-build.sh
-// ($STRAIT_<NAME>, else the scripts' cache).
-func istioBinary(t *testing.T, name, env string) string {
-	t.Helper()
-	if p := os.Getenv(env); p != "" {
-		return p
-	}
-	cache := os.Getenv("STRAIT_ISTIO_CACHE")
-	if cache == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".cache")
-		}
-		cache = filepath.Join(base, "strait", "istio")
-	}
-	matches, _ := filepath.Glob(filepath.Join(cache, "*", "bin", name))
-	if len(matches) == 0 {
-		testreq.Missing(t, "Istio's %s is not built (run hack/%s-build.sh, or set %s)", name, name, env)
-	}
-	return matches[len(matches)-1]
-}
 
 // TestIdentityFromIstiod runs strait-agent against Istio's own
 // pilot-discovery (CA and xDS on its TLS port) on a real kube-apiserver:
@@ -58,7 +36,7 @@ func TestIdentityFromIstiod(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver and Istio's pilot-discovery")
 	}
-	istiod := istioBinary(t, "pilot-discovery", "STRAIT_PILOT_DISCOVERY")
+	istiod := istiobin.Path(t, "pilot-discovery", "STRAIT_PILOT_DISCOVERY")
 	if binDir == "" {
 		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
 	}

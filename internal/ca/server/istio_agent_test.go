@@ -20,33 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/straitmesh/strait/internal/ca"
+	"github.com/straitmesh/strait/internal/istiobin"
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
-
-// pilotAgent is Istio's pilot-agent built by hack/pilot-agent-build.sh
-// ($STRAIT_PILOT_AGENT, else the script's cache).
-func pilotAgent(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("STRAIT_PILOT_AGENT"); p != "" {
-		return p
-	}
-	cache := os.Getenv("STRAIT_ISTIO_CACHE")
-	if cache == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			home, _ := os.UserHomeDir()
-			base = filepath.Join(home, ".cache")
-		}
-		cache = filepath.Join(base, "strait", "istio")
-	}
-	matches, _ := filepath.Glob(filepath.Join(cache, "*", "bin", "pilot-agent"))
-	if len(matches) == 0 {
-		testreq.Missing(t, "Istio's pilot-agent is not built (run hack/pilot-agent-build.sh, or set STRAIT_PILOT_AGENT)")
-	}
-	return matches[len(matches)-1]
-}
 
 // TestIstioPilotAgentGetsCertificate runs Istio's own pilot-agent (in a
 // network namespace, without Envoy: DISABLE_ENVOY, as for proxyless gRPC,
@@ -59,7 +36,7 @@ func TestIstioPilotAgentGetsCertificate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver and Istio's pilot-agent")
 	}
-	agentBin := pilotAgent(t)
+	agentBin := istiobin.Path(t, "pilot-agent", "STRAIT_PILOT_AGENT")
 	network := netns.NewTestNetwork(t)
 	pod := network.AddTestPod(t, "istio")
 	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true})

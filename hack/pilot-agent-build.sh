@@ -18,6 +18,13 @@ BIN="$ROOT/bin"
 
 log() { echo "pilot-agent-build: $(date +%T) $*" >&2; }
 
+# A cached binary needs no lock (another build in the same cache, e.g.
+# pilot-discovery's, may hold it for minutes).
+if [[ -x "$BIN/pilot-agent" ]]; then
+	echo "$BIN/pilot-agent"
+	exit 0
+fi
+
 mkdir -p "$ROOT"
 exec 9>"$ROOT/.lock"
 if ! flock -n 9; then

@@ -20,12 +20,18 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	pb "istio.io/api/security/v1alpha1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/straitmesh/strait/internal/ca"
 	"github.com/straitmesh/strait/internal/ca/token"
+	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -150,5 +156,99 @@ func TestSecureServerFlagErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%+v: %v, want %q", idf, err, tt.want)
 		}
+	}
+}
+
+// TestKubeModeIdentity runs straitd in Kubernetes mode against a real
+// kube-apiserver: the trust bundle appears as istio-ca-root-cert in the
+// workload's namespace, and a projected-style service-account token
+// (audience istio-ca) gets a certificate for its own identity over the TLS
+// port, checked by TokenReview, but not for another service account's.
+func TestKubeModeIdentity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a kube-apiserver")
+	}
+	env := kubeapiserver.Start(t, kubeapiserver.Options{})
+	kc := env.Client
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, ns := range []string{"istio-system", "demo"} {
+		mustNamespace(ctx, t, kc, ns, nil)
+	}
+	if _, err := kc.CoreV1().ServiceAccounts("demo").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "client"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	listen := func() net.Listener {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	xdsLis, monLis, secureLis := listen(), listen(), listen()
+	caDir := filepath.Join(t.TempDir(), "ca")
+	f := flags{kubeconfig: env.KubeconfigPath, kubeMode: true, domain: "cluster.local", namespace: "istio-system",
+		identity: identityFlags{secureLis: secureLis, caDir: caDir, trustDomain: "cluster.local", workloadTTL: time.Hour, maxTTL: 2 * time.Hour}}
+	push := pushSettings{DebounceAfter: 20 * time.Millisecond, DebounceMax: time.Second, EnableEDSDebounce: true, PushThrottle: 10}
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- serve(serveCtx, f, push, slog.New(slog.DiscardHandler), xdsLis, monLis) }()
+	defer func() {
+		stop()
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not return after cancel")
+		}
+	}()
+	waitHTTP(t, "http://"+monLis.Addr().String()+"/healthz/ready", "ok")
+
+	rootPEM, err := os.ReadFile(filepath.Join(caDir, ca.RootCertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cm, err := kc.CoreV1().ConfigMaps("demo").Get(ctx, "istio-ca-root-cert", metav1.GetOptions{})
+		if err == nil && cm.Data["root-cert.pem"] == string(rootPEM) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("istio-ca-root-cert in demo: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	exp := int64(3600)
+	tr, err := kc.CoreV1().ServiceAccounts("demo").CreateToken(ctx, "client", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"istio-ca"}, ExpirationSeconds: &exp},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(rootPEM)
+	conn, err := grpc.NewClient(secureLis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "istiod.istio-system.svc"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := pb.NewIstioCertificateServiceClient(conn)
+	cctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tr.Status.Token)
+	csr := func(id string) string {
+		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		u, _ := url.Parse(id)
+		der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{u}}, k)
+		return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+	}
+	if _, err := client.CreateCertificate(cctx, &pb.IstioCertificateRequest{Csr: csr("spiffe://cluster.local/ns/demo/sa/client")}); err != nil {
+		t.Fatalf("own identity: %v", err)
+	}
+	_, err = client.CreateCertificate(cctx, &pb.IstioCertificateRequest{Csr: csr("spiffe://cluster.local/ns/istio-system/sa/istiod")})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("another identity: %v, want PermissionDenied", err)
 	}
 }

@@ -63,7 +63,8 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		return err
 	}
 	log.Info("wrote bootstrap", "path", cfg.BootstrapPath(), "node", cfg.NodeID(), "discovery_address", pc.GetDiscoveryAddress())
-	xdsDial, err := xdsDialOptions(cfg)
+	secrets := newSecretStore(cfg)
+	xdsDial, err := xdsDialOptions(cfg, secrets)
 	if err != nil {
 		return err
 	}
@@ -100,8 +101,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if base == nil {
 		base = slog.Default()
 	}
-	secrets, err := startIdentity(cfg, base, serving)
-	if err != nil {
+	if err := startIdentity(cfg, secrets, base, serving); err != nil {
 		return err
 	}
 

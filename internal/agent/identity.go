@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,62 +16,87 @@ import (
 	"github.com/straitmesh/strait/internal/lifecycle"
 )
 
+// newSecretStore is the store of the workload's certificates, or nil when
+// certificates are off (the CA address is plaintext).
+func newSecretStore(cfg *config.Config) *sds.Store {
+	if !cfg.Identity.CertificatesEnabled() {
+		return nil
+	}
+	return sds.NewStore()
+}
+
+// bundleRoots returns the trust bundle of the latest certificate in store
+// (none when store is nil or empty): the agent's TLS connections trust it
+// besides the root file, so a mesh root rotation reaches them.
+func bundleRoots(store *sds.Store) func() []*x509.Certificate {
+	if store == nil {
+		return nil
+	}
+	return func() []*x509.Certificate {
+		cur, _ := store.Current()
+		if cur == nil {
+			return nil
+		}
+		return cur.Roots
+	}
+}
+
 // xdsDialOptions are the upstream xDS connection's credentials: TLS
 // trusting the mesh root when the configuration says so (see
 // config.Identity), else the relay's plaintext default.
-func xdsDialOptions(cfg *config.Config) ([]grpc.DialOption, error) {
+func xdsDialOptions(cfg *config.Config, store *sds.Store) ([]grpc.DialOption, error) {
 	if cfg.Identity.XDSRootCert == "" {
 		return nil, nil
 	}
-	creds, err := caclient.TransportCredentials(cfg.Proxy.GetDiscoveryAddress(), cfg.Identity.XDSRootCert, cfg.Identity.ServerName)
+	creds, err := caclient.TransportCredentials(caclient.TLSOptions{Addr: cfg.Proxy.GetDiscoveryAddress(), RootPath: cfg.Identity.XDSRootCert,
+		ServerName: cfg.Identity.ServerName, ExtraRoots: bundleRoots(store)})
 	if err != nil {
 		return nil, fmt.Errorf("discoveryAddress %s (TLS): %w", cfg.Proxy.GetDiscoveryAddress(), err)
 	}
 	return []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithPerRPCCredentials(caclient.TokenCredentials{Path: cfg.Identity.TokenPath})}, nil
 }
 
-// startIdentity starts the certificate rotation and the SDS server on the
-// workload socket, as parts of serving. It returns the store of the
-// current secrets, or nil when certificates are off (the CA address is
-// plaintext: straitd serves its CA only over TLS).
-func startIdentity(cfg *config.Config, logger *slog.Logger, serving *lifecycle.Group) (*sds.Store, error) {
+// startIdentity starts the certificate rotation into store and the SDS
+// server on the workload socket, as parts of serving. store is nil when
+// certificates are off (the CA address is plaintext: straitd serves its CA
+// only over TLS).
+func startIdentity(cfg *config.Config, store *sds.Store, logger *slog.Logger, serving *lifecycle.Group) error {
 	id := cfg.Identity
 	log := logger.With("component", "agent")
-	if !id.CertificatesEnabled() {
+	if store == nil {
 		log.Info("no workload certificate: the CA address is plaintext (straitd serves its CA on TLS 15012); SDS is off",
 			"ca_addr", id.CAAddress)
-		return nil, nil
+		return nil
 	}
 	if cfg.ServiceAccount == "" {
-		return nil, errors.New(config.EnvServiceAccount + ": not set; the workload certificate's SPIFFE ID needs the pod's service account (spec.serviceAccountName, from the downward API)")
+		return errors.New(config.EnvServiceAccount + ": not set; the workload certificate's SPIFFE ID needs the pod's service account (spec.serviceAccountName, from the downward API)")
 	}
 	spiffe := ca.Identity{TrustDomain: id.TrustDomain, Namespace: cfg.PodNamespace, ServiceAccount: cfg.ServiceAccount}
 	if err := spiffe.Validate(); err != nil {
-		return nil, err
+		return err
 	}
-	creds, err := caclient.TransportCredentials(id.CAAddress, id.CARootCert, id.ServerName)
+	creds, err := caclient.TransportCredentials(caclient.TLSOptions{Addr: id.CAAddress, RootPath: id.CARootCert, ServerName: id.ServerName, ExtraRoots: bundleRoots(store)})
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
+		return fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
 	}
 	conn, err := grpc.NewClient(id.CAAddress, grpc.WithTransportCredentials(creds))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
+		return fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
 	}
 	client, err := caclient.New(caclient.Options{Conn: conn, TokenPath: id.TokenPath})
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return err
 	}
-	store := sds.NewStore()
 	rotator, err := sds.NewRotator(sds.RotatorOptions{Signer: client, SPIFFEID: spiffe.String(), TTL: id.SecretTTL, Store: store, Logger: logger})
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return err
 	}
 	lis, err := sds.ListenUnix(id.WorkloadSocketPath)
 	if err != nil {
 		conn.Close()
-		return nil, err
+		return err
 	}
 	srv := sds.NewServer(sds.ServerOptions{Store: store, Logger: logger})
 	serving.Go("sds server", func(ctx context.Context) error {
@@ -82,5 +108,5 @@ func startIdentity(cfg *config.Config, logger *slog.Logger, serving *lifecycle.G
 		return rotator.Run(ctx)
 	})
 	log.Info("workload identity", "spiffe_id", spiffe.String(), "ca_addr", id.CAAddress, "sds_socket", id.WorkloadSocketPath, "ttl", id.SecretTTL)
-	return store, nil
+	return nil
 }

@@ -20,30 +20,69 @@ import (
 	pb "istio.io/api/security/v1alpha1"
 )
 
-// TransportCredentials are TLS credentials for dialing addr that trust only
-// the roots in the PEM file rootPath. The server name checked is
-// serverName, or when empty addr's host, as a name or an IP address
-// (straitd's certificate carries its Service names, loopback and its listen
-// address). The file is read now;
-// a mesh root rotation reaches the agent through its certificate responses,
-// and a restart rereads the file.
-func TransportCredentials(addr, rootPath, serverName string) (credentials.TransportCredentials, error) {
-	pemData, err := os.ReadFile(rootPath)
+// TLSOptions configure TransportCredentials.
+type TLSOptions struct {
+	// Addr is the host:port dialed.
+	Addr string
+	// RootPath is a PEM file of trusted roots, read once by
+	// TransportCredentials.
+	RootPath string
+	// ServerName is checked in the server's certificate instead of Addr's
+	// host (ISTIOD_SAN); Addr's host may be a name or an IP address.
+	ServerName string
+	// ExtraRoots, if set, returns more roots to trust at each handshake:
+	// the trust bundle of the agent's latest certificate, so a mesh root
+	// rotation (new root added, then the old one dropped) does not cut the
+	// agent off from the control plane before it restarts.
+	ExtraRoots func() []*x509.Certificate
+}
+
+// TransportCredentials are TLS credentials that trust the roots of
+// RootPath plus ExtraRoots, and nothing else (not the system roots).
+func TransportCredentials(o TLSOptions) (credentials.TransportCredentials, error) {
+	pemData, err := os.ReadFile(o.RootPath)
 	if err != nil {
-		return nil, fmt.Errorf("mesh root for %s: %w (mount the mesh root there, or set XDS_ROOT_CA / CA_ROOT_CA)", addr, err)
+		return nil, fmt.Errorf("mesh root for %s: %w (mount the mesh root there, or set XDS_ROOT_CA / CA_ROOT_CA)", o.Addr, err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pemData) {
-		return nil, fmt.Errorf("mesh root %s holds no PEM certificate", rootPath)
+	fileRoots := x509.NewCertPool()
+	if !fileRoots.AppendCertsFromPEM(pemData) {
+		return nil, fmt.Errorf("mesh root %s holds no PEM certificate", o.RootPath)
 	}
-	host, _, err := net.SplitHostPort(addr)
+	host, _, err := net.SplitHostPort(o.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("address %q: %w", addr, err)
+		return nil, fmt.Errorf("address %q: %w", o.Addr, err)
 	}
+	serverName := o.ServerName
 	if serverName == "" {
 		serverName = host
 	}
-	return credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12}), nil
+	cfg := &tls.Config{RootCAs: fileRoots, ServerName: serverName, MinVersion: tls.VersionTLS12}
+	if o.ExtraRoots != nil {
+		// crypto/tls verifies against one fixed pool; this one changes, so
+		// the chain is verified here, with the same checks (chain to a
+		// root, server auth, the name).
+		cfg.InsecureSkipVerify = true
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("tls: the server sent no certificate")
+			}
+			roots := fileRoots.Clone()
+			for _, r := range o.ExtraRoots() {
+				roots.AddCert(r)
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{DNSName: serverName, Roots: roots, Intermediates: inter,
+				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+			if err != nil {
+				return fmt.Errorf("tls: verify %s's certificate: %w", o.Addr, err)
+			}
+			return nil
+		}
+	}
+	return credentials.NewTLS(cfg), nil
 }
 
 // Options configure a Client.

@@ -3,6 +3,7 @@ package caclient
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"os"
 	"path/filepath"
@@ -78,14 +79,14 @@ func TestSignSendsTheCurrentToken(t *testing.T) {
 
 func TestTransportCredentialsErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := TransportCredentials("straitd:15012", filepath.Join(dir, "missing.pem"), ""); err == nil || !strings.Contains(err.Error(), "XDS_ROOT_CA") {
+	if _, err := TransportCredentials(TLSOptions{Addr: "straitd:15012", RootPath: filepath.Join(dir, "missing.pem")}); err == nil || !strings.Contains(err.Error(), "XDS_ROOT_CA") {
 		t.Errorf("missing root: %v", err)
 	}
 	bad := filepath.Join(dir, "bad.pem")
 	if err := os.WriteFile(bad, []byte("not pem"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := TransportCredentials("straitd:15012", bad, ""); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+	if _, err := TransportCredentials(TLSOptions{Addr: "straitd:15012", RootPath: bad}); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("bad root: %v", err)
 	}
 }
@@ -136,11 +137,32 @@ func TestTransportCredentialsServerName(t *testing.T) {
 	if err := os.WriteFile(tok, []byte("t"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A root the server does not chain to: the agent's file after the
+	// mesh root was rotated away from under it.
+	old, err := ca.Load(ca.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRoot := filepath.Join(dir, "old-root.pem")
+	if err := os.WriteFile(oldRoot, old.TrustBundle(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	current := func() []*x509.Certificate { return authority.Roots() }
+	const name = "istiod.istio-system.svc"
 	for _, tt := range []struct {
-		serverName string
-		ok         bool
-	}{{"", false}, {"istiod.istio-system.svc", true}} {
-		creds, err := TransportCredentials(lis.Addr().String(), root, tt.serverName)
+		root, serverName string
+		extra            func() []*x509.Certificate
+		ok               bool
+	}{
+		{root, "", nil, false},            // 127.0.0.1 is not in the certificate
+		{root, name, nil, true},           // ISTIOD_SAN
+		{root, name, current, true},       // the verifying callback accepts what crypto/tls does
+		{root, "", current, false},        // and checks the name too
+		{oldRoot, name, nil, false},       // a stale root file alone
+		{oldRoot, name, current, true},    // plus the bundle of the latest certificate
+		{oldRoot, name, old.Roots, false}, // extra roots that are not the server's
+	} {
+		creds, err := TransportCredentials(TLSOptions{Addr: lis.Addr().String(), RootPath: tt.root, ServerName: tt.serverName, ExtraRoots: tt.extra})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +176,7 @@ func TestTransportCredentialsServerName(t *testing.T) {
 		cancel()
 		cc.Close()
 		if (err == nil) != tt.ok {
-			t.Errorf("server name %q: %v, want ok=%v", tt.serverName, err, tt.ok)
+			t.Errorf("root %s, server name %q, extra roots %v: %v, want ok=%v", filepath.Base(tt.root), tt.serverName, tt.extra != nil, err, tt.ok)
 		}
 	}
 }

@@ -159,6 +159,34 @@ func TestIdentity(t *testing.T) {
 		}
 	})
 
+	t.Run("a token from straitctl token create gets its identity", func(t *testing.T) {
+		out, err := exec.CommandContext(ctx, filepath.Join(binDir, "straitctl"), "token", "create", "--ca-dir", m.CADir(),
+			"--namespace", "demo", "--service-account", "reports", "--ttl", "10m").Output()
+		if err != nil {
+			t.Fatalf("straitctl token create: %v", err)
+		}
+		host, _, _ := strings.Cut(m.SecureXDSAddr(), ":")
+		cc, err := grpc.NewClient(m.SecureXDSAddr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: host})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		cctx, ccancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(out))), 10*time.Second)
+		defer ccancel()
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		u, _ := url.Parse("spiffe://cluster.local/ns/demo/sa/reports")
+		der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{u}}, key)
+		resp, err := pb.NewIstioCertificateServiceClient(cc).CreateCertificate(cctx, &pb.IstioCertificateRequest{Csr: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := pem.Decode([]byte(resp.CertChain[0]))
+		leaf, err := x509.ParseCertificate(b.Bytes)
+		if err != nil || leaf.URIs[0].String() != u.String() {
+			t.Fatalf("certificate %v %v, want %s", leaf, err, u)
+		}
+	})
+
 	t.Run("straitctl proxy-config secret", func(t *testing.T) {
 		ctl := filepath.Join(binDir, "straitctl")
 		if _, err := os.Stat(ctl); err != nil {

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,6 +170,38 @@ func TestIdentityFromIstiod(t *testing.T) {
 	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != "spiffe://cluster.local/ns/demo/sa/client" {
 		t.Errorf("SAN %v", leaf.URIs)
 	}
+	// xDS over the same TLS port, authenticated by istiod with the token
+	// the agent sends per RPC: istiod's syncz shows the proxy's ACK of its
+	// clusters (strait-proxy NACKs the listeners: it has no TLS transport
+	// socket yet).
+	var lastSyncz string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last istiod syncz: %.3000s", lastSyncz)
+		}
+	}()
+	waitUntil(t, 60*time.Second, "CDS from istiod ACKed through the agent", func() bool {
+		resp, err := http.Get("http://" + httpAddr + "/debug/syncz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var statuses []struct {
+			Proxy        string `json:"proxy"`
+			ClusterAcked string `json:"cluster_acked"`
+		}
+		body, _ := io.ReadAll(resp.Body)
+		lastSyncz = string(body)
+		if json.Unmarshal(body, &statuses) != nil {
+			return false
+		}
+		for _, s := range statuses {
+			if strings.HasPrefix(s.Proxy, "client-1.demo") && s.ClusterAcked != "" {
+				return true
+			}
+		}
+		return false
+	})
 	t.Logf("istiod issued serial %s for %s, %sh", leaf.SerialNumber.Text(16), leaf.URIs[0], strconv.Itoa(int(leaf.NotAfter.Sub(leaf.NotBefore).Hours())))
 }
 

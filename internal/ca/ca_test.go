@@ -489,3 +489,86 @@ func TestWatchReloads(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadEdgeCases(t *testing.T) {
+	// A default lifetime equal to the maximum is fine.
+	if _, err := Load(Options{Dir: t.TempDir(), DefaultTTL: time.Hour, MaxTTL: time.Hour}); err != nil {
+		t.Errorf("default == max: %v", err)
+	}
+	p := newPKI(t, "corp")
+	// A CA certificate without keyCertSign cannot sign.
+	noSign := &x509.Certificate{SerialNumber: big.NewInt(9), Subject: pkix.Name{CommonName: "no sign"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, noSign, p.root, p.interKey.Public(), p.rootKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSignCert, _ := x509.ParseCertificate(der)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{CertFile: certPEM(noSignCert), KeyFile: keyPEM(t, p.interKey), CertChainFile: certPEM(noSignCert, p.root), RootCertFile: certPEM(p.root)})
+	if _, err := Load(Options{PluggedDir: dir}); err == nil || !strings.Contains(err.Error(), "keyCertSign") {
+		t.Errorf("CA without keyCertSign: %v", err)
+	}
+	// PEM blocks of other types (a key, parameters) around the
+	// certificates are skipped, not the end of the file.
+	other := "-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n"
+	dir = t.TempDir()
+	writeFiles(t, dir, map[string]string{CertFile: other + certPEM(p.inter), KeyFile: keyPEM(t, p.interKey), CertChainFile: other + certPEM(p.inter, p.root), RootCertFile: other + certPEM(p.root)})
+	if _, err := Load(Options{PluggedDir: dir}); err != nil {
+		t.Errorf("files with other PEM blocks first: %v", err)
+	}
+}
+
+// TestSignClipsToCAExpiry: a certificate never outlives the CA that signs
+// it (newPKI's intermediate expires in 24 h).
+func TestSignClipsToCAExpiry(t *testing.T) {
+	p := newPKI(t, "corp")
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{CertFile: certPEM(p.inter), KeyFile: keyPEM(t, p.interKey), CertChainFile: certPEM(p.inter, p.root), RootCertFile: certPEM(p.root)})
+	c, err := Load(Options{PluggedDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := c.Sign(SignRequest{CSR: newCSR(t, ecKey(t)), Identity: demo, TTL: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustParse(t, chain[0])[0].NotAfter; !got.Equal(p.inter.NotAfter) {
+		t.Errorf("NotAfter %v, want the CA's %v", got, p.inter.NotAfter)
+	}
+}
+
+// TestServingCertRenews: straitd's serving certificate is reused until 80%
+// of its lifetime, then re-issued.
+func TestServingCertRenews(t *testing.T) {
+	now := time.Now()
+	c, err := Load(Options{Dir: t.TempDir(), DefaultTTL: 10 * time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := NewServingCert(c, ServingOptions{DNSNames: []string{"straitd.istio-system.svc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := sc.GetCertificate(nil)
+	now = now.Add(7*time.Hour + 59*time.Minute)
+	if again, _ := sc.GetCertificate(nil); again != first {
+		t.Fatal("re-issued before 80% of the lifetime")
+	}
+	now = now.Add(2 * time.Minute)
+	renewed, err := sc.GetCertificate(nil)
+	if err != nil || renewed == first {
+		t.Fatalf("not re-issued after 80%% of the lifetime (%v)", err)
+	}
+	if renewed.Leaf.DNSNames[0] != "straitd.istio-system.svc" {
+		t.Errorf("names %v", renewed.Leaf.DNSNames)
+	}
+}
+
+// The defaults are Istio's (DEFAULT_WORKLOAD_CERT_TTL, MAX_WORKLOAD_CERT_TTL,
+// CITADEL_SELF_SIGNED_CA_CERT_TTL): compatibility, not taste.
+func TestIstioDefaults(t *testing.T) {
+	if DefaultWorkloadTTL != 24*time.Hour || DefaultMaxTTL != 2160*time.Hour || DefaultRootTTL != 87600*time.Hour || DefaultTrustDomain != "cluster.local" {
+		t.Errorf("defaults %v %v %v %q differ from Istio's", DefaultWorkloadTTL, DefaultMaxTTL, DefaultRootTTL, DefaultTrustDomain)
+	}
+}

@@ -303,7 +303,7 @@ func (s *straitdKube) Start(ctx context.Context, m *mesh) (string, int, error) {
 	s.monAddr = monAddr
 	logPath := filepath.Join(s.env.Dir, "straitd.log")
 	s.p, err = startProc(s.bin, []string{"--kubeconfig", s.env.KubeconfigPath, "--xds-addr", xdsAddr, "--monitoring-addr", monAddr,
-		"--inject-addr", "127.0.0.1:0", "--webhook-config-name", "", "--log-level", s.logLevel}, []string{"GOMAXPROCS=2"}, logPath)
+		"--inject-addr", "127.0.0.1:0", "--webhook-config-name", "", "--secure-xds-addr", "", "--log-level", s.logLevel}, []string{"GOMAXPROCS=2"}, logPath)
 	if err != nil {
 		return "", 0, fmt.Errorf("start %s: %w (build it with `make build`)", s.bin, err)
 	}

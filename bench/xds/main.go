@@ -87,7 +87,9 @@ func (s *straitd) Start(ctx context.Context, m *mesh) (string, int, error) {
 	}
 	xdsAddr, monAddr := addrs[0], addrs[1]
 	s.monAddr = monAddr
-	s.cmd = exec.Command(s.bin, "--config-dir", m.dir, "--xds-addr", xdsAddr, "--monitoring-addr", monAddr, "--log-level", s.logLevel)
+	// No TLS port and CA: the bench measures plaintext xDS, and a fixed
+	// :15012 would collide with another straitd on the host.
+	s.cmd = exec.Command(s.bin, "--config-dir", m.dir, "--xds-addr", xdsAddr, "--monitoring-addr", monAddr, "--secure-xds-addr", "", "--log-level", s.logLevel)
 	s.cmd.Stdout, s.cmd.Stderr = os.Stderr, os.Stderr
 	s.cmd.Env = append(os.Environ(), "GOMAXPROCS=2")
 	if err := s.cmd.Start(); err != nil {

@@ -23,6 +23,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newLocalCmd(), newKubeInjectCmd(), newProxyStatusCmd())
+	root.AddCommand(newLocalCmd(), newKubeInjectCmd(), newProxyStatusCmd(), newProxyConfigCmd(), newTokenCmd())
 	return root
 }

@@ -1,6 +1,8 @@
 // Command straitd is Strait's control plane: it reads the mesh's config
-// (today: a directory of Istio YAML), serves Envoy v3 xDS over gRPC, and
-// serves metrics and debug pages on the monitoring port.
+// (today: a directory of Istio YAML), serves Envoy v3 xDS over gRPC
+// (plaintext on 15010, TLS on 15012 together with Istio's certificate API
+// in front of its CA), and serves metrics and debug pages on the
+// monitoring port.
 package main
 
 import (
@@ -73,6 +75,9 @@ type flags struct {
 	webhookKey        string
 	webhookConfigName string
 
+	// The CA and the TLS port 15012 (identity.go).
+	identity identityFlags
+
 	// Resolved by run (resolveMode), not flags.
 	kubeMode      bool         // serve from the Kubernetes API server
 	gatewayAPI    bool         // PILOT_ENABLE_GATEWAY_API
@@ -90,7 +95,12 @@ VirtualService, DestinationRule, ...) or a Kubernetes API server (Services,
 EndpointSlices, Pods and the Istio CRDs; --kubeconfig, or the in-cluster
 config in a pod), or both, and serves Envoy v3 xDS (ADS) to the mesh's
 proxies. In Kubernetes mode (or with --inject-addr) it also serves the
-sidecar injection webhook.
+sidecar injection webhook. On --secure-xds-addr (15012) it serves xDS over
+TLS and Istio's certificate API: its CA (a self-signed root kept in
+--ca-dir, or a plugged-in CA in --cacerts-dir) signs workload certificates
+for callers that prove their identity with a Kubernetes service-account
+token (TokenReview, audience istio-ca) or a token from
+"straitctl token create".
 
 Environment:
   PILOT_ENABLE_GATEWAY_API   watch the Gateway API kinds (default true)
@@ -129,6 +139,7 @@ Environment:
 	cmd.Flags().StringVar(&f.monitoringAddr, "monitoring-addr", ":15014", "address of the metrics, debug and health HTTP server")
 	cmd.Flags().StringVar(&f.domain, "domain", "cluster.local", "cluster DNS domain")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	addIdentityFlags(cmd.Flags(), &f.identity)
 	return cmd
 }
 
@@ -216,6 +227,13 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 
 	grpcServer := grpc.NewServer(xds.ServerOptions()...)
 	server.Register(grpcServer)
+	var secure *secureServer
+	if f.identity.secureXDSAddr != "" || f.identity.secureLis != nil {
+		if secure, err = newSecureServer(f, kubeConfig, reg, logger); err != nil {
+			return err
+		}
+		server.Register(secure.grpc)
+	}
 
 	var ready atomic.Bool
 	mux := http.NewServeMux()
@@ -253,6 +271,15 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		}
 	}
 	parts.Go("xds server", func(context.Context) error { return grpcServer.Serve(xdsLis) })
+	secureAddr := ""
+	if secure != nil {
+		secureAddr = secure.lis.Addr().String()
+		parts.Go("secure xds and CA server", secure.serve)
+		parts.Go("CA directory watch", secure.ca.Watch)
+		if secure.rootPublisher != nil {
+			parts.Go("root certificate publisher", secure.rootPublisher.Run)
+		}
+	}
 	parts.Go("monitoring server", func(context.Context) error {
 		if err := httpServer.Serve(monLis); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -260,7 +287,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		return nil
 	})
 	ready.Store(true)
-	log.Info("serving", "xds", xdsLis.Addr().String(), "monitoring", monLis.Addr().String(),
+	log.Info("serving", "xds", xdsLis.Addr().String(), "secure_xds", secureAddr, "monitoring", monLis.Addr().String(),
 		"config_dir", f.configDir, "kubernetes", f.kubeMode, "inject", f.injectAddr != "" || f.injectLis != nil, "debounce_after", push.DebounceAfter, "debounce_max", push.DebounceMax,
 		"eds_debounce", push.EnableEDSDebounce, "eds_leading_edge", push.EDSLeadingEdge, "push_throttle", push.PushThrottle)
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/agent/bootstrap"
 	"github.com/straitmesh/strait/internal/agent/config"
+	"github.com/straitmesh/strait/internal/agent/sds"
 	"github.com/straitmesh/strait/internal/agent/status"
 	"github.com/straitmesh/strait/internal/agent/supervisor"
 	"github.com/straitmesh/strait/internal/agent/xdsproxy"
@@ -62,14 +63,18 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		return err
 	}
 	log.Info("wrote bootstrap", "path", cfg.BootstrapPath(), "node", cfg.NodeID(), "discovery_address", pc.GetDiscoveryAddress())
-	if pc.GetDiscoveryAddress() == config.DefaultDiscoveryAddress {
-		log.Warn("discoveryAddress is Istio's default (TLS on 15012); the agent speaks plaintext gRPC — set PROXY_CONFIG discoveryAddress to straitd's plaintext port, e.g. straitd.istio-system.svc:15010")
+	secrets := newSecretStore(cfg)
+	xdsDial, err := xdsDialOptions(cfg, secrets)
+	if err != nil {
+		return err
 	}
+	log.Info("discovery", "address", pc.GetDiscoveryAddress(), "tls", len(xdsDial) > 0, "root", cfg.Identity.XDSRootCert)
 
 	xds, err := xdsproxy.New(xdsproxy.Options{
 		UpstreamAddress: pc.GetDiscoveryAddress(),
 		BackoffBase:     opts.XDSBackoffBase,
 		BackoffMax:      opts.XDSBackoffMax,
+		DialOptions:     xdsDial,
 		Logger:          opts.Logger,
 	})
 	if err != nil {
@@ -92,6 +97,13 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		defer context.AfterFunc(ctx, xds.Stop)()
 		return xds.Serve(xdsLis)
 	})
+	base := opts.Logger
+	if base == nil {
+		base = slog.Default()
+	}
+	if err := startIdentity(cfg, secrets, base, serving); err != nil {
+		return err
+	}
 
 	// st is set below, before sup.Run, the only caller of OnDrain.
 	var st *status.Server
@@ -132,7 +144,15 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	servers := []statusPort{{cfg.ReadinessPort, st.ReadyHandler()}}
 	if p := int(pc.GetStatusPort()); p != 0 {
-		servers = append(servers, statusPort{p, st.Handler()})
+		h := st.Handler()
+		if secrets != nil {
+			// The certificates (never the key) for straitctl proxy-config secret.
+			mux := http.NewServeMux()
+			mux.Handle("GET /debug/secrets", sds.DebugHandler(secrets))
+			mux.Handle("/", h)
+			h = mux
+		}
+		servers = append(servers, statusPort{p, h})
 	}
 	for _, s := range servers {
 		addr := net.JoinHostPort(opts.StatusHost, strconv.Itoa(s.port))

@@ -37,6 +37,16 @@ type Options struct {
 	// (default; the application sees connections from 127.0.0.6) or
 	// "TPROXY" (the application sees the client's own address).
 	InterceptionMode string
+	// SecureXDS makes every sidecar use straitd's TLS port with a workload
+	// identity, as a file-mode host would be set up: the mesh root at the
+	// agent's ./var/run/secrets/istio/root-cert.pem and a token from
+	// straitd's key (as straitctl token create makes it) at
+	// ./var/run/secrets/tokens/istio-token, for the pod's namespace and
+	// service account "default". The agents then get certificates and
+	// serve SDS. Off: plaintext xDS, no certificates.
+	SecureXDS bool
+	// AgentEnv is added to every agent's environment (e.g. SECRET_TTL=10s).
+	AgentEnv []string
 	// Logger receives progress; nil discards it.
 	Logger *slog.Logger
 }
@@ -73,6 +83,8 @@ type Mesh struct {
 	workDir   string
 	configDir string
 	xdsAddr   string
+	// secureXDSAddr is straitd's TLS port (xDS and the CA).
+	secureXDSAddr string
 	// proxyBinDir holds the copies of strait-agent and strait-proxy that
 	// run as ProxyUID.
 	proxyBinDir string
@@ -184,6 +196,12 @@ func (m *Mesh) ConfigDir() string { return m.configDir }
 // XDSAddr is where straitd serves xDS.
 func (m *Mesh) XDSAddr() string { return m.xdsAddr }
 
+// SecureXDSAddr is where straitd serves xDS and the CA over TLS.
+func (m *Mesh) SecureXDSAddr() string { return m.secureXDSAddr }
+
+// CADir is straitd's --ca-dir: root-cert.pem and the token key.
+func (m *Mesh) CADir() string { return filepath.Join(m.workDir, "ca") }
+
 // MonitoringAddr is where straitd serves /metrics and /debug.
 func (m *Mesh) MonitoringAddr() string { return m.monAddr }
 
@@ -236,19 +254,33 @@ func (m *Mesh) startStraitd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	secureXDSPort, err := freePort(host)
+	if err != nil {
+		return err
+	}
 	m.xdsAddr = net.JoinHostPort(host, strconv.Itoa(xdsPort))
 	m.monAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(monPort))
+	m.secureXDSAddr = net.JoinHostPort(host, strconv.Itoa(secureXDSPort))
+	// The CA's state stays in the mesh's work dir (not straitd's default
+	// /var/lib/straitd/ca), and the TLS port is a free one, so meshes run
+	// side by side.
 	cmd := exec.Command(filepath.Join(m.opts.BinDir, "straitd"),
-		"--config-dir", m.configDir, "--xds-addr", m.xdsAddr, "--monitoring-addr", m.monAddr)
+		"--config-dir", m.configDir, "--xds-addr", m.xdsAddr, "--monitoring-addr", m.monAddr,
+		"--secure-xds-addr", m.secureXDSAddr, "--ca-dir", m.CADir(), "--cacerts-dir", "")
 	if err := m.startLogged(cmd, "straitd"); err != nil {
 		return err
 	}
+	// The TLS port listens once the CA's files exist (the pods' root and
+	// tokens are made from them).
 	if err := waitFor(ctx, 15*time.Second, func() error {
-		c, err := net.DialTimeout("tcp", m.xdsAddr, 200*time.Millisecond)
-		if err == nil {
+		for _, addr := range []string{m.xdsAddr, m.secureXDSAddr} {
+			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+			if err != nil {
+				return err
+			}
 			c.Close()
 		}
-		return err
+		return nil
 	}); err != nil {
 		return fmt.Errorf("straitd did not listen on %s: %w\n%s", m.xdsAddr, err, m.logTail("straitd"))
 	}
@@ -260,6 +292,13 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 	p.dir = filepath.Join(m.workDir, "pods", p.Name)
 	if err := os.MkdirAll(filepath.Join(p.dir, "proxy"), 0o755); err != nil {
 		return err
+	}
+	discovery := m.xdsAddr
+	if m.opts.SecureXDS {
+		if err := m.writeIdentity(p); err != nil {
+			return err
+		}
+		discovery = m.secureXDSAddr
 	}
 	if err := chownTree(p.dir, ProxyUID, ProxyUID); err != nil {
 		return err
@@ -296,7 +335,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 	}
 	// 3. The sidecar agent, which writes the bootstrap and starts strait-proxy.
 	proxyConfig := fmt.Sprintf(`{"discoveryAddress":%q,"binaryPath":%q,"configPath":%q,"proxyAdminPort":15000,"statusPort":15020}`,
-		m.xdsAddr, filepath.Join(m.proxyBinDir, "strait-proxy"), filepath.Join(p.dir, "proxy"))
+		discovery, filepath.Join(m.proxyBinDir, "strait-proxy"), filepath.Join(p.dir, "proxy"))
 	env := []string{
 		"POD_NAME=" + p.Name,
 		"POD_NAMESPACE=" + p.Namespace,
@@ -308,6 +347,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		"MINIMUM_DRAIN_DURATION=1s",
 		"HOME=" + p.dir,
 	}
+	env = append(env, m.opts.AgentEnv...)
 	// The proxy runs as 1337:1337; in TPROXY mode it needs CAP_NET_ADMIN
 	// for transparent sockets, so it runs as root in group 1337 (as
 	// Istio's injector does) and the capture rules match it by group.

@@ -72,6 +72,8 @@ type Config struct {
 	// stops the proxy on SIGTERM (MINIMUM_DRAIN_DURATION, else
 	// ProxyConfig.terminationDrainDuration).
 	DrainDuration time.Duration
+	// Identity is the workload certificate and TLS settings (identity.go).
+	Identity Identity
 }
 
 // Sources says where Load reads from. Zero fields take the process's own
@@ -212,6 +214,9 @@ func Load(src Sources) (*Config, error) {
 		c.DrainDuration = d
 	}
 
+	if err := loadIdentity(c, env, wd); err != nil {
+		return nil, err
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

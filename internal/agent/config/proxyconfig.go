@@ -18,10 +18,10 @@ import (
 // binaryPath, which defaults to strait-proxy beside the agent's executable
 // and is filled in by Load.
 //
-// DefaultDiscoveryAddress is Istio's default and expects TLS on 15012. The
-// agent dials plaintext gRPC and straitd serves plaintext xDS on 15010, so
-// with straitd set discoveryAddress explicitly (PROXY_CONFIG or the mesh
-// file), e.g. {"discoveryAddress":"straitd.istio-system.svc:15010"}.
+// DefaultDiscoveryAddress is Istio's default, TLS on 15012: straitd serves
+// xDS and its CA there, and the agent dials it with TLS trusting the mesh
+// root mounted at ./var/run/secrets/istio/root-cert.pem (identity.go says
+// when the agent uses TLS). straitd's plaintext port 15010 works too.
 const (
 	DefaultConfigPath               = "./etc/istio/proxy"
 	DefaultDiscoveryAddress         = "istiod.istio-system.svc:15012"

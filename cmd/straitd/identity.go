@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/straitmesh/strait/internal/ca"
+	"github.com/straitmesh/strait/internal/ca/kuberoot"
+	caserver "github.com/straitmesh/strait/internal/ca/server"
+	"github.com/straitmesh/strait/internal/ca/token"
+	"github.com/straitmesh/strait/internal/inject"
+	"github.com/straitmesh/strait/internal/xds"
+)
+
+// identityFlags configure the CA and the TLS port (15012) that serves it
+// together with xDS.
+type identityFlags struct {
+	secureXDSAddr string // --secure-xds-addr; empty: no TLS port, no CA
+	caDir         string // --ca-dir: self-signed root and token key
+	cacertsDir    string // --cacerts-dir: plugged-in CA, used when it holds ca-key.pem
+	trustDomain   string // --trust-domain
+	workloadTTL   time.Duration
+	maxTTL        time.Duration
+	tlsSANs       []string // --tls-san: extra names of the serving certificate
+
+	secureLis net.Listener // tests: the TLS listener instead of secureXDSAddr
+}
+
+func addIdentityFlags(fs *pflag.FlagSet, f *identityFlags) {
+	fs.StringVar(&f.secureXDSAddr, "secure-xds-addr", ":15012", "address of the TLS gRPC server: xDS and Istio's certificate API (IstioCertificateService), with a serving certificate from straitd's CA; empty disables both the port and the CA")
+	fs.StringVar(&f.caDir, "ca-dir", ca.DefaultDir, "directory of the CA's state: the self-signed root (ca-cert.pem, ca-key.pem, root-cert.pem; generated on first start) and the key of file-mode workload tokens ("+token.KeyFile+")")
+	fs.StringVar(&f.cacertsDir, "cacerts-dir", "/etc/cacerts", "plugged-in CA in Istio's cacerts layout (ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem); used instead of the self-signed root when it holds ca-key.pem")
+	fs.StringVar(&f.trustDomain, "trust-domain", ca.DefaultTrustDomain, "trust domain of the workload SPIFFE IDs, spiffe://<trust domain>/ns/<namespace>/sa/<service account>")
+	fs.DurationVar(&f.workloadTTL, "workload-cert-ttl", ca.DefaultWorkloadTTL, "lifetime of a workload certificate whose request asks for none (Istio's DEFAULT_WORKLOAD_CERT_TTL)")
+	fs.DurationVar(&f.maxTTL, "max-workload-cert-ttl", ca.DefaultMaxTTL, "longest workload certificate lifetime granted; longer requests are refused (Istio's MAX_WORKLOAD_CERT_TTL)")
+	fs.StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra DNS names or IP addresses of the TLS port's serving certificate (it always has straitd's and istiod's Service names, localhost, loopback, the host name and the listen address)")
+}
+
+// secureServer is the TLS gRPC server on 15012 and the CA behind it.
+type secureServer struct {
+	grpc *grpc.Server
+	lis  net.Listener
+	ca   *ca.CA
+	// rootPublisher writes istio-ca-root-cert into every namespace
+	// (Kubernetes mode only; nil otherwise).
+	rootPublisher *kuberoot.Publisher
+}
+
+// newSecureServer loads (or creates) the CA and builds the TLS server with
+// the certificate service. The caller registers xDS on it too.
+func newSecureServer(f flags, kubeConfig *rest.Config, reg prometheus.Registerer, logger *slog.Logger) (*secureServer, error) {
+	idf := f.identity
+	if idf.workloadTTL <= 0 || idf.maxTTL <= 0 {
+		return nil, fmt.Errorf("--workload-cert-ttl %v / --max-workload-cert-ttl %v: want positive durations (e.g. 24h)", idf.workloadTTL, idf.maxTTL)
+	}
+	if idf.workloadTTL > idf.maxTTL {
+		return nil, fmt.Errorf("--workload-cert-ttl %v is longer than --max-workload-cert-ttl %v", idf.workloadTTL, idf.maxTTL)
+	}
+	if err := (ca.Identity{TrustDomain: idf.trustDomain, Namespace: "ns", ServiceAccount: "sa"}).Validate(); err != nil {
+		return nil, fmt.Errorf("--trust-domain %q: %w", idf.trustDomain, err)
+	}
+	opts := ca.Options{Dir: idf.caDir, TrustDomain: idf.trustDomain, DefaultTTL: idf.workloadTTL, MaxTTL: idf.maxTTL, Logger: logger}
+	if idf.cacertsDir != "" {
+		if _, err := os.Stat(filepath.Join(idf.cacertsDir, ca.KeyFile)); err == nil {
+			opts.PluggedDir = idf.cacertsDir
+		}
+	}
+	authority, err := ca.Load(opts)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-dir/--cacerts-dir: %w", err)
+	}
+	key, err := token.LoadOrCreateKey(filepath.Join(idf.caDir, token.KeyFile))
+	if err != nil {
+		return nil, fmt.Errorf("--ca-dir: %w", err)
+	}
+	authn := []caserver.Authenticator{caserver.FileTokens{Key: key}}
+	var publisher *kuberoot.Publisher
+	if kubeConfig != nil {
+		kc, err := kubernetes.NewForConfig(kubeConfig)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client for TokenReview: %w", err)
+		}
+		authn = append(authn, caserver.KubeTokens{Client: kc})
+		publisher = kuberoot.New(kuberoot.Options{Client: kc, Bundle: authority.TrustBundle, Changed: authority.Changed, Logger: logger})
+	}
+	certService, err := caserver.New(caserver.Options{CA: authority, Authenticators: authn, Registry: reg, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	lis := idf.secureLis
+	if lis == nil {
+		if lis, err = net.Listen("tcp", idf.secureXDSAddr); err != nil {
+			return nil, fmt.Errorf("--secure-xds-addr: %w", err)
+		}
+	}
+	serving, err := ca.NewServingCert(authority, servingNames(f.namespace, lis.Addr(), idf.tlsSANs))
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	tlsConfig := &tls.Config{GetCertificate: serving.GetCertificate, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
+	g := grpc.NewServer(append(xds.ServerOptions(), grpc.Creds(credentials.NewTLS(tlsConfig)))...)
+	certService.Register(g)
+	return &secureServer{grpc: g, lis: lis, ca: authority, rootPublisher: publisher}, nil
+}
+
+// servingNames are the SANs of straitd's serving certificate: the Service
+// names agents dial on Kubernetes (istiod.<ns>.svc, as Istio's injected
+// pods use, and straitd.<ns>.svc), localhost, loopback, this host's name,
+// the listen address when it is a specific IP, and --tls-san.
+func servingNames(namespace string, addr net.Addr, extra []string) ca.ServingOptions {
+	o := ca.ServingOptions{DNSNames: inject.ServiceDNSNames(namespace), IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		o.DNSNames = append(o.DNSNames, h)
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok && !ta.IP.IsUnspecified() && !ta.IP.IsLoopback() {
+		o.IPs = append(o.IPs, ta.IP)
+	}
+	for _, s := range extra {
+		if ip := net.ParseIP(s); ip != nil {
+			o.IPs = append(o.IPs, ip)
+		} else {
+			o.DNSNames = append(o.DNSNames, s)
+		}
+	}
+	return o
+}
+
+// serve runs the TLS server until ctx is done.
+func (s *secureServer) serve(ctx context.Context) error {
+	defer context.AfterFunc(ctx, s.grpc.Stop)()
+	if err := s.grpc.Serve(s.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/grpc"
+
+	"github.com/straitmesh/strait/internal/agent/caclient"
+	"github.com/straitmesh/strait/internal/agent/config"
+	"github.com/straitmesh/strait/internal/agent/sds"
+	"github.com/straitmesh/strait/internal/ca"
+	"github.com/straitmesh/strait/internal/lifecycle"
+)
+
+// newSecretStore is the store of the workload's certificates, or nil when
+// certificates are off (the CA address is plaintext).
+func newSecretStore(cfg *config.Config) *sds.Store {
+	if !cfg.Identity.CertificatesEnabled() {
+		return nil
+	}
+	return sds.NewStore()
+}
+
+// bundleRoots returns the trust bundle of the latest certificate in store
+// (none when store is nil or empty): the agent's TLS connections trust it
+// besides the root file, so a mesh root rotation reaches them.
+func bundleRoots(store *sds.Store) func() []*x509.Certificate {
+	if store == nil {
+		return nil
+	}
+	return func() []*x509.Certificate {
+		cur, _ := store.Current()
+		if cur == nil {
+			return nil
+		}
+		return cur.Roots
+	}
+}
+
+// xdsDialOptions are the upstream xDS connection's credentials: TLS
+// trusting the mesh root when the configuration says so (see
+// config.Identity), else the relay's plaintext default.
+func xdsDialOptions(cfg *config.Config, store *sds.Store) ([]grpc.DialOption, error) {
+	if cfg.Identity.XDSRootCert == "" {
+		return nil, nil
+	}
+	creds, err := caclient.TransportCredentials(caclient.TLSOptions{Addr: cfg.Proxy.GetDiscoveryAddress(), RootPath: cfg.Identity.XDSRootCert,
+		ServerName: cfg.Identity.ServerName, ExtraRoots: bundleRoots(store)})
+	if err != nil {
+		return nil, fmt.Errorf("discoveryAddress %s (TLS): %w", cfg.Proxy.GetDiscoveryAddress(), err)
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithPerRPCCredentials(caclient.TokenCredentials{Path: cfg.Identity.TokenPath})}, nil
+}
+
+// startIdentity starts the certificate rotation into store and the SDS
+// server on the workload socket, as parts of serving. store is nil when
+// certificates are off (the CA address is plaintext: straitd serves its CA
+// only over TLS).
+func startIdentity(cfg *config.Config, store *sds.Store, logger *slog.Logger, serving *lifecycle.Group) error {
+	id := cfg.Identity
+	log := logger.With("component", "agent")
+	if store == nil {
+		log.Info("no workload certificate: the CA address is plaintext (straitd serves its CA on TLS 15012); SDS is off",
+			"ca_addr", id.CAAddress)
+		return nil
+	}
+	if cfg.ServiceAccount == "" {
+		return errors.New(config.EnvServiceAccount + ": not set; the workload certificate's SPIFFE ID needs the pod's service account (spec.serviceAccountName, from the downward API)")
+	}
+	spiffe := ca.Identity{TrustDomain: id.TrustDomain, Namespace: cfg.PodNamespace, ServiceAccount: cfg.ServiceAccount}
+	if err := spiffe.Validate(); err != nil {
+		return err
+	}
+	creds, err := caclient.TransportCredentials(caclient.TLSOptions{Addr: id.CAAddress, RootPath: id.CARootCert, ServerName: id.ServerName, ExtraRoots: bundleRoots(store)})
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
+	}
+	conn, err := grpc.NewClient(id.CAAddress, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
+	}
+	client, err := caclient.New(caclient.Options{Conn: conn, TokenPath: id.TokenPath})
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	rotator, err := sds.NewRotator(sds.RotatorOptions{Signer: client, SPIFFEID: spiffe.String(), TTL: id.SecretTTL, Store: store, Logger: logger})
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	lis, err := sds.ListenUnix(id.WorkloadSocketPath)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	srv := sds.NewServer(sds.ServerOptions{Store: store, Logger: logger})
+	serving.Go("sds server", func(ctx context.Context) error {
+		defer context.AfterFunc(ctx, srv.Stop)()
+		return srv.Serve(lis)
+	})
+	serving.Go("certificate rotation", func(ctx context.Context) error {
+		defer conn.Close()
+		return rotator.Run(ctx)
+	})
+	log.Info("workload identity", "spiffe_id", spiffe.String(), "ca_addr", id.CAAddress, "sds_socket", id.WorkloadSocketPath, "ttl", id.SecretTTL)
+	return nil
+}

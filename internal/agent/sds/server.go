@@ -1,0 +1,221 @@
+package sds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// SecretType is the type URL of an SDS resource.
+const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	Store  *Store
+	Logger *slog.Logger
+}
+
+// Server serves SDS, state of the world over gRPC (StreamSecrets and
+// FetchSecrets). Delta SDS is refused (Unimplemented) so a client that
+// asks for it learns so at once instead of waiting.
+type Server struct {
+	secretv3.UnimplementedSecretDiscoveryServiceServer
+
+	// Set at creation, read-only.
+	store *Store
+	log   *slog.Logger
+	grpc  *grpc.Server
+
+	nonce atomic.Uint64
+}
+
+// NewServer builds the server.
+func NewServer(opts ServerOptions) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{store: opts.Store, log: opts.Logger.With("component", "sds"), grpc: grpc.NewServer()}
+	secretv3.RegisterSecretDiscoveryServiceServer(s.grpc, s)
+	return s
+}
+
+// ListenUnix listens on the workload socket, creating its directory and
+// replacing a stale socket. The socket is 0600: only the agent's user (the
+// proxy runs as the same user) may fetch the key.
+func ListenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("sds socket: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("sds socket: remove stale %s: %w", path, err)
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("sds socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("sds socket: %w", err)
+	}
+	return lis, nil
+}
+
+// Serve serves on lis until Stop.
+func (s *Server) Serve(lis net.Listener) error {
+	s.log.Info("serving sds", "socket", lis.Addr().String())
+	return s.grpc.Serve(lis)
+}
+
+// Stop closes the listener and every stream.
+func (s *Server) Stop() { s.grpc.Stop() }
+
+// StreamSecrets serves one SotW SDS stream: it answers a request for new
+// resource names with the current secrets (waiting for the first
+// certificate if there is none yet), and pushes every renewal.
+func (s *Server) StreamSecrets(stream grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
+	ctx := stream.Context()
+	reqs := make(chan *discovery.DiscoveryRequest)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	var (
+		names       []string // resources this stream subscribes to
+		sentVersion string   // version of the secrets last sent ("" = none)
+		lastNonce   string
+	)
+	for {
+		cur, changed := s.store.Current()
+		if len(names) > 0 && cur != nil && cur.Version != sentVersion {
+			resp, err := s.response(names, cur)
+			if err != nil {
+				return err
+			}
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+			sentVersion, lastNonce = cur.Version, resp.Nonce
+			s.log.Debug("sds push", "resources", names, "version", cur.Version)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-recvErr:
+			if status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		case <-changed:
+		case req := <-reqs:
+			if req.GetTypeUrl() != "" && req.GetTypeUrl() != SecretType {
+				return status.Errorf(codes.InvalidArgument, "type_url %q: this SDS server serves only %s", req.GetTypeUrl(), SecretType)
+			}
+			if err := checkNames(req.GetResourceNames()); err != nil {
+				return err
+			}
+			if d := req.GetErrorDetail(); d != nil && req.GetResponseNonce() == lastNonce {
+				s.log.Warn("proxy rejected secrets", "version", sentVersion, "error", d.GetMessage())
+			}
+			if !sameNames(names, req.GetResourceNames()) {
+				names = slices.Clone(req.GetResourceNames())
+				sentVersion = "" // new subscription: send what there is
+			}
+		}
+	}
+}
+
+// FetchSecrets answers one request with the current secrets.
+func (s *Server) FetchSecrets(ctx context.Context, req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
+	if err := checkNames(req.GetResourceNames()); err != nil {
+		return nil, err
+	}
+	for {
+		cur, changed := s.store.Current()
+		if cur != nil {
+			return s.response(req.GetResourceNames(), cur)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case <-changed:
+		}
+	}
+}
+
+// checkNames refuses, by name, resources this server does not serve
+// (Istio's agent also serves file-cert:/file-root: paths; Strait does not).
+func checkNames(names []string) error {
+	for _, n := range names {
+		if n != ResourceDefault && n != ResourceRootCA {
+			return status.Errorf(codes.InvalidArgument, "SDS resource %q is not served by strait-agent: only %q (the workload certificate) and %q (the trust bundle)", n, ResourceDefault, ResourceRootCA)
+		}
+	}
+	return nil
+}
+
+func sameNames(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+func (s *Server) response(names []string, cur *Secrets) (*discovery.DiscoveryResponse, error) {
+	resp := &discovery.DiscoveryResponse{VersionInfo: cur.Version, TypeUrl: SecretType, Nonce: strconv.FormatUint(s.nonce.Add(1), 10)}
+	for _, n := range names {
+		a, err := anypb.New(Secret(n, cur))
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "encode secret %s: %v", n, err)
+		}
+		resp.Resources = append(resp.Resources, a)
+	}
+	return resp, nil
+}
+
+// Secret is the Envoy resource for name: "default" is the key and
+// certificate chain, "ROOTCA" the trust bundle, both inline as Istio's
+// agent sends them.
+func Secret(name string, cur *Secrets) *tlsv3.Secret {
+	inline := func(b []byte) *core.DataSource {
+		return &core.DataSource{Specifier: &core.DataSource_InlineBytes{InlineBytes: b}}
+	}
+	if name == ResourceRootCA {
+		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			TrustedCa: inline(cur.RootPEM),
+		}}}
+	}
+	return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+		CertificateChain: inline(cur.CertChainPEM),
+		PrivateKey:       inline(cur.KeyPEM),
+	}}}
+}
+
+var _ secretv3.SecretDiscoveryServiceServer = (*Server)(nil)

@@ -1,0 +1,53 @@
+package ca
+
+import (
+	"crypto/tls"
+	"sync"
+	"time"
+)
+
+// ServingCert keeps straitd's own serving certificate (for the TLS port
+// 15012) issued by the CA, and re-issues it when 80% of its lifetime has
+// passed, so a long-running straitd never serves an expired certificate.
+// GetCertificate is safe for concurrent use.
+type ServingCert struct {
+	ca   *CA
+	opts ServingOptions
+
+	mu      sync.Mutex // guards cert and renewAt
+	cert    *tls.Certificate
+	renewAt time.Time
+}
+
+// NewServingCert issues the first certificate now, so a bad name fails at
+// start-up rather than at the first handshake.
+func NewServingCert(c *CA, opts ServingOptions) (*ServingCert, error) {
+	s := &ServingCert{ca: c, opts: opts}
+	if _, err := s.get(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// GetCertificate is a tls.Config.GetCertificate.
+func (s *ServingCert) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.get() }
+
+func (s *ServingCert) get() (*tls.Certificate, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.ca.opts.Now()
+	if s.cert != nil && now.Before(s.renewAt) {
+		return s.cert, nil
+	}
+	cert, err := s.ca.IssueServing(s.opts)
+	if err != nil {
+		if s.cert != nil && now.Before(s.cert.Leaf.NotAfter) {
+			s.ca.log.Warn("serving certificate not renewed; keeping the current one", "error", err)
+			return s.cert, nil
+		}
+		return nil, err
+	}
+	life := cert.Leaf.NotAfter.Sub(now)
+	s.cert, s.renewAt = cert, now.Add(life*4/5)
+	return cert, nil
+}

@@ -1,0 +1,52 @@
+package ca
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// reloadDelay lets a writer finish a set of files (a root rotation step
+// rewrites up to four) before the CA reads them.
+const reloadDelay = 200 * time.Millisecond
+
+// Watch reloads the CA whenever a file in its directory changes, until ctx
+// is done. A reload that fails is logged and the CA keeps what it had; the
+// next change is tried again. Writes of Kubernetes Secret volumes (a
+// symlink swap of ..data) are changes in the directory too.
+func (c *CA) Watch(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("ca: watch: %w", err)
+	}
+	defer w.Close()
+	if err := w.Add(c.dir()); err != nil {
+		return fmt.Errorf("ca: watch %s: %w", c.dir(), err)
+	}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename|fsnotify.Remove) != 0 {
+				timer.Reset(reloadDelay)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			c.log.Warn("watching the CA directory", "error", err)
+		case <-timer.C:
+			if err := c.Reload(); err != nil {
+				c.log.Error("CA files changed but do not load; still signing with the previous CA", "error", err)
+			}
+		}
+	}
+}

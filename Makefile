@@ -6,7 +6,7 @@ BIN      := $(CURDIR)/bin
 BINARIES := straitd strait-agent strait-proxy straitctl strait-echo
 GOTEST_FLAGS ?=
 
-.PHONY: all build deps test test-unit demo lint fmt clean
+.PHONY: all build deps test test-unit demo lint fmt clean istio-bins
 
 all: build
 
@@ -20,9 +20,14 @@ build:
 # Everything: vet, unit tests with the race detector, and the tests that need
 # root (network namespaces, real iptables, real sidecars, a real
 # kube-apiserver built from its Go module by kube-testenv).
-test: deps build kube-testenv
+# Istio's own pilot-agent and pilot-discovery (for the CA and xDS interop
+# tests) are built first, outside the tests' timeouts: the first, uncached
+# build takes minutes and prints its progress.
+test: deps build kube-testenv istio-bins
 	$(GO) vet ./...
-	STRAIT_BIN_DIR=$(BIN) STRAIT_KUBE_TESTENV_REQUIRED=1 $(GO) test -race -count=1 -timeout 40m $(GOTEST_FLAGS) ./...
+	STRAIT_BIN_DIR=$(BIN) STRAIT_KUBE_TESTENV_REQUIRED=1 \
+	STRAIT_PILOT_AGENT=$$(./hack/pilot-agent-build.sh) STRAIT_PILOT_DISCOVERY=$$(./hack/pilot-discovery-build.sh) \
+	$(GO) test -race -count=1 -timeout 40m $(GOTEST_FLAGS) ./...
 
 demo: deps build
 	$(BIN)/straitctl local demo --config-dir examples/demo --bin-dir $(BIN)
@@ -57,6 +62,10 @@ clean:
 .PHONY: kube-testenv
 kube-testenv:
 	@./hack/kube-testenv-build.sh >/dev/null
+
+istio-bins:
+	@./hack/pilot-agent-build.sh >/dev/null
+	@./hack/pilot-discovery-build.sh >/dev/null
 
 # HTTP/1.1 data plane against nginx and HAProxy, two-hop chain on loopback
 # (installs wrk, nginx-light and haproxy when missing). See bench/http.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/inject"
 	"github.com/straitmesh/strait/internal/lifecycle"
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/registry/kube"
@@ -61,6 +62,7 @@ type flags struct {
 	monitoringAddr string
 	domain         string
 	logLevel       string
+	meshFile       string // --mesh
 
 	// Kubernetes mode.
 	kubeconfig string
@@ -78,6 +80,7 @@ type flags struct {
 	gatewayAPI    bool         // PILOT_ENABLE_GATEWAY_API
 	injectAddrSet bool         // --inject-addr given explicitly
 	injectLis     net.Listener // tests: the webhook's listener instead of injectAddr
+	mesh          *meshconfig.Config
 }
 
 func newRootCmd() *cobra.Command {
@@ -127,6 +130,7 @@ Environment:
 	cmd.Flags().StringVar(&f.webhookConfigName, "webhook-config-name", defaultWebhookConfigName, "MutatingWebhookConfiguration whose caBundle straitd keeps up to date with its self-signed CA (Kubernetes mode); empty: never written")
 	cmd.Flags().StringVar(&f.xdsAddr, "xds-addr", ":15010", "address of the plaintext xDS gRPC server")
 	cmd.Flags().StringVar(&f.monitoringAddr, "monitoring-addr", ":15014", "address of the metrics, debug and health HTTP server")
+	cmd.Flags().StringVar(&f.meshFile, "mesh", "", "mesh config file: Istio's MeshConfig YAML, or the istio ConfigMap manifest (its data.mesh); read at start, every field Strait does not implement is refused by name; its rootNamespace, when set, is the root namespace instead of --namespace")
 	cmd.Flags().StringVar(&f.domain, "domain", "cluster.local", "cluster DNS domain")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
@@ -166,13 +170,22 @@ func run(ctx context.Context, f flags, lookupEnv func(string) (string, bool)) er
 // ctx is done (nil) or a part fails.
 func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger, xdsLis, monLis net.Listener) error {
 	log := logger.With("component", "straitd")
+	meshCfg := meshconfig.Default()
+	if f.meshFile != "" {
+		var err error
+		if meshCfg, err = meshconfig.Load(f.meshFile); err != nil {
+			return fmt.Errorf("--mesh: %w", err)
+		}
+		log.Info("mesh config loaded", "file", f.meshFile, "settings", meshCfg.String())
+	}
+	f.mesh = meshCfg
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	var static *file.Registry
 	if f.configDir != "" {
 		var err error
-		if static, err = file.New(file.Options{Dir: f.configDir, Domain: f.domain, RootNamespace: f.namespace, Logger: logger}); err != nil {
+		if static, err = file.New(file.Options{Dir: f.configDir, Domain: f.domain, RootNamespace: f.namespace, Mesh: meshCfg, Logger: logger}); err != nil {
 			return err
 		}
 	}
@@ -187,7 +200,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		if kubeConfig, err = kube.ConfigFromKubeconfig(f.kubeconfig); err != nil {
 			return err
 		}
-		kreg, err = kube.New(kube.Options{Config: kubeConfig, Domain: f.domain, RootNamespace: f.namespace, Static: static, GatewayAPI: f.gatewayAPI, Logger: logger})
+		kreg, err = kube.New(kube.Options{Config: kubeConfig, Domain: f.domain, RootNamespace: f.namespace, Mesh: meshCfg, Static: static, GatewayAPI: f.gatewayAPI, Logger: logger})
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
 )
 
@@ -53,6 +54,8 @@ type Options struct {
 	// RootNamespace is the namespace whose selector-less Sidecar is the
 	// mesh default; default mesh.DefaultRootNamespace.
 	RootNamespace string
+	// Mesh is the mesh config; nil is Istio's defaults.
+	Mesh *meshconfig.Config
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -66,6 +69,7 @@ type Registry struct {
 	dir           string
 	domain        string
 	rootNamespace string
+	mesh          *meshconfig.Config
 	log           *slog.Logger
 
 	snap    atomic.Pointer[mesh.Snapshot]
@@ -109,6 +113,7 @@ func New(opts Options) (*Registry, error) {
 		dir:           opts.Dir,
 		domain:        opts.Domain,
 		rootNamespace: opts.RootNamespace,
+		mesh:          opts.Mesh,
 		log:           opts.Logger.With("component", "mesh.file", "dir", opts.Dir),
 		files:         map[string]*fileState{},
 	}
@@ -392,7 +397,7 @@ func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.C
 
 func (r *Registry) publish(store *config.Store) {
 	r.version++
-	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.domain, RootNamespace: r.rootNamespace, Version: r.version, Previous: r.snap.Load()})
+	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.domain, RootNamespace: r.rootNamespace, Mesh: r.mesh, Version: r.version, Previous: r.snap.Load()})
 	for _, p := range problems {
 		r.log.Warn("config conflict", "error", p.Error())
 	}

@@ -45,6 +45,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
 )
 
@@ -88,6 +89,8 @@ type Options struct {
 	// RootNamespace is the namespace whose selector-less Sidecar is the
 	// mesh default; default mesh.DefaultRootNamespace.
 	RootNamespace string
+	// Mesh is the mesh config; nil is Istio's defaults.
+	Mesh *meshconfig.Config
 	// Static, if set, is served together with the cluster's objects (the
 	// file registry's ServiceEntries, WorkloadEntries, VirtualServices and
 	// DestinationRules). Pass StaticChanged as its change callback.

@@ -52,7 +52,7 @@ func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listene
 // outboundListeners are the listeners every proxy of a scope shares:
 // virtualOutbound and the per-port hand-off listeners.
 func outboundListeners(scope *mesh.Scope) []*listener.Listener {
-	out := []*listener.Listener{virtualOutbound()}
+	out := []*listener.Listener{virtualOutbound(scope.RegistryOnly)}
 	seen := map[string]bool{VirtualOutboundListener: true, VirtualInboundListener: true}
 	add := func(l *listener.Listener) {
 		if !seen[l.Name] {
@@ -60,6 +60,12 @@ func outboundListeners(scope *mesh.Scope) []*listener.Listener {
 			out = append(out, l)
 		}
 	}
+	// A TCP port of a service without an address gets a wildcard
+	// listener, 0.0.0.0_PORT, as in Istio: every connection to that port
+	// goes to the service's cluster (the first service by name; an HTTP
+	// listener on the port wins). Without it, REGISTRY_ONLY would refuse
+	// such services.
+	var wildcardTCP []*listener.Listener
 	for _, svc := range scope.Services {
 		for _, port := range svc.Ports {
 			switch {
@@ -67,26 +73,43 @@ func outboundListeners(scope *mesh.Scope) []*listener.Listener {
 			case port.Protocol.IsHTTP():
 				add(httpOutboundListener(port.Number))
 			default:
+				hasVIP := false
 				for _, vip := range svc.Addresses {
 					if _, err := netip.ParseAddr(vip); err != nil {
 						continue // a CIDR: no single address to hand off to
 					}
+					hasVIP = true
 					add(tcpOutboundListener(vip, port.Number, OutboundClusterName(port.Number, "", svc.Hostname)))
+				}
+				if !hasVIP && len(svc.Addresses) == 0 {
+					wildcardTCP = append(wildcardTCP, tcpOutboundListener("0.0.0.0", port.Number, OutboundClusterName(port.Number, "", svc.Hostname)))
 				}
 			}
 		}
 	}
+	for _, l := range wildcardTCP {
+		add(l)
+	}
 	return out
 }
 
-func virtualOutbound() *listener.Listener {
+// virtualOutbound catches every outbound connection. One whose original
+// destination no listener claims passes through to it (ALLOW_ANY), or,
+// with REGISTRY_ONLY, goes to BlackHoleCluster, which has no endpoint and
+// so closes it (Istio's buildOutboundCatchAllNetworkFiltersOnly; the chain
+// keeps its name).
+func virtualOutbound(registryOnly bool) *listener.Listener {
+	catchAll := PassthroughCluster
+	if registryOnly {
+		catchAll = BlackHoleCluster
+	}
 	return &listener.Listener{
 		Name:           VirtualOutboundListener,
 		Address:        socketAddress("0.0.0.0", OutboundCapturePort),
 		UseOriginalDst: wrapperspb.Bool(true),
 		FilterChains: []*listener.FilterChain{{
 			Name:    "PassthroughFilterChain",
-			Filters: []*listener.Filter{tcpProxyFilter(PassthroughCluster, PassthroughCluster)},
+			Filters: []*listener.Filter{tcpProxyFilter(catchAll, catchAll)},
 		}},
 		TrafficDirection: core.TrafficDirection_OUTBOUND,
 	}

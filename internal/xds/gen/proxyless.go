@@ -59,7 +59,7 @@ func (g *Generator) generateProxyless(snap *mesh.Snapshot, scope *mesh.Scope, ty
 				VirtualHosts: []*route.VirtualHost{{
 					Name:    name,
 					Domains: []string{name, svc.Hostname},
-					Routes:  httpRoutes(snap, svc, port),
+					Routes:  httpRoutes(snap, scope.Namespace, svc, port),
 				}},
 			}})
 		}
@@ -67,7 +67,7 @@ func (g *Generator) generateProxyless(snap *mesh.Snapshot, scope *mesh.Scope, ty
 		var names []string
 		if len(watched) == 0 {
 			for _, svc := range scope.Services {
-				for _, c := range serviceClusters(snap, svc) {
+				for _, c := range serviceClusters(snap, scope.Namespace, svc) {
 					names = append(names, c.Name)
 				}
 			}

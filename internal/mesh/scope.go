@@ -139,7 +139,13 @@ func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
 			// mode's zero value is REGISTRY_ONLY, as in Istio.
 			scope.RegistryOnly = p.GetMode() == networking.OutboundTrafficPolicy_REGISTRY_ONLY
 		}
-		for _, eg := range sc.Sidecar().GetEgress() {
+		egress := sc.Sidecar().GetEgress()
+		if len(egress) == 0 {
+			// A Sidecar without egress listeners reaches everything, as
+			// Istio's ConvertToSidecarScope defaults it to "*/*".
+			egress = []*networking.IstioEgressListener{{Hosts: []string{"*/*"}}}
+		}
+		for _, eg := range egress {
 			for _, h := range eg.GetHosts() {
 				hns, host, _ := strings.Cut(h, "/")
 				switch hns {

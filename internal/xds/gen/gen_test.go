@@ -60,6 +60,10 @@ var scenarios = []scenario{
 		"sidecar~10.98.0.11~reviews-1.shop~shop.svc.cluster.local",
 		"sidecar~10.98.0.99~stranger.other~other.svc.cluster.local",
 	}},
+	{dir: "egress", proxies: []string{
+		"sidecar~10.96.0.10~client.egress~egress.svc.cluster.local",
+		"sidecar~10.96.0.11~outsider.open~open.svc.cluster.local",
+	}},
 }
 
 func newGenerator(t *testing.T, dir string) (*gen.Generator, *file.Registry) {

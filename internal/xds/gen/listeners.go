@@ -64,7 +64,8 @@ func outboundListeners(scope *mesh.Scope) []*listener.Listener {
 	// listener, 0.0.0.0_PORT, as in Istio: every connection to that port
 	// goes to the service's cluster (the first service by name; an HTTP
 	// listener on the port wins). Without it, REGISTRY_ONLY would refuse
-	// such services.
+	// such services. (Istio matches TLS ports of such services by SNI;
+	// they are not given one here.)
 	var wildcardTCP []*listener.Listener
 	for _, svc := range scope.Services {
 		for _, port := range svc.Ports {
@@ -81,7 +82,9 @@ func outboundListeners(scope *mesh.Scope) []*listener.Listener {
 					hasVIP = true
 					add(tcpOutboundListener(vip, port.Number, OutboundClusterName(port.Number, "", svc.Hostname)))
 				}
-				if !hasVIP && len(svc.Addresses) == 0 {
+				// TLS ports need SNI matching to share a port; left to
+				// virtualOutbound.
+				if !hasVIP && len(svc.Addresses) == 0 && port.Protocol != protocol.TLS && port.Protocol != protocol.HTTPS {
 					wildcardTCP = append(wildcardTCP, tcpOutboundListener("0.0.0.0", port.Number, OutboundClusterName(port.Number, "", svc.Hostname)))
 				}
 			}

@@ -37,6 +37,8 @@ type Options struct {
 	// (default; the application sees connections from 127.0.0.6) or
 	// "TPROXY" (the application sees the client's own address).
 	InterceptionMode string
+	// StraitdArgs are added to straitd's command line (e.g. --mesh FILE).
+	StraitdArgs []string
 	// Logger receives progress; nil discards it.
 	Logger *slog.Logger
 }
@@ -238,8 +240,8 @@ func (m *Mesh) startStraitd(ctx context.Context) error {
 	}
 	m.xdsAddr = net.JoinHostPort(host, strconv.Itoa(xdsPort))
 	m.monAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(monPort))
-	cmd := exec.Command(filepath.Join(m.opts.BinDir, "straitd"),
-		"--config-dir", m.configDir, "--xds-addr", m.xdsAddr, "--monitoring-addr", m.monAddr)
+	args := append([]string{"--config-dir", m.configDir, "--xds-addr", m.xdsAddr, "--monitoring-addr", m.monAddr}, m.opts.StraitdArgs...)
+	cmd := exec.Command(filepath.Join(m.opts.BinDir, "straitd"), args...)
 	if err := m.startLogged(cmd, "straitd"); err != nil {
 		return err
 	}

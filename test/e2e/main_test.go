@@ -26,6 +26,9 @@ func run(m *testing.M) int {
 	if *wsServe != "" {
 		return serveWebSocket(*wsServe)
 	}
+	if *dnsServe != "" {
+		return serveDNS(*dnsServe, *dnsZone)
+	}
 	binDir = os.Getenv("STRAIT_BIN_DIR")
 	if binDir == "" && os.Geteuid() == 0 {
 		dir, err := os.MkdirTemp("", "strait-e2e-bin-")

@@ -166,7 +166,9 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 	})
 	s.reuseUnchanged(opts.Previous)
 
-	for _, c := range store.List(config.KindVirtualService) {
+	vss, vsProblems := s.mergeDelegates(store.List(config.KindVirtualService), opts.Mesh.DefaultVirtualServiceExportTo)
+	problems = append(problems, vsProblems...)
+	for _, c := range vss {
 		seen := map[string]bool{}
 		for _, h := range c.VirtualService().Hosts {
 			h = s.ResolveHost(h, c.Namespace)

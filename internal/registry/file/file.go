@@ -69,15 +69,17 @@ type Registry struct {
 	dir           string
 	domain        string
 	rootNamespace string
-	mesh          *meshconfig.Config
 	log           *slog.Logger
 
 	snap    atomic.Pointer[mesh.Snapshot]
 	running atomic.Bool
+	// meshCh hands a new mesh config to the Run goroutine (SetMesh).
+	meshCh chan *meshconfig.Config
 
 	// Owned by New and then by the Run goroutine.
 	files   map[string]*fileState // by path
 	version uint64
+	mesh    *meshconfig.Config
 }
 
 // fileState is what the registry remembers about one file.
@@ -114,6 +116,7 @@ func New(opts Options) (*Registry, error) {
 		domain:        opts.Domain,
 		rootNamespace: opts.RootNamespace,
 		mesh:          opts.Mesh,
+		meshCh:        make(chan *meshconfig.Config, 1),
 		log:           opts.Logger.With("component", "mesh.file", "dir", opts.Dir),
 		files:         map[string]*fileState{},
 	}
@@ -140,6 +143,23 @@ func (r *Registry) ResolveProxy(p *model.Proxy) error {
 		return fmt.Errorf("no WorkloadEntry with address %s in %s (the IP in node id %q)", p.IP, r.dir, p.ID)
 	}
 	return nil
+}
+
+// SetMesh replaces the mesh config: the Run goroutine rebuilds the
+// snapshot with it and asks for a full push of every proxy. Safe to call
+// from any goroutine; a config not yet taken is replaced by the newer one.
+func (r *Registry) SetMesh(m *meshconfig.Config) {
+	for {
+		select {
+		case r.meshCh <- m:
+			return
+		default:
+		}
+		select {
+		case <-r.meshCh: // drop the older one not yet applied
+		default:
+		}
+	}
 }
 
 // Run watches the directory until ctx is done and returns nil then; it
@@ -235,6 +255,13 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 			apply(first, paths)
 		case <-emptyTimer.C:
 			apply(time.Now(), r.emptyPaths())
+		case m := <-r.meshCh:
+			// Every proxy's config may depend on the mesh config.
+			r.mesh = m
+			r.publish(r.snap.Load().Configs)
+			if onChange != nil {
+				onChange(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}, Start: time.Now()})
+			}
 		}
 	}
 }

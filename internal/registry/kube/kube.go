@@ -60,6 +60,7 @@ const (
 	// Internal events.
 	kindSynced = "strait/informer-synced" // obj: the handler key of a kind whose informer synced
 	kindStatic = "strait/static"          // obj: the *model.PushRequest of the static source
+	kindMesh   = "strait/mesh"            // obj: the new *meshconfig.Config
 )
 
 // kindSyncTimeout bounds how long the first sync waits for the CRD-backed
@@ -160,6 +161,7 @@ type Registry struct {
 	derived      *derivedCache
 	version      uint64
 	lastProblems map[string]bool
+	mesh         *meshconfig.Config
 }
 
 // New creates the clients and informers; nothing talks to the API server
@@ -210,6 +212,7 @@ func New(opts Options) (*Registry, error) {
 		kinds:         map[string]*watchedKind{},
 		converted:     map[types.UID]convertedConfig{},
 		derived:       newDerivedCache(),
+		mesh:          opts.Mesh,
 	}
 	r.services = r.coreInformers.add(core.RESTClient(), "services", &corev1.Service{})
 	r.slices = r.coreInformers.add(disc.RESTClient(), "endpointslices", &discoveryv1.EndpointSlice{})
@@ -237,6 +240,7 @@ func New(opts Options) (*Registry, error) {
 		kindCRD:           r.onCRD,
 		kindSynced:        r.onKindSynced,
 		kindStatic:        r.onStatic,
+		kindMesh:          r.onMesh,
 	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{
 		kindService: r.services, kindEndpointSlice: r.slices, kindPod: r.pods,
@@ -282,6 +286,12 @@ func (r *Registry) WatchedKinds() []string {
 	r.kindsMu.Lock()
 	defer r.kindsMu.Unlock()
 	return slices.Clone(r.kindsView)
+}
+
+// SetMesh replaces the mesh config: the worker rebuilds the snapshot with
+// it and asks for a full push of every proxy. Safe from any goroutine.
+func (r *Registry) SetMesh(m *meshconfig.Config) {
+	r.queue.push(event{kind: kindMesh, obj: m})
 }
 
 // StaticChanged tells the registry that Options.Static published a new

@@ -128,3 +128,47 @@ func TestExportTo(t *testing.T) {
 		t.Errorf("ExportTo(*) = %v", got)
 	}
 }
+
+func TestDurationLimitsAtOneMillisecond(t *testing.T) {
+	for _, field := range []string{"dnsRefreshRate", "connectTimeout"} {
+		c, err := Parse([]byte(field + ": 0.001s\n"))
+		if err != nil {
+			t.Errorf("%s 1ms: %v; 1ms is allowed", field, err)
+			continue
+		}
+		if c.DNSRefreshRate != time.Millisecond && c.ConnectTimeout != time.Millisecond {
+			t.Errorf("%s 1ms not applied: %+v", field, c)
+		}
+		if _, err := Parse([]byte(field + ": 0.000999s\n")); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s just under 1ms: %v; want refused", field, err)
+		}
+	}
+}
+
+// TestRefusalNamesTheFirstField: a refused top-level field is named even
+// when defaultConfig holds another.
+func TestRefusalNamesTheFirstField(t *testing.T) {
+	_, err := Parse([]byte("accessLogFile: /dev/stdout\ndefaultConfig:\n  tracing: {}\n"))
+	if err == nil || !strings.Contains(err.Error(), "mesh config: accessLogFile:") {
+		t.Fatalf("error %v, want the top-level field named", err)
+	}
+}
+
+func TestString(t *testing.T) {
+	if got := Default().String(); got != "defaults" {
+		t.Errorf("Default().String() = %q", got)
+	}
+	c := Default()
+	c.RegistryOnly = true
+	if got := c.String(); got != "outboundTrafficPolicy=REGISTRY_ONLY" {
+		t.Errorf("String() = %q", got)
+	}
+	c.RootNamespace = "root"
+	if got := c.String(); got != "outboundTrafficPolicy=REGISTRY_ONLY rootNamespace=root" {
+		t.Errorf("String() = %q", got)
+	}
+	c.RegistryOnly = false
+	if got := c.String(); got != "rootNamespace=root" {
+		t.Errorf("String() = %q", got)
+	}
+}

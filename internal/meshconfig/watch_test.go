@@ -64,3 +64,33 @@ func TestWatchAppliesChangesAndKeepsTheLastGood(t *testing.T) {
 	default:
 	}
 }
+
+// TestWatchSkipsUnchangedContent: rewriting the file with what is applied
+// already calls nothing.
+func TestWatchSkipsUnchangedContent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mesh")
+	content := []byte("outboundTrafficPolicy:\n  mode: REGISTRY_ONLY\n")
+	if err := os.WriteFile(path, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Config, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Watch(ctx, path, applied, func(c *Config) { got <- c }, slog.New(slog.DiscardHandler)) }()
+	if err := os.WriteFile(path, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-got:
+		t.Errorf("unchanged content applied again: %+v", c)
+	case <-time.After(5 * settleWindow):
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+}

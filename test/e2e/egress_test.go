@@ -28,8 +28,8 @@ import (
 
 // dnsServe makes the test binary a DNS server (run inside the client pod)
 // instead of running tests: it answers A queries from the zone file
-// dnsZone ("NAME IP" lines, read at every query) with a TTL of 1 s, and
-// NXDOMAIN for names it does not have.
+// dnsZone ("NAME IP[,IP...]" lines, read at every query) with a TTL of
+// 1 s, and NXDOMAIN for names it does not have.
 var (
 	dnsServe = flag.String("dns-serve", "", "serve DNS on this UDP address instead of running tests")
 	dnsZone  = flag.String("dns-zone", "", "zone file of -dns-serve")
@@ -42,12 +42,14 @@ func serveDNS(addr, zone string) int {
 		resp.Authoritative = true
 		q := req.Question[0]
 		records := readZone(zone)
-		ip, ok := records[strings.ToLower(q.Name)]
-		switch {
-		case !ok:
+		ips, ok := records[strings.ToLower(q.Name)]
+		if !ok {
 			resp.Rcode = dns.RcodeNameError
-		case q.Qtype == dns.TypeA && ip.Is4():
-			resp.Answer = append(resp.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 1}, A: ip.AsSlice()})
+		}
+		for _, ip := range ips {
+			if q.Qtype == dns.TypeA && ip.Is4() {
+				resp.Answer = append(resp.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 1}, A: ip.AsSlice()})
+			}
 		}
 		_ = w.WriteMsg(resp)
 	})}
@@ -64,8 +66,8 @@ func serveDNS(addr, zone string) int {
 	return 0
 }
 
-func readZone(path string) map[string]netip.Addr {
-	out := map[string]netip.Addr{}
+func readZone(path string) map[string][]netip.Addr {
+	out := map[string][]netip.Addr{}
 	f, err := os.Open(path)
 	if err != nil {
 		return out
@@ -73,9 +75,14 @@ func readZone(path string) map[string]netip.Addr {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		name, ip, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
-		if a, err := netip.ParseAddr(strings.TrimSpace(ip)); ok && err == nil {
-			out[dns.Fqdn(strings.ToLower(name))] = a
+		name, ips, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		if !ok {
+			continue
+		}
+		for _, ip := range strings.Split(ips, ",") {
+			if a, err := netip.ParseAddr(strings.TrimSpace(ip)); err == nil {
+				out[dns.Fqdn(strings.ToLower(name))] = append(out[dns.Fqdn(strings.ToLower(name))], a)
+			}
 		}
 	}
 	return out
@@ -161,7 +168,9 @@ spec: {address: 10.95.0.32, labels: {app: outside}}
 `
 
 // dnsEntry resolves api.external.test's endpoint backend.external.test
-// with the client pod's DNS server.
+// with the client pod's DNS server; spread.external.test (DNS) and
+// first.external.test (DNS_ROUND_ROBIN) resolve both.external.test, which
+// has two addresses.
 const dnsEntry = `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: api, namespace: egress}
@@ -172,6 +181,28 @@ spec:
   location: MESH_EXTERNAL
   resolution: DNS
   endpoints: [{address: backend.external.test, ports: {http: 8080}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: spread, namespace: egress}
+spec:
+  hosts: [spread.external.test]
+  addresses: [240.240.6.3]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  location: MESH_EXTERNAL
+  resolution: DNS
+  endpoints: [{address: both.external.test, ports: {http: 8080}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: first, namespace: egress}
+spec:
+  hosts: [first.external.test]
+  addresses: [240.240.6.4]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  location: MESH_EXTERNAL
+  resolution: DNS_ROUND_ROBIN
+  endpoints: [{address: both.external.test, ports: {http: 8080}}]
 `
 
 const allowAnySidecar = `apiVersion: networking.istio.io/v1
@@ -272,7 +303,7 @@ func TestEgressThroughSidecars(t *testing.T) {
 
 	t.Run("DNS resolution follows the record", func(t *testing.T) {
 		zone := filepath.Join(tmp, "zone")
-		writeZone(t, zone, outsideA)
+		writeZone(t, zone, outsideA, outsideA, outsideB)
 		if out, err := client.Command(ctx, "ip", "addr", "add", nameserver+"/32", "dev", "lo").CombinedOutput(); err != nil {
 			t.Fatalf("ip addr add %s: %v\n%s", nameserver, err, out)
 		}
@@ -291,12 +322,38 @@ func TestEgressThroughSidecars(t *testing.T) {
 		if err := waitPod(ctx, client, "http://240.240.6.2/", "api.external.test", "outside-a", 30*time.Second); err != nil {
 			t.Fatalf("before the change: %v", err)
 		}
-		writeZone(t, zone, outsideB)
+		writeZone(t, zone, outsideB, outsideA, outsideB)
 		start := time.Now()
 		if err := waitPod(ctx, client, "http://240.240.6.2/", "api.external.test", "outside-b", 15*time.Second); err != nil {
 			t.Fatalf("after the record changed: %v", err)
 		}
 		t.Logf("re-resolved %s after the record changed (TTL 1s)", time.Since(start).Round(100*time.Millisecond))
+
+		// Two addresses: STRICT_DNS balances over both, LOGICAL_DNS
+		// (DNS_ROUND_ROBIN) uses the first only.
+		for _, tc := range []struct {
+			host string
+			vip  string
+			want map[string]bool
+		}{
+			{"spread.external.test", "240.240.6.3", map[string]bool{"outside-a": true, "outside-b": true}},
+			{"first.external.test", "240.240.6.4", map[string]bool{"outside-a": true}},
+		} {
+			if err := waitPod(ctx, client, "http://"+tc.vip+"/", tc.host, "outside-a", 15*time.Second); err != nil {
+				t.Fatalf("%s: %v", tc.host, err)
+			}
+			seen := map[string]bool{}
+			for range 20 {
+				status, reply, err := request(ctx, client, "http://"+tc.vip+"/", tc.host)
+				if err != nil || status != http.StatusOK {
+					t.Fatalf("%s: status %d, error %v", tc.host, status, err)
+				}
+				seen[reply.Pod] = true
+			}
+			if len(seen) != len(tc.want) || !seen["outside-a"] {
+				t.Errorf("%s answered from %v, want %v", tc.host, seen, tc.want)
+			}
+		}
 	})
 
 	t.Run("two DestinationRules merged", func(t *testing.T) {
@@ -347,9 +404,12 @@ func podOf(m *localmesh.Mesh, ip string) string {
 	return ""
 }
 
-func writeZone(t *testing.T, path, ip string) {
+// writeZone answers backend.external.test with ip and both.external.test
+// with outside-a's and outside-b's addresses (in that order).
+func writeZone(t *testing.T, path, ip, a, b string) {
 	t.Helper()
-	if err := os.WriteFile(path+".tmp", []byte("backend.external.test "+ip+"\n"), 0o644); err != nil {
+	zone := "backend.external.test " + ip + "\nboth.external.test " + a + "," + b + "\n"
+	if err := os.WriteFile(path+".tmp", []byte(zone), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(path+".tmp", path); err != nil {

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,157 @@ func TestDelegateChangePushesRootHosts(t *testing.T) {
 	req := PushRequestFor(s, s, map[model.ConfigKey]struct{}{api.Key(): {}}, time.Now())
 	if _, ok := req.ServicesUpdated["shop.example.com"]; !ok {
 		t.Errorf("ServicesUpdated = %v, want the root's host", req.ServicesUpdated)
+	}
+}
+
+// TestMergeHTTPRouteInheritsRootSettings: each setting the delegate route
+// leaves unset comes from the root route; a set one stays the delegate's.
+func TestMergeHTTPRouteInheritsRootSettings(t *testing.T) {
+	s, _ := Build(nil, BuildOptions{})
+	root := &networking.HTTPRoute{}
+	if err := protojson.Unmarshal([]byte(`{
+	  "name": "root",
+	  "rewrite": {"uri": "/r"}, "directResponse": {"status": 200}, "timeout": "1s",
+	  "retries": {"attempts": 3}, "fault": {"abort": {"httpStatus": 500}},
+	  "mirror": {"host": "m.root.svc.cluster.local"}, "mirrorPercentage": {"value": 5},
+	  "corsPolicy": {"allowMethods": ["GET"]},
+	  "mirrors": [{"destination": {"host": "ms.root.svc.cluster.local"}}],
+	  "headers": {"request": {"set": {"x-root": "1"}}}
+	}`), root); err != nil {
+		t.Fatal(err)
+	}
+	got := s.mergeHTTPRoute(root, &networking.HTTPRoute{}, "team")
+	if got.Name != "root" || got.Rewrite.GetUri() != "/r" || got.DirectResponse.GetStatus() != 200 ||
+		got.Timeout.AsDuration() != time.Second || got.Retries.GetAttempts() != 3 || got.Fault.GetAbort().GetHttpStatus() != 500 ||
+		got.Mirror.GetHost() != "m.root.svc.cluster.local" || got.MirrorPercentage.GetValue() != 5 ||
+		len(got.CorsPolicy.GetAllowMethods()) != 1 || len(got.Mirrors) != 1 || got.Headers.GetRequest().GetSet()["x-root"] != "1" {
+		t.Errorf("delegate without settings: %v", got)
+	}
+	own := &networking.HTTPRoute{}
+	if err := protojson.Unmarshal([]byte(`{
+	  "name": "own",
+	  "rewrite": {"uri": "/d"}, "directResponse": {"status": 201}, "timeout": "2s",
+	  "retries": {"attempts": 1}, "fault": {"abort": {"httpStatus": 503}},
+	  "mirror": {"host": "dm"}, "mirrorPercentage": {"value": 50},
+	  "corsPolicy": {"allowMethods": ["GET", "PUT"]},
+	  "mirrors": [{"destination": {"host": "dms"}}, {"destination": {"host": "dms2"}}],
+	  "headers": {"request": {"set": {"x-own": "1"}}},
+	  "route": [{"destination": {"host": "d"}}]
+	}`), own); err != nil {
+		t.Fatal(err)
+	}
+	got = s.mergeHTTPRoute(root, own, "team")
+	if got.Name != "root-own" || got.Rewrite.GetUri() != "/d" || got.DirectResponse.GetStatus() != 201 ||
+		got.Timeout.AsDuration() != 2*time.Second || got.Retries.GetAttempts() != 1 || got.Fault.GetAbort().GetHttpStatus() != 503 ||
+		got.Mirror.GetHost() != "dm.team.svc.cluster.local" || got.MirrorPercentage.GetValue() != 50 ||
+		len(got.CorsPolicy.GetAllowMethods()) != 2 || len(got.Mirrors) != 2 || got.Mirrors[1].GetDestination().GetHost() != "dms2.team.svc.cluster.local" ||
+		got.Headers.GetRequest().GetSet()["x-own"] != "1" || got.Route[0].GetDestination().GetHost() != "d.team.svc.cluster.local" {
+		t.Errorf("delegate with its own settings: %v", got)
+	}
+	if own.Mirror.GetHost() != "dm" {
+		t.Error("the delegate's config was modified")
+	}
+	root.Name = ""
+	if got := s.mergeHTTPRoute(root, own, "team"); got.Name != "own" {
+		t.Errorf("unnamed root: name %q, want the delegate's", got.Name)
+	}
+}
+
+// TestMergeHTTPMatchFields: a delegate match keeps what it sets and takes
+// the root's other conditions; maps are merged, the delegate's entries
+// winning.
+func TestMergeHTTPMatchFields(t *testing.T) {
+	root := &networking.HTTPMatchRequest{}
+	if err := protojson.Unmarshal([]byte(`{
+	  "name": "r", "uri": {"prefix": "/a"}, "scheme": {"exact": "http"}, "method": {"exact": "GET"}, "authority": {"exact": "h"},
+	  "headers": {"x": {"exact": "1"}, "y": {"exact": "root"}}, "withoutHeaders": {"w": {"exact": "1"}},
+	  "queryParams": {"q": {"exact": "1"}}, "sourceLabels": {"app": "a"}, "port": 80, "sourceNamespace": "ns",
+	  "gateways": ["mesh"], "statPrefix": "sp"
+	}`), root); err != nil {
+		t.Fatal(err)
+	}
+	got := mergeHTTPMatch(root, &networking.HTTPMatchRequest{})
+	if got.Name != "r" || got.Uri.GetPrefix() != "/a" || got.Scheme.GetExact() != "http" || got.Method.GetExact() != "GET" ||
+		got.Authority.GetExact() != "h" || len(got.Headers) != 2 || len(got.WithoutHeaders) != 1 || len(got.QueryParams) != 1 ||
+		got.SourceLabels["app"] != "a" || got.Port != 80 || got.SourceNamespace != "ns" || len(got.Gateways) != 1 || got.StatPrefix != "sp" {
+		t.Errorf("empty delegate match: %v", got)
+	}
+	leaf := &networking.HTTPMatchRequest{}
+	if err := protojson.Unmarshal([]byte(`{
+	  "name": "l", "uri": {"prefix": "/a/b"}, "scheme": {"exact": "https"}, "method": {"exact": "PUT"}, "authority": {"exact": "h2"},
+	  "headers": {"y": {"exact": "leaf"}, "z": {"exact": "1"}}, "port": 81, "sourceNamespace": "ns2", "gateways": ["gw"], "statPrefix": "lp"
+	}`), leaf); err != nil {
+		t.Fatal(err)
+	}
+	got = mergeHTTPMatch(root, leaf)
+	if got.Name != "r-l" || got.Uri.GetPrefix() != "/a/b" || got.Scheme.GetExact() != "https" || got.Method.GetExact() != "PUT" ||
+		got.Authority.GetExact() != "h2" || got.Headers["y"].GetExact() != "leaf" || got.Headers["x"].GetExact() != "1" || len(got.Headers) != 3 ||
+		got.Port != 81 || got.SourceNamespace != "ns2" || got.Gateways[0] != "gw" || got.StatPrefix != "lp" {
+		t.Errorf("delegate match with its own conditions: %v", got)
+	}
+	if got := mergeHTTPMatch(&networking.HTTPMatchRequest{}, &networking.HTTPMatchRequest{Name: "l"}); got.Name != "l" || got.Headers != nil {
+		t.Errorf("unnamed root: %v", got)
+	}
+	// Several root matches: a delegate match narrower than two of them
+	// gives two merged matches; one that fits none conflicts.
+	prefix := func(p string) *networking.HTTPMatchRequest {
+		return &networking.HTTPMatchRequest{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: p}}}
+	}
+	out, conflict := mergeHTTPMatches([]*networking.HTTPMatchRequest{prefix("/a"), prefix("/a/b"), prefix("/c")}, []*networking.HTTPMatchRequest{prefix("/a/b/c")})
+	if conflict || len(out) != 2 {
+		t.Errorf("merged %v (conflict %v), want two matches", out, conflict)
+	}
+	if _, conflict := mergeHTTPMatches([]*networking.HTTPMatchRequest{prefix("/a")}, []*networking.HTTPMatchRequest{prefix("/a/x"), prefix("/z")}); !conflict {
+		t.Error("a delegate match outside every root match must conflict")
+	}
+	if out, conflict := mergeHTTPMatches(nil, []*networking.HTTPMatchRequest{prefix("/z")}); conflict || out[0].Uri.GetPrefix() != "/z" {
+		t.Error("without root matches the delegate's stand")
+	}
+	if out, conflict := mergeHTTPMatches([]*networking.HTTPMatchRequest{prefix("/a")}, nil); conflict || out[0].Uri.GetPrefix() != "/a" {
+		t.Error("without delegate matches the root's stand")
+	}
+}
+
+func TestMatchConflictMaps(t *testing.T) {
+	exact := func(v string) *networking.StringMatch {
+		return &networking.StringMatch{MatchType: &networking.StringMatch_Exact{Exact: v}}
+	}
+	for _, tc := range []struct {
+		name       string
+		root, leaf *networking.HTTPMatchRequest
+		conflict   bool
+	}{
+		{"same header", &networking.HTTPMatchRequest{Headers: map[string]*networking.StringMatch{"x": exact("1")}}, &networking.HTTPMatchRequest{Headers: map[string]*networking.StringMatch{"x": exact("1")}}, false},
+		{"other header value", &networking.HTTPMatchRequest{Headers: map[string]*networking.StringMatch{"x": exact("1")}}, &networking.HTTPMatchRequest{Headers: map[string]*networking.StringMatch{"x": exact("2")}}, true},
+		{"new header", &networking.HTTPMatchRequest{}, &networking.HTTPMatchRequest{Headers: map[string]*networking.StringMatch{"x": exact("2")}}, false},
+		{"withoutHeaders", &networking.HTTPMatchRequest{WithoutHeaders: map[string]*networking.StringMatch{"x": exact("1")}}, &networking.HTTPMatchRequest{WithoutHeaders: map[string]*networking.StringMatch{"x": exact("2")}}, true},
+		{"queryParams", &networking.HTTPMatchRequest{QueryParams: map[string]*networking.StringMatch{"q": exact("1")}}, &networking.HTTPMatchRequest{QueryParams: map[string]*networking.StringMatch{"q": exact("2")}}, true},
+		{"sourceLabels differ", &networking.HTTPMatchRequest{SourceLabels: map[string]string{"a": "1"}}, &networking.HTTPMatchRequest{SourceLabels: map[string]string{"a": "2"}}, true},
+		{"sourceLabels narrower", &networking.HTTPMatchRequest{SourceLabels: map[string]string{"a": "1"}}, &networking.HTTPMatchRequest{SourceLabels: map[string]string{"a": "1", "b": "2"}}, false},
+		{"method", &networking.HTTPMatchRequest{Method: exact("GET")}, &networking.HTTPMatchRequest{Method: exact("PUT")}, true},
+		{"scheme", &networking.HTTPMatchRequest{Scheme: exact("http")}, &networking.HTTPMatchRequest{Scheme: exact("https")}, true},
+		{"authority", &networking.HTTPMatchRequest{Authority: exact("a")}, &networking.HTTPMatchRequest{Authority: exact("b")}, true},
+		{"same sourceNamespace", &networking.HTTPMatchRequest{SourceNamespace: "a"}, &networking.HTTPMatchRequest{SourceNamespace: "a"}, false},
+	} {
+		if got := matchConflict(tc.root, tc.leaf); got != tc.conflict {
+			t.Errorf("%s: conflict %v, want %v", tc.name, got, tc.conflict)
+		}
+	}
+}
+
+// TestDelegatingHosts: only roots that name the delegate (by name and
+// namespace, the root's own when unset) are found.
+func TestDelegatingHosts(t *testing.T) {
+	same := vsConfig(t, "team", "same-ns", `{"hosts": ["a.example.com"], "http": [{"delegate": {"name": "d"}}]}`)
+	explicit := vsConfig(t, "front", "explicit", `{"hosts": ["b.example.com", "c"], "http": [{"route": [{"destination": {"host": "x"}}]}, {"delegate": {"name": "d", "namespace": "team"}}]}`)
+	otherNS := vsConfig(t, "front", "other-ns", `{"hosts": ["e.example.com"], "http": [{"delegate": {"name": "d"}}]}`)
+	otherName := vsConfig(t, "team", "other-name", `{"hosts": ["f.example.com"], "http": [{"delegate": {"name": "x"}}]}`)
+	d := vsConfig(t, "team", "d", `{"http": [{"route": [{"destination": {"host": "api"}}]}]}`)
+	s, _ := Build(storeOf(t, same, explicit, otherNS, otherName, d), BuildOptions{})
+	got := s.delegatingHosts(d)
+	slices.Sort(got)
+	want := []string{"a.example.com", "b.example.com", "c.front.svc.cluster.local"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("delegatingHosts = %v, want %v", got, want)
 	}
 }

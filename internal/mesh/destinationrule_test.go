@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	networking "istio.io/api/networking/v1alpha3"
+
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
@@ -267,5 +269,51 @@ func TestMeshRootNamespaceWins(t *testing.T) {
 	s, _ = buildYAML(t, policySidecars, BuildOptions{RootNamespace: "cp"})
 	if s.RootNamespace != "cp" {
 		t.Errorf("RootNamespace = %s, want the option without a mesh rootNamespace", s.RootNamespace)
+	}
+}
+
+// TestDestinationRuleWithoutProxyNamespace: DestinationRule(host) takes
+// the first namespace that has rules for that very host.
+func TestDestinationRuleWithoutProxyNamespace(t *testing.T) {
+	s, _ := buildYAML(t, `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: other-host, namespace: aaa}
+spec:
+  host: other.example.com
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: mine, namespace: zzz}
+spec:
+  host: web.example.com
+  subsets: [{name: v1, labels: {version: v1}}]
+`, BuildOptions{})
+	if dr := s.DestinationRule("web.example.com"); dr == nil || dr.Name != "mine" {
+		t.Fatalf("DestinationRule = %v, want zzz/mine", dr)
+	}
+	if s.DestinationRule("none.example.com") != nil || s.Subsets("none.example.com") != nil || s.SubsetsFor("x", "none.example.com") != nil {
+		t.Error("a host without rules has a rule")
+	}
+	if _, ok := s.SubsetLabelsFor("zzz", "web.example.com", "v2"); ok {
+		t.Error("unknown subset found")
+	}
+	if l, ok := s.SubsetLabelsFor("zzz", "web.example.com", "v1"); !ok || l["version"] != "v1" {
+		t.Errorf("SubsetLabelsFor v1 = %v, %v", l, ok)
+	}
+}
+
+// TestMergedExportTo: the merged rule's exportTo is the first rule's, else
+// the next that has one.
+func TestMergedExportTo(t *testing.T) {
+	x := newDRIndex("istio-system", nil)
+	dr := func(name string, exportTo ...string) *config.Config {
+		return &config.Config{Meta: config.Meta{Kind: config.KindDestinationRule, Name: name, Namespace: "ns"},
+			Spec: &networking.DestinationRule{Host: "h", ExportTo: exportTo}}
+	}
+	if got := x.merge([]*config.Config{dr("a"), dr("b", "."), dr("c", "*")}).DestinationRule().GetExportTo(); !slices.Equal(got, []string{"."}) {
+		t.Errorf("exportTo = %v, want the first one set", got)
+	}
+	if got := x.merge([]*config.Config{dr("a", "x"), dr("b", ".")}).DestinationRule().GetExportTo(); !slices.Equal(got, []string{"x"}) {
+		t.Errorf("exportTo = %v, want the first rule's", got)
 	}
 }

@@ -61,6 +61,7 @@ func TestDelegateRoutesMergedUnderRoot(t *testing.T) {
 	  "hosts": ["shop.example.com"],
 	  "http": [
 	    {"name": "api", "match": [{"uri": {"prefix": "/api"}, "headers": {"x-team": {"exact": "a"}}}], "timeout": "2s", "delegate": {"name": "api", "namespace": "team-a"}},
+	    {"name": "first", "match": [{"uri": {"prefix": "/first"}}], "route": [{"destination": {"host": "first"}}]},
 	    {"name": "missing", "delegate": {"name": "nope"}},
 	    {"name": "hidden", "delegate": {"name": "hidden", "namespace": "team-a"}},
 	    {"name": "rest", "route": [{"destination": {"host": "web"}}]}
@@ -72,7 +73,11 @@ func TestDelegateRoutesMergedUnderRoot(t *testing.T) {
 	    {"route": [{"destination": {"host": "api-v1.team-a.svc.cluster.local"}}], "timeout": "5s"}
 	  ]}`)
 	hidden := vsConfig(t, "team-a", "hidden", `{"exportTo": ["."], "http": [{"route": [{"destination": {"host": "x"}}]}]}`)
-	s, problems := Build(storeOf(t, root, api, hidden), BuildOptions{})
+	later := vsConfig(t, "zzz", "later", `{"hosts": ["later.example.com"], "http": [{"route": [{"destination": {"host": "x"}}]}]}`)
+	s, problems := Build(storeOf(t, root, api, hidden, later), BuildOptions{})
+	if len(s.VirtualServices("later.example.com")) != 1 {
+		t.Error("a VirtualService listed after the delegates is missing")
+	}
 
 	vss := s.VirtualServices("shop.example.com")
 	if len(vss) != 1 {
@@ -85,6 +90,7 @@ func TestDelegateRoutesMergedUnderRoot(t *testing.T) {
 	want := []string{
 		"api-v2: /api/v2 x-team=a -> api-v2.team-a.svc.cluster.local",
 		"api: /api x-team=a -> api-v1.team-a.svc.cluster.local",
+		"first: /first -> first",
 		"rest: -> web",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -104,8 +110,8 @@ func TestDelegateRoutesMergedUnderRoot(t *testing.T) {
 	all := strings.Join(msgs, "\n")
 	for _, w := range []string{
 		"spec.http[0].delegate: route 1 of VirtualService team-a/api matches outside",
-		"spec.http[1].delegate: VirtualService front/nope not found",
-		"spec.http[2].delegate: VirtualService team-a/hidden is not exported to namespace front",
+		"spec.http[2].delegate: VirtualService front/nope not found",
+		"spec.http[3].delegate: VirtualService team-a/hidden is not exported to namespace front",
 	} {
 		if !strings.Contains(all, w) {
 			t.Errorf("problems lack %q:\n%s", w, all)
@@ -116,7 +122,7 @@ func TestDelegateRoutesMergedUnderRoot(t *testing.T) {
 	m := meshconfig.Default()
 	m.DefaultVirtualServiceExportTo = []string{"."}
 	s, _ = Build(storeOf(t, root, api, hidden), BuildOptions{Mesh: m})
-	if n := len(vssHTTP(s.VirtualServices("shop.example.com")[0])); n != 1 {
+	if n := len(vssHTTP(s.VirtualServices("shop.example.com")[0])); n != 2 {
 		t.Errorf("with defaultVirtualServiceExportTo [.], the root keeps %d routes, want only its own", n)
 	}
 }
@@ -165,7 +171,7 @@ func TestMatchConflicts(t *testing.T) {
 		t.Error("ignoreUriCase difference must conflict")
 	}
 	gw := func(g ...string) *networking.HTTPMatchRequest { return &networking.HTTPMatchRequest{Gateways: g} }
-	if !matchConflict(gw("mesh"), gw("gw")) || matchConflict(gw("mesh", "gw"), gw("gw")) {
+	if !matchConflict(gw("mesh"), gw("gw")) || matchConflict(gw("mesh", "gw"), gw("gw")) || matchConflict(gw(), gw("gw")) || matchConflict(gw("gw"), gw()) {
 		t.Error("gateway conflicts wrong")
 	}
 }
@@ -275,7 +281,7 @@ func TestMergeHTTPMatchFields(t *testing.T) {
 	prefix := func(p string) *networking.HTTPMatchRequest {
 		return &networking.HTTPMatchRequest{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: p}}}
 	}
-	out, conflict := mergeHTTPMatches([]*networking.HTTPMatchRequest{prefix("/a"), prefix("/a/b"), prefix("/c")}, []*networking.HTTPMatchRequest{prefix("/a/b/c")})
+	out, conflict := mergeHTTPMatches([]*networking.HTTPMatchRequest{prefix("/c"), prefix("/a"), prefix("/a/b")}, []*networking.HTTPMatchRequest{prefix("/a/b/c")})
 	if conflict || len(out) != 2 {
 		t.Errorf("merged %v (conflict %v), want two matches", out, conflict)
 	}
@@ -321,7 +327,7 @@ func TestMatchConflictMaps(t *testing.T) {
 // namespace, the root's own when unset) are found.
 func TestDelegatingHosts(t *testing.T) {
 	same := vsConfig(t, "team", "same-ns", `{"hosts": ["a.example.com"], "http": [{"delegate": {"name": "d"}}]}`)
-	explicit := vsConfig(t, "front", "explicit", `{"hosts": ["b.example.com", "c"], "http": [{"route": [{"destination": {"host": "x"}}]}, {"delegate": {"name": "d", "namespace": "team"}}]}`)
+	explicit := vsConfig(t, "front", "explicit", `{"hosts": ["b.example.com", "c"], "http": [{"route": [{"destination": {"host": "x"}}]}, {"delegate": {"name": "d", "namespace": "team"}}, {"delegate": {"name": "d", "namespace": "team"}}]}`)
 	otherNS := vsConfig(t, "front", "other-ns", `{"hosts": ["e.example.com"], "http": [{"delegate": {"name": "d"}}]}`)
 	otherName := vsConfig(t, "team", "other-name", `{"hosts": ["f.example.com"], "http": [{"delegate": {"name": "x"}}]}`)
 	d := vsConfig(t, "team", "d", `{"http": [{"route": [{"destination": {"host": "api"}}]}]}`)

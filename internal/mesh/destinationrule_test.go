@@ -317,3 +317,110 @@ func TestMergedExportTo(t *testing.T) {
 		t.Errorf("exportTo = %v, want the first rule's", got)
 	}
 }
+
+// TestRootNamespaceRuleForHostWithoutService: a rule of the root namespace
+// applies even to a host no service defines.
+func TestRootNamespaceRuleForHostWithoutService(t *testing.T) {
+	s, _ := buildYAML(t, `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: global, namespace: istio-system}
+spec:
+  host: nowhere.example.com
+  subsets: [{name: v1, labels: {version: v1}}]
+`, BuildOptions{})
+	if dr := s.DestinationRuleFor("app", "nowhere.example.com"); dr == nil || dr.Name != "global" {
+		t.Errorf("DestinationRuleFor = %v, want the root namespace's rule", dr)
+	}
+}
+
+const dnsEntries = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: strict, namespace: ext}
+spec:
+  hosts: [strict.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+  endpoints: [{address: a.example.com}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: logical, namespace: ext}
+spec:
+  hosts: [logical.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS_ROUND_ROBIN
+  endpoints: [{address: a.example.com}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: static, namespace: ext}
+spec:
+  hosts: [static.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1}]
+`
+
+// TestDNSEndpointChangeIsNotEDSOnly: the endpoints of a DNS or
+// DNS_ROUND_ROBIN service live in its cluster, so their change needs CDS.
+func TestDNSEndpointChangeIsNotEDSOnly(t *testing.T) {
+	before, _ := buildYAML(t, dnsEntries, BuildOptions{})
+	for _, tc := range []struct {
+		from, to string
+		edsOnly  bool
+	}{
+		{"address: a.example.com}]\n---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: logical", "address: b.example.com}]\n---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: logical", false},
+		{"resolution: DNS_ROUND_ROBIN\n  endpoints: [{address: a.example.com}]", "resolution: DNS_ROUND_ROBIN\n  endpoints: [{address: b.example.com}]", false},
+		{"address: 10.0.0.1", "address: 10.0.0.2", true},
+	} {
+		changed := strings.Replace(dnsEntries, tc.from, tc.to, 1)
+		if changed == dnsEntries {
+			t.Fatalf("%q not in the config", tc.from)
+		}
+		after, _ := buildYAML(t, changed, BuildOptions{Previous: before})
+		if ch := DiffServices(before, after); ch.EndpointsOnly != tc.edsOnly || len(ch.Hosts) != 1 {
+			t.Errorf("%s: EndpointsOnly %v (hosts %v), want %v", tc.to, ch.EndpointsOnly, ch.Hosts, tc.edsOnly)
+		}
+	}
+}
+
+// TestNewMeshConfigRebuildsServices: a service of an unchanged entry is
+// rebuilt when the mesh config changes (its default exportTo may differ).
+func TestNewMeshConfigRebuildsServices(t *testing.T) {
+	before, _ := buildYAML(t, dnsEntries, BuildOptions{})
+	m := meshconfig.Default()
+	m.DefaultServiceExportTo = []string{"."}
+	store := before.Configs
+	after, _ := Build(store, BuildOptions{Previous: before, Mesh: m})
+	if svc := after.Service("static.example.com"); svc.VisibleTo("other") {
+		t.Errorf("exportTo %v: the service kept the previous mesh config's default", svc.ExportTo)
+	}
+	again, _ := Build(store, BuildOptions{Previous: after})
+	if again.Mesh != m || again.Service("static.example.com") != after.Service("static.example.com") {
+		t.Error("without a new mesh config, the previous one and the services are kept")
+	}
+}
+
+// TestSidecarWithoutEgressReachesEverything: as Istio's default egress
+// listener "*/*"; a Sidecar with egress hosts still narrows.
+func TestSidecarWithoutEgressReachesEverything(t *testing.T) {
+	s, _ := buildYAML(t, dnsEntries+`---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: open}
+spec:
+  outboundTrafficPolicy: {mode: REGISTRY_ONLY}
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: own}
+spec:
+  egress: [{hosts: ["./*"]}]
+`, BuildOptions{})
+	if n := len(s.ProxyScope(&model.Proxy{Namespace: "open"}).Services); n != 3 {
+		t.Errorf("a Sidecar without egress reaches %d services, want all 3", n)
+	}
+	if n := len(s.ProxyScope(&model.Proxy{Namespace: "own"}).Services); n != 0 {
+		t.Errorf("a Sidecar with egress ./* reaches %d services of another namespace", n)
+	}
+}

@@ -131,6 +131,9 @@ func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
 		if c.GetLbPolicy() != clusterv3.Cluster_CLUSTER_PROVIDED {
 			return nil, fmt.Errorf("cluster %q: ORIGINAL_DST requires lb_policy CLUSTER_PROVIDED, got %s", c.GetName(), c.GetLbPolicy())
 		}
+		if err := checkOriginalDst(c); err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+		}
 	case clusterv3.Cluster_STRICT_DNS, clusterv3.Cluster_LOGICAL_DNS:
 		out.Kind = KindStrictDNS
 		if c.GetType() == clusterv3.Cluster_LOGICAL_DNS {

@@ -16,9 +16,11 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	caresv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
+	metadatav3 "github.com/envoyproxy/go-control-plane/envoy/type/metadata/v3"
 	"github.com/miekg/dns"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
@@ -399,5 +401,28 @@ func TestDNSClusterStopsResolvingWhenRemoved(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the removed cluster still resolves")
+	}
+}
+
+func TestOriginalDstRefusesOtherDestinations(t *testing.T) {
+	base := func() *clusterv3.Cluster {
+		return &clusterv3.Cluster{Name: "od", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST}, LbPolicy: clusterv3.Cluster_CLUSTER_PROVIDED}
+	}
+	c := base()
+	c.LbConfig = &clusterv3.Cluster_OriginalDstLbConfig_{OriginalDstLbConfig: &clusterv3.Cluster_OriginalDstLbConfig{}}
+	if _, err := build(c, stats.New()); err != nil {
+		t.Fatalf("empty original_dst_lb_config: %v", err)
+	}
+	for field, cfg := range map[string]*clusterv3.Cluster_OriginalDstLbConfig{
+		"use_http_header":        {UseHttpHeader: true},
+		"http_header_name":       {HttpHeaderName: "x-dst"},
+		"upstream_port_override": {UpstreamPortOverride: wrapperspb.UInt32(8080)},
+		"metadata_key":           {MetadataKey: &metadatav3.MetadataKey{Key: "k"}},
+	} {
+		c := base()
+		c.LbConfig = &clusterv3.Cluster_OriginalDstLbConfig_{OriginalDstLbConfig: cfg}
+		if _, err := build(c, stats.New()); err == nil || !strings.Contains(err.Error(), "original_dst_lb_config."+field) {
+			t.Errorf("%s: %v, want refused by name", field, err)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	"k8s.io/client-go/rest"
 
 	"github.com/straitmesh/strait/internal/inject"
@@ -79,17 +80,25 @@ func resolveMode(f *flags, lookup func(string) (string, bool)) error {
 // Kubernetes mode the CA bundle writer, each a part of parts.
 func startInjector(ctx context.Context, f flags, cfg *rest.Config, logger *slog.Logger, parts *lifecycle.Group) error {
 	log := logger.With("component", "straitd")
-	inj := inject.New(nil, inject.Options{ControlPlaneNamespace: f.namespace, Logger: logger})
+	var meshProto *meshv1alpha1.MeshConfig
+	if f.mesh != nil {
+		meshProto = f.mesh.Mesh
+	}
+	defaults, err := inject.NewSettings(nil, nil, meshProto)
+	if err != nil {
+		return err
+	}
+	inj := inject.New(defaults, inject.Options{ControlPlaneNamespace: f.namespace, Logger: logger})
 	switch {
 	case f.injectConfigDir != "" && inject.HasConfigFiles(f.injectConfigDir):
 		// Load once here so a broken file fails the start clearly.
-		s, err := inject.LoadDir(f.injectConfigDir, nil)
+		s, err := inject.LoadDir(f.injectConfigDir, meshProto)
 		if err != nil {
 			return fmt.Errorf("--inject-config-dir: %w", err)
 		}
 		inj.Update(s)
 		parts.Go("inject config watcher", func(ctx context.Context) error {
-			return inject.WatchDir(ctx, f.injectConfigDir, inj, nil, logger)
+			return inject.WatchDir(ctx, f.injectConfigDir, inj, meshProto, logger)
 		})
 	case cfg != nil:
 		parts.Go("injector ConfigMap", func(ctx context.Context) error {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/inject"
 	"github.com/straitmesh/strait/internal/lifecycle"
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/registry/kube"
@@ -63,6 +64,7 @@ type flags struct {
 	monitoringAddr string
 	domain         string
 	logLevel       string
+	meshFile       string // --mesh
 
 	// Kubernetes mode.
 	kubeconfig string
@@ -83,6 +85,7 @@ type flags struct {
 	gatewayAPI    bool         // PILOT_ENABLE_GATEWAY_API
 	injectAddrSet bool         // --inject-addr given explicitly
 	injectLis     net.Listener // tests: the webhook's listener instead of injectAddr
+	mesh          *meshconfig.Config
 }
 
 func newRootCmd() *cobra.Command {
@@ -137,6 +140,7 @@ Environment:
 	cmd.Flags().StringVar(&f.webhookConfigName, "webhook-config-name", defaultWebhookConfigName, "MutatingWebhookConfiguration whose caBundle straitd keeps up to date with its self-signed CA (Kubernetes mode); empty: never written")
 	cmd.Flags().StringVar(&f.xdsAddr, "xds-addr", ":15010", "address of the plaintext xDS gRPC server")
 	cmd.Flags().StringVar(&f.monitoringAddr, "monitoring-addr", ":15014", "address of the metrics, debug and health HTTP server")
+	cmd.Flags().StringVar(&f.meshFile, "mesh", "", "mesh config file: Istio's MeshConfig YAML, or the istio ConfigMap manifest (its data.mesh); reloaded when it changes; a field Strait does not implement is refused by name (at start: straitd exits; on reload: the previous config stays). Without it, in Kubernetes mode, the istio ConfigMap of --namespace is read and watched. Its rootNamespace, when set, is the root namespace instead of --namespace")
 	cmd.Flags().StringVar(&f.domain, "domain", "cluster.local", "cluster DNS domain")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	addIdentityFlags(cmd.Flags(), &f.identity)
@@ -177,28 +181,52 @@ func run(ctx context.Context, f flags, lookupEnv func(string) (string, bool)) er
 // ctx is done (nil) or a part fails.
 func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger, xdsLis, monLis net.Listener) error {
 	log := logger.With("component", "straitd")
+	var kubeConfig *rest.Config
+	if f.kubeMode {
+		var err error
+		if kubeConfig, err = kube.ConfigFromKubeconfig(f.kubeconfig); err != nil {
+			return err
+		}
+	}
+	// The mesh config: --mesh, else in Kubernetes mode the istio
+	// ConfigMap of the control plane's namespace, else Istio's defaults.
+	meshCfg := meshconfig.Default()
+	switch {
+	case f.meshFile != "":
+		var err error
+		if meshCfg, err = meshconfig.Load(f.meshFile); err != nil {
+			return fmt.Errorf("--mesh: %w", err)
+		}
+		log.Info("mesh config loaded", "file", f.meshFile, "settings", meshCfg.String())
+	case kubeConfig != nil:
+		loadCtx, cancelLoad := context.WithTimeout(ctx, 30*time.Second)
+		var err error
+		meshCfg, err = kube.LoadMeshConfig(loadCtx, kubeConfig, f.namespace)
+		cancelLoad()
+		if err != nil {
+			return fmt.Errorf("mesh config: %w", err)
+		}
+		log.Info("mesh config loaded", "configmap", f.namespace+"/"+kube.MeshConfigMapName, "settings", meshCfg.String())
+	}
+	f.mesh = meshCfg
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	var static *file.Registry
 	if f.configDir != "" {
 		var err error
-		if static, err = file.New(file.Options{Dir: f.configDir, Domain: f.domain, RootNamespace: f.namespace, Logger: logger}); err != nil {
+		if static, err = file.New(file.Options{Dir: f.configDir, Domain: f.domain, RootNamespace: f.namespace, Mesh: meshCfg, Logger: logger}); err != nil {
 			return err
 		}
 	}
 	var (
 		source       gen.Source
 		resolveProxy func(*model.Proxy) error
-		kubeConfig   *rest.Config
 		kreg         *kube.Registry
 	)
 	if f.kubeMode {
 		var err error
-		if kubeConfig, err = kube.ConfigFromKubeconfig(f.kubeconfig); err != nil {
-			return err
-		}
-		kreg, err = kube.New(kube.Options{Config: kubeConfig, Domain: f.domain, RootNamespace: f.namespace, Static: static, GatewayAPI: f.gatewayAPI, Logger: logger})
+		kreg, err = kube.New(kube.Options{Config: kubeConfig, Domain: f.domain, RootNamespace: f.namespace, Mesh: meshCfg, Static: static, GatewayAPI: f.gatewayAPI, Logger: logger})
 		if err != nil {
 			return err
 		}
@@ -264,6 +292,26 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		}
 	} else {
 		parts.Go("file registry", func(ctx context.Context) error { return static.Run(ctx, server.ConfigUpdate) })
+	}
+	// The mesh config is reloaded when its source changes; each registry
+	// rebuilds its snapshot and every proxy gets a full push.
+	setMesh := func(m *meshconfig.Config) {
+		if static != nil {
+			static.SetMesh(m)
+		}
+		if kreg != nil {
+			kreg.SetMesh(m)
+		}
+	}
+	switch {
+	case f.meshFile != "":
+		parts.Go("mesh config watcher", func(ctx context.Context) error {
+			return meshconfig.Watch(ctx, f.meshFile, meshCfg, setMesh, logger)
+		})
+	case kubeConfig != nil:
+		parts.Go("mesh ConfigMap watcher", func(ctx context.Context) error {
+			return kube.WatchMeshConfig(ctx, kubeConfig, f.namespace, meshCfg, setMesh, logger)
+		})
 	}
 	if f.injectAddr != "" || f.injectLis != nil {
 		if err := startInjector(ctx, f, kubeConfig, logger, parts); err != nil {

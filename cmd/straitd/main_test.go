@@ -215,3 +215,27 @@ func waitHTTP(t *testing.T, url, want string) {
 	}
 	t.Fatalf("GET %s: no 200 containing %q within 10s; last: %.500s", url, want, last)
 }
+
+// TestServeRefusesUnsupportedMeshConfig: a --mesh file with a field Strait
+// does not implement stops the start, naming the file and the field.
+func TestServeRefusesUnsupportedMeshConfig(t *testing.T) {
+	dir := t.TempDir()
+	meshFile := filepath.Join(t.TempDir(), "mesh")
+	if err := os.WriteFile(meshFile, []byte("outboundTrafficPolicy:\n  mode: REGISTRY_ONLY\naccessLogFile: /dev/stdout\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	xdsLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer xdsLis.Close()
+	monLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer monLis.Close()
+	err = serve(context.Background(), flags{configDir: dir, domain: "cluster.local", meshFile: meshFile}, pushSettings{PushThrottle: 1}, slog.New(slog.DiscardHandler), xdsLis, monLis)
+	if err == nil || !strings.Contains(err.Error(), "--mesh: "+meshFile+": mesh config: accessLogFile: not supported by Strait yet") {
+		t.Fatalf("serve with an unsupported mesh field: %v", err)
+	}
+}

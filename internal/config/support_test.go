@@ -98,9 +98,9 @@ spec:
   http:
   - fault: {delay: {exponentialDelay: 1s}}
     retries: {attempts: 3, retryRemoteLocalities: true}
+    match: [{statPrefix: x}]
     route:
     - destination: {host: echo}
-  exportTo: ["."]
 ---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -115,7 +115,7 @@ spec:
 	for _, fe := range FieldErrors(ParseFile("m.yaml", []byte(y)).Err) {
 		got = append(got, fmt.Sprintf("%d %s", fe.Document, fe.Field))
 	}
-	want := []string{"1 spec.http[0].retries.retryRemoteLocalities", "1 spec.http[0].fault.delay.exponentialDelay", "1 spec.exportTo", "2 spec.subjectAltNames"}
+	want := []string{"1 spec.http[0].retries.retryRemoteLocalities", "1 spec.http[0].fault.delay.exponentialDelay", "1 spec.http[0].match[0].statPrefix", "2 spec.subjectAltNames"}
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

@@ -47,6 +47,8 @@ type Options struct {
 	SecureXDS bool
 	// AgentEnv is added to every agent's environment (e.g. SECRET_TTL=10s).
 	AgentEnv []string
+	// StraitdArgs are added to straitd's command line (e.g. --mesh FILE).
+	StraitdArgs []string
 	// Logger receives progress; nil discards it.
 	Logger *slog.Logger
 }
@@ -264,9 +266,9 @@ func (m *Mesh) startStraitd(ctx context.Context) error {
 	// The CA's state stays in the mesh's work dir (not straitd's default
 	// /var/lib/straitd/ca), and the TLS port is a free one, so meshes run
 	// side by side.
-	cmd := exec.Command(filepath.Join(m.opts.BinDir, "straitd"),
-		"--config-dir", m.configDir, "--xds-addr", m.xdsAddr, "--monitoring-addr", m.monAddr,
-		"--secure-xds-addr", m.secureXDSAddr, "--ca-dir", m.CADir(), "--cacerts-dir", "")
+	args := append([]string{"--config-dir", m.configDir, "--xds-addr", m.xdsAddr, "--monitoring-addr", m.monAddr,
+		"--secure-xds-addr", m.secureXDSAddr, "--ca-dir", m.CADir(), "--cacerts-dir", ""}, m.opts.StraitdArgs...)
+	cmd := exec.Command(filepath.Join(m.opts.BinDir, "straitd"), args...)
 	if err := m.startLogged(cmd, "straitd"); err != nil {
 		return err
 	}

@@ -12,8 +12,9 @@ import (
 // change concerns so that the xDS server pushes only to dependent proxies:
 //
 //   - ServicesUpdated: hosts whose service or endpoints changed
-//     (DiffServices), plus the hosts of changed VirtualServices and
-//     DestinationRules, before and after;
+//     (DiffServices), plus the hosts of changed VirtualServices (of the
+//     roots that delegate to a changed delegate) and DestinationRules,
+//     before and after;
 //   - AddressesUpdated: IPs whose inbound side changed, plus the old and
 //     new address of every changed WorkloadEntry (its labels may pick
 //     another Sidecar);
@@ -42,6 +43,10 @@ func PushRequestFor(old, new *Snapshot, changed map[model.ConfigKey]struct{}, st
 				for _, h := range c.VirtualService().GetHosts() {
 					req.ServicesUpdated[snap.ResolveHost(h, c.Namespace)] = struct{}{}
 				}
+				// A delegate has no hosts: its roots' hosts changed.
+				for _, h := range snap.delegatingHosts(c) {
+					req.ServicesUpdated[h] = struct{}{}
+				}
 			case config.KindDestinationRule:
 				req.ServicesUpdated[snap.ResolveHost(c.DestinationRule().GetHost(), c.Namespace)] = struct{}{}
 			case config.KindWorkloadEntry:
@@ -61,4 +66,25 @@ func PushRequestFor(old, new *Snapshot, changed map[model.ConfigKey]struct{}, st
 		req.Reason = []model.TriggerReason{model.EndpointUpdate}
 	}
 	return req
+}
+
+// delegatingHosts returns the resolved hosts of the VirtualServices whose
+// http routes delegate to VirtualService d.
+func (s *Snapshot) delegatingHosts(d *config.Config) []string {
+	var out []string
+	for _, c := range s.Configs.List(config.KindVirtualService) {
+		for _, r := range c.VirtualService().GetHttp() {
+			ref := r.GetDelegate()
+			if ref == nil || ref.GetName() != d.Name {
+				continue
+			}
+			if ns := ref.GetNamespace(); ns == d.Namespace || (ns == "" && c.Namespace == d.Namespace) {
+				for _, h := range c.VirtualService().GetHosts() {
+					out = append(out, s.ResolveHost(h, c.Namespace))
+				}
+				break
+			}
+		}
+	}
+	return out
 }

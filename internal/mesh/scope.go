@@ -2,6 +2,8 @@ package mesh
 
 import (
 	"maps"
+
+	networking "istio.io/api/networking/v1alpha3"
 	"reflect"
 	"strings"
 
@@ -27,6 +29,11 @@ type Scope struct {
 	Sidecar *config.Config
 	// Services are the services in scope, sorted like Snapshot.Services.
 	Services []*Service
+	// RegistryOnly is the outbound traffic policy REGISTRY_ONLY: the
+	// Sidecar's outboundTrafficPolicy, else the mesh config's. Traffic to
+	// destinations outside Services goes to BlackHoleCluster instead of
+	// PassthroughCluster.
+	RegistryOnly bool
 
 	egress []egressHost
 }
@@ -125,9 +132,20 @@ func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
 	if cached, ok := s.scopes[key]; ok {
 		return cached // built by another caller meanwhile
 	}
-	scope := &Scope{Key: key, Namespace: ns, Sidecar: sc}
+	scope := &Scope{Key: key, Namespace: ns, Sidecar: sc, RegistryOnly: s.Mesh.RegistryOnly}
 	if sc != nil {
-		for _, eg := range sc.Sidecar().GetEgress() {
+		if p := sc.Sidecar().GetOutboundTrafficPolicy(); p != nil {
+			// Present, the Sidecar's policy replaces the mesh's; its
+			// mode's zero value is REGISTRY_ONLY, as in Istio.
+			scope.RegistryOnly = p.GetMode() == networking.OutboundTrafficPolicy_REGISTRY_ONLY
+		}
+		egress := sc.Sidecar().GetEgress()
+		if len(egress) == 0 {
+			// A Sidecar without egress listeners reaches everything, as
+			// Istio's ConvertToSidecarScope defaults it to "*/*".
+			egress = []*networking.IstioEgressListener{{Hosts: []string{"*/*"}}}
+		}
+		for _, eg := range egress {
 			for _, h := range eg.GetHosts() {
 				hns, host, _ := strings.Cut(h, "/")
 				switch hns {
@@ -185,7 +203,7 @@ func DiffServices(old, new *Snapshot) ServiceChanges {
 			continue
 		}
 		ch.Hosts[h] = struct{}{}
-		if o == nil || !SameExceptEndpoints(o, n) {
+		if o == nil || !SameExceptEndpoints(o, n) || n.ResolvesDNS() {
 			ch.EndpointsOnly = false
 			addAll(n)
 			if o != nil {

@@ -50,6 +50,13 @@ func (s *Service) Port(number uint32) (Port, bool) {
 	return Port{}, false
 }
 
+// ResolvesDNS reports whether the service's clusters resolve names
+// (resolution DNS or DNS_ROUND_ROBIN): their endpoints are part of the
+// cluster (CDS), not of EDS, so an endpoint change is not EDS-only.
+func (s *Service) ResolvesDNS() bool {
+	return s.Resolution == networking.ServiceEntry_DNS || s.Resolution == networking.ServiceEntry_DNS_ROUND_ROBIN
+}
+
 // VisibleTo reports whether a proxy in namespace ns may see the service
 // (spec.exportTo: empty or "*" is everywhere, "." is the service's own
 // namespace, anything else names a namespace).

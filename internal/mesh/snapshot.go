@@ -10,6 +10,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/protocol"
 )
@@ -29,15 +30,17 @@ type Snapshot struct {
 	// mesh default (the control plane's namespace).
 	RootNamespace string
 	Configs       *config.Store
+	// Mesh is the mesh config (never nil).
+	Mesh *meshconfig.Config
 	// Services are sorted by hostname, then namespace.
 	Services []*Service
 
-	servicesByHost   map[string]*Service
-	serviceSources   map[string]*config.Config // the ServiceEntry each host came from
-	workloadsByIP    map[string]*Workload
-	virtualServices  map[string][]*config.Config // by resolved host, sorted by namespace/name
-	destinationRules map[string]*config.Config   // by resolved host
-	sidecars         []*config.Config            // sorted by namespace/name
+	servicesByHost  map[string]*Service
+	serviceSources  map[string]*config.Config // the ServiceEntry each host came from
+	workloadsByIP   map[string]*Workload
+	virtualServices map[string][]*config.Config // by resolved host, sorted by namespace/name
+	drs             *drIndex                    // DestinationRules by namespace and host
+	sidecars        []*config.Config            // sorted by namespace/name
 
 	// scopeMu guards scopes, the per-proxy-scope cache filled by
 	// ProxyScope (the only lazily computed part of a snapshot).
@@ -48,9 +51,13 @@ type Snapshot struct {
 // BuildOptions configure Build.
 type BuildOptions struct {
 	Domain string // default DefaultDomain
-	// RootNamespace defaults to DefaultRootNamespace.
+	// RootNamespace defaults to DefaultRootNamespace. The mesh config's
+	// rootNamespace, when set, wins over it (as in Istio, where the
+	// control plane's namespace is only rootNamespace's default).
 	RootNamespace string
-	Version       uint64
+	// Mesh is the mesh config; nil is meshconfig.Default().
+	Mesh    *meshconfig.Config
+	Version uint64
 	// Previous is the snapshot this one replaces, if any: services that did
 	// not change keep their *Service pointer from it (structural sharing),
 	// which DiffServices and the generators' caches rely on.
@@ -65,6 +72,18 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 	if opts.Domain == "" {
 		opts.Domain = DefaultDomain
 	}
+	if opts.Mesh == nil {
+		// The same config as before keeps the same pointer, which caches
+		// compare.
+		if opts.Previous != nil {
+			opts.Mesh = opts.Previous.Mesh
+		} else {
+			opts.Mesh = meshconfig.Default()
+		}
+	}
+	if opts.Mesh.RootNamespace != "" {
+		opts.RootNamespace = opts.Mesh.RootNamespace
+	}
 	if opts.RootNamespace == "" {
 		opts.RootNamespace = DefaultRootNamespace
 	}
@@ -72,15 +91,15 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 		store = config.NewStore()
 	}
 	s := &Snapshot{
-		Version:          opts.Version,
-		Domain:           opts.Domain,
-		RootNamespace:    opts.RootNamespace,
-		Configs:          store,
-		servicesByHost:   map[string]*Service{},
-		serviceSources:   map[string]*config.Config{},
-		workloadsByIP:    map[string]*Workload{},
-		virtualServices:  map[string][]*config.Config{},
-		destinationRules: map[string]*config.Config{},
+		Version:         opts.Version,
+		Domain:          opts.Domain,
+		RootNamespace:   opts.RootNamespace,
+		Configs:         store,
+		Mesh:            opts.Mesh,
+		servicesByHost:  map[string]*Service{},
+		serviceSources:  map[string]*config.Config{},
+		workloadsByIP:   map[string]*Workload{},
+		virtualServices: map[string][]*config.Config{},
 	}
 	var problems []error
 
@@ -130,14 +149,14 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 			// A service made from the very same config, without a workload
 			// selector (whose endpoints depend on the workloads), is the
 			// same: keep the previous one without rebuilding it.
-			if p := opts.Previous; p != nil && se.WorkloadSelector == nil && p.serviceSources[h] == c && p.servicesByHost[h] != nil {
+			if p := opts.Previous; p != nil && p.Mesh == opts.Mesh && se.WorkloadSelector == nil && p.serviceSources[h] == c && p.servicesByHost[h] != nil {
 				svc := p.servicesByHost[h]
 				s.servicesByHost[h] = svc
 				s.Services = append(s.Services, svc)
 				continue
 			}
 			build()
-			svc := newService(c, h, ports, selector, endpoints)
+			svc := newService(c, h, ports, selector, endpoints, opts.Mesh.DefaultServiceExportTo)
 			s.servicesByHost[h] = svc
 			s.Services = append(s.Services, svc)
 		}
@@ -147,7 +166,9 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 	})
 	s.reuseUnchanged(opts.Previous)
 
-	for _, c := range store.List(config.KindVirtualService) {
+	vss, vsProblems := s.mergeDelegates(store.List(config.KindVirtualService), opts.Mesh.DefaultVirtualServiceExportTo)
+	problems = append(problems, vsProblems...)
+	for _, c := range vss {
 		seen := map[string]bool{}
 		for _, h := range c.VirtualService().Hosts {
 			h = s.ResolveHost(h, c.Namespace)
@@ -159,15 +180,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 		}
 	}
 	s.sidecars = store.List(config.KindSidecar)
-	for _, c := range store.List(config.KindDestinationRule) {
-		h := s.ResolveHost(c.DestinationRule().Host, c.Namespace)
-		if prev, ok := s.destinationRules[h]; ok {
-			problems = append(problems, &config.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "spec.host",
-				Problem: fmt.Sprintf("host %s already has DestinationRule %s/%s; ignoring this one", h, prev.Namespace, prev.Name)})
-			continue
-		}
-		s.destinationRules[h] = c
-	}
+	problems = append(problems, s.buildDestinationRules(store, opts.Mesh.DefaultDestinationRuleExportTo)...)
 	return s, problems
 }
 
@@ -180,13 +193,14 @@ func servicePorts(se *networking.ServiceEntry) []Port {
 	return ports
 }
 
-// newService is the service of host h made from ServiceEntry c.
-func newService(c *config.Config, h string, ports []Port, selector map[string]string, endpoints []*Endpoint) *Service {
+// newService is the service of host h made from ServiceEntry c;
+// defExport is the mesh's defaultServiceExportTo.
+func newService(c *config.Config, h string, ports []Port, selector map[string]string, endpoints []*Endpoint, defExport []string) *Service {
 	se := c.ServiceEntry()
 	return &Service{
 		Hostname: h, Namespace: c.Namespace, Addresses: se.Addresses, Ports: ports,
 		Resolution: se.Resolution, Location: se.Location, WorkloadSelector: selector,
-		ExportTo: se.ExportTo, Config: c.Key(), Endpoints: endpoints,
+		ExportTo: meshconfig.ExportTo(se.ExportTo, defExport), Config: c.Key(), Endpoints: endpoints,
 	}
 }
 
@@ -253,9 +267,23 @@ func (s *Snapshot) VisibleServices(ns string) []*Service {
 	return out
 }
 
+// VirtualServicesFor returns the VirtualServices of host (as
+// VirtualServices does) that are exported to namespace ns: exportTo, else
+// the mesh's defaultVirtualServiceExportTo, else everywhere.
+func (s *Snapshot) VirtualServicesFor(ns, host string) []*config.Config {
+	all := s.VirtualServices(host)
+	out := all[:0:0]
+	for _, c := range all {
+		if visibleTo(c.VirtualService().GetExportTo(), s.Mesh.DefaultVirtualServiceExportTo, c.Namespace, ns) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // VirtualServices returns the VirtualServices whose hosts include host
 // (exactly, or by a "*.suffix" wildcard), exact matches first, each group
-// sorted by namespace/name.
+// sorted by namespace/name, whatever their exportTo.
 func (s *Snapshot) VirtualServices(host string) []*config.Config {
 	out := slices.Clone(s.virtualServices[host])
 	var wild []*config.Config
@@ -278,12 +306,15 @@ func wildcardMatch(pattern, host string) bool {
 	return ok && strings.HasSuffix(host, suffix)
 }
 
-// DestinationRule returns the DestinationRule for host, or nil.
-func (s *Snapshot) DestinationRule(host string) *config.Config { return s.destinationRules[host] }
+// DestinationRule returns the DestinationRule for host for a caller with
+// no proxy namespace: the rules of the first namespace (by name) that has
+// any, merged; nil when there are none. Generators use DestinationRuleFor.
+func (s *Snapshot) DestinationRule(host string) *config.Config { return s.drs.any(host) }
 
-// Subsets returns the DestinationRule subsets of host, in the rule's order.
+// Subsets returns the DestinationRule subsets of host (DestinationRule's
+// rule), in the rule's order.
 func (s *Snapshot) Subsets(host string) []*networking.Subset {
-	if dr := s.destinationRules[host]; dr != nil {
+	if dr := s.DestinationRule(host); dr != nil {
 		return dr.DestinationRule().Subsets
 	}
 	return nil

@@ -47,7 +47,7 @@ func (s *Snapshot) UpdateEndpoints(store *config.Store, changed map[model.Config
 				ports = servicePorts(newSE)
 				endpoints = buildEndpoints(newCfg, newSE, ports, nil)
 			}
-			svc := newService(newCfg, h, ports, nil, endpoints)
+			svc := newService(newCfg, h, ports, nil, endpoints, s.Mesh.DefaultServiceExportTo)
 			if !SameExceptEndpoints(prev, svc) {
 				return nil, false
 			}
@@ -56,17 +56,18 @@ func (s *Snapshot) UpdateEndpoints(store *config.Store, changed map[model.Config
 	}
 
 	next := &Snapshot{
-		Version:          version,
-		Domain:           s.Domain,
-		RootNamespace:    s.RootNamespace,
-		Configs:          store,
-		Services:         slices.Clone(s.Services),
-		servicesByHost:   make(map[string]*Service, len(s.servicesByHost)),
-		serviceSources:   make(map[string]*config.Config, len(s.serviceSources)),
-		workloadsByIP:    s.workloadsByIP,
-		virtualServices:  s.virtualServices,
-		destinationRules: s.destinationRules,
-		sidecars:         s.sidecars,
+		Version:         version,
+		Domain:          s.Domain,
+		RootNamespace:   s.RootNamespace,
+		Configs:         store,
+		Mesh:            s.Mesh,
+		Services:        slices.Clone(s.Services),
+		servicesByHost:  make(map[string]*Service, len(s.servicesByHost)),
+		serviceSources:  make(map[string]*config.Config, len(s.serviceSources)),
+		workloadsByIP:   s.workloadsByIP,
+		virtualServices: s.virtualServices,
+		drs:             s.drs,
+		sidecars:        s.sidecars,
 	}
 	for h, svc := range s.servicesByHost {
 		next.servicesByHost[h] = svc

@@ -249,9 +249,10 @@ func TestEndToEndADS(t *testing.T) {
 		t.Errorf("/only-a = %v", m)
 	}
 
-	// NACK: an invalid cluster rejects the whole response; old config stays.
+	// NACK: an invalid cluster (a LOGICAL_DNS cluster needs one endpoint)
+	// rejects the whole response; old config stays.
 	bad := edsCluster("c")
-	bad.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
+	bad.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}
 	srv.Set(xdsapi.ClusterType, "2", edsCluster("a"), edsCluster("b"), bad)
 	nack := srv.WaitRequest(t, 5*time.Second, func(r *discoveryv3.DiscoveryRequest) bool {
 		return r.GetTypeUrl() == xdsapi.ClusterType && r.GetErrorDetail() != nil

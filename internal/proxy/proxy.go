@@ -90,6 +90,7 @@ func New(o Options) (*Proxy, error) {
 	st := stats.New()
 	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{}), quit: make(chan struct{})}
 	p.Clusters = cluster.NewManager(o.Logger, st)
+	p.Clusters.OnWarmed(p.checkReady)
 	p.http = hcm.NewServer(hcm.Options{Logger: o.Logger, Clusters: p.Clusters, Codec: o.HTTPCodec})
 	p.Listeners = listener.NewManager(listener.Options{
 		Logger: o.Logger, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
@@ -172,6 +173,7 @@ func (p *Proxy) Close() error {
 		errs = append(errs, p.admin.Close())
 	}
 	p.Listeners.Close()
+	p.Clusters.Close()
 	errs = append(errs, p.http.Close())
 	return errors.Join(errs...)
 }

@@ -29,6 +29,9 @@ func run(m *testing.M) int {
 	if *l4Serve != "" {
 		return serveL4(*l4Serve) // filters_test.go
 	}
+	if *dnsServe != "" {
+		return serveDNS(*dnsServe, *dnsZone)
+	}
 	binDir = os.Getenv("STRAIT_BIN_DIR")
 	if binDir == "" && os.Geteuid() == 0 {
 		dir, err := os.MkdirTemp("", "strait-e2e-bin-")

@@ -30,6 +30,10 @@ const (
 	KindStatic Kind = iota
 	KindEDS
 	KindOriginalDst
+	// KindStrictDNS and KindLogicalDNS resolve their load_assignment's
+	// names (dns.go).
+	KindStrictDNS
+	KindLogicalDNS
 )
 
 // Endpoint is one upstream address.
@@ -76,7 +80,9 @@ type Cluster struct {
 	pool      *httpPool // net/http codec
 	h1        h1Pool    // strait HTTP/1.1 codec
 	proto     UpstreamProtocol
-	h2        *h2Pool // nil when proto is UpstreamHTTP1
+	h2        *h2Pool       // nil when proto is UpstreamHTTP1
+	dns       *dnsDiscovery // KindStrictDNS and KindLogicalDNS only
+	dnsReady  atomic.Bool   // the first resolution is done
 }
 
 func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
@@ -125,8 +131,21 @@ func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
 		if c.GetLbPolicy() != clusterv3.Cluster_CLUSTER_PROVIDED {
 			return nil, fmt.Errorf("cluster %q: ORIGINAL_DST requires lb_policy CLUSTER_PROVIDED, got %s", c.GetName(), c.GetLbPolicy())
 		}
+		if err := checkOriginalDst(c); err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+		}
+	case clusterv3.Cluster_STRICT_DNS, clusterv3.Cluster_LOGICAL_DNS:
+		out.Kind = KindStrictDNS
+		if c.GetType() == clusterv3.Cluster_LOGICAL_DNS {
+			out.Kind = KindLogicalDNS
+		}
+		d, err := newDNSDiscovery(c, st)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+		}
+		out.dns = d
 	default:
-		return nil, fmt.Errorf("cluster %q: type %s is not supported (want STATIC, EDS or ORIGINAL_DST)", c.GetName(), c.GetType())
+		return nil, fmt.Errorf("cluster %q: type %s is not supported (want STATIC, EDS, ORIGINAL_DST, STRICT_DNS or LOGICAL_DNS)", c.GetName(), c.GetType())
 	}
 	if out.Kind != KindOriginalDst && c.GetLbPolicy() == clusterv3.Cluster_CLUSTER_PROVIDED {
 		return nil, fmt.Errorf("cluster %q: lb_policy CLUSTER_PROVIDED is only valid for ORIGINAL_DST", c.GetName())
@@ -229,8 +248,17 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	return conn, nil
 }
 
+// stopDiscovery ends the cluster's DNS resolution, if it has one, without
+// waiting for it.
+func (c *Cluster) stopDiscovery() {
+	if c.dns != nil {
+		c.dns.cancel()
+	}
+}
+
 // close releases idle pooled connections; in-flight ones finish normally.
 func (c *Cluster) close() {
+	c.stopDiscovery()
 	c.pool.closeIdle()
 	c.h1.closeIdle(false)
 	if c.h2 != nil {

@@ -28,12 +28,16 @@ type Manager struct {
 
 	active atomic.Pointer[map[string]*Cluster]
 
-	mu         sync.Mutex // guards everything below
-	static     map[string]bool
-	warming    map[string]*Cluster // EDS clusters waiting for their first ClusterLoadAssignment
+	mu     sync.Mutex // guards everything below
+	static map[string]bool
+	// warming are the EDS clusters waiting for their first
+	// ClusterLoadAssignment and the DNS clusters waiting for their first
+	// resolution.
+	warming    map[string]*Cluster
 	cla        map[string]*endpointv3.ClusterLoadAssignment
 	cdsVersion string
 	edsVersion string
+	onWarmed   func() // called, without mu, when a DNS cluster leaves warming
 }
 
 // NewManager returns an empty cluster manager.
@@ -71,6 +75,9 @@ func (m *Manager) AddStatic(cs []*clusterv3.Cluster) error {
 		}
 		next[c.GetName()] = b
 		m.static[c.GetName()] = true
+		if b.dns != nil {
+			b.dns.start(b, m.log, func() {})
+		}
 	}
 	m.active.Store(&next)
 	return nil
@@ -136,9 +143,12 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 				b.setEndpoints(eps)
 			}
 		}
-		if b.Kind == KindEDS && b.endpoints.Load() == nil {
+		if (b.Kind == KindEDS && b.endpoints.Load() == nil) || (b.dns != nil && !b.dnsReady.Load()) {
 			// Warming: the previous version (if any) keeps serving.
 			warming[name] = b
+			if b.dns != nil {
+				b.dns.start(b, m.log, func() { m.dnsResolved(name, b) })
+			}
 			if old != nil {
 				next[name] = old
 			}
@@ -154,6 +164,11 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 			retired = append(retired, old)
 		}
 	}
+	for name, w := range m.warming {
+		if warming[name] != w && next[name] != w {
+			w.stopDiscovery() // dropped while warming
+		}
+	}
 	m.warming = warming
 	m.active.Store(&next)
 	m.cdsVersion = version
@@ -165,6 +180,7 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 
 func (m *Manager) retire(cs []*Cluster) {
 	for _, c := range cs {
+		c.stopDiscovery()
 		time.AfterFunc(idleCloseDelay, c.close)
 	}
 }
@@ -177,7 +193,9 @@ func (m *Manager) edsNamesLocked() []string {
 		}
 	}
 	for _, c := range m.warming {
-		set[c.EDSName] = true
+		if c.Kind == KindEDS {
+			set[c.EDSName] = true
+		}
 	}
 	names := make([]string, 0, len(set))
 	for n := range set {
@@ -217,7 +235,7 @@ func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignm
 	}
 	for cname, w := range m.warming {
 		eps, ok := parsed[w.EDSName]
-		if !ok {
+		if !ok || w.Kind != KindEDS {
 			continue
 		}
 		w.setEndpoints(eps)
@@ -234,6 +252,62 @@ func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignm
 	m.edsVersion = version
 	m.stats.Gauge("cluster_manager.warming_clusters").Store(int64(len(m.warming)))
 	return nil
+}
+
+// dnsResolved is called once a DNS cluster's first resolution is done: a
+// cluster still warming becomes active, replacing the previous version.
+func (m *Manager) dnsResolved(name string, c *Cluster) {
+	c.dnsReady.Store(true)
+	m.mu.Lock()
+	hook := m.onWarmed
+	defer func() {
+		m.mu.Unlock()
+		if hook != nil {
+			hook()
+		}
+	}()
+	if m.warming[name] != c {
+		hook = nil
+		return // replaced or removed meanwhile
+	}
+	delete(m.warming, name)
+	next := m.copyActive()
+	if old := next[name]; old != nil {
+		m.retire([]*Cluster{old})
+	}
+	next[name] = c
+	m.active.Store(&next)
+	m.stats.Gauge("cluster_manager.warming_clusters").Store(int64(len(m.warming)))
+	m.stats.Gauge("cluster_manager.active_clusters").Store(int64(len(next)))
+}
+
+// OnWarmed sets a function called whenever a cluster leaves warming on its
+// own (a DNS cluster's first resolution), so that readiness can be
+// checked again. It must not call back into the manager's updates.
+func (m *Manager) OnWarmed(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.onWarmed = f
+}
+
+// Close stops every cluster's DNS resolution and waits for it. The
+// manager must not be used afterwards.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	var cs []*Cluster
+	for _, c := range *m.active.Load() {
+		cs = append(cs, c)
+	}
+	for _, c := range m.warming {
+		cs = append(cs, c)
+	}
+	m.mu.Unlock()
+	for _, c := range cs {
+		if c.dns != nil {
+			c.dns.cancel()
+			c.dns.wait()
+		}
+	}
 }
 
 // Warming returns the number of clusters waiting for endpoints.

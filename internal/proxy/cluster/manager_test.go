@@ -78,9 +78,9 @@ func TestWarmingAndNoOpRepush(t *testing.T) {
 	}
 	// Rejected update changes nothing.
 	before := m.Get("a")
-	bad := &clusterv3.Cluster{Name: "dns", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}}
+	bad := &clusterv3.Cluster{Name: "dns", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_LOGICAL_DNS}} // without its one lb_endpoint
 	if _, err := m.ApplyCDS("4", []*clusterv3.Cluster{eds("a", "a2", 2*time.Second), bad}); err == nil {
-		t.Fatal("STRICT_DNS accepted")
+		t.Fatal("LOGICAL_DNS without an endpoint accepted")
 	}
 	if m.Get("a") != before || m.Get("dns") != nil {
 		t.Error("rejected update changed state")

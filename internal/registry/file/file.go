@@ -21,6 +21,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
 )
 
@@ -53,6 +54,8 @@ type Options struct {
 	// RootNamespace is the namespace whose selector-less Sidecar is the
 	// mesh default; default mesh.DefaultRootNamespace.
 	RootNamespace string
+	// Mesh is the mesh config; nil is Istio's defaults.
+	Mesh *meshconfig.Config
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -70,10 +73,13 @@ type Registry struct {
 
 	snap    atomic.Pointer[mesh.Snapshot]
 	running atomic.Bool
+	// meshCh hands a new mesh config to the Run goroutine (SetMesh).
+	meshCh chan *meshconfig.Config
 
 	// Owned by New and then by the Run goroutine.
 	files   map[string]*fileState // by path
 	version uint64
+	mesh    *meshconfig.Config
 }
 
 // fileState is what the registry remembers about one file.
@@ -109,6 +115,8 @@ func New(opts Options) (*Registry, error) {
 		dir:           opts.Dir,
 		domain:        opts.Domain,
 		rootNamespace: opts.RootNamespace,
+		mesh:          opts.Mesh,
+		meshCh:        make(chan *meshconfig.Config, 1),
 		log:           opts.Logger.With("component", "mesh.file", "dir", opts.Dir),
 		files:         map[string]*fileState{},
 	}
@@ -135,6 +143,23 @@ func (r *Registry) ResolveProxy(p *model.Proxy) error {
 		return fmt.Errorf("no WorkloadEntry with address %s in %s (the IP in node id %q)", p.IP, r.dir, p.ID)
 	}
 	return nil
+}
+
+// SetMesh replaces the mesh config: the Run goroutine rebuilds the
+// snapshot with it and asks for a full push of every proxy. Safe to call
+// from any goroutine; a config not yet taken is replaced by the newer one.
+func (r *Registry) SetMesh(m *meshconfig.Config) {
+	for {
+		select {
+		case r.meshCh <- m:
+			return
+		default:
+		}
+		select {
+		case <-r.meshCh: // drop the older one not yet applied
+		default:
+		}
+	}
 }
 
 // Run watches the directory until ctx is done and returns nil then; it
@@ -230,6 +255,13 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 			apply(first, paths)
 		case <-emptyTimer.C:
 			apply(time.Now(), r.emptyPaths())
+		case m := <-r.meshCh:
+			// Every proxy's config may depend on the mesh config.
+			r.mesh = m
+			r.publish(r.snap.Load().Configs)
+			if onChange != nil {
+				onChange(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}, Start: time.Now()})
+			}
 		}
 	}
 }
@@ -392,7 +424,7 @@ func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.C
 
 func (r *Registry) publish(store *config.Store) {
 	r.version++
-	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.domain, RootNamespace: r.rootNamespace, Version: r.version, Previous: r.snap.Load()})
+	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.domain, RootNamespace: r.rootNamespace, Mesh: r.mesh, Version: r.version, Previous: r.snap.Load()})
 	for _, p := range problems {
 		r.log.Warn("config conflict", "error", p.Error())
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
 )
 
@@ -121,6 +122,16 @@ func (r *Registry) onPod(_ context.Context, ev event) *model.PushRequest {
 // change nothing Strait pushes today.
 func (r *Registry) onClusterScoped(_ context.Context, ev event) *model.PushRequest {
 	return nil
+}
+
+// onMesh: the mesh config changed; every proxy may depend on it.
+func (r *Registry) onMesh(_ context.Context, ev event) *model.PushRequest {
+	m, ok := ev.obj.(*meshconfig.Config)
+	if !ok || m == nil {
+		return nil
+	}
+	r.mesh = m
+	return &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}}
 }
 
 // onStatic: the static source (file registry) changed.

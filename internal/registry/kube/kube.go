@@ -45,6 +45,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
 )
 
@@ -59,6 +60,7 @@ const (
 	// Internal events.
 	kindSynced = "strait/informer-synced" // obj: the handler key of a kind whose informer synced
 	kindStatic = "strait/static"          // obj: the *model.PushRequest of the static source
+	kindMesh   = "strait/mesh"            // obj: the new *meshconfig.Config
 )
 
 // kindSyncTimeout bounds how long the first sync waits for the CRD-backed
@@ -88,6 +90,8 @@ type Options struct {
 	// RootNamespace is the namespace whose selector-less Sidecar is the
 	// mesh default; default mesh.DefaultRootNamespace.
 	RootNamespace string
+	// Mesh is the mesh config; nil is Istio's defaults.
+	Mesh *meshconfig.Config
 	// Static, if set, is served together with the cluster's objects (the
 	// file registry's ServiceEntries, WorkloadEntries, VirtualServices and
 	// DestinationRules). Pass StaticChanged as its change callback.
@@ -157,6 +161,7 @@ type Registry struct {
 	derived      *derivedCache
 	version      uint64
 	lastProblems map[string]bool
+	mesh         *meshconfig.Config
 }
 
 // New creates the clients and informers; nothing talks to the API server
@@ -207,6 +212,7 @@ func New(opts Options) (*Registry, error) {
 		kinds:         map[string]*watchedKind{},
 		converted:     map[types.UID]convertedConfig{},
 		derived:       newDerivedCache(),
+		mesh:          opts.Mesh,
 	}
 	r.services = r.coreInformers.add(core.RESTClient(), "services", &corev1.Service{})
 	r.slices = r.coreInformers.add(disc.RESTClient(), "endpointslices", &discoveryv1.EndpointSlice{})
@@ -234,6 +240,7 @@ func New(opts Options) (*Registry, error) {
 		kindCRD:           r.onCRD,
 		kindSynced:        r.onKindSynced,
 		kindStatic:        r.onStatic,
+		kindMesh:          r.onMesh,
 	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{
 		kindService: r.services, kindEndpointSlice: r.slices, kindPod: r.pods,
@@ -279,6 +286,12 @@ func (r *Registry) WatchedKinds() []string {
 	r.kindsMu.Lock()
 	defer r.kindsMu.Unlock()
 	return slices.Clone(r.kindsView)
+}
+
+// SetMesh replaces the mesh config: the worker rebuilds the snapshot with
+// it and asks for a full push of every proxy. Safe from any goroutine.
+func (r *Registry) SetMesh(m *meshconfig.Config) {
+	r.queue.push(event{kind: kindMesh, obj: m})
 }
 
 // StaticChanged tells the registry that Options.Static published a new

@@ -161,7 +161,7 @@ func (r *Registry) updateEndpoints(evs []event) (*mesh.Snapshot, map[model.Confi
 // publish builds and stores a new snapshot from store.
 func (r *Registry) publish(store *config.Store, logIt bool) {
 	r.version++
-	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.opts.Domain, RootNamespace: r.opts.RootNamespace, Version: r.version, Previous: r.snap.Load()})
+	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.opts.Domain, RootNamespace: r.opts.RootNamespace, Mesh: r.mesh, Version: r.version, Previous: r.snap.Load()})
 	msgs := make([]string, 0, len(problems))
 	for _, p := range problems {
 		msgs = append(msgs, p.Error())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
+	"github.com/straitmesh/strait/internal/meshconfig"
 )
 
 // cache holds generated, marshalled resources so that what many proxies
@@ -46,9 +47,10 @@ type cache struct {
 
 // serviceEntry is a cached result for one service.
 type serviceEntry struct {
-	svc *mesh.Service
-	dr  *config.Config
-	res []*discovery.Resource
+	svc  *mesh.Service
+	dr   *config.Config
+	mesh *meshconfig.Config
+	res  []*discovery.Resource
 	// ready, when set, is closed once res (or err) is filled in: proxies
 	// asking for the same entry while it is built wait for that build
 	// instead of building it again.
@@ -144,13 +146,18 @@ func (c *cache) Builds() map[string]int {
 func (c *cache) buildScope(e *scopeEntry) error {
 	snap, scope := e.snap, e.scope
 	for _, svc := range scope.Services {
-		res, err := c.serviceClusters(snap, svc)
+		res, err := c.serviceClusters(snap, scope.Namespace, svc)
 		if err != nil {
 			return err
 		}
 		e.clusters = append(e.clusters, res...)
+		if UsesEDS(svc) {
+			for _, r := range res {
+				e.edsNames = append(e.edsNames, r.Name)
+			}
+		}
 	}
-	for _, cl := range specialClusters() {
+	for _, cl := range specialClusters(snap) {
 		r, err := resource(cl.Name, cl)
 		if err != nil {
 			return err
@@ -159,11 +166,7 @@ func (c *cache) buildScope(e *scopeEntry) error {
 	}
 	slices.SortFunc(e.clusters, func(a, b *discovery.Resource) int { return strings.Compare(a.Name, b.Name) })
 	e.clusters = slices.CompactFunc(e.clusters, func(a, b *discovery.Resource) bool { return a.Name == b.Name })
-	for _, r := range e.clusters {
-		if strings.HasPrefix(r.Name, "outbound|") {
-			e.edsNames = append(e.edsNames, r.Name)
-		}
-	}
+	e.edsNames = sortedUnique(e.edsNames)
 	ls, byLabels := outboundListeners(snap, scope, nil, false)
 	e.byLabels = byLabels
 	for _, l := range ls {
@@ -220,18 +223,19 @@ func (c *cache) routesFor(e *scopeEntry, labels map[string]string) ([]*discovery
 	return r, nil
 }
 
-// serviceClusters returns svc's outbound clusters, from the cache when
-// neither the service nor its DestinationRule changed.
-func (c *cache) serviceClusters(snap *mesh.Snapshot, svc *mesh.Service) ([]*discovery.Resource, error) {
-	dr := snap.DestinationRule(svc.Hostname)
+// serviceClusters returns svc's outbound clusters for proxies of namespace
+// ns, from the cache when neither the service (but for the endpoints of an
+// EDS service), its DestinationRule for ns nor the mesh config changed.
+func (c *cache) serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) ([]*discovery.Resource, error) {
+	dr := snap.DestinationRuleFor(ns, svc.Hostname)
 	c.mu.RLock()
 	e := c.clusters[svc.Hostname]
 	c.mu.RUnlock()
-	if e != nil && e.dr == dr && (e.svc == svc || mesh.SameExceptEndpoints(e.svc, svc)) {
+	if e != nil && e.dr == dr && e.mesh == snap.Mesh && (e.svc == svc || (UsesEDS(svc) && mesh.SameExceptEndpoints(e.svc, svc))) {
 		return e.res, nil
 	}
 	var res []*discovery.Resource
-	for _, cl := range serviceClusters(snap, svc) {
+	for _, cl := range serviceClusters(snap, ns, svc) {
 		c.count("cluster")
 		r, err := resource(cl.Name, cl)
 		if err != nil {
@@ -240,7 +244,7 @@ func (c *cache) serviceClusters(snap *mesh.Snapshot, svc *mesh.Service) ([]*disc
 		res = append(res, r)
 	}
 	c.mu.Lock()
-	c.clusters[svc.Hostname] = &serviceEntry{svc: svc, dr: dr, res: res}
+	c.clusters[svc.Hostname] = &serviceEntry{svc: svc, dr: dr, mesh: snap.Mesh, res: res}
 	c.mu.Unlock()
 	return res, nil
 }
@@ -253,7 +257,7 @@ func (c *cache) loadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, name stri
 	if !ok {
 		return nil, nil
 	}
-	dr := snap.DestinationRule(svc.Hostname)
+	dr := snap.DestinationRuleFor(scope.Namespace, svc.Hostname)
 	// built waits for a cached (or in-progress) build of the same inputs.
 	built := func(e *serviceEntry) (*discovery.Resource, error) {
 		<-e.ready

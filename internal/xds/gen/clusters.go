@@ -7,16 +7,27 @@ import (
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	cares "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/straitmesh/strait/internal/mesh"
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/protocol"
 )
 
-const connectTimeout = 10 * time.Second
+// Istio's settings for DNS clusters (pilot/pkg/features:
+// PILOT_DNS_CARES_UDP_MAX_QUERIES, PILOT_DNS_JITTER_DURATION).
+const (
+	caresResolverName  = "envoy.network.dns_resolver.cares"
+	caresUDPMaxQueries = 100
+	dnsJitter          = 100 * time.Millisecond
+)
 
 // httpProtocolOptionsKey is where Envoy looks for upstream HTTP options.
 const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
@@ -38,39 +49,142 @@ func buildClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
 func outboundClusters(snap *mesh.Snapshot, scope *mesh.Scope) []*cluster.Cluster {
 	var out []*cluster.Cluster
 	for _, svc := range scope.Services {
-		out = append(out, serviceClusters(snap, svc)...)
+		out = append(out, serviceClusters(snap, scope.Namespace, svc)...)
 	}
-	return append(out, specialClusters()...)
+	return append(out, specialClusters(snap)...)
 }
 
-// serviceClusters are the outbound clusters of one service.
-func serviceClusters(snap *mesh.Snapshot, svc *mesh.Service) []*cluster.Cluster {
+// serviceClusters are the outbound clusters of one service, as seen from
+// namespace ns (whose DestinationRule subsets apply). Their discovery type
+// follows the ServiceEntry's resolution, as Istio's convertResolution has
+// it: STATIC → EDS, DNS → STRICT_DNS, DNS_ROUND_ROBIN → LOGICAL_DNS, NONE →
+// ORIGINAL_DST.
+func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*cluster.Cluster {
 	var out []*cluster.Cluster
 	for _, port := range svc.Ports {
 		if port.Protocol == protocol.UDP {
 			continue
 		}
-		out = append(out, edsCluster(OutboundClusterName(port.Number, "", svc.Hostname), port))
-		for _, ss := range snap.Subsets(svc.Hostname) {
-			out = append(out, edsCluster(OutboundClusterName(port.Number, ss.Name, svc.Hostname), port))
+		if c := outboundCluster(snap, svc, port, "", nil); c != nil {
+			out = append(out, c)
+		}
+		for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
+			if c := outboundCluster(snap, svc, port, ss.Name, ss.Labels); c != nil {
+				out = append(out, c)
+			}
 		}
 	}
 	return out
 }
 
-func specialClusters() []*cluster.Cluster {
+// outboundCluster is one outbound cluster of svc, or nil for a DNS cluster
+// that has no endpoint (Istio leaves those out).
+func outboundCluster(snap *mesh.Snapshot, svc *mesh.Service, port mesh.Port, subset string, labels map[string]string) *cluster.Cluster {
+	name := OutboundClusterName(port.Number, subset, svc.Hostname)
+	var c *cluster.Cluster
+	switch svc.Resolution {
+	case networking.ServiceEntry_DNS, networking.ServiceEntry_DNS_ROUND_ROBIN:
+		c = dnsCluster(snap, name, svc, port, labels)
+		if c == nil {
+			return nil
+		}
+	case networking.ServiceEntry_NONE:
+		c = &cluster.Cluster{
+			Name:                 name,
+			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST},
+			LbPolicy:             cluster.Cluster_CLUSTER_PROVIDED,
+		}
+	default:
+		c = edsCluster(name, port)
+	}
+	c.ConnectTimeout = durationpb.New(snap.Mesh.ConnectTimeout)
+	setUpstreamProtocol(c, port.Protocol)
+	return c
+}
+
+// UsesEDS reports whether svc's outbound clusters get their endpoints from
+// EDS (resolution STATIC); DNS clusters carry theirs in the cluster, and
+// ORIGINAL_DST ones have none.
+func UsesEDS(svc *mesh.Service) bool {
+	switch svc.Resolution {
+	case networking.ServiceEntry_DNS, networking.ServiceEntry_DNS_ROUND_ROBIN, networking.ServiceEntry_NONE:
+		return false
+	}
+	return true
+}
+
+// dnsCluster is a STRICT_DNS (resolution DNS) or LOGICAL_DNS
+// (DNS_ROUND_ROBIN) cluster with the fields Istio's cluster builder sets
+// (buildCluster): the c-ares resolver, the mesh's dnsRefreshRate, the
+// records' TTLs respected, and the service's endpoints as names to resolve
+// (the hosts themselves when the entry lists no endpoint). A LOGICAL_DNS
+// cluster resolves one name: the first endpoint's.
+func dnsCluster(snap *mesh.Snapshot, name string, svc *mesh.Service, port mesh.Port, labels map[string]string) *cluster.Cluster {
+	var lbs []*endpoint.LbEndpoint
+	add := func(addr string, p, weight uint32) {
+		lb := &endpoint.LbEndpoint{HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
+			Address: socketAddress(addr, p),
+		}}}
+		if weight > 0 {
+			lb.LoadBalancingWeight = wrapperspb.UInt32(weight)
+		}
+		lbs = append(lbs, lb)
+	}
+	if len(svc.Endpoints) == 0 && svc.WorkloadSelector == nil {
+		// Istio's ServiceEntry conversion: a DNS entry without endpoints
+		// resolves its host on the service port.
+		if labels == nil {
+			add(svc.Hostname, port.Number, 0)
+		}
+	}
+	for _, ep := range svc.Endpoints {
+		if ep.Matches(labels) {
+			add(ep.Address, ep.Ports[port.Number], ep.Weight)
+		}
+	}
+	if len(lbs) == 0 {
+		return nil
+	}
+	typ := cluster.Cluster_STRICT_DNS
+	if svc.Resolution == networking.ServiceEntry_DNS_ROUND_ROBIN {
+		typ = cluster.Cluster_LOGICAL_DNS
+		lbs = lbs[:1]
+	}
+	return &cluster.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &cluster.Cluster_Type{Type: typ},
+		LbPolicy:             cluster.Cluster_ROUND_ROBIN,
+		DnsLookupFamily:      cluster.Cluster_V4_ONLY,
+		TypedDnsResolverConfig: &core.TypedExtensionConfig{
+			Name:        caresResolverName,
+			TypedConfig: mustAny(&cares.CaresDnsResolverConfig{UdpMaxQueries: wrapperspb.UInt32(caresUDPMaxQueries)}),
+		},
+		DnsJitter:      durationpb.New(dnsJitter),
+		DnsRefreshRate: durationpb.New(snap.Mesh.DNSRefreshRate),
+		RespectDnsTtl:  true,
+		LoadAssignment: &endpoint.ClusterLoadAssignment{
+			ClusterName: name,
+			Endpoints:   []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs}},
+		},
+	}
+}
+
+func specialClusters(snap *mesh.Snapshot) []*cluster.Cluster {
+	timeout := durationpb.New(snap.Mesh.ConnectTimeout)
+	inboundPassthrough := inboundCluster(InboundPassthroughCluster)
+	inboundPassthrough.ConnectTimeout = timeout
 	return []*cluster.Cluster{
 		{
 			Name:                 PassthroughCluster,
 			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST},
-			ConnectTimeout:       durationpb.New(connectTimeout),
+			ConnectTimeout:       timeout,
 			LbPolicy:             cluster.Cluster_CLUSTER_PROVIDED,
 		},
-		inboundCluster(InboundPassthroughCluster),
+		inboundPassthrough,
 		{
 			Name:                 BlackHoleCluster,
 			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_STATIC},
-			ConnectTimeout:       durationpb.New(connectTimeout),
+			ConnectTimeout:       timeout,
 		},
 	}
 }
@@ -80,6 +194,7 @@ func inboundClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster
 	var out []*cluster.Cluster
 	for _, p := range inboundPorts(snap, proxy) {
 		c := inboundCluster(InboundClusterName(p.endpointPort))
+		c.ConnectTimeout = durationpb.New(snap.Mesh.ConnectTimeout)
 		setUpstreamProtocol(c, p.protocol)
 		out = append(out, c)
 	}
@@ -98,7 +213,7 @@ func edsCluster(name string, port mesh.Port) *cluster.Cluster {
 		Name:                 name,
 		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_EDS},
 		EdsClusterConfig:     &cluster.Cluster_EdsClusterConfig{ServiceName: name, EdsConfig: adsConfigSource()},
-		ConnectTimeout:       durationpb.New(connectTimeout),
+		ConnectTimeout:       durationpb.New(meshconfig.DefaultConnectTimeout),
 		LbPolicy:             cluster.Cluster_ROUND_ROBIN,
 	}
 	setUpstreamProtocol(c, port.Protocol)
@@ -131,7 +246,7 @@ func inboundCluster(name string) *cluster.Cluster {
 	return &cluster.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST},
-		ConnectTimeout:       durationpb.New(connectTimeout),
+		ConnectTimeout:       durationpb.New(meshconfig.DefaultConnectTimeout),
 		LbPolicy:             cluster.Cluster_CLUSTER_PROVIDED,
 		UpstreamBindConfig: &core.BindConfig{
 			SourceAddress: &core.SocketAddress{

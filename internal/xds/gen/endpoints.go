@@ -65,7 +65,7 @@ func edsTarget(snap *mesh.Snapshot, scope *mesh.Scope, name string) (*mesh.Servi
 	}
 	var selector map[string]string
 	if subset != "" {
-		if selector, ok = snap.SubsetLabels(host, subset); !ok {
+		if selector, ok = snap.SubsetLabelsFor(scope.Namespace, host, subset); !ok {
 			return nil, 0, nil, false
 		}
 	}

@@ -73,6 +73,10 @@ var scenarios = []scenario{
 		"sidecar~10.96.0.11~plain.demo~demo.svc.cluster.local",
 		"sidecar~10.96.0.12~other.other~other.svc.cluster.local",
 	}},
+	{dir: "egress", proxies: []string{
+		"sidecar~10.96.0.10~client.egress~egress.svc.cluster.local",
+		"sidecar~10.96.0.11~outsider.open~open.svc.cluster.local",
+	}},
 }
 
 func newGenerator(t *testing.T, dir string) (*gen.Generator, *file.Registry) {

@@ -57,7 +57,7 @@ func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listene
 // match on sourceLabels, which each proxy needs built with its own labels.
 func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string]string, labelsKnown bool) ([]*listener.Listener, []labelListener) {
 	var byLabels []labelListener
-	out := []*listener.Listener{virtualOutbound()}
+	out := []*listener.Listener{virtualOutbound(scope.RegistryOnly)}
 	seen := map[string]bool{VirtualOutboundListener: true, VirtualInboundListener: true}
 	add := func(l *listener.Listener) {
 		if !seen[l.Name] {
@@ -65,6 +65,17 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string
 			out = append(out, l)
 		}
 	}
+	// A TCP port of a service without an address gets a wildcard
+	// listener, 0.0.0.0_PORT, as in Istio: every connection to that port
+	// goes to the service's cluster (the first service by name; an HTTP
+	// listener on the port wins). Without it, REGISTRY_ONLY would refuse
+	// such services. (Istio matches TLS ports of such services by SNI;
+	// they are not given one here.)
+	type wildcard struct {
+		l  *listener.Listener
+		ll *labelListener // set when its routes match on sourceLabels
+	}
+	var wildcardTCP []wildcard
 	for _, svc := range scope.Services {
 		for _, port := range svc.Ports {
 			switch {
@@ -72,10 +83,12 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string
 			case port.Protocol.IsHTTP():
 				add(httpOutboundListener(port.Number))
 			default:
+				hasVIP := false
 				for _, vip := range svc.Addresses {
 					if _, err := netip.ParseAddr(vip); err != nil {
 						continue // a CIDR: no single address to hand off to
 					}
+					hasVIP = true
 					src := &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: labelsKnown}
 					l := tcpServiceListener(snap, svc, port, vip, src) // tcproutes.go
 					if !seen[l.Name] && src.usedLabels {
@@ -83,8 +96,24 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string
 					}
 					add(l)
 				}
+				// TLS ports need SNI matching to share a port; left to
+				// virtualOutbound.
+				if !hasVIP && len(svc.Addresses) == 0 && port.Protocol != protocol.TLS && port.Protocol != protocol.HTTPS {
+					src := &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: labelsKnown}
+					w := wildcard{l: tcpServiceListener(snap, svc, port, "0.0.0.0", src)}
+					if src.usedLabels {
+						w.ll = &labelListener{svc: svc, port: port, vip: "0.0.0.0"}
+					}
+					wildcardTCP = append(wildcardTCP, w)
+				}
 			}
 		}
+	}
+	for _, w := range wildcardTCP {
+		if !seen[w.l.Name] && w.ll != nil {
+			byLabels = append(byLabels, *w.ll)
+		}
+		add(w.l)
 	}
 	return out, byLabels
 }
@@ -101,14 +130,23 @@ func proxyLabels(snap *mesh.Snapshot, proxy *model.Proxy) (map[string]string, bo
 	return nil, true // no workload: no labels, so no sourceLabels match applies
 }
 
-func virtualOutbound() *listener.Listener {
+// virtualOutbound catches every outbound connection. One whose original
+// destination no listener claims passes through to it (ALLOW_ANY), or,
+// with REGISTRY_ONLY, goes to BlackHoleCluster, which has no endpoint and
+// so closes it (Istio's buildOutboundCatchAllNetworkFiltersOnly; the chain
+// keeps its name).
+func virtualOutbound(registryOnly bool) *listener.Listener {
+	catchAll := PassthroughCluster
+	if registryOnly {
+		catchAll = BlackHoleCluster
+	}
 	return &listener.Listener{
 		Name:           VirtualOutboundListener,
 		Address:        socketAddress("0.0.0.0", OutboundCapturePort),
 		UseOriginalDst: wrapperspb.Bool(true),
 		FilterChains: []*listener.FilterChain{{
 			Name:    "PassthroughFilterChain",
-			Filters: []*listener.Filter{tcpProxyFilter(PassthroughCluster, PassthroughCluster)},
+			Filters: []*listener.Filter{tcpProxyFilter(catchAll, catchAll)},
 		}},
 		TrafficDirection: core.TrafficDirection_OUTBOUND,
 	}

@@ -67,7 +67,7 @@ func (g *Generator) generateProxyless(snap *mesh.Snapshot, scope *mesh.Scope, sr
 		var names []string
 		if len(watched) == 0 {
 			for _, svc := range scope.Services {
-				for _, c := range serviceClusters(snap, svc) {
+				for _, c := range serviceClusters(snap, scope.Namespace, svc) {
 					names = append(names, c.Name)
 				}
 			}

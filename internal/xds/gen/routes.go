@@ -14,9 +14,14 @@ import (
 	"github.com/straitmesh/strait/internal/model"
 )
 
-// allowAnyVirtualHost is the last virtual host of every outbound route
-// configuration: traffic for hosts the mesh does not know leaves as is.
-const allowAnyVirtualHost = "allow_any"
+// The last virtual host of every outbound route configuration, for hosts
+// the mesh does not know: allow_any passes the request on to its original
+// destination (ALLOW_ANY), block_all answers 502 (REGISTRY_ONLY), as
+// Istio's BuildCatchAllVirtualHost does.
+const (
+	allowAnyVirtualHost = "allow_any"
+	blockAllVirtualHost = "block_all"
+)
 
 // BuildRoutes returns the outbound route configurations named by names
 // (all of the proxy's when names is empty), sorted by port. A route
@@ -67,15 +72,31 @@ func scopeRoutes(snap *mesh.Snapshot, scope *mesh.Scope, names []string, src rou
 				rc.VirtualHosts = append(rc.VirtualHosts, vh)
 			}
 		}
-		rc.VirtualHosts = append(rc.VirtualHosts, &route.VirtualHost{
-			Name:                       allowAnyVirtualHost,
-			Domains:                    []string{"*"},
-			Routes:                     []*route.Route{outboundPrefixRoute(allowAnyVirtualHost, PassthroughCluster)},
-			IncludeRequestAttemptCount: true,
-		})
+		rc.VirtualHosts = append(rc.VirtualHosts, catchAllVirtualHost(scope.RegistryOnly))
 		out = append(out, rc)
 	}
 	return out
+}
+
+func catchAllVirtualHost(registryOnly bool) *route.VirtualHost {
+	if registryOnly {
+		return &route.VirtualHost{
+			Name:    blockAllVirtualHost,
+			Domains: []string{"*"},
+			Routes: []*route.Route{{
+				Name:   blockAllVirtualHost,
+				Match:  &route.RouteMatch{PathSpecifier: &route.RouteMatch_Prefix{Prefix: "/"}},
+				Action: &route.Route_DirectResponse{DirectResponse: &route.DirectResponseAction{Status: 502}},
+			}},
+			IncludeRequestAttemptCount: true,
+		}
+	}
+	return &route.VirtualHost{
+		Name:                       allowAnyVirtualHost,
+		Domains:                    []string{"*"},
+		Routes:                     []*route.Route{outboundPrefixRoute(allowAnyVirtualHost, PassthroughCluster)},
+		IncludeRequestAttemptCount: true,
+	}
 }
 
 // domains returns the names a request for svc may carry in its Host
@@ -116,13 +137,14 @@ func domains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, proxyNS string
 	return out
 }
 
-// httpRoutes returns the routes of svc's virtual host on port: the http
-// rules of the VirtualServices for its host, one route per match that
-// applies to the proxy (Istio's TranslateRoutes: a rule none of whose
-// matches applies yields no route), or one default route.
+// httpRoutes returns the routes of svc's virtual host on port for a proxy
+// of src.namespace: the http rules of the VirtualServices for its host that
+// are exported to that namespace, one route per match that applies to the
+// proxy (Istio's TranslateRoutes: a rule none of whose matches applies
+// yields no route), or one default route.
 func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src routeSource) []*route.Route {
 	var out []*route.Route
-	for _, vs := range snap.VirtualServices(svc.Hostname) {
+	for _, vs := range snap.VirtualServicesFor(src.namespace, svc.Hostname) {
 		spec := vs.VirtualService()
 		if !appliesToMesh(spec.Gateways) {
 			continue

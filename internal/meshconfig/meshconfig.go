@@ -1,0 +1,266 @@
+// Package meshconfig reads Istio's mesh config (MeshConfig of
+// istio.io/api/mesh/v1alpha1, the `mesh` key of the `istio` ConfigMap or
+// istiod's --meshConfig file) into the settings straitd honours. Every
+// field Strait does not implement is refused by name when the file is
+// loaded, never silently ignored.
+package meshconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"sigs.k8s.io/yaml"
+)
+
+// Istio's defaults (pkg/config/mesh DefaultMeshConfig).
+const (
+	DefaultTrustDomain    = "cluster.local"
+	DefaultDNSRefreshRate = 60 * time.Second
+	DefaultConnectTimeout = 10 * time.Second
+)
+
+// Config is the mesh config as straitd uses it: Istio's defaults with the
+// file's values over them. Immutable once returned.
+type Config struct {
+	// Mesh is the MeshConfig as written (unset fields are unset), which the
+	// sidecar injector layers into each pod's PROXY_CONFIG (defaultConfig).
+	Mesh *meshv1alpha1.MeshConfig
+	// RegistryOnly is outboundTrafficPolicy.mode REGISTRY_ONLY: traffic to
+	// a destination the mesh does not know is refused (BlackHoleCluster)
+	// instead of passed through (ALLOW_ANY, the default).
+	RegistryOnly bool
+	// RootNamespace is rootNamespace; empty means the control plane's
+	// namespace (straitd's --namespace), as in Istio.
+	RootNamespace string
+	// The default exportTo of the configs that set none; empty means "*".
+	DefaultServiceExportTo         []string
+	DefaultVirtualServiceExportTo  []string
+	DefaultDestinationRuleExportTo []string
+	// TrustDomain is trustDomain (default cluster.local).
+	TrustDomain string
+	// EnableAutoMTLS is enableAutoMtls (default true).
+	EnableAutoMTLS bool
+	// DNSRefreshRate is dnsRefreshRate, the dns_refresh_rate of DNS
+	// clusters (their records' TTLs decide while resolution succeeds).
+	DNSRefreshRate time.Duration
+	// ConnectTimeout is connectTimeout, every cluster's connect_timeout.
+	ConnectTimeout time.Duration
+}
+
+// Default is the mesh config of an empty file.
+func Default() *Config {
+	return &Config{
+		Mesh:           &meshv1alpha1.MeshConfig{},
+		TrustDomain:    DefaultTrustDomain,
+		EnableAutoMTLS: true,
+		DNSRefreshRate: DefaultDNSRefreshRate,
+		ConnectTimeout: DefaultConnectTimeout,
+	}
+}
+
+// honoured are the MeshConfig fields (JSON names) straitd implements.
+var honoured = []string{
+	"connectTimeout", "defaultConfig", "defaultDestinationRuleExportTo", "defaultServiceExportTo",
+	"defaultVirtualServiceExportTo", "dnsRefreshRate", "enableAutoMtls", "outboundTrafficPolicy",
+	"rootNamespace", "trustDomain",
+}
+
+// honouredProxyConfig are the defaultConfig fields that reach the sidecar
+// (the injector copies defaultConfig into PROXY_CONFIG) and that
+// strait-agent implements.
+var honouredProxyConfig = []string{
+	"concurrency", "discoveryAddress", "drainDuration", "proxyAdminPort", "statusPort",
+	"terminationDrainDuration",
+}
+
+// Honoured returns the MeshConfig field paths straitd implements, sorted.
+func Honoured() []string {
+	out := slices.Clone(honoured)
+	for _, f := range honouredProxyConfig {
+		out = append(out, "defaultConfig."+f)
+	}
+	out = append(out, "outboundTrafficPolicy.mode")
+	slices.Sort(out)
+	return out
+}
+
+// Load reads a mesh config file; errors start with its path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("mesh config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse reads a MeshConfig in YAML or JSON (Istio's field names, Go
+// durations such as "10s"); a ConfigMap manifest is read through its
+// data.mesh. An unknown key, a field Strait does not implement or a bad
+// value is an error naming the field.
+func Parse(data []byte) (*Config, error) {
+	if cm, ok := configMapData(data); ok {
+		data = []byte(cm["mesh"])
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("mesh config: not YAML: %w", err)
+	}
+	c := Default()
+	if t := bytes.TrimSpace(js); len(t) == 0 || string(t) == "null" {
+		return c, nil
+	}
+	m := &meshv1alpha1.MeshConfig{}
+	if err := protojson.Unmarshal(js, m); err != nil {
+		return nil, fmt.Errorf("mesh config: %w", err)
+	}
+	if err := refuseUnsupported(m); err != nil {
+		return nil, err
+	}
+	c.Mesh = m
+	if p := m.GetOutboundTrafficPolicy(); p != nil {
+		if p.GetTls() != nil {
+			return nil, fieldError("outboundTrafficPolicy.tls", "not supported by Strait yet")
+		}
+		// The proto's zero is REGISTRY_ONLY, so only a mode written out
+		// changes Istio's default (ALLOW_ANY).
+		if modeWritten(js) {
+			switch p.GetMode() {
+			case meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY:
+				c.RegistryOnly = true
+			case meshv1alpha1.MeshConfig_OutboundTrafficPolicy_ALLOW_ANY:
+			default:
+				return nil, fieldError("outboundTrafficPolicy.mode", p.GetMode().String()+" is not supported by Strait yet (want ALLOW_ANY or REGISTRY_ONLY)")
+			}
+		}
+	}
+	if ns := m.GetRootNamespace(); ns != "" {
+		if !isDNSLabel(ns) {
+			return nil, fieldError("rootNamespace", fmt.Sprintf("%q is not a namespace name", ns))
+		}
+		c.RootNamespace = ns
+	}
+	for _, e := range []struct {
+		name string
+		in   []string
+		out  *[]string
+	}{
+		{"defaultServiceExportTo", m.GetDefaultServiceExportTo(), &c.DefaultServiceExportTo},
+		{"defaultVirtualServiceExportTo", m.GetDefaultVirtualServiceExportTo(), &c.DefaultVirtualServiceExportTo},
+		{"defaultDestinationRuleExportTo", m.GetDefaultDestinationRuleExportTo(), &c.DefaultDestinationRuleExportTo},
+	} {
+		for i, v := range e.in {
+			if v != "." && v != "*" && v != "~" && !isDNSLabel(v) {
+				return nil, fieldError(fmt.Sprintf("%s[%d]", e.name, i), fmt.Sprintf("%q is not \".\", \"*\", \"~\" or a namespace name", v))
+			}
+		}
+		*e.out = slices.Clone(e.in)
+	}
+	if td := m.GetTrustDomain(); td != "" {
+		c.TrustDomain = td
+	}
+	if v := m.GetEnableAutoMtls(); v != nil {
+		c.EnableAutoMTLS = v.GetValue()
+	}
+	if d := m.GetDnsRefreshRate(); d != nil {
+		if d.AsDuration() < time.Millisecond {
+			return nil, fieldError("dnsRefreshRate", fmt.Sprintf("%s is shorter than 1ms", d.AsDuration()))
+		}
+		c.DNSRefreshRate = d.AsDuration()
+	}
+	if d := m.GetConnectTimeout(); d != nil {
+		if d.AsDuration() < time.Millisecond {
+			return nil, fieldError("connectTimeout", fmt.Sprintf("%s is shorter than 1ms", d.AsDuration()))
+		}
+		c.ConnectTimeout = d.AsDuration()
+	}
+	return c, nil
+}
+
+// refuseUnsupported names the first set field (in the proto's order)
+// that Strait does not implement.
+func refuseUnsupported(m *meshv1alpha1.MeshConfig) error {
+	var err error
+	check := func(prefix string, msg protoreflect.Message, ok []string) {
+		msg.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+			if slices.Contains(ok, fd.JSONName()) {
+				return true
+			}
+			err = fieldError(prefix+fd.JSONName(), "not supported by Strait yet")
+			return false
+		})
+	}
+	check("", m.ProtoReflect(), honoured)
+	if err == nil && m.GetDefaultConfig() != nil {
+		check("defaultConfig.", m.GetDefaultConfig().ProtoReflect(), honouredProxyConfig)
+	}
+	return err
+}
+
+// modeWritten reports whether outboundTrafficPolicy.mode is in the JSON.
+func modeWritten(js []byte) bool {
+	var raw struct {
+		OutboundTrafficPolicy map[string]json.RawMessage `json:"outboundTrafficPolicy"`
+	}
+	if json.Unmarshal(js, &raw) != nil {
+		return false
+	}
+	_, ok := raw.OutboundTrafficPolicy["mode"]
+	return ok
+}
+
+func fieldError(field, problem string) error {
+	return fmt.Errorf("mesh config: %s: %s", field, problem)
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+func isDNSLabel(s string) bool { return dnsLabel.MatchString(s) }
+
+// configMapData returns data of a v1 ConfigMap manifest.
+func configMapData(raw []byte) (map[string]string, bool) {
+	var cm struct {
+		Kind string            `json:"kind"`
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(raw, &cm); err != nil || cm.Kind != "ConfigMap" {
+		return nil, false
+	}
+	return cm.Data, true
+}
+
+// ExportTo returns exportTo, or def when exportTo is empty.
+func ExportTo(exportTo, def []string) []string {
+	if len(exportTo) == 0 {
+		return def
+	}
+	return exportTo
+}
+
+// String describes the settings that differ from Istio's defaults, for
+// straitd's start-up log.
+func (c *Config) String() string {
+	var parts []string
+	if c.RegistryOnly {
+		parts = append(parts, "outboundTrafficPolicy=REGISTRY_ONLY")
+	}
+	if c.RootNamespace != "" {
+		parts = append(parts, "rootNamespace="+c.RootNamespace)
+	}
+	if len(parts) == 0 {
+		return "defaults"
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,174 @@
+package meshconfig
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseHonouredFields(t *testing.T) {
+	c, err := Parse([]byte(`
+outboundTrafficPolicy:
+  mode: REGISTRY_ONLY
+rootNamespace: mesh-root
+defaultServiceExportTo: ["*"]
+defaultVirtualServiceExportTo: ["."]
+defaultDestinationRuleExportTo: [".", "team-a"]
+trustDomain: example.org
+enableAutoMtls: false
+dnsRefreshRate: 5s
+connectTimeout: 2s
+defaultConfig:
+  drainDuration: 10s
+  terminationDrainDuration: 3s
+  concurrency: 2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.RegistryOnly || c.RootNamespace != "mesh-root" || c.TrustDomain != "example.org" || c.EnableAutoMTLS ||
+		c.DNSRefreshRate != 5*time.Second || c.ConnectTimeout != 2*time.Second {
+		t.Errorf("parsed = %+v", c)
+	}
+	if !slices.Equal(c.DefaultVirtualServiceExportTo, []string{"."}) || !slices.Equal(c.DefaultDestinationRuleExportTo, []string{".", "team-a"}) ||
+		!slices.Equal(c.DefaultServiceExportTo, []string{"*"}) {
+		t.Errorf("exportTo defaults = %v %v %v", c.DefaultServiceExportTo, c.DefaultVirtualServiceExportTo, c.DefaultDestinationRuleExportTo)
+	}
+	if c.Mesh.GetDefaultConfig().GetDrainDuration().AsDuration() != 10*time.Second {
+		t.Error("defaultConfig not kept for the injector")
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	for _, in := range []string{"", "{}", "outboundTrafficPolicy: {}", "kind: ConfigMap\napiVersion: v1\ndata:\n  mesh: |\n    trustDomain: cluster.local\n"} {
+		c, err := Parse([]byte(in))
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		// The proto's zero mode is REGISTRY_ONLY: only a written mode may
+		// turn Istio's ALLOW_ANY default off.
+		if c.RegistryOnly || c.RootNamespace != "" || c.TrustDomain != DefaultTrustDomain || !c.EnableAutoMTLS ||
+			c.DNSRefreshRate != DefaultDNSRefreshRate || c.ConnectTimeout != DefaultConnectTimeout {
+			t.Errorf("%q: parsed = %+v, want Istio's defaults", in, c)
+		}
+	}
+}
+
+func TestParseConfigMap(t *testing.T) {
+	c, err := Parse([]byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: istio
+  namespace: istio-system
+data:
+  mesh: |
+    outboundTrafficPolicy:
+      mode: REGISTRY_ONLY
+`))
+	if err != nil || !c.RegistryOnly {
+		t.Fatalf("Parse = %+v, %v; want REGISTRY_ONLY from data.mesh", c, err)
+	}
+}
+
+func TestParseRefusesByName(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"accessLogFile: /dev/stdout", "accessLogFile: not supported by Strait yet"},
+		{"enableTracing: true", "enableTracing: not supported by Strait yet"},
+		{"defaultConfig:\n  tracing: {}", "defaultConfig.tracing: not supported by Strait yet"},
+		{"defaultConfig:\n  holdApplicationUntilProxyStarts: true", "defaultConfig.holdApplicationUntilProxyStarts: not supported by Strait yet"},
+		{"outboundTrafficPolicy:\n  mode: ALLOW_ANY_DYNAMIC_DNS", "outboundTrafficPolicy.mode: ALLOW_ANY_DYNAMIC_DNS is not supported"},
+		{"outboundTrafficPolicy:\n  tls: {}", "outboundTrafficPolicy.tls: not supported"},
+		{"noSuchField: 1", "noSuchField"},
+		{"rootNamespace: Not_A_Namespace", "rootNamespace: \"Not_A_Namespace\" is not a namespace name"},
+		{"defaultVirtualServiceExportTo: [\"a/b\"]", "defaultVirtualServiceExportTo[0]"},
+		{"dnsRefreshRate: 0s", "dnsRefreshRate: 0s is shorter than 1ms"},
+		{"connectTimeout: 0s", "connectTimeout"},
+	} {
+		_, err := Parse([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one containing %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestLoadNamesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mesh")
+	if err := os.WriteFile(path, []byte("enableTracing: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil || !strings.HasPrefix(err.Error(), path+": mesh config: enableTracing") {
+		t.Fatalf("Load error = %v", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Fatal("missing file loaded")
+	}
+}
+
+func TestHonouredListsEveryAcceptedField(t *testing.T) {
+	h := Honoured()
+	for _, f := range []string{"outboundTrafficPolicy.mode", "defaultConfig.drainDuration", "rootNamespace", "trustDomain"} {
+		if !slices.Contains(h, f) {
+			t.Errorf("Honoured() lacks %s", f)
+		}
+	}
+	if slices.Contains(h, "accessLogFile") {
+		t.Error("Honoured() lists a refused field")
+	}
+}
+
+func TestExportTo(t *testing.T) {
+	if got := ExportTo(nil, []string{"."}); !slices.Equal(got, []string{"."}) {
+		t.Errorf("ExportTo(nil) = %v", got)
+	}
+	if got := ExportTo([]string{"*"}, []string{"."}); !slices.Equal(got, []string{"*"}) {
+		t.Errorf("ExportTo(*) = %v", got)
+	}
+}
+
+func TestDurationLimitsAtOneMillisecond(t *testing.T) {
+	for _, field := range []string{"dnsRefreshRate", "connectTimeout"} {
+		c, err := Parse([]byte(field + ": 0.001s\n"))
+		if err != nil {
+			t.Errorf("%s 1ms: %v; 1ms is allowed", field, err)
+			continue
+		}
+		if c.DNSRefreshRate != time.Millisecond && c.ConnectTimeout != time.Millisecond {
+			t.Errorf("%s 1ms not applied: %+v", field, c)
+		}
+		if _, err := Parse([]byte(field + ": 0.000999s\n")); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s just under 1ms: %v; want refused", field, err)
+		}
+	}
+}
+
+// TestRefusalNamesTheFirstField: a refused top-level field is named even
+// when defaultConfig holds another.
+func TestRefusalNamesTheFirstField(t *testing.T) {
+	_, err := Parse([]byte("accessLogFile: /dev/stdout\ndefaultConfig:\n  tracing: {}\n"))
+	if err == nil || !strings.Contains(err.Error(), "mesh config: accessLogFile:") {
+		t.Fatalf("error %v, want the top-level field named", err)
+	}
+}
+
+func TestString(t *testing.T) {
+	if got := Default().String(); got != "defaults" {
+		t.Errorf("Default().String() = %q", got)
+	}
+	c := Default()
+	c.RegistryOnly = true
+	if got := c.String(); got != "outboundTrafficPolicy=REGISTRY_ONLY" {
+		t.Errorf("String() = %q", got)
+	}
+	c.RootNamespace = "root"
+	if got := c.String(); got != "outboundTrafficPolicy=REGISTRY_ONLY rootNamespace=root" {
+		t.Errorf("String() = %q", got)
+	}
+	c.RegistryOnly = false
+	if got := c.String(); got != "rootNamespace=root" {
+		t.Errorf("String() = %q", got)
+	}
+}

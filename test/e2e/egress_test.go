@@ -1,0 +1,472 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/netns"
+	"github.com/straitmesh/strait/internal/testreq"
+)
+
+// dnsServe makes the test binary a DNS server (run inside the client pod)
+// instead of running tests: it answers A queries from the zone file
+// dnsZone ("NAME IP[,IP...]" lines, read at every query) with a TTL of
+// 1 s, and NXDOMAIN for names it does not have.
+var (
+	dnsServe = flag.String("dns-serve", "", "serve DNS on this UDP address instead of running tests")
+	dnsZone  = flag.String("dns-zone", "", "zone file of -dns-serve")
+)
+
+func serveDNS(addr, zone string) int {
+	srv := &dns.Server{Addr: addr, Net: "udp", Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		resp := new(dns.Msg)
+		resp.SetReply(req)
+		resp.Authoritative = true
+		q := req.Question[0]
+		records := readZone(zone)
+		ips, ok := records[strings.ToLower(q.Name)]
+		if !ok {
+			resp.Rcode = dns.RcodeNameError
+		}
+		for _, ip := range ips {
+			if q.Qtype == dns.TypeA && ip.Is4() {
+				resp.Answer = append(resp.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 1}, A: ip.AsSlice()})
+			}
+		}
+		_ = w.WriteMsg(resp)
+	})}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-sig
+		_ = srv.Shutdown()
+	}()
+	if err := srv.ListenAndServe(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func readZone(path string) map[string][]netip.Addr {
+	out := map[string][]netip.Addr{}
+	f, err := os.Open(path)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, ips, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
+		if !ok {
+			continue
+		}
+		for _, ip := range strings.Split(ips, ",") {
+			if a, err := netip.ParseAddr(strings.TrimSpace(ip)); err == nil {
+				out[dns.Fqdn(strings.ToLower(name))] = append(out[dns.Fqdn(strings.ToLower(name))], a)
+			}
+		}
+	}
+	return out
+}
+
+// egressConfig: a client in namespace egress and one in namespace other;
+// echo (v1, v2) behind a VIP with two DestinationRules for its subsets and
+// a VirtualService exported to its own namespace only; legacy, a
+// resolution NONE entry on port 8080; two servers, outside-a and
+// outside-b, whose WorkloadEntries no ServiceEntry selects: no service
+// leads to them. The mesh config (--mesh) is
+// REGISTRY_ONLY. The DNS entry is written by the test once its DNS server
+// runs.
+const egressConfig = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: egress}
+spec:
+  hosts: [echo.egress.svc.cluster.local]
+  addresses: [240.240.6.1]
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
+  resolution: STATIC
+  workloadSelector: {labels: {app: echo}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: echo-v1, namespace: egress}
+spec: {address: 10.95.0.21, labels: {app: echo, version: v1}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: echo-v2, namespace: egress}
+spec: {address: 10.95.0.22, labels: {app: echo, version: v2}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: echo-v1, namespace: egress}
+spec:
+  host: echo
+  subsets: [{name: v1, labels: {version: v1}}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: echo-v2, namespace: egress}
+spec:
+  host: echo.egress.svc.cluster.local
+  subsets: [{name: v2, labels: {version: v2}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: echo-v2-only, namespace: egress}
+spec:
+  hosts: [echo.egress.svc.cluster.local]
+  exportTo: ["."]
+  http: [{route: [{destination: {host: echo, subset: v2}}]}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: legacy, namespace: egress}
+spec:
+  hosts: [legacy.internal.test]
+  ports: [{number: 8080, name: http, protocol: HTTP}]
+  resolution: NONE
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: client, namespace: egress}
+spec: {address: 10.95.0.10, labels: {app: client}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: other, namespace: other}
+spec: {address: 10.95.0.11, labels: {app: other}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: outside-a, namespace: outside}
+spec: {address: 10.95.0.31, labels: {app: outside}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: outside-b, namespace: outside}
+spec: {address: 10.95.0.32, labels: {app: outside}}
+`
+
+// dnsEntry resolves api.external.test's endpoint backend.external.test
+// with the client pod's DNS server; spread.external.test (DNS) and
+// first.external.test (DNS_ROUND_ROBIN) resolve both.external.test, which
+// has two addresses.
+const dnsEntry = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: egress}
+spec:
+  hosts: [api.external.test]
+  addresses: [240.240.6.2]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  location: MESH_EXTERNAL
+  resolution: DNS
+  endpoints: [{address: backend.external.test, ports: {http: 8080}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: spread, namespace: egress}
+spec:
+  hosts: [spread.external.test]
+  addresses: [240.240.6.3]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  location: MESH_EXTERNAL
+  resolution: DNS
+  endpoints: [{address: both.external.test, ports: {http: 8080}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: first, namespace: egress}
+spec:
+  hosts: [first.external.test]
+  addresses: [240.240.6.4]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  location: MESH_EXTERNAL
+  resolution: DNS_ROUND_ROBIN
+  endpoints: [{address: both.external.test, ports: {http: 8080}}]
+`
+
+const allowAnySidecar = `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: egress}
+spec:
+  outboundTrafficPolicy: {mode: ALLOW_ANY}
+`
+
+// TestEgressThroughSidecars runs one mesh for the ServiceEntry
+// resolutions, the outbound traffic policy, DestinationRule merging and
+// VirtualService exportTo, each checked with real requests through the
+// sidecars.
+func TestEgressThroughSidecars(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		testreq.Missing(t, "network namespaces unavailable: %v", err)
+	}
+	if binDir == "" {
+		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The proxy resolves with the servers of /etc/resolv.conf, as Envoy's
+	// c-ares does; the test serves DNS on the first one's address inside
+	// the client pod, whose network has no way out.
+	nameserver := "127.0.0.1"
+	if rc, err := dns.ClientConfigFromFile("/etc/resolv.conf"); err == nil && len(rc.Servers) > 0 {
+		nameserver = rc.Servers[0]
+	}
+	ns, err := netip.ParseAddr(nameserver)
+	if err != nil || !ns.Is4() {
+		testreq.Missing(t, "the first nameserver of /etc/resolv.conf, %q, is not an IPv4 address", nameserver)
+	}
+	cfgDir, tmp := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(egressConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	meshFile := filepath.Join(tmp, "meshconfig.yaml")
+	if err := os.WriteFile(meshFile, []byte("outboundTrafficPolicy:\n  mode: REGISTRY_ONLY\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	echo := func(version string) []string { return []string{"strait-echo", "--addr", ":8080", "--version", version} }
+	m, err := localmesh.Start(ctx, localmesh.Options{
+		BinDir: binDir, ConfigDir: cfgDir, StraitdArgs: []string{"--mesh", meshFile},
+		Workloads: []localmesh.Workload{
+			{Name: "client", Namespace: "egress", ConfigIP: "10.95.0.10"},
+			{Name: "other", Namespace: "other", ConfigIP: "10.95.0.11"},
+			{Name: "echo-v1", Namespace: "egress", ConfigIP: "10.95.0.21", App: echo("v1")},
+			{Name: "echo-v2", Namespace: "egress", ConfigIP: "10.95.0.22", App: echo("v2")},
+			{Name: "outside-a", Namespace: "outside", ConfigIP: "10.95.0.31", App: echo("a")},
+			{Name: "outside-b", Namespace: "outside", ConfigIP: "10.95.0.32", App: echo("b")},
+		},
+	})
+	if err != nil {
+		t.Fatalf("start mesh: %v", err)
+	}
+	defer func() {
+		if t.Failed() {
+			for _, name := range []string{"straitd", "client-agent", "other-agent"} {
+				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
+					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
+				}
+			}
+		}
+		if err := m.Close(); err != nil {
+			t.Errorf("close mesh: %v", err)
+		}
+	}()
+	client, other := m.Pod("client"), m.Pod("other")
+	outsideA, outsideB := m.Pod("outside-a").IP, m.Pod("outside-b").IP
+
+	t.Run("registry-only refuses unknown destinations", func(t *testing.T) {
+		// HTTP on a port the mesh has a listener for: block_all, 502.
+		status, _, err := request(ctx, client, "http://"+outsideA+":8080/", "")
+		if err != nil || status != http.StatusBadGateway {
+			t.Errorf("unknown HTTP destination: status %d, error %v; want 502", status, err)
+		}
+		// A port no listener claims: BlackHoleCluster closes the
+		// connection (the outside pod's agent answers on 15021 when the
+		// connection gets there).
+		if status, _, err := request(ctx, client, "http://"+outsideA+":15021/healthz/ready", ""); err == nil {
+			t.Errorf("unknown TCP destination answered %d; want the connection closed", status)
+		}
+	})
+
+	t.Run("resolution NONE passes to the original destination", func(t *testing.T) {
+		for _, ip := range []string{outsideA, outsideB} {
+			status, reply, err := request(ctx, client, "http://"+ip+":8080/", "legacy.internal.test:8080")
+			if err != nil || status != http.StatusOK || reply.Pod != podOf(m, ip) {
+				t.Errorf("legacy.internal.test via %s: status %d, pod %q, error %v; want 200 from %s", ip, status, reply.Pod, err, podOf(m, ip))
+			}
+		}
+	})
+
+	t.Run("DNS resolution follows the record", func(t *testing.T) {
+		zone := filepath.Join(tmp, "zone")
+		writeZone(t, zone, outsideA, outsideA, outsideB)
+		if out, err := client.Command(ctx, "ip", "addr", "add", nameserver+"/32", "dev", "lo").CombinedOutput(); err != nil {
+			t.Fatalf("ip addr add %s: %v\n%s", nameserver, err, out)
+		}
+		srv := client.Command(context.WithoutCancel(ctx), self, "-dns-serve", net.JoinHostPort(nameserver, "53"), "-dns-zone", zone)
+		srv.Stdout, srv.Stderr = os.Stderr, os.Stderr
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = srv.Process.Signal(syscall.SIGTERM)
+			_ = srv.Wait()
+		}()
+		if err := m.WriteConfig("dns.yaml", []byte(dnsEntry)); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitPod(ctx, client, "http://240.240.6.2/", "api.external.test", "outside-a", 30*time.Second); err != nil {
+			t.Fatalf("before the change: %v", err)
+		}
+		writeZone(t, zone, outsideB, outsideA, outsideB)
+		start := time.Now()
+		if err := waitPod(ctx, client, "http://240.240.6.2/", "api.external.test", "outside-b", 15*time.Second); err != nil {
+			t.Fatalf("after the record changed: %v", err)
+		}
+		t.Logf("re-resolved %s after the record changed (TTL 1s)", time.Since(start).Round(100*time.Millisecond))
+
+		// Two addresses: STRICT_DNS balances over both, LOGICAL_DNS
+		// (DNS_ROUND_ROBIN) uses the first only.
+		for _, tc := range []struct {
+			host string
+			vip  string
+			want map[string]bool
+		}{
+			{"spread.external.test", "240.240.6.3", map[string]bool{"outside-a": true, "outside-b": true}},
+			{"first.external.test", "240.240.6.4", map[string]bool{"outside-a": true}},
+		} {
+			if err := waitPod(ctx, client, "http://"+tc.vip+"/", tc.host, "outside-a", 15*time.Second); err != nil {
+				t.Fatalf("%s: %v", tc.host, err)
+			}
+			seen := map[string]bool{}
+			for range 20 {
+				status, reply, err := request(ctx, client, "http://"+tc.vip+"/", tc.host)
+				if err != nil || status != http.StatusOK {
+					t.Fatalf("%s: status %d, error %v", tc.host, status, err)
+				}
+				seen[reply.Pod] = true
+			}
+			if len(seen) != len(tc.want) || !seen["outside-a"] {
+				t.Errorf("%s answered from %v, want %v", tc.host, seen, tc.want)
+			}
+		}
+	})
+
+	t.Run("two DestinationRules merged", func(t *testing.T) {
+		// The VirtualService routes to subset v2, which only the second
+		// rule defines.
+		for i := range 10 {
+			status, reply, err := request(ctx, client, "http://240.240.6.1/", "echo.egress.svc.cluster.local")
+			if err != nil || status != http.StatusOK || reply.Version != "v2" {
+				t.Fatalf("request %d: status %d, version %q, error %v; want 200 from v2", i, status, reply.Version, err)
+			}
+		}
+	})
+
+	t.Run("exportTo . hides the VirtualService from another namespace", func(t *testing.T) {
+		seen := map[string]int{}
+		for range 10 {
+			status, reply, err := request(ctx, other, "http://240.240.6.1/", "echo.egress.svc.cluster.local")
+			if err != nil || status != http.StatusOK {
+				t.Fatalf("from namespace other: status %d, error %v", status, err)
+			}
+			seen[reply.Version]++
+		}
+		if seen["v1"] == 0 {
+			t.Errorf("namespace other saw %v; without the VirtualService both versions answer", seen)
+		}
+	})
+
+	t.Run("ALLOW_ANY passes unknown destinations", func(t *testing.T) {
+		if err := m.WriteConfig("sidecar.yaml", []byte(allowAnySidecar)); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitPod(ctx, client, "http://"+outsideA+":8080/", "", "outside-a", 15*time.Second); err != nil {
+			t.Fatalf("unknown HTTP destination with ALLOW_ANY: %v", err)
+		}
+		status, _, err := request(ctx, client, "http://"+outsideB+":15021/healthz/ready", "")
+		if err != nil || status != http.StatusOK {
+			t.Errorf("unknown TCP destination with ALLOW_ANY: status %d, error %v; want 200 from outside-b's agent", status, err)
+		}
+	})
+}
+
+func podOf(m *localmesh.Mesh, ip string) string {
+	for _, name := range []string{"outside-a", "outside-b"} {
+		if m.Pod(name).IP == ip {
+			return name
+		}
+	}
+	return ""
+}
+
+// writeZone answers backend.external.test with ip and both.external.test
+// with outside-a's and outside-b's addresses (in that order).
+func writeZone(t *testing.T, path, ip, a, b string) {
+	t.Helper()
+	zone := "backend.external.test " + ip + "\nboth.external.test " + a + "," + b + "\n"
+	if err := os.WriteFile(path+".tmp", []byte(zone), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type egressReply struct {
+	Version string `json:"version"`
+	Pod     string `json:"pod"`
+}
+
+// request sends one GET from the pod (a new connection each time, so
+// every request meets the current config) with an optional Host.
+func request(ctx context.Context, p *localmesh.Pod, url, host string) (int, egressReply, error) {
+	var reply egressReply
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, reply, err
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := p.NewHTTPClient(false).Do(req)
+	if err != nil {
+		return 0, reply, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, reply, err
+	}
+	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(body, &reply); err != nil {
+			return resp.StatusCode, reply, fmt.Errorf("reply %q: %w", body, err)
+		}
+	}
+	return resp.StatusCode, reply, nil
+}
+
+// waitPod waits until a request answers 200 from the named pod.
+func waitPod(ctx context.Context, p *localmesh.Pod, url, host, pod string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		status, reply, err := request(ctx, p, url, host)
+		if err == nil && status == http.StatusOK && reply.Pod == pod {
+			return nil
+		}
+		last = fmt.Sprintf("status %d, pod %q, error %v", status, reply.Pod, err)
+		if time.Now().After(deadline) {
+			return errors.New("no answer from " + pod + " in " + timeout.String() + "; last: " + last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

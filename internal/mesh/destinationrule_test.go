@@ -14,7 +14,9 @@ import (
 
 func buildYAML(t *testing.T, yaml string, opts BuildOptions) (*Snapshot, []error) {
 	t.Helper()
-	res := config.ParseFile("test.yaml", []byte(yaml))
+	// The model's merge rules are under test here, also for the fields
+	// whose honouring is not the model's business (traffic policies).
+	res := config.ParseFileWith("test.yaml", []byte(yaml), config.ParseOptions{KeepRefused: true})
 	if res.Err != nil {
 		t.Fatalf("parse: %v", res.Err)
 	}

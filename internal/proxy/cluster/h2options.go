@@ -165,5 +165,8 @@ func refuseH1OnlyOptions(field string, proto UpstreamProtocol, o *upstreamhttp.H
 	if proto != UpstreamHTTP1 && o.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection() != nil {
 		return fmt.Errorf("%s.common_http_protocol_options.max_requests_per_connection is not supported for HTTP/2 upstreams (remove it)", field)
 	}
+	if proto != UpstreamHTTP1 && o.GetCommonHttpProtocolOptions().GetMaxConnectionDuration() != nil {
+		return fmt.Errorf("%s.common_http_protocol_options.max_connection_duration is not supported for HTTP/2 upstreams (remove it)", field)
+	}
 	return nil
 }

@@ -112,7 +112,7 @@ func TestH2PoolMultiplexes(t *testing.T) {
 			o.MaxConcurrentStreams = wrapperspb.UInt32(tc.maxStreams)
 		}
 		cfg.TypedExtensionProtocolOptions = httpOptions(t, explicitH2(o))
-		c, err := build(cfg, stats.New())
+		c, err := build(cfg, stats.New(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestH2PoolNewConnAfterGoaway(t *testing.T) {
 	})
 	cfg := originalDstCluster("h2")
 	cfg.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{} //nolint:staticcheck // the legacy field is what this checks
-	c, err := build(cfg, stats.New())
+	c, err := build(cfg, stats.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestHTTPProtocolOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := proto.Clone(originalDstCluster("c")).(*clusterv3.Cluster)
 			tc.mod(cfg)
-			c, err := build(cfg, stats.New())
+			c, err := build(cfg, stats.New(), nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v; want one containing %q", err, tc.wantErr)

@@ -62,7 +62,7 @@ func (m *Manager) AddStatic(cs []*clusterv3.Cluster) error {
 		if err := c.ValidateAll(); err != nil {
 			return fmt.Errorf("static cluster %q: %w", c.GetName(), err)
 		}
-		b, err := build(c, m.stats)
+		b, err := build(c, m.stats, m.log)
 		if err != nil {
 			return err
 		}
@@ -107,7 +107,7 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 			built[name] = w
 			continue
 		}
-		b, err := build(c, m.stats)
+		b, err := build(c, m.stats, m.log)
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +127,7 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 			next[name] = b
 			continue
 		}
-		if b.Kind == KindEDS && b.Endpoints() == nil {
+		if b.Kind == KindEDS && !b.hasEndpoints() {
 			if cla, ok := m.cla[b.EDSName]; ok {
 				eps, err := endpointsFrom(cla)
 				if err != nil {
@@ -136,7 +136,7 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 				b.setEndpoints(eps)
 			}
 		}
-		if b.Kind == KindEDS && b.endpoints.Load() == nil {
+		if b.Kind == KindEDS && !b.hasEndpoints() {
 			// Warming: the previous version (if any) keeps serving.
 			warming[name] = b
 			if old != nil {
@@ -193,7 +193,7 @@ func (m *Manager) edsNamesLocked() []string {
 func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignment) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	parsed := map[string][]Endpoint{}
+	parsed := map[string]endpointList{}
 	for _, cla := range clas {
 		eps, err := endpointsFrom(cla)
 		if err != nil {

@@ -75,6 +75,7 @@ type h1conn struct {
 	reqExpiry  time.Time // request_timeout of the request in progress
 	linger     bool      // an error reply was sent: close gracefully
 	streamIdle time.Duration
+	setCookie  string // a generated hash-policy cookie for the response
 
 	drain *Drain       // nil: the connection never drains
 	idle  atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
@@ -293,10 +294,14 @@ func (c *h1conn) serveRequest() bool {
 	if cl == nil {
 		return c.localReply(503, "NC", "")
 	}
-	ep, err := cl.Pick(c.dst)
+	hash, hasHash, setCookie := requestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc)
+	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
-		return c.localReply(503, "UH", bodyNoHealthy)
+		f := pickFailure(err)
+		return c.localReply(f.code, f.flags, f.body)
 	}
+	defer cl.Finish(ep)
+	c.setCookie = setCookie
 	ep.Source = c.src
 	if c.filter.upgradeAllowed(req) {
 		return c.forwardUpgrade(cl, ep) // upgrade.go
@@ -454,7 +459,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 	ctx := context.Background()
 	uc, err := cl.GetConn(ctx, ep)
 	if err != nil {
-		return c.upstreamFailed(cl, ep, failConnect, err, !streamBody)
+		return c.upstreamFailed(cl, ep, connectFailure(err), err, !streamBody)
 	}
 	// The route timeout runs from here until the response is complete.
 	routeExpiry := http1.Deadline(rt.Timeout)
@@ -499,12 +504,13 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			return c.upstreamFailed(cl, ep, classify(err), err, !streamBody)
 		}
 		if uc, err = cl.DialConn(ctx, ep); err != nil {
-			return c.upstreamFailed(cl, ep, failConnect, err, !streamBody)
+			return c.upstreamFailed(cl, ep, connectFailure(err), err, !streamBody)
 		}
 	}
 
 	resp := &c.resp
 	cl.Stats.AddResponse(resp.Status)
+	cl.ReportStatus(ep, resp.Status)
 	bodyDone := bc == nil
 	if bc != nil {
 		// The upstream usually answers after reading the whole body, so the
@@ -704,6 +710,11 @@ func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 	}
 	if resp.Status < 200 {
 		return append(w, "\r\n"...)
+	}
+	if c.setCookie != "" {
+		w = append(w, "set-cookie: "...)
+		w = append(w, c.setCookie...)
+		w = append(w, "\r\n"...)
 	}
 	switch resp.Framing {
 	case http1.FramingLength:

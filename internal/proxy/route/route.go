@@ -55,6 +55,10 @@ type Route struct {
 	IdleTimeout    time.Duration
 	HasIdleTimeout bool
 
+	// Hash is the route action's hash_policy (nil: none), for the
+	// RING_HASH and MAGLEV load balancers.
+	Hash *HashPolicy
+
 	// Action: exactly one of Cluster, weighted or Direct is set.
 	Cluster  string
 	weighted []WeightedCluster
@@ -177,6 +181,11 @@ func compileRoute(r *routev3.Route) (*Route, error) {
 			}
 			cr.IdleTimeout, cr.HasIdleTimeout = d.AsDuration(), true
 		}
+		hp, err := compileHashPolicy(a.Route.GetHashPolicy())
+		if err != nil {
+			return nil, err
+		}
+		cr.Hash = hp
 		switch cs := a.Route.GetClusterSpecifier().(type) {
 		case *routev3.RouteAction_Cluster:
 			cr.Cluster = cs.Cluster

@@ -149,7 +149,9 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32) []*route.Ro
 		}
 	}
 	if len(out) == 0 {
-		out = append(out, prefixRoute("default", "/", OutboundClusterName(port, "", svc.Hostname)))
+		r := prefixRoute("default", "/", OutboundClusterName(port, "", svc.Hostname))
+		appendHashPolicy(r.GetRoute(), snap, svc.Hostname, "", port) // trafficpolicy.go
+		out = append(out, r)
 	}
 	return out
 }
@@ -167,6 +169,7 @@ func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRo
 		weight  uint32
 	}
 	var dests []dest
+	var hashes []*networking.Destination
 	for _, d := range rule.Route {
 		if d.GetDestination() == nil {
 			continue
@@ -175,6 +178,7 @@ func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRo
 			continue
 		}
 		dests = append(dests, dest{destinationCluster(snap, vs.Namespace, d.Destination, port), uint32(d.Weight)})
+		hashes = append(hashes, d.Destination)
 	}
 	if len(dests) == 0 {
 		return nil
@@ -193,6 +197,10 @@ func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRo
 	}
 	if t := rule.GetTimeout(); t != nil {
 		a.Timeout = durationpb.New(t.AsDuration())
+	}
+	for _, d := range hashes {
+		host := snap.ResolveHost(d.Host, vs.Namespace)
+		appendHashPolicy(a, snap, host, d.Subset, destinationPort(snap, host, d, port)) // trafficpolicy.go
 	}
 	return a
 }

@@ -297,7 +297,7 @@ func applyLoadBalancer(c *cluster.Cluster, lb *networking.LoadBalancerSettings) 
 			c.LbConfig = &cluster.Cluster_RingHashLbConfig_{RingHashLbConfig: &cluster.Cluster_RingHashLbConfig{MinimumRingSize: wrapperspb.UInt64(n)}}
 		}
 	default:
-		n := uint64(1024) // Envoy's default, which Istio spells out
+		n := uint64(1024)                         // Envoy's default, which Istio spells out
 		if v := ch.GetMinimumRingSize(); v != 0 { //nolint:staticcheck // deprecated, still honoured by Istio
 			n = v
 		}

@@ -1,0 +1,349 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/proxy/stats"
+)
+
+// Every cluster straitd generates for DestinationRule traffic policies is
+// accepted by strait-proxy.
+func TestGeneratedTrafficPolicyClustersBuild(t *testing.T) {
+	data, err := os.ReadFile("../../xds/gen/testdata/trafficpolicy/golden/client.clusters.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range raw {
+		var c clusterv3.Cluster
+		if err := protojson.Unmarshal(r, &c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := build(&c, stats.New(), nil); err != nil {
+			t.Errorf("cluster %s: %v", c.GetName(), err)
+		}
+	}
+}
+
+// staticCluster is a STATIC cluster of n endpoints 127.0.0.1:1.. with
+// edit applied.
+func staticCluster(t *testing.T, n int, edit func(*clusterv3.Cluster)) *Cluster {
+	t.Helper()
+	cfg := &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
+	ports := make([]uint32, n)
+	for i := range ports {
+		ports[i] = uint32(i + 1)
+	}
+	cfg.LoadAssignment = assignment("c", ports...)
+	if edit != nil {
+		edit(cfg)
+	}
+	c, err := build(cfg, stats.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestHashPoliciesAreSticky(t *testing.T) {
+	for _, p := range []clusterv3.Cluster_LbPolicy{clusterv3.Cluster_RING_HASH, clusterv3.Cluster_MAGLEV} {
+		c := staticCluster(t, 5, func(c *clusterv3.Cluster) { c.LbPolicy = p })
+		seen := map[string]bool{}
+		for k := range uint64(200) {
+			h := k * 0x9e3779b97f4a7c15
+			first, err := c.PickRequest(netip.AddrPort{}, h, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Finish(first)
+			for range 3 {
+				again, _ := c.PickRequest(netip.AddrPort{}, h, true)
+				c.Finish(again)
+				if again.Address != first.Address {
+					t.Fatalf("%s: hash %x went to %s then %s", p, h, first.Address, again.Address)
+				}
+			}
+			seen[first.Address] = true
+		}
+		if len(seen) != 5 {
+			t.Errorf("%s: 200 hashes reached %d of 5 hosts", p, len(seen))
+		}
+	}
+}
+
+func TestLeastRequestPrefersIdleHost(t *testing.T) {
+	c := staticCluster(t, 2, func(c *clusterv3.Cluster) { c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST })
+	busy := c.hosts.Load().hosts[0]
+	busy.active.Store(100)
+	idle := 0
+	for range 200 {
+		ep, _ := c.PickRequest(netip.AddrPort{}, 0, false)
+		if ep.Address != busy.ep.Address {
+			idle++
+		}
+		c.Finish(ep)
+	}
+	// Two choices: the busy host wins only when drawn twice (1/4).
+	if idle < 120 {
+		t.Errorf("idle host picked %d of 200 times; power of two choices should favour it (~150)", idle)
+	}
+}
+
+func TestWeightedRoundRobin(t *testing.T) {
+	s := newHostSet([]Endpoint{{Address: "a"}, {Address: "b"}}, []uint32{3, 1}, nil, lbConfig{policy: clusterv3.Cluster_ROUND_ROBIN})
+	n := map[string]int{}
+	for range 400 {
+		n[s.lb.pick(0, false, nil).ep.Address]++
+	}
+	if n["a"] != 300 || n["b"] != 100 {
+		t.Errorf("weights 3:1 gave %v", n)
+	}
+}
+
+func TestOutlierEjectionAndReturn(t *testing.T) {
+	c := staticCluster(t, 2, func(c *clusterv3.Cluster) {
+		c.OutlierDetection = &clusterv3.OutlierDetection{
+			Consecutive_5Xx: wrapperspb.UInt32(2), EnforcingSuccessRate: wrapperspb.UInt32(0),
+			BaseEjectionTime: durationpb.New(time.Hour), MaxEjectionPercent: wrapperspb.UInt32(100),
+		}
+		c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}}
+	})
+	bad := c.hosts.Load().hosts[0]
+	ep := Endpoint{Address: bad.ep.Address, h: bad}
+	c.ReportStatus(ep, 500)
+	c.ReportStatus(ep, 200) // a success resets the count
+	c.ReportStatus(ep, 500)
+	if bad.ejected.Load() {
+		t.Fatal("ejected after 500, 200, 500 with consecutive_5xx 2")
+	}
+	c.ReportStatus(ep, 503)
+	if !bad.ejected.Load() {
+		t.Fatal("not ejected after two 5xx in a row")
+	}
+	for range 50 {
+		got, err := c.Pick(netip.AddrPort{})
+		if err != nil || got.Address == bad.ep.Address {
+			t.Fatalf("picked %v, %v: the ejected host must not be", got.Address, err)
+		}
+	}
+	// The other host ejected too (max 100%): no healthy host, and panic
+	// mode is off.
+	other := c.hosts.Load().hosts[1]
+	oep := Endpoint{Address: other.ep.Address, h: other}
+	c.ReportStatus(oep, 500)
+	c.ReportStatus(oep, 500)
+	if _, err := c.Pick(netip.AddrPort{}); !errors.Is(err, ErrNoHealthyUpstream) {
+		t.Fatalf("all hosts ejected without panic mode: %v, want ErrNoHealthyUpstream", err)
+	}
+	// The ejection time passed: back in service.
+	bad.mu.Lock()
+	bad.od.ejectedUntil = time.Now().Add(-time.Second)
+	bad.mu.Unlock()
+	if got, err := c.Pick(netip.AddrPort{}); err != nil || got.Address != bad.ep.Address {
+		t.Fatalf("after its ejection time: %v, %v", got.Address, err)
+	}
+	if got := c.Stats.Counter("outlier_detection.ejections_enforced_total").Load(); got != 2 {
+		t.Errorf("ejections_enforced_total = %d, want 2", got)
+	}
+}
+
+func TestPanicModeRoutesToAll(t *testing.T) {
+	c := staticCluster(t, 2, func(c *clusterv3.Cluster) {
+		c.OutlierDetection = &clusterv3.OutlierDetection{Consecutive_5Xx: wrapperspb.UInt32(1), EnforcingSuccessRate: wrapperspb.UInt32(0)}
+	})
+	bad := c.hosts.Load().hosts[0]
+	c.ReportStatus(Endpoint{h: bad}, 500)
+	if !bad.ejected.Load() {
+		t.Fatal("not ejected")
+	}
+	// 1 of 2 healthy is 50 %, not below Envoy's default threshold 50 %.
+	for range 20 {
+		if got, _ := c.Pick(netip.AddrPort{}); got.Address == bad.ep.Address {
+			t.Fatal("picked the ejected host at 50 % healthy")
+		}
+	}
+	c.panicThreshold = 60
+	sawBad := false
+	for range 50 {
+		if got, _ := c.Pick(netip.AddrPort{}); got.Address == bad.ep.Address {
+			sawBad = true
+		}
+	}
+	if !sawBad {
+		t.Error("panic mode (50 % healthy < 60 %) never picked the ejected host")
+	}
+}
+
+func TestMaxRequestsOverflow(t *testing.T) {
+	c := staticCluster(t, 1, func(c *clusterv3.Cluster) {
+		c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxRequests: wrapperspb.UInt32(2)}}}
+	})
+	a, err1 := c.PickRequest(netip.AddrPort{}, 0, false)
+	b, err2 := c.PickRequest(netip.AddrPort{}, 0, false)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if _, err := c.PickRequest(netip.AddrPort{}, 0, false); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("third request: %v, want ErrOverflow", err)
+	}
+	if got := c.Stats.Counter("upstream_rq_pending_overflow").Load(); got != 1 {
+		t.Errorf("upstream_rq_pending_overflow = %d", got)
+	}
+	c.Finish(a)
+	c.Finish(b)
+	if _, err := c.PickRequest(netip.AddrPort{}, 0, false); err != nil {
+		t.Fatalf("after Finish: %v", err)
+	}
+}
+
+// max_connections 1, max_pending_requests 1 on a real upstream: the
+// second request waits for the first's connection, the third overflows.
+func TestConnectionLimitPending(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := uint32(ln.Addr().(*net.TCPAddr).Port)
+	c, err := build(&clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		LoadAssignment: assignment("c", port),
+		CircuitBreakers: &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+			MaxConnections: wrapperspb.UInt32(1), MaxPendingRequests: wrapperspb.UInt32(1)}}},
+	}, stats.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, _ := c.Pick(netip.AddrPort{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := c.GetConn(ctx, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		uc, err := c.GetConn(ctx, ep)
+		if err == nil {
+			uc.Close()
+		}
+		got <- err
+	}()
+	// Wait until the second request is pending, then a third overflows.
+	for c.breaker.pending.Load() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := c.GetConn(ctx, ep); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("third request: %v, want ErrOverflow", err)
+	}
+	first.Close() // frees the slot: the pending request dials
+	if err := <-got; err != nil {
+		t.Fatalf("pending request: %v", err)
+	}
+	if c.Stats.Counter("upstream_cx_overflow").Load() < 2 || c.Stats.Counter("upstream_rq_pending_overflow").Load() != 1 {
+		t.Errorf("cx_overflow %d, pending_overflow %d", c.Stats.Counter("upstream_cx_overflow").Load(), c.Stats.Counter("upstream_rq_pending_overflow").Load())
+	}
+}
+
+func TestHTTPHealthCheck(t *testing.T) {
+	healthy := make(chan bool, 1)
+	healthy <- true
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok := <-healthy
+		healthy <- ok
+		if r.URL.Path != "/healthz" || r.Host != "svc" {
+			w.WriteHeader(404)
+			return
+		}
+		if !ok {
+			w.WriteHeader(503)
+		}
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := uint32(ln.Addr().(*net.TCPAddr).Port)
+	c, err := build(&clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		LoadAssignment: assignment("c", port),
+		CommonLbConfig: &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}},
+		HealthChecks: []*corev3.HealthCheck{{
+			Timeout: durationpb.New(time.Second), Interval: durationpb.New(20 * time.Millisecond),
+			NoTrafficInterval:  durationpb.New(20 * time.Millisecond),
+			UnhealthyThreshold: wrapperspb.UInt32(2), HealthyThreshold: wrapperspb.UInt32(2),
+			HealthChecker: &corev3.HealthCheck_HttpHealthCheck_{HttpHealthCheck: &corev3.HealthCheck_HttpHealthCheck{Path: "/healthz", Host: "svc"}},
+		}},
+	}, stats.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	waitPick := func(wantOK bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := c.Pick(netip.AddrPort{})
+			if (err == nil) == wantOK {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("host never became healthy=%v (last pick error %v)", wantOK, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitPick(true)
+	<-healthy
+	healthy <- false
+	waitPick(false)
+	<-healthy
+	healthy <- true
+	waitPick(true)
+}
+
+func TestRefusedClusterFields(t *testing.T) {
+	for name, edit := range map[string]func(*clusterv3.Cluster){
+		"lb_subset_config": func(c *clusterv3.Cluster) { c.LbSubsetConfig = &clusterv3.Cluster_LbSubsetConfig{} },
+		"transport_socket": func(c *clusterv3.Cluster) { c.TransportSocket = &corev3.TransportSocket{Name: "tls"} },
+		"lb_policy":        func(c *clusterv3.Cluster) { c.LbPolicy = clusterv3.Cluster_LOAD_BALANCING_POLICY_CONFIG },
+		"table_size": func(c *clusterv3.Cluster) {
+			c.LbPolicy = clusterv3.Cluster_MAGLEV
+			c.LbConfig = &clusterv3.Cluster_MaglevLbConfig_{MaglevLbConfig: &clusterv3.Cluster_MaglevLbConfig{TableSize: wrapperspb.UInt64(1000)}}
+		},
+		"priority": func(c *clusterv3.Cluster) {
+			c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{Priority: corev3.RoutingPriority_HIGH}}}
+		},
+		"enforcing_success_rate": func(c *clusterv3.Cluster) { c.OutlierDetection = &clusterv3.OutlierDetection{} },
+		"locality_weighted_lb_config": func(c *clusterv3.Cluster) {
+			c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{LocalityConfigSpecifier: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{}}
+		},
+		"dns_refresh_rate": func(c *clusterv3.Cluster) { c.DnsRefreshRate = durationpb.New(time.Second) },
+	} {
+		cfg := &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
+		edit(cfg)
+		_, err := build(cfg, stats.New(), nil)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %v, want one naming %s", name, err, name)
+		}
+	}
+}

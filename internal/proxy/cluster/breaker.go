@@ -207,3 +207,17 @@ func (c *Cluster) waitForConn(ctx context.Context) error {
 		return fmt.Errorf("cluster %s: waiting for a connection: %w", c.Name, ctx.Err())
 	}
 }
+
+// AcquireConnection takes a max_connections slot for a connection the
+// caller opens and owns (tcp_proxy); false, counting upstream_cx_overflow,
+// when none is free. Give it back with ReleaseConnection.
+func (c *Cluster) AcquireConnection() bool {
+	if !c.breaker.tryConn() {
+		c.breaker.st.cxOverflow.Add(1)
+		return false
+	}
+	return true
+}
+
+// ReleaseConnection gives back a slot taken by AcquireConnection.
+func (c *Cluster) ReleaseConnection() { c.breaker.releaseConn() }

@@ -111,6 +111,21 @@ func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientCon
 			}
 		}
 		d := p.dialing[key]
+		if d == nil && !p.c.breaker.tryConn() {
+			// max_connections: share a connection past the cluster's
+			// stream limit rather than open another; with none to
+			// share, the request overflows (streams do not queue).
+			for _, cc := range p.conns[key] {
+				if cc.ReserveNewRequest() {
+					p.mu.Unlock()
+					return cc, nil
+				}
+			}
+			p.mu.Unlock()
+			p.c.breaker.st.cxOverflow.Add(1)
+			p.c.breaker.st.pendingOverflow.Add(1)
+			return nil, ErrOverflow
+		}
 		if d == nil {
 			d = &h2Dial{done: make(chan struct{})}
 			p.dialing[key] = d
@@ -155,6 +170,8 @@ func (p *h2Pool) dial(ctx context.Context, key h2Key, d *h2Dial) {
 	if err == nil {
 		p.conns[key] = append(p.conns[key], cc)
 		p.keys[cc] = key
+	} else {
+		p.c.breaker.releaseConn()
 	}
 	delete(p.dialing, key)
 	d.err = err
@@ -171,6 +188,7 @@ func (p *h2Pool) MarkDead(cc *http2.ClientConn) {
 		return
 	}
 	delete(p.keys, cc)
+	p.c.breaker.releaseConn() // its max_connections slot, taken by GetClientConn
 	list := p.conns[key]
 	for i, c := range list {
 		if c == cc {

@@ -347,3 +347,28 @@ func TestRefusedClusterFields(t *testing.T) {
 		}
 	}
 }
+
+func TestAcquireConnection(t *testing.T) {
+	c := staticCluster(t, 1, func(c *clusterv3.Cluster) {
+		c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxConnections: wrapperspb.UInt32(1), TrackRemaining: true}}}
+	})
+	if !c.AcquireConnection() {
+		t.Fatal("first connection refused")
+	}
+	if c.AcquireConnection() {
+		t.Fatal("second connection admitted over max_connections 1")
+	}
+	if got := c.Stats.Gauge("circuit_breakers.default.cx_open").Load(); got != 1 {
+		t.Errorf("cx_open = %d while full", got)
+	}
+	if got := c.Stats.Gauge("circuit_breakers.default.remaining_cx").Load(); got != 0 {
+		t.Errorf("remaining_cx = %d while full", got)
+	}
+	c.ReleaseConnection()
+	if !c.AcquireConnection() {
+		t.Fatal("refused after a release")
+	}
+	if got := c.Stats.Counter("upstream_cx_overflow").Load(); got != 1 {
+		t.Errorf("upstream_cx_overflow = %d, want 1", got)
+	}
+}

@@ -97,11 +97,12 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	resp, err := cl.RoundTrip(out, ep)
 	if err != nil {
 		if body == nil {
-			return c.upstreamFailed(cl, ep, failConnect, err, true)
+			return c.upstreamFailed(cl, ep, connectFailure(err), err, true)
 		}
 		// Part of the body may be gone: answer, then close.
 		c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
 		cl.Stats.AddResponse(503)
+		cl.ReportLocalFailure(ep, cluster.LocalConnectFailed)
 		c.writeLocal(503, "UF", bodyConnectFailed, false)
 		c.nc.Close()
 		body.Close()
@@ -109,6 +110,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	}
 	defer resp.Body.Close()
 	cl.Stats.AddResponse(resp.StatusCode)
+	cl.ReportStatus(ep, resp.StatusCode)
 
 	keep := !reqClose && !c.closing()
 	noBody := isHead || http1.NoBody(resp.StatusCode)

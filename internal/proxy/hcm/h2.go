@@ -266,6 +266,10 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, cl *clust
 		}
 		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
 		cl.Stats.AddResponse(http.StatusServiceUnavailable)
+		if errors.Is(err, cluster.ErrOverflow) {
+			streamLocalReply(w, r, http.StatusServiceUnavailable, "UO", bodyOverflow)
+			return
+		}
 		cl.ReportLocalFailure(ep, cluster.LocalConnectFailed)
 		streamLocalReply(w, r, http.StatusServiceUnavailable, "UF", bodyConnectFailed)
 		return

@@ -329,7 +329,51 @@ connectionPool:
 			}
 		}
 	})
+
+	t.Run("subset policy merged over the top level", func(t *testing.T) {
+		apply(t, []byte(subsetOutlierRules), "outbound|80|all|flaky.demo.svc.cluster.local", `"consecutive5xx"`)
+		failed := 0
+		for range 60 {
+			r := get(t, ctx, hc, "http://240.240.0.20/", nil)
+			if r.status != 200 {
+				failed++
+			}
+		}
+		if failed == 0 || failed > 3 {
+			t.Errorf("%d of 60 requests to subset all failed; want 1 to 3 (its outlier detection ejecting the bad host)", failed)
+		}
+	})
 }
+
+// subsetOutlierRules: flaky's rule has no top-level policy; its subset
+// "all" has outlier detection, which the route to that subset must get
+// (the subset's policy merged over the top level's, as Istio merges).
+const subsetOutlierRules = `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: flaky, namespace: demo}
+spec:
+  host: flaky.demo.svc.cluster.local
+  trafficPolicy:
+    loadBalancer: {simple: ROUND_ROBIN}
+  subsets:
+  - name: all
+    labels: {app: flaky}
+    trafficPolicy:
+      outlierDetection:
+        consecutive5xxErrors: 1
+        interval: 1s
+        baseEjectionTime: 60s
+        maxEjectionPercent: 50
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: flaky, namespace: demo}
+spec:
+  hosts: [flaky.demo.svc.cluster.local]
+  http:
+  - route:
+    - destination: {host: flaky.demo.svc.cluster.local, subset: all}
+`
 
 type reply struct {
 	status  int

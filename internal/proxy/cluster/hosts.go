@@ -3,6 +3,7 @@ package cluster
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // host is one upstream endpoint with the state that outlives an EDS update
@@ -11,8 +12,9 @@ import (
 // endpoint list when its address stays, as Envoy keeps its Host objects.
 type host struct {
 	// Set at creation, read-only.
-	ep     Endpoint
-	weight uint32 // load_balancing_weight, ≥ 1
+	ep      Endpoint
+	weight  uint32    // load_balancing_weight, ≥ 1
+	created time.Time // when it joined the cluster (slow start)
 
 	active atomic.Int64 // requests in flight (PickRequest to Finish)
 
@@ -32,9 +34,10 @@ func (h *host) healthy() bool { return !h.ejected.Load() && !h.hcFailed.Load() }
 // hostSet is a cluster's endpoint list and what the load balancer built
 // for it. Immutable once published.
 type hostSet struct {
-	hosts []*host
-	eps   []Endpoint // hosts' endpoints, in order (Endpoints)
-	lb    balancer
+	hosts  []*host
+	eps    []Endpoint // hosts' endpoints, in order (Endpoints)
+	lb     balancer
+	newest time.Time // the latest host's created
 }
 
 // newHostSet makes the host list for eps, reusing the hosts of prev that
@@ -47,16 +50,20 @@ func newHostSet(eps []Endpoint, weights []uint32, prev *hostSet, lb lbConfig) *h
 		}
 	}
 	s := &hostSet{eps: eps, hosts: make([]*host, len(eps))}
+	now := time.Now()
 	for i, ep := range eps {
 		w := uint32(1)
 		if i < len(weights) && weights[i] > 0 {
 			w = weights[i]
 		}
-		if h := old[ep.Network+"|"+ep.Address]; h != nil && h.weight == w {
-			s.hosts[i] = h
-			continue
+		h := old[ep.Network+"|"+ep.Address]
+		if h == nil || h.weight != w {
+			h = &host{ep: ep, weight: w, created: now}
 		}
-		s.hosts[i] = &host{ep: ep, weight: w}
+		s.hosts[i] = h
+		if h.created.After(s.newest) {
+			s.newest = h.created
+		}
 	}
 	s.lb = lb.build(s.hosts)
 	return s

@@ -28,6 +28,7 @@ type lbConfig struct {
 	maxRing     uint64
 	maglevSize  uint64
 	choiceCount uint32
+	slow        *slowStart // ROUND_ROBIN and LEAST_REQUEST; nil: none
 }
 
 // parseLB reads lb_policy and its lb_config. A policy or option strait
@@ -80,17 +81,25 @@ func parseLB(c *clusterv3.Cluster) (lbConfig, error) {
 		if lb.policy != clusterv3.Cluster_LEAST_REQUEST {
 			return lb, mismatch("least_request_lb_config")
 		}
-		if err := onlyFields("least_request_lb_config", cfg.LeastRequestLbConfig, "choice_count"); err != nil {
+		if err := onlyFields("least_request_lb_config", cfg.LeastRequestLbConfig, "choice_count", "slow_start_config"); err != nil {
 			return lb, err
 		}
 		if v := cfg.LeastRequestLbConfig.GetChoiceCount(); v != nil {
 			lb.choiceCount = v.GetValue()
 		}
+		var err error
+		if lb.slow, err = parseSlowStart("least_request_lb_config.slow_start_config", cfg.LeastRequestLbConfig.GetSlowStartConfig()); err != nil {
+			return lb, err
+		}
 	case *clusterv3.Cluster_RoundRobinLbConfig_:
 		if lb.policy != clusterv3.Cluster_ROUND_ROBIN {
 			return lb, mismatch("round_robin_lb_config")
 		}
-		if err := onlyFields("round_robin_lb_config", cfg.RoundRobinLbConfig); err != nil {
+		if err := onlyFields("round_robin_lb_config", cfg.RoundRobinLbConfig, "slow_start_config"); err != nil {
+			return lb, err
+		}
+		var err error
+		if lb.slow, err = parseSlowStart("round_robin_lb_config.slow_start_config", cfg.RoundRobinLbConfig.GetSlowStartConfig()); err != nil {
 			return lb, err
 		}
 	default:

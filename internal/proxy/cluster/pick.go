@@ -128,9 +128,18 @@ func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool) (E
 		c.Stats.NoHealthy.Add(1)
 		return Endpoint{}, ErrNoHealthyUpstream
 	}
-	h := s.lb.pick(hash, hasHash, nil)
-	if c.outlier != nil || c.hc != nil {
-		h = c.pickHealthy(s, h, hash, hasHash)
+	var h *host
+	if ss := c.lb.slow; ss != nil && time.Since(s.newest) < ss.window {
+		// A host is warming up: weights change with time.
+		h = ss.pick(c.lb, s.hosts, time.Now(), nil)
+		if (c.outlier != nil || c.hc != nil) && !h.healthy() {
+			h = c.pickHealthy(s, h, 0, false)
+		}
+	} else {
+		h = s.lb.pick(hash, hasHash, nil)
+		if c.outlier != nil || c.hc != nil {
+			h = c.pickHealthy(s, h, hash, hasHash)
+		}
 	}
 	if h == nil {
 		c.Stats.NoHealthy.Add(1)

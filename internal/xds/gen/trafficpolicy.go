@@ -283,6 +283,7 @@ func applyLoadBalancer(c *cluster.Cluster, lb *networking.LoadBalancerSettings) 
 	}
 	ch := lb.GetConsistentHash()
 	if ch == nil {
+		applyWarmup(c, lb)
 		return
 	}
 	switch {
@@ -385,4 +386,37 @@ func destinationPort(snap *mesh.Snapshot, host string, d *networking.Destination
 		return svc.Ports[0].Number
 	}
 	return port
+}
+
+// applyWarmup is Istio's setWarmup (and the older warmupDurationSecs): the
+// slow start of ROUND_ROBIN and LEAST_REQUEST clusters. Istio gives the
+// aggression a runtime key that can never be set, "(".
+func applyWarmup(c *cluster.Cluster, lb *networking.LoadBalancerSettings) {
+	var ss *cluster.Cluster_SlowStartConfig
+	switch {
+	case lb.GetWarmup() != nil:
+		w := lb.GetWarmup()
+		aggression, minPct := 1.0, 10.0
+		if a := w.GetAggression(); a != nil {
+			aggression = a.GetValue()
+		}
+		if m := w.GetMinimumPercent(); m != nil {
+			minPct = m.GetValue()
+		}
+		ss = &cluster.Cluster_SlowStartConfig{
+			SlowStartWindow:  durationpb.New(w.GetDuration().AsDuration()),
+			Aggression:       &core.RuntimeDouble{DefaultValue: aggression, RuntimeKey: "("},
+			MinWeightPercent: &xdstype.Percent{Value: minPct},
+		}
+	case lb.GetWarmupDurationSecs() != nil: //nolint:staticcheck // deprecated, still honoured by Istio
+		ss = &cluster.Cluster_SlowStartConfig{SlowStartWindow: durationpb.New(lb.GetWarmupDurationSecs().AsDuration())} //nolint:staticcheck // as above
+	default:
+		return
+	}
+	switch c.LbPolicy {
+	case cluster.Cluster_ROUND_ROBIN:
+		c.LbConfig = &cluster.Cluster_RoundRobinLbConfig_{RoundRobinLbConfig: &cluster.Cluster_RoundRobinLbConfig{SlowStartConfig: ss}}
+	case cluster.Cluster_LEAST_REQUEST:
+		c.LbConfig = &cluster.Cluster_LeastRequestLbConfig_{LeastRequestLbConfig: &cluster.Cluster_LeastRequestLbConfig{SlowStartConfig: ss}}
+	}
 }

@@ -260,6 +260,14 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	return conn, nil
 }
 
+// activate is called when the cluster starts serving (it is published as
+// active): its health checks start.
+func (c *Cluster) activate() {
+	if c.hc != nil {
+		c.hc.activate()
+	}
+}
+
 // close releases idle pooled connections; in-flight ones finish normally.
 func (c *Cluster) close() {
 	if c.hc != nil {

@@ -121,8 +121,8 @@ func parseHealthChecks(c *Cluster, hcs []*corev3.HealthCheck, st *stats.ClusterS
 	return h, nil
 }
 
-// update hands the checker the cluster's current hosts; the first call
-// starts it. New hosts start failed, until their first check passes.
+// update hands the checker the cluster's current hosts. New hosts start
+// failed, until their first check passes.
 func (h *healthChecker) update(s *hostSet) {
 	for _, x := range s.hosts {
 		if !x.hcs.seen.Load() {
@@ -130,6 +130,14 @@ func (h *healthChecker) update(s *hostSet) {
 		}
 	}
 	h.hosts.Store(s)
+}
+
+// activate starts the checks once the cluster serves (a cluster built for a
+// CDS response that is then refused, or still warming, checks nothing).
+func (h *healthChecker) activate() {
+	if h.hosts.Load() == nil {
+		return
+	}
 	h.start.Do(func() { go h.run() })
 }
 

@@ -73,6 +73,9 @@ func (m *Manager) AddStatic(cs []*clusterv3.Cluster) error {
 		m.static[c.GetName()] = true
 	}
 	m.active.Store(&next)
+	for _, c := range cs {
+		next[c.GetName()].activate()
+	}
 	return nil
 }
 
@@ -156,6 +159,11 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 	}
 	m.warming = warming
 	m.active.Store(&next)
+	for name, b := range built {
+		if next[name] == b {
+			b.activate()
+		}
+	}
 	m.cdsVersion = version
 	m.retire(retired)
 	m.stats.Gauge("cluster_manager.warming_clusters").Store(int64(len(warming)))
@@ -225,6 +233,7 @@ func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignm
 			m.retire([]*Cluster{old})
 		}
 		next[cname] = w
+		w.activate()
 		delete(m.warming, cname)
 		changed = true
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -298,6 +299,7 @@ func TestHTTPHealthCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.close()
+	c.activate()
 	waitPick := func(wantOK bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -414,5 +416,52 @@ func TestSlowStart(t *testing.T) {
 	}
 	if n != 500 {
 		t.Errorf("after the window: %d of 1000 picks, want 500", n)
+	}
+}
+
+// A cluster's health checks start when the manager publishes it, not
+// when a CDS response merely builds it.
+func TestHealthChecksStartWhenActive(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint32(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close() // nothing listens: the TCP check fails
+	cfg := func(name string) *clusterv3.Cluster {
+		return &clusterv3.Cluster{Name: name, ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+			LoadAssignment: assignment(name, port),
+			CommonLbConfig: &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: 0}},
+			HealthChecks: []*corev3.HealthCheck{{
+				Timeout: durationpb.New(time.Second), Interval: durationpb.New(time.Hour),
+				UnhealthyThreshold: wrapperspb.UInt32(1), HealthyThreshold: wrapperspb.UInt32(1),
+				HealthChecker: &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}},
+			}}}
+	}
+	m := NewManager(slog.New(slog.DiscardHandler), stats.New())
+	// A response refused for its second cluster starts nothing.
+	bad := cfg("bad")
+	bad.LbPolicy = clusterv3.Cluster_LOAD_BALANCING_POLICY_CONFIG
+	if _, err := m.ApplyCDS("1", []*clusterv3.Cluster{cfg("a"), bad}); err == nil {
+		t.Fatal("want the response refused")
+	}
+	if _, err := m.ApplyCDS("2", []*clusterv3.Cluster{cfg("a")}); err != nil {
+		t.Fatal(err)
+	}
+	c := m.Get("a")
+	defer c.close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := c.Stats.Counter("health_check.failure").Load()
+		if st > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no health check ran on the active cluster")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := c.Pick(netip.AddrPort{}); !errors.Is(err, ErrNoHealthyUpstream) {
+		t.Errorf("pick with the only host failing its check: %v", err)
 	}
 }

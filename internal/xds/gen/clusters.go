@@ -63,7 +63,7 @@ func serviceClusters(snap *mesh.Snapshot, svc *mesh.Service) []*cluster.Cluster 
 }
 
 func specialClusters() []*cluster.Cluster {
-	return []*cluster.Cluster{
+	return defaultCircuitBreakers([]*cluster.Cluster{ // trafficpolicy.go
 		{
 			Name:                 PassthroughCluster,
 			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST},
@@ -76,7 +76,7 @@ func specialClusters() []*cluster.Cluster {
 			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_STATIC},
 			ConnectTimeout:       durationpb.New(connectTimeout),
 		},
-	}
+	})
 }
 
 // inboundClusters are the proxy's own: one per port its workload serves.
@@ -87,7 +87,7 @@ func inboundClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster
 		setUpstreamProtocol(c, p.protocol)
 		out = append(out, c)
 	}
-	return out
+	return defaultCircuitBreakers(out) // trafficpolicy.go
 }
 
 func adsConfigSource() *core.ConfigSource {

@@ -105,14 +105,34 @@ func applyTrafficPolicy(c *cluster.Cluster, p *networking.TrafficPolicy, port me
 	applyLoadBalancer(c, p.GetLoadBalancer())
 }
 
-func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettings) {
-	t := &cluster.CircuitBreakers_Thresholds{
+// defaultThresholds are Istio's circuit breakers when nothing limits them
+// (getDefaultCircuitBreakerThresholds): no limit, where Envoy's own
+// defaults would cap a cluster at 1024 connections and requests.
+func defaultThresholds() *cluster.CircuitBreakers_Thresholds {
+	return &cluster.CircuitBreakers_Thresholds{
 		MaxRetries:         wrapperspb.UInt32(math.MaxUint32),
 		MaxRequests:        wrapperspb.UInt32(math.MaxUint32),
 		MaxConnections:     wrapperspb.UInt32(math.MaxUint32),
 		MaxPendingRequests: wrapperspb.UInt32(math.MaxUint32),
 		TrackRemaining:     true,
 	}
+}
+
+// defaultCircuitBreakers gives the clusters that carry traffic and have no
+// circuit breakers yet (inbound, passthrough) Istio's defaults, as its
+// cluster builder applies an empty connection pool to them. The
+// BlackHoleCluster, which carries nothing, has none, as in Istio.
+func defaultCircuitBreakers(cs []*cluster.Cluster) []*cluster.Cluster {
+	for _, c := range cs {
+		if c.CircuitBreakers == nil && c.Name != BlackHoleCluster {
+			c.CircuitBreakers = &cluster.CircuitBreakers{Thresholds: []*cluster.CircuitBreakers_Thresholds{defaultThresholds()}}
+		}
+	}
+	return cs
+}
+
+func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettings) {
+	t := defaultThresholds()
 	var common core.HttpProtocolOptions
 	hasCommon := false
 	if h := cp.GetHttp(); h != nil {

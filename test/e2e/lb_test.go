@@ -200,6 +200,42 @@ func TestLoadBalancingThroughSidecars(t *testing.T) {
 		}
 	})
 
+	t.Run("consistent hash by query parameter and source IP", func(t *testing.T) {
+		apply(t, lbRules(`loadBalancer:
+  consistentHash:
+    httpQueryParameterName: id
+    ringHash: {minimumRingSize: 2048}`, `loadBalancer:
+  consistentHash:
+    useSourceIp: true`), `"queryParameter"`, `"sourceIp"`)
+		seen := map[string]bool{}
+		for u := range 20 {
+			var first string
+			for range 5 {
+				r := get(t, ctx, hc, fmt.Sprintf("http://240.240.0.10/p?x=1&id=%d", u), nil)
+				if first == "" {
+					first = r.version
+				} else if r.version != first {
+					t.Fatalf("id %d went to %s then %s: not sticky", u, first, r.version)
+				}
+			}
+			seen[first] = true
+		}
+		if len(seen) != 2 {
+			t.Errorf("20 ids all went to %v: hashing does not spread", seen)
+		}
+		// The client pod has one address: every request to flaky goes to
+		// the same host (the bad one answers 500, which is also sticky).
+		var first int
+		for i := range 20 {
+			r := get(t, ctx, hc, "http://240.240.0.20/", nil)
+			if i == 0 {
+				first = r.status
+			} else if r.status != first {
+				t.Fatalf("source IP hash: status %d then %d, so two hosts served one client", first, r.status)
+			}
+		}
+	})
+
 	t.Run("consistent hash by cookie with ttl", func(t *testing.T) {
 		apply(t, lbRules(`loadBalancer:
   consistentHash:

@@ -206,6 +206,15 @@ func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettin
 	if hasCommon {
 		setUpstreamHTTPOptions(c, func(o *upstreamhttp.HttpProtocolOptions) { o.CommonHttpProtocolOptions = &common })
 	}
+	// maxConcurrentStreams applies to a cluster that speaks HTTP/2 (its
+	// port's protocol, or h2UpgradePolicy UPGRADE), as in Istio.
+	if n := cp.GetHttp().GetMaxConcurrentStreams(); n > 0 && c.TypedExtensionProtocolOptions[httpProtocolOptionsKey] != nil {
+		setUpstreamHTTPOptions(c, func(o *upstreamhttp.HttpProtocolOptions) {
+			if h2 := o.GetExplicitHttpConfig().GetHttp2ProtocolOptions(); h2 != nil {
+				h2.MaxConcurrentStreams = wrapperspb.UInt32(uint32(n))
+			}
+		})
+	}
 }
 
 // setUpstreamHTTPOptions edits the cluster's HttpProtocolOptions (in

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -243,5 +244,38 @@ func TestHTTPProtocolOptions(t *testing.T) {
 				t.Errorf("UpstreamHTTP2 disagrees with %v", tc.want)
 			}
 		})
+	}
+}
+
+// max_connections on an HTTP/2 cluster: streams past the cluster's
+// max_concurrent_streams share the one connection allowed instead of
+// opening another, and a second endpoint, with no connection to share,
+// overflows.
+func TestH2PoolMaxConnections(t *testing.T) {
+	be1 := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	be2 := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	cfg := originalDstCluster("h2")
+	cfg.TypedExtensionProtocolOptions = httpOptions(t, explicitH2(&corev3.Http2ProtocolOptions{MaxConcurrentStreams: wrapperspb.UInt32(1)}))
+	cfg.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxConnections: wrapperspb.UInt32(1)}}}
+	c, err := build(cfg, stats.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	ep1 := Endpoint{Network: "tcp", Address: be1.Listener.Addr().String()}
+	ep2 := Endpoint{Network: "tcp", Address: be2.Listener.Addr().String()}
+	for range 3 {
+		if body, err := h2get(t, c, ep1, "/"); err != nil || body != "ok" {
+			t.Fatalf("endpoint 1: %q, %v", body, err)
+		}
+	}
+	if _, err := h2get(t, c, ep2, "/"); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("endpoint 2 with the one connection taken: %v, want ErrOverflow", err)
+	}
+	if be1.connCount() != 1 || be2.connCount() != 0 {
+		t.Errorf("connections: %d and %d, want 1 and 0", be1.connCount(), be2.connCount())
+	}
+	if got := c.Stats.Counter("upstream_cx_overflow").Load(); got != 1 {
+		t.Errorf("upstream_cx_overflow = %d", got)
 	}
 }

@@ -155,6 +155,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, cl *cluster.Clu
 		}
 		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
 		cl.Stats.AddResponse(http.StatusServiceUnavailable)
+		if errors.Is(err, cluster.ErrOverflow) {
+			localReply(w, http.StatusServiceUnavailable, "UO", bodyOverflow)
+			return
+		}
 		cl.ReportLocalFailure(ep, cluster.LocalConnectFailed)
 		localReply(w, http.StatusServiceUnavailable, "UF", bodyConnectFailed)
 		return

@@ -40,6 +40,7 @@ type hashPolicy struct {
 	ttl    time.Duration
 	hasTTL bool
 	path   string
+	attrs  string // "; name=value" for each attribute, in order
 }
 
 // HashInput is what hashing reads of a request.
@@ -71,10 +72,19 @@ func compileHashPolicy(ps []*routev3.RouteAction_HashPolicy) (*HashPolicy, error
 			}
 			hc.kind, hc.name = hashHeader, strings.ToLower(s.Header.GetHeaderName())
 		case *routev3.RouteAction_HashPolicy_Cookie_:
-			if err := onlyHashFields(field+".cookie", s.Cookie, "name", "ttl", "path"); err != nil {
+			if err := onlyHashFields(field+".cookie", s.Cookie, "name", "ttl", "path", "attributes"); err != nil {
 				return nil, err
 			}
 			hc.kind, hc.name, hc.path = hashCookie, s.Cookie.GetName(), s.Cookie.GetPath()
+			for j, a := range s.Cookie.GetAttributes() {
+				if a.GetName() == "" || strings.ContainsAny(a.GetName()+a.GetValue(), ";\r\n") {
+					return nil, fmt.Errorf("%s.cookie.attributes[%d]: name %q, value %q: want a name, and no ';' or line break", field, j, a.GetName(), a.GetValue())
+				}
+				hc.attrs += "; " + a.GetName()
+				if a.GetValue() != "" {
+					hc.attrs += "=" + a.GetValue()
+				}
+			}
 			if s.Cookie.GetTtl() != nil {
 				hc.ttl, hc.hasTTL = s.Cookie.GetTtl().AsDuration(), true
 			}
@@ -183,7 +193,7 @@ func (hc *hashPolicy) value(in HashInput) (string, bool, string) {
 	if hc.path != "" {
 		sc += "; Path=" + hc.path
 	}
-	sc += "; HttpOnly"
+	sc += hc.attrs + "; HttpOnly"
 	return v, true, sc
 }
 

@@ -62,6 +62,13 @@ func TestHashPolicy(t *testing.T) {
 	if !ok || set2 != "" || h1 != h2 {
 		t.Errorf("with the generated cookie: hash %x vs %x, Set-Cookie %q", h2, h1, set2)
 	}
+	attr, _ := compileHashPolicy([]*routev3.RouteAction_HashPolicy{
+		{PolicySpecifier: &routev3.RouteAction_HashPolicy_Cookie_{Cookie: &routev3.RouteAction_HashPolicy_Cookie{Name: "s", Ttl: durationpb.New(0),
+			Attributes: []*routev3.RouteAction_HashPolicy_CookieAttribute{{Name: "SameSite", Value: "Strict"}, {Name: "Secure"}}}}},
+	})
+	if _, _, set := attr.Hash(in(http.Header{}, "")); !strings.HasSuffix(set, `"; SameSite=Strict; Secure; HttpOnly`) || strings.Contains(set, "Max-Age") {
+		t.Errorf("session cookie with attributes: Set-Cookie %q", set)
+	}
 	if _, err := compileHashPolicy([]*routev3.RouteAction_HashPolicy{{PolicySpecifier: &routev3.RouteAction_HashPolicy_FilterState_{}}}); err == nil {
 		t.Error("filter_state hash policy: want an error")
 	}

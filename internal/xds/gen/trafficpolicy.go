@@ -386,6 +386,9 @@ func hashPolicy(ch *networking.LoadBalancerSettings_ConsistentHashLB) *route.Rou
 		if ttl := k.HttpCookie.GetTtl(); ttl != nil {
 			cookie.Ttl = durationpb.New(ttl.AsDuration())
 		}
+		for _, a := range k.HttpCookie.GetAttributes() {
+			cookie.Attributes = append(cookie.Attributes, &route.RouteAction_HashPolicy_CookieAttribute{Name: a.GetName(), Value: a.GetValue()})
+		}
 		return &route.RouteAction_HashPolicy{PolicySpecifier: &route.RouteAction_HashPolicy_Cookie_{Cookie: cookie}}
 	case *networking.LoadBalancerSettings_ConsistentHashLB_UseSourceIp:
 		return &route.RouteAction_HashPolicy{PolicySpecifier: &route.RouteAction_HashPolicy_ConnectionProperties_{

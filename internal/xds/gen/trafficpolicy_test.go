@@ -124,7 +124,7 @@ spec:
 		want   want
 	}{
 		{"", 80, want{"RANDOM", 3, 0}},
-		{"", 81, want{"", 0, 7}},       // the port level replaces the top level whole
+		{"", 81, want{"", 0, 7}},        // the port level replaces the top level whole
 		{"a", 80, want{"RANDOM", 3, 9}}, // the subset adds its pool
 		{"a", 81, want{"", 0, 9}},
 		// The subset's port level replaces the subset's policy and the

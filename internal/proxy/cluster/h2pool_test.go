@@ -213,9 +213,15 @@ func TestHTTPProtocolOptions(t *testing.T) {
 		}, 0, "explicit_http_config.http2_protocol_options.allow_connect is not supported"},
 		{"unsupported common field", func(c *clusterv3.Cluster) {
 			o := explicitH2(&corev3.Http2ProtocolOptions{})
-			o.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxRequestsPerConnection: wrapperspb.UInt32(1)}
+			o.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxStreamDuration: durationpb.New(time.Second)}
 			c.TypedExtensionProtocolOptions = httpOptions(t, o)
-		}, 0, "common_http_protocol_options.max_requests_per_connection is not supported"},
+		}, 0, "common_http_protocol_options.max_stream_duration is not supported"},
+		{"connection limits", func(c *clusterv3.Cluster) {
+			o := explicitH2(&corev3.Http2ProtocolOptions{})
+			o.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxRequestsPerConnection: wrapperspb.UInt32(1),
+				MaxConnectionDuration: durationpb.New(time.Minute)}
+			c.TypedExtensionProtocolOptions = httpOptions(t, o)
+		}, UpstreamHTTP2, ""},
 		{"auto config", func(c *clusterv3.Cluster) {
 			c.TypedExtensionProtocolOptions = httpOptions(t, &upstreamhttp.HttpProtocolOptions{
 				UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_AutoConfig{AutoConfig: &upstreamhttp.HttpProtocolOptions_AutoHttpConfig{}}})
@@ -277,5 +283,41 @@ func TestH2PoolMaxConnections(t *testing.T) {
 	}
 	if got := c.Stats.Counter("upstream_cx_overflow").Load(); got != 1 {
 		t.Errorf("upstream_cx_overflow = %d", got)
+	}
+}
+
+// max_requests_per_connection and max_connection_duration retire an
+// upstream HTTP/2 connection: the next stream goes on a new one.
+func TestH2PoolRetiresConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		common    *corev3.HttpProtocolOptions
+		wantConns int
+	}{
+		{"max requests 2", &corev3.HttpProtocolOptions{MaxRequestsPerConnection: wrapperspb.UInt32(2)}, 3},
+		{"max duration 1ns", &corev3.HttpProtocolOptions{MaxConnectionDuration: durationpb.New(time.Nanosecond)}, 5},
+		{"no limit", nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+			cfg := originalDstCluster("h2")
+			o := explicitH2(&corev3.Http2ProtocolOptions{})
+			o.CommonHttpProtocolOptions = tc.common
+			cfg.TypedExtensionProtocolOptions = httpOptions(t, o)
+			c, err := build(cfg, stats.New(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.close()
+			ep := Endpoint{Network: "tcp", Address: be.Listener.Addr().String()}
+			for range 5 {
+				if body, err := h2get(t, c, ep, "/"); err != nil || body != "ok" {
+					t.Fatalf("%q, %v", body, err)
+				}
+			}
+			if got := be.connCount(); got != tc.wantConns {
+				t.Errorf("5 requests used %d connections, want %d", got, tc.wantConns)
+			}
+		})
 	}
 }

@@ -121,8 +121,9 @@ func httpProtocol(c *clusterv3.Cluster) (UpstreamProtocol, HTTP2Settings, error)
 		return 0, h2, err
 	}
 	// common_http_protocol_options is checked by the HTTP/1.1 pool's
-	// configure, which refuses what neither pool honours; idle_timeout is
-	// honoured by both, max_requests_per_connection only by HTTP/1.1.
+	// configure, which refuses what neither pool honours; idle_timeout,
+	// max_requests_per_connection and max_connection_duration are
+	// honoured by both.
 	common := o.GetCommonHttpProtocolOptions()
 	if it := common.GetIdleTimeout(); it != nil {
 		h2.IdleTimeout = it.AsDuration()

@@ -118,6 +118,7 @@ func (f *Filter) Serve(ctx context.Context, c net.Conn, dst netip.AddrPort, src 
 	up, err := cl.Dial(ctx, ep)
 	if err != nil {
 		log.Debug("tcp_proxy: connect failed", "cluster", name, "error", err)
+		cl.ReportLocalFailure(ep, cluster.LocalConnectFailed) // outlier detection
 		return
 	}
 	defer up.Close()

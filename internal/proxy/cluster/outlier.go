@@ -186,6 +186,22 @@ func (c *Cluster) ReportLocalFailure(ep Endpoint, f LocalFailure) {
 	c.observe(ep.h, 0, f)
 }
 
+// ReportConnectSuccess tells outlier detection that a connection to ep
+// opened, for a protocol that sees no response status (tcp_proxy):
+// Envoy's LocalOriginConnectSuccessFinal, a success.
+func (c *Cluster) ReportConnectSuccess(ep Endpoint) {
+	if c.outlier == nil || ep.h == nil {
+		return
+	}
+	if !c.outlier.split {
+		c.observe(ep.h, 200, 0)
+		return
+	}
+	ep.h.mu.Lock()
+	ep.h.od.consecutiveLocal = 0
+	ep.h.mu.Unlock()
+}
+
 // observe updates h's counters with one result (a status, or a local
 // failure when errors are split) and ejects it when a threshold is
 // reached, as Envoy's DetectorHostMonitorImpl does.

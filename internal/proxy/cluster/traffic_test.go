@@ -497,3 +497,45 @@ func TestDialSlot(t *testing.T) {
 		t.Errorf("open connections counted %d, want 1 (a second Close released twice?)", got)
 	}
 }
+
+// Local-origin failures: counted as 5xx unless split, then on their own
+// counter, reset by a connection that opens.
+func TestLocalOriginFailures(t *testing.T) {
+	mk := func(split bool) (*Cluster, *host) {
+		c := staticCluster(t, 2, func(c *clusterv3.Cluster) {
+			c.OutlierDetection = &clusterv3.OutlierDetection{
+				Consecutive_5Xx: wrapperspb.UInt32(2), ConsecutiveLocalOriginFailure: wrapperspb.UInt32(2),
+				SplitExternalLocalOriginErrors: split, EnforcingSuccessRate: wrapperspb.UInt32(0),
+				EnforcingLocalOriginSuccessRate: wrapperspb.UInt32(0), MaxEjectionPercent: wrapperspb.UInt32(100)}
+		})
+		return c, c.hosts.Load().hosts[0]
+	}
+	c, h := mk(false)
+	ep := Endpoint{h: h}
+	c.ReportLocalFailure(ep, LocalConnectFailed)
+	c.ReportConnectSuccess(ep) // resets
+	c.ReportLocalFailure(ep, LocalTimeout)
+	if h.ejected.Load() {
+		t.Fatal("not split: ejected although a success came between the failures")
+	}
+	c.ReportLocalFailure(ep, LocalReset)
+	if !h.ejected.Load() {
+		t.Fatal("not split: two local failures in a row count as two 5xx")
+	}
+	c, h = mk(true)
+	ep = Endpoint{h: h}
+	c.ReportLocalFailure(ep, LocalConnectFailed)
+	c.ReportStatus(ep, 503) // external: its own counter
+	c.ReportConnectSuccess(ep)
+	c.ReportLocalFailure(ep, LocalConnectFailed)
+	if h.ejected.Load() {
+		t.Fatal("split: ejected although a connection opened between the local failures")
+	}
+	c.ReportStatus(ep, 500) // the second external 5xx in a row
+	if !h.ejected.Load() {
+		t.Fatal("split: two external 5xx in a row must eject")
+	}
+	if got := c.Stats.Counter("outlier_detection.ejections_enforced_consecutive_5xx").Load(); got != 1 {
+		t.Errorf("ejections_enforced_consecutive_5xx = %d", got)
+	}
+}

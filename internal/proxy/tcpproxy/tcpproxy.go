@@ -121,6 +121,7 @@ func (f *Filter) Serve(ctx context.Context, c net.Conn, dst netip.AddrPort, src 
 		cl.ReportLocalFailure(ep, cluster.LocalConnectFailed) // outlier detection
 		return
 	}
+	cl.ReportConnectSuccess(ep)
 	defer up.Close()
 	PipeIdle(c, up, f.IdleTimeout)
 }

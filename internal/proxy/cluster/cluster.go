@@ -133,7 +133,7 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 		}
-		out.setEndpoints(eps)
+		out.setEndpointList(eps)
 	case clusterv3.Cluster_EDS:
 		out.Kind = KindEDS
 		out.EDSName = c.GetEdsClusterConfig().GetServiceName()
@@ -212,7 +212,12 @@ func (c *Cluster) Endpoints() []Endpoint {
 // hasEndpoints reports whether the cluster got its first endpoint list.
 func (c *Cluster) hasEndpoints() bool { return c.hosts.Load() != nil }
 
-func (c *Cluster) setEndpoints(l endpointList) {
+// setEndpoints replaces the endpoints with eps, all of weight 1.
+func (c *Cluster) setEndpoints(eps []Endpoint) { c.setEndpointList(endpointList{eps: eps}) }
+
+// setEndpointList replaces the endpoints; hosts whose address stays keep
+// their state.
+func (c *Cluster) setEndpointList(l endpointList) {
 	s := newHostSet(l.eps, l.weights, c.hosts.Load(), c.lb)
 	c.hosts.Store(s)
 	if c.hc != nil {

@@ -136,7 +136,7 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 				if err != nil {
 					return nil, fmt.Errorf("cluster %q: endpoints %q: %w", name, b.EDSName, err)
 				}
-				b.setEndpoints(eps)
+				b.setEndpointList(eps)
 			}
 		}
 		if b.Kind == KindEDS && !b.hasEndpoints() {
@@ -219,7 +219,7 @@ func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignm
 		m.cla[name] = cla
 		for _, c := range next {
 			if c.Kind == KindEDS && c.EDSName == name {
-				c.setEndpoints(parsed[name])
+				c.setEndpointList(parsed[name])
 			}
 		}
 	}
@@ -228,7 +228,7 @@ func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignm
 		if !ok {
 			continue
 		}
-		w.setEndpoints(eps)
+		w.setEndpointList(eps)
 		if old := next[cname]; old != nil {
 			m.retire([]*Cluster{old})
 		}

@@ -539,3 +539,117 @@ func TestLocalOriginFailures(t *testing.T) {
 		t.Errorf("ejections_enforced_consecutive_5xx = %d", got)
 	}
 }
+
+// The ejection time is base_ejection_time × the host's ejection count,
+// within max_ejection_time; each interval back in service takes one off
+// the count.
+func TestEjectionTimeGrowsAndDecays(t *testing.T) {
+	c := staticCluster(t, 2, func(c *clusterv3.Cluster) {
+		c.OutlierDetection = &clusterv3.OutlierDetection{
+			Consecutive_5Xx: wrapperspb.UInt32(1), EnforcingSuccessRate: wrapperspb.UInt32(0),
+			Interval: durationpb.New(10 * time.Second), BaseEjectionTime: durationpb.New(30 * time.Second),
+			MaxEjectionTime: durationpb.New(70 * time.Second), MaxEjectionPercent: wrapperspb.UInt32(100),
+		}
+	})
+	h := c.hosts.Load().hosts[0]
+	ejectFor := func() time.Duration {
+		t.Helper()
+		before := time.Now()
+		c.ReportStatus(Endpoint{h: h}, 500)
+		if !h.ejected.Load() {
+			t.Fatal("not ejected")
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.od.ejectedUntil.Sub(before).Round(time.Second)
+	}
+	// back returns h to service as if its ejection ended, then idle
+	// passed.
+	back := func(idle time.Duration) {
+		h.mu.Lock()
+		h.od.ejectedUntil = time.Now().Add(-time.Millisecond)
+		h.mu.Unlock()
+		c.returnIfExpired(h, time.Now())
+		if h.ejected.Load() {
+			t.Fatal("still ejected after its time")
+		}
+		h.mu.Lock()
+		h.od.lastChange = h.od.lastChange.Add(-idle)
+		h.mu.Unlock()
+	}
+	if d := ejectFor(); d != 30*time.Second {
+		t.Fatalf("first ejection %v, want 30s", d)
+	}
+	back(0)
+	if d := ejectFor(); d != 60*time.Second {
+		t.Fatalf("second ejection %v, want 60s", d)
+	}
+	back(0)
+	if d := ejectFor(); d != 70*time.Second {
+		t.Fatalf("third ejection %v, want max_ejection_time 70s", d)
+	}
+	back(25 * time.Second) // two intervals: the count goes from 3 to 1
+	if d := ejectFor(); d != 60*time.Second {
+		t.Fatalf("after two quiet intervals %v, want 60s (count 2)", d)
+	}
+	if got := c.Stats.Gauge("outlier_detection.ejections_active").Load(); got != 1 {
+		t.Errorf("ejections_active = %d, want 1", got)
+	}
+}
+
+// max_ejection_percent: past it a host is not ejected (counted as
+// ejections_overflow), but one host always may be.
+func TestMaxEjectionPercent(t *testing.T) {
+	c := staticCluster(t, 3, func(c *clusterv3.Cluster) {
+		c.OutlierDetection = &clusterv3.OutlierDetection{ConsecutiveGatewayFailure: wrapperspb.UInt32(2),
+			EnforcingConsecutiveGatewayFailure: wrapperspb.UInt32(100), Consecutive_5Xx: wrapperspb.UInt32(0),
+			EnforcingSuccessRate: wrapperspb.UInt32(0), MaxEjectionPercent: wrapperspb.UInt32(34)}
+	})
+	hs := c.hosts.Load().hosts
+	for _, h := range hs[:2] {
+		c.ReportStatus(Endpoint{h: h}, 502)
+		c.ReportStatus(Endpoint{h: h}, 504)
+	}
+	if !hs[0].ejected.Load() || hs[1].ejected.Load() {
+		t.Fatalf("ejected %v %v: want the first (one host always may be) and not the second (2 of 3 > 34%%)", hs[0].ejected.Load(), hs[1].ejected.Load())
+	}
+	if got := c.Stats.Counter("outlier_detection.ejections_overflow").Load(); got != 1 {
+		t.Errorf("ejections_overflow = %d, want 1", got)
+	}
+	if got := c.Stats.Counter("outlier_detection.ejections_enforced_consecutive_gateway_failure").Load(); got != 1 {
+		t.Errorf("gateway ejections = %d, want 1", got)
+	}
+	// 500 is a 5xx but not a gateway error: it neither counts nor resets
+	// the gateway count, so 502, 500, 503 reach the threshold (and
+	// overflow again); a 200 resets it.
+	h := hs[2]
+	c.ReportStatus(Endpoint{h: h}, 502)
+	c.ReportStatus(Endpoint{h: h}, 200)
+	c.ReportStatus(Endpoint{h: h}, 503)
+	if got := c.Stats.Counter("outlier_detection.ejections_overflow").Load(); got != 1 {
+		t.Fatalf("a 200 between two gateway errors: ejections_overflow = %d, want still 1", got)
+	}
+	c.ReportStatus(Endpoint{h: h}, 500)
+	c.ReportStatus(Endpoint{h: h}, 504)
+	if got := c.Stats.Counter("outlier_detection.ejections_overflow").Load(); got != 2 {
+		t.Errorf("503, 500, 504: ejections_overflow = %d, want 2", got)
+	}
+}
+
+func TestTCPKeepaliveConfig(t *testing.T) {
+	c := staticCluster(t, 1, func(c *clusterv3.Cluster) {
+		c.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: &corev3.TcpKeepalive{
+			KeepaliveTime: wrapperspb.UInt32(60), KeepaliveInterval: wrapperspb.UInt32(10), KeepaliveProbes: wrapperspb.UInt32(3)}}
+	})
+	want := net.KeepAliveConfig{Enable: true, Idle: time.Minute, Interval: 10 * time.Second, Count: 3}
+	if got := c.dialer.KeepAliveConfig; got != want {
+		t.Errorf("keepalive %+v, want %+v", got, want)
+	}
+	c = staticCluster(t, 1, func(c *clusterv3.Cluster) {
+		c.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: &corev3.TcpKeepalive{}}
+	})
+	want = net.KeepAliveConfig{Enable: true, Idle: -1, Interval: -1, Count: -1}
+	if got := c.dialer.KeepAliveConfig; got != want {
+		t.Errorf("keepalive without values %+v, want the system's (%+v)", got, want)
+	}
+}

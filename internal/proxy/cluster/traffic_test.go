@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -651,5 +652,117 @@ func TestTCPKeepaliveConfig(t *testing.T) {
 	want = net.KeepAliveConfig{Enable: true, Idle: -1, Interval: -1, Count: -1}
 	if got := c.dialer.KeepAliveConfig; got != want {
 		t.Errorf("keepalive without values %+v, want the system's (%+v)", got, want)
+	}
+}
+
+func hostsOf(weights ...uint32) []*host {
+	hs := make([]*host, len(weights))
+	for i, w := range weights {
+		hs[i] = &host{ep: Endpoint{Network: "tcp", Address: fmt.Sprintf("10.0.0.%d:80", i+1)}, weight: w}
+	}
+	return hs
+}
+
+// Every balancer: weights shape the share (3:1 within a tolerance), and a
+// host the filter refuses is never picked; nil when the filter refuses all.
+func TestBalancersWeightsAndFilter(t *testing.T) {
+	for _, p := range []clusterv3.Cluster_LbPolicy{clusterv3.Cluster_ROUND_ROBIN, clusterv3.Cluster_RANDOM,
+		clusterv3.Cluster_RING_HASH, clusterv3.Cluster_MAGLEV, clusterv3.Cluster_LEAST_REQUEST} {
+		lb := lbConfig{policy: p, minRing: 1024, maxRing: defaultMaxRingSize, maglevSize: 65537, choiceCount: 2}
+		hs := hostsOf(3, 1)
+		b := lb.build(hs)
+		n := map[*host]int{}
+		for i := range uint64(4000) {
+			n[b.pick(i*0x9e3779b97f4a7c15, true, nil)]++
+		}
+		if p != clusterv3.Cluster_LEAST_REQUEST { // no request is in flight: least request ignores weights then
+			if share := float64(n[hs[0]]) / 4000; share < 0.65 || share > 0.85 {
+				t.Errorf("%s: the weight-3 host got %.2f of the picks, want about 0.75", p, share)
+			}
+		}
+		notFirst := func(h *host) bool { return h != hs[0] }
+		for i := range uint64(200) {
+			if got := b.pick(i*0x9e3779b97f4a7c15, true, notFirst); got != hs[1] {
+				t.Fatalf("%s: picked %v with the filter refusing it", p, got.ep.Address)
+			}
+		}
+		if got := b.pick(1, true, func(*host) bool { return false }); got != nil {
+			t.Errorf("%s: picked %v with every host refused", p, got.ep.Address)
+		}
+	}
+	if got := (lbConfig{policy: clusterv3.Cluster_ROUND_ROBIN}).build(nil).pick(0, false, nil); got != nil {
+		t.Errorf("empty host set picked %v", got)
+	}
+}
+
+// Least request weighs active requests by weight: a weight-4 host with 3
+// in flight is as loaded as a weight-1 host with none.
+func TestLeastRequestWeighted(t *testing.T) {
+	hs := hostsOf(4, 1)
+	hs[0].active.Store(3)
+	if less(hs[0], hs[1]) || less(hs[1], hs[0]) {
+		t.Error("(3+1)/4 and (0+1)/1 are equal loads")
+	}
+	hs[0].active.Store(2)
+	if !less(hs[0], hs[1]) {
+		t.Error("(2+1)/4 is less than (0+1)/1")
+	}
+}
+
+func TestPickRequestCountsActive(t *testing.T) {
+	c := staticCluster(t, 1, nil)
+	h := c.hosts.Load().hosts[0]
+	a, _ := c.PickRequest(netip.AddrPort{}, 0, false)
+	b, _ := c.PickRequest(netip.AddrPort{}, 0, false)
+	if h.active.Load() != 2 || c.breaker.requests.Load() != 2 {
+		t.Fatalf("after two picks: active %d, requests %d", h.active.Load(), c.breaker.requests.Load())
+	}
+	c.Finish(a)
+	c.Finish(b)
+	c.Finish(Endpoint{}) // not from PickRequest: ignored
+	if h.active.Load() != 0 || c.breaker.requests.Load() != 0 {
+		t.Fatalf("after Finish: active %d, requests %d", h.active.Load(), c.breaker.requests.Load())
+	}
+	// Pick (connections) does not count.
+	if ep, _ := c.Pick(netip.AddrPort{}); ep.counted || h.active.Load() != 0 {
+		t.Error("Pick counted a request")
+	}
+}
+
+// Health check thresholds: a new host is healthy on its first success;
+// then unhealthy_threshold failures in a row take it out and
+// healthy_threshold successes in a row bring it back.
+func TestHealthThresholds(t *testing.T) {
+	c := staticCluster(t, 1, func(c *clusterv3.Cluster) {
+		c.HealthChecks = []*corev3.HealthCheck{{Timeout: durationpb.New(time.Second), Interval: durationpb.New(time.Hour),
+			UnhealthyThreshold: wrapperspb.UInt32(2), HealthyThreshold: wrapperspb.UInt32(3),
+			HealthChecker: &corev3.HealthCheck_TcpHealthCheck_{TcpHealthCheck: &corev3.HealthCheck_TcpHealthCheck{}}}}
+	})
+	hc, h := c.hc, c.hosts.Load().hosts[0]
+	if !h.hcFailed.Load() {
+		t.Fatal("a new host must start failed")
+	}
+	fail := errors.New("down")
+	steps := []struct {
+		err        error
+		wantFailed bool
+	}{
+		{nil, false},                               // first success
+		{fail, false}, {nil, false}, {fail, false}, // never two in a row
+		{fail, true},
+		{nil, true}, {nil, true}, {fail, true}, {nil, true}, {nil, true},
+		{nil, false}, // third success in a row
+	}
+	for i, s := range steps {
+		hc.record(h, s.err)
+		if h.hcFailed.Load() != s.wantFailed {
+			t.Fatalf("step %d: failed = %v, want %v", i, h.hcFailed.Load(), s.wantFailed)
+		}
+	}
+	if got := c.Stats.Counter("health_check.attempt").Load(); got != uint64(len(steps)) {
+		t.Errorf("health_check.attempt = %d, want %d", got, len(steps))
+	}
+	if got := c.Stats.Counter("health_check.failure").Load(); got != 4 {
+		t.Errorf("health_check.failure = %d, want 4", got)
 	}
 }

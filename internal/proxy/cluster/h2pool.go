@@ -122,7 +122,7 @@ func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientCon
 	for {
 		p.mu.Lock()
 		for _, cc := range p.conns[key] {
-			if p.hasRoom(cc) && p.usable(cc) && cc.ReserveNewRequest() {
+			if p.hasRoom(cc) && p.usable(req.Context(), cc) && cc.ReserveNewRequest() {
 				p.counted(cc)
 				p.mu.Unlock()
 				return cc, nil
@@ -134,7 +134,7 @@ func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientCon
 			// stream limit rather than open another; with none to
 			// share, the request overflows (streams do not queue).
 			for _, cc := range p.conns[key] {
-				if p.usable(cc) && cc.ReserveNewRequest() {
+				if p.usable(req.Context(), cc) && cc.ReserveNewRequest() {
 					p.counted(cc)
 					p.mu.Unlock()
 					return cc, nil
@@ -187,15 +187,16 @@ func (p *h2Pool) underMaxRequests(cc *http2.ClientConn) bool {
 // usable reports whether cc may take a new stream under
 // max_requests_per_connection and max_connection_duration; a connection
 // that may not is retired: it closes once its streams are done (p.mu held).
-func (p *h2Pool) usable(cc *http2.ClientConn) bool {
+func (p *h2Pool) usable(ctx context.Context, cc *http2.ClientConn) bool {
 	l := p.life[cc]
 	if l == nil {
 		return true
 	}
 	if !l.retired && (p.maxRequests > 0 && l.streams >= p.maxRequests || !l.expires.IsZero() && !time.Now().Before(l.expires)) {
 		l.retired = true
-		// Shutdown waits for the streams in flight, then closes.
-		go cc.Shutdown(context.Background()) //nolint:errcheck // closes either way
+		// Shutdown waits for the streams in flight, then closes; the
+		// request that noticed must not cut it short.
+		go cc.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // closes either way
 	}
 	return !l.retired
 }

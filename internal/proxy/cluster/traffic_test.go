@@ -766,3 +766,25 @@ func TestHealthThresholds(t *testing.T) {
 		t.Errorf("health_check.failure = %d, want 4", got)
 	}
 }
+
+// An endpoint update keeps the state of the hosts whose address stays
+// (here an ejection) and drops the others.
+func TestEndpointUpdateKeepsHostState(t *testing.T) {
+	c := staticCluster(t, 2, func(c *clusterv3.Cluster) {
+		c.OutlierDetection = &clusterv3.OutlierDetection{Consecutive_5Xx: wrapperspb.UInt32(1),
+			EnforcingSuccessRate: wrapperspb.UInt32(0), BaseEjectionTime: durationpb.New(time.Hour)}
+	})
+	old := c.hosts.Load().hosts
+	c.ReportStatus(Endpoint{h: old[0]}, 500)
+	c.setEndpoints([]Endpoint{old[0].ep, {Network: "tcp", Address: "127.0.0.1:9"}})
+	now := c.hosts.Load().hosts
+	if now[0] != old[0] || !now[0].ejected.Load() {
+		t.Fatal("the host that stayed lost its state")
+	}
+	if now[1] == old[1] || now[1].ep.Address != "127.0.0.1:9" {
+		t.Fatal("the new host is not a new one")
+	}
+	if got := c.Endpoints(); len(got) != 2 || got[1].Address != "127.0.0.1:9" {
+		t.Fatalf("Endpoints() = %v", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -45,6 +46,12 @@ type Endpoint struct {
 	// overrides upstream_bind_config; connections with a source are never
 	// shared with another source.
 	Source OriginalSource
+
+	// h is the host the load balancer picked (nil for ORIGINAL_DST and
+	// endpoints made by hand); outlier reports and Finish go to it.
+	h *host
+	// counted is set by PickRequest: Finish releases the request.
+	counted bool
 }
 
 // OriginalSource is what Envoy's original_src listener filter puts on the
@@ -74,28 +81,44 @@ type Cluster struct {
 	Stats          *stats.ClusterStats
 	connectTimeout time.Duration
 	dialer         *net.Dialer
+	log            *slog.Logger
+	lb             lbConfig
+	breaker        *breaker
+	outlier        *outlierConfig // nil: no outlier detection
+	odStats        outlierStats
+	panicThreshold float64        // healthy_panic_threshold, percent
+	hc             *healthChecker // nil: no active health checking
 
-	endpoints atomic.Pointer[[]Endpoint]
-	rr        atomic.Uint64
-	pool      *httpPool // net/http codec
-	h1        h1Pool    // strait HTTP/1.1 codec
-	proto     UpstreamProtocol
-	h2        *h2Pool       // nil when proto is UpstreamHTTP1
-	dns       *dnsDiscovery // KindStrictDNS and KindLogicalDNS only
-	dnsReady  atomic.Bool   // the first resolution is done
+	hosts    atomic.Pointer[hostSet] // nil until the first endpoints
+	pool     *httpPool               // net/http codec
+	h1       h1Pool                  // strait HTTP/1.1 codec
+	proto    UpstreamProtocol
+	h2       *h2Pool       // nil when proto is UpstreamHTTP1
+	dns      *dnsDiscovery // KindStrictDNS and KindLogicalDNS only
+	dnsReady atomic.Bool   // the first resolution is done
 }
 
-func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
+func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, error) {
 	out := &Cluster{
 		Name:           c.GetName(),
 		Config:         c,
 		Stats:          st.Cluster(c.GetName()),
 		connectTimeout: defaultConnectTimeout,
+		log:            log,
+	}
+	if out.log == nil {
+		out.log = slog.New(slog.DiscardHandler)
+	}
+	if err := checkClusterFields(c); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 	}
 	if ct := c.GetConnectTimeout(); ct != nil {
 		out.connectTimeout = ct.AsDuration()
 	}
 	out.dialer = &net.Dialer{Timeout: out.connectTimeout, KeepAlive: 30 * time.Second}
+	if err := out.configureTraffic(c); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+	}
 	if err := out.h1.configure(c); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 	}
@@ -116,7 +139,7 @@ func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 		}
-		out.endpoints.Store(&eps)
+		out.setEndpointList(eps)
 	case clusterv3.Cluster_EDS:
 		out.Kind = KindEDS
 		out.EDSName = c.GetEdsClusterConfig().GetServiceName()
@@ -157,8 +180,18 @@ func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
 	return out, nil
 }
 
-func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) ([]Endpoint, error) {
-	var eps []Endpoint
+// endpointList is a cluster's endpoints with their load balancing weights.
+type endpointList struct {
+	eps     []Endpoint
+	weights []uint32 // load_balancing_weight per endpoint; nil: all 1
+}
+
+func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) (endpointList, error) {
+	var out endpointList
+	if err := checkAssignment(cla); err != nil {
+		return out, err
+	}
+	weighted := false
 	for _, lle := range cla.GetEndpoints() {
 		for _, lbe := range lle.GetLbEndpoints() {
 			switch lbe.GetHealthStatus() {
@@ -166,46 +199,49 @@ func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) ([]Endpoint, error) {
 				continue
 			}
 			if lbe.GetEndpoint() == nil {
-				return nil, errors.New("lb_endpoint without endpoint (named endpoints are not supported)")
+				return out, errors.New("lb_endpoint without endpoint (named endpoints are not supported)")
 			}
 			n, a, err := bootstrap.EndpointAddress(lbe.GetEndpoint().GetAddress())
 			if err != nil {
-				return nil, err
+				return out, err
 			}
-			eps = append(eps, Endpoint{Network: n, Address: a})
+			w := lbe.GetLoadBalancingWeight().GetValue()
+			if w == 0 {
+				w = 1
+			}
+			weighted = weighted || w != 1
+			out.eps = append(out.eps, Endpoint{Network: n, Address: a})
+			out.weights = append(out.weights, w)
 		}
 	}
-	return eps, nil
+	if !weighted {
+		out.weights = nil
+	}
+	return out, nil
 }
 
 // Endpoints returns the current endpoint list (read-only).
 func (c *Cluster) Endpoints() []Endpoint {
-	if p := c.endpoints.Load(); p != nil {
-		return *p
+	if s := c.hosts.Load(); s != nil {
+		return s.eps
 	}
 	return nil
 }
 
-func (c *Cluster) setEndpoints(eps []Endpoint) { c.endpoints.Store(&eps) }
+// hasEndpoints reports whether the cluster got its first endpoint list.
+func (c *Cluster) hasEndpoints() bool { return c.hosts.Load() != nil }
 
-// Pick chooses the upstream endpoint for one request or connection.
-// originalDst is the downstream connection's original destination, used by
-// ORIGINAL_DST clusters.
-func (c *Cluster) Pick(originalDst netip.AddrPort) (Endpoint, error) {
-	if c.Kind == KindOriginalDst {
-		if !originalDst.IsValid() {
-			return Endpoint{}, ErrNoHealthyUpstream
-		}
-		return Endpoint{Network: "tcp", Address: originalDst.String()}, nil
+// setEndpoints replaces the endpoints with eps, all of weight 1.
+func (c *Cluster) setEndpoints(eps []Endpoint) { c.setEndpointList(endpointList{eps: eps}) }
+
+// setEndpointList replaces the endpoints; hosts whose address stays keep
+// their state.
+func (c *Cluster) setEndpointList(l endpointList) {
+	s := newHostSet(l.eps, l.weights, c.hosts.Load(), c.lb)
+	c.hosts.Store(s)
+	if c.hc != nil {
+		c.hc.update(s)
 	}
-	p := c.endpoints.Load()
-	if p == nil || len(*p) == 0 {
-		c.Stats.NoHealthy.Add(1)
-		return Endpoint{}, ErrNoHealthyUpstream
-	}
-	eps := *p
-	n := c.rr.Add(1) - 1
-	return eps[n%uint64(len(eps))], nil
 }
 
 // Dial opens an upstream connection to ep, honouring connect_timeout and
@@ -256,9 +292,20 @@ func (c *Cluster) stopDiscovery() {
 	}
 }
 
+// activate is called when the cluster starts serving (it is published as
+// active): its health checks start.
+func (c *Cluster) activate() {
+	if c.hc != nil {
+		c.hc.activate()
+	}
+}
+
 // close releases idle pooled connections; in-flight ones finish normally.
 func (c *Cluster) close() {
 	c.stopDiscovery()
+	if c.hc != nil {
+		c.hc.close()
+	}
 	c.pool.closeIdle()
 	c.h1.closeIdle(false)
 	if c.h2 != nil {

@@ -375,7 +375,7 @@ func TestDNSClusterRefusesWhatItDoesNotImplement(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dnsCluster(t, clusterv3.Cluster_STRICT_DNS, srv, "db.example.test:80")
 			tc.mutate(c)
-			_, err := build(c, stats.New())
+			_, err := build(c, stats.New(), slog.New(slog.DiscardHandler))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("build error = %v, want one naming %q", err, tc.want)
 			}
@@ -410,7 +410,7 @@ func TestOriginalDstRefusesOtherDestinations(t *testing.T) {
 	}
 	c := base()
 	c.LbConfig = &clusterv3.Cluster_OriginalDstLbConfig_{OriginalDstLbConfig: &clusterv3.Cluster_OriginalDstLbConfig{}}
-	if _, err := build(c, stats.New()); err != nil {
+	if _, err := build(c, stats.New(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("empty original_dst_lb_config: %v", err)
 	}
 	for field, cfg := range map[string]*clusterv3.Cluster_OriginalDstLbConfig{
@@ -421,7 +421,7 @@ func TestOriginalDstRefusesOtherDestinations(t *testing.T) {
 	} {
 		c := base()
 		c.LbConfig = &clusterv3.Cluster_OriginalDstLbConfig_{OriginalDstLbConfig: cfg}
-		if _, err := build(c, stats.New()); err == nil || !strings.Contains(err.Error(), "original_dst_lb_config."+field) {
+		if _, err := build(c, stats.New(), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "original_dst_lb_config."+field) {
 			t.Errorf("%s: %v, want refused by name", field, err)
 		}
 	}

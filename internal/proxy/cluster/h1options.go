@@ -26,7 +26,8 @@ func commonHTTPOptions(c *clusterv3.Cluster) (*corev3.HttpProtocolOptions, error
 }
 
 // configure reads the pool's settings from the cluster: idle_timeout
-// (Envoy's default 1 h; 0 disables it) and max_requests_per_connection.
+// (Envoy's default 1 h; 0 disables it), max_requests_per_connection and
+// max_connection_duration (a connection older than that is not reused).
 // Fields of common_http_protocol_options the HTTP/1.1 pool can't honour
 // are refused rather than ignored.
 func (p *h1Pool) configure(c *clusterv3.Cluster) error {
@@ -45,9 +46,17 @@ func (p *h1Pool) configure(c *clusterv3.Cluster) error {
 		p.maxRequests = v.GetValue()
 	}
 	const field = "common_http_protocol_options."
+	if d := o.GetMaxConnectionDuration(); d != nil {
+		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
+			return fmt.Errorf("%smax_connection_duration %v is not a valid duration", field, d)
+		}
+		// Counted in the pool's whole seconds, at least one.
+		p.maxDuration = int64(d.AsDuration() / time.Second)
+		if d.AsDuration() > 0 && p.maxDuration == 0 {
+			p.maxDuration = 1
+		}
+	}
 	switch {
-	case o.GetMaxConnectionDuration() != nil:
-		return fmt.Errorf("%smax_connection_duration is not supported for upstream connections (remove it)", field)
 	case o.GetMaxStreamDuration() != nil:
 		return fmt.Errorf("%smax_stream_duration is not supported (remove it)", field)
 	case o.GetMaxHeadersCount() != nil && o.GetMaxHeadersCount().GetValue() != 100:

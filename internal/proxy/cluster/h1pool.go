@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -38,15 +39,24 @@ type UpstreamConn struct {
 	addr      string
 	src       OriginalSource // original_src: pooled apart, per source
 	idleSince int64          // coarseNow when it became idle
+	expires   int64          // coarseNow after which it is not reused (max_connection_duration); 0: never
 	uses      uint32         // requests sent on it
+	// slot is the cluster's circuit breaker holding this connection's
+	// max_connections slot; released once, by Close.
+	slot *breaker
 }
 
-// Close closes the connection and releases its buffer.
+// Close closes the connection, releases its buffer and gives its slot back
+// to the cluster's connection limit.
 func (u *UpstreamConn) Close() error {
 	err := u.Conn.Close()
 	if u.R != nil {
 		u.R.Release()
 		u.R = nil
+	}
+	if b := u.slot; b != nil {
+		u.slot = nil
+		b.releaseConn()
 	}
 	return err
 }
@@ -59,6 +69,7 @@ type h1Pool struct {
 	// Set at creation, read-only.
 	idleTimeout int64  // seconds; 0: none
 	maxRequests uint32 // per connection; 0: no limit
+	maxDuration int64  // seconds a connection is reused for; 0: no limit
 
 	mu       sync.Mutex // guards the fields below
 	idle     map[string][]*UpstreamConn
@@ -73,37 +84,57 @@ type srcKey struct {
 	src  OriginalSource
 }
 
-// GetConn returns an idle connection to ep, or dials a new one.
+// GetConn returns an idle connection to ep, or dials a new one. When the
+// cluster's max_connections are all open, the request waits as a pending
+// request for one to free (max_pending_requests; ErrOverflow beyond).
 func (c *Cluster) GetConn(ctx context.Context, ep Endpoint) (*UpstreamConn, error) {
 	if ep.Network != "tcp" {
 		return nil, ErrPipeEndpoint
 	}
-	if ep.Source.IsValid() {
-		if uc := c.h1.getSrc(srcKey{ep.Address, ep.Source}); uc != nil {
+	for {
+		var uc *UpstreamConn
+		if ep.Source.IsValid() {
+			uc = c.h1.getSrc(srcKey{ep.Address, ep.Source})
+		} else {
+			uc = c.h1.get(ep.Address)
+		}
+		if uc != nil {
 			return uc, nil
 		}
-		return c.DialConn(ctx, ep)
+		uc, err := c.DialConn(ctx, ep)
+		if !errors.Is(err, ErrOverflow) {
+			return uc, err
+		}
+		if err := c.waitForConn(ctx); err != nil {
+			return nil, err
+		}
 	}
-	if uc := c.h1.get(ep.Address); uc != nil {
-		return uc, nil
-	}
-	return c.DialConn(ctx, ep)
 }
 
 // Exchange counts a request sent on uc (max_requests_per_connection).
 func (u *UpstreamConn) Exchange() { u.uses++ }
 
-// DialConn always opens a new connection to ep.
+// DialConn always opens a new connection to ep. It returns ErrOverflow,
+// counting upstream_cx_overflow, when the cluster's max_connections are
+// all open.
 func (c *Cluster) DialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, error) {
 	if ep.Network != "tcp" {
 		return nil, ErrPipeEndpoint
 	}
+	if !c.breaker.tryConn() {
+		return nil, ErrOverflow
+	}
 	nc, err := c.Dial(ctx, ep)
 	if err != nil {
+		c.breaker.releaseConn()
 		return nil, err
 	}
 	d := http1.NewDeadlineConn(http1.WrapConn(nc))
-	return &UpstreamConn{Conn: d, D: d, R: http1.NewReader(d), addr: ep.Address, src: ep.Source}, nil
+	uc := &UpstreamConn{Conn: d, D: d, R: http1.NewReader(d), addr: ep.Address, src: ep.Source, slot: c.breaker}
+	if c.h1.maxDuration > 0 {
+		uc.expires = coarseClock() + c.h1.maxDuration
+	}
+	return uc, nil
 }
 
 // PutConn returns a connection whose last exchange completed cleanly (the
@@ -112,15 +143,18 @@ func (c *Cluster) DialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, err
 // checked when taken out and by a periodic sweep, so that a late or
 // unsolicited response is never read as the answer to another request.
 func (c *Cluster) PutConn(uc *UpstreamConn) {
-	if len(uc.R.Buffered()) != 0 || c.h1.maxRequests > 0 && uc.uses >= c.h1.maxRequests {
-		uc.Close() // unsolicited bytes: the framing is off
+	if len(uc.R.Buffered()) != 0 || c.h1.maxRequests > 0 && uc.uses >= c.h1.maxRequests ||
+		uc.expires != 0 && coarseClock() >= uc.expires {
+		uc.Close() // unsolicited bytes (the framing is off), or used up
 		return
 	}
 	uc.D.SetReadTimeouts(0, time.Time{})
 	uc.D.SetWriteTimeouts(0, time.Time{})
 	if !c.h1.put(uc) {
 		uc.Close()
+		return
 	}
+	c.breaker.signal() // a pending request may take it
 }
 
 // coarseClock is the time in seconds, from the codec's coarse clock (the
@@ -178,7 +212,7 @@ func (p *h1Pool) getSrc(k srcKey) *UpstreamConn {
 // expired, and nothing (no byte, no close) arrived from the upstream since
 // it became idle. The check is one non-blocking MSG_PEEK recv.
 func (p *h1Pool) usable(uc *UpstreamConn, now int64) bool {
-	if p.idleTimeout > 0 && now-uc.idleSince >= p.idleTimeout {
+	if p.idleTimeout > 0 && now-uc.idleSince >= p.idleTimeout || uc.expires != 0 && now >= uc.expires {
 		return false
 	}
 	return http1.Peek(uc.Conn) == http1.PeekQuiet
@@ -269,6 +303,41 @@ func (p *h1Pool) put(uc *UpstreamConn) bool {
 		return false
 	}
 	p.idle[uc.addr] = append(l, uc)
+	return true
+}
+
+// closeOneIdle closes one idle connection, if there is one, freeing its
+// connection slot; it reports whether it did.
+func (p *h1Pool) closeOneIdle() bool {
+	var victim *UpstreamConn
+	p.mu.Lock()
+	for k, l := range p.idle {
+		victim = l[0]
+		if len(l) == 1 {
+			delete(p.idle, k)
+		} else {
+			p.idle[k] = append(l[:0], l[1:]...)
+			clear(l[len(l)-1:])
+		}
+		break
+	}
+	if victim == nil {
+		for k, l := range p.idleSrc {
+			victim = l[0]
+			if len(l) == 1 {
+				delete(p.idleSrc, k)
+			} else {
+				p.idleSrc[k] = append(l[:0], l[1:]...)
+				clear(l[len(l)-1:])
+			}
+			break
+		}
+	}
+	p.mu.Unlock()
+	if victim == nil {
+		return false
+	}
+	victim.Close()
 	return true
 }
 

@@ -25,7 +25,7 @@ func withHTTPOptions(o *corev3.HttpProtocolOptions) *clusterv3.Cluster {
 }
 
 func TestH1PoolOptions(t *testing.T) {
-	c, err := build(eds("c", "c", time.Second), stats.New())
+	c, err := build(eds("c", "c", time.Second), stats.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,14 +33,14 @@ func TestH1PoolOptions(t *testing.T) {
 		t.Errorf("defaults: idle %ds max %d, want Envoy's 1 h and no limit", c.h1.idleTimeout, c.h1.maxRequests)
 	}
 	c, err = build(withHTTPOptions(&corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(90 * time.Second),
-		MaxRequestsPerConnection: wrapperspb.UInt32(3)}), stats.New())
+		MaxRequestsPerConnection: wrapperspb.UInt32(3)}), stats.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.h1.idleTimeout != 90 || c.h1.maxRequests != 3 {
 		t.Errorf("idle %ds max %d, want 90 s and 3", c.h1.idleTimeout, c.h1.maxRequests)
 	}
-	_, err = build(withHTTPOptions(&corev3.HttpProtocolOptions{MaxStreamDuration: durationpb.New(time.Second)}), stats.New())
+	_, err = build(withHTTPOptions(&corev3.HttpProtocolOptions{MaxStreamDuration: durationpb.New(time.Second)}), stats.New(), nil)
 	if err == nil || !strings.Contains(err.Error(), "max_stream_duration") {
 		t.Errorf("max_stream_duration: got %v, want it refused by name", err)
 	}
@@ -65,7 +65,7 @@ func TestIdlePooledConnWatched(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	c, err := build(eds("c", "c", time.Second), stats.New())
+	c, err := build(eds("c", "c", time.Second), stats.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

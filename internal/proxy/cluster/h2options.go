@@ -40,6 +40,10 @@ type HTTP2Settings struct {
 	// IdleTimeout (upstream common_http_protocol_options.idle_timeout)
 	// closes a connection without streams for that long.
 	IdleTimeout time.Duration
+	// MaxRequestsPerConnection and MaxConnectionDuration (the same
+	// options) retire a connection after that many streams or that long.
+	MaxRequestsPerConnection uint32
+	MaxConnectionDuration    time.Duration
 }
 
 // http2Supported are the Http2ProtocolOptions fields ParseHTTP2Options reads.
@@ -117,10 +121,20 @@ func httpProtocol(c *clusterv3.Cluster) (UpstreamProtocol, HTTP2Settings, error)
 		return 0, h2, err
 	}
 	// common_http_protocol_options is checked by the HTTP/1.1 pool's
-	// configure, which refuses what neither pool honours; idle_timeout is
-	// honoured by both, max_requests_per_connection only by HTTP/1.1.
-	if it := o.GetCommonHttpProtocolOptions().GetIdleTimeout(); it != nil {
+	// configure, which refuses what neither pool honours; idle_timeout,
+	// max_requests_per_connection and max_connection_duration are
+	// honoured by both.
+	common := o.GetCommonHttpProtocolOptions()
+	if it := common.GetIdleTimeout(); it != nil {
 		h2.IdleTimeout = it.AsDuration()
+	}
+	h2.MaxRequestsPerConnection = common.GetMaxRequestsPerConnection().GetValue()
+	if d := common.GetMaxConnectionDuration(); d != nil {
+		h2.MaxConnectionDuration = d.AsDuration()
+	}
+	withCommon := func(s HTTP2Settings) HTTP2Settings {
+		s.IdleTimeout, s.MaxRequestsPerConnection, s.MaxConnectionDuration = h2.IdleTimeout, h2.MaxRequestsPerConnection, h2.MaxConnectionDuration
+		return s
 	}
 	switch p := o.GetUpstreamProtocolOptions().(type) {
 	case *upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_:
@@ -132,11 +146,7 @@ func httpProtocol(c *clusterv3.Cluster) (UpstreamProtocol, HTTP2Settings, error)
 			return UpstreamHTTP1, HTTP2Settings{}, nil
 		case *upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions:
 			s, err := ParseHTTP2Options(field+".explicit_http_config.http2_protocol_options", pc.Http2ProtocolOptions)
-			s.IdleTimeout = h2.IdleTimeout
-			if err == nil {
-				err = refuseH1OnlyOptions(field, UpstreamHTTP2, &o)
-			}
-			return UpstreamHTTP2, s, err
+			return UpstreamHTTP2, withCommon(s), err
 		default:
 			return 0, h2, fmt.Errorf("%s.explicit_http_config: %T is not supported (want http_protocol_options or http2_protocol_options)", field, pc)
 		}
@@ -150,20 +160,7 @@ func httpProtocol(c *clusterv3.Cluster) (UpstreamProtocol, HTTP2Settings, error)
 			return 0, h2, err
 		}
 		s, err := ParseHTTP2Options(f+".http2_protocol_options", u.GetHttp2ProtocolOptions())
-		s.IdleTimeout = h2.IdleTimeout
-		if err == nil {
-			err = refuseH1OnlyOptions(field, UpstreamDownstream, &o)
-		}
-		return UpstreamDownstream, s, err
+		return UpstreamDownstream, withCommon(s), err
 	}
-	return proto, h2, refuseH1OnlyOptions(field, proto, &o)
-}
-
-// refuseH1OnlyOptions refuses, for a cluster that may speak HTTP/2
-// upstream, the common options only the HTTP/1.1 pool honours.
-func refuseH1OnlyOptions(field string, proto UpstreamProtocol, o *upstreamhttp.HttpProtocolOptions) error {
-	if proto != UpstreamHTTP1 && o.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection() != nil {
-		return fmt.Errorf("%s.common_http_protocol_options.max_requests_per_connection is not supported for HTTP/2 upstreams (remove it)", field)
-	}
-	return nil
+	return proto, h2, nil
 }

@@ -28,11 +28,24 @@ type h2Pool struct {
 	c          *Cluster
 	t          *http2.Transport
 	maxStreams uint32 // the cluster's limit per connection; 0 means the server's only
+	// maxRequests (max_requests_per_connection) and maxAge
+	// (max_connection_duration) retire a connection: no new stream
+	// goes on it, and it closes once its streams are done. 0: no limit.
+	maxRequests uint32
+	maxAge      time.Duration
 
-	mu      sync.Mutex // guards conns, keys and dialing
+	mu      sync.Mutex // guards conns, keys, dialing and life
 	conns   map[h2Key][]*http2.ClientConn
 	keys    map[*http2.ClientConn]h2Key
 	dialing map[h2Key]*h2Dial
+	life    map[*http2.ClientConn]*h2Life // only with maxRequests or maxAge
+}
+
+// h2Life is what retires a connection: streams sent on it and its age.
+type h2Life struct {
+	streams uint32
+	expires time.Time // zero: never
+	retired bool
 }
 
 // h2Key is what a connection may be shared by.
@@ -45,17 +58,21 @@ type h2Key struct {
 type h2Dial struct {
 	done chan struct{}
 	err  error
+	cc   *http2.ClientConn // the new connection, when err is nil
 }
 
 var _ http2.ClientConnPool = (*h2Pool)(nil)
 
 func newH2Pool(c *Cluster, s HTTP2Settings) *h2Pool {
 	p := &h2Pool{
-		c:          c,
-		maxStreams: s.MaxConcurrentStreams,
-		conns:      map[h2Key][]*http2.ClientConn{},
-		keys:       map[*http2.ClientConn]h2Key{},
-		dialing:    map[h2Key]*h2Dial{},
+		c:           c,
+		maxStreams:  s.MaxConcurrentStreams,
+		maxRequests: s.MaxRequestsPerConnection,
+		maxAge:      s.MaxConnectionDuration,
+		conns:       map[h2Key][]*http2.ClientConn{},
+		keys:        map[*http2.ClientConn]h2Key{},
+		dialing:     map[h2Key]*h2Dial{},
+		life:        map[*http2.ClientConn]*h2Life{},
 	}
 	idle := s.IdleTimeout
 	if idle == 0 {
@@ -105,12 +122,29 @@ func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientCon
 	for {
 		p.mu.Lock()
 		for _, cc := range p.conns[key] {
-			if p.hasRoom(cc) && cc.ReserveNewRequest() {
+			if p.hasRoom(cc) && p.usable(req.Context(), cc) && cc.ReserveNewRequest() {
+				p.counted(cc)
 				p.mu.Unlock()
 				return cc, nil
 			}
 		}
 		d := p.dialing[key]
+		if d == nil && !p.c.breaker.tryConn() {
+			// max_connections: share a connection past the cluster's
+			// stream limit rather than open another; with none to
+			// share, the request overflows (streams do not queue).
+			for _, cc := range p.conns[key] {
+				if p.usable(req.Context(), cc) && cc.ReserveNewRequest() {
+					p.counted(cc)
+					p.mu.Unlock()
+					return cc, nil
+				}
+			}
+			p.mu.Unlock()
+			p.c.breaker.st.cxOverflow.Add(1)
+			p.c.breaker.st.pendingOverflow.Add(1)
+			return nil, ErrOverflow
+		}
 		if d == nil {
 			d = &h2Dial{done: make(chan struct{})}
 			p.dialing[key] = d
@@ -129,6 +163,48 @@ func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientCon
 		if d.err != nil {
 			return nil, d.err
 		}
+		// The requests that waited for a dial take their stream on the
+		// new connection even if its max_connection_duration is already
+		// over (as a pending stream attaches when its connection is up),
+		// or the pool would dial without end.
+		p.mu.Lock()
+		if _, open := p.keys[d.cc]; open && p.hasRoom(d.cc) && p.underMaxRequests(d.cc) && d.cc.ReserveNewRequest() {
+			p.counted(d.cc)
+			p.mu.Unlock()
+			return d.cc, nil
+		}
+		p.mu.Unlock()
+	}
+}
+
+// underMaxRequests reports whether cc has carried fewer streams than
+// max_requests_per_connection (p.mu held).
+func (p *h2Pool) underMaxRequests(cc *http2.ClientConn) bool {
+	l := p.life[cc]
+	return l == nil || p.maxRequests == 0 || l.streams < p.maxRequests
+}
+
+// usable reports whether cc may take a new stream under
+// max_requests_per_connection and max_connection_duration; a connection
+// that may not is retired: it closes once its streams are done (p.mu held).
+func (p *h2Pool) usable(ctx context.Context, cc *http2.ClientConn) bool {
+	l := p.life[cc]
+	if l == nil {
+		return true
+	}
+	if !l.retired && (p.maxRequests > 0 && l.streams >= p.maxRequests || !l.expires.IsZero() && !time.Now().Before(l.expires)) {
+		l.retired = true
+		// Shutdown waits for the streams in flight, then closes; the
+		// request that noticed must not cut it short.
+		go cc.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // closes either way
+	}
+	return !l.retired
+}
+
+// counted counts a stream reserved on cc (p.mu held).
+func (p *h2Pool) counted(cc *http2.ClientConn) {
+	if l := p.life[cc]; l != nil {
+		l.streams++
 	}
 }
 
@@ -155,9 +231,18 @@ func (p *h2Pool) dial(ctx context.Context, key h2Key, d *h2Dial) {
 	if err == nil {
 		p.conns[key] = append(p.conns[key], cc)
 		p.keys[cc] = key
+		if p.maxRequests > 0 || p.maxAge > 0 {
+			l := &h2Life{}
+			if p.maxAge > 0 {
+				l.expires = time.Now().Add(p.maxAge)
+			}
+			p.life[cc] = l
+		}
+	} else {
+		p.c.breaker.releaseConn()
 	}
 	delete(p.dialing, key)
-	d.err = err
+	d.err, d.cc = err, cc
 	p.mu.Unlock()
 	close(d.done)
 }
@@ -171,6 +256,8 @@ func (p *h2Pool) MarkDead(cc *http2.ClientConn) {
 		return
 	}
 	delete(p.keys, cc)
+	delete(p.life, cc)
+	p.c.breaker.releaseConn() // its max_connections slot, taken by GetClientConn
 	list := p.conns[key]
 	for i, c := range list {
 		if c == cc {

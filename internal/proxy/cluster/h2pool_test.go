@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -112,7 +113,7 @@ func TestH2PoolMultiplexes(t *testing.T) {
 			o.MaxConcurrentStreams = wrapperspb.UInt32(tc.maxStreams)
 		}
 		cfg.TypedExtensionProtocolOptions = httpOptions(t, explicitH2(o))
-		c, err := build(cfg, stats.New())
+		c, err := build(cfg, stats.New(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,7 @@ func TestH2PoolNewConnAfterGoaway(t *testing.T) {
 	})
 	cfg := originalDstCluster("h2")
 	cfg.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{} //nolint:staticcheck // the legacy field is what this checks
-	c, err := build(cfg, stats.New())
+	c, err := build(cfg, stats.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,9 +213,15 @@ func TestHTTPProtocolOptions(t *testing.T) {
 		}, 0, "explicit_http_config.http2_protocol_options.allow_connect is not supported"},
 		{"unsupported common field", func(c *clusterv3.Cluster) {
 			o := explicitH2(&corev3.Http2ProtocolOptions{})
-			o.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxRequestsPerConnection: wrapperspb.UInt32(1)}
+			o.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxStreamDuration: durationpb.New(time.Second)}
 			c.TypedExtensionProtocolOptions = httpOptions(t, o)
-		}, 0, "common_http_protocol_options.max_requests_per_connection is not supported"},
+		}, 0, "common_http_protocol_options.max_stream_duration is not supported"},
+		{"connection limits", func(c *clusterv3.Cluster) {
+			o := explicitH2(&corev3.Http2ProtocolOptions{})
+			o.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxRequestsPerConnection: wrapperspb.UInt32(1),
+				MaxConnectionDuration: durationpb.New(time.Minute)}
+			c.TypedExtensionProtocolOptions = httpOptions(t, o)
+		}, UpstreamHTTP2, ""},
 		{"auto config", func(c *clusterv3.Cluster) {
 			c.TypedExtensionProtocolOptions = httpOptions(t, &upstreamhttp.HttpProtocolOptions{
 				UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_AutoConfig{AutoConfig: &upstreamhttp.HttpProtocolOptions_AutoHttpConfig{}}})
@@ -226,7 +233,7 @@ func TestHTTPProtocolOptions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := proto.Clone(originalDstCluster("c")).(*clusterv3.Cluster)
 			tc.mod(cfg)
-			c, err := build(cfg, stats.New())
+			c, err := build(cfg, stats.New(), nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v; want one containing %q", err, tc.wantErr)
@@ -241,6 +248,75 @@ func TestHTTPProtocolOptions(t *testing.T) {
 			}
 			if c.UpstreamHTTP2(true) != (tc.want != UpstreamHTTP1) || c.UpstreamHTTP2(false) != (tc.want == UpstreamHTTP2) {
 				t.Errorf("UpstreamHTTP2 disagrees with %v", tc.want)
+			}
+		})
+	}
+}
+
+// max_connections on an HTTP/2 cluster: streams past the cluster's
+// max_concurrent_streams share the one connection allowed instead of
+// opening another, and a second endpoint, with no connection to share,
+// overflows.
+func TestH2PoolMaxConnections(t *testing.T) {
+	be1 := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	be2 := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	cfg := originalDstCluster("h2")
+	cfg.TypedExtensionProtocolOptions = httpOptions(t, explicitH2(&corev3.Http2ProtocolOptions{MaxConcurrentStreams: wrapperspb.UInt32(1)}))
+	cfg.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxConnections: wrapperspb.UInt32(1)}}}
+	c, err := build(cfg, stats.New(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	ep1 := Endpoint{Network: "tcp", Address: be1.Listener.Addr().String()}
+	ep2 := Endpoint{Network: "tcp", Address: be2.Listener.Addr().String()}
+	for range 3 {
+		if body, err := h2get(t, c, ep1, "/"); err != nil || body != "ok" {
+			t.Fatalf("endpoint 1: %q, %v", body, err)
+		}
+	}
+	if _, err := h2get(t, c, ep2, "/"); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("endpoint 2 with the one connection taken: %v, want ErrOverflow", err)
+	}
+	if be1.connCount() != 1 || be2.connCount() != 0 {
+		t.Errorf("connections: %d and %d, want 1 and 0", be1.connCount(), be2.connCount())
+	}
+	if got := c.Stats.Counter("upstream_cx_overflow").Load(); got != 1 {
+		t.Errorf("upstream_cx_overflow = %d", got)
+	}
+}
+
+// max_requests_per_connection and max_connection_duration retire an
+// upstream HTTP/2 connection: the next stream goes on a new one.
+func TestH2PoolRetiresConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		common    *corev3.HttpProtocolOptions
+		wantConns int
+	}{
+		{"max requests 2", &corev3.HttpProtocolOptions{MaxRequestsPerConnection: wrapperspb.UInt32(2)}, 3},
+		{"max duration 1ns", &corev3.HttpProtocolOptions{MaxConnectionDuration: durationpb.New(time.Nanosecond)}, 5},
+		{"no limit", nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+			cfg := originalDstCluster("h2")
+			o := explicitH2(&corev3.Http2ProtocolOptions{})
+			o.CommonHttpProtocolOptions = tc.common
+			cfg.TypedExtensionProtocolOptions = httpOptions(t, o)
+			c, err := build(cfg, stats.New(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.close()
+			ep := Endpoint{Network: "tcp", Address: be.Listener.Addr().String()}
+			for range 5 {
+				if body, err := h2get(t, c, ep, "/"); err != nil || body != "ok" {
+					t.Fatalf("%q, %v", body, err)
+				}
+			}
+			if got := be.connCount(); got != tc.wantConns {
+				t.Errorf("5 requests used %d connections, want %d", got, tc.wantConns)
 			}
 		})
 	}

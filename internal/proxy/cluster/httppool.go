@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -25,11 +26,11 @@ type sourceKey struct{}
 
 func newHTTPPool(c *Cluster) *httpPool {
 	t := newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return c.Dial(ctx, Endpoint{Network: "tcp", Address: addr})
+		return c.dialSlot(ctx, Endpoint{Network: "tcp", Address: addr})
 	})
 	src := newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
 		s, _ := ctx.Value(sourceKey{}).(OriginalSource)
-		return c.Dial(ctx, Endpoint{Network: "tcp", Address: addr, Source: s})
+		return c.dialSlot(ctx, Endpoint{Network: "tcp", Address: addr, Source: s})
 	})
 	src.DisableKeepAlives = true
 	return &httpPool{t: t, src: src}
@@ -73,4 +74,34 @@ func (c *Cluster) RoundTrip(req *http.Request, ep Endpoint) (*http.Response, err
 func (p *httpPool) closeIdle() {
 	p.t.CloseIdleConnections()
 	p.src.CloseIdleConnections()
+}
+
+// dialSlot is Dial within the cluster's max_connections (ErrOverflow when
+// none is free: net/http's pool has no pending queue of ours); the slot is
+// given back when the connection closes.
+func (c *Cluster) dialSlot(ctx context.Context, ep Endpoint) (net.Conn, error) {
+	if !c.breaker.tryConn() {
+		c.breaker.st.cxOverflow.Add(1)
+		c.breaker.st.pendingOverflow.Add(1)
+		return nil, ErrOverflow
+	}
+	conn, err := c.Dial(ctx, ep)
+	if err != nil {
+		c.breaker.releaseConn()
+		return nil, err
+	}
+	return &slotConn{Conn: conn, b: c.breaker}, nil
+}
+
+// slotConn gives its max_connections slot back on its first Close.
+type slotConn struct {
+	net.Conn
+	b    *breaker
+	once sync.Once
+}
+
+func (s *slotConn) Close() error {
+	err := s.Conn.Close()
+	s.once.Do(s.b.releaseConn)
+	return err
 }

@@ -66,7 +66,7 @@ func (m *Manager) AddStatic(cs []*clusterv3.Cluster) error {
 		if err := c.ValidateAll(); err != nil {
 			return fmt.Errorf("static cluster %q: %w", c.GetName(), err)
 		}
-		b, err := build(c, m.stats)
+		b, err := build(c, m.stats, m.log)
 		if err != nil {
 			return err
 		}
@@ -80,6 +80,9 @@ func (m *Manager) AddStatic(cs []*clusterv3.Cluster) error {
 		}
 	}
 	m.active.Store(&next)
+	for _, c := range cs {
+		next[c.GetName()].activate()
+	}
 	return nil
 }
 
@@ -114,7 +117,7 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 			built[name] = w
 			continue
 		}
-		b, err := build(c, m.stats)
+		b, err := build(c, m.stats, m.log)
 		if err != nil {
 			return nil, err
 		}
@@ -134,16 +137,16 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 			next[name] = b
 			continue
 		}
-		if b.Kind == KindEDS && b.Endpoints() == nil {
+		if b.Kind == KindEDS && !b.hasEndpoints() {
 			if cla, ok := m.cla[b.EDSName]; ok {
 				eps, err := endpointsFrom(cla)
 				if err != nil {
 					return nil, fmt.Errorf("cluster %q: endpoints %q: %w", name, b.EDSName, err)
 				}
-				b.setEndpoints(eps)
+				b.setEndpointList(eps)
 			}
 		}
-		if (b.Kind == KindEDS && b.endpoints.Load() == nil) || (b.dns != nil && !b.dnsReady.Load()) {
+		if (b.Kind == KindEDS && !b.hasEndpoints()) || (b.dns != nil && !b.dnsReady.Load()) {
 			// Warming: the previous version (if any) keeps serving.
 			warming[name] = b
 			if b.dns != nil {
@@ -171,6 +174,11 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 	}
 	m.warming = warming
 	m.active.Store(&next)
+	for name, b := range built {
+		if next[name] == b {
+			b.activate()
+		}
+	}
 	m.cdsVersion = version
 	m.retire(retired)
 	m.stats.Gauge("cluster_manager.warming_clusters").Store(int64(len(warming)))
@@ -211,7 +219,7 @@ func (m *Manager) edsNamesLocked() []string {
 func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignment) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	parsed := map[string][]Endpoint{}
+	parsed := map[string]endpointList{}
 	for _, cla := range clas {
 		eps, err := endpointsFrom(cla)
 		if err != nil {
@@ -229,7 +237,7 @@ func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignm
 		m.cla[name] = cla
 		for _, c := range next {
 			if c.Kind == KindEDS && c.EDSName == name {
-				c.setEndpoints(parsed[name])
+				c.setEndpointList(parsed[name])
 			}
 		}
 	}
@@ -238,11 +246,12 @@ func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignm
 		if !ok || w.Kind != KindEDS {
 			continue
 		}
-		w.setEndpoints(eps)
+		w.setEndpointList(eps)
 		if old := next[cname]; old != nil {
 			m.retire([]*Cluster{old})
 		}
 		next[cname] = w
+		w.activate()
 		delete(m.warming, cname)
 		changed = true
 	}
@@ -277,6 +286,7 @@ func (m *Manager) dnsResolved(name string, c *Cluster) {
 	}
 	next[name] = c
 	m.active.Store(&next)
+	c.activate()
 	m.stats.Gauge("cluster_manager.warming_clusters").Store(int64(len(m.warming)))
 	m.stats.Gauge("cluster_manager.active_clusters").Store(int64(len(next)))
 }

@@ -44,7 +44,7 @@ func origDstCluster(t *testing.T) *Cluster {
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
 		UpstreamBindConfig: &corev3.BindConfig{SourceAddress: &corev3.SocketAddress{
 			Address: "127.0.0.6", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0}}},
-	}, stats.New())
+	}, stats.New(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

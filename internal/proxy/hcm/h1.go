@@ -81,6 +81,7 @@ type h1conn struct {
 	reqExpiry  time.Time // request_timeout of the request in progress
 	linger     bool      // an error reply was sent: close gracefully
 	streamIdle time.Duration
+	setCookie  string // a generated hash-policy cookie for the response
 
 	drain *Drain       // nil: the connection never drains
 	idle  atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
@@ -320,10 +321,14 @@ func (c *h1conn) serveRequest() bool {
 	if cl == nil {
 		return c.localReply(503, "NC", "")
 	}
-	ep, err := cl.Pick(c.dst)
+	hash, hasHash, setCookie := requestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc)
+	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
-		return c.localReply(503, "UH", bodyNoHealthy)
+		f := pickFailure(err)
+		return c.localReply(f.code, f.flags, f.body)
 	}
+	defer cl.Finish(ep)
+	c.setCookie = setCookie
 	ep.Source = c.src
 	ov, hasOv := c.routerOverrides(rt.IncludeAttemptCount)
 	if c.filter.upgradeAllowed(req) {
@@ -559,12 +564,13 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		// Once bytes of a streamed body left, the request can't be sent
 		// again; before that (a connect failure) it can.
 		if uc, err = cl.GetConn(ctx, ep); err != nil {
-			if retry.OnFailure(router.FailConnect, false, bc == nil) && backOff(&retry, routeExpiry) {
+			f := connectFailure(err) // UO when a circuit breaker is open: not retried
+			if f.flags != "UO" && retry.OnFailure(router.FailConnect, false, bc == nil) && backOff(&retry, routeExpiry) {
 				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
 			countRetryOutcome(cl, &retry, false)
-			return c.upstreamFailed(cl, ep, retryFlags(failConnect), err, !streamBody)
+			return c.upstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
 		}
 		var n int
 		var got bool
@@ -616,7 +622,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			kind := router.FailReset
 			switch {
 			case errors.Is(err, errRetryConnect):
-				f, kind = failConnect, router.FailConnect
+				f, kind = connectFailure(err), router.FailConnect
 			case errors.Is(err, errRouteTimeout):
 				if !attemptExpiry.Equal(routeExpiry) && time.Now().Before(routeExpiry) || routeExpiry.IsZero() {
 					kind = router.FailPerTryTimeout
@@ -644,6 +650,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			if retry.OnStatus(status, grpc, true) && backOff(&retry, routeExpiry) {
 				// The response is dropped with its connection.
 				cl.Stats.AddResponse(status)
+				cl.ReportStatus(ep, status)
 				uc.Close()
 				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
@@ -659,6 +666,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 
 	resp := &c.resp
 	cl.Stats.AddResponse(resp.Status)
+	cl.ReportStatus(ep, resp.Status)
 	bodyDone := bc == nil
 	if bc != nil {
 		// The upstream usually answers after reading the whole body, so the
@@ -866,6 +874,11 @@ func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}
 	w = c.fresp.appendResponseHeaders(w)
+	if c.setCookie != "" {
+		w = append(w, "set-cookie: "...)
+		w = append(w, c.setCookie...)
+		w = append(w, "\r\n"...)
+	}
 	switch resp.Framing {
 	case http1.FramingLength:
 		w = append(w, "content-length: "...)

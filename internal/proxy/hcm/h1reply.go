@@ -50,6 +50,9 @@ func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
 	w = append(w, reasonPhrase(code)...)
 	w = append(w, "\r\n"...)
 	w = c.fresp.appendLocalReplyHeaders(w, flags) // h1filters.go
+	if flags == "UO" {
+		w = append(w, "x-envoy-overloaded: true\r\n"...)
+	}
 	for i := range c.respExtra {
 		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}
@@ -177,6 +180,9 @@ func isNetError(err error) bool {
 func (c *h1conn) upstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, f failure, err error, bodyConsumed bool) bool {
 	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
 	cl.Stats.AddResponse(f.code)
+	if lf := localFailureOf(f); lf != 0 {
+		cl.ReportLocalFailure(ep, lf)
+	}
 	if f.code == 0 {
 		return false
 	}

@@ -224,10 +224,16 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		streamLocalReply(w, r, http.StatusServiceUnavailable, "NC", "")
 		return
 	}
-	ep, err := cl.Pick(c.dst)
+	hash, hasHash, setCookie := requestHashHTTP(rt, r)
+	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
-		streamLocalReply(w, r, http.StatusServiceUnavailable, "UH", bodyNoHealthy)
+		f := pickFailure(err)
+		streamLocalReply(w, r, f.code, f.flags, f.body)
 		return
+	}
+	defer cl.Finish(ep)
+	if setCookie != "" {
+		w.Header().Add("Set-Cookie", setCookie)
 	}
 	ep.Source = c.src
 	s.forwardStream(w, r, c, cl, ep, rt, tgt)
@@ -287,7 +293,7 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	}
 	resp := x.resp
 	defer resp.Body.Close()
-	cl.Stats.AddResponse(resp.StatusCode)
+	cl.Stats.AddResponse(resp.StatusCode) // outlier detection: roundTripRouted reports
 
 	wh := w.Header()
 	for k, v := range resp.Header {
@@ -375,6 +381,9 @@ func grpcLocalReply(w http.ResponseWriter, status uint32, flags, body string) {
 	h := w.Header()
 	if flags != "" {
 		h.Set("X-Strait-Response-Flags", flags)
+		if flags == "UO" {
+			h.Set("X-Envoy-Overloaded", "true")
+		}
 	}
 	h.Set("Content-Type", "application/grpc")
 	h.Set("Grpc-Status", strconv.Itoa(int(status)))

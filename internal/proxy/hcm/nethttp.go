@@ -30,6 +30,9 @@ func localReply(w http.ResponseWriter, code int, flags, body string) {
 	h := w.Header()
 	if flags != "" {
 		h.Set("X-Strait-Response-Flags", flags)
+		if flags == "UO" {
+			h.Set("X-Envoy-Overloaded", "true")
+		}
 	}
 	if body != "" {
 		h.Set("Content-Type", "text/plain")
@@ -125,10 +128,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		localReply(w, http.StatusServiceUnavailable, "NC", "")
 		return
 	}
-	ep, err := cl.Pick(c.dst)
+	hash, hasHash, setCookie := requestHashHTTP(rt, r)
+	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
-		localReply(w, http.StatusServiceUnavailable, "UH", bodyNoHealthy)
+		f := pickFailure(err)
+		localReply(w, f.code, f.flags, f.body)
 		return
+	}
+	defer cl.Finish(ep)
+	if setCookie != "" {
+		w.Header().Add("Set-Cookie", setCookie)
 	}
 	ep.Source = c.src
 	s.forward(w, r, c, cl, ep, rt, tgt)
@@ -163,7 +172,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *conn, cl *cl
 	}
 	resp := x.resp
 	defer resp.Body.Close()
-	cl.Stats.AddResponse(resp.StatusCode)
+	cl.Stats.AddResponse(resp.StatusCode) // outlier detection: roundTripRouted reports
 
 	wh := w.Header()
 	for k, v := range resp.Header {

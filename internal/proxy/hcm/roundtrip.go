@@ -192,6 +192,13 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 				countRetryOutcome(cl, &retry, false)
 				return x
 			}
+			if errors.Is(err, cluster.ErrOverflow) {
+				// A circuit breaker is open: 503 UO, not retried.
+				x.fail = failure{503, "UO", bodyOverflow}
+				x.limitExceeded = retry.LimitExceeded
+				countRetryOutcome(cl, &retry, false)
+				return x
+			}
 			kind, f := router.FailReset, failTerminated
 			switch {
 			case deadlinePassed(actx):
@@ -201,6 +208,9 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 				kind, f = router.FailConnect, failConnect
 			case isRefusedStream(err):
 				kind = router.FailRefused
+			}
+			if lf := localFailureOf(f); lf != 0 {
+				cl.ReportLocalFailure(ep, lf) // outlier detection (lbhash.go)
 			}
 			if retry.OnFailure(kind, kind != router.FailConnect, replayable) && backOffCtx(&retry, routeCtx) {
 				cl.Stats.Router.Retry.Add(1)
@@ -212,6 +222,7 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 			countRetryOutcome(cl, &retry, false)
 			return x
 		}
+		cl.ReportStatus(ep, resp.StatusCode) // outlier detection, every attempt
 		if retry.Active() {
 			grpc := -1
 			if v := resp.Header.Get("Grpc-Status"); v != "" {

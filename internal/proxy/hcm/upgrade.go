@@ -75,7 +75,7 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	cl.Stats.RqTotal.Add(1)
 	uc, err := cl.DialConn(context.Background(), ep)
 	if err != nil {
-		return c.upstreamFailed(cl, ep, failConnect, err, true)
+		return c.upstreamFailed(cl, ep, connectFailure(err), err, true)
 	}
 	w := c.appendRequestHead(c.wbuf[:0], ep)
 	w = w[:len(w)-2] // reopen the head: add the hop-by-hop fields of the upgrade
@@ -101,6 +101,7 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 		return c.upstreamFailed(cl, ep, failProtocol, err, true)
 	}
 	cl.Stats.AddResponse(c.resp.Status)
+	cl.ReportStatus(ep, c.resp.Status)
 	if c.resp.Status != 101 {
 		// Refused: an ordinary response, after which both close.
 		w = c.appendResponseHead(c.wbuf[:0], req.Minor, false)

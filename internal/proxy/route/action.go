@@ -56,6 +56,10 @@ type Action struct {
 	total    uint32
 	Redirect *router.Redirect
 	Direct   *DirectResponse
+
+	// Hash is the route action's hash_policy (nil: none), for the
+	// RING_HASH and MAGLEV load balancers.
+	Hash *HashPolicy
 }
 
 // WeightedCluster is one target of route.weighted_clusters.
@@ -91,11 +95,12 @@ var (
 		"typed_per_filter_config": true,
 	}
 	// routeActionFields: request_mirror_policies are compiled with the
-	// route's filters (filters.go); hash_policy is added when implemented.
+	// route's filters (filters.go), hash_policy in hashpolicy.go.
 	routeActionFields = map[protoreflect.Name]bool{
 		"cluster": true, "weighted_clusters": true, "timeout": true, "idle_timeout": true,
 		"retry_policy": true, "prefix_rewrite": true, "regex_rewrite": true,
 		"host_rewrite_literal": true, "max_grpc_timeout": true, "request_mirror_policies": true,
+		"hash_policy": true,
 	}
 	redirectFields = map[protoreflect.Name]bool{
 		"scheme_redirect": true, "https_redirect": true, "host_redirect": true, "port_redirect": true,
@@ -191,6 +196,9 @@ func (cr *Route) compileRouteAction(a *routev3.RouteAction) error {
 			return err
 		}
 		cr.HasIdleTimeout = true
+	}
+	if cr.Hash, err = compileHashPolicy(a.GetHashPolicy()); err != nil { // hashpolicy.go
+		return err
 	}
 	if d := a.GetMaxGrpcTimeout(); d != nil {
 		if cr.MaxGRPCTimeout, err = duration("route.max_grpc_timeout", d); err != nil {

@@ -29,7 +29,6 @@ func TestActionRefusesByName(t *testing.T) {
 		vh   *routev3.VirtualHost
 		want string
 	}{
-		{&routev3.VirtualHost{Routes: []*routev3.Route{clusterAction(&routev3.RouteAction{HashPolicy: []*routev3.RouteAction_HashPolicy{{}}})}}, "route.hash_policy"},
 		{&routev3.VirtualHost{Routes: []*routev3.Route{clusterAction(&routev3.RouteAction{HedgePolicy: &routev3.HedgePolicy{}})}}, "route.hedge_policy"},
 		{&routev3.VirtualHost{Routes: []*routev3.Route{clusterAction(&routev3.RouteAction{AppendXForwardedHost: true})}}, "route.append_x_forwarded_host"},
 		{&routev3.VirtualHost{Routes: []*routev3.Route{clusterAction(&routev3.RouteAction{ClusterNotFoundResponseCode: routev3.RouteAction_NOT_FOUND})}}, "route.cluster_not_found_response_code"},

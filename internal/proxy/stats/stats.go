@@ -29,6 +29,43 @@ type ClusterStats struct {
 	NoHealthy     atomic.Uint64
 	Router        RouterStats // router.go
 	codes         [maxStatusCode]atomic.Uint64
+
+	mu       sync.Mutex // guards the maps below (creation and rendering only)
+	counters map[string]*atomic.Uint64
+	gauges   map[string]*atomic.Int64
+}
+
+// Counter returns the cluster's counter named by its Envoy suffix (e.g.
+// "upstream_cx_overflow", "outlier_detection.ejections_enforced_total"),
+// creating it once. It renders as cluster.NAME.SUFFIX in /stats and as
+// envoy_cluster_SUFFIX{cluster_name="NAME"} in Prometheus, as Envoy does.
+func (c *ClusterStats) Counter(suffix string) *atomic.Uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.counters[suffix]
+	if !ok {
+		if c.counters == nil {
+			c.counters = map[string]*atomic.Uint64{}
+		}
+		v = new(atomic.Uint64)
+		c.counters[suffix] = v
+	}
+	return v
+}
+
+// Gauge is Counter for gauges (e.g. "circuit_breakers.default.cx_open").
+func (c *ClusterStats) Gauge(suffix string) *atomic.Int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.gauges[suffix]
+	if !ok {
+		if c.gauges == nil {
+			c.gauges = map[string]*atomic.Int64{}
+		}
+		v = new(atomic.Int64)
+		c.gauges[suffix] = v
+	}
+	return v
 }
 
 // AddResponse counts one upstream response with the given HTTP status code.
@@ -154,6 +191,14 @@ func (s *Store) WritePrometheus(w io.Writer) error {
 					fmt.Sprintf(`envoy_response_code="%d",%s`, code, l), fmt.Sprint(v))
 			}
 		}
+		c.mu.Lock()
+		for n, v := range c.counters {
+			add(promName("cluster."+n), "counter", l, fmt.Sprint(v.Load()))
+		}
+		for n, v := range c.gauges {
+			add(promName("cluster."+n), "gauge", l, fmt.Sprint(v.Load()))
+		}
+		c.mu.Unlock()
 	}
 	for _, ls := range s.listeners {
 		l := fmt.Sprintf(`envoy_listener_address=%q`, ls.Address)
@@ -207,6 +252,14 @@ func (s *Store) WriteText(w io.Writer) error {
 				lines = append(lines, fmt.Sprintf("%supstream_rq_%d: %d", p, code, v))
 			}
 		}
+		c.mu.Lock()
+		for n, v := range c.counters {
+			lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, v.Load()))
+		}
+		for n, v := range c.gauges {
+			lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, v.Load()))
+		}
+		c.mu.Unlock()
 	}
 	for _, l := range s.listeners {
 		lines = append(lines,

@@ -129,3 +129,39 @@ func TestLookupsShareMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A cluster's named counters and gauges render as Envoy's: dotted under
+// cluster.NAME. in /stats, envoy_cluster_* with the cluster_name label in
+// Prometheus.
+func TestClusterNamedMetrics(t *testing.T) {
+	s := New()
+	c := s.Cluster("outbound|80||echo")
+	c.Counter("upstream_rq_pending_overflow").Add(2)
+	c.Gauge("circuit_breakers.default.cx_open").Store(1)
+	if c.Counter("upstream_rq_pending_overflow") != c.Counter("upstream_rq_pending_overflow") {
+		t.Fatal("a second lookup returned another counter")
+	}
+	var text, prom strings.Builder
+	if err := s.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WritePrometheus(&prom); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"cluster.outbound|80||echo.upstream_rq_pending_overflow: 2\n",
+		"cluster.outbound|80||echo.circuit_breakers.default.cx_open: 1\n",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("/stats lacks %q:\n%s", want, text.String())
+		}
+	}
+	for _, want := range []string{
+		"# TYPE envoy_cluster_upstream_rq_pending_overflow counter\nenvoy_cluster_upstream_rq_pending_overflow{cluster_name=\"outbound|80||echo\"} 2\n",
+		"# TYPE envoy_cluster_circuit_breakers_default_cx_open gauge\nenvoy_cluster_circuit_breakers_default_cx_open{cluster_name=\"outbound|80||echo\"} 1\n",
+	} {
+		if !strings.Contains(prom.String(), want) {
+			t.Errorf("Prometheus text lacks %q:\n%s", want, prom.String())
+		}
+	}
+}

@@ -149,11 +149,18 @@ func (f *Filter) Serve(ctx context.Context, c net.Conn, dst netip.AddrPort, src 
 		return
 	}
 	ep.Source = src
+	if !cl.AcquireConnection() {
+		log.Debug("tcp_proxy: circuit breaker max_connections open", "cluster", name)
+		return
+	}
+	defer cl.ReleaseConnection()
 	up, err := cl.Dial(ctx, ep)
 	if err != nil {
 		log.Debug("tcp_proxy: connect failed", "cluster", name, "error", err)
+		cl.ReportLocalFailure(ep, cluster.LocalConnectFailed) // outlier detection
 		return
 	}
+	cl.ReportConnectSuccess(ep)
 	defer up.Close()
 	PipeIdle(c, up, f.IdleTimeout)
 }

@@ -66,10 +66,12 @@ func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*clust
 			continue
 		}
 		if c := outboundCluster(snap, svc, port, "", nil); c != nil {
+			applyTrafficPolicy(c, trafficPolicyFor(snap, ns, svc.Hostname, "", port.Number), port) // trafficpolicy.go
 			out = append(out, c)
 		}
 		for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
 			if c := outboundCluster(snap, svc, port, ss.Name, ss.Labels); c != nil {
+				applyTrafficPolicy(c, trafficPolicyFor(snap, ns, svc.Hostname, ss.Name, port.Number), port)
 				out = append(out, c)
 			}
 		}
@@ -173,7 +175,7 @@ func specialClusters(snap *mesh.Snapshot) []*cluster.Cluster {
 	timeout := durationpb.New(snap.Mesh.ConnectTimeout)
 	inboundPassthrough := inboundCluster(InboundPassthroughCluster)
 	inboundPassthrough.ConnectTimeout = timeout
-	return []*cluster.Cluster{
+	return defaultCircuitBreakers([]*cluster.Cluster{ // trafficpolicy.go
 		{
 			Name:                 PassthroughCluster,
 			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST},
@@ -186,7 +188,7 @@ func specialClusters(snap *mesh.Snapshot) []*cluster.Cluster {
 			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_STATIC},
 			ConnectTimeout:       timeout,
 		},
-	}
+	})
 }
 
 // inboundClusters are the proxy's own: one per port its workload serves.
@@ -198,7 +200,7 @@ func inboundClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster
 		setUpstreamProtocol(c, p.protocol)
 		out = append(out, c)
 	}
-	return out
+	return defaultCircuitBreakers(out) // trafficpolicy.go
 }
 
 func adsConfigSource() *core.ConfigSource {

@@ -58,6 +58,9 @@ var scenarios = []scenario{
 	{dir: "router", proxies: []string{
 		"sidecar~10.99.0.10~client.demo~demo.svc.cluster.local",
 	}},
+	{dir: "trafficpolicy", proxies: []string{
+		"sidecar~10.99.0.10~client.demo~demo.svc.cluster.local",
+	}},
 	{dir: "extended", proxies: []string{
 		"sidecar~10.98.0.10~productpage.shop~shop.svc.cluster.local",
 		"sidecar~10.98.0.11~reviews-1.shop~shop.svc.cluster.local",

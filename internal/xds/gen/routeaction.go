@@ -176,7 +176,7 @@ func dropInternalHeaders(keys []string) []string {
 
 // translateRoute builds the route of one rule and match, or nil when the
 // rule has nothing to do (no destination, redirect or direct response).
-func translateRoute(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRoute, name string, m *networking.HTTPMatchRequest, port uint32) *route.Route {
+func translateRoute(snap *mesh.Snapshot, proxyNS string, vs *config.Config, rule *networking.HTTPRoute, name string, m *networking.HTTPMatchRequest, port uint32) *route.Route {
 	out := &route.Route{Name: name, Match: routeMatch(m), TypedPerFilterConfig: routeFilterConfig(rule)} // httpfilters.go
 	ops := translateHeaders(rule.Headers)
 	out.RequestHeadersToAdd, out.ResponseHeadersToAdd = ops.reqAdd, ops.respAdd
@@ -190,7 +190,7 @@ func translateRoute(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTT
 	case rule.DirectResponse != nil:
 		out.Action = directResponseAction(rule.DirectResponse)
 	default:
-		a := routeAction(snap, vs, rule, port, out, ops.authority)
+		a := routeAction(snap, proxyNS, vs, rule, port, out, ops.authority)
 		if a == nil {
 			return nil
 		}
@@ -204,7 +204,7 @@ func translateRoute(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTT
 // applyHTTPRouteDestination); nil when the rule has no destination. A
 // single destination's header operations go on the route out, a weighted
 // one's on its cluster.
-func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRoute, port uint32, out *route.Route, authority string) *route.RouteAction {
+func routeAction(snap *mesh.Snapshot, proxyNS string, vs *config.Config, rule *networking.HTTPRoute, port uint32, out *route.Route, authority string) *route.RouteAction {
 	var dests []*networking.HTTPRouteDestination
 	for _, d := range rule.Route {
 		if d.GetDestination() == nil {
@@ -270,6 +270,10 @@ func routeAction(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRo
 		a.ClusterSpecifier = &route.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
 	a.RetryPolicy = retryPolicy(rule.Retries)
+	for _, d := range dests {
+		host := snap.ResolveHost(d.Destination.Host, vs.Namespace)
+		appendHashPolicy(a, snap, proxyNS, host, d.Destination.Subset, destinationPort(snap, host, d.Destination, port)) // trafficpolicy.go
+	}
 	a.RequestMirrorPolicies = mirrorPolicies(snap, vs, rule, port) // httpfilters.go
 	return a
 }

@@ -165,7 +165,7 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src routeSo
 				if m.GetName() != "" {
 					name += "." + m.GetName()
 				}
-				if r := translateRoute(snap, vs, rule, name, m, port); r != nil {
+				if r := translateRoute(snap, src.namespace, vs, rule, name, m, port); r != nil {
 					out = append(out, r)
 				}
 			}
@@ -176,6 +176,7 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src routeSo
 		// policy.
 		r := outboundPrefixRoute("default", OutboundClusterName(port, "", svc.Hostname))
 		r.GetRoute().RetryPolicy = defaultRetryPolicy()
+		appendHashPolicy(r.GetRoute(), snap, src.namespace, svc.Hostname, "", port) // trafficpolicy.go
 		out = append(out, r)
 	}
 	return out

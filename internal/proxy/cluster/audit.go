@@ -1,0 +1,99 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// clusterFields are the Cluster fields strait-proxy implements (each is
+// read by build or the code it calls). Any other field is refused, so that
+// a control plane never believes it configured something strait ignores.
+var clusterFields = []string{
+	"name", "type", "cluster_type", "eds_cluster_config", "connect_timeout", "lb_policy",
+	"load_assignment", "health_checks", "circuit_breakers", "common_http_protocol_options",
+	"http2_protocol_options", "typed_extension_protocol_options", "protocol_selection",
+	"outlier_detection", "upstream_bind_config", "ring_hash_lb_config", "maglev_lb_config",
+	"least_request_lb_config", "round_robin_lb_config", "common_lb_config",
+	// original_dst_lb_config: checkOriginalDst refuses its unimplemented fields.
+	"original_dst_lb_config",
+	"upstream_connection_options", "per_connection_buffer_limit_bytes",
+	// Descriptive only: filter metadata for other consumers (Istio's
+	// istio.services), and cluster warming, which is always done.
+	"metadata", "wait_for_warm_on_init",
+}
+
+// dnsFields belong to the DNS cluster types; they are checked where those
+// types are built, and refused on the others.
+var dnsFields = []string{
+	"dns_refresh_rate", "dns_failure_refresh_rate", "respect_dns_ttl", "dns_lookup_family",
+	"dns_resolvers", "use_tcp_for_dns_lookups", "dns_resolution_config", "typed_dns_resolver_config",
+	"dns_jitter",
+}
+
+// minBufferLimit is the smallest per_connection_buffer_limit_bytes strait
+// honours: its upstream codecs read and write in 16 KiB buffers.
+const minBufferLimit = 16 << 10
+
+// checkClusterFields refuses the Cluster fields strait does not implement,
+// naming the first one.
+func checkClusterFields(c *clusterv3.Cluster) error {
+	var bad string
+	isDNS := c.GetType() == clusterv3.Cluster_STRICT_DNS || c.GetType() == clusterv3.Cluster_LOGICAL_DNS
+	c.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		n := string(fd.Name())
+		if slices.Contains(clusterFields, n) || isDNS && slices.Contains(dnsFields, n) {
+			return true
+		}
+		bad = n
+		return false
+	})
+	if bad != "" {
+		return fmt.Errorf("field %s is not supported by strait-proxy (remove it)", bad)
+	}
+	if c.GetWaitForWarmOnInit() != nil && !c.GetWaitForWarmOnInit().GetValue() {
+		return fmt.Errorf("wait_for_warm_on_init false is not supported (clusters always warm)")
+	}
+	if v := c.GetPerConnectionBufferLimitBytes(); v != nil && v.GetValue() < minBufferLimit {
+		return fmt.Errorf("per_connection_buffer_limit_bytes %d is below %d, the buffer size strait's codecs use", v.GetValue(), minBufferLimit)
+	}
+	return nil
+}
+
+// checkAssignment refuses the ClusterLoadAssignment fields strait does not
+// implement: priorities other than 0 and locality weights (locality load
+// balancing), named endpoints, and policy fields other than what Istio
+// sends by default.
+func checkAssignment(cla *endpointv3.ClusterLoadAssignment) error {
+	if err := onlyFields("cluster_load_assignment", cla, "cluster_name", "endpoints", "policy"); err != nil {
+		return err
+	}
+	if err := onlyFields("cluster_load_assignment.policy", cla.GetPolicy(), "overprovisioning_factor"); err != nil {
+		return err
+	}
+	for i, lle := range cla.GetEndpoints() {
+		field := fmt.Sprintf("cluster_load_assignment.endpoints[%d]", i)
+		if err := onlyFields(field, lle, "locality", "lb_endpoints", "load_balancing_weight", "priority"); err != nil {
+			return err
+		}
+		if lle.GetPriority() != 0 {
+			return fmt.Errorf("%s.priority %d is not supported (priority levels: only 0)", field, lle.GetPriority())
+		}
+		for j, lbe := range lle.GetLbEndpoints() {
+			f := fmt.Sprintf("%s.lb_endpoints[%d]", field, j)
+			if err := onlyFields(f, lbe, "endpoint", "health_status", "load_balancing_weight", "metadata"); err != nil {
+				return err
+			}
+			if err := onlyFields(f+".endpoint", lbe.GetEndpoint(), "address", "health_check_config", "hostname"); err != nil {
+				return err
+			}
+			if err := onlyFields(f+".endpoint.health_check_config", lbe.GetEndpoint().GetHealthCheckConfig(), "port_value"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

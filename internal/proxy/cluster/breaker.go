@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/stats"
+)
+
+// Envoy's circuit breaker defaults (circuit_breaker.proto).
+const (
+	defaultMaxConnections = 1024
+	defaultMaxPending     = 1024
+	defaultMaxRequests    = 1024
+	defaultMaxRetries     = 3
+)
+
+// ErrOverflow is returned when a circuit breaker is open: the caller
+// answers 503 with the response flag UO and x-envoy-overloaded: true.
+var ErrOverflow = errors.New("upstream overflow (circuit breaker open)")
+
+// breaker is a cluster's circuit breakers (the DEFAULT priority's
+// thresholds): limits on upstream connections, requests waiting for a
+// connection, requests in flight and retries in flight.
+type breaker struct {
+	// Set at creation, read-only.
+	maxConns, maxPending, maxRequests, maxRetries int64
+	st                                            breakerStats
+
+	conns, pending, requests, retries atomic.Int64
+
+	mu   sync.Mutex    // guards wake
+	wake chan struct{} // closed (and replaced) when a connection frees
+}
+
+// breakerStats are Envoy's overflow counters and circuit_breakers gauges.
+type breakerStats struct {
+	cxOverflow, pendingOverflow, retryOverflow *atomic.Uint64
+	cxOpen, pendingOpen, rqOpen, retryOpen     *atomic.Int64
+	// remaining_* gauges, only with track_remaining.
+	cxRemaining, pendingRemaining, rqRemaining, retryRemaining *atomic.Int64
+}
+
+// parseBreaker reads circuit_breakers. Only the DEFAULT priority is
+// implemented (strait routes have no priority), so HIGH thresholds and
+// per-host thresholds are refused, as are retry budgets.
+func parseBreaker(c *clusterv3.Cluster, st *stats.ClusterStats) (*breaker, error) {
+	b := &breaker{maxConns: defaultMaxConnections, maxPending: defaultMaxPending,
+		maxRequests: defaultMaxRequests, maxRetries: defaultMaxRetries, wake: make(chan struct{})}
+	cb := c.GetCircuitBreakers()
+	if err := onlyFields("circuit_breakers", cb, "thresholds"); err != nil {
+		return nil, err
+	}
+	track := false
+	for i, t := range cb.GetThresholds() {
+		field := fmt.Sprintf("circuit_breakers.thresholds[%d]", i)
+		if t.GetPriority() != corev3.RoutingPriority_DEFAULT {
+			return nil, fmt.Errorf("%s.priority %s is not supported (only DEFAULT)", field, t.GetPriority())
+		}
+		if i > 0 {
+			return nil, fmt.Errorf("%s: a second DEFAULT threshold is not allowed", field)
+		}
+		if err := onlyFields(field, t, "priority", "max_connections", "max_pending_requests", "max_requests", "max_retries", "track_remaining"); err != nil {
+			return nil, err
+		}
+		set := func(dst *int64, v interface{ GetValue() uint32 }, isNil bool) {
+			if !isNil {
+				*dst = int64(v.GetValue())
+			}
+		}
+		set(&b.maxConns, t.GetMaxConnections(), t.GetMaxConnections() == nil)
+		set(&b.maxPending, t.GetMaxPendingRequests(), t.GetMaxPendingRequests() == nil)
+		set(&b.maxRequests, t.GetMaxRequests(), t.GetMaxRequests() == nil)
+		set(&b.maxRetries, t.GetMaxRetries(), t.GetMaxRetries() == nil)
+		track = t.GetTrackRemaining()
+	}
+	const cbp = "circuit_breakers.default."
+	b.st = breakerStats{
+		cxOverflow:      st.Counter("upstream_cx_overflow"),
+		pendingOverflow: st.Counter("upstream_rq_pending_overflow"),
+		retryOverflow:   st.Counter("upstream_rq_retry_overflow"),
+		cxOpen:          st.Gauge(cbp + "cx_open"),
+		pendingOpen:     st.Gauge(cbp + "rq_pending_open"),
+		rqOpen:          st.Gauge(cbp + "rq_open"),
+		retryOpen:       st.Gauge(cbp + "rq_retry_open"),
+	}
+	if track {
+		b.st.cxRemaining = st.Gauge(cbp + "remaining_cx")
+		b.st.pendingRemaining = st.Gauge(cbp + "remaining_pending")
+		b.st.rqRemaining = st.Gauge(cbp + "remaining_rq")
+		b.st.retryRemaining = st.Gauge(cbp + "remaining_retries")
+		b.st.cxRemaining.Store(b.maxConns)
+		b.st.pendingRemaining.Store(b.maxPending)
+		b.st.rqRemaining.Store(b.maxRequests)
+		b.st.retryRemaining.Store(b.maxRetries)
+	}
+	return b, nil
+}
+
+// acquire takes one unit of n under limit max and publishes the gauges.
+func acquire(n *atomic.Int64, limit int64, open, remaining *atomic.Int64) bool {
+	v := n.Add(1)
+	if v > limit {
+		n.Add(-1)
+		return false
+	}
+	publish(v, limit, open, remaining)
+	return true
+}
+
+func release(n *atomic.Int64, limit int64, open, remaining *atomic.Int64) {
+	publish(n.Add(-1), limit, open, remaining)
+}
+
+func publish(v, limit int64, open, remaining *atomic.Int64) {
+	if v >= limit {
+		open.Store(1)
+	} else {
+		open.Store(0)
+	}
+	if remaining != nil {
+		remaining.Store(max(limit-v, 0))
+	}
+}
+
+func (b *breaker) tryConn() bool {
+	return acquire(&b.conns, b.maxConns, b.st.cxOpen, b.st.cxRemaining)
+}
+
+// releaseConn gives back a connection slot and wakes the requests waiting
+// for one.
+func (b *breaker) releaseConn() {
+	release(&b.conns, b.maxConns, b.st.cxOpen, b.st.cxRemaining)
+	b.signal()
+}
+
+// signal wakes the requests waiting for a connection (one freed, or an
+// idle one went back to the pool).
+func (b *breaker) signal() {
+	if b.pending.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	close(b.wake)
+	b.wake = make(chan struct{})
+	b.mu.Unlock()
+}
+
+func (b *breaker) waitCh() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.wake
+}
+
+// BeginRetry admits one retry (max_retries). It returns false, counting
+// upstream_rq_retry_overflow, when the retry circuit breaker is open; else
+// the caller calls EndRetry when the retry is done.
+func (c *Cluster) BeginRetry() bool {
+	b := c.breaker
+	if !acquire(&b.retries, b.maxRetries, b.st.retryOpen, b.st.retryRemaining) {
+		b.st.retryOverflow.Add(1)
+		return false
+	}
+	return true
+}
+
+// EndRetry ends a retry admitted by BeginRetry.
+func (c *Cluster) EndRetry() {
+	b := c.breaker
+	release(&b.retries, b.maxRetries, b.st.retryOpen, b.st.retryRemaining)
+}
+
+// waitForConn is called by a request that found no idle connection and no
+// free connection slot: it becomes pending (max_pending_requests, else
+// ErrOverflow) until a connection may be free or ctx ends. A nil error
+// means: look for an idle connection or a slot again.
+func (c *Cluster) waitForConn(ctx context.Context) error {
+	b := c.breaker
+	b.st.cxOverflow.Add(1)
+	if !acquire(&b.pending, b.maxPending, b.st.pendingOpen, b.st.pendingRemaining) {
+		b.st.pendingOverflow.Add(1)
+		return ErrOverflow
+	}
+	defer release(&b.pending, b.maxPending, b.st.pendingOpen, b.st.pendingRemaining)
+	// Pending is counted before the channel is read and the state looked
+	// at again, so a connection freed at any point is seen: either here,
+	// or by signal, which then closes this channel.
+	ch := b.waitCh()
+	if b.conns.Load() < b.maxConns {
+		return nil
+	}
+	// An idle connection (to another endpoint or source) holds a slot
+	// nobody is about to use: close it so that this request can dial.
+	if c.h1.closeOneIdle() {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cluster %s: waiting for a connection: %w", c.Name, ctx.Err())
+	}
+}
+
+// AcquireConnection takes a max_connections slot for a connection the
+// caller opens and owns (tcp_proxy); false, counting upstream_cx_overflow,
+// when none is free. Give it back with ReleaseConnection.
+func (c *Cluster) AcquireConnection() bool {
+	if !c.breaker.tryConn() {
+		c.breaker.st.cxOverflow.Add(1)
+		return false
+	}
+	return true
+}
+
+// ReleaseConnection gives back a slot taken by AcquireConnection.
+func (c *Cluster) ReleaseConnection() { c.breaker.releaseConn() }

@@ -1,0 +1,70 @@
+package cluster
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// host is one upstream endpoint with the state that outlives an EDS update
+// of its cluster: requests in flight (LEAST_REQUEST), outlier detection and
+// active health checking. setEndpoints carries a host over to the next
+// endpoint list when its address stays, as Envoy keeps its Host objects.
+type host struct {
+	// Set at creation, read-only.
+	ep      Endpoint
+	weight  uint32    // load_balancing_weight, ≥ 1
+	created time.Time // when it joined the cluster (slow start)
+
+	active atomic.Int64 // requests in flight (PickRequest to Finish)
+
+	// ejected and hcFailed make the host unhealthy; the cluster's
+	// unhealthy counter follows them (see setUnhealthy).
+	ejected  atomic.Bool
+	hcFailed atomic.Bool
+
+	mu  sync.Mutex // guards od
+	od  outlierState
+	hcs healthState // owned by the cluster's health checker goroutine
+}
+
+// healthy reports whether the load balancer may pick h outside panic mode.
+func (h *host) healthy() bool { return !h.ejected.Load() && !h.hcFailed.Load() }
+
+// hostSet is a cluster's endpoint list and what the load balancer built
+// for it. Immutable once published.
+type hostSet struct {
+	hosts  []*host
+	eps    []Endpoint // hosts' endpoints, in order (Endpoints)
+	lb     balancer
+	newest time.Time // the latest host's created
+}
+
+// newHostSet makes the host list for eps, reusing the hosts of prev that
+// have the same address so that their state carries over.
+func newHostSet(eps []Endpoint, weights []uint32, prev *hostSet, lb lbConfig) *hostSet {
+	old := map[string]*host{}
+	if prev != nil {
+		for _, h := range prev.hosts {
+			old[h.ep.Network+"|"+h.ep.Address] = h
+		}
+	}
+	s := &hostSet{eps: eps, hosts: make([]*host, len(eps))}
+	now := time.Now()
+	for i, ep := range eps {
+		w := uint32(1)
+		if i < len(weights) && weights[i] > 0 {
+			w = weights[i]
+		}
+		h := old[ep.Network+"|"+ep.Address]
+		if h == nil || h.weight != w {
+			h = &host{ep: ep, weight: w, created: now}
+		}
+		s.hosts[i] = h
+		if h.created.After(s.newest) {
+			s.newest = h.created
+		}
+	}
+	s.lb = lb.build(s.hosts)
+	return s
+}

@@ -1,0 +1,442 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+)
+
+// Envoy's load balancer defaults and limits (cluster.proto).
+const (
+	defaultMinRingSize    = 1024
+	defaultMaxRingSize    = 8 * 1024 * 1024
+	defaultMaglevSize     = 65537
+	maxMaglevSize         = 5000011
+	defaultChoiceCount    = 2
+	maxWeightedRRSchedule = 1 << 16
+)
+
+// lbConfig is a cluster's load balancing policy, read once from its config.
+type lbConfig struct {
+	policy      clusterv3.Cluster_LbPolicy
+	minRing     uint64
+	maxRing     uint64
+	maglevSize  uint64
+	choiceCount uint32
+	slow        *slowStart // ROUND_ROBIN and LEAST_REQUEST; nil: none
+}
+
+// parseLB reads lb_policy and its lb_config. A policy or option strait
+// doesn't implement is an error naming it.
+func parseLB(c *clusterv3.Cluster) (lbConfig, error) {
+	lb := lbConfig{policy: c.GetLbPolicy(), minRing: defaultMinRingSize, maxRing: defaultMaxRingSize,
+		maglevSize: defaultMaglevSize, choiceCount: defaultChoiceCount}
+	switch lb.policy {
+	case clusterv3.Cluster_ROUND_ROBIN, clusterv3.Cluster_LEAST_REQUEST, clusterv3.Cluster_RANDOM,
+		clusterv3.Cluster_RING_HASH, clusterv3.Cluster_MAGLEV, clusterv3.Cluster_CLUSTER_PROVIDED:
+	default:
+		return lb, fmt.Errorf("lb_policy %s is not supported (want ROUND_ROBIN, LEAST_REQUEST, RANDOM, RING_HASH, MAGLEV or CLUSTER_PROVIDED)", lb.policy)
+	}
+	mismatch := func(field string) error {
+		return fmt.Errorf("%s does not apply to lb_policy %s", field, lb.policy)
+	}
+	switch cfg := c.GetLbConfig().(type) {
+	case nil:
+	case *clusterv3.Cluster_RingHashLbConfig_:
+		if lb.policy != clusterv3.Cluster_RING_HASH {
+			return lb, mismatch("ring_hash_lb_config")
+		}
+		r := cfg.RingHashLbConfig
+		if err := onlyFields("ring_hash_lb_config", r, "minimum_ring_size", "maximum_ring_size", "hash_function"); err != nil {
+			return lb, err
+		}
+		if r.GetHashFunction() != clusterv3.Cluster_RingHashLbConfig_XX_HASH {
+			return lb, fmt.Errorf("ring_hash_lb_config.hash_function %s is not supported (only XX_HASH)", r.GetHashFunction())
+		}
+		if v := r.GetMinimumRingSize(); v != nil {
+			lb.minRing = v.GetValue()
+		}
+		if v := r.GetMaximumRingSize(); v != nil {
+			lb.maxRing = v.GetValue()
+		}
+		if lb.minRing > lb.maxRing {
+			return lb, fmt.Errorf("ring_hash_lb_config: minimum_ring_size %d is above maximum_ring_size %d", lb.minRing, lb.maxRing)
+		}
+	case *clusterv3.Cluster_MaglevLbConfig_:
+		if lb.policy != clusterv3.Cluster_MAGLEV {
+			return lb, mismatch("maglev_lb_config")
+		}
+		if v := cfg.MaglevLbConfig.GetTableSize(); v != nil {
+			lb.maglevSize = v.GetValue()
+		}
+		if !isPrime(lb.maglevSize) || lb.maglevSize >= maxMaglevSize {
+			return lb, fmt.Errorf("maglev_lb_config.table_size %d must be a prime below %d", lb.maglevSize, maxMaglevSize)
+		}
+	case *clusterv3.Cluster_LeastRequestLbConfig_:
+		if lb.policy != clusterv3.Cluster_LEAST_REQUEST {
+			return lb, mismatch("least_request_lb_config")
+		}
+		if err := onlyFields("least_request_lb_config", cfg.LeastRequestLbConfig, "choice_count", "slow_start_config"); err != nil {
+			return lb, err
+		}
+		if v := cfg.LeastRequestLbConfig.GetChoiceCount(); v != nil {
+			lb.choiceCount = v.GetValue()
+		}
+		var err error
+		if lb.slow, err = parseSlowStart("least_request_lb_config.slow_start_config", cfg.LeastRequestLbConfig.GetSlowStartConfig()); err != nil {
+			return lb, err
+		}
+	case *clusterv3.Cluster_RoundRobinLbConfig_:
+		if lb.policy != clusterv3.Cluster_ROUND_ROBIN {
+			return lb, mismatch("round_robin_lb_config")
+		}
+		if err := onlyFields("round_robin_lb_config", cfg.RoundRobinLbConfig, "slow_start_config"); err != nil {
+			return lb, err
+		}
+		var err error
+		if lb.slow, err = parseSlowStart("round_robin_lb_config.slow_start_config", cfg.RoundRobinLbConfig.GetSlowStartConfig()); err != nil {
+			return lb, err
+		}
+	case *clusterv3.Cluster_OriginalDstLbConfig_:
+		// Its fields are checked with the ORIGINAL_DST type (origdst.go).
+		if lb.policy != clusterv3.Cluster_CLUSTER_PROVIDED {
+			return lb, mismatch("original_dst_lb_config")
+		}
+	default:
+		return lb, fmt.Errorf("lb_config %T is not supported", cfg)
+	}
+	return lb, nil
+}
+
+func isPrime(n uint64) bool {
+	if n < 2 {
+		return false
+	}
+	for d := uint64(2); d*d <= n; d++ {
+		if n%d == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// balancer picks a host among a hostSet's hosts. ok, when not nil, says
+// which hosts may be picked (the healthy ones); pick returns nil when none
+// may. Implementations are safe for concurrent use.
+type balancer interface {
+	pick(hash uint64, hasHash bool, ok func(*host) bool) *host
+}
+
+func (lb lbConfig) build(hosts []*host) balancer {
+	if len(hosts) == 0 {
+		return emptyBalancer{}
+	}
+	switch lb.policy {
+	case clusterv3.Cluster_LEAST_REQUEST:
+		return &leastRequest{hosts: hosts, choices: max(lb.choiceCount, 1)}
+	case clusterv3.Cluster_RANDOM:
+		return newRandomLB(hosts)
+	case clusterv3.Cluster_RING_HASH:
+		return newRing(hosts, lb.minRing, lb.maxRing)
+	case clusterv3.Cluster_MAGLEV:
+		return newMaglev(hosts, lb.maglevSize)
+	default:
+		return newRoundRobin(hosts)
+	}
+}
+
+type emptyBalancer struct{}
+
+func (emptyBalancer) pick(uint64, bool, func(*host) bool) *host { return nil }
+
+// filter returns the hosts ok accepts (a new slice), or hosts when ok is nil.
+func filter(hosts []*host, ok func(*host) bool) []*host {
+	if ok == nil {
+		return hosts
+	}
+	var out []*host
+	for _, h := range hosts {
+		if ok(h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func uniform(hosts []*host) bool {
+	for _, h := range hosts[1:] {
+		if h.weight != hosts[0].weight {
+			return false
+		}
+	}
+	return true
+}
+
+// roundRobin cycles through a schedule of the hosts: each host once when
+// the weights are equal, else a smooth weighted order in which each host
+// appears as often as its weight (nginx's smooth weighted round robin, a
+// fixed-cost stand-in for Envoy's earliest-deadline-first scheduler).
+type roundRobin struct {
+	schedule []*host
+	next     atomic.Uint64
+}
+
+func newRoundRobin(hosts []*host) *roundRobin {
+	if uniform(hosts) {
+		return &roundRobin{schedule: hosts}
+	}
+	var total uint64
+	for _, h := range hosts {
+		total += uint64(h.weight)
+	}
+	if total > maxWeightedRRSchedule {
+		// Scale the weights down so that the schedule stays small; every
+		// host keeps at least one slot.
+		scaled := make([]uint64, len(hosts))
+		var sum uint64
+		for i, h := range hosts {
+			scaled[i] = max(uint64(h.weight)*maxWeightedRRSchedule/total, 1)
+			sum += scaled[i]
+		}
+		return &roundRobin{schedule: smoothSchedule(hosts, scaled, sum)}
+	}
+	w := make([]uint64, len(hosts))
+	for i, h := range hosts {
+		w[i] = uint64(h.weight)
+	}
+	return &roundRobin{schedule: smoothSchedule(hosts, w, total)}
+}
+
+func smoothSchedule(hosts []*host, w []uint64, total uint64) []*host {
+	cur := make([]int64, len(hosts))
+	out := make([]*host, 0, total)
+	for range total {
+		best := 0
+		for i := range hosts {
+			cur[i] += int64(w[i])
+			if cur[i] > cur[best] {
+				best = i
+			}
+		}
+		cur[best] -= int64(total)
+		out = append(out, hosts[best])
+	}
+	return out
+}
+
+func (r *roundRobin) pick(_ uint64, _ bool, ok func(*host) bool) *host {
+	n := r.next.Add(1) - 1
+	l := uint64(len(r.schedule))
+	for i := range l {
+		h := r.schedule[(n+i)%l]
+		if ok == nil || ok(h) {
+			if i > 0 {
+				r.next.Add(i)
+			}
+			return h
+		}
+	}
+	return nil
+}
+
+// randomLB picks a host at random, in proportion to the weights.
+type randomLB struct {
+	hosts []*host
+	cum   []uint64 // cumulative weights; nil when uniform
+}
+
+func newRandomLB(hosts []*host) *randomLB {
+	r := &randomLB{hosts: hosts}
+	if !uniform(hosts) {
+		var sum uint64
+		for _, h := range hosts {
+			sum += uint64(h.weight)
+			r.cum = append(r.cum, sum)
+		}
+	}
+	return r
+}
+
+func (r *randomLB) pick(_ uint64, _ bool, ok func(*host) bool) *host {
+	if ok != nil {
+		hs := filter(r.hosts, ok)
+		if len(hs) == 0 {
+			return nil
+		}
+		return newRandomLB(hs).pick(0, false, nil)
+	}
+	if r.cum == nil {
+		return r.hosts[rand.IntN(len(r.hosts))]
+	}
+	x := rand.Uint64N(r.cum[len(r.cum)-1])
+	i, _ := slices.BinarySearch(r.cum, x+1)
+	return r.hosts[i]
+}
+
+// leastRequest is Envoy's LEAST_REQUEST: choice_count hosts drawn at
+// random (power of two choices by default), the one with the fewest
+// requests in flight relative to its weight wins.
+type leastRequest struct {
+	hosts   []*host
+	choices uint32
+}
+
+func (l *leastRequest) pick(_ uint64, _ bool, ok func(*host) bool) *host {
+	hosts := filter(l.hosts, ok)
+	if len(hosts) == 0 {
+		return nil
+	}
+	var best *host
+	for range l.choices {
+		h := hosts[rand.IntN(len(hosts))]
+		if best == nil || less(h, best) {
+			best = h
+		}
+	}
+	return best
+}
+
+// less reports whether a has less load than b: active/weight, compared
+// without division.
+func less(a, b *host) bool {
+	return (a.active.Load()+1)*int64(b.weight) < (b.active.Load()+1)*int64(a.weight)
+}
+
+// ring is Envoy's RING_HASH (Karger's consistent hashing, ketama style):
+// each host owns points on a 64-bit ring, xxHash64 of "ADDRESS_N"; a
+// request goes to the first point at or after its hash. A request without
+// a hash gets a random one.
+type ring struct {
+	points []ringPoint
+}
+
+type ringPoint struct {
+	hash uint64
+	h    *host
+}
+
+func newRing(hosts []*host, minSize, maxSize uint64) *ring {
+	var total uint64
+	for _, h := range hosts {
+		total += uint64(h.weight)
+	}
+	// As Envoy's RingHashLoadBalancer: scale so that the least weighted
+	// host gets at least one point and the ring is at least minSize.
+	minW := hosts[0].weight
+	for _, h := range hosts {
+		minW = min(minW, h.weight)
+	}
+	scale := min(float64(maxSize), max(float64(minSize), float64(total)/float64(minW))) / float64(total)
+	r := &ring{}
+	var target, current float64
+	for _, h := range hosts {
+		target += scale * float64(h.weight)
+		key := h.ep.Address + "_"
+		for i := 0; current < target; i++ {
+			r.points = append(r.points, ringPoint{hash: xxhash.Sum64String(key + strconv.Itoa(i)), h: h})
+			current++
+		}
+	}
+	slices.SortFunc(r.points, func(a, b ringPoint) int {
+		switch {
+		case a.hash < b.hash:
+			return -1
+		case a.hash > b.hash:
+			return 1
+		}
+		return 0
+	})
+	return r
+}
+
+func (r *ring) pick(hash uint64, hasHash bool, ok func(*host) bool) *host {
+	if !hasHash {
+		hash = rand.Uint64()
+	}
+	i, _ := slices.BinarySearchFunc(r.points, hash, func(p ringPoint, h uint64) int {
+		switch {
+		case p.hash < h:
+			return -1
+		case p.hash > h:
+			return 1
+		}
+		return 0
+	})
+	n := len(r.points)
+	for k := range n {
+		p := r.points[(i+k)%n]
+		if ok == nil || ok(p.h) {
+			return p.h
+		}
+	}
+	return nil
+}
+
+// maglev is Envoy's MAGLEV: a lookup table of a prime size where each host
+// fills slots in the order of its own permutation (offset and skip from
+// xxHash64 of its address), in proportion to its weight.
+type maglev struct {
+	table []*host
+}
+
+func newMaglev(hosts []*host, size uint64) *maglev {
+	type perm struct {
+		offset, skip, next uint64
+		target, filled     float64
+	}
+	var maxW uint32
+	for _, h := range hosts {
+		maxW = max(maxW, h.weight)
+	}
+	ps := make([]perm, len(hosts))
+	for i, h := range hosts {
+		ps[i] = perm{
+			offset: xxhash.Sum64String(h.ep.Address) % size,
+			skip:   xxhash.Sum64String(h.ep.Address+"#skip")%(size-1) + 1,
+			target: float64(h.weight) / float64(maxW),
+		}
+	}
+	table := make([]*host, size)
+	var filled uint64
+	for iter := 1.0; filled < size; iter++ {
+		for i := range hosts {
+			p := &ps[i]
+			if p.filled >= p.target*iter {
+				continue // weighted: a lighter host takes a turn less often
+			}
+			for {
+				slot := (p.offset + p.skip*p.next) % size
+				p.next++
+				if table[slot] == nil {
+					table[slot] = hosts[i]
+					p.filled++
+					filled++
+					break
+				}
+			}
+			if filled == size {
+				break
+			}
+		}
+	}
+	return &maglev{table: table}
+}
+
+func (m *maglev) pick(hash uint64, hasHash bool, ok func(*host) bool) *host {
+	if !hasHash {
+		hash = rand.Uint64()
+	}
+	n := uint64(len(m.table))
+	for k := range n {
+		h := m.table[(hash+k)%n]
+		if ok == nil || ok(h) {
+			return h
+		}
+	}
+	return nil
+}

@@ -171,16 +171,17 @@ func TestIdentityFromIstiod(t *testing.T) {
 		t.Errorf("SAN %v", leaf.URIs)
 	}
 	// xDS over the same TLS port, authenticated by istiod with the token
-	// the agent sends per RPC: istiod's syncz shows the proxy's ACK of its
-	// clusters (strait-proxy NACKs the listeners: it has no TLS transport
-	// socket yet).
+	// the agent sends per RPC: istiod's syncz shows that the proxy answered
+	// its clusters. strait-proxy has no TLS transport socket yet, so it may
+	// NACK them, naming the transport-socket field it refuses (never
+	// accepting and ignoring it); any other answer fails the test.
 	var lastSyncz string
 	defer func() {
 		if t.Failed() {
 			t.Logf("last istiod syncz: %.3000s", lastSyncz)
 		}
 	}()
-	waitUntil(t, 60*time.Second, "CDS from istiod ACKed through the agent", func() bool {
+	waitUntil(t, 60*time.Second, "CDS from istiod answered through the agent", func() bool {
 		resp, err := http.Get("http://" + httpAddr + "/debug/syncz")
 		if err != nil {
 			return false
@@ -189,6 +190,9 @@ func TestIdentityFromIstiod(t *testing.T) {
 		var statuses []struct {
 			Proxy        string `json:"proxy"`
 			ClusterAcked string `json:"cluster_acked"`
+			Resources    map[string]struct {
+				LastError string `json:"lastError"`
+			} `json:"resources"`
 		}
 		body, _ := io.ReadAll(resp.Body)
 		lastSyncz = string(body)
@@ -196,8 +200,17 @@ func TestIdentityFromIstiod(t *testing.T) {
 			return false
 		}
 		for _, s := range statuses {
-			if strings.HasPrefix(s.Proxy, "client-1.demo") && s.ClusterAcked != "" {
+			if !strings.HasPrefix(s.Proxy, "client-1.demo") {
+				continue
+			}
+			nack := s.Resources["type.googleapis.com/envoy.config.cluster.v3.Cluster"].LastError
+			switch {
+			case s.ClusterAcked != "":
 				return true
+			case strings.Contains(nack, "transport_socket"):
+				return true
+			case nack != "":
+				t.Fatalf("istiod's clusters NACKed for another reason: %s", nack)
 			}
 		}
 		return false

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -102,22 +103,29 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 // preface or cannot become it, and returns them.
 func sniffPreface(c net.Conn) (pre []byte, isH2 bool, err error) {
 	const preface = http2.ClientPreface
-	buf := make([]byte, 0, 4<<10)
+	bp := sniffBufPool.Get().(*[]byte)
+	defer sniffBufPool.Put(bp)
+	buf := (*bp)[:0]
+	// The bytes are returned in a slice of their own size: a connection
+	// keeps them until its reader consumed them.
+	own := func() []byte { return append([]byte(nil), buf...) }
 	for {
 		n, err := c.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		m := min(len(buf), len(preface))
 		if string(buf[:m]) != preface[:m] {
-			return buf, false, nil
+			return own(), false, nil
 		}
 		if len(buf) >= len(preface) {
-			return buf, true, nil
+			return own(), true, nil
 		}
 		if err != nil {
-			return buf, false, err
+			return own(), false, err
 		}
 	}
 }
+
+var sniffBufPool = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
 
 // prefixConn is a connection whose first bytes were already read.
 type prefixConn struct {

@@ -31,6 +31,7 @@ type Server struct {
 	srv      *http.Server // CodecNetHTTP
 	ln       *chanListener
 	done     chan struct{}
+	parker   *parker // idle HTTP/1.1 connections (park.go)
 
 	mu     sync.Mutex // guards conns and closed (CodecStrait, HTTP/2)
 	conns  map[net.Conn]struct{}
@@ -87,6 +88,7 @@ func NewServer(o Options) *Server {
 		codec:    o.Codec,
 		conns:    map[net.Conn]struct{}{},
 	}
+	s.parker = newParker(s.log)
 	if s.codec == "" {
 		s.codec = CodecStrait
 	}
@@ -150,6 +152,7 @@ func (s *Server) Close() error {
 	conns := s.conns
 	s.conns = nil
 	s.mu.Unlock()
+	s.parker.close()
 	for c := range conns {
 		c.Close()
 	}

@@ -139,11 +139,8 @@ func (c *rawConn) opError(op string, err error) error {
 // queue is empty, PeekData when bytes are waiting and PeekClosed on EOF or
 // a socket error. Connections not made by WrapConn report PeekQuiet.
 func Peek(c net.Conn) PeekState {
-	if d, ok := c.(*DeadlineConn); ok {
-		c = d.Conn
-	}
-	r, ok := c.(*rawConn)
-	if !ok {
+	r := unwrapRaw(c)
+	if r == nil {
 		return PeekQuiet
 	}
 	if err := r.rc.Control(r.peekFn); err != nil {

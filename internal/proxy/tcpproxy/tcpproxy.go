@@ -13,11 +13,15 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 )
@@ -44,25 +48,57 @@ type Filter struct {
 	// IdleTimeout closes both connections when no byte moved either way
 	// for this long (idle_timeout; Envoy's default 1 h, 0 disables it).
 	IdleTimeout time.Duration
+	// MaxConnectAttempts is how many upstream connects are tried, each to
+	// an endpoint picked anew, before the connection is given up
+	// (max_connect_attempts; Envoy's default 1).
+	MaxConnectAttempts uint32
+	// MaxDuration closes both connections this long after the downstream
+	// one was accepted (max_downstream_connection_duration; 0: never).
+	MaxDuration time.Duration
 }
 
 // defaultIdleTimeout is Envoy's tcp_proxy idle_timeout default.
 const defaultIdleTimeout = time.Hour
 
+// supportedFields are the TcpProxy fields Build implements; any other set
+// field is refused.
+var supportedFields = []string{
+	"stat_prefix", "cluster", "weighted_clusters", "idle_timeout",
+	"max_connect_attempts", "max_downstream_connection_duration",
+}
+
 // Build validates a TcpProxy config and returns the filter.
 func Build(tp *tcpv3.TcpProxy) (*Filter, error) {
-	f := &Filter{StatPrefix: tp.GetStatPrefix(), IdleTimeout: defaultIdleTimeout}
+	if err := onlyFields("tcp_proxy", tp, supportedFields...); err != nil {
+		return nil, err
+	}
+	f := &Filter{StatPrefix: tp.GetStatPrefix(), IdleTimeout: defaultIdleTimeout, MaxConnectAttempts: 1}
 	if d := tp.GetIdleTimeout(); d != nil {
 		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
-			return nil, fmt.Errorf("idle_timeout %v is not a valid duration", d)
+			return nil, fmt.Errorf("tcp_proxy.idle_timeout %v is not a valid duration (want >= 0s; 0s disables it)", d.AsDuration())
 		}
 		f.IdleTimeout = d.AsDuration()
+	}
+	if v := tp.GetMaxConnectAttempts(); v != nil {
+		if v.GetValue() < 1 {
+			return nil, errors.New("tcp_proxy.max_connect_attempts is 0; want at least 1")
+		}
+		f.MaxConnectAttempts = v.GetValue()
+	}
+	if d := tp.GetMaxDownstreamConnectionDuration(); d != nil {
+		if err := d.CheckValid(); err != nil || d.AsDuration() < time.Millisecond {
+			return nil, fmt.Errorf("tcp_proxy.max_downstream_connection_duration %v is not a valid duration (want >= 1ms)", d.AsDuration())
+		}
+		f.MaxDuration = d.AsDuration()
 	}
 	switch cs := tp.GetClusterSpecifier().(type) {
 	case *tcpv3.TcpProxy_Cluster:
 		f.cluster = cs.Cluster
 	case *tcpv3.TcpProxy_WeightedClusters:
-		for _, c := range cs.WeightedClusters.GetClusters() {
+		for i, c := range cs.WeightedClusters.GetClusters() {
+			if err := onlyFields(fmt.Sprintf("tcp_proxy.weighted_clusters.clusters[%d]", i), c, "name", "weight"); err != nil {
+				return nil, err
+			}
 			if c.GetWeight() == 0 {
 				continue
 			}
@@ -70,12 +106,29 @@ func Build(tp *tcpv3.TcpProxy) (*Filter, error) {
 			f.total += c.GetWeight()
 		}
 		if f.total == 0 {
-			return nil, fmt.Errorf("weighted_clusters: total weight is 0")
+			return nil, fmt.Errorf("tcp_proxy.weighted_clusters: total weight is 0")
 		}
 	default:
-		return nil, fmt.Errorf("cluster specifier %T is not supported", cs)
+		return nil, fmt.Errorf("tcp_proxy cluster specifier %T is not supported (want cluster or weighted_clusters)", cs)
 	}
 	return f, nil
+}
+
+// onlyFields returns an error naming the first populated field of m that is
+// not in allowed.
+func onlyFields(field string, m proto.Message, allowed ...string) error {
+	var bad string
+	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if !slices.Contains(allowed, string(fd.Name())) {
+			bad = string(fd.Name())
+			return false
+		}
+		return true
+	})
+	if bad == "" {
+		return nil
+	}
+	return fmt.Errorf("%s.%s is not supported by strait-proxy (supported fields: %s)", field, bad, strings.Join(allowed, ", "))
 }
 
 func (f *Filter) pickCluster() string {
@@ -92,30 +145,79 @@ func (f *Filter) pickCluster() string {
 	return f.weighted[len(f.weighted)-1].name
 }
 
+// Drain is the drain of the listener version a connection came in on.
+type Drain struct {
+	// Started is done once the drain starts (nil: never).
+	Started context.Context
+	// Time is how long a connection may go on once the drain started
+	// (--drain-time-s): a TCP stream has no way to be asked to end, so, as
+	// when Envoy removes a drained listener, it is closed then.
+	Time time.Duration
+}
+
 // Serve proxies the downstream connection c until both directions are done.
 // dst is the connection's (original) destination, used by ORIGINAL_DST
 // clusters. src, when valid, is the source address (and mark) of the
 // upstream connection (listener filter original_src). Serve closes c.
 func (f *Filter) Serve(ctx context.Context, c net.Conn, dst netip.AddrPort, src cluster.OriginalSource, clusters Clusters, log *slog.Logger) {
+	f.ServeDrain(ctx, c, dst, src, clusters, log, Drain{})
+}
+
+// ServeDrain is Serve for a connection that closes d.Time after d starts.
+func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort, src cluster.OriginalSource, clusters Clusters, log *slog.Logger, d Drain) {
 	defer c.Close()
+	accepted := time.Now()
 	name := f.pickCluster()
 	cl := clusters.Get(name)
 	if cl == nil {
 		log.Debug("tcp_proxy: unknown cluster", "cluster", name)
 		return
 	}
-	ep, err := cl.Pick(dst)
-	if err != nil {
-		log.Debug("tcp_proxy: no upstream", "cluster", name, "error", err)
-		return
-	}
-	ep.Source = src
-	up, err := cl.Dial(ctx, ep)
-	if err != nil {
-		log.Debug("tcp_proxy: connect failed", "cluster", name, "error", err)
-		return
+	var up net.Conn
+	for attempt := uint32(1); ; attempt++ {
+		ep, err := cl.Pick(dst)
+		if err != nil {
+			log.Debug("tcp_proxy: no upstream", "cluster", name, "error", err)
+			return
+		}
+		ep.Source = src
+		up, err = cl.Dial(ctx, ep)
+		if err == nil {
+			break
+		}
+		if attempt >= f.MaxConnectAttempts || ctx.Err() != nil {
+			log.Debug("tcp_proxy: connect failed", "cluster", name, "attempts", attempt, "error", err)
+			return
+		}
+		log.Debug("tcp_proxy: connect failed; trying again", "cluster", name, "attempt", attempt, "error", err)
 	}
 	defer up.Close()
+	closeBoth := func() { c.Close(); up.Close() }
+	if f.MaxDuration > 0 {
+		t := time.AfterFunc(f.MaxDuration-time.Since(accepted), closeBoth)
+		defer t.Stop()
+	}
+	if d.Started != nil {
+		var mu sync.Mutex // guards t and done
+		var t *time.Timer
+		done := false
+		stop := context.AfterFunc(d.Started, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !done {
+				t = time.AfterFunc(d.Time, closeBoth)
+			}
+		})
+		defer func() {
+			stop()
+			mu.Lock()
+			done = true
+			if t != nil {
+				t.Stop()
+			}
+			mu.Unlock()
+		}()
+	}
 	PipeIdle(c, up, f.IdleTimeout)
 }
 

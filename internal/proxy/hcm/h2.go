@@ -160,26 +160,36 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		MaxHeaderBytes: maxRequestHeadersBytes,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	h2 := f.h2
-	if d != nil {
-		// x/net/http2 sends GOAWAY to the connections of a Server
-		// configured with ConfigureServer when its base http.Server shuts
-		// down: give this connection a Server of its own for that.
-		h2 = &http2.Server{
-			MaxConcurrentStreams:         f.h2.MaxConcurrentStreams,
-			MaxUploadBufferPerStream:     f.h2.MaxUploadBufferPerStream,
-			MaxUploadBufferPerConnection: f.h2.MaxUploadBufferPerConnection,
-		}
-		if err := http2.ConfigureServer(base, h2); err != nil {
-			s.log.Error("configure HTTP/2 drain", "error", err)
-			return
-		}
-		stop := d.onStart(func() { _ = base.Shutdown(context.Background()) })
-		defer stop()
+	lim := &f.Limits
+	if lim.MaxRequestHeadBytes == 0 {
+		l := DefaultLimits() // a Filter made without Build (tests)
+		lim = &l
+	}
+	// x/net/http2 sends GOAWAY to the connections of a Server configured
+	// with ConfigureServer when its base http.Server shuts down: each
+	// connection gets a Server of its own for that (drain and
+	// max_connection_duration), with the HCM's idle_timeout (GOAWAY once
+	// no stream was open for that long).
+	h2 := &http2.Server{
+		MaxConcurrentStreams:         f.h2.MaxConcurrentStreams,
+		MaxUploadBufferPerStream:     f.h2.MaxUploadBufferPerStream,
+		MaxUploadBufferPerConnection: f.h2.MaxUploadBufferPerConnection,
+		IdleTimeout:                  lim.IdleTimeout,
+	}
+	if err := http2.ConfigureServer(base, h2); err != nil {
+		s.log.Error("configure HTTP/2 connection", "error", err)
+		return
+	}
+	goAway := func() { _ = base.Shutdown(context.Background()) }
+	stop := d.onStart(goAway)
+	defer stop()
+	if lim.MaxConnectionDuration > 0 {
+		t := time.AfterFunc(lim.MaxConnectionDuration, goAway)
+		defer t.Stop()
 	}
 	h2.ServeConn(nc, &http2.ServeConnOpts{
 		Context:    ctx,
-		Handler:    http.HandlerFunc(s.serveStream),
+		Handler:    withStreamIdle(lim.StreamIdleTimeout, s.serveStream),
 		BaseConfig: base,
 	})
 }
@@ -206,6 +216,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if rt == nil {
 		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
 		return
+	}
+	if rt.HasIdleTimeout {
+		setStreamIdle(r.Context(), rt.IdleTimeout) // h2timeouts.go
 	}
 	if rt.Direct != nil {
 		streamLocalReply(w, r, rt.Direct.Status, "", rt.Direct.Body)

@@ -402,10 +402,10 @@ func (c *h1conn) serveRequest() bool {
 	}
 	ep.Source = c.src
 	if c.filter.upgradeAllowed(req) {
-		return c.forwardUpgrade(cl, ep) // upgrade.go
+		return c.forwardUpgrade(cl, ep, rt) // upgrade.go
 	}
 	if cl.UpstreamHTTP2(false) {
-		return c.forwardH2(cl, ep) // h1toh2.go
+		return c.forwardH2(cl, ep, rt.Timeout) // h1toh2.go
 	}
 	return c.forward(cl, ep, rt)
 }

@@ -21,9 +21,10 @@ import (
 // HTTP/1.1, chunked when its length is unknown (and with its trailers).
 
 // forwardH2 sends the request to ep on cl over HTTP/2 and relays the
-// response. It reports whether the downstream connection can carry another
-// request.
-func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint) bool {
+// response, all within the route's timeout (0: none): 504 UT when it
+// passes before the response head, a closed connection after. It reports
+// whether the downstream connection can carry another request.
+func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, timeout time.Duration) bool {
 	req := &c.req
 	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
 	target := req.Target
@@ -66,7 +67,14 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 		ProtoMinor: reqMinor,
 		Header:     hdr,
 		Host:       string(req.Host),
-	}).WithContext(context.Background())
+	})
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	out = out.WithContext(ctx)
 	var body *h1Body
 	switch req.Framing {
 	case http1.FramingLength:
@@ -96,13 +104,17 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	cl.Stats.RqTotal.Add(1)
 	resp, err := cl.RoundTrip(out, ep)
 	if err != nil {
+		f := failConnect
+		if ctx.Err() != nil {
+			f = failRouteTimeout
+		}
 		if body == nil {
-			return c.upstreamFailed(cl, ep, failConnect, err, true)
+			return c.upstreamFailed(cl, ep, f, err, true)
 		}
 		// Part of the body may be gone: answer, then close.
 		c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
-		cl.Stats.AddResponse(503)
-		c.writeLocal(503, "UF", bodyConnectFailed, false)
+		cl.Stats.AddResponse(f.code)
+		c.writeLocal(f.code, f.flags, f.body, false)
 		c.nc.Close()
 		body.Close()
 		return false

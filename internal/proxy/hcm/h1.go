@@ -90,6 +90,9 @@ type h1conn struct {
 
 func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
 	dc := http1.NewDeadlineConn(http1.WrapConn(nc)) // closing it closes the tracked conn
+	// The wait for a request (parkAfter) and the request (stream idle)
+	// alternate their read deadlines on every request: keep the earlier.
+	dc.SetReadLazy(true)
 	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, r: http1.NewReader(dc), drain: d}
 	c.stopDrain = d.onStart(c.drainIdle)
 	if c.lim.MaxRequestHeadBytes == 0 {

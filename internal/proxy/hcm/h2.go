@@ -20,6 +20,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
 // This file is the HTTP/2 side of the HCM: downstream HTTP/2 without TLS
@@ -187,7 +188,11 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		t := time.AfterFunc(lim.MaxConnectionDuration, goAway)
 		defer t.Stop()
 	}
-	h2.ServeConn(nc, &http2.ServeConnOpts{
+	// x/net/http2's server flushes after each frame its writer writes:
+	// batch those writes (package wbatch).
+	bc := wbatch.New(nc)
+	defer bc.Close()
+	h2.ServeConn(bc, &http2.ServeConnOpts{
 		Context:    ctx,
 		Handler:    withStreamIdle(lim.StreamIdleTimeout, s.serveStream),
 		BaseConfig: base,

@@ -95,9 +95,7 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 		s.serveH1(pc, f, dst, src, d)
 		return
 	}
-	if !s.ln.push(&conn{Conn: pc, filter: f, dst: dst, src: src}) {
-		pc.Close()
-	}
+	s.serveConnNetHTTP(pc, f, dst, src, d)
 }
 
 // sniffPreface reads until the bytes read so far are the HTTP/2 client

@@ -110,6 +110,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		localReply(w, http.StatusNotFound, "NR", "")
 		return
 	}
+	if rt.HasIdleTimeout {
+		setStreamIdle(r.Context(), rt.IdleTimeout) // h2timeouts.go
+	}
 	if rt.Direct != nil {
 		localReply(w, rt.Direct.Status, "", rt.Direct.Body)
 		return

@@ -36,12 +36,18 @@ func TestBuildRefusesWhatItDoesNotImplement(t *testing.T) {
 			tp.MaxConnectAttempts = wrapperspb.UInt32(3)
 			tp.MaxDownstreamConnectionDuration = durationpb.New(time.Hour)
 		}, ""},
-		"hash_policy": {func(tp *tcpv3.TcpProxy) { tp.HashPolicy = []*typev3.HashPolicy{{}} }, "tcp_proxy.hash_policy is not supported"},
-		"tunneling":   {func(tp *tcpv3.TcpProxy) { tp.TunnelingConfig = &tcpv3.TcpProxy_TunnelingConfig{Hostname: "x"} }, "tcp_proxy.tunneling_config is not supported"},
-		"backoff":     {func(tp *tcpv3.TcpProxy) { tp.BackoffOptions = &corev3.BackoffStrategy{} }, "tcp_proxy.backoff_options is not supported"},
-		"attempts 0":  {func(tp *tcpv3.TcpProxy) { tp.MaxConnectAttempts = wrapperspb.UInt32(0) }, "max_connect_attempts is 0"},
-		"duration 0":  {func(tp *tcpv3.TcpProxy) { tp.MaxDownstreamConnectionDuration = durationpb.New(0) }, "max_downstream_connection_duration 0s is not a valid duration"},
-		"idle < 0":    {func(tp *tcpv3.TcpProxy) { tp.IdleTimeout = durationpb.New(-time.Second) }, "idle_timeout -1s is not a valid duration"},
+		"hash_policy":  {func(tp *tcpv3.TcpProxy) { tp.HashPolicy = []*typev3.HashPolicy{{}} }, "tcp_proxy.hash_policy is not supported"},
+		"tunneling":    {func(tp *tcpv3.TcpProxy) { tp.TunnelingConfig = &tcpv3.TcpProxy_TunnelingConfig{Hostname: "x"} }, "tcp_proxy.tunneling_config is not supported"},
+		"backoff":      {func(tp *tcpv3.TcpProxy) { tp.BackoffOptions = &corev3.BackoffStrategy{} }, "tcp_proxy.backoff_options is not supported"},
+		"attempts 0":   {func(tp *tcpv3.TcpProxy) { tp.MaxConnectAttempts = wrapperspb.UInt32(0) }, "max_connect_attempts is 0"},
+		"attempts 1":   {func(tp *tcpv3.TcpProxy) { tp.MaxConnectAttempts = wrapperspb.UInt32(1) }, ""},
+		"duration 1ms": {func(tp *tcpv3.TcpProxy) { tp.MaxDownstreamConnectionDuration = durationpb.New(time.Millisecond) }, ""},
+		"weights 0": {func(tp *tcpv3.TcpProxy) {
+			tp.ClusterSpecifier = &tcpv3.TcpProxy_WeightedClusters{WeightedClusters: &tcpv3.TcpProxy_WeightedCluster{Clusters: []*tcpv3.TcpProxy_WeightedCluster_ClusterWeight{
+				{Name: "a", Weight: 0}}}}
+		}, "total weight is 0"},
+		"duration 0": {func(tp *tcpv3.TcpProxy) { tp.MaxDownstreamConnectionDuration = durationpb.New(0) }, "max_downstream_connection_duration 0s is not a valid duration"},
+		"idle < 0":   {func(tp *tcpv3.TcpProxy) { tp.IdleTimeout = durationpb.New(-time.Second) }, "idle_timeout -1s is not a valid duration"},
 		"weighted metadata": {func(tp *tcpv3.TcpProxy) {
 			tp.ClusterSpecifier = &tcpv3.TcpProxy_WeightedClusters{WeightedClusters: &tcpv3.TcpProxy_WeightedCluster{Clusters: []*tcpv3.TcpProxy_WeightedCluster_ClusterWeight{
 				{Name: "a", Weight: 1}, {Name: "b", Weight: 1, MetadataMatch: &corev3.Metadata{}}}}}
@@ -234,5 +240,53 @@ func TestDrainClosesAfterDrainTime(t *testing.T) {
 	}
 	if !echoes(other) {
 		t.Fatal("a connection of a listener that did not drain stopped working")
+	}
+}
+
+func TestWeightedClusters(t *testing.T) {
+	f, err := Build(&tcpv3.TcpProxy{StatPrefix: "t", ClusterSpecifier: &tcpv3.TcpProxy_WeightedClusters{WeightedClusters: &tcpv3.TcpProxy_WeightedCluster{
+		Clusters: []*tcpv3.TcpProxy_WeightedCluster_ClusterWeight{{Name: "never", Weight: 0}, {Name: "a", Weight: 1}, {Name: "b", Weight: 3}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for range 400 {
+		seen[f.pickCluster()]++
+	}
+	if seen["never"] != 0 || seen["a"] < 50 || seen["a"] > 150 || seen["b"] < 250 {
+		t.Fatalf("picks %v; want a about a quarter, b three quarters (weights 1 and 3), never the weight-0 cluster", seen)
+	}
+}
+
+// TestConnectAttemptsAllFail: with every endpoint down, exactly
+// max_connect_attempts connects are tried, then the client is closed.
+func TestConnectAttemptsAllFail(t *testing.T) {
+	cs := clusters(t, deadAddr(t))
+	f := &Filter{cluster: "be", MaxConnectAttempts: 2}
+	c, done := serveOne(t, f, cs, Drain{})
+	if !closesWithin(c, done, 10*time.Second) {
+		t.Fatal("the client was not closed after the connect attempts failed")
+	}
+	if got := cs.Get("be").Stats.CxConnectFail.Load(); got != 2 {
+		t.Fatalf("%d connect attempts failed, want max_connect_attempts 2", got)
+	}
+}
+
+// TestDrainNeverStarted: a connection of a listener whose drain never
+// started ends normally when its client leaves.
+func TestDrainNeverStarted(t *testing.T) {
+	cs := clusters(t, echoServer(t))
+	f := &Filter{cluster: "be", MaxConnectAttempts: 1, IdleTimeout: time.Hour}
+	never, stop := context.WithCancel(context.Background())
+	defer stop()
+	c, done := serveOne(t, f, cs, Drain{Started: never, Time: time.Hour})
+	if !echoes(c) {
+		t.Fatal("no echo through the proxy")
+	}
+	c.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after the client left")
 	}
 }

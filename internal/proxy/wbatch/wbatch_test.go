@@ -152,8 +152,9 @@ func waitingAtGate(b *Conn) bool {
 	return b.writing
 }
 
-// TestBackPressure: with maxBuffered queued behind a write that does not
-// complete, Write blocks.
+// TestBackPressure: behind a write that does not complete, Write queues up
+// to maxBuffered bytes and then blocks; a write larger than maxBuffered
+// into an empty queue is taken whole.
 func TestBackPressure(t *testing.T) {
 	c, s := net.Pipe() // unbuffered: a write completes only when read
 	defer s.Close()
@@ -162,24 +163,58 @@ func TestBackPressure(t *testing.T) {
 	for !waitingAtGate(b) {
 		runtime.Gosched()
 	}
-	b.Write(make([]byte, maxBuffered-1))
-	done := make(chan struct{})
-	go func() {
-		b.Write(make([]byte, 2)) // over the limit: waits
-		close(done)
-	}()
-	select {
-	case <-done:
-		t.Fatal("Write did not block with maxBuffered bytes queued")
-	case <-time.After(200 * time.Millisecond):
+	writes := func(sizes ...int) chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			for _, n := range sizes {
+				b.Write(make([]byte, n))
+			}
+			close(done)
+		}()
+		return done
+	}
+	blocked := func(done chan struct{}) bool {
+		select {
+		case <-done:
+			return false
+		case <-time.After(200 * time.Millisecond):
+			return true
+		}
+	}
+	if blocked(writes(maxBuffered-1, 1)) {
+		t.Fatal("Write blocked with exactly maxBuffered bytes queued")
+	}
+	last := writes(1)
+	if !blocked(last) {
+		t.Fatal("Write did not block past maxBuffered bytes queued")
 	}
 	go io.Copy(io.Discard, s)
 	select {
-	case <-done:
+	case <-last:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Write stayed blocked after the peer read")
 	}
 	b.Close()
+}
+
+// TestLargeWriteIntoEmptyQueue: a write larger than maxBuffered is not held
+// back when nothing is queued.
+func TestLargeWriteIntoEmptyQueue(t *testing.T) {
+	c, s := net.Pipe()
+	defer s.Close()
+	b := New(c)
+	defer func() { go io.Copy(io.Discard, s); b.Close() }()
+	b.Write(make([]byte, 10)) // the writer is stuck with it; the queue is empty
+	for !waitingAtGate(b) {
+		runtime.Gosched()
+	}
+	done := make(chan struct{})
+	go func() { b.Write(make([]byte, 2*maxBuffered)); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a large write into an empty queue blocked")
+	}
 }
 
 // TestWriteErrorIsSticky: a failed write fails the writes after it.

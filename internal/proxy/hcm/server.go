@@ -26,7 +26,7 @@ type Server struct {
 	codec    Codec
 	parker   *parker // idle HTTP/1.1 connections (park.go)
 
-	mu     sync.Mutex // guards conns, nh and closed
+	mu     sync.Mutex            // guards conns, nh and closed
 	conns  map[net.Conn]struct{} // CodecStrait and HTTP/2
 	nh     map[nhKey]*nhServer   // CodecNetHTTP (nethttpconn.go)
 	closed bool

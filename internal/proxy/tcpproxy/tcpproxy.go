@@ -201,7 +201,7 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 		var mu sync.Mutex // guards t and done
 		var t *time.Timer
 		done := false
-		stop := context.AfterFunc(d.Started, func() {
+		stop := context.AfterFunc(d.Started, func() { //nolint:contextcheck // d.Started is the listener's drain signal, not this connection's context
 			mu.Lock()
 			defer mu.Unlock()
 			if !done {

@@ -433,7 +433,7 @@ func (m *Mesh) startLogged(cmd *exec.Cmd, name string) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	done := make(chan struct{})
-	m.procs = append(m.procs, process{cmd: cmd, done: done})
+	m.procs = append(m.procs, process{name: name, cmd: cmd, done: done})
 	go func() {
 		_ = cmd.Wait()
 		f.Close()
@@ -444,8 +444,38 @@ func (m *Mesh) startLogged(cmd *exec.Cmd, name string) error {
 
 // process is a started command and a channel closed once it has exited.
 type process struct {
+	name string // as in LogPath
 	cmd  *exec.Cmd
 	done chan struct{}
+}
+
+func (m *Mesh) process(name string) (process, error) {
+	for _, p := range m.procs {
+		if p.name == name {
+			return p, nil
+		}
+	}
+	return process{}, fmt.Errorf("no process %q in the mesh (want straitd, POD-agent or POD-app)", name)
+}
+
+// Signal sends sig to one process of the mesh (named as in LogPath), not
+// to its process group: as the kubelet signals a container's first
+// process, so that an agent gets SIGTERM and its proxy does not.
+func (m *Mesh) Signal(name string, sig os.Signal) error {
+	p, err := m.process(name)
+	if err != nil {
+		return err
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// Exited returns a channel closed once the named process has exited.
+func (m *Mesh) Exited(name string) (<-chan struct{}, error) {
+	p, err := m.process(name)
+	if err != nil {
+		return nil, err
+	}
+	return p.done, nil
 }
 
 // LogPath is the file that holds the output of a process of the mesh

@@ -94,7 +94,7 @@ func New(o Options) (*Proxy, error) {
 	p.http = hcm.NewServer(hcm.Options{Logger: o.Logger, Clusters: p.Clusters, Codec: o.HTTPCodec})
 	p.Listeners = listener.NewManager(listener.Options{
 		Logger: o.Logger, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
-		Workers: o.Concurrency, OriginalDst: o.OriginalDst,
+		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime,
 	})
 	if err := p.Clusters.AddStatic(b.GetStaticResources().GetClusters()); err != nil {
 		p.http.Close()

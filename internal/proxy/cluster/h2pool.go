@@ -8,6 +8,8 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"golang.org/x/net/http2"
+
+	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
 // defaultH2IdleTimeout closes an upstream HTTP/2 connection without streams
@@ -222,6 +224,9 @@ func (p *h2Pool) dial(ctx context.Context, key h2Key, d *h2Dial) {
 	var cc *http2.ClientConn
 	nc, err := p.c.Dial(ctx, Endpoint{Network: "tcp", Address: key.addr, Source: key.src})
 	if err == nil {
+		// The Transport flushes a request's HEADERS and DATA apart:
+		// batch its writes (package wbatch).
+		nc = wbatch.New(nc)
 		cc, err = p.t.NewClientConn(nc)
 		if err != nil {
 			nc.Close()

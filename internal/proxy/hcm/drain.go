@@ -45,6 +45,15 @@ func (d *Drain) onStart(f func()) (stop func() bool) {
 	return context.AfterFunc(d.ctx, f)
 }
 
+// Context returns a context that is done once the drain starts (never, for
+// a nil Drain). Other protocols (tcp_proxy) hang their own ending on it.
+func (d *Drain) Context() context.Context {
+	if d == nil {
+		return context.Background()
+	}
+	return d.ctx
+}
+
 // Idle states of an HTTP/1.1 connection with a Drain: the drain closes a
 // connection only while it waits for a request with nothing buffered.
 const (

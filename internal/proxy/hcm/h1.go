@@ -83,63 +83,98 @@ type h1conn struct {
 	streamIdle time.Duration
 	setCookie  string // a generated hash-policy cookie for the response
 
-	drain *Drain       // nil: the connection never drains
-	idle  atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
+	drain     *Drain       // nil: the connection never drains
+	stopDrain func() bool  // unregisters drainIdle
+	idle      atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
 
 	fresp filterResponse // the HTTP filters' response headers (h1filters.go)
+
+	tracked   net.Conn      // the connection as the Server tracks it
+	wb        *[]byte       // pooled write buffer (wbuf) while a request is served
+	idleSince time.Time     // when the wait for the next request began
+	parkID    atomic.Uint64 // set while parked (park.go)
+	parkFD    int           // socket number while parked; guarded by the parker's mu
+	parkTimer *time.Timer   // wakes a parked connection at its deadline; guarded by the parker's mu
 }
 
 func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
-	defer s.untrack(nc)
-	defer nc.Close()
-	defer func() {
-		// A bug must cost one connection, not the proxy (as with net/http).
-		if v := recover(); v != nil {
-			s.log.Error("panic serving connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
-		}
-	}()
 	dc := http1.NewDeadlineConn(http1.WrapConn(nc)) // closing it closes the tracked conn
-	c := &h1conn{s: s, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, r: http1.NewReader(dc), drain: d}
-	if d != nil {
-		stop := d.onStart(c.drainIdle)
-		defer stop()
-	}
+	// The wait for a request (parkAfter) and the request (stream idle)
+	// alternate their read deadlines on every request: keep the earlier.
+	dc.SetReadLazy(true)
+	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, r: http1.NewReader(dc), drain: d}
+	c.stopDrain = d.onStart(c.drainIdle)
 	if c.lim.MaxRequestHeadBytes == 0 {
 		// A Filter made without Build (tests): Envoy's defaults.
 		l := DefaultLimits()
 		c.lim = &l
 	}
-	defer c.r.Release()
 	if d := c.lim.MaxConnectionDuration; d > 0 {
 		c.expiry = time.Now().Add(d)
 	}
-	// The write buffer is taken per request, so that an idle keep-alive
-	// connection holds only its read buffer.
-	var wb *[]byte
-	take := func() {
-		wb = wbufPool.Get().(*[]byte)
-		c.wbuf = (*wb)[:0]
-	}
-	release := func() {
-		if cap(c.wbuf) <= 64<<10 { // don't keep what a huge head grew
-			*wb = c.wbuf[:0]
-			wbufPool.Put(wb)
-		}
-		wb, c.wbuf = nil, nil
-	}
+	c.run(false)
+}
+
+// run serves the connection on the calling goroutine until it closes or
+// parks (park.go); resumed says it was parked and is now readable.
+func (c *h1conn) run(resumed bool) {
+	parked := false
 	defer func() {
-		if wb != nil {
-			release()
+		// A bug must cost one connection, not the proxy (as with net/http).
+		if v := recover(); v != nil {
+			parked = false
+			c.s.log.Error("panic serving connection", "remote", c.tracked.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
+		}
+		if !parked {
+			c.finish()
 		}
 	}()
-	defer func() {
-		if c.linger {
-			c.closeGracefully()
-		}
-	}()
+	if resumed && !c.unpark() {
+		return
+	}
+	parked = c.serve()
+}
+
+// finish releases what the connection holds and closes it.
+func (c *h1conn) finish() {
+	if c.wb != nil {
+		c.releaseWbuf()
+	}
+	if c.linger {
+		c.closeGracefully()
+	}
+	c.r.Release()
+	c.stopDrain()
+	c.nc.Close()
+	c.s.untrack(c.tracked)
+}
+
+// takeWbuf takes the write buffer for a request. It is taken per request,
+// so that an idle keep-alive connection holds none.
+func (c *h1conn) takeWbuf() {
+	c.wb = wbufPool.Get().(*[]byte)
+	c.wbuf = (*c.wb)[:0]
+}
+
+func (c *h1conn) releaseWbuf() {
+	if cap(c.wbuf) <= 64<<10 { // don't keep what a huge head grew
+		*c.wb = c.wbuf[:0]
+		wbufPool.Put(c.wb)
+	}
+	c.wb, c.wbuf = nil, nil
+}
+
+// serve serves requests until the connection should close (false) or was
+// parked (true; the parker owns it from then on).
+func (c *h1conn) serve() (parked bool) {
 	for {
-		if len(c.r.Buffered()) == 0 && !c.waitRequest() {
-			return
+		if len(c.r.Buffered()) == 0 {
+			switch c.waitRequest() {
+			case waitClose:
+				return false
+			case waitParked:
+				return true
+			}
 		}
 		// A request began: stream_idle_timeout, request_headers_timeout and
 		// request_timeout from now.
@@ -159,13 +194,13 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 		if err != nil {
 			switch {
 			case errors.Is(err, http1.ErrHeaderTooLarge):
-				take()
+				c.takeWbuf()
 				c.errorReply(431, "")
 			case errors.Is(err, http1.ErrMalformed):
-				take()
+				c.takeWbuf()
 				c.errorReply(400, "")
 			case http1.IsTimeout(err):
-				take()
+				c.takeWbuf()
 				switch now := time.Now(); {
 				case !c.reqExpiry.IsZero() && !now.Before(c.reqExpiry):
 					c.errorReply(408, "request timeout")
@@ -175,68 +210,135 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 					c.errorReply(408, "stream timeout")
 				}
 			}
-			return
+			return false
 		}
-		take()
+		c.takeWbuf()
 		if err := http1.ParseRequestLimit(head, &c.req, c.lim.MaxHeadersCount); err != nil {
 			code := 400
 			if errors.Is(err, http1.ErrTooManyHeaders) {
 				code = 431
 			}
 			c.errorReply(code, "")
-			return
+			return false
 		}
 		c.requests++
 		// The body (if any) is read under request_timeout only.
 		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
 		keep := c.serveRequest()
-		release()
+		c.releaseWbuf()
 		c.r.Shrink()
 		if !keep {
-			return
+			return false
 		}
 	}
 }
 
+// What waitRequest found.
+const (
+	waitRequest = iota // a request began
+	waitClose          // close the connection
+	waitParked         // the connection was parked
+)
+
 // waitRequest waits for the first bytes of the next request, under the
-// connection's idle_timeout and max_connection_duration. It reports false
-// when the connection should close (quietly: no request is in progress).
+// connection's idle_timeout and max_connection_duration, parking the
+// connection after parkAfter. waitClose means the connection should close
+// (quietly: no request is in progress).
 // The socket deadline is the stream idle timeout's when that is shorter,
 // so that it need not be moved between this wait and the request.
-func (c *h1conn) waitRequest() bool {
+func (c *h1conn) waitRequest() int {
 	idle := c.lim.IdleTimeout
 	wait := idle
 	if s := c.lim.StreamIdleTimeout; s > 0 && (wait == 0 || s < wait) {
 		wait = s
 	}
-	c.nc.SetReadTimeouts(wait, c.expiry)
 	if c.drain != nil && c.requests > 0 {
 		// Idle from here: a drain starting now closes the connection
 		// (drainIdle). Set before looking, so that one of the two sees
 		// the other. A new connection gets its first request served.
 		c.idle.Store(connIdle)
 		if c.drain.Started() {
-			return false
+			return waitClose
 		}
 	}
 	since := http1.CoarseNow()
 	if idle > 0 && idle < 2*time.Second {
 		since = time.Now()
 	}
+	c.idleSince = since
+	// Wait parkAfter on this goroutine first (unless a deadline comes
+	// sooner), then park. A connection that never carried a request is not
+	// parked: its first bytes are normally on the way.
+	parkAt := time.Time{}
+	if c.requests > 0 {
+		parkAt = http1.CoarseNow().Add(parkAfter)
+		if dl := c.parkDeadline(since); !dl.IsZero() && !dl.After(parkAt) {
+			parkAt = time.Time{}
+		}
+	}
+	hard := c.expiry
+	if !parkAt.IsZero() {
+		hard = parkAt
+		c.nc.SetReadTimeouts(0, hard)
+	} else {
+		c.nc.SetReadTimeouts(wait, hard)
+	}
 	for {
 		err := c.r.Fill()
 		if err == nil {
 			// A request began, unless the drain closed the connection
 			// first.
-			return c.drain == nil || c.requests == 0 || c.idle.CompareAndSwap(connIdle, connBusy)
+			if c.drain == nil || c.requests == 0 || c.idle.CompareAndSwap(connIdle, connBusy) {
+				return waitRequest
+			}
+			return waitClose
 		}
 		if !http1.IsTimeout(err) {
-			return false
+			return waitClose
 		}
 		now := time.Now()
 		if idle > 0 && now.Sub(since) >= idle || !c.expiry.IsZero() && !now.Before(c.expiry) {
-			return false
+			return waitClose
 		}
+		if !parkAt.IsZero() && !now.Before(parkAt) {
+			if c.r.ParkBuffer() {
+				// The parsed heads alias the buffer just given back;
+				// their header slices are regrown on the next request.
+				c.req, c.resp = http1.Request{}, http1.Response{}
+				c.nc.SetReadTimeouts(0, time.Time{})
+				if c.s.parker.park(c, c.parkDeadline(since)) {
+					return waitParked
+				}
+				c.r.UnparkBuffer()
+			}
+			parkAt = time.Time{}
+			c.nc.SetReadTimeouts(wait, c.expiry)
+		}
+	}
+}
+
+// unpark takes a parked connection that became readable back: a buffer,
+// and the first bytes of its request. It reports false when the connection
+// should close (it was drained meanwhile, or the client closed it).
+func (c *h1conn) unpark() bool {
+	c.r.UnparkBuffer()
+	if c.drain != nil && !c.idle.CompareAndSwap(connIdle, connBusy) {
+		return false
+	}
+	c.nc.SetReadTimeouts(0, c.parkDeadline(c.idleSince))
+	if err := c.r.Fill(); err != nil {
+		// A readable socket whose read times out can only be past its
+		// deadline: close, as waitRequest would.
+		return false
+	}
+	return true
+}
+
+// parkExpired runs when a parked connection's idle_timeout or
+// max_connection_duration passes.
+func (c *h1conn) parkExpired() {
+	if c.s.parker.take(c) {
+		c.finish()
 	}
 }
 
@@ -258,6 +360,10 @@ func (c *h1conn) closing() bool {
 // response (closing). Any goroutine.
 func (c *h1conn) drainIdle() {
 	if c.idle.CompareAndSwap(connIdle, connDrained) {
+		if c.s.parker.take(c) {
+			c.finish()
+			return
+		}
 		c.nc.Close()
 	}
 }
@@ -335,7 +441,7 @@ func (c *h1conn) serveRequest() bool {
 		if rt.HasRequestMutation() {
 			c.mutateRequest(rt, tgt)
 		}
-		return c.forwardUpgrade(cl, ep) // upgrade.go
+		return c.forwardUpgrade(cl, ep, rt) // upgrade.go
 	}
 	if cl.UpstreamHTTP2(false) {
 		return c.forwardH2(cl, ep, rt, tgt, &ov) // h1toh2.go

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -20,6 +21,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
 // This file is the HTTP/2 side of the HCM: downstream HTTP/2 without TLS
@@ -94,31 +96,36 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 		s.serveH1(pc, f, dst, src, d)
 		return
 	}
-	if !s.ln.push(&conn{Conn: pc, filter: f, dst: dst, src: src}) {
-		pc.Close()
-	}
+	s.serveConnNetHTTP(pc, f, dst, src, d)
 }
 
 // sniffPreface reads until the bytes read so far are the HTTP/2 client
 // preface or cannot become it, and returns them.
 func sniffPreface(c net.Conn) (pre []byte, isH2 bool, err error) {
 	const preface = http2.ClientPreface
-	buf := make([]byte, 0, 4<<10)
+	bp := sniffBufPool.Get().(*[]byte)
+	defer sniffBufPool.Put(bp)
+	buf := (*bp)[:0]
+	// The bytes are returned in a slice of their own size: a connection
+	// keeps them until its reader consumed them.
+	own := func() []byte { return append([]byte(nil), buf...) }
 	for {
 		n, err := c.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		m := min(len(buf), len(preface))
 		if string(buf[:m]) != preface[:m] {
-			return buf, false, nil
+			return own(), false, nil
 		}
 		if len(buf) >= len(preface) {
-			return buf, true, nil
+			return own(), true, nil
 		}
 		if err != nil {
-			return buf, false, err
+			return own(), false, err
 		}
 	}
 }
+
+var sniffBufPool = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
 
 // prefixConn is a connection whose first bytes were already read.
 type prefixConn struct {
@@ -162,26 +169,40 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		MaxHeaderBytes: maxRequestHeadersBytes,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	h2 := f.h2
-	if d != nil {
-		// x/net/http2 sends GOAWAY to the connections of a Server
-		// configured with ConfigureServer when its base http.Server shuts
-		// down: give this connection a Server of its own for that.
-		h2 = &http2.Server{
-			MaxConcurrentStreams:         f.h2.MaxConcurrentStreams,
-			MaxUploadBufferPerStream:     f.h2.MaxUploadBufferPerStream,
-			MaxUploadBufferPerConnection: f.h2.MaxUploadBufferPerConnection,
-		}
-		if err := http2.ConfigureServer(base, h2); err != nil {
-			s.log.Error("configure HTTP/2 drain", "error", err)
-			return
-		}
-		stop := d.onStart(func() { _ = base.Shutdown(context.Background()) })
-		defer stop()
+	lim := &f.Limits
+	if lim.MaxRequestHeadBytes == 0 {
+		l := DefaultLimits() // a Filter made without Build (tests)
+		lim = &l
 	}
-	h2.ServeConn(nc, &http2.ServeConnOpts{
+	// x/net/http2 sends GOAWAY to the connections of a Server configured
+	// with ConfigureServer when its base http.Server shuts down: each
+	// connection gets a Server of its own for that (drain and
+	// max_connection_duration), with the HCM's idle_timeout (GOAWAY once
+	// no stream was open for that long).
+	h2 := &http2.Server{
+		MaxConcurrentStreams:         f.h2.MaxConcurrentStreams,
+		MaxUploadBufferPerStream:     f.h2.MaxUploadBufferPerStream,
+		MaxUploadBufferPerConnection: f.h2.MaxUploadBufferPerConnection,
+		IdleTimeout:                  lim.IdleTimeout,
+	}
+	if err := http2.ConfigureServer(base, h2); err != nil {
+		s.log.Error("configure HTTP/2 connection", "error", err)
+		return
+	}
+	goAway := func() { _ = base.Shutdown(context.Background()) }
+	stop := d.onStart(goAway)
+	defer stop()
+	if lim.MaxConnectionDuration > 0 {
+		t := time.AfterFunc(lim.MaxConnectionDuration, goAway)
+		defer t.Stop()
+	}
+	// x/net/http2's server flushes after each frame its writer writes:
+	// batch those writes (package wbatch).
+	bc := wbatch.New(nc)
+	defer bc.Close()
+	h2.ServeConn(bc, &http2.ServeConnOpts{
 		Context:    ctx,
-		Handler:    http.HandlerFunc(s.serveStream),
+		Handler:    withStreamIdle(lim.StreamIdleTimeout, s.serveStream),
 		BaseConfig: base,
 	})
 }
@@ -208,6 +229,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if rt == nil {
 		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
 		return
+	}
+	if rt.HasIdleTimeout {
+		setStreamIdle(r.Context(), rt.IdleTimeout) // h2timeouts.go
 	}
 	if c.filter.filters.active(rt) {
 		var done bool

@@ -113,6 +113,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		localReply(w, http.StatusNotFound, "NR", "")
 		return
 	}
+	if rt.HasIdleTimeout {
+		setStreamIdle(r.Context(), rt.IdleTimeout) // h2timeouts.go
+	}
 	if c.filter.filters.active(rt) {
 		var done bool
 		if w, done = s.streamFilters(w, r, c.filter, rt, false); done { // streamfilters.go

@@ -1,16 +1,12 @@
 package hcm
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"sync"
-	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 )
@@ -28,13 +24,12 @@ type Server struct {
 	log      *slog.Logger
 	clusters Clusters
 	codec    Codec
-	srv      *http.Server // CodecNetHTTP
-	ln       *chanListener
-	done     chan struct{}
 	shadow   *shadowing // request mirrors (mirror.go)
+	parker   *parker    // idle HTTP/1.1 connections (park.go)
 
-	mu     sync.Mutex // guards conns and closed (CodecStrait, HTTP/2)
-	conns  map[net.Conn]struct{}
+	mu     sync.Mutex            // guards conns, nh and closed
+	conns  map[net.Conn]struct{} // CodecStrait and HTTP/2
+	nh     map[nhKey]*nhServer   // CodecNetHTTP (nethttpconn.go)
 	closed bool
 }
 
@@ -76,6 +71,8 @@ type conn struct {
 	filter *Filter
 	dst    netip.AddrPort // original (or local) destination
 	src    cluster.OriginalSource
+	lim    *Limits // CodecNetHTTP
+	nh     *nhConn // CodecNetHTTP
 }
 
 // NewServer starts a Server.
@@ -83,33 +80,14 @@ func NewServer(o Options) *Server {
 	s := &Server{
 		log:      o.Logger.With("component", "hcm"),
 		clusters: o.Clusters,
-		ln:       newChanListener(),
-		done:     make(chan struct{}),
 		codec:    o.Codec,
 		conns:    map[net.Conn]struct{}{},
 	}
 	s.shadow = newShadowing(s.log, o.Clusters)
+	s.parker = newParker(s.log)
 	if s.codec == "" {
 		s.codec = CodecStrait
 	}
-	if s.codec == CodecStrait {
-		close(s.done)
-		return s
-	}
-	s.srv = &http.Server{
-		Handler:        http.HandlerFunc(s.serveHTTP),
-		IdleTimeout:    time.Hour,
-		MaxHeaderBytes: 60 << 10,
-		TLSNextProto:   map[string]func(*http.Server, *tls.Conn, http.Handler){},
-		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, connKey{}, c.(*conn))
-		},
-	}
-	go func() {
-		defer close(s.done)
-		_ = s.srv.Serve(s.ln)
-	}()
 	return s
 }
 
@@ -122,7 +100,7 @@ func (s *Server) ServeConn(c net.Conn, f *Filter, dst netip.AddrPort, src cluste
 }
 
 // ServeConnDrain is ServeConn for a connection that ends gracefully once d
-// starts (see Drain). The net/http codec does not drain per connection.
+// starts (see Drain).
 func (s *Server) ServeConnDrain(c net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
 	if f.h2 != nil { // HTTP/2, or HTTP/1.1 after a look at the first bytes (h2.go)
 		if !s.track(c) {
@@ -140,9 +118,7 @@ func (s *Server) ServeConnDrain(c net.Conn, f *Filter, dst netip.AddrPort, src c
 		go s.serveH1(c, f, dst, src, d)
 		return
 	}
-	if !s.ln.push(&conn{Conn: c, filter: f, dst: dst, src: src}) {
-		c.Close()
-	}
+	s.serveConnNetHTTP(c, f, dst, src, d) // nethttpconn.go
 }
 
 // Close stops the server and closes every connection it serves.
@@ -151,17 +127,20 @@ func (s *Server) Close() error {
 	s.closed = true
 	conns := s.conns
 	s.conns = nil
+	nh := s.nh
+	s.nh = nil
 	s.mu.Unlock()
+	s.parker.close()
 	for c := range conns {
 		c.Close()
 	}
 	s.shadow.close()
-	if s.codec == CodecStrait {
-		return nil
+	var errs []error
+	for _, n := range nh {
+		errs = append(errs, n.srv.Close())
+		<-n.done
 	}
-	err := s.srv.Close()
-	<-s.done
-	return err
+	return errors.Join(errs...)
 }
 
 // Active is the number of connections being served (the strait codec and

@@ -8,11 +8,14 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/route"
 )
 
 // This file is HTTP/1.1 Upgrade (WebSocket and the like) on the strait
@@ -65,17 +68,48 @@ func (f *Filter) upgradeAllowed(req *http1.Request) bool {
 // forwardUpgrade sends an upgrade request to ep on a new connection and,
 // on 101, tunnels bytes both ways until the upstream side ends. The
 // downstream connection never carries another request.
-func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint) bool {
+//
+// The route's timeout bounds the whole exchange, tunnel included (Envoy's
+// router keeps its response timeout until the upstream stream ends, which
+// for an upgrade is the end of the tunnel: routes that carry WebSockets
+// usually disable it, as Istio's default of 0s does). The stream idle
+// timeout (or the route's idle_timeout) ends the tunnel once no byte moved
+// either way for that long.
+func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route) bool {
 	req := &c.req
 	if req.Framing != http1.FramingNone {
 		// A body would have to reach the upstream before the tunnel;
 		// WebSocket handshakes have none.
 		return c.localReply(400, "", "")
 	}
+	if rt.HasIdleTimeout {
+		c.streamIdle = rt.IdleTimeout
+	}
 	cl.Stats.RqTotal.Add(1)
-	uc, err := cl.DialConn(context.Background(), ep)
+	routeExpiry := http1.Deadline(rt.Timeout)
+	ctx := context.Background()
+	if !routeExpiry.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, routeExpiry)
+		defer cancel()
+	}
+	uc, err := cl.DialConn(ctx, ep)
 	if err != nil {
+		if ctx.Err() != nil {
+			return c.upstreamFailed(cl, ep, failRouteTimeout, err, true)
+		}
 		return c.upstreamFailed(cl, ep, connectFailure(err), err, true)
+	}
+	uc.D.SetWriteTimeouts(c.streamIdle, routeExpiry)
+	uc.D.SetReadTimeouts(c.streamIdle, routeExpiry)
+	timedOut := func(err error) failure {
+		if !http1.IsTimeout(err) {
+			return failTerminated
+		}
+		if !routeExpiry.IsZero() && !time.Now().Before(routeExpiry) {
+			return failRouteTimeout
+		}
+		return failStreamIdle
 	}
 	w := c.appendRequestHead(c.wbuf[:0], ep)
 	w = w[:len(w)-2] // reopen the head: add the hop-by-hop fields of the upgrade
@@ -89,12 +123,12 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 	c.wbuf = w
 	if _, err := uc.Write(w); err != nil {
 		uc.Close()
-		return c.upstreamFailed(cl, ep, failTerminated, err, true)
+		return c.upstreamFailed(cl, ep, timedOut(err), err, true)
 	}
 	head, err := uc.R.ReadHead(http1.DefaultMaxHeadBytes)
 	if err != nil {
 		uc.Close()
-		return c.upstreamFailed(cl, ep, failTerminated, err, true)
+		return c.upstreamFailed(cl, ep, timedOut(err), err, true)
 	}
 	if err := http1.ParseResponse(head, &c.resp, false); err != nil {
 		uc.Close()
@@ -128,21 +162,46 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint) bool {
 		uc.Close()
 		return false
 	}
-	c.tunnel(uc)
+	c.tunnel(uc, routeExpiry)
 	return false
 }
 
 // tunnel copies bytes both ways, each reader's buffered bytes first. The
 // client's end of stream half-closes the upstream; the upstream's ends
-// the tunnel.
-func (c *h1conn) tunnel(uc *cluster.UpstreamConn) {
+// the tunnel. It ends both connections at expiry (zero: never) and once no
+// byte moved either way for the stream idle timeout.
+func (c *h1conn) tunnel(uc *cluster.UpstreamConn, expiry time.Time) {
+	// Timers rather than socket deadlines: the idle timeout counts both
+	// directions together, as Envoy's stream idle timer does.
+	c.nc.SetReadTimeouts(0, time.Time{})
+	c.nc.SetWriteTimeouts(0, time.Time{})
+	uc.D.SetReadTimeouts(0, time.Time{})
+	uc.D.SetWriteTimeouts(0, time.Time{})
+	end := func() { c.nc.Close(); uc.Conn.Close() }
+	if !expiry.IsZero() {
+		t := time.AfterFunc(time.Until(expiry), end)
+		defer t.Stop()
+	}
+	act := &activity{}
+	if idle := c.streamIdle; idle > 0 {
+		act.touch()
+		var t *time.Timer
+		t = time.AfterFunc(idle, func() {
+			if quiet := time.Since(time.Unix(0, act.last.Load())); quiet < idle {
+				t.Reset(idle - quiet)
+				return
+			}
+			end()
+		})
+		defer t.Stop()
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		bp := copyBufPool.Get().(*[]byte)
 		defer copyBufPool.Put(bp)
-		_, err := io.CopyBuffer(writerOnly{uc.Conn}, readerOnly{c.r}, *bp)
+		_, err := io.CopyBuffer(activeWriter{uc.Conn, act}, readerOnly{c.r}, *bp)
 		if err == nil {
 			if cw, ok := uc.Conn.(interface{ CloseWrite() error }); ok {
 				cw.CloseWrite()
@@ -152,7 +211,7 @@ func (c *h1conn) tunnel(uc *cluster.UpstreamConn) {
 		uc.Conn.Close()
 	}()
 	bp := copyBufPool.Get().(*[]byte)
-	_, err := io.CopyBuffer(writerOnly{c.nc}, readerOnly{uc.R}, *bp)
+	_, err := io.CopyBuffer(activeWriter{c.nc, act}, readerOnly{uc.R}, *bp)
 	copyBufPool.Put(bp)
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		c.s.log.Debug("upgrade tunnel ended", "error", err)
@@ -167,3 +226,23 @@ func (c *h1conn) tunnel(uc *cluster.UpstreamConn) {
 
 // readerOnly hides a reader's WriteTo so CopyBuffer uses our buffer.
 type readerOnly struct{ io.Reader }
+
+// activity is when bytes last moved through a tunnel, either way.
+type activity struct{ last atomic.Int64 } // unix nanoseconds
+
+func (a *activity) touch() { a.last.Store(time.Now().UnixNano()) }
+
+// activeWriter records each write as activity (and, like writerOnly, hides
+// the destination's ReadFrom so that CopyBuffer uses our buffer).
+type activeWriter struct {
+	w   io.Writer
+	act *activity
+}
+
+func (a activeWriter) Write(p []byte) (int, error) {
+	n, err := a.w.Write(p)
+	if n > 0 {
+		a.act.touch()
+	}
+	return n, err
+}

@@ -3,8 +3,10 @@ package listener
 import (
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
 )
 
 func localAddrPort(c net.Conn) netip.AddrPort {
@@ -96,5 +98,15 @@ func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster
 		return
 	}
 	defer l.stats.CxActive.Add(-1)
-	fc.tcp.Serve(m.ctx, c, dst, src, m.opts.Clusters, m.log)
+	fc.tcp.ServeDrain(m.ctx, c, dst, src, m.opts.Clusters, m.log, tcpproxy.Drain{Started: l.drain.Context(), Time: m.drainTime()})
+}
+
+// defaultDrainTime is Envoy's --drain-time-s default.
+const defaultDrainTime = 600 * time.Second
+
+func (m *Manager) drainTime() time.Duration {
+	if m.opts.DrainTime > 0 {
+		return m.opts.DrainTime
+	}
+	return defaultDrainTime
 }

@@ -34,6 +34,10 @@ type Options struct {
 	HTTP     *hcm.Server
 	// Workers is the number of accept goroutines per bound socket (>= 1).
 	Workers int
+	// DrainTime is how long a tcp_proxy connection of a draining listener
+	// version goes on before it is closed (--drain-time-s); 0 means
+	// Envoy's default, 600 s.
+	DrainTime time.Duration
 	// OriginalDst reads SO_ORIGINAL_DST; tests inject their own. Defaults
 	// to origdst.Get.
 	OriginalDst OriginalDstFunc

@@ -44,6 +44,13 @@ type Filter struct {
 	// IdleTimeout closes both connections when no byte moved either way
 	// for this long (idle_timeout; Envoy's default 1 h, 0 disables it).
 	IdleTimeout time.Duration
+	// MaxConnectAttempts is how many upstream connects are tried, each to
+	// an endpoint picked anew, before the connection is given up
+	// (max_connect_attempts; Envoy's default 1).
+	MaxConnectAttempts uint32
+	// MaxDuration closes both connections this long after the downstream
+	// one was accepted (max_downstream_connection_duration; 0: never).
+	MaxDuration time.Duration
 }
 
 // defaultIdleTimeout is Envoy's tcp_proxy idle_timeout default.
@@ -51,15 +58,27 @@ const defaultIdleTimeout = time.Hour
 
 // Build validates a TcpProxy config and returns the filter.
 func Build(tp *tcpv3.TcpProxy) (*Filter, error) {
-	f := &Filter{StatPrefix: tp.GetStatPrefix(), IdleTimeout: defaultIdleTimeout}
+	f := &Filter{StatPrefix: tp.GetStatPrefix(), IdleTimeout: defaultIdleTimeout, MaxConnectAttempts: 1}
 	if d := tp.GetIdleTimeout(); d != nil {
 		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
-			return nil, fmt.Errorf("idle_timeout %v is not a valid duration", d)
+			return nil, fmt.Errorf("tcp_proxy.idle_timeout %v is not a valid duration (want >= 0s; 0s disables it)", d.AsDuration())
 		}
 		f.IdleTimeout = d.AsDuration()
 	}
 	if err := refuseUnsupported(tp); err != nil {
 		return nil, err
+	}
+	if v := tp.GetMaxConnectAttempts(); v != nil {
+		if v.GetValue() < 1 {
+			return nil, errors.New("tcp_proxy.max_connect_attempts is 0; want at least 1")
+		}
+		f.MaxConnectAttempts = v.GetValue()
+	}
+	if d := tp.GetMaxDownstreamConnectionDuration(); d != nil {
+		if err := d.CheckValid(); err != nil || d.AsDuration() < time.Millisecond {
+			return nil, fmt.Errorf("tcp_proxy.max_downstream_connection_duration %v is not a valid duration (want >= 1ms)", d.AsDuration())
+		}
+		f.MaxDuration = d.AsDuration()
 	}
 	switch cs := tp.GetClusterSpecifier().(type) {
 	case *tcpv3.TcpProxy_Cluster:
@@ -76,10 +95,10 @@ func Build(tp *tcpv3.TcpProxy) (*Filter, error) {
 			f.total += c.GetWeight()
 		}
 		if f.total == 0 {
-			return nil, fmt.Errorf("weighted_clusters: total weight is 0")
+			return nil, fmt.Errorf("tcp_proxy.weighted_clusters: total weight is 0")
 		}
 	default:
-		return nil, fmt.Errorf("cluster specifier %T is not supported", cs)
+		return nil, fmt.Errorf("tcp_proxy cluster specifier %T is not supported (want cluster or weighted_clusters)", cs)
 	}
 	return f, nil
 }
@@ -96,11 +115,9 @@ func refuseUnsupported(tp *tcpv3.TcpProxy) error {
 		{tp.GetDownstreamIdleTimeout() != nil, "downstream_idle_timeout"},
 		{tp.GetUpstreamIdleTimeout() != nil, "upstream_idle_timeout"},
 		{len(tp.GetAccessLog()) > 0, "access_log"},
-		{tp.GetMaxConnectAttempts() != nil && tp.GetMaxConnectAttempts().GetValue() != 1, "max_connect_attempts"},
 		{tp.GetBackoffOptions() != nil, "backoff_options"},
 		{len(tp.GetHashPolicy()) > 0, "hash_policy"},
 		{tp.GetTunnelingConfig() != nil, "tunneling_config"},
-		{tp.GetMaxDownstreamConnectionDuration() != nil, "max_downstream_connection_duration"},
 		{tp.GetMaxDownstreamConnectionDurationJitterPercentage() != nil, "max_downstream_connection_duration_jitter_percentage"},
 		{tp.GetAccessLogFlushInterval() != nil, "access_log_flush_interval"},
 		{tp.GetFlushAccessLogOnConnected(), "flush_access_log_on_connected"},
@@ -131,37 +148,90 @@ func (f *Filter) pickCluster() string {
 	return f.weighted[len(f.weighted)-1].name
 }
 
+// Drain is the drain of the listener version a connection came in on.
+type Drain struct {
+	// Started is done once the drain starts (nil: never).
+	Started context.Context
+	// Time is how long a connection may go on once the drain started
+	// (--drain-time-s): a TCP stream has no way to be asked to end, so, as
+	// when Envoy removes a drained listener, it is closed then.
+	Time time.Duration
+}
+
 // Serve proxies the downstream connection c until both directions are done.
 // dst is the connection's (original) destination, used by ORIGINAL_DST
 // clusters. src, when valid, is the source address (and mark) of the
 // upstream connection (listener filter original_src). Serve closes c.
 func (f *Filter) Serve(ctx context.Context, c net.Conn, dst netip.AddrPort, src cluster.OriginalSource, clusters Clusters, log *slog.Logger) {
+	f.ServeDrain(ctx, c, dst, src, clusters, log, Drain{})
+}
+
+// ServeDrain is Serve for a connection that closes d.Time after d starts.
+func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort, src cluster.OriginalSource, clusters Clusters, log *slog.Logger, d Drain) {
 	defer c.Close()
+	accepted := time.Now()
 	name := f.pickCluster()
 	cl := clusters.Get(name)
 	if cl == nil {
 		log.Debug("tcp_proxy: unknown cluster", "cluster", name)
 		return
 	}
-	ep, err := cl.Pick(dst)
-	if err != nil {
-		log.Debug("tcp_proxy: no upstream", "cluster", name, "error", err)
-		return
-	}
-	ep.Source = src
 	if !cl.AcquireConnection() {
 		log.Debug("tcp_proxy: circuit breaker max_connections open", "cluster", name)
 		return
 	}
 	defer cl.ReleaseConnection()
-	up, err := cl.Dial(ctx, ep)
-	if err != nil {
-		log.Debug("tcp_proxy: connect failed", "cluster", name, "error", err)
+	var (
+		up net.Conn
+		ep cluster.Endpoint
+	)
+	for attempt := uint32(1); ; attempt++ {
+		var err error
+		ep, err = cl.Pick(dst)
+		if err != nil {
+			log.Debug("tcp_proxy: no upstream", "cluster", name, "error", err)
+			return
+		}
+		ep.Source = src
+		up, err = cl.Dial(ctx, ep)
+		if err == nil {
+			break
+		}
 		cl.ReportLocalFailure(ep, cluster.LocalConnectFailed) // outlier detection
-		return
+		if attempt >= f.MaxConnectAttempts || ctx.Err() != nil {
+			log.Debug("tcp_proxy: connect failed", "cluster", name, "attempts", attempt, "error", err)
+			return
+		}
+		log.Debug("tcp_proxy: connect failed; trying again", "cluster", name, "attempt", attempt, "error", err)
 	}
 	cl.ReportConnectSuccess(ep)
 	defer up.Close()
+	closeBoth := func() { c.Close(); up.Close() }
+	if f.MaxDuration > 0 {
+		t := time.AfterFunc(f.MaxDuration-time.Since(accepted), closeBoth)
+		defer t.Stop()
+	}
+	if d.Started != nil {
+		var mu sync.Mutex // guards t and done
+		var t *time.Timer
+		done := false
+		stop := context.AfterFunc(d.Started, func() { //nolint:contextcheck // d.Started is the listener's drain signal, not this connection's context
+			mu.Lock()
+			defer mu.Unlock()
+			if !done {
+				t = time.AfterFunc(d.Time, closeBoth)
+			}
+		})
+		defer func() {
+			stop()
+			mu.Lock()
+			done = true
+			if t != nil {
+				t.Stop()
+			}
+			mu.Unlock()
+		}()
+	}
 	PipeIdle(c, up, f.IdleTimeout)
 }
 

@@ -9,3 +9,9 @@ func WrapConn(c net.Conn) net.Conn { return c }
 
 // Peek reports PeekQuiet: without raw sockets there is no cheap check.
 func Peek(c net.Conn) PeekState { return PeekQuiet }
+
+// RawConner is a connection wrapper that can hand out the connection it
+// wraps when reading it directly is safe (see the Linux build).
+type RawConner interface {
+	RawConn() net.Conn
+}

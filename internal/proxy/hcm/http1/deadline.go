@@ -37,6 +37,7 @@ type DeadlineConn struct {
 }
 
 type side struct {
+	lazy bool // keep an earlier socket deadline (SetReadLazy)
 	idle time.Duration
 	hard time.Time
 	last time.Time // last progress
@@ -51,6 +52,15 @@ func NewDeadlineConn(c net.Conn) *DeadlineConn { return &DeadlineConn{Conn: c} }
 func (d *DeadlineConn) SetReadTimeouts(idle time.Duration, hard time.Time) {
 	d.rd.idle, d.rd.hard = idle, hard
 }
+
+// SetReadLazy makes the read side keep a socket deadline earlier than the
+// one its settings want, until it fires (then the read is resumed under
+// the right one, as with any early deadline), instead of moving it later.
+// For a connection whose timeouts alternate between a short and a long
+// one on every request (the downstream HTTP/1.1 connection: its wait for
+// the next request, then the request), this keeps the runtime timer
+// untouched per request; the cost is a spurious wake-up per short timeout.
+func (d *DeadlineConn) SetReadLazy(on bool) { d.rd.lazy = on }
 
 // SetReadHard moves the read side's hard deadline only.
 func (d *DeadlineConn) SetReadHard(hard time.Time) { d.rd.hard = hard }
@@ -94,7 +104,7 @@ func (s *side) arm(setDeadline func(time.Time) error) time.Time {
 	if slack > time.Second {
 		slack = time.Second
 	}
-	if s.set.IsZero() || w.Before(s.set) || w.Sub(s.set) > slack {
+	if s.set.IsZero() || w.Before(s.set) || !s.lazy && w.Sub(s.set) > slack {
 		setDeadline(w)
 		s.set = w
 	}

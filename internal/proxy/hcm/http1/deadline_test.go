@@ -211,6 +211,38 @@ func TestDeadlineConnRearm(t *testing.T) {
 	}
 }
 
+// TestDeadlineConnLazy: with SetReadLazy, a wanted deadline later than the
+// socket's leaves it; an earlier one is set; one that fired early is set
+// again at the wanted time and the read resumed.
+func TestDeadlineConnLazy(t *testing.T) {
+	f := &fakeConn{reads: []step{{n: 1}, {n: 1}, {n: 1}, {err: errTimeout}, {n: 1}}}
+	d := NewDeadlineConn(f)
+	d.SetReadLazy(true)
+	buf := make([]byte, 1)
+	h1 := time.Now().Add(time.Hour)
+	d.SetReadTimeouts(0, h1)
+	d.Read(buf) // set
+	d.SetReadHard(h1.Add(time.Minute))
+	d.Read(buf) // later: kept at h1
+	h2 := h1.Add(-time.Minute)
+	d.SetReadHard(h2)
+	d.Read(buf) // earlier: set
+	h3 := h2.Add(time.Hour)
+	d.SetReadHard(h3)
+	if n, err := d.Read(buf); n != 1 || err != nil { // h2 fires early for h3: set h3, resume
+		t.Fatalf("read after an early deadline = %d, %v; want the read resumed", n, err)
+	}
+	want := []time.Time{h1, h2, h3}
+	if len(f.rdl) != len(want) {
+		t.Fatalf("deadlines %v, want %v", f.rdl, want)
+	}
+	for i := range want {
+		if !f.rdl[i].Equal(want[i]) {
+			t.Fatalf("deadline %d = %v, want %v (all: %v)", i, f.rdl[i], want[i], f.rdl)
+		}
+	}
+}
+
 // TestDeadlineConnSlack checks the lazy re-arming of an idle timeout: a
 // deadline that moved by more than idle/16 is set again.
 func TestDeadlineConnSlack(t *testing.T) {

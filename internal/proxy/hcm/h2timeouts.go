@@ -1,0 +1,234 @@
+package hcm
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// This file holds the HTTP/2 downstream path's timeouts, which x/net/http2
+// does not have per stream: stream_idle_timeout (or the route's
+// idle_timeout) for each stream. The connection's idle_timeout is
+// http2.Server.IdleTimeout and its max_connection_duration a graceful
+// GOAWAY (serveH2).
+
+// errH2StreamIdle is what a stream's handler sees on writes once its stream
+// idle timeout passed.
+var errH2StreamIdle = errors.New("hcm: stream idle timeout")
+
+// streamGuardKey finds a stream's guard in its request context.
+type streamGuardKey struct{}
+
+// streamGuard enforces one stream's idle timeout, as Envoy's per-stream
+// idle timer does: any request body read or response write is activity;
+// after idle without any, a stream whose response has not started gets
+// 408 (gRPC: the trailers-only form), one whose response started is reset,
+// and in both cases the request context is cancelled, which ends the
+// upstream request.
+//
+// It is the handler's http.ResponseWriter. The handler's header map is its
+// own (hdr) until WriteHeader, so that the timer can answer without racing
+// the handler.
+type streamGuard struct {
+	// Set at creation, read-only.
+	w      http.ResponseWriter
+	r      *http.Request // the downstream request's content type, for the local reply's form
+	cancel context.CancelFunc
+	hdr    http.Header // the handler's header map
+
+	last  atomic.Int64 // unix nanoseconds of the last activity
+	idle  atomic.Int64 // the timeout in nanoseconds; 0: disabled
+	timer *time.Timer  // set before the handler runs
+
+	mu      sync.Mutex // guards every call into w and the fields below
+	wrote   bool       // the response (the handler's or the 408) started
+	expired bool       // the timeout passed
+	done    bool       // the handler returned
+	reset   bool       // expired after the handler's response started
+}
+
+// withStreamIdle wraps next with the stream idle timeout idle (0: none).
+func withStreamIdle(idle time.Duration, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if idle <= 0 {
+			next(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		// The handler changes r's header as it forwards it: the local
+		// reply keeps what decides its form (gRPC or not) of its own.
+		form := &http.Request{Header: http.Header{"Content-Type": slices.Clone(r.Header["Content-Type"])}}
+		g := &streamGuard{w: w, r: form, cancel: cancel, hdr: http.Header{}}
+		g.touch()
+		g.idle.Store(int64(idle))
+		g.timer = time.AfterFunc(idle, g.check)
+		defer g.timer.Stop()
+		r = r.WithContext(context.WithValue(ctx, streamGuardKey{}, g))
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &guardedBody{ReadCloser: r.Body, g: g}
+		}
+		next(g, r)
+		if g.finish() {
+			// The response was cut short: reset the stream, as Envoy does.
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+// setStreamIdle replaces the stream idle timeout of the stream of ctx with
+// a route's idle_timeout (0 disables it); it does nothing outside a guarded
+// stream.
+func setStreamIdle(ctx context.Context, d time.Duration) {
+	g, ok := ctx.Value(streamGuardKey{}).(*streamGuard)
+	if !ok {
+		return
+	}
+	g.idle.Store(int64(d))
+	g.touch()
+	if d > 0 {
+		g.timer.Reset(d)
+	} else {
+		g.timer.Stop()
+	}
+}
+
+func (g *streamGuard) touch() { g.last.Store(time.Now().UnixNano()) }
+
+// check runs when the timer fires: it re-arms while there was activity,
+// else ends the stream.
+func (g *streamGuard) check() {
+	idle := time.Duration(g.idle.Load())
+	if idle <= 0 {
+		return
+	}
+	if quiet := time.Since(time.Unix(0, g.last.Load())); quiet < idle {
+		g.timer.Reset(idle - quiet)
+		return
+	}
+	g.mu.Lock()
+	if g.done || g.expired {
+		g.mu.Unlock()
+		return
+	}
+	g.expired = true
+	if !g.wrote {
+		g.wrote = true
+		streamLocalReply(g.w, g.r, http.StatusRequestTimeout, "SI", "stream timeout")
+	} else {
+		g.reset = true
+	}
+	g.mu.Unlock()
+	g.cancel()
+}
+
+// finish runs when the handler returned; it reports whether the stream
+// must be reset. Trailers the handler set after its header (with
+// http.TrailerPrefix) go out now.
+func (g *streamGuard) finish() (reset bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.done = true
+	if g.expired {
+		return g.reset
+	}
+	if !g.wrote {
+		return false // x/net/http2 answers 200 with whatever headers
+	}
+	wh := g.w.Header()
+	for k, vv := range g.hdr {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			wh[k] = vv
+		}
+	}
+	return false
+}
+
+func (g *streamGuard) Header() http.Header { return g.hdr }
+
+func (g *streamGuard) WriteHeader(code int) {
+	g.touch()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.expired || g.wrote {
+		return
+	}
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		g.copyHeader() // an informational response; the final one follows
+		g.w.WriteHeader(code)
+		return
+	}
+	g.wrote = true
+	g.copyHeader()
+	g.w.WriteHeader(code)
+}
+
+func (g *streamGuard) Write(p []byte) (int, error) {
+	g.touch()
+	g.mu.Lock()
+	if !g.wrote && !g.expired {
+		g.mu.Unlock()
+		g.WriteHeader(http.StatusOK)
+		g.mu.Lock()
+	}
+	defer g.mu.Unlock()
+	if g.expired {
+		return 0, errH2StreamIdle
+	}
+	n, err := g.w.Write(p)
+	g.touch()
+	return n, err
+}
+
+// Flush sends what was written (http.Flusher).
+func (g *streamGuard) Flush() { _ = g.FlushError() }
+
+// FlushError is Flush with its error (http.ResponseController).
+func (g *streamGuard) FlushError() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.expired {
+		return errH2StreamIdle
+	}
+	if !g.wrote {
+		g.wrote = true
+		g.copyHeader()
+		g.w.WriteHeader(http.StatusOK)
+	}
+	err := http.NewResponseController(g.w).Flush()
+	g.touch()
+	return err
+}
+
+// copyHeader moves the handler's header into w's. mu held.
+func (g *streamGuard) copyHeader() {
+	wh := g.w.Header()
+	for k, vv := range g.hdr {
+		wh[k] = vv
+	}
+}
+
+// guardedBody counts request body reads as stream activity.
+type guardedBody struct {
+	io.ReadCloser
+	g *streamGuard
+}
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.g.touch()
+	}
+	return n, err
+}
+
+var (
+	_ http.ResponseWriter = (*streamGuard)(nil)
+	_ http.Flusher        = (*streamGuard)(nil)
+)

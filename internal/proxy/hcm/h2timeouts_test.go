@@ -1,0 +1,216 @@
+package hcm
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"golang.org/x/net/http2"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// slowBackend serves /hang (never answers until the request is cancelled,
+// then counts the cancellation), /stall (a header and a first byte, then
+// nothing), /drip (a byte every 100 ms for a second) and /late (answers
+// after 800 ms).
+func slowBackend(t *testing.T, cancelled *atomic.Int32) string {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hang":
+			<-r.Context().Done()
+			cancelled.Add(1)
+		case "/stall":
+			w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			cancelled.Add(1)
+		case "/drip":
+			for range 10 {
+				w.Write([]byte("d"))
+				w.(http.Flusher).Flush()
+				time.Sleep(100 * time.Millisecond)
+			}
+		case "/late":
+			time.Sleep(800 * time.Millisecond)
+			w.Write([]byte("late"))
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s.Listener.Addr().String()
+}
+
+// trackedH2C is an h2c client that records whether the server closed its
+// connection.
+type trackedH2C struct {
+	*http.Client
+	closed chan struct{} // closed once a read on the connection fails
+}
+
+func newTrackedH2C() *trackedH2C {
+	tc := &trackedH2C{closed: make(chan struct{})}
+	tc.Client = &http.Client{Timeout: 10 * time.Second, Transport: &http2.Transport{
+		AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &watchedConn{Conn: c, closed: tc.closed}, nil
+		},
+	}}
+	return tc
+}
+
+type watchedConn struct {
+	net.Conn
+	closed chan struct{}
+	once   atomic.Bool
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && c.once.CompareAndSwap(false, true) {
+		close(c.closed)
+	}
+	return n, err
+}
+
+func TestH2StreamIdleTimeout(t *testing.T) {
+	var cancelled atomic.Int32
+	be := slowBackend(t, &cancelled)
+	const idle = 300 * time.Millisecond
+	routes := []*routev3.Route{
+		prefixRoute("/late", "be"),
+		prefixRoute("/", "be"),
+	}
+	// /late's route has an idle_timeout of its own, longer than the HCM's.
+	routes[0].GetRoute().IdleTimeout = durationpb.New(3 * time.Second)
+	addr := startH2Proxy(t, CodecStrait, routes, func(h *hcmv3.HttpConnectionManager) {
+		h.StreamIdleTimeout = durationpb.New(idle)
+	}, staticCluster("be", be))
+	client := h2cClient()
+
+	t.Run("no response: 408", func(t *testing.T) {
+		start := time.Now()
+		resp, err := client.Get("http://" + addr + "/hang")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestTimeout || resp.Header.Get("X-Strait-Response-Flags") != "SI" || string(body) != "stream timeout" {
+			t.Fatalf("got %d %q flags %q, want 408 \"stream timeout\" with flag SI", resp.StatusCode, body, resp.Header.Get("X-Strait-Response-Flags"))
+		}
+		if el := time.Since(start); el < idle {
+			t.Fatalf("answered after %v, before the stream idle timeout %v", el, idle)
+		}
+		if !waitFor(func() bool { return cancelled.Load() >= 1 }) {
+			t.Fatal("the upstream request was not cancelled after the stream idle timeout")
+		}
+	})
+	t.Run("response started: reset", func(t *testing.T) {
+		before := cancelled.Load()
+		resp, err := client.Get("http://" + addr + "/stall")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			t.Fatalf("read %q to a clean end, want the stream reset after the stream idle timeout", body)
+		}
+		if !waitFor(func() bool { return cancelled.Load() > before }) {
+			t.Fatal("the upstream request was not cancelled")
+		}
+	})
+	t.Run("activity keeps the stream", func(t *testing.T) {
+		resp, err := client.Get("http://" + addr + "/drip")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(body) != strings.Repeat("d", 10) {
+			t.Fatalf("got %q, %v; want 10 bytes, a stream with traffic every 100 ms outliving its 300 ms idle timeout", body, err)
+		}
+	})
+	t.Run("route idle_timeout", func(t *testing.T) {
+		resp, err := client.Get("http://" + addr + "/late")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != "late" {
+			t.Fatalf("got %d %q; want the answer after 800 ms under the route's 3 s idle_timeout", resp.StatusCode, body)
+		}
+	})
+}
+
+func TestH2ConnectionTimeouts(t *testing.T) {
+	var cancelled atomic.Int32
+	be := slowBackend(t, &cancelled)
+	t.Run("idle_timeout", func(t *testing.T) {
+		const idle = 300 * time.Millisecond
+		addr := startH2Proxy(t, CodecStrait, []*routev3.Route{prefixRoute("/", "be")}, func(h *hcmv3.HttpConnectionManager) {
+			h.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{IdleTimeout: durationpb.New(idle)}
+		}, staticCluster("be", be))
+		client := newTrackedH2C()
+		start := time.Now()
+		resp, err := client.Get("http://" + addr + "/drip")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || len(body) != 10 {
+			t.Fatalf("got %q, %v: a stream in progress must not be cut by the connection's idle_timeout", body, err)
+		}
+		if el := time.Since(start); el < 900*time.Millisecond {
+			t.Fatalf("a 1 s response ended after %v", el)
+		}
+		select {
+		case <-client.closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("an idle HTTP/2 connection was not closed at its idle_timeout")
+		}
+	})
+	t.Run("max_connection_duration", func(t *testing.T) {
+		const max = 300 * time.Millisecond
+		addr := startH2Proxy(t, CodecStrait, []*routev3.Route{prefixRoute("/", "be")}, func(h *hcmv3.HttpConnectionManager) {
+			h.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxConnectionDuration: durationpb.New(max)}
+		}, staticCluster("be", be))
+		client := newTrackedH2C()
+		start := time.Now()
+		// A stream in progress when the duration passes still completes
+		// (GOAWAY lets it finish); then the connection closes.
+		resp, err := client.Get("http://" + addr + "/late")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || string(body) != "late" {
+			t.Fatalf("the stream in progress at max_connection_duration got %q, %v; want it completed", body, err)
+		}
+		select {
+		case <-client.closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the HTTP/2 connection was not closed after max_connection_duration")
+		}
+		if el := time.Since(start); el < max {
+			t.Fatalf("closed after %v, before max_connection_duration %v", el, max)
+		}
+	})
+}

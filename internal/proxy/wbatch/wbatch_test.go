@@ -1,0 +1,272 @@
+package wbatch
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pair returns a batched client connection and the server's plain end.
+func pair(t *testing.T) (*Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(c)
+	t.Cleanup(func() { b.Close(); s.Close() })
+	return b, s
+}
+
+// countingConn counts the writes that reach it.
+type countingConn struct {
+	net.Conn
+	mu     sync.Mutex
+	writes int
+	gate   chan struct{} // when set, each write waits for it
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	if c.gate != nil {
+		<-c.gate
+	}
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func TestBytesArriveInOrder(t *testing.T) {
+	b, s := pair(t)
+	var want bytes.Buffer
+	for i := range 2000 {
+		p := bytes.Repeat([]byte{byte(i)}, i%300+1)
+		want.Write(p)
+		if n, err := b.Write(p); n != len(p) || err != nil {
+			t.Fatalf("write %d: %d, %v", i, n, err)
+		}
+	}
+	b.Close()
+	got, err := io.ReadAll(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("read %d bytes, want %d, in order", len(got), want.Len())
+	}
+}
+
+// TestBytesArriveInOrderInterleaved: writes that race the writer goroutine
+// (each followed by a yield, so that the writer often finds nothing new and
+// the buffers swap under load) still arrive whole and in order.
+func TestBytesArriveInOrderInterleaved(t *testing.T) {
+	c, s := net.Pipe() // a write lasts until the slow reader took it all
+	b := New(c)
+	defer s.Close()
+	var want bytes.Buffer
+	got := make(chan []byte)
+	go func() {
+		var d []byte
+		buf := make([]byte, 100)
+		for i := 0; ; i++ {
+			n, err := s.Read(buf)
+			d = append(d, buf[:n]...)
+			if err != nil {
+				got <- d
+				return
+			}
+			if i%50 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	for i := range 20000 {
+		p := bytes.Repeat([]byte{byte(i), byte(i >> 8)}, i%50+1)
+		want.Write(p)
+		if _, err := b.Write(p); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if i%3 == 0 {
+			runtime.Gosched()
+		}
+	}
+	b.Close()
+	if d := <-got; !bytes.Equal(d, want.Bytes()) {
+		t.Fatalf("read %d bytes, want %d, whole and in order", len(d), want.Len())
+	}
+}
+
+// TestWritesCoalesce: writes made while the writer goroutine is busy go
+// out in one system call.
+func TestWritesCoalesce(t *testing.T) {
+	c, s := net.Pipe()
+	defer s.Close()
+	cc := &countingConn{Conn: c, gate: make(chan struct{})}
+	b := New(cc)
+	defer func() {
+		close(cc.gate)
+		go io.Copy(io.Discard, s)
+		b.Close()
+	}()
+	go io.Copy(io.Discard, s)
+	b.Write([]byte("first")) // the writer takes it and waits at the gate
+	for !waitingAtGate(b) {
+		runtime.Gosched()
+	}
+	for range 10 {
+		b.Write([]byte("frame"))
+	}
+	cc.gate <- struct{}{} // first write
+	cc.gate <- struct{}{} // the ten queued meanwhile, together
+	b.mu.Lock()
+	for b.writing || len(b.buf) > 0 {
+		b.mu.Unlock()
+		runtime.Gosched()
+		b.mu.Lock()
+	}
+	b.mu.Unlock()
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.writes != 2 {
+		t.Fatalf("%d writes reached the connection, want 2 (one, then the ten queued behind it)", cc.writes)
+	}
+}
+
+func waitingAtGate(b *Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.writing
+}
+
+// TestBackPressure: behind a write that does not complete, Write queues up
+// to maxBuffered bytes and then blocks; a write larger than maxBuffered
+// into an empty queue is taken whole.
+func TestBackPressure(t *testing.T) {
+	c, s := net.Pipe() // unbuffered: a write completes only when read
+	defer s.Close()
+	b := New(c)
+	b.Write(make([]byte, 10)) // taken by the writer, stuck in the pipe
+	for !waitingAtGate(b) {
+		runtime.Gosched()
+	}
+	writes := func(sizes ...int) chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			for _, n := range sizes {
+				b.Write(make([]byte, n))
+			}
+			close(done)
+		}()
+		return done
+	}
+	blocked := func(done chan struct{}) bool {
+		select {
+		case <-done:
+			return false
+		case <-time.After(200 * time.Millisecond):
+			return true
+		}
+	}
+	if blocked(writes(maxBuffered-1, 1)) {
+		t.Fatal("Write blocked with exactly maxBuffered bytes queued")
+	}
+	last := writes(1)
+	if !blocked(last) {
+		t.Fatal("Write did not block past maxBuffered bytes queued")
+	}
+	go io.Copy(io.Discard, s)
+	select {
+	case <-last:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Write stayed blocked after the peer read")
+	}
+	b.Close()
+}
+
+// TestLargeWriteIntoEmptyQueue: a write larger than maxBuffered is not held
+// back when nothing is queued.
+func TestLargeWriteIntoEmptyQueue(t *testing.T) {
+	c, s := net.Pipe()
+	defer s.Close()
+	b := New(c)
+	defer func() { go io.Copy(io.Discard, s); b.Close() }()
+	b.Write(make([]byte, 10)) // the writer is stuck with it; the queue is empty
+	for !waitingAtGate(b) {
+		runtime.Gosched()
+	}
+	done := make(chan struct{})
+	go func() { b.Write(make([]byte, 2*maxBuffered)); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a large write into an empty queue blocked")
+	}
+}
+
+// TestWriteErrorIsSticky: a failed write fails the writes after it.
+func TestWriteErrorIsSticky(t *testing.T) {
+	b, s := pair(t)
+	s.Close()
+	var err error
+	for range 1000 {
+		if _, err = b.Write(make([]byte, 64<<10)); err != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err == nil {
+		t.Fatal("writes to a closed peer never failed")
+	}
+	if _, err2 := b.Write([]byte("x")); err2 == nil {
+		t.Fatal("a write after a failed one succeeded")
+	}
+}
+
+func TestCloseAndCloseWrite(t *testing.T) {
+	b, s := pair(t)
+	b.Write([]byte("half"))
+	if err := b.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(s) // EOF after the queued bytes
+	if err != nil || string(got) != "half" {
+		t.Fatalf("read %q, %v; want the queued bytes, then EOF", got, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write([]byte("x")); !errors.Is(err, errClosed) {
+		t.Fatalf("write after Close: %v, want errClosed", err)
+	}
+	b.Close() // a second Close must not hang or panic
+}
+
+// TestCloseDoesNotHangOnAStuckPeer: a peer that reads nothing delays Close
+// by closeWait at most.
+func TestCloseDoesNotHangOnAStuckPeer(t *testing.T) {
+	c, s := net.Pipe()
+	defer s.Close()
+	b := New(c)
+	b.Write([]byte("never read"))
+	done := make(chan struct{})
+	go func() { b.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(closeWait + 5*time.Second):
+		t.Fatal("Close hung on a peer that reads nothing")
+	}
+}

@@ -22,8 +22,8 @@ func TestBuildRefusesUnsupported(t *testing.T) {
 		{func(p *tcpv3.TcpProxy) { p.MetadataMatch = &corev3.Metadata{} }, "metadata_match"},
 		{func(p *tcpv3.TcpProxy) { p.HashPolicy = []*typev3.HashPolicy{{}} }, "hash_policy"},
 		{func(p *tcpv3.TcpProxy) { p.TunnelingConfig = &tcpv3.TcpProxy_TunnelingConfig{Hostname: "h"} }, "tunneling_config"},
-		{func(p *tcpv3.TcpProxy) { p.MaxDownstreamConnectionDuration = durationpb.New(1) }, "max_downstream_connection_duration"},
-		{func(p *tcpv3.TcpProxy) { p.MaxConnectAttempts = wrapperspb.UInt32(3) }, "max_connect_attempts"},
+		{func(p *tcpv3.TcpProxy) { p.MaxDownstreamConnectionDuration = durationpb.New(1) }, "max_downstream_connection_duration"}, // 1ns: below Envoy's 1ms
+		{func(p *tcpv3.TcpProxy) { p.MaxConnectAttempts = wrapperspb.UInt32(0) }, "max_connect_attempts"},
 		{func(p *tcpv3.TcpProxy) { p.UpstreamConnectMode = tcpv3.UpstreamConnectMode_ON_DOWNSTREAM_DATA }, "upstream_connect_mode"},
 		{func(p *tcpv3.TcpProxy) {
 			p.ClusterSpecifier = &tcpv3.TcpProxy_WeightedClusters{WeightedClusters: &tcpv3.TcpProxy_WeightedCluster{

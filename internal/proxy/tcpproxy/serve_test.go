@@ -36,9 +36,9 @@ func TestBuildRefusesWhatItDoesNotImplement(t *testing.T) {
 			tp.MaxConnectAttempts = wrapperspb.UInt32(3)
 			tp.MaxDownstreamConnectionDuration = durationpb.New(time.Hour)
 		}, ""},
-		"hash_policy":  {func(tp *tcpv3.TcpProxy) { tp.HashPolicy = []*typev3.HashPolicy{{}} }, "tcp_proxy.hash_policy is not supported"},
-		"tunneling":    {func(tp *tcpv3.TcpProxy) { tp.TunnelingConfig = &tcpv3.TcpProxy_TunnelingConfig{Hostname: "x"} }, "tcp_proxy.tunneling_config is not supported"},
-		"backoff":      {func(tp *tcpv3.TcpProxy) { tp.BackoffOptions = &corev3.BackoffStrategy{} }, "tcp_proxy.backoff_options is not supported"},
+		"hash_policy":  {func(tp *tcpv3.TcpProxy) { tp.HashPolicy = []*typev3.HashPolicy{{}} }, "hash_policy is not supported"},
+		"tunneling":    {func(tp *tcpv3.TcpProxy) { tp.TunnelingConfig = &tcpv3.TcpProxy_TunnelingConfig{Hostname: "x"} }, "tunneling_config is not supported"},
+		"backoff":      {func(tp *tcpv3.TcpProxy) { tp.BackoffOptions = &corev3.BackoffStrategy{} }, "backoff_options is not supported"},
 		"attempts 0":   {func(tp *tcpv3.TcpProxy) { tp.MaxConnectAttempts = wrapperspb.UInt32(0) }, "max_connect_attempts is 0"},
 		"attempts 1":   {func(tp *tcpv3.TcpProxy) { tp.MaxConnectAttempts = wrapperspb.UInt32(1) }, ""},
 		"duration 1ms": {func(tp *tcpv3.TcpProxy) { tp.MaxDownstreamConnectionDuration = durationpb.New(time.Millisecond) }, ""},
@@ -51,7 +51,7 @@ func TestBuildRefusesWhatItDoesNotImplement(t *testing.T) {
 		"weighted metadata": {func(tp *tcpv3.TcpProxy) {
 			tp.ClusterSpecifier = &tcpv3.TcpProxy_WeightedClusters{WeightedClusters: &tcpv3.TcpProxy_WeightedCluster{Clusters: []*tcpv3.TcpProxy_WeightedCluster_ClusterWeight{
 				{Name: "a", Weight: 1}, {Name: "b", Weight: 1, MetadataMatch: &corev3.Metadata{}}}}}
-		}, "tcp_proxy.weighted_clusters.clusters[1].metadata_match is not supported"},
+		}, "weighted_clusters.clusters[1].metadata_match is not supported"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tp := base()

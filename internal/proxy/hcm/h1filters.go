@@ -89,11 +89,7 @@ func (c *h1conn) faultDelay(d time.Duration) bool {
 // localReply does.
 func (c *h1conn) filterReply(code int, flags, body string, hdrs func(set func(name, value string))) bool {
 	keep := !c.req.Close && !c.closing() && c.discardRequestBody()
-	w := append(c.wbuf[:0], "HTTP/1.1 "...)
-	w = strconv.AppendInt(w, int64(code), 10)
-	w = append(w, ' ')
-	w = append(w, reasonPhrase(code)...)
-	w = append(w, "\r\n"...)
+	w := c.appendLocalStatus(code) // h1reply.go
 	if flags != "" {
 		w = append(w, "x-strait-response-flags: "...)
 		w = append(w, flags...)
@@ -107,27 +103,7 @@ func (c *h1conn) filterReply(code int, flags, body string, hdrs func(set func(na
 			w = append(w, "\r\n"...)
 		})
 	}
-	if body != "" {
-		w = append(w, "content-type: text/plain\r\n"...)
-	}
-	w = append(w, "content-length: "...)
-	w = strconv.AppendInt(w, int64(len(body)), 10)
-	w = append(w, "\r\n"...)
-	if !keep {
-		w = append(w, "connection: close\r\n"...)
-	} else if c.req.Minor == 0 {
-		w = append(w, "connection: keep-alive\r\n"...)
-	}
-	w = append(w, "\r\n"...)
-	if !c.req.IsHead {
-		w = append(w, body...)
-	}
-	c.wbuf = w
-	_, err := c.nc.Write(w)
-	if !keep {
-		c.linger = true
-	}
-	return err == nil && keep
+	return c.finishLocal(w, body, keep) && keep
 }
 
 // skipResponseHeader reports whether an upstream response header is

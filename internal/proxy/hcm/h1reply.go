@@ -44,11 +44,7 @@ func (c *h1conn) localReply(code int, flags, body string) bool {
 }
 
 func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
-	w := append(c.wbuf[:0], "HTTP/1.1 "...)
-	w = strconv.AppendInt(w, int64(code), 10)
-	w = append(w, ' ')
-	w = append(w, reasonPhrase(code)...)
-	w = append(w, "\r\n"...)
+	w := c.appendLocalStatus(code)
 	w = c.fresp.appendLocalReplyHeaders(w, flags) // h1filters.go
 	if flags == "UO" {
 		w = append(w, "x-envoy-overloaded: true\r\n"...)
@@ -56,6 +52,23 @@ func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
 	for i := range c.respExtra {
 		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}
+	return c.finishLocal(w, body, keep)
+}
+
+// appendLocalStatus starts a local reply in c.wbuf: its status line.
+func (c *h1conn) appendLocalStatus(code int) []byte {
+	w := append(c.wbuf[:0], "HTTP/1.1 "...)
+	w = strconv.AppendInt(w, int64(code), 10)
+	w = append(w, ' ')
+	w = append(w, reasonPhrase(code)...)
+	return append(w, "\r\n"...)
+}
+
+// finishLocal ends a local reply whose status line and own headers are in
+// w: framing, connection and body; it writes it and reports whether the
+// write succeeded. A reply that does not keep the connection makes it
+// close gracefully.
+func (c *h1conn) finishLocal(w []byte, body string, keep bool) bool {
 	if body != "" {
 		w = append(w, "content-type: text/plain\r\n"...)
 	}

@@ -149,7 +149,7 @@ sidecarInjectorWebhook:
   enableNamespacesByDefault: true
 meshConfig:
   trustDomain: example.org
-`)}, []string{"global.tag=1.2.4"})
+`)}, []string{"global.tag=1.2.4"}, []string{"pilot.env.PILOT_PUSH_THROTTLE=100"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,8 +172,8 @@ meshConfig:
 	if !strings.Contains(args, "--trust-domain=example.org") || !strings.Contains(args, "--namespace=mesh") {
 		t.Errorf("args %s: want --trust-domain=example.org and --namespace=mesh", args)
 	}
-	if env := c["env"].([]any); !strings.Contains(strings.ReplaceAll(strings.TrimSpace(strings.Join(envNames(env), ",")), " ", ""), "PILOT_DEBOUNCE_AFTER") {
-		t.Errorf("env %v lacks PILOT_DEBOUNCE_AFTER", env)
+	if env := c["env"].([]any); !strings.Contains(strings.Join(envNames(env), ","), "PILOT_DEBOUNCE_AFTER,PILOT_PUSH_THROTTLE") {
+		t.Errorf("env %v lacks PILOT_DEBOUNCE_AFTER (-f) and PILOT_PUSH_THROTTLE (--set-string)", env)
 	}
 	cm := find(t, r.Objects, "ConfigMap", "istio-sidecar-injector")
 	v := str(t, cm, "data", "values")
@@ -231,7 +231,7 @@ func TestRenderRefuses(t *testing.T) {
 		{"replicas without a shared CA", "pilot.replicaCount=3", "pilot.pluggedCA=true"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vals, err := MergeValues(nil, []string{tc.set})
+			vals, err := MergeValues(nil, []string{tc.set}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,9 +8,9 @@ import (
 	"helm.sh/helm/v3/pkg/strvals"
 )
 
-// MergeValues reads the -f files in order, then lays the --set
-// expressions over them (Helm's precedence: later wins, --set last).
-func MergeValues(files []string, sets []string) (map[string]any, error) {
+// MergeValues reads the -f files in order, then lays the --set and then
+// the --set-string expressions over them (Helm's precedence: later wins).
+func MergeValues(files, sets, setStrings []string) (map[string]any, error) {
 	base := map[string]any{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -26,6 +26,11 @@ func MergeValues(files []string, sets []string) (map[string]any, error) {
 	for _, s := range sets {
 		if err := strvals.ParseInto(s, base); err != nil {
 			return nil, fmt.Errorf("--set %s: %w", s, err)
+		}
+	}
+	for _, s := range setStrings {
+		if err := strvals.ParseIntoString(s, base); err != nil {
+			return nil, fmt.Errorf("--set-string %s: %w", s, err)
 		}
 	}
 	return base, nil

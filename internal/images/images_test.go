@@ -11,12 +11,16 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
@@ -186,13 +190,15 @@ func TestImageRuns(t *testing.T) {
 		testreq.Missing(t, "%v", err)
 	}
 	bins := fakeBins(t)
-	if err := os.Remove(filepath.Join(bins, "straitd")); err != nil {
-		t.Fatal(err)
+	for _, n := range []string{"straitd", "strait-agent"} {
+		if err := os.Remove(filepath.Join(bins, n)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	build := exec.Command(goBin, "build", "-o", bins, "github.com/straitmesh/strait/cmd/straitd")
+	build := exec.Command(goBin, "build", "-o", bins, "github.com/straitmesh/strait/cmd/straitd", "github.com/straitmesh/strait/cmd/strait-agent")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build straitd: %v\n%s", err, out)
+		t.Fatalf("build straitd and strait-agent: %v\n%s", err, out)
 	}
 	specs, err := Specs(Options{BinDir: bins, Host: host}, t.TempDir())
 	if err != nil {
@@ -201,6 +207,7 @@ func TestImageRuns(t *testing.T) {
 	cases := map[string][][]string{
 		"straitd": {{BinDir + "/straitd", "--help"}},
 		"proxy": {
+			{BinDir + "/strait-agent", "--help"},
 			{"/usr/sbin/iptables-nft-save", "--version"},
 			{"/usr/sbin/ip6tables-legacy-restore", "--version"},
 			{"/usr/sbin/ip", "-V"},
@@ -229,6 +236,56 @@ func TestImageRuns(t *testing.T) {
 			if len(out) == 0 {
 				t.Errorf("%s image: %v printed nothing", s.Name, argv)
 			}
+		}
+		if s.Name == "proxy" {
+			captureFromImage(t, root)
+		}
+	}
+}
+
+// captureFromImage runs the init container's command, strait-agent
+// iptables, from the unpacked proxy image (chroot) in a network namespace
+// the test makes, and checks the capture rules are in that namespace.
+func captureFromImage(t *testing.T, root string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := netns.Available(); err != nil {
+		testreq.Missing(t, "network namespaces: %v", err)
+	}
+	// A container runtime gives the container a /dev; the chroot gets
+	// the one node the agent's commands open.
+	if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mknod(filepath.Join(root, "dev", "null"), syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatal(err)
+	}
+	network, err := netns.NewNetwork(ctx, netns.NetworkOptions{Prefix: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := network.Close(); err != nil {
+			t.Errorf("close network: %v", err)
+		}
+	})
+	pod, err := network.AddPod(ctx, "init")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pod.Run(ctx, netns.ExecOptions{}, "chroot", root, BinDir+"/strait-agent", "iptables",
+		"-p", "15001", "-z", "15006", "-u", "1337", "-m", "REDIRECT", "-i", "*", "-x", "", "-b", "*", "-d", "15090,15021,15020")
+	if err != nil {
+		t.Fatalf("strait-agent iptables from the proxy image: %v\n%s", err, out)
+	}
+	var rules []byte
+	for _, save := range []string{"iptables-nft-save", "iptables-legacy-save"} {
+		b, _ := pod.Run(ctx, netns.ExecOptions{}, save)
+		rules = append(rules, b...)
+	}
+	for _, want := range []string{"-A OUTPUT -p tcp -j ISTIO_OUTPUT", "-A ISTIO_REDIRECT -p tcp -j REDIRECT --to-ports 15001", "-A ISTIO_IN_REDIRECT -p tcp -j REDIRECT --to-ports 15006"} {
+		if !strings.Contains(string(rules), want) {
+			t.Errorf("pod rules lack %q after the image's strait-agent iptables:\n%s", want, rules)
 		}
 	}
 }

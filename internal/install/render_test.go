@@ -1,7 +1,9 @@
 package install
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +12,8 @@ import (
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 const chartDir = "../../manifests/charts/strait"
@@ -263,5 +267,29 @@ func TestHelmLint(t *testing.T) {
 	l := lint.All(chartDir, map[string]any{"bogus": 1}, "istio-system", false)
 	if l.HighestSeverity < support.ErrorSev {
 		t.Errorf("helm lint accepted an unknown key: %v", l.Messages)
+	}
+}
+
+// TestChartCRDsMatchModule: the chart's CRDs are istio.io/api's, byte for
+// byte, at the version go.mod requires. After bumping istio.io/api:
+//
+//	cp "$(go list -m -f '{{.Dir}}' istio.io/api)/kubernetes/customresourcedefinitions.gen.yaml" \
+//	   manifests/charts/strait/crds/crd-all.gen.yaml
+func TestChartCRDsMatchModule(t *testing.T) {
+	goTool := testreq.Binary(t, "go", "golang-go", "/usr/local/go/bin/go")
+	dir, err := exec.Command(goTool, "list", "-m", "-f", "{{.Dir}}", "istio.io/api").Output()
+	if err != nil {
+		t.Fatalf("go list -m istio.io/api: %v", err)
+	}
+	want, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), "kubernetes", "customresourcedefinitions.gen.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(chartDir, "crds", "crd-all.gen.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("manifests/charts/strait/crds/crd-all.gen.yaml differs from istio.io/api's CRDs; copy them again (see this test's comment)")
 	}
 }

@@ -74,7 +74,9 @@ func newInstallCmd() *cobra.Command {
 		Long: `install renders Strait's Helm chart (the same chart as manifests/charts/strait,
 built into straitctl) with its defaults, -f files and --set values, and
 applies it with server-side apply (field manager "straitctl"): running it
-again upgrades in place. It then waits until the straitd Deployment is
+again upgrades in place, and deletes the objects the new values no longer
+render (e.g. the PodDisruptionBudget after
+--set global.defaultPodDisruptionBudget.enabled=false). It then waits until the straitd Deployment is
 available. Values use Istio's names (global.hub, global.tag,
 global.proxy.image, pilot.*, sidecarInjectorWebhook.*, meshConfig.*); an
 unknown key is refused with its name.`,
@@ -102,6 +104,14 @@ unknown key is refused with its name.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			if err := c.Apply(ctx, r, kube.namespace); err != nil {
+				return err
+			}
+			// An upgrade removes what the new values no longer render.
+			kinds, err := (&renderFlags{}).render(kube.namespace)
+			if err != nil {
+				return err
+			}
+			if _, err := c.Prune(ctx, kinds, r, install.UninstallOptions{Namespace: kube.namespace, Release: install.DefaultRelease}); err != nil {
 				return err
 			}
 			if !wait {

@@ -69,6 +69,18 @@ func TestInstallCommand(t *testing.T) {
 		t.Errorf("straitd image %s, want the --set hub", img)
 	}
 
+	// Upgrade: the PodDisruptionBudget turned off goes away.
+	out, err = runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "--set", "global.defaultPodDisruptionBudget.enabled=false")
+	if err != nil {
+		t.Fatalf("upgrade: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "PodDisruptionBudget/straitd deleted") {
+		t.Errorf("upgrade without the PodDisruptionBudget printed:\n%s", out)
+	}
+	if _, err := env.Client.PolicyV1().PodDisruptionBudgets("istio-system").Get(ctx, "straitd", metav1.GetOptions{}); err == nil {
+		t.Error("PodDisruptionBudget straitd still there after the upgrade that turned it off")
+	}
+
 	out, err = runStraitctl(t, "install", "--kubeconfig", kc, "--timeout", "2s")
 	if err == nil || !strings.Contains(err.Error(), "not available after 2s") {
 		t.Errorf("install --timeout 2s with no kubelet: err %v, want not available after 2s", err)

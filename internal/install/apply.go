@@ -206,11 +206,32 @@ type UninstallOptions struct {
 // kinds), in reverse install order; CRDs only with Purge. The namespace
 // stays. It returns the deleted objects as KIND/NAME.
 func (c *Client) Uninstall(ctx context.Context, r Rendered, opts UninstallOptions) ([]string, error) {
-	selector := metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=%s,%s=%s", InstanceLabel, opts.Release, PartOfLabel, PartOfValue)}
 	objs := r.Objects
 	if opts.Purge {
 		objs = r.All()
 	}
+	return c.deleteLabelled(ctx, objs, opts, nil)
+}
+
+// Prune deletes the release's objects of the kinds in all that are not in
+// keep: what an upgrade no longer renders (a PodDisruptionBudget turned
+// off). CRDs are never pruned. kinds is usually the chart rendered with
+// its defaults and every optional object on, so every kind the chart can
+// make is looked at.
+func (c *Client) Prune(ctx context.Context, kinds, keep Rendered, opts UninstallOptions) ([]string, error) {
+	kept := map[string]bool{}
+	for _, o := range keep.Objects {
+		kept[objectKey(o.GroupVersionKind().GroupKind().String(), o.GetName())] = true
+	}
+	return c.deleteLabelled(ctx, kinds.Objects, opts, kept)
+}
+
+func objectKey(groupKind, name string) string { return groupKind + "/" + name }
+
+// deleteLabelled deletes, for each kind of objs (in reverse order), the
+// release's labelled objects whose key is not in keep.
+func (c *Client) deleteLabelled(ctx context.Context, objs []*unstructured.Unstructured, opts UninstallOptions, keep map[string]bool) ([]string, error) {
+	selector := metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=%s,%s=%s", InstanceLabel, opts.Release, PartOfLabel, PartOfValue)}
 	var deleted []string
 	seen := map[schema.GroupVersionKind]bool{}
 	for i := len(objs) - 1; i >= 0; i-- {
@@ -232,6 +253,9 @@ func (c *Client) Uninstall(ctx context.Context, r Rendered, opts UninstallOption
 		}
 		bg := metav1.DeletePropagationBackground
 		for _, item := range list.Items {
+			if keep[objectKey(gvk.GroupKind().String(), item.GetName())] {
+				continue
+			}
 			err := res.Delete(ctx, item.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return deleted, fmt.Errorf("delete %s %s: %w", gvk.Kind, item.GetName(), err)

@@ -110,6 +110,23 @@ func TestInstallUninstallCycle(t *testing.T) {
 		}
 	}
 
+	// An upgrade that turns the PodDisruptionBudget off removes it, and
+	// only it.
+	noPDB := render(t, RenderOptions{Values: map[string]any{"global": map[string]any{"defaultPodDisruptionBudget": map[string]any{"enabled": false}}}})
+	if err := c.Apply(ctx, noPDB, ns); err != nil {
+		t.Fatal(err)
+	}
+	pruned, err := c.Prune(ctx, r, noPDB, UninstallOptions{Namespace: ns, Release: DefaultRelease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(pruned, ",") != "PodDisruptionBudget/straitd" {
+		t.Errorf("prune deleted %v, want only PodDisruptionBudget/straitd", pruned)
+	}
+	if err := c.Apply(ctx, r, ns); err != nil {
+		t.Fatal(err)
+	}
+
 	// No controller-manager or kubelet here: the Deployment never becomes
 	// available, and the wait says so with what it saw.
 	out.Reset()

@@ -7,6 +7,7 @@
 package install
 
 import (
+	"cmp"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -176,7 +177,7 @@ func decodeAll(file string, data []byte) ([]*unstructured.Unstructured, error) {
 		keys = append(keys, k)
 	}
 	// manifest-N: keep the file's order.
-	slices.SortFunc(keys, func(a, b string) int { return len(a) - len(b) + strings.Compare(a, b)*boolInt(len(a) == len(b)) })
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
 	var out []*unstructured.Unstructured
 	for _, k := range keys {
 		js, err := yaml.YAMLToJSON([]byte(docs[k]))
@@ -198,11 +199,4 @@ func decodeAll(file string, data []byte) ([]*unstructured.Unstructured, error) {
 		out = append(out, u)
 	}
 	return out, nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -4,7 +4,7 @@
 app.kubernetes.io/name: straitd
 app.kubernetes.io/part-of: strait
 app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Values.global.tag | quote }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- end }}
 
 {{- define "strait.selectorLabels" -}}

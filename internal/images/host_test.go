@@ -33,6 +33,10 @@ func TestHostFiles(t *testing.T) {
 	if err := os.Symlink("libxt_REDIRECT.so", filepath.Join(ext, "libxt_ALIAS.so")); err != nil {
 		t.Fatal(err)
 	}
+	// A subdirectory (sorted first) is skipped, not the end of the list.
+	if err := os.Mkdir(filepath.Join(ext, "aaa"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("PATH", bin)
 
 	var asked []string

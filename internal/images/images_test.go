@@ -166,10 +166,18 @@ func TestSpecsErrors(t *testing.T) {
 	if _, err := Build(Spec{Name: "x", Files: []File{{Path: "relative/path"}}}); err == nil || !strings.Contains(err.Error(), "relative/path") {
 		t.Errorf("relative path: err %v, want it named", err)
 	}
+	// The same file twice is one entry; two contents for one path are an
+	// error naming it.
+	if _, err := Build(Spec{Name: "x", Files: []File{{Path: "/a", Link: "b"}, {Path: "/a", Link: "b"}}}); err != nil {
+		t.Errorf("identical entries: %v", err)
+	}
+	if _, err := Build(Spec{Name: "x", Files: []File{{Path: "/a", Link: "b"}, {Path: "/a", Link: "c"}}}); err == nil || !strings.Contains(err.Error(), `"/a"`) {
+		t.Errorf("conflicting entries: err %v, want it to name /a", err)
+	}
 }
 
 func TestParseLdd(t *testing.T) {
-	out := "\tlinux-vdso.so.1 (0x00007f)\n\tlibxtables.so.12 => /lib/x86_64-linux-gnu/libxtables.so.12 (0x00007f)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x7f)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n\tlibgone.so => not found\n"
+	out := "\n\tlinux-vdso.so.1 (0x00007f)\n\n\tlibxtables.so.12 => /lib/x86_64-linux-gnu/libxtables.so.12 (0x00007f)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x7f)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n\tlibgone.so => not found\n"
 	got := strings.Join(parseLdd([]byte(out)), ",")
 	want := "/lib/x86_64-linux-gnu/libxtables.so.12,/lib/x86_64-linux-gnu/libc.so.6,/lib64/ld-linux-x86-64.so.2"
 	if got != want {

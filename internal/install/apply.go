@@ -125,8 +125,14 @@ func (c *Client) Apply(ctx context.Context, r Rendered, namespace string) error 
 	return nil
 }
 
+// crdTimeout bounds the wait for the API server to serve new CRDs (a
+// second or two normally).
+const crdTimeout = 2 * time.Minute
+
 // waitCRDs waits until every CRD is Established.
 func (c *Client) waitCRDs(ctx context.Context, crds []*unstructured.Unstructured) error {
+	ctx, cancel := context.WithTimeout(ctx, crdTimeout)
+	defer cancel()
 	for _, crd := range crds {
 		for {
 			u, err := c.Dynamic.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
@@ -160,8 +166,8 @@ var ErrNotReady = errors.New("not available")
 // Wait waits until the straitd Deployment in namespace has all its
 // replicas updated and available, printing a progress line whenever the
 // counts change, or until timeout passes.
-func (c *Client) Wait(ctx context.Context, namespace string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func (c *Client) Wait(parent context.Context, namespace string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	last := ""
 	for {
@@ -186,6 +192,9 @@ func (c *Client) Wait(ctx context.Context, namespace string, timeout time.Durati
 		}
 		select {
 		case <-ctx.Done():
+			if parent.Err() != nil {
+				return fmt.Errorf("waiting for straitd: %w", parent.Err())
+			}
 			return fmt.Errorf("straitd Deployment %s/straitd %w after %v: %s (see `kubectl -n %s describe deployment straitd` and its pods' events; --timeout waits longer, --wait=false does not wait)",
 				namespace, ErrNotReady, timeout, status, namespace)
 		case <-time.After(c.interval()):

@@ -138,6 +138,13 @@ func TestInstallUninstallCycle(t *testing.T) {
 		t.Errorf("wait printed %q, want a progress line", out.String())
 	}
 
+	// Interrupted (Ctrl-C) is not reported as the timeout.
+	interrupted, stop := context.WithCancel(ctx)
+	stop()
+	if err := c.Wait(interrupted, ns, time.Minute); !errors.Is(err, context.Canceled) || errors.Is(err, ErrNotReady) {
+		t.Errorf("wait interrupted: err %v, want context.Canceled", err)
+	}
+
 	deleted, err := c.Uninstall(ctx, r, UninstallOptions{Namespace: ns, Release: DefaultRelease})
 	if err != nil {
 		t.Fatal(err)

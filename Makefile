@@ -6,7 +6,7 @@ BIN      := $(CURDIR)/bin
 BINARIES := straitd strait-agent strait-proxy straitctl strait-echo
 GOTEST_FLAGS ?=
 
-.PHONY: all build deps test test-unit demo lint fmt clean istio-bins
+.PHONY: all build deps test test-unit demo lint fmt clean istio-bins images
 
 all: build
 
@@ -28,6 +28,17 @@ test: deps build kube-testenv istio-bins
 	STRAIT_BIN_DIR=$(BIN) STRAIT_KUBE_TESTENV_REQUIRED=1 \
 	STRAIT_PILOT_AGENT=$$(./hack/pilot-agent-build.sh) STRAIT_PILOT_DISCOVERY=$$(./hack/pilot-discovery-build.sh) \
 	$(GO) test -race -count=1 -timeout 40m $(GOTEST_FLAGS) ./...
+
+# Container images as tarballs (bin/images/NAME.tar, docker-save format:
+# `docker load`, `ctr images import`, `kind load image-archive`), built
+# from static binaries with no registry and no Docker daemon; the proxy
+# image carries the build machine's iptables and ip (see docs/install.md).
+IMAGE_HUB ?= strait
+IMAGE_TAG ?= latest
+images: deps
+	@mkdir -p $(BIN)/static
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/static/ ./cmd/straitd ./cmd/strait-agent ./cmd/strait-proxy ./cmd/strait-echo
+	$(GO) run ./hack/images --bin-dir $(BIN)/static --out-dir $(BIN)/images --hub $(IMAGE_HUB) --tag $(IMAGE_TAG)
 
 demo: deps build
 	$(BIN)/straitctl local demo --config-dir examples/demo --bin-dir $(BIN)

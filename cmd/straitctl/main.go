@@ -23,6 +23,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newLocalCmd(), newKubeInjectCmd(), newProxyStatusCmd(), newProxyConfigCmd(), newTokenCmd())
+	root.AddCommand(newLocalCmd(), newKubeInjectCmd(), newProxyStatusCmd(), newProxyConfigCmd(), newTokenCmd(), newInstallCmd(), newUninstallCmd())
 	return root
 }

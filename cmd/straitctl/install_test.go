@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/straitmesh/strait/internal/kubeapiserver"
+)
+
+func runStraitctl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := newRootCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// TestInstallRefusesUnknownValue: a values file with an unknown key is
+// refused, naming the key, before any cluster is contacted.
+func TestInstallRefusesUnknownValue(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(f, []byte("global:\n  hub: example.com\n  proxyy:\n    image: x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runStraitctl(t, "install", "-f", f, "--kubeconfig", filepath.Join(t.TempDir(), "none"))
+	if err == nil || !strings.Contains(err.Error(), "proxyy") {
+		t.Errorf("install -f with global.proxyy: err %v, want it to name proxyy", err)
+	}
+	out, err := runStraitctl(t, "install", "--dry-run", "--set-string", "global.tag=1.20", "-n", "mesh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "image: strait/straitd:1.20") || !strings.Contains(out, "namespace: mesh") {
+		t.Errorf("--dry-run output lacks the straitd image strait/straitd:1.20 in namespace mesh:\n%.2000s", out)
+	}
+}
+
+// TestInstallCommand runs straitctl install and uninstall against a real
+// kube-apiserver (no kubelet: straitd never runs, so the wait times out).
+func TestInstallCommand(t *testing.T) {
+	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true})
+	kc := env.KubeconfigPath
+
+	out, err := runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "--set", "global.hub=example.com/mesh")
+	if err != nil {
+		t.Fatalf("install --wait=false: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "Deployment/straitd applied") || !strings.Contains(out, "not waiting") {
+		t.Errorf("install output:\n%s", out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dep, err := env.Client.AppsV1().Deployments("istio-system").Get(ctx, "straitd", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := dep.Spec.Template.Spec.Containers[0].Image; img != "example.com/mesh/straitd:latest" {
+		t.Errorf("straitd image %s, want the --set hub", img)
+	}
+
+	// Upgrade: the PodDisruptionBudget turned off goes away.
+	out, err = runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "--set", "global.defaultPodDisruptionBudget.enabled=false")
+	if err != nil {
+		t.Fatalf("upgrade: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "PodDisruptionBudget/straitd deleted") {
+		t.Errorf("upgrade without the PodDisruptionBudget printed:\n%s", out)
+	}
+	if _, err := env.Client.PolicyV1().PodDisruptionBudgets("istio-system").Get(ctx, "straitd", metav1.GetOptions{}); err == nil {
+		t.Error("PodDisruptionBudget straitd still there after the upgrade that turned it off")
+	}
+
+	out, err = runStraitctl(t, "install", "--kubeconfig", kc, "--timeout", "2s")
+	if err == nil || !strings.Contains(err.Error(), "not available after 2s") {
+		t.Errorf("install --timeout 2s with no kubelet: err %v, want not available after 2s", err)
+	}
+	if !strings.Contains(out, "waiting for straitd (istio-system/straitd):") {
+		t.Errorf("install printed no progress line:\n%s", out)
+	}
+
+	if out, err := runStraitctl(t, "uninstall", "--kubeconfig", kc, "--purge"); err != nil {
+		t.Fatalf("uninstall --purge: %v\n%s", err, out)
+	}
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=strait"}
+	for {
+		var left []string
+		for _, gvr := range []schema.GroupVersionResource{
+			{Group: "apps", Version: "v1", Resource: "deployments"}, {Version: "v1", Resource: "services"},
+			{Version: "v1", Resource: "configmaps"}, {Version: "v1", Resource: "serviceaccounts"},
+			{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+			{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"},
+			{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
+		} {
+			list, err := env.Dynamic.Resource(gvr).List(ctx, sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range list.Items {
+				left = append(left, gvr.Resource+"/"+it.GetName())
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("after uninstall --purge: %v left", left)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

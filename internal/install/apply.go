@@ -1,0 +1,277 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+)
+
+// FieldManager is the server-side apply field manager of straitctl.
+const FieldManager = "straitctl"
+
+// Client is what Apply, Wait and Uninstall need from the cluster.
+type Client struct {
+	Dynamic dynamic.Interface
+	mapper  *restmapper.DeferredDiscoveryRESTMapper
+	// Out receives progress lines; nil discards them.
+	Out io.Writer
+	// PollInterval is how often Wait and the CRD wait look (default 1s).
+	PollInterval time.Duration
+}
+
+// NewClient builds a Client for cfg.
+func NewClient(cfg *rest.Config, out io.Writer) (*Client, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{
+		Dynamic: dyn,
+		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		Out:     out,
+	}, nil
+}
+
+func (c *Client) printf(format string, args ...any) {
+	if c.Out != nil {
+		fmt.Fprintf(c.Out, format, args...)
+	}
+}
+
+func (c *Client) interval() time.Duration {
+	if c.PollInterval > 0 {
+		return c.PollInterval
+	}
+	return time.Second
+}
+
+// resource returns the dynamic client of o's kind, namespaced when the
+// kind is.
+func (c *Client) resource(o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+	gvk := o.GroupVersionKind()
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: the API server does not serve this kind: %w", gvk.Kind, o.GetName(), err)
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return c.Dynamic.Resource(m.Resource).Namespace(o.GetNamespace()), nil
+	}
+	return c.Dynamic.Resource(m.Resource), nil
+}
+
+var (
+	namespaceGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	crdGVR       = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	deployGVR    = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+)
+
+// Apply creates the namespace when it is missing, applies the CRDs and
+// waits until they are served, then applies the other objects, all with
+// server-side apply under FieldManager (forcing ownership of the fields
+// the chart sets; fields others own, such as the webhook's caBundle that
+// straitd writes, are left alone).
+func (c *Client) Apply(ctx context.Context, r Rendered, namespace string) error {
+	if _, err := c.Dynamic.Resource(namespaceGVR).Get(ctx, namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		ns := &unstructured.Unstructured{}
+		ns.SetAPIVersion("v1")
+		ns.SetKind("Namespace")
+		ns.SetName(namespace)
+		if _, err := c.Dynamic.Resource(namespaceGVR).Create(ctx, ns, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", namespace, err)
+		}
+		c.printf("namespace/%s created\n", namespace)
+	} else if err != nil {
+		return fmt.Errorf("namespace %s: %w", namespace, err)
+	}
+	for _, o := range r.CRDs {
+		if _, err := c.Dynamic.Resource(crdGVR).Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+			return fmt.Errorf("apply CustomResourceDefinition %s: %w", o.GetName(), err)
+		}
+	}
+	if len(r.CRDs) > 0 {
+		c.printf("%d CustomResourceDefinitions applied\n", len(r.CRDs))
+		if err := c.waitCRDs(ctx, r.CRDs); err != nil {
+			return err
+		}
+		c.mapper.Reset()
+	}
+	for _, o := range r.Objects {
+		res, err := c.resource(o)
+		if err != nil {
+			return err
+		}
+		if _, err := res.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+			return fmt.Errorf("apply %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		c.printf("%s/%s applied\n", o.GetKind(), o.GetName())
+	}
+	return nil
+}
+
+// crdTimeout bounds the wait for the API server to serve new CRDs (a
+// second or two normally).
+const crdTimeout = 2 * time.Minute
+
+// waitCRDs waits until every CRD is Established.
+func (c *Client) waitCRDs(ctx context.Context, crds []*unstructured.Unstructured) error {
+	ctx, cancel := context.WithTimeout(ctx, crdTimeout)
+	defer cancel()
+	for _, crd := range crds {
+		for {
+			u, err := c.Dynamic.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
+			if err == nil && established(u) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("CustomResourceDefinition %s not established: %w", crd.GetName(), ctx.Err())
+			case <-time.After(c.interval()):
+			}
+		}
+	}
+	return nil
+}
+
+func established(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, cd := range conds {
+		m, _ := cd.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNotReady is wrapped by Wait's error when the timeout passes.
+var ErrNotReady = errors.New("not available")
+
+// Wait waits until the straitd Deployment in namespace has all its
+// replicas updated and available, printing a progress line whenever the
+// counts change, or until timeout passes.
+func (c *Client) Wait(parent context.Context, namespace string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	last := ""
+	for {
+		d, err := c.Dynamic.Resource(deployGVR).Namespace(namespace).Get(ctx, "straitd", metav1.GetOptions{})
+		status := "Deployment not found"
+		if err == nil {
+			want, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+			avail, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
+			updated, _, _ := unstructured.NestedInt64(d.Object, "status", "updatedReplicas")
+			observed, _, _ := unstructured.NestedInt64(d.Object, "status", "observedGeneration")
+			if observed >= d.GetGeneration() && avail >= want && updated >= want {
+				c.printf("straitd: %d/%d replicas available\n", avail, want)
+				return nil
+			}
+			status = fmt.Sprintf("%d/%d replicas available, %d updated", avail, want, updated)
+		} else if !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			status = err.Error()
+		}
+		if status != last {
+			c.printf("waiting for straitd (%s/straitd): %s\n", namespace, status)
+			last = status
+		}
+		select {
+		case <-ctx.Done():
+			if parent.Err() != nil {
+				return fmt.Errorf("waiting for straitd: %w", parent.Err())
+			}
+			return fmt.Errorf("straitd Deployment %s/straitd %w after %v: %s (see `kubectl -n %s describe deployment straitd` and its pods' events; --timeout waits longer, --wait=false does not wait)",
+				namespace, ErrNotReady, timeout, status, namespace)
+		case <-time.After(c.interval()):
+		}
+	}
+}
+
+// UninstallOptions configure Uninstall.
+type UninstallOptions struct {
+	Namespace, Release string
+	// Purge also deletes the CRDs, and with them every Istio resource in
+	// the cluster.
+	Purge bool
+}
+
+// Uninstall deletes every object of the kinds in r that carries the
+// release's instance and part-of labels (in the namespace for namespaced
+// kinds), in reverse install order; CRDs only with Purge. The namespace
+// stays. It returns the deleted objects as KIND/NAME.
+func (c *Client) Uninstall(ctx context.Context, r Rendered, opts UninstallOptions) ([]string, error) {
+	objs := r.Objects
+	if opts.Purge {
+		objs = r.All()
+	}
+	return c.deleteLabelled(ctx, objs, opts, nil)
+}
+
+// Prune deletes the release's objects of the kinds in all that are not in
+// keep: what an upgrade no longer renders (a PodDisruptionBudget turned
+// off). CRDs are never pruned. kinds is usually the chart rendered with
+// its defaults and every optional object on, so every kind the chart can
+// make is looked at.
+func (c *Client) Prune(ctx context.Context, kinds, keep Rendered, opts UninstallOptions) ([]string, error) {
+	kept := map[string]bool{}
+	for _, o := range keep.Objects {
+		kept[objectKey(o.GroupVersionKind().GroupKind().String(), o.GetName())] = true
+	}
+	return c.deleteLabelled(ctx, kinds.Objects, opts, kept)
+}
+
+func objectKey(groupKind, name string) string { return groupKind + "/" + name }
+
+// deleteLabelled deletes, for each kind of objs (in reverse order), the
+// release's labelled objects whose key is not in keep.
+func (c *Client) deleteLabelled(ctx context.Context, objs []*unstructured.Unstructured, opts UninstallOptions, keep map[string]bool) ([]string, error) {
+	selector := metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=%s,%s=%s", InstanceLabel, opts.Release, PartOfLabel, PartOfValue)}
+	var deleted []string
+	seen := map[schema.GroupVersionKind]bool{}
+	for i := len(objs) - 1; i >= 0; i-- {
+		o := objs[i]
+		gvk := o.GroupVersionKind()
+		if seen[gvk] {
+			continue
+		}
+		seen[gvk] = true
+		probe := o.DeepCopy()
+		probe.SetNamespace(opts.Namespace)
+		res, err := c.resource(probe)
+		if err != nil {
+			return deleted, err
+		}
+		list, err := res.List(ctx, selector)
+		if err != nil {
+			return deleted, fmt.Errorf("list %s: %w", gvk.Kind, err)
+		}
+		bg := metav1.DeletePropagationBackground
+		for _, item := range list.Items {
+			if keep[objectKey(gvk.GroupKind().String(), item.GetName())] {
+				continue
+			}
+			err := res.Delete(ctx, item.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return deleted, fmt.Errorf("delete %s %s: %w", gvk.Kind, item.GetName(), err)
+			}
+			deleted = append(deleted, gvk.Kind+"/"+item.GetName())
+			c.printf("%s/%s deleted\n", gvk.Kind, item.GetName())
+		}
+	}
+	return deleted, nil
+}

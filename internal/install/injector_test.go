@@ -1,0 +1,50 @@
+package install
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/straitmesh/strait/internal/inject"
+)
+
+// TestInjectorReadsChartConfigMap: straitd's injector accepts the
+// istio-sidecar-injector ConfigMap the chart renders, and the values reach
+// the injected pod (image from global.hub/tag/proxy.image, native sidecar
+// from sidecarInjectorWebhook.enableNativeSidecars).
+func TestInjectorReadsChartConfigMap(t *testing.T) {
+	pod := "apiVersion: v1\nkind: Pod\nmetadata:\n  name: app\n  namespace: demo\nspec:\n  containers:\n  - name: app\n    image: app:1\n"
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		want   []string
+	}{
+		{"defaults", nil, []string{"image: strait/proxy:latest", "name: istio-init", "name: istio-proxy", "istiod.istio-system.svc:15012"}},
+		{"istio values", map[string]any{
+			"global":                 map[string]any{"hub": "registry.example.com/mesh", "tag": "1.2.4", "proxy": map[string]any{"image": "proxyv2"}},
+			"sidecarInjectorWebhook": map[string]any{"enableNativeSidecars": true},
+		}, []string{"image: registry.example.com/mesh/proxyv2:1.2.4", "restartPolicy: Always"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := render(t, RenderOptions{Values: tc.values})
+			cm := find(t, r.Objects, "ConfigMap", "istio-sidecar-injector")
+			data := map[string]string{}
+			for k := range cm.Object["data"].(map[string]any) {
+				data[k] = str(t, cm, "data", k)
+			}
+			s, err := inject.SettingsFromConfigMap(data, nil)
+			if err != nil {
+				t.Fatalf("straitd's injector refuses the chart's ConfigMap: %v", err)
+			}
+			var out bytes.Buffer
+			if err := inject.New(s, inject.Options{ControlPlaneNamespace: DefaultNamespace}).IntoResourceFile(strings.NewReader(pod), &out); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("injected pod lacks %q:\n%s", w, out.String())
+				}
+			}
+		})
+	}
+}

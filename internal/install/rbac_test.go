@@ -1,0 +1,175 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/straitmesh/strait/internal/kubeapiserver"
+	"github.com/straitmesh/strait/internal/testreq"
+)
+
+// straitdBinary is $STRAIT_BIN_DIR/straitd (make test builds it) or a
+// fresh build.
+func straitdBinary(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("STRAIT_BIN_DIR"); dir != "" {
+		return filepath.Join(dir, "straitd")
+	}
+	goTool := testreq.Binary(t, "go", "golang-go", "/usr/local/go/bin/go")
+	_, file, _, _ := runtime.Caller(0)
+	out := t.TempDir()
+	cmd := exec.Command(goTool, "build", "-o", out+"/", "./cmd/straitd")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build straitd: %v\n%s", err, b)
+	}
+	return filepath.Join(out, "straitd")
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writer and the
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestChartRBACIsEnough runs straitd, with the arguments of the chart's
+// Deployment, as the chart's ServiceAccount (impersonated) against a real
+// kube-apiserver: the ClusterRole and Role must let it sync and become
+// ready, win the Lease and write the webhook's caBundle, and publish the
+// root certificate ConfigMap into a new namespace; nothing is forbidden.
+func TestChartRBACIsEnough(t *testing.T) {
+	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true})
+	bin := straitdBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := NewClient(env.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.PollInterval = 100 * time.Millisecond
+	r := render(t, RenderOptions{})
+	if err := c.Apply(ctx, r, DefaultNamespace); err != nil {
+		t.Fatal(err)
+	}
+
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.CAData()}
+	kc.AuthInfos["straitd"] = &clientcmdapi.AuthInfo{Token: env.Token(), Impersonate: "system:serviceaccount:" + DefaultNamespace + ":straitd"}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "straitd"}
+	kc.CurrentContext = "c"
+	kcPath := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, kcPath); err != nil {
+		t.Fatal(err)
+	}
+
+	var args []string
+	for _, o := range r.Objects {
+		if o.GetKind() == "Deployment" {
+			cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			args = toStrings(cs[0].(map[string]any)["args"])
+		}
+	}
+	if len(args) == 0 {
+		t.Fatal("no straitd args in the chart's Deployment")
+	}
+	mon := freePort(t)
+	args = append(args, "--kubeconfig="+kcPath, "--xds-addr="+freePort(t), "--monitoring-addr="+mon,
+		"--secure-xds-addr="+freePort(t), "--inject-addr="+freePort(t),
+		"--ca-dir="+t.TempDir(), "--cacerts-dir="+t.TempDir())
+	var logs syncBuffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("straitd log:\n%s", logs.String())
+		}
+	}()
+
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for !ok() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("straitd as the chart's ServiceAccount: %s did not happen", what)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("ready on /healthz/ready", func() bool {
+		resp, err := http.Get("http://" + mon + "/healthz/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	waitFor("caBundle written into the webhook", func() bool {
+		mwc, err := env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "istio-sidecar-injector", metav1.GetOptions{})
+		return err == nil && len(mwc.Webhooks) > 0 && len(mwc.Webhooks[0].ClientConfig.CABundle) > 0
+	})
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("istio-ca-root-cert published into namespace demo", func() bool {
+		_, err := env.Client.CoreV1().ConfigMaps("demo").Get(ctx, "istio-ca-root-cert", metav1.GetOptions{})
+		return err == nil
+	})
+	if l := logs.String(); strings.Contains(strings.ToLower(l), "forbidden") {
+		t.Errorf("straitd was refused something by the chart's RBAC:\n%s", grepLines(l, "forbidden"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(strings.ToLower(l), sub) {
+			out = append(out, l)
+		}
+	}
+	return fmt.Sprint(strings.Join(out, "\n"))
+}

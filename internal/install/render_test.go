@@ -1,0 +1,327 @@
+package install
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/straitmesh/strait/internal/meshconfig"
+	"github.com/straitmesh/strait/internal/testreq"
+)
+
+const chartDir = "../../manifests/charts/strait"
+
+func render(t *testing.T, opts RenderOptions) Rendered {
+	t.Helper()
+	c, err := LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Render(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s among the rendered objects", kind, name)
+	return nil
+}
+
+func str(t *testing.T, o *unstructured.Unstructured, path ...string) string {
+	t.Helper()
+	v, _, err := unstructured.NestedFieldNoCopy(o.Object, path...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := v.(string)
+	return s
+}
+
+// TestRenderDefaults: with no values the chart gives the Istio CRDs and
+// every object straitd needs, labelled for uninstall, in install order.
+func TestRenderDefaults(t *testing.T) {
+	r := render(t, RenderOptions{})
+	if len(r.CRDs) < 14 {
+		t.Errorf("%d CRDs, want the Istio CRDs (at least 14)", len(r.CRDs))
+	}
+	find(t, r.CRDs, "CustomResourceDefinition", "virtualservices.networking.istio.io")
+	for _, want := range []struct{ kind, name string }{
+		{"ServiceAccount", "straitd"}, {"ClusterRole", "straitd-istio-system"}, {"ClusterRoleBinding", "straitd-istio-system"},
+		{"Role", "straitd"}, {"RoleBinding", "straitd"}, {"ConfigMap", "istio-sidecar-injector"}, {"ConfigMap", "istio"},
+		{"Service", "istiod"}, {"Deployment", "straitd"}, {"PodDisruptionBudget", "straitd"},
+		{"MutatingWebhookConfiguration", "istio-sidecar-injector"},
+	} {
+		o := find(t, r.Objects, want.kind, want.name)
+		if l := o.GetLabels(); l[InstanceLabel] != DefaultRelease || l[PartOfLabel] != PartOfValue {
+			t.Errorf("%s %s labels %v, want %s=%s and %s=%s", want.kind, want.name, l, InstanceLabel, DefaultRelease, PartOfLabel, PartOfValue)
+		}
+		if o.GetNamespace() != "" && o.GetNamespace() != DefaultNamespace {
+			t.Errorf("%s %s in namespace %q", want.kind, want.name, o.GetNamespace())
+		}
+	}
+	for _, o := range r.CRDs {
+		if o.GetLabels()[InstanceLabel] != DefaultRelease {
+			t.Errorf("CRD %s has no instance label", o.GetName())
+		}
+	}
+	rank := map[string]int{}
+	for i, o := range r.Objects {
+		rank[o.GetKind()] = i
+	}
+	if rank["ServiceAccount"] > rank["Deployment"] || rank["ConfigMap"] > rank["Deployment"] || r.Objects[len(r.Objects)-1].GetKind() != "MutatingWebhookConfiguration" {
+		t.Errorf("install order %v: want the ServiceAccount and ConfigMaps before the Deployment, the webhook last", rank)
+	}
+	dep := find(t, r.Objects, "Deployment", "straitd")
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	if c["image"] != "strait/straitd:latest" {
+		t.Errorf("straitd image %v, want strait/straitd:latest", c["image"])
+	}
+	if !strings.Contains(strings.Join(toStrings(c["args"]), " "), "--namespace=istio-system") {
+		t.Errorf("straitd args %v lack --namespace=istio-system", c["args"])
+	}
+	svc := find(t, r.Objects, "Service", "istiod")
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	got := map[int64]int64{}
+	for _, p := range ports {
+		m := p.(map[string]any)
+		got[m["port"].(int64)] = m["targetPort"].(int64)
+	}
+	for port, target := range map[int64]int64{15010: 15010, 15012: 15012, 15014: 15014, 443: 15017} {
+		if got[port] != target {
+			t.Errorf("Service istiod port %d → %d, want → %d (ports %v)", port, got[port], target, got)
+		}
+	}
+	mwc := find(t, r.Objects, "MutatingWebhookConfiguration", "istio-sidecar-injector")
+	hooks, _, _ := unstructured.NestedSlice(mwc.Object, "webhooks")
+	if len(hooks) != 2 {
+		t.Fatalf("%d webhooks, want 2 (namespace and object selectors)", len(hooks))
+	}
+	for _, h := range hooks {
+		cc := h.(map[string]any)["clientConfig"].(map[string]any)
+		if _, ok := cc["caBundle"]; ok {
+			t.Errorf("webhook sets caBundle; straitd owns that field")
+		}
+	}
+	cm := find(t, r.Objects, "ConfigMap", "istio-sidecar-injector")
+	if v := str(t, cm, "data", "values"); !strings.Contains(v, `"hub": "strait"`) || !strings.Contains(v, `"istioNamespace": "istio-system"`) {
+		t.Errorf("injector values %s: want the hub and the istioNamespace", v)
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
+
+// TestRenderIstioValues: Istio's value names steer the objects.
+func TestRenderIstioValues(t *testing.T) {
+	vals, err := MergeValues([]string{writeFile(t, `
+global:
+  hub: registry.example.com/mesh
+  tag: "1.2.3"
+  proxy:
+    image: proxyv2
+    logLevel: debug
+  defaultPodDisruptionBudget:
+    enabled: false
+pilot:
+  replicaCount: 2
+  pluggedCA: true
+  env:
+    PILOT_DEBOUNCE_AFTER: 50ms
+sidecarInjectorWebhook:
+  enableNativeSidecars: true
+  enableNamespacesByDefault: true
+meshConfig:
+  trustDomain: example.org
+`)}, []string{"global.tag=1.2.4"}, []string{"pilot.env.PILOT_PUSH_THROTTLE=100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := render(t, RenderOptions{Namespace: "mesh", Release: "r1", Values: vals})
+	for _, o := range r.Objects {
+		if o.GetKind() == "PodDisruptionBudget" {
+			t.Errorf("PodDisruptionBudget rendered with global.defaultPodDisruptionBudget.enabled=false")
+		}
+	}
+	dep := find(t, r.Objects, "Deployment", "straitd")
+	if n, _, _ := unstructured.NestedInt64(dep.Object, "spec", "replicas"); n != 2 {
+		t.Errorf("replicas %d, want 2", n)
+	}
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	if c["image"] != "registry.example.com/mesh/straitd:1.2.4" {
+		t.Errorf("image %v, want registry.example.com/mesh/straitd:1.2.4 (--set after -f)", c["image"])
+	}
+	args := strings.Join(toStrings(c["args"]), " ")
+	if !strings.Contains(args, "--trust-domain=example.org") || !strings.Contains(args, "--namespace=mesh") {
+		t.Errorf("args %s: want --trust-domain=example.org and --namespace=mesh", args)
+	}
+	if env := c["env"].([]any); !strings.Contains(strings.Join(envNames(env), ","), "PILOT_DEBOUNCE_AFTER,PILOT_PUSH_THROTTLE") {
+		t.Errorf("env %v lacks PILOT_DEBOUNCE_AFTER (-f) and PILOT_PUSH_THROTTLE (--set-string)", env)
+	}
+	cm := find(t, r.Objects, "ConfigMap", "istio-sidecar-injector")
+	v := str(t, cm, "data", "values")
+	for _, want := range []string{`"image": "proxyv2"`, `"logLevel": "debug"`, `"enableNativeSidecars": true`, `"istioNamespace": "mesh"`, `"hub": "registry.example.com/mesh"`} {
+		if !strings.Contains(v, want) {
+			t.Errorf("injector values lack %s:\n%s", want, v)
+		}
+	}
+	if mesh := str(t, find(t, r.Objects, "ConfigMap", "istio"), "data", "mesh"); !strings.Contains(mesh, "trustDomain: example.org") {
+		t.Errorf("mesh config %q lacks the trust domain", mesh)
+	}
+	mwc := find(t, r.Objects, "MutatingWebhookConfiguration", "istio-sidecar-injector")
+	hooks, _, _ := unstructured.NestedSlice(mwc.Object, "webhooks")
+	if len(hooks) != 1 {
+		t.Errorf("%d webhooks with enableNamespacesByDefault, want 1 (the object webhook would inject twice)", len(hooks))
+	}
+	if l := dep.GetLabels()[InstanceLabel]; l != "r1" {
+		t.Errorf("instance label %q, want the release r1", l)
+	}
+}
+
+func envNames(env []any) []string {
+	var out []string
+	for _, e := range env {
+		out = append(out, e.(map[string]any)["name"].(string))
+	}
+	return out
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRenderRefuses: an unknown key is refused with its name, and so are
+// settings the chart cannot honour.
+func TestRenderRefuses(t *testing.T) {
+	c, err := LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		set  string
+		want string
+	}{
+		{"unknown top-level key", "pilott.replicaCount=2", "pilott"},
+		{"unknown nested key", "global.proxy.imagee=x", "imagee"},
+		{"unread mesh config field", "meshConfig.accessLogFile=/dev/stdout", "accessLogFile"},
+		{"wrong type", "pilot.replicaCount=many", "replicaCount"},
+		{"replicas without a shared CA", "pilot.replicaCount=3", "pilot.pluggedCA=true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals, err := MergeValues(nil, []string{tc.set}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Render(c, RenderOptions{Values: vals})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("--set %s: err %v, want it to name %q", tc.set, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestHelmLint runs Helm's linter (what `helm lint` runs) with no values
+// and with Istio-style values.
+func TestHelmLint(t *testing.T) {
+	for name, vals := range map[string]map[string]any{
+		"no values":    nil,
+		"istio values": {"global": map[string]any{"hub": "docker.io/istio", "tag": "1.0"}, "pilot": map[string]any{"replicaCount": 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := lint.AllWithKubeVersionAndSchemaValidation(chartDir, vals, "istio-system", &chartutil.DefaultCapabilities.KubeVersion, false)
+			for _, m := range l.Messages {
+				if m.Severity >= support.WarningSev {
+					t.Errorf("helm lint: %s", m)
+				}
+			}
+		})
+	}
+	// And the linter does see a bad key (the test can fail).
+	l := lint.All(chartDir, map[string]any{"bogus": 1}, "istio-system", false)
+	if l.HighestSeverity < support.ErrorSev {
+		t.Errorf("helm lint accepted an unknown key: %v", l.Messages)
+	}
+}
+
+// TestChartCRDsMatchModule: the chart's CRDs are istio.io/api's, byte for
+// byte, at the version go.mod requires. After bumping istio.io/api:
+//
+//	cp "$(go list -m -f '{{.Dir}}' istio.io/api)/kubernetes/customresourcedefinitions.gen.yaml" \
+//	   manifests/charts/strait/crds/crd-all.gen.yaml
+func TestChartCRDsMatchModule(t *testing.T) {
+	goTool := testreq.Binary(t, "go", "golang-go", "/usr/local/go/bin/go")
+	dir, err := exec.Command(goTool, "list", "-m", "-f", "{{.Dir}}", "istio.io/api").Output()
+	if err != nil {
+		t.Fatalf("go list -m istio.io/api: %v", err)
+	}
+	want, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), "kubernetes", "customresourcedefinitions.gen.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(chartDir, "crds", "crd-all.gen.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("manifests/charts/strait/crds/crd-all.gen.yaml differs from istio.io/api's CRDs; copy them again (see this test's comment)")
+	}
+}
+
+// TestRenderMeshConfig: the MeshConfig fields straitd honours are taken
+// and reach the istio ConfigMap, where straitd's own parser accepts them.
+func TestRenderMeshConfig(t *testing.T) {
+	c, err := LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := MergeValues(nil, []string{"meshConfig.outboundTrafficPolicy.mode=REGISTRY_ONLY", "meshConfig.defaultConfig.terminationDrainDuration=7s"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Render(c, RenderOptions{Values: vals})
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	var mesh string
+	for _, o := range out.Objects {
+		if o.GetKind() == "ConfigMap" && o.GetName() == "istio" {
+			mesh, _, _ = unstructured.NestedString(o.Object, "data", "mesh")
+		}
+	}
+	m, err := meshconfig.Parse([]byte(mesh))
+	if err != nil {
+		t.Fatalf("straitd refuses the chart's mesh config %q: %v", mesh, err)
+	}
+	if !m.RegistryOnly || m.Mesh.GetDefaultConfig().GetTerminationDrainDuration().AsDuration() != 7*time.Second {
+		t.Errorf("mesh config %q read as %+v", mesh, m)
+	}
+}

@@ -1,0 +1,56 @@
+package install
+
+import (
+	"fmt"
+	"os"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/strvals"
+)
+
+// MergeValues reads the -f files in order, then lays the --set and then
+// the --set-string expressions over them (Helm's precedence: later wins).
+func MergeValues(files, sets, setStrings []string) (map[string]any, error) {
+	base := map[string]any{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("values file: %w", err)
+		}
+		v, err := chartutil.ReadValues(data)
+		if err != nil {
+			return nil, fmt.Errorf("values file %s: %w", f, err)
+		}
+		base = mergeMaps(base, v)
+	}
+	for _, s := range sets {
+		if err := strvals.ParseInto(s, base); err != nil {
+			return nil, fmt.Errorf("--set %s: %w", s, err)
+		}
+	}
+	for _, s := range setStrings {
+		if err := strvals.ParseIntoString(s, base); err != nil {
+			return nil, fmt.Errorf("--set-string %s: %w", s, err)
+		}
+	}
+	return base, nil
+}
+
+// mergeMaps lays b over a: maps merge key by key, anything else in b
+// replaces a's.
+func mergeMaps(a, b map[string]any) map[string]any {
+	out := make(map[string]any, len(a))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		if bm, ok := v.(map[string]any); ok {
+			if am, ok := out[k].(map[string]any); ok {
+				out[k] = mergeMaps(am, bm)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // defaultConnectTimeout is Envoy's default cluster connect_timeout.
@@ -77,6 +78,9 @@ type Cluster struct {
 	h1        h1Pool    // strait HTTP/1.1 codec
 	proto     UpstreamProtocol
 	h2        *h2Pool // nil when proto is UpstreamHTTP1
+	// tls is the upstream TLS socket (transport.go); nil: plaintext.
+	tls                    *tlsconf.Client
+	sslHandshake, sslError *atomic.Uint64
 }
 
 func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
@@ -205,7 +209,7 @@ func (c *Cluster) Dial(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
 	}
-	return conn, nil
+	return c.secure(ctx, conn)
 }
 
 // dialFrom dials ep from its original source address (original_src).
@@ -226,7 +230,7 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
 	}
-	return conn, nil
+	return c.secure(ctx, conn)
 }
 
 // close releases idle pooled connections; in-flight ones finish normally.

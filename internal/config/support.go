@@ -818,7 +818,7 @@ var fieldSupport = map[model.Kind]map[string]Support{
 		"network":        Refused,
 		"locality":       Refused,
 		"weight":         Refused,
-		"serviceAccount": Refused,
+		"serviceAccount": Honoured,
 	},
 }
 

@@ -49,6 +49,9 @@ type serviceEntry struct {
 	svc *mesh.Service
 	dr  *config.Config
 	res []*discovery.Resource
+	// mtls is the auto mTLS decision the clusters were built with
+	// (autoMTLSKey); endpoints alone can change it.
+	mtls string
 	// ready, when set, is closed once res (or err) is filled in: proxies
 	// asking for the same entry while it is built wait for that build
 	// instead of building it again.
@@ -227,7 +230,8 @@ func (c *cache) serviceClusters(snap *mesh.Snapshot, svc *mesh.Service) ([]*disc
 	c.mu.RLock()
 	e := c.clusters[svc.Hostname]
 	c.mu.RUnlock()
-	if e != nil && e.dr == dr && (e.svc == svc || mesh.SameExceptEndpoints(e.svc, svc)) {
+	mtls := autoMTLSKey(snap, svc)
+	if e != nil && e.dr == dr && e.mtls == mtls && (e.svc == svc || mesh.SameExceptEndpoints(e.svc, svc)) {
 		return e.res, nil
 	}
 	var res []*discovery.Resource
@@ -240,7 +244,7 @@ func (c *cache) serviceClusters(snap *mesh.Snapshot, svc *mesh.Service) ([]*disc
 		res = append(res, r)
 	}
 	c.mu.Lock()
-	c.clusters[svc.Hostname] = &serviceEntry{svc: svc, dr: dr, res: res}
+	c.clusters[svc.Hostname] = &serviceEntry{svc: svc, dr: dr, mtls: mtls, res: res}
 	c.mu.Unlock()
 	return res, nil
 }

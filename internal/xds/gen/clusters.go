@@ -50,9 +50,13 @@ func serviceClusters(snap *mesh.Snapshot, svc *mesh.Service) []*cluster.Cluster 
 		if port.Protocol == protocol.UDP {
 			continue
 		}
-		out = append(out, edsCluster(OutboundClusterName(port.Number, "", svc.Hostname), port))
+		c := edsCluster(OutboundClusterName(port.Number, "", svc.Hostname), port)
+		applyAutoMTLS(snap, svc, "", c) // mtls.go
+		out = append(out, c)
 		for _, ss := range snap.Subsets(svc.Hostname) {
-			out = append(out, edsCluster(OutboundClusterName(port.Number, ss.Name, svc.Hostname), port))
+			c := edsCluster(OutboundClusterName(port.Number, ss.Name, svc.Hostname), port)
+			applyAutoMTLS(snap, svc, ss.Name, c)
+			out = append(out, c)
 		}
 	}
 	return out

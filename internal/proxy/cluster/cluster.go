@@ -79,8 +79,7 @@ type Cluster struct {
 	proto     UpstreamProtocol
 	h2        *h2Pool // nil when proto is UpstreamHTTP1
 	// tls is the upstream TLS socket (transport.go); nil: plaintext.
-	tls                    *tlsconf.Client
-	sslHandshake, sslError *atomic.Uint64
+	tls *tlsconf.Client
 }
 
 func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {

@@ -30,15 +30,12 @@ func (m *Manager) build(c *clusterv3.Cluster) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 	}
 	out.tls = cl
-	if cl != nil {
-		out.sslHandshake = m.stats.Counter("cluster." + c.GetName() + ".ssl.handshake")
-		out.sslError = m.stats.Counter("cluster." + c.GetName() + ".ssl.connection_error")
-	}
 	return out, nil
 }
 
 // secure runs the cluster's TLS handshake on a new upstream connection
-// (none for a plaintext cluster), bounded by the connect timeout.
+// (none for a plaintext cluster), bounded by the connect timeout, and
+// counts it (cluster.<name>.ssl.*).
 func (c *Cluster) secure(ctx context.Context, conn net.Conn) (net.Conn, error) {
 	if c.tls == nil {
 		return conn, nil
@@ -50,10 +47,10 @@ func (c *Cluster) secure(ctx context.Context, conn net.Conn) (net.Conn, error) {
 	}
 	tc, err := c.tls.Handshake(ctx, conn)
 	if err != nil {
-		c.sslError.Add(1)
+		c.Stats.SSL.ConnectionError.Add(1)
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: tls handshake with %s: %w", c.Name, conn.RemoteAddr(), err)
 	}
-	c.sslHandshake.Add(1)
+	c.Stats.SSL.Handshake.Add(1)
 	return tc, nil
 }

@@ -35,13 +35,12 @@ func buildChainTLS(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 func (m *Manager) terminateTLS(l *Listener, fc *filterChain, c net.Conn) (net.Conn, bool) {
 	ctx, cancel := context.WithTimeout(m.ctx, tlsHandshakeTimeout)
 	defer cancel()
-	prefix := "listener." + l.stats.Address + ".ssl."
 	tc, err := fc.tls.Handshake(ctx, c)
 	if err != nil {
-		m.opts.Stats.Counter(prefix + "connection_error").Add(1)
+		l.stats.SSL.ConnectionError.Add(1)
 		m.log.Debug("tls handshake failed", "listener", l.Name, "peer", c.RemoteAddr().String(), "error", err)
 		return nil, false
 	}
-	m.opts.Stats.Counter(prefix + "handshake").Add(1)
+	l.stats.SSL.Handshake.Add(1)
 	return tc, true
 }

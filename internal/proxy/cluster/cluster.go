@@ -42,6 +42,9 @@ type Endpoint struct {
 	// overrides upstream_bind_config; connections with a source are never
 	// shared with another source.
 	Source OriginalSource
+	// transportMatch is the endpoint's envoy.transport_socket_match
+	// metadata, canonical (transport.go); "" when it has none.
+	transportMatch string
 }
 
 // OriginalSource is what Envoy's original_src listener filter puts on the
@@ -79,7 +82,8 @@ type Cluster struct {
 	proto     UpstreamProtocol
 	h2        *h2Pool // nil when proto is UpstreamHTTP1
 	// tls is the upstream TLS socket (transport.go); nil: plaintext.
-	tls *tlsconf.Client
+	tls           *tlsconf.Client
+	socketMatches []socketMatch // transport_socket_matches, in order
 }
 
 func build(c *clusterv3.Cluster, st *stats.Store) (*Cluster, error) {
@@ -156,7 +160,7 @@ func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) ([]Endpoint, error) {
 			if err != nil {
 				return nil, err
 			}
-			eps = append(eps, Endpoint{Network: n, Address: a})
+			eps = append(eps, Endpoint{Network: n, Address: a, transportMatch: transportMatchOf(lbe)}) // transport.go
 		}
 	}
 	return eps, nil
@@ -208,7 +212,7 @@ func (c *Cluster) Dial(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
 	}
-	return c.secure(ctx, conn)
+	return c.secure(ctx, ep, conn)
 }
 
 // dialFrom dials ep from its original source address (original_src).
@@ -229,7 +233,7 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
 	}
-	return c.secure(ctx, conn)
+	return c.secure(ctx, ep, conn)
 }
 
 // close releases idle pooled connections; in-flight ones finish normally.

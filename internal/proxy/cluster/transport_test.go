@@ -9,7 +9,11 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
@@ -60,13 +64,58 @@ func TestGeneratedMTLSClusters(t *testing.T) {
 	}
 }
 
-func TestTransportSocketMatchesRefused(t *testing.T) {
+// TestTransportSocketMatches: as Istio's auto mTLS asks, endpoints whose
+// envoy.transport_socket_match metadata says tlsMode=istio get the TLS
+// socket, others the default (plaintext), also when a pool dials by
+// address alone.
+func TestTransportSocketMatches(t *testing.T) {
+	tlsAny, err := anypb.New(&tlsv3.UpstreamTlsContext{Sni: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := func(ip string, tlsMode string) *endpointv3.LbEndpoint {
+		lbe := &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Address: ip, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 80}}}}}}}
+		if tlsMode != "" {
+			md, _ := structpb.NewStruct(map[string]any{"tlsMode": tlsMode})
+			lbe.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"envoy.transport_socket_match": md}}
+		}
+		return lbe
+	}
+	match, _ := structpb.NewStruct(map[string]any{"tlsMode": "istio"})
+	m := NewManager(slog.New(slog.DiscardHandler), stats.New())
+	_, err = m.ApplyCDS("1", []*clusterv3.Cluster{{
+		Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: "c", Endpoints: []*endpointv3.LocalityLbEndpoints{{
+			LbEndpoints: []*endpointv3.LbEndpoint{ep("10.0.0.1", "istio"), ep("10.0.0.2", ""), ep("10.0.0.3", "disabled")}}}},
+		TransportSocketMatches: []*clusterv3.Cluster_TransportSocketMatch{
+			{Name: "tlsMode-istio", Match: match, TransportSocket: &corev3.TransportSocket{Name: tlsconf.SocketTLS, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsAny}}},
+			{Name: "tlsMode-disabled", Match: &structpb.Struct{}, TransportSocket: &corev3.TransportSocket{Name: tlsconf.SocketRawBuffer}},
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Get("c")
+	for _, e := range c.Endpoints() {
+		want := e.Address == "10.0.0.1:80"
+		if got := c.socketFor(e) != nil; got != want {
+			t.Errorf("endpoint %s: TLS %v, want %v", e.Address, got, want)
+		}
+		if got := c.socketFor(Endpoint{Network: "tcp", Address: e.Address}) != nil; got != want {
+			t.Errorf("endpoint %s dialled by address: TLS %v, want %v", e.Address, got, want)
+		}
+	}
+}
+
+func TestTransportSocketMatchRefusesUnknownSocket(t *testing.T) {
 	m := NewManager(slog.New(slog.DiscardHandler), stats.New())
 	_, err := m.ApplyCDS("1", []*clusterv3.Cluster{{
 		Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-		TransportSocketMatches: []*clusterv3.Cluster_TransportSocketMatch{{Name: "tlsMode-istio", TransportSocket: &corev3.TransportSocket{Name: tlsconf.SocketRawBuffer}}},
+		TransportSocketMatches: []*clusterv3.Cluster_TransportSocketMatch{{Name: "alts", TransportSocket: &corev3.TransportSocket{Name: "envoy.transport_sockets.alts"}}},
 	}})
-	if err == nil || !strings.Contains(err.Error(), "transport_socket_matches") {
-		t.Fatalf("error %v, want a refusal naming transport_socket_matches", err)
+	if err == nil || !strings.Contains(err.Error(), `transport_socket_matches[0] "alts"`) || !strings.Contains(err.Error(), "envoy.transport_sockets.alts") {
+		t.Fatalf("error %v, want a refusal naming the match and the socket", err)
 	}
 }

@@ -172,8 +172,9 @@ func TestIdentityFromIstiod(t *testing.T) {
 	}
 	// xDS over the same TLS port, authenticated by istiod with the token
 	// the agent sends per RPC: istiod's syncz shows the proxy's ACK of its
-	// clusters (strait-proxy NACKs the listeners: it has no TLS transport
-	// socket yet).
+	// clusters (strait-proxy takes istiod's TLS transport sockets but still
+	// NACKs its listeners, by name, for HTTP connection manager fields such
+	// as proxy_100_continue).
 	var lastSyncz string
 	defer func() {
 		if t.Failed() {

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
@@ -23,8 +24,10 @@ type filterChain struct {
 	transport   string          // transport_protocol: "", "tls" or "raw_buffer"
 	alpn        []string        // application_protocols
 	tls         *tlsconf.Server // transport_socket TLS (tls.go); nil: plaintext
-	tcp         *tcpproxy.Filter
-	http        *hcm.Filter
+	// handshakeTimeout bounds the TLS handshake (tls.go).
+	handshakeTimeout time.Duration
+	tcp              *tcpproxy.Filter
+	http             *hcm.Filter
 }
 
 func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {

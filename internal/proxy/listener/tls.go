@@ -11,21 +11,29 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
-// tlsHandshakeTimeout bounds a downstream TLS handshake (Envoy's
-// transport_socket_connect_timeout, which Istio leaves unset, is refused;
+// defaultTLSHandshakeTimeout bounds a downstream TLS handshake when the
+// chain sets no transport_socket_connect_timeout (Envoy then has none;
 // this bound only keeps a silent client from holding a goroutine).
-const tlsHandshakeTimeout = 10 * time.Second
+const defaultTLSHandshakeTimeout = 10 * time.Second
 
 // buildChainTLS builds a filter chain's transport socket.
 func buildChainTLS(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
-	if fc.GetTransportSocketConnectTimeout() != nil {
-		return fmt.Errorf("filter chain %q: transport_socket_connect_timeout is not supported (remove it)", fc.GetName())
-	}
 	s, err := tlsconf.NewServer(fc.GetTransportSocket(), d.Secrets)
 	if err != nil {
 		return fmt.Errorf("filter chain %q: %w", fc.GetName(), err)
 	}
 	c.tls = s
+	// transport_socket_connect_timeout bounds the transport socket's
+	// handshake (Istio sets it on every chain); a plaintext chain has none.
+	c.handshakeTimeout = defaultTLSHandshakeTimeout
+	if d := fc.GetTransportSocketConnectTimeout(); d != nil {
+		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 {
+			return fmt.Errorf("filter chain %q: transport_socket_connect_timeout %v is not a valid duration", fc.GetName(), d)
+		}
+		if d.AsDuration() > 0 {
+			c.handshakeTimeout = d.AsDuration()
+		}
+	}
 	return nil
 }
 
@@ -33,7 +41,7 @@ func buildChainTLS(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 // Envoy's listener.<address>.ssl.* names; false when it failed (c is
 // closed).
 func (m *Manager) terminateTLS(l *Listener, fc *filterChain, c net.Conn) (net.Conn, bool) {
-	ctx, cancel := context.WithTimeout(m.ctx, tlsHandshakeTimeout)
+	ctx, cancel := context.WithTimeout(m.ctx, fc.handshakeTimeout)
 	defer cancel()
 	tc, err := fc.tls.Handshake(ctx, c)
 	if err != nil {

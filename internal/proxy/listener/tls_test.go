@@ -11,7 +11,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
@@ -82,11 +84,36 @@ func TestChainTLSRefusals(t *testing.T) {
 		fc   *listenerv3.FilterChain
 		want string
 	}{
-		{&listenerv3.FilterChain{Name: "x", TransportSocketConnectTimeout: durationpb.New(time.Second)}, "transport_socket_connect_timeout"},
+		{&listenerv3.FilterChain{Name: "x", TransportSocketConnectTimeout: &durationpb.Duration{Seconds: -1}}, "transport_socket_connect_timeout"},
 		{&listenerv3.FilterChain{Name: "x", TransportSocket: &corev3.TransportSocket{Name: "envoy.transport_sockets.alts"}}, "envoy.transport_sockets.alts"},
 	} {
 		if _, err := buildChain(tc.fc, Deps{Stats: stats.New()}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("error %v, want one naming %s", err, tc.want)
 		}
 	}
+}
+
+// TestTransportSocketConnectTimeout: the chain's timeout bounds its TLS
+// handshake; without one, the default bound applies.
+func TestTransportSocketConnectTimeout(t *testing.T) {
+	hcmChain := func(d *durationpb.Duration) *listenerv3.FilterChain {
+		return &listenerv3.FilterChain{Name: "x", TransportSocketConnectTimeout: d, Filters: []*listenerv3.Filter{tcpProxyFilter(t)}}
+	}
+	c, err := buildChain(hcmChain(durationpb.New(3*time.Second)), Deps{Stats: stats.New()})
+	if err != nil || c.handshakeTimeout != 3*time.Second {
+		t.Errorf("3s: %v, %v", c, err)
+	}
+	c, err = buildChain(hcmChain(nil), Deps{Stats: stats.New()})
+	if err != nil || c.handshakeTimeout != defaultTLSHandshakeTimeout {
+		t.Errorf("unset: %v, %v", c, err)
+	}
+}
+
+func tcpProxyFilter(t *testing.T) *listenerv3.Filter {
+	t.Helper()
+	a, err := anypb.New(&tcpv3.TcpProxy{StatPrefix: "x", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &listenerv3.Filter{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}}
 }

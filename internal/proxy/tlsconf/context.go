@@ -147,6 +147,15 @@ var cipherNames = map[string]uint16{
 	"ECDHE-RSA-AES256-GCM-SHA384":   tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
 	"ECDHE-ECDSA-CHACHA20-POLY1305": tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
 	"ECDHE-RSA-CHACHA20-POLY1305":   tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+	// Istio's and Envoy's default lists also name these.
+	"AES128-GCM-SHA256":      tls.TLS_RSA_WITH_AES_128_GCM_SHA256,
+	"AES256-GCM-SHA384":      tls.TLS_RSA_WITH_AES_256_GCM_SHA384,
+	"ECDHE-ECDSA-AES128-SHA": tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA,
+	"ECDHE-RSA-AES128-SHA":   tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+	"ECDHE-ECDSA-AES256-SHA": tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA,
+	"ECDHE-RSA-AES256-SHA":   tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA,
+	"AES128-SHA":             tls.TLS_RSA_WITH_AES_128_CBC_SHA,
+	"AES256-SHA":             tls.TLS_RSA_WITH_AES_256_CBC_SHA,
 }
 
 var curveNames = map[string]tls.CurveID{
@@ -186,7 +195,7 @@ func (c *common) params(p *tlsv3.TlsParameters, path string) error {
 	for _, n := range p.GetCipherSuites() {
 		id, ok := cipherNames[n]
 		if !ok {
-			return fmt.Errorf("%s.cipher_suites %q is not supported (want ECDHE AES-GCM or CHACHA20-POLY1305 suites)", path, n)
+			return fmt.Errorf("%s.cipher_suites %q is not supported (want an AES-GCM, AES-CBC-SHA or CHACHA20-POLY1305 suite by its OpenSSL name)", path, n)
 		}
 		c.ciphers = append(c.ciphers, id)
 	}

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -360,7 +361,7 @@ func TestClientWithoutCertificate(t *testing.T) {
 					// TLS 1.3 client certificates arrive after the client's
 					// handshake ends: read to see the server's verdict.
 					_, err = tc.Read(make([]byte, 1))
-					if err == io.EOF {
+					if errors.Is(err, io.EOF) {
 						err = nil
 					}
 					tc.Close()

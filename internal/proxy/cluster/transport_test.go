@@ -21,7 +21,8 @@ import (
 
 // TestGeneratedMTLSClusters builds the clusters straitd generates under
 // auto mTLS (its mtls golden file): the clusters to sidecars get a TLS
-// socket, the one to a workload without a sidecar stays plaintext.
+// socket, as does the one whose DestinationRule says ISTIO_MUTUAL; the
+// subset whose rule says DISABLE stays plaintext.
 func TestGeneratedMTLSClusters(t *testing.T) {
 	raw, err := os.ReadFile("../../xds/gen/testdata/mtls/golden/client.clusters.json")
 	if err != nil {
@@ -47,9 +48,10 @@ func TestGeneratedMTLSClusters(t *testing.T) {
 		t.Fatalf("strait-proxy refuses what straitd generates: %v", err)
 	}
 	for name, want := range map[string]bool{
-		"outbound|8080||server.secure.svc.cluster.local": true,
-		"outbound|9000||server.secure.svc.cluster.local": true,
-		"outbound|80||legacy.secure.svc.cluster.local":   false,
+		"outbound|8080||server.secure.svc.cluster.local":      true,
+		"outbound|9000||server.secure.svc.cluster.local":      true,
+		"outbound|80||legacy.secure.svc.cluster.local":        true,
+		"outbound|8080|plain|server.secure.svc.cluster.local": false,
 	} {
 		c := m.Get(name)
 		if c == nil {

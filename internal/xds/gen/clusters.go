@@ -51,11 +51,11 @@ func serviceClusters(snap *mesh.Snapshot, svc *mesh.Service) []*cluster.Cluster 
 			continue
 		}
 		c := edsCluster(OutboundClusterName(port.Number, "", svc.Hostname), port)
-		applyAutoMTLS(snap, svc, "", c) // mtls.go
+		applyAutoMTLS(snap, svc, port.Number, "", c) // mtls.go
 		out = append(out, c)
 		for _, ss := range snap.Subsets(svc.Hostname) {
 			c := edsCluster(OutboundClusterName(port.Number, ss.Name, svc.Hostname), port)
-			applyAutoMTLS(snap, svc, ss.Name, c)
+			applyAutoMTLS(snap, svc, port.Number, ss.Name, c)
 			out = append(out, c)
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	networking "istio.io/api/networking/v1alpha3"
+
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 )
@@ -141,9 +143,14 @@ func spiffeMatcher(id string) *tlsv3.SubjectAltNameMatcher {
 	}
 }
 
-// applyAutoMTLS gives an outbound cluster Istio's mTLS transport socket
-// when every endpoint it reaches has a sidecar.
-func applyAutoMTLS(snap *mesh.Snapshot, svc *mesh.Service, subset string, c *cluster.Cluster) {
+// applyAutoMTLS gives an outbound cluster Istio's mTLS transport socket:
+// when the DestinationRule's tls (subset, port-level, top-level, in
+// Istio's precedence) says ISTIO_MUTUAL, or says nothing and every
+// endpoint the cluster reaches has a sidecar (auto mTLS); DISABLE keeps it
+// plaintext. The SNI is Istio's outbound_.PORT_.SUBSET_.HOST unless the
+// rule names one; the SANs are the rule's subjectAltNames, else the
+// endpoints' SPIFFE identities.
+func applyAutoMTLS(snap *mesh.Snapshot, svc *mesh.Service, port uint32, subset string, c *cluster.Cluster) {
 	var labels map[string]string
 	if subset != "" {
 		l, ok := snap.SubsetLabels(svc.Hostname, subset)
@@ -152,21 +159,77 @@ func applyAutoMTLS(snap *mesh.Snapshot, svc *mesh.Service, subset string, c *clu
 		}
 		labels = l
 	}
-	ids, ok := mtlsPeers(snap, svc, labels)
-	if !ok {
-		return
+	ids, auto := mtlsPeers(snap, svc, labels)
+	settings := clientTLS(snap, svc.Hostname, port, subset)
+	switch {
+	case settings == nil:
+		if !auto {
+			return
+		}
+	case settings.GetMode() == networking.ClientTLSSettings_ISTIO_MUTUAL:
+	default:
+		return // DISABLE; SIMPLE and MUTUAL are refused when the config is loaded
 	}
 	var sans []*tlsv3.SubjectAltNameMatcher
-	for _, id := range ids {
-		sans = append(sans, spiffeMatcher(id))
+	if names := settings.GetSubjectAltNames(); len(names) > 0 {
+		for _, n := range names {
+			sans = append(sans, &tlsv3.SubjectAltNameMatcher{SanType: sanType(n),
+				Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: n}}})
+		}
+	} else {
+		for _, id := range ids {
+			sans = append(sans, spiffeMatcher(id))
+		}
+	}
+	sni := settings.GetSni()
+	if sni == "" {
+		sni = fmt.Sprintf("outbound_.%d_.%s_.%s", port, subset, svc.Hostname)
 	}
 	c.TransportSocket = &core.TransportSocket{
 		Name: tlsSocketName,
 		ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(&tlsv3.UpstreamTlsContext{
 			CommonTlsContext: meshCommonTLS(alpnInMesh, sans),
-			Sni:              c.Name,
+			Sni:              sni,
 		})},
 	}
+}
+
+// sanType is URI for a SPIFFE ID or another URI, DNS otherwise.
+func sanType(n string) tlsv3.SubjectAltNameMatcher_SanType {
+	if strings.Contains(n, "://") {
+		return tlsv3.SubjectAltNameMatcher_URI
+	}
+	return tlsv3.SubjectAltNameMatcher_DNS
+}
+
+// clientTLS is the DestinationRule tls that applies to a cluster, nil
+// when none does: the subset's port-level settings, the subset's, the
+// rule's port-level settings, then the rule's (Istio's
+// MergeTrafficPolicy: a more specific tls replaces a less specific one).
+func clientTLS(snap *mesh.Snapshot, host string, port uint32, subset string) *networking.ClientTLSSettings {
+	dr := snap.DestinationRule(host)
+	if dr == nil {
+		return nil
+	}
+	rule := dr.DestinationRule()
+	fromPolicy := func(tp *networking.TrafficPolicy) *networking.ClientTLSSettings {
+		for _, pl := range tp.GetPortLevelSettings() {
+			if pl.GetPort().GetNumber() == port && pl.GetTls() != nil {
+				return pl.GetTls()
+			}
+		}
+		return tp.GetTls()
+	}
+	if subset != "" {
+		for _, ss := range rule.GetSubsets() {
+			if ss.GetName() == subset {
+				if t := fromPolicy(ss.GetTrafficPolicy()); t != nil {
+					return t
+				}
+			}
+		}
+	}
+	return fromPolicy(rule.GetTrafficPolicy())
 }
 
 // autoMTLSKey fingerprints what applyAutoMTLS decides for svc's clusters,

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -42,6 +43,8 @@ import (
 //     it serves HTTP;
 //   - under PERMISSIVE a plaintext client outside the mesh still gets
 //     through;
+//   - a DestinationRule's tls DISABLE turns the hop to plaintext and
+//     ISTIO_MUTUAL back to mTLS;
 //   - certificates rotate (SECRET_TTL=6s: about every 5 s) under
 //     continuous load without a failed request, and new handshakes get
 //     the new certificate.
@@ -194,6 +197,50 @@ func TestMTLS(t *testing.T) {
 		t.Logf("%d requests across %d server certificates, %d failed", split.Total, len(serials), split.Failures)
 	})
 
+	t.Run("DestinationRule tls DISABLE, then ISTIO_MUTUAL", func(t *testing.T) {
+		const echoCluster = "outbound|80||echo.demo.svc.cluster.local"
+		setMode := func(mode string, wantTLS bool) {
+			t.Helper()
+			dr := fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: echo, namespace: demo}\n"+
+				"spec:\n  host: echo.demo.svc.cluster.local\n  trafficPolicy:\n    tls: {mode: %s}\n", mode)
+			if err := m.WriteConfig("dr-tls.yaml", []byte(dr)); err != nil {
+				t.Fatal(err)
+			}
+			err := retryUntil(ctx, 30*time.Second, func() error {
+				body, err := client.Admin(ctx, "/config_dump")
+				if err != nil {
+					return err
+				}
+				var doc any
+				if err := json.Unmarshal(body, &doc); err != nil {
+					return err
+				}
+				has, found := clusterHasTLS(doc, echoCluster)
+				if !found || has != wantTLS {
+					return fmt.Errorf("cluster %s in the client's config: found %v, TLS %v; want TLS %v", echoCluster, found, has, wantTLS)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		plain := client.NewHTTPClient(false)
+		setMode("DISABLE", false)
+		before := stat(t, ctx, server, "listener.0.0.0.0_15006.ssl.handshake")
+		for range 5 {
+			get(t, plain, localmesh.DemoURL)
+		}
+		if n := stat(t, ctx, server, "listener.0.0.0.0_15006.ssl.handshake"); n != before {
+			t.Errorf("server ssl.handshake went %d -> %d under DISABLE: the hop is still TLS", before, n)
+		}
+		setMode("ISTIO_MUTUAL", true)
+		get(t, plain, localmesh.DemoURL)
+		if n := stat(t, ctx, server, "listener.0.0.0.0_15006.ssl.handshake"); n <= before {
+			t.Errorf("server ssl.handshake %d (was %d) under ISTIO_MUTUAL: the hop is not TLS", n, before)
+		}
+	})
+
 	t.Run("PERMISSIVE lets a plaintext client outside the mesh through", func(t *testing.T) {
 		// The test process is on the host side of the pods' bridge: no
 		// sidecar, plaintext to the pod's port, captured by its inbound.
@@ -282,4 +329,31 @@ func retryUntil(ctx context.Context, timeout time.Duration, cond func() error) e
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// clusterHasTLS finds the cluster named name in a config dump and reports
+// whether it has a transport socket.
+func clusterHasTLS(v any, name string) (hasTLS, found bool) {
+	switch t := v.(type) {
+	case map[string]any:
+		if t["name"] == name {
+			if _, ok := t["type"]; ok { // a cluster, not a route's weighted entry
+				_, a := t["transport_socket"]
+				_, b := t["transportSocket"]
+				return a || b, true
+			}
+		}
+		for _, c := range t {
+			if h, f := clusterHasTLS(c, name); f {
+				return h, f
+			}
+		}
+	case []any:
+		for _, c := range t {
+			if h, f := clusterHasTLS(c, name); f {
+				return h, f
+			}
+		}
+	}
+	return false, false
 }

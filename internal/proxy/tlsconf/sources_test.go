@@ -180,3 +180,58 @@ func tcpPairConns(t *testing.T) (net.Conn, net.Conn) {
 	}
 	return c1, c2
 }
+
+// TestParamsAndCountsRefused covers the bounds of what a context may ask.
+func TestParamsAndCountsRefused(t *testing.T) {
+	prov := NewProvider(ProviderOptions{})
+	defer prov.Close()
+	params := func(min, max tlsv3.TlsParameters_TlsProtocol) *tlsv3.UpstreamTlsContext {
+		return &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsParams: &tlsv3.TlsParameters{TlsMinimumProtocolVersion: min, TlsMaximumProtocolVersion: max}}}
+	}
+	if _, err := NewClient(socket(t, params(tlsv3.TlsParameters_TLSv1_3, tlsv3.TlsParameters_TLSv1_3)), prov); err != nil {
+		t.Errorf("TLS 1.3 only: %v", err)
+	}
+	if _, err := NewClient(socket(t, params(tlsv3.TlsParameters_TLSv1_3, tlsv3.TlsParameters_TLSv1_2)), prov); err == nil || !strings.Contains(err.Error(), "above tls_maximum_protocol_version") {
+		t.Errorf("min above max: %v", err)
+	}
+	two := &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsConfig("default"), sdsConfig("other")}}}
+	if _, err := NewClient(socket(t, two), prov); err == nil || !strings.Contains(err.Error(), "more than one certificate") {
+		t.Errorf("two certificates: %v", err)
+	}
+	twoServices := sdsConfig("default")
+	gs := twoServices.GetSdsConfig().GetApiConfigSource()
+	gs.GrpcServices = append(gs.GrpcServices, gs.GrpcServices[0])
+	if _, err := NewClient(socket(t, &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{twoServices}}}), prov); err == nil || !strings.Contains(err.Error(), "exactly one envoy_grpc") {
+		t.Errorf("two gRPC services: %v", err)
+	}
+}
+
+// TestRequireSNI: a server with require_sni refuses a ClientHello without
+// a server name and accepts one with it.
+func TestRequireSNI(t *testing.T) {
+	ca := newCA(t)
+	sc, sk, _ := ca.issue(t, serverID)
+	srv, err := NewServer(socket(t, &tlsv3.DownstreamTlsContext{
+		RequireSni: wrapperspb.Bool(true),
+		CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificates: []*tlsv3.TlsCertificate{{
+			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: sc}},
+			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: sk}},
+		}}},
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sni := range []string{"", "server"} {
+		cl, err := NewClient(socket(t, &tlsv3.UpstreamTlsContext{Sni: sni}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &pair{client: cl, server: srv}
+		_, cerr, serr := p.dial(t)
+		if ok := cerr == nil && serr == nil; ok != (sni != "") {
+			t.Errorf("SNI %q: client %v, server %v", sni, cerr, serr)
+		}
+	}
+}

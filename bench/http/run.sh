@@ -14,6 +14,12 @@
 #                 delay at 0 %) and the CORS filter with a policy (wrk sends
 #                 no Origin): what a production route carries, not triggering
 #   strait-<name> same with extra flags or another binary (see STRAIT_VARIANTS)
+#   nginx-tls     nginx -> nginx with mutual TLS 1.3 on the middle hop
+#                 (proxy_ssl client certificate, ssl_verify_client on)
+#   strait-mtls   strait-proxy -> strait-proxy with mutual TLS 1.3 on the
+#                 middle hop as two sidecars do (Istio's ALPN, URI SAN
+#                 check, client certificate required; certificates from
+#                 files here, where sidecars read them over SDS)
 # The backend is nginx (1 worker) returning a fixed 1 KiB body, the same for
 # every chain. Runs are interleaved (run 1 of every chain, then run 2, ...)
 # so that load from other users of the machine hits all chains alike; each
@@ -21,7 +27,8 @@
 #
 # Environment:
 #   RUNS=5 DURATION=10s CONNS=16 THREADS=1 WARMUP=2s
-#   CHAINS="direct nginx haproxy strait"   chains to run, in this order (also strait-router, strait-policy)
+#   CHAINS="direct nginx haproxy strait"   chains to run, in this order (also strait-router, strait-policy,
+#                                          nginx-tls, strait-mtls)
 #   STRAIT_BIN=path                        strait-proxy to use (default: built from this tree)
 #   STRAIT_VARIANTS="name=BIN[,flag,...] ..." extra strait chains, e.g.
 #       STRAIT_VARIANTS="nethttp=,--http-codec,nethttp old=/tmp/strait-proxy.old"
@@ -172,11 +179,13 @@ static_resources:
     load_assignment:
       cluster_name: next
       endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $up}}}}]}]
+$cluster_extra
   listeners:
   - name: http
     address: {socket_address: {address: 127.0.0.1, port_value: $lp}}
     filter_chains:
-    - filters:
+    - $chain_extra
+      filters:
       - name: envoy.filters.network.http_connection_manager
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
@@ -187,6 +196,57 @@ static_resources:
 EOF
 	start "$name" "$bin" -c "$work/$name.yaml" --concurrency 1 --log-level error "$@"
 }
+
+# Certificates for the TLS chains: a CA and two SPIFFE identities, as the
+# mesh CA issues them (ECDSA P-256, URI SAN only).
+mkcerts() {
+	[ -f "$work/ca.pem" ] && return 0
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /O=bench \
+		-keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
+	for id in client server; do
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /O=bench -keyout "$work/$id.key" -out "$work/$id.csr" 2>/dev/null
+		printf 'subjectAltName=URI:spiffe://cluster.local/ns/bench/sa/%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$id" >"$work/$id.ext"
+		openssl x509 -req -in "$work/$id.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 1 \
+			-extfile "$work/$id.ext" -out "$work/$id.pem" 2>/dev/null
+	done
+}
+
+nginx_tls_conf() { # name listen-port upstream-port tls-side(client|server)
+	local d="$work/$1"; mkdir -p "$d/logs"
+	local listen="listen 127.0.0.1:$2 reuseport;" loc
+	if [ "$4" = server ]; then
+		listen="listen 127.0.0.1:$2 ssl reuseport; ssl_protocols TLSv1.3; ssl_certificate $work/server.pem; ssl_certificate_key $work/server.key; ssl_client_certificate $work/ca.pem; ssl_verify_client on;"
+		loc="location / { proxy_pass http://next; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering on; }"
+	else
+		loc="location / { proxy_pass https://next; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering on; proxy_ssl_protocols TLSv1.3; proxy_ssl_certificate $work/client.pem; proxy_ssl_certificate_key $work/client.key; proxy_ssl_trusted_certificate $work/ca.pem; proxy_ssl_verify off; proxy_ssl_session_reuse on; }"
+	fi
+	cat >"$d/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/logs/error.log error;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	keepalive_requests 1000000;
+	upstream next { server 127.0.0.1:$3; keepalive 64; keepalive_requests 1000000; }
+	server { $listen $loc }
+}
+EOF
+	start "$1" "$NGINX" -p "$d" -c "$d/nginx.conf"
+}
+
+# TLS contexts of the strait-mtls chain (what straitd generates for
+# sidecars, with file data sources instead of SDS).
+tls_common() { # identity peer alpn... -> common_tls_context (YAML flow style)
+	local id=$1 peer=$2; shift 2
+	local alpn; alpn=$(printf '"%s",' "$@"); alpn=${alpn%,}
+	printf '{tls_params: {tls_minimum_protocol_version: TLSv1_2, tls_maximum_protocol_version: TLSv1_3}, alpn_protocols: [%s], tls_certificates: [{certificate_chain: {filename: %s}, private_key: {filename: %s}}], validation_context: {trusted_ca: {filename: %s}, match_typed_subject_alt_names: [{san_type: URI, matcher: {exact: "spiffe://cluster.local/ns/bench/sa/%s"}}]}}' \
+		"$alpn" "$work/$id.pem" "$work/$id.key" "$work/ca.pem" "$peer"
+}
+cluster_extra=""
+chain_extra=""
 
 # --- start everything -------------------------------------------------------
 declare -A entry proxies
@@ -233,6 +293,22 @@ for c in $CHAINS; do
 		strait_conf strait-policy1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
 		route_extra="" vhost_extra="" entry_extra="" http_filters="[$router_filter]"
 		entry[strait-policy]=$p1; proxies[strait-policy]="$b $a"; chains+=(strait-policy) ;;
+	nginx-tls)
+		mkcerts
+		newport p2; newport p1
+		nginx_tls_conf nginx-tls2 "$p2" "$be_port" server; a=$started; wait_port "$p2" "$a"
+		nginx_tls_conf nginx-tls1 "$p1" "$p2" client; b=$started; wait_port "$p1" "$b"
+		entry[nginx-tls]=$p1; proxies[nginx-tls]="$b $a"; chains+=(nginx-tls) ;;
+	strait-mtls)
+		mkcerts
+		newport p2; newport p1; newport a2; newport a1
+		chain_extra="transport_socket: {name: envoy.transport_sockets.tls, typed_config: {'@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext, require_client_certificate: true, common_tls_context: $(tls_common server client h2 http/1.1)}}"
+		strait_conf strait-mtls2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
+		chain_extra=""
+		cluster_extra="    transport_socket: {name: envoy.transport_sockets.tls, typed_config: {'@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, sni: server, common_tls_context: $(tls_common client server istio-peer-exchange istio)}}"
+		strait_conf strait-mtls1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
+		cluster_extra=""
+		entry[strait-mtls]=$p1; proxies[strait-mtls]="$b $a"; chains+=(strait-mtls) ;;
 	*) log "unknown chain $c"; exit 2 ;;
 	esac
 done

@@ -55,6 +55,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		Metadata:      cfg.NodeMetadata(),
 		AdminPort:     adminPort,
 		XDSSocketPath: cfg.XDSSocketPath,
+		SDSSocketPath: cfg.Identity.WorkloadSocketPath,
 	})
 	if err != nil {
 		return err

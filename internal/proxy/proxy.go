@@ -25,6 +25,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/listener"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/xdsclient"
 )
 
@@ -62,6 +63,7 @@ type Proxy struct {
 	Listeners *listener.Manager
 	Routes    *route.Store
 	http      *hcm.Server
+	secrets   *tlsconf.Provider // SDS secrets of TLS transport sockets
 	hasADS    bool
 
 	ready     atomic.Bool
@@ -91,17 +93,21 @@ func New(o Options) (*Proxy, error) {
 	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{}), quit: make(chan struct{})}
 	p.Clusters = cluster.NewManager(o.Logger, st)
 	p.Clusters.OnWarmed(p.checkReady)
+	p.secrets = tlsconf.NewProvider(tlsconf.ProviderOptions{Node: b.GetNode(), Logger: o.Logger, Dial: p.dialCluster})
+	p.Clusters.SetSecrets(p.secrets)
 	p.http = hcm.NewServer(hcm.Options{Logger: o.Logger, Clusters: p.Clusters, Codec: o.HTTPCodec})
 	p.Listeners = listener.NewManager(listener.Options{
 		Logger: o.Logger, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
-		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime,
+		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime, Secrets: p.secrets,
 	})
 	if err := p.Clusters.AddStatic(b.GetStaticResources().GetClusters()); err != nil {
 		p.http.Close()
+		p.secrets.Close()
 		return nil, err
 	}
 	if err := p.Listeners.AddStatic(b.GetStaticResources().GetListeners()); err != nil {
 		p.http.Close()
+		p.secrets.Close()
 		return nil, err
 	}
 	p.hasADS = b.GetDynamicResources().GetAdsConfig() != nil
@@ -158,6 +164,20 @@ func (p *Proxy) Start(ctx context.Context) error {
 	return nil
 }
 
+// dialCluster connects to one endpoint of a cluster by name (the SDS
+// cluster of TLS contexts, e.g. Istio's sds-grpc).
+func (p *Proxy) dialCluster(ctx context.Context, name string) (net.Conn, error) {
+	c := p.Clusters.Get(name)
+	if c == nil {
+		return nil, fmt.Errorf("cluster %q is not defined (the bootstrap must declare the SDS cluster)", name)
+	}
+	ep, err := c.Pick(netipZero)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", name, err)
+	}
+	return c.Dial(ctx, ep)
+}
+
 // AdminAddr returns the bound admin address (after Start).
 func (p *Proxy) AdminAddr() net.Addr { return p.admin.Addr() }
 
@@ -174,6 +194,7 @@ func (p *Proxy) Close() error {
 	}
 	p.Listeners.Close()
 	p.Clusters.Close()
+	p.secrets.Close()
 	errs = append(errs, p.http.Close())
 	return errors.Join(errs...)
 }

@@ -172,9 +172,8 @@ func TestIdentityFromIstiod(t *testing.T) {
 	}
 	// xDS over the same TLS port, authenticated by istiod with the token
 	// the agent sends per RPC: istiod's syncz shows that the proxy answered
-	// its clusters. strait-proxy has no TLS transport socket yet, so it may
-	// NACK them, naming the transport-socket field it refuses (never
-	// accepting and ignoring it); any other answer fails the test.
+	// its clusters: an ACK, or a NACK that names a field strait-proxy
+	// refuses rather than ignores; any other answer fails the test.
 	var lastSyncz string
 	defer func() {
 		if t.Failed() {

@@ -1,6 +1,7 @@
 // Package bootstrap builds the proxy's Envoy v3 bootstrap: node identity,
 // the admin address, ADS through the agent's xDS proxy on a Unix socket
-// (the "xds-grpc" cluster) and the 15090 Prometheus listener.
+// (the "xds-grpc" cluster), SDS on the workload socket (the "sds-grpc"
+// cluster) and the 15090 Prometheus listener.
 package bootstrap
 
 import (
@@ -29,6 +30,7 @@ import (
 // Names fixed by the contract (docs/contracts.md).
 const (
 	XDSClusterName         = "xds-grpc"
+	SDSClusterName         = "sds-grpc"
 	PrometheusClusterName  = "prometheus_stats"
 	PrometheusListener     = "prometheus_stats_listener"
 	PrometheusPath         = "/stats/prometheus"
@@ -47,6 +49,10 @@ type Options struct {
 	XDSSocketPath string
 	// PrometheusPort is the stats listener's port (0 = 15090).
 	PrometheusPort int
+	// SDSSocketPath is the agent's SDS socket (Istio's workload socket),
+	// declared as the "sds-grpc" cluster that TLS contexts name; empty:
+	// no such cluster.
+	SDSSocketPath string
 }
 
 // Build returns the bootstrap. The result passes ValidateAll.
@@ -121,6 +127,20 @@ func Build(o Options) (*bootstrapv3.Bootstrap, error) {
 			},
 			Listeners: []*listenerv3.Listener{statsListener},
 		},
+	}
+	if o.SDSSocketPath != "" {
+		// As Istio's bootstrap (tools/packaging/common/envoy_bootstrap.json
+		// "sds-grpc"): a static HTTP/2 cluster on the workload socket.
+		b.StaticResources.Clusters = append(b.StaticResources.Clusters, &clusterv3.Cluster{
+			Name:                 SDSClusterName,
+			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+			ConnectTimeout:       durationpb.New(time.Second),
+			LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
+			LoadAssignment: loadAssignment(SDSClusterName, &corev3.Address{
+				Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: o.SDSSocketPath}},
+			}),
+			TypedExtensionProtocolOptions: map[string]*anypb.Any{httpProtocolOptionsKey: http2},
+		})
 	}
 	if err := b.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)

@@ -28,6 +28,7 @@ func testOptions() Options {
 		},
 		AdminPort:     15000,
 		XDSSocketPath: "/var/run/strait/etc/istio/proxy/XDS",
+		SDSSocketPath: "/var/run/strait/var/run/secrets/workload-spiffe-uds/socket",
 	}
 }
 

@@ -18,6 +18,9 @@ var clusterFields = []string{
 	"http2_protocol_options", "typed_extension_protocol_options", "protocol_selection",
 	"outlier_detection", "upstream_bind_config", "ring_hash_lb_config", "maglev_lb_config",
 	"least_request_lb_config", "round_robin_lb_config", "common_lb_config",
+	// transport_socket(_matches): tlsconf refuses what it does not implement
+	// (transport.go).
+	"transport_socket", "transport_socket_matches",
 	// original_dst_lb_config: checkOriginalDst refuses its unimplemented fields.
 	"original_dst_lb_config",
 	"upstream_connection_options", "per_connection_buffer_limit_bytes",

@@ -19,6 +19,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // defaultConnectTimeout is Envoy's default cluster connect_timeout.
@@ -52,6 +53,9 @@ type Endpoint struct {
 	h *host
 	// counted is set by PickRequest: Finish releases the request.
 	counted bool
+	// transportMatch is the endpoint's envoy.transport_socket_match
+	// metadata, canonical (transport.go); "" when it has none.
+	transportMatch string
 }
 
 // OriginalSource is what Envoy's original_src listener filter puts on the
@@ -96,6 +100,9 @@ type Cluster struct {
 	h2       *h2Pool       // nil when proto is UpstreamHTTP1
 	dns      *dnsDiscovery // KindStrictDNS and KindLogicalDNS only
 	dnsReady atomic.Bool   // the first resolution is done
+	// tls is the upstream TLS socket (transport.go); nil: plaintext.
+	tls           *tlsconf.Client
+	socketMatches []socketMatch // transport_socket_matches, in order
 }
 
 func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, error) {
@@ -210,7 +217,7 @@ func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) (endpointList, error) 
 				w = 1
 			}
 			weighted = weighted || w != 1
-			out.eps = append(out.eps, Endpoint{Network: n, Address: a})
+			out.eps = append(out.eps, Endpoint{Network: n, Address: a, transportMatch: transportMatchOf(lbe)}) // transport.go
 			out.weights = append(out.weights, w)
 		}
 	}
@@ -260,7 +267,7 @@ func (c *Cluster) Dial(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
 	}
-	return conn, nil
+	return c.secure(ctx, ep, conn)
 }
 
 // dialFrom dials ep from its original source address (original_src).
@@ -281,7 +288,7 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
 	}
-	return conn, nil
+	return c.secure(ctx, ep, conn)
 }
 
 // stopDiscovery ends the cluster's DNS resolution, if it has one, without

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // idleCloseDelay is how long a replaced cluster keeps its idle upstream
@@ -23,8 +24,9 @@ const idleCloseDelay = 5 * time.Second
 // update is serialized by mu and publishes a new immutable map.
 type Manager struct {
 	// Set at creation, read-only.
-	log   *slog.Logger
-	stats *stats.Store
+	log     *slog.Logger
+	stats   *stats.Store
+	secrets *tlsconf.Provider // SetSecrets, before any cluster
 
 	active atomic.Pointer[map[string]*Cluster]
 
@@ -66,7 +68,7 @@ func (m *Manager) AddStatic(cs []*clusterv3.Cluster) error {
 		if err := c.ValidateAll(); err != nil {
 			return fmt.Errorf("static cluster %q: %w", c.GetName(), err)
 		}
-		b, err := build(c, m.stats, m.log)
+		b, err := m.build(c)
 		if err != nil {
 			return err
 		}
@@ -117,7 +119,7 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 			built[name] = w
 			continue
 		}
-		b, err := build(c, m.stats, m.log)
+		b, err := m.build(c)
 		if err != nil {
 			return nil, err
 		}

@@ -344,7 +344,8 @@ func TestRefusedClusterFields(t *testing.T) {
 	} {
 		cfg := &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
 		edit(cfg)
-		_, err := build(cfg, stats.New(), nil)
+		// The manager's build: the transport socket is its part.
+		_, err := NewManager(slog.New(slog.DiscardHandler), stats.New()).build(cfg)
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: error %v, want one naming %s", name, err, name)
 		}

@@ -90,6 +90,13 @@ func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster
 		c.Close()
 		return
 	}
+	if fc.tls != nil {
+		tc, ok := m.terminateTLS(l, fc, c) // tls.go
+		if !ok {
+			return
+		}
+		c = tc
+	}
 	l.stats.CxActive.Add(1)
 	if fc.http != nil {
 		// The HTTP server owns c from here; active count is approximate for HTTP.

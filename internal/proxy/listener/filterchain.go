@@ -5,11 +5,13 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/hcm"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // filterChain is one built filter chain. Exactly one of tcp and http is set.
@@ -18,17 +20,21 @@ type filterChain struct {
 	isDefault   bool // no filter_chain_match criteria
 	port        uint32
 	prefixes    []netip.Prefix
-	serverNames []string // lower case; "*.example.com" is a wildcard
-	transport   string   // transport_protocol: "", "tls" or "raw_buffer"
-	tcp         *tcpproxy.Filter
-	http        *hcm.Filter
+	serverNames []string        // lower case; "*.example.com" is a wildcard
+	transport   string          // transport_protocol: "", "tls" or "raw_buffer"
+	alpn        []string        // application_protocols
+	tls         *tlsconf.Server // transport_socket TLS (tls.go); nil: plaintext
+	// handshakeTimeout bounds the TLS handshake (tls.go).
+	handshakeTimeout time.Duration
+	tcp              *tcpproxy.Filter
+	http             *hcm.Filter
 }
 
 func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
-	if ts := fc.GetTransportSocket(); ts != nil && ts.GetName() != "envoy.transport_sockets.raw_buffer" {
-		return nil, fmt.Errorf("transport_socket %q is not supported", ts.GetName())
-	}
 	c := &filterChain{name: fc.GetName()}
+	if err := buildChainTLS(fc, c, d); err != nil { // tls.go
+		return nil, err
+	}
 	m := fc.GetFilterChainMatch()
 	if m == nil {
 		c.isDefault = true
@@ -39,11 +45,11 @@ func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 		default:
 			return nil, fmt.Errorf("filter_chain_match.transport_protocol %q is not supported (want raw_buffer or tls)", tp)
 		}
-		if len(m.GetApplicationProtocols()) > 0 ||
-			len(m.GetSourcePrefixRanges()) > 0 || len(m.GetDirectSourcePrefixRanges()) > 0 ||
+		c.alpn = m.GetApplicationProtocols()
+		if len(m.GetSourcePrefixRanges()) > 0 || len(m.GetDirectSourcePrefixRanges()) > 0 ||
 			len(m.GetSourcePorts()) > 0 || m.GetSourceType() != listenerv3.FilterChainMatch_ANY ||
 			m.GetAddressSuffix() != "" || m.GetSuffixLen() != nil {
-			return nil, fmt.Errorf("filter_chain_match: only destination_port, prefix_ranges, server_names and transport_protocol are supported")
+			return nil, fmt.Errorf("filter_chain_match: only destination_port, prefix_ranges, server_names, transport_protocol and application_protocols are supported")
 		}
 		for _, n := range m.GetServerNames() {
 			n = strings.ToLower(n)
@@ -68,7 +74,7 @@ func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 			}
 			c.prefixes = append(c.prefixes, p)
 		}
-		c.isDefault = c.port == 0 && len(c.prefixes) == 0 && len(c.serverNames) == 0 && c.transport == ""
+		c.isDefault = c.port == 0 && len(c.prefixes) == 0 && len(c.serverNames) == 0 && c.transport == "" && len(c.alpn) == 0
 	}
 	if err := buildFilters(fc, c, d); err != nil {
 		return nil, err
@@ -82,7 +88,9 @@ func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 // destination port (chains naming it, else chains with none), the
 // destination IP (the longest matching prefix, else chains with none), the
 // server name (an exact name, else the longest matching "*." wildcard, else
-// chains with none), then the transport protocol. When a level leaves
+// chains with none), then the transport protocol, then the application
+// protocols (a chain naming one the client offers in its ALPN, else chains
+// with none). When a level leaves
 // nothing, the default chain serves the connection (nil if none).
 func (l *Listener) match(dst netip.AddrPort, in inspection) *filterChain {
 	cands := l.chains
@@ -133,6 +141,14 @@ func (l *Listener) match(dst netip.AddrPort, in inspection) *filterChain {
 		narrow(func(c *filterChain) bool { return c.transport == transport })
 	} else {
 		narrow(func(c *filterChain) bool { return c.transport == "" })
+	}
+	alpnMatch := func(c *filterChain) bool {
+		return slices.ContainsFunc(c.alpn, func(p string) bool { return slices.Contains(in.alpn, p) })
+	}
+	if slices.ContainsFunc(cands, alpnMatch) {
+		narrow(alpnMatch)
+	} else {
+		narrow(func(c *filterChain) bool { return len(c.alpn) == 0 })
 	}
 	if len(cands) > 0 {
 		return cands[0]

@@ -18,6 +18,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/hcm"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 const (
@@ -95,6 +96,9 @@ func buildOriginalSrc(lf *listenerv3.ListenerFilter) (*OriginalSrc, error) {
 type Deps struct {
 	Routes hcm.Routes
 	Stats  *stats.Store
+	// Secrets serves the SDS secrets of TLS transport sockets (nil: a
+	// chain naming one is refused).
+	Secrets *tlsconf.Provider
 }
 
 // StatsLabel is Envoy's envoy_listener_address label for an address.

@@ -20,6 +20,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/hcm"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // OriginalDstFunc returns a connection's pre-redirect destination.
@@ -41,6 +42,8 @@ type Options struct {
 	// OriginalDst reads SO_ORIGINAL_DST; tests inject their own. Defaults
 	// to origdst.Get.
 	OriginalDst OriginalDstFunc
+	// Secrets serves SDS secrets to TLS transport sockets.
+	Secrets *tlsconf.Provider
 }
 
 // socket is a bound listening socket. It outlives listener versions with
@@ -128,7 +131,9 @@ func NewManager(o Options) *Manager {
 	return m
 }
 
-func (m *Manager) deps() Deps { return Deps{Routes: m.opts.Routes, Stats: m.opts.Stats} }
+func (m *Manager) deps() Deps {
+	return Deps{Routes: m.opts.Routes, Stats: m.opts.Stats, Secrets: m.opts.Secrets}
+}
 
 // AddStatic adds the bootstrap's static listeners; LDS never removes them.
 func (m *Manager) AddStatic(ls []*listenerv3.Listener) error {

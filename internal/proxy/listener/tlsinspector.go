@@ -2,8 +2,9 @@ package listener
 
 // The envoy.filters.listener.tls_inspector listener filter: it reads the
 // start of a connection without consuming it, and when that is a TLS
-// ClientHello, takes its SNI (server name) and the transport protocol
-// "tls" for filter chain matching (server_names, transport_protocol), as
+// ClientHello, takes its SNI (server name), ALPN protocols and the
+// transport protocol "tls" for filter chain matching (server_names,
+// transport_protocol, application_protocols), as
 // Envoy's tls_inspector does (source/extensions/filters/listener/
 // tls_inspector). TLS is not terminated: the bytes read are replayed to
 // the chain's network filter.
@@ -71,7 +72,8 @@ func buildTLSInspector(lf *listenerv3.ListenerFilter) error {
 // inspection is what the inspector learned about a connection.
 type inspection struct {
 	sni       string
-	transport string // transportTLS or transportRaw
+	transport string   // transportTLS or transportRaw
+	alpn      []string // the ClientHello's ALPN protocols
 }
 
 // errStopHandshake ends the handshake once the ClientHello is read.
@@ -95,17 +97,18 @@ func inspectTLS(c net.Conn, timeout time.Duration, continueOnTimeout bool) (net.
 		return replayConn(c, rec.buf.Bytes()), in, true
 	}
 	var sni string
+	var alpn []string
 	var sawHello bool
 	hs := tls.Server(&helloConn{r: io.MultiReader(bytes.NewReader(first), rec), c: c}, &tls.Config{
 		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-			sni, sawHello = h.ServerName, true
+			sni, alpn, sawHello = h.ServerName, h.SupportedProtos, true
 			return nil, errStopHandshake
 		},
 	})
 	err := hs.Handshake()
 	out := replayConn(c, rec.buf.Bytes())
 	if sawHello {
-		in.sni, in.transport = sni, transportTLS
+		in.sni, in.transport, in.alpn = sni, transportTLS, alpn
 		return out, in, true
 	}
 	// Not a ClientHello after all (Envoy then reports no TLS), or the

@@ -28,6 +28,7 @@ type ClusterStats struct {
 	CxConnectFail atomic.Uint64
 	NoHealthy     atomic.Uint64
 	Router        RouterStats // router.go
+	SSL           SSLStats    // ssl.go
 	codes         [maxStatusCode]atomic.Uint64
 
 	mu       sync.Mutex // guards the maps below (creation and rendering only)
@@ -80,6 +81,7 @@ type ListenerStats struct {
 	Address  string // Envoy's label form, e.g. "0.0.0.0_15001"
 	CxTotal  atomic.Uint64
 	CxActive atomic.Int64
+	SSL      SSLStats // ssl.go
 }
 
 // Store owns every counter of one proxy. The zero value is not usable; use New.
@@ -185,6 +187,7 @@ func (s *Store) WritePrometheus(w io.Writer) error {
 		add("envoy_cluster_upstream_cx_connect_fail", "counter", l, fmt.Sprint(c.CxConnectFail.Load()))
 		add("envoy_cluster_upstream_cx_none_healthy", "counter", l, fmt.Sprint(c.NoHealthy.Load()))
 		c.Router.each(func(n string, v uint64) { add("envoy_cluster_"+n, "counter", l, fmt.Sprint(v)) })
+		c.SSL.each(func(n string, v uint64) { add(promName("cluster."+n), "counter", l, fmt.Sprint(v)) })
 		for code := range c.codes {
 			if v := c.codes[code].Load(); v > 0 {
 				add("envoy_cluster_upstream_rq", "counter",
@@ -204,6 +207,7 @@ func (s *Store) WritePrometheus(w io.Writer) error {
 		l := fmt.Sprintf(`envoy_listener_address=%q`, ls.Address)
 		add("envoy_listener_downstream_cx_total", "counter", l, fmt.Sprint(ls.CxTotal.Load()))
 		add("envoy_listener_downstream_cx_active", "gauge", l, fmt.Sprint(ls.CxActive.Load()))
+		ls.SSL.each(func(n string, v uint64) { add(promName("listener."+n), "counter", l, fmt.Sprint(v)) })
 	}
 	for n, c := range s.counters {
 		add(promName(n), "counter", "", fmt.Sprint(c.Load()))
@@ -247,6 +251,7 @@ func (s *Store) WriteText(w io.Writer) error {
 			fmt.Sprintf("%supstream_cx_connect_fail: %d", p, c.CxConnectFail.Load()),
 			fmt.Sprintf("%supstream_cx_none_healthy: %d", p, c.NoHealthy.Load()))
 		c.Router.each(func(n string, v uint64) { lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, v)) })
+		c.SSL.each(func(n string, v uint64) { lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, v)) })
 		for code := range c.codes {
 			if v := c.codes[code].Load(); v > 0 {
 				lines = append(lines, fmt.Sprintf("%supstream_rq_%d: %d", p, code, v))
@@ -265,6 +270,7 @@ func (s *Store) WriteText(w io.Writer) error {
 		lines = append(lines,
 			fmt.Sprintf("listener.%s.downstream_cx_total: %d", l.Address, l.CxTotal.Load()),
 			fmt.Sprintf("listener.%s.downstream_cx_active: %d", l.Address, l.CxActive.Load()))
+		l.SSL.each(func(n string, v uint64) { lines = append(lines, fmt.Sprintf("listener.%s.%s: %d", l.Address, n, v)) })
 	}
 	for n, c := range s.counters {
 		lines = append(lines, fmt.Sprintf("%s: %d", n, c.Load()))

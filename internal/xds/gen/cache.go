@@ -51,6 +51,9 @@ type serviceEntry struct {
 	dr   *config.Config
 	mesh *meshconfig.Config
 	res  []*discovery.Resource
+	// mtls is the auto mTLS decision the clusters were built with
+	// (autoMTLSKey); endpoints alone can change it.
+	mtls string
 	// ready, when set, is closed once res (or err) is filled in: proxies
 	// asking for the same entry while it is built wait for that build
 	// instead of building it again.
@@ -231,7 +234,8 @@ func (c *cache) serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Servic
 	c.mu.RLock()
 	e := c.clusters[svc.Hostname]
 	c.mu.RUnlock()
-	if e != nil && e.dr == dr && e.mesh == snap.Mesh && (e.svc == svc || (UsesEDS(svc) && mesh.SameExceptEndpoints(e.svc, svc))) {
+	mtls := autoMTLSKey(snap, ns, svc)
+	if e != nil && e.dr == dr && e.mesh == snap.Mesh && e.mtls == mtls && (e.svc == svc || (UsesEDS(svc) && mesh.SameExceptEndpoints(e.svc, svc))) {
 		return e.res, nil
 	}
 	var res []*discovery.Resource
@@ -244,7 +248,7 @@ func (c *cache) serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Servic
 		res = append(res, r)
 	}
 	c.mu.Lock()
-	c.clusters[svc.Hostname] = &serviceEntry{svc: svc, dr: dr, mesh: snap.Mesh, res: res}
+	c.clusters[svc.Hostname] = &serviceEntry{svc: svc, dr: dr, mesh: snap.Mesh, mtls: mtls, res: res}
 	c.mu.Unlock()
 	return res, nil
 }

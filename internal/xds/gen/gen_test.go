@@ -71,6 +71,11 @@ var scenarios = []scenario{
 		"sidecar~10.97.0.10~client.app~app.svc.cluster.local",
 		"sidecar~10.97.0.11~other.app~app.svc.cluster.local",
 	}},
+	// Automatic mTLS between sidecars (mtls.go).
+	{dir: "mtls", proxies: []string{
+		"sidecar~10.95.0.10~client.secure~secure.svc.cluster.local",
+		"sidecar~10.95.0.11~server.secure~secure.svc.cluster.local",
+	}},
 	{dir: "match", proxies: []string{
 		"sidecar~10.96.0.10~canary.demo~demo.svc.cluster.local",
 		"sidecar~10.96.0.11~plain.demo~demo.svc.cluster.local",

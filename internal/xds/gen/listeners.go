@@ -172,10 +172,12 @@ func httpOutboundListener(port uint32) *listener.Listener {
 }
 
 // virtualInbound has one filter chain per port the proxy's workload serves
-// (matched on the original destination port) and a catch-all chain that
+// (matched on the original destination port; three under auto mTLS:
+// mTLS, other TLS and plaintext, mtls.go) and a catch-all chain that
 // passes other connections to the workload unchanged.
 func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener {
 	var chains []*listener.FilterChain
+	mtls := inboundMTLS(snap, proxy)
 	for _, p := range inboundPorts(snap, proxy) {
 		clusterName := InboundClusterName(p.endpointPort)
 		statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
@@ -195,11 +197,16 @@ func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener 
 		} else {
 			f = tcpProxyFilter(statPrefix, clusterName)
 		}
-		chains = append(chains, &listener.FilterChain{
+		chain := &listener.FilterChain{
 			Name:             clusterName,
 			FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(p.endpointPort)},
 			Filters:          []*listener.Filter{f},
-		})
+		}
+		if mtls {
+			chains = append(chains, permissiveChains(chain, p.endpointPort, p.protocol.IsHTTP(), tcpProxyFilter(statPrefix, clusterName))...) // mtls.go
+		} else {
+			chains = append(chains, chain)
+		}
 	}
 	chains = append(chains, &listener.FilterChain{
 		Name:    "InboundPassthroughFilterChain",
@@ -214,6 +221,12 @@ func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener 
 		}},
 		FilterChains:     chains,
 		TrafficDirection: core.TrafficDirection_INBOUND,
+	}
+	if mtls {
+		// A connection whose client is silent (a server-first protocol)
+		// goes on as plaintext when the inspector's timeout expires.
+		l.ListenerFilters = append(l.ListenerFilters, tlsInspector())
+		l.ContinueOnListenerFiltersTimeout = true
 	}
 	if interceptsWithTProxy(proxy) {
 		// TPROXY delivers connections for foreign addresses: the socket

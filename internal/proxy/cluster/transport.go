@@ -1,0 +1,143 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
+)
+
+// SetSecrets gives the manager the SDS provider that clusters with a TLS
+// transport socket take their secrets from. Call it before any cluster is
+// added; without it, a cluster whose TLS context names an SDS secret is
+// refused.
+func (m *Manager) SetSecrets(p *tlsconf.Provider) { m.secrets = p }
+
+// build builds c with its transport socket.
+func (m *Manager) build(c *clusterv3.Cluster) (*Cluster, error) {
+	out, err := build(c, m.stats, m.log)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := tlsconf.NewClient(c.GetTransportSocket(), m.secrets)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+	}
+	out.tls = cl
+	for i, tm := range c.GetTransportSocketMatches() {
+		sm := socketMatch{want: map[string]string{}}
+		for k, v := range tm.GetMatch().GetFields() {
+			sm.want[k] = valueString(v)
+		}
+		if sm.tls, err = tlsconf.NewClient(tm.GetTransportSocket(), m.secrets); err != nil {
+			return nil, fmt.Errorf("cluster %q: transport_socket_matches[%d] %q: %w", c.GetName(), i, tm.GetName(), err)
+		}
+		out.socketMatches = append(out.socketMatches, sm)
+	}
+	return out, nil
+}
+
+// secure runs the cluster's TLS handshake on a new upstream connection
+// (none for a plaintext cluster), bounded by the connect timeout, and
+// counts it (cluster.<name>.ssl.*).
+func (c *Cluster) secure(ctx context.Context, ep Endpoint, conn net.Conn) (net.Conn, error) {
+	sock := c.socketFor(ep)
+	if sock == nil {
+		return conn, nil
+	}
+	if c.connectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.connectTimeout)
+		defer cancel()
+	}
+	tc, err := sock.Handshake(ctx, conn)
+	if err != nil {
+		c.Stats.SSL.ConnectionError.Add(1)
+		c.Stats.CxConnectFail.Add(1)
+		return nil, fmt.Errorf("cluster %s: tls handshake with %s: %w", c.Name, conn.RemoteAddr(), err)
+	}
+	c.Stats.SSL.Handshake.Add(1)
+	return tc, nil
+}
+
+// transportSocketMatchKey is the endpoint metadata namespace that
+// transport_socket_matches read (Istio puts {tlsMode: istio} there for
+// endpoints with a sidecar).
+const transportSocketMatchKey = "envoy.transport_socket_match"
+
+// socketMatch is one transport_socket_matches entry: endpoints whose
+// metadata has every key/value of want use tls (nil: plaintext).
+type socketMatch struct {
+	want map[string]string
+	tls  *tlsconf.Client
+}
+
+// transportMatchOf renders an endpoint's transport socket match metadata
+// canonically (sorted key=value lines), so that Endpoint stays comparable.
+func transportMatchOf(lbe *endpointv3.LbEndpoint) string {
+	md := lbe.GetMetadata().GetFilterMetadata()[transportSocketMatchKey]
+	if md == nil {
+		return ""
+	}
+	var kv []string
+	for k, v := range md.GetFields() {
+		kv = append(kv, k+"="+valueString(v))
+	}
+	slices.Sort(kv)
+	return strings.Join(kv, "\n")
+}
+
+func valueString(v *structpb.Value) string {
+	if s, ok := v.GetKind().(*structpb.Value_StringValue); ok {
+		return s.StringValue
+	}
+	b, _ := protojson.Marshal(v)
+	return string(b)
+}
+
+// socketFor chooses the transport socket of a connection to ep: the first
+// transport_socket_matches entry that the endpoint's metadata satisfies,
+// else the cluster's transport_socket (Envoy's
+// TransportSocketMatcherImpl). Pools dial by address, so the endpoint's
+// metadata is looked up among the current endpoints.
+func (c *Cluster) socketFor(ep Endpoint) *tlsconf.Client {
+	if len(c.socketMatches) == 0 {
+		return c.tls
+	}
+	meta := ep.transportMatch
+	if meta == "" {
+		for _, e := range c.Endpoints() {
+			if e.Address == ep.Address {
+				meta = e.transportMatch
+				break
+			}
+		}
+	}
+	have := map[string]string{}
+	for _, line := range strings.Split(meta, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			have[k] = v
+		}
+	}
+	for _, sm := range c.socketMatches {
+		ok := true
+		for k, v := range sm.want {
+			if have[k] != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return sm.tls
+		}
+	}
+	return c.tls
+}

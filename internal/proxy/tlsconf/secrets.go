@@ -1,0 +1,348 @@
+package tlsconf
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// SecretType is the SDS resource type.
+const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+
+// sdsRetry is the pause before an SDS stream is opened again after it
+// failed.
+const sdsRetry = time.Second
+
+// ProviderOptions configure a Provider.
+type ProviderOptions struct {
+	// Dial connects to a bootstrap cluster by name (the SDS cluster, e.g.
+	// Istio's "sds-grpc" pipe to the agent's workload socket).
+	Dial func(ctx context.Context, cluster string) (net.Conn, error)
+	// Node identifies the proxy on SDS requests.
+	Node   *corev3.Node
+	Logger *slog.Logger
+}
+
+// Provider owns the SDS subscriptions of one proxy: one stream per
+// (cluster, secret name), opened when a TLS context first names the secret
+// and kept until Close (a proxy names few secrets: Istio's "default" and
+// "ROOTCA"). Safe for concurrent use.
+type Provider struct {
+	opts   ProviderOptions
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex // guards subs
+	subs map[sdsKey]*Secret
+}
+
+type sdsKey struct{ cluster, name string }
+
+// NewProvider returns a Provider; Close ends its streams.
+func NewProvider(o ProviderOptions) *Provider {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Provider{opts: o, log: log.With("component", "sds-client"), ctx: ctx, cancel: cancel, subs: map[sdsKey]*Secret{}}
+}
+
+// Close ends every SDS stream and waits for them.
+func (p *Provider) Close() {
+	p.cancel()
+	p.wg.Wait()
+}
+
+// Secret is one secret's current value, swapped atomically on every SDS
+// update. Handshakes read it; connections already established keep the
+// certificate they were made with.
+type Secret struct {
+	name  string
+	value atomic.Pointer[secretValue]
+	ready chan struct{} // closed when the first value is stored
+	once  sync.Once
+}
+
+type secretValue struct {
+	version string
+	cert    *tls.Certificate // a tls_certificate secret
+	roots   *x509.CertPool   // a validation_context secret
+	// validation is the validation context as sent, for combining with a
+	// default_validation_context.
+	validation *tlsv3.CertificateValidationContext
+}
+
+func newSecret(name string) *Secret { return &Secret{name: name, ready: make(chan struct{})} }
+
+func (s *Secret) store(v *secretValue) {
+	s.value.Store(v)
+	s.once.Do(func() { close(s.ready) })
+}
+
+// wait blocks until the secret has a value or ctx ends.
+func (s *Secret) wait(ctx context.Context) error {
+	select {
+	case <-s.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("secret %q not received: %w", s.name, ctx.Err())
+	}
+}
+
+// staticSecret wraps an inline or file value.
+func staticSecret(name string, v *secretValue) *Secret {
+	s := newSecret(name)
+	s.store(v)
+	return s
+}
+
+// sdsSecret validates an SdsSecretConfig and returns its subscription,
+// starting the stream the first time the (cluster, name) pair is seen.
+func (p *Provider) sdsSecret(cfg *tlsv3.SdsSecretConfig, path string) (*Secret, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%s: SDS secrets are not available in this proxy", path)
+	}
+	if cfg.GetName() == "" {
+		return nil, fmt.Errorf("%s.name is empty (name the secret, e.g. \"default\")", path)
+	}
+	if err := onlyFields(cfg, path, "name", "sds_config"); err != nil {
+		return nil, err
+	}
+	cluster, err := sdsCluster(cfg.GetSdsConfig(), path+".sds_config")
+	if err != nil {
+		return nil, err
+	}
+	key := sdsKey{cluster, cfg.GetName()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.subs[key]; s != nil {
+		return s, nil
+	}
+	s := newSecret(cfg.GetName())
+	p.subs[key] = s
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.watch(key, s)
+	}()
+	return s, nil
+}
+
+// sdsCluster accepts the config source Istio's bootstrap and generated
+// TLS contexts use: an api_config_source of type GRPC with one envoy_grpc
+// service naming a bootstrap cluster.
+func sdsCluster(cs *corev3.ConfigSource, path string) (string, error) {
+	if cs == nil {
+		return "", fmt.Errorf("%s is missing (an api_config_source with an envoy_grpc cluster, e.g. sds-grpc)", path)
+	}
+	if err := onlyFields(cs, path, "api_config_source", "resource_api_version", "initial_fetch_timeout"); err != nil {
+		return "", err
+	}
+	src := cs.GetApiConfigSource()
+	if src == nil {
+		return "", fmt.Errorf("%s: only api_config_source is supported", path)
+	}
+	if err := onlyFields(src, path+".api_config_source", "api_type", "transport_api_version", "grpc_services", "set_node_on_first_message_only"); err != nil {
+		return "", err
+	}
+	if src.GetApiType() != corev3.ApiConfigSource_GRPC {
+		return "", fmt.Errorf("%s.api_config_source.api_type %s is not supported (want GRPC)", path, src.GetApiType())
+	}
+	gs := src.GetGrpcServices()
+	if len(gs) != 1 || gs[0].GetEnvoyGrpc().GetClusterName() == "" {
+		return "", fmt.Errorf("%s.api_config_source.grpc_services: want exactly one envoy_grpc with a cluster_name", path)
+	}
+	if err := onlyFields(gs[0], path+".api_config_source.grpc_services[0]", "envoy_grpc", "timeout"); err != nil {
+		return "", err
+	}
+	if err := onlyFields(gs[0].GetEnvoyGrpc(), path+".api_config_source.grpc_services[0].envoy_grpc", "cluster_name"); err != nil {
+		return "", err
+	}
+	return gs[0].GetEnvoyGrpc().GetClusterName(), nil
+}
+
+// watch keeps one SDS stream for key open until the provider closes.
+func (p *Provider) watch(key sdsKey, s *Secret) {
+	log := p.log.With("cluster", key.cluster, "secret", key.name)
+	for p.ctx.Err() == nil {
+		err := p.stream(key, s)
+		if p.ctx.Err() != nil {
+			return
+		}
+		log.Warn("sds stream ended; retrying", "error", err)
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-time.After(sdsRetry):
+		}
+	}
+}
+
+func (p *Provider) stream(key sdsKey, s *Secret) error {
+	if p.opts.Dial == nil {
+		return errors.New("no dialer for SDS clusters")
+	}
+	cc, err := grpc.NewClient("passthrough:///"+key.cluster,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return p.opts.Dial(ctx, key.cluster) }))
+	if err != nil {
+		return fmt.Errorf("sds cluster %s: %w", key.cluster, err)
+	}
+	defer cc.Close()
+	st, err := secretv3.NewSecretDiscoveryServiceClient(cc).StreamSecrets(p.ctx)
+	if err != nil {
+		return fmt.Errorf("sds cluster %s: open stream: %w", key.cluster, err)
+	}
+	req := &discovery.DiscoveryRequest{Node: p.opts.Node, TypeUrl: SecretType, ResourceNames: []string{key.name}}
+	if err := st.Send(req); err != nil {
+		return err
+	}
+	version := ""
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		ack := &discovery.DiscoveryRequest{TypeUrl: SecretType, ResourceNames: []string{key.name}, ResponseNonce: resp.GetNonce(), VersionInfo: version}
+		v, err := decodeSecret(resp, key.name)
+		if err != nil {
+			p.log.Warn("sds update rejected", "cluster", key.cluster, "secret", key.name, "version", resp.GetVersionInfo(), "error", err)
+			ack.ErrorDetail = &status.Status{Code: 3, Message: err.Error()}
+		} else if v != nil {
+			v.version = resp.GetVersionInfo()
+			s.store(v)
+			version = resp.GetVersionInfo()
+			ack.VersionInfo = version
+			p.log.Debug("sds secret updated", "cluster", key.cluster, "secret", key.name, "version", version)
+		}
+		if err := st.Send(ack); err != nil {
+			return err
+		}
+	}
+}
+
+// decodeSecret finds name in resp and parses it; nil when resp does not
+// carry it.
+func decodeSecret(resp *discovery.DiscoveryResponse, name string) (*secretValue, error) {
+	if resp.GetTypeUrl() != SecretType {
+		return nil, fmt.Errorf("type_url %q, want %s", resp.GetTypeUrl(), SecretType)
+	}
+	for _, a := range resp.GetResources() {
+		var sec tlsv3.Secret
+		if err := a.UnmarshalTo(&sec); err != nil {
+			return nil, fmt.Errorf("decode secret: %w", err)
+		}
+		if sec.GetName() != name {
+			continue
+		}
+		return parseSecret(&sec)
+	}
+	return nil, nil
+}
+
+// parseSecret turns a Secret into a certificate or a trust bundle.
+func parseSecret(sec *tlsv3.Secret) (*secretValue, error) {
+	path := fmt.Sprintf("secret %q", sec.GetName())
+	switch {
+	case sec.GetTlsCertificate() != nil:
+		c, err := parseCertificate(sec.GetTlsCertificate(), path+".tls_certificate")
+		if err != nil {
+			return nil, err
+		}
+		return &secretValue{cert: c}, nil
+	case sec.GetValidationContext() != nil:
+		vc := sec.GetValidationContext()
+		roots, err := parseRoots(vc, path+".validation_context")
+		if err != nil {
+			return nil, err
+		}
+		return &secretValue{roots: roots, validation: vc}, nil
+	default:
+		return nil, fmt.Errorf("%s: only tls_certificate and validation_context secrets are supported", path)
+	}
+}
+
+func parseCertificate(tc *tlsv3.TlsCertificate, path string) (*tls.Certificate, error) {
+	if err := onlyFields(tc, path, "certificate_chain", "private_key"); err != nil {
+		return nil, err
+	}
+	chain, err := dataSource(tc.GetCertificateChain(), path+".certificate_chain")
+	if err != nil {
+		return nil, err
+	}
+	key, err := dataSource(tc.GetPrivateKey(), path+".private_key")
+	if err != nil {
+		return nil, err
+	}
+	c, err := tls.X509KeyPair(chain, key)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &c, nil
+}
+
+func parseRoots(vc *tlsv3.CertificateValidationContext, path string) (*x509.CertPool, error) {
+	if err := checkValidation(vc, path); err != nil {
+		return nil, err
+	}
+	if vc.GetTrustedCa() == nil {
+		return nil, nil
+	}
+	pem, err := dataSource(vc.GetTrustedCa(), path+".trusted_ca")
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s.trusted_ca holds no PEM certificate", path)
+	}
+	return pool, nil
+}
+
+// checkValidation refuses validation features this socket does not
+// implement.
+func checkValidation(vc *tlsv3.CertificateValidationContext, path string) error {
+	return onlyFields(vc, path, "trusted_ca", "match_subject_alt_names", "match_typed_subject_alt_names")
+}
+
+// dataSource reads an inline or file data source.
+func dataSource(ds *corev3.DataSource, path string) ([]byte, error) {
+	switch {
+	case ds == nil:
+		return nil, fmt.Errorf("%s is missing", path)
+	case ds.GetInlineBytes() != nil:
+		return ds.GetInlineBytes(), nil
+	case ds.GetInlineString() != "":
+		return []byte(ds.GetInlineString()), nil
+	case ds.GetFilename() != "":
+		if ds.GetWatchedDirectory() != nil {
+			return nil, fmt.Errorf("%s.watched_directory is not supported (remove it)", path)
+		}
+		b, err := os.ReadFile(ds.GetFilename())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return b, nil
+	default:
+		return nil, fmt.Errorf("%s: only inline_bytes, inline_string and filename are supported", path)
+	}
+}

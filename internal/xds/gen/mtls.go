@@ -1,0 +1,301 @@
+package gen
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/straitmesh/strait/internal/mesh"
+	"github.com/straitmesh/strait/internal/model"
+)
+
+// Automatic mutual TLS between sidecars, as Istio's auto mTLS
+// (pilot/pkg/networking/core/cluster_tls.go buildAutoMtlsSettings and the
+// inbound filter chains of pilot/pkg/networking/core/listener_builder.go
+// under PERMISSIVE): a workload has a sidecar with a mesh certificate when
+// it carries Istio's label security.istio.io/tlsMode=istio (the injector
+// sets it on pods; a WorkloadEntry sets it itself). Outbound clusters
+// whose endpoints all have it originate Istio mTLS; a proxy whose own
+// workload has it accepts Istio mTLS on its inbound ports beside
+// plaintext.
+
+const (
+	// TLSModeLabel is Istio's endpoint label naming its TLS capability.
+	TLSModeLabel = "security.istio.io/tlsMode"
+	tlsModeIstio = "istio"
+
+	// The SDS names strait-agent (and Istio's agent) serve, and the
+	// bootstrap cluster that reaches them.
+	sdsDefault = "default"
+	sdsRootCA  = "ROOTCA"
+	sdsCluster = "sds-grpc"
+
+	tlsSocketName = "envoy.transport_sockets.tls"
+)
+
+// alpnInMesh is what a client sidecar offers (Istio's
+// util.ALPNInMeshWithMxc); inboundMTLSALPN is what selects the inbound
+// mTLS chain (Istio's mtlsTCPWithMxcALPNs and mtlsHTTPALPNs).
+var (
+	alpnInMesh      = []string{"istio-peer-exchange", "istio"}
+	inboundMTLSALPN = []string{"istio-peer-exchange", "istio", "istio-http/1.0", "istio-http/1.1", "istio-h2"}
+)
+
+// sdsSecret is the SdsSecretConfig Istio generates for the agent's
+// secrets (model.ConstructSdsSecretConfig).
+func sdsSecret(name string) *tlsv3.SdsSecretConfig {
+	return &tlsv3.SdsSecretConfig{
+		Name: name,
+		SdsConfig: &core.ConfigSource{
+			ConfigSourceSpecifier: &core.ConfigSource_ApiConfigSource{ApiConfigSource: &core.ApiConfigSource{
+				ApiType:                   core.ApiConfigSource_GRPC,
+				SetNodeOnFirstMessageOnly: true,
+				TransportApiVersion:       core.ApiVersion_V3,
+				GrpcServices: []*core.GrpcService{{TargetSpecifier: &core.GrpcService_EnvoyGrpc_{
+					EnvoyGrpc: &core.GrpcService_EnvoyGrpc{ClusterName: sdsCluster},
+				}}},
+			}},
+			InitialFetchTimeout: durationpb.New(0),
+			ResourceApiVersion:  core.ApiVersion_V3,
+		},
+	}
+}
+
+// meshCommonTLS is the CommonTlsContext of sidecar mTLS: the workload
+// certificate, the mesh trust bundle, SAN matchers when given.
+func meshCommonTLS(alpn []string, sans []*tlsv3.SubjectAltNameMatcher) *tlsv3.CommonTlsContext {
+	return &tlsv3.CommonTlsContext{
+		TlsParams: &tlsv3.TlsParameters{
+			TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2,
+			TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3,
+		},
+		AlpnProtocols:                  alpn,
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsSecret(sdsDefault)},
+		ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{
+			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans},
+				ValidationContextSdsSecretConfig: sdsSecret(sdsRootCA),
+			},
+		},
+	}
+}
+
+// hasSidecar reports whether an endpoint is a sidecar-proxied workload.
+func hasSidecar(ep *mesh.Endpoint) bool { return ep.Labels[TLSModeLabel] == tlsModeIstio }
+
+// endpointIdentity is the namespace and service account of an endpoint's
+// workload (Istio's default service account "default" when the
+// WorkloadEntry names none).
+func endpointIdentity(snap *mesh.Snapshot, ep *mesh.Endpoint) (ns, sa string) {
+	ns = ep.Workload.Namespace
+	if w := snap.WorkloadByIP(ep.Address); w != nil && ep.Workload.Name != "" {
+		ns, sa = w.Namespace, w.ServiceAccount
+	}
+	if sa == "" {
+		sa = "default"
+	}
+	return ns, sa
+}
+
+// mtlsPeers returns the identities of the endpoints of svc that subset
+// labels select, and whether auto mTLS applies: there is at least one
+// endpoint and every one has a sidecar. Istio decides per endpoint
+// (transport_socket_matches); Strait decides per cluster, so a cluster
+// with any plaintext endpoint stays plaintext.
+func mtlsPeers(snap *mesh.Snapshot, svc *mesh.Service, subset map[string]string) ([]string, bool) {
+	var ids []string
+	for _, ep := range svc.Endpoints {
+		if !ep.Matches(subset) {
+			continue
+		}
+		if !hasSidecar(ep) || ep.Workload.Name == "" {
+			return nil, false
+		}
+		ns, sa := endpointIdentity(snap, ep)
+		ids = append(ids, ns+"/"+sa)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), len(ids) > 0
+}
+
+// spiffeMatcher matches the SPIFFE ID of ns/sa in any trust domain: the
+// mesh trust bundle (ROOTCA) already pins the issuer, and straitd's
+// --trust-domain does not reach the generator.
+func spiffeMatcher(id string) *tlsv3.SubjectAltNameMatcher {
+	ns, sa, _ := strings.Cut(id, "/")
+	return &tlsv3.SubjectAltNameMatcher{
+		SanType: tlsv3.SubjectAltNameMatcher_URI,
+		Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_SafeRegex{SafeRegex: &matcher.RegexMatcher{
+			Regex: "spiffe://[^/]+/ns/" + regexp.QuoteMeta(ns) + "/sa/" + regexp.QuoteMeta(sa),
+		}}},
+	}
+}
+
+// applyAutoMTLS gives an outbound cluster Istio's mTLS transport socket:
+// when the DestinationRule's tls (subset, port-level, top-level, in
+// Istio's precedence) says ISTIO_MUTUAL, or says nothing and every
+// endpoint the cluster reaches has a sidecar (auto mTLS); DISABLE keeps it
+// plaintext. The SNI is Istio's outbound_.PORT_.SUBSET_.HOST unless the
+// rule names one; the SANs are the rule's subjectAltNames, else the
+// endpoints' SPIFFE identities.
+func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint32, subset string, c *cluster.Cluster) {
+	var labels map[string]string
+	if subset != "" {
+		l, ok := snap.SubsetLabels(svc.Hostname, subset)
+		if !ok {
+			return
+		}
+		labels = l
+	}
+	ids, auto := mtlsPeers(snap, svc, labels)
+	settings := clientTLS(snap, ns, svc.Hostname, port, subset)
+	switch {
+	case settings == nil:
+		if !auto {
+			return
+		}
+	case settings.GetMode() == networking.ClientTLSSettings_ISTIO_MUTUAL:
+	default:
+		return // DISABLE; SIMPLE and MUTUAL are refused when the config is loaded
+	}
+	var sans []*tlsv3.SubjectAltNameMatcher
+	if names := settings.GetSubjectAltNames(); len(names) > 0 {
+		for _, n := range names {
+			sans = append(sans, &tlsv3.SubjectAltNameMatcher{SanType: sanType(n),
+				Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: n}}})
+		}
+	} else {
+		for _, id := range ids {
+			sans = append(sans, spiffeMatcher(id))
+		}
+	}
+	sni := settings.GetSni()
+	if sni == "" {
+		sni = fmt.Sprintf("outbound_.%d_.%s_.%s", port, subset, svc.Hostname)
+	}
+	c.TransportSocket = &core.TransportSocket{
+		Name: tlsSocketName,
+		ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(&tlsv3.UpstreamTlsContext{
+			CommonTlsContext: meshCommonTLS(alpnInMesh, sans),
+			Sni:              sni,
+		})},
+	}
+}
+
+// sanType is URI for a SPIFFE ID or another URI, DNS otherwise.
+func sanType(n string) tlsv3.SubjectAltNameMatcher_SanType {
+	if strings.Contains(n, "://") {
+		return tlsv3.SubjectAltNameMatcher_URI
+	}
+	return tlsv3.SubjectAltNameMatcher_DNS
+}
+
+// clientTLS is the DestinationRule tls that applies to a cluster, nil
+// when none does: the subset's port-level settings, the subset's, the
+// rule's port-level settings, then the rule's (Istio's
+// MergeTrafficPolicy: a more specific tls replaces a less specific one).
+func clientTLS(snap *mesh.Snapshot, ns, host string, port uint32, subset string) *networking.ClientTLSSettings {
+	dr := snap.DestinationRuleFor(ns, host)
+	if dr == nil {
+		return nil
+	}
+	rule := dr.DestinationRule()
+	fromPolicy := func(tp *networking.TrafficPolicy) *networking.ClientTLSSettings {
+		for _, pl := range tp.GetPortLevelSettings() {
+			if pl.GetPort().GetNumber() == port && pl.GetTls() != nil {
+				return pl.GetTls()
+			}
+		}
+		return tp.GetTls()
+	}
+	if subset != "" {
+		for _, ss := range rule.GetSubsets() {
+			if ss.GetName() == subset {
+				if t := fromPolicy(ss.GetTrafficPolicy()); t != nil {
+					return t
+				}
+			}
+		}
+	}
+	return fromPolicy(rule.GetTrafficPolicy())
+}
+
+// autoMTLSKey fingerprints what applyAutoMTLS decides for svc's clusters,
+// so that the cluster cache rebuilds them when only endpoints changed but
+// the decision did.
+func autoMTLSKey(snap *mesh.Snapshot, ns string, svc *mesh.Service) string {
+	var b strings.Builder
+	ids, ok := mtlsPeers(snap, svc, nil)
+	fmt.Fprint(&b, ok, ids)
+	for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
+		ids, ok := mtlsPeers(snap, svc, ss.GetLabels())
+		fmt.Fprint(&b, "|", ss.GetName(), ok, ids)
+	}
+	return b.String()
+}
+
+// inboundMTLS reports whether the proxy's own workload has a sidecar with
+// a mesh certificate, so its inbound ports accept Istio mTLS.
+func inboundMTLS(snap *mesh.Snapshot, proxy *model.Proxy) bool {
+	if proxy == nil {
+		return false
+	}
+	w := snap.WorkloadByIP(proxyIP(proxy))
+	return w != nil && w.Labels[TLSModeLabel] == tlsModeIstio
+}
+
+// permissiveChains turns one inbound port's plaintext chain into Istio's
+// PERMISSIVE trio: mTLS from sidecars (TLS with an istio ALPN, terminated
+// here, client certificate required), other TLS passed through as is
+// (passthrough, a tcp_proxy to the port's inbound cluster), and
+// plaintext.
+func permissiveChains(plain *listener.FilterChain, port uint32, http bool, passthrough *listener.Filter) []*listener.FilterChain {
+	alpn := []string{"istio-peer-exchange", "istio"}
+	if http {
+		alpn = []string{"h2", "http/1.1"}
+	}
+	mtls := &listener.FilterChain{
+		Name: plain.Name,
+		FilterChainMatch: &listener.FilterChainMatch{
+			DestinationPort:      wrapperspb.UInt32(port),
+			TransportProtocol:    "tls",
+			ApplicationProtocols: inboundMTLSALPN,
+		},
+		Filters: plain.Filters,
+		TransportSocket: &core.TransportSocket{
+			Name: tlsSocketName,
+			ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(&tlsv3.DownstreamTlsContext{
+				CommonTlsContext:         meshCommonTLS(alpn, nil),
+				RequireClientCertificate: wrapperspb.Bool(true),
+			})},
+		},
+	}
+	passTLS := &listener.FilterChain{
+		Name:             plain.Name,
+		FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(port), TransportProtocol: "tls"},
+		Filters:          []*listener.Filter{passthrough},
+	}
+	plain.FilterChainMatch.TransportProtocol = "raw_buffer"
+	return []*listener.FilterChain{mtls, passTLS, plain}
+}
+
+// tlsInspector is the listener filter that lets chains match on TLS and
+// ALPN.
+func tlsInspector() *listener.ListenerFilter {
+	return &listener.ListenerFilter{
+		Name:       tlsInspectorFilterName,
+		ConfigType: &listener.ListenerFilter_TypedConfig{TypedConfig: mustAny(&tlsinspector.TlsInspector{})},
+	}
+}

@@ -27,6 +27,8 @@ var clusterFields = []string{
 	// Descriptive only: filter metadata for other consumers (Istio's
 	// istio.services), and cluster warming, which is always done.
 	"metadata", "wait_for_warm_on_init",
+	// The name the cluster's stats carry (statName).
+	"alt_stat_name",
 }
 
 // dnsFields belong to the DNS cluster types; they are checked where those

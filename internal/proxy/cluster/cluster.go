@@ -109,7 +109,7 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 	out := &Cluster{
 		Name:           c.GetName(),
 		Config:         c,
-		Stats:          st.Cluster(c.GetName()),
+		Stats:          st.Cluster(statName(c)),
 		connectTimeout: defaultConnectTimeout,
 		log:            log,
 	}
@@ -318,4 +318,13 @@ func (c *Cluster) close() {
 	if c.h2 != nil {
 		c.h2.closeIdle()
 	}
+}
+
+// statName is the name the cluster's stats carry: alt_stat_name when set
+// (Istio sets it to a shorter form), else the cluster's name, as in Envoy.
+func statName(c *clusterv3.Cluster) string {
+	if n := c.GetAltStatName(); n != "" {
+		return n
+	}
+	return c.GetName()
 }

@@ -789,3 +789,16 @@ func TestEndpointUpdateKeepsHostState(t *testing.T) {
 		t.Fatalf("Endpoints() = %v", got)
 	}
 }
+
+// TestAltStatName: alt_stat_name names the cluster's stats, as in Envoy.
+func TestAltStatName(t *testing.T) {
+	st := stats.New()
+	cfg := &clusterv3.Cluster{Name: "outbound|80||a.b.svc.cluster.local", AltStatName: "outbound|80||a.b", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
+	c, err := build(cfg, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats.Name != "outbound|80||a.b" {
+		t.Errorf("stats name %q, want the alt_stat_name", c.Stats.Name)
+	}
+}

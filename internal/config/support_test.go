@@ -50,7 +50,7 @@ func TestFieldsDocUpToDate(t *testing.T) {
 	if !bytes.Equal(got, FieldsMarkdown()) {
 		t.Error("docs/istio-fields.md is stale: run go run ./hack/istiofields")
 	}
-	for _, want := range []string{"| `http.delegate` | refused |", "| `http.route.weight` | honoured |", "## VirtualService"} {
+	for _, want := range []string{"| `http.retries.retryRemoteLocalities` | refused |", "| `http.route.weight` | honoured |", "## VirtualService"} {
 		if !bytes.Contains(got, []byte(want)) {
 			t.Errorf("docs/istio-fields.md lacks %q", want)
 		}

@@ -205,8 +205,21 @@ func validateLabels(el *errorList, f string, labels map[string]string) {
 }
 
 func validateVirtualService(el *errorList, s *networking.VirtualService) {
+	// A VirtualService without hosts is a delegate: its http routes are
+	// merged under the root route that names it (Istio's
+	// validateVirtualService with delegation on).
 	if len(s.Hosts) == 0 {
-		el.add("spec.hosts", "must list at least one host")
+		if len(s.Gateways) > 0 {
+			el.add("spec.gateways", "a delegate VirtualService (one without hosts) must not set gateways; set them on the root")
+		}
+		if len(s.Tcp) > 0 || len(s.Tls) > 0 {
+			el.add("spec", "a delegate VirtualService (one without hosts) may only have http routes")
+		}
+		for i, r := range s.Http {
+			if r.GetDelegate() != nil {
+				el.add(fmt.Sprintf("spec.http[%d].delegate", i), "a delegate VirtualService (one without hosts) cannot delegate again")
+			}
+		}
 	}
 	for i, h := range s.Hosts {
 		validateHost(el, fmt.Sprintf("spec.hosts[%d]", i), h)
@@ -227,6 +240,14 @@ func validateVirtualService(el *errorList, s *networking.VirtualService) {
 		}
 		if len(r.Route) == 0 && r.Redirect == nil && r.DirectResponse == nil && r.Delegate == nil {
 			el.add(f+".route", "must list at least one destination")
+		}
+		if d := r.Delegate; d != nil {
+			if d.Name == "" {
+				el.add(f+".delegate.name", "must name the delegate VirtualService")
+			}
+			if len(r.Route) > 0 || r.Redirect != nil || r.DirectResponse != nil {
+				el.add(f+".delegate", "cannot be combined with route, redirect or directResponse: the delegate's routes answer")
+			}
 		}
 		var sum int64
 		for k, d := range r.Route {

@@ -28,8 +28,8 @@ const (
 func DemoWorkloads() []Workload {
 	return []Workload{
 		{Name: "client", Namespace: DemoNamespace, ConfigIP: "10.99.0.10"},
-		{Name: "echo-v1", Namespace: DemoNamespace, ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}},
-		{Name: "echo-v2", Namespace: DemoNamespace, ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "v2"}},
+		{Name: "echo-v1", Namespace: DemoNamespace, ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+		{Name: "echo-v2", Namespace: DemoNamespace, ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "v2"}, AppPort: 8080},
 	}
 }
 

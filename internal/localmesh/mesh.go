@@ -64,6 +64,10 @@ type Workload struct {
 	// name in BinDir or a path); empty for a pod with no server. The text
 	// {{POD_DIR}} in an argument is replaced by the pod's directory.
 	App []string
+	// AppPort, when set, is the port the app listens on inside the pod:
+	// Start waits until it accepts connections, so that the first request
+	// of a test does not race the app's start (0: not waited for).
+	AppPort int
 	// Files are written into the pod's directory before the app starts
 	// (name → content, with {{POD_DIR}} replaced as in App).
 	Files map[string]string
@@ -363,6 +367,18 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 }
 
 func (m *Mesh) waitReady(ctx context.Context, p *Pod) error {
+	if p.AppPort != 0 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.AppPort))
+		if err := waitFor(ctx, 30*time.Second, func() error {
+			c, err := p.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return fmt.Errorf("app on %s: %w", addr, err)
+			}
+			return c.Close()
+		}); err != nil {
+			return err
+		}
+	}
 	client := p.HTTPClient()
 	return waitFor(ctx, 30*time.Second, func() error {
 		resp, err := client.Get("http://127.0.0.1:15021/healthz/ready")

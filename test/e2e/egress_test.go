@@ -254,10 +254,10 @@ func TestEgressThroughSidecars(t *testing.T) {
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "egress", ConfigIP: "10.95.0.10"},
 			{Name: "other", Namespace: "other", ConfigIP: "10.95.0.11"},
-			{Name: "echo-v1", Namespace: "egress", ConfigIP: "10.95.0.21", App: echo("v1")},
-			{Name: "echo-v2", Namespace: "egress", ConfigIP: "10.95.0.22", App: echo("v2")},
-			{Name: "outside-a", Namespace: "outside", ConfigIP: "10.95.0.31", App: echo("a")},
-			{Name: "outside-b", Namespace: "outside", ConfigIP: "10.95.0.32", App: echo("b")},
+			{Name: "echo-v1", Namespace: "egress", ConfigIP: "10.95.0.21", App: echo("v1"), AppPort: 8080},
+			{Name: "echo-v2", Namespace: "egress", ConfigIP: "10.95.0.22", App: echo("v2"), AppPort: 8080},
+			{Name: "outside-a", Namespace: "outside", ConfigIP: "10.95.0.31", App: echo("a"), AppPort: 8080},
+			{Name: "outside-b", Namespace: "outside", ConfigIP: "10.95.0.32", App: echo("b"), AppPort: 8080},
 		},
 	})
 	if err != nil {

@@ -119,9 +119,9 @@ func TestFiltersThroughSidecars(t *testing.T) {
 		BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "filters"),
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}},
-			{Name: "echo-v2", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "v2"}},
-			{Name: "shadow", Namespace: "demo", ConfigIP: "10.99.0.13", App: []string{"strait-echo", "--addr", ":8080", "--version", "shadow"}},
+			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+			{Name: "echo-v2", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "v2"}, AppPort: 8080},
+			{Name: "shadow", Namespace: "demo", ConfigIP: "10.99.0.13", App: []string{"strait-echo", "--addr", ":8080", "--version", "shadow"}, AppPort: 8080},
 			{Name: "l4-a", Namespace: "demo", ConfigIP: "10.99.0.21", App: []string{self, "-l4-serve", "a"}},
 			{Name: "l4-b", Namespace: "demo", ConfigIP: "10.99.0.22", App: []string{self, "-l4-serve", "b"}},
 		},

@@ -122,10 +122,10 @@ func TestLoadBalancingThroughSidecars(t *testing.T) {
 		BinDir: binDir, ConfigDir: cfgDir,
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: echo("v1")},
-			{Name: "echo-v2", Namespace: "demo", ConfigIP: "10.99.0.12", App: echo("v2")},
-			{Name: "flaky-good", Namespace: "demo", ConfigIP: "10.99.0.21", App: echo("good")},
-			{Name: "flaky-bad", Namespace: "demo", ConfigIP: "10.99.0.22", App: echo("bad", "--status", "500")},
+			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: echo("v1"), AppPort: 8080},
+			{Name: "echo-v2", Namespace: "demo", ConfigIP: "10.99.0.12", App: echo("v2"), AppPort: 8080},
+			{Name: "flaky-good", Namespace: "demo", ConfigIP: "10.99.0.21", App: echo("good"), AppPort: 8080},
+			{Name: "flaky-bad", Namespace: "demo", ConfigIP: "10.99.0.22", App: echo("bad", "--status", "500"), AppPort: 8080},
 		},
 	})
 	if err != nil {

@@ -61,8 +61,8 @@ func TestMTLS(t *testing.T) {
 	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "mtls"),
 		SecureXDS: true, AgentEnv: []string{"SECRET_TTL=6s"}, Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}},
-			{Name: "raw", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "raw"}},
+			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+			{Name: "raw", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "raw"}, AppPort: 8080},
 		}})
 	if err != nil {
 		t.Fatalf("start mesh: %v", err)

@@ -188,6 +188,28 @@ func TestRouterActions(t *testing.T) {
 		}
 	})
 
+	t.Run("delegate VirtualService", func(t *testing.T) {
+		version := func(path string) (string, string) {
+			t.Helper()
+			resp, body, _ := do(t, http.MethodGet, path, nil)
+			var rep echoReply
+			if resp.StatusCode != 200 || json.Unmarshal(body, &rep) != nil {
+				t.Fatalf("GET %s: status %d (%s)", path, resp.StatusCode, body)
+			}
+			return rep.Version, resp.Header.Get("X-Delegate")
+		}
+		if v, h := version("/delegated/v2/x"); v != "v2" || h != "" {
+			t.Errorf("/delegated/v2/x went to %s (x-delegate %q), want the delegate's v2 route", v, h)
+		}
+		if v, h := version("/delegated/other"); v != "v1" || h != "fallback" {
+			t.Errorf("/delegated/other went to %s (x-delegate %q), want the delegate's fallback", v, h)
+		}
+		// Outside the root's /delegated the delegate's routes do not apply.
+		if _, h := version("/elsewhere"); h != "" {
+			t.Errorf("/elsewhere got x-delegate %q: the delegate's routes leaked out of the root's match", h)
+		}
+	})
+
 	t.Run("rewrite and header operations", func(t *testing.T) {
 		resp, body, _ := do(t, http.MethodGet, "/api/items?id=7", http.Header{"X-Drop": {"gone"}, "X-Set": {"client"}})
 		if resp.StatusCode != 200 {

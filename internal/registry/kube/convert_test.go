@@ -212,9 +212,9 @@ func TestIstioConfig(t *testing.T) {
 	// The file registry's validation applies: a missing field, and an
 	// unknown one named by its path.
 	bad := vs.DeepCopy()
-	delete(bad.Object["spec"].(map[string]any), "hosts")
-	if _, err := istioConfig("networking.istio.io", "VirtualService", "v1", bad); err == nil {
-		t.Errorf("VirtualService without hosts accepted")
+	delete(bad.Object["spec"].(map[string]any), "http")
+	if _, err := istioConfig("networking.istio.io", "VirtualService", "v1", bad); err == nil || !strings.Contains(err.Error(), "must have at least one of http, tcp or tls routes") {
+		t.Errorf("VirtualService without routes: error %v", err)
 	}
 	typo := vs.DeepCopy()
 	typo.Object["spec"].(map[string]any)["gatways"] = []any{"mesh"}

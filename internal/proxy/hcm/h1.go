@@ -593,6 +593,8 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{})
 	}
 	retry, timeout := router.NewRetry(rt.Retry, ov, rt.Timeout)
+	var slot retrySlot // max_retries (h1router.go)
+	defer slot.release()
 
 	w := c.appendRequestHead(c.wbuf[:0], ep)
 	// x-envoy-attempt-count is the head's last field; a retry rewrites its
@@ -671,7 +673,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		// again; before that (a connect failure) it can.
 		if uc, err = cl.GetConn(ctx, ep); err != nil {
 			f := connectFailure(err) // UO when a circuit breaker is open: not retried
-			if f.flags != "UO" && retry.OnFailure(router.FailConnect, false, bc == nil) && backOff(&retry, routeExpiry) {
+			if f.flags != "UO" && retry.OnFailure(router.FailConnect, false, bc == nil) && slot.admit(cl) && backOff(&retry, routeExpiry) {
 				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
@@ -740,7 +742,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			case f.code == 0, f.code == 408:
 				kind = 0 // the client left or was too slow
 			}
-			if kind != 0 && !streamBody && retry.OnFailure(kind, n > 0, true) && backOff(&retry, routeExpiry) {
+			if kind != 0 && !streamBody && retry.OnFailure(kind, n > 0, true) && slot.admit(cl) && backOff(&retry, routeExpiry) {
 				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
@@ -753,7 +755,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			if status == 200 {
 				grpc = grpcStatusOf(c.resp.Headers.Get("Grpc-Status"))
 			}
-			if retry.OnStatus(status, grpc, true) && backOff(&retry, routeExpiry) {
+			if retry.OnStatus(status, grpc, true) && slot.admit(cl) && backOff(&retry, routeExpiry) {
 				// The response is dropped with its connection.
 				cl.Stats.AddResponse(status)
 				cl.ReportStatus(ep, status)

@@ -184,6 +184,34 @@ func backOff(r *router.Retry, routeExpiry time.Time) bool {
 	return true
 }
 
+// retrySlot is a request's hold on its cluster's retry circuit breaker
+// (max_retries): a retry is admitted only while the breaker has room, and
+// holds its slot until the next retry or the end of the exchange, as
+// Envoy counts a retry active until its attempt completes.
+type retrySlot struct {
+	cl   *cluster.Cluster
+	held bool
+}
+
+// admit releases the previous retry's slot and takes one for the next
+// retry; false (counted as upstream_rq_retry_overflow) means no retry.
+func (s *retrySlot) admit(cl *cluster.Cluster) bool {
+	s.release()
+	if !cl.BeginRetry() {
+		return false
+	}
+	s.cl, s.held = cl, true
+	return true
+}
+
+// release gives the slot back, if one is held.
+func (s *retrySlot) release() {
+	if s.held {
+		s.cl.EndRetry()
+		s.held = false
+	}
+}
+
 // retryEndpoint counts a retry and chooses its endpoint.
 func (c *h1conn) retryEndpoint(cl *cluster.Cluster, r *router.Retry, tried []string, prev cluster.Endpoint) cluster.Endpoint {
 	cl.Stats.Router.Retry.Add(1)

@@ -119,14 +119,17 @@ type routedExchange struct {
 	// (response flag URX).
 	limitExceeded bool
 	cancels       []context.CancelFunc
+	// slot is the retry circuit breaker's slot of the last retry.
+	slot retrySlot
 }
 
-// done releases the exchange's timers; call it once the response body is
-// finished.
+// done releases the exchange's timers and retry slot; call it once the
+// response body is finished.
 func (x *routedExchange) done() {
 	for _, c := range x.cancels {
 		c()
 	}
+	x.slot.release()
 }
 
 // roundTripRouted sends out (whose context is the downstream stream's) to
@@ -212,7 +215,7 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 			if lf := localFailureOf(f); lf != 0 {
 				cl.ReportLocalFailure(ep, lf) // outlier detection (lbhash.go)
 			}
-			if retry.OnFailure(kind, kind != router.FailConnect, replayable) && backOffCtx(&retry, routeCtx) {
+			if retry.OnFailure(kind, kind != router.FailConnect, replayable) && x.slot.admit(cl) && backOffCtx(&retry, routeCtx) {
 				cl.Stats.Router.Retry.Add(1)
 				ep = repick(cl, &retry, dst, src, tried, ep)
 				continue
@@ -230,7 +233,7 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 					grpc = n
 				}
 			}
-			if retry.OnStatus(resp.StatusCode, grpc, replayable) && backOffCtx(&retry, routeCtx) {
+			if retry.OnStatus(resp.StatusCode, grpc, replayable) && x.slot.admit(cl) && backOffCtx(&retry, routeCtx) {
 				cl.Stats.AddResponse(resp.StatusCode)
 				resp.Body.Close()
 				cl.Stats.Router.Retry.Add(1)

@@ -306,3 +306,39 @@ func TestMutationsDoNotLeak(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryCircuitBreaker: a cluster's max_retries bounds the retries in
+// flight. With max_retries 0 a retriable 503 is answered as it came, after
+// one attempt, and upstream_rq_retry_overflow counts the refused retry; on
+// every codec and downstream protocol.
+func TestRetryCircuitBreaker(t *testing.T) {
+	for _, codec := range codecs {
+		for _, down := range []string{"h1", "h2c"} {
+			t.Run(fmt.Sprintf("%s/%s", codec, down), func(t *testing.T) {
+				be := routerBackend(t, true)
+				cl := staticCluster("be", be.Listener.Addr().String())
+				cl.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxRetries: wrapperspb.UInt32(0)}}}
+				addr, st := startH2ProxyStats(t, codec, routerRoutes("be"), nil, cl)
+				c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+				if down == "h2c" {
+					c = h2cClient()
+				}
+				req, _ := http.NewRequest("POST", "http://"+addr+"/retry", strings.NewReader("payload"))
+				req.Header.Set("X-Key", t.Name())
+				req.Header.Set("X-Fail", "2")
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 503 || !strings.Contains(string(body), "attempt=1 ") {
+					t.Errorf("%d %q, want the first 503, not retried", resp.StatusCode, body)
+				}
+				if got := st.Cluster("be").Counter("upstream_rq_retry_overflow").Load(); got != 1 {
+					t.Errorf("upstream_rq_retry_overflow = %d, want 1", got)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,570 @@
+package hcm
+
+// This file is the HTTP/1.1 path's exchange with the upstream: sending the
+// request (with its body copied by its own goroutine), the router's
+// attempts and retries, reading the response head and copying the body
+// back. h1.go holds the downstream connection's life around it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/router"
+)
+
+// bodyCopy is a request body being streamed upstream by its own goroutine.
+type bodyCopy struct {
+	done chan error
+	// downFailed is set when reading the body from the client failed (bad
+	// framing, the client went away, a timeout): the copier then closes the
+	// upstream connection, which ends a wait for the response head, and its
+	// error says what to answer.
+	downFailed atomic.Bool
+	progress   atomic.Int64 // body bytes sent upstream
+}
+
+// idempotent reports whether a request with this method may be sent twice
+// (RFC 9110 §9.2.2).
+func idempotent(m []byte) bool {
+	switch string(m) {
+	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	return false
+}
+
+// forward sends the request to ep on cl and relays the response, retrying
+// as the route's retry policy (and the request's x-envoy-* headers, ov)
+// allow. It reports whether the downstream connection can carry another
+// request.
+func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster, ov *router.Overrides) bool {
+	req := &c.req
+	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
+	cl.Stats.RqTotal.Add(1)
+	if rt.HasIdleTimeout && rt.IdleTimeout != c.streamIdle {
+		c.streamIdle = rt.IdleTimeout
+		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
+		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{})
+	}
+	retry, timeout := router.NewRetry(rt.Retry, ov, rt.Timeout)
+	var slot retrySlot // max_retries (h1router.go)
+	defer slot.release()
+
+	w := c.appendRequestHead(c.wbuf[:0], ep)
+	// x-envoy-attempt-count is the head's last field; a retry rewrites its
+	// value in place (attemptAt..attemptEnd).
+	attemptAt, attemptEnd := 0, 0
+	if rt.IncludeAttemptCount {
+		w = append(w[:len(w)-2], attemptCountField...)
+		attemptAt = len(w)
+		w = append(w, "1\r\n\r\n"...)
+		attemptEnd = attemptAt + 1
+	}
+	// A body already in the buffer goes in the same write as the head, and
+	// stays replayable; so does one read whole because a retry may need
+	// it. Anything else is streamed by a second goroutine.
+	streamBody := false
+	switch req.Framing {
+	case http1.FramingLength:
+		if buf := c.r.Buffered(); int64(len(buf)) >= req.ContentLength {
+			w = append(w, buf[:req.ContentLength]...)
+			c.r.Discard(int(req.ContentLength))
+		} else if retry.Enabled() && req.ContentLength <= retryBufferLimit {
+			if req.Expect100 && reqMinor == 1 {
+				// The client waits for this before sending the body.
+				if _, err := c.nc.Write(continue100); err != nil {
+					return false
+				}
+			}
+			n := len(w)
+			w = slices.Grow(w, int(req.ContentLength))[:n+int(req.ContentLength)]
+			if _, err := io.ReadFull(&http1.LengthReader{R: c.r, Left: req.ContentLength}, w[n:]); err != nil {
+				c.wbuf = w
+				f := c.clientFailure(err)
+				cl.Stats.AddResponse(f.code)
+				if f.code != 0 {
+					c.writeLocal(f.code, f.flags, f.body, false)
+				}
+				return false
+			}
+		} else {
+			streamBody = true
+		}
+	case http1.FramingChunked:
+		streamBody = true
+	}
+	c.wbuf = w
+
+	ctx := context.Background()
+	// The route timeout runs from here until the response is complete,
+	// across retries; a per-try timeout bounds each attempt.
+	routeExpiry := http1.Deadline(timeout)
+	var (
+		uc    *cluster.UpstreamConn
+		bc    *bodyCopy
+		tried []string
+		err   error
+	)
+	retryFlags := func(f failure) failure {
+		if retry.LimitExceeded {
+			f.flags += ",URX"
+		}
+		return f
+	}
+	for {
+		tried = append(tried, ep.Address)
+		if attemptEnd > 0 && retry.Retried > 0 {
+			w, attemptEnd = setAttemptCount(w, attemptAt, attemptEnd, retry.Retried+1)
+			c.wbuf = w
+		}
+		attemptExpiry := routeExpiry
+		if pt := retry.PerTryTimeout(); pt > 0 {
+			if e := time.Now().Add(pt); routeExpiry.IsZero() || e.Before(routeExpiry) {
+				attemptExpiry = e
+			}
+		}
+		// Once bytes of a streamed body left, the request can't be sent
+		// again; before that (a connect failure) it can.
+		if uc, err = cl.GetConn(ctx, ep); err != nil {
+			f := connectFailure(err) // UO when a circuit breaker is open: not retried
+			if f.flags != "UO" && retry.OnFailure(router.FailConnect, false, bc == nil) && slot.admit(cl) && backOff(&retry, routeExpiry) {
+				ep = c.retryEndpoint(cl, &retry, tried, ep)
+				continue
+			}
+			countRetryOutcome(cl, &retry, false)
+			return c.upstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
+		}
+		var n int
+		var got bool
+		for attempt := 0; ; attempt++ {
+			uc.Exchange()
+			uc.D.SetWriteTimeouts(c.streamIdle, attemptExpiry)
+			uc.D.SetReadTimeouts(c.streamIdle, attemptExpiry)
+			n, err = uc.Write(w)
+			if err == nil && streamBody {
+				if req.Expect100 && reqMinor == 1 {
+					// The client waits for this before sending the body; the
+					// upstream's own 100 is dropped (Envoy's proxy_100_continue
+					// false).
+					if _, err := c.nc.Write(continue100); err != nil {
+						uc.Close()
+						return false
+					}
+				}
+				bc = c.startBodyCopy(uc)
+			}
+			got = false
+			if err == nil {
+				got, err = c.readResponseHead(uc, isHead, reqMinor, bc, attemptExpiry)
+			} else if n == 0 {
+				err = fmt.Errorf("%w: %w", errRetryNotWrite, err)
+			}
+			if err == nil {
+				break
+			}
+			uc.Close()
+			if bc != nil {
+				return c.bodyAborted(cl, ep, bc, err)
+			}
+			// Once more on a new connection only if this one was reused (the
+			// upstream may have closed it while idle), no response byte came,
+			// and sending the request again is safe: it is idempotent, or it
+			// never left.
+			safe := n == 0 || idempotent(req.Method) && !streamBody
+			if !uc.Reused || attempt > 0 || got || !safe || !retryable(err) {
+				break
+			}
+			if uc, err = cl.DialConn(ctx, ep); err != nil {
+				err = fmt.Errorf("%w: %w", errRetryConnect, err)
+				break
+			}
+		}
+		if err != nil {
+			f := classify(err)
+			kind := router.FailReset
+			switch {
+			case errors.Is(err, errRetryConnect):
+				f, kind = connectFailure(err), router.FailConnect
+			case errors.Is(err, errRouteTimeout):
+				if !attemptExpiry.Equal(routeExpiry) && time.Now().Before(routeExpiry) || routeExpiry.IsZero() {
+					kind = router.FailPerTryTimeout
+					cl.Stats.Router.PerTryTimeout.Add(1)
+				} else {
+					kind = 0 // the route's own timeout: no retry
+					cl.Stats.Router.Timeout.Add(1)
+				}
+			case f.code == 0, f.code == 408:
+				kind = 0 // the client left or was too slow
+			}
+			if kind != 0 && !streamBody && retry.OnFailure(kind, n > 0, true) && slot.admit(cl) && backOff(&retry, routeExpiry) {
+				ep = c.retryEndpoint(cl, &retry, tried, ep)
+				continue
+			}
+			countRetryOutcome(cl, &retry, false)
+			return c.upstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
+		}
+		if retry.Active() && bc == nil {
+			status := c.resp.Status
+			grpc := -1
+			if status == 200 {
+				grpc = grpcStatusOf(c.resp.Headers.Get("Grpc-Status"))
+			}
+			if retry.OnStatus(status, grpc, true) && slot.admit(cl) && backOff(&retry, routeExpiry) {
+				// The response is dropped with its connection.
+				cl.Stats.AddResponse(status)
+				cl.ReportStatus(ep, status)
+				uc.Close()
+				ep = c.retryEndpoint(cl, &retry, tried, ep)
+				continue
+			}
+		}
+		break
+	}
+	countRetryOutcome(cl, &retry, true)
+	c.mutateResponse(rt, tgt)
+	if retry.LimitExceeded {
+		c.respExtra = append(c.respExtra, http1.Header{Name: []byte("x-strait-response-flags"), Value: []byte("URX")})
+	}
+
+	resp := &c.resp
+	cl.Stats.AddResponse(resp.Status)
+	cl.ReportStatus(ep, resp.Status)
+	bodyDone := bc == nil
+	if bc != nil {
+		// The upstream usually answers after reading the whole body, so the
+		// copier is done or about to be; if it isn't soon, the upstream
+		// answered early and the rest of the body won't be read.
+		t := time.NewTimer(bodyFinishWait)
+		select {
+		case err := <-bc.done:
+			bodyDone, bc = err == nil, nil
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	keep := !reqClose && bodyDone && !c.closing()
+	// An upstream connection is reusable only if both messages were
+	// complete: a request body cut short leaves the upstream waiting for
+	// the rest.
+	upKeep := bodyDone && !resp.Close && resp.Framing != http1.FramingClose
+	// Chunked and close-delimited bodies go downstream chunked, or
+	// close-delimited to an HTTP/1.0 client.
+	unsized := resp.Framing == http1.FramingChunked || resp.Framing == http1.FramingClose
+	downChunked := unsized && reqMinor == 1
+	if unsized && reqMinor == 0 {
+		keep = false
+	}
+
+	// Response head, then as much body as is buffered, in one write.
+	w = c.appendResponseHead(c.wbuf[:0], reqMinor, keep)
+	complete := false
+	switch resp.Framing {
+	case http1.FramingNone:
+		complete = true
+	case http1.FramingLength:
+		if buf := uc.R.Buffered(); int64(len(buf)) >= resp.ContentLength {
+			w = append(w, buf[:resp.ContentLength]...)
+			uc.R.Discard(int(resp.ContentLength))
+			complete = true
+		}
+	}
+	c.wbuf = w
+	_, err = c.nc.Write(w)
+	if err == nil && !complete {
+		err = c.copyResponseBody(uc, downChunked)
+	}
+	if bc != nil {
+		// The response is complete but the request body isn't: the client
+		// or the upstream stopped early. Neither connection can be reused.
+		c.nc.Close()
+		uc.Close()
+		<-bc.done
+		return false
+	}
+	if err != nil {
+		// Mid-body failure: abort so the client sees a truncated response.
+		uc.Close()
+		return false
+	}
+	if upKeep {
+		cl.PutConn(uc)
+	} else {
+		uc.Close()
+	}
+	return keep
+}
+
+var continue100 = []byte("HTTP/1.1 100 Continue\r\n\r\n")
+
+// bodyAborted ends an exchange whose request body was streaming when no
+// response head came: uc is closed. If the client side failed, its error
+// decides (400 for bad framing, 408 for a timeout, nothing when the client
+// left); else the upstream's does. Either way the connection closes, once
+// the copier has ended.
+func (c *h1conn) bodyAborted(cl *cluster.Cluster, ep cluster.Endpoint, bc *bodyCopy, upErr error) bool {
+	if bc.downFailed.Load() {
+		berr := <-bc.done
+		f := c.clientFailure(berr)
+		c.s.log.Debug("request body failed", "cluster", cl.Name, "endpoint", ep.Address, "error", berr)
+		cl.Stats.AddResponse(f.code)
+		if f.code != 0 {
+			c.writeLocal(f.code, f.flags, f.body, false)
+		}
+		return false
+	}
+	f := classify(upErr)
+	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", upErr)
+	cl.Stats.AddResponse(f.code)
+	if f.code != 0 {
+		c.writeLocal(f.code, f.flags, f.body, false)
+		c.linger = false // the copier may still be reading: just close
+	}
+	// The copier may be blocked reading the client: closing ends it.
+	c.nc.Close()
+	<-bc.done
+	return false
+}
+
+// readResponseHead reads the final response head into c.resp, relaying
+// interim (1xx) responses downstream. got reports whether any response
+// byte arrived. Without a body copier (bc, which would see the client
+// leave), it checks every clientPollInterval that the client is still
+// there, and gives up with errClientGone when it is not.
+func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMinor int, bc *bodyCopy, routeExpiry time.Time) (got bool, err error) {
+	// The connection's own idle timeout is per read call; this wait is
+	// re-entered after each poll, so it keeps its own idle expiry, which
+	// progress of the request body (or an interim response) pushes back.
+	var poll time.Time
+	if bc == nil {
+		// On a whole second, so that requests in the same second share
+		// the socket deadline and it is not moved per request.
+		poll = http1.CoarseNow().Truncate(clientPollInterval).Add(2 * clientPollInterval)
+	}
+	idleExpiry := http1.Deadline(c.streamIdle)
+	var sent int64
+	setHard := func() {
+		h := routeExpiry
+		for _, t := range []time.Time{poll, idleExpiry} {
+			if !t.IsZero() && (h.IsZero() || t.Before(h)) {
+				h = t
+			}
+		}
+		uc.D.SetReadHard(h)
+	}
+	setHard()
+	defer uc.D.SetReadHard(routeExpiry)
+	for {
+		head, err := uc.R.ReadHead(http1.DefaultMaxHeadBytes)
+		if err != nil {
+			got = got || len(uc.R.Buffered()) > 0
+			if !http1.IsTimeout(err) {
+				if errors.Is(err, io.EOF) {
+					return got, errNoResponse
+				}
+				return got, err
+			}
+			now := time.Now()
+			if !routeExpiry.IsZero() && !now.Before(routeExpiry) {
+				return got, errRouteTimeout
+			}
+			if !idleExpiry.IsZero() && !now.Before(idleExpiry) {
+				if bc == nil || bc.progress.Load() == sent {
+					return got, errStreamIdle
+				}
+				sent = bc.progress.Load()
+				idleExpiry = http1.Deadline(c.streamIdle)
+			}
+			if !poll.IsZero() && !now.Before(poll) {
+				if http1.Peek(c.nc) == http1.PeekClosed {
+					return got, errClientGone
+				}
+				poll = now.Add(clientPollInterval)
+			}
+			setHard()
+			continue
+		}
+		got = true
+		if err := http1.ParseResponse(head, &c.resp, isHead); err != nil {
+			return got, err
+		}
+		if c.resp.Status >= 200 {
+			return got, nil
+		}
+		if c.resp.Status == 101 {
+			return got, errSwitched
+		}
+		if c.resp.Status == 100 || reqMinor == 0 {
+			continue // 100-continue is answered by the proxy; 1.0 clients get no 1xx
+		}
+		w := c.appendResponseHead(c.wbuf[:0], 1, true)
+		c.wbuf = w
+		if _, err := c.nc.Write(w); err != nil {
+			return got, err
+		}
+		if !idleExpiry.IsZero() {
+			idleExpiry = http1.Deadline(c.streamIdle)
+			setHard()
+		}
+	}
+}
+
+// appendResponseHead writes the downstream response head for c.resp.
+func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
+	resp := &c.resp
+	w = append(w, "HTTP/1.1 "...)
+	w = http1.AppendInt(w, int64(resp.Status))
+	w = append(w, ' ')
+	w = append(w, resp.Reason...)
+	w = append(w, "\r\n"...)
+	for i := range resp.Headers {
+		h := &resp.Headers[i]
+		if h.Hop {
+			continue
+		}
+		if len(h.Name) == 14 && http1.EqualFold(h.Name, "Content-Length") {
+			continue
+		}
+		if c.fresp.skipResponseHeader(h.Name) {
+			continue
+		}
+		w = http1.AppendHeader(w, h.Name, h.Value)
+	}
+	if resp.Status < 200 {
+		return append(w, "\r\n"...)
+	}
+	for i := range c.respExtra {
+		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
+	}
+	w = c.fresp.appendResponseHeaders(w)
+	if c.setCookie != "" {
+		w = append(w, "set-cookie: "...)
+		w = append(w, c.setCookie...)
+		w = append(w, "\r\n"...)
+	}
+	switch resp.Framing {
+	case http1.FramingLength:
+		w = append(w, "content-length: "...)
+		w = http1.AppendInt(w, resp.ContentLength)
+		w = append(w, "\r\n"...)
+	case http1.FramingChunked, http1.FramingClose:
+		if reqMinor == 1 {
+			w = append(w, "transfer-encoding: chunked\r\n"...)
+		} else {
+			keep = false
+		}
+	case http1.FramingNone:
+		if resp.ContentLength >= 0 && (!http1.NoBody(resp.Status) || resp.Status == 304) {
+			// HEAD (or 304): the length the body would have had.
+			w = append(w, "content-length: "...)
+			w = http1.AppendInt(w, resp.ContentLength)
+			w = append(w, "\r\n"...)
+		}
+	}
+	if !keep {
+		w = append(w, "connection: close\r\n"...)
+	} else if reqMinor == 0 {
+		w = append(w, "connection: keep-alive\r\n"...)
+	}
+	return append(w, "\r\n"...)
+}
+
+// copyResponseBody streams the rest of the response body downstream,
+// re-chunking it when downChunked.
+func (c *h1conn) copyResponseBody(uc *cluster.UpstreamConn, downChunked bool) error {
+	resp := &c.resp
+	var src io.Reader
+	var lr http1.LengthReader
+	switch resp.Framing {
+	case http1.FramingLength:
+		lr = http1.LengthReader{R: uc.R, Left: resp.ContentLength}
+		src = &lr
+	case http1.FramingChunked:
+		c.chunk.Reset(uc.R)
+		src = &c.chunk
+	default:
+		src = uc.R
+	}
+	rerr, werr := copyBody(c.nc, src, downChunked, func() []byte {
+		if resp.Framing == http1.FramingChunked {
+			return c.chunk.Trailer
+		}
+		return nil
+	}, nil)
+	if rerr != nil {
+		return rerr
+	}
+	return werr
+}
+
+// copyBody copies src to dst, framing each read as a chunk when chunked
+// (and ending with the last chunk and trailer()). Bodies don't go through
+// any other buffer: each read lands where it is written from. It returns
+// the error reading src or the one writing dst.
+func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() []byte, progress *atomic.Int64) (rerr, werr error) {
+	bp := copyBufPool.Get().(*[]byte)
+	defer copyBufPool.Put(bp)
+	buf := *bp
+	data := buf[http1.ChunkHeadroom : http1.ChunkHeadroom+copyBufSize]
+	for {
+		n, err := src.Read(data)
+		if n > 0 {
+			out := data[:n]
+			if chunked {
+				out = http1.FrameChunk(buf, n)
+			}
+			if _, werr := dst.Write(out); werr != nil {
+				return nil, werr
+			}
+			if progress != nil {
+				progress.Add(int64(n))
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			if chunked {
+				_, werr := dst.Write(http1.AppendLastChunk(buf[:0], trailer()))
+				return nil, werr
+			}
+			return nil, nil
+		}
+		if err != nil {
+			return err, nil
+		}
+	}
+}
+
+// startBodyCopy streams the rest of the request body upstream on its own
+// goroutine, so that the response (and 100 Continue) can be read meanwhile.
+// Until done is signalled the copier owns c.r.
+func (c *h1conn) startBodyCopy(uc *cluster.UpstreamConn) *bodyCopy {
+	bc := &bodyCopy{done: make(chan error, 1)}
+	req := &c.req
+	var src io.Reader
+	chunked := req.Framing == http1.FramingChunked
+	if chunked {
+		c.reqCh.Reset(c.r)
+		src = &c.reqCh
+	} else {
+		src = &http1.LengthReader{R: c.r, Left: req.ContentLength}
+	}
+	go func() {
+		rerr, werr := copyBody(uc, src, chunked, func() []byte { return c.reqCh.Trailer }, &bc.progress)
+		if rerr != nil {
+			// The client side failed: abort the upstream request, which
+			// also ends the response wait (the reader is not touched).
+			bc.downFailed.Store(true)
+			uc.D.Close()
+			bc.done <- rerr
+			return
+		}
+		bc.done <- werr
+	}()
+	return bc
+}

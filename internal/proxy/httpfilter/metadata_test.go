@@ -1,0 +1,26 @@
+package httpfilter
+
+import "testing"
+
+func TestMetadata(t *testing.T) {
+	var nilMD *Metadata
+	if _, ok := nilMD.Get("istio_authn", "request.auth.principal"); ok {
+		t.Error("nil Metadata has a value")
+	}
+	var md Metadata
+	if _, ok := md.Get("istio_authn", "request.auth.principal"); ok {
+		t.Error("empty Metadata has a value")
+	}
+	md.Set("istio_authn", "request.auth.principal", "iss/sub")
+	md.Set("istio_authn", "request.auth.principal", "iss/sub2")
+	md.Set("other", "k", 1)
+	if v, ok := md.Get("istio_authn", "request.auth.principal"); !ok || v != "iss/sub2" {
+		t.Errorf("Get = %v, %v; want iss/sub2, true", v, ok)
+	}
+	if _, ok := md.Get("istio_authn", "k"); ok {
+		t.Error("a key leaked across namespaces")
+	}
+	if v, _ := md.Get("other", "k"); v != 1 {
+		t.Errorf("other/k = %v", v)
+	}
+}

@@ -260,6 +260,9 @@ func TestH2MaxConcurrentStreams(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 2)
 	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/warm" {
+			return
+		}
 		entered <- struct{}{}
 		<-release
 	}))
@@ -269,23 +272,57 @@ func TestH2MaxConcurrentStreams(t *testing.T) {
 		func(h *hcmv3.HttpConnectionManager) {
 			h.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{MaxConcurrentStreams: wrapperspb.UInt32(1)}
 		}, staticCluster("be", be.Listener.Addr().String()))
-	tr := h2cClient().Transport.(*http2.Transport)
-	tr.StrictMaxConcurrentStreams = true // queue on the one connection instead of opening another
-	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	// One client connection, used directly: the Transport's pool
+	// reserves a slot per waiting request, and under
+	// StrictMaxConcurrentStreams two reservations on a fresh connection
+	// with a limit of 1 deadlock in x/net's client.
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := (&http2.Transport{AllowHTTP: true, StrictMaxConcurrentStreams: true}).NewClientConn(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	get := func(path string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+path, nil)
+		resp, err := cc.RoundTrip(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: status %d, flags %q", path, resp.StatusCode, resp.Header.Get("x-envoy-response-flags"))
+		}
+		return nil
+	}
+	// A first exchange, so that the client has the proxy's SETTINGS.
+	if err := get("/warm"); err != nil {
+		t.Fatal(err)
+	}
+	if n := cc.State().MaxConcurrentStreams; n != 1 {
+		t.Fatalf("the client sees max concurrent streams %d; want 1", n)
+	}
 	errs := make(chan error, 2)
 	for range 2 {
-		go func() {
-			resp, err := c.Get("http://" + addr + "/")
-			if err == nil {
-				resp.Body.Close()
-			}
-			errs <- err
-		}()
+		go func() { errs <- get("/") }()
 	}
-	<-entered
+	select {
+	case <-entered:
+	case err := <-errs:
+		t.Fatalf("a request ended before either reached the backend: %v", err)
+	}
 	select {
 	case <-entered:
 		t.Fatal("two streams ran at once with max_concurrent_streams 1")
+	case err := <-errs:
+		t.Fatalf("the queued request ended while the first was held: %v", err)
 	case <-time.After(300 * time.Millisecond):
 	}
 	close(release)

@@ -27,14 +27,6 @@ const Name = "envoy.filters.network.http_connection_manager"
 
 const routerFilter = "envoy.filters.http.router"
 
-// ignoredHTTPFilters are HTTP filters we accept and do not run yet.
-var ignoredHTTPFilters = map[string]bool{
-	"envoy.filters.http.grpc_stats": true,
-	"istio.alpn":                    true,
-	"istio.stats":                   true,
-	"istio.metadata_exchange":       true,
-}
-
 // Routes is where RDS route tables come from.
 type Routes interface {
 	Get(name string) *route.Table
@@ -135,7 +127,10 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 		if err != nil {
 			return nil, fmt.Errorf("http_filters[%d] %q: %w", i, hf.GetName(), err)
 		}
-		if !known && !ignoredHTTPFilters[hf.GetName()] && !hf.GetIsOptional() {
+		// A filter Strait does not run is refused, also Istio's telemetry
+		// and ALPN filters: accepting it would drop what it does unseen.
+		// One marked is_optional may be skipped, as Envoy skips it.
+		if !known && !hf.GetIsOptional() {
 			return nil, fmt.Errorf("http filter %q is not supported", hf.GetName())
 		}
 	}

@@ -81,3 +81,23 @@ func TestBuildRefusesWhatItCannotHonour(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildRefusesUnknownFilters: Istio's telemetry and ALPN filters, which
+// Strait does not run, are refused by name like any other filter it does
+// not know, unless marked optional.
+func TestBuildRefusesUnknownFilters(t *testing.T) {
+	for _, name := range []string{"envoy.filters.http.grpc_stats", "istio.alpn", "istio.stats", "istio.metadata_exchange", "envoy.filters.http.lua"} {
+		for _, optional := range []bool{false, true} {
+			h := hcmConfig(func(h *hcmv3.HttpConnectionManager) {
+				h.HttpFilters = append([]*hcmv3.HttpFilter{{Name: name, IsOptional: optional}}, h.HttpFilters...)
+			})
+			_, err := Build(h, nil)
+			switch {
+			case optional && err != nil:
+				t.Errorf("%s (optional): %v; want it skipped", name, err)
+			case !optional && (err == nil || !strings.Contains(err.Error(), name)):
+				t.Errorf("%s: err = %v; want one naming the filter", name, err)
+			}
+		}
+	}
+}

@@ -33,12 +33,6 @@ var passiveListenerFilters = map[string]bool{
 	"envoy.filters.listener.http_inspector": true,
 }
 
-// ignoredNetworkFilters are non-terminal network filters we accept and skip.
-var ignoredNetworkFilters = map[string]bool{
-	"istio.metadata_exchange": true,
-	"istio.stats":             true,
-}
-
 // Listener is one built listener. Immutable once built.
 type Listener struct {
 	Name           string
@@ -241,7 +235,6 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 			}
 			h.UseStats(d.Stats)
 			c.http = h
-		case ignoredNetworkFilters[f.GetName()]:
 		default:
 			return fmt.Errorf("network filter %q is not supported", f.GetName())
 		}

@@ -128,7 +128,11 @@ func (m *Manager) drainTime() time.Duration {
 // handshake, so the peer certificate is known); false when one denies,
 // and the connection is then closed without reaching the terminal filter.
 func authorizeConn(fc *filterChain, c net.Conn, dst netip.AddrPort) bool {
-	in := rbac.Input{Conn: rbac.ConnectionOf(c, dst)}
+	return authorizeConnection(fc, rbac.ConnectionOf(c, dst))
+}
+
+func authorizeConnection(fc *filterChain, conn *rbac.Connection) bool {
+	in := rbac.Input{Conn: conn}
 	for _, f := range fc.rbac {
 		if !f.Check(&in) {
 			return false

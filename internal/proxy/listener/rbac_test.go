@@ -1,7 +1,10 @@
 package listener
 
 import (
+	"encoding/json"
 	"log/slog"
+	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
@@ -11,13 +14,16 @@ import (
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	origdstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	netrbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 func networkRBAC(t *testing.T, cfg *netrbacv3.RBAC) *listenerv3.Filter {
@@ -122,4 +128,52 @@ func TestNetworkRBACRefusals(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "before a terminal filter") {
 		t.Errorf("rbac alone: %v", err)
 	}
+}
+
+// TestGeneratedAuthzListeners: strait-proxy builds the RBAC filters
+// straitd generates from AuthorizationPolicies (the authz golden files),
+// and their decision on a TCP chain is Istio's: the mesh-wide DENY policy
+// whose only condition is a request header denies every TCP connection.
+func TestGeneratedAuthzListeners(t *testing.T) {
+	for _, pod := range []string{"server", "other"} {
+		raw, err := os.ReadFile("../../xds/gen/testdata/authz/golden/" + pod + ".listeners.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var docs []json.RawMessage
+		if err := json.Unmarshal(raw, &docs); err != nil {
+			t.Fatal(err)
+		}
+		prov := tlsconf.NewProvider(tlsconf.ProviderOptions{})
+		defer prov.Close()
+		var in *Listener
+		for _, d := range docs {
+			var l listenerv3.Listener
+			if err := protojson.Unmarshal(d, &l); err != nil {
+				t.Fatal(err)
+			}
+			b, err := Build(&l, Deps{Stats: stats.New(), Secrets: prov})
+			if err != nil {
+				t.Fatalf("%s: strait-proxy refuses what straitd generates: %v", pod, err)
+			}
+			if b.Name == "virtualInbound" {
+				in = b
+			}
+		}
+		pass := in.defaultChain
+		if pass == nil || len(pass.rbac) != 2+btoi(pod == "server") {
+			t.Fatalf("%s: passthrough chain %+v", pod, pass)
+		}
+		c := &rbac.Connection{Source: netip.MustParseAddrPort("10.94.0.10:1234"), Destination: netip.MustParseAddrPort("10.94.0.11:7777")}
+		if ok := authorizeConnection(pass, c); ok {
+			t.Errorf("%s: a TCP connection passed the header-only DENY policy", pod)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -20,7 +20,6 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
@@ -221,8 +220,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		path = r.URL.RawPath
 	}
 	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)}
-	var meta httpfilter.Metadata           // the request's dynamic metadata
-	if !streamAuthorize(c, &rreq, &meta) { // rbac.go
+	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq) { // rbac.go
 		streamLocalReply(w, r, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
 		return
 	}

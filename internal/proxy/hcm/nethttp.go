@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
@@ -106,8 +105,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		path = r.URL.RawPath
 	}
 	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)}
-	var meta httpfilter.Metadata           // the request's dynamic metadata
-	if !streamAuthorize(c, &rreq, &meta) { // rbac.go
+	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq) { // rbac.go
 		localReply(w, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
 		return
 	}

@@ -68,10 +68,11 @@ func rbacConnection(f *Filter, c net.Conn, dst netip.AddrPort) *rbac.Connection 
 	return rbac.ConnectionOf(c, dst)
 }
 
-// streamAuthorize is authorize for the HTTP/2 and net/http paths.
-func streamAuthorize(c *conn, rr *route.Request, md *httpfilter.Metadata) bool {
-	if len(c.filter.filters.rbac) == 0 {
-		return true
-	}
-	return c.filter.filters.authorize(c.authz, rr, md)
+// streamAuthorize is authorize for the HTTP/2 and net/http paths. rr is
+// taken by value and the request's metadata made here, so that a request
+// on an HCM without RBAC filters (which does not call it) allocates
+// neither.
+func streamAuthorize(c *conn, rr route.Request) bool {
+	var meta httpfilter.Metadata // the request's dynamic metadata
+	return c.filter.filters.authorize(c.authz, &rr, &meta)
 }

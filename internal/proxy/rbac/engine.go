@@ -100,13 +100,6 @@ type Input struct {
 	Metadata *httpfilter.Metadata
 }
 
-func (in *Input) request() *route.Request {
-	if in.Request == nil {
-		return &route.Request{}
-	}
-	return in.Request
-}
-
 func (in *Input) remoteIP() netip.Addr {
 	if in.RemoteIP.IsValid() {
 		return in.RemoteIP

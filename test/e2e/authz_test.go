@@ -92,13 +92,13 @@ func TestAuthorizationPolicy(t *testing.T) {
 	}
 	isOK := func(a answer) error {
 		if a.err != nil || a.status != 200 {
-			return fmt.Errorf("got %d %q %v, want 200", a.status, a.body, a.err)
+			return fmt.Errorf("got %d %q %w, want 200", a.status, a.body, a.err)
 		}
 		return nil
 	}
 	isDenied := func(a answer) error {
 		if a.err != nil || a.status != 403 || a.body != "RBAC: access denied" {
-			return fmt.Errorf("got %d %q %v, want 403 \"RBAC: access denied\"", a.status, a.body, a.err)
+			return fmt.Errorf("got %d %q %w, want 403 \"RBAC: access denied\"", a.status, a.body, a.err)
 		}
 		return nil
 	}

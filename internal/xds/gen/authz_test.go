@@ -18,18 +18,17 @@ import (
 // authzRequest is one request to the workload under test (namespace
 // shop, port 8080 at 10.94.0.11).
 type authzRequest struct {
-	name     string
-	from     string // the client's SPIFFE ID; "" is plaintext
-	src      string // the client's IP (default 10.0.0.5)
-	method   string // default GET
-	path     string // default /
-	host     string // default server.shop
-	headers  map[string]string
-	jwt      map[string]any // istio_authn metadata
-	tcp      bool           // a TCP connection (network filters)
-	port     uint16         // default 8080
-	want     bool
-	wantNote string
+	name    string
+	from    string // the client's SPIFFE ID; "" is plaintext
+	src     string // the client's IP (default 10.0.0.5)
+	method  string // default GET
+	path    string // default /
+	host    string // default server.shop
+	headers map[string]string
+	jwt     map[string]any // istio_authn metadata
+	tcp     bool           // a TCP connection (network filters)
+	port    uint16         // default 8080
+	want    bool
 }
 
 type headerMap map[string]string

@@ -91,14 +91,20 @@ func TestAuthorizationPolicy(t *testing.T) {
 		return answer{status: resp.StatusCode, body: string(b)}
 	}
 	isOK := func(a answer) error {
-		if a.err != nil || a.status != 200 {
-			return fmt.Errorf("got %d %q %w, want 200", a.status, a.body, a.err)
+		if a.err != nil {
+			return fmt.Errorf("want 200: %w", a.err)
+		}
+		if a.status != 200 {
+			return fmt.Errorf("got %d %q, want 200", a.status, a.body)
 		}
 		return nil
 	}
 	isDenied := func(a answer) error {
-		if a.err != nil || a.status != 403 || a.body != "RBAC: access denied" {
-			return fmt.Errorf("got %d %q %w, want 403 \"RBAC: access denied\"", a.status, a.body, a.err)
+		if a.err != nil {
+			return fmt.Errorf("want 403: %w", a.err)
+		}
+		if a.status != 403 || a.body != "RBAC: access denied" {
+			return fmt.Errorf("got %d %q, want 403 \"RBAC: access denied\"", a.status, a.body)
 		}
 		return nil
 	}

@@ -5,9 +5,11 @@ package config
 
 import (
 	"fmt"
+	"maps"
 
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
 
 	"github.com/straitmesh/strait/internal/model"
 )
@@ -19,19 +21,38 @@ const (
 	KindVirtualService  model.Kind = "VirtualService"
 	KindDestinationRule model.Kind = "DestinationRule"
 	KindSidecar         model.Kind = "Sidecar"
+
+	KindAuthorizationPolicy model.Kind = "AuthorizationPolicy"
 )
 
-// NetworkingGroup is the API group of every supported kind.
+// NetworkingGroup is the API group of the networking kinds.
 const NetworkingGroup = "networking.istio.io"
+
+// SecurityGroup is the API group of the security kinds.
+const SecurityGroup = "security.istio.io"
+
+// GroupOf is the API group of a supported kind ("" for another kind).
+func GroupOf(kind model.Kind) string {
+	switch kind {
+	case KindAuthorizationPolicy:
+		return SecurityGroup
+	case KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar:
+		return NetworkingGroup
+	}
+	return ""
+}
 
 // DefaultNamespace is used when metadata.namespace is empty.
 const DefaultNamespace = "default"
 
 // Kinds lists the supported kinds in a fixed order.
-var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar}
+var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar, KindAuthorizationPolicy}
 
-// acceptedVersions are the networking.istio.io versions we read.
-var acceptedVersions = map[string]bool{"v1": true, "v1beta1": true, "v1alpha3": true}
+// acceptedVersions are the versions we read, by API group.
+var acceptedVersions = map[string]map[string]bool{
+	NetworkingGroup: {"v1": true, "v1beta1": true, "v1alpha3": true},
+	SecurityGroup:   {"v1": true, "v1beta1": true},
+}
 
 // newSpec returns an empty spec message for a supported kind, or nil.
 func newSpec(kind model.Kind) proto.Message {
@@ -46,6 +67,8 @@ func newSpec(kind model.Kind) proto.Message {
 		return &networking.DestinationRule{}
 	case KindSidecar:
 		return &networking.Sidecar{}
+	case KindAuthorizationPolicy:
+		return &security.AuthorizationPolicy{}
 	}
 	return nil
 }
@@ -57,6 +80,9 @@ type Meta struct {
 	Name       string
 	Namespace  string
 	Labels     map[string]string
+	// Annotations are the object's annotations (AuthorizationPolicy's
+	// istio.io/dry-run).
+	Annotations map[string]string
 	// Source says where the object was read from, for messages.
 	Source Source
 }
@@ -91,13 +117,8 @@ func (c *Config) Equal(o *Config) bool {
 	if c == nil || o == nil {
 		return false
 	}
-	if c.Key() != o.Key() || len(c.Labels) != len(o.Labels) {
+	if c.Key() != o.Key() || !maps.Equal(c.Labels, o.Labels) || !maps.Equal(c.Annotations, o.Annotations) {
 		return false
-	}
-	for k, v := range c.Labels {
-		if ov, ok := o.Labels[k]; !ok || ov != v {
-			return false
-		}
 	}
 	return proto.Equal(c.Spec, o.Spec)
 }
@@ -129,5 +150,12 @@ func (c *Config) DestinationRule() *networking.DestinationRule {
 // Sidecar returns the spec if c is a Sidecar, else nil.
 func (c *Config) Sidecar() *networking.Sidecar {
 	s, _ := c.Spec.(*networking.Sidecar)
+	return s
+}
+
+// AuthorizationPolicy returns the spec if c is an AuthorizationPolicy,
+// else nil.
+func (c *Config) AuthorizationPolicy() *security.AuthorizationPolicy {
+	s, _ := c.Spec.(*security.AuthorizationPolicy)
 	return s
 }

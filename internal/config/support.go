@@ -693,6 +693,7 @@ var fieldSupport = map[model.Kind]map[string]Support{
 		"exportTo":                   Honoured,
 		"subjectAltNames":            Refused,
 	},
+	KindAuthorizationPolicy: authorizationPolicySupport, // support_authz.go
 	KindSidecar: {
 		"workloadSelector":                                           Honoured,
 		"workloadSelector.labels":                                    Honoured,

@@ -10,7 +10,7 @@ import (
 	"github.com/straitmesh/strait/internal/ca/token"
 )
 
-// ServiceAccount is the service account of every pod of the local mesh.
+// ServiceAccount is the service account of a pod whose Workload names none.
 const ServiceAccount = "default"
 
 // writeIdentity puts the mesh root and a workload token where the pod's
@@ -25,7 +25,7 @@ func (m *Mesh) writeIdentity(p *Pod) error {
 		return err
 	}
 	now := time.Now()
-	tok, err := key.Issue(token.Claims{Namespace: p.Namespace, ServiceAccount: ServiceAccount, IssuedAt: now.Unix(), Expiry: now.Add(24 * time.Hour).Unix()})
+	tok, err := key.Issue(token.Claims{Namespace: p.Namespace, ServiceAccount: p.serviceAccount(), IssuedAt: now.Unix(), Expiry: now.Add(24 * time.Hour).Unix()})
 	if err != nil {
 		return err
 	}

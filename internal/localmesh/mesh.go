@@ -71,6 +71,17 @@ type Workload struct {
 	// Files are written into the pod's directory before the app starts
 	// (name → content, with {{POD_DIR}} replaced as in App).
 	Files map[string]string
+	// ServiceAccount is the pod's service account, in its SPIFFE identity
+	// (default ServiceAccount).
+	ServiceAccount string
+}
+
+// serviceAccount is the workload's service account.
+func (w *Workload) serviceAccount() string {
+	if w.ServiceAccount == "" {
+		return ServiceAccount
+	}
+	return w.ServiceAccount
 }
 
 // Pod is a running workload.
@@ -346,7 +357,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		"POD_NAME=" + p.Name,
 		"POD_NAMESPACE=" + p.Namespace,
 		"INSTANCE_IP=" + p.IP,
-		"SERVICE_ACCOUNT=default",
+		"SERVICE_ACCOUNT=" + p.serviceAccount(),
 		"PROXY_CONFIG=" + proxyConfig,
 		"ISTIO_META_WORKLOAD_NAME=" + p.Name,
 		"ISTIO_META_INTERCEPTION_MODE=" + m.opts.InterceptionMode,

@@ -12,6 +12,8 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
 )
@@ -84,6 +86,14 @@ type h1conn struct {
 	idle      atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
 
 	fresp filterResponse // the HTTP filters' response headers (h1filters.go)
+	// meta is the request in progress's dynamic metadata, reset for every
+	// request: what a filter learns (the JWT filter's claims) for a later
+	// one (RBAC) to read.
+	meta httpfilter.Metadata
+	// authz describes the connection for the RBAC filters (rbac.go);
+	// computed at the first request when the HCM has one.
+	authz *rbac.Connection
+	rreq  route.Request // what routing and RBAC read of the request in progress
 
 	tracked   net.Conn      // the connection as the Server tracks it
 	wb        *[]byte       // pooled write buffer (wbuf) while a request is served
@@ -391,19 +401,31 @@ func (c *h1conn) serveRequest() bool {
 	req := &c.req
 	c.resetRouterState()
 	c.fresp = filterResponse{} // the filters' response headers (h1filters.go)
-	table := c.filter.table()
-	if table == nil {
-		return c.localReply(404, "NR", "")
-	}
+	c.meta = httpfilter.Metadata{}
 	query := req.Query
 	if len(query) > 0 {
 		query = query[1:] // its '?'
 	}
-	rt := table.Route(&route.Request{
+	// A field, not a local: the RBAC filters would make a local escape.
+	c.rreq = route.Request{
 		Host: http1.UnsafeString(req.Host), Path: http1.UnsafeString(req.Path),
 		Query:  http1.UnsafeString(query),
 		Method: http1.UnsafeString(req.Method), Scheme: "http", Headers: &req.Headers,
-	})
+	}
+	rreq := &c.rreq
+	if len(c.filter.filters.rbac) > 0 {
+		if c.authz == nil {
+			c.authz = rbacConnection(c.filter, c.tracked, c.dst)
+		}
+		if !c.filter.filters.authorize(c.authz, rreq, &c.meta) { // rbac.go
+			return c.filterReply(403, rbac.ResponseFlag, rbac.DeniedBody, nil)
+		}
+	}
+	table := c.filter.table()
+	if table == nil {
+		return c.localReply(404, "NR", "")
+	}
+	rt := table.Route(rreq)
 	if rt == nil {
 		return c.localReply(404, "NR", "")
 	}

@@ -18,6 +18,8 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
+	httprbac "github.com/straitmesh/strait/internal/proxy/httpfilter/rbac"
+	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
@@ -25,10 +27,11 @@ import (
 // httpFilters are the fault and CORS filters an HCM lists. Immutable once
 // Build returns.
 type httpFilters struct {
-	fault        bool          // envoy.filters.http.fault is in the chain
-	faultDefault *fault.Policy // its filter-level HTTPFault (nil: none)
-	cors         bool          // envoy.filters.http.cors is in the chain
-	corsFirst    bool          // CORS runs before the fault filter
+	fault        bool           // envoy.filters.http.fault is in the chain
+	faultDefault *fault.Policy  // its filter-level HTTPFault (nil: none)
+	cors         bool           // envoy.filters.http.cors is in the chain
+	corsFirst    bool           // CORS runs before the fault filter
+	rbac         []*rbac.Filter // envoy.filters.http.rbac, in chain order (rbac.go)
 	stats        filterStats
 }
 
@@ -56,6 +59,9 @@ func (f *Filter) UseStats(st *stats.Store) {
 		f.filters.stats.delays = st.Counter(p + "fault.delays_injected")
 		f.filters.stats.aborts = st.Counter(p + "fault.aborts_injected")
 	}
+	for _, r := range f.filters.rbac {
+		r.UseStats(st, p)
+	}
 	if f.filters.cors {
 		f.filters.stats.originValid = st.Counter(p + "cors.origin_valid")
 		f.filters.stats.originInvalid = st.Counter(p + "cors.origin_invalid")
@@ -66,7 +72,7 @@ func (f *Filter) UseStats(st *stats.Store) {
 // reports that it was.
 func (hf *httpFilters) add(f *hcmv3.HttpFilter) (known bool, err error) {
 	name := f.GetName()
-	if name != fault.Name && name != cors.Name {
+	if name != fault.Name && name != cors.Name && name != httprbac.Name {
 		return false, nil
 	}
 	if f.GetDisabled() {
@@ -76,6 +82,18 @@ func (hf *httpFilters) add(f *hcmv3.HttpFilter) (known bool, err error) {
 		return true, fmt.Errorf("config_discovery is not supported (give typed_config)")
 	}
 	switch name {
+	case httprbac.Name:
+		// RBAC runs before routing (rbac.go), so before the fault and
+		// CORS filters whatever the list says: refuse an order that would
+		// mean otherwise.
+		if hf.fault || hf.cors {
+			return true, fmt.Errorf("must come before %s and %s", fault.Name, cors.Name)
+		}
+		r, err := httprbac.Parse(f.GetTypedConfig())
+		if err != nil {
+			return true, err
+		}
+		hf.rbac = append(hf.rbac, r)
 	case fault.Name:
 		if hf.fault {
 			return true, fmt.Errorf("the filter is listed twice")

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
 
@@ -99,16 +100,21 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		localReply(w, http.StatusInternalServerError, "", errNoConn.Error())
 		return
 	}
+	path := r.URL.Path
+	if r.URL.RawPath != "" {
+		path = r.URL.RawPath
+	}
+	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)}
+	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq) { // rbac.go
+		localReply(w, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
+		return
+	}
 	table := c.filter.table()
 	if table == nil {
 		localReply(w, http.StatusNotFound, "NR", "")
 		return
 	}
-	path := r.URL.Path
-	if r.URL.RawPath != "" {
-		path = r.URL.RawPath
-	}
-	rt := table.Route(&route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)})
+	rt := table.Route(&rreq)
 	if rt == nil {
 		localReply(w, http.StatusNotFound, "NR", "")
 		return

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/rbac"
 )
 
 // Clusters resolves cluster names (the cluster manager).
@@ -73,6 +74,9 @@ type conn struct {
 	src    cluster.OriginalSource
 	lim    *Limits // CodecNetHTTP
 	nh     *nhConn // CodecNetHTTP
+	// authz describes the connection for the RBAC filters (rbac.go); nil
+	// when the HCM has none. Read by every stream.
+	authz *rbac.Connection
 }
 
 // NewServer starts a Server.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
 )
 
@@ -97,6 +98,11 @@ func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster
 		}
 		c = tc
 	}
+	if len(fc.rbac) > 0 && !authorizeConn(fc, c, dst) {
+		m.log.Debug("connection denied by rbac", "listener", l.Name, "peer", c.RemoteAddr().String(), "destination", dst.String())
+		c.Close()
+		return
+	}
 	l.stats.CxActive.Add(1)
 	if fc.http != nil {
 		// The HTTP server owns c from here; active count is approximate for HTTP.
@@ -116,4 +122,21 @@ func (m *Manager) drainTime() time.Duration {
 		return m.opts.DrainTime
 	}
 	return defaultDrainTime
+}
+
+// authorizeConn runs the chain's network RBAC filters on c (after its TLS
+// handshake, so the peer certificate is known); false when one denies,
+// and the connection is then closed without reaching the terminal filter.
+func authorizeConn(fc *filterChain, c net.Conn, dst netip.AddrPort) bool {
+	return authorizeConnection(fc, rbac.ConnectionOf(c, dst))
+}
+
+func authorizeConnection(fc *filterChain, conn *rbac.Connection) bool {
+	in := rbac.Input{Conn: conn}
+	for _, f := range fc.rbac {
+		if !f.Check(&in) {
+			return false
+		}
+	}
+	return true
 }

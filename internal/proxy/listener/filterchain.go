@@ -10,6 +10,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/hcm"
+	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
@@ -26,8 +27,11 @@ type filterChain struct {
 	tls         *tlsconf.Server // transport_socket TLS (tls.go); nil: plaintext
 	// handshakeTimeout bounds the TLS handshake (tls.go).
 	handshakeTimeout time.Duration
-	tcp              *tcpproxy.Filter
-	http             *hcm.Filter
+	// rbac are the envoy.filters.network.rbac filters before the terminal
+	// one, in order (conn.go).
+	rbac []*rbac.Filter
+	tcp  *tcpproxy.Filter
+	http *hcm.Filter
 }
 
 func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {

@@ -16,6 +16,7 @@ import (
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/hcm"
+	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
@@ -235,6 +236,16 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 			}
 			h.UseStats(d.Stats)
 			c.http = h
+		case f.GetName() == rbac.NetworkName || tc.GetTypeUrl() == "type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC":
+			if last {
+				return fmt.Errorf("filter %q must come before a terminal filter", f.GetName())
+			}
+			r, prefix, err := rbac.ParseNetwork(tc)
+			if err != nil {
+				return fmt.Errorf("filter %q: %w", f.GetName(), err)
+			}
+			r.UseStats(d.Stats, prefix)
+			c.rbac = append(c.rbac, r)
 		default:
 			return fmt.Errorf("network filter %q is not supported", f.GetName())
 		}

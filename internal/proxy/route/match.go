@@ -397,3 +397,28 @@ func firstQueryValue(query, name string) (string, bool) {
 	}
 	return "", false
 }
+
+// HeaderMatch is a compiled Envoy HeaderMatcher, for filters that match
+// headers outside a route (the RBAC filter's header permission and
+// principal).
+type HeaderMatch struct{ hm headerMatcher }
+
+// CompileHeaderMatch compiles h with the semantics a route's header
+// matcher has (pseudo-headers :method, :authority, :scheme and :path
+// included).
+func CompileHeaderMatch(h *routev3.HeaderMatcher) (*HeaderMatch, error) {
+	hm, err := compileHeader(h)
+	if err != nil {
+		return nil, err
+	}
+	return &HeaderMatch{hm: hm}, nil
+}
+
+// Matches reports whether req satisfies the matcher.
+func (m *HeaderMatch) Matches(req *Request) bool { return m.hm.matches(req) }
+
+// CompileStringMatch compiles an Envoy StringMatcher with the semantics
+// route matching gives it.
+func CompileStringMatch(sm *matcherv3.StringMatcher) (func(string) bool, error) {
+	return compileStringMatch(sm)
+}

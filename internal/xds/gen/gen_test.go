@@ -76,6 +76,11 @@ var scenarios = []scenario{
 		"sidecar~10.95.0.10~client.secure~secure.svc.cluster.local",
 		"sidecar~10.95.0.11~server.secure~secure.svc.cluster.local",
 	}},
+	// AuthorizationPolicy → RBAC filters (authz.go).
+	{dir: "authz", proxies: []string{
+		"sidecar~10.94.0.11~server.shop~shop.svc.cluster.local",
+		"sidecar~10.94.0.12~other.shop~shop.svc.cluster.local",
+	}},
 	{dir: "match", proxies: []string{
 		"sidecar~10.96.0.10~canary.demo~demo.svc.cluster.local",
 		"sidecar~10.96.0.11~plain.demo~demo.svc.cluster.local",

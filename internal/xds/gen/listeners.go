@@ -178,12 +178,17 @@ func httpOutboundListener(port uint32) *listener.Listener {
 func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener {
 	var chains []*listener.FilterChain
 	mtls := inboundMTLS(snap, proxy)
+	authz := buildAuthz(inboundAuthorizationPolicies(snap, proxy)) // authz.go
+	// withAuthz puts the network RBAC filters before a chain's tcp_proxy.
+	withAuthz := func(f *listener.Filter) []*listener.Filter {
+		return append(authz.tcp[:len(authz.tcp):len(authz.tcp)], f)
+	}
 	for _, p := range inboundPorts(snap, proxy) {
 		clusterName := InboundClusterName(p.endpointPort)
 		statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
-		var f *listener.Filter
+		var f *listener.Filter // the HCM of an HTTP port
 		if p.protocol.IsHTTP() {
-			f = hcmFilter(&hcm.HttpConnectionManager{
+			f = hcmFilterWith(&hcm.HttpConnectionManager{
 				StatPrefix: statPrefix,
 				RouteSpecifier: &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
 					Name: clusterName,
@@ -193,24 +198,26 @@ func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener 
 						Routes:  []*route.Route{prefixRoute("default", "/", clusterName)},
 					}},
 				}},
-			})
-		} else {
-			f = tcpProxyFilter(statPrefix, clusterName)
+			}, authz.http)
+		}
+		filters := []*listener.Filter{f}
+		if f == nil {
+			filters = withAuthz(tcpProxyFilter(statPrefix, clusterName))
 		}
 		chain := &listener.FilterChain{
 			Name:             clusterName,
 			FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(p.endpointPort)},
-			Filters:          []*listener.Filter{f},
+			Filters:          filters,
 		}
 		if mtls {
-			chains = append(chains, permissiveChains(chain, p.endpointPort, p.protocol.IsHTTP(), tcpProxyFilter(statPrefix, clusterName))...) // mtls.go
+			chains = append(chains, permissiveChains(chain, p.endpointPort, p.protocol.IsHTTP(), withAuthz(tcpProxyFilter(statPrefix, clusterName)))...) // mtls.go
 		} else {
 			chains = append(chains, chain)
 		}
 	}
 	chains = append(chains, &listener.FilterChain{
 		Name:    "InboundPassthroughFilterChain",
-		Filters: []*listener.Filter{tcpProxyFilter(InboundPassthroughCluster, InboundPassthroughCluster)},
+		Filters: withAuthz(tcpProxyFilter(InboundPassthroughCluster, InboundPassthroughCluster)),
 	})
 	l := &listener.Listener{
 		Name:    VirtualInboundListener,
@@ -259,14 +266,18 @@ func tcpProxyFilter(statPrefix, clusterName string) *listener.Filter {
 	}
 }
 
-func hcmFilter(m *hcm.HttpConnectionManager) *listener.Filter {
+func hcmFilter(m *hcm.HttpConnectionManager) *listener.Filter { return hcmFilterWith(m, nil) }
+
+// hcmFilterWith is hcmFilter with first (the inbound RBAC filters,
+// authz.go) before every other HTTP filter, where Istio puts them.
+func hcmFilterWith(m *hcm.HttpConnectionManager, first []*hcm.HttpFilter) *listener.Filter {
 	m.CodecType = hcm.HttpConnectionManager_AUTO
 	// WebSocket upgrades are allowed on every HTTP listener, as Istio's
 	// HTTP connection manager builder does.
 	m.UpgradeConfigs = []*hcm.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}}
 	// The fault and CORS filters come before the router, as Istio lists
 	// them (httpfilters.go).
-	m.HttpFilters = append(faultAndCORSFilters(), &hcm.HttpFilter{
+	m.HttpFilters = append(append(first[:len(first):len(first)], faultAndCORSFilters()...), &hcm.HttpFilter{
 		Name:       routerFilterName,
 		ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerfilter.Router{})},
 	})

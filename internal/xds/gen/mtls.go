@@ -261,7 +261,7 @@ func inboundMTLS(snap *mesh.Snapshot, proxy *model.Proxy) bool {
 // here, client certificate required), other TLS passed through as is
 // (passthrough, a tcp_proxy to the port's inbound cluster), and
 // plaintext.
-func permissiveChains(plain *listener.FilterChain, port uint32, http bool, passthrough *listener.Filter) []*listener.FilterChain {
+func permissiveChains(plain *listener.FilterChain, port uint32, http bool, passthrough []*listener.Filter) []*listener.FilterChain {
 	alpn := []string{"istio-peer-exchange", "istio"}
 	if http {
 		alpn = []string{"h2", "http/1.1"}
@@ -285,7 +285,7 @@ func permissiveChains(plain *listener.FilterChain, port uint32, http bool, passt
 	passTLS := &listener.FilterChain{
 		Name:             plain.Name,
 		FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(port), TransportProtocol: "tls"},
-		Filters:          []*listener.Filter{passthrough},
+		Filters:          passthrough,
 	}
 	plain.FilterChainMatch.TransportProtocol = "raw_buffer"
 	return []*listener.FilterChain{mtls, passTLS, plain}

@@ -1,0 +1,173 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	security "istio.io/api/security/v1beta1"
+)
+
+// DryRunAnnotation makes an AuthorizationPolicy evaluated and reported
+// but not enforced (Istio's annotation).
+const DryRunAnnotation = "istio.io/dry-run"
+
+// authzWhenKeys are the `when` keys Istio defines (pilot/pkg/security/
+// authz/model: the attr* constants); request.headers[NAME] and
+// request.auth.claims[NAME]... take a name in brackets.
+var authzWhenKeys = map[string]bool{
+	"source.ip": true, "remote.ip": true, "source.namespace": true, "source.serviceAccount": true,
+	"source.trustDomain": true, "source.principal": true, "request.auth.principal": true,
+	"request.auth.audiences": true, "request.auth.presenter": true, "destination.ip": true,
+	"destination.port": true, "connection.sni": true,
+}
+
+// validateAuthorizationPolicy checks what Istio's validation checks and
+// what the translation relies on: sources and operations are not empty,
+// `when` keys are known and have values, addresses and ports parse, and
+// the dry-run annotation is a boolean. Path templates ({*}, {**}) and the
+// experimental.envoy.filters.* keys are refused as not supported yet.
+func validateAuthorizationPolicy(el *errorList, c *Config, p *security.AuthorizationPolicy) {
+	if v, ok := c.Annotations[DryRunAnnotation]; ok {
+		if _, err := strconv.ParseBool(v); err != nil {
+			el.add("metadata.annotations["+DryRunAnnotation+"]", "%q is not a boolean (want \"true\" or \"false\")", v)
+		}
+	}
+	if p.Selector != nil {
+		validateLabels(el, "spec.selector.matchLabels", p.Selector.MatchLabels)
+	}
+	for i, r := range p.Rules {
+		rf := fmt.Sprintf("spec.rules[%d]", i)
+		if r == nil {
+			el.add(rf, "must not be null")
+			continue
+		}
+		for j, from := range r.From {
+			f := fmt.Sprintf("%s.from[%d].source", rf, j)
+			s := from.GetSource()
+			if s == nil {
+				el.add(f, "must be set")
+				continue
+			}
+			n := 0
+			for _, l := range []struct {
+				name string
+				vs   []string
+				ip   bool
+			}{
+				{"principals", s.Principals, false}, {"notPrincipals", s.NotPrincipals, false},
+				{"requestPrincipals", s.RequestPrincipals, false}, {"notRequestPrincipals", s.NotRequestPrincipals, false},
+				{"namespaces", s.Namespaces, false}, {"notNamespaces", s.NotNamespaces, false},
+				{"serviceAccounts", s.ServiceAccounts, false}, {"notServiceAccounts", s.NotServiceAccounts, false},
+				{"trustDomains", s.TrustDomains, false}, {"notTrustDomains", s.NotTrustDomains, false},
+				{"ipBlocks", s.IpBlocks, true}, {"notIpBlocks", s.NotIpBlocks, true},
+				{"remoteIpBlocks", s.RemoteIpBlocks, true}, {"notRemoteIpBlocks", s.NotRemoteIpBlocks, true},
+			} {
+				n += len(l.vs)
+				validateAuthzValues(el, f+"."+l.name, l.vs, l.ip)
+			}
+			if n == 0 {
+				el.add(f, "must set at least one field (e.g. principals or namespaces)")
+			}
+		}
+		for j, to := range r.To {
+			f := fmt.Sprintf("%s.to[%d].operation", rf, j)
+			o := to.GetOperation()
+			if o == nil {
+				el.add(f, "must be set")
+				continue
+			}
+			if len(o.Hosts)+len(o.NotHosts)+len(o.Ports)+len(o.NotPorts)+len(o.Methods)+len(o.NotMethods)+len(o.Paths)+len(o.NotPaths) == 0 {
+				el.add(f, "must set at least one field (e.g. paths or ports)")
+			}
+			for _, l := range []struct {
+				name string
+				vs   []string
+			}{{"hosts", o.Hosts}, {"notHosts", o.NotHosts}, {"methods", o.Methods}, {"notMethods", o.NotMethods}} {
+				validateAuthzValues(el, f+"."+l.name, l.vs, false)
+			}
+			for _, l := range []struct {
+				name string
+				vs   []string
+			}{{"ports", o.Ports}, {"notPorts", o.NotPorts}} {
+				for k, v := range l.vs {
+					validateAuthzPort(el, fmt.Sprintf("%s.%s[%d]", f, l.name, k), v)
+				}
+			}
+			for _, l := range []struct {
+				name string
+				vs   []string
+			}{{"paths", o.Paths}, {"notPaths", o.NotPaths}} {
+				validateAuthzValues(el, f+"."+l.name, l.vs, false)
+				for k, v := range l.vs {
+					if strings.Contains(v, "{") {
+						el.addErr(fmt.Sprintf("%s.%s[%d]", f, l.name, k), fmt.Errorf("path template %q %w (use a prefix or suffix wildcard)", v, ErrNotSupported))
+					}
+				}
+			}
+		}
+		for j, w := range r.When {
+			f := fmt.Sprintf("%s.when[%d]", rf, j)
+			validateAuthzWhen(el, f, w)
+		}
+	}
+}
+
+func validateAuthzWhen(el *errorList, f string, w *security.Condition) {
+	k := w.GetKey()
+	switch {
+	case k == "":
+		el.add(f+".key", "must be set")
+		return
+	case strings.HasPrefix(k, "experimental.envoy.filters."):
+		el.addErr(f+".key", fmt.Errorf("%q %w", k, ErrNotSupported))
+		return
+	case strings.HasPrefix(k, "request.headers"):
+		name, ok := strings.CutPrefix(k, "request.headers[")
+		if !ok || !strings.HasSuffix(name, "]") || len(name) == 1 {
+			el.add(f+".key", "%q: want request.headers[NAME]", k)
+		}
+	case strings.HasPrefix(k, "request.auth.claims"):
+		rest, ok := strings.CutPrefix(k, "request.auth.claims[")
+		if !ok || !strings.HasSuffix(rest, "]") || len(rest) == 1 {
+			el.add(f+".key", "%q: want request.auth.claims[NAME] (nested: [A][B])", k)
+		}
+	case !authzWhenKeys[k]:
+		el.add(f+".key", "%q is not a known key (e.g. request.headers[NAME], source.ip, source.namespace, destination.port)", k)
+		return
+	}
+	if len(w.Values)+len(w.NotValues) == 0 {
+		el.add(f, "must set values or notValues")
+	}
+	ip := k == "source.ip" || k == "remote.ip" || k == "destination.ip"
+	validateAuthzValues(el, f+".values", w.Values, ip)
+	validateAuthzValues(el, f+".notValues", w.NotValues, ip)
+	if k == "destination.port" {
+		for i, v := range append(append([]string(nil), w.Values...), w.NotValues...) {
+			validateAuthzPort(el, fmt.Sprintf("%s.values[%d]", f, i), v)
+		}
+	}
+}
+
+func validateAuthzValues(el *errorList, f string, vs []string, ip bool) {
+	for i, v := range vs {
+		if v == "" {
+			el.add(fmt.Sprintf("%s[%d]", f, i), "must not be empty")
+			continue
+		}
+		if ip {
+			if _, err := netip.ParsePrefix(v); err != nil {
+				if _, err := netip.ParseAddr(v); err != nil {
+					el.add(fmt.Sprintf("%s[%d]", f, i), "%q is not an IP address or CIDR (e.g. 10.0.0.0/16)", v)
+				}
+			}
+		}
+	}
+}
+
+func validateAuthzPort(el *errorList, f, v string) {
+	if n, err := strconv.ParseUint(v, 10, 32); err != nil || n > 65535 {
+		el.add(f, "%q is not a port (0 to 65535)", v)
+	}
+}

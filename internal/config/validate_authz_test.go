@@ -1,0 +1,64 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestAuthorizationPolicyLoad(t *testing.T) {
+	const head = "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p, namespace: foo"
+	good := head + ", annotations: {istio.io/dry-run: \"true\"}}\nspec:\n  selector: {matchLabels: {app: echo}}\n  action: DENY\n" +
+		"  rules:\n  - from: [{source: {principals: [cluster.local/ns/foo/sa/a], ipBlocks: [10.0.0.0/8, 10.1.2.3]}}]\n" +
+		"    to: [{operation: {paths: [/admin*], ports: [\"8080\"]}}]\n" +
+		"    when: [{key: \"request.headers[x-user]\", values: [alice]}, {key: \"request.auth.claims[groups][0]\", values: [dev]}]\n"
+	res := ParseFile("a.yaml", []byte(good))
+	if res.Err != nil || len(res.Configs) != 1 {
+		t.Fatalf("good policy: %v", res.Err)
+	}
+	c := res.Configs[0]
+	if c.Annotations[DryRunAnnotation] != "true" || c.AuthorizationPolicy().GetAction().String() != "DENY" || c.Namespace != "foo" {
+		t.Errorf("loaded %+v", c.Meta)
+	}
+	v1beta1 := strings.Replace(good, "security.istio.io/v1", "security.istio.io/v1beta1", 1)
+	if res := ParseFile("a.yaml", []byte(v1beta1)); res.Err != nil {
+		t.Errorf("v1beta1: %v", res.Err)
+	}
+	for _, tc := range []struct {
+		name, yaml, want string
+		refused          bool
+	}{
+		{"bad dry-run", head + ", annotations: {istio.io/dry-run: maybe}}\nspec: {}\n", "metadata.annotations[istio.io/dry-run]: \"maybe\" is not a boolean", false},
+		{"empty source", head + "}\nspec:\n  rules: [{from: [{source: {}}]}]\n", "spec.rules[0].from[0].source: must set at least one field", false},
+		{"no source", head + "}\nspec:\n  rules: [{from: [{}]}]\n", "spec.rules[0].from[0].source: must be set", false},
+		{"empty operation", head + "}\nspec:\n  rules: [{to: [{operation: {}}]}]\n", "spec.rules[0].to[0].operation: must set at least one field", false},
+		{"bad ip block", head + "}\nspec:\n  rules: [{from: [{source: {ipBlocks: [ten]}}]}]\n", "spec.rules[0].from[0].source.ipBlocks[0]: \"ten\" is not an IP address", false},
+		{"bad port", head + "}\nspec:\n  rules: [{to: [{operation: {ports: [http]}}]}]\n", "spec.rules[0].to[0].operation.ports[0]: \"http\" is not a port", false},
+		{"unknown when key", head + "}\nspec:\n  rules: [{when: [{key: request.size, values: [\"1\"]}]}]\n", "spec.rules[0].when[0].key: \"request.size\" is not a known key", false},
+		{"when without values", head + "}\nspec:\n  rules: [{when: [{key: source.ip}]}]\n", "spec.rules[0].when[0]: must set values or notValues", false},
+		{"header without name", head + "}\nspec:\n  rules: [{when: [{key: request.headers, values: [a]}]}]\n", "want request.headers[NAME]", false},
+		{"bad destination.port", head + "}\nspec:\n  rules: [{when: [{key: destination.port, values: [x]}]}]\n", "\"x\" is not a port", false},
+		{"path template", head + "}\nspec:\n  rules: [{to: [{operation: {paths: [\"/a/{*}\"]}}]}]\n", "spec.rules[0].to[0].operation.paths[0]: path template \"/a/{*}\" not supported by Strait yet", true},
+		{"envoy filter key", head + "}\nspec:\n  rules: [{when: [{key: \"experimental.envoy.filters.a[b]\", values: [c]}]}]\n", "spec.rules[0].when[0].key", true},
+		{"custom", head + "}\nspec: {action: CUSTOM, provider: {name: x}}\n", "spec.action: CUSTOM not supported by Strait yet", true},
+		{"targetRef", head + "}\nspec: {targetRef: {kind: Gateway, name: g}}\n", "spec.targetRef: not supported by Strait yet", true},
+		{"networking group", strings.Replace(head, "security.istio.io/v1", "networking.istio.io/v1", 1) + "}\nspec: {}\n", "", false},
+		{"alpha version", strings.Replace(head, "security.istio.io/v1", "security.istio.io/v1alpha3", 1) + "}\nspec: {}\n", "use security.istio.io/v1 or v1beta1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := ParseFile("a.yaml", []byte(tc.yaml))
+			if tc.want == "" {
+				if res.Err != nil || len(res.Configs) != 0 || len(res.Warnings) != 1 {
+					t.Errorf("want a skipped document, got %v %q", res.Err, res.Warnings)
+				}
+				return
+			}
+			if res.Err == nil || !strings.Contains(res.Err.Error(), tc.want) || len(res.Configs) != 0 {
+				t.Fatalf("err = %v, want %q", res.Err, tc.want)
+			}
+			if errors.Is(res.Err, ErrNotSupported) != tc.refused {
+				t.Errorf("ErrNotSupported %v, want %v", errors.Is(res.Err, ErrNotSupported), tc.refused)
+			}
+		})
+	}
+}

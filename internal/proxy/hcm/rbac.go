@@ -1,0 +1,78 @@
+package hcm
+
+// The RBAC HTTP filters (envoy.filters.http.rbac) of an HCM run on every
+// request before it is routed, in the order the HCM lists them (Istio
+// lists its AUDIT, DENY and ALLOW filters in that order); the first that
+// denies answers 403 "RBAC: access denied". They read the connection
+// (peer certificate, addresses, SNI: computed once per connection), the
+// request head and the request's dynamic metadata, which filters before
+// them (the JWT filter) fill.
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/rbac"
+	"github.com/straitmesh/strait/internal/proxy/route"
+)
+
+// authorize runs the RBAC filters for req on a connection described by
+// conn; false when one of them denies.
+func (hf *httpFilters) authorize(conn *rbac.Connection, req *route.Request, md *httpfilter.Metadata) bool {
+	in := rbac.Input{Conn: conn, Request: req, RemoteIP: xffRemoteIP(req.Headers), Metadata: md}
+	for _, f := range hf.rbac {
+		if !f.Check(&in) {
+			return false
+		}
+	}
+	return true
+}
+
+// xffRemoteIP is the original client's address as Envoy's HCM derives it
+// with use_remote_address false and no trusted hops: the last address of
+// x-forwarded-for. Zero when there is none (the peer's address then).
+func xffRemoteIP(h route.HeaderGetter) netip.Addr {
+	if h == nil {
+		return netip.Addr{}
+	}
+	v, ok := h.Lookup("X-Forwarded-For")
+	if !ok {
+		return netip.Addr{}
+	}
+	if i := strings.LastIndexByte(v, ','); i >= 0 {
+		v = v[i+1:]
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(v))
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.Unmap()
+}
+
+// rbacConnection describes the downstream connection c for the RBAC
+// filters, looking through the HCM's own wrapper (prefixConn) to the
+// *tls.Conn the listener handed over; nil when f has no RBAC filter.
+func rbacConnection(f *Filter, c net.Conn, dst netip.AddrPort) *rbac.Connection {
+	if len(f.filters.rbac) == 0 {
+		return nil
+	}
+	for {
+		p, ok := c.(*prefixConn)
+		if !ok {
+			break
+		}
+		c = p.Conn
+	}
+	return rbac.ConnectionOf(c, dst)
+}
+
+// streamAuthorize is authorize for the HTTP/2 and net/http paths. rr is
+// taken by value and the request's metadata made here, so that a request
+// on an HCM without RBAC filters (which does not call it) allocates
+// neither.
+func streamAuthorize(c *conn, rr route.Request) bool {
+	var meta httpfilter.Metadata // the request's dynamic metadata
+	return c.filter.filters.authorize(c.authz, &rr, &meta)
+}

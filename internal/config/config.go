@@ -5,9 +5,11 @@ package config
 
 import (
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
 
 	"github.com/straitmesh/strait/internal/model"
 )
@@ -19,19 +21,42 @@ const (
 	KindVirtualService  model.Kind = "VirtualService"
 	KindDestinationRule model.Kind = "DestinationRule"
 	KindSidecar         model.Kind = "Sidecar"
+
+	KindPeerAuthentication model.Kind = "PeerAuthentication"
 )
 
-// NetworkingGroup is the API group of every supported kind.
-const NetworkingGroup = "networking.istio.io"
+// The API groups of the supported kinds.
+const (
+	NetworkingGroup = "networking.istio.io"
+	SecurityGroup   = "security.istio.io"
+)
+
+// kindGroups names the API group of each supported kind that is not of
+// NetworkingGroup.
+var kindGroups = map[model.Kind]string{
+	KindPeerAuthentication: SecurityGroup,
+}
+
+// GroupOf returns the API group of a supported kind.
+func GroupOf(kind model.Kind) string {
+	if g, ok := kindGroups[kind]; ok {
+		return g
+	}
+	return NetworkingGroup
+}
 
 // DefaultNamespace is used when metadata.namespace is empty.
 const DefaultNamespace = "default"
 
 // Kinds lists the supported kinds in a fixed order.
-var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar}
+var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar,
+	KindPeerAuthentication}
 
-// acceptedVersions are the networking.istio.io versions we read.
-var acceptedVersions = map[string]bool{"v1": true, "v1beta1": true, "v1alpha3": true}
+// acceptedVersions are the versions we read, by API group.
+var acceptedVersions = map[string]map[string]bool{
+	NetworkingGroup: {"v1": true, "v1beta1": true, "v1alpha3": true},
+	SecurityGroup:   {"v1": true, "v1beta1": true},
+}
 
 // newSpec returns an empty spec message for a supported kind, or nil.
 func newSpec(kind model.Kind) proto.Message {
@@ -46,6 +71,8 @@ func newSpec(kind model.Kind) proto.Message {
 		return &networking.DestinationRule{}
 	case KindSidecar:
 		return &networking.Sidecar{}
+	case KindPeerAuthentication:
+		return &security.PeerAuthentication{}
 	}
 	return nil
 }
@@ -57,6 +84,10 @@ type Meta struct {
 	Name       string
 	Namespace  string
 	Labels     map[string]string
+	// CreationTime is metadata.creationTimestamp (zero when the document
+	// has none, as in most files): among policies of equal scope Istio
+	// applies the oldest (then the first by name).
+	CreationTime time.Time
 	// Source says where the object was read from, for messages.
 	Source Source
 }
@@ -91,7 +122,7 @@ func (c *Config) Equal(o *Config) bool {
 	if c == nil || o == nil {
 		return false
 	}
-	if c.Key() != o.Key() || len(c.Labels) != len(o.Labels) {
+	if c.Key() != o.Key() || len(c.Labels) != len(o.Labels) || !c.CreationTime.Equal(o.CreationTime) {
 		return false
 	}
 	for k, v := range c.Labels {
@@ -129,5 +160,12 @@ func (c *Config) DestinationRule() *networking.DestinationRule {
 // Sidecar returns the spec if c is a Sidecar, else nil.
 func (c *Config) Sidecar() *networking.Sidecar {
 	s, _ := c.Spec.(*networking.Sidecar)
+	return s
+}
+
+// PeerAuthentication returns the spec if c is a PeerAuthentication, else
+// nil.
+func (c *Config) PeerAuthentication() *security.PeerAuthentication {
+	s, _ := c.Spec.(*security.PeerAuthentication)
 	return s
 }

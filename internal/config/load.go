@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
@@ -147,9 +148,10 @@ type document struct {
 }
 
 type metadata struct {
-	Name      string            `json:"name"`
-	Namespace string            `json:"namespace"`
-	Labels    map[string]string `json:"labels"`
+	Name              string            `json:"name"`
+	Namespace         string            `json:"namespace"`
+	Labels            map[string]string `json:"labels"`
+	CreationTimestamp *time.Time        `json:"creationTimestamp"`
 }
 
 // parseDocument returns a valid config, or a warning when the document is
@@ -179,24 +181,25 @@ func parseDocument(src Source, raw []byte, opts ParseOptions) (*Config, string, 
 	}
 	group, version, ok := strings.Cut(doc.APIVersion, "/")
 	if !ok {
-		if doc.APIVersion == NetworkingGroup {
-			// A networking config without its version would otherwise be
-			// skipped as a kind of another group.
-			el.add("apiVersion", "%q has no version; use %s/v1", doc.APIVersion, NetworkingGroup)
+		if acceptedVersions[doc.APIVersion] != nil {
+			// A config of a group we read, without its version, would
+			// otherwise be skipped as a kind of another group.
+			el.add("apiVersion", "%q has no version; use %s/v1", doc.APIVersion, doc.APIVersion)
 			return nil, "", el.err()
 		}
 		group, version = "", doc.APIVersion
 	}
-	if group != NetworkingGroup {
-		return nil, fmt.Sprintf("skipping %s %s: only %s kinds are supported", doc.APIVersion, doc.Kind, NetworkingGroup), nil
+	versions := acceptedVersions[group]
+	if versions == nil {
+		return nil, fmt.Sprintf("skipping %s %s: only %s and %s kinds are supported", doc.APIVersion, doc.Kind, NetworkingGroup, SecurityGroup), nil
 	}
 	kind := model.Kind(doc.Kind)
 	spec := newSpec(kind)
-	if spec == nil {
+	if spec == nil || GroupOf(kind) != group {
 		return nil, fmt.Sprintf("skipping %s %s: kind not supported yet", doc.APIVersion, doc.Kind), nil
 	}
-	if !acceptedVersions[version] {
-		el.add("apiVersion", "%q is not supported; use %s/v1, v1beta1 or v1alpha3", doc.APIVersion, NetworkingGroup)
+	if !versions[version] {
+		el.add("apiVersion", "%q is not supported; use %s/%s", doc.APIVersion, group, strings.Join(sortedKeys(versions), ", "))
 		return nil, "", el.err()
 	}
 
@@ -236,8 +239,12 @@ func parseDocument(src Source, raw []byte, opts ParseOptions) (*Config, string, 
 		}
 		return nil, "", el.err()
 	}
+	var created time.Time
+	if md.CreationTimestamp != nil {
+		created = md.CreationTimestamp.UTC()
+	}
 	cfg := &Config{
-		Meta: Meta{Kind: kind, APIVersion: doc.APIVersion, Name: md.Name, Namespace: md.Namespace, Labels: md.Labels, Source: src},
+		Meta: Meta{CreationTime: created, Kind: kind, APIVersion: doc.APIVersion, Name: md.Name, Namespace: md.Namespace, Labels: md.Labels, Source: src},
 		Spec: spec,
 	}
 	if !opts.KeepRefused {

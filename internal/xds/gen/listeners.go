@@ -171,14 +171,18 @@ func httpOutboundListener(port uint32) *listener.Listener {
 	}
 }
 
-// virtualInbound has one filter chain per port the proxy's workload serves
-// (matched on the original destination port; three under auto mTLS:
-// mTLS, other TLS and plaintext, mtls.go) and a catch-all chain that
-// passes other connections to the workload unchanged.
+// virtualInbound has filter chains per port the proxy's workload serves
+// (matched on the original destination port; which ones is the port's
+// PeerAuthentication mode, peerauthn.go) and passthrough chains that pass
+// connections to other ports to the workload unchanged.
 func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener {
-	var chains []*listener.FilterChain
-	mtls := inboundMTLS(snap, proxy)
+	var (
+		chains   []*listener.FilterChain
+		declared []uint32
+	)
+	authn := proxyInboundAuthn(snap, proxy)
 	for _, p := range inboundPorts(snap, proxy) {
+		declared = append(declared, p.endpointPort)
 		clusterName := InboundClusterName(p.endpointPort)
 		statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
 		var f *listener.Filter
@@ -202,16 +206,9 @@ func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener 
 			FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(p.endpointPort)},
 			Filters:          []*listener.Filter{f},
 		}
-		if mtls {
-			chains = append(chains, permissiveChains(chain, p.endpointPort, p.protocol.IsHTTP(), tcpProxyFilter(statPrefix, clusterName))...) // mtls.go
-		} else {
-			chains = append(chains, chain)
-		}
+		chains = append(chains, authn.portChains(chain, p.endpointPort, p.protocol.IsHTTP(), tcpProxyFilter(statPrefix, clusterName))...)
 	}
-	chains = append(chains, &listener.FilterChain{
-		Name:    "InboundPassthroughFilterChain",
-		Filters: []*listener.Filter{tcpProxyFilter(InboundPassthroughCluster, InboundPassthroughCluster)},
-	})
+	chains = append(chains, authn.passthroughChains(declared)...)
 	l := &listener.Listener{
 		Name:    VirtualInboundListener,
 		Address: socketAddress("0.0.0.0", InboundCapturePort),
@@ -222,7 +219,7 @@ func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener 
 		FilterChains:     chains,
 		TrafficDirection: core.TrafficDirection_INBOUND,
 	}
-	if mtls {
+	if needsTLSInspector(chains) {
 		// A connection whose client is silent (a server-first protocol)
 		// goes on as plaintext when the inspector's timeout expires.
 		l.ListenerFilters = append(l.ListenerFilters, tlsInspector())

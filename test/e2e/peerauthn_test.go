@@ -113,7 +113,7 @@ func TestPeerAuthentication(t *testing.T) {
 				return fmt.Errorf("plaintext to %s answered %d, want the connection closed", addr, resp.StatusCode)
 			}
 			if !closedByPeer(err) {
-				return fmt.Errorf("plaintext to %s: %v, want the connection closed (reset or EOF)", addr, err)
+				return fmt.Errorf("plaintext to %s: %w; want the connection closed (reset or EOF)", addr, err)
 			}
 			return nil
 		})

@@ -87,7 +87,8 @@ func TestPeerAuthenticationPrecedence(t *testing.T) {
 			ns: "demo", want: PeerPolicy{Mode: MTLSStrict}, wantNS: MTLSStrict},
 		{name: "selector in the root namespace applies to nobody", docs: []string{pa("istio-system", "sel", "", "{selector: {matchLabels: {app: echo}}, mtls: {mode: STRICT}}")},
 			ns: "demo", labels: echo, want: PeerPolicy{Mode: MTLSPermissive}, wantNS: MTLSUnknown},
-		{name: "a workload of the root namespace gets the mesh policy", docs: []string{pa("istio-system", "default", "", "{mtls: {mode: DISABLE}}")},
+		{name: "a workload of the root namespace gets the mesh policy, not a selector's", docs: []string{pa("istio-system", "default", "", "{mtls: {mode: DISABLE}}"),
+			pa("istio-system", "sel", "", "{selector: {matchLabels: {app: echo}}, mtls: {mode: STRICT}}")},
 			ns: "istio-system", labels: echo, want: PeerPolicy{Mode: MTLSDisable}, wantNS: MTLSDisable},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -35,7 +36,10 @@ import (
 //   - a workload policy (selector) beats its namespace's;
 //   - portLevelMtls sets one of a workload's ports apart;
 //   - a namespace DISABLE beats the mesh STRICT: the workload serves
-//     plaintext, refuses TLS, and client sidecars send it plaintext.
+//     plaintext, refuses TLS, and client sidecars send it plaintext;
+//   - a client sidecar refuses a server whose certificate, from the mesh
+//     root, is for another trust domain (503), and accepts the same
+//     server with a certificate of the mesh's trust domain.
 func TestPeerAuthentication(t *testing.T) {
 	if err := netns.Available(); err != nil {
 		testreq.Missing(t, "network namespaces unavailable: %v", err)
@@ -237,6 +241,64 @@ func TestPeerAuthentication(t *testing.T) {
 		// The rest of the mesh is still STRICT.
 		refused(t, echoAddr)
 		getOK(t, meshHTTP, echoURL)
+	})
+
+	t.Run("a client sidecar accepts a server of the mesh's trust domain only", func(t *testing.T) {
+		// An impostor in the non-mesh pod claims a sidecar (tlsMode
+		// label): the client sidecar originates mTLS to it and checks
+		// its certificate, from the mesh root either way, for the
+		// SPIFFE ID spiffe://cluster.local/ns/demo/sa/default.
+		var served atomic.Pointer[tls.Certificate]
+		lis, err := outsider.Listen(ctx, "tcp", ":8443")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprint(w, "impostor")
+		})}
+		// A connection per request: each request is a new handshake
+		// between the client sidecar and the impostor.
+		srv.SetKeepAlivesEnabled(false)
+		go srv.Serve(tls.NewListener(lis, &tls.Config{ClientAuth: tls.RequireAnyClientCert,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return served.Load(), nil }}))
+		t.Cleanup(func() { srv.Close() })
+		impostor := fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: impostor, namespace: demo}
+spec:
+  hosts: [impostor.demo.svc.cluster.local]
+  addresses: [240.240.0.20]
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8443}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  workloadSelector: {labels: {app: impostor}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: impostor, namespace: demo}
+spec:
+  address: %s
+  labels: {app: impostor, security.istio.io/tlsMode: istio}
+`, outsider.IP)
+		if err := m.WriteConfig("impostor.yaml", []byte(impostor)); err != nil {
+			t.Fatal(err)
+		}
+		good := issue(t, caCert, caKey, "spiffe://cluster.local/ns/demo/sa/default")
+		served.Store(&good)
+		getOK(t, meshHTTP, "http://240.240.0.20/")
+		evil := issue(t, caCert, caKey, "spiffe://evil.example/ns/demo/sa/default")
+		served.Store(&evil)
+		resp, err := meshHTTP.Get("http://240.240.0.20/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("a server of trust domain evil.example answered %d %q through the client sidecar, want 503 (the handshake refused)", resp.StatusCode, body)
+		}
+		served.Store(&good)
+		getOK(t, meshHTTP, "http://240.240.0.20/")
 	})
 }
 

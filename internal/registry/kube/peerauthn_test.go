@@ -10,6 +10,7 @@ import (
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/straitmesh/strait/internal/xdsapi"
@@ -89,4 +90,22 @@ func TestPeerAuthentication(t *testing.T) {
 		}
 	}
 	c.wait(t, "PERMISSIVE again", 10*time.Second, is("tls", "raw_buffer"))
+}
+
+// TestIstioConfigPeerAuthentication: a PeerAuthentication object converts
+// with its creationTimestamp (the oldest policy wins among equals).
+func TestIstioConfigPeerAuthentication(t *testing.T) {
+	created := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "security.istio.io/v1", "kind": "PeerAuthentication",
+		"metadata": map[string]any{"name": "default", "namespace": "demo", "creationTimestamp": created.Format(time.RFC3339)},
+		"spec":     map[string]any{"mtls": map[string]any{"mode": "STRICT"}},
+	}}
+	c, err := istioConfig("security.istio.io", "PeerAuthentication", "v1", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == nil || c.PeerAuthentication().GetMtls().GetMode() != securityapi.PeerAuthentication_MutualTLS_STRICT || !c.CreationTime.Equal(created) {
+		t.Fatalf("config %+v", c)
+	}
 }

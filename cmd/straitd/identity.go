@@ -23,6 +23,7 @@ import (
 	caserver "github.com/straitmesh/strait/internal/ca/server"
 	"github.com/straitmesh/strait/internal/ca/token"
 	"github.com/straitmesh/strait/internal/inject"
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/xds"
 )
 
@@ -33,9 +34,12 @@ type identityFlags struct {
 	caDir         string // --ca-dir: self-signed root and token key
 	cacertsDir    string // --cacerts-dir: plugged-in CA, used when it holds ca-key.pem
 	trustDomain   string // --trust-domain
-	workloadTTL   time.Duration
-	maxTTL        time.Duration
-	tlsSANs       []string // --tls-san: extra names of the serving certificate
+	// trustDomainSet: --trust-domain given explicitly; else the mesh
+	// config's trustDomain is the CA's.
+	trustDomainSet bool
+	workloadTTL    time.Duration
+	maxTTL         time.Duration
+	tlsSANs        []string // --tls-san: extra names of the serving certificate
 
 	secureLis net.Listener // tests: the TLS listener instead of secureXDSAddr
 }
@@ -44,7 +48,7 @@ func addIdentityFlags(fs *pflag.FlagSet, f *identityFlags) {
 	fs.StringVar(&f.secureXDSAddr, "secure-xds-addr", ":15012", "address of the TLS gRPC server: xDS and Istio's certificate API (IstioCertificateService), with a serving certificate from straitd's CA; empty disables both the port and the CA")
 	fs.StringVar(&f.caDir, "ca-dir", ca.DefaultDir, "directory of the CA's state: the self-signed root (ca-cert.pem, ca-key.pem, root-cert.pem; generated on first start) and the key of file-mode workload tokens ("+token.KeyFile+")")
 	fs.StringVar(&f.cacertsDir, "cacerts-dir", "/etc/cacerts", "plugged-in CA in Istio's cacerts layout (ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem); used instead of the self-signed root when it holds ca-key.pem")
-	fs.StringVar(&f.trustDomain, "trust-domain", ca.DefaultTrustDomain, "trust domain of the workload SPIFFE IDs, spiffe://<trust domain>/ns/<namespace>/sa/<service account>")
+	fs.StringVar(&f.trustDomain, "trust-domain", ca.DefaultTrustDomain, "trust domain of the workload SPIFFE IDs, spiffe://<trust domain>/ns/<namespace>/sa/<service account>; default: the mesh config's trustDomain (sidecars accept peers of that trust domain only, so the two must agree)")
 	fs.DurationVar(&f.workloadTTL, "workload-cert-ttl", ca.DefaultWorkloadTTL, "lifetime of a workload certificate whose request asks for none (Istio's DEFAULT_WORKLOAD_CERT_TTL)")
 	fs.DurationVar(&f.maxTTL, "max-workload-cert-ttl", ca.DefaultMaxTTL, "longest workload certificate lifetime granted; longer requests are refused (Istio's MAX_WORKLOAD_CERT_TTL)")
 	fs.StringSliceVar(&f.tlsSANs, "tls-san", nil, "extra DNS names or IP addresses of the TLS port's serving certificate (it always has straitd's and istiod's Service names, localhost, loopback, the host name and the listen address)")
@@ -145,6 +149,22 @@ func (s *secureServer) serve(ctx context.Context) error {
 	defer context.AfterFunc(ctx, s.grpc.Stop)()
 	if err := s.grpc.Serve(s.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return err
+	}
+	return nil
+}
+
+// resolveTrustDomain makes the CA sign identities of the mesh's trust
+// domain: the mesh config's trustDomain (default cluster.local) unless
+// --trust-domain says otherwise, in which case the two must agree, since
+// sidecars accept peers of the mesh config's trust domain only.
+func resolveTrustDomain(idf *identityFlags, mesh *meshconfig.Config) error {
+	if !idf.trustDomainSet {
+		idf.trustDomain = mesh.TrustDomain
+		return nil
+	}
+	if idf.trustDomain != mesh.TrustDomain {
+		return fmt.Errorf("--trust-domain %q differs from the mesh config's trustDomain %q: sidecars would refuse every certificate the CA signs; set trustDomain: %s in the mesh config (--mesh) or drop --trust-domain",
+			idf.trustDomain, mesh.TrustDomain, idf.trustDomain)
 	}
 	return nil
 }

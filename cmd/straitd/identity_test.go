@@ -32,6 +32,7 @@ import (
 	"github.com/straitmesh/strait/internal/ca"
 	"github.com/straitmesh/strait/internal/ca/token"
 	"github.com/straitmesh/strait/internal/kubeapiserver"
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -250,5 +251,26 @@ func TestKubeModeIdentity(t *testing.T) {
 	_, err = client.CreateCertificate(cctx, &pb.IstioCertificateRequest{Csr: csr("spiffe://cluster.local/ns/istio-system/sa/istiod")})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("another identity: %v, want PermissionDenied", err)
+	}
+}
+
+// TestResolveTrustDomain: the CA signs the mesh config's trust domain
+// unless --trust-domain is given, which must then agree with it.
+func TestResolveTrustDomain(t *testing.T) {
+	mc, err := meshconfig.Parse([]byte("trustDomain: example.org\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idf := identityFlags{trustDomain: "cluster.local"}
+	if err := resolveTrustDomain(&idf, mc); err != nil || idf.trustDomain != "example.org" {
+		t.Errorf("default flag: trust domain %q, err %v; want the mesh config's example.org", idf.trustDomain, err)
+	}
+	idf = identityFlags{trustDomain: "example.org", trustDomainSet: true}
+	if err := resolveTrustDomain(&idf, mc); err != nil {
+		t.Errorf("agreeing flag: %v", err)
+	}
+	idf = identityFlags{trustDomain: "other.org", trustDomainSet: true}
+	if err := resolveTrustDomain(&idf, mc); err == nil || !strings.Contains(err.Error(), `--trust-domain "other.org" differs from the mesh config's trustDomain "example.org"`) {
+		t.Errorf("conflicting flag: err %v", err)
 	}
 }

@@ -123,6 +123,7 @@ Environment:
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			f.injectAddrSet = cmd.Flags().Changed("inject-addr")
+			f.identity.trustDomainSet = cmd.Flags().Changed("trust-domain")
 			return run(ctx, f, os.LookupEnv)
 		},
 	}
@@ -209,6 +210,9 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		log.Info("mesh config loaded", "configmap", f.namespace+"/"+kube.MeshConfigMapName, "settings", meshCfg.String())
 	}
 	f.mesh = meshCfg
+	if err := resolveTrustDomain(&f.identity, meshCfg); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -296,6 +300,10 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	// The mesh config is reloaded when its source changes; each registry
 	// rebuilds its snapshot and every proxy gets a full push.
 	setMesh := func(m *meshconfig.Config) {
+		if m.TrustDomain != f.identity.trustDomain && secure != nil {
+			log.Error("the mesh config's trustDomain changed; the CA keeps signing the old one until straitd restarts, and sidecars refuse its certificates",
+				"trust_domain", m.TrustDomain, "ca_trust_domain", f.identity.trustDomain)
+		}
 		if static != nil {
 			static.SetMesh(m)
 		}

@@ -6,6 +6,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
@@ -23,6 +24,7 @@ const (
 	KindSidecar         model.Kind = "Sidecar"
 
 	KindAuthorizationPolicy model.Kind = "AuthorizationPolicy"
+	KindPeerAuthentication  model.Kind = "PeerAuthentication"
 )
 
 // NetworkingGroup is the API group of the networking kinds.
@@ -34,7 +36,7 @@ const SecurityGroup = "security.istio.io"
 // GroupOf is the API group of a supported kind ("" for another kind).
 func GroupOf(kind model.Kind) string {
 	switch kind {
-	case KindAuthorizationPolicy:
+	case KindAuthorizationPolicy, KindPeerAuthentication:
 		return SecurityGroup
 	case KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar:
 		return NetworkingGroup
@@ -46,7 +48,8 @@ func GroupOf(kind model.Kind) string {
 const DefaultNamespace = "default"
 
 // Kinds lists the supported kinds in a fixed order.
-var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar, KindAuthorizationPolicy}
+var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar,
+	KindAuthorizationPolicy, KindPeerAuthentication}
 
 // acceptedVersions are the versions we read, by API group.
 var acceptedVersions = map[string]map[string]bool{
@@ -69,6 +72,8 @@ func newSpec(kind model.Kind) proto.Message {
 		return &networking.Sidecar{}
 	case KindAuthorizationPolicy:
 		return &security.AuthorizationPolicy{}
+	case KindPeerAuthentication:
+		return &security.PeerAuthentication{}
 	}
 	return nil
 }
@@ -83,6 +88,10 @@ type Meta struct {
 	// Annotations are the object's annotations (AuthorizationPolicy's
 	// istio.io/dry-run).
 	Annotations map[string]string
+	// CreationTime is metadata.creationTimestamp (zero when the document
+	// has none, as in most files): among policies of equal scope Istio
+	// applies the oldest (then the first by name).
+	CreationTime time.Time
 	// Source says where the object was read from, for messages.
 	Source Source
 }
@@ -117,7 +126,7 @@ func (c *Config) Equal(o *Config) bool {
 	if c == nil || o == nil {
 		return false
 	}
-	if c.Key() != o.Key() || !maps.Equal(c.Labels, o.Labels) || !maps.Equal(c.Annotations, o.Annotations) {
+	if c.Key() != o.Key() || !maps.Equal(c.Labels, o.Labels) || !maps.Equal(c.Annotations, o.Annotations) || !c.CreationTime.Equal(o.CreationTime) {
 		return false
 	}
 	return proto.Equal(c.Spec, o.Spec)
@@ -157,5 +166,12 @@ func (c *Config) Sidecar() *networking.Sidecar {
 // else nil.
 func (c *Config) AuthorizationPolicy() *security.AuthorizationPolicy {
 	s, _ := c.Spec.(*security.AuthorizationPolicy)
+	return s
+}
+
+// PeerAuthentication returns the spec if c is a PeerAuthentication, else
+// nil.
+func (c *Config) PeerAuthentication() *security.PeerAuthentication {
+	s, _ := c.Spec.(*security.PeerAuthentication)
 	return s
 }

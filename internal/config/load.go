@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
@@ -147,10 +148,11 @@ type document struct {
 }
 
 type metadata struct {
-	Name        string            `json:"name"`
-	Namespace   string            `json:"namespace"`
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
+	Name              string            `json:"name"`
+	Namespace         string            `json:"namespace"`
+	Labels            map[string]string `json:"labels"`
+	Annotations       map[string]string `json:"annotations"`
+	CreationTimestamp *time.Time        `json:"creationTimestamp"`
 }
 
 // parseDocument returns a valid config, or a warning when the document is
@@ -242,8 +244,12 @@ func parseDocument(src Source, raw []byte, opts ParseOptions) (*Config, string, 
 		}
 		return nil, "", el.err()
 	}
+	var created time.Time
+	if md.CreationTimestamp != nil {
+		created = md.CreationTimestamp.UTC()
+	}
 	cfg := &Config{
-		Meta: Meta{Kind: kind, APIVersion: doc.APIVersion, Name: md.Name, Namespace: md.Namespace, Labels: md.Labels, Annotations: md.Annotations, Source: src},
+		Meta: Meta{CreationTime: created, Kind: kind, APIVersion: doc.APIVersion, Name: md.Name, Namespace: md.Namespace, Labels: md.Labels, Annotations: md.Annotations, Source: src},
 		Spec: spec,
 	}
 	if !opts.KeepRefused {

@@ -812,6 +812,7 @@ var fieldSupport = map[model.Kind]map[string]Support{
 		"outboundTrafficPolicy.egressProxy.port":                    Refused,
 		"outboundTrafficPolicy.egressProxy.port.number":             Refused,
 	},
+	KindPeerAuthentication: peerAuthenticationSupport, // support_peerauthn.go
 	KindWorkloadEntry: {
 		"address":        Honoured,
 		"ports":          Honoured,
@@ -931,14 +932,14 @@ func checkSupport(el *errorList, kind model.Kind, spec protoreflect.Message) {
 			}
 			switch {
 			case fd.IsMap():
-				var keys []string
+				var keys []protoreflect.MapKey
 				v.Map().Range(func(mk protoreflect.MapKey, _ protoreflect.Value) bool {
-					keys = append(keys, mk.String())
+					keys = append(keys, mk)
 					return true
 				})
-				sort.Strings(keys)
+				sort.Slice(keys, func(i, j int) bool { return mapKeyLess(keys[i], keys[j]) })
 				for _, mk := range keys {
-					walk(fmt.Sprintf("%s[%s]", p, mk), k, v.Map().Get(protoreflect.ValueOfString(mk).MapKey()).Message())
+					walk(fmt.Sprintf("%s[%s]", p, mk.String()), k, v.Map().Get(mk).Message())
 				}
 			case fd.IsList():
 				for j := range v.List().Len() {
@@ -950,6 +951,18 @@ func checkSupport(el *errorList, kind model.Kind, spec protoreflect.Message) {
 		}
 	}
 	walk("spec", "", spec)
+}
+
+// mapKeyLess orders map keys: numbers by value (portLevelMtls is keyed
+// by port), strings by bytes.
+func mapKeyLess(a, b protoreflect.MapKey) bool {
+	switch a.Interface().(type) {
+	case uint32, uint64:
+		return a.Uint() < b.Uint()
+	case int32, int64:
+		return a.Int() < b.Int()
+	}
+	return a.String() < b.String()
 }
 
 func enumValueName(fd protoreflect.FieldDescriptor, n protoreflect.EnumNumber) string {

@@ -223,7 +223,10 @@ func setPath(m protoreflect.Message, path string) (string, error) {
 		case fd.IsMap():
 			out = append(out, name)
 			mp := m.Mutable(fd).Map()
-			key := protoreflect.ValueOfString("k").MapKey()
+			key, keyName := protoreflect.ValueOfString("k").MapKey(), "k"
+			if fd.MapKey().Kind() != protoreflect.StringKind {
+				key, keyName = scalar(fd.MapKey()).MapKey(), "1"
+			}
 			if fd.MapValue().Kind() != protoreflect.MessageKind {
 				mp.Set(key, scalar(fd.MapValue()))
 				continue
@@ -232,7 +235,7 @@ func setPath(m protoreflect.Message, path string) (string, error) {
 				mp.Set(key, mp.NewValue())
 			}
 			if !last {
-				out[len(out)-1] += "[k]"
+				out[len(out)-1] += "[" + keyName + "]"
 				m = mp.Mutable(key).Message()
 			}
 		case fd.Kind() == protoreflect.MessageKind:

@@ -47,6 +47,8 @@ func validateSpec(el *errorList, c *Config) {
 		validateSidecar(el, s)
 	case *security.AuthorizationPolicy:
 		validateAuthorizationPolicy(el, c, s) // validate_authz.go
+	case *security.PeerAuthentication:
+		validatePeerAuthentication(el, s) // validate_peerauthn.go
 	}
 }
 

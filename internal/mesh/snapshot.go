@@ -41,6 +41,7 @@ type Snapshot struct {
 	virtualServices map[string][]*config.Config // by resolved host, sorted by namespace/name
 	drs             *drIndex                    // DestinationRules by namespace and host
 	sidecars        []*config.Config            // sorted by namespace/name
+	peerAuthn       *peerAuthn                  // PeerAuthentications (peerauthn.go)
 
 	// scopeMu guards scopes, the per-proxy-scope cache filled by
 	// ProxyScope (the only lazily computed part of a snapshot).
@@ -180,6 +181,9 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 		}
 	}
 	s.sidecars = store.List(config.KindSidecar)
+	var paProblems []error
+	s.peerAuthn, paProblems = buildPeerAuthn(store, opts.RootNamespace)
+	problems = append(problems, paProblems...)
 	problems = append(problems, s.buildDestinationRules(store, opts.Mesh.DefaultDestinationRuleExportTo)...)
 	return s, problems
 }

@@ -68,6 +68,7 @@ func (s *Snapshot) UpdateEndpoints(store *config.Store, changed map[model.Config
 		virtualServices: s.virtualServices,
 		drs:             s.drs,
 		sidecars:        s.sidecars,
+		peerAuthn:       s.peerAuthn,
 	}
 	for h, svc := range s.servicesByHost {
 		next.servicesByHost[h] = svc

@@ -178,22 +178,19 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 		}
 		out.defaultChain = c
 	}
-	// A chain without a match is the default chain.
-	var matched []*filterChain
+	// A chain without a match matches at every level like any chain that
+	// leaves a criterion out: it does not serve connections to a port that
+	// other chains name (Envoy's filter chain matcher does not back
+	// track). Only default_filter_chain serves what no chain matches.
+	seenDefault := false
 	for _, c := range out.chains {
 		if c.isDefault {
-			if out.defaultChain != nil && c != out.defaultChain {
-				if l.GetDefaultFilterChain() != nil {
-					return nil, fmt.Errorf("a filter chain without filter_chain_match and a default_filter_chain")
-				}
+			if seenDefault {
 				return nil, fmt.Errorf("more than one filter chain without filter_chain_match")
 			}
-			out.defaultChain = c
-			continue
+			seenDefault = true
 		}
-		matched = append(matched, c)
 	}
-	out.chains = matched
 	out.stats = d.Stats.Listener(StatsLabel(out.Addr))
 	return out, nil
 }

@@ -160,7 +160,8 @@ func TestGeneratedAuthzListeners(t *testing.T) {
 				in = b
 			}
 		}
-		pass := in.defaultChain
+		// A plaintext connection to a port no service declares.
+		pass := in.match(netip.MustParseAddrPort("10.94.0.11:7777"), inspection{transport: transportRaw})
 		if pass == nil || len(pass.rbac) != 2+btoi(pod == "server") {
 			t.Fatalf("%s: passthrough chain %+v", pod, pass)
 		}

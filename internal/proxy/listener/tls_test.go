@@ -22,11 +22,99 @@ import (
 
 // TestPermissiveInboundChains builds the virtualInbound straitd generates
 // for a workload with a sidecar (its mtls golden file) and checks Istio's
-// PERMISSIVE choice on one port: a ClientHello offering an istio ALPN gets
-// the chain that terminates mTLS, other TLS the passthrough chain,
-// plaintext the plaintext chain.
+// PERMISSIVE choice: a ClientHello offering an istio ALPN gets the chain
+// that terminates mTLS, plaintext the plaintext chain; other TLS is passed
+// through on a TCP port and matches nothing (the connection is closed) on
+// an HTTP port, where the chains of the port hide the passthrough chains
+// (Envoy's matcher does not back track to chains without a port).
 func TestPermissiveInboundChains(t *testing.T) {
-	raw, err := os.ReadFile("../../xds/gen/testdata/mtls/golden/server.listeners.json")
+	in := generatedInbound(t, "mtls", "server")
+	if !in.TLSInspector || !in.ContinueOnTimeout {
+		t.Fatalf("virtualInbound %+v: want tls_inspector, continuing on timeout", in)
+	}
+	http := netip.MustParseAddrPort("10.95.0.11:8080")
+	tcp := netip.MustParseAddrPort("10.95.0.11:9000")
+	other := netip.MustParseAddrPort("10.95.0.11:7777")
+	for _, tc := range []struct {
+		name     string
+		dst      netip.AddrPort
+		in       inspection
+		wantName string // "" when no chain may match
+		wantTLS  bool
+		wantHTTP bool
+	}{
+		{"istio mTLS", http, inspection{transport: transportTLS, alpn: []string{"istio-peer-exchange", "istio"}}, "inbound|8080||", true, true},
+		{"istio-http/1.1", http, inspection{transport: transportTLS, alpn: []string{"istio-http/1.1"}}, "inbound|8080||", true, true},
+		{"application TLS to HTTP", http, inspection{transport: transportTLS, alpn: []string{"h2"}}, "", false, false},
+		{"TLS without ALPN to HTTP", http, inspection{transport: transportTLS}, "", false, false},
+		{"plaintext", http, inspection{transport: transportRaw}, "inbound|8080||", false, true},
+		{"application TLS to TCP", tcp, inspection{transport: transportTLS, alpn: []string{"h2"}}, "inbound|9000||", false, false},
+		{"istio mTLS to TCP", tcp, inspection{transport: transportTLS, alpn: []string{"istio"}}, "inbound|9000||", true, false},
+		{"plaintext to an undeclared port", other, inspection{transport: transportRaw}, "InboundPassthroughFilterChain", false, false},
+		{"istio mTLS to an undeclared port", other, inspection{transport: transportTLS, alpn: []string{"istio"}}, "InboundPassthroughFilterChain", true, false},
+	} {
+		c := in.match(tc.dst, tc.in)
+		if tc.wantName == "" {
+			if c != nil {
+				t.Errorf("%s: chain %q, want none (connection closed)", tc.name, c.name)
+			}
+			continue
+		}
+		if c == nil {
+			t.Errorf("%s: no chain", tc.name)
+			continue
+		}
+		if c.name != tc.wantName || (c.tls != nil) != tc.wantTLS || (c.http != nil) != tc.wantHTTP {
+			t.Errorf("%s: chain %q terminates TLS %v, HTTP %v; want %q, %v, %v", tc.name, c.name, c.tls != nil, c.http != nil, tc.wantName, tc.wantTLS, tc.wantHTTP)
+		}
+	}
+}
+
+// TestPeerAuthenticationInboundChains runs the chains straitd generates
+// per PeerAuthentication mode (its peerauthn golden files) through the
+// matcher: under STRICT plaintext matches nothing, on declared and
+// undeclared ports alike; under DISABLE TLS matches nothing; a port-level
+// DISABLE takes plaintext on a PERMISSIVE workload.
+func TestPeerAuthenticationInboundChains(t *testing.T) {
+	mtls := inspection{transport: transportTLS, alpn: []string{"istio-peer-exchange", "istio"}}
+	plain := inspection{transport: transportRaw}
+	for _, tc := range []struct {
+		pod, dst string
+		in       inspection
+		wantName string
+		wantTLS  bool
+	}{
+		{"strict", "10.94.0.11:8080", plain, "", false},
+		{"strict", "10.94.0.11:9000", plain, "", false},
+		{"strict", "10.94.0.11:7777", plain, "", false},
+		{"strict", "10.94.0.11:8080", mtls, "inbound|8080||", true},
+		{"strict", "10.94.0.11:7777", mtls, "InboundPassthroughFilterChain", true},
+		{"perm", "10.94.0.12:9000", plain, "inbound|9000||", false},
+		{"perm", "10.94.0.12:9000", mtls, "", false},
+		{"perm", "10.94.0.12:8080", plain, "inbound|8080||", false},
+		{"perm", "10.94.0.12:7070", plain, "", false},
+		{"perm", "10.94.0.12:7071", plain, "InboundPassthroughFilterChain", false},
+		{"plain", "10.94.0.13:8080", plain, "inbound|8080||", false},
+		{"plain", "10.94.0.13:8080", mtls, "", false},
+	} {
+		in := generatedInbound(t, "peerauthn", tc.pod)
+		c := in.match(netip.MustParseAddrPort(tc.dst), tc.in)
+		switch {
+		case tc.wantName == "" && c != nil:
+			t.Errorf("%s %s %s: chain %q, want none (connection closed)", tc.pod, tc.dst, tc.in.transport, c.name)
+		case tc.wantName != "" && c == nil:
+			t.Errorf("%s %s %s: no chain, want %q", tc.pod, tc.dst, tc.in.transport, tc.wantName)
+		case c != nil && (c.name != tc.wantName || (c.tls != nil) != tc.wantTLS):
+			t.Errorf("%s %s %s: chain %q (TLS %v), want %q (TLS %v)", tc.pod, tc.dst, tc.in.transport, c.name, c.tls != nil, tc.wantName, tc.wantTLS)
+		}
+	}
+}
+
+// generatedInbound builds virtualInbound from a golden file of straitd's
+// generator (testdata/DIR/golden/POD.listeners.json).
+func generatedInbound(t *testing.T, dir, pod string) *Listener {
+	t.Helper()
+	raw, err := os.ReadFile("../../xds/gen/testdata/" + dir + "/golden/" + pod + ".listeners.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,8 +123,7 @@ func TestPermissiveInboundChains(t *testing.T) {
 		t.Fatal(err)
 	}
 	prov := tlsconf.NewProvider(tlsconf.ProviderOptions{})
-	defer prov.Close()
-	var in *Listener
+	t.Cleanup(prov.Close)
 	for _, d := range docs {
 		var l listenerv3.Listener
 		if err := protojson.Unmarshal(d, &l); err != nil {
@@ -47,34 +134,11 @@ func TestPermissiveInboundChains(t *testing.T) {
 			t.Fatalf("strait-proxy refuses what straitd generates: %v", err)
 		}
 		if b.Name == "virtualInbound" {
-			in = b
+			return b
 		}
 	}
-	if in == nil || !in.TLSInspector || !in.ContinueOnTimeout {
-		t.Fatalf("virtualInbound %+v: want tls_inspector, continuing on timeout", in)
-	}
-	dst := netip.MustParseAddrPort("10.95.0.11:8080")
-	for _, tc := range []struct {
-		name     string
-		in       inspection
-		wantTLS  bool
-		wantHTTP bool
-	}{
-		{"istio mTLS", inspection{transport: transportTLS, alpn: []string{"istio-peer-exchange", "istio"}}, true, true},
-		{"istio-http/1.1", inspection{transport: transportTLS, alpn: []string{"istio-http/1.1"}}, true, true},
-		{"application TLS", inspection{transport: transportTLS, alpn: []string{"h2"}}, false, false},
-		{"TLS without ALPN", inspection{transport: transportTLS}, false, false},
-		{"plaintext", inspection{transport: transportRaw}, false, true},
-	} {
-		c := in.match(dst, tc.in)
-		if c == nil {
-			t.Errorf("%s: no chain", tc.name)
-			continue
-		}
-		if (c.tls != nil) != tc.wantTLS || (c.http != nil) != tc.wantHTTP {
-			t.Errorf("%s: chain %q terminates TLS %v, HTTP %v; want %v, %v", tc.name, c.name, c.tls != nil, c.http != nil, tc.wantTLS, tc.wantHTTP)
-		}
-	}
+	t.Fatalf("no virtualInbound in %s/%s", dir, pod)
+	return nil
 }
 
 // TestChainTLSRefusals: chain transport socket settings strait-proxy does

@@ -213,7 +213,7 @@ func istioConfig(group, kind, version string, obj any) (*config.Config, error) {
 	doc, err := json.Marshal(map[string]any{
 		"apiVersion": group + "/" + version,
 		"kind":       kind,
-		"metadata":   map[string]any{"name": u.GetName(), "namespace": u.GetNamespace(), "labels": u.GetLabels(), "annotations": u.GetAnnotations()},
+		"metadata":   map[string]any{"name": u.GetName(), "namespace": u.GetNamespace(), "labels": u.GetLabels(), "annotations": u.GetAnnotations(), "creationTimestamp": u.GetCreationTimestamp()},
 		"spec":       spec,
 	})
 	if err != nil {

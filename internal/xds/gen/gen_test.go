@@ -81,6 +81,14 @@ var scenarios = []scenario{
 		"sidecar~10.94.0.11~server.shop~shop.svc.cluster.local",
 		"sidecar~10.94.0.12~other.shop~shop.svc.cluster.local",
 	}},
+	// PeerAuthentication modes on the inbound side, auto mTLS off to a
+	// DISABLE namespace (peerauthn.go).
+	{dir: "peerauthn", proxies: []string{
+		"sidecar~10.94.0.10~client.pa~pa.svc.cluster.local",
+		"sidecar~10.94.0.11~strict.pa~pa.svc.cluster.local",
+		"sidecar~10.94.0.12~perm.pa~pa.svc.cluster.local",
+		"sidecar~10.94.0.13~plain.plain~plain.svc.cluster.local",
+	}},
 	{dir: "match", proxies: []string{
 		"sidecar~10.96.0.10~canary.demo~demo.svc.cluster.local",
 		"sidecar~10.96.0.11~plain.demo~demo.svc.cluster.local",

@@ -171,19 +171,23 @@ func httpOutboundListener(port uint32) *listener.Listener {
 	}
 }
 
-// virtualInbound has one filter chain per port the proxy's workload serves
-// (matched on the original destination port; three under auto mTLS:
-// mTLS, other TLS and plaintext, mtls.go) and a catch-all chain that
-// passes other connections to the workload unchanged.
+// virtualInbound has filter chains per port the proxy's workload serves
+// (matched on the original destination port; which ones is the port's
+// PeerAuthentication mode, peerauthn.go) and passthrough chains that pass
+// connections to other ports to the workload unchanged.
 func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener {
-	var chains []*listener.FilterChain
-	mtls := inboundMTLS(snap, proxy)
+	var (
+		chains   []*listener.FilterChain
+		declared []uint32
+	)
+	authn := proxyInboundAuthn(snap, proxy)                        // peerauthn.go
 	authz := buildAuthz(inboundAuthorizationPolicies(snap, proxy)) // authz.go
 	// withAuthz puts the network RBAC filters before a chain's tcp_proxy.
 	withAuthz := func(f *listener.Filter) []*listener.Filter {
 		return append(authz.tcp[:len(authz.tcp):len(authz.tcp)], f)
 	}
 	for _, p := range inboundPorts(snap, proxy) {
+		declared = append(declared, p.endpointPort)
 		clusterName := InboundClusterName(p.endpointPort)
 		statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
 		var f *listener.Filter // the HCM of an HTTP port
@@ -209,16 +213,9 @@ func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener 
 			FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(p.endpointPort)},
 			Filters:          filters,
 		}
-		if mtls {
-			chains = append(chains, permissiveChains(chain, p.endpointPort, p.protocol.IsHTTP(), withAuthz(tcpProxyFilter(statPrefix, clusterName)))...) // mtls.go
-		} else {
-			chains = append(chains, chain)
-		}
+		chains = append(chains, authn.portChains(chain, p.endpointPort, p.protocol.IsHTTP(), withAuthz(tcpProxyFilter(statPrefix, clusterName)))...)
 	}
-	chains = append(chains, &listener.FilterChain{
-		Name:    "InboundPassthroughFilterChain",
-		Filters: withAuthz(tcpProxyFilter(InboundPassthroughCluster, InboundPassthroughCluster)),
-	})
+	chains = append(chains, authn.passthroughChains(declared, withAuthz)...)
 	l := &listener.Listener{
 		Name:    VirtualInboundListener,
 		Address: socketAddress("0.0.0.0", InboundCapturePort),
@@ -229,7 +226,7 @@ func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener 
 		FilterChains:     chains,
 		TrafficDirection: core.TrafficDirection_INBOUND,
 	}
-	if mtls {
+	if needsTLSInspector(chains) {
 		// A connection whose client is silent (a server-first protocol)
 		// goes on as plaintext when the inspector's timeout expires.
 		l.ListenerFilters = append(l.ListenerFilters, tlsInspector())

@@ -2,7 +2,6 @@ package gen
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -13,12 +12,10 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
 )
 
 // Automatic mutual TLS between sidecars, as Istio's auto mTLS
@@ -130,16 +127,15 @@ func mtlsPeers(snap *mesh.Snapshot, svc *mesh.Service, subset map[string]string)
 	return slices.Compact(ids), len(ids) > 0
 }
 
-// spiffeMatcher matches the SPIFFE ID of ns/sa in any trust domain: the
-// mesh trust bundle (ROOTCA) already pins the issuer, and straitd's
-// --trust-domain does not reach the generator.
-func spiffeMatcher(id string) *tlsv3.SubjectAltNameMatcher {
+// spiffeMatcher matches the SPIFFE ID of ns/sa in the mesh's trust
+// domain, and no other: a certificate of the same root for another trust
+// domain is not the workload (Istio's exact SAN match on the service
+// accounts' SPIFFE IDs).
+func spiffeMatcher(trustDomain, id string) *tlsv3.SubjectAltNameMatcher {
 	ns, sa, _ := strings.Cut(id, "/")
 	return &tlsv3.SubjectAltNameMatcher{
 		SanType: tlsv3.SubjectAltNameMatcher_URI,
-		Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_SafeRegex{SafeRegex: &matcher.RegexMatcher{
-			Regex: "spiffe://[^/]+/ns/" + regexp.QuoteMeta(ns) + "/sa/" + regexp.QuoteMeta(sa),
-		}}},
+		Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: "spiffe://" + trustDomain + "/ns/" + ns + "/sa/" + sa}},
 	}
 }
 
@@ -160,6 +156,12 @@ func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint3
 		labels = l
 	}
 	ids, auto := mtlsPeers(snap, svc, labels)
+	if snap.NamespaceMTLSMode(svc.Namespace) == mesh.MTLSDisable {
+		// The destination's namespace (or the mesh) takes no mTLS: Istio's
+		// BestEffortInferServiceMTLSMode turns auto mTLS off. A workload
+		// policy of the destination is not looked at, as in Istio.
+		auto = false
+	}
 	settings := clientTLS(snap, ns, svc.Hostname, port, subset)
 	switch {
 	case settings == nil:
@@ -178,7 +180,7 @@ func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint3
 		}
 	} else {
 		for _, id := range ids {
-			sans = append(sans, spiffeMatcher(id))
+			sans = append(sans, spiffeMatcher(snap.Mesh.TrustDomain, id))
 		}
 	}
 	sni := settings.GetSni()
@@ -238,57 +240,12 @@ func clientTLS(snap *mesh.Snapshot, ns, host string, port uint32, subset string)
 func autoMTLSKey(snap *mesh.Snapshot, ns string, svc *mesh.Service) string {
 	var b strings.Builder
 	ids, ok := mtlsPeers(snap, svc, nil)
-	fmt.Fprint(&b, ok, ids)
+	fmt.Fprint(&b, snap.NamespaceMTLSMode(svc.Namespace), ok, ids)
 	for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
 		ids, ok := mtlsPeers(snap, svc, ss.GetLabels())
 		fmt.Fprint(&b, "|", ss.GetName(), ok, ids)
 	}
 	return b.String()
-}
-
-// inboundMTLS reports whether the proxy's own workload has a sidecar with
-// a mesh certificate, so its inbound ports accept Istio mTLS.
-func inboundMTLS(snap *mesh.Snapshot, proxy *model.Proxy) bool {
-	if proxy == nil {
-		return false
-	}
-	w := snap.WorkloadByIP(proxyIP(proxy))
-	return w != nil && w.Labels[TLSModeLabel] == tlsModeIstio
-}
-
-// permissiveChains turns one inbound port's plaintext chain into Istio's
-// PERMISSIVE trio: mTLS from sidecars (TLS with an istio ALPN, terminated
-// here, client certificate required), other TLS passed through as is
-// (passthrough, a tcp_proxy to the port's inbound cluster), and
-// plaintext.
-func permissiveChains(plain *listener.FilterChain, port uint32, http bool, passthrough []*listener.Filter) []*listener.FilterChain {
-	alpn := []string{"istio-peer-exchange", "istio"}
-	if http {
-		alpn = []string{"h2", "http/1.1"}
-	}
-	mtls := &listener.FilterChain{
-		Name: plain.Name,
-		FilterChainMatch: &listener.FilterChainMatch{
-			DestinationPort:      wrapperspb.UInt32(port),
-			TransportProtocol:    "tls",
-			ApplicationProtocols: inboundMTLSALPN,
-		},
-		Filters: plain.Filters,
-		TransportSocket: &core.TransportSocket{
-			Name: tlsSocketName,
-			ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(&tlsv3.DownstreamTlsContext{
-				CommonTlsContext:         meshCommonTLS(alpn, nil),
-				RequireClientCertificate: wrapperspb.Bool(true),
-			})},
-		},
-	}
-	passTLS := &listener.FilterChain{
-		Name:             plain.Name,
-		FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(port), TransportProtocol: "tls"},
-		Filters:          passthrough,
-	}
-	plain.FilterChainMatch.TransportProtocol = "raw_buffer"
-	return []*listener.FilterChain{mtls, passTLS, plain}
 }
 
 // tlsInspector is the listener filter that lets chains match on TLS and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
 )
@@ -84,6 +85,9 @@ type h1conn struct {
 	idle      atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
 
 	fresp filterResponse // the HTTP filters' response headers (h1filters.go)
+	// meta is the request's dynamic metadata, from the first HTTP filter
+	// to the router; reset per request (jwtfilter.go).
+	meta httpfilter.Metadata
 
 	tracked   net.Conn      // the connection as the Server tracks it
 	wb        *[]byte       // pooled write buffer (wbuf) while a request is served
@@ -391,9 +395,15 @@ func (c *h1conn) serveRequest() bool {
 	req := &c.req
 	c.resetRouterState()
 	c.fresp = filterResponse{} // the filters' response headers (h1filters.go)
+	c.meta.Reset()
 	table := c.filter.table()
 	if table == nil {
 		return c.localReply(404, "NR", "")
+	}
+	if jf := c.filter.filters.jwt; jf != nil {
+		if done, keep := c.runJWT(jf); done { // jwtfilter.go
+			return keep
+		}
 	}
 	query := req.Query
 	if len(query) > 0 {

@@ -87,6 +87,7 @@ func startH2ProxyStats(t testing.TB, codec Codec, routes []*routev3.Route, mod f
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.UseStats(st)
 	s := NewServer(Options{Logger: log, Clusters: cm, Codec: codec})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/jwtauthn"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
@@ -25,6 +26,7 @@ import (
 // httpFilters are the fault and CORS filters an HCM lists. Immutable once
 // Build returns.
 type httpFilters struct {
+	jwt          *jwtauthn.Filter // envoy.filters.http.jwt_authn (nil: not in the chain; jwtfilter.go)
 	fault        bool          // envoy.filters.http.fault is in the chain
 	faultDefault *fault.Policy // its filter-level HTTPFault (nil: none)
 	cors         bool          // envoy.filters.http.cors is in the chain
@@ -37,6 +39,7 @@ type httpFilters struct {
 // cors.origin_valid, cors.origin_invalid); all nil without a stats store.
 type filterStats struct {
 	delays, aborts, originValid, originInvalid *atomic.Uint64
+	jwtAllowed, jwtDenied                      *atomic.Uint64 // jwt_authn.allowed, jwt_authn.denied
 }
 
 func inc(c *atomic.Uint64) {
@@ -56,6 +59,10 @@ func (f *Filter) UseStats(st *stats.Store) {
 		f.filters.stats.delays = st.Counter(p + "fault.delays_injected")
 		f.filters.stats.aborts = st.Counter(p + "fault.aborts_injected")
 	}
+	if f.filters.jwt != nil {
+		f.filters.stats.jwtAllowed = st.Counter(p + "jwt_authn.allowed")
+		f.filters.stats.jwtDenied = st.Counter(p + "jwt_authn.denied")
+	}
 	if f.filters.cors {
 		f.filters.stats.originValid = st.Counter(p + "cors.origin_valid")
 		f.filters.stats.originInvalid = st.Counter(p + "cors.origin_invalid")
@@ -66,7 +73,7 @@ func (f *Filter) UseStats(st *stats.Store) {
 // reports that it was.
 func (hf *httpFilters) add(f *hcmv3.HttpFilter) (known bool, err error) {
 	name := f.GetName()
-	if name != fault.Name && name != cors.Name {
+	if name != fault.Name && name != cors.Name && name != jwtauthn.Name {
 		return false, nil
 	}
 	if f.GetDisabled() {
@@ -76,6 +83,20 @@ func (hf *httpFilters) add(f *hcmv3.HttpFilter) (known bool, err error) {
 		return true, fmt.Errorf("config_discovery is not supported (give typed_config)")
 	}
 	switch name {
+	case jwtauthn.Name:
+		// The filter runs before the route is chosen, ahead of the
+		// others (jwtfilter.go): as Istio lists it, first.
+		if hf.jwt != nil {
+			return true, fmt.Errorf("the filter is listed twice")
+		}
+		if hf.fault || hf.cors {
+			return true, fmt.Errorf("it must come before %s and %s (as Istio lists it)", fault.Name, cors.Name)
+		}
+		jf, err := jwtauthn.Parse(f.GetTypedConfig(), jwtauthn.Options{})
+		if err != nil {
+			return true, err
+		}
+		hf.jwt = jf
 	case fault.Name:
 		if hf.fault {
 			return true, fmt.Errorf("the filter is listed twice")
@@ -123,8 +144,10 @@ type filterPlan struct {
 
 // decide runs the filters' decisions for a request on rt, in chain order.
 // Aborts and preflights end the chain: what follows (the router's
-// mirrors) does not run. It allocates nothing.
-func (hf *httpFilters) decide(rt *route.Route, method string, h httpfilter.Headers) filterPlan {
+// mirrors) does not run. md is the request's dynamic metadata, as the
+// filters before (jwt_authn) left it, for the filters that match on it;
+// nil reads as empty. It allocates nothing.
+func (hf *httpFilters) decide(rt *route.Route, method string, h httpfilter.Headers, md *httpfilter.Metadata) filterPlan {
 	p := filterPlan{grpc: -1}
 	var corsPolicy *cors.Policy
 	var fp *fault.Policy

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
 
@@ -108,6 +109,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
 	}
+	var md *httpfilter.Metadata // the request's dynamic metadata (jwtfilter.go)
+	if c.filter.filters.jwt != nil {
+		var done bool
+		if md, done = streamJWT(w, r, c.filter, path, false); done {
+			return
+		}
+	}
 	rt := table.Route(&route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)})
 	if rt == nil {
 		localReply(w, http.StatusNotFound, "NR", "")
@@ -118,7 +126,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.filter.filters.active(rt) {
 		var done bool
-		if w, done = s.streamFilters(w, r, c.filter, rt, false); done { // streamfilters.go
+		if w, done = s.streamFilters(w, r, c.filter, rt, false, md); done { // streamfilters.go
 			return
 		}
 	}

@@ -30,6 +30,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	jwtv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 )
 
 // Name is the HTTP filter name.
@@ -487,4 +489,43 @@ func (f *Filter) providerNames() string {
 	}
 	slices.SortFunc(names, cmp.Compare)
 	return strings.Join(names, ", ")
+}
+
+// Metadata keys the filter writes under istio_authn after a token
+// verifies: what Istio's authn filter derived from jwt_authn's payload and
+// Strait's RBAC filter reads.
+const (
+	AuthnNamespace = "istio_authn"
+	KeyPrincipal   = "request.auth.principal" // string "iss/sub"
+	KeyAudiences   = "request.auth.audiences" // []string
+	KeyPresenter   = "request.auth.presenter" // string
+	KeyClaims      = "request.auth.claims"    // map[string]any, the payload
+)
+
+// WriteMetadata records the verified tokens in md: each payload under
+// this filter's name and its provider's payload_in_metadata key, and the
+// first token's identity under istio_authn (the origin Istio's authn
+// filter picked: the first that verified). Without a verified token it
+// writes nothing.
+func (r Result) WriteMetadata(md *httpfilter.Metadata) {
+	for i := range r.Verified {
+		v := &r.Verified[i]
+		if k := v.MetadataKey(); k != "" {
+			md.Set(Name, k, v.MetadataPayload())
+		}
+	}
+	if len(r.Verified) == 0 {
+		return
+	}
+	v := &r.Verified[0]
+	if p := v.Principal(); p != "" {
+		md.Set(AuthnNamespace, KeyPrincipal, p)
+	}
+	if a := v.Audiences(); len(a) > 0 {
+		md.Set(AuthnNamespace, KeyAudiences, a)
+	}
+	if p := v.Presenter(); p != "" {
+		md.Set(AuthnNamespace, KeyPresenter, p)
+	}
+	md.Set(AuthnNamespace, KeyClaims, v.MetadataPayload())
 }

@@ -429,7 +429,9 @@ func TestRefusedFields(t *testing.T) {
 		{"claim_path", func(_ *jwtv3.JwtAuthentication, p *jwtv3.JwtProvider) {
 			p.ClaimToHeaders = []*jwtv3.JwtClaimToHeader{{HeaderName: "h", ClaimName: "c", ClaimPath: []*jwtv3.JwtClaimToHeader_PathSegment{{Key: "k"}}}}
 		}},
-		{"filter_state_rules", func(c *jwtv3.JwtAuthentication, _ *jwtv3.JwtProvider) { c.FilterStateRules = &jwtv3.FilterStateRule{Name: "x"} }},
+		{"filter_state_rules", func(c *jwtv3.JwtAuthentication, _ *jwtv3.JwtProvider) {
+			c.FilterStateRules = &jwtv3.FilterStateRule{Name: "x"}
+		}},
 		{"strip_failure_response", func(c *jwtv3.JwtAuthentication, _ *jwtv3.JwtProvider) { c.StripFailureResponse = true }},
 		{"headers is not supported", func(c *jwtv3.JwtAuthentication, _ *jwtv3.JwtProvider) {
 			c.Rules[0].Match.Headers = []*routev3.HeaderMatcher{{Name: "x"}}

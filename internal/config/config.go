@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
 
 	"github.com/straitmesh/strait/internal/model"
 )
@@ -19,19 +20,36 @@ const (
 	KindVirtualService  model.Kind = "VirtualService"
 	KindDestinationRule model.Kind = "DestinationRule"
 	KindSidecar         model.Kind = "Sidecar"
+
+	KindRequestAuthentication model.Kind = "RequestAuthentication"
 )
 
-// NetworkingGroup is the API group of every supported kind.
+// NetworkingGroup is the API group of the networking kinds.
 const NetworkingGroup = "networking.istio.io"
+
+// SecurityGroup is the API group of the security kinds.
+const SecurityGroup = "security.istio.io"
+
+// GroupOf is the API group of a supported kind.
+func GroupOf(kind model.Kind) string {
+	switch kind {
+	case KindRequestAuthentication:
+		return SecurityGroup
+	}
+	return NetworkingGroup
+}
 
 // DefaultNamespace is used when metadata.namespace is empty.
 const DefaultNamespace = "default"
 
 // Kinds lists the supported kinds in a fixed order.
-var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar}
+var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar, KindRequestAuthentication}
 
 // acceptedVersions are the networking.istio.io versions we read.
 var acceptedVersions = map[string]bool{"v1": true, "v1beta1": true, "v1alpha3": true}
+
+// acceptedSecurityVersions are the security.istio.io versions we read.
+var acceptedSecurityVersions = map[string]bool{"v1": true, "v1beta1": true}
 
 // newSpec returns an empty spec message for a supported kind, or nil.
 func newSpec(kind model.Kind) proto.Message {
@@ -46,6 +64,8 @@ func newSpec(kind model.Kind) proto.Message {
 		return &networking.DestinationRule{}
 	case KindSidecar:
 		return &networking.Sidecar{}
+	case KindRequestAuthentication:
+		return &security.RequestAuthentication{}
 	}
 	return nil
 }
@@ -129,5 +149,12 @@ func (c *Config) DestinationRule() *networking.DestinationRule {
 // Sidecar returns the spec if c is a Sidecar, else nil.
 func (c *Config) Sidecar() *networking.Sidecar {
 	s, _ := c.Spec.(*networking.Sidecar)
+	return s
+}
+
+// RequestAuthentication returns the spec if c is a RequestAuthentication,
+// else nil.
+func (c *Config) RequestAuthentication() *security.RequestAuthentication {
+	s, _ := c.Spec.(*security.RequestAuthentication)
 	return s
 }

@@ -187,18 +187,32 @@ func parseDocument(src Source, raw []byte, opts ParseOptions) (*Config, string, 
 		}
 		group, version = "", doc.APIVersion
 	}
-	if group != NetworkingGroup {
-		return nil, fmt.Sprintf("skipping %s %s: only %s kinds are supported", doc.APIVersion, doc.Kind, NetworkingGroup), nil
-	}
 	kind := model.Kind(doc.Kind)
+	if group == SecurityGroup {
+		if GroupOf(kind) != SecurityGroup {
+			return nil, fmt.Sprintf("skipping %s %s: kind not supported yet", doc.APIVersion, doc.Kind), nil
+		}
+		if !acceptedSecurityVersions[version] {
+			el.add("apiVersion", "%q is not supported; use %s/v1 or v1beta1", doc.APIVersion, SecurityGroup)
+			return nil, "", el.err()
+		}
+	} else {
+		if group != NetworkingGroup {
+			return nil, fmt.Sprintf("skipping %s %s: only %s and %s kinds are supported", doc.APIVersion, doc.Kind, NetworkingGroup, SecurityGroup), nil
+		}
+		if GroupOf(kind) != NetworkingGroup {
+			el.add("apiVersion", "%s is in %s, not %s", kind, GroupOf(kind), NetworkingGroup)
+			return nil, "", el.err()
+		}
+		if newSpec(kind) == nil {
+			return nil, fmt.Sprintf("skipping %s %s: kind not supported yet", doc.APIVersion, doc.Kind), nil
+		}
+		if !acceptedVersions[version] {
+			el.add("apiVersion", "%q is not supported; use %s/v1, v1beta1 or v1alpha3", doc.APIVersion, NetworkingGroup)
+			return nil, "", el.err()
+		}
+	}
 	spec := newSpec(kind)
-	if spec == nil {
-		return nil, fmt.Sprintf("skipping %s %s: kind not supported yet", doc.APIVersion, doc.Kind), nil
-	}
-	if !acceptedVersions[version] {
-		el.add("apiVersion", "%q is not supported; use %s/v1, v1beta1 or v1alpha3", doc.APIVersion, NetworkingGroup)
-		return nil, "", el.err()
-	}
 
 	var md metadata
 	if len(doc.Metadata) == 0 || string(doc.Metadata) == "null" {

@@ -161,7 +161,7 @@ func TestRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		y := fmt.Sprintf("apiVersion: networking.istio.io/v1\nkind: %s\nmetadata: {name: x}\nspec: %s\n", f.Kind, js)
+		y := fmt.Sprintf("apiVersion: %s/v1\nkind: %s\nmetadata: {name: x}\nspec: %s\n", GroupOf(f.Kind), f.Kind, js)
 		res := ParseFile("r.yaml", []byte(y))
 		want := "spec." + path
 		found := false

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
 
 	"github.com/straitmesh/strait/internal/protocol"
 )
@@ -44,6 +45,8 @@ func validateSpec(el *errorList, c *Config) {
 		validateDestinationRule(el, s)
 	case *networking.Sidecar:
 		validateSidecar(el, s)
+	case *security.RequestAuthentication:
+		validateRequestAuthentication(el, s) // validate_jwt.go
 	}
 }
 

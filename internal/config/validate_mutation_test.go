@@ -308,7 +308,7 @@ func TestParseDocumentEnvelope(t *testing.T) {
 		t.Fatalf("ConfigMap with data: warnings %q err %v", res.Warnings, res.Err)
 	}
 	res = ParseFile("t.yaml", []byte("apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {}\n"))
-	if res.Err != nil || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "t.yaml: document 1: skipping v1 Service: only networking.istio.io kinds are supported") {
+	if res.Err != nil || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "t.yaml: document 1: skipping v1 Service: only networking.istio.io and security.istio.io kinds are supported") {
 		t.Fatalf("core Service: warnings %q err %v", res.Warnings, res.Err)
 	}
 }
@@ -456,12 +456,13 @@ func TestConfigEqualAndAccessors(t *testing.T) {
 		t.Error("nil configs")
 	}
 
-	accessors := func(c *Config) [5]bool {
-		return [5]bool{c.ServiceEntry() != nil, c.WorkloadEntry() != nil, c.VirtualService() != nil, c.DestinationRule() != nil, c.Sidecar() != nil}
+	accessors := func(c *Config) [6]bool {
+		return [6]bool{c.ServiceEntry() != nil, c.WorkloadEntry() != nil, c.VirtualService() != nil, c.DestinationRule() != nil, c.Sidecar() != nil, c.RequestAuthentication() != nil}
 	}
 	specs := map[model.Kind]string{
 		KindServiceEntry: goodSE, KindWorkloadEntry: we("  address: 10.0.0.1\n"), KindVirtualService: vs("  hosts: [a]\n  http:\n" + route),
 		KindDestinationRule: dr("  host: a\n"), KindSidecar: sc("  egress: [{hosts: ['./*']}]\n"),
+		KindRequestAuthentication: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: a}\nspec:\n  jwtRules: [{issuer: i, jwks: '{}'}]\n",
 	}
 	for i, kind := range Kinds {
 		res := ParseFile("k.yaml", []byte(specs[kind]))

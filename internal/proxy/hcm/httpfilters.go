@@ -27,10 +27,10 @@ import (
 // Build returns.
 type httpFilters struct {
 	jwt          *jwtauthn.Filter // envoy.filters.http.jwt_authn (nil: not in the chain; jwtfilter.go)
-	fault        bool          // envoy.filters.http.fault is in the chain
-	faultDefault *fault.Policy // its filter-level HTTPFault (nil: none)
-	cors         bool          // envoy.filters.http.cors is in the chain
-	corsFirst    bool          // CORS runs before the fault filter
+	fault        bool             // envoy.filters.http.fault is in the chain
+	faultDefault *fault.Policy    // its filter-level HTTPFault (nil: none)
+	cors         bool             // envoy.filters.http.cors is in the chain
+	corsFirst    bool             // CORS runs before the fault filter
 	stats        filterStats
 }
 

@@ -40,7 +40,7 @@ func (r *Registry) buildStore() *config.Store {
 	for _, key := range sortedKeys(r.kinds) {
 		w := r.kinds[key]
 		group, kind, _ := strings.Cut(key, "/")
-		if !w.installed || !w.synced || group != config.NetworkingGroup || !slices.Contains(config.Kinds, model.Kind(kind)) {
+		if !w.installed || !w.synced || !slices.Contains(config.Kinds, model.Kind(kind)) || group != config.GroupOf(model.Kind(kind)) {
 			continue
 		}
 		for _, obj := range w.informer.GetStore().List() {

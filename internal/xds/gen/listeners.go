@@ -40,13 +40,13 @@ const (
 // virtualOutbound, virtualInbound, one 0.0.0.0_PORT per outbound HTTP port
 // and one VIP_PORT per outbound TCP service address.
 func (g *Generator) BuildListeners(proxy *model.Proxy) []*listener.Listener {
-	return buildListeners(g.snapshot(), proxy)
+	return buildListeners(g.snapshot(), proxy, g.keys)
 }
 
-func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listener {
+func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) []*listener.Listener {
 	labels, known := proxyLabels(snap, proxy)
 	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
-	out = append(out, virtualInbound(snap, proxy))
+	out = append(out, virtualInbound(snap, proxy, keys))
 	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
@@ -174,10 +174,16 @@ func httpOutboundListener(port uint32) *listener.Listener {
 // virtualInbound has one filter chain per port the proxy's workload serves
 // (matched on the original destination port; three under auto mTLS:
 // mTLS, other TLS and plaintext, mtls.go) and a catch-all chain that
-// passes other connections to the workload unchanged.
-func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener {
+// passes other connections to the workload unchanged. Its HTTP chains
+// start with the workload's jwt_authn filter when a RequestAuthentication
+// applies (jwt.go).
+func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) *listener.Listener {
 	var chains []*listener.FilterChain
 	mtls := inboundMTLS(snap, proxy)
+	var authn []*hcm.HttpFilter
+	if jf := jwtHTTPFilter(snap, proxy, keys); jf != nil {
+		authn = append(authn, jf)
+	}
 	for _, p := range inboundPorts(snap, proxy) {
 		clusterName := InboundClusterName(p.endpointPort)
 		statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
@@ -193,7 +199,7 @@ func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener 
 						Routes:  []*route.Route{prefixRoute("default", "/", clusterName)},
 					}},
 				}},
-			})
+			}, authn...)
 		} else {
 			f = tcpProxyFilter(statPrefix, clusterName)
 		}
@@ -259,17 +265,19 @@ func tcpProxyFilter(statPrefix, clusterName string) *listener.Filter {
 	}
 }
 
-func hcmFilter(m *hcm.HttpConnectionManager) *listener.Filter {
+// hcmFilter completes an HTTP connection manager: codec, upgrades and
+// its HTTP filters (first, the authentication filters of an inbound one).
+func hcmFilter(m *hcm.HttpConnectionManager, authn ...*hcm.HttpFilter) *listener.Filter {
 	m.CodecType = hcm.HttpConnectionManager_AUTO
 	// WebSocket upgrades are allowed on every HTTP listener, as Istio's
 	// HTTP connection manager builder does.
 	m.UpgradeConfigs = []*hcm.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}}
 	// The fault and CORS filters come before the router, as Istio lists
 	// them (httpfilters.go).
-	m.HttpFilters = append(faultAndCORSFilters(), &hcm.HttpFilter{
+	m.HttpFilters = slices.Concat(authn, faultAndCORSFilters(), []*hcm.HttpFilter{{
 		Name:       routerFilterName,
 		ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerfilter.Router{})},
-	})
+	}})
 	return &listener.Filter{
 		Name:       hcmFilterName,
 		ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(m)},

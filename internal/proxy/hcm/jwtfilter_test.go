@@ -274,3 +274,32 @@ func TestJWTFilterOrder(t *testing.T) {
 		t.Errorf("jwt_authn after fault: %v", err)
 	}
 }
+
+// TestJWTFilterGRPC: a gRPC call with a bad token is answered in gRPC's
+// trailers-only form, UNAUTHENTICATED with the filter's message, as
+// Envoy's local reply maps a 401.
+func TestJWTFilterGRPC(t *testing.T) {
+	k := newJWTKey(t)
+	be := headerEcho(t)
+	addr := startH2Proxy(t, CodecStrait, []*routev3.Route{prefixRoute("/", "be")}, func(h *hcmv3.HttpConnectionManager) {
+		h.HttpFilters = append([]*hcmv3.HttpFilter{istioJWTFilter(t, k.jwks)}, h.HttpFilters...)
+	}, staticCluster("be", strings.TrimPrefix(be.URL, "http://")))
+	expired := k.sign(t, map[string]any{"iss": "https://issuer.test", "sub": "a", "exp": time.Now().Add(-time.Hour).Unix()})
+	req, _ := http.NewRequest("POST", "http://"+addr+"/svc.Method", strings.NewReader("\x00\x00\x00\x00\x00"))
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	req.Header.Set("Authorization", "Bearer "+expired)
+	resp, err := h2cClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	st, msg := resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message")
+	if st == "" {
+		st, msg = resp.Trailer.Get("Grpc-Status"), resp.Trailer.Get("Grpc-Message")
+	}
+	if resp.StatusCode != 200 || st != "16" || msg != "Jwt is expired" {
+		t.Errorf("got HTTP %d grpc-status %q message %q, want 200, 16 (UNAUTHENTICATED), \"Jwt is expired\"", resp.StatusCode, st, msg)
+	}
+}

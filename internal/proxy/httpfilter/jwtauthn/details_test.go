@@ -246,7 +246,7 @@ func TestKeysAndClaims(t *testing.T) {
 		{map[string]any{"iss": "iss", "exp": float64(testNow.Add(time.Hour).Unix()) + 0.5}, OK},
 		{map[string]any{"iss": "iss", "exp": float64(testNow.Add(-time.Hour).Unix()) + 0.5}, JwtExpired},
 		{map[string]any{"iss": "iss", "nbf": testNow.Add(30 * time.Second).Unix()}, OK}, // within the skew
-		{map[string]any{"iss": "iss"}, OK},                                               // no exp: no limit
+		{map[string]any{"iss": "iss"}, OK},                                              // no exp: no limit
 	} {
 		if st := auth(set(p256), bearer(es.sign(t, tc.claims))); st != tc.want {
 			t.Errorf("%v: %v; want %v", tc.claims, st, tc.want)

@@ -21,6 +21,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/jwtauthn"
 )
 
@@ -301,5 +302,47 @@ func TestJWTFilterGRPC(t *testing.T) {
 	}
 	if resp.StatusCode != 200 || st != "16" || msg != "Jwt is expired" {
 		t.Errorf("got HTTP %d grpc-status %q message %q, want 200, 16 (UNAUTHENTICATED), \"Jwt is expired\"", resp.StatusCode, st, msg)
+	}
+}
+
+// TestJWTFilterMetadataHTTP1: on the HTTP/1.1 codec the verified token
+// lands in the connection's per-request metadata, and the header edits in
+// the fields written upstream; the next request starts empty.
+func TestJWTFilterMetadataHTTP1(t *testing.T) {
+	k := newJWTKey(t)
+	f, err := Build(&hcmv3.HttpConnectionManager{
+		StatPrefix:     "m",
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "r"}},
+		HttpFilters: []*hcmv3.HttpFilter{istioJWTFilter(t, k.jwks),
+			{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &emptypb.Empty{})}}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := k.sign(t, map[string]any{"iss": "https://issuer.test", "sub": "carol", "exp": time.Now().Add(time.Hour).Unix()})
+	c := &h1conn{filter: f}
+	head := "GET /p HTTP/1.1\r\nHost: svc\r\nAuthorization: Bearer " + tok + "\r\n\r\n"
+	if err := http1.ParseRequest([]byte(head), &c.req); err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := c.runJWT(f.filters.jwt); done {
+		t.Fatal("valid token answered locally")
+	}
+	if v, _ := c.meta.Get(jwtauthn.AuthnNamespace, jwtauthn.KeyPrincipal); v != "https://issuer.test/carol" {
+		t.Errorf("principal %v", v)
+	}
+	var payload, auth bool
+	for _, h := range c.reqExtra {
+		payload = payload || string(h.Name) == "x-jwt-payload"
+	}
+	for _, h := range c.req.Headers {
+		auth = auth || (http1.EqualFold(h.Name, "Authorization") && !h.Hop)
+	}
+	if !payload || auth {
+		t.Errorf("payload header added %v, authorization still forwarded %v", payload, auth)
+	}
+	c.meta.Reset()
+	if _, ok := c.meta.Get(jwtauthn.AuthnNamespace, jwtauthn.KeyPrincipal); ok {
+		t.Error("metadata survives Reset")
 	}
 }

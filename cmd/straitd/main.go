@@ -239,7 +239,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	// config, as istiod does by default; a refresh that changes one
 	// pushes to every proxy.
 	var server *xds.Server
-	keySets := jwks.New(jwks.Options{Logger: logger, OnChange: func() {
+	keySets := jwks.New(jwks.Options{Logger: logger, RefreshInterval: push.JWKSRefreshInterval, OnChange: func() {
 		server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}})
 	}})
 	generator := gen.NewWithOptions(source, gen.Options{KeySets: keySets})

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -150,8 +151,13 @@ func TestMoreRefusals(t *testing.T) {
 	if _, err := Parse(&anypb.Any{TypeUrl: "type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication", Value: []byte{0xff}}, Options{}); err == nil {
 		t.Error("garbage typed_config accepted")
 	}
-	if s := Status(200).String(); s != "status 200" {
-		t.Errorf("unknown status %q", s)
+	for _, st := range []Status{JwksKidAlgMismatch + 1, 200} {
+		if s := st.String(); s != fmt.Sprintf("status %d", st) {
+			t.Errorf("unknown status %d: %q", st, s)
+		}
+	}
+	if s := JwksKidAlgMismatch.String(); s != "Jwks doesn't have key to match kid or alg from Jwt" {
+		t.Errorf("last status: %q", s)
 	}
 }
 

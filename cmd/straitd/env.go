@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/straitmesh/strait/internal/jwks"
 	"github.com/straitmesh/strait/internal/xds"
 )
 
@@ -21,6 +22,9 @@ type pushSettings struct {
 	// that follow within the quiet period are debounced as in Istio
 	// (STRAIT_EDS_LEADING_EDGE, default true).
 	EDSLeadingEdge bool
+	// JWKSRefreshInterval is how often straitd re-fetches the key sets
+	// of jwtRules (PILOT_JWT_PUB_KEY_REFRESH_INTERVAL, default 20m).
+	JWKSRefreshInterval time.Duration
 }
 
 // pushSettingsFromEnv reads the push settings through lookup (os.LookupEnv
@@ -33,6 +37,8 @@ func pushSettingsFromEnv(lookup func(string) (string, bool)) (pushSettings, erro
 		EnableEDSDebounce: true,
 		PushThrottle:      xds.DefaultPushThrottle(),
 		EDSLeadingEdge:    true,
+
+		JWKSRefreshInterval: jwks.DefaultRefreshInterval,
 	}
 	get := func(name string) (string, bool) {
 		v, ok := lookup(name)
@@ -56,6 +62,15 @@ func pushSettingsFromEnv(lookup func(string) (string, bool)) (pushSettings, erro
 	}
 	if err := duration("PILOT_DEBOUNCE_MAX", &s.DebounceMax); err != nil {
 		return s, err
+	}
+	if err := duration("PILOT_JWT_PUB_KEY_REFRESH_INTERVAL", &s.JWKSRefreshInterval); err != nil {
+		return s, err
+	}
+	// Istio's PILOT_JWT_ENABLE_REMOTE_JWKS: straitd always fetches the
+	// key sets itself and inlines them (istiod's default, "false" or
+	// "istiod"); having the proxies fetch them is not implemented.
+	if v, ok := get("PILOT_JWT_ENABLE_REMOTE_JWKS"); ok && !strings.EqualFold(v, "false") && !strings.EqualFold(v, "istiod") {
+		return s, fmt.Errorf("environment variable PILOT_JWT_ENABLE_REMOTE_JWKS=%q is not supported by Strait: only \"false\" or \"istiod\" (straitd fetches the JWKS and inlines it)", v)
 	}
 	boolean := func(name string, dst *bool) error {
 		v, ok := get(name)

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/straitmesh/strait/internal/inject"
+	"github.com/straitmesh/strait/internal/jwks"
 	"github.com/straitmesh/strait/internal/lifecycle"
 	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
@@ -238,7 +239,14 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	} else {
 		source, resolveProxy = static, static.ResolveProxy
 	}
-	generator := gen.New(source)
+	// jwtRules' key sets are fetched here and inlined in the proxies'
+	// config, as istiod does by default; a refresh that changes one
+	// pushes to every proxy.
+	var server *xds.Server
+	keySets := jwks.New(jwks.Options{Logger: logger, RefreshInterval: push.JWKSRefreshInterval, OnChange: func() {
+		server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}})
+	}})
+	generator := gen.NewWithOptions(source, gen.Options{KeySets: keySets})
 	reg.MustRegister(generator.Collector())
 	server, err := xds.New(xds.Options{
 		Generator:         generator,
@@ -289,6 +297,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	parts, ctx := lifecycle.New(ctx)
 	defer parts.Stop()
 	parts.Go("xds push pipeline", server.Run)
+	parts.Go("jwks resolver", keySets.Run)
 	if kreg != nil {
 		parts.Go("kube registry", func(ctx context.Context) error { return kreg.Run(ctx, server.ConfigUpdate) })
 		if static != nil {

@@ -33,6 +33,12 @@ func TestPushSettingsFromEnv(t *testing.T) {
 			return s.DebounceAfter == 100*time.Millisecond && s.DebounceMax == 10*time.Second && s.EnableEDSDebounce && s.PushThrottle == xds.DefaultPushThrottle() && s.EDSLeadingEdge
 		}},
 		{env: map[string]string{"STRAIT_EDS_LEADING_EDGE": "false"}, want: func(s pushSettings) bool { return !s.EDSLeadingEdge }},
+		{env: nil, want: func(s pushSettings) bool { return s.JWKSRefreshInterval == 20*time.Minute }},
+		{env: map[string]string{"PILOT_JWT_PUB_KEY_REFRESH_INTERVAL": "30s", "PILOT_JWT_ENABLE_REMOTE_JWKS": "istiod"}, want: func(s pushSettings) bool { return s.JWKSRefreshInterval == 30*time.Second }},
+		{env: map[string]string{"PILOT_JWT_ENABLE_REMOTE_JWKS": "false"}, want: func(s pushSettings) bool { return true }},
+		{env: map[string]string{"PILOT_JWT_PUB_KEY_REFRESH_INTERVAL": "0s"}, wantErr: `PILOT_JWT_PUB_KEY_REFRESH_INTERVAL="0s" is not a positive duration`},
+		{env: map[string]string{"PILOT_JWT_ENABLE_REMOTE_JWKS": "envoy"}, wantErr: `PILOT_JWT_ENABLE_REMOTE_JWKS="envoy" is not supported by Strait`},
+		{env: map[string]string{"PILOT_JWT_ENABLE_REMOTE_JWKS": "true"}, wantErr: `PILOT_JWT_ENABLE_REMOTE_JWKS="true" is not supported`},
 		{env: map[string]string{"STRAIT_EDS_LEADING_EDGE": "sometimes"}, wantErr: `STRAIT_EDS_LEADING_EDGE="sometimes" is not a boolean`},
 		{env: map[string]string{"PILOT_DEBOUNCE_AFTER": "50ms", "PILOT_DEBOUNCE_MAX": "2s", "PILOT_ENABLE_EDS_DEBOUNCE": "false", "PILOT_PUSH_THROTTLE": "7"},
 			want: func(s pushSettings) bool {

@@ -23,8 +23,9 @@ const (
 	KindDestinationRule model.Kind = "DestinationRule"
 	KindSidecar         model.Kind = "Sidecar"
 
-	KindAuthorizationPolicy model.Kind = "AuthorizationPolicy"
-	KindPeerAuthentication  model.Kind = "PeerAuthentication"
+	KindAuthorizationPolicy   model.Kind = "AuthorizationPolicy"
+	KindPeerAuthentication    model.Kind = "PeerAuthentication"
+	KindRequestAuthentication model.Kind = "RequestAuthentication"
 )
 
 // NetworkingGroup is the API group of the networking kinds.
@@ -36,7 +37,7 @@ const SecurityGroup = "security.istio.io"
 // GroupOf is the API group of a supported kind ("" for another kind).
 func GroupOf(kind model.Kind) string {
 	switch kind {
-	case KindAuthorizationPolicy, KindPeerAuthentication:
+	case KindAuthorizationPolicy, KindPeerAuthentication, KindRequestAuthentication:
 		return SecurityGroup
 	case KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar:
 		return NetworkingGroup
@@ -49,7 +50,7 @@ const DefaultNamespace = "default"
 
 // Kinds lists the supported kinds in a fixed order.
 var Kinds = []model.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar,
-	KindAuthorizationPolicy, KindPeerAuthentication}
+	KindAuthorizationPolicy, KindPeerAuthentication, KindRequestAuthentication}
 
 // acceptedVersions are the versions we read, by API group.
 var acceptedVersions = map[string]map[string]bool{
@@ -74,6 +75,8 @@ func newSpec(kind model.Kind) proto.Message {
 		return &security.AuthorizationPolicy{}
 	case KindPeerAuthentication:
 		return &security.PeerAuthentication{}
+	case KindRequestAuthentication:
+		return &security.RequestAuthentication{}
 	}
 	return nil
 }
@@ -173,5 +176,12 @@ func (c *Config) AuthorizationPolicy() *security.AuthorizationPolicy {
 // nil.
 func (c *Config) PeerAuthentication() *security.PeerAuthentication {
 	s, _ := c.Spec.(*security.PeerAuthentication)
+	return s
+}
+
+// RequestAuthentication returns the spec if c is a RequestAuthentication,
+// else nil.
+func (c *Config) RequestAuthentication() *security.RequestAuthentication {
+	s, _ := c.Spec.(*security.RequestAuthentication)
 	return s
 }

@@ -196,8 +196,12 @@ func parseDocument(src Source, raw []byte, opts ParseOptions) (*Config, string, 
 	}
 	kind := model.Kind(doc.Kind)
 	spec := newSpec(kind)
-	if spec == nil || GroupOf(kind) != group {
+	if spec == nil {
 		return nil, fmt.Sprintf("skipping %s %s: kind not supported yet", doc.APIVersion, doc.Kind), nil
+	}
+	if g := GroupOf(kind); g != group {
+		el.add("apiVersion", "%s is in %s, not %s", kind, g, group)
+		return nil, "", el.err()
 	}
 	if !versions[version] {
 		want := "v1, v1beta1 or v1alpha3"

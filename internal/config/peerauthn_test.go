@@ -69,7 +69,8 @@ func TestPeerAuthenticationInvalid(t *testing.T) {
 		{"bad label", pa("  selector: {matchLabels: {app: 'a b'}}\n"),
 			`spec.selector.matchLabels[app]: "a b" is not a valid label value`},
 		{"unknown mode", pa("  mtls: {mode: SOMETIMES}\n"), "spec.mtls.mode"},
-		{"networking group", strings.Replace(pa("  mtls: {mode: STRICT}\n"), "security.istio.io", "networking.istio.io", 1), ""},
+		{"networking group", strings.Replace(pa("  mtls: {mode: STRICT}\n"), "security.istio.io", "networking.istio.io", 1),
+			"apiVersion: PeerAuthentication is in security.istio.io, not networking.istio.io"},
 		{"bad version", strings.Replace(pa("  mtls: {mode: STRICT}\n"), "/v1", "/v1alpha3", 1),
 			`apiVersion: "security.istio.io/v1alpha3" is not supported; use security.istio.io/v1 or v1beta1`},
 	} {

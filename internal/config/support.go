@@ -54,6 +54,7 @@ func (errNotSupported) Error() string { return notSupported }
 // To honour a field, flip its line to Honoured, in the commit that makes it
 // work end to end.
 var fieldSupport = map[model.Kind]map[string]Support{
+	KindRequestAuthentication: requestAuthenticationSupport, // support_jwt.go
 	KindVirtualService: {
 		"hosts":                                       Honoured,
 		"gateways":                                    Honoured,

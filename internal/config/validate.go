@@ -49,6 +49,8 @@ func validateSpec(el *errorList, c *Config) {
 		validateAuthorizationPolicy(el, c, s) // validate_authz.go
 	case *security.PeerAuthentication:
 		validatePeerAuthentication(el, s) // validate_peerauthn.go
+	case *security.RequestAuthentication:
+		validateRequestAuthentication(el, s) // validate_jwt.go
 	}
 }
 

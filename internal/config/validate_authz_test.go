@@ -42,7 +42,7 @@ func TestAuthorizationPolicyLoad(t *testing.T) {
 		{"envoy filter key", head + "}\nspec:\n  rules: [{when: [{key: \"experimental.envoy.filters.a[b]\", values: [c]}]}]\n", "spec.rules[0].when[0].key", true},
 		{"custom", head + "}\nspec: {action: CUSTOM, provider: {name: x}}\n", "spec.action: CUSTOM not supported by Strait yet", true},
 		{"targetRef", head + "}\nspec: {targetRef: {kind: Gateway, name: g}}\n", "spec.targetRef: not supported by Strait yet", true},
-		{"networking group", strings.Replace(head, "security.istio.io/v1", "networking.istio.io/v1", 1) + "}\nspec: {}\n", "", false},
+		{"networking group", strings.Replace(head, "security.istio.io/v1", "networking.istio.io/v1", 1) + "}\nspec: {}\n", "AuthorizationPolicy is in security.istio.io, not networking.istio.io", false},
 		{"alpha version", strings.Replace(head, "security.istio.io/v1", "security.istio.io/v1alpha3", 1) + "}\nspec: {}\n", "use security.istio.io/v1 or v1beta1", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

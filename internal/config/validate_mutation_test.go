@@ -458,13 +458,14 @@ func TestConfigEqualAndAccessors(t *testing.T) {
 
 	accessors := func(c *Config) []bool {
 		return []bool{c.ServiceEntry() != nil, c.WorkloadEntry() != nil, c.VirtualService() != nil, c.DestinationRule() != nil, c.Sidecar() != nil,
-			c.AuthorizationPolicy() != nil, c.PeerAuthentication() != nil}
+			c.AuthorizationPolicy() != nil, c.PeerAuthentication() != nil, c.RequestAuthentication() != nil}
 	}
 	specs := map[model.Kind]string{
 		KindServiceEntry: goodSE, KindWorkloadEntry: we("  address: 10.0.0.1\n"), KindVirtualService: vs("  hosts: [a]\n  http:\n" + route),
 		KindDestinationRule: dr("  host: a\n"), KindSidecar: sc("  egress: [{hosts: ['./*']}]\n"),
-		KindAuthorizationPolicy: "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: a}\nspec: {action: DENY}\n",
-		KindPeerAuthentication:  "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: a}\nspec: {mtls: {mode: STRICT}}\n",
+		KindAuthorizationPolicy:   "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: a}\nspec: {action: DENY}\n",
+		KindPeerAuthentication:    "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: a}\nspec: {mtls: {mode: STRICT}}\n",
+		KindRequestAuthentication: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: a}\nspec:\n  jwtRules: [{issuer: i, jwks: '{}'}]\n",
 	}
 	for i, kind := range Kinds {
 		res := ParseFile("k.yaml", []byte(specs[kind]))

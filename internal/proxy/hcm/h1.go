@@ -87,8 +87,8 @@ type h1conn struct {
 
 	fresp filterResponse // the HTTP filters' response headers (h1filters.go)
 	// meta is the request in progress's dynamic metadata, reset for every
-	// request: what a filter learns (the JWT filter's claims) for a later
-	// one (RBAC) to read.
+	// request: what a filter learns (the JWT filter's claims, jwtfilter.go)
+	// for a later one (RBAC) to read.
 	meta httpfilter.Metadata
 	// authz describes the connection for the RBAC filters (rbac.go);
 	// computed at the first request when the HCM has one.
@@ -401,7 +401,12 @@ func (c *h1conn) serveRequest() bool {
 	req := &c.req
 	c.resetRouterState()
 	c.fresp = filterResponse{} // the filters' response headers (h1filters.go)
-	c.meta = httpfilter.Metadata{}
+	c.meta.Reset()
+	if jf := c.filter.filters.jwt; jf != nil {
+		if done, keep := c.runJWT(jf); done { // jwtfilter.go
+			return keep
+		}
+	}
 	query := req.Query
 	if len(query) > 0 {
 		query = query[1:] // its '?'

@@ -35,7 +35,7 @@ const delayPoll = 100 * time.Millisecond
 // the connection can carry another request.
 func (c *h1conn) runFilters(rt *route.Route) (done, keep bool) {
 	req := &c.req
-	p := c.filter.filters.decide(rt, http1.UnsafeString(req.Method), &req.Headers)
+	p := c.filter.filters.decide(rt, http1.UnsafeString(req.Method), &req.Headers, &c.meta)
 	if p.delay > 0 {
 		if !c.faultDelay(p.delay) {
 			return true, false

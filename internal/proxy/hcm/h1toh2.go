@@ -51,6 +51,9 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 		}
 		hdr.Add(string(h.Name), string(h.Value))
 	}
+	for _, h := range c.reqExtra { // what the HTTP filters added (jwtfilter.go)
+		hdr.Add(string(h.Name), string(h.Value))
+	}
 	if _, ok := hdr["X-Forwarded-Proto"]; !ok {
 		hdr["X-Forwarded-Proto"] = []string{"http"}
 	}

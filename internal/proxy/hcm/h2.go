@@ -20,6 +20,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
@@ -219,8 +220,15 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
 	}
+	var md *httpfilter.Metadata // the request's dynamic metadata (jwtfilter.go)
+	if c.filter.filters.jwt != nil {
+		var done bool
+		if md, done = streamJWT(w, r, c.filter, path, true); done {
+			return
+		}
+	}
 	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)}
-	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq) { // rbac.go
+	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, md) { // rbac.go
 		streamLocalReply(w, r, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
 		return
 	}
@@ -241,7 +249,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.filter.filters.active(rt) {
 		var done bool
-		if w, done = s.streamFilters(w, r, c.filter, rt, true); done { // streamfilters.go
+		if w, done = s.streamFilters(w, r, c.filter, rt, true, md); done { // streamfilters.go
 			return
 		}
 	}

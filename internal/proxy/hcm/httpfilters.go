@@ -18,20 +18,22 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/jwtauthn"
 	httprbac "github.com/straitmesh/strait/internal/proxy/httpfilter/rbac"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
-// httpFilters are the fault and CORS filters an HCM lists. Immutable once
+// httpFilters are the JWT, RBAC, fault and CORS filters an HCM lists. Immutable once
 // Build returns.
 type httpFilters struct {
-	fault        bool           // envoy.filters.http.fault is in the chain
-	faultDefault *fault.Policy  // its filter-level HTTPFault (nil: none)
-	cors         bool           // envoy.filters.http.cors is in the chain
-	corsFirst    bool           // CORS runs before the fault filter
-	rbac         []*rbac.Filter // envoy.filters.http.rbac, in chain order (rbac.go)
+	jwt          *jwtauthn.Filter // envoy.filters.http.jwt_authn (nil: not in the chain; jwtfilter.go)
+	rbac         []*rbac.Filter   // envoy.filters.http.rbac, in chain order (rbac.go)
+	fault        bool             // envoy.filters.http.fault is in the chain
+	faultDefault *fault.Policy    // its filter-level HTTPFault (nil: none)
+	cors         bool             // envoy.filters.http.cors is in the chain
+	corsFirst    bool             // CORS runs before the fault filter
 	stats        filterStats
 }
 
@@ -40,6 +42,7 @@ type httpFilters struct {
 // cors.origin_valid, cors.origin_invalid); all nil without a stats store.
 type filterStats struct {
 	delays, aborts, originValid, originInvalid *atomic.Uint64
+	jwtAllowed, jwtDenied                      *atomic.Uint64 // jwt_authn.allowed, jwt_authn.denied
 }
 
 func inc(c *atomic.Uint64) {
@@ -59,6 +62,10 @@ func (f *Filter) UseStats(st *stats.Store) {
 		f.filters.stats.delays = st.Counter(p + "fault.delays_injected")
 		f.filters.stats.aborts = st.Counter(p + "fault.aborts_injected")
 	}
+	if f.filters.jwt != nil {
+		f.filters.stats.jwtAllowed = st.Counter(p + "jwt_authn.allowed")
+		f.filters.stats.jwtDenied = st.Counter(p + "jwt_authn.denied")
+	}
 	for _, r := range f.filters.rbac {
 		r.UseStats(st, p)
 	}
@@ -72,7 +79,7 @@ func (f *Filter) UseStats(st *stats.Store) {
 // reports that it was.
 func (hf *httpFilters) add(f *hcmv3.HttpFilter) (known bool, err error) {
 	name := f.GetName()
-	if name != fault.Name && name != cors.Name && name != httprbac.Name {
+	if name != fault.Name && name != cors.Name && name != httprbac.Name && name != jwtauthn.Name {
 		return false, nil
 	}
 	if f.GetDisabled() {
@@ -82,6 +89,20 @@ func (hf *httpFilters) add(f *hcmv3.HttpFilter) (known bool, err error) {
 		return true, fmt.Errorf("config_discovery is not supported (give typed_config)")
 	}
 	switch name {
+	case jwtauthn.Name:
+		// The filter runs first, before RBAC and before the route is
+		// chosen (jwtfilter.go): as Istio lists it.
+		if hf.jwt != nil {
+			return true, fmt.Errorf("the filter is listed twice")
+		}
+		if hf.fault || hf.cors || len(hf.rbac) > 0 {
+			return true, fmt.Errorf("it must come before %s, %s and %s (as Istio lists it)", httprbac.Name, fault.Name, cors.Name)
+		}
+		jf, err := jwtauthn.Parse(f.GetTypedConfig(), jwtauthn.Options{})
+		if err != nil {
+			return true, err
+		}
+		hf.jwt = jf
 	case httprbac.Name:
 		// RBAC runs before routing (rbac.go), so before the fault and
 		// CORS filters whatever the list says: refuse an order that would
@@ -141,8 +162,10 @@ type filterPlan struct {
 
 // decide runs the filters' decisions for a request on rt, in chain order.
 // Aborts and preflights end the chain: what follows (the router's
-// mirrors) does not run. It allocates nothing.
-func (hf *httpFilters) decide(rt *route.Route, method string, h httpfilter.Headers) filterPlan {
+// mirrors) does not run. md is the request's dynamic metadata, as the
+// filters before (jwt_authn) left it, for the filters that match on it;
+// nil reads as empty. It allocates nothing.
+func (hf *httpFilters) decide(rt *route.Route, method string, h httpfilter.Headers, md *httpfilter.Metadata) filterPlan {
 	p := filterPlan{grpc: -1}
 	var corsPolicy *cors.Policy
 	var fp *fault.Policy

@@ -376,7 +376,7 @@ func TestFiltersNotTriggeringAllocateNothing(t *testing.T) {
 	}
 	var hdrs http1.Headers
 	if n := testing.AllocsPerRun(200, func() {
-		if p := f.filters.decide(r, "GET", &hdrs); p.abort || p.preflight || p.corsPolicy != nil {
+		if p := f.filters.decide(r, "GET", &hdrs, nil); p.abort || p.preflight || p.corsPolicy != nil {
 			t.Fatal("a filter acted")
 		}
 	}); n != 0 {
@@ -500,7 +500,7 @@ func TestFilterStats(t *testing.T) {
 		if origin != "" {
 			hdr.Set("Origin", origin)
 		}
-		f.filters.decide(rt, "GET", requestHeaders(hdr))
+		f.filters.decide(rt, "GET", requestHeaders(hdr), nil)
 	}
 	run("/abort", "")
 	run("/abort", "")

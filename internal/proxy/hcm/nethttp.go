@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
@@ -104,8 +105,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
 	}
+	var md *httpfilter.Metadata // the request's dynamic metadata (jwtfilter.go)
+	if c.filter.filters.jwt != nil {
+		var done bool
+		if md, done = streamJWT(w, r, c.filter, path, false); done {
+			return
+		}
+	}
 	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)}
-	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq) { // rbac.go
+	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, md) { // rbac.go
 		localReply(w, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
 		return
 	}
@@ -124,7 +132,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.filter.filters.active(rt) {
 		var done bool
-		if w, done = s.streamFilters(w, r, c.filter, rt, false); done { // streamfilters.go
+		if w, done = s.streamFilters(w, r, c.filter, rt, false, md); done { // streamfilters.go
 			return
 		}
 	}

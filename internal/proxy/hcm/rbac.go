@@ -69,10 +69,9 @@ func rbacConnection(f *Filter, c net.Conn, dst netip.AddrPort) *rbac.Connection 
 }
 
 // streamAuthorize is authorize for the HTTP/2 and net/http paths. rr is
-// taken by value and the request's metadata made here, so that a request
-// on an HCM without RBAC filters (which does not call it) allocates
-// neither.
-func streamAuthorize(c *conn, rr route.Request) bool {
-	var meta httpfilter.Metadata // the request's dynamic metadata
-	return c.filter.filters.authorize(c.authz, &rr, &meta)
+// taken by value, so that a request on an HCM without RBAC filters (which
+// does not call it) does not make it escape; md is the request's dynamic
+// metadata (nil when no filter wrote any).
+func streamAuthorize(c *conn, rr route.Request, md *httpfilter.Metadata) bool {
+	return c.filter.filters.authorize(c.authz, &rr, md)
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
@@ -17,9 +18,10 @@ import (
 // rest of the request path uses (w, or a filterWriter that adds the
 // filters' response headers) and whether the request was answered.
 // grpcReplies says whether local replies to gRPC requests take gRPC's
-// trailers-only form (HTTP/2).
-func (s *Server) streamFilters(w http.ResponseWriter, r *http.Request, f *Filter, rt *route.Route, grpcReplies bool) (http.ResponseWriter, bool) {
-	p := f.filters.decide(rt, r.Method, requestHeaders(r.Header))
+// trailers-only form (HTTP/2). md is the request's dynamic metadata
+// (jwtfilter.go; nil reads as empty).
+func (s *Server) streamFilters(w http.ResponseWriter, r *http.Request, f *Filter, rt *route.Route, grpcReplies bool, md *httpfilter.Metadata) (http.ResponseWriter, bool) {
+	p := f.filters.decide(rt, r.Method, requestHeaders(r.Header), md)
 	var fr filterResponse
 	if p.delay > 0 {
 		t := time.NewTimer(p.delay)

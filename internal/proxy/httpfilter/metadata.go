@@ -33,3 +33,9 @@ func (m *Metadata) Get(namespace, key string) (any, bool) {
 	v, ok := m.ns[namespace][key]
 	return v, ok
 }
+
+// Reset empties m for the next request, keeping its top-level map so that
+// a connection's requests reuse it.
+func (m *Metadata) Reset() {
+	clear(m.ns)
+}

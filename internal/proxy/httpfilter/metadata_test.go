@@ -24,3 +24,17 @@ func TestMetadata(t *testing.T) {
 		t.Errorf("other/k = %v", v)
 	}
 }
+
+func TestMetadataReset(t *testing.T) {
+	var md Metadata
+	md.Reset() // empty: nothing to do
+	md.Set("ns", "k", 1)
+	md.Reset()
+	if _, ok := md.Get("ns", "k"); ok {
+		t.Error("value kept after Reset")
+	}
+	md.Set("ns", "k", 2)
+	if v, _ := md.Get("ns", "k"); v != 2 {
+		t.Errorf("after Reset and Set: %v", v)
+	}
+}

@@ -264,3 +264,28 @@ func TestRefusedConfigLoggedAtWarn(t *testing.T) {
 		t.Errorf("invalid config logged as %q, want an error naming it", got)
 	}
 }
+
+// A RequestAuthentication (security.istio.io) is read like the networking
+// kinds, with the same validation.
+func TestIstioConfigRequestAuthentication(t *testing.T) {
+	ra := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "security.istio.io/v1", "kind": "RequestAuthentication",
+		"metadata": map[string]any{"name": "jwt", "namespace": "demo"},
+		"spec": map[string]any{
+			"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+			"jwtRules": []any{map[string]any{"issuer": "https://issuer.test", "jwksUri": "https://issuer.test/jwks"}},
+		},
+	}}
+	c, err := istioConfig("security.istio.io", "RequestAuthentication", "v1", ra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Key() != (model.ConfigKey{Kind: config.KindRequestAuthentication, Name: "jwt", Namespace: "demo"}) || c.RequestAuthentication().JwtRules[0].Issuer != "https://issuer.test" {
+		t.Errorf("config %v", c)
+	}
+	bad := ra.DeepCopy()
+	bad.Object["spec"].(map[string]any)["jwtRules"] = []any{map[string]any{"jwksUri": "https://issuer.test/jwks"}}
+	if _, err := istioConfig("security.istio.io", "RequestAuthentication", "v1", bad); err == nil || !strings.Contains(err.Error(), "spec.jwtRules[0].issuer") {
+		t.Errorf("rule without issuer: %v", err)
+	}
+}

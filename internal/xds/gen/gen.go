@@ -33,11 +33,24 @@ func (f SourceFunc) Snapshot() *mesh.Snapshot { return f() }
 // concurrent use; each call reads one snapshot throughout.
 type Generator struct {
 	src   Source
+	keys  KeySets // nil: a jwtRule's jwksUri gets the fail-closed key set (jwt.go)
 	cache *cache
 }
 
+// Options are a Generator's optional parts.
+type Options struct {
+	// KeySets fetches the key sets of jwtRules with a jwksUri (jwt.go);
+	// nil inlines the fail-closed key set for them.
+	KeySets KeySets
+}
+
 // New returns a Generator that reads src.
-func New(src Source) *Generator { return &Generator{src: src, cache: newCache()} }
+func New(src Source) *Generator { return NewWithOptions(src, Options{}) }
+
+// NewWithOptions returns a Generator that reads src, with opts.
+func NewWithOptions(src Source, opts Options) *Generator {
+	return &Generator{src: src, keys: opts.KeySets, cache: newCache()}
+}
 
 func (g *Generator) snapshot() *mesh.Snapshot {
 	if s := g.src.Snapshot(); s != nil {
@@ -87,7 +100,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 		}
 	case xdsapi.ListenerType:
 		shared = e.listeners
-		l := virtualInbound(snap, proxy)
+		l := virtualInbound(snap, proxy, g.keys)
 		own = append(own, namedMessage{l.Name, l})
 		if len(e.byLabels) > 0 {
 			// Listeners whose routes match on sourceLabels: this

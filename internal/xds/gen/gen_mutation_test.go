@@ -241,7 +241,7 @@ func staticGenerator(t *testing.T, dir string) *gen.Generator {
 		docs = append(docs, string(b))
 	}
 	snap := build(t, storeOf(t, docs...), mesh.BuildOptions{})
-	return gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+	return gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
 }
 
 // storeOf parses YAML documents into a store (fields Strait still refuses

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -94,6 +95,13 @@ var scenarios = []scenario{
 		"sidecar~10.96.0.11~plain.demo~demo.svc.cluster.local",
 		"sidecar~10.96.0.12~other.other~other.svc.cluster.local",
 	}},
+	// RequestAuthentication: jwt_authn on the selected workloads'
+	// inbound HTTP chains (jwt.go).
+	{dir: "jwt", proxies: []string{
+		"sidecar~10.94.0.10~client.auth~auth.svc.cluster.local",
+		"sidecar~10.94.0.11~web.auth~auth.svc.cluster.local",
+		"sidecar~10.94.0.99~stranger.other~other.svc.cluster.local",
+	}},
 	{dir: "egress", proxies: []string{
 		"sidecar~10.96.0.10~client.egress~egress.svc.cluster.local",
 		"sidecar~10.96.0.11~outsider.open~open.svc.cluster.local",
@@ -106,7 +114,20 @@ func newGenerator(t *testing.T, dir string) (*gen.Generator, *file.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gen.New(r), r
+	return gen.NewWithOptions(r, gen.Options{KeySets: testKeySets{}}), r
+}
+
+// testKeySets answers the golden scenarios' jwksUri: one key set for
+// https://keys.test/jwks.json, a failure for any other.
+type testKeySets struct{}
+
+const testFetchedJWKS = `{"keys":[{"kty":"EC","crv":"P-256","kid":"fetched","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}`
+
+func (testKeySets) Lookup(_ context.Context, issuer, uri string, _ time.Duration) (string, error) {
+	if uri == "https://keys.test/jwks.json" {
+		return testFetchedJWKS, nil
+	}
+	return "", fmt.Errorf("fetch %s: unreachable", uri)
 }
 
 // TestGolden compares every resource type for every scenario proxy with

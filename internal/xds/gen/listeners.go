@@ -40,13 +40,13 @@ const (
 // virtualOutbound, virtualInbound, one 0.0.0.0_PORT per outbound HTTP port
 // and one VIP_PORT per outbound TCP service address.
 func (g *Generator) BuildListeners(proxy *model.Proxy) []*listener.Listener {
-	return buildListeners(g.snapshot(), proxy)
+	return buildListeners(g.snapshot(), proxy, g.keys)
 }
 
-func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listener {
+func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) []*listener.Listener {
 	labels, known := proxyLabels(snap, proxy)
 	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
-	out = append(out, virtualInbound(snap, proxy))
+	out = append(out, virtualInbound(snap, proxy, keys))
 	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
@@ -174,14 +174,21 @@ func httpOutboundListener(port uint32) *listener.Listener {
 // virtualInbound has filter chains per port the proxy's workload serves
 // (matched on the original destination port; which ones is the port's
 // PeerAuthentication mode, peerauthn.go) and passthrough chains that pass
-// connections to other ports to the workload unchanged.
-func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener {
+// connections to other ports to the workload unchanged. Its HTTP chains
+// start with the workload's jwt_authn filter when a RequestAuthentication
+// applies (jwt.go), then its RBAC filters (authz.go).
+func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) *listener.Listener {
 	var (
 		chains   []*listener.FilterChain
 		declared []uint32
 	)
 	authn := proxyInboundAuthn(snap, proxy)                        // peerauthn.go
 	authz := buildAuthz(inboundAuthorizationPolicies(snap, proxy)) // authz.go
+	var first []*hcm.HttpFilter                                    // before the fault and CORS filters
+	if jf := jwtHTTPFilter(snap, proxy, keys); jf != nil {
+		first = append(first, jf)
+	}
+	first = append(first, authz.http...)
 	// withAuthz puts the network RBAC filters before a chain's tcp_proxy.
 	withAuthz := func(f *listener.Filter) []*listener.Filter {
 		return append(authz.tcp[:len(authz.tcp):len(authz.tcp)], f)
@@ -192,7 +199,7 @@ func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener 
 		statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
 		var f *listener.Filter // the HCM of an HTTP port
 		if p.protocol.IsHTTP() {
-			f = hcmFilterWith(&hcm.HttpConnectionManager{
+			f = hcmFilter(&hcm.HttpConnectionManager{
 				StatPrefix: statPrefix,
 				RouteSpecifier: &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
 					Name: clusterName,
@@ -202,7 +209,7 @@ func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener 
 						Routes:  []*route.Route{prefixRoute("default", "/", clusterName)},
 					}},
 				}},
-			}, authz.http)
+			}, first...)
 		}
 		filters := []*listener.Filter{f}
 		if f == nil {
@@ -263,21 +270,20 @@ func tcpProxyFilter(statPrefix, clusterName string) *listener.Filter {
 	}
 }
 
-func hcmFilter(m *hcm.HttpConnectionManager) *listener.Filter { return hcmFilterWith(m, nil) }
-
-// hcmFilterWith is hcmFilter with first (the inbound RBAC filters,
-// authz.go) before every other HTTP filter, where Istio puts them.
-func hcmFilterWith(m *hcm.HttpConnectionManager, first []*hcm.HttpFilter) *listener.Filter {
+// hcmFilter completes an HTTP connection manager: codec, upgrades and
+// its HTTP filters (first, the authentication and authorization filters of
+// an inbound one, where Istio puts them).
+func hcmFilter(m *hcm.HttpConnectionManager, authn ...*hcm.HttpFilter) *listener.Filter {
 	m.CodecType = hcm.HttpConnectionManager_AUTO
 	// WebSocket upgrades are allowed on every HTTP listener, as Istio's
 	// HTTP connection manager builder does.
 	m.UpgradeConfigs = []*hcm.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}}
 	// The fault and CORS filters come before the router, as Istio lists
 	// them (httpfilters.go).
-	m.HttpFilters = append(append(first[:len(first):len(first)], faultAndCORSFilters()...), &hcm.HttpFilter{
+	m.HttpFilters = slices.Concat(authn, faultAndCORSFilters(), []*hcm.HttpFilter{{
 		Name:       routerFilterName,
 		ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerfilter.Router{})},
-	})
+	}})
 	return &listener.Filter{
 		Name:       hcmFilterName,
 		ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(m)},

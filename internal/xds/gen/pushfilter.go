@@ -12,8 +12,8 @@ import (
 //   - A request that names nothing (IsGlobal) concerns everyone.
 //   - A proxy whose IP is in AddressesUpdated gets a full push (its
 //     inbound side, or the Sidecar picked by its labels, changed).
-//   - A changed Sidecar concerns the proxies of its namespace (every proxy
-//     for one in the root namespace).
+//   - A changed Sidecar or RequestAuthentication concerns the proxies of
+//     its namespace (every proxy for one in the root namespace).
 //   - A host in ServicesUpdated concerns the proxies whose scope reaches it
 //     (exportTo and Sidecar egress hosts): for an endpoints-only request
 //     that is exactly the proxies that have its clusters.
@@ -36,7 +36,7 @@ func (g *Generator) NeedsPush(proxy *model.Proxy, req *model.PushRequest) (*mode
 		switch k.Kind {
 		case config.KindServiceEntry, config.KindWorkloadEntry, config.KindVirtualService, config.KindDestinationRule:
 			// Covered by ServicesUpdated and AddressesUpdated.
-		case config.KindSidecar:
+		case config.KindSidecar, config.KindRequestAuthentication:
 			if proxy == nil || k.Namespace == proxy.Namespace || k.Namespace == g.snapshot().RootNamespace {
 				return req, true
 			}

@@ -1,0 +1,68 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+
+	security "istio.io/api/security/v1beta1"
+)
+
+// validateRequestAuthentication checks what Istio's validation checks
+// (pkg/config/validation: ValidateRequestAuthentication, validateJwtRule):
+// each rule has an issuer, a jwksUri is an http(s) URL, token locations
+// and claim headers are named, an inline jwks is JSON.
+func validateRequestAuthentication(el *errorList, ra *security.RequestAuthentication) {
+	if ra.Selector != nil {
+		validateLabels(el, "spec.selector.matchLabels", ra.Selector.MatchLabels)
+	}
+	for i, r := range ra.JwtRules {
+		p := fmt.Sprintf("spec.jwtRules[%d]", i)
+		if r.Issuer == "" {
+			el.add(p+".issuer", "must be set (the iss claim of the tokens this rule accepts)")
+		}
+		for j, a := range r.Audiences {
+			if a == "" {
+				el.add(fmt.Sprintf("%s.audiences[%d]", p, j), "must not be empty")
+			}
+		}
+		if r.JwksUri != "" {
+			u, err := url.Parse(r.JwksUri)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				el.add(p+".jwksUri", "%q is not an http:// or https:// URL", r.JwksUri)
+			}
+		}
+		if r.Jwks != "" && !json.Valid([]byte(r.Jwks)) {
+			el.add(p+".jwks", "is not JSON (a JSON Web Key Set: {\"keys\": [...]})")
+		}
+		for j, h := range r.FromHeaders {
+			if h.Name == "" {
+				el.add(fmt.Sprintf("%s.fromHeaders[%d].name", p, j), "must be set (e.g. Authorization)")
+			} else if !headerNameRe.MatchString(h.Name) {
+				el.add(fmt.Sprintf("%s.fromHeaders[%d].name", p, j), "%q is not an HTTP header name", h.Name)
+			}
+		}
+		for j, q := range r.FromParams {
+			if q == "" {
+				el.add(fmt.Sprintf("%s.fromParams[%d]", p, j), "must not be empty")
+			}
+		}
+		for j, c := range r.FromCookies {
+			if c == "" {
+				el.add(fmt.Sprintf("%s.fromCookies[%d]", p, j), "must not be empty")
+			}
+		}
+		if h := r.OutputPayloadToHeader; h != "" && !headerNameRe.MatchString(h) {
+			el.add(p+".outputPayloadToHeader", "%q is not an HTTP header name", h)
+		}
+		for j, c := range r.OutputClaimToHeaders {
+			hp := fmt.Sprintf("%s.outputClaimToHeaders[%d]", p, j)
+			if c.Header == "" || !headerNameRe.MatchString(c.Header) {
+				el.add(hp+".header", "%q is not an HTTP header name", c.Header)
+			}
+			if c.Claim == "" {
+				el.add(hp+".claim", "must be set (the claim whose value the header carries)")
+			}
+		}
+	}
+}

@@ -461,6 +461,7 @@ func validateDestinationRule(el *errorList, s *networking.DestinationRule) {
 		}
 		validateLabels(el, f+".labels", ss.Labels)
 	}
+	validateLocalityLbSettings(el, s)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

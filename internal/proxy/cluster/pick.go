@@ -28,8 +28,15 @@ func (c *Cluster) configureTraffic(cfg *clusterv3.Cluster) error {
 	}
 	c.panicThreshold = defaultPanicThreshold
 	lbc := cfg.GetCommonLbConfig()
-	if err := onlyFields("common_lb_config", lbc, "healthy_panic_threshold"); err != nil {
+	if err := onlyFields("common_lb_config", lbc, "healthy_panic_threshold", "locality_weighted_lb_config"); err != nil {
 		return err
+	}
+	if _, ok := lbc.GetLocalityConfigSpecifier().(*clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_); ok {
+		switch c.lb.policy {
+		case clusterv3.Cluster_RING_HASH, clusterv3.Cluster_MAGLEV:
+			return fmt.Errorf("common_lb_config.locality_weighted_lb_config is not supported with lb_policy %s (only ROUND_ROBIN, LEAST_REQUEST and RANDOM)", c.lb.policy)
+		}
+		c.lb.localityWeighted = true
 	}
 	if p := lbc.GetHealthyPanicThreshold(); p != nil {
 		if p.GetValue() < 0 || p.GetValue() > 100 {
@@ -129,7 +136,9 @@ func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool) (E
 		return Endpoint{}, ErrNoHealthyUpstream
 	}
 	var h *host
-	if ss := c.lb.slow; ss != nil && time.Since(s.newest) < ss.window {
+	if s.levels != nil {
+		h = c.pickLevels(s, hash, hasHash) // priority.go
+	} else if ss := c.lb.slow; ss != nil && time.Since(s.newest) < ss.window {
 		// A host is warming up: weights change with time.
 		h = ss.pick(c.lb, s.hosts, time.Now(), nil)
 		if (c.outlier != nil || c.hc != nil) && !h.healthy() {

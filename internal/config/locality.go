@@ -30,3 +30,22 @@ func validateLocalityLbSettings(el *errorList, s *networking.DestinationRule) {
 		policy(fmt.Sprintf("spec.subsets[%d].trafficPolicy", i), ss.GetTrafficPolicy())
 	}
 }
+
+// refuseDNSEndpointLocality refuses endpoint localities on a ServiceEntry
+// that resolves names: its endpoints become a DNS cluster's inline load
+// assignment, which Strait shares across proxies and so cannot rank by
+// the proxy's locality.
+func refuseDNSEndpointLocality(el *errorList, s *networking.ServiceEntry) {
+	switch s.GetResolution() {
+	case networking.ServiceEntry_DNS, networking.ServiceEntry_DNS_ROUND_ROBIN:
+	default:
+		return
+	}
+	for i, ep := range s.GetEndpoints() {
+		if ep.GetLocality() != "" {
+			el.errs = append(el.errs, &FieldError{File: el.src.File, Document: el.src.Document,
+				Field:   fmt.Sprintf("spec.endpoints[%d].locality", i),
+				Problem: notSupported + " with resolution " + s.GetResolution().String() + " (only STATIC endpoints have localities)", Err: ErrNotSupported})
+		}
+	}
+}

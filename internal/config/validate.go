@@ -87,6 +87,7 @@ func validateHost(el *errorList, field, h string) {
 }
 
 func validateServiceEntry(el *errorList, s *networking.ServiceEntry) {
+	refuseDNSEndpointLocality(el, s) // locality.go
 	if len(s.Hosts) == 0 {
 		el.add("spec.hosts", "must list at least one host")
 	}

@@ -9,7 +9,7 @@ import (
 func TestLocalitySettingsValidated(t *testing.T) {
 	for _, c := range []struct {
 		name, yaml, want string // want: "" loads; else in the error
-		refused           bool
+		refused          bool
 	}{
 		{"valid", `apiVersion: networking.istio.io/v1
 kind: DestinationRule

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/locality"
 	"github.com/straitmesh/strait/internal/model"
 )
 
@@ -150,7 +151,7 @@ func endpointsFor(eps []*discoveryv1.EndpointSlice, portNames map[string]bool, l
 					continue
 				}
 				seen[key{addr, portsKey}] = true
-				out = append(out, &networking.WorkloadEntry{Address: addr, Ports: ports, Labels: l})
+				out = append(out, &networking.WorkloadEntry{Address: addr, Ports: ports, Labels: l, Locality: locality.FromLabels(l)})
 			}
 		}
 	}
@@ -181,6 +182,7 @@ func workloadEntryFor(pod *corev1.Pod) *config.Config {
 		},
 		Spec: &networking.WorkloadEntry{
 			Address: pod.Status.PodIP, Labels: pod.Labels, ServiceAccount: pod.Spec.ServiceAccountName,
+			Locality: locality.FromLabels(pod.Labels),
 		},
 	}
 }

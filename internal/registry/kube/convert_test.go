@@ -101,7 +101,7 @@ func TestServiceEntryFor(t *testing.T) {
 	}
 	labels := func(ns, name string) map[string]string {
 		if ns == "demo" && name == "web-1" {
-			return map[string]string{"app": "web", "version": "v1"}
+			return map[string]string{"app": "web", "version": "v1", "istio-locality": "us.us-a"}
 		}
 		return nil
 	}
@@ -132,8 +132,11 @@ func TestServiceEntryFor(t *testing.T) {
 	if len(addrs) != 2 || addrs[0] != "10.1.0.1" || addrs[1] != "10.1.0.2" {
 		t.Fatalf("endpoints %v, want the ready 10.1.0.1 and 10.1.0.2", addrs)
 	}
-	if e := se.Endpoints[1]; e.Labels["version"] != "v1" || e.Ports["http"] != 8080 || e.Ports["grpc"] != 9000 {
+	if e := se.Endpoints[1]; e.Labels["version"] != "v1" || e.Ports["http"] != 8080 || e.Ports["grpc"] != 9000 || e.Locality != "us/us-a" {
 		t.Errorf("endpoint %v", e)
+	}
+	if e := se.Endpoints[0]; e.Locality != "" {
+		t.Errorf("endpoint without a pod has locality %q", e.Locality)
 	}
 
 	// Through the service model: the endpoint ports map service ports to
@@ -147,7 +150,7 @@ func TestServiceEntryFor(t *testing.T) {
 		t.Fatal(problems)
 	}
 	s := snap.Service("web.demo.svc.cluster.local")
-	if s == nil || len(s.Endpoints) != 2 || s.Endpoints[1].Ports[80] != 8080 || s.Endpoints[1].Ports[9090] != 9000 {
+	if s == nil || len(s.Endpoints) != 2 || s.Endpoints[1].Ports[80] != 8080 || s.Endpoints[1].Ports[9090] != 9000 || s.Endpoints[1].Locality != "us/us-a" {
 		t.Fatalf("service model: %+v", s)
 	}
 	if !s.VisibleTo("demo") || !s.VisibleTo("other") || s.VisibleTo("third") {
@@ -167,12 +170,13 @@ func TestServiceEntryFor(t *testing.T) {
 
 func TestWorkloadEntryFor(t *testing.T) {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "demo", Labels: map[string]string{"app": "web"}},
-		Spec:       corev1.PodSpec{ServiceAccountName: "web"},
-		Status:     corev1.PodStatus{PodIP: "10.1.0.2", Phase: corev1.PodRunning},
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "demo", Labels: map[string]string{"app": "web",
+			"topology.kubernetes.io/region": "us", "topology.kubernetes.io/zone": "us-b"}},
+		Spec:   corev1.PodSpec{ServiceAccountName: "web"},
+		Status: corev1.PodStatus{PodIP: "10.1.0.2", Phase: corev1.PodRunning},
 	}
 	we := workloadEntryFor(pod).WorkloadEntry()
-	if we.Address != "10.1.0.2" || we.ServiceAccount != "web" || we.Labels["app"] != "web" {
+	if we.Address != "10.1.0.2" || we.ServiceAccount != "web" || we.Labels["app"] != "web" || we.Locality != "us/us-b" {
 		t.Errorf("workload entry %v", we)
 	}
 	for name, mutate := range map[string]func(*corev1.Pod){

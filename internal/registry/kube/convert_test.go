@@ -99,11 +99,11 @@ func TestServiceEntryFor(t *testing.T) {
 			ready("10.1.0.1", yes, yes, no, "duplicate"), // same address twice
 		),
 	}
-	labels := func(ns, name string) map[string]string {
+	labels := func(ns, name string) (map[string]string, string) {
 		if ns == "demo" && name == "web-1" {
-			return map[string]string{"app": "web", "version": "v1", "istio-locality": "us.us-a"}
+			return map[string]string{"app": "web", "version": "v1"}, "us/us-a"
 		}
-		return nil
+		return nil, ""
 	}
 	c := serviceEntryFor(svc, eps, labels, "cluster.local")
 	se := c.ServiceEntry()
@@ -168,6 +168,42 @@ func TestServiceEntryFor(t *testing.T) {
 	}
 }
 
+// A pod's locality: its istio-locality label, else its own topology
+// labels, else its node's.
+func TestPodLocality(t *testing.T) {
+	nodes := func(name string) string {
+		if name == "n1" {
+			return "eu/eu-1"
+		}
+		return ""
+	}
+	pod := func(labels map[string]string, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{NodeName: node}}
+	}
+	for _, c := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{pod(map[string]string{"istio-locality": "us.us-a.r1", "topology.kubernetes.io/region": "x"}, "n1"), "us/us-a/r1"},
+		{pod(map[string]string{"topology.kubernetes.io/region": "us"}, "n1"), "us"},
+		{pod(nil, "n1"), "eu/eu-1"},
+		{pod(nil, "n2"), ""},
+		{pod(nil, ""), ""},
+	} {
+		if got := podLocality(c.pod, nodes); got != c.want {
+			t.Errorf("podLocality(%v on %q) = %q, want %q", c.pod.Labels, c.pod.Spec.NodeName, got, c.want)
+		}
+	}
+	if got := podLocality(pod(nil, "n1"), nil); got != "" {
+		t.Errorf("no node lookup: %q", got)
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+		"topology.kubernetes.io/region": "us", "topology.kubernetes.io/zone": "us-a", "topology.istio.io/subzone": "r2"}}}
+	if got := nodeLocality(n); got != "us/us-a/r2" {
+		t.Errorf("nodeLocality = %q", got)
+	}
+}
+
 func TestWorkloadEntryFor(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "demo", Labels: map[string]string{"app": "web",
@@ -175,7 +211,7 @@ func TestWorkloadEntryFor(t *testing.T) {
 		Spec:   corev1.PodSpec{ServiceAccountName: "web"},
 		Status: corev1.PodStatus{PodIP: "10.1.0.2", Phase: corev1.PodRunning},
 	}
-	we := workloadEntryFor(pod).WorkloadEntry()
+	we := workloadEntryFor(pod, podLocality(pod, nil)).WorkloadEntry()
 	if we.Address != "10.1.0.2" || we.ServiceAccount != "web" || we.Labels["app"] != "web" || we.Locality != "us/us-b" {
 		t.Errorf("workload entry %v", we)
 	}
@@ -186,7 +222,7 @@ func TestWorkloadEntryFor(t *testing.T) {
 	} {
 		p := pod.DeepCopy()
 		mutate(p)
-		if c := workloadEntryFor(p); c != nil {
+		if c := workloadEntryFor(p, ""); c != nil {
 			t.Errorf("%s: got a workload entry", name)
 		}
 	}

@@ -139,7 +139,7 @@ var fieldSupport = map[model.Kind]map[string]Support{
 		"http.retries.attempts":                       Honoured,
 		"http.retries.perTryTimeout":                  Honoured,
 		"http.retries.retryOn":                        Honoured,
-		"http.retries.retryRemoteLocalities":          Refused,
+		"http.retries.retryRemoteLocalities":          Honoured,
 		"http.retries.retryIgnorePreviousHosts":       Honoured,
 		"http.retries.backoff":                        Honoured,
 		"http.fault":                                  Honoured,

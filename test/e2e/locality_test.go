@@ -152,6 +152,40 @@ outlierDetection: {consecutive5xxErrors: `+map[string]string{"RANDOM": "6", "ROU
 		}
 	})
 
+	t.Run("retryRemoteLocalities retries in another locality", func(t *testing.T) {
+		// flaky's zone-a host (priority 0) answers 500 and is never
+		// ejected; eu-west is priority 1. previous_priorities (updated
+		// every 2 attempts, as Istio sets it) sends the third attempt
+		// there; without it every attempt stays in zone-a.
+		rules := func(remote bool) string {
+			return geoRule("flaky", `outlierDetection: {consecutive5xxErrors: 1000}`) + fmt.Sprintf(`---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: flaky, namespace: geo}
+spec:
+  hosts: [flaky.geo.svc.cluster.local]
+  http:
+  - retries: {attempts: 2, retryOn: 5xx, retryRemoteLocalities: %v}
+    route:
+    - destination: {host: flaky.geo.svc.cluster.local}
+`, remote)
+		}
+		apply(t, "rules.yaml", rules(false), `"consecutive5xx":\s*1000\b`, `"priority":\s*1`)
+		waitDump(ctx, t, client, `"numRetries":\s*2\b`)
+		for i := range 5 {
+			if r := get(t, ctx, hc, "http://240.240.9.2/", nil); r.status != 500 || r.version != "bad-a" {
+				t.Fatalf("request %d without retryRemoteLocalities: status %d from %q; want 500 from bad-a (every attempt in zone-a)", i, r.status, r.version)
+			}
+		}
+		apply(t, "rules.yaml", rules(true), `previous_priorities`)
+		for i := range 10 {
+			r := get(t, ctx, hc, "http://240.240.9.2/", nil)
+			if r.status != 200 || r.version != "c" {
+				t.Fatalf("request %d with retryRemoteLocalities: status %d from %q; want 200 from eu-west's c on the third attempt", i, r.status, r.version)
+			}
+		}
+	})
+
 	t.Run("ejected host fails over to the failover region", func(t *testing.T) {
 		apply(t, "rules.yaml", geoRule("flaky", `outlierDetection:
   consecutive5xxErrors: 1

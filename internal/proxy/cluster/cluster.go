@@ -53,6 +53,9 @@ type Endpoint struct {
 	h *host
 	// counted is set by PickRequest: Finish releases the request.
 	counted bool
+	// priority is the priority level h was picked from (0 for clusters
+	// with one level).
+	priority uint32
 	// transportMatch is the endpoint's envoy.transport_socket_match
 	// metadata, canonical (transport.go); "" when it has none.
 	transportMatch string
@@ -252,6 +255,9 @@ func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) (endpointList, error) 
 	}
 	return out, nil
 }
+
+// Priority is the priority level the endpoint was picked from.
+func (e Endpoint) Priority() uint32 { return e.priority }
 
 // Endpoints returns the current endpoint list (read-only).
 func (c *Cluster) Endpoints() []Endpoint {

@@ -85,7 +85,14 @@ func (c *Cluster) configureKeepalive(cfg *clusterv3.Cluster) error {
 // client) or a request without a hash. originalDst is the downstream
 // connection's original destination, used by ORIGINAL_DST clusters.
 func (c *Cluster) Pick(originalDst netip.AddrPort) (Endpoint, error) {
-	return c.pick(originalDst, 0, false)
+	return c.pick(originalDst, 0, false, nil)
+}
+
+// PickExcluding is Pick for a retry that must avoid the priority levels
+// in excluded (the previous_priorities retry priority), unless that
+// leaves no healthy level.
+func (c *Cluster) PickExcluding(originalDst netip.AddrPort, excluded []uint32) (Endpoint, error) {
+	return c.pick(originalDst, 0, false, excluded)
 }
 
 // PickRequest admits one HTTP request (the max_requests circuit breaker:
@@ -99,7 +106,7 @@ func (c *Cluster) PickRequest(originalDst netip.AddrPort, hash uint64, hasHash b
 		b.st.pendingOverflow.Add(1) // Envoy counts max_requests overflow here too
 		return Endpoint{}, ErrOverflow
 	}
-	ep, err := c.pick(originalDst, hash, hasHash)
+	ep, err := c.pick(originalDst, hash, hasHash, nil)
 	if err != nil {
 		release(&b.requests, b.maxRequests, b.st.rqOpen, b.st.rqRemaining)
 		return ep, err
@@ -123,7 +130,7 @@ func (c *Cluster) Finish(ep Endpoint) {
 	release(&b.requests, b.maxRequests, b.st.rqOpen, b.st.rqRemaining)
 }
 
-func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool) (Endpoint, error) {
+func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool, excluded []uint32) (Endpoint, error) {
 	if c.Kind == KindOriginalDst {
 		if !originalDst.IsValid() {
 			return Endpoint{}, ErrNoHealthyUpstream
@@ -136,8 +143,9 @@ func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool) (E
 		return Endpoint{}, ErrNoHealthyUpstream
 	}
 	var h *host
+	var priority uint32
 	if s.levels != nil {
-		h = c.pickLevels(s, hash, hasHash) // priority.go
+		h, priority = c.pickLevels(s, hash, hasHash, excluded) // priority.go
 	} else if ss := c.lb.slow; ss != nil && time.Since(s.newest) < ss.window {
 		// A host is warming up: weights change with time.
 		h = ss.pick(c.lb, s.hosts, time.Now(), nil)
@@ -156,6 +164,7 @@ func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool) (E
 	}
 	ep := h.ep
 	ep.h = h
+	ep.priority = priority
 	return ep, nil
 }
 

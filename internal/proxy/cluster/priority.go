@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -93,7 +94,12 @@ func (lh levelHealth) availability(overprovisioning uint32) float64 {
 // host anywhere, every host serves in panic (none with panic mode off); a
 // drawn priority with fewer healthy hosts than healthy_panic_threshold
 // serves from all its hosts.
-func (c *Cluster) pickLevels(s *hostSet, hash uint64, hasHash bool) *host {
+//
+// Levels in excluded take no load (a retry's previous_priorities), unless
+// no other level has a healthy host: then the exclusion is ignored, as
+// Envoy falls back to the unmodified load. It returns the host and its
+// level.
+func (c *Cluster) pickLevels(s *hostSet, hash uint64, hasHash bool, excluded []uint32) (*host, uint32) {
 	now := time.Now()
 	check := c.outlier != nil || c.hc != nil
 	health := func(hosts []*host) levelHealth {
@@ -112,21 +118,33 @@ func (c *Cluster) pickLevels(s *hostSet, hash uint64, hasHash bool) *host {
 	levels := s.levels
 	healths := make([]levelHealth, len(levels))
 	avail := make([]float64, len(levels))
-	var sum float64
+	var sum, kept float64
 	for i, lv := range levels {
 		healths[i] = health(lv.hosts)
 		avail[i] = healths[i].availability(s.overprovisioning)
 		sum += avail[i]
+		if !slices.Contains(excluded, uint32(i)) {
+			kept += avail[i]
+		}
+	}
+	if len(excluded) > 0 && kept > 0 {
+		for _, p := range excluded {
+			if int(p) < len(avail) {
+				avail[p] = 0
+			}
+		}
+		sum = kept
 	}
 	if sum == 0 {
 		// No healthy host in any priority. With panic mode off, none may
 		// serve (Envoy's recalculatePerPriorityPanic); else every host
 		// may, the load by host count (recalculateLoadInTotalPanic).
 		if c.panicThreshold == 0 {
-			return nil
+			return nil, 0
 		}
 		c.Stats.Counter("lb_healthy_panic").Add(1)
-		return s.lb.pick(hash, hasHash, nil)
+		h := s.lb.pick(hash, hasHash, nil)
+		return h, s.levelOf(h)
 	}
 	total := min(1, sum)
 	var draw float64
@@ -172,12 +190,22 @@ func (c *Cluster) pickLevels(s *hostSet, hash uint64, hasHash bool) *host {
 	}
 	if ss := c.lb.slow; ss != nil && now.Sub(s.newest) < ss.window {
 		if h := ss.pick(c.lb, group, now, ok); h != nil {
-			return h
+			return h, uint32(chosen)
 		}
 	} else if h := lb.pick(hash, hasHash, ok); h != nil {
-		return h
+		return h, uint32(chosen)
 	}
-	return lv.lb.pick(hash, hasHash, ok)
+	return lv.lb.pick(hash, hasHash, ok), uint32(chosen)
+}
+
+// levelOf is the priority level of h (0 when not found).
+func (s *hostSet) levelOf(h *host) uint32 {
+	for i, lv := range s.levels {
+		if slices.Contains(lv.hosts, h) {
+			return uint32(i)
+		}
+	}
+	return 0
 }
 
 // chooseLocality draws a locality of the level by smooth weighted round

@@ -291,3 +291,34 @@ func readJSON(t *testing.T, path string, next func() proto.Message) {
 		}
 	}
 }
+
+// A retry's excluded priorities take no load while another level has a
+// healthy host; the picked endpoint names its level.
+func TestPickExcluding(t *testing.T) {
+	c := groupedCluster(t, []group{{priority: 0, ports: []uint32{1}}, {priority: 1, ports: []uint32{2}}, {priority: 2, ports: []uint32{3}}}, nil)
+	for _, tc := range []struct {
+		excluded []uint32
+		want     string
+		priority uint32
+	}{
+		{nil, "127.0.0.1:1", 0},
+		{[]uint32{0}, "127.0.0.1:2", 1},
+		{[]uint32{0, 1}, "127.0.0.1:3", 2},
+		{[]uint32{1}, "127.0.0.1:1", 0},
+		{[]uint32{0, 1, 2}, "127.0.0.1:1", 0}, // nothing left: the exclusion is ignored
+		{[]uint32{7}, "127.0.0.1:1", 0},
+	} {
+		for range 20 {
+			ep, err := c.PickExcluding(netip.AddrPort{}, tc.excluded)
+			if err != nil || ep.Address != tc.want || ep.Priority() != tc.priority {
+				t.Fatalf("excluding %v: %s (priority %d), %v; want %s (priority %d)", tc.excluded, ep.Address, ep.Priority(), err, tc.want, tc.priority)
+			}
+		}
+	}
+	// An excluded level whose peers have no healthy host still serves.
+	c.ReportStatus(Endpoint{h: c.hostAt(t, "2")}, 500)
+	c.ReportStatus(Endpoint{h: c.hostAt(t, "3")}, 500)
+	if ep, err := c.PickExcluding(netip.AddrPort{}, []uint32{0}); err != nil || ep.Address != "127.0.0.1:1" {
+		t.Fatalf("only priority 0 healthy, excluded: %s, %v", ep.Address, err)
+	}
+}

@@ -276,20 +276,20 @@ func TestRefusedConfigLoggedAtWarn(t *testing.T) {
 		"spec": map[string]any{
 			"hosts": []any{"web"},
 			"http": []any{map[string]any{
-				"retries": map[string]any{"attempts": int64(2), "retryRemoteLocalities": true},
+				"match":   []any{map[string]any{"statPrefix": "x"}},
 				"route":   []any{map[string]any{"destination": map[string]any{"host": "web"}}},
 			}},
 		},
 	}}
 	c, err := istioConfig("networking.istio.io", "VirtualService", "v1", vs)
-	if c != nil || err == nil || !strings.Contains(err.Error(), "spec.http[0].retries.retryRemoteLocalities: not supported by Strait yet") {
-		t.Fatalf("config %v, err %v: want retryRemoteLocalities refused", c, err)
+	if c != nil || err == nil || !strings.Contains(err.Error(), "spec.http[0].match[0].statPrefix: not supported by Strait yet") {
+		t.Fatalf("config %v, err %v: want statPrefix refused", c, err)
 	}
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	logConfigError(log, "VirtualService", vs, err)
 	got := buf.String()
-	for _, want := range []string{"level=WARN", "name=demo/faulty", "spec.http[0].retries.retryRemoteLocalities: not supported by Strait yet"} {
+	for _, want := range []string{"level=WARN", "name=demo/faulty", "spec.http[0].match[0].statPrefix: not supported by Strait yet"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("log %q lacks %q", got, want)
 		}

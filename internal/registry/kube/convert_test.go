@@ -276,8 +276,8 @@ func TestRefusedConfigLoggedAtWarn(t *testing.T) {
 		"spec": map[string]any{
 			"hosts": []any{"web"},
 			"http": []any{map[string]any{
-				"match":   []any{map[string]any{"statPrefix": "x"}},
-				"route":   []any{map[string]any{"destination": map[string]any{"host": "web"}}},
+				"match": []any{map[string]any{"statPrefix": "x"}},
+				"route": []any{map[string]any{"destination": map[string]any{"host": "web"}}},
 			}},
 		},
 	}}

@@ -29,7 +29,7 @@ type group struct {
 // groupedCluster is a STATIC ROUND_ROBIN cluster of the groups, with
 // outlier detection (every ejection enforced, panic mode off unless edit
 // says otherwise).
-func groupedCluster(t *testing.T, groups []group, edit func(*clusterv3.Cluster)) *Cluster {
+func groupedCluster(t testing.TB, groups []group, edit func(*clusterv3.Cluster)) *Cluster {
 	t.Helper()
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: "c"}
 	for _, g := range groups {
@@ -320,5 +320,27 @@ func TestPickExcluding(t *testing.T) {
 	c.ReportStatus(Endpoint{h: c.hostAt(t, "3")}, 500)
 	if ep, err := c.PickExcluding(netip.AddrPort{}, []uint32{0}); err != nil || ep.Address != "127.0.0.1:1" {
 		t.Fatalf("only priority 0 healthy, excluded: %s, %v", ep.Address, err)
+	}
+}
+
+// The cost of a pick with priority levels (two levels, outlier detection
+// on: the health of every host is read on each pick) against one level.
+func BenchmarkPickLevels(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		groups []group
+	}{
+		{"one level", []group{{ports: []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}}},
+		{"two levels", []group{{ports: []uint32{1, 2, 3, 4, 5}}, {priority: 1, ports: []uint32{6, 7, 8, 9, 10}}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := groupedCluster(b, bc.groups, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Pick(netip.AddrPort{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

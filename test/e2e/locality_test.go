@@ -232,6 +232,28 @@ loadBalancer:
 			time.Sleep(100 * time.Millisecond)
 		}
 		only(t, "http://240.240.9.1/", "b", 100)
+
+		// The client moves to eu-west/zone-c (its WorkloadEntry's
+		// locality): its priorities follow it.
+		mesh, err := os.ReadFile(filepath.Join("testdata", "locality", "mesh.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := bytes.Replace(mesh, []byte("{address: 10.93.0.10, locality: us-east/zone-a,"), []byte("{address: 10.93.0.10, locality: eu-west/zone-c,"), 1)
+		if bytes.Equal(moved, mesh) {
+			t.Fatal("testdata/locality/mesh.yaml: the client's WorkloadEntry is not where the test expects it")
+		}
+		if err := m.WriteConfig("mesh.yaml", moved); err != nil {
+			t.Fatal(err)
+		}
+		deadline = time.Now().Add(20 * time.Second)
+		for client.SendRequests(ctx, "http://240.240.9.1/", 1).Counts["c"] == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the client's new locality never reached its load assignment")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		only(t, "http://240.240.9.1/", "c", 100)
 	})
 
 	t.Run("maxRetries bounds the retries in flight", func(t *testing.T) {

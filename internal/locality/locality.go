@@ -17,12 +17,15 @@ import (
 // value (Istio's istio-locality).
 const Label = "istio-locality"
 
-// Kubernetes topology labels, on a node (or copied to a pod), that Istio
-// reads a locality from when the istio-locality label is absent.
+// Kubernetes topology labels of a node, which Istio reads a pod's
+// locality from when the pod has no istio-locality label, with the
+// deprecated beta names as fallbacks.
 const (
-	RegionLabel  = "topology.kubernetes.io/region"
-	ZoneLabel    = "topology.kubernetes.io/zone"
-	SubzoneLabel = "topology.istio.io/subzone"
+	RegionLabel     = "topology.kubernetes.io/region"
+	ZoneLabel       = "topology.kubernetes.io/zone"
+	SubzoneLabel    = "topology.istio.io/subzone"
+	betaRegionLabel = "failure-domain.beta.kubernetes.io/region"
+	betaZoneLabel   = "failure-domain.beta.kubernetes.io/zone"
 )
 
 // Locality is a workload's place: region, zone and subzone, each possibly
@@ -57,13 +60,21 @@ func (l Locality) String() string {
 	return l.Region
 }
 
-// FromLabels is the locality a workload's labels give: istio-locality
-// ("region.zone.subzone"), else the topology labels; "" when none is set.
-func FromLabels(labels map[string]string) string {
-	if v := labels[Label]; v != "" {
-		return strings.ReplaceAll(v, ".", "/")
+// FromLabel is the locality an istio-locality label value names
+// ("region.zone.subzone", "." since "/" is not allowed in a label value)
+// as "region/zone/subzone"; "" for "".
+func FromLabel(v string) string { return strings.ReplaceAll(v, ".", "/") }
+
+// FromNodeLabels is a node's locality from its topology labels (Istio's
+// getPodLocality); "" when it has none.
+func FromNodeLabels(labels map[string]string) string {
+	or := func(a, b string) string {
+		if v := labels[a]; v != "" {
+			return v
+		}
+		return labels[b]
 	}
-	return Locality{Region: labels[RegionLabel], Zone: labels[ZoneLabel], Subzone: labels[SubzoneLabel]}.String()
+	return Locality{Region: or(RegionLabel, betaRegionLabel), Zone: or(ZoneLabel, betaZoneLabel), Subzone: labels[SubzoneLabel]}.String()
 }
 
 // Matches reports whether l falls under pattern, a locality whose parts

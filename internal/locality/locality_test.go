@@ -22,17 +22,21 @@ func TestParseAndString(t *testing.T) {
 }
 
 func TestFromLabels(t *testing.T) {
+	if got := FromLabel("us.us-a.rack1"); got != "us/us-a/rack1" {
+		t.Errorf("FromLabel = %q", got)
+	}
 	for _, c := range []struct {
 		labels map[string]string
 		want   string
 	}{
-		{map[string]string{Label: "us.us-a.rack1", RegionLabel: "x"}, "us/us-a/rack1"},
 		{map[string]string{RegionLabel: "us", ZoneLabel: "us-a"}, "us/us-a"},
 		{map[string]string{RegionLabel: "us", ZoneLabel: "us-a", SubzoneLabel: "s"}, "us/us-a/s"},
-		{map[string]string{"app": "x"}, ""},
+		{map[string]string{betaRegionLabel: "eu", betaZoneLabel: "eu-b"}, "eu/eu-b"},
+		{map[string]string{RegionLabel: "us", betaRegionLabel: "eu", ZoneLabel: "us-a", betaZoneLabel: "eu-b"}, "us/us-a"},
+		{map[string]string{Label: "us.us-a", "app": "x"}, ""}, // a node's istio-locality label means nothing
 	} {
-		if got := FromLabels(c.labels); got != c.want {
-			t.Errorf("FromLabels(%v) = %q, want %q", c.labels, got, c.want)
+		if got := FromNodeLabels(c.labels); got != c.want {
+			t.Errorf("FromNodeLabels(%v) = %q, want %q", c.labels, got, c.want)
 		}
 	}
 }

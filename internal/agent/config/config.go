@@ -344,11 +344,7 @@ func (c *Config) NodeMetadata() map[string]string {
 // the locality from its registry (the WorkloadEntry's, or in Kubernetes
 // the pod's node).
 func (c *Config) Locality() string {
-	v := c.Labels[locality.Label]
-	if v == "" {
-		return ""
-	}
-	return strings.ReplaceAll(v, ".", "/")
+	return locality.FromLabel(c.Labels[locality.Label])
 }
 
 // BootstrapPath is where the bootstrap is written: configPath/envoy-rev.json.

@@ -169,12 +169,17 @@ func endpointReady(e discoveryv1.Endpoint) bool {
 	return e.Conditions.Ready == nil || *e.Conditions.Ready
 }
 
-// podLocality is where a pod runs, as Istio's Kubernetes registry reads it:
-// its istio-locality label, else the topology labels of the pod, else
-// those of its node (nodeLocality, which may be nil).
+// podLocality is where a pod runs, as Istio's Kubernetes registry reads it
+// (getPodLocality): its istio-locality label, else its node's topology
+// labels (nodeLocality, which may be nil). Topology labels on the pod
+// itself (copied there by the API server at binding) are not read: the
+// node's are the current ones.
 func podLocality(pod *corev1.Pod, nodeLocality func(node string) string) string {
-	if l := locality.FromLabels(pod.Labels); l != "" || nodeLocality == nil || pod.Spec.NodeName == "" {
-		return l
+	if v := pod.Labels[locality.Label]; v != "" {
+		return locality.FromLabel(v)
+	}
+	if nodeLocality == nil || pod.Spec.NodeName == "" {
+		return ""
 	}
 	return nodeLocality(pod.Spec.NodeName)
 }

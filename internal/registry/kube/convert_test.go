@@ -168,8 +168,8 @@ func TestServiceEntryFor(t *testing.T) {
 	}
 }
 
-// A pod's locality: its istio-locality label, else its own topology
-// labels, else its node's.
+// A pod's locality: its istio-locality label, else its node's (topology
+// labels on the pod are not read).
 func TestPodLocality(t *testing.T) {
 	nodes := func(name string) string {
 		if name == "n1" {
@@ -185,7 +185,7 @@ func TestPodLocality(t *testing.T) {
 		want string
 	}{
 		{pod(map[string]string{"istio-locality": "us.us-a.r1", "topology.kubernetes.io/region": "x"}, "n1"), "us/us-a/r1"},
-		{pod(map[string]string{"topology.kubernetes.io/region": "us"}, "n1"), "us"},
+		{pod(map[string]string{"topology.kubernetes.io/region": "us"}, "n1"), "eu/eu-1"},
 		{pod(nil, "n1"), "eu/eu-1"},
 		{pod(nil, "n2"), ""},
 		{pod(nil, ""), ""},
@@ -207,7 +207,7 @@ func TestPodLocality(t *testing.T) {
 func TestWorkloadEntryFor(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "demo", Labels: map[string]string{"app": "web",
-			"topology.kubernetes.io/region": "us", "topology.kubernetes.io/zone": "us-b"}},
+			"istio-locality": "us.us-b"}},
 		Spec:   corev1.PodSpec{ServiceAccountName: "web"},
 		Status: corev1.PodStatus{PodIP: "10.1.0.2", Phase: corev1.PodRunning},
 	}

@@ -138,9 +138,10 @@ func (r *Registry) onNode(_ context.Context, ev event) *model.PushRequest {
 }
 
 // nodeLocality is a node's locality from its topology labels
-// (topology.kubernetes.io/region and zone, topology.istio.io/subzone).
+// (topology.kubernetes.io/region and zone, topology.istio.io/subzone, the
+// failure-domain.beta names as fallbacks).
 func nodeLocality(n *corev1.Node) string {
-	return locality.Locality{Region: n.Labels[locality.RegionLabel], Zone: n.Labels[locality.ZoneLabel], Subzone: n.Labels[locality.SubzoneLabel]}.String()
+	return locality.FromNodeLabels(n.Labels)
 }
 
 // onClusterScoped: Namespaces are cached for lookups; they change nothing

@@ -56,6 +56,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		AdminPort:     adminPort,
 		XDSSocketPath: cfg.XDSSocketPath,
 		SDSSocketPath: cfg.Identity.WorkloadSocketPath,
+		Locality:      cfg.Locality(),
 	})
 	if err != nil {
 		return err

@@ -50,7 +50,7 @@ func TestFieldsDocUpToDate(t *testing.T) {
 	if !bytes.Equal(got, FieldsMarkdown()) {
 		t.Error("docs/istio-fields.md is stale: run go run ./hack/istiofields")
 	}
-	for _, want := range []string{"| `http.retries.retryRemoteLocalities` | refused |", "| `http.route.weight` | honoured |", "## VirtualService"} {
+	for _, want := range []string{"| `http.match.statPrefix` | refused |", "| `http.route.weight` | honoured |", "## VirtualService"} {
 		if !bytes.Contains(got, []byte(want)) {
 			t.Errorf("docs/istio-fields.md lacks %q", want)
 		}
@@ -68,7 +68,8 @@ spec:
     - destination: {host: echo}
   - retries:
       attempts: 3
-      retryRemoteLocalities: true
+    fault:
+      abort: {http2Error: REFUSED_STREAM}
     route:
     - destination: {host: echo}
 `
@@ -76,7 +77,7 @@ spec:
 	if len(res.Configs) != 0 || res.Err == nil {
 		t.Fatalf("configs %d, err %v: want the document refused", len(res.Configs), res.Err)
 	}
-	if got, want := res.Err.Error(), "f.yaml: document 1: spec.http[1].retries.retryRemoteLocalities: not supported by Strait yet"; got != want {
+	if got, want := res.Err.Error(), "f.yaml: document 1: spec.http[1].fault.abort.http2Error: not supported by Strait yet"; got != want {
 		t.Errorf("err = %q, want %q", got, want)
 	}
 	if !errors.Is(res.Err, ErrNotSupported) {
@@ -97,8 +98,12 @@ spec:
   hosts: [echo]
   http:
   - fault: {delay: {exponentialDelay: 1s}}
-    retries: {attempts: 3, retryRemoteLocalities: true}
+    retries: {attempts: 3}
     match: [{statPrefix: x}]
+    route:
+    - destination: {host: echo}
+  tcp:
+  - match: [{sourceSubnet: 10.0.0.0/8}]
     route:
     - destination: {host: echo}
 ---
@@ -115,7 +120,7 @@ spec:
 	for _, fe := range FieldErrors(ParseFile("m.yaml", []byte(y)).Err) {
 		got = append(got, fmt.Sprintf("%d %s", fe.Document, fe.Field))
 	}
-	want := []string{"1 spec.http[0].retries.retryRemoteLocalities", "1 spec.http[0].fault.delay.exponentialDelay", "1 spec.http[0].match[0].statPrefix", "2 spec.subjectAltNames"}
+	want := []string{"1 spec.tcp[0].match[0].sourceSubnet", "1 spec.http[0].fault.delay.exponentialDelay", "1 spec.http[0].match[0].statPrefix", "2 spec.subjectAltNames"}
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

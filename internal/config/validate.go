@@ -94,6 +94,7 @@ func validateHost(el *errorList, field, h string) {
 }
 
 func validateServiceEntry(el *errorList, s *networking.ServiceEntry) {
+	refuseDNSEndpointLocality(el, s) // locality.go
 	if len(s.Hosts) == 0 {
 		el.add("spec.hosts", "must list at least one host")
 	}
@@ -468,6 +469,7 @@ func validateDestinationRule(el *errorList, s *networking.DestinationRule) {
 		}
 		validateLabels(el, f+".labels", ss.Labels)
 	}
+	validateLocalityLbSettings(el, s)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

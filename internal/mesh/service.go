@@ -82,7 +82,11 @@ type Endpoint struct {
 	// Workload is the WorkloadEntry behind the endpoint; zero for endpoints
 	// listed inline in the ServiceEntry.
 	Workload model.ConfigKey
-	Weight   uint32
+	// Weight is the endpoint's load balancing weight (0: unset, 1).
+	Weight uint32
+	// Locality is "region/zone/subzone" (trailing parts may be missing),
+	// empty when unknown.
+	Locality string
 }
 
 // Matches reports whether every selector label is on the endpoint.
@@ -107,6 +111,10 @@ type Workload struct {
 	Labels         map[string]string
 	Ports          map[string]uint32
 	ServiceAccount string
+	// Weight and Locality are the entry's weight and locality, which its
+	// endpoints carry.
+	Weight   uint32
+	Locality string
 }
 
 // ServiceInstance is one service port served by a workload: the inbound

@@ -107,7 +107,8 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 	var workloads []*Workload
 	for _, c := range store.List(config.KindWorkloadEntry) {
 		we := c.WorkloadEntry()
-		w := &Workload{Name: c.Name, Namespace: c.Namespace, Address: we.Address, Labels: we.Labels, Ports: we.Ports, ServiceAccount: we.ServiceAccount}
+		w := &Workload{Name: c.Name, Namespace: c.Namespace, Address: we.Address, Labels: we.Labels, Ports: we.Ports, ServiceAccount: we.ServiceAccount,
+			Weight: we.Weight, Locality: we.Locality}
 		workloads = append(workloads, w)
 		if prev, ok := s.workloadsByIP[w.Address]; ok {
 			problems = append(problems, &config.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "spec.address",
@@ -232,12 +233,12 @@ func buildEndpoints(c *config.Config, se *networking.ServiceEntry, ports []Port,
 			if w.Namespace != c.Namespace || !labelsMatch(se.WorkloadSelector.Labels, w.Labels) {
 				continue
 			}
-			eps = append(eps, &Endpoint{Address: w.Address, Labels: w.Labels, Ports: portsFor(w.Ports),
+			eps = append(eps, &Endpoint{Address: w.Address, Labels: w.Labels, Ports: portsFor(w.Ports), Weight: w.Weight, Locality: w.Locality,
 				Workload: model.ConfigKey{Kind: config.KindWorkloadEntry, Name: w.Name, Namespace: w.Namespace}})
 		}
 	}
 	for _, e := range se.Endpoints {
-		eps = append(eps, &Endpoint{Address: e.Address, Labels: e.Labels, Ports: portsFor(e.Ports), Weight: e.Weight})
+		eps = append(eps, &Endpoint{Address: e.Address, Labels: e.Labels, Ports: portsFor(e.Ports), Weight: e.Weight, Locality: e.Locality})
 	}
 	slices.SortStableFunc(eps, func(a, b *Endpoint) int {
 		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Workload.Name, b.Workload.Name))

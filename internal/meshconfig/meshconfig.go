@@ -8,6 +8,7 @@ package meshconfig
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -17,8 +18,12 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
+
+	"github.com/straitmesh/strait/internal/locality"
 )
 
 // Istio's defaults (pkg/config/mesh DefaultMeshConfig).
@@ -54,24 +59,30 @@ type Config struct {
 	DNSRefreshRate time.Duration
 	// ConnectTimeout is connectTimeout, every cluster's connect_timeout.
 	ConnectTimeout time.Duration
+	// LocalityLbSetting is localityLbSetting, the locality load balancing
+	// of destinations whose DestinationRule sets none; Istio's default
+	// enables it (priorities by locality once outlier detection is on).
+	// nil when the file disables it.
+	LocalityLbSetting *networking.LocalityLoadBalancerSetting
 }
 
 // Default is the mesh config of an empty file.
 func Default() *Config {
 	return &Config{
-		Mesh:           &meshv1alpha1.MeshConfig{},
-		TrustDomain:    DefaultTrustDomain,
-		EnableAutoMTLS: true,
-		DNSRefreshRate: DefaultDNSRefreshRate,
-		ConnectTimeout: DefaultConnectTimeout,
+		Mesh:              &meshv1alpha1.MeshConfig{},
+		TrustDomain:       DefaultTrustDomain,
+		EnableAutoMTLS:    true,
+		DNSRefreshRate:    DefaultDNSRefreshRate,
+		ConnectTimeout:    DefaultConnectTimeout,
+		LocalityLbSetting: &networking.LocalityLoadBalancerSetting{Enabled: wrapperspb.Bool(true)},
 	}
 }
 
 // honoured are the MeshConfig fields (JSON names) straitd implements.
 var honoured = []string{
 	"connectTimeout", "defaultConfig", "defaultDestinationRuleExportTo", "defaultServiceExportTo",
-	"defaultVirtualServiceExportTo", "dnsRefreshRate", "enableAutoMtls", "outboundTrafficPolicy",
-	"rootNamespace", "trustDomain",
+	"defaultVirtualServiceExportTo", "dnsRefreshRate", "enableAutoMtls", "localityLbSetting",
+	"outboundTrafficPolicy", "rootNamespace", "trustDomain",
 }
 
 // honouredProxyConfig are the defaultConfig fields that reach the sidecar
@@ -185,6 +196,16 @@ func Parse(data []byte) (*Config, error) {
 			return nil, fieldError("connectTimeout", fmt.Sprintf("%s is shorter than 1ms", d.AsDuration()))
 		}
 		c.ConnectTimeout = d.AsDuration()
+	}
+	if ls := m.GetLocalityLbSetting(); ls != nil {
+		var fe *locality.FieldError
+		if err := locality.Validate("localityLbSetting", ls); errors.As(err, &fe) {
+			return nil, fieldError(fe.Field, fe.Problem)
+		}
+		c.LocalityLbSetting = ls
+		if e := ls.GetEnabled(); e != nil && !e.GetValue() {
+			c.LocalityLbSetting = nil
+		}
 	}
 	return c, nil
 }

@@ -32,6 +32,10 @@ type Proxy struct {
 	DNSDomain string
 	// Metadata holds the node metadata as strings (ISTIO_META_* without the prefix).
 	Metadata map[string]string
+	// Locality is the node's locality as "region/zone/subzone" (the
+	// bootstrap's node.locality); empty when the node sent none, and then
+	// the generator takes the proxy's WorkloadEntry's.
+	Locality string
 }
 
 // ParseNodeID parses a node id of the form TYPE~IP~POD.NS~DOMAIN.

@@ -230,3 +230,15 @@ func nodeMetadata(node *core.Node) map[string]string {
 	}
 	return md
 }
+
+// localityString is node.locality as "region/zone/subzone" (Istio's
+// LocalityToString): trailing empty parts are left out; "" when unset.
+func localityString(l *core.Locality) string {
+	switch {
+	case l.GetSubZone() != "":
+		return l.GetRegion() + "/" + l.GetZone() + "/" + l.GetSubZone()
+	case l.GetZone() != "":
+		return l.GetRegion() + "/" + l.GetZone()
+	}
+	return l.GetRegion()
+}

@@ -108,6 +108,7 @@ func (s *Server) initConnection(node *core.Node, con *Connection) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	proxy.Metadata = nodeMetadata(node)
+	proxy.Locality = localityString(node.GetLocality())
 	if s.opts.ResolveProxy != nil {
 		if err := s.opts.ResolveProxy(proxy); err != nil {
 			return status.Errorf(codes.FailedPrecondition, "proxy %s: %v", proxy.ID, err)

@@ -25,6 +25,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/straitmesh/strait/internal/locality"
 )
 
 // Names fixed by the contract (docs/contracts.md).
@@ -53,6 +55,9 @@ type Options struct {
 	// declared as the "sds-grpc" cluster that TLS contexts name; empty:
 	// no such cluster.
 	SDSSocketPath string
+	// Locality is node.locality as "region/zone/subzone"; empty: none
+	// (straitd then takes the workload's locality from its registry).
+	Locality string
 }
 
 // Build returns the bootstrap. The result passes ValidateAll.
@@ -87,7 +92,7 @@ func Build(o Options) (*bootstrapv3.Bootstrap, error) {
 		}
 	}
 	b := &bootstrapv3.Bootstrap{
-		Node: &corev3.Node{Id: o.NodeID, Cluster: o.Cluster, Metadata: md},
+		Node: &corev3.Node{Id: o.NodeID, Cluster: o.Cluster, Metadata: md, Locality: nodeLocality(o.Locality)},
 		Admin: &bootstrapv3.Admin{
 			Address: socketAddress("127.0.0.1", o.AdminPort),
 		},
@@ -274,4 +279,13 @@ func Write(path string, b *bootstrapv3.Bootstrap) error {
 		return fmt.Errorf("write bootstrap: %w", err)
 	}
 	return nil
+}
+
+// nodeLocality is node.locality for "region/zone/subzone"; nil for "".
+func nodeLocality(s string) *corev3.Locality {
+	if s == "" {
+		return nil
+	}
+	l := locality.Parse(s)
+	return &corev3.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.Subzone}
 }

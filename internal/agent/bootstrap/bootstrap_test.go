@@ -130,3 +130,19 @@ func TestBuildRejectsInvalid(t *testing.T) {
 		t.Fatal("want a validation error for an empty pipe path")
 	}
 }
+
+func TestNodeLocality(t *testing.T) {
+	o := testOptions()
+	o.Locality = "us-east/us-east-1a/rack4"
+	b, err := Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := b.GetNode().GetLocality()
+	if l.GetRegion() != "us-east" || l.GetZone() != "us-east-1a" || l.GetSubZone() != "rack4" {
+		t.Errorf("node.locality = %v", l)
+	}
+	if b, _ := Build(testOptions()); b.GetNode().GetLocality() != nil {
+		t.Errorf("no locality: node.locality = %v, want unset", b.GetNode().GetLocality())
+	}
+}

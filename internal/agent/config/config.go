@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/straitmesh/strait/internal/locality"
 	"github.com/straitmesh/strait/internal/model"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 )
@@ -335,6 +336,15 @@ func (c *Config) NodeMetadata() map[string]string {
 		md["LABELS"] = strings.Join(kv, ",")
 	}
 	return md
+}
+
+// Locality is the pod's locality from its istio-locality label
+// ("region.zone.subzone", as Istio's agent reads it), as
+// "region/zone/subzone"; empty without the label, and then straitd takes
+// the locality from its registry (the WorkloadEntry's, or in Kubernetes
+// the pod's node).
+func (c *Config) Locality() string {
+	return locality.FromLabel(c.Labels[locality.Label])
 }
 
 // BootstrapPath is where the bootstrap is written: configPath/envoy-rev.json.

@@ -192,3 +192,13 @@ func FuzzParseProxyConfigJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestLocalityFromLabel(t *testing.T) {
+	c := &Config{Labels: map[string]string{"istio-locality": "us-east.us-east-1a.rack4"}}
+	if got := c.Locality(); got != "us-east/us-east-1a/rack4" {
+		t.Errorf("Locality() = %q", got)
+	}
+	if got := (&Config{Labels: map[string]string{"app": "x"}}).Locality(); got != "" {
+		t.Errorf("without the label: %q", got)
+	}
+}

@@ -39,6 +39,10 @@ var dnsFields = []string{
 	"dns_jitter",
 }
 
+// maxPriority bounds the priority levels of a load assignment (Istio uses
+// at most a handful; Envoy has no bound, but each level costs a slot).
+const maxPriority = 127
+
 // minBufferLimit is the smallest per_connection_buffer_limit_bytes strait
 // honours: its upstream codecs read and write in 16 KiB buffers.
 const minBufferLimit = 16 << 10
@@ -69,9 +73,10 @@ func checkClusterFields(c *clusterv3.Cluster) error {
 }
 
 // checkAssignment refuses the ClusterLoadAssignment fields strait does not
-// implement: priorities other than 0 and locality weights (locality load
-// balancing), named endpoints, and policy fields other than what Istio
-// sends by default.
+// implement: named endpoints, and policy fields other than the
+// overprovisioning factor. Priorities and locality weights are implemented
+// (priority.go); a locality is a label (weights, not zone-aware routing,
+// decide between localities).
 func checkAssignment(cla *endpointv3.ClusterLoadAssignment) error {
 	if err := onlyFields("cluster_load_assignment", cla, "cluster_name", "endpoints", "policy"); err != nil {
 		return err
@@ -84,8 +89,8 @@ func checkAssignment(cla *endpointv3.ClusterLoadAssignment) error {
 		if err := onlyFields(field, lle, "locality", "lb_endpoints", "load_balancing_weight", "priority"); err != nil {
 			return err
 		}
-		if lle.GetPriority() != 0 {
-			return fmt.Errorf("%s.priority %d is not supported (priority levels: only 0)", field, lle.GetPriority())
+		if lle.GetPriority() > maxPriority {
+			return fmt.Errorf("%s.priority %d is above %d, the most priorities strait-proxy keeps", field, lle.GetPriority(), maxPriority)
 		}
 		for j, lbe := range lle.GetLbEndpoints() {
 			f := fmt.Sprintf("%s.lb_endpoints[%d]", field, j)

@@ -53,6 +53,9 @@ type Endpoint struct {
 	h *host
 	// counted is set by PickRequest: Finish releases the request.
 	counted bool
+	// priority is the priority level h was picked from (0 for clusters
+	// with one level).
+	priority uint32
 	// transportMatch is the endpoint's envoy.transport_socket_match
 	// metadata, canonical (transport.go); "" when it has none.
 	transportMatch string
@@ -187,19 +190,41 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 	return out, nil
 }
 
-// endpointList is a cluster's endpoints with their load balancing weights.
+// endpointList is a cluster's endpoints with their load balancing weights
+// and, when the load assignment has more than one priority or locality,
+// where each endpoint sits (priority.go).
 type endpointList struct {
 	eps     []Endpoint
 	weights []uint32 // load_balancing_weight per endpoint; nil: all 1
+	// group is the index in groups of each endpoint's LocalityLbEndpoints;
+	// nil when there is one group of priority 0.
+	group  []int
+	groups []localityGroupInfo
+	// overprovisioning is policy.overprovisioning_factor, in percent.
+	overprovisioning uint32
+}
+
+// localityGroupInfo is what a LocalityLbEndpoints says of its endpoints.
+type localityGroupInfo struct {
+	priority uint32
+	weight   uint32 // load_balancing_weight; 0: unset
 }
 
 func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) (endpointList, error) {
-	var out endpointList
+	out := endpointList{overprovisioning: defaultOverprovisioning}
 	if err := checkAssignment(cla); err != nil {
 		return out, err
 	}
-	weighted := false
-	for _, lle := range cla.GetEndpoints() {
+	if f := cla.GetPolicy().GetOverprovisioningFactor(); f != nil {
+		if f.GetValue() == 0 {
+			return out, errors.New("cluster_load_assignment.policy.overprovisioning_factor 0 would make every host unavailable (Envoy's default is 140)")
+		}
+		out.overprovisioning = f.GetValue()
+	}
+	weighted, grouped := false, false
+	for gi, lle := range cla.GetEndpoints() {
+		out.groups = append(out.groups, localityGroupInfo{priority: lle.GetPriority(), weight: lle.GetLoadBalancingWeight().GetValue()})
+		grouped = grouped || gi > 0 || lle.GetPriority() != 0
 		for _, lbe := range lle.GetLbEndpoints() {
 			switch lbe.GetHealthStatus() {
 			case corev3.HealthStatus_UNHEALTHY, corev3.HealthStatus_DRAINING, corev3.HealthStatus_TIMEOUT:
@@ -219,13 +244,20 @@ func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) (endpointList, error) 
 			weighted = weighted || w != 1
 			out.eps = append(out.eps, Endpoint{Network: n, Address: a, transportMatch: transportMatchOf(lbe)}) // transport.go
 			out.weights = append(out.weights, w)
+			out.group = append(out.group, gi)
 		}
 	}
 	if !weighted {
 		out.weights = nil
 	}
+	if !grouped {
+		out.group, out.groups = nil, nil
+	}
 	return out, nil
 }
+
+// Priority is the priority level the endpoint was picked from.
+func (e Endpoint) Priority() uint32 { return e.priority }
 
 // Endpoints returns the current endpoint list (read-only).
 func (c *Cluster) Endpoints() []Endpoint {
@@ -244,7 +276,7 @@ func (c *Cluster) setEndpoints(eps []Endpoint) { c.setEndpointList(endpointList{
 // setEndpointList replaces the endpoints; hosts whose address stays keep
 // their state.
 func (c *Cluster) setEndpointList(l endpointList) {
-	s := newHostSet(l.eps, l.weights, c.hosts.Load(), c.lb)
+	s := newHostSet(l, c.hosts.Load(), c.lb)
 	c.hosts.Store(s)
 	if c.hc != nil {
 		c.hc.update(s)

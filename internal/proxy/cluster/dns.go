@@ -35,10 +35,12 @@ const (
 	getaddrinfoName = "envoy.network.dns_resolver.getaddrinfo"
 )
 
-// dnsTarget is one lb_endpoint of a DNS cluster: a name and a port.
+// dnsTarget is one lb_endpoint of a DNS cluster: a name, a port and the
+// load balancing weight of the addresses it resolves to.
 type dnsTarget struct {
-	host string
-	port uint32
+	host   string
+	port   uint32
+	weight uint32
 }
 
 // dnsDiscovery keeps the endpoints of a STRICT_DNS or LOGICAL_DNS cluster
@@ -122,7 +124,7 @@ func newDNSDiscovery(c *clusterv3.Cluster, st *stats.Store) (*dnsDiscovery, erro
 			if sa.GetNamedPort() != "" || sa.GetPortValue() == 0 {
 				return nil, fmt.Errorf("load_assignment: endpoint %q needs a port_value", sa.GetAddress())
 			}
-			d.targets = append(d.targets, dnsTarget{host: sa.GetAddress(), port: sa.GetPortValue()})
+			d.targets = append(d.targets, dnsTarget{host: sa.GetAddress(), port: sa.GetPortValue(), weight: max(lbe.GetLoadBalancingWeight().GetValue(), 1)})
 		}
 	}
 	if d.logical && len(d.targets) != 1 {
@@ -269,11 +271,22 @@ func (d *dnsDiscovery) run(ctx context.Context, c *Cluster, log *slog.Logger, re
 		if ctx.Err() != nil {
 			return
 		}
+		// Every address a name resolves to has its lb_endpoint's weight,
+		// as in Envoy's STRICT_DNS.
 		var eps []Endpoint
-		for _, t := range last {
+		var weights []uint32
+		weighted := false
+		for i, t := range last {
 			eps = append(eps, t...)
+			for range t {
+				weights = append(weights, d.targets[i].weight)
+			}
+			weighted = weighted || d.targets[i].weight != 1
 		}
-		c.setEndpoints(eps)
+		if !weighted {
+			weights = nil
+		}
+		c.setEndpointList(endpointList{eps: eps, weights: weights})
 		wait := d.refresh
 		if err != nil {
 			d.failures.Add(1)

@@ -426,3 +426,29 @@ func TestOriginalDstRefusesOtherDestinations(t *testing.T) {
 		}
 	}
 }
+
+// Each address a name resolves to carries its lb_endpoint's weight.
+func TestStrictDNSWeights(t *testing.T) {
+	srv := startTestDNS(t)
+	srv.set("a.example.test", "10.0.0.1", "10.0.0.2")
+	srv.set("b.example.test", "10.0.1.1")
+	m, _ := newTestManager(t)
+	cfg := dnsCluster(t, clusterv3.Cluster_STRICT_DNS, srv.addr, "a.example.test:80", "b.example.test:80")
+	cfg.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+	cfg.LoadAssignment.Endpoints[0].LbEndpoints[0].LoadBalancingWeight = wrapperspb.UInt32(3)
+	if _, err := m.ApplyCDS("1", []*clusterv3.Cluster{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	waitEndpoints(t, m, "10.0.0.1:80", "10.0.0.2:80", "10.0.1.1:80")
+	n := map[string]int{}
+	for range 700 {
+		ep, err := m.Get("dns").Pick(netip.AddrPort{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n[ep.Address]++
+	}
+	if n["10.0.0.1:80"] != 300 || n["10.0.0.2:80"] != 300 || n["10.0.1.1:80"] != 100 {
+		t.Errorf("weights 3, 3, 1: %v", n)
+	}
+}

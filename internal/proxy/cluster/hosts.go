@@ -38,11 +38,19 @@ type hostSet struct {
 	eps    []Endpoint // hosts' endpoints, in order (Endpoints)
 	lb     balancer
 	newest time.Time // the latest host's created
+	// levels are the hosts by priority (index), when the assignment has
+	// more than one priority, or localities that locality weighted load
+	// balancing weighs; nil otherwise, and then lb picks among all hosts
+	// (priority.go).
+	levels []*priorityLevel
+	// overprovisioning is the overprovisioning factor, in percent.
+	overprovisioning uint32
 }
 
 // newHostSet makes the host list for eps, reusing the hosts of prev that
 // have the same address so that their state carries over.
-func newHostSet(eps []Endpoint, weights []uint32, prev *hostSet, lb lbConfig) *hostSet {
+func newHostSet(l endpointList, prev *hostSet, lb lbConfig) *hostSet {
+	eps, weights := l.eps, l.weights
 	old := map[string]*host{}
 	if prev != nil {
 		for _, h := range prev.hosts {
@@ -66,5 +74,7 @@ func newHostSet(eps []Endpoint, weights []uint32, prev *hostSet, lb lbConfig) *h
 		}
 	}
 	s.lb = lb.build(s.hosts)
+	s.overprovisioning = max(l.overprovisioning, 1)
+	s.levels = buildLevels(s.hosts, l, lb)
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
@@ -29,6 +30,9 @@ type lbConfig struct {
 	maglevSize  uint64
 	choiceCount uint32
 	slow        *slowStart // ROUND_ROBIN and LEAST_REQUEST; nil: none
+	// localityWeighted is common_lb_config.locality_weighted_lb_config:
+	// localities take load by their weights (priority.go).
+	localityWeighted bool
 }
 
 // parseLB reads lb_policy and its lb_config. A policy or option strait
@@ -138,7 +142,11 @@ func (lb lbConfig) build(hosts []*host) balancer {
 	}
 	switch lb.policy {
 	case clusterv3.Cluster_LEAST_REQUEST:
-		return &leastRequest{hosts: hosts, choices: max(lb.choiceCount, 1)}
+		l := &leastRequest{hosts: hosts, choices: max(lb.choiceCount, 1)}
+		if !uniform(hosts) {
+			l.current = make([]float64, len(hosts))
+		}
+		return l
 	case clusterv3.Cluster_RANDOM:
 		return newRandomLB(hosts)
 	case clusterv3.Cluster_RING_HASH:
@@ -278,15 +286,24 @@ func (r *randomLB) pick(_ uint64, _ bool, ok func(*host) bool) *host {
 	return r.hosts[i]
 }
 
-// leastRequest is Envoy's LEAST_REQUEST: choice_count hosts drawn at
-// random (power of two choices by default), the one with the fewest
-// requests in flight relative to its weight wins.
+// leastRequest is Envoy's LEAST_REQUEST: with equal weights,
+// choice_count hosts drawn at random (power of two choices by default), the
+// one with the fewest requests in flight wins; with unequal weights, a
+// weighted round robin whose weights are weight / (requests in flight + 1)
+// (Envoy's earliest-deadline-first schedule with active_request_bias 1),
+// so that idle hosts share requests by their weights.
 type leastRequest struct {
 	hosts   []*host
 	choices uint32
+
+	mu      sync.Mutex // guards current
+	current []float64  // weighted: smooth round robin state by host; nil when uniform
 }
 
 func (l *leastRequest) pick(_ uint64, _ bool, ok func(*host) bool) *host {
+	if l.current != nil {
+		return l.pickWeighted(ok)
+	}
 	hosts := filter(l.hosts, ok)
 	if len(hosts) == 0 {
 		return nil
@@ -299,6 +316,29 @@ func (l *leastRequest) pick(_ uint64, _ bool, ok func(*host) bool) *host {
 		}
 	}
 	return best
+}
+
+func (l *leastRequest) pickWeighted(ok func(*host) bool) *host {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	best := -1
+	var total float64
+	for i, h := range l.hosts {
+		if ok != nil && !ok(h) {
+			continue
+		}
+		w := float64(h.weight) / float64(h.active.Load()+1)
+		total += w
+		l.current[i] += w
+		if best < 0 || l.current[i] > l.current[best] {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	l.current[best] -= total
+	return l.hosts[best]
 }
 
 // less reports whether a has less load than b: active/weight, compared

@@ -168,7 +168,18 @@ func TestTrafficPolicyConfigErrors(t *testing.T) {
 		{"buffer limit small", "per_connection_buffer_limit_bytes 1024", func(c *clusterv3.Cluster) { c.PerConnectionBufferLimitBytes = wrapperspb.UInt32(1024) }},
 		{"buffer limit 16k", "", func(c *clusterv3.Cluster) { c.PerConnectionBufferLimitBytes = wrapperspb.UInt32(16 << 10) }},
 		{"no warming", "wait_for_warm_on_init false", func(c *clusterv3.Cluster) { c.WaitForWarmOnInit = wrapperspb.Bool(false) }},
-		{"priority 1", "priority 1 is not supported", func(c *clusterv3.Cluster) { c.LoadAssignment.Endpoints[0].Priority = 1 }},
+		{"priority 1", "", func(c *clusterv3.Cluster) { c.LoadAssignment.Endpoints[0].Priority = 1 }},
+		{"priority too high", "priority 128 is above 127", func(c *clusterv3.Cluster) { c.LoadAssignment.Endpoints[0].Priority = 128 }},
+		{"overprovisioning 0", "overprovisioning_factor 0", func(c *clusterv3.Cluster) {
+			c.LoadAssignment.Policy = &endpointv3.ClusterLoadAssignment_Policy{OverprovisioningFactor: wrapperspb.UInt32(0)}
+		}},
+		{"locality weights with ring hash", "locality_weighted_lb_config is not supported with lb_policy RING_HASH", func(c *clusterv3.Cluster) {
+			c.LbPolicy = clusterv3.Cluster_RING_HASH
+			c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{LocalityConfigSpecifier: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{}}
+		}},
+		{"zone aware", "zone_aware_lb_config", func(c *clusterv3.Cluster) {
+			c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{LocalityConfigSpecifier: &clusterv3.Cluster_CommonLbConfig_ZoneAwareLbConfig_{}}
+		}},
 		{"endpoint hostname", "", func(c *clusterv3.Cluster) { c.LoadAssignment.Endpoints[0].LbEndpoints[0].GetEndpoint().Hostname = "h" }},
 		{"endpoint additional addresses", "additional_addresses", func(c *clusterv3.Cluster) {
 			c.LoadAssignment.Endpoints[0].LbEndpoints[0].GetEndpoint().AdditionalAddresses = []*endpointv3.Endpoint_AdditionalAddress{{}}

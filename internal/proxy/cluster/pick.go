@@ -28,8 +28,15 @@ func (c *Cluster) configureTraffic(cfg *clusterv3.Cluster) error {
 	}
 	c.panicThreshold = defaultPanicThreshold
 	lbc := cfg.GetCommonLbConfig()
-	if err := onlyFields("common_lb_config", lbc, "healthy_panic_threshold"); err != nil {
+	if err := onlyFields("common_lb_config", lbc, "healthy_panic_threshold", "locality_weighted_lb_config"); err != nil {
 		return err
+	}
+	if _, ok := lbc.GetLocalityConfigSpecifier().(*clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_); ok {
+		switch c.lb.policy {
+		case clusterv3.Cluster_RING_HASH, clusterv3.Cluster_MAGLEV:
+			return fmt.Errorf("common_lb_config.locality_weighted_lb_config is not supported with lb_policy %s (only ROUND_ROBIN, LEAST_REQUEST and RANDOM)", c.lb.policy)
+		}
+		c.lb.localityWeighted = true
 	}
 	if p := lbc.GetHealthyPanicThreshold(); p != nil {
 		if p.GetValue() < 0 || p.GetValue() > 100 {
@@ -78,7 +85,14 @@ func (c *Cluster) configureKeepalive(cfg *clusterv3.Cluster) error {
 // client) or a request without a hash. originalDst is the downstream
 // connection's original destination, used by ORIGINAL_DST clusters.
 func (c *Cluster) Pick(originalDst netip.AddrPort) (Endpoint, error) {
-	return c.pick(originalDst, 0, false)
+	return c.pick(originalDst, 0, false, nil)
+}
+
+// PickExcluding is Pick for a retry that must avoid the priority levels
+// in excluded (the previous_priorities retry priority), unless that
+// leaves no healthy level.
+func (c *Cluster) PickExcluding(originalDst netip.AddrPort, excluded []uint32) (Endpoint, error) {
+	return c.pick(originalDst, 0, false, excluded)
 }
 
 // PickRequest admits one HTTP request (the max_requests circuit breaker:
@@ -92,7 +106,7 @@ func (c *Cluster) PickRequest(originalDst netip.AddrPort, hash uint64, hasHash b
 		b.st.pendingOverflow.Add(1) // Envoy counts max_requests overflow here too
 		return Endpoint{}, ErrOverflow
 	}
-	ep, err := c.pick(originalDst, hash, hasHash)
+	ep, err := c.pick(originalDst, hash, hasHash, nil)
 	if err != nil {
 		release(&b.requests, b.maxRequests, b.st.rqOpen, b.st.rqRemaining)
 		return ep, err
@@ -116,7 +130,7 @@ func (c *Cluster) Finish(ep Endpoint) {
 	release(&b.requests, b.maxRequests, b.st.rqOpen, b.st.rqRemaining)
 }
 
-func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool) (Endpoint, error) {
+func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool, excluded []uint32) (Endpoint, error) {
 	if c.Kind == KindOriginalDst {
 		if !originalDst.IsValid() {
 			return Endpoint{}, ErrNoHealthyUpstream
@@ -129,7 +143,10 @@ func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool) (E
 		return Endpoint{}, ErrNoHealthyUpstream
 	}
 	var h *host
-	if ss := c.lb.slow; ss != nil && time.Since(s.newest) < ss.window {
+	var priority uint32
+	if s.levels != nil {
+		h, priority = c.pickLevels(s, hash, hasHash, excluded) // priority.go
+	} else if ss := c.lb.slow; ss != nil && time.Since(s.newest) < ss.window {
 		// A host is warming up: weights change with time.
 		h = ss.pick(c.lb, s.hosts, time.Now(), nil)
 		if (c.outlier != nil || c.hc != nil) && !h.healthy() {
@@ -147,6 +164,7 @@ func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool) (E
 	}
 	ep := h.ep
 	ep.h = h
+	ep.priority = priority
 	return ep, nil
 }
 

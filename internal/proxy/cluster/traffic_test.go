@@ -111,7 +111,7 @@ func TestLeastRequestPrefersIdleHost(t *testing.T) {
 }
 
 func TestWeightedRoundRobin(t *testing.T) {
-	s := newHostSet([]Endpoint{{Address: "a"}, {Address: "b"}}, []uint32{3, 1}, nil, lbConfig{policy: clusterv3.Cluster_ROUND_ROBIN})
+	s := newHostSet(endpointList{eps: []Endpoint{{Address: "a"}, {Address: "b"}}, weights: []uint32{3, 1}}, nil, lbConfig{policy: clusterv3.Cluster_ROUND_ROBIN})
 	n := map[string]int{}
 	for range 400 {
 		n[s.lb.pick(0, false, nil).ep.Address]++
@@ -337,8 +337,8 @@ func TestRefusedClusterFields(t *testing.T) {
 			c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{Priority: corev3.RoutingPriority_HIGH}}}
 		},
 		"enforcing_success_rate": func(c *clusterv3.Cluster) { c.OutlierDetection = &clusterv3.OutlierDetection{} },
-		"locality_weighted_lb_config": func(c *clusterv3.Cluster) {
-			c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{LocalityConfigSpecifier: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{}}
+		"zone_aware_lb_config": func(c *clusterv3.Cluster) {
+			c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{LocalityConfigSpecifier: &clusterv3.Cluster_CommonLbConfig_ZoneAwareLbConfig_{}}
 		},
 		"dns_refresh_rate": func(c *clusterv3.Cluster) { c.DnsRefreshRate = durationpb.New(time.Second) },
 	} {

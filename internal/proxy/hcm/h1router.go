@@ -219,16 +219,19 @@ func (c *h1conn) retryEndpoint(cl *cluster.Cluster, r *router.Retry, tried []str
 	return repick(cl, r, c.dst, c.src, tried, prev)
 }
 
-// repick chooses the endpoint of a retry: with the previous_hosts
-// predicate, one not tried yet if one turns up within the allowed picks.
+// repick chooses the endpoint of a retry (prev is the last attempt's):
+// with the previous_hosts predicate, one not tried yet if one turns up
+// within the allowed picks; with the previous_priorities retry priority,
+// outside the priority levels it excludes by now.
 func repick(cl *cluster.Cluster, r *router.Retry, dst netip.AddrPort, src cluster.OriginalSource, tried []string, prev cluster.Endpoint) cluster.Endpoint {
 	avoid, picks := r.AvoidPreviousHosts()
 	if !avoid {
 		picks = 1
 	}
+	excluded := r.ExcludedPriorities(prev.Priority())
 	ep := prev
 	for i := 0; i < picks; i++ {
-		next, err := cl.Pick(dst)
+		next, err := cl.PickExcluding(dst, excluded)
 		if err != nil {
 			return prev
 		}

@@ -9,6 +9,7 @@ package router
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	// The previous_hosts predicate's config type, so that a route holding
 	// it can be printed (admin /config_dump) as well as read.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	previouspriorities "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -92,6 +94,9 @@ const (
 // previousHostsPredicate is the only retry host predicate implemented.
 const previousHostsPredicate = "envoy.retry_host_predicates.previous_hosts"
 
+// previousPriorities is the only retry priority implemented.
+const previousPriorities = "envoy.retry_priorities.previous_priorities"
+
 // RetryPolicy is a compiled route retry_policy. Immutable.
 type RetryPolicy struct {
 	On            Condition
@@ -104,6 +109,10 @@ type RetryPolicy struct {
 	// HostSelectionAttempts picks for a host not tried before.
 	AvoidPreviousHosts    bool
 	HostSelectionAttempts int
+	// PriorityUpdateFrequency is the previous_priorities retry priority's
+	// update_frequency (0: no retry priority): every that many attempts,
+	// the priorities attempted so far are excluded from the next picks.
+	PriorityUpdateFrequency int
 }
 
 // retryPolicyFields are the RetryPolicy fields strait-proxy implements; any
@@ -112,6 +121,7 @@ var retryPolicyFields = map[protoreflect.Name]bool{
 	"retry_on": true, "num_retries": true, "per_try_timeout": true,
 	"retriable_status_codes": true, "retry_back_off": true,
 	"retry_host_predicate": true, "host_selection_retry_max_attempts": true,
+	"retry_priority": true,
 }
 
 // CompileRetryPolicy compiles a route's retry_policy (nil: no retries).
@@ -167,6 +177,19 @@ func CompileRetryPolicy(rp *routev3.RetryPolicy) (*RetryPolicy, error) {
 	}
 	if n := rp.GetHostSelectionRetryMaxAttempts(); n > 0 {
 		p.HostSelectionAttempts = int(n)
+	}
+	if rpr := rp.GetRetryPriority(); rpr != nil {
+		if rpr.GetName() != previousPriorities {
+			return nil, fmt.Errorf("retry_policy.retry_priority %q is not supported (only %s)", rpr.GetName(), previousPriorities)
+		}
+		cfg := &previouspriorities.PreviousPrioritiesConfig{}
+		if tc := rpr.GetTypedConfig(); tc == nil || tc.UnmarshalTo(cfg) != nil {
+			return nil, fmt.Errorf("retry_policy.retry_priority: typed_config must be a %s", cfg.ProtoReflect().Descriptor().FullName())
+		}
+		if cfg.GetUpdateFrequency() <= 0 {
+			return nil, fmt.Errorf("retry_policy.retry_priority: update_frequency %d must be above 0", cfg.GetUpdateFrequency())
+		}
+		p.PriorityUpdateFrequency = int(cfg.GetUpdateFrequency())
 	}
 	return p, nil
 }
@@ -280,6 +303,11 @@ type Retry struct {
 	LimitExceeded bool
 	avoidHosts    bool
 	hostAttempts  int
+	// The previous_priorities retry priority: update frequency (0: off),
+	// the priority of each attempt so far, and the priorities excluded.
+	prioFreq  int
+	attempted []uint32
+	excluded  []uint32
 }
 
 // NewRetry returns the retry state for a request on a route with policy p
@@ -292,7 +320,8 @@ func NewRetry(p *RetryPolicy, o *Overrides, routeTimeout time.Duration) (r Retry
 	}
 	if p != nil {
 		r = Retry{on: p.On, codes: p.StatusCodes, left: p.NumRetries, base: p.BackOffBase, max: p.BackOffMax,
-			perTry: p.PerTryTimeout, avoidHosts: p.AvoidPreviousHosts, hostAttempts: p.HostSelectionAttempts}
+			perTry: p.PerTryTimeout, avoidHosts: p.AvoidPreviousHosts, hostAttempts: p.HostSelectionAttempts,
+			prioFreq: p.PriorityUpdateFrequency}
 	} else {
 		r = Retry{base: DefaultBackOffBase, max: maxBackOffFactor * DefaultBackOffBase, hostAttempts: 1}
 	}
@@ -335,6 +364,27 @@ func (r *Retry) PerTryTimeout() time.Duration { return r.perTry }
 // AvoidPreviousHosts reports the previous_hosts predicate and how many
 // picks a retry may make to find a new host.
 func (r *Retry) AvoidPreviousHosts() (bool, int) { return r.avoidHosts, r.hostAttempts }
+
+// ExcludedPriorities records that an attempt went to priority last and
+// returns the priorities the next attempt's pick must avoid: with the
+// previous_priorities retry priority, every update_frequency attempts the
+// set becomes the priorities attempted so far (Envoy's
+// PreviousPrioritiesRetryPriority); nil without it.
+func (r *Retry) ExcludedPriorities(last uint32) []uint32 {
+	if r.prioFreq == 0 {
+		return nil
+	}
+	r.attempted = append(r.attempted, last)
+	if len(r.attempted)%r.prioFreq == 0 {
+		r.excluded = r.excluded[:0]
+		for _, p := range r.attempted {
+			if !slices.Contains(r.excluded, p) {
+				r.excluded = append(r.excluded, p)
+			}
+		}
+	}
+	return r.excluded
+}
 
 // retriableStatus reports whether a response status (and its grpc-status,
 // -1 when absent) matches the conditions.

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/locality"
 	"github.com/straitmesh/strait/internal/model"
 )
 
@@ -45,8 +46,9 @@ func podKey(namespace, name string) model.ConfigKey {
 	return model.ConfigKey{Kind: config.KindWorkloadEntry, Name: podPrefix + name, Namespace: namespace}
 }
 
-// podLabels returns the labels of a pod, or nil.
-type podLabels func(namespace, name string) map[string]string
+// podLabels returns the labels and the locality of a pod; nil and "" for
+// a pod it does not know.
+type podLabels func(namespace, name string) (labels map[string]string, locality string)
 
 // serviceEntryFor converts a Kubernetes Service and its EndpointSlices into
 // the ServiceEntry the service model is built from: host
@@ -138,19 +140,20 @@ func endpointsFor(eps []*discoveryv1.EndpointSlice, portNames map[string]bool, l
 				continue
 			}
 			var l map[string]string
+			var loc string
 			if ref := e.TargetRef; ref != nil && ref.Kind == "Pod" && labels != nil {
 				ns := ref.Namespace
 				if ns == "" {
 					ns = s.Namespace
 				}
-				l = labels(ns, ref.Name)
+				l, loc = labels(ns, ref.Name)
 			}
 			for _, addr := range e.Addresses {
 				if seen[key{addr, portsKey}] {
 					continue
 				}
 				seen[key{addr, portsKey}] = true
-				out = append(out, &networking.WorkloadEntry{Address: addr, Ports: ports, Labels: l})
+				out = append(out, &networking.WorkloadEntry{Address: addr, Ports: ports, Labels: l, Locality: loc})
 			}
 		}
 	}
@@ -166,10 +169,25 @@ func endpointReady(e discoveryv1.Endpoint) bool {
 	return e.Conditions.Ready == nil || *e.Conditions.Ready
 }
 
+// podLocality is where a pod runs, as Istio's Kubernetes registry reads it
+// (getPodLocality): its istio-locality label, else its node's topology
+// labels (nodeLocality, which may be nil). Topology labels on the pod
+// itself (copied there by the API server at binding) are not read: the
+// node's are the current ones.
+func podLocality(pod *corev1.Pod, nodeLocality func(node string) string) string {
+	if v := pod.Labels[locality.Label]; v != "" {
+		return locality.FromLabel(v)
+	}
+	if nodeLocality == nil || pod.Spec.NodeName == "" {
+		return ""
+	}
+	return nodeLocality(pod.Spec.NodeName)
+}
+
 // workloadEntryFor makes a pod addressable by ServiceEntry workload
-// selectors, like a WorkloadEntry. Pods without an IP, on the host's
-// network, or finished are left out (nil).
-func workloadEntryFor(pod *corev1.Pod) *config.Config {
+// selectors, like a WorkloadEntry, in locality loc. Pods without an IP,
+// on the host's network, or finished are left out (nil).
+func workloadEntryFor(pod *corev1.Pod, loc string) *config.Config {
 	if pod.Status.PodIP == "" || pod.Spec.HostNetwork || podFinished(pod) {
 		return nil
 	}
@@ -181,6 +199,7 @@ func workloadEntryFor(pod *corev1.Pod) *config.Config {
 		},
 		Spec: &networking.WorkloadEntry{
 			Address: pod.Status.PodIP, Labels: pod.Labels, ServiceAccount: pod.Spec.ServiceAccountName,
+			Locality: loc,
 		},
 	}
 }

@@ -99,11 +99,11 @@ func TestServiceEntryFor(t *testing.T) {
 			ready("10.1.0.1", yes, yes, no, "duplicate"), // same address twice
 		),
 	}
-	labels := func(ns, name string) map[string]string {
+	labels := func(ns, name string) (map[string]string, string) {
 		if ns == "demo" && name == "web-1" {
-			return map[string]string{"app": "web", "version": "v1"}
+			return map[string]string{"app": "web", "version": "v1"}, "us/us-a"
 		}
-		return nil
+		return nil, ""
 	}
 	c := serviceEntryFor(svc, eps, labels, "cluster.local")
 	se := c.ServiceEntry()
@@ -132,8 +132,11 @@ func TestServiceEntryFor(t *testing.T) {
 	if len(addrs) != 2 || addrs[0] != "10.1.0.1" || addrs[1] != "10.1.0.2" {
 		t.Fatalf("endpoints %v, want the ready 10.1.0.1 and 10.1.0.2", addrs)
 	}
-	if e := se.Endpoints[1]; e.Labels["version"] != "v1" || e.Ports["http"] != 8080 || e.Ports["grpc"] != 9000 {
+	if e := se.Endpoints[1]; e.Labels["version"] != "v1" || e.Ports["http"] != 8080 || e.Ports["grpc"] != 9000 || e.Locality != "us/us-a" {
 		t.Errorf("endpoint %v", e)
+	}
+	if e := se.Endpoints[0]; e.Locality != "" {
+		t.Errorf("endpoint without a pod has locality %q", e.Locality)
 	}
 
 	// Through the service model: the endpoint ports map service ports to
@@ -147,7 +150,7 @@ func TestServiceEntryFor(t *testing.T) {
 		t.Fatal(problems)
 	}
 	s := snap.Service("web.demo.svc.cluster.local")
-	if s == nil || len(s.Endpoints) != 2 || s.Endpoints[1].Ports[80] != 8080 || s.Endpoints[1].Ports[9090] != 9000 {
+	if s == nil || len(s.Endpoints) != 2 || s.Endpoints[1].Ports[80] != 8080 || s.Endpoints[1].Ports[9090] != 9000 || s.Endpoints[1].Locality != "us/us-a" {
 		t.Fatalf("service model: %+v", s)
 	}
 	if !s.VisibleTo("demo") || !s.VisibleTo("other") || s.VisibleTo("third") {
@@ -165,14 +168,51 @@ func TestServiceEntryFor(t *testing.T) {
 	}
 }
 
+// A pod's locality: its istio-locality label, else its node's (topology
+// labels on the pod are not read).
+func TestPodLocality(t *testing.T) {
+	nodes := func(name string) string {
+		if name == "n1" {
+			return "eu/eu-1"
+		}
+		return ""
+	}
+	pod := func(labels map[string]string, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{NodeName: node}}
+	}
+	for _, c := range []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{pod(map[string]string{"istio-locality": "us.us-a.r1", "topology.kubernetes.io/region": "x"}, "n1"), "us/us-a/r1"},
+		{pod(map[string]string{"topology.kubernetes.io/region": "us"}, "n1"), "eu/eu-1"},
+		{pod(nil, "n1"), "eu/eu-1"},
+		{pod(nil, "n2"), ""},
+		{pod(nil, ""), ""},
+	} {
+		if got := podLocality(c.pod, nodes); got != c.want {
+			t.Errorf("podLocality(%v on %q) = %q, want %q", c.pod.Labels, c.pod.Spec.NodeName, got, c.want)
+		}
+	}
+	if got := podLocality(pod(nil, "n1"), nil); got != "" {
+		t.Errorf("no node lookup: %q", got)
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+		"topology.kubernetes.io/region": "us", "topology.kubernetes.io/zone": "us-a", "topology.istio.io/subzone": "r2"}}}
+	if got := nodeLocality(n); got != "us/us-a/r2" {
+		t.Errorf("nodeLocality = %q", got)
+	}
+}
+
 func TestWorkloadEntryFor(t *testing.T) {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "demo", Labels: map[string]string{"app": "web"}},
-		Spec:       corev1.PodSpec{ServiceAccountName: "web"},
-		Status:     corev1.PodStatus{PodIP: "10.1.0.2", Phase: corev1.PodRunning},
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "demo", Labels: map[string]string{"app": "web",
+			"istio-locality": "us.us-b"}},
+		Spec:   corev1.PodSpec{ServiceAccountName: "web"},
+		Status: corev1.PodStatus{PodIP: "10.1.0.2", Phase: corev1.PodRunning},
 	}
-	we := workloadEntryFor(pod).WorkloadEntry()
-	if we.Address != "10.1.0.2" || we.ServiceAccount != "web" || we.Labels["app"] != "web" {
+	we := workloadEntryFor(pod, podLocality(pod, nil)).WorkloadEntry()
+	if we.Address != "10.1.0.2" || we.ServiceAccount != "web" || we.Labels["app"] != "web" || we.Locality != "us/us-b" {
 		t.Errorf("workload entry %v", we)
 	}
 	for name, mutate := range map[string]func(*corev1.Pod){
@@ -182,7 +222,7 @@ func TestWorkloadEntryFor(t *testing.T) {
 	} {
 		p := pod.DeepCopy()
 		mutate(p)
-		if c := workloadEntryFor(p); c != nil {
+		if c := workloadEntryFor(p, ""); c != nil {
 			t.Errorf("%s: got a workload entry", name)
 		}
 	}
@@ -236,20 +276,20 @@ func TestRefusedConfigLoggedAtWarn(t *testing.T) {
 		"spec": map[string]any{
 			"hosts": []any{"web"},
 			"http": []any{map[string]any{
-				"retries": map[string]any{"attempts": int64(2), "retryRemoteLocalities": true},
-				"route":   []any{map[string]any{"destination": map[string]any{"host": "web"}}},
+				"match": []any{map[string]any{"statPrefix": "x"}},
+				"route": []any{map[string]any{"destination": map[string]any{"host": "web"}}},
 			}},
 		},
 	}}
 	c, err := istioConfig("networking.istio.io", "VirtualService", "v1", vs)
-	if c != nil || err == nil || !strings.Contains(err.Error(), "spec.http[0].retries.retryRemoteLocalities: not supported by Strait yet") {
-		t.Fatalf("config %v, err %v: want retryRemoteLocalities refused", c, err)
+	if c != nil || err == nil || !strings.Contains(err.Error(), "spec.http[0].match[0].statPrefix: not supported by Strait yet") {
+		t.Fatalf("config %v, err %v: want statPrefix refused", c, err)
 	}
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	logConfigError(log, "VirtualService", vs, err)
 	got := buf.String()
-	for _, want := range []string{"level=WARN", "name=demo/faulty", "spec.http[0].retries.retryRemoteLocalities: not supported by Strait yet"} {
+	for _, want := range []string{"level=WARN", "name=demo/faulty", "spec.http[0].match[0].statPrefix: not supported by Strait yet"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("log %q lacks %q", got, want)
 		}

@@ -19,6 +19,11 @@ import (
 type derivedCache struct {
 	services map[types.UID]derivedService
 	pods     map[types.UID]derivedPod
+	// nodeLocality is the locality of a node by name (nil: unknown);
+	// nodesGen changes when a node's locality does, which makes every
+	// entry stale (their pods' localities may come from the nodes).
+	nodeLocality func(node string) string
+	nodesGen     uint64
 }
 
 // derivedService is a Service's ServiceEntry and what it was made from:
@@ -28,12 +33,14 @@ type derivedService struct {
 	serviceRV string
 	slices    []objectVersion
 	pods      []objectVersion
+	nodesGen  uint64
 	cfg       *config.Config
 }
 
 type derivedPod struct {
-	rv  string
-	cfg *config.Config
+	rv       string
+	nodesGen uint64
+	cfg      *config.Config
 }
 
 // objectVersion is one input of a derived config: namespace/name and the
@@ -58,22 +65,22 @@ func (d *derivedCache) serviceEntry(svc *corev1.Service, eps []*discoveryv1.Endp
 	for i, s := range eps {
 		sliceVersions[i] = objectVersion{key: s.Name, rv: s.ResourceVersion}
 	}
-	if c, ok := d.services[svc.UID]; ok && c.serviceRV == svc.ResourceVersion && slices.Equal(c.slices, sliceVersions) && podsUnchanged(c.pods, pods) {
+	if c, ok := d.services[svc.UID]; ok && c.serviceRV == svc.ResourceVersion && c.nodesGen == d.nodesGen && slices.Equal(c.slices, sliceVersions) && podsUnchanged(c.pods, pods) {
 		return c.cfg
 	}
 	var podVersions []objectVersion
-	labels := func(ns, name string) map[string]string {
+	labels := func(ns, name string) (map[string]string, string) {
 		key := ns + "/" + name
 		p, ok := pods(key)
 		if !ok {
 			podVersions = append(podVersions, objectVersion{key: key})
-			return nil
+			return nil, ""
 		}
 		podVersions = append(podVersions, objectVersion{key: key, rv: p.ResourceVersion})
-		return p.Labels
+		return p.Labels, podLocality(p, d.nodeLocality)
 	}
 	cfg := serviceEntryFor(svc, eps, labels, domain)
-	d.services[svc.UID] = derivedService{serviceRV: svc.ResourceVersion, slices: sliceVersions, pods: podVersions, cfg: cfg}
+	d.services[svc.UID] = derivedService{serviceRV: svc.ResourceVersion, slices: sliceVersions, pods: podVersions, nodesGen: d.nodesGen, cfg: cfg}
 	return cfg
 }
 
@@ -94,11 +101,11 @@ func podsUnchanged(seen []objectVersion, pods podLookup) bool {
 // addressable), reusing the cached one while the pod is unchanged.
 func (d *derivedCache) workloadEntry(pod *corev1.Pod, seen map[types.UID]bool) *config.Config {
 	seen[pod.UID] = true
-	if c, ok := d.pods[pod.UID]; ok && c.rv == pod.ResourceVersion {
+	if c, ok := d.pods[pod.UID]; ok && c.rv == pod.ResourceVersion && c.nodesGen == d.nodesGen {
 		return c.cfg
 	}
-	cfg := workloadEntryFor(pod)
-	d.pods[pod.UID] = derivedPod{rv: pod.ResourceVersion, cfg: cfg}
+	cfg := workloadEntryFor(pod, podLocality(pod, d.nodeLocality))
+	d.pods[pod.UID] = derivedPod{rv: pod.ResourceVersion, nodesGen: d.nodesGen, cfg: cfg}
 	return cfg
 }
 

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -143,5 +144,83 @@ func TestStripCRDKeepsWhatParseCRDReads(t *testing.T) {
 	}
 	if len(s.GetManagedFields()) != 0 || len(s.GetAnnotations()) != 0 {
 		t.Error("managed fields or annotations kept")
+	}
+}
+
+// A pod without locality labels takes its node's; a change of the nodes'
+// localities (nodesGen) makes the cached entries stale.
+func TestDerivedCacheNodeLocality(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", UID: "svc-uid", ResourceVersion: "1"},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "web-a", Namespace: "demo", ResourceVersion: "5", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080))}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "web-1", Namespace: "demo"}}},
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "demo", UID: "pod-uid", ResourceVersion: "7"},
+		Spec:       corev1.PodSpec{NodeName: "n1"},
+		Status:     corev1.PodStatus{PodIP: "10.1.0.1"},
+	}
+	pods := func(key string) (*corev1.Pod, bool) { return pod, key == "demo/web-1" }
+	zone := "us/us-a"
+	d := newDerivedCache()
+	d.nodeLocality = func(name string) string {
+		if name == "n1" {
+			return zone
+		}
+		return ""
+	}
+	check := func(want string) {
+		t.Helper()
+		seen := map[types.UID]bool{}
+		se := d.serviceEntry(svc, []*discoveryv1.EndpointSlice{slice}, pods, "cluster.local", seen)
+		we := d.workloadEntry(pod, seen)
+		if got := se.ServiceEntry().GetEndpoints()[0].GetLocality(); got != want {
+			t.Errorf("endpoint locality %q, want %q", got, want)
+		}
+		if got := we.WorkloadEntry().GetLocality(); got != want {
+			t.Errorf("workload entry locality %q, want %q", got, want)
+		}
+	}
+	check("us/us-a")
+	zone = "us/us-b"
+	check("us/us-a") // cached: nothing said the node changed
+	d.nodesGen++
+	check("us/us-b")
+}
+
+// Only a change of a node's locality labels pushes and makes the derived
+// configs stale.
+func TestOnNode(t *testing.T) {
+	r := &Registry{derived: newDerivedCache()}
+	node := func(rv, zone string, extra map[string]string) *corev1.Node {
+		l := map[string]string{"topology.kubernetes.io/region": "us", "topology.kubernetes.io/zone": zone}
+		for k, v := range extra {
+			l[k] = v
+		}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: rv, Labels: l}}
+	}
+	for _, c := range []struct {
+		name string
+		ev   event
+		push bool
+	}{
+		{"add with a locality", event{typ: eventAdd, obj: node("1", "a", nil)}, true},
+		{"add without", event{typ: eventAdd, obj: &corev1.Node{}}, false},
+		{"other label", event{typ: eventUpdate, old: node("1", "a", nil), obj: node("2", "a", map[string]string{"x": "y"})}, false},
+		{"zone changed", event{typ: eventUpdate, old: node("2", "a", nil), obj: node("3", "b", nil)}, true},
+		{"same version", event{typ: eventUpdate, old: node("3", "a", nil), obj: node("3", "b", nil)}, false},
+		{"delete", event{typ: eventDelete, old: node("3", "b", nil), obj: node("3", "b", nil)}, true},
+	} {
+		gen := r.derived.nodesGen
+		req := r.onNode(context.Background(), c.ev)
+		if (req != nil) != c.push || (r.derived.nodesGen != gen) != c.push {
+			t.Errorf("%s: push %v, nodesGen %d -> %d; want push %v", c.name, req != nil, gen, r.derived.nodesGen, c.push)
+		}
 	}
 }

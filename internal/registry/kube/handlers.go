@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/straitmesh/strait/internal/locality"
 	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
 )
@@ -118,8 +119,33 @@ func (r *Registry) onPod(_ context.Context, ev event) *model.PushRequest {
 	return nil
 }
 
-// onClusterScoped: Namespaces and Nodes are cached for lookups; they
-// change nothing Strait pushes today.
+// onNode: a node's locality (its topology labels) is the locality of the
+// pods on it that have none of their own; when it changes, every derived
+// config is rebuilt and every proxy may see other priorities.
+func (r *Registry) onNode(_ context.Context, ev event) *model.PushRequest {
+	n, ok := ev.obj.(*corev1.Node)
+	if !ok || sameVersion(ev) {
+		return nil
+	}
+	if old, ok := ev.old.(*corev1.Node); ok && ev.typ != eventDelete && nodeLocality(old) == nodeLocality(n) {
+		return nil
+	}
+	if ev.typ == eventAdd && nodeLocality(n) == "" {
+		return nil
+	}
+	r.derived.nodesGen++
+	return &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ProxyUpdate}}
+}
+
+// nodeLocality is a node's locality from its topology labels
+// (topology.kubernetes.io/region and zone, topology.istio.io/subzone, the
+// failure-domain.beta names as fallbacks).
+func nodeLocality(n *corev1.Node) string {
+	return locality.FromNodeLabels(n.Labels)
+}
+
+// onClusterScoped: Namespaces are cached for lookups; they change nothing
+// Strait pushes today.
 func (r *Registry) onClusterScoped(_ context.Context, ev event) *model.PushRequest {
 	return nil
 }

@@ -219,6 +219,13 @@ func New(opts Options) (*Registry, error) {
 	r.pods = r.coreInformers.add(core.RESTClient(), "pods", &corev1.Pod{})
 	namespaces := r.coreInformers.add(core.RESTClient(), "namespaces", &corev1.Namespace{})
 	nodes := r.coreInformers.add(core.RESTClient(), "nodes", &corev1.Node{})
+	r.derived.nodeLocality = func(name string) string {
+		obj, ok, _ := nodes.GetStore().GetByKey(name)
+		if !ok {
+			return ""
+		}
+		return nodeLocality(obj.(*corev1.Node))
+	}
 	r.crds = r.dynFactory.ForResource(CRDResource).Informer()
 	if err := r.crds.SetTransform(stripCRD); err != nil {
 		return nil, fmt.Errorf("kube registry: %w", err)
@@ -236,7 +243,7 @@ func New(opts Options) (*Registry, error) {
 		kindEndpointSlice: r.onEndpointSlice,
 		kindPod:           r.onPod,
 		kindNamespace:     r.onClusterScoped,
-		kindNode:          r.onClusterScoped,
+		kindNode:          r.onNode,
 		kindCRD:           r.onCRD,
 		kindSynced:        r.onKindSynced,
 		kindStatic:        r.onStatic,

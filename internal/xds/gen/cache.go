@@ -14,6 +14,7 @@ import (
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/meshconfig"
+	"github.com/straitmesh/strait/internal/model"
 )
 
 // cache holds generated, marshalled resources so that what many proxies
@@ -35,7 +36,8 @@ type cache struct {
 	scopes map[string]*scopeEntry
 	// clusters holds each service's outbound clusters, by hostname.
 	clusters map[string]*serviceEntry
-	// eds holds load assignments by cluster name.
+	// eds holds load assignments by cluster name, followed by "\x00" and
+	// the proxy's locality view when a locality setting applies.
 	eds map[string]*serviceEntry
 
 	// builds counts resource builds, for tests.
@@ -256,12 +258,20 @@ func (c *cache) serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Servic
 // loadAssignment returns the EDS resource of one cluster, from the cache
 // when neither its service nor the service's DestinationRule changed; nil
 // when the cluster is unknown or out of scope.
-func (c *cache) loadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, name string) (*discovery.Resource, error) {
+func (c *cache) loadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, proxy *model.Proxy, name string) (*discovery.Resource, error) {
 	svc, port, selector, ok := edsTarget(snap, scope, name)
 	if !ok {
 		return nil, nil
 	}
 	dr := snap.DestinationRuleFor(scope.Namespace, svc.Hostname)
+	_, subset, _, _ := ParseOutboundClusterName(name)
+	lv, view := newLocalityView(snap, scope.Namespace, proxy, svc.Hostname, subset, port) // locality.go
+	// Proxies in other localities (or, with failoverPriority, with other
+	// labels) get other priorities: one entry per view.
+	key := name
+	if lv != nil {
+		key = name + "\x00" + view
+	}
 	// built waits for a cached (or in-progress) build of the same inputs.
 	built := func(e *serviceEntry) (*discovery.Resource, error) {
 		<-e.ready
@@ -271,29 +281,29 @@ func (c *cache) loadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, name stri
 		return e.res[0], nil
 	}
 	c.mu.RLock()
-	e := c.eds[name]
+	e := c.eds[key]
 	c.mu.RUnlock()
-	if e != nil && e.svc == svc && e.dr == dr {
+	if e != nil && e.svc == svc && e.dr == dr && e.mesh == snap.Mesh {
 		return built(e)
 	}
 	c.mu.Lock()
-	if e = c.eds[name]; e != nil && e.svc == svc && e.dr == dr {
+	if e = c.eds[key]; e != nil && e.svc == svc && e.dr == dr && e.mesh == snap.Mesh {
 		// Another proxy started this build meanwhile.
 		c.mu.Unlock()
 		return built(e)
 	}
-	e = &serviceEntry{svc: svc, dr: dr, ready: make(chan struct{})}
-	c.eds[name] = e
+	e = &serviceEntry{svc: svc, dr: dr, mesh: snap.Mesh, ready: make(chan struct{})}
+	c.eds[key] = e
 	c.mu.Unlock()
 
 	c.count("eds")
-	r, err := resource(name, loadAssignment(name, svc, port, selector))
+	r, err := resource(name, loadAssignment(name, svc, port, selector, lv))
 	e.res, e.err = []*discovery.Resource{r}, err
 	close(e.ready)
 	if err != nil {
 		c.mu.Lock()
-		if c.eds[name] == e {
-			delete(c.eds, name) // the next request tries again
+		if c.eds[key] == e {
+			delete(c.eds, key) // the next request tries again
 		}
 		c.mu.Unlock()
 		return nil, err
@@ -309,9 +319,10 @@ func (c *cache) prune(snap *mesh.Snapshot) {
 			delete(c.clusters, host)
 		}
 	}
-	for name := range c.eds {
+	for key := range c.eds {
+		name, _, _ := strings.Cut(key, "\x00")
 		if _, _, host, ok := ParseOutboundClusterName(name); !ok || snap.Service(host) == nil {
-			delete(c.eds, name)
+			delete(c.eds, key)
 		}
 	}
 	for key, e := range c.scopes {

@@ -66,13 +66,17 @@ func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*clust
 			continue
 		}
 		if c := outboundCluster(snap, svc, port, "", nil); c != nil {
-			applyTrafficPolicy(c, trafficPolicyFor(snap, ns, svc.Hostname, "", port.Number), port) // trafficpolicy.go
-			applyAutoMTLS(snap, ns, svc, port.Number, "", c)                                       // mtls.go
+			p := trafficPolicyFor(snap, ns, svc.Hostname, "", port.Number)
+			applyTrafficPolicy(c, p, port)                   // trafficpolicy.go
+			applyLocalityLbConfig(c, p, snap.Mesh)           // locality.go
+			applyAutoMTLS(snap, ns, svc, port.Number, "", c) // mtls.go
 			out = append(out, c)
 		}
 		for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
 			if c := outboundCluster(snap, svc, port, ss.Name, ss.Labels); c != nil {
-				applyTrafficPolicy(c, trafficPolicyFor(snap, ns, svc.Hostname, ss.Name, port.Number), port)
+				p := trafficPolicyFor(snap, ns, svc.Hostname, ss.Name, port.Number)
+				applyTrafficPolicy(c, p, port)
+				applyLocalityLbConfig(c, p, snap.Mesh)
 				applyAutoMTLS(snap, ns, svc, port.Number, ss.Name, c)
 				out = append(out, c)
 			}

@@ -32,7 +32,7 @@ func buildEndpoints(snap *mesh.Snapshot, proxy *model.Proxy, names []string) []*
 	scope := snap.ProxyScope(proxy)
 	var out []*endpoint.ClusterLoadAssignment
 	for _, name := range names {
-		if cla := clusterLoadAssignment(snap, scope, name); cla != nil {
+		if cla := clusterLoadAssignment(snap, scope, proxy, name); cla != nil {
 			out = append(out, cla)
 		}
 	}
@@ -41,12 +41,14 @@ func buildEndpoints(snap *mesh.Snapshot, proxy *model.Proxy, names []string) []*
 
 // clusterLoadAssignment is the EDS resource of one outbound cluster, or
 // nil when the cluster is unknown or out of the scope.
-func clusterLoadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, name string) *endpoint.ClusterLoadAssignment {
+func clusterLoadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, proxy *model.Proxy, name string) *endpoint.ClusterLoadAssignment {
 	svc, port, selector, ok := edsTarget(snap, scope, name)
 	if !ok {
 		return nil
 	}
-	return loadAssignment(name, svc, port, selector)
+	_, subset, _, _ := ParseOutboundClusterName(name)
+	lv, _ := newLocalityView(snap, scope.Namespace, proxy, svc.Hostname, subset, port)
+	return loadAssignment(name, svc, port, selector, lv)
 }
 
 // edsTarget resolves an outbound cluster name to its service, port and
@@ -72,8 +74,17 @@ func edsTarget(snap *mesh.Snapshot, scope *mesh.Scope, name string) (*mesh.Servi
 	return svc, port, selector, true
 }
 
-func loadAssignment(name string, svc *mesh.Service, port uint32, selector map[string]string) *endpoint.ClusterLoadAssignment {
-	var lbs []*endpoint.LbEndpoint
+// loadAssignment is the EDS resource of cluster name: the endpoints of svc
+// that selector selects, one LocalityLbEndpoints per locality (weighted by
+// its endpoints' weights, as Istio's EndpointBuilder), with the
+// priorities or weights of lv's locality setting for its proxy when lv is
+// not nil.
+func loadAssignment(name string, svc *mesh.Service, port uint32, selector map[string]string, lv *localityView) *endpoint.ClusterLoadAssignment {
+	type entry struct {
+		lb *endpoint.LbEndpoint
+		ep *mesh.Endpoint
+	}
+	var entries []entry
 	for _, ep := range svc.Endpoints {
 		if !ep.Matches(selector) {
 			continue
@@ -82,27 +93,40 @@ func loadAssignment(name string, svc *mesh.Service, port uint32, selector map[st
 		if _, err := netip.ParseAddr(ep.Address); err != nil {
 			continue
 		}
-		lb := &endpoint.LbEndpoint{
+		w := ep.Weight
+		if w == 0 {
+			w = 1
+		}
+		entries = append(entries, entry{ep: ep, lb: &endpoint.LbEndpoint{
 			HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
 				Address: socketAddress(ep.Address, ep.Ports[port]),
 			}},
-		}
-		if ep.Weight > 0 {
-			lb.LoadBalancingWeight = wrapperspb.UInt32(ep.Weight)
-		}
-		lbs = append(lbs, lb)
+			LoadBalancingWeight: wrapperspb.UInt32(w),
+		}})
 	}
-	sort.SliceStable(lbs, func(i, j int) bool {
-		a := lbs[i].GetEndpoint().GetAddress().GetSocketAddress()
-		b := lbs[j].GetEndpoint().GetAddress().GetSocketAddress()
+	sort.SliceStable(entries, func(i, j int) bool {
+		a := entries[i].lb.GetEndpoint().GetAddress().GetSocketAddress()
+		b := entries[j].lb.GetEndpoint().GetAddress().GetSocketAddress()
 		if a.GetAddress() != b.GetAddress() {
 			return a.GetAddress() < b.GetAddress()
 		}
 		return a.GetPortValue() < b.GetPortValue()
 	})
 	cla := &endpoint.ClusterLoadAssignment{ClusterName: name}
-	if len(lbs) > 0 {
-		cla.Endpoints = []*endpoint.LocalityLbEndpoints{{LbEndpoints: lbs}}
+	if len(entries) == 0 {
+		return cla
+	}
+	lbs := make([]*endpoint.LbEndpoint, len(entries))
+	eps := make([]*mesh.Endpoint, len(entries))
+	for i, e := range entries {
+		lbs[i], eps[i] = e.lb, e.ep
+	}
+	groups := groupByLocality(lbs, eps) // locality.go
+	if lv != nil {
+		groups = lv.apply(groups)
+	}
+	for _, g := range groups {
+		cla.Endpoints = append(cla.Endpoints, g.lle)
 	}
 	return cla
 }

@@ -82,7 +82,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 		return g.generateProxyless(snap, scope, sourceOf(snap, scope, proxy), typeURL, watched)
 	}
 	if typeURL == xdsapi.EndpointType {
-		return g.generateEndpoints(snap, scope, watched)
+		return g.generateEndpoints(snap, scope, proxy, watched)
 	}
 	e, err := g.cache.scope(snap, scope)
 	if err != nil {
@@ -149,7 +149,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 // (every EDS cluster of the scope when watched is empty). Named clusters
 // need no scope entry, so an endpoints push after a new snapshot does not
 // build the scope's listeners and routes.
-func (g *Generator) generateEndpoints(snap *mesh.Snapshot, scope *mesh.Scope, watched []string) ([]*discovery.Resource, error) {
+func (g *Generator) generateEndpoints(snap *mesh.Snapshot, scope *mesh.Scope, proxy *model.Proxy, watched []string) ([]*discovery.Resource, error) {
 	names := watched
 	if len(names) == 0 {
 		e, err := g.cache.scope(snap, scope)
@@ -161,7 +161,7 @@ func (g *Generator) generateEndpoints(snap *mesh.Snapshot, scope *mesh.Scope, wa
 	names = sortedUnique(slices.Clone(names))
 	out := make([]*discovery.Resource, 0, len(names))
 	for _, n := range names {
-		r, err := g.cache.loadAssignment(snap, scope, n)
+		r, err := g.cache.loadAssignment(snap, scope, proxy, n)
 		if err != nil {
 			return nil, fmt.Errorf("generate %s %s: %w", xdsapi.EndpointType, n, err)
 		}

@@ -455,13 +455,14 @@ func TestBuildHelpers(t *testing.T) {
 	if len(named) != 1 || len(named[0].Endpoints) != 1 || len(named[0].Endpoints[0].LbEndpoints) != 4 {
 		t.Fatalf("v1 endpoints: %v", named)
 	}
-	// Sorted by address, then port; the weight is kept.
+	// Sorted by address, then port; the weight is kept (1 when unset, as
+	// Istio sets it).
 	var got []string
 	for _, lb := range named[0].Endpoints[0].LbEndpoints {
 		sa := lb.GetEndpoint().GetAddress().GetSocketAddress()
 		got = append(got, fmt.Sprintf("%s:%d/%d", sa.GetAddress(), sa.GetPortValue(), lb.GetLoadBalancingWeight().GetValue()))
 	}
-	if want := []string{"10.97.0.11:80/0", "10.97.0.11:80/5", "10.97.0.11:9081/2", "10.97.0.9:9080/0"}; !slices.Equal(got, want) {
+	if want := []string{"10.97.0.11:80/1", "10.97.0.11:80/5", "10.97.0.11:9081/2", "10.97.0.9:9080/1"}; !slices.Equal(got, want) {
 		t.Fatalf("v1 endpoints %q, want %q", got, want)
 	}
 	listeners := g.BuildListeners(proxy)

@@ -102,6 +102,12 @@ var scenarios = []scenario{
 		"sidecar~10.94.0.11~web.auth~auth.svc.cluster.local",
 		"sidecar~10.94.0.99~stranger.other~other.svc.cluster.local",
 	}},
+	// Locality load balancing: priorities, distribute, failoverPriority
+	// (locality.go), for a proxy in each of two localities.
+	{dir: "locality", proxies: []string{
+		"sidecar~10.94.0.10~client-a.geo~geo.svc.cluster.local",
+		"sidecar~10.94.0.20~client-c.geo~geo.svc.cluster.local",
+	}},
 	{dir: "egress", proxies: []string{
 		"sidecar~10.96.0.10~client.egress~egress.svc.cluster.local",
 		"sidecar~10.96.0.11~outsider.open~open.svc.cluster.local",

@@ -86,7 +86,7 @@ func (g *Generator) generateProxyless(snap *mesh.Snapshot, scope *mesh.Scope, sr
 		}
 	case xdsapi.EndpointType:
 		for _, name := range sortedUnique(watched) {
-			if cla := clusterLoadAssignment(snap, scope, name); cla != nil {
+			if cla := clusterLoadAssignment(snap, scope, nil, name); cla != nil {
 				// gRPC rejects localities without an ID and ignores
 				// those without a weight.
 				for _, l := range cla.Endpoints {

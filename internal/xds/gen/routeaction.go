@@ -9,6 +9,7 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	previoushosts "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	previouspriorities "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -54,12 +55,15 @@ func previousHosts() *route.RetryPolicy_RetryHostPredicate {
 	}
 }
 
+// previousPrioritiesName is the retry priority of retryRemoteLocalities.
+const previousPrioritiesName = "envoy.retry_priorities.previous_priorities"
+
 // retryPolicy converts a VirtualService's retries as Istio's
 // retry.ConvertPolicy does: absent → the default policy; attempts ≤ 0 →
 // none; else the default with the attempts, retryOn (numbers become
-// retriable status codes), perTryTimeout and retryIgnorePreviousHosts.
-// retryRemoteLocalities needs priority levels, which the config layer
-// refuses.
+// retriable status codes), perTryTimeout, retryIgnorePreviousHosts and
+// retryRemoteLocalities (the previous_priorities retry priority, updated
+// every 2 attempts as Istio configures it).
 func retryPolicy(in *networking.HTTPRetry) *route.RetryPolicy {
 	if in == nil {
 		return defaultRetryPolicy()
@@ -86,6 +90,14 @@ func retryPolicy(in *networking.HTTPRetry) *route.RetryPolicy {
 	}
 	if v := in.RetryIgnorePreviousHosts; v != nil && !v.GetValue() {
 		out.RetryHostPredicate = nil
+	}
+	if v := in.RetryRemoteLocalities; v != nil && v.GetValue() {
+		out.RetryPriority = &route.RetryPolicy_RetryPriority{
+			Name: previousPrioritiesName,
+			ConfigType: &route.RetryPolicy_RetryPriority_TypedConfig{
+				TypedConfig: mustAny(&previouspriorities.PreviousPrioritiesConfig{UpdateFrequency: 2}),
+			},
+		}
 	}
 	if in.Backoff != nil {
 		out.RetryBackOff = &route.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(in.Backoff.AsDuration())}

@@ -1,0 +1,350 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/netns"
+	"github.com/straitmesh/strait/internal/testreq"
+)
+
+// geoRule renders the DestinationRule of host (a short name in namespace
+// geo) with the given trafficPolicy.
+func geoRule(host, policy string) string {
+	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: %s, namespace: geo}
+spec:
+  host: %s.geo.svc.cluster.local
+  trafficPolicy:
+%s
+`, host, host, indent(policy, 4))
+}
+
+// TestLocalityThroughSidecars: endpoint weights, locality priorities
+// (preference for the client's zone, failover by zone then region when a
+// host is ejected or gone), distribute weights and the retry circuit
+// breaker, each checked with real requests from the client pod through
+// its sidecar to the server pods' sidecars. One mesh; the cases change
+// the rules in turn.
+func TestLocalityThroughSidecars(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		testreq.Missing(t, "network namespaces unavailable: %v", err)
+	}
+	if binDir == "" {
+		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
+	}
+	cfgDir := t.TempDir()
+	for _, f := range []string{"mesh.yaml", "geo-a.yaml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "locality", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cfgDir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	echo := func(version string, extra ...string) []string {
+		return append([]string{"strait-echo", "--addr", ":8080", "--version", version}, extra...)
+	}
+	m, err := localmesh.Start(ctx, localmesh.Options{
+		BinDir: binDir, ConfigDir: cfgDir,
+		Workloads: []localmesh.Workload{
+			{Name: "client", Namespace: "geo", ConfigIP: "10.93.0.10"},
+			{Name: "geo-a", Namespace: "geo", ConfigIP: "10.93.0.11", App: echo("a"), AppPort: 8080},
+			{Name: "geo-b", Namespace: "geo", ConfigIP: "10.93.0.12", App: echo("b"), AppPort: 8080},
+			{Name: "geo-c", Namespace: "geo", ConfigIP: "10.93.0.13", App: echo("c"), AppPort: 8080},
+			{Name: "bad-a", Namespace: "geo", ConfigIP: "10.93.0.21", App: echo("bad-a", "--status", "500"), AppPort: 8080},
+			{Name: "w3", Namespace: "geo", ConfigIP: "10.93.0.31", App: echo("w3"), AppPort: 8080},
+			{Name: "w1", Namespace: "geo", ConfigIP: "10.93.0.32", App: echo("w1"), AppPort: 8080},
+		},
+	})
+	if err != nil {
+		t.Fatalf("start mesh: %v", err)
+	}
+	defer func() {
+		if t.Failed() {
+			for _, name := range []string{"straitd", "client-agent"} {
+				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
+					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
+				}
+			}
+		}
+		if err := m.Close(); err != nil {
+			t.Errorf("close mesh: %v", err)
+		}
+	}()
+	client := m.Pod("client")
+	hc := client.NewHTTPClient(true)
+	defer hc.CloseIdleConnections()
+
+	// apply writes file and waits until the client's proxy config (CDS
+	// and EDS, as /config_dump shows them) matches every pattern.
+	apply := func(t *testing.T, file, data string, want ...string) {
+		t.Helper()
+		if err := m.WriteConfig(file, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		waitDump(ctx, t, client, want...)
+	}
+	// only sends n requests to url and fails unless version answered all.
+	only := func(t *testing.T, url, version string, n int) {
+		t.Helper()
+		s := client.SendRequests(ctx, url, n)
+		if s.Failures > 0 || s.Counts[version] != n {
+			t.Fatalf("%d requests to %s: %v, %d failures (%s); want all from %s", n, url, s.Counts, s.Failures, s.FirstError, version)
+		}
+	}
+
+	t.Run("endpoint weights 3 to 1", func(t *testing.T) {
+		// No rule yet: Istio's default LEAST_REQUEST, idle hosts shared by
+		// weight.
+		for _, c := range []struct{ url, heavy, light string }{
+			{"http://240.240.9.3/", "w3", "w1"}, // WorkloadEntry weights
+			{"http://240.240.9.4/", "w1", "w3"}, // ServiceEntry endpoint weights
+		} {
+			s := client.SendRequests(ctx, c.url, 400)
+			if s.Failures > 0 || s.Counts[c.heavy] < 280 || s.Counts[c.heavy] > 320 || s.Counts[c.heavy]+s.Counts[c.light] != 400 {
+				t.Errorf("LEAST_REQUEST %s: %v (%d failures: %s); want %s about 300 of 400", c.url, s.Counts, s.Failures, s.FirstError, c.heavy)
+			}
+		}
+		// Each rule carries a marker the client's config shows once it
+		// applies (ROUND_ROBIN, the enum's zero, is not printed).
+		for _, c := range []struct{ policy, marker string }{
+			{"RANDOM", `"RANDOM"`},
+			{"ROUND_ROBIN", `"consecutive5xx":\s*7\b`},
+		} {
+			apply(t, "rules.yaml", geoRule("weighted", `loadBalancer: {simple: `+c.policy+`}
+outlierDetection: {consecutive5xxErrors: `+map[string]string{"RANDOM": "6", "ROUND_ROBIN": "7"}[c.policy]+`}`), c.marker)
+			s := client.SendRequests(ctx, "http://240.240.9.3/", 400)
+			lo, hi := 280, 320
+			if c.policy == "RANDOM" {
+				lo, hi = 260, 340 // over 6 standard deviations
+			}
+			if s.Failures > 0 || s.Counts["w3"] < lo || s.Counts["w3"] > hi {
+				t.Errorf("%s: %v (%d failures: %s); want w3 about 300 of 400", c.policy, s.Counts, s.Failures, s.FirstError)
+			}
+		}
+	})
+
+	t.Run("distribute 80/20", func(t *testing.T) {
+		apply(t, "rules.yaml", geoRule("geo", `loadBalancer:
+  localityLbSetting:
+    distribute:
+    - from: us-east/zone-a
+      to: {"us-east/zone-a": 80, "eu-west/zone-c": 20}`), `"localityWeightedLbConfig"`, `"loadBalancingWeight":\s*80`)
+		s := client.SendRequests(ctx, "http://240.240.9.1/", 500)
+		if s.Failures > 0 || s.Counts["a"] < 370 || s.Counts["a"] > 430 || s.Counts["c"]+s.Counts["a"] != 500 {
+			t.Errorf("distribute 80/20: %v (%d failures: %s); want a about 400, c about 100, b none", s.Counts, s.Failures, s.FirstError)
+		}
+	})
+
+	t.Run("retryRemoteLocalities retries in another locality", func(t *testing.T) {
+		// flaky's zone-a host (priority 0) answers 500 and is never
+		// ejected; eu-west is priority 1. previous_priorities (updated
+		// every 2 attempts, as Istio sets it) sends the third attempt
+		// there; without it every attempt stays in zone-a.
+		rules := func(remote bool) string {
+			return geoRule("flaky", `outlierDetection: {consecutive5xxErrors: 1000}`) + fmt.Sprintf(`---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: flaky, namespace: geo}
+spec:
+  hosts: [flaky.geo.svc.cluster.local]
+  http:
+  - retries: {attempts: 2, retryOn: 5xx, retryRemoteLocalities: %v}
+    route:
+    - destination: {host: flaky.geo.svc.cluster.local}
+`, remote)
+		}
+		apply(t, "rules.yaml", rules(false), `"consecutive5xx":\s*1000\b`, `"priority":\s*1`)
+		waitDump(ctx, t, client, `"numRetries":\s*2\b`)
+		for i := range 5 {
+			if r := get(t, ctx, hc, "http://240.240.9.2/", nil); r.status != 500 || r.version != "bad-a" {
+				t.Fatalf("request %d without retryRemoteLocalities: status %d from %q; want 500 from bad-a (every attempt in zone-a)", i, r.status, r.version)
+			}
+		}
+		apply(t, "rules.yaml", rules(true), `previous_priorities`)
+		for i := range 10 {
+			r := get(t, ctx, hc, "http://240.240.9.2/", nil)
+			if r.status != 200 || r.version != "c" {
+				t.Fatalf("request %d with retryRemoteLocalities: status %d from %q; want 200 from eu-west's c on the third attempt", i, r.status, r.version)
+			}
+		}
+	})
+
+	t.Run("ejected host fails over to the failover region", func(t *testing.T) {
+		apply(t, "rules.yaml", geoRule("flaky", `outlierDetection:
+  consecutive5xxErrors: 1
+  interval: 1s
+  baseEjectionTime: 60s
+  maxEjectionPercent: 100
+loadBalancer:
+  localityLbSetting:
+    failover: [{from: us-east, to: eu-west}]`), `"localityWeightedLbConfig"`, `"priority":\s*1`)
+		failed := 0
+		for i := range 40 {
+			r := get(t, ctx, hc, "http://240.240.9.2/", nil)
+			switch {
+			case r.status == 500 && r.version == "bad-a":
+				failed++
+			case r.status == 200 && r.version == "c":
+			default:
+				t.Fatalf("request %d: status %d from %q", i, r.status, r.version)
+			}
+		}
+		// The zone-a host is priority 0: it takes the first request, is
+		// ejected by its 500, and eu-west serves the rest.
+		if failed < 1 || failed > 3 {
+			t.Errorf("%d of 40 requests failed; want 1 to 3 (the zone-a host ejected after its first 500)", failed)
+		}
+	})
+
+	t.Run("own zone preferred, then own region when it is gone", func(t *testing.T) {
+		apply(t, "rules.yaml", geoRule("geo", `outlierDetection:
+  consecutive5xxErrors: 5
+  interval: 1s
+  baseEjectionTime: 30s`), `"priority":\s*2`)
+		// The mesh's default localityLbSetting with outlier detection:
+		// zone-a is priority 0, zone-b 1, eu-west 2.
+		only(t, "http://240.240.9.1/", "a", 100)
+		// The zone-a pod leaves the mesh: its region's other zone serves,
+		// not eu-west.
+		apply(t, "geo-a.yaml", "# geo-a removed\n", `"priority":\s*1`)
+		deadline := time.Now().Add(20 * time.Second)
+		for client.SendRequests(ctx, "http://240.240.9.1/", 1).Counts["a"] > 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("zone-a pod still served 20s after its WorkloadEntry went")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		only(t, "http://240.240.9.1/", "b", 100)
+
+		// The client moves to eu-west/zone-c (its WorkloadEntry's
+		// locality): its priorities follow it.
+		mesh, err := os.ReadFile(filepath.Join("testdata", "locality", "mesh.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := bytes.Replace(mesh, []byte("{address: 10.93.0.10, locality: us-east/zone-a,"), []byte("{address: 10.93.0.10, locality: eu-west/zone-c,"), 1)
+		if bytes.Equal(moved, mesh) {
+			t.Fatal("testdata/locality/mesh.yaml: the client's WorkloadEntry is not where the test expects it")
+		}
+		if err := m.WriteConfig("mesh.yaml", moved); err != nil {
+			t.Fatal(err)
+		}
+		deadline = time.Now().Add(20 * time.Second)
+		for client.SendRequests(ctx, "http://240.240.9.1/", 1).Counts["c"] == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the client's new locality never reached its load assignment")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		only(t, "http://240.240.9.1/", "c", 100)
+	})
+
+	t.Run("maxRetries bounds the retries in flight", func(t *testing.T) {
+		apply(t, "rules.yaml", geoRule("one", `connectionPool:
+  http: {maxRetries: 1}`), `"maxRetries":\s*1\b`)
+		// Istio's default retry policy retries a 503 once. Request "hold"
+		// fails first and its retry is slow: while that retry is in
+		// flight, the only retry the cluster allows is taken.
+		var wg sync.WaitGroup
+		var hold reply
+		wg.Go(func() {
+			c := client.NewHTTPClient(false)
+			defer c.CloseIdleConnections()
+			hold = get(t, ctx, c, "http://240.240.9.5/", http.Header{
+				"X-Echo-Key": {"hold"}, "X-Echo-Fail": {"1"}, "X-Echo-Delay": {"2s"}})
+		})
+		// The app counts "hold" on arrival: 2 means its retry is in flight
+		// (each attempt waits 2s before answering; the client gives up at 5s).
+		deadline := time.Now().Add(20 * time.Second)
+		for echoCount(t, ctx, hc, "http://240.240.9.5/_echo/count?key=hold") < 2 {
+			if time.Now().After(deadline) {
+				t.Fatal("the retry of the held request never reached the app")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		over := get(t, ctx, hc, "http://240.240.9.5/", http.Header{"X-Echo-Key": {"over"}, "X-Echo-Fail": {"1"}})
+		wg.Wait()
+		if hold.status != 200 {
+			t.Errorf("held request: status %d, want 200 after its retry", hold.status)
+		}
+		if over.status != 503 || echoCount(t, ctx, hc, "http://240.240.9.5/_echo/count?key=over") != 1 {
+			t.Errorf("request failing while the retry budget is taken: status %d; want its 503 without a retry", over.status)
+		}
+		// With no retry in flight, the same request is retried.
+		if r := get(t, ctx, hc, "http://240.240.9.5/", http.Header{"X-Echo-Key": {"free"}, "X-Echo-Fail": {"1"}}); r.status != 200 {
+			t.Errorf("request failing once with the budget free: status %d, want 200 after a retry", r.status)
+		}
+		stats, err := client.Admin(ctx, "/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(stats, []byte("cluster.outbound|80||one.geo.svc.cluster.local.upstream_rq_retry_overflow: 1")) {
+			t.Errorf("stats lack one retry overflow:\n%s", grep(stats, "retry"))
+		}
+	})
+}
+
+// waitDump waits until the pod's /config_dump matches every pattern.
+func waitDump(ctx context.Context, t *testing.T, pod *localmesh.Pod, want ...string) {
+	t.Helper()
+	res := make([]*regexp.Regexp, len(want))
+	for i, w := range want {
+		res[i] = regexp.MustCompile(w)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		dump, err := pod.Admin(ctx, "/config_dump")
+		missing := ""
+		for i, re := range res {
+			if err == nil && !re.Match(dump) {
+				missing = want[i]
+			}
+		}
+		if err == nil && missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("config matching %q never reached the proxy (last error %v)", missing, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// echoCount is strait-echo's count of requests seen with a key.
+func echoCount(t *testing.T, ctx context.Context, c *http.Client, url string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var kc struct {
+		Count int `json:"count"`
+	}
+	if err := json.Unmarshal(body, &kc); err != nil {
+		t.Fatalf("GET %s: %q: %v", url, body, err)
+	}
+	return kc.Count
+}

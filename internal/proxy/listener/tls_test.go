@@ -66,7 +66,7 @@ func TestPermissiveInboundChains(t *testing.T) {
 		{"TLS without ALPN", inspection{transport: transportTLS}, false, false},
 		{"plaintext", inspection{transport: transportRaw}, false, true},
 	} {
-		c := in.match(dst, tc.in)
+		c := in.match(dst, netip.Addr{}, tc.in)
 		if c == nil {
 			t.Errorf("%s: no chain", tc.name)
 			continue

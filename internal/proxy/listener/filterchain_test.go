@@ -1,0 +1,111 @@
+package listener
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/proxy/stats"
+)
+
+func cidr(prefix string, bits uint32) *corev3.CidrRange {
+	return &corev3.CidrRange{AddressPrefix: prefix, PrefixLen: wrapperspb.UInt32(bits)}
+}
+
+// namedChain is tcpChain (handoff_test.go) with the chain named after its
+// cluster.
+func namedChain(t *testing.T, name string, m *listenerv3.FilterChainMatch) *listenerv3.FilterChain {
+	c := tcpChain(t, name, m)
+	c.Name = name
+	return c
+}
+
+// TestMatchSourcePrefixRanges: source_prefix_ranges choose among the
+// chains left by the destination levels, longest prefix first; a source in
+// none of them falls to the chains without source ranges, then to the
+// default chain.
+func TestMatchSourcePrefixRanges(t *testing.T) {
+	l, err := Build(&listenerv3.Listener{Name: "src", Address: addr("127.0.0.1:1"), FilterChains: []*listenerv3.FilterChain{
+		namedChain(t, "wide", &listenerv3.FilterChainMatch{SourcePrefixRanges: []*corev3.CidrRange{cidr("10.0.0.0", 8)}}),
+		namedChain(t, "narrow", &listenerv3.FilterChainMatch{SourcePrefixRanges: []*corev3.CidrRange{cidr("10.1.0.0", 16), cidr("192.168.7.7", 32)}}),
+		namedChain(t, "dst", &listenerv3.FilterChainMatch{PrefixRanges: []*corev3.CidrRange{cidr("240.0.0.9", 32)}}),
+		namedChain(t, "dst-src", &listenerv3.FilterChainMatch{
+			PrefixRanges:       []*corev3.CidrRange{cidr("240.0.0.9", 32)},
+			SourcePrefixRanges: []*corev3.CidrRange{cidr("10.1.2.3", 32)},
+		}),
+		namedChain(t, "default", nil),
+	}}, Deps{Stats: stats.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := netip.MustParseAddrPort("240.0.0.1:80")
+	dstNine := netip.MustParseAddrPort("240.0.0.9:80")
+	for _, tc := range []struct {
+		dst  netip.AddrPort
+		src  string
+		want string
+	}{
+		{dst, "10.9.9.9", "wide"},
+		{dst, "10.1.9.9", "narrow"},
+		{dst, "192.168.7.7", "narrow"},
+		{dst, "::ffff:10.1.9.9", "narrow"},
+		{dst, "192.168.7.8", "default"},
+		{dst, "11.0.0.1", "default"},
+		// The destination level comes first: at 240.0.0.9 only the
+		// chains naming it compete on the source.
+		{dstNine, "10.1.2.3", "dst-src"},
+		{dstNine, "10.9.9.9", "dst"},
+	} {
+		src := netip.MustParseAddr(tc.src)
+		if got := l.match(tc.dst, src, inspection{}); got == nil || got.name != tc.want {
+			t.Errorf("match(%s from %s) = %v, want %s", tc.dst, tc.src, got, tc.want)
+		}
+	}
+	if got := l.match(dst, netip.Addr{}, inspection{}); got == nil || got.name != "default" {
+		t.Errorf("a connection without an IP source matched %v, want default", got)
+	}
+}
+
+func TestSourcePrefixRangesRefusals(t *testing.T) {
+	for name, tc := range map[string]struct {
+		m    *listenerv3.FilterChainMatch
+		want string
+	}{
+		"not an IP":          {&listenerv3.FilterChainMatch{SourcePrefixRanges: []*corev3.CidrRange{{AddressPrefix: "ten"}}}, `filter_chain_match.source_prefix_ranges: "ten" is not an IP address`},
+		"prefix too long":    {&listenerv3.FilterChainMatch{SourcePrefixRanges: []*corev3.CidrRange{cidr("10.0.0.0", 33)}}, "filter_chain_match.source_prefix_ranges: 10.0.0.0/33"},
+		"direct source":      {&listenerv3.FilterChainMatch{DirectSourcePrefixRanges: []*corev3.CidrRange{cidr("10.0.0.0", 8)}}, "source_prefix_ranges are supported"},
+		"source ports":       {&listenerv3.FilterChainMatch{SourcePorts: []uint32{5}}, "source_prefix_ranges are supported"},
+		"destination prefix": {&listenerv3.FilterChainMatch{PrefixRanges: []*corev3.CidrRange{{AddressPrefix: "x"}}}, `filter_chain_match.prefix_ranges: "x"`},
+	} {
+		_, err := Build(&listenerv3.Listener{Name: "x", Address: addr("127.0.0.1:1"), FilterChains: []*listenerv3.FilterChain{namedChain(t, "c", tc.m)}}, Deps{Stats: stats.New()})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want it to contain %q", name, err, tc.want)
+		}
+	}
+}
+
+// TestSourceRangesAloneAreNotDefault: a chain with only source ranges is
+// not the default chain, so it can sit next to one.
+func TestSourceRangesAloneAreNotDefault(t *testing.T) {
+	l, err := Build(&listenerv3.Listener{Name: "x", Address: addr("127.0.0.1:1"), FilterChains: []*listenerv3.FilterChain{
+		namedChain(t, "src", &listenerv3.FilterChainMatch{SourcePrefixRanges: []*corev3.CidrRange{cidr("10.0.0.0", 8)}}),
+		namedChain(t, "default", nil),
+	}}, Deps{Stats: stats.New()})
+	if err != nil {
+		t.Fatalf("a source-ranged chain next to a default chain: %v", err)
+	}
+	if l.defaultChain == nil || l.defaultChain.name != "default" {
+		t.Errorf("default chain %v, want default", l.defaultChain)
+	}
+}
+
+func TestPeerAddr(t *testing.T) {
+	client, server := tcpPair(t)
+	if got := peerAddr(server); got != netip.MustParseAddr("127.0.0.1") {
+		t.Errorf("peerAddr = %v, want 127.0.0.1 (the client %v)", got, client.LocalAddr())
+	}
+}

@@ -75,6 +75,17 @@ func validateSidecar(el *errorList, s *networking.Sidecar) {
 	}
 }
 
+// validateSubnet checks an address or CIDR of a tcp match.
+func validateSubnet(el *errorList, field, v string) {
+	if _, err := netip.ParsePrefix(v); err == nil {
+		return
+	}
+	if _, err := netip.ParseAddr(v); err == nil {
+		return
+	}
+	el.add(field, "%q is not an IP address or CIDR (e.g. 10.1.0.0/16 or 10.1.2.3)", v)
+}
+
 func validPort(n uint32) bool { return n >= 1 && n <= 65535 }
 
 func validateHost(el *errorList, field, h string) {
@@ -271,6 +282,11 @@ func validateVirtualService(el *errorList, s *networking.VirtualService) {
 		f := fmt.Sprintf("spec.tcp[%d]", i)
 		if r == nil {
 			continue
+		}
+		for j, m := range r.Match {
+			if m != nil && m.SourceSubnet != "" {
+				validateSubnet(el, fmt.Sprintf("%s.match[%d].sourceSubnet", f, j), m.SourceSubnet)
+			}
 		}
 		var sum int64
 		for k, d := range r.Route {

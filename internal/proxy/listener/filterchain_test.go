@@ -1,12 +1,15 @@
 package listener
 
 import (
+	"encoding/json"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
@@ -107,5 +110,47 @@ func TestPeerAddr(t *testing.T) {
 	client, server := tcpPair(t)
 	if got := peerAddr(server); got != netip.MustParseAddr("127.0.0.1") {
 		t.Errorf("peerAddr = %v, want 127.0.0.1 (the client %v)", got, client.LocalAddr())
+	}
+}
+
+// TestBuildGeneratedSourceSubnetListener builds the listener straitd
+// generates for a tcp route matched on sourceSubnet (its golden file): the
+// client's own address goes to subset v2, another client to v1.
+func TestBuildGeneratedSourceSubnetListener(t *testing.T) {
+	raw, err := os.ReadFile("../../xds/gen/testdata/sidecar/golden/client.listeners.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []json.RawMessage
+	if err := json.Unmarshal(raw, &docs); err != nil {
+		t.Fatal(err)
+	}
+	var db *Listener
+	for _, d := range docs {
+		var l listenerv3.Listener
+		if err := protojson.Unmarshal(d, &l); err != nil {
+			t.Fatal(err)
+		}
+		b, err := Build(&l, Deps{Stats: stats.New()})
+		if err != nil {
+			t.Fatalf("strait-proxy refuses what straitd generates: %v", err)
+		}
+		if b.Name == "240.240.9.1_5432" {
+			db = b
+		}
+	}
+	if db == nil {
+		t.Fatal("no listener 240.240.9.1_5432")
+	}
+	dst := netip.MustParseAddrPort("240.240.9.1:5432")
+	for src, want := range map[string]string{
+		"10.93.0.10": "outbound|5432|v2|db.side.svc.cluster.local",
+		"10.93.1.7":  "outbound|5432|v2|db.side.svc.cluster.local",
+		"10.93.0.11": "outbound|5432|v1|db.side.svc.cluster.local",
+	} {
+		c := db.match(dst, netip.MustParseAddr(src), inspection{})
+		if c == nil || c.tcp == nil || c.tcp.StatPrefix != want { // straitd names the stat prefix after the cluster
+			t.Errorf("from %s: chain %+v, want tcp_proxy to %s", src, c, want)
+		}
 	}
 }

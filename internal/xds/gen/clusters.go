@@ -194,12 +194,22 @@ func specialClusters(snap *mesh.Snapshot) []*cluster.Cluster {
 }
 
 // inboundClusters are the proxy's own: one per port its workload serves.
+// The Sidecar's inboundConnectionPool, when set, limits each of them as a
+// DestinationRule's connectionPool limits an outbound cluster (Istio's
+// buildInboundCluster, with SidecarScope.InboundConnectionPoolForPort).
 func inboundClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
 	var out []*cluster.Cluster
+	var pool *networking.ConnectionPoolSettings
+	if sc := snap.ProxyScope(proxy).Sidecar; sc != nil {
+		pool = sc.Sidecar().GetInboundConnectionPool()
+	}
 	for _, p := range inboundPorts(snap, proxy) {
 		c := inboundCluster(InboundClusterName(p.endpointPort))
 		c.ConnectTimeout = durationpb.New(snap.Mesh.ConnectTimeout)
 		setUpstreamProtocol(c, p.protocol)
+		if pool != nil {
+			applyConnectionPool(c, pool) // trafficpolicy.go
+		}
 		out = append(out, c)
 	}
 	return defaultCircuitBreakers(out) // trafficpolicy.go

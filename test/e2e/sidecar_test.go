@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/netns"
+	"github.com/straitmesh/strait/internal/testreq"
+)
+
+const (
+	sidecarDBAddr  = "240.240.9.1:9000"
+	sidecarWebURL  = "http://240.240.9.2/"
+	sidecarWebHost = "web.side.svc.cluster.local"
+)
+
+// inboundPoolSidecar limits the web pod's inbound clusters to one
+// connection and one pending request; idleTimeout 37s marks it in the
+// config dump.
+const inboundPoolSidecar = `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: web, namespace: side}
+spec:
+  workloadSelector: {labels: {app: web}}
+  inboundConnectionPool:
+    tcp: {maxConnections: 1}
+    http: {http1MaxPendingRequests: 1, idleTimeout: 37s}
+`
+
+// TestSidecarThroughSidecars runs the Sidecar resource's fields and the
+// tcp sourceSubnet match through real sidecars, with the config of
+// testdata/sidecar: one mesh, one subtest per field.
+func TestSidecarThroughSidecars(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		testreq.Missing(t, "network namespaces unavailable: %v", err)
+	}
+	if binDir == "" {
+		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	m, err := localmesh.Start(ctx, localmesh.Options{
+		BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "sidecar"),
+		Workloads: []localmesh.Workload{
+			{Name: "client", Namespace: "side", ConfigIP: "10.93.0.10"},
+			{Name: "client2", Namespace: "side", ConfigIP: "10.93.0.13"},
+			{Name: "l4-a", Namespace: "side", ConfigIP: "10.93.0.21", App: []string{self, "-l4-serve", "a"}, AppPort: 9000},
+			{Name: "l4-b", Namespace: "side", ConfigIP: "10.93.0.22", App: []string{self, "-l4-serve", "b"}, AppPort: 9000},
+			{Name: "web", Namespace: "side", ConfigIP: "10.93.0.31", App: []string{"strait-echo", "--addr", ":8080", "--version", "web"}, AppPort: 8080},
+		},
+	})
+	if err != nil {
+		t.Fatalf("start mesh: %v", err)
+	}
+	defer func() {
+		if t.Failed() {
+			for _, name := range []string{"straitd", "client-agent", "web-agent"} {
+				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
+					t.Logf("--- %s ---\n%s", name, tail(string(data), 30))
+				}
+			}
+		}
+		if err := m.Close(); err != nil {
+			t.Errorf("close mesh: %v", err)
+		}
+	}()
+	client, client2, web := m.Pod("client"), m.Pod("client2"), m.Pod("web")
+
+	// dbName dials db's VIP from p and returns the name of the L4 server
+	// that answered.
+	dbName := func(p *localmesh.Pod) (string, error) {
+		c, err := p.DialContext(ctx, "tcp", sidecarDBAddr)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		return strings.TrimSpace(line), err
+	}
+	// applyTo writes a config file and waits until p's config dump holds
+	// every want.
+	applyTo := func(t *testing.T, p *localmesh.Pod, name string, data []byte, want ...string) {
+		t.Helper()
+		if err := m.WriteConfig(name, data); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			dump, err := p.Admin(ctx, "/config_dump")
+			missing := ""
+			for _, w := range want {
+				if err == nil && !bytes.Contains(dump, []byte(w)) {
+					missing = w
+				}
+			}
+			if err == nil && missing == "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("config with %q never reached %s's proxy (last error %v)", missing, p.Name, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	t.Run("tcp sourceSubnet", func(t *testing.T) {
+		// The first push carries the route; wait for it on the client.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			name, err := dbName(client)
+			if err == nil && name == "b" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("client never reached subset b: last %q, %v", name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, tc := range []struct {
+			pod  *localmesh.Pod
+			want string
+		}{{client, "b"}, {client2, "a"}} {
+			for range 20 {
+				name, err := dbName(tc.pod)
+				if err != nil || name != tc.want {
+					t.Fatalf("%s (%s) reached %q, %v; want %s", tc.pod.Name, tc.pod.IP, name, err, tc.want)
+				}
+			}
+		}
+	})
+
+	t.Run("inboundConnectionPool", func(t *testing.T) {
+		burst := func() (ok, over int, other []string) {
+			const n = 6
+			var wg sync.WaitGroup
+			results := make([]reply, n)
+			for i := range n {
+				wg.Go(func() {
+					c := client.NewHTTPClient(false)
+					defer c.CloseIdleConnections()
+					results[i] = get(t, ctx, c, sidecarWebURL, http.Header{"X-Echo-Delay": {"1s"}})
+				})
+			}
+			wg.Wait()
+			for _, r := range results {
+				switch {
+				case r.status == 200 && r.version == "web":
+					ok++
+				case r.status == 503 && r.header.Get("X-Envoy-Overloaded") == "true":
+					over++
+				default:
+					other = append(other, http.StatusText(r.status))
+				}
+			}
+			return ok, over, other
+		}
+		// Without the Sidecar nothing limits the inbound side: all six
+		// concurrent requests are served.
+		if ok, over, other := burst(); ok != 6 {
+			t.Fatalf("without inboundConnectionPool: %d served, %d overflowed, others %v; want all 6 served", ok, over, other)
+		}
+		applyTo(t, web, "sidecar-web.yaml", []byte(inboundPoolSidecar), `"37s"`)
+		ok, over, other := burst()
+		// One connection and one pending request on web's inbound
+		// cluster: at least two are served, and of six sent at once the
+		// others overflow there.
+		if ok < 2 || over < 2 || len(other) > 0 {
+			t.Errorf("with inboundConnectionPool: %d served, %d overflowed (503 x-envoy-overloaded), others %v", ok, over, other)
+		}
+		stats, err := web.Admin(ctx, "/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := "cluster.inbound|8080||.upstream_rq_pending_overflow: "
+		if !bytes.Contains(stats, []byte(line)) || bytes.Contains(stats, []byte(line+"0\n")) {
+			t.Errorf("web's inbound cluster counted no pending overflow:\n%s", grep(stats, "overflow"))
+		}
+	})
+}

@@ -48,13 +48,26 @@ func validateSpec(el *errorList, c *Config) {
 }
 
 // validateSidecar checks the parts of a Sidecar that Strait uses: the
-// egress hosts ("NAMESPACE/HOST", NAMESPACE being a name, "*", "." or "~")
-// and the workload selector's labels.
+// egress listeners (ports, binds, the catch-all listener last), their
+// hosts ("NAMESPACE/HOST", NAMESPACE being a name, "*", "." or "~") and
+// the workload selector's labels.
 func validateSidecar(el *errorList, s *networking.Sidecar) {
 	if s.WorkloadSelector != nil {
 		validateLabels(el, "spec.workloadSelector.labels", s.WorkloadSelector.Labels)
 	}
+	ports := map[uint32]bool{}
 	for i, eg := range s.Egress {
+		ef := fmt.Sprintf("spec.egress[%d]", i)
+		if eg.Port == nil {
+			if i != len(s.Egress)-1 {
+				el.add(ef+".port", "is required on every egress listener but the last (the catch-all listener without a port comes last, and only once)")
+			}
+			if eg.Bind != "" || eg.CaptureMode != networking.CaptureMode_DEFAULT {
+				el.add(ef+".port", "is required with bind or captureMode (the catch-all listener has neither)")
+			}
+		} else {
+			validateEgressPort(el, ef, eg, ports)
+		}
 		if len(eg.Hosts) == 0 {
 			el.add(fmt.Sprintf("spec.egress[%d].hosts", i), "must list at least one NAMESPACE/HOST (e.g. \"./*\" or \"istio-system/*\")")
 		}
@@ -71,6 +84,37 @@ func validateSidecar(el *errorList, s *networking.Sidecar) {
 			if host != "*" {
 				validateHost(el, f, host)
 			}
+		}
+	}
+}
+
+// validateEgressPort checks an egress listener with a port: a TCP port
+// the sidecar's own listeners do not use, unique in the Sidecar, a
+// protocol Istio defines other than UDP, and an IP address to bind.
+func validateEgressPort(el *errorList, ef string, eg *networking.IstioEgressListener, ports map[uint32]bool) {
+	n := eg.Port.Number
+	switch {
+	case !validPort(n):
+		el.add(ef+".port.number", "must be 1-65535, got %d (unix domain socket listeners are not supported by Strait yet)", n)
+	case n == 15001 || n == 15006 || n == 15000 || n == 15020 || n == 15021 || n == 15090:
+		el.add(ef+".port.number", "%d is a port of the sidecar's own listeners; pick another", n)
+	case ports[n]:
+		el.add(ef+".port.number", "%d is already the port of an earlier egress listener; ports must be unique", n)
+	}
+	ports[n] = true
+	p, ok := protocol.Parse(eg.Port.Protocol)
+	switch {
+	case !ok:
+		el.add(ef+".port.protocol", "%q is not a protocol Istio defines (one of %s)", eg.Port.Protocol, strings.Join(protocol.Names(), ", "))
+	case p == protocol.UDP:
+		el.add(ef+".port.protocol", "UDP egress listeners are not supported by Strait yet (use TCP, HTTP, HTTP2, GRPC, TLS, ...)")
+	}
+	if eg.Port.Name != "" && !portNameRe.MatchString(eg.Port.Name) {
+		el.add(ef+".port.name", "%q is not a port name (letters, digits, '-', '_' and '.', e.g. http-local)", eg.Port.Name)
+	}
+	if eg.Bind != "" {
+		if _, err := netip.ParseAddr(eg.Bind); err != nil {
+			el.add(ef+".bind", "%q is not an IP address (e.g. 127.0.0.1; unix domain sockets are not supported by Strait yet)", eg.Bind)
 		}
 	}
 }

@@ -22,7 +22,32 @@ const (
 	sidecarDBAddr  = "240.240.9.1:9000"
 	sidecarWebURL  = "http://240.240.9.2/"
 	sidecarWebHost = "web.side.svc.cluster.local"
+	sidecarAltURL  = "http://240.240.9.3/"
+	sidecarAltHost = "alt.side.svc.cluster.local"
 )
+
+// egressSidecar gives the first client egress listeners with ports: 80
+// for web only (alt, also on 80, is not in its routes; REGISTRY_ONLY makes
+// that a 502), 8080 bound by the proxy on 127.0.0.1 (captureMode NONE),
+// TCP 7000 bound on 127.0.0.2 to db, and the catch-all for the rest.
+const egressSidecar = `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: client, namespace: side}
+spec:
+  workloadSelector: {labels: {app: client}}
+  outboundTrafficPolicy: {mode: REGISTRY_ONLY}
+  egress:
+  - port: {number: 80, protocol: HTTP, name: http}
+    hosts: [./web.side.svc.cluster.local]
+  - port: {number: 8080, protocol: HTTP, name: http-local}
+    captureMode: NONE
+    hosts: [./web.side.svc.cluster.local]
+  - port: {number: 7000, protocol: TCP, name: tcp-local}
+    bind: 127.0.0.2
+    captureMode: NONE
+    hosts: [./db.side.svc.cluster.local]
+  - hosts: ["./*"]
+`
 
 // inboundPoolSidecar limits the web pod's inbound clusters to one
 // connection and one pending request; idleTimeout 37s marks it in the
@@ -142,6 +167,46 @@ func TestSidecarThroughSidecars(t *testing.T) {
 					t.Fatalf("%s (%s) reached %q, %v; want %s", tc.pod.Name, tc.pod.IP, name, err, tc.want)
 				}
 			}
+		}
+	})
+
+	t.Run("egress port, bind and captureMode", func(t *testing.T) {
+		if status, reply, err := request(ctx, client, sidecarAltURL, sidecarAltHost); err != nil || status != 200 || reply.Pod != "web" {
+			t.Fatalf("alt before the Sidecar: status %d, pod %q, error %v; want 200 from web", status, reply.Pod, err)
+		}
+		if _, _, err := request(ctx, client, "http://127.0.0.1:8080/", sidecarWebHost+":8080"); err == nil {
+			t.Fatalf("127.0.0.1:8080 answered in the client pod before the Sidecar bound it")
+		}
+		applyTo(t, client, "sidecar-client.yaml", []byte(egressSidecar), `"127.0.0.2"`, `"127.0.0.1_8080"`)
+
+		// Port 80 reaches the listed host only.
+		if status, reply, err := request(ctx, client, sidecarWebURL, sidecarWebHost); err != nil || status != 200 || reply.Pod != "web" {
+			t.Errorf("web on the port 80 egress listener: status %d, pod %q, error %v; want 200 from web", status, reply.Pod, err)
+		}
+		if status, _, err := request(ctx, client, sidecarAltURL, sidecarAltHost); err != nil || status != http.StatusBadGateway {
+			t.Errorf("alt, not a host of the port 80 egress listener: status %d, error %v; want 502 (REGISTRY_ONLY)", status, err)
+		}
+		// captureMode NONE: the app calls the proxy's own listener on
+		// 127.0.0.1:8080, which routes to web's port 8080.
+		if status, reply, err := request(ctx, client, "http://127.0.0.1:8080/", sidecarWebHost+":8080"); err != nil || status != 200 || reply.Pod != "web" {
+			t.Errorf("127.0.0.1:8080 (captureMode NONE): status %d, pod %q, error %v; want 200 from web", status, reply.Pod, err)
+		}
+		// bind: the TCP listener is on 127.0.0.2:7000 and goes to db's
+		// only port. From a loopback source the sourceSubnet rule does
+		// not match: subset a.
+		c, err := client.DialContext(ctx, "tcp", "127.0.0.2:7000")
+		if err != nil {
+			t.Fatalf("dial 127.0.0.2:7000 (bind): %v", err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || strings.TrimSpace(line) != "a" {
+			t.Errorf("127.0.0.2:7000 answered %q, %v; want db's subset a", line, err)
+		}
+		// The catch-all listener still carries db on its own port.
+		if name, err := dbName(client); err != nil || name != "b" {
+			t.Errorf("db through the catch-all listener: %q, %v; want b", name, err)
 		}
 	})
 

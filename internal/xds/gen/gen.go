@@ -95,7 +95,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 			labels, known := proxyLabels(snap, proxy)
 			mine := map[string]bool{}
 			for _, ll := range e.byLabels {
-				l := tcpServiceListener(snap, ll.svc, ll.port, ll.vip, &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: known})
+				l := ll.build(snap, &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: known})
 				own = append(own, namedMessage{l.Name, l})
 				mine[l.Name] = true
 			}

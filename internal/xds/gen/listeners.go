@@ -52,18 +52,21 @@ func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listene
 }
 
 // outboundListeners are the listeners every proxy of a scope shares:
-// virtualOutbound and the per-port hand-off listeners. Built for a scope
+// virtualOutbound, the listeners of the Sidecar's egress ports, and the
+// per-port hand-off listeners of the catch-all egress listener's services. Built for a scope
 // (labelsKnown false), it also returns the TCP listeners whose routes
 // match on sourceLabels, which each proxy needs built with its own labels.
 func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string]string, labelsKnown bool) ([]*listener.Listener, []labelListener) {
 	var byLabels []labelListener
 	out := []*listener.Listener{virtualOutbound(scope.RegistryOnly)}
 	seen := map[string]bool{VirtualOutboundListener: true, VirtualInboundListener: true}
-	add := func(l *listener.Listener) {
-		if !seen[l.Name] {
-			seen[l.Name] = true
-			out = append(out, l)
+	add := func(l *listener.Listener) bool {
+		if seen[l.Name] {
+			return false
 		}
+		seen[l.Name] = true
+		out = append(out, l)
+		return true
 	}
 	// A TCP port of a service without an address gets a wildcard
 	// listener, 0.0.0.0_PORT, as in Istio: every connection to that port
@@ -76,7 +79,10 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string
 		ll *labelListener // set when its routes match on sourceLabels
 	}
 	var wildcardTCP []wildcard
-	for _, svc := range scope.Services {
+	// The Sidecar's egress listeners with a port come first: a port they
+	// claim is not given to the catch-all listener's services (egress.go).
+	byLabels = egressPortListeners(snap, scope, labels, labelsKnown, add, byLabels)
+	for _, svc := range scope.CatchAll {
 		for _, port := range svc.Ports {
 			switch {
 			case port.Protocol == protocol.UDP || port.Number == OutboundCapturePort || port.Number == InboundCapturePort:
@@ -92,7 +98,7 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string
 					src := &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: labelsKnown}
 					l := tcpServiceListener(snap, svc, port, vip, src) // tcproutes.go
 					if !seen[l.Name] && src.usedLabels {
-						byLabels = append(byLabels, labelListener{svc: svc, port: port, vip: vip})
+						byLabels = append(byLabels, labelListener{svc: svc, port: port, addr: vip})
 					}
 					add(l)
 				}
@@ -102,7 +108,7 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string
 					src := &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: labelsKnown}
 					w := wildcard{l: tcpServiceListener(snap, svc, port, "0.0.0.0", src)}
 					if src.usedLabels {
-						w.ll = &labelListener{svc: svc, port: port, vip: "0.0.0.0"}
+						w.ll = &labelListener{svc: svc, port: port, addr: "0.0.0.0"}
 					}
 					wildcardTCP = append(wildcardTCP, w)
 				}
@@ -153,11 +159,18 @@ func virtualOutbound(registryOnly bool) *listener.Listener {
 }
 
 func httpOutboundListener(port uint32) *listener.Listener {
-	name := fmt.Sprintf("0.0.0.0_%d", port)
+	return httpListenerOn("0.0.0.0", port, false)
+}
+
+// httpListenerOn is an outbound HTTP listener on addr:port whose routes are
+// the port's route configuration; bound, the application calls it
+// directly, else virtualOutbound hands captured connections to it.
+func httpListenerOn(addr string, port uint32, bind bool) *listener.Listener {
+	name := fmt.Sprintf("%s_%d", addr, port)
 	return &listener.Listener{
 		Name:       name,
-		Address:    socketAddress("0.0.0.0", port),
-		BindToPort: wrapperspb.Bool(false),
+		Address:    socketAddress(addr, port),
+		BindToPort: wrapperspb.Bool(bind),
 		FilterChains: []*listener.FilterChain{{
 			Filters: []*listener.Filter{hcmFilter(&hcm.HttpConnectionManager{
 				StatPrefix: "outbound_" + name,

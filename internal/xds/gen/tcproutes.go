@@ -43,11 +43,24 @@ type l4Source struct {
 }
 
 // labelListener names a listener built per proxy: a TCP service port on
-// one VIP whose routes match on sourceLabels.
+// one address (a VIP, or an egress listener's bind) whose routes match on
+// sourceLabels.
 type labelListener struct {
 	svc  *mesh.Service
 	port mesh.Port
-	vip  string
+	addr string
+	// bind is set for an egress listener the proxy binds itself
+	// (captureMode NONE).
+	bind bool
+}
+
+// build is the listener for the proxies src describes.
+func (ll labelListener) build(snap *mesh.Snapshot, src *l4Source) *listener.Listener {
+	l := tcpServiceListener(snap, ll.svc, ll.port, ll.addr, src)
+	if ll.bind {
+		l.BindToPort = wrapperspb.Bool(true)
+	}
+	return l
 }
 
 // tcpServiceListener is the outbound listener of a TCP (or TLS) service

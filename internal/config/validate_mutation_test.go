@@ -254,11 +254,27 @@ func TestValidateSidecar(t *testing.T) {
 			errs: []string{
 				"spec.egress[0].port.number: must be 1-65535, got 0",
 				"spec.egress[1].port.number: 15001 is a port of the sidecar's own listeners",
-				"spec.egress[3].port.number: 80 is already the port of an earlier egress listener",
+				"spec.egress[3].port.number: 80 is already the port of an earlier listener",
 				`spec.egress[3].port.protocol: "SCTP" is not a protocol Istio defines`,
-				"spec.egress[4].port.protocol: UDP egress listeners are not supported by Strait yet",
+				"spec.egress[4].port.protocol: UDP listeners are not supported by Strait yet",
 				`spec.egress[4].port.name: "-x" is not a port name`,
 				`spec.egress[4].bind: "unix:///tmp/s" is not an IP address`,
+			}},
+		{name: "ingress", yaml: sc("  ingress:\n  - port: {number: 9080, protocol: HTTP, name: http}\n    defaultEndpoint: 127.0.0.1:8080\n" +
+			"  - port: {number: 9081, protocol: TCP}\n    defaultEndpoint: 0.0.0.0:8080\n  - port: {number: 9082, protocol: HTTP}\n    defaultEndpoint: '[::1]:8080'\n  - port: {number: 9083, protocol: HTTP}\n")},
+		{name: "bad ingress", yaml: sc("  ingress:\n  - defaultEndpoint: 127.0.0.1:8080\n" +
+			"  - port: {number: 9080, protocol: HTTP}\n    defaultEndpoint: unix:///var/run/app.sock\n" +
+			"  - port: {number: 9080, protocol: HTTP}\n    defaultEndpoint: 127.0.0.1\n" +
+			"  - port: {number: 9081, protocol: HTTP}\n    defaultEndpoint: '[::]:8080'\n" +
+			"  - port: {number: 9082, protocol: HTTP}\n    defaultEndpoint: 10.0.0.1:99999\n"),
+			errs: []string{
+				"spec.ingress[0].port: is required on an ingress listener",
+				`spec.ingress[1].defaultEndpoint: "unix:///var/run/app.sock": unix domain socket endpoints are not supported by Strait yet`,
+				"spec.ingress[2].port.number: 9080 is already the port of an earlier listener",
+				`spec.ingress[2].defaultEndpoint: "127.0.0.1" is not HOST:PORT`,
+				`spec.ingress[3].defaultEndpoint: "[::]:8080": the workload's IPv6 address is not supported by Strait yet`,
+				`spec.ingress[4].defaultEndpoint: "10.0.0.1:99999": port "99999" is not 1-65535`,
+				`spec.ingress[4].defaultEndpoint: "10.0.0.1:99999": the host must be 127.0.0.1, [::1] or 0.0.0.0`,
 			}},
 		{name: "catch-all not last", yaml: sc("  egress:\n  - hosts: ['./*']\n  - port: {number: 80, protocol: HTTP}\n    hosts: ['./*']\n"),
 			errs: []string{"spec.egress[0].port: is required on every egress listener but the last"}},

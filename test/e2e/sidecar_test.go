@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -60,6 +63,28 @@ spec:
   inboundConnectionPool:
     tcp: {maxConnections: 1}
     http: {http1MaxPendingRequests: 1, idleTimeout: 37s}
+`
+
+// ingressSidecar gives web ingress listeners: 9080 to the app's loopback
+// with a generous connection pool of its own, 9081 to the app on the
+// pod's address under the Sidecar's tight inboundConnectionPool; idle
+// timeout 41s marks it in the config dump.
+const ingressSidecar = `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: web, namespace: side}
+spec:
+  workloadSelector: {labels: {app: web}}
+  inboundConnectionPool:
+    tcp: {maxConnections: 1}
+    http: {http1MaxPendingRequests: 1}
+  ingress:
+  - port: {number: 9080, protocol: HTTP, name: http}
+    defaultEndpoint: 127.0.0.1:8080
+    connectionPool:
+      tcp: {maxConnections: 100}
+      http: {http1MaxPendingRequests: 100, idleTimeout: 41s}
+  - port: {number: 9081, protocol: HTTP, name: http-own}
+    defaultEndpoint: 0.0.0.0:8080
 `
 
 // TestSidecarThroughSidecars runs the Sidecar resource's fields and the
@@ -210,38 +235,42 @@ func TestSidecarThroughSidecars(t *testing.T) {
 		}
 	})
 
-	t.Run("inboundConnectionPool", func(t *testing.T) {
-		burst := func() (ok, over int, other []string) {
-			const n = 6
-			var wg sync.WaitGroup
-			results := make([]reply, n)
-			for i := range n {
-				wg.Go(func() {
-					c := client.NewHTTPClient(false)
-					defer c.CloseIdleConnections()
-					results[i] = get(t, ctx, c, sidecarWebURL, http.Header{"X-Echo-Delay": {"1s"}})
-				})
-			}
-			wg.Wait()
-			for _, r := range results {
-				switch {
-				case r.status == 200 && r.version == "web":
-					ok++
-				case r.status == 503 && r.header.Get("X-Envoy-Overloaded") == "true":
-					over++
-				default:
-					other = append(other, http.StatusText(r.status))
-				}
-			}
-			return ok, over, other
+	// burst sends six concurrent requests that the app answers after a
+	// second, from p to url, and counts the answers: served by web,
+	// overflowed (503 x-envoy-overloaded), other statuses.
+	burst := func(t *testing.T, p *localmesh.Pod, url string) (ok, over int, other []string) {
+		const n = 6
+		var wg sync.WaitGroup
+		results := make([]reply, n)
+		for i := range n {
+			wg.Go(func() {
+				c := p.NewHTTPClient(false)
+				defer c.CloseIdleConnections()
+				results[i] = get(t, ctx, c, url, http.Header{"X-Echo-Delay": {"1s"}})
+			})
 		}
+		wg.Wait()
+		for _, r := range results {
+			switch {
+			case r.status == 200 && r.version == "web":
+				ok++
+			case r.status == 503 && r.header.Get("X-Envoy-Overloaded") == "true":
+				over++
+			default:
+				other = append(other, fmt.Sprint(r.status))
+			}
+		}
+		return ok, over, other
+	}
+
+	t.Run("inboundConnectionPool", func(t *testing.T) {
 		// Without the Sidecar nothing limits the inbound side: all six
 		// concurrent requests are served.
-		if ok, over, other := burst(); ok != 6 {
+		if ok, over, other := burst(t, client, sidecarWebURL); ok != 6 {
 			t.Fatalf("without inboundConnectionPool: %d served, %d overflowed, others %v; want all 6 served", ok, over, other)
 		}
 		applyTo(t, web, "sidecar-web.yaml", []byte(inboundPoolSidecar), `"37s"`)
-		ok, over, other := burst()
+		ok, over, other := burst(t, client, sidecarWebURL)
 		// One connection and one pending request on web's inbound
 		// cluster: at least two are served, and of six sent at once the
 		// others overflow there.
@@ -257,4 +286,60 @@ func TestSidecarThroughSidecars(t *testing.T) {
 			t.Errorf("web's inbound cluster counted no pending overflow:\n%s", grep(stats, "overflow"))
 		}
 	})
+
+	t.Run("ingress listeners", func(t *testing.T) {
+		// client2 has no Sidecar (ALLOW_ANY): it reaches web's address on
+		// any port, where web's sidecar decides.
+		ownURL := "http://" + web.IP + ":9081/"
+		if status, _, err := request(ctx, client2, "http://"+web.IP+":9080/", ""); err == nil && status == 200 {
+			t.Fatalf("web answered on 9080 before its ingress listener existed")
+		}
+		applyTo(t, web, "sidecar-web.yaml", []byte(ingressSidecar), `"41s"`)
+		for _, tc := range []struct {
+			url, remote string
+		}{
+			// 127.0.0.1:8080: the app sees the proxy on loopback.
+			{"http://" + web.IP + ":9080/", "127.0.0.1"},
+			// 0.0.0.0:8080: the app on its own address, from 127.0.0.6.
+			{ownURL, "127.0.0.6"},
+		} {
+			r := get(t, ctx, client2.NewHTTPClient(false), tc.url, nil)
+			var e localmesh.EchoReply
+			if r.status == 200 {
+				e = echoOf(t, ctx, client2, tc.url)
+			}
+			if r.status != 200 || r.version != "web" || !strings.HasPrefix(e.Remote, tc.remote+":") {
+				t.Errorf("%s: status %d, version %q, app saw remote %q; want 200 from web, remote %s", tc.url, r.status, r.version, e.Remote, tc.remote)
+			}
+		}
+		// 9080's own connectionPool replaces the Sidecar's: all six
+		// served; 9081 has the Sidecar's 1 connection + 1 pending.
+		if ok, over, other := burst(t, client2, "http://"+web.IP+":9080/"); ok != 6 {
+			t.Errorf("9080 (ingress connectionPool 100): %d served, %d overflowed, others %v; want all 6 served", ok, over, other)
+		}
+		if ok, over, other := burst(t, client2, ownURL); ok < 2 || over < 2 || len(other) > 0 {
+			t.Errorf("9081 (inboundConnectionPool 1 + 1): %d served, %d overflowed, others %v; want overflows", ok, over, other)
+		}
+	})
+}
+
+// echoOf is strait-echo's reply to a GET of url from p.
+func echoOf(t *testing.T, ctx context.Context, p *localmesh.Pod, url string) localmesh.EchoReply {
+	t.Helper()
+	var e localmesh.EchoReply
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.NewHTTPClient(false).Do(req)
+	if err != nil {
+		t.Errorf("GET %s: %v", url, err)
+		return e
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Errorf("GET %s: %d %q: %v", url, resp.StatusCode, body, err)
+	}
+	return e
 }

@@ -89,6 +89,7 @@ var scenarios = []scenario{
 	{dir: "sidecar", proxies: []string{
 		"sidecar~10.93.0.10~client.side~side.svc.cluster.local",
 		"sidecar~10.93.0.11~server-v1.side~side.svc.cluster.local",
+		"sidecar~10.93.0.12~server-v2.side~side.svc.cluster.local",
 	}},
 }
 

@@ -1,8 +1,8 @@
 package gen
 
 import (
-	"net/netip"
 	"cmp"
+	"net/netip"
 	"slices"
 	"time"
 

@@ -102,6 +102,14 @@ func validateIngress(el *errorList, f string, in *networking.IstioIngressListene
 	} else {
 		validateListenerPort(el, f, in.Port, ports)
 	}
+	if in.Bind != "" {
+		if _, err := netip.ParseAddr(in.Bind); err != nil {
+			el.add(f+".bind", "%q is not an IP address (e.g. the workload's own address)", in.Bind)
+		}
+		if in.CaptureMode != networking.CaptureMode_NONE {
+			el.add(f+".bind", "applies only with captureMode: NONE (a captured port is served by virtualInbound); set captureMode NONE or remove bind")
+		}
+	}
 	ep := in.DefaultEndpoint
 	if ep == "" {
 		return

@@ -261,12 +261,14 @@ func TestValidateSidecar(t *testing.T) {
 				`spec.egress[4].bind: "unix:///tmp/s" is not an IP address`,
 			}},
 		{name: "ingress", yaml: sc("  ingress:\n  - port: {number: 9080, protocol: HTTP, name: http}\n    defaultEndpoint: 127.0.0.1:8080\n" +
-			"  - port: {number: 9081, protocol: TCP}\n    defaultEndpoint: 0.0.0.0:8080\n  - port: {number: 9082, protocol: HTTP}\n    defaultEndpoint: '[::1]:8080'\n  - port: {number: 9083, protocol: HTTP}\n")},
+			"  - port: {number: 9081, protocol: TCP}\n    defaultEndpoint: 0.0.0.0:8080\n  - port: {number: 9082, protocol: HTTP}\n    defaultEndpoint: '[::1]:8080'\n  - port: {number: 9083, protocol: HTTP}\n" +
+			"  - port: {number: 9084, protocol: TCP}\n    captureMode: NONE\n    bind: 10.0.0.5\n  - port: {number: 9085, protocol: TCP}\n    captureMode: NONE\n")},
 		{name: "bad ingress", yaml: sc("  ingress:\n  - defaultEndpoint: 127.0.0.1:8080\n" +
 			"  - port: {number: 9080, protocol: HTTP}\n    defaultEndpoint: unix:///var/run/app.sock\n" +
 			"  - port: {number: 9080, protocol: HTTP}\n    defaultEndpoint: 127.0.0.1\n" +
 			"  - port: {number: 9081, protocol: HTTP}\n    defaultEndpoint: '[::]:8080'\n" +
-			"  - port: {number: 9082, protocol: HTTP}\n    defaultEndpoint: 10.0.0.1:99999\n"),
+			"  - port: {number: 9082, protocol: HTTP}\n    defaultEndpoint: 10.0.0.1:99999\n" +
+			"  - port: {number: 9083, protocol: HTTP}\n    bind: 10.0.0.5\n  - port: {number: 9084, protocol: HTTP}\n    bind: ten\n    captureMode: NONE\n"),
 			errs: []string{
 				"spec.ingress[0].port: is required on an ingress listener",
 				`spec.ingress[1].defaultEndpoint: "unix:///var/run/app.sock": unix domain socket endpoints are not supported by Strait yet`,
@@ -275,6 +277,8 @@ func TestValidateSidecar(t *testing.T) {
 				`spec.ingress[3].defaultEndpoint: "[::]:8080": the workload's IPv6 address is not supported by Strait yet`,
 				`spec.ingress[4].defaultEndpoint: "10.0.0.1:99999": port "99999" is not 1-65535`,
 				`spec.ingress[4].defaultEndpoint: "10.0.0.1:99999": the host must be 127.0.0.1, [::1] or 0.0.0.0`,
+				"spec.ingress[5].bind: applies only with captureMode: NONE",
+				`spec.ingress[6].bind: "ten" is not an IP address`,
 			}},
 		{name: "catch-all not last", yaml: sc("  egress:\n  - hosts: ['./*']\n  - port: {number: 80, protocol: HTTP}\n    hosts: ['./*']\n"),
 			errs: []string{"spec.egress[0].port: is required on every egress listener but the last"}},

@@ -67,8 +67,10 @@ spec:
 
 // ingressSidecar gives web ingress listeners: 9080 to the app's loopback
 // with a generous connection pool of its own, 9081 to the app on the
-// pod's address under the Sidecar's tight inboundConnectionPool; idle
-// timeout 41s marks it in the config dump.
+// pod's address under the Sidecar's tight inboundConnectionPool, and 9090
+// (excluded from web's inbound capture) on a listener the proxy binds on
+// web's address (captureMode NONE); idle timeout 41s marks it in the
+// config dump.
 const ingressSidecar = `apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {name: web, namespace: side}
@@ -85,6 +87,9 @@ spec:
       http: {http1MaxPendingRequests: 100, idleTimeout: 41s}
   - port: {number: 9081, protocol: HTTP, name: http-own}
     defaultEndpoint: 0.0.0.0:8080
+  - port: {number: 9090, protocol: HTTP, name: http-direct}
+    captureMode: NONE
+    defaultEndpoint: 127.0.0.1:8080
 `
 
 // TestSidecarThroughSidecars runs the Sidecar resource's fields and the
@@ -111,7 +116,8 @@ func TestSidecarThroughSidecars(t *testing.T) {
 			{Name: "client2", Namespace: "side", ConfigIP: "10.93.0.13"},
 			{Name: "l4-a", Namespace: "side", ConfigIP: "10.93.0.21", App: []string{self, "-l4-serve", "a"}, AppPort: 9000},
 			{Name: "l4-b", Namespace: "side", ConfigIP: "10.93.0.22", App: []string{self, "-l4-serve", "b"}, AppPort: 9000},
-			{Name: "web", Namespace: "side", ConfigIP: "10.93.0.31", App: []string{"strait-echo", "--addr", ":8080", "--version", "web"}, AppPort: 8080},
+			{Name: "web", Namespace: "side", ConfigIP: "10.93.0.31", App: []string{"strait-echo", "--addr", ":8080", "--version", "web"}, AppPort: 8080,
+				ExcludeInboundPorts: []int{9090}},
 		},
 	})
 	if err != nil {
@@ -291,8 +297,10 @@ func TestSidecarThroughSidecars(t *testing.T) {
 		// client2 has no Sidecar (ALLOW_ANY): it reaches web's address on
 		// any port, where web's sidecar decides.
 		ownURL := "http://" + web.IP + ":9081/"
-		if status, _, err := request(ctx, client2, "http://"+web.IP+":9080/", ""); err == nil && status == 200 {
-			t.Fatalf("web answered on 9080 before its ingress listener existed")
+		for _, port := range []string{"9080", "9090"} {
+			if status, _, err := request(ctx, client2, "http://"+web.IP+":"+port+"/", ""); err == nil && status == 200 {
+				t.Fatalf("web answered on %s before its ingress listener existed", port)
+			}
 		}
 		applyTo(t, web, "sidecar-web.yaml", []byte(ingressSidecar), `"41s"`)
 		for _, tc := range []struct {
@@ -302,6 +310,9 @@ func TestSidecarThroughSidecars(t *testing.T) {
 			{"http://" + web.IP + ":9080/", "127.0.0.1"},
 			// 0.0.0.0:8080: the app on its own address, from 127.0.0.6.
 			{ownURL, "127.0.0.6"},
+			// captureMode NONE: 9090 is not captured; the proxy's own
+			// listener on web's address serves it.
+			{"http://" + web.IP + ":9090/", "127.0.0.1"},
 		} {
 			r := get(t, ctx, client2.NewHTTPClient(false), tc.url, nil)
 			var e localmesh.EchoReply

@@ -113,17 +113,23 @@ func TestPeerAddr(t *testing.T) {
 	}
 }
 
-// TestBuildGeneratedSourceSubnetListener builds the listener straitd
-// generates for a tcp route matched on sourceSubnet (its golden file): the
-// client's own address goes to subset v2, another client to v1.
+// TestBuildGeneratedSourceSubnetListener builds the listeners straitd
+// generates for the Sidecar scenario (its golden files: egress and ingress
+// listeners, bound ones among them), and checks the one of a tcp route
+// matched on sourceSubnet: the client's own address goes to subset v2,
+// another client to v1.
 func TestBuildGeneratedSourceSubnetListener(t *testing.T) {
-	raw, err := os.ReadFile("../../xds/gen/testdata/sidecar/golden/client.listeners.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var docs []json.RawMessage
-	if err := json.Unmarshal(raw, &docs); err != nil {
-		t.Fatal(err)
+	for _, pod := range []string{"client", "server-v2"} {
+		raw, err := os.ReadFile("../../xds/gen/testdata/sidecar/golden/" + pod + ".listeners.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var more []json.RawMessage
+		if err := json.Unmarshal(raw, &more); err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, more...)
 	}
 	var db *Listener
 	for _, d := range docs {

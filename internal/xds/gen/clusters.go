@@ -282,6 +282,10 @@ type inboundPort struct {
 	endpoint netip.AddrPort
 	// pool is the port's connection pool, nil for none.
 	pool *networking.ConnectionPoolSettings
+	// bind, when set, is the address of the port's own listener (a
+	// Sidecar ingress listener with captureMode NONE); else the port is a
+	// chain of virtualInbound.
+	bind string
 }
 
 // inboundPorts returns the distinct endpoint ports of the services that

@@ -87,8 +87,9 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 		}
 	case xdsapi.ListenerType:
 		shared = e.listeners
-		l := virtualInbound(snap, proxy)
-		own = append(own, namedMessage{l.Name, l})
+		for _, l := range inboundListeners(snap, proxy) {
+			own = append(own, namedMessage{l.Name, l})
+		}
 		if len(e.byLabels) > 0 {
 			// Listeners whose routes match on sourceLabels: this
 			// proxy's own build replaces the shared one (tcproutes.go).

@@ -9,7 +9,10 @@ package gen
 // workload's loopback; 0.0.0.0:N: the workload's own address, from
 // 127.0.0.6 as other inbound traffic), or, without one, to the
 // connection's original destination. The listener's connectionPool, else
-// the Sidecar's inboundConnectionPool, limits the cluster.
+// the Sidecar's inboundConnectionPool, limits the cluster. With
+// captureMode NONE the port gets a listener of its own, bound on bind or
+// the workload's address, for traffic the capture rules let through (a
+// port excluded from inbound capture).
 
 import (
 	"net"
@@ -38,6 +41,14 @@ func ingressPorts(sc *networking.Sidecar, ip string) []inboundPort {
 			p.pool = sc.GetInboundConnectionPool()
 		}
 		p.endpoint = defaultEndpoint(in.GetDefaultEndpoint(), ip)
+		if in.GetCaptureMode() == networking.CaptureMode_NONE {
+			// The proxy binds the port itself: on bind, else on the
+			// workload's address (Istio's getSidecarInboundBindIPs).
+			p.bind = in.GetBind()
+			if p.bind == "" {
+				p.bind = ip
+			}
+		}
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b inboundPort) int { return int(a.endpointPort) - int(b.endpointPort) })

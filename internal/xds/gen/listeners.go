@@ -46,7 +46,7 @@ func (g *Generator) BuildListeners(proxy *model.Proxy) []*listener.Listener {
 func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listener {
 	labels, known := proxyLabels(snap, proxy)
 	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
-	out = append(out, virtualInbound(snap, proxy))
+	out = append(out, inboundListeners(snap, proxy)...)
 	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
@@ -184,42 +184,75 @@ func httpListenerOn(addr string, port uint32, bind bool) *listener.Listener {
 	}
 }
 
-// virtualInbound has one filter chain per port the proxy's workload serves
-// (matched on the original destination port; three under auto mTLS:
-// mTLS, other TLS and plaintext, mtls.go) and a catch-all chain that
-// passes other connections to the workload unchanged.
-func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy) *listener.Listener {
-	var chains []*listener.FilterChain
+// inboundListeners are the proxy's own listeners: virtualInbound and one
+// bound listener per Sidecar ingress listener with captureMode NONE.
+func inboundListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listener {
+	ports := inboundPorts(snap, proxy)
 	mtls := inboundMTLS(snap, proxy)
-	for _, p := range inboundPorts(snap, proxy) {
-		clusterName := InboundClusterName(p.endpointPort)
-		statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
-		var f *listener.Filter
-		if p.protocol.IsHTTP() {
-			f = hcmFilter(&hcm.HttpConnectionManager{
-				StatPrefix: statPrefix,
-				RouteSpecifier: &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
-					Name: clusterName,
-					VirtualHosts: []*route.VirtualHost{{
-						Name:    fmt.Sprintf("inbound|http|%d", p.endpointPort),
-						Domains: []string{"*"},
-						Routes:  []*route.Route{prefixRoute("default", "/", clusterName)},
-					}},
-				}},
-			})
-		} else {
-			f = tcpProxyFilter(statPrefix, clusterName)
+	var captured []inboundPort
+	var out []*listener.Listener
+	for _, p := range ports {
+		if p.bind == "" {
+			captured = append(captured, p)
+			continue
 		}
-		chain := &listener.FilterChain{
-			Name:             clusterName,
-			FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(p.endpointPort)},
-			Filters:          []*listener.Filter{f},
+		// Istio's inboundCustomListener: a listener of its own on
+		// bind:port, named after them, with the port's chains.
+		l := &listener.Listener{
+			Name:             fmt.Sprintf("%s_%d", p.bind, p.endpointPort),
+			Address:          socketAddress(p.bind, p.endpointPort),
+			FilterChains:     inboundChains(p, mtls),
+			TrafficDirection: core.TrafficDirection_INBOUND,
 		}
 		if mtls {
-			chains = append(chains, permissiveChains(chain, p.endpointPort, p.protocol.IsHTTP(), tcpProxyFilter(statPrefix, clusterName))...) // mtls.go
-		} else {
-			chains = append(chains, chain)
+			l.ListenerFilters = []*listener.ListenerFilter{tlsInspector()}
+			l.ContinueOnListenerFiltersTimeout = true
 		}
+		out = append(out, l)
+	}
+	return append([]*listener.Listener{virtualInbound(proxy, captured, mtls)}, out...)
+}
+
+// inboundChains are the chains of one inbound port, matched on the
+// original destination port: one, or three under auto mTLS (mTLS, other
+// TLS and plaintext, mtls.go).
+func inboundChains(p inboundPort, mtls bool) []*listener.FilterChain {
+	clusterName := InboundClusterName(p.endpointPort)
+	statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
+	var f *listener.Filter
+	if p.protocol.IsHTTP() {
+		f = hcmFilter(&hcm.HttpConnectionManager{
+			StatPrefix: statPrefix,
+			RouteSpecifier: &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
+				Name: clusterName,
+				VirtualHosts: []*route.VirtualHost{{
+					Name:    fmt.Sprintf("inbound|http|%d", p.endpointPort),
+					Domains: []string{"*"},
+					Routes:  []*route.Route{prefixRoute("default", "/", clusterName)},
+				}},
+			}},
+		})
+	} else {
+		f = tcpProxyFilter(statPrefix, clusterName)
+	}
+	chain := &listener.FilterChain{
+		Name:             clusterName,
+		FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(p.endpointPort)},
+		Filters:          []*listener.Filter{f},
+	}
+	if mtls {
+		return permissiveChains(chain, p.endpointPort, p.protocol.IsHTTP(), tcpProxyFilter(statPrefix, clusterName)) // mtls.go
+	}
+	return []*listener.FilterChain{chain}
+}
+
+// virtualInbound has the chains of each captured port the proxy's
+// workload serves and a catch-all chain that passes other connections to
+// the workload unchanged.
+func virtualInbound(proxy *model.Proxy, ports []inboundPort, mtls bool) *listener.Listener {
+	var chains []*listener.FilterChain
+	for _, p := range ports {
+		chains = append(chains, inboundChains(p, mtls)...)
 	}
 	chains = append(chains, &listener.FilterChain{
 		Name:    "InboundPassthroughFilterChain",

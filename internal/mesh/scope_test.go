@@ -33,6 +33,15 @@ spec:
   resolution: STATIC
 ---
 apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: hidden, namespace: other}
+spec:
+  hosts: [hidden.other.svc.cluster.local]
+  exportTo: ["."]
+  ports: [{number: 7000, name: tcp, protocol: TCP}]
+  resolution: STATIC
+---
+apiVersion: networking.istio.io/v1
 kind: Sidecar
 metadata: {name: ports, namespace: app}
 spec:
@@ -42,7 +51,7 @@ spec:
     captureMode: NONE
     hosts: [./web.app.svc.cluster.local]
   - port: {number: 7000, protocol: TCP}
-    hosts: [./db.app.svc.cluster.local, other/far.other.svc.cluster.local]
+    hosts: [./db.app.svc.cluster.local, other/far.other.svc.cluster.local, other/hidden.other.svc.cluster.local]
   - hosts: [./*]
 ---
 apiVersion: networking.istio.io/v1
@@ -65,7 +74,8 @@ func hostnames(svcs []*Service) []string {
 // TestScopeEgressListeners: a Sidecar's egress listeners with a port keep
 // their port, bind, capture mode and own services; the catch-all
 // listener's services are its own; without a catch-all listener there are
-// none; without a Sidecar every service in scope is the catch-all's.
+// none; without a Sidecar every service in scope is the catch-all's. A
+// service not exported to the proxy's namespace is in no listener.
 func TestScopeEgressListeners(t *testing.T) {
 	s, _ := buildYAML(t, egressListenerMesh, BuildOptions{})
 	app := s.ProxyScope(&model.Proxy{Namespace: "app"})

@@ -160,3 +160,19 @@ func TestBuildGeneratedSourceSubnetListener(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceRangeZeroBits: a /0 source range matches every source (a
+// prefix length of 0 is a match, not "no match"), and wins over the
+// chains without source ranges.
+func TestSourceRangeZeroBits(t *testing.T) {
+	l, err := Build(&listenerv3.Listener{Name: "x", Address: addr("127.0.0.1:1"), FilterChains: []*listenerv3.FilterChain{
+		namedChain(t, "any-source", &listenerv3.FilterChainMatch{SourcePrefixRanges: []*corev3.CidrRange{cidr("0.0.0.0", 0)}}),
+		namedChain(t, "default", nil),
+	}}, Deps{Stats: stats.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.match(netip.MustParseAddrPort("10.0.0.1:80"), netip.MustParseAddr("11.0.0.1"), inspection{}); got == nil || got.name != "any-source" {
+		t.Errorf("a source under 0.0.0.0/0 matched %v, want any-source", got)
+	}
+}

@@ -17,7 +17,6 @@ import (
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/protocol"
 )
 
 // captureNoneBind is where a captureMode NONE listener without bind
@@ -30,10 +29,7 @@ const captureNoneBind = "127.0.0.1"
 func egressPortListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string]string, labelsKnown bool,
 	add func(*listener.Listener) bool, byLabels []labelListener) []labelListener {
 	for _, el := range scope.Listeners {
-		port := el.Port
-		if port.Number == OutboundCapturePort || port.Number == InboundCapturePort || port.Protocol == protocol.UDP {
-			continue // refused on load
-		}
+		port := el.Port // not UDP nor a port of the proxy's own: refused on load
 		addr := el.Bind
 		if addr == "" && el.CaptureNone {
 			addr = captureNoneBind
@@ -89,7 +85,7 @@ func httpPortServices(scope *mesh.Scope) (map[uint32][]*mesh.Service, []uint32) 
 	claimed := map[uint32]bool{}
 	for _, el := range scope.Listeners {
 		n := el.Port.Number
-		if !el.Port.Protocol.IsHTTP() || claimed[n] || n == OutboundCapturePort || n == InboundCapturePort {
+		if !el.Port.Protocol.IsHTTP() || claimed[n] {
 			continue
 		}
 		claimed[n] = true

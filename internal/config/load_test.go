@@ -235,3 +235,22 @@ func TestHTTPActionLimitsRefused(t *testing.T) {
 		t.Errorf("308 redirect refused: %v", res.Err)
 	}
 }
+
+// TestTCPSourceSubnet: a tcp match's sourceSubnet is an address or a CIDR;
+// anything else is refused with the field named.
+func TestTCPSourceSubnet(t *testing.T) {
+	doc := func(subnet string) []byte {
+		return []byte("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: v, namespace: ns}\nspec:\n  hosts: [a]\n  tcp:\n  - match: [{port: 5432}, {sourceSubnet: \"" + subnet + "\"}]\n    route: [{destination: {host: a}}]\n")
+	}
+	for _, ok := range []string{"10.1.0.0/16", "10.1.2.3", "fd00::/8"} {
+		if res := ParseFile("f.yaml", doc(ok)); res.Err != nil {
+			t.Errorf("sourceSubnet %q refused: %v", ok, res.Err)
+		}
+	}
+	for _, bad := range []string{"10.1.0.0/33", "ten", "10.1.0.0/"} {
+		res := ParseFile("f.yaml", doc(bad))
+		if res.Err == nil || !strings.Contains(res.Err.Error(), "spec.tcp[0].match[1].sourceSubnet: ") {
+			t.Errorf("sourceSubnet %q: err = %v, want an error naming spec.tcp[0].match[1].sourceSubnet", bad, res.Err)
+		}
+	}
+}

@@ -243,7 +243,47 @@ func TestValidateWorkloadEntry(t *testing.T) {
 func TestValidateSidecar(t *testing.T) {
 	runValidation(t, []validationCase{
 		{name: "egress", yaml: sc("  egress:\n  - hosts: ['./*', '*/*', '~/*', 'istio-system/*', 'shop/reviews.shop.svc.cluster.local', './*.example.com']\n")},
-		{name: "no hosts", yaml: sc("  egress:\n  - port: {number: 80}\n"), errs: []string{"spec.egress[0].hosts: must list at least one NAMESPACE/HOST"}},
+		{name: "no hosts", yaml: sc("  egress:\n  - port: {number: 80, protocol: HTTP}\n"), errs: []string{"spec.egress[0].hosts: must list at least one NAMESPACE/HOST"}},
+		{name: "egress ports", yaml: sc("  egress:\n  - port: {number: 8080, protocol: HTTP, name: http-local}\n    bind: 127.0.0.2\n    captureMode: NONE\n    hosts: ['./*']\n" +
+			"  - port: {number: 9000, protocol: tcp}\n    captureMode: IPTABLES\n    hosts: ['./*']\n  - hosts: ['*/*']\n")},
+		{name: "bad egress ports", yaml: sc("  egress:\n  - port: {number: 0, protocol: HTTP}\n    hosts: ['./*']\n" +
+			"  - port: {number: 15001, protocol: HTTP}\n    hosts: ['./*']\n" +
+			"  - port: {number: 80, protocol: HTTP}\n    hosts: ['./*']\n" +
+			"  - port: {number: 80, protocol: SCTP}\n    hosts: ['./*']\n" +
+			"  - port: {number: 81, protocol: UDP, name: '-x'}\n    bind: unix:///tmp/s\n    hosts: ['./*']\n"),
+			errs: []string{
+				"spec.egress[0].port.number: must be 1-65535, got 0",
+				"spec.egress[1].port.number: 15001 is a port of the sidecar's own listeners",
+				"spec.egress[3].port.number: 80 is already the port of an earlier listener",
+				`spec.egress[3].port.protocol: "SCTP" is not a protocol Istio defines`,
+				"spec.egress[4].port.protocol: UDP listeners are not supported by Strait yet",
+				`spec.egress[4].port.name: "-x" is not a port name`,
+				`spec.egress[4].bind: "unix:///tmp/s" is not an IP address`,
+			}},
+		{name: "ingress", yaml: sc("  ingress:\n  - port: {number: 9080, protocol: HTTP, name: http}\n    defaultEndpoint: 127.0.0.1:8080\n" +
+			"  - port: {number: 9081, protocol: TCP}\n    defaultEndpoint: 0.0.0.0:8080\n  - port: {number: 9082, protocol: HTTP}\n    defaultEndpoint: '[::1]:8080'\n  - port: {number: 9083, protocol: HTTP}\n" +
+			"  - port: {number: 9084, protocol: TCP}\n    captureMode: NONE\n    bind: 10.0.0.5\n  - port: {number: 9085, protocol: TCP}\n    captureMode: NONE\n")},
+		{name: "bad ingress", yaml: sc("  ingress:\n  - defaultEndpoint: 127.0.0.1:8080\n" +
+			"  - port: {number: 9080, protocol: HTTP}\n    defaultEndpoint: unix:///var/run/app.sock\n" +
+			"  - port: {number: 9080, protocol: HTTP}\n    defaultEndpoint: 127.0.0.1\n" +
+			"  - port: {number: 9081, protocol: HTTP}\n    defaultEndpoint: '[::]:8080'\n" +
+			"  - port: {number: 9082, protocol: HTTP}\n    defaultEndpoint: 10.0.0.1:99999\n" +
+			"  - port: {number: 9083, protocol: HTTP}\n    bind: 10.0.0.5\n  - port: {number: 9084, protocol: HTTP}\n    bind: ten\n    captureMode: NONE\n"),
+			errs: []string{
+				"spec.ingress[0].port: is required on an ingress listener",
+				`spec.ingress[1].defaultEndpoint: "unix:///var/run/app.sock": unix domain socket endpoints are not supported by Strait yet`,
+				"spec.ingress[2].port.number: 9080 is already the port of an earlier listener",
+				`spec.ingress[2].defaultEndpoint: "127.0.0.1" is not HOST:PORT`,
+				`spec.ingress[3].defaultEndpoint: "[::]:8080": the workload's IPv6 address is not supported by Strait yet`,
+				`spec.ingress[4].defaultEndpoint: "10.0.0.1:99999": port "99999" is not 1-65535`,
+				`spec.ingress[4].defaultEndpoint: "10.0.0.1:99999": the host must be 127.0.0.1, [::1] or 0.0.0.0`,
+				"spec.ingress[5].bind: applies only with captureMode: NONE",
+				`spec.ingress[6].bind: "ten" is not an IP address`,
+			}},
+		{name: "catch-all not last", yaml: sc("  egress:\n  - hosts: ['./*']\n  - port: {number: 80, protocol: HTTP}\n    hosts: ['./*']\n"),
+			errs: []string{"spec.egress[0].port: is required on every egress listener but the last"}},
+		{name: "catch-all with bind", yaml: sc("  egress:\n  - hosts: ['./*']\n    bind: 127.0.0.1\n"),
+			errs: []string{"spec.egress[0].port: is required with bind or captureMode"}},
 		{name: "two bad hosts", yaml: sc("  egress:\n  - hosts: [reviews, './*', 'x/']\n"),
 			errs: []string{`spec.egress[0].hosts[0]: "reviews" is not NAMESPACE/HOST`, "spec.egress[0].hosts[2]: must not be empty"}},
 		{name: "no slash", yaml: sc("  egress:\n  - hosts: [reviews]\n"), errs: []string{`spec.egress[0].hosts[0]: "reviews" is not NAMESPACE/HOST`}},

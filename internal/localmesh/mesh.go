@@ -74,6 +74,11 @@ type Workload struct {
 	// ServiceAccount is the pod's service account, in its SPIFFE identity
 	// (default ServiceAccount).
 	ServiceAccount string
+	// ExcludeInboundPorts are left out of inbound capture, as the
+	// traffic.sidecar.istio.io/excludeInboundPorts annotation does:
+	// connections to them reach the pod's own sockets (a Sidecar ingress
+	// listener with captureMode NONE).
+	ExcludeInboundPorts []int
 }
 
 // serviceAccount is the workload's service account.
@@ -323,7 +328,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 	// 1. Capture, as root, before anything else runs in the pod (the init container's job).
 	capture := p.pod.Command(ctx, netns.ExecOptions{}, filepath.Join(m.opts.BinDir, "strait-agent"),
 		"iptables", "-p", "15001", "-z", "15006", "-u", strconv.Itoa(ProxyUID), "-g", strconv.Itoa(ProxyUID), "-m", m.opts.InterceptionMode,
-		"-i", "*", "-x", "", "-b", "*", "-d", "15090,15021,15020")
+		"-i", "*", "-x", "", "-b", "*", "-d", excludedInbound(p.ExcludeInboundPorts))
 	if out, err := capture.CombinedOutput(); err != nil {
 		return fmt.Errorf("strait-agent iptables: %w\n%s", err, out)
 	}
@@ -551,6 +556,16 @@ func (m *Mesh) Close() error {
 		m.workDir = ""
 	}
 	return errors.Join(errs...)
+}
+
+// excludedInbound is the -d list of the capture rules: the agent's ports
+// and the workload's own exclusions.
+func excludedInbound(extra []int) string {
+	ports := []string{"15090", "15021", "15020"}
+	for _, p := range extra {
+		ports = append(ports, strconv.Itoa(p))
+	}
+	return strings.Join(ports, ",")
 }
 
 func freePort(host string) (int, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/protocol"
 )
 
 // DefaultRootNamespace is the root namespace when none is configured (the
@@ -34,8 +35,33 @@ type Scope struct {
 	// destinations outside Services goes to BlackHoleCluster instead of
 	// PassthroughCluster.
 	RegistryOnly bool
+	// Listeners are the Sidecar's egress listeners that name a port, in
+	// the Sidecar's order.
+	Listeners []*EgressListener
+	// CatchAll are the services of the Sidecar's catch-all egress
+	// listener (the one without a port): every service in scope without a
+	// Sidecar or egress listeners, none when every listener names a port.
+	// Their ports get the outbound listeners that Listeners do not claim.
+	CatchAll []*Service
 
 	egress []egressHost
+}
+
+// EgressListener is a Sidecar egress listener with a port: the services
+// its hosts select are reachable on that port only through it (Istio's
+// IstioEgressListenerWrapper).
+type EgressListener struct {
+	Port Port
+	// Bind is the address to listen on; empty: the services' addresses
+	// (captured) or 127.0.0.1 (CaptureNone).
+	Bind string
+	// CaptureNone is captureMode NONE: the proxy binds Bind:Port itself
+	// and the application calls it there, instead of being captured.
+	CaptureNone bool
+	// Services are the services in scope that its hosts select.
+	Services []*Service
+
+	hosts []egressHost
 }
 
 // egressHost is one parsed "NAMESPACE/HOST" of a Sidecar.
@@ -50,7 +76,13 @@ func (sc *Scope) Includes(host, svcNS string) bool {
 	if sc.Sidecar == nil {
 		return true
 	}
-	for _, e := range sc.egress {
+	return hostsInclude(sc.egress, host, svcNS)
+}
+
+// hostsInclude reports whether egress hosts select the service host of
+// namespace svcNS.
+func hostsInclude(hosts []egressHost, host, svcNS string) bool {
+	for _, e := range hosts {
 		if e.namespace != "*" && e.namespace != svcNS {
 			continue
 		}
@@ -145,7 +177,10 @@ func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
 			// Istio's ConvertToSidecarScope defaults it to "*/*".
 			egress = []*networking.IstioEgressListener{{Hosts: []string{"*/*"}}}
 		}
+		var catchAll []egressHost
+		hasCatchAll := false
 		for _, eg := range egress {
+			var hosts []egressHost
 			for _, h := range eg.GetHosts() {
 				hns, host, _ := strings.Cut(h, "/")
 				switch hns {
@@ -154,7 +189,32 @@ func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
 				case ".":
 					hns = sc.Namespace
 				}
-				scope.egress = append(scope.egress, egressHost{namespace: hns, host: s.ResolveHost(host, sc.Namespace)})
+				hosts = append(hosts, egressHost{namespace: hns, host: s.ResolveHost(host, sc.Namespace)})
+			}
+			scope.egress = append(scope.egress, hosts...)
+			if eg.GetPort() == nil {
+				catchAll, hasCatchAll = hosts, true
+				continue
+			}
+			proto, _ := protocol.Parse(eg.GetPort().GetProtocol()) // validated on load
+			scope.Listeners = append(scope.Listeners, &EgressListener{
+				Port:        Port{Name: eg.GetPort().GetName(), Number: eg.GetPort().GetNumber(), Protocol: proto},
+				Bind:        eg.GetBind(),
+				CaptureNone: eg.GetCaptureMode() == networking.CaptureMode_NONE,
+				hosts:       hosts,
+			})
+		}
+		for _, svc := range s.Services {
+			if !svc.VisibleTo(ns) {
+				continue
+			}
+			for _, l := range scope.Listeners {
+				if hostsInclude(l.hosts, svc.Hostname, svc.Namespace) {
+					l.Services = append(l.Services, svc)
+				}
+			}
+			if hasCatchAll && hostsInclude(catchAll, svc.Hostname, svc.Namespace) {
+				scope.CatchAll = append(scope.CatchAll, svc)
 			}
 		}
 	}
@@ -162,6 +222,9 @@ func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
 		if svc.VisibleTo(ns) && scope.Includes(svc.Hostname, svc.Namespace) {
 			scope.Services = append(scope.Services, svc)
 		}
+	}
+	if sc == nil {
+		scope.CatchAll = scope.Services
 	}
 	if s.scopes == nil {
 		s.scopes = map[string]*Scope{}

@@ -312,6 +312,9 @@ func (p *h1Pool) closeOneIdle() bool {
 	var victim *UpstreamConn
 	p.mu.Lock()
 	for k, l := range p.idle {
+		if len(l) == 0 {
+			continue // get keeps an endpoint's key when it empties its list
+		}
 		victim = l[0]
 		if len(l) == 1 {
 			delete(p.idle, k)
@@ -323,6 +326,9 @@ func (p *h1Pool) closeOneIdle() bool {
 	}
 	if victim == nil {
 		for k, l := range p.idleSrc {
+			if len(l) == 0 {
+				continue
+			}
 			victim = l[0]
 			if len(l) == 1 {
 				delete(p.idleSrc, k)

@@ -102,3 +102,28 @@ func TestIdlePooledConnWatched(t *testing.T) {
 	}
 	uc.Close()
 }
+
+// TestCloseOneIdleSkipsEmptyLists: get keeps an endpoint's key when it
+// takes the last idle connection; closeOneIdle (a request waiting for a
+// connection slot) must pass over such a key, to another endpoint's idle
+// connection or to nothing, instead of indexing the empty list.
+func TestCloseOneIdleSkipsEmptyLists(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	p := &h1Pool{idle: map[string][]*UpstreamConn{"10.0.0.1:80": {}}}
+	if p.closeOneIdle() {
+		t.Fatal("closeOneIdle closed something in a pool with no idle connection")
+	}
+	uc := &UpstreamConn{Conn: a, addr: "10.0.0.2:80"}
+	p.idle["10.0.0.2:80"] = []*UpstreamConn{uc}
+	p.idleSrc = map[srcKey][]*UpstreamConn{{addr: "10.0.0.3:80"}: {}}
+	if !p.closeOneIdle() {
+		t.Fatal("closeOneIdle passed over the idle connection of 10.0.0.2:80")
+	}
+	if _, err := a.Write([]byte("x")); err == nil {
+		t.Error("the idle connection is still open")
+	}
+	if p.closeOneIdle() {
+		t.Error("closeOneIdle closed something once the pool was empty")
+	}
+}

@@ -53,6 +53,16 @@ func originalSource(c net.Conn, f *OriginalSrc) cluster.OriginalSource {
 	return cluster.OriginalSource{Addr: a.AddrPort().Addr().Unmap(), Mark: f.Mark}
 }
 
+// peerAddr is c's remote IP, the source that source_prefix_ranges match
+// (invalid when c is not a TCP connection: then only chains without
+// source ranges match).
+func peerAddr(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr()
+	}
+	return netip.Addr{}
+}
+
 // handoffTarget finds the listener that owns a redirected connection's
 // original destination: the listener with exactly that IP:port, else the
 // wildcard listener on that port, else none (the accepting listener serves
@@ -85,7 +95,7 @@ func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster
 			return
 		}
 	}
-	fc := l.match(dst, in)
+	fc := l.match(dst, peerAddr(c), in)
 	if fc == nil {
 		m.log.Debug("no filter chain matched; closing", "listener", l.Name, "destination", dst.String())
 		c.Close()

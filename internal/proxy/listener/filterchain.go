@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/hcm"
@@ -17,10 +18,13 @@ import (
 
 // filterChain is one built filter chain. Exactly one of tcp and http is set.
 type filterChain struct {
-	name        string
-	isDefault   bool // no filter_chain_match criteria
-	port        uint32
-	prefixes    []netip.Prefix
+	name      string
+	isDefault bool // no filter_chain_match criteria
+	port      uint32
+	prefixes  []netip.Prefix
+	// sources are source_prefix_ranges: the peer's address must fall in
+	// one of them.
+	sources     []netip.Prefix
 	serverNames []string        // lower case; "*.example.com" is a wildcard
 	transport   string          // transport_protocol: "", "tls" or "raw_buffer"
 	alpn        []string        // application_protocols
@@ -50,10 +54,10 @@ func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 			return nil, fmt.Errorf("filter_chain_match.transport_protocol %q is not supported (want raw_buffer or tls)", tp)
 		}
 		c.alpn = m.GetApplicationProtocols()
-		if len(m.GetSourcePrefixRanges()) > 0 || len(m.GetDirectSourcePrefixRanges()) > 0 ||
+		if len(m.GetDirectSourcePrefixRanges()) > 0 ||
 			len(m.GetSourcePorts()) > 0 || m.GetSourceType() != listenerv3.FilterChainMatch_ANY ||
 			m.GetAddressSuffix() != "" || m.GetSuffixLen() != nil {
-			return nil, fmt.Errorf("filter_chain_match: only destination_port, prefix_ranges, server_names, transport_protocol and application_protocols are supported")
+			return nil, fmt.Errorf("filter_chain_match: only destination_port, prefix_ranges, server_names, transport_protocol, application_protocols and source_prefix_ranges are supported")
 		}
 		for _, n := range m.GetServerNames() {
 			n = strings.ToLower(n)
@@ -63,27 +67,41 @@ func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 			c.serverNames = append(c.serverNames, n)
 		}
 		c.port = m.GetDestinationPort().GetValue()
-		for _, pr := range m.GetPrefixRanges() {
-			ip, err := netip.ParseAddr(pr.GetAddressPrefix())
-			if err != nil {
-				return nil, fmt.Errorf("prefix_ranges: %q is not an IP", pr.GetAddressPrefix())
-			}
-			bits := ip.BitLen()
-			if pl := pr.GetPrefixLen(); pl != nil {
-				bits = int(pl.GetValue())
-			}
-			p, err := ip.Unmap().Prefix(bits)
-			if err != nil {
-				return nil, fmt.Errorf("prefix_ranges: %s/%d: %w", ip, bits, err)
-			}
-			c.prefixes = append(c.prefixes, p)
+		var err error
+		if c.prefixes, err = cidrPrefixes("prefix_ranges", m.GetPrefixRanges()); err != nil {
+			return nil, err
 		}
-		c.isDefault = c.port == 0 && len(c.prefixes) == 0 && len(c.serverNames) == 0 && c.transport == "" && len(c.alpn) == 0
+		if c.sources, err = cidrPrefixes("source_prefix_ranges", m.GetSourcePrefixRanges()); err != nil {
+			return nil, err
+		}
+		c.isDefault = c.port == 0 && len(c.prefixes) == 0 && len(c.serverNames) == 0 && c.transport == "" && len(c.alpn) == 0 && len(c.sources) == 0
 	}
 	if err := buildFilters(fc, c, d); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// cidrPrefixes turns the CidrRanges of the filter_chain_match field named
+// field into prefixes.
+func cidrPrefixes(field string, ranges []*corev3.CidrRange) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, pr := range ranges {
+		ip, err := netip.ParseAddr(pr.GetAddressPrefix())
+		if err != nil {
+			return nil, fmt.Errorf("filter_chain_match.%s: %q is not an IP address", field, pr.GetAddressPrefix())
+		}
+		bits := ip.BitLen()
+		if pl := pr.GetPrefixLen(); pl != nil {
+			bits = int(pl.GetValue())
+		}
+		p, err := ip.Unmap().Prefix(bits)
+		if err != nil {
+			return nil, fmt.Errorf("filter_chain_match.%s: %s/%d: %w", field, ip, bits, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // match returns the filter chain for a connection, narrowing the chains
@@ -94,9 +112,10 @@ func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 // server name (an exact name, else the longest matching "*." wildcard, else
 // chains with none), then the transport protocol, then the application
 // protocols (a chain naming one the client offers in its ALPN, else chains
-// with none). When a level leaves
+// with none), then the source IP src (the longest matching
+// source_prefix_ranges entry, else chains with none). When a level leaves
 // nothing, the default chain serves the connection (nil if none).
-func (l *Listener) match(dst netip.AddrPort, in inspection) *filterChain {
+func (l *Listener) match(dst netip.AddrPort, src netip.Addr, in inspection) *filterChain {
 	cands := l.chains
 	narrow := func(keep func(c *filterChain) bool) {
 		out := cands[:0:0]
@@ -153,6 +172,18 @@ func (l *Listener) match(dst netip.AddrPort, in inspection) *filterChain {
 		narrow(alpnMatch)
 	} else {
 		narrow(func(c *filterChain) bool { return len(c.alpn) == 0 })
+	}
+	src = src.Unmap()
+	best = -1
+	for _, c := range cands {
+		if n := longestPrefix(c.sources, src); n > best {
+			best = n
+		}
+	}
+	if best >= 0 {
+		narrow(func(c *filterChain) bool { return longestPrefix(c.sources, src) == best })
+	} else {
+		narrow(func(c *filterChain) bool { return len(c.sources) == 0 })
 	}
 	if len(cands) > 0 {
 		return cands[0]

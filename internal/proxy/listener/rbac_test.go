@@ -161,7 +161,7 @@ func TestGeneratedAuthzListeners(t *testing.T) {
 			}
 		}
 		// A plaintext connection to a port no service declares.
-		pass := in.match(netip.MustParseAddrPort("10.94.0.11:7777"), inspection{transport: transportRaw})
+		pass := in.match(netip.MustParseAddrPort("10.94.0.11:7777"), netip.MustParseAddr("10.94.0.10"), inspection{transport: transportRaw})
 		if pass == nil || len(pass.rbac) != 2+btoi(pod == "server") {
 			t.Fatalf("%s: passthrough chain %+v", pod, pass)
 		}

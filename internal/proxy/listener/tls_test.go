@@ -53,7 +53,7 @@ func TestPermissiveInboundChains(t *testing.T) {
 		{"plaintext to an undeclared port", other, inspection{transport: transportRaw}, "InboundPassthroughFilterChain", false, false},
 		{"istio mTLS to an undeclared port", other, inspection{transport: transportTLS, alpn: []string{"istio"}}, "InboundPassthroughFilterChain", true, false},
 	} {
-		c := in.match(tc.dst, tc.in)
+		c := in.match(tc.dst, netip.Addr{}, tc.in)
 		if tc.wantName == "" {
 			if c != nil {
 				t.Errorf("%s: chain %q, want none (connection closed)", tc.name, c.name)
@@ -98,7 +98,7 @@ func TestPeerAuthenticationInboundChains(t *testing.T) {
 		{"plain", "10.94.0.13:8080", mtls, "", false},
 	} {
 		in := generatedInbound(t, "peerauthn", tc.pod)
-		c := in.match(netip.MustParseAddrPort(tc.dst), tc.in)
+		c := in.match(netip.MustParseAddrPort(tc.dst), netip.Addr{}, tc.in)
 		switch {
 		case tc.wantName == "" && c != nil:
 			t.Errorf("%s %s %s: chain %q, want none (connection closed)", tc.pod, tc.dst, tc.in.transport, c.name)

@@ -149,14 +149,14 @@ func TestMatchServerNames(t *testing.T) {
 		{netip.MustParseAddrPort("10.1.1.1:443"), "b.example.com", "subnet"},
 		{netip.MustParseAddrPort("10.1.1.1:8443"), "a.example.com", "port"},
 	} {
-		got := l.match(tc.dst, inspection{sni: tc.sni, transport: transportTLS})
+		got := l.match(tc.dst, netip.Addr{}, inspection{sni: tc.sni, transport: transportTLS})
 		if got == nil || got.name != tc.want {
 			t.Errorf("match(%s, %q) = %v, want %s", tc.dst, tc.sni, got, tc.want)
 		}
 	}
 	tlsOnly := &Listener{chains: []*filterChain{{name: "tls", transport: transportTLS}, {name: "raw", transport: transportRaw}}}
 	for _, tr := range []string{transportTLS, transportRaw} {
-		if got := tlsOnly.match(dst, inspection{transport: tr}); got == nil || got.name != map[string]string{transportTLS: "tls", transportRaw: "raw"}[tr] {
+		if got := tlsOnly.match(dst, netip.Addr{}, inspection{transport: tr}); got == nil || got.name != map[string]string{transportTLS: "tls", transportRaw: "raw"}[tr] {
 			t.Errorf("transport %s matched %v", tr, got)
 		}
 	}
@@ -192,10 +192,10 @@ func TestBuildGeneratedListeners(t *testing.T) {
 		t.Fatalf("TLS listener %v: want tls_inspector", tl)
 	}
 	dst := netip.MustParseAddrPort("240.240.2.4:443")
-	if c := tl.match(dst, inspection{sni: "x.b.example.com", transport: transportTLS}); c == nil || c.tcp == nil {
+	if c := tl.match(dst, netip.Addr{}, inspection{sni: "x.b.example.com", transport: transportTLS}); c == nil || c.tcp == nil {
 		t.Errorf("SNI x.b.example.com matched %v", c)
 	}
-	if c := tl.match(dst, inspection{sni: "c.example.com", transport: transportTLS}); c != nil {
+	if c := tl.match(dst, netip.Addr{}, inspection{sni: "c.example.com", transport: transportTLS}); c != nil {
 		t.Errorf("SNI c.example.com matched %v, want no chain (Istio adds no default chain to routed TLS)", c.name)
 	}
 }

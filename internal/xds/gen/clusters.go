@@ -2,6 +2,7 @@ package gen
 
 import (
 	"cmp"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -197,13 +198,23 @@ func specialClusters(snap *mesh.Snapshot) []*cluster.Cluster {
 	})
 }
 
-// inboundClusters are the proxy's own: one per port its workload serves.
+// inboundClusters are the proxy's own: one per port its workload serves
+// (or per Sidecar ingress listener, ingress.go). A port's connection pool
+// (the Sidecar's) limits its cluster as a DestinationRule's connectionPool
+// limits an outbound cluster (Istio's buildInboundCluster, with
+// SidecarScope.InboundConnectionPoolForPort).
 func inboundClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
 	var out []*cluster.Cluster
 	for _, p := range inboundPorts(snap, proxy) {
 		c := inboundCluster(InboundClusterName(p.endpointPort))
+		if p.endpoint.IsValid() {
+			setStaticEndpoint(c, p.endpoint) // ingress.go
+		}
 		c.ConnectTimeout = durationpb.New(snap.Mesh.ConnectTimeout)
 		setUpstreamProtocol(c, p.protocol)
+		if p.pool != nil {
+			applyConnectionPool(c, p.pool) // trafficpolicy.go
+		}
 		out = append(out, c)
 	}
 	return defaultCircuitBreakers(out) // trafficpolicy.go
@@ -269,15 +280,33 @@ func inboundCluster(name string) *cluster.Cluster {
 type inboundPort struct {
 	endpointPort uint32
 	protocol     protocol.Protocol
+	// endpoint, when valid, is where the port's traffic goes (a Sidecar
+	// ingress listener's defaultEndpoint); else to the connection's
+	// original destination.
+	endpoint netip.AddrPort
+	// pool is the port's connection pool, nil for none.
+	pool *networking.ConnectionPoolSettings
+	// bind, when set, is the address of the port's own listener (a
+	// Sidecar ingress listener with captureMode NONE); else the port is a
+	// chain of virtualInbound.
+	bind string
 }
 
 // inboundPorts returns the distinct endpoint ports of the services that
-// select the proxy's workload, sorted. A port that two services give
+// select the proxy's workload, sorted, or the ingress listeners of its
+// Sidecar when it has some (ingress.go). A port that two services give
 // different protocols is HTTP only if all say HTTP.
 func inboundPorts(snap *mesh.Snapshot, proxy *model.Proxy) []inboundPort {
 	ip := proxyIP(proxy)
 	if ip == "" {
 		return nil
+	}
+	var pool *networking.ConnectionPoolSettings
+	if sc := snap.ProxyScope(proxy).Sidecar; sc != nil {
+		if len(sc.Sidecar().GetIngress()) > 0 {
+			return ingressPorts(sc.Sidecar(), ip)
+		}
+		pool = sc.Sidecar().GetInboundConnectionPool()
 	}
 	var out []inboundPort
 	for _, inst := range snap.InboundInstances(ip) {
@@ -290,7 +319,7 @@ func inboundPorts(snap *mesh.Snapshot, proxy *model.Proxy) []inboundPort {
 			}
 			continue
 		}
-		out = append(out, inboundPort{endpointPort: inst.EndpointPort, protocol: inst.Port.Protocol})
+		out = append(out, inboundPort{endpointPort: inst.EndpointPort, protocol: inst.Port.Protocol, pool: pool})
 	}
 	return out
 }

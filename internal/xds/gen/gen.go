@@ -100,15 +100,16 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 		}
 	case xdsapi.ListenerType:
 		shared = e.listeners
-		l := virtualInbound(snap, proxy, g.keys)
-		own = append(own, namedMessage{l.Name, l})
+		for _, l := range inboundListeners(snap, proxy, g.keys) {
+			own = append(own, namedMessage{l.Name, l})
+		}
 		if len(e.byLabels) > 0 {
 			// Listeners whose routes match on sourceLabels: this
 			// proxy's own build replaces the shared one (tcproutes.go).
 			labels, known := proxyLabels(snap, proxy)
 			mine := map[string]bool{}
 			for _, ll := range e.byLabels {
-				l := tcpServiceListener(snap, ll.svc, ll.port, ll.vip, &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: known})
+				l := ll.build(snap, &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: known})
 				own = append(own, namedMessage{l.Name, l})
 				mine[l.Name] = true
 			}

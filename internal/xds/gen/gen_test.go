@@ -112,6 +112,12 @@ var scenarios = []scenario{
 		"sidecar~10.96.0.10~client.egress~egress.svc.cluster.local",
 		"sidecar~10.96.0.11~outsider.open~open.svc.cluster.local",
 	}},
+	// The Sidecar resource: tcp sourceSubnet chains, inboundConnectionPool.
+	{dir: "sidecar", proxies: []string{
+		"sidecar~10.93.0.10~client.side~side.svc.cluster.local",
+		"sidecar~10.93.0.11~server-v1.side~side.svc.cluster.local",
+		"sidecar~10.93.0.12~server-v2.side~side.svc.cluster.local",
+	}},
 }
 
 func newGenerator(t *testing.T, dir string) (*gen.Generator, *file.Registry) {

@@ -46,24 +46,27 @@ func (g *Generator) BuildListeners(proxy *model.Proxy) []*listener.Listener {
 func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) []*listener.Listener {
 	labels, known := proxyLabels(snap, proxy)
 	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
-	out = append(out, virtualInbound(snap, proxy, keys))
+	out = append(out, inboundListeners(snap, proxy, keys)...)
 	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 
 // outboundListeners are the listeners every proxy of a scope shares:
-// virtualOutbound and the per-port hand-off listeners. Built for a scope
+// virtualOutbound, the listeners of the Sidecar's egress ports, and the
+// per-port hand-off listeners of the catch-all egress listener's services. Built for a scope
 // (labelsKnown false), it also returns the TCP listeners whose routes
 // match on sourceLabels, which each proxy needs built with its own labels.
 func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string]string, labelsKnown bool) ([]*listener.Listener, []labelListener) {
 	var byLabels []labelListener
 	out := []*listener.Listener{virtualOutbound(scope.RegistryOnly)}
 	seen := map[string]bool{VirtualOutboundListener: true, VirtualInboundListener: true}
-	add := func(l *listener.Listener) {
-		if !seen[l.Name] {
-			seen[l.Name] = true
-			out = append(out, l)
+	add := func(l *listener.Listener) bool {
+		if seen[l.Name] {
+			return false
 		}
+		seen[l.Name] = true
+		out = append(out, l)
+		return true
 	}
 	// A TCP port of a service without an address gets a wildcard
 	// listener, 0.0.0.0_PORT, as in Istio: every connection to that port
@@ -76,7 +79,10 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string
 		ll *labelListener // set when its routes match on sourceLabels
 	}
 	var wildcardTCP []wildcard
-	for _, svc := range scope.Services {
+	// The Sidecar's egress listeners with a port come first: a port they
+	// claim is not given to the catch-all listener's services (egress.go).
+	byLabels = egressPortListeners(snap, scope, labels, labelsKnown, add, byLabels)
+	for _, svc := range scope.CatchAll {
 		for _, port := range svc.Ports {
 			switch {
 			case port.Protocol == protocol.UDP || port.Number == OutboundCapturePort || port.Number == InboundCapturePort:
@@ -92,7 +98,7 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string
 					src := &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: labelsKnown}
 					l := tcpServiceListener(snap, svc, port, vip, src) // tcproutes.go
 					if !seen[l.Name] && src.usedLabels {
-						byLabels = append(byLabels, labelListener{svc: svc, port: port, vip: vip})
+						byLabels = append(byLabels, labelListener{svc: svc, port: port, addr: vip})
 					}
 					add(l)
 				}
@@ -102,7 +108,7 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string
 					src := &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: labelsKnown}
 					w := wildcard{l: tcpServiceListener(snap, svc, port, "0.0.0.0", src)}
 					if src.usedLabels {
-						w.ll = &labelListener{svc: svc, port: port, vip: "0.0.0.0"}
+						w.ll = &labelListener{svc: svc, port: port, addr: "0.0.0.0"}
 					}
 					wildcardTCP = append(wildcardTCP, w)
 				}
@@ -153,11 +159,18 @@ func virtualOutbound(registryOnly bool) *listener.Listener {
 }
 
 func httpOutboundListener(port uint32) *listener.Listener {
-	name := fmt.Sprintf("0.0.0.0_%d", port)
+	return httpListenerOn("0.0.0.0", port, false)
+}
+
+// httpListenerOn is an outbound HTTP listener on addr:port whose routes are
+// the port's route configuration; bound, the application calls it
+// directly, else virtualOutbound hands captured connections to it.
+func httpListenerOn(addr string, port uint32, bind bool) *listener.Listener {
+	name := fmt.Sprintf("%s_%d", addr, port)
 	return &listener.Listener{
 		Name:       name,
-		Address:    socketAddress("0.0.0.0", port),
-		BindToPort: wrapperspb.Bool(false),
+		Address:    socketAddress(addr, port),
+		BindToPort: wrapperspb.Bool(bind),
 		FilterChains: []*listener.FilterChain{{
 			Filters: []*listener.Filter{hcmFilter(&hcm.HttpConnectionManager{
 				StatPrefix: "outbound_" + name,
@@ -171,58 +184,104 @@ func httpOutboundListener(port uint32) *listener.Listener {
 	}
 }
 
-// virtualInbound has filter chains per port the proxy's workload serves
-// (matched on the original destination port; which ones is the port's
-// PeerAuthentication mode, peerauthn.go) and passthrough chains that pass
-// connections to other ports to the workload unchanged. Its HTTP chains
-// start with the workload's jwt_authn filter when a RequestAuthentication
-// applies (jwt.go), then its RBAC filters (authz.go).
-func virtualInbound(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) *listener.Listener {
+// inboundSecurity is what the proxy's workload's security policies make
+// of its inbound chains: the PeerAuthentication mode of each port
+// (peerauthn.go), the HTTP filters that come first on an HCM (jwt_authn
+// for a RequestAuthentication, jwt.go, then RBAC, authz.go) and the
+// network RBAC filters that come before a tcp_proxy.
+type inboundSecurity struct {
+	authn inboundAuthn
+	first []*hcm.HttpFilter
+	tcp   []*listener.Filter
+}
+
+func proxyInboundSecurity(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) inboundSecurity {
+	authz := buildAuthz(inboundAuthorizationPolicies(snap, proxy)) // authz.go
+	sec := inboundSecurity{authn: proxyInboundAuthn(snap, proxy), tcp: authz.tcp}
+	if jf := jwtHTTPFilter(snap, proxy, keys); jf != nil {
+		sec.first = append(sec.first, jf)
+	}
+	sec.first = append(sec.first, authz.http...)
+	return sec
+}
+
+// withAuthz puts the network RBAC filters before a chain's tcp_proxy.
+func (sec inboundSecurity) withAuthz(f *listener.Filter) []*listener.Filter {
+	return append(sec.tcp[:len(sec.tcp):len(sec.tcp)], f)
+}
+
+// inboundListeners are the proxy's own listeners: virtualInbound and one
+// bound listener per Sidecar ingress listener with captureMode NONE.
+func inboundListeners(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) []*listener.Listener {
+	sec := proxyInboundSecurity(snap, proxy, keys)
+	var captured []inboundPort
+	var out []*listener.Listener
+	for _, p := range inboundPorts(snap, proxy) {
+		if p.bind == "" {
+			captured = append(captured, p)
+			continue
+		}
+		// Istio's inboundCustomListener: a listener of its own on
+		// bind:port, named after them, with the port's chains.
+		chains := inboundChains(p, sec)
+		l := &listener.Listener{
+			Name:             fmt.Sprintf("%s_%d", p.bind, p.endpointPort),
+			Address:          socketAddress(p.bind, p.endpointPort),
+			FilterChains:     chains,
+			TrafficDirection: core.TrafficDirection_INBOUND,
+		}
+		if needsTLSInspector(chains) {
+			l.ListenerFilters = []*listener.ListenerFilter{tlsInspector()}
+			l.ContinueOnListenerFiltersTimeout = true
+		}
+		out = append(out, l)
+	}
+	return append([]*listener.Listener{virtualInbound(proxy, captured, sec)}, out...)
+}
+
+// inboundChains are the chains of one inbound port, matched on the
+// original destination port; which ones is the port's PeerAuthentication
+// mode (peerauthn.go).
+func inboundChains(p inboundPort, sec inboundSecurity) []*listener.FilterChain {
+	clusterName := InboundClusterName(p.endpointPort)
+	statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
+	var filters []*listener.Filter
+	if p.protocol.IsHTTP() {
+		filters = []*listener.Filter{hcmFilter(&hcm.HttpConnectionManager{
+			StatPrefix: statPrefix,
+			RouteSpecifier: &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
+				Name: clusterName,
+				VirtualHosts: []*route.VirtualHost{{
+					Name:    fmt.Sprintf("inbound|http|%d", p.endpointPort),
+					Domains: []string{"*"},
+					Routes:  []*route.Route{prefixRoute("default", "/", clusterName)},
+				}},
+			}},
+		}, sec.first...)}
+	} else {
+		filters = sec.withAuthz(tcpProxyFilter(statPrefix, clusterName))
+	}
+	chain := &listener.FilterChain{
+		Name:             clusterName,
+		FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(p.endpointPort)},
+		Filters:          filters,
+	}
+	return sec.authn.portChains(chain, p.endpointPort, p.protocol.IsHTTP(), sec.withAuthz(tcpProxyFilter(statPrefix, clusterName)))
+}
+
+// virtualInbound has the chains of each captured port the proxy's
+// workload serves and passthrough chains that pass connections to other
+// ports to the workload unchanged.
+func virtualInbound(proxy *model.Proxy, ports []inboundPort, sec inboundSecurity) *listener.Listener {
 	var (
 		chains   []*listener.FilterChain
 		declared []uint32
 	)
-	authn := proxyInboundAuthn(snap, proxy)                        // peerauthn.go
-	authz := buildAuthz(inboundAuthorizationPolicies(snap, proxy)) // authz.go
-	var first []*hcm.HttpFilter                                    // before the fault and CORS filters
-	if jf := jwtHTTPFilter(snap, proxy, keys); jf != nil {
-		first = append(first, jf)
-	}
-	first = append(first, authz.http...)
-	// withAuthz puts the network RBAC filters before a chain's tcp_proxy.
-	withAuthz := func(f *listener.Filter) []*listener.Filter {
-		return append(authz.tcp[:len(authz.tcp):len(authz.tcp)], f)
-	}
-	for _, p := range inboundPorts(snap, proxy) {
+	for _, p := range ports {
 		declared = append(declared, p.endpointPort)
-		clusterName := InboundClusterName(p.endpointPort)
-		statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
-		var f *listener.Filter // the HCM of an HTTP port
-		if p.protocol.IsHTTP() {
-			f = hcmFilter(&hcm.HttpConnectionManager{
-				StatPrefix: statPrefix,
-				RouteSpecifier: &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
-					Name: clusterName,
-					VirtualHosts: []*route.VirtualHost{{
-						Name:    fmt.Sprintf("inbound|http|%d", p.endpointPort),
-						Domains: []string{"*"},
-						Routes:  []*route.Route{prefixRoute("default", "/", clusterName)},
-					}},
-				}},
-			}, first...)
-		}
-		filters := []*listener.Filter{f}
-		if f == nil {
-			filters = withAuthz(tcpProxyFilter(statPrefix, clusterName))
-		}
-		chain := &listener.FilterChain{
-			Name:             clusterName,
-			FilterChainMatch: &listener.FilterChainMatch{DestinationPort: wrapperspb.UInt32(p.endpointPort)},
-			Filters:          filters,
-		}
-		chains = append(chains, authn.portChains(chain, p.endpointPort, p.protocol.IsHTTP(), withAuthz(tcpProxyFilter(statPrefix, clusterName)))...)
+		chains = append(chains, inboundChains(p, sec)...)
 	}
-	chains = append(chains, authn.passthroughChains(declared, withAuthz)...)
+	chains = append(chains, sec.authn.passthroughChains(declared, sec.withAuthz)...)
 	l := &listener.Listener{
 		Name:    VirtualInboundListener,
 		Address: socketAddress("0.0.0.0", InboundCapturePort),

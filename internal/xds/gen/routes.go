@@ -39,18 +39,8 @@ func buildRoutes(snap *mesh.Snapshot, proxy *model.Proxy, names []string) []*rou
 // labels src stands for (see routeSource).
 func scopeRoutes(snap *mesh.Snapshot, scope *mesh.Scope, names []string, src routeSource) []*route.RouteConfiguration {
 	ns := scope.Namespace
-	// Services per HTTP port, in hostname order.
-	byPort := map[uint32][]*mesh.Service{}
-	var ports []uint32
-	for _, svc := range scope.Services {
-		for _, p := range svc.Ports {
-			if p.Protocol.IsHTTP() && p.Number != OutboundCapturePort && p.Number != InboundCapturePort {
-				byPort[p.Number] = append(byPort[p.Number], svc)
-				ports = append(ports, p.Number)
-			}
-		}
-	}
-	ports = sortedUnique(ports)
+	// Services per HTTP port, in hostname order (egress.go).
+	byPort, ports := httpPortServices(scope)
 	want := wanted(names)
 	var out []*route.RouteConfiguration
 	for _, port := range ports {

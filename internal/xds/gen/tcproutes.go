@@ -43,11 +43,24 @@ type l4Source struct {
 }
 
 // labelListener names a listener built per proxy: a TCP service port on
-// one VIP whose routes match on sourceLabels.
+// one address (a VIP, or an egress listener's bind) whose routes match on
+// sourceLabels.
 type labelListener struct {
 	svc  *mesh.Service
 	port mesh.Port
-	vip  string
+	addr string
+	// bind is set for an egress listener the proxy binds itself
+	// (captureMode NONE).
+	bind bool
+}
+
+// build is the listener for the proxies src describes.
+func (ll labelListener) build(snap *mesh.Snapshot, src *l4Source) *listener.Listener {
+	l := tcpServiceListener(snap, ll.svc, ll.port, ll.addr, src)
+	if ll.bind {
+		l.BindToPort = wrapperspb.Bool(true)
+	}
+	return l
 }
 
 // tcpServiceListener is the outbound listener of a TCP (or TLS) service
@@ -114,11 +127,21 @@ func l4MatchApplies(gateways []string, matchPort, port uint32, sourceNS string, 
 }
 
 // tcpRouteChains are the chains of the tcp rules of svc's VirtualServices:
-// the first rule without a destinationSubnets match becomes the default
-// chain and ends the list; a rule matched on subnets gets a chain with
-// those prefix ranges.
+// the first rule without a destinationSubnets or sourceSubnet match becomes
+// the default chain and ends the list; a rule matched on destination
+// subnets gets a chain with those prefix ranges; a match on sourceSubnet
+// gets a chain with source_prefix_ranges. (Istio's
+// buildSidecarOutboundTCPFilterChainOpts drops sourceSubnet, a field its
+// API hides from the docs, and so widens the rule to every client; Strait
+// matches it with Envoy's filter chain source match instead. Envoy decides
+// the destination level before the source one: a chain matched on
+// destination subnets that contain the address wins over a chain matched
+// on the source alone.)
 func tcpRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src *l4Source) []*listener.FilterChain {
 	var out []*listener.FilterChain
+	// seenSources keeps the first rule for a (destination subnets, source
+	// subnet) pair: Envoy refuses two chains with the same match.
+	seenSources := map[string]bool{}
 	for _, vs := range snap.VirtualServices(svc.Hostname) {
 		spec := vs.VirtualService()
 		if !appliesToMesh(spec.Gateways) {
@@ -133,15 +156,32 @@ func tcpRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src *l4
 				return append(out, &listener.FilterChain{Filters: []*listener.Filter{filter}})
 			}
 			var subnets []string
+			var fromSources []*listener.FilterChain
 			for _, m := range rule.Match {
 				if !l4MatchApplies(m.Gateways, m.Port, port, m.SourceNamespace, m.SourceLabels, src) {
 					continue
 				}
+				if m.SourceSubnet != "" {
+					// A match on the client's subnet gets a chain of its
+					// own, matched on source_prefix_ranges (and on its
+					// destination subnets, if any).
+					fcm := &listener.FilterChainMatch{
+						PrefixRanges:       cidrRanges(m.DestinationSubnets),
+						SourcePrefixRanges: cidrRanges([]string{m.SourceSubnet}),
+					}
+					key := strings.Join(m.DestinationSubnets, ",") + "|" + m.SourceSubnet
+					if !seenSources[key] {
+						seenSources[key] = true
+						fromSources = append(fromSources, &listener.FilterChain{FilterChainMatch: fcm, Filters: []*listener.Filter{filter}})
+					}
+					continue
+				}
 				if len(m.DestinationSubnets) == 0 {
-					return append(out, &listener.FilterChain{Filters: []*listener.Filter{filter}})
+					return append(append(out, fromSources...), &listener.FilterChain{Filters: []*listener.Filter{filter}})
 				}
 				subnets = append(subnets, m.DestinationSubnets...)
 			}
+			out = append(out, fromSources...)
 			if len(subnets) > 0 {
 				out = append(out, &listener.FilterChain{
 					FilterChainMatch: &listener.FilterChainMatch{PrefixRanges: cidrRanges(subnets)},

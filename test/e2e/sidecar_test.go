@@ -1,0 +1,356 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/netns"
+	"github.com/straitmesh/strait/internal/testreq"
+)
+
+const (
+	sidecarDBAddr  = "240.240.9.1:9000"
+	sidecarWebURL  = "http://240.240.9.2/"
+	sidecarWebHost = "web.side.svc.cluster.local"
+	sidecarAltURL  = "http://240.240.9.3/"
+	sidecarAltHost = "alt.side.svc.cluster.local"
+)
+
+// egressSidecar gives the first client egress listeners with ports: 80
+// for web only (alt, also on 80, is not in its routes; REGISTRY_ONLY makes
+// that a 502), 8080 bound by the proxy on 127.0.0.1 (captureMode NONE),
+// TCP 7000 bound on 127.0.0.2 to db, and the catch-all for the rest.
+const egressSidecar = `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: client, namespace: side}
+spec:
+  workloadSelector: {labels: {app: client}}
+  outboundTrafficPolicy: {mode: REGISTRY_ONLY}
+  egress:
+  - port: {number: 80, protocol: HTTP, name: http}
+    hosts: [./web.side.svc.cluster.local]
+  - port: {number: 8080, protocol: HTTP, name: http-local}
+    captureMode: NONE
+    hosts: [./web.side.svc.cluster.local]
+  - port: {number: 7000, protocol: TCP, name: tcp-local}
+    bind: 127.0.0.2
+    captureMode: NONE
+    hosts: [./db.side.svc.cluster.local]
+  - hosts: ["./*"]
+`
+
+// inboundPoolSidecar limits the web pod's inbound clusters to one
+// connection and one pending request; idleTimeout 37s marks it in the
+// config dump.
+const inboundPoolSidecar = `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: web, namespace: side}
+spec:
+  workloadSelector: {labels: {app: web}}
+  inboundConnectionPool:
+    tcp: {maxConnections: 1}
+    http: {http1MaxPendingRequests: 1, idleTimeout: 37s}
+`
+
+// ingressSidecar gives web ingress listeners: 9080 to the app's loopback
+// with a generous connection pool of its own, 9081 to the app on the
+// pod's address under the Sidecar's tight inboundConnectionPool, and 9090
+// (excluded from web's inbound capture) on a listener the proxy binds on
+// web's address (captureMode NONE); idle timeout 41s marks it in the
+// config dump.
+const ingressSidecar = `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: web, namespace: side}
+spec:
+  workloadSelector: {labels: {app: web}}
+  inboundConnectionPool:
+    tcp: {maxConnections: 1}
+    http: {http1MaxPendingRequests: 1}
+  ingress:
+  - port: {number: 9080, protocol: HTTP, name: http}
+    defaultEndpoint: 127.0.0.1:8080
+    connectionPool:
+      tcp: {maxConnections: 100}
+      http: {http1MaxPendingRequests: 100, idleTimeout: 41s}
+  - port: {number: 9081, protocol: HTTP, name: http-own}
+    defaultEndpoint: 0.0.0.0:8080
+  - port: {number: 9090, protocol: HTTP, name: http-direct}
+    captureMode: NONE
+    defaultEndpoint: 127.0.0.1:8080
+`
+
+// TestSidecarThroughSidecars runs the Sidecar resource's fields and the
+// tcp sourceSubnet match through real sidecars, with the config of
+// testdata/sidecar: one mesh, one subtest per field.
+func TestSidecarThroughSidecars(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		testreq.Missing(t, "network namespaces unavailable: %v", err)
+	}
+	if binDir == "" {
+		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	m, err := localmesh.Start(ctx, localmesh.Options{
+		BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "sidecar"),
+		Workloads: []localmesh.Workload{
+			{Name: "client", Namespace: "side", ConfigIP: "10.93.0.10"},
+			{Name: "client2", Namespace: "side", ConfigIP: "10.93.0.13"},
+			{Name: "l4-a", Namespace: "side", ConfigIP: "10.93.0.21", App: []string{self, "-l4-serve", "a"}, AppPort: 9000},
+			{Name: "l4-b", Namespace: "side", ConfigIP: "10.93.0.22", App: []string{self, "-l4-serve", "b"}, AppPort: 9000},
+			{Name: "web", Namespace: "side", ConfigIP: "10.93.0.31", App: []string{"strait-echo", "--addr", ":8080", "--version", "web"}, AppPort: 8080,
+				ExcludeInboundPorts: []int{9090}},
+		},
+	})
+	if err != nil {
+		t.Fatalf("start mesh: %v", err)
+	}
+	defer func() {
+		if t.Failed() {
+			for _, name := range []string{"straitd", "client-agent", "web-agent"} {
+				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
+					t.Logf("--- %s ---\n%s", name, tail(string(data), 30))
+				}
+			}
+		}
+		if err := m.Close(); err != nil {
+			t.Errorf("close mesh: %v", err)
+		}
+	}()
+	client, client2, web := m.Pod("client"), m.Pod("client2"), m.Pod("web")
+
+	// dbName dials db's VIP from p and returns the name of the L4 server
+	// that answered.
+	dbName := func(p *localmesh.Pod) (string, error) {
+		c, err := p.DialContext(ctx, "tcp", sidecarDBAddr)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		return strings.TrimSpace(line), err
+	}
+	// applyTo writes a config file and waits until p's config dump holds
+	// every want.
+	applyTo := func(t *testing.T, p *localmesh.Pod, name string, data []byte, want ...string) {
+		t.Helper()
+		if err := m.WriteConfig(name, data); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			dump, err := p.Admin(ctx, "/config_dump")
+			missing := ""
+			for _, w := range want {
+				if err == nil && !bytes.Contains(dump, []byte(w)) {
+					missing = w
+				}
+			}
+			if err == nil && missing == "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("config with %q never reached %s's proxy (last error %v)", missing, p.Name, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	t.Run("tcp sourceSubnet", func(t *testing.T) {
+		// The first push carries the route; wait for it on the client.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			name, err := dbName(client)
+			if err == nil && name == "b" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("client never reached subset b: last %q, %v", name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, tc := range []struct {
+			pod  *localmesh.Pod
+			want string
+		}{{client, "b"}, {client2, "a"}} {
+			for range 20 {
+				name, err := dbName(tc.pod)
+				if err != nil || name != tc.want {
+					t.Fatalf("%s (%s) reached %q, %v; want %s", tc.pod.Name, tc.pod.IP, name, err, tc.want)
+				}
+			}
+		}
+	})
+
+	t.Run("egress port, bind and captureMode", func(t *testing.T) {
+		if status, reply, err := request(ctx, client, sidecarAltURL, sidecarAltHost); err != nil || status != 200 || reply.Pod != "web" {
+			t.Fatalf("alt before the Sidecar: status %d, pod %q, error %v; want 200 from web", status, reply.Pod, err)
+		}
+		if _, _, err := request(ctx, client, "http://127.0.0.1:8080/", sidecarWebHost+":8080"); err == nil {
+			t.Fatalf("127.0.0.1:8080 answered in the client pod before the Sidecar bound it")
+		}
+		applyTo(t, client, "sidecar-client.yaml", []byte(egressSidecar), `"127.0.0.2"`, `"127.0.0.1_8080"`)
+
+		// Port 80 reaches the listed host only.
+		if status, reply, err := request(ctx, client, sidecarWebURL, sidecarWebHost); err != nil || status != 200 || reply.Pod != "web" {
+			t.Errorf("web on the port 80 egress listener: status %d, pod %q, error %v; want 200 from web", status, reply.Pod, err)
+		}
+		if status, _, err := request(ctx, client, sidecarAltURL, sidecarAltHost); err != nil || status != http.StatusBadGateway {
+			t.Errorf("alt, not a host of the port 80 egress listener: status %d, error %v; want 502 (REGISTRY_ONLY)", status, err)
+		}
+		// captureMode NONE: the app calls the proxy's own listener on
+		// 127.0.0.1:8080, which routes to web's port 8080.
+		if status, reply, err := request(ctx, client, "http://127.0.0.1:8080/", sidecarWebHost+":8080"); err != nil || status != 200 || reply.Pod != "web" {
+			t.Errorf("127.0.0.1:8080 (captureMode NONE): status %d, pod %q, error %v; want 200 from web", status, reply.Pod, err)
+		}
+		// bind: the TCP listener is on 127.0.0.2:7000 and goes to db's
+		// only port. From a loopback source the sourceSubnet rule does
+		// not match: subset a.
+		c, err := client.DialContext(ctx, "tcp", "127.0.0.2:7000")
+		if err != nil {
+			t.Fatalf("dial 127.0.0.2:7000 (bind): %v", err)
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || strings.TrimSpace(line) != "a" {
+			t.Errorf("127.0.0.2:7000 answered %q, %v; want db's subset a", line, err)
+		}
+		// The catch-all listener still carries db on its own port.
+		if name, err := dbName(client); err != nil || name != "b" {
+			t.Errorf("db through the catch-all listener: %q, %v; want b", name, err)
+		}
+	})
+
+	// burst sends six concurrent requests that the app answers after a
+	// second, from p to url, and counts the answers: served by web,
+	// overflowed (503 x-envoy-overloaded), other statuses.
+	burst := func(t *testing.T, p *localmesh.Pod, url string) (ok, over int, other []string) {
+		const n = 6
+		var wg sync.WaitGroup
+		results := make([]reply, n)
+		for i := range n {
+			wg.Go(func() {
+				c := p.NewHTTPClient(false)
+				defer c.CloseIdleConnections()
+				results[i] = get(t, ctx, c, url, http.Header{"X-Echo-Delay": {"1s"}})
+			})
+		}
+		wg.Wait()
+		for _, r := range results {
+			switch {
+			case r.status == 200 && r.version == "web":
+				ok++
+			case r.status == 503 && r.header.Get("X-Envoy-Overloaded") == "true":
+				over++
+			default:
+				other = append(other, fmt.Sprint(r.status))
+			}
+		}
+		return ok, over, other
+	}
+
+	t.Run("inboundConnectionPool", func(t *testing.T) {
+		// Without the Sidecar nothing limits the inbound side: all six
+		// concurrent requests are served.
+		if ok, over, other := burst(t, client, sidecarWebURL); ok != 6 {
+			t.Fatalf("without inboundConnectionPool: %d served, %d overflowed, others %v; want all 6 served", ok, over, other)
+		}
+		applyTo(t, web, "sidecar-web.yaml", []byte(inboundPoolSidecar), `"37s"`)
+		ok, over, other := burst(t, client, sidecarWebURL)
+		// One connection and one pending request on web's inbound
+		// cluster: at least two are served, and of six sent at once the
+		// others overflow there.
+		if ok < 2 || over < 2 || len(other) > 0 {
+			t.Errorf("with inboundConnectionPool: %d served, %d overflowed (503 x-envoy-overloaded), others %v", ok, over, other)
+		}
+		stats, err := web.Admin(ctx, "/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := "cluster.inbound|8080||.upstream_rq_pending_overflow: "
+		if !bytes.Contains(stats, []byte(line)) || bytes.Contains(stats, []byte(line+"0\n")) {
+			t.Errorf("web's inbound cluster counted no pending overflow:\n%s", grep(stats, "overflow"))
+		}
+	})
+
+	t.Run("ingress listeners", func(t *testing.T) {
+		// client2 has no Sidecar (ALLOW_ANY): it reaches web's address on
+		// any port, where web's sidecar decides.
+		ownURL := "http://" + web.IP + ":9081/"
+		for _, port := range []string{"9080", "9090"} {
+			if status, _, err := request(ctx, client2, "http://"+web.IP+":"+port+"/", ""); err == nil && status == 200 {
+				t.Fatalf("web answered on %s before its ingress listener existed", port)
+			}
+		}
+		applyTo(t, web, "sidecar-web.yaml", []byte(ingressSidecar), `"41s"`)
+		for _, tc := range []struct {
+			url, remote string
+		}{
+			// 127.0.0.1:8080: the app sees the proxy on loopback.
+			{"http://" + web.IP + ":9080/", "127.0.0.1"},
+			// 0.0.0.0:8080: the app on its own address, from 127.0.0.6.
+			{ownURL, "127.0.0.6"},
+			// captureMode NONE: 9090 is not captured; the proxy's own
+			// listener on web's address serves it.
+			{"http://" + web.IP + ":9090/", "127.0.0.1"},
+		} {
+			r := get(t, ctx, client2.NewHTTPClient(false), tc.url, nil)
+			var e localmesh.EchoReply
+			if r.status == 200 {
+				e = echoOf(t, ctx, client2, tc.url)
+			}
+			if r.status != 200 || r.version != "web" || !strings.HasPrefix(e.Remote, tc.remote+":") {
+				t.Errorf("%s: status %d, version %q, app saw remote %q; want 200 from web, remote %s", tc.url, r.status, r.version, e.Remote, tc.remote)
+			}
+		}
+		// 9080's own connectionPool replaces the Sidecar's: all six
+		// served; 9081 has the Sidecar's 1 connection + 1 pending.
+		if ok, over, other := burst(t, client2, "http://"+web.IP+":9080/"); ok != 6 {
+			t.Errorf("9080 (ingress connectionPool 100): %d served, %d overflowed, others %v; want all 6 served", ok, over, other)
+		}
+		if ok, over, other := burst(t, client2, ownURL); ok < 2 || over < 2 || len(other) > 0 {
+			t.Errorf("9081 (inboundConnectionPool 1 + 1): %d served, %d overflowed, others %v; want overflows", ok, over, other)
+		}
+	})
+}
+
+// echoOf is strait-echo's reply to a GET of url from p.
+func echoOf(t *testing.T, ctx context.Context, p *localmesh.Pod, url string) localmesh.EchoReply {
+	t.Helper()
+	var e localmesh.EchoReply
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.NewHTTPClient(false).Do(req)
+	if err != nil {
+		t.Errorf("GET %s: %v", url, err)
+		return e
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Errorf("GET %s: %d %q: %v", url, resp.StatusCode, body, err)
+	}
+	return e
+}

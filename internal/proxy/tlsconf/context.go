@@ -213,6 +213,10 @@ func (c *common) params(p *tlsv3.TlsParameters, path string) error {
 type sanMatcher struct {
 	kind  tlsv3.SubjectAltNameMatcher_SanType // SAN_TYPE_UNSPECIFIED: any kind (match_subject_alt_names)
 	match func(string) bool
+	// exact is the matcher's exact value, "" for other patterns: a DNS
+	// SAN also matches it as a wildcard name (*.example.com), as Envoy's
+	// DNS SAN matcher does (Utility::dnsNameMatch).
+	exact string
 }
 
 func buildSANs(vc *tlsv3.CertificateValidationContext, path string) ([]sanMatcher, error) {
@@ -222,7 +226,7 @@ func buildSANs(vc *tlsv3.CertificateValidationContext, path string) ([]sanMatche
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, sanMatcher{match: f})
+		out = append(out, sanMatcher{match: f, exact: m.GetExact()})
 	}
 	for i, m := range vc.GetMatchTypedSubjectAltNames() {
 		p := fmt.Sprintf("%s.match_typed_subject_alt_names[%d]", path, i)
@@ -238,9 +242,24 @@ func buildSANs(vc *tlsv3.CertificateValidationContext, path string) ([]sanMatche
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, sanMatcher{kind: m.GetSanType(), match: f})
+		out = append(out, sanMatcher{kind: m.GetSanType(), match: f, exact: m.GetMatcher().GetExact()})
 	}
 	return out, nil
+}
+
+// dnsNameMatch reports whether the certificate's DNS SAN san names host:
+// equal (case-insensitively), or a wildcard "*.rest" whose rest equals
+// host after its first label.
+func dnsNameMatch(host, san string) bool {
+	if strings.EqualFold(host, san) {
+		return true
+	}
+	rest, ok := strings.CutPrefix(san, "*.")
+	if !ok {
+		return false
+	}
+	_, hostRest, ok := strings.Cut(host, ".")
+	return ok && strings.EqualFold(hostRest, rest)
 }
 
 func stringMatcher(m *matcherv3.StringMatcher, path string) (func(string) bool, error) {
@@ -313,6 +332,10 @@ func sanMatches(ms []sanMatcher, leaf *x509.Certificate) bool {
 			cands = slices.Concat(uris, dns, emails, ips)
 		}
 		if slices.ContainsFunc(cands, m.match) {
+			return true
+		}
+		if m.exact != "" && (m.kind == tlsv3.SubjectAltNameMatcher_DNS || m.kind == tlsv3.SubjectAltNameMatcher_SAN_TYPE_UNSPECIFIED) &&
+			slices.ContainsFunc(dns, func(san string) bool { return dnsNameMatch(m.exact, san) }) {
 			return true
 		}
 	}

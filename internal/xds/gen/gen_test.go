@@ -76,6 +76,10 @@ var scenarios = []scenario{
 		"sidecar~10.95.0.10~client.secure~secure.svc.cluster.local",
 		"sidecar~10.95.0.11~server.secure~secure.svc.cluster.local",
 	}},
+	// TLS origination, DestinationRule tls SIMPLE/MUTUAL (tlsorigination.go).
+	{dir: "tlsorigination", proxies: []string{
+		"sidecar~10.94.0.10~client.egress~egress.svc.cluster.local",
+	}},
 	{dir: "match", proxies: []string{
 		"sidecar~10.96.0.10~canary.demo~demo.svc.cluster.local",
 		"sidecar~10.96.0.11~plain.demo~demo.svc.cluster.local",

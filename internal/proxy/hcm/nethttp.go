@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
@@ -99,6 +100,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		localReply(w, http.StatusInternalServerError, "", errNoConn.Error())
 		return
 	}
+	var unlogged accesslog.Record // written to, never logged, when the filter has no access log
+	rec := &unlogged
+	if len(c.filter.AccessLog) > 0 {
+		var done func()
+		w, rec, done = startStreamLog(w, r, c) // accesslog.go
+		defer done()
+	}
 	table := c.filter.table()
 	if table == nil {
 		localReply(w, http.StatusNotFound, "NR", "")
@@ -113,6 +121,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		localReply(w, http.StatusNotFound, "NR", "")
 		return
 	}
+	rec.RouteName = rt.Name
 	if rt.HasIdleTimeout {
 		setStreamIdle(r.Context(), rt.IdleTimeout) // h2timeouts.go
 	}
@@ -126,6 +135,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tgt := rt.Pick()
+	rec.UpstreamCluster = tgt.Name
 	cl := s.clusters.Get(tgt.Name)
 	if cl == nil {
 		localReply(w, http.StatusServiceUnavailable, "NC", "")
@@ -139,6 +149,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cl.Finish(ep)
+	rec.UpstreamHost = ep.Address
 	if setCookie != "" {
 		w.Header().Add("Set-Cookie", setCookie)
 	}

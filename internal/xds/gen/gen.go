@@ -88,6 +88,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 	case xdsapi.ListenerType:
 		shared = e.listeners
 		l := virtualInbound(snap, proxy)
+		withAccessLogs(snap, l) // accesslog.go
 		own = append(own, namedMessage{l.Name, l})
 		if len(e.byLabels) > 0 {
 			// Listeners whose routes match on sourceLabels: this
@@ -96,6 +97,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 			mine := map[string]bool{}
 			for _, ll := range e.byLabels {
 				l := tcpServiceListener(snap, ll.svc, ll.port, ll.vip, &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: known})
+				withAccessLogs(snap, l)
 				own = append(own, namedMessage{l.Name, l})
 				mine[l.Name] = true
 			}

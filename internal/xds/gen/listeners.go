@@ -47,6 +47,7 @@ func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy) []*listener.Listene
 	labels, known := proxyLabels(snap, proxy)
 	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
 	out = append(out, virtualInbound(snap, proxy))
+	withAccessLogs(snap, out...) // accesslog.go
 	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }

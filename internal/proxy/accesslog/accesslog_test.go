@@ -134,6 +134,12 @@ func TestJSONFormat(t *testing.T) {
 	if err := json.Unmarshal(line, &got); err != nil {
 		t.Fatalf("%s: %v", line, err)
 	}
+	ok := sampleRecord()
+	ok.Flags = ""
+	var okLine map[string]any
+	if err := json.Unmarshal(f.Append(nil, ok), &okLine); err != nil || okLine["flags"] != "-" {
+		t.Errorf("no flags: %v %v, want \"-\"", okLine["flags"], err)
+	}
 	want := map[string]any{"code": 503.0, "flags": "UF", "sni": nil, "line": "GET /hello?x=1", "bytes": 91.0, "start": "2026-12-01T15:04:05.678Z"}
 	for k, v := range want {
 		if got[k] != v {

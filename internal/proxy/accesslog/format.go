@@ -328,7 +328,12 @@ func (s *segment) value(dst []byte, r *Record) ([]byte, bool) {
 	case opResponseCode:
 		return strconv.AppendInt(dst, int64(r.Code), 10), true
 	case opResponseFlags:
-		return str(r.Flags)
+		// "-" is the value itself when there are none (a string in JSON,
+		// as Envoy's ResponseFlagUtils prints it).
+		if r.Flags == "" {
+			return append(dst, '-'), true
+		}
+		return append(dst, r.Flags...), true
 	case opResponseCodeDetails:
 		return str(r.Details)
 	case opConnectionTerminationDetails:

@@ -39,6 +39,8 @@ import (
 //   - a CA that did not sign the server's certificate: 503, counted as
 //     ssl.connection_error on the cluster;
 //   - subjectAltNames that the server's certificate lacks: 503;
+//   - caCrl: a current CRL without the server's certificate 200, one
+//     listing it 503;
 //   - insecureSkipVerify with the wrong CA's server: 200.
 func TestTLSOrigination(t *testing.T) {
 	if err := netns.Available(); err != nil {
@@ -228,6 +230,14 @@ spec:
 		}
 	})
 
+	// Each refusal below starts from a working rule, so that its 503 comes
+	// from the change it makes.
+	baseline := func(t *testing.T) {
+		t.Helper()
+		setTLS(t, "    tls: {mode: SIMPLE, caCertificates: CERTS/server-ca.pem}\n")
+		waitStatus(t, "8443", http.StatusOK)
+	}
+
 	t.Run("wrong CA is 503", func(t *testing.T) {
 		before := stat(t, ctx, client, "cluster.outbound|8443||api.tls.test.ssl.connection_error")
 		setTLS(t, "    tls: {mode: SIMPLE, caCertificates: CERTS/other-ca.pem}\n")
@@ -238,11 +248,31 @@ spec:
 	})
 
 	t.Run("subjectAltNames the server lacks is 503", func(t *testing.T) {
+		baseline(t)
 		setTLS(t, "    tls: {mode: SIMPLE, caCertificates: CERTS/server-ca.pem, subjectAltNames: [other.tls.test]}\n")
 		waitStatus(t, "8443", http.StatusServiceUnavailable)
 	})
 
+	t.Run("caCrl: a revoked server certificate is 503, a current CRL without it 200", func(t *testing.T) {
+		for _, c := range []struct {
+			name string
+			crl  []byte
+		}{{"revoked.crl", serverCA.crl(t, serverCert.serial)}, {"clean.crl", serverCA.crl(t)}} {
+			p := filepath.Join(certs, c.name)
+			if err := os.WriteFile(p, c.crl, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		baseline(t)
+		setTLS(t, "    tls: {mode: SIMPLE, caCertificates: CERTS/server-ca.pem, caCrl: CERTS/clean.crl}\n")
+		waitStatus(t, "8443", http.StatusOK)
+		setTLS(t, "    tls: {mode: SIMPLE, caCertificates: CERTS/server-ca.pem, caCrl: CERTS/revoked.crl}\n")
+		waitStatus(t, "8443", http.StatusServiceUnavailable)
+	})
+
 	t.Run("insecureSkipVerify accepts any server", func(t *testing.T) {
+		setTLS(t, "    tls: {mode: SIMPLE, caCertificates: CERTS/other-ca.pem}\n")
+		waitStatus(t, "8443", http.StatusServiceUnavailable)
 		setTLS(t, "    tls: {mode: SIMPLE, insecureSkipVerify: true}\n")
 		if seen := waitStatus(t, "8443", http.StatusOK); seen.SNI != "api.tls.test" {
 			t.Errorf("server saw %+v", seen)
@@ -265,6 +295,22 @@ type testCA struct {
 type testCert struct {
 	tls             tls.Certificate
 	certPEM, keyPEM []byte
+	serial          *big.Int
+}
+
+// crl is a PEM revocation list of ca that lists serials.
+func (ca *testCA) crl(t *testing.T, serials ...*big.Int) []byte {
+	t.Helper()
+	var revoked []x509.RevocationListEntry
+	for _, s := range serials {
+		revoked = append(revoked, x509.RevocationListEntry{SerialNumber: s, RevocationTime: time.Now()})
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(time.Now().UnixNano()),
+		ThisUpdate: time.Now().Add(-time.Minute), NextUpdate: time.Now().Add(time.Hour), RevokedCertificateEntries: revoked}, ca.cert, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der})
 }
 
 func newTestCA(t *testing.T, name string) *testCA {
@@ -275,7 +321,7 @@ func newTestCA(t *testing.T, name string) *testCA {
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
@@ -301,7 +347,7 @@ func (ca *testCA) issue(t *testing.T, cn string, dns []string, usage x509.ExtKey
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := testCert{certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb})}
+	c := testCert{certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), serial: tmpl.SerialNumber}
 	if c.tls, err = tls.X509KeyPair(c.certPEM, c.keyPEM); err != nil {
 		t.Fatal(err)
 	}

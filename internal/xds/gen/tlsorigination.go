@@ -22,7 +22,8 @@ import (
 // "file-root:CA", which the agent reads, serves and pushes again when
 // they change. Without caCertificates the host's trust bundle
 // ("file-root:system") verifies the server, as Istio does by default;
-// insecureSkipVerify verifies nothing.
+// insecureSkipVerify verifies nothing. caCrl is a revocation list file
+// the proxy reads itself (default_validation_context.crl), as in Istio.
 //
 // Where Istio leaves sni empty and sets auto_sni and auto_san_validation
 // on the cluster (the SNI and the expected SAN taken from each request's
@@ -64,9 +65,14 @@ func originationSocket(t *networking.ClientTLSSettings, host string, c *cluster.
 		for _, n := range sans {
 			exact = append(exact, &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: n}})
 		}
+		def := &tlsv3.CertificateValidationContext{MatchSubjectAltNames: exact}
+		if crl := t.GetCaCrl(); crl != "" {
+			// A file the proxy reads itself, as Istio emits it.
+			def.Crl = &core.DataSource{Specifier: &core.DataSource_Filename{Filename: crl}}
+		}
 		common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{
 			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchSubjectAltNames: exact},
+				DefaultValidationContext:         def,
 				ValidationContextSdsSecretConfig: sdsSecret(cmp.Or(prefixed(fileRootPrefix, t.GetCaCertificates()), fileRootSystem)),
 			},
 		}

@@ -14,6 +14,10 @@
 #                 delay at 0 %) and the CORS filter with a policy (wrk sends
 #                 no Origin): what a production route carries, not triggering
 #   strait-<name> same with extra flags or another binary (see STRAIT_VARIANTS)
+#   nginx-accesslog  nginx -> nginx, each writing an access log line per
+#                 request (buffer=64k flush=1s, as Envoy's file logger)
+#   strait-accesslog strait -> strait, each HCM with Istio's file access log
+#                 (its default text format, to a file)
 #   nginx-tls     nginx -> nginx with mutual TLS 1.3 on the middle hop
 #                 (proxy_ssl client certificate, ssl_verify_client on)
 #   strait-mtls   strait-proxy -> strait-proxy with mutual TLS 1.3 on the
@@ -28,7 +32,7 @@
 # Environment:
 #   RUNS=5 DURATION=10s CONNS=16 THREADS=1 WARMUP=2s
 #   CHAINS="direct nginx haproxy strait"   chains to run, in this order (also strait-router, strait-policy,
-#                                          nginx-tls, strait-mtls)
+#                                          nginx-tls, strait-mtls, nginx-accesslog, strait-accesslog)
 #   STRAIT_BIN=path                        strait-proxy to use (default: built from this tree)
 #   STRAIT_VARIANTS="name=BIN[,flag,...] ..." extra strait chains, e.g.
 #       STRAIT_VARIANTS="nethttp=,--http-codec,nethttp old=/tmp/strait-proxy.old"
@@ -110,6 +114,7 @@ start() {
 
 body=$(head -c 1024 /dev/zero | tr '\0' 'x')
 
+nginx_access_log="access_log off;"
 nginx_conf() { # name listen-port [upstream-port]
 	local d="$work/$1"; mkdir -p "$d/logs"
 	local loc
@@ -126,7 +131,7 @@ pid $d/nginx.pid;
 error_log $d/logs/error.log error;
 events { worker_connections 4096; }
 http {
-	access_log off;
+	${nginx_access_log//LOGDIR/$d/logs}
 	keepalive_requests 1000000;
 	$( [ -n "${3:-}" ] && echo "upstream next { server 127.0.0.1:$3; keepalive 64; keepalive_requests 1000000; }" )
 	server { listen 127.0.0.1:$2 reuseport; $loc }
@@ -190,6 +195,7 @@ $cluster_extra
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
           stat_prefix: http
+$hcm_extra
           route_config:
             virtual_hosts: [{name: all, domains: ["*"]$vhost_extra, routes: [{match: {prefix: /}$entry_extra, route: {cluster: next$route_extra}}]}]
           http_filters: $http_filters
@@ -247,6 +253,12 @@ tls_common() { # identity peer alpn... -> common_tls_context (YAML flow style)
 }
 cluster_extra=""
 chain_extra=""
+hcm_extra=""
+# Istio's default access log format (pilot/pkg/model EnvoyTextLogFormat).
+istio_log_format='[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%\" %RESPONSE_CODE% %RESPONSE_FLAGS% %RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS% \"%UPSTREAM_TRANSPORT_FAILURE_REASON%\" %BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% \"%REQ(X-FORWARDED-FOR)%\" \"%REQ(USER-AGENT)%\" \"%REQ(X-REQUEST-ID)%\" \"%REQ(:AUTHORITY)%\" \"%UPSTREAM_HOST%\" %UPSTREAM_CLUSTER_RAW% %UPSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_REMOTE_ADDRESS% %REQUESTED_SERVER_NAME% %ROUTE_NAME%\n'
+strait_access_log() { # file -> the HCM's access_log (YAML)
+	printf '          access_log: [{name: envoy.access_loggers.file, typed_config: {"@type": type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog, path: %s, log_format: {text_format_source: {inline_string: "%s"}}}}]' "$1" "$istio_log_format"
+}
 
 # --- start everything -------------------------------------------------------
 declare -A entry proxies
@@ -293,6 +305,21 @@ for c in $CHAINS; do
 		strait_conf strait-policy1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
 		route_extra="" vhost_extra="" entry_extra="" http_filters="[$router_filter]"
 		entry[strait-policy]=$p1; proxies[strait-policy]="$b $a"; chains+=(strait-policy) ;;
+	nginx-accesslog)
+		newport p2; newport p1
+		nginx_access_log="log_format istio '[\$time_iso8601] \"\$request\" \$status - \$request_length \$bytes_sent \$request_time \"\$http_x_forwarded_for\" \"\$http_user_agent\" \"\$http_x_request_id\" \"\$host\" \"\$upstream_addr\" \$remote_addr:\$remote_port'; access_log LOGDIR/access.log istio buffer=64k flush=1s;"
+		nginx_conf nginx-accesslog2 "$p2" "$be_port"; a=$started; wait_port "$p2" "$a"
+		nginx_conf nginx-accesslog1 "$p1" "$p2"; b=$started; wait_port "$p1" "$b"
+		nginx_access_log="access_log off;"
+		entry[nginx-accesslog]=$p1; proxies[nginx-accesslog]="$b $a"; chains+=(nginx-accesslog) ;;
+	strait-accesslog)
+		newport p2; newport p1; newport a2; newport a1
+		hcm_extra=$(strait_access_log "$work/strait-accesslog2.log")
+		strait_conf strait-accesslog2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
+		hcm_extra=$(strait_access_log "$work/strait-accesslog1.log")
+		strait_conf strait-accesslog1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
+		hcm_extra=""
+		entry[strait-accesslog]=$p1; proxies[strait-accesslog]="$b $a"; chains+=(strait-accesslog) ;;
 	nginx-tls)
 		mkcerts
 		newport p2; newport p1

@@ -59,14 +59,15 @@ func xdsDialOptions(cfg *config.Config, store *sds.Store) ([]grpc.DialOption, er
 // startIdentity starts the certificate rotation into store and the SDS
 // server on the workload socket, as parts of serving. store is nil when
 // certificates are off (the CA address is plaintext: straitd serves its CA
-// only over TLS).
+// only over TLS); SDS then serves only the file-backed secrets a
+// DestinationRule's tls names (file-cert:, file-root:).
 func startIdentity(cfg *config.Config, store *sds.Store, logger *slog.Logger, serving *lifecycle.Group) error {
 	id := cfg.Identity
 	log := logger.With("component", "agent")
 	if store == nil {
-		log.Info("no workload certificate: the CA address is plaintext (straitd serves its CA on TLS 15012); SDS is off",
+		log.Info("no workload certificate: the CA address is plaintext (straitd serves its CA on TLS 15012); SDS serves file-backed secrets only",
 			"ca_addr", id.CAAddress)
-		return nil
+		return serveSDS(id.WorkloadSocketPath, store, logger, serving)
 	}
 	if cfg.ServiceAccount == "" {
 		return errors.New(config.EnvServiceAccount + ": not set; the workload certificate's SPIFFE ID needs the pod's service account (spec.serviceAccountName, from the downward API)")
@@ -93,9 +94,23 @@ func startIdentity(cfg *config.Config, store *sds.Store, logger *slog.Logger, se
 		conn.Close()
 		return err
 	}
-	lis, err := sds.ListenUnix(id.WorkloadSocketPath)
-	if err != nil {
+	if err := serveSDS(id.WorkloadSocketPath, store, logger, serving); err != nil {
 		conn.Close()
+		return err
+	}
+	serving.Go("certificate rotation", func(ctx context.Context) error {
+		defer conn.Close()
+		return rotator.Run(ctx)
+	})
+	log.Info("workload identity", "spiffe_id", spiffe.String(), "ca_addr", id.CAAddress, "sds_socket", id.WorkloadSocketPath, "ttl", id.SecretTTL)
+	return nil
+}
+
+// serveSDS starts the SDS server on the workload socket as a part of
+// serving.
+func serveSDS(socket string, store *sds.Store, logger *slog.Logger, serving *lifecycle.Group) error {
+	lis, err := sds.ListenUnix(socket)
+	if err != nil {
 		return err
 	}
 	srv := sds.NewServer(sds.ServerOptions{Store: store, Logger: logger})
@@ -103,10 +118,5 @@ func startIdentity(cfg *config.Config, store *sds.Store, logger *slog.Logger, se
 		defer context.AfterFunc(ctx, srv.Stop)()
 		return srv.Serve(lis)
 	})
-	serving.Go("certificate rotation", func(ctx context.Context) error {
-		defer conn.Close()
-		return rotator.Run(ctx)
-	})
-	log.Info("workload identity", "spiffe_id", spiffe.String(), "ca_addr", id.CAAddress, "sds_socket", id.WorkloadSocketPath, "ttl", id.SecretTTL)
 	return nil
 }

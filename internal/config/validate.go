@@ -582,8 +582,61 @@ func validateDestinationRule(el *errorList, s *networking.DestinationRule) {
 			names[ss.Name] = i
 		}
 		validateLabels(el, f+".labels", ss.Labels)
+		validateTrafficPolicyTLS(el, f+".trafficPolicy", ss.TrafficPolicy)
 	}
+	validateTrafficPolicyTLS(el, "spec.trafficPolicy", s.TrafficPolicy)
 	validateLocalityLbSettings(el, s)
+}
+
+// validateTrafficPolicyTLS checks the tls of a traffic policy and of its
+// port-level settings.
+func validateTrafficPolicyTLS(el *errorList, f string, tp *networking.TrafficPolicy) {
+	if tp == nil {
+		return
+	}
+	validateClientTLS(el, f+".tls", tp.Tls)
+	for i, pl := range tp.PortLevelSettings {
+		if pl != nil {
+			validateClientTLS(el, fmt.Sprintf("%s.portLevelSettings[%d].tls", f, i), pl.Tls)
+		}
+	}
+}
+
+// validateClientTLS applies Istio's rules for a DestinationRule's tls
+// (pkg/config/validation/agent validateTLS): MUTUAL needs a certificate
+// and a key; with insecureSkipVerify no CA and no SANs. The file paths
+// become SDS resource names "file-cert:CERT~KEY" and "file-root:CA", so
+// they may not contain "~".
+func validateClientTLS(el *errorList, f string, t *networking.ClientTLSSettings) {
+	if t == nil {
+		return
+	}
+	for _, p := range []struct{ name, value string }{
+		{"clientCertificate", t.ClientCertificate}, {"privateKey", t.PrivateKey}, {"caCertificates", t.CaCertificates},
+	} {
+		if strings.Contains(p.value, "~") {
+			el.add(f+"."+p.name, "%q contains \"~\", which separates certificate and key in the SDS resource name; use a path without it", p.value)
+		}
+	}
+	if t.GetInsecureSkipVerify().GetValue() && (t.Mode == networking.ClientTLSSettings_SIMPLE || t.Mode == networking.ClientTLSSettings_MUTUAL) {
+		if t.CaCertificates != "" {
+			el.add(f+".caCertificates", "cannot be set when insecureSkipVerify is true (remove one of them)")
+		}
+		if len(t.SubjectAltNames) > 0 {
+			el.add(f+".subjectAltNames", "cannot be set when insecureSkipVerify is true (remove one of them)")
+		}
+	}
+	if t.Mode == networking.ClientTLSSettings_MUTUAL && t.CredentialName == "" {
+		if t.ClientCertificate == "" {
+			el.add(f+".clientCertificate", "is required for mode MUTUAL (the path of the client certificate on the sidecar's host)")
+		}
+		if t.PrivateKey == "" {
+			el.add(f+".privateKey", "is required for mode MUTUAL (the path of the client key on the sidecar's host)")
+		}
+	}
+	if t.Mode == networking.ClientTLSSettings_SIMPLE && (t.ClientCertificate != "" || t.PrivateKey != "") {
+		el.add(f+".mode", "SIMPLE sends no client certificate: use MUTUAL with clientCertificate and privateKey, or remove them")
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

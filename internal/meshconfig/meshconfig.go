@@ -18,12 +18,14 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/straitmesh/strait/internal/locality"
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 )
 
 // Istio's defaults (pkg/config/mesh DefaultMeshConfig).
@@ -64,6 +66,23 @@ type Config struct {
 	// enables it (priorities by locality once outlier detection is on).
 	// nil when the file disables it.
 	LocalityLbSetting *networking.LocalityLoadBalancerSetting
+	// AccessLog is the sidecars' access log (accessLogFile,
+	// accessLogEncoding, accessLogFormat); nil: none.
+	AccessLog *AccessLog
+}
+
+// AccessLog is the mesh-wide Envoy file access log, as Istio's
+// FileAccessLogFromMeshConfig emits it.
+type AccessLog struct {
+	// Path is accessLogFile: a file on the sidecar's host or /dev/stdout.
+	Path string
+	// JSON is accessLogEncoding JSON (TEXT otherwise).
+	JSON bool
+	// Text is the text format, newline-terminated (Istio's default when
+	// accessLogFormat is empty); JSONFormat the JSON one (Istio's default
+	// when empty). Only the one of the encoding is set.
+	Text       string
+	JSONFormat *structpb.Struct
 }
 
 // Default is the mesh config of an empty file.
@@ -80,9 +99,10 @@ func Default() *Config {
 
 // honoured are the MeshConfig fields (JSON names) straitd implements.
 var honoured = []string{
-	"connectTimeout", "defaultConfig", "defaultDestinationRuleExportTo", "defaultServiceExportTo",
-	"defaultVirtualServiceExportTo", "dnsRefreshRate", "enableAutoMtls", "localityLbSetting",
-	"outboundTrafficPolicy", "rootNamespace", "trustDomain",
+	"accessLogEncoding", "accessLogFile", "accessLogFormat", "connectTimeout", "defaultConfig",
+	"defaultDestinationRuleExportTo", "defaultServiceExportTo", "defaultVirtualServiceExportTo",
+	"dnsRefreshRate", "enableAutoMtls", "localityLbSetting", "outboundTrafficPolicy", "rootNamespace",
+	"trustDomain",
 }
 
 // honouredProxyConfig are the defaultConfig fields that reach the sidecar
@@ -207,7 +227,89 @@ func Parse(data []byte) (*Config, error) {
 			c.LocalityLbSetting = nil
 		}
 	}
+	al, err := parseAccessLog(m)
+	if err != nil {
+		return nil, err
+	}
+	c.AccessLog = al
 	return c, nil
+}
+
+// parseAccessLog reads the access log fields as Istio's
+// FileAccessLogFromMeshConfig does (a newline is added to a text format
+// that lacks one), and checks the format with strait-proxy's own parser,
+// so that a command operator the proxy does not fill is refused here,
+// naming it, rather than NACKed by every sidecar.
+func parseAccessLog(m *meshv1alpha1.MeshConfig) (*AccessLog, error) {
+	if m.GetAccessLogFile() == "" {
+		if m.GetAccessLogFormat() != "" || m.GetAccessLogEncoding() != meshv1alpha1.MeshConfig_TEXT {
+			return nil, fieldError("accessLogFile", "is empty, so accessLogFormat and accessLogEncoding have no effect: set accessLogFile (e.g. /dev/stdout) or remove them")
+		}
+		return nil, nil
+	}
+	al := &AccessLog{Path: m.GetAccessLogFile()}
+	switch m.GetAccessLogEncoding() {
+	case meshv1alpha1.MeshConfig_TEXT:
+		al.Text = DefaultAccessLogFormat
+		if f := m.GetAccessLogFormat(); f != "" {
+			if !strings.HasSuffix(f, "\n") {
+				f += "\n"
+			}
+			al.Text = f
+		}
+		if _, err := accesslog.ParseText(al.Text); err != nil {
+			return nil, fieldError("accessLogFormat", err.Error())
+		}
+	case meshv1alpha1.MeshConfig_JSON:
+		al.JSON = true
+		al.JSONFormat = defaultJSONAccessLogFormat()
+		if f := m.GetAccessLogFormat(); f != "" {
+			st := &structpb.Struct{}
+			if err := protojson.Unmarshal([]byte(f), st); err != nil {
+				return nil, fieldError("accessLogFormat", fmt.Sprintf("not a JSON object for accessLogEncoding JSON: %v", err))
+			}
+			al.JSONFormat = st
+		}
+		if _, err := accesslog.ParseJSON(al.JSONFormat); err != nil {
+			return nil, fieldError("accessLogFormat", err.Error())
+		}
+	default:
+		return nil, fieldError("accessLogEncoding", fmt.Sprintf("%s is not supported (want TEXT or JSON)", m.GetAccessLogEncoding()))
+	}
+	return al, nil
+}
+
+// DefaultAccessLogFormat is Istio's text format (pilot/pkg/model
+// EnvoyTextLogFormat).
+const DefaultAccessLogFormat = "[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% " +
+	"%PROTOCOL%\" %RESPONSE_CODE% %RESPONSE_FLAGS% " +
+	"%RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS% " +
+	"\"%UPSTREAM_TRANSPORT_FAILURE_REASON%\" %BYTES_RECEIVED% %BYTES_SENT% " +
+	"%DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% \"%REQ(X-FORWARDED-FOR)%\" " +
+	"\"%REQ(USER-AGENT)%\" \"%REQ(X-REQUEST-ID)%\" \"%REQ(:AUTHORITY)%\" \"%UPSTREAM_HOST%\" " +
+	"%UPSTREAM_CLUSTER_RAW% %UPSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_LOCAL_ADDRESS% " +
+	"%DOWNSTREAM_REMOTE_ADDRESS% %REQUESTED_SERVER_NAME% %ROUTE_NAME%\n"
+
+// defaultJSONAccessLogFormat is Istio's JSON format (pilot/pkg/model
+// EnvoyJSONLogFormatIstio).
+func defaultJSONAccessLogFormat() *structpb.Struct {
+	fields := map[string]string{
+		"start_time": "%START_TIME%", "route_name": "%ROUTE_NAME%", "method": "%REQ(:METHOD)%",
+		"path": "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%", "protocol": "%PROTOCOL%", "response_code": "%RESPONSE_CODE%",
+		"response_flags": "%RESPONSE_FLAGS%", "response_code_details": "%RESPONSE_CODE_DETAILS%",
+		"connection_termination_details": "%CONNECTION_TERMINATION_DETAILS%", "bytes_received": "%BYTES_RECEIVED%",
+		"bytes_sent": "%BYTES_SENT%", "duration": "%DURATION%", "upstream_service_time": "%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%",
+		"x_forwarded_for": "%REQ(X-FORWARDED-FOR)%", "user_agent": "%REQ(USER-AGENT)%", "request_id": "%REQ(X-REQUEST-ID)%",
+		"authority": "%REQ(:AUTHORITY)%", "upstream_host": "%UPSTREAM_HOST%", "upstream_cluster": "%UPSTREAM_CLUSTER_RAW%",
+		"upstream_local_address": "%UPSTREAM_LOCAL_ADDRESS%", "downstream_local_address": "%DOWNSTREAM_LOCAL_ADDRESS%",
+		"downstream_remote_address": "%DOWNSTREAM_REMOTE_ADDRESS%", "requested_server_name": "%REQUESTED_SERVER_NAME%",
+		"upstream_transport_failure_reason": "%UPSTREAM_TRANSPORT_FAILURE_REASON%",
+	}
+	st := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for k, v := range fields {
+		st.Fields[k] = structpb.NewStringValue(v)
+	}
+	return st
 }
 
 // refuseUnsupported names the first set field (in the proto's order)

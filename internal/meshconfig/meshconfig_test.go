@@ -75,7 +75,11 @@ data:
 
 func TestParseRefusesByName(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{"accessLogFile: /dev/stdout", "accessLogFile: not supported by Strait yet"},
+		{"enableEnvoyAccessLogService: true", "enableEnvoyAccessLogService: not supported by Strait yet"},
+		{"accessLogFormat: '%PROTOCOL%'", "accessLogFile: is empty"},
+		{"accessLogFile: /dev/stdout\naccessLogFormat: '%UPSTREAM_PEER%'", "accessLogFormat: command operator %UPSTREAM_PEER% is not supported by strait-proxy"},
+		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: 'not json'", "accessLogFormat: not a JSON object"},
+		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: '{\"a\": {\"b\": \"%PROTOCOL%\"}}'", `accessLogFormat: json_format "a": only string values`},
 		{"enableTracing: true", "enableTracing: not supported by Strait yet"},
 		{"defaultConfig:\n  tracing: {}", "defaultConfig.tracing: not supported by Strait yet"},
 		{"defaultConfig:\n  holdApplicationUntilProxyStarts: true", "defaultConfig.holdApplicationUntilProxyStarts: not supported by Strait yet"},
@@ -115,7 +119,7 @@ func TestHonouredListsEveryAcceptedField(t *testing.T) {
 			t.Errorf("Honoured() lacks %s", f)
 		}
 	}
-	if slices.Contains(h, "accessLogFile") {
+	if slices.Contains(h, "enableTracing") {
 		t.Error("Honoured() lists a refused field")
 	}
 }
@@ -148,8 +152,8 @@ func TestDurationLimitsAtOneMillisecond(t *testing.T) {
 // TestRefusalNamesTheFirstField: a refused top-level field is named even
 // when defaultConfig holds another.
 func TestRefusalNamesTheFirstField(t *testing.T) {
-	_, err := Parse([]byte("accessLogFile: /dev/stdout\ndefaultConfig:\n  tracing: {}\n"))
-	if err == nil || !strings.Contains(err.Error(), "mesh config: accessLogFile:") {
+	_, err := Parse([]byte("enableTracing: true\ndefaultConfig:\n  tracing: {}\n"))
+	if err == nil || !strings.Contains(err.Error(), "mesh config: enableTracing:") {
 		t.Fatalf("error %v, want the top-level field named", err)
 	}
 }
@@ -170,5 +174,32 @@ func TestString(t *testing.T) {
 	c.RegistryOnly = false
 	if got := c.String(); got != "rootNamespace=root" {
 		t.Errorf("String() = %q", got)
+	}
+}
+
+// TestAccessLog: accessLogFile alone is Istio's text format; a format
+// without a newline gets one; JSON is Istio's JSON format unless given.
+func TestAccessLog(t *testing.T) {
+	c, err := Parse([]byte("accessLogFile: /dev/stdout\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AccessLog == nil || c.AccessLog.Path != "/dev/stdout" || c.AccessLog.JSON || c.AccessLog.Text != DefaultAccessLogFormat {
+		t.Fatalf("access log %+v", c.AccessLog)
+	}
+	c, err = Parse([]byte("accessLogFile: /tmp/a.log\naccessLogFormat: '%RESPONSE_CODE% %RESPONSE_FLAGS%'\n"))
+	if err != nil || c.AccessLog.Text != "%RESPONSE_CODE% %RESPONSE_FLAGS%\n" {
+		t.Fatalf("custom text: %+v %v", c.AccessLog, err)
+	}
+	c, err = Parse([]byte("accessLogFile: /dev/stdout\naccessLogEncoding: JSON\n"))
+	if err != nil || !c.AccessLog.JSON || c.AccessLog.JSONFormat.GetFields()["response_flags"].GetStringValue() != "%RESPONSE_FLAGS%" || len(c.AccessLog.JSONFormat.GetFields()) != 24 {
+		t.Fatalf("default JSON: %+v %v", c.AccessLog, err)
+	}
+	c, err = Parse([]byte("accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: '{\"code\": \"%RESPONSE_CODE%\"}'\n"))
+	if err != nil || len(c.AccessLog.JSONFormat.GetFields()) != 1 {
+		t.Fatalf("custom JSON: %+v %v", c.AccessLog, err)
+	}
+	if c, _ := Parse([]byte("trustDomain: x\n")); c.AccessLog != nil {
+		t.Error("an access log without accessLogFile")
 	}
 }

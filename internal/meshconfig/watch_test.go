@@ -53,7 +53,7 @@ func TestWatchAppliesChangesAndKeepsTheLastGood(t *testing.T) {
 	if c := next(); !c.RegistryOnly {
 		t.Fatalf("applied %+v, want REGISTRY_ONLY", c)
 	}
-	write("accessLogFile: /dev/stdout\n")
+	write("enableTracing: true\n")
 	write("outboundTrafficPolicy:\n  mode: REGISTRY_ONLY\nrootNamespace: root\n")
 	if c := next(); c.RootNamespace != "root" || !c.RegistryOnly {
 		t.Fatalf("applied %+v, want the good file after the refused one", c)

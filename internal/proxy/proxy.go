@@ -18,6 +18,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/admin"
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
@@ -64,6 +65,7 @@ type Proxy struct {
 	Routes    *route.Store
 	http      *hcm.Server
 	secrets   *tlsconf.Provider // SDS secrets of TLS transport sockets
+	logs      *accesslog.Files  // access log files of the filters
 	hasADS    bool
 
 	ready     atomic.Bool
@@ -96,18 +98,22 @@ func New(o Options) (*Proxy, error) {
 	p.secrets = tlsconf.NewProvider(tlsconf.ProviderOptions{Node: b.GetNode(), Logger: o.Logger, Dial: p.dialCluster})
 	p.Clusters.SetSecrets(p.secrets)
 	p.http = hcm.NewServer(hcm.Options{Logger: o.Logger, Clusters: p.Clusters, Codec: o.HTTPCodec})
+	p.logs = accesslog.NewFiles(accesslog.FilesOptions{Logger: o.Logger})
 	p.Listeners = listener.NewManager(listener.Options{
 		Logger: o.Logger, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime, Secrets: p.secrets,
+		AccessLogs: p.logs,
 	})
 	if err := p.Clusters.AddStatic(b.GetStaticResources().GetClusters()); err != nil {
 		p.http.Close()
 		p.secrets.Close()
+		p.logs.Close()
 		return nil, err
 	}
 	if err := p.Listeners.AddStatic(b.GetStaticResources().GetListeners()); err != nil {
 		p.http.Close()
 		p.secrets.Close()
+		p.logs.Close()
 		return nil, err
 	}
 	p.hasADS = b.GetDynamicResources().GetAdsConfig() != nil
@@ -196,6 +202,7 @@ func (p *Proxy) Close() error {
 	p.Clusters.Close()
 	p.secrets.Close()
 	errs = append(errs, p.http.Close())
+	errs = append(errs, p.logs.Close()) // after the connections that log
 	return errors.Join(errs...)
 }
 

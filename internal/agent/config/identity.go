@@ -51,7 +51,8 @@ type Identity struct {
 	XDSRootCert string
 	// CAAddress is where certificates are requested (CA_ADDR, else
 	// discoveryAddress); CARootCert its root, "" when it is plaintext, in
-	// which case the agent requests no certificate and serves no SDS.
+	// which case the agent requests no certificate (its SDS serves only
+	// file-backed secrets).
 	CAAddress  string
 	CARootCert string
 	// TrustDomain, with POD_NAMESPACE and SERVICE_ACCOUNT, makes the SPIFFE ID.

@@ -2,6 +2,8 @@ package sds
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +12,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -27,9 +31,18 @@ const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
-	Store  *Store
-	Logger *slog.Logger
+	// Store holds the workload certificate ("default", "ROOTCA"); nil
+	// when the agent has none (certificates off): then only file-backed
+	// resources are served.
+	Store *Store
+	// FilePoll is how often the files of file-cert:/file-root: resources
+	// are read again for changes (default 5 s).
+	FilePoll time.Duration
+	Logger   *slog.Logger
 }
+
+// defaultFilePoll is ServerOptions.FilePoll's default.
+const defaultFilePoll = 5 * time.Second
 
 // Server serves SDS, state of the world over gRPC (StreamSecrets and
 // FetchSecrets). Delta SDS is refused (Unimplemented) so a client that
@@ -38,9 +51,10 @@ type Server struct {
 	secretv3.UnimplementedSecretDiscoveryServiceServer
 
 	// Set at creation, read-only.
-	store *Store
-	log   *slog.Logger
-	grpc  *grpc.Server
+	store    *Store
+	filePoll time.Duration
+	log      *slog.Logger
+	grpc     *grpc.Server
 
 	nonce atomic.Uint64
 }
@@ -50,7 +64,10 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{store: opts.Store, log: opts.Logger.With("component", "sds"), grpc: grpc.NewServer()}
+	if opts.FilePoll <= 0 {
+		opts.FilePoll = defaultFilePoll
+	}
+	s := &Server{store: opts.Store, filePoll: opts.FilePoll, log: opts.Logger.With("component", "sds"), grpc: grpc.NewServer()}
 	secretv3.RegisterSecretDiscoveryServiceServer(s.grpc, s)
 	return s
 }
@@ -85,9 +102,20 @@ func (s *Server) Serve(lis net.Listener) error {
 // Stop closes the listener and every stream.
 func (s *Server) Stop() { s.grpc.Stop() }
 
+// current returns the workload secrets (nil when there are none yet or
+// the agent has none) and a channel closed when they change (nil, never
+// ready, without a store).
+func (s *Server) current() (*Secrets, <-chan struct{}) {
+	if s.store == nil {
+		return nil, nil
+	}
+	return s.store.Current()
+}
+
 // StreamSecrets serves one SotW SDS stream: it answers a request for new
 // resource names with the current secrets (waiting for the first
-// certificate if there is none yet), and pushes every renewal.
+// certificate if there is none yet), and pushes every renewal and every
+// change of a file-backed resource's files.
 func (s *Server) StreamSecrets(stream grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]) error {
 	ctx := stream.Context()
 	reqs := make(chan *discovery.DiscoveryRequest)
@@ -106,24 +134,34 @@ func (s *Server) StreamSecrets(stream grpc.BidiStreamingServer[discovery.Discove
 			}
 		}
 	}()
+	poll := time.NewTicker(s.filePoll)
+	defer poll.Stop()
 
 	var (
 		names       []string // resources this stream subscribes to
 		sentVersion string   // version of the secrets last sent ("" = none)
 		lastNonce   string
+		lastErr     string // the last file error logged, not repeated
 	)
 	for {
-		cur, changed := s.store.Current()
-		if len(names) > 0 && cur != nil && cur.Version != sentVersion {
+		cur, changed := s.current()
+		if len(names) > 0 {
 			resp, err := s.response(names, cur)
-			if err != nil {
-				return err
+			switch {
+			case err != nil:
+				// A file that cannot be read yet: the proxy keeps what it
+				// has (or waits), and the next poll tries again.
+				if err.Error() != lastErr {
+					s.log.Warn("sds resource not served", "resources", names, "error", err)
+					lastErr = err.Error()
+				}
+			case resp != nil && resp.VersionInfo != sentVersion:
+				if err := stream.Send(resp); err != nil {
+					return err
+				}
+				sentVersion, lastNonce, lastErr = resp.VersionInfo, resp.Nonce, ""
+				s.log.Debug("sds push", "resources", names, "version", resp.VersionInfo)
 			}
-			if err := stream.Send(resp); err != nil {
-				return err
-			}
-			sentVersion, lastNonce = cur.Version, resp.Nonce
-			s.log.Debug("sds push", "resources", names, "version", cur.Version)
 		}
 		select {
 		case <-ctx.Done():
@@ -134,11 +172,12 @@ func (s *Server) StreamSecrets(stream grpc.BidiStreamingServer[discovery.Discove
 			}
 			return err
 		case <-changed:
+		case <-poll.C:
 		case req := <-reqs:
 			if req.GetTypeUrl() != "" && req.GetTypeUrl() != SecretType {
 				return status.Errorf(codes.InvalidArgument, "type_url %q: this SDS server serves only %s", req.GetTypeUrl(), SecretType)
 			}
-			if err := checkNames(req.GetResourceNames()); err != nil {
+			if err := s.checkNames(req.GetResourceNames()); err != nil {
 				return err
 			}
 			if d := req.GetErrorDetail(); d != nil && req.GetResponseNonce() == lastNonce {
@@ -154,13 +193,17 @@ func (s *Server) StreamSecrets(stream grpc.BidiStreamingServer[discovery.Discove
 
 // FetchSecrets answers one request with the current secrets.
 func (s *Server) FetchSecrets(ctx context.Context, req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
-	if err := checkNames(req.GetResourceNames()); err != nil {
+	if err := s.checkNames(req.GetResourceNames()); err != nil {
 		return nil, err
 	}
 	for {
-		cur, changed := s.store.Current()
-		if cur != nil {
-			return s.response(req.GetResourceNames(), cur)
+		cur, changed := s.current()
+		resp, err := s.response(req.GetResourceNames(), cur)
+		if err != nil {
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
+		if resp != nil {
+			return resp, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -170,12 +213,24 @@ func (s *Server) FetchSecrets(ctx context.Context, req *discovery.DiscoveryReque
 	}
 }
 
-// checkNames refuses, by name, resources this server does not serve
-// (Istio's agent also serves file-cert:/file-root: paths; Strait does not).
-func checkNames(names []string) error {
+// checkNames refuses, by name, resources this server does not serve: the
+// workload certificate when the agent has none, and malformed file-backed
+// names.
+func (s *Server) checkNames(names []string) error {
 	for _, n := range names {
-		if n != ResourceDefault && n != ResourceRootCA {
-			return status.Errorf(codes.InvalidArgument, "SDS resource %q is not served by strait-agent: only %q (the workload certificate) and %q (the trust bundle)", n, ResourceDefault, ResourceRootCA)
+		if n == ResourceDefault || n == ResourceRootCA {
+			if s.store == nil {
+				return status.Errorf(codes.InvalidArgument, "SDS resource %q: this agent has no workload certificate (its CA address is plaintext; straitd serves its CA on TLS 15012)", n)
+			}
+			continue
+		}
+		_, ok, err := parseFileResource(n)
+		if err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		if !ok {
+			return status.Errorf(codes.InvalidArgument, "SDS resource %q is not served by strait-agent: only %q (the workload certificate), %q (the trust bundle), %sCERT~KEY and %sCA (files on this host)",
+				n, ResourceDefault, ResourceRootCA, fileCertPrefix, fileRootPrefix)
 		}
 	}
 	return nil
@@ -188,15 +243,52 @@ func sameNames(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
+// response is the answer for names: nil while a workload secret is asked
+// for and there is none yet, an error when a file-backed one cannot be
+// read. Its version is the workload certificate's and, when files are
+// served, a digest of their contents, so that a changed file is a new
+// version.
 func (s *Server) response(names []string, cur *Secrets) (*discovery.DiscoveryResponse, error) {
-	resp := &discovery.DiscoveryResponse{VersionInfo: cur.Version, TypeUrl: SecretType, Nonce: strconv.FormatUint(s.nonce.Add(1), 10)}
+	resp := &discovery.DiscoveryResponse{TypeUrl: SecretType}
+	var (
+		version  []string
+		hasFiles bool
+	)
+	files := sha256.New()
 	for _, n := range names {
-		a, err := anypb.New(Secret(n, cur))
+		var sec *tlsv3.Secret
+		if n == ResourceDefault || n == ResourceRootCA {
+			if cur == nil {
+				return nil, nil
+			}
+			if len(version) == 0 {
+				version = append(version, cur.Version)
+			}
+			sec = Secret(n, cur)
+		} else {
+			r, _, err := parseFileResource(n)
+			if err != nil {
+				return nil, err
+			}
+			var raw []byte
+			if sec, raw, err = r.read(n); err != nil {
+				return nil, err
+			}
+			files.Write([]byte(n))
+			files.Write(raw)
+			hasFiles = true
+		}
+		a, err := anypb.New(sec)
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "encode secret %s: %v", n, err)
 		}
 		resp.Resources = append(resp.Resources, a)
 	}
+	if hasFiles {
+		version = append(version, "files-"+hex.EncodeToString(files.Sum(nil))[:16])
+	}
+	resp.VersionInfo = strings.Join(version, "+")
+	resp.Nonce = strconv.FormatUint(s.nonce.Add(1), 10)
 	return resp, nil
 }
 

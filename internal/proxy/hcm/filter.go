@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
 
@@ -44,6 +45,10 @@ type Filter struct {
 	upgrades   map[string]bool // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
 	filters    httpFilters     // the fault and CORS filters (httpfilters.go)
 	Limits     Limits
+	// AccessLog gets one record per request (access_log, built by the
+	// listener with the proxy's files); nil logs nothing and costs
+	// nothing.
+	AccessLog accesslog.Loggers
 }
 
 // Limits are the HCM's timeouts and size limits, with Envoy's semantics;

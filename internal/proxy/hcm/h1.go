@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
@@ -94,6 +95,13 @@ type h1conn struct {
 	// computed at the first request when the HCM has one.
 	authz *rbac.Connection
 	rreq  route.Request // what routing and RBAC read of the request in progress
+
+	// The access log record of the request in progress (accesslog.go),
+	// the response body bytes streamed (counted only when logging) and
+	// the peer's address.
+	rec       accesslog.Record
+	respBytes atomic.Int64
+	remote    netip.AddrPort
 
 	tracked   net.Conn      // the connection as the Server tracks it
 	wb        *[]byte       // pooled write buffer (wbuf) while a request is served
@@ -184,6 +192,10 @@ func (c *h1conn) serve() (parked bool) {
 		}
 		// A request began: stream_idle_timeout, request_headers_timeout and
 		// request_timeout from now.
+		logging := c.logging()
+		if logging {
+			c.beginLog(time.Now())
+		}
 		c.reqExpiry = http1.Deadline(c.lim.RequestTimeout)
 		var headersExpiry time.Time
 		headExpiry := c.reqExpiry
@@ -216,6 +228,9 @@ func (c *h1conn) serve() (parked bool) {
 					c.errorReply(408, "stream timeout")
 				}
 			}
+			if logging && c.rec.Code != 0 {
+				c.endLog()
+			}
 			return false
 		}
 		c.takeWbuf()
@@ -225,12 +240,18 @@ func (c *h1conn) serve() (parked bool) {
 				code = 431
 			}
 			c.errorReply(code, "")
+			if logging {
+				c.endLog()
+			}
 			return false
 		}
 		c.requests++
 		// The body (if any) is read under request_timeout only.
 		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
 		keep := c.serveRequest()
+		if logging {
+			c.endLog()
+		}
 		c.releaseWbuf()
 		c.r.Shrink()
 		if !keep {
@@ -434,6 +455,7 @@ func (c *h1conn) serveRequest() bool {
 	if rt == nil {
 		return c.localReply(404, "NR", "")
 	}
+	c.rec.RouteName = rt.Name
 	if c.filter.filters.active(rt) {
 		if done, keep := c.runFilters(rt); done { // h1filters.go
 			return keep
@@ -446,6 +468,7 @@ func (c *h1conn) serveRequest() bool {
 		return c.directReply(rt)
 	}
 	tgt := rt.Pick()
+	c.rec.UpstreamCluster = tgt.Name
 	cl := c.s.clusters.Get(tgt.Name)
 	if cl == nil {
 		return c.localReply(503, "NC", "")
@@ -457,6 +480,7 @@ func (c *h1conn) serveRequest() bool {
 		return c.localReply(f.code, f.flags, f.body)
 	}
 	defer cl.Finish(ep)
+	c.rec.UpstreamHost = ep.Address
 	c.setCookie = setCookie
 	ep.Source = c.src
 	ov, hasOv := c.routerOverrides(rt.IncludeAttemptCount)

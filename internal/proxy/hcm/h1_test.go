@@ -13,18 +13,23 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
@@ -64,6 +69,12 @@ func startProxy(t testing.TB, codec Codec, beAddr string) *testProxy {
 
 func startProxyLog(t testing.TB, codec Codec, beAddr string, log *slog.Logger) *testProxy {
 	t.Helper()
+	return startProxyFilter(t, codec, beAddr, log, nil)
+}
+
+// startProxyFilter is startProxyLog with the Filter's access log set.
+func startProxyFilter(t testing.TB, codec Codec, beAddr string, log *slog.Logger, logs accesslog.Loggers) *testProxy {
+	t.Helper()
 	st := stats.New()
 	cm := cluster.NewManager(log, st)
 	if err := cm.AddStatic([]*clusterv3.Cluster{staticCluster("be", beAddr)}); err != nil {
@@ -90,7 +101,7 @@ func startProxyLog(t testing.TB, codec Codec, beAddr string, log *slog.Logger) *
 		t.Fatal(err)
 	}
 	s := NewServer(Options{Logger: log, Clusters: cm, Codec: codec})
-	f := &Filter{StatPrefix: "test", inline: table}
+	f := &Filter{StatPrefix: "test", inline: table, AccessLog: logs}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -494,13 +505,19 @@ func rawBackend(t testing.TB) string {
 func BenchmarkProxy(b *testing.B) {
 	be := rawBackend(b)
 	for _, bc := range []struct {
-		codec Codec
-		name  string
-		path  string
-	}{{CodecStrait, "strait", "/bench"}, {CodecStrait, "strait-retrypolicy", "/retry/bench"}, {CodecNetHTTP, "nethttp", "/bench"}} {
+		codec  Codec
+		name   string
+		path   string
+		logged bool
+	}{{CodecStrait, "strait", "/bench", false}, {CodecStrait, "strait-retrypolicy", "/retry/bench", false}, {CodecNetHTTP, "nethttp", "/bench", false},
+		{CodecStrait, "strait-accesslog", "/bench", true}} {
 		codec := bc.codec
 		b.Run(bc.name, func(b *testing.B) {
-			p := startProxy(b, codec, be)
+			var logs accesslog.Loggers
+			if bc.logged {
+				logs = benchAccessLog(b)
+			}
+			p := startProxyFilter(b, codec, be, slog.New(slog.DiscardHandler), logs)
 			c, err := net.Dial("tcp", p.addr)
 			if err != nil {
 				b.Fatal(err)
@@ -533,6 +550,37 @@ func BenchmarkProxy(b *testing.B) {
 		})
 	}
 }
+
+// benchAccessLog is Istio's file access log, in its default text
+// format, to a temporary file.
+func benchAccessLog(b *testing.B) accesslog.Loggers {
+	b.Helper()
+	files := accesslog.NewFiles(accesslog.FilesOptions{})
+	b.Cleanup(func() { files.Close() })
+	fl := &filev3.FileAccessLog{Path: filepath.Join(b.TempDir(), "access.log"), AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
+		Format: &corev3.SubstitutionFormatString_TextFormatSource{TextFormatSource: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: istioLogFormat}}},
+	}}}
+	a, err := anypb.New(fl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	logs, err := accesslog.Build([]*accesslogv3.AccessLog{{Name: accesslog.FileLoggerName, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: a}}}, files)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return logs
+}
+
+// istioLogFormat is Istio's default text format (pilot/pkg/model
+// EnvoyTextLogFormat).
+const istioLogFormat = "[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% " +
+	"%PROTOCOL%\" %RESPONSE_CODE% %RESPONSE_FLAGS% " +
+	"%RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS% " +
+	"\"%UPSTREAM_TRANSPORT_FAILURE_REASON%\" %BYTES_RECEIVED% %BYTES_SENT% " +
+	"%DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% \"%REQ(X-FORWARDED-FOR)%\" " +
+	"\"%REQ(USER-AGENT)%\" \"%REQ(X-REQUEST-ID)%\" \"%REQ(:AUTHORITY)%\" \"%UPSTREAM_HOST%\" " +
+	"%UPSTREAM_CLUSTER_RAW% %UPSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_LOCAL_ADDRESS% " +
+	"%DOWNSTREAM_REMOTE_ADDRESS% %REQUESTED_SERVER_NAME% %ROUTE_NAME%\n"
 
 // BenchmarkParseRequest measures the codec's head parsing alone.
 func BenchmarkParseRequest(b *testing.B) {

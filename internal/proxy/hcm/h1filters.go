@@ -90,6 +90,7 @@ func (c *h1conn) faultDelay(d time.Duration) bool {
 func (c *h1conn) filterReply(code int, flags, body string, hdrs func(set func(name, value string))) bool {
 	keep := !c.req.Close && !c.closing() && c.discardRequestBody()
 	w := c.appendLocalStatus(code) // h1reply.go
+	c.rec.Flags = flags
 	if flags != "" {
 		w = append(w, "x-strait-response-flags: "...)
 		w = append(w, flags...)

@@ -232,7 +232,9 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 	c.mutateResponse(rt, tgt)
 	if retry.LimitExceeded {
 		c.respExtra = append(c.respExtra, http1.Header{Name: []byte("x-strait-response-flags"), Value: []byte("URX")})
+		c.rec.Flags = "URX"
 	}
+	c.rec.UpstreamHost = ep.Address
 
 	resp := &c.resp
 	cl.Stats.AddResponse(resp.Status)
@@ -245,6 +247,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		t := time.NewTimer(bodyFinishWait)
 		select {
 		case err := <-bc.done:
+			c.rec.BytesReceived = bc.progress.Load() // a chunked body; endLog has the length of another
 			bodyDone, bc = err == nil, nil
 		case <-t.C:
 		}
@@ -274,6 +277,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			w = append(w, buf[:resp.ContentLength]...)
 			uc.R.Discard(int(resp.ContentLength))
 			complete = true
+			c.rec.BytesSent = resp.ContentLength
 		}
 	}
 	c.wbuf = w
@@ -419,6 +423,7 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 // appendResponseHead writes the downstream response head for c.resp.
 func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 	resp := &c.resp
+	c.rec.Code, c.rec.Response = resp.Status, &resp.Headers
 	w = append(w, "HTTP/1.1 "...)
 	w = http1.AppendInt(w, int64(resp.Status))
 	w = append(w, ' ')
@@ -497,11 +502,20 @@ func (c *h1conn) copyResponseBody(uc *cluster.UpstreamConn, downChunked bool) er
 			return c.chunk.Trailer
 		}
 		return nil
-	}, nil)
+	}, c.bodyCounter())
 	if rerr != nil {
 		return rerr
 	}
 	return werr
+}
+
+// bodyCounter is where a streamed response body's bytes are counted: the
+// access log's, or nil when the request is not logged.
+func (c *h1conn) bodyCounter() *atomic.Int64 {
+	if c.logging() {
+		return &c.respBytes
+	}
+	return nil
 }
 
 // copyBody copies src to dst, framing each read as a chunk when chunked

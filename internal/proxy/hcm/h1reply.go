@@ -19,6 +19,10 @@ import (
 // errorReply answers a request the codec could not accept or finish; the
 // connection closes (gracefully) after it.
 func (c *h1conn) errorReply(code int, body string) {
+	c.rec.Code = code
+	if code == 400 {
+		c.rec.Flags = "DPE"
+	}
 	w := append(c.wbuf[:0], "HTTP/1.1 "...)
 	w = strconv.AppendInt(w, int64(code), 10)
 	w = append(w, ' ')
@@ -44,6 +48,7 @@ func (c *h1conn) localReply(code int, flags, body string) bool {
 }
 
 func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
+	c.rec.Flags = flags
 	w := c.appendLocalStatus(code)
 	w = c.fresp.appendLocalReplyHeaders(w, flags) // h1filters.go
 	if flags == "UO" {
@@ -57,6 +62,7 @@ func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
 
 // appendLocalStatus starts a local reply in c.wbuf: its status line.
 func (c *h1conn) appendLocalStatus(code int) []byte {
+	c.rec.Code = code
 	w := append(c.wbuf[:0], "HTTP/1.1 "...)
 	w = strconv.AppendInt(w, int64(code), 10)
 	w = append(w, ' ')
@@ -83,6 +89,7 @@ func (c *h1conn) finishLocal(w []byte, body string, keep bool) bool {
 	w = append(w, "\r\n"...)
 	if !c.req.IsHead {
 		w = append(w, body...)
+		c.rec.BytesSent = int64(len(body))
 	}
 	c.wbuf = w
 	_, err := c.nc.Write(w)
@@ -192,6 +199,7 @@ func isNetError(err error) bool {
 // upstreamFailed answers a request that got no response head.
 func (c *h1conn) upstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, f failure, err error, bodyConsumed bool) bool {
 	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
+	c.rec.UpstreamHost, c.rec.Flags = ep.Address, f.flags
 	cl.Stats.AddResponse(f.code)
 	if lf := localFailureOf(f); lf != 0 {
 		cl.ReportLocalFailure(ep, lf)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
@@ -136,6 +137,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	if chunked && reqMinor == 0 {
 		keep, chunked = false, false // HTTP/1.0: the body ends with the connection
 	}
+	c.rec.Code, c.rec.Response = resp.StatusCode, accesslog.HTTPHeader(resp.Header)
 	w := append(c.wbuf[:0], "HTTP/1.1 "...)
 	w = http1.AppendInt(w, int64(resp.StatusCode))
 	w = append(w, ' ')
@@ -169,7 +171,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	c.wbuf = w
 	_, err = c.nc.Write(w)
 	if err == nil && !noBody {
-		rerr, werr := copyBody(c.nc, resp.Body, chunked, func() []byte { return appendTrailer(nil, resp.Trailer) }, nil)
+		rerr, werr := copyBody(c.nc, resp.Body, chunked, func() []byte { return appendTrailer(nil, resp.Trailer) }, c.bodyCounter())
 		err = errors.Join(rerr, werr)
 	}
 	if body != nil && !body.finished(bodyFinishWait) {

@@ -18,6 +18,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"golang.org/x/net/http2"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
@@ -216,6 +217,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		streamLocalReply(w, r, http.StatusInternalServerError, "", errNoConn.Error())
 		return
 	}
+	var unlogged accesslog.Record // written to, never logged, when the filter has no access log
+	rec := &unlogged
+	if len(c.filter.AccessLog) > 0 {
+		var done func()
+		w, rec, done = startStreamLog(w, r, c) // accesslog.go
+		defer done()
+	}
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
@@ -244,6 +252,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
 		return
 	}
+	rec.RouteName = rt.Name
 	if rt.HasIdleTimeout {
 		setStreamIdle(r.Context(), rt.IdleTimeout) // h2timeouts.go
 	}
@@ -257,6 +266,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tgt := rt.Pick()
+	rec.UpstreamCluster = tgt.Name
 	cl := s.clusters.Get(tgt.Name)
 	if cl == nil {
 		streamLocalReply(w, r, http.StatusServiceUnavailable, "NC", "")
@@ -270,6 +280,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cl.Finish(ep)
+	rec.UpstreamHost = ep.Address
 	if setCookie != "" {
 		w.Header().Add("Set-Cookie", setCookie)
 	}

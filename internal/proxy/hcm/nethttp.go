@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
@@ -101,6 +102,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		localReply(w, http.StatusInternalServerError, "", errNoConn.Error())
 		return
 	}
+	var unlogged accesslog.Record // written to, never logged, when the filter has no access log
+	rec := &unlogged
+	if len(c.filter.AccessLog) > 0 {
+		var done func()
+		w, rec, done = startStreamLog(w, r, c) // accesslog.go
+		defer done()
+	}
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
@@ -127,6 +135,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		localReply(w, http.StatusNotFound, "NR", "")
 		return
 	}
+	rec.RouteName = rt.Name
 	if rt.HasIdleTimeout {
 		setStreamIdle(r.Context(), rt.IdleTimeout) // h2timeouts.go
 	}
@@ -140,6 +149,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tgt := rt.Pick()
+	rec.UpstreamCluster = tgt.Name
 	cl := s.clusters.Get(tgt.Name)
 	if cl == nil {
 		localReply(w, http.StatusServiceUnavailable, "NC", "")
@@ -153,6 +163,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cl.Finish(ep)
+	rec.UpstreamHost = ep.Address
 	if setCookie != "" {
 		w.Header().Add("Set-Cookie", setCookie)
 	}

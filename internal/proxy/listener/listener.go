@@ -15,6 +15,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/hcm"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/stats"
@@ -94,6 +95,9 @@ type Deps struct {
 	// Secrets serves the SDS secrets of TLS transport sockets (nil: a
 	// chain naming one is refused).
 	Secrets *tlsconf.Provider
+	// AccessLogs are the proxy's access log files (nil: a filter with an
+	// access_log is refused).
+	AccessLogs *accesslog.Files
 }
 
 // StatsLabel is Envoy's envoy_listener_address label for an address.
@@ -218,6 +222,9 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 			if err != nil {
 				return fmt.Errorf("filter %q: %w", f.GetName(), err)
 			}
+			if t.AccessLog, err = accesslog.Build(cfg.GetAccessLog(), d.AccessLogs); err != nil {
+				return fmt.Errorf("filter %q: %w", f.GetName(), err)
+			}
 			c.tcp = t
 		case f.GetName() == hcm.Name || tc.GetTypeUrl() == "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager":
 			if !last {
@@ -229,6 +236,9 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 			}
 			h, err := hcm.Build(&cfg, d.Routes)
 			if err != nil {
+				return fmt.Errorf("filter %q: %w", f.GetName(), err)
+			}
+			if h.AccessLog, err = accesslog.Build(cfg.GetAccessLog(), d.AccessLogs); err != nil {
 				return fmt.Errorf("filter %q: %w", f.GetName(), err)
 			}
 			h.UseStats(d.Stats)

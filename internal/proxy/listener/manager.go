@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/straitmesh/strait/internal/origdst"
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/hcm"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
@@ -44,6 +45,8 @@ type Options struct {
 	OriginalDst OriginalDstFunc
 	// Secrets serves SDS secrets to TLS transport sockets.
 	Secrets *tlsconf.Provider
+	// AccessLogs are the files of the filters' access logs.
+	AccessLogs *accesslog.Files
 }
 
 // socket is a bound listening socket. It outlives listener versions with
@@ -132,7 +135,7 @@ func NewManager(o Options) *Manager {
 }
 
 func (m *Manager) deps() Deps {
-	return Deps{Routes: m.opts.Routes, Stats: m.opts.Stats, Secrets: m.opts.Secrets}
+	return Deps{Routes: m.opts.Routes, Stats: m.opts.Stats, Secrets: m.opts.Secrets, AccessLogs: m.opts.AccessLogs}
 }
 
 // AddStatic adds the bootstrap's static listeners; LDS never removes them.

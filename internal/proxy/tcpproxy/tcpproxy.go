@@ -19,6 +19,7 @@ import (
 
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 )
 
@@ -51,6 +52,9 @@ type Filter struct {
 	// MaxDuration closes both connections this long after the downstream
 	// one was accepted (max_downstream_connection_duration; 0: never).
 	MaxDuration time.Duration
+	// AccessLog gets one record per connection when it closes
+	// (access_log, built by the listener with the proxy's files).
+	AccessLog accesslog.Loggers
 }
 
 // defaultIdleTimeout is Envoy's tcp_proxy idle_timeout default.
@@ -114,7 +118,6 @@ func refuseUnsupported(tp *tcpv3.TcpProxy) error {
 		{tp.GetMetadataMatch() != nil, "metadata_match"},
 		{tp.GetDownstreamIdleTimeout() != nil, "downstream_idle_timeout"},
 		{tp.GetUpstreamIdleTimeout() != nil, "upstream_idle_timeout"},
-		{len(tp.GetAccessLog()) > 0, "access_log"},
 		{tp.GetBackoffOptions() != nil, "backoff_options"},
 		{len(tp.GetHashPolicy()) > 0, "hash_policy"},
 		{tp.GetTunnelingConfig() != nil, "tunneling_config"},
@@ -171,13 +174,28 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 	defer c.Close()
 	accepted := time.Now()
 	name := f.pickCluster()
+	var rec *accesslog.Record
+	if len(f.AccessLog) > 0 {
+		rec = &accesslog.Record{Start: accepted, UpstreamCluster: name, DownstreamLocal: dst, DownstreamRemote: addrPort(c.RemoteAddr())}
+		defer func() {
+			rec.Duration = time.Since(accepted)
+			f.AccessLog.Log(rec)
+		}()
+	}
+	flag := func(fl string) {
+		if rec != nil {
+			rec.Flags = fl
+		}
+	}
 	cl := clusters.Get(name)
 	if cl == nil {
 		log.Debug("tcp_proxy: unknown cluster", "cluster", name)
+		flag("NC")
 		return
 	}
 	if !cl.AcquireConnection() {
 		log.Debug("tcp_proxy: circuit breaker max_connections open", "cluster", name)
+		flag("UO")
 		return
 	}
 	defer cl.ReleaseConnection()
@@ -190,6 +208,7 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 		ep, err = cl.Pick(dst)
 		if err != nil {
 			log.Debug("tcp_proxy: no upstream", "cluster", name, "error", err)
+			flag("UH")
 			return
 		}
 		ep.Source = src
@@ -200,6 +219,9 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 		cl.ReportLocalFailure(ep, cluster.LocalConnectFailed) // outlier detection
 		if attempt >= f.MaxConnectAttempts || ctx.Err() != nil {
 			log.Debug("tcp_proxy: connect failed", "cluster", name, "attempts", attempt, "error", err)
+			if rec != nil {
+				rec.Flags, rec.UpstreamHost = "UF", ep.Address
+			}
 			return
 		}
 		log.Debug("tcp_proxy: connect failed; trying again", "cluster", name, "attempt", attempt, "error", err)
@@ -232,7 +254,20 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 			mu.Unlock()
 		}()
 	}
-	PipeIdle(c, up, f.IdleTimeout)
+	received, sent := PipeIdle(c, up, f.IdleTimeout)
+	if rec != nil {
+		rec.UpstreamHost, rec.UpstreamLocal = ep.Address, up.LocalAddr().String()
+		rec.BytesReceived, rec.BytesSent = received, sent
+	}
+}
+
+// addrPort is a net.Addr's address and port (zero when it has none).
+func addrPort(a net.Addr) netip.AddrPort {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort()
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap
 }
 
 type closeWriter interface{ CloseWrite() error }
@@ -245,7 +280,9 @@ func Pipe(a, b net.Conn) { PipeIdle(a, b, 0) }
 // either way for idle (0: never). A direction that hits EOF half-closes
 // its destination and ends; the other goes on until its own EOF, so a
 // request-then-response exchange over a half-closed connection works.
-func PipeIdle(a, b net.Conn, idle time.Duration) {
+// It returns the bytes copied from a to b and from b to a.
+func PipeIdle(a, b net.Conn, idle time.Duration) (aToB, bToA int64) {
+	var moved [2]int64 // per direction; each written by its own goroutine
 	var wg sync.WaitGroup
 	// quiet[i] is set when direction i ran a whole idle-long round without
 	// moving a byte (or ended); progress either way clears both. Both set
@@ -261,6 +298,7 @@ func PipeIdle(a, b net.Conn, idle time.Duration) {
 				dst.SetWriteDeadline(dl)
 			}
 			n, err := io.Copy(dst, src)
+			moved[i] += n
 			if n > 0 {
 				quiet[0].Store(false)
 				quiet[1].Store(false)
@@ -288,4 +326,5 @@ func PipeIdle(a, b net.Conn, idle time.Duration) {
 	go cp(0, b, a)
 	cp(1, a, b)
 	wg.Wait()
+	return moved[0], moved[1]
 }

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -38,6 +39,7 @@ type common struct {
 	maxVersion uint16
 	ciphers    []uint16
 	curves     []tls.CurveID
+	crls       crlSet // nil: no revocation check
 }
 
 // isTLS reports whether ts asks for TLS: false for no socket and for
@@ -89,10 +91,14 @@ func buildCommon(c *tlsv3.CommonTlsContext, p *Provider, path string) (*common, 
 		out.cert = s
 	}
 	var def *tlsv3.CertificateValidationContext
+	var defPath string
 	switch {
 	case c.GetValidationContext() != nil:
-		def = c.GetValidationContext()
-		roots, err := parseRoots(def, path+".validation_context")
+		def, defPath = c.GetValidationContext(), path+".validation_context"
+		if err := checkStaticValidation(def, path+".validation_context"); err != nil {
+			return nil, err
+		}
+		roots, err := trustedCA(def, path+".validation_context")
 		if err != nil {
 			return nil, err
 		}
@@ -111,10 +117,10 @@ func buildCommon(c *tlsv3.CommonTlsContext, p *Provider, path string) (*common, 
 		if err := onlyFields(cv, cp, "default_validation_context", "validation_context_sds_secret_config"); err != nil {
 			return nil, err
 		}
-		def = cv.GetDefaultValidationContext()
+		def, defPath = cv.GetDefaultValidationContext(), cp+".default_validation_context"
 		// The default context's own trusted_ca is replaced by the SDS
 		// secret's, as Envoy merges them (the dynamic one wins).
-		if err := checkValidation(def, cp+".default_validation_context"); err != nil {
+		if err := checkStaticValidation(def, cp+".default_validation_context"); err != nil {
 			return nil, err
 		}
 		s, err := p.sdsSecret(cv.GetValidationContextSdsSecretConfig(), cp+".validation_context_sds_secret_config")
@@ -129,6 +135,12 @@ func buildCommon(c *tlsv3.CommonTlsContext, p *Provider, path string) (*common, 
 			return nil, err
 		}
 		out.sans = sans
+		if out.crls, err = parseCRLs(def, defPath); err != nil { // crl.go
+			return nil, err
+		}
+		if out.crls != nil && out.roots == nil {
+			return nil, fmt.Errorf("%s.crl needs a trust bundle to check certificates against", defPath)
+		}
 	}
 	return out, nil
 }
@@ -213,6 +225,10 @@ func (c *common) params(p *tlsv3.TlsParameters, path string) error {
 type sanMatcher struct {
 	kind  tlsv3.SubjectAltNameMatcher_SanType // SAN_TYPE_UNSPECIFIED: any kind (match_subject_alt_names)
 	match func(string) bool
+	// exact is the matcher's exact value, "" for other patterns: a DNS
+	// SAN also matches it as a wildcard name (*.example.com), as Envoy's
+	// DNS SAN matcher does (Utility::dnsNameMatch).
+	exact string
 }
 
 func buildSANs(vc *tlsv3.CertificateValidationContext, path string) ([]sanMatcher, error) {
@@ -222,7 +238,7 @@ func buildSANs(vc *tlsv3.CertificateValidationContext, path string) ([]sanMatche
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, sanMatcher{match: f})
+		out = append(out, sanMatcher{match: f, exact: m.GetExact()})
 	}
 	for i, m := range vc.GetMatchTypedSubjectAltNames() {
 		p := fmt.Sprintf("%s.match_typed_subject_alt_names[%d]", path, i)
@@ -238,9 +254,24 @@ func buildSANs(vc *tlsv3.CertificateValidationContext, path string) ([]sanMatche
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, sanMatcher{kind: m.GetSanType(), match: f})
+		out = append(out, sanMatcher{kind: m.GetSanType(), match: f, exact: m.GetMatcher().GetExact()})
 	}
 	return out, nil
+}
+
+// dnsNameMatch reports whether the certificate's DNS SAN san names host:
+// equal (case-insensitively), or a wildcard "*.rest" whose rest equals
+// host after its first label.
+func dnsNameMatch(host, san string) bool {
+	if strings.EqualFold(host, san) {
+		return true
+	}
+	rest, ok := strings.CutPrefix(san, "*.")
+	if !ok {
+		return false
+	}
+	_, hostRest, ok := strings.Cut(host, ".")
+	return ok && strings.EqualFold(hostRest, rest)
 }
 
 func stringMatcher(m *matcherv3.StringMatcher, path string) (func(string) bool, error) {
@@ -315,6 +346,10 @@ func sanMatches(ms []sanMatcher, leaf *x509.Certificate) bool {
 		if slices.ContainsFunc(cands, m.match) {
 			return true
 		}
+		if m.exact != "" && (m.kind == tlsv3.SubjectAltNameMatcher_DNS || m.kind == tlsv3.SubjectAltNameMatcher_SAN_TYPE_UNSPECIFIED) &&
+			slices.ContainsFunc(dns, func(san string) bool { return dnsNameMatch(m.exact, san) }) {
+			return true
+		}
 	}
 	return false
 }
@@ -342,8 +377,14 @@ func (c *common) verify(raw [][]byte) error {
 	for _, ic := range certs[1:] {
 		inter.AddCert(ic)
 	}
-	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: v.roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+	chains, err := certs[0].Verify(x509.VerifyOptions{Roots: v.roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	if err != nil {
 		return fmt.Errorf("tls: peer certificate: %w", err)
+	}
+	if c.crls != nil {
+		if err := c.crls.check(chains, time.Now()); err != nil {
+			return fmt.Errorf("tls: peer certificate: %w", err)
+		}
 	}
 	sans := c.sans
 	if len(sans) == 0 && v.validation != nil {

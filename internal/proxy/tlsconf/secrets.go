@@ -304,6 +304,11 @@ func parseRoots(vc *tlsv3.CertificateValidationContext, path string) (*x509.Cert
 	if err := checkValidation(vc, path); err != nil {
 		return nil, err
 	}
+	return trustedCA(vc, path)
+}
+
+// trustedCA is the trust bundle of vc (nil when it has none).
+func trustedCA(vc *tlsv3.CertificateValidationContext, path string) (*x509.CertPool, error) {
 	if vc.GetTrustedCa() == nil {
 		return nil, nil
 	}
@@ -319,9 +324,15 @@ func parseRoots(vc *tlsv3.CertificateValidationContext, path string) (*x509.Cert
 }
 
 // checkValidation refuses validation features this socket does not
-// implement.
+// implement in an SDS secret's validation context.
 func checkValidation(vc *tlsv3.CertificateValidationContext, path string) error {
 	return onlyFields(vc, path, "trusted_ca", "match_subject_alt_names", "match_typed_subject_alt_names")
+}
+
+// checkStaticValidation is checkValidation for a validation context in
+// the TLS context itself, which may also carry revocation lists (crl).
+func checkStaticValidation(vc *tlsv3.CertificateValidationContext, path string) error {
+	return onlyFields(vc, path, "trusted_ca", "match_subject_alt_names", "match_typed_subject_alt_names", "crl")
 }
 
 // dataSource reads an inline or file data source.

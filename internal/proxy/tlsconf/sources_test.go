@@ -235,3 +235,46 @@ func TestRequireSNI(t *testing.T) {
 		}
 	}
 }
+
+// TestWildcardDNSSAN: an exact DNS (or untyped) matcher accepts a
+// certificate for *.example.com when it names one label below it, as
+// Envoy's DNS SAN matcher does; other patterns and other SAN kinds do not
+// get the wildcard.
+func TestWildcardDNSSAN(t *testing.T) {
+	leaf := &x509.Certificate{DNSNames: []string{"*.example.com"}}
+	exact := func(s string) *matcherv3.StringMatcher {
+		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: s}}
+	}
+	for _, tc := range []struct {
+		name  string
+		kind  tlsv3.SubjectAltNameMatcher_SanType
+		exact string
+		match bool
+	}{
+		{"dns one label below", tlsv3.SubjectAltNameMatcher_DNS, "api.example.com", true},
+		{"untyped one label below", tlsv3.SubjectAltNameMatcher_SAN_TYPE_UNSPECIFIED, "API.Example.com", true},
+		{"two labels below", tlsv3.SubjectAltNameMatcher_DNS, "a.api.example.com", false},
+		{"the bare domain", tlsv3.SubjectAltNameMatcher_DNS, "example.com", false},
+		{"other domain", tlsv3.SubjectAltNameMatcher_DNS, "api.example.org", false},
+		{"uri kind", tlsv3.SubjectAltNameMatcher_URI, "api.example.com", false},
+	} {
+		vc := &tlsv3.CertificateValidationContext{}
+		if tc.kind == tlsv3.SubjectAltNameMatcher_SAN_TYPE_UNSPECIFIED {
+			vc.MatchSubjectAltNames = []*matcherv3.StringMatcher{exact(tc.exact)}
+		} else {
+			vc.MatchTypedSubjectAltNames = []*tlsv3.SubjectAltNameMatcher{{SanType: tc.kind, Matcher: exact(tc.exact)}}
+		}
+		ms, err := buildSANs(vc, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sanMatches(ms, leaf); got != tc.match {
+			t.Errorf("%s: match %v, want %v", tc.name, got, tc.match)
+		}
+	}
+	prefix := &tlsv3.CertificateValidationContext{MatchSubjectAltNames: []*matcherv3.StringMatcher{{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: "api."}}}}
+	ms, _ := buildSANs(prefix, "v")
+	if sanMatches(ms, leaf) {
+		t.Error("a prefix matcher matched a wildcard SAN")
+	}
+}

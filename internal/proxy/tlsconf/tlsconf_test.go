@@ -395,8 +395,10 @@ func TestRefusesByName(t *testing.T) {
 	}{
 		{"allow_renegotiation", &tlsv3.UpstreamTlsContext{AllowRenegotiation: true}, nil, "UpstreamTlsContext.allow_renegotiation"},
 		{"key_log", &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{KeyLog: &tlsv3.TlsKeyLog{Path: "/tmp/k"}}}, nil, "common_tls_context.key_log"},
-		{"crl", &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{
-			ValidationContext: &tlsv3.CertificateValidationContext{Crl: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "x"}}}}}}, nil, "validation_context.crl"},
+		{"bad crl", &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{
+			ValidationContext: &tlsv3.CertificateValidationContext{Crl: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "x"}}}}}}, nil, "validation_context.crl holds no PEM"},
+		{"spki pinning", &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{
+			ValidationContext: &tlsv3.CertificateValidationContext{VerifyCertificateSpki: []string{"x"}}}}}, nil, "validation_context.verify_certificate_spki"},
 		{"tls 1.0", &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsParams: &tlsv3.TlsParameters{TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_0}}}, nil, "tls_minimum_protocol_version TLSv1_0"},
 		{"cipher", &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsParams: &tlsv3.TlsParameters{CipherSuites: []string{"RC4-SHA"}}}}, nil, `cipher_suites "RC4-SHA"`},
 		{"sds ads", &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "default",

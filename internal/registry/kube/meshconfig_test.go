@@ -80,7 +80,7 @@ func TestMeshConfigMap(t *testing.T) {
 		return false
 	}, "a global full push")
 
-	cm.Data["mesh"] = "accessLogFile: /dev/stdout\n"
+	cm.Data["mesh"] = "enableTracing: true\n"
 	if _, err := cms.Update(f.ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestMeshConfigMap(t *testing.T) {
 	}
 	// The refused content is skipped: the next applied is the valid one.
 	if m := next("update after a refused one"); !m.RegistryOnly || m.RootNamespace != "" {
-		t.Fatalf("applied %+v, want REGISTRY_ONLY (the refused accessLogFile never applied)", m)
+		t.Fatalf("applied %+v, want REGISTRY_ONLY (the refused enableTracing never applied)", m)
 	}
 	if _, err := LoadMeshConfig(f.ctx, env.Config, f.ns); err != nil {
 		t.Fatal(err)

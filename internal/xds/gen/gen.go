@@ -101,6 +101,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 	case xdsapi.ListenerType:
 		shared = e.listeners
 		for _, l := range inboundListeners(snap, proxy, g.keys) {
+			withAccessLogs(snap, l) // accesslog.go
 			own = append(own, namedMessage{l.Name, l})
 		}
 		if len(e.byLabels) > 0 {
@@ -110,6 +111,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 			mine := map[string]bool{}
 			for _, ll := range e.byLabels {
 				l := ll.build(snap, &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: known})
+				withAccessLogs(snap, l)
 				own = append(own, namedMessage{l.Name, l})
 				mine[l.Name] = true
 			}

@@ -90,6 +90,10 @@ var scenarios = []scenario{
 		"sidecar~10.94.0.12~perm.pa~pa.svc.cluster.local",
 		"sidecar~10.94.0.13~plain.plain~plain.svc.cluster.local",
 	}},
+	// TLS origination, DestinationRule tls SIMPLE/MUTUAL (tlsorigination.go).
+	{dir: "tlsorigination", proxies: []string{
+		"sidecar~10.94.0.10~client.egress~egress.svc.cluster.local",
+	}},
 	{dir: "match", proxies: []string{
 		"sidecar~10.96.0.10~canary.demo~demo.svc.cluster.local",
 		"sidecar~10.96.0.11~plain.demo~demo.svc.cluster.local",

@@ -47,6 +47,7 @@ func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) []*li
 	labels, known := proxyLabels(snap, proxy)
 	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
 	out = append(out, inboundListeners(snap, proxy, keys)...)
+	withAccessLogs(snap, out...) // accesslog.go
 	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }

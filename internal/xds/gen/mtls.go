@@ -143,7 +143,8 @@ func spiffeMatcher(trustDomain, id string) *tlsv3.SubjectAltNameMatcher {
 // when the DestinationRule's tls (subset, port-level, top-level, in
 // Istio's precedence) says ISTIO_MUTUAL, or says nothing and every
 // endpoint the cluster reaches has a sidecar (auto mTLS); DISABLE keeps it
-// plaintext. The SNI is Istio's outbound_.PORT_.SUBSET_.HOST unless the
+// plaintext; SIMPLE and MUTUAL originate TLS with the rule's own
+// certificates (tlsorigination.go). The SNI is Istio's outbound_.PORT_.SUBSET_.HOST unless the
 // rule names one; the SANs are the rule's subjectAltNames, else the
 // endpoints' SPIFFE identities.
 func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint32, subset string, c *cluster.Cluster) {
@@ -163,14 +164,15 @@ func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint3
 		auto = false
 	}
 	settings := clientTLS(snap, ns, svc.Hostname, port, subset)
-	switch {
-	case settings == nil:
-		if !auto {
+	switch settings.GetMode() {
+	case networking.ClientTLSSettings_ISTIO_MUTUAL:
+	case networking.ClientTLSSettings_SIMPLE, networking.ClientTLSSettings_MUTUAL:
+		c.TransportSocket = originationSocket(settings, svc.Hostname, c) // tlsorigination.go
+		return
+	default: // DISABLE, or no tls at all
+		if settings != nil || !auto {
 			return
 		}
-	case settings.GetMode() == networking.ClientTLSSettings_ISTIO_MUTUAL:
-	default:
-		return // DISABLE; SIMPLE and MUTUAL are refused when the config is loaded
 	}
 	var sans []*tlsv3.SubjectAltNameMatcher
 	if names := settings.GetSubjectAltNames(); len(names) > 0 {

@@ -18,6 +18,7 @@ command -v curl >/dev/null 2>&1 || need="$need curl" # h2c checks: curl --http2-
 command -v containerd >/dev/null 2>&1 || need="$need containerd"
 command -v runc >/dev/null 2>&1 || need="$need runc"
 [ -x /usr/lib/cni/bridge ] || need="$need containernetworking-plugins"
+command -v nft >/dev/null 2>&1 || need="$need nftables" # kube-proxy's nftables mode
 
 if [ -n "$need" ]; then
 	if [ "$(id -u)" != 0 ]; then

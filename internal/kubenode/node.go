@@ -18,7 +18,9 @@
 // network namespaces and veths), stops the daemons, deletes kube-proxy's
 // tables, kills leftover shims and whatever still runs in the containers'
 // cgroups, unmounts what is mounted under the directory, deletes the
-// bridge and the directory.
+// bridge, the directory and the few hard-coded host paths the node created
+// (hostPaths). One node runs on a machine at a time: Start waits for
+// another node's Stop (a file lock).
 //
 //	node := kubenode.Start(t, kubenode.Options{Images: []string{"bin/images/strait-echo.tar"}})
 //	client := node.API.Client
@@ -81,6 +83,10 @@ type Node struct {
 	binDir  string
 	network *netns.Network
 	out     io.Writer
+	lock    *os.File // the machine-wide node lock, held until Stop
+	// createdHostPaths are the hard-coded host paths that did not exist
+	// before the node started; Stop removes them.
+	createdHostPaths []string
 
 	// mu guards the fields below.
 	mu                                      sync.Mutex
@@ -171,12 +177,16 @@ func StartContext(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n = &Node{Dir: dir, binDir: binDir, out: opts.Progress}
-	defer func() {
+	defer func() { //nolint:contextcheck // cleanup must run even when ctx ran out
 		if err != nil {
-			_ = n.Stop() //nolint:contextcheck // cleanup must run even when ctx ran out
+			_ = n.Stop()
 		}
 	}()
 	start := time.Now()
+	if n.lock, err = lockMachine(ctx, n.out); err != nil {
+		return nil, err
+	}
+	n.createdHostPaths = missingHostPaths()
 	// The bridge first: the API server listens on its address, which pods
 	// reach.
 	if n.network, err = netns.NewNetwork(ctx, netns.NetworkOptions{Prefix: "kn"}); err != nil {
@@ -276,6 +286,7 @@ func (n *Node) startControlPlane() error {
 		"--root-ca-file=" + n.API.CAFile(),
 		"--service-account-private-key-file=" + n.API.ServiceAccountKeyFile(),
 		"--use-service-account-credentials=false",
+		"--flex-volume-plugin-dir=" + filepath.Join(n.Dir, "flexvolume"),
 		"--v=1",
 	}, filepath.Join(n.Dir, "kube-controller-manager.log"))
 	if err != nil {
@@ -319,7 +330,7 @@ func (n *Node) kubeletConfig(port, healthzPort int) ([]byte, error) {
 		"enforceNodeAllocatable":      []string{},
 		"failSwapOn":                  false,
 		"failCgroupV1":                false,
-		"podLogsDirectory":            filepath.Join(n.Dir, "pod-logs"),
+		"podLogsDir":                  filepath.Join(n.Dir, "pod-logs"),
 		"volumePluginDir":             filepath.Join(n.Dir, "volume-plugins"),
 		"resolvConf":                  "",
 		"clusterDomain":               "cluster.local",
@@ -483,8 +494,14 @@ func (n *Node) Stop() error {
 			errs = append(errs, err)
 		}
 	}
+	if err := removeHostPaths(n.Dir, n.createdHostPaths); err != nil {
+		errs = append(errs, err)
+	}
 	if err := os.RemoveAll(n.Dir); err != nil {
 		errs = append(errs, err)
+	}
+	if n.lock != nil {
+		n.lock.Close() // releases the flock
 	}
 	return errors.Join(errs...)
 }

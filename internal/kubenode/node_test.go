@@ -152,6 +152,7 @@ func TestNodeRunsPod(t *testing.T) {
 
 	// Stop removes everything the node made, pods first.
 	bridge, dir, sock := node.network.Bridge, node.Dir, node.ContainerdSocket()
+	created := node.createdHostPaths
 	netnsBefore, _ := filepath.Glob("/var/run/netns/cni-*")
 	apps := containerProcesses(t, "strait-echo")
 	if len(apps) != 2 {
@@ -175,6 +176,11 @@ func TestNodeRunsPod(t *testing.T) {
 	for _, pid := range apps {
 		if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid))); err == nil {
 			t.Errorf("container process %d still running after Stop", pid)
+		}
+	}
+	for _, p := range created {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("host path %s, created by the node, still there after Stop", p)
 		}
 	}
 	for _, f := range netnsBefore {

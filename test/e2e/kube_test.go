@@ -262,6 +262,38 @@ func TestKubeSeedFlow(t *testing.T) {
 		}
 	})
 
+	t.Run("native sidecar", func(t *testing.T) {
+		d := echoDeployment("native", map[string]string{"app": "native"}, aliases, map[string]string{"sidecar.istio.io/nativeSidecar": "true"})
+		if _, err := client.AppsV1().Deployments(kubeDemoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := waitPodsReady(ctx, t, client, kubeDemoNS, "app=native", 1, 1)[0]
+		t.Logf("native sidecar pod: %s, init containers %v", podState(p), containerNames(p.Spec.InitContainers))
+		native := false
+		for _, c := range p.Spec.InitContainers {
+			if c.Name == "istio-proxy" && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+				native = true
+			}
+		}
+		if !native || contains(containerNames(p.Spec.Containers), "istio-proxy") {
+			t.Fatalf("pod %s: want istio-proxy as an init container with restartPolicy Always (init %v, containers %v)",
+				p.Name, containerNames(p.Spec.InitContainers), containerNames(p.Spec.Containers))
+		}
+		waitSynced(ctx, t, monitoring, []corev1.Pod{p})
+		out, _, err := node.Exec(ctx, kubeDemoNS, p.Name, "echo", "strait-echo", "get", "-n", "5", "http://"+serverHost+"/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range parseEchoLines(t, out) {
+			if l.Status != 200 || l.Reply == nil {
+				t.Fatalf("request from the native-sidecar pod: %+v", l)
+			}
+			if host, _, _ := net.SplitHostPort(l.Reply.Remote); host != "127.0.0.6" {
+				t.Errorf("the server app saw the native-sidecar pod's request from %s, want 127.0.0.6", l.Reply.Remote)
+			}
+		}
+	})
+
 	t.Run("install, uninstall, install leaves nothing behind", func(t *testing.T) {
 		straitctl("uninstall", "--purge")
 		if left := leftovers(ctx, t, node); len(left) > 0 {
@@ -462,10 +494,21 @@ func allReady(p corev1.Pod) bool {
 // podState is `kubectl get pods`' view of a pod: name, READY, phase, and
 // the waiting reasons.
 func podState(p corev1.Pod) string {
-	ready := 0
+	// As kubectl counts: the containers and the native sidecars (init
+	// containers with restartPolicy Always).
+	ready, total := 0, len(p.Spec.Containers)
 	var why []string
 	for _, c := range p.Status.ContainerStatuses {
 		if c.Ready {
+			ready++
+		}
+	}
+	for i, c := range p.Spec.InitContainers {
+		if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			continue
+		}
+		total++
+		if i < len(p.Status.InitContainerStatuses) && p.Status.InitContainerStatuses[i].Ready {
 			ready++
 		}
 	}
@@ -477,7 +520,7 @@ func podState(p corev1.Pod) string {
 			why = append(why, fmt.Sprintf("%s: exit %d %s", c.Name, term.ExitCode, term.Message))
 		}
 	}
-	return fmt.Sprintf("%s %d/%d %s %v", p.Name, ready, len(p.Spec.Containers), p.Status.Phase, why)
+	return fmt.Sprintf("%s %d/%d %s %v", p.Name, ready, total, p.Status.Phase, why)
 }
 
 func containerNames(cs []corev1.Container) []string {

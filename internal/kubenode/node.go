@@ -189,7 +189,7 @@ func StartContext(ctx context.Context, opts Options) (n *Node, err error) {
 	n.createdHostPaths = missingHostPaths()
 	// The bridge first: the API server listens on its address, which pods
 	// reach.
-	if n.network, err = netns.NewNetwork(ctx, netns.NetworkOptions{Prefix: "kn"}); err != nil {
+	if n.network, err = podNetwork(ctx); err != nil {
 		return nil, err
 	}
 	n.Name = "strait-node-" + n.network.RunID
@@ -219,6 +219,25 @@ func StartContext(ctx context.Context, opts Options) (n *Node, err error) {
 	}
 	fmt.Fprintf(n.out, "kubenode: node %s Ready at %s in %v (dir %s)\n", n.Name, n.IP, time.Since(start).Round(time.Millisecond), dir)
 	return n, nil
+}
+
+// podNetwork creates the node's bridge on a /24 outside the ClusterIP
+// range (the netns package picks any free 10.X.Y.0/24, and pods route the
+// ClusterIP range to the node).
+func podNetwork(ctx context.Context) (*netns.Network, error) {
+	for range 5 {
+		nw, err := netns.NewNetwork(ctx, netns.NetworkOptions{Prefix: "kn"})
+		if err != nil {
+			return nil, err
+		}
+		if !nw.Subnet.Overlaps(kubeapiserver.ServiceCIDR) {
+			return nw, nil
+		}
+		if err := nw.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("no pod subnet outside the ClusterIP range %s after 5 tries", kubeapiserver.ServiceCIDR)
 }
 
 // startContainerd writes the CNI and containerd configs, starts

@@ -67,9 +67,12 @@ fmt:
 clean:
 	rm -rf $(BIN)
 
-# Builds kube-apiserver and etcd for the Kubernetes tests (internal/testenv/kube)
-# from their Go modules, outside this module; cached per version in
-# $STRAIT_KUBE_CACHE (default ~/.cache/strait/kube): a second run returns at once.
+# Builds kube-apiserver and etcd for the Kubernetes tests (internal/kubeapiserver),
+# and kubelet, kube-controller-manager, kube-scheduler and kube-proxy as one
+# binary for the one-node cluster (internal/kubenode), from their Go modules,
+# outside this module; cached per version in $STRAIT_KUBE_CACHE (default
+# ~/.cache/strait/kube): a second run returns at once. The first, uncached
+# build of the node binary took 15 minutes on a busy 2-core machine.
 .PHONY: kube-testenv
 kube-testenv:
 	@./hack/kube-testenv-build.sh >/dev/null

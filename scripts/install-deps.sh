@@ -9,6 +9,16 @@ command -v ip >/dev/null 2>&1 || need="$need iproute2"
 command -v nsenter >/dev/null 2>&1 || need="$need util-linux"
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need="$need nginx-light"
 command -v curl >/dev/null 2>&1 || need="$need curl" # h2c checks: curl --http2-prior-knowledge
+# The one-node Kubernetes tests (internal/kubenode): the container runtime
+# the kubelet drives, its OCI runtime, and the CNI bridge/host-local/loopback
+# plugins. Debian bookworm's containerd 1.6 speaks CRI v1, which kubelet
+# v1.37 accepts (it falls back from the RuntimeConfig call that containerd 2
+# adds). The package's systemd unit is never started: the tests run their own
+# containerd with its own socket and directories.
+command -v containerd >/dev/null 2>&1 || need="$need containerd"
+command -v runc >/dev/null 2>&1 || need="$need runc"
+[ -x /usr/lib/cni/bridge ] || need="$need containernetworking-plugins"
+command -v nft >/dev/null 2>&1 || need="$need nftables" # kube-proxy's nftables mode
 
 if [ -n "$need" ]; then
 	if [ "$(id -u)" != 0 ]; then

@@ -14,6 +14,10 @@
 // Host of the last one, so a test can count attempts (retries, mirrors) and
 // see where they were addressed (a mirror's "-shadow" host). The --status flag makes every
 // answer that status (a bad host for outlier detection tests).
+//
+// `strait-echo get [-n N] [-interval D] URL` is the client instead: N GETs,
+// one JSON line each (status and the echo's reply, or the error), for
+// tests that exec into a pod.
 package main
 
 import (
@@ -57,6 +61,11 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "get" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return runGet(ctx, args[1:], os.Stdout)
+	}
 	fs := flag.NewFlagSet("strait-echo", flag.ContinueOnError)
 	addr := fs.String("addr", ":8080", "address to listen on")
 	version := fs.String("version", "v1", "version string to report")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -80,5 +82,42 @@ func TestStatusFlagForcesEveryAnswer(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 500 {
 		t.Fatalf("status %d, want 500", resp.StatusCode)
+	}
+}
+
+func TestGet(t *testing.T) {
+	srv := httptest.NewServer(newHandler("v7", "p", 0))
+	defer srv.Close()
+	var out bytes.Buffer
+	if err := runGet(context.Background(), []string{"-n", "3", srv.URL + "/x"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("got %d lines, want 3:\n%s", len(lines), out.String())
+	}
+	for _, l := range lines {
+		var r getResult
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != 200 || r.Reply == nil || r.Reply.Version != "v7" || r.Reply.Path != "/x" {
+			t.Errorf("line %s: want status 200 and the echo's reply for /x from v7", l)
+		}
+	}
+	// A closed server: an error line per request, and still exit 0.
+	srv.Close()
+	out.Reset()
+	if err := runGet(context.Background(), []string{"-n", "2", srv.URL}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r getResult
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Error == "" || r.Status != 0 {
+			t.Errorf("line %q: want an error and no status", l)
+		}
+	}
+	if err := runGet(context.Background(), nil, &out); err == nil {
+		t.Error("get without a URL: no error")
 	}
 }

@@ -212,15 +212,33 @@ type UninstallOptions struct {
 
 // Uninstall deletes every object of the kinds in r that carries the
 // release's instance and part-of labels (in the namespace for namespaced
-// kinds), in reverse install order; CRDs only with Purge. The namespace
-// stays. It returns the deleted objects as KIND/NAME.
+// kinds), in reverse install order, and straitd's webhook CA Lease; CRDs
+// only with Purge. The namespace stays. It returns the deleted objects as KIND/NAME.
 func (c *Client) Uninstall(ctx context.Context, r Rendered, opts UninstallOptions) ([]string, error) {
 	objs := r.Objects
 	if opts.Purge {
 		objs = r.All()
 	}
-	return c.deleteLabelled(ctx, objs, opts, nil)
+	deleted, err := c.deleteLabelled(ctx, objs, opts, nil)
+	if err != nil {
+		return deleted, err
+	}
+	// The Lease straitd's replicas elect the webhook CA writer with is
+	// made at run time (no chart labels); it goes with straitd.
+	leases := c.Dynamic.Resource(schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}).Namespace(opts.Namespace)
+	switch err := leases.Delete(ctx, WebhookLeaseName, metav1.DeleteOptions{}); {
+	case err == nil:
+		deleted = append(deleted, "Lease/"+WebhookLeaseName)
+		c.printf("Lease/%s deleted\n", WebhookLeaseName)
+	case !apierrors.IsNotFound(err):
+		return deleted, fmt.Errorf("delete Lease %s: %w", WebhookLeaseName, err)
+	}
+	return deleted, nil
 }
+
+// WebhookLeaseName is the Lease straitd creates in its namespace to elect
+// the writer of the webhook's CA bundle (cmd/straitd's webhookLeaseName).
+const WebhookLeaseName = "strait-webhook-ca"
 
 // Prune deletes the release's objects of the kinds in all that are not in
 // keep: what an upgrade no longer renders (a PodDisruptionBudget turned

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 )
@@ -145,12 +148,25 @@ func TestInstallUninstallCycle(t *testing.T) {
 		t.Errorf("wait interrupted: err %v, want context.Canceled", err)
 	}
 
+	// straitd's webhook CA Lease, made at run time without the chart's
+	// labels, goes too.
+	leaseGVR := schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+	lease := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+		"metadata": map[string]any{"name": WebhookLeaseName, "namespace": ns},
+	}}
+	if _, err := c.Dynamic.Resource(leaseGVR).Namespace(ns).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	deleted, err := c.Uninstall(ctx, r, UninstallOptions{Namespace: ns, Release: DefaultRelease})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(deleted) != len(r.Objects) {
-		t.Errorf("uninstall deleted %d objects %v, want the %d it installed", len(deleted), deleted, len(r.Objects))
+	if len(deleted) != len(r.Objects)+1 {
+		t.Errorf("uninstall deleted %d objects %v, want the %d it installed and straitd's Lease", len(deleted), deleted, len(r.Objects))
+	}
+	if _, err := c.Dynamic.Resource(leaseGVR).Namespace(ns).Get(ctx, WebhookLeaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("straitd's Lease %s after uninstall: %v, want not found", WebhookLeaseName, err)
 	}
 	left := leftovers(ctx, t, c, r, ns)
 	if len(left) != len(r.CRDs) {

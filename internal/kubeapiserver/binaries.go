@@ -62,19 +62,35 @@ func BinDir() (string, error) {
 // up from the working directory) when they are missing. The build's
 // progress is written to progress. A cached build returns at once.
 func Binaries(ctx context.Context, progress io.Writer) (string, error) {
+	return binaries(ctx, progress, apiBinaries)
+}
+
+// NodeBinaries is Binaries for a one-node cluster: it also needs kube-node
+// (kubelet, kube-controller-manager, kube-scheduler and kube-proxy in one
+// multi-call binary, with a symlink per command).
+func NodeBinaries(ctx context.Context, progress io.Writer) (string, error) {
+	return binaries(ctx, progress, nodeBinaries)
+}
+
+var (
+	apiBinaries  = []string{"kube-apiserver", "etcd"}
+	nodeBinaries = []string{"kube-apiserver", "etcd", "kube-node", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy"}
+)
+
+func binaries(ctx context.Context, progress io.Writer, names []string) (string, error) {
 	dir, err := BinDir()
 	if err != nil {
 		return "", err
 	}
-	if haveBinaries(dir) {
+	if haveBinaries(dir, names) {
 		return dir, nil
 	}
 	if os.Getenv(EnvBinDir) != "" {
-		return "", fmt.Errorf("%w: $%s=%s lacks kube-apiserver or etcd", ErrUnavailable, EnvBinDir, dir)
+		return "", fmt.Errorf("%w: $%s=%s lacks one of %s", ErrUnavailable, EnvBinDir, dir, strings.Join(names, ", "))
 	}
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if haveBinaries(dir) {
+	if haveBinaries(dir, names) {
 		return dir, nil
 	}
 	script, err := findScript()
@@ -87,8 +103,8 @@ func Binaries(ctx context.Context, progress io.Writer) (string, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
-	fmt.Fprintf(progress, "testenv/kube: %s and etcd %s are not in %s; building them with %s (several minutes, once per version)\n",
-		KubeVersion, EtcdVersion, dir, script)
+	fmt.Fprintf(progress, "testenv/kube: Kubernetes %s (%s) and etcd %s are not all in %s; building them with %s (several minutes, once per version)\n",
+		KubeVersion, strings.Join(names, ", "), EtcdVersion, dir, script)
 	cmd := exec.CommandContext(ctx, "bash", script)
 	cmd.Env = append(os.Environ(), "STRAIT_KUBE_VERSION="+KubeVersion, "STRAIT_ETCD_VERSION="+EtcdVersion)
 	var tail tailBuffer
@@ -98,14 +114,14 @@ func Binaries(ctx context.Context, progress io.Writer) (string, error) {
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("%w: %s failed: %v\n%s", ErrUnavailable, script, err, tail.String())
 	}
-	if !haveBinaries(dir) {
+	if !haveBinaries(dir, names) {
 		return "", fmt.Errorf("%w: %s finished but %s lacks the binaries (stdout: %s)", ErrUnavailable, script, dir, strings.TrimSpace(out.String()))
 	}
 	return dir, nil
 }
 
-func haveBinaries(dir string) bool {
-	for _, b := range []string{"kube-apiserver", "etcd"} {
+func haveBinaries(dir string, names []string) bool {
+	for _, b := range names {
 		fi, err := os.Stat(filepath.Join(dir, b))
 		if err != nil || fi.Mode()&0o111 == 0 {
 			return false

@@ -30,10 +30,11 @@ type pki struct {
 	tokenFile                               string
 }
 
-// newPKI generates a CA, a serving certificate for 127.0.0.1 and localhost,
+// newPKI generates a CA, a serving certificate for 127.0.0.1, localhost and
+// extraIPs,
 // an admin client certificate, a service-account signing key and a static
 // admin token, and writes the server's files into dir.
-func newPKI(dir string) (*pki, error) {
+func newPKI(dir string, extraIPs []net.IP) (*pki, error) {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -76,7 +77,7 @@ func newPKI(dir string) (*pki, error) {
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		IPAddresses: append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, extraIPs...),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create serving certificate: %w", err)

@@ -20,7 +20,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,6 +39,13 @@ import (
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
+// ServiceCIDR is the API server's ClusterIP range; KubernetesServiceIP,
+// its first address, is the kubernetes Service's.
+var (
+	ServiceCIDR         = netip.MustParsePrefix("10.96.0.0/16")
+	KubernetesServiceIP = netip.MustParseAddr("10.96.0.1")
+)
+
 // Options configure Start.
 type Options struct {
 	// GatewayAPI installs the Gateway API standard-channel CRDs.
@@ -47,6 +56,16 @@ type Options struct {
 	// Progress receives build progress and start-up messages; nil means
 	// os.Stderr (go test shows it live, unlike t.Log).
 	Progress io.Writer
+	// NodeIP, when set, configures the API server for a cluster with a
+	// kubelet, a controller manager and pods (internal/kubenode): it
+	// listens on and advertises NodeIP (the node's bridge address, which
+	// pods reach; the kubernetes Service's endpoint) instead of
+	// 127.0.0.1, its certificate also names NodeIP and the kubernetes
+	// Service's ClusterIP, ServiceAccount admission is on (the controller
+	// manager creates the default service accounts), and kubelets are
+	// reached at their InternalIP (a test node's hostname resolves
+	// nowhere).
+	NodeIP netip.Addr
 }
 
 // Env is a running etcd and kube-apiserver.
@@ -64,7 +83,10 @@ type Env struct {
 	// Dir holds the certificates, logs and etcd's data; Stop removes it.
 	Dir string
 
-	binDir  string
+	binDir string
+	// host is the address the API server listens on and advertises.
+	host    netip.Addr
+	forNode bool
 	pki     *pki
 	etcdURL string
 	port    int
@@ -127,21 +149,26 @@ func StartContext(ctx context.Context, opts Options) (env *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if !haveBinaries(binDir) {
+	if !haveBinaries(binDir, apiBinaries) {
 		return nil, fmt.Errorf("%w: kube-apiserver and etcd are not in %s (call Binaries first)", ErrUnavailable, binDir)
 	}
 	dir, err := os.MkdirTemp("", "strait-kube-")
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Dir: dir, binDir: binDir, out: opts.Progress}
+	e := &Env{Dir: dir, binDir: binDir, out: opts.Progress, host: netip.AddrFrom4([4]byte{127, 0, 0, 1})}
+	var extraIPs []net.IP
+	if opts.NodeIP.IsValid() {
+		e.host, e.forNode = opts.NodeIP, true
+		extraIPs = []net.IP{opts.NodeIP.AsSlice(), net.IP(KubernetesServiceIP.AsSlice())}
+	}
 	defer func() {
 		if err != nil {
 			_ = e.Stop()
 		}
 	}()
 	start := time.Now()
-	if e.pki, err = newPKI(dir); err != nil {
+	if e.pki, err = newPKI(dir, extraIPs); err != nil {
 		return nil, fmt.Errorf("generate certificates: %w", err)
 	}
 	// A port picked free can be taken before the child binds it: retry
@@ -211,9 +238,9 @@ func (e *Env) startProcesses(ctx context.Context) error {
 
 // apiserverArgs are kube-apiserver's flags.
 func (e *Env) apiserverArgs() []string {
-	return []string{
-		"--advertise-address=127.0.0.1",
-		"--bind-address=127.0.0.1",
+	args := []string{
+		"--advertise-address=" + e.host.String(),
+		"--bind-address=" + e.host.String(),
 		"--secure-port=" + strconv.Itoa(e.port),
 		"--cert-dir=" + filepath.Join(e.Dir, "certs"),
 		"--etcd-servers=" + e.etcdURL,
@@ -224,16 +251,20 @@ func (e *Env) apiserverArgs() []string {
 		"--service-account-key-file=" + e.pki.saPublicFile,
 		"--service-account-signing-key-file=" + e.pki.saPrivateFile,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		// Only an allocation range for ClusterIPs: nothing routes it.
-		"--service-cluster-ip-range=10.96.0.0/16",
+		// An allocation range for ClusterIPs; only a node's kube-proxy
+		// routes it.
+		"--service-cluster-ip-range=" + ServiceCIDR.String(),
 		"--authorization-mode=RBAC",
-		// No controller manager creates the default service account.
-		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
-		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 	}
+	if e.forNode {
+		return append(args, "--kubelet-preferred-address-types=InternalIP", "--endpoint-reconciler-type=lease")
+	}
+	args = append(args, "--endpoint-reconciler-type=none")
+	// No controller manager creates the default service account.
+	return append(args, "--disable-admission-plugins=ServiceAccount")
 }
 
 // StartAPIServer starts kube-apiserver (again, after StopAPIServer) on the
@@ -264,11 +295,20 @@ func (e *Env) StopAPIServer() {
 	p.stop(10 * time.Second)
 }
 
-// URL is the API server's address, https://127.0.0.1:PORT.
-func (e *Env) URL() string { return "https://127.0.0.1:" + strconv.Itoa(e.port) }
+// URL is the API server's address, https://127.0.0.1:PORT (or the
+// NodeIP).
+func (e *Env) URL() string { return "https://" + netip.AddrPortFrom(e.host, uint16(e.port)).String() }
 
 // Token is the admin bearer token.
 func (e *Env) Token() string { return e.pki.token }
+
+// CAFile is the path of CAData, for components that read it from a file
+// (the controller manager's --root-ca-file).
+func (e *Env) CAFile() string { return e.pki.caFile }
+
+// ServiceAccountKeyFile is the private key that signs service-account
+// tokens (the controller manager's --service-account-private-key-file).
+func (e *Env) ServiceAccountKeyFile() string { return e.pki.saPrivateFile }
 
 // CAData is the PEM CA certificate of the serving certificate.
 func (e *Env) CAData() []byte { return e.pki.caPEM }

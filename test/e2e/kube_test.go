@@ -1,0 +1,768 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/straitmesh/strait/internal/debugapi"
+	"github.com/straitmesh/strait/internal/install"
+	"github.com/straitmesh/strait/internal/kubenode"
+	"github.com/straitmesh/strait/internal/testreq"
+)
+
+// The seed's flow on a real one-node cluster (internal/kubenode): Strait's
+// images imported into the node's containerd, `straitctl install`, a
+// labelled namespace whose pods straitd's webhook injects, the init
+// container programming the pod's netns, the sidecars fed by straitd over
+// the cluster network, and traffic from a client pod through both
+// sidecars.
+const (
+	kubeDemoNS   = "demo"
+	kubeImageTag = "e2e"
+	serverHost   = "server.demo.svc.cluster.local"
+)
+
+// echoLine is one line of `strait-echo get`.
+type echoLine struct {
+	Status int    `json:"status"`
+	Error  string `json:"error"`
+	Reply  *struct {
+		Version string `json:"version"`
+		Pod     string `json:"pod"`
+		Remote  string `json:"remote"`
+	} `json:"reply"`
+}
+
+func TestKubeSeedFlow(t *testing.T) {
+	if binDir == "" {
+		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
+	}
+	if err := kubenode.Available(); err != nil {
+		testreq.Missing(t, "no Kubernetes node: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	imgs, err := kubenode.StraitImages(ctx, t.TempDir(), "strait", kubeImageTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := kubenode.Start(t, kubenode.Options{Images: imgs})
+	client := node.API.Client
+	straitctl := func(args ...string) string {
+		t.Helper()
+		if args[0] == "install" || args[0] == "uninstall" {
+			args = append(args, "--kubeconfig", node.API.KubeconfigPath)
+		}
+		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "straitctl"), args...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("straitctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+
+	// 1. straitctl install; straitd runs as a pod.
+	t.Log(straitctl("install", "--set", "global.tag="+kubeImageTag, "--timeout", "4m"))
+	straitdPod := waitPodsReady(ctx, t, client, install.DefaultNamespace, "app=istiod", 1, 1)[0]
+	straitdSvc, err := client.CoreV1().Services(install.DefaultNamespace).Get(ctx, "istiod", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// 2. A labelled namespace, the server in two versions, a client.
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: kubeDemoNS, Labels: map[string]string{"istio-injection": "enabled"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitServiceAccount(ctx, t, client, kubeDemoNS)
+	svc, err := client.CoreV1().Services(kubeDemoNS).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "server", Namespace: kubeDemoNS},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "server"},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cluster has no DNS server: the pods find straitd and the
+	// server by /etc/hosts entries for the Services' ClusterIPs.
+	aliases := []corev1.HostAlias{
+		{IP: straitdSvc.Spec.ClusterIP, Hostnames: []string{"istiod.istio-system.svc"}},
+		{IP: svc.Spec.ClusterIP, Hostnames: []string{serverHost, "server.demo", "server"}},
+	}
+	for _, d := range []*appsv1.Deployment{
+		echoDeployment("server-v1", map[string]string{"app": "server", "version": "v1"}, aliases, nil),
+		echoDeployment("server-v2", map[string]string{"app": "server", "version": "v2"}, aliases, nil),
+		echoDeployment("client", map[string]string{"app": "client"}, aliases, nil),
+	} {
+		if _, err := client.AppsV1().Deployments(kubeDemoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// 3. Injected, 2/2 Running, the init container done, every sidecar
+	// SYNCED.
+	var demoPods []corev1.Pod
+	for _, app := range []string{"app=server,version=v1", "app=server,version=v2", "app=client"} {
+		pods := waitPodsReady(ctx, t, client, kubeDemoNS, app, 1, 2)
+		demoPods = append(demoPods, pods...)
+	}
+	for _, p := range demoPods {
+		if len(p.Spec.InitContainers) == 0 || p.Spec.InitContainers[0].Name != "istio-init" {
+			t.Errorf("pod %s: no istio-init init container (init containers %v)", p.Name, containerNames(p.Spec.InitContainers))
+		}
+		if names := containerNames(p.Spec.Containers); !contains(names, "istio-proxy") {
+			t.Errorf("pod %s: no istio-proxy sidecar (containers %v)", p.Name, names)
+		}
+	}
+	var table []string
+	for _, p := range demoPods {
+		table = append(table, podState(p))
+	}
+	t.Logf("pods in %s (name ready phase):\n%s", kubeDemoNS, strings.Join(table, "\n"))
+	monitoring := net.JoinHostPort(straitdPod.Status.PodIP, "15014")
+	waitSynced(ctx, t, monitoring, demoPods)
+	t.Log(straitctl("proxy-status", "--straitd-addr", monitoring))
+
+	clientPod := podNamed(demoPods, "client")
+	get := func(t *testing.T, n int, url string) []echoLine {
+		t.Helper()
+		out, _, err := node.Exec(ctx, kubeDemoNS, clientPod, "echo", "strait-echo", "get", "-n", fmt.Sprint(n), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parseEchoLines(t, out)
+	}
+
+	t.Run("through both sidecars", func(t *testing.T) {
+		for _, l := range get(t, 10, "http://"+serverHost+"/") {
+			if l.Status != 200 || l.Reply == nil {
+				t.Fatalf("request from the client pod: %+v", l)
+			}
+			if host, _, _ := net.SplitHostPort(l.Reply.Remote); host != "127.0.0.6" {
+				t.Errorf("the server app saw the request from %s, want 127.0.0.6 (its sidecar)", l.Reply.Remote)
+			}
+		}
+	})
+
+	// applySplit applies the split and waits until the client's sidecar
+	// has ACKed the route configuration that carries it.
+	applySplit := func(t *testing.T, v1, v2 int) {
+		t.Helper()
+		before := syncOf(ctx, t, monitoring, clientPod)
+		applyIstio(ctx, t, node, fmt.Sprintf(splitYAML, v1, v2))
+		waitSyncChange(ctx, t, monitoring, clientPod, "rds", before)
+		waitSynced(ctx, t, monitoring, demoPods)
+	}
+	t.Run("split 80/20 and a live change", func(t *testing.T) {
+		// 200 requests: 160 expected at 80%, standard deviation 5.7; the
+		// bounds are 3.5 deviations wide on either side.
+		applySplit(t, 80, 20)
+		versionShare(t, get, "v1", 140, 180)
+		applySplit(t, 20, 80)
+		versionShare(t, get, "v1", 20, 60)
+	})
+
+	t.Run("scaling changes EDS only", func(t *testing.T) {
+		before := syncOf(ctx, t, monitoring, clientPod)
+		scale(ctx, t, client, "server-v1", 2)
+		waitPodsReady(ctx, t, client, kubeDemoNS, "app=server,version=v1", 2, 2)
+		after := waitSyncChange(ctx, t, monitoring, clientPod, "eds", before)
+		for _, typ := range []string{"cds", "lds", "rds"} {
+			if before[typ] != after[typ] {
+				t.Errorf("scaling server-v1 re-sent %s to the client's sidecar (nonce %q -> %q); want EDS only", typ, before[typ], after[typ])
+			}
+		}
+	})
+
+	t.Run("inject false is left alone and reaches the service", func(t *testing.T) {
+		d := echoDeployment("plain", map[string]string{"app": "plain"}, aliases, map[string]string{"sidecar.istio.io/inject": "false"})
+		if _, err := client.AppsV1().Deployments(kubeDemoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := waitPodsReady(ctx, t, client, kubeDemoNS, "app=plain", 1, 1)[0]
+		if len(p.Spec.InitContainers) != 0 || len(p.Spec.Containers) != 1 {
+			t.Errorf("inject=false pod was changed: init %v, containers %v", containerNames(p.Spec.InitContainers), containerNames(p.Spec.Containers))
+		}
+		out, _, err := node.Exec(ctx, kubeDemoNS, p.Name, "echo", "strait-echo", "get", "-n", "5", "http://"+serverHost+"/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range parseEchoLines(t, out) {
+			if l.Status != 200 {
+				t.Errorf("request from the inject=false pod: %+v", l)
+			}
+		}
+	})
+
+	t.Run("deleting a pod drains without failed requests", func(t *testing.T) {
+		pods := waitPodsReady(ctx, t, client, kubeDemoNS, "app=server,version=v1", 2, 2)
+		type result struct {
+			out string
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			out, _, err := node.Exec(ctx, kubeDemoNS, clientPod, "echo", "strait-echo", "get", "-n", "300", "-interval", "20ms", "http://"+serverHost+"/")
+			done <- result{out, err}
+		}()
+		// The delete lands about a second into the ~7 s of requests; the
+		// check below proves it fell inside them.
+		time.Sleep(time.Second)
+		if err := client.CoreV1().Pods(kubeDemoNS).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r := <-done
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		failed, fromDeleted, lastFromDeleted := 0, 0, -1
+		lines := parseEchoLines(t, r.out)
+		for i, l := range lines {
+			if l.Status != 200 || l.Reply == nil {
+				failed++
+				t.Logf("failed: %+v", l)
+				continue
+			}
+			if l.Reply.Pod == pods[0].Name {
+				fromDeleted++
+				lastFromDeleted = i
+			}
+		}
+		if failed > 0 || len(lines) != 300 {
+			t.Errorf("%d of %d requests failed while pod %s was deleted", failed, len(lines), pods[0].Name)
+		}
+		// The deleted pod was in rotation, and left it before the end.
+		if fromDeleted == 0 || lastFromDeleted > len(lines)-50 {
+			t.Errorf("pod %s answered %d requests, the last at %d of %d: the delete did not happen while requests flowed", pods[0].Name, fromDeleted, lastFromDeleted, len(lines))
+		}
+	})
+
+	t.Run("native sidecar", func(t *testing.T) {
+		d := echoDeployment("native", map[string]string{"app": "native"}, aliases, map[string]string{"sidecar.istio.io/nativeSidecar": "true"})
+		if _, err := client.AppsV1().Deployments(kubeDemoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := waitPodsReady(ctx, t, client, kubeDemoNS, "app=native", 1, 1)[0]
+		t.Logf("native sidecar pod: %s, init containers %v", podState(p), containerNames(p.Spec.InitContainers))
+		native := false
+		for _, c := range p.Spec.InitContainers {
+			if c.Name == "istio-proxy" && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+				native = true
+			}
+		}
+		if !native || contains(containerNames(p.Spec.Containers), "istio-proxy") {
+			t.Fatalf("pod %s: want istio-proxy as an init container with restartPolicy Always (init %v, containers %v)",
+				p.Name, containerNames(p.Spec.InitContainers), containerNames(p.Spec.Containers))
+		}
+		waitSynced(ctx, t, monitoring, []corev1.Pod{p})
+		out, _, err := node.Exec(ctx, kubeDemoNS, p.Name, "echo", "strait-echo", "get", "-n", "5", "http://"+serverHost+"/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range parseEchoLines(t, out) {
+			if l.Status != 200 || l.Reply == nil {
+				t.Fatalf("request from the native-sidecar pod: %+v", l)
+			}
+			if host, _, _ := net.SplitHostPort(l.Reply.Remote); host != "127.0.0.6" {
+				t.Errorf("the server app saw the native-sidecar pod's request from %s, want 127.0.0.6", l.Reply.Remote)
+			}
+		}
+	})
+
+	t.Run("install, uninstall, install leaves nothing behind", func(t *testing.T) {
+		straitctl("uninstall", "--purge")
+		if left := leftovers(ctx, t, node); len(left) > 0 {
+			t.Errorf("after uninstall --purge: %v", left)
+		}
+		straitctl("install", "--set", "global.tag="+kubeImageTag, "--timeout", "4m")
+		waitPodsReady(ctx, t, client, install.DefaultNamespace, "app=istiod", 1, 1)
+		straitctl("uninstall", "--purge")
+		if left := leftovers(ctx, t, node); len(left) > 0 {
+			t.Errorf("after install, uninstall, install, uninstall --purge: %v", left)
+		}
+	})
+}
+
+// leftovers lists the chart's objects (rendered with its defaults, CRDs
+// included) that are still in the cluster.
+func leftovers(ctx context.Context, t *testing.T, node *kubenode.Node) []string {
+	t.Helper()
+	chart, err := install.LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := install.Render(chart, install.RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(node.API.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	var left []string
+	// Deletion of a namespaced object can take a moment (finalizers).
+	deadline := time.Now().Add(time.Minute)
+	for _, o := range r.All() {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			continue // the kind itself is gone (its CRD was deleted)
+		}
+		res := node.API.Dynamic.Resource(m.Resource)
+		for {
+			var getErr error
+			if m.Scope.Name() == "namespace" {
+				_, getErr = res.Namespace(o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
+			} else {
+				_, getErr = res.Get(ctx, o.GetName(), metav1.GetOptions{})
+			}
+			if apierrors.IsNotFound(getErr) || (getErr != nil && strings.Contains(getErr.Error(), "the server could not find the requested resource")) {
+				break
+			}
+			if time.Now().After(deadline) {
+				left = append(left, fmt.Sprintf("%s %s/%s (%v)", gvk.Kind, o.GetNamespace(), o.GetName(), getErr))
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	return append(left, namespaceLeftovers(ctx, t, node, install.DefaultNamespace)...)
+}
+
+// namespaceLeftovers lists every object in ns (every listable namespaced
+// kind the API serves) but what uninstall keeps by design (Istio's too):
+// the namespace's own default ServiceAccount and kube-root-ca.crt, the
+// istio-ca-root-cert ConfigMap straitd wrote, and Events. Pods that are
+// terminating are waited for.
+func namespaceLeftovers(ctx context.Context, t *testing.T, node *kubenode.Node, ns string) []string {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(node.API.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists, err := dc.ServerPreferredNamespacedResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// v1 Endpoints would warn on every list (deprecated); its
+	// EndpointSlices are listed anyway.
+	cfg := rest.CopyConfig(node.API.Config)
+	cfg.WarningHandler = rest.NoWarnings{}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := map[string]bool{"ServiceAccount/default": true, "ConfigMap/kube-root-ca.crt": true, "ConfigMap/istio-ca-root-cert": true}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var left []string
+		for _, l := range lists {
+			gv, err := schema.ParseGroupVersion(l.GroupVersion)
+			if err != nil {
+				continue
+			}
+			for _, r := range l.APIResources {
+				if !contains(r.Verbs, "list") || r.Kind == "Event" {
+					continue
+				}
+				items, err := dyn.Resource(gv.WithResource(r.Name)).Namespace(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					continue
+				}
+				for _, it := range items.Items {
+					if key := r.Kind + "/" + it.GetName(); !keep[key] {
+						left = append(left, key)
+					}
+				}
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// echoDeployment is a one-replica strait-echo Deployment (server on 8080,
+// its version from the version label, default v1).
+func echoDeployment(name string, labels map[string]string, aliases []corev1.HostAlias, annotations map[string]string) *appsv1.Deployment {
+	version := labels["version"]
+	if version == "" {
+		version = "v1"
+	}
+	one := int32(1)
+	grace := int64(10)
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kubeDemoNS},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+				Spec: corev1.PodSpec{
+					HostAliases:                   aliases,
+					TerminationGracePeriodSeconds: &grace,
+					Containers: []corev1.Container{{
+						Name:            "echo",
+						Image:           "strait/strait-echo:" + kubeImageTag,
+						ImagePullPolicy: corev1.PullIfNotPresent,
+						Args:            []string{"--addr", ":8080", "--version", version},
+						Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
+							FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// waitPodsReady waits until the selector matches between min and max
+// pods, all Running with every container ready, and returns them.
+func waitPodsReady(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, selector string, minPods, maxPods int) []corev1.Pod {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	var last string
+	for {
+		list, err := client.CoreV1().Pods(ns).List(wctx, metav1.ListOptions{LabelSelector: selector})
+		if err == nil {
+			var ready []corev1.Pod
+			var states []string
+			for _, p := range list.Items {
+				if p.DeletionTimestamp != nil {
+					continue
+				}
+				states = append(states, podState(p))
+				if p.Status.Phase == corev1.PodRunning && allReady(p) {
+					ready = append(ready, p)
+				}
+			}
+			last = strings.Join(states, "; ")
+			if len(ready) == len(states) && len(ready) >= minPods && len(ready) <= maxPods {
+				return ready
+			}
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-wctx.Done():
+			t.Fatalf("pods %s in %s not ready: %s", selector, ns, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func allReady(p corev1.Pod) bool {
+	if len(p.Status.ContainerStatuses) != len(p.Spec.Containers) {
+		return false
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if !c.Ready {
+			return false
+		}
+	}
+	return true
+}
+
+// podState is `kubectl get pods`' view of a pod: name, READY, phase, and
+// the waiting reasons.
+func podState(p corev1.Pod) string {
+	// As kubectl counts: the containers and the native sidecars (init
+	// containers with restartPolicy Always).
+	ready, total := 0, len(p.Spec.Containers)
+	var why []string
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Ready {
+			ready++
+		}
+	}
+	for i, c := range p.Spec.InitContainers {
+		if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			continue
+		}
+		total++
+		if i < len(p.Status.InitContainerStatuses) && p.Status.InitContainerStatuses[i].Ready {
+			ready++
+		}
+	}
+	for _, c := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := c.State.Waiting; w != nil {
+			why = append(why, c.Name+": "+w.Reason+" "+w.Message)
+		}
+		if term := c.State.Terminated; term != nil && term.ExitCode != 0 {
+			why = append(why, fmt.Sprintf("%s: exit %d %s", c.Name, term.ExitCode, term.Message))
+		}
+	}
+	return fmt.Sprintf("%s %d/%d %s %v", p.Name, ready, total, p.Status.Phase, why)
+}
+
+func containerNames(cs []corev1.Container) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func podNamed(pods []corev1.Pod, app string) string {
+	for _, p := range pods {
+		if p.Labels["app"] == app {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+// waitServiceAccount waits for the namespace's default service account.
+func waitServiceAccount(ctx context.Context, t *testing.T, client kubernetes.Interface, ns string) {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		if _, err := client.CoreV1().ServiceAccounts(ns).Get(wctx, "default", metav1.GetOptions{}); err == nil {
+			return
+		}
+		select {
+		case <-wctx.Done():
+			t.Fatalf("no default service account in %s", ns)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func parseEchoLines(t *testing.T, out string) []echoLine {
+	t.Helper()
+	var lines []echoLine
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e echoLine
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("strait-echo get printed %q: %v", l, err)
+		}
+		lines = append(lines, e)
+	}
+	return lines
+}
+
+// versionShare sends 200 requests from the client pod and checks that
+// between lo and hi of them were answered by version.
+func versionShare(t *testing.T, get func(*testing.T, int, string) []echoLine, version string, lo, hi int) {
+	t.Helper()
+	lines := get(t, 200, "http://"+serverHost+"/")
+	n := 0
+	for _, l := range lines {
+		if l.Status != 200 || l.Reply == nil {
+			t.Fatalf("request failed: %+v", l)
+		}
+		if l.Reply.Version == version {
+			n++
+		}
+	}
+	t.Logf("%s answered %d of %d", version, n, len(lines))
+	if n < lo || n > hi || len(lines) != 200 {
+		t.Errorf("%s answered %d of %d requests, want %d to %d of 200", version, n, len(lines), lo, hi)
+	}
+}
+
+// applyIstio creates or updates the Istio objects of a YAML stream.
+func applyIstio(ctx context.Context, t *testing.T, node *kubenode.Node, stream string) {
+	t.Helper()
+	for _, doc := range strings.Split(stream, "\n---\n") {
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		gvk := u.GroupVersionKind()
+		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: strings.ToLower(gvk.Kind) + "s"}
+		res := node.API.Dynamic.Resource(gvr).Namespace(u.GetNamespace())
+		cur, err := res.Get(ctx, u.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = res.Create(ctx, &u, metav1.CreateOptions{})
+		case err == nil:
+			u.SetResourceVersion(cur.GetResourceVersion())
+			_, err = res.Update(ctx, &u, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatalf("apply %s %s: %v", gvk.Kind, u.GetName(), err)
+		}
+	}
+}
+
+func scale(ctx context.Context, t *testing.T, client kubernetes.Interface, name string, replicas int32) {
+	t.Helper()
+	s, err := client.AppsV1().Deployments(kubeDemoNS).GetScale(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Spec.Replicas = replicas
+	if _, err := client.AppsV1().Deployments(kubeDemoNS).UpdateScale(ctx, name, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncz reads straitd's /debug/syncz.
+func syncz(ctx context.Context, addr string) ([]debugapi.SyncStatus, error) {
+	out, err := exec.CommandContext(ctx, "curl", "-sf", "--max-time", "5", "http://"+addr+"/debug/syncz").Output()
+	if err != nil {
+		return nil, fmt.Errorf("get http://%s/debug/syncz: %w", addr, err)
+	}
+	var st []debugapi.SyncStatus
+	if err := json.NewDecoder(bytes.NewReader(out)).Decode(&st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// waitSynced waits until straitd lists a sidecar for every pod with CDS,
+// LDS, EDS and RDS synced.
+func waitSynced(ctx context.Context, t *testing.T, addr string, pods []corev1.Pod) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st, err := syncz(ctx, addr)
+		missing := []string{}
+		if err == nil {
+			for _, p := range pods {
+				if !proxySynced(st, p.Name) {
+					missing = append(missing, p.Name)
+				}
+			}
+			if len(missing) == 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sidecars not SYNCED in straitd's syncz: %v (err %v, syncz %+v)", missing, err, st)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func proxySynced(st []debugapi.SyncStatus, pod string) bool {
+	for _, s := range st {
+		if !strings.HasPrefix(proxyPod(s.ProxyID), pod) {
+			continue
+		}
+		types := map[string]bool{}
+		for _, ts := range s.Types {
+			types[ts.Type] = ts.Synced
+		}
+		return types["cds"] && types["lds"] && types["eds"] && types["rds"]
+	}
+	return false
+}
+
+// proxyPod is the pod name of an Istio node id
+// (sidecar~IP~POD.NAMESPACE~DOMAIN).
+func proxyPod(id string) string {
+	parts := strings.Split(id, "~")
+	if len(parts) < 3 {
+		return id
+	}
+	return parts[2]
+}
+
+// syncOf returns the nonce last sent per type to the pod's sidecar.
+func syncOf(ctx context.Context, t *testing.T, addr, pod string) map[string]string {
+	t.Helper()
+	st, err := syncz(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if strings.HasPrefix(proxyPod(s.ProxyID), pod+".") {
+			out := map[string]string{}
+			for _, ts := range s.Types {
+				out[ts.Type] = ts.Sent
+			}
+			return out
+		}
+	}
+	t.Fatalf("no sidecar of pod %s in straitd's syncz: %+v", pod, st)
+	return nil
+}
+
+// waitSyncChange waits until the nonce sent for typ to the pod's sidecar
+// differs from before and is ACKed, and returns the nonces then.
+func waitSyncChange(ctx context.Context, t *testing.T, addr, pod, typ string, before map[string]string) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		now := syncOf(ctx, t, addr, pod)
+		if now[typ] != before[typ] {
+			// Let a push that follows (debounced) show up too.
+			time.Sleep(2 * time.Second)
+			return syncOf(ctx, t, addr, pod)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the %s nonce of %s's sidecar did not change: %v", typ, pod, now)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// splitYAML is the DestinationRule with the two subsets and the
+// VirtualService splitting between them (weights v1, v2).
+const splitYAML = `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: server
+  namespace: demo
+spec:
+  host: server.demo.svc.cluster.local
+  subsets:
+  - name: v1
+    labels: {version: v1}
+  - name: v2
+    labels: {version: v2}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: server
+  namespace: demo
+spec:
+  hosts: [server.demo.svc.cluster.local]
+  http:
+  - route:
+    - destination: {host: server.demo.svc.cluster.local, subset: v1}
+      weight: %d
+    - destination: {host: server.demo.svc.cluster.local, subset: v2}
+      weight: %d
+`

@@ -263,6 +263,52 @@ func TestRequestAuthentication(t *testing.T) {
 			t.Errorf("app saw Authorization %q payload %q", a.headers["Authorization"], a.headers["X-Jwt-Payload"])
 		}
 	})
+	t.Run("an AuthorizationPolicy requires a request principal", func(t *testing.T) {
+		// The verified token's principal (iss/sub) and claims reach the
+		// RBAC filter: a request without a token, or with another
+		// subject's, is denied; alice's token is allowed.
+		policy := fmt.Sprintf(`apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: require-jwt, namespace: demo}
+spec:
+  selector:
+    matchLabels: {app: echo}
+  action: ALLOW
+  rules:
+  - from: [{source: {requestPrincipals: ["%s/*"]}}]
+    when: [{key: "request.auth.claims[sub]", values: [alice]}]
+`, jwtIssuer)
+		if err := m.WriteConfig("require-jwt.yaml", []byte(policy)); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := os.Remove(filepath.Join(m.ConfigDir(), "require-jwt.yaml")); err != nil {
+				t.Error(err)
+			}
+		}()
+		if err := retryUntil(ctx, 30*time.Second, func() error {
+			if a := do(t, "/", nil); a.code != 403 {
+				return fmt.Errorf("without a token: %d %q", a.code, a.body)
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("the policy never applied: %v", err)
+		}
+		if a := do(t, "/", nil); a.body != "RBAC: access denied" {
+			t.Errorf("without a token: body %q, want RBAC: access denied", a.body)
+		}
+		if a := do(t, "/", bearer(valid)); a.code != 200 {
+			t.Errorf("alice's token: %d %q, want 200", a.code, a.body)
+		}
+		bob := claims(jwtIssuer, now.Add(time.Hour))
+		bob["sub"] = "bob"
+		if a := do(t, "/", bearer(sign(t, key, bob))); a.code != 403 {
+			t.Errorf("bob's token: %d %q, want 403 (the when on request.auth.claims[sub])", a.code, a.body)
+		}
+		if a := do(t, "/", bearer(expired)); a.code != 401 {
+			t.Errorf("an expired token: %d %q, want 401 from jwt_authn before RBAC", a.code, a.body)
+		}
+	})
 	t.Run("policy removed", func(t *testing.T) {
 		if err := os.Remove(filepath.Join(m.ConfigDir(), "jwt.yaml")); err != nil {
 			t.Fatal(err)

@@ -118,7 +118,7 @@ func (r *Resolver) Lookup(ctx context.Context, issuer, uri string, timeout time.
 	e := &entry{jwks: s, fetched: now, used: now, timeout: timeout}
 	if err != nil {
 		e.lastFailure = now
-		r.log.Warn("jwks fetch failed: tokens of this issuer are refused until it succeeds", "issuer", issuer, "jwksUri", uri, "error", err)
+		r.log.Warn("jwks fetch failed: tokens of this issuer are refused until it succeeds", "issuer", issuer, "jwks_uri", uri, "error", err)
 		select {
 		case r.poke <- struct{}{}:
 		default:
@@ -186,7 +186,7 @@ func (r *Resolver) refresh(ctx context.Context) bool {
 			// Keep the last good key set, as istiod does, until eviction.
 			e.lastFailure = now
 			r.mu.Unlock()
-			r.log.Warn("jwks refresh failed", "issuer", d.k.issuer, "jwksUri", d.k.uri, "error", err)
+			r.log.Warn("jwks refresh failed", "issuer", d.k.issuer, "jwks_uri", d.k.uri, "error", err)
 			continue
 		}
 		if s != e.jwks {

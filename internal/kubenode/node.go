@@ -233,7 +233,7 @@ func podNetwork(ctx context.Context) (*netns.Network, error) {
 		if !nw.Subnet.Overlaps(kubeapiserver.ServiceCIDR) {
 			return nw, nil
 		}
-		if err := nw.Close(); err != nil {
+		if err := nw.Close(); err != nil { //nolint:contextcheck // removing the unusable bridge must not depend on ctx
 			return nil, err
 		}
 	}

@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/straitmesh/strait/internal/daemon"
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
@@ -94,8 +95,8 @@ type Env struct {
 
 	// mu guards the processes.
 	mu        sync.Mutex
-	etcd      *process
-	apiserver *process
+	etcd      *daemon.Process
+	apiserver *daemon.Process
 	stopped   bool
 }
 
@@ -129,7 +130,7 @@ func Start(t testing.TB, opts Options) *Env {
 			api := env.apiserver
 			env.mu.Unlock()
 			if api != nil {
-				t.Logf("kube-apiserver log (tail):\n%s", api.logTail(30))
+				t.Logf("kube-apiserver log (tail):\n%s", api.LogTail(30))
 			}
 		}
 		if err := env.Stop(); err != nil {
@@ -213,7 +214,7 @@ func (e *Env) startProcesses(ctx context.Context) error {
 	e.port = ports[2]
 	dataDir := filepath.Join(e.Dir, "etcd")
 	_ = os.RemoveAll(dataDir)
-	etcd, err := startProcess("etcd", filepath.Join(e.binDir, "etcd"), []string{
+	etcd, err := daemon.Start("etcd", filepath.Join(e.binDir, "etcd"), []string{
 		"--name=default",
 		"--data-dir=" + dataDir,
 		"--listen-client-urls=" + e.etcdURL,
@@ -271,11 +272,11 @@ func (e *Env) apiserverArgs() []string {
 // same port and etcd, and waits until it is ready.
 func (e *Env) StartAPIServer(ctx context.Context) error {
 	e.mu.Lock()
-	if e.apiserver != nil && !e.apiserver.exited() {
+	if e.apiserver != nil && !e.apiserver.Exited() {
 		e.mu.Unlock()
 		return errors.New("kube-apiserver is already running")
 	}
-	p, err := startProcess("kube-apiserver", filepath.Join(e.binDir, "kube-apiserver"), e.apiserverArgs(), filepath.Join(e.Dir, "kube-apiserver.log"))
+	p, err := daemon.Start("kube-apiserver", filepath.Join(e.binDir, "kube-apiserver"), e.apiserverArgs(), filepath.Join(e.Dir, "kube-apiserver.log"))
 	if err == nil {
 		e.apiserver = p
 	}
@@ -292,7 +293,7 @@ func (e *Env) StopAPIServer() {
 	e.mu.Lock()
 	p := e.apiserver
 	e.mu.Unlock()
-	p.stop(10 * time.Second)
+	p.Stop(10 * time.Second)
 }
 
 // URL is the API server's address, https://127.0.0.1:PORT (or the
@@ -362,8 +363,8 @@ func (e *Env) stopProcesses() {
 	api, etcd := e.apiserver, e.etcd
 	e.apiserver, e.etcd = nil, nil
 	e.mu.Unlock()
-	api.stop(10 * time.Second)
-	etcd.stop(10 * time.Second)
+	api.Stop(10 * time.Second)
+	etcd.Stop(10 * time.Second)
 }
 
 // writeClients fills Config, the clients and the kubeconfig file.
@@ -401,11 +402,11 @@ func (e *Env) httpsClient() *http.Client {
 }
 
 // waitHTTP polls url until it answers 200, p exits, or ctx is done.
-func waitHTTP(ctx context.Context, p *process, client *http.Client, url, token string) error {
+func waitHTTP(ctx context.Context, p *daemon.Process, client *http.Client, url, token string) error {
 	var last string
 	for {
-		if p.exited() {
-			return fmt.Errorf("%s exited (%w) before it was ready; log %s:\n%s", p.name, p.exitError(), p.logPath, p.logTail(20))
+		if p.Exited() {
+			return fmt.Errorf("%s exited (%w) before it was ready; log %s:\n%s", p.Name, p.ExitError(), p.LogPath, p.LogTail(20))
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -426,7 +427,7 @@ func waitHTTP(ctx context.Context, p *process, client *http.Client, url, token s
 			last = err.Error()
 		}
 		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
-			return fmt.Errorf("%s not ready at %s (%s): %w; log %s:\n%s", p.name, url, last, err, p.logPath, p.logTail(20))
+			return fmt.Errorf("%s not ready at %s (%s): %w; log %s:\n%s", p.Name, url, last, err, p.LogPath, p.LogTail(20))
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/straitmesh/strait/internal/daemon"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -98,14 +99,14 @@ func TestAPIServer(t *testing.T) {
 
 	// Stop ends both processes and removes the directory.
 	env.mu.Lock()
-	procs := []*process{env.etcd, env.apiserver}
+	procs := []*daemon.Process{env.etcd, env.apiserver}
 	env.mu.Unlock()
 	if err := env.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range procs {
-		if !p.exited() {
-			t.Errorf("%s still running after Stop", p.name)
+		if !p.Exited() {
+			t.Errorf("%s still running after Stop", p.Name)
 		}
 	}
 	if _, err := os.Stat(env.Dir); !os.IsNotExist(err) {

@@ -10,14 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // TestAccessLog runs a client and an echo server with sidecars under a
@@ -29,15 +26,9 @@ import (
 // exhausted) over the server sidecar's UF (nothing listens). Then the mesh config switches to JSON and a line parses as
 // Istio's JSON format.
 func TestAccessLog(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
+	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, file, _, _ := runtime.Caller(0)
 	meshFile := filepath.Join(t.TempDir(), "mesh.yaml")
 	writeMesh := func(t *testing.T, content string) {
 		t.Helper()
@@ -46,27 +37,11 @@ func TestAccessLog(t *testing.T) {
 		}
 	}
 	writeMesh(t, "accessLogFile: ./access.log\n")
-	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "accesslog"),
-		StraitdArgs: []string{"--mesh", meshFile},
+	m := startMesh(ctx, t, "accesslog", localmesh.Options{StraitdArgs: []string{"--mesh", meshFile},
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "log", ConfigIP: "10.92.0.10"},
 			{Name: "echo", Namespace: "log", ConfigIP: "10.92.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
 		}})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "echo-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 30))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	})
 	client, echo := m.Pod("client"), m.Pod("echo")
 	hc := client.HTTPClient()
 	send := func(t *testing.T, url, id string) int {

@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,8 +22,6 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 const (
@@ -70,12 +67,7 @@ spec:
 //   - a token in the query parameter the rule names is read;
 //   - forwardOriginalToken true lets the Authorization header through.
 func TestRequestAuthentication(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
+	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -106,27 +98,10 @@ func TestRequestAuthentication(t *testing.T) {
 	downURI := "http://" + dead.Addr().String() + "/jwks"
 	dead.Close()
 
-	_, file, _, _ := runtime.Caller(0)
-	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "jwt"),
-		Workloads: []localmesh.Workload{
-			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
-		}})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "echo-v1-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	})
+	m := startMesh(ctx, t, "jwt", localmesh.Options{Workloads: []localmesh.Workload{
+		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
+		{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+	}})
 	hc := m.Pod("client").NewHTTPClient(false)
 
 	sign := func(t *testing.T, k *rsa.PrivateKey, claims map[string]any) string {

@@ -19,15 +19,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // TestMTLS runs two sidecars with workload certificates (file mode, xDS
@@ -49,36 +46,14 @@ import (
 //     continuous load without a failed request, and new handshakes get
 //     the new certificate.
 func TestMTLS(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
+	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, file, _, _ := runtime.Caller(0)
-	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "mtls"),
-		SecureXDS: true, AgentEnv: []string{"SECRET_TTL=6s"}, Workloads: []localmesh.Workload{
-			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
-			{Name: "raw", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "raw"}, AppPort: 8080},
-		}})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "echo-v1-agent", "raw-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	})
+	m := startMesh(ctx, t, "mtls", localmesh.Options{SecureXDS: true, AgentEnv: []string{"SECRET_TTL=6s"}, Workloads: []localmesh.Workload{
+		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
+		{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+		{Name: "raw", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "raw"}, AppPort: 8080},
+	}})
 	client, server, raw := m.Pod("client"), m.Pod("echo-v1"), m.Pod("raw")
 	const serverID = "spiffe://cluster.local/ns/demo/sa/default"
 	roots, caCert, caKey := meshCA(t, m.CADir())

@@ -10,9 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -20,8 +18,6 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // TestPeerAuthentication runs one mesh (file mode, every workload with a
@@ -41,39 +37,17 @@ import (
 //     root, is for another trust domain (503), and accepts the same
 //     server with a certificate of the mesh's trust domain.
 func TestPeerAuthentication(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
+	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	_, file, _, _ := runtime.Caller(0)
 	echo := filepath.Join(binDir, "strait-echo")
 	twoPorts := fmt.Sprintf("%s --addr :8080 --version v1 & exec %s --addr :9090 --version alt", echo, echo)
-	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "peerauthn"),
-		SecureXDS: true, Workloads: []localmesh.Workload{
-			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"/bin/sh", "-c", twoPorts}, AppPort: 9090},
-			{Name: "echo2", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "echo2"}, AppPort: 8080},
-			{Name: "legacy", Namespace: "legacy", ConfigIP: "10.99.0.13", App: []string{"strait-echo", "--addr", ":8080", "--version", "legacy"}, AppPort: 8080},
-		}})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "echo-agent", "echo2-agent", "legacy-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 30))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	})
+	m := startMesh(ctx, t, "peerauthn", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
+		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
+		{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"/bin/sh", "-c", twoPorts}, AppPort: 9090},
+		{Name: "echo2", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "echo2"}, AppPort: 8080},
+		{Name: "legacy", Namespace: "legacy", ConfigIP: "10.99.0.13", App: []string{"strait-echo", "--addr", ":8080", "--version", "legacy"}, AppPort: 8080},
+	}})
 	// A workload outside the mesh: its own network namespace on the
 	// pods' bridge, no capture rules, no sidecar. The mesh's network
 	// removes it on Close.

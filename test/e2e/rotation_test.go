@@ -7,16 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // Rotation soak settings: workload certificates of 70 s are renewed at
@@ -42,35 +37,13 @@ func TestCertificateRotationSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a five-minute soak; skipped under -short")
 	}
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
+	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), soakDuration+3*time.Minute)
 	defer cancel()
-	_, file, _, _ := runtime.Caller(0)
-	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "rotation"),
-		SecureXDS: true, AgentEnv: []string{"SECRET_TTL=" + soakSecretTTL}, Workloads: []localmesh.Workload{
-			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
-		}})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "echo-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	})
+	m := startMesh(ctx, t, "rotation", localmesh.Options{SecureXDS: true, AgentEnv: []string{"SECRET_TTL=" + soakSecretTTL}, Workloads: []localmesh.Workload{
+		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
+		{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+	}})
 	client, server := m.Pod("client"), m.Pod("echo")
 	const (
 		httpURL = "http://240.240.0.10/"

@@ -16,14 +16,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // TestTLSOrigination runs a client sidecar and an HTTPS server outside
@@ -43,32 +40,10 @@ import (
 //     listing it 503;
 //   - insecureSkipVerify with the wrong CA's server: 200.
 func TestTLSOrigination(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
+	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, file, _, _ := runtime.Caller(0)
-	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "tlsorig"),
-		Workloads: []localmesh.Workload{{Name: "client", Namespace: "egress", ConfigIP: "10.93.0.10"}}})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	})
+	m := startMesh(ctx, t, "tlsorig", localmesh.Options{Workloads: []localmesh.Workload{{Name: "client", Namespace: "egress", ConfigIP: "10.93.0.10"}}})
 	client := m.Pod("client")
 
 	// The PKI: serverCA signs the server, clientCA the client, otherCA

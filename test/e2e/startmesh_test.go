@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/netns"
+	"github.com/straitmesh/strait/internal/testreq"
+)
+
+// requireMesh reports as missing (see testreq) what a local mesh needs:
+// network namespaces and the binaries under test.
+func requireMesh(t *testing.T) {
+	t.Helper()
+	if err := netns.Available(); err != nil {
+		testreq.Missing(t, "network namespaces unavailable: %v", err)
+	}
+	if binDir == "" {
+		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
+	}
+}
+
+// startMesh starts the one local mesh of a test function: the binaries
+// under test, the config of testdata/AREA unless opts names a ConfigDir.
+// The mesh is closed when the test ends; when the test failed, the tails
+// of straitd's and every agent's logs are logged first.
+func startMesh(ctx context.Context, t *testing.T, area string, opts localmesh.Options) *localmesh.Mesh {
+	t.Helper()
+	requireMesh(t)
+	opts.BinDir = binDir
+	if opts.ConfigDir == "" {
+		_, file, _, _ := runtime.Caller(0)
+		opts.ConfigDir = filepath.Join(filepath.Dir(file), "testdata", area)
+	}
+	m, err := localmesh.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start mesh: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			names := []string{"straitd"}
+			for _, w := range opts.Workloads {
+				names = append(names, w.Name+"-agent")
+			}
+			for _, name := range names {
+				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
+					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
+				}
+			}
+		}
+		if err := m.Close(); err != nil {
+			t.Errorf("close mesh: %v", err)
+		}
+	})
+	return m
+}

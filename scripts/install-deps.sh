@@ -19,6 +19,7 @@ command -v containerd >/dev/null 2>&1 || need="$need containerd"
 command -v runc >/dev/null 2>&1 || need="$need runc"
 [ -x /usr/lib/cni/bridge ] || need="$need containernetworking-plugins"
 command -v nft >/dev/null 2>&1 || need="$need nftables" # kube-proxy's nftables mode
+[ -s /etc/ssl/certs/ca-certificates.crt ] || need="$need ca-certificates" # file-root:system, the host's trust bundle
 
 if [ -n "$need" ]; then
 	if [ "$(id -u)" != 0 ]; then

@@ -17,6 +17,7 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
+	"github.com/straitmesh/strait/internal/testreq"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -180,7 +181,7 @@ func TestParseFileResource(t *testing.T) {
 func TestSystemRoot(t *testing.T) {
 	path, err := systemBundle()
 	if err != nil {
-		t.Skipf("this host has no system trust bundle: %v", err)
+		testreq.Missing(t, "this host has no system trust bundle (apt-get install ca-certificates): %v", err)
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {

@@ -24,9 +24,9 @@ import (
 func TestPeerAuthentication(t *testing.T) {
 	env := sharedEnv(t)
 	f := newFixture(t, env, "peerauthn")
-	node := f.pod("server", "10.200.9.1", map[string]string{"app": "server", "security.istio.io/tlsMode": "istio"})
+	node := f.pod("server", "10.200.8.1", map[string]string{"app": "server", "security.istio.io/tlsMode": "istio"})
 	f.service("server", corev1.ServicePort{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)})
-	f.endpoints("server", "http", 8080, []string{"10.200.9.1"}, nil)
+	f.endpoints("server", "http", 8080, []string{"10.200.8.1"}, nil)
 	p := startPlane(t, env.Config, Options{})
 	c := dialADS(t, p.addr, node)
 	c.subscribe(t, xdsapi.ClusterType)

@@ -157,3 +157,28 @@ func TestURITemplatePermission(t *testing.T) {
 		})
 	}
 }
+
+// FuzzURITemplate: a template from the control plane never panics the
+// parser, and what it compiles to only matches paths made of "/" and the
+// literal characters (so "?", "#", spaces or "=" never slip through an
+// operator); a template of literals alone matches itself.
+func FuzzURITemplate(f *testing.F) {
+	for _, s := range []string{"/api/*/info", "/**.mpd", "/{a=b/**}", "/{x}.json", "/a/", "/**/*", "/{x", "/a/b"} {
+		f.Add(s, "/api/x/info")
+	}
+	f.Fuzz(func(t *testing.T, tmpl, path string) {
+		re, err := compileURITemplate(tmpl)
+		if err != nil {
+			return
+		}
+		if re.MatchString(path) && strings.Trim(path, "/"+uriLiteralSet) != "" {
+			t.Errorf("%q matches %q, which holds characters outside the literal set", tmpl, path)
+		}
+		if !strings.ContainsAny(tmpl, "*{") && !re.MatchString(tmpl) {
+			t.Errorf("literal template %q does not match itself", tmpl)
+		}
+	})
+}
+
+// uriLiteralSet spells out uriLiteralChars for strings.Trim.
+const uriLiteralSet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()+,;:@"

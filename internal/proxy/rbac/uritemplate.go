@@ -33,20 +33,20 @@ import (
 const (
 	uriTemplateTypeURL = "type.googleapis.com/envoy.extensions.path.match.uri_template.v3.UriTemplateMatchConfig"
 
-	// uriLiteralChars is the character class of a literal (pchar without
-	// "*" and "="), written for a regexp character class.
-	uriLiteralChars = `a-zA-Z0-9\-._~%!$&'()+,;:@`
+	// A literal is pchar without "*" and "=": the class
+	// a-zA-Z0-9 and -._~%!$&'()+,;:@. uriPathGlobRE is "*" (one or more
+	// of them), uriTextGlobRE "**" (any number of them or "/").
+	uriPathGlobRE = `[a-zA-Z0-9\-._~%!$&'()+,;:@]+`
+	uriTextGlobRE = `[a-zA-Z0-9\-._~%!$&'()+,;:@/]*`
 
 	uriMaxVariables  = 5
 	uriMaxVarNameLen = 16
 )
 
 var (
-	uriLiteralRE  = regexp.MustCompile(`^[` + uriLiteralChars + `]+$`)
-	uriVarNameRE  = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]*$`)
-	uriPrintable  = regexp.MustCompile(`^/[[:graph:]]*$`)
-	uriPathGlobRE = `[` + uriLiteralChars + `]+`
-	uriTextGlobRE = `[` + uriLiteralChars + `/]*`
+	uriLiteralRE = regexp.MustCompile(`^[a-zA-Z0-9\-._~%!$&'()+,;:@]+$`)
+	uriVarNameRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9_]*$`)
+	uriPrintable = regexp.MustCompile(`^/[[:graph:]]*$`)
 )
 
 // compileURITemplatePermission compiles a Permission.uri_template: a typed

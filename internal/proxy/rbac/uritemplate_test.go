@@ -180,5 +180,5 @@ func FuzzURITemplate(f *testing.F) {
 	})
 }
 
-// uriLiteralSet spells out uriLiteralChars for strings.Trim.
+// uriLiteralSet is the literal character class, spelled out for strings.Trim.
 const uriLiteralSet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()+,;:@"

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -26,8 +27,9 @@ var authzWhenKeys = map[string]bool{
 // validateAuthorizationPolicy checks what Istio's validation checks and
 // what the translation relies on: sources and operations are not empty,
 // `when` keys are known and have values, addresses and ports parse, and
-// the dry-run annotation is a boolean. Path templates ({*}, {**}) and the
-// experimental.envoy.filters.* keys are refused as not supported yet.
+// the dry-run annotation is a boolean, and path templates ({*}, {**}) are
+// well formed. The experimental.envoy.filters.* keys are refused as not
+// supported yet.
 func validateAuthorizationPolicy(el *errorList, c *Config, p *security.AuthorizationPolicy) {
 	if v, ok := c.Annotations[DryRunAnnotation]; ok {
 		if _, err := strconv.ParseBool(v); err != nil {
@@ -101,8 +103,8 @@ func validateAuthorizationPolicy(el *errorList, c *Config, p *security.Authoriza
 			}{{"paths", o.Paths}, {"notPaths", o.NotPaths}} {
 				validateAuthzValues(el, f+"."+l.name, l.vs, false)
 				for k, v := range l.vs {
-					if strings.Contains(v, "{") {
-						el.addErr(fmt.Sprintf("%s.%s[%d]", f, l.name, k), fmt.Errorf("path template %q %w (use a prefix or suffix wildcard)", v, ErrNotSupported))
+					if err := checkPathTemplate(v); err != nil {
+						el.addErr(fmt.Sprintf("%s.%s[%d]", f, l.name, k), err)
 					}
 				}
 			}
@@ -170,4 +172,55 @@ func validateAuthzPort(el *errorList, f, v string) {
 	if n, err := strconv.ParseUint(v, 10, 32); err != nil || n > 65535 {
 		el.add(f, "%q is not a port (0 to 65535)", v)
 	}
+}
+
+// Istio's path template operators (pkg/config/security: MatchOneTemplate
+// and MatchAnyTemplate).
+const (
+	pathTemplateOne = "{*}"
+	pathTemplateAny = "{**}"
+)
+
+// pathTemplateLiteral is what a path segment may hold beside a template:
+// RFC 3986 pchar without "*" and "=", as Envoy's uri_template matcher
+// requires of a literal.
+var pathTemplateLiteral = regexp.MustCompile(`^[a-zA-Z0-9\-._~%!$&'()+,;:@]+$`)
+
+// ContainsPathTemplate reports whether an AuthorizationPolicy path uses a
+// template ({*} or {**}) and so is matched by Envoy's uri_template
+// matcher rather than as an exact, prefix or suffix path.
+func ContainsPathTemplate(path string) bool {
+	return strings.Contains(path, pathTemplateOne) || strings.Contains(path, pathTemplateAny)
+}
+
+// checkPathTemplate applies Istio's CheckValidPathTemplate
+// (pkg/config/security/security.go) to one path: "{" and "}" appear only
+// as whole {*} or {**} segments, no template follows {**}, and in a path
+// with a template every other segment is a literal. It also requires the
+// leading "/" that Envoy's matcher needs, which Istio leaves to Envoy.
+func checkPathTemplate(path string) error {
+	if !ContainsPathTemplate(path) {
+		if strings.ContainsAny(path, "{}") {
+			return fmt.Errorf("path %q: \"{\" and \"}\" are only allowed in the path templates {*} (one segment) and {**} (any number of segments)", path)
+		}
+		return nil
+	}
+	if !strings.HasPrefix(path, "/") {
+		return fmt.Errorf("path template %q must start with \"/\" (e.g. \"/api/{*}/info\")", path)
+	}
+	anySeen := false
+	for _, seg := range strings.Split(strings.Trim(path, "/"), "/") {
+		switch {
+		case (seg == pathTemplateOne || seg == pathTemplateAny) && anySeen:
+			return fmt.Errorf("path template %q: {**} must be the last template (found %s after it)", path, seg)
+		case seg == pathTemplateAny:
+			anySeen = true
+		case seg == pathTemplateOne:
+		case strings.ContainsAny(seg, "{}"):
+			return fmt.Errorf("path template %q: segment %q must be exactly {*} or {**}, or a literal without \"{\" and \"}\"", path, seg)
+		case !pathTemplateLiteral.MatchString(seg):
+			return fmt.Errorf("path template %q: segment %q is not a literal (letters, digits and -._~%%!$&'()+,;:@; no \"*\" wildcard or empty segment beside a template)", path, seg)
+		}
+	}
+	return nil
 }

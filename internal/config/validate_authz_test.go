@@ -20,6 +20,12 @@ func TestAuthorizationPolicyLoad(t *testing.T) {
 	if c.Annotations[DryRunAnnotation] != "true" || c.AuthorizationPolicy().GetAction().String() != "DENY" || c.Namespace != "foo" {
 		t.Errorf("loaded %+v", c.Meta)
 	}
+	// Path templates as Istio's validation accepts them
+	// (pkg/config/validation/testdata/crds/authz-valid.yaml).
+	templates := head + "}\nspec:\n  rules: [{to: [{operation: {paths: [\"/path/template/{*}\", \"/{**}/path/template\", \"/a/{*}/b/{**}\", \"/a/{*}/\"], notPaths: [\"/not/{*}\"]}}]}]\n"
+	if res := ParseFile("a.yaml", []byte(templates)); res.Err != nil {
+		t.Errorf("path templates: %v", res.Err)
+	}
 	v1beta1 := strings.Replace(good, "security.istio.io/v1", "security.istio.io/v1beta1", 1)
 	if res := ParseFile("a.yaml", []byte(v1beta1)); res.Err != nil {
 		t.Errorf("v1beta1: %v", res.Err)
@@ -38,7 +44,12 @@ func TestAuthorizationPolicyLoad(t *testing.T) {
 		{"when without values", head + "}\nspec:\n  rules: [{when: [{key: source.ip}]}]\n", "spec.rules[0].when[0]: must set values or notValues", false},
 		{"header without name", head + "}\nspec:\n  rules: [{when: [{key: request.headers, values: [a]}]}]\n", "want request.headers[NAME]", false},
 		{"bad destination.port", head + "}\nspec:\n  rules: [{when: [{key: destination.port, values: [x]}]}]\n", "\"x\" is not a port", false},
-		{"path template", head + "}\nspec:\n  rules: [{to: [{operation: {paths: [\"/a/{*}\"]}}]}]\n", "spec.rules[0].to[0].operation.paths[0]: path template \"/a/{*}\" not supported by Strait yet", true},
+		{"template after {**}", head + "}\nspec:\n  rules: [{to: [{operation: {paths: [\"/a/{**}/{*}\"]}}]}]\n", "spec.rules[0].to[0].operation.paths[0]: path template \"/a/{**}/{*}\": {**} must be the last template", false},
+		{"brace beside a template", head + "}\nspec:\n  rules: [{to: [{operation: {notPaths: [\"/a/{*}x\"]}}]}]\n", "spec.rules[0].to[0].operation.notPaths[0]: path template \"/a/{*}x\": segment \"{*}x\" must be exactly {*} or {**}", false},
+		{"brace without a template", head + "}\nspec:\n  rules: [{to: [{operation: {paths: [\"/a/{id}\"]}}]}]\n", "spec.rules[0].to[0].operation.paths[0]: path \"/a/{id}\": \"{\" and \"}\" are only allowed", false},
+		{"wildcard beside a template", head + "}\nspec:\n  rules: [{to: [{operation: {paths: [\"/a/{*}/*\"]}}]}]\n", "segment \"*\" is not a literal", false},
+		{"empty segment beside a template", head + "}\nspec:\n  rules: [{to: [{operation: {paths: [\"/a//{*}\"]}}]}]\n", "segment \"\" is not a literal", false},
+		{"template without a leading slash", head + "}\nspec:\n  rules: [{to: [{operation: {paths: [\"{*}/a\"]}}]}]\n", "path template \"{*}/a\" must start with \"/\"", false},
 		{"envoy filter key", head + "}\nspec:\n  rules: [{when: [{key: \"experimental.envoy.filters.a[b]\", values: [c]}]}]\n", "spec.rules[0].when[0].key", true},
 		{"custom", head + "}\nspec: {action: CUSTOM, provider: {name: x}}\n", "spec.action: CUSTOM not supported by Strait yet", true},
 		{"targetRef", head + "}\nspec: {targetRef: {kind: Gateway, name: g}}\n", "spec.targetRef: not supported by Strait yet", true},

@@ -27,6 +27,8 @@ import (
 //   - DENY by path beats ALLOW;
 //   - ipBlocks (the peer's address);
 //   - a `when` on a request header;
+//   - path templates: {*} matches one segment (/api/{*}/info allows
+//     /api/x/info, denies /api/x/y/info), {**} any number;
 //   - DENY on a TCP service closes the intruder's connection, the client's
 //     goes through;
 //   - a dry-run DENY lets requests through and counts them as shadow
@@ -193,6 +195,33 @@ spec:
 		want(t, "client with the header", do(client, echoURL, token), isOK)
 		want(t, "client without it", do(client, echoURL, nil), isDenied)
 		want(t, "client with another value", do(client, echoURL, map[string]string{"x-token": "guess"}), isDenied)
+	})
+
+	t.Run("path templates", func(t *testing.T) {
+		apply(t, `apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: echo-allow, namespace: demo}
+spec:
+  selector: {matchLabels: {app: echo}}
+  rules:
+  - to: [{operation: {paths: ["/api/{*}/info", "/files/{**}"]}}]
+`, func() error {
+			// The previous policy denies both paths; this one allows the first.
+			if err := isOK(do(client, echoURL+"api/x/info", nil)); err != nil {
+				return err
+			}
+			return isDenied(do(client, echoURL+"api/x/y/info", nil))
+		})
+		a := do(client, echoURL+"api/x/info", nil)
+		want(t, "/api/x/info", a, isOK)
+		if a.err == nil && !strings.Contains(a.body, `"path":"/api/x/info"`) {
+			t.Errorf("the echo app did not answer /api/x/info: %q", a.body)
+		}
+		want(t, "/api/x/y/info", do(client, echoURL+"api/x/y/info", nil), isDenied)
+		want(t, "/api/info", do(client, echoURL+"api/info", nil), isDenied)
+		want(t, "/api/x/info?q=1 (the query is not part of the path)", do(client, echoURL+"api/x/info?q=1", nil), isOK)
+		want(t, "/files/a/b/c", do(client, echoURL+"files/a/b/c", nil), isOK)
+		want(t, "/filesx", do(client, echoURL+"filesx", nil), isDenied)
 	})
 
 	t.Run("TCP deny closes the connection", func(t *testing.T) {

@@ -70,6 +70,8 @@ func compilePermission(field string, p *rbacv3.Permission) (permission, error) {
 			return nil, err
 		}
 		return permission(m), nil
+	case *rbacv3.Permission_UriTemplate:
+		return compileURITemplatePermission(field+".uri_template", r.UriTemplate)
 	case *rbacv3.Permission_DestinationIp:
 		pfx, err := compileCIDR(field+".destination_ip", r.DestinationIp)
 		if err != nil {
@@ -104,7 +106,7 @@ func compilePermission(field string, p *rbacv3.Permission) (permission, error) {
 		}
 		return func(in *Input) bool { return f(in.Conn.SNI) }, nil
 	default:
-		return nil, fmt.Errorf("%s: rule %s is not supported (want any, header, url_path, destination_ip, destination_port, destination_port_range, metadata, requested_server_name, and_rules, or_rules or not_rule)", field, oneofName(p.ProtoReflect(), "rule"))
+		return nil, fmt.Errorf("%s: rule %s is not supported (want any, header, url_path, uri_template, destination_ip, destination_port, destination_port_range, metadata, requested_server_name, and_rules, or_rules or not_rule)", field, oneofName(p.ProtoReflect(), "rule"))
 	}
 }
 

@@ -16,6 +16,10 @@ package gen
 // dynamic metadata under "istio_authn" (keys request.auth.principal
 // "ISS/SUB", request.auth.audiences, request.auth.presenter,
 // request.auth.claims), which strait-proxy's JWT filter writes.
+//
+// A path with a template ({*} or {**}) becomes Envoy's uri_template
+// permission; other paths keep Istio's exact, prefix, suffix and presence
+// wildcards.
 
 import (
 	"errors"
@@ -32,6 +36,7 @@ import (
 	rbachttp "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	rbactcp "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	uritemplate "github.com/envoyproxy/go-control-plane/envoy/extensions/path/match/uri_template/v3"
 	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	security "istio.io/api/security/v1beta1"
@@ -335,10 +340,25 @@ func (g condGen) permission(key, v string) (*rbacpb.Permission, error) {
 	case ":method":
 		return &rbacpb.Permission{Rule: &rbacpb.Permission_Header{Header: headerWildcard(key, v, false)}}, nil
 	case "path":
+		if config.ContainsPathTemplate(v) {
+			return pathTemplatePermission(v), nil
+		}
 		return &rbacpb.Permission{Rule: &rbacpb.Permission_UrlPath{UrlPath: &matcher.PathMatcher{
 			Rule: &matcher.PathMatcher_Path{Path: wildcardMatcher(v, "")}}}}, nil
 	}
 	return nil, fmt.Errorf("unknown permission key %q", key)
+}
+
+// pathTemplatePermission matches a path with Istio's templates ({*} one
+// segment, {**} any number of segments) through Envoy's uri_template path
+// matcher extension, as Istio's pathGenerator and permissionPathTemplate
+// do (pilot/pkg/security/authz/model): {*} becomes "*" and {**} "**".
+func pathTemplatePermission(v string) *rbacpb.Permission {
+	tmpl := strings.NewReplacer("{**}", "**", "{*}", "*").Replace(v)
+	return &rbacpb.Permission{Rule: &rbacpb.Permission_UriTemplate{UriTemplate: &core.TypedExtensionConfig{
+		Name:        "uri-template",
+		TypedConfig: mustAny(&uritemplate.UriTemplateMatchConfig{PathTemplate: tmpl}),
+	}}}
 }
 
 func extendedPrincipal(key string) bool {

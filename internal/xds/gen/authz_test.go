@@ -188,6 +188,20 @@ func TestAuthzSemantics(t *testing.T) {
 			{name: "host", host: "server.other", path: "/exact"},
 			{name: "tcp: the rule matches nothing", tcp: true},
 		}},
+		{"path templates", apHead + "  rules: [{to: [{operation: {paths: [\"/api/{*}/info\", \"/files/{**}\"], notPaths: [\"/files/{*}/secret/{**}\"]}}]}]\n", []authzRequest{
+			{name: "one segment", path: "/api/x/info", want: true},
+			{name: "two segments", path: "/api/x/y/info"},
+			{name: "no segment", path: "/api/info"},
+			{name: "any segments", path: "/files/a/b/c", want: true},
+			{name: "notPaths template", path: "/files/a/secret/b"},
+			{name: "notPaths template needs its segment", path: "/files/secret/b", want: true},
+			{name: "tcp: the rule matches nothing", tcp: true},
+		}},
+		{"deny by path template", apHead + "  action: DENY\n  rules: [{to: [{operation: {paths: [\"/admin/{*}\"]}}]}]\n", []authzRequest{
+			{name: "one segment", path: "/admin/x"},
+			{name: "deeper", path: "/admin/x/y", want: true},
+			{name: "tcp: the deny's path is dropped, so it denies all", tcp: true},
+		}},
 		{"ports", apHead + "  rules: [{to: [{operation: {ports: [\"9000\"]}}]}]\n", []authzRequest{
 			{name: "9000", port: 9000, want: true},
 			{name: "8080", port: 8080},

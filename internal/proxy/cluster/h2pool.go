@@ -99,6 +99,12 @@ func newH2Pool(c *Cluster, s HTTP2Settings) *h2Pool {
 	t2.AllowHTTP = true
 	t2.DisableCompression = true
 	t2.IdleConnTimeout = idle
+	// x/net/http2's health check: after ReadIdleTimeout without a frame
+	// it sends a PING and closes the connection (MarkDead, so the next
+	// request dials anew) if nothing arrives within PingTimeout. Zero
+	// ReadIdleTimeout sends no PINGs, as Envoy without an interval.
+	t2.ReadIdleTimeout = s.KeepaliveInterval
+	t2.PingTimeout = s.KeepaliveTimeout
 	t2.ConnPool = p
 	p.t = t2
 	return p

@@ -151,6 +151,11 @@ func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettin
 		if h.MaxRequestsPerConnection > 0 {
 			common.MaxRequestsPerConnection, hasCommon = wrapperspb.UInt32(uint32(h.MaxRequestsPerConnection)), true
 		}
+		if h.Http2KeepAlive != nil {
+			// Istio makes the (possibly empty) common options whenever
+			// http2KeepAlive is set.
+			hasCommon = true
+		}
 		switch {
 		case h.UseClientProtocol:
 			setUpstreamHTTPOptions(c, func(o *upstreamhttp.HttpProtocolOptions) {
@@ -212,6 +217,18 @@ func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettin
 		setUpstreamHTTPOptions(c, func(o *upstreamhttp.HttpProtocolOptions) {
 			if h2 := o.GetExplicitHttpConfig().GetHttp2ProtocolOptions(); h2 != nil {
 				h2.MaxConcurrentStreams = wrapperspb.UInt32(uint32(n))
+			}
+		})
+	}
+	// http2KeepAlive likewise: connection_keepalive PINGs on an HTTP/2
+	// cluster (Istio's applyConnectionPool).
+	if ka := cp.GetHttp().GetHttp2KeepAlive(); ka != nil && c.TypedExtensionProtocolOptions[httpProtocolOptionsKey] != nil {
+		setUpstreamHTTPOptions(c, func(o *upstreamhttp.HttpProtocolOptions) {
+			if h2 := o.GetExplicitHttpConfig().GetHttp2ProtocolOptions(); h2 != nil {
+				h2.ConnectionKeepalive = &core.KeepaliveSettings{
+					Interval: durationpb.New(ka.GetInterval().AsDuration()),
+					Timeout:  durationpb.New(ka.GetTimeout().AsDuration()),
+				}
 			}
 		})
 	}

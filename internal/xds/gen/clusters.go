@@ -213,7 +213,7 @@ func inboundClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster
 		c.ConnectTimeout = durationpb.New(snap.Mesh.ConnectTimeout)
 		setUpstreamProtocol(c, p.protocol)
 		if p.pool != nil {
-			applyConnectionPool(c, p.pool) // trafficpolicy.go
+			applyConnectionPool(c, p.pool, nil) // trafficpolicy.go
 		}
 		out = append(out, c)
 	}

@@ -59,6 +59,9 @@ func trafficPolicyFor(snap *mesh.Snapshot, ns, host, subset string, port uint32)
 	if sp.GetTls() != nil || hasPortLevel {
 		merged.Tls = sp.GetTls()
 	}
+	if sp.GetRetryBudget() != nil {
+		merged.RetryBudget = sp.GetRetryBudget()
+	}
 	return merged
 }
 
@@ -100,7 +103,7 @@ func shallowPolicy(p *networking.TrafficPolicy) *networking.TrafficPolicy {
 // applyOutlierDetection, applyLoadBalancer). Every outbound cluster gets
 // Istio's defaults: LEAST_REQUEST and circuit breakers without limits.
 func applyTrafficPolicy(c *cluster.Cluster, p *networking.TrafficPolicy, port mesh.Port) {
-	applyConnectionPool(c, p.GetConnectionPool())
+	applyConnectionPool(c, p.GetConnectionPool(), p.GetRetryBudget())
 	applyOutlierDetection(c, p.GetOutlierDetection())
 	applyLoadBalancer(c, p.GetLoadBalancer())
 }
@@ -131,8 +134,9 @@ func defaultCircuitBreakers(cs []*cluster.Cluster) []*cluster.Cluster {
 	return cs
 }
 
-func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettings) {
+func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettings, rb *networking.TrafficPolicy_RetryBudget) {
 	t := defaultThresholds()
+	applyRetryBudget(t, rb)
 	var common core.HttpProtocolOptions
 	hasCommon := false
 	if h := cp.GetHttp(); h != nil {
@@ -231,6 +235,28 @@ func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettin
 				}
 			}
 		})
+	}
+}
+
+// applyRetryBudget sets the thresholds' retry_budget, which replaces
+// max_retries in Envoy, with Istio's defaults (applyRetryBudget): 20 %
+// and a minimum of 3 concurrent retries. budgetInterval is refused at
+// load, so it is never emitted.
+func applyRetryBudget(t *cluster.CircuitBreakers_Thresholds, rb *networking.TrafficPolicy_RetryBudget) {
+	if rb == nil {
+		return
+	}
+	percent := 20.0
+	if rb.Percent != nil {
+		percent = rb.Percent.Value
+	}
+	minConcurrency := uint32(3)
+	if rb.MinRetryConcurrency > 0 {
+		minConcurrency = rb.MinRetryConcurrency
+	}
+	t.RetryBudget = &cluster.CircuitBreakers_Thresholds_RetryBudget{
+		BudgetPercent:       &xdstype.Percent{Value: percent},
+		MinRetryConcurrency: wrapperspb.UInt32(minConcurrency),
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
+	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	xdstype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -58,6 +60,9 @@ func trafficPolicyFor(snap *mesh.Snapshot, ns, host, subset string, port uint32)
 	}
 	if sp.GetTls() != nil || hasPortLevel {
 		merged.Tls = sp.GetTls()
+	}
+	if sp.GetProxyProtocol() != nil {
+		merged.ProxyProtocol = sp.GetProxyProtocol()
 	}
 	if sp.GetRetryBudget() != nil {
 		merged.RetryBudget = sp.GetRetryBudget()
@@ -257,6 +262,46 @@ func applyRetryBudget(t *cluster.CircuitBreakers_Thresholds, rb *networking.Traf
 	t.RetryBudget = &cluster.CircuitBreakers_Thresholds_RetryBudget{
 		BudgetPercent:       &xdstype.Percent{Value: percent},
 		MinRetryConcurrency: wrapperspb.UInt32(minConcurrency),
+	}
+}
+
+// Envoy's upstream PROXY protocol transport socket and the plaintext
+// socket it wraps when the cluster has no other.
+const (
+	proxyProtocolSocketName = "envoy.transport_sockets.upstream_proxy_protocol"
+	rawBufferSocketName     = "envoy.transport_sockets.raw_buffer"
+)
+
+// applyUpstreamProxyProtocol wraps the cluster's transport socket (its
+// TLS, or raw_buffer when it has none), and each of its
+// transport_socket_matches, in the upstream_proxy_protocol socket, as
+// Istio's applyUpstreamProxyProtocol does; it runs after the TLS socket
+// is set (mtls.go).
+func applyUpstreamProxyProtocol(c *cluster.Cluster, pp *networking.TrafficPolicy_ProxyProtocol) {
+	if pp == nil {
+		return
+	}
+	wrap := func(inner *core.TransportSocket) *core.TransportSocket {
+		return &core.TransportSocket{
+			Name: proxyProtocolSocketName,
+			ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(&proxyprotocolv3.ProxyProtocolUpstreamTransport{
+				Config:          &core.ProxyProtocolConfig{Version: core.ProxyProtocolConfig_Version(pp.GetVersion())},
+				TransportSocket: inner,
+			})},
+		}
+	}
+	if c.TransportSocket == nil && len(c.TransportSocketMatches) == 0 {
+		c.TransportSocket = wrap(&core.TransportSocket{
+			Name:       rawBufferSocketName,
+			ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(&rawbufferv3.RawBuffer{})},
+		})
+		return
+	}
+	if c.TransportSocket != nil {
+		c.TransportSocket = wrap(c.TransportSocket)
+	}
+	for _, m := range c.TransportSocketMatches {
+		m.TransportSocket = wrap(m.TransportSocket)
 	}
 }
 

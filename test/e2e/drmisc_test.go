@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -19,7 +21,8 @@ import (
 )
 
 // drmiscMesh: service echo with one pod, its VirtualService retrying 5xx
-// once, and a client.
+// once; service pp, an nginx that reads PROXY protocol on a port its
+// sidecar does not capture; and a client.
 const drmiscMesh = `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: echo, namespace: demo}
@@ -35,6 +38,22 @@ apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
 metadata: {name: echo-v1, namespace: demo}
 spec: {address: 10.99.0.11, labels: {app: echo, version: v1}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: pp, namespace: demo}
+spec:
+  hosts: [pp.demo.svc.cluster.local]
+  addresses: [240.240.0.30]
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8081}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  workloadSelector: {labels: {app: pp}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: pp, namespace: demo}
+spec: {address: 10.99.0.30, labels: {app: pp}}
 ---
 apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
@@ -53,7 +72,7 @@ spec:
 `
 
 // TestDestinationRuleMiscThroughSidecars: DestinationRule traffic-policy
-// fields (retryBudget) checked with real requests from the client pod
+// fields (retryBudget, proxyProtocol) checked with real requests from the client pod
 // through its sidecar and the server's.
 func TestDestinationRuleMiscThroughSidecars(t *testing.T) {
 	if err := netns.Available(); err != nil {
@@ -68,12 +87,38 @@ func TestDestinationRuleMiscThroughSidecars(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	workloads := []localmesh.Workload{}
+	nginx := nginxBinary()
+	if nginx != "" {
+		workloads = append(workloads, localmesh.Workload{Name: "pp", Namespace: "demo", ConfigIP: "10.99.0.30",
+			App: []string{nginx, "-p", "{{POD_DIR}}", "-c", "{{POD_DIR}}/nginx.conf"}, AppPort: 8081,
+			ExcludeInboundPorts: []int{8081},
+			Files: map[string]string{"nginx.conf": `daemon off;
+master_process off;
+worker_processes 1;
+pid {{POD_DIR}}/nginx.pid;
+error_log {{POD_DIR}}/error.log info;
+events { worker_connections 64; }
+http {
+	access_log off;
+	client_body_temp_path {{POD_DIR}}/nginx-body;
+	proxy_temp_path {{POD_DIR}}/nginx-proxy;
+	fastcgi_temp_path {{POD_DIR}}/nginx-fastcgi;
+	uwsgi_temp_path {{POD_DIR}}/nginx-uwsgi;
+	scgi_temp_path {{POD_DIR}}/nginx-scgi;
+	server {
+		listen 8081 proxy_protocol;
+		location / { return 200 "$proxy_protocol_addr $proxy_protocol_server_addr $proxy_protocol_server_port"; }
+	}
+}
+`}})
+	}
 	m, err := localmesh.Start(ctx, localmesh.Options{
 		BinDir: binDir, ConfigDir: cfgDir,
-		Workloads: []localmesh.Workload{
+		Workloads: append(workloads, []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
-		},
+		}...),
 	})
 	if err != nil {
 		t.Fatalf("start mesh: %v", err)
@@ -96,17 +141,17 @@ func TestDestinationRuleMiscThroughSidecars(t *testing.T) {
 
 	// apply writes a DestinationRule for echo with policy and waits until
 	// the client's proxy has a cluster config that contains want.
-	apply := func(t *testing.T, policy string, want string) {
+	applyFor := func(t *testing.T, host, policy string, want string) {
 		t.Helper()
 		rule := fmt.Appendf(nil, `apiVersion: networking.istio.io/v1
 kind: DestinationRule
-metadata: {name: echo, namespace: demo}
+metadata: {name: %[1]s, namespace: demo}
 spec:
-  host: echo.demo.svc.cluster.local
+  host: %[1]s.demo.svc.cluster.local
   trafficPolicy:
-%s
-`, indent(policy, 4))
-		if err := m.WriteConfig("rules.yaml", rule); err != nil {
+%[2]s
+`, host, indent(policy, 4))
+		if err := m.WriteConfig(host+"-rules.yaml", rule); err != nil {
 			t.Fatal(err)
 		}
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -118,6 +163,10 @@ spec:
 				t.Fatalf("config with %q never reached the client's proxy (last error %v)", want, err)
 			}
 		}
+	}
+	apply := func(t *testing.T, policy string, want string) {
+		t.Helper()
+		applyFor(t, "echo", policy, want)
 	}
 	retryOverflow := func(t *testing.T) int {
 		t.Helper()
@@ -178,4 +227,40 @@ spec:
 			t.Errorf("upstream_rq_retry_overflow grew by %d, want at least 4", over)
 		}
 	})
+
+	t.Run("proxy protocol announces the client to the upstream", func(t *testing.T) {
+		if nginx == "" {
+			testreq.Missing(t, "nginx not installed (apt-get install nginx-light)")
+		}
+		// tls DISABLE: the PROXY header goes to nginx itself, on a port
+		// the pod's sidecar does not capture, in plaintext.
+		applyFor(t, "pp", `tls: {mode: DISABLE}
+proxyProtocol: {version: V1}`, `ProxyProtocolUpstreamTransport`)
+		for _, v := range []string{"V1", "V2"} {
+			if v == "V2" {
+				applyFor(t, "pp", `tls: {mode: DISABLE}
+proxyProtocol: {version: V2}`, `"V2"`)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://240.240.0.30/", nil)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatalf("%s: %v", v, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := client.IP + " 240.240.0.30 80"
+			if resp.StatusCode != 200 || string(body) != want {
+				t.Errorf("%s: %d %q, want nginx to have read %q from the PROXY header", v, resp.StatusCode, body, want)
+			}
+		}
+	})
+}
+
+// nginxBinary is nginx's path, or "" when it is not installed.
+func nginxBinary() string {
+	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
+		return "/usr/sbin/nginx"
+	}
+	p, _ := exec.LookPath("nginx")
+	return p
 }

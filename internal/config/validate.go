@@ -588,17 +588,34 @@ func validateDestinationRule(el *errorList, s *networking.DestinationRule) {
 	validateLocalityLbSettings(el, s)
 }
 
-// validateTrafficPolicyTLS checks the tls of a traffic policy and of its
+// validateTrafficPolicyTLS checks the tls and http2KeepAlive of a traffic policy and of its
 // port-level settings.
 func validateTrafficPolicyTLS(el *errorList, f string, tp *networking.TrafficPolicy) {
 	if tp == nil {
 		return
 	}
 	validateClientTLS(el, f+".tls", tp.Tls)
+	validateHTTP2KeepAlive(el, f+".connectionPool.http.http2KeepAlive", tp.GetConnectionPool().GetHttp().GetHttp2KeepAlive())
 	for i, pl := range tp.PortLevelSettings {
 		if pl != nil {
-			validateClientTLS(el, fmt.Sprintf("%s.portLevelSettings[%d].tls", f, i), pl.Tls)
+			pf := fmt.Sprintf("%s.portLevelSettings[%d]", f, i)
+			validateClientTLS(el, pf+".tls", pl.Tls)
+			validateHTTP2KeepAlive(el, pf+".connectionPool.http.http2KeepAlive", pl.GetConnectionPool().GetHttp().GetHttp2KeepAlive())
 		}
+	}
+}
+
+// validateHTTP2KeepAlive applies Istio's rule (pkg/config/validation
+// validateConnectionPool): both interval and timeout are required.
+func validateHTTP2KeepAlive(el *errorList, f string, ka *networking.ConnectionPoolSettings_HTTPSettings_ConnectionKeepalive) {
+	if ka == nil {
+		return
+	}
+	if ka.Interval == nil {
+		el.add(f+".interval", "is required (how often to send an HTTP/2 PING, e.g. 30s)")
+	}
+	if ka.Timeout == nil {
+		el.add(f+".timeout", "is required (how long to wait for the PING's ACK, e.g. 5s)")
 	}
 }
 

@@ -31,6 +31,7 @@ var ErrOverflow = errors.New("upstream overflow (circuit breaker open)")
 type breaker struct {
 	// Set at creation, read-only.
 	maxConns, maxPending, maxRequests, maxRetries int64
+	budget                                        *retryBudget // replaces maxRetries when set
 	st                                            breakerStats
 
 	conns, pending, requests, retries atomic.Int64
@@ -38,6 +39,21 @@ type breaker struct {
 	mu   sync.Mutex    // guards wake
 	wake chan struct{} // closed (and replaced) when a connection frees
 }
+
+// retryBudget is Envoy's circuit_breakers retry_budget: concurrent
+// retries are bounded by max(minConcurrency, percent % of the active and
+// pending requests) instead of max_retries (ResourceManagerImpl's
+// RetryBudgetImpl::max).
+type retryBudget struct {
+	percent        float64
+	minConcurrency int64
+}
+
+// Envoy's retry budget defaults (circuit_breaker.proto).
+const (
+	defaultBudgetPercent       = 20
+	defaultMinRetryConcurrency = 3
+)
 
 // breakerStats are Envoy's overflow counters and circuit_breakers gauges.
 type breakerStats struct {
@@ -49,7 +65,7 @@ type breakerStats struct {
 
 // parseBreaker reads circuit_breakers. Only the DEFAULT priority is
 // implemented (strait routes have no priority), so HIGH thresholds and
-// per-host thresholds are refused, as are retry budgets.
+// per-host thresholds are refused, as is a retry budget's budget_interval.
 func parseBreaker(c *clusterv3.Cluster, st *stats.ClusterStats) (*breaker, error) {
 	b := &breaker{maxConns: defaultMaxConnections, maxPending: defaultMaxPending,
 		maxRequests: defaultMaxRequests, maxRetries: defaultMaxRetries, wake: make(chan struct{})}
@@ -66,8 +82,15 @@ func parseBreaker(c *clusterv3.Cluster, st *stats.ClusterStats) (*breaker, error
 		if i > 0 {
 			return nil, fmt.Errorf("%s: a second DEFAULT threshold is not allowed", field)
 		}
-		if err := onlyFields(field, t, "priority", "max_connections", "max_pending_requests", "max_requests", "max_retries", "track_remaining"); err != nil {
+		if err := onlyFields(field, t, "priority", "max_connections", "max_pending_requests", "max_requests", "max_retries", "track_remaining", "retry_budget"); err != nil {
 			return nil, err
+		}
+		if rb := t.GetRetryBudget(); rb != nil {
+			budget, err := parseRetryBudget(field+".retry_budget", rb)
+			if err != nil {
+				return nil, err
+			}
+			b.budget = budget
 		}
 		set := func(dst *int64, v interface{ GetValue() uint32 }, isNil bool) {
 			if !isNil {
@@ -94,13 +117,51 @@ func parseBreaker(c *clusterv3.Cluster, st *stats.ClusterStats) (*breaker, error
 		b.st.cxRemaining = st.Gauge(cbp + "remaining_cx")
 		b.st.pendingRemaining = st.Gauge(cbp + "remaining_pending")
 		b.st.rqRemaining = st.Gauge(cbp + "remaining_rq")
-		b.st.retryRemaining = st.Gauge(cbp + "remaining_retries")
 		b.st.cxRemaining.Store(b.maxConns)
 		b.st.pendingRemaining.Store(b.maxPending)
 		b.st.rqRemaining.Store(b.maxRequests)
-		b.st.retryRemaining.Store(b.maxRetries)
+		// With a retry budget the limit moves with the traffic; Envoy
+		// then leaves remaining_retries at 0 (clearRemainingGauge).
+		b.st.retryRemaining = st.Gauge(cbp + "remaining_retries")
+		if b.budget == nil {
+			b.st.retryRemaining.Store(b.maxRetries)
+		} else {
+			b.st.retryRemaining.Store(0)
+			b.st.retryRemaining = nil
+		}
 	}
 	return b, nil
+}
+
+// parseRetryBudget reads a threshold's retry_budget at field, with
+// Envoy's defaults for the parts left out.
+func parseRetryBudget(field string, rb *clusterv3.CircuitBreakers_Thresholds_RetryBudget) (*retryBudget, error) {
+	// budget_interval (requests counted for a while after they end) is
+	// not implemented.
+	if err := onlyFields(field, rb, "budget_percent", "min_retry_concurrency"); err != nil {
+		return nil, err
+	}
+	budget := &retryBudget{percent: defaultBudgetPercent, minConcurrency: defaultMinRetryConcurrency}
+	if p := rb.GetBudgetPercent(); p != nil {
+		if v := p.GetValue(); v < 0 || v > 100 {
+			return nil, fmt.Errorf("%s.budget_percent %v is out of range (0 to 100)", field, v)
+		}
+		budget.percent = p.GetValue()
+	}
+	if m := rb.GetMinRetryConcurrency(); m != nil {
+		budget.minConcurrency = int64(m.GetValue())
+	}
+	return budget, nil
+}
+
+// retryLimit is the number of retries that may be active now: max_retries,
+// or what the retry budget allows for the requests active and pending.
+func (b *breaker) retryLimit() int64 {
+	if b.budget == nil {
+		return b.maxRetries
+	}
+	active := b.requests.Load() + b.pending.Load()
+	return max(int64(b.budget.percent/100*float64(active)), b.budget.minConcurrency)
 }
 
 // acquire takes one unit of n under limit max and publishes the gauges.
@@ -158,12 +219,13 @@ func (b *breaker) waitCh() <-chan struct{} {
 	return b.wake
 }
 
-// BeginRetry admits one retry (max_retries). It returns false, counting
+// BeginRetry admits one retry (max_retries, or the retry budget). It
+// returns false, counting
 // upstream_rq_retry_overflow, when the retry circuit breaker is open; else
 // the caller calls EndRetry when the retry is done.
 func (c *Cluster) BeginRetry() bool {
 	b := c.breaker
-	if !acquire(&b.retries, b.maxRetries, b.st.retryOpen, b.st.retryRemaining) {
+	if !acquire(&b.retries, b.retryLimit(), b.st.retryOpen, b.st.retryRemaining) {
 		b.st.retryOverflow.Add(1)
 		return false
 	}
@@ -173,7 +235,7 @@ func (c *Cluster) BeginRetry() bool {
 // EndRetry ends a retry admitted by BeginRetry.
 func (c *Cluster) EndRetry() {
 	b := c.breaker
-	release(&b.retries, b.maxRetries, b.st.retryOpen, b.st.retryRemaining)
+	release(&b.retries, b.retryLimit(), b.st.retryOpen, b.st.retryRemaining)
 }
 
 // waitForConn is called by a request that found no idle connection and no

@@ -47,6 +47,12 @@ type Endpoint struct {
 	// overrides upstream_bind_config; connections with a source are never
 	// shared with another source.
 	Source OriginalSource
+	// Downstream, when valid, is the downstream connection a request or
+	// TCP connection came on; a cluster with an upstream PROXY protocol
+	// transport socket announces it on its upstream connections, which
+	// are then never shared with another downstream connection
+	// (proxyproto.go).
+	Downstream Downstream
 
 	// h is the host the load balancer picked (nil for ORIGINAL_DST and
 	// endpoints made by hand); outlier reports and Finish go to it.
@@ -105,6 +111,7 @@ type Cluster struct {
 	dnsReady atomic.Bool   // the first resolution is done
 	// tls is the upstream TLS socket (transport.go); nil: plaintext.
 	tls           *tlsconf.Client
+	proxyProto    proxyVersion  // upstream_proxy_protocol around every transport socket (proxyproto.go)
 	socketMatches []socketMatch // transport_socket_matches, in order
 }
 
@@ -299,6 +306,11 @@ func (c *Cluster) Dial(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
 	}
+	if err := c.writeProxyHeader(conn, ep.Downstream); err != nil {
+		conn.Close()
+		c.Stats.CxConnectFail.Add(1)
+		return nil, err
+	}
 	return c.secure(ctx, ep, conn)
 }
 
@@ -319,6 +331,11 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	if err != nil {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
+	}
+	if err := c.writeProxyHeader(conn, ep.Downstream); err != nil {
+		conn.Close()
+		c.Stats.CxConnectFail.Add(1)
+		return nil, err
 	}
 	return c.secure(ctx, ep, conn)
 }

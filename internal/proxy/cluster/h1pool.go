@@ -37,10 +37,10 @@ type UpstreamConn struct {
 	Reused bool
 
 	addr      string
-	src       OriginalSource // original_src: pooled apart, per source
-	idleSince int64          // coarseNow when it became idle
-	expires   int64          // coarseNow after which it is not reused (max_connection_duration); 0: never
-	uses      uint32         // requests sent on it
+	src       connOwner // original_src or PROXY protocol: pooled apart, per owner
+	idleSince int64     // coarseNow when it became idle
+	expires   int64     // coarseNow after which it is not reused (max_connection_duration); 0: never
+	uses      uint32    // requests sent on it
 	// slot is the cluster's circuit breaker holding this connection's
 	// max_connections slot; released once, by Close.
 	slot *breaker
@@ -81,7 +81,7 @@ type h1Pool struct {
 // srcKey identifies the connections of one endpoint and one original source.
 type srcKey struct {
 	addr string
-	src  OriginalSource
+	src  connOwner
 }
 
 // GetConn returns an idle connection to ep, or dials a new one. When the
@@ -93,8 +93,8 @@ func (c *Cluster) GetConn(ctx context.Context, ep Endpoint) (*UpstreamConn, erro
 	}
 	for {
 		var uc *UpstreamConn
-		if ep.Source.IsValid() {
-			uc = c.h1.getSrc(srcKey{ep.Address, ep.Source})
+		if o := ep.owner(); o.isValid() {
+			uc = c.h1.getSrc(srcKey{ep.Address, o})
 		} else {
 			uc = c.h1.get(ep.Address)
 		}
@@ -130,7 +130,7 @@ func (c *Cluster) DialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, err
 		return nil, err
 	}
 	d := http1.NewDeadlineConn(http1.WrapConn(nc))
-	uc := &UpstreamConn{Conn: d, D: d, R: http1.NewReader(d), addr: ep.Address, src: ep.Source, slot: c.breaker}
+	uc := &UpstreamConn{Conn: d, D: d, R: http1.NewReader(d), addr: ep.Address, src: ep.owner(), slot: c.breaker}
 	if c.h1.maxDuration > 0 {
 		uc.expires = coarseClock() + c.h1.maxDuration
 	}
@@ -283,7 +283,7 @@ func (p *h1Pool) put(uc *UpstreamConn) bool {
 		p.sweeping = true
 		go p.sweep()
 	}
-	if uc.src.IsValid() {
+	if uc.src.isValid() {
 		if p.idleSrc == nil {
 			p.idleSrc = map[srcKey][]*UpstreamConn{}
 		}

@@ -44,10 +44,19 @@ type HTTP2Settings struct {
 	// options) retire a connection after that many streams or that long.
 	MaxRequestsPerConnection uint32
 	MaxConnectionDuration    time.Duration
+	// KeepaliveInterval and KeepaliveTimeout (connection_keepalive): a
+	// connection that has received no frame for KeepaliveInterval sends
+	// a PING, and is closed when no frame (the ACK or any other) arrives
+	// within KeepaliveTimeout. Envoy pings every interval even on a busy
+	// connection but extends the timeout whenever any frame arrives
+	// (codec_impl.cc, sendKeepalive / onKeepaliveResponse); a busy
+	// connection is alive either way, so strait pings only a quiet one.
+	KeepaliveInterval time.Duration
+	KeepaliveTimeout  time.Duration
 }
 
 // http2Supported are the Http2ProtocolOptions fields ParseHTTP2Options reads.
-var http2Supported = []string{"max_concurrent_streams", "initial_stream_window_size", "initial_connection_window_size"}
+var http2Supported = []string{"max_concurrent_streams", "initial_stream_window_size", "initial_connection_window_size", "connection_keepalive"}
 
 // ParseHTTP2Options validates Envoy's Http2ProtocolOptions found at field
 // (for error messages) and returns what strait honours. A field it does not
@@ -56,11 +65,29 @@ func ParseHTTP2Options(field string, o *corev3.Http2ProtocolOptions) (HTTP2Setti
 	if err := onlyFields(field, o, http2Supported...); err != nil {
 		return HTTP2Settings{}, err
 	}
-	return HTTP2Settings{
+	s := HTTP2Settings{
 		MaxConcurrentStreams:        o.GetMaxConcurrentStreams().GetValue(),
 		InitialStreamWindowSize:     o.GetInitialStreamWindowSize().GetValue(),
 		InitialConnectionWindowSize: o.GetInitialConnectionWindowSize().GetValue(),
-	}, nil
+	}
+	if ka := o.GetConnectionKeepalive(); ka != nil {
+		kf := field + ".connection_keepalive"
+		// interval_jitter (Envoy's default 15 %) and
+		// connection_idle_interval (a PING before reusing an idle
+		// connection) are not implemented.
+		if err := onlyFields(kf, ka, "interval", "timeout"); err != nil {
+			return HTTP2Settings{}, err
+		}
+		if ka.GetTimeout() == nil || ka.GetTimeout().AsDuration() < time.Millisecond {
+			return HTTP2Settings{}, fmt.Errorf("%s.timeout is required and must be at least 1ms (how long to wait for a PING's ACK)", kf)
+		}
+		if iv := ka.GetInterval(); iv != nil && iv.AsDuration() < time.Millisecond {
+			return HTTP2Settings{}, fmt.Errorf("%s.interval must be at least 1ms (e.g. 30s), or unset for no PINGs", kf)
+		}
+		s.KeepaliveInterval = ka.GetInterval().AsDuration()
+		s.KeepaliveTimeout = ka.GetTimeout().AsDuration()
+	}
+	return s, nil
 }
 
 // onlyFields returns an error naming the first populated field of m that is

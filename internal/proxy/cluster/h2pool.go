@@ -53,7 +53,7 @@ type h2Life struct {
 // h2Key is what a connection may be shared by.
 type h2Key struct {
 	addr string
-	src  OriginalSource
+	src  connOwner
 }
 
 // h2Dial is a dial in progress; done is closed when it ends.
@@ -99,6 +99,12 @@ func newH2Pool(c *Cluster, s HTTP2Settings) *h2Pool {
 	t2.AllowHTTP = true
 	t2.DisableCompression = true
 	t2.IdleConnTimeout = idle
+	// x/net/http2's health check: after ReadIdleTimeout without a frame
+	// it sends a PING and closes the connection (MarkDead, so the next
+	// request dials anew) if nothing arrives within PingTimeout. Zero
+	// ReadIdleTimeout sends no PINGs, as Envoy without an interval.
+	t2.ReadIdleTimeout = s.KeepaliveInterval
+	t2.PingTimeout = s.KeepaliveTimeout
 	t2.ConnPool = p
 	p.t = t2
 	return p
@@ -111,8 +117,8 @@ func (p *h2Pool) roundTrip(req *http.Request, ep Endpoint) (*http.Response, erro
 	}
 	req.URL.Host = ep.Address
 	req.URL.Scheme = "http"
-	if ep.Source.IsValid() {
-		req = req.WithContext(context.WithValue(req.Context(), sourceKey{}, ep.Source))
+	if o := ep.owner(); o.isValid() {
+		req = req.WithContext(context.WithValue(req.Context(), sourceKey{}, o))
 	}
 	return p.t.RoundTrip(req)
 }
@@ -120,7 +126,7 @@ func (p *h2Pool) roundTrip(req *http.Request, ep Endpoint) (*http.Response, erro
 // GetClientConn returns a connection with a stream reserved for req.
 func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientConn, error) {
 	key := h2Key{addr: addr}
-	key.src, _ = req.Context().Value(sourceKey{}).(OriginalSource)
+	key.src, _ = req.Context().Value(sourceKey{}).(connOwner)
 	for {
 		p.mu.Lock()
 		for _, cc := range p.conns[key] {
@@ -222,7 +228,7 @@ func (p *h2Pool) hasRoom(cc *http2.ClientConn) bool {
 
 func (p *h2Pool) dial(ctx context.Context, key h2Key, d *h2Dial) {
 	var cc *http2.ClientConn
-	nc, err := p.c.Dial(ctx, Endpoint{Network: "tcp", Address: key.addr, Source: key.src})
+	nc, err := p.c.Dial(ctx, Endpoint{Network: "tcp", Address: key.addr, Source: key.src.Source, Downstream: key.src.Downstream})
 	if err == nil {
 		// The Transport flushes a request's HEADERS and DATA apart:
 		// batch its writes (package wbatch).

@@ -21,7 +21,7 @@ type httpPool struct {
 	src *http.Transport
 }
 
-// sourceKey is the request context key of an Endpoint's OriginalSource.
+// sourceKey is the request context key of an Endpoint's connOwner.
 type sourceKey struct{}
 
 func newHTTPPool(c *Cluster) *httpPool {
@@ -29,8 +29,8 @@ func newHTTPPool(c *Cluster) *httpPool {
 		return c.dialSlot(ctx, Endpoint{Network: "tcp", Address: addr})
 	})
 	src := newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
-		s, _ := ctx.Value(sourceKey{}).(OriginalSource)
-		return c.dialSlot(ctx, Endpoint{Network: "tcp", Address: addr, Source: s})
+		o, _ := ctx.Value(sourceKey{}).(connOwner)
+		return c.dialSlot(ctx, Endpoint{Network: "tcp", Address: addr, Source: o.Source, Downstream: o.Downstream})
 	})
 	src.DisableKeepAlives = true
 	return &httpPool{t: t, src: src}
@@ -64,8 +64,8 @@ func (c *Cluster) RoundTrip(req *http.Request, ep Endpoint) (*http.Response, err
 		return nil, ErrPipeEndpoint
 	}
 	req.URL.Host = ep.Address
-	if ep.Source.IsValid() {
-		req = req.WithContext(context.WithValue(req.Context(), sourceKey{}, ep.Source))
+	if o := ep.owner(); o.isValid() {
+		req = req.WithContext(context.WithValue(req.Context(), sourceKey{}, o))
 		return c.pool.src.RoundTrip(req)
 	}
 	return c.pool.t.RoundTrip(req)

@@ -95,8 +95,8 @@ func TestTrafficPolicyConfigErrors(t *testing.T) {
 		{"two default thresholds", "a second DEFAULT threshold", func(c *clusterv3.Cluster) {
 			c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{}, {}}}
 		}},
-		{"retry budget", "retry_budget", func(c *clusterv3.Cluster) {
-			c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{RetryBudget: &clusterv3.CircuitBreakers_Thresholds_RetryBudget{}}}}
+		{"retry budget interval", "retry_budget.budget_interval", func(c *clusterv3.Cluster) {
+			c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{RetryBudget: &clusterv3.CircuitBreakers_Thresholds_RetryBudget{BudgetInterval: durationpb.New(time.Second)}}}}
 		}},
 		{"per host thresholds", "per_host_thresholds", func(c *clusterv3.Cluster) {
 			c.CircuitBreakers = &clusterv3.CircuitBreakers{PerHostThresholds: []*clusterv3.CircuitBreakers_Thresholds{{}}}

@@ -27,17 +27,36 @@ func (m *Manager) build(c *clusterv3.Cluster) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := tlsconf.NewClient(c.GetTransportSocket(), m.secrets)
+	// Istio wraps the cluster's socket, or every one of its matches, in
+	// the same upstream_proxy_protocol socket; a cluster whose sockets
+	// disagree is refused.
+	ts, pp, err := unwrapProxyProtocol("transport_socket", c.GetTransportSocket())
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+	}
+	cl, err := tlsconf.NewClient(ts, m.secrets)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 	}
 	out.tls = cl
+	out.proxyProto = pp
 	for i, tm := range c.GetTransportSocketMatches() {
+		f := fmt.Sprintf("transport_socket_matches[%d].transport_socket", i)
+		ts, mpp, err := unwrapProxyProtocol(f, tm.GetTransportSocket())
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+		}
+		if i == 0 && c.GetTransportSocket() == nil {
+			out.proxyProto = mpp
+		}
+		if mpp != out.proxyProto {
+			return nil, fmt.Errorf("cluster %q: %s: a PROXY protocol socket on some transport sockets and not on others is not supported", c.GetName(), f)
+		}
 		sm := socketMatch{want: map[string]string{}}
 		for k, v := range tm.GetMatch().GetFields() {
 			sm.want[k] = valueString(v)
 		}
-		if sm.tls, err = tlsconf.NewClient(tm.GetTransportSocket(), m.secrets); err != nil {
+		if sm.tls, err = tlsconf.NewClient(ts, m.secrets); err != nil {
 			return nil, fmt.Errorf("cluster %q: transport_socket_matches[%d] %q: %w", c.GetName(), i, tm.GetName(), err)
 		}
 		out.socketMatches = append(out.socketMatches, sm)

@@ -483,6 +483,7 @@ func (c *h1conn) serveRequest() bool {
 	c.rec.UpstreamHost = ep.Address
 	c.setCookie = setCookie
 	ep.Source = c.src
+	ep.Downstream = downstreamFor(cl, c.nc.RemoteAddr(), c.dst)
 	ov, hasOv := c.routerOverrides(rt.IncludeAttemptCount)
 	if c.filter.upgradeAllowed(req) {
 		if rt.HasRequestMutation() {

@@ -236,6 +236,7 @@ func repick(cl *cluster.Cluster, r *router.Retry, dst netip.AddrPort, src cluste
 			return prev
 		}
 		next.Source = src
+		next.Downstream = prev.Downstream
 		ep = next
 		if !avoid || !contains(tried, next.Address) {
 			break

@@ -285,6 +285,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Set-Cookie", setCookie)
 	}
 	ep.Source = c.src
+	ep.Downstream = downstreamFor(cl, c.RemoteAddr(), c.dst)
 	s.forwardStream(w, r, c, cl, ep, rt, tgt)
 }
 

@@ -168,6 +168,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Set-Cookie", setCookie)
 	}
 	ep.Source = c.src
+	ep.Downstream = downstreamFor(cl, c.RemoteAddr(), c.dst)
 	s.forward(w, r, c, cl, ep, rt, tgt)
 }
 

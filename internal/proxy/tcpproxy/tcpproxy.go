@@ -212,6 +212,9 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 			return
 		}
 		ep.Source = src
+		if cl.ProxyProtocol() {
+			ep.Downstream = cluster.Downstream{Src: addrPort(c.RemoteAddr()), Dst: dst}
+		}
 		up, err = cl.Dial(ctx, ep)
 		if err == nil {
 			break

@@ -68,9 +68,10 @@ func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*clust
 		}
 		if c := outboundCluster(snap, svc, port, "", nil); c != nil {
 			p := trafficPolicyFor(snap, ns, svc.Hostname, "", port.Number)
-			applyTrafficPolicy(c, p, port)                   // trafficpolicy.go
-			applyLocalityLbConfig(c, p, snap.Mesh)           // locality.go
-			applyAutoMTLS(snap, ns, svc, port.Number, "", c) // mtls.go
+			applyTrafficPolicy(c, p, port)                      // trafficpolicy.go
+			applyLocalityLbConfig(c, p, snap.Mesh)              // locality.go
+			applyAutoMTLS(snap, ns, svc, port.Number, "", c)    // mtls.go
+			applyUpstreamProxyProtocol(c, p.GetProxyProtocol()) // trafficpolicy.go
 			out = append(out, c)
 		}
 		for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
@@ -79,6 +80,7 @@ func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*clust
 				applyTrafficPolicy(c, p, port)
 				applyLocalityLbConfig(c, p, snap.Mesh)
 				applyAutoMTLS(snap, ns, svc, port.Number, ss.Name, c)
+				applyUpstreamProxyProtocol(c, p.GetProxyProtocol())
 				out = append(out, c)
 			}
 		}
@@ -213,7 +215,7 @@ func inboundClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster
 		c.ConnectTimeout = durationpb.New(snap.Mesh.ConnectTimeout)
 		setUpstreamProtocol(c, p.protocol)
 		if p.pool != nil {
-			applyConnectionPool(c, p.pool) // trafficpolicy.go
+			applyConnectionPool(c, p.pool, nil) // trafficpolicy.go
 		}
 		out = append(out, c)
 	}

@@ -6,6 +6,8 @@ import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
+	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	xdstype "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -59,6 +61,12 @@ func trafficPolicyFor(snap *mesh.Snapshot, ns, host, subset string, port uint32)
 	if sp.GetTls() != nil || hasPortLevel {
 		merged.Tls = sp.GetTls()
 	}
+	if sp.GetProxyProtocol() != nil {
+		merged.ProxyProtocol = sp.GetProxyProtocol()
+	}
+	if sp.GetRetryBudget() != nil {
+		merged.RetryBudget = sp.GetRetryBudget()
+	}
 	return merged
 }
 
@@ -100,7 +108,7 @@ func shallowPolicy(p *networking.TrafficPolicy) *networking.TrafficPolicy {
 // applyOutlierDetection, applyLoadBalancer). Every outbound cluster gets
 // Istio's defaults: LEAST_REQUEST and circuit breakers without limits.
 func applyTrafficPolicy(c *cluster.Cluster, p *networking.TrafficPolicy, port mesh.Port) {
-	applyConnectionPool(c, p.GetConnectionPool())
+	applyConnectionPool(c, p.GetConnectionPool(), p.GetRetryBudget())
 	applyOutlierDetection(c, p.GetOutlierDetection())
 	applyLoadBalancer(c, p.GetLoadBalancer())
 }
@@ -131,8 +139,9 @@ func defaultCircuitBreakers(cs []*cluster.Cluster) []*cluster.Cluster {
 	return cs
 }
 
-func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettings) {
+func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettings, rb *networking.TrafficPolicy_RetryBudget) {
 	t := defaultThresholds()
+	applyRetryBudget(t, rb)
 	var common core.HttpProtocolOptions
 	hasCommon := false
 	if h := cp.GetHttp(); h != nil {
@@ -150,6 +159,11 @@ func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettin
 		}
 		if h.MaxRequestsPerConnection > 0 {
 			common.MaxRequestsPerConnection, hasCommon = wrapperspb.UInt32(uint32(h.MaxRequestsPerConnection)), true
+		}
+		if h.Http2KeepAlive != nil {
+			// Istio makes the (possibly empty) common options whenever
+			// http2KeepAlive is set.
+			hasCommon = true
 		}
 		switch {
 		case h.UseClientProtocol:
@@ -214,6 +228,80 @@ func applyConnectionPool(c *cluster.Cluster, cp *networking.ConnectionPoolSettin
 				h2.MaxConcurrentStreams = wrapperspb.UInt32(uint32(n))
 			}
 		})
+	}
+	// http2KeepAlive likewise: connection_keepalive PINGs on an HTTP/2
+	// cluster (Istio's applyConnectionPool).
+	if ka := cp.GetHttp().GetHttp2KeepAlive(); ka != nil && c.TypedExtensionProtocolOptions[httpProtocolOptionsKey] != nil {
+		setUpstreamHTTPOptions(c, func(o *upstreamhttp.HttpProtocolOptions) {
+			if h2 := o.GetExplicitHttpConfig().GetHttp2ProtocolOptions(); h2 != nil {
+				h2.ConnectionKeepalive = &core.KeepaliveSettings{
+					Interval: durationpb.New(ka.GetInterval().AsDuration()),
+					Timeout:  durationpb.New(ka.GetTimeout().AsDuration()),
+				}
+			}
+		})
+	}
+}
+
+// applyRetryBudget sets the thresholds' retry_budget, which replaces
+// max_retries in Envoy, with Istio's defaults (applyRetryBudget): 20 %
+// and a minimum of 3 concurrent retries. budgetInterval is refused at
+// load, so it is never emitted.
+func applyRetryBudget(t *cluster.CircuitBreakers_Thresholds, rb *networking.TrafficPolicy_RetryBudget) {
+	if rb == nil {
+		return
+	}
+	percent := 20.0
+	if rb.Percent != nil {
+		percent = rb.Percent.Value
+	}
+	minConcurrency := uint32(3)
+	if rb.MinRetryConcurrency > 0 {
+		minConcurrency = rb.MinRetryConcurrency
+	}
+	t.RetryBudget = &cluster.CircuitBreakers_Thresholds_RetryBudget{
+		BudgetPercent:       &xdstype.Percent{Value: percent},
+		MinRetryConcurrency: wrapperspb.UInt32(minConcurrency),
+	}
+}
+
+// Envoy's upstream PROXY protocol transport socket and the plaintext
+// socket it wraps when the cluster has no other.
+const (
+	proxyProtocolSocketName = "envoy.transport_sockets.upstream_proxy_protocol"
+	rawBufferSocketName     = "envoy.transport_sockets.raw_buffer"
+)
+
+// applyUpstreamProxyProtocol wraps the cluster's transport socket (its
+// TLS, or raw_buffer when it has none), and each of its
+// transport_socket_matches, in the upstream_proxy_protocol socket, as
+// Istio's applyUpstreamProxyProtocol does; it runs after the TLS socket
+// is set (mtls.go).
+func applyUpstreamProxyProtocol(c *cluster.Cluster, pp *networking.TrafficPolicy_ProxyProtocol) {
+	if pp == nil {
+		return
+	}
+	wrap := func(inner *core.TransportSocket) *core.TransportSocket {
+		return &core.TransportSocket{
+			Name: proxyProtocolSocketName,
+			ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(&proxyprotocolv3.ProxyProtocolUpstreamTransport{
+				Config:          &core.ProxyProtocolConfig{Version: core.ProxyProtocolConfig_Version(pp.GetVersion())},
+				TransportSocket: inner,
+			})},
+		}
+	}
+	if c.TransportSocket == nil && len(c.TransportSocketMatches) == 0 {
+		c.TransportSocket = wrap(&core.TransportSocket{
+			Name:       rawBufferSocketName,
+			ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(&rawbufferv3.RawBuffer{})},
+		})
+		return
+	}
+	if c.TransportSocket != nil {
+		c.TransportSocket = wrap(c.TransportSocket)
+	}
+	for _, m := range c.TransportSocketMatches {
+		m.TransportSocket = wrap(m.TransportSocket)
 	}
 }
 

@@ -1,0 +1,20 @@
+package hcm
+
+import (
+	"net"
+	"net/netip"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster"
+)
+
+// downstreamFor is the downstream connection (peer remote, destination
+// dst) that cl announces in the PROXY protocol header of its upstream
+// connections, as Envoy's router passes the downstream addresses to the
+// upstream_proxy_protocol socket; zero for a cluster without one, so that
+// its connections stay shared.
+func downstreamFor(cl *cluster.Cluster, remote net.Addr, dst netip.AddrPort) cluster.Downstream {
+	if !cl.ProxyProtocol() {
+		return cluster.Downstream{}
+	}
+	return cluster.Downstream{Src: addrPortOf(remote), Dst: dst}
+}

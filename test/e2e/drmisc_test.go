@@ -1,0 +1,266 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/netns"
+	"github.com/straitmesh/strait/internal/testreq"
+)
+
+// drmiscMesh: service echo with one pod, its VirtualService retrying 5xx
+// once; service pp, an nginx that reads PROXY protocol on a port its
+// sidecar does not capture; and a client.
+const drmiscMesh = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: demo}
+spec:
+  hosts: [echo.demo.svc.cluster.local]
+  addresses: [240.240.0.10]
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  workloadSelector: {labels: {app: echo}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: echo-v1, namespace: demo}
+spec: {address: 10.99.0.11, labels: {app: echo, version: v1}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: pp, namespace: demo}
+spec:
+  hosts: [pp.demo.svc.cluster.local]
+  addresses: [240.240.0.30]
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8081}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  workloadSelector: {labels: {app: pp}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: pp, namespace: demo}
+spec: {address: 10.99.0.30, labels: {app: pp}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: client, namespace: demo}
+spec: {address: 10.99.0.10, labels: {app: client}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: echo, namespace: demo}
+spec:
+  hosts: [echo.demo.svc.cluster.local]
+  http:
+  - route:
+    - destination: {host: echo.demo.svc.cluster.local}
+    retries: {attempts: 1, retryOn: 5xx}
+`
+
+// TestDestinationRuleMiscThroughSidecars: DestinationRule traffic-policy
+// fields (retryBudget, proxyProtocol) checked with real requests from the client pod
+// through its sidecar and the server's.
+func TestDestinationRuleMiscThroughSidecars(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		testreq.Missing(t, "network namespaces unavailable: %v", err)
+	}
+	if binDir == "" {
+		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
+	}
+	cfgDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(drmiscMesh), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	workloads := []localmesh.Workload{}
+	nginx := nginxBinary()
+	if nginx != "" {
+		workloads = append(workloads, localmesh.Workload{Name: "pp", Namespace: "demo", ConfigIP: "10.99.0.30",
+			App: []string{nginx, "-p", "{{POD_DIR}}", "-c", "{{POD_DIR}}/nginx.conf"}, AppPort: 8081,
+			ExcludeInboundPorts: []int{8081},
+			Files: map[string]string{"nginx.conf": `daemon off;
+master_process off;
+worker_processes 1;
+pid {{POD_DIR}}/nginx.pid;
+error_log {{POD_DIR}}/error.log info;
+events { worker_connections 64; }
+http {
+	access_log off;
+	client_body_temp_path {{POD_DIR}}/nginx-body;
+	proxy_temp_path {{POD_DIR}}/nginx-proxy;
+	fastcgi_temp_path {{POD_DIR}}/nginx-fastcgi;
+	uwsgi_temp_path {{POD_DIR}}/nginx-uwsgi;
+	scgi_temp_path {{POD_DIR}}/nginx-scgi;
+	server {
+		listen 8081 proxy_protocol;
+		location / { return 200 "$proxy_protocol_addr $proxy_protocol_server_addr $proxy_protocol_server_port"; }
+	}
+}
+`}})
+	}
+	m, err := localmesh.Start(ctx, localmesh.Options{
+		BinDir: binDir, ConfigDir: cfgDir,
+		Workloads: append(workloads, []localmesh.Workload{
+			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
+			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+		}...),
+	})
+	if err != nil {
+		t.Fatalf("start mesh: %v", err)
+	}
+	defer func() {
+		if t.Failed() {
+			for _, name := range []string{"straitd", "client-agent"} {
+				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
+					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
+				}
+			}
+		}
+		if err := m.Close(); err != nil {
+			t.Errorf("close mesh: %v", err)
+		}
+	}()
+	client := m.Pod("client")
+	hc := client.NewHTTPClient(true)
+	defer hc.CloseIdleConnections()
+
+	// apply writes a DestinationRule for echo with policy and waits until
+	// the client's proxy has a cluster config that contains want.
+	applyFor := func(t *testing.T, host, policy string, want string) {
+		t.Helper()
+		rule := fmt.Appendf(nil, `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: %[1]s, namespace: demo}
+spec:
+  host: %[1]s.demo.svc.cluster.local
+  trafficPolicy:
+%[2]s
+`, host, indent(policy, 4))
+		if err := m.WriteConfig(host+"-rules.yaml", rule); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			dump, err := client.Admin(ctx, "/config_dump")
+			if err == nil && bytes.Contains(dump, []byte(want)) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("config with %q never reached the client's proxy (last error %v)", want, err)
+			}
+		}
+	}
+	apply := func(t *testing.T, policy string, want string) {
+		t.Helper()
+		applyFor(t, "echo", policy, want)
+	}
+	retryOverflow := func(t *testing.T) int {
+		t.Helper()
+		stats, err := client.Admin(ctx, "/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mt := regexp.MustCompile(`cluster\.outbound\|80\|\|echo\.demo\.svc\.cluster\.local\.upstream_rq_retry_overflow: (\d+)`).FindSubmatch(stats)
+		if mt == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(string(mt[1]))
+		return n
+	}
+	// burst sends n concurrent requests that each fail once (503) and
+	// take delay per answer, so that their retries overlap, and returns
+	// how many ended 200.
+	burst := func(t *testing.T, n int, delay string) int {
+		t.Helper()
+		var wg sync.WaitGroup
+		ok := make([]bool, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := get(t, ctx, hc, "http://240.240.0.10/", http.Header{
+					"X-Echo-Fail": {"1"}, "X-Echo-Key": {fmt.Sprintf("%s-%d", t.Name(), i)}, "X-Echo-Delay": {delay}})
+				ok[i] = r.status == 200
+			}()
+		}
+		wg.Wait()
+		good := 0
+		for _, g := range ok {
+			if g {
+				good++
+			}
+		}
+		return good
+	}
+
+	t.Run("without a retry budget every request is retried", func(t *testing.T) {
+		apply(t, `loadBalancer: {simple: RANDOM}`, `"RANDOM"`)
+		if good := burst(t, 6, "500ms"); good != 6 {
+			t.Errorf("%d of 6 requests that fail once succeeded, want 6 (max_retries is unlimited)", good)
+		}
+	})
+
+	t.Run("retry budget bounds concurrent retries", func(t *testing.T) {
+		before := retryOverflow(t)
+		// 1 % of 6 active requests is 0: the minimum, one retry at a
+		// time.
+		apply(t, `retryBudget: {percent: 1, minRetryConcurrency: 1}`, `"retryBudget"`)
+		good := burst(t, 6, "1s")
+		if good < 1 || good > 2 {
+			t.Errorf("%d of 6 requests that fail once succeeded, want 1 (one retry in flight at a time; 2 if the first retry ended before a late first answer)", good)
+		}
+		if over := retryOverflow(t) - before; over < 4 {
+			t.Errorf("upstream_rq_retry_overflow grew by %d, want at least 4", over)
+		}
+	})
+
+	t.Run("proxy protocol announces the client to the upstream", func(t *testing.T) {
+		if nginx == "" {
+			testreq.Missing(t, "nginx not installed (apt-get install nginx-light)")
+		}
+		// tls DISABLE: the PROXY header goes to nginx itself, on a port
+		// the pod's sidecar does not capture, in plaintext.
+		applyFor(t, "pp", `tls: {mode: DISABLE}
+proxyProtocol: {version: V1}`, `ProxyProtocolUpstreamTransport`)
+		for _, v := range []string{"V1", "V2"} {
+			if v == "V2" {
+				applyFor(t, "pp", `tls: {mode: DISABLE}
+proxyProtocol: {version: V2}`, `"V2"`)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://240.240.0.30/", nil)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatalf("%s: %v", v, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := client.IP + " 240.240.0.30 80"
+			if resp.StatusCode != 200 || string(body) != want {
+				t.Errorf("%s: %d %q, want nginx to have read %q from the PROXY header", v, resp.StatusCode, body, want)
+			}
+		}
+	})
+}
+
+// nginxBinary is nginx's path, or "" when it is not installed.
+func nginxBinary() string {
+	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
+		return "/usr/sbin/nginx"
+	}
+	p, _ := exec.LookPath("nginx")
+	return p
+}

@@ -15,9 +15,51 @@ import (
 // A permission or principal is a compiled predicate on an Input, with the
 // semantics of Envoy's source/extensions/filters/common/rbac/matchers.cc.
 type (
-	permission func(*Input) bool
-	principal  func(*Input) bool
+	predicate  = func(*Input) bool
+	permission = predicate
+	principal  = predicate
 )
+
+// allOf holds when every one of subs holds (and_rules, and_ids).
+func allOf(subs []predicate) predicate {
+	return func(in *Input) bool {
+		for _, s := range subs {
+			if !s(in) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// anyOf holds when one of subs holds (or_rules, or_ids).
+func anyOf(subs []predicate) predicate {
+	return func(in *Input) bool {
+		for _, s := range subs {
+			if s(in) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// compileEach compiles the entries of a list field (FIELD.LIST[i]), which
+// must not be empty.
+func compileEach[T any](field, list string, items []T, compile func(string, T) (predicate, error)) ([]predicate, error) {
+	if len(items) == 0 {
+		return nil, fmt.Errorf("%s.%s must have at least one entry", field, list)
+	}
+	out := make([]predicate, 0, len(items))
+	for i, it := range items {
+		c, err := compile(fmt.Sprintf("%s.%s[%d]", field, list, i), it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
 
 func compilePermission(field string, p *rbacv3.Permission) (permission, error) {
 	switch r := p.GetRule().(type) {
@@ -31,27 +73,13 @@ func compilePermission(field string, p *rbacv3.Permission) (permission, error) {
 		if err != nil {
 			return nil, err
 		}
-		return func(in *Input) bool {
-			for _, s := range subs {
-				if !s(in) {
-					return false
-				}
-			}
-			return true
-		}, nil
+		return allOf(subs), nil
 	case *rbacv3.Permission_OrRules:
 		subs, err := compilePermissions(field+".or_rules", r.OrRules.GetRules())
 		if err != nil {
 			return nil, err
 		}
-		return func(in *Input) bool {
-			for _, s := range subs {
-				if s(in) {
-					return true
-				}
-			}
-			return false
-		}, nil
+		return anyOf(subs), nil
 	case *rbacv3.Permission_NotRule:
 		sub, err := compilePermission(field+".not_rule", r.NotRule)
 		if err != nil {
@@ -111,18 +139,7 @@ func compilePermission(field string, p *rbacv3.Permission) (permission, error) {
 }
 
 func compilePermissions(field string, ps []*rbacv3.Permission) ([]permission, error) {
-	if len(ps) == 0 {
-		return nil, fmt.Errorf("%s.rules must have at least one entry", field)
-	}
-	out := make([]permission, 0, len(ps))
-	for i, p := range ps {
-		c, err := compilePermission(fmt.Sprintf("%s.rules[%d]", field, i), p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return compileEach(field, "rules", ps, compilePermission)
 }
 
 func compilePrincipal(field string, p *rbacv3.Principal) (principal, error) {
@@ -137,27 +154,13 @@ func compilePrincipal(field string, p *rbacv3.Principal) (principal, error) {
 		if err != nil {
 			return nil, err
 		}
-		return func(in *Input) bool {
-			for _, s := range subs {
-				if !s(in) {
-					return false
-				}
-			}
-			return true
-		}, nil
+		return allOf(subs), nil
 	case *rbacv3.Principal_OrIds:
 		subs, err := compilePrincipals(field+".or_ids", id.OrIds.GetIds())
 		if err != nil {
 			return nil, err
 		}
-		return func(in *Input) bool {
-			for _, s := range subs {
-				if s(in) {
-					return true
-				}
-			}
-			return false
-		}, nil
+		return anyOf(subs), nil
 	case *rbacv3.Principal_NotId:
 		sub, err := compilePrincipal(field+".not_id", id.NotId)
 		if err != nil {
@@ -208,18 +211,7 @@ func compilePrincipal(field string, p *rbacv3.Principal) (principal, error) {
 }
 
 func compilePrincipals(field string, ps []*rbacv3.Principal) ([]principal, error) {
-	if len(ps) == 0 {
-		return nil, fmt.Errorf("%s.ids must have at least one entry", field)
-	}
-	out := make([]principal, 0, len(ps))
-	for i, p := range ps {
-		c, err := compilePrincipal(fmt.Sprintf("%s.ids[%d]", field, i), p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
+	return compileEach(field, "ids", ps, compilePrincipal)
 }
 
 // compileAuthenticated follows Envoy's AuthenticatedMatcher: only a TLS

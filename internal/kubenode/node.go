@@ -7,7 +7,9 @@
 // containerd (Debian's, with runc) whose pods join a CNI bridge (Debian's
 // bridge and host-local plugins) on a private /24 with no uplink and no
 // route off the machine; pods route only the bridge's /24 and the
-// ClusterIP range.
+// ClusterIP range. Pods resolve Services through the node's cluster DNS
+// server (ClusterDNS, in this process, on the bridge address), which
+// answers only for cluster.local.
 //
 // Nothing is pulled: the pause image is built here from ./pause, and the
 // images a test needs are imported from tarballs (`make images`).
@@ -465,8 +467,8 @@ func (n *Node) logTails(lines int) string {
 // Stop tears the node down: the control-plane daemons, the kubelet and
 // kube-proxy stop (kube-proxy's nftables tables are deleted), every pod sandbox is stopped and removed through the CRI,
 // containerd stops, leftover shims are killed, mounts under Dir are
-// detached, the cluster DNS server and the API server stop, and the bridge and Dir are removed. It
-// may be called more than once.
+// detached, the cluster DNS server and the API server stop, and the
+// bridge and Dir are removed. It may be called more than once.
 func (n *Node) Stop() error {
 	n.mu.Lock()
 	if n.stopped {

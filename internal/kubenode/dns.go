@@ -106,7 +106,7 @@ func listenDNS(addr string) (net.PacketConn, net.Listener, error) {
 	for range 10 {
 		pc, err := net.ListenPacket("udp", addr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cluster DNS: listen on udp %s: %w", addr, err)
+			return nil, nil, fmt.Errorf("cluster DNS: listen on udp %s (is another DNS server bound to port 53 on every address?): %w", addr, err)
 		}
 		ln, err := net.Listen("tcp", pc.LocalAddr().String())
 		if err == nil {

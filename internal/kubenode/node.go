@@ -461,6 +461,8 @@ func (n *Node) logTails(lines int) string {
 			fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.name, p.logPath, p.logTail(lines))
 		}
 	}
+	dnsLog := filepath.Join(n.Dir, "cluster-dns.log")
+	fmt.Fprintf(&b, "--- cluster DNS (%s)\n%s\n", dnsLog, fileTail(dnsLog, lines))
 	return b.String()
 }
 

@@ -582,7 +582,7 @@ func freePorts(count int) ([]int, error) {
 // startDNS starts the cluster DNS server on the node's address, port 53
 // (UDP and TCP), where the kubelet's clusterDNS points every pod, and
 // waits for its caches to sync. Its queries are logged to cluster-dns.log.
-func (n *Node) startDNS(ctx context.Context) error {
+func (n *Node) startDNS(ctx context.Context) error { //nolint:contextcheck // the server runs until Stop, beyond the start-up ctx
 	logFile, err := os.OpenFile(filepath.Join(n.Dir, "cluster-dns.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err

@@ -116,10 +116,15 @@ func TestKubeletConfig(t *testing.T) {
 		"podLogsDir":                  "/n/pod-logs",
 		"volumePluginDir":             "/n/volume-plugins",
 		"imageGCHighThresholdPercent": float64(100),
+		"clusterDomain":               "cluster.local",
+		"resolvConf":                  "",
 	} {
 		if got := c[key]; got != want {
 			t.Errorf("%s = %v, want %v", key, got, want)
 		}
+	}
+	if got, _ := c["clusterDNS"].([]any); len(got) != 1 || got[0] != "10.77.5.1" {
+		t.Errorf("clusterDNS = %v, want [10.77.5.1] (the node's DNS server on its bridge address)", c["clusterDNS"])
 	}
 	if got, _ := c["enforceNodeAllocatable"].([]any); got == nil || len(got) != 0 {
 		t.Errorf("enforceNodeAllocatable = %v, want [] (no QoS cgroups to enforce in)", c["enforceNodeAllocatable"])

@@ -7,7 +7,9 @@
 // containerd (Debian's, with runc) whose pods join a CNI bridge (Debian's
 // bridge and host-local plugins) on a private /24 with no uplink and no
 // route off the machine; pods route only the bridge's /24 and the
-// ClusterIP range.
+// ClusterIP range. Pods resolve Services through the node's cluster DNS
+// server (ClusterDNS, in this process, on the bridge address), which
+// answers only for cluster.local.
 //
 // Nothing is pulled: the pause image is built here from ./pause, and the
 // images a test needs are imported from tarballs (`make images`).
@@ -32,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -93,6 +96,9 @@ type Node struct {
 	containerd, kubelet, controllers, sched *process
 	proxy                                   *process
 	stopped                                 bool
+	// stopDNS ends the cluster DNS server and returns Run's error; nil
+	// until it started.
+	stopDNS func() error
 }
 
 // Available reports why this machine cannot run a node, or nil: it needs
@@ -196,6 +202,9 @@ func StartContext(ctx context.Context, opts Options) (n *Node, err error) {
 	n.IP = n.network.HostIP
 	n.PodSubnet = n.network.Subnet
 	if n.API, err = kubeapiserver.StartContext(ctx, kubeapiserver.Options{NodeIP: n.IP, Progress: opts.Progress}); err != nil {
+		return nil, err
+	}
+	if err := n.startDNS(ctx); err != nil {
 		return nil, err
 	}
 	if err := n.startContainerd(ctx, opts.Images); err != nil {
@@ -345,14 +354,17 @@ func (n *Node) kubeletConfig(port, healthzPort int) ([]byte, error) {
 		"cgroupDriver": "cgroupfs",
 		// No QoS cgroup tree of our own on a shared machine: pods get
 		// containerd's cgroups, and the kubelet enforces no allocatable.
-		"cgroupsPerQOS":               false,
-		"enforceNodeAllocatable":      []string{},
-		"failSwapOn":                  false,
-		"failCgroupV1":                false,
-		"podLogsDir":                  filepath.Join(n.Dir, "pod-logs"),
-		"volumePluginDir":             filepath.Join(n.Dir, "volume-plugins"),
+		"cgroupsPerQOS":          false,
+		"enforceNodeAllocatable": []string{},
+		"failSwapOn":             false,
+		"failCgroupV1":           false,
+		"podLogsDir":             filepath.Join(n.Dir, "pod-logs"),
+		"volumePluginDir":        filepath.Join(n.Dir, "volume-plugins"),
+		// Pods (dnsPolicy ClusterFirst) get only the node's DNS server
+		// and the cluster search path, nothing of the host's resolv.conf.
 		"resolvConf":                  "",
-		"clusterDomain":               "cluster.local",
+		"clusterDNS":                  []string{n.IP.String()},
+		"clusterDomain":               ClusterDomain,
 		"authentication":              map[string]any{"anonymous": map[string]any{"enabled": true}, "webhook": map[string]any{"enabled": false}},
 		"authorization":               map[string]any{"mode": "AlwaysAllow"},
 		"serializeImagePulls":         false,
@@ -449,14 +461,16 @@ func (n *Node) logTails(lines int) string {
 			fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.name, p.logPath, p.logTail(lines))
 		}
 	}
+	dnsLog := filepath.Join(n.Dir, "cluster-dns.log")
+	fmt.Fprintf(&b, "--- cluster DNS (%s)\n%s\n", dnsLog, fileTail(dnsLog, lines))
 	return b.String()
 }
 
 // Stop tears the node down: the control-plane daemons, the kubelet and
 // kube-proxy stop (kube-proxy's nftables tables are deleted), every pod sandbox is stopped and removed through the CRI,
 // containerd stops, leftover shims are killed, mounts under Dir are
-// detached, the API server stops, and the bridge and Dir are removed. It
-// may be called more than once.
+// detached, the cluster DNS server and the API server stop, and the
+// bridge and Dir are removed. It may be called more than once.
 func (n *Node) Stop() error {
 	n.mu.Lock()
 	if n.stopped {
@@ -464,7 +478,7 @@ func (n *Node) Stop() error {
 		return nil
 	}
 	n.stopped = true
-	cd, kubelet, cm, sched, proxy := n.containerd, n.kubelet, n.controllers, n.sched, n.proxy
+	cd, kubelet, cm, sched, proxy, stopDNS := n.containerd, n.kubelet, n.controllers, n.sched, n.proxy, n.stopDNS
 	n.mu.Unlock()
 
 	var errs []error
@@ -502,6 +516,11 @@ func (n *Node) Stop() error {
 	}
 	if err := unmountAll(n.Dir); err != nil {
 		errs = append(errs, err)
+	}
+	if stopDNS != nil {
+		if err := stopDNS(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if n.API != nil {
 		if err := n.API.Stop(); err != nil {
@@ -558,4 +577,47 @@ func freePorts(count int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// startDNS starts the cluster DNS server on the node's address, port 53
+// (UDP and TCP), where the kubelet's clusterDNS points every pod, and
+// waits for its caches to sync. Its queries are logged to cluster-dns.log.
+func (n *Node) startDNS(ctx context.Context) error { //nolint:contextcheck // the server runs until Stop, beyond the start-up ctx
+	logFile, err := os.OpenFile(filepath.Join(n.Dir, "cluster-dns.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d, err := NewClusterDNS(DNSOptions{
+		Client: n.API.Client,
+		Addr:   net.JoinHostPort(n.IP.String(), "53"),
+		Domain: ClusterDomain,
+		Logger: logger,
+	})
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- d.Run(runCtx)
+		logFile.Close()
+	}()
+	n.mu.Lock()
+	n.stopDNS = func() error {
+		cancel()
+		return <-done
+	}
+	n.mu.Unlock()
+	select {
+	case <-d.Ready():
+		fmt.Fprintf(n.out, "kubenode: cluster DNS for %s on %s (udp, tcp)\n", ClusterDomain, d.Addr())
+		return nil
+	case err := <-done:
+		done <- err // for stopDNS
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("cluster DNS on %s not ready: %w", d.Addr(), ctx.Err())
+	}
 }

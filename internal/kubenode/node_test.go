@@ -150,6 +150,42 @@ func TestNodeRunsPod(t *testing.T) {
 		}
 	}
 
+	// The pod finds the Service by name through the node's cluster DNS:
+	// the kubelet gave it the node's address as its nameserver and the
+	// cluster search path.
+	confs, _ := filepath.Glob(filepath.Join(node.Dir, "containerd", "root", "io.containerd.grpc.v1.cri", "sandboxes", "*", "resolv.conf"))
+	if len(confs) == 0 {
+		t.Errorf("no pod resolv.conf under %s", node.Dir)
+	}
+	for _, f := range confs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"nameserver " + node.IP.String(), "search default.svc.cluster.local svc.cluster.local cluster.local"} {
+			if !strings.Contains(string(data), want) {
+				t.Errorf("pod resolv.conf %s lacks %q:\n%s", f, want, data)
+			}
+		}
+	}
+	for _, host := range []string{"echo", "echo.default", "echo.default.svc.cluster.local"} {
+		out, _, err := node.Exec(ctx, "default", "client", "echo", "strait-echo", "get", "http://"+host+"/via-dns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, `"status":200`) || !strings.Contains(out, `"pod":"echo"`) {
+			t.Errorf("request to http://%s/ from pod client (cluster DNS): %s; want 200 from pod echo", host, out)
+		}
+	}
+	// No upstream: a name outside the cluster domain does not resolve.
+	out, _, err = node.Exec(ctx, "default", "client", "echo", "strait-echo", "get", "http://example.com/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, `"status":200`) || !strings.Contains(out, "lookup example.com") || !strings.Contains(out, "server misbehaving") {
+		t.Errorf("request to http://example.com/ from pod client: %s; want a resolution error (the node DNS REFUSES names outside cluster.local: Go says \"server misbehaving\")", out)
+	}
+
 	// Stop removes everything the node made, pods first.
 	bridge, dir, sock := node.network.Bridge, node.Dir, node.ContainerdSocket()
 	created := node.createdHostPaths

@@ -82,8 +82,11 @@ func (p *process) checkRunning() error {
 }
 
 // logTail returns the last n lines of the process's log.
-func (p *process) logTail(n int) string {
-	data, err := os.ReadFile(p.logPath)
+func (p *process) logTail(n int) string { return fileTail(p.logPath, n) }
+
+// fileTail returns the last n lines of the file at path, "" if unreadable.
+func fileTail(path string, n int) string {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}

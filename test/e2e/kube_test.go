@@ -87,10 +87,6 @@ func TestKubeSeedFlow(t *testing.T) {
 	// 1. straitctl install; straitd runs as a pod.
 	t.Log(straitctl("install", "--set", "global.tag="+kubeImageTag, "--timeout", "4m"))
 	straitdPod := waitPodsReady(ctx, t, client, install.DefaultNamespace, "app=istiod", 1, 1)[0]
-	straitdSvc, err := client.CoreV1().Services(install.DefaultNamespace).Get(ctx, "istiod", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// 2. A labelled namespace, the server in two versions, a client.
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -98,26 +94,21 @@ func TestKubeSeedFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitServiceAccount(ctx, t, client, kubeDemoNS)
-	svc, err := client.CoreV1().Services(kubeDemoNS).Create(ctx, &corev1.Service{
+	if _, err := client.CoreV1().Services(kubeDemoNS).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "server", Namespace: kubeDemoNS},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": "server"},
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
 		},
-	}, metav1.CreateOptions{})
-	if err != nil {
+	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The cluster has no DNS server: the pods find straitd and the
-	// server by /etc/hosts entries for the Services' ClusterIPs.
-	aliases := []corev1.HostAlias{
-		{IP: straitdSvc.Spec.ClusterIP, Hostnames: []string{"istiod.istio-system.svc"}},
-		{IP: svc.Spec.ClusterIP, Hostnames: []string{serverHost, "server.demo", "server"}},
-	}
+	// The pods find straitd (istiod.istio-system.svc) and the server
+	// by name through the node's cluster DNS: no hostAliases.
 	for _, d := range []*appsv1.Deployment{
-		echoDeployment("server-v1", map[string]string{"app": "server", "version": "v1"}, aliases, nil),
-		echoDeployment("server-v2", map[string]string{"app": "server", "version": "v2"}, aliases, nil),
-		echoDeployment("client", map[string]string{"app": "client"}, aliases, nil),
+		echoDeployment("server-v1", map[string]string{"app": "server", "version": "v1"}, nil),
+		echoDeployment("server-v2", map[string]string{"app": "server", "version": "v2"}, nil),
+		echoDeployment("client", map[string]string{"app": "client"}, nil),
 	} {
 		if _, err := client.AppsV1().Deployments(kubeDemoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -159,12 +150,16 @@ func TestKubeSeedFlow(t *testing.T) {
 	}
 
 	t.Run("through both sidecars", func(t *testing.T) {
-		for _, l := range get(t, 10, "http://"+serverHost+"/") {
-			if l.Status != 200 || l.Reply == nil {
-				t.Fatalf("request from the client pod: %+v", l)
-			}
-			if host, _, _ := net.SplitHostPort(l.Reply.Remote); host != "127.0.0.6" {
-				t.Errorf("the server app saw the request from %s, want 127.0.0.6 (its sidecar)", l.Reply.Remote)
+		// Each name resolves through the cluster DNS (the short ones by
+		// the pod's search path) and matches the server's virtual host.
+		for _, host := range []string{serverHost, "server.demo", "server"} {
+			for _, l := range get(t, 5, "http://"+host+"/") {
+				if l.Status != 200 || l.Reply == nil {
+					t.Fatalf("request to http://%s/ from the client pod: %+v", host, l)
+				}
+				if host, _, _ := net.SplitHostPort(l.Reply.Remote); host != "127.0.0.6" {
+					t.Errorf("the server app saw the request from %s, want 127.0.0.6 (its sidecar)", l.Reply.Remote)
+				}
 			}
 		}
 	})
@@ -200,7 +195,7 @@ func TestKubeSeedFlow(t *testing.T) {
 	})
 
 	t.Run("inject false is left alone and reaches the service", func(t *testing.T) {
-		d := echoDeployment("plain", map[string]string{"app": "plain"}, aliases, map[string]string{"sidecar.istio.io/inject": "false"})
+		d := echoDeployment("plain", map[string]string{"app": "plain"}, map[string]string{"sidecar.istio.io/inject": "false"})
 		if _, err := client.AppsV1().Deployments(kubeDemoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +258,7 @@ func TestKubeSeedFlow(t *testing.T) {
 	})
 
 	t.Run("native sidecar", func(t *testing.T) {
-		d := echoDeployment("native", map[string]string{"app": "native"}, aliases, map[string]string{"sidecar.istio.io/nativeSidecar": "true"})
+		d := echoDeployment("native", map[string]string{"app": "native"}, map[string]string{"sidecar.istio.io/nativeSidecar": "true"})
 		if _, err := client.AppsV1().Deployments(kubeDemoNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -411,7 +406,7 @@ func namespaceLeftovers(ctx context.Context, t *testing.T, node *kubenode.Node, 
 
 // echoDeployment is a one-replica strait-echo Deployment (server on 8080,
 // its version from the version label, default v1).
-func echoDeployment(name string, labels map[string]string, aliases []corev1.HostAlias, annotations map[string]string) *appsv1.Deployment {
+func echoDeployment(name string, labels map[string]string, annotations map[string]string) *appsv1.Deployment {
 	version := labels["version"]
 	if version == "" {
 		version = "v1"
@@ -426,7 +421,6 @@ func echoDeployment(name string, labels map[string]string, aliases []corev1.Host
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
-					HostAliases:                   aliases,
 					TerminationGracePeriodSeconds: &grace,
 					Containers: []corev1.Container{{
 						Name:            "echo",

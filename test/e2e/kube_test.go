@@ -422,6 +422,15 @@ func echoDeployment(name string, labels map[string]string, annotations map[strin
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: &grace,
+					// The client resolves the Service's name for every
+					// request (a new connection each). Parallel A and
+					// AAAA queries from one UDP socket can lose one to
+					// the kernel's conntrack race, which costs the
+					// resolver its timeout: ask one after the other, and
+					// retry after 1 s rather than the default 5 s (the
+					// client's own request timeout).
+					DNSConfig: &corev1.PodDNSConfig{Options: []corev1.PodDNSConfigOption{
+						{Name: "single-request-reopen"}, {Name: "timeout", Value: ptr("1")}, {Name: "attempts", Value: ptr("3")}}},
 					Containers: []corev1.Container{{
 						Name:            "echo",
 						Image:           "strait/strait-echo:" + kubeImageTag,
@@ -760,3 +769,5 @@ spec:
     - destination: {host: server.demo.svc.cluster.local, subset: v2}
       weight: %d
 `
+
+func ptr[T any](v T) *T { return &v }

@@ -98,8 +98,11 @@ func (p *Process) CheckRunning() error {
 }
 
 // LogTail returns the last n lines of the process's log.
-func (p *Process) LogTail(n int) string {
-	data, err := os.ReadFile(p.LogPath)
+func (p *Process) LogTail(n int) string { return FileTail(p.LogPath, n) }
+
+// FileTail returns the last n lines of the file at path, "" if unreadable.
+func FileTail(path string, n int) string {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}

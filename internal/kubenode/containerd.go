@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/straitmesh/strait/internal/daemon"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -109,10 +110,10 @@ func dialCRI(sock string) (*grpc.ClientConn, error) {
 
 // waitCRI waits until containerd answers the CRI Status call with the
 // runtime ready (the network turns ready once the CNI config is read).
-func waitCRI(ctx context.Context, rt runtimeapi.RuntimeServiceClient, p *process) error {
+func waitCRI(ctx context.Context, rt runtimeapi.RuntimeServiceClient, p *daemon.Process) error {
 	var last string
 	for {
-		if err := p.checkRunning(); err != nil {
+		if err := p.CheckRunning(); err != nil {
 			return err
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -134,7 +135,7 @@ func waitCRI(ctx context.Context, rt runtimeapi.RuntimeServiceClient, p *process
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("containerd's CRI not ready (%s): %w; log %s:\n%s", last, ctx.Err(), p.logPath, p.logTail(20))
+			return fmt.Errorf("containerd's CRI not ready (%s): %w; log %s:\n%s", last, ctx.Err(), p.LogPath, p.LogTail(20))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -50,6 +50,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/straitmesh/strait/internal/daemon"
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
@@ -93,8 +94,8 @@ type Node struct {
 
 	// mu guards the fields below.
 	mu                                      sync.Mutex
-	containerd, kubelet, controllers, sched *process
-	proxy                                   *process
+	containerd, kubelet, controllers, sched *daemon.Process
+	proxy                                   *daemon.Process
 	stopped                                 bool
 	// stopDNS ends the cluster DNS server and returns Run's error; nil
 	// until it started.
@@ -266,7 +267,7 @@ func (n *Node) startContainerd(ctx context.Context, imageTars []string) error {
 	if err := writeFile(cfgPath, []byte(containerdConfig(cdDir, PauseImage, cniConfDir))); err != nil {
 		return err
 	}
-	p, err := startProcess("containerd", "containerd", []string{"--config", cfgPath, "--log-level", "info"}, filepath.Join(n.Dir, "containerd.log"))
+	p, err := daemon.Start("containerd", "containerd", []string{"--config", cfgPath, "--log-level", "info"}, filepath.Join(n.Dir, "containerd.log"))
 	if err != nil {
 		return err
 	}
@@ -304,7 +305,7 @@ func (n *Node) ContainerdSocket() string {
 // the admin credentials, no leader election and no serving port.
 func (n *Node) startControlPlane() error {
 	kc := n.API.KubeconfigPath
-	cm, err := startProcess("kube-controller-manager", filepath.Join(n.binDir, "kube-controller-manager"), []string{
+	cm, err := daemon.Start("kube-controller-manager", filepath.Join(n.binDir, "kube-controller-manager"), []string{
 		"--kubeconfig=" + kc,
 		"--leader-elect=false",
 		"--secure-port=0",
@@ -323,7 +324,7 @@ func (n *Node) startControlPlane() error {
 	n.mu.Lock()
 	n.controllers = cm
 	n.mu.Unlock()
-	sched, err := startProcess("kube-scheduler", filepath.Join(n.binDir, "kube-scheduler"), []string{
+	sched, err := daemon.Start("kube-scheduler", filepath.Join(n.binDir, "kube-scheduler"), []string{
 		"--kubeconfig=" + kc,
 		"--leader-elect=false",
 		"--secure-port=0",
@@ -396,7 +397,7 @@ func (n *Node) startKubelet() error {
 		return err
 	}
 	root := filepath.Join(n.Dir, "kubelet")
-	p, err := startProcess("kubelet", filepath.Join(n.binDir, "kubelet"), []string{
+	p, err := daemon.Start("kubelet", filepath.Join(n.binDir, "kubelet"), []string{
 		"--config=" + cfgPath,
 		"--kubeconfig=" + n.API.KubeconfigPath,
 		"--root-dir=" + root,
@@ -420,10 +421,10 @@ func (n *Node) waitReady(ctx context.Context) error {
 	var last string
 	for {
 		n.mu.Lock()
-		procs := []*process{n.containerd, n.controllers, n.sched, n.kubelet, n.proxy}
+		procs := []*daemon.Process{n.containerd, n.controllers, n.sched, n.kubelet, n.proxy}
 		n.mu.Unlock()
 		for _, p := range procs {
-			if err := p.checkRunning(); err != nil {
+			if err := p.CheckRunning(); err != nil {
 				return err
 			}
 		}
@@ -444,7 +445,7 @@ func (n *Node) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("node %s not Ready (%s): %w; kubelet log %s:\n%s", n.Name, last, ctx.Err(), n.kubelet.logPath, n.kubelet.logTail(25))
+			return fmt.Errorf("node %s not Ready (%s): %w; kubelet log %s:\n%s", n.Name, last, ctx.Err(), n.kubelet.LogPath, n.kubelet.LogTail(25))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
@@ -453,16 +454,16 @@ func (n *Node) waitReady(ctx context.Context) error {
 // logTails returns the tail of every daemon's log.
 func (n *Node) logTails(lines int) string {
 	n.mu.Lock()
-	procs := []*process{n.containerd, n.controllers, n.sched, n.kubelet, n.proxy}
+	procs := []*daemon.Process{n.containerd, n.controllers, n.sched, n.kubelet, n.proxy}
 	n.mu.Unlock()
 	var b strings.Builder
 	for _, p := range procs {
 		if p != nil {
-			fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.name, p.logPath, p.logTail(lines))
+			fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.Name, p.LogPath, p.LogTail(lines))
 		}
 	}
 	dnsLog := filepath.Join(n.Dir, "cluster-dns.log")
-	fmt.Fprintf(&b, "--- cluster DNS (%s)\n%s\n", dnsLog, fileTail(dnsLog, lines))
+	fmt.Fprintf(&b, "--- cluster DNS (%s)\n%s\n", dnsLog, daemon.FileTail(dnsLog, lines))
 	return b.String()
 }
 
@@ -482,11 +483,11 @@ func (n *Node) Stop() error {
 	n.mu.Unlock()
 
 	var errs []error
-	cm.stop(10 * time.Second)
-	sched.stop(10 * time.Second)
-	kubelet.stop(15 * time.Second)
+	cm.Stop(10 * time.Second)
+	sched.Stop(10 * time.Second)
+	kubelet.Stop(15 * time.Second)
 	if proxy != nil {
-		proxy.stop(10 * time.Second)
+		proxy.Stop(10 * time.Second)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := removeKubeProxyTables(ctx); err != nil {
 			errs = append(errs, err)
@@ -494,7 +495,7 @@ func (n *Node) Stop() error {
 		cancel()
 	}
 	var ids, netnsFiles []string
-	if cd != nil && !cd.exited() {
+	if cd != nil && !cd.Exited() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		ids = containerIDs(ctx, n.ContainerdSocket())
 		netnsFiles = netnsPaths(ctx, n.ContainerdSocket(), ids)
@@ -503,7 +504,7 @@ func (n *Node) Stop() error {
 			errs = append(errs, err)
 		}
 	}
-	cd.stop(15 * time.Second)
+	cd.Stop(15 * time.Second)
 	if killed := killShims(n.ContainerdSocket()); len(killed) > 0 {
 		fmt.Fprintf(n.out, "kubenode: killed %d leftover containerd shims %v\n", len(killed), killed)
 	}

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/straitmesh/strait/internal/daemon"
 )
 
 // kubeProxyTables are the nftables tables kube-proxy's nftables mode owns
@@ -31,7 +33,7 @@ func (n *Node) startKubeProxy(ports [2]int) error {
 	if err := os.WriteFile(filepath.Join("/proc/sys/net/ipv4/conf", n.network.Bridge, "forwarding"), []byte("1"), 0o644); err != nil {
 		return fmt.Errorf("enable forwarding on the node bridge %s: %w", n.network.Bridge, err)
 	}
-	p, err := startProcess("kube-proxy", filepath.Join(n.binDir, "kube-proxy"), []string{
+	p, err := daemon.Start("kube-proxy", filepath.Join(n.binDir, "kube-proxy"), []string{
 		"--kubeconfig=" + n.API.KubeconfigPath,
 		"--hostname-override=" + n.Name,
 		"--proxy-mode=nftables",

@@ -40,7 +40,7 @@ func startMesh(ctx context.Context, t *testing.T, area string, opts localmesh.Op
 	if err != nil {
 		t.Fatalf("start mesh: %v", err)
 	}
-	t.Cleanup(func() {
+	t.Cleanup(func() { //nolint:contextcheck // the mesh must be removed even when ctx ran out
 		if t.Failed() {
 			names := []string{"straitd"}
 			for _, w := range opts.Workloads {

@@ -53,6 +53,10 @@ func serveDNS(addr, zone string) int {
 		}
 		_ = w.WriteMsg(resp)
 	})}
+	// The test waits for this line before it points a cluster here: a
+	// proxy that resolves before the socket is bound would wait out the
+	// mesh's 60 s refresh rate.
+	srv.NotifyStartedFunc = func() { fmt.Println("dns: listening") }
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
@@ -308,7 +312,11 @@ func TestEgressThroughSidecars(t *testing.T) {
 			t.Fatalf("ip addr add %s: %v\n%s", nameserver, err, out)
 		}
 		srv := client.Command(context.WithoutCancel(ctx), self, "-dns-serve", net.JoinHostPort(nameserver, "53"), "-dns-zone", zone)
-		srv.Stdout, srv.Stderr = os.Stderr, os.Stderr
+		srv.Stderr = os.Stderr
+		started, err := srv.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := srv.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -316,6 +324,9 @@ func TestEgressThroughSidecars(t *testing.T) {
 			_ = srv.Process.Signal(syscall.SIGTERM)
 			_ = srv.Wait()
 		}()
+		if line, err := bufio.NewReader(started).ReadString('\n'); err != nil || !strings.Contains(line, "listening") {
+			t.Fatalf("DNS server did not start: %q, %v", line, err)
+		}
 		if err := m.WriteConfig("dns.yaml", []byte(dnsEntry)); err != nil {
 			t.Fatal(err)
 		}

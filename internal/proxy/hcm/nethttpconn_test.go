@@ -95,8 +95,13 @@ func TestNetHTTPCodecLimits(t *testing.T) {
 	t.Run("request_headers_timeout", func(t *testing.T) {
 		lim := DefaultLimits()
 		lim.RequestHeadersTimeout = 300 * time.Millisecond
-		rc := dialRaw(t, startNetHTTP(t, lim, nil))
+		addr := startNetHTTP(t, lim, nil)
+		// The server's clock starts once it has accepted the connection:
+		// this one starts before the dial, so that on a loaded machine
+		// the gap between accept and the client's first write cannot
+		// make an on-time close look early.
 		start := time.Now()
+		rc := dialRaw(t, addr)
 		io.WriteString(rc.c, "GET / HTTP/1.1\r\nHost: nh\r\n") // and never the end of the head
 		if !closedSoon(rc.c) {
 			t.Fatal("a connection whose head never ended was not closed")

@@ -3,11 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -22,7 +19,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
@@ -221,12 +217,6 @@ spec:
 // VirtualService exportTo, each checked with real requests through the
 // sidecars.
 func TestEgressThroughSidecars(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -242,10 +232,7 @@ func TestEgressThroughSidecars(t *testing.T) {
 	if err != nil || !ns.Is4() {
 		testreq.Missing(t, "the first nameserver of /etc/resolv.conf, %q, is not an IPv4 address", nameserver)
 	}
-	cfgDir, tmp := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(egressConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tmp := t.TempDir()
 	meshFile := filepath.Join(tmp, "meshconfig.yaml")
 	if err := os.WriteFile(meshFile, []byte("outboundTrafficPolicy:\n  mode: REGISTRY_ONLY\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -253,8 +240,8 @@ func TestEgressThroughSidecars(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	echo := func(version string) []string { return []string{"strait-echo", "--addr", ":8080", "--version", version} }
-	m, err := localmesh.Start(ctx, localmesh.Options{
-		BinDir: binDir, ConfigDir: cfgDir, StraitdArgs: []string{"--mesh", meshFile},
+	m := startMesh(ctx, t, "", localmesh.Options{
+		ConfigDir: configDir(t, map[string]string{"mesh.yaml": egressConfig}), StraitdArgs: []string{"--mesh", meshFile},
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "egress", ConfigIP: "10.95.0.10"},
 			{Name: "other", Namespace: "other", ConfigIP: "10.95.0.11"},
@@ -264,21 +251,6 @@ func TestEgressThroughSidecars(t *testing.T) {
 			{Name: "outside-b", Namespace: "outside", ConfigIP: "10.95.0.32", App: echo("b"), AppPort: 8080},
 		},
 	})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "other-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	}()
 	client, other := m.Pod("client"), m.Pod("other")
 	outsideA, outsideB := m.Pod("outside-a").IP, m.Pod("outside-b").IP
 
@@ -327,17 +299,11 @@ func TestEgressThroughSidecars(t *testing.T) {
 		if line, err := bufio.NewReader(started).ReadString('\n'); err != nil || !strings.Contains(line, "listening") {
 			t.Fatalf("DNS server did not start: %q, %v", line, err)
 		}
-		if err := m.WriteConfig("dns.yaml", []byte(dnsEntry)); err != nil {
-			t.Fatal(err)
-		}
-		if err := waitPod(ctx, client, "http://240.240.6.2/", "api.external.test", "outside-a", 30*time.Second); err != nil {
-			t.Fatalf("before the change: %v", err)
-		}
+		writeConfig(t, m, "dns.yaml", []byte(dnsEntry))
+		waitPod(ctx, t, client, "http://240.240.6.2/", "api.external.test", "outside-a", applyTimeout, "before the change")
 		writeZone(t, zone, outsideB, outsideA, outsideB)
 		start := time.Now()
-		if err := waitPod(ctx, client, "http://240.240.6.2/", "api.external.test", "outside-b", 15*time.Second); err != nil {
-			t.Fatalf("after the record changed: %v", err)
-		}
+		waitPod(ctx, t, client, "http://240.240.6.2/", "api.external.test", "outside-b", 15*time.Second, "after the record changed")
 		t.Logf("re-resolved %s after the record changed (TTL 1s)", time.Since(start).Round(100*time.Millisecond))
 
 		// Two addresses: STRICT_DNS balances over both, LOGICAL_DNS
@@ -350,9 +316,7 @@ func TestEgressThroughSidecars(t *testing.T) {
 			{"spread.external.test", "240.240.6.3", map[string]bool{"outside-a": true, "outside-b": true}},
 			{"first.external.test", "240.240.6.4", map[string]bool{"outside-a": true}},
 		} {
-			if err := waitPod(ctx, client, "http://"+tc.vip+"/", tc.host, "outside-a", 15*time.Second); err != nil {
-				t.Fatalf("%s: %v", tc.host, err)
-			}
+			waitPod(ctx, t, client, "http://"+tc.vip+"/", tc.host, "outside-a", 15*time.Second, tc.host)
 			seen := map[string]bool{}
 			for range 20 {
 				status, reply, err := request(ctx, client, "http://"+tc.vip+"/", tc.host)
@@ -393,12 +357,8 @@ func TestEgressThroughSidecars(t *testing.T) {
 	})
 
 	t.Run("ALLOW_ANY passes unknown destinations", func(t *testing.T) {
-		if err := m.WriteConfig("sidecar.yaml", []byte(allowAnySidecar)); err != nil {
-			t.Fatal(err)
-		}
-		if err := waitPod(ctx, client, "http://"+outsideA+":8080/", "", "outside-a", 15*time.Second); err != nil {
-			t.Fatalf("unknown HTTP destination with ALLOW_ANY: %v", err)
-		}
+		writeConfig(t, m, "sidecar.yaml", []byte(allowAnySidecar))
+		waitPod(ctx, t, client, "http://"+outsideA+":8080/", "", "outside-a", applyTimeout, "unknown HTTP destination with ALLOW_ANY")
 		status, _, err := request(ctx, client, "http://"+outsideB+":15021/healthz/ready", "")
 		if err != nil || status != http.StatusOK {
 			t.Errorf("unknown TCP destination with ALLOW_ANY: status %d, error %v; want 200 from outside-b's agent", status, err)
@@ -425,59 +385,5 @@ func writeZone(t *testing.T, path, ip, a, b string) {
 	}
 	if err := os.Rename(path+".tmp", path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-type egressReply struct {
-	Version string `json:"version"`
-	Pod     string `json:"pod"`
-}
-
-// request sends one GET from the pod (a new connection each time, so
-// every request meets the current config) with an optional Host.
-func request(ctx context.Context, p *localmesh.Pod, url, host string) (int, egressReply, error) {
-	var reply egressReply
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, reply, err
-	}
-	if host != "" {
-		req.Host = host
-	}
-	resp, err := p.NewHTTPClient(false).Do(req)
-	if err != nil {
-		return 0, reply, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, reply, err
-	}
-	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		if err := json.Unmarshal(body, &reply); err != nil {
-			return resp.StatusCode, reply, fmt.Errorf("reply %q: %w", body, err)
-		}
-	}
-	return resp.StatusCode, reply, nil
-}
-
-// waitPod waits until a request answers 200 from the named pod.
-func waitPod(ctx context.Context, p *localmesh.Pod, url, host, pod string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		status, reply, err := request(ctx, p, url, host)
-		if err == nil && status == http.StatusOK && reply.Pod == pod {
-			return nil
-		}
-		last = fmt.Sprintf("status %d, pod %q, error %v", status, reply.Pod, err)
-		if time.Now().After(deadline) {
-			return errors.New("no answer from " + pod + " in " + timeout.String() + "; last: " + last)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }

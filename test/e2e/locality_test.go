@@ -9,14 +9,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // geoRule renders the DestinationRule of host (a short name in namespace
@@ -39,29 +36,22 @@ spec:
 // its sidecar to the server pods' sidecars. One mesh; the cases change
 // the rules in turn.
 func TestLocalityThroughSidecars(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
-	cfgDir := t.TempDir()
+	files := map[string]string{}
 	for _, f := range []string{"mesh.yaml", "geo-a.yaml"} {
 		data, err := os.ReadFile(filepath.Join("testdata", "locality", f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(cfgDir, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		files[f] = string(data)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	echo := func(version string, extra ...string) []string {
 		return append([]string{"strait-echo", "--addr", ":8080", "--version", version}, extra...)
 	}
-	m, err := localmesh.Start(ctx, localmesh.Options{
-		BinDir: binDir, ConfigDir: cfgDir,
+	// A copy of testdata/locality: the test removes geo-a.yaml from it.
+	m := startMesh(ctx, t, "", localmesh.Options{
+		ConfigDir: configDir(t, files),
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "geo", ConfigIP: "10.93.0.10"},
 			{Name: "geo-a", Namespace: "geo", ConfigIP: "10.93.0.11", App: echo("a"), AppPort: 8080},
@@ -72,21 +62,6 @@ func TestLocalityThroughSidecars(t *testing.T) {
 			{Name: "w1", Namespace: "geo", ConfigIP: "10.93.0.32", App: echo("w1"), AppPort: 8080},
 		},
 	})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	}()
 	client := m.Pod("client")
 	hc := client.NewHTTPClient(true)
 	defer hc.CloseIdleConnections()
@@ -95,9 +70,7 @@ func TestLocalityThroughSidecars(t *testing.T) {
 	// and EDS, as /config_dump shows them) matches every pattern.
 	apply := func(t *testing.T, file, data string, want ...string) {
 		t.Helper()
-		if err := m.WriteConfig(file, []byte(data)); err != nil {
-			t.Fatal(err)
-		}
+		writeConfig(t, m, file, []byte(data))
 		waitDump(ctx, t, client, want...)
 	}
 	// only sends n requests to url and fails unless version answered all.
@@ -224,13 +197,12 @@ loadBalancer:
 		// The zone-a pod leaves the mesh: its region's other zone serves,
 		// not eu-west.
 		apply(t, "geo-a.yaml", "# geo-a removed\n", `"priority":\s*1`)
-		deadline := time.Now().Add(20 * time.Second)
-		for client.SendRequests(ctx, "http://240.240.9.1/", 1).Counts["a"] > 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("zone-a pod still served 20s after its WorkloadEntry went")
+		waitFor(ctx, t, applyTimeout, "zone-a pod still served after its WorkloadEntry went", func() error {
+			if r := podGet(ctx, client, "http://240.240.9.1/", ""); r.err != nil || r.status != 200 || r.version == "a" {
+				return fmt.Errorf("last answer %s; want 200 from another pod than geo-a", r)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 		only(t, "http://240.240.9.1/", "b", 100)
 
 		// The client moves to eu-west/zone-c (its WorkloadEntry's
@@ -243,16 +215,10 @@ loadBalancer:
 		if bytes.Equal(moved, mesh) {
 			t.Fatal("testdata/locality/mesh.yaml: the client's WorkloadEntry is not where the test expects it")
 		}
-		if err := m.WriteConfig("mesh.yaml", moved); err != nil {
-			t.Fatal(err)
-		}
-		deadline = time.Now().Add(20 * time.Second)
-		for client.SendRequests(ctx, "http://240.240.9.1/", 1).Counts["c"] == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the client's new locality never reached its load assignment")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		writeConfig(t, m, "mesh.yaml", moved)
+		waitFor(ctx, t, applyTimeout, "the client's new locality never reached its load assignment", func() error {
+			return fromVersion(podGet(ctx, client, "http://240.240.9.1/", ""), "c")
+		})
 		only(t, "http://240.240.9.1/", "c", 100)
 	})
 
@@ -272,13 +238,12 @@ loadBalancer:
 		})
 		// The app counts "hold" on arrival: 2 means its retry is in flight
 		// (each attempt waits 2s before answering; the client gives up at 5s).
-		deadline := time.Now().Add(20 * time.Second)
-		for echoCount(t, ctx, hc, "http://240.240.9.5/_echo/count?key=hold") < 2 {
-			if time.Now().After(deadline) {
-				t.Fatal("the retry of the held request never reached the app")
+		waitFor(ctx, t, 20*time.Second, "the retry of the held request never reached the app", func() error {
+			if n := echoCount(t, ctx, hc, "http://240.240.9.5/_echo/count?key=hold"); n < 2 {
+				return fmt.Errorf("the app counted %d attempts, want 2", n)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		over := get(t, ctx, hc, "http://240.240.9.5/", http.Header{"X-Echo-Key": {"over"}, "X-Echo-Fail": {"1"}})
 		wg.Wait()
 		if hold.status != 200 {
@@ -299,32 +264,6 @@ loadBalancer:
 			t.Errorf("stats lack one retry overflow:\n%s", grep(stats, "retry"))
 		}
 	})
-}
-
-// waitDump waits until the pod's /config_dump matches every pattern.
-func waitDump(ctx context.Context, t *testing.T, pod *localmesh.Pod, want ...string) {
-	t.Helper()
-	res := make([]*regexp.Regexp, len(want))
-	for i, w := range want {
-		res[i] = regexp.MustCompile(w)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		dump, err := pod.Admin(ctx, "/config_dump")
-		missing := ""
-		for i, re := range res {
-			if err == nil && !re.Match(dump) {
-				missing = want[i]
-			}
-		}
-		if err == nil && missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("config matching %q never reached the proxy (last error %v)", missing, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // echoCount is strait-echo's count of requests seen with a key.

@@ -9,16 +9,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 const (
@@ -96,21 +92,13 @@ spec:
 // tcp sourceSubnet match through real sidecars, with the config of
 // testdata/sidecar: one mesh, one subtest per field.
 func TestSidecarThroughSidecars(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, file, _, _ := runtime.Caller(0)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	m, err := localmesh.Start(ctx, localmesh.Options{
-		BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "sidecar"),
+	m := startMesh(ctx, t, "sidecar", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "side", ConfigIP: "10.93.0.10"},
 			{Name: "client2", Namespace: "side", ConfigIP: "10.93.0.13"},
@@ -120,21 +108,6 @@ func TestSidecarThroughSidecars(t *testing.T) {
 				ExcludeInboundPorts: []int{9090}},
 		},
 	})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "web-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 30))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	}()
 	client, client2, web := m.Pod("client"), m.Pod("client2"), m.Pod("web")
 
 	// dbName dials db's VIP from p and returns the name of the L4 server
@@ -153,41 +126,18 @@ func TestSidecarThroughSidecars(t *testing.T) {
 	// every want.
 	applyTo := func(t *testing.T, p *localmesh.Pod, name string, data []byte, want ...string) {
 		t.Helper()
-		if err := m.WriteConfig(name, data); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			dump, err := p.Admin(ctx, "/config_dump")
-			missing := ""
-			for _, w := range want {
-				if err == nil && !bytes.Contains(dump, []byte(w)) {
-					missing = w
-				}
-			}
-			if err == nil && missing == "" {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("config with %q never reached %s's proxy (last error %v)", missing, p.Name, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		writeConfig(t, m, name, data)
+		waitDump(ctx, t, p, quote(want...)...)
 	}
 
 	t.Run("tcp sourceSubnet", func(t *testing.T) {
 		// The first push carries the route; wait for it on the client.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			name, err := dbName(client)
-			if err == nil && name == "b" {
-				break
+		waitFor(ctx, t, applyTimeout, "client never reached subset b", func() error {
+			if name, err := dbName(client); err != nil || name != "b" {
+				return fmt.Errorf("last %q, %v", name, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("client never reached subset b: last %q, %v", name, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 		for _, tc := range []struct {
 			pod  *localmesh.Pod
 			want string

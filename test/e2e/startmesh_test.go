@@ -27,7 +27,10 @@ func requireMesh(t *testing.T) {
 // startMesh starts the one local mesh of a test function: the binaries
 // under test, the config of testdata/AREA unless opts names a ConfigDir.
 // The mesh is closed when the test ends; when the test failed, the tails
-// of straitd's and every agent's logs are logged first.
+// of straitd's, every agent's and every app's logs are logged first.
+// Start returns once every sidecar is ready (its first config applied)
+// and every app with an AppPort accepts connections: a workload whose app
+// serves should name its port, or its first request races the app.
 func startMesh(ctx context.Context, t *testing.T, area string, opts localmesh.Options) *localmesh.Mesh {
 	t.Helper()
 	requireMesh(t)
@@ -45,6 +48,9 @@ func startMesh(ctx context.Context, t *testing.T, area string, opts localmesh.Op
 			names := []string{"straitd"}
 			for _, w := range opts.Workloads {
 				names = append(names, w.Name+"-agent")
+				if len(w.App) > 0 {
+					names = append(names, w.Name+"-app")
+				}
 			}
 			for _, name := range names {
 				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
@@ -57,4 +63,17 @@ func startMesh(ctx context.Context, t *testing.T, area string, opts localmesh.Op
 		}
 	})
 	return m
+}
+
+// configDir writes files (name → content) into a new directory that the
+// test removes, for Options.ConfigDir.
+func configDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

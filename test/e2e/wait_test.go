@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/straitmesh/strait/internal/localmesh"
+)
+
+// applyTimeout bounds the wait for a written config to show in a proxy or
+// in the answers: generous, since CI runs on a loaded machine and a wait
+// ends as soon as its condition holds.
+const applyTimeout = 30 * time.Second
+
+// pollInterval is the pause between two checks of a wait.
+const pollInterval = 50 * time.Millisecond
+
+// poll calls check until it returns nil. Once timeout has passed or ctx
+// has ended it returns check's last error, which says what was seen
+// (the last answer), wrapped with how long it waited.
+func poll(ctx context.Context, timeout time.Duration, check func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %s: %w", timeout, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// waitFor is poll that fails the test: "WHAT: after T: LAST ERROR".
+func waitFor(ctx context.Context, t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	if err := poll(ctx, timeout, check); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// waitDump waits until the pod's proxy's /config_dump matches every
+// regular expression of want (quote literal text with quote).
+func waitDump(ctx context.Context, t testing.TB, pod *localmesh.Pod, want ...string) {
+	t.Helper()
+	res := make([]*regexp.Regexp, len(want))
+	for i, w := range want {
+		res[i] = regexp.MustCompile(w)
+	}
+	waitFor(ctx, t, applyTimeout, "config never reached "+pod.Name+"'s proxy", func() error {
+		dump, err := pod.Admin(ctx, "/config_dump")
+		if err != nil {
+			return err
+		}
+		var missing []string
+		for i, re := range res {
+			if !re.Match(dump) {
+				missing = append(missing, want[i])
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("config dump lacks %q", missing)
+		}
+		return nil
+	})
+}
+
+// quote turns literal texts into the regular expressions that match them,
+// for waitDump.
+func quote(texts ...string) []string {
+	out := make([]string, len(texts))
+	for i, s := range texts {
+		out[i] = regexp.QuoteMeta(s)
+	}
+	return out
+}
+
+// writeConfig writes a file into the mesh's config directory. The caller
+// then waits for what the change makes observable (waitDump, waitFor):
+// straitd applies a file some time after it is written.
+func writeConfig(t testing.TB, m *localmesh.Mesh, name string, data []byte) {
+	t.Helper()
+	if err := m.WriteConfig(name, data); err != nil {
+		t.Fatalf("write config %s: %v", name, err)
+	}
+}
+
+// fromPod is nil when r is a 200 from strait-echo in the named pod, else an
+// error that describes r.
+func fromPod(r reply, pod string) error {
+	if r.err == nil && r.status == 200 && r.pod == pod {
+		return nil
+	}
+	return fmt.Errorf("last answer %s; want 200 from pod %s", r, pod)
+}
+
+// fromVersion is fromPod for strait-echo's --version.
+func fromVersion(r reply, version string) error {
+	if r.err == nil && r.status == 200 && r.version == version {
+		return nil
+	}
+	return fmt.Errorf("last answer %s; want 200 from version %s", r, version)
+}
+
+// String describes a reply for failure messages.
+func (r reply) String() string {
+	if r.err != nil {
+		return "error " + r.err.Error()
+	}
+	s := fmt.Sprintf("status %d", r.status)
+	if r.pod != "" || r.version != "" {
+		s += fmt.Sprintf(" from pod %q version %q", r.pod, r.version)
+	} else if b := strings.TrimSpace(string(r.body)); b != "" {
+		s += fmt.Sprintf(" body %.200q", b)
+	}
+	return s
+}
+
+// waitPod waits until a GET of url (with an optional Host) from p, on a
+// new connection each time, answers 200 from strait-echo in the named
+// pod; what names the wait in the failure, with the last answer.
+func waitPod(ctx context.Context, t testing.TB, p *localmesh.Pod, url, host, pod string, timeout time.Duration, what string) {
+	t.Helper()
+	waitFor(ctx, t, timeout, what, func() error { return fromPod(podGet(ctx, p, url, host), pod) })
+}

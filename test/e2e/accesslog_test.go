@@ -64,7 +64,7 @@ func TestAccessLog(t *testing.T) {
 	lineFor := func(t *testing.T, pod *localmesh.Pod, id string) string {
 		t.Helper()
 		var line string
-		err := retryUntil(ctx, 15*time.Second, func() error {
+		err := poll(ctx, 15*time.Second, func() error {
 			f, err := os.Open(filepath.Join(pod.Dir(), "access.log"))
 			if err != nil {
 				return err
@@ -136,7 +136,7 @@ func TestAccessLog(t *testing.T) {
 		// The new format applies when the listeners are pushed: send until
 		// a line is JSON.
 		var got map[string]any
-		err := retryUntil(ctx, 30*time.Second, func() error {
+		err := poll(ctx, 30*time.Second, func() error {
 			id := fmt.Sprintf("log-json-%d", time.Now().UnixNano())
 			send(t, "http://240.240.10.2/", id)
 			line := lineFor(t, client, id)

@@ -60,7 +60,7 @@ func TestMTLS(t *testing.T) {
 
 	get := func(t *testing.T, c *http.Client, u string) {
 		t.Helper()
-		err := retryUntil(ctx, 30*time.Second, func() error {
+		err := poll(ctx, 30*time.Second, func() error {
 			resp, err := c.Get(u)
 			if err != nil {
 				return err
@@ -181,7 +181,7 @@ func TestMTLS(t *testing.T) {
 			if err := m.WriteConfig("dr-tls.yaml", []byte(dr)); err != nil {
 				t.Fatal(err)
 			}
-			err := retryUntil(ctx, 30*time.Second, func() error {
+			err := poll(ctx, 30*time.Second, func() error {
 				body, err := client.Admin(ctx, "/config_dump")
 				if err != nil {
 					return err
@@ -287,23 +287,6 @@ func issue(t *testing.T, ca *x509.Certificate, caKey any, id string) tls.Certifi
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-// retryUntil retries cond until it succeeds or timeout passes.
-func retryUntil(ctx context.Context, timeout time.Duration, cond func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // clusterHasTLS finds the cluster named name in a config dump and reports

@@ -63,7 +63,7 @@ func TestPeerAuthentication(t *testing.T) {
 	// getOK wants 200 from url, retrying while a change applies.
 	getOK := func(t *testing.T, c *http.Client, url string) {
 		t.Helper()
-		err := retryUntil(ctx, 30*time.Second, func() error {
+		err := poll(ctx, 30*time.Second, func() error {
 			resp, err := c.Get(url)
 			if err != nil {
 				return err
@@ -84,7 +84,7 @@ func TestPeerAuthentication(t *testing.T) {
 	// an HTTP answer), retrying while a change applies.
 	refused := func(t *testing.T, addr string) {
 		t.Helper()
-		err := retryUntil(ctx, 30*time.Second, func() error {
+		err := poll(ctx, 30*time.Second, func() error {
 			resp, err := outsiderHTTP.Get("http://" + addr + "/")
 			if err == nil {
 				resp.Body.Close()
@@ -188,7 +188,7 @@ func TestPeerAuthentication(t *testing.T) {
 	t.Run("namespace DISABLE beats the mesh: plaintext served, the client sidecar sends plaintext", func(t *testing.T) {
 		write(t, meshSTRICT, pa("legacy", "default", "  mtls: {mode: DISABLE}\n"))
 		const legacyCluster = "outbound|80||legacy.legacy.svc.cluster.local"
-		err := retryUntil(ctx, 30*time.Second, func() error {
+		err := poll(ctx, 30*time.Second, func() error {
 			has, found, err := adminClusterHasTLS(ctx, client, legacyCluster)
 			if err != nil {
 				return err

@@ -51,7 +51,7 @@ func TestCertificateRotationSoak(t *testing.T) {
 	)
 	// Both paths answer over mTLS before the soak starts.
 	for _, u := range []string{httpURL, tcpURL} {
-		err := retryUntil(ctx, 30*time.Second, func() error {
+		err := poll(ctx, 30*time.Second, func() error {
 			resp, err := client.NewHTTPClient(false).Get(u)
 			if err != nil {
 				return err

@@ -154,7 +154,7 @@ spec:
 	waitStatus := func(t *testing.T, port string, want int) tlsSeen {
 		t.Helper()
 		var seen tlsSeen
-		err := retryUntil(ctx, 30*time.Second, func() error {
+		err := poll(ctx, 30*time.Second, func() error {
 			code, s, err := get(port)
 			if err != nil {
 				return err

@@ -76,21 +76,14 @@ func TestRouterActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, data); err != nil {
-		t.Fatal(err)
-	}
+	writeConfig(t, m, localmesh.DemoVirtualServiceFile, data)
 	// Applied once the direct response answers.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, _, _ := do(t, http.MethodGet, "/direct", nil)
-		if resp.StatusCode == 418 {
-			break
+	waitFor(ctx, t, applyTimeout, "the router VirtualService was not applied", func() error {
+		if resp, _, _ := do(t, http.MethodGet, "/direct", nil); resp.StatusCode != 418 {
+			return fmt.Errorf("GET /direct: %d, want the direct response's 418", resp.StatusCode)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the router VirtualService was not applied within 10s (GET /direct: %d)", resp.StatusCode)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	t.Run("route timeout answers 504 UT", func(t *testing.T) {
 		resp, body, took := do(t, http.MethodGet, "/timeout", http.Header{"X-Echo-Delay": {"4s"}})

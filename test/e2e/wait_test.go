@@ -132,3 +132,16 @@ func waitPod(ctx context.Context, t testing.TB, p *localmesh.Pod, url, host, pod
 	t.Helper()
 	waitFor(ctx, t, timeout, what, func() error { return fromPod(podGet(ctx, p, url, host), pod) })
 }
+
+// waitLoad waits until the load has made n more requests than it had
+// made when called: it ran on what the test changed last.
+func waitLoad(ctx context.Context, t testing.TB, load *localmesh.Load, n int, what string) {
+	t.Helper()
+	from := load.Seen().Total
+	waitFor(ctx, t, applyTimeout, what, func() error {
+		if got := load.Seen().Total - from; got < n {
+			return fmt.Errorf("%d more requests, want %d", got, n)
+		}
+		return nil
+	})
+}

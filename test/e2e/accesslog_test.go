@@ -30,9 +30,14 @@ func TestAccessLog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	meshFile := filepath.Join(t.TempDir(), "mesh.yaml")
+	// writeMesh replaces the file in one rename: straitd never reads it
+	// half written.
 	writeMesh := func(t *testing.T, content string) {
 		t.Helper()
-		if err := os.WriteFile(meshFile, []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(meshFile+".tmp", []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(meshFile+".tmp", meshFile); err != nil {
 			t.Fatal(err)
 		}
 	}

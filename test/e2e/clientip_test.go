@@ -15,49 +15,6 @@ import (
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
-// webConfig is a mesh of a client and one nginx server behind a VIP.
-const webConfig = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: web
-  namespace: demo
-spec:
-  hosts:
-  - web.demo.svc.cluster.local
-  addresses:
-  - 240.240.0.20
-  ports:
-  - number: 80
-    name: http
-    protocol: HTTP
-    targetPort: 8080
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector:
-    labels:
-      app: web
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata:
-  name: web
-  namespace: demo
-spec:
-  address: 10.99.0.21
-  labels:
-    app: web
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata:
-  name: client
-  namespace: demo
-spec:
-  address: 10.99.0.10
-  labels:
-    app: client
-`
-
 // nginxConf runs nginx unprivileged-friendly inside a pod directory,
 // logging the client address of every request.
 const nginxConf = `worker_processes 1;
@@ -88,8 +45,8 @@ func TestClientAddressSeenByApp(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			m := startMesh(ctx, t, "", localmesh.Options{
-				ConfigDir: configDir(t, map[string]string{"mesh.yaml": webConfig}), InterceptionMode: mode,
+			m := startMesh(ctx, t, "clientip", localmesh.Options{
+				InterceptionMode: mode,
 				Workloads: []localmesh.Workload{
 					{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 					{Name: "web", Namespace: "demo", ConfigIP: "10.99.0.21",

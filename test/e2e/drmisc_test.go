@@ -16,57 +16,6 @@ import (
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
-// drmiscMesh: service echo with one pod, its VirtualService retrying 5xx
-// once; service pp, an nginx that reads PROXY protocol on a port its
-// sidecar does not capture; and a client.
-const drmiscMesh = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: echo, namespace: demo}
-spec:
-  hosts: [echo.demo.svc.cluster.local]
-  addresses: [240.240.0.10]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector: {labels: {app: echo}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v1, namespace: demo}
-spec: {address: 10.99.0.11, labels: {app: echo, version: v1}}
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: pp, namespace: demo}
-spec:
-  hosts: [pp.demo.svc.cluster.local]
-  addresses: [240.240.0.30]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8081}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector: {labels: {app: pp}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: pp, namespace: demo}
-spec: {address: 10.99.0.30, labels: {app: pp}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: client, namespace: demo}
-spec: {address: 10.99.0.10, labels: {app: client}}
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: echo, namespace: demo}
-spec:
-  hosts: [echo.demo.svc.cluster.local]
-  http:
-  - route:
-    - destination: {host: echo.demo.svc.cluster.local}
-    retries: {attempts: 1, retryOn: 5xx}
-`
-
 // TestDestinationRuleMiscThroughSidecars: DestinationRule traffic-policy
 // fields (retryBudget, proxyProtocol) checked with real requests from the client pod
 // through its sidecar and the server's.
@@ -99,8 +48,7 @@ http {
 }
 `}})
 	}
-	m := startMesh(ctx, t, "", localmesh.Options{
-		ConfigDir: configDir(t, map[string]string{"mesh.yaml": drmiscMesh}),
+	m := startMesh(ctx, t, "drmisc", localmesh.Options{
 		Workloads: append(workloads, []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},

@@ -88,85 +88,6 @@ func readZone(path string) map[string][]netip.Addr {
 	return out
 }
 
-// egressConfig: a client in namespace egress and one in namespace other;
-// echo (v1, v2) behind a VIP with two DestinationRules for its subsets and
-// a VirtualService exported to its own namespace only; legacy, a
-// resolution NONE entry on port 8080; two servers, outside-a and
-// outside-b, whose WorkloadEntries no ServiceEntry selects: no service
-// leads to them. The mesh config (--mesh) is
-// REGISTRY_ONLY. The DNS entry is written by the test once its DNS server
-// runs.
-const egressConfig = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: echo, namespace: egress}
-spec:
-  hosts: [echo.egress.svc.cluster.local]
-  addresses: [240.240.6.1]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
-  resolution: STATIC
-  workloadSelector: {labels: {app: echo}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v1, namespace: egress}
-spec: {address: 10.95.0.21, labels: {app: echo, version: v1}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v2, namespace: egress}
-spec: {address: 10.95.0.22, labels: {app: echo, version: v2}}
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: echo-v1, namespace: egress}
-spec:
-  host: echo
-  subsets: [{name: v1, labels: {version: v1}}]
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: echo-v2, namespace: egress}
-spec:
-  host: echo.egress.svc.cluster.local
-  subsets: [{name: v2, labels: {version: v2}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: echo-v2-only, namespace: egress}
-spec:
-  hosts: [echo.egress.svc.cluster.local]
-  exportTo: ["."]
-  http: [{route: [{destination: {host: echo, subset: v2}}]}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: legacy, namespace: egress}
-spec:
-  hosts: [legacy.internal.test]
-  ports: [{number: 8080, name: http, protocol: HTTP}]
-  resolution: NONE
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: client, namespace: egress}
-spec: {address: 10.95.0.10, labels: {app: client}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: other, namespace: other}
-spec: {address: 10.95.0.11, labels: {app: other}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: outside-a, namespace: outside}
-spec: {address: 10.95.0.31, labels: {app: outside}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: outside-b, namespace: outside}
-spec: {address: 10.95.0.32, labels: {app: outside}}
-`
-
 // dnsEntry resolves api.external.test's endpoint backend.external.test
 // with the client pod's DNS server; spread.external.test (DNS) and
 // first.external.test (DNS_ROUND_ROBIN) resolve both.external.test, which
@@ -240,8 +161,8 @@ func TestEgressThroughSidecars(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	echo := func(version string) []string { return []string{"strait-echo", "--addr", ":8080", "--version", version} }
-	m := startMesh(ctx, t, "", localmesh.Options{
-		ConfigDir: configDir(t, map[string]string{"mesh.yaml": egressConfig}), StraitdArgs: []string{"--mesh", meshFile},
+	m := startMesh(ctx, t, "egress", localmesh.Options{
+		StraitdArgs: []string{"--mesh", meshFile},
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "egress", ConfigIP: "10.95.0.10"},
 			{Name: "other", Namespace: "other", ConfigIP: "10.95.0.11"},

@@ -69,81 +69,6 @@ func serveWebSocket(addr string) int {
 	return 0
 }
 
-// grpcConfig is a mesh of a client, a gRPC server behind a VIP, the port
-// declared gRPC by its name (so both sidecars speak HTTP/2 upstream), and
-// a WebSocket echo server behind another VIP on an HTTP port.
-const grpcConfig = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: wsecho
-  namespace: demo
-spec:
-  hosts:
-  - wsecho.demo.svc.cluster.local
-  addresses:
-  - 240.240.0.40
-  ports:
-  - number: 80
-    name: http
-    protocol: HTTP
-    targetPort: 8080
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector:
-    labels:
-      app: wsecho
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata:
-  name: wsecho
-  namespace: demo
-spec:
-  address: 10.99.0.41
-  labels:
-    app: wsecho
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: grpcecho
-  namespace: demo
-spec:
-  hosts:
-  - grpcecho.demo.svc.cluster.local
-  addresses:
-  - 240.240.0.30
-  ports:
-  - number: 7070
-    name: grpc-echo
-    targetPort: 9090
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector:
-    labels:
-      app: grpcecho
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata:
-  name: grpcecho
-  namespace: demo
-spec:
-  address: 10.99.0.31
-  labels:
-    app: grpcecho
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata:
-  name: client
-  namespace: demo
-spec:
-  address: 10.99.0.10
-  labels:
-    app: client
-`
-
 // TestGRPCThroughSidecars runs every kind of gRPC call from a grpc-go
 // client in the client pod, through its sidecar and the server pod's
 // sidecar, to a grpc-go server; an h2c request with curl
@@ -155,8 +80,7 @@ func TestGRPCThroughSidecars(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m := startMesh(ctx, t, "", localmesh.Options{
-		ConfigDir: configDir(t, map[string]string{"mesh.yaml": grpcConfig}),
+	m := startMesh(ctx, t, "grpc", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 			{Name: "grpcecho", Namespace: "demo", ConfigIP: "10.99.0.31", App: []string{self, "-grpc-serve", ":9090"}, AppPort: 9090},

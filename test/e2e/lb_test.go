@@ -14,56 +14,6 @@ import (
 	"github.com/straitmesh/strait/internal/localmesh"
 )
 
-// lbMesh: service echo (two healthy pods, v1 and v2) and service flaky (one
-// healthy pod, one that answers every request with 500).
-const lbMesh = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: echo, namespace: demo}
-spec:
-  hosts: [echo.demo.svc.cluster.local]
-  addresses: [240.240.0.10]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector: {labels: {app: echo}}
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: flaky, namespace: demo}
-spec:
-  hosts: [flaky.demo.svc.cluster.local]
-  addresses: [240.240.0.20]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector: {labels: {app: flaky}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v1, namespace: demo}
-spec: {address: 10.99.0.11, labels: {app: echo, version: v1}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v2, namespace: demo}
-spec: {address: 10.99.0.12, labels: {app: echo, version: v2}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: flaky-good, namespace: demo}
-spec: {address: 10.99.0.21, labels: {app: flaky, version: good}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: flaky-bad, namespace: demo}
-spec: {address: 10.99.0.22, labels: {app: flaky, version: bad}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: client, namespace: demo}
-spec: {address: 10.99.0.10, labels: {app: client}}
-`
-
 // lbRules renders the DestinationRules of one case: echo's trafficPolicy
 // and flaky's.
 func lbRules(echoPolicy, flakyPolicy string) []byte {
@@ -103,8 +53,7 @@ func TestLoadBalancingThroughSidecars(t *testing.T) {
 	echo := func(version string, extra ...string) []string {
 		return append([]string{"strait-echo", "--addr", ":8080", "--version", version}, extra...)
 	}
-	m := startMesh(ctx, t, "", localmesh.Options{
-		ConfigDir: configDir(t, map[string]string{"mesh.yaml": lbMesh}),
+	m := startMesh(ctx, t, "lb", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: echo("v1"), AppPort: 8080},

@@ -36,22 +36,14 @@ spec:
 // its sidecar to the server pods' sidecars. One mesh; the cases change
 // the rules in turn.
 func TestLocalityThroughSidecars(t *testing.T) {
-	files := map[string]string{}
-	for _, f := range []string{"mesh.yaml", "geo-a.yaml"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "locality", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[f] = string(data)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	echo := func(version string, extra ...string) []string {
 		return append([]string{"strait-echo", "--addr", ":8080", "--version", version}, extra...)
 	}
-	// A copy of testdata/locality: the test removes geo-a.yaml from it.
-	m := startMesh(ctx, t, "", localmesh.Options{
-		ConfigDir: configDir(t, files),
+	// The mesh runs on a copy of testdata/locality: the test rewrites
+	// geo-a.yaml and mesh.yaml there.
+	m := startMesh(ctx, t, "locality", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "geo", ConfigIP: "10.93.0.10"},
 			{Name: "geo-a", Namespace: "geo", ConfigIP: "10.93.0.11", App: echo("a"), AppPort: 8080},

@@ -164,9 +164,14 @@ func TestSidecarThroughSidecars(t *testing.T) {
 		if status, reply, err := request(ctx, client, sidecarWebURL, sidecarWebHost); err != nil || status != 200 || reply.Pod != "web" {
 			t.Errorf("web on the port 80 egress listener: status %d, pod %q, error %v; want 200 from web", status, reply.Pod, err)
 		}
-		if status, _, err := request(ctx, client, sidecarAltURL, sidecarAltHost); err != nil || status != http.StatusBadGateway {
-			t.Errorf("alt, not a host of the port 80 egress listener: status %d, error %v; want 502 (REGISTRY_ONLY)", status, err)
-		}
+		// The listeners (LDS) above carry the markers; port 80's routes
+		// (RDS) follow them.
+		waitFor(ctx, t, applyTimeout, "alt, not a host of the port 80 egress listener", func() error {
+			if r := podGet(ctx, client, sidecarAltURL, sidecarAltHost); r.err != nil || r.status != http.StatusBadGateway {
+				return fmt.Errorf("last answer %s; want 502 (REGISTRY_ONLY)", r)
+			}
+			return nil
+		})
 		// captureMode NONE: the app calls the proxy's own listener on
 		// 127.0.0.1:8080, which routes to web's port 8080.
 		if status, reply, err := request(ctx, client, "http://127.0.0.1:8080/", sidecarWebHost+":8080"); err != nil || status != 200 || reply.Pod != "web" {

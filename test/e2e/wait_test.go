@@ -74,6 +74,28 @@ func waitDump(ctx context.Context, t testing.TB, pod *localmesh.Pod, want ...str
 	})
 }
 
+// waitDumpLacks waits until the pod's proxy's /config_dump matches none
+// of the regular expressions of gone: a config that took something away.
+func waitDumpLacks(ctx context.Context, t testing.TB, pod *localmesh.Pod, gone ...string) {
+	t.Helper()
+	res := make([]*regexp.Regexp, len(gone))
+	for i, g := range gone {
+		res[i] = regexp.MustCompile(g)
+	}
+	waitFor(ctx, t, applyTimeout, "config never left "+pod.Name+"'s proxy", func() error {
+		dump, err := pod.Admin(ctx, "/config_dump")
+		if err != nil {
+			return err
+		}
+		for i, re := range res {
+			if re.Match(dump) {
+				return fmt.Errorf("config dump still has %q", gone[i])
+			}
+		}
+		return nil
+	})
+}
+
 // quote turns literal texts into the regular expressions that match them,
 // for waitDump.
 func quote(texts ...string) []string {

@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
@@ -23,6 +25,7 @@ const pollInterval = 50 * time.Millisecond
 // has ended it returns check's last error, which says what was seen
 // (the last answer), wrapped with how long it waited.
 func poll(ctx context.Context, timeout time.Duration, check func() error) error {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(pollInterval)
@@ -34,7 +37,7 @@ func poll(ctx context.Context, timeout time.Duration, check func() error) error 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("after %s: %w", timeout, err)
+			return fmt.Errorf("after %s: %w", time.Since(start).Round(time.Millisecond), err)
 		case <-tick.C:
 		}
 	}
@@ -165,5 +168,56 @@ func waitLoad(ctx context.Context, t testing.TB, load *localmesh.Load, n int, wh
 			return fmt.Errorf("%d more requests, want %d", got, n)
 		}
 		return nil
+	})
+}
+
+// TestPoll checks the wait every e2e test relies on, in virtual time: it
+// returns as soon as the check holds, and otherwise reports the check's
+// last error once the timeout or the caller's context ends it.
+func TestPoll(t *testing.T) {
+	t.Run("returns once the check holds", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			calls := 0
+			start := time.Now()
+			err := poll(t.Context(), time.Minute, func() error {
+				if calls++; calls < 3 {
+					return fmt.Errorf("attempt %d", calls)
+				}
+				return nil
+			})
+			if err != nil || calls != 3 {
+				t.Fatalf("poll = %v after %d calls, want nil after 3", err, calls)
+			}
+			if took := time.Since(start); took != 2*pollInterval {
+				t.Errorf("took %v, want two intervals (%v)", took, 2*pollInterval)
+			}
+		})
+	})
+	t.Run("reports the last answer at the timeout", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			calls := 0
+			start := time.Now()
+			err := poll(t.Context(), time.Second, func() error {
+				calls++
+				return fmt.Errorf("attempt %d", calls)
+			})
+			if err == nil || err.Error() != fmt.Sprintf("after 1s: attempt %d", calls) {
+				t.Fatalf("poll = %v, want the last of %d attempts after 1s", err, calls)
+			}
+			if took := time.Since(start); took != time.Second || calls < 2 {
+				t.Errorf("gave up after %v and %d calls, want 1s and more than one", took, calls)
+			}
+		})
+	})
+	t.Run("ends with the caller's context", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			start := time.Now()
+			err := poll(ctx, time.Hour, func() error { return errors.New("never") })
+			if err == nil || err.Error() != "after 1s: never" || time.Since(start) != time.Second {
+				t.Fatalf("poll = %v after %v, want the last error once the context ended (1s)", err, time.Since(start))
+			}
+		})
 	})
 }

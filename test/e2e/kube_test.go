@@ -53,6 +53,7 @@ type echoLine struct {
 		Version string `json:"version"`
 		Pod     string `json:"pod"`
 		Remote  string `json:"remote"`
+		Attempt int    `json:"attempt"`
 	} `json:"reply"`
 }
 
@@ -221,13 +222,35 @@ func TestKubeSeedFlow(t *testing.T) {
 			err error
 		}
 		done := make(chan result, 1)
+		// The requests carry a key, so that the pod to be deleted counts
+		// them: the delete waits until they flow through it (an exec can
+		// take seconds to start on a loaded machine), and the check below
+		// proves it fell inside them.
+		const key = "drain"
 		go func() {
-			out, _, err := node.Exec(ctx, kubeDemoNS, clientPod, "echo", "strait-echo", "get", "-n", "300", "-interval", "20ms", "http://"+serverHost+"/")
+			out, _, err := node.Exec(ctx, kubeDemoNS, clientPod, "echo", "strait-echo", "get", "-n", "300", "-interval", "20ms",
+				"-header", "x-echo-key="+key, "http://"+serverHost+"/")
 			done <- result{out, err}
 		}()
-		// The delete lands about a second into the ~7 s of requests; the
-		// check below proves it fell inside them.
-		time.Sleep(time.Second)
+		probes := 0
+		waitFor(ctx, t, time.Minute, "requests through pod "+pods[0].Name, func() error {
+			// A request with the same key from inside the pod to its own
+			// app (loopback is not captured): its attempt counts the
+			// stream's requests and the probes.
+			out, _, err := node.Exec(ctx, kubeDemoNS, pods[0].Name, "echo", "strait-echo", "get", "-header", "x-echo-key="+key, "http://127.0.0.1:8080/")
+			if err != nil {
+				return err
+			}
+			probes++
+			lines := parseEchoLines(t, out)
+			if len(lines) != 1 || lines[0].Reply == nil {
+				return fmt.Errorf("probe of the app in %s: %q", pods[0].Name, out)
+			}
+			if n := lines[0].Reply.Attempt - probes; n < 3 {
+				return fmt.Errorf("%d requests of the stream reached it, want 3", n)
+			}
+			return nil
+		})
 		if err := client.CoreV1().Pods(kubeDemoNS).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

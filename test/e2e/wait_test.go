@@ -25,10 +25,17 @@ const pollInterval = 50 * time.Millisecond
 // has ended it returns check's last error, which says what was seen
 // (the last answer), wrapped with how long it waited.
 func poll(ctx context.Context, timeout time.Duration, check func() error) error {
+	return pollEvery(ctx, timeout, pollInterval, check)
+}
+
+// pollEvery is poll with another pause between checks, for checks that
+// cost more than a request (an exec in a Kubernetes pod, a list of the
+// API server's objects).
+func pollEvery(ctx context.Context, timeout, interval time.Duration, check func() error) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(pollInterval)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		err := check()
@@ -47,6 +54,14 @@ func poll(ctx context.Context, timeout time.Duration, check func() error) error 
 func waitFor(ctx context.Context, t testing.TB, timeout time.Duration, what string, check func() error) {
 	t.Helper()
 	if err := poll(ctx, timeout, check); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// waitEvery is waitFor with pollEvery's interval.
+func waitEvery(ctx context.Context, t testing.TB, timeout, interval time.Duration, what string, check func() error) {
+	t.Helper()
+	if err := pollEvery(ctx, timeout, interval, check); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
 }

@@ -45,7 +45,7 @@ func TestAccessLog(t *testing.T) {
 	m := startMesh(ctx, t, "accesslog", localmesh.Options{StraitdArgs: []string{"--mesh", meshFile},
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "log", ConfigIP: "10.92.0.10"},
-			{Name: "echo", Namespace: "log", ConfigIP: "10.92.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+			echoPod("echo", "log", "10.92.0.11", "v1"),
 		}})
 	client, echo := m.Pod("client"), m.Pod("echo")
 	hc := client.HTTPClient()

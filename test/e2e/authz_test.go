@@ -31,12 +31,11 @@ import (
 func TestAuthorizationPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	echo := []string{"strait-echo", "--addr", ":8080", "--version", "v1"}
 	m := startMesh(ctx, t, "authz", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10", ServiceAccount: "client"},
 		{Name: "intruder", Namespace: "demo", ConfigIP: "10.99.0.13", ServiceAccount: "intruder"},
-		{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: echo, AppPort: 8080},
-		{Name: "raw", Namespace: "demo", ConfigIP: "10.99.0.12", App: echo, AppPort: 8080},
+		echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+		echoPod("raw", "demo", "10.99.0.12", "v1"),
 	}})
 	client, intruder, server := m.Pod("client"), m.Pod("intruder"), m.Pod("echo-v1")
 	const echoURL, tcpURL = "http://240.240.0.10/", "http://240.240.0.11:9000/"

@@ -160,16 +160,15 @@ func TestEgressThroughSidecars(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	echo := func(version string) []string { return []string{"strait-echo", "--addr", ":8080", "--version", version} }
 	m := startMesh(ctx, t, "egress", localmesh.Options{
 		StraitdArgs: []string{"--mesh", meshFile},
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "egress", ConfigIP: "10.95.0.10"},
 			{Name: "other", Namespace: "other", ConfigIP: "10.95.0.11"},
-			{Name: "echo-v1", Namespace: "egress", ConfigIP: "10.95.0.21", App: echo("v1"), AppPort: 8080},
-			{Name: "echo-v2", Namespace: "egress", ConfigIP: "10.95.0.22", App: echo("v2"), AppPort: 8080},
-			{Name: "outside-a", Namespace: "outside", ConfigIP: "10.95.0.31", App: echo("a"), AppPort: 8080},
-			{Name: "outside-b", Namespace: "outside", ConfigIP: "10.95.0.32", App: echo("b"), AppPort: 8080},
+			echoPod("echo-v1", "egress", "10.95.0.21", "v1"),
+			echoPod("echo-v2", "egress", "10.95.0.22", "v2"),
+			echoPod("outside-a", "outside", "10.95.0.31", "a"),
+			echoPod("outside-b", "outside", "10.95.0.32", "b"),
 		},
 	})
 	client, other := m.Pod("client"), m.Pod("other")

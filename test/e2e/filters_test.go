@@ -109,9 +109,9 @@ func TestFiltersThroughSidecars(t *testing.T) {
 	m := startMesh(ctx, t, "filters", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
-			{Name: "echo-v2", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "v2"}, AppPort: 8080},
-			{Name: "shadow", Namespace: "demo", ConfigIP: "10.99.0.13", App: []string{"strait-echo", "--addr", ":8080", "--version", "shadow"}, AppPort: 8080},
+			echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+			echoPod("echo-v2", "demo", "10.99.0.12", "v2"),
+			echoPod("shadow", "demo", "10.99.0.13", "shadow"),
 			{Name: "l4-a", Namespace: "demo", ConfigIP: "10.99.0.21", App: []string{self, "-l4-serve", "a"}, AppPort: 9000},
 			{Name: "l4-b", Namespace: "demo", ConfigIP: "10.99.0.22", App: []string{self, "-l4-serve", "b"}, AppPort: 9000},
 		},

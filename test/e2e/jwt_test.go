@@ -100,7 +100,7 @@ func TestRequestAuthentication(t *testing.T) {
 
 	m := startMesh(ctx, t, "jwt", localmesh.Options{Workloads: []localmesh.Workload{
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-		{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+		echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
 	}})
 	hc := m.Pod("client").NewHTTPClient(false)
 

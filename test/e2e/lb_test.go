@@ -50,16 +50,13 @@ func indent(s string, n int) string {
 func TestLoadBalancingThroughSidecars(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	echo := func(version string, extra ...string) []string {
-		return append([]string{"strait-echo", "--addr", ":8080", "--version", version}, extra...)
-	}
 	m := startMesh(ctx, t, "lb", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: echo("v1"), AppPort: 8080},
-			{Name: "echo-v2", Namespace: "demo", ConfigIP: "10.99.0.12", App: echo("v2"), AppPort: 8080},
-			{Name: "flaky-good", Namespace: "demo", ConfigIP: "10.99.0.21", App: echo("good"), AppPort: 8080},
-			{Name: "flaky-bad", Namespace: "demo", ConfigIP: "10.99.0.22", App: echo("bad", "--status", "500"), AppPort: 8080},
+			echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+			echoPod("echo-v2", "demo", "10.99.0.12", "v2"),
+			echoPod("flaky-good", "demo", "10.99.0.21", "good"),
+			echoPod("flaky-bad", "demo", "10.99.0.22", "bad", "--status", "500"),
 		},
 	})
 	client := m.Pod("client")

@@ -38,20 +38,17 @@ spec:
 func TestLocalityThroughSidecars(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	echo := func(version string, extra ...string) []string {
-		return append([]string{"strait-echo", "--addr", ":8080", "--version", version}, extra...)
-	}
 	// The mesh runs on a copy of testdata/locality: the test rewrites
 	// geo-a.yaml and mesh.yaml there.
 	m := startMesh(ctx, t, "locality", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "geo", ConfigIP: "10.93.0.10"},
-			{Name: "geo-a", Namespace: "geo", ConfigIP: "10.93.0.11", App: echo("a"), AppPort: 8080},
-			{Name: "geo-b", Namespace: "geo", ConfigIP: "10.93.0.12", App: echo("b"), AppPort: 8080},
-			{Name: "geo-c", Namespace: "geo", ConfigIP: "10.93.0.13", App: echo("c"), AppPort: 8080},
-			{Name: "bad-a", Namespace: "geo", ConfigIP: "10.93.0.21", App: echo("bad-a", "--status", "500"), AppPort: 8080},
-			{Name: "w3", Namespace: "geo", ConfigIP: "10.93.0.31", App: echo("w3"), AppPort: 8080},
-			{Name: "w1", Namespace: "geo", ConfigIP: "10.93.0.32", App: echo("w1"), AppPort: 8080},
+			echoPod("geo-a", "geo", "10.93.0.11", "a"),
+			echoPod("geo-b", "geo", "10.93.0.12", "b"),
+			echoPod("geo-c", "geo", "10.93.0.13", "c"),
+			echoPod("bad-a", "geo", "10.93.0.21", "bad-a", "--status", "500"),
+			echoPod("w3", "geo", "10.93.0.31", "w3"),
+			echoPod("w1", "geo", "10.93.0.32", "w1"),
 		},
 	})
 	client := m.Pod("client")

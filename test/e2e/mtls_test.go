@@ -51,8 +51,8 @@ func TestMTLS(t *testing.T) {
 	defer cancel()
 	m := startMesh(ctx, t, "mtls", localmesh.Options{SecureXDS: true, AgentEnv: []string{"SECRET_TTL=6s"}, Workloads: []localmesh.Workload{
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-		{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
-		{Name: "raw", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "raw"}, AppPort: 8080},
+		echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+		echoPod("raw", "demo", "10.99.0.12", "raw"),
 	}})
 	client, server, raw := m.Pod("client"), m.Pod("echo-v1"), m.Pod("raw")
 	const serverID = "spiffe://cluster.local/ns/demo/sa/default"

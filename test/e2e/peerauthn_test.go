@@ -45,8 +45,8 @@ func TestPeerAuthentication(t *testing.T) {
 	m := startMesh(ctx, t, "peerauthn", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 		{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"/bin/sh", "-c", twoPorts}, AppPort: 9090},
-		{Name: "echo2", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "echo2"}, AppPort: 8080},
-		{Name: "legacy", Namespace: "legacy", ConfigIP: "10.99.0.13", App: []string{"strait-echo", "--addr", ":8080", "--version", "legacy"}, AppPort: 8080},
+		echoPod("echo2", "demo", "10.99.0.12", "echo2"),
+		echoPod("legacy", "legacy", "10.99.0.13", "legacy"),
 	}})
 	// A workload outside the mesh: its own network namespace on the
 	// pods' bridge, no capture rules, no sidecar. The mesh's network

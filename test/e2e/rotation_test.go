@@ -42,7 +42,7 @@ func TestCertificateRotationSoak(t *testing.T) {
 	defer cancel()
 	m := startMesh(ctx, t, "rotation", localmesh.Options{SecureXDS: true, AgentEnv: []string{"SECRET_TTL=" + soakSecretTTL}, Workloads: []localmesh.Workload{
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-		{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+		echoPod("echo", "demo", "10.99.0.11", "v1"),
 	}})
 	client, server := m.Pod("client"), m.Pod("echo")
 	const (

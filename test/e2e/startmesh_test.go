@@ -87,3 +87,11 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// echoPod is a pod whose app is strait-echo on :8080 with --version
+// version and any further flags (e.g. "--status", "500"); Start waits
+// until it listens.
+func echoPod(name, namespace, configIP, version string, flags ...string) localmesh.Workload {
+	return localmesh.Workload{Name: name, Namespace: namespace, ConfigIP: configIP,
+		App: append([]string{"strait-echo", "--addr", ":8080", "--version", version}, flags...), AppPort: 8080}
+}

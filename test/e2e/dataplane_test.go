@@ -203,8 +203,12 @@ func TestDataPlaneUnderChange(t *testing.T) {
 		// The client's sidecar stops picking echo-v2 before its proxy
 		// stops: the drain outlasts the endpoint update.
 		err = poll(ctx, 5*time.Second, func() error {
-			if n, err := endpointCount(ctx, client, "outbound|80||"+localmesh.DemoHost); err != nil || n != 1 {
-				return fmt.Errorf("endpoints %d, %v", n, err)
+			n, err := endpointCount(ctx, client, "outbound|80||"+localmesh.DemoHost)
+			if err != nil {
+				return err
+			}
+			if n != 1 {
+				return fmt.Errorf("%d endpoints, want 1", n)
 			}
 			return nil
 		})

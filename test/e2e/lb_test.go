@@ -272,8 +272,12 @@ connectionPool:
 		// cluster without outlier detection.
 		waitDump(ctx, t, client, `"cluster":\s*"`+regexp.QuoteMeta(subset)+`"`)
 		waitFor(ctx, t, applyTimeout, "subset all's endpoints", func() error {
-			if n, err := endpointCount(ctx, client, subset); err != nil || n != 2 {
-				return fmt.Errorf("%d endpoints (%v), want 2", n, err)
+			n, err := endpointCount(ctx, client, subset)
+			if err != nil {
+				return err
+			}
+			if n != 2 {
+				return fmt.Errorf("%d endpoints, want 2", n)
 			}
 			return nil
 		})

@@ -136,8 +136,12 @@ func TestSidecarThroughSidecars(t *testing.T) {
 	t.Run("tcp sourceSubnet", func(t *testing.T) {
 		// The first push carries the route; wait for it on the client.
 		waitFor(ctx, t, applyTimeout, "client never reached subset b", func() error {
-			if name, err := dbName(client); err != nil || name != "b" {
-				return fmt.Errorf("last %q, %v", name, err)
+			name, err := dbName(client)
+			if err != nil {
+				return err
+			}
+			if name != "b" {
+				return fmt.Errorf("last answer %q", name)
 			}
 			return nil
 		})

@@ -25,6 +25,20 @@ type reply struct {
 	err     error
 }
 
+// String describes a reply for failure messages.
+func (r reply) String() string {
+	if r.err != nil {
+		return "error " + r.err.Error()
+	}
+	s := fmt.Sprintf("status %d", r.status)
+	if r.pod != "" || r.version != "" {
+		s += fmt.Sprintf(" from pod %q version %q", r.pod, r.version)
+	} else if b := strings.TrimSpace(string(r.body)); b != "" {
+		s += fmt.Sprintf(" body %.200q", b)
+	}
+	return s
+}
+
 // send makes one request with c. A transport error, or a JSON answer
 // that is not strait-echo's, is in reply.err.
 func send(ctx context.Context, c *http.Client, method, url, host string, h http.Header) reply {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -149,20 +148,6 @@ func fromVersion(r reply, version string) error {
 		return nil
 	}
 	return fmt.Errorf("last answer %s; want 200 from version %s", r, version)
-}
-
-// String describes a reply for failure messages.
-func (r reply) String() string {
-	if r.err != nil {
-		return "error " + r.err.Error()
-	}
-	s := fmt.Sprintf("status %d", r.status)
-	if r.pod != "" || r.version != "" {
-		s += fmt.Sprintf(" from pod %q version %q", r.pod, r.version)
-	} else if b := strings.TrimSpace(string(r.body)); b != "" {
-		s += fmt.Sprintf(" body %.200q", b)
-	}
-	return s
 }
 
 // waitPod waits until a GET of url (with an optional Host) from p, on a

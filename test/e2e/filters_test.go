@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -186,24 +185,6 @@ func TestFiltersThroughSidecars(t *testing.T) {
 		}
 	})
 
-	count := func(t *testing.T, base, key string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/_echo/count?key="+key, nil)
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var c struct {
-			Count int    `json:"count"`
-			Host  string `json:"host"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
-			t.Fatal(err)
-		}
-		return c.Count, c.Host
-	}
-
 	t.Run("cors", func(t *testing.T) {
 		resp, _ := do(t, "OPTIONS", "/cors", map[string]string{"Origin": "https://ok.example",
 			"Access-Control-Request-Method": "POST", "X-Echo-Key": "preflight-ok"})
@@ -213,7 +194,7 @@ func TestFiltersThroughSidecars(t *testing.T) {
 				t.Errorf("allowed preflight: %d, %s %q, want 200 and %q", resp.StatusCode, k, got, want)
 			}
 		}
-		if n, _ := count(t, filtersEchoURL, "preflight-ok"); n != 0 {
+		if n, _ := keyCount(t, ctx, hc, filtersEchoURL, "preflight-ok"); n != 0 {
 			t.Errorf("the app saw %d allowed preflights; the proxy answers them", n)
 		}
 		resp, _ = do(t, "OPTIONS", "/cors", map[string]string{"Origin": "https://sub.dev.example",
@@ -228,7 +209,7 @@ func TestFiltersThroughSidecars(t *testing.T) {
 		if resp.Header.Get("Access-Control-Allow-Origin") != "" || !strings.Contains(string(body), `"method":"OPTIONS"`) {
 			t.Errorf("refused preflight: allow-origin %q, body %s; want it forwarded to the app without CORS headers", resp.Header.Get("Access-Control-Allow-Origin"), body)
 		}
-		if n, _ := count(t, filtersEchoURL, "preflight-evil"); n != 1 {
+		if n, _ := keyCount(t, ctx, hc, filtersEchoURL, "preflight-evil"); n != 1 {
 			t.Errorf("the app saw %d refused preflights, want 1", n)
 		}
 		resp, _ = do(t, "GET", "/cors", map[string]string{"Origin": "https://ok.example"})
@@ -250,12 +231,12 @@ func TestFiltersThroughSidecars(t *testing.T) {
 		// The mirrored request is sent beside the primary's, not before
 		// its answer.
 		waitFor(ctx, t, 10*time.Second, "mirror", func() error {
-			if n, host := count(t, filtersShadow, key); n != 1 || host != filtersEchoHost+"-shadow" {
+			if n, host := keyCount(t, ctx, hc, filtersShadow, key); n != 1 || host != filtersEchoHost+"-shadow" {
 				return fmt.Errorf("the shadow saw %d requests with key %q, last host %q; want 1 with host %s-shadow", n, key, host, filtersEchoHost)
 			}
 			return nil
 		})
-		if n, _ := count(t, filtersEchoURL, key); n != 1 {
+		if n, _ := keyCount(t, ctx, hc, filtersEchoURL, key); n != 1 {
 			t.Errorf("the primary saw %d requests, want 1", n)
 		}
 	})

@@ -3,9 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -234,7 +232,7 @@ loadBalancer:
 		// The app counts "hold" on arrival: 2 means its retry is in flight
 		// (each attempt waits 2s before answering; the client gives up at 5s).
 		waitFor(ctx, t, 20*time.Second, "the retry of the held request never reached the app", func() error {
-			if n := echoCount(t, ctx, hc, "http://240.240.9.5/_echo/count?key=hold"); n < 2 {
+			if n, _ := keyCount(t, ctx, hc, "http://240.240.9.5", "hold"); n < 2 {
 				return fmt.Errorf("the app counted %d attempts, want 2", n)
 			}
 			return nil
@@ -244,7 +242,7 @@ loadBalancer:
 		if hold.status != 200 {
 			t.Errorf("held request: status %d, want 200 after its retry", hold.status)
 		}
-		if over.status != 503 || echoCount(t, ctx, hc, "http://240.240.9.5/_echo/count?key=over") != 1 {
+		if n, _ := keyCount(t, ctx, hc, "http://240.240.9.5", "over"); over.status != 503 || n != 1 {
 			t.Errorf("request failing while the retry budget is taken: status %d; want its 503 without a retry", over.status)
 		}
 		// With no retry in flight, the same request is retried.
@@ -259,26 +257,4 @@ loadBalancer:
 			t.Errorf("stats lack one retry overflow:\n%s", grep(stats, "retry"))
 		}
 	})
-}
-
-// echoCount is strait-echo's count of requests seen with a key.
-func echoCount(t *testing.T, ctx context.Context, c *http.Client, url string) int {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var kc struct {
-		Count int `json:"count"`
-	}
-	if err := json.Unmarshal(body, &kc); err != nil {
-		t.Fatalf("GET %s: %q: %v", url, body, err)
-	}
-	return kc.Count
 }

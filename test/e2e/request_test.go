@@ -97,3 +97,22 @@ func request(ctx context.Context, p *localmesh.Pod, url, host string) (int, loca
 	r := podGet(ctx, p, url, host)
 	return r.status, localmesh.EchoReply{Version: r.version, Pod: r.pod, Remote: r.remote}, r.err
 }
+
+// keyCount is strait-echo's count of the requests it saw with x-echo-key
+// key, and the Host of the last, asked with c at base (scheme and
+// authority of a strait-echo or a service of it).
+func keyCount(t *testing.T, ctx context.Context, c *http.Client, base, key string) (int, string) {
+	t.Helper()
+	r := send(ctx, c, http.MethodGet, base+"/_echo/count?key="+key, "", nil)
+	if r.err != nil {
+		t.Fatalf("count of key %s: %v", key, r.err)
+	}
+	var kc struct {
+		Count int    `json:"count"`
+		Host  string `json:"host"`
+	}
+	if err := json.Unmarshal(r.body, &kc); err != nil {
+		t.Fatalf("count of key %s: %s: %v", key, r, err)
+	}
+	return kc.Count, kc.Host
+}

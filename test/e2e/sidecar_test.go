@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -276,13 +274,9 @@ func TestSidecarThroughSidecars(t *testing.T) {
 			// listener on web's address serves it.
 			{"http://" + web.IP + ":9090/", "127.0.0.1"},
 		} {
-			r := get(t, ctx, client2.NewHTTPClient(false), tc.url, nil)
-			var e localmesh.EchoReply
-			if r.status == 200 {
-				e = echoOf(t, ctx, client2, tc.url)
-			}
-			if r.status != 200 || r.version != "web" || !strings.HasPrefix(e.Remote, tc.remote+":") {
-				t.Errorf("%s: status %d, version %q, app saw remote %q; want 200 from web, remote %s", tc.url, r.status, r.version, e.Remote, tc.remote)
+			r := podGet(ctx, client2, tc.url, "")
+			if r.err != nil || r.status != 200 || r.version != "web" || !strings.HasPrefix(r.remote, tc.remote+":") {
+				t.Errorf("%s: %s, app saw remote %q; want 200 from web, remote %s", tc.url, r, r.remote, tc.remote)
 			}
 		}
 		// 9080's own connectionPool replaces the Sidecar's: all six
@@ -294,25 +288,4 @@ func TestSidecarThroughSidecars(t *testing.T) {
 			t.Errorf("9081 (inboundConnectionPool 1 + 1): %d served, %d overflowed, others %v; want overflows", ok, over, other)
 		}
 	})
-}
-
-// echoOf is strait-echo's reply to a GET of url from p.
-func echoOf(t *testing.T, ctx context.Context, p *localmesh.Pod, url string) localmesh.EchoReply {
-	t.Helper()
-	var e localmesh.EchoReply
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := p.NewHTTPClient(false).Do(req)
-	if err != nil {
-		t.Errorf("GET %s: %v", url, err)
-		return e
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(body, &e); err != nil {
-		t.Errorf("GET %s: %d %q: %v", url, resp.StatusCode, body, err)
-	}
-	return e
 }

@@ -51,20 +51,7 @@ func TestCertificateRotationSoak(t *testing.T) {
 	)
 	// Both paths answer over mTLS before the soak starts.
 	for _, u := range []string{httpURL, tcpURL} {
-		err := poll(ctx, 30*time.Second, func() error {
-			resp, err := client.NewHTTPClient(false).Get(u)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("status %d", resp.StatusCode)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("GET %s before the soak: %v", u, err)
-		}
+		waitOK(ctx, t, client.NewHTTPClient(false), u)
 	}
 	handshakesBefore := stat(t, ctx, server, "listener.0.0.0.0_15006.ssl.handshake")
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"testing"
 	"testing/synctest"
@@ -219,5 +220,21 @@ func TestPoll(t *testing.T) {
 				t.Fatalf("poll = %v after %v, want the last error once the context ended (1s)", err, time.Since(start))
 			}
 		})
+	})
+}
+
+// waitOK waits until a GET of url with c answers 200: a path that a
+// change (or the start) opens.
+func waitOK(ctx context.Context, t testing.TB, c *http.Client, url string) {
+	t.Helper()
+	waitFor(ctx, t, applyTimeout, "GET "+url, func() error {
+		r := send(ctx, c, http.MethodGet, url, "", nil)
+		if r.err != nil {
+			return r.err
+		}
+		if r.status != http.StatusOK {
+			return fmt.Errorf("status %d: %s", r.status, r.body)
+		}
+		return nil
 	})
 }

@@ -55,7 +55,7 @@ func TestPeerAuthentication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, echoPod, echo2, legacy := m.Pod("client"), m.Pod("echo"), m.Pod("echo2"), m.Pod("legacy")
+	client, echoServer, echo2, legacy := m.Pod("client"), m.Pod("echo"), m.Pod("echo2"), m.Pod("legacy")
 	roots, caCert, caKey := meshCA(t, m.CADir())
 	outsiderHTTP := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: outsider.DialContext, DisableKeepAlives: true}}
 	meshHTTP := client.NewHTTPClient(false)
@@ -112,8 +112,8 @@ func TestPeerAuthentication(t *testing.T) {
 	pa := func(ns, name, spec string) string {
 		return fmt.Sprintf("apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: %s, namespace: %s}\nspec:\n%s", name, ns, spec)
 	}
-	echoAddr := net.JoinHostPort(echoPod.IP, "8080")
-	echoAlt := net.JoinHostPort(echoPod.IP, "9090")
+	echoAddr := net.JoinHostPort(echoServer.IP, "8080")
+	echoAlt := net.JoinHostPort(echoServer.IP, "9090")
 	echo2Addr := net.JoinHostPort(echo2.IP, "8080")
 	legacyAddr := net.JoinHostPort(legacy.IP, "8080")
 	const echoURL, legacyURL = "http://240.240.0.10/", "http://240.240.0.13/"
@@ -121,9 +121,9 @@ func TestPeerAuthentication(t *testing.T) {
 	meshSTRICT := pa("istio-system", "default", "  mtls: {mode: STRICT}\n")
 
 	t.Run("no policy is PERMISSIVE: mTLS from the sidecar, plaintext from outside", func(t *testing.T) {
-		before := stat(t, ctx, echoPod, handshakes)
+		before := stat(t, ctx, echoServer, handshakes)
 		waitOK(ctx, t, meshHTTP, echoURL)
-		if n := stat(t, ctx, echoPod, handshakes); n <= before {
+		if n := stat(t, ctx, echoServer, handshakes); n <= before {
 			t.Errorf("echo's inbound handshakes %d (was %d): the sidecar hop is not mTLS", n, before)
 		}
 		waitOK(ctx, t, outsiderHTTP, "http://"+echoAddr+"/")

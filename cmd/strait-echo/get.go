@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -18,17 +19,27 @@ type getResult struct {
 	Reply *Reply `json:"reply,omitempty"`
 }
 
-// runGet is `strait-echo get [-n N] [-interval D] [-timeout D] URL`: the
-// client side, for tests that exec into a pod. It sends N GETs, one after
-// the other with a fresh connection each (so every request is routed and
-// load-balanced anew), and writes one JSON line per request: the status
-// and the echo's reply, or the error. It exits 0 whatever the answers:
-// the caller counts them.
+// runGet is `strait-echo get [-n N] [-interval D] [-timeout D]
+// [-header NAME=VALUE]... URL`: the client side, for tests that exec into
+// a pod. It sends N GETs, one after the other with a fresh connection each
+// (so every request is routed and load-balanced anew), with the given
+// headers (e.g. x-echo-key, so that a test can count them at the server),
+// and writes one JSON line per request: the status and the echo's reply,
+// or the error. It exits 0 whatever the answers: the caller counts them.
 func runGet(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("strait-echo get", flag.ContinueOnError)
 	n := fs.Int("n", 1, "number of requests")
 	interval := fs.Duration("interval", 0, "pause between requests")
 	timeout := fs.Duration("timeout", 5*time.Second, "timeout of each request")
+	header := http.Header{}
+	fs.Func("header", "request header NAME=VALUE (repeatable)", func(kv string) error {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("header %q: want NAME=VALUE, e.g. x-echo-key=drain", kv)
+		}
+		header.Add(name, value)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,17 +57,20 @@ func runGet(ctx context.Context, args []string, out io.Writer) error {
 			case <-time.After(*interval):
 			}
 		}
-		if err := enc.Encode(getOnce(ctx, client, url)); err != nil {
+		if err := enc.Encode(getOnce(ctx, client, url, header)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func getOnce(ctx context.Context, client *http.Client, url string) getResult {
+func getOnce(ctx context.Context, client *http.Client, url string, header http.Header) getResult {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return getResult{Error: err.Error()}
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -121,3 +121,26 @@ func TestGet(t *testing.T) {
 		t.Error("get without a URL: no error")
 	}
 }
+
+// TestGetHeader: -header sends its headers on every request (the echo
+// counts x-echo-key), and a header without "=" is refused by name.
+func TestGetHeader(t *testing.T) {
+	srv := httptest.NewServer(newHandler("v1", "p", 0))
+	defer srv.Close()
+	var out bytes.Buffer
+	if err := runGet(context.Background(), []string{"-n", "2", "-header", "x-echo-key=k", "-header", "X-Other=a=b", srv.URL}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r getResult
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Reply == nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if r.Reply.Attempt != i+1 || r.Reply.Headers["X-Other"] != "a=b" {
+			t.Errorf("request %d: attempt %d, X-Other %q; want attempt %d and a=b", i+1, r.Reply.Attempt, r.Reply.Headers["X-Other"], i+1)
+		}
+	}
+	if err := runGet(context.Background(), []string{"-header", "x-echo-key", srv.URL}, &out); err == nil || !strings.Contains(err.Error(), `"x-echo-key"`) {
+		t.Errorf("-header without a value: %v, want an error naming it", err)
+	}
+}

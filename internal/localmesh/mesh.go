@@ -232,6 +232,10 @@ func (m *Mesh) Network() *netns.Network { return m.network }
 
 // WriteConfig writes a file into straitd's config directory, with the
 // workload placeholder addresses rewritten, atomically (write then rename).
+// It returns before straitd has read the file: straitd debounces changes
+// and pushes them to each sidecar in turn, so a caller that depends on the
+// change waits for it where it is used (in the config dump of the proxy
+// that applies it, or in the answers) before relying on it.
 func (m *Mesh) WriteConfig(name string, data []byte) error {
 	tmp := filepath.Join(m.configDir, "."+name+".tmp")
 	if err := os.WriteFile(tmp, []byte(m.replace.Replace(string(data))), 0o644); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"sort"
@@ -144,6 +145,17 @@ func (p *Pod) StartLoad(ctx context.Context, url string, clients int) *Load {
 		}()
 	}
 	return l
+}
+
+// Seen returns what the load has seen so far, while it goes on: a test
+// waits on it for the load to be under way instead of sleeping.
+func (l *Load) Seen() Split {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.split
+	s.Counts = maps.Clone(l.split.Counts)
+	s.Remotes = maps.Clone(l.split.Remotes)
+	return s
 }
 
 // Stop ends the load and returns what it saw.

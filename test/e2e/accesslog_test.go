@@ -30,9 +30,14 @@ func TestAccessLog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	meshFile := filepath.Join(t.TempDir(), "mesh.yaml")
+	// writeMesh replaces the file in one rename: straitd never reads it
+	// half written.
 	writeMesh := func(t *testing.T, content string) {
 		t.Helper()
-		if err := os.WriteFile(meshFile, []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(meshFile+".tmp", []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(meshFile+".tmp", meshFile); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -40,7 +45,7 @@ func TestAccessLog(t *testing.T) {
 	m := startMesh(ctx, t, "accesslog", localmesh.Options{StraitdArgs: []string{"--mesh", meshFile},
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "log", ConfigIP: "10.92.0.10"},
-			{Name: "echo", Namespace: "log", ConfigIP: "10.92.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+			echoPod("echo", "log", "10.92.0.11", "v1"),
 		}})
 	client, echo := m.Pod("client"), m.Pod("echo")
 	hc := client.HTTPClient()
@@ -64,7 +69,7 @@ func TestAccessLog(t *testing.T) {
 	lineFor := func(t *testing.T, pod *localmesh.Pod, id string) string {
 		t.Helper()
 		var line string
-		err := retryUntil(ctx, 15*time.Second, func() error {
+		err := poll(ctx, 15*time.Second, func() error {
 			f, err := os.Open(filepath.Join(pod.Dir(), "access.log"))
 			if err != nil {
 				return err
@@ -136,7 +141,7 @@ func TestAccessLog(t *testing.T) {
 		// The new format applies when the listeners are pushed: send until
 		// a line is JSON.
 		var got map[string]any
-		err := retryUntil(ctx, 30*time.Second, func() error {
+		err := poll(ctx, 30*time.Second, func() error {
 			id := fmt.Sprintf("log-json-%d", time.Now().UnixNano())
 			send(t, "http://240.240.10.2/", id)
 			line := lineFor(t, client, id)

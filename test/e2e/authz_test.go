@@ -5,16 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // TestAuthorizationPolicy runs real sidecars over mTLS (file mode, SPIFFE
@@ -34,38 +29,14 @@ import (
 //   - a dry-run DENY lets requests through and counts them as shadow
 //     denials.
 func TestAuthorizationPolicy(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	_, file, _, _ := runtime.Caller(0)
-	echo := []string{"strait-echo", "--addr", ":8080", "--version", "v1"}
-	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "authz"),
-		SecureXDS: true, Workloads: []localmesh.Workload{
-			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10", ServiceAccount: "client"},
-			{Name: "intruder", Namespace: "demo", ConfigIP: "10.99.0.13", ServiceAccount: "intruder"},
-			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: echo, AppPort: 8080},
-			{Name: "raw", Namespace: "demo", ConfigIP: "10.99.0.12", App: echo, AppPort: 8080},
-		}})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "intruder-agent", "echo-v1-agent", "raw-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	})
+	m := startMesh(ctx, t, "authz", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
+		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10", ServiceAccount: "client"},
+		{Name: "intruder", Namespace: "demo", ConfigIP: "10.99.0.13", ServiceAccount: "intruder"},
+		echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+		echoPod("raw", "demo", "10.99.0.12", "v1"),
+	}})
 	client, intruder, server := m.Pod("client"), m.Pod("intruder"), m.Pod("echo-v1")
 	const echoURL, tcpURL = "http://240.240.0.10/", "http://240.240.0.11:9000/"
 
@@ -120,12 +91,8 @@ func TestAuthorizationPolicy(t *testing.T) {
 	// policies are in force).
 	apply := func(t *testing.T, policies string, probe func() error) {
 		t.Helper()
-		if err := m.WriteConfig("policy.yaml", []byte(policies)); err != nil {
-			t.Fatal(err)
-		}
-		if err := retryUntil(ctx, 30*time.Second, probe); err != nil {
-			t.Fatalf("policies not in force: %v", err)
-		}
+		writeConfig(t, m, "policy.yaml", []byte(policies))
+		waitFor(ctx, t, applyTimeout, "policies not in force", probe)
 	}
 	want := func(t *testing.T, name string, a answer, check func(answer) error) {
 		t.Helper()
@@ -135,9 +102,7 @@ func TestAuthorizationPolicy(t *testing.T) {
 	}
 
 	// Before any policy everything is allowed.
-	if err := retryUntil(ctx, 30*time.Second, func() error { return isOK(do(intruder, echoURL, nil)) }); err != nil {
-		t.Fatalf("without policies: %v", err)
-	}
+	waitFor(ctx, t, applyTimeout, "without policies", func() error { return isOK(do(intruder, echoURL, nil)) })
 
 	const allowClient = `apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy

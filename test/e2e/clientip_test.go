@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -11,52 +12,8 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
 )
-
-// webConfig is a mesh of a client and one nginx server behind a VIP.
-const webConfig = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: web
-  namespace: demo
-spec:
-  hosts:
-  - web.demo.svc.cluster.local
-  addresses:
-  - 240.240.0.20
-  ports:
-  - number: 80
-    name: http
-    protocol: HTTP
-    targetPort: 8080
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector:
-    labels:
-      app: web
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata:
-  name: web
-  namespace: demo
-spec:
-  address: 10.99.0.21
-  labels:
-    app: web
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata:
-  name: client
-  namespace: demo
-spec:
-  address: 10.99.0.10
-  labels:
-    app: client
-`
 
 // nginxConf runs nginx unprivileged-friendly inside a pod directory,
 // logging the client address of every request.
@@ -83,45 +40,20 @@ http {
 // access log: in REDIRECT mode requests arrive from 127.0.0.6 (the inbound
 // passthrough address), in TPROXY mode from the client pod itself.
 func TestClientAddressSeenByApp(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
 	nginx := testreq.Binary(t, "nginx", "nginx-light", "/usr/sbin/nginx")
 	for _, mode := range []string{"REDIRECT", "TPROXY"} {
 		t.Run(mode, func(t *testing.T) {
-			cfgDir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(webConfig), 0o644); err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			m, err := localmesh.Start(ctx, localmesh.Options{
-				BinDir: binDir, ConfigDir: cfgDir, InterceptionMode: mode,
+			m := startMesh(ctx, t, "clientip", localmesh.Options{
+				InterceptionMode: mode,
 				Workloads: []localmesh.Workload{
 					{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 					{Name: "web", Namespace: "demo", ConfigIP: "10.99.0.21",
 						App:   []string{nginx, "-c", "{{POD_DIR}}/nginx.conf", "-g", "daemon off;"},
-						Files: map[string]string{"nginx.conf": nginxConf}},
+						Files: map[string]string{"nginx.conf": nginxConf}, AppPort: 8080},
 				},
 			})
-			if err != nil {
-				t.Fatalf("start mesh: %v", err)
-			}
-			defer func() {
-				if t.Failed() {
-					for _, name := range []string{"straitd", "client-agent", "web-agent", "web-app"} {
-						if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-							t.Logf("--- %s ---\n%s", name, tail(string(data), 30))
-						}
-					}
-				}
-				if err := m.Close(); err != nil {
-					t.Errorf("close mesh: %v", err)
-				}
-			}()
 			client, web := m.Pod("client"), m.Pod("web")
 			want := "127.0.0.6"
 			if mode == "TPROXY" {
@@ -142,36 +74,26 @@ func TestClientAddressSeenByApp(t *testing.T) {
 			}
 			// nginx writes the log line after sending the response: wait
 			// (bounded) for the fifth.
-			data, lines := waitLogLines(t, filepath.Join(web.Dir(), "access.log"), 5, 5*time.Second)
-			if len(lines) < 5 {
-				t.Fatalf("nginx logged %d requests, want 5:\n%s", len(lines), data)
-			}
+			var lines []string
+			waitFor(ctx, t, 5*time.Second, "nginx access log", func() error {
+				data, err := os.ReadFile(filepath.Join(web.Dir(), "access.log"))
+				if err != nil && !os.IsNotExist(err) {
+					t.Fatal(err)
+				}
+				lines = nil
+				if s := strings.TrimSpace(string(data)); s != "" {
+					lines = strings.Split(s, "\n")
+				}
+				if len(lines) < 5 {
+					return fmt.Errorf("nginx logged %d requests, want 5:\n%s", len(lines), data)
+				}
+				return nil
+			})
 			for _, line := range lines {
 				if !strings.HasPrefix(line, want+" GET /hello") {
 					t.Errorf("nginx access log line %q, want the client address %s", line, want)
 				}
 			}
 		})
-	}
-}
-
-// waitLogLines polls the file at path until it has at least n non-empty
-// lines or timeout passes, and returns its last contents and lines.
-func waitLogLines(t *testing.T, path string, n int, timeout time.Duration) ([]byte, []string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		data, err := os.ReadFile(path)
-		if err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-		var lines []string
-		if s := strings.TrimSpace(string(data)); s != "" {
-			lines = strings.Split(s, "\n")
-		}
-		if len(lines) >= n || time.Now().After(deadline) {
-			return data, lines
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // The data plane under change: constant load from the client pod through
@@ -120,43 +118,18 @@ func dataplaneConfig(t *testing.T, inEcho bool) []byte {
 }
 
 func TestDataPlaneUnderChange(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfgDir := t.TempDir()
-	for _, name := range []string{"mesh.yaml", "destinationrule.yaml", localmesh.DemoVirtualServiceFile} {
+	files := map[string]string{}
+	for _, name := range []string{"destinationrule.yaml", localmesh.DemoVirtualServiceFile} {
 		data, err := os.ReadFile(filepath.Join(examplesDir(t), name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if name == "mesh.yaml" {
-			data = dataplaneConfig(t, true)
-		}
-		if err := os.WriteFile(filepath.Join(cfgDir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		files[name] = string(data)
 	}
-	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: cfgDir, Workloads: localmesh.DemoWorkloads()})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "echo-v1-agent", "echo-v2-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	}()
+	files["mesh.yaml"] = string(dataplaneConfig(t, true))
+	m := startMesh(ctx, t, "", localmesh.Options{ConfigDir: configDir(t, files), Workloads: localmesh.DemoWorkloads()})
 	client := m.Pod("client")
 
 	t.Run("100 config pushes under load", func(t *testing.T) {
@@ -180,7 +153,7 @@ func TestDataPlaneUnderChange(t *testing.T) {
 			}
 			slowest = max(slowest, took)
 		}
-		time.Sleep(500 * time.Millisecond) // load on the last config too
+		waitLoad(ctx, t, load, 20, "load on the last config")
 		s := load.Stop()
 		t.Logf("100 pushes in %s (slowest applied %s after its write); %d requests during them, %v", time.Since(start).Round(time.Millisecond), slowest.Round(time.Millisecond), s.Total, s.Counts)
 		if s.Failures > 0 {
@@ -192,27 +165,27 @@ func TestDataPlaneUnderChange(t *testing.T) {
 	})
 
 	t.Run("server pod terminates under load", func(t *testing.T) {
-		if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, []byte(allEndpointsVirtualService)); err != nil {
-			t.Fatal(err)
-		}
+		writeConfig(t, m, localmesh.DemoVirtualServiceFile, []byte(allEndpointsVirtualService))
 		// Wait until requests reach both pods through the one cluster.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		waitFor(ctx, t, applyTimeout, "requests did not reach both pods", func() error {
 			s := client.SendRequests(ctx, localmesh.DemoURL, 40)
 			if s.Failures == 0 && s.Counts["v1"] > 0 && s.Counts["v2"] > 0 && s.Counts["v1"]+s.Counts["v2"] == 40 {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("requests did not reach both pods within 5s: %v (failures %d: %s)", s.Counts, s.Failures, s.FirstError)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return fmt.Errorf("%v (failures %d: %s)", s.Counts, s.Failures, s.FirstError)
+		})
 		exited, err := m.Exited("echo-v2-agent")
 		if err != nil {
 			t.Fatal(err)
 		}
 		load := client.StartLoad(ctx, localmesh.DemoURL, 4)
-		time.Sleep(time.Second)
+		// Under way, and through echo-v2, before it terminates.
+		waitFor(ctx, t, applyTimeout, "load through echo-v2", func() error {
+			if s := load.Seen(); s.Counts["v2"] < 10 {
+				return fmt.Errorf("%d requests so far (%v), want 10 through echo-v2", s.Total, s.Counts)
+			}
+			return nil
+		})
 		// Kubernetes takes a terminating pod out of its service's
 		// endpoints as the kubelet sends SIGTERM to its containers: the
 		// agent drains the inbound listeners for terminationDrainDuration
@@ -229,18 +202,20 @@ func TestDataPlaneUnderChange(t *testing.T) {
 		termed := time.Now()
 		// The client's sidecar stops picking echo-v2 before its proxy
 		// stops: the drain outlasts the endpoint update.
-		var left time.Duration
-		for {
+		err = poll(ctx, 5*time.Second, func() error {
 			n, err := endpointCount(ctx, client, "outbound|80||"+localmesh.DemoHost)
-			if err == nil && n == 1 {
-				left = time.Since(termed)
-				break
+			if err != nil {
+				return err
 			}
-			if time.Since(termed) > 5*time.Second {
-				load.Stop()
-				t.Fatalf("the client's sidecar still lists echo-v2 as an endpoint 5s after it left the service (endpoints %d, %v)", n, err)
+			if n != 1 {
+				return fmt.Errorf("%d endpoints, want 1", n)
 			}
-			time.Sleep(10 * time.Millisecond)
+			return nil
+		})
+		left := time.Since(termed)
+		if err != nil {
+			load.Stop()
+			t.Fatalf("the client's sidecar still lists echo-v2 as an endpoint 5s after it left the service: %v", err)
 		}
 		t.Logf("echo-v2 left the client's endpoints %s after SIGTERM", left.Round(time.Millisecond))
 		select {
@@ -250,7 +225,7 @@ func TestDataPlaneUnderChange(t *testing.T) {
 			t.Fatal("echo-v2's agent did not exit within 30s of SIGTERM")
 		}
 		t.Logf("echo-v2's agent exited %s after SIGTERM", time.Since(termed).Round(time.Millisecond))
-		time.Sleep(time.Second) // and the load goes on without it
+		waitLoad(ctx, t, load, 20, "load after echo-v2 left") // and the load goes on without it
 		s := load.Stop()
 		t.Logf("%d requests during the termination: %v", s.Total, s.Counts)
 		if s.Failures > 0 {
@@ -271,26 +246,24 @@ func TestDataPlaneUnderChange(t *testing.T) {
 func waitPush(ctx context.Context, client *localmesh.Pod, i int, v1, v2 uint32) (time.Duration, error) {
 	start := time.Now()
 	cluster := fmt.Sprintf(`"outbound|80|push%d|%s"`, i, localmesh.DemoHost)
-	var last error
-	for time.Since(start) < 5*time.Second {
+	err := poll(ctx, 5*time.Second, func() error {
 		dump, err := client.Admin(ctx, "/config_dump")
-		if err == nil && !strings.Contains(string(dump), cluster) {
-			err = fmt.Errorf("cluster %s not in the config dump", cluster)
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			var got map[string]uint32
-			got, err = client.RouteWeights(ctx)
-			if err == nil && (got["outbound|80|v1|"+localmesh.DemoHost] != v1 || got["outbound|80|v2|"+localmesh.DemoHost] != v2) {
-				err = fmt.Errorf("route weights %v, want v1 %d, v2 %d", got, v1, v2)
-			}
+		if !strings.Contains(string(dump), cluster) {
+			return fmt.Errorf("cluster %s not in the config dump", cluster)
 		}
-		if err == nil {
-			return time.Since(start), nil
+		got, err := client.RouteWeights(ctx)
+		if err != nil {
+			return err
 		}
-		last = err
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start), last
+		if got["outbound|80|v1|"+localmesh.DemoHost] != v1 || got["outbound|80|v2|"+localmesh.DemoHost] != v2 {
+			return fmt.Errorf("route weights %v, want v1 %d, v2 %d", got, v1, v2)
+		}
+		return nil
+	})
+	return time.Since(start), err
 }
 
 // endpointCount is how many endpoints the proxy's config dump lists for

@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
@@ -16,75 +13,13 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
 )
-
-// drmiscMesh: service echo with one pod, its VirtualService retrying 5xx
-// once; service pp, an nginx that reads PROXY protocol on a port its
-// sidecar does not capture; and a client.
-const drmiscMesh = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: echo, namespace: demo}
-spec:
-  hosts: [echo.demo.svc.cluster.local]
-  addresses: [240.240.0.10]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector: {labels: {app: echo}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v1, namespace: demo}
-spec: {address: 10.99.0.11, labels: {app: echo, version: v1}}
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: pp, namespace: demo}
-spec:
-  hosts: [pp.demo.svc.cluster.local]
-  addresses: [240.240.0.30]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8081}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector: {labels: {app: pp}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: pp, namespace: demo}
-spec: {address: 10.99.0.30, labels: {app: pp}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: client, namespace: demo}
-spec: {address: 10.99.0.10, labels: {app: client}}
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: echo, namespace: demo}
-spec:
-  hosts: [echo.demo.svc.cluster.local]
-  http:
-  - route:
-    - destination: {host: echo.demo.svc.cluster.local}
-    retries: {attempts: 1, retryOn: 5xx}
-`
 
 // TestDestinationRuleMiscThroughSidecars: DestinationRule traffic-policy
 // fields (retryBudget, proxyProtocol) checked with real requests from the client pod
 // through its sidecar and the server's.
 func TestDestinationRuleMiscThroughSidecars(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
-	cfgDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(drmiscMesh), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	workloads := []localmesh.Workload{}
@@ -113,28 +48,12 @@ http {
 }
 `}})
 	}
-	m, err := localmesh.Start(ctx, localmesh.Options{
-		BinDir: binDir, ConfigDir: cfgDir,
+	m := startMesh(ctx, t, "drmisc", localmesh.Options{
 		Workloads: append(workloads, []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+			echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
 		}...),
 	})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	}()
 	client := m.Pod("client")
 	hc := client.NewHTTPClient(true)
 	defer hc.CloseIdleConnections()
@@ -151,18 +70,8 @@ spec:
   trafficPolicy:
 %[2]s
 `, host, indent(policy, 4))
-		if err := m.WriteConfig(host+"-rules.yaml", rule); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			dump, err := client.Admin(ctx, "/config_dump")
-			if err == nil && bytes.Contains(dump, []byte(want)) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("config with %q never reached the client's proxy (last error %v)", want, err)
-			}
-		}
+		writeConfig(t, m, host+"-rules.yaml", rule)
+		waitDump(ctx, t, client, quote(want)...)
 	}
 	apply := func(t *testing.T, policy string, want string) {
 		t.Helper()
@@ -241,16 +150,13 @@ proxyProtocol: {version: V1}`, `ProxyProtocolUpstreamTransport`)
 				applyFor(t, "pp", `tls: {mode: DISABLE}
 proxyProtocol: {version: V2}`, `"V2"`)
 			}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://240.240.0.30/", nil)
-			resp, err := hc.Do(req)
-			if err != nil {
-				t.Fatalf("%s: %v", v, err)
+			r := send(ctx, hc, http.MethodGet, "http://240.240.0.30/", "", nil)
+			if r.err != nil {
+				t.Fatalf("%s: %v", v, r.err)
 			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
 			want := client.IP + " 240.240.0.30 80"
-			if resp.StatusCode != 200 || string(body) != want {
-				t.Errorf("%s: %d %q, want nginx to have read %q from the PROXY header", v, resp.StatusCode, body, want)
+			if r.status != 200 || string(r.body) != want {
+				t.Errorf("%s: %d %q, want nginx to have read %q from the PROXY header", v, r.status, r.body, want)
 			}
 		}
 	})

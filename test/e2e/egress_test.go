@@ -3,11 +3,8 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -22,7 +19,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
 )
 
@@ -92,85 +88,6 @@ func readZone(path string) map[string][]netip.Addr {
 	return out
 }
 
-// egressConfig: a client in namespace egress and one in namespace other;
-// echo (v1, v2) behind a VIP with two DestinationRules for its subsets and
-// a VirtualService exported to its own namespace only; legacy, a
-// resolution NONE entry on port 8080; two servers, outside-a and
-// outside-b, whose WorkloadEntries no ServiceEntry selects: no service
-// leads to them. The mesh config (--mesh) is
-// REGISTRY_ONLY. The DNS entry is written by the test once its DNS server
-// runs.
-const egressConfig = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: echo, namespace: egress}
-spec:
-  hosts: [echo.egress.svc.cluster.local]
-  addresses: [240.240.6.1]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
-  resolution: STATIC
-  workloadSelector: {labels: {app: echo}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v1, namespace: egress}
-spec: {address: 10.95.0.21, labels: {app: echo, version: v1}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v2, namespace: egress}
-spec: {address: 10.95.0.22, labels: {app: echo, version: v2}}
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: echo-v1, namespace: egress}
-spec:
-  host: echo
-  subsets: [{name: v1, labels: {version: v1}}]
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: echo-v2, namespace: egress}
-spec:
-  host: echo.egress.svc.cluster.local
-  subsets: [{name: v2, labels: {version: v2}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: echo-v2-only, namespace: egress}
-spec:
-  hosts: [echo.egress.svc.cluster.local]
-  exportTo: ["."]
-  http: [{route: [{destination: {host: echo, subset: v2}}]}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: legacy, namespace: egress}
-spec:
-  hosts: [legacy.internal.test]
-  ports: [{number: 8080, name: http, protocol: HTTP}]
-  resolution: NONE
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: client, namespace: egress}
-spec: {address: 10.95.0.10, labels: {app: client}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: other, namespace: other}
-spec: {address: 10.95.0.11, labels: {app: other}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: outside-a, namespace: outside}
-spec: {address: 10.95.0.31, labels: {app: outside}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: outside-b, namespace: outside}
-spec: {address: 10.95.0.32, labels: {app: outside}}
-`
-
 // dnsEntry resolves api.external.test's endpoint backend.external.test
 // with the client pod's DNS server; spread.external.test (DNS) and
 // first.external.test (DNS_ROUND_ROBIN) resolve both.external.test, which
@@ -221,12 +138,6 @@ spec:
 // VirtualService exportTo, each checked with real requests through the
 // sidecars.
 func TestEgressThroughSidecars(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -242,43 +153,24 @@ func TestEgressThroughSidecars(t *testing.T) {
 	if err != nil || !ns.Is4() {
 		testreq.Missing(t, "the first nameserver of /etc/resolv.conf, %q, is not an IPv4 address", nameserver)
 	}
-	cfgDir, tmp := t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(egressConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tmp := t.TempDir()
 	meshFile := filepath.Join(tmp, "meshconfig.yaml")
 	if err := os.WriteFile(meshFile, []byte("outboundTrafficPolicy:\n  mode: REGISTRY_ONLY\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	echo := func(version string) []string { return []string{"strait-echo", "--addr", ":8080", "--version", version} }
-	m, err := localmesh.Start(ctx, localmesh.Options{
-		BinDir: binDir, ConfigDir: cfgDir, StraitdArgs: []string{"--mesh", meshFile},
+	m := startMesh(ctx, t, "egress", localmesh.Options{
+		StraitdArgs: []string{"--mesh", meshFile},
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "egress", ConfigIP: "10.95.0.10"},
 			{Name: "other", Namespace: "other", ConfigIP: "10.95.0.11"},
-			{Name: "echo-v1", Namespace: "egress", ConfigIP: "10.95.0.21", App: echo("v1"), AppPort: 8080},
-			{Name: "echo-v2", Namespace: "egress", ConfigIP: "10.95.0.22", App: echo("v2"), AppPort: 8080},
-			{Name: "outside-a", Namespace: "outside", ConfigIP: "10.95.0.31", App: echo("a"), AppPort: 8080},
-			{Name: "outside-b", Namespace: "outside", ConfigIP: "10.95.0.32", App: echo("b"), AppPort: 8080},
+			echoPod("echo-v1", "egress", "10.95.0.21", "v1"),
+			echoPod("echo-v2", "egress", "10.95.0.22", "v2"),
+			echoPod("outside-a", "outside", "10.95.0.31", "a"),
+			echoPod("outside-b", "outside", "10.95.0.32", "b"),
 		},
 	})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "other-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	}()
 	client, other := m.Pod("client"), m.Pod("other")
 	outsideA, outsideB := m.Pod("outside-a").IP, m.Pod("outside-b").IP
 
@@ -327,17 +219,11 @@ func TestEgressThroughSidecars(t *testing.T) {
 		if line, err := bufio.NewReader(started).ReadString('\n'); err != nil || !strings.Contains(line, "listening") {
 			t.Fatalf("DNS server did not start: %q, %v", line, err)
 		}
-		if err := m.WriteConfig("dns.yaml", []byte(dnsEntry)); err != nil {
-			t.Fatal(err)
-		}
-		if err := waitPod(ctx, client, "http://240.240.6.2/", "api.external.test", "outside-a", 30*time.Second); err != nil {
-			t.Fatalf("before the change: %v", err)
-		}
+		writeConfig(t, m, "dns.yaml", []byte(dnsEntry))
+		waitPod(ctx, t, client, "http://240.240.6.2/", "api.external.test", "outside-a", applyTimeout, "before the change")
 		writeZone(t, zone, outsideB, outsideA, outsideB)
 		start := time.Now()
-		if err := waitPod(ctx, client, "http://240.240.6.2/", "api.external.test", "outside-b", 15*time.Second); err != nil {
-			t.Fatalf("after the record changed: %v", err)
-		}
+		waitPod(ctx, t, client, "http://240.240.6.2/", "api.external.test", "outside-b", 15*time.Second, "after the record changed")
 		t.Logf("re-resolved %s after the record changed (TTL 1s)", time.Since(start).Round(100*time.Millisecond))
 
 		// Two addresses: STRICT_DNS balances over both, LOGICAL_DNS
@@ -350,9 +236,7 @@ func TestEgressThroughSidecars(t *testing.T) {
 			{"spread.external.test", "240.240.6.3", map[string]bool{"outside-a": true, "outside-b": true}},
 			{"first.external.test", "240.240.6.4", map[string]bool{"outside-a": true}},
 		} {
-			if err := waitPod(ctx, client, "http://"+tc.vip+"/", tc.host, "outside-a", 15*time.Second); err != nil {
-				t.Fatalf("%s: %v", tc.host, err)
-			}
+			waitPod(ctx, t, client, "http://"+tc.vip+"/", tc.host, "outside-a", 15*time.Second, tc.host)
 			seen := map[string]bool{}
 			for range 20 {
 				status, reply, err := request(ctx, client, "http://"+tc.vip+"/", tc.host)
@@ -393,12 +277,8 @@ func TestEgressThroughSidecars(t *testing.T) {
 	})
 
 	t.Run("ALLOW_ANY passes unknown destinations", func(t *testing.T) {
-		if err := m.WriteConfig("sidecar.yaml", []byte(allowAnySidecar)); err != nil {
-			t.Fatal(err)
-		}
-		if err := waitPod(ctx, client, "http://"+outsideA+":8080/", "", "outside-a", 15*time.Second); err != nil {
-			t.Fatalf("unknown HTTP destination with ALLOW_ANY: %v", err)
-		}
+		writeConfig(t, m, "sidecar.yaml", []byte(allowAnySidecar))
+		waitPod(ctx, t, client, "http://"+outsideA+":8080/", "", "outside-a", applyTimeout, "unknown HTTP destination with ALLOW_ANY")
 		status, _, err := request(ctx, client, "http://"+outsideB+":15021/healthz/ready", "")
 		if err != nil || status != http.StatusOK {
 			t.Errorf("unknown TCP destination with ALLOW_ANY: status %d, error %v; want 200 from outside-b's agent", status, err)
@@ -425,59 +305,5 @@ func writeZone(t *testing.T, path, ip, a, b string) {
 	}
 	if err := os.Rename(path+".tmp", path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-type egressReply struct {
-	Version string `json:"version"`
-	Pod     string `json:"pod"`
-}
-
-// request sends one GET from the pod (a new connection each time, so
-// every request meets the current config) with an optional Host.
-func request(ctx context.Context, p *localmesh.Pod, url, host string) (int, egressReply, error) {
-	var reply egressReply
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, reply, err
-	}
-	if host != "" {
-		req.Host = host
-	}
-	resp, err := p.NewHTTPClient(false).Do(req)
-	if err != nil {
-		return 0, reply, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, reply, err
-	}
-	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		if err := json.Unmarshal(body, &reply); err != nil {
-			return resp.StatusCode, reply, fmt.Errorf("reply %q: %w", body, err)
-		}
-	}
-	return resp.StatusCode, reply, nil
-}
-
-// waitPod waits until a request answers 200 from the named pod.
-func waitPod(ctx context.Context, p *localmesh.Pod, url, host, pod string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		status, reply, err := request(ctx, p, url, host)
-		if err == nil && status == http.StatusOK && reply.Pod == pod {
-			return nil
-		}
-		last = fmt.Sprintf("status %d, pod %q, error %v", status, reply.Pod, err)
-		if time.Now().After(deadline) {
-			return errors.New("no answer from " + pod + " in " + timeout.String() + "; last: " + last)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -18,16 +17,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // l4Serve makes the test binary the L4 servers of the filters mesh (the
@@ -42,12 +37,14 @@ func serveL4(name string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	plain, err := net.Listen("tcp", ":9000")
+	// :9443 binds first: a pod that waits for :9000 (Workload.AppPort)
+	// then has both.
+	secure, err := tls.Listen("tcp", ":9443", &tls.Config{Certificates: []tls.Certificate{cert}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	secure, err := tls.Listen("tcp", ":9443", &tls.Config{Certificates: []tls.Certificate{cert}})
+	plain, err := net.Listen("tcp", ":9000")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -102,45 +99,22 @@ const (
 // mirroring, TCP weights and SNI routes through two sidecars, with the
 // config of testdata/filters: one mesh, one subtest per feature.
 func TestFiltersThroughSidecars(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, file, _, _ := runtime.Caller(0)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	m, err := localmesh.Start(ctx, localmesh.Options{
-		BinDir: binDir, ConfigDir: filepath.Join(filepath.Dir(file), "testdata", "filters"),
+	m := startMesh(ctx, t, "filters", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
-			{Name: "echo-v2", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "v2"}, AppPort: 8080},
-			{Name: "shadow", Namespace: "demo", ConfigIP: "10.99.0.13", App: []string{"strait-echo", "--addr", ":8080", "--version", "shadow"}, AppPort: 8080},
-			{Name: "l4-a", Namespace: "demo", ConfigIP: "10.99.0.21", App: []string{self, "-l4-serve", "a"}},
-			{Name: "l4-b", Namespace: "demo", ConfigIP: "10.99.0.22", App: []string{self, "-l4-serve", "b"}},
+			echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+			echoPod("echo-v2", "demo", "10.99.0.12", "v2"),
+			echoPod("shadow", "demo", "10.99.0.13", "shadow"),
+			{Name: "l4-a", Namespace: "demo", ConfigIP: "10.99.0.21", App: []string{self, "-l4-serve", "a"}, AppPort: 9000},
+			{Name: "l4-b", Namespace: "demo", ConfigIP: "10.99.0.22", App: []string{self, "-l4-serve", "b"}, AppPort: 9000},
 		},
 	})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "echo-v1-agent", "shadow-agent", "l4-a-agent", "l4-a-app"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 30))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	}()
 	client := m.Pod("client")
 	hc := client.HTTPClient()
 	do := func(t *testing.T, method, path string, header map[string]string) (*http.Response, []byte) {
@@ -161,28 +135,16 @@ func TestFiltersThroughSidecars(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp, b
 	}
-	// The routes are in the first push; wait until the client's sidecar
-	// routes with them.
-	waitCtx, waitCancel := context.WithTimeout(ctx, 30*time.Second)
-	for {
-		req, _ := http.NewRequestWithContext(waitCtx, "OPTIONS", filtersEchoURL+"/cors", nil)
-		req.Host = filtersEchoHost
-		req.Header.Set("Origin", "https://ok.example")
-		req.Header.Set("Access-Control-Request-Method", "GET")
-		resp, err := hc.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.Header.Get("Access-Control-Allow-Origin") != "" {
-				break
-			}
+	// The routes are in the first push: Start returned once the client's
+	// sidecar had them. Check that they route before the cases count.
+	waitFor(ctx, t, applyTimeout, "the mesh never answered the CORS preflight", func() error {
+		r := send(ctx, hc, "OPTIONS", filtersEchoURL+"/cors", filtersEchoHost,
+			http.Header{"Origin": {"https://ok.example"}, "Access-Control-Request-Method": {"GET"}})
+		if r.err != nil || r.header.Get("Access-Control-Allow-Origin") == "" {
+			return fmt.Errorf("last answer %s without access-control-allow-origin", r)
 		}
-		if waitCtx.Err() != nil {
-			waitCancel()
-			t.Fatalf("the mesh never answered the CORS preflight: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	waitCancel()
+		return nil
+	})
 
 	t.Run("fault abort percentage", func(t *testing.T) {
 		const n = 400
@@ -223,24 +185,6 @@ func TestFiltersThroughSidecars(t *testing.T) {
 		}
 	})
 
-	count := func(t *testing.T, base, key string) (int, string) {
-		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/_echo/count?key="+key, nil)
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var c struct {
-			Count int    `json:"count"`
-			Host  string `json:"host"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
-			t.Fatal(err)
-		}
-		return c.Count, c.Host
-	}
-
 	t.Run("cors", func(t *testing.T) {
 		resp, _ := do(t, "OPTIONS", "/cors", map[string]string{"Origin": "https://ok.example",
 			"Access-Control-Request-Method": "POST", "X-Echo-Key": "preflight-ok"})
@@ -250,7 +194,7 @@ func TestFiltersThroughSidecars(t *testing.T) {
 				t.Errorf("allowed preflight: %d, %s %q, want 200 and %q", resp.StatusCode, k, got, want)
 			}
 		}
-		if n, _ := count(t, filtersEchoURL, "preflight-ok"); n != 0 {
+		if n, _ := keyCount(t, ctx, hc, filtersEchoURL, "preflight-ok"); n != 0 {
 			t.Errorf("the app saw %d allowed preflights; the proxy answers them", n)
 		}
 		resp, _ = do(t, "OPTIONS", "/cors", map[string]string{"Origin": "https://sub.dev.example",
@@ -265,7 +209,7 @@ func TestFiltersThroughSidecars(t *testing.T) {
 		if resp.Header.Get("Access-Control-Allow-Origin") != "" || !strings.Contains(string(body), `"method":"OPTIONS"`) {
 			t.Errorf("refused preflight: allow-origin %q, body %s; want it forwarded to the app without CORS headers", resp.Header.Get("Access-Control-Allow-Origin"), body)
 		}
-		if n, _ := count(t, filtersEchoURL, "preflight-evil"); n != 1 {
+		if n, _ := keyCount(t, ctx, hc, filtersEchoURL, "preflight-evil"); n != 1 {
 			t.Errorf("the app saw %d refused preflights, want 1", n)
 		}
 		resp, _ = do(t, "GET", "/cors", map[string]string{"Origin": "https://ok.example"})
@@ -284,18 +228,15 @@ func TestFiltersThroughSidecars(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(body), `"version":"v1"`) {
 			t.Fatalf("mirrored request: %d %s; want the primary's (v1) answer", resp.StatusCode, body)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			n, host := count(t, filtersShadow, key)
-			if n == 1 && host == filtersEchoHost+"-shadow" {
-				break
+		// The mirrored request is sent beside the primary's, not before
+		// its answer.
+		waitFor(ctx, t, 10*time.Second, "mirror", func() error {
+			if n, host := keyCount(t, ctx, hc, filtersShadow, key); n != 1 || host != filtersEchoHost+"-shadow" {
+				return fmt.Errorf("the shadow saw %d requests with key %q, last host %q; want 1 with host %s-shadow", n, key, host, filtersEchoHost)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the shadow saw %d requests with key %q, last host %q; want 1 with host %s-shadow", n, key, host, filtersEchoHost)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if n, _ := count(t, filtersEchoURL, key); n != 1 {
+			return nil
+		})
+		if n, _ := keyCount(t, ctx, hc, filtersEchoURL, key); n != 1 {
 			t.Errorf("the primary saw %d requests, want 1", n)
 		}
 	})

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/proxy/grpctest"
 	"github.com/straitmesh/strait/internal/testreq"
 )
@@ -71,125 +69,24 @@ func serveWebSocket(addr string) int {
 	return 0
 }
 
-// grpcConfig is a mesh of a client, a gRPC server behind a VIP, the port
-// declared gRPC by its name (so both sidecars speak HTTP/2 upstream), and
-// a WebSocket echo server behind another VIP on an HTTP port.
-const grpcConfig = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: wsecho
-  namespace: demo
-spec:
-  hosts:
-  - wsecho.demo.svc.cluster.local
-  addresses:
-  - 240.240.0.40
-  ports:
-  - number: 80
-    name: http
-    protocol: HTTP
-    targetPort: 8080
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector:
-    labels:
-      app: wsecho
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata:
-  name: wsecho
-  namespace: demo
-spec:
-  address: 10.99.0.41
-  labels:
-    app: wsecho
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: grpcecho
-  namespace: demo
-spec:
-  hosts:
-  - grpcecho.demo.svc.cluster.local
-  addresses:
-  - 240.240.0.30
-  ports:
-  - number: 7070
-    name: grpc-echo
-    targetPort: 9090
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector:
-    labels:
-      app: grpcecho
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata:
-  name: grpcecho
-  namespace: demo
-spec:
-  address: 10.99.0.31
-  labels:
-    app: grpcecho
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata:
-  name: client
-  namespace: demo
-spec:
-  address: 10.99.0.10
-  labels:
-    app: client
-`
-
 // TestGRPCThroughSidecars runs every kind of gRPC call from a grpc-go
 // client in the client pod, through its sidecar and the server pod's
 // sidecar, to a grpc-go server; an h2c request with curl
 // --http2-prior-knowledge from the client pod; and a WebSocket echo.
 func TestGRPCThroughSidecars(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfgDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(grpcConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := localmesh.Start(ctx, localmesh.Options{
-		BinDir: binDir, ConfigDir: cfgDir,
+	m := startMesh(ctx, t, "grpc", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "grpcecho", Namespace: "demo", ConfigIP: "10.99.0.31", App: []string{self, "-grpc-serve", ":9090"}},
-			{Name: "wsecho", Namespace: "demo", ConfigIP: "10.99.0.41", App: []string{self, "-ws-serve", ":8080"}},
+			{Name: "grpcecho", Namespace: "demo", ConfigIP: "10.99.0.31", App: []string{self, "-grpc-serve", ":9090"}, AppPort: 9090},
+			{Name: "wsecho", Namespace: "demo", ConfigIP: "10.99.0.41", App: []string{self, "-ws-serve", ":8080"}, AppPort: 8080},
 		},
 	})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "grpcecho-agent", "grpcecho-app", "wsecho-agent", "wsecho-app"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 30))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	}()
 	client := m.Pod("client")
 	cc, err := grpc.NewClient("passthrough:///240.240.0.30:7070",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -204,16 +101,12 @@ func TestGRPCThroughSidecars(t *testing.T) {
 	// The server's Canceled channel lives in another process: check the
 	// calls from the client's side (CheckAll's server-side checks run in
 	// internal/proxy's two-proxy test).
-	waitCtx, waitCancel := context.WithTimeout(ctx, 30*time.Second)
-	defer waitCancel()
-	for {
-		if _, err := c.Echo(waitCtx, "ready", nil, nil); err == nil {
-			break
-		} else if waitCtx.Err() != nil {
-			t.Fatalf("the gRPC service never answered through the mesh: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFor(ctx, t, applyTimeout, "the gRPC service never answered through the mesh", func() error {
+		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := c.Echo(callCtx, "ready", nil, nil)
+		return err
+	})
 	grpctest.CheckAll(t, c, nil)
 
 	t.Run("curl h2c", func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -93,21 +95,27 @@ func TestIdentityFromIstiod(t *testing.T) {
 			t.Logf("pilot-discovery:\n%s", tail(istiodLog.String(), 40))
 		}
 	}()
-	waitUntil(t, 180*time.Second, "pilot-discovery ready", func() bool {
+	waitFor(ctx, t, 180*time.Second, "pilot-discovery ready", func() error {
 		resp, err := http.Get("http://" + httpAddr + "/ready")
 		if err != nil {
-			return false
+			return err
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/ready: %s", resp.Status)
+		}
+		return nil
 	})
 	var root string
-	waitUntil(t, 60*time.Second, "istio-ca-root-cert in demo", func() bool {
+	waitFor(ctx, t, 60*time.Second, "istio-ca-root-cert in demo", func() error {
 		cm, err := kc.CoreV1().ConfigMaps("demo").Get(ctx, "istio-ca-root-cert", metav1.GetOptions{})
-		if err == nil {
-			root = cm.Data["root-cert.pem"]
+		if err != nil {
+			return err
 		}
-		return root != ""
+		if root = cm.Data["root-cert.pem"]; root == "" {
+			return errors.New("the config map has no root-cert.pem")
+		}
+		return nil
 	})
 	exp := int64(3600)
 	tr, err := kc.CoreV1().ServiceAccounts("demo").CreateToken(ctx, "client", &authenticationv1.TokenRequest{
@@ -147,7 +155,7 @@ func TestIdentityFromIstiod(t *testing.T) {
 		}
 	}()
 	sock := filepath.Join(wd, "var/run/secrets/workload-spiffe-uds/socket")
-	waitUntil(t, 30*time.Second, "the SDS socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	waitFor(ctx, t, 30*time.Second, "the SDS socket", func() error { _, err := os.Stat(sock); return err })
 	cc, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -180,10 +188,10 @@ func TestIdentityFromIstiod(t *testing.T) {
 			t.Logf("last istiod syncz: %.3000s", lastSyncz)
 		}
 	}()
-	waitUntil(t, 60*time.Second, "CDS from istiod answered through the agent", func() bool {
+	waitFor(ctx, t, 60*time.Second, "CDS from istiod answered through the agent", func() error {
 		resp, err := http.Get("http://" + httpAddr + "/debug/syncz")
 		if err != nil {
-			return false
+			return err
 		}
 		defer resp.Body.Close()
 		var statuses []struct {
@@ -195,8 +203,8 @@ func TestIdentityFromIstiod(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		lastSyncz = string(body)
-		if json.Unmarshal(body, &statuses) != nil {
-			return false
+		if err := json.Unmarshal(body, &statuses); err != nil {
+			return fmt.Errorf("syncz: %w", err)
 		}
 		for _, s := range statuses {
 			if !strings.HasPrefix(s.Proxy, "client-1.demo") {
@@ -205,27 +213,16 @@ func TestIdentityFromIstiod(t *testing.T) {
 			nack := s.Resources["type.googleapis.com/envoy.config.cluster.v3.Cluster"].LastError
 			switch {
 			case s.ClusterAcked != "":
-				return true
+				return nil
 			case strings.Contains(nack, "not supported"):
 				// A refusal by name: strait-proxy heard istiod over TLS
 				// and said what it does not implement.
-				return true
+				return nil
 			case nack != "":
 				t.Fatalf("istiod's clusters NACKed without naming a refused field: %s", nack)
 			}
 		}
-		return false
+		return errors.New("no ACK or NACK of istiod's clusters from client-1 in syncz")
 	})
 	t.Logf("istiod issued serial %s for %s, %sh", leaf.SerialNumber.Text(16), leaf.URIs[0], strconv.Itoa(int(leaf.NotAfter.Sub(leaf.NotBefore).Hours())))
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

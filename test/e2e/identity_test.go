@@ -30,8 +30,6 @@ import (
 	pb "istio.io/api/security/v1alpha1"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // TestIdentity runs the demo mesh in file mode with workload identities:
@@ -42,31 +40,10 @@ import (
 // flows; a token may not get another service account's certificate;
 // straitctl proxy-config secret shows the certificates.
 func TestIdentity(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: examplesDir(t), Workloads: localmesh.DemoWorkloads(),
+	m := startMesh(ctx, t, "", localmesh.Options{ConfigDir: examplesDir(t), Workloads: localmesh.DemoWorkloads(),
 		SecureXDS: true, AgentEnv: []string{"SECRET_TTL=6s"}})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "echo-v1-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	})
 	rootPEM, err := os.ReadFile(filepath.Join(m.CADir(), "root-cert.pem"))
 	if err != nil {
 		t.Fatal(err)

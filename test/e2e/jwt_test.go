@@ -100,7 +100,7 @@ func TestRequestAuthentication(t *testing.T) {
 
 	m := startMesh(ctx, t, "jwt", localmesh.Options{Workloads: []localmesh.Workload{
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-		{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+		echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
 	}})
 	hc := m.Pod("client").NewHTTPClient(false)
 
@@ -159,7 +159,7 @@ func TestRequestAuthentication(t *testing.T) {
 	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
 
 	// The mesh serves the echo app before the policy exists.
-	if err := retryUntil(ctx, 30*time.Second, func() error {
+	if err := poll(ctx, 30*time.Second, func() error {
 		if a := do(t, "/", nil); a.code != 200 {
 			return fmt.Errorf("status %d", a.code)
 		}
@@ -173,7 +173,7 @@ func TestRequestAuthentication(t *testing.T) {
 		if err := m.WriteConfig("jwt.yaml", jwtPolicy(keySrv.URL+"/jwks", downURI, forward)); err != nil {
 			t.Fatal(err)
 		}
-		if err := retryUntil(ctx, 30*time.Second, func() error {
+		if err := poll(ctx, 30*time.Second, func() error {
 			if a := do(t, "/", bearer(valid)); !applied(a) {
 				return fmt.Errorf("not applied yet: %d %q %v", a.code, a.body, a.headers)
 			}
@@ -261,7 +261,7 @@ spec:
 				t.Error(err)
 			}
 		}()
-		if err := retryUntil(ctx, 30*time.Second, func() error {
+		if err := poll(ctx, 30*time.Second, func() error {
 			if a := do(t, "/", nil); a.code != 403 {
 				return fmt.Errorf("without a token: %d %q", a.code, a.body)
 			}
@@ -288,7 +288,7 @@ spec:
 		if err := os.Remove(filepath.Join(m.ConfigDir(), "jwt.yaml")); err != nil {
 			t.Fatal(err)
 		}
-		if err := retryUntil(ctx, 30*time.Second, func() error {
+		if err := poll(ctx, 30*time.Second, func() error {
 			if a := do(t, "/", bearer(expired)); a.code != 200 {
 				return fmt.Errorf("expired token still %d", a.code)
 			}

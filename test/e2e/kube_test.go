@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -45,6 +46,10 @@ const (
 	serverHost   = "server.demo.svc.cluster.local"
 )
 
+// kubePollInterval is the pause between two checks of a wait on the
+// Kubernetes node (API lists, execs, straitd's syncz through curl).
+const kubePollInterval = 250 * time.Millisecond
+
 // echoLine is one line of `strait-echo get`.
 type echoLine struct {
 	Status int    `json:"status"`
@@ -53,6 +58,7 @@ type echoLine struct {
 		Version string `json:"version"`
 		Pod     string `json:"pod"`
 		Remote  string `json:"remote"`
+		Attempt int    `json:"attempt"`
 	} `json:"reply"`
 }
 
@@ -221,13 +227,35 @@ func TestKubeSeedFlow(t *testing.T) {
 			err error
 		}
 		done := make(chan result, 1)
+		// The requests carry a key, so that the pod to be deleted counts
+		// them: the delete waits until they flow through it (an exec can
+		// take seconds to start on a loaded machine), and the check below
+		// proves it fell inside them.
+		const key = "drain"
 		go func() {
-			out, _, err := node.Exec(ctx, kubeDemoNS, clientPod, "echo", "strait-echo", "get", "-n", "300", "-interval", "20ms", "http://"+serverHost+"/")
+			out, _, err := node.Exec(ctx, kubeDemoNS, clientPod, "echo", "strait-echo", "get", "-n", "300", "-interval", "20ms",
+				"-header", "x-echo-key="+key, "http://"+serverHost+"/")
 			done <- result{out, err}
 		}()
-		// The delete lands about a second into the ~7 s of requests; the
-		// check below proves it fell inside them.
-		time.Sleep(time.Second)
+		probes := 0
+		waitEvery(ctx, t, time.Minute, kubePollInterval, "requests through pod "+pods[0].Name, func() error {
+			// A request with the same key from inside the pod to its own
+			// app (loopback is not captured): its attempt counts the
+			// stream's requests and the probes.
+			out, _, err := node.Exec(ctx, kubeDemoNS, pods[0].Name, "echo", "strait-echo", "get", "-header", "x-echo-key="+key, "http://127.0.0.1:8080/")
+			if err != nil {
+				return err
+			}
+			probes++
+			lines := parseEchoLines(t, out)
+			if len(lines) != 1 || lines[0].Reply == nil {
+				return fmt.Errorf("probe of the app in %s: %q", pods[0].Name, out)
+			}
+			if n := lines[0].Reply.Attempt - probes; n < 3 {
+				return fmt.Errorf("%d requests of the stream reached it, want 3", n)
+			}
+			return nil
+		})
 		if err := client.CoreV1().Pods(kubeDemoNS).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -450,36 +478,29 @@ func echoDeployment(name string, labels map[string]string, annotations map[strin
 // pods, all Running with every container ready, and returns them.
 func waitPodsReady(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, selector string, minPods, maxPods int) []corev1.Pod {
 	t.Helper()
-	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
-	defer cancel()
-	var last string
-	for {
-		list, err := client.CoreV1().Pods(ns).List(wctx, metav1.ListOptions{LabelSelector: selector})
-		if err == nil {
-			var ready []corev1.Pod
-			var states []string
-			for _, p := range list.Items {
-				if p.DeletionTimestamp != nil {
-					continue
-				}
-				states = append(states, podState(p))
-				if p.Status.Phase == corev1.PodRunning && allReady(p) {
-					ready = append(ready, p)
-				}
-			}
-			last = strings.Join(states, "; ")
-			if len(ready) == len(states) && len(ready) >= minPods && len(ready) <= maxPods {
-				return ready
-			}
-		} else {
-			last = err.Error()
+	var ready []corev1.Pod
+	waitEvery(ctx, t, 4*time.Minute, kubePollInterval, fmt.Sprintf("pods %s in %s not ready", selector, ns), func() error {
+		list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return err
 		}
-		select {
-		case <-wctx.Done():
-			t.Fatalf("pods %s in %s not ready: %s", selector, ns, last)
-		case <-time.After(500 * time.Millisecond):
+		ready = nil
+		var states []string
+		for _, p := range list.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			states = append(states, podState(p))
+			if p.Status.Phase == corev1.PodRunning && allReady(p) {
+				ready = append(ready, p)
+			}
 		}
-	}
+		if len(ready) == len(states) && len(ready) >= minPods && len(ready) <= maxPods {
+			return nil
+		}
+		return errors.New(strings.Join(states, "; "))
+	})
+	return ready
 }
 
 func allReady(p corev1.Pod) bool {
@@ -555,18 +576,10 @@ func podNamed(pods []corev1.Pod, app string) string {
 // waitServiceAccount waits for the namespace's default service account.
 func waitServiceAccount(ctx context.Context, t *testing.T, client kubernetes.Interface, ns string) {
 	t.Helper()
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		if _, err := client.CoreV1().ServiceAccounts(ns).Get(wctx, "default", metav1.GetOptions{}); err == nil {
-			return
-		}
-		select {
-		case <-wctx.Done():
-			t.Fatalf("no default service account in %s", ns)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	waitEvery(ctx, t, time.Minute, kubePollInterval, "no default service account in "+ns, func() error {
+		_, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
 }
 
 func parseEchoLines(t *testing.T, out string) []echoLine {
@@ -656,25 +669,22 @@ func syncz(ctx context.Context, addr string) ([]debugapi.SyncStatus, error) {
 // LDS, EDS and RDS synced.
 func waitSynced(ctx context.Context, t *testing.T, addr string, pods []corev1.Pod) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	waitEvery(ctx, t, 2*time.Minute, kubePollInterval, "sidecars not SYNCED in straitd's syncz", func() error {
 		st, err := syncz(ctx, addr)
-		missing := []string{}
-		if err == nil {
-			for _, p := range pods {
-				if !proxySynced(st, p.Name) {
-					missing = append(missing, p.Name)
-				}
-			}
-			if len(missing) == 0 {
-				return
+		if err != nil {
+			return err
+		}
+		var missing []string
+		for _, p := range pods {
+			if !proxySynced(st, p.Name) {
+				missing = append(missing, p.Name)
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sidecars not SYNCED in straitd's syncz: %v (err %v, syncz %+v)", missing, err, st)
+		if len(missing) > 0 {
+			return fmt.Errorf("%v (syncz %+v)", missing, st)
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func proxySynced(st []debugapi.SyncStatus, pod string) bool {
@@ -725,19 +735,17 @@ func syncOf(ctx context.Context, t *testing.T, addr, pod string) map[string]stri
 // differs from before and is ACKed, and returns the nonces then.
 func waitSyncChange(ctx context.Context, t *testing.T, addr, pod, typ string, before map[string]string) map[string]string {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		now := syncOf(ctx, t, addr, pod)
-		if now[typ] != before[typ] {
-			// Let a push that follows (debounced) show up too.
-			time.Sleep(2 * time.Second)
-			return syncOf(ctx, t, addr, pod)
+	waitEvery(ctx, t, time.Minute, kubePollInterval, fmt.Sprintf("the %s nonce of %s's sidecar did not change", typ, pod), func() error {
+		if now := syncOf(ctx, t, addr, pod); now[typ] == before[typ] {
+			return fmt.Errorf("nonces %v", now)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the %s nonce of %s's sidecar did not change: %v", typ, pod, now)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return nil
+	})
+	// Not a wait for a condition but a window to watch: a push of other
+	// types that follows (debounced) shows up in it, for the callers that
+	// check that none came.
+	time.Sleep(2 * time.Second)
+	return syncOf(ctx, t, addr, pod)
 }
 
 // splitYAML is the DestinationRule with the two subsets and the

@@ -3,71 +3,16 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
-
-// lbMesh: service echo (two healthy pods, v1 and v2) and service flaky (one
-// healthy pod, one that answers every request with 500).
-const lbMesh = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: echo, namespace: demo}
-spec:
-  hosts: [echo.demo.svc.cluster.local]
-  addresses: [240.240.0.10]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector: {labels: {app: echo}}
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: flaky, namespace: demo}
-spec:
-  hosts: [flaky.demo.svc.cluster.local]
-  addresses: [240.240.0.20]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector: {labels: {app: flaky}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v1, namespace: demo}
-spec: {address: 10.99.0.11, labels: {app: echo, version: v1}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v2, namespace: demo}
-spec: {address: 10.99.0.12, labels: {app: echo, version: v2}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: flaky-good, namespace: demo}
-spec: {address: 10.99.0.21, labels: {app: flaky, version: good}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: flaky-bad, namespace: demo}
-spec: {address: 10.99.0.22, labels: {app: flaky, version: bad}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: client, namespace: demo}
-spec: {address: 10.99.0.10, labels: {app: client}}
-`
 
 // lbRules renders the DestinationRules of one case: echo's trafficPolicy
 // and flaky's.
@@ -103,46 +48,17 @@ func indent(s string, n int) string {
 // policies applied in turn, each checked with real requests from the
 // client pod through its sidecar and the server pods' sidecars.
 func TestLoadBalancingThroughSidecars(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
-	cfgDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(lbMesh), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	echo := func(version string, extra ...string) []string {
-		return append([]string{"strait-echo", "--addr", ":8080", "--version", version}, extra...)
-	}
-	m, err := localmesh.Start(ctx, localmesh.Options{
-		BinDir: binDir, ConfigDir: cfgDir,
+	m := startMesh(ctx, t, "lb", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: echo("v1"), AppPort: 8080},
-			{Name: "echo-v2", Namespace: "demo", ConfigIP: "10.99.0.12", App: echo("v2"), AppPort: 8080},
-			{Name: "flaky-good", Namespace: "demo", ConfigIP: "10.99.0.21", App: echo("good"), AppPort: 8080},
-			{Name: "flaky-bad", Namespace: "demo", ConfigIP: "10.99.0.22", App: echo("bad", "--status", "500"), AppPort: 8080},
+			echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+			echoPod("echo-v2", "demo", "10.99.0.12", "v2"),
+			echoPod("flaky-good", "demo", "10.99.0.21", "good"),
+			echoPod("flaky-bad", "demo", "10.99.0.22", "bad", "--status", "500"),
 		},
 	})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	}()
 	client := m.Pod("client")
 	hc := client.NewHTTPClient(true)
 	defer hc.CloseIdleConnections()
@@ -151,26 +67,8 @@ func TestLoadBalancingThroughSidecars(t *testing.T) {
 	// cluster config that contains want.
 	apply := func(t *testing.T, rules []byte, want ...string) {
 		t.Helper()
-		if err := m.WriteConfig("rules.yaml", rules); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			dump, err := client.Admin(ctx, "/config_dump")
-			missing := ""
-			for _, w := range want {
-				if err == nil && !bytes.Contains(dump, []byte(w)) {
-					missing = w
-				}
-			}
-			if err == nil && missing == "" {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("config with %q never reached the client's proxy (last error %v)", missing, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		writeConfig(t, m, "rules.yaml", rules)
+		waitDump(ctx, t, client, quote(want...)...)
 	}
 
 	t.Run("consistent hash by header", func(t *testing.T) {
@@ -367,7 +265,22 @@ connectionPool:
 	})
 
 	t.Run("subset policy merged over the top level", func(t *testing.T) {
-		apply(t, []byte(subsetOutlierRules), "outbound|80|all|flaky.demo.svc.cluster.local", `"consecutive5xx"`)
+		const subset = "outbound|80|all|flaky.demo.svc.cluster.local"
+		apply(t, []byte(subsetOutlierRules), subset, `"consecutive5xx"`)
+		// The cluster comes first (CDS), its endpoints and the route to it
+		// after (EDS, RDS): requests before the route would go to the
+		// cluster without outlier detection.
+		waitDump(ctx, t, client, `"cluster":\s*"`+regexp.QuoteMeta(subset)+`"`)
+		waitFor(ctx, t, applyTimeout, "subset all's endpoints", func() error {
+			n, err := endpointCount(ctx, client, subset)
+			if err != nil {
+				return err
+			}
+			if n != 2 {
+				return fmt.Errorf("%d endpoints, want 2", n)
+			}
+			return nil
+		})
 		failed := 0
 		for range 60 {
 			r := get(t, ctx, hc, "http://240.240.0.20/", nil)
@@ -410,33 +323,6 @@ spec:
   - route:
     - destination: {host: flaky.demo.svc.cluster.local, subset: all}
 `
-
-type reply struct {
-	status  int
-	version string
-	header  http.Header
-}
-
-func get(t *testing.T, ctx context.Context, c *http.Client, url string, h http.Header) reply {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Errorf("GET %s: %v", url, err)
-		return reply{}
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var e localmesh.EchoReply
-	_ = json.Unmarshal(body, &e)
-	return reply{status: resp.StatusCode, version: e.Version, header: resp.Header}
-}
 
 func grep(b []byte, s string) string {
 	var out []string

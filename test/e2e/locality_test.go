@@ -3,20 +3,15 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // geoRule renders the DestinationRule of host (a short name in namespace
@@ -39,54 +34,21 @@ spec:
 // its sidecar to the server pods' sidecars. One mesh; the cases change
 // the rules in turn.
 func TestLocalityThroughSidecars(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
-	cfgDir := t.TempDir()
-	for _, f := range []string{"mesh.yaml", "geo-a.yaml"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "locality", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(cfgDir, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	echo := func(version string, extra ...string) []string {
-		return append([]string{"strait-echo", "--addr", ":8080", "--version", version}, extra...)
-	}
-	m, err := localmesh.Start(ctx, localmesh.Options{
-		BinDir: binDir, ConfigDir: cfgDir,
+	// The mesh runs on a copy of testdata/locality: the test rewrites
+	// geo-a.yaml and mesh.yaml there.
+	m := startMesh(ctx, t, "locality", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "geo", ConfigIP: "10.93.0.10"},
-			{Name: "geo-a", Namespace: "geo", ConfigIP: "10.93.0.11", App: echo("a"), AppPort: 8080},
-			{Name: "geo-b", Namespace: "geo", ConfigIP: "10.93.0.12", App: echo("b"), AppPort: 8080},
-			{Name: "geo-c", Namespace: "geo", ConfigIP: "10.93.0.13", App: echo("c"), AppPort: 8080},
-			{Name: "bad-a", Namespace: "geo", ConfigIP: "10.93.0.21", App: echo("bad-a", "--status", "500"), AppPort: 8080},
-			{Name: "w3", Namespace: "geo", ConfigIP: "10.93.0.31", App: echo("w3"), AppPort: 8080},
-			{Name: "w1", Namespace: "geo", ConfigIP: "10.93.0.32", App: echo("w1"), AppPort: 8080},
+			echoPod("geo-a", "geo", "10.93.0.11", "a"),
+			echoPod("geo-b", "geo", "10.93.0.12", "b"),
+			echoPod("geo-c", "geo", "10.93.0.13", "c"),
+			echoPod("bad-a", "geo", "10.93.0.21", "bad-a", "--status", "500"),
+			echoPod("w3", "geo", "10.93.0.31", "w3"),
+			echoPod("w1", "geo", "10.93.0.32", "w1"),
 		},
 	})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	defer func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	}()
 	client := m.Pod("client")
 	hc := client.NewHTTPClient(true)
 	defer hc.CloseIdleConnections()
@@ -95,9 +57,7 @@ func TestLocalityThroughSidecars(t *testing.T) {
 	// and EDS, as /config_dump shows them) matches every pattern.
 	apply := func(t *testing.T, file, data string, want ...string) {
 		t.Helper()
-		if err := m.WriteConfig(file, []byte(data)); err != nil {
-			t.Fatal(err)
-		}
+		writeConfig(t, m, file, []byte(data))
 		waitDump(ctx, t, client, want...)
 	}
 	// only sends n requests to url and fails unless version answered all.
@@ -194,7 +154,11 @@ spec:
   maxEjectionPercent: 100
 loadBalancer:
   localityLbSetting:
-    failover: [{from: us-east, to: eu-west}]`), `"localityWeightedLbConfig"`, `"priority":\s*1`)
+    failover: [{from: us-east, to: eu-west}]`), `"localityWeightedLbConfig"`, `"priority":\s*1`, `"consecutive5xx":\s*1\b`)
+		// The previous case's VirtualService (retries to another
+		// locality) is gone with the file: until the route follows, a
+		// retry would hide the 500.
+		waitDumpLacks(ctx, t, client, `previous_priorities`)
 		failed := 0
 		for i := range 40 {
 			r := get(t, ctx, hc, "http://240.240.9.2/", nil)
@@ -223,14 +187,15 @@ loadBalancer:
 		only(t, "http://240.240.9.1/", "a", 100)
 		// The zone-a pod leaves the mesh: its region's other zone serves,
 		// not eu-west.
-		apply(t, "geo-a.yaml", "# geo-a removed\n", `"priority":\s*1`)
-		deadline := time.Now().Add(20 * time.Second)
-		for client.SendRequests(ctx, "http://240.240.9.1/", 1).Counts["a"] > 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("zone-a pod still served 20s after its WorkloadEntry went")
+		// The load assignment keeps a priority 1 (zone-b): the wait below
+		// is for the answers to change.
+		writeConfig(t, m, "geo-a.yaml", []byte("# geo-a removed\n"))
+		waitFor(ctx, t, applyTimeout, "zone-a pod still served after its WorkloadEntry went", func() error {
+			if r := podGet(ctx, client, "http://240.240.9.1/", ""); r.err != nil || r.status != 200 || r.version == "a" {
+				return fmt.Errorf("last answer %s; want 200 from another pod than geo-a", r)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 		only(t, "http://240.240.9.1/", "b", 100)
 
 		// The client moves to eu-west/zone-c (its WorkloadEntry's
@@ -243,16 +208,10 @@ loadBalancer:
 		if bytes.Equal(moved, mesh) {
 			t.Fatal("testdata/locality/mesh.yaml: the client's WorkloadEntry is not where the test expects it")
 		}
-		if err := m.WriteConfig("mesh.yaml", moved); err != nil {
-			t.Fatal(err)
-		}
-		deadline = time.Now().Add(20 * time.Second)
-		for client.SendRequests(ctx, "http://240.240.9.1/", 1).Counts["c"] == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the client's new locality never reached its load assignment")
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		writeConfig(t, m, "mesh.yaml", moved)
+		waitFor(ctx, t, applyTimeout, "the client's new locality never reached its load assignment", func() error {
+			return fromVersion(podGet(ctx, client, "http://240.240.9.1/", ""), "c")
+		})
 		only(t, "http://240.240.9.1/", "c", 100)
 	})
 
@@ -272,19 +231,18 @@ loadBalancer:
 		})
 		// The app counts "hold" on arrival: 2 means its retry is in flight
 		// (each attempt waits 2s before answering; the client gives up at 5s).
-		deadline := time.Now().Add(20 * time.Second)
-		for echoCount(t, ctx, hc, "http://240.240.9.5/_echo/count?key=hold") < 2 {
-			if time.Now().After(deadline) {
-				t.Fatal("the retry of the held request never reached the app")
+		waitFor(ctx, t, 20*time.Second, "the retry of the held request never reached the app", func() error {
+			if n, _ := keyCount(t, ctx, hc, "http://240.240.9.5", "hold"); n < 2 {
+				return fmt.Errorf("the app counted %d attempts, want 2", n)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		over := get(t, ctx, hc, "http://240.240.9.5/", http.Header{"X-Echo-Key": {"over"}, "X-Echo-Fail": {"1"}})
 		wg.Wait()
 		if hold.status != 200 {
 			t.Errorf("held request: status %d, want 200 after its retry", hold.status)
 		}
-		if over.status != 503 || echoCount(t, ctx, hc, "http://240.240.9.5/_echo/count?key=over") != 1 {
+		if n, _ := keyCount(t, ctx, hc, "http://240.240.9.5", "over"); over.status != 503 || n != 1 {
 			t.Errorf("request failing while the retry budget is taken: status %d; want its 503 without a retry", over.status)
 		}
 		// With no retry in flight, the same request is retried.
@@ -299,52 +257,4 @@ loadBalancer:
 			t.Errorf("stats lack one retry overflow:\n%s", grep(stats, "retry"))
 		}
 	})
-}
-
-// waitDump waits until the pod's /config_dump matches every pattern.
-func waitDump(ctx context.Context, t *testing.T, pod *localmesh.Pod, want ...string) {
-	t.Helper()
-	res := make([]*regexp.Regexp, len(want))
-	for i, w := range want {
-		res[i] = regexp.MustCompile(w)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		dump, err := pod.Admin(ctx, "/config_dump")
-		missing := ""
-		for i, re := range res {
-			if err == nil && !re.Match(dump) {
-				missing = want[i]
-			}
-		}
-		if err == nil && missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("config matching %q never reached the proxy (last error %v)", missing, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// echoCount is strait-echo's count of requests seen with a key.
-func echoCount(t *testing.T, ctx context.Context, c *http.Client, url string) int {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var kc struct {
-		Count int `json:"count"`
-	}
-	if err := json.Unmarshal(body, &kc); err != nil {
-		t.Fatalf("GET %s: %q: %v", url, body, err)
-	}
-	return kc.Count
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -127,30 +128,21 @@ func TestMatch(t *testing.T) {
 	}}
 	defer h2.CloseIdleConnections()
 
-	if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, []byte(matchRules)); err != nil {
-		t.Fatal(err)
-	}
+	writeConfig(t, m, localmesh.DemoVirtualServiceFile, []byte(matchRules))
 	// Applied once the regex rule and the rest answer as configured 20
 	// times in a row each: under the demo's 80/20 split the old config
 	// would do that with a chance of 0.2^20 × 0.8^20.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got := ""
-		for i := 0; i < 20 && got == ""; i++ {
+	waitFor(ctx, t, applyTimeout, "match rules not applied", func() error {
+		for range 20 {
 			if v := ask(ctx, h1, "GET", "/items/7", nil); v != "v2" {
-				got = "GET /items/7 → " + v
-			} else if v := ask(ctx, h1, "GET", "/", nil); v != "v1" {
-				got = "GET / → " + v
+				return errors.New("GET /items/7 → " + v)
+			}
+			if v := ask(ctx, h1, "GET", "/", nil); v != "v1" {
+				return errors.New("GET / → " + v)
 			}
 		}
-		if got == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("match rules not applied within 5s: %s", got)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	for _, tc := range []struct {
 		name   string

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
-	"github.com/straitmesh/strait/internal/netns"
-	"github.com/straitmesh/strait/internal/testreq"
 )
 
 const matchVirtualService = `apiVersion: networking.istio.io/v1
@@ -51,41 +49,12 @@ spec:
         subset: v1
 `
 
+// startDemoMesh starts the mesh of examples/demo (see startMesh).
 func startDemoMesh(t *testing.T) *localmesh.Mesh {
 	t.Helper()
-	if err := netns.Available(); err != nil {
-		testreq.Missing(t, "network namespaces unavailable: %v", err)
-	}
-	if binDir == "" {
-		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	m, err := localmesh.Start(ctx, localmesh.Options{BinDir: binDir, ConfigDir: examplesDir(t), Workloads: localmesh.DemoWorkloads()})
-	if err != nil {
-		t.Fatalf("start mesh: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, name := range []string{"straitd", "client-agent", "echo-v1-agent", "echo-v2-agent"} {
-				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
-					t.Logf("--- %s ---\n%s", name, tail(string(data), 40))
-				}
-			}
-		}
-		if err := m.Close(); err != nil {
-			t.Errorf("close mesh: %v", err)
-		}
-	})
-	return m
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return startMesh(ctx, t, "", localmesh.Options{ConfigDir: examplesDir(t), Workloads: localmesh.DemoWorkloads()})
 }
 
 // assertSplit checks the observed split within 10 points of the weights:
@@ -103,31 +72,27 @@ func assertSplit(t *testing.T, s localmesh.Split, v1, v2 int) {
 	}
 }
 
+// waitWeights waits until the client's routes weigh the demo's subsets
+// v1 and v2 so, and returns how long that took.
 func waitWeights(ctx context.Context, client *localmesh.Pod, v1, v2 uint32, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
 	want := map[string]uint32{
 		"outbound|80|v1|" + localmesh.DemoHost: v1,
 		"outbound|80|v2|" + localmesh.DemoHost: v2,
 	}
-	var last error
-	for time.Since(start) < timeout {
+	err := poll(ctx, timeout, func() error {
 		got, err := client.RouteWeights(ctx)
-		last = err
-		if err == nil {
-			ok := true
-			for k, w := range want {
-				if got[k] != w {
-					ok = false
-					last = fmt.Errorf("weights %v, want %v", got, want)
-				}
-			}
-			if ok {
-				return time.Since(start), nil
+		if err != nil {
+			return err
+		}
+		for k, w := range want {
+			if got[k] != w {
+				return fmt.Errorf("weights %v, want %v", got, want)
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start), last
+		return nil
+	})
+	return time.Since(start), err
 }
 
 // TestMeshEndToEnd is the demo's checks as a test: weighted split through
@@ -184,20 +149,14 @@ func TestMeshEndToEnd(t *testing.T) {
 
 	t.Run("broken file is reported and skipped", func(t *testing.T) {
 		broken := strings.Replace(string(localmesh.DemoVirtualService(50, 50)), "weight: 50\n", "weight: fifty\n", 1)
-		if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, []byte(broken)); err != nil {
-			t.Fatal(err)
-		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		writeConfig(t, m, localmesh.DemoVirtualServiceFile, []byte(broken))
+		waitFor(ctx, t, applyTimeout, "straitd's report of the broken file", func() error {
 			data, _ := os.ReadFile(m.LogPath("straitd"))
-			if strings.Contains(string(data), localmesh.DemoVirtualServiceFile+": document 1:") {
-				break
+			if !strings.Contains(string(data), localmesh.DemoVirtualServiceFile+": document 1:") {
+				return fmt.Errorf("straitd did not log %q:\n%s", localmesh.DemoVirtualServiceFile+": document 1: …", tail(string(data), 20))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("straitd did not log %q within 5s:\n%s", localmesh.DemoVirtualServiceFile+": document 1: …", tail(string(data), 20))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		// The last good config (30/70) keeps serving.
 		assertSplit(t, client.SendRequests(ctx, localmesh.DemoURL, 400), 30, 70)
 		if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, localmesh.DemoVirtualService(50, 50)); err != nil {
@@ -209,21 +168,14 @@ func TestMeshEndToEnd(t *testing.T) {
 	})
 
 	t.Run("match on header and path prefix", func(t *testing.T) {
-		if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, []byte(matchVirtualService)); err != nil {
-			t.Fatal(err)
-		}
+		writeConfig(t, m, localmesh.DemoVirtualServiceFile, []byte(matchVirtualService))
 		// The catch-all route sends everything to v1; the matches send to v2.
-		deadline := time.Now().Add(3 * time.Second)
-		for {
-			s := client.SendRequestsWithHeader(ctx, localmesh.DemoURL, http.Header{"X-Version": {"v2"}}, 20)
-			if s.Counts["v2"] == 20 {
-				break
+		waitFor(ctx, t, applyTimeout, "match rules", func() error {
+			if s := client.SendRequestsWithHeader(ctx, localmesh.DemoURL, http.Header{"X-Version": {"v2"}}, 20); s.Counts["v2"] != 20 {
+				return fmt.Errorf("requests with x-version: v2 were not all routed to v2: %v (failures %d: %s)", s.Counts, s.Failures, s.FirstError)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("requests with x-version: v2 were not all routed to v2 within 3s: %v (failures %d: %s)", s.Counts, s.Failures, s.FirstError)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		if s := client.SendRequests(ctx, "http://"+localmesh.DemoVIP+"/canary/x", 20); s.Counts["v2"] != 20 {
 			t.Errorf("path prefix /canary: counts %v, want all 20 on v2 (failures %d: %s)", s.Counts, s.Failures, s.FirstError)
 		}

@@ -51,35 +51,16 @@ func TestMTLS(t *testing.T) {
 	defer cancel()
 	m := startMesh(ctx, t, "mtls", localmesh.Options{SecureXDS: true, AgentEnv: []string{"SECRET_TTL=6s"}, Workloads: []localmesh.Workload{
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-		{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
-		{Name: "raw", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "raw"}, AppPort: 8080},
+		echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+		echoPod("raw", "demo", "10.99.0.12", "raw"),
 	}})
 	client, server, raw := m.Pod("client"), m.Pod("echo-v1"), m.Pod("raw")
 	const serverID = "spiffe://cluster.local/ns/demo/sa/default"
 	roots, caCert, caKey := meshCA(t, m.CADir())
 
-	get := func(t *testing.T, c *http.Client, u string) {
-		t.Helper()
-		err := retryUntil(ctx, 30*time.Second, func() error {
-			resp, err := c.Get(u)
-			if err != nil {
-				return err
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("status %d: %s", resp.StatusCode, body)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("GET %s: %v", u, err)
-		}
-	}
-
 	t.Run("sidecars talk mTLS", func(t *testing.T) {
 		before := stat(t, ctx, server, "listener.0.0.0.0_15006.ssl.handshake")
-		get(t, client.NewHTTPClient(false), localmesh.DemoURL)
+		waitOK(ctx, t, client.NewHTTPClient(false), localmesh.DemoURL)
 		if n := stat(t, ctx, client, "cluster.outbound|80||echo.demo.svc.cluster.local.ssl.handshake"); n < 1 {
 			t.Errorf("client cluster ssl.handshake = %d, want >= 1", n)
 		}
@@ -92,7 +73,7 @@ func TestMTLS(t *testing.T) {
 	})
 
 	t.Run("TCP service over mTLS", func(t *testing.T) {
-		get(t, client.NewHTTPClient(false), "http://240.240.0.11:9000/")
+		waitOK(ctx, t, client.NewHTTPClient(false), "http://240.240.0.11:9000/")
 		if n := stat(t, ctx, client, "cluster.outbound|9000||echo-tcp.demo.svc.cluster.local.ssl.handshake"); n < 1 {
 			t.Errorf("client TCP cluster ssl.handshake = %d, want >= 1", n)
 		}
@@ -181,7 +162,7 @@ func TestMTLS(t *testing.T) {
 			if err := m.WriteConfig("dr-tls.yaml", []byte(dr)); err != nil {
 				t.Fatal(err)
 			}
-			err := retryUntil(ctx, 30*time.Second, func() error {
+			err := poll(ctx, 30*time.Second, func() error {
 				body, err := client.Admin(ctx, "/config_dump")
 				if err != nil {
 					return err
@@ -204,13 +185,13 @@ func TestMTLS(t *testing.T) {
 		setMode("DISABLE", false)
 		before := stat(t, ctx, server, "listener.0.0.0.0_15006.ssl.handshake")
 		for range 5 {
-			get(t, plain, localmesh.DemoURL)
+			waitOK(ctx, t, plain, localmesh.DemoURL)
 		}
 		if n := stat(t, ctx, server, "listener.0.0.0.0_15006.ssl.handshake"); n != before {
 			t.Errorf("server ssl.handshake went %d -> %d under DISABLE: the hop is still TLS", before, n)
 		}
 		setMode("ISTIO_MUTUAL", true)
-		get(t, plain, localmesh.DemoURL)
+		waitOK(ctx, t, plain, localmesh.DemoURL)
 		if n := stat(t, ctx, server, "listener.0.0.0.0_15006.ssl.handshake"); n <= before {
 			t.Errorf("server ssl.handshake %d (was %d) under ISTIO_MUTUAL: the hop is not TLS", n, before)
 		}
@@ -219,7 +200,7 @@ func TestMTLS(t *testing.T) {
 	t.Run("PERMISSIVE lets a plaintext client outside the mesh through", func(t *testing.T) {
 		// The test process is on the host side of the pods' bridge: no
 		// sidecar, plaintext to the pod's port, captured by its inbound.
-		get(t, &http.Client{Timeout: 5 * time.Second}, "http://"+addr+"/")
+		waitOK(ctx, t, &http.Client{Timeout: 5 * time.Second}, "http://"+addr+"/")
 	})
 }
 
@@ -287,23 +268,6 @@ func issue(t *testing.T, ca *x509.Certificate, caKey any, id string) tls.Certifi
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-// retryUntil retries cond until it succeeds or timeout passes.
-func retryUntil(ctx context.Context, timeout time.Duration, cond func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // clusterHasTLS finds the cluster named name in a config dump and reports

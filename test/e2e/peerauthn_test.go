@@ -45,8 +45,8 @@ func TestPeerAuthentication(t *testing.T) {
 	m := startMesh(ctx, t, "peerauthn", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 		{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"/bin/sh", "-c", twoPorts}, AppPort: 9090},
-		{Name: "echo2", Namespace: "demo", ConfigIP: "10.99.0.12", App: []string{"strait-echo", "--addr", ":8080", "--version", "echo2"}, AppPort: 8080},
-		{Name: "legacy", Namespace: "legacy", ConfigIP: "10.99.0.13", App: []string{"strait-echo", "--addr", ":8080", "--version", "legacy"}, AppPort: 8080},
+		echoPod("echo2", "demo", "10.99.0.12", "echo2"),
+		echoPod("legacy", "legacy", "10.99.0.13", "legacy"),
 	}})
 	// A workload outside the mesh: its own network namespace on the
 	// pods' bridge, no capture rules, no sidecar. The mesh's network
@@ -55,36 +55,17 @@ func TestPeerAuthentication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, echoPod, echo2, legacy := m.Pod("client"), m.Pod("echo"), m.Pod("echo2"), m.Pod("legacy")
+	client, echoServer, echo2, legacy := m.Pod("client"), m.Pod("echo"), m.Pod("echo2"), m.Pod("legacy")
 	roots, caCert, caKey := meshCA(t, m.CADir())
 	outsiderHTTP := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: outsider.DialContext, DisableKeepAlives: true}}
 	meshHTTP := client.NewHTTPClient(false)
 
-	// getOK wants 200 from url, retrying while a change applies.
-	getOK := func(t *testing.T, c *http.Client, url string) {
-		t.Helper()
-		err := retryUntil(ctx, 30*time.Second, func() error {
-			resp, err := c.Get(url)
-			if err != nil {
-				return err
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("status %d: %s", resp.StatusCode, body)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-	}
 	// refused wants the non-mesh client's plaintext connection to addr
 	// closed by the server's sidecar (reset or EOF, not a timeout and not
 	// an HTTP answer), retrying while a change applies.
 	refused := func(t *testing.T, addr string) {
 		t.Helper()
-		err := retryUntil(ctx, 30*time.Second, func() error {
+		err := poll(ctx, 30*time.Second, func() error {
 			resp, err := outsiderHTTP.Get("http://" + addr + "/")
 			if err == nil {
 				resp.Body.Close()
@@ -131,8 +112,8 @@ func TestPeerAuthentication(t *testing.T) {
 	pa := func(ns, name, spec string) string {
 		return fmt.Sprintf("apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: %s, namespace: %s}\nspec:\n%s", name, ns, spec)
 	}
-	echoAddr := net.JoinHostPort(echoPod.IP, "8080")
-	echoAlt := net.JoinHostPort(echoPod.IP, "9090")
+	echoAddr := net.JoinHostPort(echoServer.IP, "8080")
+	echoAlt := net.JoinHostPort(echoServer.IP, "9090")
 	echo2Addr := net.JoinHostPort(echo2.IP, "8080")
 	legacyAddr := net.JoinHostPort(legacy.IP, "8080")
 	const echoURL, legacyURL = "http://240.240.0.10/", "http://240.240.0.13/"
@@ -140,12 +121,12 @@ func TestPeerAuthentication(t *testing.T) {
 	meshSTRICT := pa("istio-system", "default", "  mtls: {mode: STRICT}\n")
 
 	t.Run("no policy is PERMISSIVE: mTLS from the sidecar, plaintext from outside", func(t *testing.T) {
-		before := stat(t, ctx, echoPod, handshakes)
-		getOK(t, meshHTTP, echoURL)
-		if n := stat(t, ctx, echoPod, handshakes); n <= before {
+		before := stat(t, ctx, echoServer, handshakes)
+		waitOK(ctx, t, meshHTTP, echoURL)
+		if n := stat(t, ctx, echoServer, handshakes); n <= before {
 			t.Errorf("echo's inbound handshakes %d (was %d): the sidecar hop is not mTLS", n, before)
 		}
-		getOK(t, outsiderHTTP, "http://"+echoAddr+"/")
+		waitOK(ctx, t, outsiderHTTP, "http://"+echoAddr+"/")
 	})
 
 	t.Run("mesh-wide STRICT refuses the non-mesh client and serves the sidecar", func(t *testing.T) {
@@ -153,8 +134,8 @@ func TestPeerAuthentication(t *testing.T) {
 		refused(t, echoAddr)
 		refused(t, legacyAddr)
 		refused(t, echoAlt)
-		getOK(t, meshHTTP, echoURL)
-		getOK(t, meshHTTP, legacyURL)
+		waitOK(ctx, t, meshHTTP, echoURL)
+		waitOK(ctx, t, meshHTTP, legacyURL)
 		// A mesh certificate is served; one of the same root for
 		// another trust domain is refused in the handshake.
 		if code, err := mtlsTo(echoAddr, "spiffe://cluster.local/ns/demo/sa/tester"); err != nil || code != http.StatusOK {
@@ -168,17 +149,17 @@ func TestPeerAuthentication(t *testing.T) {
 	t.Run("a workload policy beats its namespace's", func(t *testing.T) {
 		write(t, meshSTRICT, pa("demo", "default", "  mtls: {mode: STRICT}\n"),
 			pa("demo", "echo2", "  selector: {matchLabels: {app: echo2}}\n  mtls: {mode: PERMISSIVE}\n"))
-		getOK(t, outsiderHTTP, "http://"+echo2Addr+"/")
+		waitOK(ctx, t, outsiderHTTP, "http://"+echo2Addr+"/")
 		refused(t, echoAddr)
-		getOK(t, meshHTTP, "http://240.240.0.12/")
+		waitOK(ctx, t, meshHTTP, "http://240.240.0.12/")
 	})
 
 	t.Run("portLevelMtls sets one port apart", func(t *testing.T) {
 		write(t, meshSTRICT, pa("demo", "default", "  mtls: {mode: STRICT}\n"),
 			pa("demo", "echo", "  selector: {matchLabels: {app: echo}}\n  portLevelMtls:\n    9090: {mode: DISABLE}\n"))
-		getOK(t, outsiderHTTP, "http://"+echoAlt+"/")
+		waitOK(ctx, t, outsiderHTTP, "http://"+echoAlt+"/")
 		refused(t, echoAddr)
-		getOK(t, meshHTTP, echoURL)
+		waitOK(ctx, t, meshHTTP, echoURL)
 		// 9090 is plaintext only now: an mTLS client is closed.
 		if code, err := mtlsTo(echoAlt, "spiffe://cluster.local/ns/demo/sa/tester"); err == nil {
 			t.Errorf("mTLS to the DISABLE port got %d, want the connection closed", code)
@@ -188,7 +169,7 @@ func TestPeerAuthentication(t *testing.T) {
 	t.Run("namespace DISABLE beats the mesh: plaintext served, the client sidecar sends plaintext", func(t *testing.T) {
 		write(t, meshSTRICT, pa("legacy", "default", "  mtls: {mode: DISABLE}\n"))
 		const legacyCluster = "outbound|80||legacy.legacy.svc.cluster.local"
-		err := retryUntil(ctx, 30*time.Second, func() error {
+		err := poll(ctx, 30*time.Second, func() error {
 			has, found, err := adminClusterHasTLS(ctx, client, legacyCluster)
 			if err != nil {
 				return err
@@ -201,10 +182,10 @@ func TestPeerAuthentication(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		getOK(t, outsiderHTTP, "http://"+legacyAddr+"/")
+		waitOK(ctx, t, outsiderHTTP, "http://"+legacyAddr+"/")
 		before := stat(t, ctx, legacy, handshakes)
 		for range 3 {
-			getOK(t, meshHTTP, legacyURL)
+			waitOK(ctx, t, meshHTTP, legacyURL)
 		}
 		if n := stat(t, ctx, legacy, handshakes); n != before {
 			t.Errorf("legacy's inbound handshakes went %d -> %d under DISABLE: the sidecar hop is still TLS", before, n)
@@ -214,7 +195,7 @@ func TestPeerAuthentication(t *testing.T) {
 		}
 		// The rest of the mesh is still STRICT.
 		refused(t, echoAddr)
-		getOK(t, meshHTTP, echoURL)
+		waitOK(ctx, t, meshHTTP, echoURL)
 	})
 
 	t.Run("a client sidecar accepts a server of the mesh's trust domain only", func(t *testing.T) {
@@ -259,7 +240,7 @@ spec:
 		}
 		good := issue(t, caCert, caKey, "spiffe://cluster.local/ns/demo/sa/default")
 		served.Store(&good)
-		getOK(t, meshHTTP, "http://240.240.0.20/")
+		waitOK(ctx, t, meshHTTP, "http://240.240.0.20/")
 		evil := issue(t, caCert, caKey, "spiffe://evil.example/ns/demo/sa/default")
 		served.Store(&evil)
 		resp, err := meshHTTP.Get("http://240.240.0.20/")
@@ -272,7 +253,7 @@ spec:
 			t.Errorf("a server of trust domain evil.example answered %d %q through the client sidecar, want 503 (the handshake refused)", resp.StatusCode, body)
 		}
 		served.Store(&good)
-		getOK(t, meshHTTP, "http://240.240.0.20/")
+		waitOK(ctx, t, meshHTTP, "http://240.240.0.20/")
 	})
 }
 

@@ -42,7 +42,7 @@ func TestCertificateRotationSoak(t *testing.T) {
 	defer cancel()
 	m := startMesh(ctx, t, "rotation", localmesh.Options{SecureXDS: true, AgentEnv: []string{"SECRET_TTL=" + soakSecretTTL}, Workloads: []localmesh.Workload{
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-		{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"strait-echo", "--addr", ":8080", "--version", "v1"}, AppPort: 8080},
+		echoPod("echo", "demo", "10.99.0.11", "v1"),
 	}})
 	client, server := m.Pod("client"), m.Pod("echo")
 	const (
@@ -51,20 +51,7 @@ func TestCertificateRotationSoak(t *testing.T) {
 	)
 	// Both paths answer over mTLS before the soak starts.
 	for _, u := range []string{httpURL, tcpURL} {
-		err := retryUntil(ctx, 30*time.Second, func() error {
-			resp, err := client.NewHTTPClient(false).Get(u)
-			if err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("status %d", resp.StatusCode)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("GET %s before the soak: %v", u, err)
-		}
+		waitOK(ctx, t, client.NewHTTPClient(false), u)
 	}
 	handshakesBefore := stat(t, ctx, server, "listener.0.0.0.0_15006.ssl.handshake")
 

@@ -61,36 +61,20 @@ func TestRouterActions(t *testing.T) {
 		}
 		return resp, body, time.Since(start)
 	}
-	count := func(t *testing.T, key string) int {
-		t.Helper()
-		_, body, _ := do(t, http.MethodGet, "/_echo/count?key="+key, nil)
-		var c struct{ Count int }
-		if err := json.Unmarshal(body, &c); err != nil {
-			t.Fatalf("count %s: %v (%s)", key, err, body)
-		}
-		return c.Count
-	}
 	key := func(name string) string { return fmt.Sprintf("%s-%d", name, time.Now().UnixNano()) }
 
 	data, err := os.ReadFile("testdata/router/virtualservice.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.WriteConfig(localmesh.DemoVirtualServiceFile, data); err != nil {
-		t.Fatal(err)
-	}
+	writeConfig(t, m, localmesh.DemoVirtualServiceFile, data)
 	// Applied once the direct response answers.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, _, _ := do(t, http.MethodGet, "/direct", nil)
-		if resp.StatusCode == 418 {
-			break
+	waitFor(ctx, t, applyTimeout, "the router VirtualService was not applied", func() error {
+		if resp, _, _ := do(t, http.MethodGet, "/direct", nil); resp.StatusCode != 418 {
+			return fmt.Errorf("GET /direct: %d, want the direct response's 418", resp.StatusCode)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the router VirtualService was not applied within 10s (GET /direct: %d)", resp.StatusCode)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 
 	t.Run("route timeout answers 504 UT", func(t *testing.T) {
 		resp, body, took := do(t, http.MethodGet, "/timeout", http.Header{"X-Echo-Delay": {"4s"}})
@@ -118,7 +102,7 @@ func TestRouterActions(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("status %d (%s), want 200 after two retried 500s", resp.StatusCode, body)
 		}
-		if n := count(t, k); n != 3 {
+		if n, _ := keyCount(t, ctx, hc, base, k); n != 3 {
 			t.Errorf("the app saw %d attempts, want 3", n)
 		}
 		var rep echoReply
@@ -136,7 +120,7 @@ func TestRouterActions(t *testing.T) {
 		if resp.StatusCode != 500 || resp.Header.Get("X-Strait-Response-Flags") != "URX" {
 			t.Errorf("status %d flags %q, want the last 500 with URX", resp.StatusCode, resp.Header.Get("X-Strait-Response-Flags"))
 		}
-		if n := count(t, k); n != 4 {
+		if n, _ := keyCount(t, ctx, hc, base, k); n != 4 {
 			t.Errorf("the app saw %d attempts, want 4 (1 + 3 retries)", n)
 		}
 	})
@@ -147,7 +131,7 @@ func TestRouterActions(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("status %d (%s), want 200 after the default policy retried the 503", resp.StatusCode, body)
 		}
-		if n := count(t, k); n != 2 {
+		if n, _ := keyCount(t, ctx, hc, base, k); n != 2 {
 			t.Errorf("the app saw %d attempts, want 2", n)
 		}
 	})
@@ -158,7 +142,7 @@ func TestRouterActions(t *testing.T) {
 		if resp.StatusCode != 503 {
 			t.Errorf("status %d, want the app's 503", resp.StatusCode)
 		}
-		if n := count(t, k); n != 1 {
+		if n, _ := keyCount(t, ctx, hc, base, k); n != 1 {
 			t.Errorf("the app saw %d attempts, want 1", n)
 		}
 	})
@@ -169,7 +153,7 @@ func TestRouterActions(t *testing.T) {
 		if resp.StatusCode != 503 {
 			t.Errorf("status %d, want the app's 503 (retryOn connect-failure only)", resp.StatusCode)
 		}
-		if n := count(t, k); n != 1 {
+		if n, _ := keyCount(t, ctx, hc, base, k); n != 1 {
 			t.Errorf("the app saw %d attempts, want 1", n)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/straitmesh/strait/internal/localmesh"
@@ -27,7 +28,10 @@ func requireMesh(t *testing.T) {
 // startMesh starts the one local mesh of a test function: the binaries
 // under test, the config of testdata/AREA unless opts names a ConfigDir.
 // The mesh is closed when the test ends; when the test failed, the tails
-// of straitd's and every agent's logs are logged first.
+// of straitd's, every agent's and every app's logs are logged first.
+// Start returns once every sidecar is ready (its first config applied)
+// and every app with an AppPort accepts connections: a workload whose app
+// serves should name its port, or its first request races the app.
 func startMesh(ctx context.Context, t *testing.T, area string, opts localmesh.Options) *localmesh.Mesh {
 	t.Helper()
 	requireMesh(t)
@@ -45,6 +49,9 @@ func startMesh(ctx context.Context, t *testing.T, area string, opts localmesh.Op
 			names := []string{"straitd"}
 			for _, w := range opts.Workloads {
 				names = append(names, w.Name+"-agent")
+				if len(w.App) > 0 {
+					names = append(names, w.Name+"-app")
+				}
 			}
 			for _, name := range names {
 				if data, err := os.ReadFile(m.LogPath(name)); err == nil {
@@ -57,4 +64,34 @@ func startMesh(ctx context.Context, t *testing.T, area string, opts localmesh.Op
 		}
 	})
 	return m
+}
+
+// configDir writes files (name → content) into a new directory that the
+// test removes, for Options.ConfigDir.
+func configDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// echoPod is a pod whose app is strait-echo on :8080 with --version
+// version and any further flags (e.g. "--status", "500"); Start waits
+// until it listens.
+func echoPod(name, namespace, configIP, version string, flags ...string) localmesh.Workload {
+	return localmesh.Workload{Name: name, Namespace: namespace, ConfigIP: configIP,
+		App: append([]string{"strait-echo", "--addr", ":8080", "--version", version}, flags...), AppPort: 8080}
 }

@@ -154,7 +154,7 @@ spec:
 	waitStatus := func(t *testing.T, port string, want int) tlsSeen {
 		t.Helper()
 		var seen tlsSeen
-		err := retryUntil(ctx, 30*time.Second, func() error {
+		err := poll(ctx, 30*time.Second, func() error {
 			code, s, err := get(port)
 			if err != nil {
 				return err
@@ -240,6 +240,9 @@ spec:
 		}
 		baseline(t)
 		setTLS(t, "    tls: {mode: SIMPLE, caCertificates: CERTS/server-ca.pem, caCrl: CERTS/clean.crl}\n")
+		// The baseline answers 200 too: wait for the CRL to be in the
+		// client's cluster, so that the 200 is the clean CRL's.
+		waitDump(ctx, t, client, quote(filepath.Join(certs, "clean.crl"))...)
 		waitStatus(t, "8443", http.StatusOK)
 		setTLS(t, "    tls: {mode: SIMPLE, caCertificates: CERTS/server-ca.pem, caCrl: CERTS/revoked.crl}\n")
 		waitStatus(t, "8443", http.StatusServiceUnavailable)

@@ -225,11 +225,20 @@ func (p *Proxy) Run(ctx context.Context) error {
 // drainPoll is how often Drain looks whether connections are left.
 const drainPoll = 50 * time.Millisecond
 
+// drainQuiet is how long Drain must see no HTTP connection before it ends
+// early. A draining listener answers every request with "connection:
+// close", so under steady load its count touches zero between one
+// client's connection and its next; ending there refused the clients that
+// still had the endpoint (pilot-agent, likewise, only looks for zero
+// connections after its minimum drain duration: Istio's
+// pkg/envoy/agent.go, terminate).
+const drainQuiet = time.Second
+
 // Drain drains every listener gracefully (they keep accepting, so that a
 // client that has not yet seen the endpoint go still gets answers, each
-// with "connection: close") and returns once no HTTP connection is left,
-// after d, or on Quit, whichever comes first. Readiness fails from the
-// start.
+// with "connection: close") and returns once no HTTP connection has been
+// open for drainQuiet, after d, or on Quit, whichever comes first.
+// Readiness fails from the start.
 func (p *Proxy) Drain(d time.Duration) {
 	p.DrainListeners(false, true)
 	if d <= 0 {
@@ -240,6 +249,7 @@ func (p *Proxy) Drain(d time.Duration) {
 	defer t.Stop()
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
+	var quietSince time.Time // zero while connections are open
 	for {
 		select {
 		case <-t.C:
@@ -247,9 +257,14 @@ func (p *Proxy) Drain(d time.Duration) {
 			return
 		case <-p.quit:
 			return
-		case <-tick.C:
-			if p.http.Active() == 0 {
-				p.log.Info("drained: no connection left")
+		case now := <-tick.C:
+			switch {
+			case p.http.Active() != 0:
+				quietSince = time.Time{}
+			case quietSince.IsZero():
+				quietSince = now
+			case now.Sub(quietSince) >= drainQuiet:
+				p.log.Info("drained: no connection left", "quiet", drainQuiet)
 				return
 			}
 		}

@@ -237,8 +237,8 @@ const drainQuiet = time.Second
 // Drain drains every listener gracefully (they keep accepting, so that a
 // client that has not yet seen the endpoint go still gets answers, each
 // with "connection: close") and returns once no HTTP connection has been
-// open for drainQuiet, after d, or on Quit, whichever comes first.
-// Readiness fails from the start.
+// open, nor come and gone, for drainQuiet, after d, or on Quit, whichever
+// comes first. Readiness fails from the start.
 func (p *Proxy) Drain(d time.Duration) {
 	p.DrainListeners(false, true)
 	if d <= 0 {
@@ -249,7 +249,8 @@ func (p *Proxy) Drain(d time.Duration) {
 	defer t.Stop()
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
-	var quietSince time.Time // zero while connections are open
+	_, lastTaken := p.http.Connections()
+	var quietSince time.Time // zero while connections come
 	for {
 		select {
 		case <-t.C:
@@ -258,9 +259,11 @@ func (p *Proxy) Drain(d time.Duration) {
 		case <-p.quit:
 			return
 		case now := <-tick.C:
+			active, taken := p.http.Connections()
 			switch {
-			case p.http.Active() != 0:
+			case active != 0 || taken != lastTaken: // open now, or came and went since the last poll
 				quietSince = time.Time{}
+				lastTaken = taken
 			case quietSince.IsZero():
 				quietSince = now
 			case now.Sub(quietSince) >= drainQuiet:

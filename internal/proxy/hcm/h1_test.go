@@ -29,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/straitmesh/strait/internal/freeport"
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
@@ -281,8 +282,12 @@ func TestProxyRequests(t *testing.T) {
 }
 
 // rawExchange writes raw bytes to the proxy and returns everything it
-// answers until it closes the connection or goes quiet.
-func rawExchange(t *testing.T, addr, raw string) string {
+// answers until it closes the connection, or until complete says the
+// answer is whole and then nothing more comes for 300 ms (a late extra
+// response is still seen), or after 10 s. Waiting on complete rather than
+// on a quiet spell alone: a second pipelined response can come later than
+// any fixed gap on a loaded machine.
+func rawExchange(t *testing.T, addr, raw string, complete func(string) bool) string {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -292,16 +297,20 @@ func rawExchange(t *testing.T, addr, raw string) string {
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
 	}
-	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	deadline := time.Now().Add(10 * time.Second)
 	var out strings.Builder
 	buf := make([]byte, 64<<10)
 	for {
+		if complete(out.String()) {
+			c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		} else {
+			c.SetReadDeadline(deadline)
+		}
 		n, err := c.Read(buf)
 		out.Write(buf[:n])
 		if err != nil {
 			return out.String()
 		}
-		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	}
 }
 
@@ -331,7 +340,14 @@ func TestProxyRawProtocol(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out := rawExchange(t, p.addr, tc.raw)
+			out := rawExchange(t, p.addr, tc.raw, func(out string) bool {
+				for _, s := range tc.contains {
+					if !strings.Contains(out, s) {
+						return false
+					}
+				}
+				return tc.count == "" || strings.Count(out, tc.count) >= tc.n
+			})
 			for _, s := range tc.contains {
 				if !strings.Contains(out, s) {
 					t.Errorf("response lacks %q:\n%.2000s", s, out)
@@ -433,9 +449,12 @@ func TestStaleUpstreamConnection(t *testing.T) {
 
 func TestUpstreamDown(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, codec Codec) {
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		addr := ln.Addr().String()
-		ln.Close()
+		// Nothing listens there, nor will: the port is outside the
+		// kernel's ephemeral range.
+		addr, err := freeport.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
 		p := startProxy(t, codec, addr)
 		resp, err := http.Post("http://"+p.addr+"/", "text/plain", strings.NewReader("abc"))
 		if err != nil {

@@ -6,7 +6,8 @@
 // On SIGTERM or SIGINT the proxy fails readiness, drains every listener
 // (HTTP/1.1 connections close after their next response, idle ones at once,
 // HTTP/2 ones get GOAWAY; listeners keep accepting) and exits once no
-// connection is left or after --drain-time-s seconds (default 600, Envoy's).
+// connection has been open for a second or after --drain-time-s seconds
+// (default 600, Envoy's).
 // POST /quitquitquit on the admin port exits at once.
 //
 // --cpu-profile FILE writes a Go CPU profile until the proxy exits.

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/straitmesh/strait/internal/freeport"
 )
 
 // The test binary doubles as strait-proxy (TestMain), so that the SIGTERM
@@ -38,12 +40,11 @@ func processGone(pid int) bool {
 }
 
 func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // SIGTERM: /ready turns 503 DRAINING, the request in progress finishes

@@ -20,6 +20,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/straitmesh/strait/internal/agent/bootstrap"
 	"github.com/straitmesh/strait/internal/agent/config"
+	"github.com/straitmesh/strait/internal/freeport"
 	"github.com/straitmesh/strait/internal/xdsapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -151,12 +152,11 @@ func (c *controlPlane) StreamAggregatedResources(s discoveryv3.AggregatedDiscove
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lis.Close()
-	return lis.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 func httpGet(url string) (int, string) {

@@ -490,6 +490,53 @@ func TestWatchReloads(t *testing.T) {
 	}
 }
 
+// TestWatchReloadsChangeBeforeWatch: files changed after Load but before
+// Watch set up its watch (no event for them) are still reloaded; unchanged
+// files are not reloaded.
+func TestWatchReloadsChangeBeforeWatch(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Load(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWatch := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Watch(ctx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	// Unchanged files: no reload.
+	changed := c.Changed()
+	stop := runWatch()
+	select {
+	case <-changed:
+		t.Fatal("Watch reloaded files that had not changed")
+	case <-time.After(2 * reloadDelay):
+	}
+	stop()
+
+	other, err := Load(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{RootCertFile: string(c.TrustBundle()) + string(other.TrustBundle())})
+	changed = c.Changed()
+	defer runWatch()()
+	select {
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("root-cert.pem rewritten before Watch started was not reloaded")
+	}
+	if n := len(c.Roots()); n != 2 {
+		t.Fatalf("%d roots after the reload, want 2", n)
+	}
+}
+
 func TestLoadEdgeCases(t *testing.T) {
 	// A default lifetime equal to the maximum is fine.
 	if _, err := Load(Options{Dir: t.TempDir(), DefaultTTL: time.Hour, MaxTTL: time.Hour}); err != nil {

@@ -1,6 +1,7 @@
 package ca
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -27,6 +28,11 @@ func (c *CA) Watch(ctx context.Context) error {
 	}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	// The CA was read before this watch existed, and a change made in
+	// between made no event: reload now if the files differ from it.
+	if c.filesChanged() {
+		timer.Reset(0)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -49,4 +55,16 @@ func (c *CA) Watch(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// filesChanged reports whether the CA directory now holds another signing
+// certificate, chain or trust bundle than the one in use. Files that do not
+// load are left to the watch: their writer's next step makes an event.
+func (c *CA) filesChanged() bool {
+	kc, err := c.load()
+	if err != nil {
+		return false
+	}
+	cur := c.current()
+	return !kc.cert.Equal(cur.cert) || !bytes.Equal(kc.chainPEM, cur.chainPEM) || !bytes.Equal(kc.rootsPEM, cur.rootsPEM)
 }

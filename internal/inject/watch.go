@@ -67,11 +67,8 @@ func WatchDir(ctx context.Context, dir string, inj *Injector, mesh *meshv1alpha1
 		log = slog.Default()
 	}
 	log = log.With("component", "inject-config", "dir", dir)
-	s, err := LoadDir(dir, mesh)
-	if err != nil {
-		return err
-	}
-	inj.Update(s)
+	// Watch first, then load: a change made between the two is then seen
+	// (and reloaded) rather than lost until the next one.
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return err
@@ -80,6 +77,11 @@ func WatchDir(ctx context.Context, dir string, inj *Injector, mesh *meshv1alpha1
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("watch %s: %w", dir, err)
 	}
+	s, err := LoadDir(dir, mesh)
+	if err != nil {
+		return err
+	}
+	inj.Update(s)
 	const quiet = 100 * time.Millisecond
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()

@@ -173,7 +173,8 @@ func (c *Client) Wait(parent context.Context, namespace string, timeout time.Dur
 	for {
 		d, err := c.Dynamic.Resource(deployGVR).Namespace(namespace).Get(ctx, "straitd", metav1.GetOptions{})
 		status := "Deployment not found"
-		if err == nil {
+		switch {
+		case err == nil:
 			want, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
 			avail, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
 			updated, _, _ := unstructured.NestedInt64(d.Object, "status", "updatedReplicas")
@@ -183,7 +184,14 @@ func (c *Client) Wait(parent context.Context, namespace string, timeout time.Dur
 				return nil
 			}
 			status = fmt.Sprintf("%d/%d replicas available, %d updated", avail, want, updated)
-		} else if !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		case ctx.Err() != nil:
+			// The timeout cut this read short: it says nothing about the
+			// Deployment, so report what the last answer said.
+			status = last
+			if status == "" {
+				status = "no answer from the API server"
+			}
+		case !apierrors.IsNotFound(err):
 			status = err.Error()
 		}
 		if status != last {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/straitmesh/strait/internal/freeport"
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/testreq"
 )
@@ -45,12 +45,11 @@ func straitdBinary(t *testing.T) string {
 
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's writer and the

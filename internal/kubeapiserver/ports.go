@@ -1,25 +1,10 @@
 package kubeapiserver
 
-import (
-	"net"
-)
+import "github.com/straitmesh/strait/internal/freeport"
 
-// freePorts returns n TCP ports on 127.0.0.1 that were free a moment ago.
+// freePorts returns n TCP ports on 127.0.0.1 that were free a moment ago,
+// outside the kernel's ephemeral range (see internal/freeport): etcd and
+// the API server bind them seconds later.
 func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+	return freeport.Ports("127.0.0.1", n)
 }

@@ -51,6 +51,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/straitmesh/strait/internal/daemon"
+	"github.com/straitmesh/strait/internal/freeport"
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
@@ -560,24 +561,11 @@ func (n *Node) removePods() error {
 	return nil
 }
 
-// freePorts returns count TCP ports that were free a moment ago.
+// freePorts returns count TCP ports on 127.0.0.1 that were free a moment
+// ago, outside the kernel's ephemeral range (see internal/freeport): the
+// kubelet and kube-proxy bind them once started.
 func freePorts(count int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, count)
-	for range count {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+	return freeport.Ports("127.0.0.1", count)
 }
 
 // startDNS starts the cluster DNS server on the node's address, port 53

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/straitmesh/strait/internal/freeport"
 	"github.com/straitmesh/strait/internal/netns"
 )
 
@@ -572,13 +573,14 @@ func excludedInbound(extra []int) string {
 	return strings.Join(ports, ",")
 }
 
+// freePort returns a port free on host a moment ago, outside the kernel's
+// ephemeral range (see internal/freeport): straitd binds it once started.
 func freePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	p, err := freeport.Port(host)
 	if err != nil {
 		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return p, nil
 }
 
 // copyExecutable copies a binary to dst (mode 0755), creating dst's directory.

@@ -347,3 +347,57 @@ func TestQuitQuitQuit(t *testing.T) {
 		t.Fatal("Run did not return after /quitquitquit")
 	}
 }
+
+// TestSIGTERMDrainOutlivesAGap: once draining, every response closes its
+// connection, so a client's next request comes on a new one; a moment with
+// no connection open in between must not end the drain (the next
+// connection would be refused, as TestSIGTERMDrainUnderLoad saw under
+// load). Once no connection has come for drainQuiet, Run returns long
+// before the drain time.
+func TestSIGTERMDrainOutlivesAGap(t *testing.T) {
+	be := named(t, "s1")
+	x := xdstest.Start(t)
+	addr := freeAddr(t)
+	x.Set(xdsapi.ClusterType, "1", edsCluster("local"))
+	x.Set(xdsapi.EndpointType, "1", cla("local", be.Listener.Addr().String()))
+	x.Set(xdsapi.RouteType, "1", singleRoute("in", "local"))
+	x.Set(xdsapi.ListenerType, "1", inbound(httpListener(t, "in", addr, "in")))
+	p, err := New(Options{Bootstrap: adsBootstrap(x.Addr), Logger: testLogger(t), AdminAddress: "127.0.0.1:0",
+		Concurrency: 2, XDSBackoff: 50 * time.Millisecond, DrainTime: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sigterm, signal := context.WithCancel(context.Background())
+	defer signal()
+	exited := make(chan error, 1)
+	go func() { exited <- p.Run(sigterm) }()
+	waitFor(t, 10*time.Second, "ready", p.Ready)
+	signal()
+	waitFor(t, 5*time.Second, "draining", p.Draining)
+	for i := range 3 {
+		c := dialRaw(t, addr)
+		c.send(t, "/")
+		if code, body, closing := c.response(t); code != 200 || body != "s1" || !closing {
+			t.Fatalf("request %d while draining: %d %q close=%t, want 200 from s1 with connection: close", i, code, body, closing)
+		}
+		if !c.closedByPeer() {
+			t.Fatalf("request %d: the connection stayed open after connection: close", i)
+		}
+		c.Close()
+		// Several drain polls see no connection.
+		time.Sleep(3 * drainPoll)
+		select {
+		case err := <-exited:
+			t.Fatalf("Run returned (%v) after a gap of %v between connections, %d requests into the drain", err, 3*drainPoll, i+1)
+		default:
+		}
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run still draining 30 s after the last connection (drain time 1 min), want it to end once quiet")
+	}
+}

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/freeport"
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/proxy/xdstest"
 	"github.com/straitmesh/strait/internal/xdsapi"
@@ -144,13 +145,14 @@ func weightedRoute(name string, wa, wb uint32) *routev3.RouteConfiguration {
 	}}}
 }
 
+// freeAddr is a loopback address for a listener an xDS push binds later
+// (or for nothing to listen on), outside the kernel's ephemeral range.
 func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 func backend(t testing.TB, name string) *httptest.Server {

@@ -225,11 +225,20 @@ func (p *Proxy) Run(ctx context.Context) error {
 // drainPoll is how often Drain looks whether connections are left.
 const drainPoll = 50 * time.Millisecond
 
+// drainQuiet is how long Drain must see no HTTP connection before it ends
+// early. A draining listener answers every request with "connection:
+// close", so under steady load its count touches zero between one
+// client's connection and its next; ending there refused the clients that
+// still had the endpoint (pilot-agent, likewise, only looks for zero
+// connections after its minimum drain duration: Istio's
+// pkg/envoy/agent.go, terminate).
+const drainQuiet = time.Second
+
 // Drain drains every listener gracefully (they keep accepting, so that a
 // client that has not yet seen the endpoint go still gets answers, each
-// with "connection: close") and returns once no HTTP connection is left,
-// after d, or on Quit, whichever comes first. Readiness fails from the
-// start.
+// with "connection: close") and returns once no HTTP connection has been
+// open, nor come and gone, for drainQuiet, after d, or on Quit, whichever
+// comes first. Readiness fails from the start.
 func (p *Proxy) Drain(d time.Duration) {
 	p.DrainListeners(false, true)
 	if d <= 0 {
@@ -240,6 +249,8 @@ func (p *Proxy) Drain(d time.Duration) {
 	defer t.Stop()
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()
+	_, lastTaken := p.http.Connections()
+	var quietSince time.Time // zero while connections come
 	for {
 		select {
 		case <-t.C:
@@ -247,9 +258,16 @@ func (p *Proxy) Drain(d time.Duration) {
 			return
 		case <-p.quit:
 			return
-		case <-tick.C:
-			if p.http.Active() == 0 {
-				p.log.Info("drained: no connection left")
+		case now := <-tick.C:
+			active, taken := p.http.Connections()
+			switch {
+			case active != 0 || taken != lastTaken: // open now, or came and went since the last poll
+				quietSince = time.Time{}
+				lastTaken = taken
+			case quietSince.IsZero():
+				quietSince = now
+			case now.Sub(quietSince) >= drainQuiet:
+				p.log.Info("drained: no connection left", "quiet", drainQuiet)
 				return
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,8 +22,8 @@ import (
 
 // slowBackend serves /hang (never answers until the request is cancelled,
 // then counts the cancellation), /stall (a header and a first byte, then
-// nothing), /drip (a byte every 100 ms for a second) and /late (answers
-// after 800 ms).
+// nothing), /drip (a byte every 100 ms, 10 of them or ?n=) and /late
+// (answers after 800 ms or ?after=).
 func slowBackend(t *testing.T, cancelled *atomic.Int32) string {
 	t.Helper()
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -36,13 +37,21 @@ func slowBackend(t *testing.T, cancelled *atomic.Int32) string {
 			<-r.Context().Done()
 			cancelled.Add(1)
 		case "/drip":
-			for range 10 {
+			n, err := strconv.Atoi(r.URL.Query().Get("n"))
+			if err != nil {
+				n = 10
+			}
+			for range n {
 				w.Write([]byte("d"))
 				w.(http.Flusher).Flush()
 				time.Sleep(100 * time.Millisecond)
 			}
 		case "/late":
-			time.Sleep(800 * time.Millisecond)
+			after, err := time.ParseDuration(r.URL.Query().Get("after"))
+			if err != nil {
+				after = 800 * time.Millisecond
+			}
+			time.Sleep(after)
 			w.Write([]byte("late"))
 		}
 	}))
@@ -89,13 +98,17 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 func TestH2StreamIdleTimeout(t *testing.T) {
 	var cancelled atomic.Int32
 	be := slowBackend(t, &cancelled)
-	const idle = 300 * time.Millisecond
+	// The idle timeout is ten times the backend's gap between bytes on
+	// /drip: a goroutine of a -race run on a loaded machine can stall for
+	// a few hundred ms, which a 300 ms timeout against 100 ms gaps did not
+	// survive.
+	const idle = time.Second
 	routes := []*routev3.Route{
 		prefixRoute("/late", "be"),
 		prefixRoute("/", "be"),
 	}
 	// /late's route has an idle_timeout of its own, longer than the HCM's.
-	routes[0].GetRoute().IdleTimeout = durationpb.New(3 * time.Second)
+	routes[0].GetRoute().IdleTimeout = durationpb.New(10 * time.Second)
 	addr := startH2Proxy(t, CodecStrait, routes, func(h *hcmv3.HttpConnectionManager) {
 		h.StreamIdleTimeout = durationpb.New(idle)
 	}, staticCluster("be", be))
@@ -135,25 +148,27 @@ func TestH2StreamIdleTimeout(t *testing.T) {
 		}
 	})
 	t.Run("activity keeps the stream", func(t *testing.T) {
-		resp, err := client.Get("http://" + addr + "/drip")
+		// 20 bytes 100 ms apart: the stream lives twice its idle timeout.
+		resp, err := client.Get("http://" + addr + "/drip?n=20")
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if err != nil || string(body) != strings.Repeat("d", 10) {
-			t.Fatalf("got %q, %v; want 10 bytes, a stream with traffic every 100 ms outliving its 300 ms idle timeout", body, err)
+		if err != nil || string(body) != strings.Repeat("d", 20) {
+			t.Fatalf("got %q, %v; want 20 bytes, a stream with traffic every 100 ms outliving its %v idle timeout", body, err, idle)
 		}
 	})
 	t.Run("route idle_timeout", func(t *testing.T) {
-		resp, err := client.Get("http://" + addr + "/late")
+		// Twice the HCM's stream_idle_timeout, well inside the route's.
+		resp, err := client.Get("http://" + addr + "/late?after=2s")
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || string(body) != "late" {
-			t.Fatalf("got %d %q; want the answer after 800 ms under the route's 3 s idle_timeout", resp.StatusCode, body)
+			t.Fatalf("got %d %q; want the answer after 2 s under the route's 10 s idle_timeout", resp.StatusCode, body)
 		}
 	})
 }

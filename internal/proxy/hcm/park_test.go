@@ -245,3 +245,23 @@ func TestParkedConnectionCloses(t *testing.T) {
 		}
 	})
 }
+
+// TestConnectionsCountsEveryConnection: Connections' total counts each
+// connection the server took, also one that is gone by the time anyone
+// looks, which Active alone cannot show (Proxy.Drain relies on it).
+func TestConnectionsCountsEveryConnection(t *testing.T) {
+	addr, s := startParking(t, DefaultLimits(), nil)
+	for i := range 3 {
+		ic := dialIdle(t, addr)
+		if _, err := ic.get("/"); err != nil {
+			t.Fatal(err)
+		}
+		ic.c.Close()
+		if !waitFor(func() bool { return s.Active() == 0 }) {
+			t.Fatalf("Active() = %d after connection %d closed, want 0", s.Active(), i+1)
+		}
+		if active, taken := s.Connections(); active != 0 || taken != uint64(i+1) {
+			t.Fatalf("Connections() = %d, %d after %d closed connections, want 0, %d", active, taken, i+1, i+1)
+		}
+	}
+}

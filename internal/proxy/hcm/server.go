@@ -28,8 +28,9 @@ type Server struct {
 	shadow   *shadowing // request mirrors (mirror.go)
 	parker   *parker    // idle HTTP/1.1 connections (park.go)
 
-	mu     sync.Mutex            // guards conns, nh and closed
+	mu     sync.Mutex            // guards conns, taken, nh and closed
 	conns  map[net.Conn]struct{} // CodecStrait and HTTP/2
+	taken  uint64                // connections ever added to conns
 	nh     map[nhKey]*nhServer   // CodecNetHTTP (nethttpconn.go)
 	closed bool
 }
@@ -155,6 +156,15 @@ func (s *Server) Active() int {
 	return len(s.conns)
 }
 
+// Connections is Active and how many connections the server has taken
+// since it started, read together: a drain that polls sees from the total
+// that a connection came and went between two polls.
+func (s *Server) Connections() (active int, taken uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns), s.taken
+}
+
 func (s *Server) track(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,6 +172,7 @@ func (s *Server) track(c net.Conn) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
+	s.taken++
 	return true
 }
 

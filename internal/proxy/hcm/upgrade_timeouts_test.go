@@ -17,7 +17,7 @@ import (
 
 // upgradeBackend is a raw upstream for upgrade requests: /silent reads
 // the request and never answers; anything else gets 101 and then, for
-// /push, a byte every 100 ms for a second and silence, else an echo.
+// /push, a byte every 100 ms for two seconds and silence, else an echo.
 func upgradeBackend(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -43,7 +43,7 @@ func upgradeBackend(t *testing.T) string {
 				}
 				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 				if strings.HasSuffix(req.URL.Path, "/push") {
-					for range 10 {
+					for range 20 {
 						time.Sleep(100 * time.Millisecond)
 						if _, err := c.Write([]byte("p")); err != nil {
 							return
@@ -86,7 +86,10 @@ func TestUpgradeTimeouts(t *testing.T) {
 	timed.GetRoute().IdleTimeout = durationpb.New(5 * time.Second) // the route timeout ends these first
 	untimed := prefixRoute("/", "be")
 	untimed.GetRoute().Timeout = durationpb.New(0)
-	const idle = 300 * time.Millisecond
+	// Ten times /push's gap between bytes: a goroutine of a -race run on
+	// a loaded machine can stall for a few hundred ms, which a 300 ms
+	// timeout against 100 ms gaps did not survive.
+	const idle = time.Second
 	addr := startH2Proxy(t, CodecStrait, []*routev3.Route{timed, untimed}, func(h *hcmv3.HttpConnectionManager) {
 		withWebSocket(h)
 		h.StreamIdleTimeout = durationpb.New(idle)
@@ -139,12 +142,12 @@ func TestUpgradeTimeouts(t *testing.T) {
 		if resp.StatusCode != http.StatusSwitchingProtocols {
 			t.Fatalf("status %d, want 101", resp.StatusCode)
 		}
-		// The client sends nothing; the upstream sends for a second, past
-		// the 300 ms idle timeout, then stops: the tunnel lives while
+		// The client sends nothing; the upstream sends for two seconds,
+		// past the 1 s idle timeout, then stops: the tunnel lives while
 		// bytes move one way and ends once nothing moves.
 		got, err := io.ReadAll(br) // to EOF: the proxy closes the idle tunnel
-		if string(got) != strings.Repeat("p", 10) || err != nil {
-			t.Fatalf("read %q (%v); want all 10 bytes the upstream sent over one second, then the tunnel closed once idle", got, err)
+		if string(got) != strings.Repeat("p", 20) || err != nil {
+			t.Fatalf("read %q (%v); want all 20 bytes the upstream sent over two seconds, then the tunnel closed once idle", got, err)
 		}
 	})
 }

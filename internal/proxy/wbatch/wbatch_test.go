@@ -173,20 +173,20 @@ func TestBackPressure(t *testing.T) {
 		}()
 		return done
 	}
-	blocked := func(done chan struct{}) bool {
-		select {
-		case <-done:
-			return false
-		case <-time.After(200 * time.Millisecond):
-			return true
-		}
-	}
-	if blocked(writes(maxBuffered-1, 1)) {
+	// Writes that must not block get a generous deadline: a goroutine of a
+	// -race run on a loaded machine may not run for hundreds of ms, which
+	// a 200 ms wait took for blocking. Blocking can only be seen as absence
+	// over an interval; a slow machine makes that check pass, never fail.
+	select {
+	case <-writes(maxBuffered-1, 1):
+	case <-time.After(10 * time.Second):
 		t.Fatal("Write blocked with exactly maxBuffered bytes queued")
 	}
 	last := writes(1)
-	if !blocked(last) {
+	select {
+	case <-last:
 		t.Fatal("Write did not block past maxBuffered bytes queued")
+	case <-time.After(200 * time.Millisecond):
 	}
 	go io.Copy(io.Discard, s)
 	select {

@@ -1,0 +1,63 @@
+package freeport
+
+import (
+	"net"
+	"strconv"
+	"testing"
+)
+
+// TestPortsBelowEphemeralRange: the ports are distinct, bindable, and
+// outside the range the kernel assigns to ":0" listeners and outgoing
+// connections.
+func TestPortsBelowEphemeralRange(t *testing.T) {
+	ports, err := Ports("127.0.0.1", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eph := ephemeralStart()
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Errorf("port %d returned twice in %v", p, ports)
+		}
+		seen[p] = true
+		if eph-rangeStart >= 1000 && (p < rangeStart || p >= eph || p >= rangeEnd) {
+			t.Errorf("port %d outside %d-%d (ephemeral range starts at %d)", p, rangeStart, min(eph, rangeEnd)-1, eph)
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Errorf("port %d not bindable after Ports returned: %v", p, err)
+			continue
+		}
+		l.Close()
+	}
+}
+
+// TestPortsSkipsTakenPorts: a port in use is never returned.
+func TestPortsSkipsTakenPorts(t *testing.T) {
+	// Hold a block of the range; the ports returned must avoid all of it.
+	var held []net.Listener
+	taken := map[int]bool{}
+	for p := rangeStart; p < rangeStart+200; p++ {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		held = append(held, l)
+		taken[p] = true
+	}
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for range 50 {
+		p, err := Port("127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if taken[p] {
+			t.Fatalf("Port returned %d, which this test holds", p)
+		}
+	}
+}

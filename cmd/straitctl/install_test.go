@@ -95,11 +95,6 @@ func TestInstallCommand(t *testing.T) {
 	if out, err := runStraitctl(t, "uninstall", "--kubeconfig", kc, "--purge"); err != nil {
 		t.Fatalf("uninstall --purge: %v\n%s", err, out)
 	}
-	// A deadline of its own for the API server's garbage collection: the
-	// installs above may have used most of the first one on a loaded
-	// machine.
-	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=strait"}
 	purged := time.Now()
 	for {

@@ -16,9 +16,15 @@ func validateRequestAuthentication(el *errorList, ra *security.RequestAuthentica
 	if ra.Selector != nil {
 		validateLabels(el, "spec.selector.matchLabels", ra.Selector.MatchLabels)
 	}
+	validateOneSelector(el, ra.Selector != nil, ra.TargetRef != nil, len(ra.TargetRefs) > 0)
 	for i, r := range ra.JwtRules {
 		p := fmt.Sprintf("spec.jwtRules[%d]", i)
-		if r.Issuer == "" {
+		switch {
+		case r.Issuer == "" && r.JwksUri != "":
+			// Istio accepts a rule with a jwksUri and no issuer (any iss);
+			// Strait keys its providers and request principals by issuer.
+			el.addErr(p+".issuer", fmt.Errorf("an empty issuer (a rule for tokens of any iss) is %w; set the iss claim of the tokens this rule accepts", ErrNotSupported))
+		case r.Issuer == "":
 			el.add(p+".issuer", "must be set (the iss claim of the tokens this rule accepts)")
 		}
 		for j, a := range r.Audiences {

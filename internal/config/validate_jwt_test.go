@@ -46,6 +46,8 @@ func TestRequestAuthenticationLoad(t *testing.T) {
 		{"claim header", ra("  jwtRules: [{issuer: i, outputClaimToHeaders: [{header: x}]}]\n"), "spec.jwtRules[0].outputClaimToHeaders[0].claim: must be set"},
 		{"bad selector", ra("  selector: {matchLabels: {'a b': c}}\n  jwtRules: [{issuer: i}]\n"), "spec.selector.matchLabels"},
 		{"presence refused", ra("  jwtRules: [{issuer: i, presence: REQUIRED}]\n"), "spec.jwtRules[0].presence: not supported by Strait yet"},
+		{"jwksUri without issuer refused", ra("  jwtRules: [{jwksUri: 'https://x/j'}]\n"), "spec.jwtRules[0].issuer: an empty issuer (a rule for tokens of any iss) is not supported by Strait yet"},
+		{"selector and targetRefs", ra("  selector: {matchLabels: {app: a}}\n  targetRefs: [{kind: Gateway, name: g}]\n  jwtRules: [{issuer: i}]\n"), "spec: only one of selector, targetRef or targetRefs can be set"},
 		{"targetRef refused", ra("  targetRef: {kind: Gateway, name: g}\n"), "spec.targetRef: not supported by Strait yet"},
 		{"wrong group", strings.Replace(good, "security.istio.io/v1", "networking.istio.io/v1", 1), "RequestAuthentication is in security.istio.io, not networking.istio.io"},
 		{"networking kind in security group", "apiVersion: security.istio.io/v1\nkind: Sidecar\nmetadata: {name: a}\nspec: {}\n", "Sidecar is in networking.istio.io, not security.istio.io"},

@@ -274,3 +274,38 @@ func TestResolveTrustDomain(t *testing.T) {
 		t.Errorf("conflicting flag: err %v", err)
 	}
 }
+
+// TestCacertsDirGivenWithoutKey: --cacerts-dir given on the command line
+// names a plugged-in CA, so a directory without ca-key.pem stops straitd
+// with the file's path; the default directory without a key falls back to
+// the self-signed root, as istiod does.
+func TestCacertsDirGivenWithoutKey(t *testing.T) {
+	cacerts := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cacerts, ca.CertFile), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newFlags := func(set bool) flags {
+		return flags{namespace: "istio-system", identity: identityFlags{
+			caDir: filepath.Join(t.TempDir(), "ca"), cacertsDir: cacerts, cacertsDirSet: set, trustDomain: "cluster.local",
+			workloadTTL: time.Hour, maxTTL: 2 * time.Hour,
+		}}
+	}
+	_, err := newSecureServer(newFlags(true), nil, nil, slog.New(slog.DiscardHandler))
+	if want := "--cacerts-dir: " + filepath.Join(cacerts, ca.KeyFile); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("explicit --cacerts-dir without a key: err %v, want %q", err, want)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFlags(false)
+	f.identity.secureLis = l
+	s, err := newSecureServer(f, nil, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("default --cacerts-dir without a key: %v (want the self-signed root)", err)
+	}
+	defer s.lis.Close()
+	if _, err := os.Stat(filepath.Join(f.identity.caDir, ca.RootCertFile)); err != nil {
+		t.Errorf("self-signed root not generated: %v", err)
+	}
+}

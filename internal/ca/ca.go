@@ -321,13 +321,18 @@ func (c *CA) load() (*bundle, error) {
 	if kc.roots, err = parseCerts(rootsPEM); err != nil {
 		return nil, fmt.Errorf("ca: %s: want one or more PEM root certificates: %w", path(RootCertFile), err)
 	}
-	if len(chainPEM) > 0 {
+	if len(bytes.TrimSpace(chainPEM)) > 0 {
 		if kc.chain, err = parseCerts(chainPEM); err != nil {
 			return nil, fmt.Errorf("ca: %s: want PEM certificates from %s up to the root: %w", path(CertChainFile), CertFile, err)
 		}
 		if !kc.chain[0].Equal(kc.cert) {
 			return nil, fmt.Errorf("ca: %s must start with the certificate of %s", path(CertChainFile), CertFile)
 		}
+	} else if !isSelfSigned(kc.cert) {
+		// An empty cert-chain.pem beside an intermediate (Istio loads
+		// that too): the intermediate still has to travel with every leaf,
+		// or peers holding only the root cannot verify it.
+		kc.chain = []*x509.Certificate{kc.cert}
 	}
 	now := c.opts.Now()
 	if now.After(kc.cert.NotAfter) {

@@ -335,6 +335,25 @@ func TestPluggedInCACerts(t *testing.T) {
 		t.Error("a plugged-in CA still generated a self-signed root")
 	}
 
+	// An empty cert-chain.pem beside an intermediate: the response still
+	// carries the intermediate, so a peer with only the root verifies it.
+	emptyChain := t.TempDir()
+	writeFiles(t, emptyChain, map[string]string{
+		CertFile: certPEM(p.inter), KeyFile: keyPEM(t, p.interKey), CertChainFile: "\n", RootCertFile: certPEM(p.root),
+	})
+	c, err = Load(Options{PluggedDir: emptyChain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err = c.Sign(SignRequest{CSR: newCSR(t, ecKey(t), demo.String()), Identity: demo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chain) != 3 || !mustParse(t, chain[1])[0].Equal(p.inter) {
+		t.Fatalf("empty cert-chain.pem: chain has %d elements, want leaf, intermediate, trust bundle", len(chain))
+	}
+	verify(t, chain, time.Now())
+
 	other := newPKI(t, "other")
 	for _, tt := range []struct {
 		name  string

@@ -584,6 +584,58 @@ func TestServingCertRenews(t *testing.T) {
 	}
 }
 
+// TestServingCertFollowsRotation: once a root rotation switches the signing
+// CA, straitd's serving certificate is re-issued under the new CA at the
+// next handshake, long before 80% of its lifetime, so an agent that trusts
+// only the new root can connect.
+func TestServingCertFollowsRotation(t *testing.T) {
+	old, next := newPKI(t, "old"), newPKI(t, "new")
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		CertFile: certPEM(old.inter), KeyFile: keyPEM(t, old.interKey),
+		CertChainFile: certPEM(old.inter, old.root), RootCertFile: certPEM(old.root, next.root),
+	})
+	c, err := Load(Options{PluggedDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := NewServingCert(c, ServingOptions{DNSNames: []string{"istiod.istio-system.svc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := sc.GetCertificate(nil)
+	if again, _ := sc.GetCertificate(nil); again != first {
+		t.Fatal("re-issued without a CA change")
+	}
+	writeFiles(t, dir, map[string]string{CertFile: certPEM(next.inter), KeyFile: keyPEM(t, next.interKey), CertChainFile: certPEM(next.inter, next.root)})
+	if err := c.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sc.GetCertificate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := got.Leaf.CheckSignatureFrom(next.inter); err != nil {
+		t.Fatalf("serving certificate after the CA switched is not signed by the new CA: %v", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(next.root)
+	inter := x509.NewCertPool()
+	for _, der := range got.Certificate[1:] {
+		ic, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inter.AddCert(ic)
+	}
+	if _, err := got.Leaf.Verify(x509.VerifyOptions{DNSName: "istiod.istio-system.svc", Roots: roots, Intermediates: inter}); err != nil {
+		t.Errorf("an agent trusting only the new root cannot verify straitd: %v", err)
+	}
+	if again, _ := sc.GetCertificate(nil); again != got {
+		t.Error("re-issued again without another CA change")
+	}
+}
+
 // The defaults are Istio's (DEFAULT_WORKLOAD_CERT_TTL, MAX_WORKLOAD_CERT_TTL,
 // CITADEL_SELF_SIGNED_CA_CERT_TTL): compatibility, not taste.
 func TestIstioDefaults(t *testing.T) {

@@ -565,7 +565,12 @@ func parseCerts(data []byte) ([]*x509.Certificate, error) {
 }
 
 func parseKey(data []byte) (crypto.Signer, error) {
-	block, _ := pem.Decode(data)
+	block, rest := pem.Decode(data)
+	// openssl ecparam -genkey writes the curve's parameters before the
+	// key; they are implied by the key, so skip them as crypto/tls does.
+	for block != nil && block.Type == "EC PARAMETERS" {
+		block, rest = pem.Decode(rest)
+	}
 	if block == nil {
 		return nil, errors.New("no PEM block")
 	}

@@ -536,6 +536,12 @@ func TestLoadEdgeCases(t *testing.T) {
 	if _, err := Load(Options{PluggedDir: dir}); err != nil {
 		t.Errorf("files with other PEM blocks first: %v", err)
 	}
+	// A key as openssl ecparam -genkey writes it: parameters, then the key.
+	dir = t.TempDir()
+	writeFiles(t, dir, map[string]string{CertFile: certPEM(p.inter), KeyFile: other + keyPEM(t, p.interKey), CertChainFile: certPEM(p.inter, p.root), RootCertFile: certPEM(p.root)})
+	if _, err := Load(Options{PluggedDir: dir}); err != nil {
+		t.Errorf("ca-key.pem with EC PARAMETERS first: %v", err)
+	}
 }
 
 // TestSignClipsToCAExpiry: a certificate never outlives the CA that signs

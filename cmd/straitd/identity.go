@@ -51,7 +51,7 @@ type identityFlags struct {
 func addIdentityFlags(fs *pflag.FlagSet, f *identityFlags) {
 	fs.StringVar(&f.secureXDSAddr, "secure-xds-addr", ":15012", "address of the TLS gRPC server: xDS and Istio's certificate API (IstioCertificateService), with a serving certificate from straitd's CA; empty disables both the port and the CA")
 	fs.StringVar(&f.caDir, "ca-dir", ca.DefaultDir, "directory of the CA's state: the self-signed root (ca-cert.pem, ca-key.pem, root-cert.pem; generated on first start) and the key of file-mode workload tokens ("+token.KeyFile+")")
-	fs.StringVar(&f.cacertsDir, "cacerts-dir", "/etc/cacerts", "plugged-in CA in Istio's cacerts layout (ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem); used instead of the self-signed root when it holds ca-key.pem (given explicitly, it must; an empty cert-chain.pem means ca-cert.pem is sent as the chain)")
+	fs.StringVar(&f.cacertsDir, "cacerts-dir", "/etc/cacerts", "plugged-in CA in Istio's cacerts layout (ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem); used instead of the self-signed root when it holds ca-key.pem (given explicitly, a missing directory or one with cacerts files but no ca-key.pem is an error; an empty cert-chain.pem means ca-cert.pem is sent as the chain)")
 	fs.StringVar(&f.trustDomain, "trust-domain", ca.DefaultTrustDomain, "trust domain of the workload SPIFFE IDs, spiffe://<trust domain>/ns/<namespace>/sa/<service account>; default: the mesh config's trustDomain (sidecars accept peers of that trust domain only, so the two must agree)")
 	fs.DurationVar(&f.workloadTTL, "workload-cert-ttl", ca.DefaultWorkloadTTL, "lifetime of a workload certificate whose request asks for none (Istio's DEFAULT_WORKLOAD_CERT_TTL)")
 	fs.DurationVar(&f.maxTTL, "max-workload-cert-ttl", ca.DefaultMaxTTL, "longest workload certificate lifetime granted; longer requests are refused (Istio's MAX_WORKLOAD_CERT_TTL)")
@@ -83,25 +83,11 @@ func newSecureServer(f flags, kubeConfig *rest.Config, reg prometheus.Registerer
 	}
 	opts := ca.Options{Dir: idf.caDir, TrustDomain: idf.trustDomain, DefaultTTL: idf.workloadTTL, MaxTTL: idf.maxTTL, Logger: logger}
 	if idf.cacertsDir != "" {
-		keyPath := filepath.Join(idf.cacertsDir, ca.KeyFile)
-		_, err := os.Stat(keyPath)
-		switch {
-		case err == nil:
-			opts.PluggedDir = idf.cacertsDir
-		case idf.cacertsDirSet:
-			return nil, fmt.Errorf("--cacerts-dir: %s: %w (a plugged-in CA needs %s, %s, %s and %s there; without the flag straitd uses its self-signed root in --ca-dir)",
-				keyPath, err, ca.CertFile, ca.KeyFile, ca.CertChainFile, ca.RootCertFile)
-		default:
-			// Istio's istiod falls back to its self-signed root the same
-			// way; say so when the directory looks like a CA left half done.
-			for _, name := range []string{ca.CertFile, ca.CertChainFile, ca.RootCertFile} {
-				if _, err := os.Stat(filepath.Join(idf.cacertsDir, name)); err == nil {
-					logger.Warn("plugged-in CA directory has no key; using the self-signed root", "component", "ca",
-						"dir", idf.cacertsDir, "missing", keyPath, "found", name, "ca_dir", idf.caDir)
-					break
-				}
-			}
+		plugged, err := pluggedCADir(idf.cacertsDir, idf.cacertsDirSet, logger)
+		if err != nil {
+			return nil, err
 		}
+		opts.PluggedDir = plugged
 	}
 	authority, err := ca.Load(opts)
 	if err != nil {
@@ -140,6 +126,39 @@ func newSecureServer(f flags, kubeConfig *rest.Config, reg prometheus.Registerer
 	g := grpc.NewServer(append(xds.ServerOptions(), grpc.Creds(credentials.NewTLS(tlsConfig)))...)
 	certService.Register(g)
 	return &secureServer{grpc: g, lis: lis, ca: authority, rootPublisher: publisher}, nil
+}
+
+// pluggedCADir decides whether dir holds a plugged-in CA: it does when
+// ca-key.pem is there. Like istiod, straitd otherwise uses its self-signed
+// root; a directory without any cacerts file (the mount of an optional
+// Secret that does not exist) is that case too. But a directory that
+// holds some cacerts files without ca-key.pem is a CA left half done: that
+// is an error when --cacerts-dir was given (and so is a directory that
+// does not exist), and a warning for the default.
+func pluggedCADir(dir string, explicit bool, logger *slog.Logger) (string, error) {
+	keyPath := filepath.Join(dir, ca.KeyFile)
+	if _, err := os.Stat(keyPath); err == nil {
+		return dir, nil
+	}
+	if _, err := os.Stat(dir); err != nil {
+		if explicit {
+			return "", fmt.Errorf("--cacerts-dir: %w", err)
+		}
+		return "", nil
+	}
+	for _, name := range []string{ca.CertFile, ca.CertChainFile, ca.RootCertFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			continue
+		}
+		if explicit {
+			return "", fmt.Errorf("--cacerts-dir: %s holds %s but no %s (a plugged-in CA needs %s, %s, %s and %s)",
+				dir, name, ca.KeyFile, ca.CertFile, ca.KeyFile, ca.CertChainFile, ca.RootCertFile)
+		}
+		logger.Warn("plugged-in CA directory has no key; using the self-signed root", "component", "ca",
+			"dir", dir, "missing", keyPath, "found", name)
+		return "", nil
+	}
+	return "", nil
 }
 
 // servingNames are the SANs of straitd's serving certificate: the Service

@@ -276,36 +276,52 @@ func TestResolveTrustDomain(t *testing.T) {
 }
 
 // TestCacertsDirGivenWithoutKey: --cacerts-dir given on the command line
-// names a plugged-in CA, so a directory without ca-key.pem stops straitd
-// with the file's path; the default directory without a key falls back to
-// the self-signed root, as istiod does.
+// that does not exist, or holds cacerts files but no ca-key.pem, stops
+// straitd naming what is wrong; an empty directory (an optional Secret's
+// mount) and the default directory fall back to the self-signed root, as
+// istiod does.
 func TestCacertsDirGivenWithoutKey(t *testing.T) {
-	cacerts := t.TempDir()
-	if err := os.WriteFile(filepath.Join(cacerts, ca.CertFile), []byte("x"), 0o600); err != nil {
+	partial, empty := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(partial, ca.CertFile), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	newFlags := func(set bool) flags {
+	newFlags := func(dir string, set bool) flags {
 		return flags{namespace: "istio-system", identity: identityFlags{
-			caDir: filepath.Join(t.TempDir(), "ca"), cacertsDir: cacerts, cacertsDirSet: set, trustDomain: "cluster.local",
+			caDir: filepath.Join(t.TempDir(), "ca"), cacertsDir: dir, cacertsDirSet: set, trustDomain: "cluster.local",
 			workloadTTL: time.Hour, maxTTL: 2 * time.Hour,
 		}}
 	}
-	_, err := newSecureServer(newFlags(true), nil, nil, slog.New(slog.DiscardHandler))
-	if want := "--cacerts-dir: " + filepath.Join(cacerts, ca.KeyFile); err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("explicit --cacerts-dir without a key: err %v, want %q", err, want)
+	for _, tc := range []struct {
+		name, dir, want string
+	}{
+		{"half a CA", partial, "--cacerts-dir: " + partial + " holds ca-cert.pem but no ca-key.pem"},
+		{"no such directory", filepath.Join(empty, "typo"), "--cacerts-dir: stat " + filepath.Join(empty, "typo")},
+	} {
+		if _, err := newSecureServer(newFlags(tc.dir, true), nil, nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFlags(false)
-	f.identity.secureLis = l
-	s, err := newSecureServer(f, nil, nil, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("default --cacerts-dir without a key: %v (want the self-signed root)", err)
-	}
-	defer s.lis.Close()
-	if _, err := os.Stat(filepath.Join(f.identity.caDir, ca.RootCertFile)); err != nil {
-		t.Errorf("self-signed root not generated: %v", err)
+	for _, tc := range []struct {
+		name string
+		f    flags
+	}{
+		{"explicit empty directory", newFlags(empty, true)},
+		{"default directory with half a CA", newFlags(partial, false)},
+	} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.f.identity.secureLis = l
+		s, err := newSecureServer(tc.f, nil, nil, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Errorf("%s: %v (want the self-signed root)", tc.name, err)
+			l.Close()
+			continue
+		}
+		s.lis.Close()
+		if _, err := os.Stat(filepath.Join(tc.f.identity.caDir, ca.RootCertFile)); err != nil {
+			t.Errorf("%s: self-signed root not generated: %v", tc.name, err)
+		}
 	}
 }

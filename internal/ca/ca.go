@@ -50,6 +50,11 @@ const (
 	KeyFile       = "ca-key.pem"
 	CertChainFile = "cert-chain.pem"
 	RootCertFile  = "root-cert.pem"
+	// CRLFile is Istio's optional certificate revocation list of a
+	// plugged-in CA. Strait does not distribute or check CRLs, so a CA
+	// directory holding one is refused rather than loaded with revoked
+	// certificates still trusted.
+	CRLFile = "ca-crl.pem"
 )
 
 // Defaults, as Istio's (DEFAULT_WORKLOAD_CERT_TTL, MAX_WORKLOAD_CERT_TTL,
@@ -297,6 +302,9 @@ func (c *CA) load() (*bundle, error) {
 	chainPEM, err := read(CertChainFile, plugged)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, CRLFile)); err == nil {
+		return nil, fmt.Errorf("ca: %s: certificate revocation lists are not supported by Strait yet (remove it, or revoke by rotating the signing CA)", filepath.Join(dir, CRLFile))
 	}
 	kc := &bundle{chainPEM: chainPEM, rootsPEM: rootsPEM, plugged: plugged}
 	path := func(name string) string { return filepath.Join(dir, name) }

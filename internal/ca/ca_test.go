@@ -364,6 +364,7 @@ func TestPluggedInCACerts(t *testing.T) {
 		{"wrong key", map[string]string{CertFile: certPEM(p.inter), KeyFile: keyPEM(t, other.interKey), CertChainFile: certPEM(p.inter, p.root), RootCertFile: certPEM(p.root)}, "does not match the public key"},
 		{"foreign root", map[string]string{CertFile: certPEM(p.inter), KeyFile: keyPEM(t, p.interKey), CertChainFile: certPEM(p.inter, p.root), RootCertFile: certPEM(other.root)}, "does not chain to a root"},
 		{"chain not starting at ca-cert", map[string]string{CertFile: certPEM(p.inter), KeyFile: keyPEM(t, p.interKey), CertChainFile: certPEM(p.root), RootCertFile: certPEM(p.root)}, "must start with"},
+		{"CRL refused", map[string]string{CertFile: certPEM(p.inter), KeyFile: keyPEM(t, p.interKey), CertChainFile: certPEM(p.inter, p.root), RootCertFile: certPEM(p.root), CRLFile: "x"}, "ca-crl.pem: certificate revocation lists are not supported by Strait yet"},
 		{"not a CA", map[string]string{CertFile: certPEM(mustParse(t, chain[0])...), KeyFile: keyPEM(t, p.interKey), CertChainFile: certPEM(p.inter), RootCertFile: certPEM(p.root)}, "is not a CA certificate"},
 	} {
 		d := t.TempDir()

@@ -134,7 +134,8 @@ func newSecureServer(f flags, kubeConfig *rest.Config, reg prometheus.Registerer
 // Secret that does not exist) is that case too. But a directory that
 // holds some cacerts files without ca-key.pem is a CA left half done: that
 // is an error when --cacerts-dir was given (and so is a directory that
-// does not exist), and a warning for the default.
+// does not exist), and a warning for the default. Istio's other layout,
+// tls.crt/tls.key/ca.crt, is refused by name in either case.
 func pluggedCADir(dir string, explicit bool, logger *slog.Logger) (string, error) {
 	keyPath := filepath.Join(dir, ca.KeyFile)
 	if _, err := os.Stat(keyPath); err == nil {
@@ -145,6 +146,13 @@ func pluggedCADir(dir string, explicit bool, logger *slog.Logger) (string, error
 			return "", fmt.Errorf("--cacerts-dir: %w", err)
 		}
 		return "", nil
+	}
+	// istiod also reads a kubernetes.io/tls Secret's files (tls.crt,
+	// tls.key, ca.crt) as its signing CA; falling back to a self-signed
+	// root would hand workloads a root their operator never chose.
+	if _, err := os.Stat(filepath.Join(dir, "tls.key")); err == nil {
+		return "", fmt.Errorf("--cacerts-dir: %s holds tls.key, the kubernetes.io/tls layout of a signing CA, which Strait does not read yet; provide %s, %s, %s and %s",
+			dir, ca.CertFile, ca.KeyFile, ca.CertChainFile, ca.RootCertFile)
 	}
 	for _, name := range []string{ca.CertFile, ca.CertChainFile, ca.RootCertFile} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {

@@ -291,13 +291,22 @@ func TestCacertsDirGivenWithoutKey(t *testing.T) {
 			workloadTTL: time.Hour, maxTTL: 2 * time.Hour,
 		}}
 	}
+	tlsLayout := t.TempDir()
+	for _, name := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		if err := os.WriteFile(filepath.Join(tlsLayout, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct {
 		name, dir, want string
+		explicit        bool
 	}{
-		{"half a CA", partial, "--cacerts-dir: " + partial + " holds ca-cert.pem but no ca-key.pem"},
-		{"no such directory", filepath.Join(empty, "typo"), "--cacerts-dir: stat " + filepath.Join(empty, "typo")},
+		{"half a CA", partial, "--cacerts-dir: " + partial + " holds ca-cert.pem but no ca-key.pem", true},
+		{"no such directory", filepath.Join(empty, "typo"), "--cacerts-dir: stat " + filepath.Join(empty, "typo"), true},
+		{"kubernetes.io/tls layout", tlsLayout, "--cacerts-dir: " + tlsLayout + " holds tls.key, the kubernetes.io/tls layout", true},
+		{"kubernetes.io/tls layout in the default directory", tlsLayout, "holds tls.key", false},
 	} {
-		if _, err := newSecureServer(newFlags(tc.dir, true), nil, nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := newSecureServer(newFlags(tc.dir, tc.explicit), nil, nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
 		}
 	}

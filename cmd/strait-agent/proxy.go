@@ -27,7 +27,8 @@ func newProxyCmd() *cobra.Command {
 		Long: `Run the sidecar agent.
 
 Environment: POD_NAME, POD_NAMESPACE, INSTANCE_IP, SERVICE_ACCOUNT,
-PROXY_CONFIG (JSON ProxyConfig, e.g. {"discoveryAddress":"straitd.istio-system.svc:15010"}),
+PROXY_CONFIG (JSON ProxyConfig; discoveryAddress defaults to Istio's
+istiod.istio-system.svc:15012, e.g. {"discoveryAddress":"straitd.istio-system.svc:15012"}),
 ISTIO_META_* (node metadata), MINIMUM_DRAIN_DURATION (e.g. 5s), XDS_SOCKET_PATH.
 The ProxyConfig is merged from defaults, /etc/istio/config/mesh, PROXY_CONFIG and
 the proxy.istio.io/config annotation in /etc/istio/pod/annotations, in that order.
@@ -40,7 +41,8 @@ spiffe://TRUST_DOMAIN/ns/POD_NAMESPACE/sa/SERVICE_ACCOUNT with the token at
 ./var/run/secrets/tokens/istio-token (JWT_POLICY=first-party-jwt: the legacy
 service-account token), renews it at ~80% of SECRET_TTL (24h) and serves it
 over SDS on ./var/run/secrets/workload-spiffe-uds/socket. ISTIOD_SAN
-overrides the server name checked on both connections.`,
+overrides the server name checked on both connections. PILOT_CERT_PROVIDER
+may only be istiod (the default); Istio's other providers are refused.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("want one proxy type argument (sidecar), got %d", len(args))

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/straitmesh/strait/internal/ca"
 	"github.com/straitmesh/strait/internal/ca/token"
+	"github.com/straitmesh/strait/internal/config"
 )
 
 func newTokenCmd() *cobra.Command {
@@ -25,24 +28,45 @@ func newTokenCmd() *cobra.Command {
 func newTokenCreateCmd() *cobra.Command {
 	var (
 		namespace, serviceAccount, caDir, out string
+		workloadEntry, name                   string
 		ttl                                   time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "create --namespace NS --service-account SA",
+		Use:   "create (--workload-entry FILE [--name NAME] | --namespace NS --service-account SA)",
 		Short: "Issue a token that lets a workload request certificates for spiffe://<trust domain>/ns/NS/sa/SA",
 		Long: `create signs a token with the key in straitd's CA directory (--ca-dir,
-the same as straitd's; straitd creates the key on its first start). Store the
-token beside the workload, where strait-agent reads it:
+the same as straitd's; straitd creates the key on its first start). The
+identity is the namespace and service account given, or those of a
+WorkloadEntry (its metadata.namespace and spec.serviceAccount) read from
+--workload-entry, the YAML file straitd serves it from.
+
+Store the token beside the workload, where strait-agent reads it:
   <agent working directory>/var/run/secrets/tokens/istio-token
 The agent sends it with each certificate request; straitd signs only
 certificates for the token's namespace and service account. Anyone who reads
 the token can get that identity's certificates until it expires: keep it
 readable only by the agent's user. Replacing the key file revokes every token.`,
+		Example: `  straitctl token create --workload-entry /etc/strait/config/vm1.yaml \
+    -o /srv/vm1/var/run/secrets/tokens/istio-token
+  straitctl token create --namespace shop --service-account orders --ttl 720h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			id := ca.Identity{TrustDomain: "x", Namespace: namespace, ServiceAccount: serviceAccount}
-			if err := id.Validate(); err != nil {
-				return fmt.Errorf("--namespace/--service-account: %w", err)
+			f := cmd.Flags()
+			switch {
+			case workloadEntry != "" && (f.Changed("namespace") || f.Changed("service-account")):
+				return errors.New("--workload-entry takes the namespace and service account from the WorkloadEntry; drop --namespace/--service-account")
+			case workloadEntry != "":
+				var err error
+				if namespace, serviceAccount, err = workloadEntryIdentity(workloadEntry, name); err != nil {
+					return err
+				}
+			case f.Changed("name"):
+				return errors.New("--name picks a WorkloadEntry of --workload-entry; give --workload-entry FILE too")
+			case namespace == "" || serviceAccount == "":
+				return errors.New("give --workload-entry FILE, or both --namespace and --service-account")
+			}
+			if err := validateIdentityNames(namespace, serviceAccount); err != nil {
+				return err
 			}
 			if ttl <= 0 {
 				return fmt.Errorf("--ttl %v: want a positive duration (e.g. 720h)", ttl)
@@ -66,16 +90,69 @@ readable only by the agent's user. Replacing the key file revokes every token.`,
 			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 				return err
 			}
-			return os.WriteFile(out, []byte(tok+"\n"), 0o600)
+			if err := os.WriteFile(out, []byte(tok+"\n"), 0o600); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.ErrOrStderr(), "token for ns/%s/sa/%s written to %s (valid until %s)\n",
+				namespace, serviceAccount, out, now.Add(ttl).UTC().Format(time.RFC3339))
+			return err
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&namespace, "namespace", "", "the workload's namespace (required)")
-	f.StringVar(&serviceAccount, "service-account", "", "the workload's service account (required)")
+	f.StringVar(&workloadEntry, "workload-entry", "", "YAML file holding the workload's WorkloadEntry: the token is for its namespace and spec.serviceAccount")
+	f.StringVar(&name, "name", "", "the WorkloadEntry's metadata.name, when --workload-entry holds several")
+	f.StringVar(&namespace, "namespace", "", "the workload's namespace (without --workload-entry)")
+	f.StringVar(&serviceAccount, "service-account", "", "the workload's service account (without --workload-entry)")
 	f.DurationVar(&ttl, "ttl", 365*24*time.Hour, "how long the token is valid")
 	f.StringVar(&caDir, "ca-dir", ca.DefaultDir, "straitd's --ca-dir (holds "+token.KeyFile+")")
 	f.StringVarP(&out, "output-file", "o", "", "write the token to this file (mode 0600) instead of stdout")
-	_ = cmd.MarkFlagRequired("namespace")
-	_ = cmd.MarkFlagRequired("service-account")
 	return cmd
+}
+
+// workloadEntryIdentity finds the WorkloadEntry named name (any, if the
+// file holds one) in file and returns its namespace and service account.
+func workloadEntryIdentity(file, name string) (namespace, serviceAccount string, err error) {
+	res := config.LoadFile(file)
+	if res.Err != nil {
+		return "", "", fmt.Errorf("--workload-entry: %w", res.Err)
+	}
+	var found []*config.Config
+	var names []string
+	for _, c := range res.Configs {
+		if c.Kind != config.KindWorkloadEntry {
+			continue
+		}
+		names = append(names, c.Namespace+"/"+c.Name)
+		if name == "" || c.Name == name {
+			found = append(found, c)
+		}
+	}
+	switch {
+	case len(names) == 0:
+		return "", "", fmt.Errorf("--workload-entry %s: holds no WorkloadEntry", file)
+	case len(found) == 0:
+		return "", "", fmt.Errorf("--workload-entry %s: no WorkloadEntry named %q (it holds %s)", file, name, strings.Join(names, ", "))
+	case len(found) > 1:
+		return "", "", fmt.Errorf("--workload-entry %s: holds %d WorkloadEntries (%s); pick one with --name", file, len(found), strings.Join(names, ", "))
+	}
+	we := found[0]
+	sa := we.WorkloadEntry().GetServiceAccount()
+	if sa == "" {
+		return "", "", fmt.Errorf("--workload-entry %s: WorkloadEntry %s/%s has no spec.serviceAccount; set it to the workload's identity (its certificate is spiffe://<trust domain>/ns/%s/sa/<serviceAccount>)",
+			file, we.Namespace, we.Name, we.Namespace)
+	}
+	return we.Namespace, sa, nil
+}
+
+// validateIdentityNames checks the names as Kubernetes does: a namespace is
+// a DNS-1123 label and a service account a DNS-1123 subdomain, so a token
+// is never issued for an identity no workload can have.
+func validateIdentityNames(namespace, serviceAccount string) error {
+	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+		return fmt.Errorf("namespace %q: %s", namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(serviceAccount); len(errs) > 0 {
+		return fmt.Errorf("service account %q: %s", serviceAccount, strings.Join(errs, "; "))
+	}
+	return (ca.Identity{TrustDomain: "x", Namespace: namespace, ServiceAccount: serviceAccount}).Validate()
 }

@@ -33,6 +33,10 @@ type identityFlags struct {
 	secureXDSAddr string // --secure-xds-addr; empty: no TLS port, no CA
 	caDir         string // --ca-dir: self-signed root and token key
 	cacertsDir    string // --cacerts-dir: plugged-in CA, used when it holds ca-key.pem
+	// cacertsDirSet: --cacerts-dir given explicitly; then a directory
+	// without ca-key.pem is an error rather than a silent fallback to
+	// the self-signed root.
+	cacertsDirSet bool
 	trustDomain   string // --trust-domain
 	// trustDomainSet: --trust-domain given explicitly; else the mesh
 	// config's trustDomain is the CA's.
@@ -47,7 +51,7 @@ type identityFlags struct {
 func addIdentityFlags(fs *pflag.FlagSet, f *identityFlags) {
 	fs.StringVar(&f.secureXDSAddr, "secure-xds-addr", ":15012", "address of the TLS gRPC server: xDS and Istio's certificate API (IstioCertificateService), with a serving certificate from straitd's CA; empty disables both the port and the CA")
 	fs.StringVar(&f.caDir, "ca-dir", ca.DefaultDir, "directory of the CA's state: the self-signed root (ca-cert.pem, ca-key.pem, root-cert.pem; generated on first start) and the key of file-mode workload tokens ("+token.KeyFile+")")
-	fs.StringVar(&f.cacertsDir, "cacerts-dir", "/etc/cacerts", "plugged-in CA in Istio's cacerts layout (ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem); used instead of the self-signed root when it holds ca-key.pem")
+	fs.StringVar(&f.cacertsDir, "cacerts-dir", "/etc/cacerts", "plugged-in CA in Istio's cacerts layout (ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem); used instead of the self-signed root when it holds ca-key.pem (given explicitly, a missing directory or one with cacerts files but no ca-key.pem is an error; an empty cert-chain.pem means ca-cert.pem is sent as the chain)")
 	fs.StringVar(&f.trustDomain, "trust-domain", ca.DefaultTrustDomain, "trust domain of the workload SPIFFE IDs, spiffe://<trust domain>/ns/<namespace>/sa/<service account>; default: the mesh config's trustDomain (sidecars accept peers of that trust domain only, so the two must agree)")
 	fs.DurationVar(&f.workloadTTL, "workload-cert-ttl", ca.DefaultWorkloadTTL, "lifetime of a workload certificate whose request asks for none (Istio's DEFAULT_WORKLOAD_CERT_TTL)")
 	fs.DurationVar(&f.maxTTL, "max-workload-cert-ttl", ca.DefaultMaxTTL, "longest workload certificate lifetime granted; longer requests are refused (Istio's MAX_WORKLOAD_CERT_TTL)")
@@ -79,9 +83,11 @@ func newSecureServer(f flags, kubeConfig *rest.Config, reg prometheus.Registerer
 	}
 	opts := ca.Options{Dir: idf.caDir, TrustDomain: idf.trustDomain, DefaultTTL: idf.workloadTTL, MaxTTL: idf.maxTTL, Logger: logger}
 	if idf.cacertsDir != "" {
-		if _, err := os.Stat(filepath.Join(idf.cacertsDir, ca.KeyFile)); err == nil {
-			opts.PluggedDir = idf.cacertsDir
+		plugged, err := pluggedCADir(idf.cacertsDir, idf.cacertsDirSet, logger)
+		if err != nil {
+			return nil, err
 		}
+		opts.PluggedDir = plugged
 	}
 	authority, err := ca.Load(opts)
 	if err != nil {
@@ -120,6 +126,47 @@ func newSecureServer(f flags, kubeConfig *rest.Config, reg prometheus.Registerer
 	g := grpc.NewServer(append(xds.ServerOptions(), grpc.Creds(credentials.NewTLS(tlsConfig)))...)
 	certService.Register(g)
 	return &secureServer{grpc: g, lis: lis, ca: authority, rootPublisher: publisher}, nil
+}
+
+// pluggedCADir decides whether dir holds a plugged-in CA: it does when
+// ca-key.pem is there. Like istiod, straitd otherwise uses its self-signed
+// root; a directory without any cacerts file (the mount of an optional
+// Secret that does not exist) is that case too. But a directory that
+// holds some cacerts files without ca-key.pem is a CA left half done: that
+// is an error when --cacerts-dir was given (and so is a directory that
+// does not exist), and a warning for the default. Istio's other layout,
+// tls.crt/tls.key/ca.crt, is refused by name in either case.
+func pluggedCADir(dir string, explicit bool, logger *slog.Logger) (string, error) {
+	keyPath := filepath.Join(dir, ca.KeyFile)
+	if _, err := os.Stat(keyPath); err == nil {
+		return dir, nil
+	}
+	if _, err := os.Stat(dir); err != nil {
+		if explicit {
+			return "", fmt.Errorf("--cacerts-dir: %w", err)
+		}
+		return "", nil
+	}
+	// istiod also reads a kubernetes.io/tls Secret's files (tls.crt,
+	// tls.key, ca.crt) as its signing CA; falling back to a self-signed
+	// root would hand workloads a root their operator never chose.
+	if _, err := os.Stat(filepath.Join(dir, "tls.key")); err == nil {
+		return "", fmt.Errorf("--cacerts-dir: %s holds tls.key, the kubernetes.io/tls layout of a signing CA, which Strait does not read yet; provide %s, %s, %s and %s",
+			dir, ca.CertFile, ca.KeyFile, ca.CertChainFile, ca.RootCertFile)
+	}
+	for _, name := range []string{ca.CertFile, ca.CertChainFile, ca.RootCertFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			continue
+		}
+		if explicit {
+			return "", fmt.Errorf("--cacerts-dir: %s holds %s but no %s (a plugged-in CA needs %s, %s, %s and %s)",
+				dir, name, ca.KeyFile, ca.CertFile, ca.KeyFile, ca.CertChainFile, ca.RootCertFile)
+		}
+		logger.Warn("plugged-in CA directory has no key; using the self-signed root", "component", "ca",
+			"dir", dir, "missing", keyPath, "found", name)
+		return "", nil
+	}
+	return "", nil
 }
 
 // servingNames are the SANs of straitd's serving certificate: the Service

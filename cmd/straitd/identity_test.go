@@ -274,3 +274,63 @@ func TestResolveTrustDomain(t *testing.T) {
 		t.Errorf("conflicting flag: err %v", err)
 	}
 }
+
+// TestCacertsDirGivenWithoutKey: --cacerts-dir given on the command line
+// that does not exist, or holds cacerts files but no ca-key.pem, stops
+// straitd naming what is wrong; an empty directory (an optional Secret's
+// mount) and the default directory fall back to the self-signed root, as
+// istiod does.
+func TestCacertsDirGivenWithoutKey(t *testing.T) {
+	partial, empty := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(partial, ca.CertFile), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newFlags := func(dir string, set bool) flags {
+		return flags{namespace: "istio-system", identity: identityFlags{
+			caDir: filepath.Join(t.TempDir(), "ca"), cacertsDir: dir, cacertsDirSet: set, trustDomain: "cluster.local",
+			workloadTTL: time.Hour, maxTTL: 2 * time.Hour,
+		}}
+	}
+	tlsLayout := t.TempDir()
+	for _, name := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		if err := os.WriteFile(filepath.Join(tlsLayout, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, dir, want string
+		explicit        bool
+	}{
+		{"half a CA", partial, "--cacerts-dir: " + partial + " holds ca-cert.pem but no ca-key.pem", true},
+		{"no such directory", filepath.Join(empty, "typo"), "--cacerts-dir: stat " + filepath.Join(empty, "typo"), true},
+		{"kubernetes.io/tls layout", tlsLayout, "--cacerts-dir: " + tlsLayout + " holds tls.key, the kubernetes.io/tls layout", true},
+		{"kubernetes.io/tls layout in the default directory", tlsLayout, "holds tls.key", false},
+	} {
+		if _, err := newSecureServer(newFlags(tc.dir, tc.explicit), nil, nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		f    flags
+	}{
+		{"explicit empty directory", newFlags(empty, true)},
+		{"default directory with half a CA", newFlags(partial, false)},
+	} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.f.identity.secureLis = l
+		s, err := newSecureServer(tc.f, nil, nil, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Errorf("%s: %v (want the self-signed root)", tc.name, err)
+			l.Close()
+			continue
+		}
+		s.lis.Close()
+		if _, err := os.Stat(filepath.Join(tc.f.identity.caDir, ca.RootCertFile)); err != nil {
+			t.Errorf("%s: self-signed root not generated: %v", tc.name, err)
+		}
+	}
+}

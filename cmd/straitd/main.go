@@ -125,6 +125,7 @@ Environment:
 			defer stop()
 			f.injectAddrSet = cmd.Flags().Changed("inject-addr")
 			f.identity.trustDomainSet = cmd.Flags().Changed("trust-domain")
+			f.identity.cacertsDirSet = cmd.Flags().Changed("cacerts-dir")
 			return run(ctx, f, os.LookupEnv)
 		},
 	}

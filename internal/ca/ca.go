@@ -50,6 +50,11 @@ const (
 	KeyFile       = "ca-key.pem"
 	CertChainFile = "cert-chain.pem"
 	RootCertFile  = "root-cert.pem"
+	// CRLFile is Istio's optional certificate revocation list of a
+	// plugged-in CA. Strait does not distribute or check CRLs, so a CA
+	// directory holding one is refused rather than loaded with revoked
+	// certificates still trusted.
+	CRLFile = "ca-crl.pem"
 )
 
 // Defaults, as Istio's (DEFAULT_WORKLOAD_CERT_TTL, MAX_WORKLOAD_CERT_TTL,
@@ -298,6 +303,9 @@ func (c *CA) load() (*bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := os.Stat(filepath.Join(dir, CRLFile)); err == nil {
+		return nil, fmt.Errorf("ca: %s: certificate revocation lists are not supported by Strait yet (remove it, or revoke by rotating the signing CA)", filepath.Join(dir, CRLFile))
+	}
 	kc := &bundle{chainPEM: chainPEM, rootsPEM: rootsPEM, plugged: plugged}
 	path := func(name string) string { return filepath.Join(dir, name) }
 
@@ -321,13 +329,18 @@ func (c *CA) load() (*bundle, error) {
 	if kc.roots, err = parseCerts(rootsPEM); err != nil {
 		return nil, fmt.Errorf("ca: %s: want one or more PEM root certificates: %w", path(RootCertFile), err)
 	}
-	if len(chainPEM) > 0 {
+	if len(bytes.TrimSpace(chainPEM)) > 0 {
 		if kc.chain, err = parseCerts(chainPEM); err != nil {
 			return nil, fmt.Errorf("ca: %s: want PEM certificates from %s up to the root: %w", path(CertChainFile), CertFile, err)
 		}
 		if !kc.chain[0].Equal(kc.cert) {
 			return nil, fmt.Errorf("ca: %s must start with the certificate of %s", path(CertChainFile), CertFile)
 		}
+	} else if !isSelfSigned(kc.cert) {
+		// An empty cert-chain.pem beside an intermediate (Istio loads
+		// that too): the intermediate still has to travel with every leaf,
+		// or peers holding only the root cannot verify it.
+		kc.chain = []*x509.Certificate{kc.cert}
 	}
 	now := c.opts.Now()
 	if now.After(kc.cert.NotAfter) {
@@ -560,7 +573,12 @@ func parseCerts(data []byte) ([]*x509.Certificate, error) {
 }
 
 func parseKey(data []byte) (crypto.Signer, error) {
-	block, _ := pem.Decode(data)
+	block, rest := pem.Decode(data)
+	// openssl ecparam -genkey writes the curve's parameters before the
+	// key; they are implied by the key, so skip them as crypto/tls does.
+	for block != nil && block.Type == "EC PARAMETERS" {
+		block, rest = pem.Decode(rest)
+	}
 	if block == nil {
 		return nil, errors.New("no PEM block")
 	}

@@ -335,6 +335,25 @@ func TestPluggedInCACerts(t *testing.T) {
 		t.Error("a plugged-in CA still generated a self-signed root")
 	}
 
+	// An empty cert-chain.pem beside an intermediate: the response still
+	// carries the intermediate, so a peer with only the root verifies it.
+	emptyChain := t.TempDir()
+	writeFiles(t, emptyChain, map[string]string{
+		CertFile: certPEM(p.inter), KeyFile: keyPEM(t, p.interKey), CertChainFile: "\n", RootCertFile: certPEM(p.root),
+	})
+	c, err = Load(Options{PluggedDir: emptyChain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err = c.Sign(SignRequest{CSR: newCSR(t, ecKey(t), demo.String()), Identity: demo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chain) != 3 || !mustParse(t, chain[1])[0].Equal(p.inter) {
+		t.Fatalf("empty cert-chain.pem: chain has %d elements, want leaf, intermediate, trust bundle", len(chain))
+	}
+	verify(t, chain, time.Now())
+
 	other := newPKI(t, "other")
 	for _, tt := range []struct {
 		name  string
@@ -345,6 +364,7 @@ func TestPluggedInCACerts(t *testing.T) {
 		{"wrong key", map[string]string{CertFile: certPEM(p.inter), KeyFile: keyPEM(t, other.interKey), CertChainFile: certPEM(p.inter, p.root), RootCertFile: certPEM(p.root)}, "does not match the public key"},
 		{"foreign root", map[string]string{CertFile: certPEM(p.inter), KeyFile: keyPEM(t, p.interKey), CertChainFile: certPEM(p.inter, p.root), RootCertFile: certPEM(other.root)}, "does not chain to a root"},
 		{"chain not starting at ca-cert", map[string]string{CertFile: certPEM(p.inter), KeyFile: keyPEM(t, p.interKey), CertChainFile: certPEM(p.root), RootCertFile: certPEM(p.root)}, "must start with"},
+		{"CRL refused", map[string]string{CertFile: certPEM(p.inter), KeyFile: keyPEM(t, p.interKey), CertChainFile: certPEM(p.inter, p.root), RootCertFile: certPEM(p.root), CRLFile: "x"}, "ca-crl.pem: certificate revocation lists are not supported by Strait yet"},
 		{"not a CA", map[string]string{CertFile: certPEM(mustParse(t, chain[0])...), KeyFile: keyPEM(t, p.interKey), CertChainFile: certPEM(p.inter), RootCertFile: certPEM(p.root)}, "is not a CA certificate"},
 	} {
 		d := t.TempDir()
@@ -564,6 +584,12 @@ func TestLoadEdgeCases(t *testing.T) {
 	if _, err := Load(Options{PluggedDir: dir}); err != nil {
 		t.Errorf("files with other PEM blocks first: %v", err)
 	}
+	// A key as openssl ecparam -genkey writes it: parameters, then the key.
+	dir = t.TempDir()
+	writeFiles(t, dir, map[string]string{CertFile: certPEM(p.inter), KeyFile: other + keyPEM(t, p.interKey), CertChainFile: certPEM(p.inter, p.root), RootCertFile: certPEM(p.root)})
+	if _, err := Load(Options{PluggedDir: dir}); err != nil {
+		t.Errorf("ca-key.pem with EC PARAMETERS first: %v", err)
+	}
 }
 
 // TestSignClipsToCAExpiry: a certificate never outlives the CA that signs
@@ -609,6 +635,58 @@ func TestServingCertRenews(t *testing.T) {
 	}
 	if renewed.Leaf.DNSNames[0] != "straitd.istio-system.svc" {
 		t.Errorf("names %v", renewed.Leaf.DNSNames)
+	}
+}
+
+// TestServingCertFollowsRotation: once a root rotation switches the signing
+// CA, straitd's serving certificate is re-issued under the new CA at the
+// next handshake, long before 80% of its lifetime, so an agent that trusts
+// only the new root can connect.
+func TestServingCertFollowsRotation(t *testing.T) {
+	old, next := newPKI(t, "old"), newPKI(t, "new")
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		CertFile: certPEM(old.inter), KeyFile: keyPEM(t, old.interKey),
+		CertChainFile: certPEM(old.inter, old.root), RootCertFile: certPEM(old.root, next.root),
+	})
+	c, err := Load(Options{PluggedDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := NewServingCert(c, ServingOptions{DNSNames: []string{"istiod.istio-system.svc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := sc.GetCertificate(nil)
+	if again, _ := sc.GetCertificate(nil); again != first {
+		t.Fatal("re-issued without a CA change")
+	}
+	writeFiles(t, dir, map[string]string{CertFile: certPEM(next.inter), KeyFile: keyPEM(t, next.interKey), CertChainFile: certPEM(next.inter, next.root)})
+	if err := c.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sc.GetCertificate(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := got.Leaf.CheckSignatureFrom(next.inter); err != nil {
+		t.Fatalf("serving certificate after the CA switched is not signed by the new CA: %v", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(next.root)
+	inter := x509.NewCertPool()
+	for _, der := range got.Certificate[1:] {
+		ic, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inter.AddCert(ic)
+	}
+	if _, err := got.Leaf.Verify(x509.VerifyOptions{DNSName: "istiod.istio-system.svc", Roots: roots, Intermediates: inter}); err != nil {
+		t.Errorf("an agent trusting only the new root cannot verify straitd: %v", err)
+	}
+	if again, _ := sc.GetCertificate(nil); again != got {
+		t.Error("re-issued again without another CA change")
 	}
 }
 

@@ -8,15 +8,21 @@ import (
 
 // ServingCert keeps straitd's own serving certificate (for the TLS port
 // 15012) issued by the CA, and re-issues it when 80% of its lifetime has
-// passed, so a long-running straitd never serves an expired certificate.
+// passed, so a long-running straitd never serves an expired certificate,
+// and after every CA reload, so that once a root rotation switches the
+// signing CA, agents that trust only the new root can connect at once.
 // GetCertificate is safe for concurrent use.
 type ServingCert struct {
 	ca   *CA
 	opts ServingOptions
 
-	mu      sync.Mutex // guards cert and renewAt
+	mu      sync.Mutex // guards cert, renewAt and caChanged
 	cert    *tls.Certificate
 	renewAt time.Time
+	// caChanged is the CA's Changed channel taken before cert was issued:
+	// closed means the CA reloaded since, and cert may be under an old
+	// signing CA.
+	caChanged <-chan struct{}
 }
 
 // NewServingCert issues the first certificate now, so a bad name fails at
@@ -36,9 +42,10 @@ func (s *ServingCert) get() (*tls.Certificate, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.ca.opts.Now()
-	if s.cert != nil && now.Before(s.renewAt) {
+	if s.cert != nil && now.Before(s.renewAt) && !closed(s.caChanged) {
 		return s.cert, nil
 	}
+	changed := s.ca.Changed()
 	cert, err := s.ca.IssueServing(s.opts)
 	if err != nil {
 		if s.cert != nil && now.Before(s.cert.Leaf.NotAfter) {
@@ -48,6 +55,15 @@ func (s *ServingCert) get() (*tls.Certificate, error) {
 		return nil, err
 	}
 	life := cert.Leaf.NotAfter.Sub(now)
-	s.cert, s.renewAt = cert, now.Add(life*4/5)
+	s.cert, s.renewAt, s.caChanged = cert, now.Add(life*4/5), changed
 	return cert, nil
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

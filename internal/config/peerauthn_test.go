@@ -64,6 +64,8 @@ func TestPeerAuthenticationInvalid(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"port level without selector", pa("  mtls: {mode: STRICT}\n  portLevelMtls: {8080: {mode: DISABLE}}\n"),
 			"spec.portLevelMtls: a mesh or namespace PeerAuthentication (no selector.matchLabels) cannot have port-level mTLS"},
+		{"empty port level", pa("  selector: {matchLabels: {app: a}}\n  portLevelMtls: {}\n"),
+			"spec.portLevelMtls: is empty; list at least one port"},
 		{"port zero", pa("  selector: {matchLabels: {app: a}}\n  portLevelMtls: {0: {mode: DISABLE}}\n"),
 			"spec.portLevelMtls[0]: port 0 is not in 1..65535"},
 		{"bad label", pa("  selector: {matchLabels: {app: 'a b'}}\n"),

@@ -39,6 +39,15 @@ func validateAuthorizationPolicy(el *errorList, c *Config, p *security.Authoriza
 	if p.Selector != nil {
 		validateLabels(el, "spec.selector.matchLabels", p.Selector.MatchLabels)
 	}
+	validateOneSelector(el, p.Selector != nil, p.TargetRef != nil, len(p.TargetRefs) > 0)
+	if p.Action == security.AuthorizationPolicy_DENY && p.Rules == nil {
+		// A DENY policy without rules matches nothing; Istio refuses it
+		// rather than let it look like a deny-all.
+		el.add("spec.rules", "DENY action without rules is meaningless as it will never be triggered; add an empty rule {} to deny every request")
+	}
+	if p.GetProvider() != nil && p.Action != security.AuthorizationPolicy_CUSTOM {
+		el.add("spec.provider", "must not be set with action %s (only with CUSTOM)", p.Action)
+	}
 	for i, r := range p.Rules {
 		rf := fmt.Sprintf("spec.rules[%d]", i)
 		if r == nil {
@@ -71,6 +80,27 @@ func validateAuthorizationPolicy(el *errorList, c *Config, p *security.Authoriza
 			}
 			if n == 0 {
 				el.add(f, "must set at least one field (e.g. principals or namespaces)")
+			}
+			if len(s.Principals)+len(s.NotPrincipals)+len(s.Namespaces)+len(s.NotNamespaces) > 0 &&
+				len(s.ServiceAccounts)+len(s.NotServiceAccounts) > 0 {
+				el.add(f, "cannot set serviceAccounts with namespaces or principals (serviceAccounts takes NAMESPACE/NAME)")
+			}
+			for _, l := range []struct {
+				name string
+				vs   []string
+			}{{"serviceAccounts", s.ServiceAccounts}, {"notServiceAccounts", s.NotServiceAccounts}} {
+				validateServiceAccounts(el, f+"."+l.name, l.vs)
+			}
+			for _, l := range []struct {
+				name string
+				vs   []string
+			}{{"trustDomains", s.TrustDomains}, {"notTrustDomains", s.NotTrustDomains}} {
+				validateWildcards(el, f+"."+l.name, l.vs)
+				for k, v := range l.vs {
+					if strings.Contains(v, "/") {
+						el.add(fmt.Sprintf("%s.%s[%d]", f, l.name, k), "%q: a trust domain must not contain '/'", v)
+					}
+				}
 			}
 		}
 		for j, to := range r.To {
@@ -145,6 +175,14 @@ func validateAuthzWhen(el *errorList, f string, w *security.Condition) {
 	ip := k == "source.ip" || k == "remote.ip" || k == "destination.ip"
 	validateAuthzValues(el, f+".values", w.Values, ip)
 	validateAuthzValues(el, f+".notValues", w.NotValues, ip)
+	switch k {
+	case "source.serviceAccount":
+		validateServiceAccounts(el, f+".values", w.Values)
+		validateServiceAccounts(el, f+".notValues", w.NotValues)
+	case "source.trustDomain":
+		validateWildcards(el, f+".values", w.Values)
+		validateWildcards(el, f+".notValues", w.NotValues)
+	}
 	if k == "destination.port" {
 		for i, v := range append(append([]string(nil), w.Values...), w.NotValues...) {
 			validateAuthzPort(el, fmt.Sprintf("%s.values[%d]", f, i), v)
@@ -164,6 +202,59 @@ func validateAuthzValues(el *errorList, f string, vs []string, ip bool) {
 					el.add(fmt.Sprintf("%s[%d]", f, i), "%q is not an IP address or CIDR (e.g. 10.0.0.0/16)", v)
 				}
 			}
+		}
+	}
+}
+
+// validateOneSelector is Istio's validateOneOfSelectorType: a policy
+// picks its workloads by selector, targetRef or targetRefs, never two.
+func validateOneSelector(el *errorList, selector, targetRef, targetRefs bool) {
+	n := 0
+	for _, set := range []bool{selector, targetRef, targetRefs} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		el.add("spec", "only one of selector, targetRef or targetRefs can be set")
+	}
+}
+
+// maxServiceAccounts is Istio's bound on one serviceAccounts list
+// (pkg/config/security: CheckServiceAccount).
+const maxServiceAccounts = 16
+
+// validateServiceAccounts applies Istio's CheckServiceAccount: at most 16
+// values, each NAME or NAMESPACE/NAME, no wildcard.
+func validateServiceAccounts(el *errorList, f string, vs []string) {
+	if len(vs) > maxServiceAccounts {
+		el.add(f, "has %d values; at most %d are allowed", len(vs), maxServiceAccounts)
+	}
+	for i, v := range vs {
+		ns, sa, hasNS := strings.Cut(v, "/")
+		switch {
+		case v == "":
+			continue // reported by the caller's empty-value check
+		case strings.Contains(v, "*"):
+			el.add(fmt.Sprintf("%s[%d]", f, i), "%q: wildcards are not allowed in service accounts", v)
+		case strings.Count(v, "/") > 1 || (hasNS && (ns == "" || sa == "")):
+			el.add(fmt.Sprintf("%s[%d]", f, i), "%q: want NAME or NAMESPACE/NAME", v)
+		}
+	}
+}
+
+// validateWildcards applies Istio's CheckWildcardValues: one "*" at most,
+// and only as the whole value, at the start or at the end.
+func validateWildcards(el *errorList, f string, vs []string) {
+	for i, v := range vs {
+		n := strings.Count(v, "*")
+		switch {
+		case v == "":
+			continue // reported by the caller's empty-value check
+		case n > 1:
+			el.add(fmt.Sprintf("%s[%d]", f, i), "%q: at most one wildcard is allowed", v)
+		case n == 1 && v != "*" && !strings.HasPrefix(v, "*") && !strings.HasSuffix(v, "*"):
+			el.add(fmt.Sprintf("%s[%d]", f, i), "%q: a wildcard is only allowed at the start or the end", v)
 		}
 	}
 }

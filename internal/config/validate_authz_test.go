@@ -26,6 +26,13 @@ func TestAuthorizationPolicyLoad(t *testing.T) {
 	if res := ParseFile("a.yaml", []byte(templates)); res.Err != nil {
 		t.Errorf("path templates: %v", res.Err)
 	}
+	// serviceAccounts and trustDomains in the forms Istio's validation
+	// accepts (pkg/config/security: CheckServiceAccount, CheckWildcardValues).
+	identities := head + "}\nspec:\n  action: DENY\n  rules:\n  - from: [{source: {serviceAccounts: [a, ns/b], notTrustDomains: [\"*.example\", \"td*\", \"*\"]}}]\n" +
+		"    when: [{key: source.serviceAccount, values: [ns/c]}, {key: source.trustDomain, notValues: [\"x*\"]}]\n"
+	if res := ParseFile("a.yaml", []byte(identities)); res.Err != nil {
+		t.Errorf("service accounts and trust domains: %v", res.Err)
+	}
 	v1beta1 := strings.Replace(good, "security.istio.io/v1", "security.istio.io/v1beta1", 1)
 	if res := ParseFile("a.yaml", []byte(v1beta1)); res.Err != nil {
 		t.Errorf("v1beta1: %v", res.Err)
@@ -53,6 +60,21 @@ func TestAuthorizationPolicyLoad(t *testing.T) {
 		{"envoy filter key", head + "}\nspec:\n  rules: [{when: [{key: \"experimental.envoy.filters.a[b]\", values: [c]}]}]\n", "spec.rules[0].when[0].key", true},
 		{"custom", head + "}\nspec: {action: CUSTOM, provider: {name: x}}\n", "spec.action: CUSTOM not supported by Strait yet", true},
 		{"targetRef", head + "}\nspec: {targetRef: {kind: Gateway, name: g}}\n", "spec.targetRef: not supported by Strait yet", true},
+		{"selector and targetRef", head + "}\nspec: {selector: {matchLabels: {app: a}}, targetRef: {kind: Gateway, name: g}}\n", "spec: only one of selector, targetRef or targetRefs can be set", true},
+		{"DENY without rules", head + "}\nspec: {action: DENY}\n", "spec.rules: DENY action without rules is meaningless", false},
+		{"provider with ALLOW", head + "}\nspec: {action: ALLOW, provider: {name: x}, rules: [{}]}\n", "spec.provider: must not be set with action ALLOW", true},
+		{"serviceAccounts with namespaces", head + "}\nspec:\n  rules: [{from: [{source: {namespaces: [a], notServiceAccounts: [b]}}]}]\n", "spec.rules[0].from[0].source: cannot set serviceAccounts with namespaces or principals", false},
+		{"serviceAccounts with principals", head + "}\nspec:\n  rules: [{from: [{source: {notPrincipals: [a], serviceAccounts: [b]}}]}]\n", "spec.rules[0].from[0].source: cannot set serviceAccounts with namespaces or principals", false},
+		{"service account path", head + "}\nspec:\n  rules: [{from: [{source: {serviceAccounts: [a/b/c]}}]}]\n", "spec.rules[0].from[0].source.serviceAccounts[0]: \"a/b/c\": want NAME or NAMESPACE/NAME", false},
+		{"service account without name", head + "}\nspec:\n  rules: [{from: [{source: {notServiceAccounts: [ns/]}}]}]\n", "spec.rules[0].from[0].source.notServiceAccounts[0]: \"ns/\": want NAME or NAMESPACE/NAME", false},
+		{"service account without namespace", head + "}\nspec:\n  rules: [{from: [{source: {serviceAccounts: [/sa]}}]}]\n", "spec.rules[0].from[0].source.serviceAccounts[0]: \"/sa\": want NAME or NAMESPACE/NAME", false},
+		{"service account wildcard", head + "}\nspec:\n  rules: [{from: [{source: {serviceAccounts: [\"ns/*\"]}}]}]\n", "serviceAccounts[0]: \"ns/*\": wildcards are not allowed", false},
+		{"too many service accounts", head + "}\nspec:\n  rules: [{from: [{source: {serviceAccounts: [a1,a2,a3,a4,a5,a6,a7,a8,a9,a10,a11,a12,a13,a14,a15,a16,a17]}}]}]\n", "serviceAccounts: has 17 values; at most 16", false},
+		{"when service account", head + "}\nspec:\n  rules: [{when: [{key: source.serviceAccount, notValues: [a/b/c]}]}]\n", "spec.rules[0].when[0].notValues[0]: \"a/b/c\": want NAME or NAMESPACE/NAME", false},
+		{"trust domain wildcard inside", head + "}\nspec:\n  rules: [{from: [{source: {trustDomains: [\"a*b\"]}}]}]\n", "trustDomains[0]: \"a*b\": a wildcard is only allowed at the start or the end", false},
+		{"trust domain two wildcards", head + "}\nspec:\n  rules: [{from: [{source: {trustDomains: [\"*a*\"]}}]}]\n", "trustDomains[0]: \"*a*\": at most one wildcard", false},
+		{"trust domain slash", head + "}\nspec:\n  rules: [{from: [{source: {notTrustDomains: [a/b]}}]}]\n", "notTrustDomains[0]: \"a/b\": a trust domain must not contain '/'", false},
+		{"when trust domain wildcard", head + "}\nspec:\n  rules: [{when: [{key: source.trustDomain, values: [\"a*b\"]}]}]\n", "spec.rules[0].when[0].values[0]: \"a*b\": a wildcard is only allowed", false},
 		{"networking group", strings.Replace(head, "security.istio.io/v1", "networking.istio.io/v1", 1) + "}\nspec: {}\n", "AuthorizationPolicy is in security.istio.io, not networking.istio.io", false},
 		{"alpha version", strings.Replace(head, "security.istio.io/v1", "security.istio.io/v1alpha3", 1) + "}\nspec: {}\n", "use security.istio.io/v1 or v1beta1", false},
 	} {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 
@@ -16,9 +17,15 @@ func validateRequestAuthentication(el *errorList, ra *security.RequestAuthentica
 	if ra.Selector != nil {
 		validateLabels(el, "spec.selector.matchLabels", ra.Selector.MatchLabels)
 	}
+	validateOneSelector(el, ra.Selector != nil, ra.TargetRef != nil, len(ra.TargetRefs) > 0)
 	for i, r := range ra.JwtRules {
 		p := fmt.Sprintf("spec.jwtRules[%d]", i)
-		if r.Issuer == "" {
+		switch {
+		case r.Issuer == "" && r.JwksUri != "":
+			// Istio accepts a rule with a jwksUri and no issuer (any iss);
+			// Strait keys its providers and request principals by issuer.
+			el.addErr(p+".issuer", fmt.Errorf("an empty issuer (a rule for tokens of any iss) is %w; set the iss claim of the tokens this rule accepts", ErrNotSupported))
+		case r.Issuer == "":
 			el.add(p+".issuer", "must be set (the iss claim of the tokens this rule accepts)")
 		}
 		for j, a := range r.Audiences {
@@ -32,8 +39,10 @@ func validateRequestAuthentication(el *errorList, ra *security.RequestAuthentica
 				el.add(p+".jwksUri", "%q is not an http:// or https:// URL", r.JwksUri)
 			}
 		}
-		if r.Jwks != "" && !json.Valid([]byte(r.Jwks)) {
-			el.add(p+".jwks", "is not JSON (a JSON Web Key Set: {\"keys\": [...]})")
+		if r.Jwks != "" {
+			if err := checkJWKS(r.Jwks); err != nil {
+				el.add(p+".jwks", "%v", err)
+			}
 		}
 		for j, h := range r.FromHeaders {
 			if h.Name == "" {
@@ -65,4 +74,31 @@ func validateRequestAuthentication(el *errorList, ra *security.RequestAuthentica
 			}
 		}
 	}
+}
+
+// checkJWKS is what Istio's validation (jwk.Parse) and Envoy's
+// jwt_verify_lib ask of an inline key set: a JSON object with a "keys"
+// array of objects that name their key type (kty).
+func checkJWKS(s string) error {
+	if !json.Valid([]byte(s)) {
+		return errors.New("is not JSON (a JSON Web Key Set: {\"keys\": [...]})")
+	}
+	var set struct {
+		Keys *[]json.RawMessage `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(s), &set); err != nil || set.Keys == nil {
+		return errors.New(`is not a JSON Web Key Set: want an object with a "keys" array ({"keys": [...]})`)
+	}
+	for i, raw := range *set.Keys {
+		var key struct {
+			Kty string `json:"kty"`
+		}
+		if err := json.Unmarshal(raw, &key); err != nil {
+			return fmt.Errorf("keys[%d] is not a JSON object (a JSON Web Key)", i)
+		}
+		if key.Kty == "" {
+			return fmt.Errorf("keys[%d] has no kty (the key type: RSA, EC, OKP or oct)", i)
+		}
+	}
+	return nil
 }

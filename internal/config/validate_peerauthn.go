@@ -15,6 +15,9 @@ import (
 func validatePeerAuthentication(el *errorList, s *security.PeerAuthentication) {
 	labels := s.GetSelector().GetMatchLabels()
 	validateLabels(el, "spec.selector.matchLabels", labels)
+	if s.PortLevelMtls != nil && len(s.PortLevelMtls) == 0 {
+		el.add("spec.portLevelMtls", "is empty; list at least one port, or leave it out")
+	}
 	if len(labels) == 0 && len(s.GetPortLevelMtls()) > 0 {
 		el.add("spec.portLevelMtls", "a mesh or namespace PeerAuthentication (no selector.matchLabels) cannot have port-level mTLS; add a selector or move the ports into a workload policy")
 	}

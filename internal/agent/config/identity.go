@@ -19,6 +19,12 @@ const (
 	EnvXDSRootCA   = "XDS_ROOT_CA"  // root for the xDS connection (a PEM file)
 	EnvCARootCA    = "CA_ROOT_CA"   // root for the CA connection (a PEM file)
 	EnvJWTPolicy   = "JWT_POLICY"   // third-party-jwt (default) or first-party-jwt
+	// EnvPilotCertProvider says who signs the control plane's serving
+	// certificate, and so which root the agent trusts for it. Only
+	// istiod (straitd's own CA, the root at DefaultRootCertPath) is
+	// implemented; Istio's kubernetes, k8s.io/<signer>, custom and none
+	// are refused by name.
+	EnvPilotCertProvider = "PILOT_CERT_PROVIDER"
 	// EnvIstiodSAN overrides the server name checked on the xDS and CA
 	// connections (when the address is an IP the certificate lacks).
 	EnvIstiodSAN = "ISTIOD_SAN"
@@ -104,6 +110,11 @@ func loadIdentity(c *Config, env func(string) string, wd string) error {
 		id.TokenPath = FirstPartyTokenPath
 	default:
 		errs = append(errs, fmt.Errorf("%s: %q is not supported (third-party-jwt or first-party-jwt)", EnvJWTPolicy, p))
+	}
+	switch p := env(EnvPilotCertProvider); p {
+	case "", "istiod":
+	default:
+		errs = append(errs, fmt.Errorf("%s: %q is not supported by Strait (only istiod: straitd's CA signs its own certificate, trusted through %s)", EnvPilotCertProvider, p, DefaultRootCertPath))
 	}
 	defaultRoot := abs(DefaultRootCertPath)
 	xdsAddr := ""

@@ -50,7 +50,7 @@ func TestLoadIdentity(t *testing.T) {
 		c.Identity.TokenPath != "/work/var/run/secrets/tokens/istio-token" || c.Identity.WorkloadSocketPath != "/work/var/run/secrets/workload-spiffe-uds/socket" {
 		t.Errorf("defaults: %+v", c.Identity)
 	}
-	c, err = fixture{env: map[string]string{"TRUST_DOMAIN": "corp.example", "SECRET_TTL": "90s", "JWT_POLICY": "first-party-jwt"}}.load(t)
+	c, err = fixture{env: map[string]string{"TRUST_DOMAIN": "corp.example", "SECRET_TTL": "90s", "JWT_POLICY": "first-party-jwt", "PILOT_CERT_PROVIDER": "istiod"}}.load(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +60,14 @@ func TestLoadIdentity(t *testing.T) {
 	for env, want := range map[string]string{"SECRET_TTL": `SECRET_TTL: "-1s" is not a positive duration`, "JWT_POLICY": `JWT_POLICY: "-1s" is not supported`} {
 		if _, err := (fixture{env: map[string]string{env: "-1s"}}).load(t); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s=-1s: %v, want %q", env, err, want)
+		}
+	}
+	// Istio's other certificate providers change which root the agent
+	// trusts for the control plane; Strait implements istiod only.
+	for _, p := range []string{"kubernetes", "k8s.io/my-signer", "custom", "none"} {
+		want := `PILOT_CERT_PROVIDER: "` + p + `" is not supported by Strait (only istiod`
+		if _, err := (fixture{env: map[string]string{"PILOT_CERT_PROVIDER": p}}).load(t); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("PILOT_CERT_PROVIDER=%s: %v, want %q", p, err, want)
 		}
 	}
 }

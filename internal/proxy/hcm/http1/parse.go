@@ -188,8 +188,10 @@ func ParseRequestLimit(head []byte, req *Request, maxHeaders int) error {
 }
 
 // hostChars are the bytes a Host (or absolute-form authority) may hold:
-// RFC 3986 reg-name, IP-literal and port characters, as net/http's
-// httpguts.ValidHostHeader allows.
+// RFC 3986 reg-name, IP-literal and port characters, and "@" (an HTTP/1.1
+// Host may carry userinfo), as Envoy's check_authority_h1_h2
+// (source/common/http/header_utility.cc) allows; net/http's
+// httpguts.ValidHostHeader refuses "@".
 var hostChars = func() (t [256]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true

@@ -373,6 +373,12 @@ func classify(name []byte) fieldKind {
 		if equalFold(name, "Content-Length") {
 			return fieldContentLength
 		}
+		if equalFold(name, "HTTP2-Settings") {
+			// Connection-specific (RFC 9113 §3.2.1), sent only with
+			// Upgrade: h2c, which a proxy serves as HTTP/1.1 (Envoy's
+			// HTTP/1 codec drops it with the upgrade, onHeadersCompleteBase).
+			return fieldHop
+		}
 	case 16:
 		if equalFold(name, "Proxy-Connection") {
 			return fieldConnection

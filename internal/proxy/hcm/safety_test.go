@@ -39,6 +39,7 @@ import (
 type proxyConfig struct {
 	limits       *Limits       // nil: Envoy's defaults
 	routeTimeout time.Duration // 0: none (Istio's 0s)
+	routeIdle    time.Duration // the route's idle_timeout; 0: unset
 }
 
 // startStrait runs the strait codec's HCM on loopback in front of beAddr.
@@ -49,12 +50,16 @@ func startStrait(t testing.TB, beAddr string, pc proxyConfig) string {
 	if err := cm.AddStatic([]*clusterv3.Cluster{staticCluster("be", beAddr)}); err != nil {
 		t.Fatal(err)
 	}
+	action := &routev3.RouteAction{
+		ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"},
+		Timeout:          durationpb.New(pc.routeTimeout)}
+	if pc.routeIdle > 0 {
+		action.IdleTimeout = durationpb.New(pc.routeIdle)
+	}
 	table, err := route.Compile(&routev3.RouteConfiguration{Name: "r", VirtualHosts: []*routev3.VirtualHost{{
 		Name: "all", Domains: []string{"*"},
 		Routes: []*routev3.Route{{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-			Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-				ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"},
-				Timeout:          durationpb.New(pc.routeTimeout)}}}},
+			Action: &routev3.Route_Route{Route: action}}},
 	}}})
 	if err != nil {
 		t.Fatal(err)
@@ -418,10 +423,17 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 // TestTimeouts is defect 3: Envoy's timeouts with local replies.
 func TestTimeouts(t *testing.T) {
 	be := newScriptBackend(t, func(b *beReq) bool {
-		if b.path == "/hang" {
+		switch b.path {
+		case "/hang":
 			b.c.SetReadDeadline(time.Now().Add(20 * time.Second))
 			io.Copy(io.Discard, b.c)
 			return false
+		case "/late":
+			time.Sleep(800 * time.Millisecond)
+		case "/upload":
+			if _, err := b.body(); err != nil {
+				return false
+			}
 		}
 		b.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		return true
@@ -477,6 +489,50 @@ func TestTimeouts(t *testing.T) {
 		c.Close()
 		if !waitFor(func() bool { return be.inRequest.Load() == 0 }) {
 			t.Fatal("upstream request not cancelled")
+		}
+	})
+	t.Run("request timeout", func(t *testing.T) {
+		// request_timeout bounds receiving the whole request, body
+		// included (408), not the wait for the response.
+		lim := DefaultLimits()
+		lim.RequestTimeout = short
+		p := startStrait(t, be.addr, proxyConfig{limits: &lim})
+		check := noLeaks(t)
+		resp, body, c, err := exchange(t, p, "POST /upload HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
+		if err != nil || resp.StatusCode != 408 || body != "request timeout" {
+			t.Fatalf("a body still arriving after request_timeout: %v %q %v, want 408 \"request timeout\"", resp, body, err)
+		}
+		if !closedSoon(c) {
+			t.Fatal("connection not closed after 408")
+		}
+		c.Close()
+		if !waitFor(func() bool { return be.inRequest.Load() == 0 }) {
+			t.Fatal("upstream request not aborted")
+		}
+		check()
+		resp, body, _, err = exchange(t, p, "GET /late HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil || resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("a complete request answered after request_timeout: %v %q %v, want 200", resp, body, err)
+		}
+	})
+	t.Run("route idle timeout", func(t *testing.T) {
+		// The route's idle_timeout replaces the HCM's stream_idle_timeout,
+		// shorter (408 SI) or longer (the slow answer arrives).
+		p := startStrait(t, be.addr, proxyConfig{routeIdle: short})
+		resp, _, c, err := exchange(t, p, "GET /hang HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil || resp.StatusCode != 408 || resp.Header.Get("X-Strait-Response-Flags") != "SI" {
+			t.Fatalf("route idle_timeout %v: %v %v, want 408 SI", short, resp, err)
+		}
+		c.Close()
+		if !waitFor(func() bool { return be.inRequest.Load() == 0 }) {
+			t.Fatal("upstream request not cancelled")
+		}
+		idle := DefaultLimits()
+		idle.StreamIdleTimeout = short
+		p = startStrait(t, be.addr, proxyConfig{limits: &idle, routeIdle: 3 * time.Second})
+		resp, body, _, err := exchange(t, p, "GET /late HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil || resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("route idle_timeout 3s over stream_idle_timeout %v: %v %q %v, want the answer after 800 ms", short, resp, body, err)
 		}
 	})
 	t.Run("max connection duration and requests", func(t *testing.T) {

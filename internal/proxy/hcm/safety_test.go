@@ -643,6 +643,65 @@ func TestNoReplayOfProcessedPost(t *testing.T) {
 	}
 }
 
+// TestReusedConnectionFailsBeforeResponse is defect 4, the race the idle
+// check cannot see: the upstream takes a request on a reused connection
+// and closes it. An idempotent request that got no response byte is sent
+// again on a new connection (net/http's rule; the upstream may have closed
+// the connection while the request was on its way); one that got part of
+// a response is not, and neither is a POST (TestNoReplayOfProcessedPost).
+func TestReusedConnectionFailsBeforeResponse(t *testing.T) {
+	var mu sync.Mutex
+	perConn := map[net.Conn]int{} // requests seen on each upstream connection
+	be := newScriptBackend(t, func(b *beReq) bool {
+		mu.Lock()
+		perConn[b.c]++
+		n := perConn[b.c]
+		mu.Unlock()
+		if n >= 2 {
+			switch b.path {
+			case "/get-close":
+				return false // read it, then close without a byte
+			case "/partial":
+				b.write("HTTP/1.1 200 OK\r\n")
+				return false
+			}
+		}
+		b.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	p := startStrait(t, be.addr, proxyConfig{})
+	send := func(path string) (*http.Response, string, error) {
+		c, err := net.Dial("tcp", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET /warm HTTP/1.1\r\nHost: h\r\n\r\n")
+		if resp, _, err := readResp(c, br); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("warm-up: %v %v", resp, err)
+		}
+		// The pooled connection now carries its second request.
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		return readResp(c, br)
+	}
+	resp, body, err := send("/get-close")
+	if err != nil || resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("GET closed on before any response byte: %v %q %v, want 200 from a new connection", resp, body, err)
+	}
+	if n := be.count("/get-close"); n != 2 {
+		t.Fatalf("the backend received the GET %d times, want 2 (sent again once)", n)
+	}
+	resp, _, err = send("/partial")
+	if err != nil || resp.StatusCode < 502 || resp.StatusCode > 503 {
+		t.Fatalf("GET closed on mid-response: %v %v, want 502/503", resp, err)
+	}
+	if n := be.count("/partial"); n != 1 {
+		t.Fatalf("the backend received the GET %d times after a partial response, want 1", n)
+	}
+}
+
 // TestStreamingPostOnClosedPooledConn is defect 4: the backend closes after
 // each response without saying so; a POST whose body is still streaming
 // must go out on a fresh connection, not fail.

@@ -664,6 +664,13 @@ func TestReusedConnectionFailsBeforeResponse(t *testing.T) {
 			case "/partial":
 				b.write("HTTP/1.1 200 OK\r\n")
 				return false
+			case "/partial-reset":
+				// A reset rather than a FIN: a network error, which alone
+				// would be retryable; the byte that came decides.
+				b.write("HTTP/1.1 200 OK\r\n")
+				time.Sleep(200 * time.Millisecond) // read by the proxy before the reset
+				b.c.(*net.TCPConn).SetLinger(0)
+				return false
 			}
 		}
 		b.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
@@ -693,12 +700,14 @@ func TestReusedConnectionFailsBeforeResponse(t *testing.T) {
 	if n := be.count("/get-close"); n != 2 {
 		t.Fatalf("the backend received the GET %d times, want 2 (sent again once)", n)
 	}
-	resp, _, err = send("/partial")
-	if err != nil || resp.StatusCode < 502 || resp.StatusCode > 503 {
-		t.Fatalf("GET closed on mid-response: %v %v, want 502/503", resp, err)
-	}
-	if n := be.count("/partial"); n != 1 {
-		t.Fatalf("the backend received the GET %d times after a partial response, want 1", n)
+	for _, path := range []string{"/partial", "/partial-reset"} {
+		resp, _, err = send(path)
+		if err != nil || resp.StatusCode < 502 || resp.StatusCode > 503 {
+			t.Fatalf("GET %s: %v %v, want 502/503", path, resp, err)
+		}
+		if n := be.count(path); n != 1 {
+			t.Fatalf("the backend received GET %s %d times after a partial response, want 1", path, n)
+		}
 	}
 }
 

@@ -829,9 +829,11 @@ func TestSmallDefects(t *testing.T) {
 				}
 				defer c.Close()
 				c.SetDeadline(time.Now().Add(10 * time.Second))
+				sent := make(chan struct{})
 				go func() {
 					// Keep sending past the limit, as a client uploading
 					// a big head does: the reply must not be lost to a reset.
+					defer close(sent)
 					io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\nX-Big: ")
 					chunk := strings.Repeat("a", 4096)
 					for i := 0; i < 64; i++ {
@@ -840,9 +842,21 @@ func TestSmallDefects(t *testing.T) {
 						}
 					}
 				}()
-				resp, _, err := readResp(c, bufio.NewReader(c))
+				// Read only once the upload ended (all sent, or failed on
+				// a reset): a proxy that closes with the client's bytes
+				// unread resets the connection, and the reset takes the
+				// unread reply with it.
+				<-sent
+				br := bufio.NewReader(c)
+				resp, _, err := readResp(c, br)
 				if err != nil || resp.StatusCode != 431 && resp.StatusCode != 400 {
 					t.Fatalf("got %v %v, want 431 (nginx: 400)", resp, err)
+				}
+				// And the connection ends in order (FIN), not with a
+				// reset: the proxy shut down its side and read what the
+				// client still sent (Envoy's delayed close).
+				if _, err := io.Copy(io.Discard, br); err != nil {
+					t.Fatalf("after the %d: %v, want a clean end of stream", resp.StatusCode, err)
 				}
 			})
 		})

@@ -142,7 +142,8 @@ func TestH2PoolMultiplexes(t *testing.T) {
 
 // TestH2PoolNewConnAfterGoaway: a server that sends GOAWAY (Go's HTTP/2
 // server does on "Connection: close") gets the next request on a new
-// connection, and no request fails.
+// connection, and no request fails, also under max_connections 1 (the
+// connection that went away frees its slot).
 func TestH2PoolNewConnAfterGoaway(t *testing.T) {
 	be := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/goaway" {
@@ -152,6 +153,9 @@ func TestH2PoolNewConnAfterGoaway(t *testing.T) {
 	})
 	cfg := originalDstCluster("h2")
 	cfg.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{} //nolint:staticcheck // the legacy field is what this checks
+	// One connection at a time: the connection that went away must give
+	// its max_connections slot back for the new one.
+	cfg.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxConnections: wrapperspb.UInt32(1)}}}
 	c, err := build(cfg, stats.New(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -336,8 +336,25 @@ func allowedDifference(dc diffCase) string {
 		return "Expect"
 	case bytes.Contains(head, []byte("\r\n ")) || bytes.Contains(head, []byte("\r\n\t")):
 		return "obs-fold (both refuse, with different errors)"
+	case hostHasAt(lower):
+		// An HTTP/1.1 Host may carry userinfo ("user@host"): Envoy's
+		// check_authority_h1_h2 (source/common/http/header_utility.cc)
+		// permits "@" and forwards it, as we do; net/http's
+		// httpguts.ValidHostHeader refuses it with 400.
+		return "@ in Host"
 	}
 	return ""
+}
+
+// hostHasAt reports whether a Host field among the lower-cased header
+// lines holds an "@".
+func hostHasAt(lower string) bool {
+	for _, l := range strings.Split(lower, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "host:"); ok && strings.Contains(v, "@") {
+			return true
+		}
+	}
+	return false
 }
 
 // validTargetForm reports whether the request line's target is in origin,

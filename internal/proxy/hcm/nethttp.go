@@ -21,10 +21,13 @@ const (
 	bodyConnectFailed = "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
 )
 
-// hopHeaders are removed in both directions (RFC 9110 §7.6.1).
+// hopHeaders are removed in both directions (RFC 9110 §7.6.1), with
+// HTTP2-Settings, connection-specific too (RFC 9113 §3.2.1): an h2c upgrade
+// request is served as HTTP/1.1, as Envoy's HTTP/1 codec does.
 var hopHeaders = []string{
 	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Http2-Settings",
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

@@ -39,6 +39,7 @@ import (
 type proxyConfig struct {
 	limits       *Limits       // nil: Envoy's defaults
 	routeTimeout time.Duration // 0: none (Istio's 0s)
+	routeIdle    time.Duration // the route's idle_timeout; 0: unset
 }
 
 // startStrait runs the strait codec's HCM on loopback in front of beAddr.
@@ -49,12 +50,16 @@ func startStrait(t testing.TB, beAddr string, pc proxyConfig) string {
 	if err := cm.AddStatic([]*clusterv3.Cluster{staticCluster("be", beAddr)}); err != nil {
 		t.Fatal(err)
 	}
+	action := &routev3.RouteAction{
+		ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"},
+		Timeout:          durationpb.New(pc.routeTimeout)}
+	if pc.routeIdle > 0 {
+		action.IdleTimeout = durationpb.New(pc.routeIdle)
+	}
 	table, err := route.Compile(&routev3.RouteConfiguration{Name: "r", VirtualHosts: []*routev3.VirtualHost{{
 		Name: "all", Domains: []string{"*"},
 		Routes: []*routev3.Route{{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-			Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-				ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: "be"},
-				Timeout:          durationpb.New(pc.routeTimeout)}}}},
+			Action: &routev3.Route_Route{Route: action}}},
 	}}})
 	if err != nil {
 		t.Fatal(err)
@@ -247,6 +252,10 @@ func countFDs() int {
 // noLeaks records the goroutine and fd counts and, when the returned func
 // runs, checks (waiting up to 5 s) that they came back down.
 func noLeaks(t *testing.T) func() {
+	// The codec's coarse clock runs one goroutine for the process from its
+	// first use on: start it now, so that it is not counted as a leak of
+	// the first test to make a request.
+	http1.CoarseNow()
 	g0, f0 := runtime.NumGoroutine(), countFDs()
 	return func() {
 		t.Helper()
@@ -414,10 +423,17 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 // TestTimeouts is defect 3: Envoy's timeouts with local replies.
 func TestTimeouts(t *testing.T) {
 	be := newScriptBackend(t, func(b *beReq) bool {
-		if b.path == "/hang" {
+		switch b.path {
+		case "/hang":
 			b.c.SetReadDeadline(time.Now().Add(20 * time.Second))
 			io.Copy(io.Discard, b.c)
 			return false
+		case "/late":
+			time.Sleep(800 * time.Millisecond)
+		case "/upload":
+			if _, err := b.body(); err != nil {
+				return false
+			}
 		}
 		b.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		return true
@@ -473,6 +489,50 @@ func TestTimeouts(t *testing.T) {
 		c.Close()
 		if !waitFor(func() bool { return be.inRequest.Load() == 0 }) {
 			t.Fatal("upstream request not cancelled")
+		}
+	})
+	t.Run("request timeout", func(t *testing.T) {
+		// request_timeout bounds receiving the whole request, body
+		// included (408), not the wait for the response.
+		lim := DefaultLimits()
+		lim.RequestTimeout = short
+		p := startStrait(t, be.addr, proxyConfig{limits: &lim})
+		check := noLeaks(t)
+		resp, body, c, err := exchange(t, p, "POST /upload HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
+		if err != nil || resp.StatusCode != 408 || body != "request timeout" {
+			t.Fatalf("a body still arriving after request_timeout: %v %q %v, want 408 \"request timeout\"", resp, body, err)
+		}
+		if !closedSoon(c) {
+			t.Fatal("connection not closed after 408")
+		}
+		c.Close()
+		if !waitFor(func() bool { return be.inRequest.Load() == 0 }) {
+			t.Fatal("upstream request not aborted")
+		}
+		check()
+		resp, body, _, err = exchange(t, p, "GET /late HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil || resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("a complete request answered after request_timeout: %v %q %v, want 200", resp, body, err)
+		}
+	})
+	t.Run("route idle timeout", func(t *testing.T) {
+		// The route's idle_timeout replaces the HCM's stream_idle_timeout,
+		// shorter (408 SI) or longer (the slow answer arrives).
+		p := startStrait(t, be.addr, proxyConfig{routeIdle: short})
+		resp, _, c, err := exchange(t, p, "GET /hang HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil || resp.StatusCode != 408 || resp.Header.Get("X-Strait-Response-Flags") != "SI" {
+			t.Fatalf("route idle_timeout %v: %v %v, want 408 SI", short, resp, err)
+		}
+		c.Close()
+		if !waitFor(func() bool { return be.inRequest.Load() == 0 }) {
+			t.Fatal("upstream request not cancelled")
+		}
+		idle := DefaultLimits()
+		idle.StreamIdleTimeout = short
+		p = startStrait(t, be.addr, proxyConfig{limits: &idle, routeIdle: 3 * time.Second})
+		resp, body, _, err := exchange(t, p, "GET /late HTTP/1.1\r\nHost: h\r\n\r\n")
+		if err != nil || resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("route idle_timeout 3s over stream_idle_timeout %v: %v %q %v, want the answer after 800 ms", short, resp, body, err)
 		}
 	})
 	t.Run("max connection duration and requests", func(t *testing.T) {
@@ -580,6 +640,74 @@ func TestNoReplayOfProcessedPost(t *testing.T) {
 				t.Fatalf("the backend received the POST %d times, want 1", n)
 			}
 		})
+	}
+}
+
+// TestReusedConnectionFailsBeforeResponse is defect 4, the race the idle
+// check cannot see: the upstream takes a request on a reused connection
+// and closes it. An idempotent request that got no response byte is sent
+// again on a new connection (net/http's rule; the upstream may have closed
+// the connection while the request was on its way); one that got part of
+// a response is not, and neither is a POST (TestNoReplayOfProcessedPost).
+func TestReusedConnectionFailsBeforeResponse(t *testing.T) {
+	var mu sync.Mutex
+	perConn := map[net.Conn]int{} // requests seen on each upstream connection
+	be := newScriptBackend(t, func(b *beReq) bool {
+		mu.Lock()
+		perConn[b.c]++
+		n := perConn[b.c]
+		mu.Unlock()
+		if n >= 2 {
+			switch b.path {
+			case "/get-close":
+				return false // read it, then close without a byte
+			case "/partial":
+				b.write("HTTP/1.1 200 OK\r\n")
+				return false
+			case "/partial-reset":
+				// A reset rather than a FIN: a network error, which alone
+				// would be retryable; the byte that came decides.
+				b.write("HTTP/1.1 200 OK\r\n")
+				time.Sleep(200 * time.Millisecond) // read by the proxy before the reset
+				b.c.(*net.TCPConn).SetLinger(0)
+				return false
+			}
+		}
+		b.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	p := startStrait(t, be.addr, proxyConfig{})
+	send := func(path string) (*http.Response, string, error) {
+		c, err := net.Dial("tcp", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET /warm HTTP/1.1\r\nHost: h\r\n\r\n")
+		if resp, _, err := readResp(c, br); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("warm-up: %v %v", resp, err)
+		}
+		// The pooled connection now carries its second request.
+		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		return readResp(c, br)
+	}
+	resp, body, err := send("/get-close")
+	if err != nil || resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("GET closed on before any response byte: %v %q %v, want 200 from a new connection", resp, body, err)
+	}
+	if n := be.count("/get-close"); n != 2 {
+		t.Fatalf("the backend received the GET %d times, want 2 (sent again once)", n)
+	}
+	for _, path := range []string{"/partial", "/partial-reset"} {
+		resp, _, err = send(path)
+		if err != nil || resp.StatusCode < 502 || resp.StatusCode > 503 {
+			t.Fatalf("GET %s: %v %v, want 502/503", path, resp, err)
+		}
+		if n := be.count(path); n != 1 {
+			t.Fatalf("the backend received GET %s %d times after a partial response, want 1", path, n)
+		}
 	}
 }
 
@@ -701,9 +829,11 @@ func TestSmallDefects(t *testing.T) {
 				}
 				defer c.Close()
 				c.SetDeadline(time.Now().Add(10 * time.Second))
+				sent := make(chan struct{})
 				go func() {
 					// Keep sending past the limit, as a client uploading
 					// a big head does: the reply must not be lost to a reset.
+					defer close(sent)
 					io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\nX-Big: ")
 					chunk := strings.Repeat("a", 4096)
 					for i := 0; i < 64; i++ {
@@ -712,9 +842,21 @@ func TestSmallDefects(t *testing.T) {
 						}
 					}
 				}()
-				resp, _, err := readResp(c, bufio.NewReader(c))
+				// Read only once the upload ended (all sent, or failed on
+				// a reset): a proxy that closes with the client's bytes
+				// unread resets the connection, and the reset takes the
+				// unread reply with it.
+				<-sent
+				br := bufio.NewReader(c)
+				resp, _, err := readResp(c, br)
 				if err != nil || resp.StatusCode != 431 && resp.StatusCode != 400 {
 					t.Fatalf("got %v %v, want 431 (nginx: 400)", resp, err)
+				}
+				// And the connection ends in order (FIN), not with a
+				// reset: the proxy shut down its side and read what the
+				// client still sent (Envoy's delayed close).
+				if _, err := io.Copy(io.Discard, br); err != nil {
+					t.Fatalf("after the %d: %v, want a clean end of stream", resp.StatusCode, err)
 				}
 			})
 		})

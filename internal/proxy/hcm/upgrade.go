@@ -35,6 +35,13 @@ func (f *Filter) buildUpgrades(h *hcmv3.HttpConnectionManager) error {
 		if typ == "connect" {
 			return fmt.Errorf("upgrade_configs[%d]: upgrade_type CONNECT is not supported", i)
 		}
+		if typ == "h2c" {
+			// Envoy's HTTP/1 codec never upgrades to h2c: it drops the
+			// Upgrade and serves the request as HTTP/1.1, as we do
+			// whatever upgrade_configs says. Accepting the entry would
+			// tunnel what Envoy does not.
+			return fmt.Errorf("upgrade_configs[%d]: upgrade_type h2c is not supported (an h2c upgrade request is served as HTTP/1.1; clients that want HTTP/2 use prior knowledge)", i)
+		}
 		if len(u.GetFilters()) > 0 {
 			return fmt.Errorf("upgrade_configs[%d].filters is not supported (upgrades use the HCM's filters)", i)
 		}

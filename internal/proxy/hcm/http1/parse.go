@@ -188,8 +188,10 @@ func ParseRequestLimit(head []byte, req *Request, maxHeaders int) error {
 }
 
 // hostChars are the bytes a Host (or absolute-form authority) may hold:
-// RFC 3986 reg-name, IP-literal and port characters, as net/http's
-// httpguts.ValidHostHeader allows.
+// RFC 3986 reg-name, IP-literal and port characters, and "@" (an HTTP/1.1
+// Host may carry userinfo), as Envoy's check_authority_h1_h2
+// (source/common/http/header_utility.cc) allows; net/http's
+// httpguts.ValidHostHeader refuses "@".
 var hostChars = func() (t [256]bool) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] = true
@@ -370,6 +372,12 @@ func classify(name []byte) fieldKind {
 	case 14:
 		if equalFold(name, "Content-Length") {
 			return fieldContentLength
+		}
+		if equalFold(name, "HTTP2-Settings") {
+			// Connection-specific (RFC 9113 §3.2.1), sent only with
+			// Upgrade: h2c, which a proxy serves as HTTP/1.1 (Envoy's
+			// HTTP/1 codec drops it with the upgrade, onHeadersCompleteBase).
+			return fieldHop
 		}
 	case 16:
 		if equalFold(name, "Proxy-Connection") {

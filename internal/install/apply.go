@@ -88,7 +88,8 @@ var (
 // the chart sets; fields others own, such as the webhook's caBundle that
 // straitd writes, are left alone).
 func (c *Client) Apply(ctx context.Context, r Rendered, namespace string) error {
-	if _, err := c.Dynamic.Resource(namespaceGVR).Get(ctx, namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	existing, err := c.Dynamic.Resource(namespaceGVR).Get(ctx, namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
 		ns := &unstructured.Unstructured{}
 		ns.SetAPIVersion("v1")
 		ns.SetKind("Namespace")
@@ -99,6 +100,10 @@ func (c *Client) Apply(ctx context.Context, r Rendered, namespace string) error 
 		c.printf("namespace/%s created\n", namespace)
 	} else if err != nil {
 		return fmt.Errorf("namespace %s: %w", namespace, err)
+	} else if phase, _, _ := unstructured.NestedString(existing.Object, "status", "phase"); phase == "Terminating" {
+		// The API server refuses new objects in it; say so once, before
+		// the CRDs are applied, rather than fail on the first object.
+		return fmt.Errorf("namespace %s is being deleted (Terminating): wait until `kubectl get namespace %s` finds nothing, then install again, or install into another namespace with -n", namespace, namespace)
 	}
 	for _, o := range r.CRDs {
 		if _, err := c.Dynamic.Resource(crdGVR).Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {

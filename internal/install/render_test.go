@@ -155,7 +155,7 @@ sidecarInjectorWebhook:
   enableNamespacesByDefault: true
 meshConfig:
   trustDomain: example.org
-`)}, []string{"global.tag=1.2.4"}, []string{"pilot.env.PILOT_PUSH_THROTTLE=100"})
+`)}, []string{"global.tag=1.2.4", "pilot.env.PILOT_USE_ENDPOINT_SLICE=false", "pilot.env.PILOT_TRACE_SAMPLING=20"}, []string{"pilot.env.PILOT_PUSH_THROTTLE=100"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +180,21 @@ meshConfig:
 	}
 	if env := c["env"].([]any); !strings.Contains(strings.Join(envNames(env), ","), "PILOT_DEBOUNCE_AFTER,PILOT_PUSH_THROTTLE") {
 		t.Errorf("env %v lacks PILOT_DEBOUNCE_AFTER (-f) and PILOT_PUSH_THROTTLE (--set-string)", env)
+	}
+	// --set makes true/false and numbers non-strings; the environment
+	// gets them as text.
+	for _, e := range c["env"].([]any) {
+		m := e.(map[string]any)
+		switch m["name"] {
+		case "PILOT_USE_ENDPOINT_SLICE":
+			if m["value"] != "false" {
+				t.Errorf("env PILOT_USE_ENDPOINT_SLICE=%#v, want the string false", m["value"])
+			}
+		case "PILOT_TRACE_SAMPLING":
+			if m["value"] != "20" {
+				t.Errorf("env PILOT_TRACE_SAMPLING=%#v, want the string 20", m["value"])
+			}
+		}
 	}
 	cm := find(t, r.Objects, "ConfigMap", "istio-sidecar-injector")
 	v := str(t, cm, "data", "values")

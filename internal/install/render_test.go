@@ -340,3 +340,24 @@ func TestRenderMeshConfig(t *testing.T) {
 		t.Errorf("mesh config %q read as %+v", mesh, m)
 	}
 }
+
+// TestSetCommaHint: a list written into one --set value without
+// escaping its comma is refused with Helm's syntax spelled out; escaped,
+// it is one value.
+func TestSetCommaHint(t *testing.T) {
+	_, err := MergeValues(nil, []string{"global.proxy.excludeInboundPorts=80,443"}, nil)
+	if err == nil || !strings.Contains(err.Error(), `write a comma inside a value as \,`) {
+		t.Errorf("--set with an unescaped comma: err %v, want the \\, hint", err)
+	}
+	_, err = MergeValues(nil, nil, []string{"global.tag"})
+	if err == nil || strings.Contains(err.Error(), "comma") {
+		t.Errorf("--set-string without a value: err %v, want Helm's error and no comma hint", err)
+	}
+	v, err := MergeValues(nil, []string{`global.proxy.excludeInboundPorts=80\,443`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v["global"].(map[string]any)["proxy"].(map[string]any)["excludeInboundPorts"]; got != "80,443" {
+		t.Errorf(`excludeInboundPorts=80\,443 read as %#v, want "80,443"`, got)
+	}
+}

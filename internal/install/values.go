@@ -44,7 +44,7 @@ func commaHint(expr string) string {
 	if !strings.Contains(expr, ",") {
 		return ""
 	}
-	return ` (a comma separates KEY=VALUE pairs; write a comma inside a value as \, e.g. global.proxy.excludeInboundPorts=80\,443)`
+	return ` (a comma separates KEY=VALUE pairs; write a comma inside a value as \, and quote it for the shell: --set 'global.proxy.excludeInboundPorts=80\,443')`
 }
 
 // mergeMaps lays b over a: maps merge key by key, anything else in b

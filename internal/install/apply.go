@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -188,6 +190,9 @@ func (c *Client) Wait(parent context.Context, namespace string, timeout time.Dur
 				return nil
 			}
 			status = fmt.Sprintf("%d/%d replicas available, %d updated", avail, want, updated)
+			if why := c.podProblems(ctx, d); why != "" {
+				status += "; " + why
+			}
 		} else if !apierrors.IsNotFound(err) && ctx.Err() == nil {
 			status = err.Error()
 		}
@@ -205,6 +210,86 @@ func (c *Client) Wait(parent context.Context, namespace string, timeout time.Dur
 		case <-time.After(c.interval()):
 		}
 	}
+}
+
+var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// podProblems says why the Deployment's pods are not ready, as kubectl
+// get pods would show it: a pod not scheduled, a container waiting with
+// a reason (ImagePullBackOff, ErrImageNeverPull, CrashLoopBackOff, ...)
+// and its message, a container that exited. Empty when the pods show
+// nothing wrong or cannot be listed. A user who forgot to load the
+// images sees it in the progress line instead of only "0/1 available".
+func (c *Client) podProblems(ctx context.Context, d *unstructured.Unstructured) string {
+	match, _, _ := unstructured.NestedStringMap(d.Object, "spec", "selector", "matchLabels")
+	if len(match) == 0 {
+		return ""
+	}
+	var sel []string
+	for k, v := range match {
+		sel = append(sel, k+"="+v)
+	}
+	slices.Sort(sel)
+	pods, err := c.Dynamic.Resource(podGVR).Namespace(d.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: strings.Join(sel, ",")})
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if why := podProblem(p.Object); why != "" {
+			out = append(out, "pod "+p.GetName()+": "+why)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
+// podProblem is one pod's: the first container (init containers first)
+// that waits with a reason or has terminated with an error, else an
+// unschedulable pod's scheduler message.
+func podProblem(pod map[string]any) string {
+	for _, field := range []string{"initContainerStatuses", "containerStatuses"} {
+		statuses, _, _ := unstructured.NestedSlice(pod, "status", field)
+		for _, st := range statuses {
+			m, _ := st.(map[string]any)
+			name, _, _ := unstructured.NestedString(m, "name")
+			if reason, _, _ := unstructured.NestedString(m, "state", "waiting", "reason"); reason != "" && reason != "ContainerCreating" && reason != "PodInitializing" {
+				msg, _, _ := unstructured.NestedString(m, "state", "waiting", "message")
+				return joinReason("container "+name+" "+reason, msg)
+			}
+			if code, ok, _ := unstructured.NestedInt64(m, "state", "terminated", "exitCode"); ok && code != 0 {
+				reason, _, _ := unstructured.NestedString(m, "state", "terminated", "reason")
+				return fmt.Sprintf("container %s exited with %d (%s)", name, code, reason)
+			}
+		}
+	}
+	conds, _, _ := unstructured.NestedSlice(pod, "status", "conditions")
+	for _, cd := range conds {
+		m, _ := cd.(map[string]any)
+		if m["type"] == "PodScheduled" && m["status"] == "False" {
+			reason, _ := m["reason"].(string)
+			msg, _ := m["message"].(string)
+			return joinReason("not scheduled: "+reason, msg)
+		}
+	}
+	return ""
+}
+
+// joinReason appends a Kubernetes status message, cut to one line of
+// reasonable length.
+func joinReason(reason, msg string) string {
+	msg = strings.TrimSpace(strings.ReplaceAll(msg, "\n", " "))
+	if msg == "" {
+		return reason
+	}
+	const max = 200
+	if len(msg) > max {
+		msg = msg[:max] + "..."
+	}
+	return reason + " (" + msg + ")"
 }
 
 // UninstallOptions configure Uninstall.

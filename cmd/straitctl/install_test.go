@@ -63,15 +63,37 @@ func TestInstallCommand(t *testing.T) {
 	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true})
 	kc := env.KubeconfigPath
 
-	out, err := runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "--set", "global.hub=example.com/mesh")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// A namespace being deleted (no controller manager here finishes
+	// it) is refused before anything is applied.
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "-n", "doomed")
+	if err == nil || !strings.Contains(err.Error(), "namespace doomed is being deleted") {
+		t.Errorf("install -n doomed (Terminating): err %v, want the namespace named as being deleted", err)
+	}
+	if strings.Contains(out, "applied") {
+		t.Errorf("install -n doomed applied objects before failing:\n%s", out)
+	}
+
+	out, err = runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "--set", "global.hub=example.com/mesh")
 	if err != nil {
 		t.Fatalf("install --wait=false: %v\n%s", err, out)
 	}
 	if !strings.Contains(out, "Deployment/straitd applied") || !strings.Contains(out, "not waiting") {
 		t.Errorf("install output:\n%s", out)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+
+	// A second install in another namespace is refused, naming the first.
+	if _, err := runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "-n", "second"); err == nil || !strings.Contains(err.Error(), "upgrade it with -n istio-system") {
+		t.Errorf("install -n second with Strait in istio-system: err %v, want a refusal naming istio-system", err)
+	}
 
 	// Credentials the API server refuses are reported as such, naming
 	// the kubeconfig.
@@ -88,22 +110,6 @@ func TestInstallCommand(t *testing.T) {
 	}
 	if _, err := runStraitctl(t, "install", "--kubeconfig", bad, "--wait=false"); err == nil || !strings.Contains(err.Error(), "refused the credentials") || !strings.Contains(err.Error(), bad) {
 		t.Errorf("install with a wrong token: err %v, want refused credentials naming %s", err, bad)
-	}
-
-	// A namespace being deleted (no controller manager here finishes
-	// it) is refused before anything is applied.
-	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	out, err = runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "-n", "doomed")
-	if err == nil || !strings.Contains(err.Error(), "namespace doomed is being deleted") {
-		t.Errorf("install -n doomed (Terminating): err %v, want the namespace named as being deleted", err)
-	}
-	if strings.Contains(out, "applied") {
-		t.Errorf("install -n doomed applied objects before failing:\n%s", out)
 	}
 
 	dep, err := env.Client.AppsV1().Deployments("istio-system").Get(ctx, "straitd", metav1.GetOptions{})

@@ -90,6 +90,9 @@ var (
 // the chart sets; fields others own, such as the webhook's caBundle that
 // straitd writes, are left alone).
 func (c *Client) Apply(ctx context.Context, r Rendered, namespace string) error {
+	if err := c.checkSingleInstall(ctx, r, namespace, "install"); err != nil {
+		return err
+	}
 	existing, err := c.Dynamic.Resource(namespaceGVR).Get(ctx, namespace, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		ns := &unstructured.Unstructured{}
@@ -292,6 +295,95 @@ func joinReason(reason, msg string) string {
 	return reason + " (" + msg + ")"
 }
 
+// ErrInstalledElsewhere is wrapped by Apply's and Uninstall's error when
+// the cluster-wide objects of the release belong to a straitd in another
+// namespace.
+var ErrInstalledElsewhere = errors.New("Strait is installed in another namespace")
+
+var (
+	webhookGVR = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}
+	crbGVR     = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}
+)
+
+// installedNamespaces returns the namespaces whose straitd the release's
+// cluster-wide objects serve, each with the object that says so: the
+// webhook's service namespace and the ClusterRoleBinding's service
+// account namespace. Empty when the release is not installed.
+func (c *Client) installedNamespaces(ctx context.Context, release string) (map[string]string, error) {
+	sel := metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=%s,%s=%s", InstanceLabel, release, PartOfLabel, PartOfValue)}
+	found := map[string]string{}
+	hooks, err := c.Dynamic.Resource(webhookGVR).List(ctx, sel)
+	if err != nil {
+		return nil, fmt.Errorf("list MutatingWebhookConfigurations: %w", err)
+	}
+	for _, h := range hooks.Items {
+		list, _, _ := unstructured.NestedSlice(h.Object, "webhooks")
+		for _, w := range list {
+			m, _ := w.(map[string]any)
+			ns, _, _ := unstructured.NestedString(m, "clientConfig", "service", "namespace")
+			svc, _, _ := unstructured.NestedString(m, "clientConfig", "service", "name")
+			if ns != "" {
+				found[ns] = fmt.Sprintf("MutatingWebhookConfiguration %s calls %s.%s", h.GetName(), svc, ns)
+			}
+		}
+	}
+	crbs, err := c.Dynamic.Resource(crbGVR).List(ctx, sel)
+	if err != nil {
+		return nil, fmt.Errorf("list ClusterRoleBindings: %w", err)
+	}
+	for _, b := range crbs.Items {
+		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+		for _, sub := range subjects {
+			m, _ := sub.(map[string]any)
+			ns, _ := m["namespace"].(string)
+			name, _ := m["name"].(string)
+			if _, ok := found[ns]; ns != "" && !ok {
+				found[ns] = fmt.Sprintf("ClusterRoleBinding %s binds %s/%s", b.GetName(), ns, name)
+			}
+		}
+	}
+	return found, nil
+}
+
+// checkSingleInstall refuses to install into, or uninstall from,
+// namespace when the release's cluster-wide objects (the webhook, whose
+// name is fixed, the CRDs, the ClusterRoles) serve a straitd elsewhere:
+// an install would take the webhook from it and prune its ClusterRole,
+// an uninstall would delete its cluster-wide objects and leave it
+// running without them.
+func (c *Client) checkSingleInstall(ctx context.Context, r Rendered, namespace, verb string) error {
+	release := DefaultRelease
+	for _, o := range r.All() {
+		if l := o.GetLabels()[InstanceLabel]; l != "" {
+			release = l
+			break
+		}
+	}
+	found, err := c.installedNamespaces(ctx, release)
+	if err != nil || len(found) == 0 {
+		return err
+	}
+	if _, ok := found[namespace]; ok && verb == "uninstall" {
+		return nil
+	}
+	var others []string
+	for ns := range found {
+		if ns != namespace {
+			others = append(others, ns)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	slices.Sort(others)
+	there := others[0]
+	if verb == "uninstall" {
+		return fmt.Errorf("%w: nothing of it in %s; it is in %s (%s): uninstall with -n %s", ErrInstalledElsewhere, namespace, there, found[there], there)
+	}
+	return fmt.Errorf("%w: %s (%s); the webhook and the CRDs are cluster-wide, so a cluster has one Strait: upgrade it with -n %s, or remove it first with `straitctl uninstall -n %s`",
+		ErrInstalledElsewhere, there, found[there], there, there)
+}
+
 // UninstallOptions configure Uninstall.
 type UninstallOptions struct {
 	Namespace, Release string
@@ -305,6 +397,9 @@ type UninstallOptions struct {
 // kinds), in reverse install order, and straitd's webhook CA Lease; CRDs
 // only with Purge. The namespace stays. It returns the deleted objects as KIND/NAME.
 func (c *Client) Uninstall(ctx context.Context, r Rendered, opts UninstallOptions) ([]string, error) {
+	if err := c.checkSingleInstall(ctx, r, opts.Namespace, "uninstall"); err != nil {
+		return nil, err
+	}
 	objs := r.Objects
 	if opts.Purge {
 		objs = r.All()

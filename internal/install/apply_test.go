@@ -88,6 +88,25 @@ func TestInstallUninstallCycle(t *testing.T) {
 		}
 	}
 
+	// A second Strait in another namespace is refused before anything
+	// changes (the webhook and ClusterRoles are the first's), and so is
+	// an uninstall from a namespace without Strait.
+	other := render(t, RenderOptions{Namespace: "other"})
+	err = c.Apply(ctx, other, "other")
+	if !errors.Is(err, ErrInstalledElsewhere) || !strings.Contains(err.Error(), "MutatingWebhookConfiguration istio-sidecar-injector calls istiod.istio-system") || !strings.Contains(err.Error(), "-n istio-system") {
+		t.Errorf("install into other with Strait in istio-system: err %v, want ErrInstalledElsewhere naming the webhook and -n istio-system", err)
+	}
+	if _, err := env.Client.CoreV1().Namespaces().Get(ctx, "other", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("refused install created namespace other: %v", err)
+	}
+	deleted, err := c.Uninstall(ctx, other, UninstallOptions{Namespace: "other", Release: DefaultRelease})
+	if !errors.Is(err, ErrInstalledElsewhere) || len(deleted) != 0 {
+		t.Errorf("uninstall -n other with Strait in istio-system: deleted %v, err %v; want nothing deleted and ErrInstalledElsewhere", deleted, err)
+	}
+	if left := leftovers(ctx, t, c, r, ns); len(left) != len(r.All()) {
+		t.Errorf("after the refused install and uninstall in other: %d of the %d objects left: %v", len(left), len(r.All()), left)
+	}
+
 	// straitd writes the CA bundle with an update; a second install must
 	// not take it away.
 	mwcs := env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
@@ -187,7 +206,7 @@ func TestInstallUninstallCycle(t *testing.T) {
 	if _, err := c.Dynamic.Resource(leaseGVR).Namespace(ns).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deleted, err := c.Uninstall(ctx, r, UninstallOptions{Namespace: ns, Release: DefaultRelease})
+	deleted, err = c.Uninstall(ctx, r, UninstallOptions{Namespace: ns, Release: DefaultRelease})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,6 +170,11 @@ and so do the istio-ca-root-cert ConfigMaps straitd wrote into namespaces.`,
 			if err != nil {
 				return err
 			}
+			if len(deleted) == 0 {
+				fmt.Fprintf(out, "nothing to uninstall: no object labelled %s=%s,%s=%s in namespace %s or cluster-wide\n",
+					install.InstanceLabel, install.DefaultRelease, install.PartOfLabel, install.PartOfValue, kube.namespace)
+				return nil
+			}
 			fmt.Fprintf(out, "uninstalled: %d objects deleted\n", len(deleted))
 			return nil
 		},

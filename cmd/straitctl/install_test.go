@@ -162,12 +162,18 @@ func TestInstallCommand(t *testing.T) {
 			}
 		}
 		if len(left) == 0 {
-			return
+			break
 		}
 		select {
 		case <-ctx.Done():
 			t.Fatalf("after uninstall --purge: %v left", left)
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+
+	// A second uninstall finds nothing, and says so.
+	out, err = runStraitctl(t, "uninstall", "--kubeconfig", kc)
+	if err != nil || !strings.Contains(out, "nothing to uninstall: no object labelled app.kubernetes.io/instance=strait,app.kubernetes.io/part-of=strait in namespace istio-system") {
+		t.Errorf("uninstall with nothing installed: err %v, printed %q", err, out)
 	}
 }

@@ -123,6 +123,7 @@ it is missing.`,
 				return err
 			}
 			fmt.Fprintf(out, "installed in %s; straitd is available\n", kube.namespace)
+			fmt.Fprintln(out, "inject a namespace's new pods: kubectl label namespace NAME istio-injection=enabled")
 			return nil
 		},
 	}

@@ -361,3 +361,13 @@ func TestSetCommaHint(t *testing.T) {
 		t.Errorf(`excludeInboundPorts=80\,443 read as %#v, want "80,443"`, got)
 	}
 }
+
+// TestIstioOperatorRefused: an IstioOperator given as a values file is
+// named as such, with where its settings go.
+func TestIstioOperatorRefused(t *testing.T) {
+	f := writeFile(t, "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  values:\n    global:\n      hub: example.com\n")
+	_, err := MergeValues([]string{f}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), f+" is an IstioOperator") || !strings.Contains(err.Error(), "spec.values") {
+		t.Errorf("IstioOperator as values: err %v, want it named with where spec.values goes", err)
+	}
+}

@@ -22,6 +22,11 @@ func MergeValues(files, sets, setStrings []string) (map[string]any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("values file %s: %w", f, err)
 		}
+		if kind, _ := v["kind"].(string); kind == "IstioOperator" {
+			// istioctl's input; the schema would only say that
+			// apiVersion, kind and spec are not allowed.
+			return nil, fmt.Errorf("values file %s is an IstioOperator, which istioctl reads; straitctl and helm read Helm values: put its spec.values (global, pilot, sidecarInjectorWebhook) at the top of a values file, and its spec.meshConfig under meshConfig", f)
+		}
 		base = mergeMaps(base, v)
 	}
 	for _, s := range sets {

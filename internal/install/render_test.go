@@ -236,6 +236,23 @@ func writeFile(t *testing.T, content string) string {
 // TestRenderRefuses: an unknown key is refused with its name, and so are
 // settings the chart cannot honour.
 func TestRenderRefuses(t *testing.T) {
+	// Kubernetes' resource names are accepted: the standard ones,
+	// hugepages-SIZE and domain-qualified extended resources.
+	c, err := LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []string{"global.proxy.resources.limits.cpu=2", "global.proxy.resources.requests.memory=64Mi", "global.proxy_init.resources.limits.ephemeral-storage=1Gi",
+		"pilot.resources.limits.hugepages-2Mi=1Gi", `pilot.resources.limits.nvidia\.com/gpu=1`, "pilot.tolerations[0].key=k", "pilot.tolerations[0].effect=NoSchedule"} {
+		vals, err := MergeValues(nil, []string{ok}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Render(c0, RenderOptions{Values: vals}); err != nil {
+			t.Errorf("--set %s refused: %v", ok, err)
+		}
+	}
+
 	c, err := LoadChart()
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +267,13 @@ func TestRenderRefuses(t *testing.T) {
 		{"unread mesh config field", "meshConfig.enableTracing=true", "enableTracing"},
 		{"wrong type", "pilot.replicaCount=many", "replicaCount"},
 		{"replicas without a shared CA", "pilot.replicaCount=3", "pilot.pluggedCA=true"},
+		// The sidecar's resources reach the API server only in each
+		// injected pod, which it would then refuse.
+		{"sidecar resource name", "global.proxy.resources.limits.cpuu=1", "at '/global/proxy/resources/limits': additional properties 'cpuu' not allowed"},
+		{"init resource name", "global.proxy_init.resources.requests.memry=1", "at '/global/proxy_init/resources/requests': additional properties 'memry'"},
+		{"straitd resource name", "pilot.resources.requests.cpuu=1", "at '/pilot/resources/requests': additional properties 'cpuu'"},
+		{"toleration field", "pilot.tolerations[0].keyy=x", "at '/pilot/tolerations/0': additional properties 'keyy'"},
+		{"toleration effect", "pilot.tolerations[0].effect=NoSchedul", "at '/pilot/tolerations/0/effect'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals, err := MergeValues(nil, []string{tc.set}, nil)

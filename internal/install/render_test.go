@@ -248,14 +248,9 @@ func TestRenderRefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := Render(c0, RenderOptions{Values: vals}); err != nil {
+		if _, err := Render(c, RenderOptions{Values: vals}); err != nil {
 			t.Errorf("--set %s refused: %v", ok, err)
 		}
-	}
-
-	c, err := LoadChart()
-	if err != nil {
-		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string

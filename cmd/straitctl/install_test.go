@@ -63,7 +63,9 @@ func TestInstallCommand(t *testing.T) {
 	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true})
 	kc := env.KubeconfigPath
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Bounds the whole test: a dozen straitctl runs against an API
+	// server on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	// A namespace being deleted (no controller manager here finishes

@@ -34,8 +34,20 @@ type Client struct {
 	PollInterval time.Duration
 }
 
+// Client-side rate limits when cfg sets none: client-go's default (5
+// requests a second, bursts of 10) makes an install of some 30 objects,
+// their discovery and the waits' polls queue behind each other.
+const (
+	defaultQPS   = 50
+	defaultBurst = 100
+)
+
 // NewClient builds a Client for cfg.
 func NewClient(cfg *rest.Config, out io.Writer) (*Client, error) {
+	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS, cfg.Burst = defaultQPS, defaultBurst
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -183,6 +195,11 @@ func (c *Client) Wait(parent context.Context, namespace string, timeout time.Dur
 	for {
 		d, err := c.Dynamic.Resource(deployGVR).Namespace(namespace).Get(ctx, "straitd", metav1.GetOptions{})
 		status := "Deployment not found"
+		if err != nil && !apierrors.IsNotFound(err) && last != "" {
+			// A failed poll (throttled, a timeout) says nothing new
+			// about straitd: keep what was last seen.
+			status = last
+		}
 		if err == nil {
 			want, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
 			avail, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
@@ -196,7 +213,7 @@ func (c *Client) Wait(parent context.Context, namespace string, timeout time.Dur
 			if why := c.podProblems(ctx, d); why != "" {
 				status += "; " + why
 			}
-		} else if !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		} else if !apierrors.IsNotFound(err) && ctx.Err() == nil && last == "" {
 			status = err.Error()
 		}
 		if status != last {

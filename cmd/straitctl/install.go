@@ -172,8 +172,12 @@ and so do the istio-ca-root-cert ConfigMaps straitd wrote into namespaces.`,
 				return err
 			}
 			if len(deleted) == 0 {
-				fmt.Fprintf(out, "nothing to uninstall: no object labelled %s=%s,%s=%s in namespace %s or cluster-wide\n",
-					install.InstanceLabel, install.DefaultRelease, install.PartOfLabel, install.PartOfValue, kube.namespace)
+				crds := " (the CRDs aside: --purge deletes them)"
+				if purge {
+					crds = ""
+				}
+				fmt.Fprintf(out, "nothing to uninstall: no object labelled %s=%s,%s=%s in namespace %s or cluster-wide%s\n",
+					install.InstanceLabel, install.DefaultRelease, install.PartOfLabel, install.PartOfValue, kube.namespace, crds)
 				return nil
 			}
 			fmt.Fprintf(out, "uninstalled: %d objects deleted\n", len(deleted))

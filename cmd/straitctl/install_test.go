@@ -175,7 +175,11 @@ func TestInstallCommand(t *testing.T) {
 
 	// A second uninstall finds nothing, and says so.
 	out, err = runStraitctl(t, "uninstall", "--kubeconfig", kc)
-	if err != nil || !strings.Contains(out, "nothing to uninstall: no object labelled app.kubernetes.io/instance=strait,app.kubernetes.io/part-of=strait in namespace istio-system") {
+	if err != nil || !strings.Contains(out, "nothing to uninstall: no object labelled app.kubernetes.io/instance=strait,app.kubernetes.io/part-of=strait in namespace istio-system or cluster-wide (the CRDs aside") {
 		t.Errorf("uninstall with nothing installed: err %v, printed %q", err, out)
+	}
+	out, err = runStraitctl(t, "uninstall", "--kubeconfig", kc, "--purge")
+	if err != nil || !strings.HasSuffix(out, "or cluster-wide\n") {
+		t.Errorf("uninstall --purge with nothing installed: err %v, printed %q", err, out)
 	}
 }

@@ -1,41 +1,20 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/straitmesh/strait/internal/install"
 )
-
-// kubeFlags select the cluster.
-type kubeFlags struct {
-	kubeconfig, context, namespace string
-}
-
-func (k *kubeFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&k.kubeconfig, "kubeconfig", "", "kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVar(&k.context, "context", "", "kubeconfig context (default the current one)")
-	cmd.Flags().StringVarP(&k.namespace, "namespace", "n", install.DefaultNamespace, "the control plane's namespace")
-}
-
-func (k *kubeFlags) config() (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = k.kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: k.context}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w (give --kubeconfig FILE or set KUBECONFIG)", err)
-	}
-	return cfg, nil
-}
 
 // renderFlags are the chart values, as helm takes them.
 type renderFlags struct {
@@ -57,7 +36,25 @@ func (r *renderFlags) render(namespace string) (install.Rendered, error) {
 	if err != nil {
 		return install.Rendered{}, err
 	}
-	return install.Render(c, install.RenderOptions{Namespace: namespace, Values: vals})
+	out, err := install.Render(c, install.RenderOptions{Namespace: namespace, Values: vals})
+	if err == nil {
+		return out, nil
+	}
+	// Helm's schema error names the key, not where it came from: with
+	// several -f files, name the first one that is refused on its own.
+	if len(r.valueFiles) > 0 {
+		for _, f := range r.valueFiles {
+			one, ferr := install.MergeValues([]string{f}, nil, nil)
+			if ferr != nil {
+				continue
+			}
+			if _, ferr := install.Render(c, install.RenderOptions{Namespace: namespace, Values: one}); ferr != nil {
+				return install.Rendered{}, fmt.Errorf("values file %s: %s", f, strings.TrimSpace(strings.TrimPrefix(ferr.Error(), "values: ")))
+			}
+		}
+	}
+	// Helm's schema error ends in a newline.
+	return install.Rendered{}, errors.New(strings.TrimSpace(err.Error()))
 }
 
 func newInstallCmd() *cobra.Command {
@@ -76,10 +73,14 @@ built into straitctl) with its defaults, -f files and --set values, and
 applies it with server-side apply (field manager "straitctl"): running it
 again upgrades in place, and deletes the objects the new values no longer
 render (e.g. the PodDisruptionBudget after
---set global.defaultPodDisruptionBudget.enabled=false). It then waits until the straitd Deployment is
-available. Values use Istio's names (global.hub, global.tag,
-global.proxy.image, pilot.*, sidecarInjectorWebhook.*, meshConfig.*); an
-unknown key is refused with its name.`,
+--set global.defaultPodDisruptionBudget.enabled=false). It then waits
+until the straitd Deployment is available, printing its progress.
+
+Values use Istio's names (global.hub, global.tag, global.proxy.image,
+pilot.*, sidecarInjectorWebhook.*, meshConfig.*); an unknown key is
+refused with its name. --dry-run prints the manifests without contacting
+a cluster; they do not include the namespace, which install creates when
+it is missing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := values.render(kube.namespace)
@@ -93,7 +94,9 @@ unknown key is refused with its name.`,
 			if timeout <= 0 {
 				return fmt.Errorf("--timeout %v: want a positive duration (e.g. 5m)", timeout)
 			}
-			cfg, err := kube.config()
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			cfg, err := kube.connect(ctx)
 			if err != nil {
 				return err
 			}
@@ -101,8 +104,6 @@ unknown key is refused with its name.`,
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
 			if err := c.Apply(ctx, r, kube.namespace); err != nil {
 				return err
 			}
@@ -122,6 +123,7 @@ unknown key is refused with its name.`,
 				return err
 			}
 			fmt.Fprintf(out, "installed in %s; straitd is available\n", kube.namespace)
+			fmt.Fprintln(out, "inject a namespace's new pods: kubectl label namespace NAME istio-injection=enabled")
 			return nil
 		},
 	}
@@ -154,7 +156,9 @@ and so do the istio-ca-root-cert ConfigMaps straitd wrote into namespaces.`,
 			if err != nil {
 				return err
 			}
-			cfg, err := kube.config()
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			cfg, err := kube.connect(ctx)
 			if err != nil {
 				return err
 			}
@@ -163,11 +167,18 @@ and so do the istio-ca-root-cert ConfigMaps straitd wrote into namespaces.`,
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
 			deleted, err := c.Uninstall(ctx, r, install.UninstallOptions{Namespace: kube.namespace, Release: install.DefaultRelease, Purge: purge})
 			if err != nil {
 				return err
+			}
+			if len(deleted) == 0 {
+				crds := " (the CRDs aside: --purge deletes them)"
+				if purge {
+					crds = ""
+				}
+				fmt.Fprintf(out, "nothing to uninstall: no object labelled %s=%s,%s=%s in namespace %s or cluster-wide%s\n",
+					install.InstanceLabel, install.DefaultRelease, install.PartOfLabel, install.PartOfValue, kube.namespace, crds)
+				return nil
 			}
 			fmt.Fprintf(out, "uninstalled: %d objects deleted\n", len(deleted))
 			return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -37,6 +38,16 @@ func TestInstallRefusesUnknownValue(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "proxyy") {
 		t.Errorf("install -f with global.proxyy: err %v, want it to name proxyy", err)
 	}
+	// With several files, the error names the one with the unknown key,
+	// and ends with the key (Helm's message ends in a newline).
+	good := filepath.Join(t.TempDir(), "good.yaml")
+	if err := os.WriteFile(good, []byte("global:\n  hub: example.com\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runStraitctl(t, "install", "--dry-run", "-f", good, "-f", f)
+	if err == nil || !strings.HasPrefix(err.Error(), "values file "+f+": ") || !strings.HasSuffix(err.Error(), "'proxyy' not allowed") {
+		t.Errorf("install -f good -f bad: err %q, want it to start with the bad file %s and end with the key", err, f)
+	}
 	out, err := runStraitctl(t, "install", "--dry-run", "--set-string", "global.tag=1.20", "-n", "mesh")
 	if err != nil {
 		t.Fatal(err)
@@ -52,18 +63,58 @@ func TestInstallCommand(t *testing.T) {
 	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true})
 	kc := env.KubeconfigPath
 
-	out, err := runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "--set", "global.hub=example.com/mesh")
+	// Bounds a hang, not speed: a dozen straitctl runs, an upgrade, an
+	// uninstall and the CRDs' deletion took minutes under -race on a
+	// loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	// A namespace being deleted (no controller manager here finishes
+	// it) is refused before anything is applied.
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "-n", "doomed")
+	if err == nil || !strings.Contains(err.Error(), "namespace doomed is being deleted") {
+		t.Errorf("install -n doomed (Terminating): err %v, want the namespace named as being deleted", err)
+	}
+	if strings.Contains(out, "applied") {
+		t.Errorf("install -n doomed applied objects before failing:\n%s", out)
+	}
+
+	out, err = runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "--set", "global.hub=example.com/mesh")
 	if err != nil {
 		t.Fatalf("install --wait=false: %v\n%s", err, out)
 	}
 	if !strings.Contains(out, "Deployment/straitd applied") || !strings.Contains(out, "not waiting") {
 		t.Errorf("install output:\n%s", out)
 	}
-	// The deadline bounds a hang, not speed: under -race on a loaded
-	// machine the upgrade, uninstall and CRD deletion below took longer
-	// than the minute it once was.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+
+	// A second install in another namespace is refused, naming the first.
+	if _, err := runStraitctl(t, "install", "--kubeconfig", kc, "--wait=false", "-n", "second"); err == nil || !strings.Contains(err.Error(), "upgrade it with -n istio-system") {
+		t.Errorf("install -n second with Strait in istio-system: err %v, want a refusal naming istio-system", err)
+	}
+
+	// Credentials the API server refuses are reported as such, naming
+	// the kubeconfig.
+	bad := filepath.Join(t.TempDir(), "kubeconfig")
+	raw, err := os.ReadFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), env.Token()) {
+		t.Fatalf("kubeconfig %s does not hold the token", kc)
+	}
+	if err := os.WriteFile(bad, []byte(strings.ReplaceAll(string(raw), env.Token(), "wrong-token")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runStraitctl(t, "install", "--kubeconfig", bad, "--wait=false"); err == nil || !strings.Contains(err.Error(), "refused the credentials") || !strings.Contains(err.Error(), bad) {
+		t.Errorf("install with a wrong token: err %v, want refused credentials naming %s", err, bad)
+	}
+
 	dep, err := env.Client.AppsV1().Deployments("istio-system").Get(ctx, "straitd", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -116,12 +167,22 @@ func TestInstallCommand(t *testing.T) {
 		}
 		if len(left) == 0 {
 			t.Logf("the purged objects were gone %v after the uninstall", time.Since(purged).Round(time.Millisecond))
-			return
+			break
 		}
 		select {
 		case <-ctx.Done():
 			t.Fatalf("after uninstall --purge: %v left %v later", left, time.Since(purged).Round(time.Second))
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+
+	// A second uninstall finds nothing, and says so.
+	out, err = runStraitctl(t, "uninstall", "--kubeconfig", kc)
+	if err != nil || !strings.Contains(out, "nothing to uninstall: no object labelled app.kubernetes.io/instance=strait,app.kubernetes.io/part-of=strait in namespace istio-system or cluster-wide (the CRDs aside") {
+		t.Errorf("uninstall with nothing installed: err %v, printed %q", err, out)
+	}
+	out, err = runStraitctl(t, "uninstall", "--kubeconfig", kc, "--purge")
+	if err != nil || !strings.HasSuffix(out, "or cluster-wide\n") {
+		t.Errorf("uninstall --purge with nothing installed: err %v, printed %q", err, out)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,8 +34,20 @@ type Client struct {
 	PollInterval time.Duration
 }
 
+// Client-side rate limits when cfg sets none: client-go's default (5
+// requests a second, bursts of 10) makes an install of some 30 objects,
+// their discovery and the waits' polls queue behind each other.
+const (
+	defaultQPS   = 50
+	defaultBurst = 100
+)
+
 // NewClient builds a Client for cfg.
 func NewClient(cfg *rest.Config, out io.Writer) (*Client, error) {
+	if cfg.QPS == 0 && cfg.Burst == 0 && cfg.RateLimiter == nil {
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS, cfg.Burst = defaultQPS, defaultBurst
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -88,7 +102,11 @@ var (
 // the chart sets; fields others own, such as the webhook's caBundle that
 // straitd writes, are left alone).
 func (c *Client) Apply(ctx context.Context, r Rendered, namespace string) error {
-	if _, err := c.Dynamic.Resource(namespaceGVR).Get(ctx, namespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	if err := c.checkSingleInstall(ctx, r, namespace, "install"); err != nil {
+		return err
+	}
+	existing, err := c.Dynamic.Resource(namespaceGVR).Get(ctx, namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
 		ns := &unstructured.Unstructured{}
 		ns.SetAPIVersion("v1")
 		ns.SetKind("Namespace")
@@ -99,6 +117,10 @@ func (c *Client) Apply(ctx context.Context, r Rendered, namespace string) error 
 		c.printf("namespace/%s created\n", namespace)
 	} else if err != nil {
 		return fmt.Errorf("namespace %s: %w", namespace, err)
+	} else if phase, _, _ := unstructured.NestedString(existing.Object, "status", "phase"); phase == "Terminating" {
+		// The API server refuses new objects in it; say so once, before
+		// the CRDs are applied, rather than fail on the first object.
+		return fmt.Errorf("namespace %s is being deleted (Terminating): wait until `kubectl get namespace %s` finds nothing, then install again, or install into another namespace with -n", namespace, namespace)
 	}
 	for _, o := range r.CRDs {
 		if _, err := c.Dynamic.Resource(crdGVR).Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
@@ -184,13 +206,15 @@ func (c *Client) Wait(parent context.Context, namespace string, timeout time.Dur
 				return nil
 			}
 			status = fmt.Sprintf("%d/%d replicas available, %d updated", avail, want, updated)
-		case ctx.Err() != nil:
-			// The timeout cut this read short: it says nothing about the
-			// Deployment, so report what the last answer said.
-			status = last
-			if status == "" {
-				status = "no answer from the API server"
+			if why := c.podProblems(ctx, d); why != "" {
+				status += "; " + why
 			}
+		case !apierrors.IsNotFound(err) && last != "":
+			// A failed poll (throttled, or a read the timeout cut short)
+			// says nothing new about straitd: keep what was last seen.
+			status = last
+		case ctx.Err() != nil:
+			status = "no answer from the API server"
 		case !apierrors.IsNotFound(err):
 			status = err.Error()
 		}
@@ -210,6 +234,175 @@ func (c *Client) Wait(parent context.Context, namespace string, timeout time.Dur
 	}
 }
 
+var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// podProblems says why the Deployment's pods are not ready, as kubectl
+// get pods would show it: a pod not scheduled, a container waiting with
+// a reason (ImagePullBackOff, ErrImageNeverPull, CrashLoopBackOff, ...)
+// and its message, a container that exited. Empty when the pods show
+// nothing wrong or cannot be listed. A user who forgot to load the
+// images sees it in the progress line instead of only "0/1 available".
+func (c *Client) podProblems(ctx context.Context, d *unstructured.Unstructured) string {
+	match, _, _ := unstructured.NestedStringMap(d.Object, "spec", "selector", "matchLabels")
+	if len(match) == 0 {
+		return ""
+	}
+	var sel []string
+	for k, v := range match {
+		sel = append(sel, k+"="+v)
+	}
+	slices.Sort(sel)
+	pods, err := c.Dynamic.Resource(podGVR).Namespace(d.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: strings.Join(sel, ",")})
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if why := podProblem(p.Object); why != "" {
+			out = append(out, "pod "+p.GetName()+": "+why)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
+// podProblem is one pod's: the first container (init containers first)
+// that waits with a reason or has terminated with an error, else an
+// unschedulable pod's scheduler message.
+func podProblem(pod map[string]any) string {
+	for _, field := range []string{"initContainerStatuses", "containerStatuses"} {
+		statuses, _, _ := unstructured.NestedSlice(pod, "status", field)
+		for _, st := range statuses {
+			m, _ := st.(map[string]any)
+			name, _, _ := unstructured.NestedString(m, "name")
+			if reason, _, _ := unstructured.NestedString(m, "state", "waiting", "reason"); reason != "" && reason != "ContainerCreating" && reason != "PodInitializing" {
+				msg, _, _ := unstructured.NestedString(m, "state", "waiting", "message")
+				return joinReason("container "+name+" "+reason, msg)
+			}
+			if code, ok, _ := unstructured.NestedInt64(m, "state", "terminated", "exitCode"); ok && code != 0 {
+				reason, _, _ := unstructured.NestedString(m, "state", "terminated", "reason")
+				return fmt.Sprintf("container %s exited with %d (%s)", name, code, reason)
+			}
+		}
+	}
+	conds, _, _ := unstructured.NestedSlice(pod, "status", "conditions")
+	for _, cd := range conds {
+		m, _ := cd.(map[string]any)
+		if m["type"] == "PodScheduled" && m["status"] == "False" {
+			reason, _ := m["reason"].(string)
+			msg, _ := m["message"].(string)
+			return joinReason("not scheduled: "+reason, msg)
+		}
+	}
+	return ""
+}
+
+// joinReason appends a Kubernetes status message, cut to one line of
+// reasonable length.
+func joinReason(reason, msg string) string {
+	msg = strings.TrimSpace(strings.ReplaceAll(msg, "\n", " "))
+	if msg == "" {
+		return reason
+	}
+	const max = 200
+	if len(msg) > max {
+		msg = msg[:max] + "..."
+	}
+	return reason + " (" + msg + ")"
+}
+
+// ErrInstalledElsewhere is wrapped by Apply's and Uninstall's error when
+// the cluster-wide objects of the release belong to a straitd in another
+// namespace.
+var ErrInstalledElsewhere = errors.New("Strait is installed in another namespace")
+
+var (
+	webhookGVR = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}
+	crbGVR     = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}
+)
+
+// installedNamespaces returns the namespaces whose straitd the release's
+// cluster-wide objects serve, each with the object that says so: the
+// webhook's service namespace and the ClusterRoleBinding's service
+// account namespace. Empty when the release is not installed.
+func (c *Client) installedNamespaces(ctx context.Context, release string) (map[string]string, error) {
+	sel := metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=%s,%s=%s", InstanceLabel, release, PartOfLabel, PartOfValue)}
+	found := map[string]string{}
+	hooks, err := c.Dynamic.Resource(webhookGVR).List(ctx, sel)
+	if err != nil {
+		return nil, fmt.Errorf("list MutatingWebhookConfigurations: %w", err)
+	}
+	for _, h := range hooks.Items {
+		list, _, _ := unstructured.NestedSlice(h.Object, "webhooks")
+		for _, w := range list {
+			m, _ := w.(map[string]any)
+			ns, _, _ := unstructured.NestedString(m, "clientConfig", "service", "namespace")
+			svc, _, _ := unstructured.NestedString(m, "clientConfig", "service", "name")
+			if ns != "" {
+				found[ns] = fmt.Sprintf("MutatingWebhookConfiguration %s calls %s.%s", h.GetName(), svc, ns)
+			}
+		}
+	}
+	crbs, err := c.Dynamic.Resource(crbGVR).List(ctx, sel)
+	if err != nil {
+		return nil, fmt.Errorf("list ClusterRoleBindings: %w", err)
+	}
+	for _, b := range crbs.Items {
+		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+		for _, sub := range subjects {
+			m, _ := sub.(map[string]any)
+			ns, _ := m["namespace"].(string)
+			name, _ := m["name"].(string)
+			if _, ok := found[ns]; ns != "" && !ok {
+				found[ns] = fmt.Sprintf("ClusterRoleBinding %s binds %s/%s", b.GetName(), ns, name)
+			}
+		}
+	}
+	return found, nil
+}
+
+// checkSingleInstall refuses to install into, or uninstall from,
+// namespace when the release's cluster-wide objects (the webhook, whose
+// name is fixed, the CRDs, the ClusterRoles) serve a straitd elsewhere:
+// an install would take the webhook from it and prune its ClusterRole,
+// an uninstall would delete its cluster-wide objects and leave it
+// running without them.
+func (c *Client) checkSingleInstall(ctx context.Context, r Rendered, namespace, verb string) error {
+	release := DefaultRelease
+	for _, o := range r.All() {
+		if l := o.GetLabels()[InstanceLabel]; l != "" {
+			release = l
+			break
+		}
+	}
+	found, err := c.installedNamespaces(ctx, release)
+	if err != nil || len(found) == 0 {
+		return err
+	}
+	if _, ok := found[namespace]; ok && verb == "uninstall" {
+		return nil
+	}
+	var others []string
+	for ns := range found {
+		if ns != namespace {
+			others = append(others, ns)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	slices.Sort(others)
+	there := others[0]
+	if verb == "uninstall" {
+		return fmt.Errorf("%w: nothing of it in %s; it is in %s (%s): uninstall with -n %s", ErrInstalledElsewhere, namespace, there, found[there], there)
+	}
+	return fmt.Errorf("%w: %s (%s); the webhook and the CRDs are cluster-wide, so a cluster has one Strait: upgrade it with -n %s, or remove it first with `straitctl uninstall -n %s`",
+		ErrInstalledElsewhere, there, found[there], there, there)
+}
+
 // UninstallOptions configure Uninstall.
 type UninstallOptions struct {
 	Namespace, Release string
@@ -223,6 +416,9 @@ type UninstallOptions struct {
 // kinds), in reverse install order, and straitd's webhook CA Lease; CRDs
 // only with Purge. The namespace stays. It returns the deleted objects as KIND/NAME.
 func (c *Client) Uninstall(ctx context.Context, r Rendered, opts UninstallOptions) ([]string, error) {
+	if err := c.checkSingleInstall(ctx, r, opts.Namespace, "uninstall"); err != nil {
+		return nil, err
+	}
 	objs := r.Objects
 	if opts.Purge {
 		objs = r.All()

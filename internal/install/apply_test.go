@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -94,6 +95,25 @@ func TestInstallUninstallCycle(t *testing.T) {
 		}
 	}
 
+	// A second Strait in another namespace is refused before anything
+	// changes (the webhook and ClusterRoles are the first's), and so is
+	// an uninstall from a namespace without Strait.
+	other := render(t, RenderOptions{Namespace: "other"})
+	err = c.Apply(ctx, other, "other")
+	if !errors.Is(err, ErrInstalledElsewhere) || !strings.Contains(err.Error(), "MutatingWebhookConfiguration istio-sidecar-injector calls istiod.istio-system") || !strings.Contains(err.Error(), "-n istio-system") {
+		t.Errorf("install into other with Strait in istio-system: err %v, want ErrInstalledElsewhere naming the webhook and -n istio-system", err)
+	}
+	if _, err := env.Client.CoreV1().Namespaces().Get(ctx, "other", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("refused install created namespace other: %v", err)
+	}
+	deleted, err := c.Uninstall(ctx, other, UninstallOptions{Namespace: "other", Release: DefaultRelease})
+	if !errors.Is(err, ErrInstalledElsewhere) || len(deleted) != 0 {
+		t.Errorf("uninstall -n other with Strait in istio-system: deleted %v, err %v; want nothing deleted and ErrInstalledElsewhere", deleted, err)
+	}
+	if left := leftovers(ctx, t, c, r, ns); len(left) != len(r.All()) {
+		t.Errorf("after the refused install and uninstall in other: %d of the %d objects left: %v", len(left), len(r.All()), left)
+	}
+
 	// straitd writes the CA bundle with an update; a second install must
 	// not take it away.
 	mwcs := env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
@@ -150,6 +170,34 @@ func TestInstallUninstallCycle(t *testing.T) {
 		t.Errorf("wait printed %q, want a progress line", out.String())
 	}
 
+	// A pod of the Deployment that cannot pull its image: the progress
+	// line and the timeout say so, with the kubelet's message.
+	dep := find(t, r.Objects, "Deployment", "straitd")
+	podLabels, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "selector", "matchLabels")
+	pods := env.Client.CoreV1().Pods(ns)
+	pod, err := pods.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "straitd-abc", Labels: podLabels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "discovery", Image: "strait/straitd:latest"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "discovery", State: corev1.ContainerState{
+		Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: `Container image "strait/straitd:latest" is not present with pull policy of Never`},
+	}}}
+	if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = c.Wait(ctx, ns, 500*time.Millisecond)
+	const pullProblem = `pod straitd-abc: container discovery ErrImageNeverPull (Container image "strait/straitd:latest" is not present with pull policy of Never)`
+	if err == nil || !strings.Contains(err.Error(), pullProblem) || !strings.Contains(out.String(), pullProblem) {
+		t.Errorf("wait with a pod that cannot pull: err %v, printed %q; want both to contain %q", err, out.String(), pullProblem)
+	}
+	if err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// Interrupted (Ctrl-C) is not reported as the timeout.
 	interrupted, stop := context.WithCancel(ctx)
 	stop()
@@ -168,7 +216,7 @@ func TestInstallUninstallCycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("re-installs, prune and waits done at %v", time.Since(began).Round(time.Millisecond))
-	deleted, err := c.Uninstall(ctx, r, UninstallOptions{Namespace: ns, Release: DefaultRelease})
+	deleted, err = c.Uninstall(ctx, r, UninstallOptions{Namespace: ns, Release: DefaultRelease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,5 +279,37 @@ func TestWaitWithoutAnswer(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "not found") {
 		t.Errorf("wait printed %q: a read the timeout cut short is not a missing Deployment", out.String())
+	}
+}
+
+// TestPodProblem: what the wait's progress line says about one pod.
+func TestPodProblem(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pod  string
+		want string
+	}{
+		{"running", `{"status":{"containerStatuses":[{"name":"discovery","state":{"running":{}}}]}}`, ""},
+		{"creating is not a problem", `{"status":{"containerStatuses":[{"name":"discovery","state":{"waiting":{"reason":"ContainerCreating"}}}]}}`, ""},
+		{"pull back-off", `{"status":{"containerStatuses":[{"name":"discovery","state":{"waiting":{"reason":"ImagePullBackOff","message":"Back-off pulling image\n\"x\""}}}]}}`, `container discovery ImagePullBackOff (Back-off pulling image "x")`},
+		{"init container first", `{"status":{"initContainerStatuses":[{"name":"init","state":{"waiting":{"reason":"CrashLoopBackOff"}}}],"containerStatuses":[{"name":"discovery","state":{"waiting":{"reason":"PodInitializing"}}}]}}`, "container init CrashLoopBackOff"},
+		{"exited", `{"status":{"containerStatuses":[{"name":"discovery","state":{"terminated":{"exitCode":1,"reason":"Error"}}}]}}`, "container discovery exited with 1 (Error)"},
+		{"exited cleanly", `{"status":{"containerStatuses":[{"name":"discovery","state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]}}`, ""},
+		{"unschedulable", `{"status":{"conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/1 nodes are available"}]}}`, "not scheduled: Unschedulable (0/1 nodes are available)"},
+		{"scheduled", `{"status":{"conditions":[{"type":"PodScheduled","status":"True"}]}}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON([]byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},` + tc.pod[1:])); err != nil {
+				t.Fatal(err)
+			}
+			if got := podProblem(u.Object); got != tc.want {
+				t.Errorf("podProblem = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	long := strings.Repeat("x", 300)
+	if got := joinReason("r", long); got != "r ("+strings.Repeat("x", 200)+"...)" {
+		t.Errorf("joinReason of 300 characters = %q, want it cut at 200", got)
 	}
 }

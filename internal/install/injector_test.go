@@ -24,6 +24,10 @@ func TestInjectorReadsChartConfigMap(t *testing.T) {
 			"global":                 map[string]any{"hub": "registry.example.com/mesh", "tag": "1.2.4", "proxy": map[string]any{"image": "proxyv2"}},
 			"sidecarInjectorWebhook": map[string]any{"enableNativeSidecars": true},
 		}, []string{"image: registry.example.com/mesh/proxyv2:1.2.4", "restartPolicy: Always"}},
+		// --set makes a lone port a number: the schema takes it and
+		// the injector reads it as the port.
+		{"port lists from --set", setValues(t, "global.proxy.excludeInboundPorts=9999", "global.proxy.includeOutboundPorts=7777"),
+			[]string{"15090,15021,9999,15020", `- "7777"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := render(t, RenderOptions{Values: tc.values})
@@ -47,4 +51,14 @@ func TestInjectorReadsChartConfigMap(t *testing.T) {
 			}
 		})
 	}
+}
+
+// setValues parses --set expressions as straitctl and helm do.
+func setValues(t *testing.T, sets ...string) map[string]any {
+	t.Helper()
+	v, err := MergeValues(nil, sets, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

@@ -155,7 +155,7 @@ sidecarInjectorWebhook:
   enableNamespacesByDefault: true
 meshConfig:
   trustDomain: example.org
-`)}, []string{"global.tag=1.2.4"}, []string{"pilot.env.PILOT_PUSH_THROTTLE=100"})
+`)}, []string{"global.tag=1.2.4", "pilot.env.PILOT_USE_ENDPOINT_SLICE=false", "pilot.env.PILOT_TRACE_SAMPLING=20"}, []string{"pilot.env.PILOT_PUSH_THROTTLE=100"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +180,21 @@ meshConfig:
 	}
 	if env := c["env"].([]any); !strings.Contains(strings.Join(envNames(env), ","), "PILOT_DEBOUNCE_AFTER,PILOT_PUSH_THROTTLE") {
 		t.Errorf("env %v lacks PILOT_DEBOUNCE_AFTER (-f) and PILOT_PUSH_THROTTLE (--set-string)", env)
+	}
+	// --set makes true/false and numbers non-strings; the environment
+	// gets them as text.
+	for _, e := range c["env"].([]any) {
+		m := e.(map[string]any)
+		switch m["name"] {
+		case "PILOT_USE_ENDPOINT_SLICE":
+			if m["value"] != "false" {
+				t.Errorf("env PILOT_USE_ENDPOINT_SLICE=%#v, want the string false", m["value"])
+			}
+		case "PILOT_TRACE_SAMPLING":
+			if m["value"] != "20" {
+				t.Errorf("env PILOT_TRACE_SAMPLING=%#v, want the string 20", m["value"])
+			}
+		}
 	}
 	cm := find(t, r.Objects, "ConfigMap", "istio-sidecar-injector")
 	v := str(t, cm, "data", "values")
@@ -221,9 +236,21 @@ func writeFile(t *testing.T, content string) string {
 // TestRenderRefuses: an unknown key is refused with its name, and so are
 // settings the chart cannot honour.
 func TestRenderRefuses(t *testing.T) {
+	// Kubernetes' resource names are accepted: the standard ones,
+	// hugepages-SIZE and domain-qualified extended resources.
 	c, err := LoadChart()
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, ok := range []string{"global.proxy.resources.limits.cpu=2", "global.proxy.resources.requests.memory=64Mi", "global.proxy_init.resources.limits.ephemeral-storage=1Gi",
+		"pilot.resources.limits.hugepages-2Mi=1Gi", `pilot.resources.limits.nvidia\.com/gpu=1`, "pilot.tolerations[0].key=k", "pilot.tolerations[0].effect=NoSchedule"} {
+		vals, err := MergeValues(nil, []string{ok}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Render(c, RenderOptions{Values: vals}); err != nil {
+			t.Errorf("--set %s refused: %v", ok, err)
+		}
 	}
 	for _, tc := range []struct {
 		name string
@@ -235,6 +262,13 @@ func TestRenderRefuses(t *testing.T) {
 		{"unread mesh config field", "meshConfig.enableTracing=true", "enableTracing"},
 		{"wrong type", "pilot.replicaCount=many", "replicaCount"},
 		{"replicas without a shared CA", "pilot.replicaCount=3", "pilot.pluggedCA=true"},
+		// The sidecar's resources reach the API server only in each
+		// injected pod, which it would then refuse.
+		{"sidecar resource name", "global.proxy.resources.limits.cpuu=1", "at '/global/proxy/resources/limits': additional properties 'cpuu' not allowed"},
+		{"init resource name", "global.proxy_init.resources.requests.memry=1", "at '/global/proxy_init/resources/requests': additional properties 'memry'"},
+		{"straitd resource name", "pilot.resources.requests.cpuu=1", "at '/pilot/resources/requests': additional properties 'cpuu'"},
+		{"toleration field", "pilot.tolerations[0].keyy=x", "at '/pilot/tolerations/0': additional properties 'keyy'"},
+		{"toleration effect", "pilot.tolerations[0].effect=NoSchedul", "at '/pilot/tolerations/0/effect'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vals, err := MergeValues(nil, []string{tc.set}, nil)
@@ -323,5 +357,36 @@ func TestRenderMeshConfig(t *testing.T) {
 	}
 	if !m.RegistryOnly || m.Mesh.GetDefaultConfig().GetTerminationDrainDuration().AsDuration() != 7*time.Second {
 		t.Errorf("mesh config %q read as %+v", mesh, m)
+	}
+}
+
+// TestSetCommaHint: a list written into one --set value without
+// escaping its comma is refused with Helm's syntax spelled out; escaped,
+// it is one value.
+func TestSetCommaHint(t *testing.T) {
+	_, err := MergeValues(nil, []string{"global.proxy.excludeInboundPorts=80,443"}, nil)
+	if err == nil || !strings.Contains(err.Error(), `write a comma inside a value as \,`) {
+		t.Errorf("--set with an unescaped comma: err %v, want the \\, hint", err)
+	}
+	_, err = MergeValues(nil, nil, []string{"global.tag"})
+	if err == nil || strings.Contains(err.Error(), "comma") {
+		t.Errorf("--set-string without a value: err %v, want Helm's error and no comma hint", err)
+	}
+	v, err := MergeValues(nil, []string{`global.proxy.excludeInboundPorts=80\,443`}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v["global"].(map[string]any)["proxy"].(map[string]any)["excludeInboundPorts"]; got != "80,443" {
+		t.Errorf(`excludeInboundPorts=80\,443 read as %#v, want "80,443"`, got)
+	}
+}
+
+// TestIstioOperatorRefused: an IstioOperator given as a values file is
+// named as such, with where its settings go.
+func TestIstioOperatorRefused(t *testing.T) {
+	f := writeFile(t, "apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  values:\n    global:\n      hub: example.com\n")
+	_, err := MergeValues([]string{f}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), f+" is an IstioOperator") || !strings.Contains(err.Error(), "spec.values") {
+		t.Errorf("IstioOperator as values: err %v, want it named with where spec.values goes", err)
 	}
 }

@@ -3,6 +3,7 @@ package install
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/strvals"
@@ -21,19 +22,34 @@ func MergeValues(files, sets, setStrings []string) (map[string]any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("values file %s: %w", f, err)
 		}
+		if kind, _ := v["kind"].(string); kind == "IstioOperator" {
+			// istioctl's input; the schema would only say that
+			// apiVersion, kind and spec are not allowed.
+			return nil, fmt.Errorf("values file %s is an IstioOperator, which istioctl reads; straitctl and helm read Helm values: put its spec.values (global, pilot, sidecarInjectorWebhook) at the top of a values file, and its spec.meshConfig under meshConfig", f)
+		}
 		base = mergeMaps(base, v)
 	}
 	for _, s := range sets {
 		if err := strvals.ParseInto(s, base); err != nil {
-			return nil, fmt.Errorf("--set %s: %w", s, err)
+			return nil, fmt.Errorf("--set %s: %w%s", s, err, commaHint(s))
 		}
 	}
 	for _, s := range setStrings {
 		if err := strvals.ParseIntoString(s, base); err != nil {
-			return nil, fmt.Errorf("--set-string %s: %w", s, err)
+			return nil, fmt.Errorf("--set-string %s: %w%s", s, err, commaHint(s))
 		}
 	}
 	return base, nil
+}
+
+// commaHint explains Helm's --set syntax when a refused expression has a
+// comma: "a=1,b=2" sets two keys, so a list in one value
+// (excludeInboundPorts=80,443) reads as a key "443" with no value.
+func commaHint(expr string) string {
+	if !strings.Contains(expr, ",") {
+		return ""
+	}
+	return ` (a comma separates KEY=VALUE pairs; write a comma inside a value as \, and quote it for the shell: --set 'global.proxy.excludeInboundPorts=80\,443')`
 }
 
 // mergeMaps lays b over a: maps merge key by key, anything else in b

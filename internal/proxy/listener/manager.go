@@ -91,6 +91,9 @@ type Manager struct {
 	// fetches are the route configurations warming listeners wait for.
 	fetches  map[string]*routeFetch
 	onWarmed func()
+	// reserved are the sockets bound for warming listeners, not yet
+	// listening (reserve_linux.go), by listener name.
+	reserved map[string]*reservation
 	// drained is the admin drain in force (DrainListeners): listeners
 	// it covers, also ones added later, drain at once and, when it stops
 	// them, do not listen.
@@ -151,6 +154,7 @@ func NewManager(o Options) *Manager {
 		sockets:       map[string]*socket{},
 		warming:       map[string]*Listener{},
 		fetches:       map[string]*routeFetch{},
+		reserved:      map[string]*reservation{},
 	}
 	m.active.Store(&set{byName: map[string]*Listener{}, byAddr: map[netip.AddrPort]*Listener{}})
 	return m
@@ -278,10 +282,22 @@ func (m *Manager) ApplyLDS(version string, ls []*listenerv3.Listener) ([]string,
 	if err := checkWarmingAddrs(next, built, warm); err != nil {
 		return nil, err
 	}
-	if err := m.applyLocked(cur, next, built, removed); err != nil {
+	fresh, err := m.reserveLocked(cur, warm)
+	if err != nil {
 		return nil, err
 	}
+	if err := m.applyLocked(cur, next, built, removed); err != nil {
+		for _, r := range fresh {
+			r.close()
+		}
+		return nil, err
+	}
+	for name, r := range fresh {
+		m.reserved[name].close()
+		m.reserved[name] = r
+	}
 	m.warming = warm
+	m.releaseReservationsLocked()
 	m.version = version
 	m.addedCount.Add(added)
 	m.modifiedCount.Add(modified)
@@ -375,7 +391,7 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 			// whatever their destination.
 			lc.Control = transparentControl
 		}
-		ln, err := lc.Listen(m.ctx, network, b.Addr.String())
+		ln, err := m.listenLocked(b, &lc, network)
 		if err != nil {
 			return fail(fmt.Errorf("listener %q: bind %s: %w", b.Name, b.Addr, err))
 		}
@@ -485,6 +501,10 @@ func (m *Manager) Close() {
 			f.timer.Stop()
 		}
 		delete(m.fetches, name)
+	}
+	for name, r := range m.reserved {
+		r.close()
+		delete(m.reserved, name)
 	}
 	for name, s := range m.sockets {
 		s.ln.Close()

@@ -2,6 +2,7 @@ package listener
 
 import (
 	"fmt"
+	"net"
 	"sort"
 	"time"
 
@@ -196,6 +197,7 @@ func (m *Manager) promoteLocked() bool {
 		}
 		m.log.Info("listener warmed", "listener", name, "version", w.version)
 	}
+	m.releaseReservationsLocked()
 	m.trackFetchesLocked()
 	m.updateGaugesLocked()
 	return len(names) > 0
@@ -256,4 +258,69 @@ func (m *Manager) Dynamic() []DynamicListener {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// reserveLocked binds a socket, without listening, for each warming
+// listener that will need one of its own once warm (not for an update that
+// keeps its address: the old version's socket carries on), so that an
+// address in use refuses the LDS update now, as in Envoy. A reservation
+// the previous warming version of the same address made is kept. It
+// returns the new reservations; on error it made none.
+func (m *Manager) reserveLocked(cur *set, warm map[string]*Listener) (map[string]*reservation, error) {
+	fresh := map[string]*reservation{}
+	fail := func(err error) (map[string]*reservation, error) {
+		for _, r := range fresh {
+			r.close()
+		}
+		return nil, err
+	}
+	names := make([]string, 0, len(warm))
+	for name := range warm {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		w := warm[name]
+		if _, stop := m.drained.covers(w); !w.Bind || stop {
+			continue
+		}
+		if old := cur.byName[name]; old != nil && old.Bind && old.Addr == w.Addr && m.sockets[name] != nil {
+			continue
+		}
+		if r := m.reserved[name]; r != nil && r.addr == w.Addr && r.transparent == w.Transparent {
+			continue
+		}
+		r, err := reserve(w.Addr, w.Transparent)
+		if err != nil {
+			return fail(fmt.Errorf("listener %q: bind %s: %w", name, w.Addr, err))
+		}
+		if r != nil {
+			fresh[name] = r
+		}
+	}
+	return fresh, nil
+}
+
+// listenLocked listens for b: on the socket reserved while it warmed when
+// there is one for its address, else on a new one.
+func (m *Manager) listenLocked(b *Listener, lc *net.ListenConfig, network string) (net.Listener, error) {
+	if r := m.reserved[b.Name]; r != nil {
+		delete(m.reserved, b.Name)
+		if r.addr == b.Addr && r.transparent == b.Transparent {
+			return r.listen()
+		}
+		r.close()
+	}
+	return lc.Listen(m.ctx, network, b.Addr.String())
+}
+
+// releaseReservationsLocked closes the reservations of listeners that no
+// longer warm.
+func (m *Manager) releaseReservationsLocked() {
+	for name, r := range m.reserved {
+		if m.warming[name] == nil {
+			r.close()
+			delete(m.reserved, name)
+		}
+	}
 }

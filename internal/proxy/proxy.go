@@ -28,6 +28,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/xdsclient"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // initialFetchTimeout is how long readiness waits for warming clusters and
@@ -340,7 +341,18 @@ func (p *Proxy) ApplyRoutes(version string, rcs []*routev3.RouteConfiguration) e
 	return nil
 }
 
+// Rejected implements xdsclient.RejectionHandler: listeners warming for a
+// rejected route configuration stop waiting for it.
+func (p *Proxy) Rejected(typeURL string, names []string) {
+	if typeURL != xdsapi.RouteType {
+		return
+	}
+	p.Listeners.RoutesRejected(names)
+	p.checkReady()
+}
+
 var (
-	_ xdsclient.Handler = (*Proxy)(nil)
-	_ admin.Source      = (*Proxy)(nil)
+	_ xdsclient.Handler          = (*Proxy)(nil)
+	_ xdsclient.RejectionHandler = (*Proxy)(nil)
+	_ admin.Source               = (*Proxy)(nil)
 )

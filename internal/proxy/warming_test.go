@@ -261,3 +261,50 @@ func TestWarmingEndsAtInitialFetchTimeout(t *testing.T) {
 		return err == nil && code == 200 && body == "a"
 	})
 }
+
+// A rejected RDS response ends the wait for the route configurations it
+// carried, as Envoy's RDS subscription counts a failed update as its
+// initial fetch done: the listener serves without them (404 NR), even
+// with initial_fetch_timeout 0.
+func TestWarmingEndsWhenRoutesAreRejected(t *testing.T) {
+	srv := xdstest.Start(t)
+	be := named(t, "a")
+	first, added := freeAddr(t), freeAddr(t)
+	srv.Set(xdsapi.ClusterType, "1", edsCluster("a"))
+	srv.Set(xdsapi.EndpointType, "1", cla("a", be.Listener.Addr().String()))
+	srv.Set(xdsapi.RouteType, "1", singleRoute("80", "a"))
+	srv.Set(xdsapi.ListenerType, "1", httpListener(t, "first", first, "80"))
+	p := startDrainProxy(t, srv)
+
+	srv.Set(xdsapi.ListenerType, "2", httpListener(t, "first", first, "80"),
+		rdsTimeout(t, httpListener(t, "added", added, "bad"), 0))
+	acked(t, srv, xdsapi.ListenerType, "2")
+	subscribed(t, srv, "bad")
+	if !refused(added) {
+		t.Fatal("the listener accepts before its routes came")
+	}
+	bad := singleRoute("bad", "a")
+	bad.VirtualHosts[0].Name = "" // fails validation: the response is NACKed
+	srv.Set(xdsapi.RouteType, "2", singleRoute("80", "a"), bad)
+	srv.WaitRequest(t, 10*time.Second, func(r *discoveryv3.DiscoveryRequest) bool {
+		return r.GetTypeUrl() == xdsapi.RouteType && r.GetErrorDetail() != nil
+	})
+	client := &http.Client{Timeout: 5 * time.Second}
+	var code int
+	var flags string
+	waitFor(t, 10*time.Second, "the listener to serve after its routes were rejected", func() bool {
+		r, err := client.Get("http://" + added + "/")
+		if err != nil {
+			return false
+		}
+		r.Body.Close()
+		code, flags = r.StatusCode, r.Header.Get("x-strait-response-flags")
+		return true
+	})
+	if code != 404 || flags != "NR" {
+		t.Errorf("after the rejected RDS response: %d flags %q, want 404 NR", code, flags)
+	}
+	if got := listenerStates(t, p); got["added"] != [2]string{"active@2", ""} {
+		t.Errorf("config dump = %v, want added active@2", got["added"])
+	}
+}

@@ -22,7 +22,8 @@ import (
 //
 // Each RDS subscription has the initial_fetch_timeout of its config
 // source (Envoy's default 15 s; 0: none). When it passes without the route
-// configuration, the subscription counts as ready
+// configuration, or a response carrying it is rejected, the subscription
+// counts as ready
 // (RdsRouteConfigSubscription::onConfigUpdateFailed in
 // source/common/rds/rds_route_config_subscription.cc) and the listener goes
 // on without it: its HCM answers 404 NR until the routes arrive.
@@ -70,8 +71,10 @@ func (l *Listener) routeDeps() map[string]time.Duration {
 // routeFetch is the wait for one route configuration that a warming
 // listener needs. Guarded by Manager.mu.
 type routeFetch struct {
-	timer    *time.Timer // nil: no initial fetch timeout
-	timedOut bool
+	timer *time.Timer // nil: no initial fetch timeout
+	// failed: the initial fetch timed out or its response was rejected;
+	// the listeners stop waiting for it.
+	failed bool
 }
 
 // routesReadyLocked reports whether l may leave warming: each route
@@ -81,7 +84,7 @@ func (m *Manager) routesReadyLocked(l *Listener) bool {
 		if m.opts.Routes != nil && m.opts.Routes.Get(name) != nil {
 			continue
 		}
-		if f := m.fetches[name]; f != nil && f.timedOut {
+		if f := m.fetches[name]; f != nil && f.failed {
 			continue
 		}
 		return false
@@ -129,7 +132,7 @@ func (m *Manager) fetchTimedOut(name string, f *routeFetch, timeout time.Duratio
 		m.log.Warn("route configuration not received within its initial fetch timeout; its listeners start without it (404 NR until it comes)",
 			"route_config", name, "initial_fetch_timeout", timeout)
 	}
-	f.timedOut = true
+	f.failed = true
 	warmed := m.promoteLocked()
 	m.mu.Unlock()
 	if warmed {
@@ -142,6 +145,31 @@ func (m *Manager) fetchTimedOut(name string, f *routeFetch, timeout time.Duratio
 // versions they replace (which drain) or start listening.
 func (m *Manager) RoutesUpdated() {
 	m.mu.Lock()
+	warmed := m.promoteLocked()
+	m.mu.Unlock()
+	if warmed {
+		m.notifyWarmed()
+	}
+}
+
+// RoutesRejected tells the manager that an RDS response carrying the
+// named route configurations was rejected (NACKed): listeners waiting for
+// one of them stop waiting for it and start without it, as Envoy's RDS
+// subscription counts a failed update as its initial fetch being done
+// (RdsRouteConfigSubscription::onConfigUpdateFailed).
+func (m *Manager) RoutesRejected(names []string) {
+	m.mu.Lock()
+	for _, name := range names {
+		f := m.fetches[name]
+		if f == nil || f.failed {
+			continue
+		}
+		if f.timer != nil {
+			f.timer.Stop()
+		}
+		f.failed = true
+		m.log.Warn("route configuration rejected while listeners wait for it; they start without it (404 NR until a good one comes)", "route_config", name)
+	}
 	warmed := m.promoteLocked()
 	m.mu.Unlock()
 	if warmed {

@@ -229,3 +229,43 @@ func TestInitialFetchTimeoutConfig(t *testing.T) {
 		t.Errorf("err = %v, want initial_fetch_timeout named", err)
 	}
 }
+
+// A warm listener that cannot listen (another socket took the address
+// meanwhile, which SO_REUSEADDR lets a listening socket do) is dropped and
+// counted as listener_create_failure; the version it was to replace keeps
+// serving.
+func TestWarmListenerThatCannotListenIsDropped(t *testing.T) {
+	m, routes, st := warmingManager(t)
+	if err := routes.Apply("1", emptyRoutes("r1")); err != nil {
+		t.Fatal(err)
+	}
+	a, b := freeTCP(t), freeTCP(t)
+	if _, err := m.ApplyLDS("1", []*listenerv3.Listener{rdsListener(t, "l", a, "r1", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	// The new version moves to b and waits for r2.
+	if _, err := m.ApplyLDS("2", []*listenerv3.Listener{rdsListener(t, "l", b, "r2", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := net.Listen("tcp", b)
+	if err != nil {
+		t.Fatalf("a listening socket could not share the reserved address: %v", err)
+	}
+	defer foreign.Close()
+	if err := routes.Apply("2", emptyRoutes("r1", "r2")); err != nil {
+		t.Fatal(err)
+	}
+	m.RoutesUpdated()
+	if m.Warming() != 0 {
+		t.Error("the listener that could not listen still warms")
+	}
+	if n := st.Counter("listener_manager.listener_create_failure").Load(); n != 1 {
+		t.Errorf("listener_create_failure = %d, want 1", n)
+	}
+	if got, ok := m.Addr("l"); !ok || got.String() != a {
+		t.Errorf("listener l = %v %t, want the old version still on %s", got, ok, a)
+	}
+	if dyn := m.Dynamic(); len(dyn) != 1 || dyn[0].Active == nil || dyn[0].Active.Version != "1" || dyn[0].Warming != nil {
+		t.Errorf("Dynamic() = %+v, want l active@1 only", dyn)
+	}
+}

@@ -36,16 +36,23 @@ func (p *Proxy) ConfigDump() (*adminv3.ConfigDump, error) {
 			&adminv3.ClustersConfigDump_DynamicCluster{VersionInfo: cs.CDSVersion, Cluster: mustAny(c)})
 	}
 
-	lv, static, dynamic := p.Listeners.Snapshot()
+	lv, static, _ := p.Listeners.Snapshot()
 	listeners := &adminv3.ListenersConfigDump{VersionInfo: lv}
 	for _, l := range static {
 		listeners.StaticListeners = append(listeners.StaticListeners, &adminv3.ListenersConfigDump_StaticListener{Listener: mustAny(l)})
 	}
-	for _, l := range dynamic {
-		listeners.DynamicListeners = append(listeners.DynamicListeners, &adminv3.ListenersConfigDump_DynamicListener{
-			Name:        l.GetName(),
-			ActiveState: &adminv3.ListenersConfigDump_DynamicListenerState{VersionInfo: lv, Listener: mustAny(l)},
-		})
+	// A listener changed by LDS shows its serving version as active_state
+	// and the one waiting for its routes as warming_state, as Envoy's
+	// ListenerManagerImpl::dumpListenerConfigs.
+	for _, d := range p.Listeners.Dynamic() {
+		dl := &adminv3.ListenersConfigDump_DynamicListener{Name: d.Name}
+		if d.Active != nil {
+			dl.ActiveState = &adminv3.ListenersConfigDump_DynamicListenerState{VersionInfo: d.Active.Version, Listener: mustAny(d.Active.Config)}
+		}
+		if d.Warming != nil {
+			dl.WarmingState = &adminv3.ListenersConfigDump_DynamicListenerState{VersionInfo: d.Warming.Version, Listener: mustAny(d.Warming.Config)}
+		}
+		listeners.DynamicListeners = append(listeners.DynamicListeners, dl)
 	}
 
 	rv, rcs := p.Routes.Snapshot()

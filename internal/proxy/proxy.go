@@ -28,6 +28,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/xdsclient"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // initialFetchTimeout is how long readiness waits for warming clusters and
@@ -104,6 +105,7 @@ func New(o Options) (*Proxy, error) {
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime, Secrets: p.secrets,
 		AccessLogs: p.logs,
 	})
+	p.Listeners.OnWarmed(p.checkReady)
 	if err := p.Clusters.AddStatic(b.GetStaticResources().GetClusters()); err != nil {
 		p.http.Close()
 		p.secrets.Close()
@@ -294,7 +296,10 @@ func (p *Proxy) Quit() { p.quitOnce.Do(func() { close(p.quit) }) }
 func (p *Proxy) Quitting() <-chan struct{} { return p.quit }
 
 // checkReady latches readiness once the first CDS and LDS are applied and
-// nothing is warming (or initialFetchTimeout has passed since).
+// nothing is warming, neither clusters nor listeners (or
+// initialFetchTimeout has passed since). A listener warms until its route
+// configurations are there or their own initial fetch timeout passes
+// (listener/warming.go).
 func (p *Proxy) checkReady() {
 	if p.ready.Load() || !p.cdsDone.Load() || !p.ldsDone.Load() {
 		return
@@ -306,7 +311,7 @@ func (p *Proxy) checkReady() {
 			}
 		})
 	})
-	if p.Clusters.Warming() == 0 && p.Routes.Has(p.Listeners.RDSNames()) {
+	if p.Clusters.Warming() == 0 && p.Listeners.Warming() == 0 {
 		if !p.ready.Swap(true) {
 			p.log.Info("initial configuration applied; ready")
 		}
@@ -349,11 +354,23 @@ func (p *Proxy) ApplyRoutes(version string, rcs []*routev3.RouteConfiguration) e
 	if err := p.Routes.Apply(version, rcs); err != nil {
 		return err
 	}
+	p.Listeners.RoutesUpdated() // warming listeners whose routes came start serving
 	p.checkReady()
 	return nil
 }
 
+// Rejected implements xdsclient.RejectionHandler: listeners warming for a
+// rejected route configuration stop waiting for it.
+func (p *Proxy) Rejected(typeURL string, names []string) {
+	if typeURL != xdsapi.RouteType {
+		return
+	}
+	p.Listeners.RoutesRejected(names)
+	p.checkReady()
+}
+
 var (
-	_ xdsclient.Handler = (*Proxy)(nil)
-	_ admin.Source      = (*Proxy)(nil)
+	_ xdsclient.Handler          = (*Proxy)(nil)
+	_ xdsclient.RejectionHandler = (*Proxy)(nil)
+	_ admin.Source               = (*Proxy)(nil)
 )

@@ -36,6 +36,10 @@ type filterChain struct {
 	rbac []*rbac.Filter
 	tcp  *tcpproxy.Filter
 	http *hcm.Filter
+	// rdsFetchTimeout is the initial_fetch_timeout of http's RDS config
+	// source (warming.go): how long a listener version warms waiting for
+	// the route configuration; 0 waits for ever.
+	rdsFetchTimeout time.Duration
 }
 
 func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {

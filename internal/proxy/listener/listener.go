@@ -61,6 +61,9 @@ type Listener struct {
 	// drain ends this version's HTTP connections gracefully once it is
 	// replaced, removed or drained by the admin (hcm.Drain).
 	drain *hcm.Drain
+	// version is the LDS version_info that carried this config (empty for
+	// static listeners); set before the listener is published.
+	version string
 }
 
 // OriginalSrc is a configured original_src listener filter.
@@ -243,6 +246,11 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 			}
 			h.UseStats(d.Stats)
 			c.http = h
+			if rds := cfg.GetRds(); rds != nil {
+				if c.rdsFetchTimeout, err = initialFetchTimeout(rds.GetConfigSource()); err != nil {
+					return fmt.Errorf("filter %q: rds.config_source: %w", f.GetName(), err)
+				}
+			}
 		case f.GetName() == rbac.NetworkName || tc.GetTypeUrl() == "type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC":
 			if last {
 				return fmt.Errorf("filter %q must come before a terminal filter", f.GetName())

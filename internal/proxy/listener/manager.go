@@ -75,11 +75,25 @@ type Manager struct {
 
 	loops sync.WaitGroup // accept loops
 
+	// Listener manager stats (Envoy's listener_manager.*).
+	warmingGauge, activeGauge                              *atomic.Int64
+	addedCount, modifiedCount, removedCount, createFailure *atomic.Uint64
+
 	mu      sync.Mutex // guards everything below
 	static  map[string]bool
 	sockets map[string]*socket // by listener name
 	version string
 	closed  bool
+	// warming are the LDS listener versions waiting for their route
+	// configurations, by name (warming.go); the active set keeps the
+	// version each replaces until it is warm.
+	warming map[string]*Listener
+	// fetches are the route configurations warming listeners wait for.
+	fetches  map[string]*routeFetch
+	onWarmed func()
+	// reserved are the sockets bound for warming listeners, not yet
+	// listening (reserve_linux.go), by listener name.
+	reserved map[string]*reservation
 	// drained is the admin drain in force (DrainListeners): listeners
 	// it covers, also ones added later, drain at once and, when it stops
 	// them, do not listen.
@@ -121,14 +135,26 @@ func NewManager(o Options) *Manager {
 	if o.OriginalDst == nil {
 		o.OriginalDst = origdst.Get
 	}
+	if o.Stats == nil {
+		o.Stats = stats.New()
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Manager{
-		opts:    o,
-		log:     o.Logger.With("component", "listener-manager"),
-		ctx:     ctx,
-		stop:    stop,
-		static:  map[string]bool{},
-		sockets: map[string]*socket{},
+		opts:          o,
+		log:           o.Logger.With("component", "listener-manager"),
+		ctx:           ctx,
+		stop:          stop,
+		warmingGauge:  o.Stats.Gauge("listener_manager.total_listeners_warming"),
+		activeGauge:   o.Stats.Gauge("listener_manager.total_listeners_active"),
+		addedCount:    o.Stats.Counter("listener_manager.listener_added"),
+		modifiedCount: o.Stats.Counter("listener_manager.listener_modified"),
+		removedCount:  o.Stats.Counter("listener_manager.listener_removed"),
+		createFailure: o.Stats.Counter("listener_manager.listener_create_failure"),
+		static:        map[string]bool{},
+		sockets:       map[string]*socket{},
+		warming:       map[string]*Listener{},
+		fetches:       map[string]*routeFetch{},
+		reserved:      map[string]*reservation{},
 	}
 	m.active.Store(&set{byName: map[string]*Listener{}, byAddr: map[netip.AddrPort]*Listener{}})
 	return m
@@ -163,6 +189,7 @@ func (m *Manager) AddStatic(ls []*listenerv3.Listener) error {
 	for _, b := range built {
 		m.static[b.Name] = true
 	}
+	m.updateGaugesLocked()
 	return nil
 }
 
@@ -178,13 +205,18 @@ func copySet(s *set) *set {
 }
 
 // ApplyLDS applies a state-of-the-world LDS response. On error nothing
-// changes. It returns the RDS route configuration names the listeners use.
+// changes. A listener that is new or changed warms until its route
+// configurations are there (warming.go); the version it replaces keeps
+// serving meanwhile. It returns the RDS route configuration names the
+// active and warming listeners use.
 func (m *Manager) ApplyLDS(version string, ls []*listenerv3.Listener) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.active.Load()
 	seen := map[string]bool{}
-	var built []*Listener
+	var built []*Listener          // the active set's dynamic listeners
+	warm := map[string]*Listener{} // the next warming set
+	var added, modified uint64
 	for _, l := range ls {
 		name := l.GetName()
 		if m.static[name] {
@@ -194,31 +226,117 @@ func (m *Manager) ApplyLDS(version string, ls []*listenerv3.Listener) ([]string,
 			return nil, fmt.Errorf("listener %q: duplicate name in response", name)
 		}
 		seen[name] = true
-		if old := cur.byName[name]; old != nil && proto.Equal(old.Config, l) {
+		old, w := cur.byName[name], m.warming[name]
+		if old != nil && proto.Equal(old.Config, l) {
+			// Back to the active version: a warming one is dropped.
 			built = append(built, old)
+			if w != nil {
+				modified++
+			}
+			continue
+		}
+		if old != nil {
+			built = append(built, old) // serves until the new version is warm
+		}
+		if w != nil && proto.Equal(w.Config, l) {
+			warm[name] = w
 			continue
 		}
 		b, err := Build(l, m.deps())
 		if err != nil {
 			return nil, err
 		}
-		built = append(built, b)
+		b.version = version
+		if old != nil || w != nil {
+			modified++
+		} else {
+			added++
+		}
+		if m.routesReadyLocked(b) {
+			if old != nil {
+				built[len(built)-1] = b
+			} else {
+				built = append(built, b)
+			}
+			continue
+		}
+		warm[name] = b
 	}
 	next := &set{byName: map[string]*Listener{}, byAddr: map[netip.AddrPort]*Listener{}}
 	var removed []string
+	var removedCount uint64
 	for name, l := range cur.byName {
 		if m.static[name] {
 			next.byName[name] = l
 			next.byAddr[l.Addr] = l
 		} else if !seen[name] {
 			removed = append(removed, name)
+			removedCount++
 		}
 	}
-	if err := m.applyLocked(cur, next, built, removed); err != nil {
+	for name := range m.warming {
+		if !seen[name] && cur.byName[name] == nil {
+			removedCount++
+		}
+	}
+	if err := checkWarmingAddrs(next, built, warm); err != nil {
 		return nil, err
 	}
+	fresh, err := m.reserveLocked(cur, warm)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.applyLocked(cur, next, built, removed); err != nil {
+		for _, r := range fresh {
+			r.close()
+		}
+		return nil, err
+	}
+	for name, r := range fresh {
+		m.reserved[name].close()
+		m.reserved[name] = r
+	}
+	m.warming = warm
+	m.releaseReservationsLocked()
 	m.version = version
+	m.addedCount.Add(added)
+	m.modifiedCount.Add(modified)
+	m.removedCount.Add(removedCount)
+	for name, w := range warm {
+		m.log.Info("listener warming: waiting for its route configurations", "listener", name, "version", w.version)
+	}
+	m.trackFetchesLocked()
+	m.updateGaugesLocked()
 	return m.rdsNamesLocked(), nil
+}
+
+// checkWarmingAddrs refuses a warming listener whose address another
+// listener, active (next's static ones, built) or warming, has: it could
+// not listen once warm.
+func checkWarmingAddrs(next *set, built []*Listener, warm map[string]*Listener) error {
+	owner := map[netip.AddrPort]string{}
+	for _, l := range next.byName {
+		owner[l.Addr] = l.Name
+	}
+	for _, l := range built {
+		owner[l.Addr] = l.Name
+	}
+	names := make([]string, 0, len(warm))
+	for name := range warm {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		l := warm[name]
+		if l.Addr.Port() == 0 {
+			continue
+		}
+		if other, ok := owner[l.Addr]; ok && other != name {
+			return fmt.Errorf("listener %q: address %s is already used by listener %q", name, l.Addr, other)
+		}
+		owner[l.Addr] = name
+	}
+	return nil
 }
 
 // applyLocked adds built to next, binds or reuses sockets, publishes next
@@ -273,7 +391,7 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 			// whatever their destination.
 			lc.Control = transparentControl
 		}
-		ln, err := lc.Listen(m.ctx, network, b.Addr.String())
+		ln, err := m.listenLocked(b, &lc, network)
 		if err != nil {
 			return fail(fmt.Errorf("listener %q: bind %s: %w", b.Name, b.Addr, err))
 		}
@@ -337,10 +455,13 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 func (m *Manager) rdsNamesLocked() []string {
 	set := map[string]bool{}
 	for _, l := range m.active.Load().byName {
-		for _, c := range append(append([]*filterChain(nil), l.chains...), l.defaultChain) {
-			if c != nil && c.http != nil && c.http.RDSName != "" {
-				set[c.http.RDSName] = true
-			}
+		for name := range l.routeDeps() {
+			set[name] = true
+		}
+	}
+	for _, l := range m.warming {
+		for name := range l.routeDeps() {
+			set[name] = true
 		}
 	}
 	names := make([]string, 0, len(set))
@@ -351,7 +472,8 @@ func (m *Manager) rdsNamesLocked() []string {
 	return names
 }
 
-// RDSNames returns the route configuration names the active listeners use.
+// RDSNames returns the route configuration names the active and warming
+// listeners use.
 func (m *Manager) RDSNames() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -374,6 +496,16 @@ func (m *Manager) Addr(name string) (net.Addr, bool) {
 func (m *Manager) Close() {
 	m.mu.Lock()
 	m.closed = true
+	for name, f := range m.fetches {
+		if f.timer != nil {
+			f.timer.Stop()
+		}
+		delete(m.fetches, name)
+	}
+	for name, r := range m.reserved {
+		r.close()
+		delete(m.reserved, name)
+	}
 	for name, s := range m.sockets {
 		s.ln.Close()
 		delete(m.sockets, name)

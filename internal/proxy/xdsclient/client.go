@@ -40,6 +40,13 @@ type Handler interface {
 	ApplyRoutes(version string, rcs []*routev3.RouteConfiguration) error
 }
 
+// RejectionHandler is optionally implemented by a Handler: it learns the
+// names of the resources of each response it rejected, as Envoy tells every
+// subscription a rejected response was for (onConfigUpdateFailed).
+type RejectionHandler interface {
+	Rejected(typeURL string, names []string)
+}
+
 // Options configure a Client.
 type Options struct {
 	Node    *corev3.Node
@@ -227,6 +234,9 @@ func (c *Client) handle(s *streamState, resp *discoveryv3.DiscoveryResponse) err
 	if err != nil {
 		t.rejected.Add(1)
 		c.log.Warn("rejecting xds update", "type", shortType(t.typeURL), "version", resp.GetVersionInfo(), "error", err)
+		if rh, ok := c.opts.Handler.(RejectionHandler); ok {
+			rh.Rejected(t.typeURL, resourceNames(t.typeURL, resp.GetResources()))
+		}
 		return s.send(t, err)
 	}
 	t.version = resp.GetVersionInfo()

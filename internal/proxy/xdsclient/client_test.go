@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -165,16 +166,15 @@ func (h *fakeHandler) appliedSoFar() []string {
 }
 
 type clientEnv struct {
-	ads     *fakeADS
-	handler *fakeHandler
-	stats   *stats.Store
+	ads   *fakeADS
+	stats *stats.Store
 }
 
 // startClient runs a client against a fakeADS until the test ends. Call it
 // inside the synctest bubble.
-func startClient(t *testing.T, h *fakeHandler, minBackoff, maxBackoff time.Duration) *clientEnv {
+func startClient(t *testing.T, h Handler, minBackoff, maxBackoff time.Duration) *clientEnv {
 	t.Helper()
-	env := &clientEnv{ads: &fakeADS{streams: make(chan *adsStream, 4)}, handler: h, stats: stats.New()}
+	env := &clientEnv{ads: &fakeADS{streams: make(chan *adsStream, 4)}, stats: stats.New()}
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, env.ads)
@@ -366,5 +366,50 @@ func TestReconnectBackoff(t *testing.T) {
 			t.Fatalf("reconnect after a response after %v, want within [%v, %v]", waited, minB/2, minB)
 		}
 		want(t, next.recv(t), xdsapi.ClusterType, nil, "8", "", false)
+	})
+}
+
+// rejectionRecorder is a fakeHandler that also records what it is told of
+// rejected responses.
+type rejectionRecorder struct {
+	fakeHandler
+	rejected []string // "TYPE NAME,NAME"
+}
+
+func (h *rejectionRecorder) Rejected(typeURL string, names []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rejected = append(h.rejected, shortType(typeURL)+" "+strings.Join(names, ","))
+}
+
+// A handler that implements RejectionHandler learns the names of the
+// resources of each response that is NACKed, whether the decoder or the
+// handler refused it (listeners warming for a route configuration stop
+// waiting for it, as Envoy's subscriptions are told of a failed update).
+func TestRejectionHandlerLearnsNames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &rejectionRecorder{fakeHandler: fakeHandler{rdsNames: []string{"80", "81"}, rejectVersion: "3"}}
+		env := startClient(t, h, time.Second, time.Minute)
+		st := env.nextStream(t)
+		st.recv(t) // CDS
+		st.recv(t) // LDS
+		n := st.respond(t, xdsapi.ListenerType, "1", &listenerv3.Listener{Name: "l"})
+		want(t, st.recv(t), xdsapi.ListenerType, nil, "1", n, false)
+		want(t, st.recv(t), xdsapi.RouteType, []string{"80", "81"}, "", "", false)
+
+		// The decoder refuses route configuration 81 (a virtual host
+		// without a name): both names of the response are reported.
+		bad := &routev3.RouteConfiguration{Name: "81", VirtualHosts: []*routev3.VirtualHost{{Domains: []string{"*"}}}}
+		n = st.respond(t, xdsapi.RouteType, "2", &routev3.RouteConfiguration{Name: "80"}, bad)
+		want(t, st.recv(t), xdsapi.RouteType, []string{"80", "81"}, "", n, true)
+		// The handler refuses version 3.
+		n = st.respond(t, xdsapi.RouteType, "3", &routev3.RouteConfiguration{Name: "80"})
+		want(t, st.recv(t), xdsapi.RouteType, []string{"80", "81"}, "", n, true)
+		h.mu.Lock()
+		got := slices.Clone(h.rejected)
+		h.mu.Unlock()
+		if w := []string{"route_configuration 80,81", "route_configuration 80"}; !slices.Equal(got, w) {
+			t.Errorf("rejections = %q, want %q", got, w)
+		}
 	})
 }

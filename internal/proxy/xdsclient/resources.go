@@ -65,6 +65,22 @@ func decode(typeURL string, rs []*anypb.Any) ([]validatable, error) {
 	return out, nil
 }
 
+// resourceNames returns the names of the resources of a response that
+// decode, valid or not (those that do not decode have none to give).
+func resourceNames(typeURL string, rs []*anypb.Any) []string {
+	var out []string
+	for _, a := range rs {
+		m, nameOf := newResource(typeURL)
+		if m == nil || a.GetTypeUrl() != typeURL || a.UnmarshalTo(m) != nil {
+			continue
+		}
+		if n := nameOf(m); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 func shortType(typeURL string) string {
 	switch typeURL {
 	case xdsapi.ClusterType:

@@ -229,6 +229,16 @@ func adsConfigSource() *core.ConfigSource {
 	}
 }
 
+// rdsConfigSource is an HCM's route source: ADS with an
+// initial_fetch_timeout of 0, as Istio sets it, so that a listener warms
+// until its routes arrive, however long that takes, instead of starting
+// after Envoy's default 15 s and answering 404 until they come.
+func rdsConfigSource() *core.ConfigSource {
+	cs := adsConfigSource()
+	cs.InitialFetchTimeout = durationpb.New(0)
+	return cs
+}
+
 func edsCluster(name string, port mesh.Port) *cluster.Cluster {
 	c := &cluster.Cluster{
 		Name:                 name,

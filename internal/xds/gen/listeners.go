@@ -177,7 +177,7 @@ func httpListenerOn(addr string, port uint32, bind bool) *listener.Listener {
 				StatPrefix: "outbound_" + name,
 				RouteSpecifier: &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
 					RouteConfigName: RouteName(port),
-					ConfigSource:    adsConfigSource(),
+					ConfigSource:    rdsConfigSource(),
 				}},
 			})},
 		}},

@@ -140,7 +140,7 @@ func apiListener(name string) *listener.Listener {
 		StatPrefix: name,
 		RouteSpecifier: &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
 			RouteConfigName: name,
-			ConfigSource:    adsConfigSource(),
+			ConfigSource:    rdsConfigSource(),
 		}},
 		HttpFilters: []*hcm.HttpFilter{{
 			Name:       routerFilterName,

@@ -64,6 +64,15 @@ func validateSidecar(el *errorList, s *networking.Sidecar) {
 	if s.WorkloadSelector != nil {
 		validateLabels(el, "spec.workloadSelector.labels", s.WorkloadSelector.Labels)
 	}
+	if len(s.Egress) == 0 && len(s.Ingress) == 0 && s.OutboundTrafficPolicy == nil && s.InboundConnectionPool == nil {
+		el.add("spec", "is empty; set egress, ingress, outboundTrafficPolicy or inboundConnectionPool (Istio refuses an empty Sidecar)")
+	}
+	validateConnectionPool(el, "spec.inboundConnectionPool", s.InboundConnectionPool) // validate_policy.go
+	for i, in := range s.Ingress {
+		if in != nil {
+			validateConnectionPool(el, fmt.Sprintf("spec.ingress[%d].connectionPool", i), in.ConnectionPool)
+		}
+	}
 	inPorts := map[uint32]bool{}
 	for i, in := range s.Ingress {
 		validateIngress(el, fmt.Sprintf("spec.ingress[%d]", i), in, inPorts)

@@ -214,6 +214,15 @@ func TestValidateResolutionLikeIstio(t *testing.T) {
 	})
 }
 
+func TestValidateSidecarLikeIstio(t *testing.T) {
+	runValidation(t, []validationCase{
+		{name: "empty", yaml: sc("  workloadSelector: {labels: {app: a}}\n"), errs: []string{"spec: is empty"}},
+		{name: "only a pool", yaml: sc("  inboundConnectionPool: {tcp: {maxConnections: 10}}\n")},
+		{name: "bad pools", yaml: sc("  inboundConnectionPool: {}\n  ingress:\n  - port: {number: 9080, protocol: HTTP, name: http}\n    connectionPool: {http: {http1MaxPendingRequests: -1}}\n"),
+			errs: []string{"spec.inboundConnectionPool: is empty", "spec.ingress[0].connectionPool.http.http1MaxPendingRequests: -1 is negative"}},
+	})
+}
+
 func TestIsPrime(t *testing.T) {
 	for n, want := range map[uint64]bool{0: false, 1: true, 2: true, 3: true, 4: false, 9: false, 25: false, 65537: true, 65539: true, 5000011: true, 4999995: false, 65535: false} {
 		if got := isPrime(n); got != want {

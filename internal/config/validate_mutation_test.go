@@ -296,7 +296,7 @@ func TestValidateSidecar(t *testing.T) {
 		{name: "bad host", yaml: sc("  egress:\n  - hosts: ['./a b']\n"), errs: []string{`spec.egress[0].hosts[0]: "a b" is not a valid host name`}},
 		{name: "empty host", yaml: sc("  egress:\n  - hosts: ['./']\n"), errs: []string{"spec.egress[0].hosts[0]: must not be empty"}},
 		{name: "selector", yaml: sc("  workloadSelector: {labels: {app: a}}\n  egress:\n  - hosts: ['./*']\n")},
-		{name: "bad selector", yaml: sc("  workloadSelector: {labels: {app: '-'}}\n"), errs: []string{`spec.workloadSelector.labels[app]: "-" is not a valid label value`}},
+		{name: "bad selector", yaml: sc("  workloadSelector: {labels: {app: '-'}}\n  outboundTrafficPolicy: {mode: ALLOW_ANY}\n"), errs: []string{`spec.workloadSelector.labels[app]: "-" is not a valid label value`}},
 	})
 }
 

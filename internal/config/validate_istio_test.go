@@ -71,7 +71,8 @@ func TestValidateHTTPRouteLikeIstio(t *testing.T) {
 		{name: "abort status", yaml: httpRule("fault: {abort: {httpStatus: 199}}\n    " + to), errs: []string{"spec.http[0].fault.abort.httpStatus: 199 is not an HTTP status"}},
 		{name: "abort status 600", yaml: httpRule("fault: {abort: {httpStatus: 600}}\n    " + to), errs: []string{"spec.http[0].fault.abort.httpStatus: 600 is not an HTTP status"}},
 		{name: "abort grpc status", yaml: httpRule("fault: {abort: {grpcStatus: unavailable}}\n    " + to), errs: []string{`spec.http[0].fault.abort.grpcStatus: "unavailable" is not a gRPC status name`}},
-		{name: "delay percent", yaml: httpRule("fault: {delay: {fixedDelay: 1s, percent: 101}}\n    " + to), errs: []string{"spec.http[0].fault.delay.percent: 101 is not a percentage"}},
+		// Istio does not check the legacy integer percent (Envoy caps it at 100).
+		{name: "delay percent", yaml: httpRule("fault: {delay: {fixedDelay: 1s, percent: 101}}\n    " + to)},
 
 		// Mirrors.
 		{name: "mirrors", yaml: httpRule("mirrors: [{destination: {host: m}, percentage: {value: 50}}]\n    mirrorPercentage: {value: 0}\n    " + to)},

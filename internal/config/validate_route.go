@@ -275,10 +275,6 @@ func validateFault(el *errorList, f string, fault *networking.HTTPFaultInjection
 		}
 	}
 	if d := fault.Delay; d != nil {
-		//nolint:staticcheck // percent is deprecated, and still loaded as Istio loads it.
-		if d.Percent < 0 || d.Percent > 100 {
-			el.add(f+".delay.percent", "%d is not a percentage (0 to 100)", d.Percent)
-		}
 		validatePercent(el, f+".delay.percentage", d.Percentage, true)
 		if d.HttpDelayType == nil {
 			el.add(f+".delay", "must set fixedDelay (how long to delay, e.g. 5s)")

@@ -193,7 +193,7 @@ func validateResolution(el *errorList, s *networking.ServiceEntry) {
 	}
 	if res != networking.ServiceEntry_NONE && res != networking.ServiceEntry_STATIC {
 		for i, a := range s.Addresses {
-			if _, err := netip.ParsePrefix(a); err == nil && strings.Contains(a, "/") {
+			if _, err := netip.ParsePrefix(a); err == nil {
 				el.add(fmt.Sprintf("spec.addresses[%d]", i), "%q: CIDR addresses are allowed only with resolution NONE or STATIC", a)
 			}
 		}

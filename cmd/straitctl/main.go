@@ -23,6 +23,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newLocalCmd(), newKubeInjectCmd(), newProxyStatusCmd(), newProxyConfigCmd(), newTokenCmd(), newInstallCmd(), newUninstallCmd())
+	root.AddCommand(newLocalCmd(), newKubeInjectCmd(), newProxyStatusCmd(), newProxyConfigCmd(), newTokenCmd(), newInstallCmd(), newUninstallCmd(), newValidateCmd())
 	return root
 }

@@ -2,11 +2,13 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -197,4 +199,29 @@ func checkDuration(d time.Duration, rule durationRule) string {
 		return fmt.Sprintf("%v is not whole seconds; this field is accurate to seconds only (e.g. %v)", d, max(d.Round(time.Second), time.Second))
 	}
 	return ""
+}
+
+// DecodeJSON decodes raw, the JSON of a message that is not a document's
+// spec (the mesh config), into m as a spec is decoded: Duration values
+// may be written as Go durations ("1500ms", "1h"), and a problem is a
+// *FieldError naming the field by its path from the message's root
+// ("defaultConfig.drainDuration"). Istio's limits on the values are the
+// caller's to check.
+func DecodeJSON(raw []byte, m proto.Message) error {
+	md := m.ProtoReflect().Descriptor()
+	norm, err := normalizeDurations("", raw, md)
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return &FieldError{Field: strings.TrimPrefix(fe.Field, "."), Problem: fe.Problem}
+		}
+		return err
+	}
+	if err := protojson.Unmarshal(norm, m); err != nil {
+		if path, problem, ok := locateProtoError("", norm, md); ok {
+			return &FieldError{Field: strings.TrimPrefix(path, "."), Problem: problem}
+		}
+		return &FieldError{Problem: cleanProtoError(err)}
+	}
+	return nil
 }

@@ -38,13 +38,13 @@ func validateMeta(el *errorList, md metadata) {
 func validateSpec(el *errorList, c *Config) {
 	switch s := c.Spec.(type) {
 	case *networking.ServiceEntry:
-		validateServiceEntry(el, s)
+		validateServiceEntry(el, c.Namespace, s)
 	case *networking.WorkloadEntry:
 		validateWorkloadEntry(el, "spec", s, false)
 	case *networking.VirtualService:
-		validateVirtualService(el, s)
+		validateVirtualService(el, c.Namespace, s)
 	case *networking.DestinationRule:
-		validateDestinationRule(el, s)
+		validateDestinationRule(el, c.Namespace, s)
 	case *networking.Sidecar:
 		validateSidecar(el, s)
 	case *security.AuthorizationPolicy:
@@ -63,6 +63,15 @@ func validateSpec(el *errorList, c *Config) {
 func validateSidecar(el *errorList, s *networking.Sidecar) {
 	if s.WorkloadSelector != nil {
 		validateLabels(el, "spec.workloadSelector.labels", s.WorkloadSelector.Labels)
+	}
+	if len(s.Egress) == 0 && len(s.Ingress) == 0 && s.OutboundTrafficPolicy == nil && s.InboundConnectionPool == nil {
+		el.add("spec", "is empty; set egress, ingress, outboundTrafficPolicy or inboundConnectionPool (Istio refuses an empty Sidecar)")
+	}
+	validateConnectionPool(el, "spec.inboundConnectionPool", s.InboundConnectionPool) // validate_policy.go
+	for i, in := range s.Ingress {
+		if in != nil {
+			validateConnectionPool(el, fmt.Sprintf("spec.ingress[%d].connectionPool", i), in.ConnectionPool)
+		}
 	}
 	inPorts := map[uint32]bool{}
 	for i, in := range s.Ingress {
@@ -202,8 +211,10 @@ func validateHost(el *errorList, field, h string) {
 	}
 }
 
-func validateServiceEntry(el *errorList, s *networking.ServiceEntry) {
+func validateServiceEntry(el *errorList, namespace string, s *networking.ServiceEntry) {
 	refuseDNSEndpointLocality(el, s) // locality.go
+	validateResolution(el, s)        // validate_policy.go
+	validateExportTo(el, namespace, s.ExportTo, true)
 	if len(s.Hosts) == 0 {
 		el.add("spec.hosts", "must list at least one host")
 	}
@@ -321,7 +332,7 @@ func validateLabels(el *errorList, f string, labels map[string]string) {
 	}
 }
 
-func validateVirtualService(el *errorList, s *networking.VirtualService) {
+func validateVirtualService(el *errorList, namespace string, s *networking.VirtualService) {
 	// A VirtualService without hosts is a delegate: its http routes are
 	// merged under the root route that names it (Istio's
 	// validateVirtualService with delegation on).
@@ -338,8 +349,21 @@ func validateVirtualService(el *errorList, s *networking.VirtualService) {
 			}
 		}
 	}
+	mesh := len(s.Gateways) == 0
+	for _, g := range s.Gateways {
+		mesh = mesh || g == "mesh"
+	}
 	for i, h := range s.Hosts {
-		validateHost(el, fmt.Sprintf("spec.hosts[%d]", i), h)
+		hf := fmt.Sprintf("spec.hosts[%d]", i)
+		validateHost(el, hf, h)
+		if h == "*" && mesh {
+			el.add(hf, `"*" is not allowed for the sidecars (gateways unset or "mesh"); name the hosts`)
+		}
+		for j := 0; j < i; j++ {
+			if hostsOverlap(s.Hosts[j], h) {
+				el.add(hf, "%q overlaps spec.hosts[%d] %q; list each host once", h, j, s.Hosts[j])
+			}
+		}
 	}
 	if len(s.Http) == 0 && len(s.Tcp) == 0 && len(s.Tls) == 0 {
 		el.add("spec", "must have at least one of http, tcp or tls routes")
@@ -366,7 +390,7 @@ func validateVirtualService(el *errorList, s *networking.VirtualService) {
 				el.add(f+".delegate", "cannot be combined with route, redirect or directResponse: the delegate's routes answer")
 			}
 		}
-		var sum int64
+		weights := make([]int32, 0, len(r.Route))
 		for k, d := range r.Route {
 			df := fmt.Sprintf("%s.route[%d]", f, k)
 			if d == nil {
@@ -374,14 +398,10 @@ func validateVirtualService(el *errorList, s *networking.VirtualService) {
 				continue
 			}
 			validateDestination(el, df+".destination", d.Destination)
-			if d.Weight < 0 || d.Weight > 100 {
-				el.add(df+".weight", "must be 0-100, got %d", d.Weight)
-			}
-			sum += int64(d.Weight)
+			weights = append(weights, d.Weight)
 		}
-		if len(r.Route) > 1 && sum != 100 {
-			el.add(f+".route", "weights must add up to 100, got %d", sum)
-		}
+		validateWeights(el, f+".route", weights) // validate_route.go
+		validateHTTPRouteActions(el, f, r)
 		validateHTTPActionLimits(el, f, r)
 	}
 	for i, r := range s.Tcp {
@@ -390,26 +410,52 @@ func validateVirtualService(el *errorList, s *networking.VirtualService) {
 			continue
 		}
 		for j, m := range r.Match {
-			if m != nil && m.SourceSubnet != "" {
-				validateSubnet(el, fmt.Sprintf("%s.match[%d].sourceSubnet", f, j), m.SourceSubnet)
-			}
-		}
-		var sum int64
-		for k, d := range r.Route {
-			df := fmt.Sprintf("%s.route[%d]", f, k)
-			if d == nil {
+			if m == nil {
 				continue
 			}
-			validateDestination(el, df+".destination", d.Destination)
-			if d.Weight < 0 || d.Weight > 100 {
-				el.add(df+".weight", "must be 0-100, got %d", d.Weight)
+			mf := fmt.Sprintf("%s.match[%d]", f, j)
+			if m.SourceSubnet != "" {
+				validateSubnet(el, mf+".sourceSubnet", m.SourceSubnet)
 			}
-			sum += int64(d.Weight)
+			for k, sn := range m.DestinationSubnets {
+				validateSubnet(el, fmt.Sprintf("%s.destinationSubnets[%d]", mf, k), sn)
+			}
+			if m.Port != 0 && !validPort(m.Port) {
+				el.add(mf+".port", "%d is not a valid port (1-65535)", m.Port)
+			}
+			validateLabels(el, mf+".sourceLabels", m.SourceLabels)
 		}
-		if len(r.Route) > 1 && sum != 100 {
-			el.add(f+".route", "weights must add up to 100, got %d", sum)
+		if len(r.Route) == 0 {
+			el.add(f+".route", "must list at least one destination")
 		}
+		validateRouteDestinations(el, f+".route", r.Route)
 	}
+	for i, r := range s.Tls {
+		f := fmt.Sprintf("spec.tls[%d]", i)
+		if r == nil {
+			el.add(f, "must not be null")
+			continue
+		}
+		validateTLSRoute(el, f, r, s.Hosts) // validate_route.go
+		validateRouteDestinations(el, f+".route", r.Route)
+	}
+	validateExportTo(el, namespace, s.ExportTo, false)
+}
+
+// validateRouteDestinations checks the destinations and weights of a tcp
+// or tls rule.
+func validateRouteDestinations(el *errorList, f string, route []*networking.RouteDestination) {
+	weights := make([]int32, 0, len(route))
+	for k, d := range route {
+		df := fmt.Sprintf("%s[%d]", f, k)
+		if d == nil {
+			el.add(df, "must not be null")
+			continue
+		}
+		validateDestination(el, df+".destination", d.Destination)
+		weights = append(weights, d.Weight)
+	}
+	validateWeights(el, f, weights)
 }
 
 // validateHTTPActionLimits refuses the values of honoured fields that
@@ -418,9 +464,9 @@ func validateVirtualService(el *errorList, s *networking.VirtualService) {
 // '%', which Envoy reads as a substitution formatter.
 func validateHTTPActionLimits(el *errorList, f string, r *networking.HTTPRoute) {
 	if rd := r.Redirect; rd != nil {
-		switch rd.RedirectCode {
-		case 0, 301, 302, 303, 307, 308:
-		default:
+		switch c := rd.RedirectCode; {
+		case c == 0, c == 301, c == 302, c == 303, c == 307, c == 308:
+		case c >= 300 && c <= 399: // other codes: validateRedirect
 			el.add(f+".redirect.redirectCode", "%d: %s (use 301, 302, 303, 307 or 308)", rd.RedirectCode, notSupported)
 		}
 	}
@@ -456,9 +502,12 @@ func validateDestination(el *errorList, f string, d *networking.Destination) {
 		el.add(f+".host", "must be set")
 	} else {
 		validateHost(el, f+".host", d.Host)
+		if d.Host == "*" {
+			el.add(f+".host", `"*" is not a destination; name the service's host`)
+		}
 	}
-	if d.Subset != "" && !dns1123Label.MatchString(d.Subset) && !portNameRe.MatchString(d.Subset) {
-		el.add(f+".subset", "%q is not a valid subset name", d.Subset)
+	if d.Subset != "" && (len(d.Subset) > 63 || !dns1123Label.MatchString(d.Subset)) {
+		el.add(f+".subset", "%q is not a valid subset name (a DNS label: lower-case letters, digits and '-')", d.Subset)
 	}
 	if d.Port != nil && !validPort(d.Port.Number) {
 		el.add(f+".port.number", "%d is not a valid port (1-65535)", d.Port.Number)
@@ -561,7 +610,7 @@ func validateStringMatch(el *errorList, f string, m *networking.StringMatch, kin
 	}
 }
 
-func validateDestinationRule(el *errorList, s *networking.DestinationRule) {
+func validateDestinationRule(el *errorList, namespace string, s *networking.DestinationRule) {
 	validateHost(el, "spec.host", s.Host)
 	names := map[string]int{}
 	for i, ss := range s.Subsets {
@@ -573,8 +622,8 @@ func validateDestinationRule(el *errorList, s *networking.DestinationRule) {
 		switch {
 		case ss.Name == "":
 			el.add(f+".name", "must be set")
-		case !portNameRe.MatchString(ss.Name):
-			el.add(f+".name", "%q is not a valid subset name", ss.Name)
+		case len(ss.Name) > 63 || !dns1123Label.MatchString(ss.Name):
+			el.add(f+".name", "%q is not a valid subset name (a DNS label: lower-case letters, digits and '-')", ss.Name)
 		default:
 			if j, dup := names[ss.Name]; dup {
 				el.add(f+".name", "%q is already used by spec.subsets[%d]", ss.Name, j)
@@ -586,6 +635,8 @@ func validateDestinationRule(el *errorList, s *networking.DestinationRule) {
 	}
 	validateTrafficPolicyTLS(el, "spec.trafficPolicy", s.TrafficPolicy)
 	validateLocalityLbSettings(el, s)
+	validateTrafficPolicies(el, s) // validate_policy.go
+	validateExportTo(el, namespace, s.ExportTo, false)
 }
 
 // validateTrafficPolicyTLS checks the tls and http2KeepAlive of a traffic policy and of its

@@ -141,7 +141,8 @@ func TestValidateVirtualService(t *testing.T) {
 
 		// Destinations.
 		{name: "destination port and subset", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: echo, subset: v1, port: {number: 65535}}\n")},
-		{name: "subset with upper case and underscore", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: echo, subset: V_1}\n")},
+		{name: "subset with upper case and underscore", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: echo, subset: V_1}\n"),
+			errs: []string{`spec.http[0].route[0].destination.subset: "V_1" is not a valid subset name (a DNS label`}},
 		{name: "bad subset", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: echo, subset: 'v 1'}\n"),
 			errs: []string{`spec.http[0].route[0].destination.subset: "v 1" is not a valid subset name`}},
 		{name: "bad destination port", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: echo, port: {number: 0}}\n"),
@@ -153,13 +154,16 @@ func TestValidateVirtualService(t *testing.T) {
 		{name: "weights 0 and 100", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: a}\n      weight: 0\n    - destination: {host: b}\n      weight: 100\n")},
 		{name: "single destination any weight", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: a}\n      weight: 30\n")},
 		{name: "negative weight", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: a}\n      weight: -1\n    - destination: {host: b}\n      weight: 101\n"),
-			errs: []string{"spec.http[0].route[0].weight: must be 0-100, got -1", "spec.http[0].route[1].weight: must be 0-100, got 101"}},
-		{name: "weights 99", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: a}\n      weight: 49\n    - destination: {host: b}\n      weight: 50\n"),
-			errs: []string{"spec.http[0].route: weights must add up to 100, got 99"}},
+			errs: []string{"spec.http[0].route[0].weight: -1 is negative"}},
+		{name: "weights 99 are relative", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: a}\n      weight: 49\n    - destination: {host: b}\n      weight: 50\n")},
+		{name: "weights all 0", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: a}\n      weight: 0\n    - destination: {host: b}\n      weight: 0\n"),
+			errs: []string{"spec.http[0].route: the destinations' weights add up to 0"}},
+		{name: "weights beyond uint32", yaml: vs("  hosts: [echo]\n  http:\n  - route:\n    - destination: {host: a}\n      weight: 2147483647\n    - destination: {host: b}\n      weight: 2147483647\n    - destination: {host: c}\n      weight: 2\n"),
+			errs: []string{"spec.http[0].route: the destinations' weights add up to 4294967296, more than Envoy's limit"}},
 		{name: "tcp weights 0 and 100", yaml: vs("  hosts: [echo]\n  tcp:\n  - route:\n    - destination: {host: a}\n      weight: 0\n    - destination: {host: b}\n      weight: 100\n")},
 		{name: "tcp weights", yaml: vs("  hosts: [echo]\n  tcp:\n  - route:\n    - destination: {host: a}\n      weight: 40\n    - destination: {host: b}\n      weight: 60\n")},
 		{name: "tcp bad weights", yaml: vs("  hosts: [echo]\n  tcp:\n  - route:\n    - destination: {host: a}\n      weight: 40\n    - destination: {host: b}\n      weight: 101\n  - route:\n    - destination: {host: a}\n      weight: -5\n"),
-			errs: []string{"spec.tcp[0].route[1].weight: must be 0-100, got 101", "spec.tcp[0].route: weights must add up to 100, got 141", "spec.tcp[1].route[0].weight: must be 0-100, got -5"}},
+			errs: []string{"spec.tcp[1].route[0].weight: -5 is negative"}},
 		{name: "tcp null rule", yaml: vs("  hosts: [echo]\n  tcp: [null]\n"), errs: []string{"spec.tcp[0]: must not be null"}},
 		{name: "tcp null destination", yaml: vs("  hosts: [echo]\n  tcp: [{route: [{destination: {host: a}}, null]}]\n"), errs: []string{"spec.tcp[0].route[1]: must not be null"}},
 		{name: "tcp destination without host", yaml: vs("  hosts: [echo]\n  tcp:\n  - route:\n    - destination: {subset: v1}\n"),
@@ -207,7 +211,7 @@ func TestValidateServiceEntry(t *testing.T) {
 		{name: "unknown protocol", yaml: se("  hosts: [a]\n  ports:\n  - {number: 80, name: a, protocol: QUIC}\n"),
 			errs: []string{`spec.ports[0].protocol: "QUIC" is not a known protocol (one of GRPC, GRPC-WEB, HTTP, HTTP2, HTTPS, MONGO, MYSQL, REDIS, TCP, TLS, UDP)`}},
 		{name: "bad target port", yaml: se("  hosts: [a]\n  ports:\n  - {number: 80, name: a, targetPort: 65536}\n"), errs: []string{"spec.ports[0].targetPort: 65536 is not a valid port"}},
-		{name: "selector and endpoints", yaml: se("  hosts: [a]\n" + ports + "  workloadSelector: {labels: {app: a}}\n  endpoints: [{address: 10.0.0.1}]\n"),
+		{name: "selector and endpoints", yaml: se("  hosts: [a]\n" + ports + "  resolution: STATIC\n  workloadSelector: {labels: {app: a}}\n  endpoints: [{address: 10.0.0.1}]\n"),
 			errs: []string{"spec.workloadSelector: cannot be used together with spec.endpoints"}},
 		{name: "bad selector labels", yaml: se("  hosts: [a]\n" + ports + "  workloadSelector: {labels: {'a b': x}}\n"),
 			errs: []string{`spec.workloadSelector.labels: "a b" is not a valid label key`}},
@@ -218,10 +222,10 @@ func TestValidateServiceEntry(t *testing.T) {
 			errs: []string{`spec.endpoints[0].address: "b.example.com" is not an IP address (host names are only supported with resolution DNS)`}},
 		{name: "endpoint bad hostname with DNS", yaml: se("  hosts: [a]\n" + ports + "  resolution: DNS\n  endpoints: [{address: 'b example'}]\n"),
 			errs: []string{`spec.endpoints[0].address: "b example" is not an IP address or host name`}},
-		{name: "endpoint unix socket", yaml: se("  hosts: [a]\n" + ports + "  endpoints: [{address: 'unix:///var/run/a.sock'}]\n")},
-		{name: "endpoint port names", yaml: se("  hosts: [a]\n" + ports + "  endpoints: [{address: 10.0.0.1, ports: {http: 8080, grpc: 9090}}]\n"),
+		{name: "endpoint unix socket", yaml: se("  hosts: [a]\n" + ports + "  resolution: STATIC\n  endpoints: [{address: 'unix:///var/run/a.sock'}]\n")},
+		{name: "endpoint port names", yaml: se("  hosts: [a]\n" + ports + "  resolution: STATIC\n  endpoints: [{address: 10.0.0.1, ports: {http: 8080, grpc: 9090}}]\n"),
 			errs: []string{`spec.endpoints[0].ports[grpc]: no port named "grpc" in spec.ports`}},
-		{name: "endpoint port number", yaml: se("  hosts: [a]\n" + ports + "  endpoints: [{address: 10.0.0.1, ports: {http: 0}}]\n"),
+		{name: "endpoint port number", yaml: se("  hosts: [a]\n" + ports + "  resolution: STATIC\n  endpoints: [{address: 10.0.0.1, ports: {http: 0}}]\n"),
 			errs: []string{"spec.endpoints[0].ports[http]: 0 is not a valid port"}},
 	})
 }
@@ -292,7 +296,7 @@ func TestValidateSidecar(t *testing.T) {
 		{name: "bad host", yaml: sc("  egress:\n  - hosts: ['./a b']\n"), errs: []string{`spec.egress[0].hosts[0]: "a b" is not a valid host name`}},
 		{name: "empty host", yaml: sc("  egress:\n  - hosts: ['./']\n"), errs: []string{"spec.egress[0].hosts[0]: must not be empty"}},
 		{name: "selector", yaml: sc("  workloadSelector: {labels: {app: a}}\n  egress:\n  - hosts: ['./*']\n")},
-		{name: "bad selector", yaml: sc("  workloadSelector: {labels: {app: '-'}}\n"), errs: []string{`spec.workloadSelector.labels[app]: "-" is not a valid label value`}},
+		{name: "bad selector", yaml: sc("  workloadSelector: {labels: {app: '-'}}\n  outboundTrafficPolicy: {mode: ALLOW_ANY}\n"), errs: []string{`spec.workloadSelector.labels[app]: "-" is not a valid label value`}},
 	})
 }
 

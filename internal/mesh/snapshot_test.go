@@ -14,7 +14,7 @@ spec:
   addresses: [240.240.0.10]
   ports:
   - {number: 80, name: http, targetPort: 8080}
-  - {number: 90, name: tcp}
+  - {number: 90, name: http-alt}
   resolution: STATIC
   workloadSelector: {labels: {app: echo}}
 ---

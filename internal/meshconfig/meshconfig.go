@@ -24,6 +24,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
 
+	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/locality"
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 )
@@ -154,7 +155,11 @@ func Parse(data []byte) (*Config, error) {
 		return c, nil
 	}
 	m := &meshv1alpha1.MeshConfig{}
-	if err := protojson.Unmarshal(js, m); err != nil {
+	if err := config.DecodeJSON(js, m); err != nil {
+		var fe *config.FieldError
+		if errors.As(err, &fe) && fe.Field != "" {
+			return nil, fieldError(fe.Field, fe.Problem)
+		}
 		return nil, fmt.Errorf("mesh config: %w", err)
 	}
 	if err := refuseUnsupported(m); err != nil {
@@ -312,24 +317,24 @@ func defaultJSONAccessLogFormat() *structpb.Struct {
 	return st
 }
 
-// refuseUnsupported names the first set field (in the proto's order)
-// that Strait does not implement.
+// refuseUnsupported names every set field that Strait does not implement,
+// one line each in the proto's order, so that a mesh config copied from
+// an Istio installation is fixed in one pass.
 func refuseUnsupported(m *meshv1alpha1.MeshConfig) error {
-	var err error
+	var errs []error
 	check := func(prefix string, msg protoreflect.Message, ok []string) {
 		msg.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-			if slices.Contains(ok, fd.JSONName()) {
-				return true
+			if !slices.Contains(ok, fd.JSONName()) {
+				errs = append(errs, fieldError(prefix+fd.JSONName(), "not supported by Strait yet"))
 			}
-			err = fieldError(prefix+fd.JSONName(), "not supported by Strait yet")
-			return false
+			return true
 		})
 	}
 	check("", m.ProtoReflect(), honoured)
-	if err == nil && m.GetDefaultConfig() != nil {
+	if m.GetDefaultConfig() != nil {
 		check("defaultConfig.", m.GetDefaultConfig().ProtoReflect(), honouredProxyConfig)
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 // modeWritten reports whether outboundTrafficPolicy.mode is in the JSON.

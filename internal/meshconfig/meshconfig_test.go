@@ -149,12 +149,43 @@ func TestDurationLimitsAtOneMillisecond(t *testing.T) {
 	}
 }
 
-// TestRefusalNamesTheFirstField: a refused top-level field is named even
-// when defaultConfig holds another.
-func TestRefusalNamesTheFirstField(t *testing.T) {
-	_, err := Parse([]byte("enableTracing: true\ndefaultConfig:\n  tracing: {}\n"))
-	if err == nil || !strings.Contains(err.Error(), "mesh config: enableTracing:") {
-		t.Fatalf("error %v, want the top-level field named", err)
+// TestRefusalNamesEveryField: every refused field is named, the
+// top-level ones and defaultConfig's, one line each, so that an Istio
+// installation's mesh config is fixed in one pass.
+func TestRefusalNamesEveryField(t *testing.T) {
+	_, err := Parse([]byte("enableTracing: true\nenablePrometheusMerge: true\ndefaultConfig:\n  tracing: {}\n"))
+	if err == nil {
+		t.Fatal("refused fields accepted")
+	}
+	for _, want := range []string{"mesh config: enableTracing: not supported", "mesh config: enablePrometheusMerge: not supported", "mesh config: defaultConfig.tracing: not supported"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if n := strings.Count(err.Error(), "\n") + 1; n != 3 {
+		t.Errorf("%d lines, want one per field:\n%v", n, err)
+	}
+}
+
+// TestDurationsAsIstioWritesThem: durations in Go's notation, as in the
+// networking kinds; a bad value or enum names its field.
+func TestDurationsAsIstioWritesThem(t *testing.T) {
+	c, err := Parse([]byte("connectTimeout: 1500ms\ndnsRefreshRate: 1m\ndefaultConfig:\n  drainDuration: 0.5s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ConnectTimeout != 1500*time.Millisecond || c.DNSRefreshRate != time.Minute || c.Mesh.GetDefaultConfig().GetDrainDuration().AsDuration() != 500*time.Millisecond {
+		t.Errorf("parsed %v %v %v", c.ConnectTimeout, c.DNSRefreshRate, c.Mesh.GetDefaultConfig().GetDrainDuration())
+	}
+	for in, want := range map[string]string{
+		"connectTimeout: soon\n":                        `mesh config: connectTimeout: "soon" is not a duration`,
+		"defaultConfig:\n  drainDuration: 5\n":          "mesh config: defaultConfig.drainDuration: 5 is not a duration",
+		"outboundTrafficPolicy: {mode: REGISTRY_ONY}\n": "mesh config: outboundTrafficPolicy.mode: ",
+		"connectTimeout: 0.1ms\n":                       "mesh config: connectTimeout: 100µs is shorter than 1ms",
+	} {
+		if _, err := Parse([]byte(in)); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", in, err, want)
+		}
 	}
 }
 

@@ -103,7 +103,7 @@ func TestRegistryLifecycle(t *testing.T) {
 	}
 
 	// A broken edit keeps the last good content and pushes nothing.
-	write(t, routing, strings.Replace(good, "weight: 20", "weight: 30", 1))
+	write(t, routing, strings.Replace(good, "weight: 20", "weight: -20", 1))
 	expectNoPush(t, pushes)
 	if vs := r.Snapshot().Configs.Get(vsKey()); vs == nil || vs.VirtualService().Http[0].Route[1].Weight != 20 {
 		t.Fatal("last good VirtualService not kept")

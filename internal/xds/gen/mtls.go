@@ -157,6 +157,14 @@ func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint3
 		labels = l
 	}
 	ids, auto := mtlsPeers(snap, svc, labels)
+	if svc.Location != networking.ServiceEntry_MESH_INTERNAL {
+		// A service outside the mesh (a ServiceEntry's location is
+		// MESH_EXTERNAL unless it says otherwise) never gets auto mTLS,
+		// whatever its endpoints' labels say (Istio's
+		// buildUpstreamTLSSettings); a DestinationRule's ISTIO_MUTUAL
+		// still applies.
+		auto = false
+	}
 	if snap.NamespaceMTLSMode(svc.Namespace) == mesh.MTLSDisable {
 		// The destination's namespace (or the mesh) takes no mTLS: Istio's
 		// BestEffortInferServiceMTLSMode turns auto mTLS off. A workload

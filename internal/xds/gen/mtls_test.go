@@ -62,3 +62,56 @@ func TestAutoMTLSFollowsEndpointLabels(t *testing.T) {
 		t.Fatal("an endpoint without a sidecar: want a plaintext cluster")
 	}
 }
+
+// TestAutoMTLSNotToMeshExternal: a ServiceEntry outside the mesh (its
+// location MESH_EXTERNAL, also when unset, as Istio's default) gets no
+// auto mTLS even when every endpoint is labelled with a sidecar; a
+// DestinationRule's ISTIO_MUTUAL still applies, as in Istio's
+// buildUpstreamTLSSettings.
+func TestAutoMTLSNotToMeshExternal(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "mtls", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal := string(b)
+	proxy, err := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsOf := func(yaml string) bool {
+		t.Helper()
+		snap := build(t, storeOf(t, yaml), mesh.BuildOptions{Version: 1})
+		g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+		res, err := g.Generate(proxy, xdsapi.ClusterType, nil, &model.PushRequest{Full: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Name == "outbound|8080||server.secure.svc.cluster.local" {
+				var c cluster.Cluster
+				if err := r.Resource.UnmarshalTo(&c); err != nil {
+					t.Fatal(err)
+				}
+				return c.GetTransportSocket() != nil
+			}
+		}
+		t.Fatal("no server cluster")
+		return false
+	}
+	if !tlsOf(internal) {
+		t.Fatal("MESH_INTERNAL with sidecars: want an mTLS cluster")
+	}
+	for _, location := range []string{"  location: MESH_EXTERNAL\n", ""} {
+		external := strings.Replace(internal, "  location: MESH_INTERNAL\n", location, 1)
+		if external == internal {
+			t.Fatal("test YAML did not change")
+		}
+		if tlsOf(external) {
+			t.Errorf("location %q: want a plaintext cluster", strings.TrimSpace(location))
+		}
+		dr := external + "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: server, namespace: secure}\nspec:\n  host: server.secure.svc.cluster.local\n  trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}\n"
+		if !tlsOf(dr) {
+			t.Errorf("location %q with ISTIO_MUTUAL: want an mTLS cluster", strings.TrimSpace(location))
+		}
+	}
+}

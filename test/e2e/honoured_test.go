@@ -18,9 +18,9 @@ import (
 	"github.com/straitmesh/strait/internal/localmesh"
 )
 
-// bb10Mesh: service echo (pods v1 and v2), flaky (one pod that answers,
+// honouredMesh: service echo (pods v1 and v2), flaky (one pod that answers,
 // one that answers every request with 500) and shadow (a mirror target).
-const bb10Mesh = `apiVersion: networking.istio.io/v1
+const honouredMesh = `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: echo, namespace: demo}
 spec:
@@ -93,14 +93,14 @@ metadata: {name: client, namespace: demo}
 spec: {address: 10.99.0.10, labels: {app: client}}
 `
 
-// TestBB10HonouredFieldsThroughSidecars: fields docs/istio-fields.md lists
+// TestHonouredFieldsThroughSidecars: fields docs/istio-fields.md lists
 // as honoured that no other e2e test sent a request through (picked at
 // random from the table), each checked through the client's sidecar and
 // the servers' sidecars, in one mesh with the rules rewritten per case.
-func TestBB10HonouredFieldsThroughSidecars(t *testing.T) {
+func TestHonouredFieldsThroughSidecars(t *testing.T) {
 	requireMesh(t)
 	cfgDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(bb10Mesh), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(honouredMesh), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -131,24 +131,19 @@ func TestBB10HonouredFieldsThroughSidecars(t *testing.T) {
 		if err := m.WriteConfig("rules.yaml", []byte(rules)); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		waitFor(ctx, t, applyTimeout, "config never reached the client's proxy", func() error {
 			dump, err := client.Admin(ctx, "/config_dump")
+			if err != nil {
+				return err
+			}
 			compact := bytes.Join(bytes.Fields(dump), nil)
-			missing := ""
 			for _, w := range want {
-				if err == nil && !regexp.MustCompile(w).Match(compact) {
-					missing = w
+				if !regexp.MustCompile(w).Match(compact) {
+					return fmt.Errorf("config dump lacks %q", w)
 				}
 			}
-			if err == nil && missing == "" {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("config with %q never reached the client's proxy (last error %v)", missing, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	do := func(t *testing.T, c *http.Client, method, url string, h http.Header) reply {
 		t.Helper()
@@ -265,9 +260,9 @@ spec:
 `, regexp.QuoteMeta("outbound|80||shadow.demo.svc.cluster.local"), `"x-case"`)
 		const n = 10
 		for i := range 2 * n {
-			key, tcase := "bb10-mirror-none", "none"
+			key, tcase := "honoured-mirror-none", "none"
 			if i >= n {
-				key, tcase = "bb10-mirror-all", "all"
+				key, tcase = "honoured-mirror-all", "all"
 			}
 			if r := do(t, hc, "GET", "http://240.240.0.10/", http.Header{"X-Echo-Key": {key}, "X-Case": {tcase}}); r.status != 200 || r.version != "v1" {
 				t.Fatalf("request %d: status %d from %q", i, r.status, r.version)
@@ -296,7 +291,7 @@ spec:
 		// ones; the rule with 0 % has sent none by then.
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			got, host := count("bb10-mirror-all")
+			got, host := count("honoured-mirror-all")
 			if got == n {
 				if !strings.HasSuffix(host, "-shadow") && !strings.Contains(host, "-shadow:") {
 					t.Errorf("mirrored Host %q, want the -shadow suffix", host)
@@ -308,7 +303,7 @@ spec:
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if got, _ := count("bb10-mirror-none"); got != 0 {
+		if got, _ := count("honoured-mirror-none"); got != 0 {
 			t.Errorf("shadow saw %d requests mirrored with mirrorPercent 0", got)
 		}
 	})

@@ -37,7 +37,7 @@ func TestIstioDocsSecurityTasks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	_, file, _, _ := runtime.Caller(0)
-	samples := filepath.Join(filepath.Dir(file), "testdata", "bb12")
+	samples := filepath.Join(filepath.Dir(file), "testdata", "istiodocs")
 	read := func(name string) string {
 		data, err := os.ReadFile(filepath.Join(samples, name))
 		if err != nil {
@@ -53,7 +53,7 @@ func TestIstioDocsSecurityTasks(t *testing.T) {
 	defer keySrv.Close()
 
 	echo := []string{"strait-echo", "--addr", ":8080", "--version", "v1"}
-	m := startMesh(ctx, t, "bb12", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
+	m := startMesh(ctx, t, "istiodocs", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
 		{Name: "sleep", Namespace: "foo", ConfigIP: "10.99.0.20", ServiceAccount: "sleep"},
 		{Name: "httpbin", Namespace: "foo", ConfigIP: "10.99.0.21", ServiceAccount: "httpbin", App: echo, AppPort: 8080},
 	}})
@@ -97,7 +97,7 @@ func TestIstioDocsSecurityTasks(t *testing.T) {
 		if err := m.WriteConfig(name, []byte(policies)); err != nil {
 			t.Fatal(err)
 		}
-		if err := retryUntil(ctx, 30*time.Second, probe); err != nil {
+		if err := poll(ctx, applyTimeout, probe); err != nil {
 			t.Fatalf("%s not in force: %v", name, err)
 		}
 	}
@@ -106,7 +106,7 @@ func TestIstioDocsSecurityTasks(t *testing.T) {
 		if err := os.Remove(filepath.Join(m.ConfigDir(), name)); err != nil {
 			t.Fatal(err)
 		}
-		if err := retryUntil(ctx, 30*time.Second, probe); err != nil {
+		if err := poll(ctx, applyTimeout, probe); err != nil {
 			t.Fatalf("%s still in force: %v", name, err)
 		}
 	}
@@ -118,7 +118,7 @@ func TestIstioDocsSecurityTasks(t *testing.T) {
 	}
 	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
 
-	if err := retryUntil(ctx, 30*time.Second, func() error { return expect("GET", "/headers", nil, 200) }); err != nil {
+	if err := poll(ctx, applyTimeout, func() error { return expect("GET", "/headers", nil, 200) }); err != nil {
 		t.Fatalf("before any policy: %v", err)
 	}
 

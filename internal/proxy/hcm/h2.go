@@ -167,7 +167,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, authz: rbacConnection(f, nc, dst)})
+	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, secure: isTLS(nc), authz: rbacConnection(f, nc, dst)})
 	base := &http.Server{
 		MaxHeaderBytes: maxRequestHeadersBytes,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -224,6 +224,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
+	setForwardedProto(r, c) // scheme.go
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
@@ -235,7 +236,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)}
+	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: schemeOf(c.secure), Headers: route.HTTPHeader(r.Header)}
 	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, md) { // rbac.go
 		streamLocalReply(w, r, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
 		return

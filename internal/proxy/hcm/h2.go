@@ -69,10 +69,27 @@ func (f *Filter) buildCodec(h *hcmv3.HttpConnectionManager) error {
 }
 
 // serveHTTP2Capable serves a connection whose filter allows HTTP/2: HTTP/2
-// for codec_type HTTP2, else whatever the first bytes say. c is tracked.
+// for codec_type HTTP2; else, on a TLS connection that negotiated a
+// protocol by ALPN, HTTP/2 for "h2" and HTTP/1.1 for any other; else
+// whatever the first bytes say (Envoy's determineNextProtocol in
+// source/common/http/conn_manager_utility.cc). c is tracked.
 func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
 	if f.codec == hcmv3.HttpConnectionManager_HTTP2 {
 		s.serveH2(c, c, f, dst, src, d)
+		return
+	}
+	switch negotiatedProtocol(c) {
+	case "":
+	case http2.NextProtoTLS:
+		s.serveH2(c, c, f, dst, src, d)
+		return
+	default:
+		if s.codec == CodecStrait {
+			s.serveH1(c, f, dst, src, d)
+			return
+		}
+		s.untrack(c)
+		s.serveConnNetHTTP(c, f, dst, src, d)
 		return
 	}
 	var base net.Conn = c
@@ -100,6 +117,15 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 		return
 	}
 	s.serveConnNetHTTP(pc, f, dst, src, d)
+}
+
+// negotiatedProtocol returns the protocol c's TLS handshake agreed on by
+// ALPN; "" for a connection in clear text or one without ALPN.
+func negotiatedProtocol(c net.Conn) string {
+	if tc := tlsConnOf(c); tc != nil { // scheme.go
+		return tc.ConnectionState().NegotiatedProtocol
+	}
+	return ""
 }
 
 // sniffPreface reads until the bytes read so far are the HTTP/2 client

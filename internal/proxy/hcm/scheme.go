@@ -57,21 +57,24 @@ func (p forwardedProtoPolicy) forwardedProto(v []byte, has, secure bool) string 
 	return schemeOf(secure)
 }
 
-// isTLS reports whether c, looking through the HCM's own wrappers and any
-// connection that exposes NetConn (the TLS inspector's), is a TLS
-// connection the listener terminated.
-func isTLS(c net.Conn) bool {
+// isTLS reports whether c is a TLS connection the listener terminated.
+func isTLS(c net.Conn) bool { return tlsConnOf(c) != nil }
+
+// tlsConnOf returns the *tls.Conn under c, looking through the HCM's own
+// wrappers and any connection that exposes NetConn (the TLS inspector's);
+// nil for a connection in clear text.
+func tlsConnOf(c net.Conn) *tls.Conn {
 	for c != nil {
 		switch x := c.(type) {
 		case *tls.Conn:
-			return true
+			return x
 		case interface{ NetConn() net.Conn }:
 			c = x.NetConn()
 		default:
-			return false
+			return nil
 		}
 	}
-	return false
+	return nil
 }
 
 // setForwardedProto gives a request on the net/http paths (HTTP/1.1 and

@@ -179,3 +179,57 @@ func protoBackendXFP(t *testing.T) *httptest.Server {
 	t.Cleanup(s.Close)
 	return s
 }
+
+// TestBuildScheme: x-forwarded-proto is overwritten only at the edge
+// (use_remote_address with no trusted hops), and scheme_header_transformation
+// is refused by name.
+func TestBuildScheme(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		mod           func(*hcmv3.HttpConnectionManager)
+		overwrite     bool
+		err           string
+		kept, secured string // forwardedProto of a client's "http" on TLS, and of none on TLS
+	}{
+		{name: "default", mod: func(*hcmv3.HttpConnectionManager) {}, kept: "http", secured: "https"},
+		{name: "edge", mod: func(h *hcmv3.HttpConnectionManager) { h.UseRemoteAddress = wrapperspb.Bool(true) },
+			overwrite: true, kept: "https", secured: "https"},
+		{name: "edge behind a trusted hop", mod: func(h *hcmv3.HttpConnectionManager) {
+			h.UseRemoteAddress = wrapperspb.Bool(true)
+			h.XffNumTrustedHops = 1
+		}, kept: "http", secured: "https"},
+		{name: "scheme_header_transformation", mod: func(h *hcmv3.HttpConnectionManager) {
+			h.SchemeHeaderTransformation = &corev3.SchemeHeaderTransformation{
+				Transformation: &corev3.SchemeHeaderTransformation_SchemeToOverwrite{SchemeToOverwrite: "https"}}
+		}, err: "scheme_header_transformation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &hcmv3.HttpConnectionManager{StatPrefix: "test",
+				RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "r"}},
+				HttpFilters:    []*hcmv3.HttpFilter{{Name: routerFilter}}}
+			tc.mod(h)
+			f, err := Build(h, nil)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Build: %v, want an error naming %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.xfp.overwrite != tc.overwrite {
+				t.Errorf("overwrite %v, want %v", f.xfp.overwrite, tc.overwrite)
+			}
+			if got := f.xfp.forwardedProto([]byte("http"), true, true); got != tc.kept {
+				t.Errorf("client's http on TLS: %q, want %q", got, tc.kept)
+			}
+			if got := f.xfp.forwardedProto(nil, false, true); got != tc.secured {
+				t.Errorf("none on TLS: %q, want %q", got, tc.secured)
+			}
+			if got := f.xfp.forwardedProto(nil, false, false); got != "http" {
+				t.Errorf("none in clear text: %q, want http", got)
+			}
+		})
+	}
+}

@@ -233,3 +233,44 @@ func TestBuildScheme(t *testing.T) {
 		})
 	}
 }
+
+// TestShadowForwardedProtoOverTLS: a shadow of a request that came over
+// TLS carries x-forwarded-proto https, as the main request does, on both
+// codecs and both downstream protocols.
+func TestShadowForwardedProtoOverTLS(t *testing.T) {
+	srvTLS, cliTLS := mutualTLS(t, "spiffe://cluster.local/ns/default/sa/client")
+	srvTLS.ClientAuth = tls.NoClientCert
+	srvTLS.NextProtos = []string{"h2", "http/1.1"}
+	be := echoBackend(t)
+	seen := make(chan string, 16)
+	shadow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("X-Forwarded-Proto")
+	}))
+	t.Cleanup(shadow.Close)
+	forEachCodec(t, func(t *testing.T, codec Codec) {
+		addr := startTLSProxy(t, codec, srvTLS, func(h *hcmv3.HttpConnectionManager) {
+			rt := prefixRoute("/", "be")
+			rt.GetRoute().RequestMirrorPolicies = []*routev3.RouteAction_RequestMirrorPolicy{{Cluster: "shadow"}}
+			h.GetRouteConfig().VirtualHosts[0].Routes = []*routev3.Route{rt}
+		}, staticCluster("be", be.Listener.Addr().String()), staticCluster("shadow", shadow.Listener.Addr().String()))
+		for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
+			resp, err := schemeClient(t, proto, cliTLS, addr).Get("https://" + addr + "/m")
+			if err != nil {
+				t.Fatalf("%s: %v", proto, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if got := resp.Header.Get("X-Seen-Proto"); got != "https" {
+				t.Errorf("%s: upstream x-forwarded-proto %q, want https", proto, got)
+			}
+			select {
+			case got := <-seen:
+				if got != "https" {
+					t.Errorf("%s: shadow x-forwarded-proto %q, want https", proto, got)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: the shadow got no request", proto)
+			}
+		}
+	})
+}

@@ -8,8 +8,18 @@
 # proxy's VmRSS before and after. Every run starts fresh proxy processes;
 # runs are interleaved and figures are medians over RUNS.
 #
+# MODE=slowheads (bench/http/slowheads.sh) measures slow request heads
+# instead: every connection trickles a HEAD_BYTES head over TRICKLE and
+# never ends it; the table has each proxy's VmRSS while it holds them and
+# its peak (VmHWM). Both proxies run with what their defaults do to such a
+# head: strait-proxy has Envoy's (no request_headers_timeout, stream idle
+# 5 min, 60 KiB / 100 headers), nginx has client_header_timeout 300s and
+# large_client_header_buffers 8 8k so that it holds the head too (its
+# default, 4 8k, refuses a 59 KB head with 400).
+#
 # Environment: RUNS=3 CONNS=10000 CHAINS="nginx strait" STRAIT_BIN=path
 # README=path (default bench/http/README.md; "-" = don't write)
+# MODE=idle|slowheads HEAD_BYTES=59000 TRICKLE=20s
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +28,14 @@ RUNS=${RUNS:-3}
 CONNS=${CONNS:-10000}
 CHAINS=${CHAINS:-"nginx strait"}
 README=${README:-$here/README.md}
+MODE=${MODE:-idle}
+HEAD_BYTES=${HEAD_BYTES:-59000}
+TRICKLE=${TRICKLE:-20s}
+case $MODE in
+idle) marker=idleresults ;;
+slowheads) marker=slowheadsresults ;;
+*) echo "bench-idle: MODE=$MODE: want idle or slowheads" >&2; exit 2 ;;
+esac
 log() { echo "bench-idle: $*" >&2; }
 
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || {
@@ -99,6 +117,7 @@ error_log $d/logs/error.log error;
 events { worker_connections $((CONNS * 2 + 1024)); }
 http {
 	access_log off;
+	$( [ "$MODE" = slowheads ] && echo "client_header_timeout 300s; large_client_header_buffers 8 8k;" )
 	keepalive_requests 1000000;
 	keepalive_timeout 3600s;
 	$( [ -n "${3:-}" ] && echo "upstream next { server 127.0.0.1:$3; keepalive 64; keepalive_requests 1000000; }" )
@@ -140,10 +159,17 @@ newport be_port
 nginx_conf backend "$be_port"
 wait_port "$be_port" "$started"
 
-results=$work/results.tsv # chain run rss_before_kib rss_after_kib kib_per_conn
+results=$work/results.tsv # chain run rss_before_kib rss_after_kib kib_per_conn rss_peak_kib
 : >"$results"
 loads=()
-log "chains: $CHAINS; $RUNS runs of $CONNS idle connections each, interleaved"
+what="idle connections"
+slow=()
+if [ "$MODE" = slowheads ]; then
+	what="connections trickling a $HEAD_BYTES-byte head over $TRICKLE"
+	slow=(-slow-head-bytes "$HEAD_BYTES" -trickle "$TRICKLE")
+fi
+log "chains: $CHAINS; $RUNS runs of $CONNS $what each, interleaved"
+kv() { sed -nE "s/^(.* )?$1=([^ ]+).*/\2/p" <<<"$out"; }
 for run in $(seq "$RUNS"); do
 	for c in $CHAINS; do
 		newport p; newport a
@@ -156,10 +182,13 @@ for run in $(seq "$RUNS"); do
 		wait_port "$p" "$pid"
 		n=$(curl -sf "http://127.0.0.1:$p/" | wc -c) || n=0
 		if [ "$n" != 1024 ]; then log "$c returned $n bytes, want 1024"; exit 1; fi
-		out=$("$work/idleconns" -addr "127.0.0.1:$p" -n "$CONNS" -pid "$pid")
+		out=$("$work/idleconns" -addr "127.0.0.1:$p" -n "$CONNS" -pid "$pid" ${slow[@]+"${slow[@]}"})
 		loads+=("$(cut -d' ' -f1 /proc/loadavg)")
 		log "run $run $c: $out"
-		printf '%s\t%s\t%s\n' "$c" "$run" "$(sed -E 's/[a-z_]+=//g; s/ /\t/g' <<<"$out" | cut -f3-5)" >>"$results"
+		after=$(kv rss_after_kib)
+		[ -n "$after" ] || after=$(kv rss_held_kib)
+		peak=$(kv rss_peak_kib)
+		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$run" "$(kv rss_before_kib)" "$after" "$(kv kib_per_conn)" "${peak:--}" >>"$results"
 		stop "$pid"
 	done
 done
@@ -171,33 +200,44 @@ if [[ " $CHAINS " == *" nginx "* ]]; then
 	n_after=$(col nginx 4 | median); n_per=$(col nginx 5 | median)
 fi
 table=$work/table.md
+mib() { awk -v x="$1" 'BEGIN { printf "%.1f", x / 1024 }'; }
 {
-	echo "| proxy | RSS MiB before | RSS MiB with $CONNS idle conns | × nginx | KiB per idle conn | × nginx |"
-	echo "|---|---:|---:|---:|---:|---:|"
+	if [ "$MODE" = slowheads ]; then
+		echo "| proxy | RSS MiB before | RSS MiB holding $CONNS slow heads | × nginx | peak RSS MiB (VmHWM) | KiB per slow head | × nginx |"
+		echo "|---|---:|---:|---:|---:|---:|---:|"
+	else
+		echo "| proxy | RSS MiB before | RSS MiB with $CONNS idle conns | × nginx | KiB per idle conn | × nginx |"
+		echo "|---|---:|---:|---:|---:|---:|"
+	fi
 	for c in $CHAINS; do
 		b=$(col "$c" 3 | median); a=$(col "$c" 4 | median); k=$(col "$c" 5 | median)
 		ra=-; rk=-
 		[ -n "$n_after" ] && ra=$(awk -v x="$a" -v y="$n_after" 'BEGIN { printf "%.2f", x / y }')
 		[ -n "$n_per" ] && rk=$(awk -v x="$k" -v y="$n_per" 'BEGIN { printf "%.2f", x / y }')
-		printf '| %s | %.1f | %.1f | %s | %.2f | %s |\n' "$c" "$(awk -v x="$b" 'BEGIN { print x / 1024 }')" "$(awk -v x="$a" 'BEGIN { print x / 1024 }')" "$ra" "$k" "$rk"
+		if [ "$MODE" = slowheads ]; then
+			printf '| %s | %s | %s | %s | %s | %.2f | %s |\n' "$c" "$(mib "$b")" "$(mib "$a")" "$ra" "$(mib "$(col "$c" 6 | median)")" "$k" "$rk"
+		else
+			printf '| %s | %s | %s | %s | %.2f | %s |\n' "$c" "$(mib "$b")" "$(mib "$a")" "$ra" "$k" "$rk"
+		fi
 	done
 } >"$table"
 stamp=$(date -u '+%Y-%m-%d %H:%M UTC')
 loadavg="1-min load average during the runs: ${loads[*]}"
-echo "$stamp, $(nproc) cores, $RUNS runs of $CONNS idle keep-alive connections per proxy (medians); $loadavg"
+summary="$stamp, $(nproc) cores, $RUNS runs of $CONNS $what per proxy (medians), one hop, loopback; $loadavg"
+echo "$summary"
 cat "$table"
-if [ "$README" != "-" ] && [ -f "$README" ] && grep -q '<!-- idleresults:start -->' "$README"; then
+if [ "$README" != "-" ] && [ -f "$README" ] && grep -q "<!-- $marker:start -->" "$README"; then
 	block=$work/block.md
 	{
-		echo "<!-- idleresults:start -->"
-		echo "Last run: $stamp, $(nproc) cores, $RUNS runs of $CONNS idle keep-alive connections per proxy (medians), one hop, loopback; $loadavg."
+		echo "<!-- $marker:start -->"
+		echo "Last run: $summary."
 		echo
 		cat "$table"
-		echo "<!-- idleresults:end -->"
+		echo "<!-- $marker:end -->"
 	} >"$block"
-	awk -v blk="$block" '
-		/<!-- idleresults:start -->/ { while ((getline l < blk) > 0) print l; skip = 1; next }
-		/<!-- idleresults:end -->/ { skip = 0; next }
+	awk -v blk="$block" -v start="<!-- $marker:start -->" -v end="<!-- $marker:end -->" '
+		$0 == start { while ((getline l < blk) > 0) print l; skip = 1; next }
+		$0 == end { skip = 0; next }
 		!skip { print }' "$README" >"$work/readme.new"
 	cp "$work/readme.new" "$README"
 	log "table written to $README"

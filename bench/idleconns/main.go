@@ -5,6 +5,13 @@
 // /proc/PID/status) before the first connection and after the last one.
 // It then checks that the proxy still holds every connection open.
 //
+// With -slow-head-bytes it measures slow request heads instead (a
+// slowloris): every connection sends a request line and then header
+// lines of about that many bytes in all, spread over -trickle, and never
+// ends the head; once every head is in, it reads the proxy's VmRSS while
+// the proxy holds them and its peak (VmHWM), and checks that the proxy
+// still holds every connection.
+//
 // Output is one line of key=value pairs for scripts (bench/http/idle.sh).
 package main
 
@@ -33,10 +40,18 @@ func main() {
 	parallel := flag.Int("parallel", 64, "connections opened and used at once (bounds the proxy's upstream connections)")
 	settle := flag.Duration("settle", 3*time.Second, "wait after the last connection before reading VmRSS")
 	path := flag.String("path", "/", "request path")
+	slowHead := flag.Int("slow-head-bytes", 0, "measure slow request heads of about this many bytes instead of idle connections (0: idle connections)")
+	trickle := flag.Duration("trickle", 20*time.Second, "with -slow-head-bytes: how long each connection takes to send its head")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "idleconns")
-	if err := run(*addr, *n, *pid, *parallel, *settle, *path); err != nil {
-		logger.Error("idle connection benchmark failed", "error", err)
+	var err error
+	if *slowHead > 0 {
+		err = runSlowHeads(*addr, *n, *pid, *slowHead, *trickle, *settle, *path)
+	} else {
+		err = run(*addr, *n, *pid, *parallel, *settle, *path)
+	}
+	if err != nil {
+		logger.Error("connection memory benchmark failed", "error", err)
 		os.Exit(1)
 	}
 }
@@ -152,13 +167,17 @@ func countClosed(conns []net.Conn) int {
 }
 
 // vmRSS returns the resident set size of pid in KiB.
-func vmRSS(pid int) (int64, error) {
+func vmRSS(pid int) (int64, error) { return procStatus(pid, "VmRSS") }
+
+// procStatus returns the field key (in KiB) of /proc/PID/status: VmRSS
+// for the resident set size, VmHWM for its peak.
+func procStatus(pid int, key string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("reading the proxy's memory (-pid %d): %w", pid, err)
 	}
 	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, key+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) == 0 {
 				break
@@ -166,7 +185,7 @@ func vmRSS(pid int) (int64, error) {
 			return strconv.ParseInt(f[0], 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", key, pid)
 }
 
 // raiseNoFile raises this process's open-file limit to at least want.

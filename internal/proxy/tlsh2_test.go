@@ -70,12 +70,13 @@ func selfSignedLocalhost(t *testing.T, dir string) (certFile, keyFile string, po
 // (DownstreamTlsContext) in front of an HCM with codec_type AUTO serves
 // HTTP/2 to clients that negotiate "h2" by ALPN and HTTP/1.1 to the others,
 // on both HTTP/1.1 codecs; a chain offering only http/1.1 gets curl --http2
-// to negotiate and speak HTTP/1.1. Go's HTTP/2 and HTTP/1.1 clients, and
-// real curl where installed.
+// to negotiate and speak HTTP/1.1; every request reaches the backend with
+// x-forwarded-proto https. Go's HTTP/2 and HTTP/1.1 clients, and real curl
+// where installed.
 func TestHTTP2OverTLS(t *testing.T) {
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		fmt.Fprintf(w, "%s %s body=%s", r.Method, r.URL.Path, body)
+		fmt.Fprintf(w, "%s %s body=%s xfp=%s", r.Method, r.URL.Path, body, r.Header.Get("X-Forwarded-Proto"))
 	}))
 	t.Cleanup(be.Close)
 	dir := t.TempDir()
@@ -171,8 +172,8 @@ static_resources:
 				}
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode != 200 || resp.ProtoMajor != 2 || string(body) != "POST /x body=ping" {
-					t.Fatalf("HTTP/2 over TLS: %s %d %q, want HTTP/2 200 \"POST /x body=ping\"", resp.Proto, resp.StatusCode, body)
+				if resp.StatusCode != 200 || resp.ProtoMajor != 2 || string(body) != "POST /x body=ping xfp=https" {
+					t.Fatalf("HTTP/2 over TLS: %s %d %q, want HTTP/2 200 \"POST /x body=ping xfp=https\"", resp.Proto, resp.StatusCode, body)
 				}
 			}
 			resp, err := h1.Get(url)
@@ -181,7 +182,7 @@ static_resources:
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != 200 || resp.ProtoMajor != 1 || string(body) != "GET /x body=" {
+			if resp.StatusCode != 200 || resp.ProtoMajor != 1 || string(body) != "GET /x body= xfp=https" {
 				t.Fatalf("HTTP/1.1 over TLS: %s %d %q", resp.Proto, resp.StatusCode, body)
 			}
 
@@ -193,9 +194,9 @@ static_resources:
 				cmd := exec.Command(curl, append([]string{"-sS", "--max-time", "10", "--http2", "--cacert", certFile,
 					"--resolve", "localhost:" + port + ":" + host, "-w", " http=%{http_version}"}, append(args, url)...)...)
 				out, err := cmd.CombinedOutput()
-				want := "GET /x body= http=2"
+				want := "GET /x body= xfp=https http=2"
 				if len(args) > 0 {
-					want = "POST /x body=hello http=2"
+					want = "POST /x body=hello xfp=https http=2"
 				}
 				if tc.want == 1 {
 					want = strings.TrimSuffix(want, "2") + "1.1"

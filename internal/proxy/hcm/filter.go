@@ -41,9 +41,10 @@ type Filter struct {
 	inline     *route.Table
 	routes     Routes
 	codec      hcmv3.HttpConnectionManager_CodecType
-	h2         *http2.Server   // serves HTTP/2 connections (h2.go)
-	upgrades   map[string]bool // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
-	filters    httpFilters     // the fault and CORS filters (httpfilters.go)
+	h2         *http2.Server        // serves HTTP/2 connections (h2.go)
+	upgrades   map[string]bool      // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
+	filters    httpFilters          // the fault and CORS filters (httpfilters.go)
+	xfp        forwardedProtoPolicy // x-forwarded-proto (scheme.go)
 	Limits     Limits
 	// AccessLog gets one record per request (access_log, built by the
 	// listener with the proxy's files); nil logs nothing and costs
@@ -101,6 +102,9 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 		return nil, err
 	}
 	if err := f.buildUpgrades(h); err != nil {
+		return nil, err
+	}
+	if err := f.buildScheme(h); err != nil {
 		return nil, err
 	}
 	lim, err := buildLimits(h)

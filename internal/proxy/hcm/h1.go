@@ -64,6 +64,7 @@ type h1conn struct {
 	lim    *Limits
 	dst    netip.AddrPort
 	src    cluster.OriginalSource // original_src; zero when absent
+	secure bool                   // the listener terminated TLS (scheme.go)
 	r      *http1.Reader
 	wbuf   []byte
 	req    http1.Request
@@ -116,7 +117,7 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 	// The wait for a request (parkAfter) and the request (stream idle)
 	// alternate their read deadlines on every request: keep the earlier.
 	dc.SetReadLazy(true)
-	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, r: http1.NewReader(dc), drain: d}
+	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, secure: isTLS(nc), r: http1.NewReader(dc), drain: d}
 	c.stopDrain = d.onStart(c.drainIdle)
 	if c.lim.MaxRequestHeadBytes == 0 {
 		// A Filter made without Build (tests): Envoy's defaults.
@@ -436,7 +437,7 @@ func (c *h1conn) serveRequest() bool {
 	c.rreq = route.Request{
 		Host: http1.UnsafeString(req.Host), Path: http1.UnsafeString(req.Path),
 		Query:  http1.UnsafeString(query),
-		Method: http1.UnsafeString(req.Method), Scheme: "http", Headers: &req.Headers,
+		Method: http1.UnsafeString(req.Method), Scheme: schemeOf(c.secure), Headers: &req.Headers,
 	}
 	rreq := &c.rreq
 	if len(c.filter.filters.rbac) > 0 {
@@ -543,7 +544,10 @@ func (c *h1conn) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 				continue // framing is written below
 			}
 		case 17:
-			if !xfp && http1.EqualFold(h.Name, "X-Forwarded-Proto") {
+			if http1.EqualFold(h.Name, "X-Forwarded-Proto") {
+				if c.filter.xfp.overwrite {
+					continue // the connection's is written below (scheme.go)
+				}
 				xfp = true
 			}
 		}
@@ -562,7 +566,9 @@ func (c *h1conn) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 		w = append(w, "\r\n"...)
 	}
 	if !xfp {
-		w = append(w, "x-forwarded-proto: http\r\n"...)
+		w = append(w, "x-forwarded-proto: "...)
+		w = append(w, schemeOf(c.secure)...)
+		w = append(w, "\r\n"...)
 	}
 	if !rid {
 		w = append(w, "x-request-id: "...)

@@ -144,10 +144,7 @@ func (c *h1conn) resetRouterState() {
 // redirectReply answers with the route's redirect.
 func (c *h1conn) redirectReply(rt *route.Route) bool {
 	req := &c.req
-	scheme := "http"
-	if v, ok := req.Headers.Get("X-Forwarded-Proto"); ok && len(v) > 0 {
-		scheme = string(v)
-	}
+	scheme := c.forwardedProto()
 	path := http1.UnsafeString(req.Path)
 	loc := rt.Redirect.Location(scheme, string(req.Host), path, string(req.Query), rt.MatchedLen(path))
 	c.respExtra = append(c.respExtra[:0], http1.Header{Name: []byte("location"), Value: []byte(loc)})

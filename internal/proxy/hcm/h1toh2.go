@@ -55,8 +55,8 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	for _, h := range c.reqExtra { // what the HTTP filters added (jwtfilter.go)
 		hdr.Add(string(h.Name), string(h.Value))
 	}
-	if _, ok := hdr["X-Forwarded-Proto"]; !ok {
-		hdr["X-Forwarded-Proto"] = []string{"http"}
+	if _, ok := hdr["X-Forwarded-Proto"]; !ok || c.filter.xfp.overwrite {
+		hdr["X-Forwarded-Proto"] = []string{schemeOf(c.secure)} // scheme.go
 	}
 	if _, ok := hdr["X-Request-Id"]; !ok {
 		hdr["X-Request-Id"] = []string{newRequestID()}

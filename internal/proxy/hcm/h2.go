@@ -69,10 +69,27 @@ func (f *Filter) buildCodec(h *hcmv3.HttpConnectionManager) error {
 }
 
 // serveHTTP2Capable serves a connection whose filter allows HTTP/2: HTTP/2
-// for codec_type HTTP2, else whatever the first bytes say. c is tracked.
+// for codec_type HTTP2; else, on a TLS connection that negotiated a
+// protocol by ALPN, HTTP/2 for "h2" and HTTP/1.1 for any other; else
+// whatever the first bytes say (Envoy's determineNextProtocol in
+// source/common/http/conn_manager_utility.cc). c is tracked.
 func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
 	if f.codec == hcmv3.HttpConnectionManager_HTTP2 {
 		s.serveH2(c, c, f, dst, src, d)
+		return
+	}
+	switch negotiatedProtocol(c) {
+	case "":
+	case http2.NextProtoTLS:
+		s.serveH2(c, c, f, dst, src, d)
+		return
+	default:
+		if s.codec == CodecStrait {
+			s.serveH1(c, f, dst, src, d)
+			return
+		}
+		s.untrack(c)
+		s.serveConnNetHTTP(c, f, dst, src, d)
 		return
 	}
 	var base net.Conn = c
@@ -100,6 +117,15 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 		return
 	}
 	s.serveConnNetHTTP(pc, f, dst, src, d)
+}
+
+// negotiatedProtocol returns the protocol c's TLS handshake agreed on by
+// ALPN; "" for a connection in clear text or one without ALPN.
+func negotiatedProtocol(c net.Conn) string {
+	if tc := tlsConnOf(c); tc != nil { // scheme.go
+		return tc.ConnectionState().NegotiatedProtocol
+	}
+	return ""
 }
 
 // sniffPreface reads until the bytes read so far are the HTTP/2 client
@@ -167,7 +193,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, authz: rbacConnection(f, nc, dst)})
+	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, secure: isTLS(nc), authz: rbacConnection(f, nc, dst)})
 	base := &http.Server{
 		MaxHeaderBytes: maxRequestHeadersBytes,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -224,6 +250,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
+	setForwardedProto(r, c) // scheme.go
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
@@ -235,7 +262,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)}
+	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: schemeOf(c.secure), Headers: route.HTTPHeader(r.Header)}
 	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, md) { // rbac.go
 		streamLocalReply(w, r, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
 		return

@@ -75,8 +75,8 @@ func shadowHost(host string) string {
 }
 
 // mirrorH1 mirrors the HTTP/1.1 request req, whose body (if any) starts at
-// buffered.
-func (s *Server) mirrorH1(mirrors []route.Mirror, req *http1.Request, buffered []byte) {
+// buffered; proto is its x-forwarded-proto as the main request leaves.
+func (s *Server) mirrorH1(mirrors []route.Mirror, req *http1.Request, buffered []byte, proto string) {
 	var body []byte
 	switch req.Framing {
 	case http1.FramingLength:
@@ -109,6 +109,7 @@ func (s *Server) mirrorH1(mirrors []route.Mirror, req *http1.Request, buffered [
 			}
 			h.Add(string(f.Name), string(f.Value))
 		}
+		h["X-Forwarded-Proto"] = []string{proto}
 		s.shadow.send(m, string(req.Method), u, string(req.Host), h, body)
 	}
 }
@@ -155,9 +156,6 @@ func (sh *shadowing) send(m route.Mirror, method string, u *url.URL, host string
 	}
 	if !m.NoHostSuffix {
 		host = shadowHost(host)
-	}
-	if _, ok := h["X-Forwarded-Proto"]; !ok {
-		h["X-Forwarded-Proto"] = []string{"http"}
 	}
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = nil // don't let the transport add Go's default

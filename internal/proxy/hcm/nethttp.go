@@ -112,6 +112,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
+	setForwardedProto(r, c) // scheme.go
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
@@ -123,7 +124,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: requestScheme(r), Headers: route.HTTPHeader(r.Header)}
+	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: schemeOf(c.secure), Headers: route.HTTPHeader(r.Header)}
 	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, md) { // rbac.go
 		localReply(w, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
 		return
@@ -265,13 +266,11 @@ func copyFlushing(w http.ResponseWriter, r io.Reader, buf []byte) error {
 }
 
 // addForwardHeaders completes an upstream request made from r on the
-// net/http paths (HTTP/1.1 and HTTP/2): x-forwarded-proto and x-request-id
-// unless present, no Go default User-Agent, and no body for an empty one.
+// net/http paths (HTTP/1.1 and HTTP/2): x-request-id unless present, no Go
+// default User-Agent, and no body for an empty one. x-forwarded-proto is
+// already on r (setForwardedProto).
 func addForwardHeaders(out, r *http.Request) {
 	h := out.Header
-	if _, ok := h["X-Forwarded-Proto"]; !ok {
-		h["X-Forwarded-Proto"] = []string{"http"}
-	}
 	if _, ok := h["X-Request-Id"]; !ok {
 		h["X-Request-Id"] = []string{newRequestID()}
 	}
@@ -281,12 +280,4 @@ func addForwardHeaders(out, r *http.Request) {
 	if r.ContentLength == 0 {
 		out.Body = nil
 	}
-}
-
-// requestScheme is the request's :scheme for route matching.
-func requestScheme(r *http.Request) string {
-	if r.TLS != nil {
-		return "https"
-	}
-	return "http"
 }

@@ -73,6 +73,7 @@ type conn struct {
 	filter *Filter
 	dst    netip.AddrPort // original (or local) destination
 	src    cluster.OriginalSource
+	secure bool    // the listener terminated TLS (scheme.go)
 	lim    *Limits // CodecNetHTTP
 	nh     *nhConn // CodecNetHTTP
 	// authz describes the connection for the RBAC filters (rbac.go); nil

@@ -103,6 +103,9 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	if ov != nil && *ov == (router.Overrides{}) {
 		ov = nil
 	}
+	if c.logging() {
+		out = out.WithContext(traceUpstream(out.Context(), &c.rec)) // accesslog.go
+	}
 	x := roundTripRouted(out, cl, ep, rt, ov, c.dst, c.src)
 	defer x.done()
 	if x.resp == nil {

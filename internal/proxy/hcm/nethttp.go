@@ -106,7 +106,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &unlogged
 	if len(c.filter.AccessLog) > 0 {
 		var done func()
-		w, rec, done = startStreamLog(w, r, c) // accesslog.go
+		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
 	path := r.URL.Path
@@ -149,12 +149,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tgt := rt.Pick()
-	rec.UpstreamCluster = tgt.Name
 	cl := s.clusters.Get(tgt.Name)
 	if cl == nil {
 		localReply(w, http.StatusServiceUnavailable, "NC", "")
 		return
 	}
+	rec.UpstreamCluster, rec.UpstreamStatName = tgt.Name, cl.Stats.Name
 	hash, hasHash, setCookie := requestHashHTTP(rt, r)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {

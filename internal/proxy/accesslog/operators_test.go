@@ -279,3 +279,25 @@ func TestJSONTypedValues(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseText: any format string either is refused or compiles into
+// one that formats any record without panicking; a format without '%'
+// prints itself.
+func FuzzParseText(f *testing.F) {
+	for _, s := range []string{istioText, DefaultFormat, "%START_TIME(%s.%3f)%", "%REQ(A?B):3%", "%%", "%", "%REQ(", "%ENVIRONMENT(HOME):2%", "%START_TIME(%9f%"} {
+		f.Add(s)
+	}
+	r := sampleRecord()
+	f.Fuzz(func(t *testing.T, s string) {
+		fm, err := ParseText(s)
+		if err != nil {
+			return
+		}
+		got := string(fm.Append(nil, r))
+		fm.Append(nil, &Record{})
+		fm.Append(nil, tcpRecord())
+		if !strings.Contains(s, "%") && got != s {
+			t.Errorf("%q printed %q", s, got)
+		}
+	})
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
+	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 )
 
@@ -103,6 +104,17 @@ func traceUpstream(ctx context.Context, rec *accesslog.Record) context.Context {
 	}})
 }
 
+// recordKey is the context key of a logged stream's record.
+type recordKey struct{}
+
+// logTransportFailure records, on a logged stream (ctx is its request's
+// context), the upstream transport socket's reason for err.
+func logTransportFailure(ctx context.Context, err error) {
+	if rec, ok := ctx.Value(recordKey{}).(*accesslog.Record); ok {
+		rec.TransportFailure = cluster.TransportFailureReason(err)
+	}
+}
+
 // logConnOf describes c for the access log; nil when f logs nothing.
 func logConnOf(f *Filter, c net.Conn) *accesslog.Conn {
 	if len(f.AccessLog) == 0 {
@@ -155,7 +167,7 @@ func startStreamLog(w http.ResponseWriter, r *http.Request, c *conn) (http.Respo
 	sl := &streamLog{ResponseWriter: w, rec: accesslog.Record{Start: time.Now()}}
 	body := &countingBody{ReadCloser: r.Body}
 	r.Body = body
-	r = r.WithContext(traceUpstream(r.Context(), &sl.rec))
+	r = r.WithContext(context.WithValue(traceUpstream(r.Context(), &sl.rec), recordKey{}, &sl.rec))
 	return sl, r, &sl.rec, func() {
 		rec := &sl.rec
 		rec.Duration = time.Since(rec.Start)

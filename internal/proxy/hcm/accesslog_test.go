@@ -25,12 +25,14 @@ import (
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // addrLogFormat prints the connection operators of a request, keyed by
@@ -38,7 +40,8 @@ import (
 const addrLogFormat = "%REQ(X-REQUEST-ID)% %PROTOCOL% up_local=%UPSTREAM_LOCAL_ADDRESS% up_remote=%UPSTREAM_REMOTE_ADDRESS% " +
 	"up_host=%UPSTREAM_HOST% cluster=%UPSTREAM_CLUSTER_RAW% sni=%REQUESTED_SERVER_NAME% peer=%DOWNSTREAM_PEER_URI_SAN% " +
 	"tls=%DOWNSTREAM_TLS_VERSION% remote=%DOWNSTREAM_REMOTE_ADDRESS% direct=%DOWNSTREAM_DIRECT_REMOTE_ADDRESS% " +
-	"local=%DOWNSTREAM_LOCAL_ADDRESS% direct_local=%DOWNSTREAM_DIRECT_LOCAL_ADDRESS%\n"
+	"local=%DOWNSTREAM_LOCAL_ADDRESS% direct_local=%DOWNSTREAM_DIRECT_LOCAL_ADDRESS% " +
+	"code=%RESPONSE_CODE% flags=%RESPONSE_FLAGS% tfr=%UPSTREAM_TRANSPORT_FAILURE_REASON%\n"
 
 // TestAccessLogConnectionOperators sends requests over real mutual TLS
 // to the HCM (as the listener hands it a terminated connection), through
@@ -73,7 +76,14 @@ func TestAccessLogConnectionOperators(t *testing.T) {
 
 	log := slog.New(slog.DiscardHandler)
 	cm := cluster.NewManager(log, stats.New())
-	if err := cm.AddStatic(append([]*clusterv3.Cluster{staticCluster("be", beAddr)}, h2Cluster(t, "be2", beAddr))); err != nil {
+	// tlsbe speaks TLS to the plaintext backend: its handshakes fail.
+	tlsbe := staticCluster("tlsbe", beAddr)
+	tlsAny, err := anypb.New(&tlsv3.UpstreamTlsContext{Sni: "be.demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsbe.TransportSocket = &corev3.TransportSocket{Name: tlsconf.SocketTLS, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsAny}}
+	if err := cm.AddStatic([]*clusterv3.Cluster{staticCluster("be", beAddr), h2Cluster(t, "be2", beAddr), tlsbe}); err != nil {
 		t.Fatal(err)
 	}
 	router, _ := anypb.New(&routerv3.Router{})
@@ -81,7 +91,7 @@ func TestAccessLogConnectionOperators(t *testing.T) {
 		StatPrefix: "test",
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
 			Name: "r", VirtualHosts: []*routev3.VirtualHost{{Name: "all", Domains: []string{"*"}, Routes: []*routev3.Route{
-				prefixRoute("/nowhere", "missing"), prefixRoute("/h2", "be2"), prefixRoute("/", "be")}}}}},
+				prefixRoute("/nowhere", "missing"), prefixRoute("/h2", "be2"), prefixRoute("/tls", "tlsbe"), prefixRoute("/", "be")}}}}},
 		HttpFilters: []*hcmv3.HttpFilter{{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}}},
 	}, nil)
 	if err != nil {
@@ -151,6 +161,9 @@ func TestAccessLogConnectionOperators(t *testing.T) {
 		{"HTTP/2 client, HTTP/1.1 upstream", CodecStrait, true, "/a", ""},
 		{"HTTP/2 client, HTTP/2 upstream", CodecStrait, true, "/h2", "10.9.8.7, 10.9.8.6"},
 		{"net/http codec", CodecNetHTTP, false, "/a", ""},
+		{"strait codec, upstream TLS fails", CodecStrait, false, "/tls", ""},
+		{"HTTP/2 client, upstream TLS fails", CodecStrait, true, "/tls", ""},
+		{"net/http codec, upstream TLS fails", CodecNetHTTP, false, "/tls", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := strings.NewReplacer(" ", "-", ",", "", "/", "").Replace(tc.name)
@@ -182,7 +195,14 @@ func TestAccessLogConnectionOperators(t *testing.T) {
 			line := lineFor(t, id)
 
 			upLocal, upRemote, upHost, cl := "-", "-", "-", "-"
-			if tc.path != "/nowhere" {
+			code, flags, tfr := "200", "-", "-"
+			switch tc.path {
+			case "/nowhere":
+				code, flags = "503", "NC"
+			case "/tls":
+				// Go's text where Envoy has BoringSSL's, spaces as '_'.
+				upHost, cl, code, flags, tfr = beAddr, "tlsbe", "503", "UF", "tls:_first_record_does_not_look_like_a_TLS_handshake"
+			default:
 				v, ok := seen.Load(id)
 				if !ok {
 					t.Fatal("the backend saw no request")
@@ -198,8 +218,9 @@ func TestAccessLogConnectionOperators(t *testing.T) {
 				remote = strings.TrimSpace(parts[len(parts)-1]) + ":0"
 			}
 			want := fmt.Sprintf("%s %s up_local=%s up_remote=%s up_host=%s cluster=%s sni=echo.demo.svc.cluster.local "+
-				"peer=spiffe://cluster.local/ns/demo/sa/client tls=TLSv1.3 remote=%s direct=%s local=240.240.0.1:80 direct_local=%s",
-				id, proto, upLocal, upRemote, upHost, cl, remote, clientAddr, addrs[tc.codec])
+				"peer=spiffe://cluster.local/ns/demo/sa/client tls=TLSv1.3 remote=%s direct=%s local=240.240.0.1:80 direct_local=%s "+
+				"code=%s flags=%s tfr=%s",
+				id, proto, upLocal, upRemote, upHost, cl, remote, clientAddr, addrs[tc.codec], code, flags, tfr)
 			if line != want {
 				t.Errorf("line\n  %s\nwant\n  %s", line, want)
 			}

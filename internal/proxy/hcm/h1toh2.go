@@ -118,6 +118,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 		}
 		// Part of the body may be gone: answer, then close.
 		c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
+		c.rec.TransportFailure = cluster.TransportFailureReason(x.err)
 		cl.Stats.AddResponse(f.code)
 		if f.code != 0 {
 			c.writeLocal(f.code, f.flags, f.body, false)

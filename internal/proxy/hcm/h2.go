@@ -337,6 +337,7 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 			return
 		}
 		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
+		logTransportFailure(r.Context(), x.err) // accesslog.go
 		cl.Stats.AddResponse(f.code)
 		streamLocalReply(w, r, f.code, f.flags, f.body)
 		return

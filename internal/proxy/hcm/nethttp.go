@@ -195,6 +195,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *conn, cl *cl
 			f.flags += ",URX"
 		}
 		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
+		logTransportFailure(r.Context(), x.err) // accesslog.go
 		cl.Stats.AddResponse(f.code)
 		localReply(w, f.code, f.flags, f.body)
 		return

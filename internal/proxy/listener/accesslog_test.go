@@ -16,13 +16,19 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	origdstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	netrbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
 )
@@ -117,5 +123,72 @@ func TestAccessLogTLSPassthrough(t *testing.T) {
 	}
 	if strings.Count(string(data), "\n") != 1 {
 		t.Errorf("%d lines, want 1", strings.Count(string(data), "\n"))
+	}
+}
+
+// TestAccessLogRBACDenied: a connection the network RBAC filter denies
+// still leaves the tcp_proxy's line, with Envoy's termination details
+// naming the policy (none when an ALLOW policy matched nothing) and no
+// cluster or upstream; a connection it lets through has none.
+func TestAccessLogRBACDenied(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	st := stats.New()
+	cm := cluster.NewManager(log, st)
+	if err := cm.AddStatic([]*clusterv3.Cluster{staticCluster("be", nameServer(t, "be"))}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "access.log")
+	files := accesslog.NewFiles(accesslog.FilesOptions{FlushInterval: time.Hour})
+	defer files.Close()
+	od := &fakeOrigDst{}
+	m := NewManager(Options{Logger: log, Stats: st, Routes: route.NewStore(), Clusters: cm, OriginalDst: od.get, Workers: 2, AccessLogs: files})
+	t.Cleanup(m.Close)
+	fl, err := anypb.New(&filev3.FileAccessLog{Path: path, AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
+		Format: &corev3.SubstitutionFormatString_TextFormat{TextFormat: "%DOWNSTREAM_LOCAL_ADDRESS% %CONNECTION_TERMINATION_DETAILS% %RESPONSE_FLAGS% %UPSTREAM_CLUSTER% %UPSTREAM_HOST% %BYTES_RECEIVED%\n"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := func(port uint32, rules *rbacv3.RBAC) *listenerv3.FilterChain {
+		tp, err := anypb.New(&tcpv3.TcpProxy{StatPrefix: "be", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "be"},
+			AccessLog: []*accesslogv3.AccessLog{{Name: accesslog.FileLoggerName, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: fl}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &listenerv3.FilterChain{FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(port)}, Filters: []*listenerv3.Filter{
+			networkRBAC(t, &netrbacv3.RBAC{StatPrefix: "tcp.", Rules: rules}),
+			{Name: "envoy.filters.network.tcp_proxy", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tp}}}}
+	}
+	allowNobody := &rbacv3.RBAC{Action: rbacv3.RBAC_ALLOW, Policies: map[string]*rbacv3.Policy{"ns[demo]-policy[only-9]-rule[0]": {
+		Permissions: []*rbacv3.Permission{{Rule: &rbacv3.Permission_DestinationPort{DestinationPort: 9}}},
+		Principals:  []*rbacv3.Principal{{Identifier: &rbacv3.Principal_Any{Any: true}}},
+	}}}
+	odAny, _ := anypb.New(&origdstv3.OriginalDst{})
+	if _, err := m.ApplyLDS("1", []*listenerv3.Listener{{Name: "virtualInbound", Address: addr("127.0.0.1:0"),
+		ListenerFilters: []*listenerv3.ListenerFilter{{Name: "envoy.filters.listener.original_dst",
+			ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: odAny}}},
+		FilterChains: []*listenerv3.FilterChain{chain(9001, denyPort(9001)), chain(9002, allowNobody), chain(9003, denyPort(9001))},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := m.Addr("virtualInbound")
+	for _, tc := range []struct{ dst, want string }{
+		{"10.0.0.1:9001", "10.0.0.1:9001 rbac_access_denied_matched_policy[p] - - - 0"},
+		{"10.0.0.1:9002", "10.0.0.1:9002 rbac_access_denied_matched_policy[none] - - - 0"},
+		{"10.0.0.1:9003", "10.0.0.1:9003 - - be "},
+	} {
+		os.Truncate(path, 0)
+		od.set(tc.dst)
+		dialLine(t, in.String())
+		var got string
+		deadline := time.Now().Add(10 * time.Second)
+		for got == "" && time.Now().Before(deadline) {
+			files.Flush()
+			data, _ := os.ReadFile(path)
+			got = string(data)
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !strings.HasPrefix(got, tc.want) || strings.Count(got, "\n") != 1 {
+			t.Errorf("to %s: %q, want one line starting %q", tc.dst, got, tc.want)
+		}
 	}
 }

@@ -272,6 +272,19 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 	}
 }
 
+// LogDenied logs a connection that a network filter before tcp_proxy (the
+// network RBAC filter) closed, accepted at start, with the filter's
+// termination details: Envoy's tcp_proxy logs such a connection when it
+// ends, without a cluster or upstream.
+func (f *Filter) LogDenied(c net.Conn, dst netip.AddrPort, start time.Time, details string) {
+	if len(f.AccessLog) == 0 {
+		return
+	}
+	conn := accesslog.ConnOf(c)
+	f.AccessLog.Log(&accesslog.Record{Start: start, Duration: time.Since(start), DownstreamLocal: dst,
+		DownstreamRemote: conn.DirectRemote, Conn: conn, TerminationDetails: details})
+}
+
 // addrPort is a net.Addr's address and port (zero when it has none).
 func addrPort(a net.Addr) netip.AddrPort {
 	if ta, ok := a.(*net.TCPAddr); ok {

@@ -78,6 +78,11 @@ func TestParseRefusesByName(t *testing.T) {
 		{"enableEnvoyAccessLogService: true", "enableEnvoyAccessLogService: not supported by Strait yet"},
 		{"accessLogFormat: '%PROTOCOL%'", "accessLogFile: is empty"},
 		{"accessLogFile: /dev/stdout\naccessLogFormat: '%UPSTREAM_PEER%'", "accessLogFormat: command operator %UPSTREAM_PEER% is not supported by strait-proxy"},
+		// An Envoy operator strait-proxy does not fill is refused by straitd
+		// too, naming it, in either encoding.
+		{"accessLogFile: /dev/stdout\naccessLogFormat: '%START_TIME% %UPSTREAM_REQUEST_ATTEMPT_COUNT%'", "accessLogFormat: command operator %UPSTREAM_REQUEST_ATTEMPT_COUNT% is not supported by strait-proxy"},
+		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: '{\"md\": \"%DYNAMIC_METADATA(istio.mixer)%\"}'", `accessLogFormat: json_format "md": command operator %DYNAMIC_METADATA% is not supported by strait-proxy`},
+		{"accessLogFile: /dev/stdout\naccessLogFormat: '%START_TIME(%Ez)%'", "accessLogFormat: command operator %START_TIME(%Ez)%: time format"},
 		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: 'not json'", "accessLogFormat: not a JSON object"},
 		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: '{\"a\": {\"b\": \"%PROTOCOL%\"}}'", `accessLogFormat: json_format "a": only string values`},
 		{"enableTracing: true", "enableTracing: not supported by Strait yet"},
@@ -221,6 +226,10 @@ func TestAccessLog(t *testing.T) {
 	c, err = Parse([]byte("accessLogFile: /tmp/a.log\naccessLogFormat: '%RESPONSE_CODE% %RESPONSE_FLAGS%'\n"))
 	if err != nil || c.AccessLog.Text != "%RESPONSE_CODE% %RESPONSE_FLAGS%\n" {
 		t.Fatalf("custom text: %+v %v", c.AccessLog, err)
+	}
+	c, err = Parse([]byte("accessLogFile: /tmp/a.log\naccessLogFormat: '%START_TIME(%s.%3f)% %DOWNSTREAM_PEER_URI_SAN% %UPSTREAM_LOCAL_PORT% %REQ(USER-AGENT):10%'\n"))
+	if err != nil {
+		t.Fatalf("operators strait-proxy fills: %v", err)
 	}
 	c, err = Parse([]byte("accessLogFile: /dev/stdout\naccessLogEncoding: JSON\n"))
 	if err != nil || !c.AccessLog.JSON || c.AccessLog.JSONFormat.GetFields()["response_flags"].GetStringValue() != "%RESPONSE_FLAGS%" || len(c.AccessLog.JSONFormat.GetFields()) != 24 {

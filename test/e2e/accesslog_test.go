@@ -95,11 +95,12 @@ func TestAccessLog(t *testing.T) {
 		code          int
 		// want matches the client sidecar's line (Istio's default text
 		// format: method, path, protocol, code, flags, details, then the
-		// upstream host and cluster).
+		// upstream host, cluster and local address: "-" when no upstream
+		// connection was made).
 		want string
 	}{
 		{"200 through both sidecars", "http://240.240.10.1/ok", "log-ok", 200,
-			`^\[[0-9T:.-]+Z\] "GET /ok HTTP/1\.1" 200 - via_upstream - "-" 0 \d+ \d+ - "-" "Go-http-client/1\.1" "log-ok" "240\.240\.10\.1" "[0-9.]+:8080" outbound\|80\|\|echo\.log\.svc\.cluster\.local - 240\.240\.10\.1:80 [0-9.]+:\d+ - `},
+			`^\[[0-9T:.-]+Z\] "GET /ok HTTP/1\.1" 200 - via_upstream - "-" 0 \d+ \d+ - "-" "Go-http-client/1\.1" "log-ok" "240\.240\.10\.1" "[0-9.]+:8080" outbound\|80\|\|echo\.log\.svc\.cluster\.local [0-9.]+:\d+ 240\.240\.10\.1:80 [0-9.]+:\d+ - `},
 		{"NR: no route", "http://240.240.10.1/nope", "log-nr", 404,
 			`"GET /nope HTTP/1\.1" 404 NR route_not_found - "-" 0 0 \d+ - .* "-" - - 240\.240\.10\.1:80 `},
 		{"UH: no endpoint", "http://240.240.10.2/", "log-uh", 503,

@@ -142,9 +142,10 @@ func TestOperatorEdges(t *testing.T) {
 	for format, want := range map[string]string{
 		"%REQ(THREE):3%":     "abc", // exactly the limit: kept whole
 		"%REQ(THREE):2%":     "ab",
-		"%REQ(EMPTY)%":       "-",
-		"%REQ(EMPTY?THREE)%": "-", // present (if empty): not the alternative
-		"%RESP(:METHOD)%":    "-", // pseudo-headers are the request's
+		"%REQ(THREE):0%":     "",
+		"%REQ(EMPTY)%":       "",  // present, empty: printed empty, as Envoy does
+		"%REQ(EMPTY?THREE)%": "",  // present (if empty): not the alternative
+		"%RESP(:STATUS)%":    "-", // no response
 		"%START_TIME()%":     r.Start.UTC().Format(startTimeLayout),
 	} {
 		f, err := ParseText(format)
@@ -156,11 +157,10 @@ func TestOperatorEdges(t *testing.T) {
 		}
 	}
 	for format, want := range map[string]string{
-		"%REQ()%":          "needs a header name",
-		"%REQ(a):0%":       "is not a length",
-		"%REQ(a)3%":        "is not a length",
-		"%START_TIME():3%": "a length limit is only supported on REQ and RESP",
-		"%REQ)(%":          "unbalanced parentheses",
+		"%REQ()%":          "needs an argument",
+		"%REQ(a)3%":        "is not closed by %",
+		"%START_TIME():3%": "a length limit (:3) is not allowed",
+		"%REQ)(%":          "is not closed by %",
 	} {
 		if _, err := ParseText(format); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", format, err, want)

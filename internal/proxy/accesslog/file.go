@@ -107,6 +107,15 @@ func (fs *Files) Open(path string) (*File, error) {
 	return f, nil
 }
 
+// Flush writes every file's buffer out now.
+func (fs *Files) Flush() {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, f := range fs.files {
+		f.Flush()
+	}
+}
+
 // Close flushes and closes every file.
 func (fs *Files) Close() error {
 	fs.cancel()

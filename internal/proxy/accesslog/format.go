@@ -16,82 +16,19 @@ const DefaultFormat = "[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PAT
 	"%RESPONSE_CODE% %RESPONSE_FLAGS% %BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% " +
 	"\"%REQ(X-FORWARDED-FOR)%\" \"%REQ(USER-AGENT)%\" \"%REQ(X-REQUEST-ID)%\" \"%REQ(:AUTHORITY)%\" \"%UPSTREAM_HOST%\"\n"
 
-// startTimeLayout is Envoy's default %START_TIME% (ISO 8601, UTC, ms).
-const startTimeLayout = "2006-01-02T15:04:05.000Z"
-
-// op is one command operator.
-type op uint8
-
-const (
-	opLiteral op = iota
-	opStartTime
-	opReq
-	opResp
-	opProtocol
-	opResponseCode
-	opResponseFlags
-	opResponseCodeDetails
-	opConnectionTerminationDetails
-	opUpstreamTransportFailureReason
-	opBytesReceived
-	opBytesSent
-	opDuration
-	opUpstreamHost
-	opUpstreamCluster
-	opUpstreamLocalAddress
-	opDownstreamLocalAddress
-	opDownstreamLocalAddressWithoutPort
-	opDownstreamRemoteAddress
-	opDownstreamRemoteAddressWithoutPort
-	opRequestedServerName
-	opRouteName
-)
-
-// operators are the command operators strait-proxy fills (those of
-// Istio's default text and JSON formats and a few of their kin); any
-// other is refused by name when the config is loaded.
-var operators = map[string]op{
-	"START_TIME":                             opStartTime,
-	"REQ":                                    opReq,
-	"RESP":                                   opResp,
-	"PROTOCOL":                               opProtocol,
-	"RESPONSE_CODE":                          opResponseCode,
-	"RESPONSE_FLAGS":                         opResponseFlags,
-	"RESPONSE_CODE_DETAILS":                  opResponseCodeDetails,
-	"CONNECTION_TERMINATION_DETAILS":         opConnectionTerminationDetails,
-	"UPSTREAM_TRANSPORT_FAILURE_REASON":      opUpstreamTransportFailureReason,
-	"BYTES_RECEIVED":                         opBytesReceived,
-	"BYTES_SENT":                             opBytesSent,
-	"DURATION":                               opDuration,
-	"UPSTREAM_HOST":                          opUpstreamHost,
-	"UPSTREAM_CLUSTER":                       opUpstreamCluster,
-	"UPSTREAM_CLUSTER_RAW":                   opUpstreamCluster,
-	"UPSTREAM_LOCAL_ADDRESS":                 opUpstreamLocalAddress,
-	"DOWNSTREAM_LOCAL_ADDRESS":               opDownstreamLocalAddress,
-	"DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT":  opDownstreamLocalAddressWithoutPort,
-	"DOWNSTREAM_REMOTE_ADDRESS":              opDownstreamRemoteAddress,
-	"DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT": opDownstreamRemoteAddressWithoutPort,
-	"REQUESTED_SERVER_NAME":                  opRequestedServerName,
-	"ROUTE_NAME":                             opRouteName,
-}
-
-// numeric operators are JSON numbers when they are a value's only content.
-func (o op) numeric() bool {
-	switch o {
-	case opResponseCode, opBytesReceived, opBytesSent, opDuration:
-		return true
-	}
-	return false
-}
-
-// segment is a literal or an operator with its header names (REQ/RESP:
-// the main and the alternative, lower case) and truncation (0: none).
+// segment is a literal or an operator with what its argument said:
+// REQ/RESP's header names (the main and the alternative, lower case), a
+// time format, the address part, a length limit.
 type segment struct {
-	op       op
-	literal  string
-	main     string
-	alt      string
-	maxBytes int
+	op          op
+	part        addrPart
+	literal     string // opLiteral, and opConst's value
+	hasConst    bool   // opConst: the value is set (else "-")
+	main, alt   string
+	time        timeFormat
+	hasLength   bool
+	maxBytes    int
+	allowSpaces bool // RESPONSE_CODE_DETAILS(ALLOW_WHITESPACES)
 }
 
 // text is a compiled format string.
@@ -158,84 +95,135 @@ func parseText(s string) (text, error) {
 			i += 2
 			continue
 		}
-		end := operatorEnd(s, i+1)
-		if end < 0 {
-			return nil, fmt.Errorf("format %q: unterminated command operator at byte %d (write %%%% for a literal %%)", s, i)
+		name, arg, hasArg, length, n, err := scanOperator(s[i:])
+		if err != nil {
+			return nil, fmt.Errorf("format %q at byte %d: %w", s, i, err)
 		}
-		seg, err := parseOperator(s[i+1 : end])
+		seg, err := parseOperator(name, arg, hasArg, length)
 		if err != nil {
 			return nil, err
 		}
 		flush()
 		out = append(out, seg)
-		i = end + 1
+		i += n
 	}
 	flush()
 	return out, nil
 }
 
-// operatorEnd finds the '%' that closes the operator starting at from,
-// skipping parentheses (a header name may hold no '%', but be strict).
-func operatorEnd(s string, from int) int {
-	depth := 0
-	for j := from; j < len(s); j++ {
-		switch s[j] {
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case '%':
-			if depth == 0 {
-				return j
-			}
-		}
+// scanOperator reads a command operator at the start of s as Envoy's
+// SubstitutionFormatParser does (%NAME(ARG):LENGTH%: NAME of [A-Z0-9_],
+// ARG without ')', LENGTH digits) and returns its parts and length.
+func scanOperator(s string) (name, arg string, hasArg bool, length string, n int, err error) {
+	bad := func(why string) (string, string, bool, string, int, error) {
+		return "", "", false, "", 0, fmt.Errorf("%s (an operator is %%NAME%%, %%NAME(ARG)%% or %%NAME(ARG):N%%; write %%%% for a literal %%)", why)
 	}
-	return -1
+	i := 1
+	for i < len(s) && (s[i] >= 'A' && s[i] <= 'Z' || s[i] >= '0' && s[i] <= '9' || s[i] == '_') {
+		i++
+	}
+	if i == 1 {
+		return bad("no command operator after %")
+	}
+	name = s[1:i]
+	if i < len(s) && s[i] == '(' {
+		j := strings.IndexByte(s[i:], ')')
+		if j < 0 {
+			return bad(fmt.Sprintf("%%%s( has no closing parenthesis", name))
+		}
+		arg, hasArg = s[i+1:i+j], true
+		i += j + 1
+	}
+	if i < len(s) && s[i] == ':' {
+		j := i + 1
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		if j == i+1 {
+			return bad(fmt.Sprintf("%%%s: a length must be digits", name))
+		}
+		length = s[i+1 : j]
+		i = j
+	}
+	if i >= len(s) || s[i] != '%' {
+		return bad(fmt.Sprintf("command operator %%%s is not closed by %%", name))
+	}
+	return name, arg, hasArg, length, i + 1, nil
 }
 
-// parseOperator reads NAME, NAME(ARG) or NAME(ARG):MAX.
-func parseOperator(body string) (segment, error) {
-	name, arg, hasArg := body, "", false
-	var maxBytes int
-	if i := strings.IndexByte(body, '('); i >= 0 {
-		j := strings.LastIndexByte(body, ')')
-		if j < i {
-			return segment{}, fmt.Errorf("command operator %%%s%%: unbalanced parentheses", body)
-		}
-		name, arg, hasArg = body[:i], body[i+1:j], true
-		if rest := body[j+1:]; rest != "" {
-			n, err := strconv.Atoi(strings.TrimPrefix(rest, ":"))
-			if !strings.HasPrefix(rest, ":") || err != nil || n <= 0 {
-				return segment{}, fmt.Errorf("command operator %%%s%%: %q is not a length (want :N)", body, rest)
-			}
-			maxBytes = n
-		}
-	}
-	o, ok := operators[name]
+// parseOperator checks an operator's syntax as Envoy's
+// CommandSyntaxChecker does and compiles it; an Envoy operator
+// strait-proxy does not fill is an error naming it.
+func parseOperator(name, arg string, hasArg bool, length string) (segment, error) {
+	spec, ok := operators[name]
 	if !ok {
-		return segment{}, fmt.Errorf("command operator %%%s%% is not supported by strait-proxy (supported: %s)", name, supportedList())
+		if what, envoy := notImplemented[name]; envoy {
+			return segment{}, fmt.Errorf("command operator %%%s%% is not supported by strait-proxy (it does not record %s); remove it from the format", name, what)
+		}
+		return segment{}, fmt.Errorf("command operator %%%s%% is not supported by strait-proxy: not an Envoy command operator it knows (supported: %s)", name, supportedList())
 	}
-	seg := segment{op: o, maxBytes: maxBytes}
-	switch o {
+	seg := segment{op: spec.op, part: spec.part}
+	switch {
+	case spec.arg == argNone && hasArg:
+		return segment{}, fmt.Errorf("command operator %%%s%% takes no argument: write %%%s%%", name, name)
+	case spec.arg == argRequired && arg == "":
+		return segment{}, fmt.Errorf("command operator %%%s%% needs an argument: %%%s(...)%%", name, name)
+	}
+	if length != "" {
+		if !spec.length {
+			return segment{}, fmt.Errorf("command operator %%%s%%: a length limit (:%s) is not allowed on it", name, length)
+		}
+		n, err := strconv.Atoi(length)
+		if err != nil {
+			return segment{}, fmt.Errorf("command operator %%%s%%: length %q is not a number", name, length)
+		}
+		seg.hasLength, seg.maxBytes = true, n
+	}
+	switch spec.op {
 	case opReq, opResp:
-		if !hasArg || arg == "" {
-			return segment{}, fmt.Errorf("command operator %%%s%% needs a header name: %%%s(NAME)%%", name, name)
-		}
 		main, alt, _ := strings.Cut(arg, "?")
+		if strings.Contains(alt, "?") {
+			return segment{}, fmt.Errorf("command operator %%%s(%s)%%: more than one alternative header", name, arg)
+		}
 		seg.main, seg.alt = strings.ToLower(main), strings.ToLower(alt)
-	case opStartTime:
-		if hasArg && arg != "" {
-			return segment{}, fmt.Errorf("command operator %%START_TIME(%s)%%: a custom time format is not supported by strait-proxy (use %%START_TIME%%)", arg)
+		for _, h := range []string{seg.main, seg.alt} {
+			if err := checkPseudoHeader(name, h, spec.op == opReq); err != nil {
+				return segment{}, err
+			}
 		}
-	default:
-		if hasArg {
-			return segment{}, fmt.Errorf("command operator %%%s%% takes no argument", name)
+	case opStartTime, opEmitTime, opPeerCertVStart, opPeerCertVEnd:
+		tf, err := parseTimeFormat(arg)
+		if err != nil {
+			return segment{}, fmt.Errorf("command operator %%%s(%s)%%: %w", name, arg, err)
 		}
-	}
-	if maxBytes > 0 && o != opReq && o != opResp {
-		return segment{}, fmt.Errorf("command operator %%%s%%: a length limit is only supported on REQ and RESP", name)
+		seg.time = tf
+	case opResponseCodeDetails:
+		if hasArg && arg != "ALLOW_WHITESPACES" {
+			return segment{}, fmt.Errorf("command operator %%%s(%s)%%: the only argument is ALLOW_WHITESPACES", name, arg)
+		}
+		seg.allowSpaces = arg == "ALLOW_WHITESPACES"
+	case opConst:
+		if err := constValue(name, arg, &seg); err != nil {
+			return segment{}, err
+		}
 	}
 	return seg, nil
+}
+
+// checkPseudoHeader refuses the pseudo-headers strait-proxy does not
+// record: a request's :method, :path and :authority and a response's
+// :status are known.
+func checkPseudoHeader(op, h string, request bool) error {
+	if h == "" || h[0] != ':' {
+		return nil
+	}
+	switch {
+	case request && (h == ":method" || h == ":path" || h == ":authority"):
+		return nil
+	case !request && h == ":status":
+		return nil
+	}
+	return fmt.Errorf("command operator %%%s%%: pseudo-header %s is not recorded by strait-proxy (known: :method, :path, :authority for REQ; :status for RESP)", op, h)
 }
 
 func supportedList() string {
@@ -267,7 +255,7 @@ func (f *Format) Append(b []byte, r *Record) []byte {
 			switch {
 			case !ok:
 				b = append(b, "null"...)
-			case t[0].op.numeric():
+			case t[0].numeric():
 				b = append(b, v...)
 			default:
 				b = appendJSONString(b, string(v))
@@ -293,91 +281,6 @@ func (t text) append(b []byte, r *Record) []byte {
 		b = append(b, v...)
 	}
 	return b
-}
-
-// value appends the operator's value for r to dst[:0] and returns it,
-// or false when the value is unavailable (Envoy prints "-").
-func (s *segment) value(dst []byte, r *Record) ([]byte, bool) {
-	str := func(v string) ([]byte, bool) {
-		if v == "" {
-			return nil, false
-		}
-		return append(dst, v...), true
-	}
-	switch s.op {
-	case opStartTime:
-		return r.Start.UTC().AppendFormat(dst, startTimeLayout), true
-	case opReq, opResp:
-		h := r.Request
-		if s.op == opResp {
-			h = r.Response
-		}
-		v, ok := r.header(h, s.main, s.op == opReq)
-		if !ok && s.alt != "" {
-			v, ok = r.header(h, s.alt, s.op == opReq)
-		}
-		if !ok || v == "" {
-			return nil, false
-		}
-		if s.maxBytes > 0 && len(v) > s.maxBytes {
-			v = v[:s.maxBytes]
-		}
-		return append(dst, v...), true
-	case opProtocol:
-		return str(r.Protocol)
-	case opResponseCode:
-		return strconv.AppendInt(dst, int64(r.Code), 10), true
-	case opResponseFlags:
-		// "-" is the value itself when there are none (a string in JSON,
-		// as Envoy's ResponseFlagUtils prints it).
-		if r.Flags == "" {
-			return append(dst, '-'), true
-		}
-		return append(dst, r.Flags...), true
-	case opResponseCodeDetails:
-		return str(r.Details)
-	case opConnectionTerminationDetails:
-		return str(r.TerminationDetails)
-	case opUpstreamTransportFailureReason:
-		return str(r.TransportFailure)
-	case opBytesReceived:
-		return strconv.AppendInt(dst, r.BytesReceived, 10), true
-	case opBytesSent:
-		return strconv.AppendInt(dst, r.BytesSent, 10), true
-	case opDuration:
-		return strconv.AppendInt(dst, r.Duration.Milliseconds(), 10), true
-	case opUpstreamHost:
-		return str(r.UpstreamHost)
-	case opUpstreamCluster:
-		return str(r.UpstreamCluster)
-	case opUpstreamLocalAddress:
-		return str(r.UpstreamLocal)
-	case opDownstreamLocalAddress:
-		if !r.DownstreamLocal.IsValid() {
-			return nil, false
-		}
-		return r.DownstreamLocal.AppendTo(dst), true
-	case opDownstreamLocalAddressWithoutPort:
-		if !r.DownstreamLocal.IsValid() {
-			return nil, false
-		}
-		return r.DownstreamLocal.Addr().AppendTo(dst), true
-	case opDownstreamRemoteAddress:
-		if !r.DownstreamRemote.IsValid() {
-			return nil, false
-		}
-		return r.DownstreamRemote.AppendTo(dst), true
-	case opDownstreamRemoteAddressWithoutPort:
-		if !r.DownstreamRemote.IsValid() {
-			return nil, false
-		}
-		return r.DownstreamRemote.Addr().AppendTo(dst), true
-	case opRequestedServerName:
-		return str(r.SNI)
-	case opRouteName:
-		return str(r.RouteName)
-	}
-	return nil, false
 }
 
 func appendJSONString(b []byte, s string) []byte {

@@ -7,8 +7,11 @@
 package accesslog
 
 import (
+	"crypto/tls"
+	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -39,6 +42,7 @@ func (h HTTPHeader) Lookup(name string) (string, bool) {
 
 // Record is what one request (or TCP connection) leaves in the log.
 // Strings may alias connection buffers: format it before they are reused.
+// A zero field is one Envoy has no value for (it prints "-").
 type Record struct {
 	Start    time.Time
 	Duration time.Duration
@@ -59,25 +63,107 @@ type Record struct {
 	TransportFailure   string
 	// Body bytes received from and sent to the downstream (HTTP), or all
 	// bytes (TCP).
-	BytesReceived, BytesSent      int64
-	UpstreamHost, UpstreamCluster string
-	UpstreamLocal                 string
-	DownstreamLocal               netip.AddrPort
-	DownstreamRemote              netip.AddrPort
-	SNI, RouteName                string
+	BytesReceived, BytesSent int64
+	// UpstreamHost is the endpoint picked ("ip:port").
+	UpstreamHost string
+	// UpstreamCluster is the cluster's name, set once the cluster is found
+	// (an unknown cluster, NC, has none, as in Envoy); UpstreamStatName is
+	// its observability name (alt_stat_name; empty: the name).
+	UpstreamCluster, UpstreamStatName string
+	// UpstreamLocal and UpstreamRemote are the addresses of the upstream
+	// connection the request (or TCP stream) went over; zero when none
+	// was made.
+	UpstreamLocal, UpstreamRemote netip.AddrPort
+	// DownstreamLocal is the connection's (original) destination;
+	// DownstreamRemote its peer, or for HTTP the last x-forwarded-for
+	// address (port 0) as Envoy's HCM takes it with use_remote_address
+	// false.
+	DownstreamLocal  netip.AddrPort
+	DownstreamRemote netip.AddrPort
+	// Conn is the downstream connection (nil: unknown): its socket
+	// addresses, SNI and TLS state.
+	Conn      *Conn
+	RouteName string
 }
 
-// header looks a header up, mapping the HTTP/2 pseudo-headers of a
-// request to its fields.
+// Conn is what the log reads of a downstream connection. Computed once
+// per connection (ConnOf); read-only after.
+type Conn struct {
+	// DirectLocal and DirectRemote are the socket's own addresses.
+	DirectLocal, DirectRemote netip.AddrPort
+	// SNI is the server name the client asked for: from the TLS handshake
+	// when the proxy terminated TLS, else from the tls_inspector.
+	SNI string
+	// TLS is the terminated TLS connection's state (nil: plaintext, or
+	// TLS passed through).
+	TLS *tls.ConnectionState
+}
+
+// ServerNamer is a connection that knows the SNI of a ClientHello it
+// read without terminating TLS (the listener's tls_inspector).
+type ServerNamer interface {
+	RequestedServerName() string
+}
+
+// ConnOf describes c, looking through wrappers that expose NetConn (as
+// crypto/tls and the proxy's replaying connections do) for a *tls.Conn
+// and a ServerNamer.
+func ConnOf(c net.Conn) *Conn {
+	out := &Conn{DirectLocal: addrPortOf(c.LocalAddr()), DirectRemote: addrPortOf(c.RemoteAddr())}
+	for c != nil {
+		if tc, ok := c.(*tls.Conn); ok && out.TLS == nil {
+			st := tc.ConnectionState()
+			out.TLS = &st
+			if out.SNI == "" {
+				out.SNI = st.ServerName
+			}
+		}
+		if sn, ok := c.(ServerNamer); ok && out.SNI == "" {
+			out.SNI = sn.RequestedServerName()
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = u.NetConn()
+	}
+	return out
+}
+
+// addrPortOf is a's address and port, IPv4-mapped addresses unmapped;
+// zero when a is not an IP address.
+func addrPortOf(a net.Addr) netip.AddrPort {
+	var ap netip.AddrPort
+	switch a := a.(type) {
+	case nil:
+		return ap
+	case *net.TCPAddr:
+		ap = a.AddrPort()
+	default:
+		ap, _ = netip.ParseAddrPort(a.String())
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// AddrPortOf is addrPortOf for the proxy's filters (the upstream
+// connection's addresses).
+func AddrPortOf(a net.Addr) netip.AddrPort { return addrPortOf(a) }
+
+// header looks a header up, mapping the pseudo-headers to the record's
+// fields: a request's :method, :path and :authority, a response's
+// :status. A header present with an empty value is found (Envoy prints
+// it empty, not "-").
 func (r *Record) header(h Headers, name string, request bool) (string, bool) {
-	if request && len(name) > 0 && name[0] == ':' {
-		switch name {
-		case ":method":
+	if len(name) > 0 && name[0] == ':' {
+		switch {
+		case request && name == ":method":
 			return r.Method, r.Method != ""
-		case ":path":
+		case request && name == ":path":
 			return r.Path, r.Path != ""
-		case ":authority":
+		case request && name == ":authority":
 			return r.Authority, r.Authority != ""
+		case !request && name == ":status" && r.Code != 0:
+			return strconv.Itoa(r.Code), true
 		}
 		return "", false
 	}

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"time"
 
@@ -36,9 +38,10 @@ type h2Pool struct {
 	maxRequests uint32
 	maxAge      time.Duration
 
-	mu      sync.Mutex // guards conns, keys, dialing and life
+	mu      sync.Mutex // guards conns, keys, nconns, dialing and life
 	conns   map[h2Key][]*http2.ClientConn
 	keys    map[*http2.ClientConn]h2Key
+	nconns  map[*http2.ClientConn]net.Conn // for httptrace's GotConn
 	dialing map[h2Key]*h2Dial
 	life    map[*http2.ClientConn]*h2Life // only with maxRequests or maxAge
 }
@@ -73,6 +76,7 @@ func newH2Pool(c *Cluster, s HTTP2Settings) *h2Pool {
 		maxAge:      s.MaxConnectionDuration,
 		conns:       map[h2Key][]*http2.ClientConn{},
 		keys:        map[*http2.ClientConn]h2Key{},
+		nconns:      map[*http2.ClientConn]net.Conn{},
 		dialing:     map[h2Key]*h2Dial{},
 		life:        map[*http2.ClientConn]*h2Life{},
 	}
@@ -123,8 +127,27 @@ func (p *h2Pool) roundTrip(req *http.Request, ep Endpoint) (*http.Response, erro
 	return p.t.RoundTrip(req)
 }
 
-// GetClientConn returns a connection with a stream reserved for req.
+// GetClientConn returns a connection with a stream reserved for req,
+// and tells req's httptrace.ClientTrace (GotConn) which connection it
+// is, as net/http's Transport does (the access log's upstream
+// addresses).
 func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientConn, error) {
+	cc, err := p.getClientConn(req, addr)
+	if err != nil {
+		return nil, err
+	}
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.GotConn != nil {
+		p.mu.Lock()
+		nc := p.nconns[cc]
+		p.mu.Unlock()
+		if nc != nil {
+			trace.GotConn(httptrace.GotConnInfo{Conn: nc})
+		}
+	}
+	return cc, nil
+}
+
+func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientConn, error) {
 	key := h2Key{addr: addr}
 	key.src, _ = req.Context().Value(sourceKey{}).(connOwner)
 	for {
@@ -242,6 +265,7 @@ func (p *h2Pool) dial(ctx context.Context, key h2Key, d *h2Dial) {
 	if err == nil {
 		p.conns[key] = append(p.conns[key], cc)
 		p.keys[cc] = key
+		p.nconns[cc] = nc
 		if p.maxRequests > 0 || p.maxAge > 0 {
 			l := &h2Life{}
 			if p.maxAge > 0 {
@@ -267,6 +291,7 @@ func (p *h2Pool) MarkDead(cc *http2.ClientConn) {
 		return
 	}
 	delete(p.keys, cc)
+	delete(p.nconns, cc)
 	delete(p.life, cc)
 	p.c.breaker.releaseConn() // its max_connections slot, taken by GetClientConn
 	list := p.conns[key]

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -81,10 +82,34 @@ func (c *Cluster) secure(ctx context.Context, ep Endpoint, conn net.Conn) (net.C
 	if err != nil {
 		c.Stats.SSL.ConnectionError.Add(1)
 		c.Stats.CxConnectFail.Add(1)
-		return nil, fmt.Errorf("cluster %s: tls handshake with %s: %w", c.Name, conn.RemoteAddr(), err)
+		return nil, &TransportError{Cluster: c.Name, Addr: conn.RemoteAddr().String(), Err: err}
 	}
 	c.Stats.SSL.Handshake.Add(1)
 	return tc, nil
+}
+
+// TransportError is an upstream connection that failed in its transport
+// socket (the TLS handshake): the access log's
+// %UPSTREAM_TRANSPORT_FAILURE_REASON% is Err's text.
+type TransportError struct {
+	Cluster, Addr string
+	Err           error
+}
+
+func (e *TransportError) Error() string {
+	return fmt.Sprintf("cluster %s: tls handshake with %s: %v", e.Cluster, e.Addr, e.Err)
+}
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// TransportFailureReason is the transport socket's reason when err is
+// (or wraps) a TransportError; empty otherwise.
+func TransportFailureReason(err error) string {
+	var te *TransportError
+	if errors.As(err, &te) && te.Err != nil {
+		return te.Err.Error()
+	}
+	return ""
 }
 
 // transportSocketMatchKey is the endpoint metadata namespace that

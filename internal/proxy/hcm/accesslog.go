@@ -7,13 +7,16 @@ package hcm
 // field stores.
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
+	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 )
 
@@ -52,7 +55,11 @@ func (c *h1conn) endLog() {
 		r.Details = accesslog.DetailsFor(r.Flags)
 	}
 	r.DownstreamLocal = c.dst
-	r.DownstreamRemote = c.remoteAddr()
+	if c.logConn == nil {
+		c.logConn = accesslog.ConnOf(c.tracked)
+	}
+	r.Conn = c.logConn
+	r.DownstreamRemote = downstreamRemote(r.Request, c.remoteAddr())
 	c.filter.AccessLog.Log(r)
 	c.rec = accesslog.Record{} // drop the references to the buffers
 }
@@ -63,6 +70,57 @@ func (c *h1conn) remoteAddr() netip.AddrPort {
 		c.remote = addrPortOf(c.tracked.RemoteAddr())
 	}
 	return c.remote
+}
+
+// downstreamRemote is the downstream address Envoy's HCM logs with
+// use_remote_address false (the only mode strait-proxy runs): the last
+// x-forwarded-for address, with port 0, when there is one, else the
+// peer's (ConnectionManagerUtility::mutateRequestHeaders).
+func downstreamRemote(h accesslog.Headers, peer netip.AddrPort) netip.AddrPort {
+	if h == nil {
+		return peer
+	}
+	if a := xffRemoteIP(h); a.IsValid() { // rbac.go
+		return netip.AddrPortFrom(a, 0)
+	}
+	return peer
+}
+
+// logUpstream records the upstream connection's addresses (the HTTP/1.1
+// path; the others learn them through traceUpstream).
+func (c *h1conn) logUpstream(uc net.Conn) {
+	if c.logging() {
+		c.rec.UpstreamLocal, c.rec.UpstreamRemote = accesslog.AddrPortOf(uc.LocalAddr()), accesslog.AddrPortOf(uc.RemoteAddr())
+	}
+}
+
+// traceUpstream returns ctx with a trace that records in rec the
+// addresses of the upstream connection a request is sent on (each
+// attempt's; the last one's stay). The transports call GotConn on the
+// goroutine of the round trip, before it returns.
+func traceUpstream(ctx context.Context, rec *accesslog.Record) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		rec.UpstreamLocal, rec.UpstreamRemote = accesslog.AddrPortOf(ci.Conn.LocalAddr()), accesslog.AddrPortOf(ci.Conn.RemoteAddr())
+	}})
+}
+
+// recordKey is the context key of a logged stream's record.
+type recordKey struct{}
+
+// logTransportFailure records, on a logged stream (ctx is its request's
+// context), the upstream transport socket's reason for err.
+func logTransportFailure(ctx context.Context, err error) {
+	if rec, ok := ctx.Value(recordKey{}).(*accesslog.Record); ok {
+		rec.TransportFailure = cluster.TransportFailureReason(err)
+	}
+}
+
+// logConnOf describes c for the access log; nil when f logs nothing.
+func logConnOf(f *Filter, c net.Conn) *accesslog.Conn {
+	if len(f.AccessLog) == 0 {
+		return nil
+	}
+	return accesslog.ConnOf(c)
 }
 
 func addrPortOf(a net.Addr) netip.AddrPort {
@@ -102,13 +160,15 @@ func (sl *streamLog) Unwrap() http.ResponseWriter { return sl.ResponseWriter }
 // Flush sends what was written (http.Flusher, for gRPC streams).
 func (sl *streamLog) Flush() { _ = http.NewResponseController(sl.ResponseWriter).Flush() }
 
-// startStreamLog wraps w when the stream is logged; the returned function
+// startStreamLog wraps w when the stream is logged, and r so that the
+// upstream connection's addresses are recorded; the returned function
 // logs it (call it when the handler returns).
-func startStreamLog(w http.ResponseWriter, r *http.Request, c *conn) (http.ResponseWriter, *accesslog.Record, func()) {
+func startStreamLog(w http.ResponseWriter, r *http.Request, c *conn) (http.ResponseWriter, *http.Request, *accesslog.Record, func()) {
 	sl := &streamLog{ResponseWriter: w, rec: accesslog.Record{Start: time.Now()}}
 	body := &countingBody{ReadCloser: r.Body}
 	r.Body = body
-	return sl, &sl.rec, func() {
+	r = r.WithContext(context.WithValue(traceUpstream(r.Context(), &sl.rec), recordKey{}, &sl.rec))
+	return sl, r, &sl.rec, func() {
 		rec := &sl.rec
 		rec.Duration = time.Since(rec.Start)
 		rec.Protocol = "HTTP/2"
@@ -124,7 +184,9 @@ func startStreamLog(w http.ResponseWriter, r *http.Request, c *conn) (http.Respo
 			rec.Details = accesslog.DetailsFor(rec.Flags)
 		}
 		rec.DownstreamLocal = c.dst
-		rec.DownstreamRemote, _ = netip.ParseAddrPort(r.RemoteAddr)
+		peer, _ := netip.ParseAddrPort(r.RemoteAddr)
+		rec.DownstreamRemote = downstreamRemote(rec.Request, netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port()))
+		rec.Conn = c.logConn
 		c.filter.AccessLog.Log(rec)
 	}
 }

@@ -103,6 +103,7 @@ type h1conn struct {
 	rec       accesslog.Record
 	respBytes atomic.Int64
 	remote    netip.AddrPort
+	logConn   *accesslog.Conn // the connection as the log sees it, computed at the first log
 
 	tracked   net.Conn      // the connection as the Server tracks it
 	wb        *[]byte       // pooled write buffer (wbuf) while a request is served
@@ -469,11 +470,11 @@ func (c *h1conn) serveRequest() bool {
 		return c.directReply(rt)
 	}
 	tgt := rt.Pick()
-	c.rec.UpstreamCluster = tgt.Name
 	cl := c.s.clusters.Get(tgt.Name)
 	if cl == nil {
 		return c.localReply(503, "NC", "")
 	}
+	c.rec.UpstreamCluster, c.rec.UpstreamStatName = tgt.Name, cl.Stats.Name
 	hash, hasHash, setCookie := requestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {

@@ -142,6 +142,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			countRetryOutcome(cl, &retry, false)
 			return c.upstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
 		}
+		c.logUpstream(uc) // accesslog.go
 		var n int
 		var got bool
 		for attempt := 0; ; attempt++ {
@@ -186,6 +187,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 				err = fmt.Errorf("%w: %w", errRetryConnect, err)
 				break
 			}
+			c.logUpstream(uc)
 		}
 		if err != nil {
 			f := classify(err)

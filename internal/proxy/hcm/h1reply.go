@@ -200,6 +200,7 @@ func isNetError(err error) bool {
 func (c *h1conn) upstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, f failure, err error, bodyConsumed bool) bool {
 	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
 	c.rec.UpstreamHost, c.rec.Flags = ep.Address, f.flags
+	c.rec.TransportFailure = cluster.TransportFailureReason(err)
 	cl.Stats.AddResponse(f.code)
 	if lf := localFailureOf(f); lf != 0 {
 		cl.ReportLocalFailure(ep, lf)

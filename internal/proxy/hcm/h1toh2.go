@@ -103,6 +103,9 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	if ov != nil && *ov == (router.Overrides{}) {
 		ov = nil
 	}
+	if c.logging() {
+		out = out.WithContext(traceUpstream(out.Context(), &c.rec)) // accesslog.go
+	}
 	x := roundTripRouted(out, cl, ep, rt, ov, c.dst, c.src)
 	defer x.done()
 	if x.resp == nil {
@@ -115,6 +118,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 		}
 		// Part of the body may be gone: answer, then close.
 		c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
+		c.rec.TransportFailure = cluster.TransportFailureReason(x.err)
 		cl.Stats.AddResponse(f.code)
 		if f.code != 0 {
 			c.writeLocal(f.code, f.flags, f.body, false)

@@ -193,7 +193,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, secure: isTLS(nc), authz: rbacConnection(f, nc, dst)})
+	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, secure: isTLS(nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
 	base := &http.Server{
 		MaxHeaderBytes: maxRequestHeadersBytes,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -247,7 +247,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	rec := &unlogged
 	if len(c.filter.AccessLog) > 0 {
 		var done func()
-		w, rec, done = startStreamLog(w, r, c) // accesslog.go
+		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
 	setForwardedProto(r, c) // scheme.go
@@ -293,12 +293,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tgt := rt.Pick()
-	rec.UpstreamCluster = tgt.Name
 	cl := s.clusters.Get(tgt.Name)
 	if cl == nil {
 		streamLocalReply(w, r, http.StatusServiceUnavailable, "NC", "")
 		return
 	}
+	rec.UpstreamCluster, rec.UpstreamStatName = tgt.Name, cl.Stats.Name
 	hash, hasHash, setCookie := requestHashHTTP(rt, r)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
@@ -364,6 +364,7 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 			return
 		}
 		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
+		logTransportFailure(r.Context(), x.err) // accesslog.go
 		cl.Stats.AddResponse(f.code)
 		streamLocalReply(w, r, f.code, f.flags, f.body)
 		return

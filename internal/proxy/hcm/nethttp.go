@@ -109,7 +109,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &unlogged
 	if len(c.filter.AccessLog) > 0 {
 		var done func()
-		w, rec, done = startStreamLog(w, r, c) // accesslog.go
+		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
 	setForwardedProto(r, c) // scheme.go
@@ -153,12 +153,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tgt := rt.Pick()
-	rec.UpstreamCluster = tgt.Name
 	cl := s.clusters.Get(tgt.Name)
 	if cl == nil {
 		localReply(w, http.StatusServiceUnavailable, "NC", "")
 		return
 	}
+	rec.UpstreamCluster, rec.UpstreamStatName = tgt.Name, cl.Stats.Name
 	hash, hasHash, setCookie := requestHashHTTP(rt, r)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
@@ -199,6 +199,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *conn, cl *cl
 			f.flags += ",URX"
 		}
 		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
+		logTransportFailure(r.Context(), x.err) // accesslog.go
 		cl.Stats.AddResponse(f.code)
 		localReply(w, f.code, f.flags, f.body)
 		return

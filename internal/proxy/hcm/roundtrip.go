@@ -274,9 +274,13 @@ func backOffCtx(r *router.Retry, ctx context.Context) bool {
 	return backOff(r, dl)
 }
 
+// isConnectError reports a failed connect: the dial, or the upstream TLS
+// handshake (a connection failure to Envoy too: UF, retried on
+// connect-failure).
 func isConnectError(err error) bool {
 	var ne *net.OpError
-	return errors.As(err, &ne) && ne.Op == "dial"
+	var te *cluster.TransportError
+	return errors.As(err, &ne) && ne.Op == "dial" || errors.As(err, &te)
 }
 
 func isRefusedStream(err error) bool {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 )
@@ -79,6 +80,9 @@ type conn struct {
 	// authz describes the connection for the RBAC filters (rbac.go); nil
 	// when the HCM has none. Read by every stream.
 	authz *rbac.Connection
+	// logConn describes it for the access log (accesslog.go); nil when
+	// the HCM logs nothing. Read by every stream.
+	logConn *accesslog.Conn
 }
 
 // NewServer starts a Server.

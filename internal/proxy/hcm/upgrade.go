@@ -107,6 +107,7 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *ro
 		}
 		return c.upstreamFailed(cl, ep, connectFailure(err), err, true)
 	}
+	c.logUpstream(uc) // accesslog.go
 	uc.D.SetWriteTimeouts(c.streamIdle, routeExpiry)
 	uc.D.SetReadTimeouts(c.streamIdle, routeExpiry)
 	timedOut := func(err error) failure {

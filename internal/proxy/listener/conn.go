@@ -85,6 +85,7 @@ func (m *Manager) handoffTarget(self *Listener, dst netip.AddrPort) *Listener {
 // serve runs c on l's matching filter chain. src, when valid, is the
 // original source its upstream connections must use.
 func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster.OriginalSource) {
+	start := time.Now()
 	var in inspection
 	if l.TLSInspector {
 		var ok bool
@@ -108,10 +109,15 @@ func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster
 		}
 		c = tc
 	}
-	if len(fc.rbac) > 0 && !authorizeConn(fc, c, dst) {
-		m.log.Debug("connection denied by rbac", "listener", l.Name, "peer", c.RemoteAddr().String(), "destination", dst.String())
-		c.Close()
-		return
+	if len(fc.rbac) > 0 {
+		if ok, details := authorizeConn(fc, c, dst); !ok {
+			m.log.Debug("connection denied by rbac", "listener", l.Name, "peer", c.RemoteAddr().String(), "destination", dst.String())
+			if fc.tcp != nil {
+				fc.tcp.LogDenied(c, dst, start, details) // its access log has the line Envoy's tcp_proxy writes
+			}
+			c.Close()
+			return
+		}
 	}
 	l.stats.CxActive.Add(1)
 	if fc.http != nil {
@@ -137,16 +143,21 @@ func (m *Manager) drainTime() time.Duration {
 // authorizeConn runs the chain's network RBAC filters on c (after its TLS
 // handshake, so the peer certificate is known); false when one denies,
 // and the connection is then closed without reaching the terminal filter.
-func authorizeConn(fc *filterChain, c net.Conn, dst netip.AddrPort) bool {
+// details are then Envoy's termination details
+// ("rbac_access_denied_matched_policy[<policy>|none]").
+func authorizeConn(fc *filterChain, c net.Conn, dst netip.AddrPort) (ok bool, details string) {
 	return authorizeConnection(fc, rbac.ConnectionOf(c, dst))
 }
 
-func authorizeConnection(fc *filterChain, conn *rbac.Connection) bool {
+func authorizeConnection(fc *filterChain, conn *rbac.Connection) (ok bool, details string) {
 	in := rbac.Input{Conn: conn}
 	for _, f := range fc.rbac {
-		if !f.Check(&in) {
-			return false
+		if ok, id := f.CheckPolicy(&in); !ok {
+			if id == "" {
+				id = "none"
+			}
+			return false, "rbac_access_denied_matched_policy[" + id + "]"
 		}
 	}
-	return true
+	return true, ""
 }

@@ -166,7 +166,7 @@ func TestGeneratedAuthzListeners(t *testing.T) {
 			t.Fatalf("%s: passthrough chain %+v", pod, pass)
 		}
 		c := &rbac.Connection{Source: netip.MustParseAddrPort("10.94.0.10:1234"), Destination: netip.MustParseAddrPort("10.94.0.11:7777")}
-		if ok := authorizeConnection(pass, c); ok {
+		if ok, _ := authorizeConnection(pass, c); ok {
 			t.Errorf("%s: a TCP connection passed the header-only DENY policy", pod)
 		}
 	}

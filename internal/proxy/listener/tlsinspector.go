@@ -21,6 +21,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 )
 
@@ -109,6 +110,9 @@ func inspectTLS(c net.Conn, timeout time.Duration, continueOnTimeout bool) (net.
 	out := replayConn(c, rec.buf.Bytes())
 	if sawHello {
 		in.sni, in.transport, in.alpn = sni, transportTLS, alpn
+		if pc, ok := out.(*prefixedConn); ok {
+			pc.sni = sni // for the access log's %REQUESTED_SERVER_NAME%
+		}
 		return out, in, true
 	}
 	// Not a ClientHello after all (Envoy then reports no TLS), or the
@@ -160,7 +164,12 @@ func replayConn(c net.Conn, pre []byte) net.Conn {
 type prefixedConn struct {
 	net.Conn
 	pre []byte
+	sni string // the ClientHello's server name; empty when none was read
 }
+
+// RequestedServerName is the SNI the inspector read (accesslog.ServerNamer:
+// TLS passed through keeps it for the access log).
+func (p *prefixedConn) RequestedServerName() string { return p.sni }
 
 func (p *prefixedConn) Read(b []byte) (int, error) {
 	if len(p.pre) > 0 {
@@ -187,4 +196,7 @@ func (p *prefixedConn) CloseWrite() error {
 	return p.Conn.Close()
 }
 
-var _ http1.BufferedConn = (*prefixedConn)(nil)
+var (
+	_ http1.BufferedConn    = (*prefixedConn)(nil)
+	_ accesslog.ServerNamer = (*prefixedConn)(nil)
+)

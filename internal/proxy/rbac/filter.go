@@ -86,6 +86,14 @@ func (f *Filter) UseStats(st *stats.Store, prefix string) {
 // written into in.Metadata when it is not nil, never enforced), then the
 // rules. It reports whether the request or connection may go on.
 func (f *Filter) Check(in *Input) bool {
+	ok, _ := f.CheckPolicy(in)
+	return ok
+}
+
+// CheckPolicy is Check that also returns the rules' effective policy id:
+// the policy that matched (empty: none), which Envoy's network filter
+// puts in the connection's termination details when it denies.
+func (f *Filter) CheckPolicy(in *Input) (bool, string) {
 	if f.shadow != nil {
 		ok, id := f.shadow.Evaluate(in)
 		result := "allowed"
@@ -103,15 +111,15 @@ func (f *Filter) Check(in *Input) bool {
 		}
 	}
 	if f.rules == nil {
-		return true
+		return true, ""
 	}
-	ok, _ := f.rules.Evaluate(in)
+	ok, id := f.rules.Evaluate(in)
 	if ok {
 		inc(f.st.allowed)
 	} else {
 		inc(f.st.denied)
 	}
-	return ok
+	return ok, id
 }
 
 // ParseNetwork reads an envoy.filters.network.rbac typed config. The

@@ -176,7 +176,8 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 	name := f.pickCluster()
 	var rec *accesslog.Record
 	if len(f.AccessLog) > 0 {
-		rec = &accesslog.Record{Start: accepted, UpstreamCluster: name, DownstreamLocal: dst, DownstreamRemote: addrPort(c.RemoteAddr())}
+		conn := accesslog.ConnOf(c)
+		rec = &accesslog.Record{Start: accepted, DownstreamLocal: dst, DownstreamRemote: conn.DirectRemote, Conn: conn}
 		defer func() {
 			rec.Duration = time.Since(accepted)
 			f.AccessLog.Log(rec)
@@ -192,6 +193,10 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 		log.Debug("tcp_proxy: unknown cluster", "cluster", name)
 		flag("NC")
 		return
+	}
+	if rec != nil {
+		// The cluster is known (an unknown one, NC, logs none, as Envoy).
+		rec.UpstreamCluster, rec.UpstreamStatName = name, cl.Stats.Name
 	}
 	if !cl.AcquireConnection() {
 		log.Debug("tcp_proxy: circuit breaker max_connections open", "cluster", name)
@@ -231,6 +236,10 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 	}
 	cl.ReportConnectSuccess(ep)
 	defer up.Close()
+	if rec != nil {
+		rec.UpstreamHost = ep.Address
+		rec.UpstreamLocal, rec.UpstreamRemote = accesslog.AddrPortOf(up.LocalAddr()), accesslog.AddrPortOf(up.RemoteAddr())
+	}
 	closeBoth := func() { c.Close(); up.Close() }
 	if f.MaxDuration > 0 {
 		t := time.AfterFunc(f.MaxDuration-time.Since(accepted), closeBoth)
@@ -259,9 +268,21 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 	}
 	received, sent := PipeIdle(c, up, f.IdleTimeout)
 	if rec != nil {
-		rec.UpstreamHost, rec.UpstreamLocal = ep.Address, up.LocalAddr().String()
 		rec.BytesReceived, rec.BytesSent = received, sent
 	}
+}
+
+// LogDenied logs a connection that a network filter before tcp_proxy (the
+// network RBAC filter) closed, accepted at start, with the filter's
+// termination details: Envoy's tcp_proxy logs such a connection when it
+// ends, without a cluster or upstream.
+func (f *Filter) LogDenied(c net.Conn, dst netip.AddrPort, start time.Time, details string) {
+	if len(f.AccessLog) == 0 {
+		return
+	}
+	conn := accesslog.ConnOf(c)
+	f.AccessLog.Log(&accesslog.Record{Start: start, Duration: time.Since(start), DownstreamLocal: dst,
+		DownstreamRemote: conn.DirectRemote, Conn: conn, TerminationDetails: details})
 }
 
 // addrPort is a net.Addr's address and port (zero when it has none).

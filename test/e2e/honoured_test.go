@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,98 +16,18 @@ import (
 	"github.com/straitmesh/strait/internal/localmesh"
 )
 
-// honouredMesh: service echo (pods v1 and v2), flaky (one pod that answers,
-// one that answers every request with 500) and shadow (a mirror target).
-const honouredMesh = `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: echo, namespace: demo}
-spec:
-  hosts: [echo.demo.svc.cluster.local]
-  addresses: [240.240.0.10]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector: {labels: {app: echo}}
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: flaky, namespace: demo}
-spec:
-  hosts: [flaky.demo.svc.cluster.local]
-  addresses: [240.240.0.20]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector: {labels: {app: flaky}}
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: shadow, namespace: demo}
-spec:
-  hosts: [shadow.demo.svc.cluster.local]
-  addresses: [240.240.0.30]
-  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8080}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  workloadSelector: {labels: {app: shadow}}
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: echo, namespace: demo}
-spec:
-  host: echo.demo.svc.cluster.local
-  subsets:
-  - {name: v1, labels: {version: v1}}
-  - {name: v2, labels: {version: v2}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v1, namespace: demo}
-spec: {address: 10.99.0.11, labels: {app: echo, version: v1}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: echo-v2, namespace: demo}
-spec: {address: 10.99.0.12, labels: {app: echo, version: v2}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: flaky-good, namespace: demo}
-spec: {address: 10.99.0.21, labels: {app: flaky, version: good}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: flaky-bad, namespace: demo}
-spec: {address: 10.99.0.22, labels: {app: flaky, version: bad}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: shadow, namespace: demo}
-spec: {address: 10.99.0.31, labels: {app: shadow, version: shadow}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: client, namespace: demo}
-spec: {address: 10.99.0.10, labels: {app: client}}
-`
-
 // TestHonouredFieldsThroughSidecars: fields docs/istio-fields.md lists
 // as honoured that no other e2e test sent a request through (picked at
 // random from the table), each checked through the client's sidecar and
 // the servers' sidecars, in one mesh with the rules rewritten per case.
 func TestHonouredFieldsThroughSidecars(t *testing.T) {
 	requireMesh(t)
-	cfgDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfgDir, "mesh.yaml"), []byte(honouredMesh), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	echo := func(version string, extra ...string) []string {
 		return append([]string{"strait-echo", "--addr", ":8080", "--version", version}, extra...)
 	}
-	m := startMesh(ctx, t, "", localmesh.Options{
-		ConfigDir: cfgDir,
+	m := startMesh(ctx, t, "honoured", localmesh.Options{
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 			{Name: "echo-v1", Namespace: "demo", ConfigIP: "10.99.0.11", App: echo("v1"), AppPort: 8080},

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -177,5 +178,67 @@ func TestSelfSignedCertificate(t *testing.T) {
 		if leaf.SerialNumber.Cmp(ca.SerialNumber) == 0 {
 			t.Error("leaf and CA share a serial number")
 		}
+	}
+}
+
+// TestListenAndServe: the server listens on its address and stops cleanly
+// when ctx ends; an address it cannot listen on is an error naming the
+// webhook server, not a server that never answers.
+func TestListenAndServe(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	srv, err := NewServer(NewWebhookHandler(New(nil, Options{}), quietLogger()),
+		ServerOptions{Addr: taken.Addr().String(), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.ListenAndServe(context.Background())
+	if err == nil || !strings.HasPrefix(err.Error(), "webhook server: ") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("ListenAndServe on a taken address = %v, want a webhook server error", err)
+	}
+
+	// A free port: the server answers there until ctx ends.
+	free := taken.Addr().String()
+	taken.Close()
+	srv, err = NewServer(NewWebhookHandler(New(nil, Options{}), quietLogger()),
+		ServerOptions{Addr: free, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.ListenAndServe(ctx) }()
+	c := clientTrusting(t, srv.CABundle())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := c.Get("https://" + free + "/inject")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed {
+				t.Errorf("GET /inject: %s, want 405", resp.Status)
+			}
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("ListenAndServe returned before ctx ended: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server never answered: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("ListenAndServe after ctx ended = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListenAndServe did not return after ctx ended")
 	}
 }

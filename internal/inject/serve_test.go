@@ -124,8 +124,12 @@ func TestServerReloadsCertificate(t *testing.T) {
 }
 
 func TestNewServerNeedsBothFiles(t *testing.T) {
-	if _, err := NewServer(http.NotFoundHandler(), ServerOptions{CertFile: "x"}); err == nil {
-		t.Fatal("no error for a certificate without a key")
+	const want = "webhook server: both a certificate file and a key file are needed"
+	for _, opts := range []ServerOptions{{CertFile: "x"}, {KeyFile: "x"}} {
+		_, err := NewServer(http.NotFoundHandler(), opts)
+		if err == nil || err.Error() != want {
+			t.Errorf("NewServer(cert %q, key %q) = %v, want %q", opts.CertFile, opts.KeyFile, err, want)
+		}
 	}
 }
 

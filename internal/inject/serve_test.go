@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -245,4 +246,92 @@ func TestListenAndServe(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("ListenAndServe did not return after ctx ended")
 	}
+}
+
+// TestCertReloaderGet: the served certificate is re-read when the files'
+// stamp changed and a second has passed since the last look, not when
+// they are unchanged nor within that second; a pair that does not load
+// keeps the previous one.
+func TestCertReloaderGet(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	stampAt := time.Now().Add(-time.Hour)
+	write := func(cert, key []byte) {
+		t.Helper()
+		// A distinct modification time each time: two writes within one
+		// clock tick could otherwise leave the same stamp.
+		stampAt = stampAt.Add(time.Minute)
+		for name, data := range map[string][]byte{certFile: cert, keyFile: key} {
+			if err := os.WriteFile(name, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(name, stampAt, stampAt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pair := func() *CertPair {
+		t.Helper()
+		p, err := SelfSigned([]string{"a.example"}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	leafOf := func(p *CertPair) []byte {
+		blk, _ := pem.Decode(p.CertPEM)
+		return blk.Bytes
+	}
+	first, second, third := pair(), pair(), pair()
+	write(first.CertPEM, first.KeyPEM)
+	var logs bytes.Buffer
+	r := &certReloader{certFile: certFile, keyFile: keyFile, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	logged := func(what, want string) {
+		t.Helper()
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("%s: log %q does not say %q", what, logs.String(), want)
+		}
+		logs.Reset()
+	}
+	if err := r.reload(); err != nil {
+		t.Fatal(err)
+	}
+	loaded := r.cert
+	get := func(what string, want *CertPair) *tls.Certificate {
+		t.Helper()
+		c, err := r.get(nil)
+		if err != nil || c == nil {
+			t.Fatalf("%s: get = %v, %v", what, c, err)
+		}
+		if !bytes.Equal(c.Certificate[0], leafOf(want)) {
+			t.Fatalf("%s: served another certificate than the expected one", what)
+		}
+		return c
+	}
+
+	// Unchanged files: the loaded certificate itself, not a re-read copy.
+	if c := get("unchanged files", first); c != loaded {
+		t.Error("unchanged files were loaded again")
+	}
+	// Changed files, but looked at less than a second ago: not yet.
+	write(second.CertPEM, second.KeyPEM)
+	get("changed within a second of the last look", first)
+	// A second later: the new pair.
+	r.lastCheck = time.Now().Add(-2 * time.Second)
+	get("changed, a second later", second)
+	logged("changed, a second later", `msg="webhook certificate reloaded"`)
+	// Changed again right after that look: not yet.
+	write(third.CertPEM, third.KeyPEM)
+	get("changed right after a look", second)
+	// A pair that does not load keeps the previous one.
+	write(third.CertPEM, first.KeyPEM)
+	r.lastCheck = time.Now().Add(-2 * time.Second)
+	get("mismatched pair", second)
+	logged("mismatched pair", `msg="keeping the previous webhook certificate" error="webhook certificate: tls: private key does not match public key"`)
+	// A missing file too.
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	r.lastCheck = time.Now().Add(-2 * time.Second)
+	get("missing key file", second)
 }

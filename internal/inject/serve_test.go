@@ -335,3 +335,65 @@ func TestCertReloaderGet(t *testing.T) {
 	r.lastCheck = time.Now().Add(-2 * time.Second)
 	get("missing key file", second)
 }
+
+// TestServeDrainsOnCancel: when ctx ends, a request already being served
+// is let finish (within the shutdown grace period) and Serve returns nil.
+func TestServeDrainsOnCancel(t *testing.T) {
+	inHandler, release := make(chan struct{}), make(chan struct{})
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(inHandler)
+		<-release
+		_, _ = io.WriteString(w, "done")
+	})
+	srv, err := NewServer(handler, ServerOptions{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+
+	type result struct {
+		body string
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := clientTrusting(t, srv.CABundle()).Post("https://"+ln.Addr().String()+"/inject", "application/json", nil)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		got <- result{string(b), err}
+	}()
+	select {
+	case <-inHandler:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the handler")
+	}
+	cancel()
+	close(release)
+	select {
+	case r := <-got:
+		if r.err != nil || r.body != "done" {
+			t.Errorf("in-flight request: %q, %v; want it answered", r.body, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the in-flight request was not answered")
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve after ctx ended = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after ctx ended")
+	}
+}

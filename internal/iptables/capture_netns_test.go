@@ -696,7 +696,10 @@ func TestCheckCaptureInNetns(t *testing.T) {
 		cfg := seedConfig()
 		cfg.InboundInterceptionMode = mode
 		install(ctx, t, pod, cfg)
-		if err := iptables.CheckCapture(ctx, cfg, opts); err != nil {
+		// No Timeout: each probe gets the default (5s), not none at all.
+		working := opts
+		working.Timeout = 0
+		if err := iptables.CheckCapture(ctx, cfg, working); err != nil {
 			t.Errorf("%s: %v", mode, err)
 		}
 	}

@@ -397,3 +397,26 @@ func TestServeDrainsOnCancel(t *testing.T) {
 		t.Fatal("Serve did not return after ctx ended")
 	}
 }
+
+// TestServerBoundsSlowClients: the webhook server (reachable by anything
+// in the cluster) gives a client that trickles or stalls a bounded time
+// for the request head, the request and the response: each timeout is set,
+// and none is longer than the API server's own webhook timeout of 30s.
+func TestServerBoundsSlowClients(t *testing.T) {
+	srv, err := NewServer(http.NotFoundHandler(), ServerOptions{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, d := range map[string]time.Duration{
+		"ReadHeaderTimeout": srv.srv.ReadHeaderTimeout,
+		"ReadTimeout":       srv.srv.ReadTimeout,
+		"WriteTimeout":      srv.srv.WriteTimeout,
+	} {
+		if d <= 0 || d > 30*time.Second {
+			t.Errorf("%s = %v, want a bound in (0, 30s]", name, d)
+		}
+	}
+	if srv.srv.ReadHeaderTimeout > srv.srv.ReadTimeout {
+		t.Errorf("ReadHeaderTimeout %v is longer than ReadTimeout %v, which already bounds the head", srv.srv.ReadHeaderTimeout, srv.srv.ReadTimeout)
+	}
+}

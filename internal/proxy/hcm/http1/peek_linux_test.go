@@ -122,7 +122,7 @@ func TestPeek(t *testing.T) {
 	t.Run("wrappers", func(t *testing.T) {
 		c, s := tcpPair(t)
 		w := WrapConn(c)
-		quiet := []struct {
+		cases := []struct {
 			name string
 			conn net.Conn
 			want PeekState
@@ -135,7 +135,7 @@ func TestPeek(t *testing.T) {
 			{"BufferedConn over a DeadlineConn", &replayConn{Conn: NewDeadlineConn(w)}, PeekQuiet},
 			{"DeadlineConn over DeadlineConn", NewDeadlineConn(NewDeadlineConn(w)), PeekQuiet},
 		}
-		for _, tc := range quiet {
+		for _, tc := range cases {
 			if got := Peek(tc.conn); got != tc.want {
 				t.Errorf("quiet connection in a %s: Peek = %d, want %d", tc.name, got, tc.want)
 			}

@@ -25,6 +25,17 @@ func TestIntoResourceFileEdges(t *testing.T) {
 		{"other kind", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", 0, true, ""},
 		{"pod of another apiVersion", "apiVersion: v2\nkind: Pod\nmetadata: {name: p}\n", 0, true, ""},
 		{"deployment of another apiVersion", "apiVersion: extensions/v1beta1\nkind: Deployment\nmetadata: {name: d}\n", 0, true, ""},
+		// Each workload kind only in its own apiVersion, and no other kind
+		// of that apiVersion.
+		{"replication controller of another apiVersion", "apiVersion: v2\nkind: ReplicationController\nmetadata: {name: rc}\n", 0, true, ""},
+		{"statefulset of another apiVersion", "apiVersion: apps/v1beta2\nkind: StatefulSet\nmetadata: {name: s}\n", 0, true, ""},
+		{"daemonset of another apiVersion", "apiVersion: extensions/v1beta1\nkind: DaemonSet\nmetadata: {name: d}\n", 0, true, ""},
+		{"replicaset of another apiVersion", "apiVersion: extensions/v1beta1\nkind: ReplicaSet\nmetadata: {name: r}\n", 0, true, ""},
+		{"job of another apiVersion", "apiVersion: batch/v2\nkind: Job\nmetadata: {name: j}\n", 0, true, ""},
+		{"cronjob of another apiVersion", "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata: {name: c}\n", 0, true, ""},
+		{"other apps/v1 kind", "apiVersion: apps/v1\nkind: ControllerRevision\nmetadata: {name: c}\nrevision: 1\n", 0, true, ""},
+		{"other batch/v1 kind", "apiVersion: batch/v1\nkind: JobSet\nmetadata: {name: j}\n", 0, true, ""},
+		{"other v1 kind", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n", 0, true, ""},
 		{"pod", pod, 1, false, ""},
 		{"pod without a trailing newline", strings.TrimSuffix(pod, "\n"), 1, false, ""},
 		{"two pods", pod + "---\n" + pod, 2, false, ""},

@@ -353,6 +353,10 @@ func TestServeDrainsOnCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The handler is released only once the shutdown has begun, so the
+	// request is still in flight when it starts.
+	shuttingDown := make(chan struct{})
+	srv.srv.RegisterOnShutdown(func() { close(shuttingDown) })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	served := make(chan error, 1)
@@ -379,6 +383,11 @@ func TestServeDrainsOnCancel(t *testing.T) {
 		t.Fatal("the request never reached the handler")
 	}
 	cancel()
+	select {
+	case <-shuttingDown:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not start shutting down after ctx ended")
+	}
 	close(release)
 	select {
 	case r := <-got:

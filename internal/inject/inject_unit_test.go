@@ -210,3 +210,35 @@ func TestMergeTemplateUserContainerNotFirst(t *testing.T) {
 		t.Fatalf("containers %v: want app, helper and the proxy, the proxy not first", names)
 	}
 }
+
+// TestInjectWorkloadNamespace: the template's .DeploymentMeta.Namespace is
+// the namespace the request names for its workload, else the pod's (or
+// the default one).
+func TestInjectWorkloadNamespace(t *testing.T) {
+	s, err := NewSettings(&Config{Templates: map[string]string{SidecarTemplateName: "metadata:\n  annotations:\n    workload-namespace: \"{{ .DeploymentMeta.Namespace }}\"\n"}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inj := New(s, Options{})
+	cases := []struct {
+		name, podNamespace, workloadNamespace, want string
+	}{
+		{"the workload's own", "ns", "other", "other"},
+		{"the pod's", "ns", "", "ns"},
+		{"the default", "", "", "default"},
+	}
+	for _, tc := range cases {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: tc.podNamespace},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+		}
+		res, err := inj.Inject(Request{Pod: pod, Workload: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			WorkloadMeta: metav1.ObjectMeta{Name: "d", Namespace: tc.workloadNamespace}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := res.Pod.Annotations["workload-namespace"]; got != tc.want {
+			t.Errorf("%s: .DeploymentMeta.Namespace = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -180,3 +180,65 @@ func TestMergeTemplateUserContainer(t *testing.T) {
 		t.Errorf("mergeTemplate changed its input: %+v", pod.Spec.Containers)
 	}
 }
+
+// TestMergeTemplateUserContainerNotFirst: the user's customization reaches
+// the injected container wherever it sits in its list, not only first.
+func TestMergeTemplateUserContainerNotFirst(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
+		{Name: "app", Image: "app"},
+		{Name: ProxyContainerName, Image: "auto", Env: []corev1.EnvVar{{Name: "MINE", Value: "1"}}},
+	}}}
+	tmpl := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
+		{Name: "helper", Image: "helper:1"},
+		{Name: ProxyContainerName, Image: "proxy:1"},
+	}}}
+	out, err := mergeTemplate(pod, tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range out.Spec.Containers {
+		names = append(names, c.Name)
+		if c.Name != ProxyContainerName {
+			continue
+		}
+		if c.Image != "proxy:1" || len(c.Env) != 1 || c.Env[0].Name != "MINE" {
+			t.Errorf("merged proxy: image %q, env %+v; want the template's image and the user's env", c.Image, c.Env)
+		}
+	}
+	if len(names) != 3 || names[0] == ProxyContainerName {
+		t.Fatalf("containers %v: want app, helper and the proxy, the proxy not first", names)
+	}
+}
+
+// TestInjectWorkloadNamespace: the template's .DeploymentMeta.Namespace is
+// the namespace the request names for its workload, else the pod's (or
+// the default one).
+func TestInjectWorkloadNamespace(t *testing.T) {
+	s, err := NewSettings(&Config{Templates: map[string]string{SidecarTemplateName: "metadata:\n  annotations:\n    workload-namespace: \"{{ .DeploymentMeta.Namespace }}\"\n"}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inj := New(s, Options{})
+	cases := []struct {
+		name, podNamespace, workloadNamespace, want string
+	}{
+		{"the workload's own", "ns", "other", "other"},
+		{"the pod's", "ns", "", "ns"},
+		{"the default", "", "", "default"},
+	}
+	for _, tc := range cases {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: tc.podNamespace},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}},
+		}
+		res, err := inj.Inject(Request{Pod: pod, Workload: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+			WorkloadMeta: metav1.ObjectMeta{Name: "d", Namespace: tc.workloadNamespace}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := res.Pod.Annotations["workload-namespace"]; got != tc.want {
+			t.Errorf("%s: .DeploymentMeta.Namespace = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package inject
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,17 @@ func TestIntoResourceFileEdges(t *testing.T) {
 		{"other kind", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n", 0, true, ""},
 		{"pod of another apiVersion", "apiVersion: v2\nkind: Pod\nmetadata: {name: p}\n", 0, true, ""},
 		{"deployment of another apiVersion", "apiVersion: extensions/v1beta1\nkind: Deployment\nmetadata: {name: d}\n", 0, true, ""},
+		// Each workload kind only in its own apiVersion, and no other kind
+		// of that apiVersion.
+		{"replication controller of another apiVersion", "apiVersion: v2\nkind: ReplicationController\nmetadata: {name: rc}\n", 0, true, ""},
+		{"statefulset of another apiVersion", "apiVersion: apps/v1beta2\nkind: StatefulSet\nmetadata: {name: s}\n", 0, true, ""},
+		{"daemonset of another apiVersion", "apiVersion: extensions/v1beta1\nkind: DaemonSet\nmetadata: {name: d}\n", 0, true, ""},
+		{"replicaset of another apiVersion", "apiVersion: extensions/v1beta1\nkind: ReplicaSet\nmetadata: {name: r}\n", 0, true, ""},
+		{"job of another apiVersion", "apiVersion: batch/v2\nkind: Job\nmetadata: {name: j}\n", 0, true, ""},
+		{"cronjob of another apiVersion", "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata: {name: c}\n", 0, true, ""},
+		{"other apps/v1 kind", "apiVersion: apps/v1\nkind: ControllerRevision\nmetadata: {name: c}\nrevision: 1\n", 0, true, ""},
+		{"other batch/v1 kind", "apiVersion: batch/v1\nkind: JobSet\nmetadata: {name: j}\n", 0, true, ""},
+		{"other v1 kind", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n", 0, true, ""},
 		{"pod", pod, 1, false, ""},
 		{"pod without a trailing newline", strings.TrimSuffix(pod, "\n"), 1, false, ""},
 		{"two pods", pod + "---\n" + pod, 2, false, ""},
@@ -70,6 +82,62 @@ func TestIntoResourceFileEdges(t *testing.T) {
 		}
 		if tc.injected > 0 && (!strings.HasSuffix(got, "\n---\n") || strings.Count(got, "---\n") != strings.Count(tc.in, "---\n")+1) {
 			t.Errorf("%s: documents not separated:\n%s", tc.name, got)
+		}
+	}
+}
+
+// failingWriter fails its failAt-th Write (counting from 1) and every one
+// after it, having written what came before to buf.
+type failingWriter struct {
+	buf    bytes.Buffer
+	calls  int
+	failAt int
+}
+
+var errWriteFailed = errors.New("disk full")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.calls++
+	if w.calls >= w.failAt {
+		return 0, errWriteFailed
+	}
+	return w.buf.Write(p)
+}
+
+// TestIntoResourceFileWrites: a document passed through without a final
+// newline gets one before its "---", and a failing output stops
+// kube-inject with the writer's error at each of its writes (the
+// document, the separator; the YAML reader already ends the document
+// with a newline, so the write of a missing one is never reached).
+func TestIntoResourceFileWrites(t *testing.T) {
+	inj := New(DefaultSettings(), Options{})
+	svc := "apiVersion: v1\nkind: Service\nmetadata: {name: s}"
+	var out bytes.Buffer
+	if err := inj.IntoResourceFile(strings.NewReader(svc), &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := svc + "\n---\n"; out.String() != want {
+		t.Errorf("output %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	if err := inj.IntoResourceFile(strings.NewReader(svc+"\n---\n"+svc), &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := svc + "\n---\n" + svc + "\n---\n"; out.String() != want {
+		t.Errorf("two documents: output %q, want %q", out.String(), want)
+	}
+
+	for failAt, wrote := range []string{1: "", 2: svc + "\n"} {
+		if failAt == 0 {
+			continue
+		}
+		w := &failingWriter{failAt: failAt}
+		err := inj.IntoResourceFile(strings.NewReader(svc), w)
+		if !errors.Is(err, errWriteFailed) {
+			t.Errorf("write %d fails: IntoResourceFile = %v, want the writer's error", failAt, err)
+		}
+		if w.buf.String() != wrote || w.calls != failAt {
+			t.Errorf("write %d fails: wrote %q in %d writes, want %q and no write after the failure", failAt, w.buf.String(), w.calls, wrote)
 		}
 	}
 }

@@ -34,6 +34,10 @@ func TestEmptySelectorMatchesNothing(t *testing.T) {
 	if matchesAny([]metav1.LabelSelector{{}}, map[string]string{"app": "a"}) {
 		t.Error("an empty selector matched")
 	}
+	// ...and does not hide a selector after it that matches.
+	if !matchesAny([]metav1.LabelSelector{{}, {MatchLabels: map[string]string{"app": "a"}}}, map[string]string{"app": "a"}) {
+		t.Error("a matching selector after an empty one did not match")
+	}
 }
 
 func TestProtoToJSONNilInterface(t *testing.T) {

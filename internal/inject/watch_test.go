@@ -1,10 +1,13 @@
 package inject
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -32,7 +35,8 @@ func TestWatchDir(t *testing.T) {
 	inj := New(nil, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- WatchDir(ctx, dir, inj, nil, quietLogger()) }()
+	logs := &syncBuffer{}
+	go func() { done <- WatchDir(ctx, dir, inj, nil, slog.New(slog.NewTextHandler(logs, nil))) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -54,8 +58,14 @@ func TestWatchDir(t *testing.T) {
 	waitTag("two")
 	write(ConfigFileName, "policy: sometimes\n")
 	write(ValuesFileName, "global:\n  tag: three\n")
-	// The broken config keeps everything as it was...
-	time.Sleep(500 * time.Millisecond)
+	// The broken config keeps everything as it was (once it was read:
+	// the watcher says so)...
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "injector config not applied"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the broken config was not reported:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if got := inj.Settings().Values.String("global.tag"); got != "two" {
 		t.Fatalf("broken config applied: tag %q", got)
 	}
@@ -65,6 +75,33 @@ func TestWatchDir(t *testing.T) {
 	if p := inj.Settings().Config.Policy; p != PolicyDisabled {
 		t.Fatalf("policy %q", p)
 	}
+	// What happened went to the logger it was given, tagged as its own.
+	for _, want := range []string{
+		`msg="injector config reloaded" component=inject-config dir=` + dir,
+		`msg="injector config not applied; keeping the previous one" component=inject-config dir=` + dir,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log does not hold %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger used from another goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func TestSettingsFromConfigMap(t *testing.T) {

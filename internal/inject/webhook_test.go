@@ -15,6 +15,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -471,6 +472,24 @@ func TestWebhookReviewDetails(t *testing.T) {
 		asked = nil
 		if _, ok := patched(inNS(tc.reqNS, tc.podNS), "application/json"); ok != tc.inject {
 			t.Errorf("request ns %q, pod ns %q: injected %v, want %v (asked about %v)", tc.reqNS, tc.podNS, ok, tc.inject, asked)
+		}
+	}
+}
+
+// TestPodName: the webhook's log names a pod by its name, or by its
+// generateName when the API server has not named it yet.
+func TestPodName(t *testing.T) {
+	cases := []struct {
+		name, generateName, want string
+	}{
+		{"web-1", "web-", "web-1"},
+		{"", "web-", "web-"},
+		{"web-1", "", "web-1"},
+	}
+	for _, tc := range cases {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: tc.name, GenerateName: tc.generateName}}
+		if got := podName(p); got != tc.want {
+			t.Errorf("podName(name %q, generateName %q) = %q, want %q", tc.name, tc.generateName, got, tc.want)
 		}
 	}
 }

@@ -696,7 +696,10 @@ func TestCheckCaptureInNetns(t *testing.T) {
 		cfg := seedConfig()
 		cfg.InboundInterceptionMode = mode
 		install(ctx, t, pod, cfg)
-		if err := iptables.CheckCapture(ctx, cfg, opts); err != nil {
+		// No Timeout: each probe gets the default (5s), not none at all.
+		working := opts
+		working.Timeout = 0
+		if err := iptables.CheckCapture(ctx, cfg, working); err != nil {
 			t.Errorf("%s: %v", mode, err)
 		}
 	}
@@ -705,9 +708,16 @@ func TestCheckCaptureInNetns(t *testing.T) {
 	broken := cfg
 	broken.InboundCapturePort = "15007"
 	install(ctx, t, pod, broken)
+	// A second address after the pod's own: the probe dials the first.
+	if out, err := pod.Run(ctx, netns.ExecOptions{}, "ip", "addr", "add", "10.250.0.9/32", "dev", "eth0"); err != nil {
+		t.Fatalf("ip addr add: %v: %s", err, out)
+	}
 	err = iptables.CheckCapture(ctx, cfg, opts)
 	if !errors.As(err, &ce) || ce.Path != "inbound" {
 		t.Fatalf("with inbound going elsewhere: %v, want an inbound CaptureError", err)
+	}
+	if !strings.Contains(ce.Detail, "a connection to "+pod.IP.String()+":") {
+		t.Errorf("the inbound probe did not dial the pod's address %s: %s", pod.IP, ce.Detail)
 	}
 	t.Log(err)
 	if _, err := iptables.Cleanup(ctx, podSystem(ctx, t, pod)); err != nil {

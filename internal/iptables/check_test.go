@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -290,5 +291,46 @@ func TestParseRanges(t *testing.T) {
 	cfg.OutboundIPRangesInclude = " * "
 	if p, err = cfg.parse(); err != nil || !p.outboundAll || p.v4.hasLoopback || len(p.v4.include) != 0 {
 		t.Errorf("'*' include: %+v %v", p, err)
+	}
+}
+
+// TestLocalPrefixes: the namespace's addresses with their prefix lengths,
+// IPv4 ones as IPv4 (a /32 included), IPv6 as IPv6.
+func TestLocalPrefixes(t *testing.T) {
+	enter := loopbackNetns(t)
+	if _, err := exec.LookPath("ip"); err != nil {
+		testreq.Missing(t, "needs the ip command: %v", err)
+	}
+	var got []netip.Prefix
+	err := enter(func() error {
+		for _, args := range [][]string{
+			{"addr", "add", "10.9.9.9/32", "dev", "lo"},
+			{"addr", "add", "10.1.2.3/24", "dev", "lo"},
+			{"-6", "addr", "add", "fd00::5/64", "dev", "lo", "nodad"},
+		} {
+			// The child inherits this locked thread's namespace.
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+			}
+		}
+		var err error
+		got, err = localPrefixes()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[netip.Prefix]bool{}
+	for _, s := range []string{"127.0.0.1/8", "10.9.9.9/32", "10.1.2.3/24", "::1/128", "fd00::5/64"} {
+		want[netip.MustParsePrefix(s)] = true
+	}
+	for _, p := range got {
+		if !want[p] {
+			t.Errorf("localPrefixes: unexpected %v (valid: %v)", p, p.IsValid())
+		}
+		delete(want, p)
+	}
+	for p := range want {
+		t.Errorf("localPrefixes: %v missing", p)
 	}
 }

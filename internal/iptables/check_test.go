@@ -310,7 +310,7 @@ func TestLocalPrefixes(t *testing.T) {
 		} {
 			// The child inherits this locked thread's namespace.
 			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-				return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+				return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
 			}
 		}
 		var err error

@@ -1,6 +1,7 @@
 package http1
 
 import (
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -261,7 +262,7 @@ func TestParkBuffer(t *testing.T) {
 			t.Fatalf("parked Reader: r=%d w=%d scan=%d big=%v, want all zero", r.r, r.w, r.scan, r.big)
 		}
 		r.UnparkBuffer()
-		if _, err := r.ReadHead(DefaultMaxHeadBytes); err != io.EOF {
+		if _, err := r.ReadHead(DefaultMaxHeadBytes); !errors.Is(err, io.EOF) {
 			t.Fatalf("ReadHead at the end = %v, want io.EOF", err)
 		}
 	})

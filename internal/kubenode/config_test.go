@@ -126,6 +126,14 @@ func TestKubeletConfig(t *testing.T) {
 	if got, _ := c["clusterDNS"].([]any); len(got) != 1 || got[0] != "10.77.5.1" {
 		t.Errorf("clusterDNS = %v, want [10.77.5.1] (the node's DNS server on its bridge address)", c["clusterDNS"])
 	}
+	// A disk signal that fires deletes the imported images, which no
+	// registry can give back.
+	evict, _ := c["evictionHard"].(map[string]any)
+	for _, signal := range []string{"nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree"} {
+		if got := evict[signal]; got != "0%" {
+			t.Errorf("evictionHard[%s] = %v, want 0%% (no disk-pressure eviction on a shared disk)", signal, got)
+		}
+	}
 	if got, _ := c["enforceNodeAllocatable"].([]any); got == nil || len(got) != 0 {
 		t.Errorf("enforceNodeAllocatable = %v, want [] (no QoS cgroups to enforce in)", c["enforceNodeAllocatable"])
 	}

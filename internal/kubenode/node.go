@@ -370,12 +370,20 @@ func (n *Node) kubeletConfig(port, healthzPort int) ([]byte, error) {
 		"authentication":              map[string]any{"anonymous": map[string]any{"enabled": true}, "webhook": map[string]any{"enabled": false}},
 		"authorization":               map[string]any{"mode": "AlwaysAllow"},
 		"serializeImagePulls":         false,
+		// The node's images are imported from tarballs and cannot be
+		// pulled again: nothing may garbage-collect them. On a shared
+		// disk that is nearly full, the eviction manager's disk signals
+		// would first delete every unused image (the pause image among
+		// them) and then evict the pods and taint the node; at 0% a disk
+		// signal never fires (kind's nodes do the same).
 		"imageGCHighThresholdPercent": 100,
 		"imageGCLowThresholdPercent":  99,
-		// The shared disk may be fuller than the default thresholds; the
-		// node must not evict test pods over it.
 		"evictionHard": map[string]string{
-			"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%",
+			"memory.available":   "50Mi",
+			"nodefs.available":   "0%",
+			"nodefs.inodesFree":  "0%",
+			"imagefs.available":  "0%",
+			"imagefs.inodesFree": "0%",
 		},
 		"registerNode":              true,
 		"nodeStatusReportFrequency": "10s",

@@ -77,7 +77,7 @@ func TestKubeSeedFlow(t *testing.T) {
 	}
 	node := kubenode.Start(t, kubenode.Options{Images: imgs})
 	client := node.API.Client
-	straitctl := func(args ...string) string {
+	straitctl := func(t *testing.T, args ...string) string {
 		t.Helper()
 		if args[0] == "install" || args[0] == "uninstall" {
 			args = append(args, "--kubeconfig", node.API.KubeconfigPath)
@@ -91,7 +91,7 @@ func TestKubeSeedFlow(t *testing.T) {
 	}
 
 	// 1. straitctl install; straitd runs as a pod.
-	t.Log(straitctl("install", "--set", "global.tag="+kubeImageTag, "--timeout", "4m"))
+	t.Log(straitctl(t, "install", "--set", "global.tag="+kubeImageTag, "--timeout", "4m"))
 	straitdPod := waitPodsReady(ctx, t, client, install.DefaultNamespace, "app=istiod", 1, 1)[0]
 
 	// 2. A labelled namespace, the server in two versions, a client.
@@ -143,7 +143,7 @@ func TestKubeSeedFlow(t *testing.T) {
 	t.Logf("pods in %s (name ready phase):\n%s", kubeDemoNS, strings.Join(table, "\n"))
 	monitoring := net.JoinHostPort(straitdPod.Status.PodIP, "15014")
 	waitSynced(ctx, t, monitoring, demoPods)
-	t.Log(straitctl("proxy-status", "--straitd-addr", monitoring))
+	t.Log(straitctl(t, "proxy-status", "--straitd-addr", monitoring))
 
 	clientPod := podNamed(demoPods, "client")
 	get := func(t *testing.T, n int, url string) []echoLine {
@@ -318,13 +318,13 @@ func TestKubeSeedFlow(t *testing.T) {
 	})
 
 	t.Run("install, uninstall, install leaves nothing behind", func(t *testing.T) {
-		straitctl("uninstall", "--purge")
+		straitctl(t, "uninstall", "--purge")
 		if left := leftovers(ctx, t, node); len(left) > 0 {
 			t.Errorf("after uninstall --purge: %v", left)
 		}
-		straitctl("install", "--set", "global.tag="+kubeImageTag, "--timeout", "4m")
+		straitctl(t, "install", "--set", "global.tag="+kubeImageTag, "--timeout", "4m")
 		waitPodsReady(ctx, t, client, install.DefaultNamespace, "app=istiod", 1, 1)
-		straitctl("uninstall", "--purge")
+		straitctl(t, "uninstall", "--purge")
 		if left := leftovers(ctx, t, node); len(left) > 0 {
 			t.Errorf("after install, uninstall, install, uninstall --purge: %v", left)
 		}
@@ -498,9 +498,41 @@ func waitPodsReady(ctx context.Context, t *testing.T, client kubernetes.Interfac
 		if len(ready) == len(states) && len(ready) >= minPods && len(ready) <= maxPods {
 			return nil
 		}
+		if err := nodeTrouble(ctx, client); err != nil {
+			return fmt.Errorf("%s; %w", strings.Join(states, "; "), err)
+		}
 		return errors.New(strings.Join(states, "; "))
 	})
 	return ready
+}
+
+// nodeTrouble reports a node under pressure (wrapping errGiveUp: its
+// eviction manager has deleted images and evicted pods, and pods wait
+// for it in vain), or the taints that keep pods off a node.
+func nodeTrouble(ctx context.Context, client kubernetes.Interface) error {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var taints []string
+	for _, n := range nodes.Items {
+		for _, c := range n.Status.Conditions {
+			switch c.Type {
+			case corev1.NodeDiskPressure, corev1.NodeMemoryPressure, corev1.NodePIDPressure:
+				if c.Status == corev1.ConditionTrue {
+					return fmt.Errorf("node %s has %s (%s); is the machine's disk or memory full? (df -h /; free -m): %w",
+						n.Name, c.Type, c.Message, errGiveUp)
+				}
+			}
+		}
+		for _, taint := range n.Spec.Taints {
+			taints = append(taints, n.Name+": "+taint.ToString())
+		}
+	}
+	if len(taints) > 0 {
+		return fmt.Errorf("node taints %v", taints)
+	}
+	return nil
 }
 
 func allReady(p corev1.Pod) bool {

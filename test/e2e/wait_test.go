@@ -21,7 +21,11 @@ const applyTimeout = 30 * time.Second
 // pollInterval is the pause between two checks of a wait.
 const pollInterval = 50 * time.Millisecond
 
-// poll calls check until it returns nil. Once timeout has passed or ctx
+// errGiveUp, wrapped in a check's error, ends a wait at once: what the
+// check saw cannot get better by waiting.
+var errGiveUp = errors.New("no use waiting")
+
+// poll calls check until it returns nil (or an error wrapping errGiveUp). Once timeout has passed or ctx
 // has ended it returns check's last error, which says what was seen
 // (the last answer), wrapped with how long it waited.
 func poll(ctx context.Context, timeout time.Duration, check func() error) error {
@@ -41,6 +45,9 @@ func pollEvery(ctx context.Context, timeout, interval time.Duration, check func(
 		err := check()
 		if err == nil {
 			return nil
+		}
+		if errors.Is(err, errGiveUp) {
+			return err
 		}
 		select {
 		case <-ctx.Done():

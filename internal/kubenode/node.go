@@ -364,12 +364,12 @@ func (n *Node) kubeletConfig(port, healthzPort int) ([]byte, error) {
 		"volumePluginDir":        filepath.Join(n.Dir, "volume-plugins"),
 		// Pods (dnsPolicy ClusterFirst) get only the node's DNS server
 		// and the cluster search path, nothing of the host's resolv.conf.
-		"resolvConf":                  "",
-		"clusterDNS":                  []string{n.IP.String()},
-		"clusterDomain":               ClusterDomain,
-		"authentication":              map[string]any{"anonymous": map[string]any{"enabled": true}, "webhook": map[string]any{"enabled": false}},
-		"authorization":               map[string]any{"mode": "AlwaysAllow"},
-		"serializeImagePulls":         false,
+		"resolvConf":          "",
+		"clusterDNS":          []string{n.IP.String()},
+		"clusterDomain":       ClusterDomain,
+		"authentication":      map[string]any{"anonymous": map[string]any{"enabled": true}, "webhook": map[string]any{"enabled": false}},
+		"authorization":       map[string]any{"mode": "AlwaysAllow"},
+		"serializeImagePulls": false,
 		// The node's images are imported from tarballs and cannot be
 		// pulled again: nothing may garbage-collect them. On a shared
 		// disk that is nearly full, the eviction manager's disk signals

@@ -96,6 +96,8 @@ type h1conn struct {
 	// computed at the first request when the HCM has one.
 	authz *rbac.Connection
 	rreq  route.Request // what routing and RBAC read of the request in progress
+	// client is the request in progress's client address (xff.go).
+	client clientAddress
 
 	// The access log record of the request in progress (accesslog.go),
 	// the response body bytes streamed (counted only when logging) and
@@ -425,6 +427,7 @@ func (c *h1conn) serveRequest() bool {
 	c.resetRouterState()
 	c.fresp = filterResponse{} // the filters' response headers (h1filters.go)
 	c.meta.Reset()
+	c.client = c.forwardH1() // xff.go
 	if jf := c.filter.filters.jwt; jf != nil {
 		if done, keep := c.runJWT(jf); done { // jwtfilter.go
 			return keep
@@ -445,7 +448,7 @@ func (c *h1conn) serveRequest() bool {
 		if c.authz == nil {
 			c.authz = rbacConnection(c.filter, c.tracked, c.dst)
 		}
-		if !c.filter.filters.authorize(c.authz, rreq, &c.meta) { // rbac.go
+		if !c.filter.filters.authorize(c.authz, rreq, c.client.remote.Addr(), &c.meta) { // rbac.go
 			return c.filterReply(403, rbac.ResponseFlag, rbac.DeniedBody, nil)
 		}
 	}

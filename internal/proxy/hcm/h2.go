@@ -193,7 +193,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, secure: isTLS(nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
+	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
 	base := &http.Server{
 		MaxHeaderBytes: maxRequestHeadersBytes,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -251,6 +251,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		defer done()
 	}
 	setForwardedProto(r, c) // scheme.go
+	client := c.forwardHTTP(r) // xff.go
+	rec.DownstreamRemote = client.remote
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
@@ -263,7 +265,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: schemeOf(c.secure), Headers: route.HTTPHeader(r.Header)}
-	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, md) { // rbac.go
+	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, client.remote.Addr(), md) { // rbac.go
 		streamLocalReply(w, r, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
 		return
 	}

@@ -113,6 +113,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		defer done()
 	}
 	setForwardedProto(r, c) // scheme.go
+	client := c.forwardHTTP(r) // xff.go
+	rec.DownstreamRemote = client.remote
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
@@ -125,7 +127,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: schemeOf(c.secure), Headers: route.HTTPHeader(r.Header)}
-	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, md) { // rbac.go
+	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, client.remote.Addr(), md) { // rbac.go
 		localReply(w, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
 		return
 	}

@@ -250,7 +250,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
-	setForwardedProto(r, c) // scheme.go
+	setForwardedProto(r, c)    // scheme.go
 	client := c.forwardHTTP(r) // xff.go
 	rec.DownstreamRemote = client.remote
 	path := r.URL.Path

@@ -24,6 +24,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
@@ -122,7 +123,7 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 // negotiatedProtocol returns the protocol c's TLS handshake agreed on by
 // ALPN; "" for a connection in clear text or one without ALPN.
 func negotiatedProtocol(c net.Conn) string {
-	if tc := tlsConnOf(c); tc != nil { // scheme.go
+	if tc := tlsconf.Terminated(c); tc != nil {
 		return tc.ConnectionState().NegotiatedProtocol
 	}
 	return ""

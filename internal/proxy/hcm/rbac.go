@@ -31,18 +31,11 @@ func (hf *httpFilters) authorize(conn *rbac.Connection, req *route.Request, remo
 }
 
 // rbacConnection describes the downstream connection c for the RBAC
-// filters, looking through the HCM's own wrapper (prefixConn) to the
-// *tls.Conn the listener handed over; nil when f has no RBAC filter.
+// filters (rbac.ConnectionOf looks through the HCM's own wrappers to the
+// *tls.Conn the listener handed over); nil when f has no RBAC filter.
 func rbacConnection(f *Filter, c net.Conn, dst netip.AddrPort) *rbac.Connection {
 	if len(f.filters.rbac) == 0 {
 		return nil
-	}
-	for {
-		p, ok := c.(*prefixConn)
-		if !ok {
-			break
-		}
-		c = p.Conn
 	}
 	return rbac.ConnectionOf(c, dst)
 }

@@ -1,12 +1,13 @@
 package hcm
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // This file holds the request's scheme: :scheme and x-forwarded-proto,
@@ -58,24 +59,7 @@ func (p forwardedProtoPolicy) forwardedProto(v []byte, has, secure bool) string 
 }
 
 // isTLS reports whether c is a TLS connection the listener terminated.
-func isTLS(c net.Conn) bool { return tlsConnOf(c) != nil }
-
-// tlsConnOf returns the *tls.Conn under c, looking through the HCM's own
-// wrappers and any connection that exposes NetConn (the TLS inspector's);
-// nil for a connection in clear text.
-func tlsConnOf(c net.Conn) *tls.Conn {
-	for c != nil {
-		switch x := c.(type) {
-		case *tls.Conn:
-			return x
-		case interface{ NetConn() net.Conn }:
-			c = x.NetConn()
-		default:
-			return nil
-		}
-	}
-	return nil
-}
+func isTLS(c net.Conn) bool { return tlsconf.Terminated(c) != nil }
 
 // setForwardedProto gives a request on the net/http paths (HTTP/1.1 and
 // HTTP/2) the x-forwarded-proto it leaves with, before the filters and

@@ -441,7 +441,7 @@ func (c *h1conn) serveRequest() bool {
 	c.rreq = route.Request{
 		Host: http1.UnsafeString(req.Host), Path: http1.UnsafeString(req.Path),
 		Query:  http1.UnsafeString(query),
-		Method: http1.UnsafeString(req.Method), Scheme: schemeOf(c.secure), Headers: &req.Headers,
+		Method: http1.UnsafeString(req.Method), Scheme: c.scheme(), Headers: &req.Headers, // scheme.go
 	}
 	rreq := &c.rreq
 	if len(c.filter.filters.rbac) > 0 {

@@ -1,12 +1,15 @@
 package hcm
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
+	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
@@ -46,6 +49,49 @@ func schemeOf(secure bool) string {
 		return "https"
 	}
 	return "http"
+}
+
+// requestScheme is an HTTP/1 request's :scheme as Envoy's HCM sets it
+// (ConnectionManagerUtility::mutateRequestHeaders): the scheme of an
+// absolute-form target, else the x-forwarded-proto the request leaves
+// with (xfp, after the edge overwrites it) when that is http or https,
+// else the connection's. Routes match on it, and an HTTP/2 upstream
+// request carries it as its :scheme: Envoy's router keeps the request's
+// :scheme (only scheme_header_transformation, refused, would change it),
+// whatever the upstream transport.
+func requestScheme(absolute, xfp string, secure bool) string {
+	for _, s := range [2]string{absolute, xfp} {
+		switch {
+		case strings.EqualFold(s, "https"):
+			return "https"
+		case strings.EqualFold(s, "http"):
+			return "http"
+		}
+	}
+	return schemeOf(secure)
+}
+
+// scheme is the :scheme of the request in progress (requestScheme).
+func (c *h1conn) scheme() string {
+	abs := ""
+	if c.req.Authority != nil { // absolute-form: http:// or https://
+		if i := bytes.IndexByte(c.req.Target, ':'); i > 0 {
+			abs = http1.UnsafeString(c.req.Target[:i])
+		}
+	}
+	return requestScheme(abs, c.forwardedProto(), c.secure)
+}
+
+// streamScheme is the :scheme of a request on the net/http paths: an
+// HTTP/1.1 request's is requestScheme's; an HTTP/2 request carries its
+// own, which x/net/http2's server checks (http or https) but does not
+// expose, so the connection's stands for it (what clients send: https on
+// TLS, http on h2c).
+func streamScheme(r *http.Request, c *conn) string {
+	if r.ProtoMajor >= 2 {
+		return schemeOf(c.secure)
+	}
+	return requestScheme(r.URL.Scheme, r.Header.Get("X-Forwarded-Proto"), c.secure)
 }
 
 // forwardedProto returns the x-forwarded-proto a request leaves with:

@@ -77,9 +77,8 @@ type Record struct {
 	// was made.
 	UpstreamLocal, UpstreamRemote netip.AddrPort
 	// DownstreamLocal is the connection's (original) destination;
-	// DownstreamRemote its peer, or for HTTP the last x-forwarded-for
-	// address (port 0) as Envoy's HCM takes it with use_remote_address
-	// false.
+	// DownstreamRemote its peer, or for HTTP the HCM's downstream remote
+	// address (port 0 when it came from x-forwarded-for).
 	DownstreamLocal  netip.AddrPort
 	DownstreamRemote netip.AddrPort
 	// Conn is the downstream connection (nil: unknown): its socket

@@ -92,9 +92,9 @@ type Input struct {
 	// matchers never match, as in Envoy's network filter, whose request
 	// headers are empty.
 	Request *route.Request
-	// RemoteIP is the original client's address (remote_ip): the HTTP
-	// request's x-forwarded-for when the HCM trusts it, else the peer's.
-	// Zero means Conn.Source.
+	// RemoteIP is the original client's address (remote_ip): the HCM's
+	// downstream remote address, from x-forwarded-for or the peer by its
+	// use_remote_address and xff_num_trusted_hops. Zero means Conn.Source.
 	RemoteIP netip.Addr
 	// Metadata is the request's dynamic metadata (the JWT filter's
 	// verified claims); nil reads as empty.

@@ -23,7 +23,9 @@ package hcm
 // explicit_internal_address_config runtime guard was removed), and
 // strait-proxy refuses that field. So a client's x-envoy-internal is
 // removed from every request, and with use_remote_address (an edge
-// request) x-envoy-external-address is set to the remote address.
+// request) x-envoy-external-address is set to the remote address and the
+// client's x-request-id is replaced by a new one, unless
+// preserve_external_request_id.
 
 import (
 	"fmt"
@@ -42,6 +44,9 @@ type xffPolicy struct {
 	useRemote   bool   // use_remote_address
 	trustedHops uint32 // xff_num_trusted_hops
 	skipAppend  bool   // skip_xff_append
+	// preserveRequestID keeps an edge request's x-request-id
+	// (preserve_external_request_id); otherwise the edge replaces it.
+	preserveRequestID bool
 }
 
 // buildXFF reads the client-address fields and refuses the related ones
@@ -59,6 +64,8 @@ func (f *Filter) buildXFF(h *hcmv3.HttpConnectionManager) error {
 		useRemote:   h.GetUseRemoteAddress().GetValue(),
 		trustedHops: h.GetXffNumTrustedHops(),
 		skipAppend:  h.GetSkipXffAppend(),
+
+		preserveRequestID: h.GetPreserveExternalRequestId(),
 	}
 	return nil
 }
@@ -180,7 +187,13 @@ const (
 	headerXFF             = "X-Forwarded-For"
 	headerExternalAddress = "X-Envoy-External-Address"
 	headerInternal        = "X-Envoy-Internal"
+	headerRequestID       = "X-Request-Id"
 )
+
+// newRequestIDAtEdge reports whether the client's x-request-id is dropped
+// for a new one (an edge request, Envoy's generateRequestId with
+// force_set).
+func (p xffPolicy) newRequestIDAtEdge() bool { return p.useRemote && !p.preserveRequestID }
 
 // forwardHTTP applies the rules to a request on the net/http paths
 // (HTTP/2 and the net/http codec), before its filters and route see it,
@@ -196,6 +209,9 @@ func (c *conn) forwardHTTP(r *http.Request) clientAddress {
 	ca := c.filter.xff.resolve(xff, has, peer, c.local)
 	if ca.appended.IsValid() {
 		r.Header[headerXFF] = []string{appendXFF(xff, has, ca.appended)}
+	}
+	if c.filter.xff.newRequestIDAtEdge() {
+		delete(r.Header, headerRequestID) // a new one is set when the request is forwarded
 	}
 	if c.filter.xff.useRemote {
 		delete(r.Header, headerExternalAddress)
@@ -236,6 +252,9 @@ func (c *h1conn) forwardH1() clientAddress {
 	if ca.appended.IsValid() {
 		v := []byte(appendXFF(xff, has, ca.appended)) // copied: xff may alias the read buffer
 		hs = append(removeHeader(hs, headerXFF), http1.Header{Name: []byte("x-forwarded-for"), Value: v})
+	}
+	if c.filter.xff.newRequestIDAtEdge() {
+		hs = removeHeader(hs, headerRequestID) // a new one is written upstream
 	}
 	if c.filter.xff.useRemote {
 		if extAddr {

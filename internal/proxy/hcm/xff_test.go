@@ -203,7 +203,7 @@ func xffHCM(t testing.TB, mod func(*hcmv3.HttpConnectionManager)) *hcmv3.HttpCon
 // each client-address policy, on every request path (HTTP/1.1 and h2c
 // clients, both codecs, HTTP/1.1 and HTTP/2 upstreams), and checks what
 // the upstream sees (x-forwarded-for, x-envoy-external-address,
-// x-envoy-internal), what an RBAC remote_ip rule decides and what the
+// x-envoy-internal, whether x-request-id is the client's), what an RBAC remote_ip rule decides and what the
 // access log prints as %DOWNSTREAM_REMOTE_ADDRESS%.
 func TestXFFThroughHCM(t *testing.T) {
 	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -213,7 +213,11 @@ func TestXFFThroughHCM(t *testing.T) {
 			}
 			return "-"
 		}
-		fmt.Fprintf(w, "xff=%s ext=%s int=%s", hv("X-Forwarded-For"), hv("X-Envoy-External-Address"), hv("X-Envoy-Internal"))
+		rid := "new"
+		if strings.HasPrefix(r.Header.Get("X-Request-Id"), "client-") {
+			rid = "kept"
+		}
+		fmt.Fprintf(w, "xff=%s ext=%s int=%s rid=%s", hv("X-Forwarded-For"), hv("X-Envoy-External-Address"), hv("X-Envoy-Internal"), rid)
 	}))
 	be.Config.Protocols = new(http.Protocols)
 	be.Config.Protocols.SetHTTP1(true)
@@ -239,7 +243,7 @@ func TestXFFThroughHCM(t *testing.T) {
 
 	start := func(t *testing.T, codec Codec, name string, mod func(*hcmv3.HttpConnectionManager)) string {
 		fl, err := anypb.New(&filev3.FileAccessLog{Path: filepath.Join(dir, name+".log"), AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
-			Format: &corev3.SubstitutionFormatString_TextFormat{TextFormat: "%REQ(X-REQUEST-ID)% remote=%DOWNSTREAM_REMOTE_ADDRESS% direct=%DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT%\n"}}}})
+			Format: &corev3.SubstitutionFormatString_TextFormat{TextFormat: "%REQ(X-TEST-ID)% remote=%DOWNSTREAM_REMOTE_ADDRESS% direct=%DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT%\n"}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,12 +313,12 @@ func TestXFFThroughHCM(t *testing.T) {
 		reqs []request
 	}{
 		{"transparent", nil, []request{
-			{"last entry allowed", with("198.51.100.1, 203.0.113.9", spoof), 200, "xff=198.51.100.1, 203.0.113.9 ext=203.0.113.250 int=-", "203.0.113.9:0"},
+			{"last entry allowed", with("198.51.100.1, 203.0.113.9", spoof), 200, "xff=198.51.100.1, 203.0.113.9 ext=203.0.113.250 int=- rid=kept", "203.0.113.9:0"},
 			{"last entry denied", with("203.0.113.9, 198.51.100.1", nil), 403, "", "198.51.100.1:0"},
 			{"no header: the peer", nil, 403, "", "127.0.0.1:"},
 		}},
 		{"trusted-hop", func(h *hcmv3.HttpConnectionManager) { h.XffNumTrustedHops = 1 }, []request{
-			{"second from the right", with("203.0.113.9, 198.51.100.1", nil), 200, "xff=203.0.113.9, 198.51.100.1 ext=- int=-", "203.0.113.9:0"},
+			{"second from the right", with("203.0.113.9, 198.51.100.1", nil), 200, "xff=203.0.113.9, 198.51.100.1 ext=- int=- rid=kept", "203.0.113.9:0"},
 			{"short list: the peer", with("203.0.113.9", nil), 403, "", "127.0.0.1:"},
 		}},
 		{"edge", func(h *hcmv3.HttpConnectionManager) { h.UseRemoteAddress = wrapperspb.Bool(true) }, []request{
@@ -323,13 +327,14 @@ func TestXFFThroughHCM(t *testing.T) {
 		{"edge-trusted-hop", func(h *hcmv3.HttpConnectionManager) {
 			h.UseRemoteAddress, h.XffNumTrustedHops = wrapperspb.Bool(true), 1
 		}, []request{
-			{"appended", with("198.51.100.1, 203.0.113.9", spoof), 200, "xff=198.51.100.1, 203.0.113.9,192.0.2.1 ext=203.0.113.9 int=-", "203.0.113.9:0"},
+			{"appended", with("198.51.100.1, 203.0.113.9", spoof), 200, "xff=198.51.100.1, 203.0.113.9,192.0.2.1 ext=203.0.113.9 int=- rid=new", "203.0.113.9:0"},
 			{"denied", with("203.0.113.9, 198.51.100.1", nil), 403, "", "198.51.100.1:0"},
 		}},
-		{"edge-skip", func(h *hcmv3.HttpConnectionManager) {
+		{"edge-skip-preserve", func(h *hcmv3.HttpConnectionManager) {
 			h.UseRemoteAddress, h.XffNumTrustedHops, h.SkipXffAppend = wrapperspb.Bool(true), 1, true
+			h.PreserveExternalRequestId = true
 		}, []request{
-			{"not appended", with("203.0.113.9", nil), 200, "xff=203.0.113.9 ext=203.0.113.9 int=-", "203.0.113.9:0"},
+			{"not appended, request id kept", with("203.0.113.9", nil), 200, "xff=203.0.113.9 ext=203.0.113.9 int=- rid=kept", "203.0.113.9:0"},
 		}},
 	}
 	n := 0
@@ -350,7 +355,8 @@ func TestXFFThroughHCM(t *testing.T) {
 							if err != nil {
 								t.Fatal(err)
 							}
-							req.Header.Set("X-Request-Id", id)
+							req.Header.Set("X-Test-Id", id)
+							req.Header.Set("X-Request-Id", "client-"+id)
 							for k, v := range rq.header {
 								req.Header.Set(k, v)
 							}

@@ -478,7 +478,7 @@ func (c *h1conn) serveRequest() bool {
 		return c.localReply(503, "NC", "")
 	}
 	c.rec.UpstreamCluster, c.rec.UpstreamStatName = tgt.Name, cl.Stats.Name
-	hash, hasHash, setCookie := requestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc)
+	hash, hasHash, setCookie := requestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc, c.client.remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
 		f := pickFailure(err)

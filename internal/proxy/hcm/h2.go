@@ -305,7 +305,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.UpstreamCluster, rec.UpstreamStatName = tgt.Name, cl.Stats.Name
-	hash, hasHash, setCookie := requestHashHTTP(rt, r)
+	hash, hasHash, setCookie := requestHashHTTP(rt, r, client.remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
 		f := pickFailure(err)

@@ -49,8 +49,9 @@ type xffPolicy struct {
 	preserveRequestID bool
 }
 
-// buildXFF reads the client-address fields and refuses the related ones
-// strait-proxy does not implement, naming them.
+// buildXFF reads the client-address fields (and preserve_external_request_id,
+// which the edge logic reads) and refuses the related ones strait-proxy
+// does not implement, naming them.
 func (f *Filter) buildXFF(h *hcmv3.HttpConnectionManager) error {
 	switch {
 	case len(h.GetOriginalIpDetectionExtensions()) > 0:
@@ -59,6 +60,12 @@ func (f *Filter) buildXFF(h *hcmv3.HttpConnectionManager) error {
 		return fmt.Errorf("internal_address_config is not supported (no address is internal, every request is external); remove the field")
 	case h.GetAppendXForwardedPort():
 		return fmt.Errorf("append_x_forwarded_port is not supported; remove the field or set it false")
+	case h.GetGenerateRequestId() != nil && !h.GetGenerateRequestId().GetValue():
+		return fmt.Errorf("generate_request_id false is not supported (strait-proxy sets x-request-id on every request that has none); remove the field or set it true")
+	case h.GetRequestIdExtension() != nil:
+		return fmt.Errorf("request_id_extension is not supported (x-request-id is a random UUID); remove the field")
+	case h.GetAlwaysSetRequestIdInResponse():
+		return fmt.Errorf("always_set_request_id_in_response is not supported; remove the field or set it false")
 	}
 	f.xff = xffPolicy{
 		useRemote:   h.GetUseRemoteAddress().GetValue(),

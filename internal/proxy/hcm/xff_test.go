@@ -171,6 +171,9 @@ func TestXFFRefusals(t *testing.T) {
 			h.InternalAddressConfig = &hcmv3.HttpConnectionManager_InternalAddressConfig{UnixSockets: true}
 		}},
 		{"append_x_forwarded_port", func(h *hcmv3.HttpConnectionManager) { h.AppendXForwardedPort = true }},
+		{"generate_request_id", func(h *hcmv3.HttpConnectionManager) { h.GenerateRequestId = wrapperspb.Bool(false) }},
+		{"request_id_extension", func(h *hcmv3.HttpConnectionManager) { h.RequestIdExtension = &hcmv3.RequestIDExtension{} }},
+		{"always_set_request_id_in_response", func(h *hcmv3.HttpConnectionManager) { h.AlwaysSetRequestIdInResponse = true }},
 	} {
 		h := xffHCM(t, tc.mod)
 		if _, err := Build(h, nil); err == nil || !strings.Contains(err.Error(), tc.field) {
@@ -179,6 +182,7 @@ func TestXFFRefusals(t *testing.T) {
 	}
 	if _, err := Build(xffHCM(t, func(h *hcmv3.HttpConnectionManager) {
 		h.UseRemoteAddress, h.XffNumTrustedHops, h.SkipXffAppend = wrapperspb.Bool(true), 2, true
+		h.PreserveExternalRequestId, h.GenerateRequestId = true, wrapperspb.Bool(true)
 	}), nil); err != nil {
 		t.Errorf("the honoured fields: %v", err)
 	}

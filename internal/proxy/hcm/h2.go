@@ -230,7 +230,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	// batch those writes (package wbatch).
 	bc := wbatch.New(nc)
 	defer bc.Close()
-	h2.ServeConn(bc, &http2.ServeConnOpts{
+	h2.ServeConn(schemeProbe{bc}, &http2.ServeConnOpts{ // scheme.go
 		Context:    ctx,
 		Handler:    withStreamIdle(lim.StreamIdleTimeout, s.serveStream),
 		BaseConfig: base,

@@ -2,6 +2,7 @@ package hcm
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -84,14 +85,27 @@ func (c *h1conn) scheme() string {
 
 // streamScheme is the :scheme of a request on the net/http paths: an
 // HTTP/1.1 request's is requestScheme's; an HTTP/2 request carries its
-// own, which x/net/http2's server checks (http or https) but does not
-// expose, so the connection's stands for it (what clients send: https on
-// TLS, http on h2c).
+// own, which Envoy trusts (http or https, as x/net/http2's server checks)
+// and schemeProbe reveals.
 func streamScheme(r *http.Request, c *conn) string {
 	if r.ProtoMajor >= 2 {
-		return schemeOf(c.secure)
+		return schemeOf(r.TLS != nil)
 	}
 	return requestScheme(r.URL.Scheme, r.Header.Get("X-Forwarded-Proto"), c.secure)
+}
+
+// schemeProbe is the connection x/net/http2's server serves. The server
+// shows a request's :scheme only one way: it sets Request.TLS, to the
+// state of a connection that reports one, when :scheme is https. So
+// every connection, TLS or h2c, reports the same made-up state (TLS 1.3,
+// which passes the server's RFC 9113 §9.2 checks), and Request.TLS != nil
+// means :scheme https and nothing else; the listener's TLS is read from
+// the connection under it (tlsconf.Terminated).
+type schemeProbe struct{ net.Conn }
+
+// ConnectionState is the made-up state: never read for what it says.
+func (schemeProbe) ConnectionState() tls.ConnectionState {
+	return tls.ConnectionState{Version: tls.VersionTLS13, HandshakeComplete: true, CipherSuite: tls.TLS_AES_128_GCM_SHA256}
 }
 
 // forwardedProto returns the x-forwarded-proto a request leaves with:

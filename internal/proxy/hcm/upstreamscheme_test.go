@@ -2,12 +2,14 @@ package hcm
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -86,7 +88,8 @@ func schemeSeeingBackend(t *testing.T) string {
 
 // TestUpstreamHTTP2Scheme: an HTTP/2 upstream request carries the
 // request's :scheme, as Envoy's router keeps it: https for a request that
-// came over TLS, http in clear text; for an HTTP/1.1 request, the
+// came over TLS, http in clear text; an HTTP/2 client's own :scheme even
+// when it is not its transport's; for an HTTP/1.1 request, the
 // x-forwarded-proto it leaves with decides (a client's own, kept unless
 // the HCM is the edge).
 func TestUpstreamHTTP2Scheme(t *testing.T) {
@@ -133,6 +136,46 @@ func TestUpstreamHTTP2Scheme(t *testing.T) {
 					}
 				}
 			}
+			// An HTTP/2 client's own :scheme is kept, also when it is not
+			// its transport's: https on h2c, http on TLS.
+			t.Run(fmt.Sprintf("%s/edge=%v/HTTP/2 :scheme https on h2c", codec, edge), func(t *testing.T) {
+				checkH2Scheme(t, rawSchemeClient(t, nil), "https://"+plainAddr, "https")
+			})
+			t.Run(fmt.Sprintf("%s/edge=%v/HTTP/2 :scheme http on TLS", codec, edge), func(t *testing.T) {
+				checkH2Scheme(t, rawSchemeClient(t, cliTLS), "http://"+tlsAddr, "http")
+			})
 		}
+	}
+}
+
+// rawSchemeClient is an HTTP/2 client whose :scheme is its URL's,
+// whatever its transport: TLS with cfg, else h2c.
+func rawSchemeClient(t *testing.T, cfg *tls.Config) *http.Client {
+	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil || cfg == nil {
+			return c, err
+		}
+		tc := cfg.Clone()
+		tc.NextProtos = []string{"h2"}
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		return tls.Client(c, tc), nil
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+func checkH2Scheme(t *testing.T, c *http.Client, url, want string) {
+	t.Helper()
+	resp, err := c.Get(url + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Seen-Scheme"); resp.StatusCode != 200 || got != want {
+		t.Errorf("%d, upstream :scheme %q, want 200 and %q", resp.StatusCode, got, want)
 	}
 }

@@ -21,11 +21,14 @@ package hcm
 // Every request is external: Envoy treats no address as internal unless
 // internal_address_config lists it (its default since the
 // explicit_internal_address_config runtime guard was removed), and
-// strait-proxy refuses that field. So a client's x-envoy-internal is
-// removed from every request, and with use_remote_address (an edge
-// request) x-envoy-external-address is set to the remote address and the
-// client's x-request-id is replaced by a new one, unless
-// preserve_external_request_id.
+// strait-proxy refuses that field. So a client's x-envoy-internal and the
+// x-envoy-* headers Envoy keeps for internal requests are removed from
+// every request (ConnectionManagerUtility::cleanInternalHeaders; but not
+// the router's, router.IsRouterHeader, which strait-proxy honours from any
+// client), and with use_remote_address (an edge request) also the
+// decorator and downstream-service headers; x-envoy-external-address is
+// set to the remote address and the client's x-request-id is replaced by
+// a new one, unless preserve_external_request_id.
 
 import (
 	"fmt"
@@ -193,9 +196,33 @@ func localAddress() netip.Addr {
 const (
 	headerXFF             = "X-Forwarded-For"
 	headerExternalAddress = "X-Envoy-External-Address"
-	headerInternal        = "X-Envoy-Internal"
 	headerRequestID       = "X-Request-Id"
 )
+
+// externalStripped reports whether the request header name (any case) is
+// removed from an external request (edge: at the edge).
+func externalStripped(name string, edge bool) bool {
+	const prefix = "x-envoy-"
+	if len(name) <= len(prefix) || !strings.EqualFold(name[:len(prefix)], prefix) {
+		return false
+	}
+	name = name[len(prefix):]
+	for _, h := range [...]string{"retriable-status-codes", "retriable-header-names", "upstream-alt-stat-name",
+		"upstream-rq-timeout-alt-response", "expected-rq-timeout-ms", "force-trace", "ip-tags", "original-url",
+		"hedge-on-per-try-timeout", "internal"} {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	if edge {
+		for _, h := range [...]string{"decorator-operation", "downstream-service-cluster", "downstream-service-node"} {
+			if strings.EqualFold(name, h) {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // newRequestIDAtEdge reports whether the client's x-request-id is dropped
 // for a new one (an edge request, Envoy's generateRequestId with
@@ -206,7 +233,11 @@ func (p xffPolicy) newRequestIDAtEdge() bool { return p.useRemote && !p.preserve
 // (HTTP/2 and the net/http codec), before its filters and route see it,
 // and returns its client address.
 func (c *conn) forwardHTTP(r *http.Request) clientAddress {
-	delete(r.Header, headerInternal)
+	for k := range r.Header {
+		if externalStripped(k, c.filter.xff.useRemote) {
+			delete(r.Header, k)
+		}
+	}
 	xff, has := "", false
 	if vv := r.Header[headerXFF]; len(vv) > 0 {
 		xff, has = strings.Join(vv, ","), true
@@ -233,28 +264,34 @@ func (c *conn) forwardHTTP(r *http.Request) clientAddress {
 // path, editing its head in place, and returns its client address.
 func (c *h1conn) forwardH1() clientAddress {
 	hs := c.req.Headers
+	edge := c.filter.xff.useRemote
 	var (
-		xff                    string
-		has, internal, extAddr bool
+		xff                 string
+		has, strip, extAddr bool
 	)
 	for i := range hs {
-		switch len(hs[i].Name) {
-		case len(headerXFF):
-			if http1.EqualFold(hs[i].Name, headerXFF) {
-				has = true
-			}
-		case len(headerInternal):
-			internal = internal || http1.EqualFold(hs[i].Name, headerInternal)
-		case len(headerExternalAddress):
-			extAddr = extAddr || http1.EqualFold(hs[i].Name, headerExternalAddress)
+		n := hs[i].Name
+		switch {
+		case len(n) == len(headerXFF) && http1.EqualFold(n, headerXFF):
+			has = true
+		case len(n) > 8 && (n[0] == 'x' || n[0] == 'X') && http1.EqualFold(n[:8], "x-envoy-"):
+			strip = strip || externalStripped(http1.UnsafeString(n), edge)
+			extAddr = extAddr || http1.EqualFold(n, headerExternalAddress)
 		}
 	}
 	if has {
 		xff, _ = c.req.Headers.Lookup(headerXFF)
 	}
 	ca := c.filter.xff.resolve(xff, has, c.remoteAddr(), c.s.local)
-	if internal {
-		hs = removeHeader(hs, headerInternal)
+	if strip {
+		out := hs[:0]
+		for _, h := range hs {
+			if !externalStripped(http1.UnsafeString(h.Name), edge) {
+				out = append(out, h)
+			}
+		}
+		clear(hs[len(out):])
+		hs = out
 	}
 	if ca.appended.IsValid() {
 		v := []byte(appendXFF(xff, has, ca.appended)) // copied: xff may alias the read buffer
@@ -263,7 +300,7 @@ func (c *h1conn) forwardH1() clientAddress {
 	if c.filter.xff.newRequestIDAtEdge() {
 		hs = removeHeader(hs, headerRequestID) // a new one is written upstream
 	}
-	if c.filter.xff.useRemote {
+	if edge {
 		if extAddr {
 			hs = removeHeader(hs, headerExternalAddress)
 		}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -207,7 +208,8 @@ func xffHCM(t testing.TB, mod func(*hcmv3.HttpConnectionManager)) *hcmv3.HttpCon
 // each client-address policy, on every request path (HTTP/1.1 and h2c
 // clients, both codecs, HTTP/1.1 and HTTP/2 upstreams), and checks what
 // the upstream sees (x-forwarded-for, x-envoy-external-address,
-// x-envoy-internal, whether x-request-id is the client's), what an RBAC remote_ip rule decides and what the
+// x-envoy-internal and the other x-envoy-* headers, whether x-request-id
+// is the client's), what an RBAC remote_ip rule decides and what the
 // access log prints as %DOWNSTREAM_REMOTE_ADDRESS%.
 func TestXFFThroughHCM(t *testing.T) {
 	be := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -221,7 +223,17 @@ func TestXFFThroughHCM(t *testing.T) {
 		if strings.HasPrefix(r.Header.Get("X-Request-Id"), "client-") {
 			rid = "kept"
 		}
-		fmt.Fprintf(w, "xff=%s ext=%s int=%s rid=%s", hv("X-Forwarded-For"), hv("X-Envoy-External-Address"), hv("X-Envoy-Internal"), rid)
+		var envoy []string // the other x-envoy-* headers
+		for k := range r.Header {
+			if strings.HasPrefix(k, "X-Envoy-") && k != "X-Envoy-External-Address" && k != "X-Envoy-Internal" {
+				envoy = append(envoy, k)
+			}
+		}
+		sort.Strings(envoy)
+		if len(envoy) == 0 {
+			envoy = []string{"-"}
+		}
+		fmt.Fprintf(w, "xff=%s ext=%s int=%s rid=%s envoy=%s", hv("X-Forwarded-For"), hv("X-Envoy-External-Address"), hv("X-Envoy-Internal"), rid, strings.Join(envoy, ","))
 	}))
 	be.Config.Protocols = new(http.Protocols)
 	be.Config.Protocols.SetHTTP1(true)
@@ -303,7 +315,11 @@ func TestXFFThroughHCM(t *testing.T) {
 		body   string // the upstream's view, for a 200
 		remote string // the access log's %DOWNSTREAM_REMOTE_ADDRESS%
 	}
-	spoof := map[string]string{"X-Envoy-Internal": "true", "X-Envoy-External-Address": "203.0.113.250"}
+	// What a client should not decide: stripped from external requests
+	// (ip-tags, internal) or at the edge (the decorator), or set at the edge
+	// (external-address).
+	spoof := map[string]string{"X-Envoy-Internal": "true", "X-Envoy-External-Address": "203.0.113.250",
+		"X-Envoy-Ip-Tags": "t", "X-Envoy-Decorator-Operation": "op", "X-Envoy-Foo": "kept"}
 	with := func(xff string, extra map[string]string) map[string]string {
 		m := map[string]string{"X-Forwarded-For": xff}
 		for k, v := range extra {
@@ -317,12 +333,12 @@ func TestXFFThroughHCM(t *testing.T) {
 		reqs []request
 	}{
 		{"transparent", nil, []request{
-			{"last entry allowed", with("198.51.100.1, 203.0.113.9", spoof), 200, "xff=198.51.100.1, 203.0.113.9 ext=203.0.113.250 int=- rid=kept", "203.0.113.9:0"},
+			{"last entry allowed", with("198.51.100.1, 203.0.113.9", spoof), 200, "xff=198.51.100.1, 203.0.113.9 ext=203.0.113.250 int=- rid=kept envoy=X-Envoy-Decorator-Operation,X-Envoy-Foo", "203.0.113.9:0"},
 			{"last entry denied", with("203.0.113.9, 198.51.100.1", nil), 403, "", "198.51.100.1:0"},
 			{"no header: the peer", nil, 403, "", "127.0.0.1:"},
 		}},
 		{"trusted-hop", func(h *hcmv3.HttpConnectionManager) { h.XffNumTrustedHops = 1 }, []request{
-			{"second from the right", with("203.0.113.9, 198.51.100.1", nil), 200, "xff=203.0.113.9, 198.51.100.1 ext=- int=- rid=kept", "203.0.113.9:0"},
+			{"second from the right", with("203.0.113.9, 198.51.100.1", nil), 200, "xff=203.0.113.9, 198.51.100.1 ext=- int=- rid=kept envoy=-", "203.0.113.9:0"},
 			{"short list: the peer", with("203.0.113.9", nil), 403, "", "127.0.0.1:"},
 		}},
 		{"edge", func(h *hcmv3.HttpConnectionManager) { h.UseRemoteAddress = wrapperspb.Bool(true) }, []request{
@@ -331,14 +347,14 @@ func TestXFFThroughHCM(t *testing.T) {
 		{"edge-trusted-hop", func(h *hcmv3.HttpConnectionManager) {
 			h.UseRemoteAddress, h.XffNumTrustedHops = wrapperspb.Bool(true), 1
 		}, []request{
-			{"appended", with("198.51.100.1, 203.0.113.9", spoof), 200, "xff=198.51.100.1, 203.0.113.9,192.0.2.1 ext=203.0.113.9 int=- rid=new", "203.0.113.9:0"},
+			{"appended", with("198.51.100.1, 203.0.113.9", spoof), 200, "xff=198.51.100.1, 203.0.113.9,192.0.2.1 ext=203.0.113.9 int=- rid=new envoy=X-Envoy-Foo", "203.0.113.9:0"},
 			{"denied", with("203.0.113.9, 198.51.100.1", nil), 403, "", "198.51.100.1:0"},
 		}},
 		{"edge-skip-preserve", func(h *hcmv3.HttpConnectionManager) {
 			h.UseRemoteAddress, h.XffNumTrustedHops, h.SkipXffAppend = wrapperspb.Bool(true), 1, true
 			h.PreserveExternalRequestId = true
 		}, []request{
-			{"not appended, request id kept", with("203.0.113.9", nil), 200, "xff=203.0.113.9 ext=203.0.113.9 int=- rid=kept", "203.0.113.9:0"},
+			{"not appended, request id kept", with("203.0.113.9", nil), 200, "xff=203.0.113.9 ext=203.0.113.9 int=- rid=kept envoy=-", "203.0.113.9:0"},
 		}},
 	}
 	n := 0

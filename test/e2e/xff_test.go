@@ -103,8 +103,11 @@ func TestClientAddressThroughSidecars(t *testing.T) {
 		var a answer
 		waitFor(ctx, t, applyTimeout, "echo reachable", func() error {
 			a = do("xff-pass", map[string]string{"X-Forwarded-For": "198.51.100.1, 203.0.113.9", "X-Envoy-Internal": "true"})
-			if a.err != nil || a.status != 200 {
-				return fmt.Errorf("got %d %v, want 200", a.status, a.err)
+			if a.err != nil {
+				return fmt.Errorf("want 200: %w", a.err)
+			}
+			if a.status != 200 {
+				return fmt.Errorf("got %d, want 200", a.status)
 			}
 			return nil
 		})
@@ -134,8 +137,12 @@ spec:
   - from: [{source: {remoteIpBlocks: [203.0.113.0/24]}}]
 `))
 		waitFor(ctx, t, applyTimeout, "policy in force", func() error {
-			if a := do("xff-probe", nil); a.err != nil || a.status != 403 {
-				return fmt.Errorf("no x-forwarded-for: got %d %v, want 403", a.status, a.err)
+			a := do("xff-probe", nil)
+			if a.err != nil {
+				return fmt.Errorf("no x-forwarded-for: want 403: %w", a.err)
+			}
+			if a.status != 403 {
+				return fmt.Errorf("no x-forwarded-for: got %d, want 403", a.status)
 			}
 			return nil
 		})

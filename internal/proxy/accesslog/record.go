@@ -13,6 +13,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // Headers looks up a header by lower-case name; several values are joined
@@ -75,9 +77,8 @@ type Record struct {
 	// was made.
 	UpstreamLocal, UpstreamRemote netip.AddrPort
 	// DownstreamLocal is the connection's (original) destination;
-	// DownstreamRemote its peer, or for HTTP the last x-forwarded-for
-	// address (port 0) as Envoy's HCM takes it with use_remote_address
-	// false.
+	// DownstreamRemote its peer, or for HTTP the HCM's downstream remote
+	// address (port 0 when it came from x-forwarded-for).
 	DownstreamLocal  netip.AddrPort
 	DownstreamRemote netip.AddrPort
 	// Conn is the downstream connection (nil: unknown): its socket
@@ -105,27 +106,20 @@ type ServerNamer interface {
 	RequestedServerName() string
 }
 
-// ConnOf describes c, looking through wrappers that expose NetConn (as
-// crypto/tls and the proxy's replaying connections do) for a *tls.Conn
-// and a ServerNamer.
+// ConnOf describes c: its TLS state is that of the connection the proxy
+// terminated under c (tlsconf.Terminated), its SNI that connection's or
+// else a ServerNamer's among tlsconf.Layers(c).
 func ConnOf(c net.Conn) *Conn {
 	out := &Conn{DirectLocal: addrPortOf(c.LocalAddr()), DirectRemote: addrPortOf(c.RemoteAddr())}
-	for c != nil {
-		if tc, ok := c.(*tls.Conn); ok && out.TLS == nil {
-			st := tc.ConnectionState()
-			out.TLS = &st
-			if out.SNI == "" {
-				out.SNI = st.ServerName
-			}
-		}
-		if sn, ok := c.(ServerNamer); ok && out.SNI == "" {
+	if tc := tlsconf.Terminated(c); tc != nil {
+		st := tc.ConnectionState()
+		out.TLS = &st
+		out.SNI = st.ServerName
+	}
+	for l := range tlsconf.Layers(c) {
+		if sn, ok := l.(ServerNamer); ok && out.SNI == "" {
 			out.SNI = sn.RequestedServerName()
 		}
-		u, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			break
-		}
-		c = u.NetConn()
 	}
 	return out
 }

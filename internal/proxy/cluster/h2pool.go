@@ -120,7 +120,11 @@ func (p *h2Pool) roundTrip(req *http.Request, ep Endpoint) (*http.Response, erro
 		return nil, ErrPipeEndpoint
 	}
 	req.URL.Host = ep.Address
-	req.URL.Scheme = "http"
+	// The scheme is the request's :scheme (the HCM's, https or http); the
+	// connection's TLS is the cluster's transport socket, whatever it says.
+	if req.URL.Scheme != "https" {
+		req.URL.Scheme = "http"
+	}
 	if o := ep.owner(); o.isValid() {
 		req = req.WithContext(context.WithValue(req.Context(), sourceKey{}, o))
 	}

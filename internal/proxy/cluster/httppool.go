@@ -64,6 +64,10 @@ func (c *Cluster) RoundTrip(req *http.Request, ep Endpoint) (*http.Response, err
 		return nil, ErrPipeEndpoint
 	}
 	req.URL.Host = ep.Address
+	// The transport's TLS is the cluster's transport socket (its dialer),
+	// not the request's scheme: net/http would start TLS on its own for
+	// https.
+	req.URL.Scheme = "http"
 	if o := ep.owner(); o.isValid() {
 		req = req.WithContext(context.WithValue(req.Context(), sourceKey{}, o))
 		return c.pool.src.RoundTrip(req)

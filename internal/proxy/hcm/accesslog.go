@@ -26,6 +26,7 @@ func (c *h1conn) logging() bool { return len(c.filter.AccessLog) > 0 }
 // beginLog starts the record of a request that began at start.
 func (c *h1conn) beginLog(start time.Time) {
 	c.rec = accesslog.Record{Start: start}
+	c.client = clientAddress{}
 	c.respBytes.Store(0)
 }
 
@@ -59,7 +60,10 @@ func (c *h1conn) endLog() {
 		c.logConn = accesslog.ConnOf(c.tracked)
 	}
 	r.Conn = c.logConn
-	r.DownstreamRemote = downstreamRemote(r.Request, c.remoteAddr())
+	r.DownstreamRemote = c.client.remote // xff.go; the peer when the request was not served
+	if !r.DownstreamRemote.IsValid() {
+		r.DownstreamRemote = c.remoteAddr()
+	}
 	c.filter.AccessLog.Log(r)
 	c.rec = accesslog.Record{} // drop the references to the buffers
 }
@@ -70,20 +74,6 @@ func (c *h1conn) remoteAddr() netip.AddrPort {
 		c.remote = addrPortOf(c.tracked.RemoteAddr())
 	}
 	return c.remote
-}
-
-// downstreamRemote is the downstream address Envoy's HCM logs with
-// use_remote_address false (the only mode strait-proxy runs): the last
-// x-forwarded-for address, with port 0, when there is one, else the
-// peer's (ConnectionManagerUtility::mutateRequestHeaders).
-func downstreamRemote(h accesslog.Headers, peer netip.AddrPort) netip.AddrPort {
-	if h == nil {
-		return peer
-	}
-	if a := xffRemoteIP(h); a.IsValid() { // rbac.go
-		return netip.AddrPortFrom(a, 0)
-	}
-	return peer
 }
 
 // logUpstream records the upstream connection's addresses (the HTTP/1.1
@@ -184,8 +174,10 @@ func startStreamLog(w http.ResponseWriter, r *http.Request, c *conn) (http.Respo
 			rec.Details = accesslog.DetailsFor(rec.Flags)
 		}
 		rec.DownstreamLocal = c.dst
-		peer, _ := netip.ParseAddrPort(r.RemoteAddr)
-		rec.DownstreamRemote = downstreamRemote(rec.Request, netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port()))
+		if !rec.DownstreamRemote.IsValid() { // not served: the peer (the stream sets it, xff.go)
+			peer, _ := netip.ParseAddrPort(r.RemoteAddr)
+			rec.DownstreamRemote = netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())
+		}
 		rec.Conn = c.logConn
 		c.filter.AccessLog.Log(rec)
 	}

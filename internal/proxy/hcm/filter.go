@@ -45,6 +45,7 @@ type Filter struct {
 	upgrades   map[string]bool      // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
 	filters    httpFilters          // the fault and CORS filters (httpfilters.go)
 	xfp        forwardedProtoPolicy // x-forwarded-proto (scheme.go)
+	xff        xffPolicy            // the client's address and x-forwarded-for (xff.go)
 	Limits     Limits
 	// AccessLog gets one record per request (access_log, built by the
 	// listener with the proxy's files); nil logs nothing and costs
@@ -105,6 +106,9 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 		return nil, err
 	}
 	if err := f.buildScheme(h); err != nil {
+		return nil, err
+	}
+	if err := f.buildXFF(h); err != nil { // xff.go
 		return nil, err
 	}
 	lim, err := buildLimits(h)

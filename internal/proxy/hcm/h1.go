@@ -96,6 +96,8 @@ type h1conn struct {
 	// computed at the first request when the HCM has one.
 	authz *rbac.Connection
 	rreq  route.Request // what routing and RBAC read of the request in progress
+	// client is the request in progress's client address (xff.go).
+	client clientAddress
 
 	// The access log record of the request in progress (accesslog.go),
 	// the response body bytes streamed (counted only when logging) and
@@ -425,6 +427,7 @@ func (c *h1conn) serveRequest() bool {
 	c.resetRouterState()
 	c.fresp = filterResponse{} // the filters' response headers (h1filters.go)
 	c.meta.Reset()
+	c.client = c.forwardH1() // xff.go
 	if jf := c.filter.filters.jwt; jf != nil {
 		if done, keep := c.runJWT(jf); done { // jwtfilter.go
 			return keep
@@ -438,14 +441,14 @@ func (c *h1conn) serveRequest() bool {
 	c.rreq = route.Request{
 		Host: http1.UnsafeString(req.Host), Path: http1.UnsafeString(req.Path),
 		Query:  http1.UnsafeString(query),
-		Method: http1.UnsafeString(req.Method), Scheme: schemeOf(c.secure), Headers: &req.Headers,
+		Method: http1.UnsafeString(req.Method), Scheme: c.scheme(), Headers: &req.Headers, // scheme.go
 	}
 	rreq := &c.rreq
 	if len(c.filter.filters.rbac) > 0 {
 		if c.authz == nil {
 			c.authz = rbacConnection(c.filter, c.tracked, c.dst)
 		}
-		if !c.filter.filters.authorize(c.authz, rreq, &c.meta) { // rbac.go
+		if !c.filter.filters.authorize(c.authz, rreq, c.client.remote.Addr(), &c.meta) { // rbac.go
 			return c.filterReply(403, rbac.ResponseFlag, rbac.DeniedBody, nil)
 		}
 	}
@@ -475,7 +478,7 @@ func (c *h1conn) serveRequest() bool {
 		return c.localReply(503, "NC", "")
 	}
 	c.rec.UpstreamCluster, c.rec.UpstreamStatName = tgt.Name, cl.Stats.Name
-	hash, hasHash, setCookie := requestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc)
+	hash, hasHash, setCookie := requestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc, c.client.remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
 		f := pickFailure(err)

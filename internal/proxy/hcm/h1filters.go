@@ -63,7 +63,7 @@ func (c *h1conn) runFilters(rt *route.Route) (done, keep bool) {
 	}
 	c.fresp.cors, c.fresp.verdict = p.corsPolicy, p.corsVerdict
 	if len(p.mirrors) > 0 {
-		c.s.mirrorH1(p.mirrors, req, c.r.Buffered(), c.forwardedProto()) // mirror.go
+		c.s.mirrorH1(p.mirrors, req, c.r.Buffered(), c.forwardedProto(), c.rreq.Scheme) // mirror.go
 	}
 	return false, false
 }

@@ -37,7 +37,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	if err != nil {
 		return c.localReply(400, "", "")
 	}
-	u.Scheme, u.Host = "http", ep.Address
+	u.Scheme, u.Host = c.scheme(), ep.Address // the upstream :scheme (scheme.go)
 	hdr := make(http.Header, len(req.Headers)+2)
 	for i := range req.Headers {
 		h := &req.Headers[i]

@@ -24,6 +24,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
@@ -122,7 +123,7 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 // negotiatedProtocol returns the protocol c's TLS handshake agreed on by
 // ALPN; "" for a connection in clear text or one without ALPN.
 func negotiatedProtocol(c net.Conn) string {
-	if tc := tlsConnOf(c); tc != nil { // scheme.go
+	if tc := tlsconf.Terminated(c); tc != nil {
 		return tc.ConnectionState().NegotiatedProtocol
 	}
 	return ""
@@ -193,7 +194,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, secure: isTLS(nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
+	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
 	base := &http.Server{
 		MaxHeaderBytes: maxRequestHeadersBytes,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -229,7 +230,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	// batch those writes (package wbatch).
 	bc := wbatch.New(nc)
 	defer bc.Close()
-	h2.ServeConn(bc, &http2.ServeConnOpts{
+	h2.ServeConn(schemeProbe{bc}, &http2.ServeConnOpts{ // scheme.go
 		Context:    ctx,
 		Handler:    withStreamIdle(lim.StreamIdleTimeout, s.serveStream),
 		BaseConfig: base,
@@ -250,7 +251,12 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
-	setForwardedProto(r, c) // scheme.go
+	setForwardedProto(r, c)    // scheme.go
+	client := c.forwardHTTP(r) // xff.go
+	// The request's :scheme: what routes match, and an HTTP/2 upstream's
+	// (and a shadow's) :scheme.
+	r.URL.Scheme = streamScheme(r, c) // scheme.go
+	rec.DownstreamRemote = client.remote
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
@@ -262,8 +268,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: schemeOf(c.secure), Headers: route.HTTPHeader(r.Header)}
-	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, md) { // rbac.go
+	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: r.URL.Scheme, Headers: route.HTTPHeader(r.Header)}
+	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, client.remote.Addr(), md) { // rbac.go
 		streamLocalReply(w, r, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
 		return
 	}
@@ -299,7 +305,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.UpstreamCluster, rec.UpstreamStatName = tgt.Name, cl.Stats.Name
-	hash, hasHash, setCookie := requestHashHTTP(rt, r)
+	hash, hasHash, setCookie := requestHashHTTP(rt, r, client.remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
 		f := pickFailure(err)
@@ -334,7 +340,6 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	out := r.WithContext(ctx) // shallow copy; r is ours until we return
 	out.RequestURI = ""
 	out.Close = false
-	out.URL.Scheme = "http"
 	h := out.Header
 	trailers := teTrailers(h["Te"])
 	removeHop(h)

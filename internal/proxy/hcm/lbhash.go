@@ -17,19 +17,20 @@ const bodyOverflow = "upstream connect error or disconnect/reset before headers.
 // requestHash hashes a request by its route's hash_policy for the
 // RING_HASH and MAGLEV load balancers (ok false: no hash). setCookie is a
 // Set-Cookie value the response must carry (a generated hash cookie).
-func requestHash(rt *route.Route, h route.HeaderGetter, query string, nc net.Conn) (hash uint64, ok bool, setCookie string) {
+// remote is the request's downstream remote address (xff.go).
+func requestHash(rt *route.Route, h route.HeaderGetter, query string, nc net.Conn, remote netip.AddrPort) (hash uint64, ok bool, setCookie string) {
 	if rt.Hash == nil {
 		return 0, false, ""
 	}
-	return rt.Hash.Hash(route.HashInput{Headers: h, Query: query, Source: addrPort(nc.RemoteAddr()), Local: addrPort(nc.LocalAddr())})
+	return rt.Hash.Hash(route.HashInput{Headers: h, Query: query, Source: addrPort(nc.RemoteAddr()), Local: addrPort(nc.LocalAddr()), Remote: remote})
 }
 
 // requestHashHTTP is requestHash for the net/http and HTTP/2 paths.
-func requestHashHTTP(rt *route.Route, r *http.Request) (hash uint64, ok bool, setCookie string) {
+func requestHashHTTP(rt *route.Route, r *http.Request, remote netip.AddrPort) (hash uint64, ok bool, setCookie string) {
 	if rt.Hash == nil {
 		return 0, false, ""
 	}
-	in := route.HashInput{Headers: route.HTTPHeader(r.Header), Query: r.URL.RawQuery}
+	in := route.HashInput{Headers: route.HTTPHeader(r.Header), Query: r.URL.RawQuery, Remote: remote}
 	in.Source, _ = netip.ParseAddrPort(r.RemoteAddr)
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		in.Local = addrPort(a)

@@ -75,8 +75,9 @@ func shadowHost(host string) string {
 }
 
 // mirrorH1 mirrors the HTTP/1.1 request req, whose body (if any) starts at
-// buffered; proto is its x-forwarded-proto as the main request leaves.
-func (s *Server) mirrorH1(mirrors []route.Mirror, req *http1.Request, buffered []byte, proto string) {
+// buffered; proto is its x-forwarded-proto as the main request leaves,
+// scheme its :scheme.
+func (s *Server) mirrorH1(mirrors []route.Mirror, req *http1.Request, buffered []byte, proto, scheme string) {
 	var body []byte
 	switch req.Framing {
 	case http1.FramingLength:
@@ -101,6 +102,7 @@ func (s *Server) mirrorH1(mirrors []route.Mirror, req *http1.Request, buffered [
 		if err != nil {
 			return
 		}
+		u.Scheme = scheme
 		h := make(http.Header, len(req.Headers))
 		for i := range req.Headers {
 			f := &req.Headers[i]
@@ -141,7 +143,7 @@ func (s *Server) mirrorStream(mirrors []route.Mirror, r *http.Request) {
 		}
 		h := r.Header.Clone()
 		removeHop(h)
-		u := &url.URL{Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
+		u := &url.URL{Scheme: r.URL.Scheme, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 		s.shadow.send(m, r.Method, u, r.Host, h, body) //nolint:contextcheck // a shadow outlives its request on purpose; the server's context bounds it
 	}
 }
@@ -192,7 +194,12 @@ func (sh *shadowing) shadow(clusterName, method string, u *url.URL, host string,
 	}
 	ctx, cancel := context.WithTimeout(sh.ctx, shadowTimeout)
 	defer cancel()
-	u.Scheme, u.Host = "http", ep.Address
+	// u.Scheme is the request's :scheme, for an HTTP/2 cluster
+	// (cluster.RoundTrip); an HTTP/1.1 one ignores it.
+	u.Host = ep.Address
+	if u.Scheme != "https" {
+		u.Scheme = "http"
+	}
 	req := (&http.Request{
 		Method:     method,
 		URL:        u,

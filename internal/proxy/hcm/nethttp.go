@@ -112,7 +112,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
-	setForwardedProto(r, c) // scheme.go
+	setForwardedProto(r, c)    // scheme.go
+	client := c.forwardHTTP(r) // xff.go
+	// The request's :scheme: what routes match, and an HTTP/2 upstream's
+	// (and a shadow's) :scheme.
+	r.URL.Scheme = streamScheme(r, c) // scheme.go
+	rec.DownstreamRemote = client.remote
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
@@ -124,8 +129,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: schemeOf(c.secure), Headers: route.HTTPHeader(r.Header)}
-	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, md) { // rbac.go
+	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: r.URL.Scheme, Headers: route.HTTPHeader(r.Header)}
+	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, client.remote.Addr(), md) { // rbac.go
 		localReply(w, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
 		return
 	}
@@ -159,7 +164,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.UpstreamCluster, rec.UpstreamStatName = tgt.Name, cl.Stats.Name
-	hash, hasHash, setCookie := requestHashHTTP(rt, r)
+	hash, hasHash, setCookie := requestHashHTTP(rt, r, client.remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
 		f := pickFailure(err)
@@ -181,7 +186,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *conn, cl *cl
 	out := r.WithContext(ctx) // shallow copy; r is ours until we return
 	out.RequestURI = ""
 	out.Close = false
-	out.URL.Scheme = "http"
 	h := out.Header
 	removeHop(h)
 	addForwardHeaders(out, r)

@@ -11,7 +11,6 @@ package hcm
 import (
 	"net"
 	"net/netip"
-	"strings"
 
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
@@ -19,9 +18,10 @@ import (
 )
 
 // authorize runs the RBAC filters for req on a connection described by
-// conn; false when one of them denies.
-func (hf *httpFilters) authorize(conn *rbac.Connection, req *route.Request, md *httpfilter.Metadata) bool {
-	in := rbac.Input{Conn: conn, Request: req, RemoteIP: xffRemoteIP(req.Headers), Metadata: md}
+// conn, from the downstream remote address remote (xff.go; invalid: the
+// peer's); false when one of them denies.
+func (hf *httpFilters) authorize(conn *rbac.Connection, req *route.Request, remote netip.Addr, md *httpfilter.Metadata) bool {
+	in := rbac.Input{Conn: conn, Request: req, RemoteIP: remote, Metadata: md}
 	for _, f := range hf.rbac {
 		if !f.Check(&in) {
 			return false
@@ -30,48 +30,21 @@ func (hf *httpFilters) authorize(conn *rbac.Connection, req *route.Request, md *
 	return true
 }
 
-// xffRemoteIP is the original client's address as Envoy's HCM derives it
-// with use_remote_address false and no trusted hops: the last address of
-// x-forwarded-for. Zero when there is none (the peer's address then).
-func xffRemoteIP(h route.HeaderGetter) netip.Addr {
-	if h == nil {
-		return netip.Addr{}
-	}
-	v, ok := h.Lookup("X-Forwarded-For")
-	if !ok {
-		return netip.Addr{}
-	}
-	if i := strings.LastIndexByte(v, ','); i >= 0 {
-		v = v[i+1:]
-	}
-	a, err := netip.ParseAddr(strings.TrimSpace(v))
-	if err != nil {
-		return netip.Addr{}
-	}
-	return a.Unmap()
-}
-
 // rbacConnection describes the downstream connection c for the RBAC
-// filters, looking through the HCM's own wrapper (prefixConn) to the
-// *tls.Conn the listener handed over; nil when f has no RBAC filter.
+// filters (rbac.ConnectionOf looks through the HCM's own wrappers to the
+// *tls.Conn the listener handed over); nil when f has no RBAC filter.
 func rbacConnection(f *Filter, c net.Conn, dst netip.AddrPort) *rbac.Connection {
 	if len(f.filters.rbac) == 0 {
 		return nil
-	}
-	for {
-		p, ok := c.(*prefixConn)
-		if !ok {
-			break
-		}
-		c = p.Conn
 	}
 	return rbac.ConnectionOf(c, dst)
 }
 
 // streamAuthorize is authorize for the HTTP/2 and net/http paths. rr is
 // taken by value, so that a request on an HCM without RBAC filters (which
-// does not call it) does not make it escape; md is the request's dynamic
+// does not call it) does not make it escape; remote is the downstream
+// remote address (xff.go); md is the request's dynamic
 // metadata (nil when no filter wrote any).
-func streamAuthorize(c *conn, rr route.Request, md *httpfilter.Metadata) bool {
-	return c.filter.filters.authorize(c.authz, &rr, md)
+func streamAuthorize(c *conn, rr route.Request, remote netip.Addr, md *httpfilter.Metadata) bool {
+	return c.filter.filters.authorize(c.authz, &rr, remote, md)
 }

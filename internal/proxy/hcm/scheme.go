@@ -1,12 +1,17 @@
 package hcm
 
 import (
+	"bytes"
 	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // This file holds the request's scheme: :scheme and x-forwarded-proto,
@@ -47,6 +52,62 @@ func schemeOf(secure bool) string {
 	return "http"
 }
 
+// requestScheme is an HTTP/1 request's :scheme as Envoy's HCM sets it
+// (ConnectionManagerUtility::mutateRequestHeaders): the scheme of an
+// absolute-form target, else the x-forwarded-proto the request leaves
+// with (xfp, after the edge overwrites it) when that is http or https,
+// else the connection's. Routes match on it, and an HTTP/2 upstream
+// request carries it as its :scheme: Envoy's router keeps the request's
+// :scheme (only scheme_header_transformation, refused, would change it),
+// whatever the upstream transport.
+func requestScheme(absolute, xfp string, secure bool) string {
+	for _, s := range [2]string{absolute, xfp} {
+		switch {
+		case strings.EqualFold(s, "https"):
+			return "https"
+		case strings.EqualFold(s, "http"):
+			return "http"
+		}
+	}
+	return schemeOf(secure)
+}
+
+// scheme is the :scheme of the request in progress (requestScheme).
+func (c *h1conn) scheme() string {
+	abs := ""
+	if c.req.Authority != nil { // absolute-form: http:// or https://
+		if i := bytes.IndexByte(c.req.Target, ':'); i > 0 {
+			abs = http1.UnsafeString(c.req.Target[:i])
+		}
+	}
+	return requestScheme(abs, c.forwardedProto(), c.secure)
+}
+
+// streamScheme is the :scheme of a request on the net/http paths: an
+// HTTP/1.1 request's is requestScheme's; an HTTP/2 request carries its
+// own, which Envoy trusts (http or https, as x/net/http2's server checks)
+// and schemeProbe reveals.
+func streamScheme(r *http.Request, c *conn) string {
+	if r.ProtoMajor >= 2 {
+		return schemeOf(r.TLS != nil)
+	}
+	return requestScheme(r.URL.Scheme, r.Header.Get("X-Forwarded-Proto"), c.secure)
+}
+
+// schemeProbe is the connection x/net/http2's server serves. The server
+// shows a request's :scheme only one way: it sets Request.TLS, to the
+// state of a connection that reports one, when :scheme is https. So
+// every connection, TLS or h2c, reports the same made-up state (TLS 1.3,
+// which passes the server's RFC 9113 §9.2 checks), and Request.TLS != nil
+// means :scheme https and nothing else; the listener's TLS is read from
+// the connection under it (tlsconf.Terminated).
+type schemeProbe struct{ net.Conn }
+
+// ConnectionState is the made-up state: never read for what it says.
+func (schemeProbe) ConnectionState() tls.ConnectionState {
+	return tls.ConnectionState{Version: tls.VersionTLS13, HandshakeComplete: true, CipherSuite: tls.TLS_AES_128_GCM_SHA256}
+}
+
 // forwardedProto returns the x-forwarded-proto a request leaves with:
 // the client's value v (has says it sent one) unless the policy overwrites
 // it or there is none, then the connection's scheme.
@@ -58,24 +119,7 @@ func (p forwardedProtoPolicy) forwardedProto(v []byte, has, secure bool) string 
 }
 
 // isTLS reports whether c is a TLS connection the listener terminated.
-func isTLS(c net.Conn) bool { return tlsConnOf(c) != nil }
-
-// tlsConnOf returns the *tls.Conn under c, looking through the HCM's own
-// wrappers and any connection that exposes NetConn (the TLS inspector's);
-// nil for a connection in clear text.
-func tlsConnOf(c net.Conn) *tls.Conn {
-	for c != nil {
-		switch x := c.(type) {
-		case *tls.Conn:
-			return x
-		case interface{ NetConn() net.Conn }:
-			c = x.NetConn()
-		default:
-			return nil
-		}
-	}
-	return nil
-}
+func isTLS(c net.Conn) bool { return tlsconf.Terminated(c) != nil }
 
 // setForwardedProto gives a request on the net/http paths (HTTP/1.1 and
 // HTTP/2) the x-forwarded-proto it leaves with, before the filters and

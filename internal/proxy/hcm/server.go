@@ -28,6 +28,7 @@ type Server struct {
 	codec    Codec
 	shadow   *shadowing // request mirrors (mirror.go)
 	parker   *parker    // idle HTTP/1.1 connections (park.go)
+	local    netip.Addr // appended to x-forwarded-for for a loopback peer (xff.go)
 
 	mu     sync.Mutex            // guards conns, taken, nh and closed
 	conns  map[net.Conn]struct{} // CodecStrait and HTTP/2
@@ -64,6 +65,11 @@ type Options struct {
 	Clusters Clusters
 	// Codec defaults to CodecStrait.
 	Codec Codec
+	// LocalAddress is the proxy's own address (Envoy's local_info
+	// address), appended to x-forwarded-for in place of a loopback peer
+	// by an HCM with use_remote_address. Zero: the first address of the
+	// host's interfaces that is not a loopback one, as Envoy picks it.
+	LocalAddress netip.Addr
 }
 
 type connKey struct{}
@@ -74,9 +80,10 @@ type conn struct {
 	filter *Filter
 	dst    netip.AddrPort // original (or local) destination
 	src    cluster.OriginalSource
-	secure bool    // the listener terminated TLS (scheme.go)
-	lim    *Limits // CodecNetHTTP
-	nh     *nhConn // CodecNetHTTP
+	secure bool       // the listener terminated TLS (scheme.go)
+	local  netip.Addr // the Server's local address (xff.go)
+	lim    *Limits    // CodecNetHTTP
+	nh     *nhConn    // CodecNetHTTP
 	// authz describes the connection for the RBAC filters (rbac.go); nil
 	// when the HCM has none. Read by every stream.
 	authz *rbac.Connection
@@ -92,6 +99,10 @@ func NewServer(o Options) *Server {
 		clusters: o.Clusters,
 		codec:    o.Codec,
 		conns:    map[net.Conn]struct{}{},
+		local:    o.LocalAddress,
+	}
+	if !s.local.IsValid() {
+		s.local = localAddress() // xff.go
 	}
 	s.shadow = newShadowing(s.log, o.Clusters)
 	s.parker = newParker(s.log)

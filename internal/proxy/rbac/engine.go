@@ -8,7 +8,6 @@
 package rbac
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // Action is what an engine does with a match.
@@ -59,15 +59,16 @@ type Connection struct {
 	Subject          string
 }
 
-// ConnectionOf describes c, whose destination is dst. A *tls.Conn (after
-// its handshake) gives the peer certificate and SNI.
+// ConnectionOf describes c, whose destination is dst. The TLS connection
+// the proxy terminated under c (tlsconf.Terminated, after its handshake)
+// gives the peer certificate and SNI.
 func ConnectionOf(c net.Conn, dst netip.AddrPort) *Connection {
 	out := &Connection{Destination: dst}
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		ap := a.AddrPort()
 		out.Source = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
-	if tc, ok := c.(*tls.Conn); ok {
+	if tc := tlsconf.Terminated(c); tc != nil {
 		st := tc.ConnectionState()
 		out.Secure = true
 		out.SNI = st.ServerName
@@ -91,9 +92,9 @@ type Input struct {
 	// matchers never match, as in Envoy's network filter, whose request
 	// headers are empty.
 	Request *route.Request
-	// RemoteIP is the original client's address (remote_ip): the HTTP
-	// request's x-forwarded-for when the HCM trusts it, else the peer's.
-	// Zero means Conn.Source.
+	// RemoteIP is the original client's address (remote_ip): the HCM's
+	// downstream remote address, from x-forwarded-for or the peer by its
+	// use_remote_address and xff_num_trusted_hops. Zero means Conn.Source.
 	RemoteIP netip.Addr
 	// Metadata is the request's dynamic metadata (the JWT filter's
 	// verified claims); nil reads as empty.

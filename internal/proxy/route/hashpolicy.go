@@ -48,8 +48,13 @@ type HashInput struct {
 	// Query is the raw query string, with or without its leading '?'.
 	Query string
 	// Source and Local are the downstream connection's peer and local
-	// addresses (Local names the connection in generated cookies).
+	// addresses (they name the connection in generated cookies).
 	Source, Local netip.AddrPort
+	// Remote is the request's downstream remote address, which source_ip
+	// hashes: the HCM's, from x-forwarded-for or the peer by its
+	// use_remote_address and xff_num_trusted_hops, as Envoy's router
+	// passes the stream's remote address. Zero: Source.
+	Remote netip.AddrPort
 }
 
 // compileHashPolicy compiles route_action.hash_policy; nil when empty.
@@ -160,10 +165,14 @@ func (hc *hashPolicy) value(in HashInput) (string, bool, string) {
 		v, ok := in.Headers.Lookup(hc.name)
 		return v, ok, ""
 	case hashSourceIP:
-		if !in.Source.IsValid() {
+		src := in.Remote
+		if !src.IsValid() {
+			src = in.Source
+		}
+		if !src.IsValid() {
 			return "", false, ""
 		}
-		return in.Source.Addr().String(), true, ""
+		return src.Addr().String(), true, ""
 	case hashQuery:
 		return queryParam(in.Query, hc.name)
 	}

@@ -49,6 +49,12 @@ func TestHashPolicy(t *testing.T) {
 	if s1 != s2 || s1 == s3 {
 		t.Errorf("source IP hash: same IP %x %x, other %x", s1, s2, s3)
 	}
+	// The request's remote address (from x-forwarded-for) is what
+	// source_ip hashes, not the connection's peer.
+	r1, _, _ := src.Hash(HashInput{Source: netip.MustParseAddrPort("10.0.0.1:1"), Remote: netip.MustParseAddrPort("10.0.0.2:0")})
+	if r1 != s3 {
+		t.Errorf("source IP hash with remote 10.0.0.2: %x, want 10.0.0.2's %x", r1, s3)
+	}
 
 	ck, _ := compileHashPolicy([]*routev3.RouteAction_HashPolicy{
 		{PolicySpecifier: &routev3.RouteAction_HashPolicy_Cookie_{Cookie: &routev3.RouteAction_HashPolicy_Cookie{Name: "s", Path: "/", Ttl: durationpb.New(time.Hour)}}},

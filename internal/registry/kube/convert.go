@@ -210,6 +210,7 @@ func podFinished(pod *corev1.Pod) bool {
 
 // convertedConfig caches the conversion of one Istio object version.
 type convertedConfig struct {
+	ref             objectRef
 	resourceVersion string
 	cfg             *config.Config
 	err             error

@@ -52,17 +52,19 @@ func (r *Registry) buildStore() *config.Store {
 				if err != nil {
 					logConfigError(r.log, kind, obj, err)
 				}
-				cc = convertedConfig{resourceVersion: rv, cfg: cfg, err: err}
+				cc = convertedConfig{ref: refOf(w.gvr, obj), resourceVersion: rv, cfg: cfg, err: err}
 				r.converted[uid] = cc
+				r.status.set(cc.ref, wantedStatus{uid: uid, generation: generationOf(obj), messages: messagesFor(err)})
 			}
 			if cc.cfg != nil {
 				add(cc.cfg)
 			}
 		}
 	}
-	for uid := range r.converted {
+	for uid, cc := range r.converted {
 		if !seen[uid] {
 			delete(r.converted, uid)
+			r.status.forget(cc.ref, uid)
 		}
 	}
 

@@ -47,14 +47,21 @@ func (r *Registry) buildStore() *config.Store {
 			uid, rv := uidOf(obj)
 			seen[uid] = true
 			cc, ok := r.converted[uid]
-			if !ok || cc.resourceVersion != rv {
+			switch gen, meta := generationOf(obj), metaHash(obj); {
+			case ok && cc.resourceVersion == rv:
+			case ok && gen != 0 && cc.generation == gen && cc.metaHash == meta:
+				// Status only (our own writes included): the conversion,
+				// and its log line, stand.
+				cc.resourceVersion = rv
+				r.converted[uid] = cc
+			default:
 				cfg, err := istioConfig(group, kind, w.gvr.Version, obj)
 				if err != nil {
 					logConfigError(r.log, kind, obj, err)
 				}
-				cc = convertedConfig{ref: refOf(w.gvr, obj), resourceVersion: rv, cfg: cfg, err: err}
+				cc = convertedConfig{ref: refOf(w.gvr, obj), resourceVersion: rv, generation: gen, metaHash: meta, cfg: cfg, err: err}
 				r.converted[uid] = cc
-				r.status.set(cc.ref, wantedStatus{uid: uid, generation: generationOf(obj), messages: messagesFor(err)})
+				r.status.set(cc.ref, wantedStatus{uid: uid, generation: gen, messages: messagesFor(err)})
 			}
 			if cc.cfg != nil {
 				add(cc.cfg)

@@ -220,6 +220,8 @@ type convertedConfig struct {
 	metaHash   uint64
 	cfg        *config.Config
 	err        error
+	// messages are err's validation messages (messagesFor).
+	messages []validationMessage
 }
 
 // istioConfig converts an object of a kind Strait translates (from a

@@ -164,7 +164,9 @@ type Registry struct {
 	derived      *derivedCache
 	version      uint64
 	lastProblems map[string]bool
-	mesh         *meshconfig.Config
+	// conflicts are the published snapshot's build problems by object.
+	conflicts map[objectRef][]validationMessage
+	mesh      *meshconfig.Config
 }
 
 // New creates the clients and informers; nothing talks to the API server
@@ -425,7 +427,9 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 		changed := config.Diff(old.Configs, store)
 		if len(changed) == 0 && !global && !namesOtherKinds(req) {
 			// The service model is a function of the store: nothing to push
-			// (e.g. a relist after an outage, or the start-up backlog).
+			// (e.g. a relist after an outage, or the start-up backlog). An
+			// object still not served may say something new on its status.
+			r.reportStatus()
 			continue
 		}
 		r.publish(store, true)

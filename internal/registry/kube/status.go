@@ -28,6 +28,10 @@ const (
 	CodeNotSupported = "STR0001"
 	// CodeInvalid marks an object Strait rejects as invalid.
 	CodeInvalid = "STR0002"
+	// CodeConflict marks an object served in part: the snapshot left
+	// something of it out (a host another ServiceEntry defines first, a
+	// delegate route outside its parent's match, ...). Level WARNING.
+	CodeConflict = "STR0003"
 
 	// codePrefix is shared by our codes (Istio's are IST....): messages
 	// with other codes on a status are someone else's and are kept.
@@ -36,13 +40,14 @@ const (
 
 // validationMessage is one message straitd wants on an object's status.
 type validationMessage struct {
+	level       string // ERROR or WARNING
 	code        string
 	description string // the text of the log line: file, field path, problem and fix
 }
 
 // messagesFor turns the error of an object's conversion into its
-// validation messages, one per field problem (config.FieldErrors), each with
-// the text the log line has. nil for nil.
+// validation messages, one per field problem, at level ERROR (the object
+// is not served), each with the text the log line has. nil for nil.
 func messagesFor(err error) []validationMessage {
 	if err == nil {
 		return nil
@@ -53,9 +58,15 @@ func messagesFor(err error) []validationMessage {
 		if errors.Is(e, config.ErrNotSupported) {
 			code = CodeNotSupported
 		}
-		out = append(out, validationMessage{code: code, description: e.Error()})
+		out = append(out, validationMessage{level: "ERROR", code: code, description: e.Error()})
 	}
 	return out
+}
+
+// conflictMessage is the validation message of a problem the snapshot
+// build found with a config it then served in part.
+func conflictMessage(problem error) validationMessage {
+	return validationMessage{level: "WARNING", code: CodeConflict, description: problem.Error()}
 }
 
 // flatten splits joined errors (config.ParseFile joins one error per field)
@@ -74,7 +85,7 @@ func flatten(err error) []error {
 // unstructured renders m as a status.validationMessages[] entry.
 func (m validationMessage) unstructured() map[string]any {
 	return map[string]any{
-		"level": "ERROR",
+		"level": m.level,
 		"type":  map[string]any{"code": m.code, "name": m.description},
 	}
 }
@@ -136,7 +147,7 @@ func sameMessages(have []any, want []validationMessage) bool {
 	return slices.EqualFunc(have, want, func(h any, w validationMessage) bool {
 		m, _ := h.(map[string]any)
 		t, _ := m["type"].(map[string]any)
-		return m["level"] == "ERROR" && t["code"] == w.code && t["name"] == w.description && len(t) == 2 && len(m) == 2
+		return m["level"] == w.level && t["code"] == w.code && t["name"] == w.description && len(t) == 2 && len(m) == 2
 	})
 }
 

@@ -32,7 +32,7 @@ func msg(code, text string) map[string]any {
 var istioMsg = map[string]any{"level": "WARNING", "type": map[string]any{"code": "IST0101"}, "documentationUrl": "https://istio.io/x"}
 
 func TestNextStatus(t *testing.T) {
-	refused := []validationMessage{{code: CodeNotSupported, description: "f: spec.x: not supported by Strait yet"}}
+	refused := []validationMessage{{level: "ERROR", code: CodeNotSupported, description: "f: spec.x: not supported by Strait yet"}}
 	tests := []struct {
 		name  string
 		cur   map[string]any
@@ -64,7 +64,7 @@ func TestNextStatus(t *testing.T) {
 		{name: "valid again: others kept", cur: map[string]any{"validationMessages": []any{msg(CodeInvalid, "f: bad"), istioMsg}, "observedGeneration": int64(3)}, gen: 4, write: true,
 			next: map[string]any{"validationMessages": []any{istioMsg}, "observedGeneration": int64(4)}},
 		{name: "two problems, in order", cur: map[string]any{"validationMessages": []any{msg(CodeInvalid, "b"), msg(CodeNotSupported, "a")}, "observedGeneration": int64(1)}, gen: 1,
-			want: []validationMessage{{CodeNotSupported, "a"}, {CodeInvalid, "b"}}, write: true,
+			want: []validationMessage{{"ERROR", CodeNotSupported, "a"}, {"ERROR", CodeInvalid, "b"}}, write: true,
 			next: map[string]any{"validationMessages": []any{msg(CodeNotSupported, "a"), msg(CodeInvalid, "b")}, "observedGeneration": int64(1)}},
 	}
 	for _, tc := range tests {
@@ -136,7 +136,7 @@ func TestMessagesFor(t *testing.T) {
 		}
 	}
 	plain := messagesFor(errors.New("boom"))
-	if len(plain) != 1 || plain[0] != (validationMessage{CodeInvalid, "boom"}) {
+	if len(plain) != 1 || plain[0] != (validationMessage{"ERROR", CodeInvalid, "boom"}) {
 		t.Errorf("plain error: %v", plain)
 	}
 	wrapped := messagesFor(fmt.Errorf("x: %w", &config.FieldError{Field: "spec.a", Problem: "not supported by Strait yet", Err: config.ErrNotSupported}))
@@ -256,7 +256,7 @@ func (f *writerFixture) drained() {
 	n := len(f.markerWrites())
 	// A new text each time: a write is due.
 	f.w.set(objectRef{gvr: vsGVR, namespace: "demo", name: "marker"}, wantedStatus{uid: "m-uid", generation: 1,
-		messages: []validationMessage{{CodeInvalid, fmt.Sprint("marker ", n)}}})
+		messages: []validationMessage{{"ERROR", CodeInvalid, fmt.Sprint("marker ", n)}}})
 	f.waitFor("the marker's status write", func() bool { return len(f.markerWrites()) > n })
 	// Keep the cache in step, as the informer would.
 	if err := f.store.Update(f.markerWrites()[n]); err != nil {
@@ -298,7 +298,7 @@ func vsObject(name string, uid types.UID, generation int64, status map[string]an
 var (
 	refusedRef = objectRef{gvr: vsGVR, namespace: "demo", name: "refused"}
 	validRef   = objectRef{gvr: vsGVR, namespace: "demo", name: "valid"}
-	refusedMsg = []validationMessage{{CodeNotSupported, "kubernetes VirtualService demo/refused: document 1: spec.http[0].match[0].statPrefix: not supported by Strait yet"}}
+	refusedMsg = []validationMessage{{"ERROR", CodeNotSupported, "kubernetes VirtualService demo/refused: document 1: spec.http[0].match[0].statPrefix: not supported by Strait yet"}}
 )
 
 // The writer writes a refused object's message once, never writes a valid
@@ -391,7 +391,7 @@ func TestStatusWriterNewTermFixesStaleStatus(t *testing.T) {
 	}
 	// After the term, changes queue nowhere and nothing is written.
 	f.stop()
-	f.w.set(refusedRef, wantedStatus{uid: "r-uid", generation: 1, messages: []validationMessage{{CodeInvalid, "new"}}})
+	f.w.set(refusedRef, wantedStatus{uid: "r-uid", generation: 1, messages: []validationMessage{{"ERROR", CodeInvalid, "new"}}})
 	f.w.changed(refusedRef)
 	if n := len(f.writesOf("refused")); n != 1 {
 		t.Errorf("%d writes after the term ended", n)
@@ -482,5 +482,36 @@ func TestStatusWriterForget(t *testing.T) {
 	w.forget(refusedRef, "new")
 	if _, ok := w.want[refusedRef]; ok {
 		t.Error("forget kept the object")
+	}
+}
+
+// The snapshot's problems reach the objects they were converted from (by
+// source), sorted; problems of the static source, of Services or without a
+// source reach none.
+func TestConflictsByObject(t *testing.T) {
+	a := objectRef{gvr: vsGVR, namespace: "demo", name: "a"}
+	b := objectRef{gvr: vsGVR, namespace: "demo", name: "b"}
+	r := &Registry{converted: map[types.UID]convertedConfig{
+		"ua": {ref: a, cfg: &config.Config{Meta: config.Meta{Source: config.Source{File: "kubernetes VirtualService demo/a", Document: 1}}}},
+		"ub": {ref: b, cfg: &config.Config{Meta: config.Meta{Source: config.Source{File: "kubernetes VirtualService demo/b", Document: 1}}}},
+		"uc": {ref: objectRef{gvr: vsGVR, namespace: "demo", name: "c"}, err: errors.New("invalid")},
+	}}
+	problems := []error{
+		&config.FieldError{File: "kubernetes VirtualService demo/a", Document: 1, Field: "spec.http[1]", Problem: "z"},
+		&config.FieldError{File: "kubernetes VirtualService demo/a", Document: 1, Field: "spec.http[0]", Problem: "y"},
+		&config.FieldError{File: "static.yaml", Document: 1, Field: "spec", Problem: "x"},
+		&config.FieldError{File: "kubernetes Service demo/a", Field: "spec", Problem: "x"},
+		errors.New("kubernetes VirtualService demo/b: not a field error"),
+	}
+	got := r.conflictsByObject(problems)
+	want := map[objectRef][]validationMessage{a: {
+		{"WARNING", CodeConflict, "kubernetes VirtualService demo/a: document 1: spec.http[0]: y"},
+		{"WARNING", CodeConflict, "kubernetes VirtualService demo/a: document 1: spec.http[1]: z"},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("conflicts\n %v\nwant\n %v", got, want)
+	}
+	if got := r.conflictsByObject(nil); got != nil {
+		t.Errorf("no problems: %v", got)
 	}
 }

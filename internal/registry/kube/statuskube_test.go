@@ -82,6 +82,17 @@ func TestStatusOnRealAPIServer(t *testing.T) {
 		return len(list) > 0 && hasMessage(u, CodeInvalid, "kubernetes VirtualService "+f.ns+"/invalid")
 	})
 
+	// Refused for a second field: the store (without it) is the same, the
+	// status is not.
+	twice := refused.DeepCopy()
+	twice.Object["spec"].(map[string]any)["http"] = []any{routeTo("a"), routeTo("b")}
+	if _, err := vss.Update(f.ctx, twice, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refused = waitStatus(t, vss, "refused", "two messages", func(u *unstructured.Unstructured) bool {
+		return hasMessage(u, CodeNotSupported, "spec.http[0].match[0].statPrefix") && hasMessage(u, CodeNotSupported, "spec.http[1].match[0].statPrefix")
+	})
+
 	// Fixed: the message goes, and the status says which generation.
 	fixed := refused.DeepCopy()
 	fixed.Object["spec"] = virtualService(f.ns, "refused", routeTo("")).Object["spec"]
@@ -105,6 +116,36 @@ func TestStatusOnRealAPIServer(t *testing.T) {
 	}
 	waitStatus(t, vss, "invalid", "its message written again", func(u *unstructured.Unstructured) bool {
 		return hasMessage(u, CodeInvalid, "")
+	})
+
+	// Of two ServiceEntries for one host, the second is not served for it:
+	// a warning on its status, gone when the first is deleted.
+	ses := env.Dynamic.Resource(schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"}).Namespace(f.ns)
+	for _, name := range []string{"ext-a", "ext-b"} {
+		se := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "networking.istio.io/v1", "kind": "ServiceEntry",
+			"metadata": map[string]any{"name": name, "namespace": f.ns},
+			"spec": map[string]any{"hosts": []any{"ext.example.com"}, "location": "MESH_EXTERNAL", "resolution": "DNS",
+				"ports": []any{map[string]any{"number": int64(80), "name": "http", "protocol": "HTTP"}}},
+		}}
+		if _, err := ses.Create(f.ctx, se, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitStatus(t, ses, "ext-b", "a conflict warning", func(u *unstructured.Unstructured) bool {
+		list, _, _ := unstructured.NestedSlice(u.Object, "status", "validationMessages")
+		return len(list) == 1 && list[0].(map[string]any)["level"] == "WARNING" &&
+			hasMessage(u, CodeConflict, "spec.hosts[0]: host ext.example.com is already defined by ServiceEntry "+f.ns+"/ext-a")
+	})
+	if st, ok := mustGet(t, ses, "ext-a").Object["status"]; ok {
+		t.Errorf("the ServiceEntry served got a status: %v", st)
+	}
+	if err := ses.Delete(f.ctx, "ext-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, ses, "ext-b", "the warning cleared", func(u *unstructured.Unstructured) bool {
+		_, found, _ := unstructured.NestedSlice(u.Object, "status", "validationMessages")
+		return !found
 	})
 
 	// A rebuild (a Service appears) writes nothing: the statuses are

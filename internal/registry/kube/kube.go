@@ -206,12 +206,19 @@ func New(opts Options) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube registry: %w", err)
 	}
+	// The status writer has a client (and so a client-side rate limiter)
+	// of its own: a backlog of status writes must not hold up the
+	// informers' lists.
+	statusClient, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube registry: %w", err)
+	}
 	r := &Registry{
 		opts:          opts,
 		log:           opts.Logger.With("component", "mesh.kube"),
 		core:          core,
 		queue:         newQueue(),
-		status:        newStatusWriter(dc, opts.Logger.With("component", "mesh.kube.status")),
+		status:        newStatusWriter(statusClient, opts.Logger.With("component", "mesh.kube.status")),
 		coreInformers: &informerSet{},
 		dynFactory:    dynamicinformer.NewDynamicSharedInformerFactory(dc, 0),
 		syncedCh:      make(chan struct{}),

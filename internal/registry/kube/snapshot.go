@@ -235,11 +235,15 @@ func (r *Registry) conflictsByObject(problems []error) map[objectRef][]validatio
 // published snapshot. The writer looks again only at the objects for which
 // that changed.
 func (r *Registry) reportStatus() {
-	for uid, cc := range r.converted {
-		msgs := cc.messages
-		if c := r.conflicts[cc.ref]; len(c) > 0 {
-			msgs = append(slices.Clip(msgs), c...)
+	r.status.setAll(func(yield func(objectRef, wantedStatus) bool) {
+		for uid, cc := range r.converted {
+			msgs := cc.messages
+			if c := r.conflicts[cc.ref]; len(c) > 0 {
+				msgs = append(slices.Clip(msgs), c...)
+			}
+			if !yield(cc.ref, wantedStatus{uid: uid, generation: cc.generation, messages: msgs}) {
+				return
+			}
 		}
-		r.status.set(cc.ref, wantedStatus{uid: uid, generation: cc.generation, messages: msgs})
-	}
+	})
 }

@@ -515,3 +515,24 @@ func TestConflictsByObject(t *testing.T) {
 		t.Errorf("no problems: %v", got)
 	}
 }
+
+// BenchmarkReportStatus: what telling the status writer costs per rebuild
+// with 10,000 converted objects, 1% of them refused, none changed.
+func BenchmarkReportStatus(b *testing.B) {
+	r := &Registry{
+		converted: map[types.UID]convertedConfig{},
+		status:    newStatusWriter(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), slog.New(slog.DiscardHandler)),
+	}
+	for i := range 10000 {
+		cc := convertedConfig{ref: objectRef{gvr: vsGVR, namespace: "demo", name: fmt.Sprint("vs-", i)}, generation: 1}
+		if i%100 == 0 {
+			cc.messages = refusedMsg
+		}
+		r.converted[types.UID(fmt.Sprint(i))] = cc
+	}
+	r.reportStatus()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.reportStatus()
+	}
+}

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"iter"
 	"log/slog"
 	"slices"
 	"sync"
@@ -119,14 +120,21 @@ func (s *statusWriter) watch(gvr schema.GroupVersionResource, store cache.Store)
 // set records what the registry found converting an object; the object is
 // looked at again when that differs from what was recorded before.
 func (s *statusWriter) set(ref objectRef, w wantedStatus) {
+	s.setAll(func(yield func(objectRef, wantedStatus) bool) { yield(ref, w) })
+}
+
+// setAll is set for each pair of all, under one lock.
+func (s *statusWriter) setAll(all iter.Seq2[objectRef, wantedStatus]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.want[ref]; ok && old.equal(w) {
-		return
-	}
-	s.want[ref] = w
-	if s.queue != nil {
-		s.queue.Add(ref)
+	for ref, w := range all {
+		if old, ok := s.want[ref]; ok && old.equal(w) {
+			continue
+		}
+		s.want[ref] = w
+		if s.queue != nil {
+			s.queue.Add(ref)
+		}
 	}
 }
 

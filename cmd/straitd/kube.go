@@ -28,6 +28,9 @@ const (
 	// webhookLeaseName is the Lease straitd replicas elect the writer of
 	// the webhook CA bundle with.
 	webhookLeaseName = "strait-webhook-ca"
+	// statusLeaseName is the Lease straitd replicas elect the writer of
+	// the Istio objects' status with.
+	statusLeaseName = "strait-status"
 )
 
 // gatewayAPIFromEnv reads PILOT_ENABLE_GATEWAY_API (default true).

@@ -301,6 +301,17 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	parts.Go("jwks resolver", keySets.Run)
 	if kreg != nil {
 		parts.Go("kube registry", func(ctx context.Context) error { return kreg.Run(ctx, server.ConfigUpdate) })
+		// Refused and invalid Istio objects say so on their status; one
+		// replica writes.
+		parts.Go("config status writer", func(ctx context.Context) error {
+			return kube.RunAsLeader(ctx, kube.LeaderOptions{
+				Config: kubeConfig, Namespace: f.namespace, Name: statusLeaseName, Logger: logger,
+			}, func(ctx context.Context) {
+				if err := kreg.WriteStatus(ctx); err != nil {
+					log.Error("config status writer", "error", err)
+				}
+			})
+		})
 		if static != nil {
 			parts.Go("file registry", func(ctx context.Context) error { return static.Run(ctx, kreg.StaticChanged) })
 		}

@@ -413,7 +413,7 @@ type UninstallOptions struct {
 
 // Uninstall deletes every object of the kinds in r that carries the
 // release's instance and part-of labels (in the namespace for namespaced
-// kinds), in reverse install order, and straitd's webhook CA Lease; CRDs
+// kinds), in reverse install order, and straitd's Leases; CRDs
 // only with Purge. The namespace stays. It returns the deleted objects as KIND/NAME.
 func (c *Client) Uninstall(ctx context.Context, r Rendered, opts UninstallOptions) ([]string, error) {
 	if err := c.checkSingleInstall(ctx, r, opts.Namespace, "uninstall"); err != nil {
@@ -427,15 +427,18 @@ func (c *Client) Uninstall(ctx context.Context, r Rendered, opts UninstallOption
 	if err != nil {
 		return deleted, err
 	}
-	// The Lease straitd's replicas elect the webhook CA writer with is
-	// made at run time (no chart labels); it goes with straitd.
+	// The Leases straitd's replicas elect the webhook CA writer and the
+	// status writer with are made at run time (no chart labels); they go
+	// with straitd.
 	leases := c.Dynamic.Resource(schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}).Namespace(opts.Namespace)
-	switch err := leases.Delete(ctx, WebhookLeaseName, metav1.DeleteOptions{}); {
-	case err == nil:
-		deleted = append(deleted, "Lease/"+WebhookLeaseName)
-		c.printf("Lease/%s deleted\n", WebhookLeaseName)
-	case !apierrors.IsNotFound(err):
-		return deleted, fmt.Errorf("delete Lease %s: %w", WebhookLeaseName, err)
+	for _, name := range []string{WebhookLeaseName, StatusLeaseName} {
+		switch err := leases.Delete(ctx, name, metav1.DeleteOptions{}); {
+		case err == nil:
+			deleted = append(deleted, "Lease/"+name)
+			c.printf("Lease/%s deleted\n", name)
+		case !apierrors.IsNotFound(err):
+			return deleted, fmt.Errorf("delete Lease %s: %w", name, err)
+		}
 	}
 	return deleted, nil
 }
@@ -443,6 +446,10 @@ func (c *Client) Uninstall(ctx context.Context, r Rendered, opts UninstallOption
 // WebhookLeaseName is the Lease straitd creates in its namespace to elect
 // the writer of the webhook's CA bundle (cmd/straitd's webhookLeaseName).
 const WebhookLeaseName = "strait-webhook-ca"
+
+// StatusLeaseName is the Lease straitd creates in its namespace to elect
+// the writer of the Istio objects' status (cmd/straitd's statusLeaseName).
+const StatusLeaseName = "strait-status"
 
 // Prune deletes the release's objects of the kinds in all that are not in
 // keep: what an upgrade no longer renders (a PodDisruptionBudget turned

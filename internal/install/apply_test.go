@@ -205,26 +205,31 @@ func TestInstallUninstallCycle(t *testing.T) {
 		t.Errorf("wait interrupted: err %v, want context.Canceled", err)
 	}
 
-	// straitd's webhook CA Lease, made at run time without the chart's
-	// labels, goes too.
+	// straitd's Leases, made at run time without the chart's labels, go
+	// too.
 	leaseGVR := schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
-	lease := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-		"metadata": map[string]any{"name": WebhookLeaseName, "namespace": ns},
-	}}
-	if _, err := c.Dynamic.Resource(leaseGVR).Namespace(ns).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	leaseNames := []string{WebhookLeaseName, StatusLeaseName}
+	for _, name := range leaseNames {
+		lease := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+			"metadata": map[string]any{"name": name, "namespace": ns},
+		}}
+		if _, err := c.Dynamic.Resource(leaseGVR).Namespace(ns).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Logf("re-installs, prune and waits done at %v", time.Since(began).Round(time.Millisecond))
 	deleted, err = c.Uninstall(ctx, r, UninstallOptions{Namespace: ns, Release: DefaultRelease})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(deleted) != len(r.Objects)+1 {
-		t.Errorf("uninstall deleted %d objects %v, want the %d it installed and straitd's Lease", len(deleted), deleted, len(r.Objects))
+	if len(deleted) != len(r.Objects)+len(leaseNames) {
+		t.Errorf("uninstall deleted %d objects %v, want the %d it installed and straitd's Leases", len(deleted), deleted, len(r.Objects))
 	}
-	if _, err := c.Dynamic.Resource(leaseGVR).Namespace(ns).Get(ctx, WebhookLeaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("straitd's Lease %s after uninstall: %v, want not found", WebhookLeaseName, err)
+	for _, name := range leaseNames {
+		if _, err := c.Dynamic.Resource(leaseGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("straitd's Lease %s after uninstall: %v, want not found", name, err)
+		}
 	}
 	left := leftovers(ctx, t, c, r, ns)
 	if len(left) != len(r.CRDs) {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +18,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/freeport"
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/testreq"
@@ -75,7 +78,8 @@ func (s *syncBuffer) String() string {
 // Deployment, as the chart's ServiceAccount (impersonated) against a real
 // kube-apiserver: the ClusterRole and Role must let it sync and become
 // ready, win the Lease and write the webhook's caBundle, and publish the
-// root certificate ConfigMap into a new namespace; nothing is forbidden.
+// root certificate ConfigMap into a new namespace, and write a refused
+// VirtualService's status; nothing is forbidden.
 func TestChartRBACIsEnough(t *testing.T) {
 	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true})
 	bin := straitdBinary(t)
@@ -158,6 +162,33 @@ func TestChartRBACIsEnough(t *testing.T) {
 		_, err := env.Client.CoreV1().ConfigMaps("demo").Get(ctx, "istio-ca-root-cert", metav1.GetOptions{})
 		return err == nil
 	})
+	// A VirtualService that sets a field Strait refuses gets the reason
+	// on its status, written by straitd as the chart's ServiceAccount.
+	vsGVR := schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "virtualservices"}
+	vs := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.istio.io/v1", "kind": "VirtualService",
+		"metadata": map[string]any{"name": "refused", "namespace": "demo"},
+		"spec": map[string]any{"hosts": []any{"web"}, "http": []any{map[string]any{
+			"match": []any{map[string]any{"statPrefix": "x"}},
+			"route": []any{map[string]any{"destination": map[string]any{"host": "web"}}},
+		}}},
+	}}
+	if _, err := env.Dynamic.Resource(vsGVR).Namespace("demo").Create(ctx, vs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the refused VirtualService's status.validationMessages naming the field", func() bool {
+		u, err := env.Dynamic.Resource(vsGVR).Namespace("demo").Get(ctx, "refused", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		msgs, _, _ := unstructured.NestedSlice(u.Object, "status", "validationMessages")
+		for _, m := range msgs {
+			if name, _, _ := unstructured.NestedString(m.(map[string]any), "type", "name"); strings.Contains(name, "spec.http[0].match[0].statPrefix: not supported by Strait yet") {
+				return true
+			}
+		}
+		return false
+	})
 	if l := logs.String(); strings.Contains(strings.ToLower(l), "forbidden") {
 		t.Errorf("straitd was refused something by the chart's RBAC:\n%s", grepLines(l, "forbidden"))
 	}
@@ -171,4 +202,52 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return fmt.Sprint(strings.Join(out, "\n"))
+}
+
+// TestChartRBACStatusKinds: the ClusterRole lets straitd update the status
+// subresource of exactly the Istio kinds it translates (and so may refuse),
+// and do nothing else with any status.
+func TestChartRBACStatusKinds(t *testing.T) {
+	r := render(t, RenderOptions{})
+	plural := map[string]string{} // GROUP/Kind → GROUP/plural
+	for _, crd := range r.CRDs {
+		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+		p, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+		plural[group+"/"+kind] = group + "/" + p
+	}
+	var want []string
+	for _, k := range config.Kinds {
+		p := plural[config.GroupOf(k)+"/"+string(k)]
+		if p == "" {
+			t.Fatalf("no CRD in the chart for %s", k)
+		}
+		want = append(want, p+"/status")
+	}
+	var got []string
+	for _, o := range r.Objects {
+		if o.GetKind() != "ClusterRole" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		for _, rule := range rules {
+			m := rule.(map[string]any)
+			for _, res := range toStrings(m["resources"]) {
+				if !strings.HasSuffix(res, "/status") && res != "*/status" {
+					continue
+				}
+				if verbs := toStrings(m["verbs"]); !slices.Equal(verbs, []string{"update"}) {
+					t.Errorf("%s: verbs %v, want only update (straitd writes status with UpdateStatus)", res, verbs)
+				}
+				for _, g := range toStrings(m["apiGroups"]) {
+					got = append(got, g+"/"+res)
+				}
+			}
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("ClusterRole grants status of\n %v\nwant the translated kinds'\n %v", got, want)
+	}
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 
+	"github.com/cespare/xxhash/v2"
 	networking "istio.io/api/networking/v1alpha3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -210,9 +212,16 @@ func podFinished(pod *corev1.Pod) bool {
 
 // convertedConfig caches the conversion of one Istio object version.
 type convertedConfig struct {
+	ref             objectRef
 	resourceVersion string
-	cfg             *config.Config
-	err             error
+	// generation and metaHash (metaHash) identify what the conversion
+	// read: a new resource version with both unchanged is a status write.
+	generation int64
+	metaHash   uint64
+	cfg        *config.Config
+	err        error
+	// messages are err's validation messages (messagesFor).
+	messages []validationMessage
 }
 
 // istioConfig converts an object of a kind Strait translates (from a
@@ -246,6 +255,26 @@ func istioConfig(group, kind, version string, obj any) (*config.Config, error) {
 		return nil, nil // a kind the config package does not handle
 	}
 	return res.Configs[0], nil
+}
+
+// metaHash hashes the metadata istioConfig reads besides the spec (whose
+// changes bump the generation): labels and annotations.
+func metaHash(obj any) uint64 {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return 0
+	}
+	h := xxhash.New()
+	for _, kv := range []map[string]string{m.GetLabels(), m.GetAnnotations()} {
+		for _, k := range slices.Sorted(maps.Keys(kv)) {
+			_, _ = h.WriteString(k)
+			_, _ = h.Write([]byte{0})
+			_, _ = h.WriteString(kv[k])
+			_, _ = h.Write([]byte{0})
+		}
+		_, _ = h.Write([]byte{1})
+	}
+	return h.Sum64()
 }
 
 // uidOf returns an object's UID and resource version.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/locality"
 	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/model"
@@ -173,6 +174,7 @@ func (r *Registry) onStatic(_ context.Context, ev event) *model.PushRequest {
 // onConfig returns the handler of a CRD-backed kind: any change to the
 // object's metadata.generation (its spec) or labels → full push.
 func (r *Registry) onConfig(group, kind string) handler {
+	translated := config.GroupOf(model.Kind(kind)) == group
 	return func(_ context.Context, ev event) *model.PushRequest {
 		if sameVersion(ev) {
 			return nil
@@ -180,6 +182,11 @@ func (r *Registry) onConfig(group, kind string) handler {
 		m, err := meta.Accessor(ev.obj)
 		if err != nil {
 			return nil
+		}
+		if w := r.kinds[group+"/"+kind]; translated && w != nil && ev.typ != eventDelete {
+			// The status writer compares the object's status with what it
+			// wants (status-only updates included: someone else's write).
+			r.status.changed(refOf(w.gvr, ev.obj))
 		}
 		if ev.typ == eventUpdate {
 			if o, err := meta.Accessor(ev.old); err == nil && o.GetGeneration() == m.GetGeneration() &&
@@ -243,6 +250,9 @@ func (r *Registry) onCRD(ctx context.Context, ev event) *model.PushRequest {
 		w = &watchedKind{key: key, gvr: gvr, informer: inf, registration: reg, installed: true}
 		r.kinds[key] = w
 		r.handlers[key] = r.onConfig(c.group, c.kind)
+		if config.GroupOf(model.Kind(c.kind)) == c.group {
+			r.status.watch(gvr, inf.GetStore())
+		}
 		r.dynFactory.Start(ctx.Done())
 		if r.HasSynced() {
 			r.log.Info("CRD installed; starting its informer", "kind", key, "version", version)

@@ -135,6 +135,9 @@ type Registry struct {
 	log   *slog.Logger
 	core  corev1client.CoreV1Interface
 	queue *queue
+	// status reports refused and invalid Istio objects on their status
+	// (written by WriteStatus); safe for concurrent use.
+	status *statusWriter
 	// coreInformers watch the built-in kinds; dynFactory the CRDs and the
 	// CRD-backed kinds (Istio's included: they are converted from JSON).
 	coreInformers *informerSet
@@ -161,7 +164,9 @@ type Registry struct {
 	derived      *derivedCache
 	version      uint64
 	lastProblems map[string]bool
-	mesh         *meshconfig.Config
+	// conflicts are the published snapshot's build problems by object.
+	conflicts map[objectRef][]validationMessage
+	mesh      *meshconfig.Config
 }
 
 // New creates the clients and informers; nothing talks to the API server
@@ -201,11 +206,19 @@ func New(opts Options) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube registry: %w", err)
 	}
+	// The status writer has a client (and so a client-side rate limiter)
+	// of its own: a backlog of status writes must not hold up the
+	// informers' lists.
+	statusClient, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube registry: %w", err)
+	}
 	r := &Registry{
 		opts:          opts,
 		log:           opts.Logger.With("component", "mesh.kube"),
 		core:          core,
 		queue:         newQueue(),
+		status:        newStatusWriter(statusClient, opts.Logger.With("component", "mesh.kube.status")),
 		coreInformers: &informerSet{},
 		dynFactory:    dynamicinformer.NewDynamicSharedInformerFactory(dc, 0),
 		syncedCh:      make(chan struct{}),
@@ -293,6 +306,19 @@ func (r *Registry) WatchedKinds() []string {
 	r.kindsMu.Lock()
 	defer r.kindsMu.Unlock()
 	return slices.Clone(r.kindsView)
+}
+
+// WriteStatus writes, until ctx is done, the status of the Istio objects
+// of the kinds Strait translates: an object refused (a field Strait does
+// not support yet) or rejected (invalid) gets one validation message per
+// problem on status.validationMessages (level ERROR, code CodeNotSupported
+// or CodeInvalid, type.name the text of the log line), and loses them once
+// it is served. Only one straitd of several may write: call it from
+// RunAsLeader. It needs Run to be running (it reads the informers' caches),
+// never holds up the snapshot, and a failed write is logged once per
+// object and reason. It returns nil when ctx is done.
+func (r *Registry) WriteStatus(ctx context.Context) error {
+	return r.status.run(ctx)
 }
 
 // SetMesh replaces the mesh config: the worker rebuilds the snapshot with
@@ -408,7 +434,9 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 		changed := config.Diff(old.Configs, store)
 		if len(changed) == 0 && !global && !namesOtherKinds(req) {
 			// The service model is a function of the store: nothing to push
-			// (e.g. a relist after an outage, or the start-up backlog).
+			// (e.g. a relist after an outage, or the start-up backlog). An
+			// object still not served may say something new on its status.
+			r.reportStatus()
 			continue
 		}
 		r.publish(store, true)

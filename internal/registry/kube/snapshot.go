@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"errors"
 	"slices"
 	"strings"
 
@@ -47,12 +48,19 @@ func (r *Registry) buildStore() *config.Store {
 			uid, rv := uidOf(obj)
 			seen[uid] = true
 			cc, ok := r.converted[uid]
-			if !ok || cc.resourceVersion != rv {
+			switch gen, meta := generationOf(obj), metaHash(obj); {
+			case ok && cc.resourceVersion == rv:
+			case ok && gen != 0 && cc.generation == gen && cc.metaHash == meta:
+				// Status only (our own writes included): the conversion,
+				// and its log line, stand.
+				cc.resourceVersion = rv
+				r.converted[uid] = cc
+			default:
 				cfg, err := istioConfig(group, kind, w.gvr.Version, obj)
 				if err != nil {
 					logConfigError(r.log, kind, obj, err)
 				}
-				cc = convertedConfig{resourceVersion: rv, cfg: cfg, err: err}
+				cc = convertedConfig{ref: refOf(w.gvr, obj), resourceVersion: rv, generation: gen, metaHash: meta, cfg: cfg, err: err, messages: messagesFor(err)}
 				r.converted[uid] = cc
 			}
 			if cc.cfg != nil {
@@ -60,9 +68,10 @@ func (r *Registry) buildStore() *config.Store {
 			}
 		}
 	}
-	for uid := range r.converted {
+	for uid, cc := range r.converted {
 		if !seen[uid] {
 			delete(r.converted, uid)
+			r.status.forget(cc.ref, uid)
 		}
 	}
 
@@ -168,6 +177,8 @@ func (r *Registry) publish(store *config.Store, logIt bool) {
 	}
 	r.logProblems(msgs)
 	r.snap.Store(snap)
+	r.conflicts = r.conflictsByObject(problems)
+	r.reportStatus()
 	if logIt {
 		r.log.Debug("snapshot published", "version", snap.Version, "configs", store.Len(), "services", len(snap.Services))
 	}
@@ -187,4 +198,52 @@ func (r *Registry) logProblems(msgs []string) {
 	for _, m := range msgs {
 		r.lastProblems[m] = true
 	}
+}
+
+// conflictsByObject maps the snapshot build's problems to the Istio
+// objects they concern (the configs converted from the cluster, by their
+// source; the static source's and the Services' are not objects with a
+// status), sorted for a stable status.
+func (r *Registry) conflictsByObject(problems []error) map[objectRef][]validationMessage {
+	if len(problems) == 0 {
+		return nil
+	}
+	bySource := make(map[string]objectRef, len(r.converted))
+	for _, cc := range r.converted {
+		if cc.cfg != nil {
+			bySource[cc.cfg.Source.File] = cc.ref
+		}
+	}
+	out := map[objectRef][]validationMessage{}
+	for _, p := range problems {
+		var fe *config.FieldError
+		if !errors.As(p, &fe) {
+			continue
+		}
+		if ref, ok := bySource[fe.File]; ok {
+			out[ref] = append(out[ref], conflictMessage(p))
+		}
+	}
+	for _, msgs := range out {
+		slices.SortFunc(msgs, func(a, b validationMessage) int { return strings.Compare(a.description, b.description) })
+	}
+	return out
+}
+
+// reportStatus tells the status writer what each converted object's
+// status should say: its conversion's messages and the conflicts of the
+// published snapshot. The writer looks again only at the objects for which
+// that changed.
+func (r *Registry) reportStatus() {
+	r.status.setAll(func(yield func(objectRef, wantedStatus) bool) {
+		for uid, cc := range r.converted {
+			msgs := cc.messages
+			if c := r.conflicts[cc.ref]; len(c) > 0 {
+				msgs = append(slices.Clip(msgs), c...)
+			}
+			if !yield(cc.ref, wantedStatus{uid: uid, generation: cc.generation, messages: msgs}) {
+				return
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -206,20 +207,47 @@ func TestIstioDocsTrafficTasks(t *testing.T) {
 	t.Run("request timeouts", func(t *testing.T) {
 		slow := sleep.NewHTTPClient(false)
 		slow.Timeout = 20 * time.Second
-		apply(t, "09-timeouts.yaml")
-		until(t, "reviews times out", func() error {
-			r := call(reviews, "reviews:9080", http.Header{"X-Echo-Delay": {"2s"}})
-			if r.status != 504 || !bytes.Contains(r.body, []byte("upstream request timeout")) {
-				return fmt.Errorf("reviews delayed 2s: %s, want 504 after the 0.5s timeout", r)
+		// The task's chain: sleep calls reviews v2, whose app calls
+		// ratings (strait-echo's x-echo-call stands in for bookinfo's
+		// code), through reviews' own sidecar.
+		chain := http.Header{"X-Echo-Call": {ratings}}
+		type chained struct {
+			Call struct {
+				Status  int
+				Version string
+				Error   string
+			}
+		}
+		apply(t, "09a-reviews-v2.yaml")
+		until(t, "reviews v2 calls ratings", func() error {
+			r := send(ctx, slow, http.MethodGet, reviews, "reviews:9080", chain)
+			var c chained
+			if r.status != 200 || r.version != "v2" || json.Unmarshal(r.body, &c) != nil || c.Call.Status != 200 || c.Call.Version != "v1" {
+				return fmt.Errorf("reviews: %s %s, want v2 whose call to ratings v1 answered 200", r, r.body)
 			}
 			return nil
 		})
-		// The ratings rule of the task delays every request by 2s.
-		start := time.Now()
-		r := call(ratings, "ratings:9080", nil)
-		if took := time.Since(start); r.status != 200 || took < 2*time.Second {
-			t.Errorf("ratings: %s after %v, want 200 after the 2s delay", r, took)
-		}
+		// ratings delayed by 2s: the page is slow but whole.
+		apply(t, "09b-ratings-delay-2s.yaml")
+		until(t, "ratings delayed", func() error {
+			start := time.Now()
+			r := send(ctx, slow, http.MethodGet, reviews, "reviews:9080", chain)
+			var c chained
+			if took := time.Since(start); r.status != 200 || json.Unmarshal(r.body, &c) != nil || c.Call.Status != 200 || took < 2*time.Second {
+				return fmt.Errorf("reviews: %s after %v, want 200 after ratings' 2s delay", r, took)
+			}
+			return nil
+		})
+		// The 0.5s timeout on reviews: sleep's sidecar gives up on reviews
+		// while reviews waits for ratings.
+		apply(t, "09c-reviews-timeout.yaml")
+		until(t, "reviews times out", func() error {
+			r := send(ctx, slow, http.MethodGet, reviews, "reviews:9080", chain)
+			if r.status != 504 || string(r.body) != "upstream request timeout" {
+				return fmt.Errorf("reviews: %s %q, want 504 upstream request timeout (the 0.5s timeout, not ratings' 2s)", r, r.body)
+			}
+			return nil
+		})
 		// A delay and a timeout on one rule: Envoy's router starts the
 		// route's timeout when the fault filter lets the request through,
 		// so the delay does not count against it.

@@ -136,6 +136,29 @@ func TestIstioDocsTrafficTasks(t *testing.T) {
 		if r := call(ratings, "ratings:9080", nil); r.status != 200 || r.version != "v1" {
 			t.Errorf("without end-user: %s, want 200 from v1", r)
 		}
+		// As the task shows it: jason's page (reviews v2, by the request
+		// routing task's rule) gets the 500 from its call to ratings, which
+		// passes the end-user header on; others' calls are answered.
+		for _, tc := range []struct {
+			h                 http.Header
+			version           string
+			callStatus        int
+			callVersion, user string
+		}{
+			{http.Header{"End-User": {"jason"}, "X-Echo-Call": {ratings}}, "v2", 500, "", "jason"},
+			{http.Header{"X-Echo-Call": {ratings}}, "v1", 200, "v1", ""},
+		} {
+			r := call(reviews, "reviews:9080", tc.h)
+			var c struct {
+				Call struct {
+					Status  int
+					Version string
+				}
+			}
+			if r.status != 200 || r.version != tc.version || json.Unmarshal(r.body, &c) != nil || c.Call.Status != tc.callStatus || c.Call.Version != tc.callVersion {
+				t.Errorf("reviews for %q: %s %s, want %s whose call to ratings got %d", tc.user, r, r.body, tc.version, tc.callStatus)
+			}
+		}
 		// Istio: an abort without percentage aborts no request.
 		apply(t, "18-abort-nopct.yaml")
 		waitDump(ctx, t, sleep, `"httpStatus":\s*418`)

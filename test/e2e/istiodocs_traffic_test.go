@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,19 +18,29 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"sigs.k8s.io/yaml"
 
 	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // TestIstioDocsTrafficTasks applies the YAML of istio.io's
 // traffic-management tasks as the tasks print it (testdata/
 // istiodocs-traffic/tasks: short host names, no namespace, so default) to
 // the services the tasks use, each pod a strait-echo behind a sidecar, and
-// checks from sleep's sidecar what the tasks document.
+// checks from sleep's sidecar what the tasks document: request routing,
+// fault injection, traffic shifting, TCP traffic shifting, request
+// timeouts (over the chain sleep → reviews → ratings), circuit breaking,
+// mirroring, egress TLS origination, the Sidecar reference's mesh-wide
+// default, and straitctl proxy-status. Locality failover and distribute,
+// and the egress policies, are TestLocalityThroughSidecars' and
+// TestEgressThroughSidecars'; the tasks' files of those only go through
+// straitctl validate (TestIstioDocsTrafficTasksValidate).
 func TestIstioDocsTrafficTasks(t *testing.T) {
 	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -348,6 +363,106 @@ func TestIstioDocsTrafficTasks(t *testing.T) {
 			}
 			if host != "httpbin-shadow:8000" {
 				return fmt.Errorf("mirrored with Host %q, want httpbin-shadow:8000", host)
+			}
+			return nil
+		})
+	})
+
+	// "Egress TLS Origination": the application calls
+	// http://edition.cnn.com; the ServiceEntry maps port 80 to targetPort
+	// 443 and the DestinationRule originates TLS there. An HTTPS server
+	// outside the mesh (no sidecar) stands in for edition.cnn.com, a DNS
+	// server in sleep's pod (on the host's first nameserver address, which
+	// the proxy asks) resolves the name to it, and the task's rule gets
+	// caCertificates (the test's CA is not in the host's trust bundle).
+	t.Run("egress TLS origination", func(t *testing.T) {
+		nameserver := "127.0.0.1"
+		if rc, err := dns.ClientConfigFromFile("/etc/resolv.conf"); err == nil && len(rc.Servers) > 0 {
+			nameserver = rc.Servers[0]
+		}
+		if ip, err := netip.ParseAddr(nameserver); err != nil || !ip.Is4() {
+			testreq.Missing(t, "the first nameserver of /etc/resolv.conf, %q, is not an IPv4 address", nameserver)
+		}
+		ca := newTestCA(t, "cnn CA")
+		cert := ca.issue(t, "edition.cnn.com", []string{"edition.cnn.com"}, x509.ExtKeyUsageServerAuth)
+		caFile := filepath.Join(sleep.Dir(), "cnn-ca.pem")
+		if err := os.WriteFile(caFile, ca.certPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(caFile, localmesh.ProxyUID, localmesh.ProxyUID); err != nil { // the agent reads it as the proxy's user
+			t.Fatal(err)
+		}
+		cnn, err := m.Network().AddPod(ctx, "cnn")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lis, err := cnn.Listen(ctx, "tcp", ":443")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_ = json.NewEncoder(w).Encode(tlsSeen{Path: r.URL.Path, SNI: r.TLS.ServerName, Port: "443"})
+			}),
+			TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert.tls}},
+			ReadHeaderTimeout: 5 * time.Second,
+		}
+		go func() { _ = srv.ServeTLS(lis, "", "") }()
+		defer srv.Close()
+
+		zone := filepath.Join(t.TempDir(), "zone")
+		if err := os.WriteFile(zone, []byte("edition.cnn.com "+cnn.IP.String()+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := sleep.Command(ctx, "ip", "addr", "add", nameserver+"/32", "dev", "lo").CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") {
+			t.Fatalf("ip addr add %s: %v\n%s", nameserver, err, out)
+		}
+		dnsSrv := sleep.Command(context.WithoutCancel(ctx), self, "-dns-serve", net.JoinHostPort(nameserver, "53"), "-dns-zone", zone)
+		dnsSrv.Stderr = os.Stderr
+		started, err := dnsSrv.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dnsSrv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = dnsSrv.Process.Signal(syscall.SIGTERM)
+			_ = dnsSrv.Wait()
+		}()
+		// The proxy resolves once the cluster comes: the server must
+		// answer by then, or the next try is the 60s refresh away.
+		if line, err := bufio.NewReader(started).ReadString('\n'); err != nil || !strings.Contains(line, "listening") {
+			t.Fatalf("DNS server did not start: %q, %v", line, err)
+		}
+
+		data, err := os.ReadFile(filepath.Join(tasks, "15-egress-tls-origination.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rule := strings.Replace(string(data), "mode: SIMPLE # initiates HTTPS when accessing edition.cnn.com",
+			"mode: SIMPLE # initiates HTTPS when accessing edition.cnn.com\n        caCertificates: "+caFile, 1)
+		if rule == string(data) {
+			t.Fatal("the task's DestinationRule lacks its tls mode line")
+		}
+		if err := m.WriteConfig("egress-tls-origination.yaml", []byte(rule)); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(filepath.Join(m.ConfigDir(), "egress-tls-origination.yaml"))
+		// Port 80 of any address is the HTTP listener; the Host picks the
+		// route, as curl http://edition.cnn.com/politics does.
+		until(t, "TLS originated to port 443", func() error {
+			r := call("http://"+cnn.IP.String()+"/politics", "edition.cnn.com", nil)
+			var seen tlsSeen
+			if r.err != nil || r.status != 200 || json.Unmarshal(r.body, &seen) != nil {
+				return fmt.Errorf("edition.cnn.com: %s %q", r, r.body)
+			}
+			if seen.SNI != "edition.cnn.com" || seen.Path != "/politics" {
+				return fmt.Errorf("the server saw SNI %q path %q, want edition.cnn.com /politics", seen.SNI, seen.Path)
 			}
 			return nil
 		})

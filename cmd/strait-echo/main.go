@@ -9,6 +9,9 @@
 //	x-echo-fail: N           with x-echo-key: K, the first N requests with key K
 //	                         answer x-echo-fail-status (default 503); later ones 200
 //	x-echo-response-header: NAME=VALUE   set a response header (repeatable)
+//	x-echo-call: URL         GET URL first (as bookinfo's reviews calls ratings),
+//	                         passing on end-user and x-request-id; the answer's
+//	                         "call" has its status and version, or its error
 //
 // GET /_echo/count?key=K reports how many requests carried key K and the
 // Host of the last one, so a test can count attempts (retries, mirrors) and
@@ -51,6 +54,41 @@ type Reply struct {
 	// Attempt counts the requests seen with this request's x-echo-key,
 	// this one included (0 without a key).
 	Attempt int `json:"attempt,omitempty"`
+	// Call is the outcome of the x-echo-call request, when there was one.
+	Call *CallReply `json:"call,omitempty"`
+}
+
+// CallReply is what came of the GET that x-echo-call asked for.
+type CallReply struct {
+	Status  int    `json:"status,omitempty"`
+	Version string `json:"version,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// call makes the x-echo-call GET for r; it ends with r's context. It
+// passes on the user and the request id, as bookinfo's services do.
+func call(r *http.Request, url string) *CallReply {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		return &CallReply{Error: err.Error()}
+	}
+	for _, h := range []string{"End-User", "X-Request-Id"} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return &CallReply{Error: err.Error()}
+	}
+	defer resp.Body.Close()
+	out := &CallReply{Status: resp.StatusCode}
+	var rep Reply
+	if json.NewDecoder(resp.Body).Decode(&rep) == nil {
+		out.Version = rep.Version
+	}
+	return out
 }
 
 func main() {
@@ -141,6 +179,12 @@ func newHandler(version, pod string, status int) http.Handler {
 		}
 		if status != 0 {
 			code = status
+		}
+		if url := r.Header.Get("X-Echo-Call"); url != "" {
+			rep.Call = call(r, url)
+			if r.Context().Err() != nil {
+				return // the client left while the call was out
+			}
 		}
 		if d, err := time.ParseDuration(r.Header.Get("X-Echo-Delay")); err == nil && d > 0 {
 			select {

@@ -144,3 +144,45 @@ func TestGetHeader(t *testing.T) {
 		t.Errorf("-header without a value: %v, want an error naming it", err)
 	}
 }
+
+// TestHandlerCall: x-echo-call makes the echo GET the URL first, passing
+// on end-user and x-request-id but not its own x-echo-* headers; the
+// reply carries the call's status and version, or its error.
+func TestHandlerCall(t *testing.T) {
+	var seen http.Header
+	ratings := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Header.Clone()
+		newHandler("r1", "ratings", 0).ServeHTTP(w, r)
+	}))
+	defer ratings.Close()
+	reviews := httptest.NewServer(newHandler("v2", "reviews", 0))
+	defer reviews.Close()
+	get := func(target string) Reply {
+		req, _ := http.NewRequest(http.MethodGet, reviews.URL+"/", nil)
+		req.Header.Set("X-Echo-Call", target)
+		req.Header.Set("End-User", "jason")
+		req.Header.Set("X-Request-Id", "id-1")
+		req.Header.Set("X-Echo-Status", "418")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var rep Reply
+		if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := get(ratings.URL + "/ratings")
+	if rep.Version != "v2" || rep.Call == nil || rep.Call.Status != 200 || rep.Call.Version != "r1" || rep.Call.Error != "" {
+		t.Fatalf("reply %+v, call %+v; want v2 with a 200 call to r1", rep, rep.Call)
+	}
+	if seen.Get("End-User") != "jason" || seen.Get("X-Request-Id") != "id-1" || seen.Get("X-Echo-Status") != "" || seen.Get("X-Echo-Call") != "" {
+		t.Errorf("the call carried %v; want end-user and x-request-id only", seen)
+	}
+	ratings.Close()
+	if rep := get(ratings.URL + "/ratings"); rep.Call == nil || rep.Call.Error == "" || rep.Call.Status != 0 {
+		t.Errorf("call to a closed server: %+v, want its error", rep.Call)
+	}
+}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/straitmesh/strait/internal/debugapi"
+	"github.com/straitmesh/strait/internal/model"
 )
 
 func newProxyStatusCmd() *cobra.Command {
@@ -21,8 +24,9 @@ func newProxyStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "proxy-status",
 		Short: "Show whether each connected proxy has the latest configuration",
-		Long: `proxy-status reads straitd's /debug/syncz and prints, per proxy and
-resource type (CDS, LDS, EDS, RDS):
+		Long: `proxy-status reads straitd's /debug/syncz and prints, per proxy (NAME is
+POD.NAMESPACE, as istioctl shows it and proxy-config takes it) and resource
+type (CDS, LDS, EDS, RDS):
 
   SYNCED    the proxy ACKed the last response straitd sent
   STALE     straitd sent a response the proxy has not ACKed (or NACKed it)
@@ -73,7 +77,12 @@ func fetchSyncz(ctx context.Context, addr string) ([]debugapi.SyncStatus, error)
 // statusColumns are the types shown, in Istio's proxy-status order.
 var statusColumns = []string{"cds", "lds", "eds", "rds"}
 
+// printProxyStatus prints one row per connection, sorted by name.
 func printProxyStatus(w io.Writer, statuses []debugapi.SyncStatus) error {
+	statuses = slices.Clone(statuses)
+	slices.SortStableFunc(statuses, func(a, b debugapi.SyncStatus) int {
+		return cmp.Compare(proxyName(a.ProxyID), proxyName(b.ProxyID))
+	})
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCDS\tLDS\tEDS\tRDS\tCONNECTION")
 	for _, s := range statuses {
@@ -86,9 +95,19 @@ func printProxyStatus(w io.Writer, statuses []debugapi.SyncStatus) error {
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.ProxyID, strings.Join(cols, "\t"), s.ConnectionID)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", proxyName(s.ProxyID), strings.Join(cols, "\t"), s.ConnectionID)
 	}
 	return tw.Flush()
+}
+
+// proxyName is a proxy's POD.NAMESPACE, the third field of its node id
+// (the whole id when it does not parse).
+func proxyName(nodeID string) string {
+	p, err := model.ParseNodeID(nodeID)
+	if err != nil {
+		return nodeID
+	}
+	return p.PodName + "." + p.Namespace
 }
 
 func typeState(sent string, synced bool, nack string) string {

@@ -183,11 +183,15 @@ func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
 			var hosts []egressHost
 			for _, h := range eg.GetHosts() {
 				hns, host, _ := strings.Cut(h, "/")
+				// "." is the proxy's namespace: the Sidecar's own, or for
+				// the root namespace's default Sidecar the namespace of each
+				// proxy it applies to (Istio's ConvertToSidecarScope gets
+				// the proxy's namespace as configNamespace).
 				switch hns {
 				case "~":
 					continue
 				case ".":
-					hns = sc.Namespace
+					hns = ns
 				}
 				hosts = append(hosts, egressHost{namespace: hns, host: s.ResolveHost(host, sc.Namespace)})
 			}

@@ -114,3 +114,64 @@ func TestScopeEgressListeners(t *testing.T) {
 		t.Errorf("no Sidecar: catch-all %v, %d listeners; want all 3 services, none", hostnames(open.CatchAll), len(open.Listeners))
 	}
 }
+
+// rootDotMesh is the Sidecar resource's own example: a default Sidecar in
+// the root namespace whose "./*" means, for each proxy it applies to, that
+// proxy's namespace (Istio's ConvertToSidecarScope gets the proxy's
+// namespace as configNamespace for the root namespace's Sidecar).
+const rootDotMesh = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: reviews, namespace: default}
+spec:
+  hosts: [reviews.default.svc.cluster.local]
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  resolution: STATIC
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: other}
+spec:
+  hosts: [web.other.svc.cluster.local]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: cp, namespace: istio-system}
+spec:
+  hosts: [cp.istio-system.svc.cluster.local]
+  ports: [{number: 15010, name: grpc, protocol: GRPC}]
+  resolution: STATIC
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: istio-system}
+spec:
+  egress:
+  - hosts: ["./*", "istio-system/*"]
+`
+
+// TestScopeRootSidecarDotIsProxyNamespace: under the root namespace's
+// default Sidecar, a proxy of default reaches default's services and
+// istio-system's, one of other reaches other's and istio-system's.
+func TestScopeRootSidecarDotIsProxyNamespace(t *testing.T) {
+	s, _ := buildYAML(t, rootDotMesh, BuildOptions{})
+	for _, tc := range []struct {
+		ns   string
+		want []string
+	}{
+		{"default", []string{"cp.istio-system.svc.cluster.local", "reviews.default.svc.cluster.local"}},
+		{"other", []string{"cp.istio-system.svc.cluster.local", "web.other.svc.cluster.local"}},
+		{"istio-system", []string{"cp.istio-system.svc.cluster.local"}},
+	} {
+		sc := s.ProxyScope(&model.Proxy{Namespace: tc.ns})
+		got := hostnames(sc.Services)
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("proxy of %s: services %v, want %v", tc.ns, got, tc.want)
+		}
+		if got := sc.DependsOn(s, "reviews.default.svc.cluster.local"); got != (tc.ns == "default") {
+			t.Errorf("proxy of %s: DependsOn(reviews) %v", tc.ns, got)
+		}
+	}
+}

@@ -136,6 +136,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		if uc, err = cl.GetConn(ctx, ep); err != nil {
 			f := connectFailure(err) // UO when a circuit breaker is open: not retried
 			if f.flags != "UO" && retry.OnFailure(router.FailConnect, false, bc == nil) && slot.admit(cl) && backOff(&retry, routeExpiry) {
+				reportRetriedFailure(cl, ep, f)
 				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
@@ -207,6 +208,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 				kind = 0 // the client left or was too slow
 			}
 			if kind != 0 && !streamBody && retry.OnFailure(kind, n > 0, true) && slot.admit(cl) && backOff(&retry, routeExpiry) {
+				reportRetriedFailure(cl, ep, f)
 				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}

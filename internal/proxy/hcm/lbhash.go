@@ -71,6 +71,18 @@ func localFailureOf(f failure) cluster.LocalFailure {
 	return 0
 }
 
+// reportRetriedFailure feeds an attempt that failed locally and is about
+// to be retried to outlier detection: Envoy's router reports every
+// attempt's result (Filter::onUpstreamReset → updateOutlierDetection), so
+// a host that refuses connections is ejected even when the retries of its
+// requests succeed elsewhere. The last attempt's failure is reported where
+// it is answered (upstreamFailed).
+func reportRetriedFailure(cl *cluster.Cluster, ep cluster.Endpoint, f failure) {
+	if lf := localFailureOf(f); lf != 0 {
+		cl.ReportLocalFailure(ep, lf)
+	}
+}
+
 // connectFailure is the local reply when no upstream connection could be
 // had: 503 UO when the connection circuit breakers overflowed, else UF.
 func connectFailure(err error) failure {

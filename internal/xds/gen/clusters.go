@@ -143,9 +143,10 @@ func dnsCluster(snap *mesh.Snapshot, name string, svc *mesh.Service, port mesh.P
 	}
 	if len(svc.Endpoints) == 0 && svc.WorkloadSelector == nil {
 		// Istio's ServiceEntry conversion: a DNS entry without endpoints
-		// resolves its host on the service port.
+		// resolves its host on the port's targetPort, else the service
+		// port (convertServiceEntryToInstances).
 		if labels == nil {
-			add(svc.Hostname, port.Number, 0)
+			add(svc.Hostname, cmp.Or(port.TargetPort, port.Number), 0)
 		}
 	}
 	for _, ep := range svc.Endpoints {

@@ -58,9 +58,6 @@ type Listener struct {
 	chains            []*filterChain
 	defaultChain      *filterChain
 	stats             *stats.ListenerStats
-	// drain ends this version's HTTP connections gracefully once it is
-	// replaced, removed or drained by the admin (hcm.Drain).
-	drain *hcm.Drain
 	// version is the LDS version_info that carried this config (empty for
 	// static listeners); set before the listener is published.
 	version string
@@ -134,7 +131,15 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 		Bind:           l.GetBindToPort() == nil || l.GetBindToPort().GetValue(),
 		UseOriginalDst: l.GetUseOriginalDst().GetValue(),
 		Transparent:    l.GetTransparent().GetValue(),
-		drain:          hcm.NewDrain(),
+	}
+	// Filter chain discovery and the matcher API would change which chain
+	// serves a connection and which chains an update drains (inplace.go):
+	// refused rather than ignored.
+	if l.GetFilterChainMatcher() != nil {
+		return nil, fmt.Errorf("filter_chain_matcher is not supported (use filter_chains[].filter_chain_match)")
+	}
+	if l.GetFcdsConfig() != nil {
+		return nil, fmt.Errorf("fcds_config is not supported (list the filter chains in filter_chains)")
 	}
 	if out.Bind && len(l.GetAdditionalAddresses()) > 0 {
 		return nil, fmt.Errorf("additional_addresses are not supported")

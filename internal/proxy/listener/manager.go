@@ -76,8 +76,8 @@ type Manager struct {
 	loops sync.WaitGroup // accept loops
 
 	// Listener manager stats (Envoy's listener_manager.*).
-	warmingGauge, activeGauge                              *atomic.Int64
-	addedCount, modifiedCount, removedCount, createFailure *atomic.Uint64
+	warmingGauge, activeGauge, drainingGauge                             *atomic.Int64
+	addedCount, modifiedCount, removedCount, createFailure, inPlaceCount *atomic.Uint64
 
 	mu      sync.Mutex // guards everything below
 	static  map[string]bool
@@ -98,6 +98,9 @@ type Manager struct {
 	// it covers, also ones added later, drain at once and, when it stops
 	// them, do not listen.
 	drained adminDrain
+	// draining are the LDS listener versions replaced or removed whose
+	// drain time has not passed yet, oldest first (draining.go).
+	draining []*drainingListener
 }
 
 // adminDrain is what DrainListeners calls asked for so far.
@@ -150,6 +153,8 @@ func NewManager(o Options) *Manager {
 		modifiedCount: o.Stats.Counter("listener_manager.listener_modified"),
 		removedCount:  o.Stats.Counter("listener_manager.listener_removed"),
 		createFailure: o.Stats.Counter("listener_manager.listener_create_failure"),
+		inPlaceCount:  o.Stats.Counter("listener_manager.listener_in_place_updated"),
+		drainingGauge: o.Stats.Gauge("listener_manager.total_listeners_draining"),
 		static:        map[string]bool{},
 		sockets:       map[string]*socket{},
 		warming:       map[string]*Listener{},
@@ -353,6 +358,9 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 	}
 	var fresh []bound
 	var reused []bound
+	// inPlaced are the listeners built updates in place, with the chains
+	// of their old versions they drop.
+	inPlaced := map[string][]*filterChain{}
 	fail := func(err error) error {
 		for _, b := range fresh {
 			b.s.ln.Close()
@@ -366,6 +374,9 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 		next.byName[b.Name] = b
 		next.byAddr[b.Addr] = b
 		old := cur.byName[b.Name]
+		if old != nil && old != b && !m.static[b.Name] && inPlaceUpdate(old, b) {
+			inPlaced[b.Name] = adoptChains(old, b)
+		}
 		s := m.sockets[b.Name]
 		if old != nil && s != nil && b.Bind && old.Addr == b.Addr {
 			if old.Transparent != b.Transparent {
@@ -428,15 +439,28 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 	}
 	// The versions replaced or removed drain their connections (Envoy's
 	// listener drain on update); an unchanged listener is the same
-	// version and keeps them.
+	// version and keeps them; an in-place update drains only the chains
+	// it dropped (inplace.go).
 	for name, l := range cur.byName {
-		if next.byName[name] != l {
-			l.drain.Start()
+		n := next.byName[name]
+		switch dropped, inPlace := inPlaced[name]; {
+		case n == l:
+		case inPlace && n != nil:
+			for _, c := range dropped {
+				c.drain.Start()
+			}
+			m.inPlaceCount.Add(1)
+			m.log.Info("listener updated in place", "listener", name, "version", n.version, "chains_drained", len(dropped))
+		default:
+			l.startDrain()
+			if !m.static[name] {
+				m.addDrainingLocked(l)
+			}
 		}
 	}
 	for _, l := range next.byName {
 		if drain, _ := m.drained.covers(l); drain {
-			l.drain.Start()
+			l.startDrain()
 		}
 	}
 	for _, b := range fresh {
@@ -506,6 +530,10 @@ func (m *Manager) Close() {
 		r.close()
 		delete(m.reserved, name)
 	}
+	for _, d := range m.draining {
+		d.timer.Stop()
+	}
+	m.draining = nil
 	for name, s := range m.sockets {
 		s.ln.Close()
 		delete(m.sockets, name)
@@ -531,7 +559,7 @@ func (m *Manager) DrainListeners(inboundOnly, graceful bool) {
 		if !drain {
 			continue
 		}
-		l.drain.Start()
+		l.startDrain()
 		if s := m.sockets[name]; s != nil && stop {
 			s.ln.Close()
 			delete(m.sockets, name)

@@ -252,14 +252,16 @@ type ListenerState struct {
 }
 
 // DynamicListener is an LDS listener as Envoy's config dump shows it: the
-// version serving (Active), and the one waiting for its routes (Warming);
-// either may be nil.
+// version serving (Active), the one waiting for its routes (Warming) and
+// the latest one an update replaced or removed that is still draining
+// (Draining, draining.go); any may be nil.
 type DynamicListener struct {
-	Name            string
-	Active, Warming *ListenerState
+	Name                      string
+	Active, Warming, Draining *ListenerState
 }
 
-// Dynamic returns the LDS listeners, active and warming, sorted by name.
+// Dynamic returns the LDS listeners, active, warming and draining, sorted
+// by name.
 func (m *Manager) Dynamic() []DynamicListener {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -279,6 +281,9 @@ func (m *Manager) Dynamic() []DynamicListener {
 	}
 	for name, l := range m.warming {
 		get(name).Warming = &ListenerState{Version: l.version, Config: l.Config}
+	}
+	for _, d := range m.draining { // oldest first: the latest version wins
+		get(d.l.Name).Draining = &ListenerState{Version: d.l.version, Config: d.l.Config}
 	}
 	out := make([]DynamicListener, 0, len(by))
 	for _, d := range by {

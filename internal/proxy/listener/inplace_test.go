@@ -1,0 +1,155 @@
+package listener
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/proxy/stats"
+)
+
+// chained is an HTTP listener on hostport with a chain per route
+// configuration name, chain i matching destination port 1000+i.
+func chained(t *testing.T, hostport string, rds ...string) *listenerv3.Listener {
+	t.Helper()
+	l := rdsListener(t, "l", hostport, rds[0], nil)
+	l.FilterChains = nil
+	for i, r := range rds {
+		fc := rdsListener(t, "l", hostport, r, nil).FilterChains[0]
+		fc.FilterChainMatch = &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(uint32(1000 + i))}
+		l.FilterChains = append(l.FilterChains, fc)
+	}
+	return l
+}
+
+func buildOrFail(t *testing.T, l *listenerv3.Listener) *Listener {
+	t.Helper()
+	b, err := Build(l, Deps{Stats: stats.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Which updates are filter-chain only: Envoy's rule ignores filter_chains
+// and default_filter_chain and compares everything else; an update to no
+// filter chains is never in place.
+func TestInPlaceUpdateRule(t *testing.T) {
+	base := chained(t, "127.0.0.1:80", "a", "b")
+	for _, tc := range []struct {
+		name   string
+		change func(l *listenerv3.Listener)
+		want   bool
+	}{
+		{"same", func(*listenerv3.Listener) {}, true},
+		{"chain removed", func(l *listenerv3.Listener) { l.FilterChains = l.FilterChains[:1] }, true},
+		{"chain changed", func(l *listenerv3.Listener) { l.FilterChains[1].Name = "renamed" }, true},
+		{"default chain added", func(l *listenerv3.Listener) {
+			l.DefaultFilterChain = proto.Clone(l.FilterChains[0]).(*listenerv3.FilterChain)
+		}, true},
+		{"no chains left", func(l *listenerv3.Listener) {
+			l.DefaultFilterChain = l.FilterChains[0]
+			l.FilterChains = nil
+		}, false},
+		{"stat_prefix", func(l *listenerv3.Listener) { l.StatPrefix = "x" }, false},
+		{"address", func(l *listenerv3.Listener) { l.Address = addr("127.0.0.1:81") }, false},
+		{"traffic_direction", func(l *listenerv3.Listener) { l.TrafficDirection = corev3.TrafficDirection_INBOUND }, false},
+		{"listener_filters_timeout", func(l *listenerv3.Listener) { l.ListenerFiltersTimeout = durationpb.New(time.Second) }, false},
+		{"bind_to_port", func(l *listenerv3.Listener) { l.BindToPort = wrapperspb.Bool(false) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := proto.Clone(base).(*listenerv3.Listener)
+			tc.change(next)
+			if got := inPlaceUpdate(buildOrFail(t, base), buildOrFail(t, next)); got != tc.want {
+				t.Errorf("inPlaceUpdate = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+// An in-place update keeps the old chain objects whose config is the same
+// (wherever they are in the list) and drops the rest, the default chain
+// included when it changed.
+func TestAdoptChains(t *testing.T) {
+	v1 := chained(t, "127.0.0.1:80", "a", "b", "c")
+	v1.DefaultFilterChain = proto.Clone(v1.FilterChains[0]).(*listenerv3.FilterChain)
+	v1.DefaultFilterChain.FilterChainMatch = nil
+	v2 := proto.Clone(v1).(*listenerv3.Listener)
+	v2.FilterChains = []*listenerv3.FilterChain{v1.FilterChains[2], v1.FilterChains[0]} // c, a; b removed
+	v2.FilterChains[0].FilterChainMatch = proto.Clone(v1.FilterChains[2].GetFilterChainMatch()).(*listenerv3.FilterChainMatch)
+	old, next := buildOrFail(t, v1), buildOrFail(t, v2)
+	oldA, oldB, oldC, oldDefault := old.chains[0], old.chains[1], old.chains[2], old.defaultChain
+	dropped := adoptChains(old, next)
+	if next.chains[0] != oldC || next.chains[1] != oldA || next.defaultChain != oldDefault {
+		t.Errorf("next chains = %p %p default %p, want the old c %p, a %p and default %p", next.chains[0], next.chains[1], next.defaultChain, oldC, oldA, oldDefault)
+	}
+	if len(dropped) != 1 || dropped[0] != oldB {
+		t.Errorf("dropped = %v, want the old chain b only", dropped)
+	}
+
+	v3 := proto.Clone(v2).(*listenerv3.Listener)
+	v3.DefaultFilterChain.Name = "changed"
+	newer := buildOrFail(t, v3)
+	dropped = adoptChains(next, newer)
+	if len(dropped) != 1 || dropped[0] != oldDefault || newer.defaultChain == oldDefault {
+		t.Errorf("a changed default chain: dropped %v, default kept %t; want the old default dropped", dropped, newer.defaultChain == oldDefault)
+	}
+}
+
+// A listener an update replaces is listed as draining for the drain time,
+// then forgotten; the gauge follows.
+func TestDrainingListenerExpires(t *testing.T) {
+	m, routes, st := warmingManager(t)
+	m.opts.DrainTime = 50 * time.Millisecond
+	if err := routes.Apply("1", emptyRoutes("r")); err != nil {
+		t.Fatal(err)
+	}
+	a := freeTCP(t)
+	if _, err := m.ApplyLDS("1", []*listenerv3.Listener{rdsListener(t, "l", a, "r", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	v2 := rdsListener(t, "l", a, "r", nil)
+	v2.StatPrefix = "v2"
+	if _, err := m.ApplyLDS("2", []*listenerv3.Listener{v2}); err != nil {
+		t.Fatal(err)
+	}
+	dyn := m.Dynamic()
+	if len(dyn) != 1 || dyn[0].Draining == nil || dyn[0].Draining.Version != "1" || dyn[0].Active == nil || dyn[0].Active.Version != "2" {
+		t.Fatalf("Dynamic() = %+v, want l active@2 draining@1", dyn)
+	}
+	if g := st.Gauge("listener_manager.total_listeners_draining").Load(); g != 1 {
+		t.Errorf("total_listeners_draining = %d, want 1", g)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for m.Dynamic()[0].Draining != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the draining version is still listed long after its drain time")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := st.Gauge("listener_manager.total_listeners_draining").Load(); g != 0 {
+		t.Errorf("total_listeners_draining = %d after the drain time, want 0", g)
+	}
+}
+
+// filter_chain_matcher and fcds_config would change which chain serves a
+// connection: refused by name.
+func TestFilterChainMatcherRefused(t *testing.T) {
+	for field, set := range map[string]func(*listenerv3.Listener){
+		"filter_chain_matcher": func(l *listenerv3.Listener) { l.FilterChainMatcher = &matcherv3.Matcher{} },
+		"fcds_config":          func(l *listenerv3.Listener) { l.FcdsConfig = &listenerv3.Listener_FcdsConfig{Name: "x"} },
+	} {
+		l := chained(t, "127.0.0.1:80", "a")
+		set(l)
+		if _, err := Build(l, Deps{Stats: stats.New()}); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: err = %v, want it refused by name", field, err)
+		}
+	}
+}

@@ -31,11 +31,6 @@ import (
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
-// initialFetchTimeout is how long readiness waits for warming clusters and
-// missing route configurations after the first CDS and LDS (Envoy's
-// initial_fetch_timeout default).
-const initialFetchTimeout = 15 * time.Second
-
 // Options configure a Proxy.
 type Options struct {
 	Bootstrap *bootstrapv3.Bootstrap
@@ -69,10 +64,13 @@ type Proxy struct {
 	logs      *accesslog.Files  // access log files of the filters
 	hasADS    bool
 
-	ready     atomic.Bool
-	cdsDone   atomic.Bool
-	ldsDone   atomic.Bool
-	readyOnce sync.Once
+	ready atomic.Bool
+	// Initial fetch timeouts of the bootstrap's cds_config and lds_config.
+	cdsTimeout, ldsTimeout time.Duration
+	// clustersInit is closed once the cluster manager has initialized: the
+	// xDS client then asks for listeners (startup.go).
+	clustersInit chan struct{}
+	init         startup
 
 	draining atomic.Bool
 	quit     chan struct{} // closed by Quit
@@ -93,7 +91,15 @@ func New(o Options) (*Proxy, error) {
 	}
 	b := o.Bootstrap
 	st := stats.New()
-	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{}), quit: make(chan struct{})}
+	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{}), quit: make(chan struct{}),
+		clustersInit: make(chan struct{})}
+	var err error
+	if p.cdsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetCdsConfig()); err != nil {
+		return nil, fmt.Errorf("bootstrap dynamic_resources.cds_config: %w", err)
+	}
+	if p.ldsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetLdsConfig()); err != nil {
+		return nil, fmt.Errorf("bootstrap dynamic_resources.lds_config: %w", err)
+	}
 	p.Clusters = cluster.NewManager(o.Logger, st)
 	p.Clusters.OnWarmed(p.checkReady)
 	p.secrets = tlsconf.NewProvider(tlsconf.ProviderOptions{Node: b.GetNode(), Logger: o.Logger, Dial: p.dialCluster})
@@ -160,11 +166,13 @@ func (p *Proxy) Start(ctx context.Context) error {
 			}
 			return c.Dial(ctx, ep)
 		},
-		Handler:    p,
-		Logger:     p.opts.Logger,
-		Stats:      p.Stats,
-		MinBackoff: p.opts.XDSBackoff,
+		Handler:        p,
+		Logger:         p.opts.Logger,
+		Stats:          p.Stats,
+		MinBackoff:     p.opts.XDSBackoff,
+		ListenersAfter: p.clustersInit,
 	})
+	p.startInit()
 	go func() {
 		defer close(p.done)
 		client.Run(ctx)
@@ -200,6 +208,7 @@ func (p *Proxy) Close() error {
 	if p.admin != nil {
 		errs = append(errs, p.admin.Close())
 	}
+	p.stopInit()
 	p.Listeners.Close()
 	p.Clusters.Close()
 	p.secrets.Close()
@@ -295,37 +304,13 @@ func (p *Proxy) Quit() { p.quitOnce.Do(func() { close(p.quit) }) }
 // Quitting is closed once Quit was called.
 func (p *Proxy) Quitting() <-chan struct{} { return p.quit }
 
-// checkReady latches readiness once the first CDS and LDS are applied and
-// nothing is warming, neither clusters nor listeners (or
-// initialFetchTimeout has passed since). A listener warms until its route
-// configurations are there or their own initial fetch timeout passes
-// (listener/warming.go).
-func (p *Proxy) checkReady() {
-	if p.ready.Load() || !p.cdsDone.Load() || !p.ldsDone.Load() {
-		return
-	}
-	p.readyOnce.Do(func() {
-		time.AfterFunc(initialFetchTimeout, func() {
-			if !p.ready.Swap(true) {
-				p.log.Warn("initial fetch timed out; ready with warming resources")
-			}
-		})
-	})
-	if p.Clusters.Warming() == 0 && p.Listeners.Warming() == 0 {
-		if !p.ready.Swap(true) {
-			p.log.Info("initial configuration applied; ready")
-		}
-	}
-}
-
 // ApplyClusters implements xdsclient.Handler.
 func (p *Proxy) ApplyClusters(version string, cs []*clusterv3.Cluster) ([]string, error) {
 	names, err := p.Clusters.ApplyCDS(version, cs)
 	if err != nil {
 		return nil, err
 	}
-	p.cdsDone.Store(true)
-	p.checkReady()
+	p.initDone(&p.init.cdsDone)
 	return names, nil
 }
 
@@ -344,8 +329,7 @@ func (p *Proxy) ApplyListeners(version string, ls []*listenerv3.Listener) ([]str
 	if err != nil {
 		return nil, err
 	}
-	p.ldsDone.Store(true)
-	p.checkReady()
+	p.initDone(&p.init.ldsDone)
 	return names, nil
 }
 
@@ -362,11 +346,17 @@ func (p *Proxy) ApplyRoutes(version string, rcs []*routev3.RouteConfiguration) e
 // Rejected implements xdsclient.RejectionHandler: listeners warming for a
 // rejected route configuration stop waiting for it.
 func (p *Proxy) Rejected(typeURL string, names []string) {
-	if typeURL != xdsapi.RouteType {
-		return
+	switch typeURL {
+	case xdsapi.RouteType:
+		p.Listeners.RoutesRejected(names)
+		p.checkReady()
+	case xdsapi.ClusterType:
+		// A rejected first response ends the wait for it, as in Envoy
+		// (CdsApiImpl and LdsApiImpl::onConfigUpdateFailed).
+		p.initDone(&p.init.cdsDone)
+	case xdsapi.ListenerType:
+		p.initDone(&p.init.ldsDone)
 	}
-	p.Listeners.RoutesRejected(names)
-	p.checkReady()
 }
 
 var (

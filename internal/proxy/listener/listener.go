@@ -21,6 +21,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
+	"github.com/straitmesh/strait/internal/proxy/xdsclient"
 )
 
 const (
@@ -252,7 +253,7 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 			h.UseStats(d.Stats)
 			c.http = h
 			if rds := cfg.GetRds(); rds != nil {
-				if c.rdsFetchTimeout, err = initialFetchTimeout(rds.GetConfigSource()); err != nil {
+				if c.rdsFetchTimeout, err = xdsclient.InitialFetchTimeout(rds.GetConfigSource()); err != nil {
 					return fmt.Errorf("filter %q: rds.config_source: %w", f.GetName(), err)
 				}
 			}

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 )
 
@@ -32,22 +31,6 @@ import (
 // (Envoy adds them active at once but accepts nothing before its init
 // manager, which waits for their RDS, is done): either way no connection
 // is served before the routes are there.
-
-// defaultInitialFetchTimeout is Envoy's initial_fetch_timeout default.
-const defaultInitialFetchTimeout = 15 * time.Second
-
-// initialFetchTimeout is cs's initial_fetch_timeout: its default when
-// unset, 0 (wait for ever) when set to 0.
-func initialFetchTimeout(cs *corev3.ConfigSource) (time.Duration, error) {
-	t := cs.GetInitialFetchTimeout()
-	if t == nil {
-		return defaultInitialFetchTimeout, nil
-	}
-	if err := t.CheckValid(); err != nil || t.AsDuration() < 0 {
-		return 0, fmt.Errorf("initial_fetch_timeout %v is not a valid duration (want >= 0s; 0s waits for ever)", t)
-	}
-	return t.AsDuration(), nil
-}
 
 // routeDeps returns the RDS route configurations the listener's HTTP
 // connection managers name, each with its initial fetch timeout (the first

@@ -172,14 +172,14 @@ type clientEnv struct {
 
 // startClient runs a client against a fakeADS until the test ends. Call it
 // inside the synctest bubble.
-func startClient(t *testing.T, h Handler, minBackoff, maxBackoff time.Duration) *clientEnv {
+func startClient(t *testing.T, h Handler, minBackoff, maxBackoff time.Duration, more ...func(*Options)) *clientEnv {
 	t.Helper()
 	env := &clientEnv{ads: &fakeADS{streams: make(chan *adsStream, 4)}, stats: stats.New()}
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, env.ads)
 	go func() { _ = gs.Serve(lis) }()
-	c := New(Options{
+	o := Options{
 		Node:       &corev3.Node{Id: "sidecar~10.0.0.1~a.demo~demo.svc.cluster.local"},
 		Dial:       func(ctx context.Context) (net.Conn, error) { return lis.DialContext(ctx) },
 		Handler:    h,
@@ -187,7 +187,11 @@ func startClient(t *testing.T, h Handler, minBackoff, maxBackoff time.Duration) 
 		Stats:      env.stats,
 		MinBackoff: minBackoff,
 		MaxBackoff: maxBackoff,
-	})
+	}
+	for _, f := range more {
+		f(&o)
+	}
+	c := New(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -411,5 +415,34 @@ func TestRejectionHandlerLearnsNames(t *testing.T) {
 		if w := []string{"route_configuration 80,81", "route_configuration 80"}; !slices.Equal(got, w) {
 			t.Errorf("rejections = %q, want %q", got, w)
 		}
+	})
+}
+
+// With ListenersAfter, LDS is not subscribed until it is closed (the proxy
+// closes it once its clusters have initialized); then at once on the
+// stream, and from the start on every later stream.
+func TestListenersAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		h := &fakeHandler{edsNames: []string{"c"}}
+		env := startClient(t, h, time.Second, time.Minute, func(o *Options) { o.ListenersAfter = gate })
+		st := env.nextStream(t)
+		want(t, st.recv(t), xdsapi.ClusterType, nil, "", "", false)
+		st.noRequest(t)
+		n := st.respond(t, xdsapi.ClusterType, "1", &clusterv3.Cluster{Name: "c"})
+		want(t, st.recv(t), xdsapi.ClusterType, nil, "1", n, false)
+		want(t, st.recv(t), xdsapi.EndpointType, []string{"c"}, "", "", false)
+		st.noRequest(t)
+
+		close(gate)
+		want(t, st.recv(t), xdsapi.ListenerType, nil, "", "", false)
+		n = st.respond(t, xdsapi.ListenerType, "1", &listenerv3.Listener{Name: "l"})
+		want(t, st.recv(t), xdsapi.ListenerType, nil, "1", n, false)
+
+		st.end <- io.ErrUnexpectedEOF
+		next := env.nextStream(t)
+		want(t, next.recv(t), xdsapi.ClusterType, nil, "1", "", false)
+		want(t, next.recv(t), xdsapi.ListenerType, nil, "1", "", false)
+		want(t, next.recv(t), xdsapi.EndpointType, []string{"c"}, "", "", false)
 	})
 }

@@ -73,6 +73,11 @@ type Proxy struct {
 	init         startup
 
 	draining atomic.Bool
+	drainMu  sync.Mutex // guards the three below
+	// drainSeq: an admin graceful drain started; drainStop stops its
+	// listeners at its end; drainClosed: Close ran.
+	drainSeq, drainClosed bool
+	drainStop             *time.Timer
 	quit     chan struct{} // closed by Quit
 	quitOnce sync.Once
 
@@ -209,6 +214,12 @@ func (p *Proxy) Close() error {
 		errs = append(errs, p.admin.Close())
 	}
 	p.stopInit()
+	p.drainMu.Lock()
+	p.drainClosed = true
+	if p.drainStop != nil {
+		p.drainStop.Stop()
+	}
+	p.drainMu.Unlock()
 	p.Listeners.Close()
 	p.Clusters.Close()
 	p.secrets.Close()
@@ -251,7 +262,8 @@ const drainQuiet = time.Second
 // open, nor come and gone, for drainQuiet, after d, or on Quit, whichever
 // comes first. Readiness fails from the start.
 func (p *Proxy) Drain(d time.Duration) {
-	p.DrainListeners(false, true)
+	p.draining.Store(true)
+	p.Listeners.DrainListeners(false, true)
 	if d <= 0 {
 		return
 	}
@@ -291,10 +303,32 @@ func (p *Proxy) Ready() bool { return p.ready.Load() && !p.draining.Load() }
 // Draining implements admin.Source.
 func (p *Proxy) Draining() bool { return p.draining.Load() }
 
-// DrainListeners implements admin.Source: see listener.Manager.DrainListeners.
-func (p *Proxy) DrainListeners(inboundOnly, graceful bool) {
+// DrainListeners implements admin.Source (Envoy's POST /drain_listeners):
+// see listener.Manager.DrainListeners. A graceful drain stops the
+// listeners it covers from accepting once the drain time has passed,
+// unless r.SkipExit; as in Envoy, a graceful request once a graceful
+// drain has started is ignored.
+func (p *Proxy) DrainListeners(r admin.DrainRequest) {
 	p.draining.Store(true)
-	p.Listeners.DrainListeners(inboundOnly, graceful)
+	if !r.Graceful {
+		p.Listeners.DrainListeners(r.InboundOnly, false)
+		return
+	}
+	p.drainMu.Lock()
+	defer p.drainMu.Unlock()
+	if p.drainSeq || p.drainClosed {
+		return
+	}
+	p.drainSeq = true
+	p.Listeners.DrainListeners(r.InboundOnly, true)
+	if r.SkipExit {
+		return
+	}
+	d := p.Listeners.DrainTime()
+	p.drainStop = time.AfterFunc(d, func() {
+		p.log.Info("drain time over; listeners stop accepting", "inbound_only", r.InboundOnly, "drain_time", d)
+		p.Listeners.DrainListeners(r.InboundOnly, false)
+	})
 }
 
 // Quit implements admin.Source: Run returns (after Close) and Drain stops

@@ -39,11 +39,11 @@ func (f *fakeSource) Draining() bool {
 	return f.draining
 }
 
-func (f *fakeSource) DrainListeners(inboundOnly, graceful bool) {
+func (f *fakeSource) DrainListeners(r DrainRequest) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.draining = true
-	f.drains = append(f.drains, fmt.Sprintf("inbound=%t graceful=%t", inboundOnly, graceful))
+	f.drains = append(f.drains, fmt.Sprintf("inbound=%t graceful=%t skip_exit=%t", r.InboundOnly, r.Graceful, r.SkipExit))
 }
 
 func (f *fakeSource) Quit() {
@@ -133,6 +133,14 @@ func TestReady(t *testing.T) {
 func TestConfigDump(t *testing.T) {
 	src := &fakeSource{}
 	base := start(t, src, stats.New())
+	for _, q := range []string{"?resource=dynamic_active_clusters", "?mask=static_clusters", "?name_regex=a"} {
+		if code, _, body := get(t, "GET", base+"/config_dump"+q); code != http.StatusBadRequest || !strings.Contains(body, q[1:strings.Index(q, "=")]) {
+			t.Errorf("/config_dump%s = %d %q, want 400 naming the parameter", q, code, body)
+		}
+	}
+	if code, _, _ := get(t, "GET", base+"/config_dump?include_eds"); code != http.StatusOK {
+		t.Errorf("/config_dump?include_eds = %d, want 200", code)
+	}
 	code, ctype, body := get(t, "GET", base+"/config_dump")
 	if code != http.StatusOK || ctype != "application/json" {
 		t.Fatalf("/config_dump = %d %s: %s", code, ctype, body)
@@ -201,12 +209,20 @@ func TestDrainListeners(t *testing.T) {
 	if drains, _ := src.calls(); len(drains) != 0 {
 		t.Fatalf("GET drained: %v", drains)
 	}
-	for _, q := range []string{"", "?inboundonly", "?graceful", "?inboundonly&graceful"} {
+	// Refused, draining nothing: skip_exit without graceful (as Envoy),
+	// and a parameter we do not know.
+	for q, msg := range map[string]string{"?skip_exit": "skip_exit requires graceful", "?graceful&timeout=5": `"timeout" is not supported`} {
+		if code, _, body := get(t, "POST", base+"/drain_listeners"+q); code != http.StatusBadRequest || !strings.Contains(body, msg) {
+			t.Errorf("POST /drain_listeners%s = %d %q, want 400 %q", q, code, body, msg)
+		}
+	}
+	for _, q := range []string{"", "?inboundonly", "?graceful", "?inboundonly&graceful", "?graceful&skip_exit"} {
 		if code, _, body := get(t, "POST", base+"/drain_listeners"+q); code != http.StatusOK || body != "OK\n" {
 			t.Errorf("POST /drain_listeners%s = %d %q, want 200 OK", q, code, body)
 		}
 	}
-	want := []string{"inbound=false graceful=false", "inbound=true graceful=false", "inbound=false graceful=true", "inbound=true graceful=true"}
+	want := []string{"inbound=false graceful=false skip_exit=false", "inbound=true graceful=false skip_exit=false",
+		"inbound=false graceful=true skip_exit=false", "inbound=true graceful=true skip_exit=false", "inbound=false graceful=true skip_exit=true"}
 	if drains, _ := src.calls(); !slices.Equal(drains, want) {
 		t.Errorf("drains = %q, want %q", drains, want)
 	}

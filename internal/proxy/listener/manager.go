@@ -567,6 +567,10 @@ func (m *Manager) DrainListeners(inboundOnly, graceful bool) {
 	}
 }
 
+// DrainTime is how long a drained listener version's connections go on
+// (Options.DrainTime, else Envoy's default).
+func (m *Manager) DrainTime() time.Duration { return m.drainTime() }
+
 // Snapshot returns the LDS version and the active listener configs
 // (static first), sorted by name.
 func (m *Manager) Snapshot() (version string, static, dynamic []*listenerv3.Listener) {

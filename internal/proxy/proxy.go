@@ -78,8 +78,8 @@ type Proxy struct {
 	// listeners at its end; drainClosed: Close ran.
 	drainSeq, drainClosed bool
 	drainStop             *time.Timer
-	quit     chan struct{} // closed by Quit
-	quitOnce sync.Once
+	quit                  chan struct{} // closed by Quit
+	quitOnce              sync.Once
 
 	admin  *admin.Server
 	cancel context.CancelFunc

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/proto"
@@ -151,5 +152,29 @@ func TestFilterChainMatcherRefused(t *testing.T) {
 		if _, err := Build(l, Deps{Stats: stats.New()}); err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: err = %v, want it refused by name", field, err)
 		}
+	}
+}
+
+// Listener fields strait-proxy does not implement are refused by name;
+// the ones it takes as honoured pass.
+func TestUnhonouredListenerFieldsRefused(t *testing.T) {
+	for field, set := range map[string]func(*listenerv3.Listener){
+		"freebind":                          func(l *listenerv3.Listener) { l.Freebind = wrapperspb.Bool(true) },
+		"socket_options":                    func(l *listenerv3.Listener) { l.SocketOptions = []*corev3.SocketOption{{Name: 1}} },
+		"per_connection_buffer_limit_bytes": func(l *listenerv3.Listener) { l.PerConnectionBufferLimitBytes = wrapperspb.UInt32(1024) },
+		"access_log":                        func(l *listenerv3.Listener) { l.AccessLog = []*accesslogv3.AccessLog{{Name: "x"}} },
+		"tcp_backlog_size":                  func(l *listenerv3.Listener) { l.TcpBacklogSize = wrapperspb.UInt32(10) },
+		"enable_mptcp":                      func(l *listenerv3.Listener) { l.EnableMptcp = true },
+	} {
+		l := chained(t, "127.0.0.1:80", "a")
+		set(l)
+		if _, err := Build(l, Deps{Stats: stats.New()}); err == nil || !strings.Contains(err.Error(), field+" is not supported") {
+			t.Errorf("%s: err = %v, want it refused by name", field, err)
+		}
+	}
+	l := chained(t, "127.0.0.1:80", "a")
+	l.Metadata, l.StatPrefix, l.EnableReusePort, l.IgnoreGlobalConnLimit = &corev3.Metadata{}, "p", wrapperspb.Bool(true), true
+	if _, err := Build(l, Deps{Stats: stats.New()}); err != nil {
+		t.Errorf("fields taken as honoured: %v", err)
 	}
 }

@@ -136,6 +136,9 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 	// Filter chain discovery and the matcher API would change which chain
 	// serves a connection and which chains an update drains (inplace.go):
 	// refused rather than ignored.
+	if err := checkListenerFields(l); err != nil { // fields.go
+		return nil, err
+	}
 	if l.GetFilterChainMatcher() != nil {
 		return nil, fmt.Errorf("filter_chain_matcher is not supported (use filter_chains[].filter_chain_match)")
 	}

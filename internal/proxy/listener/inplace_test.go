@@ -1,18 +1,28 @@
 package listener
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	matcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	origdstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
@@ -176,5 +186,107 @@ func TestUnhonouredListenerFieldsRefused(t *testing.T) {
 	l.Metadata, l.StatPrefix, l.EnableReusePort, l.IgnoreGlobalConnLimit = &corev3.Metadata{}, "p", wrapperspb.Bool(true), true
 	if _, err := Build(l, Deps{Stats: stats.New()}); err != nil {
 		t.Errorf("fields taken as honoured: %v", err)
+	}
+}
+
+// tcpConn is a live tcp_proxy connection through the listener at a whose
+// original destination is dst; it has read the backend's greeting.
+type tcpConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func dialVia(t *testing.T, od *fakeOrigDst, a, dst, wantName string) *tcpConn {
+	t.Helper()
+	od.set(dst) // before the dial: the accept loop reads it
+	c, err := net.DialTimeout("tcp", a, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	tc := &tcpConn{Conn: c, r: bufio.NewReader(c)}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if line, err := tc.r.ReadString('\n'); err != nil || !strings.HasPrefix(line, wantName+" ") {
+		t.Fatalf("greeting via %s = %q %v, want %s's", dst, line, err, wantName)
+	}
+	return tc
+}
+
+// echoes reports whether the connection still carries bytes both ways.
+func (c *tcpConn) echoes() bool {
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprint(c, "x"); err != nil {
+		return false
+	}
+	b, err := c.r.ReadByte()
+	return err == nil && b == 'x'
+}
+
+// closedWithin reports whether the proxy closes the connection within d.
+func (c *tcpConn) closedWithin(d time.Duration) bool {
+	c.SetReadDeadline(time.Now().Add(d))
+	_, err := c.r.ReadByte()
+	var ne net.Error
+	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// tcp_proxy connections and in-place updates: the connection on a chain
+// the update drops is closed once the drain time has passed, the one on
+// the chain it keeps goes on; a full update closes that one too.
+func TestInPlaceUpdateTCPProxy(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	st := stats.New()
+	cm := cluster.NewManager(log, st)
+	t.Cleanup(cm.Close)
+	if err := cm.AddStatic([]*clusterv3.Cluster{staticCluster("kept", nameServer(t, "kept")), staticCluster("dropped", nameServer(t, "dropped"))}); err != nil {
+		t.Fatal(err)
+	}
+	od := &fakeOrigDst{}
+	m := NewManager(Options{Logger: log, Stats: st, Routes: route.NewStore(), Clusters: cm, OriginalDst: od.get, DrainTime: 200 * time.Millisecond})
+	t.Cleanup(m.Close)
+	odAny, err := anypb.New(&origdstv3.OriginalDst{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener := func(ports ...uint32) *listenerv3.Listener {
+		l := &listenerv3.Listener{Name: "in", Address: addr("127.0.0.1:0"),
+			ListenerFilters: []*listenerv3.ListenerFilter{{Name: "envoy.filters.listener.original_dst",
+				ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: odAny}}}}
+		for _, p := range ports {
+			name := map[uint32]string{9001: "kept", 9002: "dropped"}[p]
+			l.FilterChains = append(l.FilterChains, tcpChain(t, name, &listenerv3.FilterChainMatch{DestinationPort: wrapperspb.UInt32(p)}))
+		}
+		return l
+	}
+	if _, err := m.ApplyLDS("1", []*listenerv3.Listener{listener(9001, 9002)}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := m.Addr("in")
+	kept := dialVia(t, od, a.String(), "10.0.0.1:9001", "kept")
+	dropped := dialVia(t, od, a.String(), "10.0.0.1:9002", "dropped")
+
+	if _, err := m.ApplyLDS("2", []*listenerv3.Listener{listener(9001)}); err != nil {
+		t.Fatal(err)
+	}
+	if a2, _ := m.Addr("in"); a2.String() != a.String() {
+		t.Fatalf("the in-place update moved the socket: %s -> %s", a, a2)
+	}
+	if !dropped.closedWithin(10 * time.Second) {
+		t.Error("the connection on the dropped chain is open long after the drain time")
+	}
+	if kept.closedWithin(2*m.DrainTime()) || !kept.echoes() {
+		t.Error("the connection on the kept chain did not survive the in-place update")
+	}
+	if n := st.Counter("listener_manager.listener_in_place_updated").Load(); n != 1 {
+		t.Errorf("listener_in_place_updated = %d, want 1", n)
+	}
+
+	full := listener(9001)
+	full.ListenerFiltersTimeout = durationpb.New(time.Second)
+	if _, err := m.ApplyLDS("3", []*listenerv3.Listener{full}); err != nil {
+		t.Fatal(err)
+	}
+	if !kept.closedWithin(10 * time.Second) {
+		t.Error("a full update left the connection open long after the drain time")
 	}
 }

@@ -115,6 +115,9 @@ func New(o Options) (*Proxy, error) {
 		Logger: o.Logger, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime, Secrets: p.secrets,
 		AccessLogs: p.logs,
+		// With ADS, no listener accepts before the start-up is done
+		// (startup.go).
+		Held: b.GetDynamicResources().GetAdsConfig() != nil,
 	})
 	p.Listeners.OnWarmed(p.checkReady)
 	if err := p.Clusters.AddStatic(b.GetStaticResources().GetClusters()); err != nil {

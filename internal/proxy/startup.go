@@ -16,12 +16,11 @@ import (
 // listeners. The proxy is ready (/ready 200 LIVE) once the first LDS
 // response is applied (or rejected, or lds_config's initial_fetch_timeout
 // passed) and the listeners it brought have warmed (listener/warming.go).
-// So no listener of the first LDS response accepts a connection before
-// the clusters its routes name have their endpoints: no request meets a
-// cluster still warming (503 "no healthy upstream" at start).
-//
-// Unlike Envoy, the static listeners of the bootstrap listen from the
-// start.
+// Until then the listeners, the bootstrap's static ones included, are
+// bound but do not listen (listener/held.go); they all start listening
+// then, as Envoy starts its workers. So no listener accepts a connection
+// before the clusters its routes name have their endpoints: no request
+// meets a cluster still warming (503 "no healthy upstream" at start).
 
 // startup is the progress of the proxy's initialization.
 type startup struct {
@@ -89,6 +88,7 @@ func (p *Proxy) checkReady() {
 	if !p.init.ldsDone || p.Listeners.Warming() > 0 {
 		return
 	}
+	p.Listeners.StartListening()
 	p.ready.Store(true)
 	p.log.Info("initial configuration applied; ready")
 }

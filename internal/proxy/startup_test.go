@@ -8,6 +8,8 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -67,7 +69,17 @@ func TestListenersWaitForInitialClusters(t *testing.T) {
 	srv.Set(xdsapi.ClusterType, "1", edsCluster("a"))
 	srv.Set(xdsapi.RouteType, "1", singleRoute("80", "a"))
 	srv.Set(xdsapi.ListenerType, "1", httpListener(t, "http", addr, "80"))
-	p := startProxy(t, adsBootstrap(srv.Addr))
+	// A static listener of the bootstrap waits too.
+	b := adsBootstrap(srv.Addr)
+	static := freeAddr(t)
+	b.StaticResources.Clusters = append(b.StaticResources.Clusters, &clusterv3.Cluster{
+		Name: "static-be", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		LoadAssignment: cla("static-be", be.Listener.Addr().String())})
+	b.StaticResources.Listeners = []*listenerv3.Listener{{Name: "static", Address: socketAddr(static),
+		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{Name: "envoy.filters.network.tcp_proxy",
+			ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: toAny(t, &tcpv3.TcpProxy{StatPrefix: "static",
+				ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "static-be"}})}}}}}}}
+	p := startProxy(t, b)
 
 	acked(t, srv, xdsapi.ClusterType, "1")
 	srv.WaitRequest(t, 10*time.Second, func(r *discoveryv3.DiscoveryRequest) bool {
@@ -78,6 +90,12 @@ func TestListenersWaitForInitialClusters(t *testing.T) {
 	}
 	if !refused(addr) {
 		t.Error("the listener accepts while its cluster waits for its endpoints")
+	}
+	if !refused(static) {
+		t.Error("the static listener accepts before the start-up is done")
+	}
+	if a, ok := p.Listeners.Addr("static"); !ok || a.String() != static {
+		t.Errorf("static listener's address = %v %t, want bound to %s", a, ok, static)
 	}
 	if code := readyStatus(t, p); code != 503 {
 		t.Errorf("/ready = %d while clusters warm, want 503", code)
@@ -91,6 +109,9 @@ func TestListenersWaitForInitialClusters(t *testing.T) {
 	}
 	if code := readyStatus(t, p); code != 200 {
 		t.Errorf("/ready = %d once ready, want 200", code)
+	}
+	if code, body, err := get(http.DefaultClient, "http://"+static+"/"); err != nil || code != 200 || body != "a" {
+		t.Errorf("through the static listener once ready: %d %q %v, want 200 a", code, body, err)
 	}
 }
 

@@ -47,13 +47,29 @@ type Options struct {
 	Secrets *tlsconf.Provider
 	// AccessLogs are the files of the filters' access logs.
 	AccessLogs *accesslog.Files
+	// Held: listeners bind their sockets but do not listen until
+	// StartListening (held.go), as Envoy's workers start only once the
+	// server has initialized.
+	Held bool
 }
 
 // socket is a bound listening socket. It outlives listener versions with
 // the same address: an update swaps current, and new connections get it.
+// While the manager is held (held.go) it is bound but not listening: held
+// is set and ln is nil. ln and held are guarded by Manager.mu; the accept
+// loops, started once ln is set, read ln.
 type socket struct {
 	ln      net.Listener
+	held    *reservation
 	current atomic.Pointer[Listener]
+}
+
+// close closes the socket; live connections are not affected.
+func (s *socket) close() {
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.held.close()
 }
 
 // set is an immutable snapshot of active listeners.
@@ -94,6 +110,8 @@ type Manager struct {
 	// reserved are the sockets bound for warming listeners, not yet
 	// listening (reserve_linux.go), by listener name.
 	reserved map[string]*reservation
+	// held: sockets do not listen until StartListening (held.go).
+	held bool
 	// drained is the admin drain in force (DrainListeners): listeners
 	// it covers, also ones added later, drain at once and, when it stops
 	// them, do not listen.
@@ -160,6 +178,7 @@ func NewManager(o Options) *Manager {
 		warming:       map[string]*Listener{},
 		fetches:       map[string]*routeFetch{},
 		reserved:      map[string]*reservation{},
+		held:          o.Held,
 	}
 	m.active.Store(&set{byName: map[string]*Listener{}, byAddr: map[netip.AddrPort]*Listener{}})
 	return m
@@ -363,7 +382,7 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 	inPlaced := map[string][]*filterChain{}
 	fail := func(err error) error {
 		for _, b := range fresh {
-			b.s.ln.Close()
+			b.s.close()
 		}
 		return err
 	}
@@ -378,7 +397,7 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 			inPlaced[b.Name] = adoptChains(old, b)
 		}
 		s := m.sockets[b.Name]
-		if old != nil && s != nil && b.Bind && old.Addr == b.Addr {
+		if old != nil && s != nil && b.Bind && old.Addr == b.Addr && (s.held == nil || old.Transparent == b.Transparent) {
 			if old.Transparent != b.Transparent {
 				// Rebinding the same address would fail while the old
 				// socket is open: flip the option on the socket instead.
@@ -401,6 +420,18 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 			// IP_TRANSPARENT: accept connections TPROXY diverts here,
 			// whatever their destination.
 			lc.Control = transparentControl
+		}
+		if m.held {
+			r, err := m.holdLocked(b)
+			if err != nil {
+				return fail(fmt.Errorf("listener %q: bind %s: %w", b.Name, b.Addr, err))
+			}
+			if r != nil {
+				s = &socket{held: r}
+				s.current.Store(b)
+				fresh = append(fresh, bound{b.Name, s, b})
+				continue
+			}
 		}
 		ln, err := m.listenLocked(b, &lc, network)
 		if err != nil {
@@ -435,7 +466,7 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 	}
 	m.active.Store(next)
 	for _, s := range toClose {
-		s.ln.Close() // live connections are not affected
+		s.close() // live connections are not affected
 	}
 	// The versions replaced or removed drain their connections (Envoy's
 	// listener drain on update); an unchanged listener is the same
@@ -464,14 +495,11 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 		}
 	}
 	for _, b := range fresh {
-		m.log.Info("listening", "listener", b.name, "address", b.s.ln.Addr().String())
-		for range m.opts.Workers {
-			m.loops.Add(1)
-			go func() {
-				defer m.loops.Done()
-				m.acceptLoop(b.s)
-			}()
+		if b.s.held != nil {
+			m.log.Info("bound; listening once started", "listener", b.name, "address", b.s.addr().String())
+			continue
 		}
+		m.startAcceptingLocked(b.name, b.s)
 	}
 	return nil
 }
@@ -512,7 +540,7 @@ func (m *Manager) Addr(name string) (net.Addr, bool) {
 	if s == nil {
 		return nil, false
 	}
-	return s.ln.Addr(), true
+	return s.addr(), true
 }
 
 // Close closes every listening socket and waits for the accept loops to
@@ -535,7 +563,7 @@ func (m *Manager) Close() {
 	}
 	m.draining = nil
 	for name, s := range m.sockets {
-		s.ln.Close()
+		s.close()
 		delete(m.sockets, name)
 	}
 	m.stop()
@@ -561,7 +589,7 @@ func (m *Manager) DrainListeners(inboundOnly, graceful bool) {
 		}
 		l.startDrain()
 		if s := m.sockets[name]; s != nil && stop {
-			s.ln.Close()
+			s.close()
 			delete(m.sockets, name)
 		}
 	}

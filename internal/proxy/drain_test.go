@@ -430,6 +430,9 @@ func TestGracefulDrainStopsAtDrainTime(t *testing.T) {
 	p, in, out := start(t)
 	adminPost(t, skipping, "/drain_listeners?inboundonly&graceful&skip_exit")
 	adminPost(t, p, "/drain_listeners?inboundonly&graceful")
+	if s := gauge(p, "server.state"); s != stateDraining {
+		t.Errorf("server.state = %d once draining, want 1 (DRAINING)", s)
+	}
 	if refused(in) {
 		t.Fatal("a graceful drain stopped accepting at once")
 	}

@@ -71,6 +71,10 @@ type Proxy struct {
 	// xDS client then asks for listeners (startup.go).
 	clustersInit chan struct{}
 	init         startup
+	// Envoy's server.state (startup.go) and
+	// listener_manager.workers_started gauges, which Istio's pilot-agent
+	// reads to tell whether the proxy is ready.
+	serverState, workersStarted *atomic.Int64
 
 	draining atomic.Bool
 	drainMu  sync.Mutex // guards the three below
@@ -133,8 +137,13 @@ func New(o Options) (*Proxy, error) {
 		return nil, err
 	}
 	p.hasADS = b.GetDynamicResources().GetAdsConfig() != nil
+	p.serverState = st.Gauge("server.state")
+	p.serverState.Store(statePreInitializing)
+	p.workersStarted = st.Gauge("listener_manager.workers_started")
 	if !p.hasADS {
 		p.ready.Store(true)
+		p.serverState.Store(stateLive)
+		p.workersStarted.Store(1)
 	}
 	return p, nil
 }
@@ -265,7 +274,7 @@ const drainQuiet = time.Second
 // open, nor come and gone, for drainQuiet, after d, or on Quit, whichever
 // comes first. Readiness fails from the start.
 func (p *Proxy) Drain(d time.Duration) {
-	p.draining.Store(true)
+	p.setDraining()
 	p.Listeners.DrainListeners(false, true)
 	if d <= 0 {
 		return
@@ -303,6 +312,14 @@ func (p *Proxy) Drain(d time.Duration) {
 // Ready implements admin.Source.
 func (p *Proxy) Ready() bool { return p.ready.Load() && !p.draining.Load() }
 
+// Initializing implements admin.Source: the clusters are initialized and
+// the start-up waits for the listeners (startup.go).
+func (p *Proxy) Initializing() bool {
+	p.init.mu.Lock()
+	defer p.init.mu.Unlock()
+	return p.init.clustersInit
+}
+
 // Draining implements admin.Source.
 func (p *Proxy) Draining() bool { return p.draining.Load() }
 
@@ -312,7 +329,7 @@ func (p *Proxy) Draining() bool { return p.draining.Load() }
 // unless r.SkipExit; as in Envoy, a graceful request once a graceful
 // drain has started is ignored.
 func (p *Proxy) DrainListeners(r admin.DrainRequest) {
-	p.draining.Store(true)
+	p.setDraining()
 	if !r.Graceful {
 		p.Listeners.DrainListeners(r.InboundOnly, false)
 		return

@@ -22,6 +22,23 @@ import (
 // before the clusters its routes name have their endpoints: no request
 // meets a cluster still warming (503 "no healthy upstream" at start).
 
+// Values of the server.state gauge: Envoy's admin ServerInfo.State.
+const (
+	stateLive            = 0
+	stateDraining        = 1
+	statePreInitializing = 2
+	stateInitializing    = 3
+)
+
+// setDraining marks the proxy as draining: /ready answers 503 DRAINING
+// and server.state says so.
+func (p *Proxy) setDraining() {
+	p.init.mu.Lock() // checkReady must not turn it LIVE again
+	defer p.init.mu.Unlock()
+	p.draining.Store(true)
+	p.serverState.Store(stateDraining)
+}
+
 // startup is the progress of the proxy's initialization.
 type startup struct {
 	mu sync.Mutex // guards everything below
@@ -82,6 +99,9 @@ func (p *Proxy) checkReady() {
 		}
 		p.init.clustersInit = true
 		close(p.clustersInit)
+		if !p.draining.Load() {
+			p.serverState.Store(stateInitializing)
+		}
 		p.log.Info("all clusters initialized; asking for listeners")
 		p.armLocked(p.ldsTimeout, &p.init.ldsDone, "listeners")
 	}
@@ -89,6 +109,10 @@ func (p *Proxy) checkReady() {
 		return
 	}
 	p.Listeners.StartListening()
+	p.workersStarted.Store(1)
+	if !p.draining.Load() {
+		p.serverState.Store(stateLive)
+	}
 	p.ready.Store(true)
 	p.log.Info("initial configuration applied; ready")
 }

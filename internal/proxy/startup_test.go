@@ -100,6 +100,9 @@ func TestListenersWaitForInitialClusters(t *testing.T) {
 	if code := readyStatus(t, p); code != 503 {
 		t.Errorf("/ready = %d while clusters warm, want 503", code)
 	}
+	if s, w := gauge(p, "server.state"), gauge(p, "listener_manager.workers_started"); s != statePreInitializing || w != 0 {
+		t.Errorf("server.state %d, workers_started %d while clusters warm; want 2 (PRE_INITIALIZING) and 0", s, w)
+	}
 
 	srv.Set(xdsapi.EndpointType, "1", cla("a", be.Listener.Addr().String()))
 	acked(t, srv, xdsapi.ListenerType, "1")
@@ -109,6 +112,9 @@ func TestListenersWaitForInitialClusters(t *testing.T) {
 	}
 	if code := readyStatus(t, p); code != 200 {
 		t.Errorf("/ready = %d once ready, want 200", code)
+	}
+	if s, w := gauge(p, "server.state"), gauge(p, "listener_manager.workers_started"); s != stateLive || w != 1 {
+		t.Errorf("server.state %d, workers_started %d once ready; want 0 (LIVE) and 1", s, w)
 	}
 	if code, body, err := get(http.DefaultClient, "http://"+static+"/"); err != nil || code != 200 || body != "a" {
 		t.Errorf("through the static listener once ready: %d %q %v, want 200 a", code, body, err)
@@ -166,6 +172,11 @@ func TestInitialFetchTimeoutsOfCDSAndLDS(t *testing.T) {
 		srv.WaitRequest(t, 10*time.Second, func(r *discoveryv3.DiscoveryRequest) bool {
 			return r.GetTypeUrl() == xdsapi.ListenerType
 		})
+		if !p.Ready() {
+			if s := gauge(p, "server.state"); s != stateInitializing && !p.Ready() {
+				t.Errorf("server.state = %d while waiting for listeners, want 3 (INITIALIZING)", s)
+			}
+		}
 		waitFor(t, 10*time.Second, "ready without CDS and LDS", p.Ready)
 	})
 	t.Run("no timeout", func(t *testing.T) {

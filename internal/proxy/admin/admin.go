@@ -24,6 +24,10 @@ import (
 type Source interface {
 	// Ready reports whether the initial configuration has been applied.
 	Ready() bool
+	// Initializing reports, before Ready, whether the start-up is past
+	// the clusters and waits for the listeners (Envoy's INITIALIZING; before
+	// it, PRE_INITIALIZING).
+	Initializing() bool
 	// ConfigDump returns the current configuration.
 	ConfigDump() (*adminv3.ConfigDump, error)
 	// Draining reports whether a drain started (/ready then says DRAINING).
@@ -76,6 +80,9 @@ func Start(o Options) (*Server, error) {
 			w.Write([]byte("DRAINING\n"))
 		case o.Source.Ready():
 			w.Write([]byte("LIVE\n"))
+		case o.Source.Initializing():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("INITIALIZING\n"))
 		default:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("PRE_INITIALIZING\n"))

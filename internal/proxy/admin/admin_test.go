@@ -22,8 +22,8 @@ import (
 )
 
 type fakeSource struct {
-	ready   atomic.Bool
-	dumpErr error
+	ready, initializing atomic.Bool
+	dumpErr             error
 
 	mu       sync.Mutex
 	drains   []string // "inbound=B graceful=B" per DrainListeners call
@@ -32,6 +32,8 @@ type fakeSource struct {
 }
 
 func (f *fakeSource) Ready() bool { return f.ready.Load() }
+
+func (f *fakeSource) Initializing() bool { return f.initializing.Load() }
 
 func (f *fakeSource) Draining() bool {
 	f.mu.Lock()
@@ -120,6 +122,10 @@ func TestReady(t *testing.T) {
 	base := start(t, src, stats.New())
 	if code, _, body := get(t, "GET", base+"/ready"); code != http.StatusServiceUnavailable || body != "PRE_INITIALIZING\n" {
 		t.Errorf("/ready before config = %d %q, want 503 PRE_INITIALIZING", code, body)
+	}
+	src.initializing.Store(true)
+	if code, _, body := get(t, "GET", base+"/ready"); code != http.StatusServiceUnavailable || body != "INITIALIZING\n" {
+		t.Errorf("/ready once the clusters are initialized = %d %q, want 503 INITIALIZING", code, body)
 	}
 	src.ready.Store(true)
 	if code, _, body := get(t, "GET", base+"/ready"); code != http.StatusOK || body != "LIVE\n" {

@@ -77,13 +77,14 @@ type Proxy struct {
 	serverState, workersStarted *atomic.Int64
 
 	draining atomic.Bool
-	drainMu  sync.Mutex // guards the three below
+	drainMu  sync.Mutex // guards drainSeq, drainClosed and drainStop
 	// drainSeq: an admin graceful drain started; drainStop stops its
 	// listeners at its end; drainClosed: Close ran.
 	drainSeq, drainClosed bool
 	drainStop             *time.Timer
-	quit                  chan struct{} // closed by Quit
-	quitOnce              sync.Once
+
+	quit     chan struct{} // closed by Quit
+	quitOnce sync.Once
 
 	admin  *admin.Server
 	cancel context.CancelFunc

@@ -196,7 +196,6 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 		if c.ldsHeld {
 			gate = c.opts.ListenersAfter
 		}
-		var r recvResult
 		select {
 		case <-ctx.Done():
 			return gotResponse, ctx.Err()
@@ -206,15 +205,14 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 			if err := s.send(c.types[xdsapi.ListenerType], nil); err != nil {
 				return gotResponse, err
 			}
-			continue
-		case r = <-recv:
-		}
-		if r.err != nil {
-			return gotResponse, r.err
-		}
-		gotResponse = true
-		if err := c.handle(s, r.resp); err != nil {
-			return gotResponse, err
+		case r := <-recv:
+			if r.err != nil {
+				return gotResponse, r.err
+			}
+			gotResponse = true
+			if err := c.handle(s, r.resp); err != nil {
+				return gotResponse, err
+			}
 		}
 	}
 }

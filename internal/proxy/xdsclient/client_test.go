@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/xdsapi"
@@ -434,6 +435,13 @@ func TestListenersAfter(t *testing.T) {
 		want(t, st.recv(t), xdsapi.EndpointType, []string{"c"}, "", "", false)
 		st.noRequest(t)
 
+		// A new stream before the gate opens: still no LDS, but EDS.
+		st.end <- io.ErrUnexpectedEOF
+		st = env.nextStream(t)
+		want(t, st.recv(t), xdsapi.ClusterType, nil, "1", "", false)
+		want(t, st.recv(t), xdsapi.EndpointType, []string{"c"}, "", "", false)
+		st.noRequest(t)
+
 		close(gate)
 		want(t, st.recv(t), xdsapi.ListenerType, nil, "", "", false)
 		n = st.respond(t, xdsapi.ListenerType, "1", &listenerv3.Listener{Name: "l"})
@@ -445,4 +453,32 @@ func TestListenersAfter(t *testing.T) {
 		want(t, next.recv(t), xdsapi.ListenerType, nil, "1", "", false)
 		want(t, next.recv(t), xdsapi.EndpointType, []string{"c"}, "", "", false)
 	})
+}
+
+// initial_fetch_timeout: unset is Envoy's 15 s, 0 waits for ever, a
+// negative or malformed one is refused by name.
+func TestInitialFetchTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		cs   *corev3.ConfigSource
+		want time.Duration
+		bad  bool
+	}{
+		{nil, 15 * time.Second, false},
+		{&corev3.ConfigSource{}, 15 * time.Second, false},
+		{&corev3.ConfigSource{InitialFetchTimeout: durationpb.New(0)}, 0, false},
+		{&corev3.ConfigSource{InitialFetchTimeout: durationpb.New(2 * time.Second)}, 2 * time.Second, false},
+		{&corev3.ConfigSource{InitialFetchTimeout: durationpb.New(-time.Nanosecond)}, 0, true},
+		{&corev3.ConfigSource{InitialFetchTimeout: &durationpb.Duration{Seconds: 1, Nanos: -1}}, 0, true},
+	} {
+		got, err := InitialFetchTimeout(tc.cs)
+		if tc.bad {
+			if err == nil || !strings.Contains(err.Error(), "initial_fetch_timeout") {
+				t.Errorf("InitialFetchTimeout(%v) = %v, %v; want an error naming initial_fetch_timeout", tc.cs, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("InitialFetchTimeout(%v) = %v, %v; want %v", tc.cs, got, err, tc.want)
+		}
+	}
 }

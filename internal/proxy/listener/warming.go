@@ -16,8 +16,11 @@ import (
 // HTTP connection managers name over RDS are there. Meanwhile a new
 // listener is not bound (a client's connect is refused) and the version it
 // replaces keeps serving on its socket; once warm, it takes the old one's
-// place (the old version drains) or starts listening. The clusters the
-// filters name need no wait here: CDS is applied before LDS.
+// place (the old version drains, or only its dropped filter chains do:
+// inplace.go) or starts listening. The clusters the filters name need no
+// wait here: the proxy asks for listeners only once its first clusters are
+// warm (proxy/startup.go), and a changed cluster's old version serves
+// while the new one warms (cluster/warming.go).
 //
 // Each RDS subscription has the initial_fetch_timeout of its config
 // source (Envoy's default 15 s; 0: none). When it passes without the route
@@ -30,7 +33,8 @@ import (
 // Unlike Envoy, the listeners of the first LDS response warm the same way
 // (Envoy adds them active at once but accepts nothing before its init
 // manager, which waits for their RDS, is done): either way no connection
-// is served before the routes are there.
+// is served before the routes are there. With Options.Held (held.go) a
+// warm listener then still waits, bound, for StartListening.
 
 // routeDeps returns the RDS route configurations the listener's HTTP
 // connection managers name, each with its initial fetch timeout (the first

@@ -14,9 +14,10 @@
 // --http-codec selects the HTTP/1.1 implementation of the request path: the
 // purpose-built codec (strait, the default) or net/http (nethttp).
 //
-// Other Envoy flags the agent may pass (--parent-shutdown-time-s,
-// --drain-strategy, --disable-hot-restart, ...) are accepted and ignored
-// (draining is always immediate, Istio's --drain-strategy).
+// --drain-strategy immediate (Istio's) is the only drain there is;
+// gradual is refused. Other Envoy flags the agent may pass
+// (--parent-shutdown-time-s, --disable-hot-restart, ...) are accepted and
+// ignored: they concern hot restart, which strait-proxy does not do.
 package main
 
 import (
@@ -160,6 +161,14 @@ func parseArgs(args []string) (config, error) {
 				return cfg, fmt.Errorf("--drain-time-s %q is not a non-negative number of seconds", v)
 			}
 			cfg.drainTime = time.Duration(n) * time.Second
+		case "drain-strategy":
+			v, err := takeValue()
+			if err != nil {
+				return cfg, err
+			}
+			if v != "immediate" {
+				return cfg, fmt.Errorf("--drain-strategy %q is not supported (want immediate: connections are asked to close at once, not gradually)", v)
+			}
 		case "cpu-profile":
 			v, err := takeValue()
 			if err != nil {

@@ -9,7 +9,7 @@ import (
 func TestParseArgs(t *testing.T) {
 	cfg, err := parseArgs([]string{"-c", "/etc/istio/proxy/envoy-rev.json", "--concurrency", "2",
 		"--drain-time-s", "45", "--disable-hot-restart", "--parent-shutdown-time-s=60", "--log-level", "warning",
-		"--local-address-ip-version", "v4", "--allow-unknown-static-fields"})
+		"--local-address-ip-version", "v4", "--allow-unknown-static-fields", "--drain-strategy", "immediate"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,8 @@ func TestParseArgs(t *testing.T) {
 		t.Errorf("default drain time = %v (%v), want Envoy's 600s", cfg.drainTime, err)
 	}
 	for _, bad := range [][]string{{}, {"-c"}, {"-c", "x", "--concurrency", "two"}, {"-c", "x", "--log-level", "loud"},
-		{"-c", "x", "--drain-time-s", "-1"}, {"-c", "x", "--drain-time-s", "soon"}} {
+		{"-c", "x", "--drain-time-s", "-1"}, {"-c", "x", "--drain-time-s", "soon"}, {"-c", "x", "--drain-strategy", "gradual"},
+		{"-c", "x", "--drain-strategy=gradual"}} {
 		if _, err := parseArgs(bad); err == nil {
 			t.Errorf("parseArgs(%q) accepted", bad)
 		}

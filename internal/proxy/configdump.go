@@ -41,8 +41,9 @@ func (p *Proxy) ConfigDump() (*adminv3.ConfigDump, error) {
 	for _, l := range static {
 		listeners.StaticListeners = append(listeners.StaticListeners, &adminv3.ListenersConfigDump_StaticListener{Listener: mustAny(l)})
 	}
-	// A listener changed by LDS shows its serving version as active_state
-	// and the one waiting for its routes as warming_state, as Envoy's
+	// A listener changed by LDS shows its serving version as active_state,
+	// the one waiting for its routes as warming_state and the one it
+	// replaced, while that drains, as draining_state, as Envoy's
 	// ListenerManagerImpl::dumpListenerConfigs.
 	for _, d := range p.Listeners.Dynamic() {
 		dl := &adminv3.ListenersConfigDump_DynamicListener{Name: d.Name}
@@ -51,6 +52,9 @@ func (p *Proxy) ConfigDump() (*adminv3.ConfigDump, error) {
 		}
 		if d.Warming != nil {
 			dl.WarmingState = &adminv3.ListenersConfigDump_DynamicListenerState{VersionInfo: d.Warming.Version, Listener: mustAny(d.Warming.Config)}
+		}
+		if d.Draining != nil {
+			dl.DrainingState = &adminv3.ListenersConfigDump_DynamicListenerState{VersionInfo: d.Draining.Version, Listener: mustAny(d.Draining.Config)}
 		}
 		listeners.DynamicListeners = append(listeners.DynamicListeners, dl)
 	}

@@ -401,3 +401,46 @@ func TestSIGTERMDrainOutlivesAGap(t *testing.T) {
 		t.Fatal("Run still draining 30 s after the last connection (drain time 1 min), want it to end once quiet")
 	}
 }
+
+// POST /drain_listeners?graceful stops the listeners it drains from
+// accepting once the drain time has passed, as Envoy does; with skip_exit
+// they go on accepting.
+func TestGracefulDrainStopsAtDrainTime(t *testing.T) {
+	start := func(t *testing.T) (*Proxy, string, string) {
+		srv := xdstest.Start(t)
+		be := named(t, "a")
+		in, out := freeAddr(t), freeAddr(t)
+		srv.Set(xdsapi.ClusterType, "1", edsCluster("a"))
+		srv.Set(xdsapi.EndpointType, "1", cla("a", be.Listener.Addr().String()))
+		srv.Set(xdsapi.RouteType, "1", singleRoute("80", "a"))
+		srv.Set(xdsapi.ListenerType, "1", inbound(httpListener(t, "in", in, "80")), httpListener(t, "out", out, "80"))
+		p, err := New(Options{Bootstrap: adsBootstrap(srv.Addr), Logger: testLogger(t), AdminAddress: "127.0.0.1:0",
+			XDSBackoff: 50 * time.Millisecond, DrainTime: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		waitFor(t, 10*time.Second, "ready", p.Ready)
+		return p, in, out
+	}
+	skipping, skipIn, _ := start(t)
+	p, in, out := start(t)
+	adminPost(t, skipping, "/drain_listeners?inboundonly&graceful&skip_exit")
+	adminPost(t, p, "/drain_listeners?inboundonly&graceful")
+	if s := gauge(p, "server.state"); s != stateDraining {
+		t.Errorf("server.state = %d once draining, want 1 (DRAINING)", s)
+	}
+	if refused(in) {
+		t.Fatal("a graceful drain stopped accepting at once")
+	}
+	waitFor(t, 10*time.Second, "the drained listener to stop accepting after the drain time", func() bool { return refused(in) })
+	if refused(out) {
+		t.Error("?inboundonly stopped the outbound listener")
+	}
+	if refused(skipIn) {
+		t.Error("?skip_exit: the listener stopped accepting at the end of the drain")
+	}
+}

@@ -31,11 +31,6 @@ import (
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
-// initialFetchTimeout is how long readiness waits for warming clusters and
-// missing route configurations after the first CDS and LDS (Envoy's
-// initial_fetch_timeout default).
-const initialFetchTimeout = 15 * time.Second
-
 // Options configure a Proxy.
 type Options struct {
 	Bootstrap *bootstrapv3.Bootstrap
@@ -69,12 +64,25 @@ type Proxy struct {
 	logs      *accesslog.Files  // access log files of the filters
 	hasADS    bool
 
-	ready     atomic.Bool
-	cdsDone   atomic.Bool
-	ldsDone   atomic.Bool
-	readyOnce sync.Once
+	ready atomic.Bool
+	// Initial fetch timeouts of the bootstrap's cds_config and lds_config.
+	cdsTimeout, ldsTimeout time.Duration
+	// clustersInit is closed once the cluster manager has initialized: the
+	// xDS client then asks for listeners (startup.go).
+	clustersInit chan struct{}
+	init         startup
+	// Envoy's server.state (startup.go) and
+	// listener_manager.workers_started gauges, which Istio's pilot-agent
+	// reads to tell whether the proxy is ready.
+	serverState, workersStarted *atomic.Int64
 
 	draining atomic.Bool
+	drainMu  sync.Mutex // guards drainSeq, drainClosed and drainStop
+	// drainSeq: an admin graceful drain started; drainStop stops its
+	// listeners at its end; drainClosed: Close ran.
+	drainSeq, drainClosed bool
+	drainStop             *time.Timer
+
 	quit     chan struct{} // closed by Quit
 	quitOnce sync.Once
 
@@ -93,7 +101,15 @@ func New(o Options) (*Proxy, error) {
 	}
 	b := o.Bootstrap
 	st := stats.New()
-	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{}), quit: make(chan struct{})}
+	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{}), quit: make(chan struct{}),
+		clustersInit: make(chan struct{})}
+	var err error
+	if p.cdsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetCdsConfig()); err != nil {
+		return nil, fmt.Errorf("bootstrap dynamic_resources.cds_config: %w", err)
+	}
+	if p.ldsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetLdsConfig()); err != nil {
+		return nil, fmt.Errorf("bootstrap dynamic_resources.lds_config: %w", err)
+	}
 	p.Clusters = cluster.NewManager(o.Logger, st)
 	p.Clusters.OnWarmed(p.checkReady)
 	p.secrets = tlsconf.NewProvider(tlsconf.ProviderOptions{Node: b.GetNode(), Logger: o.Logger, Dial: p.dialCluster})
@@ -104,6 +120,9 @@ func New(o Options) (*Proxy, error) {
 		Logger: o.Logger, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime, Secrets: p.secrets,
 		AccessLogs: p.logs,
+		// With ADS, no listener accepts before the start-up is done
+		// (startup.go).
+		Held: b.GetDynamicResources().GetAdsConfig() != nil,
 	})
 	p.Listeners.OnWarmed(p.checkReady)
 	if err := p.Clusters.AddStatic(b.GetStaticResources().GetClusters()); err != nil {
@@ -119,8 +138,13 @@ func New(o Options) (*Proxy, error) {
 		return nil, err
 	}
 	p.hasADS = b.GetDynamicResources().GetAdsConfig() != nil
+	p.serverState = st.Gauge("server.state")
+	p.serverState.Store(statePreInitializing)
+	p.workersStarted = st.Gauge("listener_manager.workers_started")
 	if !p.hasADS {
 		p.ready.Store(true)
+		p.serverState.Store(stateLive)
+		p.workersStarted.Store(1)
 	}
 	return p, nil
 }
@@ -160,11 +184,13 @@ func (p *Proxy) Start(ctx context.Context) error {
 			}
 			return c.Dial(ctx, ep)
 		},
-		Handler:    p,
-		Logger:     p.opts.Logger,
-		Stats:      p.Stats,
-		MinBackoff: p.opts.XDSBackoff,
+		Handler:        p,
+		Logger:         p.opts.Logger,
+		Stats:          p.Stats,
+		MinBackoff:     p.opts.XDSBackoff,
+		ListenersAfter: p.clustersInit,
 	})
+	p.startInit()
 	go func() {
 		defer close(p.done)
 		client.Run(ctx)
@@ -200,6 +226,13 @@ func (p *Proxy) Close() error {
 	if p.admin != nil {
 		errs = append(errs, p.admin.Close())
 	}
+	p.stopInit()
+	p.drainMu.Lock()
+	p.drainClosed = true
+	if p.drainStop != nil {
+		p.drainStop.Stop()
+	}
+	p.drainMu.Unlock()
 	p.Listeners.Close()
 	p.Clusters.Close()
 	p.secrets.Close()
@@ -242,7 +275,8 @@ const drainQuiet = time.Second
 // open, nor come and gone, for drainQuiet, after d, or on Quit, whichever
 // comes first. Readiness fails from the start.
 func (p *Proxy) Drain(d time.Duration) {
-	p.DrainListeners(false, true)
+	p.setDraining()
+	p.Listeners.DrainListeners(false, true)
 	if d <= 0 {
 		return
 	}
@@ -279,13 +313,43 @@ func (p *Proxy) Drain(d time.Duration) {
 // Ready implements admin.Source.
 func (p *Proxy) Ready() bool { return p.ready.Load() && !p.draining.Load() }
 
+// Initializing implements admin.Source: the clusters are initialized and
+// the start-up waits for the listeners (startup.go).
+func (p *Proxy) Initializing() bool {
+	p.init.mu.Lock()
+	defer p.init.mu.Unlock()
+	return p.init.clustersInit
+}
+
 // Draining implements admin.Source.
 func (p *Proxy) Draining() bool { return p.draining.Load() }
 
-// DrainListeners implements admin.Source: see listener.Manager.DrainListeners.
-func (p *Proxy) DrainListeners(inboundOnly, graceful bool) {
-	p.draining.Store(true)
-	p.Listeners.DrainListeners(inboundOnly, graceful)
+// DrainListeners implements admin.Source (Envoy's POST /drain_listeners):
+// see listener.Manager.DrainListeners. A graceful drain stops the
+// listeners it covers from accepting once the drain time has passed,
+// unless r.SkipExit; as in Envoy, a graceful request once a graceful
+// drain has started is ignored.
+func (p *Proxy) DrainListeners(r admin.DrainRequest) {
+	p.setDraining()
+	if !r.Graceful {
+		p.Listeners.DrainListeners(r.InboundOnly, false)
+		return
+	}
+	p.drainMu.Lock()
+	defer p.drainMu.Unlock()
+	if p.drainSeq || p.drainClosed {
+		return
+	}
+	p.drainSeq = true
+	p.Listeners.DrainListeners(r.InboundOnly, true)
+	if r.SkipExit {
+		return
+	}
+	d := p.Listeners.DrainTime()
+	p.drainStop = time.AfterFunc(d, func() {
+		p.log.Info("drain time over; listeners stop accepting", "inbound_only", r.InboundOnly, "drain_time", d)
+		p.Listeners.DrainListeners(r.InboundOnly, false)
+	})
 }
 
 // Quit implements admin.Source: Run returns (after Close) and Drain stops
@@ -295,37 +359,13 @@ func (p *Proxy) Quit() { p.quitOnce.Do(func() { close(p.quit) }) }
 // Quitting is closed once Quit was called.
 func (p *Proxy) Quitting() <-chan struct{} { return p.quit }
 
-// checkReady latches readiness once the first CDS and LDS are applied and
-// nothing is warming, neither clusters nor listeners (or
-// initialFetchTimeout has passed since). A listener warms until its route
-// configurations are there or their own initial fetch timeout passes
-// (listener/warming.go).
-func (p *Proxy) checkReady() {
-	if p.ready.Load() || !p.cdsDone.Load() || !p.ldsDone.Load() {
-		return
-	}
-	p.readyOnce.Do(func() {
-		time.AfterFunc(initialFetchTimeout, func() {
-			if !p.ready.Swap(true) {
-				p.log.Warn("initial fetch timed out; ready with warming resources")
-			}
-		})
-	})
-	if p.Clusters.Warming() == 0 && p.Listeners.Warming() == 0 {
-		if !p.ready.Swap(true) {
-			p.log.Info("initial configuration applied; ready")
-		}
-	}
-}
-
 // ApplyClusters implements xdsclient.Handler.
 func (p *Proxy) ApplyClusters(version string, cs []*clusterv3.Cluster) ([]string, error) {
 	names, err := p.Clusters.ApplyCDS(version, cs)
 	if err != nil {
 		return nil, err
 	}
-	p.cdsDone.Store(true)
-	p.checkReady()
+	p.initDone(&p.init.cdsDone)
 	return names, nil
 }
 
@@ -344,8 +384,7 @@ func (p *Proxy) ApplyListeners(version string, ls []*listenerv3.Listener) ([]str
 	if err != nil {
 		return nil, err
 	}
-	p.ldsDone.Store(true)
-	p.checkReady()
+	p.initDone(&p.init.ldsDone)
 	return names, nil
 }
 
@@ -362,11 +401,17 @@ func (p *Proxy) ApplyRoutes(version string, rcs []*routev3.RouteConfiguration) e
 // Rejected implements xdsclient.RejectionHandler: listeners warming for a
 // rejected route configuration stop waiting for it.
 func (p *Proxy) Rejected(typeURL string, names []string) {
-	if typeURL != xdsapi.RouteType {
-		return
+	switch typeURL {
+	case xdsapi.RouteType:
+		p.Listeners.RoutesRejected(names)
+		p.checkReady()
+	case xdsapi.ClusterType:
+		// A rejected first response ends the wait for it, as in Envoy
+		// (CdsApiImpl and LdsApiImpl::onConfigUpdateFailed).
+		p.initDone(&p.init.cdsDone)
+	case xdsapi.ListenerType:
+		p.initDone(&p.init.ldsDone)
 	}
-	p.Listeners.RoutesRejected(names)
-	p.checkReady()
 }
 
 var (

@@ -194,6 +194,12 @@ func TestInitialListenersWaitForRoutes(t *testing.T) {
 	if p.Ready() {
 		t.Error("ready while the listener waits for its routes")
 	}
+	if s := gauge(p, "server.state"); s != stateInitializing {
+		t.Errorf("server.state = %d while the first listeners warm, want 3 (INITIALIZING)", s)
+	}
+	if code, body, err := get(http.DefaultClient, "http://"+p.AdminAddr().String()+"/ready"); err != nil || code != 503 || body != "INITIALIZING\n" {
+		t.Errorf("/ready while the first listeners warm = %d %q %v, want 503 INITIALIZING", code, body, err)
+	}
 	if !refused(addr) {
 		t.Error("the listener accepts before its routes came")
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
@@ -23,15 +24,30 @@ import (
 type Source interface {
 	// Ready reports whether the initial configuration has been applied.
 	Ready() bool
+	// Initializing reports, before Ready, whether the start-up is past
+	// the clusters and waits for the listeners (Envoy's INITIALIZING; before
+	// it, PRE_INITIALIZING).
+	Initializing() bool
 	// ConfigDump returns the current configuration.
 	ConfigDump() (*adminv3.ConfigDump, error)
 	// Draining reports whether a drain started (/ready then says DRAINING).
 	Draining() bool
-	// DrainListeners starts draining listeners (inbound ones only when
-	// inboundOnly); unless graceful they stop accepting too.
-	DrainListeners(inboundOnly, graceful bool)
+	// DrainListeners starts draining listeners as r asks.
+	DrainListeners(r DrainRequest)
 	// Quit asks the proxy to exit.
 	Quit()
+}
+
+// DrainRequest is a POST /drain_listeners: its query flags.
+type DrainRequest struct {
+	// InboundOnly: only the listeners with traffic_direction INBOUND.
+	InboundOnly bool
+	// Graceful: the listeners keep accepting for the drain time
+	// (--drain-time-s), then stop, unless SkipExit; without it they stop
+	// accepting at once.
+	Graceful bool
+	// SkipExit: a graceful drain does not stop the listeners at its end.
+	SkipExit bool
 }
 
 // Server is a running admin server.
@@ -64,20 +80,35 @@ func Start(o Options) (*Server, error) {
 			w.Write([]byte("DRAINING\n"))
 		case o.Source.Ready():
 			w.Write([]byte("LIVE\n"))
+		case o.Source.Initializing():
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte("INITIALIZING\n"))
 		default:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("PRE_INITIALIZING\n"))
 		}
 	})
-	// Envoy's POST /drain_listeners[?inboundonly][&graceful].
+	// Envoy's POST /drain_listeners[?inboundonly][&graceful[&skip_exit]]
+	// (ListenersHandler::handlerDrainListeners in
+	// source/server/admin/listeners_handler.cc).
 	mux.HandleFunc("POST /drain_listeners", func(w http.ResponseWriter, r *http.Request) {
 		if !fromLoopback(w, r) {
 			return
 		}
 		q := r.URL.Query()
-		inbound, graceful := q.Has("inboundonly"), q.Has("graceful")
-		log.Info("draining listeners", "inbound_only", inbound, "graceful", graceful)
-		o.Source.DrainListeners(inbound, graceful)
+		for name := range q {
+			if name != "inboundonly" && name != "graceful" && name != "skip_exit" {
+				http.Error(w, "/drain_listeners: parameter "+strconv.Quote(name)+" is not supported (want inboundonly, graceful, skip_exit)", http.StatusBadRequest)
+				return
+			}
+		}
+		d := DrainRequest{InboundOnly: q.Has("inboundonly"), Graceful: q.Has("graceful"), SkipExit: q.Has("skip_exit")}
+		if d.SkipExit && !d.Graceful {
+			http.Error(w, "skip_exit requires graceful", http.StatusBadRequest)
+			return
+		}
+		log.Info("draining listeners", "inbound_only", d.InboundOnly, "graceful", d.Graceful, "skip_exit", d.SkipExit)
+		o.Source.DrainListeners(d)
 		w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
 		w.Write([]byte("OK\n"))
 	})
@@ -93,7 +124,16 @@ func Start(o Options) (*Server, error) {
 		}
 		o.Source.Quit()
 	})
-	mux.HandleFunc("GET /config_dump", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /config_dump", func(w http.ResponseWriter, r *http.Request) {
+		// Envoy's include_eds asks for the EndpointsConfigDump, which this
+		// dump always has; resource, mask and name_regex select parts of
+		// the dump, which this does not do: refused rather than ignored.
+		for name := range r.URL.Query() {
+			if name != "include_eds" {
+				http.Error(w, "/config_dump: parameter "+strconv.Quote(name)+" is not supported (only include_eds; the dump is always whole)", http.StatusBadRequest)
+				return
+			}
+		}
 		cd, err := o.Source.ConfigDump()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)

@@ -22,8 +22,8 @@ import (
 )
 
 type fakeSource struct {
-	ready   atomic.Bool
-	dumpErr error
+	ready, initializing atomic.Bool
+	dumpErr             error
 
 	mu       sync.Mutex
 	drains   []string // "inbound=B graceful=B" per DrainListeners call
@@ -33,17 +33,19 @@ type fakeSource struct {
 
 func (f *fakeSource) Ready() bool { return f.ready.Load() }
 
+func (f *fakeSource) Initializing() bool { return f.initializing.Load() }
+
 func (f *fakeSource) Draining() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.draining
 }
 
-func (f *fakeSource) DrainListeners(inboundOnly, graceful bool) {
+func (f *fakeSource) DrainListeners(r DrainRequest) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.draining = true
-	f.drains = append(f.drains, fmt.Sprintf("inbound=%t graceful=%t", inboundOnly, graceful))
+	f.drains = append(f.drains, fmt.Sprintf("inbound=%t graceful=%t skip_exit=%t", r.InboundOnly, r.Graceful, r.SkipExit))
 }
 
 func (f *fakeSource) Quit() {
@@ -121,6 +123,10 @@ func TestReady(t *testing.T) {
 	if code, _, body := get(t, "GET", base+"/ready"); code != http.StatusServiceUnavailable || body != "PRE_INITIALIZING\n" {
 		t.Errorf("/ready before config = %d %q, want 503 PRE_INITIALIZING", code, body)
 	}
+	src.initializing.Store(true)
+	if code, _, body := get(t, "GET", base+"/ready"); code != http.StatusServiceUnavailable || body != "INITIALIZING\n" {
+		t.Errorf("/ready once the clusters are initialized = %d %q, want 503 INITIALIZING", code, body)
+	}
 	src.ready.Store(true)
 	if code, _, body := get(t, "GET", base+"/ready"); code != http.StatusOK || body != "LIVE\n" {
 		t.Errorf("/ready after config = %d %q, want 200 LIVE", code, body)
@@ -133,6 +139,14 @@ func TestReady(t *testing.T) {
 func TestConfigDump(t *testing.T) {
 	src := &fakeSource{}
 	base := start(t, src, stats.New())
+	for _, q := range []string{"?resource=dynamic_active_clusters", "?mask=static_clusters", "?name_regex=a"} {
+		if code, _, body := get(t, "GET", base+"/config_dump"+q); code != http.StatusBadRequest || !strings.Contains(body, q[1:strings.Index(q, "=")]) {
+			t.Errorf("/config_dump%s = %d %q, want 400 naming the parameter", q, code, body)
+		}
+	}
+	if code, _, _ := get(t, "GET", base+"/config_dump?include_eds"); code != http.StatusOK {
+		t.Errorf("/config_dump?include_eds = %d, want 200", code)
+	}
 	code, ctype, body := get(t, "GET", base+"/config_dump")
 	if code != http.StatusOK || ctype != "application/json" {
 		t.Fatalf("/config_dump = %d %s: %s", code, ctype, body)
@@ -201,12 +215,20 @@ func TestDrainListeners(t *testing.T) {
 	if drains, _ := src.calls(); len(drains) != 0 {
 		t.Fatalf("GET drained: %v", drains)
 	}
-	for _, q := range []string{"", "?inboundonly", "?graceful", "?inboundonly&graceful"} {
+	// Refused, draining nothing: skip_exit without graceful (as Envoy),
+	// and a parameter we do not know.
+	for q, msg := range map[string]string{"?skip_exit": "skip_exit requires graceful", "?graceful&timeout=5": `"timeout" is not supported`} {
+		if code, _, body := get(t, "POST", base+"/drain_listeners"+q); code != http.StatusBadRequest || !strings.Contains(body, msg) {
+			t.Errorf("POST /drain_listeners%s = %d %q, want 400 %q", q, code, body, msg)
+		}
+	}
+	for _, q := range []string{"", "?inboundonly", "?graceful", "?inboundonly&graceful", "?graceful&skip_exit"} {
 		if code, _, body := get(t, "POST", base+"/drain_listeners"+q); code != http.StatusOK || body != "OK\n" {
 			t.Errorf("POST /drain_listeners%s = %d %q, want 200 OK", q, code, body)
 		}
 	}
-	want := []string{"inbound=false graceful=false", "inbound=true graceful=false", "inbound=false graceful=true", "inbound=true graceful=true"}
+	want := []string{"inbound=false graceful=false skip_exit=false", "inbound=true graceful=false skip_exit=false",
+		"inbound=false graceful=true skip_exit=false", "inbound=true graceful=true skip_exit=false", "inbound=false graceful=true skip_exit=true"}
 	if drains, _ := src.calls(); !slices.Equal(drains, want) {
 		t.Errorf("drains = %q, want %q", drains, want)
 	}

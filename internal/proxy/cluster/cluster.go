@@ -20,6 +20,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
+	"github.com/straitmesh/strait/internal/proxy/xdsclient"
 )
 
 // defaultConnectTimeout is Envoy's default cluster connect_timeout.
@@ -87,20 +88,24 @@ var ErrNoHealthyUpstream = errors.New("no healthy upstream")
 // after it is replaced or removed, so requests in flight finish on it.
 type Cluster struct {
 	// Set at creation, read-only.
-	Name           string
-	Config         *clusterv3.Cluster
-	Kind           Kind
-	EDSName        string // EDS service name (KindEDS)
-	Stats          *stats.ClusterStats
-	connectTimeout time.Duration
-	dialer         *net.Dialer
-	log            *slog.Logger
-	lb             lbConfig
-	breaker        *breaker
-	outlier        *outlierConfig // nil: no outlier detection
-	odStats        outlierStats
-	panicThreshold float64        // healthy_panic_threshold, percent
-	hc             *healthChecker // nil: no active health checking
+	Name    string
+	Config  *clusterv3.Cluster
+	Kind    Kind
+	EDSName string // EDS service name (KindEDS)
+	// edsFetchTimeout is eds_config's initial_fetch_timeout (KindEDS): how
+	// long the cluster warms waiting for its endpoints (warming.go); 0
+	// waits for ever.
+	edsFetchTimeout time.Duration
+	Stats           *stats.ClusterStats
+	connectTimeout  time.Duration
+	dialer          *net.Dialer
+	log             *slog.Logger
+	lb              lbConfig
+	breaker         *breaker
+	outlier         *outlierConfig // nil: no outlier detection
+	odStats         outlierStats
+	panicThreshold  float64        // healthy_panic_threshold, percent
+	hc              *healthChecker // nil: no active health checking
 
 	hosts    atomic.Pointer[hostSet] // nil until the first endpoints
 	pool     *httpPool               // net/http codec
@@ -166,6 +171,11 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 		if cs := c.GetEdsClusterConfig().GetEdsConfig(); cs != nil && cs.GetAds() == nil {
 			return nil, fmt.Errorf("cluster %q: eds_cluster_config.eds_config must be {ads: {}}", c.GetName())
 		}
+		t, err := xdsclient.InitialFetchTimeout(c.GetEdsClusterConfig().GetEdsConfig())
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: eds_cluster_config.eds_config: %w", c.GetName(), err)
+		}
+		out.edsFetchTimeout = t
 	case clusterv3.Cluster_ORIGINAL_DST:
 		out.Kind = KindOriginalDst
 		if c.GetLbPolicy() != clusterv3.Cluster_CLUSTER_PROVIDED {

@@ -39,7 +39,10 @@ type Manager struct {
 	cla        map[string]*endpointv3.ClusterLoadAssignment
 	cdsVersion string
 	edsVersion string
-	onWarmed   func() // called, without mu, when a DNS cluster leaves warming
+	onWarmed   func() // called, without mu, when a cluster leaves warming on its own
+	// fetchTimers end the warming of EDS clusters whose endpoints do not
+	// come within their initial fetch timeout (warming.go).
+	fetchTimers map[*Cluster]*time.Timer
 }
 
 // NewManager returns an empty cluster manager.
@@ -50,6 +53,8 @@ func NewManager(log *slog.Logger, st *stats.Store) *Manager {
 		static:  map[string]bool{},
 		warming: map[string]*Cluster{},
 		cla:     map[string]*endpointv3.ClusterLoadAssignment{},
+
+		fetchTimers: map[*Cluster]*time.Timer{},
 	}
 	empty := map[string]*Cluster{}
 	m.active.Store(&empty)
@@ -151,6 +156,7 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 		if (b.Kind == KindEDS && !b.hasEndpoints()) || (b.dns != nil && !b.dnsReady.Load()) {
 			// Warming: the previous version (if any) keeps serving.
 			warming[name] = b
+			m.startFetchTimerLocked(name, b)
 			if b.dns != nil {
 				b.dns.start(b, m.log, func() { m.dnsResolved(name, b) })
 			}
@@ -175,6 +181,7 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 		}
 	}
 	m.warming = warming
+	m.stopFetchTimersLocked()
 	m.active.Store(&next)
 	for name, b := range built {
 		if next[name] == b {
@@ -257,6 +264,7 @@ func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignm
 		delete(m.warming, cname)
 		changed = true
 	}
+	m.stopFetchTimersLocked()
 	if changed {
 		m.active.Store(&next)
 	}
@@ -313,6 +321,8 @@ func (m *Manager) Close() {
 	for _, c := range m.warming {
 		cs = append(cs, c)
 	}
+	m.warming = map[string]*Cluster{}
+	m.stopFetchTimersLocked()
 	m.mu.Unlock()
 	for _, c := range cs {
 		if c.dns != nil {

@@ -123,11 +123,11 @@ func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster
 	if fc.http != nil {
 		// The HTTP server owns c from here; active count is approximate for HTTP.
 		l.stats.CxActive.Add(-1)
-		m.opts.HTTP.ServeConnDrain(c, fc.http, dst, src, l.drain)
+		m.opts.HTTP.ServeConnDrain(c, fc.http, dst, src, fc.drain)
 		return
 	}
 	defer l.stats.CxActive.Add(-1)
-	fc.tcp.ServeDrain(m.ctx, c, dst, src, m.opts.Clusters, m.log, tcpproxy.Drain{Started: l.drain.Context(), Time: m.drainTime()})
+	fc.tcp.ServeDrain(m.ctx, c, dst, src, m.opts.Clusters, m.log, tcpproxy.Drain{Started: fc.drain.Context(), Time: m.drainTime()})
 }
 
 // defaultDrainTime is Envoy's --drain-time-s default.

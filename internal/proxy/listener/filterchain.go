@@ -18,7 +18,16 @@ import (
 
 // filterChain is one built filter chain. Exactly one of tcp and http is set.
 type filterChain struct {
-	name      string
+	name string
+	// config is the chain's config: an in-place listener update keeps the
+	// chains whose config is unchanged (inplace.go).
+	config *listenerv3.FilterChain
+	// drain ends the connections served on this chain gracefully once
+	// the chain is drained: its listener version replaced or removed, the
+	// chain dropped by an in-place update, or an admin drain (hcm.Drain).
+	// An in-place update hands the chain, drain and all, to the new
+	// listener version.
+	drain     *hcm.Drain
 	isDefault bool // no filter_chain_match criteria
 	port      uint32
 	prefixes  []netip.Prefix
@@ -43,7 +52,7 @@ type filterChain struct {
 }
 
 func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
-	c := &filterChain{name: fc.GetName()}
+	c := &filterChain{name: fc.GetName(), config: fc, drain: hcm.NewDrain()}
 	if err := buildChainTLS(fc, c, d); err != nil { // tls.go
 		return nil, err
 	}

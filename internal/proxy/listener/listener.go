@@ -21,6 +21,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
+	"github.com/straitmesh/strait/internal/proxy/xdsclient"
 )
 
 const (
@@ -58,9 +59,6 @@ type Listener struct {
 	chains            []*filterChain
 	defaultChain      *filterChain
 	stats             *stats.ListenerStats
-	// drain ends this version's HTTP connections gracefully once it is
-	// replaced, removed or drained by the admin (hcm.Drain).
-	drain *hcm.Drain
 	// version is the LDS version_info that carried this config (empty for
 	// static listeners); set before the listener is published.
 	version string
@@ -134,7 +132,18 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 		Bind:           l.GetBindToPort() == nil || l.GetBindToPort().GetValue(),
 		UseOriginalDst: l.GetUseOriginalDst().GetValue(),
 		Transparent:    l.GetTransparent().GetValue(),
-		drain:          hcm.NewDrain(),
+	}
+	// Filter chain discovery and the matcher API would change which chain
+	// serves a connection and which chains an update drains (inplace.go):
+	// refused rather than ignored.
+	if err := checkListenerFields(l); err != nil { // fields.go
+		return nil, err
+	}
+	if l.GetFilterChainMatcher() != nil {
+		return nil, fmt.Errorf("filter_chain_matcher is not supported (use filter_chains[].filter_chain_match)")
+	}
+	if l.GetFcdsConfig() != nil {
+		return nil, fmt.Errorf("fcds_config is not supported (list the filter chains in filter_chains)")
 	}
 	if out.Bind && len(l.GetAdditionalAddresses()) > 0 {
 		return nil, fmt.Errorf("additional_addresses are not supported")
@@ -247,7 +256,7 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 			h.UseStats(d.Stats)
 			c.http = h
 			if rds := cfg.GetRds(); rds != nil {
-				if c.rdsFetchTimeout, err = initialFetchTimeout(rds.GetConfigSource()); err != nil {
+				if c.rdsFetchTimeout, err = xdsclient.InitialFetchTimeout(rds.GetConfigSource()); err != nil {
 					return fmt.Errorf("filter %q: rds.config_source: %w", f.GetName(), err)
 				}
 			}

@@ -47,13 +47,29 @@ type Options struct {
 	Secrets *tlsconf.Provider
 	// AccessLogs are the files of the filters' access logs.
 	AccessLogs *accesslog.Files
+	// Held: listeners bind their sockets but do not listen until
+	// StartListening (held.go), as Envoy's workers start only once the
+	// server has initialized.
+	Held bool
 }
 
 // socket is a bound listening socket. It outlives listener versions with
 // the same address: an update swaps current, and new connections get it.
+// While the manager is held (held.go) it is bound but not listening: held
+// is set and ln is nil. ln and held are guarded by Manager.mu; the accept
+// loops, started once ln is set, read ln.
 type socket struct {
 	ln      net.Listener
+	held    *reservation
 	current atomic.Pointer[Listener]
+}
+
+// close closes the socket; live connections are not affected.
+func (s *socket) close() {
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.held.close()
 }
 
 // set is an immutable snapshot of active listeners.
@@ -76,8 +92,8 @@ type Manager struct {
 	loops sync.WaitGroup // accept loops
 
 	// Listener manager stats (Envoy's listener_manager.*).
-	warmingGauge, activeGauge                              *atomic.Int64
-	addedCount, modifiedCount, removedCount, createFailure *atomic.Uint64
+	warmingGauge, activeGauge, drainingGauge                             *atomic.Int64
+	addedCount, modifiedCount, removedCount, createFailure, inPlaceCount *atomic.Uint64
 
 	mu      sync.Mutex // guards everything below
 	static  map[string]bool
@@ -94,10 +110,15 @@ type Manager struct {
 	// reserved are the sockets bound for warming listeners, not yet
 	// listening (reserve_linux.go), by listener name.
 	reserved map[string]*reservation
+	// held: sockets do not listen until StartListening (held.go).
+	held bool
 	// drained is the admin drain in force (DrainListeners): listeners
 	// it covers, also ones added later, drain at once and, when it stops
 	// them, do not listen.
 	drained adminDrain
+	// draining are the LDS listener versions replaced or removed whose
+	// drain time has not passed yet, oldest first (draining.go).
+	draining []*drainingListener
 }
 
 // adminDrain is what DrainListeners calls asked for so far.
@@ -150,11 +171,14 @@ func NewManager(o Options) *Manager {
 		modifiedCount: o.Stats.Counter("listener_manager.listener_modified"),
 		removedCount:  o.Stats.Counter("listener_manager.listener_removed"),
 		createFailure: o.Stats.Counter("listener_manager.listener_create_failure"),
+		inPlaceCount:  o.Stats.Counter("listener_manager.listener_in_place_updated"),
+		drainingGauge: o.Stats.Gauge("listener_manager.total_listeners_draining"),
 		static:        map[string]bool{},
 		sockets:       map[string]*socket{},
 		warming:       map[string]*Listener{},
 		fetches:       map[string]*routeFetch{},
 		reserved:      map[string]*reservation{},
+		held:          o.Held,
 	}
 	m.active.Store(&set{byName: map[string]*Listener{}, byAddr: map[netip.AddrPort]*Listener{}})
 	return m
@@ -353,9 +377,12 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 	}
 	var fresh []bound
 	var reused []bound
+	// inPlaced are the listeners built updates in place, with the chains
+	// of their old versions they drop.
+	inPlaced := map[string][]*filterChain{}
 	fail := func(err error) error {
 		for _, b := range fresh {
-			b.s.ln.Close()
+			b.s.close()
 		}
 		return err
 	}
@@ -366,8 +393,11 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 		next.byName[b.Name] = b
 		next.byAddr[b.Addr] = b
 		old := cur.byName[b.Name]
+		if old != nil && old != b && !m.static[b.Name] && inPlaceUpdate(old, b) {
+			inPlaced[b.Name] = adoptChains(old, b)
+		}
 		s := m.sockets[b.Name]
-		if old != nil && s != nil && b.Bind && old.Addr == b.Addr {
+		if old != nil && s != nil && b.Bind && old.Addr == b.Addr && (s.held == nil || old.Transparent == b.Transparent) {
 			if old.Transparent != b.Transparent {
 				// Rebinding the same address would fail while the old
 				// socket is open: flip the option on the socket instead.
@@ -390,6 +420,18 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 			// IP_TRANSPARENT: accept connections TPROXY diverts here,
 			// whatever their destination.
 			lc.Control = transparentControl
+		}
+		if m.held {
+			r, err := m.holdLocked(b)
+			if err != nil {
+				return fail(fmt.Errorf("listener %q: bind %s: %w", b.Name, b.Addr, err))
+			}
+			if r != nil {
+				s = &socket{held: r}
+				s.current.Store(b)
+				fresh = append(fresh, bound{b.Name, s, b})
+				continue
+			}
 		}
 		ln, err := m.listenLocked(b, &lc, network)
 		if err != nil {
@@ -424,30 +466,40 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 	}
 	m.active.Store(next)
 	for _, s := range toClose {
-		s.ln.Close() // live connections are not affected
+		s.close() // live connections are not affected
 	}
 	// The versions replaced or removed drain their connections (Envoy's
 	// listener drain on update); an unchanged listener is the same
-	// version and keeps them.
+	// version and keeps them; an in-place update drains only the chains
+	// it dropped (inplace.go).
 	for name, l := range cur.byName {
-		if next.byName[name] != l {
-			l.drain.Start()
+		n := next.byName[name]
+		switch dropped, inPlace := inPlaced[name]; {
+		case n == l:
+		case inPlace && n != nil:
+			for _, c := range dropped {
+				c.drain.Start()
+			}
+			m.inPlaceCount.Add(1)
+			m.log.Info("listener updated in place", "listener", name, "version", n.version, "chains_drained", len(dropped))
+		default:
+			l.startDrain()
+			if !m.static[name] {
+				m.addDrainingLocked(l)
+			}
 		}
 	}
 	for _, l := range next.byName {
 		if drain, _ := m.drained.covers(l); drain {
-			l.drain.Start()
+			l.startDrain()
 		}
 	}
 	for _, b := range fresh {
-		m.log.Info("listening", "listener", b.name, "address", b.s.ln.Addr().String())
-		for range m.opts.Workers {
-			m.loops.Add(1)
-			go func() {
-				defer m.loops.Done()
-				m.acceptLoop(b.s)
-			}()
+		if b.s.held != nil {
+			m.log.Info("bound; listening once started", "listener", b.name, "address", b.s.addr().String())
+			continue
 		}
+		m.startAcceptingLocked(b.name, b.s)
 	}
 	return nil
 }
@@ -488,7 +540,7 @@ func (m *Manager) Addr(name string) (net.Addr, bool) {
 	if s == nil {
 		return nil, false
 	}
-	return s.ln.Addr(), true
+	return s.addr(), true
 }
 
 // Close closes every listening socket and waits for the accept loops to
@@ -506,8 +558,12 @@ func (m *Manager) Close() {
 		r.close()
 		delete(m.reserved, name)
 	}
+	for _, d := range m.draining {
+		d.timer.Stop()
+	}
+	m.draining = nil
 	for name, s := range m.sockets {
-		s.ln.Close()
+		s.close()
 		delete(m.sockets, name)
 	}
 	m.stop()
@@ -531,13 +587,17 @@ func (m *Manager) DrainListeners(inboundOnly, graceful bool) {
 		if !drain {
 			continue
 		}
-		l.drain.Start()
+		l.startDrain()
 		if s := m.sockets[name]; s != nil && stop {
-			s.ln.Close()
+			s.close()
 			delete(m.sockets, name)
 		}
 	}
 }
+
+// DrainTime is how long a drained listener version's connections go on
+// (Options.DrainTime, else Envoy's default).
+func (m *Manager) DrainTime() time.Duration { return m.drainTime() }
 
 // Snapshot returns the LDS version and the active listener configs
 // (static first), sorted by name.

@@ -97,3 +97,19 @@ func (r *reservation) close() {
 		r.fd = -1
 	}
 }
+
+// boundAddr is the address the socket is bound to, with the port the
+// kernel chose when the reservation asked for port 0.
+func (r *reservation) boundAddr() net.Addr {
+	sa, err := unix.Getsockname(r.fd)
+	if err != nil {
+		return net.TCPAddrFromAddrPort(r.addr)
+	}
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IP(sa.Addr[:]), Port: sa.Port}
+	case *unix.SockaddrInet6:
+		return &net.TCPAddr{IP: net.IP(sa.Addr[:]), Port: sa.Port}
+	}
+	return net.TCPAddrFromAddrPort(r.addr)
+}

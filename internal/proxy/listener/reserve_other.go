@@ -22,3 +22,5 @@ func (r *reservation) listen() (net.Listener, error) {
 }
 
 func (r *reservation) close() {}
+
+func (r *reservation) boundAddr() net.Addr { return net.TCPAddrFromAddrPort(r.addr) }

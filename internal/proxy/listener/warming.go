@@ -6,7 +6,6 @@ import (
 	"sort"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 )
 
@@ -17,8 +16,11 @@ import (
 // HTTP connection managers name over RDS are there. Meanwhile a new
 // listener is not bound (a client's connect is refused) and the version it
 // replaces keeps serving on its socket; once warm, it takes the old one's
-// place (the old version drains) or starts listening. The clusters the
-// filters name need no wait here: CDS is applied before LDS.
+// place (the old version drains, or only its dropped filter chains do:
+// inplace.go) or starts listening. The clusters the filters name need no
+// wait here: the proxy asks for listeners only once its first clusters are
+// warm (proxy/startup.go), and a changed cluster's old version serves
+// while the new one warms (cluster/warming.go).
 //
 // Each RDS subscription has the initial_fetch_timeout of its config
 // source (Envoy's default 15 s; 0: none). When it passes without the route
@@ -31,23 +33,8 @@ import (
 // Unlike Envoy, the listeners of the first LDS response warm the same way
 // (Envoy adds them active at once but accepts nothing before its init
 // manager, which waits for their RDS, is done): either way no connection
-// is served before the routes are there.
-
-// defaultInitialFetchTimeout is Envoy's initial_fetch_timeout default.
-const defaultInitialFetchTimeout = 15 * time.Second
-
-// initialFetchTimeout is cs's initial_fetch_timeout: its default when
-// unset, 0 (wait for ever) when set to 0.
-func initialFetchTimeout(cs *corev3.ConfigSource) (time.Duration, error) {
-	t := cs.GetInitialFetchTimeout()
-	if t == nil {
-		return defaultInitialFetchTimeout, nil
-	}
-	if err := t.CheckValid(); err != nil || t.AsDuration() < 0 {
-		return 0, fmt.Errorf("initial_fetch_timeout %v is not a valid duration (want >= 0s; 0s waits for ever)", t)
-	}
-	return t.AsDuration(), nil
-}
+// is served before the routes are there. With Options.Held (held.go) a
+// warm listener then still waits, bound, for StartListening.
 
 // routeDeps returns the RDS route configurations the listener's HTTP
 // connection managers name, each with its initial fetch timeout (the first
@@ -252,14 +239,16 @@ type ListenerState struct {
 }
 
 // DynamicListener is an LDS listener as Envoy's config dump shows it: the
-// version serving (Active), and the one waiting for its routes (Warming);
-// either may be nil.
+// version serving (Active), the one waiting for its routes (Warming) and
+// the latest one an update replaced or removed that is still draining
+// (Draining, draining.go); any may be nil.
 type DynamicListener struct {
-	Name            string
-	Active, Warming *ListenerState
+	Name                      string
+	Active, Warming, Draining *ListenerState
 }
 
-// Dynamic returns the LDS listeners, active and warming, sorted by name.
+// Dynamic returns the LDS listeners, active, warming and draining, sorted
+// by name.
 func (m *Manager) Dynamic() []DynamicListener {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -279,6 +268,9 @@ func (m *Manager) Dynamic() []DynamicListener {
 	}
 	for name, l := range m.warming {
 		get(name).Warming = &ListenerState{Version: l.version, Config: l.Config}
+	}
+	for _, d := range m.draining { // oldest first: the latest version wins
+		get(d.l.Name).Draining = &ListenerState{Version: d.l.version, Config: d.l.Config}
 	}
 	out := make([]DynamicListener, 0, len(by))
 	for _, d := range by {

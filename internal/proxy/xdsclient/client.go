@@ -56,6 +56,13 @@ type Options struct {
 	Stats   *stats.Store
 	// Backoff bounds between reconnection attempts; defaults 500ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
+	// ListenersAfter, when not nil, holds the LDS subscription back until
+	// it is closed, as Envoy's server starts its LDS subscription only
+	// once the cluster manager has initialized (the clusters of the first
+	// CDS response warmed: RunHelper in source/server/server.cc), so that
+	// no listener serves before the clusters its routes name have their
+	// endpoints. Once it is closed, every stream subscribes LDS at once.
+	ListenersAfter <-chan struct{}
 }
 
 // typeState is per-type subscription state, owned by the Run goroutine.
@@ -78,6 +85,8 @@ type Client struct {
 	types     map[string]*typeState
 	order     []string
 	connected *atomic.Int64
+	// ldsHeld: ListenersAfter is not closed yet (owned by Run).
+	ldsHeld bool
 }
 
 // New returns a Client; call Run to start it.
@@ -88,7 +97,8 @@ func New(o Options) *Client {
 	if o.MaxBackoff == 0 {
 		o.MaxBackoff = 30 * time.Second
 	}
-	c := &Client{opts: o, log: o.Logger.With("component", "xds-client"), types: map[string]*typeState{}}
+	c := &Client{opts: o, log: o.Logger.With("component", "xds-client"), types: map[string]*typeState{},
+		ldsHeld: o.ListenersAfter != nil}
 	add := func(typeURL, prefix string, wildcard bool) {
 		c.types[typeURL] = &typeState{
 			typeURL:  typeURL,
@@ -159,7 +169,7 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 	// Subscribe: CDS and LDS always (wildcard), EDS/RDS when we know names.
 	for _, typ := range c.order {
 		t := c.types[typ]
-		if !t.wildcard && len(t.names) == 0 {
+		if !t.wildcard && len(t.names) == 0 || typ == xdsapi.ListenerType && c.ldsHeld {
 			continue
 		}
 		if err := s.send(t, nil); err != nil {
@@ -182,18 +192,27 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 	}()
 	c.connected.Store(1)
 	for {
-		var r recvResult
+		var gate <-chan struct{}
+		if c.ldsHeld {
+			gate = c.opts.ListenersAfter
+		}
 		select {
 		case <-ctx.Done():
 			return gotResponse, ctx.Err()
-		case r = <-recv:
-		}
-		if r.err != nil {
-			return gotResponse, r.err
-		}
-		gotResponse = true
-		if err := c.handle(s, r.resp); err != nil {
-			return gotResponse, err
+		case <-gate:
+			c.ldsHeld = false
+			c.log.Info("clusters initialized; subscribing to listeners")
+			if err := s.send(c.types[xdsapi.ListenerType], nil); err != nil {
+				return gotResponse, err
+			}
+		case r := <-recv:
+			if r.err != nil {
+				return gotResponse, r.err
+			}
+			gotResponse = true
+			if err := c.handle(s, r.resp); err != nil {
+				return gotResponse, err
+			}
 		}
 	}
 }

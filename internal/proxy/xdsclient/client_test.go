@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/xdsapi"
@@ -172,14 +173,14 @@ type clientEnv struct {
 
 // startClient runs a client against a fakeADS until the test ends. Call it
 // inside the synctest bubble.
-func startClient(t *testing.T, h Handler, minBackoff, maxBackoff time.Duration) *clientEnv {
+func startClient(t *testing.T, h Handler, minBackoff, maxBackoff time.Duration, more ...func(*Options)) *clientEnv {
 	t.Helper()
 	env := &clientEnv{ads: &fakeADS{streams: make(chan *adsStream, 4)}, stats: stats.New()}
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, env.ads)
 	go func() { _ = gs.Serve(lis) }()
-	c := New(Options{
+	o := Options{
 		Node:       &corev3.Node{Id: "sidecar~10.0.0.1~a.demo~demo.svc.cluster.local"},
 		Dial:       func(ctx context.Context) (net.Conn, error) { return lis.DialContext(ctx) },
 		Handler:    h,
@@ -187,7 +188,11 @@ func startClient(t *testing.T, h Handler, minBackoff, maxBackoff time.Duration) 
 		Stats:      env.stats,
 		MinBackoff: minBackoff,
 		MaxBackoff: maxBackoff,
-	})
+	}
+	for _, f := range more {
+		f(&o)
+	}
+	c := New(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -412,4 +417,68 @@ func TestRejectionHandlerLearnsNames(t *testing.T) {
 			t.Errorf("rejections = %q, want %q", got, w)
 		}
 	})
+}
+
+// With ListenersAfter, LDS is not subscribed until it is closed (the proxy
+// closes it once its clusters have initialized); then at once on the
+// stream, and from the start on every later stream.
+func TestListenersAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		h := &fakeHandler{edsNames: []string{"c"}}
+		env := startClient(t, h, time.Second, time.Minute, func(o *Options) { o.ListenersAfter = gate })
+		st := env.nextStream(t)
+		want(t, st.recv(t), xdsapi.ClusterType, nil, "", "", false)
+		st.noRequest(t)
+		n := st.respond(t, xdsapi.ClusterType, "1", &clusterv3.Cluster{Name: "c"})
+		want(t, st.recv(t), xdsapi.ClusterType, nil, "1", n, false)
+		want(t, st.recv(t), xdsapi.EndpointType, []string{"c"}, "", "", false)
+		st.noRequest(t)
+
+		// A new stream before the gate opens: still no LDS, but EDS.
+		st.end <- io.ErrUnexpectedEOF
+		st = env.nextStream(t)
+		want(t, st.recv(t), xdsapi.ClusterType, nil, "1", "", false)
+		want(t, st.recv(t), xdsapi.EndpointType, []string{"c"}, "", "", false)
+		st.noRequest(t)
+
+		close(gate)
+		want(t, st.recv(t), xdsapi.ListenerType, nil, "", "", false)
+		n = st.respond(t, xdsapi.ListenerType, "1", &listenerv3.Listener{Name: "l"})
+		want(t, st.recv(t), xdsapi.ListenerType, nil, "1", n, false)
+
+		st.end <- io.ErrUnexpectedEOF
+		next := env.nextStream(t)
+		want(t, next.recv(t), xdsapi.ClusterType, nil, "1", "", false)
+		want(t, next.recv(t), xdsapi.ListenerType, nil, "1", "", false)
+		want(t, next.recv(t), xdsapi.EndpointType, []string{"c"}, "", "", false)
+	})
+}
+
+// initial_fetch_timeout: unset is Envoy's 15 s, 0 waits for ever, a
+// negative or malformed one is refused by name.
+func TestInitialFetchTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		cs   *corev3.ConfigSource
+		want time.Duration
+		bad  bool
+	}{
+		{nil, 15 * time.Second, false},
+		{&corev3.ConfigSource{}, 15 * time.Second, false},
+		{&corev3.ConfigSource{InitialFetchTimeout: durationpb.New(0)}, 0, false},
+		{&corev3.ConfigSource{InitialFetchTimeout: durationpb.New(2 * time.Second)}, 2 * time.Second, false},
+		{&corev3.ConfigSource{InitialFetchTimeout: durationpb.New(-time.Nanosecond)}, 0, true},
+		{&corev3.ConfigSource{InitialFetchTimeout: &durationpb.Duration{Seconds: 1, Nanos: -1}}, 0, true},
+	} {
+		got, err := InitialFetchTimeout(tc.cs)
+		if tc.bad {
+			if err == nil || !strings.Contains(err.Error(), "initial_fetch_timeout") {
+				t.Errorf("InitialFetchTimeout(%v) = %v, %v; want an error naming initial_fetch_timeout", tc.cs, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("InitialFetchTimeout(%v) = %v, %v; want %v", tc.cs, got, err, tc.want)
+		}
+	}
 }

@@ -191,7 +191,7 @@ var ErrNotReady = errors.New("not available")
 func (c *Client) Wait(parent context.Context, namespace string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	last := ""
+	last, lastWhy := "", ""
 	for {
 		d, err := c.Dynamic.Resource(deployGVR).Namespace(namespace).Get(ctx, "straitd", metav1.GetOptions{})
 		status := "Deployment not found"
@@ -206,8 +206,13 @@ func (c *Client) Wait(parent context.Context, namespace string, timeout time.Dur
 				return nil
 			}
 			status = fmt.Sprintf("%d/%d replicas available, %d updated", avail, want, updated)
-			if why := c.podProblems(ctx, d); why != "" {
-				status += "; " + why
+			// A pod list that fails (the timeout cut it short) says
+			// nothing new about the pods: keep what was last seen.
+			if why, err := c.podProblems(ctx, d); err == nil {
+				lastWhy = why
+			}
+			if lastWhy != "" {
+				status += "; " + lastWhy
 			}
 		case !apierrors.IsNotFound(err) && last != "":
 			// A failed poll (throttled, or a read the timeout cut short)
@@ -240,12 +245,13 @@ var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 // get pods would show it: a pod not scheduled, a container waiting with
 // a reason (ImagePullBackOff, ErrImageNeverPull, CrashLoopBackOff, ...)
 // and its message, a container that exited. Empty when the pods show
-// nothing wrong or cannot be listed. A user who forgot to load the
-// images sees it in the progress line instead of only "0/1 available".
-func (c *Client) podProblems(ctx context.Context, d *unstructured.Unstructured) string {
+// nothing wrong; an error when they cannot be listed. A user who forgot
+// to load the images sees it in the progress line instead of only "0/1
+// available".
+func (c *Client) podProblems(ctx context.Context, d *unstructured.Unstructured) (string, error) {
 	match, _, _ := unstructured.NestedStringMap(d.Object, "spec", "selector", "matchLabels")
 	if len(match) == 0 {
-		return ""
+		return "", nil
 	}
 	var sel []string
 	for k, v := range match {
@@ -254,7 +260,7 @@ func (c *Client) podProblems(ctx context.Context, d *unstructured.Unstructured) 
 	slices.Sort(sel)
 	pods, err := c.Dynamic.Resource(podGVR).Namespace(d.GetNamespace()).List(ctx, metav1.ListOptions{LabelSelector: strings.Join(sel, ",")})
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("listing straitd's pods: %w", err)
 	}
 	var out []string
 	for _, p := range pods.Items {
@@ -266,7 +272,7 @@ func (c *Client) podProblems(ctx context.Context, d *unstructured.Unstructured) 
 		}
 	}
 	slices.Sort(out)
-	return strings.Join(out, "; ")
+	return strings.Join(out, "; "), nil
 }
 
 // podProblem is one pod's: the first container (init containers first)

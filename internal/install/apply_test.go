@@ -189,7 +189,7 @@ func TestInstallUninstallCycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	err = c.Wait(ctx, ns, 500*time.Millisecond)
+	err = c.Wait(ctx, ns, 3*time.Second)
 	const pullProblem = `pod straitd-abc: container discovery ErrImageNeverPull (Container image "strait/straitd:latest" is not present with pull policy of Never)`
 	if err == nil || !strings.Contains(err.Error(), pullProblem) || !strings.Contains(out.String(), pullProblem) {
 		t.Errorf("wait with a pod that cannot pull: err %v, printed %q; want both to contain %q", err, out.String(), pullProblem)

@@ -122,3 +122,14 @@ spec:
 		t.Errorf("hosts lines %q, want %q", got, want)
 	}
 }
+
+func TestWithoutTLSModeLabel(t *testing.T) {
+	st := &localState{Pods: []statePod{
+		{Name: "a", Namespace: "x", Labels: map[string]string{"security.istio.io/tlsMode": "istio"}},
+		{Name: "b", Namespace: "x", Labels: map[string]string{"security.istio.io/tlsMode": "disabled"}},
+		{Name: "c", Namespace: "y"},
+	}}
+	if got := withoutTLSModeLabel(st); strings.Join(got, " ") != "x/b y/c" {
+		t.Errorf("got %v, want [x/b y/c]", got)
+	}
+}

@@ -147,9 +147,13 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	if err := lock.write(st); err != nil {
 		return fmt.Errorf("write state: %w", err)
 	}
-	say("==> mesh up in %s (mTLS between sidecars; straitd monitoring on %s, logs in %s/logs)",
+	say("==> mesh up in %s (each sidecar has a certificate for its namespace and serviceAccount; straitd monitoring on %s, logs in %s/logs)",
 		time.Since(start).Round(time.Millisecond), m.MonitoringAddr(), m.WorkDir())
 	printPods(out, st, "ready")
+	if plain := withoutTLSModeLabel(st); len(plain) > 0 {
+		say("note: WorkloadEntries %s lack the label %s: %s; clients send them plaintext (auto mTLS, as in Istio, goes by that label): add it for mTLS",
+			strings.Join(plain, ", "), tlsModeLabel, tlsModeValue)
+	}
 	first := st.Pods[0]
 	say("\nRun a command in a pod (its traffic goes through the pod's sidecar):")
 	say("  straitctl local exec %s -n %s -- strait-echo get http://HOST:PORT/", first.Name, first.Namespace)
@@ -255,6 +259,24 @@ func samePods(plan *localmesh.UserPlan, st *localState) bool {
 		}
 	}
 	return true
+}
+
+// The label that tells clients (auto mTLS) that a workload has a sidecar.
+const (
+	tlsModeLabel = "security.istio.io/tlsMode"
+	tlsModeValue = "istio"
+)
+
+// withoutTLSModeLabel lists the pods (NAMESPACE/NAME) whose WorkloadEntry
+// does not say it has a sidecar.
+func withoutTLSModeLabel(st *localState) []string {
+	var out []string
+	for _, p := range st.Pods {
+		if p.Labels[tlsModeLabel] != tlsModeValue {
+			out = append(out, p.Namespace+"/"+p.Name)
+		}
+	}
+	return out
 }
 
 // printPods prints the pod table; sidecar is the SIDECAR column's value

@@ -121,8 +121,9 @@ func TestLocalUp(t *testing.T) {
 	}
 	for _, row := range [][]string{
 		{"client", "localup", "10.213.77.10", "app=client,security.istio.io/tlsMode=istio", "-", "ready"},
-		{"echo-v1", "localup", "10.213.77.11", "app=echo,security.istio.io/tlsMode=istio,version=v1", "8080", "ready"},
-		{"echo-v2", "localup", "10.213.77.12", "app=echo,security.istio.io/tlsMode=istio,version=v2", "8080", "ready"},
+		{"echo-v1", "localup", "10.213.77.11", "app=echo,security.istio.io/tlsMode=istio,version=v1", "8080,9090", "ready"},
+		{"echo-v2", "localup", "10.213.77.12", "app=echo,security.istio.io/tlsMode=istio,version=v2", "8080,9090", "ready"},
+		{"tool", "localup", "10.213.77.20", "app=tool,security.istio.io/tlsMode=istio", "9000", "ready"},
 	} {
 		if !containsRow(out.String(), row) {
 			t.Errorf("local up's table lacks the row %v", row)
@@ -136,15 +137,20 @@ func TestLocalUp(t *testing.T) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.PID != up.Process.Pid || st.Bridge == "" || len(st.Pods) != 3 || st.WorkDir == "" {
+	if st.PID != up.Process.Pid || st.Bridge == "" || len(st.Pods) != 4 || st.WorkDir == "" {
 		t.Fatalf("state %+v (local up is pid %d)", st, up.Process.Pid)
 	}
 
-	// get sends n requests from the client pod by the service's name
-	// (which exec resolves to its VIP) and tallies the versions.
+	// getURL sends n requests from the client pod and tallies the
+	// versions; get sends them by the service's name (which exec
+	// resolves to its VIP).
+	var getURL func(url string, n int) (map[string]int, []echoGet, error)
 	get := func(n int) (map[string]int, []echoGet, error) {
+		return getURL("http://echo.localup.svc.cluster.local/", n)
+	}
+	getURL = func(url string, n int) (map[string]int, []echoGet, error) {
 		o, err := ctl("local", "exec", "client", "-n", "localup", "--state-dir", stateDir, "--",
-			"strait-echo", "get", "-n", fmt.Sprint(n), "http://echo.localup.svc.cluster.local/")
+			"strait-echo", "get", "-n", fmt.Sprint(n), url)
 		if err != nil {
 			return nil, nil, fmt.Errorf("local exec: %v: %s", err, o)
 		}
@@ -190,6 +196,25 @@ func TestLocalUp(t *testing.T) {
 		}
 	})
 
+	t.Run("second target port and annotated app", func(t *testing.T) {
+		// strait-echo listens on both target ports of the ServiceEntry.
+		counts, _, err := getURL("http://echo.localup.svc.cluster.local:9090/", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts["v1"]+counts["v2"] != 10 {
+			t.Errorf("port 9090 answered by %v, want echo v1/v2", counts)
+		}
+		// The tool pod runs the command of its annotation.
+		counts, replies, err := getURL("http://tool.localup.svc.cluster.local/", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts["custom"] != 3 || replies[0].Reply.Pod != "tool" {
+			t.Errorf("tool pod answered %v (pod %q), want version custom from pod tool", counts, replies[0].Reply.Pod)
+		}
+	})
+
 	t.Run("exec exit status and refusals", func(t *testing.T) {
 		o, err := ctl("local", "exec", "client", "--state-dir", stateDir, "--", "sh", "-c", "exit 7")
 		var ee *exec.ExitError
@@ -211,7 +236,7 @@ func TestLocalUp(t *testing.T) {
 			if err != nil {
 				return fmt.Errorf("%v: %s", err, o)
 			}
-			for _, p := range []string{"client", "echo-v1", "echo-v2"} {
+			for _, p := range []string{"client", "echo-v1", "echo-v2", "tool"} {
 				if !containsRow(o, []string{p + ".localup", "SYNCED", "SYNCED", "SYNCED", "SYNCED"}) {
 					return fmt.Errorf("no synced row for %s:\n%s", p, o)
 				}

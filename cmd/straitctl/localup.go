@@ -23,6 +23,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/netns"
 )
 
 // upOptions are `local up`'s flags.
@@ -128,6 +129,11 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	})
 	if err != nil {
 		// Start removed what it had made.
+		var taken *netns.SubnetTakenError
+		if errors.As(err, &taken) {
+			return fmt.Errorf("the WorkloadEntries' addresses are in %s, but this host already routes %s (another local mesh, or an interface): give the WorkloadEntries spec.address values in a /24 no route covers (see ip route)",
+				taken.Subnet, taken.Route)
+		}
 		return fmt.Errorf("start the mesh (everything made so far was removed): %w", err)
 	}
 	defer func() { //nolint:contextcheck // teardown runs after ctx is cancelled (Ctrl-C)

@@ -228,6 +228,15 @@ func TestLocalUp(t *testing.T) {
 		if err == nil || !strings.Contains(o, fmt.Sprintf("a local mesh is already running (pid %d", up.Process.Pid)) {
 			t.Errorf("second local up: %v %s, want a refusal", err, o)
 		}
+		// Another state dir, the same addresses: the subnet is taken.
+		other := filepath.Join(t.TempDir(), "state")
+		o, err = ctl("local", "up", "--config-dir", cfg, "--bin-dir", binDir, "--state-dir", other)
+		if err == nil || !strings.Contains(o, "already routes 10.213.77.0/24") {
+			t.Errorf("local up on a subnet in use: %v %s, want a refusal naming it", err, o)
+		}
+		if _, err := os.Stat(filepath.Join(other, "lock")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the refused local up left its lock: %v", err)
+		}
 	})
 
 	t.Run("status", func(t *testing.T) {

@@ -108,7 +108,7 @@ func TestLocalUp(t *testing.T) {
 		select {
 		case err := <-upDone:
 			stopped = true
-			return fmt.Errorf("%w: local up exited: %v", errGiveUp, err)
+			return fmt.Errorf("%w: local up exited: %w", errGiveUp, err)
 		default:
 		}
 		if !strings.Contains(out.String(), "Ctrl-C removes the mesh") {
@@ -152,7 +152,7 @@ func TestLocalUp(t *testing.T) {
 		o, err := ctl("local", "exec", "client", "-n", "localup", "--state-dir", stateDir, "--",
 			"strait-echo", "get", "-n", fmt.Sprint(n), url)
 		if err != nil {
-			return nil, nil, fmt.Errorf("local exec: %v: %s", err, o)
+			return nil, nil, fmt.Errorf("local exec: %w: %s", err, o)
 		}
 		counts := map[string]int{}
 		var replies []echoGet
@@ -160,7 +160,7 @@ func TestLocalUp(t *testing.T) {
 		for sc.Scan() {
 			var g echoGet
 			if err := json.Unmarshal(sc.Bytes(), &g); err != nil {
-				return nil, nil, fmt.Errorf("line %q: %v", sc.Text(), err)
+				return nil, nil, fmt.Errorf("line %q: %w", sc.Text(), err)
 			}
 			if g.Status != 200 || g.Reply == nil {
 				return nil, nil, fmt.Errorf("request failed: %s", sc.Text())
@@ -243,7 +243,7 @@ func TestLocalUp(t *testing.T) {
 		waitEvery(ctx, t, 30*time.Second, time.Second, "every sidecar SYNCED in local status", func() error {
 			o, err := ctl("local", "status", "--state-dir", stateDir)
 			if err != nil {
-				return fmt.Errorf("%v: %s", err, o)
+				return fmt.Errorf("%w: %s", err, o)
 			}
 			for _, p := range []string{"client", "echo-v1", "echo-v2", "tool"} {
 				if !containsRow(o, []string{p + ".localup", "SYNCED", "SYNCED", "SYNCED", "SYNCED"}) {

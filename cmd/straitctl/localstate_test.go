@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/straitmesh/strait/internal/localmesh"
 )
 
 func TestLocalStateLifecycle(t *testing.T) {
@@ -131,5 +133,68 @@ func TestWithoutTLSModeLabel(t *testing.T) {
 	}}
 	if got := withoutTLSModeLabel(st); strings.Join(got, " ") != "x/b y/c" {
 		t.Errorf("got %v, want [x/b y/c]", got)
+	}
+}
+
+func TestSamePodsAndTable(t *testing.T) {
+	dir := t.TempDir()
+	we := `apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: a, namespace: x}
+spec: {address: 10.77.9.2, labels: {app: a}}
+`
+	if err := os.WriteFile(filepath.Join(dir, "we.yaml"), []byte(we), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := localmesh.PlanUserConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &localState{Pods: []statePod{{Name: "a", Namespace: "x", IP: "10.77.9.2", Labels: map[string]string{"app": "a"}}}}
+	if !samePods(plan, st) {
+		t.Fatal("samePods: false for the plan the state was made from")
+	}
+	for name, change := range map[string]func(p *statePod){
+		"address":   func(p *statePod) { p.IP = "10.77.9.3" },
+		"label":     func(p *statePod) { p.Labels = map[string]string{"app": "b"} },
+		"namespace": func(p *statePod) { p.Namespace = "y" },
+		"ports":     func(p *statePod) { p.Ports = []int{80} },
+	} {
+		changed := &localState{Pods: []statePod{st.Pods[0]}}
+		change(&changed.Pods[0])
+		if samePods(plan, changed) {
+			t.Errorf("samePods: true after the %s changed", name)
+		}
+	}
+	if samePods(plan, &localState{}) {
+		t.Error("samePods: true for a state with no pods")
+	}
+	var b strings.Builder
+	st.Pods = append(st.Pods, statePod{Name: "b", Namespace: "x", IP: "10.77.9.4", Ports: []int{80, 9090}})
+	printPods(&b, st, "ready")
+	want := "POD  NAMESPACE  ADDRESS    LABELS  PORTS    SIDECAR\n" +
+		"a    x          10.77.9.2  app=a   -        ready\n" +
+		"b    x          10.77.9.4  -       80,9090  ready\n"
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestDirStamps(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.yaml", "b.yml", "c.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := dirStamps(dir)
+	if len(before) != 2 || before["a.yaml"] == "" || before["b.yml"] == "" {
+		t.Fatalf("stamps %v, want a.yaml and b.yml", before)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("xy"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if after := dirStamps(dir); after["a.yaml"] == before["a.yaml"] || after["b.yml"] != before["b.yml"] {
+		t.Errorf("after an edit of a.yaml: %v, before %v", after, before)
 	}
 }

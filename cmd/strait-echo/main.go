@@ -105,16 +105,23 @@ func run(args []string) error {
 		return runGet(ctx, args[1:], os.Stdout)
 	}
 	fs := flag.NewFlagSet("strait-echo", flag.ContinueOnError)
-	addr := fs.String("addr", ":8080", "address to listen on")
+	addr := fs.String("addr", ":8080", "address to listen on; several separated by commas (one server on each)")
 	version := fs.String("version", "v1", "version string to report")
 	pod := fs.String("pod", os.Getenv("POD_NAME"), "pod name to report")
 	status := fs.Int("status", 0, "answer every request with this status (0: 200, or as the request asks)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", *addr, err)
+	var lns []net.Listener
+	for _, a := range strings.Split(*addr, ",") {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return fmt.Errorf("listen %s: %w", a, err)
+		}
+		lns = append(lns, ln)
 	}
 	srv := &http.Server{Handler: newHandler(*version, *pod, *status), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -125,8 +132,13 @@ func run(args []string) error {
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
 	}()
-	slog.Info("serving", "component", "echo", "addr", ln.Addr().String(), "version", *version)
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	errs := make(chan error, len(lns))
+	for _, ln := range lns {
+		slog.Info("serving", "component", "echo", "addr", ln.Addr().String(), "version", *version)
+		go func() { errs <- srv.Serve(ln) }()
+	}
+	// The first server to stop (Shutdown stops them all) decides.
+	if err := <-errs; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

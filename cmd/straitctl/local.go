@@ -17,7 +17,7 @@ func newLocalCmd() *cobra.Command {
 		Use:   "local",
 		Short: "Run a Strait mesh on this host, in network namespaces (no cluster)",
 	}
-	local.AddCommand(newDemoCmd())
+	local.AddCommand(newDemoCmd(), newUpCmd(), newExecCmd(), newStatusCmd())
 	return local
 }
 

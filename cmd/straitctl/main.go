@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -11,6 +12,10 @@ import (
 
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code) // local exec: the command's own status, already reported by it
+		}
 		fmt.Fprintln(os.Stderr, "straitctl:", err)
 		os.Exit(1)
 	}

@@ -189,6 +189,11 @@ func checkSplit(s Split, weights [2]int, tolerance float64) error {
 	return nil
 }
 
+// ProgressLogger is a logger that prints the mesh's progress records as
+// indented lines ("    sidecar ready  pod=client ..."), as the demo and
+// straitctl local up show them.
+func ProgressLogger(out io.Writer) *slog.Logger { return slog.New(&progressHandler{out: out}) }
+
 // progressHandler prints the mesh's progress records as indented lines.
 type progressHandler struct {
 	out   io.Writer

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,14 @@ type Options struct {
 	// into the mesh's own config directory, with the placeholder addresses
 	// of the workloads replaced by the addresses the pods really have.
 	ConfigDir string
+	// ServeConfigDir makes straitd watch ConfigDir itself instead of a
+	// rewritten copy: the workloads then have fixed addresses (Workload.IP)
+	// in Subnet, as the config names them, and edits to ConfigDir reach
+	// straitd directly (straitctl local up).
+	ServeConfigDir bool
+	// Subnet is the bridge's /24 when the workloads have fixed addresses;
+	// zero picks a free random one.
+	Subnet netip.Prefix
 	// Workloads are the pods to create, in order.
 	Workloads []Workload
 	// InterceptionMode is how inbound traffic is captured: "REDIRECT"
@@ -61,6 +70,9 @@ type Workload struct {
 	// ConfigIP is the address the config's WorkloadEntry gives this pod; it is
 	// rewritten to the pod's real address in the mesh's copy of the config.
 	ConfigIP string
+	// IP, when set, is the pod's own address (in Options.Subnet); ConfigIP
+	// is then not used.
+	IP netip.Addr
 	// App is the application's command line (the first element is a binary
 	// name in BinDir or a path); empty for a pod with no server. The text
 	// {{POD_DIR}} in an argument is replaced by the pod's directory.
@@ -166,7 +178,7 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 			return nil, err
 		}
 	}
-	m.network, err = netns.NewNetwork(ctx, netns.NetworkOptions{Prefix: "strait"})
+	m.network, err = netns.NewNetwork(ctx, netns.NetworkOptions{Prefix: "strait", Subnet: opts.Subnet})
 	if err != nil {
 		return nil, fmt.Errorf("create network: %w", err)
 	}
@@ -174,7 +186,12 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 
 	var pairs []string
 	for _, w := range opts.Workloads {
-		p, err := m.network.AddPod(ctx, w.Name)
+		var p *netns.Pod
+		if w.IP.IsValid() {
+			p, err = m.network.AddPodAt(ctx, w.Name, w.IP)
+		} else {
+			p, err = m.network.AddPod(ctx, w.Name)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("create pod %s: %w", w.Name, err)
 		}
@@ -185,12 +202,16 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 	}
 	m.replace = strings.NewReplacer(pairs...)
 
-	m.configDir = filepath.Join(m.workDir, "config")
-	if err := os.MkdirAll(m.configDir, 0o755); err != nil {
-		return nil, err
-	}
-	if err := m.copyConfig(); err != nil {
-		return nil, err
+	if opts.ServeConfigDir {
+		m.configDir = opts.ConfigDir
+	} else {
+		m.configDir = filepath.Join(m.workDir, "config")
+		if err := os.MkdirAll(m.configDir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := m.copyConfig(); err != nil {
+			return nil, err
+		}
 	}
 	if err := m.startStraitd(ctx); err != nil {
 		return nil, err
@@ -224,6 +245,9 @@ func (m *Mesh) SecureXDSAddr() string { return m.secureXDSAddr }
 
 // CADir is straitd's --ca-dir: root-cert.pem and the token key.
 func (m *Mesh) CADir() string { return filepath.Join(m.workDir, "ca") }
+
+// WorkDir holds the mesh's logs, pod directories and CA state.
+func (m *Mesh) WorkDir() string { return m.workDir }
 
 // MonitoringAddr is where straitd serves /metrics and /debug.
 func (m *Mesh) MonitoringAddr() string { return m.monAddr }
@@ -414,6 +438,9 @@ func (m *Mesh) waitReady(ctx context.Context, p *Pod) error {
 		return nil
 	})
 }
+
+// NetnsPath is the pod's network namespace (for nsenter --net=).
+func (p *Pod) NetnsPath() string { return p.pod.NetnsPath() }
 
 // Dir is the pod's own directory (logs and files of its app and sidecar).
 func (p *Pod) Dir() string { return p.dir }

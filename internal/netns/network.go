@@ -48,6 +48,10 @@ func Available() error {
 type NetworkOptions struct {
 	// Prefix starts every netns name: PREFIX-RUNID-POD. Default "st".
 	Prefix string
+	// Subnet, when set, is the /24 to use instead of a random free one
+	// (a user's config that names its workloads' addresses). It must be
+	// an IPv4 /24 that no host route overlaps; the host takes its .1.
+	Subnet netip.Prefix
 }
 
 // Network is one bridge and its pods. Its exported fields are set by
@@ -90,11 +94,18 @@ func NewNetwork(ctx context.Context, opts NetworkOptions) (*Network, error) {
 	if !validName(prefix) {
 		return nil, fmt.Errorf("testenv: prefix %q: use letters, digits, '-' or '_' (at most 32)", prefix)
 	}
+	if opts.Subnet.IsValid() && (!opts.Subnet.Addr().Is4() || opts.Subnet.Bits() != 24 || opts.Subnet.Masked() != opts.Subnet) {
+		return nil, fmt.Errorf("testenv: subnet %s: want an IPv4 /24 such as 10.99.0.0/24", opts.Subnet)
+	}
 	allocMu.Lock()
 	defer allocMu.Unlock()
 	var lastErr error
 	for attempt := 0; attempt < 20; attempt++ {
-		n, err := tryNetwork(ctx, prefix)
+		n, err := tryNetwork(ctx, prefix, opts.Subnet)
+		var taken *SubnetTakenError
+		if errors.As(err, &taken) && opts.Subnet.IsValid() {
+			return nil, err // another id will not help
+		}
 		if err == nil {
 			return n, nil
 		}
@@ -106,13 +117,34 @@ func NewNetwork(ctx context.Context, opts NetworkOptions) (*Network, error) {
 	return nil, fmt.Errorf("testenv: create network: %w", lastErr)
 }
 
-func tryNetwork(ctx context.Context, prefix string) (*Network, error) {
+// SubnetTakenError says that a subnet asked for overlaps a route of the
+// host (another network, an interface's own subnet).
+type SubnetTakenError struct {
+	Subnet netip.Prefix
+	Route  netip.Prefix
+}
+
+func (e *SubnetTakenError) Error() string {
+	return fmt.Sprintf("subnet %s overlaps the host's route to %s", e.Subnet, e.Route)
+}
+
+func tryNetwork(ctx context.Context, prefix string, fixed netip.Prefix) (*Network, error) {
 	id, err := randomHex(3)
 	if err != nil {
 		return nil, err
 	}
-	subnet, err := pickSubnet(ctx)
-	if err != nil {
+	subnet := fixed
+	if subnet.IsValid() {
+		routes, err := hostRoutes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range routes {
+			if r.Overlaps(subnet) {
+				return nil, &SubnetTakenError{Subnet: subnet, Route: r}
+			}
+		}
+	} else if subnet, err = pickSubnet(ctx); err != nil {
 		return nil, err
 	}
 	n := &Network{
@@ -149,7 +181,7 @@ func tryNetwork(ctx context.Context, prefix string) (*Network, error) {
 		}
 	}
 	if same > 1 {
-		return fail(fmt.Errorf("subnet %s taken concurrently", subnet))
+		return fail(&SubnetTakenError{Subnet: subnet, Route: subnet})
 	}
 	return n, nil
 }

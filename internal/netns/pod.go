@@ -39,6 +39,20 @@ func (p *Pod) NetnsPath() string { return "/run/netns/" + p.Netns }
 // the next free address, lo up, and a route for ServiceCIDR via eth0. name
 // must be unique in the network (letters, digits, '-', '_').
 func (n *Network) AddPod(ctx context.Context, name string) (*Pod, error) {
+	return n.addPod(ctx, name, netip.Addr{})
+}
+
+// AddPodAt is AddPod with the pod's address chosen by the caller: ip must
+// be in the network's subnet, not its network, host (.1) or broadcast
+// address, and not another pod's.
+func (n *Network) AddPodAt(ctx context.Context, name string, ip netip.Addr) (*Pod, error) {
+	if !ip.IsValid() {
+		return nil, fmt.Errorf("testenv: pod %s: no address given", name)
+	}
+	return n.addPod(ctx, name, ip)
+}
+
+func (n *Network) addPod(ctx context.Context, name string, ip netip.Addr) (*Pod, error) {
 	if !validName(name) {
 		return nil, fmt.Errorf("testenv: pod name %q: use letters, digits, '-' or '_' (at most 32)", name)
 	}
@@ -53,18 +67,28 @@ func (n *Network) AddPod(ctx context.Context, name string) (*Pod, error) {
 			return nil, fmt.Errorf("testenv: pod %q exists", name)
 		}
 	}
-	host := n.nextHost
-	if host > 254 {
-		n.mu.Unlock()
-		return nil, fmt.Errorf("testenv: network %s is full", n.Subnet)
+	if ip.IsValid() {
+		if err := n.checkFixedIP(ip); err != nil {
+			n.mu.Unlock()
+			return nil, fmt.Errorf("testenv: pod %s: %w", name, err)
+		}
+	} else {
+		// Skip the addresses pods were given explicitly.
+		for n.nextHost <= 254 && n.ipTaken(n.hostAddr(n.nextHost)) {
+			n.nextHost++
+		}
+		if n.nextHost > 254 {
+			n.mu.Unlock()
+			return nil, fmt.Errorf("testenv: network %s is full", n.Subnet)
+		}
+		ip = n.hostAddr(n.nextHost)
+		n.nextHost++
 	}
-	n.nextHost++
-	a := n.Subnet.Addr().As4()
-	a[3] = byte(host)
+	host := int(ip.As4()[3])
 	p := &Pod{
 		Name:     name,
 		Netns:    n.prefix + "-" + n.RunID + "-" + name,
-		IP:       netip.AddrFrom4(a),
+		IP:       ip,
 		HostVeth: "stv" + n.RunID + "-" + strconv.Itoa(host), // at most 13 bytes
 	}
 	// Registered before anything exists, so Close removes a half-made pod.
@@ -86,6 +110,38 @@ func (n *Network) AddPod(ctx context.Context, name string) (*Pod, error) {
 		}
 	}
 	return p, nil
+}
+
+// hostAddr is the subnet's address with last octet host.
+func (n *Network) hostAddr(host int) netip.Addr {
+	a := n.Subnet.Addr().As4()
+	a[3] = byte(host)
+	return netip.AddrFrom4(a)
+}
+
+// ipTaken reports whether a pod has ip. n.mu is held.
+func (n *Network) ipTaken(ip netip.Addr) bool {
+	for _, p := range n.pods {
+		if p.IP == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFixedIP says why ip cannot be a new pod's address. n.mu is held.
+func (n *Network) checkFixedIP(ip netip.Addr) error {
+	switch {
+	case !n.Subnet.Contains(ip):
+		return fmt.Errorf("address %s is outside the network's subnet %s", ip, n.Subnet)
+	case ip.As4()[3] == 0 || ip.As4()[3] == 255:
+		return fmt.Errorf("address %s is the subnet's network or broadcast address", ip)
+	case ip == n.HostIP:
+		return fmt.Errorf("address %s is the host's address on the bridge", ip)
+	case n.ipTaken(ip):
+		return fmt.Errorf("address %s is another pod's", ip)
+	}
+	return nil
 }
 
 // ExecOptions says how to run a process in a pod.

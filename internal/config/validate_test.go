@@ -1,0 +1,19 @@
+package config
+
+import "testing"
+
+// TestSidecarOwnPorts: every port of the sidecar's own listeners (outbound
+// 15001, inbound 15006, admin 15000, agent 15020 and 15021, telemetry
+// 15090) is refused as a Sidecar listener port; the port next to one is not.
+func TestSidecarOwnPorts(t *testing.T) {
+	var tests []validationCase
+	for _, port := range []string{"15006", "15000", "15020", "15021", "15090"} {
+		tests = append(tests, validationCase{
+			name: port,
+			yaml: sc("  egress:\n  - port: {number: " + port + ", protocol: HTTP}\n    hosts: ['./*']\n"),
+			errs: []string{"spec.egress[0].port.number: " + port + " is a port of the sidecar's own listeners; pick another"},
+		})
+	}
+	tests = append(tests, validationCase{name: "15002", yaml: sc("  egress:\n  - port: {number: 15002, protocol: HTTP}\n    hosts: ['./*']\n")})
+	runValidation(t, tests)
+}

@@ -147,38 +147,82 @@ spec: {address: 10.0.0.3, locality: us/b, labels: {app: s, rack: r1}}
 apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
 metadata: {name: client, namespace: ns}
-spec: {address: 10.0.0.9, locality: us/a, labels: {app: client, rack: r1}}
+spec: {address: 10.0.0.9, locality: us/a, labels: {app: client, rack: r1, zone: z1, topology.istio.io/network: n1}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: t, namespace: ns}
+spec:
+  hosts: [t.ns.svc.cluster.local]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  workloadSelector: {labels: {app: t}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: t1, namespace: ns}
+spec: {address: 10.0.1.1, locality: us/a, labels: {app: t, rack: r1, zone: z1, topology.istio.io/network: n1}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: t2, namespace: ns}
+spec: {address: 10.0.1.2, locality: us/a, labels: {app: t, rack: r1, zone: z2, topology.istio.io/network: n1}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: t3, namespace: ns}
+spec: {address: 10.0.1.3, locality: us/a, labels: {app: t, rack: r2, zone: z1, topology.istio.io/network: n1}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: t4, namespace: ns}
+spec: {address: 10.0.1.4, locality: us/a, labels: {app: t, rack: r1, zone: z1, topology.istio.io/network: n2}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: t5, namespace: ns}
+spec: {address: 10.0.1.5, locality: us/a, labels: {app: t, rack: r2, zone: z1, topology.istio.io/network: n2}}
 `
-	rule := func(lb string) string {
+	rule := func(host, lb string) string {
 		return `apiVersion: networking.istio.io/v1
 kind: DestinationRule
-metadata: {name: s, namespace: ns}
+metadata: {name: dr, namespace: ns}
 spec:
-  host: s.ns.svc.cluster.local
+  host: ` + host + `
   trafficPolicy:
     outlierDetection: {consecutive5xxErrors: 1}
     loadBalancer: {localityLbSetting: ` + lb + `}
 `
 	}
-	const cluster = "outbound|80||s.ns.svc.cluster.local"
 	labelled := &model.Proxy{IP: "10.0.0.9", Namespace: "ns"}
 	unlabelled := &model.Proxy{IP: "10.0.0.8", Namespace: "ns", Locality: "us/a"}
 	for _, tc := range []struct {
 		name  string
+		host  string
 		lb    string
 		proxy *model.Proxy
 		want  []string
 	}{
-		{"failoverPriority, labelled proxy", "{failoverPriority: [rack]}", labelled,
+		{"failoverPriority, labelled proxy", "s", "{failoverPriority: [rack]}", labelled,
 			[]string{"us/a p=0 w=1 10.0.0.1", "us/a p=1 w=1 10.0.0.2", "us/b p=0 w=1 10.0.0.3"}},
-		{"failoverPriority, proxy without the label", "{failoverPriority: [rack]}", unlabelled,
+		{"failoverPriority, proxy without the label", "s", "{failoverPriority: [rack]}", unlabelled,
 			[]string{"us/a p=0 w=2 10.0.0.1,10.0.0.2", "us/b p=0 w=1 10.0.0.3"}},
-		{"distribute after an entry for elsewhere", "{distribute: [{from: 'eu/*', to: {'us/a': 100}}, {from: 'us/a/*', to: {'us/a': 20, 'us/b': 80}}]}", labelled,
+		{"distribute after an entry for elsewhere", "s", "{distribute: [{from: 'eu/*', to: {'us/a': 100}}, {from: 'us/a/*', to: {'us/a': 20, 'us/b': 80}}]}", labelled,
 			[]string{"us/a p=0 w=20 10.0.0.1,10.0.0.2", "us/b p=0 w=80 10.0.0.3"}},
+		// Two labels: a mismatch on the first ranks lower than one on
+		// the second.
+		{"failoverPriority by two labels", "t", "{failoverPriority: [rack, zone]}", labelled,
+			[]string{"us/a p=0 w=2 10.0.1.1,10.0.1.4", "us/a p=1 w=1 10.0.1.2", "us/a p=2 w=2 10.0.1.3,10.0.1.5"}},
+		// The network first: another network ranks below every
+		// endpoint of the proxy's, and the later labels still rank
+		// within it.
+		{"failoverPriority by network, then rack", "t", "{failoverPriority: [topology.istio.io/network, rack]}", labelled,
+			[]string{"us/a p=0 w=2 10.0.1.1,10.0.1.2", "us/a p=1 w=1 10.0.1.3", "us/a p=2 w=1 10.0.1.4", "us/a p=3 w=1 10.0.1.5"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			snap := localitySnapshot(t, workloads, rule(tc.lb))
-			clas := New(SourceFunc(func() *mesh.Snapshot { return snap })).BuildEndpoints(tc.proxy, []string{cluster})
+			host := tc.host + ".ns.svc.cluster.local"
+			snap := localitySnapshot(t, workloads, rule(host, tc.lb))
+			clas := New(SourceFunc(func() *mesh.Snapshot { return snap })).BuildEndpoints(tc.proxy, []string{"outbound|80||" + host})
 			if len(clas) != 1 {
 				t.Fatalf("%d load assignments, want 1", len(clas))
 			}

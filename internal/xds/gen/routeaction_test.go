@@ -1,11 +1,14 @@
 package gen_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 	proxyroute "github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/xds/gen"
 )
 
 // TestRouteActionsCompileInProxy checks that what straitd emits for every
@@ -65,5 +68,61 @@ func TestRouteActionsCompileInProxy(t *testing.T) {
 	}
 	if r := tb.MatchHeaders(host, "/items/42", nil); r == nil || r.Rewrite == nil || r.Rewrite.Apply("/items/42", 9) != "/item?id=42" {
 		t.Errorf("/items regex rewrite: %+v", r)
+	}
+}
+
+// A single destination's headers: a Host among them rewrites the
+// authority unless the rule's rewrite.authority does; other headers leave
+// the authority alone.
+func TestDestinationHeadersAuthority(t *testing.T) {
+	const docs = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: demo}
+spec:
+  hosts: [echo.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: echo, namespace: demo}
+spec:
+  hosts: [echo.example.com]
+  http:
+  - name: plain
+    match: [{uri: {prefix: /plain}}]
+    route: [{destination: {host: echo.example.com}, headers: {request: {set: {x-a: b}}}}]
+  - name: host
+    match: [{uri: {prefix: /host}}]
+    route: [{destination: {host: echo.example.com}, headers: {request: {set: {host: h.example}}}}]
+  - name: rewrite
+    match: [{uri: {prefix: /rewrite}}]
+    rewrite: {authority: r.example}
+    route: [{destination: {host: echo.example.com}, headers: {request: {set: {host: h.example}}}}]
+`
+	snap := build(t, storeOf(t, docs), mesh.BuildOptions{})
+	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, rc := range gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap })).BuildRoutes(proxy, []string{"80"}) {
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				if a := r.GetRoute(); a != nil {
+					got[r.GetName()] = fmt.Sprintf("%T %s", a.GetHostRewriteSpecifier(), a.GetHostRewriteLiteral())
+				}
+			}
+		}
+	}
+	for name, want := range map[string]string{
+		"plain":   "<nil> ",
+		"host":    "*routev3.RouteAction_HostRewriteLiteral h.example",
+		"rewrite": "*routev3.RouteAction_HostRewriteLiteral r.example",
+	} {
+		if got[name] != want {
+			t.Errorf("route %s: host rewrite %q, want %q", name, got[name], want)
+		}
 	}
 }

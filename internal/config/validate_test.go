@@ -17,3 +17,13 @@ func TestSidecarOwnPorts(t *testing.T) {
 	tests = append(tests, validationCase{name: "15002", yaml: sc("  egress:\n  - port: {number: 15002, protocol: HTTP}\n    hosts: ['./*']\n")})
 	runValidation(t, tests)
 }
+
+// TestDelegateCombinations: a delegating rule takes no route, redirect or
+// directResponse of its own, each refused alone.
+func TestDelegateCombinations(t *testing.T) {
+	const msg = "spec.http[0].delegate: cannot be combined with route, redirect or directResponse: the delegate's routes answer"
+	runValidation(t, []validationCase{
+		{name: "redirect", yaml: httpRule("delegate: {name: d}\n    redirect: {uri: /x}"), errs: []string{msg}},
+		{name: "directResponse", yaml: httpRule("delegate: {name: d}\n    directResponse: {status: 200}"), errs: []string{msg}},
+	})
+}

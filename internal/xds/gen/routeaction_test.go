@@ -126,3 +126,49 @@ spec:
 		}
 	}
 }
+
+// A redirect's port: the scheme's default port is left out of the
+// Location (Envoy adds none then), any other is kept; derivePort takes the
+// port the request came to.
+func TestRedirectPort(t *testing.T) {
+	const docs = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: demo}
+spec:
+  hosts: [echo.example.com]
+  ports: [{number: 8080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: echo, namespace: demo}
+spec:
+  hosts: [echo.example.com]
+  http:
+  - {name: http-80, match: [{uri: {prefix: /a}}], redirect: {port: 80}}
+  - {name: http-443, match: [{uri: {prefix: /b}}], redirect: {port: 443}}
+  - {name: https-443, match: [{uri: {prefix: /c}}], redirect: {port: 443, scheme: https}}
+  - {name: https-80, match: [{uri: {prefix: /d}}], redirect: {port: 80, scheme: https}}
+  - {name: derived, match: [{uri: {prefix: /e}}], redirect: {derivePort: FROM_REQUEST_PORT}}
+`
+	snap := build(t, storeOf(t, docs), mesh.BuildOptions{})
+	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint32{}
+	for _, rc := range gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap })).BuildRoutes(proxy, []string{"8080"}) {
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				if rd := r.GetRedirect(); rd != nil {
+					got[r.GetName()] = rd.GetPortRedirect()
+				}
+			}
+		}
+	}
+	want := map[string]uint32{"http-80": 0, "http-443": 443, "https-443": 0, "https-80": 80, "derived": 8080}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("redirect ports %v, want %v", got, want)
+	}
+}

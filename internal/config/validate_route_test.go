@@ -75,6 +75,11 @@ func TestValidateHTTPRouteBounds(t *testing.T) {
 				`spec.http[0].retries.retryOn: "worse" is not a retry condition`,
 			}},
 
+		// A subset name is a DNS label: at most 63 characters.
+		{name: "subset of 63", yaml: httpRule("route: [{destination: {host: a, subset: " + strings.Repeat("s", 63) + "}}]")},
+		{name: "subset of 64", yaml: httpRule("route: [{destination: {host: a, subset: " + strings.Repeat("s", 64) + "}}]"),
+			errs: []string{`spec.http[0].route[0].destination.subset: "` + strings.Repeat("s", 64) + `" is not a valid subset name`}},
+
 		// Weights: the sum may reach Envoy's uint32 limit, not pass it.
 		{name: "weights add up to MaxUint32", yaml: httpRule("route: [{destination: {host: a}, weight: 2147483647}, {destination: {host: b}, weight: 2147483647}, {destination: {host: c}, weight: 1}]")},
 	})

@@ -1,6 +1,9 @@
 package config
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestSidecarOwnPorts: every port of the sidecar's own listeners (outbound
 // 15001, inbound 15006, admin 15000, agent 15020 and 15021, telemetry
@@ -25,5 +28,22 @@ func TestDelegateCombinations(t *testing.T) {
 	runValidation(t, []validationCase{
 		{name: "redirect", yaml: httpRule("delegate: {name: d}\n    redirect: {uri: /x}"), errs: []string{msg}},
 		{name: "directResponse", yaml: httpRule("delegate: {name: d}\n    directResponse: {status: 200}"), errs: []string{msg}},
+	})
+}
+
+// TestValidateMatchAndSubsetBounds: the four request pseudo-headers may
+// be matched, a regex may be 1024 characters long, a DestinationRule
+// subset name 63; insecureSkipVerify conflicts with a CA in MUTUAL mode as
+// in SIMPLE.
+func TestValidateMatchAndSubsetBounds(t *testing.T) {
+	const to = "\n    route: [{destination: {host: echo}}]"
+	runValidation(t, []validationCase{
+		{name: "pseudo-header matches", yaml: httpRule("match: [{headers: {':method': {exact: GET}, ':scheme': {exact: http}, ':authority': {exact: a}, ':path': {prefix: /}}}]" + to)},
+		{name: "regex of 1024", yaml: httpRule("match: [{uri: {regex: '" + strings.Repeat("a", 1024) + "'}}]" + to)},
+		{name: "subset name of 63", yaml: dr("  host: echo\n  subsets:\n  - {name: " + strings.Repeat("v", 63) + "}\n")},
+		{name: "subset name of 64", yaml: dr("  host: echo\n  subsets:\n  - {name: " + strings.Repeat("v", 64) + "}\n"),
+			errs: []string{`spec.subsets[0].name: "` + strings.Repeat("v", 64) + `" is not a valid subset name`}},
+		{name: "MUTUAL insecureSkipVerify with a CA", yaml: dr("  host: api.example.com\n  trafficPolicy:\n    tls: {mode: MUTUAL, clientCertificate: /c.pem, privateKey: /k.pem, insecureSkipVerify: true, caCertificates: /ca.pem}\n"),
+			errs: []string{"spec.trafficPolicy.tls.caCertificates: cannot be set when insecureSkipVerify is true"}},
 	})
 }

@@ -95,3 +95,32 @@ func TestAuthorizationPolicyLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthorizationPolicyRuleChecks: every from and to entry is checked
+// after one that is missing; an operation counts every field it sets (two
+// fields, none of them first, are enough); serviceAccounts conflicts with
+// any of principals, notPrincipals, namespaces and notNamespaces.
+func TestAuthorizationPolicyRuleChecks(t *testing.T) {
+	ap := func(rules string) string {
+		return "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p, namespace: foo}\nspec:\n  rules:\n" + rules
+	}
+	const conflict = "cannot set serviceAccounts with namespaces or principals"
+	runValidation(t, []validationCase{
+		{name: "missing then empty", yaml: ap("  - from: [{}, {source: {}}]\n    to: [{}, {operation: {}}]\n"), errs: []string{
+			"spec.rules[0].from[0].source: must be set",
+			"spec.rules[0].from[1].source: must set at least one field",
+			"spec.rules[0].to[0].operation: must be set",
+			"spec.rules[0].to[1].operation: must set at least one field",
+		}},
+		{name: "operations of two fields", yaml: ap("  - to:\n" +
+			"    - operation: {hosts: [a.example], notHosts: [b.example]}\n" +
+			"    - operation: {ports: ['80'], notPorts: ['81']}\n" +
+			"    - operation: {notPorts: ['81'], methods: [GET]}\n" +
+			"    - operation: {methods: [GET], notMethods: [POST]}\n" +
+			"    - operation: {paths: [/a], notPaths: [/b]}\n")},
+		{name: "notNamespaces with serviceAccounts", yaml: ap("  - from: [{source: {notNamespaces: [a], serviceAccounts: [ns/sa]}}]\n"),
+			errs: []string{"spec.rules[0].from[0].source: " + conflict}},
+		{name: "notPrincipals with notServiceAccounts", yaml: ap("  - from: [{source: {notPrincipals: [td/ns/a/sa/b], notServiceAccounts: [ns/sa]}}]\n"),
+			errs: []string{"spec.rules[0].from[0].source: " + conflict}},
+	})
+}

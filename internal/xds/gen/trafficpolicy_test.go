@@ -97,6 +97,7 @@ spec:
   trafficPolicy:
     loadBalancer: {simple: RANDOM}
     outlierDetection: {consecutive5xxErrors: 3}
+    tls: {mode: SIMPLE}
     portLevelSettings:
     - port: {number: 81}
       connectionPool: {tcp: {maxConnections: 7}}
@@ -105,6 +106,8 @@ spec:
     labels: {v: a}
     trafficPolicy:
       connectionPool: {tcp: {maxConnections: 9}}
+      outlierDetection: {consecutive5xxErrors: 5}
+      tls: {mode: DISABLE}
   - name: p
     labels: {v: p}
     trafficPolicy:
@@ -117,20 +120,21 @@ spec:
 	type want struct {
 		lb       string
 		od, conn uint32 // 0: none
+		tls      string // "": none
 	}
 	for _, c := range []struct {
 		subset string
 		port   uint32
 		want   want
 	}{
-		{"", 80, want{"RANDOM", 3, 0}},
-		{"", 81, want{"", 0, 7}},        // the port level replaces the top level whole
-		{"a", 80, want{"RANDOM", 3, 9}}, // the subset adds its pool
-		{"a", 81, want{"", 0, 9}},
+		{"", 80, want{"RANDOM", 3, 0, "SIMPLE"}},
+		{"", 81, want{"", 0, 7, ""}},               // the port level replaces the top level whole
+		{"a", 80, want{"RANDOM", 5, 9, "DISABLE"}}, // the subset's pool, outlier detection and tls
+		{"a", 81, want{"", 5, 9, "DISABLE"}},
 		// The subset's port level replaces the subset's policy and the
 		// rule's for that port, unset parts included.
-		{"p", 80, want{"", 1, 0}},
-		{"p", 81, want{"ROUND_ROBIN", 0, 7}},
+		{"p", 80, want{"", 1, 0, ""}},
+		{"p", 81, want{"ROUND_ROBIN", 0, 7, ""}},
 	} {
 		p := trafficPolicyFor(snap, "ns", host, c.subset, c.port)
 		got := want{
@@ -140,6 +144,9 @@ spec:
 		}
 		if p.GetLoadBalancer() == nil {
 			got.lb = ""
+		}
+		if p.GetTls() != nil {
+			got.tls = p.GetTls().GetMode().String()
 		}
 		if got != c.want {
 			t.Errorf("subset %q port %d: %+v, want %+v", c.subset, c.port, got, c.want)

@@ -172,3 +172,53 @@ spec:
 		t.Errorf("redirect ports %v, want %v", got, want)
 	}
 }
+
+// A destination without a port goes to its service's only port, so that
+// port's consistentHash applies; a service of two ports is reached on the
+// request's port, where that port-level setting does not apply.
+func TestHashPolicyDestinationPort(t *testing.T) {
+	se := func(name, ports string) string {
+		return "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: " + name + ", namespace: demo}\nspec:\n  hosts: [" + name +
+			".example.com]\n  ports: " + ports + "\n  resolution: STATIC\n  endpoints: [{address: 10.1.0.1}]\n"
+	}
+	hash := func(name string) string {
+		return "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: " + name + ", namespace: demo}\nspec:\n  host: " + name +
+			".example.com\n  trafficPolicy:\n    portLevelSettings:\n    - port: {number: 9090}\n      loadBalancer: {consistentHash: {httpHeaderName: x-" + name + "}}\n"
+	}
+	const vs = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: a, namespace: demo}
+spec:
+  hosts: [a.example.com]
+  http:
+  - {name: one, match: [{uri: {prefix: /one}}], route: [{destination: {host: one.example.com}}]}
+  - {name: two, match: [{uri: {prefix: /two}}], route: [{destination: {host: two.example.com}}]}
+  - {name: two-9090, match: [{uri: {prefix: /9090}}], route: [{destination: {host: two.example.com, port: {number: 9090}}}]}
+`
+	snap := build(t, storeOf(t,
+		se("a", "[{number: 80, name: http, protocol: HTTP}]"),
+		se("one", "[{number: 9090, name: http, protocol: HTTP}]"),
+		se("two", "[{number: 9090, name: http, protocol: HTTP}, {number: 9091, name: http-b, protocol: HTTP}]"),
+		hash("one"), hash("two"), vs), mesh.BuildOptions{})
+	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, rc := range gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap })).BuildRoutes(proxy, []string{"80"}) {
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				var hs []string
+				for _, h := range r.GetRoute().GetHashPolicy() {
+					hs = append(hs, h.GetHeader().GetHeaderName())
+				}
+				got[r.GetName()] = fmt.Sprint(hs)
+			}
+		}
+	}
+	for name, want := range map[string]string{"one": "[x-one]", "two": "[]", "two-9090": "[x-two]"} {
+		if got[name] != want {
+			t.Errorf("route %s: hash on %s, want %s", name, got[name], want)
+		}
+	}
+}

@@ -47,3 +47,16 @@ func TestValidateMatchAndSubsetBounds(t *testing.T) {
 			errs: []string{"spec.trafficPolicy.tls.caCertificates: cannot be set when insecureSkipVerify is true"}},
 	})
 }
+
+// TestCookieAttributes: a consistentHash cookie's attribute names are
+// set and distinct.
+func TestCookieAttributes(t *testing.T) {
+	runValidation(t, []validationCase{
+		{name: "attributes", yaml: dr("  host: echo\n  trafficPolicy:\n    loadBalancer: {consistentHash: {httpCookie: {name: c, ttl: 10s, attributes: [{name: SameSite, value: Strict}, {name: Secure}]}}}\n")},
+		{name: "empty and repeated", yaml: dr("  host: echo\n  trafficPolicy:\n    loadBalancer: {consistentHash: {httpCookie: {name: c, ttl: 10s, attributes: [{name: SameSite, value: Strict}, {name: ''}, {name: SameSite}]}}}\n"),
+			errs: []string{
+				"spec.trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes[1].name: must not be empty",
+				`spec.trafficPolicy.loadBalancer.consistentHash.httpCookie.attributes[2].name: "SameSite" is listed twice`,
+			}},
+	})
+}

@@ -38,6 +38,7 @@ func TestValidateHTTPRouteBounds(t *testing.T) {
 			errs: []string{"spec.http[0].headers.request.set[x-a]: the value has a control character"}},
 
 		// Fault percentages 0-100, abort status 200-599.
+		{name: "fault percentage 0", yaml: httpRule("fault: {abort: {httpStatus: 503, percentage: {value: 0}}}\n    " + to)},
 		{name: "fault percentage 100", yaml: httpRule("fault: {abort: {httpStatus: 503, percentage: {value: 100}}}\n    " + to)},
 		{name: "fault percentage 100.5", yaml: httpRule("fault: {abort: {httpStatus: 503, percentage: {value: 100.5}}}\n    " + to),
 			errs: []string{"spec.http[0].fault.abort.percentage.value: 100.5 is not a percentage (0 to 100)"}},

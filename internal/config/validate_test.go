@@ -60,3 +60,25 @@ func TestCookieAttributes(t *testing.T) {
 			}},
 	})
 }
+
+// TestExportToNamespaceLength: an exportTo namespace is a DNS label of at
+// most 63 characters.
+func TestExportToNamespaceLength(t *testing.T) {
+	ns := strings.Repeat("n", 63)
+	runValidation(t, []validationCase{
+		{name: "63", yaml: vs("  hosts: [echo]\n  exportTo: [" + ns + "]\n  http:\n" + route)},
+		{name: "64", yaml: vs("  hosts: [echo]\n  exportTo: [" + ns + "n]\n  http:\n" + route),
+			errs: []string{`spec.exportTo[0]: "` + ns + `n" is not ".", "*" or a namespace name`}},
+	})
+}
+
+// TestHostsOverlapSuffix: a host equal to a wildcard's suffix (".example.com"
+// against "*.example.com") is invalid, and not within the wildcard.
+func TestHostsOverlapSuffix(t *testing.T) {
+	runValidation(t, []validationCase{
+		{name: "suffix", yaml: vs("  hosts: ['*.example.com', '.example.com']\n  http:\n" + route),
+			errs: []string{`spec.hosts[1]: ".example.com" is not a valid host name`}},
+		{name: "subdomain", yaml: vs("  hosts: ['*.example.com', 'a.example.com']\n  http:\n" + route),
+			errs: []string{`spec.hosts[1]: "a.example.com" overlaps spec.hosts[0] "*.example.com"`}},
+	})
+}

@@ -111,12 +111,22 @@ spec:
   ports: [{number: 80, name: http}]
   resolution: STATIC
   subjectAltNames: [spiffe://a]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: dr}
+spec:
+  host: echo
+  trafficPolicy:
+    outlierDetection: {consecutiveErrors: 5, failurePercentageThreshold: 10, interval: 1s}
 `
 	var got []string
 	for _, fe := range FieldErrors(ParseFile("m.yaml", []byte(y)).Err) {
 		got = append(got, fmt.Sprintf("%d %s", fe.Document, fe.Field))
 	}
-	want := []string{"1 spec.http[0].fault.delay.exponentialDelay", "1 spec.http[0].match[0].statPrefix", "2 spec.subjectAltNames"}
+	want := []string{"1 spec.http[0].fault.delay.exponentialDelay", "1 spec.http[0].match[0].statPrefix", "2 spec.subjectAltNames",
+		// Two refused fields of one message: both named.
+		"3 spec.trafficPolicy.outlierDetection.consecutiveErrors", "3 spec.trafficPolicy.outlierDetection.failurePercentageThreshold"}
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -94,4 +95,73 @@ func TestAuthorizationPolicyLoad(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAuthorizationPolicyRuleChecks: every from and to entry is checked
+// after one that is missing; an operation counts every field it sets (two
+// fields, none of them first, are enough); serviceAccounts conflicts with
+// any of principals, notPrincipals, namespaces and notNamespaces.
+func TestAuthorizationPolicyRuleChecks(t *testing.T) {
+	ap := func(rules string) string {
+		return "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p, namespace: foo}\nspec:\n  rules:\n" + rules
+	}
+	const conflict = "cannot set serviceAccounts with namespaces or principals"
+	runValidation(t, []validationCase{
+		{name: "missing then empty", yaml: ap("  - from: [{}, {source: {}}]\n    to: [{}, {operation: {}}]\n"), errs: []string{
+			"spec.rules[0].from[0].source: must be set",
+			"spec.rules[0].from[1].source: must set at least one field",
+			"spec.rules[0].to[0].operation: must be set",
+			"spec.rules[0].to[1].operation: must set at least one field",
+		}},
+		{name: "operations of two fields", yaml: ap("  - to:\n" +
+			"    - operation: {hosts: [a.example], notHosts: [b.example]}\n" +
+			"    - operation: {ports: ['80'], notPorts: ['81']}\n" +
+			"    - operation: {notPorts: ['81'], methods: [GET]}\n" +
+			"    - operation: {methods: [GET], notMethods: [POST]}\n" +
+			"    - operation: {paths: [/a], notPaths: [/b]}\n")},
+		{name: "notNamespaces with serviceAccounts", yaml: ap("  - from: [{source: {notNamespaces: [a], serviceAccounts: [ns/sa]}}]\n"),
+			errs: []string{"spec.rules[0].from[0].source: " + conflict}},
+		{name: "notPrincipals with notServiceAccounts", yaml: ap("  - from: [{source: {notPrincipals: [td/ns/a/sa/b], notServiceAccounts: [ns/sa]}}]\n"),
+			errs: []string{"spec.rules[0].from[0].source: " + conflict}},
+	})
+}
+
+// TestAuthorizationPolicyWhenChecks: the forms of request.headers[NAME] and
+// request.auth.claims[NAME] keys, values and notValues together, IP checks
+// on each IP key, every value checked after an empty one, and Istio's 16
+// service accounts.
+func TestAuthorizationPolicyWhenChecks(t *testing.T) {
+	when := func(conds string) string {
+		return "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p, namespace: foo}\nspec:\n  rules:\n  - when:\n" + conds
+	}
+	var sas []string
+	for i := range 17 {
+		sas = append(sas, fmt.Sprintf("ns/sa%d", i))
+	}
+	runValidation(t, []validationCase{
+		{name: "header key without [", yaml: when("    - {key: 'request.headers.x]', values: [a]}\n"),
+			errs: []string{`spec.rules[0].when[0].key: "request.headers.x]": want request.headers[NAME]`}},
+		{name: "header key without ]", yaml: when("    - {key: 'request.headers[xy', values: [a]}\n"),
+			errs: []string{`spec.rules[0].when[0].key: "request.headers[xy": want request.headers[NAME]`}},
+		{name: "claim key without [", yaml: when("    - {key: 'request.auth.claims.x]', values: [a]}\n"),
+			errs: []string{`spec.rules[0].when[0].key: "request.auth.claims.x]": want request.auth.claims[NAME]`}},
+		{name: "claim key without ]", yaml: when("    - {key: 'request.auth.claims[xy', values: [a]}\n"),
+			errs: []string{`spec.rules[0].when[0].key: "request.auth.claims[xy": want request.auth.claims[NAME]`}},
+		{name: "values and notValues", yaml: when("    - {key: source.ip, values: [10.0.0.1], notValues: [10.0.0.2]}\n")},
+		{name: "IP keys", yaml: when("    - {key: source.ip, values: [a]}\n    - {key: remote.ip, values: [b]}\n    - {key: destination.ip, notValues: [c]}\n"), errs: []string{
+			`spec.rules[0].when[0].values[0]: "a" is not an IP address or CIDR`,
+			`spec.rules[0].when[1].values[0]: "b" is not an IP address or CIDR`,
+			`spec.rules[0].when[2].notValues[0]: "c" is not an IP address or CIDR`,
+		}},
+		{name: "empty then bad IP", yaml: when("    - {key: source.ip, values: ['', x]}\n"), errs: []string{
+			"spec.rules[0].when[0].values[0]: must not be empty",
+			`spec.rules[0].when[0].values[1]: "x" is not an IP address or CIDR`,
+		}},
+		{name: "destination.port 65535", yaml: when("    - {key: destination.port, values: ['0', '65535']}\n")},
+		{name: "destination.port 65536", yaml: when("    - {key: destination.port, values: ['65536']}\n"),
+			errs: []string{`spec.rules[0].when[0].values[0]: "65536" is not a port (0 to 65535)`}},
+		{name: "16 service accounts", yaml: when("    - {key: source.serviceAccount, values: [" + strings.Join(sas[:16], ", ") + "]}\n")},
+		{name: "17 service accounts", yaml: when("    - {key: source.serviceAccount, values: [" + strings.Join(sas, ", ") + "]}\n"),
+			errs: []string{"spec.rules[0].when[0].values: has 17 values; at most 16 are allowed"}},
+	})
 }

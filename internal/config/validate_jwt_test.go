@@ -47,6 +47,8 @@ func TestRequestAuthenticationLoad(t *testing.T) {
 		{"empty cookie", ra("  jwtRules: [{issuer: i, fromCookies: ['']}]\n"), "spec.jwtRules[0].fromCookies[0]: must not be empty"},
 		{"empty audience", ra("  jwtRules: [{issuer: i, audiences: ['']}]\n"), "spec.jwtRules[0].audiences[0]: must not be empty"},
 		{"bad payload header", ra("  jwtRules: [{issuer: i, outputPayloadToHeader: 'a b'}]\n"), `spec.jwtRules[0].outputPayloadToHeader: "a b" is not an HTTP header name`},
+		{"bad claim header", ra("  jwtRules: [{issuer: i, outputClaimToHeaders: [{header: 'a b', claim: sub}]}]\n"), `spec.jwtRules[0].outputClaimToHeaders[0].header: "a b" is not an HTTP header name`},
+		{"empty claim header", ra("  jwtRules: [{issuer: i, outputClaimToHeaders: [{claim: sub}]}]\n"), `spec.jwtRules[0].outputClaimToHeaders[0].header: "" is not an HTTP header name`},
 		{"claim header", ra("  jwtRules: [{issuer: i, outputClaimToHeaders: [{header: x}]}]\n"), "spec.jwtRules[0].outputClaimToHeaders[0].claim: must be set"},
 		{"bad selector", ra("  selector: {matchLabels: {'a b': c}}\n  jwtRules: [{issuer: i}]\n"), "spec.selector.matchLabels"},
 		{"presence refused", ra("  jwtRules: [{issuer: i, presence: REQUIRED}]\n"), "spec.jwtRules[0].presence: not supported by Strait yet"},

@@ -238,6 +238,13 @@ func TestAuthzSemantics(t *testing.T) {
 			{name: "tcp: the deny's path is dropped, so it denies all", from: client, tcp: true},
 		}},
 		{"allow nothing", apHead + "  {}\n", []authzRequest{{name: "anyone", from: client}, {name: "tcp", tcp: true}}},
+		// A policy without rules matches nothing; the next policy of the
+		// action still counts.
+		{"allow nothing, then allow principal", apHead + "  {}\n---\n" + strings.Replace(apHead, "name: p,", "name: q,", 1) +
+			"  rules: [{from: [{source: {principals: [cluster.local/ns/shop/sa/client]}}]}]\n", []authzRequest{
+			{name: "client", from: client, want: true},
+			{name: "stranger", from: stranger},
+		}},
 		{"deny with empty rule denies all", apHead + "  action: DENY\n  rules: [{}]\n", []authzRequest{{name: "anyone", from: client}}},
 		{"audit never denies", apHead + "  action: AUDIT\n  rules: [{}]\n", []authzRequest{{name: "anyone", want: true}, {name: "tcp", tcp: true, want: true}}},
 		{"dry-run is not enforced", strings.Replace(apHead, "namespace: shop}", "namespace: shop, annotations: {istio.io/dry-run: \"true\"}}", 1) + "  action: DENY\n  rules: [{}]\n",

@@ -1,11 +1,14 @@
 package gen_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 	proxyroute "github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/xds/gen"
 )
 
 // TestRouteActionsCompileInProxy checks that what straitd emits for every
@@ -65,5 +68,157 @@ func TestRouteActionsCompileInProxy(t *testing.T) {
 	}
 	if r := tb.MatchHeaders(host, "/items/42", nil); r == nil || r.Rewrite == nil || r.Rewrite.Apply("/items/42", 9) != "/item?id=42" {
 		t.Errorf("/items regex rewrite: %+v", r)
+	}
+}
+
+// A single destination's headers: a Host among them rewrites the
+// authority unless the rule's rewrite.authority does; other headers leave
+// the authority alone.
+func TestDestinationHeadersAuthority(t *testing.T) {
+	const docs = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: demo}
+spec:
+  hosts: [echo.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: echo, namespace: demo}
+spec:
+  hosts: [echo.example.com]
+  http:
+  - name: plain
+    match: [{uri: {prefix: /plain}}]
+    route: [{destination: {host: echo.example.com}, headers: {request: {set: {x-a: b}}}}]
+  - name: host
+    match: [{uri: {prefix: /host}}]
+    route: [{destination: {host: echo.example.com}, headers: {request: {set: {host: h.example}}}}]
+  - name: rewrite
+    match: [{uri: {prefix: /rewrite}}]
+    rewrite: {authority: r.example}
+    route: [{destination: {host: echo.example.com}, headers: {request: {set: {host: h.example}}}}]
+`
+	snap := build(t, storeOf(t, docs), mesh.BuildOptions{})
+	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, rc := range gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap })).BuildRoutes(proxy, []string{"80"}) {
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				if a := r.GetRoute(); a != nil {
+					got[r.GetName()] = fmt.Sprintf("%T %s", a.GetHostRewriteSpecifier(), a.GetHostRewriteLiteral())
+				}
+			}
+		}
+	}
+	for name, want := range map[string]string{
+		"plain":   "<nil> ",
+		"host":    "*routev3.RouteAction_HostRewriteLiteral h.example",
+		"rewrite": "*routev3.RouteAction_HostRewriteLiteral r.example",
+	} {
+		if got[name] != want {
+			t.Errorf("route %s: host rewrite %q, want %q", name, got[name], want)
+		}
+	}
+}
+
+// A redirect's port: the scheme's default port is left out of the
+// Location (Envoy adds none then), any other is kept; derivePort takes the
+// port the request came to.
+func TestRedirectPort(t *testing.T) {
+	const docs = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: echo, namespace: demo}
+spec:
+  hosts: [echo.example.com]
+  ports: [{number: 8080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: echo, namespace: demo}
+spec:
+  hosts: [echo.example.com]
+  http:
+  - {name: http-80, match: [{uri: {prefix: /a}}], redirect: {port: 80}}
+  - {name: http-443, match: [{uri: {prefix: /b}}], redirect: {port: 443}}
+  - {name: https-443, match: [{uri: {prefix: /c}}], redirect: {port: 443, scheme: https}}
+  - {name: https-80, match: [{uri: {prefix: /d}}], redirect: {port: 80, scheme: https}}
+  - {name: derived, match: [{uri: {prefix: /e}}], redirect: {derivePort: FROM_REQUEST_PORT}}
+`
+	snap := build(t, storeOf(t, docs), mesh.BuildOptions{})
+	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint32{}
+	for _, rc := range gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap })).BuildRoutes(proxy, []string{"8080"}) {
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				if rd := r.GetRedirect(); rd != nil {
+					got[r.GetName()] = rd.GetPortRedirect()
+				}
+			}
+		}
+	}
+	want := map[string]uint32{"http-80": 0, "http-443": 443, "https-443": 0, "https-80": 80, "derived": 8080}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("redirect ports %v, want %v", got, want)
+	}
+}
+
+// A destination without a port goes to its service's only port, so that
+// port's consistentHash applies; a service of two ports is reached on the
+// request's port, where that port-level setting does not apply.
+func TestHashPolicyDestinationPort(t *testing.T) {
+	se := func(name, ports string) string {
+		return "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: " + name + ", namespace: demo}\nspec:\n  hosts: [" + name +
+			".example.com]\n  ports: " + ports + "\n  resolution: STATIC\n  endpoints: [{address: 10.1.0.1}]\n"
+	}
+	hash := func(name string) string {
+		return "apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: " + name + ", namespace: demo}\nspec:\n  host: " + name +
+			".example.com\n  trafficPolicy:\n    portLevelSettings:\n    - port: {number: 9090}\n      loadBalancer: {consistentHash: {httpHeaderName: x-" + name + "}}\n"
+	}
+	const vs = `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: a, namespace: demo}
+spec:
+  hosts: [a.example.com]
+  http:
+  - {name: one, match: [{uri: {prefix: /one}}], route: [{destination: {host: one.example.com}}]}
+  - {name: two, match: [{uri: {prefix: /two}}], route: [{destination: {host: two.example.com}}]}
+  - {name: two-9090, match: [{uri: {prefix: /9090}}], route: [{destination: {host: two.example.com, port: {number: 9090}}}]}
+`
+	snap := build(t, storeOf(t,
+		se("a", "[{number: 80, name: http, protocol: HTTP}]"),
+		se("one", "[{number: 9090, name: http, protocol: HTTP}]"),
+		se("two", "[{number: 9090, name: http, protocol: HTTP}, {number: 9091, name: http-b, protocol: HTTP}]"),
+		hash("one"), hash("two"), vs), mesh.BuildOptions{})
+	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, rc := range gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap })).BuildRoutes(proxy, []string{"80"}) {
+		for _, vh := range rc.GetVirtualHosts() {
+			for _, r := range vh.GetRoutes() {
+				var hs []string
+				for _, h := range r.GetRoute().GetHashPolicy() {
+					hs = append(hs, h.GetHeader().GetHeaderName())
+				}
+				got[r.GetName()] = fmt.Sprint(hs)
+			}
+		}
+	}
+	for name, want := range map[string]string{"one": "[x-one]", "two": "[]", "two-9090": "[x-two]"} {
+		if got[name] != want {
+			t.Errorf("route %s: hash on %s, want %s", name, got[name], want)
+		}
 	}
 }

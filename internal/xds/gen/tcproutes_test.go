@@ -2,12 +2,15 @@ package gen_test
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -63,4 +66,92 @@ func clusterOf(t *testing.T, ls []*listener.Listener, name string) string {
 	}
 	t.Fatalf("no listener %s", name)
 	return ""
+}
+
+// chainClusters lists the tcp_proxy cluster of every filter chain of the
+// listener named name.
+func chainClusters(t *testing.T, ls []*listener.Listener, name string) []string {
+	t.Helper()
+	for _, l := range ls {
+		if l.Name != name {
+			continue
+		}
+		var out []string
+		for _, fc := range l.FilterChains {
+			for _, f := range fc.Filters {
+				var tp tcpproxy.TcpProxy
+				if f.GetTypedConfig().UnmarshalTo(&tp) == nil {
+					out = append(out, tp.GetCluster())
+				}
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	t.Fatalf("no listener %s", name)
+	return nil
+}
+
+// tcp and tls rules of a VirtualService bound only to gateways do not
+// reach sidecars, and do not hide a later VirtualService's; the same rules
+// bound to mesh do.
+func TestL4RoutesOnlyForMesh(t *testing.T) {
+	const services = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: app}
+spec:
+  hosts: [db.example.com]
+  addresses: [240.240.9.1]
+  ports: [{number: 5432, name: tcp, protocol: TCP}, {number: 443, name: tls, protocol: TLS}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: other, namespace: app}
+spec:
+  hosts: [other.example.com]
+  ports: [{number: 5432, name: tcp, protocol: TCP}, {number: 443, name: tls, protocol: TLS}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.2}]
+`
+	routes := func(name, gateways string) string {
+		return `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ` + name + `, namespace: app}
+spec:
+  hosts: [db.example.com]
+  gateways: ` + gateways + `
+  tcp:
+  - match: [{port: 5432}]
+    route: [{destination: {host: other.example.com, port: {number: 5432}}}]
+  tls:
+  - match: [{port: 443, sniHosts: [db.example.com]}]
+    route: [{destination: {host: other.example.com, port: {number: 443}}}]
+`
+	}
+	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.app~app.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		vs       []string
+		tcp, tls []string
+	}{
+		{"gateway only", []string{routes("a", "[gw]")}, []string{"outbound|5432||db.example.com"}, []string{"outbound|443||db.example.com"}},
+		{"mesh", []string{routes("a", "[mesh]")}, []string{"outbound|5432||other.example.com"}, []string{"outbound|443||other.example.com"}},
+		{"gateway only, then mesh", []string{routes("a", "[gw]"), routes("b", "[mesh]")}, []string{"outbound|5432||other.example.com"}, []string{"outbound|443||other.example.com"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := build(t, storeOf(t, append([]string{services}, tc.vs...)...), mesh.BuildOptions{})
+			ls := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap })).BuildListeners(proxy)
+			if got := chainClusters(t, ls, "240.240.9.1_5432"); !slices.Equal(got, tc.tcp) {
+				t.Errorf("tcp chains go to %v, want %v", got, tc.tcp)
+			}
+			if got := chainClusters(t, ls, "240.240.9.1_443"); !slices.Equal(got, tc.tls) {
+				t.Errorf("tls chains go to %v, want %v", got, tc.tls)
+			}
+		})
+	}
 }

@@ -1,9 +1,16 @@
 package gen
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
@@ -97,6 +104,7 @@ spec:
   trafficPolicy:
     loadBalancer: {simple: RANDOM}
     outlierDetection: {consecutive5xxErrors: 3}
+    tls: {mode: SIMPLE}
     portLevelSettings:
     - port: {number: 81}
       connectionPool: {tcp: {maxConnections: 7}}
@@ -105,6 +113,8 @@ spec:
     labels: {v: a}
     trafficPolicy:
       connectionPool: {tcp: {maxConnections: 9}}
+      outlierDetection: {consecutive5xxErrors: 5}
+      tls: {mode: DISABLE}
   - name: p
     labels: {v: p}
     trafficPolicy:
@@ -117,20 +127,21 @@ spec:
 	type want struct {
 		lb       string
 		od, conn uint32 // 0: none
+		tls      string // "": none
 	}
 	for _, c := range []struct {
 		subset string
 		port   uint32
 		want   want
 	}{
-		{"", 80, want{"RANDOM", 3, 0}},
-		{"", 81, want{"", 0, 7}},        // the port level replaces the top level whole
-		{"a", 80, want{"RANDOM", 3, 9}}, // the subset adds its pool
-		{"a", 81, want{"", 0, 9}},
+		{"", 80, want{"RANDOM", 3, 0, "SIMPLE"}},
+		{"", 81, want{"", 0, 7, ""}},               // the port level replaces the top level whole
+		{"a", 80, want{"RANDOM", 5, 9, "DISABLE"}}, // the subset's pool, outlier detection and tls
+		{"a", 81, want{"", 5, 9, "DISABLE"}},
 		// The subset's port level replaces the subset's policy and the
 		// rule's for that port, unset parts included.
-		{"p", 80, want{"", 1, 0}},
-		{"p", 81, want{"ROUND_ROBIN", 0, 7}},
+		{"p", 80, want{"", 1, 0, ""}},
+		{"p", 81, want{"ROUND_ROBIN", 0, 7, ""}},
 	} {
 		p := trafficPolicyFor(snap, "ns", host, c.subset, c.port)
 		got := want{
@@ -140,6 +151,9 @@ spec:
 		}
 		if p.GetLoadBalancer() == nil {
 			got.lb = ""
+		}
+		if p.GetTls() != nil {
+			got.tls = p.GetTls().GetMode().String()
 		}
 		if got != c.want {
 			t.Errorf("subset %q port %d: %+v, want %+v", c.subset, c.port, got, c.want)
@@ -177,6 +191,81 @@ spec:
 		}
 		if name == "ring" && c.GetRingHashLbConfig().GetMinimumRingSize().GetValue() != 1024 {
 			t.Errorf("consistentHash without a ring: minimum_ring_size %v, want Istio's 1024", c.GetRingHashLbConfig())
+		}
+	}
+}
+
+// tcpKeepalive: only the parts that are set (probes above 0), in seconds.
+func TestApplyTCPKeepalive(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ka   *networking.ConnectionPoolSettings_TCPSettings_TcpKeepalive
+		want string // probes/time/interval, "-" for unset
+	}{
+		{"time only", &networking.ConnectionPoolSettings_TCPSettings_TcpKeepalive{Time: durationpb.New(10 * time.Second)}, "-/10/-"},
+		{"all", &networking.ConnectionPoolSettings_TCPSettings_TcpKeepalive{Probes: 1, Time: durationpb.New(time.Minute), Interval: durationpb.New(1500 * time.Millisecond)}, "1/60/1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &cluster.Cluster{}
+			applyConnectionPool(c, &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{TcpKeepalive: tc.ka}}, nil)
+			ka := c.GetUpstreamConnectionOptions().GetTcpKeepalive()
+			show := func(v *wrapperspb.UInt32Value) string {
+				if v == nil {
+					return "-"
+				}
+				return fmt.Sprint(v.GetValue())
+			}
+			if got := show(ka.GetKeepaliveProbes()) + "/" + show(ka.GetKeepaliveTime()) + "/" + show(ka.GetKeepaliveInterval()); got != tc.want {
+				t.Errorf("keepalive %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// The upstream PROXY protocol wraps the cluster's transport socket, or
+// each of its transport socket matches (auto mTLS), or else a raw buffer.
+func TestApplyUpstreamProxyProtocol(t *testing.T) {
+	pp := &networking.TrafficPolicy_ProxyProtocol{Version: networking.TrafficPolicy_ProxyProtocol_V2}
+	socket := func(name string) *core.TransportSocket { return &core.TransportSocket{Name: name} }
+	inner := func(t *testing.T, ts *core.TransportSocket) string {
+		t.Helper()
+		if ts.GetName() != proxyProtocolSocketName {
+			return "not wrapped: " + ts.GetName()
+		}
+		var p proxyprotocolv3.ProxyProtocolUpstreamTransport
+		if err := ts.GetTypedConfig().UnmarshalTo(&p); err != nil {
+			t.Fatal(err)
+		}
+		if p.GetConfig().GetVersion() != core.ProxyProtocolConfig_V2 {
+			t.Errorf("version %v, want V2", p.GetConfig().GetVersion())
+		}
+		return p.GetTransportSocket().GetName()
+	}
+
+	c := &cluster.Cluster{}
+	applyUpstreamProxyProtocol(c, nil)
+	if c.TransportSocket != nil {
+		t.Fatal("no proxyProtocol set a transport socket")
+	}
+	applyUpstreamProxyProtocol(c, pp)
+	if got := inner(t, c.TransportSocket); got != rawBufferSocketName {
+		t.Errorf("bare cluster: wraps %q, want %q", got, rawBufferSocketName)
+	}
+
+	c = &cluster.Cluster{TransportSocket: socket("tls")}
+	applyUpstreamProxyProtocol(c, pp)
+	if got := inner(t, c.TransportSocket); got != "tls" {
+		t.Errorf("cluster with tls: wraps %q", got)
+	}
+
+	c = &cluster.Cluster{TransportSocketMatches: []*cluster.Cluster_TransportSocketMatch{{Name: "mtls", TransportSocket: socket("tls")}, {Name: "plain", TransportSocket: socket("raw")}}}
+	applyUpstreamProxyProtocol(c, pp)
+	if c.TransportSocket != nil {
+		t.Errorf("cluster with matches got a transport socket %v", c.TransportSocket)
+	}
+	for i, want := range []string{"tls", "raw"} {
+		if got := inner(t, c.TransportSocketMatches[i].GetTransportSocket()); got != want {
+			t.Errorf("match %d wraps %q, want %q", i, got, want)
 		}
 	}
 }

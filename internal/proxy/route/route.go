@@ -49,6 +49,9 @@ type Route struct {
 // Compile builds a Table. It rejects what it cannot honour, so that an
 // unsupported config is NACKed instead of routed wrongly.
 func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
+	if err := checkRouteConfiguration(rc); err != nil {
+		return nil, fmt.Errorf("route_config %q: %w", rc.GetName(), err)
+	}
 	t := &Table{Name: rc.GetName(), exact: map[string]*VirtualHost{}}
 	for _, vh := range rc.GetVirtualHosts() {
 		cvh := &VirtualHost{Name: vh.GetName()}

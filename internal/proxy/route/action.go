@@ -125,14 +125,19 @@ var (
 // routeConfigurationFields are the RouteConfiguration fields strait-proxy
 // honours; the rest (vhds, internal_only_headers, the header mutations of
 // the whole table, most_specific_header_mutations_wins,
-// max_direct_response_body_size_bytes, cluster_specifier_plugins,
-// request_mirror_policies, ignore_port_in_host_matching, vhost_header,
+// cluster_specifier_plugins, request_mirror_policies, vhost_header,
 // typed_per_filter_config, route_specifiers, and any field added later)
 // are refused by name until implemented. validate_clusters is checked on
 // its own: only false (no check, Envoy's default for RDS) is honoured.
 var routeConfigurationFields = map[protoreflect.Name]bool{
 	"name": true, "virtual_hosts": true, "metadata": true, "validate_clusters": true,
+	"ignore_port_in_host_matching": true, "max_direct_response_body_size_bytes": true,
 }
+
+// defaultMaxDirectResponseBody is Envoy's limit on a direct response body
+// when the route configuration sets none
+// (max_direct_response_body_size_bytes).
+const defaultMaxDirectResponseBody = 4096
 
 // checkRouteConfiguration refuses route configuration fields strait-proxy
 // does not implement.

@@ -46,6 +46,7 @@ type Filter struct {
 	filters    httpFilters          // the fault and CORS filters (httpfilters.go)
 	xfp        forwardedProtoPolicy // x-forwarded-proto (scheme.go)
 	xff        xffPolicy            // the client's address and x-forwarded-for (xff.go)
+	xfcc       xfccPolicy           // x-forwarded-client-cert (xfcc.go)
 	Limits     Limits
 	// AccessLog gets one record per request (access_log, built by the
 	// listener with the proxy's files); nil logs nothing and costs
@@ -109,6 +110,9 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 		return nil, err
 	}
 	if err := f.buildXFF(h); err != nil { // xff.go
+		return nil, err
+	}
+	if err := f.buildXFCC(h); err != nil { // xfcc.go
 		return nil, err
 	}
 	lim, err := buildLimits(h)

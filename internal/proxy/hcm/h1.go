@@ -65,6 +65,7 @@ type h1conn struct {
 	dst    netip.AddrPort
 	src    cluster.OriginalSource // original_src; zero when absent
 	secure bool                   // the listener terminated TLS (scheme.go)
+	xfcc   xfccConn               // the connection's client certificate (xfcc.go)
 	r      *http1.Reader
 	wbuf   []byte
 	req    http1.Request
@@ -120,7 +121,7 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 	// The wait for a request (parkAfter) and the request (stream idle)
 	// alternate their read deadlines on every request: keep the earlier.
 	dc.SetReadLazy(true)
-	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, secure: isTLS(nc), r: http1.NewReader(dc), drain: d}
+	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), r: http1.NewReader(dc), drain: d}
 	c.stopDrain = d.onStart(c.drainIdle)
 	if c.lim.MaxRequestHeadBytes == 0 {
 		// A Filter made without Build (tests): Envoy's defaults.
@@ -428,6 +429,7 @@ func (c *h1conn) serveRequest() bool {
 	c.fresp = filterResponse{} // the filters' response headers (h1filters.go)
 	c.meta.Reset()
 	c.client = c.forwardH1() // xff.go
+	c.forwardXFCC()          // xfcc.go
 	if jf := c.filter.filters.jwt; jf != nil {
 		if done, keep := c.runJWT(jf); done { // jwtfilter.go
 			return keep

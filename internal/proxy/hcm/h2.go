@@ -194,7 +194,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
+	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
 	base := &http.Server{
 		MaxHeaderBytes: maxRequestHeadersBytes,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -253,6 +253,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	setForwardedProto(r, c)    // scheme.go
 	client := c.forwardHTTP(r) // xff.go
+	c.forwardXFCC(r)           // xfcc.go
 	// The request's :scheme: what routes match, and an HTTP/2 upstream's
 	// (and a shadow's) :scheme.
 	r.URL.Scheme = streamScheme(r, c) // scheme.go

@@ -114,6 +114,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	setForwardedProto(r, c)    // scheme.go
 	client := c.forwardHTTP(r) // xff.go
+	c.forwardXFCC(r)           // xfcc.go
 	// The request's :scheme: what routes match, and an HTTP/2 upstream's
 	// (and a shadow's) :scheme.
 	r.URL.Scheme = streamScheme(r, c) // scheme.go

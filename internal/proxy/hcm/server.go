@@ -82,6 +82,7 @@ type conn struct {
 	src    cluster.OriginalSource
 	secure bool       // the listener terminated TLS (scheme.go)
 	local  netip.Addr // the Server's local address (xff.go)
+	xfcc   xfccConn   // the connection's client certificate (xfcc.go)
 	lim    *Limits    // CodecNetHTTP
 	nh     *nhConn    // CodecNetHTTP
 	// authz describes the connection for the RBAC filters (rbac.go); nil

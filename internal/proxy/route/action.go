@@ -122,6 +122,35 @@ var (
 	}
 )
 
+// routeConfigurationFields are the RouteConfiguration fields strait-proxy
+// honours; the rest (vhds, internal_only_headers, the header mutations of
+// the whole table, most_specific_header_mutations_wins,
+// cluster_specifier_plugins, request_mirror_policies, vhost_header,
+// typed_per_filter_config, route_specifiers, and any field added later)
+// are refused by name until implemented. validate_clusters is checked on
+// its own: only false (no check, Envoy's default for RDS) is honoured.
+var routeConfigurationFields = map[protoreflect.Name]bool{
+	"name": true, "virtual_hosts": true, "metadata": true, "validate_clusters": true,
+	"ignore_port_in_host_matching": true, "max_direct_response_body_size_bytes": true,
+}
+
+// defaultMaxDirectResponseBody is Envoy's limit on a direct response body
+// when the route configuration sets none
+// (max_direct_response_body_size_bytes).
+const defaultMaxDirectResponseBody = 4096
+
+// checkRouteConfiguration refuses route configuration fields strait-proxy
+// does not implement.
+func checkRouteConfiguration(rc *routev3.RouteConfiguration) error {
+	if err := router.OnlyFields("route_config", rc.ProtoReflect(), routeConfigurationFields); err != nil {
+		return fmt.Errorf("%w (remove it)", err)
+	}
+	if rc.GetValidateClusters().GetValue() {
+		return fmt.Errorf("route_config.validate_clusters true is not supported by strait-proxy (a route to an unknown cluster answers 503 when used, it is not rejected at load); remove the field or set it false")
+	}
+	return nil
+}
+
 // checkVirtualHost refuses virtual host fields strait-proxy does not
 // implement.
 func checkVirtualHost(vh *routev3.VirtualHost) error {

@@ -20,6 +20,9 @@ type Table struct {
 	suffixes []wildcard // "*.example.com", longest first
 	prefixes []wildcard // "example.*", longest first
 	any      *VirtualHost
+	// ignorePort drops the Host header's port before the virtual host
+	// lookup (ignore_port_in_host_matching).
+	ignorePort bool
 }
 
 type wildcard struct {
@@ -49,7 +52,14 @@ type Route struct {
 // Compile builds a Table. It rejects what it cannot honour, so that an
 // unsupported config is NACKed instead of routed wrongly.
 func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
-	t := &Table{Name: rc.GetName(), exact: map[string]*VirtualHost{}}
+	if err := checkRouteConfiguration(rc); err != nil {
+		return nil, fmt.Errorf("route_config %q: %w", rc.GetName(), err)
+	}
+	t := &Table{Name: rc.GetName(), exact: map[string]*VirtualHost{}, ignorePort: rc.GetIgnorePortInHostMatching()}
+	maxBody := defaultMaxDirectResponseBody
+	if v := rc.GetMaxDirectResponseBodySizeBytes(); v != nil {
+		maxBody = int(v.GetValue())
+	}
 	for _, vh := range rc.GetVirtualHosts() {
 		cvh := &VirtualHost{Name: vh.GetName()}
 		if err := checkVirtualHost(vh); err != nil {
@@ -63,6 +73,9 @@ func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
 			cr, err := compileRoute(r)
 			if err == nil {
 				cr.Filters, err = compileFilters(r, vhf) // filters.go
+			}
+			if err == nil && cr.Direct != nil && len(cr.Direct.Body) > maxBody {
+				err = fmt.Errorf("direct_response.body is %d bytes, more than the route configuration's max_direct_response_body_size_bytes (%d; raise it or shorten the body)", len(cr.Direct.Body), maxBody)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("route_config %q virtual_host %q route %d: %w", rc.GetName(), vh.GetName(), i, err)
@@ -114,9 +127,13 @@ func compileRoute(r *routev3.Route) (*Route, error) {
 // VirtualHostFor selects the virtual host for a Host header: exact domain,
 // then the longest "*.suffix", then the longest "prefix*", then "*". When
 // the host carries a port and nothing but "*" matches it, the host without
-// the port is tried too.
+// the port is tried too. With ignore_port_in_host_matching the port is
+// dropped first, as Envoy's RouteMatcher::findVirtualHost does.
 func (t *Table) VirtualHostFor(host string) *VirtualHost {
 	host = strings.ToLower(host)
+	if t.ignorePort {
+		host, _ = stripPort(host)
+	}
 	if vh := t.lookup(host); vh != nil {
 		return vh
 	}

@@ -2,6 +2,7 @@ package tlsconf
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"iter"
 	"net"
 )
@@ -33,6 +34,42 @@ func Terminated(c net.Conn) *tls.Conn {
 		if tc, ok := l.(*tls.Conn); ok {
 			return tc
 		}
+	}
+	return nil
+}
+
+// ServerConn is a connection on which the proxy ran the server side of
+// TLS: the *tls.Conn, and the certificate the proxy presented (which
+// crypto/tls does not keep), for what reads the local certificate, as the
+// HCM's x-forwarded-client-cert By does.
+type ServerConn struct {
+	*tls.Conn
+	local *tls.Certificate // nil when the handshake chose none
+}
+
+// NetConn returns the TLS connection, so that Layers and Terminated see it.
+func (c *ServerConn) NetConn() net.Conn { return c.Conn }
+
+// LocalCertificate returns the leaf certificate the proxy presented on the
+// TLS connection it terminated under c; nil for a connection in clear
+// text, TLS passed through, or a certificate that does not parse.
+func LocalCertificate(c net.Conn) *x509.Certificate {
+	for l := range Layers(c) {
+		sc, ok := l.(*ServerConn)
+		if !ok {
+			continue
+		}
+		if sc.local == nil || len(sc.local.Certificate) == 0 {
+			return nil
+		}
+		if sc.local.Leaf != nil {
+			return sc.local.Leaf
+		}
+		leaf, err := x509.ParseCertificate(sc.local.Certificate[0])
+		if err != nil {
+			return nil
+		}
+		return leaf
 	}
 	return nil
 }

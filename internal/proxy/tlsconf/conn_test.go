@@ -1,9 +1,11 @@
 package tlsconf
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"testing"
+	"time"
 )
 
 // wrapper is a replaying connection as the proxy's are: it exposes the
@@ -42,5 +44,62 @@ func TestTerminated(t *testing.T) {
 		if n != tc0.layers {
 			t.Errorf("%s: %d layers, want %d", tc0.name, n, tc0.layers)
 		}
+	}
+}
+
+// TestLocalCertificate: after a server handshake, the connection (also
+// under a wrapper) tells which certificate the proxy presented, the one
+// from SDS with the server's SPIFFE ID, and still exposes its *tls.Conn
+// to Terminated; a connection in clear text has none.
+func TestLocalCertificate(t *testing.T) {
+	p := newPair(t, nil, true)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type result struct {
+		sc  *ServerConn
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		c, err := lis.Accept()
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		sc, err := p.server.Handshake(ctx, c)
+		res <- result{sc, err}
+	}()
+	raw, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := p.client.Handshake(ctx, raw); err != nil {
+		t.Fatalf("client handshake: %v", err)
+	}
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("server handshake: %v", r.err)
+	}
+	defer r.sc.Close()
+	for _, c := range []net.Conn{r.sc, wrapper{r.sc}} {
+		leaf := LocalCertificate(c)
+		if leaf == nil || len(leaf.URIs) != 1 || leaf.URIs[0].String() != serverID {
+			t.Fatalf("LocalCertificate = %v, want the certificate of %s", leaf, serverID)
+		}
+		if Terminated(c) != r.sc.Conn {
+			t.Errorf("Terminated does not find the TLS connection under the ServerConn")
+		}
+	}
+	if LocalCertificate(raw) != nil || LocalCertificate(wrapper{raw}) != nil {
+		t.Errorf("LocalCertificate of a clear-text connection is not nil")
+	}
+	if LocalCertificate(&ServerConn{Conn: r.sc.Conn}) != nil {
+		t.Errorf("LocalCertificate with no certificate presented is not nil")
 	}
 }

@@ -102,18 +102,23 @@ func NewServer(ts *corev3.TransportSocket, p *Provider) (*Server, error) {
 }
 
 // Handshake runs the server side of TLS on conn (closed on failure).
-func (s *Server) Handshake(ctx context.Context, conn net.Conn) (*tls.Conn, error) {
+func (s *Server) Handshake(ctx context.Context, conn net.Conn) (*ServerConn, error) {
 	if err := s.c.wait(ctx); err != nil {
 		conn.Close()
 		return nil, err
 	}
 	cfg := s.c.baseConfig()
 	cfg.SessionTicketsDisabled = s.noTickets
+	// presented is the certificate GetCertificate chose; the handshake
+	// (and so the callback) is done when handshake returns.
+	var presented *tls.Certificate
 	cfg.GetCertificate = func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		if s.requireSNI && h.ServerName == "" {
 			return nil, fmt.Errorf("tls: client sent no SNI and require_sni is set")
 		}
-		return s.c.currentCert()
+		cert, err := s.c.currentCert()
+		presented = cert
+		return cert, err
 	}
 	switch {
 	case s.requireClient:
@@ -144,5 +149,9 @@ func (s *Server) Handshake(ctx context.Context, conn net.Conn) (*tls.Conn, error
 		}
 		return out, nil
 	}
-	return handshake(ctx, conn, tls.Server(conn, cfg))
+	tc, err := handshake(ctx, conn, tls.Server(conn, cfg))
+	if err != nil {
+		return nil, err
+	}
+	return &ServerConn{Conn: tc, local: presented}, nil
 }

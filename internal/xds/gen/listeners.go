@@ -250,6 +250,16 @@ func inboundChains(p inboundPort, sec inboundSecurity) []*listener.FilterChain {
 	if p.protocol.IsHTTP() {
 		filters = []*listener.Filter{hcmFilter(&hcm.HttpConnectionManager{
 			StatPrefix: statPrefix,
+			// The application sees who called it: this hop's client
+			// certificate details appended to x-forwarded-client-cert, as
+			// Istio's sidecar inbound HCM sets them
+			// (buildSidecarInboundHTTPOpts in pilot/pkg/networking/core).
+			ForwardClientCertDetails: hcm.HttpConnectionManager_APPEND_FORWARD,
+			SetCurrentClientCertDetails: &hcm.HttpConnectionManager_SetCurrentClientCertDetails{
+				Subject: wrapperspb.Bool(true),
+				Uri:     true,
+				Dns:     true,
+			},
 			RouteSpecifier: &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
 				Name: clusterName,
 				VirtualHosts: []*route.VirtualHost{{

@@ -50,8 +50,8 @@ var grpcStatusNames = map[string]bool{
 	"UNAVAILABLE": true, "DATA_LOSS": true, "UNAUTHENTICATED": true,
 }
 
-// maxDirectResponseBody is Istio's limit on a directResponse body (1 MiB).
-const maxDirectResponseBody = 1 << 20
+// MaxDirectResponseBody is Istio's limit on a directResponse body (1 MiB).
+const MaxDirectResponseBody = 1 << 20
 
 // validateHTTPRouteActions checks what an HTTP rule does: which actions
 // may be combined, header operations, CORS, fault, mirrors, redirect,
@@ -87,7 +87,7 @@ func validateHTTPRouteActions(el *errorList, f string, r *networking.HTTPRoute) 
 		if dr.Status < 200 || dr.Status > 599 {
 			el.add(f+".directResponse.status", "%d is not an HTTP status (200-599)", dr.Status)
 		}
-		if n := len(dr.GetBody().GetString_()) + len(dr.GetBody().GetBytes()); n > maxDirectResponseBody {
+		if n := len(dr.GetBody().GetString_()) + len(dr.GetBody().GetBytes()); n > MaxDirectResponseBody {
 			el.add(f+".directResponse.body", "is %d bytes; at most 1 MiB is allowed", n)
 		}
 	}

@@ -261,7 +261,8 @@ func inboundChains(p inboundPort, sec inboundSecurity) []*listener.FilterChain {
 				Dns:     true,
 			},
 			RouteSpecifier: &hcm.HttpConnectionManager_RouteConfig{RouteConfig: &route.RouteConfiguration{
-				Name: clusterName,
+				Name:             clusterName,
+				ValidateClusters: wrapperspb.Bool(false),
 				VirtualHosts: []*route.VirtualHost{{
 					Name:    fmt.Sprintf("inbound|http|%d", p.endpointPort),
 					Domains: []string{"*"},

@@ -2,7 +2,9 @@ package gen_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/straitmesh/strait/internal/mesh"
@@ -220,5 +222,50 @@ spec:
 		if got[name] != want {
 			t.Errorf("route %s: hash on %s, want %s", name, got[name], want)
 		}
+	}
+}
+
+// TestLargeDirectResponseCompilesInProxy: a directResponse body above
+// Envoy's 4 KiB default (Istio allows 1 MiB) reaches strait-proxy with
+// the route configuration's max_direct_response_body_size_bytes raised,
+// as Istio emits it; without it the proxy refuses the whole route table.
+func TestLargeDirectResponseCompilesInProxy(t *testing.T) {
+	dir := t.TempDir()
+	mesh, err := os.ReadFile(filepath.Join("testdata", "router", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Repeat("x", 5000)
+	vs := `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: big, namespace: demo}
+spec:
+  hosts: [echo.demo.svc.cluster.local]
+  http:
+  - directResponse:
+      status: 200
+      body: {string: "` + body + `"}
+`
+	for name, data := range map[string][]byte{"mesh.yaml": mesh, "vs.yaml": []byte(vs)} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, _ := newGenerator(t, dir)
+	proxy, err := model.ParseNodeID("sidecar~10.99.0.10~client.demo~demo.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcs := g.BuildRoutes(proxy, []string{"80"})
+	if len(rcs) != 1 {
+		t.Fatalf("route configs for port 80: %d, want 1", len(rcs))
+	}
+	tb, err := proxyroute.Compile(rcs[0])
+	if err != nil {
+		t.Fatalf("strait-proxy refuses the route config: %v", err)
+	}
+	r := tb.MatchHeaders("echo.demo.svc.cluster.local", "/", nil)
+	if r == nil || r.Direct == nil || len(r.Direct.Body) != len(body) {
+		t.Errorf("route for /: %+v, want the 5000-byte direct response", r)
 	}
 }

@@ -8,8 +8,10 @@ import (
 
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 )
@@ -48,7 +50,15 @@ func scopeRoutes(snap *mesh.Snapshot, scope *mesh.Scope, names []string, src rou
 		if !want(name) {
 			continue
 		}
-		rc := &route.RouteConfiguration{Name: name}
+		rc := &route.RouteConfiguration{
+			Name: name,
+			// Istio's sidecar outbound route configuration: a
+			// VirtualService's directResponse body may be up to 1 MiB
+			// (validation's limit; Envoy's default is 4 KiB), and routes
+			// to clusters not yet known are kept.
+			MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(config.MaxDirectResponseBody),
+			ValidateClusters:               wrapperspb.Bool(false),
+		}
 		used := map[string]bool{}
 		for _, svc := range byPort[port] {
 			vh := &route.VirtualHost{

@@ -98,10 +98,13 @@ func (p *Proxy) checkReady() {
 			return
 		}
 		p.init.clustersInit = true
-		close(p.clustersInit)
+		// The state first: closing clustersInit lets the xDS client
+		// ask for listeners at once, and whoever sees that request
+		// must see INITIALIZING.
 		if !p.draining.Load() {
 			p.serverState.Store(stateInitializing)
 		}
+		close(p.clustersInit)
 		p.log.Info("all clusters initialized; asking for listeners")
 		p.armLocked(p.ldsTimeout, &p.init.ldsDone, "listeners")
 	}

@@ -190,11 +190,17 @@ func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientCon
 		} else {
 			p.mu.Unlock()
 		}
+		// Waiting for a dial, the request is pending (Envoy's pending
+		// stream); a dial that fails fails it (pending_failure_eject).
+		b := p.c.breaker
+		b.pendingStart()
 		select {
 		case <-d.done:
 		case <-req.Context().Done():
+			b.pendingEnd(false)
 			return nil, req.Context().Err()
 		}
+		b.pendingEnd(d.err != nil)
 		if d.err != nil {
 			return nil, d.err
 		}

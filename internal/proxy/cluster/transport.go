@@ -81,7 +81,7 @@ func (c *Cluster) secure(ctx context.Context, ep Endpoint, conn net.Conn) (net.C
 	tc, err := sock.Handshake(ctx, conn)
 	if err != nil {
 		c.Stats.SSL.ConnectionError.Add(1)
-		c.Stats.CxConnectFail.Add(1)
+		c.connectFailed(err)
 		return nil, &TransportError{Cluster: c.Name, Addr: conn.RemoteAddr().String(), Err: err}
 	}
 	c.Stats.SSL.Handshake.Add(1)

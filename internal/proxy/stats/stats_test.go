@@ -23,6 +23,8 @@ func filled() *Store {
 	c.Router.RetryLimitExceeded.Add(2)
 	c.Router.Timeout.Add(3)
 	c.Router.PerTryTimeout.Add(4)
+	c.SetGaugeFunc("membership_total", func() int64 { return 9 }) // replaced below
+	c.SetGaugeFunc("membership_total", func() int64 { return 3 })
 	l := s.Listener("0.0.0.0_15001")
 	l.CxTotal.Add(4)
 	l.CxActive.Add(1)
@@ -39,6 +41,8 @@ func TestWritePrometheus(t *testing.T) {
 	const c = `cluster_name="outbound|80||echo.demo.svc.cluster.local"`
 	want := `# TYPE envoy_cluster_manager_cds_update_success counter
 envoy_cluster_manager_cds_update_success 5
+# TYPE envoy_cluster_membership_total gauge
+envoy_cluster_membership_total{` + c + `} 3
 # TYPE envoy_cluster_upstream_cx_connect_fail counter
 envoy_cluster_upstream_cx_connect_fail{` + c + `} 1
 # TYPE envoy_cluster_upstream_cx_none_healthy counter
@@ -48,6 +52,8 @@ envoy_cluster_upstream_cx_total{` + c + `} 2
 # TYPE envoy_cluster_upstream_rq counter
 envoy_cluster_upstream_rq{envoy_response_code="200",` + c + `} 2
 envoy_cluster_upstream_rq{envoy_response_code="503",` + c + `} 1
+# TYPE envoy_cluster_upstream_rq_completed counter
+envoy_cluster_upstream_rq_completed{` + c + `} 3
 # TYPE envoy_cluster_upstream_rq_per_try_timeout counter
 envoy_cluster_upstream_rq_per_try_timeout{` + c + `} 4
 # TYPE envoy_cluster_upstream_rq_retry counter
@@ -60,6 +66,9 @@ envoy_cluster_upstream_rq_retry_success{` + c + `} 1
 envoy_cluster_upstream_rq_timeout{` + c + `} 3
 # TYPE envoy_cluster_upstream_rq_total counter
 envoy_cluster_upstream_rq_total{` + c + `} 3
+# TYPE envoy_cluster_upstream_rq_xx counter
+envoy_cluster_upstream_rq_xx{envoy_response_code_class="2",` + c + `} 2
+envoy_cluster_upstream_rq_xx{envoy_response_code_class="5",` + c + `} 1
 # TYPE envoy_control_plane_connected_state gauge
 envoy_control_plane_connected_state 1
 # TYPE envoy_listener_downstream_cx_active gauge
@@ -79,11 +88,15 @@ func TestWriteText(t *testing.T) {
 	}
 	const c = "cluster.outbound|80||echo.demo.svc.cluster.local."
 	want := strings.Join([]string{
+		c + "membership_total: 3",
 		c + "upstream_cx_connect_fail: 1",
 		c + "upstream_cx_none_healthy: 0",
 		c + "upstream_cx_total: 2",
 		c + "upstream_rq_200: 2",
+		c + "upstream_rq_2xx: 2",
 		c + "upstream_rq_503: 1",
+		c + "upstream_rq_5xx: 1",
+		c + "upstream_rq_completed: 3",
 		c + "upstream_rq_per_try_timeout: 4",
 		c + "upstream_rq_retry: 6",
 		c + "upstream_rq_retry_limit_exceeded: 2",

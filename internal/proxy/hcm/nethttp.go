@@ -112,6 +112,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
+	var end func()
+	if rec != &unlogged {
+		w, end = c.filter.beginStream(w, r, &rec.Code) // stats.go
+	} else {
+		w, end = c.filter.beginStream(w, r, nil)
+	}
+	defer end()
 	setForwardedProto(r, c)    // scheme.go
 	client := c.forwardHTTP(r) // xff.go
 	// The request's :scheme: what routes match, and an HTTP/2 upstream's

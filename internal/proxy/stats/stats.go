@@ -116,6 +116,7 @@ type Store struct {
 	mu        sync.Mutex // guards the maps below (creation and rendering only)
 	clusters  map[string]*ClusterStats
 	listeners map[string]*ListenerStats
+	http      map[string]*HTTPStats
 	counters  map[string]*atomic.Uint64
 	gauges    map[string]*atomic.Int64
 }
@@ -125,6 +126,7 @@ func New() *Store {
 	return &Store{
 		clusters:  map[string]*ClusterStats{},
 		listeners: map[string]*ListenerStats{},
+		http:      map[string]*HTTPStats{},
 		counters:  map[string]*atomic.Uint64{},
 		gauges:    map[string]*atomic.Int64{},
 	}
@@ -247,6 +249,20 @@ func (s *Store) WritePrometheus(w io.Writer) error {
 		add("envoy_listener_downstream_cx_active", "gauge", l, fmt.Sprint(ls.CxActive.Load()))
 		ls.SSL.each(func(n string, v uint64) { add(promName("listener."+n), "counter", l, fmt.Sprint(v)) })
 	}
+	for _, h := range s.http {
+		l := fmt.Sprintf(`envoy_http_conn_manager_prefix=%q`, h.Prefix)
+		h.each(func(n string, gauge bool, v int64) {
+			kind := "counter"
+			if gauge {
+				kind = "gauge"
+			}
+			if class, ok := strings.CutSuffix(strings.TrimPrefix(n, "downstream_rq_"), "xx"); ok && len(class) == 1 {
+				add("envoy_http_downstream_rq_xx", kind, fmt.Sprintf(`envoy_response_code_class="%s",%s`, class, l), fmt.Sprint(v))
+				return
+			}
+			add("envoy_http_"+n, kind, l, fmt.Sprint(v))
+		})
+	}
 	for n, c := range s.counters {
 		add(promName(n), "counter", "", fmt.Sprint(c.Load()))
 	}
@@ -319,6 +335,11 @@ func (s *Store) WriteText(w io.Writer) error {
 			fmt.Sprintf("listener.%s.downstream_cx_total: %d", l.Address, l.CxTotal.Load()),
 			fmt.Sprintf("listener.%s.downstream_cx_active: %d", l.Address, l.CxActive.Load()))
 		l.SSL.each(func(n string, v uint64) { lines = append(lines, fmt.Sprintf("listener.%s.%s: %d", l.Address, n, v)) })
+	}
+	for _, h := range s.http {
+		h.each(func(n string, _ bool, v int64) {
+			lines = append(lines, fmt.Sprintf("http.%s.%s: %d", h.Prefix, n, v))
+		})
 	}
 	for n, c := range s.counters {
 		lines = append(lines, fmt.Sprintf("%s: %d", n, c.Load()))

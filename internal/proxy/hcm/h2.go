@@ -253,13 +253,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
-	var end func()
+	var code *int // the status, for the downstream stats (stats.go)
 	if rec != &unlogged {
-		w, end = c.filter.beginStream(w, r, &rec.Code) // stats.go
+		w, code = c.filter.beginStream(w, r, &rec.Code)
 	} else {
-		w, end = c.filter.beginStream(w, r, nil)
+		w, code = c.filter.beginStream(w, r, nil)
 	}
-	defer end()
+	defer endStream(c.filter.hstats, code)
 	setForwardedProto(r, c)    // scheme.go
 	client := c.forwardHTTP(r) // xff.go
 	// The request's :scheme: what routes match, and an HTTP/2 upstream's

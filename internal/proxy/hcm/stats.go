@@ -43,21 +43,29 @@ func rqEnd(h *stats.HTTPStats, code int) {
 	h.AddResponse(code)
 }
 
-// beginStream counts an HTTP/2 or net/http stream. code reads the status
-// the stream answered when it ends: the access log's record when the
-// stream is logged (rec), else a small wrapper of w records it. The
-// returned end must be called when the handler returns.
-func (f *Filter) beginStream(w http.ResponseWriter, r *http.Request, logged *int) (http.ResponseWriter, func()) {
+// beginStream counts an HTTP/2 or net/http stream. It returns where the
+// stream's status will be: logged, the access log's record's, when the
+// stream is logged; else a small wrapper of w records it (the returned
+// writer). Pass that to endStream when the handler returns.
+func (f *Filter) beginStream(w http.ResponseWriter, r *http.Request, logged *int) (http.ResponseWriter, *int) {
 	h := f.hstats
 	if h == nil {
-		return w, func() {}
+		return w, nil
 	}
 	rqBegin(h, r.ProtoMajor)
 	if logged != nil {
-		return w, func() { rqEnd(h, *logged) }
+		return w, logged
 	}
 	cw := &codeWriter{ResponseWriter: w}
-	return cw, func() { rqEnd(h, cw.code) }
+	return cw, &cw.code
+}
+
+// endStream ends a stream counted by beginStream; code is nil when it
+// was not counted.
+func endStream(h *stats.HTTPStats, code *int) {
+	if code != nil {
+		rqEnd(h, *code)
+	}
 }
 
 // codeWriter records the status a stream answered (the first final one,

@@ -315,7 +315,7 @@ func (c *Cluster) Dial(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	}
 	conn, err := d.DialContext(ctx, ep.Network, ep.Address)
 	if err != nil {
-		c.connectFailed(err)
+		c.connectFailed(ctx, err)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
 	}
 	if err := c.writeProxyHeader(conn, ep.Downstream); err != nil {
@@ -327,12 +327,14 @@ func (c *Cluster) Dial(ctx context.Context, ep Endpoint) (net.Conn, error) {
 }
 
 // connectFailed counts a connection that failed to open: always
-// upstream_cx_connect_fail, and upstream_cx_connect_timeout too when
-// connect_timeout (or the caller's deadline) ran out, as Envoy counts both.
-func (c *Cluster) connectFailed(err error) {
+// upstream_cx_connect_fail, and upstream_cx_connect_timeout too when the
+// cluster's connect_timeout ran out, as Envoy counts both. parent is the
+// caller's context: a timeout after it ended (the request gave up) is not
+// the connect timeout's.
+func (c *Cluster) connectFailed(parent context.Context, err error) {
 	c.Stats.CxConnectFail.Add(1)
 	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+	if parent.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
 		c.cxTimeout.Add(1)
 	}
 }
@@ -344,6 +346,7 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: original source: endpoint %q is not ip:port", c.Name, ep.Address)
 	}
+	parent := ctx
 	if c.connectTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.connectTimeout)
@@ -352,7 +355,7 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	src := netip.AddrPortFrom(ep.Source.Addr, 0)
 	conn, err := dialFrom(ctx, src, dst, ep.Source.Mark)
 	if err != nil {
-		c.connectFailed(err)
+		c.connectFailed(parent, err)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
 	}
 	if err := c.writeProxyHeader(conn, ep.Downstream); err != nil {

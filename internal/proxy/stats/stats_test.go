@@ -30,6 +30,16 @@ func filled() *Store {
 	l.CxActive.Add(1)
 	s.Counter("cluster_manager.cds.update_success").Add(5)
 	s.Gauge("control_plane.connected_state").Store(1)
+	h := s.HTTP("inbound_0.0.0.0_8080")
+	h.RqTotal.Add(3)
+	h.RqHTTP1Total.Add(2)
+	h.RqHTTP2Total.Add(1)
+	h.RqActive.Add(1)
+	h.CxTotal.Add(2)
+	h.CxActive.Add(1)
+	h.AddResponse(200)
+	h.AddResponse(503)
+	h.AddResponse(0) // no response: not completed
 	return s
 }
 
@@ -39,6 +49,7 @@ func TestWritePrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	const c = `cluster_name="outbound|80||echo.demo.svc.cluster.local"`
+	const hl = `envoy_http_conn_manager_prefix="inbound_0.0.0.0_8080"`
 	want := `# TYPE envoy_cluster_manager_cds_update_success counter
 envoy_cluster_manager_cds_update_success 5
 # TYPE envoy_cluster_membership_total gauge
@@ -71,6 +82,26 @@ envoy_cluster_upstream_rq_xx{envoy_response_code_class="2",` + c + `} 2
 envoy_cluster_upstream_rq_xx{envoy_response_code_class="5",` + c + `} 1
 # TYPE envoy_control_plane_connected_state gauge
 envoy_control_plane_connected_state 1
+# TYPE envoy_http_downstream_cx_active gauge
+envoy_http_downstream_cx_active{` + hl + `} 1
+# TYPE envoy_http_downstream_cx_total counter
+envoy_http_downstream_cx_total{` + hl + `} 2
+# TYPE envoy_http_downstream_rq_active gauge
+envoy_http_downstream_rq_active{` + hl + `} 1
+# TYPE envoy_http_downstream_rq_completed counter
+envoy_http_downstream_rq_completed{` + hl + `} 2
+# TYPE envoy_http_downstream_rq_http1_total counter
+envoy_http_downstream_rq_http1_total{` + hl + `} 2
+# TYPE envoy_http_downstream_rq_http2_total counter
+envoy_http_downstream_rq_http2_total{` + hl + `} 1
+# TYPE envoy_http_downstream_rq_total counter
+envoy_http_downstream_rq_total{` + hl + `} 3
+# TYPE envoy_http_downstream_rq_xx counter
+envoy_http_downstream_rq_xx{envoy_response_code_class="1",` + hl + `} 0
+envoy_http_downstream_rq_xx{envoy_response_code_class="2",` + hl + `} 1
+envoy_http_downstream_rq_xx{envoy_response_code_class="3",` + hl + `} 0
+envoy_http_downstream_rq_xx{envoy_response_code_class="4",` + hl + `} 0
+envoy_http_downstream_rq_xx{envoy_response_code_class="5",` + hl + `} 1
 # TYPE envoy_listener_downstream_cx_active gauge
 envoy_listener_downstream_cx_active{envoy_listener_address="0.0.0.0_15001"} 1
 # TYPE envoy_listener_downstream_cx_total counter
@@ -105,6 +136,18 @@ func TestWriteText(t *testing.T) {
 		c + "upstream_rq_total: 3",
 		"cluster_manager.cds.update_success: 5",
 		"control_plane.connected_state: 1",
+		"http.inbound_0.0.0.0_8080.downstream_cx_active: 1",
+		"http.inbound_0.0.0.0_8080.downstream_cx_total: 2",
+		"http.inbound_0.0.0.0_8080.downstream_rq_1xx: 0",
+		"http.inbound_0.0.0.0_8080.downstream_rq_2xx: 1",
+		"http.inbound_0.0.0.0_8080.downstream_rq_3xx: 0",
+		"http.inbound_0.0.0.0_8080.downstream_rq_4xx: 0",
+		"http.inbound_0.0.0.0_8080.downstream_rq_5xx: 1",
+		"http.inbound_0.0.0.0_8080.downstream_rq_active: 1",
+		"http.inbound_0.0.0.0_8080.downstream_rq_completed: 2",
+		"http.inbound_0.0.0.0_8080.downstream_rq_http1_total: 2",
+		"http.inbound_0.0.0.0_8080.downstream_rq_http2_total: 1",
+		"http.inbound_0.0.0.0_8080.downstream_rq_total: 3",
 		"listener.0.0.0.0_15001.downstream_cx_active: 1",
 		"listener.0.0.0.0_15001.downstream_cx_total: 4",
 	}, "\n") + "\n"

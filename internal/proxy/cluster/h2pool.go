@@ -154,6 +154,7 @@ func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientCon
 func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientConn, error) {
 	key := h2Key{addr: addr}
 	key.src, _ = req.Context().Value(sourceKey{}).(connOwner)
+	waited := false // the request was counted as pending
 	for {
 		p.mu.Lock()
 		for _, cc := range p.conns[key] {
@@ -193,7 +194,12 @@ func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientCon
 		// Waiting for a dial, the request is pending (Envoy's pending
 		// stream); a dial that fails fails it (pending_failure_eject).
 		b := p.c.breaker
-		b.pendingStart()
+		if waited { // counted once per request, in pending_active per wait
+			b.st.pendingActive.Add(1)
+		} else {
+			b.pendingStart()
+			waited = true
+		}
 		select {
 		case <-d.done:
 		case <-req.Context().Done():

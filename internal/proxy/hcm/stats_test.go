@@ -99,7 +99,9 @@ func TestEnvoyStats(t *testing.T) {
 		name string
 		// closed: the cluster's endpoint refuses connections.
 		closed bool
-		edit   func(*clusterv3.Cluster)
+		// h2: the cluster speaks HTTP/2 to the backend.
+		h2   bool
+		edit func(*clusterv3.Cluster)
 		// run sends the requests; it returns the statuses seen.
 		run  func(t *testing.T, c *http.Client, addr string, st *stats.Store) []int
 		want map[string]int64
@@ -173,6 +175,23 @@ func TestEnvoyStats(t *testing.T) {
 			cp + "upstream_cx_active":                0,
 			cp + "upstream_rq_active":                0,
 			hp + "downstream_rq_5xx":                 1,
+		},
+	}, {
+		// The HTTP/2 pool: the first streams wait for the dial, the
+		// next find the connection.
+		name: "http2 upstream",
+		h2:   true,
+		run: func(t *testing.T, c *http.Client, addr string, _ *stats.Store) []int {
+			return []int{get(t, c, addr, "/"), get(t, c, addr, "/")}
+		},
+		want: map[string]int64{
+			cp + "upstream_rq_pending_total":  1,
+			cp + "upstream_rq_pending_active": 0,
+			cp + "upstream_cx_total":          1,
+			cp + "upstream_cx_active":         1,
+			cp + "upstream_rq_200":            2,
+			cp + "upstream_rq_completed":      2,
+			hp + "downstream_rq_2xx":          2,
 		},
 	}, {
 		name: "retry",
@@ -260,8 +279,11 @@ func TestEnvoyStats(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			be := routerBackend(t, false)
+			be := routerBackend(t, tc.h2)
 			cl := staticCluster("be", be.Listener.Addr().String())
+			if tc.h2 {
+				cl = h2Cluster(t, "be", be.Listener.Addr().String())
+			}
 			if tc.closed {
 				be.Close() // nothing listens on its port any more
 			}

@@ -59,6 +59,12 @@ const (
 type breakerStats struct {
 	cxOverflow, pendingOverflow, retryOverflow *atomic.Uint64
 	cxOpen, pendingOpen, rqOpen, retryOpen     *atomic.Int64
+	// Envoy's upstream traffic stats kept with the breaker's counts:
+	// requests in flight, requests waiting for a connection (those that
+	// found no idle one: they wait for a dial or a free slot), requests
+	// failed by their connection's failure, connections open and closed.
+	rqActive, pendingActive, cxActive          *atomic.Int64
+	pendingTotal, pendingFailureEject, cxClose *atomic.Uint64
 	// remaining_* gauges, only with track_remaining.
 	cxRemaining, pendingRemaining, rqRemaining, retryRemaining *atomic.Int64
 }
@@ -112,6 +118,13 @@ func parseBreaker(c *clusterv3.Cluster, st *stats.ClusterStats) (*breaker, error
 		pendingOpen:     st.Gauge(cbp + "rq_pending_open"),
 		rqOpen:          st.Gauge(cbp + "rq_open"),
 		retryOpen:       st.Gauge(cbp + "rq_retry_open"),
+
+		rqActive:            st.Gauge("upstream_rq_active"),
+		pendingActive:       st.Gauge("upstream_rq_pending_active"),
+		cxActive:            st.Gauge("upstream_cx_active"),
+		pendingTotal:        st.Counter("upstream_rq_pending_total"),
+		pendingFailureEject: st.Counter("upstream_rq_pending_failure_eject"),
+		cxClose:             st.Counter("upstream_cx_destroy"),
 	}
 	if track {
 		b.st.cxRemaining = st.Gauge(cbp + "remaining_cx")
@@ -190,14 +203,23 @@ func publish(v, limit int64, open, remaining *atomic.Int64) {
 	}
 }
 
+// tryConn takes a max_connections slot for a connection about to be
+// dialed; the connection counts as active (upstream_cx_active) from now
+// until releaseConn, as Envoy counts a connecting client.
 func (b *breaker) tryConn() bool {
-	return acquire(&b.conns, b.maxConns, b.st.cxOpen, b.st.cxRemaining)
+	if !acquire(&b.conns, b.maxConns, b.st.cxOpen, b.st.cxRemaining) {
+		return false
+	}
+	b.st.cxActive.Add(1)
+	return true
 }
 
 // releaseConn gives back a connection slot and wakes the requests waiting
 // for one.
 func (b *breaker) releaseConn() {
 	release(&b.conns, b.maxConns, b.st.cxOpen, b.st.cxRemaining)
+	b.st.cxActive.Add(-1)
+	b.st.cxClose.Add(1)
 	b.signal()
 }
 
@@ -238,16 +260,37 @@ func (c *Cluster) EndRetry() {
 	release(&b.retries, b.retryLimit(), b.st.retryOpen, b.st.retryRemaining)
 }
 
+// pendingStart counts a request that found no idle connection and waits
+// for one to be dialed or freed (upstream_rq_pending_total and _active);
+// pendingEnd ends that wait, failed by the connection (a connect failure:
+// upstream_rq_pending_failure_eject) or not.
+func (b *breaker) pendingStart() {
+	b.st.pendingTotal.Add(1)
+	b.st.pendingActive.Add(1)
+}
+
+func (b *breaker) pendingEnd(connFailed bool) {
+	b.st.pendingActive.Add(-1)
+	if connFailed {
+		b.st.pendingFailureEject.Add(1)
+	}
+}
+
 // waitForConn is called by a request that found no idle connection and no
 // free connection slot: it becomes pending (max_pending_requests, else
 // ErrOverflow) until a connection may be free or ctx ends. A nil error
 // means: look for an idle connection or a slot again.
-func (c *Cluster) waitForConn(ctx context.Context) error {
+// counted says the request is already counted as pending (a second
+// wait); else it is counted here once admitted.
+func (c *Cluster) waitForConn(ctx context.Context, counted bool) error {
 	b := c.breaker
 	b.st.cxOverflow.Add(1)
 	if !acquire(&b.pending, b.maxPending, b.st.pendingOpen, b.st.pendingRemaining) {
 		b.st.pendingOverflow.Add(1)
 		return ErrOverflow
+	}
+	if !counted {
+		b.pendingStart()
 	}
 	defer release(&b.pending, b.maxPending, b.st.pendingOpen, b.st.pendingRemaining)
 	// Pending is counted before the channel is read and the state looked
@@ -266,6 +309,9 @@ func (c *Cluster) waitForConn(ctx context.Context) error {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
+		if !counted {
+			b.pendingEnd(false) // the caller counts only what it started
+		}
 		return fmt.Errorf("cluster %s: waiting for a connection: %w", c.Name, ctx.Err())
 	}
 }

@@ -102,6 +102,7 @@ type Cluster struct {
 	log             *slog.Logger
 	lb              lbConfig
 	breaker         *breaker
+	cxTimeout       *atomic.Uint64 // upstream_cx_connect_timeout
 	outlier         *outlierConfig // nil: no outlier detection
 	odStats         outlierStats
 	panicThreshold  float64        // healthy_panic_threshold, percent
@@ -138,6 +139,7 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 		out.connectTimeout = ct.AsDuration()
 	}
 	out.dialer = &net.Dialer{Timeout: out.connectTimeout, KeepAlive: 30 * time.Second}
+	out.cxTimeout = out.Stats.Counter("upstream_cx_connect_timeout")
 	if err := out.configureTraffic(c); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 	}
@@ -313,7 +315,7 @@ func (c *Cluster) Dial(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	}
 	conn, err := d.DialContext(ctx, ep.Network, ep.Address)
 	if err != nil {
-		c.Stats.CxConnectFail.Add(1)
+		c.connectFailed(ctx, err)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
 	}
 	if err := c.writeProxyHeader(conn, ep.Downstream); err != nil {
@@ -324,6 +326,19 @@ func (c *Cluster) Dial(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	return c.secure(ctx, ep, conn)
 }
 
+// connectFailed counts a connection that failed to open: always
+// upstream_cx_connect_fail, and upstream_cx_connect_timeout too when the
+// cluster's connect_timeout ran out, as Envoy counts both. parent is the
+// caller's context: a timeout after it ended (the request gave up) is not
+// the connect timeout's.
+func (c *Cluster) connectFailed(parent context.Context, err error) {
+	c.Stats.CxConnectFail.Add(1)
+	var ne net.Error
+	if parent.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
+		c.cxTimeout.Add(1)
+	}
+}
+
 // dialFrom dials ep from its original source address (original_src).
 func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	dst, err := netip.ParseAddrPort(ep.Address)
@@ -331,6 +346,7 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, fmt.Errorf("cluster %s: original source: endpoint %q is not ip:port", c.Name, ep.Address)
 	}
+	parent := ctx
 	if c.connectTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.connectTimeout)
@@ -339,7 +355,7 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	src := netip.AddrPortFrom(ep.Source.Addr, 0)
 	conn, err := dialFrom(ctx, src, dst, ep.Source.Mark)
 	if err != nil {
-		c.Stats.CxConnectFail.Add(1)
+		c.connectFailed(parent, err)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)
 	}
 	if err := c.writeProxyHeader(conn, ep.Downstream); err != nil {
@@ -364,6 +380,25 @@ func (c *Cluster) activate() {
 	if c.hc != nil {
 		c.hc.activate()
 	}
+	// Envoy's membership gauges, read from the host set when the stats
+	// are rendered: the active cluster owns them.
+	c.Stats.SetGaugeFunc("membership_total", func() int64 {
+		if s := c.hosts.Load(); s != nil {
+			return int64(len(s.hosts))
+		}
+		return 0
+	})
+	c.Stats.SetGaugeFunc("membership_healthy", func() int64 {
+		n := 0
+		if s := c.hosts.Load(); s != nil {
+			for _, h := range s.hosts {
+				if h.healthy() {
+					n++
+				}
+			}
+		}
+		return int64(n)
+	})
 }
 
 // close releases idle pooled connections; in-flight ones finish normally.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net"
@@ -138,5 +139,32 @@ func TestAltStatName(t *testing.T) {
 	}
 	if c.Stats.Name != "outbound|80||a.b" {
 		t.Errorf("stats name %q, want the alt_stat_name", c.Stats.Name)
+	}
+}
+
+// A connect that outlasts connect_timeout counts upstream_cx_connect_fail
+// and upstream_cx_connect_timeout; one cut short by the caller's own
+// deadline (the request gave up) counts only the failure.
+func TestConnectTimeoutStat(t *testing.T) {
+	c := staticCluster(t, 1, func(cfg *clusterv3.Cluster) {
+		cfg.ConnectTimeout = durationpb.New(time.Nanosecond) // over before the dial starts
+	})
+	ep := Endpoint{Network: "tcp", Address: "127.0.0.1:1"}
+	if _, err := c.Dial(context.Background(), ep); err == nil {
+		t.Fatal("dial within 1ns succeeded")
+	}
+	if got := c.Stats.Counter("upstream_cx_connect_timeout").Load(); got != 1 {
+		t.Errorf("upstream_cx_connect_timeout = %d after a connect timeout, want 1", got)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := c.Dial(ctx, ep); err == nil {
+		t.Fatal("dial with an expired context succeeded")
+	}
+	if got := c.Stats.Counter("upstream_cx_connect_timeout").Load(); got != 1 {
+		t.Errorf("upstream_cx_connect_timeout = %d after the caller's deadline, want still 1", got)
+	}
+	if got := c.Stats.CxConnectFail.Load(); got != 2 {
+		t.Errorf("upstream_cx_connect_fail = %d, want 2", got)
 	}
 }

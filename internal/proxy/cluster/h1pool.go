@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"net"
 	"sync"
 	"time"
@@ -91,6 +90,9 @@ func (c *Cluster) GetConn(ctx context.Context, ep Endpoint) (*UpstreamConn, erro
 	if ep.Network != "tcp" {
 		return nil, ErrPipeEndpoint
 	}
+	// pending: the request found no idle connection and waits for a
+	// dial or a free slot (Envoy's pending request), counted once.
+	pending := false
 	for {
 		var uc *UpstreamConn
 		if o := ep.owner(); o.isValid() {
@@ -99,15 +101,27 @@ func (c *Cluster) GetConn(ctx context.Context, ep Endpoint) (*UpstreamConn, erro
 			uc = c.h1.get(ep.Address)
 		}
 		if uc != nil {
+			if pending {
+				c.breaker.pendingEnd(false)
+			}
 			return uc, nil
 		}
-		uc, err := c.DialConn(ctx, ep)
-		if !errors.Is(err, ErrOverflow) {
-			return uc, err
+		if !c.breaker.tryConn() {
+			if err := c.waitForConn(ctx, pending); err != nil {
+				if pending {
+					c.breaker.pendingEnd(false)
+				}
+				return nil, err
+			}
+			pending = true
+			continue
 		}
-		if err := c.waitForConn(ctx); err != nil {
-			return nil, err
+		if !pending {
+			c.breaker.pendingStart()
 		}
+		uc, err := c.dialConn(ctx, ep)
+		c.breaker.pendingEnd(err != nil)
+		return uc, err
 	}
 }
 
@@ -124,6 +138,11 @@ func (c *Cluster) DialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, err
 	if !c.breaker.tryConn() {
 		return nil, ErrOverflow
 	}
+	return c.dialConn(ctx, ep)
+}
+
+// dialConn is DialConn once the connection slot is taken.
+func (c *Cluster) dialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, error) {
 	nc, err := c.Dial(ctx, ep)
 	if err != nil {
 		c.breaker.releaseConn()

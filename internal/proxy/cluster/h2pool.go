@@ -154,6 +154,7 @@ func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientCon
 func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientConn, error) {
 	key := h2Key{addr: addr}
 	key.src, _ = req.Context().Value(sourceKey{}).(connOwner)
+	waited := false // the request was counted as pending
 	for {
 		p.mu.Lock()
 		for _, cc := range p.conns[key] {
@@ -190,11 +191,22 @@ func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientCon
 		} else {
 			p.mu.Unlock()
 		}
+		// Waiting for a dial, the request is pending (Envoy's pending
+		// stream); a dial that fails fails it (pending_failure_eject).
+		b := p.c.breaker
+		if waited { // counted once per request, in pending_active per wait
+			b.st.pendingActive.Add(1)
+		} else {
+			b.pendingStart()
+			waited = true
+		}
 		select {
 		case <-d.done:
 		case <-req.Context().Done():
+			b.pendingEnd(false)
 			return nil, req.Context().Err()
 		}
+		b.pendingEnd(d.err != nil)
 		if d.err != nil {
 			return nil, d.err
 		}

@@ -149,7 +149,10 @@ type outlierState struct {
 // outlierStats are Envoy's cluster.NAME.outlier_detection.* counters.
 type outlierStats struct {
 	enforced, consecutive5xx, gateway, local, overflow *atomic.Uint64
-	activeGauge                                        *atomic.Int64
+	// detected* count thresholds reached, enforced or not (Envoy's
+	// ejections_detected_*).
+	detected5xx, detectedGateway, detectedLocal *atomic.Uint64
+	activeGauge                                 *atomic.Int64
 }
 
 func newOutlierStats(st *stats.ClusterStats) outlierStats {
@@ -161,6 +164,10 @@ func newOutlierStats(st *stats.ClusterStats) outlierStats {
 		local:          st.Counter(p + "ejections_enforced_consecutive_local_origin_failure"),
 		overflow:       st.Counter(p + "ejections_overflow"),
 		activeGauge:    st.Gauge(p + "ejections_active"),
+
+		detected5xx:     st.Counter(p + "ejections_detected_consecutive_5xx"),
+		detectedGateway: st.Counter(p + "ejections_detected_consecutive_gateway_failure"),
+		detectedLocal:   st.Counter(p + "ejections_detected_consecutive_local_origin_failure"),
 	}
 }
 
@@ -217,6 +224,7 @@ func (c *Cluster) observe(h *host, status int, local LocalFailure) {
 		s.consecutiveLocal++
 		if s.consecutiveLocal == od.consecutiveLocal && od.consecutiveLocal > 0 {
 			s.consecutiveLocal = 0
+			c.odStats.detectedLocal.Add(1)
 			if enforce(od.enforceLocal) {
 				kind = "local"
 			}
@@ -226,6 +234,7 @@ func (c *Cluster) observe(h *host, status int, local LocalFailure) {
 			s.consecutiveGateway++
 			if s.consecutiveGateway == od.consecutiveGateway && od.consecutiveGateway > 0 {
 				s.consecutiveGateway = 0
+				c.odStats.detectedGateway.Add(1)
 				if enforce(od.enforceGateway) {
 					kind = "gateway"
 				}
@@ -234,6 +243,7 @@ func (c *Cluster) observe(h *host, status int, local LocalFailure) {
 		s.consecutive5xx++
 		if kind == "" && s.consecutive5xx == od.consecutive5xx && od.consecutive5xx > 0 {
 			s.consecutive5xx = 0
+			c.odStats.detected5xx.Add(1)
 			if enforce(od.enforce5xx) {
 				kind = "5xx"
 			}

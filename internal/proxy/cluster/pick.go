@@ -112,6 +112,7 @@ func (c *Cluster) PickRequest(originalDst netip.AddrPort, hash uint64, hasHash b
 		return ep, err
 	}
 	ep.counted = true
+	b.st.rqActive.Add(1)
 	if ep.h != nil {
 		ep.h.active.Add(1)
 	}
@@ -127,6 +128,7 @@ func (c *Cluster) Finish(ep Endpoint) {
 		ep.h.active.Add(-1)
 	}
 	b := c.breaker
+	b.st.rqActive.Add(-1)
 	release(&b.requests, b.maxRequests, b.st.rqOpen, b.st.rqRemaining)
 }
 

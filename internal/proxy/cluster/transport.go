@@ -73,6 +73,7 @@ func (c *Cluster) secure(ctx context.Context, ep Endpoint, conn net.Conn) (net.C
 	if sock == nil {
 		return conn, nil
 	}
+	parent := ctx
 	if c.connectTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.connectTimeout)
@@ -81,7 +82,7 @@ func (c *Cluster) secure(ctx context.Context, ep Endpoint, conn net.Conn) (net.C
 	tc, err := sock.Handshake(ctx, conn)
 	if err != nil {
 		c.Stats.SSL.ConnectionError.Add(1)
-		c.Stats.CxConnectFail.Add(1)
+		c.connectFailed(parent, err)
 		return nil, &TransportError{Cluster: c.Name, Addr: conn.RemoteAddr().String(), Err: err}
 	}
 	c.Stats.SSL.Handshake.Add(1)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
 // Name is the network filter name.
@@ -44,6 +45,7 @@ type Filter struct {
 	h2         *http2.Server        // serves HTTP/2 connections (h2.go)
 	upgrades   map[string]bool      // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
 	filters    httpFilters          // the fault and CORS filters (httpfilters.go)
+	hstats     *stats.HTTPStats     // http.<stat_prefix>.downstream_* (stats.go); nil without a store
 	xfp        forwardedProtoPolicy // x-forwarded-proto (scheme.go)
 	xff        xffPolicy            // the client's address and x-forwarded-for (xff.go)
 	xfcc       xfccPolicy           // x-forwarded-client-cert (xfcc.go)

@@ -122,6 +122,7 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 	// alternate their read deadlines on every request: keep the earlier.
 	dc.SetReadLazy(true)
 	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), r: http1.NewReader(dc), drain: d}
+	f.cxBegin() // cxEnd in finish
 	c.stopDrain = d.onStart(c.drainIdle)
 	if c.lim.MaxRequestHeadBytes == 0 {
 		// A Filter made without Build (tests): Envoy's defaults.
@@ -166,6 +167,7 @@ func (c *h1conn) finish() {
 	c.stopDrain()
 	c.nc.Close()
 	c.s.untrack(c.tracked)
+	c.filter.cxEnd()
 }
 
 // takeWbuf takes the write buffer for a request. It is taken per request,
@@ -233,8 +235,11 @@ func (c *h1conn) serve() (parked bool) {
 					c.errorReply(408, "stream timeout")
 				}
 			}
-			if logging && c.rec.Code != 0 {
-				c.endLog()
+			if c.rec.Code != 0 {
+				c.countErrorReply()
+				if logging {
+					c.endLog()
+				}
 			}
 			return false
 		}
@@ -245,15 +250,24 @@ func (c *h1conn) serve() (parked bool) {
 				code = 431
 			}
 			c.errorReply(code, "")
+			c.countErrorReply()
 			if logging {
 				c.endLog()
 			}
 			return false
 		}
 		c.requests++
+		h := c.filter.hstats
+		if h != nil {
+			rqBegin(h, 1)
+			c.rec.Code = 0 // set by the reply; beginLog cleared it when logging
+		}
 		// The body (if any) is read under request_timeout only.
 		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
 		keep := c.serveRequest()
+		if h != nil {
+			rqEnd(h, c.rec.Code)
+		}
 		if logging {
 			c.endLog()
 		}
@@ -262,6 +276,16 @@ func (c *h1conn) serve() (parked bool) {
 		if !keep {
 			return false
 		}
+	}
+}
+
+// countErrorReply counts a request answered with an error before it was
+// parsed (400, 408, 431): received and completed at once, as Envoy counts
+// a request its codec rejected.
+func (c *h1conn) countErrorReply() {
+	if h := c.filter.hstats; h != nil {
+		rqBegin(h, 1)
+		rqEnd(h, c.rec.Code)
 	}
 }
 

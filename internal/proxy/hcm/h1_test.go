@@ -103,6 +103,7 @@ func startProxyFilter(t testing.TB, codec Codec, beAddr string, log *slog.Logger
 	}
 	s := NewServer(Options{Logger: log, Clusters: cm, Codec: codec})
 	f := &Filter{StatPrefix: "test", inline: table, AccessLog: logs}
+	f.UseStats(st) // the request path with its counters, as the listener sets it up
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -187,6 +187,8 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 // serveH2 serves HTTP/2 on nc until it closes; tracked is the connection
 // Close closes.
 func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
+	f.cxBegin()
+	defer f.cxEnd()
 	defer s.untrack(tracked)
 	defer nc.Close()
 	defer func() {
@@ -251,6 +253,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
+	var code *int // the status, for the downstream stats (stats.go)
+	if rec != &unlogged {
+		w, code = c.filter.beginStream(w, r, &rec.Code)
+	} else {
+		w, code = c.filter.beginStream(w, r, nil)
+	}
+	defer endStream(c.filter.hstats, code)
 	setForwardedProto(r, c)    // scheme.go
 	client := c.forwardHTTP(r) // xff.go
 	c.forwardXFCC(r)           // xfcc.go

@@ -58,6 +58,7 @@ func (f *Filter) UseStats(st *stats.Store) {
 		return
 	}
 	p := "http." + f.StatPrefix + "."
+	f.hstats = st.HTTP(f.StatPrefix)
 	if f.filters.fault {
 		f.filters.stats.delays = st.Counter(p + "fault.delays_injected")
 		f.filters.stats.aborts = st.Counter(p + "fault.aborts_injected")

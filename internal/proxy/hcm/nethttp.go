@@ -112,6 +112,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
 	}
+	var code *int // the status, for the downstream stats (stats.go)
+	if rec != &unlogged {
+		w, code = c.filter.beginStream(w, r, &rec.Code)
+	} else {
+		w, code = c.filter.beginStream(w, r, nil)
+	}
+	defer endStream(c.filter.hstats, code)
 	setForwardedProto(r, c)    // scheme.go
 	client := c.forwardHTTP(r) // xff.go
 	c.forwardXFCC(r)           // xfcc.go

@@ -103,6 +103,7 @@ func (s *Server) serveConnNetHTTP(c net.Conn, f *Filter, dst netip.AddrPort, src
 		return
 	}
 	cn := &conn{Conn: c, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(c), xfcc: xfccConnOf(f.xfcc, c), lim: lim, nh: &nhConn{}, authz: rbacConnection(f, c, dst), logConn: logConnOf(f, c)}
+	f.cxBegin() // cxEnd in stop
 	end := func() { cn.endGracefully() }
 	if d != nil {
 		cn.nh.stops = append(cn.nh.stops, d.onStart(end))
@@ -129,6 +130,7 @@ func (c *conn) stop() {
 	for _, f := range c.nh.stops {
 		f()
 	}
+	c.filter.cxEnd()
 }
 
 // nhConnState follows a net/http codec connection between requests.

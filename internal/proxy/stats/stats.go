@@ -31,9 +31,10 @@ type ClusterStats struct {
 	SSL           SSLStats    // ssl.go
 	codes         [maxStatusCode]atomic.Uint64
 
-	mu       sync.Mutex // guards the maps below (creation and rendering only)
-	counters map[string]*atomic.Uint64
-	gauges   map[string]*atomic.Int64
+	mu         sync.Mutex // guards the maps below (creation and rendering only)
+	counters   map[string]*atomic.Uint64
+	gauges     map[string]*atomic.Int64
+	gaugeFuncs map[string]func() int64
 }
 
 // Counter returns the cluster's counter named by its Envoy suffix (e.g.
@@ -69,6 +70,32 @@ func (c *ClusterStats) Gauge(suffix string) *atomic.Int64 {
 	return v
 }
 
+// SetGaugeFunc makes the gauge named by suffix read f when the stats are
+// rendered (e.g. "membership_healthy", worked out from the hosts rather
+// than kept up to date on every change). A later call replaces f: the
+// cluster built last owns the gauge.
+func (c *ClusterStats) SetGaugeFunc(suffix string, f func() int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gaugeFuncs == nil {
+		c.gaugeFuncs = map[string]func() int64{}
+	}
+	c.gaugeFuncs[suffix] = f
+}
+
+// responses returns the responses counted by AddResponse: in all
+// (upstream_rq_completed) and by class (index 1 to 5: upstream_rq_1xx to
+// upstream_rq_5xx), as Envoy's router charges every upstream response to
+// its code, its class and the completed total at once.
+func (c *ClusterStats) responses() (completed uint64, classes [6]uint64) {
+	for code := 100; code < maxStatusCode; code++ {
+		v := c.codes[code].Load()
+		completed += v
+		classes[code/100] += v
+	}
+	return completed, classes
+}
+
 // AddResponse counts one upstream response with the given HTTP status code.
 func (c *ClusterStats) AddResponse(code int) {
 	if code > 0 && code < maxStatusCode {
@@ -89,6 +116,7 @@ type Store struct {
 	mu        sync.Mutex // guards the maps below (creation and rendering only)
 	clusters  map[string]*ClusterStats
 	listeners map[string]*ListenerStats
+	http      map[string]*HTTPStats
 	counters  map[string]*atomic.Uint64
 	gauges    map[string]*atomic.Int64
 }
@@ -98,6 +126,7 @@ func New() *Store {
 	return &Store{
 		clusters:  map[string]*ClusterStats{},
 		listeners: map[string]*ListenerStats{},
+		http:      map[string]*HTTPStats{},
 		counters:  map[string]*atomic.Uint64{},
 		gauges:    map[string]*atomic.Int64{},
 	}
@@ -194,7 +223,18 @@ func (s *Store) WritePrometheus(w io.Writer) error {
 					fmt.Sprintf(`envoy_response_code="%d",%s`, code, l), fmt.Sprint(v))
 			}
 		}
+		completed, classes := c.responses()
+		add("envoy_cluster_upstream_rq_completed", "counter", l, fmt.Sprint(completed))
+		for class, v := range classes {
+			if v > 0 {
+				add("envoy_cluster_upstream_rq_xx", "counter",
+					fmt.Sprintf(`envoy_response_code_class="%d",%s`, class, l), fmt.Sprint(v))
+			}
+		}
 		c.mu.Lock()
+		for n, f := range c.gaugeFuncs {
+			add(promName("cluster."+n), "gauge", l, fmt.Sprint(f()))
+		}
 		for n, v := range c.counters {
 			add(promName("cluster."+n), "counter", l, fmt.Sprint(v.Load()))
 		}
@@ -208,6 +248,20 @@ func (s *Store) WritePrometheus(w io.Writer) error {
 		add("envoy_listener_downstream_cx_total", "counter", l, fmt.Sprint(ls.CxTotal.Load()))
 		add("envoy_listener_downstream_cx_active", "gauge", l, fmt.Sprint(ls.CxActive.Load()))
 		ls.SSL.each(func(n string, v uint64) { add(promName("listener."+n), "counter", l, fmt.Sprint(v)) })
+	}
+	for _, h := range s.http {
+		l := fmt.Sprintf(`envoy_http_conn_manager_prefix=%q`, h.Prefix)
+		h.each(func(n string, gauge bool, v int64) {
+			kind := "counter"
+			if gauge {
+				kind = "gauge"
+			}
+			if class, ok := strings.CutSuffix(strings.TrimPrefix(n, "downstream_rq_"), "xx"); ok && len(class) == 1 {
+				add("envoy_http_downstream_rq_xx", kind, fmt.Sprintf(`envoy_response_code_class="%s",%s`, class, l), fmt.Sprint(v))
+				return
+			}
+			add("envoy_http_"+n, kind, l, fmt.Sprint(v))
+		})
 	}
 	for n, c := range s.counters {
 		add(promName(n), "counter", "", fmt.Sprint(c.Load()))
@@ -257,7 +311,17 @@ func (s *Store) WriteText(w io.Writer) error {
 				lines = append(lines, fmt.Sprintf("%supstream_rq_%d: %d", p, code, v))
 			}
 		}
+		completed, classes := c.responses()
+		lines = append(lines, fmt.Sprintf("%supstream_rq_completed: %d", p, completed))
+		for class, v := range classes {
+			if v > 0 {
+				lines = append(lines, fmt.Sprintf("%supstream_rq_%dxx: %d", p, class, v))
+			}
+		}
 		c.mu.Lock()
+		for n, f := range c.gaugeFuncs {
+			lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, f()))
+		}
 		for n, v := range c.counters {
 			lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, v.Load()))
 		}
@@ -271,6 +335,11 @@ func (s *Store) WriteText(w io.Writer) error {
 			fmt.Sprintf("listener.%s.downstream_cx_total: %d", l.Address, l.CxTotal.Load()),
 			fmt.Sprintf("listener.%s.downstream_cx_active: %d", l.Address, l.CxActive.Load()))
 		l.SSL.each(func(n string, v uint64) { lines = append(lines, fmt.Sprintf("listener.%s.%s: %d", l.Address, n, v)) })
+	}
+	for _, h := range s.http {
+		h.each(func(n string, _ bool, v int64) {
+			lines = append(lines, fmt.Sprintf("http.%s.%s: %d", h.Prefix, n, v))
+		})
 	}
 	for n, c := range s.counters {
 		lines = append(lines, fmt.Sprintf("%s: %d", n, c.Load()))

@@ -23,11 +23,23 @@ func filled() *Store {
 	c.Router.RetryLimitExceeded.Add(2)
 	c.Router.Timeout.Add(3)
 	c.Router.PerTryTimeout.Add(4)
+	c.SetGaugeFunc("membership_total", func() int64 { return 9 }) // replaced below
+	c.SetGaugeFunc("membership_total", func() int64 { return 3 })
 	l := s.Listener("0.0.0.0_15001")
 	l.CxTotal.Add(4)
 	l.CxActive.Add(1)
 	s.Counter("cluster_manager.cds.update_success").Add(5)
 	s.Gauge("control_plane.connected_state").Store(1)
+	h := s.HTTP("inbound_0.0.0.0_8080")
+	h.RqTotal.Add(3)
+	h.RqHTTP1Total.Add(2)
+	h.RqHTTP2Total.Add(1)
+	h.RqActive.Add(1)
+	h.CxTotal.Add(2)
+	h.CxActive.Add(1)
+	h.AddResponse(200)
+	h.AddResponse(503)
+	h.AddResponse(0) // no response: not completed
 	return s
 }
 
@@ -37,8 +49,11 @@ func TestWritePrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	const c = `cluster_name="outbound|80||echo.demo.svc.cluster.local"`
+	const hl = `envoy_http_conn_manager_prefix="inbound_0.0.0.0_8080"`
 	want := `# TYPE envoy_cluster_manager_cds_update_success counter
 envoy_cluster_manager_cds_update_success 5
+# TYPE envoy_cluster_membership_total gauge
+envoy_cluster_membership_total{` + c + `} 3
 # TYPE envoy_cluster_upstream_cx_connect_fail counter
 envoy_cluster_upstream_cx_connect_fail{` + c + `} 1
 # TYPE envoy_cluster_upstream_cx_none_healthy counter
@@ -48,6 +63,8 @@ envoy_cluster_upstream_cx_total{` + c + `} 2
 # TYPE envoy_cluster_upstream_rq counter
 envoy_cluster_upstream_rq{envoy_response_code="200",` + c + `} 2
 envoy_cluster_upstream_rq{envoy_response_code="503",` + c + `} 1
+# TYPE envoy_cluster_upstream_rq_completed counter
+envoy_cluster_upstream_rq_completed{` + c + `} 3
 # TYPE envoy_cluster_upstream_rq_per_try_timeout counter
 envoy_cluster_upstream_rq_per_try_timeout{` + c + `} 4
 # TYPE envoy_cluster_upstream_rq_retry counter
@@ -60,8 +77,31 @@ envoy_cluster_upstream_rq_retry_success{` + c + `} 1
 envoy_cluster_upstream_rq_timeout{` + c + `} 3
 # TYPE envoy_cluster_upstream_rq_total counter
 envoy_cluster_upstream_rq_total{` + c + `} 3
+# TYPE envoy_cluster_upstream_rq_xx counter
+envoy_cluster_upstream_rq_xx{envoy_response_code_class="2",` + c + `} 2
+envoy_cluster_upstream_rq_xx{envoy_response_code_class="5",` + c + `} 1
 # TYPE envoy_control_plane_connected_state gauge
 envoy_control_plane_connected_state 1
+# TYPE envoy_http_downstream_cx_active gauge
+envoy_http_downstream_cx_active{` + hl + `} 1
+# TYPE envoy_http_downstream_cx_total counter
+envoy_http_downstream_cx_total{` + hl + `} 2
+# TYPE envoy_http_downstream_rq_active gauge
+envoy_http_downstream_rq_active{` + hl + `} 1
+# TYPE envoy_http_downstream_rq_completed counter
+envoy_http_downstream_rq_completed{` + hl + `} 2
+# TYPE envoy_http_downstream_rq_http1_total counter
+envoy_http_downstream_rq_http1_total{` + hl + `} 2
+# TYPE envoy_http_downstream_rq_http2_total counter
+envoy_http_downstream_rq_http2_total{` + hl + `} 1
+# TYPE envoy_http_downstream_rq_total counter
+envoy_http_downstream_rq_total{` + hl + `} 3
+# TYPE envoy_http_downstream_rq_xx counter
+envoy_http_downstream_rq_xx{envoy_response_code_class="1",` + hl + `} 0
+envoy_http_downstream_rq_xx{envoy_response_code_class="2",` + hl + `} 1
+envoy_http_downstream_rq_xx{envoy_response_code_class="3",` + hl + `} 0
+envoy_http_downstream_rq_xx{envoy_response_code_class="4",` + hl + `} 0
+envoy_http_downstream_rq_xx{envoy_response_code_class="5",` + hl + `} 1
 # TYPE envoy_listener_downstream_cx_active gauge
 envoy_listener_downstream_cx_active{envoy_listener_address="0.0.0.0_15001"} 1
 # TYPE envoy_listener_downstream_cx_total counter
@@ -79,11 +119,15 @@ func TestWriteText(t *testing.T) {
 	}
 	const c = "cluster.outbound|80||echo.demo.svc.cluster.local."
 	want := strings.Join([]string{
+		c + "membership_total: 3",
 		c + "upstream_cx_connect_fail: 1",
 		c + "upstream_cx_none_healthy: 0",
 		c + "upstream_cx_total: 2",
 		c + "upstream_rq_200: 2",
+		c + "upstream_rq_2xx: 2",
 		c + "upstream_rq_503: 1",
+		c + "upstream_rq_5xx: 1",
+		c + "upstream_rq_completed: 3",
 		c + "upstream_rq_per_try_timeout: 4",
 		c + "upstream_rq_retry: 6",
 		c + "upstream_rq_retry_limit_exceeded: 2",
@@ -92,6 +136,18 @@ func TestWriteText(t *testing.T) {
 		c + "upstream_rq_total: 3",
 		"cluster_manager.cds.update_success: 5",
 		"control_plane.connected_state: 1",
+		"http.inbound_0.0.0.0_8080.downstream_cx_active: 1",
+		"http.inbound_0.0.0.0_8080.downstream_cx_total: 2",
+		"http.inbound_0.0.0.0_8080.downstream_rq_1xx: 0",
+		"http.inbound_0.0.0.0_8080.downstream_rq_2xx: 1",
+		"http.inbound_0.0.0.0_8080.downstream_rq_3xx: 0",
+		"http.inbound_0.0.0.0_8080.downstream_rq_4xx: 0",
+		"http.inbound_0.0.0.0_8080.downstream_rq_5xx: 1",
+		"http.inbound_0.0.0.0_8080.downstream_rq_active: 1",
+		"http.inbound_0.0.0.0_8080.downstream_rq_completed: 2",
+		"http.inbound_0.0.0.0_8080.downstream_rq_http1_total: 2",
+		"http.inbound_0.0.0.0_8080.downstream_rq_http2_total: 1",
+		"http.inbound_0.0.0.0_8080.downstream_rq_total: 3",
 		"listener.0.0.0.0_15001.downstream_cx_active: 1",
 		"listener.0.0.0.0_15001.downstream_cx_total: 4",
 	}, "\n") + "\n"

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -291,7 +292,33 @@ func (c *Config) Validate() error {
 	if c.DrainDuration < 0 {
 		errs = append(errs, fmt.Errorf("%s: %v is negative", EnvMinimumDrainDuration, c.DrainDuration))
 	}
+	if err := c.checkDNSCapture(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// DNSCaptureUnsupported is the refusal of ISTIO_META_DNS_CAPTURE. Istio's
+// agent answers the pod's captured DNS on 15053 (pkg/dns/client
+// LocalDNSServer); Strait's agent does not serve 15053 yet, so capturing
+// the pod's DNS would drop every lookup in the pod.
+const DNSCaptureUnsupported = "ISTIO_META_DNS_CAPTURE: DNS proxying is not supported by Strait yet; remove it"
+
+// checkDNSCapture refuses DNS capture, asked for by the environment
+// (ISTIO_META_DNS_CAPTURE, which the injector sets from proxyMetadata) or
+// by a ProxyConfig's proxyMetadata (mesh defaultConfig, PROXY_CONFIG or the
+// proxy.istio.io/config annotation). Values are read as Istio reads its
+// boolean variables (strconv.ParseBool).
+func (c *Config) checkDNSCapture() error {
+	for _, src := range []struct{ where, v string }{
+		{"environment", c.Metadata["DNS_CAPTURE"]},
+		{"ProxyConfig proxyMetadata", c.Proxy.GetProxyMetadata()[MetaPrefix+"DNS_CAPTURE"]},
+	} {
+		if on, err := strconv.ParseBool(strings.TrimSpace(src.v)); err == nil && on {
+			return fmt.Errorf("%s (set to %q in the %s)", DNSCaptureUnsupported, src.v, src.where)
+		}
+	}
+	return nil
 }
 
 // NodeID is the proxy's node id, sidecar~IP~POD.NS~DOMAIN.

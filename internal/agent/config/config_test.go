@@ -202,3 +202,35 @@ func TestLocalityFromLabel(t *testing.T) {
 		t.Errorf("without the label: %q", got)
 	}
 }
+
+// TestDNSCaptureRefused: the agent does not serve DNS on 15053, so asking
+// for capture by any of Istio's ways is refused at start; a false value is
+// accepted.
+func TestDNSCaptureRefused(t *testing.T) {
+	refused := []struct {
+		name string
+		f    fixture
+	}{
+		{"environment", fixture{environ: []string{"ISTIO_META_DNS_CAPTURE=true"}}},
+		{"environment 1", fixture{environ: []string{"ISTIO_META_DNS_CAPTURE=1"}}},
+		{"mesh defaultConfig", fixture{meshFile: "defaultConfig:\n  proxyMetadata:\n    ISTIO_META_DNS_CAPTURE: \"true\"\n"}},
+		{"PROXY_CONFIG", fixture{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_CAPTURE":"true"}}`}}},
+		{"annotation", fixture{annotations: `proxy.istio.io/config="proxyMetadata:\n  ISTIO_META_DNS_CAPTURE: \"True\"\n"`}},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.f.load(t)
+			if err == nil || !strings.Contains(err.Error(), DNSCaptureUnsupported) {
+				t.Fatalf("err = %v, want %q", err, DNSCaptureUnsupported)
+			}
+		})
+	}
+	for _, f := range []fixture{
+		{environ: []string{"ISTIO_META_DNS_CAPTURE=false"}},
+		{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_CAPTURE":"false","OTHER":"true"}}`}},
+	} {
+		if _, err := f.load(t); err != nil {
+			t.Errorf("DNS capture off: %v", err)
+		}
+	}
+}

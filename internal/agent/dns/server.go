@@ -50,6 +50,12 @@ type Options struct {
 	Upstreams []string
 	// Timeout bounds one forwarded exchange (default DefaultTimeout).
 	Timeout time.Duration
+	// Dial connects to an upstream; ListenPacket and Listen open the
+	// server's UDP and TCP sockets. The defaults are package net's; tests
+	// open them in a network namespace as the proxy's user.
+	Dial         func(ctx context.Context, network, addr string) (net.Conn, error)
+	ListenPacket func(network, addr string) (net.PacketConn, error)
+	Listen       func(network, addr string) (net.Listener, error)
 }
 
 // Server is the DNS proxy. Create it with New, start it with Run.
@@ -85,6 +91,15 @@ func New(opts Options) (*Server, error) {
 		if _, _, err := net.SplitHostPort(u); err != nil {
 			return nil, fmt.Errorf("dns proxy: upstream %q is not host:port: %w", u, err)
 		}
+	}
+	if opts.Dial == nil {
+		opts.Dial = (&net.Dialer{}).DialContext
+	}
+	if opts.ListenPacket == nil {
+		opts.ListenPacket = net.ListenPacket
+	}
+	if opts.Listen == nil {
+		opts.Listen = net.Listen
 	}
 	log := opts.Logger
 	if log == nil {
@@ -131,7 +146,7 @@ func (s *Server) Addrs(ctx context.Context) (udp, tcp net.Addr, err error) {
 // Run serves UDP and TCP until ctx is done; it returns an error if it
 // cannot listen or a listener fails.
 func (s *Server) Run(ctx context.Context) error {
-	pc, err := net.ListenPacket("udp", s.opts.Addr)
+	pc, err := s.opts.ListenPacket("udp", s.opts.Addr)
 	if err != nil {
 		return fmt.Errorf("dns proxy: listen udp %s: %w", s.opts.Addr, err)
 	}
@@ -140,7 +155,7 @@ func (s *Server) Run(ctx context.Context) error {
 		// Share the port the UDP socket got.
 		tcpAddr = pc.LocalAddr().String()
 	}
-	ln, err := net.Listen("tcp", tcpAddr)
+	ln, err := s.opts.Listen("tcp", tcpAddr)
 	if err != nil {
 		pc.Close()
 		return fmt.Errorf("dns proxy: listen tcp %s: %w", tcpAddr, err)
@@ -244,10 +259,9 @@ func localAnswer(req *mdns.Msg, h *host, alias bool) *mdns.Msg {
 // forward sends req to the upstreams in order and returns the first answer
 // (whatever its rcode); SERVFAIL when none answers.
 func (s *Server) forward(req *mdns.Msg, network string) *mdns.Msg {
-	c := &mdns.Client{Net: network, Timeout: s.opts.Timeout}
 	for _, u := range s.opts.Upstreams {
-		resp, _, err := c.Exchange(req, u)
-		if err == nil && resp != nil {
+		resp, err := s.exchange(req, network, u)
+		if err == nil {
 			return resp
 		}
 		s.log.Debug("upstream failed", "upstream", u, "name", req.Question[0].Name, "error", err)
@@ -255,6 +269,42 @@ func (s *Server) forward(req *mdns.Msg, network string) *mdns.Msg {
 	m := new(mdns.Msg)
 	m.SetRcode(req, mdns.RcodeServerFailure)
 	return m
+}
+
+// exchange asks one upstream over network, within the timeout.
+func (s *Server) exchange(req *mdns.Msg, network, upstream string) (*mdns.Msg, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	c, err := s.opts.Dial(ctx, network, upstream)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	deadline, _ := ctx.Deadline()
+	if err := c.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	co := &mdns.Conn{Conn: c}
+	if network == "udp" {
+		// Read as much as the client said it takes.
+		co.UDPSize = mdns.MinMsgSize
+		if o := req.IsEdns0(); o != nil {
+			co.UDPSize = max(o.UDPSize(), mdns.MinMsgSize)
+		}
+	}
+	if err := co.WriteMsg(req); err != nil {
+		return nil, err
+	}
+	for {
+		resp, err := co.ReadMsg()
+		if err != nil {
+			return nil, err
+		}
+		if resp.Id == req.Id {
+			return resp, nil
+		}
+		// A late answer to an earlier query on a reused port: skip it.
+	}
 }
 
 // ResolvConf is what the proxy needs from a resolv.conf.

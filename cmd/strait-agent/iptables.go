@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/straitmesh/strait/internal/agent/config"
 	"github.com/straitmesh/strait/internal/iptables"
 )
 
@@ -187,12 +186,6 @@ func lookup(getenv func(string) string, name string) (string, bool) {
 }
 
 func runIptables(ctx context.Context, stdout, stderr io.Writer, deps iptablesDeps, cfg iptables.Config, fl iptablesFlags) error {
-	// Capturing DNS sends the pod's lookups to 15053, which the agent does
-	// not serve yet: refuse rather than drop all DNS in the pod. Cleanup
-	// still runs, so a pod set up by an older run can be cleaned.
-	if cfg.RedirectDNS && !fl.cleanupOnly {
-		return errors.New("--redirect-dns (" + config.DNSCaptureUnsupported + ")")
-	}
 	if cfg.RedirectDNS && !cfg.CaptureAllDNS && !fl.cleanupOnly {
 		servers, err := resolvConfServers(deps.readFile, "/etc/resolv.conf")
 		if err != nil {

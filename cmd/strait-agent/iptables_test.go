@@ -185,6 +185,9 @@ func TestIptablesDryRunEveryMode(t *testing.T) {
 		{"tproxy ports", nil, []string{"-m", "TPROXY", "-b", "80,8080", "-t", "1986", "-r", "912"}, "plan_tproxy_inbound_ports"},
 		{"tproxy ports env", map[string]string{"INBOUND_TPROXY_MARK": "1986", "ISTIO_INBOUND_TPROXY_ROUTE_TABLE": "912"},
 			[]string{"-m", "TPROXY", "-b", "80,8080"}, "plan_tproxy_inbound_ports"},
+		{"dns from resolv.conf", nil, []string{"--redirect-dns"}, "plan_dns"},
+		{"dns env", map[string]string{"ISTIO_META_DNS_CAPTURE": "true"}, nil, "plan_dns"},
+		{"dns dual-stack", nil, []string{"--redirect-dns", "--dual-stack"}, "plan_dns_dual_stack"},
 		{"dual-stack env", map[string]string{"ISTIO_DUAL_STACK": "true"}, nil, "plan_dual_stack_all"},
 		{"drop invalid env", map[string]string{"INVALID_DROP": "true"}, nil, "plan_drop_invalid"},
 		{"exclude interfaces", nil, []string{"-c", "eth1,veth+"}, "plan_exclude_interfaces"},
@@ -225,13 +228,13 @@ func TestIptablesDryRunEveryMode(t *testing.T) {
 
 func TestIptablesVariablesBlockShowsEveryFlag(t *testing.T) {
 	_, stderr, err := runIptablesCmd(t, nil, &iptablestest.RecordingRunner{}, "--dry-run", "-m", "TPROXY",
-		"--drop-invalid", "--dual-stack", "-k", "vnet0", "-c", "eth9")
+		"--redirect-dns", "--drop-invalid", "--dual-stack", "-k", "vnet0", "-c", "eth9")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{
 		"INBOUND_INTERCEPTION_MODE=TPROXY\n", "KUBE_VIRT_INTERFACES=vnet0\n", "ENABLE_INBOUND_IPV6=true\n",
-		"DNS_CAPTURE=false\n", "DROP_INVALID=true\n", "EXCLUDE_INTERFACES=eth9\n",
+		"DNS_CAPTURE=true\n", "DROP_INVALID=true\n", "DNS_SERVERS=[10.96.0.10],[fd00::a]\n", "EXCLUDE_INTERFACES=eth9\n",
 	} {
 		if !strings.Contains(stderr, s) {
 			t.Errorf("variables block lacks %q:\n%s", s, stderr)
@@ -372,36 +375,4 @@ func withoutEmptyTables(save string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// TestIptablesRefusesDNSCapture: nothing serves 15053 yet, so DNS capture
-// (flag or $ISTIO_META_DNS_CAPTURE, as Istio's injector sets it) is refused
-// before anything is applied, even in --dry-run; --cleanup-only still runs.
-func TestIptablesRefusesDNSCapture(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		args []string
-	}{
-		{"flag", nil, []string{"--redirect-dns"}},
-		{"env", map[string]string{"ISTIO_META_DNS_CAPTURE": "true"}, nil},
-		{"capture all", nil, []string{"--redirect-dns", "--capture-all-dns"}},
-		{"dry run", nil, []string{"--redirect-dns", "--dry-run"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fake := &iptablestest.RecordingRunner{}
-			_, _, err := runIptablesCmd(t, tc.env, fake, append(append([]string{}, seedArgs...), tc.args...)...)
-			want := "--redirect-dns (ISTIO_META_DNS_CAPTURE: DNS proxying is not supported by Strait yet; remove it)"
-			if err == nil || err.Error() != want {
-				t.Fatalf("err = %v, want %q", err, want)
-			}
-			if len(fake.Restores) != 0 || len(fake.IPCalls) != 0 {
-				t.Errorf("refused run changed something: %q %q", fake.Restores, fake.IPCalls)
-			}
-		})
-	}
-	fake := &iptablestest.RecordingRunner{}
-	if _, stderr, err := runIptablesCmd(t, map[string]string{"ISTIO_META_DNS_CAPTURE": "true"}, fake, "--cleanup-only"); err != nil {
-		t.Errorf("--cleanup-only with DNS capture set: %v\n%s", err, stderr)
-	}
 }

@@ -203,11 +203,11 @@ func TestLocalityFromLabel(t *testing.T) {
 	}
 }
 
-// TestDNSCaptureRefused: the agent does not serve DNS on 15053, so asking
-// for capture by any of Istio's ways is refused at start; a false value is
-// accepted.
-func TestDNSCaptureRefused(t *testing.T) {
-	refused := []struct {
+// TestDNSCapture: capture is on when any of Istio's ways sets it, and then
+// in the node metadata (straitd sends the name table on it); false values
+// leave it off; DNS_AUTO_ALLOCATE is refused.
+func TestDNSCapture(t *testing.T) {
+	on := []struct {
 		name string
 		f    fixture
 	}{
@@ -217,20 +217,38 @@ func TestDNSCaptureRefused(t *testing.T) {
 		{"PROXY_CONFIG", fixture{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_CAPTURE":"true"}}`}}},
 		{"annotation", fixture{annotations: `proxy.istio.io/config="proxyMetadata:\n  ISTIO_META_DNS_CAPTURE: \"True\"\n"`}},
 	}
-	for _, tc := range refused {
+	for _, tc := range on {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.f.load(t)
-			if err == nil || !strings.Contains(err.Error(), DNSCaptureUnsupported) {
-				t.Fatalf("err = %v, want %q", err, DNSCaptureUnsupported)
+			c, err := tc.f.load(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.DNSCapture || c.NodeMetadata()["DNS_CAPTURE"] != "true" {
+				t.Errorf("DNSCapture %v, metadata DNS_CAPTURE %q; want on", c.DNSCapture, c.NodeMetadata()["DNS_CAPTURE"])
 			}
 		})
 	}
 	for _, f := range []fixture{
+		{},
 		{environ: []string{"ISTIO_META_DNS_CAPTURE=false"}},
+		// The environment (what the injector sets) wins over proxyMetadata.
+		{environ: []string{"ISTIO_META_DNS_CAPTURE=false"}, env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_CAPTURE":"true"}}`}},
 		{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_CAPTURE":"false","OTHER":"true"}}`}},
 	} {
-		if _, err := f.load(t); err != nil {
-			t.Errorf("DNS capture off: %v", err)
+		c, err := f.load(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.DNSCapture {
+			t.Errorf("%+v: DNS capture on", f)
+		}
+	}
+	for _, f := range []fixture{
+		{environ: []string{"ISTIO_META_DNS_CAPTURE=true", "ISTIO_META_DNS_AUTO_ALLOCATE=true"}},
+		{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_AUTO_ALLOCATE":"true"}}`}},
+	} {
+		if _, err := f.load(t); err == nil || !strings.Contains(err.Error(), DNSAutoAllocateUnsupported) {
+			t.Errorf("%+v: err %v, want %q", f, err, DNSAutoAllocateUnsupported)
 		}
 	}
 }

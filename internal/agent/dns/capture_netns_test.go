@@ -2,6 +2,7 @@ package dns
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os/exec"
 	"slices"
@@ -145,7 +146,7 @@ func TestCapturedPodResolves(t *testing.T) {
 		}
 		if _, err := r.LookupHost(ctx, "missing.example.org"); err == nil {
 			t.Errorf("%s: missing.example.org resolved; want the resolver's NXDOMAIN", network)
-		} else if de, ok := err.(*net.DNSError); !ok || !de.IsNotFound {
+		} else if de := (*net.DNSError)(nil); !errors.As(err, &de) || !de.IsNotFound {
 			t.Errorf("%s: missing.example.org: %v; want not found", network, err)
 		}
 	}

@@ -51,6 +51,8 @@ func TestTableLookup(t *testing.T) {
 		{"reviews.demo.demo.svc.cluster.local.", "reviews.demo.svc.cluster.local.", true},
 		{"ratings.other.demo.svc.cluster.local.", "ratings.other.svc.cluster.local.", true},
 		{"api.example.com.demo.svc.cluster.local.", "api.example.com.", true},
+		// Only the second search domain matches.
+		{"api.example.com.svc.cluster.local.", "api.example.com.", true},
 		{"ratings.demo.svc.cluster.local.", "", false},
 		{"unknown.demo.svc.cluster.local.", "", false},
 		{"demo.svc.cluster.local.", "", false},
@@ -68,6 +70,19 @@ func TestTableLookup(t *testing.T) {
 	}
 	if h, _ := tb.lookup("bad.example.com.", nil); h == nil || len(h.v4) != 1 || h.v4[0].String() != "10.96.0.99" {
 		t.Errorf("bad.example.com: %+v, want only the address that parses", h)
+	}
+	// Kubernetes entries whose host is not NAME.NS.svc.DOMAIN, or that lack
+	// a name or namespace, get no short names.
+	tb = buildTable(nds.NameTable{
+		"a.demo.svc.cluster.local": {IPs: []string{"10.0.0.1"}, Registry: nds.RegistryKubernetes, Shortname: "other", Namespace: "demo"},
+		"b.demo.svc.cluster.local": {IPs: []string{"10.0.0.2"}, Registry: nds.RegistryKubernetes, Shortname: "b"},
+		"c.demo.svc.cluster.local": {IPs: []string{"10.0.0.3"}, Registry: nds.RegistryKubernetes, Namespace: "demo"},
+		"d.demo.svc.cluster.local": {IPs: []string{"10.0.0.4"}, Shortname: "d", Namespace: "demo"},
+	}, "demo", "cluster.local")
+	for _, name := range []string{"a.", "other.", "a.demo.", "other.demo.", "b.", "b.demo.", "c.", "c.demo.", "d.", "d.demo."} {
+		if h, _ := tb.lookup(name, nil); h != nil {
+			t.Errorf("%s resolves to %s; want no short name", name, h.canonical)
+		}
 	}
 	// A full name wins over another service's short alias.
 	tb = buildTable(nds.NameTable{
@@ -102,6 +117,20 @@ func startUpstream(t *testing.T) *upstream {
 			m.Rcode = mdns.RcodeNameError
 		case "broken.example.org.":
 			m.Rcode = mdns.RcodeServerFailure
+		case "big.example.org.":
+			for i := 1; i <= 100; i++ {
+				m.Answer = append(m.Answer, &mdns.A{Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeA, Class: mdns.ClassINET, Ttl: 60}, A: net.IPv4(192, 0, 2, byte(i))})
+			}
+			if o := req.IsEdns0(); o != nil {
+				m.SetEdns0(o.UDPSize(), false)
+			}
+			if w.LocalAddr().Network() == "udp" {
+				size := mdns.MinMsgSize
+				if o := req.IsEdns0(); o != nil {
+					size = int(o.UDPSize())
+				}
+				m.Truncate(size)
+			}
 		}
 		w.WriteMsg(m)
 	})
@@ -283,6 +312,34 @@ func TestServerTruncates(t *testing.T) {
 	}
 	if r := query(t, "tcp", addr, "big.example.com.", mdns.TypeA); r.Truncated || len(r.Answer) != 100 {
 		t.Errorf("tcp: truncated %v with %d answers, want all 100", r.Truncated, len(r.Answer))
+	}
+}
+
+// TestServerEDNS: a UDP client that takes 4096 bytes gets the whole
+// answer, local or forwarded; one that takes 512 gets it truncated.
+func TestServerEDNS(t *testing.T) {
+	up := startUpstream(t)
+	s, addr := startServer(t, Options{Upstreams: []string{up.addr}})
+	var ips []string
+	for i := 1; i <= 100; i++ {
+		ips = append(ips, fmt.Sprintf("10.1.0.%d", i))
+	}
+	s.UpdateNameTable(nds.NameTable{"big.example.com": {IPs: ips}})
+	for _, name := range []string{"big.example.com.", "big.example.org."} {
+		m := new(mdns.Msg)
+		m.SetQuestion(name, mdns.TypeA)
+		m.SetEdns0(4096, false)
+		c := &mdns.Client{Net: "udp", Timeout: 10 * time.Second, UDPSize: 4096}
+		r, _, err := c.Exchange(m, addr)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r.Truncated || len(r.Answer) != 100 {
+			t.Errorf("%s with EDNS 4096: truncated %v, %d answers; want all 100", name, r.Truncated, len(r.Answer))
+		}
+		if r := query(t, "udp", addr, name, mdns.TypeA); !r.Truncated || len(r.Answer) >= 100 {
+			t.Errorf("%s without EDNS: truncated %v with %d answers, want TC", name, r.Truncated, len(r.Answer))
+		}
 	}
 }
 

@@ -119,3 +119,17 @@ func TestDecodeResponse(t *testing.T) {
 		t.Errorf("empty response: %v, %v; want an empty table", nt, err)
 	}
 }
+
+func TestWatchNeedsOptions(t *testing.T) {
+	update := func(nds.NameTable) {}
+	client := discovery.NewAggregatedDiscoveryServiceClient(nil)
+	for name, o := range map[string]WatchOptions{
+		"no client": {Node: &core.Node{}, Update: update},
+		"no node":   {Client: client, Update: update},
+		"no update": {Client: client, Node: &core.Node{}},
+	} {
+		if err := Watch(context.Background(), o); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

@@ -42,7 +42,12 @@ spiffe://TRUST_DOMAIN/ns/POD_NAMESPACE/sa/SERVICE_ACCOUNT with the token at
 service-account token), renews it at ~80% of SECRET_TTL (24h) and serves it
 over SDS on ./var/run/secrets/workload-spiffe-uds/socket. ISTIOD_SAN
 overrides the server name checked on both connections. PILOT_CERT_PROVIDER
-may only be istiod (the default); Istio's other providers are refused.`,
+may only be istiod (the default); Istio's other providers are refused.
+
+DNS: with ISTIO_META_DNS_CAPTURE=true (or in proxyMetadata) the agent serves
+the pod's DNS on 127.0.0.1:15053 (what strait-agent iptables --redirect-dns
+captures): mesh names from straitd's name table, the rest forwarded to the
+nameservers in /etc/resolv.conf. ISTIO_META_DNS_AUTO_ALLOCATE is refused.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("want one proxy type argument (sidecar), got %d", len(args))

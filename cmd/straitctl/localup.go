@@ -34,6 +34,8 @@ type upOptions struct {
 	// PollInterval is how often the config dir is checked for changes
 	// to report.
 	PollInterval time.Duration
+	// DNSCapture turns on each pod's DNS proxy (localmesh.Options).
+	DNSCapture bool
 }
 
 func newUpCmd() *cobra.Command {
@@ -79,6 +81,9 @@ runs at a time. Needs root.`,
 	}
 	cmd.Flags().StringVar(&o.ConfigDir, "config-dir", "", "directory of Istio YAML; straitd serves it and watches it for edits")
 	cmd.Flags().StringVar(&o.BinDir, "bin-dir", localmesh.DefaultBinDir(), "directory with straitd, strait-agent, strait-proxy and strait-echo")
+	cmd.Flags().BoolVar(&o.DNSCapture, "dns-capture", false,
+		"capture each pod's DNS to its sidecar agent (ISTIO_META_DNS_CAPTURE): mesh names resolve to their VIPs from straitd's name table; "+
+			"other names are forwarded to port 53 of the bridge's host address, where nothing answers unless you run a DNS server")
 	addStateDirFlag(cmd, &o.StateDir)
 	return cmd
 }
@@ -125,7 +130,7 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	start := time.Now()
 	m, err := localmesh.Start(ctx, localmesh.Options{
 		BinDir: o.BinDir, ConfigDir: o.ConfigDir, ServeConfigDir: true, Subnet: plan.Subnet,
-		Workloads: plan.Workloads, SecureXDS: true, Logger: localmesh.ProgressLogger(out),
+		Workloads: plan.Workloads, SecureXDS: true, DNSCapture: o.DNSCapture, Logger: localmesh.ProgressLogger(out),
 	})
 	if err != nil {
 		// Start removed what it had made.
@@ -373,9 +378,15 @@ func runExec(ctx context.Context, st *localState, pod *statePod, argv []string, 
 	}
 	defer cleanup()
 	// A mount namespace of the command's own, with the mesh's names bound
-	// over /etc/hosts (as `ip netns exec` does with /etc/netns/NAME/hosts).
-	args := []string{"--net=" + pod.Netns, "--", "unshare", "--mount", "--propagation", "private", "--",
-		"sh", "-c", `mount --bind "$0" /etc/hosts && exec "$@"`, hosts, bin}
+	// over /etc/hosts (as `ip netns exec` does with /etc/netns/NAME/hosts)
+	// and, with --dns-capture, the pod's resolv.conf over /etc/resolv.conf.
+	script, mounts := `mount --bind "$0" /etc/hosts && exec "$@"`, []string{hosts}
+	if rc := filepath.Join(st.WorkDir, "pods", pod.Name, "resolv.conf"); fileExists(rc) {
+		script, mounts = `mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"`, []string{hosts, rc}
+	}
+	args := append([]string{"--net=" + pod.Netns, "--", "unshare", "--mount", "--propagation", "private", "--",
+		"sh", "-c", script}, mounts...)
+	args = append(args, bin)
 	args = append(args, argv[1:]...)
 	c := exec.CommandContext(ctx, "nsenter", args...)
 	c.Env = append(os.Environ(), "POD_NAME="+pod.Name, "POD_NAMESPACE="+pod.Namespace)

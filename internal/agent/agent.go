@@ -36,6 +36,12 @@ type Options struct {
 	XDSBackoffBase, XDSBackoffMax time.Duration
 	// TerminateTimeout is how long the proxy gets after SIGTERM (0 = default).
 	TerminateTimeout time.Duration
+	// With DNS capture: the DNS proxy's address (default 127.0.0.1:15053),
+	// the resolv.conf naming its upstreams (default /etc/resolv.conf) and
+	// how long readiness waits for the first name table (default 5s).
+	DNSAddr         string
+	ResolvConf      string
+	DNSReadyTimeout time.Duration
 }
 
 // Run runs the agent until ctx is done (SIGTERM), then drains, stops the
@@ -106,6 +112,10 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err := startIdentity(cfg, secrets, base, serving); err != nil {
 		return err
 	}
+	dnsReady, err := startDNS(cfg, opts, xds, log, serving) // dnsproxy.go
+	if err != nil {
+		return err
+	}
 
 	// st is set below, before sup.Run, the only caller of OnDrain.
 	var st *status.Server
@@ -130,6 +140,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	st = status.New(status.Options{
 		AdminURL:  "http://127.0.0.1:" + strconv.Itoa(adminPort),
 		XDSSynced: xds.Synced,
+		DNSReady:  dnsReady,
 		AgentMetrics: func(w io.Writer) error {
 			if err := xds.WriteMetrics(w); err != nil {
 				return err

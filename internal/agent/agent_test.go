@@ -21,9 +21,11 @@ import (
 	"github.com/straitmesh/strait/internal/agent/bootstrap"
 	"github.com/straitmesh/strait/internal/agent/config"
 	"github.com/straitmesh/strait/internal/freeport"
+	"github.com/straitmesh/strait/internal/nds"
 	"github.com/straitmesh/strait/internal/xdsapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 const timeout = 15 * time.Second
@@ -130,6 +132,10 @@ func appendLine(path, line string) {
 type controlPlane struct {
 	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
 	node atomic.Pointer[corev3.Node]
+	// nameTable, if set, is the NDS response's resource; ndsNode is the
+	// node of the stream that asked for it.
+	nameTable nds.NameTable
+	ndsNode   atomic.Pointer[corev3.Node]
 }
 
 func (c *controlPlane) StreamAggregatedResources(s discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
@@ -139,12 +145,20 @@ func (c *controlPlane) StreamAggregatedResources(s discoveryv3.AggregatedDiscove
 			return nil
 		}
 		if req.GetNode() != nil {
-			c.node.Store(req.GetNode())
+			if req.GetTypeUrl() == nds.TypeURL {
+				c.ndsNode.Store(req.GetNode())
+			} else {
+				c.node.Store(req.GetNode())
+			}
 		}
 		if req.GetResponseNonce() != "" {
 			continue
 		}
-		if err := s.Send(&discoveryv3.DiscoveryResponse{TypeUrl: req.GetTypeUrl(), VersionInfo: "v1", Nonce: fmt.Sprint(n)}); err != nil {
+		resp := &discoveryv3.DiscoveryResponse{TypeUrl: req.GetTypeUrl(), VersionInfo: "v1", Nonce: fmt.Sprint(n)}
+		if req.GetTypeUrl() == nds.TypeURL && c.nameTable != nil {
+			resp.Resources = []*anypb.Any{{TypeUrl: nds.TypeURL, Value: nds.Marshal(c.nameTable)}}
+		}
+		if err := s.Send(resp); err != nil {
 			return err
 		}
 	}
@@ -302,5 +316,93 @@ func TestTerminateTimeout(t *testing.T) {
 		if got := terminateTimeout(tc.given, tc.drain); got != tc.want {
 			t.Errorf("terminateTimeout(%v, %v) = %v, want %v", tc.given, tc.drain, got, tc.want)
 		}
+	}
+}
+
+// TestAgentDNSProxy: with ISTIO_META_DNS_CAPTURE the agent asks the
+// control plane for the name table with DNS_CAPTURE in its node metadata,
+// is ready once the table is in, and answers the mesh's names on its DNS
+// address.
+func TestAgentDNSProxy(t *testing.T) {
+	cp := &controlPlane{nameTable: nds.NameTable{
+		"reviews.demo.svc.cluster.local": {IPs: []string{"10.96.0.20"}, Registry: nds.RegistryKubernetes, Shortname: "reviews", Namespace: "demo"},
+	}}
+	cpLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(srv, cp)
+	go srv.Serve(cpLis)
+	defer srv.Stop()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	t.Setenv(fakeProxyEnv, filepath.Join(dir, "proxy.log"))
+	adminPort, readyPort, dnsPort := freePort(t), freePort(t), freePort(t)
+	resolvConf := filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(resolvConf, []byte("search demo.svc.cluster.local svc.cluster.local\nnameserver 127.0.0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"POD_NAME": "client-1", "POD_NAMESPACE": "demo", "INSTANCE_IP": "10.1.0.2", "MINIMUM_DRAIN_DURATION": "500ms",
+		"PROXY_CONFIG": fmt.Sprintf(`{"discoveryAddress":%q,"binaryPath":%q,"proxyAdminPort":%d,"statusPort":0,"configPath":"etc/istio/proxy"}`,
+			cpLis.Addr().String(), exe, adminPort),
+	}
+	cfg, err := config.Load(config.Sources{
+		LookupEnv:      func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		Environ:        []string{"ISTIO_META_DNS_CAPTURE=true"},
+		WorkDir:        dir,
+		MeshConfigFile: filepath.Join(dir, "no-mesh"),
+		PodInfoDir:     filepath.Join(dir, "pod"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ReadinessPort = readyPort
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	dnsAddr := fmt.Sprintf("127.0.0.1:%d", dnsPort)
+	go func() {
+		done <- Run(ctx, cfg, Options{
+			Logger:           slog.New(slog.DiscardHandler),
+			StatusHost:       "127.0.0.1",
+			XDSBackoffBase:   10 * time.Millisecond,
+			TerminateTimeout: timeout,
+			DNSAddr:          dnsAddr,
+			ResolvConf:       resolvConf,
+			DNSReadyTimeout:  time.Hour, // ready only with the table
+		})
+	}()
+	waitFor(t, "readiness 200", func() (bool, string) {
+		code, body := httpGet(fmt.Sprintf("http://127.0.0.1:%d/healthz/ready", readyPort))
+		return code == http.StatusOK, fmt.Sprint(code, " ", body)
+	})
+	if n := cp.ndsNode.Load(); n.GetId() != "sidecar~10.1.0.2~client-1.demo~demo.svc.cluster.local" ||
+		n.GetMetadata().GetFields()["DNS_CAPTURE"].GetStringValue() != "true" {
+		t.Errorf("name table asked by node %v", n)
+	}
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, dnsAddr)
+	}}
+	for _, name := range []string{"reviews.demo.svc.cluster.local", "reviews.", "reviews.demo."} {
+		lctx, lcancel := context.WithTimeout(ctx, timeout)
+		addrs, err := r.LookupIPAddr(lctx, name)
+		lcancel()
+		if err != nil || len(addrs) != 1 || addrs[0].IP.String() != "10.96.0.20" {
+			t.Errorf("lookup %s = %v, %v; want 10.96.0.20", name, addrs, err)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(timeout):
+		t.Fatal("agent did not stop")
 	}
 }

@@ -55,6 +55,15 @@ type Options struct {
 	// service account "default". The agents then get certificates and
 	// serve SDS. Off: plaintext xDS, no certificates.
 	SecureXDS bool
+	// DNSCapture turns on Istio's DNS capture in every pod, as
+	// ISTIO_META_DNS_CAPTURE=true in proxyMetadata does: the capture step
+	// gets --redirect-dns and the agent serves the pod's DNS on 15053. Each
+	// pod then has its own resolv.conf (bind-mounted on /etc/resolv.conf
+	// for the capture step, the app and the agent, as a pod's container has
+	// its own) naming the bridge's host address (HostIP) as its nameserver
+	// and the Kubernetes search list of its namespace; names outside the
+	// mesh go to whatever DNS server the caller runs on HostIP port 53.
+	DNSCapture bool
 	// AgentEnv is added to every agent's environment (e.g. SECRET_TTL=10s).
 	AgentEnv []string
 	// StraitdArgs are added to straitd's command line (e.g. --mesh FILE).
@@ -354,10 +363,22 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 	if err := chownTree(p.dir, ProxyUID, ProxyUID); err != nil {
 		return err
 	}
+	resolvConf := ""
+	if m.opts.DNSCapture {
+		resolvConf = filepath.Join(p.dir, "resolv.conf")
+		content := fmt.Sprintf("search %s.svc.cluster.local svc.cluster.local cluster.local\nnameserver %s\noptions ndots:5\n",
+			p.Namespace, m.network.HostIP)
+		if err := os.WriteFile(resolvConf, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
 	// 1. Capture, as root, before anything else runs in the pod (the init container's job).
-	capture := p.pod.Command(ctx, netns.ExecOptions{}, filepath.Join(m.opts.BinDir, "strait-agent"),
-		"iptables", "-p", "15001", "-z", "15006", "-u", strconv.Itoa(ProxyUID), "-g", strconv.Itoa(ProxyUID), "-m", m.opts.InterceptionMode,
-		"-i", "*", "-x", "", "-b", "*", "-d", excludedInbound(p.ExcludeInboundPorts))
+	captureArgs := []string{"iptables", "-p", "15001", "-z", "15006", "-u", strconv.Itoa(ProxyUID), "-g", strconv.Itoa(ProxyUID), "-m", m.opts.InterceptionMode,
+		"-i", "*", "-x", "", "-b", "*", "-d", excludedInbound(p.ExcludeInboundPorts)}
+	if m.opts.DNSCapture {
+		captureArgs = append(captureArgs, "--redirect-dns")
+	}
+	capture := withResolvConf(p.pod.Command(ctx, netns.ExecOptions{}, filepath.Join(m.opts.BinDir, "strait-agent"), captureArgs...), resolvConf)
 	if out, err := capture.CombinedOutput(); err != nil {
 		return fmt.Errorf("strait-agent iptables: %w\n%s", err, out)
 	}
@@ -379,7 +400,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		if !strings.Contains(bin, "/") {
 			bin = filepath.Join(m.opts.BinDir, bin)
 		}
-		app := p.pod.Command(context.WithoutCancel(ctx), netns.ExecOptions{Env: []string{"POD_NAME=" + p.Name}}, bin, args[1:]...)
+		app := withResolvConf(p.pod.Command(context.WithoutCancel(ctx), netns.ExecOptions{Env: []string{"POD_NAME=" + p.Name}}, bin, args[1:]...), resolvConf)
 		if err := m.startLogged(app, p.Name+"-app"); err != nil {
 			return err
 		}
@@ -398,6 +419,9 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		"MINIMUM_DRAIN_DURATION=1s",
 		"HOME=" + p.dir,
 	}
+	if m.opts.DNSCapture {
+		env = append(env, "ISTIO_META_DNS_CAPTURE=true")
+	}
 	env = append(env, m.opts.AgentEnv...)
 	// The proxy runs as 1337:1337; in TPROXY mode it needs CAP_NET_ADMIN
 	// for transparent sockets, so it runs as root in group 1337 (as
@@ -406,10 +430,33 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 	if m.opts.InterceptionMode == "TPROXY" {
 		id.UID = 0
 	}
-	agent := p.pod.Command(context.WithoutCancel(ctx), id,
-		filepath.Join(m.proxyBinDir, "strait-agent"), "proxy", "sidecar", "--domain", p.Namespace+".svc.cluster.local", "--concurrency", "1")
+	agent := withResolvConf(p.pod.Command(context.WithoutCancel(ctx), id,
+		filepath.Join(m.proxyBinDir, "strait-agent"), "proxy", "sidecar", "--domain", p.Namespace+".svc.cluster.local", "--concurrency", "1"), resolvConf)
 	return m.startLogged(agent, p.Name+"-agent")
 }
+
+// withResolvConf makes cmd (an nsenter command line) run in a private
+// mount namespace where path is bind-mounted on /etc/resolv.conf: the
+// pod's own resolv.conf. An empty path leaves cmd as it is. The wrapper
+// execs, so the process keeps cmd's pid and process group.
+func withResolvConf(cmd *exec.Cmd, path string) *exec.Cmd {
+	if path == "" {
+		return cmd
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		cmd.Err = fmt.Errorf("DNS capture needs unshare (util-linux) for the pod's resolv.conf: %w", err)
+		return cmd
+	}
+	cmd.Args = append([]string{"unshare", "--mount", "--propagation", "private", "--",
+		"sh", "-c", `mount --bind "$0" /etc/resolv.conf && exec "$@"`, path}, cmd.Args...)
+	cmd.Path = unshare
+	return cmd
+}
+
+// HostIP is the bridge's host address, reachable from every pod; straitd
+// listens there, and with DNSCapture it is the pods' nameserver.
+func (m *Mesh) HostIP() netip.Addr { return m.network.HostIP }
 
 func (m *Mesh) waitReady(ctx context.Context, p *Pod) error {
 	if p.AppPort != 0 {

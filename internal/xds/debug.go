@@ -11,6 +11,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/debugapi"
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/nds"
 )
 
 // Connections returns the status of every registered connection, sorted by
@@ -153,7 +154,9 @@ type typeDump struct {
 }
 
 // findConnection returns the connection with connection id id, else the
-// newest connection of the proxy whose node id is id.
+// newest connection of the proxy whose node id is id. The agent's own
+// name-table stream (NDS only, same node id) is returned only when the
+// proxy has no other connection.
 func (s *Server) findConnection(id string) *Connection {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -161,12 +164,26 @@ func (s *Server) findConnection(id string) *Connection {
 		return c
 	}
 	var found *Connection
+	foundNDS := false
 	for _, c := range s.clients {
-		if c.proxy.ID == id && (found == nil || c.connectedAt.After(found.connectedAt)) {
-			found = c
+		if c.proxy.ID != id {
+			continue
+		}
+		nds := c.ndsOnly()
+		if found == nil || (foundNDS && !nds) || (foundNDS == nds && c.connectedAt.After(found.connectedAt)) {
+			found, foundNDS = c, nds
 		}
 	}
 	return found
+}
+
+// ndsOnly reports whether the connection subscribes to the name table
+// and nothing else: the agent's DNS proxy stream.
+func (c *Connection) ndsOnly() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.watched[nds.TypeURL]
+	return ok && len(c.watched) == 1
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

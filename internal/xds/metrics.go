@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/straitmesh/strait/internal/nds"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -100,6 +101,8 @@ func typeLabel(typeURL string) string {
 		return "lds"
 	case xdsapi.RouteType:
 		return "rds"
+	case nds.TypeURL:
+		return "nds"
 	}
 	return typeURL
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,6 +61,9 @@ type Config struct {
 	Concurrency int
 	// Proxy is the merged ProxyConfig. ConfigPath and BinaryPath are absolute.
 	Proxy *meshv1alpha1.ProxyConfig
+	// DNSCapture is ISTIO_META_DNS_CAPTURE (environment or proxyMetadata):
+	// the agent serves the pod's DNS on 15053 from straitd's name table.
+	DNSCapture bool
 	// Metadata holds ISTIO_META_* without the prefix.
 	Metadata map[string]string
 	// Labels are the pod's labels, from the podinfo volume if mounted.
@@ -215,6 +219,9 @@ func Load(src Sources) (*Config, error) {
 		c.DrainDuration = d
 	}
 
+	if err := c.applyDNSCapture(); err != nil {
+		return nil, err
+	}
 	if err := loadIdentity(c, env, wd); err != nil {
 		return nil, err
 	}
@@ -292,6 +299,44 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s: %v is negative", EnvMinimumDrainDuration, c.DrainDuration))
 	}
 	return errors.Join(errs...)
+}
+
+// DNSAutoAllocateUnsupported is the refusal of
+// ISTIO_META_DNS_AUTO_ALLOCATE: straitd does not allocate addresses to
+// ServiceEntries without spec.addresses, so the DNS proxy could not answer
+// their names with an address the proxy listens on.
+const DNSAutoAllocateUnsupported = "ISTIO_META_DNS_AUTO_ALLOCATE: address auto-allocation is not supported by Strait yet; " +
+	"remove it and give the ServiceEntries spec.addresses"
+
+// metaBool reads node metadata KEY as Istio reads its boolean variables
+// (strconv.ParseBool): from ISTIO_META_KEY in the environment, else from
+// a ProxyConfig layer's proxyMetadata (mesh defaultConfig, PROXY_CONFIG
+// or the proxy.istio.io/config annotation; the injector normally turns
+// those into environment variables). where says which.
+func (c *Config) metaBool(key string) (on bool, where string) {
+	for _, src := range []struct{ where, v string }{
+		{"environment", c.Metadata[key]},
+		{"ProxyConfig proxyMetadata", c.Proxy.GetProxyMetadata()[MetaPrefix+key]},
+	} {
+		if v, err := strconv.ParseBool(strings.TrimSpace(src.v)); err == nil {
+			return v, src.where
+		}
+	}
+	return false, ""
+}
+
+// applyDNSCapture sets DNSCapture from ISTIO_META_DNS_CAPTURE and puts it
+// in the node metadata, which makes straitd send the name table; it
+// refuses DNS_AUTO_ALLOCATE.
+func (c *Config) applyDNSCapture() error {
+	if on, where := c.metaBool("DNS_AUTO_ALLOCATE"); on {
+		return fmt.Errorf("%s (set in the %s)", DNSAutoAllocateUnsupported, where)
+	}
+	c.DNSCapture, _ = c.metaBool("DNS_CAPTURE")
+	if c.DNSCapture {
+		c.Metadata["DNS_CAPTURE"] = "true"
+	}
+	return nil
 }
 
 // NodeID is the proxy's node id, sidecar~IP~POD.NS~DOMAIN.

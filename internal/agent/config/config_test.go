@@ -202,3 +202,53 @@ func TestLocalityFromLabel(t *testing.T) {
 		t.Errorf("without the label: %q", got)
 	}
 }
+
+// TestDNSCapture: capture is on when any of Istio's ways sets it, and then
+// in the node metadata (straitd sends the name table on it); false values
+// leave it off; DNS_AUTO_ALLOCATE is refused.
+func TestDNSCapture(t *testing.T) {
+	on := []struct {
+		name string
+		f    fixture
+	}{
+		{"environment", fixture{environ: []string{"ISTIO_META_DNS_CAPTURE=true"}}},
+		{"environment 1", fixture{environ: []string{"ISTIO_META_DNS_CAPTURE=1"}}},
+		{"mesh defaultConfig", fixture{meshFile: "defaultConfig:\n  proxyMetadata:\n    ISTIO_META_DNS_CAPTURE: \"true\"\n"}},
+		{"PROXY_CONFIG", fixture{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_CAPTURE":"true"}}`}}},
+		{"annotation", fixture{annotations: `proxy.istio.io/config="proxyMetadata:\n  ISTIO_META_DNS_CAPTURE: \"True\"\n"`}},
+	}
+	for _, tc := range on {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tc.f.load(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.DNSCapture || c.NodeMetadata()["DNS_CAPTURE"] != "true" {
+				t.Errorf("DNSCapture %v, metadata DNS_CAPTURE %q; want on", c.DNSCapture, c.NodeMetadata()["DNS_CAPTURE"])
+			}
+		})
+	}
+	for _, f := range []fixture{
+		{},
+		{environ: []string{"ISTIO_META_DNS_CAPTURE=false"}},
+		// The environment (what the injector sets) wins over proxyMetadata.
+		{environ: []string{"ISTIO_META_DNS_CAPTURE=false"}, env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_CAPTURE":"true"}}`}},
+		{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_CAPTURE":"false","OTHER":"true"}}`}},
+	} {
+		c, err := f.load(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.DNSCapture {
+			t.Errorf("%+v: DNS capture on", f)
+		}
+	}
+	for _, f := range []fixture{
+		{environ: []string{"ISTIO_META_DNS_CAPTURE=true", "ISTIO_META_DNS_AUTO_ALLOCATE=true"}},
+		{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_AUTO_ALLOCATE":"true"}}`}},
+	} {
+		if _, err := f.load(t); err == nil || !strings.Contains(err.Error(), DNSAutoAllocateUnsupported) {
+			t.Errorf("%+v: err %v, want %q", f, err, DNSAutoAllocateUnsupported)
+		}
+	}
+}

@@ -30,6 +30,9 @@ type Options struct {
 	// XDSSynced, if set, adds the xDS relay's CDS/LDS ACK state to the
 	// not-ready reason.
 	XDSSynced func() (cds, lds bool)
+	// DNSReady, if set, must return nil for the pod to be ready (the DNS
+	// proxy waits for its first name table).
+	DNSReady func() error
 	// AgentMetrics, if set, appends the agent's metrics (Prometheus text)
 	// to the proxy's on /stats/prometheus.
 	AgentMetrics func(io.Writer) error
@@ -86,6 +89,11 @@ func (s *Server) DrainInbound(ctx context.Context) error {
 func (s *Server) Ready(ctx context.Context) error {
 	if s.draining.Load() {
 		return errors.New("draining: the agent is shutting down")
+	}
+	if s.opts.DNSReady != nil {
+		if err := s.opts.DNSReady(); err != nil {
+			return err
+		}
 	}
 	body, code, err := s.getAdmin(ctx, "/ready")
 	if err != nil {

@@ -122,3 +122,28 @@ func TestDrainInbound(t *testing.T) {
 		t.Fatalf("DrainInbound against a 404 admin = %v, want an error naming the status", err)
 	}
 }
+
+// TestReadyWaitsForDNS: with a DNS proxy, the pod is not ready until it
+// says so, even when the proxy is LIVE.
+func TestReadyWaitsForDNS(t *testing.T) {
+	var ready, dnsReady atomic.Bool
+	ready.Store(true)
+	admin := fakeAdmin(t, &ready)
+	s := New(Options{
+		AdminURL: admin.URL,
+		DNSReady: func() error {
+			if !dnsReady.Load() {
+				return fmt.Errorf("dns proxy: waiting for the first name table")
+			}
+			return nil
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if code, body := get(t, s.ReadyHandler(), ReadyPath); code != http.StatusServiceUnavailable || !strings.Contains(body, "first name table") {
+		t.Errorf("before the name table: %d %q", code, body)
+	}
+	dnsReady.Store(true)
+	if code, body := get(t, s.ReadyHandler(), ReadyPath); code != http.StatusOK {
+		t.Errorf("after the name table: %d %q", code, body)
+	}
+}

@@ -126,6 +126,10 @@ func (p *Proxy) Stop() {
 	p.upstream.Close()
 }
 
+// Client opens streams on the upstream connection, for the agent's own
+// subscriptions (the DNS proxy's name table).
+func (p *Proxy) Client() discoveryv3.AggregatedDiscoveryServiceClient { return p.client }
+
 // Synced reports whether the proxy has ACKed a CDS and an LDS response
 // at least once (since the agent started).
 func (p *Proxy) Synced() (cds, lds bool) { return p.cdsAcked.Load(), p.ldsAcked.Load() }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/nds"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -81,8 +82,11 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 	if isProxyless(proxy) {
 		return g.generateProxyless(snap, scope, sourceOf(snap, scope, proxy), typeURL, watched)
 	}
-	if typeURL == xdsapi.EndpointType {
+	switch typeURL {
+	case xdsapi.EndpointType:
 		return g.generateEndpoints(snap, scope, proxy, watched)
+	case nds.TypeURL:
+		return generateNameTable(scope, proxy) // nametable.go
 	}
 	e, err := g.cache.scope(snap, scope)
 	if err != nil {

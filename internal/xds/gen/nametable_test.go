@@ -1,0 +1,89 @@
+package gen_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/straitmesh/strait/internal/mesh"
+	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/nds"
+	"github.com/straitmesh/strait/internal/xds/gen"
+)
+
+const nameTableConfig = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: kubernetes-service.reviews, namespace: default}
+spec:
+  hosts: [reviews.default.svc.cluster.local]
+  addresses: [10.96.0.20, "fd00::20"]
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.5}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: api, namespace: default}
+spec:
+  hosts: [api.example.com]
+  addresses: [240.240.0.1]
+  ports: [{number: 443, name: tls, protocol: TLS}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: no-vip, namespace: default}
+spec:
+  hosts: [novip.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: hidden, namespace: other}
+spec:
+  hosts: [hidden.example.com]
+  addresses: [240.240.0.9]
+  exportTo: ["."]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+`
+
+// TestNameTable: the NDS table of a proxy with DNS capture lists the
+// visible services' VIPs, Kubernetes services with their short name; a
+// proxy without DNS capture gets no table.
+func TestNameTable(t *testing.T) {
+	snap := build(t, storeOf(t, nameTableConfig), mesh.BuildOptions{})
+	g := gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
+	proxy, err := model.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Generate(proxy, nds.TypeURL, nil, &model.PushRequest{Full: true})
+	if err != nil || len(res) != 0 {
+		t.Fatalf("without DNS_CAPTURE: %v, %v; want no resource", res, err)
+	}
+
+	proxy.Metadata = map[string]string{"DNS_CAPTURE": "true"}
+	res, err = g.Generate(proxy, nds.TypeURL, nil, &model.PushRequest{Full: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].GetResource().GetTypeUrl() != nds.TypeURL || res[0].GetVersion() == "" {
+		t.Fatalf("got %v, want one NameTable with a version", res)
+	}
+	got, err := nds.Unmarshal(res[0].GetResource().GetValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := nds.NameTable{
+		"reviews.default.svc.cluster.local": {IPs: []string{"10.96.0.20", "fd00::20"}, Registry: nds.RegistryKubernetes, Shortname: "reviews", Namespace: "default"},
+		"api.example.com":                   {IPs: []string{"240.240.0.1"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("name table = %+v, want %+v", got, want)
+	}
+	again, err := g.Generate(proxy, nds.TypeURL, nil, &model.PushRequest{Full: true})
+	if err != nil || len(again) != 1 || again[0].GetVersion() != res[0].GetVersion() {
+		t.Errorf("second generation: %v, %v; want the same version", again, err)
+	}
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -113,7 +114,10 @@ func TestDNSProxy(t *testing.T) {
 			}
 			ips, err := r.LookupHost(ctx, host)
 			if err != nil || len(ips) == 0 {
-				return nil, fmt.Errorf("resolve %s: %v", host, err)
+				if err == nil {
+					err = errors.New("no addresses")
+				}
+				return nil, fmt.Errorf("resolve %s: %w", host, err)
 			}
 			return client.DialContext(ctx, network, net.JoinHostPort(ips[0], port))
 		}}}

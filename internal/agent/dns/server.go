@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -103,7 +102,7 @@ func New(opts Options) (*Server, error) {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
 		log:   log.With("component", "dns"),
@@ -166,8 +165,8 @@ func (s *Server) Run(ctx context.Context) error {
 	close(s.bound)
 	s.log.Info("serving dns", "udp", pc.LocalAddr().String(), "tcp", ln.Addr().String(), "upstreams", s.opts.Upstreams)
 
-	udpSrv := &mdns.Server{PacketConn: pc, Handler: s.handler("udp")}
-	tcpSrv := &mdns.Server{Listener: ln, Handler: s.handler("tcp")}
+	udpSrv := &mdns.Server{PacketConn: pc, Handler: s.handler(ctx, "udp")}
+	tcpSrv := &mdns.Server{Listener: ln, Handler: s.handler(ctx, "tcp")}
 	errc := make(chan error, 2)
 	go func() { errc <- udpSrv.ActivateAndServe() }()
 	go func() { errc <- tcpSrv.ActivateAndServe() }()
@@ -189,9 +188,9 @@ func (s *Server) Run(ctx context.Context) error {
 	return first
 }
 
-func (s *Server) handler(network string) mdns.Handler {
+func (s *Server) handler(ctx context.Context, network string) mdns.Handler {
 	return mdns.HandlerFunc(func(w mdns.ResponseWriter, req *mdns.Msg) {
-		resp := s.answer(req, network)
+		resp := s.answer(ctx, req, network)
 		if network == "udp" {
 			size := mdns.MinMsgSize
 			if o := req.IsEdns0(); o != nil && int(o.UDPSize()) > size {
@@ -206,7 +205,7 @@ func (s *Server) handler(network string) mdns.Handler {
 }
 
 // answer answers req from the name table or forwards it over network.
-func (s *Server) answer(req *mdns.Msg, network string) *mdns.Msg {
+func (s *Server) answer(ctx context.Context, req *mdns.Msg, network string) *mdns.Msg {
 	if len(req.Question) != 1 {
 		m := new(mdns.Msg)
 		m.SetRcode(req, mdns.RcodeFormatError)
@@ -218,7 +217,7 @@ func (s *Server) answer(req *mdns.Msg, network string) *mdns.Msg {
 			return localAnswer(req, h, alias)
 		}
 	}
-	return s.forward(req, network)
+	return s.forward(ctx, req, network)
 }
 
 // localAnswer answers an A or AAAA question for h. A name with no address
@@ -258,9 +257,9 @@ func localAnswer(req *mdns.Msg, h *host, alias bool) *mdns.Msg {
 
 // forward sends req to the upstreams in order and returns the first answer
 // (whatever its rcode); SERVFAIL when none answers.
-func (s *Server) forward(req *mdns.Msg, network string) *mdns.Msg {
+func (s *Server) forward(ctx context.Context, req *mdns.Msg, network string) *mdns.Msg {
 	for _, u := range s.opts.Upstreams {
-		resp, err := s.exchange(req, network, u)
+		resp, err := s.exchange(ctx, req, network, u)
 		if err == nil {
 			return resp
 		}
@@ -272,8 +271,8 @@ func (s *Server) forward(req *mdns.Msg, network string) *mdns.Msg {
 }
 
 // exchange asks one upstream over network, within the timeout.
-func (s *Server) exchange(req *mdns.Msg, network, upstream string) (*mdns.Msg, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+func (s *Server) exchange(ctx context.Context, req *mdns.Msg, network, upstream string) (*mdns.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	c, err := s.opts.Dial(ctx, network, upstream)
 	if err != nil {

@@ -331,8 +331,16 @@ func (m *Mesh) startStraitd(ctx context.Context) error {
 		return err
 	}
 	// The TLS port listens once the CA's files exist (the pods' root and
-	// tokens are made from them).
-	if err := waitFor(ctx, 15*time.Second, func() error {
+	// tokens are made from them). straitd listens within milliseconds; the
+	// wait is long for a machine that stalls (a neighbour's heavy I/O),
+	// and ends at once if straitd exits.
+	exited := m.procs[len(m.procs)-1].done
+	if err := waitFor(ctx, 60*time.Second, func() error {
+		select {
+		case <-exited:
+			return errExited
+		default:
+		}
 		for _, addr := range []string{m.xdsAddr, m.secureXDSAddr} {
 			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 			if err != nil {
@@ -682,6 +690,10 @@ func chownTree(dir string, uid, gid int) error {
 }
 
 // waitFor polls cond until it returns nil or the timeout passes.
+// errExited, returned by a wait's condition, ends the wait at once: the
+// process it waits for has exited.
+var errExited = errors.New("the process exited")
+
 func waitFor(ctx context.Context, timeout time.Duration, cond func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -691,6 +703,8 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() error) erro
 	for {
 		if last = cond(); last == nil {
 			return nil
+		} else if errors.Is(last, errExited) {
+			return last
 		}
 		select {
 		case <-ctx.Done():

@@ -2,6 +2,7 @@ package localmesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -50,5 +51,21 @@ func TestStartFailureCleansUp(t *testing.T) {
 	}
 	if out, _ := exec.Command("pgrep", "-f", "exec sleep 60").CombinedOutput(); len(strings.TrimSpace(string(out))) > 0 {
 		t.Logf("note: stand-in processes still running: %s", out)
+	}
+}
+
+// A wait whose process has exited ends at once with that reason, not
+// after its timeout (an hour here: the test would time out instead).
+func TestWaitForEndsWhenTheProcessExits(t *testing.T) {
+	calls := 0
+	err := waitFor(context.Background(), time.Hour, func() error {
+		calls++
+		if calls < 3 {
+			return errors.New("connection refused")
+		}
+		return fmt.Errorf("straitd: %w", errExited)
+	})
+	if !errors.Is(err, errExited) || calls != 3 {
+		t.Errorf("waitFor = %v after %d checks, want the exit after 3", err, calls)
 	}
 }

@@ -68,8 +68,9 @@ type flags struct {
 	meshFile       string // --mesh
 
 	// Kubernetes mode.
-	kubeconfig string
-	namespace  string // the control plane's namespace (--namespace)
+	kubeconfig   string
+	namespace    string // the control plane's namespace (--namespace)
+	configStatus bool   // write validationMessages on refused objects (--config-status)
 
 	// Sidecar injection webhook.
 	injectAddr        string
@@ -145,6 +146,7 @@ Environment:
 	cmd.Flags().StringVar(&f.monitoringAddr, "monitoring-addr", ":15014", "address of the metrics, debug and health HTTP server")
 	cmd.Flags().StringVar(&f.meshFile, "mesh", "", "mesh config file: Istio's MeshConfig YAML, or the istio ConfigMap manifest (its data.mesh); reloaded when it changes; a field Strait does not implement is refused by name (at start: straitd exits; on reload: the previous config stays). Without it, in Kubernetes mode, the istio ConfigMap of --namespace is read and watched. Its rootNamespace, when set, is the root namespace instead of --namespace")
 	cmd.Flags().StringVar(&f.domain, "domain", "cluster.local", "cluster DNS domain")
+	cmd.Flags().BoolVar(&f.configStatus, "config-status", true, "Kubernetes mode: write on each Istio object straitd refuses or finds invalid why, in status.validationMessages (one replica writes, elected with the Lease "+statusLeaseName+"); false: the reasons are only logged")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	addIdentityFlags(cmd.Flags(), &f.identity)
 	return cmd
@@ -301,17 +303,19 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	parts.Go("jwks resolver", keySets.Run)
 	if kreg != nil {
 		parts.Go("kube registry", func(ctx context.Context) error { return kreg.Run(ctx, server.ConfigUpdate) })
-		// Refused and invalid Istio objects say so on their status; one
-		// replica writes.
-		parts.Go("config status writer", func(ctx context.Context) error {
-			return kube.RunAsLeader(ctx, kube.LeaderOptions{
-				Config: kubeConfig, Namespace: f.namespace, Name: statusLeaseName, Logger: logger,
-			}, func(ctx context.Context) {
-				if err := kreg.WriteStatus(ctx); err != nil {
-					log.Error("config status writer", "error", err)
-				}
+		if f.configStatus {
+			// Refused and invalid Istio objects say so on their status;
+			// one replica writes.
+			parts.Go("config status writer", func(ctx context.Context) error {
+				return kube.RunAsLeader(ctx, kube.LeaderOptions{
+					Config: kubeConfig, Namespace: f.namespace, Name: statusLeaseName, Logger: logger,
+				}, func(ctx context.Context) {
+					if err := kreg.WriteStatus(ctx); err != nil {
+						log.Error("config status writer", "error", err)
+					}
+				})
 			})
-		})
+		}
 		if static != nil {
 			parts.Go("file registry", func(ctx context.Context) error { return static.Run(ctx, kreg.StaticChanged) })
 		}

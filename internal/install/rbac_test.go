@@ -79,8 +79,15 @@ func (s *syncBuffer) String() string {
 // kube-apiserver: the ClusterRole and Role must let it sync and become
 // ready, win the Lease and write the webhook's caBundle, and publish the
 // root certificate ConfigMap into a new namespace, and write a refused
-// VirtualService's status; nothing is forbidden.
+// VirtualService's status; nothing is forbidden. With
+// global.istiod.enableAnalysis false, straitd writes no status (and is
+// granted none) and only logs the refusal.
 func TestChartRBACIsEnough(t *testing.T) {
+	t.Run("analysis on", func(t *testing.T) { chartRBACRun(t, true) })
+	t.Run("analysis off", func(t *testing.T) { chartRBACRun(t, false) })
+}
+
+func chartRBACRun(t *testing.T, analysis bool) {
 	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true})
 	bin := straitdBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -90,7 +97,7 @@ func TestChartRBACIsEnough(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.PollInterval = 100 * time.Millisecond
-	r := render(t, RenderOptions{})
+	r := render(t, RenderOptions{Values: map[string]any{"global": map[string]any{"istiod": map[string]any{"enableAnalysis": analysis}}}})
 	if err := c.Apply(ctx, r, DefaultNamespace); err != nil {
 		t.Fatal(err)
 	}
@@ -176,19 +183,35 @@ func TestChartRBACIsEnough(t *testing.T) {
 	if _, err := env.Dynamic.Resource(vsGVR).Namespace("demo").Create(ctx, vs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("the refused VirtualService's status.validationMessages naming the field", func() bool {
+	const reason = "spec.http[0].match[0].statPrefix: not supported by Strait yet"
+	statusNames := func() []string {
 		u, err := env.Dynamic.Resource(vsGVR).Namespace("demo").Get(ctx, "refused", metav1.GetOptions{})
 		if err != nil {
-			return false
+			return nil
 		}
 		msgs, _, _ := unstructured.NestedSlice(u.Object, "status", "validationMessages")
+		var names []string
 		for _, m := range msgs {
-			if name, _, _ := unstructured.NestedString(m.(map[string]any), "type", "name"); strings.Contains(name, "spec.http[0].match[0].statPrefix: not supported by Strait yet") {
-				return true
-			}
+			name, _, _ := unstructured.NestedString(m.(map[string]any), "type", "name")
+			names = append(names, name)
 		}
-		return false
-	})
+		return names
+	}
+	if analysis {
+		waitFor("the refused VirtualService's status.validationMessages naming the field", func() bool {
+			return slices.ContainsFunc(statusNames(), func(n string) bool { return strings.Contains(n, reason) })
+		})
+	} else {
+		waitFor("the refusal logged", func() bool { return strings.Contains(logs.String(), reason) })
+		// The writer, had it run, writes within a second of the refusal.
+		time.Sleep(2 * time.Second)
+		if names := statusNames(); len(names) != 0 {
+			t.Errorf("status written with analysis off: %q", names)
+		}
+		if strings.Contains(logs.String(), "writing config status") {
+			t.Errorf("straitd started its status writer with --config-status=false")
+		}
+	}
 	if l := logs.String(); strings.Contains(strings.ToLower(l), "forbidden") {
 		t.Errorf("straitd was refused something by the chart's RBAC:\n%s", grepLines(l, "forbidden"))
 	}
@@ -206,8 +229,15 @@ func grepLines(s, sub string) string {
 
 // TestChartRBACStatusKinds: the ClusterRole lets straitd update the status
 // subresource of exactly the Istio kinds it translates (and so may refuse),
-// and do nothing else with any status.
+// and do nothing else with any status; with global.istiod.enableAnalysis
+// false, no status at all.
 func TestChartRBACStatusKinds(t *testing.T) {
+	t.Run("analysis off", func(t *testing.T) {
+		r := render(t, RenderOptions{Values: map[string]any{"global": map[string]any{"istiod": map[string]any{"enableAnalysis": false}}}})
+		if got := statusGrants(t, r); len(got) != 0 {
+			t.Errorf("ClusterRole grants status of %v with analysis off, want none", got)
+		}
+	})
 	r := render(t, RenderOptions{})
 	plural := map[string]string{} // GROUP/Kind → GROUP/plural
 	for _, crd := range r.CRDs {
@@ -224,6 +254,18 @@ func TestChartRBACStatusKinds(t *testing.T) {
 		}
 		want = append(want, p+"/status")
 	}
+	got := statusGrants(t, r)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("ClusterRole grants status of\n %v\nwant the translated kinds'\n %v", got, want)
+	}
+}
+
+// statusGrants lists GROUP/RESOURCE/status of each status grant in the
+// chart's ClusterRoles, checking each grants update only.
+func statusGrants(t *testing.T, r Rendered) []string {
+	t.Helper()
 	var got []string
 	for _, o := range r.Objects {
 		if o.GetKind() != "ClusterRole" {
@@ -245,9 +287,5 @@ func TestChartRBACStatusKinds(t *testing.T) {
 			}
 		}
 	}
-	slices.Sort(got)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Errorf("ClusterRole grants status of\n %v\nwant the translated kinds'\n %v", got, want)
-	}
+	return got
 }

@@ -12,75 +12,28 @@ import (
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldtest"
 )
 
 // TestHCMFieldsClassified: every HttpConnectionManager field is honoured or
 // refused, not both, and the tables name only real fields, so that a new
 // Envoy API's field is noticed here rather than accepted by accident.
 func TestHCMFieldsClassified(t *testing.T) {
-	fields := (&hcmv3.HttpConnectionManager{}).ProtoReflect().Descriptor().Fields()
-	for i := range fields.Len() {
-		n := fields.Get(i).Name()
-		_, ok1 := hcmHonoured[n]
-		_, ok2 := hcmRefused[n]
-		switch {
-		case ok1 && ok2:
-			t.Errorf("%s is both honoured and refused", n)
-		case !ok1 && !ok2:
-			t.Errorf("%s is neither honoured nor refused: read it in Build and list it in hcmHonoured, or list it in hcmRefused", n)
-		}
-	}
-	for _, table := range []map[protoreflect.Name]string{hcmHonoured, hcmRefused} {
-		for n := range table {
-			if fields.ByName(n) == nil {
-				t.Errorf("%s is not an HttpConnectionManager field", n)
-			}
-		}
-	}
-	for _, sub := range []struct {
-		m       protoreflect.ProtoMessage
-		allowed map[protoreflect.Name]bool
-	}{
-		{&corev3.Http1ProtocolOptions{}, http1Fields},
-		{&corev3.HttpProtocolOptions{}, commonOptionsFields},
-		{&hcmv3.HttpConnectionManager_UpgradeConfig{}, upgradeConfigFields},
-		{&hcmv3.Rds{}, rdsFields},
-		{&corev3.ConfigSource{}, rdsConfigSourceFields},
-	} {
-		d := sub.m.ProtoReflect().Descriptor()
-		for n := range sub.allowed {
-			if d.Fields().ByName(n) == nil {
-				t.Errorf("%s is not a field of %s", n, d.FullName())
-			}
-		}
-	}
-}
-
-// setSomething gives field fd of m a value that is not its default.
-func setSomething(m protoreflect.Message, fd protoreflect.FieldDescriptor) {
-	switch {
-	case fd.IsList():
-		l := m.Mutable(fd).List()
-		l.Append(l.NewElement())
-	case fd.Message() != nil:
-		m.Set(fd, protoreflect.ValueOfMessage(m.NewField(fd).Message()))
-	case fd.Kind() == protoreflect.BoolKind:
-		m.Set(fd, protoreflect.ValueOfBool(true))
-	case fd.Kind() == protoreflect.EnumKind:
-		vals := fd.Enum().Values()
-		m.Set(fd, protoreflect.ValueOfEnum(vals.Get(vals.Len()-1).Number()))
-	case fd.Kind() == protoreflect.StringKind:
-		m.Set(fd, protoreflect.ValueOfString("x"))
-	case fd.Kind() == protoreflect.Uint32Kind:
-		m.Set(fd, protoreflect.ValueOfUint32(1))
-	default:
-		panic("setSomething: no value for " + fd.Kind().String())
-	}
+	fieldtest.Classified(t, (&hcmv3.HttpConnectionManager{}).ProtoReflect().Descriptor(), hcmHonoured, hcmRefused)
+	fieldtest.Classified(t, (&routerv3.Router{}).ProtoReflect().Descriptor(), routerFilterHonoured, routerFilterRefused)
+	fieldtest.Known(t, (&corev3.Http1ProtocolOptions{}).ProtoReflect().Descriptor(), http1Fields)
+	fieldtest.Known(t, (&corev3.HttpProtocolOptions{}).ProtoReflect().Descriptor(), commonOptionsFields)
+	fieldtest.Known(t, (&hcmv3.HttpConnectionManager_UpgradeConfig{}).ProtoReflect().Descriptor(), upgradeConfigFields)
+	fieldtest.Known(t, (&hcmv3.Rds{}).ProtoReflect().Descriptor(), rdsFields)
+	fieldtest.Known(t, (&corev3.ConfigSource{}).ProtoReflect().Descriptor(), rdsConfigSourceFields)
 }
 
 // TestHCMRefusedFields: each refused field, set, is an error naming it.
@@ -89,7 +42,7 @@ func TestHCMRefusedFields(t *testing.T) {
 	for n := range hcmRefused {
 		t.Run(string(n), func(t *testing.T) {
 			h := hcmConfig(nil)
-			setSomething(h.ProtoReflect(), fields.ByName(n))
+			fieldtest.SetSomething(h.ProtoReflect(), fields.ByName(n))
 			_, err := Build(h, nil)
 			if err == nil || !strings.Contains(err.Error(), string(n)) {
 				t.Fatalf("got %v, want an error naming %s", err, n)
@@ -309,6 +262,50 @@ func TestHCMConnectionKeepalive(t *testing.T) {
 			if !f.IsAck() {
 				return
 			}
+		}
+	}
+}
+
+// TestRouterFilterRefusedFields: each field of the router filter's config,
+// set, is an error naming it; Istio's default Router{} builds.
+func TestRouterFilterRefusedFields(t *testing.T) {
+	withRouter := func(r *routerv3.Router, mut func(hf *hcmv3.HttpFilter)) func(h *hcmv3.HttpConnectionManager) {
+		return func(h *hcmv3.HttpConnectionManager) {
+			a, err := anypb.New(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hf := &hcmv3.HttpFilter{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}}
+			if mut != nil {
+				mut(hf)
+			}
+			h.HttpFilters = []*hcmv3.HttpFilter{hf}
+		}
+	}
+	if _, err := Build(hcmConfig(withRouter(&routerv3.Router{}, nil)), nil); err != nil {
+		t.Fatalf("Router{}: %v", err)
+	}
+	fields := (&routerv3.Router{}).ProtoReflect().Descriptor().Fields()
+	for n := range routerFilterRefused {
+		t.Run(string(n), func(t *testing.T) {
+			r := &routerv3.Router{}
+			fieldtest.SetSomething(r.ProtoReflect(), fields.ByName(n))
+			_, err := Build(hcmConfig(withRouter(r, nil)), nil)
+			if err == nil || !strings.Contains(err.Error(), string(n)) {
+				t.Fatalf("got %v, want an error naming %s", err, n)
+			}
+		})
+	}
+	for name, mut := range map[string]func(hf *hcmv3.HttpFilter){
+		"disabled":         func(hf *hcmv3.HttpFilter) { hf.Disabled = true },
+		"config_discovery": func(hf *hcmv3.HttpFilter) { hf.ConfigType = &hcmv3.HttpFilter_ConfigDiscovery{ConfigDiscovery: &corev3.ExtensionConfigSource{}} },
+		"Router": func(hf *hcmv3.HttpFilter) {
+			hf.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &corev3.Http1ProtocolOptions{})}
+		},
+	} {
+		_, err := Build(hcmConfig(withRouter(&routerv3.Router{}, mut)), nil)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: got %v, want an error naming it", name, err)
 		}
 	}
 }

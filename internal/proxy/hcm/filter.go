@@ -141,6 +141,9 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 	if len(filters) == 0 || filters[len(filters)-1].GetName() != routerFilter {
 		return nil, fmt.Errorf("http_filters must end with %s", routerFilter)
 	}
+	if err := checkRouterFilter(filters[len(filters)-1]); err != nil { // fields.go
+		return nil, fmt.Errorf("http_filters[%d] %q: %w", len(filters)-1, routerFilter, err)
+	}
 	for i, hf := range filters[:len(filters)-1] {
 		known, err := f.filters.add(hf) // httpfilters.go
 		if err != nil {

@@ -168,6 +168,9 @@ func checkRouterFilter(hf *hcmv3.HttpFilter) error {
 		}
 		return false
 	})
+	if err == nil && len(r.ProtoReflect().GetUnknown()) > 0 {
+		err = fmt.Errorf("the Router config has fields strait-proxy does not know (a newer API's); remove them")
+	}
 	return err
 }
 
@@ -187,6 +190,9 @@ func checkHCMFields(h *hcmv3.HttpConnectionManager) error {
 		}
 		return false
 	})
+	if err == nil && len(h.ProtoReflect().GetUnknown()) > 0 {
+		err = fmt.Errorf("the HttpConnectionManager has fields strait-proxy does not know (a newer API's); remove them")
+	}
 	if err != nil {
 		return err
 	}

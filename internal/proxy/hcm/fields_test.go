@@ -15,6 +15,7 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"golang.org/x/net/http2"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -297,8 +298,10 @@ func TestRouterFilterRefusedFields(t *testing.T) {
 		})
 	}
 	for name, mut := range map[string]func(hf *hcmv3.HttpFilter){
-		"disabled":         func(hf *hcmv3.HttpFilter) { hf.Disabled = true },
-		"config_discovery": func(hf *hcmv3.HttpFilter) { hf.ConfigType = &hcmv3.HttpFilter_ConfigDiscovery{ConfigDiscovery: &corev3.ExtensionConfigSource{}} },
+		"disabled": func(hf *hcmv3.HttpFilter) { hf.Disabled = true },
+		"config_discovery": func(hf *hcmv3.HttpFilter) {
+			hf.ConfigType = &hcmv3.HttpFilter_ConfigDiscovery{ConfigDiscovery: &corev3.ExtensionConfigSource{}}
+		},
 		"Router": func(hf *hcmv3.HttpFilter) {
 			hf.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &corev3.Http1ProtocolOptions{})}
 		},
@@ -307,5 +310,25 @@ func TestRouterFilterRefusedFields(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: got %v, want an error naming it", name, err)
 		}
+	}
+}
+
+// TestHCMUnknownFieldsRefused: a field this build's API does not know (a
+// newer Envoy's, kept as unknown bytes when the listener unmarshalled the
+// HCM) is refused, in the HCM and in the router filter's config.
+func TestHCMUnknownFieldsRefused(t *testing.T) {
+	unknown := protowire.AppendVarint(protowire.AppendTag(nil, 9999, protowire.VarintType), 1)
+	h := hcmConfig(nil)
+	h.ProtoReflect().SetUnknown(unknown)
+	if _, err := Build(h, nil); err == nil || !strings.Contains(err.Error(), "does not know") {
+		t.Errorf("HCM: got %v, want the unknown field refused", err)
+	}
+	r := &routerv3.Router{}
+	r.ProtoReflect().SetUnknown(unknown)
+	h = hcmConfig(func(h *hcmv3.HttpConnectionManager) {
+		h.HttpFilters = []*hcmv3.HttpFilter{{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, r)}}}
+	})
+	if _, err := Build(h, nil); err == nil || !strings.Contains(err.Error(), "does not know") {
+		t.Errorf("router: got %v, want the unknown field refused", err)
 	}
 }

@@ -67,6 +67,9 @@ func checkFields(tp *tcpv3.TcpProxy) error {
 		}
 		return false
 	})
+	if err == nil && len(tp.ProtoReflect().GetUnknown()) > 0 {
+		err = fmt.Errorf("tcp_proxy has fields strait-proxy does not know (a newer API's); remove them")
+	}
 	if err != nil {
 		return err
 	}

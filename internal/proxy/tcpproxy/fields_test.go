@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/fieldtest"
@@ -48,5 +49,15 @@ func TestTcpProxyRefusedFields(t *testing.T) {
 	}
 	if f.total != 4 || len(f.weighted) != 2 || f.MaxConnectAttempts != 2 {
 		t.Errorf("weighted %v (total %d), attempts %d; want a:1 b:3, 2", f.weighted, f.total, f.MaxConnectAttempts)
+	}
+}
+
+// TestTcpProxyUnknownFieldsRefused: a newer API's field, kept as unknown
+// bytes, is refused.
+func TestTcpProxyUnknownFieldsRefused(t *testing.T) {
+	tp := &tcpv3.TcpProxy{StatPrefix: "s", ClusterSpecifier: &tcpv3.TcpProxy_Cluster{Cluster: "c"}}
+	tp.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 9999, protowire.VarintType), 1))
+	if _, err := Build(tp); err == nil || !strings.Contains(err.Error(), "does not know") {
+		t.Errorf("got %v, want the unknown field refused", err)
 	}
 }

@@ -170,6 +170,10 @@ func TestHCMRefusedValues(t *testing.T) {
 // HTTP/1.0 request and an absolute-form target are served (accept_http_10,
 // allow_absolute_url).
 func TestHCMHonouredValuesBehave(t *testing.T) {
+	forEachCodec(t, testHCMHonouredValuesBehave)
+}
+
+func testHCMHonouredValuesBehave(t *testing.T, codec Codec) {
 	var seen struct {
 		uri, ua, dsc string
 	}
@@ -183,7 +187,7 @@ func TestHCMHonouredValuesBehave(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	t.Cleanup(be.Close)
-	addr := startH2Proxy(t, CodecStrait, []*routev3.Route{prefixRoute("/", "be")}, func(h *hcmv3.HttpConnectionManager) {
+	addr := startH2Proxy(t, codec, []*routev3.Route{prefixRoute("/", "be")}, func(h *hcmv3.HttpConnectionManager) {
 		h.NormalizePath = wrapperspb.Bool(false)
 		h.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_KEEP_UNCHANGED
 		h.ServerHeaderTransformation = hcmv3.HttpConnectionManager_PASS_THROUGH
@@ -222,6 +226,17 @@ func TestHCMHonouredValuesBehave(t *testing.T) {
 	wait(t)
 	if !strings.Contains(out, " 200 ") || seen.uri != "/abs" {
 		t.Errorf("HTTP/1.0 absolute-form request: upstream saw %q, answer %q", seen.uri, out)
+	}
+
+	// HTTP/2 (h2c): the same path and Server header handling.
+	resp, err := h2cClient().Get("http://" + addr + "/server/../x/%2F")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	wait(t)
+	if resp.StatusCode != 200 || seen.uri != "/server/../x/%2F" || resp.Header.Get("Server") != "" {
+		t.Errorf("HTTP/2: upstream saw %q, answer %d with Server %q; want the path as sent and no Server added", seen.uri, resp.StatusCode, resp.Header.Get("Server"))
 	}
 }
 

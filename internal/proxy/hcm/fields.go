@@ -23,6 +23,12 @@ import (
 // refused; a wrapper (BoolValue) or an enum whose zero value is Envoy's
 // default is honoured for the values strait implements and refused for
 // the others (checkHCMValues).
+//
+// Two defaults differ from Envoy's and, being zero values, cannot be
+// refused: with server_header_transformation unset (OVERWRITE) Envoy
+// writes "server: envoy" where strait relays the upstream's Server header,
+// and with http_protocol_options.accept_http_10 unset Envoy answers
+// HTTP/1.0 with 426 where strait serves it.
 
 // hcmHonoured maps each honoured field to the code that reads it.
 var hcmHonoured = map[protoreflect.Name]string{

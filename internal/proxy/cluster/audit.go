@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -103,7 +104,43 @@ func checkAssignment(cla *endpointv3.ClusterLoadAssignment) error {
 			if err := onlyFields(f+".endpoint.health_check_config", lbe.GetEndpoint().GetHealthCheckConfig(), "port_value"); err != nil {
 				return err
 			}
+			if err := checkEndpointAddress(f+".endpoint.address", lbe.GetEndpoint().GetAddress()); err != nil {
+				return err
+			}
 		}
+	}
+	return nil
+}
+
+// checkEndpointAddress refuses the Address fields an endpoint's dial
+// (bootstrap.EndpointAddress) does not read: a named port, a resolver, an
+// IPv4-compat or network-namespace socket, a pipe's mode.
+func checkEndpointAddress(field string, a *corev3.Address) error {
+	if err := onlyFields(field, a, "socket_address", "pipe"); err != nil {
+		return err
+	}
+	if err := onlyFields(field+".socket_address", a.GetSocketAddress(), "protocol", "address", "port_value"); err != nil {
+		return err
+	}
+	return onlyFields(field+".pipe", a.GetPipe(), "path")
+}
+
+// checkEDSConfig refuses the eds_cluster_config fields strait does not
+// read: its config source is ADS, with an initial_fetch_timeout
+// (xdsclient.InitialFetchTimeout) and the v3 API.
+func checkEDSConfig(e *clusterv3.Cluster_EdsClusterConfig) error {
+	if err := onlyFields("eds_cluster_config", e, "eds_config", "service_name"); err != nil {
+		return err
+	}
+	cs := e.GetEdsConfig()
+	if err := onlyFields("eds_cluster_config.eds_config", cs, "ads", "initial_fetch_timeout", "resource_api_version"); err != nil {
+		return err
+	}
+	if err := onlyFields("eds_cluster_config.eds_config.ads", cs.GetAds()); err != nil {
+		return err
+	}
+	if v := cs.GetResourceApiVersion(); v != corev3.ApiVersion_AUTO && v != corev3.ApiVersion_V3 {
+		return fmt.Errorf("eds_cluster_config.eds_config.resource_api_version %s is not supported (V3 only)", v)
 	}
 	return nil
 }

@@ -173,6 +173,9 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 		if cs := c.GetEdsClusterConfig().GetEdsConfig(); cs != nil && cs.GetAds() == nil {
 			return nil, fmt.Errorf("cluster %q: eds_cluster_config.eds_config must be {ads: {}}", c.GetName())
 		}
+		if err := checkEDSConfig(c.GetEdsClusterConfig()); err != nil { // audit.go
+			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+		}
 		t, err := xdsclient.InitialFetchTimeout(c.GetEdsClusterConfig().GetEdsConfig())
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: eds_cluster_config.eds_config: %w", c.GetName(), err)

@@ -101,6 +101,9 @@ func DefaultLimits() Limits {
 
 // Build validates an HCM config and returns the filter.
 func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
+	if err := checkHCMFields(h); err != nil { // fields.go
+		return nil, err
+	}
 	f := &Filter{StatPrefix: h.GetStatPrefix(), routes: routes}
 	if err := f.buildCodec(h); err != nil {
 		return nil, err
@@ -123,10 +126,7 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 	}
 	f.Limits = lim
 	switch rs := h.GetRouteSpecifier().(type) {
-	case *hcmv3.HttpConnectionManager_Rds:
-		if cs := rs.Rds.GetConfigSource(); cs.GetAds() == nil {
-			return nil, fmt.Errorf("rds.config_source must be {ads: {}}, got %v", configSourceKind(cs))
-		}
+	case *hcmv3.HttpConnectionManager_Rds: // checkRDS checked its config source
 		f.RDSName = rs.Rds.GetRouteConfigName()
 	case *hcmv3.HttpConnectionManager_RouteConfig:
 		t, err := route.Compile(rs.RouteConfig)
@@ -140,6 +140,9 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 	filters := h.GetHttpFilters()
 	if len(filters) == 0 || filters[len(filters)-1].GetName() != routerFilter {
 		return nil, fmt.Errorf("http_filters must end with %s", routerFilter)
+	}
+	if err := checkRouterFilter(filters[len(filters)-1]); err != nil { // fields.go
+		return nil, fmt.Errorf("http_filters[%d] %q: %w", len(filters)-1, routerFilter, err)
 	}
 	for i, hf := range filters[:len(filters)-1] {
 		known, err := f.filters.add(hf) // httpfilters.go
@@ -157,7 +160,8 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 }
 
 // buildLimits reads the HCM's timeouts and limits. A field that asks for
-// something the HTTP/1.1 path doesn't do is refused, naming the field.
+// something the HTTP/1.1 path doesn't do is refused, naming the field
+// (commonOptionsFields in fields.go lists the sub-fields it reads).
 func buildLimits(h *hcmv3.HttpConnectionManager) (Limits, error) {
 	l := DefaultLimits()
 	dur := func(name string, d *durationpb.Duration, dst *time.Duration) error {
@@ -211,8 +215,6 @@ func buildLimits(h *hcmv3.HttpConnectionManager) (Limits, error) {
 		return l, fmt.Errorf("common_http_protocol_options.headers_with_underscores_action %s is not supported (only ALLOW)", o.GetHeadersWithUnderscoresAction())
 	case o.GetMaxResponseHeadersKb() != nil && o.GetMaxResponseHeadersKb().GetValue() != 60:
 		return l, fmt.Errorf("common_http_protocol_options.max_response_headers_kb %d is not supported (only the default 60)", o.GetMaxResponseHeadersKb().GetValue())
-	case h.GetProxy_100Continue():
-		return l, fmt.Errorf("proxy_100_continue is not supported: 100-continue is answered by the proxy")
 	}
 	return l, nil
 }

@@ -61,10 +61,17 @@ func (f *Filter) buildCodec(h *hcmv3.HttpConnectionManager) error {
 	// windows), not Envoy's (2^31-1 streams, 256 MiB windows): the
 	// handler buffers a window's worth per stream when the upstream is
 	// slower than the client.
+	//
+	// connection_keepalive: a connection that has received no frame for
+	// interval gets a PING, and is closed when nothing arrives within
+	// timeout (x/net/http2's ReadIdleTimeout and PingTimeout), as the
+	// upstream pool does (cluster.HTTP2Settings).
 	f.h2 = &http2.Server{
 		MaxConcurrentStreams:         s.MaxConcurrentStreams,
 		MaxUploadBufferPerStream:     int32(min(s.InitialStreamWindowSize, 1<<31-1)),
 		MaxUploadBufferPerConnection: int32(min(s.InitialConnectionWindowSize, 1<<31-1)),
+		ReadIdleTimeout:              s.KeepaliveInterval,
+		PingTimeout:                  s.KeepaliveTimeout,
 	}
 	return nil
 }
@@ -215,6 +222,8 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		MaxConcurrentStreams:         f.h2.MaxConcurrentStreams,
 		MaxUploadBufferPerStream:     f.h2.MaxUploadBufferPerStream,
 		MaxUploadBufferPerConnection: f.h2.MaxUploadBufferPerConnection,
+		ReadIdleTimeout:              f.h2.ReadIdleTimeout,
+		PingTimeout:                  f.h2.PingTimeout,
 		IdleTimeout:                  lim.IdleTimeout,
 	}
 	if err := http2.ConfigureServer(base, h2); err != nil {

@@ -17,6 +17,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	jwtv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	jose "github.com/go-jose/go-jose/v4"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -232,7 +233,7 @@ func TestJWTFilterMetadata(t *testing.T) {
 		StatPrefix:     "m",
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "r"}},
 		HttpFilters: []*hcmv3.HttpFilter{istioJWTFilter(t, k.jwks),
-			{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &emptypb.Empty{})}}},
+			{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &routerv3.Router{})}}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +270,7 @@ func TestJWTFilterOrder(t *testing.T) {
 		HttpFilters: []*hcmv3.HttpFilter{
 			{Name: "envoy.filters.http.fault", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &faultv3.HTTPFault{})}},
 			istioJWTFilter(t, k.jwks),
-			{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &emptypb.Empty{})}}},
+			{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &routerv3.Router{})}}},
 	}, nil)
 	if err == nil || !strings.Contains(err.Error(), "must come before") {
 		t.Errorf("jwt_authn after fault: %v", err)
@@ -314,7 +315,7 @@ func TestJWTFilterMetadataHTTP1(t *testing.T) {
 		StatPrefix:     "m",
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "r"}},
 		HttpFilters: []*hcmv3.HttpFilter{istioJWTFilter(t, k.jwks),
-			{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &emptypb.Empty{})}}},
+			{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &routerv3.Router{})}}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

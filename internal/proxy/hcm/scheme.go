@@ -3,7 +3,6 @@ package hcm
 import (
 	"bytes"
 	"crypto/tls"
-	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -35,11 +34,9 @@ type forwardedProtoPolicy struct {
 	overwrite bool
 }
 
-// buildScheme reads the fields that decide :scheme and x-forwarded-proto.
+// buildScheme reads the fields that decide :scheme and x-forwarded-proto
+// (scheme_header_transformation is refused by checkHCMFields, fields.go).
 func (f *Filter) buildScheme(h *hcmv3.HttpConnectionManager) error {
-	if st := h.GetSchemeHeaderTransformation(); st != nil {
-		return fmt.Errorf("scheme_header_transformation is not supported (the request's :scheme follows the downstream connection: https on TLS); remove the field")
-	}
 	f.xfp.overwrite = h.GetUseRemoteAddress().GetValue() && h.GetXffNumTrustedHops() == 0
 	return nil
 }

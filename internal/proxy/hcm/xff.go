@@ -31,7 +31,6 @@ package hcm
 // a new one, unless preserve_external_request_id.
 
 import (
-	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -53,23 +52,9 @@ type xffPolicy struct {
 }
 
 // buildXFF reads the client-address fields (and preserve_external_request_id,
-// which the edge logic reads) and refuses the related ones strait-proxy
-// does not implement, naming them.
+// which the edge logic reads); checkHCMFields (fields.go) refused the
+// related ones strait-proxy does not implement.
 func (f *Filter) buildXFF(h *hcmv3.HttpConnectionManager) error {
-	switch {
-	case len(h.GetOriginalIpDetectionExtensions()) > 0:
-		return fmt.Errorf("original_ip_detection_extensions is not supported (the client address comes from x-forwarded-for with xff_num_trusted_hops, or the peer with use_remote_address); remove the field")
-	case h.GetInternalAddressConfig() != nil:
-		return fmt.Errorf("internal_address_config is not supported (no address is internal, every request is external); remove the field")
-	case h.GetAppendXForwardedPort():
-		return fmt.Errorf("append_x_forwarded_port is not supported; remove the field or set it false")
-	case h.GetGenerateRequestId() != nil && !h.GetGenerateRequestId().GetValue():
-		return fmt.Errorf("generate_request_id false is not supported (strait-proxy sets x-request-id on every request that has none); remove the field or set it true")
-	case h.GetRequestIdExtension() != nil:
-		return fmt.Errorf("request_id_extension is not supported (x-request-id is a random UUID); remove the field")
-	case h.GetAlwaysSetRequestIdInResponse():
-		return fmt.Errorf("always_set_request_id_in_response is not supported; remove the field or set it false")
-	}
 	f.xff = xffPolicy{
 		useRemote:   h.GetUseRemoteAddress().GetValue(),
 		trustedHops: h.GetXffNumTrustedHops(),

@@ -108,7 +108,7 @@ var (
 	}
 	weightedClustersFields = map[protoreflect.Name]bool{"clusters": true, "total_weight": true}
 	clusterWeightFields    = map[protoreflect.Name]bool{
-		"name": true, "weight": true, "host_rewrite_literal": true, "metadata": true,
+		"name": true, "weight": true, "host_rewrite_literal": true,
 		"request_headers_to_add": true, "request_headers_to_remove": true,
 		"response_headers_to_add": true, "response_headers_to_remove": true,
 	}
@@ -194,6 +194,9 @@ func (cr *Route) compileAction(r *routev3.Route) error {
 		}
 		cr.Direct = &DirectResponse{Status: int(d.GetStatus())}
 		if b := d.GetBody(); b != nil {
+			if err := router.OnlyFields("direct_response.body", b.ProtoReflect(), dataSourceFields); err != nil { // fields.go
+				return err
+			}
 			switch s := b.GetSpecifier().(type) {
 			case *corev3.DataSource_InlineString:
 				cr.Direct.Body = s.InlineString

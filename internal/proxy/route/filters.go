@@ -10,6 +10,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
+	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
 // Filters is what a route asks of the HTTP filters and the router before
@@ -74,6 +75,9 @@ func compileFilters(r *routev3.Route, vh *vhostFilters) (*Filters, error) {
 	}
 	for i, mp := range a.GetRequestMirrorPolicies() {
 		field := fmt.Sprintf("route.request_mirror_policies[%d]", i)
+		if err := router.OnlyFields(field, mp.ProtoReflect(), mirrorPolicyFields); err != nil { // fields.go
+			return nil, err
+		}
 		switch {
 		case mp.GetCluster() == "":
 			return nil, fmt.Errorf("%s.cluster is required (cluster_header is not supported)", field)

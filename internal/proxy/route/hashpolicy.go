@@ -13,6 +13,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
 // HashPolicy is a route action's compiled hash_policy list: how a request
@@ -65,6 +67,9 @@ func compileHashPolicy(ps []*routev3.RouteAction_HashPolicy) (*HashPolicy, error
 	hp := &HashPolicy{}
 	for i, p := range ps {
 		field := fmt.Sprintf("route.hash_policy[%d]", i)
+		if err := router.OnlyFields(field, p.ProtoReflect(), hashPolicyFields); err != nil { // fields.go
+			return nil, err
+		}
 		hc := hashPolicy{terminal: p.GetTerminal()}
 		switch s := p.GetPolicySpecifier().(type) {
 		case *routev3.RouteAction_HashPolicy_Header_:
@@ -90,11 +95,17 @@ func compileHashPolicy(ps []*routev3.RouteAction_HashPolicy) (*HashPolicy, error
 				hc.ttl, hc.hasTTL = s.Cookie.GetTtl().AsDuration(), true
 			}
 		case *routev3.RouteAction_HashPolicy_ConnectionProperties_:
+			if err := onlyHashFields(field+".connection_properties", s.ConnectionProperties, "source_ip"); err != nil {
+				return nil, err
+			}
 			if !s.ConnectionProperties.GetSourceIp() {
 				return nil, fmt.Errorf("%s.connection_properties: source_ip must be true", field)
 			}
 			hc.kind = hashSourceIP
 		case *routev3.RouteAction_HashPolicy_QueryParameter_:
+			if err := onlyHashFields(field+".query_parameter", s.QueryParameter, "name"); err != nil {
+				return nil, err
+			}
 			hc.kind, hc.name = hashQuery, s.QueryParameter.GetName()
 		default:
 			return nil, fmt.Errorf("%s: %T is not supported by strait-proxy (want header, cookie, connection_properties or query_parameter)", field, s)

@@ -9,6 +9,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
 // Request is what route matching reads of a request.
@@ -81,6 +83,9 @@ func compileMatch(m *routev3.RouteMatch) (*routeMatch, error) {
 			return nil, fmt.Errorf("match.path is empty")
 		}
 	case *routev3.RouteMatch_SafeRegex:
+		if err := checkRegex("match.safe_regex", ps.SafeRegex); err != nil {
+			return nil, err
+		}
 		re, err := compileRegex(ps.SafeRegex)
 		if err != nil {
 			return nil, fmt.Errorf("match.safe_regex: %w", err)
@@ -117,6 +122,9 @@ func compileMatch(m *routev3.RouteMatch) (*routeMatch, error) {
 }
 
 func compileHeader(h *routev3.HeaderMatcher) (headerMatcher, error) {
+	if err := router.OnlyFields("header_matcher", h.ProtoReflect(), headerMatcherFields); err != nil { // fields.go
+		return headerMatcher{}, err
+	}
 	name := h.GetName()
 	if name == "" {
 		return headerMatcher{}, fmt.Errorf("name is empty")
@@ -151,6 +159,9 @@ func compileHeader(h *routev3.HeaderMatcher) (headerMatcher, error) {
 		v := s.ContainsMatch
 		hm.str = func(x string) bool { return strings.Contains(x, v) }
 	case *routev3.HeaderMatcher_SafeRegexMatch:
+		if err := checkRegex("safe_regex_match", s.SafeRegexMatch); err != nil {
+			return hm, err
+		}
 		re, err := compileRegex(s.SafeRegexMatch)
 		if err != nil {
 			return hm, err
@@ -169,6 +180,9 @@ func compileHeader(h *routev3.HeaderMatcher) (headerMatcher, error) {
 }
 
 func compileQuery(q *routev3.QueryParameterMatcher) (queryMatcher, error) {
+	if err := router.OnlyFields("query_parameter_matcher", q.ProtoReflect(), queryParameterMatcherFields); err != nil { // fields.go
+		return queryMatcher{}, err
+	}
 	if q.GetName() == "" {
 		return queryMatcher{}, fmt.Errorf("name is empty")
 	}
@@ -238,6 +252,9 @@ func compileRegex(r *matcherv3.RegexMatcher) (*regexp.Regexp, error) {
 }
 
 func compileStringMatch(sm *matcherv3.StringMatcher) (func(string) bool, error) {
+	if err := router.OnlyFields("string_match", sm.ProtoReflect(), stringMatcherFields); err != nil { // fields.go
+		return nil, err
+	}
 	fold := sm.GetIgnoreCase()
 	switch p := sm.GetMatchPattern().(type) {
 	case *matcherv3.StringMatcher_Exact:
@@ -269,6 +286,9 @@ func compileStringMatch(sm *matcherv3.StringMatcher) (func(string) bool, error) 
 		if fold {
 			// Envoy's config validation rejects it too.
 			return nil, fmt.Errorf("string_match: ignore_case is not allowed with safe_regex")
+		}
+		if err := checkRegex("string_match.safe_regex", p.SafeRegex); err != nil {
+			return nil, err
 		}
 		re, err := compileRegex(p.SafeRegex)
 		if err != nil {

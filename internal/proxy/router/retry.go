@@ -208,6 +208,11 @@ func OnlyFields(prefix string, m protoreflect.Message, allowed map[protoreflect.
 	if bad != "" {
 		return fmt.Errorf("%s.%s is not supported by strait-proxy", prefix, bad)
 	}
+	if len(m.GetUnknown()) > 0 {
+		// Fields of a newer API than this build's, kept as unknown bytes
+		// when the message was unmarshalled.
+		return fmt.Errorf("%s has fields strait-proxy does not know (a newer API's); remove them", prefix)
+	}
 	return nil
 }
 

@@ -69,7 +69,7 @@ func Build(tp *tcpv3.TcpProxy) (*Filter, error) {
 		}
 		f.IdleTimeout = d.AsDuration()
 	}
-	if err := refuseUnsupported(tp); err != nil {
+	if err := checkFields(tp); err != nil { // fields.go
 		return nil, err
 	}
 	if v := tp.GetMaxConnectAttempts(); v != nil {
@@ -89,8 +89,8 @@ func Build(tp *tcpv3.TcpProxy) (*Filter, error) {
 		f.cluster = cs.Cluster
 	case *tcpv3.TcpProxy_WeightedClusters:
 		for i, c := range cs.WeightedClusters.GetClusters() {
-			if c.GetMetadataMatch() != nil {
-				return nil, fmt.Errorf("weighted_clusters.clusters[%d].metadata_match is not supported (use a subset cluster)", i)
+			if err := onlyFields(fmt.Sprintf("tcp_proxy.weighted_clusters.clusters[%d]", i), c.ProtoReflect(), clusterWeightFields, "use a subset cluster"); err != nil {
+				return nil, err
 			}
 			if c.GetWeight() == 0 {
 				continue
@@ -105,36 +105,6 @@ func Build(tp *tcpv3.TcpProxy) (*Filter, error) {
 		return nil, fmt.Errorf("tcp_proxy cluster specifier %T is not supported (want cluster or weighted_clusters)", cs)
 	}
 	return f, nil
-}
-
-// refuseUnsupported names the first TcpProxy field this filter does not
-// implement, so that the listener is NACKed instead of served without it.
-func refuseUnsupported(tp *tcpv3.TcpProxy) error {
-	for _, f := range []struct {
-		set  bool
-		name string
-	}{
-		{tp.GetOnDemand() != nil, "on_demand"},
-		{tp.GetMetadataMatch() != nil, "metadata_match"},
-		{tp.GetDownstreamIdleTimeout() != nil, "downstream_idle_timeout"},
-		{tp.GetUpstreamIdleTimeout() != nil, "upstream_idle_timeout"},
-		{tp.GetBackoffOptions() != nil, "backoff_options"},
-		{len(tp.GetHashPolicy()) > 0, "hash_policy"},
-		{tp.GetTunnelingConfig() != nil, "tunneling_config"},
-		{tp.GetMaxDownstreamConnectionDurationJitterPercentage() != nil, "max_downstream_connection_duration_jitter_percentage"},
-		{tp.GetAccessLogFlushInterval() != nil, "access_log_flush_interval"},
-		{tp.GetFlushAccessLogOnConnected(), "flush_access_log_on_connected"},
-		{tp.GetAccessLogOptions() != nil, "access_log_options"},
-		{len(tp.GetProxyProtocolTlvs()) > 0, "proxy_protocol_tlvs"},
-		{tp.GetUpstreamConnectMode() != tcpv3.UpstreamConnectMode_IMMEDIATE, "upstream_connect_mode"},
-		{tp.GetMaxEarlyDataBytes() != nil, "max_early_data_bytes"},
-		{tp.GetCheckDrainClose() != nil, "check_drain_close"},
-	} {
-		if f.set {
-			return fmt.Errorf("%s is not supported by strait-proxy (remove it)", f.name)
-		}
-	}
-	return nil
 }
 
 func (f *Filter) pickCluster() string {

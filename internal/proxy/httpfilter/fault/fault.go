@@ -91,19 +91,8 @@ func Parse(a *anypb.Any) (*Policy, error) {
 // does when those keys are absent from its runtime. An HTTPFault with
 // neither delay nor abort (Istio's filter-level config) is a nil Policy.
 func Build(m *faultv3.HTTPFault) (*Policy, error) {
-	switch {
-	case m.GetUpstreamCluster() != "":
-		return nil, fmt.Errorf("%s: upstream_cluster is not supported by strait-proxy (remove it; put the fault on the route instead)", Name)
-	case len(m.GetHeaders()) > 0:
-		return nil, fmt.Errorf("%s: headers is not supported by strait-proxy (remove it; match headers on the route instead)", Name)
-	case len(m.GetDownstreamNodes()) > 0:
-		return nil, fmt.Errorf("%s: downstream_nodes is not supported by strait-proxy (remove it)", Name)
-	case m.GetMaxActiveFaults() != nil:
-		return nil, fmt.Errorf("%s: max_active_faults is not supported by strait-proxy (remove it)", Name)
-	case m.GetResponseRateLimit() != nil:
-		return nil, fmt.Errorf("%s: response_rate_limit is not supported by strait-proxy (remove it)", Name)
-	case m.GetFilterMetadata() != nil:
-		return nil, fmt.Errorf("%s: filter_metadata is not supported by strait-proxy (remove it)", Name)
+	if err := httpfilter.CheckFields(Name, m.ProtoReflect(), httpFaultHonoured, httpFaultRefused); err != nil { // fields.go
+		return nil, err
 	}
 	p := &Policy{}
 	if d := m.GetDelay(); d != nil {
@@ -127,6 +116,9 @@ func Build(m *faultv3.HTTPFault) (*Policy, error) {
 }
 
 func buildDelay(d *faultcommonv3.FaultDelay) (*delay, error) {
+	if err := httpfilter.CheckFields(Name+": delay", d.ProtoReflect(), faultDelayHonoured, nil); err != nil {
+		return nil, err
+	}
 	pct, err := httpfilter.ParseFraction(Name+": delay.percentage", d.GetPercentage())
 	if err != nil {
 		return nil, err
@@ -148,6 +140,9 @@ func buildDelay(d *faultcommonv3.FaultDelay) (*delay, error) {
 }
 
 func buildAbort(a *faultv3.FaultAbort) (*abort, error) {
+	if err := httpfilter.CheckFields(Name+": abort", a.ProtoReflect(), faultAbortHonoured, faultAbortRefused); err != nil {
+		return nil, err
+	}
 	pct, err := httpfilter.ParseFraction(Name+": abort.percentage", a.GetPercentage())
 	if err != nil {
 		return nil, err

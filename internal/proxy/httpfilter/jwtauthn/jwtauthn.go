@@ -104,13 +104,8 @@ func Build(cfg *jwtv3.JwtAuthentication, opts Options) (*Filter, error) {
 	if f.now == nil {
 		f.now = time.Now
 	}
-	switch {
-	case cfg.GetFilterStateRules() != nil:
-		return nil, fmt.Errorf("filter_state_rules is not supported (use rules)")
-	case cfg.GetStripFailureResponse():
-		return nil, fmt.Errorf("strip_failure_response is not supported (leave it false)")
-	case cfg.GetStatPrefix() != "":
-		return nil, fmt.Errorf("stat_prefix is not supported (leave it empty)")
+	if err := httpfilter.CheckFields("", cfg.ProtoReflect(), jwtAuthenticationHonoured, jwtAuthenticationRefused); err != nil { // fields.go
+		return nil, err
 	}
 	names := make([]string, 0, len(cfg.GetProviders()))
 	for name := range cfg.GetProviders() {
@@ -165,21 +160,23 @@ func Build(cfg *jwtv3.JwtAuthentication, opts Options) (*Filter, error) {
 }
 
 func buildProvider(name string, p *jwtv3.JwtProvider) (*provider, error) {
-	switch {
-	case p.GetSubjects() != nil:
-		return nil, fmt.Errorf("subjects is not supported (leave it unset)")
-	case p.GetRequireExpiration():
-		return nil, fmt.Errorf("require_expiration is not supported (leave it false)")
-	case p.GetMaxLifetime() != nil:
-		return nil, fmt.Errorf("max_lifetime is not supported (leave it unset)")
-	case p.GetHeaderInMetadata() != "":
-		return nil, fmt.Errorf("header_in_metadata is not supported (leave it empty)")
-	case p.GetFailedStatusInMetadata() != "":
-		return nil, fmt.Errorf("failed_status_in_metadata is not supported (leave it empty)")
-	case p.GetJwtCacheConfig() != nil:
-		return nil, fmt.Errorf("jwt_cache_config is not supported (leave it unset)")
-	case p.GetClearRouteCache():
-		return nil, fmt.Errorf("clear_route_cache is not supported (leave it false: the route is chosen once)")
+	if err := httpfilter.CheckFields("", p.ProtoReflect(), jwtProviderHonoured, jwtProviderRefused); err != nil { // fields.go
+		return nil, err
+	}
+	if n := p.GetNormalizePayloadInMetadata(); n != nil {
+		if err := httpfilter.CheckFields("normalize_payload_in_metadata", n.ProtoReflect(), normalizePayloadFields, nil); err != nil {
+			return nil, err
+		}
+	}
+	for i, h := range p.GetFromHeaders() {
+		if err := httpfilter.CheckFields(fmt.Sprintf("from_headers[%d]", i), h.ProtoReflect(), jwtHeaderFields, nil); err != nil {
+			return nil, err
+		}
+	}
+	for i, c := range p.GetClaimToHeaders() {
+		if err := httpfilter.CheckFields(fmt.Sprintf("claim_to_headers[%d]", i), c.ProtoReflect(), claimToHeaderFields, nil); err != nil {
+			return nil, err
+		}
 	}
 	out := &provider{
 		name: name, issuer: p.GetIssuer(), audiences: p.GetAudiences(), forward: p.GetForward(),

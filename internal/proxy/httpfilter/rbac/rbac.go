@@ -7,13 +7,29 @@ import (
 	"fmt"
 
 	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 )
 
 // Name is the filter name Envoy registers.
 const Name = "envoy.filters.http.rbac"
+
+// The RBAC config's field audit: each field honoured (read by
+// rbac.NewFilter) or refused with the fix.
+var (
+	rbacHonoured = map[protoreflect.Name]string{
+		"rules": "rbac.NewFilter", "shadow_rules": "rbac.NewFilter",
+		"rules_stat_prefix": "rbac.NewFilter", "shadow_rules_stat_prefix": "rbac.NewFilter",
+	}
+	rbacRefused = map[protoreflect.Name]string{
+		"matcher":              "use rules",
+		"shadow_matcher":       "use shadow_rules",
+		"track_per_rule_stats": "remove it",
+	}
+)
 
 // Parse reads the filter's typed config, refusing the fields it does not
 // implement by name.
@@ -25,13 +41,8 @@ func Parse(a *anypb.Any) (*rbac.Filter, error) {
 	if err := a.UnmarshalTo(&cfg); err != nil {
 		return nil, fmt.Errorf("typed_config: %w", err)
 	}
-	switch {
-	case cfg.GetMatcher() != nil:
-		return nil, fmt.Errorf("matcher is not supported (use rules)")
-	case cfg.GetShadowMatcher() != nil:
-		return nil, fmt.Errorf("shadow_matcher is not supported (use shadow_rules)")
-	case cfg.GetTrackPerRuleStats():
-		return nil, fmt.Errorf("track_per_rule_stats is not supported (remove it)")
+	if err := httpfilter.CheckFields("", cfg.ProtoReflect(), rbacHonoured, rbacRefused); err != nil {
+		return nil, err
 	}
 	return rbac.NewFilter(cfg.GetRules(), cfg.GetShadowRules(), cfg.GetRulesStatPrefix(), cfg.GetShadowRulesStatPrefix())
 }

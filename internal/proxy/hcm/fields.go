@@ -1,0 +1,280 @@
+package hcm
+
+import (
+	"fmt"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/straitmesh/strait/internal/proxy/router"
+)
+
+// This file is the HttpConnectionManager's field audit. Every field of the
+// message is either honoured (hcmHonoured names the code that reads it) or
+// refused by name (hcmRefused says why, and what to do instead), so that a
+// control plane never believes it configured something strait-proxy
+// ignores. A field a newer API adds is in neither table: it is refused as
+// unknown, and fields_test.go fails until it is classified.
+//
+// A proto3 scalar or enum is "set" only when it differs from its zero
+// value, so a bool whose true strait does not implement is simply
+// refused; a wrapper (BoolValue) or an enum whose zero value is Envoy's
+// default is honoured for the values strait implements and refused for
+// the others (checkHCMValues).
+//
+// Two defaults differ from Envoy's and, being zero values, cannot be
+// refused: with server_header_transformation unset (OVERWRITE) Envoy
+// writes "server: envoy" where strait relays the upstream's Server header,
+// and with http_protocol_options.accept_http_10 unset Envoy answers
+// HTTP/1.0 with 426 where strait serves it.
+
+// hcmHonoured maps each honoured field to the code that reads it.
+var hcmHonoured = map[protoreflect.Name]string{
+	"codec_type":             "buildCodec (h2.go): AUTO, HTTP1 or HTTP2",
+	"stat_prefix":            "the http.<stat_prefix>.* counters (stats.go)",
+	"rds":                    "Build: the RDS route table, over ADS only (checkRDS)",
+	"route_config":           "Build: route.Compile",
+	"http_filters":           "Build and httpfilters.go",
+	"http_protocol_options":  "checkHTTP1Options: accept_http_10 and allow_absolute_url, as the HTTP/1.1 codec serves them",
+	"http2_protocol_options": "buildCodec (h2.go) with cluster.ParseHTTP2Options",
+	// Sub-fields allow-listed in buildLimits.
+	"common_http_protocol_options":        "buildLimits",
+	"max_request_headers_kb":              "buildLimits",
+	"stream_idle_timeout":                 "buildLimits",
+	"request_timeout":                     "buildLimits",
+	"request_headers_timeout":             "buildLimits",
+	"delayed_close_timeout":               "buildLimits",
+	"access_log":                          "the listener, with accesslog.Build",
+	"use_remote_address":                  "buildXFF and buildScheme",
+	"xff_num_trusted_hops":                "buildXFF and buildScheme",
+	"skip_xff_append":                     "buildXFF",
+	"preserve_external_request_id":        "buildXFF (the edge keeps an x-request-id)",
+	"generate_request_id":                 "true only: every request without x-request-id gets one",
+	"forward_client_cert_details":         "buildXFCC (xfcc.go)",
+	"set_current_client_cert_details":     "buildXFCC (xfcc.go)",
+	"upgrade_configs":                     "buildUpgrades (upgrade.go)",
+	"normalize_path":                      "false only: the path is forwarded as received",
+	"path_with_escaped_slashes_action":    "KEEP_UNCHANGED only: %2F and %5C are forwarded as received",
+	"server_header_transformation":        "PASS_THROUGH only: the upstream's Server header is relayed as it is, none is added",
+	"add_user_agent":                      "false only: no user-agent nor x-envoy-downstream-service-cluster is added",
+	"add_proxy_protocol_connection_state": "true only: an upstream PROXY protocol header carries the downstream connection's addresses (proxyproto.go)",
+}
+
+// hcmRefused maps each refused field to why, and the fix.
+var hcmRefused = map[protoreflect.Name]string{
+	"scoped_routes":                                     "scoped RDS is not implemented; use rds or route_config",
+	"tracing":                                           "strait-proxy does not trace (no spans, no sampling decision); remove the field",
+	"http1_safe_max_connection_duration":                "an HTTP/1.1 connection past max_connection_duration closes after its request in progress; remove the field",
+	"http3_protocol_options":                            "HTTP/3 is not served; remove the field",
+	"server_name":                                       "the Server header is relayed from the upstream, never written (server_header_transformation PASS_THROUGH); remove the field",
+	"stream_flush_timeout":                              "a stream waiting for its peer's flow control is bounded by stream_idle_timeout alone; remove the field",
+	"drain_timeout":                                     "an HTTP/2 connection gets its GOAWAY when the drain starts, with no second phase; remove the field",
+	"drain_timeout_jitter":                              "an HTTP/2 connection gets its GOAWAY when the drain starts, with no second phase; remove the field",
+	"access_log_flush_interval":                         "access log records are written when the request ends; remove the field",
+	"flush_access_log_on_new_request":                   "access log records are written when the request ends; remove the field",
+	"access_log_options":                                "access log records are written when the request ends; remove the field",
+	"original_ip_detection_extensions":                  "the client address comes from x-forwarded-for with xff_num_trusted_hops, or the peer with use_remote_address; remove the field",
+	"early_header_mutation_extensions":                  "no header mutation runs before routing; use the route's request_headers_to_add",
+	"internal_address_config":                           "no address is internal, every request is external; remove the field",
+	"via":                                               "no via header is written; remove the field",
+	"request_id_extension":                              "x-request-id is a random UUID, with no trace-sampling bits; remove the field",
+	"always_set_request_id_in_response":                 "x-request-id is not copied to responses; remove the field or set it false",
+	"forward_client_cert_matcher":                       "use forward_client_cert_details",
+	"proxy_100_continue":                                "100-continue is answered by the proxy; remove the field or set it false",
+	"represent_ipv4_remote_address_as_ipv4_mapped_ipv6": "remove the field or set it false",
+	"merge_slashes":                                     "the path is forwarded as received; remove the field or set it false",
+	"local_reply_config":                                "local replies keep Envoy's default bodies; remove the field",
+	"strip_matching_host_port":                          "the Host header is routed and forwarded as received (ignore_port_in_host_matching in the route configuration drops the port for matching); remove the field",
+	"strip_any_host_port":                               "the Host header is routed and forwarded as received (ignore_port_in_host_matching in the route configuration drops the port for matching); remove the field",
+	"strip_trailing_host_dot":                           "the Host header is routed and forwarded as received; remove the field",
+	"stream_error_on_invalid_http_message":              "a malformed HTTP/1.1 message ends its connection and HTTP/2 keeps x/net/http2's handling; remove the field",
+	"path_normalization_options":                        "the path is forwarded as received; remove the field",
+	"proxy_status_config":                               "no proxy-status header is written; remove the field",
+	"typed_header_validation_config":                    "headers are validated by the codecs' own rules; remove the field",
+	"append_x_forwarded_port":                           "x-forwarded-port is not written; remove the field or set it false",
+	"append_local_overload":                             "there is no overload manager; remove the field or set it false",
+	"forward_proto_config":                              "x-forwarded-proto follows the downstream connection; remove the field",
+	"record_route_resolution_stats":                     "there are no route resolution stats; remove the field or set it false",
+	"scheme_header_transformation":                      "the request's :scheme follows the downstream connection (https on TLS); remove the field",
+}
+
+// http1Fields are the Http1ProtocolOptions fields the HTTP/1.1 codec
+// honours: it serves HTTP/1.0 (accept_http_10 true) and absolute-form
+// targets, routed by their authority (allow_absolute_url true).
+var http1Fields = map[protoreflect.Name]bool{"accept_http_10": true, "allow_absolute_url": true}
+
+// commonOptionsFields are the HttpProtocolOptions fields buildLimits reads
+// (some of them for the values it implements only).
+var commonOptionsFields = map[protoreflect.Name]bool{
+	"idle_timeout": true, "max_connection_duration": true, "max_connection_duration_jitter": true,
+	"max_headers_count": true, "max_response_headers_kb": true, "max_stream_duration": true,
+	"headers_with_underscores_action": true, "max_requests_per_connection": true,
+}
+
+// upgradeConfigFields are the UpgradeConfig fields buildUpgrades reads
+// (filters to refuse it).
+var upgradeConfigFields = map[protoreflect.Name]bool{"upgrade_type": true, "filters": true, "enabled": true}
+
+// rdsFields and rdsConfigSourceFields are what Build reads of rds: the
+// route table's name, and a config source that is ADS with an
+// initial_fetch_timeout (the listener's warming, xdsclient) and the v3 API.
+var (
+	rdsFields             = map[protoreflect.Name]bool{"config_source": true, "route_config_name": true}
+	rdsConfigSourceFields = map[protoreflect.Name]bool{"ads": true, "initial_fetch_timeout": true, "resource_api_version": true}
+)
+
+// routerFilterHonoured and routerFilterRefused are the audit of the router
+// filter's config (envoy.filters.http.router, the last of http_filters):
+// strait's router is configured by the routes alone, so every field is
+// refused when set; Istio's default Router{} (no child span, Envoy headers
+// not suppressed) is what it does.
+var (
+	routerFilterHonoured = map[protoreflect.Name]string{}
+	routerFilterRefused  = map[protoreflect.Name]string{
+		"dynamic_stats":                            "the router keeps no per-request dynamic stats; remove it",
+		"start_child_span":                         "strait-proxy does not trace; remove it or set it false",
+		"upstream_log":                             "there is no per-attempt upstream log; use the HCM's access_log",
+		"upstream_log_options":                     "there is no per-attempt upstream log; use the HCM's access_log",
+		"suppress_envoy_headers":                   "x-envoy-overloaded is still written on a local overflow reply; remove it or set it false",
+		"strict_check_headers":                     "x-envoy-* request headers are read leniently, never refused; remove it",
+		"respect_expected_rq_timeout":              "the route's timeout applies, x-envoy-expected-rq-timeout-ms is not read; remove it or set it false",
+		"suppress_grpc_request_failure_code_stats": "remove it or set it false",
+		"upstream_http_filters":                    "no HTTP filter runs upstream; remove it",
+		"reject_connect_request_early_data":        "CONNECT is not supported; remove it or set it false",
+	}
+)
+
+// checkRouterFilter refuses what the router filter entry asks that
+// strait's router does not do.
+func checkRouterFilter(hf *hcmv3.HttpFilter) error {
+	switch {
+	case hf.GetDisabled():
+		return fmt.Errorf("disabled is not supported (the router filter always runs)")
+	case hf.GetConfigDiscovery() != nil:
+		return fmt.Errorf("config_discovery is not supported (give typed_config)")
+	case hf.GetTypedConfig() == nil:
+		return nil
+	}
+	var r routerv3.Router
+	if err := hf.GetTypedConfig().UnmarshalTo(&r); err != nil {
+		return fmt.Errorf("typed_config %s is not envoy.extensions.filters.http.router.v3.Router: %w", hf.GetTypedConfig().GetTypeUrl(), err)
+	}
+	var err error
+	r.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		n := fd.Name()
+		if _, ok := routerFilterHonoured[n]; ok {
+			return true
+		}
+		if why, ok := routerFilterRefused[n]; ok {
+			err = fmt.Errorf("%s is not supported by strait-proxy: %s", n, why)
+		} else {
+			err = fmt.Errorf("%s is not supported by strait-proxy (a field it does not know; remove it)", n)
+		}
+		return false
+	})
+	if err == nil && len(r.ProtoReflect().GetUnknown()) > 0 {
+		err = fmt.Errorf("the Router config has fields strait-proxy does not know (a newer API's); remove them")
+	}
+	return err
+}
+
+// checkHCMFields refuses the first HttpConnectionManager field, or value,
+// that strait-proxy does not implement, naming it.
+func checkHCMFields(h *hcmv3.HttpConnectionManager) error {
+	var err error
+	h.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		n := fd.Name()
+		if _, ok := hcmHonoured[n]; ok {
+			return true
+		}
+		if why, ok := hcmRefused[n]; ok {
+			err = fmt.Errorf("%s is not supported by strait-proxy: %s", n, why)
+		} else {
+			err = fmt.Errorf("%s is not supported by strait-proxy (a field it does not know; remove it)", n)
+		}
+		return false
+	})
+	if err == nil && len(h.ProtoReflect().GetUnknown()) > 0 {
+		err = fmt.Errorf("the HttpConnectionManager has fields strait-proxy does not know (a newer API's); remove them")
+	}
+	if err != nil {
+		return err
+	}
+	return checkHCMValues(h)
+}
+
+// checkHCMValues refuses the values of honoured fields that strait-proxy
+// does not implement.
+func checkHCMValues(h *hcmv3.HttpConnectionManager) error {
+	switch {
+	case h.GetGenerateRequestId() != nil && !h.GetGenerateRequestId().GetValue():
+		return fmt.Errorf("generate_request_id false is not supported (strait-proxy sets x-request-id on every request that has none); remove the field or set it true")
+	case h.GetNormalizePath().GetValue():
+		return fmt.Errorf("normalize_path true is not supported (the path is forwarded as received, dot segments included); remove the field or set it false")
+	case h.GetPathWithEscapedSlashesAction() != hcmv3.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT &&
+		h.GetPathWithEscapedSlashesAction() != hcmv3.HttpConnectionManager_KEEP_UNCHANGED:
+		return fmt.Errorf("path_with_escaped_slashes_action %s is not supported (escaped slashes are forwarded as received: KEEP_UNCHANGED)", h.GetPathWithEscapedSlashesAction())
+	case h.GetServerHeaderTransformation() != hcmv3.HttpConnectionManager_PASS_THROUGH &&
+		h.GetServerHeaderTransformation() != hcmv3.HttpConnectionManager_OVERWRITE:
+		return fmt.Errorf("server_header_transformation %s is not supported (the upstream's Server header is relayed as it is: PASS_THROUGH)", h.GetServerHeaderTransformation())
+	case h.GetAddUserAgent().GetValue():
+		return fmt.Errorf("add_user_agent true is not supported (no user-agent nor x-envoy-downstream-service-cluster is added); remove the field or set it false")
+	case h.GetAddProxyProtocolConnectionState() != nil && !h.GetAddProxyProtocolConnectionState().GetValue():
+		return fmt.Errorf("add_proxy_protocol_connection_state false is not supported (an upstream PROXY protocol header always carries the downstream connection's addresses); remove the field or set it true")
+	}
+	if err := checkHTTP1Options(h.GetHttpProtocolOptions()); err != nil {
+		return err
+	}
+	if o := h.GetCommonHttpProtocolOptions(); o != nil {
+		if err := router.OnlyFields("common_http_protocol_options", o.ProtoReflect(), commonOptionsFields); err != nil {
+			return fmt.Errorf("%w (remove it)", err)
+		}
+	}
+	for i, u := range h.GetUpgradeConfigs() {
+		if err := router.OnlyFields(fmt.Sprintf("upgrade_configs[%d]", i), u.ProtoReflect(), upgradeConfigFields); err != nil {
+			return fmt.Errorf("%w (remove it)", err)
+		}
+	}
+	return checkRDS(h.GetRds())
+}
+
+// checkHTTP1Options refuses the http_protocol_options the HTTP/1.1 codec
+// does not implement.
+func checkHTTP1Options(o *corev3.Http1ProtocolOptions) error {
+	if o == nil {
+		return nil
+	}
+	if err := router.OnlyFields("http_protocol_options", o.ProtoReflect(), http1Fields); err != nil {
+		return fmt.Errorf("%w (remove it)", err)
+	}
+	if v := o.GetAllowAbsoluteUrl(); v != nil && !v.GetValue() {
+		return fmt.Errorf("http_protocol_options.allow_absolute_url false is not supported (absolute-form targets are served, routed by their authority); remove the field or set it true")
+	}
+	return nil
+}
+
+// checkRDS refuses the Rds fields Build does not read.
+func checkRDS(rds *hcmv3.Rds) error {
+	if rds == nil {
+		return nil
+	}
+	if err := router.OnlyFields("rds", rds.ProtoReflect(), rdsFields); err != nil {
+		return fmt.Errorf("%w (remove it)", err)
+	}
+	cs := rds.GetConfigSource()
+	if cs.GetAds() == nil {
+		return fmt.Errorf("rds.config_source must be {ads: {}}, got %v", configSourceKind(cs))
+	}
+	if err := router.OnlyFields("rds.config_source", cs.ProtoReflect(), rdsConfigSourceFields); err != nil {
+		return fmt.Errorf("%w (remove it)", err)
+	}
+	if err := router.OnlyFields("rds.config_source.ads", cs.GetAds().ProtoReflect(), nil); err != nil {
+		return fmt.Errorf("%w (remove it)", err)
+	}
+	if v := cs.GetResourceApiVersion(); v != corev3.ApiVersion_AUTO && v != corev3.ApiVersion_V3 {
+		return fmt.Errorf("rds.config_source.resource_api_version %s is not supported (V3 only)", v)
+	}
+	return nil
+}

@@ -48,7 +48,6 @@ func idempotent(m []byte) bool {
 func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster, ov *router.Overrides) bool {
 	req := &c.req
 	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
-	cl.Stats.RqTotal.Add(1)
 	if rt.HasIdleTimeout && rt.IdleTimeout != c.streamIdle {
 		c.streamIdle = rt.IdleTimeout
 		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)

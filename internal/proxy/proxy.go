@@ -215,8 +215,9 @@ func (p *Proxy) dialCluster(ctx context.Context, name string) (net.Conn, error) 
 // AdminAddr returns the bound admin address (after Start).
 func (p *Proxy) AdminAddr() net.Addr { return p.admin.Addr() }
 
-// Close stops the ADS client, admin and listeners, and closes the HTTP
-// connections being served.
+// Close stops the ADS client, admin and listeners, and closes the
+// connections being served (HTTP and tcp_proxy), cutting the requests in
+// flight: the end of a SIGTERM drain.
 func (p *Proxy) Close() error {
 	if p.cancel != nil {
 		p.cancel()
@@ -233,6 +234,7 @@ func (p *Proxy) Close() error {
 		p.drainStop.Stop()
 	}
 	p.drainMu.Unlock()
+	p.Listeners.EndDrains() // every connection closes, tcp_proxy ones too
 	p.Listeners.Close()
 	p.Clusters.Close()
 	p.secrets.Close()

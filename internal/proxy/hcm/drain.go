@@ -76,15 +76,6 @@ func (d *Drain) onEnd(f func()) (stop func() bool) {
 	return context.AfterFunc(d.endCtx, f)
 }
 
-// Context returns a context that is done once the drain starts (never, for
-// a nil Drain).
-func (d *Drain) Context() context.Context {
-	if d == nil {
-		return context.Background()
-	}
-	return d.ctx
-}
-
 // EndContext returns a context that is done once the drain ends (never,
 // for a nil Drain). Other protocols (tcp_proxy, which has no way to ask a
 // connection to end) close their connections on it.

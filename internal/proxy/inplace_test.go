@@ -11,6 +11,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/proxy/admin"
 	"github.com/straitmesh/strait/internal/proxy/xdstest"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -36,7 +37,7 @@ func twoChainListener(t *testing.T, name string, port int, rds ...string) *liste
 // listener (nil when there is none).
 func dynamicListener(t *testing.T, p *Proxy, name string) *adminv3.ListenersConfigDump_DynamicListener {
 	t.Helper()
-	d, err := p.ConfigDump()
+	d, err := p.ConfigDump(admin.DumpRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,6 +63,11 @@ type Proxy struct {
 	secrets   *tlsconf.Provider // SDS secrets of TLS transport sockets
 	logs      *accesslog.Files  // access log files of the filters
 	hasADS    bool
+	started   time.Time // when New ran: the bootstrap's and static resources' last_updated
+
+	// applied keeps when each resource's config was applied, for the
+	// config dump's last_updated (configdump.go).
+	applied appliedTimes
 
 	ready atomic.Bool
 	// Initial fetch timeouts of the bootstrap's cds_config and lds_config.
@@ -102,7 +107,7 @@ func New(o Options) (*Proxy, error) {
 	b := o.Bootstrap
 	st := stats.New()
 	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{}), quit: make(chan struct{}),
-		clustersInit: make(chan struct{})}
+		clustersInit: make(chan struct{}), started: time.Now()}
 	var err error
 	if p.cdsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetCdsConfig()); err != nil {
 		return nil, fmt.Errorf("bootstrap dynamic_resources.cds_config: %w", err)
@@ -137,6 +142,8 @@ func New(o Options) (*Proxy, error) {
 		p.logs.Close()
 		return nil, err
 	}
+	p.appliedClusters(b.GetStaticResources().GetClusters())
+	p.appliedListeners(b.GetStaticResources().GetListeners())
 	p.hasADS = b.GetDynamicResources().GetAdsConfig() != nil
 	p.serverState = st.Gauge("server.state")
 	p.serverState.Store(statePreInitializing)
@@ -215,8 +222,9 @@ func (p *Proxy) dialCluster(ctx context.Context, name string) (net.Conn, error) 
 // AdminAddr returns the bound admin address (after Start).
 func (p *Proxy) AdminAddr() net.Addr { return p.admin.Addr() }
 
-// Close stops the ADS client, admin and listeners, and closes the HTTP
-// connections being served.
+// Close stops the ADS client, admin and listeners, and closes the
+// connections being served (HTTP and tcp_proxy), cutting the requests in
+// flight: the end of a SIGTERM drain.
 func (p *Proxy) Close() error {
 	if p.cancel != nil {
 		p.cancel()
@@ -233,6 +241,7 @@ func (p *Proxy) Close() error {
 		p.drainStop.Stop()
 	}
 	p.drainMu.Unlock()
+	p.Listeners.EndDrains() // every connection closes, tcp_proxy ones too
 	p.Listeners.Close()
 	p.Clusters.Close()
 	p.secrets.Close()
@@ -365,6 +374,7 @@ func (p *Proxy) ApplyClusters(version string, cs []*clusterv3.Cluster) ([]string
 	if err != nil {
 		return nil, err
 	}
+	p.appliedClusters(cs)
 	p.initDone(&p.init.cdsDone)
 	return names, nil
 }
@@ -384,6 +394,7 @@ func (p *Proxy) ApplyListeners(version string, ls []*listenerv3.Listener) ([]str
 	if err != nil {
 		return nil, err
 	}
+	p.appliedListeners(ls)
 	p.initDone(&p.init.ldsDone)
 	return names, nil
 }
@@ -393,6 +404,7 @@ func (p *Proxy) ApplyRoutes(version string, rcs []*routev3.RouteConfiguration) e
 	if err := p.Routes.Apply(version, rcs); err != nil {
 		return err
 	}
+	p.appliedRoutes(rcs)
 	p.Listeners.RoutesUpdated() // warming listeners whose routes came start serving
 	p.checkReady()
 	return nil

@@ -14,6 +14,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/straitmesh/strait/internal/proxy/admin"
 	"github.com/straitmesh/strait/internal/proxy/xdstest"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -22,7 +23,7 @@ import (
 // active and warming states in the proxy's config dump ("" when absent).
 func listenerStates(t *testing.T, p *Proxy) map[string][2]string {
 	t.Helper()
-	d, err := p.ConfigDump()
+	d, err := p.ConfigDump(admin.DumpRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -269,7 +269,7 @@ func waitPush(ctx context.Context, client *localmesh.Pod, i int, v1, v2 uint32) 
 // endpointCount is how many endpoints the proxy's config dump lists for
 // an EDS cluster.
 func endpointCount(ctx context.Context, p *localmesh.Pod, cluster string) (int, error) {
-	body, err := p.Admin(ctx, "/config_dump")
+	body, err := p.Admin(ctx, "/config_dump?include_eds")
 	if err != nil {
 		return 0, err
 	}

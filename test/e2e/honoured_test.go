@@ -50,7 +50,7 @@ func TestHonouredFieldsThroughSidecars(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(ctx, t, applyTimeout, "config never reached the client's proxy", func() error {
-			dump, err := client.Admin(ctx, "/config_dump")
+			dump, err := client.Admin(ctx, "/config_dump?include_eds")
 			if err != nil {
 				return err
 			}

@@ -82,7 +82,7 @@ func waitDump(ctx context.Context, t testing.TB, pod *localmesh.Pod, want ...str
 		res[i] = regexp.MustCompile(w)
 	}
 	waitFor(ctx, t, applyTimeout, "config never reached "+pod.Name+"'s proxy", func() error {
-		dump, err := pod.Admin(ctx, "/config_dump")
+		dump, err := pod.Admin(ctx, "/config_dump?include_eds") // endpoints too
 		if err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ func waitDumpLacks(ctx context.Context, t testing.TB, pod *localmesh.Pod, gone .
 		res[i] = regexp.MustCompile(g)
 	}
 	waitFor(ctx, t, applyTimeout, "config never left "+pod.Name+"'s proxy", func() error {
-		dump, err := pod.Admin(ctx, "/config_dump")
+		dump, err := pod.Admin(ctx, "/config_dump?include_eds") // endpoints too
 		if err != nil {
 			return err
 		}

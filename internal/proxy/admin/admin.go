@@ -28,8 +28,8 @@ type Source interface {
 	// the clusters and waits for the listeners (Envoy's INITIALIZING; before
 	// it, PRE_INITIALIZING).
 	Initializing() bool
-	// ConfigDump returns the current configuration.
-	ConfigDump() (*adminv3.ConfigDump, error)
+	// ConfigDump returns the current configuration, with what r asks for.
+	ConfigDump(r DumpRequest) (*adminv3.ConfigDump, error)
 	// Draining reports whether a drain started (/ready then says DRAINING).
 	Draining() bool
 	// DrainListeners starts draining listeners as r asks.
@@ -48,6 +48,13 @@ type DrainRequest struct {
 	Graceful bool
 	// SkipExit: a graceful drain does not stop the listeners at its end.
 	SkipExit bool
+}
+
+// DumpRequest is a GET /config_dump: its query flags.
+type DumpRequest struct {
+	// IncludeEDS: the dump also holds the clusters' endpoints (an
+	// EndpointsConfigDump), as Envoy's ?include_eds asks.
+	IncludeEDS bool
 }
 
 // Server is a running admin server.
@@ -125,16 +132,18 @@ func Start(o Options) (*Server, error) {
 		o.Source.Quit()
 	})
 	mux.HandleFunc("GET /config_dump", func(w http.ResponseWriter, r *http.Request) {
-		// Envoy's include_eds asks for the EndpointsConfigDump, which this
-		// dump always has; resource, mask and name_regex select parts of
-		// the dump, which this does not do: refused rather than ignored.
+		// Envoy's include_eds (present, whatever its value) adds the
+		// EndpointsConfigDump; resource, mask and name_regex select parts
+		// of the dump, which this does not do: refused rather than ignored.
+		var dr DumpRequest
 		for name := range r.URL.Query() {
 			if name != "include_eds" {
 				http.Error(w, "/config_dump: parameter "+strconv.Quote(name)+" is not supported (only include_eds; the dump is always whole)", http.StatusBadRequest)
 				return
 			}
+			dr.IncludeEDS = true
 		}
-		cd, err := o.Source.ConfigDump()
+		cd, err := o.Source.ConfigDump(dr)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

@@ -27,6 +27,7 @@ type fakeSource struct {
 
 	mu       sync.Mutex
 	drains   []string // "inbound=B graceful=B" per DrainListeners call
+	dumps    []DumpRequest
 	draining bool
 	quits    int
 }
@@ -60,7 +61,10 @@ func (f *fakeSource) calls() ([]string, int) {
 	return append([]string(nil), f.drains...), f.quits
 }
 
-func (f *fakeSource) ConfigDump() (*adminv3.ConfigDump, error) {
+func (f *fakeSource) ConfigDump(r DumpRequest) (*adminv3.ConfigDump, error) {
+	f.mu.Lock()
+	f.dumps = append(f.dumps, r)
+	f.mu.Unlock()
 	if f.dumpErr != nil {
 		return nil, f.dumpErr
 	}
@@ -144,9 +148,18 @@ func TestConfigDump(t *testing.T) {
 			t.Errorf("/config_dump%s = %d %q, want 400 naming the parameter", q, code, body)
 		}
 	}
-	if code, _, _ := get(t, "GET", base+"/config_dump?include_eds"); code != http.StatusOK {
-		t.Errorf("/config_dump?include_eds = %d, want 200", code)
+	// include_eds asks the source for the endpoints, whatever its value;
+	// without it the source is not asked for them.
+	for _, q := range []string{"?include_eds", "?include_eds=true", ""} {
+		if code, _, _ := get(t, "GET", base+"/config_dump"+q); code != http.StatusOK {
+			t.Errorf("/config_dump%s = %d, want 200", q, code)
+		}
 	}
+	src.mu.Lock()
+	if want := []DumpRequest{{IncludeEDS: true}, {IncludeEDS: true}, {}}; !slices.Equal(src.dumps, want) {
+		t.Errorf("the source was asked for %+v, want %+v", src.dumps, want)
+	}
+	src.mu.Unlock()
 	code, ctype, body := get(t, "GET", base+"/config_dump")
 	if code != http.StatusOK || ctype != "application/json" {
 		t.Fatalf("/config_dump = %d %s: %s", code, ctype, body)

@@ -85,7 +85,8 @@ type srcKey struct {
 
 // GetConn returns an idle connection to ep, or dials a new one. When the
 // cluster's max_connections are all open, the request waits as a pending
-// request for one to free (max_pending_requests; ErrOverflow beyond).
+// request for one to free (max_pending_requests; ErrOverflow beyond). A
+// connection returned counts the request in upstream_rq_total (attached).
 func (c *Cluster) GetConn(ctx context.Context, ep Endpoint) (*UpstreamConn, error) {
 	if ep.Network != "tcp" {
 		return nil, ErrPipeEndpoint
@@ -104,6 +105,7 @@ func (c *Cluster) GetConn(ctx context.Context, ep Endpoint) (*UpstreamConn, erro
 			if pending {
 				c.breaker.pendingEnd(false)
 			}
+			c.attached()
 			return uc, nil
 		}
 		if !c.breaker.tryConn() {
@@ -121,6 +123,9 @@ func (c *Cluster) GetConn(ctx context.Context, ep Endpoint) (*UpstreamConn, erro
 		}
 		uc, err := c.dialConn(ctx, ep)
 		c.breaker.pendingEnd(err != nil)
+		if err == nil {
+			c.attached()
+		}
 		return uc, err
 	}
 }
@@ -128,9 +133,10 @@ func (c *Cluster) GetConn(ctx context.Context, ep Endpoint) (*UpstreamConn, erro
 // Exchange counts a request sent on uc (max_requests_per_connection).
 func (u *UpstreamConn) Exchange() { u.uses++ }
 
-// DialConn always opens a new connection to ep. It returns ErrOverflow,
-// counting upstream_cx_overflow, when the cluster's max_connections are
-// all open.
+// DialConn always opens a new connection to ep, for one request that it
+// counts in upstream_rq_total (attached) once connected. It returns
+// ErrOverflow, counting upstream_cx_overflow, when the cluster's
+// max_connections are all open.
 func (c *Cluster) DialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, error) {
 	if ep.Network != "tcp" {
 		return nil, ErrPipeEndpoint
@@ -138,7 +144,11 @@ func (c *Cluster) DialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, err
 	if !c.breaker.tryConn() {
 		return nil, ErrOverflow
 	}
-	return c.dialConn(ctx, ep)
+	uc, err := c.dialConn(ctx, ep)
+	if err == nil {
+		c.attached()
+	}
+	return uc, err
 }
 
 // dialConn is DialConn once the connection slot is taken.

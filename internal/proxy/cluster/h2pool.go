@@ -248,8 +248,10 @@ func (p *h2Pool) usable(ctx context.Context, cc *http2.ClientConn) bool {
 	return !l.retired
 }
 
-// counted counts a stream reserved on cc (p.mu held).
+// counted counts a stream reserved on cc (p.mu held): the request is
+// attached to a connection (upstream_rq_total).
 func (p *h2Pool) counted(cc *http2.ClientConn) {
+	p.c.attached()
 	if l := p.life[cc]; l != nil {
 		l.streams++
 	}

@@ -55,14 +55,40 @@ func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn
 var ErrPipeEndpoint = errors.New("pipe endpoints are not supported for HTTP upstreams")
 
 // RoundTrip sends req (whose URL host the pool rewrites to ep) upstream.
-// The caller owns the response body.
+// The caller owns the response body. It counts upstream_rq_total once the
+// request has a connection (see attached).
 func (c *Cluster) RoundTrip(req *http.Request, ep Endpoint) (*http.Response, error) {
 	if c.UpstreamHTTP2(req.ProtoMajor == 2) {
-		return c.h2.roundTrip(req, ep)
+		return c.h2.roundTrip(req, ep) // h2Pool.counted counts
 	}
 	if ep.Network != "tcp" {
 		return nil, ErrPipeEndpoint
 	}
+	resp, err := c.roundTripH1(req, ep)
+	// net/http does not say whether the request got a connection: it did
+	// unless the circuit breaker refused it or the dial failed.
+	var de *dialError
+	if err == nil || !errors.Is(err, ErrOverflow) && !errors.As(err, &de) {
+		c.attached()
+	}
+	return resp, err
+}
+
+// attached counts a request that got an upstream connection:
+// upstream_rq_total, which Envoy counts when its connection pool attaches
+// a stream to a connection (ConnPoolImplBase::attachStreamToClient), so a
+// request the circuit breaker refuses (upstream_rq_pending_overflow) or
+// whose connection could not be made is not in it.
+func (c *Cluster) attached() { c.Stats.RqTotal.Add(1) }
+
+// dialError marks a failed dial of the net/http pool, so that RoundTrip
+// can tell a request that never had a connection.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+func (c *Cluster) roundTripH1(req *http.Request, ep Endpoint) (*http.Response, error) {
 	req.URL.Host = ep.Address
 	// The transport's TLS is the cluster's transport socket (its dialer),
 	// not the request's scheme: net/http would start TLS on its own for
@@ -92,7 +118,7 @@ func (c *Cluster) dialSlot(ctx context.Context, ep Endpoint) (net.Conn, error) {
 	conn, err := c.Dial(ctx, ep)
 	if err != nil {
 		c.breaker.releaseConn()
-		return nil, err
+		return nil, &dialError{err}
 	}
 	return &slotConn{Conn: conn, b: c.breaker}, nil
 }

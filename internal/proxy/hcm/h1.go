@@ -86,6 +86,7 @@ type h1conn struct {
 
 	drain     *Drain       // nil: the connection never drains
 	stopDrain func() bool  // unregisters drainIdle
+	stopEnd   func() bool  // unregisters cut
 	idle      atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
 
 	fresp filterResponse // the HTTP filters' response headers (h1filters.go)
@@ -124,6 +125,7 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), r: http1.NewReader(dc), drain: d}
 	f.cxBegin() // cxEnd in finish
 	c.stopDrain = d.onStart(c.drainIdle)
+	c.stopEnd = d.onEnd(c.cut)
 	if c.lim.MaxRequestHeadBytes == 0 {
 		// A Filter made without Build (tests): Envoy's defaults.
 		l := DefaultLimits()
@@ -165,6 +167,7 @@ func (c *h1conn) finish() {
 	}
 	c.r.Release()
 	c.stopDrain()
+	c.stopEnd()
 	c.nc.Close()
 	c.s.untrack(c.tracked)
 	c.filter.cxEnd()
@@ -422,6 +425,20 @@ func (c *h1conn) drainIdle() {
 		}
 		c.nc.Close()
 	}
+}
+
+// cut runs when the connection's drain ends (its drain time has passed):
+// the connection is closed whatever it is doing, so a response in progress
+// stops there and the client sees the connection close; the request's
+// upstream exchange ends once it notices (a write downstream fails, or the
+// wait for the response head finds the client gone). Any goroutine.
+func (c *h1conn) cut() {
+	c.s.log.Debug("drain time over; closing the connection", "remote", c.tracked.RemoteAddr().String())
+	if c.s.parker.take(c) {
+		c.finish()
+		return
+	}
+	c.nc.Close()
 }
 
 // closeGracefully ends a connection after an error reply so that the client

@@ -48,7 +48,6 @@ func idempotent(m []byte) bool {
 func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster, ov *router.Overrides) bool {
 	req := &c.req
 	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
-	cl.Stats.RqTotal.Add(1)
 	if rt.HasIdleTimeout && rt.IdleTimeout != c.streamIdle {
 		c.streamIdle = rt.IdleTimeout
 		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
@@ -222,10 +221,20 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 				grpc = grpcStatusOf(c.resp.Headers.Get("Grpc-Status"))
 			}
 			if retry.OnStatus(status, grpc, true) && slot.admit(cl) && backOff(&retry, routeExpiry) {
-				// The response is dropped with its connection.
 				cl.Stats.AddResponse(status)
 				cl.ReportStatus(ep, status)
-				uc.Close()
+				// As Envoy's router (Filter::onUpstreamHeaders), the
+				// attempt is reset unless its response ended with its
+				// head and the whole request was sent (here it was: no
+				// body streams): then the exchange is complete and the
+				// connection goes back to the pool; else the response is
+				// dropped with its connection. The downstream connection
+				// is not touched either way.
+				if endsWithHead(&c.resp) && !c.resp.Close {
+					cl.PutConn(uc)
+				} else {
+					uc.Close()
+				}
 				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
@@ -308,6 +317,12 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		uc.Close()
 	}
 	return keep
+}
+
+// endsWithHead reports whether a response has no body after its head
+// (Envoy's end_stream with the headers).
+func endsWithHead(r *http1.Response) bool {
+	return r.Framing == http1.FramingNone || r.Framing == http1.FramingLength && r.ContentLength == 0
 }
 
 var continue100 = []byte("HTTP/1.1 100 Continue\r\n\r\n")

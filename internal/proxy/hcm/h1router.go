@@ -212,7 +212,6 @@ func (s *retrySlot) release() {
 // retryEndpoint counts a retry and chooses its endpoint.
 func (c *h1conn) retryEndpoint(cl *cluster.Cluster, r *router.Retry, tried []string, prev cluster.Endpoint) cluster.Endpoint {
 	cl.Stats.Router.Retry.Add(1)
-	cl.Stats.RqTotal.Add(1)
 	return repick(cl, r, c.dst, c.src, tried, prev)
 }
 

@@ -233,6 +233,10 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	goAway := func() { _ = base.Shutdown(context.Background()) }
 	stop := d.onStart(goAway)
 	defer stop()
+	// Once the drain time has passed, the connection closes with whatever
+	// streams it still has (h1.go's cut).
+	stopEnd := d.onEnd(func() { nc.Close() })
+	defer stopEnd()
 	if lim.MaxConnectionDuration > 0 {
 		t := time.AfterFunc(lim.MaxConnectionDuration, goAway)
 		defer t.Stop()

@@ -213,7 +213,6 @@ func (sh *shadowing) shadow(clusterName, method string, u *url.URL, host string,
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
 	}
-	cl.Stats.RqTotal.Add(1)
 	resp, err := cl.RoundTrip(req, ep)
 	if err != nil {
 		sh.log.Debug("shadow request failed", "cluster", clusterName, "error", err)

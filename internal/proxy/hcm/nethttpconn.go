@@ -106,7 +106,9 @@ func (s *Server) serveConnNetHTTP(c net.Conn, f *Filter, dst netip.AddrPort, src
 	f.cxBegin() // cxEnd in stop
 	end := func() { cn.endGracefully() }
 	if d != nil {
-		cn.nh.stops = append(cn.nh.stops, d.onStart(end))
+		// Once the drain time has passed, the connection closes whatever
+		// it is doing (h1.go's cut).
+		cn.nh.stops = append(cn.nh.stops, d.onStart(end), d.onEnd(func() { c.Close() }))
 	}
 	if m := lim.MaxConnectionDuration; m > 0 {
 		cn.nh.stops = append(cn.nh.stops, time.AfterFunc(m, end).Stop)

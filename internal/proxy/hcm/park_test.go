@@ -211,6 +211,28 @@ func TestParkedConnectionCloses(t *testing.T) {
 			t.Fatalf("Active() = %d after the drain, want 0", s.Active())
 		}
 	})
+	t.Run("drain end", func(t *testing.T) {
+		// A connection that has not sent its first request outlives a
+		// drain's start (it is served); the drain's end closes it, as it
+		// closes one with a request in flight.
+		d := NewDrain()
+		addr, s := startParking(t, DefaultLimits(), d)
+		fresh := dialIdle(t, addr)
+		if !waitFor(func() bool { return s.Active() == 1 }) {
+			t.Fatalf("Active() = %d, want the new connection", s.Active())
+		}
+		d.Start()
+		d.End()
+		if !d.Started() || !d.Ended() {
+			t.Fatalf("after End: started %v ended %v, want both", d.Started(), d.Ended())
+		}
+		if !closedSoon(fresh.c) {
+			t.Fatal("the drain's end did not close a connection waiting for its first request")
+		}
+		if !waitFor(func() bool { return s.Active() == 0 }) {
+			t.Fatalf("Active() = %d after the drain's end, want 0", s.Active())
+		}
+	})
 	t.Run("client leaves", func(t *testing.T) {
 		addr, s := startParking(t, DefaultLimits(), nil)
 		ic := dialIdle(t, addr)

@@ -175,7 +175,6 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 		if rb != nil {
 			req.Body = rb.attempt()
 		}
-		cl.Stats.RqTotal.Add(1)
 		resp, err := cl.RoundTrip(req, ep)
 		replayable := rb == nil || rb.replayable()
 		if err != nil {

@@ -1,13 +1,16 @@
 package hcm
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -342,5 +345,109 @@ func TestRetryCircuitBreaker(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRetryKeepsConnections: a request retried on its upstream's status
+// stays on its keep-alive downstream connection, and, as in Envoy's
+// router (Filter::onUpstreamHeaders resets the attempt unless its
+// response ended with its head), the retried attempt's upstream
+// connection goes back to the pool when its response had no body, and is
+// closed when it had one or when bytes follow it (which must then never
+// reach a client). A raw backend: the first attempt of each key answers
+// 503 in the way X-Mode asks, later ones 200 "ok".
+func TestRetryKeepsConnections(t *testing.T) {
+	for _, codec := range codecs {
+		t.Run(string(codec), func(t *testing.T) {
+			be, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { be.Close() })
+			var conns atomic.Int32
+			var mu sync.Mutex
+			seen := map[string]int{}
+			go func() {
+				for {
+					c, err := be.Accept()
+					if err != nil {
+						return
+					}
+					conns.Add(1)
+					go func() {
+						defer c.Close()
+						br := bufio.NewReader(c)
+						for {
+							req, err := http.ReadRequest(br)
+							if err != nil {
+								return
+							}
+							io.Copy(io.Discard, req.Body)
+							mu.Lock()
+							seen[req.Header.Get("X-Key")]++
+							n := seen[req.Header.Get("X-Key")]
+							mu.Unlock()
+							out := "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+							if n == 1 {
+								switch req.Header.Get("X-Mode") {
+								case "nobody":
+									out = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"
+								case "body":
+									out = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy"
+								case "stray":
+									out = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n" +
+										"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nsmuggle"
+								}
+							}
+							if _, err := io.WriteString(c, out); err != nil {
+								return
+							}
+						}
+					}()
+				}
+			}()
+			addr, st := startH2ProxyStats(t, codec, routerRoutes("be"), nil, staticCluster("be", be.Addr().String()))
+			down, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer down.Close()
+			br := bufio.NewReader(down)
+			for i, tc := range []struct {
+				mode     string
+				newConns int32 // upstream connections the exchange opens
+			}{
+				{"nobody", 1}, // one for both attempts: the first is reused
+				{"nobody", 0}, // the pooled one serves both attempts
+				{"body", 1},   // the 503's connection is closed; the retry dials
+				{"stray", 1},  // bytes after the 503: its connection is not reused
+				{"nobody", 0},
+			} {
+				before := conns.Load()
+				fmt.Fprintf(down, "POST /retry HTTP/1.1\r\nHost: x\r\nX-Key: %s-%d\r\nX-Mode: %s\r\nContent-Length: 4\r\n\r\ndata", t.Name(), i, tc.mode)
+				down.SetReadDeadline(time.Now().Add(10 * time.Second))
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("%d %s: the downstream connection did not carry the request: %v", i, tc.mode, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != 200 || string(body) != "ok" || resp.Close {
+					t.Fatalf("%d %s: %d %q close=%v, want 200 \"ok\" on a kept connection", i, tc.mode, resp.StatusCode, body, resp.Close)
+				}
+				if got := conns.Load() - before; got != tc.newConns {
+					t.Errorf("%d %s: %d new upstream connections, want %d", i, tc.mode, got, tc.newConns)
+				}
+			}
+			if got := st.Cluster("be").Router.Retry.Load(); got != 5 {
+				t.Errorf("upstream_rq_retry = %d, want 5", got)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for k, n := range seen {
+				if n != 2 {
+					t.Errorf("key %s reached the backend %d times, want 2 (one retry)", k, n)
+				}
+			}
+		})
 	}
 }

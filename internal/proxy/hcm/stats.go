@@ -23,6 +23,7 @@ func (f *Filter) cxBegin() {
 func (f *Filter) cxEnd() {
 	if h := f.hstats; h != nil {
 		h.CxActive.Add(-1)
+		h.CxDestroy.Add(1)
 	}
 }
 

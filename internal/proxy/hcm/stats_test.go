@@ -137,10 +137,10 @@ func TestEnvoyStats(t *testing.T) {
 			cp + "upstream_cx_active":                1, // idle in the pool
 			cp + "upstream_cx_destroy":               0,
 			cp + "upstream_rq_active":                0,
-			// The overflowed attempt counts in upstream_rq_total here (Envoy
-			// counts only attempts that reached a connection) and, as in
+			// The overflowed request is not in upstream_rq_total (Envoy
+			// counts a request once it has a connection) but counts, as in
 			// Envoy's router (chargeUpstreamAbort), as an upstream 503.
-			cp + "upstream_rq_total":                3,
+			cp + "upstream_rq_total":                2,
 			cp + "upstream_rq_200":                  2,
 			cp + "upstream_rq_2xx":                  2,
 			cp + "upstream_rq_503":                  1,
@@ -166,6 +166,7 @@ func TestEnvoyStats(t *testing.T) {
 		},
 		want: map[string]int64{
 			cp + "upstream_cx_connect_fail":          1,
+			cp + "upstream_rq_total":                 0, // it never had a connection
 			cp + "upstream_cx_connect_timeout":       0,
 			cp + "upstream_rq_pending_total":         1,
 			cp + "upstream_rq_pending_failure_eject": 1,
@@ -412,4 +413,51 @@ func startStatsProxy(t *testing.T, codec Codec, logged bool, cl *clusterv3.Clust
 	}()
 	t.Cleanup(func() { ln.Close(); s.Close() })
 	return ln.Addr().String(), st
+}
+
+// TestUpstreamRqTotalLeavesOutOverflow: a request the circuit breaker
+// refuses (upstream_rq_pending_overflow) is not in upstream_rq_total,
+// which, as in Envoy's connection pool (attachStreamToClient), counts the
+// requests that got a connection; on both codecs.
+func TestUpstreamRqTotalLeavesOutOverflow(t *testing.T) {
+	for _, codec := range codecs {
+		t.Run(string(codec), func(t *testing.T) {
+			be := routerBackend(t, false)
+			cl := staticCluster("be", be.Listener.Addr().String())
+			cl.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+				MaxConnections: wrapperspb.UInt32(1), MaxPendingRequests: wrapperspb.UInt32(0)}}}
+			addr, st := startH2ProxyStats(t, codec, routerRoutes("be"), nil, cl)
+			cs := st.Cluster("be")
+			c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+			get := func(delay string) int {
+				req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
+				req.Header.Set("X-Delay", delay)
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Error(err)
+					return 0
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			var slow int
+			var wg sync.WaitGroup
+			wg.Go(func() { slow = get("500ms") })
+			waitStat(t, "upstream_rq_active", cs.Gauge("upstream_rq_active").Load, 1)
+			waitStat(t, "upstream_cx_active", cs.Gauge("upstream_cx_active").Load, 1)
+			refused := get("0s") // no connection free, none may wait
+			wg.Wait()
+			again := get("0s") // the freed connection takes it
+			if slow != 200 || refused != 503 || again != 200 {
+				t.Fatalf("statuses %d %d %d, want 200 503 200", slow, refused, again)
+			}
+			if got := cs.Counter("upstream_rq_pending_overflow").Load(); got != 1 {
+				t.Errorf("upstream_rq_pending_overflow = %d, want 1", got)
+			}
+			if got := cs.RqTotal.Load(); got != 2 {
+				t.Errorf("upstream_rq_total = %d, want 2 (the refused request left out)", got)
+			}
+		})
+	}
 }

@@ -92,7 +92,6 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *ro
 	if rt.HasIdleTimeout {
 		c.streamIdle = rt.IdleTimeout
 	}
-	cl.Stats.RqTotal.Add(1)
 	routeExpiry := http1.Deadline(rt.Timeout)
 	ctx := context.Background()
 	if !routeExpiry.IsZero() {

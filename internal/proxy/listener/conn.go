@@ -127,7 +127,10 @@ func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster
 		return
 	}
 	defer l.stats.CxActive.Add(-1)
-	fc.tcp.ServeDrain(m.ctx, c, dst, src, m.opts.Clusters, m.log, tcpproxy.Drain{Started: fc.drain.Context(), Time: m.drainTime()})
+	// A TCP stream has no way to be asked to end: it goes on until its
+	// chain's drain ends (the drain time after its listener version was
+	// replaced or removed, or its chain dropped), and is closed then.
+	fc.tcp.ServeDrain(m.ctx, c, dst, src, m.opts.Clusters, m.log, tcpproxy.Drain{Started: fc.drain.EndContext()})
 }
 
 // defaultDrainTime is Envoy's --drain-time-s default.

@@ -11,8 +11,13 @@ import (
 // inplace.go) or removes drains for the drain time (--drain-time-s), and
 // until then the config dump shows it as the listener's draining_state and
 // listener_manager.total_listeners_draining counts it. Its connections end
-// as the drain ends them: HTTP ones at a request boundary, tcp_proxy ones
-// when the drain time passes.
+// as the drain ends them: HTTP ones at a request boundary (hcm.Drain);
+// then, once the drain time has passed, every connection still open on it
+// is closed, a request in flight or not, tcp_proxy ones too, as Envoy does
+// when it removes the drained listener (ActiveTcpListener's destructor).
+// The filter chains an in-place update drops end the same way (Envoy's
+// removeFilterChain). An admin drain (DrainListeners) has no such end:
+// Envoy only stops the listeners accepting then.
 
 // drainingListener is one draining listener version. Guarded by
 // Manager.mu.
@@ -40,4 +45,53 @@ func (m *Manager) drainDone(d *drainingListener) {
 	m.draining = slices.Delete(m.draining, i, i+1)
 	m.drainingGauge.Store(int64(len(m.draining)))
 	m.log.Debug("listener drained", "listener", d.l.Name, "version", d.l.version)
+}
+
+// drainEnd is the end of the drain of some filter chains. Guarded by
+// Manager.mu.
+type drainEnd struct{ chains []*filterChain }
+
+// endDrainLocked ends the drains of chains once the drain time has passed:
+// the connections still open on them are closed then.
+func (m *Manager) endDrainLocked(chains []*filterChain) {
+	if len(chains) == 0 {
+		return
+	}
+	e := &drainEnd{chains: chains}
+	m.ending[e] = time.AfterFunc(m.drainTime(), func() { m.endDrain(e) })
+}
+
+func (m *Manager) endDrain(e *drainEnd) {
+	m.mu.Lock()
+	_, ok := m.ending[e]
+	delete(m.ending, e)
+	m.mu.Unlock()
+	if !ok {
+		return // the manager closed meanwhile
+	}
+	for _, c := range e.chains {
+		c.drain.End()
+	}
+	m.log.Debug("drain time over; closing the connections left", "chains", len(e.chains))
+}
+
+// EndDrains ends the drain of every listener's filter chains now, those
+// still waiting for their drain time too: every connection they serve is
+// closed, HTTP and tcp_proxy ones, a request in flight or not. The proxy
+// calls it as it exits (Envoy closes every connection then).
+func (m *Manager) EndDrains() {
+	m.mu.Lock()
+	var chains []*filterChain
+	for _, l := range m.active.Load().byName {
+		chains = append(chains, l.allChains()...)
+	}
+	for e, t := range m.ending {
+		t.Stop()
+		delete(m.ending, e)
+		chains = append(chains, e.chains...)
+	}
+	m.mu.Unlock()
+	for _, c := range chains {
+		c.drain.End()
+	}
 }

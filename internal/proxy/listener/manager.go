@@ -36,9 +36,10 @@ type Options struct {
 	HTTP     *hcm.Server
 	// Workers is the number of accept goroutines per bound socket (>= 1).
 	Workers int
-	// DrainTime is how long a tcp_proxy connection of a draining listener
-	// version goes on before it is closed (--drain-time-s); 0 means
-	// Envoy's default, 600 s.
+	// DrainTime is how long the connections of a listener version that
+	// LDS replaced or removed (or of a filter chain an in-place update
+	// dropped) go on before the ones left are closed (--drain-time-s); 0
+	// means Envoy's default, 600 s.
 	DrainTime time.Duration
 	// OriginalDst reads SO_ORIGINAL_DST; tests inject their own. Defaults
 	// to origdst.Get.
@@ -119,6 +120,9 @@ type Manager struct {
 	// draining are the LDS listener versions replaced or removed whose
 	// drain time has not passed yet, oldest first (draining.go).
 	draining []*drainingListener
+	// ending are the drains whose drain time has not passed yet: then
+	// their chains' connections are closed (draining.go).
+	ending map[*drainEnd]*time.Timer
 }
 
 // adminDrain is what DrainListeners calls asked for so far.
@@ -178,6 +182,7 @@ func NewManager(o Options) *Manager {
 		warming:       map[string]*Listener{},
 		fetches:       map[string]*routeFetch{},
 		reserved:      map[string]*reservation{},
+		ending:        map[*drainEnd]*time.Timer{},
 		held:          o.Held,
 	}
 	m.active.Store(&set{byName: map[string]*Listener{}, byAddr: map[netip.AddrPort]*Listener{}})
@@ -480,10 +485,12 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 			for _, c := range dropped {
 				c.drain.Start()
 			}
+			m.endDrainLocked(dropped)
 			m.inPlaceCount.Add(1)
 			m.log.Info("listener updated in place", "listener", name, "version", n.version, "chains_drained", len(dropped))
 		default:
 			l.startDrain()
+			m.endDrainLocked(l.allChains())
 			if !m.static[name] {
 				m.addDrainingLocked(l)
 			}
@@ -562,6 +569,10 @@ func (m *Manager) Close() {
 		d.timer.Stop()
 	}
 	m.draining = nil
+	for e, t := range m.ending {
+		t.Stop()
+		delete(m.ending, e)
+	}
 	for name, s := range m.sockets {
 		s.close()
 		delete(m.sockets, name)

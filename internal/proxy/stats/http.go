@@ -12,10 +12,11 @@ type HTTPStats struct {
 	// protocol too; RqActive the requests in progress.
 	RqTotal, RqHTTP1Total, RqHTTP2Total atomic.Uint64
 	RqActive                            atomic.Int64
-	// CxTotal counts connections served; CxActive those open.
-	CxTotal  atomic.Uint64
-	CxActive atomic.Int64
-	classes  [6]atomic.Uint64 // responses by status class (1 to 5)
+	// CxTotal counts connections served; CxActive those open; CxDestroy
+	// those closed (downstream_cx_destroy, whichever side closed them).
+	CxTotal, CxDestroy atomic.Uint64
+	CxActive           atomic.Int64
+	classes            [6]atomic.Uint64 // responses by status class (1 to 5)
 }
 
 // AddResponse counts one response sent downstream with the given status:
@@ -58,4 +59,5 @@ func (h *HTTPStats) each(f func(name string, gauge bool, v int64)) {
 	f("downstream_rq_active", true, h.RqActive.Load())
 	f("downstream_cx_total", false, int64(h.CxTotal.Load()))
 	f("downstream_cx_active", true, h.CxActive.Load())
+	f("downstream_cx_destroy", false, int64(h.CxDestroy.Load()))
 }

@@ -37,6 +37,7 @@ func filled() *Store {
 	h.RqActive.Add(1)
 	h.CxTotal.Add(2)
 	h.CxActive.Add(1)
+	h.CxDestroy.Add(1)
 	h.AddResponse(200)
 	h.AddResponse(503)
 	h.AddResponse(0) // no response: not completed
@@ -84,6 +85,8 @@ envoy_cluster_upstream_rq_xx{envoy_response_code_class="5",` + c + `} 1
 envoy_control_plane_connected_state 1
 # TYPE envoy_http_downstream_cx_active gauge
 envoy_http_downstream_cx_active{` + hl + `} 1
+# TYPE envoy_http_downstream_cx_destroy counter
+envoy_http_downstream_cx_destroy{` + hl + `} 1
 # TYPE envoy_http_downstream_cx_total counter
 envoy_http_downstream_cx_total{` + hl + `} 2
 # TYPE envoy_http_downstream_rq_active gauge
@@ -137,6 +140,7 @@ func TestWriteText(t *testing.T) {
 		"cluster_manager.cds.update_success: 5",
 		"control_plane.connected_state: 1",
 		"http.inbound_0.0.0.0_8080.downstream_cx_active: 1",
+		"http.inbound_0.0.0.0_8080.downstream_cx_destroy: 1",
 		"http.inbound_0.0.0.0_8080.downstream_cx_total: 2",
 		"http.inbound_0.0.0.0_8080.downstream_rq_1xx: 0",
 		"http.inbound_0.0.0.0_8080.downstream_rq_2xx: 1",

@@ -9,6 +9,7 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
@@ -28,12 +29,16 @@ func dnsCapture(p *model.Proxy) bool {
 
 // nameTable is the NDS name table of a proxy: every service in its scope
 // with a non-wildcard host and IP addresses, as Istio builds it
-// (pilot/pkg/networking/core BuildNameTable). Services of the Kubernetes
-// registry carry their name and namespace, so the agent can answer their
-// short names. Services without an address (resolution NONE headless
-// services, ServiceEntries without addresses) are left out: the agent
-// forwards their names to the pod's resolvers. It is nil for a proxy
-// without DNS capture.
+// (pkg/dns/server/name_table.go, BuildNameTable). Services of the
+// Kubernetes registry carry their name and namespace, so the agent can
+// answer their short names. A headless service (resolution NONE without an
+// address: a Kubernetes Service with clusterIP None, or such a
+// ServiceEntry) is listed with the addresses of its endpoints, as Istio
+// lists a passthrough service's endpoints, so its name resolves to the
+// pods as cluster DNS would. Other services without an address
+// (ServiceEntries without addresses) are left out: the agent forwards
+// their names to the pod's resolvers. It is nil for a proxy without DNS
+// capture.
 func nameTable(scope *mesh.Scope, proxy *model.Proxy) nds.NameTable {
 	if !dnsCapture(proxy) {
 		return nil
@@ -43,11 +48,9 @@ func nameTable(scope *mesh.Scope, proxy *model.Proxy) nds.NameTable {
 		if strings.HasPrefix(svc.Hostname, "*") {
 			continue
 		}
-		var ips []string
-		for _, a := range svc.Addresses {
-			if ip, err := netip.ParseAddr(a); err == nil && !ip.IsUnspecified() {
-				ips = append(ips, ip.String())
-			}
+		ips, headless := serviceIPs(svc)
+		if headless {
+			ips = headlessIPs(svc)
 		}
 		if len(ips) == 0 {
 			continue
@@ -66,6 +69,41 @@ func nameTable(scope *mesh.Scope, proxy *model.Proxy) nds.NameTable {
 		nt[svc.Hostname] = ni
 	}
 	return nt
+}
+
+// serviceIPs are the service's VIPs that are IP addresses (CIDRs are left
+// out, as Istio does); headless says the service has no VIP and resolution
+// NONE, so its name stands for its endpoints.
+func serviceIPs(svc *mesh.Service) (ips []string, headless bool) {
+	unspecified := len(svc.Addresses) == 0
+	for _, a := range svc.Addresses {
+		ip, err := netip.ParseAddr(a)
+		switch {
+		case err != nil:
+		case ip.IsUnspecified():
+			unspecified = true
+		default:
+			ips = append(ips, ip.String())
+		}
+	}
+	return ips, len(ips) == 0 && unspecified && svc.Resolution == networking.ServiceEntry_NONE && len(svc.Ports) > 0
+}
+
+// headlessIPs are the distinct IP addresses of a headless service's
+// endpoints, in the endpoints' order (sorted by address). Endpoints that
+// are not IPs (Unix sockets, names) are left out, as Istio skips them.
+func headlessIPs(svc *mesh.Service) []string {
+	var ips []string
+	seen := map[netip.Addr]bool{}
+	for _, ep := range svc.Endpoints {
+		ip, err := netip.ParseAddr(ep.Address)
+		if err != nil || ip.IsUnspecified() || seen[ip] {
+			continue
+		}
+		seen[ip] = true
+		ips = append(ips, ip.String())
+	}
+	return ips
 }
 
 // generateNameTable is the NDS response: one nameless NameTable resource,

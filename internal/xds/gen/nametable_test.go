@@ -46,10 +46,64 @@ spec:
   exportTo: ["."]
   ports: [{number: 80, name: http, protocol: HTTP}]
   resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: kubernetes-service.db, namespace: default}
+spec:
+  hosts: [db.default.svc.cluster.local]
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  resolution: NONE
+  workloadSelector: {labels: {app: db}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: db-1, namespace: default}
+spec: {address: 10.1.0.8, labels: {app: db}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: db-0, namespace: default}
+spec: {address: 10.1.0.7, labels: {app: db}}
+
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: headless-se, namespace: default}
+spec:
+  hosts: [cache.internal]
+  ports: [{number: 6379, name: tcp, protocol: TCP}]
+  resolution: NONE
+  workloadSelector: {labels: {app: cache}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: cache, namespace: default}
+spec: {address: 10.2.0.1, labels: {app: cache}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: headless-empty, namespace: default}
+spec:
+  hosts: [empty.internal]
+  ports: [{number: 6379, name: tcp, protocol: TCP}]
+  resolution: NONE
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: cidr, namespace: default}
+spec:
+  hosts: [cidr.internal]
+  addresses: [10.3.0.0/16]
+  ports: [{number: 9000, name: tcp, protocol: TCP}]
+  resolution: NONE
+  workloadSelector: {labels: {app: cache}}
 `
 
 // TestNameTable: the NDS table of a proxy with DNS capture lists the
-// visible services' VIPs, Kubernetes services with their short name; a
+// visible services' VIPs, Kubernetes services with their short name,
+// headless services (resolution NONE, no address) with their endpoints'
+// distinct IPs; a service whose only address is a CIDR is left out; a
 // proxy without DNS capture gets no table.
 func TestNameTable(t *testing.T) {
 	snap := build(t, storeOf(t, nameTableConfig), mesh.BuildOptions{})
@@ -78,6 +132,8 @@ func TestNameTable(t *testing.T) {
 	want := nds.NameTable{
 		"reviews.default.svc.cluster.local": {IPs: []string{"10.96.0.20", "fd00::20"}, Registry: nds.RegistryKubernetes, Shortname: "reviews", Namespace: "default"},
 		"api.example.com":                   {IPs: []string{"240.240.0.1"}},
+		"db.default.svc.cluster.local":      {IPs: []string{"10.1.0.7", "10.1.0.8"}, Registry: nds.RegistryKubernetes, Shortname: "db", Namespace: "default"},
+		"cache.internal":                    {IPs: []string{"10.2.0.1"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("name table = %+v, want %+v", got, want)

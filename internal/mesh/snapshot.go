@@ -166,6 +166,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 	slices.SortFunc(s.Services, func(a, b *Service) int {
 		return cmp.Or(cmp.Compare(a.Hostname, b.Hostname), cmp.Compare(a.Namespace, b.Namespace))
 	})
+	allocateAutoAddresses(s, opts.Previous) // autoaddress.go
 	s.reuseUnchanged(opts.Previous)
 
 	vss, vsProblems := s.mergeDelegates(store.List(config.KindVirtualService), opts.Mesh.DefaultVirtualServiceExportTo)

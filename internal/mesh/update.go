@@ -48,6 +48,9 @@ func (s *Snapshot) UpdateEndpoints(store *config.Store, changed map[model.Config
 				endpoints = buildEndpoints(newCfg, newSE, ports, nil)
 			}
 			svc := newService(newCfg, h, ports, nil, endpoints, s.Mesh.DefaultServiceExportTo)
+			if len(prev.AutoAddresses) > 0 {
+				svc.setAutoAddresses(prev.AutoAddresses)
+			}
 			if !SameExceptEndpoints(prev, svc) {
 				return nil, false
 			}

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -20,13 +19,6 @@ import (
 // Kubernetes registry derives from a Service (internal/registry/kube).
 const kubeServiceConfigPrefix = "kubernetes-service."
 
-// dnsCapture reports whether the proxy's agent proxies its pod's DNS
-// (node metadata DNS_CAPTURE, from ISTIO_META_DNS_CAPTURE).
-func dnsCapture(p *model.Proxy) bool {
-	on, err := strconv.ParseBool(p.Metadata["DNS_CAPTURE"])
-	return err == nil && on
-}
-
 // nameTable is the NDS name table of a proxy: every service in its scope
 // with a non-wildcard host and IP addresses, as Istio builds it
 // (pkg/dns/server/name_table.go, BuildNameTable). Services of the
@@ -35,12 +27,13 @@ func dnsCapture(p *model.Proxy) bool {
 // address: a Kubernetes Service with clusterIP None, or such a
 // ServiceEntry) is listed with the addresses of its endpoints, as Istio
 // lists a passthrough service's endpoints, so its name resolves to the
-// pods as cluster DNS would. Other services without an address
-// (ServiceEntries without addresses) are left out: the agent forwards
-// their names to the pod's resolvers. It is nil for a proxy without DNS
-// capture.
+// pods as cluster DNS would. A ServiceEntry without addresses is in the
+// scope of a DNS-capture proxy with its allocated address
+// (mesh.Service.AutoAddresses), as Istio's auto-allocated VIPs, so its
+// name resolves to the address the proxy's listeners use. It is nil for a
+// proxy without DNS capture.
 func nameTable(scope *mesh.Scope, proxy *model.Proxy) nds.NameTable {
-	if !dnsCapture(proxy) {
+	if !mesh.DNSCapture(proxy) {
 		return nil
 	}
 	nt := nds.NameTable{}

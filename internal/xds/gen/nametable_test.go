@@ -2,12 +2,14 @@ package gen_test
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/nds"
 	"github.com/straitmesh/strait/internal/xds/gen"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 const nameTableConfig = `apiVersion: networking.istio.io/v1
@@ -103,8 +105,9 @@ spec:
 // TestNameTable: the NDS table of a proxy with DNS capture lists the
 // visible services' VIPs, Kubernetes services with their short name,
 // headless services (resolution NONE, no address) with their endpoints'
-// distinct IPs; a service whose only address is a CIDR is left out; a
-// proxy without DNS capture gets no table.
+// distinct IPs, a ServiceEntry without addresses with its allocated
+// address; a service whose only address is a CIDR is left out; a proxy
+// without DNS capture gets no table.
 func TestNameTable(t *testing.T) {
 	snap := build(t, storeOf(t, nameTableConfig), mesh.BuildOptions{})
 	g := gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
@@ -134,6 +137,8 @@ func TestNameTable(t *testing.T) {
 		"api.example.com":                   {IPs: []string{"240.240.0.1"}},
 		"db.default.svc.cluster.local":      {IPs: []string{"10.1.0.7", "10.1.0.8"}, Registry: nds.RegistryKubernetes, Shortname: "db", Namespace: "default"},
 		"cache.internal":                    {IPs: []string{"10.2.0.1"}},
+		// No addresses, resolution DNS: its allocated IPv4 address.
+		"novip.example.com": {IPs: snap.Service("novip.example.com").AutoAddresses[:1]},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("name table = %+v, want %+v", got, want)
@@ -141,5 +146,54 @@ func TestNameTable(t *testing.T) {
 	again, err := g.Generate(proxy, nds.TypeURL, nil, &model.PushRequest{Full: true})
 	if err != nil || len(again) != 1 || again[0].GetVersion() != res[0].GetVersion() {
 		t.Errorf("second generation: %v, %v; want the same version", again, err)
+	}
+}
+
+// TestAutoAddressListeners: a TCP ServiceEntry without addresses gets a
+// listener on its allocated address for a DNS-capture proxy (so that a
+// connection to the address the name table gave reaches that service and
+// no other on the port), and the wildcard listener for other proxies.
+func TestAutoAddressListeners(t *testing.T) {
+	snap := build(t, storeOf(t, `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: pg, namespace: default}
+spec:
+  hosts: [pg.example.com]
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  resolution: DNS
+`), mesh.BuildOptions{})
+	auto := snap.Service("pg.example.com").AutoAddresses
+	if len(auto) != 2 {
+		t.Fatalf("pg.example.com: auto addresses %q", auto)
+	}
+	g := gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
+	for _, tc := range []struct {
+		name, nodeID string
+		capture      bool
+		want, absent string
+	}{
+		{"capture", "sidecar~10.99.0.10~sleep.default~default.svc.cluster.local", true, auto[0] + "_5432", "0.0.0.0_5432"},
+		{"no capture", "sidecar~10.99.0.10~sleep.default~default.svc.cluster.local", false, "0.0.0.0_5432", auto[0] + "_5432"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proxy, err := model.ParseNodeID(tc.nodeID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.capture {
+				proxy.Metadata = map[string]string{"DNS_CAPTURE": "true"}
+			}
+			res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &model.PushRequest{Full: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, r := range res {
+				names = append(names, r.GetName())
+			}
+			if !slices.Contains(names, tc.want) || slices.Contains(names, tc.absent) {
+				t.Errorf("listeners %q, want %s and not %s", names, tc.want, tc.absent)
+			}
+		})
 	}
 }

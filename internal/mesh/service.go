@@ -94,7 +94,19 @@ type Endpoint struct {
 	// Locality is "region/zone/subzone" (trailing parts may be missing),
 	// empty when unknown.
 	Locality string
+	// Hostname is the pod's DNS label under its Kubernetes Service (the
+	// EndpointSlice endpoint's hostname: the pod's spec.hostname when its
+	// spec.subdomain names the Service, as for StatefulSet pods), from
+	// EndpointHostnamesAnnotation; empty for other endpoints.
+	Hostname string
 }
+
+// EndpointHostnamesAnnotation, on the ServiceEntry the Kubernetes registry
+// derives from a Service, carries its endpoints' hostnames as
+// "ADDRESS=HOSTNAME,..." (the WorkloadEntry message has no field for
+// them). A headless service's name table lists HOSTNAME.SERVICE-HOST for
+// each.
+const EndpointHostnamesAnnotation = "strait.internal/endpoint-hostnames"
 
 // Matches reports whether every selector label is on the endpoint.
 func (e *Endpoint) Matches(selector map[string]string) bool {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/netip"
+	"slices"
 	"strings"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -41,16 +42,20 @@ func nameTable(scope *mesh.Scope, proxy *model.Proxy) nds.NameTable {
 		if strings.HasPrefix(svc.Hostname, "*") {
 			continue
 		}
+		name, kube := strings.CutPrefix(svc.Config.Name, kubeServiceConfigPrefix)
+		kube = kube && strings.HasPrefix(svc.Hostname, name+"."+svc.Namespace+".svc.")
 		ips, headless := serviceIPs(svc)
 		if headless {
 			ips = headlessIPs(svc)
+			if kube {
+				addPodNames(nt, svc, name)
+			}
 		}
 		if len(ips) == 0 {
 			continue
 		}
 		ni := nds.NameInfo{IPs: ips}
-		if name, ok := strings.CutPrefix(svc.Config.Name, kubeServiceConfigPrefix); ok &&
-			strings.HasPrefix(svc.Hostname, name+"."+svc.Namespace+".svc.") {
+		if kube {
 			ni.Registry = nds.RegistryKubernetes
 			ni.Shortname = name
 			ni.Namespace = svc.Namespace
@@ -80,6 +85,31 @@ func serviceIPs(svc *mesh.Service) (ips []string, headless bool) {
 		}
 	}
 	return ips, len(ips) == 0 && unspecified && svc.Resolution == networking.ServiceEntry_NONE && len(svc.Ports) > 0
+}
+
+// addPodNames adds the per-pod names of a headless Kubernetes service
+// named name: HOSTNAME.NAME.NS.svc.DOMAIN for each endpoint with a
+// hostname (StatefulSet pods), as Istio's BuildNameTable adds them
+// following Kubernetes' pod DNS, with the short name HOSTNAME.NAME so the
+// agent also answers HOSTNAME.NAME.NS and, in the namespace,
+// HOSTNAME.NAME.
+func addPodNames(nt nds.NameTable, svc *mesh.Service, name string) {
+	for _, ep := range svc.Endpoints {
+		ip, err := netip.ParseAddr(ep.Address)
+		if ep.Hostname == "" || err != nil {
+			continue
+		}
+		host := ep.Hostname + "." + svc.Hostname
+		ni := nt[host]
+		if slices.Contains(ni.IPs, ip.String()) {
+			continue
+		}
+		ni.IPs = append(ni.IPs, ip.String())
+		ni.Registry = nds.RegistryKubernetes
+		ni.Shortname = ep.Hostname + "." + name
+		ni.Namespace = svc.Namespace
+		nt[host] = ni
+	}
 }
 
 // headlessIPs are the distinct IP addresses of a headless service's

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"testing"
 
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/nds"
@@ -195,5 +198,51 @@ spec:
 				t.Errorf("listeners %q, want %s and not %s", names, tc.want, tc.absent)
 			}
 		})
+	}
+}
+
+// TestNameTablePodNames: a headless Kubernetes Service whose endpoints
+// have hostnames (StatefulSet pods: the registry passes them in
+// mesh.EndpointHostnamesAnnotation) also lists HOSTNAME.SERVICE-HOST per
+// pod, with the short name HOSTNAME.SERVICE, as Istio's BuildNameTable.
+func TestNameTablePodNames(t *testing.T) {
+	store := config.NewStore()
+	web := &config.Config{
+		Meta: config.Meta{Kind: config.KindServiceEntry, APIVersion: "networking.istio.io/v1", Name: "kubernetes-service.web", Namespace: "db",
+			Annotations: map[string]string{mesh.EndpointHostnamesAnnotation: "10.1.0.7=web-0,10.1.0.8=web-1"}},
+		Spec: &networking.ServiceEntry{
+			Hosts:      []string{"web.db.svc.cluster.local"},
+			Ports:      []*networking.ServicePort{{Number: 5432, Name: "tcp", Protocol: "TCP"}},
+			Resolution: networking.ServiceEntry_NONE,
+			Location:   networking.ServiceEntry_MESH_INTERNAL,
+			Endpoints:  []*networking.WorkloadEntry{{Address: "10.1.0.7"}, {Address: "10.1.0.8"}, {Address: "10.1.0.9"}},
+		},
+	}
+	if err := store.Add(web); err != nil {
+		t.Fatal(err)
+	}
+	snap := build(t, store, mesh.BuildOptions{})
+	g := gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
+	proxy, err := model.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Metadata = map[string]string{"DNS_CAPTURE": "true"}
+	res, err := g.Generate(proxy, nds.TypeURL, nil, &model.PushRequest{Full: true})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("NDS: %v, %v", res, err)
+	}
+	got, err := nds.Unmarshal(res[0].GetResource().GetValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := nds.RegistryKubernetes
+	want := nds.NameTable{
+		"web.db.svc.cluster.local":       {IPs: []string{"10.1.0.7", "10.1.0.8", "10.1.0.9"}, Registry: k, Shortname: "web", Namespace: "db"},
+		"web-0.web.db.svc.cluster.local": {IPs: []string{"10.1.0.7"}, Registry: k, Shortname: "web-0.web", Namespace: "db"},
+		"web-1.web.db.svc.cluster.local": {IPs: []string{"10.1.0.8"}, Registry: k, Shortname: "web-1.web", Namespace: "db"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("name table = %+v, want %+v", got, want)
 	}
 }

@@ -65,6 +65,12 @@ ServiceEntries that select the pod and reporting its "version" label; the
 annotation local.strait.io/app: "CMD ARGS..." on the WorkloadEntry runs
 another command instead (a bare name is looked up in --bin-dir).
 
+With --dns-capture each pod's DNS goes to its sidecar agent: mesh names
+resolve from straitd's name table (ServiceEntries without addresses to the
+240.240.0.0/16 addresses straitd allocates them); the pods have no uplink,
+so up serves DNS on the bridge's host address and forwards the other names
+to this host's resolvers (--dns-upstream names others, or none).
+
 up stays in the foreground: it reports config changes (straitd applies
 edits to DIR live; new or changed WorkloadEntries need a restart of up)
 and processes that exit. Ctrl-C or SIGTERM removes everything it made:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"time"
 
@@ -56,7 +55,6 @@ func startDNSForwarder(ctx context.Context, host netip.Addr, upstreams []string,
 		cancel()
 		return nil, fmt.Errorf("DNS forwarder on %s port 53 (is another DNS server listening there?): %w", host, err)
 	}
-	log.Info("dns forwarder ready", "listen", net.JoinHostPort(host.String(), "53"), "upstreams", upstreams)
 	return func() error {
 		cancel()
 		return <-done

@@ -72,6 +72,20 @@ func (svc *Service) autoView(family string) *Service {
 	return svc
 }
 
+// Unviewed returns the snapshot's own service for a view a DNS-capture
+// proxy's scope holds (see autoView), or svc itself. Resources that do
+// not depend on the service's addresses (its clusters) are built from it,
+// so that proxies with and without DNS capture share them.
+func (s *Snapshot) Unviewed(svc *Service) *Service {
+	// A view has allocated addresses but no views of its own.
+	if len(svc.AutoAddresses) > 0 && svc.auto4 == nil && svc.auto6 == nil {
+		if base := s.servicesByHost[svc.Hostname]; base != nil && base.auto4 != nil {
+			return base
+		}
+	}
+	return svc
+}
+
 // autoFamily is the address family whose allocated addresses proxy p
 // uses: "" without DNS capture, else "6" for an IPv6 proxy and "4"
 // otherwise (as Istio filters the addresses by the proxy's IP family).

@@ -199,6 +199,24 @@ spec:
 			}
 		})
 	}
+	// The service's clusters do not depend on its addresses: proxies with
+	// and without DNS capture share one build.
+	g = gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
+	var cdsBuilds []int
+	for _, capture := range []string{"true", "false", "true"} {
+		proxy, err := model.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy.Metadata = map[string]string{"DNS_CAPTURE": capture}
+		if _, err := g.Generate(proxy, xdsapi.ClusterType, nil, &model.PushRequest{Full: true}); err != nil {
+			t.Fatal(err)
+		}
+		cdsBuilds = append(cdsBuilds, g.Builds()["cluster"])
+	}
+	if cdsBuilds[0] == 0 || cdsBuilds[1] != cdsBuilds[0] || cdsBuilds[2] != cdsBuilds[0] {
+		t.Errorf("cluster builds after each CDS generation: %v, want one build shared", cdsBuilds)
+	}
 }
 
 // TestNameTablePodNames: a headless Kubernetes Service whose endpoints

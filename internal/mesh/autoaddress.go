@@ -36,13 +36,27 @@ func DNSCapture(p *model.Proxy) bool {
 	return err == nil && on
 }
 
+// AutoAddressLabel set to "false" on a ServiceEntry opts its hosts out of
+// address allocation, as in Istio.
+const AutoAddressLabel = "networking.istio.io/enable-autoallocate-ip"
+
 // wantsAutoAddress reports whether a service gets an allocated address:
-// a ServiceEntry host without spec.addresses that is not a wildcard and
-// whose resolution is not NONE (the destination of a NONE service is the
-// address the client asked for), as Istio's IP autoallocation controller
-// (pilot/pkg/controllers/ipallocate) picks them.
-func wantsAutoAddress(svc *Service) bool {
-	return len(svc.Addresses) == 0 && !strings.HasPrefix(svc.Hostname, "*") && svc.Resolution != networking.ServiceEntry_NONE
+// a ServiceEntry host without spec.addresses that is not a wildcard, whose
+// resolution is not NONE (the destination of a NONE service is the
+// address the client asked for) and whose entry (labels) does not opt out
+// with AutoAddressLabel, as Istio's ShouldV2AutoAllocateIP and its
+// allocation controller (pilot/pkg/controllers/ipallocate) decide.
+func wantsAutoAddress(svc *Service, labels map[string]string) bool {
+	return len(svc.Addresses) == 0 && !strings.HasPrefix(svc.Hostname, "*") && svc.Resolution != networking.ServiceEntry_NONE &&
+		!strings.EqualFold(labels[AutoAddressLabel], "false")
+}
+
+// sourceLabels are the labels of the ServiceEntry svc comes from.
+func (s *Snapshot) sourceLabels(svc *Service) map[string]string {
+	if c := s.serviceSources[svc.Hostname]; c != nil {
+		return c.Labels
+	}
+	return nil
 }
 
 // setAutoAddresses sets the service's allocated addresses ([IPv4, IPv6])
@@ -121,7 +135,7 @@ func allocateAutoAddresses(s *Snapshot, prev *Snapshot) {
 	offsets := make([]uint32, len(s.Services))
 	// Keep what prev gave, first.
 	for i, svc := range s.Services {
-		if !wantsAutoAddress(svc) {
+		if !wantsAutoAddress(svc, s.sourceLabels(svc)) {
 			continue
 		}
 		old := svc.AutoAddresses
@@ -137,7 +151,7 @@ func allocateAutoAddresses(s *Snapshot, prev *Snapshot) {
 		}
 	}
 	for i, svc := range s.Services {
-		if !wantsAutoAddress(svc) {
+		if !wantsAutoAddress(svc, s.sourceLabels(svc)) {
 			if len(svc.AutoAddresses) > 0 {
 				s.replaceService(i, prev, nil)
 			}

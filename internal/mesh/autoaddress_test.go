@@ -43,6 +43,14 @@ spec:
 ---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
+metadata: {name: optout, namespace: app, labels: {networking.istio.io/enable-autoallocate-ip: "False"}}
+spec:
+  hosts: [optout.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
 metadata: {name: static, namespace: app}
 spec:
   hosts: [static.internal]
@@ -54,7 +62,8 @@ spec:
 // TestAutoAddresses: ServiceEntry hosts without addresses, not wildcards
 // and not resolution NONE get an IPv4 address in 240.240.0.0/16 and an
 // IPv6 one in 2001:2::/48 at the same offset, distinct per host and never
-// one written in a ServiceEntry; the others get none.
+// one written in a ServiceEntry; the others, and an entry labelled
+// networking.istio.io/enable-autoallocate-ip: "false", get none.
 func TestAutoAddresses(t *testing.T) {
 	snap, problems := buildYAML(t, autoMesh, BuildOptions{})
 	if len(problems) > 0 {
@@ -79,7 +88,7 @@ func TestAutoAddresses(t *testing.T) {
 		}
 		seen[a[0]] = true
 	}
-	for _, h := range []string{"vip.example.com", "none.example.com", "*.wild.example.com"} {
+	for _, h := range []string{"vip.example.com", "none.example.com", "*.wild.example.com", "optout.example.com"} {
 		if a := snap.Service(h).AutoAddresses; a != nil {
 			t.Errorf("%s: auto addresses %q, want none", h, a)
 		}

@@ -47,7 +47,9 @@ may only be istiod (the default); Istio's other providers are refused.
 DNS: with ISTIO_META_DNS_CAPTURE=true (or in proxyMetadata) the agent serves
 the pod's DNS on 127.0.0.1:15053 (what strait-agent iptables --redirect-dns
 captures): mesh names from straitd's name table, the rest forwarded to the
-nameservers in /etc/resolv.conf. ISTIO_META_DNS_AUTO_ALLOCATE is refused.`,
+nameservers in /etc/resolv.conf. ServiceEntries without addresses answer with
+the addresses straitd allocated them (240.240.0.0/16), on which the proxy
+listens; ISTIO_META_DNS_AUTO_ALLOCATE is accepted and changes nothing more.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("want one proxy type argument (sidecar), got %d", len(args))

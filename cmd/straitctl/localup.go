@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/straitmesh/strait/internal/agent/dns"
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/localmesh"
 	"github.com/straitmesh/strait/internal/netns"
@@ -36,10 +37,14 @@ type upOptions struct {
 	PollInterval time.Duration
 	// DNSCapture turns on each pod's DNS proxy (localmesh.Options).
 	DNSCapture bool
+	// DNSUpstreams are the --dns-upstream values (see dnsUpstreams).
+	DNSUpstreams []string
+	// HostResolvConf is the host's resolv.conf, the default upstreams.
+	HostResolvConf string
 }
 
 func newUpCmd() *cobra.Command {
-	o := upOptions{PollInterval: time.Second}
+	o := upOptions{PollInterval: time.Second, HostResolvConf: "/etc/resolv.conf"}
 	cmd := &cobra.Command{
 		Use:   "up --config-dir DIR",
 		Short: "Run your own mesh here: one pod (network namespace + sidecar) per WorkloadEntry of DIR",
@@ -59,6 +64,12 @@ The app of a pod is strait-echo, listening on the target ports of the
 ServiceEntries that select the pod and reporting its "version" label; the
 annotation local.strait.io/app: "CMD ARGS..." on the WorkloadEntry runs
 another command instead (a bare name is looked up in --bin-dir).
+
+With --dns-capture each pod's DNS goes to its sidecar agent: mesh names
+resolve from straitd's name table (ServiceEntries without addresses to the
+240.240.0.0/16 addresses straitd allocates them); the pods have no uplink,
+so up serves DNS on the bridge's host address and forwards the other names
+to this host's resolvers (--dns-upstream names others, or none).
 
 up stays in the foreground: it reports config changes (straitd applies
 edits to DIR live; new or changed WorkloadEntries need a restart of up)
@@ -83,7 +94,11 @@ runs at a time. Needs root.`,
 	cmd.Flags().StringVar(&o.BinDir, "bin-dir", localmesh.DefaultBinDir(), "directory with straitd, strait-agent, strait-proxy and strait-echo")
 	cmd.Flags().BoolVar(&o.DNSCapture, "dns-capture", false,
 		"capture each pod's DNS to its sidecar agent (ISTIO_META_DNS_CAPTURE): mesh names resolve to their VIPs from straitd's name table; "+
-			"other names are forwarded to port 53 of the bridge's host address, where nothing answers unless you run a DNS server")
+			"other names are forwarded to port 53 of the bridge's host address (see --dns-upstream)")
+	cmd.Flags().StringSliceVar(&o.DNSUpstreams, "dns-upstream", nil,
+		"with --dns-capture, the resolvers (host or host:port, comma-separated) that answer the names outside the mesh: up serves DNS on port 53 "+
+			"of the bridge's host address and forwards there (default: the nameservers of this host's /etc/resolv.conf); "+
+			"\"none\" serves nothing there, so those names get SERVFAIL at once (or run your own DNS server on that address)")
 	addStateDirFlag(cmd, &o.StateDir)
 	return cmd
 }
@@ -116,6 +131,14 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 			}
 		}
 	}
+	var upstreams []string
+	if o.DNSCapture {
+		if upstreams, err = dnsUpstreams(o.DNSUpstreams, o.HostResolvConf); err != nil {
+			return err
+		}
+	} else if len(o.DNSUpstreams) > 0 {
+		return errors.New("--dns-upstream needs --dns-capture: without it the pods ask their own resolvers, not the mesh")
+	}
 	lock, err := lockState(o.StateDir)
 	if err != nil {
 		return err
@@ -130,7 +153,7 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	start := time.Now()
 	m, err := localmesh.Start(ctx, localmesh.Options{
 		BinDir: o.BinDir, ConfigDir: o.ConfigDir, ServeConfigDir: true, Subnet: plan.Subnet,
-		Workloads: plan.Workloads, SecureXDS: true, DNSCapture: o.DNSCapture, Logger: localmesh.ProgressLogger(out),
+		Workloads: plan.Workloads, SecureXDS: true, DNSCapture: o.DNSCapture, DNSUpstreams: upstreams, Logger: localmesh.ProgressLogger(out),
 	})
 	if err != nil {
 		// Start removed what it had made.
@@ -503,4 +526,41 @@ func serviceHostsLines(dir string) string {
 		}
 	}
 	return b.String()
+}
+
+// dnsUpstreams turns --dns-upstream into the forwarder's upstreams
+// (host:port): the flag's resolvers (port 53 unless given), none for
+// "none", and without the flag the nameservers of the host's resolv.conf
+// (a systemd-resolved stub at 127.0.0.53 included: the forwarder runs in
+// the host's network namespace).
+func dnsUpstreams(flag []string, hostResolvConf string) ([]string, error) {
+	if len(flag) == 1 && flag[0] == "none" {
+		return nil, nil
+	}
+	if len(flag) == 0 {
+		rc, err := dns.ReadResolvConf(hostResolvConf)
+		if err != nil {
+			return nil, fmt.Errorf("--dns-capture forwards names outside the mesh to this host's resolvers: %w; name them with --dns-upstream HOST[:PORT], or --dns-upstream none", err)
+		}
+		if len(rc.Servers) == 0 {
+			return nil, fmt.Errorf("--dns-capture forwards names outside the mesh to this host's resolvers, but %s has no nameserver line; name them with --dns-upstream HOST[:PORT], or --dns-upstream none", hostResolvConf)
+		}
+		return rc.Servers, nil
+	}
+	out := make([]string, 0, len(flag))
+	for _, u := range flag {
+		if u == "none" {
+			return nil, errors.New(`--dns-upstream: "none" cannot be combined with resolvers`)
+		}
+		if ip, err := netip.ParseAddr(u); err == nil {
+			out = append(out, netip.AddrPortFrom(ip, 53).String())
+			continue
+		}
+		ap, err := netip.ParseAddrPort(u)
+		if err != nil {
+			return nil, fmt.Errorf("--dns-upstream %q: want an IP address with an optional port (1.1.1.1, 127.0.0.53:53, [::1]:5353)", u)
+		}
+		out = append(out, ap.String())
+	}
+	return out, nil
 }

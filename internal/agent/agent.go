@@ -78,12 +78,17 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	log.Info("discovery", "address", pc.GetDiscoveryAddress(), "tls", len(xdsDial) > 0, "root", cfg.Identity.XDSRootCert)
 
+	dnsProxy, err := newDNSProxy(cfg, opts) // dnsproxy.go
+	if err != nil {
+		return err
+	}
 	xds, err := xdsproxy.New(xdsproxy.Options{
 		UpstreamAddress: pc.GetDiscoveryAddress(),
 		BackoffBase:     opts.XDSBackoffBase,
 		BackoffMax:      opts.XDSBackoffMax,
 		DialOptions:     xdsDial,
 		Logger:          opts.Logger,
+		Subscriptions:   dnsSubscriptions(dnsProxy),
 	})
 	if err != nil {
 		return err
@@ -112,10 +117,7 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	if err := startIdentity(cfg, secrets, base, serving); err != nil {
 		return err
 	}
-	dnsReady, err := startDNS(cfg, opts, xds, log, serving) // dnsproxy.go
-	if err != nil {
-		return err
-	}
+	dnsReady := startDNS(dnsProxy, opts, log, serving)
 
 	// st is set below, before sup.Run, the only caller of OnDrain.
 	var st *status.Server

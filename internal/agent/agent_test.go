@@ -133,23 +133,33 @@ type controlPlane struct {
 	discoveryv3.UnimplementedAggregatedDiscoveryServiceServer
 	node atomic.Pointer[corev3.Node]
 	// nameTable, if set, is the NDS response's resource; ndsNode is the
-	// node of the stream that asked for it.
-	nameTable nds.NameTable
-	ndsNode   atomic.Pointer[corev3.Node]
+	// node of the stream that asked for it, and ndsWithProxy says that
+	// stream also carried the proxy's requests.
+	nameTable    nds.NameTable
+	ndsNode      atomic.Pointer[corev3.Node]
+	ndsWithProxy atomic.Bool
+	// streams counts the ADS streams opened.
+	streams atomic.Int32
 }
 
 func (c *controlPlane) StreamAggregatedResources(s discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	c.streams.Add(1)
+	var node *corev3.Node
+	proxyTypes := false
 	for n := 1; ; n++ {
 		req, err := s.Recv()
 		if err != nil {
 			return nil
 		}
 		if req.GetNode() != nil {
-			if req.GetTypeUrl() == nds.TypeURL {
-				c.ndsNode.Store(req.GetNode())
-			} else {
-				c.node.Store(req.GetNode())
-			}
+			node = req.GetNode()
+			c.node.Store(node)
+		}
+		if req.GetTypeUrl() == nds.TypeURL {
+			c.ndsNode.Store(node)
+			c.ndsWithProxy.Store(proxyTypes)
+		} else {
+			proxyTypes = true
 		}
 		if req.GetResponseNonce() != "" {
 			continue
@@ -320,9 +330,9 @@ func TestTerminateTimeout(t *testing.T) {
 }
 
 // TestAgentDNSProxy: with ISTIO_META_DNS_CAPTURE the agent asks the
-// control plane for the name table with DNS_CAPTURE in its node metadata,
-// is ready once the table is in, and answers the mesh's names on its DNS
-// address.
+// control plane for the name table on the proxy's own stream (one stream
+// per pod, as pilot-agent), whose node metadata has DNS_CAPTURE, is ready
+// once the table is in, and answers the mesh's names on its DNS address.
 func TestAgentDNSProxy(t *testing.T) {
 	cp := &controlPlane{nameTable: nds.NameTable{
 		"reviews.demo.svc.cluster.local": {IPs: []string{"10.96.0.20"}, Registry: nds.RegistryKubernetes, Shortname: "reviews", Namespace: "demo"},
@@ -384,6 +394,9 @@ func TestAgentDNSProxy(t *testing.T) {
 	if n := cp.ndsNode.Load(); n.GetId() != "sidecar~10.1.0.2~client-1.demo~demo.svc.cluster.local" ||
 		n.GetMetadata().GetFields()["DNS_CAPTURE"].GetStringValue() != "true" {
 		t.Errorf("name table asked by node %v", n)
+	}
+	if !cp.ndsWithProxy.Load() || cp.streams.Load() != 1 {
+		t.Errorf("name table on the proxy's stream: %v; %d streams opened, want 1", cp.ndsWithProxy.Load(), cp.streams.Load())
 	}
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, network, dnsAddr)

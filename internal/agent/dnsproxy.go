@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,13 +8,12 @@ import (
 	"sync"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/protobuf/types/known/structpb"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/straitmesh/strait/internal/agent/config"
 	"github.com/straitmesh/strait/internal/agent/dns"
-	"github.com/straitmesh/strait/internal/agent/xdsproxy"
 	"github.com/straitmesh/strait/internal/lifecycle"
+	"github.com/straitmesh/strait/internal/nds"
 )
 
 // Defaults of the DNS proxy's agent options.
@@ -24,11 +22,10 @@ const (
 	DefaultDNSReadyTimeout = 5 * time.Second
 )
 
-// startDNS starts the DNS proxy and its name-table subscription when the
-// pod captures DNS, and returns the readiness check: not ready until the
-// first name table, or until DNSReadyTimeout has passed (then names are
-// forwarded until the table comes). It returns nil, nil without capture.
-func startDNS(cfg *config.Config, opts Options, xds *xdsproxy.Proxy, log *slog.Logger, serving *lifecycle.Group) (func() error, error) {
+// newDNSProxy creates the DNS proxy when the pod captures DNS (nil, nil
+// without capture). Its name table comes on the proxy's own xDS stream:
+// the relay subscribes to it (dnsSubscriptions), as pilot-agent does.
+func newDNSProxy(cfg *config.Config, opts Options) (*dns.Server, error) {
 	if !cfg.DNSCapture {
 		return nil, nil
 	}
@@ -51,22 +48,35 @@ func startDNS(cfg *config.Config, opts Options, xds *xdsproxy.Proxy, log *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("ISTIO_META_DNS_CAPTURE: %w (in %s)", err, path)
 	}
-	md, err := structpb.NewStruct(stringsToAny(cfg.NodeMetadata()))
-	if err != nil {
-		return nil, fmt.Errorf("dns proxy node metadata: %w", err)
+	return srv, nil
+}
+
+// dnsSubscriptions are the xDS relay's subscriptions for srv: the NDS
+// name table, decoded and handed to srv (none without a DNS proxy).
+func dnsSubscriptions(srv *dns.Server) map[string]func(*discovery.DiscoveryResponse) error {
+	if srv == nil {
+		return nil
 	}
-	node := &core.Node{Id: cfg.NodeID(), Cluster: cfg.ServiceCluster(), Metadata: md}
+	return map[string]func(*discovery.DiscoveryResponse) error{
+		nds.TypeURL: func(resp *discovery.DiscoveryResponse) error {
+			nt, err := dns.DecodeResponse(resp)
+			if err != nil {
+				return err
+			}
+			srv.UpdateNameTable(nt)
+			return nil
+		},
+	}
+}
+
+// startDNS serves srv and returns the readiness check: not ready until the
+// first name table, or until DNSReadyTimeout has passed (then names are
+// forwarded until the table comes). It returns nil for a nil srv.
+func startDNS(srv *dns.Server, opts Options, log *slog.Logger, serving *lifecycle.Group) func() error {
+	if srv == nil {
+		return nil
+	}
 	serving.Go("dns proxy", srv.Run)
-	serving.Go("dns name table", func(ctx context.Context) error {
-		return dns.Watch(ctx, dns.WatchOptions{
-			Logger:      opts.Logger,
-			Client:      xds.Client(),
-			Node:        node,
-			Update:      srv.UpdateNameTable,
-			BackoffBase: opts.XDSBackoffBase,
-			BackoffMax:  opts.XDSBackoffMax,
-		})
-	})
 	timeout := opts.DNSReadyTimeout
 	if timeout <= 0 {
 		timeout = DefaultDNSReadyTimeout
@@ -86,7 +96,7 @@ func startDNS(cfg *config.Config, opts Options, xds *xdsproxy.Proxy, log *slog.L
 			log.Warn("no name table yet; the DNS proxy forwards every name until it comes", "waited", timeout)
 		})
 		return nil
-	}, nil
+	}
 }
 
 // clusterDomain is the cluster's DNS domain from the node id's domain
@@ -96,12 +106,4 @@ func clusterDomain(cfg *config.Config) string {
 		return d
 	}
 	return "cluster.local"
-}
-
-func stringsToAny(m map[string]string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -62,8 +62,17 @@ type Options struct {
 	// for the capture step, the app and the agent, as a pod's container has
 	// its own) naming the bridge's host address (HostIP) as its nameserver
 	// and the Kubernetes search list of its namespace; names outside the
-	// mesh go to whatever DNS server the caller runs on HostIP port 53.
+	// mesh go to HostIP port 53: DNSUpstreams' forwarder, or else
+	// whatever DNS server the caller runs there.
 	DNSCapture bool
+	// DNSUpstreams (host:port), with DNSCapture, makes the mesh serve DNS
+	// on HostIP port 53 (UDP and TCP) from the host's network namespace
+	// and forward every query to them in order, answering SERVFAIL when
+	// none answers: the pods have no uplink, so this is how they reach the
+	// host's resolvers. Empty: nothing of the mesh listens there (a query
+	// the name table cannot answer is refused by the host, and the agent
+	// answers SERVFAIL).
+	DNSUpstreams []string
 	// AgentEnv is added to every agent's environment (e.g. SECRET_TTL=10s).
 	AgentEnv []string
 	// StraitdArgs are added to straitd's command line (e.g. --mesh FILE).
@@ -136,6 +145,9 @@ type Mesh struct {
 	pods        map[string]*Pod
 	procs       []process
 	replace     *strings.Replacer
+	// stopDNS stops the DNS forwarder (DNSUpstreams) and waits for it;
+	// nil when there is none.
+	stopDNS func() error
 }
 
 // Start creates the network, the pods and straitd, captures each pod's
@@ -192,6 +204,11 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 		return nil, fmt.Errorf("create network: %w", err)
 	}
 	log.Info("network ready", "bridge", m.network.Bridge, "subnet", m.network.Subnet.String(), "host", m.network.HostIP.String())
+	if opts.DNSCapture && len(opts.DNSUpstreams) > 0 {
+		if m.stopDNS, err = startDNSForwarder(ctx, m.network.HostIP, opts.DNSUpstreams, log); err != nil {
+			return nil, err
+		}
+	}
 
 	var pairs []string
 	for _, w := range opts.Workloads {
@@ -634,6 +651,10 @@ func (m *Mesh) Close() error {
 	}
 	m.procs = nil
 	var errs []error
+	if m.stopDNS != nil {
+		errs = append(errs, m.stopDNS())
+		m.stopDNS = nil
+	}
 	if m.network != nil {
 		errs = append(errs, m.network.Close())
 		m.network = nil

@@ -112,27 +112,31 @@ spec:
 	base, _ := parseStore(t, inlineMesh+extra)
 	first, _ := Build(base, BuildOptions{Version: 1})
 	b := model.ConfigKey{Kind: config.KindServiceEntry, Name: "b", Namespace: "demo"}
-	entry := func(spec string) *config.Config {
+	entry := func(labels, spec string) *config.Config {
 		t.Helper()
-		_, cfgs := parseStore(t, "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: b, namespace: demo}\nspec:\n"+spec)
+		_, cfgs := parseStore(t, "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: b, namespace: demo"+labels+"}\nspec:\n"+spec)
 		return cfgs[0]
 	}
 	tests := []struct {
 		name   string
 		spec   string
 		wantOK bool
+		labels string
 	}{
-		{"endpoints moved", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.3}, {address: 10.0.0.4, labels: {v: x}}]\n", true},
-		{"no endpoints left", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n", true},
-		{"port changed", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 81, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.2}]\n", false},
-		{"host changed", "  hosts: [c.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.2}]\n", false},
-		{"host taken from a", "  hosts: [b.demo.svc.cluster.local, a.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n", false},
-		{"workload selector", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  workloadSelector: {labels: {app: b}}\n", false},
-		{"addresses added", "  hosts: [b.demo.svc.cluster.local]\n  addresses: [240.0.0.9]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.2}]\n", false},
+		{"endpoints moved", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.3}, {address: 10.0.0.4, labels: {v: x}}]\n", true, ""},
+		{"no endpoints left", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n", true, ""},
+		{"port changed", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 81, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.2}]\n", false, ""},
+		{"host changed", "  hosts: [c.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.2}]\n", false, ""},
+		{"host taken from a", "  hosts: [b.demo.svc.cluster.local, a.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n", false, ""},
+		{"workload selector", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  workloadSelector: {labels: {app: b}}\n", false, ""},
+		{"addresses added", "  hosts: [b.demo.svc.cluster.local]\n  addresses: [240.0.0.9]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.2}]\n", false, ""},
+		// Opting out of address allocation changes the service's addresses.
+		{"allocation opted out", "  hosts: [b.demo.svc.cluster.local]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  endpoints: [{address: 10.0.0.3}]\n", false,
+			", labels: {networking.istio.io/enable-autoallocate-ip: \"false\"}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := base.With(map[model.ConfigKey]*config.Config{b: entry(tt.spec)})
+			store := base.With(map[model.ConfigKey]*config.Config{b: entry(tt.labels, tt.spec)})
 			changed := map[model.ConfigKey]struct{}{b: {}}
 			got, ok := first.UpdateEndpoints(store, changed, 2)
 			if ok != tt.wantOK {

@@ -153,6 +153,12 @@ func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
 	if sc != nil {
 		key = ns + "|" + sc.Namespace + "/" + sc.Name
 	}
+	// DNS-capture proxies see the services' allocated addresses
+	// (autoaddress.go): a scope of their own.
+	family := autoFamily(p)
+	if family != "" {
+		key += "|auto" + family
+	}
 	s.scopeMu.RLock()
 	cached, ok := s.scopes[key]
 	s.scopeMu.RUnlock()
@@ -212,6 +218,7 @@ func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
 			if !svc.VisibleTo(ns) {
 				continue
 			}
+			svc = svc.autoView(family)
 			for _, l := range scope.Listeners {
 				if hostsInclude(l.hosts, svc.Hostname, svc.Namespace) {
 					l.Services = append(l.Services, svc)
@@ -224,7 +231,7 @@ func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
 	}
 	for _, svc := range s.Services {
 		if svc.VisibleTo(ns) && scope.Includes(svc.Hostname, svc.Namespace) {
-			scope.Services = append(scope.Services, svc)
+			scope.Services = append(scope.Services, svc.autoView(family))
 		}
 	}
 	if sc == nil {
@@ -308,6 +315,8 @@ func DiffServices(old, new *Snapshot) ServiceChanges {
 func SameExceptEndpoints(a, b *Service) bool {
 	ac, bc := *a, *b
 	ac.Endpoints, bc.Endpoints = nil, nil
+	// The views differ from the services only in their addresses.
+	ac.auto4, ac.auto6, bc.auto4, bc.auto6 = nil, nil, nil, nil
 	return reflect.DeepEqual(ac, bc)
 }
 

@@ -38,6 +38,13 @@ type Service struct {
 	Config model.ConfigKey
 	// Endpoints are sorted by address, then workload name.
 	Endpoints []*Endpoint
+	// AutoAddresses are the addresses straitd allocated to a service
+	// without spec.addresses ([IPv4 in 240.240.0.0/16, IPv6 in
+	// 2001:2::/48]; autoaddress.go), as Istio's IP autoallocation does.
+	// Only DNS-capture proxies use them: their scope holds a view of the
+	// service whose Addresses is the one of their family (auto4, auto6).
+	AutoAddresses []string
+	auto4, auto6  *Service
 }
 
 // Port returns the service port with the given number.
@@ -87,7 +94,19 @@ type Endpoint struct {
 	// Locality is "region/zone/subzone" (trailing parts may be missing),
 	// empty when unknown.
 	Locality string
+	// Hostname is the pod's DNS label under its Kubernetes Service (the
+	// EndpointSlice endpoint's hostname: the pod's spec.hostname when its
+	// spec.subdomain names the Service, as for StatefulSet pods), from
+	// EndpointHostnamesAnnotation; empty for other endpoints.
+	Hostname string
 }
+
+// EndpointHostnamesAnnotation, on the ServiceEntry the Kubernetes registry
+// derives from a Service, carries its endpoints' hostnames as
+// "ADDRESS=HOSTNAME,..." (the WorkloadEntry message has no field for
+// them). A headless service's name table lists HOSTNAME.SERVICE-HOST for
+// each.
+const EndpointHostnamesAnnotation = "strait.internal/endpoint-hostnames"
 
 // Matches reports whether every selector label is on the endpoint.
 func (e *Endpoint) Matches(selector map[string]string) bool {

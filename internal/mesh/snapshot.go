@@ -166,6 +166,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 	slices.SortFunc(s.Services, func(a, b *Service) int {
 		return cmp.Or(cmp.Compare(a.Hostname, b.Hostname), cmp.Compare(a.Namespace, b.Namespace))
 	})
+	allocateAutoAddresses(s, opts.Previous) // autoaddress.go
 	s.reuseUnchanged(opts.Previous)
 
 	vss, vsProblems := s.mergeDelegates(store.List(config.KindVirtualService), opts.Mesh.DefaultVirtualServiceExportTo)
@@ -237,8 +238,10 @@ func buildEndpoints(c *config.Config, se *networking.ServiceEntry, ports []Port,
 				Workload: model.ConfigKey{Kind: config.KindWorkloadEntry, Name: w.Name, Namespace: w.Namespace}})
 		}
 	}
+	hostnames := endpointHostnames(c.Annotations[EndpointHostnamesAnnotation])
 	for _, e := range se.Endpoints {
-		eps = append(eps, &Endpoint{Address: e.Address, Labels: e.Labels, Ports: portsFor(e.Ports), Weight: e.Weight, Locality: e.Locality})
+		eps = append(eps, &Endpoint{Address: e.Address, Labels: e.Labels, Ports: portsFor(e.Ports), Weight: e.Weight, Locality: e.Locality,
+			Hostname: hostnames[e.Address]})
 	}
 	slices.SortStableFunc(eps, func(a, b *Endpoint) int {
 		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(a.Workload.Name, b.Workload.Name))
@@ -368,4 +371,19 @@ func (s *Snapshot) InboundInstances(ip string) []ServiceInstance {
 		return cmp.Or(cmp.Compare(a.EndpointPort, b.EndpointPort), cmp.Compare(a.Service.Hostname, b.Service.Hostname))
 	})
 	return out
+}
+
+// endpointHostnames parses EndpointHostnamesAnnotation ("ADDR=NAME,...");
+// malformed items are skipped (the registry writes it).
+func endpointHostnames(v string) map[string]string {
+	if v == "" {
+		return nil
+	}
+	m := map[string]string{}
+	for item := range strings.SplitSeq(v, ",") {
+		if addr, name, ok := strings.Cut(item, "="); ok && addr != "" && name != "" {
+			m[addr] = name
+		}
+	}
+	return m
 }

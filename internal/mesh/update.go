@@ -28,6 +28,9 @@ func (s *Snapshot) UpdateEndpoints(store *config.Store, changed map[model.Config
 		if oldCfg == nil || newCfg == nil {
 			return nil, false // added or removed: hosts change
 		}
+		if oldCfg.Labels[AutoAddressLabel] != newCfg.Labels[AutoAddressLabel] {
+			return nil, false // the allocation changes
+		}
 		oldSE, newSE := oldCfg.ServiceEntry(), newCfg.ServiceEntry()
 		if oldSE.GetWorkloadSelector() != nil || newSE.GetWorkloadSelector() != nil ||
 			!slices.Equal(oldSE.GetHosts(), newSE.GetHosts()) {
@@ -48,6 +51,9 @@ func (s *Snapshot) UpdateEndpoints(store *config.Store, changed map[model.Config
 				endpoints = buildEndpoints(newCfg, newSE, ports, nil)
 			}
 			svc := newService(newCfg, h, ports, nil, endpoints, s.Mesh.DefaultServiceExportTo)
+			if len(prev.AutoAddresses) > 0 {
+				svc.setAutoAddresses(prev.AutoAddresses)
+			}
 			if !SameExceptEndpoints(prev, svc) {
 				return nil, false
 			}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/debugapi"
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/nds"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -140,6 +141,9 @@ func (g *fakeGenerator) Generate(proxy *model.Proxy, typeURL string, watched []s
 		for _, n := range watched {
 			msgs = append(msgs, &route.RouteConfiguration{Name: n, VirtualHosts: []*route.VirtualHost{{Name: v, Domains: []string{"*"}}}})
 		}
+	case nds.TypeURL:
+		// The name table is not a registered message: one raw resource.
+		return []*discovery.Resource{{Resource: &anypb.Any{TypeUrl: nds.TypeURL, Value: nds.Marshal(nds.NameTable{"v" + v + ".example": {IPs: []string{"10.0.0.1"}}})}}}, nil
 	default:
 		return nil, fmt.Errorf("unknown type %s", typeURL)
 	}
@@ -602,6 +606,24 @@ func TestEDSOnlyPush(t *testing.T) {
 		env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
 		r := c.expect(xdsapi.EndpointType)
 		c.ack(r, []string{"c1"})
+		c.expectNone(testDebounce + quietInterval)
+	})
+}
+
+// TestEDSOnlyPushSendsNameTable: an endpoints-only push also sends a
+// changed NDS name table, because a headless service's name resolves to
+// its endpoints; the other types wait for a full push.
+func TestEDSOnlyPushSendsNameTable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newTestEnv(t, nil)
+		c := env.connect(t, testNodeID)
+		c.request(xdsapi.ClusterType, nil, "", "")
+		c.ack(c.expect(xdsapi.ClusterType), nil)
+		c.request(nds.TypeURL, nil, "", "")
+		c.ack(c.expect(nds.TypeURL), nil)
+		env.gen.bump()
+		env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
+		c.ack(c.expect(nds.TypeURL), nil)
 		c.expectNone(testDebounce + quietInterval)
 	})
 }

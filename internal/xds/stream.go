@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/nds"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -139,13 +140,14 @@ func (s *Server) closeConnection(con *Connection) {
 }
 
 // pushConnection sends req's resource types to con: a full push sends every
-// watched type in push order, an endpoints-only push only EDS. The
+// watched type in push order, an endpoints-only push only EDS and the NDS
+// name table (a headless service's name resolves to its endpoints). The
 // protocol skips the types whose resources did not change since the last
 // send. Only the processing loop calls it.
 func (s *Server) pushConnection(con *Connection, req *model.PushRequest) error {
 	types := con.watchedTypes()
 	if !req.Full {
-		types = slices.DeleteFunc(types, func(t string) bool { return t != xdsapi.EndpointType })
+		types = slices.DeleteFunc(types, func(t string) bool { return t != xdsapi.EndpointType && t != nds.TypeURL })
 	}
 	version := s.nextVersion()
 	for _, t := range types {

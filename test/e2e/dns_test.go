@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/straitmesh/strait/internal/debugapi"
 	"github.com/straitmesh/strait/internal/localmesh"
 )
 
@@ -23,20 +26,17 @@ import (
 // iptables --redirect-dns) the client pod's DNS queries to its resolv.conf
 // nameserver reach its agent's DNS proxy. A mesh service's name resolves to
 // its VIP from straitd's name table (the upstream never sees it), and a
-// request to that name goes through the sidecar to the service; an outside
-// name and an unknown name are answered by the upstream DNS server, which
-// the test runs on the bridge's host address.
+// request to that name goes through the sidecar to the service; a headless
+// service's name resolves to its pod; a ServiceEntry without addresses to
+// the address straitd allocated it, on which the sidecar listens; an
+// outside name and an unknown name are answered by the upstream DNS
+// server, which the test runs on loopback and the mesh's DNS forwarder
+// (localmesh DNSUpstreams, what straitctl local up --dns-capture runs)
+// reaches from the bridge's host address. The name table comes on the
+// client's one xDS stream.
 func TestDNSProxy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m := startMesh(ctx, t, "dns", localmesh.Options{
-		DNSCapture: true,
-		Workloads: []localmesh.Workload{
-			{Name: "client", Namespace: "dnsdemo", ConfigIP: "10.95.0.10"},
-			echoPod("echo", "dnsdemo", "10.95.0.21", "v1"),
-		},
-	})
-	upstream := net.JoinHostPort(m.HostIP().String(), "53")
 	asked := make(chan string, 1000)
 	h := dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
 		q := req.Question[0]
@@ -52,19 +52,39 @@ func TestDNSProxy(t *testing.T) {
 		}
 		_ = w.WriteMsg(resp)
 	})
-	for _, network := range []string{"udp", "tcp"} {
-		srv := &dns.Server{Addr: upstream, Net: network, Handler: h}
+	// The upstream listens on loopback of the host: only the mesh's
+	// forwarder (on the bridge's host address) can reach it.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		pc.Close()
+		t.Fatalf("upstream DNS tcp on %s: %v", pc.LocalAddr(), err)
+	}
+	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
 		errc := make(chan error, 1)
-		go func() { errc <- srv.ListenAndServe() }()
+		go func() { errc <- srv.ActivateAndServe() }()
 		select {
 		case <-started:
 		case err := <-errc:
-			t.Fatalf("upstream DNS %s %s: %v", network, upstream, err)
+			t.Fatalf("upstream DNS: %v", err)
 		}
 		defer srv.Shutdown()
 	}
+	m := startMesh(ctx, t, "dns", localmesh.Options{
+		DNSCapture:   true,
+		DNSUpstreams: []string{pc.LocalAddr().String()},
+		Workloads: []localmesh.Workload{
+			{Name: "client", Namespace: "dnsdemo", ConfigIP: "10.95.0.10"},
+			echoPod("echo", "dnsdemo", "10.95.0.21", "v1"),
+			echoPod("tcpecho", "dnsdemo", "10.95.0.22", "tcp"),
+		},
+	})
+	upstream := net.JoinHostPort(m.HostIP().String(), "53")
 	client := m.Pod("client")
 
 	// The pod's resolv.conf names the bridge host as nameserver.
@@ -80,6 +100,7 @@ func TestDNSProxy(t *testing.T) {
 			}}
 			for _, tc := range []struct{ name, want string }{
 				{"echo.dnsdemo.svc.cluster.local", "240.240.7.1"},
+				{"echo-headless.dnsdemo.svc.cluster.local", m.Pod("echo").IP},
 				{"outside.example.org", "192.0.2.7"},
 			} {
 				addrs, err := r.LookupHost(ctx, tc.name)
@@ -129,6 +150,55 @@ func TestDNSProxy(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"path":"/dns"`) {
 			t.Errorf("GET echo by name: %d %s", resp.StatusCode, body)
+		}
+	})
+
+	t.Run("allocated address of a TCP ServiceEntry without addresses", func(t *testing.T) {
+		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return client.DialContext(ctx, network, upstream)
+		}}
+		ips, err := r.LookupHost(ctx, "echo-tcp.dnsdemo.svc.cluster.local")
+		if err != nil || len(ips) != 1 || !netip.MustParsePrefix("240.240.0.0/16").Contains(netip.MustParseAddr(ips[0])) {
+			t.Fatalf("lookup echo-tcp = %v, %v; want one address in 240.240.0.0/16", ips, err)
+		}
+		// The sidecar listens on that address for the service's TCP port:
+		// HTTP over it reaches tcpecho, not echo.
+		hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return client.DialContext(ctx, network, net.JoinHostPort(ips[0], "9000"))
+		}}}
+		resp, err := hc.Get("http://echo-tcp.dnsdemo.svc.cluster.local:9000/tcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"version":"tcp"`) {
+			t.Errorf("GET echo-tcp by its allocated address: %d %s", resp.StatusCode, body)
+		}
+	})
+
+	t.Run("name table on the proxy's stream", func(t *testing.T) {
+		resp, err := http.Get("http://" + m.MonitoringAddr() + "/debug/syncz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var syncz []debugapi.SyncStatus
+		if err := json.NewDecoder(resp.Body).Decode(&syncz); err != nil {
+			t.Fatal(err)
+		}
+		var streams [][]string
+		for _, s := range syncz {
+			if strings.Contains(s.ProxyID, "~client.dnsdemo~") {
+				var types []string
+				for _, ty := range s.Types {
+					types = append(types, ty.Type)
+				}
+				streams = append(streams, types)
+			}
+		}
+		if len(streams) != 1 || !slices.Contains(streams[0], "nds") || !slices.Contains(streams[0], "cds") {
+			t.Errorf("client's xDS streams (types): %q; want one with cds and nds", streams)
 		}
 	})
 

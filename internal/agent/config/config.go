@@ -301,13 +301,6 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// DNSAutoAllocateUnsupported is the refusal of
-// ISTIO_META_DNS_AUTO_ALLOCATE: straitd does not allocate addresses to
-// ServiceEntries without spec.addresses, so the DNS proxy could not answer
-// their names with an address the proxy listens on.
-const DNSAutoAllocateUnsupported = "ISTIO_META_DNS_AUTO_ALLOCATE: address auto-allocation is not supported by Strait yet; " +
-	"remove it and give the ServiceEntries spec.addresses"
-
 // metaBool reads node metadata KEY as Istio reads its boolean variables
 // (strconv.ParseBool): from ISTIO_META_KEY in the environment, else from
 // a ProxyConfig layer's proxyMetadata (mesh defaultConfig, PROXY_CONFIG
@@ -326,12 +319,12 @@ func (c *Config) metaBool(key string) (on bool, where string) {
 }
 
 // applyDNSCapture sets DNSCapture from ISTIO_META_DNS_CAPTURE and puts it
-// in the node metadata, which makes straitd send the name table; it
-// refuses DNS_AUTO_ALLOCATE.
+// in the node metadata, which makes straitd send the name table and use
+// the ServiceEntries' allocated addresses for this proxy.
+// ISTIO_META_DNS_AUTO_ALLOCATE, Istio's older switch for the allocation,
+// needs nothing more: straitd allocates for every DNS-capture proxy, as
+// Istio does with PILOT_ENABLE_IP_AUTOALLOCATE (its default).
 func (c *Config) applyDNSCapture() error {
-	if on, where := c.metaBool("DNS_AUTO_ALLOCATE"); on {
-		return fmt.Errorf("%s (set in the %s)", DNSAutoAllocateUnsupported, where)
-	}
 	c.DNSCapture, _ = c.metaBool("DNS_CAPTURE")
 	if c.DNSCapture {
 		c.Metadata["DNS_CAPTURE"] = "true"

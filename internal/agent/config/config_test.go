@@ -205,7 +205,7 @@ func TestLocalityFromLabel(t *testing.T) {
 
 // TestDNSCapture: capture is on when any of Istio's ways sets it, and then
 // in the node metadata (straitd sends the name table on it); false values
-// leave it off; DNS_AUTO_ALLOCATE is refused.
+// leave it off; DNS_AUTO_ALLOCATE is accepted.
 func TestDNSCapture(t *testing.T) {
 	on := []struct {
 		name string
@@ -243,12 +243,18 @@ func TestDNSCapture(t *testing.T) {
 			t.Errorf("%+v: DNS capture on", f)
 		}
 	}
-	for _, f := range []fixture{
-		{environ: []string{"ISTIO_META_DNS_CAPTURE=true", "ISTIO_META_DNS_AUTO_ALLOCATE=true"}},
-		{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_AUTO_ALLOCATE":"true"}}`}},
+	// DNS_AUTO_ALLOCATE is accepted (straitd allocates for every
+	// DNS-capture proxy) and does not turn capture on by itself.
+	for _, tc := range []struct {
+		f       fixture
+		capture bool
+	}{
+		{fixture{environ: []string{"ISTIO_META_DNS_CAPTURE=true", "ISTIO_META_DNS_AUTO_ALLOCATE=true"}}, true},
+		{fixture{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_AUTO_ALLOCATE":"true"}}`}}, false},
 	} {
-		if _, err := f.load(t); err == nil || !strings.Contains(err.Error(), DNSAutoAllocateUnsupported) {
-			t.Errorf("%+v: err %v, want %q", f, err, DNSAutoAllocateUnsupported)
+		c, err := tc.f.load(t)
+		if err != nil || c.DNSCapture != tc.capture {
+			t.Errorf("%+v: DNS capture %v, %v; want %v and no error", tc.f, c != nil && c.DNSCapture, err, tc.capture)
 		}
 	}
 }

@@ -23,6 +23,8 @@ var meshTable = nds.NameTable{
 	// Another cluster's domain: no short names.
 	"far.demo.svc.remote.local": {IPs: []string{"10.97.0.1"}, Registry: nds.RegistryKubernetes, Shortname: "far", Namespace: "demo"},
 	"bad.example.com":           {IPs: []string{"not-an-ip", "10.96.0.99"}},
+	// A StatefulSet pod of a headless service, as straitd lists it.
+	"db-0.db.demo.svc.cluster.local": {IPs: []string{"10.1.0.7"}, Registry: nds.RegistryKubernetes, Shortname: "db-0.db", Namespace: "demo"},
 }
 
 var podSearch = []string{"demo.svc.cluster.local.", "svc.cluster.local.", "cluster.local."}
@@ -57,6 +59,11 @@ func TestTableLookup(t *testing.T) {
 		{"unknown.demo.svc.cluster.local.", "", false},
 		{"demo.svc.cluster.local.", "", false},
 		{"www.example.org.", "", false},
+		// A pod's name under its headless service: the short forms too.
+		{"db-0.db.demo.svc.cluster.local.", "db-0.db.demo.svc.cluster.local.", false},
+		{"db-0.db.demo.", "db-0.db.demo.svc.cluster.local.", false},
+		{"db-0.db.", "db-0.db.demo.svc.cluster.local.", false},
+		{"db-0.db.demo.demo.svc.cluster.local.", "db-0.db.demo.svc.cluster.local.", true},
 	}
 	for _, tc := range cases {
 		h, alias := tb.lookup(tc.qname, podSearch)

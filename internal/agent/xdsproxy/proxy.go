@@ -2,7 +2,9 @@
 // socket to the control plane. Each downstream stream gets its own upstream
 // stream; when the upstream breaks it is re-opened with backoff and the
 // last request of every type is replayed, so the downstream stream (and
-// the proxy's subscriptions) survive a control-plane restart.
+// the proxy's subscriptions) survive a control-plane restart. The agent's
+// own subscriptions (Options.Subscriptions: the DNS proxy's name table)
+// ride on the same upstream stream.
 package xdsproxy
 
 import (
@@ -35,6 +37,14 @@ type Options struct {
 	// DialOptions are appended to the defaults (plaintext, backoff, message size).
 	DialOptions []grpc.DialOption
 	Logger      *slog.Logger
+	// Subscriptions are the agent's own resource types, by type URL, as
+	// pilot-agent subscribes to the NDS name table on the proxy's stream
+	// (pkg/istio-agent/xds_proxy.go): on every upstream stream the relay
+	// opens it asks for each type after replaying the proxy's requests,
+	// hands each response of the type to its handler instead of the proxy,
+	// and ACKs it, or NACKs it with the handler's error. Handlers run on
+	// the stream's relay goroutine, one at a time; they must not block.
+	Subscriptions map[string]func(*discoveryv3.DiscoveryResponse) error
 }
 
 // Proxy is the xDS relay. Its exported methods are safe for concurrent use.
@@ -125,10 +135,6 @@ func (p *Proxy) Stop() {
 	p.server.Stop()
 	p.upstream.Close()
 }
-
-// Client opens streams on the upstream connection, for the agent's own
-// subscriptions (the DNS proxy's name table).
-func (p *Proxy) Client() discoveryv3.AggregatedDiscoveryServiceClient { return p.client }
 
 // Synced reports whether the proxy has ACKed a CDS and an LDS response
 // at least once (since the agent started).

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -43,6 +47,21 @@ type relay struct {
 	generation int  // of the current upstream, to drop stale reports
 	connecting bool // an open is in flight
 	delay      time.Duration
+
+	// agentTypes are the agent's subscriptions (Options.Subscriptions) in
+	// sorted order; accepted holds the version last ACKed for each, sent
+	// again on a new upstream stream.
+	agentTypes []string
+	accepted   map[string]string
+	// agentResps carries the responses of the agent's types from the
+	// receive goroutine to run, which handles and ACKs them (a stream
+	// takes one sender at a time).
+	agentResps chan agentResponse
+}
+
+type agentResponse struct {
+	generation int
+	resp       *discoveryv3.DiscoveryResponse
 }
 
 type openResult struct {
@@ -69,11 +88,14 @@ func (p *Proxy) relay(down downstreamStream) error {
 
 	ctx := down.Context()
 	r := &relay{
-		p:     p,
-		log:   p.log,
-		down:  down,
-		last:  map[string]*discoveryv3.DiscoveryRequest{},
-		delay: p.opts.BackoffBase,
+		p:          p,
+		log:        p.log,
+		down:       down,
+		last:       map[string]*discoveryv3.DiscoveryRequest{},
+		delay:      p.opts.BackoffBase,
+		agentTypes: slices.Sorted(maps.Keys(p.opts.Subscriptions)),
+		accepted:   map[string]string{},
+		agentResps: make(chan agentResponse),
 	}
 	reqs := make(chan *discoveryv3.DiscoveryRequest)
 	downEnded := make(chan error, 1)
@@ -113,6 +135,11 @@ func (r *relay) run(ctx context.Context, reqs <-chan *discoveryv3.DiscoveryReque
 			return err
 
 		case req := <-reqs:
+			if r.p.opts.Subscriptions[req.GetTypeUrl()] != nil {
+				// The agent's type: its responses would never reach the proxy.
+				r.log.Warn("proxy asked for a type the agent subscribes to itself; ignored", "type", req.GetTypeUrl())
+				continue
+			}
 			r.record(req)
 			switch {
 			case r.up != nil:
@@ -146,6 +173,11 @@ func (r *relay) run(ctx context.Context, reqs <-chan *discoveryv3.DiscoveryReque
 			r.p.metrics.upstreamConnects.Add(1)
 			go r.recvUpstream(res.generation, res.stream, upEnded)
 			r.replay()
+
+		case ar := <-r.agentResps:
+			if ar.generation == r.generation && r.up != nil {
+				r.handleAgentResponse(ar.resp)
+			}
 
 		case end := <-upEnded:
 			if end.generation != r.generation {
@@ -222,9 +254,35 @@ func (r *relay) replay() {
 		}
 		r.p.metrics.requestsForwarded.Add(1)
 	}
-	if len(r.order) > 0 {
-		r.log.Info("upstream xds stream open; subscriptions replayed", "upstream", r.p.opts.UpstreamAddress, "types", len(r.order))
+	for i, t := range r.agentTypes {
+		req := &discoveryv3.DiscoveryRequest{TypeUrl: t, VersionInfo: r.accepted[t]}
+		if i == 0 && len(r.order) == 0 {
+			req.Node = r.node
+		}
+		if err := r.up.Send(req); err != nil {
+			return
+		}
 	}
+	if len(r.order) > 0 {
+		r.log.Info("upstream xds stream open; subscriptions replayed", "upstream", r.p.opts.UpstreamAddress, "types", len(r.order), "agent_types", len(r.agentTypes))
+	}
+}
+
+// handleAgentResponse gives a response of one of the agent's types to its
+// handler and ACKs it, or NACKs it with the handler's error, keeping the
+// version last accepted.
+func (r *relay) handleAgentResponse(resp *discoveryv3.DiscoveryResponse) {
+	t := resp.GetTypeUrl()
+	req := &discoveryv3.DiscoveryRequest{TypeUrl: t, ResponseNonce: resp.GetNonce()}
+	if err := r.p.opts.Subscriptions[t](resp); err != nil {
+		r.p.metrics.nacks.Add(1)
+		r.log.Warn("agent subscription rejected a response", "type", t, "version", resp.GetVersionInfo(), "error", err)
+		req.ErrorDetail = &status.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+	} else {
+		r.accepted[t] = resp.GetVersionInfo()
+	}
+	req.VersionInfo = r.accepted[t]
+	_ = r.up.Send(req) // a failed send: the receive goroutine reports the end
 }
 
 // recvUpstream forwards responses to the proxy unchanged until either
@@ -238,6 +296,15 @@ func (r *relay) recvUpstream(gen int, up upstreamStream, ended chan<- upstreamEn
 			return
 		}
 		got = true
+		if r.p.opts.Subscriptions[resp.GetTypeUrl()] != nil {
+			select {
+			case r.agentResps <- agentResponse{generation: gen, resp: resp}:
+			case <-up.Context().Done():
+				ended <- upstreamEnd{generation: gen, err: up.Context().Err(), gotResponse: got}
+				return
+			}
+			continue
+		}
 		if err := r.down.Send(resp); err != nil {
 			ended <- upstreamEnd{generation: gen, err: err, downstream: true, gotResponse: got}
 			return

@@ -100,12 +100,17 @@ func (f *fakeADS) next(t *testing.T) *discoveryv3.DiscoveryRequest {
 // with a client connection to that socket.
 func startRelay(t *testing.T, upstream string) (*Proxy, discoveryv3.AggregatedDiscoveryServiceClient) {
 	t.Helper()
-	p, err := New(Options{
-		UpstreamAddress: upstream,
-		BackoffBase:     20 * time.Millisecond,
-		BackoffMax:      200 * time.Millisecond,
-		Logger:          slog.New(slog.DiscardHandler),
-	})
+	return startRelayWith(t, Options{UpstreamAddress: upstream})
+}
+
+// startRelayWith is startRelay with more options (the test's backoff and
+// logger are set).
+func startRelayWith(t *testing.T, opts Options) (*Proxy, discoveryv3.AggregatedDiscoveryServiceClient) {
+	t.Helper()
+	opts.BackoffBase = 20 * time.Millisecond
+	opts.BackoffMax = 200 * time.Millisecond
+	opts.Logger = slog.New(slog.DiscardHandler)
+	p, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +239,85 @@ func TestRelayForwardsAndSurvivesUpstreamRestart(t *testing.T) {
 	}
 	if p.metrics.upstreamConnects.Load() != 2 {
 		t.Errorf("upstream connects = %d, want 2", p.metrics.upstreamConnects.Load())
+	}
+}
+
+// TestRelayAgentSubscription: the agent's own type (the NDS name table)
+// rides on the proxy's upstream stream: asked for after the proxy's
+// requests, its responses go to the handler and never to the proxy, the
+// relay ACKs them, NACKs what the handler refuses (keeping the accepted
+// version), and asks again with the accepted version after a control-plane
+// restart.
+func TestRelayAgentSubscription(t *testing.T) {
+	const ndsType = "type.googleapis.com/istio.networking.nds.v1.NameTable"
+	a := startFakeADS(t, "a", "127.0.0.1:0")
+	handled := make(chan string, 10)
+	refuse := make(chan struct{})
+	_, client := startRelayWith(t, Options{UpstreamAddress: a.addr, Subscriptions: map[string]func(*discoveryv3.DiscoveryResponse) error{
+		ndsType: func(r *discoveryv3.DiscoveryResponse) error {
+			handled <- r.GetVersionInfo()
+			select {
+			case <-refuse:
+				return fmt.Errorf("bad table %s", r.GetVersionInfo())
+			default:
+				return nil
+			}
+		},
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*timeout)
+	defer cancel()
+	stream, err := client.StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &corev3.Node{Id: "sidecar~10.1.0.2~client.demo~demo.svc.cluster.local"}
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{Node: node, TypeUrl: xdsapi.ClusterType}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.next(t); got.GetTypeUrl() != xdsapi.ClusterType || !proto.Equal(got.GetNode(), node) {
+		t.Fatalf("first upstream request %v, want the proxy's CDS with its node", got)
+	}
+	if got := a.next(t); got.GetTypeUrl() != ndsType || got.GetNode() != nil || got.GetVersionInfo() != "" {
+		t.Fatalf("second upstream request %v, want the agent's NDS subscription", got)
+	}
+	ack := a.next(t)
+	if ack.GetTypeUrl() != ndsType || ack.GetResponseNonce() != "a-n2" || ack.GetVersionInfo() != "a-v2" || ack.GetErrorDetail() != nil {
+		t.Fatalf("upstream got %v, want the relay's ACK of the name table a-v2", ack)
+	}
+	if v := <-handled; v != "a-v2" {
+		t.Fatalf("handler got %s", v)
+	}
+	if r := recvWithin(t, stream); r.GetTypeUrl() != xdsapi.ClusterType {
+		t.Fatalf("downstream got %v, want only CDS", r)
+	}
+
+	// The proxy asking for the agent's type is ignored.
+	if err := stream.Send(&discoveryv3.DiscoveryRequest{TypeUrl: ndsType}); err != nil {
+		t.Fatal(err)
+	}
+	// Restart: the replay asks for NDS with the accepted version; the new
+	// table is refused and NACKed with that version kept.
+	close(refuse)
+	a.server.Stop()
+	b := startFakeADS(t, "b", a.addr)
+	if got := b.next(t); got.GetTypeUrl() != xdsapi.ClusterType {
+		t.Fatalf("first replayed request %v", got)
+	}
+	if got := b.next(t); got.GetTypeUrl() != ndsType || got.GetVersionInfo() != "a-v2" || got.GetResponseNonce() != "" {
+		t.Fatalf("replayed NDS request %v, want version a-v2 and no nonce", got)
+	}
+	nack := b.next(t)
+	if nack.GetTypeUrl() != ndsType || nack.GetResponseNonce() != "b-n2" || nack.GetVersionInfo() != "a-v2" ||
+		!strings.Contains(nack.GetErrorDetail().GetMessage(), "bad table b-v2") {
+		t.Fatalf("upstream got %v, want a NACK of b-v2 keeping a-v2", nack)
+	}
+	if r := recvWithin(t, stream); r.GetTypeUrl() != xdsapi.ClusterType || r.GetNonce() != "b-n1" {
+		t.Fatalf("downstream got %v, want b's CDS only", r)
+	}
+	select {
+	case r := <-b.requests:
+		t.Errorf("upstream got %v after the NACK; the proxy's NDS request must not go up", r)
+	default:
 	}
 }
 

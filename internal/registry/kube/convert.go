@@ -21,6 +21,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/locality"
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 )
 
@@ -96,8 +97,9 @@ func serviceEntryFor(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, labe
 		se.Ports = append(se.Ports, port)
 		portNames[p.Name] = true
 	}
-	se.Endpoints = endpointsFor(eps, portNames, labels)
-	return &config.Config{
+	var hostnames string
+	se.Endpoints, hostnames = endpointsFor(eps, portNames, labels)
+	c := &config.Config{
 		Meta: config.Meta{
 			Kind: config.KindServiceEntry, APIVersion: config.NetworkingGroup + "/v1",
 			Name: serviceKey(svc.Namespace, svc.Name).Name, Namespace: svc.Namespace, Labels: svc.Labels,
@@ -105,15 +107,22 @@ func serviceEntryFor(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, labe
 		},
 		Spec: se,
 	}
+	if hostnames != "" {
+		c.Annotations = map[string]string{mesh.EndpointHostnamesAnnotation: hostnames}
+	}
+	return c
 }
 
 // endpointsFor returns one endpoint per ready address of the slices, with
 // the slice's ports by service port name and the labels of the pod behind
-// it. Addresses that are not ready are left out, including terminating ones
-// that still serve: they get no new connections.
-func endpointsFor(eps []*discoveryv1.EndpointSlice, portNames map[string]bool, labels podLabels) []*networking.WorkloadEntry {
+// it, and the endpoints' hostnames in mesh.EndpointHostnamesAnnotation's
+// form (sorted by address; empty when none has one). Addresses that are
+// not ready are left out, including terminating ones that still serve:
+// they get no new connections.
+func endpointsFor(eps []*discoveryv1.EndpointSlice, portNames map[string]bool, labels podLabels) ([]*networking.WorkloadEntry, string) {
 	type key struct{ addr, ports string }
 	seen := map[key]bool{}
+	hostnames := map[string]string{}
 	var out []*networking.WorkloadEntry
 	for _, s := range eps {
 		if s.AddressType == discoveryv1.AddressTypeFQDN {
@@ -151,6 +160,9 @@ func endpointsFor(eps []*discoveryv1.EndpointSlice, portNames map[string]bool, l
 				l, loc = labels(ns, ref.Name)
 			}
 			for _, addr := range e.Addresses {
+				if e.Hostname != nil && *e.Hostname != "" {
+					hostnames[addr] = *e.Hostname
+				}
 				if seen[key{addr, portsKey}] {
 					continue
 				}
@@ -162,7 +174,11 @@ func endpointsFor(eps []*discoveryv1.EndpointSlice, portNames map[string]bool, l
 	slices.SortFunc(out, func(a, b *networking.WorkloadEntry) int {
 		return cmp.Or(cmp.Compare(a.Address, b.Address), cmp.Compare(fmt.Sprint(a.Ports), fmt.Sprint(b.Ports)))
 	})
-	return out
+	var items []string
+	for _, addr := range slices.Sorted(maps.Keys(hostnames)) {
+		items = append(items, addr+"="+hostnames[addr])
+	}
+	return out, strings.Join(items, ",")
 }
 
 // endpointReady applies EndpointSlice semantics: a nil ready condition

@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,6 +162,33 @@ func TestServiceEntryFor(t *testing.T) {
 	svc.Spec.ClusterIP, svc.Spec.ClusterIPs = corev1.ClusterIPNone, []string{corev1.ClusterIPNone}
 	if se := serviceEntryFor(svc, nil, nil, "example.org").ServiceEntry(); len(se.Addresses) != 0 || se.Resolution != networking.ServiceEntry_NONE || se.Hosts[0] != "web.demo.svc.example.org" {
 		t.Errorf("headless: %v", se)
+	}
+	// StatefulSet pods: the slice's endpoint hostnames (ready ones) go in
+	// the annotation, and from there on the service model's endpoints.
+	named := func(addr string, r *bool, host string) discoveryv1.Endpoint {
+		e := ready(addr, r, r, no, "")
+		e.Hostname = ptr(host)
+		return e
+	}
+	hc := serviceEntryFor(svc, []*discoveryv1.EndpointSlice{slice("web-h", map[string]int32{"http": 8080},
+		named("10.1.0.8", yes, "web-1"), named("10.1.0.7", yes, "web-0"), named("10.1.0.9", no, "web-2"), ready("10.1.0.6", yes, yes, no, ""))}, nil, "cluster.local")
+	if got := hc.Annotations[mesh.EndpointHostnamesAnnotation]; got != "10.1.0.7=web-0,10.1.0.8=web-1" {
+		t.Errorf("hostnames annotation %q", got)
+	}
+	hstore := config.NewStore()
+	if err := hstore.Add(hc); err != nil {
+		t.Fatal(err)
+	}
+	hsnap, problems := mesh.Build(hstore, mesh.BuildOptions{})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	var hostnames []string
+	for _, e := range hsnap.Service("web.demo.svc.cluster.local").Endpoints {
+		hostnames = append(hostnames, e.Address+"="+e.Hostname)
+	}
+	if want := []string{"10.1.0.6=", "10.1.0.7=web-0", "10.1.0.8=web-1"}; !slices.Equal(hostnames, want) {
+		t.Errorf("endpoint hostnames %q, want %q", hostnames, want)
 	}
 	svc.Spec.Type = corev1.ServiceTypeExternalName
 	if c := serviceEntryFor(svc, nil, nil, "cluster.local"); c != nil {

@@ -232,6 +232,9 @@ func (c *cache) routesFor(e *scopeEntry, labels map[string]string) ([]*discovery
 // ns, from the cache when neither the service (but for the endpoints of an
 // EDS service), its DestinationRule for ns nor the mesh config changed.
 func (c *cache) serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) ([]*discovery.Resource, error) {
+	// Clusters do not depend on the addresses: a DNS-capture scope's view
+	// of a service shares the clusters of the service itself.
+	svc = snap.Unviewed(svc)
 	dr := snap.DestinationRuleFor(ns, svc.Hostname)
 	c.mu.RLock()
 	e := c.clusters[svc.Hostname]

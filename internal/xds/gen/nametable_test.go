@@ -2,12 +2,17 @@ package gen_test
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/nds"
 	"github.com/straitmesh/strait/internal/xds/gen"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 const nameTableConfig = `apiVersion: networking.istio.io/v1
@@ -46,11 +51,66 @@ spec:
   exportTo: ["."]
   ports: [{number: 80, name: http, protocol: HTTP}]
   resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: kubernetes-service.db, namespace: default}
+spec:
+  hosts: [db.default.svc.cluster.local]
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  resolution: NONE
+  workloadSelector: {labels: {app: db}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: db-1, namespace: default}
+spec: {address: 10.1.0.8, labels: {app: db}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: db-0, namespace: default}
+spec: {address: 10.1.0.7, labels: {app: db}}
+
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: headless-se, namespace: default}
+spec:
+  hosts: [cache.internal]
+  ports: [{number: 6379, name: tcp, protocol: TCP}]
+  resolution: NONE
+  workloadSelector: {labels: {app: cache}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: cache, namespace: default}
+spec: {address: 10.2.0.1, labels: {app: cache}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: headless-empty, namespace: default}
+spec:
+  hosts: [empty.internal]
+  ports: [{number: 6379, name: tcp, protocol: TCP}]
+  resolution: NONE
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: cidr, namespace: default}
+spec:
+  hosts: [cidr.internal]
+  addresses: [10.3.0.0/16]
+  ports: [{number: 9000, name: tcp, protocol: TCP}]
+  resolution: NONE
+  workloadSelector: {labels: {app: cache}}
 `
 
 // TestNameTable: the NDS table of a proxy with DNS capture lists the
-// visible services' VIPs, Kubernetes services with their short name; a
-// proxy without DNS capture gets no table.
+// visible services' VIPs, Kubernetes services with their short name,
+// headless services (resolution NONE, no address) with their endpoints'
+// distinct IPs, a ServiceEntry without addresses with its allocated
+// address; a service whose only address is a CIDR is left out; a proxy
+// without DNS capture gets no table.
 func TestNameTable(t *testing.T) {
 	snap := build(t, storeOf(t, nameTableConfig), mesh.BuildOptions{})
 	g := gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
@@ -78,6 +138,10 @@ func TestNameTable(t *testing.T) {
 	want := nds.NameTable{
 		"reviews.default.svc.cluster.local": {IPs: []string{"10.96.0.20", "fd00::20"}, Registry: nds.RegistryKubernetes, Shortname: "reviews", Namespace: "default"},
 		"api.example.com":                   {IPs: []string{"240.240.0.1"}},
+		"db.default.svc.cluster.local":      {IPs: []string{"10.1.0.7", "10.1.0.8"}, Registry: nds.RegistryKubernetes, Shortname: "db", Namespace: "default"},
+		"cache.internal":                    {IPs: []string{"10.2.0.1"}},
+		// No addresses, resolution DNS: its allocated IPv4 address.
+		"novip.example.com": {IPs: snap.Service("novip.example.com").AutoAddresses[:1]},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("name table = %+v, want %+v", got, want)
@@ -85,5 +149,118 @@ func TestNameTable(t *testing.T) {
 	again, err := g.Generate(proxy, nds.TypeURL, nil, &model.PushRequest{Full: true})
 	if err != nil || len(again) != 1 || again[0].GetVersion() != res[0].GetVersion() {
 		t.Errorf("second generation: %v, %v; want the same version", again, err)
+	}
+}
+
+// TestAutoAddressListeners: a TCP ServiceEntry without addresses gets a
+// listener on its allocated address for a DNS-capture proxy (so that a
+// connection to the address the name table gave reaches that service and
+// no other on the port), and the wildcard listener for other proxies.
+func TestAutoAddressListeners(t *testing.T) {
+	snap := build(t, storeOf(t, `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: pg, namespace: default}
+spec:
+  hosts: [pg.example.com]
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  resolution: DNS
+`), mesh.BuildOptions{})
+	auto := snap.Service("pg.example.com").AutoAddresses
+	if len(auto) != 2 {
+		t.Fatalf("pg.example.com: auto addresses %q", auto)
+	}
+	g := gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
+	for _, tc := range []struct {
+		name, nodeID string
+		capture      bool
+		want, absent string
+	}{
+		{"capture", "sidecar~10.99.0.10~sleep.default~default.svc.cluster.local", true, auto[0] + "_5432", "0.0.0.0_5432"},
+		{"no capture", "sidecar~10.99.0.10~sleep.default~default.svc.cluster.local", false, "0.0.0.0_5432", auto[0] + "_5432"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			proxy, err := model.ParseNodeID(tc.nodeID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.capture {
+				proxy.Metadata = map[string]string{"DNS_CAPTURE": "true"}
+			}
+			res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &model.PushRequest{Full: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, r := range res {
+				names = append(names, r.GetName())
+			}
+			if !slices.Contains(names, tc.want) || slices.Contains(names, tc.absent) {
+				t.Errorf("listeners %q, want %s and not %s", names, tc.want, tc.absent)
+			}
+		})
+	}
+	// The service's clusters do not depend on its addresses: proxies with
+	// and without DNS capture share one build.
+	g = gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
+	var cdsBuilds []int
+	for _, capture := range []string{"true", "false", "true"} {
+		proxy, err := model.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy.Metadata = map[string]string{"DNS_CAPTURE": capture}
+		if _, err := g.Generate(proxy, xdsapi.ClusterType, nil, &model.PushRequest{Full: true}); err != nil {
+			t.Fatal(err)
+		}
+		cdsBuilds = append(cdsBuilds, g.Builds()["cluster"])
+	}
+	if cdsBuilds[0] == 0 || cdsBuilds[1] != cdsBuilds[0] || cdsBuilds[2] != cdsBuilds[0] {
+		t.Errorf("cluster builds after each CDS generation: %v, want one build shared", cdsBuilds)
+	}
+}
+
+// TestNameTablePodNames: a headless Kubernetes Service whose endpoints
+// have hostnames (StatefulSet pods: the registry passes them in
+// mesh.EndpointHostnamesAnnotation) also lists HOSTNAME.SERVICE-HOST per
+// pod, with the short name HOSTNAME.SERVICE, as Istio's BuildNameTable.
+func TestNameTablePodNames(t *testing.T) {
+	store := config.NewStore()
+	web := &config.Config{
+		Meta: config.Meta{Kind: config.KindServiceEntry, APIVersion: "networking.istio.io/v1", Name: "kubernetes-service.web", Namespace: "db",
+			Annotations: map[string]string{mesh.EndpointHostnamesAnnotation: "10.1.0.7=web-0,10.1.0.8=web-1"}},
+		Spec: &networking.ServiceEntry{
+			Hosts:      []string{"web.db.svc.cluster.local"},
+			Ports:      []*networking.ServicePort{{Number: 5432, Name: "tcp", Protocol: "TCP"}},
+			Resolution: networking.ServiceEntry_NONE,
+			Location:   networking.ServiceEntry_MESH_INTERNAL,
+			Endpoints:  []*networking.WorkloadEntry{{Address: "10.1.0.7"}, {Address: "10.1.0.8"}, {Address: "10.1.0.9"}},
+		},
+	}
+	if err := store.Add(web); err != nil {
+		t.Fatal(err)
+	}
+	snap := build(t, store, mesh.BuildOptions{})
+	g := gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
+	proxy, err := model.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.Metadata = map[string]string{"DNS_CAPTURE": "true"}
+	res, err := g.Generate(proxy, nds.TypeURL, nil, &model.PushRequest{Full: true})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("NDS: %v, %v", res, err)
+	}
+	got, err := nds.Unmarshal(res[0].GetResource().GetValue())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := nds.RegistryKubernetes
+	want := nds.NameTable{
+		"web.db.svc.cluster.local":       {IPs: []string{"10.1.0.7", "10.1.0.8", "10.1.0.9"}, Registry: k, Shortname: "web", Namespace: "db"},
+		"web-0.web.db.svc.cluster.local": {IPs: []string{"10.1.0.7"}, Registry: k, Shortname: "web-0.web", Namespace: "db"},
+		"web-1.web.db.svc.cluster.local": {IPs: []string{"10.1.0.8"}, Registry: k, Shortname: "web-1.web", Namespace: "db"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("name table = %+v, want %+v", got, want)
 	}
 }

@@ -127,9 +127,9 @@ func mtlsPeers(snap *mesh.Snapshot, svc *mesh.Service, subset map[string]string)
 	return slices.Compact(ids), len(ids) > 0
 }
 
-// spiffeMatcher matches the SPIFFE ID of ns/sa in the mesh's trust
-// domain, and no other: a certificate of the same root for another trust
-// domain is not the workload (Istio's exact SAN match on the service
+// spiffeMatcher matches the SPIFFE ID of ns/sa in one trust domain of
+// the mesh (its own or an alias), and no other: a certificate of the same
+// root for another trust domain is not the workload (Istio's exact SAN match on the service
 // accounts' SPIFFE IDs).
 func spiffeMatcher(trustDomain, id string) *tlsv3.SubjectAltNameMatcher {
 	ns, sa, _ := strings.Cut(id, "/")
@@ -189,8 +189,12 @@ func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint3
 				Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: n}}})
 		}
 	} else {
+		// Istio's ExpandWithTrustDomains: the identity in the mesh's
+		// trust domain and in each alias.
 		for _, id := range ids {
-			sans = append(sans, spiffeMatcher(snap.Mesh.TrustDomain, id))
+			for _, td := range meshTrustDomains(snap) {
+				sans = append(sans, spiffeMatcher(td, id))
+			}
 		}
 	}
 	sni := settings.GetSni()

@@ -19,7 +19,7 @@ type trustDomains []string
 
 // meshTrustDomains is the trust domain bundle of a snapshot's mesh config.
 func meshTrustDomains(snap *mesh.Snapshot) trustDomains {
-	return trustDomains{snap.Mesh.TrustDomain}
+	return append(trustDomains{snap.Mesh.TrustDomain}, snap.Mesh.TrustDomainAliases...)
 }
 
 // principals rewrites AuthorizationPolicy principals (TD/ns/NS/sa/SA) as

@@ -108,7 +108,7 @@ var honoured = []string{
 	"accessLogEncoding", "accessLogFile", "accessLogFormat", "connectTimeout", "defaultConfig",
 	"defaultDestinationRuleExportTo", "defaultServiceExportTo", "defaultVirtualServiceExportTo",
 	"dnsRefreshRate", "enableAutoMtls", "localityLbSetting", "outboundTrafficPolicy", "rootNamespace",
-	"trustDomain",
+	"trustDomain", "trustDomainAliases",
 }
 
 // honouredProxyConfig are the defaultConfig fields that reach the sidecar

@@ -275,6 +275,14 @@ func TestAutoMTLSFollowsNamespacePolicy(t *testing.T) {
 	pa := func(ns, mode string) string {
 		return fmt.Sprintf("---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: default, namespace: %s}\nspec: {mtls: {mode: %s}}\n", ns, mode)
 	}
+	wpa := func(mtls, ports string) string {
+		s := "---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: server, namespace: secure}\n" +
+			"spec:\n  selector: {matchLabels: {app: server}}\n  mtls: " + mtls + "\n"
+		if ports != "" {
+			s += "  portLevelMtls: " + ports + "\n"
+		}
+		return s
+	}
 	var cur *mesh.Snapshot
 	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return cur }))
 	client, _ := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
@@ -306,6 +314,16 @@ func TestAutoMTLSFollowsNamespacePolicy(t *testing.T) {
 		{pa("istio-system", "DISABLE"), false},
 		{pa("istio-system", "DISABLE") + pa("secure", "PERMISSIVE"), true},
 		{pa("other", "DISABLE"), true},
+		// The endpoints' own policies (Istio's mtlsChecker): a workload
+		// DISABLE, or a port-level DISABLE of the port the cluster
+		// reaches, makes the cluster plaintext; another port's does not;
+		// a DestinationRule's ISTIO_MUTUAL still wins.
+		{wpa("{mode: DISABLE}", ""), false},
+		{wpa("{mode: STRICT}", "{8080: {mode: DISABLE}}"), false},
+		{wpa("{mode: STRICT}", "{9000: {mode: DISABLE}}"), true},
+		{pa("secure", "STRICT") + wpa("{mode: PERMISSIVE}", ""), true},
+		{wpa("{mode: DISABLE}", "") + "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: server, namespace: secure}\n" +
+			"spec: {host: server.secure.svc.cluster.local, trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}}\n", true},
 	} {
 		cur = build(t, storeOf(t, string(b)+tt.extra), mesh.BuildOptions{Version: uint64(i + 1), Previous: cur})
 		if got := tlsOf(); got != tt.want {

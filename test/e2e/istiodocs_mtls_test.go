@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -24,6 +27,10 @@ import (
 // "cluster.local/ns/..." stand for the local trust domain, as in Istio.
 // One mesh; each subtest writes its policies, waits until they show in
 // the answers, checks what the task documents, and removes them:
+//   - straitctl proxy-config secret shows sleep's SPIFFE ID of the mesh's
+//     trust domain, proxy-status every proxy in sync, and httpbin sees
+//     the X-Forwarded-Client-Cert of a sidecar client (none from the
+//     plaintext client);
 //   - "Mutual TLS Migration": a namespace STRICT closes the sidecar-less
 //     client's connections to that namespace only; the mesh-wide STRICT
 //     closes them everywhere; sidecars are served throughout;
@@ -38,8 +45,12 @@ import (
 //   - DENY on principals (exact and "*", and notPrincipals "*" to require
 //     mTLS), notMethods, notPaths, source namespaces;
 //   - `when` on source.ip, destination.port and connection.sni;
+//   - "Dry run": an istio.io/dry-run annotation that is not a boolean is
+//     refused by straitctl validate, naming it;
 //   - "Trust domain migration": a policy naming the old trust domain
-//     denies until the mesh config's trustDomainAliases lists it.
+//     denies until the mesh config's trustDomainAliases lists it; a client
+//     certificate of the old trust domain is refused in the handshake
+//     until then, and afterwards is the policy's principal.
 func TestIstioDocsMTLSTasks(t *testing.T) {
 	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -95,6 +106,31 @@ func TestIstioDocsMTLSTasks(t *testing.T) {
 			return "http://" + net.JoinHostPort(m.Pod("tcp-echo").IP, port)
 		}
 		return "http://240.240.0.24:" + port
+	}
+
+	// mtlsFrom connects from the legacy pod with Istio's ALPN and a
+	// certificate of the mesh root for id, sends GET /ip, and returns the
+	// status or the error (the handshake's when it is refused).
+	roots, caCert, caKey := meshCA(t, m.CADir())
+	mtlsFrom := func(addr, id string) (int, error) {
+		cert := issue(t, caCert, caKey, id)
+		raw, err := legacy.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return 0, err
+		}
+		defer raw.Close()
+		raw.SetDeadline(time.Now().Add(5 * time.Second))
+		conn := tls.Client(raw, &tls.Config{RootCAs: roots, NextProtos: []string{"istio-peer-exchange", "istio"}, InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}})
+		if err := conn.Handshake(); err != nil {
+			return 0, err
+		}
+		fmt.Fprintf(conn, "GET /ip HTTP/1.1\r\nHost: httpbin.foo.svc.cluster.local\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
 	}
 
 	// expect sends one request and checks its outcome: a status (for 403
@@ -186,6 +222,67 @@ func TestIstioDocsMTLSTasks(t *testing.T) {
 	if err := poll(ctx, applyTimeout, baseline); err != nil {
 		t.Fatalf("before any policy: %v", err)
 	}
+
+	ctl := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, filepath.Join(binDir, "straitctl"), args...).CombinedOutput()
+		return string(out), err
+	}
+
+	// What the tasks read to see that mTLS is on: the certificate the
+	// sidecar holds (istioctl proxy-config secret), every proxy in sync
+	// (istioctl proxy-status), and the X-Forwarded-Client-Cert httpbin
+	// shows a sidecar client, which a plaintext client does not get.
+	t.Run("straitctl and X-Forwarded-Client-Cert show the identities", func(t *testing.T) {
+		out, err := ctl("proxy-config", "secret", "sleep.foo", "--straitd-addr", m.MonitoringAddr())
+		if err != nil || !strings.Contains(out, "spiffe://strait.example/ns/foo/sa/sleep") {
+			t.Errorf("straitctl proxy-config secret sleep.foo: %v; want spiffe://strait.example/ns/foo/sa/sleep in\n%s", err, out)
+		}
+		err = poll(ctx, applyTimeout, func() error {
+			out, err := ctl("proxy-status", "--straitd-addr", m.MonitoringAddr())
+			if err != nil {
+				return fmt.Errorf("straitctl proxy-status: %w\n%s", err, out)
+			}
+			for _, p := range []string{"sleep.foo", "httpbin.foo", "sleep-bar.bar", "httpbin-bar.bar", "tcp-echo.foo"} {
+				if !strings.Contains(out, p) {
+					return fmt.Errorf("proxy-status lacks %s:\n%s", p, out)
+				}
+			}
+			if strings.Contains(out, "STALE") || strings.Contains(out, "NOT SENT") {
+				return fmt.Errorf("proxy-status has proxies not in sync:\n%s", out)
+			}
+			return nil
+		})
+		check(t, err)
+
+		xfcc := func(client, url string) (string, error) {
+			code, body, err := outcome(client, "GET", url+"/headers", nil)
+			if err != nil || code != 200 {
+				return "", fmt.Errorf("%s: GET %s/headers: %d %v", client, url, code, err)
+			}
+			var reply struct{ Headers map[string]string }
+			if err := json.Unmarshal([]byte(body), &reply); err != nil {
+				return "", fmt.Errorf("%s: %w: %s", client, err, body)
+			}
+			for k, v := range reply.Headers {
+				if strings.EqualFold(k, "x-forwarded-client-cert") {
+					return v, nil
+				}
+			}
+			return "", nil
+		}
+		got, err := xfcc("sleep.foo", httpbinFoo)
+		check(t, err)
+		for _, want := range []string{"By=spiffe://strait.example/ns/foo/sa/httpbin", "URI=spiffe://strait.example/ns/foo/sa/sleep"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("sleep.foo -> httpbin.foo: X-Forwarded-Client-Cert %q lacks %s", got, want)
+			}
+		}
+		got, err = xfcc("sleep.legacy", legacyFoo)
+		check(t, err)
+		if got != "" {
+			t.Errorf("sleep.legacy -> httpbin.foo (plaintext): X-Forwarded-Client-Cert %q, want none", got)
+		}
+	})
 
 	t.Run("Mutual TLS Migration", func(t *testing.T) {
 		apply(t, "peerauthn.yaml", `apiVersion: security.istio.io/v1
@@ -472,6 +569,35 @@ spec:
 		remove(t, fooBaseline, "authz.yaml")
 	})
 
+	// "Dry run": the annotation's value must be a boolean; anything else
+	// is refused naming the annotation.
+	t.Run("dry-run annotation that is not a boolean is refused by name", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "dry-run.yaml")
+		if err := os.WriteFile(bad, []byte(`apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata:
+  name: deny-path-headers
+  namespace: foo
+  annotations:
+    "istio.io/dry-run": "yes"
+spec:
+  selector:
+    matchLabels:
+      app: httpbin
+  action: DENY
+  rules:
+  - to:
+    - operation:
+        paths: ["/headers"]
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := ctl("validate", "-f", bad)
+		if err == nil || !strings.Contains(out, "metadata.annotations[istio.io/dry-run]") {
+			t.Errorf("straitctl validate: %v; want the annotation named in\n%s", err, out)
+		}
+	})
+
 	t.Run("Trust domain migration", func(t *testing.T) {
 		// The policy of the task names the old trust domain: without an
 		// alias it allows nobody here.
@@ -494,13 +620,34 @@ spec:
     matchLabels:
       app: httpbin
 `, is("sleep.foo", "GET", httpbinFoo+"/ip", 403))
+		// A workload still holding a certificate of the old trust domain
+		// (same root) is refused in the handshake.
+		httpbinAddr := net.JoinHostPort(m.Pod("httpbin").IP, "8080")
+		if code, err := mtlsFrom(httpbinAddr, "spiffe://old-td/ns/foo/sa/sleep"); err == nil {
+			t.Errorf("an old-td client certificate got %d before the alias, want the handshake refused", code)
+		}
 		writeMesh(t, "trustDomainAliases: [old-td]\n")
 		if err := poll(ctx, applyTimeout, is("sleep.foo", "GET", httpbinFoo+"/ip", 200)); err != nil {
 			t.Fatalf("trustDomainAliases [old-td] not in force: %v", err)
 		}
 		check(t, expect("sleep.bar", "GET", httpbinFoo+"/ip", 403))
+		// With the alias the old identity is the mesh's: accepted in the
+		// handshake, and the policy's principal matches it.
+		err := poll(ctx, applyTimeout, func() error {
+			if code, err := mtlsFrom(httpbinAddr, "spiffe://old-td/ns/foo/sa/sleep"); err != nil || code != 200 {
+				return fmt.Errorf("old-td/ns/foo/sa/sleep: %d, %v; want 200", code, err)
+			}
+			return nil
+		})
+		check(t, err)
+		if code, err := mtlsFrom(httpbinAddr, "spiffe://old-td/ns/bar/sa/sleep"); err != nil || code != 403 {
+			t.Errorf("old-td/ns/bar/sa/sleep: %d, %v; want 403", code, err)
+		}
+		if code, err := mtlsFrom(httpbinAddr, "spiffe://other-td/ns/foo/sa/sleep"); err == nil {
+			t.Errorf("an other-td client certificate got %d, want the handshake refused", code)
+		}
 		// straitctl validate loads the same mesh config.
-		out, err := exec.CommandContext(ctx, filepath.Join(binDir, "straitctl"), "validate", "--mesh", meshFile, "-f", filepath.Join(m.ConfigDir(), "authz.yaml")).CombinedOutput()
+		out, err := ctl("validate", "--mesh", meshFile, "-f", filepath.Join(m.ConfigDir(), "authz.yaml"))
 		if err != nil {
 			t.Errorf("straitctl validate --mesh with trustDomainAliases: %v\n%s", err, out)
 		}

@@ -418,6 +418,9 @@ func (c *Config) String() string {
 	if c.TrustDomain != DefaultTrustDomain {
 		parts = append(parts, "trustDomain="+c.TrustDomain)
 	}
+	if !c.EnableAutoMTLS {
+		parts = append(parts, "enableAutoMtls=false")
+	}
 	if len(c.TrustDomainAliases) > 0 {
 		parts = append(parts, "trustDomainAliases="+strings.Join(c.TrustDomainAliases, ","))
 	}

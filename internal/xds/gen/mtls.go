@@ -184,6 +184,12 @@ func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint3
 		// still applies.
 		auto = false
 	}
+	if !snap.Mesh.EnableAutoMTLS {
+		// The mesh config's enableAutoMtls false: only a DestinationRule's
+		// tls makes a cluster TLS (Istio's buildUpstreamTLSSettings with
+		// autoMTLSEnabled false).
+		auto = false
+	}
 	if snap.NamespaceMTLSMode(svc.Namespace) == mesh.MTLSDisable {
 		// The destination's namespace (or the mesh) takes no mTLS: Istio's
 		// BestEffortInferServiceMTLSMode turns auto mTLS off. A workload

@@ -264,6 +264,47 @@ func TestTrustDomainAliases(t *testing.T) {
 	}
 }
 
+// TestEnableAutoMTLSFalse: with the mesh config's enableAutoMtls false a
+// client's cluster to sidecars is plaintext, unless a DestinationRule says
+// ISTIO_MUTUAL.
+func TestEnableAutoMTLSFalse(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "mtls", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+	const dr = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: server, namespace: secure}\n" +
+		"spec: {host: server.secure.svc.cluster.local, trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}}\n"
+	for _, tc := range []struct {
+		mesh, extra string
+		want        bool
+	}{
+		{"", "", true},
+		{"enableAutoMtls: false\n", "", false},
+		{"enableAutoMtls: false\n", dr, true},
+		{"enableAutoMtls: true\n", "", true},
+	} {
+		mc, err := meshconfig.Parse([]byte(tc.mesh))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := build(t, storeOf(t, string(b)+tc.extra), mesh.BuildOptions{Mesh: mc})
+		g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+		found := false
+		for _, c := range g.BuildClusters(client) {
+			if c.Name == "outbound|8080||server.secure.svc.cluster.local" {
+				found = true
+				if got := c.TransportSocket != nil; got != tc.want {
+					t.Errorf("mesh %q, extra %q: mTLS cluster %v, want %v", tc.mesh, tc.extra, got, tc.want)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("no server cluster")
+		}
+	}
+}
+
 // TestAutoMTLSFollowsNamespacePolicy: a destination namespace (or mesh)
 // whose PeerAuthentication is DISABLE gets plaintext from client
 // sidecars, and the cluster cache follows a policy change.

@@ -38,6 +38,9 @@ import (
 //     portLevelMtls DISABLE port, a workload PERMISSIVE beating its
 //     namespace's STRICT, and a DestinationRule tls DISABLE towards a
 //     STRICT server (503);
+//   - with the mesh config's enableAutoMtls false, a client sidecar
+//     sends plaintext to a STRICT server (503) until a DestinationRule
+//     says ISTIO_MUTUAL;
 //   - "Authorization for TCP traffic": ALLOW by ports (the port the
 //     service does not declare is closed too), ALLOW with an HTTP-only
 //     field (nothing matches: every port closed), DENY with an HTTP-only
@@ -393,6 +396,39 @@ spec:
       mode: DISABLE
 `, is("sleep.foo", "GET", httpbinBar+"/ip", http.StatusServiceUnavailable))
 		check(t, expect("sleep.foo", "GET", httpbinFoo+"/ip", 200))
+		remove(t, baseline, "peerauthn.yaml", "dr.yaml")
+	})
+
+	// With auto mTLS off (enableAutoMtls: false in the mesh config) a
+	// client sidecar sends plaintext unless a DestinationRule says
+	// ISTIO_MUTUAL, so a STRICT server needs one.
+	t.Run("enableAutoMtls false needs ISTIO_MUTUAL towards STRICT", func(t *testing.T) {
+		apply(t, "peerauthn.yaml", `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata:
+  name: "default"
+  namespace: "foo"
+spec:
+  mtls:
+    mode: STRICT
+`, is("sleep.legacy", "GET", legacyFoo+"/ip", closed))
+		writeMesh(t, "enableAutoMtls: false\n")
+		if err := poll(ctx, applyTimeout, is("sleep.bar", "GET", httpbinFoo+"/ip", http.StatusServiceUnavailable)); err != nil {
+			t.Fatalf("enableAutoMtls false not in force: %v", err)
+		}
+		check(t, expect("sleep.bar", "GET", httpbinBar+"/ip", 200)) // PERMISSIVE takes plaintext
+		apply(t, "dr.yaml", `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata:
+  name: "httpbin"
+  namespace: "foo"
+spec:
+  host: "httpbin.foo.svc.cluster.local"
+  trafficPolicy:
+    tls:
+      mode: ISTIO_MUTUAL
+`, is("sleep.bar", "GET", httpbinFoo+"/ip", 200))
+		writeMesh(t, "")
 		remove(t, baseline, "peerauthn.yaml", "dr.yaml")
 	})
 

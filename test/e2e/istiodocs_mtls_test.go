@@ -53,7 +53,9 @@ import (
 //   - "Trust domain migration": a policy naming the old trust domain
 //     denies until the mesh config's trustDomainAliases lists it; a client
 //     certificate of the old trust domain is refused in the handshake
-//     until then, and afterwards is the policy's principal.
+//     until then, and afterwards is the policy's principal; a server
+//     with an old-td certificate is refused by the client sidecar (503)
+//     until then, and afterwards served.
 func TestIstioDocsMTLSTasks(t *testing.T) {
 	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -662,6 +664,47 @@ spec:
 		if code, err := mtlsFrom(httpbinAddr, "spiffe://old-td/ns/foo/sa/sleep"); err == nil {
 			t.Errorf("an old-td client certificate got %d before the alias, want the handshake refused", code)
 		}
+		// A server still holding a certificate of the old trust domain,
+		// in the legacy pod (claiming a sidecar by its tlsMode label):
+		// the client sidecar checks its SPIFFE ID in the mesh's trust
+		// domain and refuses it (503).
+		lis, err := legacy.Listen(ctx, "tcp", ":8443")
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldCert := issue(t, caCert, caKey, "spiffe://old-td/ns/legacy/sa/default")
+		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			io.WriteString(w, "old-td server")
+		})}
+		srv.SetKeepAlivesEnabled(false) // a handshake per request
+		go srv.Serve(tls.NewListener(lis, &tls.Config{ClientAuth: tls.RequireAnyClientCert, Certificates: []tls.Certificate{oldCert}}))
+		defer srv.Close()
+		if err := m.WriteConfig("old-server.yaml", []byte(fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: old-server, namespace: legacy}
+spec:
+  hosts: [old-server.legacy.svc.cluster.local]
+  addresses: [240.240.0.30]
+  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 8443}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  workloadSelector: {labels: {app: old-server}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: old-server, namespace: legacy}
+spec:
+  address: %s
+  labels: {app: old-server, security.istio.io/tlsMode: istio}
+`, legacy.IP))); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(filepath.Join(m.ConfigDir(), "old-server.yaml"))
+		const oldServer = "http://240.240.0.30"
+		if err := poll(ctx, applyTimeout, is("sleep.foo", "GET", oldServer+"/", http.StatusServiceUnavailable)); err != nil {
+			t.Fatalf("old-td server before the alias: %v", err)
+		}
+
 		writeMesh(t, "trustDomainAliases: [old-td]\n")
 		if err := poll(ctx, applyTimeout, is("sleep.foo", "GET", httpbinFoo+"/ip", 200)); err != nil {
 			t.Fatalf("trustDomainAliases [old-td] not in force: %v", err)
@@ -669,7 +712,7 @@ spec:
 		check(t, expect("sleep.bar", "GET", httpbinFoo+"/ip", 403))
 		// With the alias the old identity is the mesh's: accepted in the
 		// handshake, and the policy's principal matches it.
-		err := poll(ctx, applyTimeout, func() error {
+		err = poll(ctx, applyTimeout, func() error {
 			if code, err := mtlsFrom(httpbinAddr, "spiffe://old-td/ns/foo/sa/sleep"); err != nil || code != 200 {
 				return fmt.Errorf("old-td/ns/foo/sa/sleep: %d, %v; want 200", code, err)
 			}
@@ -682,6 +725,8 @@ spec:
 		if code, err := mtlsFrom(httpbinAddr, "spiffe://other-td/ns/foo/sa/sleep"); err == nil {
 			t.Errorf("an other-td client certificate got %d, want the handshake refused", code)
 		}
+		// The client sidecar accepts the old-td server now.
+		check(t, poll(ctx, applyTimeout, is("sleep.foo", "GET", oldServer+"/", 200)))
 		// straitctl validate loads the same mesh config.
 		out, err := ctl("validate", "--mesh", meshFile, "-f", filepath.Join(m.ConfigDir(), "authz.yaml"))
 		if err != nil {

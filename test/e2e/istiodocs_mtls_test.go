@@ -261,8 +261,11 @@ func TestIstioDocsMTLSTasks(t *testing.T) {
 
 		xfcc := func(client, url string) (string, error) {
 			code, body, err := outcome(client, "GET", url+"/headers", nil)
-			if err != nil || code != 200 {
-				return "", fmt.Errorf("%s: GET %s/headers: %d %v", client, url, code, err)
+			if err != nil {
+				return "", fmt.Errorf("%s: GET %s/headers: %w", client, url, err)
+			}
+			if code != 200 {
+				return "", fmt.Errorf("%s: GET %s/headers: %d, want 200", client, url, code)
 			}
 			var reply struct{ Headers map[string]string }
 			if err := json.Unmarshal([]byte(body), &reply); err != nil {
@@ -713,8 +716,12 @@ spec:
 		// With the alias the old identity is the mesh's: accepted in the
 		// handshake, and the policy's principal matches it.
 		err = poll(ctx, applyTimeout, func() error {
-			if code, err := mtlsFrom(httpbinAddr, "spiffe://old-td/ns/foo/sa/sleep"); err != nil || code != 200 {
-				return fmt.Errorf("old-td/ns/foo/sa/sleep: %d, %v; want 200", code, err)
+			code, err := mtlsFrom(httpbinAddr, "spiffe://old-td/ns/foo/sa/sleep")
+			if err != nil {
+				return fmt.Errorf("old-td/ns/foo/sa/sleep: %w; want 200", err)
+			}
+			if code != 200 {
+				return fmt.Errorf("old-td/ns/foo/sa/sleep: %d, want 200", code)
 			}
 			return nil
 		})

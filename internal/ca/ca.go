@@ -424,9 +424,16 @@ func (c *CA) Sign(req SignRequest) (chain []string, err error) {
 			csr.DNSNames, csr.IPAddresses, csr.EmailAddresses)
 	}
 	for _, u := range csr.URIs {
-		if u.String() != req.Identity.String() {
-			return nil, refuse(KindPermissionDenied, "the CSR asks for %s but the caller is %s", u, req.Identity)
+		if u.String() == req.Identity.String() {
+			continue
 		}
+		if id, err := ParseIdentity(u.String()); err == nil && id.Namespace == req.Identity.Namespace && id.ServiceAccount == req.Identity.ServiceAccount {
+			// The workload's own identity in another trust domain: its
+			// agent was told a trust domain other than the mesh's.
+			return nil, refuse(KindPermissionDenied, "the CSR asks for %s but the caller is %s: the agent's trust domain %q is not the mesh's %q (set TRUST_DOMAIN=%s in the agent's environment, as the injector does from the mesh config)",
+				u, req.Identity, id.TrustDomain, req.Identity.TrustDomain, req.Identity.TrustDomain)
+		}
+		return nil, refuse(KindPermissionDenied, "the CSR asks for %s but the caller is %s", u, req.Identity)
 	}
 	kc := c.current()
 	now := c.opts.Now()

@@ -218,6 +218,8 @@ func TestSignRefusals(t *testing.T) {
 		msg  string
 	}{
 		{"another service account", SignRequest{CSR: other, Identity: demo}, KindPermissionDenied, "asks for spiffe://cluster.local/ns/demo/sa/admin but the caller is spiffe://cluster.local/ns/demo/sa/client"},
+		{"own identity, agent's trust domain not the mesh's", SignRequest{CSR: newCSR(t, key, "spiffe://old-td/ns/demo/sa/client"), Identity: demo}, KindPermissionDenied,
+			`the agent's trust domain "old-td" is not the mesh's "cluster.local" (set TRUST_DOMAIN=cluster.local`},
 		{"two URIs, one foreign", SignRequest{CSR: newCSR(t, key, demo.String(), "spiffe://cluster.local/ns/x/sa/y"), Identity: demo}, KindPermissionDenied, "asks for spiffe://cluster.local/ns/x/sa/y"},
 		{"other trust domain", SignRequest{CSR: newCSR(t, key), Identity: Identity{TrustDomain: "other.org", Namespace: "a", ServiceAccount: "b"}}, KindPermissionDenied, `trust domain "cluster.local"`},
 		{"DNS SAN", SignRequest{CSR: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: dnsDER}), Identity: demo}, KindInvalidRequest, "DNS, IP or email SANs"},

@@ -55,6 +55,11 @@ type Config struct {
 	DefaultDestinationRuleExportTo []string
 	// TrustDomain is trustDomain (default cluster.local).
 	TrustDomain string
+	// TrustDomainAliases is trustDomainAliases without TrustDomain and
+	// without repeats: identities of these trust domains are the mesh's
+	// own (authorization principals, peer certificates), as while a mesh
+	// migrates from one trust domain to another.
+	TrustDomainAliases []string
 	// EnableAutoMTLS is enableAutoMtls (default true).
 	EnableAutoMTLS bool
 	// DNSRefreshRate is dnsRefreshRate, the dns_refresh_rate of DNS
@@ -103,7 +108,7 @@ var honoured = []string{
 	"accessLogEncoding", "accessLogFile", "accessLogFormat", "connectTimeout", "defaultConfig",
 	"defaultDestinationRuleExportTo", "defaultServiceExportTo", "defaultVirtualServiceExportTo",
 	"dnsRefreshRate", "enableAutoMtls", "localityLbSetting", "outboundTrafficPolicy", "rootNamespace",
-	"trustDomain",
+	"trustDomain", "trustDomainAliases",
 }
 
 // honouredProxyConfig are the defaultConfig fields that reach the sidecar
@@ -206,6 +211,14 @@ func Parse(data []byte) (*Config, error) {
 	}
 	if td := m.GetTrustDomain(); td != "" {
 		c.TrustDomain = td
+	}
+	for i, a := range m.GetTrustDomainAliases() {
+		if err := checkTrustDomain(a); err != nil {
+			return nil, fieldError(fmt.Sprintf("trustDomainAliases[%d]", i), err.Error())
+		}
+		if a != c.TrustDomain && !slices.Contains(c.TrustDomainAliases, a) {
+			c.TrustDomainAliases = append(c.TrustDomainAliases, a)
+		}
 	}
 	if v := m.GetEnableAutoMtls(); v != nil {
 		c.EnableAutoMTLS = v.GetValue()
@@ -353,6 +366,21 @@ func fieldError(field, problem string) error {
 	return fmt.Errorf("mesh config: %s: %s", field, problem)
 }
 
+// checkTrustDomain is Istio's ValidateTrustDomain (pkg/config/validation/
+// agent): DNS-1123 labels separated by dots, a trailing dot allowed.
+func checkTrustDomain(td string) error {
+	if td == "" {
+		return errors.New("empty trust domain (want a name such as old-td or example.com)")
+	}
+	labels := strings.Split(strings.TrimSuffix(td, "."), ".")
+	for _, l := range labels {
+		if !isDNSLabel(l) {
+			return fmt.Errorf("%q is not a trust domain: %q is not a DNS label (lower-case letters, digits and '-')", td, l)
+		}
+	}
+	return nil
+}
+
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 func isDNSLabel(s string) bool { return dnsLabel.MatchString(s) }
@@ -386,6 +414,15 @@ func (c *Config) String() string {
 	}
 	if c.RootNamespace != "" {
 		parts = append(parts, "rootNamespace="+c.RootNamespace)
+	}
+	if c.TrustDomain != DefaultTrustDomain {
+		parts = append(parts, "trustDomain="+c.TrustDomain)
+	}
+	if !c.EnableAutoMTLS {
+		parts = append(parts, "enableAutoMtls=false")
+	}
+	if len(c.TrustDomainAliases) > 0 {
+		parts = append(parts, "trustDomainAliases="+strings.Join(c.TrustDomainAliases, ","))
 	}
 	if len(parts) == 0 {
 		return "defaults"

@@ -95,6 +95,9 @@ func TestParseRefusesByName(t *testing.T) {
 		{"defaultVirtualServiceExportTo: [\"a/b\"]", "defaultVirtualServiceExportTo[0]"},
 		{"dnsRefreshRate: 0s", "dnsRefreshRate: 0s is shorter than 1ms"},
 		{"connectTimeout: 0s", "connectTimeout"},
+		{"trustDomainAliases: [old-td, \"\"]", "trustDomainAliases[1]: empty trust domain"},
+		{"trustDomainAliases: [Old_TD]", `trustDomainAliases[0]: "Old_TD" is not a trust domain`},
+		{"trustDomainAliases: [a..b]", `trustDomainAliases[0]: "a..b" is not a trust domain`},
 	} {
 		_, err := Parse([]byte(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -117,9 +120,27 @@ func TestLoadNamesTheFile(t *testing.T) {
 	}
 }
 
+// TestParseTrustDomainAliases: the aliases are kept in order, without the
+// trust domain itself and without repeats, and show in String.
+func TestParseTrustDomainAliases(t *testing.T) {
+	c, err := Parse([]byte("trustDomain: new-td\ntrustDomainAliases: [old-td, new-td, example.com., old-td]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.TrustDomainAliases, []string{"old-td", "example.com."}) {
+		t.Errorf("TrustDomainAliases = %q, want [old-td example.com.]", c.TrustDomainAliases)
+	}
+	if got := c.String(); got != "trustDomain=new-td trustDomainAliases=old-td,example.com." {
+		t.Errorf("String() = %q", got)
+	}
+	if c, err := Parse([]byte("trustDomain: x\n")); err != nil || c.TrustDomainAliases != nil {
+		t.Errorf("no aliases: %q, %v", c.TrustDomainAliases, err)
+	}
+}
+
 func TestHonouredListsEveryAcceptedField(t *testing.T) {
 	h := Honoured()
-	for _, f := range []string{"outboundTrafficPolicy.mode", "defaultConfig.drainDuration", "rootNamespace", "trustDomain"} {
+	for _, f := range []string{"outboundTrafficPolicy.mode", "defaultConfig.drainDuration", "rootNamespace", "trustDomain", "trustDomainAliases"} {
 		if !slices.Contains(h, f) {
 			t.Errorf("Honoured() lacks %s", f)
 		}

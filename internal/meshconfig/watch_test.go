@@ -81,7 +81,12 @@ func TestWatchSkipsUnchangedContent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Watch(ctx, path, applied, func(c *Config) { got <- c }, slog.New(slog.DiscardHandler)) }()
-	if err := os.WriteFile(path, content, 0o644); err != nil {
+	// Rewritten by a rename: Watch reads the file once when it starts,
+	// and an in-place rewrite could show it an empty file in between.
+	if err := os.WriteFile(path+".tmp", content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
 		t.Fatal(err)
 	}
 	select {

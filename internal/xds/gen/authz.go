@@ -67,8 +67,10 @@ type authzFilters struct {
 	tcp  []*listener.Filter
 }
 
-// buildAuthz translates the policies that apply to the workload.
-func buildAuthz(pols mesh.AuthorizationPolicies) authzFilters {
+// buildAuthz translates the policies that apply to the workload; tds is
+// the mesh's trust domain bundle, which principals and trust domains of
+// the policies are read against (trustdomain.go).
+func buildAuthz(pols mesh.AuthorizationPolicies, tds trustDomains) authzFilters {
 	var out authzFilters
 	if pols.Empty() {
 		return out
@@ -80,14 +82,14 @@ func buildAuthz(pols mesh.AuthorizationPolicies) authzFilters {
 		if len(a.pols) == 0 {
 			continue
 		}
-		rules, shadow := buildRBAC(a.pols, a.action, false)
+		rules, shadow := buildRBAC(a.pols, a.action, tds, false)
 		out.http = append(out.http, &hcm.HttpFilter{
 			Name: httpRBACFilterName,
 			ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: mustAny(&rbachttp.RBAC{
 				Rules: rules, ShadowRules: shadow, ShadowRulesStatPrefix: shadowStatPrefix(shadow),
 			})},
 		})
-		rules, shadow = buildRBAC(a.pols, a.action, true)
+		rules, shadow = buildRBAC(a.pols, a.action, tds, true)
 		out.tcp = append(out.tcp, &listener.Filter{
 			Name: networkRBACFilterName,
 			ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(&rbactcp.RBAC{
@@ -120,7 +122,7 @@ func matchNever() *rbacpb.Policy {
 
 // buildRBAC is the enforced and the shadow (dry-run) rules of one action;
 // either is nil when no policy goes there.
-func buildRBAC(pols []*config.Config, action rbacpb.RBAC_Action, forTCP bool) (rules, shadow *rbacpb.RBAC) {
+func buildRBAC(pols []*config.Config, action rbacpb.RBAC_Action, tds trustDomains, forTCP bool) (rules, shadow *rbacpb.RBAC) {
 	for _, c := range pols {
 		dst := &rules
 		if mesh.DryRun(c) {
@@ -138,7 +140,7 @@ func buildRBAC(pols []*config.Config, action rbacpb.RBAC_Action, forTCP bool) (r
 			if r == nil {
 				continue
 			}
-			p, err := translateRule(c.Namespace, r, action, forTCP)
+			p, err := translateRule(c.Namespace, r, action, tds, forTCP)
 			if err != nil {
 				continue // an ALLOW rule with HTTP-only fields on TCP matches nothing
 			}
@@ -161,7 +163,7 @@ type authzCond struct {
 // translateRule is one rule as a policy: a permission per `to` (its
 // operation ANDed with the when-conditions on the destination), a
 // principal per `from` (its source ANDed with the other when-conditions).
-func translateRule(policyNS string, r *security.Rule, action rbacpb.RBAC_Action, forTCP bool) (*rbacpb.Policy, error) {
+func translateRule(policyNS string, r *security.Rule, action rbacpb.RBAC_Action, tds trustDomains, forTCP bool) (*rbacpb.Policy, error) {
 	var basePerm, basePrin []authzCond
 	for _, w := range r.GetWhen() {
 		c := authzCond{w.GetKey(), w.GetValues(), w.GetNotValues()}
@@ -172,7 +174,7 @@ func translateRule(policyNS string, r *security.Rule, action rbacpb.RBAC_Action,
 			basePrin = append(basePrin, c)
 		}
 	}
-	g := condGen{ns: policyNS, forTCP: forTCP, lenient: action != rbacpb.RBAC_ALLOW}
+	g := condGen{ns: policyNS, tds: tds, forTCP: forTCP, lenient: action != rbacpb.RBAC_ALLOW}
 	p := &rbacpb.Policy{}
 	froms := r.GetFrom()
 	if len(froms) == 0 {
@@ -236,6 +238,7 @@ func translateRule(policyNS string, r *security.Rule, action rbacpb.RBAC_Action,
 // value that cannot be generated instead of failing the rule.
 type condGen struct {
 	ns      string
+	tds     trustDomains
 	forTCP  bool
 	lenient bool
 }
@@ -249,6 +252,15 @@ func (g condGen) check(err error) error {
 
 // principals: the values ORed, the not-values ORed under a NOT.
 func (g condGen) principals(c authzCond) ([]*rbacpb.Principal, error) {
+	// Principals and trust domains name the mesh's trust domain as Istio's
+	// Model.MigrateTrustDomain reads them: cluster.local and the aliases
+	// stand for the whole bundle.
+	switch c.key {
+	case "source.principal":
+		c.values, c.notValues = g.tds.principals(c.values), g.tds.principals(c.notValues)
+	case "source.trustDomain":
+		c.values, c.notValues = g.tds.expand(c.values), g.tds.expand(c.notValues)
+	}
 	var out []*rbacpb.Principal
 	for i, vs := range [][]string{c.values, c.notValues} {
 		if len(vs) == 0 {

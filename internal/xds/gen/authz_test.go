@@ -254,7 +254,86 @@ func TestAuthzSemantics(t *testing.T) {
 		{"other namespace does not apply", strings.Replace(apHead, "namespace: shop", "namespace: else", 1) + "  action: DENY\n  rules: [{}]\n", []authzRequest{{name: "anyone", want: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := buildAuthz(policiesFor(t, tc.policy))
+			f := buildAuthz(policiesFor(t, tc.policy), trustDomains{"cluster.local"})
+			for _, r := range tc.reqs {
+				if got := decide(t, f, r); got != r.want {
+					t.Errorf("%s: allowed %v, want %v", r.name, got, r.want)
+				}
+			}
+		})
+	}
+}
+
+// TestAuthzTrustDomains: principals and trust domains are read against
+// the mesh's trust domain bundle as Istio's MigrateTrustDomain does:
+// cluster.local stands for the mesh's trust domain, whatever it is; with
+// aliases, a principal of any of the bundle's trust domains matches the
+// identities of all of them; other trust domains and "*" stay as written.
+func TestAuthzTrustDomains(t *testing.T) {
+	const (
+		newTD = "spiffe://td-new/ns/shop/sa/client"
+		oldTD = "spiffe://td-old/ns/shop/sa/client"
+		other = "spiffe://td-other/ns/shop/sa/client"
+	)
+	allow := func(from string) string {
+		return apHead + "  rules: [{from: [{source: {" + from + "}}]}]\n"
+	}
+	for _, tc := range []struct {
+		name   string
+		tds    trustDomains
+		policy string
+		reqs   []authzRequest
+	}{
+		{"cluster.local is the mesh's trust domain", trustDomains{"td-new"}, allow(`principals: ["cluster.local/ns/shop/sa/client"]`), []authzRequest{
+			{name: "mesh trust domain", from: newTD, want: true},
+			{name: "literal cluster.local", from: "spiffe://cluster.local/ns/shop/sa/client"},
+			{name: "over tcp", from: newTD, tcp: true, want: true},
+		}},
+		{"cluster.local in a when condition", trustDomains{"td-new"}, apHead + "  rules: [{when: [{key: source.principal, values: [cluster.local/ns/shop/sa/client]}]}]\n", []authzRequest{
+			{name: "mesh trust domain", from: newTD, want: true},
+			{name: "other trust domain", from: other},
+		}},
+		{"cluster.local in notPrincipals", trustDomains{"td-new"}, apHead + "  action: DENY\n  rules: [{from: [{source: {notPrincipals: [cluster.local/ns/shop/sa/client]}}]}]\n", []authzRequest{
+			{name: "mesh trust domain is not denied", from: newTD, want: true},
+			{name: "other trust domain is denied", from: other},
+		}},
+		{"an old trust domain without an alias", trustDomains{"td-new"}, allow(`principals: ["td-old/ns/shop/sa/client"]`), []authzRequest{
+			{name: "new identity", from: newTD},
+			{name: "old identity", from: oldTD, want: true},
+		}},
+		{"an old trust domain with an alias", trustDomains{"td-new", "td-old"}, allow(`principals: ["td-old/ns/shop/sa/client"]`), []authzRequest{
+			{name: "new identity", from: newTD, want: true},
+			{name: "old identity", from: oldTD, want: true},
+			{name: "other trust domain", from: other},
+			{name: "other service account", from: "spiffe://td-new/ns/shop/sa/x"},
+		}},
+		{"cluster.local with an alias", trustDomains{"td-new", "td-old"}, allow(`principals: ["cluster.local/ns/shop/sa/client"]`), []authzRequest{
+			{name: "new identity", from: newTD, want: true},
+			{name: "old identity", from: oldTD, want: true},
+		}},
+		{"another trust domain stays", trustDomains{"td-new", "td-old"}, allow(`principals: ["td-other/ns/shop/sa/client"]`), []authzRequest{
+			{name: "new identity", from: newTD},
+			{name: "other identity", from: other, want: true},
+		}},
+		{"a wildcard trust domain stays", trustDomains{"td-new"}, allow(`principals: ["*/ns/shop/sa/client"]`), []authzRequest{
+			{name: "any trust domain", from: other, want: true},
+		}},
+		{"a suffix wildcard covering the bundle stays", trustDomains{"td-new", "td-old"}, allow(`principals: ["*-old/ns/shop/sa/client"]`), []authzRequest{
+			{name: "old identity", from: oldTD, want: true},
+			{name: "new identity", from: newTD, want: true},
+		}},
+		{"trustDomains expands to the aliases", trustDomains{"td-new", "td-old"}, allow(`trustDomains: ["td-old"]`), []authzRequest{
+			{name: "new identity", from: newTD, want: true},
+			{name: "old identity", from: oldTD, want: true},
+			{name: "other", from: other},
+		}},
+		{"trustDomains without aliases", trustDomains{"td-new"}, allow(`trustDomains: ["td-old"]`), []authzRequest{
+			{name: "new identity", from: newTD},
+			{name: "old identity", from: oldTD, want: true},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := buildAuthz(policiesFor(t, tc.policy), tc.tds)
 			for _, r := range tc.reqs {
 				if got := decide(t, f, r); got != r.want {
 					t.Errorf("%s: allowed %v, want %v", r.name, got, r.want)

@@ -197,7 +197,7 @@ type inboundSecurity struct {
 }
 
 func proxyInboundSecurity(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) inboundSecurity {
-	authz := buildAuthz(inboundAuthorizationPolicies(snap, proxy)) // authz.go
+	authz := buildAuthz(inboundAuthorizationPolicies(snap, proxy), meshTrustDomains(snap)) // authz.go
 	sec := inboundSecurity{authn: proxyInboundAuthn(snap, proxy), tcp: authz.tcp}
 	if jf := jwtHTTPFilter(snap, proxy, keys); jf != nil {
 		sec.first = append(sec.first, jf)

@@ -107,12 +107,17 @@ func endpointIdentity(snap *mesh.Snapshot, ep *mesh.Endpoint) (ns, sa string) {
 }
 
 // mtlsPeers returns the identities of the endpoints of svc that subset
-// labels select, and whether auto mTLS applies: there is at least one
-// endpoint and every one has a sidecar. Istio decides per endpoint
+// labels select, and whether auto mTLS applies to the service's port:
+// there is at least one endpoint, every one has a sidecar, and none takes
+// plaintext on its port for that service port (its workload's, else its
+// namespace's, else the mesh's PeerAuthentication says DISABLE there;
+// Istio's mtlsChecker.checkMtlsEnabled in pilot/pkg/xds/endpoints). Port
+// 0 looks at the sidecars only. Istio decides per endpoint
 // (transport_socket_matches); Strait decides per cluster, so a cluster
 // with any plaintext endpoint stays plaintext.
-func mtlsPeers(snap *mesh.Snapshot, svc *mesh.Service, subset map[string]string) ([]string, bool) {
+func mtlsPeers(snap *mesh.Snapshot, svc *mesh.Service, port uint32, subset map[string]string) ([]string, bool) {
 	var ids []string
+	auto := true
 	for _, ep := range svc.Endpoints {
 		if !ep.Matches(subset) {
 			continue
@@ -120,16 +125,30 @@ func mtlsPeers(snap *mesh.Snapshot, svc *mesh.Service, subset map[string]string)
 		if !hasSidecar(ep) || ep.Workload.Name == "" {
 			return nil, false
 		}
+		if port != 0 && endpointMTLSDisabled(snap, ep, port) {
+			auto = false
+		}
 		ns, sa := endpointIdentity(snap, ep)
 		ids = append(ids, ns+"/"+sa)
 	}
 	slices.Sort(ids)
-	return slices.Compact(ids), len(ids) > 0
+	return slices.Compact(ids), auto && len(ids) > 0
 }
 
-// spiffeMatcher matches the SPIFFE ID of ns/sa in the mesh's trust
-// domain, and no other: a certificate of the same root for another trust
-// domain is not the workload (Istio's exact SAN match on the service
+// endpointMTLSDisabled reports whether the endpoint's PeerAuthentication
+// makes the port it serves for service port port plaintext only: its
+// inbound then refuses TLS, so a client must not send mTLS there.
+func endpointMTLSDisabled(snap *mesh.Snapshot, ep *mesh.Endpoint, port uint32) bool {
+	target := ep.Ports[port]
+	if target == 0 {
+		target = port
+	}
+	return snap.PeerAuthentication(ep.Workload.Namespace, ep.Labels).ForPort(target) == mesh.MTLSDisable
+}
+
+// spiffeMatcher matches the SPIFFE ID of ns/sa in one trust domain of
+// the mesh (its own or an alias), and no other: a certificate of the same
+// root for another trust domain is not the workload (Istio's exact SAN match on the service
 // accounts' SPIFFE IDs).
 func spiffeMatcher(trustDomain, id string) *tlsv3.SubjectAltNameMatcher {
 	ns, sa, _ := strings.Cut(id, "/")
@@ -156,13 +175,19 @@ func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint3
 		}
 		labels = l
 	}
-	ids, auto := mtlsPeers(snap, svc, labels)
+	ids, auto := mtlsPeers(snap, svc, port, labels)
 	if svc.Location != networking.ServiceEntry_MESH_INTERNAL {
 		// A service outside the mesh (a ServiceEntry's location is
 		// MESH_EXTERNAL unless it says otherwise) never gets auto mTLS,
 		// whatever its endpoints' labels say (Istio's
 		// buildUpstreamTLSSettings); a DestinationRule's ISTIO_MUTUAL
 		// still applies.
+		auto = false
+	}
+	if !snap.Mesh.EnableAutoMTLS {
+		// The mesh config's enableAutoMtls false: only a DestinationRule's
+		// tls makes a cluster TLS (Istio's buildUpstreamTLSSettings with
+		// autoMTLSEnabled false).
 		auto = false
 	}
 	if snap.NamespaceMTLSMode(svc.Namespace) == mesh.MTLSDisable {
@@ -189,8 +214,12 @@ func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint3
 				Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: n}}})
 		}
 	} else {
+		// Istio's ExpandWithTrustDomains: the identity in the mesh's
+		// trust domain and in each alias.
 		for _, id := range ids {
-			sans = append(sans, spiffeMatcher(snap.Mesh.TrustDomain, id))
+			for _, td := range meshTrustDomains(snap) {
+				sans = append(sans, spiffeMatcher(td, id))
+			}
 		}
 	}
 	sni := settings.GetSni()
@@ -249,11 +278,14 @@ func clientTLS(snap *mesh.Snapshot, ns, host string, port uint32, subset string)
 // the decision did.
 func autoMTLSKey(snap *mesh.Snapshot, ns string, svc *mesh.Service) string {
 	var b strings.Builder
-	ids, ok := mtlsPeers(snap, svc, nil)
-	fmt.Fprint(&b, snap.NamespaceMTLSMode(svc.Namespace), ok, ids)
-	for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
-		ids, ok := mtlsPeers(snap, svc, ss.GetLabels())
-		fmt.Fprint(&b, "|", ss.GetName(), ok, ids)
+	fmt.Fprint(&b, snap.NamespaceMTLSMode(svc.Namespace))
+	for _, p := range svc.Ports {
+		ids, ok := mtlsPeers(snap, svc, p.Number, nil)
+		fmt.Fprint(&b, "|", p.Number, ok, ids)
+		for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
+			ids, ok := mtlsPeers(snap, svc, p.Number, ss.GetLabels())
+			fmt.Fprint(&b, "|", ss.GetName(), ok, ids)
+		}
 	}
 	return b.String()
 }

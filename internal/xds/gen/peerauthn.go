@@ -27,8 +27,8 @@ import (
 //   - DISABLE: plaintext only (raw_buffer), so a TLS client is closed.
 //
 // Terminated mTLS accepts only client certificates of the mesh's trust
-// domain (Istio's TrustDomainsForValidation: a SAN prefix
-// spiffe://<trust domain>/).
+// domain and its aliases (Istio's TrustDomainsForValidation: a SAN prefix
+// spiffe://<trust domain>/ each).
 //
 // PERMISSIVE needs a certificate: a workload without Istio's
 // security.istio.io/tlsMode=istio label (no sidecar certificate) keeps
@@ -39,14 +39,14 @@ import (
 // inboundAuthn is what a proxy's inbound chains need of its
 // PeerAuthentication.
 type inboundAuthn struct {
-	policy      mesh.PeerPolicy
-	hasCert     bool   // the workload has a sidecar certificate (tlsMode label)
-	trustDomain string // the mesh's: the only one accepted from clients
+	policy       mesh.PeerPolicy
+	hasCert      bool         // the workload has a sidecar certificate (tlsMode label)
+	trustDomains trustDomains // the mesh's and its aliases: the only ones accepted from clients
 }
 
 // proxyInboundAuthn resolves the policy of the proxy's own workload.
 func proxyInboundAuthn(snap *mesh.Snapshot, proxy *model.Proxy) inboundAuthn {
-	a := inboundAuthn{policy: mesh.PeerPolicy{Mode: mesh.MTLSPermissive}, trustDomain: snap.Mesh.TrustDomain}
+	a := inboundAuthn{policy: mesh.PeerPolicy{Mode: mesh.MTLSPermissive}, trustDomains: meshTrustDomains(snap)}
 	if proxy == nil {
 		return a
 	}
@@ -69,12 +69,16 @@ func (a inboundAuthn) mode(port uint32) mesh.MTLSMode {
 	return m
 }
 
-// clientSANs accepts the SPIFFE IDs of the mesh's trust domain only.
+// clientSANs accepts the SPIFFE IDs of the mesh's trust domains only.
 func (a inboundAuthn) clientSANs() []*tlsv3.SubjectAltNameMatcher {
-	return []*tlsv3.SubjectAltNameMatcher{{
-		SanType: tlsv3.SubjectAltNameMatcher_URI,
-		Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: "spiffe://" + a.trustDomain + "/"}},
-	}}
+	var out []*tlsv3.SubjectAltNameMatcher
+	for _, td := range a.trustDomains {
+		out = append(out, &tlsv3.SubjectAltNameMatcher{
+			SanType: tlsv3.SubjectAltNameMatcher_URI,
+			Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Prefix{Prefix: "spiffe://" + td + "/"}},
+		})
+	}
+	return out
 }
 
 // terminate is the transport socket of a chain that terminates Istio mTLS.

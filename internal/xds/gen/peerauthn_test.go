@@ -196,6 +196,115 @@ func TestTrustDomainPinning(t *testing.T) {
 	}
 }
 
+// TestTrustDomainAliases: with the mesh config's trustDomainAliases,
+// terminated mTLS accepts client certificates of the mesh's trust domain
+// and of each alias (Istio's TrustDomainsForValidation), and a client
+// accepts the server's SPIFFE ID in any of them (Istio's
+// ExpandWithTrustDomains), and in no other.
+func TestTrustDomainAliases(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "mtls", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := meshconfig.Default()
+	mc.TrustDomain, mc.TrustDomainAliases = "example.org", []string{"old.example"}
+	snap := build(t, storeOf(t, string(b)), mesh.BuildOptions{Mesh: mc})
+	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+	server, _ := model.ParseNodeID("sidecar~10.95.0.11~server.secure~secure.svc.cluster.local")
+	client, _ := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+
+	var terminated int
+	for _, l := range g.BuildListeners(server) {
+		for _, c := range l.FilterChains {
+			if c.TransportSocket == nil {
+				continue
+			}
+			var d tlsv3.DownstreamTlsContext
+			if err := c.TransportSocket.GetTypedConfig().UnmarshalTo(&d); err != nil {
+				t.Fatal(err)
+			}
+			terminated++
+			var prefixes []string
+			for _, m := range d.GetCommonTlsContext().GetCombinedValidationContext().GetDefaultValidationContext().GetMatchTypedSubjectAltNames() {
+				prefixes = append(prefixes, m.GetSanType().String()+" "+m.GetMatcher().GetPrefix())
+			}
+			if want := []string{"URI spiffe://example.org/", "URI spiffe://old.example/"}; !slices.Equal(prefixes, want) {
+				t.Errorf("chain %s accepts clients %v, want %v", c.Name, prefixes, want)
+			}
+		}
+	}
+	if terminated == 0 {
+		t.Fatal("no chain terminates mTLS")
+	}
+
+	var checked int
+	for _, c := range g.BuildClusters(client) {
+		if c.TransportSocket == nil {
+			continue
+		}
+		var u tlsv3.UpstreamTlsContext
+		if err := c.TransportSocket.GetTypedConfig().UnmarshalTo(&u); err != nil {
+			t.Fatal(err)
+		}
+		byTD := map[string][]string{}
+		for _, m := range u.GetCommonTlsContext().GetCombinedValidationContext().GetDefaultValidationContext().GetMatchTypedSubjectAltNames() {
+			td, id, ok := strings.Cut(strings.TrimPrefix(m.GetMatcher().GetExact(), "spiffe://"), "/")
+			if !ok || m.GetSanType() != tlsv3.SubjectAltNameMatcher_URI {
+				t.Errorf("cluster %s checks the server's SAN with %v, want an exact SPIFFE ID", c.Name, m)
+			}
+			byTD[td] = append(byTD[td], id)
+		}
+		checked++
+		if len(byTD) != 2 || len(byTD["example.org"]) == 0 || !slices.Equal(byTD["example.org"], byTD["old.example"]) {
+			t.Errorf("cluster %s accepts server identities %v, want the same ones in example.org and old.example", c.Name, byTD)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no client cluster checks a server SAN")
+	}
+}
+
+// TestEnableAutoMTLSFalse: with the mesh config's enableAutoMtls false a
+// client's cluster to sidecars is plaintext, unless a DestinationRule says
+// ISTIO_MUTUAL.
+func TestEnableAutoMTLSFalse(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "mtls", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, _ := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+	const dr = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: server, namespace: secure}\n" +
+		"spec: {host: server.secure.svc.cluster.local, trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}}\n"
+	for _, tc := range []struct {
+		mesh, extra string
+		want        bool
+	}{
+		{"", "", true},
+		{"enableAutoMtls: false\n", "", false},
+		{"enableAutoMtls: false\n", dr, true},
+		{"enableAutoMtls: true\n", "", true},
+	} {
+		mc, err := meshconfig.Parse([]byte(tc.mesh))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := build(t, storeOf(t, string(b)+tc.extra), mesh.BuildOptions{Mesh: mc})
+		g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+		found := false
+		for _, c := range g.BuildClusters(client) {
+			if c.Name == "outbound|8080||server.secure.svc.cluster.local" {
+				found = true
+				if got := c.TransportSocket != nil; got != tc.want {
+					t.Errorf("mesh %q, extra %q: mTLS cluster %v, want %v", tc.mesh, tc.extra, got, tc.want)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("no server cluster")
+		}
+	}
+}
+
 // TestAutoMTLSFollowsNamespacePolicy: a destination namespace (or mesh)
 // whose PeerAuthentication is DISABLE gets plaintext from client
 // sidecars, and the cluster cache follows a policy change.
@@ -206,6 +315,14 @@ func TestAutoMTLSFollowsNamespacePolicy(t *testing.T) {
 	}
 	pa := func(ns, mode string) string {
 		return fmt.Sprintf("---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: default, namespace: %s}\nspec: {mtls: {mode: %s}}\n", ns, mode)
+	}
+	wpa := func(mtls, ports string) string {
+		s := "---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: server, namespace: secure}\n" +
+			"spec:\n  selector: {matchLabels: {app: server}}\n  mtls: " + mtls + "\n"
+		if ports != "" {
+			s += "  portLevelMtls: " + ports + "\n"
+		}
+		return s
 	}
 	var cur *mesh.Snapshot
 	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return cur }))
@@ -238,6 +355,16 @@ func TestAutoMTLSFollowsNamespacePolicy(t *testing.T) {
 		{pa("istio-system", "DISABLE"), false},
 		{pa("istio-system", "DISABLE") + pa("secure", "PERMISSIVE"), true},
 		{pa("other", "DISABLE"), true},
+		// The endpoints' own policies (Istio's mtlsChecker): a workload
+		// DISABLE, or a port-level DISABLE of the port the cluster
+		// reaches, makes the cluster plaintext; another port's does not;
+		// a DestinationRule's ISTIO_MUTUAL still wins.
+		{wpa("{mode: DISABLE}", ""), false},
+		{wpa("{mode: STRICT}", "{8080: {mode: DISABLE}}"), false},
+		{wpa("{mode: STRICT}", "{9000: {mode: DISABLE}}"), true},
+		{pa("secure", "STRICT") + wpa("{mode: PERMISSIVE}", ""), true},
+		{wpa("{mode: DISABLE}", "") + "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: server, namespace: secure}\n" +
+			"spec: {host: server.secure.svc.cluster.local, trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}}\n", true},
 	} {
 		cur = build(t, storeOf(t, string(b)+tt.extra), mesh.BuildOptions{Version: uint64(i + 1), Previous: cur})
 		if got := tlsOf(); got != tt.want {

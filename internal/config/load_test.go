@@ -163,19 +163,6 @@ func TestStore(t *testing.T) {
 	}
 }
 
-func FuzzParseFile(f *testing.F) {
-	f.Add([]byte(goodSE))
-	f.Add([]byte("---\n---\nkind: x\n"))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		res := ParseFile("fuzz.yaml", data)
-		for _, c := range res.Configs {
-			if c.Spec == nil || c.Name == "" || c.Namespace == "" {
-				t.Fatalf("invalid config returned: %+v", c)
-			}
-		}
-	})
-}
-
 // TestExamplesParse keeps the example configs valid.
 func TestExamplesParse(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("..", "..", "examples", "*", "*.yaml"))

@@ -378,7 +378,7 @@ func TestSplitDocuments(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		for _, d := range docs {
-			got = append(got, string(d))
+			got = append(got, string(d.text))
 		}
 		if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
@@ -608,6 +608,12 @@ func marshalDocument(t *testing.T, c *Config) []byte {
 	md := map[string]any{"name": c.Name, "namespace": c.Namespace}
 	if len(c.Labels) > 0 {
 		md["labels"] = c.Labels
+	}
+	if len(c.Annotations) > 0 {
+		md["annotations"] = c.Annotations
+	}
+	if !c.CreationTime.IsZero() {
+		md["creationTimestamp"] = c.CreationTime
 	}
 	js, err := yaml.Marshal(map[string]any{"apiVersion": c.APIVersion, "kind": string(c.Kind), "metadata": md, "spec": jsonRaw(spec)})
 	if err != nil {

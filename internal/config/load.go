@@ -69,7 +69,7 @@ func ParseFileWith(name string, data []byte, opts ParseOptions) FileResult {
 	}
 	for i, doc := range docs {
 		src := Source{File: name, Document: i + 1}
-		cfg, warning, err := parseDocument(src, doc, opts)
+		cfg, warning, err := parseDocument(src, doc.text, doc.line, opts)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -97,16 +97,24 @@ var separator = regexp.MustCompile(`^---(\s.*)?$`)
 // maxLineBytes bounds one line of a config file.
 const maxLineBytes = 16 << 20
 
+// yamlDocument is one document of a file and the file line it starts on.
+type yamlDocument struct {
+	text []byte
+	line int
+}
+
 // splitDocuments splits on "---" lines and drops documents that hold only
 // whitespace and comments. A line longer than maxLineBytes is an error.
-func splitDocuments(data []byte) ([][]byte, error) {
-	var docs [][]byte
+func splitDocuments(data []byte) ([]yamlDocument, error) {
+	var docs []yamlDocument
 	var cur bytes.Buffer
-	flush := func() {
+	start := 1
+	flush := func(next int) {
 		if !blank(cur.Bytes()) {
-			docs = append(docs, bytes.Clone(cur.Bytes()))
+			docs = append(docs, yamlDocument{text: bytes.Clone(cur.Bytes()), line: start})
 		}
 		cur.Reset()
+		start = next
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), maxLineBytes)
@@ -115,7 +123,7 @@ func splitDocuments(data []byte) ([][]byte, error) {
 		n++
 		line := sc.Text()
 		if separator.MatchString(strings.TrimRight(line, "\r")) {
-			flush()
+			flush(n + 1)
 			continue
 		}
 		cur.WriteString(line)
@@ -124,7 +132,7 @@ func splitDocuments(data []byte) ([][]byte, error) {
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("line %d: %w (a line may have at most %d MiB)", n+1, err, maxLineBytes>>20)
 	}
-	flush()
+	flush(n + 1)
 	return docs, nil
 }
 
@@ -157,11 +165,14 @@ type metadata struct {
 
 // parseDocument returns a valid config, or a warning when the document is
 // skipped on purpose, or an error.
-func parseDocument(src Source, raw []byte, opts ParseOptions) (*Config, string, error) {
+// line is the file line the document starts on, for YAML syntax errors.
+func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config, string, error) {
 	el := &errorList{src: src}
-	js, err := yaml.YAMLToJSON(raw)
+	// Strict: a key written twice in one mapping is an error, as kubectl
+	// makes it, not a silent choice of the last value.
+	js, err := yaml.YAMLToJSONStrict(raw)
 	if err != nil {
-		el.add("", "invalid YAML: %v", err)
+		el.add("", "invalid YAML: %s", YAMLProblem(err, raw, line))
 		return nil, "", el.err()
 	}
 	var doc document

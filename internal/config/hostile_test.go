@@ -38,3 +38,50 @@ func TestHostileYAML(t *testing.T) {
 		})
 	}
 }
+
+// TestEnvelopeMistakes: a misspelt kind of an Istio group, a List holding
+// configs, a stray top-level field and an envelope of the wrong shape are
+// refused by field; Istio kinds Strait does not serve and other groups'
+// objects, whatever their fields, are skipped with a warning.
+func TestEnvelopeMistakes(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, wantErr, wantWarn string
+	}{
+		{name: "misspelt kind", in: "apiVersion: networking.istio.io/v1\nkind: ServiceEntri\nmetadata: {name: a}\nspec: {}\n",
+			wantErr: `f.yaml: document 1: kind: "ServiceEntri" is not a networking.istio.io kind; did you mean ServiceEntry?`},
+		{name: "lower-case kind", in: "apiVersion: security.istio.io/v1\nkind: authorizationpolicy\nmetadata: {name: a}\nspec: {}\n",
+			wantErr: `f.yaml: document 1: kind: "authorizationpolicy" is not a security.istio.io kind; did you mean AuthorizationPolicy?`},
+		{name: "made-up kind", in: "apiVersion: security.istio.io/v1\nkind: Firewall\nmetadata: {name: a}\nspec: {}\n",
+			wantErr: `f.yaml: document 1: kind: "Firewall" is not a security.istio.io kind (its kinds are AuthorizationPolicy, PeerAuthentication, RequestAuthentication)`},
+		{name: "kind not a string", in: "apiVersion: networking.istio.io/v1\nkind: [Sidecar]\nmetadata: {name: a}\nspec: {}\n",
+			wantErr: "f.yaml: document 1: kind: must be a string"},
+		{name: "List of configs", in: "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {name: s}}\n- {apiVersion: networking.istio.io/v1, kind: Sidecar, metadata: {name: s}, spec: {}}\n",
+			wantErr: `f.yaml: document 1: items[1]: a List holding networking.istio.io/v1 Sidecar is not read; write each item as its own document, the documents separated by "---" lines`},
+		{name: "stray top-level field", in: "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: a}\nspec: {egress: [{hosts: [\"./*\"]}]}\negress: []\n",
+			wantErr: "f.yaml: document 1: egress: unknown field; a config has apiVersion, kind, metadata and spec (and status)"},
+		{name: "top level is a list", in: "- apiVersion: networking.istio.io/v1\n", wantErr: "f.yaml: document 1: not a Kubernetes-style object: a document is a mapping with apiVersion, kind, metadata and spec"},
+		{name: "Gateway skipped", in: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: a}\nspec: {}\n",
+			wantWarn: "f.yaml: document 1: skipping networking.istio.io/v1 Gateway: kind not supported yet"},
+		{name: "List of Services skipped", in: "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {name: s}}\n",
+			wantWarn: "f.yaml: document 1: skipping v1 List: only networking.istio.io and security.istio.io kinds are supported"},
+		{name: "ConfigMap skipped", in: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {a: b}\n",
+			wantWarn: "f.yaml: document 1: skipping v1 ConfigMap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := ParseFile("f.yaml", []byte(tc.in))
+			if len(res.Configs) != 0 {
+				t.Errorf("%d configs loaded", len(res.Configs))
+			}
+			switch {
+			case tc.wantErr != "":
+				if res.Err == nil || res.Err.Error() != tc.wantErr || len(res.Warnings) != 0 {
+					t.Errorf("err = %v, warnings %q\nwant err %s", res.Err, res.Warnings, tc.wantErr)
+				}
+			default:
+				if res.Err != nil || len(res.Warnings) != 1 || !strings.HasPrefix(res.Warnings[0], tc.wantWarn) {
+					t.Errorf("err = %v, warnings %q\nwant one warning %s", res.Err, res.Warnings, tc.wantWarn)
+				}
+			}
+		})
+	}
+}

@@ -146,15 +146,6 @@ func blank(doc []byte) bool {
 	return true
 }
 
-// document is the Kubernetes-style envelope.
-type document struct {
-	APIVersion string          `json:"apiVersion"`
-	Kind       string          `json:"kind"`
-	Metadata   json.RawMessage `json:"metadata"`
-	Spec       json.RawMessage `json:"spec"`
-	Status     json.RawMessage `json:"status"`
-}
-
 type metadata struct {
 	Name              string            `json:"name"`
 	Namespace         string            `json:"namespace"`
@@ -175,11 +166,14 @@ func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config
 		el.add("", "invalid YAML: %s", YAMLProblem(err, raw, line))
 		return nil, "", el.err()
 	}
-	var doc document
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		el.add("", "not a Kubernetes-style object (apiVersion, kind, metadata, spec): %v", err)
+	doc, err := decodeEnvelope(js)
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			el.add(fe.Field, "%s", fe.Problem)
+		} else {
+			el.add("", "%v", err)
+		}
 		return nil, "", el.err()
 	}
 	if doc.APIVersion == "" {
@@ -203,11 +197,27 @@ func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config
 	}
 	versions, ok := acceptedVersions[group]
 	if !ok {
+		if doc.Items != nil {
+			// A List (kubectl get -o yaml) is not read item by item: say so
+			// when it holds configs, which would otherwise be lost quietly.
+			if i, item, found := istioItem(doc.Items); found {
+				el.add(fmt.Sprintf("items[%d]", i), "a %s holding %s is not read; write each item as its own document, the documents separated by \"---\" lines", doc.Kind, item)
+				return nil, "", el.err()
+			}
+		}
 		return nil, fmt.Sprintf("skipping %s %s: only %s and %s kinds are supported", doc.APIVersion, doc.Kind, NetworkingGroup, SecurityGroup), nil
+	}
+	if field, ok := doc.unknownField(); ok {
+		el.add(field, "unknown field; a config has apiVersion, kind, metadata and spec (and status)")
+		return nil, "", el.err()
 	}
 	kind := model.Kind(doc.Kind)
 	spec := newSpec(kind)
 	if spec == nil {
+		if !istioKinds[group][doc.Kind] {
+			el.add("kind", "%q is not a %s kind%s", doc.Kind, group, suggestKind(group, doc.Kind))
+			return nil, "", el.err()
+		}
 		return nil, fmt.Sprintf("skipping %s %s: kind not supported yet", doc.APIVersion, doc.Kind), nil
 	}
 	if g := GroupOf(kind); g != group {

@@ -93,7 +93,7 @@ spec:
   - labels: {version: v1}
 `, wantErrs: []string{"spec.subsets[0].name: must be set"}},
 		{name: "not yaml", yaml: "a: [b\n", wantErrs: []string{"document 1: invalid YAML"}},
-		{name: "extra top-level field", yaml: goodSE + "bogus: 1\n", wantErrs: []string{"not a Kubernetes-style object"}},
+		{name: "extra top-level field", yaml: goodSE + "bogus: 1\n", wantErrs: []string{"document 1: bogus: unknown field; a config has apiVersion, kind, metadata and spec (and status)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,133 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// document is the Kubernetes-style envelope.
+type document struct {
+	APIVersion string
+	Kind       string
+	Metadata   json.RawMessage
+	Spec       json.RawMessage
+	// Items is a List's items (nil for other documents).
+	Items []json.RawMessage
+	// keys are the document's top-level keys.
+	keys []string
+}
+
+// envelopeKeys are the top-level keys of a config document.
+var envelopeKeys = map[string]bool{"apiVersion": true, "kind": true, "metadata": true, "spec": true, "status": true}
+
+// decodeEnvelope reads the top level of a document leniently (a document
+// of another API group may have any fields: a ConfigMap's data, a List's
+// items); the fields a config may have are checked once it is known to be
+// one.
+func decodeEnvelope(js []byte) (document, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(js, &top); err != nil || top == nil {
+		return document{}, errors.New("not a Kubernetes-style object: a document is a mapping with apiVersion, kind, metadata and spec")
+	}
+	var doc document
+	for _, f := range []struct {
+		key string
+		out *string
+	}{{"apiVersion", &doc.APIVersion}, {"kind", &doc.Kind}} {
+		if raw, ok := top[f.key]; ok && string(raw) != "null" {
+			if err := json.Unmarshal(raw, f.out); err != nil {
+				return document{}, &FieldError{Field: f.key, Problem: "must be a string"}
+			}
+		}
+	}
+	doc.Metadata, doc.Spec = top["metadata"], top["spec"]
+	if raw, ok := top["items"]; ok {
+		if json.Unmarshal(raw, &doc.Items) != nil || doc.Items == nil {
+			doc.Items = []json.RawMessage{}
+		}
+	}
+	for k := range top {
+		doc.keys = append(doc.keys, k)
+	}
+	slices.Sort(doc.keys)
+	return doc, nil
+}
+
+// unknownField returns the first top-level key a config may not have.
+func (d document) unknownField() (string, bool) {
+	for _, k := range d.keys {
+		if !envelopeKeys[k] {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// istioKinds are the kinds of Istio's networking and security API groups
+// (istio.io/api), supported by Strait or not: a document of a kind not
+// listed here is a mistake, not a kind to skip.
+var istioKinds = map[string]map[string]bool{
+	NetworkingGroup: {"DestinationRule": true, "EnvoyFilter": true, "Gateway": true, "ProxyConfig": true, "ServiceEntry": true,
+		"Sidecar": true, "VirtualService": true, "WorkloadEntry": true, "WorkloadGroup": true},
+	SecurityGroup: {"AuthorizationPolicy": true, "PeerAuthentication": true, "RequestAuthentication": true},
+}
+
+// suggestKind names the kind of group that kind most likely misspells
+// (same letters but for case, or at most two edits away), as
+// "; did you mean X?", or says which kinds there are.
+func suggestKind(group, kind string) string {
+	names := slices.Sorted(maps.Keys(istioKinds[group]))
+	for _, n := range names {
+		if strings.EqualFold(n, kind) || editDistance(strings.ToLower(n), strings.ToLower(kind)) <= 2 {
+			return fmt.Sprintf("; did you mean %s?", n)
+		}
+	}
+	return " (its kinds are " + strings.Join(names, ", ") + ")"
+}
+
+// editDistance is the Levenshtein distance of two short strings.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return max(len(a), len(b))
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// istioItem finds the first item of a List in an Istio API group and
+// describes it ("networking.istio.io/v1 ServiceEntry").
+func istioItem(items []json.RawMessage) (int, string, bool) {
+	for i, raw := range items {
+		var item struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+		}
+		if json.Unmarshal(raw, &item) != nil {
+			continue
+		}
+		group, _, _ := strings.Cut(item.APIVersion, "/")
+		if _, ok := acceptedVersions[group]; ok {
+			return i, item.APIVersion + " " + item.Kind, true
+		}
+	}
+	return 0, "", false
+}

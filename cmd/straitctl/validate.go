@@ -60,12 +60,16 @@ func runValidate(stdin io.Reader, out io.Writer, args []string, mesh string) err
 	for _, p := range paths {
 		var data []byte
 		if p == "-" {
-			data, err = io.ReadAll(stdin)
+			data, err = config.ReadLimited(p, stdin)
 		} else {
-			data, err = os.ReadFile(p)
+			data, err = config.ReadFile(p)
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", p, err)
+			// An unreadable or oversized file is one problem; the other
+			// files are still checked.
+			fmt.Fprintln(out, err)
+			problems++
+			continue
 		}
 		res := config.ParseFile(p, data)
 		for _, w := range res.Warnings {

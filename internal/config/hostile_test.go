@@ -1,6 +1,10 @@
 package config
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -83,5 +87,52 @@ func TestEnvelopeMistakes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// endless is a reader that never ends (like /dev/zero).
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}
+
+// TestSizeLimits: a file over MaxFileBytes is refused whole, naming the
+// file, read no further than the limit; a document over MaxDocumentBytes
+// is refused alone; a file of junk lists maxProblems problems and counts
+// the rest.
+func TestSizeLimits(t *testing.T) {
+	const wantFile = "file is larger than 8 MiB, the most a config file may hold; split its documents into several files"
+	big := strings.Repeat("# padding\n", MaxFileBytes/10+1)
+	if res := ParseFile("big.yaml", []byte(goodSE+big)); res.Err == nil || res.Err.Error() != "big.yaml: "+wantFile || len(res.Configs) != 0 {
+		t.Errorf("big file: %d configs, err %v", len(res.Configs), res.Err)
+	}
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, []byte(goodSE+big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res := LoadFile(path); res.Err == nil || res.Err.Error() != path+": "+wantFile {
+		t.Errorf("LoadFile of a big file: err %v", res.Err)
+	}
+	if data, err := ReadLimited("-", endless{}); err == nil || err.Error() != "-: "+wantFile || data != nil {
+		t.Errorf("endless stream: %d bytes, err %v", len(data), err)
+	}
+	if data, err := ReadFile(filepath.Join(t.TempDir(), "missing.yaml")); err == nil || !errors.Is(err, fs.ErrNotExist) || data != nil {
+		t.Errorf("missing file: err %v", err)
+	}
+
+	hugeDoc := "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: huge}\n" + strings.Repeat("# padding padding\n", MaxDocumentBytes/18+1) + "spec: {}\n"
+	res := ParseFile("f.yaml", []byte(goodSE+"---\n"+hugeDoc+"---\n"+strings.Replace(goodSE, "name: echo", "name: echo2", 1)))
+	if len(res.Configs) != 2 || res.Err == nil || res.Err.Error() != "f.yaml: document 2: document (from line 16) is larger than 2 MiB, the most a config may hold (Kubernetes stores at most 1.5 MiB per object)" {
+		t.Errorf("huge document: %d configs, err %v", len(res.Configs), res.Err)
+	}
+
+	junk := strings.Repeat("---\n- 1\n", maxProblems+5)
+	fes := FieldErrors(ParseFile("junk.yaml", []byte(junk)).Err)
+	if len(fes) != maxProblems+1 || fes[maxProblems-1].Document != maxProblems || fes[maxProblems].Error() != "junk.yaml: 5 more problems not listed" {
+		t.Errorf("junk: %d problems, last %v", len(fes), fes[len(fes)-1])
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -29,13 +30,56 @@ type FileResult struct {
 	Err error
 }
 
-// LoadFile reads and parses one YAML file; see ParseFile.
+// Size limits of what the loader reads. A config file is read whole and
+// parsing takes about twenty times its size in memory, so both bound the
+// memory a file (or a hostile one) can take. Kubernetes stores objects of
+// at most 1.5 MiB, so a real config document is far below the limit.
+const (
+	// MaxFileBytes is the largest config file read.
+	MaxFileBytes = 8 << 20
+	// MaxDocumentBytes is the largest document of a file.
+	MaxDocumentBytes = 2 << 20
+	// maxProblems is how many problems of one file are listed; the rest
+	// are counted.
+	maxProblems = 100
+)
+
+// LoadFile reads and parses one YAML file; see ReadFile and ParseFile.
 func LoadFile(path string) FileResult {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
-		return FileResult{Err: &FieldError{File: path, Problem: err.Error()}}
+		return FileResult{Err: err}
 	}
 	return ParseFile(path, data)
+}
+
+// ReadFile reads a config file of at most MaxFileBytes; a larger one (or
+// an endless one, such as a device) is an error naming the file, read no
+// further than the limit.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &FieldError{File: path, Problem: err.Error(), Err: err}
+	}
+	defer f.Close()
+	return ReadLimited(path, f)
+}
+
+// ReadLimited is ReadFile for a stream (standard input); name is used in
+// messages.
+func ReadLimited(name string, r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	if err != nil {
+		return nil, &FieldError{File: name, Problem: err.Error(), Err: err}
+	}
+	if len(data) > MaxFileBytes {
+		return nil, tooLarge(name)
+	}
+	return data, nil
+}
+
+func tooLarge(name string) error {
+	return &FieldError{File: name, Problem: fmt.Sprintf("file is larger than %d MiB, the most a config file may hold; split its documents into several files", MaxFileBytes>>20)}
 }
 
 // ParseOptions changes how ParseFileWith reads a file.
@@ -61,6 +105,9 @@ func ParseFileWith(name string, data []byte, opts ParseOptions) FileResult {
 	var res FileResult
 	var errs []error
 	seen := map[model.ConfigKey]int{}
+	if len(data) > MaxFileBytes {
+		return FileResult{Err: tooLarge(name)}
+	}
 	docs, err := splitDocuments(data)
 	if err != nil {
 		// The rest of the file was not read: refuse it all rather than
@@ -69,6 +116,11 @@ func ParseFileWith(name string, data []byte, opts ParseOptions) FileResult {
 	}
 	for i, doc := range docs {
 		src := Source{File: name, Document: i + 1}
+		if doc.size > MaxDocumentBytes {
+			errs = append(errs, &FieldError{File: name, Document: src.Document, Problem: fmt.Sprintf(
+				"document (from line %d) is larger than %d MiB, the most a config may hold (Kubernetes stores at most 1.5 MiB per object)", doc.line, MaxDocumentBytes>>20)})
+			continue
+		}
 		cfg, warning, err := parseDocument(src, doc.text, doc.line, opts)
 		switch {
 		case err != nil:
@@ -88,6 +140,16 @@ func ParseFileWith(name string, data []byte, opts ParseOptions) FileResult {
 	}
 	if len(errs) > 0 {
 		res.Err = joinErrors(errs)
+		if fes := FieldErrors(res.Err); len(fes) > maxProblems {
+			// A file of junk must not bury the log under one line per
+			// document.
+			kept := make([]error, 0, maxProblems+1)
+			for _, fe := range fes[:maxProblems] {
+				kept = append(kept, fe)
+			}
+			kept = append(kept, &FieldError{File: name, Problem: fmt.Sprintf("%d more problems not listed", len(fes)-maxProblems)})
+			res.Err = errors.Join(kept...)
+		}
 	}
 	return res
 }
@@ -95,12 +157,15 @@ func ParseFileWith(name string, data []byte, opts ParseOptions) FileResult {
 var separator = regexp.MustCompile(`^---(\s.*)?$`)
 
 // maxLineBytes bounds one line of a config file.
-const maxLineBytes = 16 << 20
+const maxLineBytes = MaxDocumentBytes
 
 // yamlDocument is one document of a file and the file line it starts on.
+// size is its length; text is left empty when size passes
+// MaxDocumentBytes.
 type yamlDocument struct {
 	text []byte
 	line int
+	size int
 }
 
 // splitDocuments splits on "---" lines and drops documents that hold only
@@ -108,26 +173,32 @@ type yamlDocument struct {
 func splitDocuments(data []byte) ([]yamlDocument, error) {
 	var docs []yamlDocument
 	var cur bytes.Buffer
-	start := 1
+	start, size := 1, 0
 	flush := func(next int) {
-		if !blank(cur.Bytes()) {
-			docs = append(docs, yamlDocument{text: bytes.Clone(cur.Bytes()), line: start})
+		switch {
+		case size > MaxDocumentBytes:
+			docs = append(docs, yamlDocument{line: start, size: size})
+		case !blank(cur.Bytes()):
+			docs = append(docs, yamlDocument{text: bytes.Clone(cur.Bytes()), line: start, size: size})
 		}
 		cur.Reset()
-		start = next
+		start, size = next, 0
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), maxLineBytes)
 	n := 0
 	for sc.Scan() {
 		n++
-		line := sc.Text()
-		if separator.MatchString(strings.TrimRight(line, "\r")) {
+		line := sc.Bytes()
+		if separator.Match(bytes.TrimRight(line, "\r")) {
 			flush(n + 1)
 			continue
 		}
-		cur.WriteString(line)
-		cur.WriteByte('\n')
+		size += len(line) + 1
+		if size <= MaxDocumentBytes {
+			cur.Write(line)
+			cur.WriteByte('\n')
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("line %d: %w (a line may have at most %d MiB)", n+1, err, maxLineBytes>>20)

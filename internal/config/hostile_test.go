@@ -28,6 +28,7 @@ func TestHostileYAML(t *testing.T) {
 			wantErr: `f.yaml: document 1: invalid YAML: line 4: key "egress" already set in map`},
 		{name: "duplicate JSON key", in: `{"apiVersion": "networking.istio.io/v1", "kind": "Sidecar", "kind": "Sidecar", "metadata": {"name": "a"}, "spec": {}}`,
 			wantErr: `f.yaml: document 1: invalid YAML: line 1: key "kind" already set in map`},
+		{name: "content on the separator line", in: sidecar("a") + `--- {"apiVersion": "networking.istio.io/v1", "kind": "Sidecar", "metadata": {"name": "b"}, "spec": {"egress": [{"hosts": ["./*"]}]}}` + "\n---\n" + sidecar("c"), wantN: 3},
 		{name: "tab indentation", in: sidecar("a") + "---\n# comment\n" + strings.Replace(sidecar("b"), "metadata: {name: b}", "metadata:\n\tname: b", 1), wantN: 1,
 			wantErr: "f.yaml: document 2: invalid YAML: line 10: found character that cannot start any token (indent with spaces: YAML does not allow tabs)"},
 	} {
@@ -35,6 +36,12 @@ func TestHostileYAML(t *testing.T) {
 			res := ParseFile("f.yaml", []byte(tc.in))
 			if len(res.Configs) != tc.wantN {
 				t.Errorf("%d configs loaded, want %d", len(res.Configs), tc.wantN)
+			}
+			if tc.wantErr == "" {
+				if res.Err != nil {
+					t.Errorf("err = %v", res.Err)
+				}
+				return
 			}
 			if res.Err == nil || !strings.HasPrefix(res.Err.Error(), tc.wantErr) {
 				t.Errorf("err = %v\nwant prefix %s", res.Err, tc.wantErr)

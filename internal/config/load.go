@@ -192,7 +192,13 @@ func splitDocuments(data []byte) ([]yamlDocument, error) {
 		line := sc.Bytes()
 		if separator.Match(bytes.TrimRight(line, "\r")) {
 			flush(n + 1)
-			continue
+			if rest := bytes.TrimSpace(line[3:]); len(rest) > 0 && rest[0] != '#' {
+				// "--- {a: 1}": the next document starts on this line.
+				start = n
+				line = rest
+			} else {
+				continue
+			}
 		}
 		size += len(line) + 1
 		if size <= MaxDocumentBytes {

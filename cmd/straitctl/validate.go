@@ -128,9 +128,15 @@ func expandPaths(args []string) ([]string, error) {
 		var names []string
 		for _, e := range entries {
 			n := e.Name()
-			if ext := filepath.Ext(n); !e.IsDir() && !strings.HasPrefix(n, ".") && (ext == ".yaml" || ext == ".yml") {
-				names = append(names, filepath.Join(a, n))
+			if ext := filepath.Ext(n); strings.HasPrefix(n, ".") || (ext != ".yaml" && ext != ".yml") {
+				continue
 			}
+			// Regular files only (through symlinks), as straitd reads
+			// the directory: a FIFO would block the read forever.
+			if fi, err := os.Stat(filepath.Join(a, n)); err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			names = append(names, filepath.Join(a, n))
 		}
 		sort.Strings(names)
 		out = append(out, names...)

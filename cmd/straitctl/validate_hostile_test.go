@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -35,6 +36,16 @@ func TestValidateHostileInput(t *testing.T) {
 	}
 	if want := "-: file is larger than 8 MiB, the most a config file may hold; split its documents into several files\n"; !strings.HasPrefix(out.String(), want) {
 		t.Errorf("output %q, want it to start with %q", out.String(), want)
+	}
+
+	// A FIFO in a directory is not read (it would block), as straitd
+	// leaves it out.
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe.yaml"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := runValidate(nil, &out, []string{dir}, ""); err != nil || out.String() != "1 document(s) valid\n" {
+		t.Errorf("directory with a FIFO: %v, output %q", err, out.String())
 	}
 
 	for _, tc := range []struct{ in, want string }{

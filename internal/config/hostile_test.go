@@ -143,3 +143,30 @@ func TestSizeLimits(t *testing.T) {
 		t.Errorf("junk: %d problems, last %v", len(fes), fes[len(fes)-1])
 	}
 }
+
+// TestMetadataMistakes: a bad metadata field is named by its path, with
+// the fix.
+func TestMetadataMistakes(t *testing.T) {
+	doc := func(md string) []byte {
+		return []byte("apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: " + md + "\nspec: {egress: [{hosts: [\"./*\"]}]}\n")
+	}
+	for md, want := range map[string]string{
+		"{name: a, labels: {version: 1}}":         `f.yaml: document 1: metadata.labels.version: must be a string; quote it ("1")`,
+		"{name: a, annotations: {x: [1]}}":        `f.yaml: document 1: metadata.annotations.x: must be a string; quote it ("[1]")`,
+		"{name: a, labels: [a]}":                  "f.yaml: document 1: metadata.labels: must be a mapping of strings",
+		"{name: a, creationTimestamp: yesterday}": `f.yaml: document 1: metadata.creationTimestamp: "yesterday" is not an RFC 3339 time (e.g. 2024-05-01T12:00:00Z)`,
+		"{name: a, namespace: 7}":                 "f.yaml: document 1: metadata.namespace: must be a string",
+		"[a]":                                     "f.yaml: document 1: metadata: must be a mapping (name, namespace, labels, annotations)",
+	} {
+		if res := ParseFile("f.yaml", doc(md)); res.Err == nil || res.Err.Error() != want || len(res.Configs) != 0 {
+			t.Errorf("metadata %s: err %v\nwant %s", md, res.Err, want)
+		}
+	}
+	res := ParseFile("f.yaml", doc("{name: a, uid: x, labels: {a: b, n: null}, creationTimestamp: '2024-05-01T12:00:00Z'}"))
+	if res.Err != nil || len(res.Configs) != 1 {
+		t.Fatalf("good metadata: %v", res.Err)
+	}
+	if c := res.Configs[0]; c.Labels["a"] != "b" || c.CreationTime.Year() != 2024 || c.Namespace != DefaultNamespace {
+		t.Errorf("metadata read as %+v", c.Meta)
+	}
+}

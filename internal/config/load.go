@@ -3,7 +3,6 @@ package config
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -315,8 +314,7 @@ func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config
 		el.add("metadata.name", "must be set")
 		return nil, "", el.err()
 	}
-	if err := json.Unmarshal(doc.Metadata, &md); err != nil {
-		el.add("metadata", "%v", err)
+	if !decodeMetadata(el, doc.Metadata, &md) {
 		return nil, "", el.err()
 	}
 	validateMeta(el, md)

@@ -322,7 +322,7 @@ func TestParseDocumentEnvelope(t *testing.T) {
 		{name: "neither", yaml: "metadata: {name: a}\n", errs: []string{"apiVersion: must be set", "kind: must be set"}},
 		{name: "null metadata", yaml: "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: null\nspec: {address: 10.0.0.1}\n", errs: []string{"metadata.name: must be set"}},
 		{name: "no metadata", yaml: "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nspec: {address: 10.0.0.1}\n", errs: []string{"metadata.name: must be set"}},
-		{name: "bad metadata", yaml: "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: [a]}\nspec: {address: 10.0.0.1}\n", errs: []string{"metadata: json: cannot unmarshal"}},
+		{name: "bad metadata", yaml: "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: [a]}\nspec: {address: 10.0.0.1}\n", errs: []string{"metadata.name: must be a string"}},
 		{name: "no spec", yaml: "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: a}\n", errs: []string{"spec: must be set"}},
 		{name: "null spec", yaml: "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: a}\nspec: null\n", errs: []string{"spec: must be set"}},
 		{name: "spec not a mapping", yaml: "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: a}\nspec: [1]\n", errs: []string{"spec: must be a mapping of fields"}},

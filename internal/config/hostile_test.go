@@ -170,3 +170,44 @@ func TestMetadataMistakes(t *testing.T) {
 		t.Errorf("metadata read as %+v", c.Meta)
 	}
 }
+
+// TestDocumentBoundaries: every document of a file reaches the loader, also
+// when the file is UTF-16 or separates documents with "..." (the YAML
+// decoder keeps only the first document of what it is given, silently).
+func TestDocumentBoundaries(t *testing.T) {
+	sidecar := func(name string) string {
+		return "apiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: " + name + "}\nspec: {egress: [{hosts: [\"./*\"]}]}\n"
+	}
+	two := sidecar("a") + "---\n" + sidecar("b")
+	utf16 := func(s string, bigEndian bool) []byte {
+		out := []byte{0xff, 0xfe}
+		if bigEndian {
+			out = []byte{0xfe, 0xff}
+		}
+		for _, r := range s {
+			if bigEndian {
+				out = append(out, byte(r>>8), byte(r))
+			} else {
+				out = append(out, byte(r), byte(r>>8))
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		in   []byte
+	}{
+		{"UTF-16LE", utf16(two, false)},
+		{"UTF-16BE", utf16(two, true)},
+		{"document end marker", []byte(sidecar("a") + "...\n" + sidecar("b"))},
+		{"end marker then start", []byte(sidecar("a") + "... # end\n---\n" + sidecar("b"))},
+	} {
+		res := ParseFile("f.yaml", tc.in)
+		if res.Err != nil || len(res.Configs) != 2 {
+			t.Errorf("%s: %d configs, err %v; want both documents", tc.name, len(res.Configs), res.Err)
+		}
+	}
+	if res := ParseFile("f.yaml", append(utf16(two, false), 'x')); res.Err == nil || res.Err.Error() != "f.yaml: UTF-16 text (by its byte order mark) with an odd number of bytes; save the file as UTF-8" {
+		t.Errorf("odd UTF-16: %v", res.Err)
+	}
+}

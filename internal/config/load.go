@@ -107,6 +107,10 @@ func ParseFileWith(name string, data []byte, opts ParseOptions) FileResult {
 	if len(data) > MaxFileBytes {
 		return FileResult{Err: tooLarge(name)}
 	}
+	data, err := UTF8(data)
+	if err != nil {
+		return FileResult{Err: &FieldError{File: name, Problem: err.Error()}}
+	}
 	docs, err := splitDocuments(data)
 	if err != nil {
 		// The rest of the file was not read: refuse it all rather than
@@ -153,7 +157,11 @@ func ParseFileWith(name string, data []byte, opts ParseOptions) FileResult {
 	return res
 }
 
-var separator = regexp.MustCompile(`^---(\s.*)?$`)
+// separator is a line that ends a document: "---" (a document start) or
+// "..." (a document end, after which a document may start without "---"),
+// with an optional comment. A document is never handed to the YAML
+// decoder with another one after it, which it would silently drop.
+var separator = regexp.MustCompile(`^(---|\.\.\.)(\s.*)?$`)
 
 // maxLineBytes bounds one line of a config file.
 const maxLineBytes = MaxDocumentBytes
@@ -191,7 +199,7 @@ func splitDocuments(data []byte) ([]yamlDocument, error) {
 		line := sc.Bytes()
 		if separator.Match(bytes.TrimRight(line, "\r")) {
 			flush(n + 1)
-			if rest := bytes.TrimSpace(line[3:]); len(rest) > 0 && rest[0] != '#' {
+			if rest := bytes.TrimSpace(line[3:]); line[0] == '-' && len(rest) > 0 && rest[0] != '#' {
 				// "--- {a: 1}": the next document starts on this line.
 				start = n
 				line = rest

@@ -2,10 +2,13 @@ package config
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 )
 
 // yamlLine finds the line numbers in go-yaml's messages: "yaml: line 4:
@@ -58,4 +61,30 @@ func docLine(doc []byte, n int) []byte {
 		doc = rest
 	}
 	return nil
+}
+
+// UTF8 returns text saved as UTF-16 (as some Windows editors do; known by
+// its byte order mark) as UTF-8, and other text as it is. The YAML
+// decoder reads UTF-16 too, but the document splitter looks for "---" in
+// bytes: it would hand all the documents to the decoder as one, which
+// keeps the first and drops the rest.
+func UTF8(data []byte) ([]byte, error) {
+	var order binary.ByteOrder
+	switch {
+	case bytes.HasPrefix(data, []byte{0xff, 0xfe}):
+		order = binary.LittleEndian
+	case bytes.HasPrefix(data, []byte{0xfe, 0xff}):
+		order = binary.BigEndian
+	default:
+		return data, nil
+	}
+	data = data[2:]
+	if len(data)%2 != 0 {
+		return nil, errors.New("UTF-16 text (by its byte order mark) with an odd number of bytes; save the file as UTF-8")
+	}
+	u := make([]uint16, len(data)/2)
+	for i := range u {
+		u[i] = order.Uint16(data[2*i:])
+	}
+	return []byte(string(utf16.Decode(u))), nil
 }

@@ -118,3 +118,24 @@ func TestSettingsFilesHostile(t *testing.T) {
 func parseConfigErr(b []byte) error { _, err := ParseConfig(b); return err }
 func parseValuesErr(b []byte) error { _, err := ParseValues(b); return err }
 func parseMeshErr(b []byte) error   { _, err := ParseMeshConfig(b); return err }
+
+// TestDocumentBoundaries: a "..." end marker separates documents (else
+// the YAML decoder would drop the second one), and UTF-16 input, whose
+// separators cannot be seen, is refused.
+func TestDocumentBoundaries(t *testing.T) {
+	inj := New(DefaultSettings(), Options{})
+	pod := func(name string) string {
+		return "apiVersion: v1\nkind: Pod\nmetadata: {name: " + name + "}\nspec: {containers: [{name: a, image: a}]}\n"
+	}
+	var out bytes.Buffer
+	if err := inj.IntoResourceFile(strings.NewReader(pod("a")+"...\n"+pod("b")), &out); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "name: istio-proxy"); n != 2 {
+		t.Errorf("%d pods injected, want 2:\n%s", n, out.String())
+	}
+	err := inj.IntoResourceFile(strings.NewReader("\xff\xfea\x00:\x00 \x001\x00\n\x00"), &out)
+	if err == nil || err.Error() != "read YAML: the input is UTF-16 (by its byte order mark); save it as UTF-8" {
+		t.Errorf("UTF-16 input: %v", err)
+	}
+}

@@ -62,8 +62,11 @@ func (i *Injector) IntoResourceFile(in io.Reader, out io.Writer) error {
 	}
 }
 
-// documentSeparator is a "---" line, with an optional comment after it.
-var documentSeparator = regexp.MustCompile(`^---(\s.*)?$`)
+// documentSeparator ends a document: a "---" line (content after it
+// starts the next document) or a "..." line (a document end marker), with
+// an optional comment. The YAML decoder reads only the first document of
+// what it is given, so a document must never reach it with another after.
+var documentSeparator = regexp.MustCompile(`^(---|\.\.\.)(\s.*)?$`)
 
 // documentReader splits a YAML stream into documents at "---" lines. It
 // reads line by line and refuses a document (or a line) longer than
@@ -79,9 +82,17 @@ func newDocumentReader(in io.Reader) *documentReader {
 	return &documentReader{r: bufio.NewReaderSize(in, 64<<10)}
 }
 
+// errUTF16 refuses UTF-16 input, whose "---" lines the splitter cannot see.
+var errUTF16 = errors.New("the input is UTF-16 (by its byte order mark); save it as UTF-8")
+
 // next returns the next document and the line it starts on; io.EOF when
 // the stream is done.
 func (d *documentReader) next() ([]byte, int, error) {
+	if d.line == 0 {
+		if bom, _ := d.r.Peek(2); bytes.Equal(bom, []byte{0xff, 0xfe}) || bytes.Equal(bom, []byte{0xfe, 0xff}) {
+			return nil, 0, errUTF16
+		}
+	}
 	doc, start := d.pending, d.line+1
 	if doc != nil {
 		start = d.line
@@ -119,7 +130,7 @@ func (d *documentReader) next() ([]byte, int, error) {
 // is content (not blank, not a comment), as a line of its own; else nil.
 func separatorContent(line []byte) []byte {
 	rest := bytes.TrimSpace(line[3:])
-	if len(rest) == 0 || rest[0] == '#' {
+	if line[0] != '-' || len(rest) == 0 || rest[0] == '#' {
 		return nil
 	}
 	return append(rest, '\n')

@@ -2,11 +2,15 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	yamlv3 "go.yaml.in/yaml/v3"
 
 	"github.com/straitmesh/strait/internal/model"
 )
@@ -117,6 +121,9 @@ func FuzzParseFile(f *testing.F) {
 	f.Add([]byte("a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"))
 	f.Add([]byte("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a}\nmetadata: {name: b}\nspec: {}\n"))
 	f.Add([]byte("\x00\x01\xff"))
+	// Boundaries the splitter once missed, losing the second document.
+	f.Add([]byte(wrapSpec(KindSidecar, "a", kindSeeds[KindSidecar]) + "...\n" + wrapSpec(KindSidecar, "b", kindSeeds[KindSidecar])))
+	f.Add([]byte("\xff\xfea\x00:\x00 \x001\x00\n\x00-\x00-\x00-\x00\n\x00b\x00:\x00 \x002\x00\n\x00"))
 	f.Add([]byte("---\n---\n# only comments\n"))
 	addFileSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -160,6 +167,7 @@ func checkParse(t *testing.T, data []byte) {
 	if res.Err != nil && len(FieldErrors(res.Err)) == 0 {
 		t.Fatalf("error that is not a FieldError: %v", res.Err)
 	}
+	checkNoDocumentLost(t, data, res)
 	for _, w := range res.Warnings {
 		if !strings.HasPrefix(w, name+": document ") {
 			t.Fatalf("warning does not name file and document: %q", w)
@@ -192,5 +200,46 @@ func roundTrip(t *testing.T, c *Config) {
 	}
 	if !again.Configs[0].Equal(c) {
 		t.Fatalf("config %v changed on a round trip:\n%s", c.Key(), out)
+	}
+}
+
+// checkNoDocumentLost compares the loader with another YAML decoder: every
+// document that go-yaml v3 finds in data must have an outcome (a config,
+// a warning or an error naming it). A document the splitter missed would
+// reach the decoder with the one before it, which keeps only the first.
+func checkNoDocumentLost(t *testing.T, data []byte, res FileResult) {
+	t.Helper()
+	docs := 0
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yamlv3.Node
+		if err := dec.Decode(&n); err != nil {
+			if !errors.Is(err, io.EOF) {
+				return // not YAML to go-yaml v3 either: nothing to compare
+			}
+			break
+		}
+		if len(n.Content) > 0 && !(n.Content[0].Kind == yamlv3.ScalarNode && n.Content[0].Tag == "!!null") {
+			docs++
+		}
+	}
+	outcomes := map[int]bool{}
+	for _, c := range res.Configs {
+		outcomes[c.Source.Document] = true
+	}
+	for _, w := range res.Warnings {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(w, "fuzz.yaml: "), "document %d:", &n); err == nil {
+			outcomes[n] = true
+		}
+	}
+	for _, fe := range FieldErrors(res.Err) {
+		if fe.Document == 0 {
+			return // a file-level problem (size, a long line): the file is refused whole
+		}
+		outcomes[fe.Document] = true
+	}
+	if len(outcomes) < docs {
+		t.Fatalf("go-yaml v3 finds %d documents, the loader accounts for %d (%v): a document was lost", docs, len(outcomes), outcomes)
 	}
 }

@@ -77,6 +77,35 @@ var istioKinds = map[string]map[string]bool{
 	SecurityGroup: {"AuthorizationPolicy": true, "PeerAuthentication": true, "RequestAuthentication": true},
 }
 
+// otherIstioGroups are Istio's API groups whose kinds Strait does not read
+// (skipped with a warning, not taken for misspellings).
+var otherIstioGroups = map[string]bool{"telemetry.istio.io": true, "extensions.istio.io": true, "install.istio.io": true}
+
+// misspeltGroup reports whether group is most likely a misspelling of
+// networking.istio.io or security.istio.io (at most two edits away, or
+// another *.istio.io group that Istio does not have), and which one.
+func misspeltGroup(group string) (string, bool) {
+	if otherIstioGroups[group] {
+		return "", false
+	}
+	best, dist := "", 3
+	for _, g := range []string{NetworkingGroup, SecurityGroup} {
+		if d := editDistance(g, strings.ToLower(group)); d < dist {
+			best, dist = g, d
+		}
+	}
+	if best != "" {
+		return best, true
+	}
+	if strings.HasSuffix(group, ".istio.io") {
+		if strings.HasPrefix(group, "sec") {
+			return SecurityGroup, true
+		}
+		return NetworkingGroup, true
+	}
+	return "", false
+}
+
 // suggestKind names the kind of group that kind most likely misspells
 // (same letters but for case, or at most two edits away), as
 // "; did you mean X?", or says which kinds there are.

@@ -289,6 +289,10 @@ func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config
 				return nil, "", el.err()
 			}
 		}
+		if want, typo := misspeltGroup(group); typo {
+			el.add("apiVersion", "%q is not an Istio API group; did you mean %s/%s?", group, want, version)
+			return nil, "", el.err()
+		}
 		return nil, fmt.Sprintf("skipping %s %s: only %s and %s kinds are supported", doc.APIVersion, doc.Kind, NetworkingGroup, SecurityGroup), nil
 	}
 	if field, ok := doc.unknownField(); ok {

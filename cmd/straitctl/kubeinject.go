@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +11,7 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/straitmesh/strait/internal/inject"
+	"github.com/straitmesh/strait/internal/meshconfig"
 )
 
 // kubeInjectFlags are `straitctl kube-inject`'s flags.
@@ -54,36 +57,60 @@ mesh key).`,
 	return cmd
 }
 
+// maxKubeInjectInput bounds kube-inject's whole input: the output is held
+// until every document has been injected, so that a failure part way
+// never leaves half a manifest in a file or on a pipe into kubectl apply.
+const maxKubeInjectInput = 64 << 20
+
 func runKubeInject(stdin io.Reader, stdout io.Writer, f kubeInjectFlags) error {
 	settings, err := kubeInjectSettings(f)
 	if err != nil {
 		return err
 	}
-	in := stdin
+	name, in := "-", stdin
 	if f.filename != "-" {
 		file, err := os.Open(f.filename)
 		if err != nil {
 			return err
 		}
 		defer file.Close()
-		in = file
+		name, in = f.filename, file
 	}
-	out := stdout
-	var outFile *os.File
-	if f.output != "" {
-		if outFile, err = os.Create(f.output); err != nil {
-			return err
-		}
-		out = outFile
-	}
+	limited := &limitedReader{r: in, left: maxKubeInjectInput}
+	var out bytes.Buffer
 	inj := inject.New(settings, inject.Options{Revision: f.revision})
-	err = inj.IntoResourceFile(in, out)
-	if outFile != nil {
-		if cerr := outFile.Close(); err == nil {
-			err = cerr
+	if err := inj.IntoResourceFile(limited, &out); err != nil {
+		if limited.over {
+			return fmt.Errorf("%s: larger than %d MiB; inject it in parts", name, maxKubeInjectInput>>20)
 		}
+		return fmt.Errorf("%s: %w", name, err)
 	}
+	if f.output != "" {
+		return os.WriteFile(f.output, out.Bytes(), 0o644)
+	}
+	_, err = stdout.Write(out.Bytes())
 	return err
+}
+
+// limitedReader is io.LimitReader that remembers the input went on past
+// the limit (rather than ending there, which would look like the end).
+type limitedReader struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		l.over = true
+		return 0, errors.New("input too large")
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 func kubeInjectSettings(f kubeInjectFlags) (*inject.Settings, error) {
@@ -91,7 +118,7 @@ func kubeInjectSettings(f kubeInjectFlags) (*inject.Settings, error) {
 	var values inject.Values
 	var mesh *meshv1alpha1.MeshConfig
 	if f.injectConfigFile != "" {
-		b, err := os.ReadFile(f.injectConfigFile)
+		b, err := inject.ReadSettingsFile(f.injectConfigFile)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +127,7 @@ func kubeInjectSettings(f kubeInjectFlags) (*inject.Settings, error) {
 		}
 	}
 	if f.valuesFile != "" {
-		b, err := os.ReadFile(f.valuesFile)
+		b, err := inject.ReadSettingsFile(f.valuesFile)
 		if err != nil {
 			return nil, err
 		}
@@ -109,13 +136,13 @@ func kubeInjectSettings(f kubeInjectFlags) (*inject.Settings, error) {
 		}
 	}
 	if f.meshConfigFile != "" {
-		b, err := os.ReadFile(f.meshConfigFile)
+		// As straitd reads --mesh: a field Strait does not implement is
+		// refused here too, not injected into every pod's PROXY_CONFIG.
+		m, err := meshconfig.Load(f.meshConfigFile)
 		if err != nil {
 			return nil, err
 		}
-		if mesh, err = inject.ParseMeshConfig(b); err != nil {
-			return nil, fmt.Errorf("%s: %w", f.meshConfigFile, err)
-		}
+		mesh = m.Mesh
 	}
 	return inject.NewSettings(cfg, values, mesh)
 }

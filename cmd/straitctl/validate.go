@@ -60,12 +60,16 @@ func runValidate(stdin io.Reader, out io.Writer, args []string, mesh string) err
 	for _, p := range paths {
 		var data []byte
 		if p == "-" {
-			data, err = io.ReadAll(stdin)
+			data, err = config.ReadLimited(p, stdin)
 		} else {
-			data, err = os.ReadFile(p)
+			data, err = config.ReadFile(p)
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", p, err)
+			// An unreadable or oversized file is one problem; the other
+			// files are still checked.
+			fmt.Fprintln(out, err)
+			problems++
+			continue
 		}
 		res := config.ParseFile(p, data)
 		for _, w := range res.Warnings {
@@ -124,9 +128,15 @@ func expandPaths(args []string) ([]string, error) {
 		var names []string
 		for _, e := range entries {
 			n := e.Name()
-			if ext := filepath.Ext(n); !e.IsDir() && !strings.HasPrefix(n, ".") && (ext == ".yaml" || ext == ".yml") {
-				names = append(names, filepath.Join(a, n))
+			if ext := filepath.Ext(n); strings.HasPrefix(n, ".") || (ext != ".yaml" && ext != ".yml") {
+				continue
 			}
+			// Regular files only (through symlinks), as straitd reads
+			// the directory: a FIFO would block the read forever.
+			if fi, err := os.Stat(filepath.Join(a, n)); err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			names = append(names, filepath.Join(a, n))
 		}
 		sort.Strings(names)
 		out = append(out, names...)

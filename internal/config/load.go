@@ -3,9 +3,9 @@ package config
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -29,13 +29,56 @@ type FileResult struct {
 	Err error
 }
 
-// LoadFile reads and parses one YAML file; see ParseFile.
+// Size limits of what the loader reads. A config file is read whole and
+// parsing takes about twenty times its size in memory, so both bound the
+// memory a file (or a hostile one) can take. Kubernetes stores objects of
+// at most 1.5 MiB, so a real config document is far below the limit.
+const (
+	// MaxFileBytes is the largest config file read.
+	MaxFileBytes = 8 << 20
+	// MaxDocumentBytes is the largest document of a file.
+	MaxDocumentBytes = 2 << 20
+	// maxProblems is how many problems of one file are listed; the rest
+	// are counted.
+	maxProblems = 100
+)
+
+// LoadFile reads and parses one YAML file; see ReadFile and ParseFile.
 func LoadFile(path string) FileResult {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
-		return FileResult{Err: &FieldError{File: path, Problem: err.Error()}}
+		return FileResult{Err: err}
 	}
 	return ParseFile(path, data)
+}
+
+// ReadFile reads a config file of at most MaxFileBytes; a larger one (or
+// an endless one, such as a device) is an error naming the file, read no
+// further than the limit.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &FieldError{File: path, Problem: err.Error(), Err: err}
+	}
+	defer f.Close()
+	return ReadLimited(path, f)
+}
+
+// ReadLimited is ReadFile for a stream (standard input); name is used in
+// messages.
+func ReadLimited(name string, r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	if err != nil {
+		return nil, &FieldError{File: name, Problem: err.Error(), Err: err}
+	}
+	if len(data) > MaxFileBytes {
+		return nil, tooLarge(name)
+	}
+	return data, nil
+}
+
+func tooLarge(name string) error {
+	return &FieldError{File: name, Problem: fmt.Sprintf("file is larger than %d MiB, the most a config file may hold; split its documents into several files", MaxFileBytes>>20)}
 }
 
 // ParseOptions changes how ParseFileWith reads a file.
@@ -61,6 +104,13 @@ func ParseFileWith(name string, data []byte, opts ParseOptions) FileResult {
 	var res FileResult
 	var errs []error
 	seen := map[model.ConfigKey]int{}
+	if len(data) > MaxFileBytes {
+		return FileResult{Err: tooLarge(name)}
+	}
+	data, err := UTF8(data)
+	if err != nil {
+		return FileResult{Err: &FieldError{File: name, Problem: err.Error()}}
+	}
 	docs, err := splitDocuments(data)
 	if err != nil {
 		// The rest of the file was not read: refuse it all rather than
@@ -69,7 +119,12 @@ func ParseFileWith(name string, data []byte, opts ParseOptions) FileResult {
 	}
 	for i, doc := range docs {
 		src := Source{File: name, Document: i + 1}
-		cfg, warning, err := parseDocument(src, doc, opts)
+		if doc.size > MaxDocumentBytes {
+			errs = append(errs, &FieldError{File: name, Document: src.Document, Problem: fmt.Sprintf(
+				"document (from line %d) is larger than %d MiB, the most a config may hold (Kubernetes stores at most 1.5 MiB per object)", doc.line, MaxDocumentBytes>>20)})
+			continue
+		}
+		cfg, warning, err := parseDocument(src, doc.text, doc.line, opts)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -88,43 +143,80 @@ func ParseFileWith(name string, data []byte, opts ParseOptions) FileResult {
 	}
 	if len(errs) > 0 {
 		res.Err = joinErrors(errs)
+		if fes := FieldErrors(res.Err); len(fes) > maxProblems {
+			// A file of junk must not bury the log under one line per
+			// document.
+			kept := make([]error, 0, maxProblems+1)
+			for _, fe := range fes[:maxProblems] {
+				kept = append(kept, fe)
+			}
+			kept = append(kept, &FieldError{File: name, Problem: fmt.Sprintf("%d more problems not listed", len(fes)-maxProblems)})
+			res.Err = errors.Join(kept...)
+		}
 	}
 	return res
 }
 
-var separator = regexp.MustCompile(`^---(\s.*)?$`)
+// separator is a line that ends a document: "---" (a document start) or
+// "..." (a document end, after which a document may start without "---"),
+// with an optional comment. A document is never handed to the YAML
+// decoder with another one after it, which it would silently drop.
+var separator = regexp.MustCompile(`^(---|\.\.\.)(\s.*)?$`)
 
 // maxLineBytes bounds one line of a config file.
-const maxLineBytes = 16 << 20
+const maxLineBytes = MaxDocumentBytes
+
+// yamlDocument is one document of a file and the file line it starts on.
+// size is its length; text is left empty when size passes
+// MaxDocumentBytes.
+type yamlDocument struct {
+	text []byte
+	line int
+	size int
+}
 
 // splitDocuments splits on "---" lines and drops documents that hold only
 // whitespace and comments. A line longer than maxLineBytes is an error.
-func splitDocuments(data []byte) ([][]byte, error) {
-	var docs [][]byte
+func splitDocuments(data []byte) ([]yamlDocument, error) {
+	var docs []yamlDocument
 	var cur bytes.Buffer
-	flush := func() {
-		if !blank(cur.Bytes()) {
-			docs = append(docs, bytes.Clone(cur.Bytes()))
+	start, size := 1, 0
+	flush := func(next int) {
+		switch {
+		case size > MaxDocumentBytes:
+			docs = append(docs, yamlDocument{line: start, size: size})
+		case !blank(cur.Bytes()):
+			docs = append(docs, yamlDocument{text: bytes.Clone(cur.Bytes()), line: start, size: size})
 		}
 		cur.Reset()
+		start, size = next, 0
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64*1024), maxLineBytes)
 	n := 0
 	for sc.Scan() {
 		n++
-		line := sc.Text()
-		if separator.MatchString(strings.TrimRight(line, "\r")) {
-			flush()
-			continue
+		line := sc.Bytes()
+		if separator.Match(bytes.TrimRight(line, "\r")) {
+			flush(n + 1)
+			if rest := bytes.TrimSpace(line[3:]); line[0] == '-' && len(rest) > 0 && rest[0] != '#' {
+				// "--- {a: 1}": the next document starts on this line.
+				start = n
+				line = rest
+			} else {
+				continue
+			}
 		}
-		cur.WriteString(line)
-		cur.WriteByte('\n')
+		size += len(line) + 1
+		if size <= MaxDocumentBytes {
+			cur.Write(line)
+			cur.WriteByte('\n')
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("line %d: %w (a line may have at most %d MiB)", n+1, err, maxLineBytes>>20)
 	}
-	flush()
+	flush(n + 1)
 	return docs, nil
 }
 
@@ -138,15 +230,6 @@ func blank(doc []byte) bool {
 	return true
 }
 
-// document is the Kubernetes-style envelope.
-type document struct {
-	APIVersion string          `json:"apiVersion"`
-	Kind       string          `json:"kind"`
-	Metadata   json.RawMessage `json:"metadata"`
-	Spec       json.RawMessage `json:"spec"`
-	Status     json.RawMessage `json:"status"`
-}
-
 type metadata struct {
 	Name              string            `json:"name"`
 	Namespace         string            `json:"namespace"`
@@ -157,18 +240,24 @@ type metadata struct {
 
 // parseDocument returns a valid config, or a warning when the document is
 // skipped on purpose, or an error.
-func parseDocument(src Source, raw []byte, opts ParseOptions) (*Config, string, error) {
+// line is the file line the document starts on, for YAML syntax errors.
+func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config, string, error) {
 	el := &errorList{src: src}
-	js, err := yaml.YAMLToJSON(raw)
+	// Strict: a key written twice in one mapping is an error, as kubectl
+	// makes it, not a silent choice of the last value.
+	js, err := yaml.YAMLToJSONStrict(raw)
 	if err != nil {
-		el.add("", "invalid YAML: %v", err)
+		el.add("", "invalid YAML: %s", YAMLProblem(err, raw, line))
 		return nil, "", el.err()
 	}
-	var doc document
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&doc); err != nil {
-		el.add("", "not a Kubernetes-style object (apiVersion, kind, metadata, spec): %v", err)
+	doc, err := decodeEnvelope(js)
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			el.add(fe.Field, "%s", fe.Problem)
+		} else {
+			el.add("", "%v", err)
+		}
 		return nil, "", el.err()
 	}
 	if doc.APIVersion == "" {
@@ -192,11 +281,31 @@ func parseDocument(src Source, raw []byte, opts ParseOptions) (*Config, string, 
 	}
 	versions, ok := acceptedVersions[group]
 	if !ok {
+		if doc.Items != nil {
+			// A List (kubectl get -o yaml) is not read item by item: say so
+			// when it holds configs, which would otherwise be lost quietly.
+			if i, item, found := istioItem(doc.Items); found {
+				el.add(fmt.Sprintf("items[%d]", i), "a %s holding %s is not read; write each item as its own document, the documents separated by \"---\" lines", doc.Kind, item)
+				return nil, "", el.err()
+			}
+		}
+		if want, typo := misspeltGroup(group); typo {
+			el.add("apiVersion", "%q is not an Istio API group; did you mean %s/%s?", group, want, version)
+			return nil, "", el.err()
+		}
 		return nil, fmt.Sprintf("skipping %s %s: only %s and %s kinds are supported", doc.APIVersion, doc.Kind, NetworkingGroup, SecurityGroup), nil
+	}
+	if field, ok := doc.unknownField(); ok {
+		el.add(field, "unknown field; a config has apiVersion, kind, metadata and spec (and status)")
+		return nil, "", el.err()
 	}
 	kind := model.Kind(doc.Kind)
 	spec := newSpec(kind)
 	if spec == nil {
+		if !istioKinds[group][doc.Kind] {
+			el.add("kind", "%q is not a %s kind%s", doc.Kind, group, suggestKind(group, doc.Kind))
+			return nil, "", el.err()
+		}
 		return nil, fmt.Sprintf("skipping %s %s: kind not supported yet", doc.APIVersion, doc.Kind), nil
 	}
 	if g := GroupOf(kind); g != group {
@@ -217,8 +326,7 @@ func parseDocument(src Source, raw []byte, opts ParseOptions) (*Config, string, 
 		el.add("metadata.name", "must be set")
 		return nil, "", el.err()
 	}
-	if err := json.Unmarshal(doc.Metadata, &md); err != nil {
-		el.add("metadata", "%v", err)
+	if !decodeMetadata(el, doc.Metadata, &md) {
 		return nil, "", el.err()
 	}
 	validateMeta(el, md)

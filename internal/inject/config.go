@@ -4,8 +4,11 @@ import (
 	"bytes"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"text/template"
@@ -14,6 +17,8 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/straitmesh/strait/internal/config"
 )
 
 // Policy says whether pods that do not ask either way get a sidecar.
@@ -205,15 +210,46 @@ func (c *Config) normalized() *Config {
 	return &out
 }
 
+// MaxSettingsBytes is the largest injector config, values or mesh config
+// read: a ConfigMap holds at most 1 MiB, and the bound keeps a wrong path
+// from taking the process's memory.
+const MaxSettingsBytes = 4 << 20
+
+// ReadSettingsFile reads an injector config, values or mesh config file of
+// at most MaxSettingsBytes.
+func ReadSettingsFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxSettingsBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > MaxSettingsBytes {
+		return nil, fmt.Errorf("%s: larger than %d MiB (a ConfigMap holds at most 1 MiB); is this the right file?", path, MaxSettingsBytes>>20)
+	}
+	return b, nil
+}
+
+// configFields are the injector config's fields, for messages.
+const configFields = "policy, defaultTemplates, templates, template, neverInjectSelector, alwaysInjectSelector, injectedAnnotations"
+
 // ParseConfig reads the injector configuration (YAML or JSON). A ConfigMap
 // manifest is accepted too: its data.config is read.
 func ParseConfig(data []byte) (*Config, error) {
-	if cm, ok := configMapData(data); ok {
-		data = []byte(cm["config"])
+	data, err := unwrapConfigMap("injector config", data, "config")
+	if err != nil {
+		return nil, err
 	}
 	var c Config
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
-		return nil, fmt.Errorf("injector config: %w", err)
+		msg := yamlErrorText(err, data)
+		if strings.Contains(msg, "unknown field") {
+			msg += " (the injector config has " + configFields + ")"
+		}
+		return nil, fmt.Errorf("injector config: %s", msg)
 	}
 	return &c, nil
 }
@@ -221,12 +257,13 @@ func ParseConfig(data []byte) (*Config, error) {
 // ParseValues reads values (YAML or JSON). A ConfigMap manifest is accepted
 // too: its data.values is read.
 func ParseValues(data []byte) (Values, error) {
-	if cm, ok := configMapData(data); ok {
-		data = []byte(cm["values"])
-	}
-	js, err := yaml.YAMLToJSON(data)
+	data, err := unwrapConfigMap("injector values", data, "values")
 	if err != nil {
-		return nil, fmt.Errorf("injector values: %w", err)
+		return nil, err
+	}
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("injector values: %s", yamlErrorText(err, data))
 	}
 	v := Values{}
 	if len(bytes.TrimSpace(js)) == 0 || string(bytes.TrimSpace(js)) == "null" {
@@ -243,12 +280,13 @@ func ParseValues(data []byte) (Values, error) {
 // ParseMeshConfig reads a MeshConfig (YAML or JSON). A ConfigMap manifest
 // (Istio's `istio` ConfigMap) is accepted too: its data.mesh is read.
 func ParseMeshConfig(data []byte) (*meshv1alpha1.MeshConfig, error) {
-	if cm, ok := configMapData(data); ok {
-		data = []byte(cm["mesh"])
-	}
-	js, err := yaml.YAMLToJSON(data)
+	data, err := unwrapConfigMap("mesh config", data, "mesh")
 	if err != nil {
-		return nil, fmt.Errorf("mesh config: %w", err)
+		return nil, err
+	}
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("mesh config: %s", yamlErrorText(err, data))
 	}
 	m := &meshv1alpha1.MeshConfig{}
 	if t := bytes.TrimSpace(js); len(t) == 0 || string(t) == "null" {
@@ -260,16 +298,48 @@ func ParseMeshConfig(data []byte) (*meshv1alpha1.MeshConfig, error) {
 	return m, nil
 }
 
-// configMapData returns data of a v1 ConfigMap manifest.
-func configMapData(raw []byte) (map[string]string, bool) {
-	var cm struct {
-		Kind string            `json:"kind"`
-		Data map[string]string `json:"data"`
+// unwrapConfigMap returns data.key of a ConfigMap manifest, or raw itself
+// when it is not a manifest. A ConfigMap without the key, or a manifest of
+// another kind, is an error: read as settings, it would silently be the
+// defaults.
+func unwrapConfigMap(what string, raw []byte, key string) ([]byte, error) {
+	if len(raw) > MaxSettingsBytes {
+		return nil, fmt.Errorf("%s: larger than %d MiB (a ConfigMap holds at most 1 MiB)", what, MaxSettingsBytes>>20)
 	}
-	if err := yaml.Unmarshal(raw, &cm); err != nil || cm.Kind != "ConfigMap" {
-		return nil, false
+	var m struct {
+		APIVersion string                     `json:"apiVersion"`
+		Kind       string                     `json:"kind"`
+		Data       map[string]json.RawMessage `json:"data"`
 	}
-	return cm.Data, true
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil || json.Unmarshal(js, &m) != nil || m.Kind == "" {
+		return raw, nil // not a manifest: the caller's parser says what is wrong
+	}
+	if m.Kind != "ConfigMap" {
+		return nil, fmt.Errorf("%s: this is a %s %s, not the %s; give the file itself or the ConfigMap that holds it under data.%s", what, m.APIVersion, m.Kind, what, key)
+	}
+	v, ok := m.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("%s: data.%s: the ConfigMap has no %s key; it holds the %s under data.%s", what, key, key, what, key)
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return nil, fmt.Errorf("%s: data.%s: must be a string (write \"%s: |\" and the %s indented below it)", what, key, key, what)
+	}
+	return []byte(s), nil
+}
+
+// yamlErrorText is a YAML or strict-decoding error without the layers of
+// "error converting YAML to JSON: yaml: " its libraries add.
+func yamlErrorText(err error, data []byte) string {
+	msg := err.Error()
+	for _, prefix := range []string{"error converting YAML to JSON: ", "error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
+		msg = strings.ReplaceAll(msg, prefix, "")
+	}
+	if strings.Contains(msg, "yaml: ") {
+		return config.YAMLProblem(errors.New(msg), data, 1)
+	}
+	return msg
 }
 
 // SettingsFromConfigMap builds Settings from the data of the

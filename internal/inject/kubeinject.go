@@ -7,14 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/straitmesh/strait/internal/config"
 )
 
 // maxDocumentBytes bounds one YAML document of kube-inject's input.
@@ -25,28 +27,27 @@ const maxDocumentBytes = 16 << 20
 // every Pod and into the pod template of every Deployment, StatefulSet,
 // DaemonSet, ReplicaSet, Job, CronJob and ReplicationController, including
 // those inside a List. Other kinds, and pods the policy skips, are written
-// unchanged. An invalid annotation stops it with an error that names the
-// object and the annotation.
+// unchanged. An invalid document or annotation stops it with an error that
+// starts with "document N: " and names the object and the annotation. At
+// most maxDocumentBytes of one document is held in memory.
 func (i *Injector) IntoResourceFile(in io.Reader, out io.Writer) error {
-	r := k8syaml.NewYAMLReader(bufio.NewReaderSize(in, 64<<10))
-	for {
-		doc, err := r.Read()
+	r := newDocumentReader(in)
+	for n := 1; ; {
+		doc, line, err := r.next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("read YAML: %w", err)
 		}
-		if len(doc) > maxDocumentBytes {
-			return fmt.Errorf("read YAML: a document is larger than %d bytes", maxDocumentBytes)
-		}
 		if isBlankYAML(doc) {
 			continue
 		}
-		res, err := i.injectDocument(doc)
+		res, err := i.injectDocument(doc, line)
 		if err != nil {
-			return err
+			return fmt.Errorf("document %d: %w", n, err)
 		}
+		n++
 		if _, err := out.Write(res); err != nil {
 			return err
 		}
@@ -57,6 +58,99 @@ func (i *Injector) IntoResourceFile(in io.Reader, out io.Writer) error {
 		}
 		if _, err := io.WriteString(out, "---\n"); err != nil {
 			return err
+		}
+	}
+}
+
+// documentSeparator ends a document: a "---" line (content after it
+// starts the next document) or a "..." line (a document end marker), with
+// an optional comment. The YAML decoder reads only the first document of
+// what it is given, so a document must never reach it with another after.
+var documentSeparator = regexp.MustCompile(`^(---|\.\.\.)(\s.*)?$`)
+
+// documentReader splits a YAML stream into documents at "---" lines. It
+// reads line by line and refuses a document (or a line) longer than
+// maxDocumentBytes before holding more of it, so a huge or endless input
+// costs bounded memory.
+type documentReader struct {
+	r       *bufio.Reader
+	line    int    // lines read so far
+	pending []byte // content of the last separator line, for the next document
+}
+
+func newDocumentReader(in io.Reader) *documentReader {
+	return &documentReader{r: bufio.NewReaderSize(in, 64<<10)}
+}
+
+// errUTF16 refuses UTF-16 input, whose "---" lines the splitter cannot see.
+var errUTF16 = errors.New("the input is UTF-16 (by its byte order mark); save it as UTF-8")
+
+// next returns the next document and the line it starts on; io.EOF when
+// the stream is done.
+func (d *documentReader) next() ([]byte, int, error) {
+	if d.line == 0 {
+		if bom, _ := d.r.Peek(2); bytes.Equal(bom, []byte{0xff, 0xfe}) || bytes.Equal(bom, []byte{0xfe, 0xff}) {
+			return nil, 0, errUTF16
+		}
+	}
+	doc, start := d.pending, d.line+1
+	if doc != nil {
+		start = d.line
+	}
+	d.pending = nil
+	for {
+		line, err := d.readLine(maxDocumentBytes - len(doc))
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, 0, fmt.Errorf("document from line %d: %w", start, err)
+		}
+		if len(line) > 0 {
+			d.line++
+			if documentSeparator.Match(bytes.TrimRight(line, "\r\n")) {
+				if rest := separatorContent(line); rest != nil {
+					// "--- {a: 1}" starts the next document on its line.
+					d.pending = rest
+				}
+				return doc, start, nil
+			}
+			doc = append(doc, line...)
+		}
+		if errors.Is(err, io.EOF) {
+			if len(doc) == 0 {
+				return nil, 0, io.EOF
+			}
+			if doc[len(doc)-1] != '\n' {
+				doc = append(doc, '\n')
+			}
+			return doc, start, nil
+		}
+	}
+}
+
+// separatorContent returns what follows "---" on a separator line when it
+// is content (not blank, not a comment), as a line of its own; else nil.
+func separatorContent(line []byte) []byte {
+	rest := bytes.TrimSpace(line[3:])
+	if line[0] != '-' || len(rest) == 0 || rest[0] == '#' {
+		return nil
+	}
+	return append(rest, '\n')
+}
+
+// errDocumentTooLarge is the error of a document over maxDocumentBytes.
+var errDocumentTooLarge = fmt.Errorf("larger than %d MiB; a Kubernetes object is at most 1.5 MiB", maxDocumentBytes>>20)
+
+// readLine returns one line with its newline, or an error when it holds
+// more than limit bytes.
+func (d *documentReader) readLine(limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := d.r.ReadSlice('\n')
+		if len(line)+len(chunk) > limit {
+			return nil, errDocumentTooLarge
+		}
+		line = append(line, chunk...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
 		}
 	}
 }
@@ -73,10 +167,13 @@ func isBlankYAML(doc []byte) bool {
 
 // injectDocument injects one document; it returns the document as it came
 // when there is nothing to inject.
-func (i *Injector) injectDocument(doc []byte) ([]byte, error) {
-	js, err := yaml.YAMLToJSON(doc)
+// line is the input line the document starts on, for YAML errors.
+func (i *Injector) injectDocument(doc []byte, line int) ([]byte, error) {
+	// Strict, as kubectl is: a key written twice is an error rather than
+	// the last one silently kept.
+	js, err := yaml.YAMLToJSONStrict(doc)
 	if err != nil {
-		return nil, fmt.Errorf("parse YAML: %w", err)
+		return nil, fmt.Errorf("parse YAML: %s", config.YAMLProblem(err, doc, line))
 	}
 	out, changed, err := i.injectJSON(js)
 	if err != nil || !changed {

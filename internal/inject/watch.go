@@ -40,14 +40,14 @@ func HasConfigFiles(dir string) bool {
 // default.
 func LoadDir(dir string, mesh *meshv1alpha1.MeshConfig) (*Settings, error) {
 	cfg, values := DefaultConfig(), Values(nil)
-	if b, err := os.ReadFile(filepath.Join(dir, ConfigFileName)); err == nil {
+	if b, err := ReadSettingsFile(filepath.Join(dir, ConfigFileName)); err == nil {
 		if cfg, err = ParseConfig(b); err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ConfigFileName), err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, ValuesFileName)); err == nil {
+	if b, err := ReadSettingsFile(filepath.Join(dir, ValuesFileName)); err == nil {
 		if values, err = ParseValues(b); err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ValuesFileName), err)
 		}

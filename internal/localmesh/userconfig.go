@@ -54,9 +54,13 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 	var configs []*config.Config
 	var errs []error
 	files := 0
+	// One object per kind, namespace and name across the files, as
+	// straitd serves them: a second definition is refused here too.
+	store := config.NewStore()
 	for _, e := range entries {
 		ext := filepath.Ext(e.Name())
-		if e.IsDir() || (ext != ".yaml" && ext != ".yml") {
+		// Hidden files are left out, as straitd's file registry does.
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || (ext != ".yaml" && ext != ".yml") {
 			continue
 		}
 		files++
@@ -64,7 +68,13 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 		if res.Err != nil {
 			errs = append(errs, res.Err)
 		}
-		configs = append(configs, res.Configs...)
+		for _, c := range res.Configs {
+			if err := store.Add(c); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			configs = append(configs, c)
+		}
 	}
 	if files == 0 {
 		return nil, fmt.Errorf("config dir %s has no *.yaml or *.yml files: put the mesh's Istio YAML there (see examples/demo)", dir)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -130,9 +131,19 @@ func Honoured() []string {
 	return out
 }
 
+// MaxBytes is the largest mesh config read: a ConfigMap holds at most
+// 1 MiB, and a bound keeps a wrong path (a device, a huge file) from
+// taking the process's memory.
+const MaxBytes = 2 << 20
+
 // Load reads a mesh config file; errors start with its path.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("mesh config: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
+	f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("mesh config: %w", err)
 	}
@@ -148,12 +159,31 @@ func Load(path string) (*Config, error) {
 // data.mesh. An unknown key, a field Strait does not implement or a bad
 // value is an error naming the field.
 func Parse(data []byte) (*Config, error) {
-	if cm, ok := configMapData(data); ok {
-		data = []byte(cm["mesh"])
+	if len(data) > MaxBytes {
+		return nil, fmt.Errorf("mesh config: larger than %d MiB (a ConfigMap holds at most 1 MiB); is this the right file?", MaxBytes>>20)
 	}
-	js, err := yaml.YAMLToJSON(data)
+	// Strict: a key written twice is an error, not the last one winning.
+	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, fmt.Errorf("mesh config: not YAML: %w", err)
+		return nil, fmt.Errorf("mesh config: not YAML: %s", config.YAMLProblem(err, data, 1))
+	}
+	if env, ok := envelope(js); ok {
+		// MeshConfig has neither apiVersion nor kind: this is a manifest.
+		if env.Kind != "ConfigMap" {
+			return nil, fmt.Errorf("mesh config: this is a %s %s, not a mesh config; give Istio's MeshConfig YAML (e.g. \"trustDomain: cluster.local\") or the istio ConfigMap", env.APIVersion, env.Kind)
+		}
+		raw, ok := env.Data["mesh"]
+		if !ok {
+			return nil, errors.New("mesh config: data.mesh: the ConfigMap has no mesh key; the istio ConfigMap holds the mesh config under data.mesh")
+		}
+		var mesh string
+		if err := json.Unmarshal(raw, &mesh); err != nil {
+			return nil, errors.New("mesh config: data.mesh: must be a string (write \"mesh: |\" and the mesh config indented below it)")
+		}
+		data = []byte(mesh)
+		if js, err = yaml.YAMLToJSONStrict(data); err != nil {
+			return nil, fmt.Errorf("mesh config: data.mesh: not YAML: %s", config.YAMLProblem(err, data, 1))
+		}
 	}
 	c := Default()
 	if t := bytes.TrimSpace(js); len(t) == 0 || string(t) == "null" {
@@ -385,16 +415,22 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 func isDNSLabel(s string) bool { return dnsLabel.MatchString(s) }
 
-// configMapData returns data of a v1 ConfigMap manifest.
-func configMapData(raw []byte) (map[string]string, bool) {
-	var cm struct {
-		Kind string            `json:"kind"`
-		Data map[string]string `json:"data"`
+// manifest is the part of a Kubernetes manifest that tells it from a
+// MeshConfig.
+type manifest struct {
+	APIVersion string                     `json:"apiVersion"`
+	Kind       string                     `json:"kind"`
+	Data       map[string]json.RawMessage `json:"data"`
+}
+
+// envelope reads js as a manifest; ok is false when it has no kind (then
+// it is a MeshConfig, or not an object at all).
+func envelope(js []byte) (manifest, bool) {
+	var m manifest
+	if err := json.Unmarshal(js, &m); err != nil || m.Kind == "" {
+		return manifest{}, false
 	}
-	if err := yaml.Unmarshal(raw, &cm); err != nil || cm.Kind != "ConfigMap" {
-		return nil, false
-	}
-	return cm.Data, true
+	return m, true
 }
 
 // ExportTo returns exportTo, or def when exportTo is empty.

@@ -336,7 +336,7 @@ func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.C
 		slices.Sort(paths)
 	}
 	for _, path := range paths {
-		data, err := os.ReadFile(path)
+		data, err := config.ReadFile(path) // at most config.MaxFileBytes
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed since listed; treated as deleted
 		}

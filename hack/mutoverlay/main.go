@@ -91,7 +91,7 @@ func run() error {
 	root := flag.String("root", ".", "module root")
 	only := flag.String("only", "", "file of keys (file:line:col TYPE) to run; empty: every mutant")
 	workers := flag.Int("workers", 1, "mutants tested in parallel")
-	timeout := flag.Duration("timeout", 3*time.Minute, "build and test time allowed per mutant")
+	timeout := flag.Duration("timeout", 3*time.Minute, "test time allowed per mutant (go test -timeout; the build may take 2 minutes more)")
 	runRE := flag.String("run", "", "go test -run pattern (empty: every test)")
 	flag.Parse()
 	if *in == "" || *pkg == "" {
@@ -213,11 +213,15 @@ func (o options) test(w int, j job) result {
 		res.Status = "ERROR " + err.Error()
 		return res
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	// The build comes on top of the tests' own -timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout+2*time.Minute)
 	defer cancel()
 	// -count=1: a cached pass would hide the mutant; -failfast: one failing
 	// test is enough; -vet=off, -ldflags=-w: a shorter build per mutant.
-	args := []string{"test", "-count=1", "-vet=off", "-ldflags=-w", "-failfast", "-overlay", overlay}
+	// -timeout: the test binary ends itself when a mutant loops (killing
+	// `go test` at the deadline would leave it running, orphaned).
+	args := []string{"test", "-count=1", "-vet=off", "-ldflags=-w", "-failfast", "-overlay", overlay,
+		"-timeout", o.timeout.String()}
 	if o.run != "" {
 		args = append(args, "-run", o.run)
 	}
@@ -230,7 +234,7 @@ func (o options) test(w int, j job) result {
 	err = cmd.Run()
 	res.Secs = time.Since(start).Seconds()
 	switch text := buf.String(); {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil || strings.Contains(text, "panic: test timed out after"):
 		res.Status = "TIMED OUT"
 	case err == nil:
 		res.Status = "LIVED"

@@ -1,10 +1,12 @@
 package route
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 )
 
 // Envoy's RouteMatcher refuses a domain that appears twice, wildcards
@@ -34,5 +36,59 @@ func TestDuplicateDomainsRefused(t *testing.T) {
 		case tc.dup != "" && (err == nil || !strings.Contains(err.Error(), `domain "`+tc.dup+`" appears in more than one virtual host`)):
 			t.Errorf("%s: error %v, want one naming domain %q", tc.name, err, tc.dup)
 		}
+	}
+}
+
+// A wildcard matches only a host longer than its fixed part, and a host
+// that matches no domain goes to "*" whatever its length (Envoy's
+// RouteMatcher::findWildcardVirtualHost).
+func TestWildcardDomainNeedsALongerHost(t *testing.T) {
+	tb, err := Compile(&routev3.RouteConfiguration{Name: "r", VirtualHosts: []*routev3.VirtualHost{
+		{Name: "suffix", Domains: []string{"*.example.com"}, Routes: []*routev3.Route{to("s", prefix("/"))}},
+		{Name: "prefix", Domains: []string{"api.*"}, Routes: []*routev3.Route{to("p", prefix("/"))}},
+		{Name: "any", Domains: []string{"*"}, Routes: []*routev3.Route{to("a", prefix("/"))}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]string{
+		"a.example.com":                     "suffix",
+		".example.com":                      "any", // the suffix needs one more character
+		"api.":                              "any",
+		"api.x":                             "prefix",
+		"a-long-host-name.other.org":        "any",
+		"another-long-host.example.org":     "any",
+		"a-very-long-host-name.example.com": "suffix",
+		"x":                                 "any",
+	} {
+		if vh := tb.VirtualHostFor(host); vh == nil || vh.Name != want {
+			t.Errorf("host %q selects %v, want %s", host, vh, want)
+		}
+	}
+}
+
+// CompileHeaderMatch, which the RBAC filter uses, compiles a route header
+// matcher (pseudo-headers included) and refuses what compileHeader refuses.
+func TestCompileHeaderMatch(t *testing.T) {
+	hm, err := CompileHeaderMatch(&routev3.HeaderMatcher{Name: ":method", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
+		StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "GET"}}}})
+	if err != nil || hm == nil {
+		t.Fatalf("CompileHeaderMatch(:method exact GET) = %v, %v", hm, err)
+	}
+	if !hm.Matches(&Request{Method: "GET"}) || hm.Matches(&Request{Method: "POST"}) {
+		t.Error(":method exact GET: want GET matched and POST not")
+	}
+	if hm, err := CompileHeaderMatch(&routev3.HeaderMatcher{Name: ":status"}); err == nil || hm != nil {
+		t.Errorf("CompileHeaderMatch(:status) = %v, %v; want an error", hm, err)
+	}
+	if _, err := CompileHeaderMatch(&routev3.HeaderMatcher{}); err == nil {
+		t.Error("CompileHeaderMatch without a name: want an error")
+	}
+	p, err := CompileHeaderMatch(&routev3.HeaderMatcher{Name: "x-user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Matches(&Request{Headers: HTTPHeader(http.Header{"X-User": {""}})}) || p.Matches(&Request{}) {
+		t.Error("x-user without a specifier: want presence matched")
 	}
 }

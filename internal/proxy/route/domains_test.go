@@ -92,3 +92,21 @@ func TestCompileHeaderMatch(t *testing.T) {
 		t.Error("x-user without a specifier: want presence matched")
 	}
 }
+
+// With ignore_port_in_host_matching a Host that is only ":port" is the
+// empty host, as Envoy's HeaderUtility::getPortStart finds the port at
+// index 0; the empty domain is a domain Envoy accepts.
+func TestIgnorePortLeavesEmptyHost(t *testing.T) {
+	tb, err := Compile(&routev3.RouteConfiguration{Name: "r", IgnorePortInHostMatching: true, VirtualHosts: []*routev3.VirtualHost{
+		{Name: "empty", Domains: []string{""}, Routes: []*routev3.Route{to("e", prefix("/"))}},
+		{Name: "any", Domains: []string{"*"}, Routes: []*routev3.Route{to("a", prefix("/"))}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]string{":80": "empty", "": "empty", "x:80": "any"} {
+		if vh := tb.VirtualHostFor(host); vh == nil || vh.Name != want {
+			t.Errorf("host %q selects %v, want %s", host, vh, want)
+		}
+	}
+}

@@ -52,3 +52,23 @@ func TestReserveThenListen(t *testing.T) {
 		}
 	}
 }
+
+// close frees the descriptor once: a closed reservation refuses to listen
+// and closing it again touches no descriptor.
+func TestReservationCloseTwice(t *testing.T) {
+	r, err := reserve(netip.MustParseAddrPort("127.0.0.1:0"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.close()
+	if r.fd != -1 {
+		t.Fatalf("closed reservation holds descriptor %d, want -1", r.fd)
+	}
+	r.close()
+	if r.fd != -1 {
+		t.Fatalf("reservation closed twice holds descriptor %d, want -1", r.fd)
+	}
+	if _, err := r.listen(); err == nil || !strings.Contains(err.Error(), "is closed") {
+		t.Errorf("listen on a closed reservation: %v, want it refused as closed", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/route"
@@ -92,5 +93,25 @@ func TestAdminDrainStopsListening(t *testing.T) {
 	}
 	if got := dialLine(t, out); got != "be 127.0.0.1" {
 		t.Errorf("the outbound listener after an inbound-only drain: %q, want be's greeting", got)
+	}
+}
+
+// Removing a listener that binds no port (a handoff target) removes it;
+// there is no socket to close.
+func TestRemoveListenerWithoutSocket(t *testing.T) {
+	m := socketManager(t, false)
+	target := plainListener(t, "target", "10.0.0.1:8080")
+	target.BindToPort = wrapperspb.Bool(false)
+	if _, err := m.ApplyLDS("1", []*listenerv3.Listener{target}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Addr("target"); ok {
+		t.Fatal("a listener with bind_to_port false has a socket")
+	}
+	if _, err := m.ApplyLDS("2", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, dyn := m.Snapshot(); len(dyn) != 0 {
+		t.Errorf("after removing it: %d dynamic listeners, want none", len(dyn))
 	}
 }

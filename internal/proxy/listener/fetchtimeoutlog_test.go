@@ -17,7 +17,16 @@ import (
 // When a route configuration's initial fetch timeout passes without it,
 // its listeners leave warming and the manager warns once that they start
 // without it.
+// A manager without a route store (none given) warns the same.
 func TestFetchTimeoutWarnsOfMissingRoutes(t *testing.T) {
+	for _, withStore := range []bool{true, false} {
+		t.Run(map[bool]string{true: "route store", false: "no route store"}[withStore], func(t *testing.T) {
+			fetchTimeoutWarns(t, withStore)
+		})
+	}
+}
+
+func fetchTimeoutWarns(t *testing.T, withStore bool) {
 	h := &countingHandler{}
 	log := slog.New(h)
 	st := stats.New()
@@ -25,7 +34,11 @@ func TestFetchTimeoutWarnsOfMissingRoutes(t *testing.T) {
 	t.Cleanup(cm.Close)
 	srv := hcm.NewServer(hcm.Options{Logger: slog.New(slog.DiscardHandler), Clusters: cm})
 	t.Cleanup(func() { srv.Close() })
-	m := NewManager(Options{Logger: log, Stats: st, Routes: route.NewStore(), Clusters: cm, HTTP: srv})
+	opts := Options{Logger: log, Stats: st, Clusters: cm, HTTP: srv}
+	if withStore {
+		opts.Routes = route.NewStore()
+	}
+	m := NewManager(opts)
 	t.Cleanup(m.Close)
 
 	if _, err := m.ApplyLDS("1", []*listenerv3.Listener{rdsListener(t, "l", freeTCP(t), "missing", durationpb.New(20*time.Millisecond))}); err != nil {

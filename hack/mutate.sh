@@ -31,6 +31,11 @@
 #     coverage blocks, so such mutants show as not covered even when tests
 #     run them (the efficacy column leaves not-covered mutants out).
 #
+# Faster, for one package's survivors: hack/mutoverlay runs the mutants of a
+# gremlins --dry-run report through `go test -overlay` (no module copy, the
+# tree untouched), NOT COVERED ones included, and -only reruns a list of
+# them after new tests (see its package comment).
+#
 # Knobs (environment):
 #   GREMLINS             the gremlins binary (default: bin/tools/gremlins)
 #   MUTATE_WORKERS       parallel mutants (default 1: the machine is shared)

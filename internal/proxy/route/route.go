@@ -91,8 +91,10 @@ func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
 				dup = t.any != nil
 				t.any = cvh
 			case strings.HasPrefix(d, "*"):
+				dup = hasWildcard(t.suffixes, d[1:])
 				t.suffixes = append(t.suffixes, wildcard{part: d[1:], vh: cvh})
 			case strings.HasSuffix(d, "*"):
+				dup = hasWildcard(t.prefixes, d[:len(d)-1])
 				t.prefixes = append(t.prefixes, wildcard{part: d[:len(d)-1], vh: cvh})
 			default:
 				_, dup = t.exact[d]
@@ -109,6 +111,17 @@ func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
 	longestFirst(t.suffixes)
 	longestFirst(t.prefixes)
 	return t, nil
+}
+
+// hasWildcard reports whether ws already holds part: Envoy's RouteMatcher
+// refuses a repeated wildcard domain as it refuses a repeated exact one.
+func hasWildcard(ws []wildcard, part string) bool {
+	for _, w := range ws {
+		if w.part == part {
+			return true
+		}
+	}
+	return false
 }
 
 func compileRoute(r *routev3.Route) (*Route, error) {

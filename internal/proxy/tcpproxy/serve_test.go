@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,13 +118,23 @@ func echoServer(t *testing.T) string {
 // deadAddr is a loopback address nothing listens on.
 func deadAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A socket bound but not listening: a connect to it is refused, and,
+	// bound without SO_REUSEADDR, its port can't be handed to a listener
+	// the test opens later (a closed listener's port can, and the "dead"
+	// endpoint would then answer).
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(sa.(*syscall.SockaddrInet4).Port)).String()
 }
 
 // serveOne runs f on one proxied connection and returns the client side

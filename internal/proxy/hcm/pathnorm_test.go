@@ -236,3 +236,44 @@ func testPathNormBehaves(t *testing.T, codec Codec) {
 		t.Errorf("HTTP/2 redirect: %d location %q, want 307 to /a\\b", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
+
+// FuzzPathNorm: for any path, each of Istio's modes gives a path that
+// starts with '/', has no dot segment left when it normalizes, no "//"
+// when it merges, no escaped slash when it decodes, and that the same
+// mode leaves unchanged (normalization is idempotent: a second proxy on
+// the way changes nothing).
+func FuzzPathNorm(f *testing.F) {
+	for _, s := range []string{"/", "/a/../b", "/%2e%2E/x", `/a\..\b`, "//a//", "/a%2F..%5c/b", "/%c0%2e", "/a%", "/a%2", "/é/./", "/.//", "/a b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if !strings.HasPrefix(in, "/") {
+			return
+		}
+		for _, p := range []pathNorm{normBase, normMerge, normDec} {
+			out, v := p.apply([]byte(in))
+			if v == pathReject {
+				continue
+			}
+			s := string(out)
+			if !strings.HasPrefix(s, "/") {
+				t.Fatalf("%+v %q: %q does not start with /", p, in, s)
+			}
+			for _, seg := range strings.Split(s, "/") {
+				if seg == "." || seg == ".." {
+					t.Fatalf("%+v %q: %q keeps a dot segment", p, in, s)
+				}
+			}
+			if p.merge && strings.Contains(s, "//") {
+				t.Fatalf("%+v %q: %q keeps //", p, in, s)
+			}
+			if p.escaped == hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD && hasEscapedSlash(out) {
+				t.Fatalf("%+v %q: %q keeps an escaped slash", p, in, s)
+			}
+			again, v2 := p.apply(out)
+			if v2 != pathForward || string(again) != s {
+				t.Fatalf("%+v %q: %q normalized again is %q (verdict %d)", p, in, s, again, v2)
+			}
+		}
+	})
+}

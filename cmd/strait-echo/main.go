@@ -43,11 +43,14 @@ import (
 
 // Reply is what strait-echo answers to every request.
 type Reply struct {
-	Version string            `json:"version"`
-	Pod     string            `json:"pod,omitempty"`
-	Remote  string            `json:"remote"`
-	Host    string            `json:"host"`
-	Path    string            `json:"path"`
+	Version string `json:"version"`
+	Pod     string `json:"pod,omitempty"`
+	Remote  string `json:"remote"`
+	Host    string `json:"host"`
+	Path    string `json:"path"`
+	// RawPath is the path as the request line wrote it, escapes kept
+	// (Path is decoded), for tests of what a proxy forwarded.
+	RawPath string            `json:"rawPath"`
 	Query   string            `json:"query,omitempty"`
 	Method  string            `json:"method"`
 	Headers map[string]string `json:"headers,omitempty"`
@@ -168,7 +171,7 @@ func newHandler(version, pod string, status int) http.Handler {
 			return
 		}
 		rep := Reply{Version: version, Pod: pod, Remote: r.RemoteAddr, Host: r.Host, Path: r.URL.Path,
-			Query: r.URL.RawQuery, Method: r.Method, Headers: map[string]string{}}
+			RawPath: r.URL.EscapedPath(), Query: r.URL.RawQuery, Method: r.Method, Headers: map[string]string{}}
 		for k := range r.Header {
 			rep.Headers[k] = r.Header.Get(k)
 		}

@@ -13,7 +13,7 @@ import (
 func TestHandlerReportsVersionAndRemote(t *testing.T) {
 	srv := httptest.NewServer(handler("v2", "echo-v2"))
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/hello")
+	resp, err := http.Get(srv.URL + "/hello%2Fx/..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func TestHandlerReportsVersionAndRemote(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Version != "v2" || rep.Pod != "echo-v2" || rep.Path != "/hello" || rep.Remote == "" {
+	if rep.Version != "v2" || rep.Pod != "echo-v2" || rep.Path != "/hello/x/.." || rep.RawPath != "/hello%2Fx/.." || rep.Remote == "" {
 		t.Fatalf("reply = %+v", rep)
 	}
 	if got := resp.Header.Get("X-Echo-Version"); got != "v2" {

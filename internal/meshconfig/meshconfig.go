@@ -76,6 +76,11 @@ type Config struct {
 	// AccessLog is the sidecars' access log (accessLogFile,
 	// accessLogEncoding, accessLogFormat); nil: none.
 	AccessLog *AccessLog
+	// PathNormalization is pathNormalization.normalization: how every
+	// HTTP connection manager normalizes request paths before
+	// authorization, routing and forwarding. Never DEFAULT: unset is
+	// Istio's default, BASE.
+	PathNormalization meshv1alpha1.MeshConfig_ProxyPathNormalization_NormalizationType
 }
 
 // AccessLog is the mesh-wide Envoy file access log, as Istio's
@@ -101,6 +106,7 @@ func Default() *Config {
 		DNSRefreshRate:    DefaultDNSRefreshRate,
 		ConnectTimeout:    DefaultConnectTimeout,
 		LocalityLbSetting: &networking.LocalityLoadBalancerSetting{Enabled: wrapperspb.Bool(true)},
+		PathNormalization: meshv1alpha1.MeshConfig_ProxyPathNormalization_BASE,
 	}
 }
 
@@ -108,8 +114,8 @@ func Default() *Config {
 var honoured = []string{
 	"accessLogEncoding", "accessLogFile", "accessLogFormat", "connectTimeout", "defaultConfig",
 	"defaultDestinationRuleExportTo", "defaultServiceExportTo", "defaultVirtualServiceExportTo",
-	"dnsRefreshRate", "enableAutoMtls", "localityLbSetting", "outboundTrafficPolicy", "rootNamespace",
-	"trustDomain", "trustDomainAliases",
+	"dnsRefreshRate", "enableAutoMtls", "localityLbSetting", "outboundTrafficPolicy", "pathNormalization",
+	"rootNamespace", "trustDomain", "trustDomainAliases",
 }
 
 // honouredProxyConfig are the defaultConfig fields that reach the sidecar
@@ -126,7 +132,7 @@ func Honoured() []string {
 	for _, f := range honouredProxyConfig {
 		out = append(out, "defaultConfig."+f)
 	}
-	out = append(out, "outboundTrafficPolicy.mode")
+	out = append(out, "outboundTrafficPolicy.mode", "pathNormalization.normalization")
 	slices.Sort(out)
 	return out
 }
@@ -274,6 +280,14 @@ func Parse(data []byte) (*Config, error) {
 		if e := ls.GetEnabled(); e != nil && !e.GetValue() {
 			c.LocalityLbSetting = nil
 		}
+	}
+	switch n := m.GetPathNormalization().GetNormalization(); n {
+	case meshv1alpha1.MeshConfig_ProxyPathNormalization_DEFAULT: // Istio's default, BASE (Default)
+	case meshv1alpha1.MeshConfig_ProxyPathNormalization_NONE, meshv1alpha1.MeshConfig_ProxyPathNormalization_BASE,
+		meshv1alpha1.MeshConfig_ProxyPathNormalization_MERGE_SLASHES, meshv1alpha1.MeshConfig_ProxyPathNormalization_DECODE_AND_MERGE_SLASHES:
+		c.PathNormalization = n
+	default:
+		return nil, fieldError("pathNormalization.normalization", fmt.Sprintf("%s is not a known normalization (want NONE, BASE, MERGE_SLASHES or DECODE_AND_MERGE_SLASHES)", n))
 	}
 	al, err := parseAccessLog(m)
 	if err != nil {
@@ -459,6 +473,9 @@ func (c *Config) String() string {
 	}
 	if len(c.TrustDomainAliases) > 0 {
 		parts = append(parts, "trustDomainAliases="+strings.Join(c.TrustDomainAliases, ","))
+	}
+	if c.PathNormalization != meshv1alpha1.MeshConfig_ProxyPathNormalization_BASE {
+		parts = append(parts, "pathNormalization="+c.PathNormalization.String())
 	}
 	if len(parts) == 0 {
 		return "defaults"

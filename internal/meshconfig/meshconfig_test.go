@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 )
 
 func TestParseHonouredFields(t *testing.T) {
@@ -106,6 +108,39 @@ func TestParseRefusesByName(t *testing.T) {
 	}
 }
 
+// TestPathNormalization: pathNormalization.normalization is read as
+// written; unset, or DEFAULT, is Istio's default BASE; a value the proto
+// does not know is refused by name.
+func TestPathNormalization(t *testing.T) {
+	for in, want := range map[string]meshv1alpha1.MeshConfig_ProxyPathNormalization_NormalizationType{
+		"":                      meshv1alpha1.MeshConfig_ProxyPathNormalization_BASE,
+		"pathNormalization: {}": meshv1alpha1.MeshConfig_ProxyPathNormalization_BASE,
+		"pathNormalization:\n  normalization: DEFAULT":                  meshv1alpha1.MeshConfig_ProxyPathNormalization_BASE,
+		"pathNormalization:\n  normalization: NONE":                     meshv1alpha1.MeshConfig_ProxyPathNormalization_NONE,
+		"pathNormalization:\n  normalization: BASE":                     meshv1alpha1.MeshConfig_ProxyPathNormalization_BASE,
+		"pathNormalization:\n  normalization: MERGE_SLASHES":            meshv1alpha1.MeshConfig_ProxyPathNormalization_MERGE_SLASHES,
+		"pathNormalization:\n  normalization: DECODE_AND_MERGE_SLASHES": meshv1alpha1.MeshConfig_ProxyPathNormalization_DECODE_AND_MERGE_SLASHES,
+	} {
+		c, err := Parse([]byte(in))
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if c.PathNormalization != want {
+			t.Errorf("%q: %s, want %s", in, c.PathNormalization, want)
+		}
+	}
+	for _, in := range []string{"pathNormalization:\n  normalization: 9", "pathNormalization:\n  normalization: SOMETIMES"} {
+		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), "pathNormalization.normalization") {
+			t.Errorf("%q: error %v, want one naming pathNormalization.normalization", in, err)
+		}
+	}
+	c := Default()
+	c.PathNormalization = meshv1alpha1.MeshConfig_ProxyPathNormalization_NONE
+	if got := c.String(); got != "pathNormalization=NONE" {
+		t.Errorf("String() = %q", got)
+	}
+}
+
 func TestLoadNamesTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mesh")
 	if err := os.WriteFile(path, []byte("enableTracing: true\n"), 0o644); err != nil {
@@ -140,7 +175,7 @@ func TestParseTrustDomainAliases(t *testing.T) {
 
 func TestHonouredListsEveryAcceptedField(t *testing.T) {
 	h := Honoured()
-	for _, f := range []string{"outboundTrafficPolicy.mode", "defaultConfig.drainDuration", "rootNamespace", "trustDomain", "trustDomainAliases"} {
+	for _, f := range []string{"outboundTrafficPolicy.mode", "pathNormalization.normalization", "defaultConfig.drainDuration", "rootNamespace", "trustDomain", "trustDomainAliases"} {
 		if !slices.Contains(h, f) {
 			t.Errorf("Honoured() lacks %s", f)
 		}

@@ -55,8 +55,9 @@ var hcmHonoured = map[protoreflect.Name]string{
 	"forward_client_cert_details":         "buildXFCC (xfcc.go)",
 	"set_current_client_cert_details":     "buildXFCC (xfcc.go)",
 	"upgrade_configs":                     "buildUpgrades (upgrade.go)",
-	"normalize_path":                      "false only: the path is forwarded as received",
-	"path_with_escaped_slashes_action":    "KEEP_UNCHANGED only: %2F and %5C are forwarded as received",
+	"normalize_path":                      "buildPathNorm (pathnorm.go): dot segments removed, Chromium's canonical path",
+	"merge_slashes":                       "buildPathNorm (pathnorm.go): runs of '/' merged",
+	"path_with_escaped_slashes_action":    "buildPathNorm (pathnorm.go): every action (KEEP_UNCHANGED, REJECT_REQUEST, UNESCAPE_AND_REDIRECT, UNESCAPE_AND_FORWARD)",
 	"server_header_transformation":        "PASS_THROUGH only: the upstream's Server header is relayed as it is, none is added",
 	"add_user_agent":                      "false only: no user-agent nor x-envoy-downstream-service-cluster is added",
 	"add_proxy_protocol_connection_state": "true only: an upstream PROXY protocol header carries the downstream connection's addresses (proxyproto.go)",
@@ -84,13 +85,12 @@ var hcmRefused = map[protoreflect.Name]string{
 	"forward_client_cert_matcher":                       "use forward_client_cert_details",
 	"proxy_100_continue":                                "100-continue is answered by the proxy; remove the field or set it false",
 	"represent_ipv4_remote_address_as_ipv4_mapped_ipv6": "remove the field or set it false",
-	"merge_slashes":                                     "the path is forwarded as received; remove the field or set it false",
 	"local_reply_config":                                "local replies keep Envoy's default bodies; remove the field",
 	"strip_matching_host_port":                          "the Host header is routed and forwarded as received (ignore_port_in_host_matching in the route configuration drops the port for matching); remove the field",
 	"strip_any_host_port":                               "the Host header is routed and forwarded as received (ignore_port_in_host_matching in the route configuration drops the port for matching); remove the field",
 	"strip_trailing_host_dot":                           "the Host header is routed and forwarded as received; remove the field",
 	"stream_error_on_invalid_http_message":              "a malformed HTTP/1.1 message ends its connection and HTTP/2 keeps x/net/http2's handling; remove the field",
-	"path_normalization_options":                        "the path is forwarded as received; remove the field",
+	"path_normalization_options":                        "the forwarded path is the one routed (normalize_path, merge_slashes); a separate forwarding transformation is not implemented; remove the field",
 	"proxy_status_config":                               "no proxy-status header is written; remove the field",
 	"typed_header_validation_config":                    "headers are validated by the codecs' own rules; remove the field",
 	"append_x_forwarded_port":                           "x-forwarded-port is not written; remove the field or set it false",
@@ -211,11 +211,6 @@ func checkHCMValues(h *hcmv3.HttpConnectionManager) error {
 	switch {
 	case h.GetGenerateRequestId() != nil && !h.GetGenerateRequestId().GetValue():
 		return fmt.Errorf("generate_request_id false is not supported (strait-proxy sets x-request-id on every request that has none); remove the field or set it true")
-	case h.GetNormalizePath().GetValue():
-		return fmt.Errorf("normalize_path true is not supported (the path is forwarded as received, dot segments included); remove the field or set it false")
-	case h.GetPathWithEscapedSlashesAction() != hcmv3.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT &&
-		h.GetPathWithEscapedSlashesAction() != hcmv3.HttpConnectionManager_KEEP_UNCHANGED:
-		return fmt.Errorf("path_with_escaped_slashes_action %s is not supported (escaped slashes are forwarded as received: KEEP_UNCHANGED)", h.GetPathWithEscapedSlashesAction())
 	case h.GetServerHeaderTransformation() != hcmv3.HttpConnectionManager_PASS_THROUGH &&
 		h.GetServerHeaderTransformation() != hcmv3.HttpConnectionManager_OVERWRITE:
 		return fmt.Errorf("server_header_transformation %s is not supported (the upstream's Server header is relayed as it is: PASS_THROUGH)", h.GetServerHeaderTransformation())

@@ -74,8 +74,9 @@ func TestHCMHonouredFieldsAccepted(t *testing.T) {
 		h.ForwardClientCertDetails = hcmv3.HttpConnectionManager_APPEND_FORWARD
 		h.SetCurrentClientCertDetails = &hcmv3.HttpConnectionManager_SetCurrentClientCertDetails{Uri: true}
 		h.UpgradeConfigs = []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket", Enabled: wrapperspb.Bool(true)}}
-		h.NormalizePath = wrapperspb.Bool(false)
-		h.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_KEEP_UNCHANGED
+		h.NormalizePath = wrapperspb.Bool(true)
+		h.MergeSlashes = true
+		h.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD
 		h.ServerHeaderTransformation = hcmv3.HttpConnectionManager_PASS_THROUGH
 		h.AddUserAgent = wrapperspb.Bool(false)
 		h.AddProxyProtocolConnectionState = wrapperspb.Bool(true)
@@ -111,12 +112,8 @@ func TestHCMRefusedValues(t *testing.T) {
 		mut  func(h *hcmv3.HttpConnectionManager)
 	}{
 		{"generate_request_id", func(h *hcmv3.HttpConnectionManager) { h.GenerateRequestId = wrapperspb.Bool(false) }},
-		{"normalize_path", func(h *hcmv3.HttpConnectionManager) { h.NormalizePath = wrapperspb.Bool(true) }},
 		{"path_with_escaped_slashes_action", func(h *hcmv3.HttpConnectionManager) {
-			h.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD
-		}},
-		{"path_with_escaped_slashes_action", func(h *hcmv3.HttpConnectionManager) {
-			h.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_REJECT_REQUEST
+			h.PathWithEscapedSlashesAction = 99 // a newer API's action
 		}},
 		{"server_header_transformation", func(h *hcmv3.HttpConnectionManager) {
 			h.ServerHeaderTransformation = hcmv3.HttpConnectionManager_APPEND_IF_ABSENT

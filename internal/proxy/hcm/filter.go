@@ -49,6 +49,7 @@ type Filter struct {
 	xfp        forwardedProtoPolicy // x-forwarded-proto (scheme.go)
 	xff        xffPolicy            // the client's address and x-forwarded-for (xff.go)
 	xfcc       xfccPolicy           // x-forwarded-client-cert (xfcc.go)
+	pathNorm   pathNorm             // normalize_path, merge_slashes, path_with_escaped_slashes_action (pathnorm.go)
 	Limits     Limits
 	// AccessLog gets one record per request (access_log, built by the
 	// listener with the proxy's files); nil logs nothing and costs
@@ -118,6 +119,9 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 		return nil, err
 	}
 	if err := f.buildXFCC(h); err != nil { // xfcc.go
+		return nil, err
+	}
+	if err := f.buildPathNorm(h); err != nil { // pathnorm.go
 		return nil, err
 	}
 	lim, err := buildLimits(h)

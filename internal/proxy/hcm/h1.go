@@ -471,6 +471,11 @@ func (c *h1conn) serveRequest() bool {
 	c.meta.Reset()
 	c.client = c.forwardH1() // xff.go
 	c.forwardXFCC()          // xfcc.go
+	if c.filter.pathNorm.active() {
+		if done, keep := c.normalizePath(); done {
+			return keep
+		}
+	}
 	if jf := c.filter.filters.jwt; jf != nil {
 		if done, keep := c.runJWT(jf); done { // jwtfilter.go
 			return keep
@@ -550,6 +555,37 @@ func (c *h1conn) serveRequest() bool {
 		ovp = &ov
 	}
 	return c.forward(cl, ep, rt, tgt, ovp)
+}
+
+// normalizePath applies the HCM's path normalization (pathnorm.go) to the
+// request before anything reads its path: a changed path replaces
+// req.Path, and req.Target unless the target is absolute-form (then
+// Path and Query are what is forwarded). It reports whether the request
+// was answered (400, or 307 for UNESCAPE_AND_REDIRECT), and then whether
+// the connection can carry another.
+func (c *h1conn) normalizePath() (done, keep bool) {
+	req := &c.req
+	if len(req.Path) == 0 {
+		return false, false
+	}
+	p, v := c.filter.pathNorm.apply(req.Path)
+	switch v {
+	case pathReject:
+		return true, c.localReply(400, "", "")
+	case pathRedirect:
+		loc := append(append([]byte(nil), p...), req.Query...)
+		c.respExtra = append(c.respExtra[:0], http1.Header{Name: []byte("location"), Value: loc})
+		return true, c.localReply(307, "", "")
+	}
+	if &p[0] == &req.Path[0] && len(p) == len(req.Path) {
+		return false, false // unchanged: no copy
+	}
+	t := append(p, req.Query...) // p is the normalizer's own slice
+	req.Path, req.Query = t[:len(p)], t[len(p):]
+	if req.Authority == nil {
+		req.Target = t
+	}
+	return false, false
 }
 
 // appendRequestHead writes the upstream request head into w.

@@ -76,6 +76,13 @@ func startProxyLog(t testing.TB, codec Codec, beAddr string, log *slog.Logger) *
 // startProxyFilter is startProxyLog with the Filter's access log set.
 func startProxyFilter(t testing.TB, codec Codec, beAddr string, log *slog.Logger, logs accesslog.Loggers) *testProxy {
 	t.Helper()
+	return startProxyFilterWith(t, codec, beAddr, log, logs, nil)
+}
+
+// startProxyFilterWith is startProxyFilter with mut (when not nil)
+// changing the Filter before it serves.
+func startProxyFilterWith(t testing.TB, codec Codec, beAddr string, log *slog.Logger, logs accesslog.Loggers, mut func(*Filter)) *testProxy {
+	t.Helper()
 	st := stats.New()
 	cm := cluster.NewManager(log, st)
 	if err := cm.AddStatic([]*clusterv3.Cluster{staticCluster("be", beAddr)}); err != nil {
@@ -104,6 +111,9 @@ func startProxyFilter(t testing.TB, codec Codec, beAddr string, log *slog.Logger
 	s := NewServer(Options{Logger: log, Clusters: cm, Codec: codec})
 	f := &Filter{StatPrefix: "test", inline: table, AccessLog: logs}
 	f.UseStats(st) // the request path with its counters, as the listener sets it up
+	if mut != nil {
+		mut(f)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -534,15 +544,23 @@ func BenchmarkProxy(b *testing.B) {
 		name   string
 		path   string
 		logged bool
-	}{{CodecStrait, "strait", "/bench", false}, {CodecStrait, "strait-retrypolicy", "/retry/bench", false}, {CodecNetHTTP, "nethttp", "/bench", false},
-		{CodecStrait, "strait-accesslog", "/bench", true}} {
+		// paths is Istio's DECODE_AND_MERGE_SLASHES normalization
+		// (pathnorm.go): a normal path must cost nothing more.
+		paths bool
+	}{{CodecStrait, "strait", "/bench", false, false}, {CodecStrait, "strait-retrypolicy", "/retry/bench", false, false}, {CodecNetHTTP, "nethttp", "/bench", false, false},
+		{CodecStrait, "strait-accesslog", "/bench", true, false}, {CodecStrait, "strait-pathnorm", "/bench/a.b/c", false, true},
+		{CodecStrait, "strait-pathnorm-rewritten", "/bench/./a/../c", false, true}} {
 		codec := bc.codec
 		b.Run(bc.name, func(b *testing.B) {
 			var logs accesslog.Loggers
 			if bc.logged {
 				logs = benchAccessLog(b)
 			}
-			p := startProxyFilter(b, codec, be, slog.New(slog.DiscardHandler), logs)
+			var mut func(*Filter)
+			if bc.paths {
+				mut = func(f *Filter) { f.pathNorm = normDec }
+			}
+			p := startProxyFilterWith(b, codec, be, slog.New(slog.DiscardHandler), logs, mut)
 			c, err := net.Dial("tcp", p.addr)
 			if err != nil {
 				b.Fatal(err)

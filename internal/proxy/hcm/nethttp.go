@@ -130,6 +130,12 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
 	}
+	if c.filter.pathNorm.active() {
+		var done bool
+		if path, done = c.filter.pathNorm.serveStream(w, r, path); done { // pathnorm.go
+			return
+		}
+	}
 	var md *httpfilter.Metadata // the request's dynamic metadata (jwtfilter.go)
 	if c.filter.filters.jwt != nil {
 		var done bool

@@ -38,7 +38,7 @@ func egressPortListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[stri
 			if addr == "" {
 				addr = "0.0.0.0"
 			}
-			add(httpListenerOn(addr, port.Number, el.CaptureNone))
+			add(httpListenerOn(addr, port.Number, el.CaptureNone, meshPathNormalization(snap.Mesh)))
 			continue
 		}
 		for _, svc := range el.Services {

@@ -88,7 +88,7 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string
 			switch {
 			case port.Protocol == protocol.UDP || port.Number == OutboundCapturePort || port.Number == InboundCapturePort:
 			case port.Protocol.IsHTTP():
-				add(httpOutboundListener(port.Number))
+				add(httpOutboundListener(port.Number, meshPathNormalization(snap.Mesh)))
 			default:
 				hasVIP := false
 				for _, vip := range svc.Addresses {
@@ -159,27 +159,29 @@ func virtualOutbound(registryOnly bool) *listener.Listener {
 	}
 }
 
-func httpOutboundListener(port uint32) *listener.Listener {
-	return httpListenerOn("0.0.0.0", port, false)
+func httpOutboundListener(port uint32, paths pathNormalization) *listener.Listener {
+	return httpListenerOn("0.0.0.0", port, false, paths)
 }
 
 // httpListenerOn is an outbound HTTP listener on addr:port whose routes are
 // the port's route configuration; bound, the application calls it
 // directly, else virtualOutbound hands captured connections to it.
-func httpListenerOn(addr string, port uint32, bind bool) *listener.Listener {
+func httpListenerOn(addr string, port uint32, bind bool, paths pathNormalization) *listener.Listener {
 	name := fmt.Sprintf("%s_%d", addr, port)
+	m := &hcm.HttpConnectionManager{
+		StatPrefix: "outbound_" + name,
+		RouteSpecifier: &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
+			RouteConfigName: RouteName(port),
+			ConfigSource:    rdsConfigSource(),
+		}},
+	}
+	paths.apply(m) // pathnorm.go
 	return &listener.Listener{
 		Name:       name,
 		Address:    socketAddress(addr, port),
 		BindToPort: wrapperspb.Bool(bind),
 		FilterChains: []*listener.FilterChain{{
-			Filters: []*listener.Filter{hcmFilter(&hcm.HttpConnectionManager{
-				StatPrefix: "outbound_" + name,
-				RouteSpecifier: &hcm.HttpConnectionManager_Rds{Rds: &hcm.Rds{
-					RouteConfigName: RouteName(port),
-					ConfigSource:    rdsConfigSource(),
-				}},
-			})},
+			Filters: []*listener.Filter{hcmFilter(m)},
 		}},
 		TrafficDirection: core.TrafficDirection_OUTBOUND,
 	}
@@ -194,11 +196,14 @@ type inboundSecurity struct {
 	authn inboundAuthn
 	first []*hcm.HttpFilter
 	tcp   []*listener.Filter
+	// paths is how the HCMs normalize paths, which the RBAC filters
+	// of first match (pathnorm.go).
+	paths pathNormalization
 }
 
 func proxyInboundSecurity(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) inboundSecurity {
 	authz := buildAuthz(inboundAuthorizationPolicies(snap, proxy), meshTrustDomains(snap)) // authz.go
-	sec := inboundSecurity{authn: proxyInboundAuthn(snap, proxy), tcp: authz.tcp}
+	sec := inboundSecurity{authn: proxyInboundAuthn(snap, proxy), tcp: authz.tcp, paths: meshPathNormalization(snap.Mesh)}
 	if jf := jwtHTTPFilter(snap, proxy, keys); jf != nil {
 		sec.first = append(sec.first, jf)
 	}
@@ -248,7 +253,7 @@ func inboundChains(p inboundPort, sec inboundSecurity) []*listener.FilterChain {
 	statPrefix := fmt.Sprintf("inbound_0.0.0.0_%d", p.endpointPort)
 	var filters []*listener.Filter
 	if p.protocol.IsHTTP() {
-		filters = []*listener.Filter{hcmFilter(&hcm.HttpConnectionManager{
+		m := &hcm.HttpConnectionManager{
 			StatPrefix: statPrefix,
 			// The application sees who called it: this hop's client
 			// certificate details appended to x-forwarded-client-cert, as
@@ -269,7 +274,9 @@ func inboundChains(p inboundPort, sec inboundSecurity) []*listener.FilterChain {
 					Routes:  []*route.Route{prefixRoute("default", "/", clusterName)},
 				}},
 			}},
-		}, sec.first...)}
+		}
+		sec.paths.apply(m) // pathnorm.go
+		filters = []*listener.Filter{hcmFilter(m, sec.first...)}
 	} else {
 		filters = sec.withAuthz(tcpProxyFilter(statPrefix, clusterName))
 	}

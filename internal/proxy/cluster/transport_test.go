@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -236,5 +237,50 @@ func TestTransportSocketMatchSemantics(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTransportSocketFollowsEDSMetadata: an EDS update that changes only
+// an endpoint's transport socket match metadata (a PeerAuthentication
+// DISABLE on its port) changes the socket of the endpoint the load
+// balancer picks, not only of the one a pool looks up by address.
+func TestTransportSocketFollowsEDSMetadata(t *testing.T) {
+	tlsAny, err := anypb.New(&tlsv3.UpstreamTlsContext{Sni: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	match, _ := structpb.NewStruct(map[string]any{"tlsMode": "istio"})
+	cla := func(tlsMode bool) *endpointv3.ClusterLoadAssignment {
+		lbe := &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Address: "10.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 80}}}}}}}
+		if tlsMode {
+			lbe.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"envoy.transport_socket_match": match}}
+		}
+		return &endpointv3.ClusterLoadAssignment{ClusterName: "c", Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{lbe}}}}
+	}
+	m := NewManager(slog.New(slog.DiscardHandler), stats.New())
+	if _, err := m.ApplyCDS("1", []*clusterv3.Cluster{{
+		Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig: &clusterv3.Cluster_EdsClusterConfig{EdsConfig: &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}},
+		TransportSocketMatches: []*clusterv3.Cluster_TransportSocketMatch{
+			{Name: "tlsMode-istio", Match: match, TransportSocket: &corev3.TransportSocket{Name: tlsconf.SocketTLS, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsAny}}},
+			{Name: "tlsMode-disabled", Match: &structpb.Struct{}, TransportSocket: &corev3.TransportSocket{Name: tlsconf.SocketRawBuffer}},
+		},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, tlsMode := range []bool{true, false, true} {
+		if err := m.ApplyEDS(fmt.Sprint(i), []*endpointv3.ClusterLoadAssignment{cla(tlsMode)}); err != nil {
+			t.Fatal(err)
+		}
+		c := m.Get("c")
+		hosts := c.hosts.Load().hosts
+		if len(hosts) != 1 {
+			t.Fatalf("%d hosts, want 1", len(hosts))
+		}
+		if got := c.socketFor(hosts[0].ep) != nil; got != tlsMode {
+			t.Errorf("update %d: picked endpoint TLS %v, want %v", i, got, tlsMode)
+		}
 	}
 }

@@ -217,3 +217,89 @@ func TestAutoMTLSNotToMeshExternal(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoMTLSDNSClusterEndpoints: a DNS cluster carries its endpoints,
+// so its load_assignment marks those with a sidecar {tlsMode: istio}
+// itself, beside the auto mTLS matches; the cluster cache follows a
+// port-level DISABLE that changes only that marking.
+func TestAutoMTLSDNSClusterEndpoints(t *testing.T) {
+	const base = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: secure}
+spec:
+  hosts: [db.secure.svc.cluster.local]
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  location: MESH_INTERNAL
+  resolution: DNS
+  workloadSelector: {labels: {app: db}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: db-1, namespace: secure}
+spec: {address: 10.95.1.1, labels: {app: db, member: one, security.istio.io/tlsMode: istio}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: db-2, namespace: secure}
+spec: {address: 10.95.1.2, labels: {app: db, member: two, security.istio.io/tlsMode: istio}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: db-3, namespace: secure}
+spec: {address: 10.95.1.3, labels: {app: db}}
+`
+	const disable = `---
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: two, namespace: secure}
+spec:
+  selector: {matchLabels: {member: two}}
+  mtls: {mode: STRICT}
+  portLevelMtls: {5432: {mode: DISABLE}}
+`
+	proxy, err := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cur atomic.Pointer[mesh.Snapshot]
+	g := gen.New(gen.SourceFunc(cur.Load))
+	for i, tt := range []struct {
+		yaml   string
+		marked []string
+	}{
+		{base, []string{"10.95.1.1", "10.95.1.2"}},
+		{base + disable, []string{"10.95.1.1"}},
+	} {
+		cur.Store(build(t, storeOf(t, tt.yaml), mesh.BuildOptions{Version: uint64(i + 1), Previous: cur.Load()}))
+		res, err := g.Generate(proxy, xdsapi.ClusterType, nil, &model.PushRequest{Full: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c *cluster.Cluster
+		for _, r := range res {
+			if r.Name == "outbound|5432||db.secure.svc.cluster.local" {
+				c = &cluster.Cluster{}
+				if err := r.Resource.UnmarshalTo(c); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if c == nil {
+			t.Fatal("no db cluster")
+		}
+		if mtlsSocket(c) == nil || len(c.GetTransportSocketMatches()) != 2 {
+			t.Errorf("step %d: DNS cluster without the auto mTLS matches", i)
+		}
+		var marked []string
+		for _, l := range c.GetLoadAssignment().GetEndpoints() {
+			for _, e := range l.GetLbEndpoints() {
+				if e.GetMetadata().GetFilterMetadata()["envoy.transport_socket_match"].AsMap()["tlsMode"] == "istio" {
+					marked = append(marked, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+				}
+			}
+		}
+		if !slices.Equal(marked, tt.marked) {
+			t.Errorf("step %d: endpoints marked for mTLS %q, want %q", i, marked, tt.marked)
+		}
+	}
+}

@@ -26,9 +26,10 @@ import (
 // under PERMISSIVE): a workload has a sidecar with a mesh certificate when
 // it carries Istio's label security.istio.io/tlsMode=istio (the injector
 // sets it on pods; a WorkloadEntry sets it itself). Outbound clusters
-// whose endpoints all have it originate Istio mTLS; a proxy whose own
-// workload has it accepts Istio mTLS on its inbound ports beside
-// plaintext.
+// originate Istio mTLS to the endpoints that have it (and take mTLS on
+// their port), plaintext to the others, chosen per endpoint by
+// transport_socket_matches; a proxy whose own workload has it accepts
+// Istio mTLS on its inbound ports beside plaintext.
 
 const (
 	// TLSModeLabel is Istio's endpoint label naming its TLS capability.
@@ -205,8 +206,9 @@ func spiffeMatcher(trustDomain, id string) *tlsv3.SubjectAltNameMatcher {
 
 // applyAutoMTLS gives an outbound cluster Istio's mTLS transport socket:
 // when the DestinationRule's tls (subset, port-level, top-level, in
-// Istio's precedence) says ISTIO_MUTUAL, or says nothing and every
-// endpoint the cluster reaches has a sidecar (auto mTLS); DISABLE keeps it
+// Istio's precedence) says ISTIO_MUTUAL, or, as the tlsMode-istio match
+// beside a plaintext tlsMode-disabled one, when it says nothing and an
+// endpoint the cluster reaches takes mTLS (auto mTLS); DISABLE keeps it
 // plaintext; SIMPLE and MUTUAL originate TLS with the rule's own
 // certificates (tlsorigination.go). The SNI is Istio's outbound_.PORT_.SUBSET_.HOST unless the
 // rule names one; the SANs are the rule's subjectAltNames, else the

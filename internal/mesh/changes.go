@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"slices"
 	"time"
 
 	"github.com/straitmesh/strait/internal/config"
@@ -29,6 +30,18 @@ func PushRequestFor(old, new *Snapshot, changed map[model.ConfigKey]struct{}, st
 		Start:            start,
 	}
 	full := !diff.EndpointsOnly
+	if !full && old != nil {
+		// The outbound clusters carry the SANs of the endpoints with a
+		// sidecar, so a change of that identity set needs CDS, not only
+		// EDS (Istio's EDS update turns into a full push when the service
+		// accounts change).
+		for h := range diff.Hosts {
+			if !slices.Equal(old.sidecarIdentities(h), new.sidecarIdentities(h)) {
+				full = true
+				break
+			}
+		}
+	}
 	for k := range changed {
 		for _, snap := range []*Snapshot{old, new} {
 			if snap == nil {
@@ -87,4 +100,27 @@ func (s *Snapshot) delegatingHosts(d *config.Config) []string {
 		}
 	}
 	return out
+}
+
+// sidecarIdentities is the sorted set of the namespace/service account of
+// host's endpoints that have a sidecar (Istio's tlsMode label), the
+// identities an auto mTLS cluster's SANs list.
+func (s *Snapshot) sidecarIdentities(host string) []string {
+	svc := s.servicesByHost[host]
+	if svc == nil {
+		return nil
+	}
+	var ids []string
+	for _, ep := range svc.Endpoints {
+		if ep.Labels["security.istio.io/tlsMode"] != "istio" || ep.Workload.Name == "" {
+			continue
+		}
+		sa := ""
+		if w := s.WorkloadByIP(ep.Address); w != nil {
+			sa = w.ServiceAccount
+		}
+		ids = append(ids, ep.Workload.Namespace+"/"+sa)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }

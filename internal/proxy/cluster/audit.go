@@ -87,7 +87,7 @@ func checkAssignment(cla *endpointv3.ClusterLoadAssignment) error {
 	}
 	for i, lle := range cla.GetEndpoints() {
 		field := fmt.Sprintf("cluster_load_assignment.endpoints[%d]", i)
-		if err := onlyFields(field, lle, "locality", "lb_endpoints", "load_balancing_weight", "priority"); err != nil {
+		if err := onlyFields(field, lle, "locality", "lb_endpoints", "load_balancing_weight", "priority", "metadata"); err != nil {
 			return err
 		}
 		if lle.GetPriority() > maxPriority {

@@ -66,6 +66,10 @@ type Endpoint struct {
 	// transportMatch is the endpoint's envoy.transport_socket_match
 	// metadata, canonical (transport.go); "" when it has none.
 	transportMatch string
+	// localityMatch is the same metadata of the endpoint's locality
+	// (LocalityLbEndpoints.metadata), read when no match takes the
+	// endpoint's own.
+	localityMatch string
 }
 
 // OriginalSource is what Envoy's original_src listener filter puts on the
@@ -264,7 +268,7 @@ func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) (endpointList, error) 
 				w = 1
 			}
 			weighted = weighted || w != 1
-			out.eps = append(out.eps, Endpoint{Network: n, Address: a, transportMatch: transportMatchOf(lbe)}) // transport.go
+			out.eps = append(out.eps, Endpoint{Network: n, Address: a, transportMatch: transportMatchOf(lbe.GetMetadata()), localityMatch: transportMatchOf(lle.GetMetadata())}) // transport.go
 			out.weights = append(out.weights, w)
 			out.group = append(out.group, gi)
 		}

@@ -41,6 +41,11 @@ type dnsTarget struct {
 	host   string
 	port   uint32
 	weight uint32
+	// transportMatch and localityMatch are the lb_endpoint's and its
+	// locality's transport socket match metadata (transport.go), which
+	// every address the name resolves to carries, as Envoy's resolved
+	// hosts keep their lb_endpoint's metadata.
+	transportMatch, localityMatch string
 }
 
 // dnsDiscovery keeps the endpoints of a STRICT_DNS or LOGICAL_DNS cluster
@@ -124,7 +129,8 @@ func newDNSDiscovery(c *clusterv3.Cluster, st *stats.Store) (*dnsDiscovery, erro
 			if sa.GetNamedPort() != "" || sa.GetPortValue() == 0 {
 				return nil, fmt.Errorf("load_assignment: endpoint %q needs a port_value", sa.GetAddress())
 			}
-			d.targets = append(d.targets, dnsTarget{host: sa.GetAddress(), port: sa.GetPortValue(), weight: max(lbe.GetLoadBalancingWeight().GetValue(), 1)})
+			d.targets = append(d.targets, dnsTarget{host: sa.GetAddress(), port: sa.GetPortValue(), weight: max(lbe.GetLoadBalancingWeight().GetValue(), 1),
+				transportMatch: transportMatchOf(lbe.GetMetadata()), localityMatch: transportMatchOf(lle.GetMetadata())})
 		}
 	}
 	if d.logical && len(d.targets) != 1 {
@@ -342,7 +348,7 @@ func (d *dnsDiscovery) resolveAll(ctx context.Context, last [][]Endpoint) (time.
 		}
 		eps := make([]Endpoint, 0, len(addrs))
 		for _, a := range addrs {
-			eps = append(eps, Endpoint{Network: "tcp", Address: netip.AddrPortFrom(a, uint16(t.port)).String()})
+			eps = append(eps, Endpoint{Network: "tcp", Address: netip.AddrPortFrom(a, uint16(t.port)).String(), transportMatch: t.transportMatch, localityMatch: t.localityMatch})
 		}
 		if !d.logical {
 			// The order of an answer may rotate; the endpoint set is what

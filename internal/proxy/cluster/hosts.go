@@ -65,7 +65,9 @@ func newHostSet(l endpointList, prev *hostSet, lb lbConfig) *hostSet {
 			w = weights[i]
 		}
 		h := old[ep.Network+"|"+ep.Address]
-		if h == nil || h.weight != w {
+		// A host whose weight or transport socket match metadata changed
+		// is a new host: picks return h.ep, which the TLS decision reads.
+		if h == nil || h.weight != w || h.ep.transportMatch != ep.transportMatch || h.ep.localityMatch != ep.localityMatch {
 			h = &host{ep: ep, weight: w, created: now}
 		}
 		s.hosts[i] = h

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -55,7 +56,7 @@ func (m *Manager) build(c *clusterv3.Cluster) (*Cluster, error) {
 		}
 		sm := socketMatch{want: map[string]string{}}
 		for k, v := range tm.GetMatch().GetFields() {
-			sm.want[k] = valueString(v)
+			sm.want[k] = matchValue(v)
 		}
 		if sm.tls, err = tlsconf.NewClient(ts, m.secrets); err != nil {
 			return nil, fmt.Errorf("cluster %q: transport_socket_matches[%d] %q: %w", c.GetName(), i, tm.GetName(), err)
@@ -119,70 +120,83 @@ func TransportFailureReason(err error) string {
 const transportSocketMatchKey = "envoy.transport_socket_match"
 
 // socketMatch is one transport_socket_matches entry: endpoints whose
-// metadata has every key/value of want use tls (nil: plaintext).
+// metadata has every key of want with an equal value (matchValue) use tls
+// (nil: plaintext).
 type socketMatch struct {
 	want map[string]string
 	tls  *tlsconf.Client
 }
 
-// transportMatchOf renders an endpoint's transport socket match metadata
-// canonically (sorted key=value lines), so that Endpoint stays comparable.
-func transportMatchOf(lbe *endpointv3.LbEndpoint) string {
-	md := lbe.GetMetadata().GetFilterMetadata()[transportSocketMatchKey]
-	if md == nil {
+// transportMatchOf renders the envoy.transport_socket_match filter
+// metadata of an endpoint or a locality canonically (sorted key=value
+// lines, values as matchValue renders them), so that Endpoint stays
+// comparable; "" when there is none.
+func transportMatchOf(md *corev3.Metadata) string {
+	fields := md.GetFilterMetadata()[transportSocketMatchKey].GetFields()
+	if len(fields) == 0 {
 		return ""
 	}
 	var kv []string
-	for k, v := range md.GetFields() {
-		kv = append(kv, k+"="+valueString(v))
+	for k, v := range fields {
+		kv = append(kv, k+"="+matchValue(v))
 	}
 	slices.Sort(kv)
 	return strings.Join(kv, "\n")
 }
 
-func valueString(v *structpb.Value) string {
+// matchValue renders a metadata value so that two render alike only when
+// Envoy's ValueUtil::equal holds: a string is not the number it spells.
+// Values are one line (a key=value line each in transportMatchOf).
+func matchValue(v *structpb.Value) string {
 	if s, ok := v.GetKind().(*structpb.Value_StringValue); ok {
-		return s.StringValue
+		return "s" + strconv.Quote(s.StringValue)
 	}
-	b, _ := protojson.Marshal(v)
-	return string(b)
+	b, _ := protojson.MarshalOptions{Multiline: false}.Marshal(v)
+	return "j" + string(b)
 }
 
-// socketFor chooses the transport socket of a connection to ep: the first
-// transport_socket_matches entry that the endpoint's metadata satisfies,
-// else the cluster's transport_socket (Envoy's
-// TransportSocketMatcherImpl). Pools dial by address, so the endpoint's
-// metadata is looked up among the current endpoints.
+// socketFor chooses the transport socket of a connection to ep as Envoy's
+// TransportSocketMatcherImpl::resolve does: the first
+// transport_socket_matches entry whose match is a subset of the
+// endpoint's envoy.transport_socket_match metadata (an empty match takes
+// any endpoint), else the first that is a subset of its locality's, else
+// the cluster's transport_socket (nil: plaintext). Pools dial by address,
+// so an endpoint without metadata is looked up among the current
+// endpoints.
 func (c *Cluster) socketFor(ep Endpoint) *tlsconf.Client {
 	if len(c.socketMatches) == 0 {
 		return c.tls
 	}
-	meta := ep.transportMatch
-	if meta == "" {
+	if ep.transportMatch == "" && ep.localityMatch == "" {
 		for _, e := range c.Endpoints() {
 			if e.Address == ep.Address {
-				meta = e.transportMatch
+				ep = e
 				break
 			}
 		}
 	}
-	have := map[string]string{}
-	for _, line := range strings.Split(meta, "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			have[k] = v
-		}
-	}
-	for _, sm := range c.socketMatches {
-		ok := true
-		for k, v := range sm.want {
-			if have[k] != v {
-				ok = false
-				break
+	for _, meta := range []string{ep.transportMatch, ep.localityMatch} {
+		have := map[string]string{}
+		for _, line := range strings.Split(meta, "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				have[k] = v
 			}
 		}
-		if ok {
-			return sm.tls
+		for _, sm := range c.socketMatches {
+			if matchesAll(sm.want, have) {
+				return sm.tls
+			}
 		}
 	}
 	return c.tls
+}
+
+// matchesAll reports whether have holds every key of want with its value.
+func matchesAll(want, have map[string]string) bool {
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
 }

@@ -54,7 +54,8 @@ type serviceEntry struct {
 	mesh *meshconfig.Config
 	res  []*discovery.Resource
 	// mtls is the auto mTLS decision the clusters were built with
-	// (autoMTLSKey); endpoints alone can change it.
+	// (autoMTLSKey), or, for a load assignment, which endpoints take mTLS
+	// (endpointMTLSKey): endpoints and PeerAuthentications change it.
 	mtls string
 	// ready, when set, is closed once res (or err) is filled in: proxies
 	// asking for the same entry while it is built wait for that build
@@ -283,24 +284,27 @@ func (c *cache) loadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, proxy *mo
 		}
 		return e.res[0], nil
 	}
+	// A PeerAuthentication changes which endpoints EDS marks for mTLS
+	// without changing the service.
+	mtls := endpointMTLSKey(snap, svc, port)
 	c.mu.RLock()
 	e := c.eds[key]
 	c.mu.RUnlock()
-	if e != nil && e.svc == svc && e.dr == dr && e.mesh == snap.Mesh {
+	if e != nil && e.svc == svc && e.dr == dr && e.mesh == snap.Mesh && e.mtls == mtls {
 		return built(e)
 	}
 	c.mu.Lock()
-	if e = c.eds[key]; e != nil && e.svc == svc && e.dr == dr && e.mesh == snap.Mesh {
+	if e = c.eds[key]; e != nil && e.svc == svc && e.dr == dr && e.mesh == snap.Mesh && e.mtls == mtls {
 		// Another proxy started this build meanwhile.
 		c.mu.Unlock()
 		return built(e)
 	}
-	e = &serviceEntry{svc: svc, dr: dr, mesh: snap.Mesh, ready: make(chan struct{})}
+	e = &serviceEntry{svc: svc, dr: dr, mesh: snap.Mesh, mtls: mtls, ready: make(chan struct{})}
 	c.eds[key] = e
 	c.mu.Unlock()
 
 	c.count("eds")
-	r, err := resource(name, loadAssignment(name, svc, port, selector, lv))
+	r, err := resource(name, loadAssignment(snap, name, svc, port, selector, lv))
 	e.res, e.err = []*discovery.Resource{r}, err
 	close(e.ready)
 	if err != nil {

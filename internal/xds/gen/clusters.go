@@ -132,12 +132,15 @@ func UsesEDS(svc *mesh.Service) bool {
 // cluster resolves one name: the first endpoint's.
 func dnsCluster(snap *mesh.Snapshot, name string, svc *mesh.Service, port mesh.Port, labels map[string]string) *cluster.Cluster {
 	var lbs []*endpoint.LbEndpoint
-	add := func(addr string, p, weight uint32) {
+	add := func(addr string, p, weight uint32, mtls bool) {
 		lb := &endpoint.LbEndpoint{HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: &endpoint.Endpoint{
 			Address: socketAddress(addr, p),
 		}}}
 		if weight > 0 {
 			lb.LoadBalancingWeight = wrapperspb.UInt32(weight)
+		}
+		if mtls {
+			lb.Metadata = endpointTLSMetadata() // mtls.go
 		}
 		lbs = append(lbs, lb)
 	}
@@ -146,12 +149,12 @@ func dnsCluster(snap *mesh.Snapshot, name string, svc *mesh.Service, port mesh.P
 		// resolves its host on the port's targetPort, else the service
 		// port (convertServiceEntryToInstances).
 		if labels == nil {
-			add(svc.Hostname, cmp.Or(port.TargetPort, port.Number), 0)
+			add(svc.Hostname, cmp.Or(port.TargetPort, port.Number), 0, false)
 		}
 	}
 	for _, ep := range svc.Endpoints {
 		if ep.Matches(labels) {
-			add(ep.Address, ep.Ports[port.Number], ep.Weight)
+			add(ep.Address, ep.Ports[port.Number], ep.Weight, mtlsEndpoint(snap, ep, port.Number))
 		}
 	}
 	if len(lbs) == 0 {

@@ -48,7 +48,7 @@ func clusterLoadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, proxy *model.
 	}
 	_, subset, _, _ := ParseOutboundClusterName(name)
 	lv, _ := newLocalityView(snap, scope.Namespace, proxy, svc.Hostname, subset, port)
-	return loadAssignment(name, svc, port, selector, lv)
+	return loadAssignment(snap, name, svc, port, selector, lv)
 }
 
 // edsTarget resolves an outbound cluster name to its service, port and
@@ -78,8 +78,10 @@ func edsTarget(snap *mesh.Snapshot, scope *mesh.Scope, name string) (*mesh.Servi
 // that selector selects, one LocalityLbEndpoints per locality (weighted by
 // its endpoints' weights, as Istio's EndpointBuilder), with the
 // priorities or weights of lv's locality setting for its proxy when lv is
-// not nil.
-func loadAssignment(name string, svc *mesh.Service, port uint32, selector map[string]string, lv *localityView) *endpoint.ClusterLoadAssignment {
+// not nil. An endpoint that takes Istio mTLS on port carries the
+// {tlsMode: istio} transport socket match metadata (mtls.go), which
+// selects the mTLS socket of an auto mTLS cluster.
+func loadAssignment(snap *mesh.Snapshot, name string, svc *mesh.Service, port uint32, selector map[string]string, lv *localityView) *endpoint.ClusterLoadAssignment {
 	type entry struct {
 		lb *endpoint.LbEndpoint
 		ep *mesh.Endpoint
@@ -103,6 +105,9 @@ func loadAssignment(name string, svc *mesh.Service, port uint32, selector map[st
 			}},
 			LoadBalancingWeight: wrapperspb.UInt32(w),
 		}})
+		if mtlsEndpoint(snap, ep, port) { // mtls.go
+			entries[len(entries)-1].lb.Metadata = endpointTLSMetadata()
+		}
 	}
 	sort.SliceStable(entries, func(i, j int) bool {
 		a := entries[i].lb.GetEndpoint().GetAddress().GetSocketAddress()

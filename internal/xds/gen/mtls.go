@@ -9,9 +9,11 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsinspector "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcher "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -24,9 +26,10 @@ import (
 // under PERMISSIVE): a workload has a sidecar with a mesh certificate when
 // it carries Istio's label security.istio.io/tlsMode=istio (the injector
 // sets it on pods; a WorkloadEntry sets it itself). Outbound clusters
-// whose endpoints all have it originate Istio mTLS; a proxy whose own
-// workload has it accepts Istio mTLS on its inbound ports beside
-// plaintext.
+// originate Istio mTLS to the endpoints that have it (and take mTLS on
+// their port), plaintext to the others, chosen per endpoint by
+// transport_socket_matches; a proxy whose own workload has it accepts
+// Istio mTLS on its inbound ports beside plaintext.
 
 const (
 	// TLSModeLabel is Istio's endpoint label naming its TLS capability.
@@ -107,32 +110,75 @@ func endpointIdentity(snap *mesh.Snapshot, ep *mesh.Endpoint) (ns, sa string) {
 }
 
 // mtlsPeers returns the identities of the endpoints of svc that subset
-// labels select, and whether auto mTLS applies to the service's port:
-// there is at least one endpoint, every one has a sidecar, and none takes
-// plaintext on its port for that service port (its workload's, else its
-// namespace's, else the mesh's PeerAuthentication says DISABLE there;
-// Istio's mtlsChecker.checkMtlsEnabled in pilot/pkg/xds/endpoints). Port
-// 0 looks at the sidecars only. Istio decides per endpoint
-// (transport_socket_matches); Strait decides per cluster, so a cluster
-// with any plaintext endpoint stays plaintext.
-func mtlsPeers(snap *mesh.Snapshot, svc *mesh.Service, port uint32, subset map[string]string) ([]string, bool) {
+// labels select and that take Istio mTLS on service port port
+// (mtlsEndpoint): the peers an auto mTLS cluster may verify. The decision
+// itself is per endpoint, as Istio's: the cluster carries
+// transport_socket_matches and EDS marks the endpoints that take mTLS
+// (endpointTLSMetadata).
+func mtlsPeers(snap *mesh.Snapshot, svc *mesh.Service, port uint32, subset map[string]string) []string {
 	var ids []string
-	auto := true
 	for _, ep := range svc.Endpoints {
-		if !ep.Matches(subset) {
+		if !ep.Matches(subset) || !mtlsEndpoint(snap, ep, port) {
 			continue
-		}
-		if !hasSidecar(ep) || ep.Workload.Name == "" {
-			return nil, false
-		}
-		if port != 0 && endpointMTLSDisabled(snap, ep, port) {
-			auto = false
 		}
 		ns, sa := endpointIdentity(snap, ep)
 		ids = append(ids, ns+"/"+sa)
 	}
 	slices.Sort(ids)
-	return slices.Compact(ids), auto && len(ids) > 0
+	return slices.Compact(ids)
+}
+
+// sidecarPeers returns the identities of the endpoints of svc that subset
+// labels select when every one of them has a sidecar, nil otherwise: the
+// SANs of a cluster whose DestinationRule says ISTIO_MUTUAL (one socket
+// for every endpoint, so a peer without a sidecar leaves the identity
+// unchecked beyond the mesh root).
+func sidecarPeers(snap *mesh.Snapshot, svc *mesh.Service, subset map[string]string) []string {
+	var ids []string
+	for _, ep := range svc.Endpoints {
+		if !ep.Matches(subset) {
+			continue
+		}
+		if !hasSidecar(ep) || ep.Workload.Name == "" {
+			return nil
+		}
+		ns, sa := endpointIdentity(snap, ep)
+		ids = append(ids, ns+"/"+sa)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// mtlsEndpoint reports whether ep takes Istio mTLS on service port port:
+// it is a workload with a sidecar and its PeerAuthentication (its
+// workload's, else its namespace's, else the mesh's) does not make the
+// port it serves plaintext only (Istio's mtlsChecker.checkMtlsEnabled in
+// pilot/pkg/xds/endpoints). Port 0 looks at the sidecar only.
+func mtlsEndpoint(snap *mesh.Snapshot, ep *mesh.Endpoint, port uint32) bool {
+	if !hasSidecar(ep) || ep.Workload.Name == "" {
+		return false
+	}
+	return port == 0 || !endpointMTLSDisabled(snap, ep, port)
+}
+
+// The transport socket match Istio's auto mTLS puts on a cluster and the
+// endpoint metadata that selects it (pilot/pkg/networking/core
+// cluster_tls.go applyUpstreamTLSSettings and the endpoint builder's
+// tlsMode metadata).
+const (
+	transportSocketMatchKey = "envoy.transport_socket_match"
+	tlsModeKey              = "tlsMode"
+	tlsMatchIstio           = "tlsMode-istio"
+	tlsMatchDisabled        = "tlsMode-disabled"
+)
+
+// endpointTLSMetadata is the metadata of an endpoint that takes Istio
+// mTLS: filter_metadata["envoy.transport_socket_match"] = {tlsMode:
+// istio}, which selects an auto mTLS cluster's tlsMode-istio socket.
+func endpointTLSMetadata() *core.Metadata {
+	return &core.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		transportSocketMatchKey: {Fields: map[string]*structpb.Value{tlsModeKey: structpb.NewStringValue(tlsModeIstio)}},
+	}}
 }
 
 // endpointMTLSDisabled reports whether the endpoint's PeerAuthentication
@@ -160,8 +206,9 @@ func spiffeMatcher(trustDomain, id string) *tlsv3.SubjectAltNameMatcher {
 
 // applyAutoMTLS gives an outbound cluster Istio's mTLS transport socket:
 // when the DestinationRule's tls (subset, port-level, top-level, in
-// Istio's precedence) says ISTIO_MUTUAL, or says nothing and every
-// endpoint the cluster reaches has a sidecar (auto mTLS); DISABLE keeps it
+// Istio's precedence) says ISTIO_MUTUAL, or, as the tlsMode-istio match
+// beside a plaintext tlsMode-disabled one, when it says nothing and an
+// endpoint the cluster reaches takes mTLS (auto mTLS); DISABLE keeps it
 // plaintext; SIMPLE and MUTUAL originate TLS with the rule's own
 // certificates (tlsorigination.go). The SNI is Istio's outbound_.PORT_.SUBSET_.HOST unless the
 // rule names one; the SANs are the rule's subjectAltNames, else the
@@ -175,7 +222,10 @@ func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint3
 		}
 		labels = l
 	}
-	ids, auto := mtlsPeers(snap, svc, port, labels)
+	ids := mtlsPeers(snap, svc, port, labels)
+	// Auto mTLS needs a peer that takes it; a cluster none of whose
+	// endpoints does stays plaintext (and needs no SANs).
+	auto := len(ids) > 0
 	if svc.Location != networking.ServiceEntry_MESH_INTERNAL {
 		// A service outside the mesh (a ServiceEntry's location is
 		// MESH_EXTERNAL unless it says otherwise) never gets auto mTLS,
@@ -199,6 +249,7 @@ func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint3
 	settings := clientTLS(snap, ns, svc.Hostname, port, subset)
 	switch settings.GetMode() {
 	case networking.ClientTLSSettings_ISTIO_MUTUAL:
+		ids = sidecarPeers(snap, svc, labels)
 	case networking.ClientTLSSettings_SIMPLE, networking.ClientTLSSettings_MUTUAL:
 		c.TransportSocket = originationSocket(settings, svc.Hostname, c) // tlsorigination.go
 		return
@@ -226,12 +277,36 @@ func applyAutoMTLS(snap *mesh.Snapshot, ns string, svc *mesh.Service, port uint3
 	if sni == "" {
 		sni = fmt.Sprintf("outbound_.%d_.%s_.%s", port, subset, svc.Hostname)
 	}
-	c.TransportSocket = &core.TransportSocket{
+	mtls := &core.TransportSocket{
 		Name: tlsSocketName,
 		ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(&tlsv3.UpstreamTlsContext{
 			CommonTlsContext: meshCommonTLS(alpnInMesh, sans),
 			Sni:              sni,
 		})},
+	}
+	if settings != nil {
+		// The rule's own ISTIO_MUTUAL: every endpoint gets mTLS.
+		c.TransportSocket = mtls
+		return
+	}
+	// Auto mTLS: the endpoints EDS marks {tlsMode: istio} get mTLS, the
+	// others (no sidecar, or a PeerAuthentication DISABLE on their port)
+	// plaintext, as Istio's applyUpstreamTLSSettings for an autodetected
+	// ISTIO_MUTUAL.
+	c.TransportSocketMatches = []*cluster.Cluster_TransportSocketMatch{
+		{
+			Name:            tlsMatchIstio,
+			Match:           &structpb.Struct{Fields: map[string]*structpb.Value{tlsModeKey: structpb.NewStringValue(tlsModeIstio)}},
+			TransportSocket: mtls,
+		},
+		{
+			Name:  tlsMatchDisabled,
+			Match: &structpb.Struct{},
+			TransportSocket: &core.TransportSocket{
+				Name:       rawBufferSocketName,
+				ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(&rawbufferv3.RawBuffer{})},
+			},
+		},
 	}
 }
 
@@ -280,14 +355,30 @@ func autoMTLSKey(snap *mesh.Snapshot, ns string, svc *mesh.Service) string {
 	var b strings.Builder
 	fmt.Fprint(&b, snap.NamespaceMTLSMode(svc.Namespace))
 	for _, p := range svc.Ports {
-		ids, ok := mtlsPeers(snap, svc, p.Number, nil)
-		fmt.Fprint(&b, "|", p.Number, ok, ids)
+		fmt.Fprint(&b, "|", p.Number, mtlsPeers(snap, svc, p.Number, nil), sidecarPeers(snap, svc, nil))
+		if !UsesEDS(svc) {
+			// A DNS cluster carries its endpoints and their metadata.
+			fmt.Fprint(&b, endpointMTLSKey(snap, svc, p.Number))
+		}
 		for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
-			ids, ok := mtlsPeers(snap, svc, p.Number, ss.GetLabels())
-			fmt.Fprint(&b, "|", ss.GetName(), ok, ids)
+			fmt.Fprint(&b, "|", ss.GetName(), mtlsPeers(snap, svc, p.Number, ss.GetLabels()), sidecarPeers(snap, svc, ss.GetLabels()))
 		}
 	}
 	return b.String()
+}
+
+// endpointMTLSKey fingerprints which endpoints of svc take mTLS on port
+// (mtlsEndpoint), one bit each: what a load assignment depends on besides
+// the service.
+func endpointMTLSKey(snap *mesh.Snapshot, svc *mesh.Service, port uint32) string {
+	b := make([]byte, len(svc.Endpoints))
+	for i, ep := range svc.Endpoints {
+		b[i] = '0'
+		if mtlsEndpoint(snap, ep, port) {
+			b[i] = '1'
+		}
+	}
+	return string(b)
 }
 
 // tlsInspector is the listener filter that lets chains match on TLS and

@@ -177,11 +177,12 @@ func TestTrustDomainPinning(t *testing.T) {
 
 	var checked int
 	for _, c := range g.BuildClusters(client) {
-		if c.TransportSocket == nil {
+		ts := mtlsSocket(c)
+		if ts == nil {
 			continue
 		}
 		var u tlsv3.UpstreamTlsContext
-		if err := c.TransportSocket.GetTypedConfig().UnmarshalTo(&u); err != nil {
+		if err := ts.GetTypedConfig().UnmarshalTo(&u); err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range u.GetCommonTlsContext().GetCombinedValidationContext().GetDefaultValidationContext().GetMatchTypedSubjectAltNames() {
@@ -239,11 +240,12 @@ func TestTrustDomainAliases(t *testing.T) {
 
 	var checked int
 	for _, c := range g.BuildClusters(client) {
-		if c.TransportSocket == nil {
+		ts := mtlsSocket(c)
+		if ts == nil {
 			continue
 		}
 		var u tlsv3.UpstreamTlsContext
-		if err := c.TransportSocket.GetTypedConfig().UnmarshalTo(&u); err != nil {
+		if err := ts.GetTypedConfig().UnmarshalTo(&u); err != nil {
 			t.Fatal(err)
 		}
 		byTD := map[string][]string{}
@@ -294,7 +296,7 @@ func TestEnableAutoMTLSFalse(t *testing.T) {
 		for _, c := range g.BuildClusters(client) {
 			if c.Name == "outbound|8080||server.secure.svc.cluster.local" {
 				found = true
-				if got := c.TransportSocket != nil; got != tc.want {
+				if got := mtlsSocket(c) != nil; got != tc.want {
 					t.Errorf("mesh %q, extra %q: mTLS cluster %v, want %v", tc.mesh, tc.extra, got, tc.want)
 				}
 			}
@@ -339,7 +341,7 @@ func TestAutoMTLSFollowsNamespacePolicy(t *testing.T) {
 				if err := r.Resource.UnmarshalTo(&c); err != nil {
 					t.Fatal(err)
 				}
-				return c.GetTransportSocket() != nil
+				return mtlsSocket(&c) != nil
 			}
 		}
 		t.Fatal("no server cluster")

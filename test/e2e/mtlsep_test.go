@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -63,7 +64,7 @@ func TestAutoMTLSPerEndpoint(t *testing.T) {
 	seen := func(t *testing.T, url string, want ...string) map[string]string {
 		t.Helper()
 		got := map[string]string{}
-		var failed error // the last failed request, for the message
+		failed := errors.New("none") // the last failed request, for the message
 		err := poll(ctx, applyTimeout, func() error {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			if err != nil {
@@ -94,7 +95,7 @@ func TestAutoMTLSPerEndpoint(t *testing.T) {
 			}
 			for _, v := range want {
 				if _, ok := got[v]; !ok {
-					return fmt.Errorf("GET %s: answered by %v so far, want each of %v (last failure: %v)", url, slices.Sorted(maps.Keys(got)), want, failed)
+					return fmt.Errorf("GET %s: answered by %v so far, want each of %v (last failure: %w)", url, slices.Sorted(maps.Keys(got)), want, failed)
 				}
 			}
 			return nil

@@ -6,9 +6,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"google.golang.org/protobuf/reflect/protoreflect"
-
-	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
 // This file is the HttpConnectionManager's field audit. Every field of the
@@ -161,45 +160,13 @@ func checkRouterFilter(hf *hcmv3.HttpFilter) error {
 	if err := hf.GetTypedConfig().UnmarshalTo(&r); err != nil {
 		return fmt.Errorf("typed_config %s is not envoy.extensions.filters.http.router.v3.Router: %w", hf.GetTypedConfig().GetTypeUrl(), err)
 	}
-	var err error
-	r.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		n := fd.Name()
-		if _, ok := routerFilterHonoured[n]; ok {
-			return true
-		}
-		if why, ok := routerFilterRefused[n]; ok {
-			err = fmt.Errorf("%s is not supported by strait-proxy: %s", n, why)
-		} else {
-			err = fmt.Errorf("%s is not supported by strait-proxy (a field it does not know; remove it)", n)
-		}
-		return false
-	})
-	if err == nil && len(r.ProtoReflect().GetUnknown()) > 0 {
-		err = fmt.Errorf("the Router config has fields strait-proxy does not know (a newer API's); remove them")
-	}
-	return err
+	return fieldaudit.Check("", r.ProtoReflect(), routerFilterHonoured, routerFilterRefused)
 }
 
 // checkHCMFields refuses the first HttpConnectionManager field, or value,
 // that strait-proxy does not implement, naming it.
 func checkHCMFields(h *hcmv3.HttpConnectionManager) error {
-	var err error
-	h.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		n := fd.Name()
-		if _, ok := hcmHonoured[n]; ok {
-			return true
-		}
-		if why, ok := hcmRefused[n]; ok {
-			err = fmt.Errorf("%s is not supported by strait-proxy: %s", n, why)
-		} else {
-			err = fmt.Errorf("%s is not supported by strait-proxy (a field it does not know; remove it)", n)
-		}
-		return false
-	})
-	if err == nil && len(h.ProtoReflect().GetUnknown()) > 0 {
-		err = fmt.Errorf("the HttpConnectionManager has fields strait-proxy does not know (a newer API's); remove them")
-	}
-	if err != nil {
+	if err := fieldaudit.Check("", h.ProtoReflect(), hcmHonoured, hcmRefused); err != nil {
 		return err
 	}
 	return checkHCMValues(h)
@@ -223,12 +190,12 @@ func checkHCMValues(h *hcmv3.HttpConnectionManager) error {
 		return err
 	}
 	if o := h.GetCommonHttpProtocolOptions(); o != nil {
-		if err := router.OnlyFields("common_http_protocol_options", o.ProtoReflect(), commonOptionsFields); err != nil {
+		if err := fieldaudit.Only("common_http_protocol_options", o.ProtoReflect(), commonOptionsFields); err != nil {
 			return fmt.Errorf("%w (remove it)", err)
 		}
 	}
 	for i, u := range h.GetUpgradeConfigs() {
-		if err := router.OnlyFields(fmt.Sprintf("upgrade_configs[%d]", i), u.ProtoReflect(), upgradeConfigFields); err != nil {
+		if err := fieldaudit.Only(fmt.Sprintf("upgrade_configs[%d]", i), u.ProtoReflect(), upgradeConfigFields); err != nil {
 			return fmt.Errorf("%w (remove it)", err)
 		}
 	}
@@ -241,7 +208,7 @@ func checkHTTP1Options(o *corev3.Http1ProtocolOptions) error {
 	if o == nil {
 		return nil
 	}
-	if err := router.OnlyFields("http_protocol_options", o.ProtoReflect(), http1Fields); err != nil {
+	if err := fieldaudit.Only("http_protocol_options", o.ProtoReflect(), http1Fields); err != nil {
 		return fmt.Errorf("%w (remove it)", err)
 	}
 	if v := o.GetAllowAbsoluteUrl(); v != nil && !v.GetValue() {
@@ -255,17 +222,17 @@ func checkRDS(rds *hcmv3.Rds) error {
 	if rds == nil {
 		return nil
 	}
-	if err := router.OnlyFields("rds", rds.ProtoReflect(), rdsFields); err != nil {
+	if err := fieldaudit.Only("rds", rds.ProtoReflect(), rdsFields); err != nil {
 		return fmt.Errorf("%w (remove it)", err)
 	}
 	cs := rds.GetConfigSource()
 	if cs.GetAds() == nil {
 		return fmt.Errorf("rds.config_source must be {ads: {}}, got %v", configSourceKind(cs))
 	}
-	if err := router.OnlyFields("rds.config_source", cs.ProtoReflect(), rdsConfigSourceFields); err != nil {
+	if err := fieldaudit.Only("rds.config_source", cs.ProtoReflect(), rdsConfigSourceFields); err != nil {
 		return fmt.Errorf("%w (remove it)", err)
 	}
-	if err := router.OnlyFields("rds.config_source.ads", cs.GetAds().ProtoReflect(), nil); err != nil {
+	if err := fieldaudit.Only("rds.config_source.ads", cs.GetAds().ProtoReflect(), nil); err != nil {
 		return fmt.Errorf("%w (remove it)", err)
 	}
 	if v := cs.GetResourceApiVersion(); v != corev3.ApiVersion_AUTO && v != corev3.ApiVersion_V3 {

@@ -38,8 +38,8 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
-	"github.com/straitmesh/strait/internal/proxy/router"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
@@ -69,7 +69,7 @@ func (f *Filter) buildXFCC(h *hcmv3.HttpConnectionManager) error {
 	}
 	d := h.GetSetCurrentClientCertDetails()
 	if d != nil {
-		if err := router.OnlyFields("set_current_client_cert_details", d.ProtoReflect(), setCurrentClientCertDetailsFields); err != nil {
+		if err := fieldaudit.Only("set_current_client_cert_details", d.ProtoReflect(), setCurrentClientCertDetailsFields); err != nil {
 			return fmt.Errorf("%w (remove it)", err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
@@ -142,7 +143,7 @@ const defaultMaxDirectResponseBody = 4096
 // checkRouteConfiguration refuses route configuration fields strait-proxy
 // does not implement.
 func checkRouteConfiguration(rc *routev3.RouteConfiguration) error {
-	if err := router.OnlyFields("route_config", rc.ProtoReflect(), routeConfigurationFields); err != nil {
+	if err := fieldaudit.Only("route_config", rc.ProtoReflect(), routeConfigurationFields); err != nil {
 		return fmt.Errorf("%w (remove it)", err)
 	}
 	if rc.GetValidateClusters().GetValue() {
@@ -154,7 +155,7 @@ func checkRouteConfiguration(rc *routev3.RouteConfiguration) error {
 // checkVirtualHost refuses virtual host fields strait-proxy does not
 // implement.
 func checkVirtualHost(vh *routev3.VirtualHost) error {
-	return router.OnlyFields("virtual_host", vh.ProtoReflect(), virtualHostFields)
+	return fieldaudit.Only("virtual_host", vh.ProtoReflect(), virtualHostFields)
 }
 
 func duration(field string, d *durationpb.Duration) (time.Duration, error) {
@@ -165,7 +166,7 @@ func duration(field string, d *durationpb.Duration) (time.Duration, error) {
 }
 
 func (cr *Route) compileAction(r *routev3.Route) error {
-	if err := router.OnlyFields("route", r.ProtoReflect(), routeFields); err != nil {
+	if err := fieldaudit.Only("route", r.ProtoReflect(), routeFields); err != nil {
 		return err
 	}
 	var err error
@@ -179,14 +180,14 @@ func (cr *Route) compileAction(r *routev3.Route) error {
 	case *routev3.Route_Route:
 		return cr.compileRouteAction(a.Route)
 	case *routev3.Route_Redirect:
-		if err := router.OnlyFields("redirect", a.Redirect.ProtoReflect(), redirectFields); err != nil {
+		if err := fieldaudit.Only("redirect", a.Redirect.ProtoReflect(), redirectFields); err != nil {
 			return err
 		}
 		cr.Redirect, err = router.CompileRedirect(a.Redirect)
 		return err
 	case *routev3.Route_DirectResponse:
 		d := a.DirectResponse
-		if err := router.OnlyFields("direct_response", d.ProtoReflect(), directResponseFields); err != nil {
+		if err := fieldaudit.Only("direct_response", d.ProtoReflect(), directResponseFields); err != nil {
 			return err
 		}
 		if d.GetStatus() < 200 || d.GetStatus() > 599 {
@@ -194,7 +195,7 @@ func (cr *Route) compileAction(r *routev3.Route) error {
 		}
 		cr.Direct = &DirectResponse{Status: int(d.GetStatus())}
 		if b := d.GetBody(); b != nil {
-			if err := router.OnlyFields("direct_response.body", b.ProtoReflect(), dataSourceFields); err != nil { // fields.go
+			if err := fieldaudit.Only("direct_response.body", b.ProtoReflect(), dataSourceFields); err != nil { // fields.go
 				return err
 			}
 			switch s := b.GetSpecifier().(type) {
@@ -213,7 +214,7 @@ func (cr *Route) compileAction(r *routev3.Route) error {
 }
 
 func (cr *Route) compileRouteAction(a *routev3.RouteAction) error {
-	if err := router.OnlyFields("route", a.ProtoReflect(), routeActionFields); err != nil {
+	if err := fieldaudit.Only("route", a.ProtoReflect(), routeActionFields); err != nil {
 		return err
 	}
 	var err error
@@ -250,12 +251,12 @@ func (cr *Route) compileRouteAction(a *routev3.RouteAction) error {
 		cr.Cluster = cs.Cluster
 		cr.single = WeightedCluster{Name: cs.Cluster}
 	case *routev3.RouteAction_WeightedClusters:
-		if err := router.OnlyFields("route.weighted_clusters", cs.WeightedClusters.ProtoReflect(), weightedClustersFields); err != nil {
+		if err := fieldaudit.Only("route.weighted_clusters", cs.WeightedClusters.ProtoReflect(), weightedClustersFields); err != nil {
 			return err
 		}
 		for i, wc := range cs.WeightedClusters.GetClusters() {
 			where := fmt.Sprintf("route.weighted_clusters.clusters[%d]", i)
-			if err := router.OnlyFields(where, wc.ProtoReflect(), clusterWeightFields); err != nil {
+			if err := fieldaudit.Only(where, wc.ProtoReflect(), clusterWeightFields); err != nil {
 				return err
 			}
 			w := wc.GetWeight().GetValue()

@@ -4,9 +4,8 @@ import (
 	"fmt"
 
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"google.golang.org/protobuf/reflect/protoreflect"
-
-	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
 // This file holds the allow-lists of the route sub-messages whose fields
@@ -59,12 +58,12 @@ var (
 
 // checkRegex refuses the RegexMatcher fields compileRegex does not honour.
 func checkRegex(field string, r *matcherv3.RegexMatcher) error {
-	if err := router.OnlyFields(field, r.ProtoReflect(), regexMatcherFields); err != nil {
+	if err := fieldaudit.Only(field, r.ProtoReflect(), regexMatcherFields); err != nil {
 		return err
 	}
 	//nolint:staticcheck // the deprecated engine field, still accepted by Envoy
 	if g := r.GetGoogleRe2(); g != nil {
-		if err := router.OnlyFields(field+".google_re2", g.ProtoReflect(), nil); err != nil {
+		if err := fieldaudit.Only(field+".google_re2", g.ProtoReflect(), nil); err != nil {
 			return fmt.Errorf("%w (Go's regexp has no program size limit; remove it)", err)
 		}
 	}

@@ -7,10 +7,10 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
-	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
 // Filters is what a route asks of the HTTP filters and the router before
@@ -75,7 +75,7 @@ func compileFilters(r *routev3.Route, vh *vhostFilters) (*Filters, error) {
 	}
 	for i, mp := range a.GetRequestMirrorPolicies() {
 		field := fmt.Sprintf("route.request_mirror_policies[%d]", i)
-		if err := router.OnlyFields(field, mp.ProtoReflect(), mirrorPolicyFields); err != nil { // fields.go
+		if err := fieldaudit.Only(field, mp.ProtoReflect(), mirrorPolicyFields); err != nil { // fields.go
 			return nil, err
 		}
 		switch {

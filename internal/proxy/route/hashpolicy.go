@@ -11,10 +11,9 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-
-	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
 // HashPolicy is a route action's compiled hash_policy list: how a request
@@ -67,7 +66,7 @@ func compileHashPolicy(ps []*routev3.RouteAction_HashPolicy) (*HashPolicy, error
 	hp := &HashPolicy{}
 	for i, p := range ps {
 		field := fmt.Sprintf("route.hash_policy[%d]", i)
-		if err := router.OnlyFields(field, p.ProtoReflect(), hashPolicyFields); err != nil { // fields.go
+		if err := fieldaudit.Only(field, p.ProtoReflect(), hashPolicyFields); err != nil { // fields.go
 			return nil, err
 		}
 		hc := hashPolicy{terminal: p.GetTerminal()}

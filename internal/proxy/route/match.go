@@ -8,9 +8,8 @@ import (
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"google.golang.org/protobuf/reflect/protoreflect"
-
-	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
 // Request is what route matching reads of a request.
@@ -122,7 +121,7 @@ func compileMatch(m *routev3.RouteMatch) (*routeMatch, error) {
 }
 
 func compileHeader(h *routev3.HeaderMatcher) (headerMatcher, error) {
-	if err := router.OnlyFields("header_matcher", h.ProtoReflect(), headerMatcherFields); err != nil { // fields.go
+	if err := fieldaudit.Only("header_matcher", h.ProtoReflect(), headerMatcherFields); err != nil { // fields.go
 		return headerMatcher{}, err
 	}
 	name := h.GetName()
@@ -180,7 +179,7 @@ func compileHeader(h *routev3.HeaderMatcher) (headerMatcher, error) {
 }
 
 func compileQuery(q *routev3.QueryParameterMatcher) (queryMatcher, error) {
-	if err := router.OnlyFields("query_parameter_matcher", q.ProtoReflect(), queryParameterMatcherFields); err != nil { // fields.go
+	if err := fieldaudit.Only("query_parameter_matcher", q.ProtoReflect(), queryParameterMatcherFields); err != nil { // fields.go
 		return queryMatcher{}, err
 	}
 	if q.GetName() == "" {
@@ -252,7 +251,7 @@ func compileRegex(r *matcherv3.RegexMatcher) (*regexp.Regexp, error) {
 }
 
 func compileStringMatch(sm *matcherv3.StringMatcher) (func(string) bool, error) {
-	if err := router.OnlyFields("string_match", sm.ProtoReflect(), stringMatcherFields); err != nil { // fields.go
+	if err := fieldaudit.Only("string_match", sm.ProtoReflect(), stringMatcherFields); err != nil { // fields.go
 		return nil, err
 	}
 	fold := sm.GetIgnoreCase()

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -51,7 +52,7 @@ func CompileHeaderOps(field string, add []*corev3.HeaderValueOption, remove []st
 	}
 	for i, o := range add {
 		where := fmt.Sprintf("%s[%d]", field, i)
-		if err := OnlyFields(where, o.ProtoReflect(), headerValueOptionFields); err != nil {
+		if err := fieldaudit.Only(where, o.ProtoReflect(), headerValueOptionFields); err != nil {
 			return ops, err
 		}
 		h := o.GetHeader()

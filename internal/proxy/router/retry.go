@@ -15,6 +15,7 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	// The previous_hosts predicate's config type, so that a route holding
 	// it can be printed (admin /config_dump) as well as read.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
@@ -130,7 +131,7 @@ func CompileRetryPolicy(rp *routev3.RetryPolicy) (*RetryPolicy, error) {
 	if rp == nil {
 		return nil, nil
 	}
-	if err := OnlyFields("retry_policy", rp.ProtoReflect(), retryPolicyFields); err != nil {
+	if err := fieldaudit.Only("retry_policy", rp.ProtoReflect(), retryPolicyFields); err != nil {
 		return nil, err
 	}
 	on, err := ParseConditions(rp.GetRetryOn(), true)
@@ -192,28 +193,6 @@ func CompileRetryPolicy(rp *routev3.RetryPolicy) (*RetryPolicy, error) {
 		p.PriorityUpdateFrequency = int(cfg.GetUpdateFrequency())
 	}
 	return p, nil
-}
-
-// OnlyFields refuses a message with a populated field outside allowed,
-// naming it as prefix.field.
-func OnlyFields(prefix string, m protoreflect.Message, allowed map[protoreflect.Name]bool) error {
-	var bad protoreflect.Name
-	m.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if !allowed[fd.Name()] {
-			bad = fd.Name()
-			return false
-		}
-		return true
-	})
-	if bad != "" {
-		return fmt.Errorf("%s.%s is not supported by strait-proxy", prefix, bad)
-	}
-	if len(m.GetUnknown()) > 0 {
-		// Fields of a newer API than this build's, kept as unknown bytes
-		// when the message was unmarshalled.
-		return fmt.Errorf("%s has fields strait-proxy does not know (a newer API's); remove them", prefix)
-	}
-	return nil
 }
 
 // Failure is why an attempt got no response head.

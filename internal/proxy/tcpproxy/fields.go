@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -54,44 +55,13 @@ var (
 // checkFields refuses the first TcpProxy field strait-proxy does not
 // implement, naming it.
 func checkFields(tp *tcpv3.TcpProxy) error {
-	var err error
-	tp.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		n := fd.Name()
-		if _, ok := tcpProxyHonoured[n]; ok {
-			return true
-		}
-		if why, ok := tcpProxyRefused[n]; ok {
-			err = fmt.Errorf("tcp_proxy.%s is not supported by strait-proxy: %s", n, why)
-		} else {
-			err = fmt.Errorf("tcp_proxy.%s is not supported by strait-proxy (a field it does not know; remove it)", n)
-		}
-		return false
-	})
-	if err == nil && len(tp.ProtoReflect().GetUnknown()) > 0 {
-		err = fmt.Errorf("tcp_proxy has fields strait-proxy does not know (a newer API's); remove them")
-	}
-	if err != nil {
+	if err := fieldaudit.Check("tcp_proxy", tp.ProtoReflect(), tcpProxyHonoured, tcpProxyRefused); err != nil {
 		return err
 	}
 	if wc := tp.GetWeightedClusters(); wc != nil {
-		return onlyFields("tcp_proxy.weighted_clusters", wc.ProtoReflect(), weightedClusterFields, "remove it")
-	}
-	return nil
-}
-
-// onlyFields refuses the first field set in m that is not in allowed,
-// naming it as prefix.field, with fix.
-func onlyFields(prefix string, m protoreflect.Message, allowed map[protoreflect.Name]bool, fix string) error {
-	var bad protoreflect.Name
-	m.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if !allowed[fd.Name()] {
-			bad = fd.Name()
-			return false
+		if err := fieldaudit.Only("tcp_proxy.weighted_clusters", wc.ProtoReflect(), weightedClusterFields); err != nil {
+			return fmt.Errorf("%w (remove it)", err)
 		}
-		return true
-	})
-	if bad != "" {
-		return fmt.Errorf("%s.%s is not supported by strait-proxy (%s)", prefix, bad, fix)
 	}
 	return nil
 }

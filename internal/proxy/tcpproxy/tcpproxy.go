@@ -21,6 +21,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // Name is the network filter name.
@@ -89,8 +90,8 @@ func Build(tp *tcpv3.TcpProxy) (*Filter, error) {
 		f.cluster = cs.Cluster
 	case *tcpv3.TcpProxy_WeightedClusters:
 		for i, c := range cs.WeightedClusters.GetClusters() {
-			if err := onlyFields(fmt.Sprintf("tcp_proxy.weighted_clusters.clusters[%d]", i), c.ProtoReflect(), clusterWeightFields, "use a subset cluster"); err != nil {
-				return nil, err
+			if err := fieldaudit.Only(fmt.Sprintf("tcp_proxy.weighted_clusters.clusters[%d]", i), c.ProtoReflect(), clusterWeightFields); err != nil {
+				return nil, fmt.Errorf("%w (use a subset cluster)", err)
 			}
 			if c.GetWeight() == 0 {
 				continue

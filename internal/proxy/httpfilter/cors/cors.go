@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 )
 
@@ -71,7 +72,7 @@ func ParseFilter(a *anypb.Any) error {
 	if err := a.UnmarshalTo(&m); err != nil {
 		return fmt.Errorf("%s: typed_config %s is not envoy.extensions.filters.http.cors.v3.Cors: %w", Name, a.GetTypeUrl(), err)
 	}
-	return httpfilter.CheckFields(Name, m.ProtoReflect(), nil, nil)
+	return fieldaudit.Check(Name, m.ProtoReflect(), nil, nil)
 }
 
 // corsPolicyHonoured are the CorsPolicy fields Build reads: all of
@@ -86,7 +87,7 @@ var corsPolicyHonoured = map[protoreflect.Name]string{
 // Build compiles a CorsPolicy. shadow_enabled is accepted: in shadow mode
 // Envoy only counts origins, it never changes a request or response.
 func Build(m *corsv3.CorsPolicy) (*Policy, error) {
-	if err := httpfilter.CheckFields(Name, m.ProtoReflect(), corsPolicyHonoured, nil); err != nil {
+	if err := fieldaudit.Check(Name, m.ProtoReflect(), corsPolicyHonoured, nil); err != nil {
 		return nil, err
 	}
 	p := &Policy{

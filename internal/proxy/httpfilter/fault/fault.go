@@ -15,6 +15,7 @@ import (
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 )
 
@@ -91,7 +92,7 @@ func Parse(a *anypb.Any) (*Policy, error) {
 // does when those keys are absent from its runtime. An HTTPFault with
 // neither delay nor abort (Istio's filter-level config) is a nil Policy.
 func Build(m *faultv3.HTTPFault) (*Policy, error) {
-	if err := httpfilter.CheckFields(Name, m.ProtoReflect(), httpFaultHonoured, httpFaultRefused); err != nil { // fields.go
+	if err := fieldaudit.Check(Name, m.ProtoReflect(), httpFaultHonoured, httpFaultRefused); err != nil { // fields.go
 		return nil, err
 	}
 	p := &Policy{}
@@ -116,7 +117,7 @@ func Build(m *faultv3.HTTPFault) (*Policy, error) {
 }
 
 func buildDelay(d *faultcommonv3.FaultDelay) (*delay, error) {
-	if err := httpfilter.CheckFields(Name+": delay", d.ProtoReflect(), faultDelayHonoured, nil); err != nil {
+	if err := fieldaudit.Check(Name+": delay", d.ProtoReflect(), faultDelayHonoured, nil); err != nil {
 		return nil, err
 	}
 	pct, err := httpfilter.ParseFraction(Name+": delay.percentage", d.GetPercentage())
@@ -140,7 +141,7 @@ func buildDelay(d *faultcommonv3.FaultDelay) (*delay, error) {
 }
 
 func buildAbort(a *faultv3.FaultAbort) (*abort, error) {
-	if err := httpfilter.CheckFields(Name+": abort", a.ProtoReflect(), faultAbortHonoured, faultAbortRefused); err != nil {
+	if err := fieldaudit.Check(Name+": abort", a.ProtoReflect(), faultAbortHonoured, faultAbortRefused); err != nil {
 		return nil, err
 	}
 	pct, err := httpfilter.ParseFraction(Name+": abort.percentage", a.GetPercentage())

@@ -31,6 +31,7 @@ import (
 	jwtv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 )
 
@@ -104,7 +105,7 @@ func Build(cfg *jwtv3.JwtAuthentication, opts Options) (*Filter, error) {
 	if f.now == nil {
 		f.now = time.Now
 	}
-	if err := httpfilter.CheckFields("", cfg.ProtoReflect(), jwtAuthenticationHonoured, jwtAuthenticationRefused); err != nil { // fields.go
+	if err := fieldaudit.Check("", cfg.ProtoReflect(), jwtAuthenticationHonoured, jwtAuthenticationRefused); err != nil { // fields.go
 		return nil, err
 	}
 	names := make([]string, 0, len(cfg.GetProviders()))
@@ -160,21 +161,21 @@ func Build(cfg *jwtv3.JwtAuthentication, opts Options) (*Filter, error) {
 }
 
 func buildProvider(name string, p *jwtv3.JwtProvider) (*provider, error) {
-	if err := httpfilter.CheckFields("", p.ProtoReflect(), jwtProviderHonoured, jwtProviderRefused); err != nil { // fields.go
+	if err := fieldaudit.Check("", p.ProtoReflect(), jwtProviderHonoured, jwtProviderRefused); err != nil { // fields.go
 		return nil, err
 	}
 	if n := p.GetNormalizePayloadInMetadata(); n != nil {
-		if err := httpfilter.CheckFields("normalize_payload_in_metadata", n.ProtoReflect(), normalizePayloadFields, nil); err != nil {
+		if err := fieldaudit.Check("normalize_payload_in_metadata", n.ProtoReflect(), normalizePayloadFields, nil); err != nil {
 			return nil, err
 		}
 	}
 	for i, h := range p.GetFromHeaders() {
-		if err := httpfilter.CheckFields(fmt.Sprintf("from_headers[%d]", i), h.ProtoReflect(), jwtHeaderFields, nil); err != nil {
+		if err := fieldaudit.Check(fmt.Sprintf("from_headers[%d]", i), h.ProtoReflect(), jwtHeaderFields, nil); err != nil {
 			return nil, err
 		}
 	}
 	for i, c := range p.GetClaimToHeaders() {
-		if err := httpfilter.CheckFields(fmt.Sprintf("claim_to_headers[%d]", i), c.ProtoReflect(), claimToHeaderFields, nil); err != nil {
+		if err := fieldaudit.Check(fmt.Sprintf("claim_to_headers[%d]", i), c.ProtoReflect(), claimToHeaderFields, nil); err != nil {
 			return nil, err
 		}
 	}

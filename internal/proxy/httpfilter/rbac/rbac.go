@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 )
 
@@ -41,7 +41,7 @@ func Parse(a *anypb.Any) (*rbac.Filter, error) {
 	if err := a.UnmarshalTo(&cfg); err != nil {
 		return nil, fmt.Errorf("typed_config: %w", err)
 	}
-	if err := httpfilter.CheckFields("", cfg.ProtoReflect(), rbacHonoured, rbacRefused); err != nil {
+	if err := fieldaudit.Check("", cfg.ProtoReflect(), rbacHonoured, rbacRefused); err != nil {
 		return nil, err
 	}
 	return rbac.NewFilter(cfg.GetRules(), cfg.GetShadowRules(), cfg.GetRulesStatPrefix(), cfg.GetShadowRulesStatPrefix())

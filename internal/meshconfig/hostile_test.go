@@ -40,9 +40,6 @@ func TestParseHostile(t *testing.T) {
 // TestLoadBounded: Load reads no more than MaxBytes, so a wrong path (a
 // device that never ends) is an error, not all of memory.
 func TestLoadBounded(t *testing.T) {
-	if _, err := os.Stat("/dev/zero"); err != nil {
-		t.Skip("no /dev/zero")
-	}
 	if _, err := Load("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than 2 MiB") {
 		t.Errorf("Load(/dev/zero) = %v", err)
 	}

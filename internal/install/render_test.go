@@ -2,9 +2,11 @@ package install
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -337,7 +339,8 @@ func TestRenderMeshConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals, err := MergeValues(nil, []string{"meshConfig.outboundTrafficPolicy.mode=REGISTRY_ONLY", "meshConfig.defaultConfig.terminationDrainDuration=7s"}, nil)
+	vals, err := MergeValues(nil, []string{"meshConfig.outboundTrafficPolicy.mode=REGISTRY_ONLY", "meshConfig.defaultConfig.terminationDrainDuration=7s",
+		"meshConfig.pathNormalization.normalization=NONE", "meshConfig.accessLogFile=/dev/stdout", "meshConfig.accessLogEncoding=JSON"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,8 +358,52 @@ func TestRenderMeshConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("straitd refuses the chart's mesh config %q: %v", mesh, err)
 	}
-	if !m.RegistryOnly || m.Mesh.GetDefaultConfig().GetTerminationDrainDuration().AsDuration() != 7*time.Second {
+	if !m.RegistryOnly || m.Mesh.GetDefaultConfig().GetTerminationDrainDuration().AsDuration() != 7*time.Second ||
+		m.Mesh.GetPathNormalization().GetNormalization().String() != "NONE" || m.Mesh.GetAccessLogFile() != "/dev/stdout" {
 		t.Errorf("mesh config %q read as %+v", mesh, m)
+	}
+}
+
+// TestSchemaMeshConfigIsHonoured: the chart's schema takes exactly the
+// MeshConfig fields straitd honours (meshconfig.Honoured), so a field
+// straitd implements can be set through the chart, and one it refuses is
+// refused before anything is applied.
+func TestSchemaMeshConfigIsHonoured(t *testing.T) {
+	c, err := LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties struct {
+			MeshConfig struct {
+				Properties map[string]struct {
+					Properties map[string]json.RawMessage `json:"properties"`
+				} `json:"properties"`
+			} `json:"meshConfig"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(c.Schema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for k, v := range schema.Properties.MeshConfig.Properties {
+		got = append(got, k)
+		if k == "defaultConfig" {
+			for sub := range v.Properties {
+				got = append(got, k+"."+sub)
+			}
+		}
+	}
+	var want []string
+	for _, f := range meshconfig.Honoured() {
+		if !strings.Contains(f, ".") || strings.HasPrefix(f, "defaultConfig.") {
+			want = append(want, f)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("chart schema's meshConfig fields\n %v\nwant those straitd honours\n %v", got, want)
 	}
 }
 

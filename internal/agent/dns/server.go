@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	mdns "github.com/miekg/dns"
@@ -142,22 +143,38 @@ func (s *Server) Addrs(ctx context.Context) (udp, tcp net.Addr, err error) {
 	return s.addrs[0], s.addrs[1], nil
 }
 
+// listen opens the UDP socket and the TCP listener on one port. With port
+// 0, the TCP port is the one the UDP socket got, which a TCP socket may
+// already hold: then both are opened again on another port.
+func (s *Server) listen() (net.PacketConn, net.Listener, error) {
+	for try := 0; ; try++ {
+		pc, err := s.opts.ListenPacket("udp", s.opts.Addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dns proxy: listen udp %s: %w", s.opts.Addr, err)
+		}
+		tcpAddr := s.opts.Addr
+		anyPort := strings.HasSuffix(tcpAddr, ":0")
+		if anyPort {
+			// Share the port the UDP socket got.
+			tcpAddr = pc.LocalAddr().String()
+		}
+		ln, err := s.opts.Listen("tcp", tcpAddr)
+		if err == nil {
+			return pc, ln, nil
+		}
+		pc.Close()
+		if !anyPort || !errors.Is(err, syscall.EADDRINUSE) || try == 9 {
+			return nil, nil, fmt.Errorf("dns proxy: listen tcp %s: %w", tcpAddr, err)
+		}
+	}
+}
+
 // Run serves UDP and TCP until ctx is done; it returns an error if it
 // cannot listen or a listener fails.
 func (s *Server) Run(ctx context.Context) error {
-	pc, err := s.opts.ListenPacket("udp", s.opts.Addr)
+	pc, ln, err := s.listen()
 	if err != nil {
-		return fmt.Errorf("dns proxy: listen udp %s: %w", s.opts.Addr, err)
-	}
-	tcpAddr := s.opts.Addr
-	if strings.HasSuffix(tcpAddr, ":0") {
-		// Share the port the UDP socket got.
-		tcpAddr = pc.LocalAddr().String()
-	}
-	ln, err := s.opts.Listen("tcp", tcpAddr)
-	if err != nil {
-		pc.Close()
-		return fmt.Errorf("dns proxy: listen tcp %s: %w", tcpAddr, err)
+		return err
 	}
 	s.mu.Lock()
 	s.addrs = []net.Addr{pc.LocalAddr(), ln.Addr()}

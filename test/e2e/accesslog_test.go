@@ -30,17 +30,7 @@ func TestAccessLog(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	meshFile := filepath.Join(t.TempDir(), "mesh.yaml")
-	// writeMesh replaces the file in one rename: straitd never reads it
-	// half written.
-	writeMesh := func(t *testing.T, content string) {
-		t.Helper()
-		if err := os.WriteFile(meshFile+".tmp", []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(meshFile+".tmp", meshFile); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeMesh := func(t *testing.T, content string) { replaceFile(t, meshFile, content) }
 	writeMesh(t, "accessLogFile: ./access.log\n")
 	m := startMesh(ctx, t, "accesslog", localmesh.Options{StraitdArgs: []string{"--mesh", meshFile},
 		Workloads: []localmesh.Workload{

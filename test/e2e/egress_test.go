@@ -299,11 +299,5 @@ func podOf(m *localmesh.Mesh, ip string) string {
 // with outside-a's and outside-b's addresses (in that order).
 func writeZone(t *testing.T, path, ip, a, b string) {
 	t.Helper()
-	zone := "backend.external.test " + ip + "\nboth.external.test " + a + "," + b + "\n"
-	if err := os.WriteFile(path+".tmp", []byte(zone), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".tmp", path); err != nil {
-		t.Fatal(err)
-	}
+	replaceFile(t, path, "backend.external.test "+ip+"\nboth.external.test "+a+","+b+"\n")
 }

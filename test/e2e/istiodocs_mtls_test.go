@@ -61,17 +61,7 @@ func TestIstioDocsMTLSTasks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	meshFile := filepath.Join(t.TempDir(), "mesh.yaml")
-	writeMesh := func(t *testing.T, extra string) {
-		t.Helper()
-		// Written beside and renamed, so the watcher never reads half a file.
-		tmp := meshFile + ".tmp"
-		if err := os.WriteFile(tmp, []byte("trustDomain: strait.example\n"+extra), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, meshFile); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeMesh := func(t *testing.T, extra string) { replaceFile(t, meshFile, "trustDomain: strait.example\n"+extra) }
 	writeMesh(t, "")
 
 	echo := filepath.Join(binDir, "strait-echo")

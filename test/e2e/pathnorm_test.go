@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -27,15 +26,7 @@ func TestPathNormalization(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	meshFile := filepath.Join(t.TempDir(), "mesh.yaml")
-	writeMesh := func(t *testing.T, content string) {
-		t.Helper()
-		if err := os.WriteFile(meshFile+".tmp", []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(meshFile+".tmp", meshFile); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeMesh := func(t *testing.T, content string) { replaceFile(t, meshFile, content) }
 	writeMesh(t, "pathNormalization:\n  normalization: NONE\n")
 	m := startMesh(ctx, t, "pathnorm", localmesh.Options{StraitdArgs: []string{"--mesh", meshFile},
 		Workloads: []localmesh.Workload{

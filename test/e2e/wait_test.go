@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"testing"
 	"testing/synctest"
@@ -244,4 +245,16 @@ func waitOK(ctx context.Context, t testing.TB, c *http.Client, url string) {
 		}
 		return nil
 	})
+}
+
+// replaceFile writes content to path in one rename, so a watcher (straitd's
+// mesh config, a zone file) never reads it half written.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path+".tmp", []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
 }

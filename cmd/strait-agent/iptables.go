@@ -87,7 +87,9 @@ func iptablesCommand(deps iptablesDeps) *cobra.Command {
 			"Writes the rules with one `iptables-restore --noflush` transaction per family (ip6tables-restore\n" +
 			"with --dual-stack), through the backend (legacy or nft) the namespace's existing rules use;\n" +
 			"running it again replaces the ISTIO_* chains and Strait's rules instead of adding copies.\n" +
-			"TPROXY mode also sets up policy routing (ip rule/route, protocol 76). --cleanup-only removes\n" +
+			"TPROXY mode also sets up policy routing (ip rule/route, protocol 76). Without --dual-stack,\n" +
+			"IPv6 is refused (ip6tables filter INPUT/OUTPUT: only loopback, established traffic and ICMPv6\n" +
+			"pass), so that nothing reaches the app over IPv6 past the proxy. --cleanup-only removes\n" +
 			"all of it. Needs NET_ADMIN in the target network namespace. With --dry-run it prints what it\n" +
 			"would apply and changes nothing.",
 		Args: cobra.NoArgs,
@@ -144,7 +146,7 @@ func iptablesCommand(deps iptablesDeps) *cobra.Command {
 	f.BoolVar(&cfg.DropInvalid, "drop-invalid", envBool("INVALID_DROP"),
 		"Enable invalid drop in the iptables rules ($INVALID_DROP)")
 	f.BoolVar(&cfg.DualStack, "dual-stack", envBool("ISTIO_DUAL_STACK"),
-		"Also capture IPv6 traffic, with ip6tables ($ISTIO_DUAL_STACK)")
+		"Also capture IPv6 traffic, with ip6tables; without it IPv6 is refused except on loopback ($ISTIO_DUAL_STACK)")
 	f.BoolVarP(&fl.dryRun, "dry-run", "n", envBool("DRY_RUN"), "Print what would be applied to stdout and change nothing ($DRY_RUN)")
 	f.BoolVar(&fl.cleanupOnly, "cleanup-only", envBool("CLEANUP_ONLY"),
 		"Remove every chain, rule, ip rule and route a previous run made, and nothing else; apply nothing ($CLEANUP_ONLY)")
@@ -202,7 +204,7 @@ func runIptables(ctx context.Context, stdout, stderr io.Writer, deps iptablesDep
 	if fl.dryRun {
 		if fl.cleanupOnly {
 			_, err := io.WriteString(stdout, "# --cleanup-only: would remove every ISTIO_* chain, the jumps into them, "+
-				"rules commented \""+iptables.OwnerComment+"\", ip rules and routes with protocol "+iptables.RouteProtocol+" and ::6/128 on lo\n")
+				"rules commented \""+iptables.OwnerComment+"\" (iptables and ip6tables), ip rules and routes with protocol "+iptables.RouteProtocol+" and ::6/128 on lo\n")
 			return err
 		}
 		_, err := io.WriteString(stdout, plan.String())

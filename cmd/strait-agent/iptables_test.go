@@ -65,8 +65,19 @@ func TestIptablesDryRunPrintsSeedRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stdout != string(want) {
-		t.Errorf("--dry-run stdout differs from seed.golden:\n%s", golden.Diff(want, []byte(stdout)))
+	// istio-iptables' own output, then the IPv6 guard (not --dual-stack),
+	// golden-tested in internal/iptables.
+	guard, _, ok := strings.Cut(stdout, "# ip6tables-restore --noflush\n")
+	if !ok || guard != string(want) {
+		t.Errorf("--dry-run stdout does not start with seed.golden and then the ip6tables input:\n%s", golden.Diff(want, []byte(stdout)))
+	}
+	if !strings.HasSuffix(stdout, "-A INPUT -m comment --comment strait -j REJECT\n"+
+		"-A OUTPUT -m conntrack --ctstate RELATED,ESTABLISHED -m comment --comment strait -j ACCEPT\n"+
+		"-A OUTPUT -o lo -m comment --comment strait -j ACCEPT\n"+
+		"-A OUTPUT -p ipv6-icmp -m comment --comment strait -j ACCEPT\n"+
+		"-A OUTPUT -p tcp -m comment --comment strait -j REJECT --reject-with tcp-reset\n"+
+		"-A OUTPUT -m comment --comment strait -j REJECT\nCOMMIT\n") {
+		t.Errorf("--dry-run stdout does not end with the IPv6 guard:\n%s", stdout)
 	}
 	if len(fake.Restores) != 0 {
 		t.Errorf("--dry-run ran iptables-restore: %q", fake.Restores)
@@ -143,19 +154,42 @@ func TestIptablesRejectsBadFlagsBeforeChangingAnything(t *testing.T) {
 }
 
 // TestIptablesCommandInNetns runs the command for real, with
-// iptables-restore inside a network namespace, twice.
+// iptables-restore and ip6tables-restore inside a network namespace,
+// twice, then --cleanup-only.
 func TestIptablesCommandInNetns(t *testing.T) {
 	testreq.Binary(t, "iptables-restore", "iptables")
 	n := netns.NewTestNetwork(t)
 	pod := n.AddTestPod(t, "agent")
-	runner := iptables.ExecRunner{Command: func(ctx context.Context, name string, args ...string) *exec.Cmd {
+	command := func(ctx context.Context, name string, args ...string) *exec.Cmd {
 		return pod.Command(ctx, netns.ExecOptions{}, name, args...)
-	}}
+	}
+	sys := iptables.BackendDefault.System(command)
 	for i := 0; i < 2; i++ {
-		if _, stderr, err := runIptablesCmd(t, nil, runner, seedArgs...); err != nil {
+		if _, stderr, err := runIptablesCmdWith(t, testDeps(nil, sys), seedArgs...); err != nil {
 			t.Fatalf("run #%d: %v\n%s", i+1, err, stderr)
 		}
 	}
+	// Without --dual-stack the pod's IPv6 (its eth0 has a link-local
+	// address) is refused, once.
+	v6, err := pod.Run(context.Background(), netns.ExecOptions{}, "ip6tables-save", "-t", "filter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(v6), "--comment strait -j REJECT"); got != 3 {
+		t.Errorf("ip6tables filter table has %d REJECT rules of ours after two runs, want 3:\n%s", got, v6)
+	}
+	defer func() {
+		if _, stderr, err := runIptablesCmdWith(t, testDeps(nil, sys), "--cleanup-only"); err != nil {
+			t.Fatalf("--cleanup-only: %v\n%s", err, stderr)
+		}
+		v6, err := pod.Run(context.Background(), netns.ExecOptions{}, "ip6tables-save")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(v6), "strait") {
+			t.Errorf("--cleanup-only left ip6tables rules:\n%s", v6)
+		}
+	}()
 	out, err := pod.Run(context.Background(), netns.ExecOptions{}, "iptables-save", "-t", "nat")
 	if err != nil {
 		t.Fatal(err)

@@ -227,17 +227,30 @@ func Install(ctx context.Context, sys System, plan Plan) (Report, error) {
 	for _, f := range []Family{IPv4, IPv6} {
 		rs := plan.Rules(f)
 		r := sys.runner(f)
+		guardOnly := f == IPv6 && plan.IPv6Guard
 		if r == nil {
-			if !rs.Empty() {
-				return rep, fmt.Errorf("%s rules need ip6tables, which is not available", f)
+			if rs.Empty() {
+				continue
 			}
-			continue
+			if guardOnly {
+				if err := noIPv6(ctx, sys.Router, errors.New("ip6tables is not available")); err != nil {
+					return rep, err
+				}
+				continue
+			}
+			return rep, fmt.Errorf("%s rules need ip6tables, which is not available", f)
 		}
 		saved, err := r.Save(ctx, "")
 		if err != nil {
 			if rs.Empty() {
 				// Nothing to install; an unusable family (IPv6 disabled)
 				// holds nothing of ours either.
+				continue
+			}
+			if guardOnly {
+				if err := noIPv6(ctx, sys.Router, err); err != nil {
+					return rep, err
+				}
 				continue
 			}
 			return rep, fmt.Errorf("read %s tables: %w", f, err)
@@ -260,6 +273,31 @@ func Install(ctx context.Context, sys System, plan Plan) (Report, error) {
 	cmds, err := convergeRouting(ctx, sys.Router, plan)
 	rep.IPCommands = cmds
 	return rep, err
+}
+
+// noIPv6 returns nil when the namespace has no IPv6 address at all
+// (IPv6 disabled in the kernel or for every interface), so that the IPv6
+// guard, which ip6tables could not be used for (why), has nothing to
+// guard. Otherwise, or when it cannot tell, it returns an error: leaving
+// IPv6 open would let connections reach the app past the proxy.
+func noIPv6(ctx context.Context, r Router, why error) error {
+	fail := func(detail string) error {
+		return fmt.Errorf("IPv6 is not captured (no --dual-stack) and must be refused with ip6tables, which failed: %v; %s", why, detail)
+	}
+	if r == nil {
+		return fail("without the ip command, this namespace's IPv6 addresses cannot be checked")
+	}
+	out, err := r.IP(ctx, "-6", "-o", "addr", "show")
+	if err != nil {
+		return fail(fmt.Sprintf("listing its IPv6 addresses: %v", err))
+	}
+	for _, line := range strings.Split(out, "\n") {
+		// ::1 on lo alone is no way in from outside.
+		if f := strings.Fields(line); len(f) > 3 && f[2] == "inet6" && f[1] != "lo" {
+			return fail(fmt.Sprintf("the namespace has IPv6 address %s on %s (disable IPv6 there, or pass --dual-stack to capture it)", f[3], f[1]))
+		}
+	}
+	return nil
 }
 
 // Cleanup removes every chain and rule Strait added (ISTIO_* chains, jumps

@@ -125,6 +125,15 @@ func TestInstallErrors(t *testing.T) {
 		return p
 	}
 	ok := func() *failingRunner { return &failingRunner{} }
+	const (
+		lo6           = "1: lo    inet6 ::1/128 scope host \\       valid_lft forever preferred_lft forever\n"
+		eth0LinkLocal = "2: eth0    inet6 fe80::1/64 scope link \\       valid_lft forever preferred_lft forever\n"
+	)
+	addrs := func(show string) *failingRunner {
+		f := &failingRunner{}
+		f.IPOutput = map[string]string{"-6 -o addr show": show}
+		return f
+	}
 	failing := func(calls ...string) *failingRunner {
 		f := &failingRunner{fail: map[string]bool{}}
 		for _, c := range calls {
@@ -139,15 +148,32 @@ func TestInstallErrors(t *testing.T) {
 		want string // error text, "" = none
 	}{
 		{"no ip6tables for IPv6 rules", System{IPv4: ok(), Router: ok()}, plan(dual), "IPv6 rules need ip6tables, which is not available"},
-		{"no ip6tables, no IPv6 rules", System{IPv4: ok(), Router: ok()}, plan(seedConfig()), ""},
-		{"IPv6 unusable, nothing to install there", System{IPv4: ok(), IPv6: failing("save"), Router: ok()}, plan(seedConfig()), ""},
+		{"no ip6tables, no IPv6 rules", System{IPv4: ok(), Router: ok()}, Plan{IPv4: plan(seedConfig()).IPv4}, ""},
+		{"IPv6 unusable, nothing to install there", System{IPv4: ok(), IPv6: failing("save"), Router: ok()}, Plan{IPv4: plan(seedConfig()).IPv4}, ""},
+		// Without --dual-stack the IPv6 guard may only be left out where
+		// the namespace has no IPv6 address besides ::1.
+		{"no ip6tables for the guard, no IPv6 address", System{IPv4: ok(), Router: ok()}, plan(seedConfig()), ""},
+		{"IPv6 unusable for the guard, only ::1", System{IPv4: ok(), IPv6: failing("save"), Router: addrs(lo6)}, plan(seedConfig()), ""},
+		{"no ip6tables for the guard, link-local address", System{IPv4: ok(), Router: addrs(lo6 + eth0LinkLocal)}, plan(seedConfig()),
+			"IPv6 is not captured (no --dual-stack) and must be refused with ip6tables, which failed: ip6tables is not available; " +
+				"the namespace has IPv6 address fe80::1/64 on eth0 (disable IPv6 there, or pass --dual-stack to capture it)"},
+		{"IPv6 unusable for the guard, link-local address", System{IPv4: ok(), IPv6: failing("save"), Router: addrs(eth0LinkLocal)}, plan(seedConfig()),
+			"IPv6 is not captured (no --dual-stack) and must be refused with ip6tables, which failed: fake failure; " +
+				"the namespace has IPv6 address fe80::1/64 on eth0 (disable IPv6 there, or pass --dual-stack to capture it)"},
+		{"no ip6tables and no ip for the guard", System{IPv4: ok()}, plan(seedConfig()),
+			"IPv6 is not captured (no --dual-stack) and must be refused with ip6tables, which failed: ip6tables is not available; " +
+				"without the ip command, this namespace's IPv6 addresses cannot be checked"},
+		{"IPv6 addresses cannot be listed", System{IPv4: ok(), IPv6: failing("save"), Router: failing("-6 -o addr show")}, plan(seedConfig()),
+			"IPv6 is not captured (no --dual-stack) and must be refused with ip6tables, which failed: fake failure; " +
+				"listing its IPv6 addresses: fake failure"},
+		{"guard restore fails", System{IPv4: ok(), IPv6: failing("restore"), Router: ok()}, plan(seedConfig()), "apply IPv6 rules: fake failure"},
 		{"IPv6 unusable with IPv6 rules", System{IPv4: ok(), IPv6: failing("save"), Router: ok()}, plan(dual), "read IPv6 tables: fake failure"},
 		{"IPv4 save fails", System{IPv4: failing("save"), Router: ok()}, plan(seedConfig()), "read IPv4 tables: fake failure"},
 		{"IPv4 restore fails", System{IPv4: failing("restore"), Router: ok()}, plan(seedConfig()), "apply IPv4 rules: fake failure"},
 		{"IPv6 restore fails", System{IPv4: ok(), IPv6: failing("restore"), Router: ok()}, plan(dual), "apply IPv6 rules: fake failure"},
-		{"no ip for policy routing", System{IPv4: ok()}, plan(tproxy), "policy routing needs the ip command"},
+		{"no ip for policy routing", System{IPv4: ok(), IPv6: ok()}, plan(tproxy), "policy routing needs the ip command"},
 		{"no ip for ::6", System{IPv4: ok(), IPv6: ok()}, Plan{LoopbackAddrs: plan(dual).LoopbackAddrs}, "policy routing needs the ip command"},
-		{"no ip, none needed", System{IPv4: ok()}, plan(seedConfig()), ""},
+		{"no ip, none needed", System{IPv4: ok(), IPv6: ok()}, plan(seedConfig()), ""},
 		{"ip rule show fails, routes wanted", System{IPv4: ok(), Router: failing("-4 rule show")}, plan(tproxy), "fake failure"},
 		{"ip rule show fails, nothing wanted", System{IPv4: ok(), Router: failing("-6 rule show")}, plan(tproxy), ""},
 		{"ip route show fails", System{IPv4: ok(), Router: failing("-6 route show table all proto 76")}, plan(tproxy), "fake failure"},

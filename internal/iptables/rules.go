@@ -73,7 +73,7 @@ func (rs Rules) List() []Rule { return append([]Rule(nil), rs.rules...) }
 func (rs Rules) Empty() bool { return len(rs.rules) == 0 }
 
 // restoreTables is the order tables appear in iptables-restore input.
-var restoreTables = []string{"mangle", "nat", "raw"}
+var restoreTables = []string{"filter", "mangle", "nat", "raw"}
 
 // Tables returns the tables the rules touch, in iptables-restore order.
 func (rs Rules) Tables() []string {
@@ -166,9 +166,14 @@ func (r PolicyRoute) RouteArgs() []string {
 // TPROXY's policy routing, and the addresses added to lo.
 type Plan struct {
 	IPv4 Rules
-	// IPv6 is empty unless --dual-stack.
-	IPv6   Rules
-	Routes []PolicyRoute
+	// IPv6 captures IPv6 like IPv4 with --dual-stack; without it, it is
+	// the guard that refuses IPv6 (IPv6Guard is set; see buildIPv6Guard).
+	IPv6 Rules
+	// IPv6Guard says that IPv6 holds only the guard: Install may leave it
+	// out where the namespace has no IPv6 at all (ip6tables unusable and
+	// no inet6 address), since then there is nothing to guard.
+	IPv6Guard bool
+	Routes    []PolicyRoute
 	// LoopbackAddrs are added to lo: ::6/128 with --dual-stack, the source
 	// the proxy binds for inbound passthrough (IPv4's 127.0.0.6 is in
 	// 127/8 and needs nothing).
@@ -238,6 +243,7 @@ func (b *builder) insert(pos int, table, chain string, params ...string) {
 
 func (b *builder) nat(chain string, params ...string)    { b.add("nat", chain, params...) }
 func (b *builder) mangle(chain string, params ...string) { b.add("mangle", chain, params...) }
+func (b *builder) filter(chain string, params ...string) { b.add("filter", chain, params...) }
 
 // owned tags params (a rule for a built-in chain) with OwnerComment, just
 // before the target.
@@ -274,6 +280,9 @@ func Build(cfg Config) (Plan, error) {
 		plan.IPv6 = build(p, IPv6)
 		plan.LoopbackAddrs = []netip.Prefix{netip.MustParsePrefix(inboundPassthrough6)}
 		families = append(families, IPv6)
+	} else {
+		plan.IPv6 = buildIPv6Guard(p)
+		plan.IPv6Guard = true
 	}
 	if p.mode == ModeTProxy && p.inboundEnabled() {
 		for _, f := range families {
@@ -449,6 +458,55 @@ func build(p *parsed, fam Family) Rules {
 	}
 	if tproxy && p.inboundEnabled() {
 		buildConnmark(b, p, lo, passthrough)
+	}
+	return Rules{rules: b.rules}
+}
+
+// buildIPv6Guard is the IPv6 rule set without --dual-stack. Nothing
+// captures IPv6 then, yet every pod has an IPv6 link-local address
+// (fe80::/10 on eth0): a plaintext connection to [fe80::…%if]:PORT from
+// the node or a pod on the same link would reach the app directly, past
+// the proxy's mTLS, authorization and JWT checks. So, as istio-iptables
+// did before it stopped touching IPv6 when IPv6 is off
+// (tools/istio-iptables/pkg/cmd/run.go before istio PR 19769: "Drop all
+// inbound traffic except established connections", ip6tables INPUT
+// ESTABLISHED/lo ACCEPT, then REJECT), IPv6 is refused in both
+// directions except:
+//
+//   - established and related traffic (replies; ICMPv6 errors about it);
+//   - loopback (::1, and the pod's own addresses, which are routed over
+//     lo): health checks and the agent's listeners on ::1 keep working,
+//     and the app calling itself is not the proxy's business in IPv4
+//     either;
+//   - the -c interfaces, where IPv4 is not captured either;
+//   - ICMPv6, which cannot reach a port and carries neighbour discovery:
+//     with it the refusal is an immediate ICMPv6 port unreachable
+//     (ECONNREFUSED) instead of a timeout.
+//
+// REJECT's default answer (icmp6-port-unreachable) makes a refused
+// connect fail at once with ECONNREFUSED, so that clients fall back to
+// IPv4 instead of waiting.
+//
+// Outbound is refused too: the app's IPv6 connections would otherwise
+// leave past the proxy (outbound policy, mTLS origination). The rules are
+// in the filter table's built-in INPUT and OUTPUT chains, tagged with
+// OwnerComment, so re-applying replaces them and cleanup removes them.
+func buildIPv6Guard(p *parsed) Rules {
+	b := &builder{}
+	for _, c := range []struct{ chain, iface string }{{"INPUT", "-i"}, {"OUTPUT", "-o"}} {
+		b.filter(c.chain, owned("-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")...)
+		b.filter(c.chain, owned(c.iface, "lo", "-j", "ACCEPT")...)
+		for _, ifc := range p.excludeIfaces {
+			b.filter(c.chain, owned(c.iface, ifc, "-j", "ACCEPT")...)
+		}
+		b.filter(c.chain, owned("-p", "ipv6-icmp", "-j", "ACCEPT")...)
+		if c.chain == "OUTPUT" {
+			// The ICMPv6 error REJECT sends for a packet of our own to a
+			// link-local address never comes back to the socket (the
+			// connection would hang until it times out); a reset does.
+			b.filter(c.chain, owned("-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset")...)
+		}
+		b.filter(c.chain, owned("-j", "REJECT")...)
 	}
 	return Rules{rules: b.rules}
 }

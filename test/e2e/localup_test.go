@@ -286,6 +286,22 @@ func TestLocalUp(t *testing.T) {
 		})
 	})
 
+	t.Run("IPv6 link-local does not walk around the sidecar", func(t *testing.T) {
+		var echoNS string
+		for _, p := range st.Pods {
+			if p.Name == "echo-v1" {
+				echoNS = filepath.Base(p.Netns)
+			}
+		}
+		checkIPv6Refused(ctx, t, st.Bridge, echoNS, 8080, func(args ...string) (string, error) {
+			return ctl(append([]string{"local", "exec", "client", "-n", "localup", "--state-dir", stateDir, "--"}, args...)...)
+		})
+		// The mesh's own request still goes through (STRICT mTLS).
+		if counts, _, err := get(5); err != nil || counts["v1"]+counts["v2"] != 5 {
+			t.Errorf("mesh request after the IPv6 checks: %v, %v", counts, err)
+		}
+	})
+
 	t.Run("sigterm removes everything", func(t *testing.T) {
 		// Every process in the pods (apps, agents, proxies) and straitd.
 		var pids []string

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/straitmesh/strait/internal/localmesh"
 )
 
 // ipv6LinkLocal waits (bounded) until interface dev in network namespace
@@ -178,4 +180,52 @@ func checkIPv6Refused(ctx context.Context, t *testing.T, bridge, serverNS string
 	t.Run("from a mesh pod", func(t *testing.T) {
 		getFrom(t, "a mesh pod", clientExec, "eth0")
 	})
+}
+
+// TestIPv6LinkLocalRefusedTPROXY is checkIPv6Refused on a mesh in TPROXY
+// mode (`straitctl local up` captures with REDIRECT; TestLocalUp checks
+// that), with a mesh-wide STRICT PeerAuthentication in force: plaintext
+// over IPv4 from outside the mesh is refused by the sidecar, plaintext
+// over link-local IPv6 by the capture rules, and the mesh request is
+// served.
+func TestIPv6LinkLocalRefusedTPROXY(t *testing.T) {
+	requireMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m := startMesh(ctx, t, "peerauthn", localmesh.Options{SecureXDS: true, InterceptionMode: "TPROXY", Workloads: []localmesh.Workload{
+		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
+		echoPod("echo2", "demo", "10.99.0.12", "echo2"),
+	}})
+	client, echo2 := m.Pod("client"), m.Pod("echo2")
+	if err := m.WriteConfig("peerauthn.yaml", []byte("apiVersion: security.istio.io/v1\nkind: PeerAuthentication\n"+
+		"metadata: {name: default, namespace: istio-system}\nspec:\n  mtls: {mode: STRICT}\n")); err != nil {
+		t.Fatal(err)
+	}
+	outsider, err := m.Network().AddPod(ctx, "v6-strict")
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoAddr := net.JoinHostPort(echo2.IP, "8080")
+	waitFor(ctx, t, applyTimeout, "STRICT: plaintext over IPv4 from outside the mesh closed", func() error {
+		c, err := outsider.DialContext(ctx, "tcp", echoAddr)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: echo\r\n\r\n")
+		buf := make([]byte, 64)
+		if n, err := c.Read(buf); n > 0 || !closedByPeer(err) {
+			return fmt.Errorf("plaintext to %s: %q, %v; want the connection closed", echoAddr, buf[:n], err)
+		}
+		return nil
+	})
+	waitOK(ctx, t, client.NewHTTPClient(false), "http://240.240.0.12/")
+
+	checkIPv6Refused(ctx, t, m.Network().Bridge, filepath.Base(echo2.NetnsPath()), 8080, func(args ...string) (string, error) {
+		args[0] = filepath.Join(binDir, args[0])
+		out, err := client.Command(ctx, args[0], args[1:]...).CombinedOutput()
+		return string(out), err
+	})
+	waitOK(ctx, t, client.NewHTTPClient(false), "http://240.240.0.12/")
 }

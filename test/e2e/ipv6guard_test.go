@@ -229,3 +229,39 @@ func TestIPv6LinkLocalRefusedTPROXY(t *testing.T) {
 	})
 	waitOK(ctx, t, client.NewHTTPClient(false), "http://240.240.0.12/")
 }
+
+// podNetnsByIP is the name (under /var/run/netns) of the network
+// namespace whose eth0 has ip: how a Kubernetes pod's namespace, made by
+// the node's CNI plugin (cni-…), is found from the node.
+func podNetnsByIP(ctx context.Context, t *testing.T, ip string) string {
+	t.Helper()
+	names, err := filepath.Glob("/var/run/netns/cni-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range names {
+		ns := filepath.Base(path)
+		out, err := exec.CommandContext(ctx, "ip", "-n", ns, "-4", "-o", "addr", "show", "dev", "eth0").Output()
+		if err == nil && strings.Contains(string(out), " inet "+ip+"/") {
+			return ns
+		}
+	}
+	t.Fatalf("no network namespace in /var/run/netns has %s on eth0", ip)
+	return ""
+}
+
+// interfaceWithIP is the name of the test's own interface that has ip.
+func interfaceWithIP(ctx context.Context, t *testing.T, ip string) string {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, "ip", "-4", "-o", "addr", "show").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 3 && strings.HasPrefix(f[3], ip+"/") {
+			return f[1]
+		}
+	}
+	t.Fatalf("no interface has %s:\n%s", ip, out)
+	return ""
+}

@@ -219,6 +219,46 @@ func TestKubeSeedFlow(t *testing.T) {
 		}
 	})
 
+	t.Run("link-local IPv6 to an injected pod is refused", func(t *testing.T) {
+		// istio-init captures IPv4 only (no --dual-stack); the server
+		// pod's eth0 still has an IPv6 link-local address, which must
+		// not reach the app past its sidecar: from the node, a
+		// namespace on the node's bridge, the injected client and the
+		// inject=false pod.
+		server := podNamed(demoPods, "server")
+		var serverIP string
+		for _, p := range demoPods {
+			if p.Name == server {
+				serverIP = p.Status.PodIP
+			}
+		}
+		serverNS := podNetnsByIP(ctx, t, serverIP)
+		inPod := func(pod string) func(args ...string) (string, error) {
+			return func(args ...string) (string, error) {
+				out, _, err := node.Exec(ctx, kubeDemoNS, pod, "echo", args...)
+				return out, err
+			}
+		}
+		checkIPv6Refused(ctx, t, interfaceWithIP(ctx, t, node.IP.String()), serverNS, 8080, inPod(clientPod))
+		plain := waitPodsReady(ctx, t, client, kubeDemoNS, "app=plain", 1, 1)[0].Name
+		ll := ipv6LinkLocal(ctx, t, serverNS, "eth0")
+		out, err := inPod(plain)("strait-echo", "get", "-n", "1", fmt.Sprintf("http://[%s%%25eth0]:8080/", ll))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range parseEchoLines(t, out) {
+			if l.Error == "" || !strings.Contains(l.Error, "connection refused") {
+				t.Errorf("plaintext from the inject=false pod to the server's [%s]:8080: %+v, want connection refused", ll, l)
+			}
+		}
+		// The mesh path still works.
+		for _, l := range get(t, 3, "http://"+serverHost+"/") {
+			if l.Status != 200 {
+				t.Errorf("mesh request after the IPv6 checks: %+v", l)
+			}
+		}
+	})
+
 	t.Run("deleting a pod drains without failed requests", func(t *testing.T) {
 		pods := waitPodsReady(ctx, t, client, kubeDemoNS, "app=server,version=v1", 2, 2)
 		type result struct {

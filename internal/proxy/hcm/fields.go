@@ -23,11 +23,9 @@ import (
 // default is honoured for the values strait implements and refused for
 // the others (checkHCMValues).
 //
-// Two defaults differ from Envoy's and, being zero values, cannot be
+// One default differs from Envoy's and, being a zero value, cannot be
 // refused: with server_header_transformation unset (OVERWRITE) Envoy
-// writes "server: envoy" where strait relays the upstream's Server header,
-// and with http_protocol_options.accept_http_10 unset Envoy answers
-// HTTP/1.0 with 426 where strait serves it.
+// writes "server: envoy" where strait relays the upstream's Server header.
 
 // hcmHonoured maps each honoured field to the code that reads it.
 var hcmHonoured = map[protoreflect.Name]string{
@@ -36,7 +34,7 @@ var hcmHonoured = map[protoreflect.Name]string{
 	"rds":                    "Build: the RDS route table, over ADS only (checkRDS)",
 	"route_config":           "Build: route.Compile",
 	"http_filters":           "Build and httpfilters.go",
-	"http_protocol_options":  "checkHTTP1Options: accept_http_10 and allow_absolute_url, as the HTTP/1.1 codec serves them",
+	"http_protocol_options":  "checkHTTP1Options: accept_http_10 (Filter.acceptHTTP10: HTTP/1.0 is served, else answered 426) and allow_absolute_url",
 	"http2_protocol_options": "buildCodec (h2.go) with cluster.ParseHTTP2Options",
 	// Sub-fields allow-listed in buildLimits.
 	"common_http_protocol_options":        "buildLimits",
@@ -99,9 +97,10 @@ var hcmRefused = map[protoreflect.Name]string{
 	"scheme_header_transformation":                      "the request's :scheme follows the downstream connection (https on TLS); remove the field",
 }
 
-// http1Fields are the Http1ProtocolOptions fields the HTTP/1.1 codec
-// honours: it serves HTTP/1.0 (accept_http_10 true) and absolute-form
-// targets, routed by their authority (allow_absolute_url true).
+// http1Fields are the Http1ProtocolOptions fields the HTTP/1.1 codecs
+// honour: accept_http_10 (HTTP/1.0 served when true, answered 426 Upgrade
+// Required otherwise, as Envoy does) and allow_absolute_url
+// (absolute-form targets, routed by their authority, when unset or true).
 var http1Fields = map[protoreflect.Name]bool{"accept_http_10": true, "allow_absolute_url": true}
 
 // commonOptionsFields are the HttpProtocolOptions fields buildLimits reads

@@ -55,6 +55,10 @@ type Filter struct {
 	// listener with the proxy's files); nil logs nothing and costs
 	// nothing.
 	AccessLog accesslog.Loggers
+
+	// acceptHTTP10 is http_protocol_options.accept_http_10: without it an
+	// HTTP/1.0 request is answered 426, as Envoy does (errHTTP10).
+	acceptHTTP10 bool
 }
 
 // Limits are the HCM's timeouts and size limits, with Envoy's semantics;
@@ -105,7 +109,7 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 	if err := checkHCMFields(h); err != nil { // fields.go
 		return nil, err
 	}
-	f := &Filter{StatPrefix: h.GetStatPrefix(), routes: routes}
+	f := &Filter{StatPrefix: h.GetStatPrefix(), routes: routes, acceptHTTP10: h.GetHttpProtocolOptions().GetAcceptHttp_10()}
 	if err := f.buildCodec(h); err != nil {
 		return nil, err
 	}

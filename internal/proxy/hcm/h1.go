@@ -247,12 +247,19 @@ func (c *h1conn) serve() (parked bool) {
 			return false
 		}
 		c.takeWbuf()
-		if err := http1.ParseRequestLimit(head, &c.req, c.lim.MaxHeadersCount); err != nil {
-			code := 400
-			if errors.Is(err, http1.ErrTooManyHeaders) {
+		err = http1.ParseRequestLimit(head, &c.req, c.lim.MaxHeadersCount)
+		if err == nil && c.req.Minor == 0 && !c.filter.acceptHTTP10 {
+			err = errHTTP10
+		}
+		if err != nil {
+			code, body := 400, ""
+			switch {
+			case errors.Is(err, http1.ErrTooManyHeaders):
 				code = 431
+			case err == errHTTP10:
+				code, body = 426, "Upgrade Required"
 			}
-			c.errorReply(code, "")
+			c.errorReply(code, body)
 			c.countErrorReply()
 			if logging {
 				c.endLog()
@@ -471,6 +478,9 @@ func (c *h1conn) serveRequest() bool {
 	c.meta.Reset()
 	c.client = c.forwardH1() // xff.go
 	c.forwardXFCC()          // xfcc.go
+	if hasFragment(http1.UnsafeString(req.Target)) {
+		return c.localReply(400, "", "") // pathnorm.go
+	}
 	if c.filter.pathNorm.active() {
 		if done, keep := c.normalizePath(); done {
 			return keep

@@ -332,7 +332,9 @@ func rawExchange(t *testing.T, addr, raw string, complete func(string) bool) str
 
 func TestProxyRawProtocol(t *testing.T) {
 	be := echoBackend(t)
-	p := startProxy(t, CodecStrait, be.Listener.Addr().String())
+	// accept_http_10 for the HTTP/1.0 cases (TestHTTP10UpgradeRequired
+	// covers the default, 426).
+	p := startProxyFilterWith(t, CodecStrait, be.Listener.Addr().String(), slog.New(slog.DiscardHandler), nil, func(f *Filter) { f.acceptHTTP10 = true })
 	tests := []struct {
 		name     string
 		raw      string

@@ -20,7 +20,7 @@ import (
 // connection closes (gracefully) after it.
 func (c *h1conn) errorReply(code int, body string) {
 	c.rec.Code = code
-	if code == 400 {
+	if code == 400 || code == 426 {
 		c.rec.Flags = "DPE"
 	}
 	w := append(c.wbuf[:0], "HTTP/1.1 "...)
@@ -145,6 +145,13 @@ var (
 )
 
 var (
+	// errHTTP10 is an HTTP/1.0 request on an HCM without
+	// http_protocol_options.accept_http_10: Envoy's HTTP/1.1 codec answers
+	// it 426 Upgrade Required and closes the connection
+	// (ServerConnectionImpl::checkProtocolVersion in
+	// source/common/http/http1/codec_impl.cc); so does the nethttp codec
+	// (nethttp.go).
+	errHTTP10        = errors.New("HTTP/1.0 without accept_http_10")
 	errNoResponse    = errors.New("upstream closed before a response")
 	errRouteTimeout  = errors.New("route timeout")
 	errStreamIdle    = errors.New("stream idle timeout")

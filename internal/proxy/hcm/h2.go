@@ -273,6 +273,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w, code = c.filter.beginStream(w, r, nil)
 	}
 	defer endStream(c.filter.hstats, code)
+	if rejectFragment(w, r) { // pathnorm.go
+		return
+	}
 	setForwardedProto(r, c)    // scheme.go
 	client := c.forwardHTTP(r) // xff.go
 	c.forwardXFCC(r)           // xfcc.go

@@ -38,9 +38,25 @@ func (c *h1conn) jwtRequest() *jwtauthn.Request {
 	}
 }
 
+// h1JWTHeaders edits c.req's fields for the jwt_authn filter: a removed
+// field leaves req.Headers (rather than being marked Hop) and an added one
+// joins them, as forwardH1 edits them (xff.go), so that the RBAC filter and
+// the route match after it see the headers the application will get, as
+// Envoy's later filters see jwt_authn's edits.
+type h1JWTHeaders struct{ req *http1.Request }
+
+func (e h1JWTHeaders) Del(name string) { e.req.Headers = removeHeader(e.req.Headers, name) } // xff.go
+
+func (e h1JWTHeaders) Add(name, value string) {
+	e.req.Headers = append(e.req.Headers, http1.Header{Name: []byte(name), Value: []byte(value)})
+}
+
 // runJWT authenticates c.req. done reports that it was answered (401 or
 // 403); keep then says whether the connection can carry another request.
+// The headers the filter's providers write are removed first, whatever
+// the outcome (jwtauthn.Filter.StripOutputHeaders).
 func (c *h1conn) runJWT(jf *jwtauthn.Filter) (done, keep bool) {
+	jf.StripOutputHeaders(h1JWTHeaders{req: &c.req})
 	res := jf.Authenticate(c.jwtRequest())
 	st := &c.filter.filters.stats
 	if res.Status != jwtauthn.OK {
@@ -52,7 +68,7 @@ func (c *h1conn) runJWT(jf *jwtauthn.Filter) (done, keep bool) {
 	}
 	inc(st.jwtAllowed)
 	if len(res.Verified) > 0 {
-		res.EditHeaders(h1Headers{hs: c.req.Headers, extra: &c.reqExtra})
+		res.EditHeaders(h1JWTHeaders{req: &c.req})
 		res.WriteMetadata(&c.meta)
 	}
 	return false, false
@@ -60,9 +76,11 @@ func (c *h1conn) runJWT(jf *jwtauthn.Filter) (done, keep bool) {
 
 // streamJWT authenticates r on the HTTP/2 and net/http paths. md is the
 // request's metadata (nil when no token verified); done reports that r
-// was answered.
+// was answered. The headers the filter's providers write are removed
+// first, whatever the outcome (jwtauthn.Filter.StripOutputHeaders).
 func streamJWT(w http.ResponseWriter, r *http.Request, f *Filter, path string, grpcReplies bool) (md *httpfilter.Metadata, done bool) {
 	h := r.Header
+	f.filters.jwt.StripOutputHeaders(httpHeaders(h))
 	res := f.filters.jwt.Authenticate(&jwtauthn.Request{
 		Method: r.Method, Path: path, Query: r.URL.RawQuery,
 		Header: func(name string) []string { return h.Values(name) },

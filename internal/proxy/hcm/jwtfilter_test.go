@@ -141,6 +141,14 @@ func TestJWTFilter(t *testing.T) {
 				t.Errorf("got %d, payload %q; want 200 without a payload", r.code, r.headers.Get("X-Jwt-Payload"))
 			}
 		}},
+		{"client's payload header without a token is removed", "/", map[string]string{"X-Jwt-Payload": "forged"}, func(t *testing.T, r result) {
+			if r.code != 200 || r.headers == nil {
+				t.Fatalf("got %d %q, want the upstream's 200", r.code, r.body)
+			}
+			if v := r.headers.Values("X-Jwt-Payload"); len(v) != 0 {
+				t.Errorf("upstream saw x-jwt-payload %q; want none", v)
+			}
+		}},
 		{"client's own payload header is replaced", "/", map[string]string{"Authorization": "Bearer " + valid, "X-Jwt-Payload": "forged"}, func(t *testing.T, r result) {
 			if v := r.headers.Values("X-Jwt-Payload"); len(v) != 1 || v[0] == "forged" {
 				t.Errorf("upstream saw x-jwt-payload %q", v)
@@ -333,11 +341,9 @@ func TestJWTFilterMetadataHTTP1(t *testing.T) {
 		t.Errorf("principal %v", v)
 	}
 	var payload, auth bool
-	for _, h := range c.reqExtra {
-		payload = payload || string(h.Name) == "x-jwt-payload"
-	}
 	for _, h := range c.req.Headers {
-		auth = auth || (http1.EqualFold(h.Name, "Authorization") && !h.Hop)
+		payload = payload || string(h.Name) == "x-jwt-payload"
+		auth = auth || http1.EqualFold(h.Name, "Authorization")
 	}
 	if !payload || auth {
 		t.Errorf("payload header added %v, authorization still forwarded %v", payload, auth)

@@ -119,6 +119,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w, code = c.filter.beginStream(w, r, nil)
 	}
 	defer endStream(c.filter.hstats, code)
+	if r.ProtoMajor == 1 && r.ProtoMinor == 0 && !c.filter.acceptHTTP10 { // errHTTP10 (h1reply.go)
+		rec.Flags = "DPE"
+		w.Header().Set("Connection", "close")
+		localReply(w, http.StatusUpgradeRequired, "", "Upgrade Required")
+		return
+	}
+	if rejectFragment(w, r) { // pathnorm.go
+		return
+	}
 	setForwardedProto(r, c)    // scheme.go
 	client := c.forwardHTTP(r) // xff.go
 	c.forwardXFCC(r)           // xfcc.go

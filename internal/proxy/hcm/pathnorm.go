@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"unicode/utf8"
 	"unsafe"
 
@@ -123,6 +124,28 @@ func (p *pathNorm) serveStream(w http.ResponseWriter, r *http.Request, path stri
 	s := string(out)
 	setURLPath(r.URL, s)
 	return s, false
+}
+
+// hasFragment reports whether a request target (HTTP/1.1's
+// request-target as received, HTTP/2's :path) holds a '#'. A fragment is
+// never part of a request target (RFC 9112 §3.2, RFC 9113 §8.3.1), and
+// Envoy answers such a request 400 before normalizing or routing it
+// (ConnectionManagerUtility::maybeNormalizePath in
+// source/common/http/conn_manager_utility.cc, under
+// envoy.reloadable_features.http_reject_path_with_fragment, true by
+// default), whether or not the HCM normalizes paths: forwarded,
+// "/admin#x" would be routed and authorized as a path other than the
+// "/admin" the application serves.
+func hasFragment(target string) bool { return strings.IndexByte(target, '#') >= 0 }
+
+// rejectFragment answers 400 to a request of the net/http or HTTP/2
+// codec whose target has a fragment (hasFragment) and reports done.
+func rejectFragment(w http.ResponseWriter, r *http.Request) bool {
+	if !hasFragment(r.RequestURI) {
+		return false
+	}
+	streamLocalReply(w, r, http.StatusBadRequest, "", "")
+	return true
 }
 
 // hasEscapedSlash reports whether path has %2F or %5C, in either case.

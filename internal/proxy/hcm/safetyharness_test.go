@@ -63,7 +63,9 @@ func startStrait(t testing.TB, beAddr string, pc proxyConfig) string {
 		t.Fatal(err)
 	}
 	s := NewServer(Options{Logger: log, Clusters: cm})
-	f := &Filter{StatPrefix: "test", inline: table, Limits: DefaultLimits()}
+	// accept_http_10, as net/http (the reference the harness compares
+	// with) serves HTTP/1.0; its refusal is TestHTTP10UpgradeRequired's.
+	f := &Filter{StatPrefix: "test", inline: table, Limits: DefaultLimits(), acceptHTTP10: true}
 	if pc.limits != nil {
 		f.Limits = *pc.limits
 	}

@@ -121,6 +121,14 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 			}
 			shared = slices.DeleteFunc(slices.Clone(shared), func(r *discovery.Resource) bool { return mine[r.Name] })
 		}
+		if acceptsHTTP10(proxy) { // http10.go
+			withHTTP10(listenersOf(own)...)
+			ls, err := http10Listeners(shared)
+			if err != nil {
+				return nil, fmt.Errorf("generate %s: %w", typeURL, err)
+			}
+			own, shared = append(own, ls...), nil
+		}
 	case xdsapi.RouteType:
 		routes, err := g.cache.routesFor(e, sourceOf(snap, scope, proxy).labels)
 		if err != nil {

@@ -48,6 +48,9 @@ func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) []*li
 	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
 	out = append(out, inboundListeners(snap, proxy, keys)...)
 	withAccessLogs(snap, out...) // accesslog.go
+	if acceptsHTTP10(proxy) {
+		withHTTP10(out...) // http10.go
+	}
 	slices.SortFunc(out, func(a, b *listener.Listener) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }

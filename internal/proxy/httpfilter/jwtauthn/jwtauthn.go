@@ -50,6 +50,10 @@ type Filter struct {
 	// locations is every place a provider looks for a token, for
 	// allow_missing (a token anywhere means it is not missing).
 	locations []location
+	// outputHeaders are the headers the providers write, lower case:
+	// every forward_payload_header and claim_to_headers header_name.
+	// StripOutputHeaders removes them from every request.
+	outputHeaders []string
 	// now is the clock (time.Now outside tests).
 	now func() time.Time
 }
@@ -124,7 +128,15 @@ func Build(cfg *jwtv3.JwtAuthentication, opts Options) (*Filter, error) {
 				f.locations = append(f.locations, l)
 			}
 		}
+		if p.payloadHeader != "" {
+			f.outputHeaders = append(f.outputHeaders, p.payloadHeader)
+		}
+		for _, ch := range p.claimHeaders {
+			f.outputHeaders = append(f.outputHeaders, ch.header)
+		}
 	}
+	slices.Sort(f.outputHeaders)
+	f.outputHeaders = slices.Compact(f.outputHeaders)
 	named := map[string]requirement{}
 	for name, r := range cfg.GetRequirementMap() {
 		req, err := f.buildRequirement(r)
@@ -397,6 +409,31 @@ func (v *Verified) MetadataPayload() map[string]any {
 type HeaderEditor interface {
 	Del(name string)
 	Add(name, value string)
+}
+
+// StripOutputHeaders removes from a request every header a provider of
+// the filter writes (forward_payload_header, claim_to_headers), so that
+// the application never takes a client's copy of one for the filter's.
+// The codec calls it on every request before Authenticate, whatever the
+// outcome: with no token, a token of another provider, a failed token
+// under allow_missing_or_failed, a path no rule matches, a CORS preflight.
+//
+// Envoy removes the same names (ExtractorImpl::sanitizeHeaders in
+// source/extensions/filters/http/jwt_authn/extractor.cc) but only for the
+// providers of the verifiers that run (verifier.cc): a provider_name
+// verifier its own provider's, allow_missing and allow_missing_or_failed
+// every provider's, and nothing when no rule matches; a requires_any
+// stops at its first child that passes, so the providers after it keep
+// the client's headers. Removing them all every time costs a request
+// nothing it could rely on (only the filter writes these headers) and
+// closes those gaps. A header a provider reads its token from is read
+// after this: a provider whose output header is another's token header
+// makes that token missing, as it does in Envoy whenever the writer's
+// verifier runs first.
+func (f *Filter) StripOutputHeaders(e HeaderEditor) {
+	for _, h := range f.outputHeaders {
+		e.Del(h)
+	}
 }
 
 // EditHeaders applies what the verified tokens' providers ask of the

@@ -466,3 +466,73 @@ func TestRefusedFields(t *testing.T) {
 		}
 	})
 }
+
+// TestOutputHeadersStripped: a client's copies of the headers the
+// providers write (forward_payload_header, claim_to_headers) never reach
+// the application, whatever the request: no token, a token of another
+// provider, a path without a requirement, a failed token under
+// allow_missing_or_failed, a CORS preflight. The codecs call
+// StripOutputHeaders, then Authenticate, then EditHeaders; so does this.
+func TestOutputHeadersStripped(t *testing.T) {
+	a := newSigner(t, "a", jose.RS256)
+	b := newSigner(t, "b", jose.ES256)
+	provider := func(iss, name string, s signer) *jwtv3.JwtProvider {
+		return &jwtv3.JwtProvider{Issuer: iss, JwksSourceSpecifier: localJWKS(jwks(t, s)),
+			ForwardPayloadHeader: "X-" + name + "-Payload",
+			ClaimToHeaders:       []*jwtv3.JwtClaimToHeader{{HeaderName: "x-" + name + "-sub", ClaimName: "sub"}}}
+	}
+	istio := istioConfig(provider("iss-a", "a", a), provider("iss-b", "b", b))
+	// The same providers behind rules Istio does not emit: a path with no
+	// requirement and one that lets a failed token through.
+	lax := istioConfig(provider("iss-a", "a", a), provider("iss-b", "b", b))
+	lax.Rules = append([]*jwtv3.RequirementRule{
+		{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/public"}}},
+		{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/lax"}}, RequirementType: &jwtv3.RequirementRule_Requires{Requires: &jwtv3.JwtRequirement{
+			RequiresType: &jwtv3.JwtRequirement_AllowMissingOrFailed{AllowMissingOrFailed: &emptypb.Empty{}}}}},
+	}, lax.Rules...)
+	forged := func(h http.Header) http.Header {
+		for _, n := range []string{"X-A-Payload", "X-A-Sub", "X-B-Payload", "X-B-Sub"} {
+			h.Add(n, "forged")
+		}
+		return h
+	}
+	tokA := a.sign(t, claims("iss-a", "alice"))
+	tokB := b.sign(t, claims("iss-b", "bob"))
+	expiredA := a.sign(t, claims("iss-a", "alice", "exp", testNow.Add(-time.Hour).Unix()))
+	for _, tc := range []struct {
+		name   string
+		cfg    *jwtv3.JwtAuthentication
+		method string
+		path   string
+		h      http.Header
+		want   map[string]string // the output headers the application gets
+	}{
+		{"no token", istio, "GET", "/", forged(http.Header{}), nil},
+		{"token of a", istio, "GET", "/", forged(bearer(tokA)), map[string]string{"X-A-Sub": "alice", "X-A-Payload": strings.Split(tokA, ".")[1]}},
+		{"token of b", istio, "GET", "/", forged(bearer(tokB)), map[string]string{"X-B-Sub": "bob", "X-B-Payload": strings.Split(tokB, ".")[1]}},
+		{"cors preflight", istio, "OPTIONS", "/", forged(http.Header{"Origin": {"o"}, "Access-Control-Request-Method": {"GET"}}), nil},
+		{"no requirement", lax, "GET", "/public", forged(bearer(tokA)), nil},
+		{"allow_missing_or_failed, failed", lax, "GET", "/lax", forged(bearer(expiredA)), nil},
+		{"allow_missing_or_failed, missing", lax, "GET", "/lax", forged(http.Header{}), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := build(t, tc.cfg)
+			f.StripOutputHeaders(headerEdits(tc.h))
+			res := f.Authenticate(request(tc.method, tc.path, tc.h))
+			if res.Status != OK {
+				t.Fatalf("status %q; want OK", res.Status)
+			}
+			res.EditHeaders(headerEdits(tc.h))
+			for _, n := range []string{"X-A-Payload", "X-A-Sub", "X-B-Payload", "X-B-Sub"} {
+				got := tc.h.Values(n)
+				want, ok := tc.want[n]
+				switch {
+				case !ok && len(got) > 0:
+					t.Errorf("%s reaches the application: %q", n, got)
+				case ok && (len(got) != 1 || got[0] != want):
+					t.Errorf("%s = %q; want [%q]", n, got, want)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -15,13 +16,18 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
 // This file tests trailers.go: on every codec path (HTTP/1.1 and HTTP/2
@@ -518,5 +524,29 @@ func TestForwardTrailers(t *testing.T) {
 		if !slices.Equal(before, sortedFields(in)) {
 			t.Errorf("h%d to h%d: the input was modified", c.from, c.to)
 		}
+	}
+}
+
+// TestEnableTrailersRefused: enable_trailers, which would make HTTP/1.1
+// trailers cross, is refused by name on the HCM and on a cluster's
+// HTTP/1 options, so the default (dropped) is the only behaviour.
+func TestEnableTrailersRefused(t *testing.T) {
+	_, err := Build(&hcmv3.HttpConnectionManager{
+		StatPrefix:          "t",
+		RouteSpecifier:      &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "r"}},
+		HttpProtocolOptions: &corev3.Http1ProtocolOptions{EnableTrailers: true},
+		HttpFilters:         []*hcmv3.HttpFilter{{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &routerv3.Router{})}}},
+	}, nil)
+	if err == nil || !strings.Contains(err.Error(), "enable_trailers") {
+		t.Errorf("HCM http_protocol_options.enable_trailers: %v, want an error naming the field", err)
+	}
+	c := staticCluster("be", "127.0.0.1:1")
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{cluster.HTTPProtocolOptionsKey: mustAnyT(t, &upstreamhttp.HttpProtocolOptions{
+		UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{
+				HttpProtocolOptions: &corev3.Http1ProtocolOptions{EnableTrailers: true}}}}})}
+	cm := cluster.NewManager(slog.New(slog.DiscardHandler), stats.New())
+	if err := cm.AddStatic([]*clusterv3.Cluster{c}); err == nil || !strings.Contains(err.Error(), "enable_trailers") {
+		t.Errorf("cluster http_protocol_options.enable_trailers: %v, want an error naming the field", err)
 	}
 }

@@ -29,6 +29,9 @@ func run(m *testing.M) int {
 	if *l4Serve != "" {
 		return serveL4(*l4Serve) // filters_test.go
 	}
+	if *trailerServe != "" {
+		return serveTrailerEcho(*trailerServe) // trailers_test.go
+	}
 	if *dnsServe != "" {
 		return serveDNS(*dnsServe, *dnsZone)
 	}

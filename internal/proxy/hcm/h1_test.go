@@ -223,7 +223,7 @@ func TestProxyRequests(t *testing.T) {
 				r, _ := http.NewRequest("POST", "http://"+p.addr+"/up", io.MultiReader(strings.NewReader(big)))
 				return r
 			}, status: 200, body: "ok", headers: map[string]string{"X-Seen-Len": strconv.Itoa(len(big)), "X-Seen-Sum": bigSum, "X-Seen-Te": "chunked"}},
-			{name: "chunked response with trailer", req: func() *http.Request {
+			{name: "chunked response, its trailer dropped", req: func() *http.Request {
 				r, _ := http.NewRequest("GET", "http://"+p.addr+"/stream", nil)
 				return r
 			}, status: 200, body: "part0;part1;part2;"},
@@ -284,8 +284,10 @@ func TestProxyRequests(t *testing.T) {
 					if tc.name == "get" && len(resp.Header.Get("X-Seen-Request-Id")) != 36 {
 						t.Errorf("x-request-id %q is not a UUID", resp.Header.Get("X-Seen-Request-Id"))
 					}
-					if tc.name == "chunked response with trailer" && resp.Trailer.Get("X-Trailer") != "done" {
-						t.Errorf("trailer %v", resp.Trailer)
+					// HTTP/1.1 trailers don't cross (trailers.go), as with
+					// Envoy's enable_trailers unset.
+					if tc.name == "chunked response, its trailer dropped" && len(resp.Trailer) != 0 {
+						t.Errorf("trailer %v, want none", resp.Trailer)
 					}
 				}
 			})

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -516,12 +517,8 @@ func (c *h1conn) copyResponseBody(uc *cluster.UpstreamConn, downChunked bool) er
 	default:
 		src = uc.R
 	}
-	rerr, werr := copyBody(c.nc, src, downChunked, func() []byte {
-		if resp.Framing == http1.FramingChunked {
-			return c.chunk.Trailer
-		}
-		return nil
-	}, c.bodyCounter())
+	// An HTTP/1.1 upstream's trailer section is dropped (trailers.go).
+	rerr, werr := copyBody(c.nc, src, downChunked, nil, c.bodyCounter())
 	if rerr != nil {
 		return rerr
 	}
@@ -538,10 +535,11 @@ func (c *h1conn) bodyCounter() *atomic.Int64 {
 }
 
 // copyBody copies src to dst, framing each read as a chunk when chunked
-// (and ending with the last chunk and trailer()). Bodies don't go through
-// any other buffer: each read lands where it is written from. It returns
-// the error reading src or the one writing dst.
-func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() []byte, progress *atomic.Int64) (rerr, werr error) {
+// (and ending with the last chunk and the fields trailer returns, which
+// the caller has passed through forwardTrailers; nil: none). Bodies don't
+// go through any other buffer: each read lands where it is written from.
+// It returns the error reading src or the one writing dst.
+func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() http.Header, progress *atomic.Int64) (rerr, werr error) {
 	bp := copyBufPool.Get().(*[]byte)
 	defer copyBufPool.Put(bp)
 	buf := *bp
@@ -562,7 +560,11 @@ func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() []byte,
 		}
 		if errors.Is(err, io.EOF) {
 			if chunked {
-				_, werr := dst.Write(http1.AppendLastChunk(buf[:0], trailer()))
+				var t []byte
+				if trailer != nil {
+					t = appendTrailer(nil, trailer())
+				}
+				_, werr := dst.Write(http1.AppendLastChunk(buf[:0], t))
 				return nil, werr
 			}
 			return nil, nil
@@ -588,7 +590,8 @@ func (c *h1conn) startBodyCopy(uc *cluster.UpstreamConn) *bodyCopy {
 		src = &http1.LengthReader{R: c.r, Left: req.ContentLength}
 	}
 	go func() {
-		rerr, werr := copyBody(uc, src, chunked, func() []byte { return c.reqCh.Trailer }, &bc.progress)
+		// The client's trailer section is dropped (trailers.go).
+		rerr, werr := copyBody(uc, src, chunked, nil, &bc.progress)
 		if rerr != nil {
 			// The client side failed: abort the upstream request, which
 			// also ends the response wait (the reader is not touched).

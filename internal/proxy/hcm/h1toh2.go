@@ -21,7 +21,9 @@ import (
 // This file carries an HTTP/1.1 request from the strait codec (h1.go) to a
 // cluster that speaks HTTP/2 upstream: the request becomes an http.Request
 // for the cluster's HTTP/2 pool, and the response is written back in
-// HTTP/1.1, chunked when its length is unknown (and with its trailers).
+// HTTP/1.1, chunked when its length is unknown. Trailers don't cross
+// HTTP/1.1 in either direction (trailers.go): the client's are not put on
+// the upstream request, the upstream's are dropped.
 
 // forwardH2 sends the request to ep on cl over HTTP/2 and relays the
 // response. It reports whether the downstream connection can carry another
@@ -175,7 +177,9 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	c.wbuf = w
 	_, err = c.nc.Write(w)
 	if err == nil && !noBody {
-		rerr, werr := copyBody(c.nc, resp.Body, chunked, func() []byte { return appendTrailer(nil, resp.Trailer) }, c.bodyCounter())
+		rerr, werr := copyBody(c.nc, resp.Body, chunked, func() http.Header {
+			return c.filter.forwardTrailers(resp.Trailer, wireOf(resp.ProtoMajor), wireHTTP1) // trailers.go
+		}, c.bodyCounter())
 		err = errors.Join(rerr, werr)
 	}
 	if body != nil && !body.finished(bodyFinishWait) {

@@ -379,6 +379,7 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 		h["Te"] = []string{"trailers"} // gRPC servers may require it
 	}
 	addForwardHeaders(out, r)
+	c.filter.forwardRequestTrailers(out, r, upstreamWire(cl, r)) // trailers.go
 	ov := takeOverrides(h)
 	mutateHTTPRequest(out, rt, tgt)
 
@@ -440,8 +441,9 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 		panic(http.ErrAbortHandler)
 	}
 	// Trailers that were not announced (gRPC never announces
-	// grpc-status) are sent with the TrailerPrefix convention.
-	for k, vv := range resp.Trailer {
+	// grpc-status) are sent with the TrailerPrefix convention; which of
+	// them cross is trailers.go's.
+	for k, vv := range c.filter.forwardTrailers(resp.Trailer, wireOf(resp.ProtoMajor), wireHTTP2) {
 		for _, v := range vv {
 			wh.Add(http.TrailerPrefix+k, v)
 		}

@@ -212,6 +212,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *conn, cl *cl
 	h := out.Header
 	removeHop(h)
 	addForwardHeaders(out, r)
+	c.filter.forwardRequestTrailers(out, r, upstreamWire(cl, r)) // trailers.go
 	ov := takeOverrides(h)
 	mutateHTTPRequest(out, rt, tgt)
 
@@ -244,9 +245,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *conn, cl *cl
 	if x.limitExceeded {
 		wh.Set("X-Strait-Response-Flags", "URX")
 	}
-	for k := range resp.Trailer {
-		wh.Add("Trailer", k)
-	}
 	w.WriteHeader(resp.StatusCode)
 
 	bp := bufPool.Get().(*[]byte)
@@ -262,9 +260,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, c *conn, cl *cl
 		// the client sees a truncated response, like Envoy.
 		panic(http.ErrAbortHandler)
 	}
-	for k, v := range resp.Trailer {
-		// TrailerPrefix also sends trailers that were not announced
-		// (an HTTP/2 upstream's, gRPC's).
+	// Which trailers cross is trailers.go's (none to an HTTP/1.1 client);
+	// TrailerPrefix sends those that were not announced.
+	for k, v := range c.filter.forwardTrailers(resp.Trailer, wireOf(resp.ProtoMajor), wireOf(r.ProtoMajor)) {
 		wh[http.TrailerPrefix+k] = v
 	}
 }

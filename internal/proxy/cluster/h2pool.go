@@ -165,6 +165,12 @@ func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientCon
 			}
 		}
 		d := p.dialing[key]
+		if d == nil && req.Context().Err() != nil {
+			// No dial for a request already gone (a stream its client
+			// reset): the dial would outlive it.
+			p.mu.Unlock()
+			return nil, req.Context().Err()
+		}
 		if d == nil && !p.c.breaker.tryConn() {
 			// max_connections: share a connection past the cluster's
 			// stream limit rather than open another; with none to

@@ -242,8 +242,9 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		defer t.Stop()
 	}
 	// x/net/http2's server flushes after each frame its writer writes:
-	// batch those writes (package wbatch).
-	bc := wbatch.New(nc)
+	// batch those writes (package wbatch). Under them, the guard against
+	// rapid reset and empty frame floods sees every frame (h2guard.go).
+	bc := wbatch.New(newH2Guard(nc))
 	defer bc.Close()
 	h2.ServeConn(schemeProbe{bc}, &http2.ServeConnOpts{ // scheme.go
 		Context:    ctx,

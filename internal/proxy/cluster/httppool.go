@@ -48,6 +48,9 @@ func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn
 		WriteBufferSize:       16 << 10,
 		ReadBufferSize:        16 << 10,
 		ExpectContinueTimeout: 0,
+		// Its 10 MiB default would let a response head through that
+		// the strait codec refuses (responsehead.go).
+		MaxResponseHeaderBytes: MaxResponseHeadBytes,
 	}
 }
 

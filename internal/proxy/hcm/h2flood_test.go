@@ -151,12 +151,13 @@ func (r *rawH2) closedWithGoAway(t *testing.T, want http2.ErrCode) {
 			t.Errorf("GOAWAY %v, want %v", code, want)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("no GOAWAY from the proxy")
+		t.Error("no GOAWAY from the proxy")
+		return
 	}
 	select {
 	case <-r.closed:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the proxy kept the connection open after its GOAWAY")
+		t.Error("the proxy kept the connection open after its GOAWAY")
 	}
 }
 

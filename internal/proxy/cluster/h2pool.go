@@ -103,6 +103,7 @@ func newH2Pool(c *Cluster, s HTTP2Settings) *h2Pool {
 	t2.AllowHTTP = true
 	t2.DisableCompression = true
 	t2.IdleConnTimeout = idle
+	t2.MaxHeaderListSize = h2ResponseHeaderListSize // responsehead.go
 	// x/net/http2's health check: after ReadIdleTimeout without a frame
 	// it sends a PING and closes the connection (MarkDead, so the next
 	// request dials anew) if nothing arrives within PingTimeout. Zero
@@ -165,6 +166,12 @@ func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientCon
 			}
 		}
 		d := p.dialing[key]
+		if d == nil && req.Context().Err() != nil {
+			// No dial for a request already gone (a stream its client
+			// reset): the dial would outlive it.
+			p.mu.Unlock()
+			return nil, req.Context().Err()
+		}
 		if d == nil && !p.c.breaker.tryConn() {
 			// max_connections: share a connection past the cluster's
 			// stream limit rather than open another; with none to

@@ -48,6 +48,9 @@ func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn
 		WriteBufferSize:       16 << 10,
 		ReadBufferSize:        16 << 10,
 		ExpectContinueTimeout: 0,
+		// Its 10 MiB default would let a response head through that
+		// the strait codec refuses (responsehead.go).
+		MaxResponseHeaderBytes: MaxResponseHeadBytes,
 	}
 }
 
@@ -94,12 +97,19 @@ func (c *Cluster) roundTripH1(req *http.Request, ep Endpoint) (*http.Response, e
 	// not the request's scheme: net/http would start TLS on its own for
 	// https.
 	req.URL.Scheme = "http"
+	// net/http dials with the request context's values but not its
+	// cancellation: dialSlot finds the request's context under dialForKey.
+	ctx := context.WithValue(req.Context(), dialForKey{}, req.Context())
 	if o := ep.owner(); o.isValid() {
-		req = req.WithContext(context.WithValue(req.Context(), sourceKey{}, o))
+		req = req.WithContext(context.WithValue(ctx, sourceKey{}, o))
 		return c.pool.src.RoundTrip(req)
 	}
-	return c.pool.t.RoundTrip(req)
+	return c.pool.t.RoundTrip(req.WithContext(ctx))
 }
+
+// dialForKey is the context key of the context of the request a dial of
+// the net/http pool is for.
+type dialForKey struct{}
 
 func (p *httpPool) closeIdle() {
 	p.t.CloseIdleConnections()
@@ -109,13 +119,37 @@ func (p *httpPool) closeIdle() {
 // dialSlot is Dial within the cluster's max_connections (ErrOverflow when
 // none is free: net/http's pool has no pending queue of ours); the slot is
 // given back when the connection closes.
+//
+// net/http keeps dialing when the request that started the dial is
+// cancelled, and pools the connection it gets. A request cancelled by
+// its client (an HTTP/2 stream reset, as in a rapid reset flood) would
+// leave a connection per stream idle in the pool for its idle timeout,
+// so the dial ends with the request, as Envoy cancels a pending stream's
+// excess connection attempt (ConnPoolImplBase::onPendingStreamCancel,
+// CancelPolicy::CloseExcess); a dial that completes after the request
+// was cancelled is closed.
 func (c *Cluster) dialSlot(ctx context.Context, ep Endpoint) (net.Conn, error) {
+	reqCtx, _ := ctx.Value(dialForKey{}).(context.Context)
+	if reqCtx != nil {
+		if err := reqCtx.Err(); err != nil {
+			return nil, &dialError{err}
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(reqCtx, cancel)
+		defer stop()
+	}
 	if !c.breaker.tryConn() {
 		c.breaker.st.cxOverflow.Add(1)
 		c.breaker.st.pendingOverflow.Add(1)
 		return nil, ErrOverflow
 	}
 	conn, err := c.Dial(ctx, ep)
+	if err == nil && reqCtx != nil && reqCtx.Err() != nil {
+		conn.Close()
+		err = reqCtx.Err()
+	}
 	if err != nil {
 		c.breaker.releaseConn()
 		return nil, &dialError{err}

@@ -35,9 +35,6 @@ import (
 // upstream gets the stream on a multiplexed connection (cluster.h2Pool);
 // others get it as an HTTP/1.1 request.
 
-// maxRequestHeadersBytes is Envoy's default max_request_headers_kb (60).
-const maxRequestHeadersBytes = 60 << 10
-
 // buildCodec reads codec_type and http2_protocol_options. HTTP/2 is served
 // for codec_type HTTP2 and, when the connection starts with the HTTP/2
 // preface, for AUTO.
@@ -204,14 +201,14 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		}
 	}()
 	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
-	base := &http.Server{
-		MaxHeaderBytes: maxRequestHeadersBytes,
-		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
 	lim := &f.Limits
 	if lim.MaxRequestHeadBytes == 0 {
 		l := DefaultLimits() // a Filter made without Build (tests)
 		lim = &l
+	}
+	base := &http.Server{
+		MaxHeaderBytes: h2HeaderListSize(lim), // headlimits.go
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	// x/net/http2 sends GOAWAY to the connections of a Server configured
 	// with ConfigureServer when its base http.Server shuts down: each
@@ -242,12 +239,13 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		defer t.Stop()
 	}
 	// x/net/http2's server flushes after each frame its writer writes:
-	// batch those writes (package wbatch).
-	bc := wbatch.New(nc)
+	// batch those writes (package wbatch). Under them, the guard against
+	// rapid reset and empty frame floods sees every frame (h2guard.go).
+	bc := wbatch.New(newH2Guard(nc))
 	defer bc.Close()
 	h2.ServeConn(schemeProbe{bc}, &http2.ServeConnOpts{ // scheme.go
 		Context:    ctx,
-		Handler:    withStreamIdle(lim.StreamIdleTimeout, s.serveStream),
+		Handler:    limitStreamHead(lim, withStreamIdle(lim.StreamIdleTimeout, s.serveStream)),
 		BaseConfig: base,
 	})
 }

@@ -25,7 +25,7 @@ import (
 // the handler and ConnState: max_connection_duration, a drain and
 // max_requests_per_connection answer the request in progress with
 // "connection: close" and close a connection that waits for its next
-// request; max_headers_count answers 431; stream_idle_timeout (or the
+// request; max_headers_count and max_request_headers_kb (as Envoy counts them, headlimits.go) answer 431; stream_idle_timeout (or the
 // route's idle_timeout) is h2timeouts.go's streamGuard.
 
 // nhKey is what one net/http Server is configured with.
@@ -166,26 +166,12 @@ func (s *Server) serveNetHTTP(w http.ResponseWriter, r *http.Request) {
 	if m := c.lim.MaxRequestsPerConnection; m > 0 && n >= m {
 		c.nh.closing.Store(true)
 	}
-	if m := c.lim.MaxHeadersCount; m > 0 && headerCount(r) > m {
+	if requestHeadOverLimits(r, c.lim) { // headlimits.go
 		w.Header().Set("Connection", "close")
 		localReply(w, http.StatusRequestHeaderFieldsTooLarge, "", "")
 		return
 	}
 	withStreamIdle(c.lim.StreamIdleTimeout, s.serveHTTP)(&closingWriter{ResponseWriter: w, c: c}, r)
-}
-
-// headerCount is the number of header fields of r (each value of a
-// repeated name counts, as each line does in Envoy's count; net/http keeps
-// Host out of the map).
-func headerCount(r *http.Request) int {
-	n := 0
-	if r.Host != "" {
-		n++
-	}
-	for _, vv := range r.Header {
-		n += len(vv)
-	}
-	return n
 }
 
 // closingWriter adds "connection: close" to a response whose connection

@@ -210,6 +210,8 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 				kind, f = router.FailConnect, failConnect
 			case isRefusedStream(err):
 				kind = router.FailRefused
+			case isUpstreamProtocolError(err):
+				f = failProtocol
 			}
 			if lf := localFailureOf(f); lf != 0 {
 				cl.ReportLocalFailure(ep, lf) // outlier detection (lbhash.go)
@@ -221,6 +223,14 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 			}
 			x.fail = f
 			x.limitExceeded = retry.LimitExceeded
+			countRetryOutcome(cl, &retry, false)
+			return x
+		}
+		if err := cluster.CheckResponseHead(resp); err != nil {
+			// Past the response head limits, as the strait codec's
+			// parser refuses it: a protocol error.
+			resp.Body.Close()
+			x.err, x.fail = err, failProtocol
 			countRetryOutcome(cl, &retry, false)
 			return x
 		}
@@ -280,6 +290,18 @@ func isConnectError(err error) bool {
 	var ne *net.OpError
 	var te *cluster.TransportError
 	return errors.As(err, &ne) && ne.Op == "dial" || errors.As(err, &te)
+}
+
+// isUpstreamProtocolError reports an upstream response the transport
+// refused as malformed: a head past the limits (x/net/http2 reports a
+// header value longer than its header list limit as COMPRESSION_ERROR),
+// or an HTTP/2 protocol violation (Envoy: 502 UPE).
+func isUpstreamProtocolError(err error) bool {
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		return http2.ErrCode(ce) == http2.ErrCodeCompression || http2.ErrCode(ce) == http2.ErrCodeProtocol
+	}
+	return cluster.IsResponseHeadTooLarge(err)
 }
 
 func isRefusedStream(err error) bool {

@@ -1,0 +1,62 @@
+package cluster
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+)
+
+// An upstream response head is bounded as Envoy bounds it: at most
+// MaxResponseHeaders fields (the cluster's max_headers_count, default
+// 100; strait refuses others) and MaxResponseHeadBytes of names and
+// values (max_response_headers_kb, default 60). The strait HTTP/1.1 codec
+// applies them while it parses (package http1); net/http's Transport and
+// x/net/http2's are given them here, and CheckResponseHead applies them
+// exactly to what those return.
+const (
+	MaxResponseHeaders   = 100
+	MaxResponseHeadBytes = 60 << 10
+)
+
+// ErrResponseHeadTooLarge is an upstream response head past the limits:
+// a protocol error (Envoy answers 502 with response flag UPE).
+var ErrResponseHeadTooLarge = errors.New("upstream response head too large")
+
+// h2ResponseHeaderListSize is the SETTINGS_MAX_HEADER_LIST_SIZE the h2
+// pool advertises: RFC 9113 counts 32 bytes per field on top of its name
+// and value, so a head within both limits fits.
+const h2ResponseHeaderListSize = MaxResponseHeadBytes + 32*(MaxResponseHeaders+1)
+
+// CheckResponseHead returns ErrResponseHeadTooLarge for a response whose
+// head is past the limits (Envoy's count and byteSize: each field's name
+// and value, and the status).
+func CheckResponseHead(resp *http.Response) error {
+	n, size := 0, 0
+	for k, vv := range resp.Header {
+		n += len(vv)
+		for _, v := range vv {
+			size += len(k) + len(v)
+		}
+	}
+	if n > MaxResponseHeaders || size > MaxResponseHeadBytes {
+		return ErrResponseHeadTooLarge
+	}
+	return nil
+}
+
+// IsResponseHeadTooLarge reports whether a round trip failed on a
+// response head past the limits: ErrResponseHeadTooLarge, or the
+// transports' own errors for it, which they do not export (net/http:
+// "server response headers exceeded N bytes", x/net/http2: "response
+// header list larger than advertised limit"; TestResponseHeadLimits
+// keeps these in step).
+func IsResponseHeadTooLarge(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrResponseHeadTooLarge) {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "server response headers exceeded") || strings.Contains(s, "response header list larger than advertised limit")
+}

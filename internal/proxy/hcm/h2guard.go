@@ -1,0 +1,292 @@
+package hcm
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// This file guards a downstream HTTP/2 connection against the floods that
+// x/net/http2 lets through, by watching the frames that cross it (x/net
+// does not expose them):
+//
+//   - Rapid reset (CVE-2023-44487): a client that opens streams and resets
+//     them at once makes the proxy start (and abandon) an upstream request
+//     per stream. Envoy counts "premature" resets, a stream the client
+//     reset before any response went out and within a second of its
+//     start, and closes the connection once they are at least half of its
+//     first 500 streams, or half of all its streams after that
+//     (ConnectionManagerImpl::maybeDrainDueToPrematureResets in
+//     source/common/http/conn_manager_impl.cc, runtime
+//     overload.premature_reset_total_stream_count 500 and
+//     overload.premature_reset_min_stream_lifetime_seconds 1).
+//   - Empty frames: Envoy's codec closes a connection on more than
+//     max_consecutive_inbound_frames_with_empty_payload (default 1; strait
+//     refuses other values) consecutive HEADERS, CONTINUATION or DATA
+//     frames with no payload and no END_STREAM
+//     (ConnectionImpl::trackInboundFrames in
+//     source/common/http/http2/codec_impl.cc).
+//
+// The guard reads ahead (up to h2GuardBuffer bytes, what one read of the
+// socket returns) and counts a reset when it reads it, before x/net
+// processes the frames before it: a burst of HEADERS+RST_STREAM is
+// counted as it arrives and the connection ends before x/net started
+// the burst's handlers. Once a limit is passed, the read side returns a
+// ConnectionError, for which x/net sends GOAWAY (ENHANCE_YOUR_CALM, as for
+// its own flood limits) with the last stream it processed and closes the
+// connection; the bytes read ahead are dropped (the client learns from
+// the GOAWAY which streams were not processed).
+
+const (
+	// prematureResetLimit is overload.premature_reset_total_stream_count.
+	prematureResetLimit = 500
+	// prematureResetMinLifetime is
+	// overload.premature_reset_min_stream_lifetime_seconds: a stream that
+	// lived longer (in whole seconds) is not premature.
+	prematureResetMinLifetime = 1
+	// maxEmptyFrames is max_consecutive_inbound_frames_with_empty_payload.
+	maxEmptyFrames = 1
+	// h2GuardBuffer is the read-ahead.
+	h2GuardBuffer = 16 << 10
+	// h2GuardMaxStreams bounds the streams the guard follows; streams
+	// past it (the server refuses or ignores them) are not counted.
+	h2GuardMaxStreams = 4096
+)
+
+// errTooManyResets and errEmptyFrames end a connection: x/net's server
+// answers a ConnectionError from a read with GOAWAY and its code.
+var (
+	errTooManyResets = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	errEmptyFrames   = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+)
+
+// Frame types and flags the guard reads (RFC 9113 §6).
+const (
+	frameData         = 0x0
+	frameHeaders      = 0x1
+	frameRSTStream    = 0x3
+	frameContinuation = 0x9
+	flagEndStream     = 0x1
+)
+
+// h2Guard is the downstream HTTP/2 connection x/net reads and writes.
+// Read is called by x/net's frame reader only, Write by the connection's
+// one writer (wbatch); mu guards what both sides touch.
+type h2Guard struct {
+	net.Conn
+
+	// Owned by the reader.
+	buf     []byte // read ahead: buf[r:w] is still to be returned
+	r, w    int
+	rerr    error // the socket's error, returned once buf is drained
+	in      frameSplitter
+	preface int   // bytes of the client preface observe still skips
+	unread  int   // bytes of the client preface not yet returned by Read
+	empty   int   // consecutive empty frames
+	err     error // set once a limit was passed; every later read fails
+
+	// Owned by the writer.
+	out frameSplitter
+
+	mu        sync.Mutex // guards the fields below
+	streams   map[uint32]h2Stream
+	maxStream uint32 // the highest stream the client opened
+	closed    int    // streams ended, not by the server's reset
+	premature int    // of which the client reset prematurely
+}
+
+// h2Stream is what the guard knows of one open stream.
+type h2Stream struct {
+	opened    time.Time
+	responded bool // the server sent HEADERS on it
+}
+
+func newH2Guard(c net.Conn) *h2Guard {
+	return &h2Guard{Conn: c, preface: len(http2.ClientPreface), unread: len(http2.ClientPreface), streams: map[uint32]h2Stream{}}
+}
+
+func (g *h2Guard) Read(p []byte) (int, error) {
+	if g.r == g.w {
+		if g.err != nil {
+			return 0, g.err
+		}
+		if g.rerr != nil {
+			return 0, g.rerr
+		}
+		if len(p) >= h2GuardBuffer {
+			// A large read (a DATA payload): straight into p.
+			n, err := g.Conn.Read(p)
+			if g.observe(p[:n]) {
+				n = min(n, g.unread) // only what is left of the preface
+			}
+			g.unread -= min(g.unread, n)
+			if g.err != nil && n == 0 {
+				return 0, g.err
+			}
+			return n, err
+		}
+		if g.buf == nil {
+			g.buf = make([]byte, h2GuardBuffer)
+		}
+		n, err := g.Conn.Read(g.buf)
+		g.r, g.w, g.rerr = 0, n, err
+		if g.observe(g.buf[:n]) {
+			// Past a limit: x/net gets what is left of the client
+			// preface (else it would close without GOAWAY), then the
+			// error.
+			g.w = min(n, g.unread)
+		}
+		if g.r == g.w {
+			if g.err != nil {
+				return 0, g.err
+			}
+			g.rerr = nil
+			return 0, err
+		}
+	}
+	n := copy(p, g.buf[g.r:g.w])
+	g.r += n
+	g.unread -= min(g.unread, n)
+	return n, nil
+}
+
+// observe follows the client's frames in b; it reports whether a limit
+// was passed (g.err is then set).
+func (g *h2Guard) observe(b []byte) bool {
+	if g.preface > 0 {
+		n := min(g.preface, len(b))
+		g.preface -= n
+		b = b[n:]
+	}
+	g.in.feed(b, g.inbound)
+	return g.err != nil
+}
+
+// inbound is called for each frame header the client sends.
+func (g *h2Guard) inbound(h frameHeader) {
+	if g.err != nil {
+		return
+	}
+	switch h.typ {
+	case frameData, frameHeaders, frameContinuation:
+		if h.length == 0 && h.flags&flagEndStream == 0 {
+			if g.empty++; g.empty > maxEmptyFrames {
+				g.err = errEmptyFrames
+				return
+			}
+		} else {
+			g.empty = 0
+		}
+	}
+	switch h.typ {
+	case frameHeaders:
+		g.mu.Lock()
+		if h.stream > g.maxStream && h.stream%2 == 1 {
+			g.maxStream = h.stream
+			if len(g.streams) < h2GuardMaxStreams {
+				g.streams[h.stream] = h2Stream{opened: time.Now()}
+			}
+		}
+		g.mu.Unlock()
+	case frameRSTStream:
+		g.mu.Lock()
+		if s, ok := g.streams[h.stream]; ok {
+			delete(g.streams, h.stream)
+			g.closed++
+			if !s.responded && int64(time.Since(s.opened)/time.Second) <= prematureResetMinLifetime {
+				g.premature++
+			}
+			if g.tooManyPrematureResets() {
+				g.err = errTooManyResets
+			}
+		}
+		g.mu.Unlock()
+	}
+}
+
+// tooManyPrematureResets is Envoy's maybeDrainDueToPrematureResets
+// decision (mu held).
+func (g *h2Guard) tooManyPrematureResets() bool {
+	if g.closed < prematureResetLimit {
+		return g.premature*2 >= prematureResetLimit
+	}
+	return g.premature*2 >= g.closed
+}
+
+func (g *h2Guard) Write(p []byte) (int, error) {
+	g.out.feed(p, g.outbound)
+	return g.Conn.Write(p)
+}
+
+// outbound is called for each frame header the server sends. Any HEADERS
+// counts as the response having started (x/net sends 1xx responses only
+// for Expect: 100-continue).
+func (g *h2Guard) outbound(h frameHeader) {
+	switch h.typ {
+	case frameHeaders, frameData, frameRSTStream:
+	default:
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, ok := g.streams[h.stream]
+	if !ok {
+		return
+	}
+	switch {
+	case h.typ == frameRSTStream:
+		delete(g.streams, h.stream) // reset by the server: not counted
+	case h.flags&flagEndStream != 0:
+		delete(g.streams, h.stream)
+		g.closed++
+	case h.typ == frameHeaders && !s.responded:
+		s.responded = true
+		g.streams[h.stream] = s
+	}
+}
+
+// frameHeader is the part of an HTTP/2 frame header the guard reads.
+type frameHeader struct {
+	length int
+	typ    byte
+	flags  byte
+	stream uint32
+}
+
+// frameSplitter finds the frame headers in a byte stream fed in pieces of
+// any size.
+type frameSplitter struct {
+	hdr  [9]byte
+	hn   int // bytes of hdr filled
+	skip int // payload bytes of the current frame still to skip
+}
+
+func (s *frameSplitter) feed(b []byte, frame func(frameHeader)) {
+	for len(b) > 0 {
+		if s.skip > 0 {
+			n := min(s.skip, len(b))
+			s.skip -= n
+			b = b[n:]
+			continue
+		}
+		n := copy(s.hdr[s.hn:], b)
+		s.hn += n
+		b = b[n:]
+		if s.hn < len(s.hdr) {
+			return
+		}
+		s.hn = 0
+		h := frameHeader{
+			length: int(s.hdr[0])<<16 | int(s.hdr[1])<<8 | int(s.hdr[2]),
+			typ:    s.hdr[3],
+			flags:  s.hdr[4],
+			stream: (uint32(s.hdr[5])<<24 | uint32(s.hdr[6])<<16 | uint32(s.hdr[7])<<8 | uint32(s.hdr[8])) & (1<<31 - 1),
+		}
+		s.skip = h.length
+		frame(h)
+	}
+}
+
+var _ net.Conn = (*h2Guard)(nil)

@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 	pb "istio.io/api/security/v1alpha1"
 
+	"github.com/straitmesh/strait/internal/ca/token"
 	"github.com/straitmesh/strait/internal/localmesh"
 )
 
@@ -200,23 +201,38 @@ func TestRenewalOutlivesToken(t *testing.T) {
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 		echoPod("echo", "demo", "10.99.0.11", "v1"),
 	}})
-	// Tokens carry whole seconds; every one expired by then.
-	expired := start.Add(tokenTTL + time.Second)
 	client := m.Pod("client")
 	roots, _, _ := meshCA(t, m.CADir())
+	tok, err := os.ReadFile(filepath.Join(client.Dir(), "var/run/secrets/tokens/istio-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := token.LoadKey(filepath.Join(m.CADir(), token.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := key.Verify(strings.TrimSpace(string(tok)), start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := time.Unix(claims.Expiry, 0)
 
+	// Renewals come every ~4 s (SECRET_TTL 5s); three after the expiry
+	// arrive well within 30 s of it.
+	sctx, scancel := context.WithDeadline(ctx, expired.Add(30*time.Second))
+	defer scancel()
 	cc, err := grpc.NewClient("unix://"+client.SDSSocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	stream, err := secretv3.NewSecretDiscoveryServiceClient(cc).StreamSecrets(ctx)
+	stream, err := secretv3.NewSecretDiscoveryServiceClient(cc).StreamSecrets(sctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req := &discovery.DiscoveryRequest{TypeUrl: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret", ResourceNames: []string{"default", "ROOTCA"}}
-	// Certificates issued after every token expired: each renewal is
-	// pushed on the stream (SECRET_TTL 5s: one every ~4 s).
+	// Certificates issued after the token expired: each renewal is
+	// pushed on the stream.
 	const want = 3
 	var after []*x509.Certificate
 	for len(after) < want {
@@ -243,10 +259,6 @@ func TestRenewalOutlivesToken(t *testing.T) {
 	}
 
 	t.Run("the token itself is refused", func(t *testing.T) {
-		tok, err := os.ReadFile(filepath.Join(client.Dir(), "var/run/secrets/tokens/istio-token"))
-		if err != nil {
-			t.Fatal(err)
-		}
 		host, _, _ := strings.Cut(m.SecureXDSAddr(), ":")
 		conn, err := grpc.NewClient(m.SecureXDSAddr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots, ServerName: host})))
 		if err != nil {

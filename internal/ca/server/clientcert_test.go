@@ -111,7 +111,7 @@ func TestCreateCertificateClientCerts(t *testing.T) {
 	wantCode(t, "another identity with the certificate", errOf(call(ctx, withCert, "", csrFor(t, "spiffe://cluster.local/ns/demo/sa/admin"), 0, nil)),
 		codes.PermissionDenied, "but the caller is "+demo.String())
 	for name, cert := range map[string]tls.Certificate{
-		"another CA's certificate": workloadCert(t, other, demo),
+		"another CA's certificate":      workloadCert(t, other, demo),
 		"straitd's serving certificate": *serving,
 	} {
 		c := clientWith(cert)

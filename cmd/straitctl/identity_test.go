@@ -117,14 +117,14 @@ func TestProxyConfigSecret(t *testing.T) {
 	defer straitd.Close()
 	ctx := context.Background()
 	for pod, want := range map[string]string{"client-1": "10.1.0.2", "client-1.demo": "10.1.0.2", "echo-1.prod": "10.1.0.4"} {
-		if ip, err := resolvePodIP(ctx, straitd.URL, pod); err != nil || ip != want {
+		if ip, err := resolvePodIP(ctx, straitdFlags{addr: straitd.URL}, pod); err != nil || ip != want {
 			t.Errorf("%s: %s %v, want %s", pod, ip, err, want)
 		}
 	}
-	if _, err := resolvePodIP(ctx, straitd.URL, "echo-1"); err == nil || !strings.Contains(err.Error(), "give POD.NAMESPACE") {
+	if _, err := resolvePodIP(ctx, straitdFlags{addr: straitd.URL}, "echo-1"); err == nil || !strings.Contains(err.Error(), "give POD.NAMESPACE") {
 		t.Errorf("ambiguous: %v", err)
 	}
-	if _, err := resolvePodIP(ctx, straitd.URL, "nope"); err == nil || !strings.Contains(err.Error(), "client-1.demo") {
+	if _, err := resolvePodIP(ctx, straitdFlags{addr: straitd.URL}, "nope"); err == nil || !strings.Contains(err.Error(), "client-1.demo") {
 		t.Errorf("unknown: %v", err)
 	}
 }

@@ -446,7 +446,7 @@ func newStatusCmd() *cobra.Command {
 			printPods(out, st, "started")
 			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 			defer cancel()
-			statuses, err := fetchSyncz(ctx, st.MonitoringAddr)
+			statuses, err := fetchSyncz(ctx, straitdFlags{addr: st.MonitoringAddr})
 			if err != nil {
 				return err
 			}

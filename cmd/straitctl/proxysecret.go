@@ -29,9 +29,10 @@ func newProxyConfigCmd() *cobra.Command {
 
 func newProxyConfigSecretCmd() *cobra.Command {
 	var (
-		straitdAddr, agentAddr, output string
-		statusPort                     int
-		timeout                        time.Duration
+		agentAddr, output string
+		sd                straitdFlags
+		statusPort        int
+		timeout           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "secret POD[.NAMESPACE]",
@@ -50,7 +51,7 @@ the proxies connected to straitd (--straitd-addr), or given with --agent-addr.`,
 			defer cancel()
 			addr := agentAddr
 			if addr == "" {
-				ip, err := resolvePodIP(ctx, straitdAddr, args[0])
+				ip, err := resolvePodIP(ctx, sd, args[0])
 				if err != nil {
 					return err
 				}
@@ -68,7 +69,7 @@ the proxies connected to straitd (--straitd-addr), or given with --agent-addr.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&straitdAddr, "straitd-addr", "localhost:15014", "straitd's monitoring address, to find the pod's address")
+	sd.add(cmd, "straitd's monitoring address, to find the pod's address")
 	f.StringVar(&agentAddr, "agent-addr", "", "the agent's status address (host:port); skips the lookup in straitd")
 	f.IntVar(&statusPort, "status-port", 15020, "the agent's status port")
 	f.StringVarP(&output, "output", "o", "short", "short or json")
@@ -78,9 +79,9 @@ the proxies connected to straitd (--straitd-addr), or given with --agent-addr.`,
 
 // resolvePodIP finds POD[.NAMESPACE] among the proxies connected to
 // straitd (their node ids carry IP and POD.NAMESPACE).
-func resolvePodIP(ctx context.Context, straitdAddr, pod string) (string, error) {
+func resolvePodIP(ctx context.Context, sd straitdFlags, pod string) (string, error) {
 	name, ns, _ := strings.Cut(pod, ".")
-	statuses, err := fetchSyncz(ctx, straitdAddr)
+	statuses, err := fetchSyncz(ctx, sd)
 	if err != nil {
 		return "", err
 	}

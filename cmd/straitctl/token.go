@@ -25,6 +25,10 @@ func newTokenCmd() *cobra.Command {
 	return root
 }
 
+// defaultTokenTTL is a token's lifetime unless --ttl is given: an hour,
+// as istioctl x workload entry configure --tokenDuration defaults to.
+const defaultTokenTTL = time.Hour
+
 func newTokenCreateCmd() *cobra.Command {
 	var (
 		namespace, serviceAccount, caDir, out string
@@ -42,13 +46,22 @@ WorkloadEntry (its metadata.namespace and spec.serviceAccount) read from
 
 Store the token beside the workload, where strait-agent reads it:
   <agent working directory>/var/run/secrets/tokens/istio-token
-The agent sends it with each certificate request; straitd signs only
+The agent sends it with its certificate requests; straitd signs only
 certificates for the token's namespace and service account. Anyone who reads
 the token can get that identity's certificates until it expires: keep it
-readable only by the agent's user. Replacing the key file revokes every token.`,
+readable only by the agent's user. Replacing the key file revokes every token.
+
+A token lasts one hour unless --ttl says otherwise (Istio's VM tokens last
+one hour too). That is enough: once the agent has its first certificate it
+renews with that certificate, not the token, for as long as it runs. An
+agent that starts again (a restart, a reboot) needs a valid token for its
+first certificate again, since its key is kept in memory only: issue a new
+token then, or give hosts whose agent restarts unattended a longer --ttl.
+Replacing the key file does not stop an agent that already holds a
+certificate from renewing it; rotating the CA does.`,
 		Example: `  straitctl token create --workload-entry /etc/strait/config/vm1.yaml \
     -o /srv/vm1/var/run/secrets/tokens/istio-token
-  straitctl token create --namespace shop --service-account orders --ttl 720h`,
+  straitctl token create --namespace shop --service-account orders --ttl 24h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
@@ -103,7 +116,7 @@ readable only by the agent's user. Replacing the key file revokes every token.`,
 	f.StringVar(&name, "name", "", "the WorkloadEntry's metadata.name, when --workload-entry holds several")
 	f.StringVar(&namespace, "namespace", "", "the workload's namespace (without --workload-entry)")
 	f.StringVar(&serviceAccount, "service-account", "", "the workload's service account (without --workload-entry)")
-	f.DurationVar(&ttl, "ttl", 365*24*time.Hour, "how long the token is valid")
+	f.DurationVar(&ttl, "ttl", defaultTokenTTL, "how long the token is valid (the agent needs it for its first certificate only; it renews with that certificate)")
 	f.StringVar(&caDir, "ca-dir", ca.DefaultDir, "straitd's --ca-dir (holds "+token.KeyFile+")")
 	f.StringVarP(&out, "output-file", "o", "", "write the token to this file (mode 0600) instead of stdout")
 	return cmd

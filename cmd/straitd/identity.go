@@ -63,6 +63,9 @@ type secureServer struct {
 	grpc *grpc.Server
 	lis  net.Listener
 	ca   *ca.CA
+	// authn checks bearer tokens: the certificate service's and the
+	// monitoring port's debug endpoints (debugauth.go).
+	authn []caserver.Authenticator
 	// rootPublisher writes istio-ca-root-cert into every namespace
 	// (Kubernetes mode only; nil otherwise).
 	rootPublisher *kuberoot.Publisher
@@ -107,7 +110,10 @@ func newSecureServer(f flags, kubeConfig *rest.Config, reg prometheus.Registerer
 		authn = append(authn, caserver.KubeTokens{Client: kc})
 		publisher = kuberoot.New(kuberoot.Options{Client: kc, Bundle: authority.TrustBundle, Changed: authority.Changed, Logger: logger})
 	}
-	certService, err := caserver.New(caserver.Options{CA: authority, Authenticators: authn, Registry: reg, Logger: logger})
+	// An agent renews with the certificate it holds (see
+	// caserver.ClientCerts), so its token need only last until the first.
+	clientCerts := &caserver.ClientCerts{Roots: authority.Roots, TrustDomain: authority.TrustDomain}
+	certService, err := caserver.New(caserver.Options{CA: authority, Authenticators: authn, ClientCerts: clientCerts, Registry: reg, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -122,10 +128,14 @@ func newSecureServer(f flags, kubeConfig *rest.Config, reg prometheus.Registerer
 		lis.Close()
 		return nil, err
 	}
-	tlsConfig := &tls.Config{GetCertificate: serving.GetCertificate, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
+	// Client certificates are asked for, not required (a workload's first
+	// request has only its token), and verified by clientCerts against
+	// the trust bundle of the moment rather than by crypto/tls against a
+	// fixed pool; the handshake still proves the key is held.
+	tlsConfig := &tls.Config{GetCertificate: serving.GetCertificate, ClientAuth: tls.RequestClientCert, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
 	g := grpc.NewServer(append(xds.ServerOptions(), grpc.Creds(credentials.NewTLS(tlsConfig)))...)
 	certService.Register(g)
-	return &secureServer{grpc: g, lis: lis, ca: authority, rootPublisher: publisher}, nil
+	return &secureServer{grpc: g, lis: lis, ca: authority, authn: authn, rootPublisher: publisher}, nil
 }
 
 // pluggedCADir decides whether dir holds a plugged-in CA: it does when

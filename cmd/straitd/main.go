@@ -143,7 +143,7 @@ Environment:
 	cmd.Flags().StringVar(&f.webhookKey, "webhook-key", "", "key (PEM) of --webhook-cert")
 	cmd.Flags().StringVar(&f.webhookConfigName, "webhook-config-name", defaultWebhookConfigName, "MutatingWebhookConfiguration whose caBundle straitd keeps up to date with its self-signed CA (Kubernetes mode); empty: never written")
 	cmd.Flags().StringVar(&f.xdsAddr, "xds-addr", ":15010", "address of the plaintext xDS gRPC server")
-	cmd.Flags().StringVar(&f.monitoringAddr, "monitoring-addr", ":15014", "address of the metrics, debug and health HTTP server")
+	cmd.Flags().StringVar(&f.monitoringAddr, "monitoring-addr", ":15014", "address of the metrics, debug and health HTTP server: /metrics and /healthz/ready are open; /debug/* and pprof answer loopback callers, and others with a bearer token of --namespace (a service-account token for audience istio-ca, or straitctl token create)")
 	cmd.Flags().StringVar(&f.meshFile, "mesh", "", "mesh config file: Istio's MeshConfig YAML, or the istio ConfigMap manifest (its data.mesh); reloaded when it changes; a field Strait does not implement is refused by name (at start: straitd exits; on reload: the previous config stays). Without it, in Kubernetes mode, the istio ConfigMap of --namespace is read and watched. Its rootNamespace, when set, is the root namespace instead of --namespace")
 	cmd.Flags().StringVar(&f.domain, "domain", "cluster.local", "cluster DNS domain")
 	cmd.Flags().BoolVar(&f.configStatus, "config-status", true, "Kubernetes mode: write on each Istio object straitd refuses or finds invalid why, in status.validationMessages (one replica writes, elected with the Lease "+statusLeaseName+"); false: the reasons are only logged")
@@ -295,7 +295,13 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	httpServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// /debug/* and pprof only to loopback or a token of the control
+	// plane's namespace; /metrics and /healthz/ready to anyone.
+	guard := &debugGuard{next: mux, namespace: f.namespace, log: log}
+	if secure != nil {
+		guard.authn = secure.authn
+	}
+	httpServer := &http.Server{Handler: guard, ReadHeaderTimeout: 10 * time.Second}
 
 	parts, ctx := lifecycle.New(ctx)
 	defer parts.Stop()

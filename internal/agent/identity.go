@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -39,6 +41,20 @@ func bundleRoots(store *sds.Store) func() []*x509.Certificate {
 		}
 		return cur.Roots
 	}
+}
+
+// currentCertificate is the workload certificate and key in store while
+// it is valid, else nil.
+func currentCertificate(store *sds.Store) *tls.Certificate {
+	cur, _ := store.Current()
+	if cur == nil || !time.Now().Before(cur.Leaf.NotAfter) {
+		return nil
+	}
+	c, err := tls.X509KeyPair(cur.CertChainPEM, cur.KeyPEM)
+	if err != nil {
+		return nil
+	}
+	return &c
 }
 
 // xdsDialOptions are the upstream xDS connection's credentials: TLS
@@ -76,32 +92,28 @@ func startIdentity(cfg *config.Config, store *sds.Store, logger *slog.Logger, se
 	if err := spiffe.Validate(); err != nil {
 		return err
 	}
-	creds, err := caclient.TransportCredentials(caclient.TLSOptions{Addr: id.CAAddress, RootPath: id.CARootCert, ServerName: id.ServerName, ExtraRoots: bundleRoots(store)})
+	// The current certificate goes with every certificate request, on a
+	// connection of its own: straitd's CA renews it on that credential, so
+	// the token (short-lived in file mode) is needed for the first
+	// certificate only, as Istio's CA accepts the client certificate.
+	creds, err := caclient.TransportCredentials(caclient.TLSOptions{Addr: id.CAAddress, RootPath: id.CARootCert, ServerName: id.ServerName,
+		ExtraRoots: bundleRoots(store), ClientCertificate: func() *tls.Certificate { return currentCertificate(store) }})
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
 	}
-	conn, err := grpc.NewClient(id.CAAddress, grpc.WithTransportCredentials(creds))
+	client, err := caclient.New(caclient.Options{Conn: caclient.PerCallConn{Target: id.CAAddress, Opts: []grpc.DialOption{grpc.WithTransportCredentials(creds)}},
+		TokenPath: id.TokenPath, HasClientCertificate: func() bool { return currentCertificate(store) != nil }})
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
-	}
-	client, err := caclient.New(caclient.Options{Conn: conn, TokenPath: id.TokenPath})
-	if err != nil {
-		conn.Close()
 		return err
 	}
 	rotator, err := sds.NewRotator(sds.RotatorOptions{Signer: client, SPIFFEID: spiffe.String(), TTL: id.SecretTTL, Store: store, Logger: logger})
 	if err != nil {
-		conn.Close()
 		return err
 	}
 	if err := serveSDS(id.WorkloadSocketPath, store, logger, serving); err != nil {
-		conn.Close()
 		return err
 	}
-	serving.Go("certificate rotation", func(ctx context.Context) error {
-		defer conn.Close()
-		return rotator.Run(ctx)
-	})
+	serving.Go("certificate rotation", rotator.Run)
 	log.Info("workload identity", "spiffe_id", spiffe.String(), "ca_addr", id.CAAddress, "sds_socket", id.WorkloadSocketPath, "ttl", id.SecretTTL)
 	return nil
 }

@@ -24,8 +24,12 @@ func (m *Mesh) writeIdentity(p *Pod) error {
 	if err != nil {
 		return err
 	}
+	ttl := m.opts.TokenTTL
+	if ttl <= 0 {
+		ttl = 24 * time.Hour
+	}
 	now := time.Now()
-	tok, err := key.Issue(token.Claims{Namespace: p.Namespace, ServiceAccount: p.serviceAccount(), IssuedAt: now.Unix(), Expiry: now.Add(24 * time.Hour).Unix()})
+	tok, err := key.Issue(token.Claims{Namespace: p.Namespace, ServiceAccount: p.serviceAccount(), IssuedAt: now.Unix(), Expiry: now.Add(ttl).Unix()})
 	if err != nil {
 		return err
 	}

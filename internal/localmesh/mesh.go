@@ -55,6 +55,8 @@ type Options struct {
 	// service account "default". The agents then get certificates and
 	// serve SDS. Off: plaintext xDS, no certificates.
 	SecureXDS bool
+	// TokenTTL is the lifetime of those tokens (default 24h).
+	TokenTTL time.Duration
 	// DNSCapture turns on Istio's DNS capture in every pod, as
 	// ISTIO_META_DNS_CAPTURE=true in proxyMetadata does: the capture step
 	// gets --redirect-dns and the agent serves the pod's DNS on 15053. Each

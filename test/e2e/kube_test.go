@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,9 +142,16 @@ func TestKubeSeedFlow(t *testing.T) {
 		table = append(table, podState(p))
 	}
 	t.Logf("pods in %s (name ready phase):\n%s", kubeDemoNS, strings.Join(table, "\n"))
-	monitoring := net.JoinHostPort(straitdPod.Status.PodIP, "15014")
+	// straitd's debug pages answer callers from other hosts only with a
+	// token of its namespace, as istiod's do: the one istioctl uses, the
+	// default service account's for audience istio-ca.
+	monitoring := straitdDebug{addr: net.JoinHostPort(straitdPod.Status.PodIP, "15014"), token: debugToken(ctx, t, client)}
 	waitSynced(ctx, t, monitoring, demoPods)
-	t.Log(straitctl(t, "proxy-status", "--straitd-addr", monitoring))
+	tokenFile := filepath.Join(t.TempDir(), "debug-token")
+	if err := os.WriteFile(tokenFile, []byte(monitoring.token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(straitctl(t, "proxy-status", "--straitd-addr", monitoring.addr, "--token-file", tokenFile))
 
 	clientPod := podNamed(demoPods, "client")
 	get := func(t *testing.T, n int, url string) []echoLine {
@@ -583,11 +592,29 @@ func scale(ctx context.Context, t *testing.T, client kubernetes.Interface, name 
 	}
 }
 
-// syncz reads straitd's /debug/syncz.
-func syncz(ctx context.Context, addr string) ([]debugapi.SyncStatus, error) {
-	out, err := exec.CommandContext(ctx, "curl", "-sf", "--max-time", "5", "http://"+addr+"/debug/syncz").Output()
+// straitdDebug is where straitd's debug pages are and the token they need
+// from outside straitd's pod.
+type straitdDebug struct{ addr, token string }
+
+// debugToken is a token of the default service account of straitd's
+// namespace for audience istio-ca, as istioctl requests one.
+func debugToken(ctx context.Context, t *testing.T, client kubernetes.Interface) string {
+	t.Helper()
+	exp := int64(3600)
+	tr, err := client.CoreV1().ServiceAccounts(install.DefaultNamespace).CreateToken(ctx, "default", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"istio-ca"}, ExpirationSeconds: &exp},
+	}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("get http://%s/debug/syncz: %w", addr, err)
+		t.Fatalf("token request for %s/default: %v", install.DefaultNamespace, err)
+	}
+	return tr.Status.Token
+}
+
+// syncz reads straitd's /debug/syncz.
+func syncz(ctx context.Context, sd straitdDebug) ([]debugapi.SyncStatus, error) {
+	out, err := exec.CommandContext(ctx, "curl", "-sf", "--max-time", "5", "-H", "Authorization: Bearer "+sd.token, "http://"+sd.addr+"/debug/syncz").Output()
+	if err != nil {
+		return nil, fmt.Errorf("get http://%s/debug/syncz: %w", sd.addr, err)
 	}
 	var st []debugapi.SyncStatus
 	if err := json.NewDecoder(bytes.NewReader(out)).Decode(&st); err != nil {
@@ -598,7 +625,7 @@ func syncz(ctx context.Context, addr string) ([]debugapi.SyncStatus, error) {
 
 // waitSynced waits until straitd lists a sidecar for every pod with CDS,
 // LDS, EDS and RDS synced.
-func waitSynced(ctx context.Context, t *testing.T, addr string, pods []corev1.Pod) {
+func waitSynced(ctx context.Context, t *testing.T, addr straitdDebug, pods []corev1.Pod) {
 	t.Helper()
 	waitEvery(ctx, t, 2*time.Minute, kubePollInterval, "sidecars not SYNCED in straitd's syncz", func() error {
 		st, err := syncz(ctx, addr)
@@ -643,7 +670,7 @@ func proxyPod(id string) string {
 }
 
 // syncOf returns the nonce last sent per type to the pod's sidecar.
-func syncOf(ctx context.Context, t *testing.T, addr, pod string) map[string]string {
+func syncOf(ctx context.Context, t *testing.T, addr straitdDebug, pod string) map[string]string {
 	t.Helper()
 	st, err := syncz(ctx, addr)
 	if err != nil {
@@ -664,7 +691,7 @@ func syncOf(ctx context.Context, t *testing.T, addr, pod string) map[string]stri
 
 // waitSyncChange waits until the nonce sent for typ to the pod's sidecar
 // differs from before and is ACKed, and returns the nonces then.
-func waitSyncChange(ctx context.Context, t *testing.T, addr, pod, typ string, before map[string]string) map[string]string {
+func waitSyncChange(ctx context.Context, t *testing.T, addr straitdDebug, pod, typ string, before map[string]string) map[string]string {
 	t.Helper()
 	waitEvery(ctx, t, time.Minute, kubePollInterval, fmt.Sprintf("the %s nonce of %s's sidecar did not change", typ, pod), func() error {
 		if now := syncOf(ctx, t, addr, pod); now[typ] == before[typ] {

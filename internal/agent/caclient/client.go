@@ -35,6 +35,11 @@ type TLSOptions struct {
 	// rotation (new root added, then the old one dropped) does not cut the
 	// agent off from the control plane before it restarts.
 	ExtraRoots func() []*x509.Certificate
+	// ClientCertificate, if set, returns the certificate to present when
+	// the server asks for one (nil: none): the workload's current
+	// certificate, with which straitd's CA lets the agent renew once its
+	// token has expired (see internal/ca/server ClientCerts).
+	ClientCertificate func() *tls.Certificate
 }
 
 // TransportCredentials are TLS credentials that trust the roots of
@@ -57,6 +62,14 @@ func TransportCredentials(o TLSOptions) (credentials.TransportCredentials, error
 		serverName = host
 	}
 	cfg := &tls.Config{RootCAs: fileRoots, ServerName: serverName, MinVersion: tls.VersionTLS12}
+	if o.ClientCertificate != nil {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if c := o.ClientCertificate(); c != nil {
+				return c, nil
+			}
+			return &tls.Certificate{}, nil // none: the token authenticates
+		}
+	}
 	if o.ExtraRoots != nil {
 		// crypto/tls verifies against one fixed pool; this one changes, so
 		// the chain is verified here, with the same checks (chain to a
@@ -92,6 +105,11 @@ type Options struct {
 	// TokenPath is read before every request, as the kubelet rotates the
 	// projected token.
 	TokenPath string
+	// HasClientCertificate, if set, reports whether the connection
+	// presents a valid workload certificate (TLSOptions.ClientCertificate);
+	// then a missing token file is no error, the certificate
+	// authenticates the request.
+	HasClientCertificate func() bool
 }
 
 // Client requests certificates.
@@ -115,10 +133,14 @@ func New(opts Options) (*Client, error) {
 // it: leaf first, the trust bundle last.
 func (c *Client) Sign(ctx context.Context, csrPEM []byte, ttl time.Duration) ([]string, error) {
 	tok, err := os.ReadFile(c.opts.TokenPath)
-	if err != nil {
+	switch {
+	case err == nil:
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	case errors.Is(err, os.ErrNotExist) && c.opts.HasClientCertificate != nil && c.opts.HasClientCertificate():
+		// Renewal with the current certificate alone.
+	default:
 		return nil, fmt.Errorf("workload token: %w (on Kubernetes the projected service-account token; in file mode the output of straitctl token create)", err)
 	}
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	resp, err := c.client.CreateCertificate(ctx, &pb.IstioCertificateRequest{Csr: string(csrPEM), ValidityDuration: int64(ttl / time.Second)})
 	if err != nil {
 		return nil, fmt.Errorf("CreateCertificate: %w", err)
@@ -128,6 +150,35 @@ func (c *Client) Sign(ctx context.Context, csrPEM []byte, ttl time.Duration) ([]
 	}
 	return resp.GetCertChain(), nil
 }
+
+// PerCallConn dials a new connection for every call and closes it after:
+// each certificate request then makes a TLS handshake of its own, which
+// presents the workload certificate of that moment (a long-lived
+// connection would keep showing the server the certificate, or the
+// absence of one, of its first handshake). Istio's citadel client
+// reconnects when its certificate changes for the same reason. Streams
+// are not supported.
+type PerCallConn struct {
+	Target string
+	Opts   []grpc.DialOption
+}
+
+// Invoke implements grpc.ClientConnInterface.
+func (p PerCallConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	cc, err := grpc.NewClient(p.Target, p.Opts...)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	return cc.Invoke(ctx, method, args, reply, opts...)
+}
+
+// NewStream implements grpc.ClientConnInterface: refused.
+func (p PerCallConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, errors.New("caclient: PerCallConn carries unary calls only")
+}
+
+var _ grpc.ClientConnInterface = PerCallConn{}
 
 // TokenCredentials send the workload token as "authorization: Bearer" on
 // every RPC of a TLS connection, read from the file each time; no header

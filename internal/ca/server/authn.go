@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/straitmesh/strait/internal/ca"
 	"github.com/straitmesh/strait/internal/ca/token"
 )
 
@@ -96,3 +98,60 @@ var (
 	_ Authenticator = FileTokens{}
 	_ Authenticator = KubeTokens{}
 )
+
+// ClientCerts authenticates a caller by the workload certificate it
+// presents in the TLS handshake, as Istio's ClientCertAuthenticator
+// (security/pkg/server/ca/authenticate/cert_authenticator.go) does: the
+// chain must verify, for client authentication, against the CA's current
+// trust bundle, and the leaf's only URI SAN must be a SPIFFE ID of the
+// CA's trust domain; the caller is that identity. The TLS handshake has
+// already proved that the caller holds the certificate's key.
+//
+// A workload that once held a certificate can so renew it for as long as
+// it keeps renewing, without its token: revoking a token does not cut off
+// an agent that already has a certificate (rotating the CA does).
+type ClientCerts struct {
+	// Roots returns the trust bundle (ca.CA.Roots).
+	Roots func() []*x509.Certificate
+	// TrustDomain returns the trust domain whose identities are accepted
+	// (ca.CA.TrustDomain).
+	TrustDomain func() string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Authenticate checks chain, the leaf first.
+func (c *ClientCerts) Authenticate(chain []*x509.Certificate) (Caller, error) {
+	if len(chain) == 0 {
+		return Caller{}, errors.New("no certificate")
+	}
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	roots := x509.NewCertPool()
+	for _, r := range c.Roots() {
+		roots.AddCert(r)
+	}
+	inter := x509.NewCertPool()
+	for _, ic := range chain[1:] {
+		inter.AddCert(ic)
+	}
+	leaf := chain[0]
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now(),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return Caller{}, fmt.Errorf("does not verify against the mesh's trust bundle: %w", err)
+	}
+	if leaf.IsCA || len(leaf.URIs) != 1 || len(leaf.DNSNames) > 0 || len(leaf.IPAddresses) > 0 || len(leaf.EmailAddresses) > 0 {
+		return Caller{}, fmt.Errorf("not a workload certificate (want one SPIFFE ID as its only SAN; it has URIs %v, DNS names %v, IPs %v)",
+			leaf.URIs, leaf.DNSNames, leaf.IPAddresses)
+	}
+	id, err := ca.ParseIdentity(leaf.URIs[0].String())
+	if err != nil {
+		return Caller{}, err
+	}
+	if td := c.TrustDomain(); id.TrustDomain != td {
+		return Caller{}, fmt.Errorf("%s is not of the trust domain %s", id, td)
+	}
+	return Caller{Namespace: id.Namespace, ServiceAccount: id.ServiceAccount}, nil
+}

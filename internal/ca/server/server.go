@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -45,6 +47,13 @@ type Authenticator interface {
 type Options struct {
 	CA             *ca.CA
 	Authenticators []Authenticator
+	// ClientCerts, when set, authenticates a caller by the workload
+	// certificate it presents in the TLS handshake before its token is
+	// looked at: the agent renews with its current certificate, so a
+	// short-lived token only has to last until the first certificate.
+	// The TLS server must request client certificates
+	// (tls.RequestClientCert); ClientCerts verifies them.
+	ClientCerts *ClientCerts
 	// Registry receives the citadel_server_* metrics (nil: not registered).
 	Registry prometheus.Registerer
 	Logger   *slog.Logger
@@ -55,10 +64,11 @@ type Server struct {
 	pb.UnimplementedIstioCertificateServiceServer
 
 	// Set at creation, read-only.
-	ca      *ca.CA
-	authn   []Authenticator
-	log     *slog.Logger
-	metrics metrics
+	ca          *ca.CA
+	authn       []Authenticator
+	clientCerts *ClientCerts
+	log         *slog.Logger
+	metrics     metrics
 }
 
 // Metadata keys of IstioCertificateRequest.metadata that ask for what
@@ -79,7 +89,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{ca: opts.CA, authn: opts.Authenticators, log: opts.Logger.With("component", "ca-server"), metrics: newMetrics(opts.CA)}
+	s := &Server{ca: opts.CA, authn: opts.Authenticators, clientCerts: opts.ClientCerts, log: opts.Logger.With("component", "ca-server"), metrics: newMetrics(opts.CA)}
 	if opts.Registry != nil {
 		if err := s.metrics.register(opts.Registry); err != nil {
 			return nil, fmt.Errorf("ca server metrics: %w", err)
@@ -141,21 +151,45 @@ func (s *Server) CreateCertificate(ctx context.Context, req *pb.IstioCertificate
 	return &pb.IstioCertificateResponse{CertChain: chain}, nil
 }
 
-// authenticate finds the bearer token in the request's metadata
-// ("authorization: Bearer <token>", as Istio's agents send it) and asks the
-// authenticator whose format it has.
+// authenticate finds the caller's credential: the workload certificate it
+// presented in the TLS handshake (ClientCerts, when set: an agent renews
+// with its current certificate, as Istio's ClientCertAuthenticator lets
+// it), else the bearer token in the request's metadata
+// ("authorization: Bearer <token>", as Istio's agents send it), checked by
+// the authenticator whose format it has.
 func (s *Server) authenticate(ctx context.Context) (Caller, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
-	if len(vals) == 0 {
-		return Caller{}, errors.New(`no bearer token: send "authorization: Bearer <token>" (a service-account token with audience istio-ca, or a token from straitctl token create)`)
+	var certErr error
+	if s.clientCerts != nil {
+		if chain := peerCertificates(ctx); len(chain) > 0 {
+			c, err := s.clientCerts.Authenticate(chain)
+			if err == nil {
+				return c, nil
+			}
+			certErr = fmt.Errorf("client certificate: %w", err)
+		}
 	}
-	tok, ok := cutBearer(vals[0])
+	md, _ := metadata.FromIncomingContext(ctx)
+	c, err := AuthenticateBearer(ctx, s.authn, md.Get("authorization"))
+	if err != nil && certErr != nil {
+		return Caller{}, fmt.Errorf("%w; %w", certErr, err)
+	}
+	return c, err
+}
+
+// AuthenticateBearer checks the token of an authorization header or
+// metadata ("Bearer <token>"; the first value counts) with the
+// authenticator of authn whose format it has. straitd's debug endpoints
+// use it too.
+func AuthenticateBearer(ctx context.Context, authn []Authenticator, authorization []string) (Caller, error) {
+	if len(authorization) == 0 {
+		return Caller{}, ErrNoToken
+	}
+	tok, ok := cutBearer(authorization[0])
 	if !ok || tok == "" {
 		return Caller{}, errors.New(`the authorization metadata is not "Bearer <token>"`)
 	}
 	var reasons []string
-	for _, a := range s.authn {
+	for _, a := range authn {
 		if !a.Accepts(tok) {
 			continue
 		}
@@ -166,13 +200,30 @@ func (s *Server) authenticate(ctx context.Context) (Caller, error) {
 		reasons = append(reasons, a.Name()+": "+err.Error())
 	}
 	if len(reasons) == 0 {
-		names := make([]string, len(s.authn))
-		for i, a := range s.authn {
+		names := make([]string, len(authn))
+		for i, a := range authn {
 			names[i] = a.Name()
 		}
 		return Caller{}, fmt.Errorf("the bearer token has a format none of this straitd's authenticators (%s) reads", strings.Join(names, ", "))
 	}
 	return Caller{}, errors.New("authentication failed: " + strings.Join(reasons, "; "))
+}
+
+// ErrNoToken is AuthenticateBearer's error when there is no authorization.
+var ErrNoToken = errors.New(`no bearer token: send "authorization: Bearer <token>" (a service-account token with audience istio-ca, or a token from straitctl token create)`)
+
+// peerCertificates is the certificate chain the caller presented in the
+// TLS handshake (none on a plaintext connection).
+func peerCertificates(ctx context.Context) []*x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return nil
+	}
+	return ti.State.PeerCertificates
 }
 
 func cutBearer(v string) (string, bool) {

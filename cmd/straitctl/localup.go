@@ -64,6 +64,10 @@ The app of a pod is strait-echo, listening on the target ports of the
 ServiceEntries that select the pod and reporting its "version" label; the
 annotation local.strait.io/app: "CMD ARGS..." on the WorkloadEntry runs
 another command instead (a bare name is looked up in --bin-dir).
+Each pod's app and sidecar run as users of their own (the pod at .N: app
+1338000+N, sidecar 1337000+N) in mount namespaces that show no other pod's
+secrets and no CA key; local.strait.io/app-as-root: "true" runs an app as
+root instead.
 
 With --dns-capture each pod's DNS goes to its sidecar agent: mesh names
 resolve from straitd's name table (ServiceEntries without addresses to the

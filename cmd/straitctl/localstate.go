@@ -39,6 +39,11 @@ type statePod struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Ports     []int             `json:"ports,omitempty"`
 	App       []string          `json:"app,omitempty"`
+	// AppUID is the user (and group) the pod's app runs as, which exec
+	// runs commands as too (0: the app runs as root).
+	AppUID int `json:"appUID"`
+	// ProxyUID is the user (and group) of the pod's agent and proxy.
+	ProxyUID int `json:"proxyUID"`
 }
 
 // stateLock is the lock a running `local up` holds on STATE_DIR/lock for

@@ -64,6 +64,10 @@ The app of a pod is strait-echo, listening on the target ports of the
 ServiceEntries that select the pod and reporting its "version" label; the
 annotation local.strait.io/app: "CMD ARGS..." on the WorkloadEntry runs
 another command instead (a bare name is looked up in --bin-dir).
+Each pod's app and sidecar run as users of their own (the pod at .N: app
+1338000+N, sidecar 1337000+N) in mount namespaces that show no other pod's
+secrets and no CA key; local.strait.io/app-as-root: "true" runs an app as
+root instead.
 
 With --dns-capture each pod's DNS goes to its sidecar agent: mesh names
 resolve from straitd's name table (ServiceEntries without addresses to the
@@ -176,7 +180,7 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	for _, w := range plan.Workloads {
 		p := m.Pod(w.Name)
 		st.Pods = append(st.Pods, statePod{Name: w.Name, Namespace: w.Namespace, IP: p.IP, Netns: p.NetnsPath(),
-			Labels: plan.Labels[w.Name], Ports: plan.Ports[w.Name], App: w.App})
+			Labels: plan.Labels[w.Name], Ports: plan.Ports[w.Name], App: w.App, AppUID: p.AppUID(), ProxyUID: p.ProxyUID()})
 	}
 	if err := lock.write(st); err != nil {
 		return fmt.Errorf("write state: %w", err)
@@ -346,8 +350,10 @@ func newExecCmd() *cobra.Command {
 		Use:   "exec POD [-n NAMESPACE] -- CMD [ARGS...]",
 		Short: "Run a command inside a pod of the running local mesh, as its app",
 		Long: `exec runs CMD in the network namespace of POD of the mesh that
-straitctl local up runs, as the pod's application does (not as the proxy's
-UID 1337): its connections are captured and go through the pod's sidecar.
+straitctl local up runs, as the pod's application does: as the pod's app
+user (not its proxy's), so its connections are captured and go through the
+pod's sidecar, and in a mount namespace where the mesh's work directory
+shows only the pod's own directory (no other pod's secrets, no CA key).
 CMD is looked up in PATH, then in local up's --bin-dir (strait-echo).
 Names of ServiceEntry hosts with a VIP resolve to it inside the command
 (an /etc/hosts of its own). exec exits with CMD's exit status. Needs root.`,
@@ -400,18 +406,27 @@ func runExec(ctx context.Context, st *localState, pod *statePod, argv []string, 
 		return err
 	}
 	defer cleanup()
-	// A mount namespace of the command's own, with the mesh's names bound
-	// over /etc/hosts (as `ip netns exec` does with /etc/netns/NAME/hosts)
-	// and, with --dns-capture, the pod's resolv.conf over /etc/resolv.conf.
-	script, mounts := `mount --bind "$0" /etc/hosts && exec "$@"`, []string{hosts}
-	if rc := filepath.Join(st.WorkDir, "pods", pod.Name, "resolv.conf"); fileExists(rc) {
-		script, mounts = `mount --bind "$0" /etc/hosts && mount --bind "$1" /etc/resolv.conf && shift && exec "$@"`, []string{hosts, rc}
+	// The pod's view (localmesh.PodView, as its app has), with the mesh's
+	// names bound over /etc/hosts (as `ip netns exec` does with
+	// /etc/netns/NAME/hosts) and, with --dns-capture, the pod's resolv.conf
+	// over /etc/resolv.conf.
+	podDir := filepath.Join(st.WorkDir, "pods", pod.Name)
+	view := localmesh.PodView{WorkDir: st.WorkDir, PodDir: podDir, ProxyBinDir: filepath.Join(st.WorkDir, "bin"),
+		Binds: []localmesh.Bind{{Source: hosts, Target: "/etc/hosts"}}}
+	if rc := filepath.Join(podDir, "resolv.conf"); fileExists(rc) {
+		view.Binds = append(view.Binds, localmesh.Bind{Source: rc, Target: "/etc/resolv.conf"})
 	}
-	args := append([]string{"--net=" + pod.Netns, "--", "unshare", "--mount", "--propagation", "private", "--",
-		"sh", "-c", script}, mounts...)
-	args = append(args, bin)
+	args := []string{"--net=" + pod.Netns}
+	if pod.AppUID != 0 {
+		if b, bind := localmesh.AppBinary(st.WorkDir, bin); bind != nil {
+			bin = b
+			view.Binds = append(view.Binds, *bind)
+		}
+		args = append(args, "--setuid", strconv.Itoa(pod.AppUID), "--setgid", strconv.Itoa(pod.AppUID))
+	}
+	args = append(args, "--", bin)
 	args = append(args, argv[1:]...)
-	c := exec.CommandContext(ctx, "nsenter", args...)
+	c := view.Wrap(exec.CommandContext(ctx, "nsenter", args...))
 	c.Env = append(os.Environ(), "POD_NAME="+pod.Name, "POD_NAMESPACE="+pod.Namespace)
 	c.Stdin, c.Stdout, c.Stderr = in, out, errOut
 	if err := c.Run(); err != nil {

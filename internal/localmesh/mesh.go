@@ -21,10 +21,6 @@ import (
 	"github.com/straitmesh/strait/internal/netns"
 )
 
-// ProxyUID is the user and group the agent and the proxy run as; the capture
-// rules let this identity's traffic through.
-const ProxyUID = 1337
-
 // Options says where the binaries and the config are and where output goes.
 type Options struct {
 	// BinDir holds straitd, strait-agent, strait-proxy and strait-echo.
@@ -107,6 +103,11 @@ type Workload struct {
 	// ServiceAccount is the pod's service account, in its SPIFFE identity
 	// (default ServiceAccount).
 	ServiceAccount string
+	// AppAsRoot runs the app as root instead of the pod's own app user
+	// (AppUIDBase plus the last octet of its address). It still runs in
+	// the pod's mount namespace, but root can undo that: only for apps
+	// that are trusted with the host.
+	AppAsRoot bool
 	// ExcludeInboundPorts are left out of inbound capture, as the
 	// traffic.sidecar.istio.io/excludeInboundPorts annotation does:
 	// connections to them reach the pod's own sockets (a Sidecar ingress
@@ -128,6 +129,9 @@ type Pod struct {
 	IP  string
 	pod *netns.Pod
 	dir string
+	// proxyUID and appUID are the pod's users (podUIDs); appUID is 0 with
+	// AppAsRoot.
+	proxyUID, appUID int
 }
 
 // Mesh is a running local mesh. Close it to remove everything it made.
@@ -141,7 +145,7 @@ type Mesh struct {
 	// secureXDSAddr is straitd's TLS port (xDS and the CA).
 	secureXDSAddr string
 	// proxyBinDir holds the copies of strait-agent and strait-proxy that
-	// run as ProxyUID.
+	// the pods' proxy users run.
 	proxyBinDir string
 	monAddr     string
 	pods        map[string]*Pod
@@ -188,13 +192,15 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The agent and the proxy run as 1337 and write below the work dir.
-	if err := os.Chmod(m.workDir, 0o755); err != nil {
+	// Only root walks into the work dir (MkdirTemp makes it 0700): the
+	// pods reach their own directories through their mount namespaces'
+	// views (isolation.go), on the stage directory made here.
+	if err := os.Mkdir(filepath.Join(m.workDir, stageDir), 0o755); err != nil {
 		return nil, err
 	}
-	// The agent and the proxy run as 1337, which may not be able to reach
-	// BinDir (a checkout under a private home or temp directory): run
-	// copies from the work dir.
+	// The agent and the proxy run as the pod's proxy user, which may not
+	// be able to reach BinDir (a checkout under a private home or temp
+	// directory): run copies from the work dir.
 	m.proxyBinDir = filepath.Join(m.workDir, "bin")
 	for _, b := range []string{"strait-agent", "strait-proxy"} {
 		if err := copyExecutable(filepath.Join(opts.BinDir, b), filepath.Join(m.proxyBinDir, b)); err != nil {
@@ -223,7 +229,11 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("create pod %s: %w", w.Name, err)
 		}
-		m.pods[w.Name] = &Pod{Workload: w, IP: p.IP.String(), pod: p}
+		proxyUID, appUID := podUIDs(p.IP)
+		if w.AppAsRoot {
+			appUID = 0
+		}
+		m.pods[w.Name] = &Pod{Workload: w, IP: p.IP.String(), pod: p, proxyUID: proxyUID, appUID: appUID}
 		if w.ConfigIP != "" {
 			pairs = append(pairs, w.ConfigIP, p.IP.String())
 		}
@@ -387,9 +397,27 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		}
 		discovery = m.secureXDSAddr
 	}
-	if err := chownTree(p.dir, ProxyUID, ProxyUID); err != nil {
+	// The pod's directory is its proxy's, and its app's group may write
+	// there too (an app's pid and log files); the secrets are the
+	// proxy's alone.
+	if err := chownTree(p.dir, p.proxyUID, p.proxyUID); err != nil {
 		return err
 	}
+	if err := os.Chown(p.dir, p.proxyUID, p.appGID()); err != nil {
+		return err
+	}
+	if err := os.Chmod(p.dir, 0o775); err != nil {
+		return err
+	}
+	if secrets := filepath.Join(p.dir, "var/run/secrets"); m.opts.SecureXDS {
+		if err := os.Chmod(secrets, secretsMode); err != nil {
+			return err
+		}
+	}
+	if err := unprivilegedPorts(ctx, p); err != nil {
+		return err
+	}
+	view := PodView{WorkDir: m.workDir, PodDir: p.dir, ProxyBinDir: m.proxyBinDir}
 	resolvConf := ""
 	if m.opts.DNSCapture {
 		resolvConf = filepath.Join(p.dir, "resolv.conf")
@@ -400,7 +428,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		}
 	}
 	// 1. Capture, as root, before anything else runs in the pod (the init container's job).
-	captureArgs := []string{"iptables", "-p", "15001", "-z", "15006", "-u", strconv.Itoa(ProxyUID), "-g", strconv.Itoa(ProxyUID), "-m", m.opts.InterceptionMode,
+	captureArgs := []string{"iptables", "-p", "15001", "-z", "15006", "-u", strconv.Itoa(p.proxyUID), "-g", strconv.Itoa(p.proxyUID), "-m", m.opts.InterceptionMode,
 		"-i", "*", "-x", "", "-b", "*", "-d", excludedInbound(p.ExcludeInboundPorts)}
 	if m.opts.DNSCapture {
 		captureArgs = append(captureArgs, "--redirect-dns")
@@ -409,7 +437,11 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 	if out, err := capture.CombinedOutput(); err != nil {
 		return fmt.Errorf("strait-agent iptables: %w\n%s", err, out)
 	}
-	// 2. The application, as an ordinary user of the pod (root here, never 1337).
+	if resolvConf != "" {
+		view.Binds = append(view.Binds, Bind{Source: resolvConf, Target: "/etc/resolv.conf"})
+	}
+	// 2. The application, as the pod's app user (never its proxy's), in
+	// the pod's view.
 	// Long-running processes live as long as the mesh, not as the caller's
 	// context: Close stops them.
 	podDir := strings.NewReplacer("{{POD_DIR}}", p.dir)
@@ -427,7 +459,15 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		if !strings.Contains(bin, "/") {
 			bin = filepath.Join(m.opts.BinDir, bin)
 		}
-		app := withResolvConf(p.pod.Command(context.WithoutCancel(ctx), netns.ExecOptions{Env: []string{"POD_NAME=" + p.Name}}, bin, args[1:]...), resolvConf)
+		appView := view
+		if p.appUID != 0 {
+			var bind *Bind
+			if bin, bind = AppBinary(m.workDir, bin); bind != nil {
+				appView.Binds = append(append([]Bind(nil), view.Binds...), *bind)
+			}
+		}
+		id := netns.ExecOptions{UID: p.appUID, GID: p.appUID, Env: []string{"POD_NAME=" + p.Name}}
+		app := appView.Wrap(p.pod.Command(context.WithoutCancel(ctx), id, bin, args[1:]...))
 		if err := m.startLogged(app, p.Name+"-app"); err != nil {
 			return err
 		}
@@ -450,15 +490,19 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		env = append(env, "ISTIO_META_DNS_CAPTURE=true")
 	}
 	env = append(env, m.opts.AgentEnv...)
-	// The proxy runs as 1337:1337; in TPROXY mode it needs CAP_NET_ADMIN
-	// for transparent sockets, so it runs as root in group 1337 (as
-	// Istio's injector does) and the capture rules match it by group.
-	id := netns.ExecOptions{UID: ProxyUID, GID: ProxyUID, Env: env, Dir: p.dir}
+	// The agent and the proxy run as the pod's proxy user. In TPROXY mode
+	// the proxy needs CAP_NET_ADMIN for transparent sockets: Istio's
+	// injector runs it as root in group 1337; here it keeps the pod's
+	// user and gets that one capability (ambient, so that it passes from
+	// the agent to the proxy), since root could read every pod's secrets.
+	agentArgs := []string{filepath.Join(m.proxyBinDir, "strait-agent"), "proxy", "sidecar", "--domain", p.Namespace + ".svc.cluster.local", "--concurrency", "1"}
+	id := netns.ExecOptions{UID: p.proxyUID, GID: p.proxyUID, Env: env, Dir: p.dir}
 	if m.opts.InterceptionMode == "TPROXY" {
-		id.UID = 0
+		id.UID, id.GID = 0, 0
+		agentArgs = append([]string{"setpriv", "--reuid", strconv.Itoa(p.proxyUID), "--regid", strconv.Itoa(p.proxyUID), "--clear-groups",
+			"--inh-caps", "+net_admin", "--ambient-caps", "+net_admin", "--"}, agentArgs...)
 	}
-	agent := withResolvConf(p.pod.Command(context.WithoutCancel(ctx), id,
-		filepath.Join(m.proxyBinDir, "strait-agent"), "proxy", "sidecar", "--domain", p.Namespace+".svc.cluster.local", "--concurrency", "1"), resolvConf)
+	agent := view.Wrap(p.pod.Command(context.WithoutCancel(ctx), id, agentArgs[0], agentArgs[1:]...))
 	return m.startLogged(agent, p.Name+"-agent")
 }
 
@@ -512,6 +556,16 @@ func (m *Mesh) waitReady(ctx context.Context, p *Pod) error {
 		return nil
 	})
 }
+
+// ProxyUID is the user (and group) the pod's agent and proxy run as.
+func (p *Pod) ProxyUID() int { return p.proxyUID }
+
+// AppUID is the user (and group) the pod's app runs as: 0 with AppAsRoot.
+func (p *Pod) AppUID() int { return p.appUID }
+
+// appGID is the group of the pod's app, which may write in the pod's
+// directory.
+func (p *Pod) appGID() int { return p.appUID }
 
 // NetnsPath is the pod's network namespace (for nsenter --net=).
 func (p *Pod) NetnsPath() string { return p.pod.NetnsPath() }
@@ -605,6 +659,17 @@ func (m *Mesh) Signal(name string, sig os.Signal) error {
 		return err
 	}
 	return p.cmd.Process.Signal(sig)
+}
+
+// PID is the process id of one process of the mesh (named as in
+// LogPath): the first process of the pod's app or agent, in the pod's
+// network and mount namespaces.
+func (m *Mesh) PID(name string) (int, error) {
+	p, err := m.process(name)
+	if err != nil {
+		return 0, err
+	}
+	return p.cmd.Process.Pid, nil
 }
 
 // Exited returns a channel closed once the named process has exited.

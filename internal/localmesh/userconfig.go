@@ -22,6 +22,12 @@ import (
 // strait-echo. {{POD_DIR}} in it is the pod's directory.
 const AppAnnotation = "local.strait.io/app"
 
+// AppAsRootAnnotation "true" on a WorkloadEntry runs the pod's app as
+// root (Workload.AppAsRoot) instead of the pod's own app user; "false" is
+// the default. An app that runs as root is trusted with the host: it can
+// undo the pod's mount namespace and read every pod's secrets.
+const AppAsRootAnnotation = "local.strait.io/app-as-root"
+
 // maxPodName is the longest pod name a network namespace takes here.
 const maxPodName = 32
 
@@ -155,6 +161,15 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 		}
 		if len(ports) > 0 {
 			w.AppPort = ports[0]
+		}
+		if v, ok := c.Annotations[AppAsRootAnnotation]; ok {
+			switch v {
+			case "true":
+				w.AppAsRoot = true
+			case "false":
+			default:
+				return nil, fmt.Errorf("%s: metadata.annotations[%s] is %q: want \"true\" (run the app as root) or \"false\"", at, AppAsRootAnnotation, v)
+			}
 		}
 		plan.Workloads = append(plan.Workloads, w)
 		plan.Labels[c.Name] = maps.Clone(we.GetLabels())

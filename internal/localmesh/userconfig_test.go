@@ -55,7 +55,7 @@ func TestPlanUserConfig(t *testing.T) {
 		"we.yml": we("echo-v2", "demo", "10.77.5.12", "  labels: {app: echo, version: v2}\n  serviceAccount: echo-sa\n  ports: {http: 8082}\n") +
 			we("client", "demo", "10.77.5.10", "  labels: {app: client}\n") +
 			strings.Replace(we("tool", "demo", "10.77.5.20", "  labels: {app: tool}\n"),
-				"namespace: demo}", "namespace: demo, annotations: {local.strait.io/app: \"/bin/sleep 1000\"}}", 1),
+				"namespace: demo}", "namespace: demo, annotations: {local.strait.io/app: \"/bin/sleep 1000\", local.strait.io/app-as-root: \"true\"}}", 1),
 		"notes.txt": "not yaml",
 	})
 	plan, err := PlanUserConfig(dir)
@@ -92,6 +92,9 @@ func TestPlanUserConfig(t *testing.T) {
 	}
 	if want := []string{"/bin/sleep", "1000"}; !slices.Equal(tool.App, want) {
 		t.Errorf("annotated app %v, want %v", tool.App, want)
+	}
+	if !tool.AppAsRoot || echo.AppAsRoot || client.AppAsRoot {
+		t.Errorf("app as root: tool %v (annotated true), echo %v, client %v (not annotated)", tool.AppAsRoot, echo.AppAsRoot, client.AppAsRoot)
 	}
 }
 
@@ -140,6 +143,8 @@ func TestPlanUserConfigRefusals(t *testing.T) {
 			[]string{"port 15001", "targetPort"}},
 		{"empty app annotation", map[string]string{"a.yaml": strings.Replace(we("a", "demo", "10.77.5.2", ""), "namespace: demo}", "namespace: demo, annotations: {local.strait.io/app: \" \"}}", 1)},
 			[]string{"local.strait.io/app", "is empty"}},
+		{"app-as-root not a boolean", map[string]string{"a.yaml": strings.Replace(we("a", "demo", "10.77.5.2", ""), "namespace: demo}", "namespace: demo, annotations: {local.strait.io/app-as-root: \"yes\"}}", 1)},
+			[]string{"WorkloadEntry demo/a", "metadata.annotations[local.strait.io/app-as-root]", `"yes"`, `want "true"`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := PlanUserConfig(writePlanDir(t, c.files))

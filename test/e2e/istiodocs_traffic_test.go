@@ -389,7 +389,7 @@ func TestIstioDocsTrafficTasks(t *testing.T) {
 		if err := os.WriteFile(caFile, ca.certPEM, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chown(caFile, localmesh.ProxyUID, localmesh.ProxyUID); err != nil { // the agent reads it as the proxy's user
+		if err := os.Chown(caFile, sleep.ProxyUID(), sleep.ProxyUID()); err != nil { // the agent reads it as the proxy's user
 			t.Fatal(err)
 		}
 		cnn, err := m.Network().AddPod(ctx, "cnn")

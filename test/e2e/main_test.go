@@ -35,6 +35,9 @@ func run(m *testing.M) int {
 	if *dnsServe != "" {
 		return serveDNS(*dnsServe, *dnsZone)
 	}
+	if *podAttack {
+		return runPodAttack(flag.Args()) // podiso_test.go
+	}
 	binDir = os.Getenv("STRAIT_BIN_DIR")
 	if binDir == "" && os.Geteuid() == 0 {
 		dir, err := os.MkdirTemp("", "strait-e2e-bin-")

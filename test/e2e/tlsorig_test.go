@@ -65,7 +65,7 @@ func TestTLSOrigination(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The agent reads them as the proxy's user.
-		if err := os.Chown(p, localmesh.ProxyUID, localmesh.ProxyUID); err != nil {
+		if err := os.Chown(p, client.ProxyUID(), client.ProxyUID()); err != nil {
 			t.Fatal(err)
 		}
 	}

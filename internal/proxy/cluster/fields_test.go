@@ -181,3 +181,17 @@ func TestEDSConfigFields(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignmentPriorityBound: priorities up to maxPriority load; one above
+// is refused by name.
+func TestAssignmentPriorityBound(t *testing.T) {
+	cla := func(p uint32) *endpointv3.ClusterLoadAssignment {
+		return &endpointv3.ClusterLoadAssignment{ClusterName: "c", Endpoints: []*endpointv3.LocalityLbEndpoints{{Priority: p}}}
+	}
+	if err := checkAssignment(cla(maxPriority)); err != nil {
+		t.Errorf("priority %d: %v", maxPriority, err)
+	}
+	if err := checkAssignment(cla(maxPriority + 1)); err == nil || !strings.Contains(err.Error(), "endpoints[0].priority") {
+		t.Errorf("priority %d: got %v, want it refused by name", maxPriority+1, err)
+	}
+}

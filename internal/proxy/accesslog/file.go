@@ -12,8 +12,8 @@ import (
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // FileLoggerName is the access logger strait-proxy implements.
@@ -192,7 +192,7 @@ func Build(logs []*accesslogv3.AccessLog, files *Files) (Loggers, error) {
 	var out Loggers
 	for i, al := range logs {
 		path := fmt.Sprintf("access_log[%d]", i)
-		if err := onlyFields(al, path, "name", "typed_config"); err != nil {
+		if err := fieldaudit.Check(path, al.ProtoReflect(), accessLogHonoured, accessLogRefused); err != nil { // fields.go
 			return nil, err
 		}
 		tc := al.GetTypedConfig()
@@ -204,7 +204,7 @@ func Build(logs []*accesslogv3.AccessLog, files *Files) (Loggers, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		path += ".typed_config"
-		if err := onlyFields(&fl, path, "path", "log_format"); err != nil {
+		if err := fieldaudit.Check(path, fl.ProtoReflect(), fileLogHonoured, fileLogRefused); err != nil { // fields.go
 			return nil, err
 		}
 		if fl.GetPath() == "" {
@@ -230,7 +230,10 @@ func buildFormat(sf *corev3.SubstitutionFormatString, path string) (*Format, err
 	if sf == nil {
 		return ParseText(DefaultFormat)
 	}
-	if err := onlyFields(sf, path, "text_format", "text_format_source", "json_format", "json_format_options"); err != nil {
+	if err := fieldaudit.Check(path, sf.ProtoReflect(), formatHonoured, formatRefused); err != nil { // fields.go
+		return nil, err
+	}
+	if err := fieldaudit.Only(path+".json_format_options", sf.GetJsonFormatOptions().ProtoReflect(), jsonFormatOptionsFields); err != nil {
 		return nil, err
 	}
 	switch {
@@ -242,6 +245,9 @@ func buildFormat(sf *corev3.SubstitutionFormatString, path string) (*Format, err
 		return f, nil
 	case sf.GetTextFormatSource() != nil:
 		ds := sf.GetTextFormatSource()
+		if err := fieldaudit.Only(path+".text_format_source", ds.ProtoReflect(), dataSourceFields); err != nil {
+			return nil, err
+		}
 		var s string
 		switch {
 		case ds.GetInlineString() != "":
@@ -263,22 +269,4 @@ func buildFormat(sf *corev3.SubstitutionFormatString, path string) (*Format, err
 		}
 		return f, nil
 	}
-}
-
-// onlyFields refuses, by name, every field set in m that is not allowed.
-func onlyFields(m proto.Message, path string, allowed ...string) error {
-	var bad string
-	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		for _, a := range allowed {
-			if string(fd.Name()) == a {
-				return true
-			}
-		}
-		bad = path + "." + string(fd.Name())
-		return false
-	})
-	if bad != "" {
-		return fmt.Errorf("%s is not supported by strait-proxy (remove it)", bad)
-	}
-	return nil
 }

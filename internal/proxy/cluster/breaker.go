@@ -11,6 +11,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // Envoy's circuit breaker defaults (circuit_breaker.proto).
@@ -76,7 +78,7 @@ func parseBreaker(c *clusterv3.Cluster, st *stats.ClusterStats) (*breaker, error
 	b := &breaker{maxConns: defaultMaxConnections, maxPending: defaultMaxPending,
 		maxRequests: defaultMaxRequests, maxRetries: defaultMaxRetries, wake: make(chan struct{})}
 	cb := c.GetCircuitBreakers()
-	if err := onlyFields("circuit_breakers", cb, "thresholds"); err != nil {
+	if err := fieldaudit.Only("circuit_breakers", cb.ProtoReflect(), circuitBreakersFields); err != nil {
 		return nil, err
 	}
 	track := false
@@ -88,7 +90,7 @@ func parseBreaker(c *clusterv3.Cluster, st *stats.ClusterStats) (*breaker, error
 		if i > 0 {
 			return nil, fmt.Errorf("%s: a second DEFAULT threshold is not allowed", field)
 		}
-		if err := onlyFields(field, t, "priority", "max_connections", "max_pending_requests", "max_requests", "max_retries", "track_remaining", "retry_budget"); err != nil {
+		if err := fieldaudit.Only(field, t.ProtoReflect(), thresholdsFields); err != nil {
 			return nil, err
 		}
 		if rb := t.GetRetryBudget(); rb != nil {
@@ -151,7 +153,7 @@ func parseBreaker(c *clusterv3.Cluster, st *stats.ClusterStats) (*breaker, error
 func parseRetryBudget(field string, rb *clusterv3.CircuitBreakers_Thresholds_RetryBudget) (*retryBudget, error) {
 	// budget_interval (requests counted for a while after they end) is
 	// not implemented.
-	if err := onlyFields(field, rb, "budget_percent", "min_retry_concurrency"); err != nil {
+	if err := fieldaudit.Only(field, rb.ProtoReflect(), retryBudgetFields); err != nil {
 		return nil, err
 	}
 	budget := &retryBudget{percent: defaultBudgetPercent, minConcurrency: defaultMinRetryConcurrency}

@@ -157,9 +157,6 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 		}
 		out.dialer.LocalAddr = &net.TCPAddr{IP: ip, Port: int(sa.GetPortValue())}
 	}
-	if c.GetClusterType() != nil {
-		return nil, fmt.Errorf("cluster %q: custom cluster_type %q is not supported", c.GetName(), c.GetClusterType().GetName())
-	}
 	switch c.GetType() {
 	case clusterv3.Cluster_STATIC:
 		out.Kind = KindStatic
@@ -177,7 +174,7 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 		if cs := c.GetEdsClusterConfig().GetEdsConfig(); cs != nil && cs.GetAds() == nil {
 			return nil, fmt.Errorf("cluster %q: eds_cluster_config.eds_config must be {ads: {}}", c.GetName())
 		}
-		if err := checkEDSConfig(c.GetEdsClusterConfig()); err != nil { // audit.go
+		if err := checkEDSConfig(c.GetEdsClusterConfig()); err != nil { // fields.go
 			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 		}
 		t, err := xdsclient.InitialFetchTimeout(c.GetEdsClusterConfig().GetEdsConfig())

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -9,10 +10,117 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
+	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/proxy/fieldtest"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
+
+// TestClusterFieldsClassified: every Cluster field is honoured or refused,
+// so that a new Envoy API's field is noticed here; the DNS fields are
+// honoured ones, and the allow-lists name only real fields.
+func TestClusterFieldsClassified(t *testing.T) {
+	fieldtest.Classified(t, (&clusterv3.Cluster{}).ProtoReflect().Descriptor(), clusterHonoured, clusterRefused)
+	for _, n := range dnsFields {
+		if _, ok := clusterHonoured[n]; !ok {
+			t.Errorf("DNS field %s is not honoured", n)
+		}
+	}
+	for _, c := range []struct {
+		m    protoreflect.ProtoMessage
+		list map[protoreflect.Name]bool
+	}{
+		{&endpointv3.ClusterLoadAssignment{}, claFields},
+		{&endpointv3.ClusterLoadAssignment_Policy{}, claPolicyFields},
+		{&endpointv3.LocalityLbEndpoints{}, localityLbEndpointsFields},
+		{&endpointv3.LbEndpoint{}, lbEndpointFields},
+		{&endpointv3.Endpoint{}, endpointFields},
+		{&endpointv3.Endpoint_HealthCheckConfig{}, endpointHealthCheckFields},
+		{&corev3.Address{}, endpointAddressFields},
+		{&corev3.SocketAddress{}, socketAddressFields},
+		{&corev3.Pipe{}, pipeFields},
+		{&clusterv3.Cluster_EdsClusterConfig{}, edsClusterConfigFields},
+		{&corev3.ConfigSource{}, edsConfigSourceFields},
+		{&clusterv3.CircuitBreakers{}, circuitBreakersFields},
+		{&clusterv3.CircuitBreakers_Thresholds{}, thresholdsFields},
+		{&clusterv3.CircuitBreakers_Thresholds_RetryBudget{}, retryBudgetFields},
+		{&corev3.Http2ProtocolOptions{}, http2OptionsFields},
+		{&corev3.KeepaliveSettings{}, keepaliveFields},
+		{&upstreamhttp.HttpProtocolOptions{}, httpProtocolOptionsFields},
+		{&upstreamhttp.HttpProtocolOptions_UseDownstreamHttpConfig{}, downstreamProtocolConfigFields},
+		{&corev3.HealthCheck{}, healthCheckFields},
+		{&corev3.HealthCheck_HttpHealthCheck{}, httpHealthCheckFields},
+		{&clusterv3.Cluster_RingHashLbConfig{}, ringHashFields},
+		{&clusterv3.Cluster_MaglevLbConfig{}, maglevFields},
+		{&clusterv3.Cluster_LeastRequestLbConfig{}, leastRequestFields},
+		{&clusterv3.Cluster_RoundRobinLbConfig{}, roundRobinFields},
+		{&clusterv3.OutlierDetection{}, outlierFields},
+		{&clusterv3.Cluster_CommonLbConfig{}, commonLbConfigFields},
+		{&clusterv3.UpstreamConnectionOptions{}, upstreamConnectionOptionsFields},
+		{&proxyprotocolv3.ProxyProtocolUpstreamTransport{}, proxyProtocolUpstreamFields},
+		{&corev3.ProxyProtocolConfig{}, proxyProtocolConfigFields},
+		{&clusterv3.Cluster_SlowStartConfig{}, slowStartFields},
+		{&corev3.BindConfig{}, upstreamBindFields},
+	} {
+		fieldtest.Known(t, c.m.ProtoReflect().Descriptor(), c.list)
+	}
+}
+
+// TestClusterRefusedFieldsByName: each refused Cluster field, set, is an
+// error naming it; a DNS field on a cluster that resolves no name, and an
+// upstream bind config or maglev field strait does not read, are too.
+func TestClusterRefusedFieldsByName(t *testing.T) {
+	base := func() *clusterv3.Cluster {
+		return &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
+	}
+	build := func(c *clusterv3.Cluster) error {
+		_, err := NewManager(slog.New(slog.DiscardHandler), stats.New()).build(c)
+		return err
+	}
+	if err := build(base()); err != nil {
+		t.Fatal(err)
+	}
+	fields := (&clusterv3.Cluster{}).ProtoReflect().Descriptor().Fields()
+	names := map[string]func(c *clusterv3.Cluster){}
+	for n := range clusterRefused {
+		names[string(n)] = func(c *clusterv3.Cluster) { fieldtest.SetSomething(c.ProtoReflect(), fields.ByName(n)) }
+	}
+	for _, n := range dnsFields {
+		names[string(n)+" is not supported by strait-proxy on a STATIC cluster"] = func(c *clusterv3.Cluster) {
+			fieldtest.SetSomething(c.ProtoReflect(), fields.ByName(n))
+		}
+	}
+	names["upstream_bind_config.freebind"] = func(c *clusterv3.Cluster) {
+		c.UpstreamBindConfig = &corev3.BindConfig{Freebind: wrapperspb.Bool(true)}
+	}
+	names["upstream_bind_config.source_address.resolver_name"] = func(c *clusterv3.Cluster) {
+		c.UpstreamBindConfig = &corev3.BindConfig{SourceAddress: &corev3.SocketAddress{Address: "127.0.0.1", ResolverName: "r"}}
+	}
+	for want, set := range names {
+		t.Run(want, func(t *testing.T) {
+			c := base()
+			set(c)
+			if err := build(c); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("got %v, want an error naming %s", err, want)
+			}
+		})
+	}
+	c := base()
+	c.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 9999, protowire.VarintType), 1))
+	if err := build(c); err == nil || !strings.Contains(err.Error(), "the Cluster has fields strait-proxy does not know") {
+		t.Errorf("unknown field: got %v, want it refused", err)
+	}
+	c = base()
+	c.UpstreamBindConfig = &corev3.BindConfig{SourceAddress: &corev3.SocketAddress{Address: "127.0.0.1"}}
+	if err := build(c); err != nil {
+		t.Errorf("upstream_bind_config.source_address: %v", err)
+	}
+}
 
 // TestEndpointAddressFields: an endpoint address field the dial does not
 // read is refused by name; a TCP socket address and a pipe path load.
@@ -71,5 +179,19 @@ func TestEDSConfigFields(t *testing.T) {
 		if _, err := build(eds(mut), stats.New(), nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want an error naming it", want, err)
 		}
+	}
+}
+
+// TestAssignmentPriorityBound: priorities up to maxPriority load; one above
+// is refused by name.
+func TestAssignmentPriorityBound(t *testing.T) {
+	cla := func(p uint32) *endpointv3.ClusterLoadAssignment {
+		return &endpointv3.ClusterLoadAssignment{ClusterName: "c", Endpoints: []*endpointv3.LocalityLbEndpoints{{Priority: p}}}
+	}
+	if err := checkAssignment(cla(maxPriority)); err != nil {
+		t.Errorf("priority %d: %v", maxPriority, err)
+	}
+	if err := checkAssignment(cla(maxPriority + 1)); err == nil || !strings.Contains(err.Error(), "endpoints[0].priority") {
+		t.Errorf("priority %d: got %v, want it refused by name", maxPriority+1, err)
 	}
 }

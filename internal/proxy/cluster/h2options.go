@@ -2,15 +2,13 @@ package cluster
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // HTTPProtocolOptionsKey is the typed_extension_protocol_options key of the
@@ -55,14 +53,11 @@ type HTTP2Settings struct {
 	KeepaliveTimeout  time.Duration
 }
 
-// http2Supported are the Http2ProtocolOptions fields ParseHTTP2Options reads.
-var http2Supported = []string{"max_concurrent_streams", "initial_stream_window_size", "initial_connection_window_size", "connection_keepalive"}
-
 // ParseHTTP2Options validates Envoy's Http2ProtocolOptions found at field
 // (for error messages) and returns what strait honours. A field it does not
 // implement is an error that names it.
 func ParseHTTP2Options(field string, o *corev3.Http2ProtocolOptions) (HTTP2Settings, error) {
-	if err := onlyFields(field, o, http2Supported...); err != nil {
+	if err := fieldaudit.Only(field, o.ProtoReflect(), http2OptionsFields); err != nil {
 		return HTTP2Settings{}, err
 	}
 	s := HTTP2Settings{
@@ -75,7 +70,7 @@ func ParseHTTP2Options(field string, o *corev3.Http2ProtocolOptions) (HTTP2Setti
 		// interval_jitter (Envoy's default 15 %) and
 		// connection_idle_interval (a PING before reusing an idle
 		// connection) are not implemented.
-		if err := onlyFields(kf, ka, "interval", "timeout"); err != nil {
+		if err := fieldaudit.Only(kf, ka.ProtoReflect(), keepaliveFields); err != nil {
 			return HTTP2Settings{}, err
 		}
 		if ka.GetTimeout() == nil || ka.GetTimeout().AsDuration() < time.Millisecond {
@@ -88,29 +83,6 @@ func ParseHTTP2Options(field string, o *corev3.Http2ProtocolOptions) (HTTP2Setti
 		s.KeepaliveTimeout = ka.GetTimeout().AsDuration()
 	}
 	return s, nil
-}
-
-// onlyFields returns an error naming the first populated field of m that is
-// not in allowed.
-func onlyFields(field string, m proto.Message, allowed ...string) error {
-	if m == nil {
-		return nil
-	}
-	var bad []string
-	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if !slices.Contains(allowed, string(fd.Name())) {
-			bad = append(bad, string(fd.Name()))
-		}
-		return true
-	})
-	if len(bad) == 0 {
-		return nil
-	}
-	want := "none"
-	if len(allowed) > 0 {
-		want = strings.Join(allowed, ", ")
-	}
-	return fmt.Errorf("%s.%s is not supported (supported fields: %s)", field, bad[0], want)
 }
 
 // httpProtocol reads a cluster's upstream HTTP protocol: the legacy
@@ -144,7 +116,7 @@ func httpProtocol(c *clusterv3.Cluster) (UpstreamProtocol, HTTP2Settings, error)
 	if err := a.UnmarshalTo(&o); err != nil {
 		return 0, h2, fmt.Errorf("%s: %w", field, err)
 	}
-	if err := onlyFields(field, &o, "explicit_http_config", "use_downstream_protocol_config", "common_http_protocol_options"); err != nil {
+	if err := fieldaudit.Only(field, o.ProtoReflect(), httpProtocolOptionsFields); err != nil {
 		return 0, h2, err
 	}
 	// common_http_protocol_options is checked by the HTTP/1.1 pool's
@@ -167,7 +139,7 @@ func httpProtocol(c *clusterv3.Cluster) (UpstreamProtocol, HTTP2Settings, error)
 	case *upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_:
 		switch pc := p.ExplicitHttpConfig.GetProtocolConfig().(type) {
 		case *upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions:
-			if err := onlyFields(field+".explicit_http_config.http_protocol_options", pc.HttpProtocolOptions); err != nil {
+			if err := fieldaudit.Only(field+".explicit_http_config.http_protocol_options", pc.HttpProtocolOptions.ProtoReflect(), noFields); err != nil {
 				return 0, h2, err
 			}
 			return UpstreamHTTP1, HTTP2Settings{}, nil
@@ -180,10 +152,10 @@ func httpProtocol(c *clusterv3.Cluster) (UpstreamProtocol, HTTP2Settings, error)
 	case *upstreamhttp.HttpProtocolOptions_UseDownstreamProtocolConfig:
 		u := p.UseDownstreamProtocolConfig
 		f := field + ".use_downstream_protocol_config"
-		if err := onlyFields(f, u, "http_protocol_options", "http2_protocol_options"); err != nil {
+		if err := fieldaudit.Only(f, u.ProtoReflect(), downstreamProtocolConfigFields); err != nil {
 			return 0, h2, err
 		}
-		if err := onlyFields(f+".http_protocol_options", u.GetHttpProtocolOptions()); err != nil {
+		if err := fieldaudit.Only(f+".http_protocol_options", u.GetHttpProtocolOptions().ProtoReflect(), noFields); err != nil {
 			return 0, h2, err
 		}
 		s, err := ParseHTTP2Options(f+".http2_protocol_options", u.GetHttp2ProtocolOptions())

@@ -14,6 +14,8 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // defaultNoTrafficInterval is Envoy's no_traffic_interval: the check
@@ -48,10 +50,6 @@ type hcStats struct {
 	attempt, success, failure *atomic.Uint64
 }
 
-// hcFields are the HealthCheck fields strait implements.
-var hcFields = []string{"timeout", "interval", "unhealthy_threshold", "healthy_threshold",
-	"http_health_check", "tcp_health_check", "no_traffic_interval", "reuse_connection"}
-
 func parseHealthChecks(c *Cluster, hcs []*corev3.HealthCheck, st *stats.ClusterStats) (*healthChecker, error) {
 	if len(hcs) == 0 {
 		return nil, nil
@@ -61,7 +59,7 @@ func parseHealthChecks(c *Cluster, hcs []*corev3.HealthCheck, st *stats.ClusterS
 	}
 	hc := hcs[0]
 	const field = "health_checks[0]"
-	if err := onlyFields(field, hc, hcFields...); err != nil {
+	if err := fieldaudit.Only(field, hc.ProtoReflect(), healthCheckFields); err != nil {
 		return nil, err
 	}
 	for name, d := range map[string]interface{ AsDuration() time.Duration }{"timeout": hc.GetTimeout(), "interval": hc.GetInterval()} {
@@ -88,7 +86,7 @@ func parseHealthChecks(c *Cluster, hcs []*corev3.HealthCheck, st *stats.ClusterS
 	case hc.GetHttpHealthCheck() != nil:
 		hh := hc.GetHttpHealthCheck()
 		f := field + ".http_health_check"
-		if err := onlyFields(f, hh, "host", "path", "expected_statuses", "method", "codec_client_type"); err != nil {
+		if err := fieldaudit.Only(f, hh.ProtoReflect(), httpHealthCheckFields); err != nil {
 			return nil, err
 		}
 		if hh.GetCodecClientType() != typev3.CodecClientType_HTTP1 {
@@ -112,7 +110,7 @@ func parseHealthChecks(c *Cluster, hcs []*corev3.HealthCheck, st *stats.ClusterS
 			}
 		}
 	case hc.GetTcpHealthCheck() != nil:
-		if err := onlyFields(field+".tcp_health_check", hc.GetTcpHealthCheck()); err != nil {
+		if err := fieldaudit.Only(field+".tcp_health_check", hc.GetTcpHealthCheck().ProtoReflect(), noFields); err != nil {
 			return nil, fmt.Errorf("%w (only a connect check: no send or receive payload)", err)
 		}
 	default:

@@ -10,6 +10,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // Envoy's load balancer defaults and limits (cluster.proto).
@@ -56,7 +58,7 @@ func parseLB(c *clusterv3.Cluster) (lbConfig, error) {
 			return lb, mismatch("ring_hash_lb_config")
 		}
 		r := cfg.RingHashLbConfig
-		if err := onlyFields("ring_hash_lb_config", r, "minimum_ring_size", "maximum_ring_size", "hash_function"); err != nil {
+		if err := fieldaudit.Only("ring_hash_lb_config", r.ProtoReflect(), ringHashFields); err != nil {
 			return lb, err
 		}
 		if r.GetHashFunction() != clusterv3.Cluster_RingHashLbConfig_XX_HASH {
@@ -85,7 +87,7 @@ func parseLB(c *clusterv3.Cluster) (lbConfig, error) {
 		if lb.policy != clusterv3.Cluster_LEAST_REQUEST {
 			return lb, mismatch("least_request_lb_config")
 		}
-		if err := onlyFields("least_request_lb_config", cfg.LeastRequestLbConfig, "choice_count", "slow_start_config"); err != nil {
+		if err := fieldaudit.Only("least_request_lb_config", cfg.LeastRequestLbConfig.ProtoReflect(), leastRequestFields); err != nil {
 			return lb, err
 		}
 		if v := cfg.LeastRequestLbConfig.GetChoiceCount(); v != nil {
@@ -99,7 +101,7 @@ func parseLB(c *clusterv3.Cluster) (lbConfig, error) {
 		if lb.policy != clusterv3.Cluster_ROUND_ROBIN {
 			return lb, mismatch("round_robin_lb_config")
 		}
-		if err := onlyFields("round_robin_lb_config", cfg.RoundRobinLbConfig, "slow_start_config"); err != nil {
+		if err := fieldaudit.Only("round_robin_lb_config", cfg.RoundRobinLbConfig.ProtoReflect(), roundRobinFields); err != nil {
 			return lb, err
 		}
 		var err error

@@ -9,6 +9,8 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // Envoy's outlier_detection defaults (outlier_detection.proto).
@@ -54,25 +56,12 @@ type outlierConfig struct {
 	maxEjectionPct                     uint32
 }
 
-// outlierFields are the OutlierDetection fields strait honours. The
-// success-rate and failure-percentage detectors are accepted only when
-// disabled (enforcing 0), which is what Istio sends.
-var outlierFields = []string{
-	"consecutive_5xx", "enforcing_consecutive_5xx",
-	"consecutive_gateway_failure", "enforcing_consecutive_gateway_failure",
-	"consecutive_local_origin_failure", "enforcing_consecutive_local_origin_failure",
-	"split_external_local_origin_errors", "interval", "base_ejection_time",
-	"max_ejection_time", "max_ejection_percent",
-	"enforcing_success_rate", "enforcing_local_origin_success_rate",
-	"enforcing_failure_percentage", "enforcing_failure_percentage_local_origin",
-}
-
 func parseOutlier(od *clusterv3.OutlierDetection) (*outlierConfig, error) {
 	if od == nil {
 		return nil, nil
 	}
 	const field = "outlier_detection"
-	if err := onlyFields(field, od, outlierFields...); err != nil {
+	if err := fieldaudit.Only(field, od.ProtoReflect(), outlierFields); err != nil {
 		return nil, err
 	}
 	// Envoy enables the success-rate detector unless its enforcing is 0

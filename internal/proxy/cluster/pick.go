@@ -7,6 +7,8 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // configureTraffic reads the cluster's traffic policy: load balancer,
@@ -28,7 +30,7 @@ func (c *Cluster) configureTraffic(cfg *clusterv3.Cluster) error {
 	}
 	c.panicThreshold = defaultPanicThreshold
 	lbc := cfg.GetCommonLbConfig()
-	if err := onlyFields("common_lb_config", lbc, "healthy_panic_threshold", "locality_weighted_lb_config"); err != nil {
+	if err := fieldaudit.Only("common_lb_config", lbc.ProtoReflect(), commonLbConfigFields); err != nil {
 		return err
 	}
 	if _, ok := lbc.GetLocalityConfigSpecifier().(*clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_); ok {
@@ -58,7 +60,7 @@ func (c *Cluster) configureTraffic(cfg *clusterv3.Cluster) error {
 // had Go's default on, which stays when the option is absent).
 func (c *Cluster) configureKeepalive(cfg *clusterv3.Cluster) error {
 	o := cfg.GetUpstreamConnectionOptions()
-	if err := onlyFields("upstream_connection_options", o, "tcp_keepalive"); err != nil {
+	if err := fieldaudit.Only("upstream_connection_options", o.ProtoReflect(), upstreamConnectionOptionsFields); err != nil {
 		return err
 	}
 	ka := o.GetTcpKeepalive()

@@ -8,6 +8,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // Envoy's upstream PROXY protocol transport socket
@@ -74,10 +76,10 @@ func unwrapProxyProtocol(field string, ts *corev3.TransportSocket) (*corev3.Tran
 		return nil, proxyNone, fmt.Errorf("%s %q: %w", field, ts.GetName(), err)
 	}
 	f := field + ".typed_config"
-	if err := onlyFields(f, &pp, "config", "transport_socket"); err != nil {
+	if err := fieldaudit.Only(f, pp.ProtoReflect(), proxyProtocolUpstreamFields); err != nil {
 		return nil, proxyNone, err
 	}
-	if err := onlyFields(f+".config", pp.GetConfig(), "version"); err != nil {
+	if err := fieldaudit.Only(f+".config", pp.GetConfig().ProtoReflect(), proxyProtocolConfigFields); err != nil {
 		return nil, proxyNone, err
 	}
 	if pp.GetTransportSocket() == nil {

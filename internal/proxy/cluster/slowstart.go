@@ -7,6 +7,8 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // slowStart is a ROUND_ROBIN or LEAST_REQUEST cluster's slow_start_config:
@@ -24,7 +26,7 @@ func parseSlowStart(field string, ss *clusterv3.Cluster_SlowStartConfig) (*slowS
 	if ss == nil {
 		return nil, nil
 	}
-	if err := onlyFields(field, ss, "slow_start_window", "aggression", "min_weight_percent"); err != nil {
+	if err := fieldaudit.Only(field, ss.ProtoReflect(), slowStartFields); err != nil {
 		return nil, err
 	}
 	w := ss.GetSlowStartWindow()

@@ -66,12 +66,9 @@ func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 		default:
 			return nil, fmt.Errorf("filter_chain_match.transport_protocol %q is not supported (want raw_buffer or tls)", tp)
 		}
+		// The fields the levels below do not read are refused by
+		// checkFilterChainFields (fields.go).
 		c.alpn = m.GetApplicationProtocols()
-		if len(m.GetDirectSourcePrefixRanges()) > 0 ||
-			len(m.GetSourcePorts()) > 0 || m.GetSourceType() != listenerv3.FilterChainMatch_ANY ||
-			m.GetAddressSuffix() != "" || m.GetSuffixLen() != nil {
-			return nil, fmt.Errorf("filter_chain_match: only destination_port, prefix_ranges, server_names, transport_protocol, application_protocols and source_prefix_ranges are supported")
-		}
 		for _, n := range m.GetServerNames() {
 			n = strings.ToLower(n)
 			if n == "" || (strings.Contains(n, "*") && !(strings.HasPrefix(n, "*.") && strings.Count(n, "*") == 1)) {

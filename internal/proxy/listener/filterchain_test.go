@@ -80,8 +80,8 @@ func TestSourcePrefixRangesRefusals(t *testing.T) {
 	}{
 		"not an IP":          {&listenerv3.FilterChainMatch{SourcePrefixRanges: []*corev3.CidrRange{{AddressPrefix: "ten"}}}, `filter_chain_match.source_prefix_ranges: "ten" is not an IP address`},
 		"prefix too long":    {&listenerv3.FilterChainMatch{SourcePrefixRanges: []*corev3.CidrRange{cidr("10.0.0.0", 33)}}, "filter_chain_match.source_prefix_ranges: 10.0.0.0/33"},
-		"direct source":      {&listenerv3.FilterChainMatch{DirectSourcePrefixRanges: []*corev3.CidrRange{cidr("10.0.0.0", 8)}}, "source_prefix_ranges are supported"},
-		"source ports":       {&listenerv3.FilterChainMatch{SourcePorts: []uint32{5}}, "source_prefix_ranges are supported"},
+		"direct source":      {&listenerv3.FilterChainMatch{DirectSourcePrefixRanges: []*corev3.CidrRange{cidr("10.0.0.0", 8)}}, "filter_chain_match.direct_source_prefix_ranges is not supported"},
+		"source ports":       {&listenerv3.FilterChainMatch{SourcePorts: []uint32{5}}, "filter_chain_match.source_ports is not supported"},
 		"destination prefix": {&listenerv3.FilterChainMatch{PrefixRanges: []*corev3.CidrRange{{AddressPrefix: "x"}}}, `filter_chain_match.prefix_ranges: "x"`},
 	} {
 		_, err := Build(&listenerv3.Listener{Name: "x", Address: addr("127.0.0.1:1"), FilterChains: []*listenerv3.FilterChain{namedChain(t, "c", tc.m)}}, Deps{Stats: stats.New()})

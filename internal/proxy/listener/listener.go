@@ -16,6 +16,7 @@ import (
 	tcpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"github.com/straitmesh/strait/internal/proxy/hcm"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/stats"
@@ -83,8 +84,8 @@ func buildOriginalSrc(lf *listenerv3.ListenerFilter) (*OriginalSrc, error) {
 	} else if lf.GetConfigType() != nil {
 		return nil, fmt.Errorf("listener filter %q: only typed_config is supported", lf.GetName())
 	}
-	if cfg.GetBindPort() {
-		return nil, fmt.Errorf("listener filter %q: bind_port is not supported", lf.GetName())
+	if err := fieldaudit.Check("original_src", cfg.ProtoReflect(), originalSrcHonoured, originalSrcRefused); err != nil { // fields.go
+		return nil, fmt.Errorf("listener filter %q: %w", lf.GetName(), err)
 	}
 	return &OriginalSrc{Mark: cfg.GetMark()}, nil
 }
@@ -133,17 +134,8 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 		UseOriginalDst: l.GetUseOriginalDst().GetValue(),
 		Transparent:    l.GetTransparent().GetValue(),
 	}
-	// Filter chain discovery and the matcher API would change which chain
-	// serves a connection and which chains an update drains (inplace.go):
-	// refused rather than ignored.
 	if err := checkListenerFields(l); err != nil { // fields.go
 		return nil, err
-	}
-	if l.GetFilterChainMatcher() != nil {
-		return nil, fmt.Errorf("filter_chain_matcher is not supported (use filter_chains[].filter_chain_match)")
-	}
-	if l.GetFcdsConfig() != nil {
-		return nil, fmt.Errorf("fcds_config is not supported (list the filter chains in filter_chains)")
 	}
 	if out.Bind && len(l.GetAdditionalAddresses()) > 0 {
 		return nil, fmt.Errorf("additional_addresses are not supported")
@@ -179,6 +171,9 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 		out.FiltersTimeout = t.AsDuration()
 	}
 	for i, fc := range l.GetFilterChains() {
+		if err := checkFilterChainFields(fmt.Sprintf("filter_chains[%d]", i), fc); err != nil { // fields.go
+			return nil, err
+		}
 		c, err := buildChain(fc, d)
 		if err != nil {
 			return nil, fmt.Errorf("filter_chains[%d] %q: %w", i, fc.GetName(), err)
@@ -188,6 +183,9 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 		}
 	}
 	if fc := l.GetDefaultFilterChain(); fc != nil {
+		if err := checkFilterChainFields("default_filter_chain", fc); err != nil { // fields.go
+			return nil, err
+		}
 		c, err := buildChain(fc, d)
 		if err != nil {
 			return nil, fmt.Errorf("default_filter_chain: %w", err)

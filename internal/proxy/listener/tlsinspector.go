@@ -22,6 +22,7 @@ import (
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
 )
 
@@ -59,14 +60,17 @@ func buildTLSInspector(lf *listenerv3.ListenerFilter) error {
 	if err := tc.UnmarshalTo(&cfg); err != nil {
 		return fmt.Errorf("listener filter %q: typed_config: %w", lf.GetName(), err)
 	}
+	if err := fieldaudit.Check("tls_inspector", cfg.ProtoReflect(), tlsInspectorHonoured, tlsInspectorRefused); err != nil { // fields.go
+		return fmt.Errorf("listener filter %q: %w", lf.GetName(), err)
+	}
 	switch {
 	case cfg.GetEnableJa3Fingerprinting().GetValue():
 		return fmt.Errorf("listener filter %q: enable_ja3_fingerprinting is not supported (remove it)", lf.GetName())
 	case cfg.GetEnableJa4Fingerprinting().GetValue():
 		return fmt.Errorf("listener filter %q: enable_ja4_fingerprinting is not supported (remove it)", lf.GetName())
+	case cfg.GetMaxClientHelloSize() != nil && cfg.GetMaxClientHelloSize().GetValue() != maxClientHello:
+		return fmt.Errorf("listener filter %q: max_client_hello_size %d is not supported (the inspector reads up to %d bytes; remove it)", lf.GetName(), cfg.GetMaxClientHelloSize().GetValue(), maxClientHello)
 	}
-	// initial_read_buffer_size only tunes how Envoy reads; the inspector
-	// reads what has arrived, up to maxClientHello.
 	return nil
 }
 

@@ -7,7 +7,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
@@ -81,59 +80,6 @@ type DirectResponse struct {
 
 // defaultTimeout is Envoy's default route timeout.
 const defaultTimeout = 15 * time.Second
-
-// Fields implemented, per message; any other populated field is refused.
-var (
-	routeFields = map[protoreflect.Name]bool{
-		"name": true, "match": true, "route": true, "redirect": true, "direct_response": true,
-		"request_headers_to_add": true, "request_headers_to_remove": true,
-		"response_headers_to_add": true, "response_headers_to_remove": true,
-		// decorator (tracing's operation name) and metadata carry no
-		// behaviour of their own.
-		"decorator": true, "metadata": true,
-		// typed_per_filter_config belongs to the HTTP filters, which
-		// validate their own entries.
-		"typed_per_filter_config": true,
-	}
-	// routeActionFields: request_mirror_policies are compiled with the
-	// route's filters (filters.go), hash_policy in hashpolicy.go.
-	routeActionFields = map[protoreflect.Name]bool{
-		"cluster": true, "weighted_clusters": true, "timeout": true, "idle_timeout": true,
-		"retry_policy": true, "prefix_rewrite": true, "regex_rewrite": true,
-		"host_rewrite_literal": true, "max_grpc_timeout": true, "request_mirror_policies": true,
-		"hash_policy": true,
-	}
-	redirectFields = map[protoreflect.Name]bool{
-		"scheme_redirect": true, "https_redirect": true, "host_redirect": true, "port_redirect": true,
-		"path_redirect": true, "prefix_rewrite": true, "response_code": true, "strip_query": true,
-	}
-	weightedClustersFields = map[protoreflect.Name]bool{"clusters": true, "total_weight": true}
-	clusterWeightFields    = map[protoreflect.Name]bool{
-		"name": true, "weight": true, "host_rewrite_literal": true,
-		"request_headers_to_add": true, "request_headers_to_remove": true,
-		"response_headers_to_add": true, "response_headers_to_remove": true,
-	}
-	directResponseFields = map[protoreflect.Name]bool{"status": true, "body": true}
-	// virtualHostFields: a virtual host's own retry, hedge and mirror
-	// policies, header mutations and the rest are refused until
-	// implemented.
-	virtualHostFields = map[protoreflect.Name]bool{
-		"name": true, "domains": true, "routes": true, "include_request_attempt_count": true,
-		"metadata": true, "typed_per_filter_config": true,
-	}
-)
-
-// routeConfigurationFields are the RouteConfiguration fields strait-proxy
-// honours; the rest (vhds, internal_only_headers, the header mutations of
-// the whole table, most_specific_header_mutations_wins,
-// cluster_specifier_plugins, request_mirror_policies, vhost_header,
-// typed_per_filter_config, route_specifiers, and any field added later)
-// are refused by name until implemented. validate_clusters is checked on
-// its own: only false (no check, Envoy's default for RDS) is honoured.
-var routeConfigurationFields = map[protoreflect.Name]bool{
-	"name": true, "virtual_hosts": true, "metadata": true, "validate_clusters": true,
-	"ignore_port_in_host_matching": true, "max_direct_response_body_size_bytes": true,
-}
 
 // defaultMaxDirectResponseBody is Envoy's limit on a direct response body
 // when the route configuration sets none

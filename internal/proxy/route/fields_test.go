@@ -48,6 +48,10 @@ func TestRouteFieldListsCoverTheirMessages(t *testing.T) {
 		{&routev3.DirectResponseAction{}, directResponseFields},
 		{&routev3.WeightedCluster{}, weightedClustersFields},
 		{&routev3.WeightedCluster_ClusterWeight{}, clusterWeightFields},
+		{&routev3.RouteAction_HashPolicy_Header{}, hashHeaderFields},
+		{&routev3.RouteAction_HashPolicy_Cookie{}, hashCookieFields},
+		{&routev3.RouteAction_HashPolicy_ConnectionProperties{}, hashConnectionPropertiesFields},
+		{&routev3.RouteAction_HashPolicy_QueryParameter{}, hashQueryParameterFields},
 	} {
 		fieldtest.Known(t, c.m.ProtoReflect().Descriptor(), c.list)
 	}

@@ -12,8 +12,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // HashPolicy is a route action's compiled hash_policy list: how a request
@@ -72,12 +70,12 @@ func compileHashPolicy(ps []*routev3.RouteAction_HashPolicy) (*HashPolicy, error
 		hc := hashPolicy{terminal: p.GetTerminal()}
 		switch s := p.GetPolicySpecifier().(type) {
 		case *routev3.RouteAction_HashPolicy_Header_:
-			if err := onlyHashFields(field+".header", s.Header, "header_name"); err != nil {
+			if err := fieldaudit.Only(field+".header", s.Header.ProtoReflect(), hashHeaderFields); err != nil {
 				return nil, err
 			}
 			hc.kind, hc.name = hashHeader, strings.ToLower(s.Header.GetHeaderName())
 		case *routev3.RouteAction_HashPolicy_Cookie_:
-			if err := onlyHashFields(field+".cookie", s.Cookie, "name", "ttl", "path", "attributes"); err != nil {
+			if err := fieldaudit.Only(field+".cookie", s.Cookie.ProtoReflect(), hashCookieFields); err != nil {
 				return nil, err
 			}
 			hc.kind, hc.name, hc.path = hashCookie, s.Cookie.GetName(), s.Cookie.GetPath()
@@ -94,7 +92,7 @@ func compileHashPolicy(ps []*routev3.RouteAction_HashPolicy) (*HashPolicy, error
 				hc.ttl, hc.hasTTL = s.Cookie.GetTtl().AsDuration(), true
 			}
 		case *routev3.RouteAction_HashPolicy_ConnectionProperties_:
-			if err := onlyHashFields(field+".connection_properties", s.ConnectionProperties, "source_ip"); err != nil {
+			if err := fieldaudit.Only(field+".connection_properties", s.ConnectionProperties.ProtoReflect(), hashConnectionPropertiesFields); err != nil {
 				return nil, err
 			}
 			if !s.ConnectionProperties.GetSourceIp() {
@@ -102,7 +100,7 @@ func compileHashPolicy(ps []*routev3.RouteAction_HashPolicy) (*HashPolicy, error
 			}
 			hc.kind = hashSourceIP
 		case *routev3.RouteAction_HashPolicy_QueryParameter_:
-			if err := onlyHashFields(field+".query_parameter", s.QueryParameter, "name"); err != nil {
+			if err := fieldaudit.Only(field+".query_parameter", s.QueryParameter.ProtoReflect(), hashQueryParameterFields); err != nil {
 				return nil, err
 			}
 			hc.kind, hc.name = hashQuery, s.QueryParameter.GetName()
@@ -115,23 +113,6 @@ func compileHashPolicy(ps []*routev3.RouteAction_HashPolicy) (*HashPolicy, error
 		hp.policies = append(hp.policies, hc)
 	}
 	return hp, nil
-}
-
-func onlyHashFields(field string, m proto.Message, allowed ...string) error {
-	var bad string
-	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		for _, a := range allowed {
-			if string(fd.Name()) == a {
-				return true
-			}
-		}
-		bad = string(fd.Name())
-		return false
-	})
-	if bad != "" {
-		return fmt.Errorf("%s.%s is not supported by strait-proxy", field, bad)
-	}
-	return nil
 }
 
 // Hash computes the request's hash as Envoy does: each policy that yields

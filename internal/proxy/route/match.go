@@ -66,7 +66,7 @@ type queryMatcher struct {
 // compileMatch compiles a RouteMatch. It refuses every field it does not
 // implement, naming it, so that a config it cannot honour is NACKed.
 func compileMatch(m *routev3.RouteMatch) (*routeMatch, error) {
-	if err := refuseUnknown(m); err != nil {
+	if err := fieldaudit.Only("match", m.ProtoReflect(), implementedMatch); err != nil { // fields.go
 		return nil, err
 	}
 	rm := &routeMatch{caseSensitive: true}
@@ -218,30 +218,6 @@ func oneofName(m protoreflect.Message, oneof protoreflect.Name) string {
 		return string(fd.Name())
 	}
 	return "(none)"
-}
-
-// implementedMatch are the RouteMatch fields compileMatch implements.
-var implementedMatch = map[protoreflect.Name]bool{
-	"prefix": true, "path": true, "safe_regex": true, "path_separated_prefix": true,
-	"case_sensitive": true, "headers": true, "query_parameters": true, "grpc": true,
-}
-
-// refuseUnknown names the first set RouteMatch field that compileMatch does
-// not implement (tls_context, dynamic_metadata, runtime_fraction,
-// filter_state, connect_matcher, path_match_policy, ...).
-func refuseUnknown(m *routev3.RouteMatch) error {
-	var err error
-	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if !implementedMatch[fd.Name()] {
-			err = fmt.Errorf("match.%s is not supported", fd.Name())
-			return false
-		}
-		return true
-	})
-	if err == nil && len(m.ProtoReflect().GetUnknown()) > 0 {
-		err = fmt.Errorf("match has fields this proxy does not know")
-	}
-	return err
 }
 
 // compileRegex compiles an Envoy RegexMatcher, matched against the whole

@@ -17,6 +17,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // Transport socket names and typed_config types.
@@ -66,8 +68,7 @@ func isTLS(ts *corev3.TransportSocket, wantType string) (bool, error) {
 }
 
 func buildCommon(c *tlsv3.CommonTlsContext, p *Provider, path string) (*common, error) {
-	if err := onlyFields(c, path, "tls_params", "tls_certificates", "tls_certificate_sds_secret_configs",
-		"validation_context", "validation_context_sds_secret_config", "combined_validation_context", "alpn_protocols"); err != nil {
+	if err := fieldaudit.Check(path, c.ProtoReflect(), commonHonoured, commonRefused); err != nil {
 		return nil, err
 	}
 	out := &common{alpn: slices.Clone(c.GetAlpnProtocols()), minVersion: tls.VersionTLS12, maxVersion: tls.VersionTLS13}
@@ -114,7 +115,7 @@ func buildCommon(c *tlsv3.CommonTlsContext, p *Provider, path string) (*common, 
 	case c.GetCombinedValidationContext() != nil:
 		cv := c.GetCombinedValidationContext()
 		cp := path + ".combined_validation_context"
-		if err := onlyFields(cv, cp, "default_validation_context", "validation_context_sds_secret_config"); err != nil {
+		if err := fieldaudit.Only(cp, cv.ProtoReflect(), combinedValidationFields); err != nil {
 			return nil, err
 		}
 		def, defPath = cv.GetDefaultValidationContext(), cp+".default_validation_context"
@@ -182,7 +183,7 @@ func (c *common) params(p *tlsv3.TlsParameters, path string) error {
 	if p == nil {
 		return nil
 	}
-	if err := onlyFields(p, path, "tls_minimum_protocol_version", "tls_maximum_protocol_version", "cipher_suites", "ecdh_curves"); err != nil {
+	if err := fieldaudit.Only(path, p.ProtoReflect(), tlsParametersFields); err != nil {
 		return err
 	}
 	version := func(v tlsv3.TlsParameters_TlsProtocol, field string, def uint16) (uint16, error) {
@@ -242,7 +243,7 @@ func buildSANs(vc *tlsv3.CertificateValidationContext, path string) ([]sanMatche
 	}
 	for i, m := range vc.GetMatchTypedSubjectAltNames() {
 		p := fmt.Sprintf("%s.match_typed_subject_alt_names[%d]", path, i)
-		if err := onlyFields(m, p, "san_type", "matcher"); err != nil {
+		if err := fieldaudit.Only(p, m.ProtoReflect(), sanMatcherFields); err != nil {
 			return nil, err
 		}
 		switch m.GetSanType() {
@@ -278,7 +279,7 @@ func stringMatcher(m *matcherv3.StringMatcher, path string) (func(string) bool, 
 	if m == nil {
 		return nil, fmt.Errorf("%s is missing", path)
 	}
-	if err := onlyFields(m, path, "exact", "prefix", "suffix", "contains", "safe_regex", "ignore_case"); err != nil {
+	if err := fieldaudit.Only(path, m.ProtoReflect(), stringMatcherFields); err != nil {
 		return nil, err
 	}
 	fold := m.GetIgnoreCase()

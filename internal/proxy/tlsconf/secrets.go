@@ -20,6 +20,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // SecretType is the SDS resource type.
@@ -124,7 +126,7 @@ func (p *Provider) sdsSecret(cfg *tlsv3.SdsSecretConfig, path string) (*Secret, 
 	if cfg.GetName() == "" {
 		return nil, fmt.Errorf("%s.name is empty (name the secret, e.g. \"default\")", path)
 	}
-	if err := onlyFields(cfg, path, "name", "sds_config"); err != nil {
+	if err := fieldaudit.Only(path, cfg.ProtoReflect(), sdsSecretConfigFields); err != nil {
 		return nil, err
 	}
 	cluster, err := sdsCluster(cfg.GetSdsConfig(), path+".sds_config")
@@ -154,14 +156,14 @@ func sdsCluster(cs *corev3.ConfigSource, path string) (string, error) {
 	if cs == nil {
 		return "", fmt.Errorf("%s is missing (an api_config_source with an envoy_grpc cluster, e.g. sds-grpc)", path)
 	}
-	if err := onlyFields(cs, path, "api_config_source", "resource_api_version", "initial_fetch_timeout"); err != nil {
+	if err := fieldaudit.Only(path, cs.ProtoReflect(), sdsConfigSourceFields); err != nil {
 		return "", err
 	}
 	src := cs.GetApiConfigSource()
 	if src == nil {
 		return "", fmt.Errorf("%s: only api_config_source is supported", path)
 	}
-	if err := onlyFields(src, path+".api_config_source", "api_type", "transport_api_version", "grpc_services", "set_node_on_first_message_only"); err != nil {
+	if err := fieldaudit.Only(path+".api_config_source", src.ProtoReflect(), apiConfigSourceFields); err != nil {
 		return "", err
 	}
 	if src.GetApiType() != corev3.ApiConfigSource_GRPC {
@@ -171,10 +173,10 @@ func sdsCluster(cs *corev3.ConfigSource, path string) (string, error) {
 	if len(gs) != 1 || gs[0].GetEnvoyGrpc().GetClusterName() == "" {
 		return "", fmt.Errorf("%s.api_config_source.grpc_services: want exactly one envoy_grpc with a cluster_name", path)
 	}
-	if err := onlyFields(gs[0], path+".api_config_source.grpc_services[0]", "envoy_grpc", "timeout"); err != nil {
+	if err := fieldaudit.Only(path+".api_config_source.grpc_services[0]", gs[0].ProtoReflect(), grpcServiceFields); err != nil {
 		return "", err
 	}
-	if err := onlyFields(gs[0].GetEnvoyGrpc(), path+".api_config_source.grpc_services[0].envoy_grpc", "cluster_name"); err != nil {
+	if err := fieldaudit.Only(path+".api_config_source.grpc_services[0].envoy_grpc", gs[0].GetEnvoyGrpc().ProtoReflect(), envoyGrpcFields); err != nil {
 		return "", err
 	}
 	return gs[0].GetEnvoyGrpc().GetClusterName(), nil
@@ -282,7 +284,7 @@ func parseSecret(sec *tlsv3.Secret) (*secretValue, error) {
 }
 
 func parseCertificate(tc *tlsv3.TlsCertificate, path string) (*tls.Certificate, error) {
-	if err := onlyFields(tc, path, "certificate_chain", "private_key"); err != nil {
+	if err := fieldaudit.Only(path, tc.ProtoReflect(), tlsCertificateFields); err != nil {
 		return nil, err
 	}
 	chain, err := dataSource(tc.GetCertificateChain(), path+".certificate_chain")
@@ -326,13 +328,13 @@ func trustedCA(vc *tlsv3.CertificateValidationContext, path string) (*x509.CertP
 // checkValidation refuses validation features this socket does not
 // implement in an SDS secret's validation context.
 func checkValidation(vc *tlsv3.CertificateValidationContext, path string) error {
-	return onlyFields(vc, path, "trusted_ca", "match_subject_alt_names", "match_typed_subject_alt_names")
+	return fieldaudit.Check(path, vc.ProtoReflect(), sdsValidationHonoured, sdsValidationRefused) // fields.go
 }
 
 // checkStaticValidation is checkValidation for a validation context in
 // the TLS context itself, which may also carry revocation lists (crl).
 func checkStaticValidation(vc *tlsv3.CertificateValidationContext, path string) error {
-	return onlyFields(vc, path, "trusted_ca", "match_subject_alt_names", "match_typed_subject_alt_names", "crl")
+	return fieldaudit.Check(path, vc.ProtoReflect(), validationHonoured, validationRefused) // fields.go
 }
 
 // dataSource reads an inline or file data source.

@@ -10,6 +10,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
 // Client is a cluster's upstream TLS socket. Read-only once built.
@@ -30,7 +32,7 @@ func NewClient(ts *corev3.TransportSocket, p *Provider) (*Client, error) {
 		return nil, fmt.Errorf("transport_socket %q: typed_config: %w", ts.GetName(), err)
 	}
 	const path = "transport_socket.UpstreamTlsContext"
-	if err := onlyFields(&u, path, "common_tls_context", "sni", "max_session_keys"); err != nil {
+	if err := fieldaudit.Check(path, u.ProtoReflect(), upstreamHonoured, upstreamRefused); err != nil {
 		return nil, err
 	}
 	c, err := buildCommon(u.GetCommonTlsContext(), p, path+".common_tls_context")
@@ -83,7 +85,7 @@ func NewServer(ts *corev3.TransportSocket, p *Provider) (*Server, error) {
 		return nil, fmt.Errorf("transport_socket %q: typed_config: %w", ts.GetName(), err)
 	}
 	const path = "transport_socket.DownstreamTlsContext"
-	if err := onlyFields(&d, path, "common_tls_context", "require_client_certificate", "require_sni", "disable_stateless_session_resumption"); err != nil {
+	if err := fieldaudit.Check(path, d.ProtoReflect(), downstreamHonoured, downstreamRefused); err != nil {
 		return nil, err
 	}
 	c, err := buildCommon(d.GetCommonTlsContext(), p, path+".common_tls_context")

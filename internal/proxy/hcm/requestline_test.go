@@ -18,8 +18,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// countingBackend answers 200 "ok" and counts the requests it got.
-func countingBackend(t *testing.T) (addr string, n *atomic.Int32) {
+// countingH1Backend answers 200 "ok" and counts the requests it got.
+func countingH1Backend(t *testing.T) (addr string, n *atomic.Int32) {
 	n = new(atomic.Int32)
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
@@ -101,7 +101,7 @@ func rawH2Status(t *testing.T, addr, path string) string {
 // match.
 func TestFragmentRejected(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, codec Codec) {
-		beAddr, seen := countingBackend(t)
+		beAddr, seen := countingH1Backend(t)
 		addr := startH2Proxy(t, codec, adminDenied(), nil, staticCluster("be", beAddr))
 		answered := func(s string) bool { return strings.Contains(s, "\r\n\r\n") }
 		if out := rawExchange(t, addr, "GET /admin HTTP/1.1\r\nHost: h\r\n\r\n", answered); !strings.HasPrefix(out, "HTTP/1.1 403 ") {
@@ -131,7 +131,7 @@ func TestFragmentRejected(t *testing.T) {
 // request is served (TestHCMHonouredValuesBehave).
 func TestHTTP10UpgradeRequired(t *testing.T) {
 	forEachCodec(t, func(t *testing.T, codec Codec) {
-		beAddr, seen := countingBackend(t)
+		beAddr, seen := countingH1Backend(t)
 		for _, tc := range []struct {
 			name   string
 			accept bool

@@ -31,17 +31,23 @@ const h2ResponseHeaderListSize = MaxResponseHeadBytes + 32*(MaxResponseHeaders+1
 // head is past the limits (Envoy's count and byteSize: each field's name
 // and value, and the status).
 func CheckResponseHead(resp *http.Response) error {
-	n, size := 0, 0
-	for k, vv := range resp.Header {
-		n += len(vv)
-		for _, v := range vv {
-			size += len(k) + len(v)
-		}
-	}
-	if n > MaxResponseHeaders || size > MaxResponseHeadBytes {
+	if n, size := HeadSize(resp.Header); n > MaxResponseHeaders || size > MaxResponseHeadBytes {
 		return ErrResponseHeadTooLarge
 	}
 	return nil
+}
+
+// HeadSize counts h as Envoy counts a header map (HeaderMap::size and
+// byteSize): a field per value of a repeated name, its size the name's
+// and the value's length. The hcm applies it to request heads too.
+func HeadSize(h http.Header) (fields, bytes int) {
+	for k, vv := range h {
+		fields += len(vv)
+		for _, v := range vv {
+			bytes += len(k) + len(v)
+		}
+	}
+	return fields, bytes
 }
 
 // IsResponseHeadTooLarge reports whether a round trip failed on a

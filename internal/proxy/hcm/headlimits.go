@@ -1,6 +1,10 @@
 package hcm
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster"
+)
 
 // This file applies max_headers_count and max_request_headers_kb to the
 // request heads that net/http and x/net/http2 parse (the strait codec
@@ -31,12 +35,8 @@ func requestHeadOverLimits(r *http.Request, lim *Limits) bool {
 	} else if r.Host != "" {
 		n, size = 1, len("Host")+len(r.Host) // net/http keeps Host out of the map
 	}
-	for k, vv := range r.Header {
-		n += len(vv)
-		for _, v := range vv {
-			size += len(k) + len(v)
-		}
-	}
+	fields, bytes := cluster.HeadSize(r.Header)
+	n, size = n+fields, size+bytes
 	return n > lim.MaxHeadersCount && lim.MaxHeadersCount > 0 || size > lim.MaxRequestHeadBytes && lim.MaxRequestHeadBytes > 0
 }
 

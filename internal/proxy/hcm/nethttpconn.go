@@ -25,8 +25,9 @@ import (
 // the handler and ConnState: max_connection_duration, a drain and
 // max_requests_per_connection answer the request in progress with
 // "connection: close" and close a connection that waits for its next
-// request; max_headers_count and max_request_headers_kb (as Envoy counts them, headlimits.go) answer 431; stream_idle_timeout (or the
-// route's idle_timeout) is h2timeouts.go's streamGuard.
+// request; max_headers_count and max_request_headers_kb (as Envoy counts
+// them, headlimits.go) answer 431; stream_idle_timeout (or the route's
+// idle_timeout) is h2timeouts.go's streamGuard.
 
 // nhKey is what one net/http Server is configured with.
 type nhKey struct {

@@ -156,6 +156,29 @@ func othersMayRun(path string) bool {
 	}
 }
 
+// preparePod gives the pod's directory to its users before its processes
+// start: the directory is its proxy's, and its app's group may write there
+// too (an app's pid and log files); the secrets (with secure, when the
+// pod has them) are the proxy's alone. Its network namespace lets the
+// app, not root, bind low ports (unprivilegedPorts).
+func preparePod(ctx context.Context, p *Pod, secure bool) error {
+	if err := chownTree(p.dir, p.proxyUID, p.proxyUID); err != nil {
+		return err
+	}
+	if err := os.Chown(p.dir, p.proxyUID, p.appGID()); err != nil {
+		return err
+	}
+	if err := os.Chmod(p.dir, 0o775); err != nil {
+		return err
+	}
+	if secure {
+		if err := os.Chmod(filepath.Join(p.dir, "var/run/secrets"), secretsMode); err != nil {
+			return err
+		}
+	}
+	return unprivilegedPorts(ctx, p)
+}
+
 // unprivilegedPorts lets every user of the pod's network namespace bind
 // ports below 1024 (net.ipv4.ip_unprivileged_port_start is per network
 // namespace), so that an app that is not root still serves :80.

@@ -397,24 +397,7 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		}
 		discovery = m.secureXDSAddr
 	}
-	// The pod's directory is its proxy's, and its app's group may write
-	// there too (an app's pid and log files); the secrets are the
-	// proxy's alone.
-	if err := chownTree(p.dir, p.proxyUID, p.proxyUID); err != nil {
-		return err
-	}
-	if err := os.Chown(p.dir, p.proxyUID, p.appGID()); err != nil {
-		return err
-	}
-	if err := os.Chmod(p.dir, 0o775); err != nil {
-		return err
-	}
-	if secrets := filepath.Join(p.dir, "var/run/secrets"); m.opts.SecureXDS {
-		if err := os.Chmod(secrets, secretsMode); err != nil {
-			return err
-		}
-	}
-	if err := unprivilegedPorts(ctx, p); err != nil {
+	if err := preparePod(ctx, p, m.opts.SecureXDS); err != nil { // isolation.go
 		return err
 	}
 	view := PodView{WorkDir: m.workDir, PodDir: p.dir, ProxyBinDir: m.proxyBinDir}

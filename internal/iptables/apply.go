@@ -282,7 +282,7 @@ func Install(ctx context.Context, sys System, plan Plan) (Report, error) {
 // IPv6 open would let connections reach the app past the proxy.
 func noIPv6(ctx context.Context, r Router, why error) error {
 	fail := func(detail string) error {
-		return fmt.Errorf("IPv6 is not captured (no --dual-stack) and must be refused with ip6tables, which failed: %v; %s", why, detail)
+		return fmt.Errorf("IPv6 is not captured (no --dual-stack) and must be refused with ip6tables, which failed: %w; %s", why, detail)
 	}
 	if r == nil {
 		return fail("without the ip command, this namespace's IPv6 addresses cannot be checked")

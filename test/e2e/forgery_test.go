@@ -140,7 +140,7 @@ spec:
 			return fmt.Errorf("token of A: %d, x-sub-a %q", code, h["X-Sub-A"])
 		}
 		if code, _, err := do("/admin", ""); err != nil || code != 403 {
-			return fmt.Errorf("/admin: %d %v", code, err)
+			return fmt.Errorf("/admin: %d %w", code, err)
 		}
 		return nil
 	}); err != nil {

@@ -216,7 +216,7 @@ func TestIPv6LinkLocalRefusedTPROXY(t *testing.T) {
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: echo\r\n\r\n")
 		buf := make([]byte, 64)
 		if n, err := c.Read(buf); n > 0 || !closedByPeer(err) {
-			return fmt.Errorf("plaintext to %s: %q, %v; want the connection closed", echoAddr, buf[:n], err)
+			return fmt.Errorf("plaintext to %s: %q, %w; want the connection closed", echoAddr, buf[:n], err)
 		}
 		return nil
 	})

@@ -137,7 +137,7 @@ func (c *Cluster) dialSlot(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		stop := context.AfterFunc(reqCtx, cancel)
+		stop := context.AfterFunc(reqCtx, cancel) //nolint:contextcheck // reqCtx is the request's own context, which the dial's context carries as a value (dialForKey)
 		defer stop()
 	}
 	if !c.breaker.tryConn() {

@@ -256,7 +256,7 @@ func (c *h1conn) serve() (parked bool) {
 			switch {
 			case errors.Is(err, http1.ErrTooManyHeaders):
 				code = 431
-			case err == errHTTP10:
+			case errors.Is(err, errHTTP10):
 				code, body = 426, "Upgrade Required"
 			}
 			c.errorReply(code, body)

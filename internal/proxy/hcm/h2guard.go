@@ -46,6 +46,14 @@ const (
 	// overload.premature_reset_min_stream_lifetime_seconds: a stream that
 	// lived longer (in whole seconds) is not premature.
 	prematureResetMinLifetime = 1
+	// prematureResetFloor is Strait's stricter bound: a connection whose
+	// premature resets reach it and are at least half of its ended
+	// streams is closed too. Envoy's rule alone lets an attacker who
+	// paces HEADERS+RST_STREAM (each reset read after the proxy has
+	// already forwarded its request) cost the backend up to 250
+	// requests per connection; this keeps it to a few dozen, while a
+	// client that resets a minority of its streams is never closed.
+	prematureResetFloor = 20
 	// maxEmptyFrames is max_consecutive_inbound_frames_with_empty_payload.
 	maxEmptyFrames = 1
 	// h2GuardBuffer is the read-ahead.
@@ -207,12 +215,21 @@ func (g *h2Guard) inbound(h frameHeader) {
 }
 
 // tooManyPrematureResets is Envoy's maybeDrainDueToPrematureResets
-// decision (mu held).
+// decision, with prematureResetFloor (mu held).
 func (g *h2Guard) tooManyPrematureResets() bool {
-	if g.closed < prematureResetLimit {
-		return g.premature*2 >= prematureResetLimit
+	return prematureResetsTooMany(g.premature, g.closed)
+}
+
+// prematureResetsTooMany decides on premature resets among closed ended
+// streams.
+func prematureResetsTooMany(premature, closed int) bool {
+	if premature >= prematureResetFloor && premature*2 >= closed {
+		return true
 	}
-	return g.premature*2 >= g.closed
+	if closed < prematureResetLimit {
+		return premature*2 >= prematureResetLimit
+	}
+	return premature*2 >= closed
 }
 
 func (g *h2Guard) Write(p []byte) (int, error) {

@@ -41,10 +41,14 @@ func TestPeerAuthentication(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	echo := filepath.Join(binDir, "strait-echo")
-	twoPorts := fmt.Sprintf("%s --addr :8080 --version v1 & exec %s --addr :9090 --version alt", echo, echo)
+	// One server on both ports, started directly: a shell command line
+	// naming the binary would need the pod's app user to reach binDir,
+	// which a private checkout does not allow (local mesh apps do not
+	// run as root; localmesh.AppBinary binds only the command itself).
+	twoPorts := []string{echo, "--addr", ":8080,:9090", "--version", "v1"}
 	m := startMesh(ctx, t, "peerauthn", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-		{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"/bin/sh", "-c", twoPorts}, AppPort: 9090},
+		{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: twoPorts, AppPort: 9090},
 		echoPod("echo2", "demo", "10.99.0.12", "echo2"),
 		echoPod("legacy", "legacy", "10.99.0.13", "legacy"),
 	}})

@@ -29,9 +29,13 @@ func TestListenerLifecycle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	echo := filepath.Join(binDir, "strait-echo")
-	twoPorts := fmt.Sprintf("%s --addr :8080 --version v1 & exec %s --addr :9090 --version alt", echo, echo)
+	// One server on both ports, started directly: a shell command line
+	// naming the binary would need the pod's app user to reach binDir,
+	// which a private checkout does not allow (local mesh apps do not
+	// run as root; localmesh.AppBinary binds only the command itself).
+	twoPorts := []string{echo, "--addr", ":8080,:9090", "--version", "v1"}
 	m := startMesh(ctx, t, "warm", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
-		{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: []string{"/bin/sh", "-c", twoPorts}, AppPort: 9090},
+		{Name: "echo", Namespace: "demo", ConfigIP: "10.99.0.11", App: twoPorts, AppPort: 9090},
 	}})
 	outsider, err := m.Network().AddPod(ctx, "warm-out")
 	if err != nil {

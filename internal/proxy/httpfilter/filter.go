@@ -1,0 +1,217 @@
+package httpfilter
+
+// The HTTP filter interface: what every filter of an HCM's http_filters
+// list implements, whatever the codec (HTTP/1.1, HTTP/2, upgrades). The
+// HCM builds one immutable Filter per list entry, in list order, and runs
+// them on each request as Envoy's filter manager does: decoder callbacks
+// (request head, body, trailers) in list order, encoder callbacks
+// (response head, body, trailers) in reverse order, Complete for every
+// filter once the stream ends. A filter that answers a request (a JWT 401,
+// an RBAC 403, a fault abort, a CORS preflight) calls Stream.LocalReply
+// and returns Stop: the filters after it and the router do not run, and
+// the local reply passes the encoder callbacks of the filters before it.
+//
+// A Filter is shared by every stream of every connection of its HCM and
+// must be safe for concurrent use; what it keeps per request lives in the
+// Stream (Metadata, Scratch). The callbacks run on the stream's goroutine,
+// one after the other, and must not keep the Stream or any header value
+// after they return. The optional callbacks are separate interfaces
+// (BodyDecoder, ResponseEncoder, …) so that a filter that does not need
+// them costs nothing on that part of the exchange.
+
+import (
+	"crypto/x509"
+	"net/netip"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/straitmesh/strait/internal/proxy/stats"
+)
+
+// Status is what a filter callback tells the chain.
+type Status uint8
+
+const (
+	// Continue runs the next filter.
+	Continue Status = iota
+	// Stop ends the chain here: the filter has answered the request with
+	// Stream.LocalReply (or reset it); no later filter and no router run.
+	Stop
+)
+
+// Filter is one configured HTTP filter. DecodeHeaders is the only callback
+// every filter has; the others are the optional interfaces below.
+type Filter interface {
+	// Name is the filter's name as Envoy registers it
+	// ("envoy.filters.http.rbac").
+	Name() string
+	// DecodeHeaders sees the request head, after path normalization and
+	// the HCM's own header handling (x-forwarded-*, XFCC), before the
+	// route's upstream exchange. It may edit the request headers (the
+	// route is chosen again when it does: Stream.Route), write dynamic
+	// metadata, or answer.
+	DecodeHeaders(s Stream) Status
+}
+
+// BodyDecoder is a filter that sees the request body as it passes.
+// end marks the last chunk (a request without a body gets no call).
+type BodyDecoder interface {
+	DecodeData(s Stream, chunk []byte, end bool) Status
+}
+
+// TrailersDecoder is a filter that sees the request trailers (HTTP/2 only:
+// HTTP/1.1 trailers are dropped by the codec, hcm/trailers.go).
+type TrailersDecoder interface {
+	DecodeTrailers(s Stream, trailers HeaderMap) Status
+}
+
+// ResponseEncoder is a filter that sees the response head, upstream's or a
+// local reply's, before it is written downstream (in reverse list order).
+// It may edit the headers; it cannot answer any more.
+type ResponseEncoder interface {
+	EncodeHeaders(s Stream, status int, headers HeaderMap)
+}
+
+// TrailersEncoder is a filter that sees the response trailers.
+type TrailersEncoder interface {
+	EncodeTrailers(s Stream, trailers HeaderMap)
+}
+
+// Completer is a filter told when the stream has ended, answered, reset or
+// failed, with what happened (stats, access logs, traces).
+type Completer interface {
+	Complete(s Stream, info *StreamInfo)
+}
+
+// HeaderMap is a read-write view of a header block. Names are
+// case-insensitive; pseudo-headers are not in it (Stream has them).
+type HeaderMap interface {
+	Headers
+	// Range calls f for each field in order until it returns false.
+	Range(f func(name, value string) bool)
+	Set(name, value string)
+	Add(name, value string)
+	Del(name string)
+}
+
+// Stream is one request as its filters see it. The HCM implements it once
+// for every codec; an implementation is reused for the next request of a
+// connection, so a filter must not keep it.
+type Stream interface {
+	// The request's pseudo-headers, after path normalization: Method,
+	// Host (:authority or Host), Path (without the query) and Query
+	// (without its '?', empty when none); Scheme is the scheme the
+	// request arrived with.
+	Method() string
+	Host() string
+	Path() string
+	Query() string
+	Scheme() string
+	// Protocol is "HTTP/1.1" or "HTTP/2" (the downstream codec).
+	Protocol() string
+	// RequestHeaders are the request's headers, as the upstream will get
+	// them (hop-by-hop fields excluded).
+	RequestHeaders() HeaderMap
+	// Route is the route the request matches now, nil when none does;
+	// it is chosen on the first call and again after a filter edited
+	// the request headers or called ClearRoute.
+	Route() Route
+	ClearRoute()
+	// Connection describes the downstream connection (addresses, TLS).
+	Connection() *Connection
+	// RemoteAddr is the downstream client's address as the HCM's
+	// use_remote_address / xff_num_trusted_hops settings read it.
+	RemoteAddr() netip.Addr
+	// Metadata is the request's dynamic metadata (never nil).
+	Metadata() *Metadata
+	// Wait blocks for d, or until the stream is reset or its client
+	// goes away (false).
+	Wait(d time.Duration) bool
+	// LocalReply answers the request with status and body (text/plain),
+	// in gRPC's trailers-only form when the request is gRPC and
+	// grpcStatus >= 0 (-1: map status as Envoy does). flags are Envoy's
+	// response flags for the access log ("" none); headers, if not nil,
+	// adds response fields. The filter returns Stop after it.
+	LocalReply(status int, grpcStatus int, body, flags string, headers func(set func(name, value string)))
+	// AddResponseHeader adds a field to the response that will be
+	// written, upstream's or a local reply's (CORS).
+	AddResponseHeader(name, value string)
+	// Scratch is per-stream storage for one filter, indexed by the
+	// filter's position in the chain (Chain gives it), reset between
+	// requests.
+	Scratch(i int) *any
+}
+
+// Route is what a filter reads of the matched route: its name, the
+// cluster it sends to, and its typed_per_filter_config for this filter
+// (the virtual host's merged under the route's, compiled by the filter's
+// PerRouteParser; nil when neither sets one).
+type Route interface {
+	Name() string
+	Cluster() string
+	PerFilterConfig(filter string) any
+}
+
+// Connection is the downstream connection as filters see it.
+type Connection struct {
+	// Source is the peer's address; Destination the connection's
+	// (original) destination.
+	Source, Destination netip.AddrPort
+	// SNI is the server name of the TLS ClientHello; Secure is set when
+	// the proxy terminated TLS; PeerCertificate is the client's
+	// certificate (nil: none), and the rest is read from it.
+	SNI             string
+	Secure          bool
+	PeerCertificate *x509.Certificate
+	URISANs         []string
+	DNSSANs         []string
+	Subject         string
+}
+
+// StreamInfo is what happened to a stream, given to Completers.
+type StreamInfo struct {
+	Start        time.Time
+	Duration     time.Duration // until the last byte of the response
+	Status       int           // the response status (0: none was sent)
+	GRPCStatus   int           // -1: not gRPC or no status
+	Flags        string        // Envoy's response flags ("UF,URX"), "" none
+	Cluster      string        // the upstream cluster, "" none
+	UpstreamHost netip.AddrPort
+	BytesIn      int64 // request body bytes received
+	BytesOut     int64 // response body bytes sent
+	// UpstreamHeaders are the response headers as upstream sent them
+	// (before the encoders' edits), nil for a local reply.
+	UpstreamHeaders Headers
+}
+
+// Factory builds a Filter from its entry in http_filters. typed is the
+// entry's typed_config (nil when absent); a field the filter does not
+// implement is an error naming it.
+type Factory interface {
+	// Names are the filter names and type URLs it is registered under.
+	Names() []string
+	Build(typed *anypb.Any, ctx BuildContext) (Filter, error)
+}
+
+// PerRouteParser is a Factory whose filter takes per-route config
+// (typed_per_filter_config). Parse compiles one; Merge combines a
+// virtual host's (outer) and a route's (inner) compiled configs, as the
+// filter's Envoy docs say (most filters: the inner replaces the outer).
+type PerRouteParser interface {
+	ParsePerRoute(typed *anypb.Any) (any, error)
+	MergePerRoute(outer, inner any) any
+}
+
+// BuildContext is what a Factory may use: where stats go and the proxy's
+// node (for filters that read its metadata, as Istio's do).
+type BuildContext struct {
+	// StatPrefix is "http.<stat_prefix>." of the HCM; Stats the proxy's
+	// store (nil: no stats).
+	StatPrefix string
+	Stats      *stats.Store
+	// Node is the proxy's bootstrap node (id, cluster, metadata); nil
+	// when unknown.
+	Node *corev3.Node
+}

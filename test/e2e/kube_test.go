@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +154,32 @@ func TestKubeSeedFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(straitctl(t, "proxy-status", "--straitd-addr", monitoring.addr, "--token-file", tokenFile))
+
+	t.Run("debug pages need a token of straitd's namespace", func(t *testing.T) {
+		// The checks run through the kube-apiserver's TokenReview: a
+		// token of another namespace is genuine but refused (403), one
+		// for another audience or made up is not genuine (401).
+		otherNS := serviceAccountToken(ctx, t, client, kubeDemoNS, "istio-ca")
+		wrongAudience := serviceAccountToken(ctx, t, client, install.DefaultNamespace, "not-istio-ca")
+		forged := strings.Join([]string{"eyJhbGciOiJSUzI1NiIsImtpZCI6IngifQ", "eyJpc3MiOiJrdWJlcm5ldGVzL3NlcnZpY2VhY2NvdW50Iiwic3ViIjoic3lzdGVtOnNlcnZpY2VhY2NvdW50OmlzdGlvLXN5c3RlbTpkZWZhdWx0In0", "c2ln"}, ".")
+		for _, c := range []struct {
+			name, path, token string
+			want              int
+		}{
+			{"no token", "/debug/syncz", "", http.StatusUnauthorized},
+			{"no token, pprof", "/debug/pprof/goroutine", "", http.StatusUnauthorized},
+			{"forged token", "/debug/syncz", forged, http.StatusUnauthorized},
+			{"token for another audience", "/debug/syncz", wrongAudience, http.StatusUnauthorized},
+			{"token of " + kubeDemoNS, "/debug/syncz", otherNS, http.StatusForbidden},
+			{"token of " + install.DefaultNamespace, "/debug/syncz", monitoring.token, http.StatusOK},
+			{"metrics, no token", "/metrics", "", http.StatusOK},
+			{"readiness, no token", "/healthz/ready", "", http.StatusOK},
+		} {
+			if got := debugStatus(ctx, t, monitoring, c.path, c.token); got != c.want {
+				t.Errorf("%s: GET %s answered %d, want %d", c.name, c.path, got, c.want)
+			}
+		}
+	})
 
 	clientPod := podNamed(demoPods, "client")
 	get := func(t *testing.T, n int, url string) []echoLine {
@@ -600,14 +628,47 @@ type straitdDebug struct{ addr, token string }
 // namespace for audience istio-ca, as istioctl requests one.
 func debugToken(ctx context.Context, t *testing.T, client kubernetes.Interface) string {
 	t.Helper()
+	return serviceAccountToken(ctx, t, client, install.DefaultNamespace, "istio-ca")
+}
+
+// serviceAccountToken is a token of namespace's default service account
+// for audience, from the cluster's TokenRequest API.
+func serviceAccountToken(ctx context.Context, t *testing.T, client kubernetes.Interface, namespace, audience string) string {
+	t.Helper()
 	exp := int64(3600)
-	tr, err := client.CoreV1().ServiceAccounts(install.DefaultNamespace).CreateToken(ctx, "default", &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"istio-ca"}, ExpirationSeconds: &exp},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("token request for %s/default: %v", install.DefaultNamespace, err)
+	var tok string
+	// The service-account controller creates a new namespace's default
+	// account shortly after the namespace.
+	waitEvery(ctx, t, time.Minute, kubePollInterval, "no token for "+namespace+"/default", func() error {
+		tr, err := client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, "default", &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: &exp},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("token request for %s/default: %w", namespace, err)
+		}
+		tok = tr.Status.Token
+		return nil
+	})
+	return tok
+}
+
+// debugStatus is the status straitd's monitoring port answers for path
+// from this host (not loopback to straitd) with token ("": none).
+func debugStatus(ctx context.Context, t *testing.T, sd straitdDebug, path, token string) int {
+	t.Helper()
+	args := []string{"-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"}
+	if token != "" {
+		args = append(args, "-H", "Authorization: Bearer "+token)
 	}
-	return tr.Status.Token
+	out, err := exec.CommandContext(ctx, "curl", append(args, "http://"+sd.addr+path)...).Output()
+	if err != nil {
+		t.Fatalf("get http://%s%s: %v", sd.addr, path, err)
+	}
+	code, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("get http://%s%s: status %q: %v", sd.addr, path, out, err)
+	}
+	return code
 }
 
 // syncz reads straitd's /debug/syncz.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/straitmesh/strait/internal/agent"
-	"github.com/straitmesh/strait/internal/agent/config"
+	"github.com/straitmesh/strait/internal/agent/settings"
 )
 
 // newProxyCmd is `strait-agent proxy sidecar`: the long-running agent
@@ -60,11 +60,11 @@ listens; ISTIO_META_DNS_AUTO_ALLOCATE is accepted and changes nothing more.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src := config.Sources{Domain: domain}
+			src := settings.Sources{Domain: domain}
 			if cmd.Flags().Changed("concurrency") {
 				src.Concurrency = &concurrency
 			}
-			cfg, err := config.Load(src)
+			cfg, err := settings.Load(src)
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ listens; ISTIO_META_DNS_AUTO_ALLOCATE is accepted and changes nothing more.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&domain, "domain", "", "DNS domain of the node id (default POD_NAMESPACE.svc.cluster.local)")
-	f.IntVar(&concurrency, "concurrency", config.DefaultConcurrency, "proxy worker threads; overrides ProxyConfig.concurrency (0 = one per core)")
+	f.IntVar(&concurrency, "concurrency", settings.DefaultConcurrency, "proxy worker threads; overrides ProxyConfig.concurrency (0 = one per core)")
 	// Istio's injected sidecar passes these; accepted and ignored.
 	for _, name := range []string{"proxyLogLevel", "proxyComponentLogLevel", "log_output_level"} {
 		f.StringVar(&ignored, name, "", "accepted for Istio compatibility; ignored")

@@ -22,7 +22,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/straitmesh/strait/internal/agent/dns"
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/localmesh"
 	"github.com/straitmesh/strait/internal/netns"
 )
@@ -517,7 +517,7 @@ func serviceHostsLines(dir string) string {
 		if e.IsDir() || (ext != ".yaml" && ext != ".yml") {
 			continue
 		}
-		for _, c := range config.LoadFile(filepath.Join(dir, e.Name())).Configs {
+		for _, c := range istioconfig.LoadFile(filepath.Join(dir, e.Name())).Configs {
 			se, ok := c.Spec.(*networking.ServiceEntry)
 			if !ok {
 				continue

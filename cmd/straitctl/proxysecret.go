@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/straitmesh/strait/internal/debugapi"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 func newProxyConfigCmd() *cobra.Command {
@@ -87,7 +87,7 @@ func resolvePodIP(ctx context.Context, sd straitdFlags, pod string) (string, err
 	}
 	var ips, seen []string
 	for _, s := range statuses {
-		p, err := model.ParseNodeID(s.ProxyID)
+		p, err := proxypush.ParseNodeID(s.ProxyID)
 		if err != nil {
 			continue
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/straitmesh/strait/internal/debugapi"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 func newProxyStatusCmd() *cobra.Command {
@@ -136,7 +136,7 @@ func printProxyStatus(w io.Writer, statuses []debugapi.SyncStatus) error {
 // proxyName is a proxy's POD.NAMESPACE, the third field of its node id
 // (the whole id when it does not parse).
 func proxyName(nodeID string) string {
-	p, err := model.ParseNodeID(nodeID)
+	p, err := proxypush.ParseNodeID(nodeID)
 	if err != nil {
 		return nodeID
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/ca"
 	"github.com/straitmesh/strait/internal/ca/token"
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 func newTokenCmd() *cobra.Command {
@@ -125,14 +125,14 @@ certificate from renewing it; rotating the CA does.`,
 // workloadEntryIdentity finds the WorkloadEntry named name (any, if the
 // file holds one) in file and returns its namespace and service account.
 func workloadEntryIdentity(file, name string) (namespace, serviceAccount string, err error) {
-	res := config.LoadFile(file)
+	res := istioconfig.LoadFile(file)
 	if res.Err != nil {
 		return "", "", fmt.Errorf("--workload-entry: %w", res.Err)
 	}
-	var found []*config.Config
+	var found []*istioconfig.Config
 	var names []string
 	for _, c := range res.Configs {
-		if c.Kind != config.KindWorkloadEntry {
+		if c.Kind != istioconfig.KindWorkloadEntry {
 			continue
 		}
 		names = append(names, c.Namespace+"/"+c.Name)

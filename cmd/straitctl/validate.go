@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // newValidateCmd is istioctl validate's counterpart: it loads Istio YAML
@@ -56,13 +56,13 @@ func runValidate(stdin io.Reader, out io.Writer, args []string, mesh string) err
 		return err
 	}
 	problems, valid := 0, 0
-	seen := map[model.ConfigKey]string{}
+	seen := map[proxypush.ConfigKey]string{}
 	for _, p := range paths {
 		var data []byte
 		if p == "-" {
-			data, err = config.ReadLimited(p, stdin)
+			data, err = istioconfig.ReadLimited(p, stdin)
 		} else {
-			data, err = config.ReadFile(p)
+			data, err = istioconfig.ReadFile(p)
 		}
 		if err != nil {
 			// An unreadable or oversized file is one problem; the other
@@ -71,11 +71,11 @@ func runValidate(stdin io.Reader, out io.Writer, args []string, mesh string) err
 			problems++
 			continue
 		}
-		res := config.ParseFile(p, data)
+		res := istioconfig.ParseFile(p, data)
 		for _, w := range res.Warnings {
 			fmt.Fprintln(out, w)
 		}
-		for _, fe := range config.FieldErrors(res.Err) {
+		for _, fe := range istioconfig.FieldErrors(res.Err) {
 			fmt.Fprintln(out, fe.Error())
 			problems++
 		}

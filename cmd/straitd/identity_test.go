@@ -33,7 +33,7 @@ import (
 	"github.com/straitmesh/strait/internal/ca/token"
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -120,7 +120,7 @@ func TestServeSecure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: model.NodeID("10.99.0.10", "client", "demo", "")}, TypeUrl: xdsapi.ClusterType}); err != nil {
+	if err := stream.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: proxypush.NodeID("10.99.0.10", "client", "demo", "")}, TypeUrl: xdsapi.ClusterType}); err != nil {
 		t.Fatal(err)
 	}
 	if r := recvWithin(t, stream); !hasCluster(t, r, "outbound|80||echo.demo.svc.cluster.local") {

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/straitmesh/strait/internal/kubeapiserver"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -275,7 +275,7 @@ func TestKubeMode(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The demo's client WorkloadEntry (file registry) identifies the proxy.
-		node := &core.Node{Id: model.NodeID("10.99.0.10", "client", "demo", "")}
+		node := &core.Node{Id: proxypush.NodeID("10.99.0.10", "client", "demo", "")}
 		if err := stream.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: xdsapi.ClusterType}); err != nil {
 			t.Fatal(err)
 		}

@@ -31,7 +31,7 @@ import (
 	"github.com/straitmesh/strait/internal/jwks"
 	"github.com/straitmesh/strait/internal/lifecycle"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/registry/kube"
 	"github.com/straitmesh/strait/internal/xds"
@@ -229,7 +229,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	}
 	var (
 		source       gen.Source
-		resolveProxy func(*model.Proxy) error
+		resolveProxy func(*proxypush.Proxy) error
 		kreg         *kube.Registry
 	)
 	if f.kubeMode {
@@ -247,7 +247,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	// pushes to every proxy.
 	var server *xds.Server
 	keySets := jwks.New(jwks.Options{Logger: logger, RefreshInterval: push.JWKSRefreshInterval, OnChange: func() {
-		server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}})
+		server.ConfigUpdate(&proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.GlobalUpdate}})
 	}})
 	generator := gen.NewWithOptions(source, gen.Options{KeySets: keySets})
 	reg.MustRegister(generator.Collector())

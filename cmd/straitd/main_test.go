@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -115,7 +115,7 @@ func TestServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := &core.Node{Id: model.NodeID("10.99.0.10", "client", "demo", "")}
+	node := &core.Node{Id: proxypush.NodeID("10.99.0.10", "client", "demo", "")}
 	if err := stream.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: xdsapi.ClusterType}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,15 +17,15 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/agent/bootstrap"
-	"github.com/straitmesh/strait/internal/agent/config"
 	"github.com/straitmesh/strait/internal/agent/sds"
+	"github.com/straitmesh/strait/internal/agent/settings"
 	"github.com/straitmesh/strait/internal/agent/status"
 	"github.com/straitmesh/strait/internal/agent/supervisor"
 	"github.com/straitmesh/strait/internal/agent/xdsproxy"
 	"github.com/straitmesh/strait/internal/lifecycle"
 )
 
-// Options are the agent's knobs that do not come from the pod's config.
+// Options are the agent's knobs that do not come from the pod's settings.
 type Options struct {
 	Logger *slog.Logger
 	// StatusHost is the address the status ports bind (default all interfaces).
@@ -46,7 +46,7 @@ type Options struct {
 
 // Run runs the agent until ctx is done (SIGTERM), then drains, stops the
 // proxy and returns nil. It returns an error if a part cannot start.
-func Run(ctx context.Context, cfg *config.Config, opts Options) error {
+func Run(ctx context.Context, cfg *settings.Config, opts Options) error {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()

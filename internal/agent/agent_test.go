@@ -19,7 +19,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/straitmesh/strait/internal/agent/bootstrap"
-	"github.com/straitmesh/strait/internal/agent/config"
+	"github.com/straitmesh/strait/internal/agent/settings"
 	"github.com/straitmesh/strait/internal/freeport"
 	"github.com/straitmesh/strait/internal/nds"
 	"github.com/straitmesh/strait/internal/xdsapi"
@@ -246,7 +246,7 @@ func TestAgent(t *testing.T) {
 		"PROXY_CONFIG": fmt.Sprintf(`{"discoveryAddress":%q,"binaryPath":%q,"proxyAdminPort":%d,"statusPort":%d,"configPath":"etc/istio/proxy"}`,
 			cpLis.Addr().String(), exe, adminPort, statusPort),
 	}
-	cfg, err := config.Load(config.Sources{
+	cfg, err := settings.Load(settings.Sources{
 		LookupEnv:      func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		Environ:        []string{"ISTIO_META_INTERCEPTION_MODE=REDIRECT"},
 		WorkDir:        dir,
@@ -361,7 +361,7 @@ func TestAgentDNSProxy(t *testing.T) {
 		"PROXY_CONFIG": fmt.Sprintf(`{"discoveryAddress":%q,"binaryPath":%q,"proxyAdminPort":%d,"statusPort":0,"configPath":"etc/istio/proxy"}`,
 			cpLis.Addr().String(), exe, adminPort),
 	}
-	cfg, err := config.Load(config.Sources{
+	cfg, err := settings.Load(settings.Sources{
 		LookupEnv:      func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 		Environ:        []string{"ISTIO_META_DNS_CAPTURE=true"},
 		WorkDir:        dir,

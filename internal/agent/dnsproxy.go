@@ -10,8 +10,8 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
-	"github.com/straitmesh/strait/internal/agent/config"
 	"github.com/straitmesh/strait/internal/agent/dns"
+	"github.com/straitmesh/strait/internal/agent/settings"
 	"github.com/straitmesh/strait/internal/lifecycle"
 	"github.com/straitmesh/strait/internal/nds"
 )
@@ -25,7 +25,7 @@ const (
 // newDNSProxy creates the DNS proxy when the pod captures DNS (nil, nil
 // without capture). Its name table comes on the proxy's own xDS stream:
 // the relay subscribes to it (dnsSubscriptions), as pilot-agent does.
-func newDNSProxy(cfg *config.Config, opts Options) (*dns.Server, error) {
+func newDNSProxy(cfg *settings.Config, opts Options) (*dns.Server, error) {
 	if !cfg.DNSCapture {
 		return nil, nil
 	}
@@ -101,7 +101,7 @@ func startDNS(srv *dns.Server, opts Options, log *slog.Logger, serving *lifecycl
 
 // clusterDomain is the cluster's DNS domain from the node id's domain
 // (NS.svc.DOMAIN), cluster.local if it has another shape.
-func clusterDomain(cfg *config.Config) string {
+func clusterDomain(cfg *settings.Config) string {
 	if d, ok := strings.CutPrefix(cfg.Domain, cfg.PodNamespace+".svc."); ok && d != "" {
 		return d
 	}

@@ -12,15 +12,15 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/straitmesh/strait/internal/agent/caclient"
-	"github.com/straitmesh/strait/internal/agent/config"
 	"github.com/straitmesh/strait/internal/agent/sds"
+	"github.com/straitmesh/strait/internal/agent/settings"
 	"github.com/straitmesh/strait/internal/ca"
 	"github.com/straitmesh/strait/internal/lifecycle"
 )
 
 // newSecretStore is the store of the workload's certificates, or nil when
 // certificates are off (the CA address is plaintext).
-func newSecretStore(cfg *config.Config) *sds.Store {
+func newSecretStore(cfg *settings.Config) *sds.Store {
 	if !cfg.Identity.CertificatesEnabled() {
 		return nil
 	}
@@ -59,8 +59,8 @@ func currentCertificate(store *sds.Store) *tls.Certificate {
 
 // xdsDialOptions are the upstream xDS connection's credentials: TLS
 // trusting the mesh root when the configuration says so (see
-// config.Identity), else the relay's plaintext default.
-func xdsDialOptions(cfg *config.Config, store *sds.Store) ([]grpc.DialOption, error) {
+// settings.Identity), else the relay's plaintext default.
+func xdsDialOptions(cfg *settings.Config, store *sds.Store) ([]grpc.DialOption, error) {
 	if cfg.Identity.XDSRootCert == "" {
 		return nil, nil
 	}
@@ -77,7 +77,7 @@ func xdsDialOptions(cfg *config.Config, store *sds.Store) ([]grpc.DialOption, er
 // certificates are off (the CA address is plaintext: straitd serves its CA
 // only over TLS); SDS then serves only the file-backed secrets a
 // DestinationRule's tls names (file-cert:, file-root:).
-func startIdentity(cfg *config.Config, store *sds.Store, logger *slog.Logger, serving *lifecycle.Group) error {
+func startIdentity(cfg *settings.Config, store *sds.Store, logger *slog.Logger, serving *lifecycle.Group) error {
 	id := cfg.Identity
 	log := logger.With("component", "agent")
 	if store == nil {
@@ -86,7 +86,7 @@ func startIdentity(cfg *config.Config, store *sds.Store, logger *slog.Logger, se
 		return serveSDS(id.WorkloadSocketPath, store, logger, serving)
 	}
 	if cfg.ServiceAccount == "" {
-		return errors.New(config.EnvServiceAccount + ": not set; the workload certificate's SPIFFE ID needs the pod's service account (spec.serviceAccountName, from the downward API)")
+		return errors.New(settings.EnvServiceAccount + ": not set; the workload certificate's SPIFFE ID needs the pod's service account (spec.serviceAccountName, from the downward API)")
 	}
 	spiffe := ca.Identity{TrustDomain: id.TrustDomain, Namespace: cfg.PodNamespace, ServiceAccount: cfg.ServiceAccount}
 	if err := spiffe.Validate(); err != nil {
@@ -99,7 +99,7 @@ func startIdentity(cfg *config.Config, store *sds.Store, logger *slog.Logger, se
 	creds, err := caclient.TransportCredentials(caclient.TLSOptions{Addr: id.CAAddress, RootPath: id.CARootCert, ServerName: id.ServerName,
 		ExtraRoots: bundleRoots(store), ClientCertificate: func() *tls.Certificate { return currentCertificate(store) }})
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", config.EnvCAAddr, id.CAAddress, err)
+		return fmt.Errorf("%s %s: %w", settings.EnvCAAddr, id.CAAddress, err)
 	}
 	client, err := caclient.New(caclient.Options{Conn: caclient.PerCallConn{Target: id.CAAddress, Opts: []grpc.DialOption{grpc.WithTransportCredentials(creds)}},
 		TokenPath: id.TokenPath, HasClientCertificate: func() bool { return currentCertificate(store) != nil }})

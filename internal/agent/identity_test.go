@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/straitmesh/strait/internal/agent/config"
+	"github.com/straitmesh/strait/internal/agent/settings"
 	"github.com/straitmesh/strait/internal/ca"
 )
 
@@ -32,7 +32,7 @@ func TestRunIdentityRefusals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			wd := t.TempDir()
 			if tt.withRoot {
-				root := filepath.Join(wd, config.DefaultRootCertPath)
+				root := filepath.Join(wd, settings.DefaultRootCertPath)
 				if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
 					t.Fatal(err)
 				}
@@ -45,7 +45,7 @@ func TestRunIdentityRefusals(t *testing.T) {
 			for k, v := range tt.env {
 				env[k] = v
 			}
-			cfg, err := config.Load(config.Sources{
+			cfg, err := settings.Load(settings.Sources{
 				LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Environ: []string{},
 				Executable: "/bin/strait-agent", WorkDir: wd,
 				MeshConfigFile: filepath.Join(wd, "none"), PodInfoDir: filepath.Join(wd, "none"),

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 // Policy says whether pods that do not ask either way get a sidecar.
@@ -139,7 +139,7 @@ func DefaultValues() Values {
 }
 
 // DefaultSettings combines DefaultConfig, DefaultValues and an empty mesh
-// config.
+// istioconfig.
 func DefaultSettings() *Settings {
 	s, err := NewSettings(DefaultConfig(), DefaultValues(), nil)
 	if err != nil {
@@ -337,7 +337,7 @@ func yamlErrorText(err error, data []byte) string {
 		msg = strings.ReplaceAll(msg, prefix, "")
 	}
 	if strings.Contains(msg, "yaml: ") {
-		return config.YAMLProblem(errors.New(msg), data, 1)
+		return istioconfig.YAMLProblem(errors.New(msg), data, 1)
 	}
 	return msg
 }

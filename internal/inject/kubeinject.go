@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 // maxDocumentBytes bounds one YAML document of kube-inject's input.
@@ -173,7 +173,7 @@ func (i *Injector) injectDocument(doc []byte, line int) ([]byte, error) {
 	// the last one silently kept.
 	js, err := yaml.YAMLToJSONStrict(doc)
 	if err != nil {
-		return nil, fmt.Errorf("parse YAML: %s", config.YAMLProblem(err, doc, line))
+		return nil, fmt.Errorf("parse YAML: %s", istioconfig.YAMLProblem(err, doc, line))
 	}
 	out, changed, err := i.injectJSON(js)
 	if err != nil || !changed {

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/straitmesh/strait/internal/config"
 	"github.com/straitmesh/strait/internal/freeport"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/testreq"
 )
@@ -247,8 +247,8 @@ func TestChartRBACStatusKinds(t *testing.T) {
 		plural[group+"/"+kind] = group + "/" + p
 	}
 	var want []string
-	for _, k := range config.Kinds {
-		p := plural[config.GroupOf(k)+"/"+string(k)]
+	for _, k := range istioconfig.Kinds {
+		p := plural[istioconfig.GroupOf(k)+"/"+string(k)]
 		if p == "" {
 			t.Fatalf("no CRD in the chart for %s", k)
 		}

@@ -13,7 +13,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/netns"
 )
 
@@ -57,12 +57,12 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config dir: %w", err)
 	}
-	var configs []*config.Config
+	var configs []*istioconfig.Config
 	var errs []error
 	files := 0
 	// One object per kind, namespace and name across the files, as
 	// straitd serves them: a second definition is refused here too.
-	store := config.NewStore()
+	store := istioconfig.NewStore()
 	for _, e := range entries {
 		ext := filepath.Ext(e.Name())
 		// Hidden files are left out, as straitd's file registry does.
@@ -70,7 +70,7 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 			continue
 		}
 		files++
-		res := config.LoadFile(filepath.Join(dir, e.Name()))
+		res := istioconfig.LoadFile(filepath.Join(dir, e.Name()))
 		if res.Err != nil {
 			errs = append(errs, res.Err)
 		}
@@ -88,24 +88,24 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid config (fix or remove these documents; `straitctl validate DIR` checks them):\n%w", errors.Join(errs...))
 	}
-	var wes, ses []*config.Config
+	var wes, ses []*istioconfig.Config
 	for _, c := range configs {
 		switch c.Kind {
-		case config.KindWorkloadEntry:
+		case istioconfig.KindWorkloadEntry:
 			wes = append(wes, c)
-		case config.KindServiceEntry:
+		case istioconfig.KindServiceEntry:
 			ses = append(ses, c)
 		}
 	}
 	if len(wes) == 0 {
 		return nil, fmt.Errorf("config dir %s has no WorkloadEntry: local up makes one pod per WorkloadEntry; add one per workload (see examples/demo/mesh.yaml)", dir)
 	}
-	slices.SortFunc(wes, func(a, b *config.Config) int {
+	slices.SortFunc(wes, func(a, b *istioconfig.Config) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	plan := &UserPlan{Labels: map[string]map[string]string{}, Ports: map[string][]int{}}
-	var first *config.Config
-	byName := map[string]*config.Config{}
+	var first *istioconfig.Config
+	byName := map[string]*istioconfig.Config{}
 	for _, c := range wes {
 		we := c.Spec.(*networking.WorkloadEntry)
 		at := fmt.Sprintf("%s: WorkloadEntry %s/%s", c.Source, c.Namespace, c.Name)
@@ -199,7 +199,7 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 // WorkloadEntry we reach it, sorted: the WorkloadEntry's own port for the
 // service port's name, else the port's targetPort, else its number (as
 // Istio resolves a WorkloadEntry endpoint's port).
-func targetPorts(we *config.Config, ses []*config.Config) ([]int, error) {
+func targetPorts(we *istioconfig.Config, ses []*istioconfig.Config) ([]int, error) {
 	spec := we.Spec.(*networking.WorkloadEntry)
 	seen := map[int]bool{}
 	for _, c := range ses {

@@ -5,14 +5,14 @@ import (
 
 	security "istio.io/api/security/v1beta1"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 // AuthorizationPolicies are the AuthorizationPolicies that apply to one
 // workload, by action. Each list holds the root namespace's policies, then
 // the workload namespace's, by name within a namespace.
 type AuthorizationPolicies struct {
-	Allow, Deny, Audit []*config.Config
+	Allow, Deny, Audit []*istioconfig.Config
 }
 
 // Empty reports whether no policy applies.
@@ -28,7 +28,7 @@ func (a AuthorizationPolicies) Empty() bool {
 // CUSTOM policies are refused when loaded and never reach here.
 func (s *Snapshot) AuthorizationPoliciesFor(namespace string, labels map[string]string) AuthorizationPolicies {
 	var out AuthorizationPolicies
-	all := s.Configs.List(config.KindAuthorizationPolicy)
+	all := s.Configs.List(istioconfig.KindAuthorizationPolicy)
 	pick := func(ns string) {
 		for _, c := range all {
 			p := c.AuthorizationPolicy()
@@ -57,7 +57,7 @@ func (s *Snapshot) AuthorizationPoliciesFor(namespace string, labels map[string]
 
 // DryRun reports whether an AuthorizationPolicy carries the istio.io/dry-run
 // annotation set to true (validation refused other values).
-func DryRun(c *config.Config) bool {
-	b, _ := strconv.ParseBool(c.Annotations[config.DryRunAnnotation])
+func DryRun(c *istioconfig.Config) bool {
+	b, _ := strconv.ParseBool(c.Annotations[istioconfig.DryRunAnnotation])
 	return b
 }

@@ -8,7 +8,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // The ranges of automatically allocated service addresses, Istio's
@@ -28,7 +28,7 @@ const (
 // the services' automatically allocated addresses, as Istio's
 // nodeUsesAutoallocatedIPs decides with IP autoallocation on (its
 // default).
-func DNSCapture(p *model.Proxy) bool {
+func DNSCapture(p *proxypush.Proxy) bool {
 	if p == nil {
 		return false
 	}
@@ -103,7 +103,7 @@ func (s *Snapshot) Unviewed(svc *Service) *Service {
 // autoFamily is the address family whose allocated addresses proxy p
 // uses: "" without DNS capture, else "6" for an IPv6 proxy and "4"
 // otherwise (as Istio filters the addresses by the proxy's IP family).
-func autoFamily(p *model.Proxy) string {
+func autoFamily(p *proxypush.Proxy) string {
 	if !DNSCapture(p) {
 		return ""
 	}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 const autoMesh = `apiVersion: networking.istio.io/v1
@@ -154,13 +154,13 @@ func TestAutoAddressScope(t *testing.T) {
 	capture := map[string]string{"DNS_CAPTURE": "true"}
 	for _, tc := range []struct {
 		name  string
-		proxy *model.Proxy
+		proxy *proxypush.Proxy
 		want  []string
 	}{
-		{"no capture", &model.Proxy{IP: "10.0.0.9", Namespace: "app"}, nil},
-		{"capture off", &model.Proxy{IP: "10.0.0.9", Namespace: "app", Metadata: map[string]string{"DNS_CAPTURE": "false"}}, nil},
-		{"capture IPv4", &model.Proxy{IP: "10.0.0.9", Namespace: "app", Metadata: capture}, auto[:1]},
-		{"capture IPv6", &model.Proxy{IP: "fd00::9", Namespace: "app", Metadata: capture}, auto[1:]},
+		{"no capture", &proxypush.Proxy{IP: "10.0.0.9", Namespace: "app"}, nil},
+		{"capture off", &proxypush.Proxy{IP: "10.0.0.9", Namespace: "app", Metadata: map[string]string{"DNS_CAPTURE": "false"}}, nil},
+		{"capture IPv4", &proxypush.Proxy{IP: "10.0.0.9", Namespace: "app", Metadata: capture}, auto[:1]},
+		{"capture IPv6", &proxypush.Proxy{IP: "fd00::9", Namespace: "app", Metadata: capture}, auto[1:]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := snap.ProxyScope(tc.proxy)

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/straitmesh/strait/internal/config"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/istioconfig"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // PushRequestFor builds the push request for a change from old to new
@@ -20,13 +20,13 @@ import (
 //     new address of every changed WorkloadEntry (its labels may pick
 //     another Sidecar);
 //   - Full is false only when nothing but endpoints changed.
-func PushRequestFor(old, new *Snapshot, changed map[model.ConfigKey]struct{}, start time.Time) *model.PushRequest {
+func PushRequestFor(old, new *Snapshot, changed map[proxypush.ConfigKey]struct{}, start time.Time) *proxypush.PushRequest {
 	diff := DiffServices(old, new)
-	req := &model.PushRequest{
+	req := &proxypush.PushRequest{
 		ConfigsUpdated:   changed,
 		ServicesUpdated:  diff.Hosts,
 		AddressesUpdated: diff.Addresses,
-		Reason:           []model.TriggerReason{model.ConfigUpdate},
+		Reason:           []proxypush.TriggerReason{proxypush.ConfigUpdate},
 		Start:            start,
 	}
 	full := !diff.EndpointsOnly
@@ -52,7 +52,7 @@ func PushRequestFor(old, new *Snapshot, changed map[model.ConfigKey]struct{}, st
 				continue
 			}
 			switch k.Kind {
-			case config.KindVirtualService:
+			case istioconfig.KindVirtualService:
 				for _, h := range c.VirtualService().GetHosts() {
 					req.ServicesUpdated[snap.ResolveHost(h, c.Namespace)] = struct{}{}
 				}
@@ -60,32 +60,32 @@ func PushRequestFor(old, new *Snapshot, changed map[model.ConfigKey]struct{}, st
 				for _, h := range snap.delegatingHosts(c) {
 					req.ServicesUpdated[h] = struct{}{}
 				}
-			case config.KindDestinationRule:
+			case istioconfig.KindDestinationRule:
 				req.ServicesUpdated[snap.ResolveHost(c.DestinationRule().GetHost(), c.Namespace)] = struct{}{}
-			case config.KindWorkloadEntry:
+			case istioconfig.KindWorkloadEntry:
 				req.AddressesUpdated[c.WorkloadEntry().GetAddress()] = struct{}{}
 			}
 		}
 		switch k.Kind {
-		case config.KindServiceEntry, config.KindWorkloadEntry:
+		case istioconfig.KindServiceEntry, istioconfig.KindWorkloadEntry:
 		default:
 			full = true
 		}
 	}
 	req.Full = full
 	if full {
-		req.Reason = []model.TriggerReason{model.ConfigUpdate}
+		req.Reason = []proxypush.TriggerReason{proxypush.ConfigUpdate}
 	} else {
-		req.Reason = []model.TriggerReason{model.EndpointUpdate}
+		req.Reason = []proxypush.TriggerReason{proxypush.EndpointUpdate}
 	}
 	return req
 }
 
 // delegatingHosts returns the resolved hosts of the VirtualServices whose
 // http routes delegate to VirtualService d.
-func (s *Snapshot) delegatingHosts(d *config.Config) []string {
+func (s *Snapshot) delegatingHosts(d *istioconfig.Config) []string {
 	var out []string
-	for _, c := range s.Configs.List(config.KindVirtualService) {
+	for _, c := range s.Configs.List(istioconfig.KindVirtualService) {
 		for _, r := range c.VirtualService().GetHttp() {
 			ref := r.GetDelegate()
 			if ref == nil || ref.GetName() != d.Name {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // TestPushRequestForSidecarIdentities: an endpoints-only change is pushed
@@ -51,7 +51,7 @@ spec: {address: 10.0.0.1, serviceAccount: sa-a, labels: {app: web, security.isti
 		if len(errs) > 0 {
 			t.Fatal(errs)
 		}
-		changed := map[model.ConfigKey]struct{}{{Kind: "WorkloadEntry", Namespace: "ns", Name: "b"}: {}}
+		changed := map[proxypush.ConfigKey]struct{}{{Kind: "WorkloadEntry", Namespace: "ns", Name: "b"}: {}}
 		req := PushRequestFor(old, snap, changed, time.Now())
 		if _, ok := req.ServicesUpdated["web.ns.svc.cluster.local"]; !ok {
 			t.Fatalf("%s: ServicesUpdated %v lacks the service", tc.name, req.ServicesUpdated)

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 // mergeDelegates returns the VirtualServices as the generators use them:
@@ -19,15 +19,15 @@ import (
 // exported to the root's namespace drops only the route that names it;
 // a delegate route whose match conflicts with the root's is dropped.
 // Each dropped route is reported.
-func (s *Snapshot) mergeDelegates(vss []*config.Config, defExport []string) ([]*config.Config, []error) {
-	delegates := map[string]*config.Config{}
+func (s *Snapshot) mergeDelegates(vss []*istioconfig.Config, defExport []string) ([]*istioconfig.Config, []error) {
+	delegates := map[string]*istioconfig.Config{}
 	for _, c := range vss {
 		if len(c.VirtualService().GetHosts()) == 0 {
 			delegates[c.Namespace+"/"+c.Name] = c
 		}
 	}
 	var (
-		out      []*config.Config
+		out      []*istioconfig.Config
 		problems []error
 	)
 	for _, c := range vss {
@@ -70,13 +70,13 @@ func (s *Snapshot) mergeDelegates(vss []*config.Config, defExport []string) ([]*
 				merged.Http = append(merged.Http, m)
 			}
 		}
-		out = append(out, &config.Config{Meta: c.Meta, Spec: merged})
+		out = append(out, &istioconfig.Config{Meta: c.Meta, Spec: merged})
 	}
 	return out, problems
 }
 
-func (s *Snapshot) problem(c *config.Config, field, problem string) error {
-	return &config.FieldError{File: c.Source.File, Document: c.Source.Document, Field: field, Problem: problem}
+func (s *Snapshot) problem(c *istioconfig.Config, field, problem string) error {
+	return &istioconfig.FieldError{File: c.Source.File, Document: c.Source.Document, Field: field, Problem: problem}
 }
 
 func isRoot(vs *networking.VirtualService) bool {

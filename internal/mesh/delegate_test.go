@@ -9,25 +9,25 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // vsConfig builds a VirtualService from protojson, bypassing the config
 // validation (which, like Istio's without delegation, wants hosts).
-func vsConfig(t *testing.T, ns, name, spec string) *config.Config {
+func vsConfig(t *testing.T, ns, name, spec string) *istioconfig.Config {
 	t.Helper()
 	vs := &networking.VirtualService{}
 	if err := protojson.Unmarshal([]byte(spec), vs); err != nil {
 		t.Fatal(err)
 	}
-	return &config.Config{Meta: config.Meta{Kind: config.KindVirtualService, Name: name, Namespace: ns}, Spec: vs}
+	return &istioconfig.Config{Meta: istioconfig.Meta{Kind: istioconfig.KindVirtualService, Name: name, Namespace: ns}, Spec: vs}
 }
 
-func storeOf(t *testing.T, cs ...*config.Config) *config.Store {
+func storeOf(t *testing.T, cs ...*istioconfig.Config) *istioconfig.Store {
 	t.Helper()
-	st := config.NewStore()
+	st := istioconfig.NewStore()
 	for _, c := range cs {
 		if err := st.Add(c); err != nil {
 			t.Fatal(err)
@@ -127,7 +127,7 @@ func TestDelegateRoutesMergedUnderRoot(t *testing.T) {
 	}
 }
 
-func vssHTTP(c *config.Config) []*networking.HTTPRoute { return c.VirtualService().GetHttp() }
+func vssHTTP(c *istioconfig.Config) []*networking.HTTPRoute { return c.VirtualService().GetHttp() }
 
 func TestMatchConflicts(t *testing.T) {
 	sm := func(kind, v string) *networking.StringMatch {
@@ -182,7 +182,7 @@ func TestDelegateChangePushesRootHosts(t *testing.T) {
 	root := vsConfig(t, "front", "root", `{"hosts": ["shop.example.com"], "http": [{"delegate": {"name": "api", "namespace": "team-a"}}]}`)
 	api := vsConfig(t, "team-a", "api", `{"http": [{"route": [{"destination": {"host": "api"}}]}]}`)
 	s, _ := Build(storeOf(t, root, api), BuildOptions{})
-	req := PushRequestFor(s, s, map[model.ConfigKey]struct{}{api.Key(): {}}, time.Now())
+	req := PushRequestFor(s, s, map[proxypush.ConfigKey]struct{}{api.Key(): {}}, time.Now())
 	if _, ok := req.ServicesUpdated["shop.example.com"]; !ok {
 		t.Errorf("ServicesUpdated = %v, want the root's host", req.ServicesUpdated)
 	}

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 // drIndex holds the DestinationRules by owning namespace and resolved
@@ -17,22 +17,22 @@ import (
 // Build and shared by snapshots that keep the same rules (UpdateEndpoints).
 type drIndex struct {
 	// Set by newDRIndex, read-only after.
-	byNamespace map[string]map[string][]*config.Config // namespace → host → rules, by name
+	byNamespace map[string]map[string][]*istioconfig.Config // namespace → host → rules, by name
 	rootNS      string
 	defExport   []string // mesh defaultDestinationRuleExportTo
 
-	mu     sync.Mutex                // guards merged
-	merged map[string]*config.Config // by the keys of the rules merged
+	mu     sync.Mutex                     // guards merged
+	merged map[string]*istioconfig.Config // by the keys of the rules merged
 }
 
 func newDRIndex(rootNS string, defExport []string) *drIndex {
-	return &drIndex{byNamespace: map[string]map[string][]*config.Config{}, rootNS: rootNS, defExport: defExport, merged: map[string]*config.Config{}}
+	return &drIndex{byNamespace: map[string]map[string][]*istioconfig.Config{}, rootNS: rootNS, defExport: defExport, merged: map[string]*istioconfig.Config{}}
 }
 
-func (x *drIndex) add(host string, c *config.Config) {
+func (x *drIndex) add(host string, c *istioconfig.Config) {
 	hosts := x.byNamespace[c.Namespace]
 	if hosts == nil {
-		hosts = map[string][]*config.Config{}
+		hosts = map[string][]*istioconfig.Config{}
 		x.byNamespace[c.Namespace] = hosts
 	}
 	hosts[host] = append(hosts[host], c)
@@ -59,12 +59,12 @@ func visibleTo(exportTo, def []string, owner, ns string) bool {
 // of the proxy's own namespace, else those the service's namespace exports
 // to it, else those the root namespace exports to it. Several rules of the
 // chosen namespace are merged (mergeDestinationRule).
-func (x *drIndex) lookup(proxyNS, svcNS, host string) *config.Config {
+func (x *drIndex) lookup(proxyNS, svcNS, host string) *istioconfig.Config {
 	for _, owner := range []string{proxyNS, svcNS, x.rootNS} {
 		if owner == "" {
 			continue
 		}
-		var drs []*config.Config
+		var drs []*istioconfig.Config
 		for _, c := range x.byNamespace[owner][host] {
 			if visibleTo(c.DestinationRule().GetExportTo(), x.defExport, owner, proxyNS) {
 				drs = append(drs, c)
@@ -79,7 +79,7 @@ func (x *drIndex) lookup(proxyNS, svcNS, host string) *config.Config {
 
 // any is the rule of host for a caller that has no proxy namespace: the
 // first namespace (by name) with rules for host, merged.
-func (x *drIndex) any(host string) *config.Config {
+func (x *drIndex) any(host string) *istioconfig.Config {
 	namespaces := make([]string, 0, len(x.byNamespace))
 	for ns, hosts := range x.byNamespace {
 		if len(hosts[host]) > 0 {
@@ -98,7 +98,7 @@ func (x *drIndex) any(host string) *config.Config {
 // of the later ones whose names it does not have yet appended, and the
 // first traffic policy set. The merged config keeps the first rule's
 // identity. The same rules give the same pointer within a snapshot.
-func (x *drIndex) merge(drs []*config.Config) *config.Config {
+func (x *drIndex) merge(drs []*istioconfig.Config) *istioconfig.Config {
 	if len(drs) == 1 {
 		return drs[0]
 	}
@@ -132,7 +132,7 @@ func (x *drIndex) merge(drs []*config.Config) *config.Config {
 			spec.ExportTo = dr.GetExportTo()
 		}
 	}
-	m := &config.Config{Meta: drs[0].Meta, Spec: spec}
+	m := &istioconfig.Config{Meta: drs[0].Meta, Spec: spec}
 	x.merged[key] = m
 	return m
 }
@@ -140,12 +140,12 @@ func (x *drIndex) merge(drs []*config.Config) *config.Config {
 // buildDestinationRules indexes the store's DestinationRules. A rule with a
 // workloadSelector is left out with a problem: it would apply to every
 // proxy, which is wider than the user asked.
-func (s *Snapshot) buildDestinationRules(store *config.Store, defExport []string) []error {
+func (s *Snapshot) buildDestinationRules(store *istioconfig.Store, defExport []string) []error {
 	var problems []error
 	s.drs = newDRIndex(s.RootNamespace, defExport)
-	for _, c := range store.List(config.KindDestinationRule) {
+	for _, c := range store.List(istioconfig.KindDestinationRule) {
 		if c.DestinationRule().GetWorkloadSelector() != nil {
-			problems = append(problems, &config.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "spec.workloadSelector",
+			problems = append(problems, &istioconfig.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "spec.workloadSelector",
 				Problem: fmt.Sprintf("DestinationRule %s/%s: a rule with a workloadSelector is not supported by Strait yet; it is not applied", c.Namespace, c.Name)})
 			continue
 		}
@@ -157,7 +157,7 @@ func (s *Snapshot) buildDestinationRules(store *config.Store, defExport []string
 // DestinationRuleFor returns the DestinationRule that applies to host for
 // a proxy in namespace proxyNS (exportTo and Istio's namespace order, see
 // drIndex.lookup), merged when several apply; nil when none does.
-func (s *Snapshot) DestinationRuleFor(proxyNS, host string) *config.Config {
+func (s *Snapshot) DestinationRuleFor(proxyNS, host string) *istioconfig.Config {
 	var svcNS string
 	if svc := s.servicesByHost[host]; svc != nil {
 		svcNS = svc.Namespace

@@ -7,20 +7,20 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 func buildYAML(t *testing.T, yaml string, opts BuildOptions) (*Snapshot, []error) {
 	t.Helper()
 	// The model's merge rules are under test here, also for the fields
 	// whose honouring is not the model's business (traffic policies).
-	res := config.ParseFileWith("test.yaml", []byte(yaml), config.ParseOptions{KeepRefused: true})
+	res := istioconfig.ParseFileWith("test.yaml", []byte(yaml), istioconfig.ParseOptions{KeepRefused: true})
 	if res.Err != nil {
 		t.Fatalf("parse: %v", res.Err)
 	}
-	store := config.NewStore()
+	store := istioconfig.NewStore()
 	for _, c := range res.Configs {
 		if err := store.Add(c); err != nil {
 			t.Fatal(err)
@@ -178,7 +178,7 @@ spec:
   http: [{route: [{destination: {host: web.app.svc.cluster.local}}]}]
 `
 
-func vsNames(cs []*config.Config) []string {
+func vsNames(cs []*istioconfig.Config) []string {
 	var out []string
 	for _, c := range cs {
 		out = append(out, c.Name)
@@ -253,7 +253,7 @@ func TestOutboundTrafficPolicy(t *testing.T) {
 		m := meshconfig.Default()
 		m.RegistryOnly = tc.meshRegistryOnly
 		s, _ := buildYAML(t, policySidecars, BuildOptions{Mesh: m})
-		if got := s.ProxyScope(&model.Proxy{Namespace: tc.ns}).RegistryOnly; got != tc.want {
+		if got := s.ProxyScope(&proxypush.Proxy{Namespace: tc.ns}).RegistryOnly; got != tc.want {
 			t.Errorf("mesh REGISTRY_ONLY %v, namespace %s: RegistryOnly = %v, want %v", tc.meshRegistryOnly, tc.ns, got, tc.want)
 		}
 	}
@@ -308,14 +308,14 @@ spec:
 // the next that has one.
 func TestMergedExportTo(t *testing.T) {
 	x := newDRIndex("istio-system", nil)
-	dr := func(name string, exportTo ...string) *config.Config {
-		return &config.Config{Meta: config.Meta{Kind: config.KindDestinationRule, Name: name, Namespace: "ns"},
+	dr := func(name string, exportTo ...string) *istioconfig.Config {
+		return &istioconfig.Config{Meta: istioconfig.Meta{Kind: istioconfig.KindDestinationRule, Name: name, Namespace: "ns"},
 			Spec: &networking.DestinationRule{Host: "h", ExportTo: exportTo}}
 	}
-	if got := x.merge([]*config.Config{dr("a"), dr("b", "."), dr("c", "*")}).DestinationRule().GetExportTo(); !slices.Equal(got, []string{"."}) {
+	if got := x.merge([]*istioconfig.Config{dr("a"), dr("b", "."), dr("c", "*")}).DestinationRule().GetExportTo(); !slices.Equal(got, []string{"."}) {
 		t.Errorf("exportTo = %v, want the first one set", got)
 	}
-	if got := x.merge([]*config.Config{dr("a", "x"), dr("b", ".")}).DestinationRule().GetExportTo(); !slices.Equal(got, []string{"x"}) {
+	if got := x.merge([]*istioconfig.Config{dr("a", "x"), dr("b", ".")}).DestinationRule().GetExportTo(); !slices.Equal(got, []string{"x"}) {
 		t.Errorf("exportTo = %v, want the first rule's", got)
 	}
 }
@@ -419,10 +419,10 @@ metadata: {name: default, namespace: own}
 spec:
   egress: [{hosts: ["./*"]}]
 `, BuildOptions{})
-	if n := len(s.ProxyScope(&model.Proxy{Namespace: "open"}).Services); n != 3 {
+	if n := len(s.ProxyScope(&proxypush.Proxy{Namespace: "open"}).Services); n != 3 {
 		t.Errorf("a Sidecar without egress reaches %d services, want all 3", n)
 	}
-	if n := len(s.ProxyScope(&model.Proxy{Namespace: "own"}).Services); n != 0 {
+	if n := len(s.ProxyScope(&proxypush.Proxy{Namespace: "own"}).Services); n != 0 {
 		t.Errorf("a Sidecar with egress ./* reaches %d services of another namespace", n)
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 	security "istio.io/api/security/v1beta1"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 // MTLSMode is the mutual TLS mode a PeerAuthentication gives a workload's
@@ -73,7 +73,7 @@ type peerAuthn struct {
 	// byNamespace holds each namespace's policies, oldest first, with at
 	// most one without a selector (the oldest: later ones are reported
 	// and left out).
-	byNamespace map[string][]*config.Config
+	byNamespace map[string][]*istioconfig.Config
 	// namespaceMode is the mode of each namespace-wide policy, UNSET
 	// resolved to the mesh's (or PERMISSIVE).
 	namespaceMode map[string]MTLSMode
@@ -84,7 +84,7 @@ type peerAuthn struct {
 
 // olderFirst orders configs as Istio's configCompareByCreationTime: by
 // creation time, then name, then namespace.
-func olderFirst(a, b *config.Config) int {
+func olderFirst(a, b *istioconfig.Config) int {
 	return cmp.Or(a.CreationTime.Compare(b.CreationTime), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Namespace, b.Namespace))
 }
 
@@ -94,19 +94,19 @@ func hasSelector(pa *security.PeerAuthentication) bool {
 
 // buildPeerAuthn indexes the store's PeerAuthentications (Istio's
 // addPeerAuthentication) and reports the ones that can never apply.
-func buildPeerAuthn(store *config.Store, rootNamespace string) (*peerAuthn, []error) {
-	p := &peerAuthn{byNamespace: map[string][]*config.Config{}, namespaceMode: map[string]MTLSMode{}}
+func buildPeerAuthn(store *istioconfig.Store, rootNamespace string) (*peerAuthn, []error) {
+	p := &peerAuthn{byNamespace: map[string][]*istioconfig.Config{}, namespaceMode: map[string]MTLSMode{}}
 	var problems []error
-	configs := store.List(config.KindPeerAuthentication)
+	configs := store.List(istioconfig.KindPeerAuthentication)
 	slices.SortStableFunc(configs, olderFirst)
-	wide := map[string]*config.Config{} // the namespace-wide policy kept, by namespace
+	wide := map[string]*istioconfig.Config{} // the namespace-wide policy kept, by namespace
 	nsModes := map[string]MTLSMode{}
 	for _, c := range configs {
 		pa := c.PeerAuthentication()
 		switch {
 		case !hasSelector(pa):
 			if prev, ok := wide[c.Namespace]; ok {
-				problems = append(problems, &config.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "metadata.name",
+				problems = append(problems, &istioconfig.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "metadata.name",
 					Problem: fmt.Sprintf("namespace %s already has the older namespace-wide PeerAuthentication %s; this one is ignored (as in Istio, the oldest applies)", c.Namespace, prev.Name)})
 				continue
 			}
@@ -118,7 +118,7 @@ func buildPeerAuthn(store *config.Store, rootNamespace string) (*peerAuthn, []er
 				nsModes[c.Namespace] = mode
 			}
 		case c.Namespace == rootNamespace:
-			problems = append(problems, &config.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "spec.selector",
+			problems = append(problems, &istioconfig.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "spec.selector",
 				Problem: fmt.Sprintf("a PeerAuthentication with a selector in the root namespace %s applies to no workload (as in Istio); put it in the workload's namespace", rootNamespace)})
 			continue
 		}
@@ -156,7 +156,7 @@ func (s *Snapshot) PeerAuthentication(ns string, labels map[string]string) PeerP
 	if s.peerAuthn == nil {
 		return out
 	}
-	var meshCfg, nsCfg, workloadCfg *config.Config
+	var meshCfg, nsCfg, workloadCfg *istioconfig.Config
 	for _, look := range []string{s.RootNamespace, ns} {
 		for _, c := range s.peerAuthn.byNamespace[look] {
 			pa := c.PeerAuthentication()
@@ -177,7 +177,7 @@ func (s *Snapshot) PeerAuthentication(ns string, labels map[string]string) PeerP
 			break
 		}
 	}
-	for _, c := range []*config.Config{meshCfg, nsCfg, workloadCfg} {
+	for _, c := range []*istioconfig.Config{meshCfg, nsCfg, workloadCfg} {
 		if c == nil {
 			continue
 		}

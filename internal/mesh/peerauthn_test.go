@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 // pa is one PeerAuthentication document.
@@ -20,11 +20,11 @@ func pa(ns, name, created, spec string) string {
 
 func paSnapshot(t *testing.T, docs ...string) (*Snapshot, []error) {
 	t.Helper()
-	res := config.ParseFile("pa.yaml", []byte(strings.Join(docs, "---\n")))
+	res := istioconfig.ParseFile("pa.yaml", []byte(strings.Join(docs, "---\n")))
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	store := config.NewStore()
+	store := istioconfig.NewStore()
 	for _, c := range res.Configs {
 		if err := store.Add(c); err != nil {
 			t.Fatal(err)

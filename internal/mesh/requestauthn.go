@@ -1,6 +1,6 @@
 package mesh
 
-import "github.com/straitmesh/strait/internal/config"
+import "github.com/straitmesh/strait/internal/istioconfig"
 
 // RequestAuthenticationsFor returns the RequestAuthentications that apply
 // to a workload in namespace ns with labels: those of its namespace and of
@@ -9,9 +9,9 @@ import "github.com/straitmesh/strait/internal/config"
 // getConfigsForWorkload, policyattachment.go isSelected). Policies that
 // name a targetRef are not loaded (refused), so none is skipped here.
 // The order is the store's: namespace, then name.
-func (s *Snapshot) RequestAuthenticationsFor(ns string, labels map[string]string) []*config.Config {
-	var out []*config.Config
-	for _, c := range s.Configs.List(config.KindRequestAuthentication) {
+func (s *Snapshot) RequestAuthenticationsFor(ns string, labels map[string]string) []*istioconfig.Config {
+	var out []*istioconfig.Config
+	for _, c := range s.Configs.List(istioconfig.KindRequestAuthentication) {
 		if c.Namespace != ns && c.Namespace != s.RootNamespace {
 			continue
 		}

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 const requestAuthns = `apiVersion: security.istio.io/v1
@@ -43,11 +43,11 @@ spec:
 // TestRequestAuthenticationsFor: a workload gets the policies of its
 // namespace and of the root namespace whose selector matches it.
 func TestRequestAuthenticationsFor(t *testing.T) {
-	res := config.ParseFile("ra.yaml", []byte(requestAuthns))
+	res := istioconfig.ParseFile("ra.yaml", []byte(requestAuthns))
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	store := config.NewStore()
+	store := istioconfig.NewStore()
 	for _, c := range res.Configs {
 		if err := store.Add(c); err != nil {
 			t.Fatal(err)

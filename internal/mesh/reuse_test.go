@@ -4,8 +4,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/straitmesh/strait/internal/config"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/istioconfig"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 const inlineMesh = `apiVersion: networking.istio.io/v1
@@ -27,13 +27,13 @@ spec:
   endpoints: [{address: 10.0.0.2}]
 `
 
-func parseStore(t *testing.T, yaml string) (*config.Store, []*config.Config) {
+func parseStore(t *testing.T, yaml string) (*istioconfig.Store, []*istioconfig.Config) {
 	t.Helper()
-	res := config.ParseFile("mesh.yaml", []byte(yaml))
+	res := istioconfig.ParseFile("mesh.yaml", []byte(yaml))
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	store := config.NewStore()
+	store := istioconfig.NewStore()
 	for _, c := range res.Configs {
 		if err := store.Add(c); err != nil {
 			t.Fatal(err)
@@ -50,7 +50,7 @@ func TestBuildKeepsServicesOfUnchangedConfigs(t *testing.T) {
 
 	// Next store: config a is the same pointer; b is re-parsed with a new
 	// endpoint.
-	next := config.NewStore()
+	next := istioconfig.NewStore()
 	if err := next.Add(cfgs[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -83,9 +83,9 @@ func TestBuildRebuildsSelectorServicesWhenWorkloadsChange(t *testing.T) {
 	if n := len(first.Service(host).Endpoints); n != 2 {
 		t.Fatalf("endpoints = %d, want 2", n)
 	}
-	next := config.NewStore()
+	next := istioconfig.NewStore()
 	for _, c := range cfgs {
-		if c.Kind == config.KindWorkloadEntry && c.Name == "b" {
+		if c.Kind == istioconfig.KindWorkloadEntry && c.Name == "b" {
 			continue // workload b goes away
 		}
 		if err := next.Add(c); err != nil {
@@ -111,8 +111,8 @@ spec:
 `
 	base, _ := parseStore(t, inlineMesh+extra)
 	first, _ := Build(base, BuildOptions{Version: 1})
-	b := model.ConfigKey{Kind: config.KindServiceEntry, Name: "b", Namespace: "demo"}
-	entry := func(labels, spec string) *config.Config {
+	b := proxypush.ConfigKey{Kind: istioconfig.KindServiceEntry, Name: "b", Namespace: "demo"}
+	entry := func(labels, spec string) *istioconfig.Config {
 		t.Helper()
 		_, cfgs := parseStore(t, "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: b, namespace: demo"+labels+"}\nspec:\n"+spec)
 		return cfgs[0]
@@ -136,8 +136,8 @@ spec:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := base.With(map[model.ConfigKey]*config.Config{b: entry(tt.labels, tt.spec)})
-			changed := map[model.ConfigKey]struct{}{b: {}}
+			store := base.With(map[proxypush.ConfigKey]*istioconfig.Config{b: entry(tt.labels, tt.spec)})
+			changed := map[proxypush.ConfigKey]struct{}{b: {}}
 			got, ok := first.UpdateEndpoints(store, changed, 2)
 			if ok != tt.wantOK {
 				t.Fatalf("ok = %v, want %v", ok, tt.wantOK)

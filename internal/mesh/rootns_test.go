@@ -3,7 +3,7 @@ package mesh
 import (
 	"testing"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 const rootSidecars = `apiVersion: networking.istio.io/v1
@@ -29,8 +29,8 @@ spec:
 // selector-less one in the configured root namespace, not in a fixed
 // istio-system.
 func TestRootNamespaceFollowsOption(t *testing.T) {
-	res := config.ParseFile("sidecars.yaml", []byte(rootSidecars))
-	store := config.NewStore()
+	res := istioconfig.ParseFile("sidecars.yaml", []byte(rootSidecars))
+	store := istioconfig.NewStore()
 	for _, c := range res.Configs {
 		if err := store.Add(c); err != nil {
 			t.Fatal(err)

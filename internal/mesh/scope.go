@@ -7,9 +7,9 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/straitmesh/strait/internal/config"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/protocol"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // DefaultRootNamespace is the root namespace when none is configured (the
@@ -27,7 +27,7 @@ type Scope struct {
 	Key       string
 	Namespace string
 	// Sidecar is the Sidecar that applies, or nil (everything visible).
-	Sidecar *config.Config
+	Sidecar *istioconfig.Config
 	// Services are the services in scope, sorted like Snapshot.Services.
 	Services []*Service
 	// RegistryOnly is the outbound traffic policy REGISTRY_ONLY: the
@@ -115,8 +115,8 @@ func (sc *Scope) DependsOn(snap *Snapshot, host string) bool {
 // with the given labels: one in ns whose workloadSelector matches, else the
 // one in ns without selector, else the root namespace's one without
 // selector; nil when none applies. Ties go to the first by name.
-func (s *Snapshot) SidecarFor(ns string, labels map[string]string) *config.Config {
-	var nsDefault, rootDefault *config.Config
+func (s *Snapshot) SidecarFor(ns string, labels map[string]string) *istioconfig.Config {
+	var nsDefault, rootDefault *istioconfig.Config
 	for _, c := range s.sidecars {
 		sel := c.Sidecar().GetWorkloadSelector().GetLabels()
 		switch {
@@ -139,7 +139,7 @@ func (s *Snapshot) SidecarFor(ns string, labels map[string]string) *config.Confi
 // ProxyScope returns the scope of a proxy. Its labels are those of the
 // WorkloadEntry at its IP. The result is cached in the snapshot: every
 // proxy with the same namespace and Sidecar gets the same *Scope.
-func (s *Snapshot) ProxyScope(p *model.Proxy) *Scope {
+func (s *Snapshot) ProxyScope(p *proxypush.Proxy) *Scope {
 	var ns, ip string
 	if p != nil {
 		ns, ip = p.Namespace, p.IP

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/protocol"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 const egressListenerMesh = `apiVersion: networking.istio.io/v1
@@ -78,7 +78,7 @@ func hostnames(svcs []*Service) []string {
 // service not exported to the proxy's namespace is in no listener.
 func TestScopeEgressListeners(t *testing.T) {
 	s, _ := buildYAML(t, egressListenerMesh, BuildOptions{})
-	app := s.ProxyScope(&model.Proxy{Namespace: "app"})
+	app := s.ProxyScope(&proxypush.Proxy{Namespace: "app"})
 	if len(app.Listeners) != 2 {
 		t.Fatalf("%d listeners, want 2", len(app.Listeners))
 	}
@@ -105,11 +105,11 @@ func TestScopeEgressListeners(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	strict := s.ProxyScope(&model.Proxy{Namespace: "strict"})
+	strict := s.ProxyScope(&proxypush.Proxy{Namespace: "strict"})
 	if len(strict.CatchAll) != 0 || len(strict.Listeners) != 1 || len(strict.Services) != 1 {
 		t.Errorf("ports only: catch-all %v, %d listeners, services %v; want no catch-all, 1 listener, far", hostnames(strict.CatchAll), len(strict.Listeners), hostnames(strict.Services))
 	}
-	open := s.ProxyScope(&model.Proxy{Namespace: "open"})
+	open := s.ProxyScope(&proxypush.Proxy{Namespace: "open"})
 	if len(open.CatchAll) != 3 || len(open.Listeners) != 0 {
 		t.Errorf("no Sidecar: catch-all %v, %d listeners; want all 3 services, none", hostnames(open.CatchAll), len(open.Listeners))
 	}
@@ -164,7 +164,7 @@ func TestScopeRootSidecarDotIsProxyNamespace(t *testing.T) {
 		{"other", []string{"cp.istio-system.svc.cluster.local", "web.other.svc.cluster.local"}},
 		{"istio-system", []string{"cp.istio-system.svc.cluster.local"}},
 	} {
-		sc := s.ProxyScope(&model.Proxy{Namespace: tc.ns})
+		sc := s.ProxyScope(&proxypush.Proxy{Namespace: tc.ns})
 		got := hostnames(sc.Services)
 		slices.Sort(got)
 		if !slices.Equal(got, tc.want) {

@@ -8,8 +8,8 @@ package mesh
 import (
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/protocol"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // Port is one service port.
@@ -35,7 +35,7 @@ type Service struct {
 	WorkloadSelector map[string]string // nil when the entry lists endpoints inline
 	ExportTo         []string
 	// Config is the ServiceEntry this service came from.
-	Config model.ConfigKey
+	Config proxypush.ConfigKey
 	// Endpoints are sorted by address, then workload name.
 	Endpoints []*Endpoint
 	// AutoAddresses are the addresses straitd allocated to a service
@@ -88,7 +88,7 @@ type Endpoint struct {
 	Ports map[uint32]uint32
 	// Workload is the WorkloadEntry behind the endpoint; zero for endpoints
 	// listed inline in the ServiceEntry.
-	Workload model.ConfigKey
+	Workload proxypush.ConfigKey
 	// Weight is the endpoint's load balancing weight (0: unset, 1).
 	Weight uint32
 	// Locality is "region/zone/subzone" (trailing parts may be missing),

@@ -9,10 +9,10 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/protocol"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // DefaultDomain is the cluster DNS domain used when none is configured.
@@ -29,19 +29,19 @@ type Snapshot struct {
 	// RootNamespace is the namespace whose selector-less Sidecar is the
 	// mesh default (the control plane's namespace).
 	RootNamespace string
-	Configs       *config.Store
+	Configs       *istioconfig.Store
 	// Mesh is the mesh config (never nil).
 	Mesh *meshconfig.Config
 	// Services are sorted by hostname, then namespace.
 	Services []*Service
 
 	servicesByHost  map[string]*Service
-	serviceSources  map[string]*config.Config // the ServiceEntry each host came from
+	serviceSources  map[string]*istioconfig.Config // the ServiceEntry each host came from
 	workloadsByIP   map[string]*Workload
-	virtualServices map[string][]*config.Config // by resolved host, sorted by namespace/name
-	drs             *drIndex                    // DestinationRules by namespace and host
-	sidecars        []*config.Config            // sorted by namespace/name
-	peerAuthn       *peerAuthn                  // PeerAuthentications (peerauthn.go)
+	virtualServices map[string][]*istioconfig.Config // by resolved host, sorted by namespace/name
+	drs             *drIndex                         // DestinationRules by namespace and host
+	sidecars        []*istioconfig.Config            // sorted by namespace/name
+	peerAuthn       *peerAuthn                       // PeerAuthentications (peerauthn.go)
 
 	// scopeMu guards scopes, the per-proxy-scope cache filled by
 	// ProxyScope (the only lazily computed part of a snapshot).
@@ -67,9 +67,9 @@ type BuildOptions struct {
 
 // Build derives the service model from a store. It returns the problems it
 // had to resolve (e.g. two ServiceEntries for one host: the first by
-// namespace/name wins) as *config.FieldError values; the snapshot is usable
+// namespace/name wins) as *istioconfig.FieldError values; the snapshot is usable
 // either way.
-func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
+func Build(store *istioconfig.Store, opts BuildOptions) (*Snapshot, []error) {
 	if opts.Domain == "" {
 		opts.Domain = DefaultDomain
 	}
@@ -89,7 +89,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 		opts.RootNamespace = DefaultRootNamespace
 	}
 	if store == nil {
-		store = config.NewStore()
+		store = istioconfig.NewStore()
 	}
 	s := &Snapshot{
 		Version:         opts.Version,
@@ -98,27 +98,27 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 		Configs:         store,
 		Mesh:            opts.Mesh,
 		servicesByHost:  map[string]*Service{},
-		serviceSources:  map[string]*config.Config{},
+		serviceSources:  map[string]*istioconfig.Config{},
 		workloadsByIP:   map[string]*Workload{},
-		virtualServices: map[string][]*config.Config{},
+		virtualServices: map[string][]*istioconfig.Config{},
 	}
 	var problems []error
 
 	var workloads []*Workload
-	for _, c := range store.List(config.KindWorkloadEntry) {
+	for _, c := range store.List(istioconfig.KindWorkloadEntry) {
 		we := c.WorkloadEntry()
 		w := &Workload{Name: c.Name, Namespace: c.Namespace, Address: we.Address, Labels: we.Labels, Ports: we.Ports, ServiceAccount: we.ServiceAccount,
 			Weight: we.Weight, Locality: we.Locality}
 		workloads = append(workloads, w)
 		if prev, ok := s.workloadsByIP[w.Address]; ok {
-			problems = append(problems, &config.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "spec.address",
+			problems = append(problems, &istioconfig.FieldError{File: c.Source.File, Document: c.Source.Document, Field: "spec.address",
 				Problem: fmt.Sprintf("%s is also the address of WorkloadEntry %s/%s; proxies with this IP use that one", w.Address, prev.Namespace, prev.Name)})
 			continue
 		}
 		s.workloadsByIP[w.Address] = w
 	}
 
-	for _, c := range store.List(config.KindServiceEntry) {
+	for _, c := range store.List(istioconfig.KindServiceEntry) {
 		se := c.ServiceEntry()
 		var (
 			built     bool
@@ -143,7 +143,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 		for i, h := range se.Hosts {
 			h = strings.TrimSuffix(h, ".")
 			if prev, ok := s.servicesByHost[h]; ok {
-				problems = append(problems, &config.FieldError{File: c.Source.File, Document: c.Source.Document, Field: fmt.Sprintf("spec.hosts[%d]", i),
+				problems = append(problems, &istioconfig.FieldError{File: c.Source.File, Document: c.Source.Document, Field: fmt.Sprintf("spec.hosts[%d]", i),
 					Problem: fmt.Sprintf("host %s is already defined by ServiceEntry %s/%s; ignoring this one", h, prev.Config.Namespace, prev.Config.Name)})
 				continue
 			}
@@ -169,7 +169,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 	allocateAutoAddresses(s, opts.Previous) // autoaddress.go
 	s.reuseUnchanged(opts.Previous)
 
-	vss, vsProblems := s.mergeDelegates(store.List(config.KindVirtualService), opts.Mesh.DefaultVirtualServiceExportTo)
+	vss, vsProblems := s.mergeDelegates(store.List(istioconfig.KindVirtualService), opts.Mesh.DefaultVirtualServiceExportTo)
 	problems = append(problems, vsProblems...)
 	for _, c := range vss {
 		seen := map[string]bool{}
@@ -182,7 +182,7 @@ func Build(store *config.Store, opts BuildOptions) (*Snapshot, []error) {
 			s.virtualServices[h] = append(s.virtualServices[h], c)
 		}
 	}
-	s.sidecars = store.List(config.KindSidecar)
+	s.sidecars = store.List(istioconfig.KindSidecar)
 	var paProblems []error
 	s.peerAuthn, paProblems = buildPeerAuthn(store, opts.RootNamespace)
 	problems = append(problems, paProblems...)
@@ -201,7 +201,7 @@ func servicePorts(se *networking.ServiceEntry) []Port {
 
 // newService is the service of host h made from ServiceEntry c;
 // defExport is the mesh's defaultServiceExportTo.
-func newService(c *config.Config, h string, ports []Port, selector map[string]string, endpoints []*Endpoint, defExport []string) *Service {
+func newService(c *istioconfig.Config, h string, ports []Port, selector map[string]string, endpoints []*Endpoint, defExport []string) *Service {
 	se := c.ServiceEntry()
 	return &Service{
 		Hostname: h, Namespace: c.Namespace, Addresses: se.Addresses, Ports: ports,
@@ -213,7 +213,7 @@ func newService(c *config.Config, h string, ports []Port, selector map[string]st
 // buildEndpoints returns the endpoints of a ServiceEntry: its inline
 // endpoints, or the WorkloadEntries in its namespace that its
 // workloadSelector selects.
-func buildEndpoints(c *config.Config, se *networking.ServiceEntry, ports []Port, workloads []*Workload) []*Endpoint {
+func buildEndpoints(c *istioconfig.Config, se *networking.ServiceEntry, ports []Port, workloads []*Workload) []*Endpoint {
 	var eps []*Endpoint
 	portsFor := func(named map[string]uint32) map[uint32]uint32 {
 		m := make(map[uint32]uint32, len(ports))
@@ -235,7 +235,7 @@ func buildEndpoints(c *config.Config, se *networking.ServiceEntry, ports []Port,
 				continue
 			}
 			eps = append(eps, &Endpoint{Address: w.Address, Labels: w.Labels, Ports: portsFor(w.Ports), Weight: w.Weight, Locality: w.Locality,
-				Workload: model.ConfigKey{Kind: config.KindWorkloadEntry, Name: w.Name, Namespace: w.Namespace}})
+				Workload: proxypush.ConfigKey{Kind: istioconfig.KindWorkloadEntry, Name: w.Name, Namespace: w.Namespace}})
 		}
 	}
 	hostnames := endpointHostnames(c.Annotations[EndpointHostnamesAnnotation])
@@ -278,7 +278,7 @@ func (s *Snapshot) VisibleServices(ns string) []*Service {
 // VirtualServicesFor returns the VirtualServices of host (as
 // VirtualServices does) that are exported to namespace ns: exportTo, else
 // the mesh's defaultVirtualServiceExportTo, else everywhere.
-func (s *Snapshot) VirtualServicesFor(ns, host string) []*config.Config {
+func (s *Snapshot) VirtualServicesFor(ns, host string) []*istioconfig.Config {
 	all := s.VirtualServices(host)
 	out := all[:0:0]
 	for _, c := range all {
@@ -292,15 +292,15 @@ func (s *Snapshot) VirtualServicesFor(ns, host string) []*config.Config {
 // VirtualServices returns the VirtualServices whose hosts include host
 // (exactly, or by a "*.suffix" wildcard), exact matches first, each group
 // sorted by namespace/name, whatever their exportTo.
-func (s *Snapshot) VirtualServices(host string) []*config.Config {
+func (s *Snapshot) VirtualServices(host string) []*istioconfig.Config {
 	out := slices.Clone(s.virtualServices[host])
-	var wild []*config.Config
+	var wild []*istioconfig.Config
 	for h, cs := range s.virtualServices {
 		if h != host && wildcardMatch(h, host) {
 			wild = append(wild, cs...)
 		}
 	}
-	slices.SortFunc(wild, func(a, b *config.Config) int {
+	slices.SortFunc(wild, func(a, b *istioconfig.Config) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return append(out, wild...)
@@ -317,7 +317,7 @@ func wildcardMatch(pattern, host string) bool {
 // DestinationRule returns the DestinationRule for host for a caller with
 // no proxy namespace: the rules of the first namespace (by name) that has
 // any, merged; nil when there are none. Generators use DestinationRuleFor.
-func (s *Snapshot) DestinationRule(host string) *config.Config { return s.drs.any(host) }
+func (s *Snapshot) DestinationRule(host string) *istioconfig.Config { return s.drs.any(host) }
 
 // Subsets returns the DestinationRule subsets of host (DestinationRule's
 // rule), in the rule's order.

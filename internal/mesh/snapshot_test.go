@@ -3,7 +3,7 @@ package mesh
 import (
 	"testing"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 const mesh = `apiVersion: networking.istio.io/v1
@@ -116,8 +116,8 @@ kind: ServiceEntry
 metadata: {name: b, namespace: x}
 spec: {hosts: [h.example.com], ports: [{number: 81, name: http}]}
 `
-	res := config.ParseFile("dup.yaml", []byte(dup))
-	store := config.NewStore()
+	res := istioconfig.ParseFile("dup.yaml", []byte(dup))
+	store := istioconfig.NewStore()
 	for _, c := range res.Configs {
 		_ = store.Add(c)
 	}

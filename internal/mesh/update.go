@@ -5,23 +5,23 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/straitmesh/strait/internal/config"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/istioconfig"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // UpdateEndpoints is the incremental form of Build for the most frequent
 // change in a mesh: endpoints coming and going. store must be s.Configs
-// with the ServiceEntries named in changed replaced (config.Store.With).
+// with the ServiceEntries named in changed replaced (istioconfig.Store.With).
 // When every one of them keeps its hosts and everything else its services
 // are made of except the inline endpoints, and none selects workloads, it
 // returns the snapshot Build would return, made by replacing just those
 // services: the rest of the snapshot (other services, workloads, routing
 // configs) is shared with s, and s is not modified. Otherwise it returns
 // false and the caller builds from scratch.
-func (s *Snapshot) UpdateEndpoints(store *config.Store, changed map[model.ConfigKey]struct{}, version uint64) (*Snapshot, bool) {
+func (s *Snapshot) UpdateEndpoints(store *istioconfig.Store, changed map[proxypush.ConfigKey]struct{}, version uint64) (*Snapshot, bool) {
 	replaced := map[string]*Service{} // by host
 	for k := range changed {
-		if k.Kind != config.KindServiceEntry {
+		if k.Kind != istioconfig.KindServiceEntry {
 			return nil, false
 		}
 		oldCfg, newCfg := s.Configs.Get(k), store.Get(k)
@@ -69,7 +69,7 @@ func (s *Snapshot) UpdateEndpoints(store *config.Store, changed map[model.Config
 		Mesh:            s.Mesh,
 		Services:        slices.Clone(s.Services),
 		servicesByHost:  make(map[string]*Service, len(s.servicesByHost)),
-		serviceSources:  make(map[string]*config.Config, len(s.serviceSources)),
+		serviceSources:  make(map[string]*istioconfig.Config, len(s.serviceSources)),
 		workloadsByIP:   s.workloadsByIP,
 		virtualServices: s.virtualServices,
 		drs:             s.drs,

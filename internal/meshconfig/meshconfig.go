@@ -25,7 +25,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/locality"
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 )
@@ -171,7 +171,7 @@ func Parse(data []byte) (*Config, error) {
 	// Strict: a key written twice is an error, not the last one winning.
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, fmt.Errorf("mesh config: not YAML: %s", config.YAMLProblem(err, data, 1))
+		return nil, fmt.Errorf("mesh config: not YAML: %s", istioconfig.YAMLProblem(err, data, 1))
 	}
 	if env, ok := envelope(js); ok {
 		// MeshConfig has neither apiVersion nor kind: this is a manifest.
@@ -188,7 +188,7 @@ func Parse(data []byte) (*Config, error) {
 		}
 		data = []byte(mesh)
 		if js, err = yaml.YAMLToJSONStrict(data); err != nil {
-			return nil, fmt.Errorf("mesh config: data.mesh: not YAML: %s", config.YAMLProblem(err, data, 1))
+			return nil, fmt.Errorf("mesh config: data.mesh: not YAML: %s", istioconfig.YAMLProblem(err, data, 1))
 		}
 	}
 	c := Default()
@@ -196,8 +196,8 @@ func Parse(data []byte) (*Config, error) {
 		return c, nil
 	}
 	m := &meshv1alpha1.MeshConfig{}
-	if err := config.DecodeJSON(js, m); err != nil {
-		var fe *config.FieldError
+	if err := istioconfig.DecodeJSON(js, m); err != nil {
+		var fe *istioconfig.FieldError
 		if errors.As(err, &fe) && fe.Field != "" {
 			return nil, fieldError(fe.Field, fe.Problem)
 		}

@@ -32,8 +32,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/straitmesh/strait/internal/debugapi"
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/nds"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -99,7 +99,7 @@ func (g *fakeGenerator) bump() {
 	g.mu.Unlock()
 }
 
-func (g *fakeGenerator) Generate(proxy *model.Proxy, typeURL string, watched []string, _ *model.PushRequest) ([]*discovery.Resource, error) {
+func (g *fakeGenerator) Generate(proxy *proxypush.Proxy, typeURL string, watched []string, _ *proxypush.PushRequest) ([]*discovery.Resource, error) {
 	g.mu.Lock()
 	v := fmt.Sprint(g.version)
 	g.calls = append(g.calls, typeLabel(typeURL))
@@ -503,7 +503,7 @@ func TestNACKRecordedNotResent(t *testing.T) {
 		c.ack(first, nil)
 
 		env.gen.bump()
-		env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
+		env.server.ConfigUpdate(&proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ConfigUpdate}})
 		second := c.expect(xdsapi.ClusterType)
 		c.nack(second, nil, first.VersionInfo, "cluster c1: bad config")
 
@@ -524,7 +524,7 @@ func TestNACKRecordedNotResent(t *testing.T) {
 
 		// A later good push that is ACKed clears the NACK.
 		env.gen.bump()
-		env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
+		env.server.ConfigUpdate(&proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ConfigUpdate}})
 		third := c.expect(xdsapi.ClusterType)
 		c.ack(third, nil)
 		eventually(t, "ACK recorded", func() bool { return env.watched(t, xdsapi.ClusterType).VersionAcked == third.VersionInfo })
@@ -544,7 +544,7 @@ func TestStaleNonceIgnored(t *testing.T) {
 		first := c.expect(xdsapi.EndpointType)
 
 		env.gen.bump()
-		env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
+		env.server.ConfigUpdate(&proxypush.PushRequest{Full: false, Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}})
 		second := c.expect(xdsapi.EndpointType)
 
 		// An ACK of the first nonce, with new names, arrives after the second
@@ -574,7 +574,7 @@ func TestFullPushAfterConfigUpdate(t *testing.T) {
 
 		env.gen.bump()
 		start := time.Now()
-		env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
+		env.server.ConfigUpdate(&proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ConfigUpdate}})
 		var version string
 		for _, typeURL := range pushOrder { // CDS, EDS, LDS, RDS
 			r := c.expect(typeURL)
@@ -592,7 +592,7 @@ func TestFullPushAfterConfigUpdate(t *testing.T) {
 		c.expectNone(quietInterval)
 
 		// Nothing changed: a full push sends nothing.
-		env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}})
+		env.server.ConfigUpdate(&proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.GlobalUpdate}})
 		c.expectNone(testDebounce + quietInterval)
 	})
 }
@@ -603,7 +603,7 @@ func TestEDSOnlyPush(t *testing.T) {
 		c := env.connect(t, testNodeID)
 		c.subscribeAll()
 		env.gen.bump() // every type's resources change, but only EDS may be sent
-		env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
+		env.server.ConfigUpdate(&proxypush.PushRequest{Full: false, Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}})
 		r := c.expect(xdsapi.EndpointType)
 		c.ack(r, []string{"c1"})
 		c.expectNone(testDebounce + quietInterval)
@@ -622,7 +622,7 @@ func TestEDSOnlyPushSendsNameTable(t *testing.T) {
 		c.request(nds.TypeURL, nil, "", "")
 		c.ack(c.expect(nds.TypeURL), nil)
 		env.gen.bump()
-		env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
+		env.server.ConfigUpdate(&proxypush.PushRequest{Full: false, Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}})
 		c.ack(c.expect(nds.TypeURL), nil)
 		c.expectNone(testDebounce + quietInterval)
 	})
@@ -662,10 +662,10 @@ func TestInitConnectionHooks(t *testing.T) {
 		denied := errors.New("not in the mesh")
 		var (
 			mu       sync.Mutex
-			resolved *model.Proxy
+			resolved *proxypush.Proxy
 		)
 		env := newTestEnv(t, func(o *Options) {
-			o.ResolveProxy = func(p *model.Proxy) error {
+			o.ResolveProxy = func(p *proxypush.Proxy) error {
 				if p.IP == "10.9.9.9" {
 					return errors.New("no WorkloadEntry with address 10.9.9.9")
 				}
@@ -675,7 +675,7 @@ func TestInitConnectionHooks(t *testing.T) {
 				mu.Unlock()
 				return nil
 			}
-			o.Authorize = func(p *model.Proxy) error {
+			o.Authorize = func(p *proxypush.Proxy) error {
 				if p.PodName == "intruder" {
 					return denied
 				}

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -90,7 +90,7 @@ func (p *countingPool) Put(b *[]byte) {
 // and an alt_stat_name of n bytes, and returns a client connection to it.
 func startCodecServer(t *testing.T, opts []grpc.ServerOption) *grpc.ClientConn {
 	t.Helper()
-	gen := GeneratorFunc(func(_ *model.Proxy, typeURL string, watched []string, _ *model.PushRequest) ([]*discovery.Resource, error) {
+	gen := GeneratorFunc(func(_ *proxypush.Proxy, typeURL string, watched []string, _ *proxypush.PushRequest) ([]*discovery.Resource, error) {
 		var out []*discovery.Resource
 		for _, name := range watched {
 			n, err := strconv.Atoi(strings.SplitN(name, "-", 2)[0])

@@ -8,7 +8,7 @@ import (
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -34,13 +34,13 @@ func TestManyConnectionsConcurrentUpdates(t *testing.T) {
 	for i := range updates {
 		wg.Go(func() {
 			env.gen.bump()
-			env.server.ConfigUpdate(&model.PushRequest{Full: i%2 == 0, Reason: []model.TriggerReason{model.ConfigUpdate}})
+			env.server.ConfigUpdate(&proxypush.PushRequest{Full: i%2 == 0, Reason: []proxypush.TriggerReason{proxypush.ConfigUpdate}})
 		})
 	}
 	wg.Wait()
 	// The last debounced batch might hold only endpoint updates; one more
 	// full update makes the final CDS push certain.
-	env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}})
+	env.server.ConfigUpdate(&proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.GlobalUpdate}})
 	want := fmt.Sprint(updates)
 
 	var cwg sync.WaitGroup

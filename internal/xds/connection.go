@@ -10,7 +10,7 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // Connection is one ADS stream from one proxy: what both protocols share
@@ -23,7 +23,7 @@ type Connection struct {
 	id          string
 	peer        string
 	connectedAt time.Time
-	proxy       *model.Proxy
+	proxy       *proxypush.Proxy
 	// protocol sends the pushes of this stream: a *sotwStream or a
 	// *deltaStream. Only the processing loop calls it.
 	protocol protocolStream
@@ -55,7 +55,7 @@ type protocolStream interface {
 	// push generates typeURL for the connection's proxy and sends what the
 	// proxy does not hold yet; it sends nothing when nothing changed. Only
 	// a send error is returned (it ends the stream).
-	push(typeURL string, req *model.PushRequest, version string) error
+	push(typeURL string, req *proxypush.PushRequest, version string) error
 	// delta reports whether the stream speaks delta xDS.
 	delta() bool
 }
@@ -64,7 +64,7 @@ type protocolStream interface {
 // (pilot_proxy_convergence_time: from the config change to the proxy's
 // ACK of everything that change caused). Answers to the proxy's own
 // requests are not timed. c.mu must be held.
-func (c *Connection) awaitAck(nonce string, req *model.PushRequest) {
+func (c *Connection) awaitAck(nonce string, req *proxypush.PushRequest) {
 	if req == nil || req.Start.IsZero() || isProxyRequestOnly(req) {
 		return
 	}
@@ -98,9 +98,9 @@ func (c *Connection) acked(nonce string, ok bool, m *metrics) {
 	c.convergeStart, c.unackedFailed = time.Time{}, false
 }
 
-func isProxyRequestOnly(req *model.PushRequest) bool {
+func isProxyRequestOnly(req *proxypush.PushRequest) bool {
 	for _, r := range req.Reason {
-		if r != model.ProxyRequest {
+		if r != proxypush.ProxyRequest {
 			return false
 		}
 	}
@@ -110,7 +110,7 @@ func isProxyRequestOnly(req *model.PushRequest) bool {
 // pushEvent is one push handed to a connection; the processing loop closes
 // done when it has been sent.
 type pushEvent struct {
-	req  *model.PushRequest
+	req  *proxypush.PushRequest
 	done chan struct{}
 }
 
@@ -160,7 +160,7 @@ func (c *Connection) IsDelta() bool { return c.protocol.delta() }
 func (c *Connection) ID() string { return c.id }
 
 // Proxy is the connected proxy; it must not be modified.
-func (c *Connection) Proxy() *model.Proxy { return c.proxy }
+func (c *Connection) Proxy() *proxypush.Proxy { return c.proxy }
 
 // Watched returns copies of the connection's subscriptions.
 func (c *Connection) Watched() []WatchedResource {

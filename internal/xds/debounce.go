@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // debounceOptions are the debounce settings taken from Options.
@@ -39,12 +39,12 @@ type debounceOptions struct {
 // reasons and are capped by opts.max. An isolated endpoints change is then
 // pushed without waiting, and a burst costs one push more than without the
 // option. Full requests are never pushed on the leading edge.
-func debounce(ctx context.Context, ch <-chan *model.PushRequest, opts debounceOptions, push func(req *model.PushRequest, events int, waited time.Duration)) {
+func debounce(ctx context.Context, ch <-chan *proxypush.PushRequest, opts debounceOptions, push func(req *proxypush.PushRequest, events int, waited time.Duration)) {
 	var (
 		// merged holds the requests of the window; Batch adds each in
 		// time linear in its size (Merge would copy the whole window per
 		// event, O(n²) over a burst).
-		merged      model.Batch
+		merged      proxypush.Batch
 		first, last time.Time
 		events      int
 		timerC      <-chan time.Time
@@ -94,7 +94,7 @@ func debounce(ctx context.Context, ch <-chan *model.PushRequest, opts debounceOp
 				continue
 			}
 			push(merged.Request(), events, time.Since(first))
-			merged, events, timerC = model.Batch{}, 0, nil
+			merged, events, timerC = proxypush.Batch{}, 0, nil
 		}
 	}
 }

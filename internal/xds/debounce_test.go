@@ -7,11 +7,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 type firedPush struct {
-	req    *model.PushRequest
+	req    *proxypush.PushRequest
 	events int
 	waited time.Duration
 	at     time.Time
@@ -19,15 +19,15 @@ type firedPush struct {
 
 // startDebounce runs debounce until the test ends and returns its input and
 // the pushes it fires.
-func startDebounce(t *testing.T, opts debounceOptions) (chan<- *model.PushRequest, <-chan firedPush) {
+func startDebounce(t *testing.T, opts debounceOptions) (chan<- *proxypush.PushRequest, <-chan firedPush) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	in := make(chan *model.PushRequest)
+	in := make(chan *proxypush.PushRequest)
 	out := make(chan firedPush, 100)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		debounce(ctx, in, opts, func(req *model.PushRequest, events int, waited time.Duration) {
+		debounce(ctx, in, opts, func(req *proxypush.PushRequest, events int, waited time.Duration) {
 			out <- firedPush{req: req, events: events, waited: waited, at: time.Now()}
 		})
 	}()
@@ -63,14 +63,14 @@ func TestDebounceQuietPeriodMergesReasons(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const after = 100 * time.Millisecond
 		in, out := startDebounce(t, debounceOptions{after: after, max: 10 * time.Second})
-		sent := []model.TriggerReason{model.ConfigUpdate, model.ServiceUpdate, model.EndpointUpdate, model.ConfigUpdate}
+		sent := []proxypush.TriggerReason{proxypush.ConfigUpdate, proxypush.ServiceUpdate, proxypush.EndpointUpdate, proxypush.ConfigUpdate}
 		start := time.Now()
 		for i, r := range sent {
 			if i > 0 {
 				time.Sleep(after - time.Millisecond) // inside the quiet period: keeps merging
 			}
-			in <- &model.PushRequest{Full: r != model.EndpointUpdate, Reason: []model.TriggerReason{r},
-				ConfigsUpdated: map[model.ConfigKey]struct{}{{Kind: "K", Name: string(rune('a' + i))}: {}}}
+			in <- &proxypush.PushRequest{Full: r != proxypush.EndpointUpdate, Reason: []proxypush.TriggerReason{r},
+				ConfigsUpdated: map[proxypush.ConfigKey]struct{}{{Kind: "K", Name: string(rune('a' + i))}: {}}}
 		}
 		last := time.Now()
 		p := nextPush(t, out, time.Minute)
@@ -113,14 +113,14 @@ func TestDebounceMaxWait(t *testing.T) {
 					return
 				case <-tick.C:
 					select {
-					case in <- &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}:
+					case in <- &proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ConfigUpdate}}:
 					case <-stop:
 						return
 					}
 				}
 			}
 		}()
-		in <- &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}
+		in <- &proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ConfigUpdate}}
 		p := nextPush(t, out, time.Minute)
 		close(stop)
 		<-feederDone
@@ -139,14 +139,14 @@ func TestDebounceEDSBypass(t *testing.T) {
 		const after = 500 * time.Millisecond
 		in, out := startDebounce(t, debounceOptions{after: after, max: 10 * time.Second, skipEDS: true})
 		sentAt := time.Now()
-		in <- &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}}
+		in <- &proxypush.PushRequest{Full: false, Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}}
 		p := nextPush(t, out, time.Minute)
 		if p.req.Full || p.at != sentAt || p.events != 1 || p.waited != 0 {
 			t.Errorf("endpoint-only push fired after %v (full=%v, events %d, waited %v), want at once", p.at.Sub(sentAt), p.req.Full, p.events, p.waited)
 		}
 		// Full requests are still debounced.
 		sentAt = time.Now()
-		in <- &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}
+		in <- &proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ConfigUpdate}}
 		p = nextPush(t, out, time.Minute)
 		if !p.req.Full || p.at.Sub(sentAt) != after {
 			t.Errorf("full push fired after %v, want %v", p.at.Sub(sentAt), after)
@@ -159,8 +159,8 @@ func TestDebounceEDSDebouncedByDefault(t *testing.T) {
 		const after = 100 * time.Millisecond
 		in, out := startDebounce(t, debounceOptions{after: after, max: 10 * time.Second})
 		sentAt := time.Now()
-		in <- &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}}
-		in <- &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}}
+		in <- &proxypush.PushRequest{Full: false, Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}}
+		in <- &proxypush.PushRequest{Full: false, Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}}
 		p := nextPush(t, out, time.Minute)
 		if p.at.Sub(sentAt) != after || p.events != 2 || p.req.Full {
 			t.Errorf("push after %v merging %d events (full=%v), want one EDS push after %v merging 2", p.at.Sub(sentAt), p.events, p.req.Full, after)
@@ -171,7 +171,7 @@ func TestDebounceEDSDebouncedByDefault(t *testing.T) {
 // debounceStep is one step of a debounce scenario: send a request, or wait
 // for the next push and check it.
 type debounceStep struct {
-	send *model.PushRequest
+	send *proxypush.PushRequest
 	want *wantPush
 }
 
@@ -186,11 +186,11 @@ type wantPush struct {
 }
 
 func sendEDS() debounceStep {
-	return debounceStep{send: &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}}}
+	return debounceStep{send: &proxypush.PushRequest{Full: false, Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}}}
 }
 
 func sendFull() debounceStep {
-	return debounceStep{send: &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}}
+	return debounceStep{send: &proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ConfigUpdate}}}
 }
 
 func leadingPush() debounceStep { return debounceStep{want: &wantPush{events: 1, leading: true}} }

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/straitmesh/strait/internal/debugapi"
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/nds"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // Connections returns the status of every registered connection, sorted by
@@ -120,7 +120,7 @@ func (s *Server) ConfigDumpHandler() http.Handler {
 				dump.Configs = append(dump.Configs, typeDump{TypeURL: wr.TypeURL, VersionSent: wr.VersionSent, VersionAcked: wr.VersionAcked, Resources: []json.RawMessage{}})
 				continue
 			}
-			res, err := s.opts.Generator.Generate(con.proxy, wr.TypeURL, names, &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ProxyRequest}})
+			res, err := s.opts.Generator.Generate(con.proxy, wr.TypeURL, names, &proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ProxyRequest}})
 			td := typeDump{TypeURL: wr.TypeURL, VersionSent: wr.VersionSent, VersionAcked: wr.VersionAcked, Resources: []json.RawMessage{}}
 			if err != nil {
 				td.Error = err.Error()

@@ -7,7 +7,7 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // DeltaAggregatedResources serves one delta (incremental) ADS stream with
@@ -64,7 +64,7 @@ func newDeltaStream(s *Server, peer string, stream discovery.AggregatedDiscovery
 
 func (ds *deltaStream) delta() bool { return true }
 
-func (ds *deltaStream) push(typeURL string, req *model.PushRequest, version string) error {
+func (ds *deltaStream) push(typeURL string, req *proxypush.PushRequest, version string) error {
 	return ds.pushType(typeURL, req, version, false)
 }
 
@@ -191,7 +191,7 @@ type undoEntry struct {
 // differs from what the proxy holds, and the names of those it holds that
 // no longer exist. Nothing is sent when nothing changed unless force is
 // set.
-func (ds *deltaStream) pushType(typeURL string, req *model.PushRequest, version string, force bool) error {
+func (ds *deltaStream) pushType(typeURL string, req *proxypush.PushRequest, version string, force bool) error {
 	s, con := ds.s, ds.con
 	con.mu.RLock()
 	w := con.watched[typeURL]

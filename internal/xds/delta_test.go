@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -121,7 +121,7 @@ func names(r *discovery.DeltaDiscoveryResponse) []string {
 }
 
 func fullPush(env *testEnv) {
-	env.server.ConfigUpdate(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}})
+	env.server.ConfigUpdate(&proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ConfigUpdate}})
 }
 
 func TestDeltaWildcardSendsOnlyChanges(t *testing.T) {
@@ -204,7 +204,7 @@ func TestDeltaNamedSubscribeUnsubscribe(t *testing.T) {
 		c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: xdsapi.EndpointType, ResourceNamesUnsubscribe: []string{"x"}})
 		c.expectNone(quietInterval)
 		env.gen.bump()
-		env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
+		env.server.ConfigUpdate(&proxypush.PushRequest{Full: false, Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}})
 		r = c.expect(xdsapi.EndpointType)
 		if got := names(r); !slices.Equal(got, []string{"y"}) || len(r.RemovedResources) != 0 {
 			t.Fatalf("EDS push after unsubscribing x = %v removed %v, want [y]", got, r.RemovedResources)
@@ -214,7 +214,7 @@ func TestDeltaNamedSubscribeUnsubscribe(t *testing.T) {
 		// Unsubscribing everything: a push sends nothing.
 		c.send(&discovery.DeltaDiscoveryRequest{TypeUrl: xdsapi.EndpointType, ResourceNamesUnsubscribe: []string{"y"}})
 		env.gen.bump()
-		env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
+		env.server.ConfigUpdate(&proxypush.PushRequest{Full: false, Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}})
 		c.expectNone(testDebounce + quietInterval)
 	})
 }

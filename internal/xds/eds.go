@@ -8,7 +8,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -30,7 +30,7 @@ import (
 // the proxy is known to hold held (sorted by name): it sends the load
 // assignments that changed, or the whole set when a partial response
 // cannot stand for it.
-func (ss *sotwStream) pushEndpoints(names []string, held []*discovery.Resource, req *model.PushRequest, version string, start time.Time) error {
+func (ss *sotwStream) pushEndpoints(names []string, held []*discovery.Resource, req *proxypush.PushRequest, version string, start time.Time) error {
 	if done, err := ss.pushNarrowedEndpoints(names, held, req, version, start); done || err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func (ss *sotwStream) pushEndpoints(names []string, held []*discovery.Resource, 
 // narrower, it cannot narrow, generating fails, or a narrowed name yields
 // no resource (it went away, which only the whole set can say).
 func (ss *sotwStream) pushNarrowedEndpoints(names []string, held []*discovery.Resource,
-	req *model.PushRequest, version string, start time.Time) (bool, error) {
+	req *proxypush.PushRequest, version string, start time.Time) (bool, error) {
 	s, con := ss.s, ss.con
 	if s.narrower == nil {
 		return false, nil
@@ -114,8 +114,8 @@ func (ss *sotwStream) pushNarrowedEndpoints(names []string, held []*discovery.Re
 // isEndpointsOnly reports whether req is a server-initiated push of
 // endpoint changes only, the kind that may be sent as a partial EDS
 // response.
-func isEndpointsOnly(req *model.PushRequest) bool {
-	return !req.Full && !slices.Contains(req.Reason, model.ProxyRequest)
+func isEndpointsOnly(req *proxypush.PushRequest) bool {
+	return !req.Full && !slices.Contains(req.Reason, proxypush.ProxyRequest)
 }
 
 // byName returns the resources of res that carry one, sorted by name, one

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/nds"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -17,7 +17,7 @@ func TestFindConnectionPrefersProxyStream(t *testing.T) {
 	s := &Server{clients: map[string]*Connection{}}
 	conn := func(id string, at time.Time, types ...string) *Connection {
 		c := newConnection("peer")
-		c.id, c.connectedAt, c.proxy = id, at, &model.Proxy{ID: node}
+		c.id, c.connectedAt, c.proxy = id, at, &proxypush.Proxy{ID: node}
 		for _, typ := range types {
 			c.watched[typ] = &WatchedResource{TypeURL: typ}
 		}

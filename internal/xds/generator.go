@@ -3,7 +3,7 @@ package xds
 import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -23,7 +23,7 @@ var pushOrder = []string{xdsapi.ClusterType, xdsapi.EndpointType, xdsapi.Listene
 //     type; empty means a wildcard subscription (CDS and LDS normally). For
 //     EDS and RDS a generator returns only the named resources it knows.
 //   - req says why the push happens (nil is never passed: a request from the
-//     proxy itself carries model.ProxyRequest). Generators may ignore it.
+//     proxy itself carries proxypush.ProxyRequest). Generators may ignore it.
 //   - Each returned Resource has Name set and Resource holding the typed
 //     resource. Version may be set to a content hash of the resource (the
 //     same bytes give the same Version); the server then compares versions
@@ -37,14 +37,14 @@ var pushOrder = []string{xdsapi.ClusterType, xdsapi.EndpointType, xdsapi.Listene
 //   - Generate is called concurrently for different proxies and must not
 //     modify proxy.
 type Generator interface {
-	Generate(proxy *model.Proxy, typeURL string, watched []string, req *model.PushRequest) ([]*discovery.Resource, error)
+	Generate(proxy *proxypush.Proxy, typeURL string, watched []string, req *proxypush.PushRequest) ([]*discovery.Resource, error)
 }
 
 // GeneratorFunc adapts a function to a Generator.
-type GeneratorFunc func(proxy *model.Proxy, typeURL string, watched []string, req *model.PushRequest) ([]*discovery.Resource, error)
+type GeneratorFunc func(proxy *proxypush.Proxy, typeURL string, watched []string, req *proxypush.PushRequest) ([]*discovery.Resource, error)
 
 // Generate calls f.
-func (f GeneratorFunc) Generate(proxy *model.Proxy, typeURL string, watched []string, req *model.PushRequest) ([]*discovery.Resource, error) {
+func (f GeneratorFunc) Generate(proxy *proxypush.Proxy, typeURL string, watched []string, req *proxypush.PushRequest) ([]*discovery.Resource, error) {
 	return f(proxy, typeURL, watched, req)
 }
 
@@ -59,5 +59,5 @@ var _ Generator = GeneratorFunc(nil)
 // them; it falls back to the whole set whenever that is not enough (a
 // narrowed name that yields nothing, a NACK, a new subscription).
 type EndpointsNarrower interface {
-	ChangedEndpoints(proxy *model.Proxy, watched []string, req *model.PushRequest) ([]string, bool)
+	ChangedEndpoints(proxy *proxypush.Proxy, watched []string, req *proxypush.PushRequest) ([]string, bool)
 }

@@ -10,14 +10,14 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // edsPush asks for an endpoints-only push, as a registry does when only
 // endpoints changed.
 func edsPush(env *testEnv) {
-	env.server.ConfigUpdate(&model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}})
+	env.server.ConfigUpdate(&proxypush.PushRequest{Full: false, Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}})
 }
 
 // claNames returns the cluster names of an EDS response's
@@ -265,7 +265,7 @@ type narrowingGenerator struct {
 	generated [][]string
 }
 
-func (g *narrowingGenerator) ChangedEndpoints(_ *model.Proxy, watched []string, req *model.PushRequest) ([]string, bool) {
+func (g *narrowingGenerator) ChangedEndpoints(_ *proxypush.Proxy, watched []string, req *proxypush.PushRequest) ([]string, bool) {
 	if req.Full || len(req.ServicesUpdated) == 0 {
 		return nil, false
 	}
@@ -278,7 +278,7 @@ func (g *narrowingGenerator) ChangedEndpoints(_ *model.Proxy, watched []string, 
 	return out, true
 }
 
-func (g *narrowingGenerator) Generate(proxy *model.Proxy, typeURL string, watched []string, req *model.PushRequest) ([]*discovery.Resource, error) {
+func (g *narrowingGenerator) Generate(proxy *proxypush.Proxy, typeURL string, watched []string, req *proxypush.PushRequest) ([]*discovery.Resource, error) {
 	if typeURL == xdsapi.EndpointType {
 		g.mu.Lock()
 		g.generated = append(g.generated, slices.Clone(watched))
@@ -312,7 +312,7 @@ func TestSotWNarrowedEDS(t *testing.T) {
 		c.ack(first, all)
 
 		narrowed := func(hosts ...string) {
-			req := &model.PushRequest{Reason: []model.TriggerReason{model.EndpointUpdate}, ServicesUpdated: map[string]struct{}{}}
+			req := &proxypush.PushRequest{Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}, ServicesUpdated: map[string]struct{}{}}
 			for _, h := range hosts {
 				req.ServicesUpdated[h] = struct{}{}
 			}

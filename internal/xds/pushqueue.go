@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // PushQueue holds the connections that have a push waiting, each at most
@@ -25,12 +25,12 @@ type PushQueue struct {
 	// and always has an entry in pending.
 	queue []*Connection
 	// pending holds the merged request of each queued connection.
-	pending map[*Connection]*model.PushRequest
+	pending map[*Connection]*proxypush.PushRequest
 	// enqueuedAt holds when each queued connection entered the queue.
 	enqueuedAt map[*Connection]time.Time
 	// processing holds the connections between Dequeue and MarkDone. The
 	// value is nil until a request arrives during the push.
-	processing map[*Connection]*model.PushRequest
+	processing map[*Connection]*proxypush.PushRequest
 
 	shuttingDown bool
 }
@@ -39,14 +39,14 @@ type PushQueue struct {
 func NewPushQueue() *PushQueue {
 	return &PushQueue{
 		cond:       sync.NewCond(&sync.Mutex{}),
-		pending:    make(map[*Connection]*model.PushRequest),
+		pending:    make(map[*Connection]*proxypush.PushRequest),
 		enqueuedAt: make(map[*Connection]time.Time),
-		processing: make(map[*Connection]*model.PushRequest),
+		processing: make(map[*Connection]*proxypush.PushRequest),
 	}
 }
 
 // Enqueue adds a push for con, merging it with one already waiting.
-func (p *PushQueue) Enqueue(con *Connection, req *model.PushRequest) {
+func (p *PushQueue) Enqueue(con *Connection, req *proxypush.PushRequest) {
 	p.cond.L.Lock()
 	defer p.cond.L.Unlock()
 	if p.shuttingDown {
@@ -71,7 +71,7 @@ func (p *PushQueue) Enqueue(con *Connection, req *model.PushRequest) {
 // Dequeue removes the connection at the head of the queue and marks it as
 // processing. It blocks while the queue is empty. shutdown is true (and con
 // nil) once ShutDown was called.
-func (p *PushQueue) Dequeue() (con *Connection, req *model.PushRequest, queued time.Duration, shutdown bool) {
+func (p *PushQueue) Dequeue() (con *Connection, req *proxypush.PushRequest, queued time.Duration, shutdown bool) {
 	p.cond.L.Lock()
 	defer p.cond.L.Unlock()
 	for len(p.queue) == 0 && !p.shuttingDown {

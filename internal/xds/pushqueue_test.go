@@ -8,19 +8,19 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
-func reasons(rs ...model.TriggerReason) *model.PushRequest {
-	return &model.PushRequest{Reason: rs}
+func reasons(rs ...proxypush.TriggerReason) *proxypush.PushRequest {
+	return &proxypush.PushRequest{Reason: rs}
 }
 
 // dequeueWithin fails the test if Dequeue does not return within d.
-func dequeueWithin(t *testing.T, q *PushQueue, d time.Duration) (*Connection, *model.PushRequest) {
+func dequeueWithin(t *testing.T, q *PushQueue, d time.Duration) (*Connection, *proxypush.PushRequest) {
 	t.Helper()
 	type item struct {
 		con *Connection
-		req *model.PushRequest
+		req *proxypush.PushRequest
 	}
 	ch := make(chan item, 1)
 	go func() {
@@ -39,9 +39,9 @@ func dequeueWithin(t *testing.T, q *PushQueue, d time.Duration) (*Connection, *m
 func TestPushQueueEnqueueWhilePendingMerges(t *testing.T) {
 	q := NewPushQueue()
 	a, b := &Connection{id: "a"}, &Connection{id: "b"}
-	q.Enqueue(a, reasons(model.ConfigUpdate))
-	q.Enqueue(b, reasons(model.EndpointUpdate))
-	q.Enqueue(a, &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ServiceUpdate}})
+	q.Enqueue(a, reasons(proxypush.ConfigUpdate))
+	q.Enqueue(b, reasons(proxypush.EndpointUpdate))
+	q.Enqueue(a, &proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ServiceUpdate}})
 	if got := q.Pending(); got != 2 {
 		t.Fatalf("Pending = %d, want 2 (a merged, not queued twice)", got)
 	}
@@ -49,11 +49,11 @@ func TestPushQueueEnqueueWhilePendingMerges(t *testing.T) {
 	if con != a {
 		t.Fatalf("first dequeued = %s, want a (FIFO)", con.id)
 	}
-	if !req.Full || !slices.Equal(req.Reason, []model.TriggerReason{model.ConfigUpdate, model.ServiceUpdate}) {
+	if !req.Full || !slices.Equal(req.Reason, []proxypush.TriggerReason{proxypush.ConfigUpdate, proxypush.ServiceUpdate}) {
 		t.Fatalf("merged request = %+v, want Full with reasons [config service]", req)
 	}
 	con, req = dequeueWithin(t, q, time.Second)
-	if con != b || !slices.Equal(req.Reason, []model.TriggerReason{model.EndpointUpdate}) {
+	if con != b || !slices.Equal(req.Reason, []proxypush.TriggerReason{proxypush.EndpointUpdate}) {
 		t.Fatalf("second dequeued = %s %+v", con.id, req)
 	}
 }
@@ -61,14 +61,14 @@ func TestPushQueueEnqueueWhilePendingMerges(t *testing.T) {
 func TestPushQueueEnqueueWhileProcessingRequeuesOnce(t *testing.T) {
 	q := NewPushQueue()
 	a := &Connection{id: "a"}
-	q.Enqueue(a, reasons(model.ConfigUpdate))
+	q.Enqueue(a, reasons(proxypush.ConfigUpdate))
 	con, _ := dequeueWithin(t, q, time.Second)
 	if con != a {
 		t.Fatal("want a")
 	}
 	// While a is being pushed, two more requests arrive: kept, not queued.
-	q.Enqueue(a, reasons(model.ServiceUpdate))
-	q.Enqueue(a, reasons(model.EndpointUpdate))
+	q.Enqueue(a, reasons(proxypush.ServiceUpdate))
+	q.Enqueue(a, reasons(proxypush.EndpointUpdate))
 	if got := q.Pending(); got != 0 {
 		t.Fatalf("Pending while processing = %d, want 0", got)
 	}
@@ -77,7 +77,7 @@ func TestPushQueueEnqueueWhileProcessingRequeuesOnce(t *testing.T) {
 		t.Fatalf("Pending after MarkDone = %d, want 1", got)
 	}
 	con, req := dequeueWithin(t, q, time.Second)
-	if con != a || !slices.Equal(req.Reason, []model.TriggerReason{model.ServiceUpdate, model.EndpointUpdate}) {
+	if con != a || !slices.Equal(req.Reason, []proxypush.TriggerReason{proxypush.ServiceUpdate, proxypush.EndpointUpdate}) {
 		t.Fatalf("re-queued = %s %+v, want a with [service endpoint]", con.id, req)
 	}
 	// Exactly once: done with nothing new arriving leaves the queue empty.
@@ -105,7 +105,7 @@ func TestPushQueueDequeueBlocksUntilEnqueueAndShutDown(t *testing.T) {
 		default:
 		}
 		a := &Connection{id: "a"}
-		q.Enqueue(a, reasons(model.ConfigUpdate))
+		q.Enqueue(a, reasons(proxypush.ConfigUpdate))
 		synctest.Wait()
 		select {
 		case c := <-got:
@@ -132,7 +132,7 @@ func TestPushQueueDequeueBlocksUntilEnqueueAndShutDown(t *testing.T) {
 		default:
 			t.Fatal("ShutDown did not wake Dequeue")
 		}
-		q.Enqueue(a, reasons(model.ConfigUpdate))
+		q.Enqueue(a, reasons(proxypush.ConfigUpdate))
 		if q.Pending() != 0 {
 			t.Fatal("Enqueue after ShutDown queued a push")
 		}
@@ -189,7 +189,7 @@ func TestPushQueueConcurrent(t *testing.T) {
 	for p := range producers {
 		producersWG.Go(func() {
 			for i := range perProd {
-				q.Enqueue(cs[(p*perProd+i)%conns], reasons(model.ConfigUpdate))
+				q.Enqueue(cs[(p*perProd+i)%conns], reasons(proxypush.ConfigUpdate))
 			}
 		})
 	}

@@ -34,7 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // Defaults of Options, matching Istio's environment variables.
@@ -56,10 +56,10 @@ type Options struct {
 	// was parsed, to enrich or validate the proxy (in file mode: find the
 	// WorkloadEntry with the proxy's IP). An error rejects the stream with
 	// codes.FailedPrecondition.
-	ResolveProxy func(*model.Proxy) error
+	ResolveProxy func(*proxypush.Proxy) error
 	// Authorize, if set, is called after ResolveProxy; an error rejects the
 	// stream with codes.PermissionDenied.
-	Authorize func(*model.Proxy) error
+	Authorize func(*proxypush.Proxy) error
 	// PushFilter, if set, decides per connection whether a debounced push
 	// concerns it (dependency tracking, Sidecar scoping); nil pushes every
 	// request to every connection.
@@ -149,7 +149,7 @@ type Server struct {
 	filter   PushFilter
 	narrower EndpointsNarrower
 	queue    *PushQueue
-	pushCh   chan *model.PushRequest
+	pushCh   chan *proxypush.PushRequest
 	done     chan struct{} // closed when Run returns
 	instance string        // random per process, prefixes nonces
 
@@ -183,7 +183,7 @@ func New(opts Options) (*Server, error) {
 		log:      opts.Logger.With("component", "xds"),
 		metrics:  m,
 		queue:    NewPushQueue(),
-		pushCh:   make(chan *model.PushRequest, 100),
+		pushCh:   make(chan *proxypush.PushRequest, 100),
 		done:     make(chan struct{}),
 		instance: hex.EncodeToString(b[:]),
 		clients:  make(map[string]*Connection),
@@ -222,7 +222,7 @@ func (s *Server) Run(ctx context.Context) error {
 // ConfigUpdate asks for a push to every connected proxy. It only hands req
 // to the debounce goroutine. It does not modify req; a zero req.Start is
 // taken as now. After Run has returned, requests are dropped.
-func (s *Server) ConfigUpdate(req *model.PushRequest) {
+func (s *Server) ConfigUpdate(req *proxypush.PushRequest) {
 	if req == nil {
 		return
 	}
@@ -239,7 +239,7 @@ func (s *Server) ConfigUpdate(req *model.PushRequest) {
 
 // pushAll puts req on the push queue for every connection. It runs on the
 // debounce goroutine.
-func (s *Server) pushAll(req *model.PushRequest, events int, waited time.Duration) {
+func (s *Server) pushAll(req *proxypush.PushRequest, events int, waited time.Duration) {
 	if events > 1 || waited > 0 {
 		s.metrics.debounceTime.Observe(waited.Seconds())
 	}
@@ -272,20 +272,20 @@ type PushFilter interface {
 	// copy with less or more to do), or false when the proxy does not
 	// depend on the change. It must not modify req, and must be fast: it
 	// runs for every connection on the debounce goroutine.
-	NeedsPush(proxy *model.Proxy, req *model.PushRequest) (*model.PushRequest, bool)
+	NeedsPush(proxy *proxypush.Proxy, req *proxypush.PushRequest) (*proxypush.PushRequest, bool)
 }
 
 // PushFilterFunc adapts a function to a PushFilter.
-type PushFilterFunc func(proxy *model.Proxy, req *model.PushRequest) (*model.PushRequest, bool)
+type PushFilterFunc func(proxy *proxypush.Proxy, req *proxypush.PushRequest) (*proxypush.PushRequest, bool)
 
 // NeedsPush calls f.
-func (f PushFilterFunc) NeedsPush(proxy *model.Proxy, req *model.PushRequest) (*model.PushRequest, bool) {
+func (f PushFilterFunc) NeedsPush(proxy *proxypush.Proxy, req *proxypush.PushRequest) (*proxypush.PushRequest, bool) {
 	return f(proxy, req)
 }
 
 var _ PushFilter = PushFilterFunc(nil)
 
-func pushKind(req *model.PushRequest) string {
+func pushKind(req *proxypush.PushRequest) string {
 	if req.Full {
 		return "full"
 	}

@@ -7,7 +7,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -67,7 +67,7 @@ func newSotwStream(s *Server, peer string, stream discovery.AggregatedDiscoveryS
 
 func (ss *sotwStream) delta() bool { return false }
 
-func (ss *sotwStream) push(typeURL string, req *model.PushRequest, version string) error {
+func (ss *sotwStream) push(typeURL string, req *proxypush.PushRequest, version string) error {
 	return ss.pushType(typeURL, req, version, false)
 }
 
@@ -168,7 +168,7 @@ func normalizeNames(names []string) []string {
 // EDS push may send only what changed (pushEndpoints, eds.go). A generator
 // error is logged and the type skipped; only a send error is returned (it
 // ends the stream).
-func (ss *sotwStream) pushType(typeURL string, req *model.PushRequest, version string, force bool) error {
+func (ss *sotwStream) pushType(typeURL string, req *proxypush.PushRequest, version string, force bool) error {
 	con := ss.con
 	con.mu.RLock()
 	names := slices.Clone(con.watched[typeURL].ResourceNames)
@@ -197,7 +197,7 @@ func (ss *sotwStream) pushType(typeURL string, req *model.PushRequest, version s
 
 // send sends anys as the response of one type, then records what the proxy
 // holds (held) and awaits the ACK. Only a send error is returned.
-func (ss *sotwStream) send(typeURL string, anys []*anypb.Any, req *model.PushRequest,
+func (ss *sotwStream) send(typeURL string, anys []*anypb.Any, req *proxypush.PushRequest,
 	version string, start time.Time, held *sotwSent, partial bool) error {
 	s, con := ss.s, ss.con
 	resp := &discovery.DiscoveryResponse{

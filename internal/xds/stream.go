@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/nds"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -104,7 +104,7 @@ func (s *Server) initConnection(node *core.Node, con *Connection) error {
 	if node.GetId() == "" {
 		return status.Error(codes.InvalidArgument, "first DiscoveryRequest has no node.id (want TYPE~IP~POD.NAMESPACE~DOMAIN)")
 	}
-	proxy, err := model.ParseNodeID(node.GetId())
+	proxy, err := proxypush.ParseNodeID(node.GetId())
 	if err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -144,7 +144,7 @@ func (s *Server) closeConnection(con *Connection) {
 // name table (a headless service's name resolves to its endpoints). The
 // protocol skips the types whose resources did not change since the last
 // send. Only the processing loop calls it.
-func (s *Server) pushConnection(con *Connection, req *model.PushRequest) error {
+func (s *Server) pushConnection(con *Connection, req *proxypush.PushRequest) error {
 	types := con.watchedTypes()
 	if !req.Full {
 		types = slices.DeleteFunc(types, func(t string) bool { return t != xdsapi.EndpointType && t != nds.TypeURL })
@@ -159,8 +159,8 @@ func (s *Server) pushConnection(con *Connection, req *model.PushRequest) error {
 }
 
 // proxyRequest is the push request of an answer to the proxy's own request.
-func proxyRequest() *model.PushRequest {
-	return &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ProxyRequest}, Start: time.Now()}
+func proxyRequest() *proxypush.PushRequest {
+	return &proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ProxyRequest}, Start: time.Now()}
 }
 
 // observeSend records the metrics of one response sent for typeURL.
@@ -173,7 +173,7 @@ func (s *Server) observeSend(typeURL string, start, sendStart, now time.Time) {
 
 // generate runs the generator for one type, logging and counting a
 // failure; ok is false when it failed (the caller skips the type).
-func (s *Server) generate(con *Connection, typeURL string, names []string, req *model.PushRequest) (res []*discovery.Resource, ok bool) {
+func (s *Server) generate(con *Connection, typeURL string, names []string, req *proxypush.PushRequest) (res []*discovery.Resource, ok bool) {
 	res, err := s.opts.Generator.Generate(con.proxy, typeURL, names, req)
 	if err != nil {
 		label := typeLabel(typeURL)

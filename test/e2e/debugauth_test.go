@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/netns"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -111,7 +111,7 @@ func TestDebugEndpointsAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodeID := model.NodeID("10.99.0.10", "client", "demo", "")
+	nodeID := proxypush.NodeID("10.99.0.10", "client", "demo", "")
 	if err := stream.Send(&discovery.DiscoveryRequest{Node: &core.Node{Id: nodeID}, TypeUrl: xdsapi.ClusterType}); err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,10 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // Timing of Run. Debouncing proper happens in the xDS server; these only
@@ -84,8 +84,8 @@ type Registry struct {
 
 // fileState is what the registry remembers about one file.
 type fileState struct {
-	data []byte           // the bytes last read, to skip unchanged files
-	good []*config.Config // the last content that parsed without errors
+	data []byte                // the bytes last read, to skip unchanged files
+	good []*istioconfig.Config // the last content that parsed without errors
 	// emptySince is when the file was first read empty while good still
 	// holds configs; zero otherwise. Until emptyGrace has passed, good is
 	// served.
@@ -124,7 +124,7 @@ func New(opts Options) (*Registry, error) {
 		return nil, err
 	}
 	if r.snap.Load() == nil {
-		r.publish(config.NewStore())
+		r.publish(istioconfig.NewStore())
 	}
 	return r, nil
 }
@@ -135,7 +135,7 @@ func (r *Registry) Snapshot() *mesh.Snapshot { return r.snap.Load() }
 
 // ResolveProxy checks that a proxy belongs to a known workload: in file
 // mode that is the WorkloadEntry whose address is the proxy's IP.
-func (r *Registry) ResolveProxy(p *model.Proxy) error {
+func (r *Registry) ResolveProxy(p *proxypush.Proxy) error {
 	if p == nil {
 		return errors.New("no proxy")
 	}
@@ -169,7 +169,7 @@ func (r *Registry) SetMesh(m *meshconfig.Config) {
 // what they concern (mesh.PushRequestFor): endpoints-only when only
 // endpoints changed.
 // Run must be called at most once.
-func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) error {
+func (r *Registry) Run(ctx context.Context, onChange func(*proxypush.PushRequest)) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("file registry: Run called twice")
 	}
@@ -256,11 +256,11 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 		case <-emptyTimer.C:
 			apply(time.Now(), r.emptyPaths())
 		case m := <-r.meshCh:
-			// Every proxy's config may depend on the mesh config.
+			// Every proxy's config may depend on the mesh istioconfig.
 			r.mesh = m
 			r.publish(r.snap.Load().Configs)
 			if onChange != nil {
-				onChange(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}, Start: time.Now()})
+				onChange(&proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.GlobalUpdate}, Start: time.Now()})
 			}
 		}
 	}
@@ -268,7 +268,7 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 
 // apply rereads the files named in paths (every file when paths is nil)
 // and, if a config changed, notifies onChange.
-func (r *Registry) apply(start time.Time, paths map[string]bool, onChange func(*model.PushRequest)) {
+func (r *Registry) apply(start time.Time, paths map[string]bool, onChange func(*proxypush.PushRequest)) {
 	old := r.snap.Load()
 	changed, err := r.reloadPaths(time.Now(), paths)
 	if err != nil {
@@ -314,7 +314,7 @@ func (r *Registry) emptyPaths() map[string]bool {
 // it is empty after having had configs, until it has been empty for
 // emptyGrace (a writer that truncates before writing must not withdraw the
 // file's services for a moment).
-func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.ConfigKey]struct{}, error) {
+func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[proxypush.ConfigKey]struct{}, error) {
 	var paths []string
 	present := map[string]bool{}
 	if only == nil {
@@ -336,7 +336,7 @@ func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.C
 		slices.Sort(paths)
 	}
 	for _, path := range paths {
-		data, err := config.ReadFile(path) // at most config.MaxFileBytes
+		data, err := istioconfig.ReadFile(path) // at most istioconfig.MaxFileBytes
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed since listed; treated as deleted
 		}
@@ -364,7 +364,7 @@ func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.C
 		} else if st != nil {
 			st.emptySince = time.Time{}
 		}
-		res := config.ParseFile(path, data)
+		res := istioconfig.ParseFile(path, data)
 		for _, w := range res.Warnings {
 			r.log.Warn("skipping document", "warning", w)
 		}
@@ -372,14 +372,14 @@ func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.C
 		case res.Err == nil:
 			r.files[path] = &fileState{data: data, good: res.Configs}
 		case st != nil:
-			for _, fe := range config.FieldErrors(res.Err) {
+			for _, fe := range istioconfig.FieldErrors(res.Err) {
 				r.log.Error("invalid config", "error", fe.Error())
 			}
 			r.log.Error("keeping the last good content of the file; fix it to apply changes", "file", path)
 			st.data = data
 		default:
 			// Nothing good yet: serve the valid documents.
-			for _, fe := range config.FieldErrors(res.Err) {
+			for _, fe := range istioconfig.FieldErrors(res.Err) {
 				r.log.Error("invalid config; document skipped", "error", fe.Error())
 			}
 			r.files[path] = &fileState{data: data, good: res.Configs}
@@ -392,7 +392,7 @@ func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.C
 		}
 	}
 
-	store := config.NewStore()
+	store := istioconfig.NewStore()
 	for _, path := range slices.Sorted(maps.Keys(r.files)) {
 		for _, c := range r.files[path].good {
 			if err := store.Add(c); err != nil {
@@ -400,11 +400,11 @@ func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.C
 			}
 		}
 	}
-	var old *config.Store
+	var old *istioconfig.Store
 	if s := r.snap.Load(); s != nil {
 		old = s.Configs
 	}
-	changed := config.Diff(old, store)
+	changed := istioconfig.Diff(old, store)
 	if len(changed) == 0 && r.snap.Load() != nil {
 		return changed, nil
 	}
@@ -422,7 +422,7 @@ func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[model.C
 	return changed, nil
 }
 
-func (r *Registry) publish(store *config.Store) {
+func (r *Registry) publish(store *istioconfig.Store) {
 	r.version++
 	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.domain, RootNamespace: r.rootNamespace, Mesh: r.mesh, Version: r.version, Previous: r.snap.Load()})
 	for _, p := range problems {

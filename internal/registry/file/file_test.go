@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/straitmesh/strait/internal/config"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/istioconfig"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 func readDemo(t *testing.T, name string) string {
@@ -30,7 +30,7 @@ func write(t *testing.T, path, content string) {
 }
 
 // waitPush waits for one push, failing after a bounded time.
-func waitPush(t *testing.T, ch <-chan *model.PushRequest) *model.PushRequest {
+func waitPush(t *testing.T, ch <-chan *proxypush.PushRequest) *proxypush.PushRequest {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -41,7 +41,7 @@ func waitPush(t *testing.T, ch <-chan *model.PushRequest) *model.PushRequest {
 	}
 }
 
-func expectNoPush(t *testing.T, ch <-chan *model.PushRequest) {
+func expectNoPush(t *testing.T, ch <-chan *proxypush.PushRequest) {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -50,8 +50,8 @@ func expectNoPush(t *testing.T, ch <-chan *model.PushRequest) {
 	}
 }
 
-func vsKey() model.ConfigKey {
-	return model.ConfigKey{Kind: config.KindVirtualService, Name: "echo", Namespace: "demo"}
+func vsKey() proxypush.ConfigKey {
+	return proxypush.ConfigKey{Kind: istioconfig.KindVirtualService, Name: "echo", Namespace: "demo"}
 }
 
 func TestRegistryLifecycle(t *testing.T) {
@@ -66,17 +66,17 @@ func TestRegistryLifecycle(t *testing.T) {
 	if len(snap.Services) != 1 || len(snap.Services[0].Endpoints) != 2 {
 		t.Fatalf("initial snapshot: %d services", len(snap.Services))
 	}
-	if err := r.ResolveProxy(&model.Proxy{ID: "x", IP: "10.99.0.10"}); err != nil {
+	if err := r.ResolveProxy(&proxypush.Proxy{ID: "x", IP: "10.99.0.10"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.ResolveProxy(&model.Proxy{ID: "x", IP: "10.1.1.1"}); err == nil || !strings.Contains(err.Error(), "10.1.1.1") {
+	if err := r.ResolveProxy(&proxypush.Proxy{ID: "x", IP: "10.1.1.1"}); err == nil || !strings.Contains(err.Error(), "10.1.1.1") {
 		t.Fatalf("ResolveProxy unknown IP: %v", err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	pushes := make(chan *model.PushRequest, 16)
+	pushes := make(chan *proxypush.PushRequest, 16)
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+	go func() { done <- r.Run(ctx, func(p *proxypush.PushRequest) { pushes <- p }) }()
 	defer func() {
 		cancel()
 		select {
@@ -95,7 +95,7 @@ func TestRegistryLifecycle(t *testing.T) {
 	// Create.
 	write(t, routing, good)
 	p := waitPush(t, pushes)
-	if !p.Full || len(p.ConfigsUpdated) != 2 || p.Start.IsZero() || p.Reason[0] != model.ConfigUpdate {
+	if !p.Full || len(p.ConfigsUpdated) != 2 || p.Start.IsZero() || p.Reason[0] != proxypush.ConfigUpdate {
 		t.Fatalf("push after create = %+v", p)
 	}
 	if r.Snapshot().DestinationRule("echo.demo.svc.cluster.local") == nil {
@@ -166,7 +166,7 @@ func TestInitialInvalidDocumentsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(r.Snapshot().Configs.List(config.KindWorkloadEntry)); n != 2 {
+	if n := len(r.Snapshot().Configs.List(istioconfig.KindWorkloadEntry)); n != 2 {
 		t.Fatalf("want the 2 valid WorkloadEntries, got %d", n)
 	}
 }
@@ -189,8 +189,8 @@ func TestEndpointsOnlyChange(t *testing.T) {
 	before := r.Snapshot()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pushes := make(chan *model.PushRequest, 16)
-	go func() { _ = r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+	pushes := make(chan *proxypush.PushRequest, 16)
+	go func() { _ = r.Run(ctx, func(p *proxypush.PushRequest) { pushes <- p }) }()
 
 	// Atomically, as editors and ConfigMap mounts do: a truncated file in
 	// between would be a removal.
@@ -199,7 +199,7 @@ func TestEndpointsOnlyChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := waitPush(t, pushes)
-	if p.Full || p.Reason[0] != model.EndpointUpdate {
+	if p.Full || p.Reason[0] != proxypush.EndpointUpdate {
 		t.Fatalf("push = %+v, want endpoints only", p)
 	}
 	if _, ok := p.ServicesUpdated["b.demo.svc.cluster.local"]; !ok || len(p.ServicesUpdated) != 1 {
@@ -249,8 +249,8 @@ func TestConfigMapSymlinkSwap(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pushes := make(chan *model.PushRequest, 16)
-	go func() { _ = r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+	pushes := make(chan *proxypush.PushRequest, 16)
+	go func() { _ = r.Run(ctx, func(p *proxypush.PushRequest) { pushes <- p }) }()
 
 	version("..v2", "10.0.0.2")
 	if err := os.Symlink("..v2", filepath.Join(dir, "..data_tmp")); err != nil {
@@ -284,8 +284,8 @@ func TestTruncatedFileKeepsItsServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	const host = "a.demo.svc.cluster.local"
-	var pushes []*model.PushRequest
-	onChange := func(p *model.PushRequest) {
+	var pushes []*proxypush.PushRequest
+	onChange := func(p *proxypush.PushRequest) {
 		if r.Snapshot().Service(host) == nil {
 			t.Errorf("push %+v withdrew %s", p, host)
 		}
@@ -357,13 +357,13 @@ func TestWatchedNonAtomicRewrite(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type seen struct {
-		p    *model.PushRequest
+		p    *proxypush.PushRequest
 		addr string // a's endpoint in the pushed snapshot, "" if a is gone
 	}
 	pushes := make(chan seen, 16)
 	runDone := make(chan error, 1)
 	go func() {
-		runDone <- r.Run(ctx, func(p *model.PushRequest) {
+		runDone <- r.Run(ctx, func(p *proxypush.PushRequest) {
 			s := seen{p: p}
 			if svc := r.Snapshot().Service("a.demo.svc.cluster.local"); svc != nil && len(svc.Endpoints) > 0 {
 				s.addr = svc.Endpoints[0].Address
@@ -411,9 +411,9 @@ func TestWatchedEmptiedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pushes := make(chan *model.PushRequest, 16)
+	pushes := make(chan *proxypush.PushRequest, 16)
 	runDone := make(chan error, 1)
-	go func() { runDone <- r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+	go func() { runDone <- r.Run(ctx, func(p *proxypush.PushRequest) { pushes <- p }) }()
 	defer func() { cancel(); <-runDone }()
 
 	write(t, path, "")

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // TestSetMeshRebuildsAndPushesEveryone: a new mesh config rebuilds the
@@ -24,9 +24,9 @@ func TestSetMeshRebuildsAndPushesEveryone(t *testing.T) {
 		t.Fatalf("before: root %s, REGISTRY_ONLY %v", s.RootNamespace, s.Mesh.RegistryOnly)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pushes := make(chan *model.PushRequest, 16)
+	pushes := make(chan *proxypush.PushRequest, 16)
 	runDone := make(chan error, 1)
-	go func() { runDone <- r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+	go func() { runDone <- r.Run(ctx, func(p *proxypush.PushRequest) { pushes <- p }) }()
 	defer func() { cancel(); <-runDone }()
 
 	m := meshconfig.Default()
@@ -37,7 +37,7 @@ func TestSetMeshRebuildsAndPushesEveryone(t *testing.T) {
 		t.Errorf("push %+v, want a global full push", p)
 	}
 	s := r.Snapshot()
-	if s.Mesh != m || s.RootNamespace != "mesh-root" || !s.ProxyScope(&model.Proxy{Namespace: "demo"}).RegistryOnly {
+	if s.Mesh != m || s.RootNamespace != "mesh-root" || !s.ProxyScope(&proxypush.Proxy{Namespace: "demo"}).RegistryOnly {
 		t.Errorf("after SetMesh: mesh %p (want %p), root %s", s.Mesh, m, s.RootNamespace)
 	}
 	if s.Service("a.demo.svc.cluster.local") == nil {

@@ -19,10 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/locality"
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // ExportToAnnotation limits a Service's visibility like a ServiceEntry's
@@ -40,13 +40,13 @@ const (
 // serviceKey is the config key of the ServiceEntry derived from a
 // Service: push requests name it, so that the xDS server's push filter
 // treats Kubernetes Services like ServiceEntries.
-func serviceKey(namespace, name string) model.ConfigKey {
-	return model.ConfigKey{Kind: config.KindServiceEntry, Name: servicePrefix + name, Namespace: namespace}
+func serviceKey(namespace, name string) proxypush.ConfigKey {
+	return proxypush.ConfigKey{Kind: istioconfig.KindServiceEntry, Name: servicePrefix + name, Namespace: namespace}
 }
 
 // podKey is the config key of the WorkloadEntry derived from a pod.
-func podKey(namespace, name string) model.ConfigKey {
-	return model.ConfigKey{Kind: config.KindWorkloadEntry, Name: podPrefix + name, Namespace: namespace}
+func podKey(namespace, name string) proxypush.ConfigKey {
+	return proxypush.ConfigKey{Kind: istioconfig.KindWorkloadEntry, Name: podPrefix + name, Namespace: namespace}
 }
 
 // podLabels returns the labels and the locality of a pod; nil and "" for
@@ -59,7 +59,7 @@ type podLabels func(namespace, name string) (labels map[string]string, locality 
 // resolution NONE), the ports with their protocols, and one endpoint per
 // ready address. It returns nil for Services the mesh does not serve
 // (ExternalName).
-func serviceEntryFor(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, labels podLabels, domain string) *config.Config {
+func serviceEntryFor(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, labels podLabels, domain string) *istioconfig.Config {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return nil
 	}
@@ -99,11 +99,11 @@ func serviceEntryFor(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, labe
 	}
 	var hostnames string
 	se.Endpoints, hostnames = endpointsFor(eps, portNames, labels)
-	c := &config.Config{
-		Meta: config.Meta{
-			Kind: config.KindServiceEntry, APIVersion: config.NetworkingGroup + "/v1",
+	c := &istioconfig.Config{
+		Meta: istioconfig.Meta{
+			Kind: istioconfig.KindServiceEntry, APIVersion: istioconfig.NetworkingGroup + "/v1",
 			Name: serviceKey(svc.Namespace, svc.Name).Name, Namespace: svc.Namespace, Labels: svc.Labels,
-			Source: config.Source{File: "kubernetes Service " + svc.Namespace + "/" + svc.Name},
+			Source: istioconfig.Source{File: "kubernetes Service " + svc.Namespace + "/" + svc.Name},
 		},
 		Spec: se,
 	}
@@ -205,15 +205,15 @@ func podLocality(pod *corev1.Pod, nodeLocality func(node string) string) string 
 // workloadEntryFor makes a pod addressable by ServiceEntry workload
 // selectors, like a WorkloadEntry, in locality loc. Pods without an IP,
 // on the host's network, or finished are left out (nil).
-func workloadEntryFor(pod *corev1.Pod, loc string) *config.Config {
+func workloadEntryFor(pod *corev1.Pod, loc string) *istioconfig.Config {
 	if pod.Status.PodIP == "" || pod.Spec.HostNetwork || podFinished(pod) {
 		return nil
 	}
-	return &config.Config{
-		Meta: config.Meta{
-			Kind: config.KindWorkloadEntry, APIVersion: config.NetworkingGroup + "/v1",
+	return &istioconfig.Config{
+		Meta: istioconfig.Meta{
+			Kind: istioconfig.KindWorkloadEntry, APIVersion: istioconfig.NetworkingGroup + "/v1",
 			Name: podKey(pod.Namespace, pod.Name).Name, Namespace: pod.Namespace, Labels: pod.Labels,
-			Source: config.Source{File: "kubernetes Pod " + pod.Namespace + "/" + pod.Name},
+			Source: istioconfig.Source{File: "kubernetes Pod " + pod.Namespace + "/" + pod.Name},
 		},
 		Spec: &networking.WorkloadEntry{
 			Address: pod.Status.PodIP, Labels: pod.Labels, ServiceAccount: pod.Spec.ServiceAccountName,
@@ -234,7 +234,7 @@ type convertedConfig struct {
 	// read: a new resource version with both unchanged is a status write.
 	generation int64
 	metaHash   uint64
-	cfg        *config.Config
+	cfg        *istioconfig.Config
 	err        error
 	// messages are err's validation messages (messagesFor).
 	messages []validationMessage
@@ -245,7 +245,7 @@ type convertedConfig struct {
 // through the same parser and validation as the file registry, so an
 // unknown or invalid field is reported the same way. A kind Strait does not
 // translate yields (nil, nil).
-func istioConfig(group, kind, version string, obj any) (*config.Config, error) {
+func istioConfig(group, kind, version string, obj any) (*istioconfig.Config, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("%s: unexpected object %T", kind, obj)
@@ -263,7 +263,7 @@ func istioConfig(group, kind, version string, obj any) (*config.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s %s/%s: %w", kind, u.GetNamespace(), u.GetName(), err)
 	}
-	res := config.ParseFile(fmt.Sprintf("kubernetes %s %s/%s", kind, u.GetNamespace(), u.GetName()), doc)
+	res := istioconfig.ParseFile(fmt.Sprintf("kubernetes %s %s/%s", kind, u.GetNamespace(), u.GetName()), doc)
 	if res.Err != nil {
 		return nil, res.Err
 	}
@@ -311,7 +311,7 @@ func logConfigError(log *slog.Logger, kind string, obj any, err error) {
 	if m, merr := meta.Accessor(obj); merr == nil {
 		name = m.GetNamespace() + "/" + m.GetName()
 	}
-	if errors.Is(err, config.ErrNotSupported) {
+	if errors.Is(err, istioconfig.ErrNotSupported) {
 		log.Warn("config refused: it sets fields Strait does not support yet; not served", "kind", kind, "name", name, "error", err.Error())
 		return
 	}

@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/protocol"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -108,7 +108,7 @@ func TestServiceEntryFor(t *testing.T) {
 	}
 	c := serviceEntryFor(svc, eps, labels, "cluster.local")
 	se := c.ServiceEntry()
-	if c.Kind != config.KindServiceEntry || c.Namespace != "demo" {
+	if c.Kind != istioconfig.KindServiceEntry || c.Namespace != "demo" {
 		t.Fatalf("config %v", c.Key())
 	}
 	if got := se.Hosts; len(got) != 1 || got[0] != "web.demo.svc.cluster.local" {
@@ -142,7 +142,7 @@ func TestServiceEntryFor(t *testing.T) {
 
 	// Through the service model: the endpoint ports map service ports to
 	// the slice's ports.
-	store := config.NewStore()
+	store := istioconfig.NewStore()
 	if err := store.Add(c); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestServiceEntryFor(t *testing.T) {
 	if got := hc.Annotations[mesh.EndpointHostnamesAnnotation]; got != "10.1.0.7=web-0,10.1.0.8=web-1" {
 		t.Errorf("hostnames annotation %q", got)
 	}
-	hstore := config.NewStore()
+	hstore := istioconfig.NewStore()
 	if err := hstore.Add(hc); err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestIstioConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Key() != (model.ConfigKey{Kind: config.KindVirtualService, Name: "web", Namespace: "demo"}) || c.Labels["team"] != "a" {
+	if c.Key() != (proxypush.ConfigKey{Kind: istioconfig.KindVirtualService, Name: "web", Namespace: "demo"}) || c.Labels["team"] != "a" {
 		t.Errorf("config %v labels %v", c.Key(), c.Labels)
 	}
 	if got := c.VirtualService().Http[0].Route[0].Destination.Subset; got != "v1" {
@@ -348,7 +348,7 @@ func TestIstioConfigRequestAuthentication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Key() != (model.ConfigKey{Kind: config.KindRequestAuthentication, Name: "jwt", Namespace: "demo"}) || c.RequestAuthentication().JwtRules[0].Issuer != "https://issuer.test" {
+	if c.Key() != (proxypush.ConfigKey{Kind: istioconfig.KindRequestAuthentication, Name: "jwt", Namespace: "demo"}) || c.RequestAuthentication().JwtRules[0].Issuer != "https://issuer.test" {
 		t.Errorf("config %v", c)
 	}
 	bad := ra.DeepCopy()

@@ -7,13 +7,13 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 // derivedCache keeps the ServiceEntry made from each Service and the
 // WorkloadEntry made from each pod between rebuilds, so that a change to
 // one EndpointSlice converts one Service instead of all of them, and the
-// unchanged configs keep their pointers (config.Diff and registry.Build
+// unchanged configs keep their pointers (istioconfig.Diff and registry.Build
 // then skip them cheaply). An entry is reused only while every input it
 // was made from has the same resourceVersion. Owned by the worker.
 type derivedCache struct {
@@ -34,13 +34,13 @@ type derivedService struct {
 	slices    []objectVersion
 	pods      []objectVersion
 	nodesGen  uint64
-	cfg       *config.Config
+	cfg       *istioconfig.Config
 }
 
 type derivedPod struct {
 	rv       string
 	nodesGen uint64
-	cfg      *config.Config
+	cfg      *istioconfig.Config
 }
 
 // objectVersion is one input of a derived config: namespace/name and the
@@ -59,7 +59,7 @@ type podLookup func(key string) (*corev1.Pod, bool)
 // serviceEntry returns svc's ServiceEntry (nil for Services the mesh does
 // not serve), reusing the cached one when nothing it was made from changed.
 // seen collects the UIDs in use, so that prune can drop the others.
-func (d *derivedCache) serviceEntry(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, pods podLookup, domain string, seen map[types.UID]bool) *config.Config {
+func (d *derivedCache) serviceEntry(svc *corev1.Service, eps []*discoveryv1.EndpointSlice, pods podLookup, domain string, seen map[types.UID]bool) *istioconfig.Config {
 	seen[svc.UID] = true
 	sliceVersions := make([]objectVersion, len(eps))
 	for i, s := range eps {
@@ -99,7 +99,7 @@ func podsUnchanged(seen []objectVersion, pods podLookup) bool {
 
 // workloadEntry returns pod's WorkloadEntry (nil for pods that are not
 // addressable), reusing the cached one while the pod is unchanged.
-func (d *derivedCache) workloadEntry(pod *corev1.Pod, seen map[types.UID]bool) *config.Config {
+func (d *derivedCache) workloadEntry(pod *corev1.Pod, seen map[types.UID]bool) *istioconfig.Config {
 	seen[pod.UID] = true
 	if c, ok := d.pods[pod.UID]; ok && c.rv == pod.ResourceVersion && c.nodesGen == d.nodesGen {
 		return c.cfg

@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/locality"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // The per-kind handlers. Each runs on the worker goroutine and returns the
@@ -23,19 +23,19 @@ import (
 // (a relist after an API server outage, status-only writes) return nil, so
 // that only real changes are pushed.
 
-func fullPush(reason model.TriggerReason, keys ...model.ConfigKey) *model.PushRequest {
-	return &model.PushRequest{Full: true, Reason: []model.TriggerReason{reason}, ConfigsUpdated: keySet(keys)}
+func fullPush(reason proxypush.TriggerReason, keys ...proxypush.ConfigKey) *proxypush.PushRequest {
+	return &proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{reason}, ConfigsUpdated: keySet(keys)}
 }
 
-func edsPush(keys ...model.ConfigKey) *model.PushRequest {
-	return &model.PushRequest{Full: false, Reason: []model.TriggerReason{model.EndpointUpdate}, ConfigsUpdated: keySet(keys)}
+func edsPush(keys ...proxypush.ConfigKey) *proxypush.PushRequest {
+	return &proxypush.PushRequest{Full: false, Reason: []proxypush.TriggerReason{proxypush.EndpointUpdate}, ConfigsUpdated: keySet(keys)}
 }
 
-func keySet(keys []model.ConfigKey) map[model.ConfigKey]struct{} {
+func keySet(keys []proxypush.ConfigKey) map[proxypush.ConfigKey]struct{} {
 	if len(keys) == 0 {
 		return nil
 	}
-	m := make(map[model.ConfigKey]struct{}, len(keys))
+	m := make(map[proxypush.ConfigKey]struct{}, len(keys))
 	for _, k := range keys {
 		m[k] = struct{}{}
 	}
@@ -54,7 +54,7 @@ func sameVersion(ev event) bool {
 
 // onService: a Service change → full push (clusters, listeners and routes
 // depend on its ports and addresses).
-func (r *Registry) onService(_ context.Context, ev event) *model.PushRequest {
+func (r *Registry) onService(_ context.Context, ev event) *proxypush.PushRequest {
 	svc, ok := ev.obj.(*corev1.Service)
 	if !ok || sameVersion(ev) {
 		return nil
@@ -67,13 +67,13 @@ func (r *Registry) onService(_ context.Context, ev event) *model.PushRequest {
 		}
 	}
 	r.log.Debug("service changed", "event", ev.typ, "service", svc.Namespace+"/"+svc.Name)
-	return fullPush(model.ServiceUpdate, serviceKey(svc.Namespace, svc.Name))
+	return fullPush(proxypush.ServiceUpdate, serviceKey(svc.Namespace, svc.Name))
 }
 
 // onEndpointSlice: an EndpointSlice change → endpoints-only (EDS) push for
 // its Service. The worker adds the addresses whose inbound side changed
 // (registry.DiffServices), so that their proxies get a full push.
-func (r *Registry) onEndpointSlice(_ context.Context, ev event) *model.PushRequest {
+func (r *Registry) onEndpointSlice(_ context.Context, ev event) *proxypush.PushRequest {
 	s, ok := ev.obj.(*discoveryv1.EndpointSlice)
 	if !ok || sameVersion(ev) {
 		return nil
@@ -95,7 +95,7 @@ func (r *Registry) onEndpointSlice(_ context.Context, ev event) *model.PushReque
 // (the proxy's own config and subset membership depend on its labels). A
 // pod appearing, going away or changing IP → endpoints-only push (pods are
 // workloads that ServiceEntry selectors may pick).
-func (r *Registry) onPod(_ context.Context, ev event) *model.PushRequest {
+func (r *Registry) onPod(_ context.Context, ev event) *proxypush.PushRequest {
 	pod, ok := ev.obj.(*corev1.Pod)
 	if !ok || sameVersion(ev) {
 		return nil
@@ -111,7 +111,7 @@ func (r *Registry) onPod(_ context.Context, ev event) *model.PushRequest {
 	old := ev.old.(*corev1.Pod)
 	if !maps.Equal(old.Labels, pod.Labels) {
 		r.log.Debug("pod labels changed", "pod", pod.Namespace+"/"+pod.Name)
-		return fullPush(model.ProxyUpdate, key)
+		return fullPush(proxypush.ProxyUpdate, key)
 	}
 	if old.Status.PodIP != pod.Status.PodIP || podFinished(old) != podFinished(pod) ||
 		old.Spec.ServiceAccountName != pod.Spec.ServiceAccountName {
@@ -123,7 +123,7 @@ func (r *Registry) onPod(_ context.Context, ev event) *model.PushRequest {
 // onNode: a node's locality (its topology labels) is the locality of the
 // pods on it that have none of their own; when it changes, every derived
 // config is rebuilt and every proxy may see other priorities.
-func (r *Registry) onNode(_ context.Context, ev event) *model.PushRequest {
+func (r *Registry) onNode(_ context.Context, ev event) *proxypush.PushRequest {
 	n, ok := ev.obj.(*corev1.Node)
 	if !ok || sameVersion(ev) {
 		return nil
@@ -135,7 +135,7 @@ func (r *Registry) onNode(_ context.Context, ev event) *model.PushRequest {
 		return nil
 	}
 	r.derived.nodesGen++
-	return &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ProxyUpdate}}
+	return &proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ProxyUpdate}}
 }
 
 // nodeLocality is a node's locality from its topology labels
@@ -147,23 +147,23 @@ func nodeLocality(n *corev1.Node) string {
 
 // onClusterScoped: Namespaces are cached for lookups; they change nothing
 // Strait pushes today.
-func (r *Registry) onClusterScoped(_ context.Context, ev event) *model.PushRequest {
+func (r *Registry) onClusterScoped(_ context.Context, ev event) *proxypush.PushRequest {
 	return nil
 }
 
 // onMesh: the mesh config changed; every proxy may depend on it.
-func (r *Registry) onMesh(_ context.Context, ev event) *model.PushRequest {
+func (r *Registry) onMesh(_ context.Context, ev event) *proxypush.PushRequest {
 	m, ok := ev.obj.(*meshconfig.Config)
 	if !ok || m == nil {
 		return nil
 	}
 	r.mesh = m
-	return &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}}
+	return &proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.GlobalUpdate}}
 }
 
 // onStatic: the static source (file registry) changed.
-func (r *Registry) onStatic(_ context.Context, ev event) *model.PushRequest {
-	req, ok := ev.obj.(*model.PushRequest)
+func (r *Registry) onStatic(_ context.Context, ev event) *proxypush.PushRequest {
+	req, ok := ev.obj.(*proxypush.PushRequest)
 	if !ok || req == nil {
 		return nil
 	}
@@ -174,8 +174,8 @@ func (r *Registry) onStatic(_ context.Context, ev event) *model.PushRequest {
 // onConfig returns the handler of a CRD-backed kind: any change to the
 // object's metadata.generation (its spec) or labels → full push.
 func (r *Registry) onConfig(group, kind string) handler {
-	translated := config.GroupOf(model.Kind(kind)) == group
-	return func(_ context.Context, ev event) *model.PushRequest {
+	translated := istioconfig.GroupOf(proxypush.Kind(kind)) == group
+	return func(_ context.Context, ev event) *proxypush.PushRequest {
 		if sameVersion(ev) {
 			return nil
 		}
@@ -195,7 +195,7 @@ func (r *Registry) onConfig(group, kind string) handler {
 			}
 		}
 		r.log.Debug("config changed", "event", ev.typ, "kind", group+"/"+kind, "name", m.GetNamespace()+"/"+m.GetName())
-		return fullPush(model.ConfigUpdate, model.ConfigKey{Kind: model.Kind(kind), Name: m.GetName(), Namespace: m.GetNamespace()})
+		return fullPush(proxypush.ConfigUpdate, proxypush.ConfigKey{Kind: proxypush.Kind(kind), Name: m.GetName(), Namespace: m.GetNamespace()})
 	}
 }
 
@@ -203,7 +203,7 @@ func (r *Registry) onConfig(group, kind string) handler {
 // of interest, find the informer for its group and version, register the
 // callbacks and start it. The kind joins the snapshot when its informer has
 // synced (onKindSynced). A deleted CRD's objects leave the snapshot.
-func (r *Registry) onCRD(ctx context.Context, ev event) *model.PushRequest {
+func (r *Registry) onCRD(ctx context.Context, ev event) *proxypush.PushRequest {
 	u, ok := ev.obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil
@@ -223,7 +223,7 @@ func (r *Registry) onCRD(ctx context.Context, ev event) *model.PushRequest {
 		w.installed = false
 		r.updateKindsView()
 		r.log.Warn("CRD deleted; its objects are no longer served", "kind", key)
-		return fullPush(model.ConfigUpdate)
+		return fullPush(proxypush.ConfigUpdate)
 	}
 	if !c.established {
 		return nil
@@ -235,7 +235,7 @@ func (r *Registry) onCRD(ctx context.Context, ev event) *model.PushRequest {
 		w.installed = true
 		r.updateKindsView()
 		r.log.Info("CRD installed again", "kind", key)
-		return fullPush(model.ConfigUpdate)
+		return fullPush(proxypush.ConfigUpdate)
 	}
 	for _, version := range c.served {
 		gvr := schema.GroupVersionResource{Group: c.group, Version: version, Resource: c.plural}
@@ -250,7 +250,7 @@ func (r *Registry) onCRD(ctx context.Context, ev event) *model.PushRequest {
 		w = &watchedKind{key: key, gvr: gvr, informer: inf, registration: reg, installed: true}
 		r.kinds[key] = w
 		r.handlers[key] = r.onConfig(c.group, c.kind)
-		if config.GroupOf(model.Kind(c.kind)) == c.group {
+		if istioconfig.GroupOf(proxypush.Kind(c.kind)) == c.group {
 			r.status.watch(gvr, inf.GetStore())
 		}
 		r.dynFactory.Start(ctx.Done())
@@ -270,7 +270,7 @@ func (r *Registry) onCRD(ctx context.Context, ev event) *model.PushRequest {
 }
 
 // onKindSynced: a kind installed after start has its objects listed.
-func (r *Registry) onKindSynced(_ context.Context, ev event) *model.PushRequest {
+func (r *Registry) onKindSynced(_ context.Context, ev event) *proxypush.PushRequest {
 	key, _ := ev.obj.(string)
 	w := r.kinds[key]
 	if w == nil || w.synced {
@@ -279,5 +279,5 @@ func (r *Registry) onKindSynced(_ context.Context, ev event) *model.PushRequest 
 	w.synced = true
 	r.updateKindsView()
 	r.log.Info("watching kind", "kind", key, "objects", len(w.informer.GetStore().ListKeys()))
-	return fullPush(model.ConfigUpdate)
+	return fullPush(proxypush.ConfigUpdate)
 }

@@ -43,10 +43,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // Handler keys of the built-in kinds. CRD-backed kinds use "GROUP/Kind".
@@ -59,7 +59,7 @@ const (
 	kindCRD           = "CustomResourceDefinition"
 	// Internal events.
 	kindSynced = "strait/informer-synced" // obj: the handler key of a kind whose informer synced
-	kindStatic = "strait/static"          // obj: the *model.PushRequest of the static source
+	kindStatic = "strait/static"          // obj: the *proxypush.PushRequest of the static source
 	kindMesh   = "strait/mesh"            // obj: the new *meshconfig.Config
 )
 
@@ -123,7 +123,7 @@ func ConfigFromKubeconfig(path string) (*rest.Config, error) {
 
 // handler turns one event of its kind into the push it needs (nil: none).
 // Handlers run on the worker goroutine.
-type handler func(ctx context.Context, ev event) *model.PushRequest
+type handler func(ctx context.Context, ev event) *proxypush.PushRequest
 
 // Registry serves a cluster's services and Istio configs.
 //
@@ -331,9 +331,9 @@ func (r *Registry) SetMesh(m *meshconfig.Config) {
 // snapshot; req (the static source's push request) is forwarded to
 // onChange after the merged snapshot is rebuilt. Pass it as the file
 // registry's onChange.
-func (r *Registry) StaticChanged(req *model.PushRequest) {
+func (r *Registry) StaticChanged(req *proxypush.PushRequest) {
 	if req == nil {
-		req = &model.PushRequest{Full: true, Reason: []model.TriggerReason{model.ConfigUpdate}}
+		req = &proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.ConfigUpdate}}
 	}
 	r.queue.push(event{kind: kindStatic, obj: req})
 }
@@ -345,12 +345,12 @@ func (r *Registry) StaticChanged(req *model.PushRequest) {
 // calls onChange (on Run's goroutine) with the merged push request. An
 // unreachable API server is not an error: the informers retry, and the
 // last snapshot is served meanwhile. Run must be called at most once.
-func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) error {
+func (r *Registry) Run(ctx context.Context, onChange func(*proxypush.PushRequest)) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("kube registry: Run called twice")
 	}
 	if onChange == nil {
-		onChange = func(*model.PushRequest) {}
+		onChange = func(*proxypush.PushRequest) {}
 	}
 	r.coreInformers.Start(ctx.Done())
 	r.dynFactory.Start(ctx.Done())
@@ -396,14 +396,14 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 	close(r.syncedCh)
 	r.log.Info("synced with the API server", "took", time.Since(start).Round(time.Millisecond),
 		"services", len(r.services.GetStore().ListKeys()), "kinds", r.WatchedKinds())
-	onChange(&model.PushRequest{Full: true, Reason: []model.TriggerReason{model.GlobalUpdate}, Start: start})
+	onChange(&proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.GlobalUpdate}, Start: start})
 
 	for {
 		evs := r.queue.take(ctx)
 		if evs == nil {
 			return nil
 		}
-		var batch model.Batch
+		var batch proxypush.Batch
 		global := false // a request that names nothing concerns every proxy
 		for _, ev := range evs {
 			h := r.handlers[ev.kind]
@@ -431,7 +431,7 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 		}
 		old := r.Snapshot()
 		store := r.buildStore()
-		changed := config.Diff(old.Configs, store)
+		changed := istioconfig.Diff(old.Configs, store)
 		if len(changed) == 0 && !global && !namesOtherKinds(req) {
 			// The service model is a function of the store: nothing to push
 			// (e.g. a relist after an outage, or the start-up backlog). An
@@ -448,17 +448,17 @@ func (r *Registry) Run(ctx context.Context, onChange func(*model.PushRequest)) e
 // namesOtherKinds reports whether req names a config of a kind that is not
 // part of the service model (an Istio kind Strait watches but does not
 // translate yet): such changes are pushed even though the store is equal.
-func namesOtherKinds(req *model.PushRequest) bool {
+func namesOtherKinds(req *proxypush.PushRequest) bool {
 	for k := range req.ConfigsUpdated {
-		if !slices.Contains(config.Kinds, k.Kind) {
+		if !slices.Contains(istioconfig.Kinds, k.Kind) {
 			return true
 		}
 	}
 	return false
 }
 
-func unionKeys(a, b map[model.ConfigKey]struct{}) map[model.ConfigKey]struct{} {
-	out := make(map[model.ConfigKey]struct{}, len(a)+len(b))
+func unionKeys(a, b map[proxypush.ConfigKey]struct{}) map[proxypush.ConfigKey]struct{} {
+	out := make(map[proxypush.ConfigKey]struct{}, len(a)+len(b))
 	maps.Copy(out, a)
 	maps.Copy(out, b)
 	return out
@@ -475,18 +475,18 @@ func unionKeys(a, b map[model.ConfigKey]struct{}) map[model.ConfigKey]struct{} {
 // than trusted to the event that reported it: a batch may already see an
 // object whose event comes in the next one) makes the push full, for that
 // workload's own proxy.
-func describe(old, new *mesh.Snapshot, req *model.PushRequest, changed map[model.ConfigKey]struct{}, global bool) *model.PushRequest {
+func describe(old, new *mesh.Snapshot, req *proxypush.PushRequest, changed map[proxypush.ConfigKey]struct{}, global bool) *proxypush.PushRequest {
 	out := mesh.PushRequestFor(old, new, req.ConfigsUpdated, req.Start).Merge(req)
 	out.Reason = req.Reason
 	for k := range changed {
-		if k.Kind != config.KindWorkloadEntry {
+		if k.Kind != istioconfig.KindWorkloadEntry {
 			continue
 		}
 		o, n := old.Configs.Get(k), new.Configs.Get(k)
 		if o != nil && n != nil && !maps.Equal(o.WorkloadEntry().GetLabels(), n.WorkloadEntry().GetLabels()) {
 			out.Full = true
-			if !slices.Contains(out.Reason, model.ProxyUpdate) {
-				out.Reason = append(slices.Clone(out.Reason), model.ProxyUpdate)
+			if !slices.Contains(out.Reason, proxypush.ProxyUpdate) {
+				out.Reason = append(slices.Clone(out.Reason), proxypush.ProxyUpdate)
 			}
 		}
 	}

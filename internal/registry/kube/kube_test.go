@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/straitmesh/strait/internal/kubeapiserver"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/testreq"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
@@ -87,7 +87,7 @@ type plane struct {
 	addr string
 
 	mu       sync.Mutex
-	requests []*model.PushRequest // every request the registry sent
+	requests []*proxypush.PushRequest // every request the registry sent
 }
 
 func startPlane(t *testing.T, cfg *rest.Config, opts Options) *plane {
@@ -115,7 +115,7 @@ func startPlane(t *testing.T, cfg *rest.Config, opts Options) *plane {
 	wg.Go(func() { _ = gs.Serve(lis) })
 	wg.Go(func() { _ = srv.Run(ctx) })
 	wg.Go(func() {
-		if err := reg.Run(ctx, func(req *model.PushRequest) {
+		if err := reg.Run(ctx, func(req *proxypush.PushRequest) {
 			p.mu.Lock()
 			p.requests = append(p.requests, req)
 			p.mu.Unlock()
@@ -137,7 +137,7 @@ func startPlane(t *testing.T, cfg *rest.Config, opts Options) *plane {
 	return p
 }
 
-func (p *plane) pushRequests() []*model.PushRequest {
+func (p *plane) pushRequests() []*proxypush.PushRequest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.requests)
@@ -188,7 +188,7 @@ func (f *fixture) pod(name, ip string, labels map[string]string) string {
 	if _, err := f.kube.CoreV1().Pods(f.ns).UpdateStatus(f.ctx, created, metav1.UpdateOptions{}); err != nil {
 		f.t.Fatalf("set pod IP: %v", err)
 	}
-	return model.NodeID(ip, name, f.ns, "")
+	return proxypush.NodeID(ip, name, f.ns, "")
 }
 
 func (f *fixture) service(name string, ports ...corev1.ServicePort) {
@@ -290,7 +290,7 @@ func TestServiceAndEndpoints(t *testing.T) {
 		t.Errorf("EDS pushed %d times for 2 scale steps", after[xdsapi.EndpointType]-before[xdsapi.EndpointType])
 	}
 	for _, req := range p.pushRequests() {
-		if _, ok := req.ServicesUpdated[f.host("web")]; ok && req.Full && !slices.Contains(req.Reason, model.ServiceUpdate) {
+		if _, ok := req.ServicesUpdated[f.host("web")]; ok && req.Full && !slices.Contains(req.Reason, proxypush.ServiceUpdate) {
 			t.Errorf("endpoint change sent a full push: %+v", req)
 		}
 	}
@@ -368,12 +368,12 @@ func TestProxies(t *testing.T) {
 	p := startPlane(t, env.Config, Options{})
 
 	for name, id := range map[string]string{
-		"unknown IP":         model.NodeID("10.200.3.99", "app", f.ns, ""),
-		"IP of another pod":  model.NodeID("10.200.3.1", "other", f.ns, ""),
-		"wrong namespace":    model.NodeID("10.200.3.1", "app", "default", ""),
-		"pod does not exist": model.NodeID("10.200.3.2", "ghost", f.ns, ""),
+		"unknown IP":         proxypush.NodeID("10.200.3.99", "app", f.ns, ""),
+		"IP of another pod":  proxypush.NodeID("10.200.3.1", "other", f.ns, ""),
+		"wrong namespace":    proxypush.NodeID("10.200.3.1", "app", "default", ""),
+		"pod does not exist": proxypush.NodeID("10.200.3.2", "ghost", f.ns, ""),
 	} {
-		proxy, err := model.ParseNodeID(id)
+		proxy, err := proxypush.ParseNodeID(id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -381,7 +381,7 @@ func TestProxies(t *testing.T) {
 			t.Errorf("%s: proxy %s accepted", name, id)
 		}
 	}
-	proxy, _ := model.ParseNodeID(node)
+	proxy, _ := proxypush.ParseNodeID(node)
 	if err := p.reg.ResolveProxy(proxy); err != nil {
 		t.Fatalf("pod's own proxy rejected: %v", err)
 	}
@@ -401,7 +401,7 @@ func TestProxies(t *testing.T) {
 	for {
 		var found bool
 		for _, req := range p.pushRequests() {
-			if _, ok := req.AddressesUpdated["10.200.3.1"]; ok && req.Full && slices.Contains(req.Reason, model.ProxyUpdate) {
+			if _, ok := req.AddressesUpdated["10.200.3.1"]; ok && req.Full && slices.Contains(req.Reason, proxypush.ProxyUpdate) {
 				found = true
 			}
 		}
@@ -494,7 +494,7 @@ func TestGatewayAPI(t *testing.T) {
 	if _, err := env.Dynamic.Resource(gvr).Namespace(f.ns).Create(f.ctx, route, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	key := model.ConfigKey{Kind: "HTTPRoute", Name: "web", Namespace: f.ns}
+	key := proxypush.ConfigKey{Kind: "HTTPRoute", Name: "web", Namespace: f.ns}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var found bool
@@ -513,7 +513,7 @@ func TestGatewayAPI(t *testing.T) {
 	}
 }
 
-func describeRequests(reqs []*model.PushRequest) string {
+func describeRequests(reqs []*proxypush.PushRequest) string {
 	var out []string
 	for _, r := range reqs {
 		out = append(out, fmt.Sprintf("{full=%v reasons=%v configs=%v services=%v addresses=%v}", r.Full, r.Reason, r.ConfigsUpdated, r.ServicesUpdated, r.AddressesUpdated))

@@ -17,7 +17,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
@@ -174,7 +174,7 @@ func TestWithFileRegistry(t *testing.T) {
 	}
 	var sawFile bool
 	for _, req := range p.pushRequests() {
-		if _, ok := req.ConfigsUpdated[model.ConfigKey{Kind: "ServiceEntry", Name: "ext", Namespace: "mixed"}]; ok && req.Full {
+		if _, ok := req.ConfigsUpdated[proxypush.ConfigKey{Kind: "ServiceEntry", Name: "ext", Namespace: "mixed"}]; ok && req.Full {
 			sawFile = true
 		}
 	}

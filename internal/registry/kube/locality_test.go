@@ -12,7 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -46,7 +46,7 @@ func TestNodeLocality(t *testing.T) {
 		if _, err := f.kube.CoreV1().Pods(f.ns).UpdateStatus(f.ctx, created, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		return model.NodeID(ip, name, f.ns, "")
+		return proxypush.NodeID(ip, name, f.ns, "")
 	}
 	client := pod("client", "10.200.9.1", "locality-a")
 	pod("web-a", "10.200.9.2", "locality-a")

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // TestMeshConfigMap: the istio ConfigMap's mesh key is read at start
@@ -73,7 +73,7 @@ func TestMeshConfigMap(t *testing.T) {
 	waitFor(t, func() bool { return p.reg.Snapshot().RootNamespace == "meshcfg" }, "the snapshot to use the new mesh config")
 	waitFor(t, func() bool {
 		for _, r := range p.pushRequests()[pushesBefore:] {
-			if r.Full && r.IsGlobal() && containsReason(r.Reason, model.GlobalUpdate) {
+			if r.Full && r.IsGlobal() && containsReason(r.Reason, proxypush.GlobalUpdate) {
 				return true
 			}
 		}
@@ -118,7 +118,7 @@ func TestLoadMeshConfigRefusesByName(t *testing.T) {
 	}
 }
 
-func containsReason(rs []model.TriggerReason, r model.TriggerReason) bool {
+func containsReason(rs []proxypush.TriggerReason, r proxypush.TriggerReason) bool {
 	for _, x := range rs {
 		if x == r {
 			return true

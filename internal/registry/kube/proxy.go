@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // lookupTimeout bounds ResolveProxy's direct API request for a pod that
@@ -23,7 +23,7 @@ const lookupTimeout = 2 * time.Second
 // informer cache; a pod too new for the cache is fetched once from the API
 // server). A proxy outside a pod (a VM) is accepted when a WorkloadEntry
 // (from the cluster or the static source) has its IP.
-func (r *Registry) ResolveProxy(p *model.Proxy) error {
+func (r *Registry) ResolveProxy(p *proxypush.Proxy) error {
 	if p == nil {
 		return errors.New("no proxy")
 	}

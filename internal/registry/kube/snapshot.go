@@ -9,9 +9,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // buildStore collects everything the service model is built from: the
@@ -19,17 +19,17 @@ import (
 // translates, a ServiceEntry per Kubernetes Service (with its ready
 // endpoints) and a WorkloadEntry per running pod. It runs on the worker
 // (and once in New, before any informer runs).
-func (r *Registry) buildStore() *config.Store {
-	store := config.NewStore()
+func (r *Registry) buildStore() *istioconfig.Store {
+	store := istioconfig.NewStore()
 	var problems []string
-	add := func(c *config.Config) {
+	add := func(c *istioconfig.Config) {
 		if err := store.Add(c); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}
 	if r.opts.Static != nil {
 		if s := r.opts.Static.Snapshot(); s != nil {
-			for _, kind := range config.Kinds {
+			for _, kind := range istioconfig.Kinds {
 				for _, c := range s.Configs.List(kind) {
 					add(c)
 				}
@@ -41,7 +41,7 @@ func (r *Registry) buildStore() *config.Store {
 	for _, key := range sortedKeys(r.kinds) {
 		w := r.kinds[key]
 		group, kind, _ := strings.Cut(key, "/")
-		if !w.installed || !w.synced || group != config.GroupOf(model.Kind(kind)) {
+		if !w.installed || !w.synced || group != istioconfig.GroupOf(proxypush.Kind(kind)) {
 			continue
 		}
 		for _, obj := range w.informer.GetStore().List() {
@@ -94,7 +94,7 @@ func (r *Registry) buildStore() *config.Store {
 // serviceEntry returns the ServiceEntry of a Service and its
 // EndpointSlices (from the derived cache when none of them changed); seen
 // collects the UIDs of the objects in use.
-func (r *Registry) serviceEntry(svc *corev1.Service, seen map[types.UID]bool) *config.Config {
+func (r *Registry) serviceEntry(svc *corev1.Service, seen map[types.UID]bool) *istioconfig.Config {
 	objs, _ := r.slices.GetIndexer().ByIndex(sliceSvcIndex, svc.Namespace+"/"+svc.Name)
 	eps := make([]*discoveryv1.EndpointSlice, 0, len(objs))
 	for _, o := range objs {
@@ -120,7 +120,7 @@ func (r *Registry) podByKey(key string) (*corev1.Pod, bool) {
 // It returns the old snapshot, the changed configs and true when it
 // published; false when the batch needs a full rebuild (another kind of
 // event, or a change that is more than endpoints).
-func (r *Registry) updateEndpoints(evs []event) (*mesh.Snapshot, map[model.ConfigKey]struct{}, bool) {
+func (r *Registry) updateEndpoints(evs []event) (*mesh.Snapshot, map[proxypush.ConfigKey]struct{}, bool) {
 	services := map[string]bool{} // namespace/name
 	for _, ev := range evs {
 		if ev.kind != kindEndpointSlice {
@@ -133,7 +133,7 @@ func (r *Registry) updateEndpoints(evs []event) (*mesh.Snapshot, map[model.Confi
 		}
 	}
 	old := r.Snapshot()
-	repl := map[model.ConfigKey]*config.Config{}
+	repl := map[proxypush.ConfigKey]*istioconfig.Config{}
 	seen := map[types.UID]bool{}
 	for key := range services {
 		obj, ok, _ := r.services.GetIndexer().GetByKey(key)
@@ -150,7 +150,7 @@ func (r *Registry) updateEndpoints(evs []event) (*mesh.Snapshot, map[model.Confi
 			repl[k] = c
 		}
 	}
-	changed := make(map[model.ConfigKey]struct{}, len(repl))
+	changed := make(map[proxypush.ConfigKey]struct{}, len(repl))
 	for k := range repl {
 		changed[k] = struct{}{}
 	}
@@ -168,7 +168,7 @@ func (r *Registry) updateEndpoints(evs []event) (*mesh.Snapshot, map[model.Confi
 }
 
 // publish builds and stores a new snapshot from store.
-func (r *Registry) publish(store *config.Store, logIt bool) {
+func (r *Registry) publish(store *istioconfig.Store, logIt bool) {
 	r.version++
 	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.opts.Domain, RootNamespace: r.opts.RootNamespace, Mesh: r.mesh, Version: r.version, Previous: r.snap.Load()})
 	msgs := make([]string, 0, len(problems))
@@ -216,7 +216,7 @@ func (r *Registry) conflictsByObject(problems []error) map[objectRef][]validatio
 	}
 	out := map[objectRef][]validationMessage{}
 	for _, p := range problems {
-		var fe *config.FieldError
+		var fe *istioconfig.FieldError
 		if !errors.As(p, &fe) {
 			continue
 		}

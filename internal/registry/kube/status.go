@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 // The validation messages straitd writes on the status of an Istio object
@@ -55,7 +55,7 @@ func messagesFor(err error) []validationMessage {
 	var out []validationMessage
 	for _, e := range flatten(err) {
 		code := CodeInvalid
-		if errors.Is(e, config.ErrNotSupported) {
+		if errors.Is(e, istioconfig.ErrNotSupported) {
 			code = CodeNotSupported
 		}
 		out = append(out, validationMessage{level: "ERROR", code: code, description: e.Error()})
@@ -69,7 +69,7 @@ func conflictMessage(problem error) validationMessage {
 	return validationMessage{level: "WARNING", code: CodeConflict, description: problem.Error()}
 }
 
-// flatten splits joined errors (config.ParseFile joins one error per field)
+// flatten splits joined errors (istioconfig.ParseFile joins one error per field)
 // into the leaves.
 func flatten(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {

@@ -21,7 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 func msg(code, text string) map[string]any {
@@ -139,7 +139,7 @@ func TestMessagesFor(t *testing.T) {
 	if len(plain) != 1 || plain[0] != (validationMessage{"ERROR", CodeInvalid, "boom"}) {
 		t.Errorf("plain error: %v", plain)
 	}
-	wrapped := messagesFor(fmt.Errorf("x: %w", &config.FieldError{Field: "spec.a", Problem: "not supported by Strait yet", Err: config.ErrNotSupported}))
+	wrapped := messagesFor(fmt.Errorf("x: %w", &istioconfig.FieldError{Field: "spec.a", Problem: "not supported by Strait yet", Err: istioconfig.ErrNotSupported}))
 	if len(wrapped) != 1 || wrapped[0].code != CodeNotSupported {
 		t.Errorf("wrapped refusal: %v", wrapped)
 	}
@@ -491,15 +491,15 @@ func TestConflictsByObject(t *testing.T) {
 	a := objectRef{gvr: vsGVR, namespace: "demo", name: "a"}
 	b := objectRef{gvr: vsGVR, namespace: "demo", name: "b"}
 	r := &Registry{converted: map[types.UID]convertedConfig{
-		"ua": {ref: a, cfg: &config.Config{Meta: config.Meta{Source: config.Source{File: "kubernetes VirtualService demo/a", Document: 1}}}},
-		"ub": {ref: b, cfg: &config.Config{Meta: config.Meta{Source: config.Source{File: "kubernetes VirtualService demo/b", Document: 1}}}},
+		"ua": {ref: a, cfg: &istioconfig.Config{Meta: istioconfig.Meta{Source: istioconfig.Source{File: "kubernetes VirtualService demo/a", Document: 1}}}},
+		"ub": {ref: b, cfg: &istioconfig.Config{Meta: istioconfig.Meta{Source: istioconfig.Source{File: "kubernetes VirtualService demo/b", Document: 1}}}},
 		"uc": {ref: objectRef{gvr: vsGVR, namespace: "demo", name: "c"}, err: errors.New("invalid")},
 	}}
 	problems := []error{
-		&config.FieldError{File: "kubernetes VirtualService demo/a", Document: 1, Field: "spec.http[1]", Problem: "z"},
-		&config.FieldError{File: "kubernetes VirtualService demo/a", Document: 1, Field: "spec.http[0]", Problem: "y"},
-		&config.FieldError{File: "static.yaml", Document: 1, Field: "spec", Problem: "x"},
-		&config.FieldError{File: "kubernetes Service demo/a", Field: "spec", Problem: "x"},
+		&istioconfig.FieldError{File: "kubernetes VirtualService demo/a", Document: 1, Field: "spec.http[1]", Problem: "z"},
+		&istioconfig.FieldError{File: "kubernetes VirtualService demo/a", Document: 1, Field: "spec.http[0]", Problem: "y"},
+		&istioconfig.FieldError{File: "static.yaml", Document: 1, Field: "spec", Problem: "x"},
+		&istioconfig.FieldError{File: "kubernetes Service demo/a", Field: "spec", Problem: "x"},
 		errors.New("kubernetes VirtualService demo/b: not a field error"),
 	}
 	got := r.conflictsByObject(problems)

@@ -2,7 +2,7 @@ package gen
 
 // AuthorizationPolicy → RBAC filters on a workload's inbound chains, as
 // Istio's authz builder does (pilot/pkg/security/authz/builder/builder.go,
-// model/model.go and model/generator.go): one filter per action present,
+// model/proxypush.go and model/generator.go): one filter per action present,
 // AUDIT (LOG), DENY, then ALLOW, so a DENY match wins over an ALLOW; an
 // ALLOW filter whose policies match nothing denies; no policy means no
 // filter (everything allowed). Each rule is a policy named
@@ -41,9 +41,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	security "istio.io/api/security/v1beta1"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 const (
@@ -76,7 +76,7 @@ func buildAuthz(pols mesh.AuthorizationPolicies, tds trustDomains) authzFilters 
 		return out
 	}
 	for _, a := range []struct {
-		pols   []*config.Config
+		pols   []*istioconfig.Config
 		action rbacpb.RBAC_Action
 	}{{pols.Audit, rbacpb.RBAC_LOG}, {pols.Deny, rbacpb.RBAC_DENY}, {pols.Allow, rbacpb.RBAC_ALLOW}} {
 		if len(a.pols) == 0 {
@@ -122,7 +122,7 @@ func matchNever() *rbacpb.Policy {
 
 // buildRBAC is the enforced and the shadow (dry-run) rules of one action;
 // either is nil when no policy goes there.
-func buildRBAC(pols []*config.Config, action rbacpb.RBAC_Action, tds trustDomains, forTCP bool) (rules, shadow *rbacpb.RBAC) {
+func buildRBAC(pols []*istioconfig.Config, action rbacpb.RBAC_Action, tds trustDomains, forTCP bool) (rules, shadow *rbacpb.RBAC) {
 	for _, c := range pols {
 		dst := &rules
 		if mesh.DryRun(c) {
@@ -150,7 +150,7 @@ func buildRBAC(pols []*config.Config, action rbacpb.RBAC_Action, tds trustDomain
 	return rules, shadow
 }
 
-func rbacPolicyName(c *config.Config, i int) string {
+func rbacPolicyName(c *istioconfig.Config, i int) string {
 	return fmt.Sprintf("ns[%s]-policy[%s]-rule[%d]", c.Namespace, c.Name, i)
 }
 
@@ -352,7 +352,7 @@ func (g condGen) permission(key, v string) (*rbacpb.Permission, error) {
 	case ":method":
 		return &rbacpb.Permission{Rule: &rbacpb.Permission_Header{Header: headerWildcard(key, v, false)}}, nil
 	case "path":
-		if config.ContainsPathTemplate(v) {
+		if istioconfig.ContainsPathTemplate(v) {
 			return pathTemplatePermission(v), nil
 		}
 		return &rbacpb.Permission{Rule: &rbacpb.Permission_UrlPath{UrlPath: &matcher.PathMatcher{
@@ -571,7 +571,7 @@ func listValue(v *matcher.ValueMatcher) *matcher.ValueMatcher {
 // inboundAuthorizationPolicies are the policies of the proxy's workload
 // (its WorkloadEntry's namespace and labels; without one, the proxy's
 // namespace and no labels).
-func inboundAuthorizationPolicies(snap *mesh.Snapshot, proxy *model.Proxy) mesh.AuthorizationPolicies {
+func inboundAuthorizationPolicies(snap *mesh.Snapshot, proxy *proxypush.Proxy) mesh.AuthorizationPolicies {
 	if proxy == nil {
 		return mesh.AuthorizationPolicies{}
 	}

@@ -8,7 +8,7 @@ import (
 	rbachttp "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	rbactcp "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
@@ -110,11 +110,11 @@ func decide(t *testing.T, f authzFilters, r authzRequest) bool {
 
 func policiesFor(t *testing.T, yaml string) mesh.AuthorizationPolicies {
 	t.Helper()
-	res := config.ParseFile("p.yaml", []byte(yaml))
+	res := istioconfig.ParseFile("p.yaml", []byte(yaml))
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	store := config.NewStore()
+	store := istioconfig.NewStore()
 	for _, c := range res.Configs {
 		if err := store.Add(c); err != nil {
 			t.Fatal(err)

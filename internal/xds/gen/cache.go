@@ -11,10 +11,10 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // cache holds generated, marshalled resources so that what many proxies
@@ -50,7 +50,7 @@ type cache struct {
 // serviceEntry is a cached result for one service.
 type serviceEntry struct {
 	svc  *mesh.Service
-	dr   *config.Config
+	dr   *istioconfig.Config
 	mesh *meshconfig.Config
 	res  []*discovery.Resource
 	// mtls is the auto mTLS decision the clusters were built with
@@ -262,7 +262,7 @@ func (c *cache) serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Servic
 // loadAssignment returns the EDS resource of one cluster, from the cache
 // when neither its service nor the service's DestinationRule changed; nil
 // when the cluster is unknown or out of scope.
-func (c *cache) loadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, proxy *model.Proxy, name string) (*discovery.Resource, error) {
+func (c *cache) loadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, proxy *proxypush.Proxy, name string) (*discovery.Resource, error) {
 	svc, port, selector, ok := edsTarget(snap, scope, name)
 	if !ok {
 		return nil, nil

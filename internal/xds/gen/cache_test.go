@@ -6,7 +6,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -32,7 +32,7 @@ spec:
 	v2 := build(t, store, mesh.BuildOptions{Version: 2, Previous: v1, Mesh: distribute})
 	current := v1
 	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return current }))
-	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.ns~ns.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.1.0.9~client.ns~ns.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/protocol"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // Istio's settings for DNS clusters (pilot/pkg/features:
@@ -34,11 +34,11 @@ const (
 const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
 // BuildClusters returns the proxy's clusters sorted by name.
-func (g *Generator) BuildClusters(proxy *model.Proxy) []*cluster.Cluster {
+func (g *Generator) BuildClusters(proxy *proxypush.Proxy) []*cluster.Cluster {
 	return buildClusters(g.snapshot(), proxy)
 }
 
-func buildClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
+func buildClusters(snap *mesh.Snapshot, proxy *proxypush.Proxy) []*cluster.Cluster {
 	out := outboundClusters(snap, snap.ProxyScope(proxy))
 	out = append(out, inboundClusters(snap, proxy)...)
 	slices.SortFunc(out, func(a, b *cluster.Cluster) int { return cmp.Compare(a.Name, b.Name) })
@@ -209,7 +209,7 @@ func specialClusters(snap *mesh.Snapshot) []*cluster.Cluster {
 // (the Sidecar's) limits its cluster as a DestinationRule's connectionPool
 // limits an outbound cluster (Istio's buildInboundCluster, with
 // SidecarScope.InboundConnectionPoolForPort).
-func inboundClusters(snap *mesh.Snapshot, proxy *model.Proxy) []*cluster.Cluster {
+func inboundClusters(snap *mesh.Snapshot, proxy *proxypush.Proxy) []*cluster.Cluster {
 	var out []*cluster.Cluster
 	for _, p := range inboundPorts(snap, proxy) {
 		c := inboundCluster(InboundClusterName(p.endpointPort))
@@ -312,7 +312,7 @@ type inboundPort struct {
 // select the proxy's workload, sorted, or the ingress listeners of its
 // Sidecar when it has some (ingress.go). A port that two services give
 // different protocols is HTTP only if all say HTTP.
-func inboundPorts(snap *mesh.Snapshot, proxy *model.Proxy) []inboundPort {
+func inboundPorts(snap *mesh.Snapshot, proxy *proxypush.Proxy) []inboundPort {
 	ip := proxyIP(proxy)
 	if ip == "" {
 		return nil

@@ -6,7 +6,7 @@ import (
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -41,11 +41,11 @@ spec:
 func TestDNSHostEndpointUsesTargetPort(t *testing.T) {
 	snap := build(t, storeOf(t, egressTLSOrigination), mesh.BuildOptions{})
 	g := gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
-	proxy, err := model.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := g.Generate(proxy, xdsapi.ClusterType, nil, &model.PushRequest{Full: true})
+	res, err := g.Generate(proxy, xdsapi.ClusterType, nil, &proxypush.PushRequest{Full: true})
 	if err != nil {
 		t.Fatal(err)
 	}

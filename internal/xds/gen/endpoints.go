@@ -9,18 +9,18 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // BuildEndpoints returns the load assignments of the named outbound
 // clusters (all of the proxy's EDS clusters when names is empty), sorted by
 // cluster name. Unknown names are left out; a known cluster without
 // endpoints gets an empty assignment so that Envoy stops waiting for it.
-func (g *Generator) BuildEndpoints(proxy *model.Proxy, names []string) []*endpoint.ClusterLoadAssignment {
+func (g *Generator) BuildEndpoints(proxy *proxypush.Proxy, names []string) []*endpoint.ClusterLoadAssignment {
 	return buildEndpoints(g.snapshot(), proxy, names)
 }
 
-func buildEndpoints(snap *mesh.Snapshot, proxy *model.Proxy, names []string) []*endpoint.ClusterLoadAssignment {
+func buildEndpoints(snap *mesh.Snapshot, proxy *proxypush.Proxy, names []string) []*endpoint.ClusterLoadAssignment {
 	if len(names) == 0 {
 		for _, c := range buildClusters(snap, proxy) {
 			if c.EdsClusterConfig != nil {
@@ -41,7 +41,7 @@ func buildEndpoints(snap *mesh.Snapshot, proxy *model.Proxy, names []string) []*
 
 // clusterLoadAssignment is the EDS resource of one outbound cluster, or
 // nil when the cluster is unknown or out of the scope.
-func clusterLoadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, proxy *model.Proxy, name string) *endpoint.ClusterLoadAssignment {
+func clusterLoadAssignment(snap *mesh.Snapshot, scope *mesh.Scope, proxy *proxypush.Proxy, name string) *endpoint.ClusterLoadAssignment {
 	svc, port, selector, ok := edsTarget(snap, scope, name)
 	if !ok {
 		return nil

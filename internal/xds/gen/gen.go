@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/nds"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -76,7 +76,7 @@ func (g *Generator) Builds() map[string]int { return g.cache.Builds() }
 //
 // What proxies of one scope share comes from the cache (see cache); only
 // the proxy's inbound side is built per call.
-func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []string, _ *model.PushRequest) ([]*discovery.Resource, error) {
+func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []string, _ *proxypush.PushRequest) ([]*discovery.Resource, error) {
 	snap := g.snapshot()
 	scope := snap.ProxyScope(proxy)
 	if isProxyless(proxy) {
@@ -164,7 +164,7 @@ func (g *Generator) Generate(proxy *model.Proxy, typeURL string, watched []strin
 // (every EDS cluster of the scope when watched is empty). Named clusters
 // need no scope entry, so an endpoints push after a new snapshot does not
 // build the scope's listeners and routes.
-func (g *Generator) generateEndpoints(snap *mesh.Snapshot, scope *mesh.Scope, proxy *model.Proxy, watched []string) ([]*discovery.Resource, error) {
+func (g *Generator) generateEndpoints(snap *mesh.Snapshot, scope *mesh.Scope, proxy *proxypush.Proxy, watched []string) ([]*discovery.Resource, error) {
 	names := watched
 	if len(names) == 0 {
 		e, err := g.cache.scope(snap, scope)
@@ -221,7 +221,7 @@ func wanted(watched []string) func(string) bool {
 	return func(n string) bool { return set[n] }
 }
 
-func proxyIP(p *model.Proxy) string {
+func proxyIP(p *proxypush.Proxy) string {
 	if p == nil {
 		return ""
 	}

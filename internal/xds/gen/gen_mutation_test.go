@@ -14,9 +14,9 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -92,12 +92,12 @@ func TestGoldenMutation(t *testing.T) {
 	g := staticGenerator(t, mutationDir)
 	for _, gc := range mutationGoldens {
 		t.Run(gc.name, func(t *testing.T) {
-			proxy, err := model.ParseNodeID(gc.node)
+			proxy, err := proxypush.ParseNodeID(gc.node)
 			if err != nil {
 				t.Fatal(err)
 			}
 			proxy.Metadata = gc.metadata
-			res, err := g.Generate(proxy, gc.typeURL, gc.watched, &model.PushRequest{Full: true})
+			res, err := g.Generate(proxy, gc.typeURL, gc.watched, &proxypush.PushRequest{Full: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -151,7 +151,7 @@ func checkValid(t *testing.T, res []*discovery.Resource) {
 // matches in name order.
 func TestPseudoHeaderMatches(t *testing.T) {
 	g := staticGenerator(t, mutationDir)
-	proxy, _ := model.ParseNodeID(appClient)
+	proxy, _ := proxypush.ParseNodeID(appClient)
 	var rt *route.Route
 	for _, rc := range g.BuildRoutes(proxy, []string{"80"}) {
 		for _, vh := range rc.VirtualHosts {
@@ -196,7 +196,7 @@ func TestProxylessOnlyByMetadata(t *testing.T) {
 		{map[string]string{"OTHER": gen.ProxylessGeneratorGRPC}, false},
 		{grpcMeta, true},
 	} {
-		proxy, _ := model.ParseNodeID(appClient)
+		proxy, _ := proxypush.ParseNodeID(appClient)
 		proxy.Metadata = tc.meta
 		res, err := g.Generate(proxy, xdsapi.ListenerType, []string{"greeter:7070"}, nil)
 		if err != nil {
@@ -215,7 +215,7 @@ func TestProxylessOnlyByMetadata(t *testing.T) {
 	if err != nil || len(res) == 0 {
 		t.Fatalf("nil proxy: %d listeners, %v", len(res), err)
 	}
-	proxy, _ := model.ParseNodeID(appClient)
+	proxy, _ := proxypush.ParseNodeID(appClient)
 	proxy.Metadata = grpcMeta
 	if _, err := g.Generate(proxy, "type.googleapis.com/bogus", nil, nil); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("proxyless, unknown type: %v", err)
@@ -246,11 +246,11 @@ func staticGenerator(t *testing.T, dir string) *gen.Generator {
 
 // storeOf parses YAML documents into a store (fields Strait still refuses
 // included).
-func storeOf(t *testing.T, docs ...string) *config.Store {
+func storeOf(t *testing.T, docs ...string) *istioconfig.Store {
 	t.Helper()
-	store := config.NewStore()
+	store := istioconfig.NewStore()
 	for i, d := range docs {
-		res := config.ParseFileWith(fmt.Sprintf("doc%d.yaml", i), []byte(d), config.ParseOptions{KeepRefused: true})
+		res := istioconfig.ParseFileWith(fmt.Sprintf("doc%d.yaml", i), []byte(d), istioconfig.ParseOptions{KeepRefused: true})
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
@@ -263,7 +263,7 @@ func storeOf(t *testing.T, docs ...string) *config.Store {
 	return store
 }
 
-func build(t *testing.T, store *config.Store, opts mesh.BuildOptions) *mesh.Snapshot {
+func build(t *testing.T, store *istioconfig.Store, opts mesh.BuildOptions) *mesh.Snapshot {
 	t.Helper()
 	snap, errs := mesh.Build(store, opts)
 	if len(errs) > 0 {
@@ -293,10 +293,10 @@ spec:
 func TestNeedsPush(t *testing.T) {
 	snap := build(t, storeOf(t, readTestdata(t, "mesh.yaml"), readTestdata(t, "routing.yaml"), dataSidecar), mesh.BuildOptions{Version: 1})
 	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
-	app, _ := model.ParseNodeID(appClient)
-	data, _ := model.ParseNodeID(dataClient)
-	key := func(kind model.Kind, ns, name string) map[model.ConfigKey]struct{} {
-		return map[model.ConfigKey]struct{}{{Kind: kind, Namespace: ns, Name: name}: {}}
+	app, _ := proxypush.ParseNodeID(appClient)
+	data, _ := proxypush.ParseNodeID(dataClient)
+	key := func(kind proxypush.Kind, ns, name string) map[proxypush.ConfigKey]struct{} {
+		return map[proxypush.ConfigKey]struct{}{{Kind: kind, Namespace: ns, Name: name}: {}}
 	}
 	hosts := func(hs ...string) map[string]struct{} {
 		m := map[string]struct{}{}
@@ -312,32 +312,32 @@ func TestNeedsPush(t *testing.T) {
 	)
 	tests := []struct {
 		name string
-		req  *model.PushRequest
+		req  *proxypush.PushRequest
 		// want per proxy: app, data, nil
 		app, data, none bool
 	}{
-		{name: "global", req: &model.PushRequest{Full: true}, app: true, data: true, none: true},
-		{name: "global endpoints", req: &model.PushRequest{}, app: true, data: true, none: true},
-		{name: "own address", req: &model.PushRequest{AddressesUpdated: hosts("10.97.0.30")}, app: true},
-		{name: "own address, full", req: &model.PushRequest{Full: true, AddressesUpdated: hosts("10.97.0.40")}, data: true},
-		{name: "sidecar in data", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindSidecar, "data", "default")}, data: true, none: true},
-		{name: "sidecar in root namespace", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindSidecar, mesh.DefaultRootNamespace, "default")}, app: true, data: true, none: true},
-		{name: "sidecar elsewhere", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindSidecar, "other", "default")}, none: true},
-		{name: "other kind", req: &model.PushRequest{Full: true, ConfigsUpdated: key("Gateway", "app", "gw")}, app: true, data: true, none: true},
-		{name: "virtual service alone", req: &model.PushRequest{Full: true, ConfigsUpdated: key(config.KindVirtualService, "app", "web")}},
-		{name: "each covered kind", req: &model.PushRequest{Full: true, ConfigsUpdated: map[model.ConfigKey]struct{}{
-			{Kind: config.KindServiceEntry, Namespace: "app", Name: "web"}: {}, {Kind: config.KindWorkloadEntry, Namespace: "app", Name: "client"}: {},
-			{Kind: config.KindDestinationRule, Namespace: "app", Name: "web"}: {}}}},
-		{name: "web changed", req: &model.PushRequest{ConfigsUpdated: key(config.KindServiceEntry, "app", "web"), ServicesUpdated: hosts(web)}, app: true, none: true},
-		{name: "db changed", req: &model.PushRequest{ServicesUpdated: hosts(db)}, app: true, data: true, none: true},
-		{name: "web and db changed", req: &model.PushRequest{ServicesUpdated: hosts(web, db)}, app: true, data: true, none: true},
-		{name: "removed service", req: &model.PushRequest{ServicesUpdated: hosts(gone)}, app: true, none: true},
-		{name: "other proxy's address", req: &model.PushRequest{AddressesUpdated: hosts("10.97.0.99"), ServicesUpdated: hosts(web)}, app: true, none: true},
+		{name: "global", req: &proxypush.PushRequest{Full: true}, app: true, data: true, none: true},
+		{name: "global endpoints", req: &proxypush.PushRequest{}, app: true, data: true, none: true},
+		{name: "own address", req: &proxypush.PushRequest{AddressesUpdated: hosts("10.97.0.30")}, app: true},
+		{name: "own address, full", req: &proxypush.PushRequest{Full: true, AddressesUpdated: hosts("10.97.0.40")}, data: true},
+		{name: "sidecar in data", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key(istioconfig.KindSidecar, "data", "default")}, data: true, none: true},
+		{name: "sidecar in root namespace", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key(istioconfig.KindSidecar, mesh.DefaultRootNamespace, "default")}, app: true, data: true, none: true},
+		{name: "sidecar elsewhere", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key(istioconfig.KindSidecar, "other", "default")}, none: true},
+		{name: "other kind", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key("Gateway", "app", "gw")}, app: true, data: true, none: true},
+		{name: "virtual service alone", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key(istioconfig.KindVirtualService, "app", "web")}},
+		{name: "each covered kind", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: map[proxypush.ConfigKey]struct{}{
+			{Kind: istioconfig.KindServiceEntry, Namespace: "app", Name: "web"}: {}, {Kind: istioconfig.KindWorkloadEntry, Namespace: "app", Name: "client"}: {},
+			{Kind: istioconfig.KindDestinationRule, Namespace: "app", Name: "web"}: {}}}},
+		{name: "web changed", req: &proxypush.PushRequest{ConfigsUpdated: key(istioconfig.KindServiceEntry, "app", "web"), ServicesUpdated: hosts(web)}, app: true, none: true},
+		{name: "db changed", req: &proxypush.PushRequest{ServicesUpdated: hosts(db)}, app: true, data: true, none: true},
+		{name: "web and db changed", req: &proxypush.PushRequest{ServicesUpdated: hosts(web, db)}, app: true, data: true, none: true},
+		{name: "removed service", req: &proxypush.PushRequest{ServicesUpdated: hosts(gone)}, app: true, none: true},
+		{name: "other proxy's address", req: &proxypush.PushRequest{AddressesUpdated: hosts("10.97.0.99"), ServicesUpdated: hosts(web)}, app: true, none: true},
 	}
 	for _, tc := range tests {
 		for _, p := range []struct {
 			name  string
-			proxy *model.Proxy
+			proxy *proxypush.Proxy
 			want  bool
 		}{{"app", app, tc.app}, {"data", data, tc.data}, {"nil", nil, tc.none}} {
 			full := tc.req.Full
@@ -373,7 +373,7 @@ func TestNeedsPush(t *testing.T) {
 func TestSidecarScope(t *testing.T) {
 	snap := build(t, storeOf(t, readTestdata(t, "mesh.yaml"), readTestdata(t, "routing.yaml"), dataSidecar), mesh.BuildOptions{Version: 1})
 	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
-	data, _ := model.ParseNodeID(dataClient)
+	data, _ := proxypush.ParseNodeID(dataClient)
 	names := func(res []*discovery.Resource) []string {
 		var out []string
 		for _, r := range res {
@@ -402,7 +402,7 @@ func keys(m map[string]struct{}) []string {
 
 func TestChangedEndpointsEdges(t *testing.T) {
 	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return nil }))
-	req := &model.PushRequest{ServicesUpdated: map[string]struct{}{"a.demo.svc.cluster.local": {}}}
+	req := &proxypush.PushRequest{ServicesUpdated: map[string]struct{}{"a.demo.svc.cluster.local": {}}}
 	if got, ok := g.ChangedEndpoints(nil, nil, req); ok || got != nil {
 		t.Errorf("nothing watched: %q, %v; want nil, false", got, ok)
 	}
@@ -436,7 +436,7 @@ func TestNames(t *testing.T) {
 // debug paths use, against Generate.
 func TestBuildHelpers(t *testing.T) {
 	g := staticGenerator(t, mutationDir)
-	proxy, _ := model.ParseNodeID(appClient)
+	proxy, _ := proxypush.ParseNodeID(appClient)
 	clusters := g.BuildClusters(proxy)
 	var eds []string
 	for i, c := range clusters {
@@ -530,9 +530,9 @@ func TestCache(t *testing.T) {
 	v1 := build(t, store1, mesh.BuildOptions{Version: 1})
 	current := v1
 	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return current }))
-	app, _ := model.ParseNodeID(appClient)
-	app2, _ := model.ParseNodeID("sidecar~10.97.0.31~client-2.app~app.svc.cluster.local")
-	gen1 := func(p *model.Proxy) map[string][]*discovery.Resource {
+	app, _ := proxypush.ParseNodeID(appClient)
+	app2, _ := proxypush.ParseNodeID("sidecar~10.97.0.31~client-2.app~app.svc.cluster.local")
+	gen1 := func(p *proxypush.Proxy) map[string][]*discovery.Resource {
 		out := map[string][]*discovery.Resource{}
 		for _, tu := range typeURLs {
 			res, err := g.Generate(p, tu.url, nil, nil)
@@ -557,9 +557,9 @@ func TestCache(t *testing.T) {
 	}
 
 	// v2: db's endpoint moved; the other services keep their *Service.
-	dbKey := model.ConfigKey{Kind: config.KindServiceEntry, Namespace: "data", Name: "db"}
+	dbKey := proxypush.ConfigKey{Kind: istioconfig.KindServiceEntry, Namespace: "data", Name: "db"}
 	movedDB := storeOf(t, strings.Replace(configYAML(t, store1.Get(dbKey)), "10.97.1.1", "10.97.1.2", 1)).Get(dbKey)
-	store2 := store1.With(map[model.ConfigKey]*config.Config{dbKey: movedDB})
+	store2 := store1.With(map[proxypush.ConfigKey]*istioconfig.Config{dbKey: movedDB})
 	v2 := build(t, store2, mesh.BuildOptions{Version: 2, Previous: v1})
 	current = v2
 	gen1(app)
@@ -598,7 +598,7 @@ func TestCache(t *testing.T) {
 
 	// v3 drops db; v4 brings back v2's db (same *Service): the cache
 	// dropped it with v3, so it is built again.
-	v3 := build(t, store1.With(map[model.ConfigKey]*config.Config{dbKey: nil}), mesh.BuildOptions{Version: 3, Previous: v2})
+	v3 := build(t, store1.With(map[proxypush.ConfigKey]*istioconfig.Config{dbKey: nil}), mesh.BuildOptions{Version: 3, Previous: v2})
 	current = v3
 	gen1(app)
 	if v3.Service("db.data.svc.cluster.local") != nil {
@@ -618,7 +618,7 @@ func TestCache(t *testing.T) {
 
 	// v5: web's DestinationRule selects other endpoints for subset v1;
 	// its load assignment must follow, not come from the cache.
-	drKey := model.ConfigKey{Kind: config.KindDestinationRule, Namespace: "app", Name: "web"}
+	drKey := proxypush.ConfigKey{Kind: istioconfig.KindDestinationRule, Namespace: "app", Name: "web"}
 	drV2 := storeOf(t, `apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: web, namespace: app}
@@ -628,7 +628,7 @@ spec:
   - {name: v1, labels: {version: v2}}
   - {name: v2, labels: {version: v1}}
 `).Get(drKey)
-	store5 := store2.With(map[model.ConfigKey]*config.Config{drKey: drV2})
+	store5 := store2.With(map[proxypush.ConfigKey]*istioconfig.Config{drKey: drV2})
 	current = build(t, store5, mesh.BuildOptions{Version: 5, Previous: v4})
 	v1Subset := "outbound|80|v1|web.app.svc.cluster.local"
 	res, err := g.Generate(app, xdsapi.EndpointType, []string{v1Subset}, nil)
@@ -638,10 +638,10 @@ spec:
 	gen1(app)
 
 	// v6: web gets another port; its clusters must follow.
-	webKey := model.ConfigKey{Kind: config.KindServiceEntry, Namespace: "app", Name: "web"}
+	webKey := proxypush.ConfigKey{Kind: istioconfig.KindServiceEntry, Namespace: "app", Name: "web"}
 	webYAML := configYAML(t, store5.Get(webKey))
 	wider := storeOf(t, strings.Replace(webYAML, `"ports":[`, `"ports":[{"number":81,"name":"http-81"},`, 1)).Get(webKey)
-	current = build(t, store5.With(map[model.ConfigKey]*config.Config{webKey: wider}), mesh.BuildOptions{Version: 6, Previous: current})
+	current = build(t, store5.With(map[proxypush.ConfigKey]*istioconfig.Config{webKey: wider}), mesh.BuildOptions{Version: 6, Previous: current})
 	res, err = g.Generate(app, xdsapi.ClusterType, nil, nil)
 	if err != nil || !slices.ContainsFunc(res, func(r *discovery.Resource) bool { return r.Name == "outbound|81||web.app.svc.cluster.local" }) {
 		t.Errorf("after web got port 81: clusters %v, %v", len(res), err)
@@ -649,7 +649,7 @@ spec:
 }
 
 // configYAML writes a ServiceEntry config back out as YAML.
-func configYAML(t *testing.T, c *config.Config) string {
+func configYAML(t *testing.T, c *istioconfig.Config) string {
 	t.Helper()
 	spec, err := protojson.Marshal(c.Spec)
 	if err != nil {

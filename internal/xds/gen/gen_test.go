@@ -25,7 +25,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/golden"
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
@@ -152,14 +152,14 @@ func TestGolden(t *testing.T) {
 	for _, sc := range scenarios {
 		g := staticGenerator(t, filepath.Join("testdata", sc.dir))
 		for _, id := range sc.proxies {
-			proxy, err := model.ParseNodeID(id)
+			proxy, err := proxypush.ParseNodeID(id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, tu := range typeURLs {
 				name := filepath.Join("testdata", sc.dir, "golden", proxy.PodName+"."+tu.short+".json")
 				t.Run(strings.TrimPrefix(name, "testdata/"), func(t *testing.T) {
-					res, err := g.Generate(proxy, tu.url, nil, &model.PushRequest{Full: true})
+					res, err := g.Generate(proxy, tu.url, nil, &proxypush.PushRequest{Full: true})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -233,12 +233,12 @@ func TestValidateAll(t *testing.T) {
 	for dir, proxies := range dirs {
 		g := staticGenerator(t, dir)
 		for _, id := range proxies {
-			proxy, err := model.ParseNodeID(id)
+			proxy, err := proxypush.ParseNodeID(id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, tu := range typeURLs {
-				res, err := g.Generate(proxy, tu.url, nil, &model.PushRequest{Full: true})
+				res, err := g.Generate(proxy, tu.url, nil, &proxypush.PushRequest{Full: true})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -315,7 +315,7 @@ func validateNested(m proto.Message) []error {
 // liveDemo copies the demo mesh into a temporary directory and returns a
 // generator over a running file registry of it, the directory, and the
 // registry's push requests.
-func liveDemo(t *testing.T) (*gen.Generator, string, <-chan *model.PushRequest) {
+func liveDemo(t *testing.T) (*gen.Generator, string, <-chan *proxypush.PushRequest) {
 	t.Helper()
 	dir := t.TempDir()
 	for _, name := range []string{"mesh.yaml", "destinationrule.yaml", "virtualservice.yaml"} {
@@ -330,8 +330,8 @@ func liveDemo(t *testing.T) (*gen.Generator, string, <-chan *model.PushRequest) 
 	g, r := newGenerator(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	pushes := make(chan *model.PushRequest, 64)
-	go func() { _ = r.Run(ctx, func(p *model.PushRequest) { pushes <- p }) }()
+	pushes := make(chan *proxypush.PushRequest, 64)
+	go func() { _ = r.Run(ctx, func(p *proxypush.PushRequest) { pushes <- p }) }()
 	return g, dir, pushes
 }
 
@@ -341,13 +341,13 @@ func TestGenerateWhileReloading(t *testing.T) {
 	routing, _ := os.ReadFile(filepath.Join("testdata", "demo", "virtualservice.yaml"))
 	var wg sync.WaitGroup
 	for _, id := range scenarios[0].proxies {
-		proxy, _ := model.ParseNodeID(id)
+		proxy, _ := proxypush.ParseNodeID(id)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 50; i++ {
 				for _, tu := range typeURLs {
-					if _, err := g.Generate(proxy, tu.url, nil, &model.PushRequest{Full: true}); err != nil {
+					if _, err := g.Generate(proxy, tu.url, nil, &proxypush.PushRequest{Full: true}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -374,7 +374,7 @@ func TestGenerateWhileReloading(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	proxy, _ := model.ParseNodeID(scenarios[0].proxies[0])
+	proxy, _ := proxypush.ParseNodeID(scenarios[0].proxies[0])
 	routes := g.BuildRoutes(proxy, []string{"80"})
 	wc := routes[0].VirtualHosts[0].Routes[0].GetRoute().GetWeightedClusters()
 	if wc == nil || wc.Clusters[0].Weight.GetValue() != 80 {
@@ -393,7 +393,7 @@ func TestGenerateWhileReloading(t *testing.T) {
 func TestVirtualInboundTProxy(t *testing.T) {
 	g, _ := newGenerator(t, filepath.Join("..", "..", "..", "examples", "demo"))
 	for _, mode := range []string{"", "REDIRECT", "TPROXY", "tproxy"} {
-		proxy, err := model.ParseNodeID("sidecar~10.99.0.11~echo-v1.demo~demo.svc.cluster.local")
+		proxy, err := proxypush.ParseNodeID("sidecar~10.99.0.11~echo-v1.demo~demo.svc.cluster.local")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,10 +440,10 @@ func TestVirtualInboundTProxy(t *testing.T) {
 func TestEndpointsPushBuildsNoScope(t *testing.T) {
 	g, dir, pushes := liveDemo(t)
 
-	proxy, _ := model.ParseNodeID(scenarios[0].proxies[0])
+	proxy, _ := proxypush.ParseNodeID(scenarios[0].proxies[0])
 	var edsNames []string
 	for _, tu := range typeURLs {
-		res, err := g.Generate(proxy, tu.url, nil, &model.PushRequest{Full: true})
+		res, err := g.Generate(proxy, tu.url, nil, &proxypush.PushRequest{Full: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -477,7 +477,7 @@ func TestEndpointsPushBuildsNoScope(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no push within 5s")
 	}
-	res, err := g.Generate(proxy, xdsapi.EndpointType, edsNames, &model.PushRequest{})
+	res, err := g.Generate(proxy, xdsapi.EndpointType, edsNames, &proxypush.PushRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,8 +498,8 @@ func TestEndpointsPushBuildsNoScope(t *testing.T) {
 func TestChangedEndpoints(t *testing.T) {
 	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return nil }))
 	watched := []string{"outbound|80||a.demo.svc.cluster.local", "outbound|80|v1|a.demo.svc.cluster.local", "outbound|90||b.demo.svc.cluster.local", "inbound|80||"}
-	eds := func(hosts ...string) *model.PushRequest {
-		r := &model.PushRequest{ServicesUpdated: map[string]struct{}{}}
+	eds := func(hosts ...string) *proxypush.PushRequest {
+		r := &proxypush.PushRequest{ServicesUpdated: map[string]struct{}{}}
 		for _, h := range hosts {
 			r.ServicesUpdated[h] = struct{}{}
 		}
@@ -507,13 +507,13 @@ func TestChangedEndpoints(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		req    *model.PushRequest
+		req    *proxypush.PushRequest
 		want   []string
 		wantOK bool
 	}{
 		{"one host, every subset of it", eds("a.demo.svc.cluster.local"), watched[:2], true},
 		{"a host nobody watches", eds("c.demo.svc.cluster.local"), nil, true},
-		{"a full push cannot be narrowed", &model.PushRequest{Full: true, ServicesUpdated: map[string]struct{}{"a.demo.svc.cluster.local": {}}}, nil, false},
+		{"a full push cannot be narrowed", &proxypush.PushRequest{Full: true, ServicesUpdated: map[string]struct{}{"a.demo.svc.cluster.local": {}}}, nil, false},
 		{"a request naming no host cannot be narrowed", eds(), nil, false},
 	}
 	for _, tt := range tests {

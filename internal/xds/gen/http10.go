@@ -15,7 +15,7 @@ import (
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // HTTP10Metadata is the node metadata key that asks for HTTP/1.0
@@ -24,7 +24,7 @@ const HTTP10Metadata = "HTTP10"
 
 // acceptsHTTP10 reports whether proxy's HCMs serve HTTP/1.0: its metadata
 // HTTP10 is exactly "1", as Istio reads it.
-func acceptsHTTP10(proxy *model.Proxy) bool {
+func acceptsHTTP10(proxy *proxypush.Proxy) bool {
 	return proxy != nil && proxy.Metadata[HTTP10Metadata] == "1"
 }
 

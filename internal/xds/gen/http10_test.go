@@ -9,7 +9,7 @@ import (
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -39,12 +39,12 @@ func TestHTTP10Metadata(t *testing.T) {
 		{"no metadata after HTTP10 1", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			proxy, err := model.ParseNodeID("sidecar~10.95.0.11~server.secure~secure.svc.cluster.local")
+			proxy, err := proxypush.ParseNodeID("sidecar~10.95.0.11~server.secure~secure.svc.cluster.local")
 			if err != nil {
 				t.Fatal(err)
 			}
 			proxy.Metadata = tc.meta
-			res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &model.PushRequest{Full: true})
+			res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
 )
 
@@ -153,7 +153,7 @@ func translateCORS(in *networking.CorsPolicy) *corsfilter.CorsPolicy {
 // mirrorPolicies are a rule's request_mirror_policies: mirror (with
 // mirrorPercentage, or the legacy mirrorPercent; 100 % when neither) and
 // each of mirrors. A percentage of 0 mirrors nothing.
-func mirrorPolicies(snap *mesh.Snapshot, vs *config.Config, rule *networking.HTTPRoute, port uint32) []*route.RouteAction_RequestMirrorPolicy {
+func mirrorPolicies(snap *mesh.Snapshot, vs *istioconfig.Config, rule *networking.HTTPRoute, port uint32) []*route.RouteAction_RequestMirrorPolicy {
 	var out []*route.RouteAction_RequestMirrorPolicy
 	add := func(d *networking.Destination, frac *xdstype.FractionalPercent) {
 		out = append(out, &route.RouteAction_RequestMirrorPolicy{

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 // translateCORS: allowOrigins as string matchers (an empty match left
@@ -78,7 +78,7 @@ func TestTranslateCORS(t *testing.T) {
 // a percentage of 0 mirrors nothing.
 func TestMirrorPolicies(t *testing.T) {
 	snap := localitySnapshot(t)
-	vs := &config.Config{Meta: config.Meta{Namespace: "ns"}}
+	vs := &istioconfig.Config{Meta: istioconfig.Meta{Namespace: "ns"}}
 	m := &networking.Destination{Host: "m.example.com", Port: &networking.PortSelector{Number: 8080}}
 	for _, tc := range []struct {
 		name string

@@ -23,7 +23,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/jwks"
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 const (
@@ -41,7 +41,7 @@ type KeySets interface {
 
 // jwtHTTPFilter is the jwt_authn filter for proxy's workload; nil when no
 // RequestAuthentication applies to it.
-func jwtHTTPFilter(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) *hcm.HttpFilter {
+func jwtHTTPFilter(snap *mesh.Snapshot, proxy *proxypush.Proxy, keys KeySets) *hcm.HttpFilter {
 	if proxy == nil {
 		return nil
 	}

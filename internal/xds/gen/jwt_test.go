@@ -6,7 +6,7 @@ import (
 
 	jwtfilter "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // requirement renders a jwt_authn requirement tree compactly:
@@ -71,7 +71,7 @@ spec: {address: 10.0.0.9, labels: {app: web}}
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := localitySnapshot(t, workload, ra(tc.rules))
-			f := jwtHTTPFilter(snap, &model.Proxy{IP: "10.0.0.9", Namespace: "auth"}, nil)
+			f := jwtHTTPFilter(snap, &proxypush.Proxy{IP: "10.0.0.9", Namespace: "auth"}, nil)
 			if f == nil {
 				t.Fatal("no jwt_authn filter")
 			}

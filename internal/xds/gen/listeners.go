@@ -18,8 +18,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/protocol"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // Filter names, as Envoy registers them.
@@ -39,11 +39,11 @@ const (
 // BuildListeners returns the proxy's listeners sorted by name:
 // virtualOutbound, virtualInbound, one 0.0.0.0_PORT per outbound HTTP port
 // and one VIP_PORT per outbound TCP service address.
-func (g *Generator) BuildListeners(proxy *model.Proxy) []*listener.Listener {
+func (g *Generator) BuildListeners(proxy *proxypush.Proxy) []*listener.Listener {
 	return buildListeners(g.snapshot(), proxy, g.keys)
 }
 
-func buildListeners(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) []*listener.Listener {
+func buildListeners(snap *mesh.Snapshot, proxy *proxypush.Proxy, keys KeySets) []*listener.Listener {
 	labels, known := proxyLabels(snap, proxy)
 	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
 	out = append(out, inboundListeners(snap, proxy, keys)...)
@@ -130,7 +130,7 @@ func outboundListeners(snap *mesh.Snapshot, scope *mesh.Scope, labels map[string
 
 // proxyLabels are the labels of the proxy's WorkloadEntry (known false
 // when none is at its address).
-func proxyLabels(snap *mesh.Snapshot, proxy *model.Proxy) (map[string]string, bool) {
+func proxyLabels(snap *mesh.Snapshot, proxy *proxypush.Proxy) (map[string]string, bool) {
 	if proxy == nil {
 		return nil, false
 	}
@@ -204,7 +204,7 @@ type inboundSecurity struct {
 	paths pathNormalization
 }
 
-func proxyInboundSecurity(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) inboundSecurity {
+func proxyInboundSecurity(snap *mesh.Snapshot, proxy *proxypush.Proxy, keys KeySets) inboundSecurity {
 	authz := buildAuthz(inboundAuthorizationPolicies(snap, proxy), meshTrustDomains(snap)) // authz.go
 	sec := inboundSecurity{authn: proxyInboundAuthn(snap, proxy), tcp: authz.tcp, paths: meshPathNormalization(snap.Mesh)}
 	if jf := jwtHTTPFilter(snap, proxy, keys); jf != nil {
@@ -221,7 +221,7 @@ func (sec inboundSecurity) withAuthz(f *listener.Filter) []*listener.Filter {
 
 // inboundListeners are the proxy's own listeners: virtualInbound and one
 // bound listener per Sidecar ingress listener with captureMode NONE.
-func inboundListeners(snap *mesh.Snapshot, proxy *model.Proxy, keys KeySets) []*listener.Listener {
+func inboundListeners(snap *mesh.Snapshot, proxy *proxypush.Proxy, keys KeySets) []*listener.Listener {
 	sec := proxyInboundSecurity(snap, proxy, keys)
 	var captured []inboundPort
 	var out []*listener.Listener
@@ -294,7 +294,7 @@ func inboundChains(p inboundPort, sec inboundSecurity) []*listener.FilterChain {
 // virtualInbound has the chains of each captured port the proxy's
 // workload serves and passthrough chains that pass connections to other
 // ports to the workload unchanged.
-func virtualInbound(proxy *model.Proxy, ports []inboundPort, sec inboundSecurity) *listener.Listener {
+func virtualInbound(proxy *proxypush.Proxy, ports []inboundPort, sec inboundSecurity) *listener.Listener {
 	var (
 		chains   []*listener.FilterChain
 		declared []uint32
@@ -337,7 +337,7 @@ func virtualInbound(proxy *model.Proxy, ports []inboundPort, sec inboundSecurity
 // interceptsWithTProxy reports whether the proxy's inbound traffic is
 // captured in TPROXY mode: node metadata INTERCEPTION_MODE, which the agent
 // takes from ISTIO_META_INTERCEPTION_MODE as Istio's does.
-func interceptsWithTProxy(proxy *model.Proxy) bool {
+func interceptsWithTProxy(proxy *proxypush.Proxy) bool {
 	return proxy != nil && strings.EqualFold(proxy.Metadata["INTERCEPTION_MODE"], "TPROXY")
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/straitmesh/strait/internal/locality"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // networkLabel is the endpoint label Istio's failoverPriority treats
@@ -24,7 +24,7 @@ const networkLabel = "topology.istio.io/network"
 // proxyLocality is where a proxy runs: the locality its node sent, else
 // its WorkloadEntry's (Istio's istiod likewise takes a proxy's locality
 // from the registry when the node has none).
-func proxyLocality(snap *mesh.Snapshot, proxy *model.Proxy) string {
+func proxyLocality(snap *mesh.Snapshot, proxy *proxypush.Proxy) string {
 	if proxy == nil {
 		return ""
 	}
@@ -90,7 +90,7 @@ type localityView struct {
 // newLocalityView is the view of the proxy for host's cluster of subset and
 // port, with its cache key (empty when the assignment is the same for
 // every proxy); nil when no locality setting applies.
-func newLocalityView(snap *mesh.Snapshot, ns string, proxy *model.Proxy, host, subset string, port uint32) (*localityView, string) {
+func newLocalityView(snap *mesh.Snapshot, ns string, proxy *proxypush.Proxy, host, subset string, port uint32) (*localityView, string) {
 	p := trafficPolicyFor(snap, ns, host, subset, port)
 	s := effectiveLocalityLb(snap.Mesh, p.GetLoadBalancer())
 	if s == nil {

@@ -8,16 +8,16 @@ import (
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 func localitySnapshot(t *testing.T, docs ...string) *mesh.Snapshot {
 	t.Helper()
-	store := config.NewStore()
+	store := istioconfig.NewStore()
 	for _, doc := range docs {
-		res := config.ParseFile("x.yaml", []byte(doc))
+		res := istioconfig.ParseFile("x.yaml", []byte(doc))
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
@@ -45,12 +45,12 @@ spec: {address: 10.0.0.9, locality: us/a, labels: {rack: r1}}
 func TestProxyLocality(t *testing.T) {
 	snap := localitySnapshot(t, localityWorkloads)
 	for _, c := range []struct {
-		proxy *model.Proxy
+		proxy *proxypush.Proxy
 		want  string
 	}{
-		{&model.Proxy{IP: "10.0.0.9"}, "us/a"},
-		{&model.Proxy{IP: "10.0.0.9", Locality: "eu/b"}, "eu/b"},
-		{&model.Proxy{IP: "10.0.0.8"}, ""},
+		{&proxypush.Proxy{IP: "10.0.0.9"}, "us/a"},
+		{&proxypush.Proxy{IP: "10.0.0.9", Locality: "eu/b"}, "eu/b"},
+		{&proxypush.Proxy{IP: "10.0.0.8"}, ""},
 		{nil, ""},
 	} {
 		if got := proxyLocality(snap, c.proxy); got != c.want {
@@ -81,7 +81,7 @@ spec:
   trafficPolicy:
 ` + policy
 	}
-	proxy := &model.Proxy{IP: "10.0.0.9", Namespace: "ns"}
+	proxy := &proxypush.Proxy{IP: "10.0.0.9", Namespace: "ns"}
 	for _, c := range []struct {
 		name, policy, want string
 		view               bool
@@ -194,13 +194,13 @@ spec:
     loadBalancer: {localityLbSetting: ` + lb + `}
 `
 	}
-	labelled := &model.Proxy{IP: "10.0.0.9", Namespace: "ns"}
-	unlabelled := &model.Proxy{IP: "10.0.0.8", Namespace: "ns", Locality: "us/a"}
+	labelled := &proxypush.Proxy{IP: "10.0.0.9", Namespace: "ns"}
+	unlabelled := &proxypush.Proxy{IP: "10.0.0.8", Namespace: "ns", Locality: "us/a"}
 	for _, tc := range []struct {
 		name  string
 		host  string
 		lb    string
-		proxy *model.Proxy
+		proxy *proxypush.Proxy
 		want  []string
 	}{
 		{"failoverPriority, labelled proxy", "s", "{failoverPriority: [rack]}", labelled,

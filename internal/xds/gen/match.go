@@ -12,7 +12,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // meshGateway is the gateway name that stands for the sidecars.
@@ -34,7 +34,7 @@ type routeSource struct {
 
 // sourceOf is the routeSource of a proxy: its namespace, and the labels of
 // its workload (found by IP, as the Sidecar that applies to it is).
-func sourceOf(snap *mesh.Snapshot, scope *mesh.Scope, proxy *model.Proxy) routeSource {
+func sourceOf(snap *mesh.Snapshot, scope *mesh.Scope, proxy *proxypush.Proxy) routeSource {
 	src := routeSource{namespace: scope.Namespace}
 	if proxy != nil {
 		if w := snap.WorkloadByIP(proxy.IP); w != nil {

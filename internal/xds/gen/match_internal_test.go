@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // labelsSubset: every label of sub is in of with the same value; a label
@@ -57,7 +57,7 @@ spec:
     route: [{destination: {host: s.example.com}}]
   - route: [{destination: {host: s.example.com}}]
 `)
-	scope := snap.ProxyScope(&model.Proxy{IP: "10.1.0.9", Namespace: "ns"})
+	scope := snap.ProxyScope(&proxypush.Proxy{IP: "10.1.0.9", Namespace: "ns"})
 	if got, want := fmt.Sprint(sourceSelectors(snap, scope)), "[map[app:a v:1] map[app:z]]"; got != want {
 		t.Errorf("sourceSelectors = %s, want %s", got, want)
 	}

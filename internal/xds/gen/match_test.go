@@ -8,7 +8,7 @@ import (
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -26,11 +26,11 @@ func TestSourceMatches(t *testing.T) {
 	g := staticGenerator(t, filepath.Join("testdata", "match"))
 	names := func(id, port string) []string {
 		t.Helper()
-		proxy, err := model.ParseNodeID(id)
+		proxy, err := proxypush.ParseNodeID(id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := g.Generate(proxy, xdsapi.RouteType, []string{port}, &model.PushRequest{Full: true})
+		res, err := g.Generate(proxy, xdsapi.RouteType, []string{port}, &proxypush.PushRequest{Full: true})
 		if err != nil || len(res) != 1 {
 			t.Fatalf("routes %s for %s: %d, %v", port, id, len(res), err)
 		}

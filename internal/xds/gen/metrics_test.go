@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -22,12 +22,12 @@ func TestBuildsCollector(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg, "strait_generator_builds_total"); err != nil || n != 0 {
 		t.Fatalf("before any build: %d series, %v", n, err)
 	}
-	proxy, err := model.ParseNodeID(scenarios[0].proxies[0])
+	proxy, err := proxypush.ParseNodeID(scenarios[0].proxies[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, typ := range []string{xdsapi.ClusterType, xdsapi.ListenerType} {
-		if _, err := g.Generate(proxy, typ, nil, &model.PushRequest{Full: true}); err != nil {
+		if _, err := g.Generate(proxy, typ, nil, &proxypush.PushRequest{Full: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -63,7 +63,7 @@ func TestAutoMTLSFollowsEndpointLabels(t *testing.T) {
 	const name = "outbound|8080||server.secure.svc.cluster.local"
 	var cur atomic.Pointer[mesh.Snapshot]
 	g := gen.New(gen.SourceFunc(cur.Load))
-	proxy, err := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestAutoMTLSFollowsEndpointLabels(t *testing.T) {
 	// marks for mTLS.
 	state := func() (matches, sans, marked []string) {
 		t.Helper()
-		res, err := g.Generate(proxy, xdsapi.ClusterType, nil, &model.PushRequest{Full: true})
+		res, err := g.Generate(proxy, xdsapi.ClusterType, nil, &proxypush.PushRequest{Full: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestAutoMTLSFollowsEndpointLabels(t *testing.T) {
 		if !found {
 			t.Fatal("no server cluster")
 		}
-		res, err = g.Generate(proxy, xdsapi.EndpointType, []string{name}, &model.PushRequest{Full: true})
+		res, err = g.Generate(proxy, xdsapi.EndpointType, []string{name}, &proxypush.PushRequest{Full: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +176,7 @@ func TestAutoMTLSNotToMeshExternal(t *testing.T) {
 		t.Fatal(err)
 	}
 	internal := string(b)
-	proxy, err := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestAutoMTLSNotToMeshExternal(t *testing.T) {
 		t.Helper()
 		snap := build(t, storeOf(t, yaml), mesh.BuildOptions{Version: 1})
 		g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
-		res, err := g.Generate(proxy, xdsapi.ClusterType, nil, &model.PushRequest{Full: true})
+		res, err := g.Generate(proxy, xdsapi.ClusterType, nil, &proxypush.PushRequest{Full: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +257,7 @@ spec:
   mtls: {mode: STRICT}
   portLevelMtls: {5432: {mode: DISABLE}}
 `
-	proxy, err := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ spec:
 		{base + disable, []string{"10.95.1.1"}},
 	} {
 		cur.Store(build(t, storeOf(t, tt.yaml), mesh.BuildOptions{Version: uint64(i + 1), Previous: cur.Load()}))
-		res, err := g.Generate(proxy, xdsapi.ClusterType, nil, &model.PushRequest{Full: true})
+		res, err := g.Generate(proxy, xdsapi.ClusterType, nil, &proxypush.PushRequest{Full: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,8 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/nds"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // kubeServiceConfigPrefix starts the config name of the ServiceEntry the
@@ -33,7 +33,7 @@ const kubeServiceConfigPrefix = "kubernetes-service."
 // (mesh.Service.AutoAddresses), as Istio's auto-allocated VIPs, so its
 // name resolves to the address the proxy's listeners use. It is nil for a
 // proxy without DNS capture.
-func nameTable(scope *mesh.Scope, proxy *model.Proxy) nds.NameTable {
+func nameTable(scope *mesh.Scope, proxy *proxypush.Proxy) nds.NameTable {
 	if !mesh.DNSCapture(proxy) {
 		return nil
 	}
@@ -131,7 +131,7 @@ func headlessIPs(svc *mesh.Service) []string {
 
 // generateNameTable is the NDS response: one nameless NameTable resource,
 // as Istio's NDS sends it, or none for a proxy without DNS capture.
-func generateNameTable(scope *mesh.Scope, proxy *model.Proxy) ([]*discovery.Resource, error) {
+func generateNameTable(scope *mesh.Scope, proxy *proxypush.Proxy) ([]*discovery.Resource, error) {
 	nt := nameTable(scope, proxy)
 	if nt == nil {
 		return nil, nil

@@ -7,10 +7,10 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
 	"github.com/straitmesh/strait/internal/nds"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -114,17 +114,17 @@ spec:
 func TestNameTable(t *testing.T) {
 	snap := build(t, storeOf(t, nameTableConfig), mesh.BuildOptions{})
 	g := gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
-	proxy, err := model.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := g.Generate(proxy, nds.TypeURL, nil, &model.PushRequest{Full: true})
+	res, err := g.Generate(proxy, nds.TypeURL, nil, &proxypush.PushRequest{Full: true})
 	if err != nil || len(res) != 0 {
 		t.Fatalf("without DNS_CAPTURE: %v, %v; want no resource", res, err)
 	}
 
 	proxy.Metadata = map[string]string{"DNS_CAPTURE": "true"}
-	res, err = g.Generate(proxy, nds.TypeURL, nil, &model.PushRequest{Full: true})
+	res, err = g.Generate(proxy, nds.TypeURL, nil, &proxypush.PushRequest{Full: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestNameTable(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("name table = %+v, want %+v", got, want)
 	}
-	again, err := g.Generate(proxy, nds.TypeURL, nil, &model.PushRequest{Full: true})
+	again, err := g.Generate(proxy, nds.TypeURL, nil, &proxypush.PushRequest{Full: true})
 	if err != nil || len(again) != 1 || again[0].GetVersion() != res[0].GetVersion() {
 		t.Errorf("second generation: %v, %v; want the same version", again, err)
 	}
@@ -179,14 +179,14 @@ spec:
 		{"no capture", "sidecar~10.99.0.10~sleep.default~default.svc.cluster.local", false, "0.0.0.0_5432", auto[0] + "_5432"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			proxy, err := model.ParseNodeID(tc.nodeID)
+			proxy, err := proxypush.ParseNodeID(tc.nodeID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.capture {
 				proxy.Metadata = map[string]string{"DNS_CAPTURE": "true"}
 			}
-			res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &model.PushRequest{Full: true})
+			res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,12 +204,12 @@ spec:
 	g = gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
 	var cdsBuilds []int
 	for _, capture := range []string{"true", "false", "true"} {
-		proxy, err := model.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
+		proxy, err := proxypush.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
 		if err != nil {
 			t.Fatal(err)
 		}
 		proxy.Metadata = map[string]string{"DNS_CAPTURE": capture}
-		if _, err := g.Generate(proxy, xdsapi.ClusterType, nil, &model.PushRequest{Full: true}); err != nil {
+		if _, err := g.Generate(proxy, xdsapi.ClusterType, nil, &proxypush.PushRequest{Full: true}); err != nil {
 			t.Fatal(err)
 		}
 		cdsBuilds = append(cdsBuilds, g.Builds()["cluster"])
@@ -224,9 +224,9 @@ spec:
 // mesh.EndpointHostnamesAnnotation) also lists HOSTNAME.SERVICE-HOST per
 // pod, with the short name HOSTNAME.SERVICE, as Istio's BuildNameTable.
 func TestNameTablePodNames(t *testing.T) {
-	store := config.NewStore()
-	web := &config.Config{
-		Meta: config.Meta{Kind: config.KindServiceEntry, APIVersion: "networking.istio.io/v1", Name: "kubernetes-service.web", Namespace: "db",
+	store := istioconfig.NewStore()
+	web := &istioconfig.Config{
+		Meta: istioconfig.Meta{Kind: istioconfig.KindServiceEntry, APIVersion: "networking.istio.io/v1", Name: "kubernetes-service.web", Namespace: "db",
 			Annotations: map[string]string{mesh.EndpointHostnamesAnnotation: "10.1.0.7=web-0,10.1.0.8=web-1"}},
 		Spec: &networking.ServiceEntry{
 			Hosts:      []string{"web.db.svc.cluster.local"},
@@ -241,12 +241,12 @@ func TestNameTablePodNames(t *testing.T) {
 	}
 	snap := build(t, store, mesh.BuildOptions{})
 	g := gen.NewWithOptions(gen.SourceFunc(func() *mesh.Snapshot { return snap }), gen.Options{KeySets: testKeySets{}})
-	proxy, err := model.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.99.0.10~sleep.default~default.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
 	proxy.Metadata = map[string]string{"DNS_CAPTURE": "true"}
-	res, err := g.Generate(proxy, nds.TypeURL, nil, &model.PushRequest{Full: true})
+	res, err := g.Generate(proxy, nds.TypeURL, nil, &proxypush.PushRequest{Full: true})
 	if err != nil || len(res) != 1 {
 		t.Fatalf("NDS: %v, %v", res, err)
 	}

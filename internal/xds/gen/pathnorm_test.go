@@ -11,7 +11,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -26,7 +26,7 @@ func TestMeshPathNormalization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := model.ParseNodeID("sidecar~10.95.0.11~server.secure~secure.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.95.0.11~server.secure~secure.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestMeshPathNormalization(t *testing.T) {
 			}
 			snap := build(t, storeOf(t, string(b)), mesh.BuildOptions{Mesh: mc})
 			g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
-			res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &model.PushRequest{Full: true})
+			res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // The inbound side of PeerAuthentication, as Istio builds it
@@ -45,7 +45,7 @@ type inboundAuthn struct {
 }
 
 // proxyInboundAuthn resolves the policy of the proxy's own workload.
-func proxyInboundAuthn(snap *mesh.Snapshot, proxy *model.Proxy) inboundAuthn {
+func proxyInboundAuthn(snap *mesh.Snapshot, proxy *proxypush.Proxy) inboundAuthn {
 	a := inboundAuthn{policy: mesh.PeerPolicy{Mode: mesh.MTLSPermissive}, trustDomains: meshTrustDomains(snap)}
 	if proxy == nil {
 		return a

@@ -14,7 +14,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/meshconfig"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -23,7 +23,7 @@ import (
 // "PORT TRANSPORT [ALPN...] mtls|plain -> CLUSTER" (port 0: any).
 func inboundShape(t *testing.T, g *gen.Generator, nodeID string) []string {
 	t.Helper()
-	proxy, err := model.ParseNodeID(nodeID)
+	proxy, err := proxypush.ParseNodeID(nodeID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +151,8 @@ func TestTrustDomainPinning(t *testing.T) {
 	}
 	snap := build(t, storeOf(t, string(b)), mesh.BuildOptions{Mesh: mc})
 	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
-	server, _ := model.ParseNodeID("sidecar~10.95.0.11~server.secure~secure.svc.cluster.local")
-	client, _ := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+	server, _ := proxypush.ParseNodeID("sidecar~10.95.0.11~server.secure~secure.svc.cluster.local")
+	client, _ := proxypush.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
 
 	var terminated int
 	for _, l := range g.BuildListeners(server) {
@@ -211,8 +211,8 @@ func TestTrustDomainAliases(t *testing.T) {
 	mc.TrustDomain, mc.TrustDomainAliases = "example.org", []string{"old.example"}
 	snap := build(t, storeOf(t, string(b)), mesh.BuildOptions{Mesh: mc})
 	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
-	server, _ := model.ParseNodeID("sidecar~10.95.0.11~server.secure~secure.svc.cluster.local")
-	client, _ := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+	server, _ := proxypush.ParseNodeID("sidecar~10.95.0.11~server.secure~secure.svc.cluster.local")
+	client, _ := proxypush.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
 
 	var terminated int
 	for _, l := range g.BuildListeners(server) {
@@ -274,7 +274,7 @@ func TestEnableAutoMTLSFalse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, _ := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+	client, _ := proxypush.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
 	const dr = "---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: server, namespace: secure}\n" +
 		"spec: {host: server.secure.svc.cluster.local, trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}}\n"
 	for _, tc := range []struct {
@@ -328,10 +328,10 @@ func TestAutoMTLSFollowsNamespacePolicy(t *testing.T) {
 	}
 	var cur *mesh.Snapshot
 	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return cur }))
-	client, _ := model.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
+	client, _ := proxypush.ParseNodeID("sidecar~10.95.0.10~client.secure~secure.svc.cluster.local")
 	tlsOf := func() bool {
 		t.Helper()
-		res, err := g.Generate(client, xdsapi.ClusterType, nil, &model.PushRequest{Full: true})
+		res, err := g.Generate(client, xdsapi.ClusterType, nil, &proxypush.PushRequest{Full: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -27,7 +27,7 @@ const (
 	ProxylessGeneratorGRPC     = "grpc"
 )
 
-func isProxyless(p *model.Proxy) bool {
+func isProxyless(p *proxypush.Proxy) bool {
 	return p != nil && p.Metadata[ProxylessGeneratorMetadata] == ProxylessGeneratorGRPC
 }
 

@@ -1,8 +1,8 @@
 package gen
 
 import (
-	"github.com/straitmesh/strait/internal/config"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/istioconfig"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // NeedsPush implements the xDS server's PushFilter: it narrows a push
@@ -18,7 +18,7 @@ import (
 //     (exportTo and Sidecar egress hosts): for an endpoints-only request
 //     that is exactly the proxies that have its clusters.
 //   - Changed configs of other kinds than those above concern everyone.
-func (g *Generator) NeedsPush(proxy *model.Proxy, req *model.PushRequest) (*model.PushRequest, bool) {
+func (g *Generator) NeedsPush(proxy *proxypush.Proxy, req *proxypush.PushRequest) (*proxypush.PushRequest, bool) {
 	if req.IsGlobal() {
 		return req, true
 	}
@@ -34,9 +34,9 @@ func (g *Generator) NeedsPush(proxy *model.Proxy, req *model.PushRequest) (*mode
 	}
 	for k := range req.ConfigsUpdated {
 		switch k.Kind {
-		case config.KindServiceEntry, config.KindWorkloadEntry, config.KindVirtualService, config.KindDestinationRule:
+		case istioconfig.KindServiceEntry, istioconfig.KindWorkloadEntry, istioconfig.KindVirtualService, istioconfig.KindDestinationRule:
 			// Covered by ServicesUpdated and AddressesUpdated.
-		case config.KindSidecar, config.KindRequestAuthentication:
+		case istioconfig.KindSidecar, istioconfig.KindRequestAuthentication:
 			if proxy == nil || k.Namespace == proxy.Namespace || k.Namespace == g.snapshot().RootNamespace {
 				return req, true
 			}
@@ -60,7 +60,7 @@ func (g *Generator) NeedsPush(proxy *model.Proxy, req *model.PushRequest) (*mode
 // ChangedEndpoints implements the xDS server's EndpointsNarrower: the
 // watched outbound clusters whose host is in req.ServicesUpdated. It cannot
 // tell for a full or global request, or one that names no host.
-func (g *Generator) ChangedEndpoints(_ *model.Proxy, watched []string, req *model.PushRequest) ([]string, bool) {
+func (g *Generator) ChangedEndpoints(_ *proxypush.Proxy, watched []string, req *proxypush.PushRequest) ([]string, bool) {
 	if req.Full || len(req.ServicesUpdated) == 0 || len(watched) == 0 {
 		return nil, false
 	}

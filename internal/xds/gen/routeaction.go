@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
 )
 
@@ -188,7 +188,7 @@ func dropInternalHeaders(keys []string) []string {
 
 // translateRoute builds the route of one rule and match, or nil when the
 // rule has nothing to do (no destination, redirect or direct response).
-func translateRoute(snap *mesh.Snapshot, proxyNS string, vs *config.Config, rule *networking.HTTPRoute, name string, m *networking.HTTPMatchRequest, port uint32) *route.Route {
+func translateRoute(snap *mesh.Snapshot, proxyNS string, vs *istioconfig.Config, rule *networking.HTTPRoute, name string, m *networking.HTTPMatchRequest, port uint32) *route.Route {
 	out := &route.Route{Name: name, Match: routeMatch(m), TypedPerFilterConfig: routeFilterConfig(rule)} // httpfilters.go
 	ops := translateHeaders(rule.Headers)
 	out.RequestHeadersToAdd, out.ResponseHeadersToAdd = ops.reqAdd, ops.respAdd
@@ -216,7 +216,7 @@ func translateRoute(snap *mesh.Snapshot, proxyNS string, vs *config.Config, rule
 // applyHTTPRouteDestination); nil when the rule has no destination. A
 // single destination's header operations go on the route out, a weighted
 // one's on its cluster.
-func routeAction(snap *mesh.Snapshot, proxyNS string, vs *config.Config, rule *networking.HTTPRoute, port uint32, out *route.Route, authority string) *route.RouteAction {
+func routeAction(snap *mesh.Snapshot, proxyNS string, vs *istioconfig.Config, rule *networking.HTTPRoute, port uint32, out *route.Route, authority string) *route.RouteAction {
 	var dests []*networking.HTTPRouteDestination
 	for _, d := range rule.Route {
 		if d.GetDestination() == nil {

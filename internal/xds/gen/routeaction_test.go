@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
 	proxyroute "github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds/gen"
 )
 
@@ -20,7 +20,7 @@ import (
 func TestRouteActionsCompileInProxy(t *testing.T) {
 	for _, sc := range []string{"router", "demo", "extended"} {
 		g, _ := newGenerator(t, filepath.Join("testdata", sc))
-		proxy, err := model.ParseNodeID(map[string]string{
+		proxy, err := proxypush.ParseNodeID(map[string]string{
 			"router":   "sidecar~10.99.0.10~client.demo~demo.svc.cluster.local",
 			"demo":     "sidecar~10.99.0.10~client.demo~demo.svc.cluster.local",
 			"extended": "sidecar~10.98.0.10~productpage.shop~shop.svc.cluster.local",
@@ -35,7 +35,7 @@ func TestRouteActionsCompileInProxy(t *testing.T) {
 		}
 	}
 	g, _ := newGenerator(t, filepath.Join("testdata", "router"))
-	proxy, _ := model.ParseNodeID("sidecar~10.99.0.10~client.demo~demo.svc.cluster.local")
+	proxy, _ := proxypush.ParseNodeID("sidecar~10.99.0.10~client.demo~demo.svc.cluster.local")
 	tb, err := proxyroute.Compile(g.BuildRoutes(proxy, []string{"80"})[0])
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ spec:
     route: [{destination: {host: echo.example.com}, headers: {request: {set: {host: h.example}}}}]
 `
 	snap := build(t, storeOf(t, docs), mesh.BuildOptions{})
-	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ spec:
   - {name: derived, match: [{uri: {prefix: /e}}], redirect: {derivePort: FROM_REQUEST_PORT}}
 `
 	snap := build(t, storeOf(t, docs), mesh.BuildOptions{})
-	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ spec:
 		se("one", "[{number: 9090, name: http, protocol: HTTP}]"),
 		se("two", "[{number: 9090, name: http, protocol: HTTP}, {number: 9091, name: http-b, protocol: HTTP}]"),
 		hash("one"), hash("two"), vs), mesh.BuildOptions{})
-	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.1.0.9~client.demo~demo.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ spec:
 		}
 	}
 	g, _ := newGenerator(t, dir)
-	proxy, err := model.ParseNodeID("sidecar~10.99.0.10~client.demo~demo.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.99.0.10~client.demo~demo.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 // The last virtual host of every outbound route configuration, for hosts
@@ -28,11 +28,11 @@ const (
 // BuildRoutes returns the outbound route configurations named by names
 // (all of the proxy's when names is empty), sorted by port. A route
 // configuration is named by its port ("80"); unknown names are left out.
-func (g *Generator) BuildRoutes(proxy *model.Proxy, names []string) []*route.RouteConfiguration {
+func (g *Generator) BuildRoutes(proxy *proxypush.Proxy, names []string) []*route.RouteConfiguration {
 	return buildRoutes(g.snapshot(), proxy, names)
 }
 
-func buildRoutes(snap *mesh.Snapshot, proxy *model.Proxy, names []string) []*route.RouteConfiguration {
+func buildRoutes(snap *mesh.Snapshot, proxy *proxypush.Proxy, names []string) []*route.RouteConfiguration {
 	scope := snap.ProxyScope(proxy)
 	return scopeRoutes(snap, scope, names, sourceOf(snap, scope, proxy))
 }
@@ -56,7 +56,7 @@ func scopeRoutes(snap *mesh.Snapshot, scope *mesh.Scope, names []string, src rou
 			// VirtualService's directResponse body may be up to 1 MiB
 			// (validation's limit; Envoy's default is 4 KiB), and routes
 			// to clusters not yet known are kept.
-			MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(config.MaxDirectResponseBody),
+			MaxDirectResponseBodySizeBytes: wrapperspb.UInt32(istioconfig.MaxDirectResponseBody),
 			ValidateClusters:               wrapperspb.Bool(false),
 		}
 		used := map[string]bool{}

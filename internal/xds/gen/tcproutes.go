@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/protocol"
 )
@@ -233,7 +233,7 @@ func tlsRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src *l4
 // tcpRouteFilter is the tcp_proxy of a rule's destinations: one cluster,
 // or weighted_clusters (destinations of weight 0 left out) named after the
 // VirtualService, as Istio names them.
-func tcpRouteFilter(snap *mesh.Snapshot, vs *config.Config, routes []*networking.RouteDestination, port uint32) *listener.Filter {
+func tcpRouteFilter(snap *mesh.Snapshot, vs *istioconfig.Config, routes []*networking.RouteDestination, port uint32) *listener.Filter {
 	if len(routes) == 1 {
 		c := destinationCluster(snap, vs.Namespace, routes[0].Destination, port)
 		return tcpProxyFilter(c, c)

@@ -9,7 +9,7 @@ import (
 	tcpproxy "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
 	"github.com/straitmesh/strait/internal/mesh"
-	"github.com/straitmesh/strait/internal/model"
+	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -24,11 +24,11 @@ func TestTCPSourceLabelsPerProxy(t *testing.T) {
 		"sidecar~10.97.0.10~client.app~app.svc.cluster.local": "outbound|5433|v2|db.app.svc.cluster.local",
 		"sidecar~10.97.0.11~other.app~app.svc.cluster.local":  "outbound|5433||db.app.svc.cluster.local",
 	} {
-		proxy, err := model.ParseNodeID(id)
+		proxy, err := proxypush.ParseNodeID(id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &model.PushRequest{Full: true})
+		res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +130,7 @@ spec:
     route: [{destination: {host: other.example.com, port: {number: 443}}}]
 `
 	}
-	proxy, err := model.ParseNodeID("sidecar~10.1.0.9~client.app~app.svc.cluster.local")
+	proxy, err := proxypush.ParseNodeID("sidecar~10.1.0.9~client.app~app.svc.cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}

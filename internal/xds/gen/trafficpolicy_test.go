@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/straitmesh/strait/internal/config"
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
 )
 
@@ -28,9 +28,9 @@ spec:
 
 func tpSnapshot(t *testing.T, dr string) *mesh.Snapshot {
 	t.Helper()
-	store := config.NewStore()
+	store := istioconfig.NewStore()
 	for _, doc := range []string{tpService, dr} {
-		res := config.ParseFile("x.yaml", []byte(doc))
+		res := istioconfig.ParseFile("x.yaml", []byte(doc))
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}

@@ -1,0 +1,260 @@
+package settings
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+type fixture struct {
+	env         map[string]string
+	environ     []string
+	meshFile    string // contents; "" = absent
+	annotations string // contents of pod/annotations; "" = absent
+	labels      string
+	domain      string
+	concurrency *int
+}
+
+func (f fixture) load(t *testing.T) (*Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	pod := filepath.Join(dir, "pod")
+	if err := os.MkdirAll(pod, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(path, s string) {
+		if s != "" {
+			if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(filepath.Join(dir, "mesh"), f.meshFile)
+	write(filepath.Join(pod, "annotations"), f.annotations)
+	write(filepath.Join(pod, "labels"), f.labels)
+	env := map[string]string{"POD_NAME": "client-1", "POD_NAMESPACE": "demo", "INSTANCE_IP": "10.1.0.2"}
+	for k, v := range f.env {
+		if v == "<unset>" {
+			delete(env, k)
+		} else {
+			env[k] = v
+		}
+	}
+	return Load(Sources{
+		LookupEnv:      func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		Environ:        append([]string{"PATH=/bin"}, f.environ...),
+		Executable:     "/opt/strait/bin/strait-agent",
+		WorkDir:        "/work",
+		MeshConfigFile: filepath.Join(dir, "mesh"),
+		PodInfoDir:     pod,
+		Domain:         f.domain,
+		Concurrency:    f.concurrency,
+	})
+}
+
+func TestLoadDefaults(t *testing.T) {
+	c, err := fixture{environ: []string{"ISTIO_META_INTERCEPTION_MODE=REDIRECT", "ISTIO_META_=x"}}.load(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ name, got, want string }{
+		{"node id", c.NodeID(), "sidecar~10.1.0.2~client-1.demo~demo.svc.cluster.local"},
+		{"cluster", c.ServiceCluster(), "client-1.demo"},
+		{"configPath", c.Proxy.ConfigPath, "/work/etc/istio/proxy"},
+		{"binaryPath", c.Proxy.BinaryPath, "/opt/strait/bin/strait-proxy"},
+		{"socket", c.XDSSocketPath, "/work/etc/istio/proxy/XDS"},
+		{"bootstrap", c.BootstrapPath(), "/work/etc/istio/proxy/envoy-rev.json"},
+		{"discoveryAddress", c.Proxy.DiscoveryAddress, DefaultDiscoveryAddress},
+		{"meta", c.NodeMetadata()["INTERCEPTION_MODE"], "REDIRECT"},
+		{"meta NAMESPACE", c.NodeMetadata()["NAMESPACE"], "demo"},
+		{"meta INSTANCE_IPS", c.NodeMetadata()["INSTANCE_IPS"], "10.1.0.2"},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %q, want %q", ch.name, ch.got, ch.want)
+		}
+	}
+	if c.Concurrency != 2 || c.Proxy.ProxyAdminPort != 15000 || c.Proxy.StatusPort != 15020 || c.ReadinessPort != 15021 {
+		t.Errorf("ports/concurrency = %d %d %d %d", c.Concurrency, c.Proxy.ProxyAdminPort, c.Proxy.StatusPort, c.ReadinessPort)
+	}
+	if c.DrainDuration != 5*time.Second || c.ProxyDrainTime() != 45*time.Second {
+		t.Errorf("drain = %v, proxy drain time = %v", c.DrainDuration, c.ProxyDrainTime())
+	}
+	if _, ok := c.NodeMetadata()["SERVICE_ACCOUNT"]; ok {
+		t.Error("SERVICE_ACCOUNT in metadata although unset")
+	}
+	if len(c.Metadata) != 1 {
+		t.Errorf("metadata = %v, want only INTERCEPTION_MODE", c.Metadata)
+	}
+}
+
+func TestLoadMergeOrder(t *testing.T) {
+	five := 5
+	c, err := fixture{
+		meshFile: "defaultConfig:\n  discoveryAddress: mesh:15010\n  proxyAdminPort: 16000\n  statusPort: 16020\n  concurrency: 3\n" +
+			"enableTracing: true\n", // other MeshConfig fields are fine
+		env:         map[string]string{"PROXY_CONFIG": `{"discoveryAddress":"env:15010","proxyAdminPort":17000,"binaryPath":"/usr/local/bin/strait-proxy"}`, "SERVICE_ACCOUNT": "sa"},
+		annotations: `proxy.istio.io/config="discoveryAddress: annotation:15010\nterminationDrainDuration: 7s\n"` + "\nother=\"x\"\n",
+		labels:      "app=\"client\"\nversion=\"v1\"\n",
+		domain:      "demo.svc.example.org",
+		concurrency: &five,
+	}.load(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Proxy.DiscoveryAddress != "annotation:15010" {
+		t.Errorf("discoveryAddress = %q, want the annotation's", c.Proxy.DiscoveryAddress)
+	}
+	if c.Proxy.ProxyAdminPort != 17000 || c.Proxy.StatusPort != 16020 {
+		t.Errorf("ports = %d, %d: want PROXY_CONFIG over mesh, mesh over default", c.Proxy.ProxyAdminPort, c.Proxy.StatusPort)
+	}
+	if c.Concurrency != 5 {
+		t.Errorf("concurrency = %d, want the flag's 5", c.Concurrency)
+	}
+	if c.Proxy.BinaryPath != "/usr/local/bin/strait-proxy" || c.DrainDuration != 7*time.Second {
+		t.Errorf("binaryPath %q, drain %v", c.Proxy.BinaryPath, c.DrainDuration)
+	}
+	if c.NodeID() != "sidecar~10.1.0.2~client-1.demo~demo.svc.example.org" || c.ServiceCluster() != "client.demo" {
+		t.Errorf("node id %q, cluster %q", c.NodeID(), c.ServiceCluster())
+	}
+	md := c.NodeMetadata()
+	if md["LABELS"] != "app=client,version=v1" || md["SERVICE_ACCOUNT"] != "sa" {
+		t.Errorf("metadata = %v", md)
+	}
+
+	c, err = fixture{meshFile: "defaultConfig:\n  concurrency: 3\n"}.load(t)
+	if err != nil || c.Concurrency != 3 {
+		t.Errorf("concurrency from mesh file = %v, %v; want 3", c, err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		f    fixture
+		want string // substring of the error
+	}{
+		{"no pod name", fixture{env: map[string]string{"POD_NAME": "<unset>"}}, "POD_NAME: not set"},
+		{"no namespace", fixture{env: map[string]string{"POD_NAMESPACE": ""}}, "POD_NAMESPACE: not set"},
+		{"dotted pod name", fixture{env: map[string]string{"POD_NAME": "a.b"}}, "POD_NAME: \"a.b\" contains '.'"},
+		{"no ip", fixture{env: map[string]string{"INSTANCE_IP": "<unset>"}}, "INSTANCE_IP: not set"},
+		{"bad ip", fixture{env: map[string]string{"INSTANCE_IP": "10.1.0"}}, "INSTANCE_IP: \"10.1.0\" is not an IP address"},
+		{"bad json", fixture{env: map[string]string{"PROXY_CONFIG": "{"}}, "PROXY_CONFIG: not a JSON ProxyConfig"},
+		{"unknown field", fixture{env: map[string]string{"PROXY_CONFIG": `{"discoveryAdress":"a:1"}`}}, `unknown field "discoveryAdress"`},
+		{"bad discovery address", fixture{env: map[string]string{"PROXY_CONFIG": `{"discoveryAddress":"straitd"}`}}, `PROXY_CONFIG: discoveryAddress: "straitd" is not host:port`},
+		{"bad discovery port", fixture{env: map[string]string{"PROXY_CONFIG": `{"discoveryAddress":"straitd:http"}`}}, `PROXY_CONFIG: discoveryAddress: "straitd:http" has port "http"`},
+		{"bad admin port", fixture{env: map[string]string{"PROXY_CONFIG": `{"proxyAdminPort":70000}`}}, "PROXY_CONFIG: proxyAdminPort: 70000 is not a port"},
+		{"negative concurrency", fixture{env: map[string]string{"PROXY_CONFIG": `{"concurrency":-1}`}}, "PROXY_CONFIG: concurrency: -1 is negative"},
+		{"bad mesh file", fixture{meshFile: "defaultConfig:\n  discoveryAddress: nope\n"}, "mesh: defaultConfig: discoveryAddress: \"nope\""},
+		{"bad annotation", fixture{annotations: `proxy.istio.io/config="discoveryAddress: x"`}, "annotation proxy.istio.io/config: discoveryAddress"},
+		{"unquoted annotation", fixture{annotations: "a=b"}, "annotations:1: value of \"a\" is not a quoted string"},
+		{"bad drain", fixture{env: map[string]string{"MINIMUM_DRAIN_DURATION": "5"}}, `MINIMUM_DRAIN_DURATION: "5" is not a non-negative duration`},
+		{"long socket", fixture{env: map[string]string{"XDS_SOCKET_PATH": "/" + strings.Repeat("x", 120)}}, "XDS_SOCKET_PATH: "},
+		{"bad domain", fixture{domain: "a~b"}, "--domain"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.f.load(t)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseDownwardAPIFile(t *testing.T) {
+	got, err := ParseDownwardAPIFile("labels", []byte("app=\"reviews\"\n\nsecurity.istio.io/tlsMode=\"istio\"\nmulti=\"a\\nb=c\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["app"] != "reviews" || got["security.istio.io/tlsMode"] != "istio" || got["multi"] != "a\nb=c" || len(got) != 3 {
+		t.Errorf("got %q", got)
+	}
+}
+
+func FuzzParseDownwardAPIFile(f *testing.F) {
+	f.Add([]byte("app=\"reviews\"\nx=\"a\\nb\"\n"))
+	f.Add([]byte("bad"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ParseDownwardAPIFile("fuzz", data)
+	})
+}
+
+func FuzzParseProxyConfigJSON(f *testing.F) {
+	f.Add([]byte(`{"discoveryAddress":"straitd:15010","concurrency":2,"drainDuration":"45s"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pc, err := ParseProxyConfigJSON("fuzz", data)
+		if err == nil && validateProxyConfigFields(pc) != nil {
+			t.Fatal("accepted a ProxyConfig that does not validate")
+		}
+	})
+}
+
+func TestLocalityFromLabel(t *testing.T) {
+	c := &Config{Labels: map[string]string{"istio-locality": "us-east.us-east-1a.rack4"}}
+	if got := c.Locality(); got != "us-east/us-east-1a/rack4" {
+		t.Errorf("Locality() = %q", got)
+	}
+	if got := (&Config{Labels: map[string]string{"app": "x"}}).Locality(); got != "" {
+		t.Errorf("without the label: %q", got)
+	}
+}
+
+// TestDNSCapture: capture is on when any of Istio's ways sets it, and then
+// in the node metadata (straitd sends the name table on it); false values
+// leave it off; DNS_AUTO_ALLOCATE is accepted.
+func TestDNSCapture(t *testing.T) {
+	on := []struct {
+		name string
+		f    fixture
+	}{
+		{"environment", fixture{environ: []string{"ISTIO_META_DNS_CAPTURE=true"}}},
+		{"environment 1", fixture{environ: []string{"ISTIO_META_DNS_CAPTURE=1"}}},
+		{"mesh defaultConfig", fixture{meshFile: "defaultConfig:\n  proxyMetadata:\n    ISTIO_META_DNS_CAPTURE: \"true\"\n"}},
+		{"PROXY_CONFIG", fixture{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_CAPTURE":"true"}}`}}},
+		{"annotation", fixture{annotations: `proxy.istio.io/config="proxyMetadata:\n  ISTIO_META_DNS_CAPTURE: \"True\"\n"`}},
+	}
+	for _, tc := range on {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tc.f.load(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.DNSCapture || c.NodeMetadata()["DNS_CAPTURE"] != "true" {
+				t.Errorf("DNSCapture %v, metadata DNS_CAPTURE %q; want on", c.DNSCapture, c.NodeMetadata()["DNS_CAPTURE"])
+			}
+		})
+	}
+	for _, f := range []fixture{
+		{},
+		{environ: []string{"ISTIO_META_DNS_CAPTURE=false"}},
+		// The environment (what the injector sets) wins over proxyMetadata.
+		{environ: []string{"ISTIO_META_DNS_CAPTURE=false"}, env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_CAPTURE":"true"}}`}},
+		{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_CAPTURE":"false","OTHER":"true"}}`}},
+	} {
+		c, err := f.load(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.DNSCapture {
+			t.Errorf("%+v: DNS capture on", f)
+		}
+	}
+	// DNS_AUTO_ALLOCATE is accepted (straitd allocates for every
+	// DNS-capture proxy) and does not turn capture on by itself.
+	for _, tc := range []struct {
+		f       fixture
+		capture bool
+	}{
+		{fixture{environ: []string{"ISTIO_META_DNS_CAPTURE=true", "ISTIO_META_DNS_AUTO_ALLOCATE=true"}}, true},
+		{fixture{env: map[string]string{"PROXY_CONFIG": `{"proxyMetadata":{"ISTIO_META_DNS_AUTO_ALLOCATE":"true"}}`}}, false},
+	} {
+		c, err := tc.f.load(t)
+		if err != nil || c.DNSCapture != tc.capture {
+			t.Errorf("%+v: DNS capture %v, %v; want %v and no error", tc.f, c != nil && c.DNSCapture, err, tc.capture)
+		}
+	}
+}

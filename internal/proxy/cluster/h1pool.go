@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
 // maxIdlePerEndpoint bounds the idle keep-alive connections kept per

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
 	"github.com/straitmesh/strait/internal/proxy/route"

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
-	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
 // errorReply answers a request the codec could not accept or finish; the

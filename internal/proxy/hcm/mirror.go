@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
 

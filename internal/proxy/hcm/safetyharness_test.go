@@ -23,7 +23,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/nginxtest"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
-	"github.com/straitmesh/strait/internal/proxy/hcm/http1"
+	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/testreq"

@@ -264,7 +264,7 @@ func (o *oneByteReader) Read(p []byte) (int, error) {
 // codec: head, parse, body. It must never panic, and what it accepts must
 // be self-consistent.
 //
-//	go test -run '^$' -fuzz FuzzParseRequest -fuzztime 60s ./internal/proxy/hcm/http1/
+//	go test -run '^$' -fuzz FuzzParseRequest -fuzztime 60s ./internal/proxy/http1/
 func FuzzParseRequest(f *testing.F) {
 	for _, s := range []string{
 		"GET / HTTP/1.1\r\nHost: h\r\n\r\n",

@@ -9,7 +9,7 @@ import (
 )
 
 // The tests in this file pin down codec behaviour that mutation testing
-// (make mutate PKG=./internal/proxy/hcm/http1) found untested: each case
+// (make mutate PKG=./internal/proxy/http1) found untested: each case
 // fails when the check it names is removed or inverted.
 
 // TestRequestTargetBytes checks that a request-target with a control byte,

@@ -47,7 +47,7 @@ func describeRequest(req *Request) string {
 // same request: nothing the parser drops or normalises changes meaning
 // when the proxy forwards it.
 //
-//	go test -run '^$' -fuzz FuzzRequestRoundTrip -fuzztime 60s ./internal/proxy/hcm/http1/
+//	go test -run '^$' -fuzz FuzzRequestRoundTrip -fuzztime 60s ./internal/proxy/http1/
 func FuzzRequestRoundTrip(f *testing.F) {
 	for _, s := range []string{
 		"GET / HTTP/1.1\r\nHost: h\r\n\r\n",

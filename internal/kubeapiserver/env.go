@@ -107,6 +107,7 @@ type Env struct {
 // which case it fails.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
+	testreq.Privileged(t, "a real kube-apiserver and etcd")
 	if opts.Progress == nil {
 		opts.Progress = os.Stderr
 	}

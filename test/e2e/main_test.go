@@ -38,6 +38,12 @@ func run(m *testing.M) int {
 	if *podAttack {
 		return runPodAttack(flag.Args()) // podiso_test.go
 	}
+	if testing.Short() {
+		// Every test here runs the real binaries, most as root in network
+		// namespaces: none is a unit test (make test-unit).
+		fmt.Println("e2e: skipped under -short (make test-unit)")
+		return 0
+	}
 	binDir = os.Getenv("STRAIT_BIN_DIR")
 	if binDir == "" && os.Geteuid() == 0 {
 		dir, err := os.MkdirTemp("", "strait-e2e-bin-")

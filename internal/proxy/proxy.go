@@ -183,7 +183,8 @@ func (p *Proxy) Start(ctx context.Context) error {
 	}
 	c := p.Clusters.Get(adsCluster.GetName())
 	client := xdsclient.New(xdsclient.Options{
-		Node: p.opts.Bootstrap.GetNode(),
+		Node:                   p.opts.Bootstrap.GetNode(),
+		NodeOnFirstRequestOnly: p.opts.Bootstrap.GetDynamicResources().GetAdsConfig().GetSetNodeOnFirstMessageOnly(),
 		Dial: func(ctx context.Context) (net.Conn, error) {
 			ep, err := c.Pick(netipZero)
 			if err != nil {

@@ -46,6 +46,9 @@ func Parse(data []byte) (*bootstrapv3.Bootstrap, error) {
 	if err := b.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("invalid: %w", err)
 	}
+	if err := checkFields(b); err != nil {
+		return nil, err
+	}
 	if ads := b.GetDynamicResources().GetAdsConfig(); ads != nil {
 		if _, err := ADSCluster(b); err != nil {
 			return nil, err

@@ -35,7 +35,7 @@ func validateDestinationRule(el *errorList, namespace string, s *networking.Dest
 	}
 	validateTrafficPolicyTLS(el, "spec.trafficPolicy", s.TrafficPolicy)
 	validateLocalityLbSettings(el, s)
-	validateTrafficPolicies(el, s) // validate_policy.go
+	validateTrafficPolicies(el, s)
 	validateExportTo(el, namespace, s.ExportTo, false)
 }
 

@@ -14,8 +14,8 @@ import (
 // rules are validateResolution's).
 
 func validateServiceEntry(el *errorList, namespace string, s *networking.ServiceEntry) {
-	refuseDNSEndpointLocality(el, s) // locality.go
-	validateResolution(el, s)        // validate_policy.go
+	refuseDNSEndpointLocality(el, s)
+	validateResolution(el, s)
 	validateExportTo(el, namespace, s.ExportTo, true)
 	if len(s.Hosts) == 0 {
 		el.add("spec.hosts", "must list at least one host")

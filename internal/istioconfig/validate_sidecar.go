@@ -25,7 +25,7 @@ func validateSidecar(el *errorList, s *networking.Sidecar) {
 	if len(s.Egress) == 0 && len(s.Ingress) == 0 && s.OutboundTrafficPolicy == nil && s.InboundConnectionPool == nil {
 		el.add("spec", "is empty; set egress, ingress, outboundTrafficPolicy or inboundConnectionPool (Istio refuses an empty Sidecar)")
 	}
-	validateConnectionPool(el, "spec.inboundConnectionPool", s.InboundConnectionPool) // validate_policy.go
+	validateConnectionPool(el, "spec.inboundConnectionPool", s.InboundConnectionPool)
 	for i, in := range s.Ingress {
 		if in != nil {
 			validateConnectionPool(el, fmt.Sprintf("spec.ingress[%d].connectionPool", i), in.ConnectionPool)

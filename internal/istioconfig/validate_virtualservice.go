@@ -80,7 +80,7 @@ func validateVirtualService(el *errorList, namespace string, s *networking.Virtu
 			validateDestination(el, df+".destination", d.Destination)
 			weights = append(weights, d.Weight)
 		}
-		validateWeights(el, f+".route", weights) // validate_route.go
+		validateWeights(el, f+".route", weights)
 		validateHTTPRouteActions(el, f, r)
 		validateHTTPActionLimits(el, f, r)
 	}
@@ -116,7 +116,7 @@ func validateVirtualService(el *errorList, namespace string, s *networking.Virtu
 			el.add(f, "must not be null")
 			continue
 		}
-		validateTLSRoute(el, f, r, s.Hosts) // validate_route.go
+		validateTLSRoute(el, f, r, s.Hosts)
 		validateRouteDestinations(el, f+".route", r.Route)
 	}
 	validateExportTo(el, namespace, s.ExportTo, false)

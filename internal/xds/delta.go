@@ -11,7 +11,7 @@ import (
 )
 
 // DeltaAggregatedResources serves one delta (incremental) ADS stream with
-// the shared lifecycle (stream.go): the same receive goroutine and
+// the shared lifecycle (receiveLoop, processLoop): the same receive goroutine and
 // processing loop, the same push queue, generators and ACK bookkeeping as
 // state of the world. What differs is per type: the subscription is a set
 // of names (or a wildcard) changed by subscribe/unsubscribe lists, and a

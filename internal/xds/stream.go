@@ -19,8 +19,8 @@ import (
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
-// The stream lifecycle both protocols share. A stream handler (sotw.go,
-// delta.go) creates its protocol's stream and Connection, starts a receive
+// The stream lifecycle both protocols share. A stream handler (StreamAggregatedResources,
+// DeltaAggregatedResources) creates its protocol's stream and Connection, starts a receive
 // goroutine (receiveLoop) and runs the processing loop (processLoop):
 //
 //   - the receive goroutine reads requests, registers the connection on

@@ -27,16 +27,16 @@ func run(m *testing.M) int {
 		return serveWebSocket(*wsServe)
 	}
 	if *l4Serve != "" {
-		return serveL4(*l4Serve) // filters_test.go
+		return serveL4(*l4Serve)
 	}
 	if *trailerServe != "" {
-		return serveTrailerEcho(*trailerServe) // trailers_test.go
+		return serveTrailerEcho(*trailerServe)
 	}
 	if *dnsServe != "" {
 		return serveDNS(*dnsServe, *dnsZone)
 	}
 	if *podAttack {
-		return runPodAttack(flag.Args()) // podiso_test.go
+		return runPodAttack(flag.Args())
 	}
 	if testing.Short() {
 		// Every test here runs the real binaries, most as root in network

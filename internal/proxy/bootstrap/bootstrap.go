@@ -1,5 +1,6 @@
-// Package bootstrap reads an Envoy v3 bootstrap (JSON or YAML) and extracts
-// the parts strait-proxy acts on: node, admin address, static resources and
+// Package bootstrap reads an Envoy v3 bootstrap (JSON or YAML), refuses by
+// name the fields strait-proxy does not implement (checkFields), and
+// extracts the parts it acts on: node, admin address, static resources and
 // the ADS config source.
 package bootstrap
 

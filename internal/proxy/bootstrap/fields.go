@@ -17,7 +17,7 @@ import (
 // or refused by name with the fix, so that a bootstrap asking for what
 // strait-proxy does not do (a runtime, a watchdog, tracing, stats sinks,
 // a second ADS server) fails at start-up instead of running without it.
-// fields_test.go fails on a Bootstrap field in neither list. The node is
+// TestBootstrapFieldsClassified fails on a Bootstrap field in neither list. The node is
 // sent to the management server whole, so none of its fields is audited.
 
 // bootstrapHonoured maps each honoured Bootstrap field to the code that

@@ -101,8 +101,8 @@ type Endpoint struct {
 	Hostname string
 }
 
-// EndpointHostnamesAnnotation, on the ServiceEntry the Kubernetes registry
-// derives from a Service, carries its endpoints' hostnames as
+// EndpointHostnamesAnnotation is the annotation that, on the ServiceEntry
+// the Kubernetes registry derives from a Service, carries its endpoints' hostnames as
 // "ADDRESS=HOSTNAME,..." (the WorkloadEntry message has no field for
 // them). A headless service's name table lists HOSTNAME.SERVICE-HOST for
 // each.

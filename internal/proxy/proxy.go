@@ -206,7 +206,9 @@ func (p *Proxy) Start(ctx context.Context) error {
 	p.startInit()
 	go func() {
 		defer close(p.done)
-		client.Run(ctx)
+		if err := client.Run(ctx); err != nil {
+			p.opts.Logger.Error("xds client stopped", "component", "proxy", "error", err)
+		}
 	}()
 	return nil
 }

@@ -21,7 +21,7 @@ func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoverySe
 	ctx := stream.Context()
 	ds := newDeltaStream(s, peerAddr(ctx), stream)
 	defer close(ds.con.stop)
-	go receiveLoop(s, ds.con, ctx, stream.Recv, ds.reqs)
+	go receiveLoop(ctx, s, ds.con, stream.Recv, ds.reqs)
 	return processLoop(s, ds.con, ds.reqs, ds.processRequest)
 }
 

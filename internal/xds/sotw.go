@@ -17,7 +17,7 @@ func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryS
 	ctx := stream.Context()
 	ss := newSotwStream(s, peerAddr(ctx), stream)
 	defer close(ss.con.stop)
-	go receiveLoop(s, ss.con, ctx, stream.Recv, ss.reqs)
+	go receiveLoop(ctx, s, ss.con, stream.Recv, ss.reqs)
 	return processLoop(s, ss.con, ss.reqs, ss.processRequest)
 }
 

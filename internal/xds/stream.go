@@ -58,7 +58,7 @@ func processLoop[T any](s *Server, con *Connection, reqs <-chan T, process func(
 // receiveLoop is the receive goroutine: it reads requests with recv and
 // forwards them to out, registering the connection on the first one and
 // unregistering it on return. It closes out when it returns.
-func receiveLoop[T interface{ GetNode() *core.Node }](s *Server, con *Connection, ctx context.Context, recv func() (T, error), out chan<- T) {
+func receiveLoop[T interface{ GetNode() *core.Node }](ctx context.Context, s *Server, con *Connection, recv func() (T, error), out chan<- T) {
 	defer close(out)
 	first := true
 	for {

@@ -39,7 +39,7 @@ func serveTrailerEcho(addr string) int {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		json.NewEncoder(w).Encode(trailerEchoReply{XFCC: r.Header.Get("X-Forwarded-Client-Cert"), Trailer: r.Trailer})
+		_ = json.NewEncoder(w).Encode(trailerEchoReply{XFCC: r.Header.Get("X-Forwarded-Client-Cert"), Trailer: r.Trailer})
 	})}
 	s.Protocols = new(http.Protocols)
 	s.Protocols.SetHTTP1(true)

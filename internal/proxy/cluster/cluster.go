@@ -29,6 +29,7 @@ const defaultConnectTimeout = 5 * time.Second
 // Kind is how a cluster finds its endpoints.
 type Kind int
 
+// The cluster types strait-proxy serves (Envoy's Cluster.type).
 const (
 	KindStatic Kind = iota
 	KindEDS

@@ -62,7 +62,8 @@ $(GOLANGCI_LINT):
 	GOBIN=$(dir $@) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 # gofmt, go vet, and golangci-lint with the linters of .golangci.yml
-# (sloglint, unused, contextcheck, errorlint, ineffassign).
+# (errcheck, staticcheck, revive, sloglint, unused, contextcheck, errorlint,
+# ineffassign).
 lint: $(GOLANGCI_LINT)
 	@out=$$(gofmt -l $$(git ls-files '*.go') || true); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

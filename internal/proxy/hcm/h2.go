@@ -89,18 +89,10 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 		s.serveH2(c, c, f, dst, src, d)
 		return
 	default:
-		if s.codec == CodecStrait {
-			s.serveH1(c, f, dst, src, d)
-			return
-		}
-		s.untrack(c)
-		s.serveConnNetHTTP(c, f, dst, src, d)
+		s.serveH1(c, f, dst, src, d)
 		return
 	}
-	var base net.Conn = c
-	if s.codec == CodecStrait {
-		base = http1.WrapConn(c) // keep the HTTP/1.1 path's raw I/O
-	}
+	base := http1.WrapConn(c) // keep the HTTP/1.1 path's raw I/O
 	pre, isH2, err := sniffPreface(base)
 	if err != nil && len(pre) == 0 {
 		s.untrack(c)
@@ -113,15 +105,11 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 		return
 	}
 	s.untrack(c)
-	if s.codec == CodecStrait {
-		if !s.track(pc) {
-			pc.Close()
-			return
-		}
-		s.serveH1(pc, f, dst, src, d)
+	if !s.track(pc) {
+		pc.Close()
 		return
 	}
-	s.serveConnNetHTTP(pc, f, dst, src, d)
+	s.serveH1(pc, f, dst, src, d)
 }
 
 // negotiatedProtocol returns the protocol c's TLS handshake agreed on by

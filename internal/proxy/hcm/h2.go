@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -226,14 +227,29 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		t := time.AfterFunc(lim.MaxConnectionDuration, goAway)
 		defer t.Stop()
 	}
+	handler := limitStreamHead(lim, guardStream(lim, s.serveStream)) // headlimits.go, h2timeouts.go
+	if m := lim.MaxRequestsPerConnection; m > 0 {
+		// The stream that reaches max_requests_per_connection is served;
+		// the connection gets GOAWAY, so that later ones go to a new
+		// connection, as Envoy drains it (ActiveStream's constructor in
+		// source/common/http/conn_manager_impl.cc).
+		var streams atomic.Uint32
+		inner := handler
+		handler = func(w http.ResponseWriter, r *http.Request) {
+			if streams.Add(1) == m {
+				goAway()
+			}
+			inner(w, r)
+		}
+	}
 	// x/net/http2's server flushes after each frame its writer writes:
 	// batch those writes (package wbatch). Under them, the guard against
 	// rapid reset and empty frame floods sees every frame (h2guard.go).
-	bc := wbatch.New(newH2Guard(nc))
+	bc := wbatch.New(newH2Guard(nc, lim.RequestHeadersTimeout))
 	defer bc.Close()
 	h2.ServeConn(schemeProbe{bc}, &http2.ServeConnOpts{ // scheme.go
 		Context:    ctx,
-		Handler:    limitStreamHead(lim, withStreamIdle(lim.StreamIdleTimeout, s.serveStream)),
+		Handler:    handler,
 		BaseConfig: base,
 	})
 }

@@ -166,10 +166,7 @@ func (c *h1conn) clientFailure(err error) failure {
 	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrLineTooLong), errors.Is(err, http1.ErrHeaderTooLarge):
 		return failBadRequest
 	case http1.IsTimeout(err):
-		if !c.reqExpiry.IsZero() && !time.Now().Before(c.reqExpiry) {
-			return failRequestTimeout
-		}
-		return failStreamIdle
+		return c.stream.expired(time.Now(), false) // stream.go
 	}
 	return failClientGone
 }

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -190,11 +189,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		}
 	}()
 	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
-	lim := &f.Limits
-	if lim.MaxRequestHeadBytes == 0 {
-		l := DefaultLimits() // a Filter made without Build (tests)
-		lim = &l
-	}
+	lim := f.limits() // stream.go
 	base := &http.Server{
 		MaxHeaderBytes: h2HeaderListSize(lim), // headlimits.go
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -228,15 +223,16 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		defer t.Stop()
 	}
 	handler := limitStreamHead(lim, guardStream(lim, s.serveStream)) // headlimits.go, h2timeouts.go
-	if m := lim.MaxRequestsPerConnection; m > 0 {
+	if lim.MaxRequestsPerConnection > 0 {
 		// The stream that reaches max_requests_per_connection is served;
 		// the connection gets GOAWAY, so that later ones go to a new
 		// connection, as Envoy drains it (ActiveStream's constructor in
 		// source/common/http/conn_manager_impl.cc).
-		var streams atomic.Uint32
+		var cl connLimits // stream.go; max_connection_duration is the timer above
+		cl.init(lim)
 		inner := handler
 		handler = func(w http.ResponseWriter, r *http.Request) {
-			if streams.Add(1) == m {
+			if cl.beginRequest() {
 				goAway()
 			}
 			inner(w, r)

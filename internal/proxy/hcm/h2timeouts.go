@@ -74,7 +74,8 @@ func guardStream(lim *Limits, next http.HandlerFunc) http.HandlerFunc {
 		form := &http.Request{Header: http.Header{"Content-Type": slices.Clone(r.Header["Content-Type"])}}
 		g := &streamGuard{w: w, r: form, cancel: cancel, hdr: http.Header{}}
 		g.touch()
-		idle := lim.StreamIdleTimeout
+		st := lim.startStream() // stream.go
+		idle := st.idle
 		g.idle.Store(int64(idle))
 		g.timer = time.AfterFunc(max(idle, time.Nanosecond), g.check)
 		if idle <= 0 {
@@ -84,8 +85,8 @@ func guardStream(lim *Limits, next http.HandlerFunc) http.HandlerFunc {
 		// x/net gives a request that ended with its HEADERS a zero
 		// ContentLength and an empty body.
 		g.reqDone.Store(r.ContentLength == 0)
-		if d := lim.RequestTimeout; d > 0 && !g.reqDone.Load() {
-			t := time.AfterFunc(d, g.requestTimeout)
+		if !st.request.IsZero() && !g.reqDone.Load() {
+			t := time.AfterFunc(time.Until(st.request), g.requestTimeout)
 			defer t.Stop()
 		}
 		r = r.WithContext(context.WithValue(ctx, streamGuardKey{}, g))
@@ -131,7 +132,7 @@ func (g *streamGuard) check() {
 		g.timer.Reset(idle - quiet)
 		return
 	}
-	g.expire("SI", "stream timeout")
+	g.expire(failStreamIdle)
 }
 
 // requestTimeout runs when request_timeout has passed: a request whose body
@@ -140,12 +141,12 @@ func (g *streamGuard) requestTimeout() {
 	if g.reqDone.Load() {
 		return
 	}
-	g.expire("", "request timeout")
+	g.expire(failRequestTimeout)
 }
 
-// expire ends the stream: 408 with flags and body when its response has
-// not started, else a reset; the request context is cancelled.
-func (g *streamGuard) expire(flags, body string) {
+// expire ends the stream: f (stream.go) when its response has not started,
+// else a reset; the request context is cancelled.
+func (g *streamGuard) expire(f failure) {
 	g.mu.Lock()
 	if g.done || g.expired {
 		g.mu.Unlock()
@@ -154,7 +155,7 @@ func (g *streamGuard) expire(flags, body string) {
 	g.expired = true
 	if !g.wrote {
 		g.wrote = true
-		streamLocalReply(g.w, g.r, http.StatusRequestTimeout, flags, body)
+		streamLocalReply(g.w, g.r, f.code, f.flags, f.body)
 	} else {
 		g.reset = true
 	}

@@ -55,8 +55,8 @@ var limitsWires = []limitsWire{
 }
 
 // limitsBackend answers /hang only when the request ends (after 30 s at
-// most), /big with a 70 KiB response header and anything else "ok"; HTTP/1.1
-// and h2c.
+// most), /slow after 500 ms, /big with a 70 KiB response header and
+// anything else "ok"; HTTP/1.1 and h2c.
 func limitsBackend(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -71,6 +71,8 @@ func limitsBackend(t *testing.T) string {
 			case <-time.After(30 * time.Second):
 			}
 			return
+		case strings.HasSuffix(r.URL.Path, "/slow"):
+			time.Sleep(500 * time.Millisecond)
 		case strings.HasSuffix(r.URL.Path, "/big"):
 			w.Header().Set("X-Big", strings.Repeat("b", 70<<10))
 		}
@@ -422,7 +424,7 @@ type limitsRow struct {
 	hcm      func(h *hcmv3.HttpConnectionManager)
 	route    func(r *routev3.RouteAction)
 	wsToo    bool // the row applies to a WebSocket upgrade request
-	exchange func(c *limitsClient) limitsOutcome
+	exchange func(c *limitsClient, p *limitsProxy) limitsOutcome
 	h1, h2   func(o limitsOutcome) bool
 	// then, when set, runs after the exchange: what happens to the
 	// connection.
@@ -451,15 +453,15 @@ func limitsRows() []limitsRow {
 			set(h.CommonHttpProtocolOptions)
 		}
 	}
-	get := func(path string) func(c *limitsClient) limitsOutcome {
-		return func(c *limitsClient) limitsOutcome { c.request(path, nil, 0); return c.response() }
+	get := func(path string) func(c *limitsClient, _ *limitsProxy) limitsOutcome {
+		return func(c *limitsClient, _ *limitsProxy) limitsOutcome { c.request(path, nil, 0); return c.response() }
 	}
 	return []limitsRow{{
 		name:  "max_request_headers_kb",
 		envoy: "HTTP/1.1: 431 (codec_impl.cc checkMaxHeadersSize); HTTP/2: the stream is reset (http2 codec_impl.cc saveHeader)",
 		hcm:   func(h *hcmv3.HttpConnectionManager) { h.MaxRequestHeadersKb = wrapperspb.UInt32(8) },
 		wsToo: true,
-		exchange: func(c *limitsClient) limitsOutcome {
+		exchange: func(c *limitsClient, _ *limitsProxy) limitsOutcome {
 			c.request("/ok", [][2]string{{"X-Pad", strings.Repeat("p", 9<<10)}}, 0)
 			return c.response()
 		},
@@ -469,17 +471,37 @@ func limitsRows() []limitsRow {
 		envoy: "HTTP/1.1: 431; HTTP/2: the stream is reset (the whole head counts, however it arrived)",
 		hcm:   func(h *hcmv3.HttpConnectionManager) { h.MaxRequestHeadersKb = wrapperspb.UInt32(1) },
 		wsToo: true,
-		exchange: func(c *limitsClient) limitsOutcome {
+		exchange: func(c *limitsClient, _ *limitsProxy) limitsOutcome {
 			c.request("/ok", [][2]string{{"X-Pad", strings.Repeat("p", 2<<10)}}, 0)
 			return c.response()
 		},
 		h1: limitsWant(431, ""), h2: limitsReset,
 	}, {
+		name: "max_request_headers_kb default (60), a 70 KiB head",
+		envoy: "HTTP/1.1: 431; HTTP/2: the stream is reset. Strait's HTTP/2 ends the connection instead " +
+			"(GOAWAY PROTOCOL_ERROR) when a header block passes x/net's header list bound by a whole " +
+			"CONTINUATION frame (x/net's guard against CONTINUATION floods, Framer.readMetaFrame); " +
+			"the request is refused either way",
+		wsToo: true,
+		exchange: func(c *limitsClient, _ *limitsProxy) limitsOutcome {
+			// 70 fields of 1 KiB: under max_headers_count, over the size.
+			// (One field longer than the whole limit makes x/net's HPACK
+			// decoder end the connection, COMPRESSION_ERROR, where
+			// Envoy resets the stream.)
+			var extra [][2]string
+			for i := range 70 {
+				extra = append(extra, [2]string{"X-P" + strconv.Itoa(i), strings.Repeat("p", 1<<10)})
+			}
+			c.request("/ok", extra, 0)
+			return c.response()
+		},
+		h1: limitsWant(431, ""), h2: func(o limitsOutcome) bool { return o.reset || o.goAway },
+	}, {
 		name:  "max_headers_count",
 		envoy: "HTTP/1.1: 431; HTTP/2: the stream is reset",
 		hcm:   commonOpts(func(o *corev3.HttpProtocolOptions) { o.MaxHeadersCount = wrapperspb.UInt32(20) }),
 		wsToo: true,
-		exchange: func(c *limitsClient) limitsOutcome {
+		exchange: func(c *limitsClient, _ *limitsProxy) limitsOutcome {
 			var extra [][2]string
 			for i := range 30 {
 				extra = append(extra, [2]string{"X-N" + strconv.Itoa(i), "v"})
@@ -500,7 +522,7 @@ func limitsRows() []limitsRow {
 			h.RequestTimeout = durationpb.New(limitsTimeout)
 			h.StreamIdleTimeout = durationpb.New(0)
 		},
-		exchange: func(c *limitsClient) limitsOutcome { c.request("/ok", nil, 100); return c.response() },
+		exchange: func(c *limitsClient, _ *limitsProxy) limitsOutcome { c.request("/ok", nil, 100); return c.response() },
 		h1:       limitsWant(408, ""), h2: limitsWant(408, ""),
 	}, {
 		name:  "request_headers_timeout",
@@ -510,7 +532,7 @@ func limitsRows() []limitsRow {
 			h.StreamIdleTimeout = durationpb.New(0)
 		},
 		wsToo:    true,
-		exchange: func(c *limitsClient) limitsOutcome { c.partialHead(); return c.response() },
+		exchange: func(c *limitsClient, _ *limitsProxy) limitsOutcome { c.partialHead(); return c.response() },
 		h1:       limitsWant(408, ""),
 		h2:       func(o limitsOutcome) bool { return o.goAway || o.closed || o.status == 408 || o.reset },
 	}, {
@@ -566,6 +588,23 @@ func limitsRows() []limitsRow {
 			}
 		},
 	}, {
+		name:  "drain during a request",
+		envoy: "the response in progress is completed, with connection: close on HTTP/1.1 and after a GOAWAY on HTTP/2; then the connection ends",
+		exchange: func(c *limitsClient, p *limitsProxy) limitsOutcome {
+			c.request("/slow", nil, 0)
+			time.Sleep(100 * time.Millisecond) // the request is in flight
+			p.drain.Start()
+			return c.response()
+		},
+		h1: func(o limitsOutcome) bool { return o.status == 200 && o.connClose },
+		h2: func(o limitsOutcome) bool { return o.status == 200 && o.goAway },
+		then: func(t *testing.T, c *limitsClient, _ *limitsProxy) {
+			if c.w.h2 {
+				return // the GOAWAY was seen
+			}
+			okThenEnds(t, c, nil)
+		},
+	}, {
 		name:     "drain",
 		envoy:    "a drain closes an idle HTTP/1.1 connection and sends GOAWAY on HTTP/2 (drain_strategy immediate)",
 		exchange: get("/ok"),
@@ -591,7 +630,7 @@ func TestLimitsEveryCodec(t *testing.T) {
 					t.Parallel()
 					p := startLimitsProxy(t, be, ws, row.hcm, row.route)
 					c := dialLimits(t, p, w)
-					got := row.exchange(c)
+					got := row.exchange(c, p)
 					want := row.h1
 					if w.h2 {
 						want = row.h2

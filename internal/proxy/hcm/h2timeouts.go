@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,7 +41,7 @@ type streamGuardKey struct{}
 type streamGuard struct {
 	// Set at creation, read-only.
 	w      http.ResponseWriter
-	r      *http.Request // the downstream request's content type, for the local reply's form
+	grpc   bool // the request is gRPC: a local reply takes gRPC's trailers-only form
 	cancel context.CancelFunc
 	hdr    http.Header // the handler's header map
 	// body is the request body, closed when the stream expires: an
@@ -69,10 +68,9 @@ func guardStream(lim *Limits, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		// The handler changes r's header as it forwards it: the local
-		// reply keeps what decides its form (gRPC or not) of its own.
-		form := &http.Request{Header: http.Header{"Content-Type": slices.Clone(r.Header["Content-Type"])}}
-		g := &streamGuard{w: w, r: form, cancel: cancel, hdr: http.Header{}}
+		// The handler changes r's header as it forwards it: what decides
+		// the local reply's form (gRPC or not) is read now.
+		g := &streamGuard{w: w, grpc: isGRPC(r.Header), cancel: cancel, hdr: http.Header{}}
 		g.touch()
 		st := lim.startStream() // stream.go
 		idle := st.idle
@@ -155,7 +153,11 @@ func (g *streamGuard) expire(f failure) {
 	g.expired = true
 	if !g.wrote {
 		g.wrote = true
-		streamLocalReply(g.w, g.r, f.code, f.flags, f.body)
+		if g.grpc { // as streamLocalReply
+			grpcLocalReply(g.w, grpcStatusForHTTP(f.code), f.flags, f.body)
+		} else {
+			localReply(g.w, f.code, f.flags, f.body)
+		}
 	} else {
 		g.reset = true
 	}

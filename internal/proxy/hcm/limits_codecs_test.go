@@ -707,3 +707,23 @@ func TestLimitsRefused(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkProxyH2 is one h2c stream through the HCM to an HTTP/1.1
+// upstream, under Envoy's default limits (the stream guard of
+// h2timeouts.go on every stream); allocs/op counts the client's and the
+// upstream's too, so read it against itself.
+func BenchmarkProxyH2(b *testing.B) {
+	be := rawBackend(b)
+	addr := startH2Proxy(b, CodecStrait, []*routev3.Route{prefixRoute("/", "be")}, nil, staticCluster("be", be))
+	c := h2cClient()
+	url := "http://" + addr + "/bench"
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := c.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}

@@ -727,3 +727,39 @@ func BenchmarkProxyH2(b *testing.B) {
 		resp.Body.Close()
 	}
 }
+
+// TestLimitsGRPCForm: a gRPC stream that runs into a stream timeout gets
+// the local reply in gRPC's trailers-only form (HTTP 200, grpc-status from
+// Envoy's HTTP-to-gRPC mapping of 408: UNKNOWN), with the response flag.
+func TestLimitsGRPCForm(t *testing.T) {
+	be, ws := limitsBackend(t), upgradeBackend(t)
+	for _, tc := range []struct {
+		name  string
+		hcm   func(h *hcmv3.HttpConnectionManager)
+		flags string
+	}{
+		{"stream_idle_timeout", func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(limitsTimeout) }, "SI"},
+		{"request_timeout", func(h *hcmv3.HttpConnectionManager) {
+			h.RequestTimeout = durationpb.New(limitsTimeout)
+			h.StreamIdleTimeout = durationpb.New(0)
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startLimitsProxy(t, be, ws, tc.hcm, nil)
+			pr, pw := io.Pipe() // a request body that never ends
+			defer pw.Close()
+			req, _ := http.NewRequest(http.MethodPost, "http://"+p.plain+"/hang", pr)
+			req.Header.Set("Content-Type", "application/grpc")
+			resp, err := h2cClient().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "2" || resp.Header.Get("X-Strait-Response-Flags") != tc.flags {
+				t.Fatalf("got %d grpc-status %q flags %q; want 200, grpc-status 2 (UNKNOWN, Envoy's mapping of 408), flags %q",
+					resp.StatusCode, resp.Header.Get("Grpc-Status"), resp.Header.Get("X-Strait-Response-Flags"), tc.flags)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,8 +58,9 @@ var limitsWires = []limitsWire{
 // limitsBackend answers /hang only when the request ends (after 30 s at
 // most), /slow after 500 ms, /big with a 70 KiB response header and
 // anything else "ok"; HTTP/1.1 and h2c.
-func limitsBackend(t *testing.T) string {
+func limitsBackend(t *testing.T) *limitsUpstream {
 	t.Helper()
+	up := &limitsUpstream{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +74,7 @@ func limitsBackend(t *testing.T) string {
 			}
 			return
 		case strings.HasSuffix(r.URL.Path, "/slow"):
+			up.seen.Store(r.Header.Get("X-Slow-Id"), true)
 			time.Sleep(500 * time.Millisecond)
 		case strings.HasSuffix(r.URL.Path, "/big"):
 			w.Header().Set("X-Big", strings.Repeat("b", 70<<10))
@@ -82,7 +85,15 @@ func limitsBackend(t *testing.T) string {
 	srv.Protocols.SetUnencryptedHTTP2(true)
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
+	up.addr = ln.Addr().String()
+	return up
+}
+
+// limitsUpstream is limitsBackend: its address, and the X-Slow-Id of each
+// /slow request that arrived.
+type limitsUpstream struct {
+	addr string
+	seen sync.Map
 }
 
 // limitsProxy is one HCM served on a clear-text and a TLS listener, under
@@ -91,13 +102,14 @@ type limitsProxy struct {
 	plain, tls string
 	tlsConf    *tls.Config // the client's
 	drain      *Drain
+	upstream   *limitsUpstream
 }
 
-func startLimitsProxy(t *testing.T, be, ws string, mod func(h *hcmv3.HttpConnectionManager), routeMod func(r *routev3.RouteAction)) *limitsProxy {
+func startLimitsProxy(t *testing.T, be *limitsUpstream, ws string, mod func(h *hcmv3.HttpConnectionManager), routeMod func(r *routev3.RouteAction)) *limitsProxy {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	cm := cluster.NewManager(log, stats.New())
-	if err := cm.AddStatic([]*clusterv3.Cluster{staticCluster("be", be), staticCluster("ws", ws)}); err != nil {
+	if err := cm.AddStatic([]*clusterv3.Cluster{staticCluster("be", be.addr), staticCluster("ws", ws)}); err != nil {
 		t.Fatal(err)
 	}
 	wsRoute, beRoute := prefixRoute("/ws/", "ws"), prefixRoute("/", "be")
@@ -127,7 +139,7 @@ func startLimitsProxy(t *testing.T, be, ws string, mod func(h *hcmv3.HttpConnect
 	serverTLS.NextProtos = []string{"h2", "http/1.1"}
 	clientTLS = clientTLS.Clone()
 	clientTLS.Certificates = nil
-	p := &limitsProxy{tlsConf: clientTLS, drain: d}
+	p := &limitsProxy{tlsConf: clientTLS, drain: d, upstream: be}
 	serve := func(withTLS bool) string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -591,8 +603,13 @@ func limitsRows() []limitsRow {
 		name:  "drain during a request",
 		envoy: "the response in progress is completed, with connection: close on HTTP/1.1 and after a GOAWAY on HTTP/2; then the connection ends",
 		exchange: func(c *limitsClient, p *limitsProxy) limitsOutcome {
-			c.request("/slow", nil, 0)
-			time.Sleep(100 * time.Millisecond) // the request is in flight
+			id := c.w.name
+			c.request("/slow", [][2]string{{"X-Slow-Id", id}}, 0)
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+				if _, ok := p.upstream.seen.Load(id); ok {
+					break // the request is in flight
+				}
+			}
 			p.drain.Start()
 			return c.response()
 		},

@@ -56,7 +56,8 @@ var limitsWires = []limitsWire{
 }
 
 // limitsBackend answers /hang only when the request ends (after 30 s at
-// most), /slow after 500 ms, /big with a 70 KiB response header and
+// most), /stall with its head and part of its body and then nothing,
+// /slow after 500 ms, /big with a 70 KiB response header and
 // anything else "ok"; HTTP/1.1 and h2c.
 func limitsBackend(t *testing.T) *limitsUpstream {
 	t.Helper()
@@ -68,6 +69,15 @@ func limitsBackend(t *testing.T) *limitsUpstream {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/hang"):
+			select {
+			case <-r.Context().Done():
+			case <-time.After(30 * time.Second):
+			}
+			return
+		case strings.HasSuffix(r.URL.Path, "/stall"):
+			w.Header().Set("Content-Length", "100")
+			io.WriteString(w, "part")
+			w.(http.Flusher).Flush()
 			select {
 			case <-r.Context().Done():
 			case <-time.After(30 * time.Second):
@@ -313,7 +323,8 @@ type limitsOutcome struct {
 	status    int
 	flags     string
 	connClose bool // HTTP/1.1: "connection: close"
-	reset     bool // HTTP/2: RST_STREAM
+	reset     bool // HTTP/2: RST_STREAM (before a response, or cutting one: truncated)
+	truncated bool // the response started and was cut short
 	goAway    bool // HTTP/2: GOAWAY before the response
 	closed    bool // the connection closed before a response
 }
@@ -327,6 +338,9 @@ func (o limitsOutcome) String() string {
 		}
 		if o.connClose {
 			s += " connection: close"
+		}
+		if o.truncated {
+			s += " cut short"
 		}
 		return s
 	case o.reset:
@@ -348,11 +362,13 @@ func (c *limitsClient) response() limitsOutcome {
 		if err != nil {
 			return limitsOutcome{closed: !isTimeout(err)}
 		}
+		var truncated bool
 		if resp.StatusCode != http.StatusSwitchingProtocols {
-			io.Copy(io.Discard, resp.Body)
+			_, err := io.Copy(io.Discard, resp.Body)
+			truncated = err != nil && !isTimeout(err)
 		}
 		resp.Body.Close()
-		return limitsOutcome{status: resp.StatusCode, flags: resp.Header.Get("X-Strait-Response-Flags"), connClose: resp.Close}
+		return limitsOutcome{status: resp.StatusCode, flags: resp.Header.Get("X-Strait-Response-Flags"), connClose: resp.Close, truncated: truncated}
 	}
 	id := c.next - 2
 	var out limitsOutcome
@@ -377,6 +393,10 @@ func (c *limitsClient) response() limitsOutcome {
 		case *http2.RSTStreamFrame:
 			if f.StreamID == id && out.status == 0 {
 				return limitsOutcome{reset: true}
+			}
+			if f.StreamID == id {
+				out.reset, out.truncated = true, true
+				return out
 			}
 		case *http2.MetaHeadersFrame:
 			if f.StreamID != id {
@@ -562,6 +582,21 @@ func limitsRows() []limitsRow {
 		wsToo:    true,
 		exchange: get("/hang"),
 		h1:       limitsWant(408, "SI"), h2: limitsWant(408, "SI"),
+	}, {
+		name:     "stream_idle_timeout after the response started",
+		envoy:    "the response is cut short: HTTP/1.1 closes the connection, HTTP/2 resets the stream (sendLocalReply once the response started)",
+		hcm:      func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(limitsTimeout) },
+		exchange: get("/stall"),
+		h1:       func(o limitsOutcome) bool { return o.status == 200 && o.truncated },
+		h2:       limitsReset, // with or without the head: h2.go holds a known-length response's head until its body is sent
+	}, {
+		name:     "route timeout after the response started",
+		envoy:    "the route timeout runs until the response is complete (Router::Filter::onResponseTimeout): the response is cut short",
+		hcm:      func(h *hcmv3.HttpConnectionManager) { h.StreamIdleTimeout = durationpb.New(0) },
+		route:    func(r *routev3.RouteAction) { r.Timeout = durationpb.New(limitsTimeout) },
+		exchange: get("/stall"),
+		h1:       func(o limitsOutcome) bool { return o.status == 200 && o.truncated },
+		h2:       limitsReset, // with or without the head: h2.go holds a known-length response's head until its body is sent
 	}, {
 		name:     "route timeout",
 		envoy:    "504 \"upstream request timeout\", response flag UT (Router::Filter::onResponseTimeout)",

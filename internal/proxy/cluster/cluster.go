@@ -114,7 +114,7 @@ type Cluster struct {
 	hc              *healthChecker // nil: no active health checking
 
 	hosts    atomic.Pointer[hostSet] // nil until the first endpoints
-	pool     *httpPool               // net/http codec
+	pool     *httpPool               // net/http Transport (requests from HTTP/2 streams)
 	h1       h1Pool                  // strait HTTP/1.1 codec
 	proto    UpstreamProtocol
 	h2       *h2Pool       // nil when proto is UpstreamHTTP1

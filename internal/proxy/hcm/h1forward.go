@@ -444,6 +444,12 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 	resp := &c.resp
 	c.rec.Code, c.rec.Response = resp.Status, &resp.Headers
+	st := &c.stream
+	if resp.Status >= 200 && st.hasEncoders() {
+		// The encoders see the fields as they will be written (the
+		// route's mutations applied), with the filters' own set.
+		st.encodeUpstream(resp.Status, &resp.Headers, c.respExtra) // h1stream.go
+	}
 	w = append(w, "HTTP/1.1 "...)
 	w = http1.AppendInt(w, int64(resp.Status))
 	w = append(w, ' ')
@@ -457,7 +463,7 @@ func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 		if len(h.Name) == 14 && http1.EqualFold(h.Name, "Content-Length") {
 			continue
 		}
-		if c.fresp.skipResponseHeader(h.Name) {
+		if len(st.addResp) > 0 && st.replacedByFilters(h.Name) {
 			continue
 		}
 		w = http1.AppendHeader(w, h.Name, h.Value)
@@ -468,7 +474,7 @@ func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 	for i := range c.respExtra {
 		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}
-	w = c.fresp.appendResponseHeaders(w)
+	w = st.appendFilterResponseHeaders(w) // h1filters.go
 	if c.setCookie != "" {
 		w = append(w, "set-cookie: "...)
 		w = append(w, c.setCookie...)

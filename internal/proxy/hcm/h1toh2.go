@@ -151,7 +151,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	w = append(w, "\r\n"...)
 	removeHop(resp.Header)
 	delete(resp.Header, "Content-Length")
-	c.fresp.setResponseHeaders(resp.Header) // h1filters.go
+	c.stream.encodeHTTP(&c.stream, resp.StatusCode, resp.Header) // headermap.go
 	for k, vv := range resp.Header {
 		for _, v := range vv {
 			w = append(w, k...)

@@ -21,8 +21,6 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/http1"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
@@ -200,7 +198,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
+	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)})
 	lim := &f.Limits
 	if lim.MaxRequestHeadBytes == 0 {
 		l := DefaultLimits() // a Filter made without Build (tests)
@@ -291,39 +289,16 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var md *httpfilter.Metadata // the request's dynamic metadata (jwtfilter.go)
-	if c.filter.filters.jwt != nil {
-		var done bool
-		if md, done = streamJWT(w, r, c.filter, path, true); done {
-			return
-		}
-	}
-	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: r.URL.Scheme, Headers: route.HTTPHeader(r.Header)}
-	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, client.remote.Addr(), md) { // rbac.go
-		streamLocalReply(w, r, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
-		return
-	}
-	table := c.filter.table()
-	if table == nil || r.Method == http.MethodConnect {
-		// CONNECT needs a connect_matcher route, which is not supported:
-		// no route, as Envoy answers without one.
-		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
-		return
-	}
-	rt := table.Route(&rreq)
-	if rt == nil {
-		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
+	st := newH2Stream(w, r, c, client, true) // h2stream.go
+	defer st.complete(rec)
+	w = st.writer()
+	rt, done := st.decodeAndRoute(s, path)
+	if done {
 		return
 	}
 	rec.RouteName = rt.Name
 	if rt.HasIdleTimeout {
 		setStreamIdle(r.Context(), rt.IdleTimeout) // h2timeouts.go
-	}
-	if c.filter.filters.active(rt) {
-		var done bool
-		if w, done = s.streamFilters(w, r, c.filter, rt, true, md); done { // streamfilters.go
-			return
-		}
 	}
 	if localRouteReply(w, r, rt, path) {
 		return

@@ -10,8 +10,6 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
 
@@ -145,37 +143,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var md *httpfilter.Metadata // the request's dynamic metadata (jwtfilter.go)
-	if c.filter.filters.jwt != nil {
-		var done bool
-		if md, done = streamJWT(w, r, c.filter, path, false); done {
-			return
-		}
-	}
-	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: r.URL.Scheme, Headers: route.HTTPHeader(r.Header)}
-	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, client.remote.Addr(), md) { // rbac.go
-		localReply(w, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
-		return
-	}
-	table := c.filter.table()
-	if table == nil {
-		localReply(w, http.StatusNotFound, "NR", "")
-		return
-	}
-	rt := table.Route(&rreq)
-	if rt == nil {
-		localReply(w, http.StatusNotFound, "NR", "")
+	st := newH2Stream(w, r, c, client, false) // h2stream.go
+	defer st.complete(rec)
+	w = st.writer()
+	rt, done := st.decodeAndRoute(s, path)
+	if done {
 		return
 	}
 	rec.RouteName = rt.Name
 	if rt.HasIdleTimeout {
 		setStreamIdle(r.Context(), rt.IdleTimeout) // h2timeouts.go
-	}
-	if c.filter.filters.active(rt) {
-		var done bool
-		if w, done = s.streamFilters(w, r, c.filter, rt, false, md); done { // streamfilters.go
-			return
-		}
 	}
 	if localRouteReply(w, r, rt, path) {
 		return

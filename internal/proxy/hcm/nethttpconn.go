@@ -103,7 +103,7 @@ func (s *Server) serveConnNetHTTP(c net.Conn, f *Filter, dst netip.AddrPort, src
 		c.Close()
 		return
 	}
-	cn := &conn{Conn: c, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(c), xfcc: xfccConnOf(f.xfcc, c), lim: lim, nh: &nhConn{}, authz: rbacConnection(f, c, dst), logConn: logConnOf(f, c)}
+	cn := &conn{Conn: c, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(c), xfcc: xfccConnOf(f.xfcc, c), lim: lim, nh: &nhConn{}, authz: rbacConnection(f, c, dst), fconn: filterConnection(f, c, dst), logConn: logConnOf(f, c)}
 	f.cxBegin() // cxEnd in stop
 	end := func() { cn.endGracefully() }
 	if d != nil {

@@ -22,7 +22,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -246,10 +245,6 @@ func TestRBACFilterRefusals(t *testing.T) {
 		filters []*hcmv3.HttpFilter
 		want    string
 	}{
-		{"after the fault filter", []*hcmv3.HttpFilter{
-			{Name: "envoy.filters.http.fault", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &faultv3.HTTPFault{})}},
-			rbacFilter(t, &rbachttpv3.RBAC{}),
-		}, "must come before"},
 		{"matcher", []*hcmv3.HttpFilter{rbacFilter(t, &rbachttpv3.RBAC{Matcher: &xdsmatcherv3.Matcher{}})}, "matcher is not supported"},
 		{"track_per_rule_stats", []*hcmv3.HttpFilter{rbacFilter(t, &rbachttpv3.RBAC{TrackPerRuleStats: true})}, "track_per_rule_stats"},
 		{"a CEL condition", []*hcmv3.HttpFilter{rbacFilter(t, &rbachttpv3.RBAC{Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{

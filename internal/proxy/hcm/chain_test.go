@@ -1,11 +1,13 @@
 package hcm
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -219,6 +221,65 @@ func TestChainRunsInListOrder(t *testing.T) {
 			want = "test.a:decode test.b:decode test.c:decode test.c:encode:404 test.b:encode:404 test.a:encode:404 test.a:complete:404 test.b:complete:404 test.c:complete:404"
 			if got := strings.Join(ev.waitFor(t, 9), " "); got != want {
 				t.Errorf("events\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+// TestChainCompleteOnReset: a stream the client abandons while the
+// upstream has not answered still ends with one Complete per filter, on
+// every codec, and no more after.
+func TestChainCompleteOnReset(t *testing.T) {
+	ev := &chainEvents{}
+	reg, err := registry.New(recFactory{"test.a", ev}, recFactory{"test.b", ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived := make(chan struct{}, 4)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done() // never answers; the proxy gives up when its client does
+	}))
+	t.Cleanup(be.Close)
+	addr := startChainProxy(t, CodecStrait, reg, []string{"test.a", "test.b"},
+		[]*routev3.Route{prefixRoute("/", "be")}, staticCluster("be", strings.TrimPrefix(be.URL, "http://")))
+	for _, cc := range chainClients {
+		t.Run(cc.name, func(t *testing.T) {
+			ev.take()
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/slow", nil)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if resp, err := cc.client().Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}()
+			select {
+			case <-arrived:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the request never reached the upstream")
+			}
+			cancel()
+			<-done
+			var completes []string
+			deadline := time.Now().Add(10 * time.Second)
+			for len(completes) < 2 && time.Now().Before(deadline) {
+				for _, e := range ev.take() {
+					if strings.Contains(e, ":complete:") {
+						completes = append(completes, e)
+					}
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond) // a second Complete would come now
+			for _, e := range ev.take() {
+				if strings.Contains(e, ":complete:") {
+					completes = append(completes, e)
+				}
+			}
+			if len(completes) != 2 || !strings.HasPrefix(completes[0], "test.a:complete:") || !strings.HasPrefix(completes[1], "test.b:complete:") {
+				t.Errorf("completes after a reset: %v, want test.a's and test.b's once each", completes)
 			}
 		})
 	}

@@ -98,6 +98,11 @@ func (f *recFilter) EncodeHeaders(s httpfilter.Stream, status int, h httpfilter.
 	h.Add("x-enc", f.name)
 }
 
+func (f *recFilter) EncodeTrailers(s httpfilter.Stream, h httpfilter.HeaderMap) {
+	f.ev.add(f.name + ":trailers")
+	h.Add("X-Enc-Trailer", f.name)
+}
+
 func (f *recFilter) Complete(s httpfilter.Stream, info *httpfilter.StreamInfo) {
 	f.ev.add(f.name + ":complete:" + strconv.Itoa(info.Status))
 }
@@ -280,6 +285,39 @@ func TestChainCompleteOnReset(t *testing.T) {
 			}
 			if len(completes) != 2 || !strings.HasPrefix(completes[0], "test.a:complete:") || !strings.HasPrefix(completes[1], "test.b:complete:") {
 				t.Errorf("completes after a reset: %v, want test.a's and test.b's once each", completes)
+			}
+		})
+	}
+}
+
+// TestChainEncodesTrailers: the response trailers an HTTP/2 upstream
+// sends pass the filters' trailers encoders in reverse order. (An
+// HTTP/1.1 client gets no response trailers, trailers.go, so there is
+// nothing to encode on that codec.)
+func TestChainEncodesTrailers(t *testing.T) {
+	ev := &chainEvents{}
+	reg, err := registry.New(recFactory{"test.a", ev}, recFactory{"test.b", ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := protoBackend(t, true)
+	addr := startChainProxy(t, CodecStrait, reg, []string{"test.a", "test.b"},
+		[]*routev3.Route{prefixRoute("/", "be")}, h2Cluster(t, "be", strings.TrimPrefix(be.URL, "http://")))
+	for _, cc := range chainClients[1:] {
+		t.Run(cc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", "http://"+addr+"/t", nil)
+			req.Header.Set("TE", "trailers")
+			resp, err := cc.client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.Trailer.Get("X-Sum") == "" {
+				t.Fatalf("the upstream's trailer did not cross: %v", resp.Trailer)
+			}
+			if got := strings.Join(resp.Trailer.Values("X-Enc-Trailer"), ","); got != "test.b,test.a" {
+				t.Errorf("trailers x-enc-trailer %q, want test.b,test.a", got)
 			}
 		})
 	}

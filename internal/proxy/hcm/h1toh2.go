@@ -178,7 +178,11 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	_, err = c.nc.Write(w)
 	if err == nil && !noBody {
 		rerr, werr := copyBody(c.nc, resp.Body, chunked, func() http.Header {
-			return c.filter.forwardTrailers(resp.Trailer, wireOf(resp.ProtoMajor), wireHTTP1) // trailers.go
+			tr := c.filter.forwardTrailers(resp.Trailer, wireOf(resp.ProtoMajor), wireHTTP1) // trailers.go
+			if len(tr) > 0 {
+				c.stream.encodeTrailers(&c.stream, httpHeaderMap(tr)) // chain.go
+			}
+			return tr
 		}, c.bodyCounter())
 		err = errors.Join(rerr, werr)
 	}

@@ -8,6 +8,7 @@ package hcm
 import (
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
@@ -96,15 +97,41 @@ func (st *h2stream) RBACInput() *rbac.Input {
 	return &st.in
 }
 
+// encodeStreamTrailers runs the trailers encoders on the response
+// trailers tr about to be sent through w, when w is a stream's writer
+// (encWriter) and there are trailers.
+func encodeStreamTrailers(w http.ResponseWriter, tr http.Header) {
+	if ew, ok := w.(*encWriter); ok && len(tr) > 0 {
+		ew.st.encodeTrailers(ew.st, httpHeaderMap(tr))
+	}
+}
+
+// grpcStatus is the grpc-status the stream answered with: in the head
+// (trailers-only) or its trailers; -1 when none.
+func (st *h2stream) grpcStatus() int {
+	h := st.enc.ResponseWriter.Header()
+	v := h.Get("Grpc-Status")
+	if v == "" {
+		v = h.Get(http.TrailerPrefix + "Grpc-Status")
+	}
+	if v == "" {
+		return -1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
 // complete tells the Completers that the stream ended; rec is its access
-// log record (written to even when nothing is logged), code the status
-// written (0: none).
+// log record (written to even when nothing is logged).
 func (st *h2stream) complete(rec *accesslog.Record) {
 	if st.f.chain == nil || len(st.f.chain.completers) == 0 {
 		return
 	}
 	info := httpfilter.StreamInfo{
-		Status: st.enc.code, GRPCStatus: -1, Flags: rec.Flags, Cluster: rec.UpstreamCluster,
+		Status: st.enc.code, GRPCStatus: st.grpcStatus(), Flags: rec.Flags, Cluster: rec.UpstreamCluster,
 		BytesIn: rec.BytesReceived, BytesOut: st.enc.bytes,
 	}
 	if ap, err := netip.ParseAddrPort(rec.UpstreamHost); err == nil {

@@ -322,3 +322,76 @@ func TestChainEncodesTrailers(t *testing.T) {
 		})
 	}
 }
+
+// infoFactory registers a filter that keeps the StreamInfo of each
+// stream it is told about.
+type infoFactory struct {
+	mu    *sync.Mutex
+	infos *[]httpfilter.StreamInfo
+}
+
+func (f infoFactory) Names() []string { return []string{"test.info"} }
+func (f infoFactory) Build(*anypb.Any, httpfilter.BuildContext) (httpfilter.Filter, error) {
+	return infoFilter(f), nil
+}
+
+type infoFilter infoFactory
+
+func (infoFilter) Name() string                                      { return "test.info" }
+func (infoFilter) DecodeHeaders(httpfilter.Stream) httpfilter.Status { return httpfilter.Continue }
+func (f infoFilter) Complete(_ httpfilter.Stream, info *httpfilter.StreamInfo) {
+	f.mu.Lock()
+	*f.infos = append(*f.infos, *info)
+	f.mu.Unlock()
+}
+
+// TestChainStreamInfo: what a Completer is told of a stream, on every
+// codec: status, cluster, upstream host, request and response body bytes,
+// a duration.
+func TestChainStreamInfo(t *testing.T) {
+	var mu sync.Mutex
+	var infos []httpfilter.StreamInfo
+	reg, err := registry.New(infoFactory{&mu, &infos})
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "0123456789")
+	}))
+	t.Cleanup(be.Close)
+	beAddr := strings.TrimPrefix(be.URL, "http://")
+	addr := startChainProxy(t, CodecStrait, reg, []string{"test.info"}, []*routev3.Route{prefixRoute("/", "be")}, staticCluster("be", beAddr))
+	for _, cc := range chainClients {
+		t.Run(cc.name, func(t *testing.T) {
+			mu.Lock()
+			infos = nil
+			mu.Unlock()
+			resp, err := cc.client().Post("http://"+addr+"/p", "text/plain", strings.NewReader("hello"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.ReadAll(resp.Body)
+			resp.Body.Close()
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				mu.Lock()
+				n := len(infos)
+				mu.Unlock()
+				if n > 0 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(infos) != 1 {
+				t.Fatalf("%d Completes, want 1", len(infos))
+			}
+			in := infos[0]
+			if in.Status != 200 || in.Cluster != "be" || in.UpstreamHost.String() != beAddr || in.BytesIn != 5 || in.BytesOut != 10 || in.Duration <= 0 || in.GRPCStatus != -1 {
+				t.Errorf("StreamInfo %+v", in)
+			}
+		})
+	}
+}

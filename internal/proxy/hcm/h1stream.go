@@ -111,7 +111,7 @@ func (st *h1stream) complete() {
 	r := &st.c.rec
 	info := httpfilter.StreamInfo{
 		Status: r.Code, GRPCStatus: -1, Flags: r.Flags, Cluster: r.UpstreamCluster,
-		BytesIn: r.BytesReceived, BytesOut: r.BytesSent + st.c.respBytes.Load(),
+		BytesIn: r.BytesReceived, BytesOut: r.BytesSent, // endLog counted the streamed body
 	}
 	if ap, err := netip.ParseAddrPort(r.UpstreamHost); err == nil {
 		info.UpstreamHost = ap

@@ -6,9 +6,11 @@ package hcm
 // filters' fields, flags and encoders before it is written.
 
 import (
+	"io"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
@@ -29,6 +31,9 @@ type h2stream struct {
 	grpcReplies bool // local replies to gRPC requests take gRPC's form (HTTP/2)
 	meta        httpfilter.Metadata
 	in          rbac.Input
+	// bytesIn counts the request body read (for Completers only): the
+	// transport reads it on its own goroutine.
+	bytesIn atomic.Int64
 }
 
 // newH2Stream starts the filters' view of r, answered through w.
@@ -132,7 +137,7 @@ func (st *h2stream) complete(rec *accesslog.Record) {
 	}
 	info := httpfilter.StreamInfo{
 		Status: st.enc.code, GRPCStatus: st.grpcStatus(), Flags: rec.Flags, Cluster: rec.UpstreamCluster,
-		BytesIn: rec.BytesReceived, BytesOut: st.enc.bytes,
+		BytesIn: st.bytesIn.Load(), BytesOut: st.enc.bytes,
 	}
 	if ap, err := netip.ParseAddrPort(rec.UpstreamHost); err == nil {
 		info.UpstreamHost = ap
@@ -168,6 +173,19 @@ func (w *encWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the stream's Flush.
 func (w *encWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// streamBodyCounter counts the bytes read from a request body; the
+// transport reads it on its own goroutine.
+type streamBodyCounter struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *streamBodyCounter) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
 var _ httpfilter.Stream = (*h2stream)(nil)
 
 // decodeAndRoute runs the filter chain on the request, whose path (after
@@ -189,6 +207,9 @@ func (st *h2stream) decodeAndRoute(s *Server, path string) (rt *route.Route, don
 	if rt == nil {
 		st.routerReply(http.StatusNotFound, "NR", "")
 		return nil, true
+	}
+	if st.f.chain != nil && len(st.f.chain.completers) > 0 && r.Body != nil && r.Body != http.NoBody {
+		r.Body = &streamBodyCounter{ReadCloser: r.Body, n: &st.bytesIn}
 	}
 	if rt.Filters != nil && len(rt.Filters.Mirrors) > 0 {
 		s.mirrorStream(rt.Filters.Mirrors, r) // mirror.go

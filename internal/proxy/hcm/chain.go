@@ -72,6 +72,12 @@ func buildChain(list []*hcmv3.HttpFilter, reg *registry.Registry, ctx httpfilter
 		if err != nil {
 			return nil, fmt.Errorf("http_filters[%d] %q: %w", i, name, err)
 		}
+		// No codec feeds the request body or trailers to filters yet:
+		// a filter that needs them is refused rather than run without.
+		switch f.(type) {
+		case httpfilter.BodyDecoder, httpfilter.TrailersDecoder:
+			return nil, fmt.Errorf("http_filters[%d] %q: the filter reads the request body or trailers, which strait-proxy does not pass to filters yet", i, name)
+		}
 		ch.add(name, f)
 	}
 	return ch, nil

@@ -395,3 +395,37 @@ func TestChainStreamInfo(t *testing.T) {
 		})
 	}
 }
+
+// bodyFactory builds a filter that would read the request body.
+type bodyFactory struct{}
+
+func (bodyFactory) Names() []string { return []string{"test.body"} }
+func (bodyFactory) Build(*anypb.Any, httpfilter.BuildContext) (httpfilter.Filter, error) {
+	return bodyFilter{}, nil
+}
+
+type bodyFilter struct{}
+
+func (bodyFilter) Name() string                                      { return "test.body" }
+func (bodyFilter) DecodeHeaders(httpfilter.Stream) httpfilter.Status { return httpfilter.Continue }
+func (bodyFilter) DecodeData(httpfilter.Stream, []byte, bool) httpfilter.Status {
+	return httpfilter.Continue
+}
+
+// TestChainRefusesBodyDecoders: no codec passes the request body to
+// filters yet, so a filter that reads it is refused by name rather than
+// run without its body.
+func TestChainRefusesBodyDecoders(t *testing.T) {
+	reg, err := registry.New(bodyFactory{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = BuildWith(&hcmv3.HttpConnectionManager{
+		StatPrefix:     "test",
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "r"}},
+		HttpFilters:    []*hcmv3.HttpFilter{{Name: "test.body"}, {Name: routerFilter}},
+	}, nil, reg)
+	if err == nil || !strings.Contains(err.Error(), "test.body") {
+		t.Errorf("BuildWith: %v, want an error naming test.body", err)
+	}
+}

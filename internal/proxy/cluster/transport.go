@@ -29,6 +29,16 @@ func (m *Manager) build(c *clusterv3.Cluster) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	exchange, err := parseUpstreamFilters(c) // filters.go
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+	}
+	if exchange {
+		if m.exchangeFrame == nil {
+			return nil, fmt.Errorf("cluster %q: filters: %s needs the node's metadata, which this proxy lacks", c.GetName(), "istio.metadata_exchange")
+		}
+		out.exchangeFrame = m.exchangeFrame
+	}
 	// Istio wraps the cluster's socket, or every one of its matches, in
 	// the same upstream_proxy_protocol socket; a cluster whose sockets
 	// disagree is refused.

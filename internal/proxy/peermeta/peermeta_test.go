@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -169,3 +170,26 @@ func TestExchangeRefuses(t *testing.T) {
 }
 
 func encodeRaw(b []byte) string { return strings.TrimRight(b64(b), "=") }
+
+func TestParseNetworkConfig(t *testing.T) {
+	mk := func(typeURL string, fields map[string]any) *anypb.Any {
+		v, _ := structpb.NewStruct(fields)
+		a, _ := anypb.New(&udpav1.TypedStruct{TypeUrl: typeURL, Value: v})
+		return a
+	}
+	// Istio's TCPListenerMx / TCPClusterMx.
+	if err := ParseNetworkConfig(mk(NetworkTypeURL, map[string]any{"protocol": "istio-peer-exchange", "enable_discovery": true})); err != nil {
+		t.Errorf("Istio's config: %v", err)
+	}
+	for name, a := range map[string]*anypb.Any{
+		"other protocol": mk(NetworkTypeURL, map[string]any{"protocol": "mx-protocol"}),
+		"no protocol":    mk(NetworkTypeURL, map[string]any{}),
+		"unknown field":  mk(NetworkTypeURL, map[string]any{"protocol": "istio-peer-exchange", "x": 1}),
+		"labels":         mk(NetworkTypeURL, map[string]any{"protocol": "istio-peer-exchange", "additional_labels": []any{"a"}}),
+		"other type":     mk("type.googleapis.com/x", map[string]any{"protocol": "istio-peer-exchange"}),
+	} {
+		if err := ParseNetworkConfig(a); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

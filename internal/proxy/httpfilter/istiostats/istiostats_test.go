@@ -194,4 +194,3 @@ func TestParseRefuses(t *testing.T) {
 		t.Errorf("Istio's config refused: %v", err)
 	}
 }
-

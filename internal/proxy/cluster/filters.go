@@ -18,7 +18,7 @@ import (
 // SetExchangeFrame gives the manager this proxy's exchange frame (its
 // node's id and workload) for the clusters that list
 // istio.metadata_exchange. Call it before any cluster is added; without
-// it, such a cluster is refused.
+// it, such a cluster tells peers an unknown workload.
 func (m *Manager) SetExchangeFrame(frame []byte) { m.exchangeFrame = frame }
 
 // parseUpstreamFilters reads Cluster.filters: whether the cluster runs

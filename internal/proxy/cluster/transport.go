@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/straitmesh/strait/internal/proxy/peermeta"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
@@ -34,10 +35,10 @@ func (m *Manager) build(c *clusterv3.Cluster) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 	}
 	if exchange {
-		if m.exchangeFrame == nil {
-			return nil, fmt.Errorf("cluster %q: filters: %s needs the node's metadata, which this proxy lacks", c.GetName(), "istio.metadata_exchange")
-		}
 		out.exchangeFrame = m.exchangeFrame
+		if out.exchangeFrame == nil {
+			out.exchangeFrame = peermeta.UnknownFrame()
+		}
 	}
 	// Istio wraps the cluster's socket, or every one of its matches, in
 	// the same upstream_proxy_protocol socket; a cluster whose sockets

@@ -28,12 +28,10 @@ type Local struct {
 	Frame []byte
 }
 
-// NewLocal reads the local workload and its exchange frame from node (nil
-// node: zero Local, and chains listing Istio's filters are refused).
+// NewLocal reads the local workload and its exchange frame from node; a
+// node without metadata (or none) tells its peers an unknown workload, as
+// Envoy with an empty node does.
 func NewLocal(node *corev3.Node) (Local, error) {
-	if node == nil {
-		return Local{}, nil
-	}
 	w := peermeta.FromStruct(node.GetMetadata())
 	frame, err := peermeta.AppendExchange(nil, node.GetId(), w)
 	if err != nil {
@@ -57,9 +55,6 @@ func (ic *istioChain) add(f *listenerv3.Filter, d Deps) (known bool, err error) 
 	case peermeta.FilterName:
 		if err := peermeta.ParseNetworkConfig(f.GetTypedConfig()); err != nil {
 			return true, err
-		}
-		if d.Local.Frame == nil {
-			return true, fmt.Errorf("%s needs the node's metadata, which this proxy lacks", peermeta.FilterName)
 		}
 		ic.exchange, ic.seen = true, true
 	case istiostats.Name:
@@ -94,20 +89,32 @@ func (ic *istioChain) apply(t *tcpproxy.Filter, d Deps) {
 	if d.direction == corev3.TrafficDirection_OUTBOUND {
 		reporter = istiometrics.Source
 	}
+	frame := d.Local.Frame
+	if frame == nil {
+		frame = peermeta.UnknownFrame()
+	}
 	t.Istio = &tcpproxy.Istio{
-		Frame: d.Local.Frame, Exchange: ic.exchange,
+		Frame: frame, Exchange: ic.exchange,
 		Stats: ic.stats, Reporter: reporter, Local: d.Local.Workload,
 		ReportEvery: ic.every,
 	}
+}
+
+// localFrame is the node's exchange frame, or an unknown workload's.
+func (m *Manager) localFrame() []byte {
+	if m.opts.Local.Frame == nil {
+		return peermeta.UnknownFrame()
+	}
+	return m.opts.Local.Frame
 }
 
 // exchangeHTTP runs the server side of the exchange on a connection an
 // HTTP chain listing istio.metadata_exchange serves, when the client
 // negotiated it (Istio's HTTP chains do not offer the ALPN, so this is
 // rare): the peer's frame is taken off before the HCM reads.
-func exchangeHTTP(fc *filterChain, c net.Conn, frame []byte) net.Conn {
+func (m *Manager) exchangeHTTP(fc *filterChain, c net.Conn) net.Conn {
 	if !fc.istio.exchange || peermeta.NegotiatedALPN(c) != peermeta.ALPN {
 		return c
 	}
-	return peermeta.NewConn(c, frame)
+	return peermeta.NewConn(c, m.localFrame())
 }

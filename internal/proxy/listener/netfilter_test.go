@@ -54,9 +54,6 @@ func TestIstioNetworkFilters(t *testing.T) {
 	if err := build(with, mx, st); err != nil {
 		t.Errorf("Istio's chain: %v", err)
 	}
-	if err := build(Deps{Stats: stats.New(), Routes: route.NewStore()}, mx, st); err == nil {
-		t.Error("exchange without node metadata accepted")
-	}
 	chain := tcpChain(t, "inbound|80||", nil)
 	chain.Filters = append(chain.Filters, st)
 	if _, err := Build(&listenerv3.Listener{Name: "l", Address: addr("0.0.0.0:15006"), FilterChains: []*listenerv3.FilterChain{chain}}, with); err == nil {

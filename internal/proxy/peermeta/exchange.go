@@ -65,6 +65,16 @@ func AppendExchange(dst []byte, id string, w Workload) ([]byte, error) {
 	return append(dst, anyBytes...), nil
 }
 
+// UnknownFrame is the frame of a proxy that knows nothing of itself (no
+// node id, no metadata): what it sends when it was given no node.
+func UnknownFrame() []byte {
+	f, err := AppendExchange(nil, "", Workload{})
+	if err != nil {
+		panic(err) // an empty Struct always serializes
+	}
+	return f
+}
+
 // ParseExchange reads one exchange frame from the start of b. It returns
 // the peer's id and workload and the number of bytes the frame took; the
 // bytes after it are the application's. ErrShort asks for more bytes,

@@ -87,6 +87,12 @@ func (r *tcpReport) peer(_ string, w *peermeta.Workload) {
 	r.resolved = true
 }
 
+func (r *tcpReport) setPeerPrincipal(p string) {
+	r.mu.Lock()
+	r.exchange.PeerPrincipal = p
+	r.mu.Unlock()
+}
+
 // resolve marks the peer as settled without an exchange.
 func (r *tcpReport) resolve() { r.peer("", nil) }
 
@@ -191,6 +197,17 @@ func (f *Filter) istioConns(down, up net.Conn, report *tcpReport) (net.Conn, net
 	}
 	if report == nil {
 		return down, up
+	}
+	if is.Reporter == istiometrics.Source {
+		// The source knows the server's identity from its certificate.
+		for l := range tlsconf.Layers(up) {
+			if tc, ok := l.(peermeta.TLSConn); ok {
+				if st := tc.ConnectionState(); len(st.PeerCertificates) > 0 {
+					report.setPeerPrincipal(firstURI(st.PeerCertificates[0]))
+				}
+				break
+			}
+		}
 	}
 	if !exchanging {
 		report.resolve()

@@ -44,10 +44,12 @@ func NewHTTP(store *stats.Store) (*HTTP, error) {
 // Record counts one request with the label values of AppendHTTP, its
 // duration in milliseconds and its request and response sizes in bytes.
 func (m *HTTP) Record(values []string, durationMS float64, reqBytes, respBytes int64) {
-	m.Requests.With(values).Add(1)
-	m.Duration.With(values).Observe(durationMS, m.Duration.Buckets())
-	m.RequestBytes.With(values).Observe(float64(reqBytes), m.RequestBytes.Buckets())
-	m.ResponseBytes.With(values).Observe(float64(respBytes), m.ResponseBytes.Buckets())
+	var stack [1024]byte
+	key := stats.AppendKey(stack[:0], values)
+	m.Requests.WithKey(key, values).Add(1)
+	m.Duration.WithKey(key, values).Observe(durationMS, m.Duration.Buckets())
+	m.RequestBytes.WithKey(key, values).Observe(float64(reqBytes), m.RequestBytes.Buckets())
+	m.ResponseBytes.WithKey(key, values).Observe(float64(respBytes), m.ResponseBytes.Buckets())
 }
 
 // TCP are the connection metrics of one store.

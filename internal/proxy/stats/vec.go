@@ -156,11 +156,17 @@ func (s *Store) SeriesCount() int { return int(s.seriesCount.Load()) }
 // it unless the store is at its cap (then nil, and the drop is counted).
 // It does not allocate when the series exists.
 func (v *Vec) With(values []string) *Series {
+	var stack [512]byte
+	return v.WithKey(AppendKey(stack[:0], values), values)
+}
+
+// WithKey is With for a key made by AppendKey from the same values, so
+// that families with the same labels (Istio's four request metrics) make
+// the key once.
+func (v *Vec) WithKey(key []byte, values []string) *Series {
 	if len(values) != len(v.labels) {
 		panic(fmt.Sprintf("stats: %s takes %d label values, got %d", v.name, len(v.labels), len(values)))
 	}
-	var stack [512]byte
-	key := seriesKey(stack[:0], values)
 	v.mu.RLock()
 	sr := v.series[string(key)]
 	v.mu.RUnlock()
@@ -208,13 +214,16 @@ func (s *Store) snapshot() []*Vec {
 	return vecs
 }
 
-// seriesKey joins values with a byte that cannot be in a valid UTF-8
-// string, prefixing each with its length so that no two value lists share
-// a key.
-func seriesKey(dst []byte, values []string) []byte {
+// AppendKey appends the series key of values to dst: each value prefixed
+// with its length (one byte under 255, else 255 and four bytes), so that
+// no two value lists share a key.
+func AppendKey(dst []byte, values []string) []byte {
 	for _, s := range values {
-		dst = strconv.AppendInt(dst, int64(len(s)), 10)
-		dst = append(dst, 0xff)
+		if n := len(s); n < 255 {
+			dst = append(dst, byte(n))
+		} else {
+			dst = append(dst, 255, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		}
 		dst = append(dst, s...)
 	}
 	return dst

@@ -43,9 +43,11 @@ const (
 	Namespace      = "io.istio.peer"
 	DownstreamPeer = "downstream_peer"
 	UpstreamPeer   = "upstream_peer"
-	// downstreamID marks a request that carried the exchange, so that the
-	// response answers it.
-	downstreamID = "downstream_peer_id"
+	// downstreamID and downstreamMD mark a request that carried the
+	// exchange's id and metadata headers: the response answers each with
+	// ours, as Istio's MXPropagationMethod does.
+	downstreamID = "downstream_peer_id_received"
+	downstreamMD = "downstream_peer_received"
 )
 
 // maxCache bounds the decoded headers kept (Istio's peer cache holds 500
@@ -212,10 +214,13 @@ func (*Filter) Name() string { return Name }
 func (f *Filter) DecodeHeaders(s httpfilter.Stream) httpfilter.Status {
 	h := s.RequestHeaders()
 	if f.cfg.DownstreamDiscovery {
-		id, hasID := h.Lookup(peermeta.HeaderMetadataID)
+		_, hasID := h.Lookup(peermeta.HeaderMetadataID)
 		v, hasMD := h.Lookup(peermeta.HeaderMetadata)
-		if hasID && id != "" {
+		if hasID {
 			s.Metadata().Set(Namespace, downstreamID, true)
+		}
+		if hasMD {
+			s.Metadata().Set(Namespace, downstreamMD, true)
 		}
 		if hasMD && v != "" {
 			if w := f.decode(v); w != nil {
@@ -257,6 +262,8 @@ func (f *Filter) EncodeHeaders(s httpfilter.Stream, _ int, h httpfilter.HeaderMa
 	if f.cfg.DownstreamPropagation {
 		if _, ok := s.Metadata().Get(Namespace, downstreamID); ok {
 			h.Set(peermeta.HeaderMetadataID, f.localID)
+		}
+		if _, ok := s.Metadata().Get(Namespace, downstreamMD); ok {
 			h.Set(peermeta.HeaderMetadata, f.local)
 		}
 	}

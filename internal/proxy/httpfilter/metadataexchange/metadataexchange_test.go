@@ -125,13 +125,28 @@ func TestInbound(t *testing.T) {
 	}
 
 	// A request without the exchange gets none back (Istio's
-	// DownstreamMXPropagation), and a garbled header is stripped and
-	// leaves the peer unknown.
+	// DownstreamMXPropagation); one with only the id header gets only
+	// ours (istio/proxy's HTTP exchange test); a garbled header is
+	// stripped and leaves the peer unknown, and is answered.
+	s = streamtest.New("ratings:9080", "/", nil)
+	f.DecodeHeaders(s)
+	resp = streamtest.NewHeaders()
+	f.EncodeHeaders(s, 200, resp)
+	if len(resp.Fields) != 0 {
+		t.Errorf("no exchange, response %v", resp.Fields)
+	}
+	s = streamtest.New("ratings:9080", "/", streamtest.NewHeaders(peermeta.HeaderMetadataID, "client"))
+	f.DecodeHeaders(s)
+	resp = streamtest.NewHeaders()
+	f.EncodeHeaders(s, 200, resp)
+	if id, _ := resp.Lookup(peermeta.HeaderMetadataID); len(resp.Fields) != 1 || id != ratingsNode.Id {
+		t.Errorf("id only, response %v", resp.Fields)
+	}
 	s = streamtest.New("ratings:9080", "/", streamtest.NewHeaders(peermeta.HeaderMetadata, "%%%"))
 	f.DecodeHeaders(s)
 	resp = streamtest.NewHeaders()
 	f.EncodeHeaders(s, 200, resp)
-	if len(s.Request.Fields) != 0 || len(resp.Fields) != 0 || PeerOf(s.Metadata(), DownstreamPeer) != nil {
+	if len(s.Request.Fields) != 0 || len(resp.Fields) != 1 || PeerOf(s.Metadata(), DownstreamPeer) != nil {
 		t.Errorf("request %v response %v", s.Request.Fields, resp.Fields)
 	}
 }

@@ -121,7 +121,7 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 	return ap
 }
 
-// streamLog records an HTTP/2 (or net/http codec) stream's response for
+// streamLog records an HTTP/2 stream's response for
 // the access log: status and body bytes, as written through it.
 type streamLog struct {
 	http.ResponseWriter

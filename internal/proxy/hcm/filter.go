@@ -5,9 +5,9 @@
 //
 // The codec is behind Server.ServeConn and the cluster's upstream pool. The
 // default is the purpose-built HTTP/1.1 codec in package http1 (h1.go is the
-// request path on it, cluster.GetConn/PutConn its upstream pool); net/http
-// (server and cluster.RoundTrip) remains selectable with CodecNetHTTP
-// (strait-proxy --http-codec nethttp).
+// request path on it, cluster.GetConn/PutConn its upstream pool). The
+// net/http codec (strait-proxy --http-codec nethttp) was removed, so that
+// every limit and timeout is enforced on one HTTP/1.1 path.
 package hcm
 
 import (

@@ -49,10 +49,9 @@ func idempotent(m []byte) bool {
 func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster, ov *router.Overrides) bool {
 	req := &c.req
 	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
-	if rt.HasIdleTimeout && rt.IdleTimeout != c.streamIdle {
-		c.streamIdle = rt.IdleTimeout
-		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
-		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{})
+	if c.stream.routed(rt) { // stream.go
+		c.nc.SetReadTimeouts(c.stream.idle, c.stream.request)
+		c.nc.SetWriteTimeouts(c.stream.idle, time.Time{})
 	}
 	retry, timeout := router.NewRetry(rt.Retry, ov, rt.Timeout)
 	var slot retrySlot // max_retries (h1router.go)
@@ -148,8 +147,8 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		var got bool
 		for attempt := 0; ; attempt++ {
 			uc.Exchange()
-			uc.D.SetWriteTimeouts(c.streamIdle, attemptExpiry)
-			uc.D.SetReadTimeouts(c.streamIdle, attemptExpiry)
+			uc.D.SetWriteTimeouts(c.stream.idle, attemptExpiry)
+			uc.D.SetReadTimeouts(c.stream.idle, attemptExpiry)
 			n, err = uc.Write(w)
 			if err == nil && streamBody {
 				if req.Expect100 && reqMinor == 1 {
@@ -372,7 +371,7 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 		// the socket deadline and it is not moved per request.
 		poll = http1.CoarseNow().Truncate(clientPollInterval).Add(2 * clientPollInterval)
 	}
-	idleExpiry := http1.Deadline(c.streamIdle)
+	idleExpiry := http1.Deadline(c.stream.idle)
 	var sent int64
 	setHard := func() {
 		h := routeExpiry
@@ -404,7 +403,7 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 					return got, errStreamIdle
 				}
 				sent = bc.progress.Load()
-				idleExpiry = http1.Deadline(c.streamIdle)
+				idleExpiry = http1.Deadline(c.stream.idle)
 			}
 			if !poll.IsZero() && !now.Before(poll) {
 				if http1.Peek(c.nc) == http1.PeekClosed {
@@ -434,7 +433,7 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 			return got, err
 		}
 		if !idleExpiry.IsZero() {
-			idleExpiry = http1.Deadline(c.streamIdle)
+			idleExpiry = http1.Deadline(c.stream.idle)
 			setHard()
 		}
 	}

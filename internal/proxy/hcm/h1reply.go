@@ -149,8 +149,7 @@ var (
 	// http_protocol_options.accept_http_10: Envoy's HTTP/1.1 codec answers
 	// it 426 Upgrade Required and closes the connection
 	// (ServerConnectionImpl::checkProtocolVersion in
-	// source/common/http/http1/codec_impl.cc); so does the nethttp codec
-	// (nethttp.go).
+	// source/common/http/http1/codec_impl.cc).
 	errHTTP10        = errors.New("HTTP/1.0 without accept_http_10")
 	errNoResponse    = errors.New("upstream closed before a response")
 	errRouteTimeout  = errors.New("route timeout")
@@ -167,10 +166,7 @@ func (c *h1conn) clientFailure(err error) failure {
 	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrLineTooLong), errors.Is(err, http1.ErrHeaderTooLarge):
 		return failBadRequest
 	case http1.IsTimeout(err):
-		if !c.reqExpiry.IsZero() && !time.Now().Before(c.reqExpiry) {
-			return failRequestTimeout
-		}
-		return failStreamIdle
+		return c.stream.expired(time.Now(), false) // stream.go
 	}
 	return failClientGone
 }

@@ -89,18 +89,10 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 		s.serveH2(c, c, f, dst, src, d)
 		return
 	default:
-		if s.codec == CodecStrait {
-			s.serveH1(c, f, dst, src, d)
-			return
-		}
-		s.untrack(c)
-		s.serveConnNetHTTP(c, f, dst, src, d)
+		s.serveH1(c, f, dst, src, d)
 		return
 	}
-	var base net.Conn = c
-	if s.codec == CodecStrait {
-		base = http1.WrapConn(c) // keep the HTTP/1.1 path's raw I/O
-	}
+	base := http1.WrapConn(c) // keep the HTTP/1.1 path's raw I/O
 	pre, isH2, err := sniffPreface(base)
 	if err != nil && len(pre) == 0 {
 		s.untrack(c)
@@ -113,15 +105,11 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 		return
 	}
 	s.untrack(c)
-	if s.codec == CodecStrait {
-		if !s.track(pc) {
-			pc.Close()
-			return
-		}
-		s.serveH1(pc, f, dst, src, d)
+	if !s.track(pc) {
+		pc.Close()
 		return
 	}
-	s.serveConnNetHTTP(pc, f, dst, src, d)
+	s.serveH1(pc, f, dst, src, d)
 }
 
 // negotiatedProtocol returns the protocol c's TLS handshake agreed on by
@@ -201,11 +189,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		}
 	}()
 	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
-	lim := &f.Limits
-	if lim.MaxRequestHeadBytes == 0 {
-		l := DefaultLimits() // a Filter made without Build (tests)
-		lim = &l
-	}
+	lim := f.limits() // stream.go
 	base := &http.Server{
 		MaxHeaderBytes: h2HeaderListSize(lim), // headlimits.go
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -238,14 +222,30 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		t := time.AfterFunc(lim.MaxConnectionDuration, goAway)
 		defer t.Stop()
 	}
+	handler := limitStreamHead(lim, guardStream(lim, s.serveStream)) // headlimits.go, h2timeouts.go
+	if lim.MaxRequestsPerConnection > 0 {
+		// The stream that reaches max_requests_per_connection is served;
+		// the connection gets GOAWAY, so that later ones go to a new
+		// connection, as Envoy drains it (ActiveStream's constructor in
+		// source/common/http/conn_manager_impl.cc).
+		var cl connLimits // stream.go; max_connection_duration is the timer above
+		cl.init(lim)
+		inner := handler
+		handler = func(w http.ResponseWriter, r *http.Request) {
+			if cl.beginRequest() {
+				goAway()
+			}
+			inner(w, r)
+		}
+	}
 	// x/net/http2's server flushes after each frame its writer writes:
 	// batch those writes (package wbatch). Under them, the guard against
 	// rapid reset and empty frame floods sees every frame (h2guard.go).
-	bc := wbatch.New(newH2Guard(nc))
+	bc := wbatch.New(newH2Guard(nc, lim.RequestHeadersTimeout))
 	defer bc.Close()
 	h2.ServeConn(schemeProbe{bc}, &http2.ServeConnOpts{ // scheme.go
 		Context:    ctx,
-		Handler:    limitStreamHead(lim, withStreamIdle(lim.StreamIdleTimeout, s.serveStream)),
+		Handler:    handler,
 		BaseConfig: base,
 	})
 }

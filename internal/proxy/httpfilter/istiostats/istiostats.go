@@ -86,10 +86,14 @@ func (Factory) Build(typed *anypb.Any, ctx httpfilter.BuildContext) (httpfilter.
 	if err != nil {
 		return nil, err
 	}
-	if ctx.Stats == nil {
-		return nil, fmt.Errorf("%s: no stats store", Name)
+	st := ctx.Stats
+	if st == nil {
+		// Built for validation before the HCM has the proxy's store
+		// (hcm.Filter.UseStats builds the chain again with it): record
+		// into a store nobody reads.
+		st = stats.New()
 	}
-	m, err := istiometrics.NewHTTP(ctx.Stats)
+	m, err := istiometrics.NewHTTP(st)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}

@@ -174,6 +174,16 @@ func TestGRPCAndFlags(t *testing.T) {
 	}
 }
 
+// Built without a store (the HCM's first, validating build), the filter
+// works and records nowhere visible.
+func TestBuildWithoutStore(t *testing.T) {
+	f, err := Factory{}.Build(statsConfig(t, true), httpfilter.BuildContext{Node: ratings, Direction: corev3.TrafficDirection_INBOUND})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.(httpfilter.Completer).Complete(streamtest.New("h", "/", nil), &httpfilter.StreamInfo{Status: 200, GRPCStatus: -1})
+}
+
 func TestParseRefuses(t *testing.T) {
 	for name, c := range map[string]*statspb.PluginConfig{
 		"metrics override": {Metrics: []*statspb.MetricConfig{{Name: "requests_total", Drop: true}}},

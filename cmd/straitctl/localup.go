@@ -188,6 +188,14 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	say("==> mesh up in %s (each sidecar has a certificate for its namespace and serviceAccount; straitd monitoring on %s, logs in %s/logs)",
 		time.Since(start).Round(time.Millisecond), m.MonitoringAddr(), m.WorkDir())
 	printPods(out, st, "ready")
+	if len(plan.Gateways) > 0 {
+		say("\nGateways, reachable from this host (strait-agent proxy router in the pod, no capture):")
+		for _, name := range slices.Sorted(maps.Keys(plan.Gateways)) {
+			for _, srv := range plan.Gateways[name] {
+				say("  %s: %s", name, srv)
+			}
+		}
+	}
 	if plain := withoutTLSModeLabel(st); len(plain) > 0 {
 		say("note: WorkloadEntries %s lack the label %s: %s; clients send them plaintext (auto mTLS, as in Istio, goes by that label): add it for mTLS",
 			strings.Join(plain, ", "), tlsModeLabel, tlsModeValue)

@@ -180,7 +180,7 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	for _, w := range plan.Workloads {
 		p := m.Pod(w.Name)
 		st.Pods = append(st.Pods, statePod{Name: w.Name, Namespace: w.Namespace, IP: p.IP, Netns: p.NetnsPath(),
-			Labels: plan.Labels[w.Name], Ports: plan.Ports[w.Name], App: w.App, AppUID: p.AppUID(), ProxyUID: p.ProxyUID()})
+			Labels: plan.Labels[w.Name], Ports: plan.Ports[w.Name], App: w.App, AppUID: p.AppUID(), ProxyUID: p.ProxyUID(), Gateway: w.Gateway})
 	}
 	if err := lock.write(st); err != nil {
 		return fmt.Errorf("write state: %w", err)
@@ -201,6 +201,12 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 			strings.Join(plain, ", "), tlsModeLabel, tlsModeValue)
 	}
 	first := st.Pods[0]
+	for _, p := range st.Pods {
+		if !p.Gateway {
+			first = p // a sidecar pod: its commands' traffic is captured
+			break
+		}
+	}
 	say("\nRun a command in a pod (its traffic goes through the pod's sidecar):")
 	say("  straitctl local exec %s -n %s -- strait-echo get http://HOST:PORT/", first.Name, first.Namespace)
 	say("  straitctl local exec %s -n %s -- curl -s http://HOST:PORT/", first.Name, first.Namespace)
@@ -318,7 +324,7 @@ const (
 func withoutTLSModeLabel(st *localState) []string {
 	var out []string
 	for _, p := range st.Pods {
-		if p.Labels[tlsModeLabel] != tlsModeValue {
+		if p.Labels[tlsModeLabel] != tlsModeValue && !p.Gateway { // a gateway serves no mesh traffic
 			out = append(out, p.Namespace+"/"+p.Name)
 		}
 	}

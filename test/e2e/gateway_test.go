@@ -200,7 +200,9 @@ func gatewayClient(addr string, tlsConfig *tls.Config) *http.Client {
 	return &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
-			DialContext:     func(ctx context.Context, network, _ string) (net.Conn, error) { return d.DialContext(ctx, network, addr) },
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return d.DialContext(ctx, network, addr)
+			},
 			TLSClientConfig: tlsConfig,
 			// A new connection per request: each case is its own TLS
 			// handshake.

@@ -189,6 +189,7 @@ func Build(store *istioconfig.Store, opts BuildOptions) (*Snapshot, []error) {
 	s.peerAuthn, paProblems = buildPeerAuthn(store, opts.RootNamespace)
 	problems = append(problems, paProblems...)
 	problems = append(problems, s.buildDestinationRules(store, opts.Mesh.DefaultDestinationRuleExportTo)...)
+	problems = append(problems, s.gatewayProblems(workloads)...) // gateway.go
 	return s, problems
 }
 

@@ -31,10 +31,11 @@ package gen
 // Clusters and endpoints are the outbound ones of the proxy's scope, as
 // for a sidecar, so the hop from the gateway to a sidecar is mTLS by the
 // same auto-mTLS rules. Two servers that claim one port with protocols
-// that cannot share it (plaintext and TLS, two plaintext protocols) are
-// resolved as Istio's MergeGateways does: the server of the oldest
-// Gateway (then first by namespace/name) keeps the port, the other is
-// left out and named in GatewayConflicts.
+// that cannot share it (plaintext and TLS, TCP and anything) are
+// resolved as Istio's MergeGateways does (mesh.GatewayServers): the
+// server of the oldest Gateway (then first by namespace/name) keeps the
+// port, the other is left out, reported by mesh.Build (straitd logs it
+// as a config conflict naming both Gateways) and by GatewayConflicts.
 
 import (
 	"cmp"
@@ -49,7 +50,6 @@ import (
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -62,116 +62,54 @@ import (
 // isRouter reports whether the proxy is a gateway.
 func isRouter(p *proxypush.Proxy) bool { return p != nil && p.Type == proxypush.Router }
 
-// gatewayServer is one server of a Gateway that a router runs.
-type gatewayServer struct {
-	gw     *istioconfig.Config
-	server *networking.Server
-	proto  string // upper case
-}
-
-// name is the gateway's NAMESPACE/NAME, as VirtualServices bind to it.
-func (s gatewayServer) name() string { return s.gw.Namespace + "/" + s.gw.Name }
-
-func (s gatewayServer) tls() bool { return istioconfig.GatewayProtocolIsTLS(s.proto) }
+// gatewayServer is one server of a Gateway that a router runs
+// (mesh.GatewayServers).
+type gatewayServer struct{ mesh.GatewayServer }
 
 // terminates reports whether the server terminates TLS (SIMPLE, MUTUAL).
 func (s gatewayServer) terminates() bool {
-	m := s.server.GetTls().GetMode()
-	return s.tls() && (m == networking.ServerTLSSettings_SIMPLE || m == networking.ServerTLSSettings_MUTUAL)
+	m := s.Server.GetTls().GetMode()
+	return s.TLS() && (m == networking.ServerTLSSettings_SIMPLE || m == networking.ServerTLSSettings_MUTUAL)
 }
 
 // routeName is Istio's gatewayRDSRouteName: http.PORT for plaintext HTTP,
 // https.PORT.PORTNAME.GATEWAY.NAMESPACE for an HTTPS server that
 // terminates TLS, "" for the rest.
 func (s gatewayServer) routeName() string {
-	port := s.server.GetPort()
+	port := s.Server.GetPort()
 	switch {
-	case istioconfig.GatewayProtocolIsHTTP(s.proto):
+	case istioconfig.GatewayProtocolIsHTTP(s.Protocol):
 		return "http." + strconv.Itoa(int(port.GetNumber()))
-	case s.proto == "HTTPS" && s.terminates():
-		return fmt.Sprintf("https.%d.%s.%s.%s", port.GetNumber(), port.GetName(), s.gw.Name, s.gw.Namespace)
+	case s.Protocol == "HTTPS" && s.terminates():
+		return fmt.Sprintf("https.%d.%s.%s.%s", port.GetNumber(), port.GetName(), s.Gateway.Name, s.Gateway.Namespace)
 	}
 	return ""
 }
 
-// GatewayConflict is a server left out because an earlier one holds its
-// port with a protocol it cannot share the port with.
-type GatewayConflict struct {
-	Port                          uint32
-	Kept, Dropped                 string // NAMESPACE/NAME of the Gateways
-	KeptProtocol, DroppedProtocol string
-}
-
-func (c GatewayConflict) String() string {
-	return fmt.Sprintf("port %d: %s of Gateway %s conflicts with %s of Gateway %s, which holds the port; the server of %s is left out",
-		c.Port, c.DroppedProtocol, c.Dropped, c.KeptProtocol, c.Kept, c.Dropped)
-}
-
-// gatewayServers are the servers of the Gateways that select a router at
-// proxy, by port (sorted), the servers of a port in Gateway order (oldest
-// first, then namespace/name), with the conflicts left out.
-func gatewayServers(snap *mesh.Snapshot, proxy *proxypush.Proxy) ([]uint32, map[uint32][]gatewayServer, []GatewayConflict) {
+// gatewayServers are the servers the router at proxy runs, by port
+// (sorted): those of the Gateways that select its WorkloadEntry's labels,
+// conflicts left out (mesh.GatewayServers).
+func gatewayServers(snap *mesh.Snapshot, proxy *proxypush.Proxy) ([]uint32, map[uint32][]gatewayServer, []mesh.GatewayConflict) {
 	labels, _ := proxyLabels(snap, proxy)
-	gws := slices.Clone(snap.Configs.List(istioconfig.KindGateway))
-	slices.SortStableFunc(gws, func(a, b *istioconfig.Config) int { return a.CreationTime.Compare(b.CreationTime) })
-	byPort := map[uint32][]gatewayServer{}
-	var conflicts []GatewayConflict
-	for _, gw := range gws {
-		spec := gw.Gateway()
-		if len(spec.GetSelector()) > 0 && !labelsSubset(spec.GetSelector(), labels) {
-			continue
-		}
-		for _, srv := range spec.GetServers() {
-			s := gatewayServer{gw: gw, server: sanitizeHosts(srv, gw.Namespace), proto: strings.ToUpper(srv.GetPort().GetProtocol())}
-			port := srv.GetPort().GetNumber()
-			if held := byPort[port]; len(held) > 0 {
-				first := held[0]
-				// A port carries TLS servers told apart by SNI, or one
-				// plaintext protocol whose servers share one route
-				// configuration.
-				bothHTTP := istioconfig.GatewayProtocolIsHTTP(first.proto) && istioconfig.GatewayProtocolIsHTTP(s.proto)
-				if first.tls() != s.tls() || (!s.tls() && !bothHTTP) {
-					conflicts = append(conflicts, GatewayConflict{Port: port, Kept: first.name(), Dropped: s.name(), KeptProtocol: first.proto, DroppedProtocol: s.proto})
-					continue
-				}
-			}
-			byPort[port] = append(byPort[port], s)
+	ports, byPort, conflicts := snap.GatewayServers(labels)
+	out := make(map[uint32][]gatewayServer, len(byPort))
+	for p, ss := range byPort {
+		for _, s := range ss {
+			out[p] = append(out[p], gatewayServer{s})
 		}
 	}
-	ports := make([]uint32, 0, len(byPort))
-	for p := range byPort {
-		ports = append(ports, p)
-	}
-	slices.Sort(ports)
-	return ports, byPort, conflicts
+	return ports, out, conflicts
 }
 
 // GatewayConflicts names the servers left out of the router at proxy
-// because an earlier Gateway holds their port (for straitd's log).
-func (g *Generator) GatewayConflicts(proxy *proxypush.Proxy) []GatewayConflict {
+// because an earlier Gateway holds their port; straitd's registry logs
+// them as config conflicts too (mesh.Build).
+func (g *Generator) GatewayConflicts(proxy *proxypush.Proxy) []mesh.GatewayConflict {
 	if !isRouter(proxy) {
 		return nil
 	}
 	_, _, c := gatewayServers(g.snapshot(), proxy)
 	return c
-}
-
-// sanitizeHosts writes a server's hosts as Istio's
-// sanitizeServerHostNamespace does: "./h" becomes "GWNS/h", "*/h" becomes
-// "h".
-func sanitizeHosts(srv *networking.Server, gwNS string) *networking.Server {
-	out := proto.Clone(srv).(*networking.Server)
-	for i, h := range out.Hosts {
-		ns, host, ok := strings.Cut(h, "/")
-		switch {
-		case !ok:
-		case ns == ".":
-			out.Hosts[i] = gwNS + "/" + host
-		case ns == "*":
-			out.Hosts[i] = host
-		}
-	}
-	return out
 }
 
 // gatewayListeners are the listeners of a router.
@@ -186,8 +124,8 @@ func gatewayListeners(snap *mesh.Snapshot, proxy *proxypush.Proxy) []*listener.L
 			Address:          socketAddress("0.0.0.0", port),
 			TrafficDirection: core.TrafficDirection_OUTBOUND,
 		}
-		if !servers[0].tls() {
-			if istioconfig.GatewayProtocolIsHTTP(servers[0].proto) {
+		if !servers[0].TLS() {
+			if istioconfig.GatewayProtocolIsHTTP(servers[0].Protocol) {
 				l.FilterChains = []*listener.FilterChain{{Filters: []*listener.Filter{gatewayHCM(snap, port, servers[0].routeName(), false)}}}
 			} else if f := gatewayTCPFilter(snap, ns, servers[0]); f != nil {
 				l.FilterChains = []*listener.FilterChain{{Filters: []*listener.Filter{f}}}
@@ -250,14 +188,14 @@ func gatewayTLSChains(snap *mesh.Snapshot, ns string, port uint32, servers []gat
 	}
 	for _, s := range servers {
 		switch {
-		case s.terminates() && s.proto == "HTTPS":
-			add(sniHosts(s.server), &listener.FilterChain{
+		case s.terminates() && s.Protocol == "HTTPS":
+			add(sniHosts(s.Server), &listener.FilterChain{
 				Filters:         []*listener.Filter{gatewayHCM(snap, port, s.routeName(), true)},
-				TransportSocket: gatewayTLSSocket(s.server.GetTls(), true),
+				TransportSocket: gatewayTLSSocket(s.Server.GetTls(), true),
 			})
 		case s.terminates():
 			if f := gatewayTCPFilter(snap, ns, s); f != nil {
-				add(sniHosts(s.server), &listener.FilterChain{Filters: []*listener.Filter{f}, TransportSocket: gatewayTLSSocket(s.server.GetTls(), false)})
+				add(sniHosts(s.Server), &listener.FilterChain{Filters: []*listener.Filter{f}, TransportSocket: gatewayTLSSocket(s.Server.GetTls(), false)})
 			}
 		default: // PASSTHROUGH
 			for _, vs := range gatewayVirtualServices(snap, ns, s) {
@@ -338,7 +276,7 @@ func gatewayTCPFilter(snap *mesh.Snapshot, ns string, s gatewayServer) *listener
 				applies = applies || gatewayL4Match(m.GetPort(), m.GetGateways(), vs, s)
 			}
 			if applies {
-				return tcpRouteFilter(snap, vs, rule.GetRoute(), s.server.GetPort().GetNumber())
+				return tcpRouteFilter(snap, vs, rule.GetRoute(), s.Server.GetPort().GetNumber())
 			}
 		}
 	}
@@ -348,10 +286,10 @@ func gatewayTCPFilter(snap *mesh.Snapshot, ns string, s gatewayServer) *listener
 // gatewayL4Match is Istio's l4SingleMatch: the match's port, if any, is
 // the server's, and its gateways, if any, name the server's Gateway.
 func gatewayL4Match(port uint32, gateways []string, vs *istioconfig.Config, s gatewayServer) bool {
-	if port != 0 && port != s.server.GetPort().GetNumber() {
+	if port != 0 && port != s.Server.GetPort().GetNumber() {
 		return false
 	}
-	return len(gateways) == 0 || bindsGateway(gateways, vs.Namespace, s.name())
+	return len(gateways) == 0 || bindsGateway(gateways, vs.Namespace, s.Name())
 }
 
 // bindsGateway reports whether gateways (as a VirtualService of namespace
@@ -380,10 +318,10 @@ func gatewayVirtualServices(snap *mesh.Snapshot, ns string, s gatewayServer) []*
 	var out []*istioconfig.Config
 	for _, vs := range snap.AllVirtualServices() {
 		spec := vs.VirtualService()
-		if !bindsGateway(spec.GetGateways(), vs.Namespace, s.name()) || !snap.VirtualServiceVisibleTo(vs, ns) {
+		if !bindsGateway(spec.GetGateways(), vs.Namespace, s.Name()) || !snap.VirtualServiceVisibleTo(vs, ns) {
 			continue
 		}
-		if len(sharedHosts(snap, s.server, vs)) > 0 {
+		if len(sharedHosts(snap, s.Server, vs)) > 0 {
 			out = append(out, vs)
 		}
 	}
@@ -466,14 +404,14 @@ func gatewayRoutes(snap *mesh.Snapshot, proxy *proxypush.Proxy, names []string) 
 // servers that share one route name.
 func gatewayRouteConfig(snap *mesh.Snapshot, ns string, src routeSource, name string, servers []gatewayServer) *route.RouteConfiguration {
 	vhosts := map[string]*route.VirtualHost{}
-	port := servers[0].server.GetPort().GetNumber()
+	port := servers[0].Server.GetPort().GetNumber()
 	for _, s := range servers {
 		for _, vs := range gatewayVirtualServices(snap, ns, s) {
 			routes := gatewayHTTPRoutes(snap, ns, src, vs, s)
 			if len(routes) == 0 {
 				continue // Istio: "no routes matched", no virtual host
 			}
-			for _, h := range sharedHosts(snap, s.server, vs) {
+			for _, h := range sharedHosts(snap, s.Server, vs) {
 				if vh, ok := vhosts[h]; ok {
 					vh.Routes = append(vh.Routes, routes...)
 					continue
@@ -486,10 +424,10 @@ func gatewayRouteConfig(snap *mesh.Snapshot, ns string, src routeSource, name st
 				}
 			}
 		}
-		if s.server.GetTls().GetHttpsRedirect() {
+		if s.Server.GetTls().GetHttpsRedirect() {
 			// Istio's require_tls ALL: every request of these hosts on
 			// plaintext is answered with a 301 to https.
-			for _, h := range s.server.GetHosts() {
+			for _, h := range s.Server.GetHosts() {
 				if _, host, ok := strings.Cut(h, "/"); ok {
 					h = host
 				}
@@ -568,7 +506,7 @@ func httpsRedirectRoute() *route.Route {
 // sourceNamespace the router's), as Istio's
 // BuildHTTPRoutesForVirtualService with the gateway's name.
 func gatewayHTTPRoutes(snap *mesh.Snapshot, ns string, src routeSource, vs *istioconfig.Config, s gatewayServer) []*route.Route {
-	port := s.server.GetPort().GetNumber()
+	port := s.Server.GetPort().GetNumber()
 	var out []*route.Route
 	for i, rule := range vs.VirtualService().GetHttp() {
 		matches := rule.Match
@@ -580,7 +518,7 @@ func gatewayHTTPRoutes(snap *mesh.Snapshot, ns string, src routeSource, vs *isti
 				if m.Port != 0 && m.Port != port {
 					continue
 				}
-				if len(m.Gateways) > 0 && !bindsGateway(m.Gateways, vs.Namespace, s.name()) {
+				if len(m.Gateways) > 0 && !bindsGateway(m.Gateways, vs.Namespace, s.Name()) {
 					continue
 				}
 				if !labelsSubset(m.SourceLabels, src.labels) || (m.SourceNamespace != "" && m.SourceNamespace != ns) {

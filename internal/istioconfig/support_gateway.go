@@ -7,8 +7,10 @@ package istioconfig
 // filter chains (internal/xds/gen/gateway.go). Certificates come from
 // files on the gateway (serverCertificate, privateKey, caCertificates),
 // served by the gateway's agent over SDS as Istio's file-cert:/file-root:
-// resources; credentialName (Kubernetes Secrets through straitd) is not
-// done yet. validateGateway refuses the protocols and field combinations
+// resources; credentialName NAME is Istio's SDS resource
+// kubernetes://NAME, which the gateway's agent reads from its credentials
+// directory (NAME/tls.crt, tls.key, ca.crt: a Kubernetes TLS Secret's
+// keys); straitd does not read Kubernetes Secrets yet. validateGateway refuses the protocols and field combinations
 // that are not built.
 var gatewaySupport = map[string]Support{
 	"servers":                                       Honoured,
@@ -31,7 +33,7 @@ var gatewaySupport = map[string]Support{
 	"servers.tls.privateKey":                        Honoured,
 	"servers.tls.caCertificates":                    Honoured,
 	"servers.tls.caCrl":                             Refused,
-	"servers.tls.credentialName":                    Refused,
+	"servers.tls.credentialName":                    Honoured,
 	"servers.tls.credentialNames":                   Refused,
 	"servers.tls.caCertCredentialName":              Refused,
 	"servers.tls.tlsCertificates":                   Refused,

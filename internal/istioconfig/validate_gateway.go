@@ -2,6 +2,7 @@ package istioconfig
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
@@ -132,7 +133,7 @@ func validateServerTLS(el *errorList, f, proto string, t *networking.ServerTLSSe
 		if t.HttpsRedirect && proto != "HTTP" {
 			el.add(tf+".httpsRedirect", "is for HTTP servers (a 301 to https); this server is %s", proto)
 		}
-		if t.Mode != networking.ServerTLSSettings_PASSTHROUGH || t.ServerCertificate != "" || t.PrivateKey != "" || t.CaCertificates != "" {
+		if t.Mode != networking.ServerTLSSettings_PASSTHROUGH || t.ServerCertificate != "" || t.PrivateKey != "" || t.CaCertificates != "" || t.CredentialName != "" {
 			el.add(tf, "a %s server carries no TLS: only httpsRedirect may be set (use HTTPS or TLS to terminate TLS)", proto)
 		}
 		return
@@ -146,11 +147,22 @@ func validateServerTLS(el *errorList, f, proto string, t *networking.ServerTLSSe
 	}
 	switch t.Mode {
 	case networking.ServerTLSSettings_SIMPLE, networking.ServerTLSSettings_MUTUAL:
+		if t.CredentialName != "" {
+			// Istio: the credential holds the certificate, the key and,
+			// for MUTUAL, the CA certificates (ca.crt, or NAME-cacert).
+			if t.ServerCertificate != "" || t.PrivateKey != "" || t.CaCertificates != "" {
+				el.add(tf+".credentialName", "names the certificate, key and CA certificates: remove serverCertificate, privateKey and caCertificates, or credentialName")
+			}
+			if len(t.CredentialName) > 253 || !dns1123Subdomain.MatchString(t.CredentialName) {
+				el.add(tf+".credentialName", "%q is not a Secret name (lower-case letters, digits, '-' and '.')", t.CredentialName)
+			}
+			break
+		}
 		if t.ServerCertificate == "" {
-			el.add(tf+".serverCertificate", "is required with mode %s (the path of a PEM certificate chain on the gateway)", t.Mode)
+			el.add(tf+".serverCertificate", "is required with mode %s (the path of a PEM certificate chain on the gateway), or credentialName", t.Mode)
 		}
 		if t.PrivateKey == "" {
-			el.add(tf+".privateKey", "is required with mode %s (the path of a PEM private key on the gateway)", t.Mode)
+			el.add(tf+".privateKey", "is required with mode %s (the path of a PEM private key on the gateway), or credentialName", t.Mode)
 		}
 		if t.Mode == networking.ServerTLSSettings_MUTUAL && t.CaCertificates == "" {
 			el.add(tf+".caCertificates", "is required with mode MUTUAL (the path of the PEM CA certificates that client certificates are checked against)")
@@ -159,8 +171,8 @@ func validateServerTLS(el *errorList, f, proto string, t *networking.ServerTLSSe
 			el.add(tf+".caCertificates", "is for mode MUTUAL; with SIMPLE no client certificate is asked for")
 		}
 	case networking.ServerTLSSettings_PASSTHROUGH:
-		if t.ServerCertificate != "" || t.PrivateKey != "" || t.CaCertificates != "" {
-			el.add(tf+".mode", "PASSTHROUGH does not terminate TLS: remove serverCertificate, privateKey and caCertificates, or use SIMPLE")
+		if t.ServerCertificate != "" || t.PrivateKey != "" || t.CaCertificates != "" || t.CredentialName != "" {
+			el.add(tf+".mode", "PASSTHROUGH does not terminate TLS: remove serverCertificate, privateKey, caCertificates and credentialName, or use SIMPLE")
 		}
 	}
 	for _, p := range []struct{ field, path string }{{"serverCertificate", t.ServerCertificate}, {"privateKey", t.PrivateKey}, {"caCertificates", t.CaCertificates}} {
@@ -169,3 +181,6 @@ func validateServerTLS(el *errorList, f, proto string, t *networking.ServerTLSSe
 		}
 	}
 }
+
+// dns1123Subdomain is a Kubernetes object name (a Secret's).
+var dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)

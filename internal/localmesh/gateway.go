@@ -2,8 +2,12 @@ package localmesh
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -16,6 +20,18 @@ import (
 // and the host reaches the Gateway's servers on the pod's address.
 // A Gateway with no selector (which in Istio selects every gateway pod)
 // makes no pod a gateway by itself.
+//
+// A Gateway's tls.credentialName NAME is, in Kubernetes, a Secret of the
+// gateway's namespace; here it is the directory
+// CONFIG_DIR/credentials/NAMESPACE/NAME with the Secret's keys as files
+// (tls.crt, tls.key, and ca.crt for MUTUAL). local up copies the
+// gateway's namespace's credentials into the pod's
+// var/run/secrets/credentials, where its agent serves them over SDS
+// (kubernetes://NAME), as a mounted Secret volume would hold them.
+
+// CredentialsDir is the directory of a config dir that holds the gateway
+// credentials, by namespace and name.
+const CredentialsDir = "credentials"
 
 // GatewayServer is one server a gateway pod runs, for local up's table.
 type GatewayServer struct {
@@ -71,4 +87,45 @@ func gatewayServers(gws []*istioconfig.Config, labels map[string]string, ip neti
 		return cmp.Or(cmp.Compare(a.Addr.Port(), b.Addr.Port()), strings.Compare(a.Gateway, b.Gateway))
 	})
 	return out
+}
+
+// copyCredentials copies CONFIG_DIR/credentials/NAMESPACE/NAME/FILE of
+// the gateway pod's namespace into the pod's credentials directory
+// (regular files only; preparePod then gives them to the pod's proxy
+// user). A config dir without credentials copies nothing.
+func copyCredentials(configDir string, p *Pod) error {
+	src := filepath.Join(configDir, CredentialsDir, p.Namespace)
+	dst := filepath.Join(p.dir, "var", "run", "secrets", "credentials")
+	entries, err := os.ReadDir(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("gateway credentials: %w", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(src, e.Name()))
+		if err != nil {
+			return fmt.Errorf("gateway credentials: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Join(dst, e.Name()), 0o700); err != nil {
+			return err
+		}
+		for _, f := range files {
+			if !f.Type().IsRegular() {
+				continue
+			}
+			data, err := os.ReadFile(filepath.Join(src, e.Name(), f.Name()))
+			if err != nil {
+				return fmt.Errorf("gateway credentials: %w", err)
+			}
+			if err := os.WriteFile(filepath.Join(dst, e.Name(), f.Name()), data, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

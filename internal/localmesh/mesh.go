@@ -403,6 +403,11 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		}
 		discovery = m.secureXDSAddr
 	}
+	if p.Gateway {
+		if err := copyCredentials(m.opts.ConfigDir, p); err != nil { // gateway.go
+			return err
+		}
+	}
 	if err := preparePod(ctx, p, m.opts.SecureXDS); err != nil { // isolation.go
 		return err
 	}

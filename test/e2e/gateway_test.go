@@ -113,6 +113,9 @@ spec:
   - port: {number: 443, name: https-mtls, protocol: HTTPS}
     hosts: [mtls.example.com]
     tls: {mode: MUTUAL, serverCertificate: CERTS/mtls.crt, privateKey: CERTS/mtls.key, caCertificates: CERTS/ca.crt}
+  - port: {number: 443, name: https-api, protocol: HTTPS}
+    hosts: [api.example.com]
+    tls: {mode: SIMPLE, credentialName: api-cert}
   - port: {number: 443, name: tls-pass, protocol: TLS}
     hosts: [secure.example.com]
     tls: {mode: PASSTHROUGH}
@@ -121,7 +124,7 @@ apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: web, namespace: shop}
 spec:
-  hosts: [www.example.com, mtls.example.com]
+  hosts: [www.example.com, mtls.example.com, api.example.com]
   gateways: [ingress/gw]
   http:
   - route:
@@ -188,6 +191,7 @@ func gatewayCerts(t *testing.T) (dir string, pool *x509.CertPool, client tls.Cer
 	issue("www", "www.example.com", x509.ExtKeyUsageServerAuth, 2)
 	issue("mtls", "mtls.example.com", x509.ExtKeyUsageServerAuth, 3)
 	issue("secure", "secure.example.com", x509.ExtKeyUsageServerAuth, 4)
+	issue("api", "api.example.com", x509.ExtKeyUsageServerAuth, 6)
 	client = issue("client", "client.example.com", x509.ExtKeyUsageClientAuth, 5)
 	return dir, pool, client
 }
@@ -235,7 +239,8 @@ func gatewayGet(client *http.Client, url string) (*http.Response, *echoReply, er
 // x-forwarded-client-cert, which only the server sidecar's mTLS
 // termination sets, and the sidecar refuses the host's plaintext),
 // HTTPS SIMPLE with a certificate the client verifies, MUTUAL with and
-// without a client certificate, httpsRedirect's 301, and a TLS backend
+// without a client certificate, HTTPS with a credentialName (files laid
+// out as the Secret's keys), httpsRedirect's 301, and a TLS backend
 // reached through PASSTHROUGH by SNI (the client sees the backend's own
 // certificate, which the gateway does not have). Without gateway.go's
 // hook the router gets a sidecar's listeners and nothing listens on the
@@ -250,6 +255,21 @@ func TestGatewayLocalUp(t *testing.T) {
 	defer cancel()
 	certs, pool, clientCert := gatewayCerts(t)
 	cfg := configDir(t, map[string]string{"mesh.yaml": strings.ReplaceAll(gatewayMesh, "CERTS", certs)})
+	// credentialName api-cert: the Secret's keys as files, in the
+	// gateway's namespace (local up copies them into the gateway pod).
+	cred := filepath.Join(cfg, "credentials", "ingress", "api-cert")
+	if err := os.MkdirAll(cred, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for src, dst := range map[string]string{"api.crt": "tls.crt", "api.key": "tls.key"} {
+		data, err := os.ReadFile(filepath.Join(certs, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cred, dst), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stateDir := filepath.Join(t.TempDir(), "state")
 
 	var out syncBuffer
@@ -351,6 +371,17 @@ func TestGatewayLocalUp(t *testing.T) {
 		// A client that does not trust the CA refuses the gateway.
 		if _, _, err := gatewayGet(gatewayClient(gwAddr+":443", &tls.Config{MinVersion: tls.VersionTLS12}), "https://www.example.com/"); err == nil {
 			t.Error("a client without the CA accepted the gateway's certificate")
+		}
+	})
+
+	t.Run("https credentialName", func(t *testing.T) {
+		c := gatewayClient(gwAddr+":443", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		resp, r, err := gatewayGet(c, "https://api.example.com/")
+		if err != nil || resp.StatusCode != http.StatusOK || r == nil {
+			t.Fatalf("GET: %v %v %+v", err, resp, r)
+		}
+		if cs := resp.TLS; cs == nil || cs.PeerCertificates[0].Subject.CommonName != "api.example.com" {
+			t.Errorf("TLS state %+v: want the api-cert credential's certificate", cs)
 		}
 	})
 

@@ -59,6 +59,13 @@ import (
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
+// Istio's SDS resource names of a Gateway's credentialName NAME:
+// kubernetes://NAME and, for MUTUAL, kubernetes://NAME-cacert.
+const (
+	credentialPrefix   = "kubernetes://"
+	credentialCASuffix = "-cacert"
+)
+
 // isRouter reports whether the proxy is a gateway.
 func isRouter(p *proxypush.Proxy) bool { return p != nil && p.Type == proxypush.Router }
 
@@ -233,9 +240,10 @@ func sniHosts(srv *networking.Server) []string {
 	return slices.Compact(out)
 }
 
-// gatewayTLSSocket terminates TLS with the server's certificate files,
-// served by the gateway's agent over SDS; MUTUAL also requires a client
-// certificate that the CA certificates verify. An HTTPS server offers h2
+// gatewayTLSSocket terminates TLS with the server's certificate files
+// (or its credentialName's), served by the gateway's agent over SDS;
+// MUTUAL also requires a client certificate that the CA certificates
+// verify. An HTTPS server offers h2
 // and http/1.1 (Istio's ALPNHttp).
 func gatewayTLSSocket(t *networking.ServerTLSSettings, http bool) *core.TransportSocket {
 	common := &tlsv3.CommonTlsContext{
@@ -245,6 +253,13 @@ func gatewayTLSSocket(t *networking.ServerTLSSettings, http bool) *core.Transpor
 		},
 		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsSecret(fileCertPrefix + t.GetServerCertificate() + "~" + t.GetPrivateKey())},
 	}
+	caResource := fileRootPrefix + t.GetCaCertificates()
+	if n := t.GetCredentialName(); n != "" {
+		// Istio's credential resources (pilot/pkg/model/credentials): the
+		// gateway's agent serves them from its credentials directory.
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sdsSecret(credentialPrefix + n)}
+		caResource = credentialPrefix + n + credentialCASuffix
+	}
 	if http {
 		common.AlpnProtocols = []string{"h2", "http/1.1"}
 	}
@@ -253,7 +268,7 @@ func gatewayTLSSocket(t *networking.ServerTLSSettings, http bool) *core.Transpor
 		common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{
 			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext:         &tlsv3.CertificateValidationContext{},
-				ValidationContextSdsSecretConfig: sdsSecret(fileRootPrefix + t.GetCaCertificates()),
+				ValidationContextSdsSecretConfig: sdsSecret(caResource),
 			},
 		}
 		ctx.RequireClientCertificate = wrapperspb.Bool(true)

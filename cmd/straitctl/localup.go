@@ -69,6 +69,12 @@ Each pod's app and sidecar run as users of their own (the pod at .N: app
 secrets and no CA key; local.strait.io/app-as-root: "true" runs an app as
 root instead.
 
+A WorkloadEntry that a Gateway's selector matches is a gateway pod instead:
+strait-agent proxy router, no capture, no app; the Gateway's servers listen
+on the pod's address, which this host reaches, and up prints them. A
+credentialName NAME is read from DIR/credentials/NAMESPACE/NAME/ (tls.crt,
+tls.key, ca.crt), copied into the gateway pod.
+
 With --dns-capture each pod's DNS goes to its sidecar agent: mesh names
 resolve from straitd's name table (ServiceEntries without addresses to the
 240.240.0.0/16 addresses straitd allocates them); the pods have no uplink,
@@ -81,6 +87,7 @@ and processes that exit. Ctrl-C or SIGTERM removes everything it made:
 processes, namespaces, bridge, iptables rules, state file. One local mesh
 runs at a time. Needs root.`,
 		Example: `  sudo straitctl local up --config-dir examples/demo
+  sudo straitctl local up --config-dir examples/ingress
   # in another terminal:
   sudo straitctl local exec client -- strait-echo get -n 10 http://echo.demo.svc.cluster.local/
   sudo straitctl local status`,

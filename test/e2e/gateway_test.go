@@ -116,6 +116,9 @@ spec:
   - port: {number: 443, name: https-api, protocol: HTTPS}
     hosts: [api.example.com]
     tls: {mode: SIMPLE, credentialName: api-cert}
+  - port: {number: 443, name: https-missing, protocol: HTTPS}
+    hosts: [missing.example.com]
+    tls: {mode: SIMPLE, credentialName: no-such-cert}
   - port: {number: 443, name: tls-pass, protocol: TLS}
     hosts: [secure.example.com]
     tls: {mode: PASSTHROUGH}
@@ -240,7 +243,8 @@ func gatewayGet(client *http.Client, url string) (*http.Response, *echoReply, er
 // termination sets, and the sidecar refuses the host's plaintext),
 // HTTPS SIMPLE with a certificate the client verifies, MUTUAL with and
 // without a client certificate, HTTPS with a credentialName (files laid
-// out as the Secret's keys), httpsRedirect's 301, and a TLS backend
+// out as the Secret's keys; a server whose credential is missing fails
+// alone), httpsRedirect's 301, and a TLS backend
 // reached through PASSTHROUGH by SNI (the client sees the backend's own
 // certificate, which the gateway does not have). Without gateway.go's
 // hook the router gets a sidecar's listeners and nothing listens on the
@@ -382,6 +386,19 @@ func TestGatewayLocalUp(t *testing.T) {
 		}
 		if cs := resp.TLS; cs == nil || cs.PeerCertificates[0].Subject.CommonName != "api.example.com" {
 			t.Errorf("TLS state %+v: want the api-cert credential's certificate", cs)
+		}
+	})
+
+	t.Run("missing credential", func(t *testing.T) {
+		// Server https-missing names a credential that does not exist:
+		// its own handshakes fail, the other servers of port 443 (the
+		// other subtests) keep working.
+		// (strait-proxy holds such a handshake until the secret arrives
+		// rather than failing it: the client's timeout ends it.)
+		c := gatewayClient(gwAddr+":443", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		c.Timeout = 3 * time.Second
+		if resp, _, err := gatewayGet(c, "https://missing.example.com/"); err == nil {
+			t.Errorf("a server without its credential answered %d", resp.StatusCode)
 		}
 	})
 

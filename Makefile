@@ -29,6 +29,14 @@ test: deps build kube-testenv istio-bins
 	STRAIT_PILOT_AGENT=$$(./hack/pilot-agent-build.sh) STRAIT_PILOT_DISCOVERY=$$(./hack/pilot-discovery-build.sh) \
 	$(GO) test -race -count=1 -timeout 40m $(GOTEST_FLAGS) ./...
 
+# The unprivileged tests only, in minutes: `go test -short`, under which
+# every test that needs root, network namespaces, a real binary (nginx,
+# iptables, curl, the go tool) or a built test environment (kube-apiserver,
+# the one-node cluster, Istio's binaries, the e2e binaries) skips itself
+# through internal/testreq.Privileged. No race detector: `make test` has it.
+test-unit:
+	$(GO) test -short -count=1 -timeout 15m $(GOTEST_FLAGS) ./...
+
 # Container images as tarballs (bin/images/NAME.tar, docker-save format:
 # `docker load`, `ctr images import`, `kind load image-archive`), built
 # from static binaries with no registry and no Docker daemon; the proxy
@@ -54,7 +62,8 @@ $(GOLANGCI_LINT):
 	GOBIN=$(dir $@) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 # gofmt, go vet, and golangci-lint with the linters of .golangci.yml
-# (sloglint, unused, contextcheck, errorlint, ineffassign).
+# (errcheck, staticcheck, revive, sloglint, unused, contextcheck, errorlint,
+# ineffassign).
 lint: $(GOLANGCI_LINT)
 	@out=$$(gofmt -l $$(git ls-files '*.go') || true); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

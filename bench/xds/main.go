@@ -28,7 +28,7 @@ import (
 // backend is a control plane under test: straitd in file mode (the
 // generated mesh as files), straitd in Kubernetes mode and Istio's
 // pilot-discovery (both reading the same mesh as Kubernetes objects from a
-// test API server, internal/testenv/kube; see kube.go).
+// test API server, internal/testenv/kube; see startKubeMesh).
 type backend interface {
 	Name() string
 	// Start serves m and returns the xDS address and the process id.

@@ -57,7 +57,7 @@ func TestSIGTERMDrainsThenExits(t *testing.T) {
 			arrived <- struct{}{}
 			<-release
 		}
-		io.WriteString(w, "ok")
+		_, _ = io.WriteString(w, "ok")
 	}))
 	defer be.Close()
 	defer func() {
@@ -125,7 +125,7 @@ static_resources:
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	defer func() {
-		cmd.Process.Kill() // no-op once it exited
+		_ = cmd.Process.Kill() // no-op once it exited
 	}()
 	admin := fmt.Sprintf("http://127.0.0.1:%d", adminPort)
 	ready := func() (int, string) {
@@ -163,7 +163,7 @@ static_resources:
 		if err != nil {
 			t.Fatalf("GET %s: %v", path, err)
 		}
-		io.ReadAll(resp.Body)
+		_, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		return resp
 	}

@@ -64,7 +64,7 @@ type secureServer struct {
 	lis  net.Listener
 	ca   *ca.CA
 	// authn checks bearer tokens: the certificate service's and the
-	// monitoring port's debug endpoints (debugauth.go).
+	// monitoring port's debug endpoints (debugGuard).
 	authn []caserver.Authenticator
 	// rootPublisher writes istio-ca-root-cert into every namespace
 	// (Kubernetes mode only; nil otherwise).

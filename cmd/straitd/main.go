@@ -1,5 +1,6 @@
 // Command straitd is Strait's control plane: it reads the mesh's config
-// (today: a directory of Istio YAML), serves Envoy v3 xDS over gRPC
+// (a directory of Istio YAML, or a Kubernetes API server's Services,
+// EndpointSlices, Pods and Istio resources), serves Envoy v3 xDS over gRPC
 // (plaintext on 15010, TLS on 15012 together with Istio's certificate API
 // in front of its CA), and serves metrics and debug pages on the
 // monitoring port.
@@ -79,7 +80,7 @@ type flags struct {
 	webhookKey        string
 	webhookConfigName string
 
-	// The CA and the TLS port 15012 (identity.go).
+	// The CA and the TLS port 15012 (addIdentityFlags, newSecureServer).
 	identity identityFlags
 
 	// Resolved by run (resolveMode), not flags.

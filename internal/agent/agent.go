@@ -1,8 +1,10 @@
 // Package agent runs `strait-agent proxy sidecar`: it writes the proxy's
-// bootstrap, relays xDS on a Unix socket, serves health and merged metrics,
-// and supervises the proxy until shutdown. The parts live in the
-// subpackages config, bootstrap, xdsproxy, status and supervisor; this
-// package only wires them.
+// bootstrap, relays xDS on a Unix socket, keeps the workload's certificate
+// and serves it over SDS, answers the pod's DNS from the control plane's
+// name table when DNS capture is on, serves health and merged metrics, and
+// supervises the proxy until shutdown. The parts live in the subpackages
+// settings, bootstrap, xdsproxy, sds, dns, caclient, status and
+// supervisor; this package only wires them.
 package agent
 
 import (
@@ -78,7 +80,7 @@ func Run(ctx context.Context, cfg *settings.Config, opts Options) error {
 	}
 	log.Info("discovery", "address", pc.GetDiscoveryAddress(), "tls", len(xdsDial) > 0, "root", cfg.Identity.XDSRootCert)
 
-	dnsProxy, err := newDNSProxy(cfg, opts) // dnsproxy.go
+	dnsProxy, err := newDNSProxy(cfg, opts)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func fakeProxy(log string, args []string) error {
 	signal.Notify(term, syscall.SIGTERM)
 	appendLine(log, "start "+strings.Join(args, " "))
 	if len(args) < 2 || args[0] != "-c" {
-		return fmt.Errorf("args %q: want -c BOOTSTRAP ...", args)
+		return fmt.Errorf("args %q: want -c BOOTSTRAP [ARG]", args)
 	}
 	data, err := os.ReadFile(args[1])
 	if err != nil {

@@ -1,7 +1,14 @@
 package ca
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"net"
 	"sync"
 	"time"
 )
@@ -66,4 +73,59 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// ServingOptions describe a serving certificate for straitd itself.
+type ServingOptions struct {
+	DNSNames []string
+	IPs      []net.IP
+	TTL      time.Duration
+}
+
+// IssueServing makes a key and a server certificate for straitd's own TLS
+// port (15012), signed by this CA, with the chain up to (not including)
+// the root.
+func (c *CA) IssueServing(o ServingOptions) (*tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("ca: serving key: %w", err)
+	}
+	kc := c.current()
+	now := c.opts.Now()
+	ttl := o.TTL
+	if ttl <= 0 {
+		ttl = c.opts.DefaultTTL
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          randomSerial(),
+		Subject:               pkix.Name{Organization: []string{c.opts.TrustDomain}},
+		NotBefore:             now.Add(-clockSkew),
+		NotAfter:              now.Add(ttl),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		DNSNames:              o.DNSNames,
+		IPAddresses:           o.IPs,
+	}
+	if tmpl.NotAfter.After(kc.cert.NotAfter) {
+		tmpl.NotAfter = kc.cert.NotAfter
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, kc.cert, key.Public(), kc.signer)
+	if err != nil {
+		return nil, fmt.Errorf("ca: sign serving certificate: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("ca: parse serving certificate: %w", err)
+	}
+	out := &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+	for _, ic := range kc.chain {
+		if !isSelfSigned(ic) {
+			out.Certificate = append(out.Certificate, ic.Raw)
+		}
+	}
+	if len(kc.chain) == 0 && !isSelfSigned(kc.cert) {
+		out.Certificate = append(out.Certificate, kc.cert.Raw)
+	}
+	return out, nil
 }

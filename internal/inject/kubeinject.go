@@ -247,7 +247,7 @@ func (i *Injector) injectList(js []byte) ([]byte, bool, error) {
 	for n, item := range items {
 		out, ch, err := i.injectJSON(item)
 		if err != nil {
-			return nil, false, fmt.Errorf("List item %d: %w", n, err)
+			return nil, false, fmt.Errorf("List item %d: %w", n, err) //nolint:staticcheck // ST1005: List is the Kubernetes kind, as the user wrote it
 		}
 		if ch {
 			items[n], changed = out, true

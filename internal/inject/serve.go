@@ -141,7 +141,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		err := s.srv.Shutdown(sctx)
-		<-errc
+		_ = <-errc // Serve's http.ErrServerClosed
 		return err
 	}
 }

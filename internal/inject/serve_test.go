@@ -34,7 +34,10 @@ func startServer(t *testing.T, opts ServerOptions) (*Server, string) {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve after cancel: %v", err)
+			}
 		case <-time.After(10 * time.Second):
 			t.Error("server did not stop")
 		}

@@ -323,7 +323,7 @@ func joinReason(reason, msg string) string {
 // ErrInstalledElsewhere is wrapped by Apply's and Uninstall's error when
 // the cluster-wide objects of the release belong to a straitd in another
 // namespace.
-var ErrInstalledElsewhere = errors.New("Strait is installed in another namespace")
+var ErrInstalledElsewhere = errors.New("Strait is installed in another namespace") //nolint:staticcheck // ST1005: Strait is a name
 
 var (
 	webhookGVR = schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}

@@ -157,6 +157,8 @@ func TestCheckCaptureChoosesPaths(t *testing.T) {
 // one locked OS thread, which serves every call and is dropped (with the
 // namespace) when t ends. It skips t when namespaces cannot be made.
 func loopbackNetns(t *testing.T) func(func() error) error {
+	t.Helper()
+	testreq.Privileged(t, "a network namespace")
 	calls := make(chan func() error)
 	results := make(chan error)
 	ready := make(chan error, 1)

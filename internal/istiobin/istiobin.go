@@ -22,6 +22,7 @@ import (
 // (no go toolchain or module proxy), t ends through testreq.Missing.
 func Path(t testing.TB, name, envVar string) string {
 	t.Helper()
+	testreq.Privileged(t, "Istio's real binaries")
 	if p := os.Getenv(envVar); p != "" {
 		return p
 	}

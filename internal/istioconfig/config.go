@@ -1,6 +1,8 @@
-// Package istioconfig holds Strait's config kinds (the istio.io/api networking
-// types), YAML loading with validation, and an immutable Store of loaded
-// configs.
+// Package istioconfig holds the Istio config kinds Strait reads (the
+// istio.io/api networking and security types): YAML loading, validation
+// as Istio's admission webhook does it (validate_<kind>.go), the table of
+// fields Strait honours or refuses (support_<group>.go, printed into
+// docs/istio-fields.md), and an immutable Store of loaded configs.
 package istioconfig
 
 import (

@@ -84,7 +84,7 @@ func tooLarge(name string) error {
 // ParseOptions changes how ParseFileWith reads a file.
 type ParseOptions struct {
 	// KeepRefused loads documents that set fields Strait refuses (see
-	// support.go) instead of refusing them. It is for the generator's
+	// checkSupport) instead of refusing them. It is for the generator's
 	// tests, which cover what straitd emits for a field before the data
 	// plane side lands; a registry never sets it.
 	KeepRefused bool

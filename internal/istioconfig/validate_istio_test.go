@@ -7,7 +7,7 @@ import (
 
 // The cases below are what Istio's admission webhook refuses (or accepts
 // where Strait once refused): each fails when the check it names in
-// validate_route.go or validate_policy.go is removed.
+// validateHTTPRouteActions or validateTrafficPolicies is removed.
 
 func httpRule(rule string) string { return vs("  hosts: [echo]\n  http:\n  - " + rule + "\n") }
 

@@ -7,7 +7,7 @@ import (
 )
 
 // TestValidateHTTPRouteBounds pins the edges of the http route checks in
-// validate_route.go: each bound is tried on both sides, and loops that
+// validateHTTPRouteActions and its helpers: each bound is tried on both sides, and loops that
 // report one problem per item are given two bad items.
 func TestValidateHTTPRouteBounds(t *testing.T) {
 	const to = "route: [{destination: {host: echo}}]"

@@ -109,7 +109,7 @@ func TestRunRefreshes(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		_ = <-done
 	}()
 	if _, err := r.Lookup(ctx, "iss", ks.URL+"/keys", 0); err == nil {
 		t.Fatal("first lookup succeeded against a failing server")

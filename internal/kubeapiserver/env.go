@@ -1,4 +1,4 @@
-// Package kube runs a real Kubernetes API for tests: etcd and kube-apiserver,
+// Package kubeapiserver runs a real Kubernetes API for tests: etcd and kube-apiserver,
 // built from their Go modules (see hack/kube-testenv-build.sh) and cached
 // by version, started on loopback with generated certificates, a
 // service-account signing key and token auth. It installs the Istio CRDs
@@ -107,6 +107,7 @@ type Env struct {
 // which case it fails.
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
+	testreq.Privileged(t, "a real kube-apiserver and etcd")
 	if opts.Progress == nil {
 		opts.Progress = os.Stderr
 	}

@@ -135,6 +135,7 @@ func Available() error {
 // fails it under STRAIT_REQUIRE_ALL), naming what is missing.
 func Start(t testing.TB, opts Options) *Node {
 	t.Helper()
+	testreq.Privileged(t, "a real Kubernetes node")
 	if err := Available(); err != nil {
 		testreq.Missing(t, "no Kubernetes node: %v", err)
 	}

@@ -15,13 +15,14 @@ import (
 type MTLSMode int
 
 const (
-	// MTLSUnknown: no policy says anything (Istio then means PERMISSIVE).
+	// MTLSUnknown is what no policy says anything about (Istio then
+	// means PERMISSIVE).
 	MTLSUnknown MTLSMode = iota
-	// MTLSDisable: plaintext only.
+	// MTLSDisable is plaintext only.
 	MTLSDisable
-	// MTLSPermissive: Istio mTLS and plaintext on the same port.
+	// MTLSPermissive is Istio mTLS and plaintext on the same port.
 	MTLSPermissive
-	// MTLSStrict: Istio mTLS only; a plaintext client is refused.
+	// MTLSStrict is Istio mTLS only; a plaintext client is refused.
 	MTLSStrict
 )
 

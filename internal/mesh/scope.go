@@ -154,7 +154,7 @@ func (s *Snapshot) ProxyScope(p *proxypush.Proxy) *Scope {
 		key = ns + "|" + sc.Namespace + "/" + sc.Name
 	}
 	// DNS-capture proxies see the services' allocated addresses
-	// (autoaddress.go): a scope of their own.
+	// (allocateAutoAddresses): a scope of their own.
 	family := autoFamily(p)
 	if family != "" {
 		key += "|auto" + family

@@ -40,7 +40,7 @@ type Service struct {
 	Endpoints []*Endpoint
 	// AutoAddresses are the addresses straitd allocated to a service
 	// without spec.addresses ([IPv4 in 240.240.0.0/16, IPv6 in
-	// 2001:2::/48]; autoaddress.go), as Istio's IP autoallocation does.
+	// 2001:2::/48]; allocateAutoAddresses), as Istio's IP autoallocation does.
 	// Only DNS-capture proxies use them: their scope holds a view of the
 	// service whose Addresses is the one of their family (auto4, auto6).
 	AutoAddresses []string
@@ -101,8 +101,8 @@ type Endpoint struct {
 	Hostname string
 }
 
-// EndpointHostnamesAnnotation, on the ServiceEntry the Kubernetes registry
-// derives from a Service, carries its endpoints' hostnames as
+// EndpointHostnamesAnnotation is the annotation that, on the ServiceEntry
+// the Kubernetes registry derives from a Service, carries its endpoints' hostnames as
 // "ADDRESS=HOSTNAME,..." (the WorkloadEntry message has no field for
 // them). A headless service's name table lists HOSTNAME.SERVICE-HOST for
 // each.

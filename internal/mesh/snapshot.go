@@ -42,7 +42,7 @@ type Snapshot struct {
 	vsList          []*istioconfig.Config            // every VirtualService, delegates merged, sorted by namespace/name
 	drs             *drIndex                         // DestinationRules by namespace and host
 	sidecars        []*istioconfig.Config            // sorted by namespace/name
-	peerAuthn       *peerAuthn                       // PeerAuthentications (peerauthn.go)
+	peerAuthn       *peerAuthn                       // PeerAuthentications (buildPeerAuthn)
 
 	// scopeMu guards scopes, the per-proxy-scope cache filled by
 	// ProxyScope (the only lazily computed part of a snapshot).
@@ -167,7 +167,7 @@ func Build(store *istioconfig.Store, opts BuildOptions) (*Snapshot, []error) {
 	slices.SortFunc(s.Services, func(a, b *Service) int {
 		return cmp.Or(cmp.Compare(a.Hostname, b.Hostname), cmp.Compare(a.Namespace, b.Namespace))
 	})
-	allocateAutoAddresses(s, opts.Previous) // autoaddress.go
+	allocateAutoAddresses(s, opts.Previous)
 	s.reuseUnchanged(opts.Previous)
 
 	vss, vsProblems := s.mergeDelegates(store.List(istioconfig.KindVirtualService), opts.Mesh.DefaultVirtualServiceExportTo)

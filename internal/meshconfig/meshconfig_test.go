@@ -283,7 +283,7 @@ func TestAccessLog(t *testing.T) {
 	if err != nil || c.AccessLog.Text != "%RESPONSE_CODE% %RESPONSE_FLAGS%\n" {
 		t.Fatalf("custom text: %+v %v", c.AccessLog, err)
 	}
-	c, err = Parse([]byte("accessLogFile: /tmp/a.log\naccessLogFormat: '%START_TIME(%s.%3f)% %DOWNSTREAM_PEER_URI_SAN% %UPSTREAM_LOCAL_PORT% %REQ(USER-AGENT):10%'\n"))
+	_, err = Parse([]byte("accessLogFile: /tmp/a.log\naccessLogFormat: '%START_TIME(%s.%3f)% %DOWNSTREAM_PEER_URI_SAN% %UPSTREAM_LOCAL_PORT% %REQ(USER-AGENT):10%'\n"))
 	if err != nil {
 		t.Fatalf("operators strait-proxy fills: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 // caller names, skips those when it picks addresses itself, refuses
 // addresses it cannot give, and refuses a subnet a route already covers.
 func TestFixedSubnetAndAddresses(t *testing.T) {
+	testreq.Privileged(t, "network namespaces")
 	if err := Available(); err != nil {
 		testreq.Missing(t, "%v", err)
 	}

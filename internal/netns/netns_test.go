@@ -16,6 +16,7 @@ import (
 )
 
 func TestTwoPodsTalkAndCleanUp(t *testing.T) {
+	testreq.Privileged(t, "network namespaces")
 	if err := Available(); err != nil {
 		testreq.Missing(t, "%v", err)
 	}

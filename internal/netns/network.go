@@ -1,4 +1,4 @@
-// Package testenv runs "pods" as Linux network namespaces on a private
+// Package netns runs "pods" as Linux network namespaces on a private
 // bridge, for tests and the demo. One Network is one bridge on a random
 // unused 10.X.Y.0/24 with the host at 10.X.Y.1 (no uplink, no NAT, no
 // forwarding rules); each Pod is a netns with a veth "eth0" on that bridge,

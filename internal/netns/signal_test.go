@@ -21,6 +21,7 @@ func TestCloseOnSignal(t *testing.T) {
 		signalHelper()
 		return
 	}
+	testreq.Privileged(t, "network namespaces")
 	if err := Available(); err != nil {
 		testreq.Missing(t, "%v", err)
 	}

@@ -55,7 +55,7 @@ func (p *Pod) Do(id *Identity, fn func() error) error {
 		var fnErr error
 		idOK := true
 		if id != nil {
-			fnErr, idOK = asIdentity(*id, fn)
+			idOK, fnErr = asIdentity(*id, fn)
 		} else {
 			fnErr = fn()
 		}
@@ -76,23 +76,23 @@ func (p *Pod) Do(id *Identity, fn func() error) error {
 // asIdentity runs fn with the calling (locked) thread's fsuid/fsgid set to
 // id. restored is false if they could not be set back; the thread must
 // then not be reused.
-func asIdentity(id Identity, fn func() error) (err error, restored bool) {
+func asIdentity(id Identity, fn func() error) (restored bool, err error) {
 	// setfsuid/setfsgid are per-thread system calls.
 	oldGID, err := unix.SetfsgidRetGid(id.GID)
 	if err != nil {
-		return fmt.Errorf("testenv: setfsgid %d: %w", id.GID, err), true
+		return true, fmt.Errorf("testenv: setfsgid %d: %w", id.GID, err)
 	}
 	oldUID, err := unix.SetfsuidRetUid(id.UID)
 	if err != nil {
 		_, _ = unix.SetfsgidRetGid(oldGID)
-		return fmt.Errorf("testenv: setfsuid %d: %w", id.UID, err), gidIs(oldGID)
+		return gidIs(oldGID), fmt.Errorf("testenv: setfsuid %d: %w", id.UID, err)
 	}
 	err = fn()
 	_, _ = unix.SetfsuidRetUid(oldUID)
 	_, _ = unix.SetfsgidRetGid(oldGID)
 	// An invalid id (-1) changes nothing and returns the current value.
 	cur, _ := unix.SetfsuidRetUid(-1)
-	return err, cur == oldUID && gidIs(oldGID)
+	return cur == oldUID && gidIs(oldGID), err
 }
 
 func gidIs(gid int) bool {

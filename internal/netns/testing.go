@@ -13,6 +13,7 @@ import (
 // `ip` or `nsenter` missing) and fails it if the network cannot be made.
 func NewTestNetwork(t testing.TB) *Network {
 	t.Helper()
+	testreq.Privileged(t, "network namespaces")
 	if err := Available(); err != nil {
 		testreq.Missing(t, "needs network namespaces: %v", err)
 	}

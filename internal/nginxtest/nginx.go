@@ -58,9 +58,9 @@ access_log off;
 		t.Fatalf("start nginx: %v", err)
 	}
 	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
+		_ = cmd.Process.Kill()
 		<-done
 	})
 	for deadline := time.Now().Add(10 * time.Second); ; {

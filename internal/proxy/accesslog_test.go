@@ -94,7 +94,7 @@ static_resources:
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, host, err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		return resp.StatusCode
 	}

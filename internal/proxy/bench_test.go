@@ -62,7 +62,7 @@ static_resources:
 				b.Error(err)
 				return
 			}
-			io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != 200 {
 				b.Errorf("status %d", resp.StatusCode)

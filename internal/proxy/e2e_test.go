@@ -46,7 +46,7 @@ func testLogger(t testing.TB) *slog.Logger {
 func socketAddr(hostport string) *corev3.Address {
 	host, port, _ := net.SplitHostPort(hostport)
 	var p uint32
-	fmt.Sscan(port, &p)
+	_, _ = fmt.Sscan(port, &p)
 	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 		Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: p}}}}
 }

@@ -104,7 +104,7 @@ func TestGRPCThroughTwoProxies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		// grpc-go refuses a GET without application/grpc with 415 (an
 		// HTTP answer, which is what proves it was reached).

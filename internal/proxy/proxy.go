@@ -1,5 +1,10 @@
-// Package proxy assembles strait-proxy, the data plane: bootstrap, cluster
-// manager, listener manager, HTTP connection manager, ADS client and admin.
+// Package proxy assembles strait-proxy, the data plane: from a bootstrap
+// (package bootstrap) it builds the cluster manager, the listener manager
+// (whose filter chains run the HTTP connection manager or tcp_proxy), the
+// SDS secret provider, the ADS client and the admin endpoints, and owns
+// what joins them: the applied xDS resources, the start-up order (clusters
+// warm before listeners are asked for; ready once the listeners warm) and
+// the config dump.
 package proxy
 
 import (
@@ -23,6 +28,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/listener"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
@@ -66,17 +72,17 @@ type Proxy struct {
 	started   time.Time // when New ran: the bootstrap's and static resources' last_updated
 
 	// applied keeps when each resource's config was applied, for the
-	// config dump's last_updated (configdump.go).
+	// config dump's last_updated (ConfigDump).
 	applied appliedTimes
 
 	ready atomic.Bool
 	// Initial fetch timeouts of the bootstrap's cds_config and lds_config.
 	cdsTimeout, ldsTimeout time.Duration
 	// clustersInit is closed once the cluster manager has initialized: the
-	// xDS client then asks for listeners (startup.go).
+	// xDS client then asks for listeners (startInit).
 	clustersInit chan struct{}
 	init         startup
-	// Envoy's server.state (startup.go) and
+	// Envoy's server.state (checkReady) and
 	// listener_manager.workers_started gauges, which Istio's pilot-agent
 	// reads to tell whether the proxy is ready.
 	serverState, workersStarted *atomic.Int64
@@ -106,7 +112,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	b := o.Bootstrap
 	st := stats.New()
-	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{}), quit: make(chan struct{}),
+	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStoreWith(registry.Default()), done: make(chan struct{}), quit: make(chan struct{}),
 		clustersInit: make(chan struct{}), started: time.Now()}
 	var err error
 	if p.cdsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetCdsConfig()); err != nil {
@@ -126,7 +132,7 @@ func New(o Options) (*Proxy, error) {
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime, Secrets: p.secrets,
 		AccessLogs: p.logs,
 		// With ADS, no listener accepts before the start-up is done
-		// (startup.go).
+		// (startInit).
 		Held: b.GetDynamicResources().GetAdsConfig() != nil,
 	})
 	p.Listeners.OnWarmed(p.checkReady)
@@ -183,7 +189,8 @@ func (p *Proxy) Start(ctx context.Context) error {
 	}
 	c := p.Clusters.Get(adsCluster.GetName())
 	client := xdsclient.New(xdsclient.Options{
-		Node: p.opts.Bootstrap.GetNode(),
+		Node:                   p.opts.Bootstrap.GetNode(),
+		NodeOnFirstRequestOnly: p.opts.Bootstrap.GetDynamicResources().GetAdsConfig().GetSetNodeOnFirstMessageOnly(),
 		Dial: func(ctx context.Context) (net.Conn, error) {
 			ep, err := c.Pick(netipZero)
 			if err != nil {
@@ -200,7 +207,9 @@ func (p *Proxy) Start(ctx context.Context) error {
 	p.startInit()
 	go func() {
 		defer close(p.done)
-		client.Run(ctx)
+		if err := client.Run(ctx); err != nil {
+			p.opts.Logger.Error("xds client stopped", "component", "proxy", "error", err)
+		}
 	}()
 	return nil
 }
@@ -323,7 +332,7 @@ func (p *Proxy) Drain(d time.Duration) {
 func (p *Proxy) Ready() bool { return p.ready.Load() && !p.draining.Load() }
 
 // Initializing implements admin.Source: the clusters are initialized and
-// the start-up waits for the listeners (startup.go).
+// the start-up waits for the listeners (checkReady).
 func (p *Proxy) Initializing() bool {
 	p.init.mu.Lock()
 	defer p.init.mu.Unlock()

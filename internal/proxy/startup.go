@@ -11,13 +11,13 @@ import (
 // the first CDS response is applied (or rejected, or cds_config's
 // initial_fetch_timeout passed without one) and every cluster it brought
 // has left warming (an EDS cluster has its endpoints or its own
-// initial_fetch_timeout passed, cluster/warming.go; a DNS cluster has
+// initial_fetch_timeout passed, cluster.Manager's fetch timer; a DNS cluster has
 // resolved), the cluster manager is initialized and the stream asks for
 // listeners. The proxy is ready (/ready 200 LIVE) once the first LDS
 // response is applied (or rejected, or lds_config's initial_fetch_timeout
-// passed) and the listeners it brought have warmed (listener/warming.go).
+// passed) and the listeners it brought have warmed (listener.Manager.OnWarmed).
 // Until then the listeners, the bootstrap's static ones included, are
-// bound but do not listen (listener/held.go); they all start listening
+// bound but do not listen (listener.Options.Held); they all start listening
 // then, as Envoy starts its workers. So no listener accepts a connection
 // before the clusters its routes name have their endpoints: no request
 // meets a cluster still warming (503 "no healthy upstream" at start).

@@ -20,6 +20,8 @@ func (k ConfigKey) String() string { return string(k.Kind) + "/" + k.Namespace +
 // TriggerReason says why a push happened.
 type TriggerReason string
 
+// The trigger reasons, Istio's (pilot/pkg/model/push_context.go
+// TriggerReason).
 const (
 	EndpointUpdate TriggerReason = "endpoint"
 	ConfigUpdate   TriggerReason = "config"

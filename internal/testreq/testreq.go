@@ -7,6 +7,11 @@
 // Tests must not call t.Skip for such reasons themselves; a repository test
 // (TestSkipsGoThroughTestreq) enforces that. A skip under testing.Short()
 // is not an environment skip and stays allowed.
+//
+// Under `go test -short` (`make test-unit`) every test that needs root,
+// network namespaces, a real binary or a built test environment is skipped
+// (Privileged), whatever the machine has: -short selects the unprivileged
+// tests that run in minutes.
 package testreq
 
 import (
@@ -37,9 +42,22 @@ func Missing(t testing.TB, format string, args ...any) {
 	t.Skipf("skipping: %s", msg)
 }
 
-// Root ends t (see Missing) unless the test runs as root.
+// Privileged skips t under `go test -short` (make test-unit): t needs root,
+// network namespaces, a real binary or a built test environment, which
+// only the full run (make test) provides. It is not a missing requirement,
+// so STRAIT_REQUIRE_ALL does not turn it into a failure.
+func Privileged(t testing.TB, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("skipping under -short (make test-unit): needs %s", why)
+	}
+}
+
+// Root ends t (see Missing) unless the test runs as root; under -short it
+// skips t (see Privileged).
 func Root(t testing.TB, why string) {
 	t.Helper()
+	Privileged(t, "root: "+why)
 	if os.Geteuid() != 0 {
 		Missing(t, "needs root: %s", why)
 	}
@@ -47,9 +65,10 @@ func Root(t testing.TB, why string) {
 
 // Binary returns the path of the named program, looked up on PATH and then
 // in the given fallback paths, or ends t (see Missing) naming the Debian
-// package that provides it.
+// package that provides it. Under -short it skips t (see Privileged).
 func Binary(t testing.TB, name, debianPackage string, fallbacks ...string) string {
 	t.Helper()
+	Privileged(t, "the real "+name)
 	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}

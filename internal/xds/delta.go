@@ -11,7 +11,7 @@ import (
 )
 
 // DeltaAggregatedResources serves one delta (incremental) ADS stream with
-// the shared lifecycle (stream.go): the same receive goroutine and
+// the shared lifecycle (receiveLoop, processLoop): the same receive goroutine and
 // processing loop, the same push queue, generators and ACK bookkeeping as
 // state of the world. What differs is per type: the subscription is a set
 // of names (or a wildcard) changed by subscribe/unsubscribe lists, and a
@@ -21,7 +21,7 @@ func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoverySe
 	ctx := stream.Context()
 	ds := newDeltaStream(s, peerAddr(ctx), stream)
 	defer close(ds.con.stop)
-	go receiveLoop(s, ds.con, ctx, stream.Recv, ds.reqs)
+	go receiveLoop(ctx, s, ds.con, stream.Recv, ds.reqs)
 	return processLoop(s, ds.con, ds.reqs, ds.processRequest)
 }
 

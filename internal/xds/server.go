@@ -10,11 +10,12 @@
 // (PushFilter, EndpointsNarrower) and two optional hooks (ResolveProxy,
 // Authorize), all supplied by main.
 //
-// Files: server.go is the server and its push pipeline (debounce.go,
-// pushqueue.go); stream.go is the stream lifecycle both protocols share;
-// sotw.go and eds.go (partial EDS) are state of the world, delta.go is
-// delta xDS, each with its own stream type; connection.go is what a
-// connection holds whatever its protocol; debug.go serves /debug.
+// The parts: Server and its push pipeline (debounce, pushQueue); the
+// stream lifecycle both protocols share (receiveLoop, processLoop); state
+// of the world (StreamAggregatedResources, with partial EDS in
+// pushEndpoints) and delta xDS (DeltaAggregatedResources), each with its
+// own stream type; Connection, what a connection holds whatever its
+// protocol; and /debug (RegisterDebugHandlers).
 package xds
 
 import (

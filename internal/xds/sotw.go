@@ -12,12 +12,12 @@ import (
 )
 
 // StreamAggregatedResources serves one state-of-the-world ADS stream with
-// the shared lifecycle (stream.go).
+// the shared lifecycle (receiveLoop, processLoop).
 func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	ctx := stream.Context()
 	ss := newSotwStream(s, peerAddr(ctx), stream)
 	defer close(ss.con.stop)
-	go receiveLoop(s, ss.con, ctx, stream.Recv, ss.reqs)
+	go receiveLoop(ctx, s, ss.con, stream.Recv, ss.reqs)
 	return processLoop(s, ss.con, ss.reqs, ss.processRequest)
 }
 
@@ -165,7 +165,7 @@ func normalizeNames(names []string) []string {
 
 // pushType generates and sends one type. Unless force is set, it skips
 // sending resources identical to the last sent ones, and an endpoints-only
-// EDS push may send only what changed (pushEndpoints, eds.go). A generator
+// EDS push may send only what changed (pushEndpoints). A generator
 // error is logged and the type skipped; only a send error is returned (it
 // ends the stream).
 func (ss *sotwStream) pushType(typeURL string, req *proxypush.PushRequest, version string, force bool) error {

@@ -19,8 +19,8 @@ import (
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
-// The stream lifecycle both protocols share. A stream handler (sotw.go,
-// delta.go) creates its protocol's stream and Connection, starts a receive
+// The stream lifecycle both protocols share. A stream handler (StreamAggregatedResources,
+// DeltaAggregatedResources) creates its protocol's stream and Connection, starts a receive
 // goroutine (receiveLoop) and runs the processing loop (processLoop):
 //
 //   - the receive goroutine reads requests, registers the connection on
@@ -58,7 +58,7 @@ func processLoop[T any](s *Server, con *Connection, reqs <-chan T, process func(
 // receiveLoop is the receive goroutine: it reads requests with recv and
 // forwards them to out, registering the connection on the first one and
 // unregistering it on return. It closes out when it returns.
-func receiveLoop[T interface{ GetNode() *core.Node }](s *Server, con *Connection, ctx context.Context, recv func() (T, error), out chan<- T) {
+func receiveLoop[T interface{ GetNode() *core.Node }](ctx context.Context, s *Server, con *Connection, recv func() (T, error), out chan<- T) {
 	defer close(out)
 	first := true
 	for {

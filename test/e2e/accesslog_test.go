@@ -50,7 +50,7 @@ func TestAccessLog(t *testing.T) {
 		if err != nil {
 			t.Fatalf("GET %s: %v", url, err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		return resp.StatusCode
 	}

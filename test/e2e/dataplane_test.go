@@ -17,8 +17,8 @@ import (
 // The data plane under change: constant load from the client pod through
 // its sidecar and the server pods' sidecars while the config changes 100
 // times, and while a server pod terminates. Not one request may fail.
-// (gRPC, an h2c client and a WebSocket echo through the mesh are in
-// grpc_test.go.)
+// (gRPC, an h2c client and a WebSocket echo through the mesh are
+// TestGRPCThroughSidecars'.)
 
 // pushDestinationRule is the demo's DestinationRule for push i: subsets v1
 // and v2 as in the demo, v1's labels alternately with and without app:

@@ -58,8 +58,8 @@ func serveL4(name string) int {
 			go func() {
 				defer c.Close()
 				c.SetDeadline(time.Now().Add(10 * time.Second))
-				io.WriteString(c, name+"\n")
-				io.Copy(io.Discard, c) // until the client closes
+				_, _ = io.WriteString(c, name+"\n")
+				_, _ = io.Copy(io.Discard, c) // until the client closes
 			}()
 		}
 	}

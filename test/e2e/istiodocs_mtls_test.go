@@ -668,7 +668,7 @@ spec:
 		}
 		oldCert := issue(t, caCert, caKey, "spiffe://old-td/ns/legacy/sa/default")
 		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			io.WriteString(w, "old-td server")
+			_, _ = io.WriteString(w, "old-td server")
 		})}
 		srv.SetKeepAlivesEnabled(false) // a handshake per request
 		go srv.Serve(tls.NewListener(lis, &tls.Config{ClientAuth: tls.RequireAnyClientCert, Certificates: []tls.Certificate{oldCert}}))

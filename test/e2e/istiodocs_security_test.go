@@ -48,7 +48,7 @@ func TestIstioDocsSecurityTasks(t *testing.T) {
 	jwks, demoJWT, groupsJWT := read("jwks.json"), read("demo.jwt"), read("groups-scope.jwt")
 	keySrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, jwks)
+		_, _ = io.WriteString(w, jwks)
 	}))
 	defer keySrv.Close()
 

@@ -1,6 +1,6 @@
 package e2e
 
-// The pods of the one-node cluster test (kube_test.go): waiting for them
+// The pods of the one-node cluster test (TestKubeSeedFlow): waiting for them
 // and describing them as kubectl get pods would.
 
 import (

@@ -95,7 +95,8 @@ func TestLocalUp(t *testing.T) {
 		if !stopped {
 			_ = up.Process.Signal(syscall.SIGTERM)
 			select {
-			case <-upDone:
+			case err := <-upDone:
+				_ = err // the exit status of a SIGTERM
 			case <-time.After(30 * time.Second):
 				_ = up.Process.Kill()
 			}

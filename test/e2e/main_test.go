@@ -27,16 +27,22 @@ func run(m *testing.M) int {
 		return serveWebSocket(*wsServe)
 	}
 	if *l4Serve != "" {
-		return serveL4(*l4Serve) // filters_test.go
+		return serveL4(*l4Serve)
 	}
 	if *trailerServe != "" {
-		return serveTrailerEcho(*trailerServe) // trailers_test.go
+		return serveTrailerEcho(*trailerServe)
 	}
 	if *dnsServe != "" {
 		return serveDNS(*dnsServe, *dnsZone)
 	}
 	if *podAttack {
-		return runPodAttack(flag.Args()) // podiso_test.go
+		return runPodAttack(flag.Args())
+	}
+	if testing.Short() {
+		// Every test here runs the real binaries, most as root in network
+		// namespaces: none is a unit test (make test-unit).
+		fmt.Println("e2e: skipped under -short (make test-unit)")
+		return 0
 	}
 	binDir = os.Getenv("STRAIT_BIN_DIR")
 	if binDir == "" && os.Geteuid() == 0 {

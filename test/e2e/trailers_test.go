@@ -39,7 +39,7 @@ func serveTrailerEcho(addr string) int {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		json.NewEncoder(w).Encode(trailerEchoReply{XFCC: r.Header.Get("X-Forwarded-Client-Cert"), Trailer: r.Trailer})
+		_ = json.NewEncoder(w).Encode(trailerEchoReply{XFCC: r.Header.Get("X-Forwarded-Client-Cert"), Trailer: r.Trailer})
 	})}
 	s.Protocols = new(http.Protocols)
 	s.Protocols.SetHTTP1(true)
@@ -56,7 +56,7 @@ func serveTrailerEcho(addr string) int {
 // except what the HCM owns in the head: an x-forwarded-client-cert in a
 // trailer never reaches the app (the header it sees is the server
 // sidecar's one element), nor do cookie, x-envoy-* or x-forwarded-for;
-// a benign trailer does (hcm/trailers.go).
+// a benign trailer does (the HCM's trailerAllowed).
 func TestTrailersThroughSidecars(t *testing.T) {
 	requireMesh(t)
 	self, err := os.Executable()

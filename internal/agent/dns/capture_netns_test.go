@@ -46,7 +46,7 @@ func TestCapturedPodResolves(t *testing.T) {
 		default:
 			m.Rcode = mdns.RcodeNameError
 		}
-		w.WriteMsg(m)
+		_ = w.WriteMsg(m)
 	})
 	var pc net.PacketConn
 	var ln net.Listener
@@ -64,7 +64,7 @@ func TestCapturedPodResolves(t *testing.T) {
 		srv := srv
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
-		go srv.ActivateAndServe()
+		go func() { _ = srv.ActivateAndServe() }()
 		<-started
 		defer srv.Shutdown()
 	}

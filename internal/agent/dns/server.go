@@ -194,14 +194,14 @@ func (s *Server) Run(ctx context.Context) error {
 		first = fmt.Errorf("dns proxy: %w", first)
 	}
 	// Shutdown fails for a server that already stopped; close the sockets too.
-	udpSrv.Shutdown()
-	tcpSrv.Shutdown()
+	_ = udpSrv.Shutdown()
+	_ = tcpSrv.Shutdown()
 	pc.Close()
 	ln.Close()
 	if first == nil {
-		<-errc
+		_ = <-errc // the other server's end, after the shutdown
 	}
-	<-errc
+	_ = <-errc
 	return first
 }
 

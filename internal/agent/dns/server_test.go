@@ -139,7 +139,7 @@ func startUpstream(t *testing.T) *upstream {
 				m.Truncate(size)
 			}
 		}
-		w.WriteMsg(m)
+		_ = w.WriteMsg(m)
 	})
 	// One port for UDP and TCP; the port the UDP socket got may be held
 	// by a TCP socket, then another is tried.
@@ -162,7 +162,7 @@ func startUpstream(t *testing.T) *upstream {
 		srv := srv
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
-		go srv.ActivateAndServe()
+		go func() { _ = srv.ActivateAndServe() }()
 		<-started
 		t.Cleanup(func() { srv.Shutdown() })
 	}

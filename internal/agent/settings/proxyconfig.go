@@ -20,7 +20,7 @@ import (
 //
 // DefaultDiscoveryAddress is Istio's default, TLS on 15012: straitd serves
 // xDS and its CA there, and the agent dials it with TLS trusting the mesh
-// root mounted at ./var/run/secrets/istio/root-cert.pem (identity.go says
+// root mounted at ./var/run/secrets/istio/root-cert.pem (loadIdentity says
 // when the agent uses TLS). straitd's plaintext port 15010 works too.
 const (
 	DefaultConfigPath               = "./etc/istio/proxy"

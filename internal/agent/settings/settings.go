@@ -78,7 +78,7 @@ type Config struct {
 	// stops the proxy on SIGTERM (MINIMUM_DRAIN_DURATION, else
 	// ProxyConfig.terminationDrainDuration).
 	DrainDuration time.Duration
-	// Identity is the workload certificate and TLS settings (identity.go).
+	// Identity is the workload certificate and TLS settings (loadIdentity).
 	Identity Identity
 	// ProxyType is the node id's type: sidecar (the default), or router
 	// for a gateway (`proxy router`), whose listeners straitd builds from

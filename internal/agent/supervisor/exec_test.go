@@ -33,7 +33,7 @@ func fakeProxy(log string) int {
 	appendLine(log, "start "+strings.Join(os.Args[1:], " "))
 	marker := log + ".crashed"
 	if _, err := os.Stat(marker); os.IsNotExist(err) {
-		os.WriteFile(marker, nil, 0o644)
+		_ = os.WriteFile(marker, nil, 0o644)
 		fmt.Fprintln(os.Stderr, "fake proxy: crashing on purpose")
 		return 3
 	}
@@ -93,7 +93,7 @@ func TestExecRestartAndCleanShutdown(t *testing.T) {
 		Logger:             quiet(),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := runAsync(s, ctx)
+	done := runAsync(ctx, s)
 
 	// First run crashes, second keeps running.
 	lines := waitLines(t, log, 2)

@@ -88,7 +88,7 @@ func (f *fakeStarter) nextStart(t *testing.T) *fakeProcess {
 	}
 }
 
-func runAsync(s *Supervisor, ctx context.Context) <-chan error {
+func runAsync(ctx context.Context, s *Supervisor) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	return done
@@ -118,7 +118,7 @@ func TestRestartThenDrainAndStop(t *testing.T) {
 		Logger:             quiet(),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := runAsync(s, ctx)
+	done := runAsync(ctx, s)
 
 	f.nextStart(t).exit(errors.New("exit status 1")) // crash
 	f.nextStart(t)                                   // restarted
@@ -144,7 +144,7 @@ func TestKillAfterTerminateTimeout(t *testing.T) {
 	f := newFakeStarter(false) // ignores SIGTERM
 	s := New(Options{Command: Command{Path: "p"}, Starter: f, TerminateTimeout: 20 * time.Millisecond, Logger: quiet()})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := runAsync(s, ctx)
+	done := runAsync(ctx, s)
 	f.nextStart(t)
 	cancel()
 	if err := waitRun(t, done); err != nil {
@@ -173,7 +173,7 @@ func TestRestartStartFailureRetries(t *testing.T) {
 	f.failAfter = 1
 	s := New(Options{Command: Command{Path: "p"}, Starter: f, RestartBackoffBase: time.Millisecond, RestartBackoffMax: 5 * time.Millisecond, Logger: quiet()})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := runAsync(s, ctx)
+	done := runAsync(ctx, s)
 	f.nextStart(t).exit(nil)
 	// Later starts fail; the supervisor keeps retrying until shutdown.
 	deadline := time.Now().Add(timeout)

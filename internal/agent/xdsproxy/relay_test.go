@@ -119,7 +119,7 @@ func startRelayWith(t *testing.T, opts Options) (*Proxy, discoveryv3.AggregatedD
 	if err != nil {
 		t.Fatal(err)
 	}
-	go p.Serve(lis)
+	go func() { _ = p.Serve(lis) }()
 	t.Cleanup(p.Stop)
 	cc, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

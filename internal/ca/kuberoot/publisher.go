@@ -23,9 +23,10 @@ import (
 )
 
 const (
-	// ConfigMapName and DataKey are Istio's (CA_CERT_CONFIGMAP_NAME default).
+	// ConfigMapName is Istio's (CA_CERT_CONFIGMAP_NAME default).
 	ConfigMapName = "istio-ca-root-cert"
-	DataKey       = "root-cert.pem"
+	// DataKey is the key of the trust bundle in it, Istio's.
+	DataKey = "root-cert.pem"
 )
 
 // configMapLabels mark the ConfigMap as mesh config, as Istio labels it.

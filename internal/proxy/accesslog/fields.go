@@ -8,7 +8,7 @@ import (
 // the file logger's config and its format is honoured (Build reads it) or
 // refused by name with the fix, so that an update asking for a log strait
 // would write differently is NACKed rather than logged wrongly.
-// fields_test.go fails on a field in neither list.
+// TestAccessLogFieldsClassified fails on a field in neither list.
 
 // accessLogHonoured maps each honoured AccessLog field to the code that
 // reads it.

@@ -192,7 +192,7 @@ func Build(logs []*accesslogv3.AccessLog, files *Files) (Loggers, error) {
 	var out Loggers
 	for i, al := range logs {
 		path := fmt.Sprintf("access_log[%d]", i)
-		if err := fieldaudit.Check(path, al.ProtoReflect(), accessLogHonoured, accessLogRefused); err != nil { // fields.go
+		if err := fieldaudit.Check(path, al.ProtoReflect(), accessLogHonoured, accessLogRefused); err != nil {
 			return nil, err
 		}
 		tc := al.GetTypedConfig()
@@ -204,7 +204,7 @@ func Build(logs []*accesslogv3.AccessLog, files *Files) (Loggers, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		path += ".typed_config"
-		if err := fieldaudit.Check(path, fl.ProtoReflect(), fileLogHonoured, fileLogRefused); err != nil { // fields.go
+		if err := fieldaudit.Check(path, fl.ProtoReflect(), fileLogHonoured, fileLogRefused); err != nil {
 			return nil, err
 		}
 		if fl.GetPath() == "" {
@@ -230,7 +230,7 @@ func buildFormat(sf *corev3.SubstitutionFormatString, path string) (*Format, err
 	if sf == nil {
 		return ParseText(DefaultFormat)
 	}
-	if err := fieldaudit.Check(path, sf.ProtoReflect(), formatHonoured, formatRefused); err != nil { // fields.go
+	if err := fieldaudit.Check(path, sf.ProtoReflect(), formatHonoured, formatRefused); err != nil {
 		return nil, err
 	}
 	if err := fieldaudit.Only(path+".json_format_options", sf.GetJsonFormatOptions().ProtoReflect(), jsonFormatOptionsFields); err != nil {

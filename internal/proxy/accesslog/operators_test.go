@@ -196,7 +196,8 @@ func TestEveryOperator(t *testing.T) {
 			t.Errorf("TCP %s: %q, want -", format, got)
 		}
 	}
-	if f, _ := ParseText("%UNIQUE_ID%"); string(f.Append(nil, hr)) == string(f.Append(nil, hr)) {
+	f, _ := ParseText("%UNIQUE_ID%")
+	if first, second := f.Append(nil, hr), f.Append(nil, hr); string(first) == string(second) {
 		t.Error("UNIQUE_ID repeats")
 	}
 	for name := range operators {

@@ -1,5 +1,6 @@
-// Package bootstrap reads an Envoy v3 bootstrap (JSON or YAML) and extracts
-// the parts strait-proxy acts on: node, admin address, static resources and
+// Package bootstrap reads an Envoy v3 bootstrap (JSON or YAML), refuses by
+// name the fields strait-proxy does not implement (checkFields), and
+// extracts the parts it acts on: node, admin address, static resources and
 // the ADS config source.
 package bootstrap
 
@@ -45,6 +46,9 @@ func Parse(data []byte) (*bootstrapv3.Bootstrap, error) {
 	}
 	if err := b.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("invalid: %w", err)
+	}
+	if err := checkFields(b); err != nil {
+		return nil, err
 	}
 	if ads := b.GetDynamicResources().GetAdsConfig(); ads != nil {
 		if _, err := ADSCluster(b); err != nil {

@@ -5,6 +5,7 @@ package bootstrap
 // registry so protojson can read and print them (bootstrap parsing and
 // /config_dump).
 import (
+	// Registered for protojson; nothing of them is called.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/grpc_stats/v3"

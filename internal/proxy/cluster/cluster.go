@@ -29,12 +29,13 @@ const defaultConnectTimeout = 5 * time.Second
 // Kind is how a cluster finds its endpoints.
 type Kind int
 
+// The cluster types strait-proxy serves (Envoy's Cluster.type).
 const (
 	KindStatic Kind = iota
 	KindEDS
 	KindOriginalDst
 	// KindStrictDNS and KindLogicalDNS resolve their load_assignment's
-	// names (dns.go).
+	// names (dnsDiscovery).
 	KindStrictDNS
 	KindLogicalDNS
 )
@@ -52,7 +53,7 @@ type Endpoint struct {
 	// TCP connection came on; a cluster with an upstream PROXY protocol
 	// transport socket announces it on its upstream connections, which
 	// are then never shared with another downstream connection
-	// (proxyproto.go).
+	// (unwrapProxyProtocol).
 	Downstream Downstream
 
 	// h is the host the load balancer picked (nil for ORIGINAL_DST and
@@ -64,7 +65,7 @@ type Endpoint struct {
 	// with one level).
 	priority uint32
 	// transportMatch is the endpoint's envoy.transport_socket_match
-	// metadata, canonical (transport.go); "" when it has none.
+	// metadata, canonical (transportMatchOf); "" when it has none.
 	transportMatch string
 	// localityMatch is the same metadata of the endpoint's locality
 	// (LocalityLbEndpoints.metadata), read when no match takes the
@@ -97,7 +98,7 @@ type Cluster struct {
 	Kind    Kind
 	EDSName string // EDS service name (KindEDS)
 	// edsFetchTimeout is eds_config's initial_fetch_timeout (KindEDS): how
-	// long the cluster warms waiting for its endpoints (warming.go); 0
+	// long the cluster warms waiting for its endpoints (startFetchTimerLocked); 0
 	// waits for ever.
 	edsFetchTimeout time.Duration
 	Stats           *stats.ClusterStats
@@ -113,15 +114,15 @@ type Cluster struct {
 	hc              *healthChecker // nil: no active health checking
 
 	hosts    atomic.Pointer[hostSet] // nil until the first endpoints
-	pool     *httpPool               // net/http codec
+	pool     *httpPool               // net/http Transport (requests from HTTP/2 streams)
 	h1       h1Pool                  // strait HTTP/1.1 codec
 	proto    UpstreamProtocol
 	h2       *h2Pool       // nil when proto is UpstreamHTTP1
 	dns      *dnsDiscovery // KindStrictDNS and KindLogicalDNS only
 	dnsReady atomic.Bool   // the first resolution is done
-	// tls is the upstream TLS socket (transport.go); nil: plaintext.
+	// tls is the upstream TLS socket (socketFor); nil: plaintext.
 	tls           *tlsconf.Client
-	proxyProto    proxyVersion  // upstream_proxy_protocol around every transport socket (proxyproto.go)
+	proxyProto    proxyVersion  // upstream_proxy_protocol around every transport socket (writeProxyHeader)
 	socketMatches []socketMatch // transport_socket_matches, in order
 }
 
@@ -174,7 +175,7 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 		if cs := c.GetEdsClusterConfig().GetEdsConfig(); cs != nil && cs.GetAds() == nil {
 			return nil, fmt.Errorf("cluster %q: eds_cluster_config.eds_config must be {ads: {}}", c.GetName())
 		}
-		if err := checkEDSConfig(c.GetEdsClusterConfig()); err != nil { // fields.go
+		if err := checkEDSConfig(c.GetEdsClusterConfig()); err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 		}
 		t, err := xdsclient.InitialFetchTimeout(c.GetEdsClusterConfig().GetEdsConfig())
@@ -215,7 +216,7 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 
 // endpointList is a cluster's endpoints with their load balancing weights
 // and, when the load assignment has more than one priority or locality,
-// where each endpoint sits (priority.go).
+// where each endpoint sits (buildLevels).
 type endpointList struct {
 	eps     []Endpoint
 	weights []uint32 // load_balancing_weight per endpoint; nil: all 1
@@ -265,7 +266,7 @@ func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) (endpointList, error) 
 				w = 1
 			}
 			weighted = weighted || w != 1
-			out.eps = append(out.eps, Endpoint{Network: n, Address: a, transportMatch: transportMatchOf(lbe.GetMetadata()), localityMatch: transportMatchOf(lle.GetMetadata())}) // transport.go
+			out.eps = append(out.eps, Endpoint{Network: n, Address: a, transportMatch: transportMatchOf(lbe.GetMetadata()), localityMatch: transportMatchOf(lle.GetMetadata())})
 			out.weights = append(out.weights, w)
 			out.group = append(out.group, gi)
 		}

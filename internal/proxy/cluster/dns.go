@@ -42,7 +42,7 @@ type dnsTarget struct {
 	port   uint32
 	weight uint32
 	// transportMatch and localityMatch are the lb_endpoint's and its
-	// locality's transport socket match metadata (transport.go), which
+	// locality's transport socket match metadata (transportMatchOf), which
 	// every address the name resolves to carries, as Envoy's resolved
 	// hosts keep their lb_endpoint's metadata.
 	transportMatch, localityMatch string

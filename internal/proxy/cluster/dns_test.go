@@ -51,7 +51,7 @@ func startTestDNS(t *testing.T) *testDNS {
 	<-started
 	t.Cleanup(func() {
 		srv.Shutdown()
-		<-errc
+		_ = <-errc
 	})
 	return d
 }
@@ -119,7 +119,7 @@ func dnsCluster(t *testing.T, typ clusterv3.Cluster_DiscoveryType, server string
 	for _, tg := range targets {
 		host, port, _ := strings.Cut(tg, ":")
 		var p uint32
-		fmt.Sscan(port, &p)
+		_, _ = fmt.Sscan(port, &p)
 		lbs = append(lbs, &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
 			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 				Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: p}}}}}}})

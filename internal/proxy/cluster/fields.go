@@ -17,7 +17,7 @@ import (
 // why, and the fix), and the sub-messages the builders read have
 // allow-lists; a field outside them, or a newer API's unknown field, is
 // refused so that a control plane never believes it configured something
-// strait ignores. fields_test.go fails on a Cluster field in neither list.
+// strait ignores. TestClusterFieldsClassified fails on a Cluster field in neither list.
 
 // clusterHonoured maps each honoured Cluster field to the code that reads
 // it.
@@ -50,7 +50,7 @@ var clusterHonoured = map[protoreflect.Name]string{
 	"wait_for_warm_on_init":             "true only: clusters always warm (checkClusterFields)",
 	"upstream_connection_options":       "pick.go",
 	// The DNS fields: honoured on STRICT_DNS and LOGICAL_DNS clusters
-	// (dns.go), refused on the others (checkClusterFields).
+	// (newDNSDiscovery), refused on the others (checkClusterFields).
 	"dns_refresh_rate":          "dns.go",
 	"dns_jitter":                "dns.go",
 	"dns_failure_refresh_rate":  "dns.go",
@@ -136,7 +136,7 @@ func checkClusterFields(c *clusterv3.Cluster) error {
 // checkAssignment refuses the ClusterLoadAssignment fields strait does not
 // implement: named endpoints, and policy fields other than the
 // overprovisioning factor. Priorities and locality weights are implemented
-// (priority.go); a locality is a label (weights, not zone-aware routing,
+// (buildLevels); a locality is a label (weights, not zone-aware routing,
 // decide between localities).
 func checkAssignment(cla *endpointv3.ClusterLoadAssignment) error {
 	if err := fieldaudit.Only("cluster_load_assignment", cla.ProtoReflect(), claFields); err != nil {

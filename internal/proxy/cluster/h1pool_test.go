@@ -71,7 +71,7 @@ func TestIdlePooledConnWatched(t *testing.T) {
 	}
 	ep := Endpoint{Network: "tcp", Address: ln.Addr().String()}
 	for _, late := range []func(net.Conn){
-		func(s net.Conn) { s.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPWNED!")) },
+		func(s net.Conn) { _, _ = s.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nPWNED!")) },
 		func(s net.Conn) { s.Close() },
 	} {
 		uc, err := c.DialConn(context.Background(), ep)

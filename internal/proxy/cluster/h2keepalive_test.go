@@ -69,13 +69,13 @@ func (b *silentH2Backend) serve(n int, c net.Conn) {
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
-				fr.WriteSettingsAck()
+				_ = fr.WriteSettingsAck()
 			}
 		case *http2.HeadersFrame:
 			hb.Reset()
-			enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hb.Bytes(), EndHeaders: true})
-			fr.WriteData(f.StreamID, true, []byte("ok"))
+			_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+			_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hb.Bytes(), EndHeaders: true})
+			_ = fr.WriteData(f.StreamID, true, []byte("ok"))
 		case *http2.PingFrame:
 			// Never ACKed.
 		}

@@ -103,7 +103,7 @@ func newH2Pool(c *Cluster, s HTTP2Settings) *h2Pool {
 	t2.AllowHTTP = true
 	t2.DisableCompression = true
 	t2.IdleConnTimeout = idle
-	t2.MaxHeaderListSize = h2ResponseHeaderListSize // responsehead.go
+	t2.MaxHeaderListSize = h2ResponseHeaderListSize
 	// x/net/http2's health check: after ReadIdleTimeout without a frame
 	// it sends a PING and closes the connection (MarkDead, so the next
 	// request dials anew) if nothing arrives within PingTimeout. Zero

@@ -105,7 +105,7 @@ func TestH2PoolMultiplexes(t *testing.T) {
 		be := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) {
 			wg.Done()
 			wg.Wait() // every request is in flight at once
-			io.WriteString(w, "ok")
+			_, _ = io.WriteString(w, "ok")
 		})
 		cfg := originalDstCluster("h2")
 		o := &corev3.Http2ProtocolOptions{}
@@ -149,7 +149,7 @@ func TestH2PoolNewConnAfterGoaway(t *testing.T) {
 		if r.URL.Path == "/goaway" {
 			w.Header().Set("Connection", "close")
 		}
-		io.WriteString(w, r.RemoteAddr)
+		_, _ = io.WriteString(w, r.RemoteAddr)
 	})
 	cfg := originalDstCluster("h2")
 	cfg.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{} //nolint:staticcheck // the legacy field is what this checks
@@ -262,8 +262,8 @@ func TestHTTPProtocolOptions(t *testing.T) {
 // opening another, and a second endpoint, with no connection to share,
 // overflows.
 func TestH2PoolMaxConnections(t *testing.T) {
-	be1 := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	be2 := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	be1 := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	be2 := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 	cfg := originalDstCluster("h2")
 	cfg.TypedExtensionProtocolOptions = httpOptions(t, explicitH2(&corev3.Http2ProtocolOptions{MaxConcurrentStreams: wrapperspb.UInt32(1)}))
 	cfg.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxConnections: wrapperspb.UInt32(1)}}}
@@ -303,7 +303,7 @@ func TestH2PoolRetiresConnections(t *testing.T) {
 		{"no limit", nil, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			be := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+			be := newH2Backend(t, func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
 			cfg := originalDstCluster("h2")
 			o := explicitH2(&corev3.Http2ProtocolOptions{})
 			o.CommonHttpProtocolOptions = tc.common

@@ -41,7 +41,7 @@ type hostSet struct {
 	// levels are the hosts by priority (index), when the assignment has
 	// more than one priority, or localities that locality weighted load
 	// balancing weighs; nil otherwise, and then lb picks among all hosts
-	// (priority.go).
+	// (buildLevels).
 	levels []*priorityLevel
 	// overprovisioning is the overprovisioning factor, in percent.
 	overprovisioning uint32

@@ -49,7 +49,7 @@ func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn
 		ReadBufferSize:        16 << 10,
 		ExpectContinueTimeout: 0,
 		// Its 10 MiB default would let a response head through that
-		// the strait codec refuses (responsehead.go).
+		// the strait codec refuses (CheckResponseHead).
 		MaxResponseHeaderBytes: MaxResponseHeadBytes,
 	}
 }

@@ -33,7 +33,7 @@ type lbConfig struct {
 	choiceCount uint32
 	slow        *slowStart // ROUND_ROBIN and LEAST_REQUEST; nil: none
 	// localityWeighted is common_lb_config.locality_weighted_lb_config:
-	// localities take load by their weights (priority.go).
+	// localities take load by their weights (pickLevels).
 	localityWeighted bool
 }
 
@@ -109,7 +109,7 @@ func parseLB(c *clusterv3.Cluster) (lbConfig, error) {
 			return lb, err
 		}
 	case *clusterv3.Cluster_OriginalDstLbConfig_:
-		// Its fields are checked with the ORIGINAL_DST type (origdst.go).
+		// Its fields are checked with the ORIGINAL_DST type (checkOriginalDst).
 		if lb.policy != clusterv3.Cluster_CLUSTER_PROVIDED {
 			return lb, mismatch("original_dst_lb_config")
 		}

@@ -41,7 +41,7 @@ type Manager struct {
 	edsVersion string
 	onWarmed   func() // called, without mu, when a cluster leaves warming on its own
 	// fetchTimers end the warming of EDS clusters whose endpoints do not
-	// come within their initial fetch timeout (warming.go).
+	// come within their initial fetch timeout (startFetchTimerLocked).
 	fetchTimers map[*Cluster]*time.Timer
 }
 

@@ -27,7 +27,7 @@ func peerServer(t *testing.T) string {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
-		io.WriteString(w, host)
+		_, _ = io.WriteString(w, host)
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })

@@ -28,11 +28,11 @@ const (
 type LocalFailure int
 
 const (
-	// LocalConnectFailed: the connection could not be opened.
+	// LocalConnectFailed is a connection that could not be opened.
 	LocalConnectFailed LocalFailure = iota + 1
-	// LocalTimeout: the upstream did not answer in time.
+	// LocalTimeout is an upstream that did not answer in time.
 	LocalTimeout
-	// LocalReset: the connection broke before a whole response.
+	// LocalReset is a connection that broke before a whole response.
 	LocalReset
 )
 

@@ -149,7 +149,7 @@ func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool, ex
 	var h *host
 	var priority uint32
 	if s.levels != nil {
-		h, priority = c.pickLevels(s, hash, hasHash, excluded) // priority.go
+		h, priority = c.pickLevels(s, hash, hasHash, excluded)
 	} else if ss := c.lb.slow; ss != nil && time.Since(s.newest) < ss.window {
 		// A host is warming up: weights change with time.
 		h = ss.pick(c.lb, s.hosts, time.Now(), nil)

@@ -73,8 +73,8 @@ var serviceDesc = grpc.ServiceDesc{
 // echo returns its input, with header metadata "x-echo" and trailer
 // metadata "x-trailer" set to it.
 func (s *Server) echo(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
-	grpc.SetHeader(ctx, metadata.Pairs("x-echo", in.GetValue()))
-	grpc.SetTrailer(ctx, metadata.Pairs("x-trailer", in.GetValue()))
+	_ = grpc.SetHeader(ctx, metadata.Pairs("x-echo", in.GetValue()))
+	_ = grpc.SetTrailer(ctx, metadata.Pairs("x-trailer", in.GetValue()))
 	switch in.GetValue() {
 	case FailInput:
 		return nil, status.Error(FailCode, FailMessage)

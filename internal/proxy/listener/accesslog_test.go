@@ -52,7 +52,7 @@ func TestAccessLogTLSPassthrough(t *testing.T) {
 		}
 		defer c.Close()
 		peers <- c.RemoteAddr().String()
-		io.Copy(c, c)
+		_, _ = io.Copy(c, c)
 	}()
 	beAddr := netip.MustParseAddrPort(beLn.Addr().String())
 
@@ -176,7 +176,7 @@ func TestAccessLogRBACDenied(t *testing.T) {
 		{"10.0.0.1:9002", "10.0.0.1:9002 rbac_access_denied_matched_policy[none] - - - 0"},
 		{"10.0.0.1:9003", "10.0.0.1:9003 - - be "},
 	} {
-		os.Truncate(path, 0)
+		_ = os.Truncate(path, 0)
 		od.set(tc.dst)
 		dialLine(t, in.String())
 		var got string

@@ -89,7 +89,7 @@ func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster
 	var in inspection
 	if l.TLSInspector {
 		var ok bool
-		c, in, ok = inspectTLS(c, l.FiltersTimeout, l.ContinueOnTimeout) // tlsinspector.go
+		c, in, ok = inspectTLS(c, l.FiltersTimeout, l.ContinueOnTimeout)
 		if !ok {
 			m.log.Debug("listener filters timed out; closing", "listener", l.Name, "destination", dst.String())
 			c.Close()
@@ -103,7 +103,7 @@ func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster
 		return
 	}
 	if fc.tls != nil {
-		tc, ok := m.terminateTLS(l, fc, c) // tls.go
+		tc, ok := m.terminateTLS(l, fc, c)
 		if !ok {
 			return
 		}

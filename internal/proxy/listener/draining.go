@@ -8,7 +8,7 @@ import (
 // Draining listeners, as Envoy's listener manager keeps them
 // (source/common/listener_manager/listener_manager_impl.cc, drainListener):
 // an LDS listener version that an update replaces (other than in place,
-// inplace.go) or removes drains for the drain time (--drain-time-s), and
+// inPlaceUpdate) or removes drains for the drain time (--drain-time-s), and
 // until then the config dump shows it as the listener's draining_state and
 // listener_manager.total_listeners_draining counts it. Its connections end
 // as the drain ends them: HTTP ones at a request boundary (hcm.Drain);

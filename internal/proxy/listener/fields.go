@@ -12,7 +12,7 @@ import (
 // its filter chains and their match, and its listener filters is honoured
 // (Build reads it) or refused by name with the fix, so that a listener is
 // NACKed rather than served without what it asks. A field a newer API
-// adds is refused as unknown until fields_test.go, which fails on it, gets
+// adds is refused as unknown until TestListenerFieldsClassified, which fails on it, gets
 // it classified.
 
 // listenerHonoured maps each honoured Listener field to the code that
@@ -43,7 +43,7 @@ var listenerHonoured = map[protoreflect.Name]string{
 // listenerRefused maps each refused Listener field to why, and the fix.
 var listenerRefused = map[protoreflect.Name]string{
 	// Filter chain discovery and the matcher API would change which chain
-	// serves a connection and which chains an update drains (inplace.go).
+	// serves a connection and which chains an update drains (adoptChains).
 	"filter_chain_matcher":                         "use filter_chains[].filter_chain_match",
 	"fcds_config":                                  "list the filter chains in filter_chains",
 	"stats_matcher":                                "every listener stat is kept; remove it",
@@ -81,7 +81,7 @@ var filterChainRefused = map[protoreflect.Name]string{
 }
 
 // filterChainMatchHonoured maps each honoured FilterChainMatch field to the
-// level of match (filterchain.go) that reads it.
+// level of match (buildChain) that reads it.
 var filterChainMatchHonoured = map[protoreflect.Name]string{
 	"destination_port":      "match: the destination port level",
 	"prefix_ranges":         "match: the destination IP level",

@@ -20,7 +20,7 @@ import (
 type filterChain struct {
 	name string
 	// config is the chain's config: an in-place listener update keeps the
-	// chains whose config is unchanged (inplace.go).
+	// chains whose config is unchanged (adoptChains).
 	config *listenerv3.FilterChain
 	// drain ends the connections served on this chain gracefully once
 	// the chain is drained: its listener version replaced or removed, the
@@ -37,23 +37,23 @@ type filterChain struct {
 	serverNames []string        // lower case; "*.example.com" is a wildcard
 	transport   string          // transport_protocol: "", "tls" or "raw_buffer"
 	alpn        []string        // application_protocols
-	tls         *tlsconf.Server // transport_socket TLS (tls.go); nil: plaintext
-	// handshakeTimeout bounds the TLS handshake (tls.go).
+	tls         *tlsconf.Server // transport_socket TLS (buildChainTLS); nil: plaintext
+	// handshakeTimeout bounds the TLS handshake (terminateTLS).
 	handshakeTimeout time.Duration
 	// rbac are the envoy.filters.network.rbac filters before the terminal
-	// one, in order (conn.go).
+	// one, in order (Manager.serve).
 	rbac []*rbac.Filter
 	tcp  *tcpproxy.Filter
 	http *hcm.Filter
 	// rdsFetchTimeout is the initial_fetch_timeout of http's RDS config
-	// source (warming.go): how long a listener version warms waiting for
+	// source (routeDeps): how long a listener version warms waiting for
 	// the route configuration; 0 waits for ever.
 	rdsFetchTimeout time.Duration
 }
 
 func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 	c := &filterChain{name: fc.GetName(), config: fc, drain: hcm.NewDrain()}
-	if err := buildChainTLS(fc, c, d); err != nil { // tls.go
+	if err := buildChainTLS(fc, c, d); err != nil {
 		return nil, err
 	}
 	m := fc.GetFilterChainMatch()
@@ -67,7 +67,7 @@ func buildChain(fc *listenerv3.FilterChain, d Deps) (*filterChain, error) {
 			return nil, fmt.Errorf("filter_chain_match.transport_protocol %q is not supported (want raw_buffer or tls)", tp)
 		}
 		// The fields the levels below do not read are refused by
-		// checkFilterChainFields (fields.go).
+		// checkFilterChainFields.
 		c.alpn = m.GetApplicationProtocols()
 		for _, n := range m.GetServerNames() {
 			n = strings.ToLower(n)

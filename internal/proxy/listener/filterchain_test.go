@@ -19,7 +19,7 @@ func cidr(prefix string, bits uint32) *corev3.CidrRange {
 	return &corev3.CidrRange{AddressPrefix: prefix, PrefixLen: wrapperspb.UInt32(bits)}
 }
 
-// namedChain is tcpChain (handoff_test.go) with the chain named after its
+// namedChain is tcpChain with the chain named after its
 // cluster.
 func namedChain(t *testing.T, name string, m *listenerv3.FilterChainMatch) *listenerv3.FilterChain {
 	c := tcpChain(t, name, m)

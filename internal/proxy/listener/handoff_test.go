@@ -44,7 +44,7 @@ func nameServer(t *testing.T, name string) string {
 			go func() {
 				defer c.Close()
 				fmt.Fprintf(c, "%s %s\n", name, c.RemoteAddr().(*net.TCPAddr).IP)
-				io.Copy(c, c) // echo until the proxy half-closes
+				_, _ = io.Copy(c, c) // echo until the proxy half-closes
 			}()
 		}
 	}()
@@ -111,7 +111,7 @@ func dialLine(t *testing.T, a string) string {
 	}
 	// Half-close: the echo must still come back.
 	fmt.Fprint(c, "ping")
-	c.(*net.TCPConn).CloseWrite()
+	_ = c.(*net.TCPConn).CloseWrite()
 	rest, _ := io.ReadAll(r)
 	if string(rest) != "ping" {
 		t.Errorf("echo after half-close = %q", rest)

@@ -13,7 +13,7 @@ func TestInspectWithoutTimeout(t *testing.T) {
 	go func() {
 		time.Sleep(20 * time.Millisecond)                                                               // the client is slow to speak
 		tc := tls.Client(client, &tls.Config{ServerName: "late.example.com", InsecureSkipVerify: true}) //nolint:gosec // test peer
-		tc.Handshake()                                                                                  // fails when the test closes the pair
+		_ = tc.Handshake()                                                                              // fails when the test closes the pair
 	}()
 	_, in, ok := inspectTLS(server, 0, false)
 	if !ok || in.sni != "late.example.com" || in.transport != transportTLS {

@@ -52,7 +52,7 @@ type Listener struct {
 	OriginalSrc *OriginalSrc
 	// TLSInspector is set by the listener filter tls_inspector: the
 	// connection's ClientHello is read for filter chain matching
-	// (tlsinspector.go), under FiltersTimeout (0: none), after which the
+	// (inspectTLS), under FiltersTimeout (0: none), after which the
 	// connection closes unless ContinueOnTimeout.
 	TLSInspector      bool
 	FiltersTimeout    time.Duration
@@ -84,7 +84,7 @@ func buildOriginalSrc(lf *listenerv3.ListenerFilter) (*OriginalSrc, error) {
 	} else if lf.GetConfigType() != nil {
 		return nil, fmt.Errorf("listener filter %q: only typed_config is supported", lf.GetName())
 	}
-	if err := fieldaudit.Check("original_src", cfg.ProtoReflect(), originalSrcHonoured, originalSrcRefused); err != nil { // fields.go
+	if err := fieldaudit.Check("original_src", cfg.ProtoReflect(), originalSrcHonoured, originalSrcRefused); err != nil {
 		return nil, fmt.Errorf("listener filter %q: %w", lf.GetName(), err)
 	}
 	return &OriginalSrc{Mark: cfg.GetMark()}, nil
@@ -134,7 +134,7 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 		UseOriginalDst: l.GetUseOriginalDst().GetValue(),
 		Transparent:    l.GetTransparent().GetValue(),
 	}
-	if err := checkListenerFields(l); err != nil { // fields.go
+	if err := checkListenerFields(l); err != nil {
 		return nil, err
 	}
 	if out.Bind && len(l.GetAdditionalAddresses()) > 0 {
@@ -171,7 +171,7 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 		out.FiltersTimeout = t.AsDuration()
 	}
 	for i, fc := range l.GetFilterChains() {
-		if err := checkFilterChainFields(fmt.Sprintf("filter_chains[%d]", i), fc); err != nil { // fields.go
+		if err := checkFilterChainFields(fmt.Sprintf("filter_chains[%d]", i), fc); err != nil {
 			return nil, err
 		}
 		c, err := buildChain(fc, d)
@@ -183,7 +183,7 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 		}
 	}
 	if fc := l.GetDefaultFilterChain(); fc != nil {
-		if err := checkFilterChainFields("default_filter_chain", fc); err != nil { // fields.go
+		if err := checkFilterChainFields("default_filter_chain", fc); err != nil {
 			return nil, err
 		}
 		c, err := buildChain(fc, d)

@@ -49,14 +49,14 @@ type Options struct {
 	// AccessLogs are the files of the filters' access logs.
 	AccessLogs *accesslog.Files
 	// Held: listeners bind their sockets but do not listen until
-	// StartListening (held.go), as Envoy's workers start only once the
+	// StartListening, as Envoy's workers start only once the
 	// server has initialized.
 	Held bool
 }
 
 // socket is a bound listening socket. It outlives listener versions with
 // the same address: an update swaps current, and new connections get it.
-// While the manager is held (held.go) it is bound but not listening: held
+// While the manager is held (holdLocked) it is bound but not listening: held
 // is set and ln is nil. ln and held are guarded by Manager.mu; the accept
 // loops, started once ln is set, read ln.
 type socket struct {
@@ -102,26 +102,26 @@ type Manager struct {
 	version string
 	closed  bool
 	// warming are the LDS listener versions waiting for their route
-	// configurations, by name (warming.go); the active set keeps the
+	// configurations, by name (promoteLocked); the active set keeps the
 	// version each replaces until it is warm.
 	warming map[string]*Listener
 	// fetches are the route configurations warming listeners wait for.
 	fetches  map[string]*routeFetch
 	onWarmed func()
 	// reserved are the sockets bound for warming listeners, not yet
-	// listening (reserve_linux.go), by listener name.
+	// listening (reserve), by listener name.
 	reserved map[string]*reservation
-	// held: sockets do not listen until StartListening (held.go).
+	// held: sockets do not listen until StartListening.
 	held bool
 	// drained is the admin drain in force (DrainListeners): listeners
 	// it covers, also ones added later, drain at once and, when it stops
 	// them, do not listen.
 	drained adminDrain
 	// draining are the LDS listener versions replaced or removed whose
-	// drain time has not passed yet, oldest first (draining.go).
+	// drain time has not passed yet, oldest first (addDrainingLocked).
 	draining []*drainingListener
 	// ending are the drains whose drain time has not passed yet: then
-	// their chains' connections are closed (draining.go).
+	// their chains' connections are closed (endDrainLocked).
 	ending map[*drainEnd]*time.Timer
 }
 
@@ -235,7 +235,7 @@ func copySet(s *set) *set {
 
 // ApplyLDS applies a state-of-the-world LDS response. On error nothing
 // changes. A listener that is new or changed warms until its route
-// configurations are there (warming.go); the version it replaces keeps
+// configurations are there (routesReadyLocked); the version it replaces keeps
 // serving meanwhile. It returns the RDS route configuration names the
 // active and warming listeners use.
 func (m *Manager) ApplyLDS(version string, ls []*listenerv3.Listener) ([]string, error) {
@@ -476,7 +476,7 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 	// The versions replaced or removed drain their connections (Envoy's
 	// listener drain on update); an unchanged listener is the same
 	// version and keeps them; an in-place update drains only the chains
-	// it dropped (inplace.go).
+	// it dropped (adoptChains).
 	for name, l := range cur.byName {
 		n := next.byName[name]
 		switch dropped, inPlace := inPlaced[name]; {

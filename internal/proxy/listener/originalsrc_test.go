@@ -205,7 +205,7 @@ func listenerSockopt(t *testing.T, m *Manager, name string) int {
 	}
 	var v int
 	var serr error
-	raw.Control(func(fd uintptr) { v, serr = unix.GetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT) })
+	_ = raw.Control(func(fd uintptr) { v, serr = unix.GetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT) })
 	if serr != nil {
 		t.Fatal(serr)
 	}

@@ -60,7 +60,7 @@ func buildTLSInspector(lf *listenerv3.ListenerFilter) error {
 	if err := tc.UnmarshalTo(&cfg); err != nil {
 		return fmt.Errorf("listener filter %q: typed_config: %w", lf.GetName(), err)
 	}
-	if err := fieldaudit.Check("tls_inspector", cfg.ProtoReflect(), tlsInspectorHonoured, tlsInspectorRefused); err != nil { // fields.go
+	if err := fieldaudit.Check("tls_inspector", cfg.ProtoReflect(), tlsInspectorHonoured, tlsInspectorRefused); err != nil {
 		return fmt.Errorf("listener filter %q: %w", lf.GetName(), err)
 	}
 	switch {

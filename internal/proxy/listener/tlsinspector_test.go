@@ -89,7 +89,7 @@ func TestInspectTLS(t *testing.T) {
 
 func TestInspectPlainText(t *testing.T) {
 	client, server := tcpPair(t)
-	client.Write([]byte("hello"))
+	_, _ = client.Write([]byte("hello"))
 	c, in, ok := inspectTLS(server, 5*time.Second, false)
 	if !ok || in.sni != "" || in.transport != transportRaw {
 		t.Fatalf("inspection = %+v, %v; want raw_buffer", in, ok)
@@ -103,7 +103,7 @@ func TestInspectPlainText(t *testing.T) {
 func TestInspectTimeout(t *testing.T) {
 	for _, cont := range []bool{false, true} {
 		client, server := tcpPair(t)
-		client.Write([]byte{0x16, 0x03}) // a handshake record that never completes
+		_, _ = client.Write([]byte{0x16, 0x03}) // a handshake record that never completes
 		_, in, ok := inspectTLS(server, 50*time.Millisecond, cont)
 		if ok != cont || in.transport != transportRaw {
 			t.Errorf("continue_on_listener_filters_timeout %v: ok %v, %+v", cont, ok, in)

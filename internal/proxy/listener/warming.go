@@ -17,10 +17,10 @@ import (
 // listener is not bound (a client's connect is refused) and the version it
 // replaces keeps serving on its socket; once warm, it takes the old one's
 // place (the old version drains, or only its dropped filter chains do:
-// inplace.go) or starts listening. The clusters the filters name need no
+// adoptChains) or starts listening. The clusters the filters name need no
 // wait here: the proxy asks for listeners only once its first clusters are
-// warm (proxy/startup.go), and a changed cluster's old version serves
-// while the new one warms (cluster/warming.go).
+// warm (the proxy's start-up, Proxy.checkReady), and a changed cluster's old version serves
+// while the new one warms (cluster.Manager's warming).
 //
 // Each RDS subscription has the initial_fetch_timeout of its config
 // source (Envoy's default 15 s; 0: none). When it passes without the route
@@ -33,7 +33,7 @@ import (
 // Unlike Envoy, the listeners of the first LDS response warm the same way
 // (Envoy adds them active at once but accepts nothing before its init
 // manager, which waits for their RDS, is done): either way no connection
-// is served before the routes are there. With Options.Held (held.go) a
+// is served before the routes are there. With Options.Held (holdLocked) a
 // warm listener then still waits, bound, for StartListening.
 
 // routeDeps returns the RDS route configurations the listener's HTTP
@@ -241,7 +241,7 @@ type ListenerState struct {
 // DynamicListener is an LDS listener as Envoy's config dump shows it: the
 // version serving (Active), the one waiting for its routes (Warming) and
 // the latest one an update replaced or removed that is still draining
-// (Draining, draining.go); any may be nil.
+// (Draining, addDrainingLocked); any may be nil.
 type DynamicListener struct {
 	Name                      string
 	Active, Warming, Draining *ListenerState

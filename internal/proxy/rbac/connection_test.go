@@ -60,7 +60,7 @@ func TestConnectionOf(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			var nc net.Conn = c
+			nc := c
 			if i > 0 {
 				tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert})
 				if tc.Handshake() != nil {

@@ -136,7 +136,7 @@ func buildCommon(c *tlsv3.CommonTlsContext, p *Provider, path string) (*common, 
 			return nil, err
 		}
 		out.sans = sans
-		if out.crls, err = parseCRLs(def, defPath); err != nil { // crl.go
+		if out.crls, err = parseCRLs(def, defPath); err != nil {
 			return nil, err
 		}
 		if out.crls != nil && out.roots == nil {

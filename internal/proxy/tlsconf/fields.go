@@ -1,7 +1,7 @@
 // Package tlsconf is strait-proxy's TLS transport socket
 // (envoy.transport_sockets.tls): it turns an UpstreamTlsContext or a
 // DownstreamTlsContext into crypto/tls handshakes whose certificates and
-// trust bundles come inline, from files, or over SDS (secrets.go), and are
+// trust bundles come inline, from files, or over SDS (Provider), and are
 // read per handshake so that a rotated secret applies to new handshakes
 // while established connections keep theirs.
 package tlsconf
@@ -18,7 +18,7 @@ import (
 // for something this socket does not implement gets a NACK that names it
 // instead of a silently weaker connection. The messages that only carry
 // SDS and data sources have allow-lists (a field outside one is refused).
-// fields_test.go fails on a field in neither list.
+// TestTLSFieldsClassified fails on a field in neither list.
 
 // upstreamHonoured maps each honoured UpstreamTlsContext field to the code
 // that reads it.

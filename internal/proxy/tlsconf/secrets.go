@@ -328,13 +328,13 @@ func trustedCA(vc *tlsv3.CertificateValidationContext, path string) (*x509.CertP
 // checkValidation refuses validation features this socket does not
 // implement in an SDS secret's validation context.
 func checkValidation(vc *tlsv3.CertificateValidationContext, path string) error {
-	return fieldaudit.Check(path, vc.ProtoReflect(), sdsValidationHonoured, sdsValidationRefused) // fields.go
+	return fieldaudit.Check(path, vc.ProtoReflect(), sdsValidationHonoured, sdsValidationRefused)
 }
 
 // checkStaticValidation is checkValidation for a validation context in
 // the TLS context itself, which may also carry revocation lists (crl).
 func checkStaticValidation(vc *tlsv3.CertificateValidationContext, path string) error {
-	return fieldaudit.Check(path, vc.ProtoReflect(), validationHonoured, validationRefused) // fields.go
+	return fieldaudit.Check(path, vc.ProtoReflect(), validationHonoured, validationRefused)
 }
 
 // dataSource reads an inline or file data source.

@@ -260,7 +260,7 @@ func (p *pair) dial(t *testing.T) (*tls.Conn, error, error) {
 		tc, err := p.server.Handshake(ctx, c)
 		srvErr <- err
 		if err == nil {
-			go func() { io.Copy(tc, tc); tc.Close() }()
+			go func() { _, _ = io.Copy(tc, tc); tc.Close() }()
 		}
 	}()
 	raw, err := net.Dial("tcp", lis.Addr().String())

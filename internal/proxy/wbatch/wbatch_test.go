@@ -119,16 +119,16 @@ func TestWritesCoalesce(t *testing.T) {
 	b := New(cc)
 	defer func() {
 		close(cc.gate)
-		go io.Copy(io.Discard, s)
+		go func() { _, _ = io.Copy(io.Discard, s) }()
 		b.Close()
 	}()
-	go io.Copy(io.Discard, s)
-	b.Write([]byte("first")) // the writer takes it and waits at the gate
+	go func() { _, _ = io.Copy(io.Discard, s) }()
+	_, _ = b.Write([]byte("first")) // the writer takes it and waits at the gate
 	for !waitingAtGate(b) {
 		runtime.Gosched()
 	}
 	for range 10 {
-		b.Write([]byte("frame"))
+		_, _ = b.Write([]byte("frame"))
 	}
 	cc.gate <- struct{}{} // first write
 	cc.gate <- struct{}{} // the ten queued meanwhile, together
@@ -159,7 +159,7 @@ func TestBackPressure(t *testing.T) {
 	c, s := net.Pipe() // unbuffered: a write completes only when read
 	defer s.Close()
 	b := New(c)
-	b.Write(make([]byte, 10)) // taken by the writer, stuck in the pipe
+	_, _ = b.Write(make([]byte, 10)) // taken by the writer, stuck in the pipe
 	for !waitingAtGate(b) {
 		runtime.Gosched()
 	}
@@ -167,7 +167,7 @@ func TestBackPressure(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			for _, n := range sizes {
-				b.Write(make([]byte, n))
+				_, _ = b.Write(make([]byte, n))
 			}
 			close(done)
 		}()
@@ -188,7 +188,7 @@ func TestBackPressure(t *testing.T) {
 		t.Fatal("Write did not block past maxBuffered bytes queued")
 	case <-time.After(200 * time.Millisecond):
 	}
-	go io.Copy(io.Discard, s)
+	go func() { _, _ = io.Copy(io.Discard, s) }()
 	select {
 	case <-last:
 	case <-time.After(5 * time.Second):
@@ -203,13 +203,13 @@ func TestLargeWriteIntoEmptyQueue(t *testing.T) {
 	c, s := net.Pipe()
 	defer s.Close()
 	b := New(c)
-	defer func() { go io.Copy(io.Discard, s); b.Close() }()
-	b.Write(make([]byte, 10)) // the writer is stuck with it; the queue is empty
+	defer func() { go func() { _, _ = io.Copy(io.Discard, s) }(); b.Close() }()
+	_, _ = b.Write(make([]byte, 10)) // the writer is stuck with it; the queue is empty
 	for !waitingAtGate(b) {
 		runtime.Gosched()
 	}
 	done := make(chan struct{})
-	go func() { b.Write(make([]byte, 2*maxBuffered)); close(done) }()
+	go func() { _, _ = b.Write(make([]byte, 2*maxBuffered)); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
@@ -238,7 +238,7 @@ func TestWriteErrorIsSticky(t *testing.T) {
 
 func TestCloseAndCloseWrite(t *testing.T) {
 	b, s := pair(t)
-	b.Write([]byte("half"))
+	_, _ = b.Write([]byte("half"))
 	if err := b.CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func TestCloseDoesNotHangOnAStuckPeer(t *testing.T) {
 	c, s := net.Pipe()
 	defer s.Close()
 	b := New(c)
-	b.Write([]byte("never read"))
+	_, _ = b.Write([]byte("never read"))
 	done := make(chan struct{})
 	go func() { b.Close(); close(done) }()
 	select {

@@ -49,11 +49,16 @@ type RejectionHandler interface {
 
 // Options configure a Client.
 type Options struct {
-	Node    *corev3.Node
-	Dial    func(ctx context.Context) (net.Conn, error) // connects to the management server
-	Handler Handler
-	Logger  *slog.Logger
-	Stats   *stats.Store
+	Node *corev3.Node
+	// NodeOnFirstRequestOnly is the ADS config source's
+	// set_node_on_first_message_only: the node goes on the first request
+	// of each stream only. Unset (Envoy's default), every request carries
+	// it.
+	NodeOnFirstRequestOnly bool
+	Dial                   func(ctx context.Context) (net.Conn, error) // connects to the management server
+	Handler                Handler
+	Logger                 *slog.Logger
+	Stats                  *stats.Store
 	// Backoff bounds between reconnection attempts; defaults 500ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
 	// ListenersAfter, when not nil, holds the LDS subscription back until
@@ -162,7 +167,7 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 	if err != nil {
 		return false, err
 	}
-	s := &streamState{stream: stream, node: c.opts.Node}
+	s := &streamState{stream: stream, node: c.opts.Node, nodeOnce: c.opts.NodeOnFirstRequestOnly}
 	for _, t := range c.types {
 		t.nonce, t.sent = "", false
 	}
@@ -218,8 +223,9 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 }
 
 type streamState struct {
-	stream discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
-	node   *corev3.Node
+	stream   discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	node     *corev3.Node // sent on the next request; nil once sent, with nodeOnce
+	nodeOnce bool         // set_node_on_first_message_only
 }
 
 func (s *streamState) send(t *typeState, detail error) error {
@@ -231,7 +237,9 @@ func (s *streamState) send(t *typeState, detail error) error {
 	}
 	if s.node != nil {
 		req.Node = s.node
-		s.node = nil // only the first request of a stream carries the node
+		if s.nodeOnce {
+			s.node = nil // only the first request of a stream carries the node
+		}
 	}
 	if detail != nil {
 		req.ErrorDetail = &statuspb.Status{Code: int32(codes.InvalidArgument), Message: detail.Error()}

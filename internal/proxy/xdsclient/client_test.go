@@ -181,13 +181,14 @@ func startClient(t *testing.T, h Handler, minBackoff, maxBackoff time.Duration, 
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, env.ads)
 	go func() { _ = gs.Serve(lis) }()
 	o := Options{
-		Node:       &corev3.Node{Id: "sidecar~10.0.0.1~a.demo~demo.svc.cluster.local"},
-		Dial:       func(ctx context.Context) (net.Conn, error) { return lis.DialContext(ctx) },
-		Handler:    h,
-		Logger:     slog.New(slog.DiscardHandler),
-		Stats:      env.stats,
-		MinBackoff: minBackoff,
-		MaxBackoff: maxBackoff,
+		Node:                   &corev3.Node{Id: "sidecar~10.0.0.1~a.demo~demo.svc.cluster.local"},
+		NodeOnFirstRequestOnly: true,
+		Dial:                   func(ctx context.Context) (net.Conn, error) { return lis.DialContext(ctx) },
+		Handler:                h,
+		Logger:                 slog.New(slog.DiscardHandler),
+		Stats:                  env.stats,
+		MinBackoff:             minBackoff,
+		MaxBackoff:             maxBackoff,
 	}
 	for _, f := range more {
 		f(&o)
@@ -273,6 +274,25 @@ func TestSubscribeAndACK(t *testing.T) {
 		}
 		if got := env.stats.Gauge("control_plane.connected_state").Load(); got != 1 {
 			t.Errorf("connected_state = %d, want 1", got)
+		}
+	})
+}
+
+// Without set_node_on_first_message_only (Envoy's default) every request
+// of a stream carries the node, also after a reconnection.
+func TestNodeOnEveryRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := startClient(t, &fakeHandler{}, time.Second, time.Minute, func(o *Options) { o.NodeOnFirstRequestOnly = false })
+		st := env.nextStream(t)
+		cds := st.recv(t)
+		lds := st.recv(t)
+		n := st.respond(t, xdsapi.ClusterType, "1", &clusterv3.Cluster{Name: "a"})
+		ack := st.recv(t)
+		want(t, ack, xdsapi.ClusterType, nil, "1", n, false)
+		for _, r := range []*discoveryv3.DiscoveryRequest{cds, lds, ack} {
+			if r.GetNode().GetId() != "sidecar~10.0.0.1~a.demo~demo.svc.cluster.local" {
+				t.Errorf("%s request (version %q) carries node %v, want the node on every request", shortType(r.GetTypeUrl()), r.GetVersionInfo(), r.GetNode())
+			}
 		}
 	})
 }

@@ -371,7 +371,7 @@ func TestWatchedNonAtomicRewrite(t *testing.T) {
 			pushes <- s
 		})
 	}()
-	defer func() { cancel(); <-runDone }()
+	defer func() { cancel(); _ = <-runDone }()
 
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
@@ -414,7 +414,7 @@ func TestWatchedEmptiedFile(t *testing.T) {
 	pushes := make(chan *proxypush.PushRequest, 16)
 	runDone := make(chan error, 1)
 	go func() { runDone <- r.Run(ctx, func(p *proxypush.PushRequest) { pushes <- p }) }()
-	defer func() { cancel(); <-runDone }()
+	defer func() { cancel(); _ = <-runDone }()
 
 	write(t, path, "")
 	p := waitPush(t, pushes)

@@ -27,7 +27,7 @@ func TestSetMeshRebuildsAndPushesEveryone(t *testing.T) {
 	pushes := make(chan *proxypush.PushRequest, 16)
 	runDone := make(chan error, 1)
 	go func() { runDone <- r.Run(ctx, func(p *proxypush.PushRequest) { pushes <- p }) }()
-	defer func() { cancel(); <-runDone }()
+	defer func() { cancel(); _ = <-runDone }()
 
 	m := meshconfig.Default()
 	m.RegistryOnly, m.RootNamespace = true, "mesh-root"

@@ -237,7 +237,9 @@ func (r *Registry) onCRD(ctx context.Context, ev event) *proxypush.PushRequest {
 		r.log.Info("CRD installed again", "kind", key)
 		return fullPush(proxypush.ConfigUpdate)
 	}
-	for _, version := range c.served {
+	// The first served version is the one watched.
+	if len(c.served) > 0 {
+		version := c.served[0]
 		gvr := schema.GroupVersionResource{Group: c.group, Version: version, Resource: c.plural}
 		inf := r.dynFactory.ForResource(gvr).Informer()
 		// Fails only for an informer already running, which has it.

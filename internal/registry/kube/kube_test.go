@@ -58,6 +58,7 @@ func TestMain(m *testing.M) {
 
 func sharedEnv(t *testing.T) *kubeapiserver.Env {
 	t.Helper()
+	testreq.Privileged(t, "a real kube-apiserver and etcd")
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 		defer cancel()

@@ -99,7 +99,7 @@ func TestStatusOnRealAPIServer(t *testing.T) {
 	if _, err := vss.Update(f.ctx, fixed, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	refused = waitStatus(t, vss, "refused", "its message cleared", func(u *unstructured.Unstructured) bool {
+	waitStatus(t, vss, "refused", "its message cleared", func(u *unstructured.Unstructured) bool {
 		list, found, _ := unstructured.NestedSlice(u.Object, "status", "validationMessages")
 		st, _ := u.Object["status"].(map[string]any)
 		return !found && len(list) == 0 && observedGeneration(st) == u.GetGeneration()

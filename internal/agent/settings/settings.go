@@ -5,6 +5,7 @@
 package settings
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -78,6 +79,10 @@ type Config struct {
 	DrainDuration time.Duration
 	// Identity is the workload certificate and TLS settings (loadIdentity).
 	Identity Identity
+	// ProxyType is the node id's type: sidecar (the default), or router
+	// for a gateway (`proxy router`), whose listeners straitd builds from
+	// the Gateways that select it.
+	ProxyType proxypush.NodeType
 }
 
 // Sources says where Load reads from. Zero fields take the process's own
@@ -97,6 +102,9 @@ type Sources struct {
 	PodInfoDir     string
 	// Domain is --domain ("" = NS.svc.cluster.local).
 	Domain string
+	// ProxyType is the command's argument (`proxy sidecar`, `proxy
+	// router`); "" is sidecar.
+	ProxyType proxypush.NodeType
 	// Concurrency is --concurrency when given on the command line.
 	Concurrency *int
 }
@@ -123,6 +131,7 @@ func Load(src Sources) (*Config, error) {
 		InstanceIP:     env(EnvInstanceIP),
 		ServiceAccount: env(EnvServiceAccount),
 		Domain:         src.Domain,
+		ProxyType:      cmp.Or(src.ProxyType, proxypush.SidecarProxy),
 		Metadata:       map[string]string{},
 		ReadinessPort:  DefaultReadinessPort,
 	}
@@ -331,9 +340,10 @@ func (c *Config) applyDNSCapture() error {
 	return nil
 }
 
-// NodeID is the proxy's node id, sidecar~IP~POD.NS~DOMAIN.
+// NodeID is the proxy's node id, TYPE~IP~POD.NS~DOMAIN (TYPE sidecar or
+// router).
 func (c *Config) NodeID() string {
-	return proxypush.NodeID(c.InstanceIP, c.PodName, c.PodNamespace, c.Domain)
+	return proxypush.TypedNodeID(cmp.Or(c.ProxyType, proxypush.SidecarProxy), c.InstanceIP, c.PodName, c.PodNamespace, c.Domain)
 }
 
 // ServiceCluster is node.cluster: APP.NS from the pod's app label

@@ -28,6 +28,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/listener"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
@@ -111,7 +112,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	b := o.Bootstrap
 	st := stats.New()
-	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{}), quit: make(chan struct{}),
+	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStoreWith(registry.Default()), done: make(chan struct{}), quit: make(chan struct{}),
 		clustersInit: make(chan struct{}), started: time.Now()}
 	var err error
 	if p.cdsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetCdsConfig()); err != nil {

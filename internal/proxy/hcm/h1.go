@@ -78,7 +78,7 @@ type h1conn struct {
 	hostOverride, pathOverride []byte
 
 	limits    connLimits  // max_requests_per_connection, max_connection_duration (stream.go)
-	stream    streamClock // the timeouts of the request in progress (stream.go)
+	clock     streamClock // the timeouts of the request in progress (stream.go)
 	linger    bool        // an error reply was sent: close gracefully
 	setCookie string      // a generated hash-policy cookie for the response
 
@@ -87,15 +87,17 @@ type h1conn struct {
 	stopEnd   func() bool  // unregisters cut
 	idle      atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
 
-	fresp filterResponse // the HTTP filters' response headers (h1filters.go)
+	// stream is the request in progress as the HTTP filters see it
+	// (h1stream.go, chain.go), reset for every request.
+	stream h1stream
 	// meta is the request in progress's dynamic metadata, reset for every
-	// request: what a filter learns (the JWT filter's claims, jwtfilter.go)
-	// for a later one (RBAC) to read.
+	// request: what a filter learns (the JWT filter's claims) for a later
+	// one (RBAC) to read.
 	meta httpfilter.Metadata
-	// authz describes the connection for the RBAC filters (rbac.go);
-	// computed at the first request when the HCM has one.
+	// authz and fconn describe the connection for the RBAC filters and
+	// the others; computed at the first request that asks.
 	authz *rbac.Connection
-	rreq  route.Request // what routing and RBAC read of the request in progress
+	fconn *httpfilter.Connection
 	// client is the request in progress's client address (xff.go).
 	client clientAddress
 
@@ -197,9 +199,9 @@ func (c *h1conn) serve() (parked bool) {
 		if logging {
 			c.beginLog(time.Now())
 		}
-		c.stream = c.lim.startStream()
-		c.nc.SetReadTimeouts(c.stream.idle, c.stream.headDeadline())
-		c.nc.SetWriteTimeouts(c.stream.idle, time.Time{})
+		c.clock = c.lim.startStream()
+		c.nc.SetReadTimeouts(c.clock.idle, c.clock.headDeadline())
+		c.nc.SetWriteTimeouts(c.clock.idle, time.Time{})
 		head, err := c.r.ReadRequestHead(c.lim.MaxRequestHeadBytes)
 		if err != nil {
 			switch {
@@ -211,7 +213,7 @@ func (c *h1conn) serve() (parked bool) {
 				c.errorReply(400, "")
 			case http1.IsTimeout(err):
 				c.takeWbuf()
-				f := c.stream.expired(time.Now(), true)
+				f := c.clock.expired(time.Now(), true)
 				c.errorReply(f.code, f.body)
 				c.rec.Flags = f.flags
 			}
@@ -250,7 +252,7 @@ func (c *h1conn) serve() (parked bool) {
 			c.rec.Code = 0 // set by the reply; beginLog cleared it when logging
 		}
 		// The body (if any) is read under request_timeout only.
-		c.nc.SetReadTimeouts(c.stream.idle, c.stream.request)
+		c.nc.SetReadTimeouts(c.clock.idle, c.clock.request)
 		keep := c.serveRequest()
 		if h != nil {
 			rqEnd(h, c.rec.Code)
@@ -445,8 +447,8 @@ func (c *h1conn) closeGracefully() {
 func (c *h1conn) serveRequest() bool {
 	req := &c.req
 	c.resetRouterState()
-	c.fresp = filterResponse{} // the filters' response headers (h1filters.go)
 	c.meta.Reset()
+	c.stream.begin(c)
 	c.client = c.forwardH1() // xff.go
 	c.forwardXFCC()          // xfcc.go
 	if hasFragment(http1.UnsafeString(req.Target)) {
@@ -457,43 +459,26 @@ func (c *h1conn) serveRequest() bool {
 			return keep
 		}
 	}
-	if jf := c.filter.filters.jwt; jf != nil {
-		if done, keep := c.runJWT(jf); done { // jwtfilter.go
-			return keep
-		}
-	}
 	query := req.Query
 	if len(query) > 0 {
 		query = query[1:] // its '?'
 	}
-	// A field, not a local: the RBAC filters would make a local escape.
-	c.rreq = route.Request{
+	st := &c.stream
+	st.rreq = route.Request{
 		Host: http1.UnsafeString(req.Host), Path: http1.UnsafeString(req.Path),
 		Query:  http1.UnsafeString(query),
 		Method: http1.UnsafeString(req.Method), Scheme: c.scheme(), Headers: &req.Headers, // scheme.go
 	}
-	rreq := &c.rreq
-	if len(c.filter.filters.rbac) > 0 {
-		if c.authz == nil {
-			c.authz = rbacConnection(c.filter, c.tracked, c.dst)
-		}
-		if !c.filter.filters.authorize(c.authz, rreq, c.client.remote.Addr(), &c.meta) { // rbac.go
-			return c.filterReply(403, rbac.ResponseFlag, rbac.DeniedBody, nil)
-		}
+	if st.decode(st) { // chain.go
+		return st.replied && st.keep
 	}
-	table := c.filter.table()
-	if table == nil {
-		return c.localReply(404, "NR", "")
-	}
-	rt := table.Route(rreq)
+	rt := st.route()
 	if rt == nil {
 		return c.localReply(404, "NR", "")
 	}
 	c.rec.RouteName = rt.Name
-	if c.filter.filters.active(rt) {
-		if done, keep := c.runFilters(rt); done { // h1filters.go
-			return keep
-		}
+	if rt.Filters != nil && len(rt.Filters.Mirrors) > 0 {
+		c.s.mirrorH1(rt.Filters.Mirrors, req, c.r.Buffered(), c.forwardedProto(), st.rreq.Scheme) // mirror.go
 	}
 	if rt.Redirect != nil {
 		return c.redirectReply(rt)

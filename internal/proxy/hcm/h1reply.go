@@ -48,15 +48,14 @@ func (c *h1conn) localReply(code int, flags, body string) bool {
 }
 
 func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
-	c.rec.Flags = flags
 	w := c.appendLocalStatus(code)
-	w = c.fresp.appendLocalReplyHeaders(w, flags) // h1filters.go
 	if flags == "UO" {
 		w = append(w, "x-envoy-overloaded: true\r\n"...)
 	}
 	for i := range c.respExtra {
 		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}
+	w = c.appendLocalHeaders(w, code, flags, nil) // h1filters.go
 	return c.finishLocal(w, body, keep)
 }
 
@@ -166,7 +165,7 @@ func (c *h1conn) clientFailure(err error) failure {
 	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrLineTooLong), errors.Is(err, http1.ErrHeaderTooLarge):
 		return failBadRequest
 	case http1.IsTimeout(err):
-		return c.stream.expired(time.Now(), false) // stream.go
+		return c.clock.expired(time.Now(), false) // stream.go
 	}
 	return failClientGone
 }

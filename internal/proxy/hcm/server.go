@@ -10,6 +10,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 )
 
@@ -80,9 +81,11 @@ type conn struct {
 	secure bool       // the listener terminated TLS (scheme.go)
 	local  netip.Addr // the Server's local address (xff.go)
 	xfcc   xfccConn   // the connection's client certificate (xfcc.go)
-	// authz describes the connection for the RBAC filters (rbac.go); nil
-	// when the HCM has none. Read by every stream.
+	// authz and fconn describe the connection for the RBAC filters and
+	// the others (filterconn.go); nil when the HCM has no filter. Read by
+	// every stream.
 	authz *rbac.Connection
+	fconn *httpfilter.Connection
 	// logConn describes it for the access log (accesslog.go); nil when
 	// the HCM logs nothing. Read by every stream.
 	logConn *accesslog.Conn

@@ -92,7 +92,7 @@ func (f *Filter) trailerAllowed(name string) bool {
 		strings.HasPrefix(n, "if-"), strings.HasPrefix(n, "x-envoy-"):
 		return false
 	}
-	return f.filters.jwt == nil || !f.filters.jwt.WritesHeader(n)
+	return f.chain == nil || !f.chain.writesHeader(n)
 }
 
 // forwardTrailers returns the trailers to send over to for trailers t

@@ -91,7 +91,7 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *ro
 		// WebSocket handshakes have none.
 		return c.localReply(400, "", "")
 	}
-	c.stream.routed(rt) // stream.go
+	c.clock.routed(rt) // stream.go
 	routeExpiry := http1.Deadline(rt.Timeout)
 	ctx := context.Background()
 	if !routeExpiry.IsZero() {
@@ -107,8 +107,8 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *ro
 		return c.upstreamFailed(cl, ep, connectFailure(err), err, true)
 	}
 	c.logUpstream(uc) // accesslog.go
-	uc.D.SetWriteTimeouts(c.stream.idle, routeExpiry)
-	uc.D.SetReadTimeouts(c.stream.idle, routeExpiry)
+	uc.D.SetWriteTimeouts(c.clock.idle, routeExpiry)
+	uc.D.SetReadTimeouts(c.clock.idle, routeExpiry)
 	timedOut := func(err error) failure {
 		if !http1.IsTimeout(err) {
 			return failTerminated
@@ -186,7 +186,7 @@ func (c *h1conn) tunnel(uc *cluster.UpstreamConn) {
 	uc.D.SetWriteTimeouts(0, time.Time{})
 	end := func() { c.nc.Close(); uc.Conn.Close() }
 	act := &activity{}
-	if idle := c.stream.idle; idle > 0 {
+	if idle := c.clock.idle; idle > 0 {
 		act.touch()
 		var t *time.Timer
 		t = time.AfterFunc(idle, func() {

@@ -84,6 +84,7 @@ type Stream struct {
 	ReplyStatus   int
 	ReplyBody     string
 	ResponseAdded [][2]string
+	Flags         []string
 	scratch       [8]any
 }
 
@@ -121,6 +122,9 @@ func (s *Stream) Route() httpfilter.Route {
 	}
 	return s.RouteV
 }
+
+// AddResponseFlag records a response flag.
+func (s *Stream) AddResponseFlag(flag string) { s.Flags = append(s.Flags, flag) }
 
 func (s *Stream) LocalReply(status int, _ int, body, _ string, _ func(set func(name, value string))) {
 	s.ReplyStatus, s.ReplyBody = status, body

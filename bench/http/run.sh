@@ -35,7 +35,7 @@
 #                                          nginx-tls, strait-mtls, nginx-accesslog, strait-accesslog)
 #   STRAIT_BIN=path                        strait-proxy to use (default: built from this tree)
 #   STRAIT_VARIANTS="name=BIN[,flag,...] ..." extra strait chains, e.g.
-#       STRAIT_VARIANTS="nethttp=,--http-codec,nethttp old=/tmp/strait-proxy.old"
+#       STRAIT_VARIANTS="old=/tmp/strait-proxy.old"
 #       (an empty BIN means STRAIT_BIN)
 #   README=path    where to write the table (default bench/http/README.md; "-" = don't)
 set -euo pipefail

@@ -11,10 +11,14 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/straitmesh/strait/internal/agent"
 	"github.com/straitmesh/strait/internal/agent/settings"
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
-// newProxyCmd is `strait-agent proxy sidecar`: the long-running agent
-// beside the application (pilot-agent's `proxy sidecar`).
+// newProxyCmd is `strait-agent proxy sidecar|router`: the long-running
+// agent beside the application (pilot-agent's `proxy sidecar`), or of a
+// gateway (pilot-agent's `proxy router`: the node type router, whose
+// listeners straitd builds from the Gateways that select the workload;
+// nothing is captured, the proxy binds the servers' ports itself).
 func newProxyCmd() *cobra.Command {
 	var (
 		domain      string
@@ -22,9 +26,16 @@ func newProxyCmd() *cobra.Command {
 		ignored     string
 	)
 	cmd := &cobra.Command{
-		Use:   "proxy sidecar",
-		Short: "Run the sidecar agent: write the bootstrap, relay xDS, serve health and metrics, supervise strait-proxy",
-		Long: `Run the sidecar agent.
+		Use:   "proxy sidecar|router",
+		Short: "Run the sidecar or gateway agent: write the bootstrap, relay xDS, serve health and metrics, supervise strait-proxy",
+		Long: `Run the sidecar agent (proxy sidecar) or a gateway's (proxy router).
+
+A router's node id is router~INSTANCE_IP~POD_NAME.POD_NAMESPACE~DOMAIN;
+straitd sends it the listeners of the Gateways whose selector matches the
+labels of its WorkloadEntry (the one at INSTANCE_IP), which it binds on
+0.0.0.0; no traffic is captured. Certificates named by the Gateways'
+serverCertificate/privateKey/caCertificates are read by this agent and
+served to the proxy over SDS.
 
 Environment: POD_NAME, POD_NAMESPACE, INSTANCE_IP, SERVICE_ACCOUNT,
 PROXY_CONFIG (JSON ProxyConfig; discoveryAddress defaults to Istio's
@@ -52,15 +63,15 @@ the addresses straitd allocated them (240.240.0.0/16), on which the proxy
 listens; ISTIO_META_DNS_AUTO_ALLOCATE is accepted and changes nothing more.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return fmt.Errorf("want one proxy type argument (sidecar), got %d", len(args))
+				return fmt.Errorf("want one proxy type argument (sidecar or router), got %d", len(args))
 			}
-			if args[0] != "sidecar" {
-				return fmt.Errorf("proxy type %q is not supported; only \"sidecar\" is", args[0])
+			if args[0] != string(proxypush.SidecarProxy) && args[0] != string(proxypush.Router) {
+				return fmt.Errorf("proxy type %q is not supported; use \"sidecar\" or \"router\"", args[0])
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src := settings.Sources{Domain: domain}
+			src := settings.Sources{Domain: domain, ProxyType: proxypush.NodeType(args[0])}
 			if cmd.Flags().Changed("concurrency") {
 				src.Concurrency = &concurrency
 			}

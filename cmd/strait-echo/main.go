@@ -112,8 +112,13 @@ func run(args []string) error {
 	version := fs.String("version", "v1", "version string to report")
 	pod := fs.String("pod", os.Getenv("POD_NAME"), "pod name to report")
 	status := fs.Int("status", 0, "answer every request with this status (0: 200, or as the request asks)")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
 	}
 	var lns []net.Listener
 	for _, a := range strings.Split(*addr, ",") {
@@ -138,6 +143,10 @@ func run(args []string) error {
 	errs := make(chan error, len(lns))
 	for _, ln := range lns {
 		slog.Info("serving", "component", "echo", "addr", ln.Addr().String(), "version", *version)
+		if *tlsCert != "" {
+			go func() { errs <- srv.ServeTLS(ln, *tlsCert, *tlsKey) }()
+			continue
+		}
 		go func() { errs <- srv.Serve(ln) }()
 	}
 	// The first server to stop (Shutdown stops them all) decides.

@@ -1,7 +1,7 @@
 // Command strait-proxy is Strait's data plane. It is configured like Envoy:
 // by a v3 bootstrap file (-c) and ADS.
 //
-//	strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level info] [--http-codec strait|nethttp] [--drain-time-s N]
+//	strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level info] [--http-codec strait] [--drain-time-s N]
 //
 // On SIGTERM or SIGINT the proxy fails readiness, drains every listener
 // (HTTP/1.1 connections close after their next response, idle ones at once,
@@ -11,8 +11,9 @@
 // POST /quitquitquit on the admin port exits at once.
 //
 // --cpu-profile FILE writes a Go CPU profile until the proxy exits.
-// --http-codec selects the HTTP/1.1 implementation of the request path: the
-// purpose-built codec (strait, the default) or net/http (nethttp).
+// --http-codec names the HTTP/1.1 implementation of the request path; only
+// strait (the default) remains, so that scripts passing it keep working:
+// --http-codec nethttp is refused, saying the net/http codec was removed.
 //
 // --drain-strategy immediate (Istio's) is the only drain there is;
 // gradual is refused. Other Envoy flags the agent may pass
@@ -176,7 +177,7 @@ func parseArgs(args []string) (config, error) {
 			}
 			cfg.cpuProfile = v
 		case "h", "help":
-			return cfg, errors.New("usage: strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level LEVEL] [--http-codec strait|nethttp] [--drain-time-s N]")
+			return cfg, errors.New("usage: strait-proxy -c BOOTSTRAP [--concurrency N] [--log-level LEVEL] [--http-codec strait] [--drain-time-s N]")
 		default:
 			// An Envoy flag we don't act on: skip it and its value.
 			if !hasValue && !envoyBoolFlags[name] && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {

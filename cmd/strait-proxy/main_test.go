@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
@@ -25,6 +26,23 @@ func TestParseArgs(t *testing.T) {
 		{"-c", "x", "--drain-strategy=gradual"}} {
 		if _, err := parseArgs(bad); err == nil {
 			t.Errorf("parseArgs(%q) accepted", bad)
+		}
+	}
+}
+
+// TestHTTPCodecFlag: --http-codec keeps accepting the default codec's name,
+// and --http-codec nethttp is refused, naming the flag and saying the codec
+// was removed.
+func TestHTTPCodecFlag(t *testing.T) {
+	for _, ok := range [][]string{{"-c", "x", "--http-codec", "strait"}, {"-c", "x", "--http-codec=strait"}} {
+		if _, err := parseArgs(ok); err != nil {
+			t.Errorf("parseArgs(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range [][]string{{"-c", "x", "--http-codec", "nethttp"}, {"-c", "x", "--http-codec=nethttp"}} {
+		_, err := parseArgs(bad)
+		if err == nil || !strings.Contains(err.Error(), "--http-codec") || !strings.Contains(err.Error(), "removed") {
+			t.Errorf("parseArgs(%q) = %v, want an error naming --http-codec and saying the codec was removed", bad, err)
 		}
 	}
 }

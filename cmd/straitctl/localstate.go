@@ -44,6 +44,9 @@ type statePod struct {
 	AppUID int `json:"appUID"`
 	// ProxyUID is the user (and group) of the pod's agent and proxy.
 	ProxyUID int `json:"proxyUID"`
+	// Gateway: the pod runs a gateway (strait-agent proxy router, no
+	// capture).
+	Gateway bool `json:"gateway,omitempty"`
 }
 
 // stateLock is the lock a running `local up` holds on STATE_DIR/lock for

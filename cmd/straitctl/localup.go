@@ -69,6 +69,12 @@ Each pod's app and sidecar run as users of their own (the pod at .N: app
 secrets and no CA key; local.strait.io/app-as-root: "true" runs an app as
 root instead.
 
+A WorkloadEntry that a Gateway's selector matches is a gateway pod instead:
+strait-agent proxy router, no capture, no app; the Gateway's servers listen
+on the pod's address, which this host reaches, and up prints them. A
+credentialName NAME is read from DIR/credentials/NAMESPACE/NAME/ (tls.crt,
+tls.key, ca.crt), copied into the gateway pod.
+
 With --dns-capture each pod's DNS goes to its sidecar agent: mesh names
 resolve from straitd's name table (ServiceEntries without addresses to the
 240.240.0.0/16 addresses straitd allocates them); the pods have no uplink,
@@ -81,6 +87,7 @@ and processes that exit. Ctrl-C or SIGTERM removes everything it made:
 processes, namespaces, bridge, iptables rules, state file. One local mesh
 runs at a time. Needs root.`,
 		Example: `  sudo straitctl local up --config-dir examples/demo
+  sudo straitctl local up --config-dir examples/ingress
   # in another terminal:
   sudo straitctl local exec client -- strait-echo get -n 10 http://echo.demo.svc.cluster.local/
   sudo straitctl local status`,
@@ -180,7 +187,7 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	for _, w := range plan.Workloads {
 		p := m.Pod(w.Name)
 		st.Pods = append(st.Pods, statePod{Name: w.Name, Namespace: w.Namespace, IP: p.IP, Netns: p.NetnsPath(),
-			Labels: plan.Labels[w.Name], Ports: plan.Ports[w.Name], App: w.App, AppUID: p.AppUID(), ProxyUID: p.ProxyUID()})
+			Labels: plan.Labels[w.Name], Ports: plan.Ports[w.Name], App: w.App, AppUID: p.AppUID(), ProxyUID: p.ProxyUID(), Gateway: w.Gateway})
 	}
 	if err := lock.write(st); err != nil {
 		return fmt.Errorf("write state: %w", err)
@@ -188,11 +195,25 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	say("==> mesh up in %s (each sidecar has a certificate for its namespace and serviceAccount; straitd monitoring on %s, logs in %s/logs)",
 		time.Since(start).Round(time.Millisecond), m.MonitoringAddr(), m.WorkDir())
 	printPods(out, st, "ready")
+	if len(plan.Gateways) > 0 {
+		say("\nGateways, reachable from this host (strait-agent proxy router in the pod, no capture):")
+		for _, name := range slices.Sorted(maps.Keys(plan.Gateways)) {
+			for _, srv := range plan.Gateways[name] {
+				say("  %s: %s", name, srv)
+			}
+		}
+	}
 	if plain := withoutTLSModeLabel(st); len(plain) > 0 {
 		say("note: WorkloadEntries %s lack the label %s: %s; clients send them plaintext (auto mTLS, as in Istio, goes by that label): add it for mTLS",
 			strings.Join(plain, ", "), tlsModeLabel, tlsModeValue)
 	}
 	first := st.Pods[0]
+	for _, p := range st.Pods {
+		if !p.Gateway {
+			first = p // a sidecar pod: its commands' traffic is captured
+			break
+		}
+	}
 	say("\nRun a command in a pod (its traffic goes through the pod's sidecar):")
 	say("  straitctl local exec %s -n %s -- strait-echo get http://HOST:PORT/", first.Name, first.Namespace)
 	say("  straitctl local exec %s -n %s -- curl -s http://HOST:PORT/", first.Name, first.Namespace)
@@ -310,7 +331,7 @@ const (
 func withoutTLSModeLabel(st *localState) []string {
 	var out []string
 	for _, p := range st.Pods {
-		if p.Labels[tlsModeLabel] != tlsModeValue {
+		if p.Labels[tlsModeLabel] != tlsModeValue && !p.Gateway { // a gateway serves no mesh traffic
 			out = append(out, p.Namespace+"/"+p.Name)
 		}
 	}

@@ -34,7 +34,7 @@ func TestValidate(t *testing.T) {
 		return p
 	}
 	good := write("a.yaml", validateVS)
-	write("b.yml", "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw}\nspec: {}\n---\n"+
+	write("b.yml", "apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata: {name: ef}\nspec: {}\n---\n"+
 		strings.Replace(validateVS, "weight: 30", "weight: -30", 1)+"---\n"+
 		"apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: r}\nspec:\n  hosts: [r]\n  http:\n  - match: [{uri: {prefix: /}, statPrefix: s}]\n    route: [{destination: {host: r}}]\n")
 	write("c.yaml", validateVS)
@@ -55,7 +55,7 @@ func TestValidate(t *testing.T) {
 		t.Errorf("error %v, want 3 problems and 1 valid document", err)
 	}
 	for _, want := range []string{
-		filepath.Join(dir, "b.yml") + ": document 1: skipping networking.istio.io/v1 Gateway",
+		filepath.Join(dir, "b.yml") + ": document 1: skipping networking.istio.io/v1alpha3 EnvoyFilter",
 		filepath.Join(dir, "b.yml") + ": document 2: spec.http[0].route[1].weight: -30 is negative",
 		filepath.Join(dir, "b.yml") + ": document 3: spec.http[0].match[0].statPrefix: not supported by Strait yet",
 		filepath.Join(dir, "c.yaml") + ": document 1: metadata.name: duplicate VirtualService default/reviews (also in " + good + ": document 1)",

@@ -83,7 +83,7 @@ func startIdentity(cfg *settings.Config, store *sds.Store, logger *slog.Logger, 
 	if store == nil {
 		log.Info("no workload certificate: the CA address is plaintext (straitd serves its CA on TLS 15012); SDS serves file-backed secrets only",
 			"ca_addr", id.CAAddress)
-		return serveSDS(id.WorkloadSocketPath, store, logger, serving)
+		return serveSDS(id, store, logger, serving)
 	}
 	if cfg.ServiceAccount == "" {
 		return errors.New(settings.EnvServiceAccount + ": not set; the workload certificate's SPIFFE ID needs the pod's service account (spec.serviceAccountName, from the downward API)")
@@ -110,7 +110,7 @@ func startIdentity(cfg *settings.Config, store *sds.Store, logger *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	if err := serveSDS(id.WorkloadSocketPath, store, logger, serving); err != nil {
+	if err := serveSDS(id, store, logger, serving); err != nil {
 		return err
 	}
 	serving.Go("certificate rotation", rotator.Run)
@@ -120,12 +120,12 @@ func startIdentity(cfg *settings.Config, store *sds.Store, logger *slog.Logger, 
 
 // serveSDS starts the SDS server on the workload socket as a part of
 // serving.
-func serveSDS(socket string, store *sds.Store, logger *slog.Logger, serving *lifecycle.Group) error {
-	lis, err := sds.ListenUnix(socket)
+func serveSDS(id settings.Identity, store *sds.Store, logger *slog.Logger, serving *lifecycle.Group) error {
+	lis, err := sds.ListenUnix(id.WorkloadSocketPath)
 	if err != nil {
 		return err
 	}
-	srv := sds.NewServer(sds.ServerOptions{Store: store, Logger: logger})
+	srv := sds.NewServer(sds.ServerOptions{Store: store, CredentialsDir: id.CredentialsDir, Logger: logger})
 	serving.Go("sds server", func(ctx context.Context) error {
 		defer context.AfterFunc(ctx, srv.Stop)()
 		return srv.Serve(lis)

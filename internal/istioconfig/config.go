@@ -24,6 +24,7 @@ const (
 	KindVirtualService  proxypush.Kind = "VirtualService"
 	KindDestinationRule proxypush.Kind = "DestinationRule"
 	KindSidecar         proxypush.Kind = "Sidecar"
+	KindGateway         proxypush.Kind = "Gateway"
 
 	KindAuthorizationPolicy   proxypush.Kind = "AuthorizationPolicy"
 	KindPeerAuthentication    proxypush.Kind = "PeerAuthentication"
@@ -41,7 +42,7 @@ func GroupOf(kind proxypush.Kind) string {
 	switch kind {
 	case KindAuthorizationPolicy, KindPeerAuthentication, KindRequestAuthentication:
 		return SecurityGroup
-	case KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar:
+	case KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar, KindGateway:
 		return NetworkingGroup
 	}
 	return ""
@@ -52,7 +53,7 @@ const DefaultNamespace = "default"
 
 // Kinds lists the supported kinds in a fixed order.
 var Kinds = []proxypush.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar,
-	KindAuthorizationPolicy, KindPeerAuthentication, KindRequestAuthentication}
+	KindGateway, KindAuthorizationPolicy, KindPeerAuthentication, KindRequestAuthentication}
 
 // acceptedVersions are the versions we read, by API group.
 var acceptedVersions = map[string]map[string]bool{
@@ -73,6 +74,8 @@ func newSpec(kind proxypush.Kind) proto.Message {
 		return &networking.DestinationRule{}
 	case KindSidecar:
 		return &networking.Sidecar{}
+	case KindGateway:
+		return &networking.Gateway{}
 	case KindAuthorizationPolicy:
 		return &security.AuthorizationPolicy{}
 	case KindPeerAuthentication:
@@ -164,6 +167,12 @@ func (c *Config) DestinationRule() *networking.DestinationRule {
 // Sidecar returns the spec if c is a Sidecar, else nil.
 func (c *Config) Sidecar() *networking.Sidecar {
 	s, _ := c.Spec.(*networking.Sidecar)
+	return s
+}
+
+// Gateway returns the spec if c is a Gateway, else nil.
+func (c *Config) Gateway() *networking.Gateway {
+	s, _ := c.Spec.(*networking.Gateway)
 	return s
 }
 

@@ -41,7 +41,7 @@ func TestParseFile(t *testing.T) {
 		{name: "bad version", yaml: strings.Replace(goodSE, "networking.istio.io/v1", "networking.istio.io/v9", 1),
 			wantErrs: []string{`bad.yaml: document 1: apiVersion: "networking.istio.io/v9" is not supported`}},
 		{name: "other group skipped", yaml: "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {}\n", wantWarn: 1},
-		{name: "unknown networking kind skipped", yaml: "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: x}\nspec: {}\n", wantWarn: 1},
+		{name: "unknown networking kind skipped", yaml: "apiVersion: networking.istio.io/v1\nkind: EnvoyFilter\nmetadata: {name: x}\nspec: {}\n", wantWarn: 1},
 		{name: "empty host", yaml: goodSE + "---\n" + strings.NewReplacer("name: echo", "name: e2", "hosts: [echo.demo.svc.cluster.local]", `hosts: [""]`).Replace(goodSE),
 			wantN: 1, wantErrs: []string{"bad.yaml: document 2: spec.hosts[0]: must not be empty"}},
 		{name: "bad port", yaml: strings.Replace(goodSE, "number: 80", "number: 70000", 1),

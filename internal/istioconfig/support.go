@@ -60,6 +60,7 @@ var fieldSupport = map[proxypush.Kind]map[string]Support{
 	KindServiceEntry:          serviceEntrySupport,          // support_networking.go
 	KindAuthorizationPolicy:   authorizationPolicySupport,   // support_authz.go
 	KindSidecar:               sidecarSupport,               // support_networking.go
+	KindGateway:               gatewaySupport,               // support_gateway.go
 	KindPeerAuthentication:    peerAuthenticationSupport,    // support_peerauthn.go
 	KindWorkloadEntry:         workloadEntrySupport,         // support_networking.go
 }

@@ -47,6 +47,8 @@ func validateSpec(el *errorList, c *Config) {
 		validateDestinationRule(el, c.Namespace, s)
 	case *networking.Sidecar:
 		validateSidecar(el, s)
+	case *networking.Gateway:
+		validateGateway(el, s) // validate_gateway.go
 	case *security.AuthorizationPolicy:
 		validateAuthorizationPolicy(el, c, s) // validate_authz.go
 	case *security.PeerAuthentication:

@@ -503,11 +503,12 @@ func TestConfigEqualAndAccessors(t *testing.T) {
 
 	accessors := func(c *Config) []bool {
 		return []bool{c.ServiceEntry() != nil, c.WorkloadEntry() != nil, c.VirtualService() != nil, c.DestinationRule() != nil, c.Sidecar() != nil,
-			c.AuthorizationPolicy() != nil, c.PeerAuthentication() != nil, c.RequestAuthentication() != nil}
+			c.Gateway() != nil, c.AuthorizationPolicy() != nil, c.PeerAuthentication() != nil, c.RequestAuthentication() != nil}
 	}
 	specs := map[proxypush.Kind]string{
 		KindServiceEntry: goodSE, KindWorkloadEntry: we("  address: 10.0.0.1\n"), KindVirtualService: vs("  hosts: [a]\n  http:\n" + route),
 		KindDestinationRule: dr("  host: a\n"), KindSidecar: sc("  egress: [{hosts: ['./*']}]\n"),
+		KindGateway:               "apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: a}\nspec: {servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ['*']}]}\n",
 		KindAuthorizationPolicy:   "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: a}\nspec: {action: DENY, rules: [{}]}\n",
 		KindPeerAuthentication:    "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: a}\nspec: {mtls: {mode: STRICT}}\n",
 		KindRequestAuthentication: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: a}\nspec:\n  jwtRules: [{issuer: i, jwks: '{\"keys\":[]}'}]\n",
@@ -527,8 +528,8 @@ func TestConfigEqualAndAccessors(t *testing.T) {
 			t.Errorf("newSpec(%s) = nil", kind)
 		}
 	}
-	if newSpec("Gateway") != nil {
-		t.Error("newSpec(Gateway) is not nil")
+	if newSpec("EnvoyFilter") != nil {
+		t.Error("newSpec(EnvoyFilter) is not nil")
 	}
 	if got := (Source{File: "f", Document: 3}).String(); got != "f: document 3" {
 		t.Errorf("Source = %q", got)

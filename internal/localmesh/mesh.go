@@ -113,6 +113,12 @@ type Workload struct {
 	// connections to them reach the pod's own sockets (a Sidecar ingress
 	// listener with captureMode NONE).
 	ExcludeInboundPorts []int
+	// Gateway makes the pod a gateway, as a Kubernetes ingress gateway
+	// pod is: its agent runs `strait-agent proxy router` (node type
+	// router), nothing is captured, there is no app, and the proxy binds
+	// the ports of the Gateways that select the pod's WorkloadEntry on
+	// the pod's address, which the host reaches over the bridge.
+	Gateway bool
 }
 
 // serviceAccount is the workload's service account.
@@ -397,6 +403,11 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		}
 		discovery = m.secureXDSAddr
 	}
+	if p.Gateway {
+		if err := copyCredentials(m.opts.ConfigDir, p); err != nil { // gateway.go
+			return err
+		}
+	}
 	if err := preparePod(ctx, p, m.opts.SecureXDS); err != nil { // isolation.go
 		return err
 	}
@@ -410,15 +421,10 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 			return err
 		}
 	}
-	// 1. Capture, as root, before anything else runs in the pod (the init container's job).
-	captureArgs := []string{"iptables", "-p", "15001", "-z", "15006", "-u", strconv.Itoa(p.proxyUID), "-g", strconv.Itoa(p.proxyUID), "-m", m.opts.InterceptionMode,
-		"-i", "*", "-x", "", "-b", "*", "-d", excludedInbound(p.ExcludeInboundPorts)}
-	if m.opts.DNSCapture {
-		captureArgs = append(captureArgs, "--redirect-dns")
-	}
-	capture := withResolvConf(p.pod.Command(ctx, netns.ExecOptions{}, filepath.Join(m.opts.BinDir, "strait-agent"), captureArgs...), resolvConf)
-	if out, err := capture.CombinedOutput(); err != nil {
-		return fmt.Errorf("strait-agent iptables: %w\n%s", err, out)
+	// 1. Capture, as root, before anything else runs in the pod (the
+	// init container's job); a gateway captures nothing.
+	if err := m.capture(ctx, p, resolvConf); err != nil {
+		return err
 	}
 	if resolvConf != "" {
 		view.Binds = append(view.Binds, Bind{Source: resolvConf, Target: "/etc/resolv.conf"})
@@ -427,66 +433,11 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 	// the pod's view.
 	// Long-running processes live as long as the mesh, not as the caller's
 	// context: Close stops them.
-	podDir := strings.NewReplacer("{{POD_DIR}}", p.dir)
-	for name, content := range p.Files {
-		if err := os.WriteFile(filepath.Join(p.dir, name), []byte(podDir.Replace(content)), 0o644); err != nil {
-			return err
-		}
+	if err := m.startApp(ctx, p, view); err != nil {
+		return err
 	}
-	if len(p.App) > 0 {
-		args := make([]string, len(p.App))
-		for i, a := range p.App {
-			args[i] = podDir.Replace(a)
-		}
-		bin := args[0]
-		if !strings.Contains(bin, "/") {
-			bin = filepath.Join(m.opts.BinDir, bin)
-		}
-		appView := view
-		if p.appUID != 0 {
-			var bind *Bind
-			if bin, bind = AppBinary(m.workDir, bin); bind != nil {
-				appView.Binds = append(append([]Bind(nil), view.Binds...), *bind)
-			}
-		}
-		id := netns.ExecOptions{UID: p.appUID, GID: p.appUID, Env: []string{"POD_NAME=" + p.Name}}
-		app := appView.Wrap(p.pod.Command(context.WithoutCancel(ctx), id, bin, args[1:]...))
-		if err := m.startLogged(app, p.Name+"-app"); err != nil {
-			return err
-		}
-	}
-	// 3. The sidecar agent, which writes the bootstrap and starts strait-proxy.
-	proxyConfig := fmt.Sprintf(`{"discoveryAddress":%q,"binaryPath":%q,"configPath":%q,"proxyAdminPort":15000,"statusPort":15020}`,
-		discovery, filepath.Join(m.proxyBinDir, "strait-proxy"), filepath.Join(p.dir, "proxy"))
-	env := []string{
-		"POD_NAME=" + p.Name,
-		"POD_NAMESPACE=" + p.Namespace,
-		"INSTANCE_IP=" + p.IP,
-		"SERVICE_ACCOUNT=" + p.serviceAccount(),
-		"PROXY_CONFIG=" + proxyConfig,
-		"ISTIO_META_WORKLOAD_NAME=" + p.Name,
-		"ISTIO_META_INTERCEPTION_MODE=" + m.opts.InterceptionMode,
-		"MINIMUM_DRAIN_DURATION=1s",
-		"HOME=" + p.dir,
-	}
-	if m.opts.DNSCapture {
-		env = append(env, "ISTIO_META_DNS_CAPTURE=true")
-	}
-	env = append(env, m.opts.AgentEnv...)
-	// The agent and the proxy run as the pod's proxy user. In TPROXY mode
-	// the proxy needs CAP_NET_ADMIN for transparent sockets: Istio's
-	// injector runs it as root in group 1337; here it keeps the pod's
-	// user and gets that one capability (ambient, so that it passes from
-	// the agent to the proxy), since root could read every pod's secrets.
-	agentArgs := []string{filepath.Join(m.proxyBinDir, "strait-agent"), "proxy", "sidecar", "--domain", p.Namespace + ".svc.cluster.local", "--concurrency", "1"}
-	id := netns.ExecOptions{UID: p.proxyUID, GID: p.proxyUID, Env: env, Dir: p.dir}
-	if m.opts.InterceptionMode == "TPROXY" {
-		id.UID, id.GID = 0, 0
-		agentArgs = append([]string{"setpriv", "--reuid", strconv.Itoa(p.proxyUID), "--regid", strconv.Itoa(p.proxyUID), "--clear-groups",
-			"--inh-caps", "+net_admin", "--ambient-caps", "+net_admin", "--"}, agentArgs...)
-	}
-	agent := view.Wrap(p.pod.Command(context.WithoutCancel(ctx), id, agentArgs[0], agentArgs[1:]...))
-	return m.startLogged(agent, p.Name+"-agent")
+	// 3. The agent, which writes the bootstrap and starts strait-proxy.
+	return m.startAgent(ctx, p, view, discovery)
 }
 
 // withResolvConf makes cmd (an nsenter command line) run in a private

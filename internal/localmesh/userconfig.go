@@ -42,6 +42,9 @@ type UserPlan struct {
 	Labels map[string]map[string]string
 	// Ports are the ports each pod's app listens on, by pod name.
 	Ports map[string][]int
+	// Gateways are the servers each gateway pod runs, by pod name
+	// (gateway.go).
+	Gateways map[string][]GatewayServer
 }
 
 // PlanUserConfig reads the Istio YAML of dir (the directory straitd will
@@ -88,13 +91,15 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("invalid config (fix or remove these documents; `straitctl validate DIR` checks them):\n%w", errors.Join(errs...))
 	}
-	var wes, ses []*istioconfig.Config
+	var wes, ses, gws []*istioconfig.Config
 	for _, c := range configs {
 		switch c.Kind {
 		case istioconfig.KindWorkloadEntry:
 			wes = append(wes, c)
 		case istioconfig.KindServiceEntry:
 			ses = append(ses, c)
+		case istioconfig.KindGateway:
+			gws = append(gws, c)
 		}
 	}
 	if len(wes) == 0 {
@@ -103,7 +108,7 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 	slices.SortFunc(wes, func(a, b *istioconfig.Config) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
-	plan := &UserPlan{Labels: map[string]map[string]string{}, Ports: map[string][]int{}}
+	plan := &UserPlan{Labels: map[string]map[string]string{}, Ports: map[string][]int{}, Gateways: map[string][]GatewayServer{}}
 	var first *istioconfig.Config
 	byName := map[string]*istioconfig.Config{}
 	for _, c := range wes {
@@ -147,6 +152,16 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 			return nil, err
 		}
 		w := Workload{Name: c.Name, Namespace: c.Namespace, IP: ip, ServiceAccount: we.GetServiceAccount()}
+		if servers := gatewayServers(gws, we.GetLabels(), ip); len(servers) > 0 {
+			if len(ports) > 0 {
+				return nil, fmt.Errorf("%s: a Gateway selects this WorkloadEntry, which makes it a gateway pod (no app, no capture), but a ServiceEntry selects it too: give the gateway its own WorkloadEntry", at)
+			}
+			if _, ok := c.Annotations[AppAnnotation]; ok {
+				return nil, fmt.Errorf("%s: a Gateway selects this WorkloadEntry, which makes it a gateway pod with no app: remove metadata.annotations[%s]", at, AppAnnotation)
+			}
+			w.Gateway = true
+			plan.Gateways[c.Name] = servers
+		}
 		if cmdline, ok := c.Annotations[AppAnnotation]; ok {
 			w.App = strings.Fields(cmdline)
 			if len(w.App) == 0 {

@@ -39,6 +39,7 @@ type Snapshot struct {
 	serviceSources  map[string]*istioconfig.Config // the ServiceEntry each host came from
 	workloadsByIP   map[string]*Workload
 	virtualServices map[string][]*istioconfig.Config // by resolved host, sorted by namespace/name
+	vsList          []*istioconfig.Config            // every VirtualService, delegates merged, sorted by namespace/name
 	drs             *drIndex                         // DestinationRules by namespace and host
 	sidecars        []*istioconfig.Config            // sorted by namespace/name
 	peerAuthn       *peerAuthn                       // PeerAuthentications (buildPeerAuthn)
@@ -171,6 +172,7 @@ func Build(store *istioconfig.Store, opts BuildOptions) (*Snapshot, []error) {
 
 	vss, vsProblems := s.mergeDelegates(store.List(istioconfig.KindVirtualService), opts.Mesh.DefaultVirtualServiceExportTo)
 	problems = append(problems, vsProblems...)
+	s.vsList = vss
 	for _, c := range vss {
 		seen := map[string]bool{}
 		for _, h := range c.VirtualService().Hosts {
@@ -187,6 +189,7 @@ func Build(store *istioconfig.Store, opts BuildOptions) (*Snapshot, []error) {
 	s.peerAuthn, paProblems = buildPeerAuthn(store, opts.RootNamespace)
 	problems = append(problems, paProblems...)
 	problems = append(problems, s.buildDestinationRules(store, opts.Mesh.DefaultDestinationRuleExportTo)...)
+	problems = append(problems, s.gatewayProblems(workloads)...) // gateway.go
 	return s, problems
 }
 
@@ -287,6 +290,18 @@ func (s *Snapshot) VirtualServicesFor(ns, host string) []*istioconfig.Config {
 		}
 	}
 	return out
+}
+
+// AllVirtualServices returns every root VirtualService (delegates merged
+// into them), sorted by namespace/name, whatever their exportTo: a
+// gateway's routes come from those bound to it by name, whatever their
+// hosts.
+func (s *Snapshot) AllVirtualServices() []*istioconfig.Config { return s.vsList }
+
+// VirtualServiceVisibleTo reports whether VirtualService c is exported to
+// namespace ns (its exportTo, else the mesh's default).
+func (s *Snapshot) VirtualServiceVisibleTo(c *istioconfig.Config, ns string) bool {
+	return visibleTo(c.VirtualService().GetExportTo(), s.Mesh.DefaultVirtualServiceExportTo, c.Namespace, ns)
 }
 
 // VirtualServices returns the VirtualServices whose hosts include host

@@ -28,12 +28,12 @@ func tcpProxyListener(t testing.TB, name, addr, clusterName string) *listenerv3.
 // TestDrainEndCutsInFlight: once the drain time has passed after LDS
 // removed a listener, the connections still open on it are closed, a
 // request in flight or not, as Envoy closes them when it removes the
-// drained listener: HTTP/1.1 on both codecs, HTTP/2 and tcp_proxy. The
+// drained listener: HTTP/1.1, HTTP/2 and tcp_proxy. The
 // in-flight request of a listener LDS kept goes on and is answered;
 // downstream_cx_destroy counts the closed connections. Close (the end of
 // a SIGTERM drain) closes a kept tcp_proxy connection too.
 func TestDrainEndCutsInFlight(t *testing.T) {
-	for _, codec := range []hcm.Codec{hcm.CodecStrait, hcm.CodecNetHTTP} {
+	for _, codec := range []hcm.Codec{hcm.CodecStrait} {
 		t.Run(string(codec), func(t *testing.T) {
 			srv := xdstest.Start(t)
 			be, release, arrived := slowBackend(t)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/listener"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
@@ -72,7 +73,7 @@ func TestGoldenXDSPassesFieldAudits(t *testing.T) {
 			for _, d := range docs {
 				var rc routev3.RouteConfiguration
 				decode(d, &rc)
-				if _, err := route.Compile(&rc); err != nil {
+				if _, err := route.CompileWith(&rc, registry.Default()); err != nil {
 					t.Errorf("%s: %v", f, err)
 				}
 			}

@@ -28,6 +28,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/hcm"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/listener"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
@@ -111,7 +112,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	b := o.Bootstrap
 	st := stats.New()
-	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStore(), done: make(chan struct{}), quit: make(chan struct{}),
+	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStoreWith(registry.Default()), done: make(chan struct{}), quit: make(chan struct{}),
 		clustersInit: make(chan struct{}), started: time.Now()}
 	var err error
 	if p.cdsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetCdsConfig()); err != nil {
@@ -120,7 +121,14 @@ func New(o Options) (*Proxy, error) {
 	if p.ldsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetLdsConfig()); err != nil {
 		return nil, fmt.Errorf("bootstrap dynamic_resources.lds_config: %w", err)
 	}
+	// Istio's metadata exchange tells peers who this node is (its id and
+	// workload metadata), on inbound chains and outbound clusters.
+	local, err := listener.NewLocal(b.GetNode())
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap node metadata: %w", err)
+	}
 	p.Clusters = cluster.NewManager(o.Logger, st)
+	p.Clusters.SetExchangeFrame(local.Frame)
 	p.Clusters.OnWarmed(p.checkReady)
 	p.secrets = tlsconf.NewProvider(tlsconf.ProviderOptions{Node: b.GetNode(), Logger: o.Logger, Dial: p.dialCluster})
 	p.Clusters.SetSecrets(p.secrets)
@@ -129,7 +137,7 @@ func New(o Options) (*Proxy, error) {
 	p.Listeners = listener.NewManager(listener.Options{
 		Logger: o.Logger, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime, Secrets: p.secrets,
-		AccessLogs: p.logs,
+		AccessLogs: p.logs, Local: local,
 		// With ADS, no listener accepts before the start-up is done
 		// (startInit).
 		Held: b.GetDynamicResources().GetAdsConfig() != nil,

@@ -69,7 +69,7 @@ func selfSignedLocalhost(t *testing.T, dir string) (certFile, keyFile string, po
 // TestHTTP2OverTLS: a listener whose filter chain terminates TLS
 // (DownstreamTlsContext) in front of an HCM with codec_type AUTO serves
 // HTTP/2 to clients that negotiate "h2" by ALPN and HTTP/1.1 to the others,
-// on both HTTP/1.1 codecs; a chain offering only http/1.1 gets curl --http2
+// on the HTTP/1.1 codec; a chain offering only http/1.1 gets curl --http2
 // to negotiate and speak HTTP/1.1; every request reaches the backend with
 // x-forwarded-proto https. Go's HTTP/2 and HTTP/1.1 clients, and real curl
 // where installed.
@@ -89,7 +89,6 @@ func TestHTTP2OverTLS(t *testing.T) {
 		want  int // the HTTP major version an h2-capable client gets
 	}{
 		{hcm.CodecStrait, "[h2, http/1.1]", 2},
-		{hcm.CodecNetHTTP, "[h2, http/1.1]", 2},
 		{hcm.CodecStrait, "[http/1.1]", 1},
 	} {
 		t.Run(fmt.Sprintf("%s alpn %s", tc.codec, tc.alpn), func(t *testing.T) {

@@ -63,8 +63,14 @@ func ParseNodeID(id string) (*Proxy, error) {
 
 // NodeID formats a sidecar node id for the given pod.
 func NodeID(ip, pod, namespace, domain string) string {
+	return TypedNodeID(SidecarProxy, ip, pod, namespace, domain)
+}
+
+// TypedNodeID formats the node id of a proxy of type t (a sidecar, or a
+// gateway's router).
+func TypedNodeID(t NodeType, ip, pod, namespace, domain string) string {
 	if domain == "" {
 		domain = namespace + ".svc.cluster.local"
 	}
-	return fmt.Sprintf("%s~%s~%s.%s~%s", SidecarProxy, ip, pod, namespace, domain)
+	return fmt.Sprintf("%s~%s~%s.%s~%s", t, ip, pod, namespace, domain)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -25,6 +26,44 @@ const (
 	fileRootSystem = "system"
 	fileSeparator  = "~"
 )
+
+// Gateway credentials: a Gateway's tls.credentialName NAME is the SDS
+// resource "kubernetes://NAME" (its CA certificates for MUTUAL
+// "kubernetes://NAME-cacert"), as Istio names them
+// (pilot/pkg/model/credentials). Istio's agent asks istiod, which reads
+// the Kubernetes Secret; strait-agent reads them from files laid out as a
+// Kubernetes TLS Secret mounted as a volume: CREDENTIALS_DIR/NAME/tls.crt
+// and tls.key, and CREDENTIALS_DIR/NAME/ca.crt (or, as Istio's separate
+// CA Secret, CREDENTIALS_DIR/NAME-cacert/ca.crt).
+const (
+	credentialPrefix = "kubernetes://"
+	credentialCA     = "-cacert"
+)
+
+// credentialResource is the fileResource of a "kubernetes://" name under
+// dir; ok is false for another name, err says why a credential cannot be
+// served.
+func credentialResource(dir, name string) (r fileResource, ok bool, err error) {
+	rest, found := strings.CutPrefix(name, credentialPrefix)
+	if !found {
+		return r, false, nil
+	}
+	if dir == "" {
+		return r, true, fmt.Errorf("SDS resource %q: this agent has no credentials directory", name)
+	}
+	if rest == "" || strings.ContainsAny(rest, "/\\") || rest == "." || rest == ".." {
+		return r, true, fmt.Errorf("SDS resource %q: want %sNAME, NAME a Secret's name", name, credentialPrefix)
+	}
+	if base, isCA := strings.CutSuffix(rest, credentialCA); isCA && base != "" {
+		// NAME-cacert: NAME's ca.crt, else a credential of its own.
+		root := filepath.Join(dir, base, "ca.crt")
+		if _, err := os.Stat(root); err != nil {
+			root = filepath.Join(dir, rest, "ca.crt")
+		}
+		return fileResource{root: root}, true, nil
+	}
+	return fileResource{cert: filepath.Join(dir, rest, "tls.crt"), key: filepath.Join(dir, rest, "tls.key")}, true, nil
+}
 
 // systemBundles are where Linux distributions keep the system trust
 // bundle (the list crypto/x509 searches on Linux); the first that exists

@@ -143,7 +143,8 @@ func TestSDSFileRefusals(t *testing.T) {
 		{"file-cert:/a~/b~/c", codes.InvalidArgument, "CERT_PATH~KEY_PATH"},
 		{"file-root:", codes.InvalidArgument, "CA_PATH"},
 		{"file-root:/a~/b", codes.InvalidArgument, "CA_PATH"},
-		{"kubernetes://secret", codes.InvalidArgument, "not served by strait-agent"},
+		{"kubernetes://secret", codes.InvalidArgument, "no credentials directory"},
+		{"sds://other", codes.InvalidArgument, "not served by strait-agent"},
 		{"default", codes.InvalidArgument, "no workload certificate"},
 		{"ROOTCA", codes.InvalidArgument, "no workload certificate"},
 		{"file-root:/does/not/exist.pem", codes.Unavailable, "exist.pem"},
@@ -193,5 +194,39 @@ func TestSystemRoot(t *testing.T) {
 	}
 	if string(sec.GetValidationContext().GetTrustedCa().GetInlineBytes()) != string(want) {
 		t.Errorf("file-root:system is not %s", path)
+	}
+}
+
+// TestCredentialResource: a Gateway's credentialName is read from the
+// credentials directory as a mounted Kubernetes TLS Secret; its -cacert
+// resource is the Secret's ca.crt, else a Secret of its own.
+func TestCredentialResource(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "only-ca-cacert"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "both"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "both", "ca.crt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		want    fileResource
+		ok      bool
+		wantErr string
+	}{
+		{name: "file-cert:/a~/b"},
+		{name: "kubernetes://web", want: fileResource{cert: filepath.Join(dir, "web", "tls.crt"), key: filepath.Join(dir, "web", "tls.key")}, ok: true},
+		{name: "kubernetes://both-cacert", want: fileResource{root: filepath.Join(dir, "both", "ca.crt")}, ok: true},
+		{name: "kubernetes://only-ca-cacert", want: fileResource{root: filepath.Join(dir, "only-ca-cacert", "ca.crt")}, ok: true},
+		{name: "kubernetes://../etc", ok: true, wantErr: "NAME a Secret's name"},
+		{name: "kubernetes://", ok: true, wantErr: "NAME a Secret's name"},
+	} {
+		got, ok, err := credentialResource(dir, tc.name)
+		if ok != tc.ok || got != tc.want || (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: %+v %v %v, want %+v %v %q", tc.name, got, ok, err, tc.want, tc.ok, tc.wantErr)
+		}
 	}
 }

@@ -38,7 +38,10 @@ type ServerOptions struct {
 	// FilePoll is how often the files of file-cert:/file-root: resources
 	// are read again for changes (default 5 s).
 	FilePoll time.Duration
-	Logger   *slog.Logger
+	// CredentialsDir holds the Gateway credentials served as
+	// "kubernetes://NAME" (files.go); "" serves none.
+	CredentialsDir string
+	Logger         *slog.Logger
 }
 
 // defaultFilePoll is ServerOptions.FilePoll's default.
@@ -51,10 +54,11 @@ type Server struct {
 	secretv3.UnimplementedSecretDiscoveryServiceServer
 
 	// Set at creation, read-only.
-	store    *Store
-	filePoll time.Duration
-	log      *slog.Logger
-	grpc     *grpc.Server
+	store          *Store
+	filePoll       time.Duration
+	credentialsDir string
+	log            *slog.Logger
+	grpc           *grpc.Server
 
 	nonce atomic.Uint64
 }
@@ -67,7 +71,7 @@ func NewServer(opts ServerOptions) *Server {
 	if opts.FilePoll <= 0 {
 		opts.FilePoll = defaultFilePoll
 	}
-	s := &Server{store: opts.Store, filePoll: opts.FilePoll, log: opts.Logger.With("component", "sds"), grpc: grpc.NewServer()}
+	s := &Server{store: opts.Store, filePoll: opts.FilePoll, credentialsDir: opts.CredentialsDir, log: opts.Logger.With("component", "sds"), grpc: grpc.NewServer()}
 	secretv3.RegisterSecretDiscoveryServiceServer(s.grpc, s)
 	return s
 }
@@ -224,16 +228,25 @@ func (s *Server) checkNames(names []string) error {
 			}
 			continue
 		}
-		_, ok, err := parseFileResource(n)
+		_, ok, err := s.resource(n)
 		if err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 		if !ok {
-			return status.Errorf(codes.InvalidArgument, "SDS resource %q is not served by strait-agent: only %q (the workload certificate), %q (the trust bundle), %sCERT~KEY and %sCA (files on this host)",
-				n, ResourceDefault, ResourceRootCA, fileCertPrefix, fileRootPrefix)
+			return status.Errorf(codes.InvalidArgument, "SDS resource %q is not served by strait-agent: only %q (the workload certificate), %q (the trust bundle), %sCERT~KEY and %sCA (files on this host), %sNAME (a Gateway credential)",
+				n, ResourceDefault, ResourceRootCA, fileCertPrefix, fileRootPrefix, credentialPrefix)
 		}
 	}
 	return nil
+}
+
+// resource parses a file-backed name: file-cert:, file-root: or a
+// Gateway credential (kubernetes://).
+func (s *Server) resource(name string) (fileResource, bool, error) {
+	if r, ok, err := credentialResource(s.credentialsDir, name); ok {
+		return r, ok, err
+	}
+	return parseFileResource(name)
 }
 
 func sameNames(a, b []string) bool {
@@ -266,7 +279,7 @@ func (s *Server) response(names []string, cur *Secrets) (*discovery.DiscoveryRes
 			}
 			sec = Secret(n, cur)
 		} else {
-			r, _, err := parseFileResource(n)
+			r, _, err := s.resource(n)
 			if err != nil {
 				return nil, err
 			}

@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -39,6 +40,13 @@ const (
 	FirstPartyTokenPath = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 	// WorkloadSocketPath is Istio's SDS socket for the proxy.
 	WorkloadSocketPath = "./var/run/secrets/workload-spiffe-uds/socket"
+	// CredentialsPath is where a gateway's agent reads the credentials
+	// its Gateways name (tls.credentialName NAME: NAME/tls.crt, tls.key,
+	// ca.crt, a Kubernetes TLS Secret's keys) unless CREDENTIALS_DIR says
+	// otherwise.
+	CredentialsPath = "./var/run/secrets/credentials"
+	// EnvCredentialsDir overrides CredentialsPath.
+	EnvCredentialsDir = "CREDENTIALS_DIR"
 
 	// PlaintextPort and SecurePort are Istio's xDS ports: 15010 is always
 	// plaintext, 15012 always TLS.
@@ -69,6 +77,10 @@ type Identity struct {
 	TokenPath string
 	// WorkloadSocketPath is the SDS socket (absolute).
 	WorkloadSocketPath string
+	// CredentialsDir holds the Gateway credentials the SDS server serves
+	// as kubernetes://NAME (absolute; CREDENTIALS_DIR, else
+	// CredentialsPath).
+	CredentialsDir string
 	// ServerName is checked in the control plane's certificate instead of
 	// the address's host (ISTIOD_SAN); "" = the host.
 	ServerName string
@@ -92,7 +104,8 @@ func loadIdentity(c *Config, env func(string) string, wd string) error {
 		return filepath.Join(wd, p)
 	}
 	var errs []error
-	id := Identity{TrustDomain: env(EnvTrustDomain), SecretTTL: DefaultSecretTTL, WorkloadSocketPath: abs(WorkloadSocketPath), ServerName: env(EnvIstiodSAN)}
+	id := Identity{TrustDomain: env(EnvTrustDomain), SecretTTL: DefaultSecretTTL, WorkloadSocketPath: abs(WorkloadSocketPath), ServerName: env(EnvIstiodSAN),
+		CredentialsDir: abs(cmp.Or(env(EnvCredentialsDir), CredentialsPath))}
 	if id.TrustDomain == "" {
 		id.TrustDomain = DefaultTrustDomain
 	}

@@ -5,12 +5,12 @@
 package settings
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +79,10 @@ type Config struct {
 	DrainDuration time.Duration
 	// Identity is the workload certificate and TLS settings (loadIdentity).
 	Identity Identity
+	// ProxyType is the node id's type: sidecar (the default), or router
+	// for a gateway (`proxy router`), whose listeners straitd builds from
+	// the Gateways that select it.
+	ProxyType proxypush.NodeType
 }
 
 // Sources says where Load reads from. Zero fields take the process's own
@@ -98,6 +102,9 @@ type Sources struct {
 	PodInfoDir     string
 	// Domain is --domain ("" = NS.svc.cluster.local).
 	Domain string
+	// ProxyType is the command's argument (`proxy sidecar`, `proxy
+	// router`); "" is sidecar.
+	ProxyType proxypush.NodeType
 	// Concurrency is --concurrency when given on the command line.
 	Concurrency *int
 }
@@ -124,6 +131,7 @@ func Load(src Sources) (*Config, error) {
 		InstanceIP:     env(EnvInstanceIP),
 		ServiceAccount: env(EnvServiceAccount),
 		Domain:         src.Domain,
+		ProxyType:      cmp.Or(src.ProxyType, proxypush.SidecarProxy),
 		Metadata:       map[string]string{},
 		ReadinessPort:  DefaultReadinessPort,
 	}
@@ -332,9 +340,10 @@ func (c *Config) applyDNSCapture() error {
 	return nil
 }
 
-// NodeID is the proxy's node id, sidecar~IP~POD.NS~DOMAIN.
+// NodeID is the proxy's node id, TYPE~IP~POD.NS~DOMAIN (TYPE sidecar or
+// router).
 func (c *Config) NodeID() string {
-	return proxypush.NodeID(c.InstanceIP, c.PodName, c.PodNamespace, c.Domain)
+	return proxypush.TypedNodeID(cmp.Or(c.ProxyType, proxypush.SidecarProxy), c.InstanceIP, c.PodName, c.PodNamespace, c.Domain)
 }
 
 // ServiceCluster is node.cluster: APP.NS from the pod's app label
@@ -350,10 +359,11 @@ func (c *Config) ServiceCluster() string {
 	return app + "." + c.PodNamespace
 }
 
-// NodeMetadata is node.metadata: ISTIO_META_* without the prefix, plus
-// NAMESPACE, INSTANCE_IPS, POD_NAME, SERVICE_ACCOUNT and, when the pod's
-// labels are known, LABELS as "k=v,k=v" (sorted) — metadata values are
-// strings by contract.
+// NodeMetadata is node.metadata's string fields: ISTIO_META_* without the
+// prefix (WORKLOAD_NAME, OWNER, CLUSTER_ID, MESH_ID from injection), plus
+// NAMESPACE, INSTANCE_IPS, POD_NAME, NAME and SERVICE_ACCOUNT. The pod's
+// labels go in as the LABELS struct (bootstrap.Options.Labels), as
+// pilot-agent writes them.
 func (c *Config) NodeMetadata() map[string]string {
 	md := make(map[string]string, len(c.Metadata)+5)
 	for k, v := range c.Metadata {
@@ -362,16 +372,11 @@ func (c *Config) NodeMetadata() map[string]string {
 	md["NAMESPACE"] = c.PodNamespace
 	md["INSTANCE_IPS"] = c.InstanceIP
 	md["POD_NAME"] = c.PodName
+	// NAME is the instance (pod) name, as pilot-agent writes it from
+	// POD_NAME; the peer metadata exchange carries it.
+	md["NAME"] = c.PodName
 	if c.ServiceAccount != "" {
 		md["SERVICE_ACCOUNT"] = c.ServiceAccount
-	}
-	if len(c.Labels) > 0 {
-		kv := make([]string, 0, len(c.Labels))
-		for k, v := range c.Labels {
-			kv = append(kv, k+"="+v)
-		}
-		sort.Strings(kv)
-		md["LABELS"] = strings.Join(kv, ",")
 	}
 	return md
 }

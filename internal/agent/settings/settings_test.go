@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/straitmesh/strait/internal/proxypush"
 )
 
 type fixture struct {
@@ -121,7 +123,7 @@ func TestLoadMergeOrder(t *testing.T) {
 		t.Errorf("node id %q, cluster %q", c.NodeID(), c.ServiceCluster())
 	}
 	md := c.NodeMetadata()
-	if md["LABELS"] != "app=client,version=v1" || md["SERVICE_ACCOUNT"] != "sa" {
+	if md["NAME"] != "client-1" || md["SERVICE_ACCOUNT"] != "sa" || c.Labels["app"] != "client" || c.Labels["version"] != "v1" {
 		t.Errorf("metadata = %v", md)
 	}
 
@@ -255,6 +257,38 @@ func TestDNSCapture(t *testing.T) {
 		c, err := tc.f.load(t)
 		if err != nil || c.DNSCapture != tc.capture {
 			t.Errorf("%+v: DNS capture %v, %v; want %v and no error", tc.f, c != nil && c.DNSCapture, err, tc.capture)
+		}
+	}
+}
+
+// TestRouterNodeID: `proxy router` makes the node id a router's, which
+// straitd builds gateway listeners for; `proxy sidecar` (and no type) a
+// sidecar's.
+func TestRouterNodeID(t *testing.T) {
+	for _, tc := range []struct {
+		typ  proxypush.NodeType
+		want string
+	}{
+		{"", "sidecar~10.1.0.2~gw-1.ingress~ingress.svc.cluster.local"},
+		{proxypush.SidecarProxy, "sidecar~10.1.0.2~gw-1.ingress~ingress.svc.cluster.local"},
+		{proxypush.Router, "router~10.1.0.2~gw-1.ingress~ingress.svc.cluster.local"},
+	} {
+		env := map[string]string{"POD_NAME": "gw-1", "POD_NAMESPACE": "ingress", "INSTANCE_IP": "10.1.0.2"}
+		c, err := Load(Sources{
+			LookupEnv:  func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+			Environ:    []string{},
+			Executable: "/usr/local/bin/strait-agent",
+			WorkDir:    t.TempDir(), MeshConfigFile: filepath.Join(t.TempDir(), "none"), PodInfoDir: filepath.Join(t.TempDir(), "none"),
+			ProxyType: tc.typ,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.NodeID(); got != tc.want {
+			t.Errorf("type %q: node id %q, want %q", tc.typ, got, tc.want)
+		}
+		if _, err := proxypush.ParseNodeID(c.NodeID()); err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -20,8 +20,12 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
-// logging reports whether requests of this connection are logged.
-func (c *h1conn) logging() bool { return len(c.filter.AccessLog) > 0 }
+// logging reports whether requests of this connection are recorded: for
+// the access log, or for the filters told when a stream ends (their
+// StreamInfo is read from the record).
+func (c *h1conn) logging() bool {
+	return len(c.filter.AccessLog) > 0 || c.filter.chain != nil && len(c.filter.chain.completers) > 0
+}
 
 // beginLog starts the record of a request that began at start.
 func (c *h1conn) beginLog(start time.Time) {
@@ -64,6 +68,7 @@ func (c *h1conn) endLog() {
 	if !r.DownstreamRemote.IsValid() {
 		r.DownstreamRemote = c.remoteAddr()
 	}
+	c.stream.complete() // h1stream.go
 	c.filter.AccessLog.Log(r)
 	c.rec = accesslog.Record{} // drop the references to the buffers
 }
@@ -121,7 +126,7 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 	return ap
 }
 
-// streamLog records an HTTP/2 (or net/http codec) stream's response for
+// streamLog records an HTTP/2 stream's response for
 // the access log: status and body bytes, as written through it.
 type streamLog struct {
 	http.ResponseWriter

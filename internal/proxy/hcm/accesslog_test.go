@@ -128,7 +128,7 @@ func TestAccessLogConnectionOperators(t *testing.T) {
 		t.Cleanup(func() { ln.Close(); s.Close() })
 		return ln.Addr().String()
 	}
-	addrs := map[Codec]string{CodecStrait: start(CodecStrait), CodecNetHTTP: start(CodecNetHTTP)}
+	addrs := map[Codec]string{CodecStrait: start(CodecStrait)}
 
 	lineFor := func(t *testing.T, id string) string {
 		t.Helper()
@@ -160,10 +160,8 @@ func TestAccessLogConnectionOperators(t *testing.T) {
 		{"strait codec, unknown cluster", CodecStrait, false, "/nowhere", ""},
 		{"HTTP/2 client, HTTP/1.1 upstream", CodecStrait, true, "/a", ""},
 		{"HTTP/2 client, HTTP/2 upstream", CodecStrait, true, "/h2", "10.9.8.7, 10.9.8.6"},
-		{"net/http codec", CodecNetHTTP, false, "/a", ""},
 		{"strait codec, upstream TLS fails", CodecStrait, false, "/tls", ""},
 		{"HTTP/2 client, upstream TLS fails", CodecStrait, true, "/tls", ""},
-		{"net/http codec, upstream TLS fails", CodecNetHTTP, false, "/tls", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := strings.NewReplacer(" ", "-", ",", "", "/", "").Replace(tc.name)

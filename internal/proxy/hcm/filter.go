@@ -5,9 +5,9 @@
 //
 // The codec is behind Server.ServeConn and the cluster's upstream pool. The
 // default is the purpose-built HTTP/1.1 codec in package http1 (h1.go is the
-// request path on it, cluster.GetConn/PutConn its upstream pool); net/http
-// (server and cluster.RoundTrip) remains selectable with CodecNetHTTP
-// (strait-proxy --http-codec nethttp).
+// request path on it, cluster.GetConn/PutConn its upstream pool). The
+// net/http codec (strait-proxy --http-codec nethttp) was removed, so that
+// every limit and timeout is enforced on one HTTP/1.1 path.
 package hcm
 
 import (
@@ -20,6 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
@@ -42,15 +44,19 @@ type Filter struct {
 	inline     *route.Table
 	routes     Routes
 	codec      hcmv3.HttpConnectionManager_CodecType
-	h2         *http2.Server        // serves HTTP/2 connections (h2.go)
-	upgrades   map[string]bool      // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
-	filters    httpFilters          // the fault and CORS filters (httpfilters.go)
-	hstats     *stats.HTTPStats     // http.<stat_prefix>.downstream_* (stats.go); nil without a store
-	xfp        forwardedProtoPolicy // x-forwarded-proto (scheme.go)
-	xff        xffPolicy            // the client's address and x-forwarded-for (xff.go)
-	xfcc       xfccPolicy           // x-forwarded-client-cert (xfcc.go)
-	pathNorm   pathNorm             // normalize_path, merge_slashes, path_with_escaped_slashes_action (pathnorm.go)
-	Limits     Limits
+	h2         *http2.Server   // serves HTTP/2 connections (h2.go)
+	upgrades   map[string]bool // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
+	chain      *chain          // the HTTP filters before the router (chain.go)
+	// httpFilters is the http_filters list the chain was built from;
+	// UseStats builds it again with the proxy's stats.
+	httpFilters []*hcmv3.HttpFilter
+	registry    *registry.Registry
+	hstats      *stats.HTTPStats     // http.<stat_prefix>.downstream_* (stats.go); nil without a store
+	xfp         forwardedProtoPolicy // x-forwarded-proto (scheme.go)
+	xff         xffPolicy            // the client's address and x-forwarded-for (xff.go)
+	xfcc        xfccPolicy           // x-forwarded-client-cert (xfcc.go)
+	pathNorm    pathNorm             // normalize_path, merge_slashes, path_with_escaped_slashes_action (pathnorm.go)
+	Limits      Limits
 	// AccessLog gets one record per request (access_log, built by the
 	// listener with the proxy's files); nil logs nothing and costs
 	// nothing.
@@ -104,12 +110,18 @@ func DefaultLimits() Limits {
 	}
 }
 
-// Build validates an HCM config and returns the filter.
+// Build validates an HCM config and returns the filter, with the HTTP
+// filters strait-proxy runs (registry.Default).
 func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
+	return BuildWith(h, routes, registry.Default())
+}
+
+// BuildWith is Build with the HTTP filters of reg.
+func BuildWith(h *hcmv3.HttpConnectionManager, routes Routes, reg *registry.Registry) (*Filter, error) {
 	if err := checkHCMFields(h); err != nil { // fields.go
 		return nil, err
 	}
-	f := &Filter{StatPrefix: h.GetStatPrefix(), routes: routes, acceptHTTP10: h.GetHttpProtocolOptions().GetAcceptHttp_10()}
+	f := &Filter{StatPrefix: h.GetStatPrefix(), routes: routes, acceptHTTP10: h.GetHttpProtocolOptions().GetAcceptHttp_10(), registry: reg}
 	if err := f.buildCodec(h); err != nil {
 		return nil, err
 	}
@@ -137,7 +149,7 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 	case *hcmv3.HttpConnectionManager_Rds: // checkRDS checked its config source
 		f.RDSName = rs.Rds.GetRouteConfigName()
 	case *hcmv3.HttpConnectionManager_RouteConfig:
-		t, err := route.Compile(rs.RouteConfig)
+		t, err := route.CompileWith(rs.RouteConfig, reg)
 		if err != nil {
 			return nil, err
 		}
@@ -152,18 +164,11 @@ func Build(h *hcmv3.HttpConnectionManager, routes Routes) (*Filter, error) {
 	if err := checkRouterFilter(filters[len(filters)-1]); err != nil { // fields.go
 		return nil, fmt.Errorf("http_filters[%d] %q: %w", len(filters)-1, routerFilter, err)
 	}
-	for i, hf := range filters[:len(filters)-1] {
-		known, err := f.filters.add(hf) // httpfilters.go
-		if err != nil {
-			return nil, fmt.Errorf("http_filters[%d] %q: %w", i, hf.GetName(), err)
-		}
-		// A filter Strait does not run is refused, also Istio's telemetry
-		// and ALPN filters: accepting it would drop what it does unseen.
-		// One marked is_optional may be skipped, as Envoy skips it.
-		if !known && !hf.GetIsOptional() {
-			return nil, fmt.Errorf("http filter %q is not supported", hf.GetName())
-		}
+	ch, err := buildChain(filters, reg, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + "."}) // chain.go
+	if err != nil {
+		return nil, err
 	}
+	f.chain, f.httpFilters = ch, filters
 	return f, nil
 }
 
@@ -240,4 +245,22 @@ func (f *Filter) table() *route.Table {
 		return f.inline
 	}
 	return f.routes.Get(f.RDSName)
+}
+
+// UseStats gives the filter and its HTTP filters their counters in st
+// (the HTTP filters are built again, with st). Call it before the Filter
+// serves a connection.
+func (f *Filter) UseStats(st *stats.Store) {
+	if st == nil {
+		return
+	}
+	f.hstats = st.HTTP(f.StatPrefix)
+	if len(f.httpFilters) == 0 {
+		return
+	}
+	ch, err := buildChain(f.httpFilters, f.registry, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + ".", Stats: st})
+	if err != nil {
+		return // built once already: cannot fail
+	}
+	f.chain = ch
 }

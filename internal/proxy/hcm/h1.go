@@ -77,27 +77,27 @@ type h1conn struct {
 	reqExtra, respExtra        []http1.Header
 	hostOverride, pathOverride []byte
 
-	expiry     time.Time // max_connection_duration; zero: none
-	requests   uint32
-	reqExpiry  time.Time // request_timeout of the request in progress
-	linger     bool      // an error reply was sent: close gracefully
-	streamIdle time.Duration
-	setCookie  string // a generated hash-policy cookie for the response
+	limits    connLimits  // max_requests_per_connection, max_connection_duration (stream.go)
+	clock     streamClock // the timeouts of the request in progress (stream.go)
+	linger    bool        // an error reply was sent: close gracefully
+	setCookie string      // a generated hash-policy cookie for the response
 
 	drain     *Drain       // nil: the connection never drains
 	stopDrain func() bool  // unregisters drainIdle
 	stopEnd   func() bool  // unregisters cut
 	idle      atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
 
-	fresp filterResponse // the HTTP filters' response headers (h1filters.go)
+	// stream is the request in progress as the HTTP filters see it
+	// (h1stream.go, chain.go), reset for every request.
+	stream h1stream
 	// meta is the request in progress's dynamic metadata, reset for every
-	// request: what a filter learns (the JWT filter's claims, jwtfilter.go)
-	// for a later one (RBAC) to read.
+	// request: what a filter learns (the JWT filter's claims) for a later
+	// one (RBAC) to read.
 	meta httpfilter.Metadata
-	// authz describes the connection for the RBAC filters (rbac.go);
-	// computed at the first request when the HCM has one.
+	// authz and fconn describe the connection for the RBAC filters and
+	// the others; computed at the first request that asks.
 	authz *rbac.Connection
-	rreq  route.Request // what routing and RBAC read of the request in progress
+	fconn *httpfilter.Connection
 	// client is the request in progress's client address (xff.go).
 	client clientAddress
 
@@ -122,18 +122,11 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 	// The wait for a request (parkAfter) and the request (stream idle)
 	// alternate their read deadlines on every request: keep the earlier.
 	dc.SetReadLazy(true)
-	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: &f.Limits, dst: dst, src: src, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), r: http1.NewReader(dc), drain: d}
+	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: f.limits(), dst: dst, src: src, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), r: http1.NewReader(dc), drain: d}
 	f.cxBegin() // cxEnd in finish
 	c.stopDrain = d.onStart(c.drainIdle)
 	c.stopEnd = d.onEnd(c.cut)
-	if c.lim.MaxRequestHeadBytes == 0 {
-		// A Filter made without Build (tests): Envoy's defaults.
-		l := DefaultLimits()
-		c.lim = &l
-	}
-	if d := c.lim.MaxConnectionDuration; d > 0 {
-		c.expiry = time.Now().Add(d)
-	}
+	c.limits.init(c.lim)
 	c.run(false)
 }
 
@@ -206,18 +199,9 @@ func (c *h1conn) serve() (parked bool) {
 		if logging {
 			c.beginLog(time.Now())
 		}
-		c.reqExpiry = http1.Deadline(c.lim.RequestTimeout)
-		var headersExpiry time.Time
-		headExpiry := c.reqExpiry
-		if d := c.lim.RequestHeadersTimeout; d > 0 {
-			headersExpiry = http1.Deadline(d)
-			if headExpiry.IsZero() || headersExpiry.Before(headExpiry) {
-				headExpiry = headersExpiry
-			}
-		}
-		c.streamIdle = c.lim.StreamIdleTimeout
-		c.nc.SetReadTimeouts(c.streamIdle, headExpiry)
-		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{})
+		c.clock = c.lim.startStream()
+		c.nc.SetReadTimeouts(c.clock.idle, c.clock.headDeadline())
+		c.nc.SetWriteTimeouts(c.clock.idle, time.Time{})
 		head, err := c.r.ReadRequestHead(c.lim.MaxRequestHeadBytes)
 		if err != nil {
 			switch {
@@ -229,14 +213,9 @@ func (c *h1conn) serve() (parked bool) {
 				c.errorReply(400, "")
 			case http1.IsTimeout(err):
 				c.takeWbuf()
-				switch now := time.Now(); {
-				case !c.reqExpiry.IsZero() && !now.Before(c.reqExpiry):
-					c.errorReply(408, "request timeout")
-				case !headersExpiry.IsZero() && !now.Before(headersExpiry):
-					c.errorReply(408, "request header timeout")
-				default:
-					c.errorReply(408, "stream timeout")
-				}
+				f := c.clock.expired(time.Now(), true)
+				c.errorReply(f.code, f.body)
+				c.rec.Flags = f.flags
 			}
 			if c.rec.Code != 0 {
 				c.countErrorReply()
@@ -266,14 +245,14 @@ func (c *h1conn) serve() (parked bool) {
 			}
 			return false
 		}
-		c.requests++
+		c.limits.beginRequest()
 		h := c.filter.hstats
 		if h != nil {
 			rqBegin(h, 1)
 			c.rec.Code = 0 // set by the reply; beginLog cleared it when logging
 		}
 		// The body (if any) is read under request_timeout only.
-		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
+		c.nc.SetReadTimeouts(c.clock.idle, c.clock.request)
 		keep := c.serveRequest()
 		if h != nil {
 			rqEnd(h, c.rec.Code)
@@ -318,7 +297,7 @@ func (c *h1conn) waitRequest() int {
 	if s := c.lim.StreamIdleTimeout; s > 0 && (wait == 0 || s < wait) {
 		wait = s
 	}
-	if c.drain != nil && c.requests > 0 {
+	if c.drain != nil && c.limits.served() {
 		// Idle from here: a drain starting now closes the connection
 		// (drainIdle). Set before looking, so that one of the two sees
 		// the other. A new connection gets its first request served.
@@ -336,13 +315,13 @@ func (c *h1conn) waitRequest() int {
 	// sooner), then park. A connection that never carried a request is not
 	// parked: its first bytes are normally on the way.
 	parkAt := time.Time{}
-	if c.requests > 0 {
+	if c.limits.served() {
 		parkAt = http1.CoarseNow().Add(parkAfter)
 		if dl := c.parkDeadline(since); !dl.IsZero() && !dl.After(parkAt) {
 			parkAt = time.Time{}
 		}
 	}
-	hard := c.expiry
+	hard := c.limits.expiry
 	if !parkAt.IsZero() {
 		hard = parkAt
 		c.nc.SetReadTimeouts(0, hard)
@@ -354,7 +333,7 @@ func (c *h1conn) waitRequest() int {
 		if err == nil {
 			// A request began, unless the drain closed the connection
 			// first.
-			if c.drain == nil || c.requests == 0 || c.idle.CompareAndSwap(connIdle, connBusy) {
+			if c.drain == nil || !c.limits.served() || c.idle.CompareAndSwap(connIdle, connBusy) {
 				return waitRequest
 			}
 			return waitClose
@@ -363,7 +342,7 @@ func (c *h1conn) waitRequest() int {
 			return waitClose
 		}
 		now := time.Now()
-		if idle > 0 && now.Sub(since) >= idle || !c.expiry.IsZero() && !now.Before(c.expiry) {
+		if idle > 0 && now.Sub(since) >= idle || c.limits.expiredAt(now) {
 			return waitClose
 		}
 		if !parkAt.IsZero() && !now.Before(parkAt) {
@@ -378,7 +357,7 @@ func (c *h1conn) waitRequest() int {
 				c.r.UnparkBuffer()
 			}
 			parkAt = time.Time{}
-			c.nc.SetReadTimeouts(wait, c.expiry)
+			c.nc.SetReadTimeouts(wait, c.limits.expiry)
 		}
 	}
 }
@@ -412,13 +391,7 @@ func (c *h1conn) parkExpired() {
 // progress: max_connection_duration passed, max_requests_per_connection
 // reached, or its listener is draining.
 func (c *h1conn) closing() bool {
-	if m := c.lim.MaxRequestsPerConnection; m > 0 && c.requests >= m {
-		return true
-	}
-	if c.drain.Started() {
-		return true
-	}
-	return !c.expiry.IsZero() && !http1.CoarseNow().Before(c.expiry)
+	return c.drain.Started() || c.limits.spent(http1.CoarseNow()) // stream.go
 }
 
 // drainIdle runs when the connection's drain starts: a connection waiting
@@ -474,8 +447,8 @@ func (c *h1conn) closeGracefully() {
 func (c *h1conn) serveRequest() bool {
 	req := &c.req
 	c.resetRouterState()
-	c.fresp = filterResponse{} // the filters' response headers (h1filters.go)
 	c.meta.Reset()
+	c.stream.begin(c)
 	c.client = c.forwardH1() // xff.go
 	c.forwardXFCC()          // xfcc.go
 	if hasFragment(http1.UnsafeString(req.Target)) {
@@ -486,43 +459,26 @@ func (c *h1conn) serveRequest() bool {
 			return keep
 		}
 	}
-	if jf := c.filter.filters.jwt; jf != nil {
-		if done, keep := c.runJWT(jf); done { // jwtfilter.go
-			return keep
-		}
-	}
 	query := req.Query
 	if len(query) > 0 {
 		query = query[1:] // its '?'
 	}
-	// A field, not a local: the RBAC filters would make a local escape.
-	c.rreq = route.Request{
+	st := &c.stream
+	st.rreq = route.Request{
 		Host: http1.UnsafeString(req.Host), Path: http1.UnsafeString(req.Path),
 		Query:  http1.UnsafeString(query),
 		Method: http1.UnsafeString(req.Method), Scheme: c.scheme(), Headers: &req.Headers, // scheme.go
 	}
-	rreq := &c.rreq
-	if len(c.filter.filters.rbac) > 0 {
-		if c.authz == nil {
-			c.authz = rbacConnection(c.filter, c.tracked, c.dst)
-		}
-		if !c.filter.filters.authorize(c.authz, rreq, c.client.remote.Addr(), &c.meta) { // rbac.go
-			return c.filterReply(403, rbac.ResponseFlag, rbac.DeniedBody, nil)
-		}
+	if st.decode(st) { // chain.go
+		return st.replied && st.keep
 	}
-	table := c.filter.table()
-	if table == nil {
-		return c.localReply(404, "NR", "")
-	}
-	rt := table.Route(rreq)
+	rt := st.route()
 	if rt == nil {
 		return c.localReply(404, "NR", "")
 	}
 	c.rec.RouteName = rt.Name
-	if c.filter.filters.active(rt) {
-		if done, keep := c.runFilters(rt); done { // h1filters.go
-			return keep
-		}
+	if rt.Filters != nil && len(rt.Filters.Mirrors) > 0 {
+		c.s.mirrorH1(rt.Filters.Mirrors, req, c.r.Buffered(), c.forwardedProto(), st.rreq.Scheme) // mirror.go
 	}
 	if rt.Redirect != nil {
 		return c.redirectReply(rt)

@@ -37,7 +37,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
-var codecs = []Codec{CodecStrait, CodecNetHTTP}
+var codecs = []Codec{CodecStrait}
 
 type testProxy struct {
 	addr     string
@@ -551,7 +551,7 @@ func BenchmarkProxy(b *testing.B) {
 		// paths is Istio's DECODE_AND_MERGE_SLASHES normalization
 		// (pathnorm.go): a normal path must cost nothing more.
 		paths bool
-	}{{CodecStrait, "strait", "/bench", false, false}, {CodecStrait, "strait-retrypolicy", "/retry/bench", false, false}, {CodecNetHTTP, "nethttp", "/bench", false, false},
+	}{{CodecStrait, "strait", "/bench", false, false}, {CodecStrait, "strait-retrypolicy", "/retry/bench", false, false},
 		{CodecStrait, "strait-accesslog", "/bench", true, false}, {CodecStrait, "strait-pathnorm", "/bench/a.b/c", false, true},
 		{CodecStrait, "strait-pathnorm-rewritten", "/bench/./a/../c", false, true}} {
 		codec := bc.codec

@@ -49,10 +49,9 @@ func idempotent(m []byte) bool {
 func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster, ov *router.Overrides) bool {
 	req := &c.req
 	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
-	if rt.HasIdleTimeout && rt.IdleTimeout != c.streamIdle {
-		c.streamIdle = rt.IdleTimeout
-		c.nc.SetReadTimeouts(c.streamIdle, c.reqExpiry)
-		c.nc.SetWriteTimeouts(c.streamIdle, time.Time{})
+	if c.clock.routed(rt) { // stream.go
+		c.nc.SetReadTimeouts(c.clock.idle, c.clock.request)
+		c.nc.SetWriteTimeouts(c.clock.idle, time.Time{})
 	}
 	retry, timeout := router.NewRetry(rt.Retry, ov, rt.Timeout)
 	var slot retrySlot // max_retries (h1router.go)
@@ -148,8 +147,8 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		var got bool
 		for attempt := 0; ; attempt++ {
 			uc.Exchange()
-			uc.D.SetWriteTimeouts(c.streamIdle, attemptExpiry)
-			uc.D.SetReadTimeouts(c.streamIdle, attemptExpiry)
+			uc.D.SetWriteTimeouts(c.clock.idle, attemptExpiry)
+			uc.D.SetReadTimeouts(c.clock.idle, attemptExpiry)
 			n, err = uc.Write(w)
 			if err == nil && streamBody {
 				if req.Expect100 && reqMinor == 1 {
@@ -372,7 +371,7 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 		// the socket deadline and it is not moved per request.
 		poll = http1.CoarseNow().Truncate(clientPollInterval).Add(2 * clientPollInterval)
 	}
-	idleExpiry := http1.Deadline(c.streamIdle)
+	idleExpiry := http1.Deadline(c.clock.idle)
 	var sent int64
 	setHard := func() {
 		h := routeExpiry
@@ -404,7 +403,7 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 					return got, errStreamIdle
 				}
 				sent = bc.progress.Load()
-				idleExpiry = http1.Deadline(c.streamIdle)
+				idleExpiry = http1.Deadline(c.clock.idle)
 			}
 			if !poll.IsZero() && !now.Before(poll) {
 				if http1.Peek(c.nc) == http1.PeekClosed {
@@ -434,7 +433,7 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 			return got, err
 		}
 		if !idleExpiry.IsZero() {
-			idleExpiry = http1.Deadline(c.streamIdle)
+			idleExpiry = http1.Deadline(c.clock.idle)
 			setHard()
 		}
 	}
@@ -444,6 +443,12 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 	resp := &c.resp
 	c.rec.Code, c.rec.Response = resp.Status, &resp.Headers
+	st := &c.stream
+	if resp.Status >= 200 && st.hasEncoders() {
+		// The encoders see the fields as they will be written (the
+		// route's mutations applied), with the filters' own set.
+		st.encodeUpstream(resp.Status, &resp.Headers, c.respExtra) // h1stream.go
+	}
 	w = append(w, "HTTP/1.1 "...)
 	w = http1.AppendInt(w, int64(resp.Status))
 	w = append(w, ' ')
@@ -457,7 +462,7 @@ func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 		if len(h.Name) == 14 && http1.EqualFold(h.Name, "Content-Length") {
 			continue
 		}
-		if c.fresp.skipResponseHeader(h.Name) {
+		if len(st.addResp) > 0 && st.replacedByFilters(h.Name) {
 			continue
 		}
 		w = http1.AppendHeader(w, h.Name, h.Value)
@@ -468,7 +473,7 @@ func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 	for i := range c.respExtra {
 		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}
-	w = c.fresp.appendResponseHeaders(w)
+	w = st.appendFilterResponseHeaders(w) // h1filters.go
 	if c.setCookie != "" {
 		w = append(w, "set-cookie: "...)
 		w = append(w, c.setCookie...)

@@ -48,15 +48,14 @@ func (c *h1conn) localReply(code int, flags, body string) bool {
 }
 
 func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
-	c.rec.Flags = flags
 	w := c.appendLocalStatus(code)
-	w = c.fresp.appendLocalReplyHeaders(w, flags) // h1filters.go
 	if flags == "UO" {
 		w = append(w, "x-envoy-overloaded: true\r\n"...)
 	}
 	for i := range c.respExtra {
 		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}
+	w = c.appendLocalHeaders(w, code, flags, nil) // h1filters.go
 	return c.finishLocal(w, body, keep)
 }
 
@@ -149,8 +148,7 @@ var (
 	// http_protocol_options.accept_http_10: Envoy's HTTP/1.1 codec answers
 	// it 426 Upgrade Required and closes the connection
 	// (ServerConnectionImpl::checkProtocolVersion in
-	// source/common/http/http1/codec_impl.cc); so does the nethttp codec
-	// (nethttp.go).
+	// source/common/http/http1/codec_impl.cc).
 	errHTTP10        = errors.New("HTTP/1.0 without accept_http_10")
 	errNoResponse    = errors.New("upstream closed before a response")
 	errRouteTimeout  = errors.New("route timeout")
@@ -167,10 +165,7 @@ func (c *h1conn) clientFailure(err error) failure {
 	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrLineTooLong), errors.Is(err, http1.ErrHeaderTooLarge):
 		return failBadRequest
 	case http1.IsTimeout(err):
-		if !c.reqExpiry.IsZero() && !time.Now().Before(c.reqExpiry) {
-			return failRequestTimeout
-		}
-		return failStreamIdle
+		return c.clock.expired(time.Now(), false) // stream.go
 	}
 	return failClientGone
 }

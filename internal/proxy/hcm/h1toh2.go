@@ -151,7 +151,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	w = append(w, "\r\n"...)
 	removeHop(resp.Header)
 	delete(resp.Header, "Content-Length")
-	c.fresp.setResponseHeaders(resp.Header) // h1filters.go
+	c.stream.encodeHTTP(&c.stream, resp.StatusCode, resp.Header) // headermap.go
 	for k, vv := range resp.Header {
 		for _, v := range vv {
 			w = append(w, k...)
@@ -178,7 +178,11 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	_, err = c.nc.Write(w)
 	if err == nil && !noBody {
 		rerr, werr := copyBody(c.nc, resp.Body, chunked, func() http.Header {
-			return c.filter.forwardTrailers(resp.Trailer, wireOf(resp.ProtoMajor), wireHTTP1) // trailers.go
+			tr := c.filter.forwardTrailers(resp.Trailer, wireOf(resp.ProtoMajor), wireHTTP1) // trailers.go
+			if len(tr) > 0 {
+				c.stream.encodeTrailers(&c.stream, httpHeaderMap(tr)) // chain.go
+			}
+			return tr
 		}, c.bodyCounter())
 		err = errors.Join(rerr, werr)
 	}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,8 +20,6 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/http1"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
@@ -89,18 +86,10 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 		s.serveH2(c, c, f, dst, src, d)
 		return
 	default:
-		if s.codec == CodecStrait {
-			s.serveH1(c, f, dst, src, d)
-			return
-		}
-		s.untrack(c)
-		s.serveConnNetHTTP(c, f, dst, src, d)
+		s.serveH1(c, f, dst, src, d)
 		return
 	}
-	var base net.Conn = c
-	if s.codec == CodecStrait {
-		base = http1.WrapConn(c) // keep the HTTP/1.1 path's raw I/O
-	}
+	base := http1.WrapConn(c) // keep the HTTP/1.1 path's raw I/O
 	pre, isH2, err := sniffPreface(base)
 	if err != nil && len(pre) == 0 {
 		s.untrack(c)
@@ -113,15 +102,11 @@ func (s *Server) serveHTTP2Capable(c net.Conn, f *Filter, dst netip.AddrPort, sr
 		return
 	}
 	s.untrack(c)
-	if s.codec == CodecStrait {
-		if !s.track(pc) {
-			pc.Close()
-			return
-		}
-		s.serveH1(pc, f, dst, src, d)
+	if !s.track(pc) {
+		pc.Close()
 		return
 	}
-	s.serveConnNetHTTP(pc, f, dst, src, d)
+	s.serveH1(pc, f, dst, src, d)
 }
 
 // negotiatedProtocol returns the protocol c's TLS handshake agreed on by
@@ -200,12 +185,8 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), authz: rbacConnection(f, nc, dst), logConn: logConnOf(f, nc)})
-	lim := &f.Limits
-	if lim.MaxRequestHeadBytes == 0 {
-		l := DefaultLimits() // a Filter made without Build (tests)
-		lim = &l
-	}
+	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)})
+	lim := f.limits() // stream.go
 	base := &http.Server{
 		MaxHeaderBytes: h2HeaderListSize(lim), // headlimits.go
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -238,14 +219,30 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		t := time.AfterFunc(lim.MaxConnectionDuration, goAway)
 		defer t.Stop()
 	}
+	handler := limitStreamHead(lim, guardStream(lim, s.serveStream)) // headlimits.go, h2timeouts.go
+	if lim.MaxRequestsPerConnection > 0 {
+		// The stream that reaches max_requests_per_connection is served;
+		// the connection gets GOAWAY, so that later ones go to a new
+		// connection, as Envoy drains it (ActiveStream's constructor in
+		// source/common/http/conn_manager_impl.cc).
+		var cl connLimits // stream.go; max_connection_duration is the timer above
+		cl.init(lim)
+		inner := handler
+		handler = func(w http.ResponseWriter, r *http.Request) {
+			if cl.beginRequest() {
+				goAway()
+			}
+			inner(w, r)
+		}
+	}
 	// x/net/http2's server flushes after each frame its writer writes:
 	// batch those writes (package wbatch). Under them, the guard against
 	// rapid reset and empty frame floods sees every frame (h2guard.go).
-	bc := wbatch.New(newH2Guard(nc))
+	bc := wbatch.New(newH2Guard(nc, lim.RequestHeadersTimeout))
 	defer bc.Close()
 	h2.ServeConn(schemeProbe{bc}, &http2.ServeConnOpts{ // scheme.go
 		Context:    ctx,
-		Handler:    limitStreamHead(lim, withStreamIdle(lim.StreamIdleTimeout, s.serveStream)),
+		Handler:    handler,
 		BaseConfig: base,
 	})
 }
@@ -291,39 +288,16 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var md *httpfilter.Metadata // the request's dynamic metadata (jwtfilter.go)
-	if c.filter.filters.jwt != nil {
-		var done bool
-		if md, done = streamJWT(w, r, c.filter, path, true); done {
-			return
-		}
-	}
-	rreq := route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: r.URL.Scheme, Headers: route.HTTPHeader(r.Header)}
-	if len(c.filter.filters.rbac) > 0 && !streamAuthorize(c, rreq, client.remote.Addr(), md) { // rbac.go
-		streamLocalReply(w, r, http.StatusForbidden, rbac.ResponseFlag, rbac.DeniedBody)
-		return
-	}
-	table := c.filter.table()
-	if table == nil || r.Method == http.MethodConnect {
-		// CONNECT needs a connect_matcher route, which is not supported:
-		// no route, as Envoy answers without one.
-		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
-		return
-	}
-	rt := table.Route(&rreq)
-	if rt == nil {
-		streamLocalReply(w, r, http.StatusNotFound, "NR", "")
+	st := newH2Stream(w, r, c, client, true) // h2stream.go
+	defer st.complete(rec)
+	w = st.writer()
+	rt, done := st.decodeAndRoute(s, path)
+	if done {
 		return
 	}
 	rec.RouteName = rt.Name
 	if rt.HasIdleTimeout {
 		setStreamIdle(r.Context(), rt.IdleTimeout) // h2timeouts.go
-	}
-	if c.filter.filters.active(rt) {
-		var done bool
-		if w, done = s.streamFilters(w, r, c.filter, rt, true, md); done { // streamfilters.go
-			return
-		}
 	}
 	if localRouteReply(w, r, rt, path) {
 		return
@@ -441,7 +415,9 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	// Trailers that were not announced (gRPC never announces
 	// grpc-status) are sent with the TrailerPrefix convention; which of
 	// them cross is trailers.go's.
-	for k, vv := range c.filter.forwardTrailers(resp.Trailer, wireOf(resp.ProtoMajor), wireHTTP2) {
+	tr := c.filter.forwardTrailers(resp.Trailer, wireOf(resp.ProtoMajor), wireHTTP2)
+	encodeStreamTrailers(w, tr) // h2stream.go
+	for k, vv := range tr {
 		for _, v := range vv {
 			wh.Add(http.TrailerPrefix+k, v)
 		}
@@ -459,122 +435,6 @@ func teTrailers(vv []string) bool {
 		}
 	}
 	return false
-}
-
-// isGRPC reports whether the request is gRPC (Envoy's
-// Grpc::Common::hasGrpcContentType: application/grpc, optionally followed
-// by "+format" or ";params"; gRPC-Web is not).
-func isGRPC(h http.Header) bool {
-	return grpcContentType(h.Get("Content-Type"))
-}
-
-// grpcContentType reports whether a content-type is gRPC's.
-func grpcContentType(ct string) bool {
-	const g = "application/grpc"
-	if !strings.HasPrefix(ct, g) {
-		return false
-	}
-	return len(ct) == len(g) || ct[len(g)] == '+' || ct[len(g)] == ';'
-}
-
-// streamLocalReply answers without an upstream; a gRPC request gets it in
-// gRPC's trailers-only form (HTTP 200, the status in grpc-status), as
-// Envoy's local replies do.
-func streamLocalReply(w http.ResponseWriter, r *http.Request, code int, flags, body string) {
-	if !isGRPC(r.Header) {
-		localReply(w, code, flags, body)
-		return
-	}
-	grpcLocalReply(w, grpcStatusForHTTP(code), flags, body)
-}
-
-// grpcDeadlineExceeded is gRPC's DEADLINE_EXCEEDED status code.
-const grpcDeadlineExceeded = 4
-
-// grpcLocalReply answers a gRPC request in trailers-only form with status.
-func grpcLocalReply(w http.ResponseWriter, status uint32, flags, body string) {
-	h := w.Header()
-	if flags != "" {
-		h.Set("X-Strait-Response-Flags", flags)
-		if flags == "UO" {
-			h.Set("X-Envoy-Overloaded", "true")
-		}
-	}
-	h.Set("Content-Type", "application/grpc")
-	h.Set("Grpc-Status", strconv.Itoa(int(status)))
-	if body != "" {
-		h.Set("Grpc-Message", grpcPercentEncode(body))
-	}
-	w.WriteHeader(http.StatusOK)
-}
-
-// grpcStatusForHTTP maps an HTTP status to a gRPC status code (gRPC's
-// http-grpc-status-mapping, which Envoy's Grpc::Utility::httpToGrpcStatus
-// follows).
-func grpcStatusForHTTP(code int) uint32 {
-	switch code {
-	case 200:
-		return 0 // OK
-	case 400:
-		return 13 // INTERNAL
-	case 401:
-		return 16 // UNAUTHENTICATED
-	case 403:
-		return 7 // PERMISSION_DENIED
-	case 404:
-		return 12 // UNIMPLEMENTED
-	case 429, 502, 503, 504:
-		return 14 // UNAVAILABLE
-	}
-	return 2 // UNKNOWN
-}
-
-// grpcPercentEncode encodes a grpc-message value: bytes outside printable
-// ASCII, and '%', become %XX.
-func grpcPercentEncode(s string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c > 0x7e || c == '%' {
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&0xf])
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
-
-// parseGRPCTimeout parses a grpc-timeout value: at most 8 digits and a unit
-// (H, M, S, m, u, n).
-func parseGRPCTimeout(v string) (time.Duration, bool) {
-	if len(v) < 2 || len(v) > 9 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	var unit time.Duration
-	switch v[len(v)-1] {
-	case 'H':
-		unit = time.Hour
-	case 'M':
-		unit = time.Minute
-	case 'S':
-		unit = time.Second
-	case 'm':
-		unit = time.Millisecond
-	case 'u':
-		unit = time.Microsecond
-	case 'n':
-		unit = time.Nanosecond
-	default:
-		return 0, false
-	}
-	return time.Duration(n) * unit, true
 }
 
 // deadlinePassed reports whether ctx's deadline has passed. A dial or read

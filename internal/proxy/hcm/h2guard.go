@@ -1,6 +1,7 @@
 package hcm
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -22,6 +23,14 @@ import (
 //     source/common/http/conn_manager_impl.cc, runtime
 //     overload.premature_reset_total_stream_count 500 and
 //     overload.premature_reset_min_stream_lifetime_seconds 1).
+//   - A header block left open: a HEADERS frame without END_HEADERS
+//     holds the connection (no other frame may follow but its
+//     CONTINUATION, RFC 9113 §6.10) before any stream exists for the HCM
+//     to time. request_headers_timeout bounds it here: the socket's read
+//     deadline is the block's, and once it passes the connection ends
+//     with GOAWAY (ENHANCE_YOUR_CALM), as Envoy ends a request whose
+//     headers did not arrive in time (ActiveStream::onRequestHeaderTimeout
+//     in source/common/http/conn_manager_impl.cc).
 //   - Empty frames: Envoy's codec closes a connection on more than
 //     max_consecutive_inbound_frames_with_empty_payload (default 1; strait
 //     refuses other values) consecutive HEADERS, CONTINUATION or DATA
@@ -66,8 +75,9 @@ const (
 // errTooManyResets and errEmptyFrames end a connection: x/net's server
 // answers a ConnectionError from a read with GOAWAY and its code.
 var (
-	errTooManyResets = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
-	errEmptyFrames   = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	errTooManyResets   = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	errEmptyFrames     = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	errHeadersTimedOut = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 )
 
 // Frame types and flags the guard reads (RFC 9113 §6).
@@ -77,6 +87,7 @@ const (
 	frameRSTStream    = 0x3
 	frameContinuation = 0x9
 	flagEndStream     = 0x1
+	flagEndHeaders    = 0x4
 )
 
 // h2Guard is the downstream HTTP/2 connection x/net reads and writes.
@@ -94,6 +105,10 @@ type h2Guard struct {
 	unread  int   // bytes of the client preface not yet returned by Read
 	empty   int   // consecutive empty frames
 	err     error // set once a limit was passed; every later read fails
+	// headersTimeout is request_headers_timeout (0: none); blockEnd is
+	// when the header block in progress must have ended (zero: none open).
+	headersTimeout time.Duration
+	blockEnd       time.Time
 
 	// Owned by the writer.
 	out frameSplitter
@@ -111,8 +126,23 @@ type h2Stream struct {
 	responded bool // the server sent HEADERS on it
 }
 
-func newH2Guard(c net.Conn) *h2Guard {
-	return &h2Guard{Conn: c, preface: len(http2.ClientPreface), unread: len(http2.ClientPreface), streams: map[uint32]h2Stream{}}
+// newH2Guard guards c; headersTimeout is request_headers_timeout (0: none).
+func newH2Guard(c net.Conn, headersTimeout time.Duration) *h2Guard {
+	return &h2Guard{Conn: c, preface: len(http2.ClientPreface), unread: len(http2.ClientPreface), streams: map[uint32]h2Stream{}, headersTimeout: headersTimeout}
+}
+
+// blockTimedOut reports whether err is the read deadline of a header block
+// left open past request_headers_timeout (and then sets g.err).
+func (g *h2Guard) blockTimedOut(err error) bool {
+	if err == nil || g.blockEnd.IsZero() || time.Now().Before(g.blockEnd) {
+		return false
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return false
+	}
+	g.err = errHeadersTimedOut
+	return true
 }
 
 func (g *h2Guard) Read(p []byte) (int, error) {
@@ -126,6 +156,9 @@ func (g *h2Guard) Read(p []byte) (int, error) {
 		if len(p) >= h2GuardBuffer {
 			// A large read (a DATA payload): straight into p.
 			n, err := g.Conn.Read(p)
+			if g.blockTimedOut(err) && n == 0 {
+				return 0, g.err
+			}
 			if g.observe(p[:n]) {
 				n = min(n, g.unread) // only what is left of the preface
 			}
@@ -139,6 +172,9 @@ func (g *h2Guard) Read(p []byte) (int, error) {
 			g.buf = make([]byte, h2GuardBuffer)
 		}
 		n, err := g.Conn.Read(g.buf)
+		if g.blockTimedOut(err) {
+			return 0, g.err
+		}
 		g.r, g.w, g.rerr = 0, n, err
 		if g.observe(g.buf[:n]) {
 			// Past a limit: x/net gets what is left of the client
@@ -189,6 +225,10 @@ func (g *h2Guard) inbound(h frameHeader) {
 		}
 	}
 	switch h.typ {
+	case frameHeaders, frameContinuation:
+		g.headerBlock(h)
+	}
+	switch h.typ {
 	case frameHeaders:
 		g.mu.Lock()
 		if h.stream > g.maxStream && h.stream%2 == 1 {
@@ -211,6 +251,25 @@ func (g *h2Guard) inbound(h frameHeader) {
 			}
 		}
 		g.mu.Unlock()
+	}
+}
+
+// headerBlock follows header blocks for request_headers_timeout: a
+// HEADERS without END_HEADERS opens one, under a read deadline; the frame
+// with END_HEADERS closes it and lifts the deadline. Reader only.
+func (g *h2Guard) headerBlock(h frameHeader) {
+	if g.headersTimeout <= 0 {
+		return
+	}
+	switch {
+	case h.flags&flagEndHeaders != 0:
+		if !g.blockEnd.IsZero() {
+			g.blockEnd = time.Time{}
+			_ = g.Conn.SetReadDeadline(time.Time{})
+		}
+	case h.typ == frameHeaders:
+		g.blockEnd = time.Now().Add(g.headersTimeout)
+		_ = g.Conn.SetReadDeadline(g.blockEnd)
 	}
 }
 

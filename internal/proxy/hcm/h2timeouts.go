@@ -5,18 +5,19 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// This file holds the HTTP/2 downstream path's timeouts, which x/net/http2
-// does not have per stream: stream_idle_timeout (or the route's
-// idle_timeout) for each stream. The connection's idle_timeout is
-// http2.Server.IdleTimeout and its max_connection_duration a graceful
-// GOAWAY (serveH2).
+// This file holds the HTTP/2 downstream path's per-stream timeouts, which
+// x/net/http2 does not have: stream_idle_timeout (or the route's
+// idle_timeout, also when the HCM's is disabled) and request_timeout for
+// each stream. The connection's idle_timeout is http2.Server.IdleTimeout,
+// its max_connection_duration and max_requests_per_connection a graceful
+// GOAWAY (serveH2), and request_headers_timeout bounds an open header
+// block (h2guard.go).
 
 // errH2StreamIdle is what a stream's handler sees on writes once its stream
 // idle timeout passed.
@@ -28,9 +29,11 @@ type streamGuardKey struct{}
 // streamGuard enforces one stream's idle timeout, as Envoy's per-stream
 // idle timer does: any request body read or response write is activity;
 // after idle without any, a stream whose response has not started gets
-// 408 (gRPC: the trailers-only form), one whose response started is reset,
-// and in both cases the request context is cancelled, which ends the
-// upstream request.
+// 408 SI (gRPC: the trailers-only form), one whose response started is
+// reset, and in both cases the request context is cancelled, which ends
+// the upstream request. Its request timeout is Envoy's request_timeout:
+// a request whose body has not ended in time is answered 408 (or reset
+// once its response started) the same way.
 //
 // It is the handler's http.ResponseWriter. The handler's header map is its
 // own (hdr) until WriteHeader, so that the timer can answer without racing
@@ -38,13 +41,18 @@ type streamGuardKey struct{}
 type streamGuard struct {
 	// Set at creation, read-only.
 	w      http.ResponseWriter
-	r      *http.Request // the downstream request's content type, for the local reply's form
+	grpc   bool // the request is gRPC: a local reply takes gRPC's trailers-only form
 	cancel context.CancelFunc
 	hdr    http.Header // the handler's header map
+	// body is the request body, closed when the stream expires: an
+	// upstream transport blocked reading an upload that stalled (x/net's
+	// pipe) returns, and with it the handler.
+	body io.Closer
 
-	last  atomic.Int64 // unix nanoseconds of the last activity
-	idle  atomic.Int64 // the timeout in nanoseconds; 0: disabled
-	timer *time.Timer  // set before the handler runs
+	last    atomic.Int64 // unix nanoseconds of the last activity
+	idle    atomic.Int64 // the timeout in nanoseconds; 0: disabled
+	timer   *time.Timer  // the idle timer; set before the handler runs
+	reqDone atomic.Bool  // the request body ended (request_timeout is met)
 
 	mu      sync.Mutex // guards every call into w and the fields below
 	wrote   bool       // the response (the handler's or the 408) started
@@ -53,25 +61,35 @@ type streamGuard struct {
 	reset   bool       // expired after the handler's response started
 }
 
-// withStreamIdle wraps next with the stream idle timeout idle (0: none).
-func withStreamIdle(idle time.Duration, next http.HandlerFunc) http.HandlerFunc {
+// guardStream wraps next with the stream's timeouts from lim: its idle
+// timeout (which a route's idle_timeout may replace, setStreamIdle) and
+// its request timeout.
+func guardStream(lim *Limits, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if idle <= 0 {
-			next(w, r)
-			return
-		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		// The handler changes r's header as it forwards it: the local
-		// reply keeps what decides its form (gRPC or not) of its own.
-		form := &http.Request{Header: http.Header{"Content-Type": slices.Clone(r.Header["Content-Type"])}}
-		g := &streamGuard{w: w, r: form, cancel: cancel, hdr: http.Header{}}
+		// The handler changes r's header as it forwards it: what decides
+		// the local reply's form (gRPC or not) is read now.
+		g := &streamGuard{w: w, grpc: isGRPC(r.Header), cancel: cancel, hdr: http.Header{}}
 		g.touch()
+		st := lim.startStream() // stream.go
+		idle := st.idle
 		g.idle.Store(int64(idle))
-		g.timer = time.AfterFunc(idle, g.check)
+		g.timer = time.AfterFunc(max(idle, time.Nanosecond), g.check)
+		if idle <= 0 {
+			g.timer.Stop() // armed by a route's idle_timeout, if any
+		}
 		defer g.timer.Stop()
+		// x/net gives a request that ended with its HEADERS a zero
+		// ContentLength and an empty body.
+		g.reqDone.Store(r.ContentLength == 0)
+		if !st.request.IsZero() && !g.reqDone.Load() {
+			t := time.AfterFunc(time.Until(st.request), g.requestTimeout)
+			defer t.Stop()
+		}
 		r = r.WithContext(context.WithValue(ctx, streamGuardKey{}, g))
 		if r.Body != nil && r.Body != http.NoBody {
+			g.body = r.Body
 			r.Body = &guardedBody{ReadCloser: r.Body, g: g}
 		}
 		next(g, r)
@@ -112,6 +130,21 @@ func (g *streamGuard) check() {
 		g.timer.Reset(idle - quiet)
 		return
 	}
+	g.expire(failStreamIdle)
+}
+
+// requestTimeout runs when request_timeout has passed: a request whose body
+// has not ended gets 408, as Envoy's ActiveStream::onRequestTimeout.
+func (g *streamGuard) requestTimeout() {
+	if g.reqDone.Load() {
+		return
+	}
+	g.expire(failRequestTimeout)
+}
+
+// expire ends the stream: f (stream.go) when its response has not started,
+// else a reset; the request context is cancelled.
+func (g *streamGuard) expire(f failure) {
 	g.mu.Lock()
 	if g.done || g.expired {
 		g.mu.Unlock()
@@ -120,12 +153,19 @@ func (g *streamGuard) check() {
 	g.expired = true
 	if !g.wrote {
 		g.wrote = true
-		streamLocalReply(g.w, g.r, http.StatusRequestTimeout, "SI", "stream timeout")
+		if g.grpc { // as streamLocalReply
+			grpcLocalReply(g.w, grpcStatusForHTTP(f.code), f.flags, f.body)
+		} else {
+			localReply(g.w, f.code, f.flags, f.body)
+		}
 	} else {
 		g.reset = true
 	}
 	g.mu.Unlock()
 	g.cancel()
+	if g.body != nil {
+		g.body.Close()
+	}
 }
 
 // finish runs when the handler returned; it reports whether the stream
@@ -224,6 +264,9 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
 		b.g.touch()
+	}
+	if errors.Is(err, io.EOF) {
+		b.g.reqDone.Store(true)
 	}
 	return n, err
 }

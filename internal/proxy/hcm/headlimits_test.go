@@ -73,11 +73,8 @@ func TestHeadLimitsEveryCodec(t *testing.T) {
 	paths := []path{
 		{"strait/h1-h1", CodecStrait, false, "http1"},
 		{"strait/h1-h2", CodecStrait, false, "http2"},
-		{"nethttp/h1-h1", CodecNetHTTP, false, "http1"},
-		{"nethttp/h1-h2", CodecNetHTTP, false, "http2"},
 		{"h2-h1", CodecStrait, true, "http1"},
 		{"h2-h2", CodecStrait, true, "http2"},
-		{"nethttp/h2-h1", CodecNetHTTP, true, "http1"},
 	}
 	header := func(n, size int) http.Header {
 		h := http.Header{}

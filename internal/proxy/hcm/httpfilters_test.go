@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/http1"
+	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
@@ -370,18 +371,34 @@ func TestFiltersNotTriggeringAllocateNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := f.table().Match("svc", "/never", nil)
-	if r == nil || !f.filters.active(r) {
-		t.Fatal("the route has no filter config")
+	c := &h1conn{filter: f}
+	if err := http1.ParseRequest([]byte("GET /never HTTP/1.1\r\nHost: svc\r\n\r\n"), &c.req); err != nil {
+		t.Fatal(err)
 	}
-	var hdrs http1.Headers
+	st := &c.stream
 	if n := testing.AllocsPerRun(200, func() {
-		if p := f.filters.decide(r, "GET", &hdrs, nil); p.abort || p.preflight || p.corsPolicy != nil {
-			t.Fatal("a filter acted")
+		c.meta.Reset()
+		st.begin(c)
+		st.rreq = route.Request{Host: "svc", Path: "/never", Method: "GET", Headers: &c.req.Headers}
+		if st.decode(st) || st.route() == nil {
+			t.Fatal("a filter acted, or no route")
 		}
 	}); n != 0 {
-		t.Errorf("decide allocates %v times per request", n)
+		t.Errorf("the chain allocates %v times per request", n)
 	}
+	if rt := st.route(); rt.Filters == nil || len(rt.Filters.PerFilter) != 2 {
+		t.Fatalf("the route has no fault and CORS config: %+v", rt.Filters)
+	}
+}
+
+// testStreamDecode runs f's filter chain on r as the HTTP/2 path does,
+// answering into a recorder, and returns the stream and the recorder.
+func testStreamDecode(f *Filter, r *http.Request) (*h2stream, *httptest.ResponseRecorder) {
+	w := httptest.NewRecorder()
+	st := newH2Stream(w, r, &conn{filter: f}, clientAddress{}, true)
+	st.rreq = route.Request{Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, Method: r.Method, Scheme: "http", Headers: route.HTTPHeader(r.Header)}
+	st.decode(st)
+	return st, w
 }
 
 // BenchmarkFiltersNotTriggering compares a plain route with one whose
@@ -495,12 +512,11 @@ func TestFilterStats(t *testing.T) {
 	st := stats.New()
 	f.UseStats(st)
 	run := func(path, origin string) {
-		rt := f.table().Match("svc", path, nil)
-		hdr := http.Header{}
+		r := httptest.NewRequest("GET", "http://svc"+path, nil)
 		if origin != "" {
-			hdr.Set("Origin", origin)
+			r.Header.Set("Origin", origin)
 		}
-		f.filters.decide(rt, "GET", requestHeaders(hdr), nil)
+		testStreamDecode(f, r)
 	}
 	run("/abort", "")
 	run("/abort", "")

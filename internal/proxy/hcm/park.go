@@ -38,8 +38,8 @@ func (c *h1conn) parkDeadline(since time.Time) time.Time {
 	if d := c.lim.IdleTimeout; d > 0 {
 		t = since.Add(d)
 	}
-	if !c.expiry.IsZero() && (t.IsZero() || c.expiry.Before(t)) {
-		t = c.expiry
+	if e := c.limits.expiry; !e.IsZero() && (t.IsZero() || e.Before(t)) {
+		t = e
 	}
 	return t
 }

@@ -22,7 +22,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -30,6 +29,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/http1"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/rbac"
+	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
@@ -246,10 +249,6 @@ func TestRBACFilterRefusals(t *testing.T) {
 		filters []*hcmv3.HttpFilter
 		want    string
 	}{
-		{"after the fault filter", []*hcmv3.HttpFilter{
-			{Name: "envoy.filters.http.fault", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAnyT(t, &faultv3.HTTPFault{})}},
-			rbacFilter(t, &rbachttpv3.RBAC{}),
-		}, "must come before"},
 		{"matcher", []*hcmv3.HttpFilter{rbacFilter(t, &rbachttpv3.RBAC{Matcher: &xdsmatcherv3.Matcher{}})}, "matcher is not supported"},
 		{"track_per_rule_stats", []*hcmv3.HttpFilter{rbacFilter(t, &rbachttpv3.RBAC{TrackPerRuleStats: true})}, "track_per_rule_stats"},
 		{"a CEL condition", []*hcmv3.HttpFilter{rbacFilter(t, &rbachttpv3.RBAC{Rules: &rbacv3.RBAC{Policies: map[string]*rbacv3.Policy{
@@ -269,5 +268,40 @@ func TestRBACFilterRefusals(t *testing.T) {
 				t.Errorf("Build: %v, want an error naming envoy.filters.http.rbac and %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRBACAllocatesNothingHTTP1: on the HTTP/1.1 codec the RBAC filter's
+// input is the stream's own (h1stream.RBACInput): checking a request
+// allocates nothing, allowed or denied by path and header.
+func TestRBACAllocatesNothingHTTP1(t *testing.T) {
+	hdr := &rbacv3.Permission{Rule: &rbacv3.Permission_Header{Header: &routev3.HeaderMatcher{Name: "x-role",
+		HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "admin"}}}}}}
+	allow := rbacFilter(t, &rbachttpv3.RBAC{Rules: &rbacv3.RBAC{Action: rbacv3.RBAC_ALLOW, Policies: map[string]*rbacv3.Policy{
+		"api": {Permissions: []*rbacv3.Permission{{Rule: &rbacv3.Permission_AndRules{AndRules: &rbacv3.Permission_Set{Rules: []*rbacv3.Permission{rbacPathPrefix("/api"), hdr}}}}},
+			Principals: []*rbacv3.Principal{rbacAnyID}}}}})
+	f, err := Build(&hcmv3.HttpConnectionManager{
+		StatPrefix: "test",
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
+			Name: "r", VirtualHosts: []*routev3.VirtualHost{{Name: "all", Domains: []string{"*"}, Routes: []*routev3.Route{prefixRoute("/", "be")}}}}},
+		HttpFilters: []*hcmv3.HttpFilter{allow, {Name: routerFilter}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &h1conn{filter: f, authz: &rbac.Connection{}, fconn: &httpfilter.Connection{}}
+	if err := http1.ParseRequest([]byte("GET /api/x HTTP/1.1\r\nHost: svc\r\nX-Role: admin\r\n\r\n"), &c.req); err != nil {
+		t.Fatal(err)
+	}
+	st := &c.stream
+	if n := testing.AllocsPerRun(200, func() {
+		c.meta.Reset()
+		st.begin(c)
+		st.rreq = route.Request{Host: "svc", Path: "/api/x", Method: "GET", Headers: &c.req.Headers}
+		if st.decode(st) {
+			t.Fatal("denied")
+		}
+	}); n != 0 {
+		t.Errorf("an allowed request costs RBAC %v allocations", n)
 	}
 }

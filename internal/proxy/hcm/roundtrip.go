@@ -1,7 +1,7 @@
 package hcm
 
 // This file is the router for the paths that forward an http.Request
-// (HTTP/2 streams, HTTP/1.1 to an HTTP/2 cluster, and the net/http codec):
+// (HTTP/2 streams and HTTP/1.1 to an HTTP/2 cluster):
 // timeouts, retries with a replayable body, rewrites and header mutations,
 // redirects and direct responses, as package router decides them.
 

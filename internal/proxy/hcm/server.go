@@ -10,6 +10,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 )
 
@@ -30,33 +31,30 @@ type Server struct {
 	parker   *parker    // idle HTTP/1.1 connections (park.go)
 	local    netip.Addr // appended to x-forwarded-for for a loopback peer (xff.go)
 
-	mu     sync.Mutex            // guards conns, taken, nh and closed
-	conns  map[net.Conn]struct{} // CodecStrait and HTTP/2
+	mu     sync.Mutex            // guards conns, taken and closed
+	conns  map[net.Conn]struct{} // every connection served
 	taken  uint64                // connections ever added to conns
-	nh     map[nhKey]*nhServer   // CodecNetHTTP (nethttpconn.go)
 	closed bool
 }
 
-// Codec selects the HTTP/1.1 implementation on the request path.
+// Codec names the HTTP/1.1 implementation on the request path. There is
+// one: the net/http codec ("nethttp") was removed, so that every limit,
+// timeout and drain is enforced by one request path (#21).
 type Codec string
 
-const (
-	// CodecStrait is the purpose-built codec (package http1): pooled
-	// buffers, headers as a reused slice, bodies streamed without copies.
-	CodecStrait Codec = "strait"
-	// CodecNetHTTP is net/http's server and Transport.
-	CodecNetHTTP Codec = "nethttp"
-)
+// CodecStrait is the purpose-built codec (package http1): pooled buffers,
+// headers as a reused slice, bodies streamed without copies.
+const CodecStrait Codec = "strait"
 
 // ParseCodec validates a codec name ("" means the default).
 func ParseCodec(s string) (Codec, error) {
 	switch Codec(s) {
 	case "", CodecStrait:
 		return CodecStrait, nil
-	case CodecNetHTTP:
-		return CodecNetHTTP, nil
+	case "nethttp":
+		return "", fmt.Errorf("http codec %q was removed: every request is served by the %q codec (drop the flag or say %q)", s, CodecStrait, CodecStrait)
 	}
-	return "", fmt.Errorf("http codec %q is not one of %q, %q", s, CodecStrait, CodecNetHTTP)
+	return "", fmt.Errorf("http codec %q is not supported (only %q)", s, CodecStrait)
 }
 
 // Options configure a Server.
@@ -83,11 +81,11 @@ type conn struct {
 	secure bool       // the listener terminated TLS (scheme.go)
 	local  netip.Addr // the Server's local address (xff.go)
 	xfcc   xfccConn   // the connection's client certificate (xfcc.go)
-	lim    *Limits    // CodecNetHTTP
-	nh     *nhConn    // CodecNetHTTP
-	// authz describes the connection for the RBAC filters (rbac.go); nil
-	// when the HCM has none. Read by every stream.
+	// authz and fconn describe the connection for the RBAC filters and
+	// the others (filterconn.go); nil when the HCM has no filter. Read by
+	// every stream.
 	authz *rbac.Connection
+	fconn *httpfilter.Connection
 	// logConn describes it for the access log (accesslog.go); nil when
 	// the HCM logs nothing. Read by every stream.
 	logConn *accesslog.Conn
@@ -132,15 +130,11 @@ func (s *Server) ServeConnDrain(c net.Conn, f *Filter, dst netip.AddrPort, src c
 		go s.serveHTTP2Capable(c, f, dst, src, d)
 		return
 	}
-	if s.codec == CodecStrait {
-		if !s.track(c) {
-			c.Close()
-			return
-		}
-		go s.serveH1(c, f, dst, src, d)
+	if !s.track(c) {
+		c.Close()
 		return
 	}
-	s.serveConnNetHTTP(c, f, dst, src, d) // nethttpconn.go
+	go s.serveH1(c, f, dst, src, d)
 }
 
 // Close stops the server and closes every connection it serves.
@@ -149,24 +143,16 @@ func (s *Server) Close() error {
 	s.closed = true
 	conns := s.conns
 	s.conns = nil
-	nh := s.nh
-	s.nh = nil
 	s.mu.Unlock()
 	s.parker.close()
 	for c := range conns {
 		c.Close()
 	}
 	s.shadow.close()
-	var errs []error
-	for _, n := range nh {
-		errs = append(errs, n.srv.Close())
-		<-n.done
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
-// Active is the number of connections being served (the strait codec and
-// HTTP/2; the net/http codec's are not counted).
+// Active is the number of connections being served.
 func (s *Server) Active() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -198,41 +184,5 @@ func (s *Server) untrack(c net.Conn) {
 	delete(s.conns, c)
 	s.mu.Unlock()
 }
-
-// chanListener is a net.Listener fed by ServeConn.
-type chanListener struct {
-	ch        chan net.Conn
-	closed    chan struct{}
-	closeOnce sync.Once
-}
-
-func newChanListener() *chanListener {
-	return &chanListener{ch: make(chan net.Conn), closed: make(chan struct{})}
-}
-
-func (l *chanListener) push(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.closed:
-		return false
-	}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *chanListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
-	return nil
-}
-
-func (l *chanListener) Addr() net.Addr { return &net.TCPAddr{} }
 
 var errNoConn = errors.New("request without connection info")

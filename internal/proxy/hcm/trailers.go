@@ -1,7 +1,7 @@
 package hcm
 
 // This file is the one trailer policy of every codec path (h1forward.go,
-// h1toh2.go, h2.go, nethttp.go): which trailers cross the proxy, in
+// h1toh2.go, h2.go): which trailers cross the proxy, in
 // either direction. Trailers arrive after the head was sanitized
 // (xfcc.go, xff.go, jwtfilter.go, the router's x-envoy-* headers) and
 // routed, so nothing the HCM checks or sets in the head may come through
@@ -92,7 +92,7 @@ func (f *Filter) trailerAllowed(name string) bool {
 		strings.HasPrefix(n, "if-"), strings.HasPrefix(n, "x-envoy-"):
 		return false
 	}
-	return f.filters.jwt == nil || !f.filters.jwt.WritesHeader(n)
+	return f.chain == nil || !f.chain.writesHeader(n)
 }
 
 // forwardTrailers returns the trailers to send over to for trailers t

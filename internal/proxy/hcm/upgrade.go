@@ -76,12 +76,14 @@ func (f *Filter) upgradeAllowed(req *http1.Request) bool {
 // on 101, tunnels bytes both ways until the upstream side ends. The
 // downstream connection never carries another request.
 //
-// The route's timeout bounds the whole exchange, tunnel included (Envoy's
-// router keeps its response timeout until the upstream stream ends, which
-// for an upgrade is the end of the tunnel: routes that carry WebSockets
-// usually disable it, as Istio's default of 0s does). The stream idle
-// timeout (or the route's idle_timeout) ends the tunnel once no byte moved
-// either way for that long.
+// The route's timeout bounds the exchange until the upgrade completes (the
+// dial and the wait for the upstream's answer: 504 UT), and no longer: an
+// upgraded stream is not cut by it, as in Envoy, whose router arms its
+// response timeout when the downstream request ends
+// (Router::Filter::onRequestComplete in source/common/router/router.cc),
+// which an upgraded stream does not reach while its tunnel is open. The
+// stream idle timeout (or the route's idle_timeout) ends the tunnel once
+// no byte moved either way for that long.
 func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route) bool {
 	req := &c.req
 	if req.Framing != http1.FramingNone {
@@ -89,9 +91,7 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *ro
 		// WebSocket handshakes have none.
 		return c.localReply(400, "", "")
 	}
-	if rt.HasIdleTimeout {
-		c.streamIdle = rt.IdleTimeout
-	}
+	c.clock.routed(rt) // stream.go
 	routeExpiry := http1.Deadline(rt.Timeout)
 	ctx := context.Background()
 	if !routeExpiry.IsZero() {
@@ -107,8 +107,8 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *ro
 		return c.upstreamFailed(cl, ep, connectFailure(err), err, true)
 	}
 	c.logUpstream(uc) // accesslog.go
-	uc.D.SetWriteTimeouts(c.streamIdle, routeExpiry)
-	uc.D.SetReadTimeouts(c.streamIdle, routeExpiry)
+	uc.D.SetWriteTimeouts(c.clock.idle, routeExpiry)
+	uc.D.SetReadTimeouts(c.clock.idle, routeExpiry)
 	timedOut := func(err error) failure {
 		if !http1.IsTimeout(err) {
 			return failTerminated
@@ -169,15 +169,15 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *ro
 		uc.Close()
 		return false
 	}
-	c.tunnel(uc, routeExpiry)
+	c.tunnel(uc)
 	return false
 }
 
 // tunnel copies bytes both ways, each reader's buffered bytes first. The
 // client's end of stream half-closes the upstream; the upstream's ends
-// the tunnel. It ends both connections at expiry (zero: never) and once no
-// byte moved either way for the stream idle timeout.
-func (c *h1conn) tunnel(uc *cluster.UpstreamConn, expiry time.Time) {
+// the tunnel. It ends both connections once no byte moved either way for
+// the stream idle timeout.
+func (c *h1conn) tunnel(uc *cluster.UpstreamConn) {
 	// Timers rather than socket deadlines: the idle timeout counts both
 	// directions together, as Envoy's stream idle timer does.
 	c.nc.SetReadTimeouts(0, time.Time{})
@@ -185,12 +185,8 @@ func (c *h1conn) tunnel(uc *cluster.UpstreamConn, expiry time.Time) {
 	uc.D.SetReadTimeouts(0, time.Time{})
 	uc.D.SetWriteTimeouts(0, time.Time{})
 	end := func() { c.nc.Close(); uc.Conn.Close() }
-	if !expiry.IsZero() {
-		t := time.AfterFunc(time.Until(expiry), end)
-		defer t.Stop()
-	}
 	act := &activity{}
-	if idle := c.streamIdle; idle > 0 {
+	if idle := c.clock.idle; idle > 0 {
 		act.touch()
 		var t *time.Timer
 		t = time.AfterFunc(idle, func() {

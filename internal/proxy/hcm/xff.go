@@ -214,8 +214,8 @@ func externalStripped(name string, edge bool) bool {
 // force_set).
 func (p xffPolicy) newRequestIDAtEdge() bool { return p.useRemote && !p.preserveRequestID }
 
-// forwardHTTP applies the rules to a request on the net/http paths
-// (HTTP/2 and the net/http codec), before its filters and route see it,
+// forwardHTTP applies the rules to a request on the http.Request path
+// (HTTP/2), before its filters and route see it,
 // and returns its client address.
 func (c *conn) forwardHTTP(r *http.Request) clientAddress {
 	for k := range r.Header {

@@ -174,6 +174,12 @@ func (b *Reader) readHead(max int, request bool) ([]byte, error) {
 			b.scan = b.r
 		}
 		if end := headEnd(b.buf[b.r:b.w], b.scan-b.r); end >= 0 {
+			if end > max {
+				// The whole head arrived in fewer reads than max bytes
+				// take (a buffer larger than max, or bytes read ahead
+				// before this call): it is past the limit all the same.
+				return nil, ErrHeaderTooLarge
+			}
 			head := b.buf[b.r : b.r+end]
 			b.r += end
 			b.scan = b.r

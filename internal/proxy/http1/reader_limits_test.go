@@ -175,3 +175,33 @@ func TestAuthorityUserinfo(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeHeadLimit: a head past max is ErrHeaderTooLarge also when it
+// arrives whole in one read that the buffer (8 KiB) holds, and when it
+// arrives in pieces; a head of exactly max bytes is read.
+func TestWholeHeadLimit(t *testing.T) {
+	head := func(n int) string {
+		h := "GET / HTTP/1.1\r\nX-Pad: "
+		return h + strings.Repeat("p", n-len(h)-4) + "\r\n\r\n"
+	}
+	const max = 1 << 10
+	for _, tc := range []struct {
+		name  string
+		parts []string
+		ok    bool
+	}{
+		{"one read, past max", []string{head(2 << 10)}, false},
+		{"one read, max", []string{head(max)}, true},
+		{"one read, max+1", []string{head(max + 1)}, false},
+		{"pieces, past max", []string{head(2 << 10)[:100], head(2 << 10)[100:]}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewReader(&splitReader{parts: append([]string(nil), tc.parts...)})
+			defer r.Release()
+			_, err := r.ReadRequestHead(max)
+			if tc.ok != (err == nil) || !tc.ok && !errors.Is(err, ErrHeaderTooLarge) {
+				t.Fatalf("err %v, want ok=%v (else ErrHeaderTooLarge)", err, tc.ok)
+			}
+		})
+	}
+}

@@ -136,8 +136,12 @@ type Stream interface {
 	// adds response fields. The filter returns Stop after it.
 	LocalReply(status int, grpcStatus int, body, flags string, headers func(set func(name, value string)))
 	// AddResponseHeader adds a field to the response that will be
-	// written, upstream's or a local reply's (CORS).
+	// written, upstream's or a local reply's.
 	AddResponseHeader(name, value string)
+	// AddResponseFlag records one of Envoy's response flags ("DI") for
+	// the request: it leads the flags of the response written, upstream's
+	// or a local reply's ("DI,UF"), and the access log's.
+	AddResponseFlag(flag string)
 	// Scratch is per-stream storage for one filter, indexed by the
 	// filter's position in the chain (Chain gives it), reset between
 	// requests.
@@ -204,6 +208,12 @@ type PerRouteParser interface {
 	MergePerRoute(outer, inner any) any
 }
 
+// DisabledConfig is the per-route config of a filter that a route's (or
+// its virtual host's) typed_per_filter_config turns off with Envoy's
+// envoy.config.route.v3.FilterConfig{disabled: true}: the chain skips the
+// filter on that route.
+type DisabledConfig struct{}
+
 // BuildContext is what a Factory may use: where stats go and the proxy's
 // node (for filters that read its metadata, as Istio's do).
 type BuildContext struct {
@@ -214,4 +224,9 @@ type BuildContext struct {
 	// Node is the proxy's bootstrap node (id, cluster, metadata); nil
 	// when unknown.
 	Node *corev3.Node
+	// Direction is the listener's traffic_direction (INBOUND for a
+	// sidecar's inbound listeners, OUTBOUND for its outbound ones,
+	// UNSPECIFIED otherwise): Istio's filters decide on it which side of
+	// the exchange they are (istio.stats' reporter).
+	Direction corev3.TrafficDirection
 }

@@ -1,9 +1,14 @@
-// Package httpfilter holds what Strait's HTTP filters share: how they read
-// request headers and how they draw a fractional percentage. Each filter is
-// a sub-package with the same layout: Name (the filter name Envoy
-// registers), Build (the typed config, refusing fields it does not
-// implement, naming them) and a per-request decision that allocates
-// nothing when the filter does not act.
+// Package httpfilter is the HTTP filter interface (filter.go: Filter,
+// Stream, Factory, PerRouteParser and the optional callbacks) and what
+// Strait's HTTP filters share: how they read request headers, how they
+// draw a fractional percentage, the request's dynamic metadata. Each
+// filter is a sub-package with the same layout: Name (the filter name
+// Envoy registers), Parse/Build of its typed config (refusing fields it
+// does not implement, naming them), a decision that allocates nothing
+// when the filter does not act, and filter.go (its Factory and the
+// Filter's callbacks). Package registry lists them by Envoy's names and
+// type URLs; the HCM (internal/proxy/hcm, chain.go) builds a chain from
+// an http_filters list with it.
 package httpfilter
 
 import (

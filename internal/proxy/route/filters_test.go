@@ -9,6 +9,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
 )
 
 // TestCompileGeneratedFilters compiles the route configuration straitd
@@ -29,7 +31,7 @@ func TestCompileGeneratedFilters(t *testing.T) {
 		if err := protojson.Unmarshal(d, &rc); err != nil {
 			t.Fatal(err)
 		}
-		tab, err := Compile(&rc)
+		tab, err := CompileWith(&rc, testParsers{})
 		if err != nil {
 			t.Fatalf("strait-proxy refuses what straitd generates: %v", err)
 		}
@@ -68,8 +70,10 @@ func TestCompileGeneratedFilters(t *testing.T) {
 			t.Errorf("route %q: no Filters", name)
 			continue
 		}
-		if (f.Fault != nil) != w.fault || (f.CORS != nil) != w.cors || len(f.Mirrors) != len(w.mirrors) {
-			t.Errorf("route %q: fault %v cors %v mirrors %v, want %+v", name, f.Fault != nil, f.CORS != nil, f.Mirrors, w)
+		fp, _ := f.PerFilterConfig(fault.Name).(*fault.Policy)
+		cp, _ := f.PerFilterConfig(cors.Name).(*cors.Policy)
+		if (fp != nil) != w.fault || (cp != nil) != w.cors || len(f.Mirrors) != len(w.mirrors) {
+			t.Errorf("route %q: fault %v cors %v mirrors %v, want %+v", name, fp != nil, cp != nil, f.Mirrors, w)
 			continue
 		}
 		for i := range w.mirrors {

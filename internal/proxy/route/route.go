@@ -44,14 +44,22 @@ type Route struct {
 	// Action is what the route does (action.go).
 	Action
 
-	// Filters are the fault, CORS and mirror settings of the route
+	// Filters are the route's per-filter config and mirrors
 	// (filters.go); nil when it has none.
 	Filters *Filters
 }
 
 // Compile builds a Table. It rejects what it cannot honour, so that an
-// unsupported config is NACKed instead of routed wrongly.
+// unsupported config is NACKed instead of routed wrongly. It takes no
+// typed_per_filter_config (CompileWith does).
 func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
+	return CompileWith(rc, nil)
+}
+
+// CompileWith is Compile with the filters' per-route config parsers:
+// typed_per_filter_config is compiled here, once, for the request path to
+// read (Filters.PerFilter).
+func CompileWith(rc *routev3.RouteConfiguration, parsers PerFilterParsers) (*Table, error) {
 	if err := checkRouteConfiguration(rc); err != nil {
 		return nil, fmt.Errorf("route_config %q: %w", rc.GetName(), err)
 	}
@@ -65,14 +73,14 @@ func Compile(rc *routev3.RouteConfiguration) (*Table, error) {
 		if err := checkVirtualHost(vh); err != nil {
 			return nil, fmt.Errorf("route_config %q virtual_host %q: %w", rc.GetName(), vh.GetName(), err)
 		}
-		vhf, err := compileVirtualHostFilters(vh)
+		vhf, err := compileVirtualHostFilters(vh, parsers)
 		if err != nil {
 			return nil, fmt.Errorf("route_config %q: %w", rc.GetName(), err)
 		}
 		for i, r := range vh.GetRoutes() {
 			cr, err := compileRoute(r)
 			if err == nil {
-				cr.Filters, err = compileFilters(r, vhf) // filters.go
+				cr.Filters, err = compileFilters(r, vhf, parsers) // filters.go
 			}
 			if err == nil && cr.Direct != nil && len(cr.Direct.Body) > maxBody {
 				err = fmt.Errorf("direct_response.body is %d bytes, more than the route configuration's max_direct_response_body_size_bytes (%d; raise it or shorten the body)", len(cr.Direct.Body), maxBody)

@@ -24,11 +24,17 @@ type Store struct {
 
 	mu      sync.Mutex // serializes Apply and guards version
 	version string
+
+	parsers PerFilterParsers // set at creation, read-only
 }
 
 // NewStore returns an empty store.
-func NewStore() *Store {
-	s := &Store{}
+func NewStore() *Store { return NewStoreWith(nil) }
+
+// NewStoreWith returns an empty store whose tables compile
+// typed_per_filter_config with parsers (CompileWith).
+func NewStoreWith(parsers PerFilterParsers) *Store {
+	s := &Store{parsers: parsers}
 	m := map[string]*entry{}
 	s.tables.Store(&m)
 	return s
@@ -56,7 +62,7 @@ func (s *Store) Apply(version string, rcs []*routev3.RouteConfiguration) error {
 		if old := cur[rc.GetName()]; old != nil && proto.Equal(old.config, rc) {
 			continue
 		}
-		t, err := Compile(rc)
+		t, err := CompileWith(rc, s.parsers)
 		if err != nil {
 			return err
 		}
@@ -92,8 +98,8 @@ func (s *Store) Snapshot() (string, []*routev3.RouteConfiguration) {
 }
 
 // Validate compiles rc without storing it.
-func Validate(rc *routev3.RouteConfiguration) error {
-	if _, err := Compile(rc); err != nil {
+func (s *Store) Validate(rc *routev3.RouteConfiguration) error {
+	if _, err := CompileWith(rc, s.parsers); err != nil {
 		return fmt.Errorf("route_config %q: %w", rc.GetName(), err)
 	}
 	return nil

@@ -87,12 +87,12 @@ func TestStoreSnapshotSorted(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	if err := Validate(storeConfig("ok", "c")); err != nil {
+	if err := NewStore().Validate(storeConfig("ok", "c")); err != nil {
 		t.Errorf("valid configuration: %v", err)
 	}
 	bad := storeConfig("bad", "c")
 	bad.VirtualHosts[0].Routes[0].Match = &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{}}
-	if err := Validate(bad); err == nil || !strings.Contains(err.Error(), `route_config "bad"`) {
+	if err := NewStore().Validate(bad); err == nil || !strings.Contains(err.Error(), `route_config "bad"`) {
 		t.Errorf("invalid configuration: error %v, want one naming route_config \"bad\"", err)
 	}
 }

@@ -88,6 +88,9 @@ func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []s
 	case nds.TypeURL:
 		return generateNameTable(scope, proxy) // nametable.go
 	}
+	if isRouter(proxy) && (typeURL == xdsapi.ListenerType || typeURL == xdsapi.RouteType) {
+		return generateGateway(snap, proxy, typeURL, watched) // gateway.go
+	}
 	e, err := g.cache.scope(snap, scope)
 	if err != nil {
 		return nil, fmt.Errorf("generate %s: %w", typeURL, err)
@@ -99,6 +102,9 @@ func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []s
 	switch typeURL {
 	case xdsapi.ClusterType:
 		shared = e.clusters
+		if isRouter(proxy) {
+			break // a gateway has no inbound side
+		}
 		for _, c := range inboundClusters(snap, proxy) {
 			own = append(own, namedMessage{c.Name, c})
 		}
@@ -106,6 +112,7 @@ func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []s
 		shared = e.listeners
 		for _, l := range inboundListeners(snap, proxy, g.keys) {
 			withAccessLogs(snap, l) // accesslog.go
+			withTelemetry(l)        // telemetry.go
 			own = append(own, namedMessage{l.Name, l})
 		}
 		if len(e.byLabels) > 0 {
@@ -116,6 +123,7 @@ func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []s
 			for _, ll := range e.byLabels {
 				l := ll.build(snap, &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: known})
 				withAccessLogs(snap, l)
+				withTelemetry(l)
 				own = append(own, namedMessage{l.Name, l})
 				mine[l.Name] = true
 			}

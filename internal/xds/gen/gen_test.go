@@ -116,6 +116,11 @@ var scenarios = []scenario{
 		"sidecar~10.96.0.10~client.egress~egress.svc.cluster.local",
 		"sidecar~10.96.0.11~outsider.open~open.svc.cluster.local",
 	}},
+	// An ingress gateway and a sidecar beside it (gateway.go).
+	{dir: "gateway", proxies: []string{
+		"router~10.92.0.10~ingressgateway.ingress~ingress.svc.cluster.local",
+		"sidecar~10.92.0.11~client.demo~demo.svc.cluster.local",
+	}},
 	// The Sidecar resource: tcp sourceSubnet chains, inboundConnectionPool.
 	{dir: "sidecar", proxies: []string{
 		"sidecar~10.93.0.10~client.side~side.svc.cluster.local",

@@ -18,6 +18,7 @@ import (
 //     (exportTo and Sidecar egress hosts): for an endpoints-only request
 //     that is exactly the proxies that have its clusters.
 //   - Changed configs of other kinds than those above concern everyone.
+//   - Every change of configs or services concerns a gateway (router).
 func (g *Generator) NeedsPush(proxy *proxypush.Proxy, req *proxypush.PushRequest) (*proxypush.PushRequest, bool) {
 	if req.IsGlobal() {
 		return req, true
@@ -31,6 +32,11 @@ func (g *Generator) NeedsPush(proxy *proxypush.Proxy, req *proxypush.PushRequest
 			r.Full = true
 			return &r, true
 		}
+	}
+	if isRouter(proxy) && (len(req.ConfigsUpdated) > 0 || len(req.ServicesUpdated) > 0) {
+		// A gateway's routes come from VirtualServices bound to it by
+		// name, whatever their hosts (gateway.go).
+		return req, true
 	}
 	for k := range req.ConfigsUpdated {
 		switch k.Kind {

@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -56,6 +57,9 @@ type Filter struct {
 	outputHeaders []string
 	// now is the clock (time.Now outside tests).
 	now func() time.Time
+	// allowed and denied are jwt_authn.allowed and jwt_authn.denied
+	// (filter.go); nil without stats.
+	allowed, denied *atomic.Uint64
 }
 
 // Options changes how Parse builds a Filter.

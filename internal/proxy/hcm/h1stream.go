@@ -1,0 +1,189 @@
+package hcm
+
+// The HTTP/1.1 codec's httpfilter.Stream: one per connection (h1conn's
+// stream field), reset for every request, so that running the filter
+// chain allocates nothing of its own. The request headers are the codec's
+// parsed fields (h1HeaderMap); the response head's fields go through the
+// encoders the same way (appendResponseHead, the local replies).
+
+import (
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/straitmesh/strait/internal/proxy/http1"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/rbac"
+)
+
+// h1stream is the request in progress on an HTTP/1.1 connection as its
+// filters see it. Only the connection's goroutine touches it.
+type h1stream struct {
+	filterState
+	c      *h1conn
+	hdrs   h1HeaderMap // the request's fields
+	resp   h1HeaderMap // a response head's fields, for the encoders
+	local  []http1.Header
+	in     rbac.Input
+	keep   bool // after a filter's LocalReply: the connection can carry another request
+	active bool // a request is in progress (Complete not yet called)
+}
+
+// begin readies the stream for the request in c.req; rreq is set after.
+func (st *h1stream) begin(c *h1conn) {
+	st.c = c
+	st.reset(c.filter)
+	st.hdrs = h1HeaderMap{hs: &c.req.Headers}
+	st.keep = false
+	st.active = true
+}
+
+func (st *h1stream) Method() string { return st.rreq.Method }
+func (st *h1stream) Host() string   { return st.rreq.Host }
+func (st *h1stream) Path() string   { return st.rreq.Path }
+func (st *h1stream) Query() string  { return st.rreq.Query }
+func (st *h1stream) Scheme() string { return st.rreq.Scheme }
+
+func (st *h1stream) Protocol() string {
+	if st.c.req.Minor == 0 {
+		return "HTTP/1.0"
+	}
+	return "HTTP/1.1"
+}
+
+func (st *h1stream) RequestHeaders() httpfilter.HeaderMap { return &st.hdrs }
+
+func (st *h1stream) Connection() *httpfilter.Connection {
+	c := st.c
+	if c.fconn == nil {
+		c.fconn = connectionOf(c.tracked, c.dst)
+	}
+	return c.fconn
+}
+
+func (st *h1stream) RemoteAddr() netip.Addr { return st.c.client.remote.Addr() }
+
+func (st *h1stream) Metadata() *httpfilter.Metadata { return &st.c.meta }
+
+func (st *h1stream) Wait(d time.Duration) bool { return st.c.faultDelay(d) }
+
+// LocalReply answers the request: in gRPC's trailers-only form when the
+// filter gives a gRPC status and the request is gRPC; else status and
+// body. (The HTTP/1.1 path does not map an HTTP status to a gRPC one.)
+func (st *h1stream) LocalReply(status, grpcStatus int, body, flags string, headers func(set func(name, value string))) {
+	st.replied = true
+	c := st.c
+	if ct, _ := c.req.Headers.Lookup("content-type"); grpcStatus >= 0 && grpcContentType(ct) {
+		st.keep = c.filterReply(200, flags, "", func(set func(string, string)) {
+			set("content-type", "application/grpc")
+			set("grpc-status", strconv.Itoa(grpcStatus))
+			set("grpc-message", grpcPercentEncode(body))
+			if headers != nil {
+				headers(set)
+			}
+		})
+		return
+	}
+	st.keep = c.filterReply(status, flags, body, headers)
+}
+
+// RBACInput is the RBAC engine's input for the request, from the fields
+// routing reads (httpfilter/rbac.InputSource); it allocates nothing.
+func (st *h1stream) RBACInput() *rbac.Input {
+	c := st.c
+	if c.authz == nil {
+		c.authz = rbac.ConnectionOf(c.tracked, c.dst)
+	}
+	st.in = rbac.Input{Conn: c.authz, Request: &st.rreq, RemoteIP: c.client.remote.Addr(), Metadata: &c.meta}
+	return &st.in
+}
+
+// complete tells the chain's Completers about the request that ended,
+// from its access log record.
+func (st *h1stream) complete() {
+	if !st.active {
+		return
+	}
+	st.active = false
+	if st.f.chain == nil || len(st.f.chain.completers) == 0 {
+		return
+	}
+	r := &st.c.rec
+	info := httpfilter.StreamInfo{
+		Status: r.Code, GRPCStatus: -1, Flags: r.Flags, Cluster: r.UpstreamCluster,
+		BytesIn: r.BytesReceived, BytesOut: r.BytesSent, // endLog counted the streamed body
+	}
+	if ap, err := netip.ParseAddrPort(r.UpstreamHost); err == nil {
+		info.UpstreamHost = ap
+	}
+	if st.c.resp.Status != 0 && r.Response != nil {
+		info.UpstreamHeaders = r.Response
+	}
+	st.filterState.complete(st, &info)
+}
+
+// h1HeaderMap is a head's fields as httpfilter.HeaderMap: a removed field
+// leaves the slice, an added one joins it (as the request's forwarding
+// edits it, xff.go), so that later filters, the route match and the
+// upstream see the edits. Hop fields are not in it.
+type h1HeaderMap struct{ hs *http1.Headers }
+
+func (m *h1HeaderMap) Lookup(name string) (string, bool) { return m.hs.Lookup(name) }
+
+func (m *h1HeaderMap) Range(f func(name, value string) bool) {
+	for i := range *m.hs {
+		h := &(*m.hs)[i]
+		if h.Hop {
+			continue
+		}
+		if !f(http1.UnsafeString(h.Name), http1.UnsafeString(h.Value)) {
+			return
+		}
+	}
+}
+
+func (m *h1HeaderMap) Set(name, value string) {
+	m.Del(name)
+	m.Add(name, value)
+}
+
+func (m *h1HeaderMap) Add(name, value string) {
+	*m.hs = append(*m.hs, http1.Header{Name: []byte(name), Value: []byte(value)})
+}
+
+func (m *h1HeaderMap) Del(name string) { *m.hs = removeHeader(*m.hs, name) } // xff.go
+
+// encodeLocal runs the encoders on a local reply's head: its own fields
+// (those hdrs sets) and the filters' are in st.local afterwards, to be
+// written in order.
+func (st *h1stream) encodeLocal(code int, hdrs func(set func(name, value string))) {
+	st.local = st.local[:0]
+	if hdrs != nil {
+		hdrs(func(name, value string) {
+			st.local = append(st.local, http1.Header{Name: []byte(name), Value: []byte(value)})
+		})
+	}
+	st.resp = h1HeaderMap{hs: (*http1.Headers)(&st.local)}
+	st.encodeHeaders(st, code, &st.resp)
+}
+
+var (
+	_ httpfilter.Stream    = (*h1stream)(nil)
+	_ httpfilter.HeaderMap = (*h1HeaderMap)(nil)
+)
+
+// encodeUpstream runs the encoders on an upstream response head: hs are
+// its fields, extra the route's additions (written after them). The
+// fields the filters set (AddResponseHeader) join hs first, replacing the
+// upstream's, and are then cleared from addResp so they are not written
+// twice.
+func (st *h1stream) encodeUpstream(status int, hs *http1.Headers, extra []http1.Header) {
+	*hs = append(*hs, extra...)
+	st.resp = h1HeaderMap{hs: hs}
+	for _, h := range st.addResp {
+		st.resp.Set(h.name, h.value)
+	}
+	st.addResp = st.addResp[:0]
+	st.encodeHeaders(st, status, &st.resp)
+	st.c.respExtra = st.c.respExtra[:0] // in hs now
+}

@@ -61,6 +61,7 @@ func Run(ctx context.Context, cfg *settings.Config, opts Options) error {
 		NodeID:        cfg.NodeID(),
 		Cluster:       cfg.ServiceCluster(),
 		Metadata:      cfg.NodeMetadata(),
+		Labels:        cfg.Labels,
 		AdminPort:     adminPort,
 		XDSSocketPath: cfg.XDSSocketPath,
 		SDSSocketPath: cfg.Identity.WorkloadSocketPath,

@@ -278,7 +278,9 @@ func TestAgent(t *testing.T) {
 	if n := cp.node.Load(); n.GetId() != "sidecar~10.1.0.2~client-1.demo~demo.svc.cluster.local" ||
 		n.GetCluster() != "client.demo" ||
 		n.GetMetadata().GetFields()["INTERCEPTION_MODE"].GetStringValue() != "REDIRECT" ||
-		n.GetMetadata().GetFields()["LABELS"].GetStringValue() != "app=client,version=v1" {
+		n.GetMetadata().GetFields()["LABELS"].GetStructValue().GetFields()["app"].GetStringValue() != "client" ||
+		n.GetMetadata().GetFields()["LABELS"].GetStructValue().GetFields()["version"].GetStringValue() != "v1" ||
+		n.GetMetadata().GetFields()["NAME"].GetStringValue() != "client-1" {
 		t.Errorf("control plane saw node %v", n)
 	}
 	bootstrapPath := filepath.Join(dir, "etc", "istio", "proxy", "envoy-rev.json")

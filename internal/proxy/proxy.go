@@ -121,7 +121,14 @@ func New(o Options) (*Proxy, error) {
 	if p.ldsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetLdsConfig()); err != nil {
 		return nil, fmt.Errorf("bootstrap dynamic_resources.lds_config: %w", err)
 	}
+	// Istio's metadata exchange tells peers who this node is (its id and
+	// workload metadata), on inbound chains and outbound clusters.
+	local, err := listener.NewLocal(b.GetNode())
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap node metadata: %w", err)
+	}
 	p.Clusters = cluster.NewManager(o.Logger, st)
+	p.Clusters.SetExchangeFrame(local.Frame)
 	p.Clusters.OnWarmed(p.checkReady)
 	p.secrets = tlsconf.NewProvider(tlsconf.ProviderOptions{Node: b.GetNode(), Logger: o.Logger, Dial: p.dialCluster})
 	p.Clusters.SetSecrets(p.secrets)
@@ -130,7 +137,7 @@ func New(o Options) (*Proxy, error) {
 	p.Listeners = listener.NewManager(listener.Options{
 		Logger: o.Logger, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime, Secrets: p.secrets,
-		AccessLogs: p.logs,
+		AccessLogs: p.logs, Local: local,
 		// With ADS, no listener accepts before the start-up is done
 		// (startInit).
 		Held: b.GetDynamicResources().GetAdsConfig() != nil,

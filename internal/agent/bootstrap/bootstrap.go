@@ -40,11 +40,20 @@ const (
 	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 )
 
+// podTemplateHash is the label pilot-agent leaves out of LABELS
+// (Istio's pkg/bootstrap DefaultDeploymentUniqueLabelKey).
+const podTemplateHash = "pod-template-hash"
+
 // Options are the inputs of Build; the agent fills them from its Config.
 type Options struct {
 	NodeID   string
 	Cluster  string
 	Metadata map[string]string
+	// Labels are the pod's labels, written as the LABELS struct of the
+	// node metadata as pilot-agent writes them (without
+	// pod-template-hash): the workload's app, version and canonical
+	// service that Istio's metadata exchange and istio.stats read.
+	Labels map[string]string
 	// AdminPort is the proxy's admin port on 127.0.0.1 (15000).
 	AdminPort int
 	// XDSSocketPath is the agent's xDS proxy Unix socket (absolute).
@@ -68,6 +77,15 @@ func Build(o Options) (*bootstrapv3.Bootstrap, error) {
 	md := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(o.Metadata))}
 	for k, v := range o.Metadata {
 		md.Fields[k] = structpb.NewStringValue(v)
+	}
+	if len(o.Labels) > 0 {
+		labels := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(o.Labels))}
+		for k, v := range o.Labels {
+			if k != podTemplateHash {
+				labels.Fields[k] = structpb.NewStringValue(v)
+			}
+		}
+		md.Fields["LABELS"] = structpb.NewStructValue(labels)
 	}
 	http2, err := anypb.New(&httpv3.HttpProtocolOptions{
 		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -360,10 +359,11 @@ func (c *Config) ServiceCluster() string {
 	return app + "." + c.PodNamespace
 }
 
-// NodeMetadata is node.metadata: ISTIO_META_* without the prefix, plus
-// NAMESPACE, INSTANCE_IPS, POD_NAME, SERVICE_ACCOUNT and, when the pod's
-// labels are known, LABELS as "k=v,k=v" (sorted) — metadata values are
-// strings by contract.
+// NodeMetadata is node.metadata's string fields: ISTIO_META_* without the
+// prefix (WORKLOAD_NAME, OWNER, CLUSTER_ID, MESH_ID from injection), plus
+// NAMESPACE, INSTANCE_IPS, POD_NAME, NAME and SERVICE_ACCOUNT. The pod's
+// labels go in as the LABELS struct (bootstrap.Options.Labels), as
+// pilot-agent writes them.
 func (c *Config) NodeMetadata() map[string]string {
 	md := make(map[string]string, len(c.Metadata)+5)
 	for k, v := range c.Metadata {
@@ -372,16 +372,11 @@ func (c *Config) NodeMetadata() map[string]string {
 	md["NAMESPACE"] = c.PodNamespace
 	md["INSTANCE_IPS"] = c.InstanceIP
 	md["POD_NAME"] = c.PodName
+	// NAME is the instance (pod) name, as pilot-agent writes it from
+	// POD_NAME; the peer metadata exchange carries it.
+	md["NAME"] = c.PodName
 	if c.ServiceAccount != "" {
 		md["SERVICE_ACCOUNT"] = c.ServiceAccount
-	}
-	if len(c.Labels) > 0 {
-		kv := make([]string, 0, len(c.Labels))
-		for k, v := range c.Labels {
-			kv = append(kv, k+"="+v)
-		}
-		sort.Strings(kv)
-		md["LABELS"] = strings.Join(kv, ",")
 	}
 	return md
 }

@@ -123,7 +123,7 @@ func TestLoadMergeOrder(t *testing.T) {
 		t.Errorf("node id %q, cluster %q", c.NodeID(), c.ServiceCluster())
 	}
 	md := c.NodeMetadata()
-	if md["LABELS"] != "app=client,version=v1" || md["SERVICE_ACCOUNT"] != "sa" {
+	if md["NAME"] != "client-1" || md["SERVICE_ACCOUNT"] != "sa" || c.Labels["app"] != "client" || c.Labels["version"] != "v1" {
 		t.Errorf("metadata = %v", md)
 	}
 

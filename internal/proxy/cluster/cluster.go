@@ -124,6 +124,9 @@ type Cluster struct {
 	tls           *tlsconf.Client
 	proxyProto    proxyVersion  // upstream_proxy_protocol around every transport socket (writeProxyHeader)
 	socketMatches []socketMatch // transport_socket_matches, in order
+	// exchangeFrame is our metadata exchange frame when the cluster lists
+	// istio.metadata_exchange (filters.go); nil: no exchange.
+	exchangeFrame []byte
 }
 
 func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, error) {
@@ -328,7 +331,11 @@ func (c *Cluster) Dial(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		c.Stats.CxConnectFail.Add(1)
 		return nil, err
 	}
-	return c.secure(ctx, ep, conn)
+	sc, err := c.secure(ctx, ep, conn)
+	if err != nil {
+		return nil, err
+	}
+	return c.startExchange(sc) // filters.go
 }
 
 // connectFailed counts a connection that failed to open: always

@@ -27,6 +27,8 @@ type Manager struct {
 	log     *slog.Logger
 	stats   *stats.Store
 	secrets *tlsconf.Provider // SetSecrets, before any cluster
+	// exchangeFrame is SetExchangeFrame's, before any cluster.
+	exchangeFrame []byte
 
 	active atomic.Pointer[map[string]*Cluster]
 

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/straitmesh/strait/internal/proxy/peermeta"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
@@ -28,6 +29,16 @@ func (m *Manager) build(c *clusterv3.Cluster) (*Cluster, error) {
 	out, err := build(c, m.stats, m.log)
 	if err != nil {
 		return nil, err
+	}
+	exchange, err := parseUpstreamFilters(c) // filters.go
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
+	}
+	if exchange {
+		out.exchangeFrame = m.exchangeFrame
+		if out.exchangeFrame == nil {
+			out.exchangeFrame = peermeta.UnknownFrame()
+		}
 	}
 	// Istio wraps the cluster's socket, or every one of its matches, in
 	// the same upstream_proxy_protocol socket; a cluster whose sockets

@@ -76,7 +76,7 @@ func limitsBackend(t *testing.T) *limitsUpstream {
 			return
 		case strings.HasSuffix(r.URL.Path, "/stall"):
 			w.Header().Set("Content-Length", "100")
-			io.WriteString(w, "part")
+			_, _ = io.WriteString(w, "part")
 			w.(http.Flusher).Flush()
 			select {
 			case <-r.Context().Done():
@@ -89,7 +89,7 @@ func limitsBackend(t *testing.T) *limitsUpstream {
 		case strings.HasSuffix(r.URL.Path, "/big"):
 			w.Header().Set("X-Big", strings.Repeat("b", 70<<10))
 		}
-		io.WriteString(w, "ok")
+		_, _ = io.WriteString(w, "ok")
 	}), Protocols: new(http.Protocols)}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
@@ -218,7 +218,9 @@ func dialLimits(t *testing.T, p *limitsProxy, w limitsWire) *limitsClient {
 	c.SetDeadline(time.Now().Add(8 * time.Second))
 	lc := &limitsClient{t: t, w: w, c: c, br: bufio.NewReader(c), next: 1}
 	if w.h2 {
-		io.WriteString(c, http2.ClientPreface)
+		if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+			t.Fatal(err)
+		}
 		lc.fr = http2.NewFramer(c, lc.br)
 		lc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 		lc.fr.MaxHeaderListSize = 1 << 20
@@ -249,10 +251,10 @@ func (c *limitsClient) request(path string, extra [][2]string, bodyLen int) {
 	if c.w.h2 {
 		c.hbuf.Reset()
 		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "limits"}, {":path", path}} {
-			c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+			_ = c.enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 		}
 		for _, f := range extra {
-			c.enc.WriteField(hpack.HeaderField{Name: strings.ToLower(f[0]), Value: f[1]})
+			_ = c.enc.WriteField(hpack.HeaderField{Name: strings.ToLower(f[0]), Value: f[1]})
 		}
 		id := c.next
 		c.next += 2
@@ -260,7 +262,9 @@ func (c *limitsClient) request(path string, extra [][2]string, bodyLen int) {
 			c.t.Fatal(err)
 		}
 		if bodyLen > 0 {
-			c.fr.WriteData(id, false, make([]byte, bodyLen/2))
+			if err := c.fr.WriteData(id, false, make([]byte, bodyLen/2)); err != nil {
+				c.t.Fatal(err)
+			}
 		}
 		return
 	}
@@ -306,7 +310,7 @@ func (c *limitsClient) partialHead() {
 	c.t.Helper()
 	if c.w.h2 {
 		c.hbuf.Reset()
-		c.enc.WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
+		_ = c.enc.WriteField(hpack.HeaderField{Name: ":method", Value: "GET"})
 		id := c.next
 		c.next += 2
 		if err := c.writeHeaders(id, c.hbuf.Bytes(), true, false); err != nil {
@@ -315,7 +319,9 @@ func (c *limitsClient) partialHead() {
 		c.midBlock = true
 		return
 	}
-	io.WriteString(c.c, "GET "+c.path("/ok")+" HTTP/1.1\r\nHost: limits\r\n"+c.w.upgrade+"X-Partial: ")
+	if _, err := io.WriteString(c.c, "GET "+c.path("/ok")+" HTTP/1.1\r\nHost: limits\r\n"+c.w.upgrade+"X-Partial: "); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // limitsOutcome is what the client saw of one request.
@@ -383,7 +389,7 @@ func (c *limitsClient) response() limitsOutcome {
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() && !c.midBlock {
-				c.fr.WriteSettingsAck()
+				_ = c.fr.WriteSettingsAck() // a failed write shows as the next read's error
 			}
 		case *http2.GoAwayFrame:
 			if f.LastStreamID < id {
@@ -775,7 +781,7 @@ func BenchmarkProxyH2(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
 }
@@ -806,7 +812,7 @@ func TestLimitsGRPCForm(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "2" || resp.Header.Get("X-Strait-Response-Flags") != tc.flags {
 				t.Fatalf("got %d grpc-status %q flags %q; want 200, grpc-status 2 (UNKNOWN, Envoy's mapping of 408), flags %q",

@@ -82,11 +82,6 @@ func (s *streamClock) expired(now time.Time, readingHead bool) failure {
 	return failStreamIdle
 }
 
-// requestOver reports whether request_timeout has passed at now.
-func (s *streamClock) requestOver(now time.Time) bool {
-	return !s.request.IsZero() && !now.Before(s.request)
-}
-
 // connLimits is what a connection's limits say about it: how many requests
 // it began and when it must end. requests is atomic: HTTP/2 streams begin
 // on their own goroutines.

@@ -43,7 +43,7 @@ func localReply(w http.ResponseWriter, code int, flags, body string) {
 		h.Set("Content-Type", "text/plain")
 	}
 	w.WriteHeader(code)
-	io.WriteString(w, body)
+	_, _ = io.WriteString(w, body) // a client gone is the stream's end, not an error here
 }
 
 func removeHop(h http.Header) {

@@ -224,4 +224,9 @@ type BuildContext struct {
 	// Node is the proxy's bootstrap node (id, cluster, metadata); nil
 	// when unknown.
 	Node *corev3.Node
+	// Direction is the listener's traffic_direction (INBOUND for a
+	// sidecar's inbound listeners, OUTBOUND for its outbound ones,
+	// UNSPECIFIED otherwise): Istio's filters decide on it which side of
+	// the exchange they are (istio.stats' reporter).
+	Direction corev3.TrafficDirection
 }

@@ -123,7 +123,7 @@ func (m *Manager) serve(l *Listener, c net.Conn, dst netip.AddrPort, src cluster
 	if fc.http != nil {
 		// The HTTP server owns c from here; active count is approximate for HTTP.
 		l.stats.CxActive.Add(-1)
-		m.opts.HTTP.ServeConnDrain(c, fc.http, dst, src, fc.drain)
+		m.opts.HTTP.ServeConnDrain(m.exchangeHTTP(fc, c), fc.http, dst, src, fc.drain) // istio.go
 		return
 	}
 	defer l.stats.CxActive.Add(-1)

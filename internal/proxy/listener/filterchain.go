@@ -45,6 +45,8 @@ type filterChain struct {
 	rbac []*rbac.Filter
 	tcp  *tcpproxy.Filter
 	http *hcm.Filter
+	// istio is what Istio's network filters ask of the chain (istio.go).
+	istio istioChain
 	// rdsFetchTimeout is the initial_fetch_timeout of http's RDS config
 	// source (routeDeps): how long a listener version warms waiting for
 	// the route configuration; 0 waits for ever.

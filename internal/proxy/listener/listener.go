@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	originalsrcv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_src/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -100,6 +101,11 @@ type Deps struct {
 	// AccessLogs are the proxy's access log files (nil: a filter with an
 	// access_log is refused).
 	AccessLogs *accesslog.Files
+	// Local is the proxy's own workload for Istio's network filters
+	// (istio.go); zero: such filters are refused.
+	Local Local
+	// direction is the listener's traffic_direction, set by build.
+	direction corev3.TrafficDirection
 }
 
 // StatsLabel is Envoy's envoy_listener_address label for an address.
@@ -137,6 +143,7 @@ func build(l *listenerv3.Listener, d Deps) (*Listener, error) {
 	if err := checkListenerFields(l); err != nil {
 		return nil, err
 	}
+	d.direction = l.GetTrafficDirection()
 	if out.Bind && len(l.GetAdditionalAddresses()) > 0 {
 		return nil, fmt.Errorf("additional_addresses are not supported")
 	}
@@ -219,6 +226,15 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 	for i, f := range fs {
 		last := i == len(fs)-1
 		tc := f.GetTypedConfig()
+		if known, err := c.istio.add(f, d); known { // istio.go
+			if err != nil {
+				return fmt.Errorf("filter %q: %w", f.GetName(), err)
+			}
+			if last {
+				return fmt.Errorf("filter %q must come before a terminal filter", f.GetName())
+			}
+			continue
+		}
 		switch {
 		case f.GetName() == tcpproxy.Name || tc.GetTypeUrl() == "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy":
 			if !last {
@@ -235,6 +251,7 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 			if t.AccessLog, err = accesslog.Build(cfg.GetAccessLog(), d.AccessLogs); err != nil {
 				return fmt.Errorf("filter %q: %w", f.GetName(), err)
 			}
+			c.istio.apply(t, d) // istio.go
 			c.tcp = t
 		case f.GetName() == hcm.Name || tc.GetTypeUrl() == "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager":
 			if !last {
@@ -252,6 +269,9 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 				return fmt.Errorf("filter %q: %w", f.GetName(), err)
 			}
 			h.UseStats(d.Stats)
+			if c.istio.stats != nil {
+				return fmt.Errorf("filter %q: the istio.stats network filter is for tcp_proxy chains (an HCM takes the HTTP filter)", f.GetName())
+			}
 			c.http = h
 			if rds := cfg.GetRds(); rds != nil {
 				if c.rdsFetchTimeout, err = xdsclient.InitialFetchTimeout(rds.GetConfigSource()); err != nil {

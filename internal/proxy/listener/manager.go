@@ -48,6 +48,9 @@ type Options struct {
 	Secrets *tlsconf.Provider
 	// AccessLogs are the files of the filters' access logs.
 	AccessLogs *accesslog.Files
+	// Local is the proxy's own workload for Istio's network filters
+	// (NewLocal from the bootstrap node).
+	Local Local
 	// Held: listeners bind their sockets but do not listen until
 	// StartListening, as Envoy's workers start only once the
 	// server has initialized.
@@ -190,7 +193,7 @@ func NewManager(o Options) *Manager {
 }
 
 func (m *Manager) deps() Deps {
-	return Deps{Routes: m.opts.Routes, Stats: m.opts.Stats, Secrets: m.opts.Secrets, AccessLogs: m.opts.AccessLogs}
+	return Deps{Routes: m.opts.Routes, Stats: m.opts.Stats, Secrets: m.opts.Secrets, AccessLogs: m.opts.AccessLogs, Local: m.opts.Local}
 }
 
 // AddStatic adds the bootstrap's static listeners; LDS never removes them.

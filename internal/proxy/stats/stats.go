@@ -119,17 +119,24 @@ type Store struct {
 	http      map[string]*HTTPStats
 	counters  map[string]*atomic.Uint64
 	gauges    map[string]*atomic.Int64
+	vecs      map[string]*Vec // vec.go
+
+	maxSeries   atomic.Int64 // the series cap of all vecs
+	seriesCount atomic.Int64 // series in all vecs
 }
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{
+	s := &Store{
 		clusters:  map[string]*ClusterStats{},
 		listeners: map[string]*ListenerStats{},
 		http:      map[string]*HTTPStats{},
 		counters:  map[string]*atomic.Uint64{},
 		gauges:    map[string]*atomic.Int64{},
+		vecs:      map[string]*Vec{},
 	}
+	s.maxSeries.Store(DefaultMaxSeries)
+	return s
 }
 
 // Cluster returns the counters for the named cluster, creating them once.
@@ -289,6 +296,7 @@ func (s *Store) WritePrometheus(w io.Writer) error {
 			}
 		}
 	}
+	s.writeVecs(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -348,6 +356,7 @@ func (s *Store) WriteText(w io.Writer) error {
 		lines = append(lines, fmt.Sprintf("%s: %d", n, g.Load()))
 	}
 	s.mu.Unlock()
+	lines = s.writeVecsText(lines)
 	sort.Strings(lines)
 	_, err := io.WriteString(w, strings.Join(lines, "\n")+"\n")
 	return err

@@ -56,6 +56,9 @@ type Filter struct {
 	// AccessLog gets one record per connection when it closes
 	// (access_log, built by the listener with the proxy's files).
 	AccessLog accesslog.Loggers
+	// Istio is what Istio's network filters before this one add (the
+	// metadata exchange and istio_tcp_* metrics, istio.go); nil: none.
+	Istio *Istio
 }
 
 // defaultIdleTimeout is Envoy's tcp_proxy idle_timeout default.
@@ -145,6 +148,7 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 	defer c.Close()
 	accepted := time.Now()
 	name := f.pickCluster()
+	var flags string // Envoy's response flags, for the access log and istio.stats
 	var rec *accesslog.Record
 	if len(f.AccessLog) > 0 {
 		conn := accesslog.ConnOf(c)
@@ -154,7 +158,13 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 			f.AccessLog.Log(rec)
 		}()
 	}
+	var report *tcpReport
+	if f.Istio != nil && f.Istio.Stats != nil {
+		report = newTCPReport(f.Istio, name, c) // istio.go
+		defer func() { report.flush(true, flags) }()
+	}
 	flag := func(fl string) {
+		flags = fl
 		if rec != nil {
 			rec.Flags = fl
 		}
@@ -198,8 +208,9 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 		cl.ReportLocalFailure(ep, cluster.LocalConnectFailed) // outlier detection
 		if attempt >= f.MaxConnectAttempts || ctx.Err() != nil {
 			log.Debug("tcp_proxy: connect failed", "cluster", name, "attempts", attempt, "error", err)
+			flag("UF")
 			if rec != nil {
-				rec.Flags, rec.UpstreamHost = "UF", ep.Address
+				rec.UpstreamHost = ep.Address
 			}
 			return
 		}
@@ -237,7 +248,18 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 			mu.Unlock()
 		}()
 	}
-	received, sent := PipeIdle(c, up, f.IdleTimeout)
+	down, upc := f.istioConns(c, up, report) // istio.go
+	if report != nil && f.Istio.ReportEvery > 0 {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			report.every(f.Istio.ReportEvery, stop)
+		}()
+		defer func() { close(stop); wg.Wait() }()
+	}
+	received, sent := PipeIdle(down, upc, f.IdleTimeout)
 	if rec != nil {
 		rec.BytesReceived, rec.BytesSent = received, sent
 	}

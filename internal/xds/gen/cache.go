@@ -175,7 +175,7 @@ func (c *cache) buildScope(e *scopeEntry) error {
 	e.edsNames = sortedUnique(e.edsNames)
 	ls, byLabels := outboundListeners(snap, scope, nil, false)
 	e.byLabels = byLabels
-	for _, l := range withAccessLogs(snap, ls...) { // accesslog.go
+	for _, l := range withTelemetry(withAccessLogs(snap, ls...)...) { // accesslog.go, telemetry.go
 		c.count("listener")
 		r, err := resource(l.Name, l)
 		if err != nil {

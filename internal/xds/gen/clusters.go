@@ -72,6 +72,7 @@ func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*clust
 			applyLocalityLbConfig(c, p, snap.Mesh)              // locality.go
 			applyAutoMTLS(snap, ns, svc, port.Number, "", c)    // mtls.go
 			applyUpstreamProxyProtocol(c, p.GetProxyProtocol()) // trafficpolicy.go
+			applyMetadataExchange(c)                            // telemetry.go
 			out = append(out, c)
 		}
 		for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
@@ -81,6 +82,7 @@ func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*clust
 				applyLocalityLbConfig(c, p, snap.Mesh)
 				applyAutoMTLS(snap, ns, svc, port.Number, ss.Name, c)
 				applyUpstreamProxyProtocol(c, p.GetProxyProtocol())
+				applyMetadataExchange(c)
 				out = append(out, c)
 			}
 		}
@@ -188,13 +190,15 @@ func specialClusters(snap *mesh.Snapshot) []*cluster.Cluster {
 	timeout := durationpb.New(snap.Mesh.ConnectTimeout)
 	inboundPassthrough := inboundCluster(InboundPassthroughCluster)
 	inboundPassthrough.ConnectTimeout = timeout
+	passthrough := &cluster.Cluster{
+		Name:                 PassthroughCluster,
+		ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST},
+		ConnectTimeout:       timeout,
+		LbPolicy:             cluster.Cluster_CLUSTER_PROVIDED,
+	}
+	applyMetadataExchange(passthrough)                // telemetry.go
 	return defaultCircuitBreakers([]*cluster.Cluster{ // trafficpolicy.go
-		{
-			Name:                 PassthroughCluster,
-			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST},
-			ConnectTimeout:       timeout,
-			LbPolicy:             cluster.Cluster_CLUSTER_PROVIDED,
-		},
+		passthrough,
 		inboundPassthrough,
 		{
 			Name:                 BlackHoleCluster,

@@ -112,6 +112,7 @@ func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []s
 		shared = e.listeners
 		for _, l := range inboundListeners(snap, proxy, g.keys) {
 			withAccessLogs(snap, l) // accesslog.go
+			withTelemetry(l)        // telemetry.go
 			own = append(own, namedMessage{l.Name, l})
 		}
 		if len(e.byLabels) > 0 {
@@ -122,6 +123,7 @@ func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []s
 			for _, ll := range e.byLabels {
 				l := ll.build(snap, &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: known})
 				withAccessLogs(snap, l)
+				withTelemetry(l)
 				own = append(own, namedMessage{l.Name, l})
 				mine[l.Name] = true
 			}

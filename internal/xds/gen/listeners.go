@@ -48,6 +48,7 @@ func buildListeners(snap *mesh.Snapshot, proxy *proxypush.Proxy, keys KeySets) [
 	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
 	out = append(out, inboundListeners(snap, proxy, keys)...)
 	withAccessLogs(snap, out...) // accesslog.go
+	withTelemetry(out...)        // telemetry.go
 	if acceptsHTTP10(proxy) {
 		withHTTP10(out...) // http10.go
 	}

@@ -58,8 +58,9 @@ func clusterOf(t *testing.T, ls []*listener.Listener, name string) string {
 		if len(l.FilterChains) != 1 {
 			t.Fatalf("%s has %d filter chains", name, len(l.FilterChains))
 		}
+		fs := l.FilterChains[0].Filters
 		var tp tcpproxy.TcpProxy
-		if err := l.FilterChains[0].Filters[0].GetTypedConfig().UnmarshalTo(&tp); err != nil {
+		if err := fs[len(fs)-1].GetTypedConfig().UnmarshalTo(&tp); err != nil { // the terminal filter
 			t.Fatal(err)
 		}
 		return tp.GetCluster()

@@ -1,0 +1,186 @@
+// Package istiostats is Istio's istio.stats HTTP filter (istio/proxy
+// source/extensions/filters/http/istio_stats, config stats.PluginConfig):
+// when a request completes it records istio_requests_total,
+// istio_request_duration_milliseconds, istio_request_bytes and
+// istio_response_bytes with Istio's labels (package istiometrics), the
+// peer taken from what istio.metadata_exchange learned.
+//
+// The reporter follows the listener: OUTBOUND reports as "source",
+// anything else as "destination". The destination service comes from the
+// outbound cluster's name (outbound|PORT|SUBSET|HOST); without one, from
+// the Host header unless disable_host_header_fallback is set, as Istio
+// sets it on inbound listeners so that a client cannot make series with
+// made-up hosts.
+package istiostats
+
+import (
+	"fmt"
+	"strings"
+
+	statspb "istio.io/api/envoy/extensions/stats"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/metadataexchange"
+	"github.com/straitmesh/strait/internal/proxy/istiometrics"
+	"github.com/straitmesh/strait/internal/proxy/peermeta"
+	"github.com/straitmesh/strait/internal/proxy/stats"
+)
+
+// Name is the filter name Istio gives the filter.
+const Name = "istio.stats"
+
+// TypeURL is its config's type.
+const TypeURL = "type.googleapis.com/stats.PluginConfig"
+
+// honoured are the PluginConfig fields the filter reads or that do not
+// change what it records; the others (metric overrides and definitions,
+// series expiry, the waypoint reporter) are refused until implemented.
+var honoured = map[protoreflect.Name]string{
+	"disable_host_header_fallback": "",
+	"tcp_reporting_duration":       "read by the TCP filter; an HTTP filter has no periodic report",
+	"debug":                        "logging only",
+	"max_peer_cache_size":          "peers are cached by istio.metadata_exchange, bounded",
+	"stat_prefix":                  "only istio_ (checked in Parse)",
+	"field_separator":              "Envoy's internal tag encoding, not in the Prometheus output",
+	"value_separator":              "Envoy's internal tag encoding, not in the Prometheus output",
+	"reporter":                     "UNSPECIFIED only (checked in Parse)",
+}
+
+// Factory builds the filter.
+type Factory struct{}
+
+var _ httpfilter.Factory = Factory{}
+
+// Names are the filter's name and its config's type URL.
+func (Factory) Names() []string { return []string{Name, TypeURL} }
+
+// Parse reads and checks the filter's typed_config.
+func Parse(typed *anypb.Any) (*statspb.PluginConfig, error) {
+	var c statspb.PluginConfig
+	if typed == nil {
+		return &c, nil
+	}
+	if err := typed.UnmarshalTo(&c); err != nil {
+		return nil, fmt.Errorf("%s: typed_config %s is not stats.PluginConfig: %w", Name, typed.GetTypeUrl(), err)
+	}
+	if err := fieldaudit.Check(Name, c.ProtoReflect(), honoured, nil); err != nil {
+		return nil, err
+	}
+	if p := c.GetStatPrefix(); p != "" && p != "istio_" && p != "istio" {
+		return nil, fmt.Errorf("%s: stat_prefix %q is not supported (want istio_)", Name, p)
+	}
+	if c.GetReporter() != statspb.Reporter_UNSPECIFIED {
+		return nil, fmt.Errorf("%s: reporter %v is not supported (want UNSPECIFIED: the listener's direction decides)", Name, c.GetReporter())
+	}
+	return &c, nil
+}
+
+// Build makes the filter, recording into ctx.Stats.
+func (Factory) Build(typed *anypb.Any, ctx httpfilter.BuildContext) (httpfilter.Filter, error) {
+	c, err := Parse(typed)
+	if err != nil {
+		return nil, err
+	}
+	st := ctx.Stats
+	if st == nil {
+		// Built for validation before the HCM has the proxy's store
+		// (hcm.Filter.UseStats builds the chain again with it): record
+		// into a store nobody reads.
+		st = stats.New()
+	}
+	m, err := istiometrics.NewHTTP(st)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	reporter := istiometrics.Destination
+	if ctx.Direction == corev3.TrafficDirection_OUTBOUND {
+		reporter = istiometrics.Source
+	}
+	return &Filter{
+		metrics:      m,
+		reporter:     reporter,
+		local:        peermeta.FromStruct(ctx.Node.GetMetadata()),
+		hostFallback: !c.GetDisableHostHeaderFallback(),
+	}, nil
+}
+
+// Filter is the built filter: immutable, safe for concurrent use.
+type Filter struct {
+	metrics      *istiometrics.HTTP
+	reporter     istiometrics.Reporter
+	local        peermeta.Workload
+	hostFallback bool
+}
+
+var (
+	_ httpfilter.Filter    = (*Filter)(nil)
+	_ httpfilter.Completer = (*Filter)(nil)
+)
+
+// Name is the filter name.
+func (*Filter) Name() string { return Name }
+
+// DecodeHeaders does nothing: the filter records on Complete.
+func (*Filter) DecodeHeaders(httpfilter.Stream) httpfilter.Status { return httpfilter.Continue }
+
+// Complete records the request.
+func (f *Filter) Complete(s httpfilter.Stream, info *httpfilter.StreamInfo) {
+	e := istiometrics.Exchange{
+		Reporter:   f.reporter,
+		Local:      f.local,
+		Protocol:   "http",
+		Code:       info.Status,
+		GRPCStatus: info.GRPCStatus,
+		Flags:      info.Flags,
+	}
+	peerKey := metadataexchange.DownstreamPeer
+	if f.reporter == istiometrics.Source {
+		peerKey = metadataexchange.UpstreamPeer
+	}
+	if p := metadataexchange.PeerOf(s.Metadata(), peerKey); p != nil {
+		e.Peer = *p
+	}
+	if c := s.Connection(); f.reporter == istiometrics.Destination && c != nil {
+		e.MTLS = c.Secure && c.PeerCertificate != nil
+		if e.MTLS && len(c.URISANs) > 0 {
+			e.PeerPrincipal = c.URISANs[0]
+		}
+	}
+	if svc, ok := istiometrics.ServiceFromCluster(info.Cluster); ok {
+		e.Service = svc
+	} else if f.hostFallback {
+		e.Service = istiometrics.ServiceFromHost(istiometrics.HostWithoutPort(s.Host()))
+	}
+	req := s.RequestHeaders()
+	if ct, _ := req.Lookup("content-type"); strings.HasPrefix(ct, "application/grpc") {
+		e.Protocol = "grpc"
+	}
+	var buf [32]string
+	values := istiometrics.AppendHTTP(buf[:0], &e)
+	reqBytes := info.BytesIn + headerBytes(req) + int64(len(s.Method())+len(s.Host())+len(s.Path())+len(s.Scheme()))
+	respBytes := info.BytesOut
+	if h, ok := info.UpstreamHeaders.(httpfilter.HeaderMap); ok && h != nil {
+		respBytes += headerBytes(h)
+	}
+	f.metrics.Record(values, float64(info.Duration.Milliseconds()), reqBytes, respBytes)
+}
+
+// headerBytes is the size Envoy's HeaderMap::byteSize counts: the names'
+// and values' lengths.
+func headerBytes(h httpfilter.HeaderMap) int64 {
+	var n int64
+	h.Range(func(name, value string) bool {
+		n += int64(len(name) + len(value))
+		return true
+	})
+	return n
+}
+
+// Series is a test hook: the store's istio_requests_total series for
+// values.
+func (f *Filter) Series(values []string) *stats.Series { return f.metrics.Requests.With(values) }

@@ -1,0 +1,230 @@
+package istiostats
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	statspb "istio.io/api/envoy/extensions/stats"
+
+	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
+
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/metadataexchange"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/streamtest"
+	"github.com/straitmesh/strait/internal/proxy/peermeta"
+	"github.com/straitmesh/strait/internal/proxy/stats"
+)
+
+func node(id string, md map[string]any) *corev3.Node {
+	s, err := structpb.NewStruct(md)
+	if err != nil {
+		panic(err)
+	}
+	return &corev3.Node{Id: id, Metadata: s}
+}
+
+var (
+	ratings = node("sidecar~10.0.0.2~ratings-v1-1.default~default.svc.cluster.local", map[string]any{
+		"NAMESPACE": "default", "WORKLOAD_NAME": "ratings-v1", "CLUSTER_ID": "server-cluster",
+		"LABELS": map[string]any{"app": "ratings", "version": "v1", "service.istio.io/canonical-name": "ratings", "service.istio.io/canonical-revision": "version-1"}})
+	productpage = node("sidecar~10.0.0.1~productpage-v1-1.default~default.svc.cluster.local", map[string]any{
+		"NAMESPACE": "default", "WORKLOAD_NAME": "productpage-v1", "CLUSTER_ID": "client-cluster",
+		"LABELS": map[string]any{"app": "productpage", "version": "v1", "service.istio.io/canonical-name": "productpage-v1", "service.istio.io/canonical-revision": "version-1"}})
+)
+
+// Istio's configs: generateStatsConfig gives inbound
+// disable_host_header_fallback, outbound nothing.
+func statsConfig(t *testing.T, inbound bool) *anypb.Any {
+	a, err := anypb.New(&statspb.PluginConfig{DisableHostHeaderFallback: inbound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func mxConfig(t *testing.T, inbound bool) *anypb.Any {
+	side := "upstream"
+	if inbound {
+		side = "downstream"
+	}
+	v, _ := structpb.NewStruct(map[string]any{
+		side + "_discovery":   []any{map[string]any{"istio_headers": map[string]any{}}, map[string]any{"workload_discovery": map[string]any{}}},
+		side + "_propagation": []any{map[string]any{"istio_headers": map[string]any{}}},
+	})
+	a, _ := anypb.New(&udpav1.TypedStruct{TypeUrl: metadataexchange.TypeURL, Value: v})
+	return a
+}
+
+type chain struct {
+	mx    httpfilter.Filter
+	stats httpfilter.Filter
+	store *stats.Store
+}
+
+func newChain(t *testing.T, n *corev3.Node, dir corev3.TrafficDirection, store *stats.Store) chain {
+	t.Helper()
+	inbound := dir == corev3.TrafficDirection_INBOUND
+	ctx := httpfilter.BuildContext{Stats: store, Node: n, Direction: dir}
+	mx, err := metadataexchange.Factory{}.Build(mxConfig(t, inbound), ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Factory{}.Build(statsConfig(t, inbound), ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chain{mx, st, store}
+}
+
+// run passes a request through the two filters and an upstream that
+// answers with respHeaders, then completes it.
+func (c chain) run(s *streamtest.Stream, status int, respHeaders *streamtest.Headers, info httpfilter.StreamInfo) {
+	c.mx.DecodeHeaders(s)
+	c.stats.DecodeHeaders(s)
+	c.mx.(httpfilter.ResponseEncoder).EncodeHeaders(s, status, respHeaders)
+	info.Status = status
+	c.stats.(httpfilter.Completer).Complete(s, &info)
+}
+
+func prom(t *testing.T, s *stats.Store) string {
+	var b strings.Builder
+	if err := s.WritePrometheus(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// A client sidecar (productpage, outbound) calls a server sidecar
+// (ratings, inbound): the client's request headers carry the exchange to
+// the server, the server's response carries it back, and each reports
+// the request with the other's labels, as Istio's stats tests expect.
+func TestBothReporters(t *testing.T) {
+	client := newChain(t, productpage, corev3.TrafficDirection_OUTBOUND, stats.New())
+	server := newChain(t, ratings, corev3.TrafficDirection_INBOUND, stats.New())
+
+	out := streamtest.New("ratings:9080", "/ratings/0", streamtest.NewHeaders("user-agent", "curl"))
+	client.mx.DecodeHeaders(out) // our headers onto the request
+	// The server's sidecar gets the request as the client's sent it.
+	in := streamtest.New("ratings:9080", "/ratings/0", &streamtest.Headers{Fields: append([][2]string(nil), out.Request.Fields...)})
+	resp := streamtest.NewHeaders("content-type", "application/json")
+	server.run(in, 200, resp, httpfilter.StreamInfo{GRPCStatus: -1, Duration: 7 * time.Millisecond, BytesOut: 100, Cluster: "inbound|9080||"})
+	if _, ok := in.Request.Lookup(peermeta.HeaderMetadata); ok {
+		t.Error("exchange header reached the app")
+	}
+	client.stats.DecodeHeaders(out)
+	client.mx.(httpfilter.ResponseEncoder).EncodeHeaders(out, 200, resp)
+	if _, ok := resp.Lookup(peermeta.HeaderMetadata); ok {
+		t.Error("exchange header reached the client app")
+	}
+	client.stats.(httpfilter.Completer).Complete(out, &httpfilter.StreamInfo{Status: 200, GRPCStatus: -1, Duration: 9 * time.Millisecond,
+		BytesOut: 100, Cluster: "outbound|9080||ratings.default.svc.cluster.local"})
+
+	serverWant := `istio_requests_total{reporter="destination",source_workload="productpage-v1",source_canonical_service="productpage-v1",source_canonical_revision="version-1",source_workload_namespace="default",source_principal="unknown",source_app="productpage",source_version="v1",source_cluster="client-cluster",destination_workload="ratings-v1",destination_workload_namespace="default",destination_principal="unknown",destination_app="ratings",destination_version="v1",destination_service="unknown",destination_canonical_service="ratings",destination_canonical_revision="version-1",destination_service_name="unknown",destination_service_namespace="unknown",destination_cluster="server-cluster",request_protocol="http",response_code="200",grpc_response_status="",response_flags="-",connection_security_policy="none"} 1`
+	clientWant := `istio_requests_total{reporter="source",source_workload="productpage-v1",source_canonical_service="productpage-v1",source_canonical_revision="version-1",source_workload_namespace="default",source_principal="unknown",source_app="productpage",source_version="v1",source_cluster="client-cluster",destination_workload="ratings-v1",destination_workload_namespace="default",destination_principal="unknown",destination_app="ratings",destination_version="v1",destination_service="ratings.default.svc.cluster.local",destination_canonical_service="ratings",destination_canonical_revision="version-1",destination_service_name="ratings",destination_service_namespace="default",destination_cluster="server-cluster",request_protocol="http",response_code="200",grpc_response_status="",response_flags="-",connection_security_policy="unknown"} 1`
+	if p := prom(t, server.store); !strings.Contains(p, serverWant+"\n") {
+		t.Errorf("server:\n%s", p)
+	}
+	if p := prom(t, client.store); !strings.Contains(p, clientWant+"\n") {
+		t.Errorf("client:\n%s", p)
+	}
+	p := prom(t, server.store)
+	for _, want := range []string{
+		"# TYPE istio_request_duration_milliseconds histogram\n",
+		`,le="5"} 0` + "\n", `,le="10"} 1` + "\n",
+		"# TYPE istio_request_bytes histogram\n", "# TYPE istio_response_bytes histogram\n",
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("server output lacks %q", want)
+		}
+	}
+}
+
+// Neither paths nor (inbound) Host headers become labels: 10,000
+// distinct ones add no series.
+func TestCardinality(t *testing.T) {
+	store := stats.New()
+	server := newChain(t, ratings, corev3.TrafficDirection_INBOUND, store)
+	v, _ := peermeta.EncodeHeader(peermeta.FromStruct(productpage.Metadata))
+	for i := range 10_000 {
+		s := streamtest.New(fmt.Sprintf("h%d.default.svc.cluster.local", i), fmt.Sprintf("/item/%d?q=%d", i, i),
+			streamtest.NewHeaders(peermeta.HeaderMetadataID, "c", peermeta.HeaderMetadata, v))
+		server.run(s, 200, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: -1})
+	}
+	if n := store.SeriesCount(); n != 4 {
+		t.Errorf("%d series after 10,000 paths and hosts, want 4 (one per family)", n)
+	}
+}
+
+// gRPC requests are labeled grpc with their status; a local reply's
+// flags show.
+func TestGRPCAndFlags(t *testing.T) {
+	store := stats.New()
+	server := newChain(t, ratings, corev3.TrafficDirection_INBOUND, store)
+	s := streamtest.New("ratings:9080", "/pkg.Svc/M", streamtest.NewHeaders("content-type", "application/grpc"))
+	server.run(s, 200, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: 14, Flags: "UF"})
+	p := prom(t, store)
+	if !strings.Contains(p, `request_protocol="grpc",response_code="200",grpc_response_status="14",response_flags="UF"`) {
+		t.Errorf("output:\n%s", p)
+	}
+}
+
+// Built without a store (the HCM's first, validating build), the filter
+// works and records nowhere visible.
+func TestBuildWithoutStore(t *testing.T) {
+	f, err := Factory{}.Build(statsConfig(t, true), httpfilter.BuildContext{Node: ratings, Direction: corev3.TrafficDirection_INBOUND})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.(httpfilter.Completer).Complete(streamtest.New("h", "/", nil), &httpfilter.StreamInfo{Status: 200, GRPCStatus: -1})
+}
+
+func TestParseRefuses(t *testing.T) {
+	for name, c := range map[string]*statspb.PluginConfig{
+		"metrics override": {Metrics: []*statspb.MetricConfig{{Name: "requests_total", Drop: true}}},
+		"definitions":      {Definitions: []*statspb.MetricDefinition{{Name: "x", Value: "1"}}},
+		"waypoint":         {Reporter: statspb.Reporter_SERVER_GATEWAY},
+		"rotation":         {RotationInterval: durationpb.New(time.Minute)},
+		"prefix":           {StatPrefix: "custom_"},
+	} {
+		a, _ := anypb.New(c)
+		if _, err := Parse(a); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	a, _ := anypb.New(&statspb.PluginConfig{DisableHostHeaderFallback: true, TcpReportingDuration: durationpb.New(5 * time.Second)})
+	if _, err := Parse(a); err != nil {
+		t.Errorf("Istio's config refused: %v", err)
+	}
+}
+
+// BenchmarkInboundRequest is what the two filters cost a request on an
+// inbound sidecar: the exchange headers read (decoded once, then from
+// the cache) and stripped, ours added to the response, and the four
+// metrics recorded.
+func BenchmarkInboundRequest(b *testing.B) {
+	t := &testing.T{}
+	server := newChain(t, ratings, corev3.TrafficDirection_INBOUND, stats.New())
+	v, _ := peermeta.EncodeHeader(peermeta.FromStruct(productpage.Metadata))
+	req := streamtest.NewHeaders(peermeta.HeaderMetadataID, "c", peermeta.HeaderMetadata, v, "user-agent", "bench")
+	fields := append([][2]string(nil), req.Fields...)
+	s := streamtest.New("ratings:9080", "/ratings/0", req)
+	resp := streamtest.NewHeaders("content-type", "application/json")
+	respFields := append([][2]string(nil), resp.Fields...)
+	info := httpfilter.StreamInfo{GRPCStatus: -1, Duration: 3 * time.Millisecond, BytesOut: 100}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		req.Fields = append(req.Fields[:0], fields...)
+		resp.Fields = append(resp.Fields[:0], respFields...)
+		s.MD.Reset()
+		server.run(s, 200, resp, info)
+	}
+}

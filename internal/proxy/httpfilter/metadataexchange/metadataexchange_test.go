@@ -1,0 +1,187 @@
+package metadataexchange
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/streamtest"
+	"github.com/straitmesh/strait/internal/proxy/peermeta"
+)
+
+// typedStruct wraps fields as Istio's protoconv.TypedStructWithFields does.
+func typedStruct(t *testing.T, typeURL string, fields map[string]any) *anypb.Any {
+	t.Helper()
+	v, err := structpb.NewStruct(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := anypb.New(&udpav1.TypedStruct{TypeUrl: typeURL, Value: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// The configs istiod writes (pilot/pkg/xds/filters: SidecarInboundMetadataFilter,
+// SidecarOutboundMetadataFilter, SidecarOutboundMetadataFilterSkipHeaders).
+func inboundConfig(t *testing.T) *anypb.Any {
+	return typedStruct(t, TypeURL, map[string]any{
+		"downstream_discovery":   []any{map[string]any{"istio_headers": map[string]any{}}, map[string]any{"workload_discovery": map[string]any{}}},
+		"downstream_propagation": []any{map[string]any{"istio_headers": map[string]any{}}},
+	})
+}
+
+func outboundConfig(t *testing.T) *anypb.Any {
+	return typedStruct(t, TypeURL, map[string]any{
+		"upstream_discovery":   []any{map[string]any{"istio_headers": map[string]any{}}, map[string]any{"workload_discovery": map[string]any{}}},
+		"upstream_propagation": []any{map[string]any{"istio_headers": map[string]any{}}},
+	})
+}
+
+var ratingsNode = &corev3.Node{Id: "sidecar~10.0.0.2~ratings-v1-1.default~default.svc.cluster.local", Metadata: mustStruct(map[string]any{
+	"NAMESPACE": "default", "WORKLOAD_NAME": "ratings-v1", "CLUSTER_ID": "server-cluster", "NAME": "ratings-v1-1",
+	"LABELS":        map[string]any{"app": "ratings", "version": "v1", "service.istio.io/canonical-name": "ratings"},
+	"ISTIO_VERSION": "1.28.0", "MESH_ID": "cluster.local",
+})}
+
+func mustStruct(m map[string]any) *structpb.Struct {
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func istioHeader(t *testing.T) string {
+	b, err := os.ReadFile("../../peermeta/testdata/istio_header.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func build(t *testing.T, cfg *anypb.Any) *Filter {
+	t.Helper()
+	f, err := Factory{}.Build(cfg, httpfilter.BuildContext{Node: ratingsNode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.(*Filter)
+}
+
+func TestParseRefuses(t *testing.T) {
+	for name, cfg := range map[string]*anypb.Any{
+		"skip_external_clusters": typedStruct(t, TypeURL, map[string]any{
+			"upstream_propagation": []any{map[string]any{"istio_headers": map[string]any{"skip_external_clusters": true}}}}),
+		"unknown field":     typedStruct(t, TypeURL, map[string]any{"frobnicate": true}),
+		"unknown method":    typedStruct(t, TypeURL, map[string]any{"downstream_discovery": []any{map[string]any{"baggage": map[string]any{}}}}),
+		"additional labels": typedStruct(t, TypeURL, map[string]any{"additional_labels": []any{"team"}}),
+		"shared":            typedStruct(t, TypeURL, map[string]any{"shared_with_upstream": true}),
+		"other type":        typedStruct(t, "type.googleapis.com/other", nil),
+	} {
+		if _, err := Parse(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+	c, err := Parse(typedStruct(t, TypeURL, map[string]any{
+		"upstream_propagation": []any{map[string]any{"istio_headers": map[string]any{"skip_external_clusters": false}}}}))
+	if err != nil || !c.UpstreamPropagation {
+		t.Errorf("skip_external_clusters false: %+v %v", c, err)
+	}
+}
+
+// Inbound: the client sidecar's headers (Istio's own bytes) are read,
+// removed before the app, and answered with ours in the response.
+func TestInbound(t *testing.T) {
+	f := build(t, inboundConfig(t))
+	s := streamtest.New("ratings:9080", "/", streamtest.NewHeaders(
+		peermeta.HeaderMetadataID, "client-id", peermeta.HeaderMetadata, istioHeader(t), "x-app", "1"))
+	if f.DecodeHeaders(s) != httpfilter.Continue {
+		t.Fatal("stopped")
+	}
+	if len(s.Request.Fields) != 1 || s.Request.Fields[0][0] != "x-app" {
+		t.Errorf("request headers to the app: %v", s.Request.Fields)
+	}
+	p := PeerOf(s.Metadata(), DownstreamPeer)
+	if p == nil || p.Workload != "productpage-v1" || p.Namespace != "default" || p.CanonicalService != "productpage-v1" {
+		t.Fatalf("peer %+v", p)
+	}
+	resp := streamtest.NewHeaders("content-type", "text/plain")
+	f.EncodeHeaders(s, 200, resp)
+	id, _ := resp.Lookup(peermeta.HeaderMetadataID)
+	md, _ := resp.Lookup(peermeta.HeaderMetadata)
+	w, err := peermeta.DecodeHeader(md)
+	if id != ratingsNode.Id || err != nil || w.Workload != "ratings-v1" || w.App != "ratings" || w.Cluster != "server-cluster" {
+		t.Errorf("response exchange: %q %+v %v", id, w, err)
+	}
+
+	// A request without the exchange gets none back (Istio's
+	// DownstreamMXPropagation); one with only the id header gets only
+	// ours (istio/proxy's HTTP exchange test); a garbled header is
+	// stripped and leaves the peer unknown, and is answered.
+	s = streamtest.New("ratings:9080", "/", nil)
+	f.DecodeHeaders(s)
+	resp = streamtest.NewHeaders()
+	f.EncodeHeaders(s, 200, resp)
+	if len(resp.Fields) != 0 {
+		t.Errorf("no exchange, response %v", resp.Fields)
+	}
+	s = streamtest.New("ratings:9080", "/", streamtest.NewHeaders(peermeta.HeaderMetadataID, "client"))
+	f.DecodeHeaders(s)
+	resp = streamtest.NewHeaders()
+	f.EncodeHeaders(s, 200, resp)
+	if id, _ := resp.Lookup(peermeta.HeaderMetadataID); len(resp.Fields) != 1 || id != ratingsNode.Id {
+		t.Errorf("id only, response %v", resp.Fields)
+	}
+	s = streamtest.New("ratings:9080", "/", streamtest.NewHeaders(peermeta.HeaderMetadata, "%%%"))
+	f.DecodeHeaders(s)
+	resp = streamtest.NewHeaders()
+	f.EncodeHeaders(s, 200, resp)
+	if len(s.Request.Fields) != 0 || len(resp.Fields) != 1 || PeerOf(s.Metadata(), DownstreamPeer) != nil {
+		t.Errorf("request %v response %v", s.Request.Fields, resp.Fields)
+	}
+}
+
+// Outbound: ours go to the upstream (replacing what the app sent), the
+// server's are read from the response and removed before the client.
+func TestOutbound(t *testing.T) {
+	f := build(t, outboundConfig(t))
+	s := streamtest.New("productpage:9080", "/", streamtest.NewHeaders(peermeta.HeaderMetadataID, "forged"))
+	f.DecodeHeaders(s)
+	id, _ := s.Request.Lookup(peermeta.HeaderMetadataID)
+	md, _ := s.Request.Lookup(peermeta.HeaderMetadata)
+	if w, err := peermeta.DecodeHeader(md); id != ratingsNode.Id || err != nil || w.Workload != "ratings-v1" {
+		t.Errorf("request exchange: %q %+v %v", id, w, err)
+	}
+	resp := streamtest.NewHeaders(peermeta.HeaderMetadataID, "server-id", peermeta.HeaderMetadata, istioHeader(t), "content-length", "0")
+	f.EncodeHeaders(s, 200, resp)
+	if len(resp.Fields) != 1 {
+		t.Errorf("response to the client: %v", resp.Fields)
+	}
+	if p := PeerOf(s.Metadata(), UpstreamPeer); p == nil || p.Workload != "productpage-v1" {
+		t.Errorf("upstream peer %+v", p)
+	}
+}
+
+// The decoded-header cache stays bounded whatever peers send.
+func TestCacheBounded(t *testing.T) {
+	f := build(t, inboundConfig(t))
+	for i := range 3 * maxCache {
+		w := peermeta.Workload{Workload: strings.Repeat("x", i%50), Namespace: string(rune('a' + i%26)), Cluster: strings.Repeat("c", i)}
+		v, _ := peermeta.EncodeHeader(w)
+		s := streamtest.New("h", "/", streamtest.NewHeaders(peermeta.HeaderMetadata, v))
+		f.DecodeHeaders(s)
+	}
+	if n := len(f.cache); n > maxCache {
+		t.Errorf("cache holds %d", n)
+	}
+}

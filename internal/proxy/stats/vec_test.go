@@ -1,0 +1,149 @@
+package stats
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := "testdata/" + name
+	if *update {
+		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs:\n%s", name, got)
+	}
+}
+
+// A counter and a histogram family render as Prometheus text with their
+// types, escaped label values, cumulative buckets, +Inf, _sum and _count.
+func TestVecPrometheusGolden(t *testing.T) {
+	s := New()
+	c, err := s.CounterVec("istio_requests_total", []string{"reporter", "response_code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.HistogramVec("istio_request_duration_milliseconds", []string{"reporter"}, DefaultBuckets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.With([]string{"destination", "200"}).Add(3)
+	c.With([]string{"source", "503"}).Add(1)
+	c.With([]string{`we"ird\`, "a\nb"}).Add(1)
+	for _, v := range []float64{0.2, 0.5, 3, 7, 4000000} {
+		h.With([]string{"destination"}).Observe(v, h.Buckets())
+	}
+	var b strings.Builder
+	if err := s.WritePrometheus(&b); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "vec.prom.golden", b.String())
+}
+
+// Asking again for a family returns it; asking with other labels or
+// another kind is refused.
+func TestVecRedeclare(t *testing.T) {
+	s := New()
+	a, _ := s.CounterVec("m", []string{"x"})
+	b, err := s.CounterVec("m", []string{"x"})
+	if err != nil || a != b {
+		t.Fatalf("same family: %v", err)
+	}
+	if _, err := s.CounterVec("m", []string{"y"}); err == nil {
+		t.Error("other labels accepted")
+	}
+	if _, err := s.HistogramVec("m", []string{"x"}, DefaultBuckets); err == nil {
+		t.Error("other kind accepted")
+	}
+	if _, err := s.HistogramVec("h", nil, []float64{2, 1}); err == nil {
+		t.Error("unsorted buckets accepted")
+	}
+}
+
+// The cap holds across families: past it, new series are dropped and
+// counted, existing ones keep counting.
+func TestVecCap(t *testing.T) {
+	s := New()
+	s.SetMaxSeries(10)
+	a, _ := s.CounterVec("a", []string{"v"})
+	h, _ := s.HistogramVec("h", []string{"v"}, DefaultBuckets)
+	for i := range 5 {
+		a.With([]string{fmt.Sprint(i)}).Add(1)
+		h.With([]string{fmt.Sprint(i)}).Observe(1, h.Buckets())
+	}
+	if sr := a.With([]string{"new"}); sr != nil {
+		t.Fatal("series over the cap")
+	}
+	a.With([]string{"new"}).Add(1) // nil series: no-op, no panic
+	a.With([]string{"0"}).Add(1)
+	if got := a.With([]string{"0"}).Value(); got != 2 {
+		t.Errorf("existing series: %d", got)
+	}
+	if s.SeriesCount() != 10 || s.Counter(overflowCounter).Load() != 2 {
+		t.Errorf("series %d overflow %d", s.SeriesCount(), s.Counter(overflowCounter).Load())
+	}
+	var b strings.Builder
+	_ = s.WritePrometheus(&b)
+	if !strings.Contains(b.String(), "envoy_stats_series_overflow 2\n") {
+		t.Errorf("overflow not exported:\n%s", b.String())
+	}
+}
+
+// Looking up an existing series does not allocate (the hot path of the
+// stats filter).
+func TestVecWithNoAlloc(t *testing.T) {
+	s := New()
+	v, _ := s.CounterVec("a", []string{"x", "y"})
+	vals := []string{"source", "productpage-v1"}
+	v.With(vals)
+	if n := testing.AllocsPerRun(100, func() { v.With(vals).Add(1) }); n != 0 {
+		t.Errorf("%v allocs per lookup", n)
+	}
+}
+
+// Many goroutines adding to the same and new series while the store is
+// rendered (run with -race): no lost increments.
+func TestVecConcurrent(t *testing.T) {
+	s := New()
+	v, _ := s.CounterVec("a", []string{"x"})
+	h, _ := s.HistogramVec("h", []string{"x"}, DefaultBuckets)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 1000 {
+				v.With([]string{fmt.Sprint(i % 7)}).Add(1)
+				h.With([]string{fmt.Sprint(g)}).Observe(float64(i), h.Buckets())
+				if i%100 == 0 {
+					_ = s.WritePrometheus(&strings.Builder{})
+					_ = s.WriteText(&strings.Builder{})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var total uint64
+	for i := range 7 {
+		total += v.With([]string{fmt.Sprint(i)}).Value()
+	}
+	if total != 8000 {
+		t.Errorf("total %d", total)
+	}
+	if got := h.With([]string{"3"}).Value(); got != 1000 {
+		t.Errorf("histogram count %d", got)
+	}
+}

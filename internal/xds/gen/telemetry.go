@@ -1,0 +1,157 @@
+package gen
+
+// Istio's telemetry filters, as istiod writes them (pilot/pkg/xds/filters:
+// TCPListenerMx, TCPClusterMx, SidecarInboundMetadataFilter,
+// SidecarOutboundMetadataFilter; pilot/pkg/model/telemetry.go:
+// generateStatsConfig; their places: core/networkfilter.go
+// buildCompleteNetworkFilters, core/listener_inbound.go
+// buildInboundNetworkFiltersForHTTP, core/listener_builder.go
+// buildHTTPConnectionManager, core/cluster_builder.go
+// applyMetadataExchange):
+//
+//   - every tcp_proxy chain gets istio.stats just before its tcp_proxy
+//     (after the network RBAC filters), and an inbound one
+//     istio.metadata_exchange first;
+//   - every inbound HCM chain gets istio.metadata_exchange first;
+//   - every outbound service cluster and PassthroughCluster gets the
+//     istio.metadata_exchange upstream filter, which acts when the
+//     connection's ALPN comes out as istio-peer-exchange (mtls.go offers
+//     it);
+//   - an HCM lists istio.metadata_exchange first and istio.stats after
+//     CORS, before the router (withHTTPTelemetry).
+
+import (
+	udpa "github.com/cncf/xds/go/udpa/type/v1"
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+	statspb "istio.io/api/envoy/extensions/stats"
+)
+
+const (
+	mxFilterName    = "istio.metadata_exchange"
+	statsFilterName = "istio.stats"
+	// The configs' types (Istio's xdsfilters MetadataExchangeTypeURL and
+	// PeerMetadataTypeURL), each carried in a udpa TypedStruct.
+	mxNetworkTypeURL = "type.googleapis.com/envoy.tcp.metadataexchange.config.MetadataExchange"
+	mxHTTPTypeURL    = "type.googleapis.com/io.istio.http.peer_metadata.Config"
+	peerExchangeALPN = "istio-peer-exchange"
+)
+
+// typedStruct is Istio's protoconv.TypedStructWithFields.
+func typedStruct(typeURL string, fields map[string]any) *anypb.Any {
+	v, err := structpb.NewStruct(fields)
+	if err != nil {
+		panic(err) // the fields are literals of this file
+	}
+	return mustAny(&udpa.TypedStruct{TypeUrl: typeURL, Value: v})
+}
+
+func mxNetworkConfig() *anypb.Any {
+	return typedStruct(mxNetworkTypeURL, map[string]any{"protocol": peerExchangeALPN, "enable_discovery": true})
+}
+
+// statsConfig is generateStatsConfig's for the default metrics provider:
+// inbound (and gateway) listeners do not fall back to the Host header for
+// the destination service.
+func statsConfig(inbound bool) *anypb.Any {
+	return mustAny(&statspb.PluginConfig{DisableHostHeaderFallback: inbound})
+}
+
+func mxListenerFilter() *listener.Filter {
+	return &listener.Filter{Name: mxFilterName, ConfigType: &listener.Filter_TypedConfig{TypedConfig: mxNetworkConfig()}}
+}
+
+func statsListenerFilter(inbound bool) *listener.Filter {
+	return &listener.Filter{Name: statsFilterName, ConfigType: &listener.Filter_TypedConfig{TypedConfig: statsConfig(inbound)}}
+}
+
+// withTelemetry adds Istio's network telemetry filters to the chains of
+// ls (the listener's traffic_direction says which side it is); it returns
+// ls.
+func withTelemetry(ls ...*listener.Listener) []*listener.Listener {
+	for _, l := range ls {
+		inbound := l.GetTrafficDirection() == core.TrafficDirection_INBOUND
+		chains := l.GetFilterChains()
+		if l.GetDefaultFilterChain() != nil {
+			chains = append(chains[:len(chains):len(chains)], l.GetDefaultFilterChain())
+		}
+		for _, fc := range chains {
+			fs := fc.GetFilters()
+			if len(fs) == 0 || hasFilter(fs, statsFilterName) || hasFilter(fs, mxFilterName) {
+				continue
+			}
+			var out []*listener.Filter
+			if inbound {
+				out = append(out, mxListenerFilter())
+			}
+			switch fs[len(fs)-1].GetName() {
+			case tcpProxyFilterName:
+				out = append(append(append(out, fs[:len(fs)-1]...), statsListenerFilter(inbound)), fs[len(fs)-1])
+			case hcmFilterName:
+				if !inbound {
+					continue
+				}
+				out = append(out, fs...)
+			default:
+				continue
+			}
+			fc.Filters = out
+		}
+	}
+	return ls
+}
+
+func hasFilter(fs []*listener.Filter, name string) bool {
+	for _, f := range fs {
+		if f.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// applyMetadataExchange is Istio's ClusterBuilder.applyMetadataExchange:
+// the cluster runs the TCP metadata exchange on connections that
+// negotiate it.
+func applyMetadataExchange(c *cluster.Cluster) {
+	c.Filters = append(c.Filters, &cluster.Filter{Name: mxFilterName, TypedConfig: mxNetworkConfig()})
+}
+
+// mxHTTPFilter is istio.metadata_exchange as an HCM lists it: on an
+// inbound HCM it reads the client's headers and answers with ours
+// (SidecarInboundMetadataFilter); elsewhere it sends ours upstream and
+// reads the server's (SidecarOutboundMetadataFilter).
+func mxHTTPFilter(inbound bool) *hcm.HttpFilter {
+	side := "upstream"
+	if inbound {
+		side = "downstream"
+	}
+	cfg := typedStruct(mxHTTPTypeURL, map[string]any{
+		side + "_discovery":   []any{map[string]any{"istio_headers": map[string]any{}}, map[string]any{"workload_discovery": map[string]any{}}},
+		side + "_propagation": []any{map[string]any{"istio_headers": map[string]any{}}},
+	})
+	return &hcm.HttpFilter{Name: mxFilterName, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: cfg}}
+}
+
+func statsHTTPFilter(inbound bool) *hcm.HttpFilter {
+	return &hcm.HttpFilter{Name: statsFilterName, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: statsConfig(inbound)}}
+}
+
+// withHTTPTelemetry lists Istio's HTTP telemetry filters in an HCM's
+// http_filters: istio.metadata_exchange first (before authentication and
+// RBAC, istio/istio#41066), istio.stats last before the router.
+func withHTTPTelemetry(m *hcm.HttpConnectionManager, inbound bool) {
+	fs := m.GetHttpFilters()
+	if len(fs) == 0 {
+		return
+	}
+	out := make([]*hcm.HttpFilter, 0, len(fs)+2)
+	out = append(out, mxHTTPFilter(inbound))
+	out = append(out, fs[:len(fs)-1]...)
+	out = append(out, statsHTTPFilter(inbound), fs[len(fs)-1])
+	m.HttpFilters = out
+}

@@ -91,7 +91,7 @@ listens; ISTIO_META_DNS_AUTO_ALLOCATE is accepted and changes nothing more.`,
 	// Istio's injected sidecar passes these; accepted and ignored.
 	for _, name := range []string{"proxyLogLevel", "proxyComponentLogLevel", "log_output_level"} {
 		f.StringVar(&ignored, name, "", "accepted for Istio compatibility; ignored")
-		f.MarkHidden(name)
+		_ = f.MarkHidden(name) // fails only for a flag not defined just above
 	}
 	return cmd
 }

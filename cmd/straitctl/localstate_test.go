@@ -73,7 +73,11 @@ func TestLocalStateStale(t *testing.T) {
 	if err != nil {
 		t.Fatalf("local up over a stale state: %v", err)
 	}
-	defer lock.release()
+	defer func() {
+		if err := lock.release(); err != nil {
+			t.Error(err)
+		}
+	}()
 	if _, err := os.Stat(filepath.Join(dir, "state.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stale state.json kept: %v", err)
 	}

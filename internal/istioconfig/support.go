@@ -16,10 +16,10 @@ import (
 type Support int
 
 const (
-	// Refused: a document that sets the field is refused with
+	// Refused means a document that sets the field is refused with
 	// "FIELD: not supported by Strait yet".
 	Refused Support = iota
-	// Honoured: the field works as in Istio.
+	// Honoured means the field works as in Istio.
 	Honoured
 )
 

@@ -48,7 +48,7 @@ func startDNSForwarder(ctx context.Context, host netip.Addr, upstreams []string,
 	case err = <-bound:
 		if err != nil {
 			cancel()
-			<-done
+			_ = <-done // the bind's error is the one to report
 		}
 	}
 	if err != nil {

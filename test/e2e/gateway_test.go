@@ -287,10 +287,13 @@ func TestGatewayLocalUp(t *testing.T) {
 	t.Cleanup(func() {
 		_ = up.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-upDone:
+		case err := <-upDone:
+			if err != nil {
+				t.Logf("local up: %v", err)
+			}
 		case <-time.After(30 * time.Second):
 			_ = up.Process.Kill()
-			<-upDone
+			_ = <-upDone
 		}
 		if t.Failed() {
 			t.Logf("--- local up ---\n%s", tail(out.String(), 60))

@@ -81,3 +81,48 @@ func TestIstioTCPMetrics(t *testing.T) {
 		`destination_service_namespace="demo"`, `destination_principal="`+id+`"`, `connection_security_policy="unknown"`))
 	promLine(ctx, t, client, "istio_tcp_sent_bytes_total{", `reporter="source"`, `destination_workload="raw"`)
 }
+
+// TestIstioHTTPMetrics: client sidecar -> server sidecar -> app over
+// mTLS in a local mesh. The client's istio.metadata_exchange puts its
+// workload in the x-envoy-peer-metadata headers, the server's reads and
+// strips them and answers with its own, which the client reads and
+// strips: both report istio_requests_total (and the three histograms)
+// with the other's workload, and neither app sees the headers.
+func TestIstioHTTPMetrics(t *testing.T) {
+	requireMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m := startMesh(ctx, t, "telemetry", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
+		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
+		echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+	}})
+	client, server := m.Pod("client"), m.Pod("echo-v1")
+	const id = "spiffe://cluster.local/ns/demo/sa/default"
+	c := client.NewHTTPClient(false)
+	waitOK(ctx, t, c, localmesh.DemoURL)
+	r := send(ctx, c, "GET", localmesh.DemoURL, "", nil)
+	if r.err != nil || r.status != 200 {
+		t.Fatalf("request: %v", r)
+	}
+	for k := range r.header {
+		if strings.HasPrefix(strings.ToLower(k), "x-envoy-peer-metadata") {
+			t.Errorf("the client app got %s", k)
+		}
+	}
+	if strings.Contains(strings.ToLower(string(r.body)), "x-envoy-peer-metadata") {
+		t.Errorf("the server app saw the exchange headers: %s", r.body)
+	}
+	t.Logf("server: %s", promLine(ctx, t, server, "istio_requests_total{",
+		`reporter="destination"`, `source_workload="client"`, `source_workload_namespace="demo"`,
+		`source_principal="`+id+`"`, `destination_workload="echo-v1"`, `destination_workload_namespace="demo"`,
+		`request_protocol="http"`, `response_code="200"`, `response_flags="-"`, `connection_security_policy="mutual_tls"`))
+	t.Logf("client: %s", promLine(ctx, t, client, "istio_requests_total{",
+		`reporter="source"`, `source_workload="client"`, `destination_workload="echo-v1"`,
+		`destination_service="echo.demo.svc.cluster.local"`, `destination_service_name="echo"`,
+		`destination_service_namespace="demo"`, `response_code="200"`, `connection_security_policy="unknown"`))
+	for _, p := range []*localmesh.Pod{client, server} {
+		promLine(ctx, t, p, "istio_request_duration_milliseconds_bucket{", `le="+Inf"`)
+		promLine(ctx, t, p, "istio_request_bytes_count{")
+		promLine(ctx, t, p, "istio_response_bytes_count{")
+	}
+}

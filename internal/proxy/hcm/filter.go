@@ -51,12 +51,17 @@ type Filter struct {
 	// UseStats builds it again with the proxy's stats.
 	httpFilters []*hcmv3.HttpFilter
 	registry    *registry.Registry
-	hstats      *stats.HTTPStats     // http.<stat_prefix>.downstream_* (stats.go); nil without a store
-	xfp         forwardedProtoPolicy // x-forwarded-proto (scheme.go)
-	xff         xffPolicy            // the client's address and x-forwarded-for (xff.go)
-	xfcc        xfccPolicy           // x-forwarded-client-cert (xfcc.go)
-	pathNorm    pathNorm             // normalize_path, merge_slashes, path_with_escaped_slashes_action (pathnorm.go)
-	Limits      Limits
+	// node and direction are the proxy's bootstrap node and the
+	// listener's traffic_direction, for filters that read them (Istio's
+	// telemetry filters); UseNode sets them before UseStats.
+	node      *corev3.Node
+	direction corev3.TrafficDirection
+	hstats    *stats.HTTPStats     // http.<stat_prefix>.downstream_* (stats.go); nil without a store
+	xfp       forwardedProtoPolicy // x-forwarded-proto (scheme.go)
+	xff       xffPolicy            // the client's address and x-forwarded-for (xff.go)
+	xfcc      xfccPolicy           // x-forwarded-client-cert (xfcc.go)
+	pathNorm  pathNorm             // normalize_path, merge_slashes, path_with_escaped_slashes_action (pathnorm.go)
+	Limits    Limits
 	// AccessLog gets one record per request (access_log, built by the
 	// listener with the proxy's files); nil logs nothing and costs
 	// nothing.
@@ -247,6 +252,13 @@ func (f *Filter) table() *route.Table {
 	return f.routes.Get(f.RDSName)
 }
 
+// UseNode gives the HTTP filters the proxy's node and the listener's
+// traffic_direction (httpfilter.BuildContext); they take effect when
+// UseStats builds the filters again, so call it before UseStats.
+func (f *Filter) UseNode(node *corev3.Node, direction corev3.TrafficDirection) {
+	f.node, f.direction = node, direction
+}
+
 // UseStats gives the filter and its HTTP filters their counters in st
 // (the HTTP filters are built again, with st). Call it before the Filter
 // serves a connection.
@@ -258,7 +270,8 @@ func (f *Filter) UseStats(st *stats.Store) {
 	if len(f.httpFilters) == 0 {
 		return
 	}
-	ch, err := buildChain(f.httpFilters, f.registry, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + ".", Stats: st})
+	ch, err := buildChain(f.httpFilters, f.registry, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + ".", Stats: st,
+		Node: f.node, Direction: f.direction})
 	if err != nil {
 		return // built once already: cannot fail
 	}

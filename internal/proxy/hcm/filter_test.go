@@ -86,7 +86,7 @@ func TestBuildRefusesWhatItCannotHonour(t *testing.T) {
 // Strait does not run, are refused by name like any other filter it does
 // not know, unless marked optional.
 func TestBuildRefusesUnknownFilters(t *testing.T) {
-	for _, name := range []string{"envoy.filters.http.grpc_stats", "istio.alpn", "istio.stats", "istio.metadata_exchange", "envoy.filters.http.lua"} {
+	for _, name := range []string{"envoy.filters.http.grpc_stats", "istio.alpn", "envoy.filters.http.lua"} {
 		for _, optional := range []bool{false, true} {
 			h := hcmConfig(func(h *hcmv3.HttpConnectionManager) {
 				h.HttpFilters = append([]*hcmv3.HttpFilter{{Name: name, IsOptional: optional}}, h.HttpFilters...)

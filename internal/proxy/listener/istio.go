@@ -23,6 +23,8 @@ import (
 // Local is the proxy's own identity as Istio's filters use it, made once
 // from the bootstrap node.
 type Local struct {
+	// Node is the bootstrap node (nil: none), for the HCM's filters.
+	Node     *corev3.Node
 	Workload peermeta.Workload
 	// Frame is the node's exchange frame (peermeta.AppendExchange).
 	Frame []byte
@@ -37,7 +39,7 @@ func NewLocal(node *corev3.Node) (Local, error) {
 	if err != nil {
 		return Local{}, err
 	}
-	return Local{Workload: w, Frame: frame}, nil
+	return Local{Node: node, Workload: w, Frame: frame}, nil
 }
 
 // istioChain is what Istio's network filters ask of a chain.

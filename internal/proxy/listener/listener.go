@@ -268,6 +268,7 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 			if h.AccessLog, err = accesslog.Build(cfg.GetAccessLog(), d.AccessLogs); err != nil {
 				return fmt.Errorf("filter %q: %w", f.GetName(), err)
 			}
+			h.UseNode(d.Local.Node, d.direction) // Istio's filters read them
 			h.UseStats(d.Stats)
 			if c.istio.stats != nil {
 				return fmt.Errorf("filter %q: the istio.stats network filter is for tcp_proxy chains (an HCM takes the HTTP filter)", f.GetName())

@@ -92,6 +92,7 @@ func withTelemetry(ls ...*listener.Listener) []*listener.Listener {
 			case tcpProxyFilterName:
 				out = append(append(append(out, fs[:len(fs)-1]...), statsListenerFilter(inbound)), fs[len(fs)-1])
 			case hcmFilterName:
+				addHTTPTelemetry(fs[len(fs)-1], inbound)
 				if !inbound {
 					continue
 				}
@@ -139,6 +140,23 @@ func mxHTTPFilter(inbound bool) *hcm.HttpFilter {
 
 func statsHTTPFilter(inbound bool) *hcm.HttpFilter {
 	return &hcm.HttpFilter{Name: statsFilterName, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: statsConfig(inbound)}}
+}
+
+// addHTTPTelemetry lists Istio's HTTP telemetry filters in an HCM
+// network filter's http_filters (its typed_config decoded and encoded
+// again, as addAccessLog does).
+func addHTTPTelemetry(f *listener.Filter, inbound bool) {
+	h := &hcm.HttpConnectionManager{}
+	if f.GetTypedConfig().UnmarshalTo(h) != nil {
+		return
+	}
+	for _, hf := range h.GetHttpFilters() {
+		if hf.GetName() == mxFilterName || hf.GetName() == statsFilterName {
+			return
+		}
+	}
+	withHTTPTelemetry(h, inbound)
+	f.ConfigType = &listener.Filter_TypedConfig{TypedConfig: mustAny(h)}
 }
 
 // withHTTPTelemetry lists Istio's HTTP telemetry filters in an HCM's

@@ -11,7 +11,9 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/istiostats"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/jwtauthn"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/metadataexchange"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/rbac"
 )
 
@@ -28,7 +30,8 @@ func Default() *Registry {
 		rbac.Factory{},
 		fault.Factory{},
 		cors.Factory{},
-		// istio.stats and istio.metadata_exchange register here.
+		metadataexchange.Factory{},
+		istiostats.Factory{},
 	)
 	if err != nil {
 		panic(err) // a programming error: two filters claim one name

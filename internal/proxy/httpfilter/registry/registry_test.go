@@ -30,9 +30,19 @@ func TestDefault(t *testing.T) {
 			t.Errorf("%s: not found by its type URL %s under another name", tc.name, tc.typeURL)
 		}
 	}
+	// Istio's telemetry filters by their names (istio.metadata_exchange's
+	// config is a TypedStruct, so its name finds it).
+	for _, name := range []string{"istio.stats", "istio.metadata_exchange"} {
+		if _, ok := r.Factory(name, ""); !ok {
+			t.Errorf("%s is not registered", name)
+		}
+	}
+	if _, ok := r.Factory("my-stats", "type.googleapis.com/stats.PluginConfig"); !ok {
+		t.Error("istio.stats not found by its type URL")
+	}
 	// Istio's filters Strait does not run are not registered: the HCM
 	// refuses them by name (hcm.TestBuildRefusesUnknownFilters).
-	for _, name := range []string{"istio.alpn", "envoy.filters.http.grpc_stats", "istio.stats", "istio.metadata_exchange"} {
+	for _, name := range []string{"istio.alpn", "envoy.filters.http.grpc_stats"} {
 		if _, ok := r.Factory(name, ""); ok {
 			t.Errorf("%s is registered", name)
 		}

@@ -112,7 +112,6 @@ func (s *Stream) RemoteAddr() netip.Addr               { return s.Remote }
 func (s *Stream) Metadata() *httpfilter.Metadata       { return &s.MD }
 func (s *Stream) Wait(time.Duration) bool              { return true }
 func (s *Stream) Scratch(i int) *any                   { return &s.scratch[i] }
-func (s *Stream) AddResponseFlag(flag string)          { s.Flags = append(s.Flags, flag) }
 func (s *Stream) AddResponseHeader(name, value string) {
 	s.ResponseAdded = append(s.ResponseAdded, [2]string{name, value})
 }
@@ -123,6 +122,9 @@ func (s *Stream) Route() httpfilter.Route {
 	}
 	return s.RouteV
 }
+
+// AddResponseFlag records a response flag.
+func (s *Stream) AddResponseFlag(flag string) { s.Flags = append(s.Flags, flag) }
 
 func (s *Stream) LocalReply(status int, _ int, body, _ string, _ func(set func(name, value string))) {
 	s.ReplyStatus, s.ReplyBody = status, body

@@ -66,7 +66,7 @@ func TestTLSProtocolFollowsALPN(t *testing.T) {
 		})
 		t.Run("HTTP/1.1 request on ALPN h2 is not served", func(t *testing.T) {
 			c := dial(t, "h2")
-			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n") // a failed write shows in what the test reads back
 			got, _ := io.ReadAll(io.LimitReader(c, 4096))
 			if strings.Contains(string(got), "HTTP/1.1 200") {
 				t.Fatalf("an HTTP/1.1 request on an h2 connection was served: %q", got)
@@ -82,7 +82,7 @@ func TestTLSProtocolFollowsALPN(t *testing.T) {
 				t.Fatalf("h2 preface without ALPN: answer %q, want HTTP/2 SETTINGS", got)
 			}
 			c := dial(t)
-			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+			_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") // a failed write shows in what the test reads back
 			got, _ := io.ReadAll(io.LimitReader(c, 4096))
 			if !strings.HasPrefix(string(got), "HTTP/1.1 200") {
 				t.Fatalf("HTTP/1.1 without ALPN: %q", got)

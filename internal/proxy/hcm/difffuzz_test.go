@@ -175,7 +175,7 @@ func newDiffBackend(t testing.TB) *diffBackend {
 					if berr != nil {
 						return
 					}
-					c.Write(cur.resp)
+					_, _ = c.Write(cur.resp) // a failed write shows in what the test reads back
 					if cur.respClose {
 						return
 					}
@@ -242,7 +242,7 @@ func send(addr string, dc diffCase) clientResult {
 		return clientResult{}
 	}
 	defer c.Close()
-	c.Write(dc.req)
+	_, _ = c.Write(dc.req) // a failed write shows in what the test reads back
 	wait := 2 * time.Second
 	if dc.incomplete {
 		wait = 150 * time.Millisecond

@@ -425,7 +425,8 @@ func (c *h1conn) cut() {
 // reads the reply rather than a reset: shut down the write side, then read
 // and drop what the client still sends, for at most delayed_close_timeout.
 func (c *h1conn) closeGracefully() {
-	c.nc.CloseWrite()
+	// A failed shutdown leaves the drain below to end on the read error.
+	_ = c.nc.CloseWrite()
 	d := c.lim.DelayedCloseTimeout
 	if d <= 0 {
 		return

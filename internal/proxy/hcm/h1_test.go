@@ -401,7 +401,7 @@ func expectContinue(t *testing.T, codec Codec, path string) {
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		io.WriteString(c, "PUT "+path+" HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+		_, _ = io.WriteString(c, "PUT "+path+" HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n") // a failed write shows in what the test reads back
 		br := bufio.NewReader(c)
 		line, err := br.ReadString('\n')
 		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
@@ -412,12 +412,12 @@ func expectContinue(t *testing.T, codec Codec, path string) {
 				t.Fatal(err)
 			}
 		}
-		io.WriteString(c, "hello")
+		_, _ = io.WriteString(c, "hello") // a failed write shows in what the test reads back
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body) // drained for reuse; the body is not under test
 		if resp.StatusCode != 200 || resp.Header.Get("X-Seen-Len") != "5" {
 			t.Fatalf("%s: status %d len %q", path, resp.StatusCode, resp.Header.Get("X-Seen-Len"))
 		}
@@ -449,8 +449,8 @@ func TestStaleUpstreamConnection(t *testing.T) {
 				if err != nil {
 					return
 				}
-				io.Copy(io.Discard, req.Body)
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				_, _ = io.Copy(io.Discard, req.Body)                                       // the request body is not under test
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok") // a failed write shows in what the test reads back
 			}()
 		}
 	}()
@@ -480,7 +480,7 @@ func TestUpstreamDown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body) // drained for reuse; the body is not under test
 		resp.Body.Close()
 		if resp.StatusCode != 503 || resp.Header.Get("X-Strait-Response-Flags") != "UF" {
 			t.Fatalf("got %d %q", resp.StatusCode, resp.Header.Get("X-Strait-Response-Flags"))
@@ -699,9 +699,9 @@ func FuzzProxy(f *testing.F) {
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(2 * time.Second))
-		c.Write(data)
-		c.(*net.TCPConn).CloseWrite()
-		io.Copy(io.Discard, c)
+		_, _ = c.Write(data)              // a failed write shows in what the test reads back
+		_ = c.(*net.TCPConn).CloseWrite() // a failed shutdown shows in what the test reads back
+		_, _ = io.Copy(io.Discard, c)     // until the peer closes; its error is that close
 		catcher.mu.Lock()
 		msgs := catcher.msg
 		catcher.mu.Unlock()

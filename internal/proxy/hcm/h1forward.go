@@ -303,7 +303,8 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		// or the upstream stopped early. Neither connection can be reused.
 		c.nc.Close()
 		uc.Close()
-		<-bc.done
+		// The copier's error is moot: both connections are closed.
+		_ = <-bc.done
 		return false
 	}
 	if err != nil {
@@ -352,7 +353,8 @@ func (c *h1conn) bodyAborted(cl *cluster.Cluster, ep cluster.Endpoint, bc *bodyC
 	}
 	// The copier may be blocked reading the client: closing ends it.
 	c.nc.Close()
-	<-bc.done
+	// The upstream failure is what is reported; the copier's error is moot.
+	_ = <-bc.done
 	return false
 }
 

@@ -35,7 +35,9 @@ func (c *h1conn) errorReply(code int, body string) {
 	w = append(w, "\r\nconnection: close\r\n\r\n"...)
 	w = append(w, body...)
 	c.wbuf = w
-	c.nc.Write(w)
+	// A failed write means the client has gone; the connection is closed
+	// after this reply either way.
+	_, _ = c.nc.Write(w)
 	c.linger = true
 }
 

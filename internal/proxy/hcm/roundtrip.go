@@ -216,7 +216,7 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 			if lf := localFailureOf(f); lf != 0 {
 				cl.ReportLocalFailure(ep, lf) // outlier detection (lbhash.go)
 			}
-			if retry.OnFailure(kind, kind != router.FailConnect, replayable) && x.slot.admit(cl) && backOffCtx(&retry, routeCtx) {
+			if retry.OnFailure(kind, kind != router.FailConnect, replayable) && x.slot.admit(cl) && backOffCtx(routeCtx, &retry) {
 				cl.Stats.Router.Retry.Add(1)
 				ep = repick(cl, &retry, dst, src, tried, ep)
 				continue
@@ -242,7 +242,7 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 					grpc = n
 				}
 			}
-			if retry.OnStatus(resp.StatusCode, grpc, replayable) && x.slot.admit(cl) && backOffCtx(&retry, routeCtx) {
+			if retry.OnStatus(resp.StatusCode, grpc, replayable) && x.slot.admit(cl) && backOffCtx(routeCtx, &retry) {
 				cl.Stats.AddResponse(resp.StatusCode)
 				resp.Body.Close()
 				cl.Stats.Router.Retry.Add(1)
@@ -278,7 +278,7 @@ func grpcRouteTimeout(r *http.Request, rt *route.Route) (d time.Duration, ok boo
 }
 
 // backOffCtx is backOff bounded by ctx's deadline.
-func backOffCtx(r *router.Retry, ctx context.Context) bool {
+func backOffCtx(ctx context.Context, r *router.Retry) bool {
 	dl, _ := ctx.Deadline()
 	return backOff(r, dl)
 }

@@ -75,9 +75,9 @@ func TestBadRequestBodyAbortsExchange(t *testing.T) {
 						t.Fatal(err)
 					}
 					c.SetDeadline(time.Now().Add(10 * time.Second))
-					io.WriteString(c, "POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+					_, _ = io.WriteString(c, "POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n") // a failed write shows in what the test reads back
 					time.Sleep(5 * time.Millisecond)
-					io.WriteString(c, size+"\r\nhello\r\n0\r\n\r\n")
+					_, _ = io.WriteString(c, size+"\r\nhello\r\n0\r\n\r\n") // a failed write shows in what the test reads back
 					resp, _, err := readResp(c, bufio.NewReader(c))
 					if err != nil || resp.StatusCode != 400 {
 						t.Fatalf("chunk size %q: %v %v, want 400", size, resp, err)
@@ -93,7 +93,7 @@ func TestBadRequestBodyAbortsExchange(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				io.WriteString(c, "POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n0123456789")
+				_, _ = io.WriteString(c, "POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n0123456789") // a failed write shows in what the test reads back
 				time.Sleep(5 * time.Millisecond)
 				c.Close()
 			}
@@ -112,7 +112,7 @@ func TestBadRequestBodyAbortsExchange(t *testing.T) {
 func TestClientGoneCancelsUpstream(t *testing.T) {
 	be := newScriptBackend(t, func(b *beReq) bool {
 		b.c.SetReadDeadline(time.Now().Add(20 * time.Second))
-		io.Copy(io.Discard, b.c) // until the proxy closes
+		_, _ = io.Copy(io.Discard, b.c) // until the proxy closes; its error is that close
 		return false
 	})
 	for _, tg := range targets(t, be.addr, proxyConfig{}, "", true) {
@@ -123,7 +123,7 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				io.WriteString(c, "GET /hang HTTP/1.1\r\nHost: h\r\n\r\n")
+				_, _ = io.WriteString(c, "GET /hang HTTP/1.1\r\nHost: h\r\n\r\n") // a failed write shows in what the test reads back
 				waitFor(func() bool { return be.inRequest.Load() > 0 })
 				c.Close()
 			}
@@ -143,7 +143,7 @@ func TestTimeouts(t *testing.T) {
 		switch b.path {
 		case "/hang":
 			b.c.SetReadDeadline(time.Now().Add(20 * time.Second))
-			io.Copy(io.Discard, b.c)
+			_, _ = io.Copy(io.Discard, b.c) // until the peer closes; its error is that close
 			return false
 		case "/late":
 			time.Sleep(800 * time.Millisecond)
@@ -265,7 +265,7 @@ func TestTimeouts(t *testing.T) {
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		br := bufio.NewReader(c)
 		for i, want := range []bool{false, true} {
-			io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n")
+			_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\n\r\n") // a failed write shows in what the test reads back
 			resp, _, err := readResp(c, br)
 			if err != nil || resp.Close != want {
 				t.Fatalf("request %d: %v %v, want close=%v (max_requests_per_connection 2)", i+1, resp, err, want)
@@ -324,7 +324,7 @@ func TestHeadLimits(t *testing.T) {
 // again.
 func TestNoReplayOfProcessedPost(t *testing.T) {
 	be := newScriptBackend(t, func(b *beReq) bool {
-		b.body()
+		_, _ = b.body() // consumed; its content is not under test
 		if b.path == "/post-once" {
 			return false // read it, then close without answering
 		}
@@ -341,11 +341,11 @@ func TestNoReplayOfProcessedPost(t *testing.T) {
 			defer c.Close()
 			c.SetDeadline(time.Now().Add(10 * time.Second))
 			br := bufio.NewReader(c)
-			io.WriteString(c, "GET /warm HTTP/1.1\r\nHost: h\r\n\r\n")
+			_, _ = io.WriteString(c, "GET /warm HTTP/1.1\r\nHost: h\r\n\r\n") // a failed write shows in what the test reads back
 			if resp, _, err := readResp(c, br); err != nil || resp.StatusCode != 200 {
 				t.Fatalf("warm-up: %v %v", resp, err)
 			}
-			io.WriteString(c, "POST /post-once HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc")
+			_, _ = io.WriteString(c, "POST /post-once HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc") // a failed write shows in what the test reads back
 			resp, _, err := readResp(c, br)
 			if err != nil || resp.StatusCode < 502 || resp.StatusCode > 503 {
 				t.Fatalf("got %v %v, want 502/503", resp, err)
@@ -385,8 +385,8 @@ func TestReusedConnectionFailsBeforeResponse(t *testing.T) {
 				// A reset rather than a FIN: a network error, which alone
 				// would be retryable; the byte that came decides.
 				b.write("HTTP/1.1 200 OK\r\n")
-				time.Sleep(200 * time.Millisecond) // read by the proxy before the reset
-				b.c.(*net.TCPConn).SetLinger(0)
+				time.Sleep(200 * time.Millisecond)  // read by the proxy before the reset
+				_ = b.c.(*net.TCPConn).SetLinger(0) // fails only on a closed connection, which then resets anyway
 				return false
 			}
 		}
@@ -402,12 +402,12 @@ func TestReusedConnectionFailsBeforeResponse(t *testing.T) {
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		br := bufio.NewReader(c)
-		io.WriteString(c, "GET /warm HTTP/1.1\r\nHost: h\r\n\r\n")
+		_, _ = io.WriteString(c, "GET /warm HTTP/1.1\r\nHost: h\r\n\r\n") // a failed write shows in what the test reads back
 		if resp, _, err := readResp(c, br); err != nil || resp.StatusCode != 200 {
 			t.Fatalf("warm-up: %v %v", resp, err)
 		}
 		// The pooled connection now carries its second request.
-		io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: h\r\n\r\n")
+		_, _ = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: h\r\n\r\n") // a failed write shows in what the test reads back
 		return readResp(c, br)
 	}
 	resp, body, err := send("/get-close")
@@ -448,9 +448,9 @@ func TestStreamingPostOnClosedPooledConn(t *testing.T) {
 					t.Fatal(err)
 				}
 				c.SetDeadline(time.Now().Add(10 * time.Second))
-				io.WriteString(c, "POST /s HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\nhello ")
+				_, _ = io.WriteString(c, "POST /s HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\nhello ") // a failed write shows in what the test reads back
 				time.Sleep(10 * time.Millisecond)
-				io.WriteString(c, "world")
+				_, _ = io.WriteString(c, "world") // a failed write shows in what the test reads back
 				resp, body, err := readResp(c, bufio.NewReader(c))
 				c.Close()
 				if err != nil || resp.StatusCode != 200 || body != "hello world" {
@@ -508,16 +508,16 @@ func TestSmallDefects(t *testing.T) {
 				}
 				defer c.Close()
 				c.SetDeadline(time.Now().Add(10 * time.Second))
-				io.WriteString(c, "PUT /up HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+				_, _ = io.WriteString(c, "PUT /up HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n") // a failed write shows in what the test reads back
 				br := bufio.NewReader(c)
 				c.SetReadDeadline(time.Now().Add(time.Second)) // curl waits 1 s
 				line, err := br.ReadString('\n')
 				if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
 					t.Fatalf("got %q %v, want 100 Continue", line, err)
 				}
-				br.ReadString('\n')
+				_, _ = br.ReadString('\n') // the rest of the 100 Continue head; the response is checked below
 				c.SetDeadline(time.Now().Add(10 * time.Second))
-				io.WriteString(c, "hello")
+				_, _ = io.WriteString(c, "hello") // a failed write shows in what the test reads back
 				resp, body, err := readResp(c, br)
 				if err != nil || resp.StatusCode != 200 || !strings.HasSuffix(body, "hello") || strings.Contains(strings.ToLower(body), "expect=") {
 					t.Fatalf("got %v %q %v", resp, body, err)
@@ -551,7 +551,7 @@ func TestSmallDefects(t *testing.T) {
 					// Keep sending past the limit, as a client uploading
 					// a big head does: the reply must not be lost to a reset.
 					defer close(sent)
-					io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\nX-Big: ")
+					_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: h\r\nX-Big: ") // a failed write shows in what the test reads back
 					chunk := strings.Repeat("a", 4096)
 					for i := 0; i < 64; i++ {
 						if _, err := io.WriteString(c, chunk); err != nil {

@@ -135,7 +135,7 @@ func h1TrailerBackend(t *testing.T) (string, <-chan http.Header) {
 		got <- tr
 		w := []byte("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntrailer: x-checksum\r\ntransfer-encoding: chunked\r\n\r\n5\r\nworld\r\n0\r\n")
 		w = appendFields(w, hostileResponseTrailers)
-		b.c.Write(append(w, "\r\n"...))
+		_, _ = b.c.Write(append(w, "\r\n"...)) // a failed write shows in what the test reads back
 		return true
 	})
 	return sb.addr, got
@@ -179,7 +179,7 @@ func h1TrailerClient(t *testing.T, addr string) http.Header {
 		t.Fatalf("client: status %d", resp.StatusCode)
 	}
 	if resp.TransferEncoding == nil {
-		io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, resp.Body) // drained for reuse; the body is not under test
 		return nil
 	}
 	// Read the chunked body ourselves, to see the whole trailer section.
@@ -263,7 +263,7 @@ func serveH2Trailers(c net.Conn, got chan<- http.Header) {
 	block := func(fs []field) []byte {
 		hb.Reset()
 		for _, f := range fs {
-			enc.WriteField(hpack.HeaderField{Name: f.name, Value: f.value})
+			_ = enc.WriteField(hpack.HeaderField{Name: f.name, Value: f.value}) // into a bytes.Buffer, which does not fail
 		}
 		return hb.Bytes()
 	}
@@ -281,11 +281,11 @@ func serveH2Trailers(c net.Conn, got chan<- http.Header) {
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
-				fr.WriteSettingsAck()
+				_ = fr.WriteSettingsAck() // a failed write shows in what the test reads back
 			}
 		case *http2.PingFrame:
 			if !f.IsAck() {
-				fr.WritePing(true, f.Data)
+				_ = fr.WritePing(true, f.Data) // a failed write shows in what the test reads back
 			}
 		case *http2.MetaHeadersFrame:
 			if heads[f.StreamID] {
@@ -299,7 +299,7 @@ func serveH2Trailers(c net.Conn, got chan<- http.Header) {
 			end = f.StreamEnded()
 		case *http2.DataFrame:
 			if n := len(f.Data()); n > 0 {
-				fr.WriteWindowUpdate(0, uint32(n))
+				_ = fr.WriteWindowUpdate(0, uint32(n)) // a failed write shows in what the test reads back
 			}
 			end = f.StreamEnded()
 		}
@@ -312,10 +312,11 @@ func serveH2Trailers(c net.Conn, got chan<- http.Header) {
 			tr = http.Header{}
 		}
 		got <- tr
-		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true,
+		// A failed write shows in what the client reads back.
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true,
 			BlockFragment: block([]field{{":status", "200"}, {"content-type", "text/plain"}})})
-		fr.WriteData(id, false, []byte("world"))
-		fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true, EndStream: true,
+		_ = fr.WriteData(id, false, []byte("world"))
+		_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, EndHeaders: true, EndStream: true,
 			BlockFragment: block(hostileResponseTrailers)})
 	}
 }
@@ -342,7 +343,7 @@ func h2TrailerClient(t *testing.T, addr string, reqTrailers []field) (tr http.He
 	block := func(fs []field) []byte {
 		hb.Reset()
 		for _, f := range fs {
-			enc.WriteField(hpack.HeaderField{Name: f.name, Value: f.value})
+			_ = enc.WriteField(hpack.HeaderField{Name: f.name, Value: f.value}) // into a bytes.Buffer, which does not fail
 		}
 		return bytes.Clone(hb.Bytes())
 	}
@@ -372,7 +373,7 @@ func h2TrailerClient(t *testing.T, addr string, reqTrailers []field) (tr http.He
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
-				fr.WriteSettingsAck()
+				_ = fr.WriteSettingsAck() // a failed write shows in what the test reads back
 			}
 		case *http2.RSTStreamFrame:
 			return nil, true

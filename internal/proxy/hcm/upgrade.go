@@ -149,7 +149,9 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *ro
 		c.wbuf = w
 		_, err = c.nc.Write(w)
 		if err == nil && c.resp.Framing != http1.FramingNone {
-			c.copyResponseBody(uc, c.resp.Framing != http1.FramingLength && req.Minor == 1)
+			// Both connections close after this response, whether or not
+			// its body got through.
+			_ = c.copyResponseBody(uc, c.resp.Framing != http1.FramingLength && req.Minor == 1)
 		}
 		uc.Close()
 		return false
@@ -207,7 +209,9 @@ func (c *h1conn) tunnel(uc *cluster.UpstreamConn) {
 		_, err := io.CopyBuffer(activeWriter{uc.Conn, act}, readerOnly{c.r}, *bp)
 		if err == nil {
 			if cw, ok := uc.Conn.(interface{ CloseWrite() error }); ok {
-				cw.CloseWrite()
+				// It fails only on a closed connection, which the other
+				// direction's copy then ends on.
+				_ = cw.CloseWrite()
 				return
 			}
 		}

@@ -38,10 +38,10 @@ func upgradeBackend(t *testing.T) string {
 					return
 				}
 				if strings.HasSuffix(req.URL.Path, "/silent") {
-					io.Copy(io.Discard, c)
+					_, _ = io.Copy(io.Discard, c) // until the peer closes; its error is that close
 					return
 				}
-				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+				_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n") // a failed write shows in what the test reads back
 				if strings.HasSuffix(req.URL.Path, "/push") {
 					for range 20 {
 						time.Sleep(100 * time.Millisecond)
@@ -49,10 +49,10 @@ func upgradeBackend(t *testing.T) string {
 							return
 						}
 					}
-					io.Copy(io.Discard, c)
+					_, _ = io.Copy(io.Discard, c) // until the peer closes; its error is that close
 					return
 				}
-				io.Copy(c, c)
+				_, _ = io.Copy(c, c) // echo until the peer closes
 			}()
 		}
 	}()
@@ -69,7 +69,7 @@ func upgradeExchange(t *testing.T, addr, path string) (net.Conn, *bufio.Reader, 
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: up\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+	_, _ = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: up\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n") // a failed write shows in what the test reads back
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 // PeekState is what Peek found on a connection.
 type PeekState uint8
 
+// The states Peek reports.
 const (
 	PeekQuiet  PeekState = iota // open, nothing to read
 	PeekData                    // bytes are waiting
@@ -91,11 +92,13 @@ func (s *side) want() time.Time {
 }
 
 // arm moves the socket deadline if needed; it reports the wanted deadline.
+// setDeadline's error is not returned: a deadline fails only on a closed
+// connection, and the Read or Write that follows returns that error.
 func (s *side) arm(setDeadline func(time.Time) error) time.Time {
 	w := s.want()
 	if w.IsZero() {
 		if !s.set.IsZero() {
-			setDeadline(time.Time{})
+			_ = setDeadline(time.Time{})
 			s.set = time.Time{}
 		}
 		return w
@@ -105,7 +108,7 @@ func (s *side) arm(setDeadline func(time.Time) error) time.Time {
 		slack = time.Second
 	}
 	if s.set.IsZero() || w.Before(s.set) || !s.lazy && w.Sub(s.set) > slack {
-		setDeadline(w)
+		_ = setDeadline(w)
 		s.set = w
 	}
 	return w

@@ -162,8 +162,8 @@ func TestDeadlineConnClock(t *testing.T) {
 		d := NewDeadlineConn(f)
 		d.SetReadTimeouts(tc.idle, time.Time{})
 		d.SetWriteTimeouts(tc.idle, time.Time{})
-		d.Read(make([]byte, 1))
-		d.Write([]byte("x"))
+		mustRead(t, d, make([]byte, 1))
+		mustWrite(t, d, []byte("x"))
 		if len(f.rdl) != 1 || len(f.wdl) != 1 {
 			t.Fatalf("idle %v: deadlines %v %v, want one each", tc.idle, f.rdl, f.wdl)
 		}
@@ -189,17 +189,17 @@ func TestDeadlineConnRearm(t *testing.T) {
 	buf := make([]byte, 1)
 	h1 := time.Now().Add(time.Hour)
 	d.SetReadTimeouts(0, h1)
-	d.Read(buf)
-	d.Read(buf) // same deadline: not set again
+	mustRead(t, d, buf)
+	mustRead(t, d, buf) // same deadline: not set again
 	h2 := h1.Add(-time.Minute)
 	d.SetReadHard(h2)
-	d.Read(buf) // earlier: set
+	mustRead(t, d, buf) // earlier: set
 	h3 := h2.Add(time.Nanosecond)
 	d.SetReadHard(h3)
-	d.Read(buf) // later by more than the slack (0): set
+	mustRead(t, d, buf) // later by more than the slack (0): set
 	d.SetReadTimeouts(0, time.Time{})
-	d.Read(buf) // cleared
-	d.Read(buf) // nothing to clear
+	mustRead(t, d, buf) // cleared
+	mustRead(t, d, buf) // nothing to clear
 	want := []time.Time{h1, h2, h3, {}}
 	if len(f.rdl) != len(want) {
 		t.Fatalf("deadlines %v, want %v", f.rdl, want)
@@ -221,12 +221,12 @@ func TestDeadlineConnLazy(t *testing.T) {
 	buf := make([]byte, 1)
 	h1 := time.Now().Add(time.Hour)
 	d.SetReadTimeouts(0, h1)
-	d.Read(buf) // set
+	mustRead(t, d, buf) // set
 	d.SetReadHard(h1.Add(time.Minute))
-	d.Read(buf) // later: kept at h1
+	mustRead(t, d, buf) // later: kept at h1
 	h2 := h1.Add(-time.Minute)
 	d.SetReadHard(h2)
-	d.Read(buf) // earlier: set
+	mustRead(t, d, buf) // earlier: set
 	h3 := h2.Add(time.Hour)
 	d.SetReadHard(h3)
 	if n, err := d.Read(buf); n != 1 || err != nil { // h2 fires early for h3: set h3, resume
@@ -250,9 +250,9 @@ func TestDeadlineConnSlack(t *testing.T) {
 	d := NewDeadlineConn(f)
 	d.SetReadTimeouts(time.Second, time.Time{}) // slack 62.5ms
 	buf := make([]byte, 1)
-	d.Read(buf)
+	mustRead(t, d, buf)
 	time.Sleep(100 * time.Millisecond)
-	d.Read(buf)
+	mustRead(t, d, buf)
 	if len(f.rdl) != 2 || f.rdl[1].Sub(f.rdl[0]) < 100*time.Millisecond {
 		t.Fatalf("deadlines %v: want two, 100ms or more apart", f.rdl)
 	}
@@ -307,7 +307,7 @@ func TestDeadlineConnReadTimeoutForeign(t *testing.T) {
 	f := &fakeConn{reads: []step{{n: 1}, {err: errTimeout}}}
 	d := NewDeadlineConn(f)
 	d.SetReadTimeouts(0, time.Now().Add(time.Hour))
-	d.Read(make([]byte, 1))
+	mustRead(t, d, make([]byte, 1))
 	d.SetReadTimeouts(0, time.Time{})
 	if n, err := d.Read(make([]byte, 1)); n != 0 || !IsTimeout(err) || f.nRead != 2 {
 		t.Fatalf("Read = %d, %v after %d reads; want 0, timeout after 2", n, err, f.nRead)
@@ -467,4 +467,22 @@ func TestCoarseNowTicks(t *testing.T) {
 		}
 	}
 	t.Fatalf("CoarseNow stayed at %v for 5s", start)
+}
+
+// mustRead reads from d where the script gives one byte and no error, and
+// fails the test otherwise.
+func mustRead(t *testing.T, d *DeadlineConn, buf []byte) {
+	t.Helper()
+	if n, err := d.Read(buf); n != 1 || err != nil {
+		t.Fatalf("Read = %d, %v; want 1, nil", n, err)
+	}
+}
+
+// mustWrite writes b to d where the script takes one byte and no error,
+// and fails the test otherwise.
+func mustWrite(t *testing.T, d *DeadlineConn, b []byte) {
+	t.Helper()
+	if n, err := d.Write(b); n != 1 || err != nil {
+		t.Fatalf("Write = %d, %v; want 1, nil", n, err)
+	}
 }

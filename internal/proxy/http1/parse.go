@@ -35,14 +35,14 @@ func (h Headers) Get(name string) ([]byte, bool) {
 // wants them. A single value aliases the buffer (no copy): use the result
 // before the next read. It has a pointer receiver so that passing &h as an
 // interface doesn't allocate.
-func (hp *Headers) Lookup(name string) (string, bool) {
-	h := *hp
+func (h *Headers) Lookup(name string) (string, bool) {
+	hs := *h
 	var first []byte
 	n := 0
-	for i := range h {
-		if equalFold(h[i].Name, name) {
+	for i := range hs {
+		if equalFold(hs[i].Name, name) {
 			if n == 0 {
-				first = h[i].Value
+				first = hs[i].Value
 			}
 			n++
 		}
@@ -54,12 +54,12 @@ func (hp *Headers) Lookup(name string) (string, bool) {
 		return unsafeString(first), true
 	}
 	var sb strings.Builder
-	for i := range h {
-		if equalFold(h[i].Name, name) {
+	for i := range hs {
+		if equalFold(hs[i].Name, name) {
 			if sb.Len() > 0 {
 				sb.WriteByte(',')
 			}
-			sb.Write(h[i].Value)
+			sb.Write(hs[i].Value)
 		}
 	}
 	return sb.String(), true
@@ -79,6 +79,7 @@ func UnsafeString(b []byte) string { return unsafeString(b) }
 // Framing is how a message body is delimited.
 type Framing uint8
 
+// The ways of delimiting a body.
 const (
 	FramingNone    Framing = iota // no body
 	FramingLength                 // Content-Length bytes

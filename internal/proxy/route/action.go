@@ -233,33 +233,33 @@ func (cr *Route) compileRouteAction(a *routev3.RouteAction) error {
 
 // PickCluster returns the target cluster, choosing among weighted clusters
 // at random in proportion to their weights.
-func (r *Route) PickCluster() string {
-	return r.Pick().Name
+func (cr *Route) PickCluster() string {
+	return cr.Pick().Name
 }
 
 // Pick returns the target: the route's cluster, or one of its weighted
 // clusters at random in proportion to their weights. The result is shared
 // and must not be modified.
-func (r *Route) Pick() *WeightedCluster {
-	if r.weighted == nil {
-		return &r.single
+func (cr *Route) Pick() *WeightedCluster {
+	if cr.weighted == nil {
+		return &cr.single
 	}
-	n := rand.Uint32N(r.total)
-	for i := range r.weighted {
-		wc := &r.weighted[i]
+	n := rand.Uint32N(cr.total)
+	for i := range cr.weighted {
+		wc := &cr.weighted[i]
 		if n < wc.Weight {
 			return wc
 		}
 		n -= wc.Weight
 	}
-	return &r.weighted[len(r.weighted)-1]
+	return &cr.weighted[len(cr.weighted)-1]
 }
 
 // MatchedLen is how many leading bytes of path (which the route matched)
 // a prefix rewrite replaces: the prefix of a prefix match, the whole path
 // of a path or regex match.
-func (r *Route) MatchedLen(path string) int {
-	m := r.match
+func (cr *Route) MatchedLen(path string) int {
+	m := cr.match
 	switch {
 	case m.regex != nil || m.path != "":
 		return len(path)
@@ -272,13 +272,13 @@ func (r *Route) MatchedLen(path string) int {
 // HasRequestMutation reports whether forwarding on this route changes the
 // request beyond the proxy's usual headers (path, Host or header edits),
 // so that a codec path can keep its fast path otherwise.
-func (r *Route) HasRequestMutation() bool {
-	return r.Rewrite != nil || r.HostRewrite != "" || !r.RequestHeaders.Empty() || r.weightedMutation()
+func (cr *Route) HasRequestMutation() bool {
+	return cr.Rewrite != nil || cr.HostRewrite != "" || !cr.RequestHeaders.Empty() || cr.weightedMutation()
 }
 
-func (r *Route) weightedMutation() bool {
-	for i := range r.weighted {
-		if w := &r.weighted[i]; w.HostRewrite != "" || !w.RequestHeaders.Empty() {
+func (cr *Route) weightedMutation() bool {
+	for i := range cr.weighted {
+		if w := &cr.weighted[i]; w.HostRewrite != "" || !w.RequestHeaders.Empty() {
 			return true
 		}
 	}
@@ -288,9 +288,9 @@ func (r *Route) weightedMutation() bool {
 // RequestHostRewrite is the Host a request to target t gets ("": keep):
 // the route's host_rewrite_literal wins over the weighted cluster's, as
 // Istio emits them.
-func (r *Route) RequestHostRewrite(t *WeightedCluster) string {
-	if r.HostRewrite != "" {
-		return r.HostRewrite
+func (cr *Route) RequestHostRewrite(t *WeightedCluster) string {
+	if cr.HostRewrite != "" {
+		return cr.HostRewrite
 	}
 	return t.HostRewrite
 }

@@ -199,14 +199,14 @@ func CompileRetryPolicy(rp *routev3.RetryPolicy) (*RetryPolicy, error) {
 type Failure int
 
 const (
-	// FailConnect: no connection to the upstream (connect-failure).
+	// FailConnect means no connection to the upstream (connect-failure).
 	FailConnect Failure = iota + 1
-	// FailReset: the connection or stream ended before a response head
+	// FailReset means the connection or stream ended before a response head
 	// (reset, and 5xx/gateway-error, which include resets).
 	FailReset
-	// FailRefused: an HTTP/2 stream refused (REFUSED_STREAM).
+	// FailRefused means an HTTP/2 stream was refused (REFUSED_STREAM).
 	FailRefused
-	// FailPerTryTimeout: the attempt's per-try timeout expired.
+	// FailPerTryTimeout means the attempt's per-try timeout expired.
 	FailPerTryTimeout
 )
 

@@ -161,11 +161,11 @@ func Merge(route, vhost *Policy) *Policy {
 type Kind uint8
 
 const (
-	// Pass: not a CORS request (no Origin, or the filter is disabled).
+	// Pass means not a CORS request (no Origin, or the filter is disabled).
 	Pass Kind = iota
-	// Preflight: answer 200 locally with PreflightHeaders.
+	// Preflight means answer 200 locally with PreflightHeaders.
 	Preflight
-	// Actual: forward; add ResponseHeaders to the response (nothing when
+	// Actual means forward and add ResponseHeaders to the response (nothing when
 	// the origin is not allowed).
 	Actual
 )

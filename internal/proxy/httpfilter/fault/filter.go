@@ -43,7 +43,7 @@ func (Factory) Build(typed *anypb.Any, ctx httpfilter.BuildContext) (httpfilter.
 // ParsePerRoute compiles a route's HTTPFault.
 func (Factory) ParsePerRoute(typed *anypb.Any) (any, error) { return Parse(typed) }
 
-// MergePerRoute: the route's fault replaces its virtual host's.
+// MergePerRoute makes the route's fault replace its virtual host's.
 func (Factory) MergePerRoute(outer, inner any) any {
 	if inner != nil {
 		return inner

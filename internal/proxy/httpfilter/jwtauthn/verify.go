@@ -24,6 +24,7 @@ import (
 // texts, which are the body of a failure's local reply.
 type Status uint8
 
+// The statuses, named after jwt_verify_lib's Status values.
 const (
 	OK Status = iota
 	JwtMissed

@@ -114,7 +114,7 @@ func TestIstioHTTPMetrics(t *testing.T) {
 	}
 	t.Logf("server: %s", promLine(ctx, t, server, "istio_requests_total{",
 		`reporter="destination"`, `source_workload="client"`, `source_workload_namespace="demo"`,
-		`source_principal="`+id+`"`, `destination_workload="echo-v1"`, `destination_workload_namespace="demo"`,
+		`source_principal="`+id+`"`, `destination_workload="echo-v1"`, `destination_workload_namespace="demo"`, `destination_principal="`+id+`"`,
 		`request_protocol="http"`, `response_code="200"`, `response_flags="-"`, `connection_security_policy="mutual_tls"`))
 	t.Logf("client: %s", promLine(ctx, t, client, "istio_requests_total{",
 		`reporter="source"`, `source_workload="client"`, `destination_workload="echo-v1"`,

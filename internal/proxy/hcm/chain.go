@@ -303,6 +303,11 @@ func connectionOf(c net.Conn, dst netip.AddrPort) *httpfilter.Connection {
 			out.PeerCertificate = pc[0]
 		}
 	}
+	if lc := tlsconf.LocalCertificate(c); lc != nil {
+		for _, u := range lc.URIs {
+			out.LocalURISANs = append(out.LocalURISANs, u.String())
+		}
+	}
 	return out
 }
 

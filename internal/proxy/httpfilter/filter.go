@@ -172,6 +172,10 @@ type Connection struct {
 	URISANs         []string
 	DNSSANs         []string
 	Subject         string
+	// LocalURISANs are the URI SANs of the certificate the proxy
+	// presented on the connection (its own SPIFFE identity), nil when it
+	// terminated no TLS.
+	LocalURISANs []string
 }
 
 // StreamInfo is what happened to a stream, given to Completers.

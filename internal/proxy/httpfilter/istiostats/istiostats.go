@@ -150,6 +150,9 @@ func (f *Filter) Complete(s httpfilter.Stream, info *httpfilter.StreamInfo) {
 		if e.MTLS && len(c.URISANs) > 0 {
 			e.PeerPrincipal = c.URISANs[0]
 		}
+		if e.MTLS && len(c.LocalURISANs) > 0 {
+			e.LocalPrincipal = c.LocalURISANs[0]
+		}
 	}
 	if svc, ok := istiometrics.ServiceFromCluster(info.Cluster); ok {
 		e.Service = svc

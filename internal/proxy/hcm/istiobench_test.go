@@ -1,0 +1,74 @@
+package hcm
+
+import (
+	"log/slog"
+	"net"
+	"testing"
+
+	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
+	statspb "istio.io/api/envoy/extensions/stats"
+
+	"github.com/straitmesh/strait/internal/proxy/http1"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
+	"github.com/straitmesh/strait/internal/proxy/stats"
+)
+
+// BenchmarkProxyIstioTelemetry is BenchmarkProxy's plain case with
+// Istio's inbound telemetry filters in the chain (istio.metadata_exchange,
+// istio.stats as istiod configures them): what telemetry costs a request,
+// against BenchmarkProxy/strait in the same run.
+func BenchmarkProxyIstioTelemetry(b *testing.B) {
+	be := rawBackend(b)
+	mxv, _ := structpb.NewStruct(map[string]any{
+		"downstream_discovery":   []any{map[string]any{"istio_headers": map[string]any{}}},
+		"downstream_propagation": []any{map[string]any{"istio_headers": map[string]any{}}},
+	})
+	mx, _ := anypb.New(&udpav1.TypedStruct{TypeUrl: "type.googleapis.com/io.istio.http.peer_metadata.Config", Value: mxv})
+	st, _ := anypb.New(&statspb.PluginConfig{DisableHostHeaderFallback: true})
+	md, _ := structpb.NewStruct(map[string]any{"NAMESPACE": "bench", "WORKLOAD_NAME": "bench"})
+	list := []*hcmv3.HttpFilter{
+		{Name: "istio.metadata_exchange", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mx}},
+		{Name: "istio.stats", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: st}},
+		{Name: routerFilter},
+	}
+	ch, err := buildChain(list, registry.Default(), httpfilter.BuildContext{Stats: stats.New(),
+		Node: &corev3.Node{Id: "bench", Metadata: md}, Direction: corev3.TrafficDirection_INBOUND})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := startProxyFilterWith(b, CodecStrait, be, slog.New(slog.DiscardHandler), nil, func(f *Filter) { f.chain = ch })
+	c, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	req := []byte("GET /bench HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\n\r\n")
+	r := http1.NewReader(c)
+	var resp http1.Response
+	sink := make([]byte, 4096)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		head, err := r.ReadHead(http1.DefaultMaxHeadBytes)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := http1.ParseResponse(head, &resp, false); err != nil || resp.Status != 200 {
+			b.Fatalf("%v %d", err, resp.Status)
+		}
+		lr := http1.LengthReader{R: r, Left: resp.ContentLength}
+		for lr.Left > 0 {
+			if _, err := lr.Read(sink); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

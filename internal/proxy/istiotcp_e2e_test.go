@@ -120,7 +120,7 @@ func TestIstioTCPMetadataExchange(t *testing.T) {
 			return
 		}
 		appGot <- string(buf)
-		c.Write(append([]byte("echo:"), buf...))
+		_, _ = c.Write(append([]byte("echo:"), buf...)) // a failed write shows as the client's short read
 	}()
 	appHost, appPort, _ := net.SplitHostPort(app.Addr().String())
 

@@ -158,15 +158,15 @@ func Start(o Options) (*Server, error) {
 	})
 	mux.HandleFunc("GET /stats/prometheus", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		o.Stats.WritePrometheus(w)
+		_ = o.Stats.WritePrometheus(w) // fails only when the scraper has gone
 	})
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("format") == "prometheus" {
-			o.Stats.WritePrometheus(w)
+			_ = o.Stats.WritePrometheus(w) // fails only when the client has gone
 			return
 		}
 		w.Header().Set("Content-Type", "text/plain")
-		o.Stats.WriteText(w)
+		_ = o.Stats.WriteText(w) // fails only when the client has gone
 	})
 	s := &Server{
 		ln: ln,

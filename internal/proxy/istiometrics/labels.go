@@ -23,9 +23,9 @@ import (
 type Reporter uint8
 
 const (
-	// Destination: the server's sidecar (an inbound listener).
+	// Destination is the server's sidecar (an inbound listener).
 	Destination Reporter = iota
-	// Source: the client's sidecar or a gateway (an outbound listener).
+	// Source is the client's sidecar or a gateway (an outbound listener).
 	Source
 )
 

@@ -48,13 +48,15 @@ func TestConnExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
-		client.Write([]byte("ping"))
+		_, _ = client.Write([]byte("ping")) // a failed write shows as the server's failed read
 	}()
 	buf := make([]byte, 4)
 	if _, err := io.ReadFull(server, buf); err != nil || string(buf) != "ping" {
 		t.Fatalf("server read %q, %v", buf, err)
 	}
-	server.Write([]byte("pong"))
+	if _, err := server.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := io.ReadFull(client, buf); err != nil || string(buf) != "pong" {
 		t.Fatalf("client read %q, %v", buf, err)
 	}
@@ -71,7 +73,9 @@ func TestConnNoExchange(t *testing.T) {
 	server := NewConn(b, sf)
 	called := false
 	server.OnPeer(func(_ string, w *Workload) { called = w == nil })
-	a.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	if _, err := a.Write([]byte("GET / HTTP/1.1\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
 	buf := make([]byte, 18)
 	if _, err := io.ReadFull(server, buf); err != nil || string(buf) != "GET / HTTP/1.1\r\n\r\n" || !called {
 		t.Errorf("read %q, %v, unknown peer told: %v", buf, err, called)
@@ -83,15 +87,21 @@ func TestConnNoExchange(t *testing.T) {
 func TestConnHostile(t *testing.T) {
 	a, b := pair(t)
 	server := NewConn(b, nil)
-	a.Write(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, Magic), 1<<31))
+	if _, err := a.Write(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, Magic), 1<<31)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := server.Read(make([]byte, 10)); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("huge frame: %v", err)
 	}
 
 	a, b = pair(t)
 	server = NewConn(b, nil)
-	a.Write(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, Magic), 100))
-	a.Write([]byte("short"))
+	if _, err := a.Write(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, Magic), 100)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write([]byte("short")); err != nil {
+		t.Fatal(err)
+	}
 	a.Close()
 	if _, err := server.Read(make([]byte, 10)); err == nil {
 		t.Error("truncated frame read without error")

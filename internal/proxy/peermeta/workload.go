@@ -44,6 +44,7 @@ const ownerPrefix = "kubernetes://apis/apps/v1/namespaces/"
 // WorkloadType is the kind of the workload's controller, read from OWNER.
 type WorkloadType uint8
 
+// The controller kinds OWNER names (Istio's workload types).
 const (
 	TypeUnknown WorkloadType = iota
 	TypePod

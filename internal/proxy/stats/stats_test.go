@@ -177,7 +177,8 @@ func TestLookupsShareMetrics(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if s.Cluster("c") != s.Cluster("c") || s.Listener("l") != s.Listener("l") || s.Counter("x") != s.Counter("x") || s.Gauge("g") != s.Gauge("g") {
+	c1, l1, x1, g1 := s.Cluster("c"), s.Listener("l"), s.Counter("x"), s.Gauge("g")
+	if c1 != s.Cluster("c") || l1 != s.Listener("l") || x1 != s.Counter("x") || g1 != s.Gauge("g") {
 		t.Fatal("a second lookup returned another metric")
 	}
 	for name, got := range map[string]uint64{
@@ -198,7 +199,7 @@ func TestClusterNamedMetrics(t *testing.T) {
 	c := s.Cluster("outbound|80||echo")
 	c.Counter("upstream_rq_pending_overflow").Add(2)
 	c.Gauge("circuit_breakers.default.cx_open").Store(1)
-	if c.Counter("upstream_rq_pending_overflow") != c.Counter("upstream_rq_pending_overflow") {
+	if first := c.Counter("upstream_rq_pending_overflow"); first != c.Counter("upstream_rq_pending_overflow") {
 		t.Fatal("a second lookup returned another counter")
 	}
 	var text, prom strings.Builder

@@ -38,6 +38,7 @@ var DefaultBuckets = []float64{0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500,
 // Kind is a family's Prometheus type.
 type Kind uint8
 
+// The Prometheus types a family can have.
 const (
 	KindCounter Kind = iota
 	KindHistogram

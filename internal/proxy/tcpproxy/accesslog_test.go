@@ -42,7 +42,9 @@ func TestAccessLogOutcomes(t *testing.T) {
 		{"unknown cluster", "missing", echo, "NC - - - - 0 0 - - 127.0.0.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			os.Truncate(path, 0)
+			if err := os.Truncate(path, 0); err != nil {
+				t.Fatal(err)
+			}
 			f := &Filter{cluster: tc.cluster, MaxConnectAttempts: 1, AccessLog: logs}
 			client, done := serveOne(t, f, clusters(t, tc.endpoint), Drain{})
 			if tc.name == "proxied" {

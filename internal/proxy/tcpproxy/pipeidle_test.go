@@ -54,13 +54,15 @@ func TestPipeErrorEndsBothDirections(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); PipeIdle(down, up, time.Minute) }()
 
-	io.WriteString(backend, "x")
+	mustWrite(t, backend, "x")
 	buf := make([]byte, 1)
 	client.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadFull(client, buf); err != nil {
 		t.Fatalf("client read: %v", err)
 	}
-	backend.(*net.TCPConn).SetLinger(0) // close with a reset
+	if err := backend.(*net.TCPConn).SetLinger(0); err != nil { // close with a reset
+		t.Fatal(err)
+	}
 	backend.Close()
 	select {
 	case <-done:

@@ -331,7 +331,9 @@ func PipeIdle(a, b net.Conn, idle time.Duration) (aToB, bToA int64) {
 			}
 			if cw, ok := dst.(closeWriter); ok && err == nil {
 				quiet[i].Store(true)
-				cw.CloseWrite()
+				// A failed half-close shows as an error on the other
+				// direction's copy, which then ends both.
+				_ = cw.CloseWrite()
 			} else {
 				// An error (or the idle timeout) in one direction ends both.
 				a.Close()

@@ -37,14 +37,16 @@ func TestPipeHalfClose(t *testing.T) {
 	go func() { defer close(done); PipeIdle(down, up, time.Minute) }()
 	client.SetDeadline(time.Now().Add(10 * time.Second))
 	backend.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(client, "ping")
-	client.(*net.TCPConn).CloseWrite()
+	mustWrite(t, client, "ping")
+	if err := client.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
 	got, err := io.ReadAll(backend)
 	if err != nil || string(got) != "ping" {
 		t.Fatalf("backend read %q %v", got, err)
 	}
 	time.Sleep(50 * time.Millisecond) // answer well after the half-close
-	io.WriteString(backend, "pong")
+	mustWrite(t, backend, "pong")
 	backend.Close()
 	got, err = io.ReadAll(client)
 	if err != nil || string(got) != "pong" {
@@ -66,7 +68,7 @@ func TestPipeIdleTimeout(t *testing.T) {
 	// Traffic for a while keeps it open.
 	buf := make([]byte, 1)
 	for i := 0; i < 20; i++ {
-		io.WriteString(client, "x")
+		mustWrite(t, client, "x")
 		backend.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := io.ReadFull(backend, buf); err != nil {
 			t.Fatalf("round %d: %v", i, err)
@@ -81,5 +83,13 @@ func TestPipeIdleTimeout(t *testing.T) {
 	client.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := client.Read(buf); err == nil {
 		t.Fatal("client connection still open")
+	}
+}
+
+// mustWrite writes s to w or fails the test.
+func mustWrite(t *testing.T, w io.Writer, s string) {
+	t.Helper()
+	if _, err := io.WriteString(w, s); err != nil {
+		t.Fatalf("write %q: %v", s, err)
 	}
 }

@@ -28,6 +28,7 @@ func NewHeaders(kv ...string) *Headers {
 	return h
 }
 
+// Lookup implements httpfilter.HeaderMap.
 func (h *Headers) Lookup(name string) (string, bool) {
 	var vals []string
 	for _, f := range h.Fields {
@@ -38,6 +39,7 @@ func (h *Headers) Lookup(name string) (string, bool) {
 	return strings.Join(vals, ","), vals != nil
 }
 
+// Range implements httpfilter.HeaderMap.
 func (h *Headers) Range(f func(name, value string) bool) {
 	for _, kv := range h.Fields {
 		if !f(kv[0], kv[1]) {
@@ -46,13 +48,16 @@ func (h *Headers) Range(f func(name, value string) bool) {
 	}
 }
 
+// Set implements httpfilter.HeaderMap.
 func (h *Headers) Set(name, value string) {
 	h.Del(name)
 	h.Add(name, value)
 }
 
+// Add implements httpfilter.HeaderMap.
 func (h *Headers) Add(name, value string) { h.Fields = append(h.Fields, [2]string{name, value}) }
 
+// Del implements httpfilter.HeaderMap.
 func (h *Headers) Del(name string) {
 	out := h.Fields[:0]
 	for _, f := range h.Fields {
@@ -68,8 +73,13 @@ type Route struct {
 	RouteName, ClusterName string
 }
 
-func (r *Route) Name() string               { return r.RouteName }
-func (r *Route) Cluster() string            { return r.ClusterName }
+// Name implements httpfilter.Route.
+func (r *Route) Name() string { return r.RouteName }
+
+// Cluster implements httpfilter.Route.
+func (r *Route) Cluster() string { return r.ClusterName }
+
+// PerFilterConfig implements httpfilter.Route.
 func (r *Route) PerFilterConfig(string) any { return nil }
 
 // Stream is the fake stream. Set the exported fields before use.
@@ -99,23 +109,51 @@ func New(host, path string, headers *Headers) *Stream {
 	return &Stream{MethodV: "GET", HostV: host, PathV: path, SchemeV: "http", ProtocolV: "HTTP/1.1", Request: headers}
 }
 
-func (s *Stream) Method() string                       { return s.MethodV }
-func (s *Stream) Host() string                         { return s.HostV }
-func (s *Stream) Path() string                         { return s.PathV }
-func (s *Stream) Query() string                        { return s.QueryV }
-func (s *Stream) Scheme() string                       { return s.SchemeV }
-func (s *Stream) Protocol() string                     { return s.ProtocolV }
+// Method implements httpfilter.Stream.
+func (s *Stream) Method() string { return s.MethodV }
+
+// Host implements httpfilter.Stream.
+func (s *Stream) Host() string { return s.HostV }
+
+// Path implements httpfilter.Stream.
+func (s *Stream) Path() string { return s.PathV }
+
+// Query implements httpfilter.Stream.
+func (s *Stream) Query() string { return s.QueryV }
+
+// Scheme implements httpfilter.Stream.
+func (s *Stream) Scheme() string { return s.SchemeV }
+
+// Protocol implements httpfilter.Stream.
+func (s *Stream) Protocol() string { return s.ProtocolV }
+
+// RequestHeaders implements httpfilter.Stream.
 func (s *Stream) RequestHeaders() httpfilter.HeaderMap { return s.Request }
-func (s *Stream) ClearRoute()                          {}
-func (s *Stream) Connection() *httpfilter.Connection   { return &s.Conn }
-func (s *Stream) RemoteAddr() netip.Addr               { return s.Remote }
-func (s *Stream) Metadata() *httpfilter.Metadata       { return &s.MD }
-func (s *Stream) Wait(time.Duration) bool              { return true }
-func (s *Stream) Scratch(i int) *any                   { return &s.scratch[i] }
+
+// ClearRoute implements httpfilter.Stream.
+func (s *Stream) ClearRoute() {}
+
+// Connection implements httpfilter.Stream.
+func (s *Stream) Connection() *httpfilter.Connection { return &s.Conn }
+
+// RemoteAddr implements httpfilter.Stream.
+func (s *Stream) RemoteAddr() netip.Addr { return s.Remote }
+
+// Metadata implements httpfilter.Stream.
+func (s *Stream) Metadata() *httpfilter.Metadata { return &s.MD }
+
+// Wait implements httpfilter.Stream.
+func (s *Stream) Wait(time.Duration) bool { return true }
+
+// Scratch implements httpfilter.Stream.
+func (s *Stream) Scratch(i int) *any { return &s.scratch[i] }
+
+// AddResponseHeader implements httpfilter.Stream.
 func (s *Stream) AddResponseHeader(name, value string) {
 	s.ResponseAdded = append(s.ResponseAdded, [2]string{name, value})
 }
 
+// Route implements httpfilter.Stream.
 func (s *Stream) Route() httpfilter.Route {
 	if s.RouteV == nil {
 		return nil
@@ -126,6 +164,7 @@ func (s *Stream) Route() httpfilter.Route {
 // AddResponseFlag records a response flag.
 func (s *Stream) AddResponseFlag(flag string) { s.Flags = append(s.Flags, flag) }
 
+// LocalReply implements httpfilter.Stream.
 func (s *Stream) LocalReply(status int, _ int, body, _ string, _ func(set func(name, value string))) {
 	s.ReplyStatus, s.ReplyBody = status, body
 }

@@ -167,6 +167,9 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 	if err != nil {
 		return false, err
 	}
+	// The stream is open: connected, before the first request is sent
+	// (a management server that reads the requests sees the gauge at 1).
+	c.connected.Store(1)
 	s := &streamState{stream: stream, node: c.opts.Node, nodeOnce: c.opts.NodeOnFirstRequestOnly}
 	for _, t := range c.types {
 		t.nonce, t.sent = "", false
@@ -195,7 +198,6 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 			}
 		}
 	}()
-	c.connected.Store(1)
 	for {
 		var gate <-chan struct{}
 		if c.ldsHeld {

@@ -1,4 +1,10 @@
-package cluster
+// Package dnsresolver is the stub DNS resolver of the proxy's STRICT_DNS
+// and LOGICAL_DNS clusters, as c-ares (Envoy's default resolver) behaves:
+// the servers of a cluster's dns_resolution_config or of /etc/resolv.conf,
+// A and AAAA queries by the cluster's dns_lookup_family, the answer's
+// smallest TTL. Package cluster reads the cluster's resolver fields and
+// runs the resolution loop.
+package dnsresolver
 
 import (
 	"context"
@@ -19,37 +25,37 @@ const resolvConfPath = "/etc/resolv.conf"
 // errNoServers is returned when a query could not reach any server.
 var errNoServers = errors.New("no DNS server answered")
 
-// dnsResolver asks DNS servers for a host's addresses. It is a plain
+// Resolver asks DNS servers for a host's addresses. It is a plain
 // stub resolver, like c-ares: no cache, one query per record type.
-// Read-only after creation; safe for concurrent use.
-type dnsResolver struct {
-	// servers are "ip:port"; empty means the nameservers of
+// Read-only once in use; safe for concurrent use.
+type Resolver struct {
+	// Servers are "ip:port"; empty means the nameservers of
 	// /etc/resolv.conf, read at every lookup (a pod's file can change).
-	servers []string
-	// fallback: servers are used only when the system's fail
+	Servers []string
+	// Fallback: Servers are used only when the system's fail
 	// (c-ares use_resolvers_as_fallback).
-	fallback bool
-	// tcp sends queries over TCP (use_tcp_for_dns_lookups).
-	tcp     bool
-	timeout time.Duration // per query and server
-	tries   int           // rounds over the servers
+	Fallback bool
+	// TCP sends queries over TCP (use_tcp_for_dns_lookups).
+	TCP     bool
+	Timeout time.Duration // per query and server
+	Tries   int           // rounds over the servers
 }
 
-// lookupResult is one resolution of one name.
-type lookupResult struct {
-	addrs []netip.Addr
-	// ttl is the smallest TTL of the answer's address records; 0 when
+// Result is one resolution of one name.
+type Result struct {
+	Addrs []netip.Addr
+	// TTL is the smallest TTL of the answer's address records; 0 when
 	// there are none.
-	ttl time.Duration
+	TTL time.Duration
 }
 
-// lookup resolves host for the lookup family. A name that does not exist,
+// Lookup resolves host for the lookup family. A name that does not exist,
 // or has no records of the type asked, is a successful empty answer (as
 // c-ares's ARES_ENOTFOUND and ARES_ENODATA are to Envoy); an error means
 // no server gave an answer.
-func (r *dnsResolver) lookup(ctx context.Context, host string, family clusterv3.Cluster_DnsLookupFamily) (lookupResult, error) {
+func (r *Resolver) Lookup(ctx context.Context, host string, family clusterv3.Cluster_DnsLookupFamily) (Result, error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return lookupResult{addrs: []netip.Addr{ip}}, nil
+		return Result{Addrs: []netip.Addr{ip}}, nil
 	}
 	switch family {
 	case clusterv3.Cluster_V4_ONLY:
@@ -67,21 +73,22 @@ func (r *dnsResolver) lookup(ctx context.Context, host string, family clusterv3.
 		if err != nil {
 			return v6, err
 		}
-		return lookupResult{addrs: append(v4.addrs, v6.addrs...), ttl: minTTL(v4.ttl, v6.ttl)}, nil
+		return Result{Addrs: append(v4.Addrs, v6.Addrs...), TTL: MinTTL(v4.TTL, v6.TTL)}, nil
 	default: // AUTO: IPv6 first, IPv4 when there is none
 		return r.preferred(ctx, host, dns.TypeAAAA, dns.TypeA)
 	}
 }
 
-func (r *dnsResolver) preferred(ctx context.Context, host string, first, second uint16) (lookupResult, error) {
+func (r *Resolver) preferred(ctx context.Context, host string, first, second uint16) (Result, error) {
 	res, err := r.query(ctx, host, first)
-	if err != nil || len(res.addrs) > 0 {
+	if err != nil || len(res.Addrs) > 0 {
 		return res, err
 	}
 	return r.query(ctx, host, second)
 }
 
-func minTTL(a, b time.Duration) time.Duration {
+// MinTTL is the smaller of two TTLs, where 0 is none.
+func MinTTL(a, b time.Duration) time.Duration {
 	switch {
 	case a == 0:
 		return b
@@ -92,12 +99,12 @@ func minTTL(a, b time.Duration) time.Duration {
 }
 
 // query asks each server in turn, for tries rounds, until one answers.
-func (r *dnsResolver) query(ctx context.Context, host string, qtype uint16) (lookupResult, error) {
-	servers := r.servers
-	if len(servers) == 0 || r.fallback {
+func (r *Resolver) query(ctx context.Context, host string, qtype uint16) (Result, error) {
+	servers := r.Servers
+	if len(servers) == 0 || r.Fallback {
 		sys := systemServers()
-		if r.fallback {
-			servers = append(sys, r.servers...)
+		if r.Fallback {
+			servers = append(sys, r.Servers...)
 		} else {
 			servers = sys
 		}
@@ -105,14 +112,14 @@ func (r *dnsResolver) query(ctx context.Context, host string, qtype uint16) (loo
 	msg := new(dns.Msg)
 	msg.SetQuestion(dns.Fqdn(host), qtype)
 	network := "udp"
-	if r.tcp {
+	if r.TCP {
 		network = "tcp"
 	}
 	lastErr := errNoServers
-	for range max(r.tries, 1) {
+	for range max(r.Tries, 1) {
 		for _, server := range servers {
 			if ctx.Err() != nil {
-				return lookupResult{}, ctx.Err()
+				return Result{}, ctx.Err()
 			}
 			resp, err := r.exchange(ctx, msg, network, server)
 			if err != nil {
@@ -127,11 +134,11 @@ func (r *dnsResolver) query(ctx context.Context, host string, qtype uint16) (loo
 			}
 		}
 	}
-	return lookupResult{}, fmt.Errorf("resolve %s %s: %w", host, dns.TypeToString[qtype], lastErr)
+	return Result{}, fmt.Errorf("resolve %s %s: %w", host, dns.TypeToString[qtype], lastErr)
 }
 
-func (r *dnsResolver) exchange(ctx context.Context, msg *dns.Msg, network, server string) (*dns.Msg, error) {
-	c := &dns.Client{Net: network, Timeout: r.timeout}
+func (r *Resolver) exchange(ctx context.Context, msg *dns.Msg, network, server string) (*dns.Msg, error) {
+	c := &dns.Client{Net: network, Timeout: r.Timeout}
 	resp, _, err := c.ExchangeContext(ctx, msg, server)
 	if err == nil && resp.Truncated && network == "udp" {
 		c.Net = "tcp"
@@ -142,8 +149,8 @@ func (r *dnsResolver) exchange(ctx context.Context, msg *dns.Msg, network, serve
 
 // answerAddrs collects the address records of qtype in an answer, whatever
 // their owner name (a CNAME chain ends on another name).
-func answerAddrs(resp *dns.Msg, qtype uint16) lookupResult {
-	var res lookupResult
+func answerAddrs(resp *dns.Msg, qtype uint16) Result {
+	var res Result
 	for _, rr := range resp.Answer {
 		var ip net.IP
 		switch a := rr.(type) {
@@ -160,8 +167,8 @@ func answerAddrs(resp *dns.Msg, qtype uint16) lookupResult {
 		if !ok {
 			continue
 		}
-		res.addrs = append(res.addrs, addr.Unmap())
-		res.ttl = minTTL(res.ttl, time.Duration(rr.Header().Ttl)*time.Second)
+		res.Addrs = append(res.Addrs, addr.Unmap())
+		res.TTL = MinTTL(res.TTL, time.Duration(rr.Header().Ttl)*time.Second)
 	}
 	return res
 }

@@ -1,4 +1,13 @@
-package cluster
+// Package lb holds the cluster's load balancing policies, as Envoy has
+// them (lb_policy and its lb_config): ROUND_ROBIN (weighted), RANDOM,
+// LEAST_REQUEST (power of choices, or weighted by requests in flight),
+// RING_HASH and MAGLEV, with slow start for ROUND_ROBIN and LEAST_REQUEST.
+// Parse reads and audits a Cluster's policy fields; New builds a Balancer
+// over a list of hosts. The balancers are generic over the host type
+// (Host) so that the cluster's host, with its health state, is what they
+// return: package cluster owns the hosts, their health and the priority
+// levels, and this package only chooses among the hosts it is given.
+package lb
 
 import (
 	"fmt"
@@ -7,12 +16,29 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
+
+// Host is what a balancer reads of a host. Implementations are pointers
+// (the zero value, nil, is "no host"); their methods are safe for
+// concurrent use.
+type Host interface {
+	comparable
+	// Weight is the host's load_balancing_weight, at least 1.
+	Weight() uint32
+	// Address places the host on the hash ring and in Maglev's table.
+	Address() string
+	// Active is the number of requests in flight to the host
+	// (LEAST_REQUEST).
+	Active() int64
+	// Created is when the host joined its cluster (slow start).
+	Created() time.Time
+}
 
 // Envoy's load balancer defaults and limits (cluster.proto).
 const (
@@ -24,37 +50,37 @@ const (
 	maxWeightedRRSchedule = 1 << 16
 )
 
-// lbConfig is a cluster's load balancing policy, read once from its config.
-type lbConfig struct {
-	policy      clusterv3.Cluster_LbPolicy
+// Config is a cluster's load balancing policy, read once from its config.
+type Config struct {
+	Policy      clusterv3.Cluster_LbPolicy
 	minRing     uint64
 	maxRing     uint64
 	maglevSize  uint64
 	choiceCount uint32
-	slow        *slowStart // ROUND_ROBIN and LEAST_REQUEST; nil: none
-	// localityWeighted is common_lb_config.locality_weighted_lb_config:
-	// localities take load by their weights (pickLevels).
-	localityWeighted bool
+	Slow        *SlowStart // ROUND_ROBIN and LEAST_REQUEST; nil: none
+	// LocalityWeighted is common_lb_config.locality_weighted_lb_config:
+	// localities take load by their weights (the cluster's pickLevels).
+	LocalityWeighted bool
 }
 
-// parseLB reads lb_policy and its lb_config. A policy or option strait
+// Parse reads lb_policy and its lb_config. A policy or option strait
 // doesn't implement is an error naming it.
-func parseLB(c *clusterv3.Cluster) (lbConfig, error) {
-	lb := lbConfig{policy: c.GetLbPolicy(), minRing: defaultMinRingSize, maxRing: defaultMaxRingSize,
+func Parse(c *clusterv3.Cluster) (Config, error) {
+	lb := Config{Policy: c.GetLbPolicy(), minRing: defaultMinRingSize, maxRing: defaultMaxRingSize,
 		maglevSize: defaultMaglevSize, choiceCount: defaultChoiceCount}
-	switch lb.policy {
+	switch lb.Policy {
 	case clusterv3.Cluster_ROUND_ROBIN, clusterv3.Cluster_LEAST_REQUEST, clusterv3.Cluster_RANDOM,
 		clusterv3.Cluster_RING_HASH, clusterv3.Cluster_MAGLEV, clusterv3.Cluster_CLUSTER_PROVIDED:
 	default:
-		return lb, fmt.Errorf("lb_policy %s is not supported (want ROUND_ROBIN, LEAST_REQUEST, RANDOM, RING_HASH, MAGLEV or CLUSTER_PROVIDED)", lb.policy)
+		return lb, fmt.Errorf("lb_policy %s is not supported (want ROUND_ROBIN, LEAST_REQUEST, RANDOM, RING_HASH, MAGLEV or CLUSTER_PROVIDED)", lb.Policy)
 	}
 	mismatch := func(field string) error {
-		return fmt.Errorf("%s does not apply to lb_policy %s", field, lb.policy)
+		return fmt.Errorf("%s does not apply to lb_policy %s", field, lb.Policy)
 	}
 	switch cfg := c.GetLbConfig().(type) {
 	case nil:
 	case *clusterv3.Cluster_RingHashLbConfig_:
-		if lb.policy != clusterv3.Cluster_RING_HASH {
+		if lb.Policy != clusterv3.Cluster_RING_HASH {
 			return lb, mismatch("ring_hash_lb_config")
 		}
 		r := cfg.RingHashLbConfig
@@ -74,7 +100,7 @@ func parseLB(c *clusterv3.Cluster) (lbConfig, error) {
 			return lb, fmt.Errorf("ring_hash_lb_config: minimum_ring_size %d is above maximum_ring_size %d", lb.minRing, lb.maxRing)
 		}
 	case *clusterv3.Cluster_MaglevLbConfig_:
-		if lb.policy != clusterv3.Cluster_MAGLEV {
+		if lb.Policy != clusterv3.Cluster_MAGLEV {
 			return lb, mismatch("maglev_lb_config")
 		}
 		if v := cfg.MaglevLbConfig.GetTableSize(); v != nil {
@@ -84,7 +110,7 @@ func parseLB(c *clusterv3.Cluster) (lbConfig, error) {
 			return lb, fmt.Errorf("maglev_lb_config.table_size %d must be a prime below %d", lb.maglevSize, maxMaglevSize)
 		}
 	case *clusterv3.Cluster_LeastRequestLbConfig_:
-		if lb.policy != clusterv3.Cluster_LEAST_REQUEST {
+		if lb.Policy != clusterv3.Cluster_LEAST_REQUEST {
 			return lb, mismatch("least_request_lb_config")
 		}
 		if err := fieldaudit.Only("least_request_lb_config", cfg.LeastRequestLbConfig.ProtoReflect(), leastRequestFields); err != nil {
@@ -94,23 +120,23 @@ func parseLB(c *clusterv3.Cluster) (lbConfig, error) {
 			lb.choiceCount = v.GetValue()
 		}
 		var err error
-		if lb.slow, err = parseSlowStart("least_request_lb_config.slow_start_config", cfg.LeastRequestLbConfig.GetSlowStartConfig()); err != nil {
+		if lb.Slow, err = parseSlowStart("least_request_lb_config.slow_start_config", cfg.LeastRequestLbConfig.GetSlowStartConfig()); err != nil {
 			return lb, err
 		}
 	case *clusterv3.Cluster_RoundRobinLbConfig_:
-		if lb.policy != clusterv3.Cluster_ROUND_ROBIN {
+		if lb.Policy != clusterv3.Cluster_ROUND_ROBIN {
 			return lb, mismatch("round_robin_lb_config")
 		}
 		if err := fieldaudit.Only("round_robin_lb_config", cfg.RoundRobinLbConfig.ProtoReflect(), roundRobinFields); err != nil {
 			return lb, err
 		}
 		var err error
-		if lb.slow, err = parseSlowStart("round_robin_lb_config.slow_start_config", cfg.RoundRobinLbConfig.GetSlowStartConfig()); err != nil {
+		if lb.Slow, err = parseSlowStart("round_robin_lb_config.slow_start_config", cfg.RoundRobinLbConfig.GetSlowStartConfig()); err != nil {
 			return lb, err
 		}
 	case *clusterv3.Cluster_OriginalDstLbConfig_:
 		// Its fields are checked with the ORIGINAL_DST type (checkOriginalDst).
-		if lb.policy != clusterv3.Cluster_CLUSTER_PROVIDED {
+		if lb.Policy != clusterv3.Cluster_CLUSTER_PROVIDED {
 			return lb, mismatch("original_dst_lb_config")
 		}
 	default:
@@ -131,20 +157,24 @@ func isPrime(n uint64) bool {
 	return true
 }
 
-// balancer picks a host among a hostSet's hosts. ok, when not nil, says
-// which hosts may be picked (the healthy ones); pick returns nil when none
-// may. Implementations are safe for concurrent use.
-type balancer interface {
-	pick(hash uint64, hasHash bool, ok func(*host) bool) *host
+// Balancer picks a host among the hosts it was built for. ok, when not
+// nil, says which hosts may be picked (the healthy ones); Pick returns the
+// zero H (nil) when none may. hash is the request's hash when hasHash
+// (RING_HASH and MAGLEV; the other policies ignore it). Implementations
+// are safe for concurrent use.
+type Balancer[H Host] interface {
+	Pick(hash uint64, hasHash bool, ok func(H) bool) H
 }
 
-func (lb lbConfig) build(hosts []*host) balancer {
+// New builds lb's balancer over hosts (its slow start is not part of it:
+// see PickSlow).
+func New[H Host](lb Config, hosts []H) Balancer[H] {
 	if len(hosts) == 0 {
-		return emptyBalancer{}
+		return emptyBalancer[H]{}
 	}
-	switch lb.policy {
+	switch lb.Policy {
 	case clusterv3.Cluster_LEAST_REQUEST:
-		l := &leastRequest{hosts: hosts, choices: max(lb.choiceCount, 1)}
+		l := &leastRequest[H]{hosts: hosts, choices: max(lb.choiceCount, 1)}
 		if !uniform(hosts) {
 			l.current = make([]float64, len(hosts))
 		}
@@ -160,16 +190,19 @@ func (lb lbConfig) build(hosts []*host) balancer {
 	}
 }
 
-type emptyBalancer struct{}
+type emptyBalancer[H Host] struct{}
 
-func (emptyBalancer) pick(uint64, bool, func(*host) bool) *host { return nil }
+func (emptyBalancer[H]) Pick(uint64, bool, func(H) bool) H {
+	var none H
+	return none
+}
 
 // filter returns the hosts ok accepts (a new slice), or hosts when ok is nil.
-func filter(hosts []*host, ok func(*host) bool) []*host {
+func filter[H Host](hosts []H, ok func(H) bool) []H {
 	if ok == nil {
 		return hosts
 	}
-	var out []*host
+	var out []H
 	for _, h := range hosts {
 		if ok(h) {
 			out = append(out, h)
@@ -178,9 +211,9 @@ func filter(hosts []*host, ok func(*host) bool) []*host {
 	return out
 }
 
-func uniform(hosts []*host) bool {
+func uniform[H Host](hosts []H) bool {
 	for _, h := range hosts[1:] {
-		if h.weight != hosts[0].weight {
+		if h.Weight() != hosts[0].Weight() {
 			return false
 		}
 	}
@@ -191,18 +224,18 @@ func uniform(hosts []*host) bool {
 // the weights are equal, else a smooth weighted order in which each host
 // appears as often as its weight (nginx's smooth weighted round robin, a
 // fixed-cost stand-in for Envoy's earliest-deadline-first scheduler).
-type roundRobin struct {
-	schedule []*host
+type roundRobin[H Host] struct {
+	schedule []H
 	next     atomic.Uint64
 }
 
-func newRoundRobin(hosts []*host) *roundRobin {
+func newRoundRobin[H Host](hosts []H) *roundRobin[H] {
 	if uniform(hosts) {
-		return &roundRobin{schedule: hosts}
+		return &roundRobin[H]{schedule: hosts}
 	}
 	var total uint64
 	for _, h := range hosts {
-		total += uint64(h.weight)
+		total += uint64(h.Weight())
 	}
 	if total > maxWeightedRRSchedule {
 		// Scale the weights down so that the schedule stays small; every
@@ -210,21 +243,21 @@ func newRoundRobin(hosts []*host) *roundRobin {
 		scaled := make([]uint64, len(hosts))
 		var sum uint64
 		for i, h := range hosts {
-			scaled[i] = max(uint64(h.weight)*maxWeightedRRSchedule/total, 1)
+			scaled[i] = max(uint64(h.Weight())*maxWeightedRRSchedule/total, 1)
 			sum += scaled[i]
 		}
-		return &roundRobin{schedule: smoothSchedule(hosts, scaled, sum)}
+		return &roundRobin[H]{schedule: smoothSchedule(hosts, scaled, sum)}
 	}
 	w := make([]uint64, len(hosts))
 	for i, h := range hosts {
-		w[i] = uint64(h.weight)
+		w[i] = uint64(h.Weight())
 	}
-	return &roundRobin{schedule: smoothSchedule(hosts, w, total)}
+	return &roundRobin[H]{schedule: smoothSchedule(hosts, w, total)}
 }
 
-func smoothSchedule(hosts []*host, w []uint64, total uint64) []*host {
+func smoothSchedule[H Host](hosts []H, w []uint64, total uint64) []H {
 	cur := make([]int64, len(hosts))
-	out := make([]*host, 0, total)
+	out := make([]H, 0, total)
 	for range total {
 		best := 0
 		for i := range hosts {
@@ -239,7 +272,8 @@ func smoothSchedule(hosts []*host, w []uint64, total uint64) []*host {
 	return out
 }
 
-func (r *roundRobin) pick(_ uint64, _ bool, ok func(*host) bool) *host {
+func (r *roundRobin[H]) Pick(_ uint64, _ bool, ok func(H) bool) H {
+	var none H
 	n := r.next.Add(1) - 1
 	l := uint64(len(r.schedule))
 	for i := range l {
@@ -251,34 +285,35 @@ func (r *roundRobin) pick(_ uint64, _ bool, ok func(*host) bool) *host {
 			return h
 		}
 	}
-	return nil
+	return none
 }
 
 // randomLB picks a host at random, in proportion to the weights.
-type randomLB struct {
-	hosts []*host
+type randomLB[H Host] struct {
+	hosts []H
 	cum   []uint64 // cumulative weights; nil when uniform
 }
 
-func newRandomLB(hosts []*host) *randomLB {
-	r := &randomLB{hosts: hosts}
+func newRandomLB[H Host](hosts []H) *randomLB[H] {
+	r := &randomLB[H]{hosts: hosts}
 	if !uniform(hosts) {
 		var sum uint64
 		for _, h := range hosts {
-			sum += uint64(h.weight)
+			sum += uint64(h.Weight())
 			r.cum = append(r.cum, sum)
 		}
 	}
 	return r
 }
 
-func (r *randomLB) pick(_ uint64, _ bool, ok func(*host) bool) *host {
+func (r *randomLB[H]) Pick(_ uint64, _ bool, ok func(H) bool) H {
+	var none H
 	if ok != nil {
 		hs := filter(r.hosts, ok)
 		if len(hs) == 0 {
-			return nil
+			return none
 		}
-		return newRandomLB(hs).pick(0, false, nil)
+		return newRandomLB(hs).Pick(0, false, nil)
 	}
 	if r.cum == nil {
 		return r.hosts[rand.IntN(len(r.hosts))]
@@ -294,33 +329,35 @@ func (r *randomLB) pick(_ uint64, _ bool, ok func(*host) bool) *host {
 // weighted round robin whose weights are weight / (requests in flight + 1)
 // (Envoy's earliest-deadline-first schedule with active_request_bias 1),
 // so that idle hosts share requests by their weights.
-type leastRequest struct {
-	hosts   []*host
+type leastRequest[H Host] struct {
+	hosts   []H
 	choices uint32
 
 	mu      sync.Mutex // guards current
 	current []float64  // weighted: smooth round robin state by host; nil when uniform
 }
 
-func (l *leastRequest) pick(_ uint64, _ bool, ok func(*host) bool) *host {
+func (l *leastRequest[H]) Pick(_ uint64, _ bool, ok func(H) bool) H {
+	var none H
 	if l.current != nil {
 		return l.pickWeighted(ok)
 	}
 	hosts := filter(l.hosts, ok)
 	if len(hosts) == 0 {
-		return nil
+		return none
 	}
-	var best *host
+	var best H
 	for range l.choices {
 		h := hosts[rand.IntN(len(hosts))]
-		if best == nil || less(h, best) {
+		if best == none || less(h, best) {
 			best = h
 		}
 	}
 	return best
 }
 
-func (l *leastRequest) pickWeighted(ok func(*host) bool) *host {
+func (l *leastRequest[H]) pickWeighted(ok func(H) bool) H {
+	var none H
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	best := -1
@@ -329,7 +366,7 @@ func (l *leastRequest) pickWeighted(ok func(*host) bool) *host {
 		if ok != nil && !ok(h) {
 			continue
 		}
-		w := float64(h.weight) / float64(h.active.Load()+1)
+		w := float64(h.Weight()) / float64(h.Active()+1)
 		total += w
 		l.current[i] += w
 		if best < 0 || l.current[i] > l.current[best] {
@@ -337,7 +374,7 @@ func (l *leastRequest) pickWeighted(ok func(*host) bool) *host {
 		}
 	}
 	if best < 0 {
-		return nil
+		return none
 	}
 	l.current[best] -= total
 	return l.hosts[best]
@@ -345,46 +382,46 @@ func (l *leastRequest) pickWeighted(ok func(*host) bool) *host {
 
 // less reports whether a has less load than b: active/weight, compared
 // without division.
-func less(a, b *host) bool {
-	return (a.active.Load()+1)*int64(b.weight) < (b.active.Load()+1)*int64(a.weight)
+func less[H Host](a, b H) bool {
+	return (a.Active()+1)*int64(b.Weight()) < (b.Active()+1)*int64(a.Weight())
 }
 
 // ring is Envoy's RING_HASH (Karger's consistent hashing, ketama style):
 // each host owns points on a 64-bit ring, xxHash64 of "ADDRESS_N"; a
 // request goes to the first point at or after its hash. A request without
 // a hash gets a random one.
-type ring struct {
-	points []ringPoint
+type ring[H Host] struct {
+	points []ringPoint[H]
 }
 
-type ringPoint struct {
+type ringPoint[H Host] struct {
 	hash uint64
-	h    *host
+	h    H
 }
 
-func newRing(hosts []*host, minSize, maxSize uint64) *ring {
+func newRing[H Host](hosts []H, minSize, maxSize uint64) *ring[H] {
 	var total uint64
 	for _, h := range hosts {
-		total += uint64(h.weight)
+		total += uint64(h.Weight())
 	}
 	// As Envoy's RingHashLoadBalancer: scale so that the least weighted
 	// host gets at least one point and the ring is at least minSize.
-	minW := hosts[0].weight
+	minW := hosts[0].Weight()
 	for _, h := range hosts {
-		minW = min(minW, h.weight)
+		minW = min(minW, h.Weight())
 	}
 	scale := min(float64(maxSize), max(float64(minSize), float64(total)/float64(minW))) / float64(total)
-	r := &ring{}
+	r := &ring[H]{}
 	var target, current float64
 	for _, h := range hosts {
-		target += scale * float64(h.weight)
-		key := h.ep.Address + "_"
+		target += scale * float64(h.Weight())
+		key := h.Address() + "_"
 		for i := 0; current < target; i++ {
-			r.points = append(r.points, ringPoint{hash: xxhash.Sum64String(key + strconv.Itoa(i)), h: h})
+			r.points = append(r.points, ringPoint[H]{hash: xxhash.Sum64String(key + strconv.Itoa(i)), h: h})
 			current++
 		}
 	}
-	slices.SortFunc(r.points, func(a, b ringPoint) int {
+	slices.SortFunc(r.points, func(a, b ringPoint[H]) int {
 		switch {
 		case a.hash < b.hash:
 			return -1
@@ -396,11 +433,12 @@ func newRing(hosts []*host, minSize, maxSize uint64) *ring {
 	return r
 }
 
-func (r *ring) pick(hash uint64, hasHash bool, ok func(*host) bool) *host {
+func (r *ring[H]) Pick(hash uint64, hasHash bool, ok func(H) bool) H {
+	var none H
 	if !hasHash {
 		hash = rand.Uint64()
 	}
-	i, _ := slices.BinarySearchFunc(r.points, hash, func(p ringPoint, h uint64) int {
+	i, _ := slices.BinarySearchFunc(r.points, hash, func(p ringPoint[H], h uint64) int {
 		switch {
 		case p.hash < h:
 			return -1
@@ -416,34 +454,35 @@ func (r *ring) pick(hash uint64, hasHash bool, ok func(*host) bool) *host {
 			return p.h
 		}
 	}
-	return nil
+	return none
 }
 
 // maglev is Envoy's MAGLEV: a lookup table of a prime size where each host
 // fills slots in the order of its own permutation (offset and skip from
 // xxHash64 of its address), in proportion to its weight.
-type maglev struct {
-	table []*host
+type maglev[H Host] struct {
+	table []H
 }
 
-func newMaglev(hosts []*host, size uint64) *maglev {
+func newMaglev[H Host](hosts []H, size uint64) *maglev[H] {
 	type perm struct {
 		offset, skip, next uint64
 		target, filled     float64
 	}
 	var maxW uint32
 	for _, h := range hosts {
-		maxW = max(maxW, h.weight)
+		maxW = max(maxW, h.Weight())
 	}
 	ps := make([]perm, len(hosts))
 	for i, h := range hosts {
 		ps[i] = perm{
-			offset: xxhash.Sum64String(h.ep.Address) % size,
-			skip:   xxhash.Sum64String(h.ep.Address+"#skip")%(size-1) + 1,
-			target: float64(h.weight) / float64(maxW),
+			offset: xxhash.Sum64String(h.Address()) % size,
+			skip:   xxhash.Sum64String(h.Address()+"#skip")%(size-1) + 1,
+			target: float64(h.Weight()) / float64(maxW),
 		}
 	}
-	table := make([]*host, size)
+	table := make([]H, size)
+	var none H
 	var filled uint64
 	for iter := 1.0; filled < size; iter++ {
 		for i := range hosts {
@@ -454,7 +493,7 @@ func newMaglev(hosts []*host, size uint64) *maglev {
 			for {
 				slot := (p.offset + p.skip*p.next) % size
 				p.next++
-				if table[slot] == nil {
+				if table[slot] == none {
 					table[slot] = hosts[i]
 					p.filled++
 					filled++
@@ -466,10 +505,11 @@ func newMaglev(hosts []*host, size uint64) *maglev {
 			}
 		}
 	}
-	return &maglev{table: table}
+	return &maglev[H]{table: table}
 }
 
-func (m *maglev) pick(hash uint64, hasHash bool, ok func(*host) bool) *host {
+func (m *maglev[H]) Pick(hash uint64, hasHash bool, ok func(H) bool) H {
+	var none H
 	if !hasHash {
 		hash = rand.Uint64()
 	}
@@ -480,5 +520,5 @@ func (m *maglev) pick(hash uint64, hasHash bool, ok func(*host) bool) *host {
 			return h
 		}
 	}
-	return nil
+	return none
 }

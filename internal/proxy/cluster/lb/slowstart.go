@@ -1,4 +1,4 @@
-package cluster
+package lb
 
 import (
 	"fmt"
@@ -11,18 +11,18 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
-// slowStart is a ROUND_ROBIN or LEAST_REQUEST cluster's slow_start_config:
+// SlowStart is a ROUND_ROBIN or LEAST_REQUEST cluster's slow_start_config:
 // a host that joined less than window ago gets a part of its weight,
 // weight × max(minWeight, timeFactor^(1/aggression)) with timeFactor =
 // max(seconds since it joined, 1) / window seconds (Envoy's slow start
 // mode). The runtime key of aggression is not read: strait has no runtime.
-type slowStart struct {
+type SlowStart struct {
 	window     time.Duration
 	aggression float64
 	minWeight  float64 // fraction
 }
 
-func parseSlowStart(field string, ss *clusterv3.Cluster_SlowStartConfig) (*slowStart, error) {
+func parseSlowStart(field string, ss *clusterv3.Cluster_SlowStartConfig) (*SlowStart, error) {
 	if ss == nil {
 		return nil, nil
 	}
@@ -33,7 +33,7 @@ func parseSlowStart(field string, ss *clusterv3.Cluster_SlowStartConfig) (*slowS
 	if w == nil || w.AsDuration() <= 0 {
 		return nil, fmt.Errorf("%s.slow_start_window must be a positive duration", field)
 	}
-	s := &slowStart{window: w.AsDuration(), aggression: 1, minWeight: 0.1}
+	s := &SlowStart{window: w.AsDuration(), aggression: 1, minWeight: 0.1}
 	if a := ss.GetAggression(); a != nil {
 		if a.GetDefaultValue() <= 0 {
 			return nil, fmt.Errorf("%s.aggression %v must be above 0", field, a.GetDefaultValue())
@@ -49,9 +49,12 @@ func parseSlowStart(field string, ss *clusterv3.Cluster_SlowStartConfig) (*slowS
 	return s, nil
 }
 
+// Window is how long a host that joined gets less than its weight.
+func (s *SlowStart) Window() time.Duration { return s.window }
+
 // factor is the part of its weight a host that joined at created has at
 // now: 1 once out of the window.
-func (s *slowStart) factor(created, now time.Time) float64 {
+func (s *SlowStart) factor(created, now time.Time) float64 {
 	age := now.Sub(created)
 	if age >= s.window {
 		return 1
@@ -60,22 +63,25 @@ func (s *slowStart) factor(created, now time.Time) float64 {
 	return max(s.minWeight, math.Pow(tf, 1/s.aggression))
 }
 
-// pick chooses among hosts (those ok accepts) with their slow-start
-// weights: at random in proportion for ROUND_ROBIN, by the fewest active
-// requests per effective weight among choices for LEAST_REQUEST.
-func (s *slowStart) pick(lb lbConfig, hosts []*host, now time.Time, ok func(*host) bool) *host {
+// PickSlow chooses among hosts (those ok accepts) with the slow-start
+// weights of lb.Slow, which must not be nil: at random in proportion for
+// ROUND_ROBIN, by the fewest active requests per effective weight among
+// choices for LEAST_REQUEST. It returns the zero H when ok accepts none.
+func PickSlow[H Host](lb Config, hosts []H, now time.Time, ok func(H) bool) H {
+	var none H
+	s := lb.Slow
 	hosts = filter(hosts, ok)
 	if len(hosts) == 0 {
-		return nil
+		return none
 	}
-	w := func(h *host) float64 { return float64(h.weight) * s.factor(h.created, now) }
-	if lb.policy == clusterv3.Cluster_LEAST_REQUEST {
-		var best *host
+	w := func(h H) float64 { return float64(h.Weight()) * s.factor(h.Created(), now) }
+	if lb.Policy == clusterv3.Cluster_LEAST_REQUEST {
+		var best H
 		var bestLoad float64
 		for range max(lb.choiceCount, 1) {
 			h := hosts[rand.IntN(len(hosts))]
-			load := float64(h.active.Load()+1) / w(h)
-			if best == nil || load < bestLoad {
+			load := float64(h.Active()+1) / w(h)
+			if best == none || load < bestLoad {
 				best, bestLoad = h, load
 			}
 		}

@@ -23,6 +23,7 @@ func TestProxyHeader(t *testing.T) {
 	d6 := downstream{netip.MustParseAddrPort("[fd00::1]:5000"), netip.MustParseAddrPort("[fd00::2]:80")}
 	mapped := downstream{netip.MustParseAddrPort("[::ffff:10.0.0.1]:5000"), netip.MustParseAddrPort("10.0.0.2:80")}
 	half := downstream{src: netip.MustParseAddrPort("10.0.0.1:5000")}
+	half6 := downstream{src: netip.MustParseAddrPort("[fd00::1]:5000")}
 	mixed := downstream{netip.MustParseAddrPort("10.0.0.1:5000"), netip.MustParseAddrPort("[fd00::2]:80")}
 	sig := string(v2Signature)
 	for _, tc := range []struct {
@@ -36,6 +37,8 @@ func TestProxyHeader(t *testing.T) {
 		{"v1 mapped", V1, mapped, "PROXY TCP4 10.0.0.1 10.0.0.2 5000 80\r\n"},
 		{"v1 unknown", V1, downstream{}, "PROXY UNKNOWN\r\n"},
 		{"v1 one address", V1, half, "PROXY UNKNOWN\r\n"},
+		{"v1 one ipv6 address", V1, half6, "PROXY UNKNOWN\r\n"},
+		{"v2 one ipv6 address", V2, half6, sig + "\x20\x00\x00\x00"},
 		{"v1 mixed families", V1, mixed, "PROXY UNKNOWN\r\n"},
 		{"v2 ipv4", V2, d4, sig + "\x21\x11\x00\x0c\x0a\x00\x00\x01\x0a\x00\x00\x02\x13\x88\x00\x50"},
 		{"v2 ipv6", V2, d6, sig + "\x21\x21\x00\x24" +

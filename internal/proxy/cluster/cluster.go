@@ -109,7 +109,7 @@ func (o connOwner) isValid() bool { return o.Source.IsValid() || o.Downstream.Is
 // owner is ep's connOwner; Downstream only matters (and only splits the
 // pool) for a cluster that writes PROXY headers, so callers set it only
 // then (Cluster.ProxyProtocol).
-func (ep Endpoint) owner() connOwner { return connOwner{ep.Source, ep.Downstream} }
+func (e Endpoint) owner() connOwner { return connOwner{e.Source, e.Downstream} }
 
 // ErrNoHealthyUpstream is returned by Pick when a cluster has no endpoints.
 var ErrNoHealthyUpstream = errors.New("no healthy upstream")

@@ -30,10 +30,11 @@ const (
 // upstream connections; None writes none.
 type Version int
 
+// The header versions.
 const (
-	None Version = iota
-	V1
-	V2
+	None Version = iota // no header
+	V1                  // version 1, text
+	V2                  // version 2, binary
 )
 
 // Unwrap returns the transport socket inside an

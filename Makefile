@@ -114,7 +114,7 @@ bench-xds:
 # minutes per package. PKG takes one or more package directories.
 GREMLINS_VERSION := v0.6.0
 TOOLS            := $(BIN)/tools
-MUTATE_PKGS      := ./internal/iptables ./internal/inject ./internal/xds/gen ./internal/istioconfig ./internal/proxy/http1
+MUTATE_PKGS      := ./internal/iptables ./internal/inject ./internal/xds/gen ./internal/istioconfig ./internal/istioconfig/validate ./internal/istioconfig/support ./internal/proxy/http1
 PKG              ?= $(MUTATE_PKGS)
 
 .PHONY: mutate gremlins

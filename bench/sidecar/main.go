@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +34,19 @@ type options struct {
 	settle, timeout            time.Duration
 	pprofDir                   string
 	verbose                    bool
+	env                        envList
+}
+
+// envList is a repeatable -env KEY=VALUE flag.
+type envList []string
+
+func (e *envList) String() string { return fmt.Sprint([]string(*e)) }
+func (e *envList) Set(v string) error {
+	if !strings.Contains(v, "=") {
+		return fmt.Errorf("-env %q: want KEY=VALUE", v)
+	}
+	*e = append(*e, v)
+	return nil
 }
 
 func main() {
@@ -56,6 +70,7 @@ func run() error {
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long a sidecar may take to become ready")
 	flag.StringVar(&o.pprofDir, "pprof", "", "save each process's heap profile of the last run here")
 	flag.BoolVar(&o.verbose, "v", false, "pass the processes' logs through")
+	flag.Var(&o.env, "env", "KEY=VALUE added to the agent's environment, which the proxy inherits (e.g. GOGC=50); repeatable")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

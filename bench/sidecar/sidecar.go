@@ -60,6 +60,7 @@ func measure(ctx context.Context, o options, b build, pod *netns.Pod, cp *contro
 		"STRAIT_AGENT_DEBUG_ADDR=" + agentDebugAddr,
 		"STRAIT_PROXY_DEBUG_ADDR=" + proxyDebugAddr,
 	}
+	env = append(env, o.env...)
 	var logw io.Writer
 	if o.verbose {
 		logw = os.Stderr

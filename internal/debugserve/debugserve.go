@@ -14,9 +14,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/netip"
 	"runtime/metrics"
+	"runtime/pprof"
+	"strconv"
 	"time"
 )
 
@@ -39,17 +40,29 @@ func Listen(addr string) (net.Listener, error) {
 	return lis, nil
 }
 
-// Handler serves /debug/pprof/ (net/http/pprof's index, profiles,
-// cmdline, symbol, trace) and /debug/runtime: every scalar metric of
-// runtime/metrics as one JSON object, name to value (e.g.
-// "/gc/heap/live:bytes", "/sched/goroutines:goroutines").
+// Handler serves /debug/pprof/NAME, runtime/pprof's named profiles (heap,
+// allocs, goroutine, ...; ?debug=N as net/http/pprof takes it), and
+// /debug/runtime: every scalar metric of runtime/metrics as one JSON
+// object, name to value (e.g. "/gc/heap/live:bytes",
+// "/sched/goroutines:goroutines"). It does not use net/http/pprof, whose
+// CPU profiles and execution traces would add half a megabyte to each
+// binary, and so to every sidecar's resident text.
 func Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /debug/pprof/{name}", func(w http.ResponseWriter, r *http.Request) {
+		p := pprof.Lookup(r.PathValue("name"))
+		if p == nil {
+			http.Error(w, "no such profile", http.StatusNotFound)
+			return
+		}
+		debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
+		if debug == 0 {
+			w.Header().Set("Content-Type", "application/octet-stream")
+		} else {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		}
+		_ = p.WriteTo(w, debug) // a write error means the client went away
+	})
 	mux.HandleFunc("GET /debug/runtime", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(RuntimeMetrics()) // a write error means the client went away

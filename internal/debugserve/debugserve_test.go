@@ -50,3 +50,20 @@ func TestServesRuntimeAndHeapProfile(t *testing.T) {
 		t.Errorf("heap profile: %s %.200s", resp.Status, body)
 	}
 }
+
+func TestUnknownProfile(t *testing.T) {
+	lis, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Start(lis, nil)
+	defer s.Close()
+	resp, err := http.Get("http://" + lis.Addr().String() + "/debug/pprof/nonesuch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown profile: %s, want 404", resp.Status)
+	}
+}

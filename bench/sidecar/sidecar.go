@@ -174,7 +174,7 @@ func fetchRuntime(c *http.Client, addr string) map[string]float64 {
 }
 
 func saveProfile(c *http.Client, addr, path string) error {
-	resp, err := c.Get("http://" + addr + "/debug/pprof/heap")
+	resp, err := c.Get("http://" + addr + "/debug/pprof/heap?gc=1")
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
@@ -41,7 +42,8 @@ func Listen(addr string) (net.Listener, error) {
 }
 
 // Handler serves /debug/pprof/NAME, runtime/pprof's named profiles (heap,
-// allocs, goroutine, ...; ?debug=N as net/http/pprof takes it), and
+// allocs, goroutine, ...; ?debug=N and heap's ?gc=1 as net/http/pprof
+// takes them), and
 // /debug/runtime: every scalar metric of runtime/metrics as one JSON
 // object, name to value (e.g. "/gc/heap/live:bytes",
 // "/sched/goroutines:goroutines"). It does not use net/http/pprof, whose
@@ -54,6 +56,9 @@ func Handler() http.Handler {
 		if p == nil {
 			http.Error(w, "no such profile", http.StatusNotFound)
 			return
+		}
+		if r.PathValue("name") == "heap" && r.URL.Query().Get("gc") != "" {
+			runtime.GC() // as net/http/pprof's ?gc=1: the profile is as of now, not of the last cycle
 		}
 		debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
 		if debug == 0 {

@@ -1,4 +1,4 @@
-package proxy
+package memrelease
 
 import (
 	"sync/atomic"
@@ -10,12 +10,12 @@ import (
 // The release waits for the configuration to stay unchanged for the quiet
 // period: a burst of updates gets one release, after its last update; a
 // stopped releaser releases nothing.
-func TestMemoryReleaserWaitsForQuiet(t *testing.T) {
+func TestReleaserWaitsForQuiet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var n atomic.Int32
-		r := &memoryReleaser{quiet: 2 * time.Second, release: func() { n.Add(1) }}
+		r := &Releaser{quiet: 2 * time.Second, release: func() { n.Add(1) }}
 		for range 3 {
-			r.changed()
+			r.Changed()
 			time.Sleep(time.Second) // inside the quiet period
 		}
 		synctest.Wait()
@@ -27,9 +27,9 @@ func TestMemoryReleaserWaitsForQuiet(t *testing.T) {
 		if got := n.Load(); got != 1 {
 			t.Fatalf("released %d times after the quiet period, want 1", got)
 		}
-		r.changed()
-		r.stop()
-		r.changed()
+		r.Changed()
+		r.Stop()
+		r.Changed()
 		time.Sleep(5 * time.Second)
 		synctest.Wait()
 		if got := n.Load(); got != 1 {

@@ -95,7 +95,7 @@ istio-bins:
 # bench-http-h2 (h2load), bench-http-grpc (a grpc-go load client against
 # nginx grpc_pass) and bench-http-idle (RSS with 10,000 idle keep-alive
 # connections) are the HTTP/2, gRPC and memory rows.
-.PHONY: bench-http bench-http-h2 bench-http-grpc bench-http-idle bench-xds
+.PHONY: bench-http bench-http-h2 bench-http-grpc bench-http-idle bench-xds bench-sidecar
 bench-http:
 	./bench/http/run.sh
 bench-http-h2:
@@ -108,6 +108,12 @@ bench-http-idle:
 # The xDS load harness (see bench/xds/README.md for the knobs).
 bench-xds:
 	$(GO) run ./bench/xds -proxies 1000 -services 1000 -endpoints 10
+
+# One sidecar's memory and start with 1,000 services in scope and with a
+# Sidecar scoping it to 10 (root: network namespaces). BASELINE=DIR adds
+# another build's strait-agent and strait-proxy to the same run.
+bench-sidecar: build
+	$(GO) run ./bench/sidecar -services 1000 -scope 10 $(if $(BASELINE),-baseline $(BASELINE))
 
 # Mutation testing (gremlins, pinned; installed into bin/tools from its
 # module): killed / survived / score per package. Not part of `make test`:

@@ -131,7 +131,7 @@ td.n{text-align:right}
 <h2>Edges</h2>
 <table id="edges"><tr><th>source</th><th>destination</th><th>services</th><th>requests</th><th>5xx</th><th>over</th><th>rate</th><th>success</th><th>p99</th><th>reporter</th></tr>
 {{- range .Graph.Edges}}
-<tr class="edge" data-source="{{.Source}}" data-destination="{{.Destination}}"><td>{{.Source}}</td><td>{{.Destination}}</td><td>{{range $i, $s := .Services}}{{if $i}}, {{end}}{{$s}}{{end}}</td><td class="n requests">{{printf "%.0f" .Requests}}</td><td class="n errors">{{printf "%.0f" .ServerErrors}}</td><td class="n window">{{secs .Window}}</td><td class="n rate">{{rate .}}</td><td class="n success" style="color:{{colour .}}">{{success .}}</td><td class="n p99">{{p99 .}}</td><td>{{.Reporter}}</td></tr>
+<tr class="edge" data-source="{{.Source}}" data-destination="{{.Destination}}"><td>{{.Source}}</td><td>{{.Destination}}</td><td>{{range $i, $s := .Services}}{{if $i}}, {{end}}{{$s}}{{end}}</td><td class="n requests">{{printf "%.0f" .Requests}}</td><td class="n errors">{{printf "%.0f" .ServerErrors}}</td><td class="n window">{{printf "%.2fs" .Window.Seconds}}</td><td class="n rate">{{rate .}}</td><td class="n success" style="color:{{colour .}}">{{success .}}</td><td class="n p99">{{p99 .}}</td><td>{{.Reporter}}</td></tr>
 {{- else}}
 <tr><td colspan="10">no traffic in the window</td></tr>
 {{- end}}

@@ -73,7 +73,7 @@ var svgTemplate = template.Must(template.New("svg").Parse(`<svg xmlns="http://ww
 <text x="16" y="52" fill="#555">{{.Empty}}</text>
 {{- end}}
 {{- range .Edges}}
-<g class="edge"><title>{{.Title}}</title><line x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}" stroke="{{.Colour}}" stroke-width="4" marker-end="url(#arrow-{{slice .Colour 1}})"/><text x="{{.LX}}" y="{{.LY}}" text-anchor="middle" fill="#222">{{.Label}}</text></g>
+<g class="edge"><title>{{.Title}}</title><line x1="{{.X1}}" y1="{{.Y1}}" x2="{{.X2}}" y2="{{.Y2}}" stroke="{{.Colour}}" stroke-width="4" marker-end="url(#arrow-{{slice .Colour 1}})"/><text x="{{.LX}}" y="{{.LY}}" text-anchor="middle" fill="#222" stroke="#ffffff" stroke-width="4" paint-order="stroke">{{.Label}}</text></g>
 {{- end}}
 {{- range .Nodes}}
 <g class="node"><circle cx="{{.X}}" cy="{{.Y}}" r="{{$.R}}" fill="#e8f0fb" stroke="#1f4e79" stroke-width="3"/><text x="{{.X}}" y="{{.Y}}" dy="{{$.NameDY}}" text-anchor="middle" font-weight="bold">{{.Name}}</text><text x="{{.X}}" y="{{.Y}}" dy="{{$.NsDY}}" text-anchor="middle" fill="#555">{{.Namespace}}</text></g>

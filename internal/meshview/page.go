@@ -82,7 +82,7 @@ func proxyRows(cons []debugapi.ConnectionStatus, scrapes map[string]ScrapeStatus
 		for _, w := range c.Watched {
 			col := typeColumn(w.TypeURL)
 			if col == "" {
-				label := w.TypeURL[strings.LastIndexByte(w.TypeURL, '/')+1:]
+				label := w.TypeURL[strings.LastIndexByte(w.TypeURL, '.')+1:]
 				if !slices.Contains(r.Others, label) {
 					r.Others = append(r.Others, label)
 				}

@@ -32,8 +32,8 @@ func EdgeColour(e Edge) string {
 	return ColourOK
 }
 
-// FormatRate, FormatSuccess and FormatP99 are how the page prints an
-// edge's figures.
+// FormatRate prints an edge's rate in requests per second, as the page
+// and its labels show it.
 func FormatRate(e Edge) string { return fmt.Sprintf("%.2f rps", e.Rate) }
 
 // FormatSuccess prints the success rate with one decimal.
@@ -146,5 +146,5 @@ func RenderSVG(g Graph, title string) (template.HTML, error) {
 	if err := svgTemplate.Execute(&buf, data); err != nil {
 		return "", fmt.Errorf("render graph: %w", err)
 	}
-	return template.HTML(buf.String()), nil //nolint:gosec // produced by html/template, escaped
+	return template.HTML(buf.String()), nil // html/template escaped every value
 }

@@ -98,10 +98,18 @@ func Build(scrapes map[string][]ProxyScrape) Graph {
 				continue
 			}
 		}
+		services := s.c.Services
+		if src, ok := byReporter[reportedEdge{EdgeKey: k.EdgeKey, Reporter: "source"}]; ok && k.Reporter == "destination" {
+			// The client's proxy names the service it addressed; the
+			// server's may not know it.
+			merged := append(slices.Clone(services), src.c.Services...)
+			slices.Sort(merged)
+			services = slices.Compact(merged)
+		}
 		edges[k.EdgeKey] = Edge{
 			EdgeKey: k.EdgeKey, Reporter: k.Reporter,
 			Requests: s.c.Requests, ServerErrors: s.c.ServerErrors,
-			Window: s.window, Rate: s.rate, P99: Quantile(0.99, s.c.Buckets), Services: s.c.Services,
+			Window: s.window, Rate: s.rate, P99: Quantile(0.99, s.c.Buckets), Services: services,
 		}
 	}
 	var g Graph

@@ -141,8 +141,8 @@ func TestMeshPage(t *testing.T) {
 			t.Errorf("no proxy row for %s:\n%s", pod, proxyTable(dom))
 			continue
 		}
-		if n := bytes.Count(pr[1], []byte(`<td class="SYNCED"`)); n < 3 {
-			t.Errorf("%s: %d xDS types SYNCED, want CDS, LDS and EDS at least:\n%s", pod, n, pr[1])
+		if n := bytes.Count(pr[1], []byte(`<td class="SYNCED"`)); n != 4 {
+			t.Errorf("%s: %d xDS types SYNCED, want CDS, LDS, RDS and EDS:\n%s", pod, n, pr[1])
 		}
 	}
 
@@ -175,8 +175,12 @@ func TestMeshPage(t *testing.T) {
 		t.Errorf("the edge's colour away from the edge: the screenshot is not the graph")
 	}
 	if t.Failed() {
+		// The temp dir goes with the test: keep the screenshot to look at.
 		if data, err := os.ReadFile(shot); err == nil {
-			t.Logf("screenshot %s (%d bytes) kept in the test's temp dir only", shot, len(data))
+			kept := filepath.Join(os.TempDir(), fmt.Sprintf("strait-meshpage-%d.png", os.Getpid()))
+			if err := os.WriteFile(kept, data, 0o644); err == nil {
+				t.Logf("screenshot kept in %s", kept)
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,6 +171,11 @@ func run(ctx context.Context, f flags, lookupEnv func(string) (string, bool)) er
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Zero (a flags value built in a test) means the mesh page's default.
+	f.meshScrapeInterval, f.meshWindow = cmp.Or(f.meshScrapeInterval, 5*time.Second), cmp.Or(f.meshWindow, time.Minute)
+	if f.meshScrapeInterval < 0 || f.meshWindow < 2*f.meshScrapeInterval {
+		return fmt.Errorf("--mesh-scrape-interval %s, --mesh-window %s: want an interval above 0 and a window of at least two intervals (a rate compares two scrapes)", f.meshScrapeInterval, f.meshWindow)
+	}
 
 	push, err := pushSettingsFromEnv(lookupEnv)
 	if err != nil {

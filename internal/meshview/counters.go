@@ -10,12 +10,21 @@ import (
 // The metrics the page reads: Istio's standard HTTP/gRPC request count and
 // duration histogram (https://istio.io/latest/docs/reference/config/metrics/).
 const (
-	requestsTotal   = "istio_requests_total"
-	durationBuckets = "istio_request_duration_milliseconds_bucket"
+	requestsTotal      = "istio_requests_total"
+	durationBuckets    = "istio_request_duration_milliseconds_bucket"
+	tcpSentBytes       = "istio_tcp_sent_bytes_total"
+	tcpReceivedBytes   = "istio_tcp_received_bytes_total"
+	tcpConnectionsOpen = "istio_tcp_connections_opened_total"
 )
 
 // wantedMetric is the filter ParseText applies to a scrape.
-func wantedMetric(name string) bool { return name == requestsTotal || name == durationBuckets }
+func wantedMetric(name string) bool {
+	switch name {
+	case requestsTotal, durationBuckets, tcpSentBytes, tcpReceivedBytes, tcpConnectionsOpen:
+		return true
+	}
+	return false
+}
 
 // Workload is a node of the graph: a workload in its namespace, as the
 // istio_* labels name it ("unknown" for a peer outside the mesh).
@@ -60,6 +69,9 @@ type Counters struct {
 	// Buckets is istio_request_duration_milliseconds_bucket summed over
 	// its other labels: cumulative count by upper bound (le, +Inf included).
 	Buckets map[float64]float64
+	// TCPBytes (sent and received) and TCPConnections (opened) come from
+	// istio_tcp_*: the traffic of TCP services, which has no requests.
+	TCPBytes, TCPConnections float64
 	// Services are the destination_service_name values seen.
 	Services []string
 }
@@ -80,6 +92,10 @@ func countersFromSamples(samples []Sample) map[reportedEdge]*Counters {
 			c = &Counters{Buckets: map[float64]float64{}}
 			out[k] = c
 		}
+		if svc := l["destination_service_name"]; svc != "" && svc != "unknown" && !slices.Contains(c.Services, svc) {
+			c.Services = append(c.Services, svc)
+			slices.Sort(c.Services)
+		}
 		return c
 	}
 	for _, s := range samples {
@@ -90,10 +106,10 @@ func countersFromSamples(samples []Sample) map[reportedEdge]*Counters {
 			if strings.HasPrefix(s.Labels["response_code"], "5") {
 				c.ServerErrors += s.Value
 			}
-			if svc := s.Labels["destination_service_name"]; svc != "" && svc != "unknown" && !slices.Contains(c.Services, svc) {
-				c.Services = append(c.Services, svc)
-				slices.Sort(c.Services)
-			}
+		case tcpSentBytes, tcpReceivedBytes:
+			get(s.Labels).TCPBytes += s.Value
+		case tcpConnectionsOpen:
+			get(s.Labels).TCPConnections += s.Value
 		case durationBuckets:
 			le, err := strconv.ParseFloat(s.Labels["le"], 64)
 			if err != nil {
@@ -114,11 +130,16 @@ func orUnknown(s string) string {
 
 // delta returns newer's increase over older for one reported edge. A
 // counter that went down was reset (the proxy restarted): its increase is
-// its new value, as Prometheus's rate() treats resets. older nil means the
-// edge was not there yet: it started at zero.
+// its new value, as Prometheus's rate() treats resets (the request count
+// decides for the 5xx count and the buckets). older nil means the edge was
+// not there yet: it started at zero.
 func delta(older, newer *Counters) Counters {
-	d := Counters{Buckets: map[float64]float64{}, Services: newer.Services}
-	if older == nil || newer.Requests < older.Requests {
+	if older == nil {
+		older = &Counters{}
+	}
+	d := Counters{Buckets: map[float64]float64{}, Services: newer.Services,
+		TCPBytes: increase(older.TCPBytes, newer.TCPBytes), TCPConnections: increase(older.TCPConnections, newer.TCPConnections)}
+	if newer.Requests < older.Requests {
 		d.Requests, d.ServerErrors = newer.Requests, newer.ServerErrors
 		for le, v := range newer.Buckets {
 			d.Buckets[le] = v
@@ -133,10 +154,20 @@ func delta(older, newer *Counters) Counters {
 	return d
 }
 
+// increase is a counter's increase from o to n, n itself after a reset.
+func increase(o, n float64) float64 {
+	if n < o {
+		return n
+	}
+	return n - o
+}
+
 // add adds o into c.
 func (c *Counters) add(o Counters) {
 	c.Requests += o.Requests
 	c.ServerErrors += o.ServerErrors
+	c.TCPBytes += o.TCPBytes
+	c.TCPConnections += o.TCPConnections
 	if c.Buckets == nil {
 		c.Buckets = map[float64]float64{}
 	}

@@ -29,6 +29,11 @@ type Edge struct {
 	// Rate is requests per second (the sum of each reporting proxy's
 	// increase over its own interval).
 	Rate float64
+	// TCPBytes and TCPConnections are the bytes sent and received and the
+	// connections opened over the window (istio_tcp_*); ByteRate and
+	// ConnectionRate are their rates, summed as Rate is.
+	TCPBytes, TCPConnections float64
+	ByteRate, ConnectionRate float64
 	// P99 is the 99th percentile of istio_request_duration_milliseconds,
 	// NaN without observations.
 	P99 float64
@@ -59,9 +64,9 @@ type Graph struct {
 // the source's, as Kiali's graph does.
 func Build(scrapes map[string][]ProxyScrape) Graph {
 	type sum struct {
-		c      Counters
-		rate   float64
-		window time.Duration
+		c                        Counters
+		rate, byteRate, connRate float64
+		window                   time.Duration
 	}
 	byReporter := map[reportedEdge]*sum{}
 	for _, list := range scrapes {
@@ -82,6 +87,8 @@ func Build(scrapes map[string][]ProxyScrape) Graph {
 			}
 			s.c.add(d)
 			s.rate += d.Requests / dt.Seconds()
+			s.byteRate += d.TCPBytes / dt.Seconds()
+			s.connRate += d.TCPConnections / dt.Seconds()
 			s.window = max(s.window, dt)
 		}
 	}
@@ -110,6 +117,7 @@ func Build(scrapes map[string][]ProxyScrape) Graph {
 			EdgeKey: k.EdgeKey, Reporter: k.Reporter,
 			Requests: s.c.Requests, ServerErrors: s.c.ServerErrors,
 			Window: s.window, Rate: s.rate, P99: Quantile(0.99, s.c.Buckets), Services: services,
+			TCPBytes: s.c.TCPBytes, TCPConnections: s.c.TCPConnections, ByteRate: s.byteRate, ConnectionRate: s.connRate,
 		}
 	}
 	var g Graph

@@ -91,6 +91,21 @@ func TestBuild(t *testing.T) {
 			want: []Edge{{EdgeKey: EdgeKey{client, server}, Reporter: "destination", Requests: 40, ServerErrors: 10, Window: 10 * time.Second, Rate: 2 + 4, P99: math.NaN(), Services: []string{"svc-server"}}},
 		},
 		{
+			name: "TCP traffic: bytes both ways and connections opened, reset per counter",
+			scrapes: func(t *testing.T) map[string][]ProxyScrape {
+				tcp := func(sent, received, opened float64) string {
+					l := `{reporter="destination",source_workload="client",source_workload_namespace="demo",destination_workload="server",destination_workload_namespace="demo",destination_service_name="svc-server"}`
+					return fmt.Sprintf("istio_tcp_sent_bytes_total%s %g\nistio_tcp_received_bytes_total%s %g\nistio_tcp_connections_opened_total%s %g\nistio_tcp_connections_closed_total%s 99\n", l, sent, l, received, l, opened, l)
+				}
+				return map[string][]ProxyScrape{"server": {
+					scrapeOf(t, 0, tcp(1000, 500, 3)),
+					scrapeOf(t, 10*time.Second, tcp(4000, 2500, 1)), // connections reset: 1 opened since
+				}}
+			},
+			want: []Edge{{EdgeKey: EdgeKey{client, server}, Reporter: "destination", Window: 10 * time.Second, P99: math.NaN(), Services: []string{"svc-server"},
+				TCPBytes: 5000, TCPConnections: 1, ByteRate: 500, ConnectionRate: 0.1}},
+		},
+		{
 			name: "a counter reset counts from zero",
 			scrapes: func(t *testing.T) map[string][]ProxyScrape {
 				return map[string][]ProxyScrape{"server": {
@@ -116,7 +131,8 @@ func TestBuild(t *testing.T) {
 			for i, w := range tt.want {
 				e := g.Edges[i]
 				if e.EdgeKey != w.EdgeKey || e.Reporter != w.Reporter || e.Requests != w.Requests || e.ServerErrors != w.ServerErrors ||
-					e.Window != w.Window || math.Abs(e.Rate-w.Rate) > 1e-9 || fmt.Sprint(e.Services) != fmt.Sprint(w.Services) {
+					e.Window != w.Window || math.Abs(e.Rate-w.Rate) > 1e-9 || fmt.Sprint(e.Services) != fmt.Sprint(w.Services) ||
+					e.TCPBytes != w.TCPBytes || e.TCPConnections != w.TCPConnections || math.Abs(e.ByteRate-w.ByteRate) > 1e-9 || math.Abs(e.ConnectionRate-w.ConnectionRate) > 1e-9 {
 					t.Errorf("edge %d:\ngot  %+v\nwant %+v", i, e, w)
 				}
 				if math.IsNaN(w.P99) != math.IsNaN(e.P99) || (!math.IsNaN(w.P99) && math.Abs(e.P99-w.P99) > 0.01) {
@@ -137,7 +153,7 @@ func TestBuildFormats(t *testing.T) {
 	}
 	e := g.Edges[0]
 	// 40 requests in 8s, 8 of them 503; all 40 in (1, 5]: p99 at 1 + 4·39.6/40.
-	for got, want := range map[string]string{FormatRate(e): "5.00 rps", FormatSuccess(e): "80.0%", FormatP99(e): "5.0 ms", EdgeColour(e): ColourFailing} {
+	for got, want := range map[string]string{FormatRate(e): "5.00 rps", FormatSuccess(e): "80.0%", FormatP99(e): "5.0 ms", EdgeColour(e): ColourFailing, FormatTCP(e): "-"} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
 		}

@@ -100,7 +100,7 @@ func proxyRows(cons []debugapi.ConnectionStatus, scrapes map[string]ScrapeStatus
 }
 
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
-	"rate": FormatRate, "success": FormatSuccess, "p99": FormatP99,
+	"rate": FormatRate, "success": FormatSuccess, "p99": FormatP99, "tcp": FormatTCP,
 	"colour": EdgeColour,
 	"secs":   func(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) },
 	"ago": func(now, t time.Time) string {
@@ -127,13 +127,13 @@ td.n{text-align:right}
 <body>
 {{.SVG}}
 <section>
-<p id="summary">Rates over the last {{secs .Window}} of the proxies' istio_requests_total and istio_request_duration_milliseconds (reporter="destination" where the destination has a proxy, else "source"); success is the share of non-5xx responses; {{.Rounds}} scrape rounds of port {{.Port}} every {{secs .Interval}}, page refreshed every {{.Refresh}}s.</p>
+<p id="summary">Rates over the last {{secs .Window}} of the proxies' istio_requests_total, istio_request_duration_milliseconds and istio_tcp_* (reporter="destination" where the destination has a proxy, else "source"); success is the share of non-5xx responses; {{.Rounds}} scrape rounds of port {{.Port}} every {{secs .Interval}}, page refreshed every {{.Refresh}}s.</p>
 <h2>Edges</h2>
-<table id="edges"><tr><th>source</th><th>destination</th><th>services</th><th>requests</th><th>5xx</th><th>over</th><th>rate</th><th>success</th><th>p99</th><th>reporter</th></tr>
+<table id="edges"><tr><th>source</th><th>destination</th><th>services</th><th>requests</th><th>5xx</th><th>over</th><th>rate</th><th>success</th><th>p99</th><th>TCP</th><th>reporter</th></tr>
 {{- range .Graph.Edges}}
-<tr class="edge" data-source="{{.Source}}" data-destination="{{.Destination}}"><td>{{.Source}}</td><td>{{.Destination}}</td><td>{{range $i, $s := .Services}}{{if $i}}, {{end}}{{$s}}{{end}}</td><td class="n requests">{{printf "%.0f" .Requests}}</td><td class="n errors">{{printf "%.0f" .ServerErrors}}</td><td class="n window">{{printf "%.2fs" .Window.Seconds}}</td><td class="n rate">{{rate .}}</td><td class="n success" style="color:{{colour .}}">{{success .}}</td><td class="n p99">{{p99 .}}</td><td>{{.Reporter}}</td></tr>
+<tr class="edge" data-source="{{.Source}}" data-destination="{{.Destination}}"><td>{{.Source}}</td><td>{{.Destination}}</td><td>{{range $i, $s := .Services}}{{if $i}}, {{end}}{{$s}}{{end}}</td><td class="n requests">{{printf "%.0f" .Requests}}</td><td class="n errors">{{printf "%.0f" .ServerErrors}}</td><td class="n window">{{printf "%.2fs" .Window.Seconds}}</td><td class="n rate">{{rate .}}</td><td class="n success" style="color:{{colour .}}">{{success .}}</td><td class="n p99">{{p99 .}}</td><td class="n tcp">{{tcp .}}</td><td>{{.Reporter}}</td></tr>
 {{- else}}
-<tr><td colspan="10">no traffic in the window</td></tr>
+<tr><td colspan="11">no traffic in the window</td></tr>
 {{- end}}
 </table>
 <h2>Proxies</h2>

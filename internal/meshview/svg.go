@@ -9,19 +9,26 @@ import (
 )
 
 // Edge colours by success rate, Kiali's traffic colours: an edge with
-// 5xx above 5% is red, above 1% orange, else green; grey without traffic
-// in the window.
+// 5xx above 5% is red, above 1% orange, else green; an edge with TCP
+// traffic only is blue, as Kiali draws TCP; grey without traffic in the
+// window.
 const (
 	ColourOK       = "#2e8b57"
 	ColourDegraded = "#e69500"
 	ColourFailing  = "#d62728"
+	ColourTCP      = "#1f77b4"
 	ColourIdle     = "#9e9e9e"
 )
+
+// tcpOnly reports whether the edge carried TCP traffic and no request.
+func tcpOnly(e Edge) bool { return e.Requests == 0 && (e.TCPBytes > 0 || e.TCPConnections > 0) }
 
 // EdgeColour is the stroke colour of an edge.
 func EdgeColour(e Edge) string {
 	sr := e.SuccessRate()
 	switch {
+	case tcpOnly(e):
+		return ColourTCP
 	case math.IsNaN(sr):
 		return ColourIdle
 	case sr < 0.95:
@@ -35,6 +42,25 @@ func EdgeColour(e Edge) string {
 // FormatRate prints an edge's rate in requests per second, as the page
 // and its labels show it.
 func FormatRate(e Edge) string { return fmt.Sprintf("%.2f rps", e.Rate) }
+
+// FormatTCP prints an edge's TCP byte and connection rates, "-" without
+// TCP traffic.
+func FormatTCP(e Edge) string {
+	if e.TCPBytes == 0 && e.TCPConnections == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s/s · %.2f conn/s", formatBytes(e.ByteRate), e.ConnectionRate)
+}
+
+func formatBytes(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.1f MB", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1f kB", v/1e3)
+	}
+	return fmt.Sprintf("%.0f B", v)
+}
 
 // FormatSuccess prints the success rate with one decimal.
 func FormatSuccess(e Edge) string {
@@ -99,7 +125,7 @@ func RenderSVG(g Graph, title string) (template.HTML, error) {
 		Edges        []svgEdge
 	}{W: CanvasWidth, H: CanvasHeight, R: NodeRadius, NameDY: NodeRadius + 18, NsDY: NodeRadius + 34, Title: title,
 		Empty: "No traffic in the window yet: rates appear after two scrapes of a proxy that served requests."}
-	for _, c := range []string{ColourOK, ColourDegraded, ColourFailing, ColourIdle} {
+	for _, c := range []string{ColourOK, ColourDegraded, ColourFailing, ColourTCP, ColourIdle} {
 		data.Colours = append(data.Colours, struct{ ID, Colour string }{c[1:], c})
 	}
 	for _, n := range g.Nodes {
@@ -133,13 +159,16 @@ func RenderSVG(g Graph, title string) (template.HTML, error) {
 			services = " (" + strings.Join(e.Services, ", ") + ")"
 		}
 		label := FormatRate(e) + " · " + FormatSuccess(e) + " · p99 " + FormatP99(e)
+		if tcpOnly(e) {
+			label = FormatTCP(e)
+		}
 		data.Edges = append(data.Edges, svgEdge{
 			X1: round1(a.X + ux*start + nx), Y1: round1(a.Y + uy*start + ny),
 			X2: round1(b.X - ux*end + nx), Y2: round1(b.Y - uy*end + ny),
 			LX: round1((a.X+b.X)/2 + nx*3), LY: round1((a.Y+b.Y)/2 + ny*3 - 10),
 			Colour: EdgeColour(e), Label: label,
-			Title: fmt.Sprintf("%s → %s%s: %.0f requests, %.0f 5xx over %s, reported by %s",
-				e.Source, e.Destination, services, e.Requests, e.ServerErrors, e.Window.Round(100_000_000), e.Reporter),
+			Title: fmt.Sprintf("%s → %s%s: %.0f requests, %.0f 5xx, %.0f TCP bytes, %.0f TCP connections over %s, reported by %s",
+				e.Source, e.Destination, services, e.Requests, e.ServerErrors, e.TCPBytes, e.TCPConnections, e.Window.Round(100_000_000), e.Reporter),
 		})
 	}
 	var buf bytes.Buffer

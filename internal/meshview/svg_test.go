@@ -13,8 +13,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
-// TestRenderSVGGolden: the graph of three workloads (a failing edge, the
-// healthy reply edge beside it, a degraded one and one without traffic)
+// TestRenderSVGGolden: the graph of four workloads (a failing edge, the
+// healthy reply edge beside it, a degraded one, a TCP one and one without
+// traffic)
 // drawn as testdata/graph.svg.golden.
 func TestRenderSVGGolden(t *testing.T) {
 	client, server, db := Workload{"demo", "client"}, Workload{"demo", "server"}, Workload{"data", "db"}
@@ -26,6 +27,7 @@ func TestRenderSVGGolden(t *testing.T) {
 			{EdgeKey: EdgeKey{server, client}, Reporter: "destination", Requests: 100, Window: 10 * time.Second, Rate: 10, P99: 2, Services: []string{"client"}},
 			{EdgeKey: EdgeKey{server, db}, Reporter: "source", Requests: 100, ServerErrors: 2, Window: 10 * time.Second, Rate: 10, P99: math.NaN(), Services: []string{"db"}},
 			{EdgeKey: EdgeKey{unknown, server}, Reporter: "destination", Window: 10 * time.Second, P99: math.NaN()},
+			{EdgeKey: EdgeKey{client, db}, Reporter: "destination", Window: 10 * time.Second, P99: math.NaN(), TCPBytes: 25000, TCPConnections: 5, ByteRate: 2500, ConnectionRate: 0.5},
 		},
 	}
 	got, err := RenderSVG(g, "Strait mesh <test> & co")

@@ -7,12 +7,14 @@ import (
 	"image"
 	"image/png"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,13 +24,15 @@ import (
 )
 
 // TestMeshPage: straitd's mesh page over a real local mesh, read by a real
-// browser. After a first scrape of both sidecars, the client sends 40
-// requests that the server answers 200 and 10 it answers 500; straitd
-// scrapes the server sidecar's istio_* metrics again and the page, loaded
-// by headless Chromium, shows the edge client → echo-v1 with 50 requests,
-// 80.0% success and 50 requests over its window as the rate (DOM), drawn
-// in the failing colour between the two workloads' positions of the
-// deterministic layout (screenshot), and both proxies' xDS types SYNCED.
+// browser. After a first scrape of the three sidecars, the client sends 40
+// requests that echo-v1 answers 200 and 10 it answers 500, and 5
+// connections to raw's TCP service; straitd scrapes the sidecars'
+// istio_* metrics again and the page, loaded by headless Chromium, shows
+// the edge client → echo-v1 with 50 requests, 80.0% success and 50
+// requests over its window as the rate, and client → raw with TCP bytes
+// and connections (DOM); the first drawn in the failing colour and the
+// second in the TCP colour between the workloads' positions of the
+// deterministic layout (screenshot); every proxy's xDS types SYNCED.
 func TestMeshPage(t *testing.T) {
 	requireMesh(t)
 	chromium := testreq.Binary(t, "chromium", "chromium")
@@ -40,17 +44,20 @@ func TestMeshPage(t *testing.T) {
 		Workloads: []localmesh.Workload{
 			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 			echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+			echoPod("raw", "demo", "10.99.0.12", "raw"),
 		},
 	})
 	client := m.Pod("client")
 	c := client.NewHTTPClient(false)
 	waitOK(ctx, t, c, localmesh.DemoURL)
+	const tcpURL = "http://240.240.0.11:9000/" // echo-tcp: a TCP service
+	waitOK(ctx, t, c, tcpURL)
 	pageURL := "http://" + m.MonitoringAddr() + meshview.Path
 
 	// The first view starts the scrapes; the traffic comes once both
 	// sidecars have a scrape to compare with.
 	rounds := regexp.MustCompile(`(\d+) scrape rounds`)
-	waitFor(ctx, t, 30*time.Second, "a first scrape of both sidecars", func() error {
+	waitFor(ctx, t, 30*time.Second, "a first scrape of the sidecars", func() error {
 		page, err := getPage(ctx, pageURL)
 		if err != nil {
 			return err
@@ -62,8 +69,8 @@ func TestMeshPage(t *testing.T) {
 		if n, _ := strconv.Atoi(string(mm[1])); n < 1 {
 			return fmt.Errorf("%d scrape rounds", n)
 		}
-		if bytes.Contains(page, []byte(`class="err"`)) || bytes.Count(page, []byte(`ago</td></tr>`)) != 2 {
-			return fmt.Errorf("the proxies are not both scraped:\n%s", proxyTable(page))
+		if bytes.Contains(page, []byte(`class="err"`)) || bytes.Count(page, []byte(`ago</td></tr>`)) != 3 {
+			return fmt.Errorf("the proxies are not all scraped:\n%s", proxyTable(page))
 		}
 		return nil
 	})
@@ -81,8 +88,15 @@ func TestMeshPage(t *testing.T) {
 			t.Fatalf("request %d: %v, want status %d", i, r, want)
 		}
 	}
+	// A connection per request: each one is opened, closed and reported.
+	for i := range 5 {
+		if r := send(ctx, client.NewHTTPClient(false), "GET", tcpURL, "", nil); r.err != nil || r.status != 200 {
+			t.Fatalf("TCP service, request %d: %v", i, r)
+		}
+	}
 
 	edge := regexp.MustCompile(`(?s)<tr class="edge" data-source="demo/client" data-destination="demo/echo-v1">(.*?)</tr>`)
+	tcpEdge := regexp.MustCompile(`(?s)<tr class="edge" data-source="demo/client" data-destination="demo/raw">(.*?)</tr>`)
 	cell := func(row []byte, class string) string {
 		mm := regexp.MustCompile(`<td class="n ` + class + `"[^>]*>([^<]*)</td>`).FindSubmatch(row)
 		if mm == nil {
@@ -98,6 +112,9 @@ func TestMeshPage(t *testing.T) {
 		mm := edge.FindSubmatch(page)
 		if mm == nil || cell(mm[1], "requests") != "50" {
 			return fmt.Errorf("no edge demo/client → demo/echo-v1 with 50 requests:\n%s", edgeTable(page))
+		}
+		if mm := tcpEdge.FindSubmatch(page); mm == nil || !strings.HasSuffix(cell(mm[1], "tcp"), " conn/s") {
+			return fmt.Errorf("no TCP edge demo/client → demo/raw:\n%s", edgeTable(page))
 		}
 		return nil
 	})
@@ -135,7 +152,18 @@ func TestMeshPage(t *testing.T) {
 	if p := cell(row, "p99"); p == "-" || p == "" {
 		t.Errorf("p99 %q, want a latency", p)
 	}
-	for _, pod := range []string{"client", "echo-v1"} {
+	tr := tcpEdge.FindSubmatch(dom)
+	if tr == nil {
+		t.Fatalf("the browser's DOM has no edge demo/client → demo/raw:\n%s", edgeTable(dom))
+	}
+	t.Logf("TCP edge: requests %s, %s", cell(tr[1], "requests"), cell(tr[1], "tcp"))
+	if got := cell(tr[1], "requests"); got != "0" {
+		t.Errorf("TCP edge: requests %q, want 0", got)
+	}
+	if got := cell(tr[1], "tcp"); !strings.HasSuffix(got, " conn/s") || strings.HasPrefix(got, "0 B/s") {
+		t.Errorf("TCP edge: %q, want its bytes and connections per second", got)
+	}
+	for _, pod := range []string{"client", "echo-v1", "raw"} {
 		pr := regexp.MustCompile(`(?s)<tr class="proxy" data-proxy="sidecar~[^~]+~` + regexp.QuoteMeta(pod) + `\.demo~[^"]*">(.*?)</tr>`).FindSubmatch(dom)
 		if pr == nil {
 			t.Errorf("no proxy row for %s:\n%s", pod, proxyTable(dom))
@@ -146,33 +174,43 @@ func TestMeshPage(t *testing.T) {
 		}
 	}
 
-	// What the browser draws: the edge's colour along the line between
-	// the two workloads, which the layout places deterministically (the
-	// graph's nodes sorted: demo/client first, on the left).
+	// What the browser draws: each edge's colour along the line between
+	// its workloads, which the layout places deterministically (the
+	// graph's nodes sorted: demo/client, demo/echo-v1, demo/raw). The
+	// middle of a line, under its label, is not looked at.
 	shot := filepath.Join(dir, "mesh.png")
 	runChromium(ctx, t, chromium, dir, "--screenshot="+shot, "--window-size=1000,800", pageURL)
 	img := decodePNG(t, shot)
-	pos := meshview.Layout(2)
-	from, to := pos[0], pos[1]
-	red := hexColour(t, meshview.ColourFailing)
-	onLine, samples := 0, 0
-	for i := 1; i < 20; i++ {
-		f := float64(i) / 20
-		x, y := from.X+(to.X-from.X)*f, from.Y+(to.Y-from.Y)*f
-		if dist := (to.X - from.X) * f; dist < meshview.NodeRadius+8 || (to.X-from.X)-dist < meshview.NodeRadius+12 {
-			continue // inside a node or under the arrow head
+	pos := meshview.Layout(3)
+	for _, line := range []struct {
+		name     string
+		from, to meshview.Point
+		colour   string
+	}{
+		{"client → echo-v1", pos[0], pos[1], meshview.ColourFailing},
+		{"client → raw", pos[0], pos[2], meshview.ColourTCP},
+	} {
+		want := hexColour(t, line.colour)
+		onLine, samples := 0, 0
+		length := math.Hypot(line.to.X-line.from.X, line.to.Y-line.from.Y)
+		for i := 1; i < 40; i++ {
+			f := float64(i) / 40
+			if d := f * length; d < meshview.NodeRadius+8 || length-d < meshview.NodeRadius+14 || (f > 0.3 && f < 0.7) {
+				continue // inside a node, under the arrow head or the label
+			}
+			samples++
+			x, y := line.from.X+(line.to.X-line.from.X)*f, line.from.Y+(line.to.Y-line.from.Y)*f
+			if near(img.At(int(math.Round(x)), int(math.Round(y))), want) {
+				onLine++
+			}
 		}
-		samples++
-		if near(img.At(int(x), int(y)), red) {
-			onLine++
+		if samples == 0 || onLine < samples*9/10 {
+			t.Errorf("%s: the edge's colour %s at %d of %d points between %v and %v, want nearly all", line.name, line.colour, onLine, samples, line.from, line.to)
 		}
 	}
-	if samples == 0 || onLine < samples*9/10 {
-		t.Errorf("the edge's colour %s at %d of %d points between %v and %v, want nearly all (%s)", meshview.ColourFailing, onLine, samples, from, to, shot)
-	}
-	// And nowhere else: well below the line the canvas is blank.
-	if near(img.At(int((from.X+to.X)/2), int(from.Y)+120), red) {
-		t.Errorf("the edge's colour away from the edge: the screenshot is not the graph")
+	// And nowhere else: far from the edges the canvas is blank.
+	if p := img.At(meshview.CanvasWidth-40, meshview.CanvasHeight-40); near(p, hexColour(t, meshview.ColourFailing)) || near(p, hexColour(t, meshview.ColourTCP)) {
+		t.Errorf("an edge's colour away from the edges: the screenshot is not the graph")
 	}
 	if t.Failed() {
 		// The temp dir goes with the test: keep the screenshot to look at.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/locality"
+	"github.com/straitmesh/strait/internal/promscrape"
 	"github.com/straitmesh/strait/internal/proxypush"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 )
@@ -83,6 +84,10 @@ type Config struct {
 	// for a gateway (`proxy router`), whose listeners straitd builds from
 	// the Gateways that select it.
 	ProxyType proxypush.NodeType
+	// AppMetrics are the app's metrics endpoints that 15020's
+	// /stats/prometheus merges (ISTIO_PROMETHEUS_ANNOTATIONS, set by the
+	// injector); none for a gateway, as pilot-agent.
+	AppMetrics []promscrape.Target
 }
 
 // Sources says where Load reads from. Zero fields take the process's own
@@ -227,6 +232,11 @@ func Load(src Sources) (*Config, error) {
 		c.DrainDuration = d
 	}
 
+	if v, ok := src.LookupEnv(promscrape.EnvVar); ok && c.ProxyType == proxypush.SidecarProxy {
+		if c.AppMetrics, err = promscrape.AgentTargets(v, int(c.Proxy.GetStatusPort())); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.applyDNSCapture(); err != nil {
 		return nil, err
 	}

@@ -93,6 +93,21 @@ func TestLoadDefaults(t *testing.T) {
 	}
 }
 
+// TestLoadAppMetrics: the injector's ISTIO_PROMETHEUS_ANNOTATIONS become
+// the app endpoints the agent merges, with pilot-agent's defaults.
+func TestLoadAppMetrics(t *testing.T) {
+	c, err := fixture{env: map[string]string{"ISTIO_PROMETHEUS_ANNOTATIONS": `{"scrape":"true","path":"","port":"9102"}`}}.load(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.AppMetrics) != 1 || c.AppMetrics[0].Port != "9102" || c.AppMetrics[0].Path != "/metrics" {
+		t.Errorf("AppMetrics = %+v, want [{9102 /metrics}]", c.AppMetrics)
+	}
+	if c, err := (fixture{}).load(t); err != nil || c.AppMetrics != nil {
+		t.Errorf("without the variable: %+v, %v", c.AppMetrics, err)
+	}
+}
+
 func TestLoadMergeOrder(t *testing.T) {
 	five := 5
 	c, err := fixture{
@@ -156,6 +171,8 @@ func TestLoadErrors(t *testing.T) {
 		{"bad drain", fixture{env: map[string]string{"MINIMUM_DRAIN_DURATION": "5"}}, `MINIMUM_DRAIN_DURATION: "5" is not a non-negative duration`},
 		{"long socket", fixture{env: map[string]string{"XDS_SOCKET_PATH": "/" + strings.Repeat("x", 120)}}, "XDS_SOCKET_PATH: "},
 		{"bad domain", fixture{domain: "a~b"}, "--domain"},
+		{"app metrics on the status port", fixture{env: map[string]string{"ISTIO_PROMETHEUS_ANNOTATIONS": `{"port":"15020"}`}}, "ISTIO_PROMETHEUS_ANNOTATIONS: port 15020 is the agent's status port"},
+		{"app metrics not JSON", fixture{env: map[string]string{"ISTIO_PROMETHEUS_ANNOTATIONS": "8080"}}, "ISTIO_PROMETHEUS_ANNOTATIONS: \"8080\" is not a scrape configuration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -195,6 +195,7 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	say("==> mesh up in %s (each sidecar has a certificate for its namespace and serviceAccount; straitd monitoring on %s, logs in %s/logs)",
 		time.Since(start).Round(time.Millisecond), m.MonitoringAddr(), m.WorkDir())
 	printPods(out, st, "ready")
+	printScrapeTargets(out, st)
 	if len(plan.Gateways) > 0 {
 		say("\nGateways, reachable from this host (strait-agent proxy router in the pod, no capture):")
 		for _, name := range slices.Sorted(maps.Keys(plan.Gateways)) {

@@ -119,6 +119,10 @@ type Workload struct {
 	// the ports of the Gateways that select the pod's WorkloadEntry on
 	// the pod's address, which the host reaches over the bridge.
 	Gateway bool
+	// AppMetrics is the agent's ISTIO_PROMETHEUS_ANNOTATIONS: the app's
+	// metrics endpoint (JSON, Istio's scrape configuration) that the
+	// agent merges into 15020's /stats/prometheus (appmetrics.go).
+	AppMetrics string
 }
 
 // serviceAccount is the workload's service account.

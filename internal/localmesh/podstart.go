@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/straitmesh/strait/internal/netns"
+	"github.com/straitmesh/strait/internal/promscrape"
 )
 
 // capture installs the pod's capture rules (strait-agent iptables), as
@@ -83,6 +84,9 @@ func (m *Mesh) startAgent(ctx context.Context, p *Pod, view PodView, discovery s
 	}
 	if m.opts.DNSCapture {
 		env = append(env, "ISTIO_META_DNS_CAPTURE=true")
+	}
+	if p.AppMetrics != "" && !p.Gateway {
+		env = append(env, promscrape.EnvVar+"="+p.AppMetrics)
 	}
 	env = append(env, m.opts.AgentEnv...)
 	// The agent and the proxy run as the pod's proxy user. In TPROXY mode

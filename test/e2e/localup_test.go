@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -213,6 +215,28 @@ func TestLocalUp(t *testing.T) {
 		}
 		if counts["custom"] != 3 || replies[0].Reply.Pod != "tool" {
 			t.Errorf("tool pod answered %v (pod %q), want version custom from pod tool", counts, replies[0].Reply.Pod)
+		}
+	})
+
+	t.Run("scrape targets", func(t *testing.T) {
+		// local up names each pod's merged metrics; from the host, echo-v1's
+		// hold its proxy's istio_requests_total and, since its WorkloadEntry
+		// says prometheus.io/port 9102, its app's own metrics after them.
+		url := "http://10.213.77.11:15020/stats/prometheus"
+		if !strings.Contains(out.String(), "echo-v1: "+url) || !strings.Contains(out.String(), "straitd: http://") {
+			t.Errorf("local up does not print the scrape targets")
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text := string(body)
+		proxyAt, appAt := strings.Index(text, "istio_requests_total{"), strings.Index(text, `strait_echo_requests_total{code="200"}`)
+		if resp.StatusCode != http.StatusOK || proxyAt < 0 || appAt < proxyAt {
+			t.Errorf("%s: %s; want istio_requests_total, then the app's strait_echo_requests_total (at %d, %d)", url, resp.Status, proxyAt, appAt)
 		}
 	})
 

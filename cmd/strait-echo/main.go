@@ -135,7 +135,7 @@ func run(args []string) error {
 		}
 		lns = append(lns, ln)
 	}
-	var handler http.Handler = newHandler(*version, *pod, *status)
+	handler := newHandler(*version, *pod, *status)
 	var servers []*http.Server
 	if *metricsAddr != "" {
 		ln, err := net.Listen("tcp", *metricsAddr)

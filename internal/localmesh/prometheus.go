@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -142,6 +143,8 @@ func StartPrometheus(ctx context.Context, opts PrometheusOptions) (*Prometheus, 
 	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// It dies with its parent, even one that is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		os.RemoveAll(dir)
@@ -174,7 +177,10 @@ func (p *Prometheus) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("prometheus exited: %v", p.err)
+			if p.err == nil {
+				return errors.New("prometheus exited")
+			}
+			return fmt.Errorf("prometheus exited: %w", p.err)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):

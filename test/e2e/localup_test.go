@@ -85,7 +85,13 @@ func TestLocalUp(t *testing.T) {
 	}
 
 	var out syncBuffer
-	up := exec.Command(straitctl, "local", "up", "--config-dir", cfg, "--bin-dir", binDir, "--state-dir", stateDir)
+	upArgs := []string{"local", "up", "--config-dir", cfg, "--bin-dir", binDir, "--state-dir", stateDir}
+	_, promErr := exec.LookPath("prometheus")
+	var promURL string // the Prometheus of --prometheus, once seen
+	if promErr == nil {
+		upArgs = append(upArgs, "--prometheus")
+	}
+	up := exec.Command(straitctl, upArgs...)
 	up.Stdout, up.Stderr = &out, &out
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
@@ -238,6 +244,38 @@ func TestLocalUp(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || proxyAt < 0 || appAt < proxyAt {
 			t.Errorf("%s: %s; want istio_requests_total, then the app's strait_echo_requests_total (at %d, %d)", url, resp.Status, proxyAt, appAt)
 		}
+		if promErr != nil {
+			t.Log("no prometheus binary: --prometheus not tried")
+			return
+		}
+		// --prometheus: the Prometheus local up started scrapes the four
+		// sidecars and straitd.
+		_, after, ok := strings.Cut(out.String(), "Prometheus scraping them every 5s: ")
+		promURL, _, _ = strings.Cut(after, " ")
+		if !ok || !strings.HasPrefix(promURL, "http://127.0.0.1:") {
+			t.Fatalf("local up --prometheus does not say where its Prometheus is")
+		}
+		waitFor(ctx, t, 60*time.Second, "Prometheus scraping the mesh", func() error {
+			resp, err := http.Get(promURL + "/api/v1/query?query=sum(up)")
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			var r struct {
+				Data struct {
+					Result []struct {
+						Value [2]any `json:"value"`
+					} `json:"result"`
+				} `json:"data"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+				return err
+			}
+			if len(r.Data.Result) != 1 || r.Data.Result[0].Value[1] != "5" {
+				return fmt.Errorf("sum(up) = %v, want 5 (four sidecars and straitd)", r.Data.Result)
+			}
+			return nil
+		})
 	})
 
 	t.Run("exec exit status and refusals", func(t *testing.T) {
@@ -357,6 +395,12 @@ func TestLocalUp(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "everything local up made is gone") {
 			t.Errorf("no teardown line in local up's output")
+		}
+		if promURL != "" {
+			if resp, err := http.Get(promURL + "/-/ready"); err == nil {
+				resp.Body.Close()
+				t.Errorf("the Prometheus of --prometheus still answers on %s", promURL)
+			}
 		}
 		for _, pid := range pids {
 			if _, err := os.Stat(filepath.Join("/proc", pid)); err == nil {

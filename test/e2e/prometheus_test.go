@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os/exec"
@@ -21,7 +22,34 @@ const (
 	dashSlow      = 10
 	dashFailed    = 2
 	dashSlowDelay = "60ms" // Istio's duration buckets: (50, 100] ms
+	dashTCP       = 3      // connections to the TCP service, each writing tcpRequestBytes
 )
+
+// tcpRequestBytes is what each TCP connection of the load writes: a
+// request strait-echo answers, then closes.
+const tcpRequestBytes = "GET /tcp HTTP/1.1\r\nHost: echo-tcp\r\nConnection: close\r\n\r\n"
+
+// tcpRequest opens a connection from the client pod to the TCP service
+// echo-tcp (through the client's sidecar), writes tcpRequestBytes and
+// reads the answer to the end.
+func tcpRequest(ctx context.Context, t *testing.T, client *localmesh.Pod) {
+	t.Helper()
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := client.DialContext(dctx, "tcp", "240.240.0.11:9000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, tcpRequestBytes); err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(conn)
+	if err != nil || !strings.HasPrefix(string(body), "HTTP/1.1 200") {
+		t.Fatalf("TCP request: %v %q", err, body)
+	}
+}
 
 // dashQuery is a panel of Istio's Grafana dashboards
 // (manifests/addons/dashboards in Istio's source), its Grafana variables
@@ -71,6 +99,7 @@ func TestPrometheusDashboards(t *testing.T) {
 	m := startMesh(ctx, t, "telemetry", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
 		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
 		echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+		echoPod("raw", "demo", "10.99.0.12", "raw"),
 	}})
 	prom, err := localmesh.StartPrometheus(ctx, localmesh.PrometheusOptions{Binary: bin, Targets: m.MeshTargets(), ScrapeInterval: time.Second})
 	if err != nil {
@@ -84,17 +113,27 @@ func TestPrometheusDashboards(t *testing.T) {
 	if r := send(ctx, c, "GET", localmesh.DemoURL, "", fail); r.err != nil || r.status != 500 {
 		t.Fatalf("warm-up 500: %v", r)
 	}
+	client := m.Pod("client")
+	tcpRequest(ctx, t, client) // the TCP series exists before the load too
 	// Both series (200 and 500) of each reporter exist before the load,
 	// and t1 is a scrape that saw them: the window [t1, t2] then holds
 	// exactly the load. Each agent is scraped at its own moments, so each
 	// reporter has its own window.
-	sels := map[string]string{
-		"source":      `istio_requests_total{reporter="source",destination_service="echo.demo.svc.cluster.local"}`,
-		"destination": `istio_requests_total{reporter="destination",destination_workload="echo-v1"}`,
+	type window struct {
+		sel          string
+		series       int
+		load         float64
+		t1, t2       time.Time
+		before       float64
+		rangeSeconds string
 	}
-	t1, before := map[string]time.Time{}, map[string]float64{}
-	for rep, sel := range sels {
-		t1[rep], before[rep] = scrapeAfter(ctx, t, prom, sel, time.Now(), func(series int, _ float64) bool { return series == 2 })
+	windows := map[string]*window{
+		"source":      {sel: `istio_requests_total{reporter="source",destination_service="echo.demo.svc.cluster.local"}`, series: 2, load: dashSlow + dashFailed},
+		"destination": {sel: `istio_requests_total{reporter="destination",destination_workload="echo-v1"}`, series: 2, load: dashSlow + dashFailed},
+		"tcp":         {sel: `istio_tcp_received_bytes_total{reporter="source",destination_service="echo-tcp.demo.svc.cluster.local"}`, series: 1, load: dashTCP * float64(len(tcpRequestBytes))},
+	}
+	for _, w := range windows {
+		w.t1, w.before = scrapeAfter(ctx, t, prom, w.sel, time.Now(), func(series int, _ float64) bool { return series == w.series })
 	}
 	for range dashSlow {
 		if r := send(ctx, c, "GET", localmesh.DemoURL, "", http.Header{"X-Echo-Delay": {dashSlowDelay}}); r.err != nil || r.status != 200 {
@@ -106,14 +145,16 @@ func TestPrometheusDashboards(t *testing.T) {
 			t.Fatalf("load: %v", r)
 		}
 	}
+	for range dashTCP {
+		tcpRequest(ctx, t, client)
+	}
 	// The window [t1, t2] starts and ends on a scrape: Prometheus 2 (Debian
 	// bookworm's 2.42) includes both ends of a range, so increase() is the
 	// exact difference, with no extrapolation.
-	t2, window := map[string]time.Time{}, map[string]string{}
-	for rep, sel := range sels {
-		t2[rep], _ = scrapeAfter(ctx, t, prom, sel, t1[rep].Add(time.Millisecond), func(_ int, sum float64) bool { return sum >= before[rep]+dashSlow+dashFailed })
-		window[rep] = fmt.Sprintf("%dms", t2[rep].Sub(t1[rep]).Milliseconds())
-		t.Logf("%s reporter: load window %s from %s", rep, window[rep], t1[rep].Format(time.RFC3339Nano))
+	for name, w := range windows {
+		w.t2, _ = scrapeAfter(ctx, t, prom, w.sel, w.t1.Add(time.Millisecond), func(_ int, sum float64) bool { return sum >= w.before+w.load })
+		w.rangeSeconds = fmt.Sprintf("%dms", w.t2.Sub(w.t1).Milliseconds())
+		t.Logf("%s: load window %s from %s", name, w.rangeSeconds, w.t1.Format(time.RFC3339Nano))
 	}
 
 	const total = dashSlow + dashFailed
@@ -140,9 +181,13 @@ func TestPrometheusDashboards(t *testing.T) {
 		{"istio-workload-dashboard", "Request Duration P50", quantile("0.50", `reporter=~"destination",destination_workload=~"echo-v1", destination_workload_namespace=~"demo"`), "destination", slowBucket},
 		{"istio-workload-dashboard", "Request Duration P99", quantile("0.99", `reporter=~"destination",destination_workload=~"echo-v1", destination_workload_namespace=~"demo"`), "destination", slowBucket},
 	}
+	queries = append(queries, dashQuery{"istio-service-dashboard", "TCP Received Bytes ($qrep=source)",
+		`sum(irate(istio_tcp_received_bytes_total{reporter=~"source", destination_service="echo-tcp.demo.svc.cluster.local"}[$__rate_interval]))`,
+		"tcp", exactly(dashTCP * float64(len(tcpRequestBytes)))})
 	for _, q := range queries {
-		expr := strings.NewReplacer("irate(", "increase(", "rate(", "increase(", "$__rate_interval", window[q.reporter]).Replace(q.expr)
-		res, err := prom.Query(ctx, expr, t2[q.reporter])
+		w := windows[q.reporter]
+		expr := strings.NewReplacer("irate(", "increase(", "rate(", "increase(", "$__rate_interval", w.rangeSeconds).Replace(q.expr)
+		res, err := prom.Query(ctx, expr, w.t2)
 		if err != nil {
 			t.Errorf("%s / %s: %v", q.dashboard, q.panel, err)
 			continue

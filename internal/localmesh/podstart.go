@@ -5,6 +5,7 @@ package localmesh
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -84,6 +85,13 @@ func (m *Mesh) startAgent(ctx context.Context, p *Pod, view PodView, discovery s
 	}
 	if m.opts.DNSCapture {
 		env = append(env, "ISTIO_META_DNS_CAPTURE=true")
+	}
+	if len(p.Labels) > 0 {
+		labels, err := json.Marshal(p.Labels)
+		if err != nil {
+			return err
+		}
+		env = append(env, "ISTIO_METAJSON_LABELS="+string(labels))
 	}
 	if p.AppMetrics != "" && !p.Gateway {
 		env = append(env, promscrape.EnvVar+"="+p.AppMetrics)

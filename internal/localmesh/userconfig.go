@@ -197,6 +197,7 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 				return nil, fmt.Errorf("%s: metadata.annotations[%s] is %q: want \"true\" (run the app as root) or \"false\"", at, AppAsRootAnnotation, v)
 			}
 		}
+		w.Labels = maps.Clone(we.GetLabels())
 		plan.Workloads = append(plan.Workloads, w)
 		plan.Labels[c.Name] = maps.Clone(we.GetLabels())
 		plan.Ports[c.Name] = ports

@@ -244,6 +244,18 @@ func TestLocalUp(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || proxyAt < 0 || appAt < proxyAt {
 			t.Errorf("%s: %s; want istio_requests_total, then the app's strait_echo_requests_total (at %d, %d)", url, resp.Status, proxyAt, appAt)
 		}
+		// The WorkloadEntries' labels reach each agent (ISTIO_METAJSON_LABELS)
+		// and so the peer labels on both sides of a request.
+		labelled := false
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(l, "istio_requests_total{") && strings.Contains(l, `reporter="destination"`) &&
+				strings.Contains(l, `source_app="client"`) && strings.Contains(l, `destination_app="echo"`) && strings.Contains(l, `destination_version="v1"`) {
+				labelled = true
+			}
+		}
+		if !labelled {
+			t.Errorf("echo-v1 has no istio_requests_total line with source_app client and destination_app echo, version v1:\n%s", grepLines(text, "istio_requests_total{"))
+		}
 		if promErr != nil {
 			t.Log("no prometheus binary: --prometheus not tried")
 			return

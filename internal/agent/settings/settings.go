@@ -6,6 +6,7 @@ package settings
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -29,6 +30,9 @@ const (
 	EnvServiceAccount       = "SERVICE_ACCOUNT"
 	EnvProxyConfig          = "PROXY_CONFIG"
 	EnvMinimumDrainDuration = "MINIMUM_DRAIN_DURATION"
+	// EnvMetaJSONLabels carries the pod's labels as a JSON object
+	// (Istio's ISTIO_METAJSON_LABELS).
+	EnvMetaJSONLabels = "ISTIO_METAJSON_LABELS"
 	// EnvXDSSocketPath overrides the xDS proxy's Unix socket
 	// (default CONFIG_PATH/XDS, Istio's ./etc/istio/proxy/XDS).
 	EnvXDSSocketPath = "XDS_SOCKET_PATH"
@@ -181,6 +185,19 @@ func Load(src Sources) (*Config, error) {
 	}
 	if c.Labels, err = readDownwardAPI(filepath.Join(src.PodInfoDir, "labels")); err != nil {
 		return nil, err
+	}
+	if v := env(EnvMetaJSONLabels); v != "" {
+		// pilot-agent's extractAttributesMetadata: the labels as JSON, for
+		// a pod without the downward API volume; the volume's labels win.
+		var labels map[string]string
+		if err := json.Unmarshal([]byte(v), &labels); err != nil {
+			return nil, fmt.Errorf("%s: %q is not a JSON object of label strings: %w", EnvMetaJSONLabels, v, err)
+		}
+		for k, l := range labels {
+			if _, ok := c.Labels[k]; !ok {
+				c.Labels[k] = l
+			}
+		}
 	}
 	c.Proxy = MergeProxyConfig(DefaultProxyConfig(), layers...)
 

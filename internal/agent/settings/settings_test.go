@@ -108,6 +108,21 @@ func TestLoadAppMetrics(t *testing.T) {
 	}
 }
 
+// TestLoadMetaJSONLabels: ISTIO_METAJSON_LABELS gives the pod's labels
+// (pilot-agent's extractAttributesMetadata); the downward API file's win.
+func TestLoadMetaJSONLabels(t *testing.T) {
+	c, err := fixture{env: map[string]string{"ISTIO_METAJSON_LABELS": `{"app":"reviews","version":"v2"}`}, labels: "version=\"v3\"\n"}.load(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Labels["app"] != "reviews" || c.Labels["version"] != "v3" || c.ServiceCluster() != "reviews.demo" {
+		t.Errorf("labels %v, cluster %s", c.Labels, c.ServiceCluster())
+	}
+	if _, err := (fixture{env: map[string]string{"ISTIO_METAJSON_LABELS": "app=x"}}).load(t); err == nil || !strings.Contains(err.Error(), "ISTIO_METAJSON_LABELS") {
+		t.Errorf("bad JSON: %v", err)
+	}
+}
+
 func TestLoadMergeOrder(t *testing.T) {
 	five := 5
 	c, err := fixture{

@@ -119,6 +119,15 @@ type Workload struct {
 	// the ports of the Gateways that select the pod's WorkloadEntry on
 	// the pod's address, which the host reaches over the bridge.
 	Gateway bool
+	// AppMetrics is the agent's ISTIO_PROMETHEUS_ANNOTATIONS: the app's
+	// metrics endpoint (JSON, Istio's scrape configuration) that the
+	// agent merges into 15020's /stats/prometheus (appmetrics.go).
+	AppMetrics string
+	// Labels are the pod's labels (its WorkloadEntry's), given to the
+	// agent as ISTIO_METAJSON_LABELS, as a Kubernetes pod's reach it
+	// through the downward API: its node metadata, and so the app,
+	// version and canonical-service labels of its istio_* metrics.
+	Labels map[string]string
 }
 
 // serviceAccount is the workload's service account.

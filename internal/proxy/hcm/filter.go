@@ -8,6 +8,12 @@
 // request path on it, cluster.GetConn/PutConn its upstream pool). The
 // net/http codec (strait-proxy --http-codec nethttp) was removed, so that
 // every limit and timeout is enforced on one HTTP/1.1 path.
+//
+// What a request's exchange with the upstream shares across codecs (the
+// local replies of a failed exchange, retries, the http.Request round trip,
+// mirrors) is package forward's; package router holds the decisions. The
+// HTTP/1.1 codec's own exchange (h1forward.go, h1toh2.go, upgrade.go) stays
+// here beside the downstream connection it writes to.
 package hcm
 
 import (

@@ -12,6 +12,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
@@ -214,8 +215,8 @@ func (c *h1conn) serve() (parked bool) {
 			case http1.IsTimeout(err):
 				c.takeWbuf()
 				f := c.clock.expired(time.Now(), true)
-				c.errorReply(f.code, f.body)
-				c.rec.Flags = f.flags
+				c.errorReply(f.Code, f.Body)
+				c.rec.Flags = f.Flags
 			}
 			if c.rec.Code != 0 {
 				c.countErrorReply()
@@ -479,7 +480,7 @@ func (c *h1conn) serveRequest() bool {
 	}
 	c.rec.RouteName = rt.Name
 	if rt.Filters != nil && len(rt.Filters.Mirrors) > 0 {
-		c.s.mirrorH1(rt.Filters.Mirrors, req, c.r.Buffered(), c.forwardedProto(), st.rreq.Scheme) // mirror.go
+		c.s.shadow.MirrorH1(rt.Filters.Mirrors, req, c.r.Buffered(), c.forwardedProto(), st.rreq.Scheme)
 	}
 	if rt.Redirect != nil {
 		return c.redirectReply(rt)
@@ -493,11 +494,11 @@ func (c *h1conn) serveRequest() bool {
 		return c.localReply(503, "NC", "")
 	}
 	c.rec.UpstreamCluster, c.rec.UpstreamStatName = tgt.Name, cl.Stats.Name
-	hash, hasHash, setCookie := requestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc, c.client.remote)
+	hash, hasHash, setCookie := forward.RequestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc, c.client.remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
-		f := pickFailure(err)
-		return c.localReply(f.code, f.flags, f.body)
+		f := forward.PickFailure(err)
+		return c.localReply(f.Code, f.Flags, f.Body)
 	}
 	defer cl.Finish(ep)
 	c.rec.UpstreamHost = ep.Address

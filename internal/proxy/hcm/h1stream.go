@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
@@ -73,7 +74,7 @@ func (st *h1stream) Wait(d time.Duration) bool { return st.c.faultDelay(d) }
 func (st *h1stream) LocalReply(status, grpcStatus int, body, flags string, headers func(set func(name, value string))) {
 	st.replied = true
 	c := st.c
-	if ct, _ := c.req.Headers.Lookup("content-type"); grpcStatus >= 0 && grpcContentType(ct) {
+	if ct, _ := c.req.Headers.Lookup("content-type"); grpcStatus >= 0 && forward.GRPCContentType(ct) {
 		st.keep = c.filterReply(200, flags, "", func(set func(string, string)) {
 			set("content-type", "application/grpc")
 			set("grpc-status", strconv.Itoa(grpcStatus))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
@@ -309,11 +310,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.UpstreamCluster, rec.UpstreamStatName = tgt.Name, cl.Stats.Name
-	hash, hasHash, setCookie := requestHashHTTP(rt, r, client.remote)
+	hash, hasHash, setCookie := forward.RequestHashHTTP(rt, r, client.remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
-		f := pickFailure(err)
-		streamLocalReply(w, r, f.code, f.flags, f.body)
+		f := forward.PickFailure(err)
+		streamLocalReply(w, r, f.Code, f.Flags, f.Body)
 		return
 	}
 	defer cl.Finish(ep)
@@ -331,11 +332,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 // every message delivered when it is sent) and passing trailers on.
 func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster) {
 	ctx := r.Context()
-	grpc := isGRPC(r.Header)
+	grpc := forward.IsGRPC(r.Header)
 	if grpc {
 		// The deadline the client asked for (as Istio configures Envoy:
 		// max_stream_duration.grpc_timeout_header_max without a cap).
-		if d, ok := parseGRPCTimeout(r.Header.Get("Grpc-Timeout")); ok {
+		if d, ok := forward.ParseGRPCTimeout(r.Header.Get("Grpc-Timeout")); ok {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, d)
 			defer cancel()
@@ -346,26 +347,26 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	out.Close = false
 	h := out.Header
 	trailers := teTrailers(h["Te"])
-	removeHop(h)
+	forward.RemoveHop(h)
 	if trailers {
 		h["Te"] = []string{"trailers"} // gRPC servers may require it
 	}
 	addForwardHeaders(out, r)
 	c.filter.forwardRequestTrailers(out, r, upstreamWire(cl, r)) // trailers.go
-	ov := takeOverrides(h)
-	mutateHTTPRequest(out, rt, tgt)
+	ov := forward.TakeOverrides(h)
+	forward.MutateRequest(out, rt, tgt)
 
-	x := roundTripRouted(out, cl, ep, rt, ov, c.dst, c.src)
-	defer x.done()
-	if x.resp == nil {
-		f := x.fail
-		if f.code == 0 {
+	x := forward.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
+	defer x.Done()
+	if x.Resp == nil {
+		f := x.Fail
+		if f.Code == 0 {
 			return // downstream reset the stream
 		}
-		if x.limitExceeded {
-			f.flags += ",URX"
+		if x.LimitExceeded {
+			f.Flags += ",URX"
 		}
-		if grpc && deadlinePassed(ctx) {
+		if grpc && forward.DeadlinePassed(ctx) {
 			// The client's own deadline: DEADLINE_EXCEEDED, as Envoy
 			// answers when a stream's max duration is reached (the client
 			// may be about to say the same, and should see one code).
@@ -373,23 +374,23 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 			grpcLocalReply(w, grpcDeadlineExceeded, "UT", "upstream request timeout")
 			return
 		}
-		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
-		logTransportFailure(r.Context(), x.err) // accesslog.go
-		cl.Stats.AddResponse(f.code)
-		streamLocalReply(w, r, f.code, f.flags, f.body)
+		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.Err)
+		logTransportFailure(r.Context(), x.Err) // accesslog.go
+		cl.Stats.AddResponse(f.Code)
+		streamLocalReply(w, r, f.Code, f.Flags, f.Body)
 		return
 	}
-	resp := x.resp
+	resp := x.Resp
 	defer resp.Body.Close()
-	cl.Stats.AddResponse(resp.StatusCode) // outlier detection: roundTripRouted reports
+	cl.Stats.AddResponse(resp.StatusCode) // outlier detection: forward.RoundTrip reports
 
 	wh := w.Header()
 	for k, v := range resp.Header {
 		wh[k] = v
 	}
-	removeHop(wh)
-	mutateHTTPResponse(wh, rt, tgt)
-	if x.limitExceeded {
+	forward.RemoveHop(wh)
+	forward.MutateResponse(wh, rt, tgt)
+	if x.LimitExceeded {
 		wh.Set("X-Strait-Response-Flags", "URX")
 	}
 	w.WriteHeader(resp.StatusCode)
@@ -424,26 +425,40 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	}
 }
 
+// localRouteReply answers a redirect or direct_response route; it reports
+// false for a route that forwards.
+func localRouteReply(w http.ResponseWriter, r *http.Request, rt *route.Route, path string) bool {
+	switch {
+	case rt.Redirect != nil:
+		scheme := r.Header.Get("X-Forwarded-Proto")
+		if scheme == "" {
+			scheme = "http"
+		}
+		q := ""
+		if r.URL.RawQuery != "" || r.URL.ForceQuery {
+			q = "?" + r.URL.RawQuery
+		}
+		w.Header().Set("Location", rt.Redirect.Location(scheme, r.Host, path, q, rt.MatchedLen(path)))
+		forward.MutateResponse(w.Header(), rt, &route.WeightedCluster{})
+		w.WriteHeader(rt.Redirect.Code)
+		return true
+	case rt.Direct != nil:
+		forward.MutateResponse(w.Header(), rt, &route.WeightedCluster{})
+		streamLocalReply(w, r, rt.Direct.Status, "", rt.Direct.Body)
+		return true
+	}
+	return false
+}
+
 // teTrailers reports whether a TE header asks for trailers, the only TE
 // value that HTTP/2 allows (RFC 9113 §8.2.2).
 func teTrailers(vv []string) bool {
 	for _, v := range vv {
-		for _, f := range splitComma(v) {
+		for _, f := range strings.Split(v, ",") {
 			if name, _, _ := strings.Cut(f, ";"); strings.EqualFold(strings.TrimSpace(name), "trailers") {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// deadlinePassed reports whether ctx's deadline has passed. A dial or read
-// bounded by that deadline can fail with its own timeout an instant before
-// the context's timer marks ctx done, so ctx.Err() alone may not say so yet.
-func deadlinePassed(ctx context.Context) bool {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return true
-	}
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
@@ -87,7 +88,7 @@ func (st *h2stream) LocalReply(status, grpcStatus int, body, flags string, heade
 		headers(w.Header().Set)
 	}
 	switch {
-	case st.grpcReplies && grpcStatus >= 0 && isGRPC(r.Header):
+	case st.grpcReplies && grpcStatus >= 0 && forward.IsGRPC(r.Header):
 		grpcLocalReply(w, uint32(grpcStatus), flags, body) // grpcreply.go
 	case st.grpcReplies:
 		streamLocalReply(w, r, status, flags, body)
@@ -212,7 +213,7 @@ func (st *h2stream) decodeAndRoute(s *Server, path string) (rt *route.Route, don
 		r.Body = &streamBodyCounter{ReadCloser: r.Body, n: &st.bytesIn}
 	}
 	if rt.Filters != nil && len(rt.Filters.Mirrors) > 0 {
-		s.mirrorStream(rt.Filters.Mirrors, r) // mirror.go
+		s.shadow.MirrorStream(rt.Filters.Mirrors, r)
 	}
 	return rt, false
 }

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"github.com/straitmesh/strait/internal/proxy/forward"
 )
 
 // This file is the HCM's path normalization: normalize_path, merge_slashes
@@ -109,7 +111,7 @@ func (p *pathNorm) serveStream(w http.ResponseWriter, r *http.Request, path stri
 	case v == pathReject:
 		streamLocalReply(w, r, http.StatusBadRequest, "", "")
 		return path, true
-	case v == pathRedirect && !isGRPC(r.Header):
+	case v == pathRedirect && !forward.IsGRPC(r.Header):
 		loc := string(out)
 		if r.URL.RawQuery != "" {
 			loc += "?" + r.URL.RawQuery

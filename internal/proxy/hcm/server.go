@@ -10,6 +10,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 )
@@ -27,9 +28,9 @@ type Server struct {
 	log      *slog.Logger
 	clusters Clusters
 	codec    Codec
-	shadow   *shadowing // request mirrors (mirror.go)
-	parker   *parker    // idle HTTP/1.1 connections (park.go)
-	local    netip.Addr // appended to x-forwarded-for for a loopback peer (xff.go)
+	shadow   *forward.Shadowing // request mirrors
+	parker   *parker            // idle HTTP/1.1 connections (park.go)
+	local    netip.Addr         // appended to x-forwarded-for for a loopback peer (xff.go)
 
 	mu     sync.Mutex            // guards conns, taken and closed
 	conns  map[net.Conn]struct{} // every connection served
@@ -103,7 +104,7 @@ func NewServer(o Options) *Server {
 	if !s.local.IsValid() {
 		s.local = localAddress() // xff.go
 	}
-	s.shadow = newShadowing(s.log, o.Clusters)
+	s.shadow = forward.NewShadowing(s.log, o.Clusters)
 	s.parker = newParker(s.log)
 	if s.codec == "" {
 		s.codec = CodecStrait
@@ -148,7 +149,7 @@ func (s *Server) Close() error {
 	for c := range conns {
 		c.Close()
 	}
-	s.shadow.close()
+	s.shadow.Close()
 	return nil
 }
 

@@ -172,9 +172,6 @@ func BuildWith(h *hcmv3.HttpConnectionManager, routes Routes, reg *registry.Regi
 	if len(filters) == 0 || filters[len(filters)-1].GetName() != routerFilter {
 		return nil, fmt.Errorf("http_filters must end with %s", routerFilter)
 	}
-	if err := checkRouterFilter(filters[len(filters)-1]); err != nil { // fields.go
-		return nil, fmt.Errorf("http_filters[%d] %q: %w", len(filters)-1, routerFilter, err)
-	}
 	ch, err := buildChain(filters, reg, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + "."}) // chain.go
 	if err != nil {
 		return nil, err

@@ -13,7 +13,10 @@
 // local replies of a failed exchange, retries, the http.Request round trip,
 // mirrors) is package forward's; package router holds the decisions. The
 // HTTP/1.1 codec's own exchange (h1forward.go, h1toh2.go, upgrade.go) stays
-// here beside the downstream connection it writes to.
+// here beside the downstream connection it writes to. The headers written
+// for the next hop before routing (x-forwarded-for and the client's
+// address, x-forwarded-client-cert) are package fwdheaders' policies,
+// which both codecs apply.
 package hcm
 
 import (
@@ -26,6 +29,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/route"
@@ -64,8 +68,8 @@ type Filter struct {
 	direction corev3.TrafficDirection
 	hstats    *stats.HTTPStats     // http.<stat_prefix>.downstream_* (stats.go); nil without a store
 	xfp       forwardedProtoPolicy // x-forwarded-proto (scheme.go)
-	xff       xffPolicy            // the client's address and x-forwarded-for (xff.go)
-	xfcc      xfccPolicy           // x-forwarded-client-cert (xfcc.go)
+	xff       fwdheaders.XFF       // the client's address and x-forwarded-for
+	xfcc      fwdheaders.XFCC      // x-forwarded-client-cert
 	pathNorm  pathNorm             // normalize_path, merge_slashes, path_with_escaped_slashes_action (pathnorm.go)
 	Limits    Limits
 	// AccessLog gets one record per request (access_log, built by the
@@ -142,12 +146,12 @@ func BuildWith(h *hcmv3.HttpConnectionManager, routes Routes, reg *registry.Regi
 	if err := f.buildScheme(h); err != nil {
 		return nil, err
 	}
-	if err := f.buildXFF(h); err != nil { // xff.go
+	f.xff = fwdheaders.XFFOf(h)
+	xfcc, err := fwdheaders.XFCCOf(h)
+	if err != nil {
 		return nil, err
 	}
-	if err := f.buildXFCC(h); err != nil { // xfcc.go
-		return nil, err
-	}
+	f.xfcc = xfcc
 	if err := f.buildPathNorm(h); err != nil { // pathnorm.go
 		return nil, err
 	}

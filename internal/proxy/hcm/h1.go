@@ -13,6 +13,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
@@ -66,7 +67,7 @@ type h1conn struct {
 	dst    netip.AddrPort
 	src    cluster.OriginalSource // original_src; zero when absent
 	secure bool                   // the listener terminated TLS (scheme.go)
-	xfcc   xfccConn               // the connection's client certificate (xfcc.go)
+	xfcc   fwdheaders.XFCCConn    // the connection's client certificate
 	r      *http1.Reader
 	wbuf   []byte
 	req    http1.Request
@@ -99,8 +100,8 @@ type h1conn struct {
 	// the others; computed at the first request that asks.
 	authz *rbac.Connection
 	fconn *httpfilter.Connection
-	// client is the request in progress's client address (xff.go).
-	client clientAddress
+	// client is the request in progress's client address (fwdheaders.XFF).
+	client fwdheaders.ClientAddress
 
 	// The access log record of the request in progress (accesslog.go),
 	// the response body bytes streamed (counted only when logging) and
@@ -123,7 +124,7 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 	// The wait for a request (parkAfter) and the request (stream idle)
 	// alternate their read deadlines on every request: keep the earlier.
 	dc.SetReadLazy(true)
-	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: f.limits(), dst: dst, src: src, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), r: http1.NewReader(dc), drain: d}
+	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: f.limits(), dst: dst, src: src, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), r: http1.NewReader(dc), drain: d}
 	f.cxBegin() // cxEnd in finish
 	c.stopDrain = d.onStart(c.drainIdle)
 	c.stopEnd = d.onEnd(c.cut)
@@ -451,8 +452,8 @@ func (c *h1conn) serveRequest() bool {
 	c.resetRouterState()
 	c.meta.Reset()
 	c.stream.begin(c)
-	c.client = c.forwardH1() // xff.go
-	c.forwardXFCC()          // xfcc.go
+	req.Headers, c.client = c.filter.xff.ApplyH1(req.Headers, c.remoteAddr(), c.s.local)
+	req.Headers = c.filter.xfcc.ApplyH1(req.Headers, c.xfcc)
 	if hasFragment(http1.UnsafeString(req.Target)) {
 		return c.localReply(400, "", "") // pathnorm.go
 	}
@@ -494,7 +495,7 @@ func (c *h1conn) serveRequest() bool {
 		return c.localReply(503, "NC", "")
 	}
 	c.rec.UpstreamCluster, c.rec.UpstreamStatName = tgt.Name, cl.Stats.Name
-	hash, hasHash, setCookie := forward.RequestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc, c.client.remote)
+	hash, hasHash, setCookie := forward.RequestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc, c.client.Remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
 		f := forward.PickFailure(err)

@@ -186,7 +186,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)})
+	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)})
 	lim := f.limits() // stream.go
 	base := &http.Server{
 		MaxHeaderBytes: h2HeaderListSize(lim), // headlimits.go
@@ -272,13 +272,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if rejectFragment(w, r) { // pathnorm.go
 		return
 	}
-	setForwardedProto(r, c)    // scheme.go
-	client := c.forwardHTTP(r) // xff.go
-	c.forwardXFCC(r)           // xfcc.go
+	setForwardedProto(r, c) // scheme.go
+	client := c.filter.xff.ApplyHTTP(r, c.local)
+	c.filter.xfcc.ApplyHTTP(r, c.xfcc)
 	// The request's :scheme: what routes match, and an HTTP/2 upstream's
 	// (and a shadow's) :scheme.
 	r.URL.Scheme = streamScheme(r, c) // scheme.go
-	rec.DownstreamRemote = client.remote
+	rec.DownstreamRemote = client.Remote
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
@@ -310,7 +310,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.UpstreamCluster, rec.UpstreamStatName = tgt.Name, cl.Stats.Name
-	hash, hasHash, setCookie := forward.RequestHashHTTP(rt, r, client.remote)
+	hash, hasHash, setCookie := forward.RequestHashHTTP(rt, r, client.Remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
 		f := forward.PickFailure(err)

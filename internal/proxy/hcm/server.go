@@ -11,6 +11,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 )
@@ -30,7 +31,7 @@ type Server struct {
 	codec    Codec
 	shadow   *forward.Shadowing // request mirrors
 	parker   *parker            // idle HTTP/1.1 connections (park.go)
-	local    netip.Addr         // appended to x-forwarded-for for a loopback peer (xff.go)
+	local    netip.Addr         // appended to x-forwarded-for for a loopback peer (fwdheaders.XFF)
 
 	mu     sync.Mutex            // guards conns, taken and closed
 	conns  map[net.Conn]struct{} // every connection served
@@ -79,9 +80,9 @@ type conn struct {
 	filter *Filter
 	dst    netip.AddrPort // original (or local) destination
 	src    cluster.OriginalSource
-	secure bool       // the listener terminated TLS (scheme.go)
-	local  netip.Addr // the Server's local address (xff.go)
-	xfcc   xfccConn   // the connection's client certificate (xfcc.go)
+	secure bool                // the listener terminated TLS (scheme.go)
+	local  netip.Addr          // the Server's local address (fwdheaders.XFF)
+	xfcc   fwdheaders.XFCCConn // the connection's client certificate
 	// authz and fconn describe the connection for the RBAC filters and
 	// the others (filterconn.go); nil when the HCM has no filter. Read by
 	// every stream.
@@ -102,7 +103,7 @@ func NewServer(o Options) *Server {
 		local:    o.LocalAddress,
 	}
 	if !s.local.IsValid() {
-		s.local = localAddress() // xff.go
+		s.local = fwdheaders.LocalAddress()
 	}
 	s.shadow = forward.NewShadowing(s.log, o.Clusters)
 	s.parker = newParker(s.log)

@@ -3,7 +3,8 @@
 // (Failure), the retry circuit breaker's slot, the wait and the endpoint
 // of a retry, the whole retried exchange of an http.Request (RoundTrip,
 // for HTTP/2 streams and HTTP/1.1 requests to an HTTP/2 cluster), the
-// request hash of a route's hash_policy, hop-by-hop header removal, and
+// request hash of a route's hash_policy, the downstream addresses an
+// upstream PROXY protocol header carries, hop-by-hop header removal, and
 // request mirroring (Shadowing).
 //
 // Package router decides (retry policy, rewrites, header mutations);

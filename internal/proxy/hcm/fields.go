@@ -51,12 +51,12 @@ var hcmHonoured = map[protoreflect.Name]string{
 	"forward_client_cert_details":         "fwdheaders.XFCCOf",
 	"set_current_client_cert_details":     "fwdheaders.XFCCOf",
 	"upgrade_configs":                     "buildUpgrades (upgrade.go)",
-	"normalize_path":                      "buildPathNorm (pathnorm.go): dot segments removed, Chromium's canonical path",
-	"merge_slashes":                       "buildPathNorm (pathnorm.go): runs of '/' merged",
-	"path_with_escaped_slashes_action":    "buildPathNorm (pathnorm.go): every action (KEEP_UNCHANGED, REJECT_REQUEST, UNESCAPE_AND_REDIRECT, UNESCAPE_AND_FORWARD)",
+	"normalize_path":                      "pathnorm.PolicyOf: dot segments removed, Chromium's canonical path",
+	"merge_slashes":                       "pathnorm.PolicyOf: runs of '/' merged",
+	"path_with_escaped_slashes_action":    "pathnorm.PolicyOf: every action (KEEP_UNCHANGED, REJECT_REQUEST, UNESCAPE_AND_REDIRECT, UNESCAPE_AND_FORWARD)",
 	"server_header_transformation":        "PASS_THROUGH only: the upstream's Server header is relayed as it is, none is added",
 	"add_user_agent":                      "false only: no user-agent nor x-envoy-downstream-service-cluster is added",
-	"add_proxy_protocol_connection_state": "true only: an upstream PROXY protocol header carries the downstream connection's addresses (proxyproto.go)",
+	"add_proxy_protocol_connection_state": "true only: an upstream PROXY protocol header carries the downstream connection's addresses (forward.Downstream)",
 }
 
 // hcmRefused maps each refused field to why, and the fix.

@@ -16,7 +16,7 @@
 // here beside the downstream connection it writes to. The headers written
 // for the next hop before routing (x-forwarded-for and the client's
 // address, x-forwarded-client-cert) are package fwdheaders' policies,
-// which both codecs apply.
+// which both codecs apply, as is package pathnorm's path normalization.
 package hcm
 
 import (
@@ -32,6 +32,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
+	"github.com/straitmesh/strait/internal/proxy/pathnorm"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
@@ -70,7 +71,7 @@ type Filter struct {
 	xfp       forwardedProtoPolicy // x-forwarded-proto (scheme.go)
 	xff       fwdheaders.XFF       // the client's address and x-forwarded-for
 	xfcc      fwdheaders.XFCC      // x-forwarded-client-cert
-	pathNorm  pathNorm             // normalize_path, merge_slashes, path_with_escaped_slashes_action (pathnorm.go)
+	pathNorm  pathnorm.Policy      // normalize_path, merge_slashes, path_with_escaped_slashes_action
 	Limits    Limits
 	// AccessLog gets one record per request (access_log, built by the
 	// listener with the proxy's files); nil logs nothing and costs
@@ -152,7 +153,7 @@ func BuildWith(h *hcmv3.HttpConnectionManager, routes Routes, reg *registry.Regi
 		return nil, err
 	}
 	f.xfcc = xfcc
-	if err := f.buildPathNorm(h); err != nil { // pathnorm.go
+	if f.pathNorm, err = pathnorm.PolicyOf(h); err != nil {
 		return nil, err
 	}
 	lim, err := buildLimits(h)

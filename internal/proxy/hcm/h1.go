@@ -16,6 +16,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/pathnorm"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
@@ -454,10 +455,10 @@ func (c *h1conn) serveRequest() bool {
 	c.stream.begin(c)
 	req.Headers, c.client = c.filter.xff.ApplyH1(req.Headers, c.remoteAddr(), c.s.local)
 	req.Headers = c.filter.xfcc.ApplyH1(req.Headers, c.xfcc)
-	if hasFragment(http1.UnsafeString(req.Target)) {
-		return c.localReply(400, "", "") // pathnorm.go
+	if pathnorm.HasFragment(http1.UnsafeString(req.Target)) {
+		return c.localReply(400, "", "")
 	}
-	if c.filter.pathNorm.active() {
+	if c.filter.pathNorm.Active() {
 		if done, keep := c.normalizePath(); done {
 			return keep
 		}
@@ -505,7 +506,7 @@ func (c *h1conn) serveRequest() bool {
 	c.rec.UpstreamHost = ep.Address
 	c.setCookie = setCookie
 	ep.Source = c.src
-	ep.Downstream = downstreamFor(cl, c.nc.RemoteAddr(), c.dst)
+	ep.Downstream = forward.Downstream(cl, c.nc.RemoteAddr(), c.dst)
 	ov, hasOv := c.routerOverrides(rt.IncludeAttemptCount)
 	if c.filter.upgradeAllowed(req) {
 		if rt.HasRequestMutation() {
@@ -526,7 +527,7 @@ func (c *h1conn) serveRequest() bool {
 	return c.forward(cl, ep, rt, tgt, ovp)
 }
 
-// normalizePath applies the HCM's path normalization (pathnorm.go) to the
+// normalizePath applies the HCM's path normalization (package pathnorm) to the
 // request before anything reads its path: a changed path replaces
 // req.Path, and req.Target unless the target is absolute-form (then
 // Path and Query are what is forwarded). It reports whether the request
@@ -537,11 +538,11 @@ func (c *h1conn) normalizePath() (done, keep bool) {
 	if len(req.Path) == 0 {
 		return false, false
 	}
-	p, v := c.filter.pathNorm.apply(req.Path)
+	p, v := c.filter.pathNorm.Apply(req.Path)
 	switch v {
-	case pathReject:
+	case pathnorm.Reject:
 		return true, c.localReply(400, "", "")
-	case pathRedirect:
+	case pathnorm.Redirect:
 		loc := append(append([]byte(nil), p...), req.Query...)
 		c.respExtra = append(c.respExtra[:0], http1.Header{Name: []byte("location"), Value: loc})
 		return true, c.localReply(307, "", "")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"golang.org/x/net/http2"
@@ -21,6 +22,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
+	"github.com/straitmesh/strait/internal/proxy/pathnorm"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
@@ -269,7 +271,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w, code = c.filter.beginStream(w, r, nil)
 	}
 	defer endStream(c.filter.hstats, code)
-	if rejectFragment(w, r) { // pathnorm.go
+	if rejectFragment(w, r) {
 		return
 	}
 	setForwardedProto(r, c) // scheme.go
@@ -283,9 +285,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
 	}
-	if c.filter.pathNorm.active() {
+	if c.filter.pathNorm.Active() {
 		var done bool
-		if path, done = c.filter.pathNorm.serveStream(w, r, path); done { // pathnorm.go
+		if path, done = normalizeStreamPath(&c.filter.pathNorm, w, r, path); done {
 			return
 		}
 	}
@@ -323,7 +325,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Set-Cookie", setCookie)
 	}
 	ep.Source = c.src
-	ep.Downstream = downstreamFor(cl, c.RemoteAddr(), c.dst)
+	ep.Downstream = forward.Downstream(cl, c.RemoteAddr(), c.dst)
 	s.forwardStream(w, r, c, cl, ep, rt, tgt)
 }
 
@@ -423,6 +425,49 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 			wh.Add(http.TrailerPrefix+k, v)
 		}
 	}
+}
+
+// normalizeStreamPath applies the HCM's path normalization
+// (package pathnorm) to a request of the HTTP/2 codec whose escaped path is path: it returns the path to route
+// and sets r.URL to it for the upstream, or answers the request (400, or
+// 307 for UNESCAPE_AND_REDIRECT; a gRPC request is forwarded unescaped
+// instead, as Envoy does) and reports done.
+func normalizeStreamPath(p *pathnorm.Policy, w http.ResponseWriter, r *http.Request, path string) (string, bool) {
+	if path == "" {
+		return path, false
+	}
+	// Apply only reads its input, and returns it when nothing changes.
+	in := unsafe.Slice(unsafe.StringData(path), len(path))
+	out, v := p.Apply(in)
+	switch {
+	case v == pathnorm.Reject:
+		streamLocalReply(w, r, http.StatusBadRequest, "", "")
+		return path, true
+	case v == pathnorm.Redirect && !forward.IsGRPC(r.Header):
+		loc := string(out)
+		if r.URL.RawQuery != "" {
+			loc += "?" + r.URL.RawQuery
+		}
+		w.Header().Set("Location", loc)
+		localReply(w, http.StatusTemporaryRedirect, "", "")
+		return path, true
+	}
+	if len(out) == len(in) && &out[0] == &in[0] {
+		return path, false
+	}
+	s := string(out)
+	pathnorm.SetURLPath(r.URL, s)
+	return s, false
+}
+
+// rejectFragment answers 400 to a request of the HTTP/2 codec whose
+// target has a fragment (pathnorm.HasFragment) and reports done.
+func rejectFragment(w http.ResponseWriter, r *http.Request) bool {
+	if !pathnorm.HasFragment(r.RequestURI) {
+		return false
+	}
+	streamLocalReply(w, r, http.StatusBadRequest, "", "")
+	return true
 }
 
 // localRouteReply answers a redirect or direct_response route; it reports

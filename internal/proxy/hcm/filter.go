@@ -67,11 +67,11 @@ type Filter struct {
 	// telemetry filters); UseNode sets them before UseStats.
 	node      *corev3.Node
 	direction corev3.TrafficDirection
-	hstats    *stats.HTTPStats     // http.<stat_prefix>.downstream_* (stats.go); nil without a store
-	xfp       forwardedProtoPolicy // x-forwarded-proto (scheme.go)
-	xff       fwdheaders.XFF       // the client's address and x-forwarded-for
-	xfcc      fwdheaders.XFCC      // x-forwarded-client-cert
-	pathNorm  pathnorm.Policy      // normalize_path, merge_slashes, path_with_escaped_slashes_action
+	hstats    *stats.HTTPStats // http.<stat_prefix>.downstream_* (stats.go); nil without a store
+	xfp       fwdheaders.Proto // x-forwarded-proto
+	xff       fwdheaders.XFF   // the client's address and x-forwarded-for
+	xfcc      fwdheaders.XFCC  // x-forwarded-client-cert
+	pathNorm  pathnorm.Policy  // normalize_path, merge_slashes, path_with_escaped_slashes_action
 	Limits    Limits
 	// AccessLog gets one record per request (access_log, built by the
 	// listener with the proxy's files); nil logs nothing and costs
@@ -144,9 +144,7 @@ func BuildWith(h *hcmv3.HttpConnectionManager, routes Routes, reg *registry.Regi
 	if err := f.buildUpgrades(h); err != nil {
 		return nil, err
 	}
-	if err := f.buildScheme(h); err != nil {
-		return nil, err
-	}
+	f.xfp = fwdheaders.ProtoOf(h)
 	f.xff = fwdheaders.XFFOf(h)
 	xfcc, err := fwdheaders.XFCCOf(h)
 	if err != nil {

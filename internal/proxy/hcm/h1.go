@@ -598,7 +598,7 @@ func (c *h1conn) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 			}
 		case 17:
 			if http1.EqualFold(h.Name, "X-Forwarded-Proto") {
-				if c.filter.xfp.overwrite {
+				if c.filter.xfp.Overwrites() {
 					continue // the connection's is written below (scheme.go)
 				}
 				xfp = true
@@ -620,7 +620,7 @@ func (c *h1conn) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 	}
 	if !xfp {
 		w = append(w, "x-forwarded-proto: "...)
-		w = append(w, schemeOf(c.secure)...)
+		w = append(w, fwdheaders.SchemeOf(c.secure)...)
 		w = append(w, "\r\n"...)
 	}
 	if !rid {

@@ -14,6 +14,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
@@ -58,8 +59,8 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	for _, h := range c.reqExtra { // what the HTTP filters added (jwtfilter.go)
 		hdr.Add(string(h.Name), string(h.Value))
 	}
-	if _, ok := hdr["X-Forwarded-Proto"]; !ok || c.filter.xfp.overwrite {
-		hdr["X-Forwarded-Proto"] = []string{schemeOf(c.secure)} // scheme.go
+	if _, ok := hdr["X-Forwarded-Proto"]; !ok || c.filter.xfp.Overwrites() {
+		hdr["X-Forwarded-Proto"] = []string{fwdheaders.SchemeOf(c.secure)}
 	}
 	if _, ok := hdr["X-Request-Id"]; !ok {
 		hdr["X-Request-Id"] = []string{newRequestID()}

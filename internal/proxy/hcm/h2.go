@@ -274,7 +274,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if rejectFragment(w, r) {
 		return
 	}
-	setForwardedProto(r, c) // scheme.go
+	c.filter.xfp.ApplyHTTP(r, c.secure)
 	client := c.filter.xff.ApplyHTTP(r, c.local)
 	c.filter.xfcc.ApplyHTTP(r, c.xfcc)
 	// The request's :scheme: what routes match, and an HTTP/2 upstream's

@@ -75,7 +75,7 @@ func copyFlushing(w http.ResponseWriter, r io.Reader, buf []byte) error {
 // addForwardHeaders completes an upstream request made from r on the
 // HTTP/2 path: x-request-id unless present, no Go
 // default User-Agent, and no body for an empty one. x-forwarded-proto is
-// already on r (setForwardedProto).
+// already on r (fwdheaders.Proto.ApplyHTTP).
 func addForwardHeaders(out, r *http.Request) {
 	h := out.Header
 	if _, ok := h["X-Request-Id"]; !ok {

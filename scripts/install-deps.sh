@@ -9,6 +9,7 @@ command -v ip >/dev/null 2>&1 || need="$need iproute2"
 command -v nsenter >/dev/null 2>&1 || need="$need util-linux"
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need="$need nginx-light"
 command -v curl >/dev/null 2>&1 || need="$need curl" # h2c checks: curl --http2-prior-knowledge
+command -v chromium >/dev/null 2>&1 || need="$need chromium" # TestMeshPage: straitd's mesh page in headless Chromium
 # The one-node Kubernetes tests (internal/kubenode): the container runtime
 # the kubelet drives, its OCI runtime, and the CNI bridge/host-local/loopback
 # plugins. Debian bookworm's containerd 1.6 speaks CRI v1, which kubelet

@@ -24,6 +24,7 @@ import (
 	"github.com/straitmesh/strait/internal/agent/dns"
 	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/meshview"
 	"github.com/straitmesh/strait/internal/netns"
 )
 
@@ -195,6 +196,7 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	say("==> mesh up in %s (each sidecar has a certificate for its namespace and serviceAccount; straitd monitoring on %s, logs in %s/logs)",
 		time.Since(start).Round(time.Millisecond), m.MonitoringAddr(), m.WorkDir())
 	printPods(out, st, "ready")
+	say("\nMesh page (workload graph with rate, success rate and p99 per edge; each proxy's xDS sync state): http://%s%s", m.MonitoringAddr(), meshview.Path)
 	if len(plan.Gateways) > 0 {
 		say("\nGateways, reachable from this host (strait-agent proxy router in the pod, no capture):")
 		for _, name := range slices.Sorted(maps.Keys(plan.Gateways)) {

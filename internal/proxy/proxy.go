@@ -23,6 +23,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
+	"github.com/straitmesh/strait/internal/memrelease"
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/admin"
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
@@ -74,6 +75,9 @@ type Proxy struct {
 	// applied keeps when each resource's config was applied, for the
 	// config dump's last_updated (ConfigDump).
 	applied appliedTimes
+	// memory returns the heap's free pages to the OS once the
+	// configuration has settled.
+	memory *memrelease.Releaser
 
 	ready atomic.Bool
 	// Initial fetch timeouts of the bootstrap's cds_config and lds_config.
@@ -113,7 +117,7 @@ func New(o Options) (*Proxy, error) {
 	b := o.Bootstrap
 	st := stats.New()
 	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStoreWith(registry.Default()), done: make(chan struct{}), quit: make(chan struct{}),
-		clustersInit: make(chan struct{}), started: time.Now()}
+		clustersInit: make(chan struct{}), started: time.Now(), memory: memrelease.New()}
 	var err error
 	if p.cdsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetCdsConfig()); err != nil {
 		return nil, fmt.Errorf("bootstrap dynamic_resources.cds_config: %w", err)
@@ -251,6 +255,7 @@ func (p *Proxy) Close() error {
 		errs = append(errs, p.admin.Close())
 	}
 	p.stopInit()
+	p.memory.Stop()
 	p.drainMu.Lock()
 	p.drainClosed = true
 	if p.drainStop != nil {
@@ -391,6 +396,7 @@ func (p *Proxy) ApplyClusters(version string, cs []*clusterv3.Cluster) ([]string
 		return nil, err
 	}
 	p.appliedClusters(cs)
+	p.memory.Changed()
 	p.initDone(&p.init.cdsDone)
 	return names, nil
 }
@@ -400,6 +406,7 @@ func (p *Proxy) ApplyEndpoints(version string, clas []*endpointv3.ClusterLoadAss
 	if err := p.Clusters.ApplyEDS(version, clas); err != nil {
 		return err
 	}
+	p.memory.Changed()
 	p.checkReady()
 	return nil
 }
@@ -411,6 +418,7 @@ func (p *Proxy) ApplyListeners(version string, ls []*listenerv3.Listener) ([]str
 		return nil, err
 	}
 	p.appliedListeners(ls)
+	p.memory.Changed()
 	p.initDone(&p.init.ldsDone)
 	return names, nil
 }
@@ -421,6 +429,7 @@ func (p *Proxy) ApplyRoutes(version string, rcs []*routev3.RouteConfiguration) e
 		return err
 	}
 	p.appliedRoutes(rcs)
+	p.memory.Changed()
 	p.Listeners.RoutesUpdated() // warming listeners whose routes came start serving
 	p.checkReady()
 	return nil

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -117,6 +118,12 @@ func TestLocalUp(t *testing.T) {
 		}
 		return nil
 	})
+	// The mesh page's URL, and the page behind it (TestMeshPage reads it).
+	if u := regexp.MustCompile(`http://127\.0\.0\.1:\d+/debug/mesh`).FindString(out.String()); u == "" {
+		t.Errorf("local up does not print the mesh page's URL")
+	} else if page, err := getPage(ctx, u); err != nil || !bytes.Contains(page, []byte(`<svg`)) {
+		t.Errorf("mesh page %s: %v %.200s", u, err, page)
+	}
 	if strings.Contains(out.String(), "lack the label") {
 		t.Errorf("local up says WorkloadEntries lack the tlsMode label; every one of testdata/localup has it")
 	}

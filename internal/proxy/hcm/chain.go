@@ -27,8 +27,12 @@ import (
 // slices of optional callbacks hold each implementing filter with its
 // position, so that a codec pays nothing for a callback no filter has.
 type chain struct {
-	filters []httpfilter.Filter
-	names   []string // the list's names, the keys of per-route config
+	filters []httpfilter.Filter // the decoders before the router
+	names   []string            // their names, the keys of per-route config
+	// router is the list's last, terminal filter (httpfilter/router): its
+	// DecodeHeaders runs after the others', then the codec carries out
+	// the route's upstream exchange.
+	router httpfilter.Terminal
 	// perRoute: some filter may be turned off by a route
 	// (httpfilter.DisabledConfig), so decode looks at the route's config.
 	encoders   []indexed[httpfilter.ResponseEncoder]
@@ -45,19 +49,22 @@ type indexed[T any] struct {
 	f  T
 }
 
-// buildChain builds the filters of list, whose last entry is the router
-// (checked by Build). A filter the registry does not know is refused by
-// name, unless marked is_optional (Envoy skips it then).
+// buildChain builds the filters of list, whose last entry is named for the
+// router (checked by Build), with the registry's factories: the router
+// too (httpfilter/router, which audits its config), and it must be the
+// one terminal filter, the last. A filter the registry does not know is
+// refused by name, unless marked is_optional (Envoy skips it then).
 func buildChain(list []*hcmv3.HttpFilter, reg *registry.Registry, ctx httpfilter.BuildContext) (*chain, error) {
 	ch := &chain{}
-	for i, hf := range list[:len(list)-1] {
+	for i, hf := range list {
+		last := i == len(list)-1
 		name := hf.GetName()
 		fac, ok := reg.Factory(name, hf.GetTypedConfig().GetTypeUrl())
 		if !ok {
 			// A filter Strait does not run is refused, also Istio's
 			// telemetry and ALPN filters: accepting it would drop what it
 			// does unseen.
-			if hf.GetIsOptional() {
+			if hf.GetIsOptional() && !last {
 				continue
 			}
 			return nil, fmt.Errorf("http filter %q is not supported", name)
@@ -71,6 +78,15 @@ func buildChain(list []*hcmv3.HttpFilter, reg *registry.Registry, ctx httpfilter
 		f, err := fac.Build(hf.GetTypedConfig(), ctx)
 		if err != nil {
 			return nil, fmt.Errorf("http_filters[%d] %q: %w", i, name, err)
+		}
+		if t, ok := f.(httpfilter.Terminal); ok != last {
+			if ok {
+				return nil, fmt.Errorf("http_filters[%d] %q: the terminal filter must be the last of http_filters", i, name)
+			}
+			return nil, fmt.Errorf("http_filters[%d] %q: the last of http_filters must be a terminal filter (the router)", i, name)
+		} else if ok {
+			ch.router = t
+			continue
 		}
 		// No codec feeds the request body or trailers to filters yet:
 		// a filter that needs them is refused rather than run without.
@@ -220,7 +236,7 @@ func (st *filterState) decode(s httpfilter.Stream) (stopped bool) {
 			return true
 		}
 	}
-	return false
+	return ch.router != nil && ch.router.DecodeHeaders(s) == httpfilter.Stop
 }
 
 // disabled reports whether the route turns the filter named name off.

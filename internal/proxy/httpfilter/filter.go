@@ -85,6 +85,14 @@ type Completer interface {
 	Complete(s Stream, info *StreamInfo)
 }
 
+// Terminal is a filter that ends the chain by sending the request on: the
+// router. As Envoy checks (FilterChainUtility), the last entry of
+// http_filters must be a terminal filter and no other entry may be one.
+type Terminal interface {
+	Filter
+	Terminal()
+}
+
 // HeaderMap is a read-write view of a header block. Names are
 // case-insensitive; pseudo-headers are not in it (Stream has them).
 type HeaderMap interface {

@@ -1,4 +1,4 @@
-package hcm
+package fwdheaders
 
 // This file is the HCM's client-address rules: which address is the
 // request's downstream remote address (what RBAC's remote_ip, the access
@@ -41,8 +41,8 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
-// xffPolicy is what the HCM config says about the client's address.
-type xffPolicy struct {
+// XFF is what the HCM config says about the client's address.
+type XFF struct {
 	useRemote   bool   // use_remote_address
 	trustedHops uint32 // xff_num_trusted_hops
 	skipAppend  bool   // skip_xff_append
@@ -51,25 +51,25 @@ type xffPolicy struct {
 	preserveRequestID bool
 }
 
-// buildXFF reads the client-address fields (and preserve_external_request_id,
-// which the edge logic reads); checkHCMFields (fields.go) refused the
-// related ones strait-proxy does not implement.
-func (f *Filter) buildXFF(h *hcmv3.HttpConnectionManager) error {
-	f.xff = xffPolicy{
+// XFFOf reads the client-address fields of h (and
+// preserve_external_request_id, which the edge logic reads); the HCM's
+// field audit (hcm/fields.go) refused the related ones strait-proxy does
+// not implement.
+func XFFOf(h *hcmv3.HttpConnectionManager) XFF {
+	return XFF{
 		useRemote:   h.GetUseRemoteAddress().GetValue(),
 		trustedHops: h.GetXffNumTrustedHops(),
 		skipAppend:  h.GetSkipXffAppend(),
 
 		preserveRequestID: h.GetPreserveExternalRequestId(),
 	}
-	return nil
 }
 
-// clientAddress is what the HCM derives of one request's client.
-type clientAddress struct {
-	// remote is the downstream remote address: port 0 when it came from
+// ClientAddress is what the HCM derives of one request's client.
+type ClientAddress struct {
+	// Remote is the downstream remote address: port 0 when it came from
 	// x-forwarded-for.
-	remote netip.AddrPort
+	Remote netip.AddrPort
 	// appended is the address to append to x-forwarded-for; invalid when
 	// nothing is appended.
 	appended netip.Addr
@@ -82,20 +82,20 @@ type clientAddress struct {
 // (its lines joined with ","; has false when it has none) on a
 // connection from peer; local is the proxy's own address, appended in
 // place of a loopback peer.
-func (p xffPolicy) resolve(xff string, has bool, peer netip.AddrPort, local netip.Addr) clientAddress {
-	var out clientAddress
+func (p XFF) resolve(xff string, has bool, peer netip.AddrPort, local netip.Addr) ClientAddress {
+	var out ClientAddress
 	if !p.useRemote {
 		if a, ok := xffAddress(xff, has, p.trustedHops); ok {
-			out.remote = netip.AddrPortFrom(a, 0)
+			out.Remote = netip.AddrPortFrom(a, 0)
 		} else {
-			out.remote = peer
+			out.Remote = peer
 		}
 		return out
 	}
-	out.remote = peer
+	out.Remote = peer
 	if p.trustedHops > 0 {
 		if a, ok := xffAddress(xff, has, p.trustedHops-1); ok {
-			out.remote = netip.AddrPortFrom(a, 0)
+			out.Remote = netip.AddrPortFrom(a, 0)
 		}
 	}
 	if !p.skipAppend && peer.IsValid() {
@@ -104,8 +104,8 @@ func (p xffPolicy) resolve(xff string, has bool, peer netip.AddrPort, local neti
 			out.appended = local
 		}
 	}
-	if out.remote.IsValid() {
-		out.external = out.remote.Addr()
+	if out.Remote.IsValid() {
+		out.external = out.Remote.Addr()
 	}
 	return out
 }
@@ -146,11 +146,11 @@ func appendXFF(v string, has bool, a netip.Addr) string {
 	return v + "," + a.String()
 }
 
-// localAddress is Envoy's default local_info address
+// LocalAddress is Envoy's default local_info address
 // (Network::Utility::getLocalAddress): the first address of the host's
 // interfaces that is not a loopback address, an IPv4 one first; invalid
 // when there is none.
-func localAddress() netip.Addr {
+func LocalAddress() netip.Addr {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return netip.Addr{}
@@ -212,14 +212,14 @@ func externalStripped(name string, edge bool) bool {
 // newRequestIDAtEdge reports whether the client's x-request-id is dropped
 // for a new one (an edge request, Envoy's generateRequestId with
 // force_set).
-func (p xffPolicy) newRequestIDAtEdge() bool { return p.useRemote && !p.preserveRequestID }
+func (p XFF) newRequestIDAtEdge() bool { return p.useRemote && !p.preserveRequestID }
 
-// forwardHTTP applies the rules to a request on the http.Request path
-// (HTTP/2), before its filters and route see it,
-// and returns its client address.
-func (c *conn) forwardHTTP(r *http.Request) clientAddress {
+// ApplyHTTP applies the rules to a request on the http.Request path
+// (HTTP/2), before its filters and route see it, and returns its client
+// address; local is the proxy's own address (LocalAddress).
+func (p XFF) ApplyHTTP(r *http.Request, local netip.Addr) ClientAddress {
 	for k := range r.Header {
-		if externalStripped(k, c.filter.xff.useRemote) {
+		if externalStripped(k, p.useRemote) {
 			delete(r.Header, k)
 		}
 	}
@@ -229,14 +229,14 @@ func (c *conn) forwardHTTP(r *http.Request) clientAddress {
 	}
 	peer, _ := netip.ParseAddrPort(r.RemoteAddr)
 	peer = netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())
-	ca := c.filter.xff.resolve(xff, has, peer, c.local)
+	ca := p.resolve(xff, has, peer, local)
 	if ca.appended.IsValid() {
 		r.Header[headerXFF] = []string{appendXFF(xff, has, ca.appended)}
 	}
-	if c.filter.xff.newRequestIDAtEdge() {
+	if p.newRequestIDAtEdge() {
 		delete(r.Header, headerRequestID) // a new one is set when the request is forwarded
 	}
-	if c.filter.xff.useRemote {
+	if p.useRemote {
 		delete(r.Header, headerExternalAddress)
 		if ca.external.IsValid() {
 			r.Header[headerExternalAddress] = []string{ca.external.String()}
@@ -245,11 +245,11 @@ func (c *conn) forwardHTTP(r *http.Request) clientAddress {
 	return ca
 }
 
-// forwardH1 applies the rules to the request in progress on the HTTP/1.1
-// path, editing its head in place, and returns its client address.
-func (c *h1conn) forwardH1() clientAddress {
-	hs := c.req.Headers
-	edge := c.filter.xff.useRemote
+// ApplyH1 applies the rules to the fields hs of an HTTP/1.1 request from
+// peer, editing them in place; it returns them and the request's client
+// address.
+func (p XFF) ApplyH1(hs http1.Headers, peer netip.AddrPort, local netip.Addr) (http1.Headers, ClientAddress) {
+	edge := p.useRemote
 	var (
 		xff                 string
 		has, strip, extAddr bool
@@ -265,9 +265,9 @@ func (c *h1conn) forwardH1() clientAddress {
 		}
 	}
 	if has {
-		xff, _ = c.req.Headers.Lookup(headerXFF)
+		xff, _ = hs.Lookup(headerXFF)
 	}
-	ca := c.filter.xff.resolve(xff, has, c.remoteAddr(), c.s.local)
+	ca := p.resolve(xff, has, peer, local)
 	if strip {
 		out := hs[:0]
 		for _, h := range hs {
@@ -280,26 +280,25 @@ func (c *h1conn) forwardH1() clientAddress {
 	}
 	if ca.appended.IsValid() {
 		v := []byte(appendXFF(xff, has, ca.appended)) // copied: xff may alias the read buffer
-		hs = append(removeHeader(hs, headerXFF), http1.Header{Name: []byte("x-forwarded-for"), Value: v})
+		hs = append(RemoveHeader(hs, headerXFF), http1.Header{Name: []byte("x-forwarded-for"), Value: v})
 	}
-	if c.filter.xff.newRequestIDAtEdge() {
-		hs = removeHeader(hs, headerRequestID) // a new one is written upstream
+	if p.newRequestIDAtEdge() {
+		hs = RemoveHeader(hs, headerRequestID) // a new one is written upstream
 	}
 	if edge {
 		if extAddr {
-			hs = removeHeader(hs, headerExternalAddress)
+			hs = RemoveHeader(hs, headerExternalAddress)
 		}
 		if ca.external.IsValid() {
 			hs = append(hs, http1.Header{Name: []byte("x-envoy-external-address"), Value: []byte(ca.external.String())})
 		}
 	}
-	c.req.Headers = hs
-	return ca
+	return hs, ca
 }
 
-// removeHeader removes the fields named name from hs, keeping the order of
+// RemoveHeader removes the fields named name from hs, keeping the order of
 // the others.
-func removeHeader(hs http1.Headers, name string) http1.Headers {
+func RemoveHeader(hs http1.Headers, name string) http1.Headers {
 	out := hs[:0]
 	for _, h := range hs {
 		if !http1.EqualFold(h.Name, name) {

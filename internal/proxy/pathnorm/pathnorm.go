@@ -1,28 +1,26 @@
-package hcm
-
-import (
-	"bytes"
-	"fmt"
-	"net/http"
-	"net/url"
-	"strings"
-	"unicode/utf8"
-	"unsafe"
-
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-)
-
-// This file is the HCM's path normalization: normalize_path, merge_slashes
+// Package pathnorm is the HCM's path normalization: normalize_path, merge_slashes
 // and path_with_escaped_slashes_action, applied to the request path before
 // the HTTP filters (JWT, RBAC), routing and the upstream request, so that
 // what a policy matches is what the application serves. The order and the
 // semantics are Envoy's (ConnectionManagerUtility::maybeNormalizePath and
 // PathUtil in source/common/http/path_utility.cc): escaped slashes first,
 // then RFC 3986 dot-segment removal with Chromium's path canonicalization,
-// then merging slashes. The query is never touched.
+// then merging slashes. The query is never touched. Package hcm applies a
+// Policy to every request of either codec.
+package pathnorm
 
-// pathNorm is an HCM's path normalization; the zero value changes nothing.
-type pathNorm struct {
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+)
+
+// Policy is an HCM's path normalization; the zero value changes nothing.
+type Policy struct {
 	normalize bool // normalize_path
 	merge     bool // merge_slashes
 	// escaped is path_with_escaped_slashes_action; KEEP_UNCHANGED when
@@ -30,61 +28,62 @@ type pathNorm struct {
 	escaped hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction
 }
 
-// What pathNorm.apply decided.
-type pathVerdict int
+// Verdict is what Policy.Apply decided.
+type Verdict int
 
+// The verdicts.
 const (
-	pathForward  pathVerdict = iota // serve the request with the (maybe new) path
-	pathReject                      // answer 400: the path cannot be normalized, or has escaped slashes under REJECT_REQUEST
-	pathRedirect                    // answer 307 to the unescaped path (UNESCAPE_AND_REDIRECT)
+	Forward  Verdict = iota // serve the request with the (maybe new) path
+	Reject                  // answer 400: the path cannot be normalized, or has escaped slashes under REJECT_REQUEST
+	Redirect                // answer 307 to the unescaped path (UNESCAPE_AND_REDIRECT)
 )
 
-// buildPathNorm reads the three fields; checkHCMFields refused the values
-// strait does not know.
-func (f *Filter) buildPathNorm(h *hcmv3.HttpConnectionManager) error {
-	p := pathNorm{normalize: h.GetNormalizePath().GetValue(), merge: h.GetMergeSlashes(), escaped: h.GetPathWithEscapedSlashesAction()}
+// PolicyOf reads normalize_path, merge_slashes and
+// path_with_escaped_slashes_action of h, refusing an action it does not
+// know by name.
+func PolicyOf(h *hcmv3.HttpConnectionManager) (Policy, error) {
+	p := Policy{normalize: h.GetNormalizePath().GetValue(), merge: h.GetMergeSlashes(), escaped: h.GetPathWithEscapedSlashesAction()}
 	switch p.escaped {
 	case hcmv3.HttpConnectionManager_IMPLEMENTATION_SPECIFIC_DEFAULT:
 		p.escaped = hcmv3.HttpConnectionManager_KEEP_UNCHANGED
 	case hcmv3.HttpConnectionManager_KEEP_UNCHANGED, hcmv3.HttpConnectionManager_REJECT_REQUEST,
 		hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT, hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
 	default:
-		return fmt.Errorf("path_with_escaped_slashes_action %d is not a known action (want KEEP_UNCHANGED, REJECT_REQUEST, UNESCAPE_AND_REDIRECT or UNESCAPE_AND_FORWARD)", p.escaped)
+		return Policy{}, fmt.Errorf("path_with_escaped_slashes_action %d is not a known action (want KEEP_UNCHANGED, REJECT_REQUEST, UNESCAPE_AND_REDIRECT or UNESCAPE_AND_FORWARD)", p.escaped)
 	}
-	f.pathNorm = p
-	return nil
+	return p, nil
 }
 
-// active reports whether apply can change anything.
-func (p *pathNorm) active() bool {
+// Active reports whether Apply can change anything.
+func (p *Policy) Active() bool {
 	return p.normalize || p.merge || p.escaped != hcmv3.HttpConnectionManager_KEEP_UNCHANGED && p.escaped != 0
 }
 
-// apply returns the request path (without its query) as the HCM forwards
+// Apply returns the request path (without its query) as the HCM forwards
 // it. When nothing changes, out is path itself and nothing is allocated;
 // a path that does not start with '/' (the "*" of OPTIONS) is left alone.
-func (p *pathNorm) apply(path []byte) (out []byte, v pathVerdict) {
+func (p *Policy) Apply(path []byte) (out []byte, v Verdict) {
 	out = path
 	if len(path) == 0 || path[0] != '/' {
-		return out, pathForward
+		return out, Forward
 	}
 	switch p.escaped {
 	case hcmv3.HttpConnectionManager_REJECT_REQUEST:
 		if hasEscapedSlash(out) {
-			return out, pathReject
+			return out, Reject
 		}
 	case hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT, hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD:
 		if hasEscapedSlash(out) {
 			out = unescapeSlashes(out)
 			if p.escaped == hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT {
-				v = pathRedirect
+				v = Redirect
 			}
 		}
 	}
 	if p.normalize && !isCanonicalPath(out) {
 		var ok bool
 		if out, ok = canonicalPath(out); !ok {
-			return path, pathReject
+			return path, Reject
 		}
 	}
 	if p.merge && bytes.Contains(out, []byte("//")) {
@@ -93,40 +92,7 @@ func (p *pathNorm) apply(path []byte) (out []byte, v pathVerdict) {
 	return out, v
 }
 
-// serveStream applies the normalization to a request of the net/http or
-// HTTP/2 codec whose escaped path is path: it returns the path to route
-// and sets r.URL to it for the upstream, or answers the request (400, or
-// 307 for UNESCAPE_AND_REDIRECT; a gRPC request is forwarded unescaped
-// instead, as Envoy does) and reports done.
-func (p *pathNorm) serveStream(w http.ResponseWriter, r *http.Request, path string) (string, bool) {
-	if path == "" {
-		return path, false
-	}
-	// apply only reads its input, and returns it when nothing changes.
-	in := unsafe.Slice(unsafe.StringData(path), len(path))
-	out, v := p.apply(in)
-	switch {
-	case v == pathReject:
-		streamLocalReply(w, r, http.StatusBadRequest, "", "")
-		return path, true
-	case v == pathRedirect && !isGRPC(r.Header):
-		loc := string(out)
-		if r.URL.RawQuery != "" {
-			loc += "?" + r.URL.RawQuery
-		}
-		w.Header().Set("Location", loc)
-		localReply(w, http.StatusTemporaryRedirect, "", "")
-		return path, true
-	}
-	if len(out) == len(in) && &out[0] == &in[0] {
-		return path, false
-	}
-	s := string(out)
-	setURLPath(r.URL, s)
-	return s, false
-}
-
-// hasFragment reports whether a request target (HTTP/1.1's
+// HasFragment reports whether a request target (HTTP/1.1's
 // request-target as received, HTTP/2's :path) holds a '#'. A fragment is
 // never part of a request target (RFC 9112 §3.2, RFC 9113 §8.3.1), and
 // Envoy answers such a request 400 before normalizing or routing it
@@ -136,17 +102,7 @@ func (p *pathNorm) serveStream(w http.ResponseWriter, r *http.Request, path stri
 // default), whether or not the HCM normalizes paths: forwarded,
 // "/admin#x" would be routed and authorized as a path other than the
 // "/admin" the application serves.
-func hasFragment(target string) bool { return strings.IndexByte(target, '#') >= 0 }
-
-// rejectFragment answers 400 to a request of the net/http or HTTP/2
-// codec whose target has a fragment (hasFragment) and reports done.
-func rejectFragment(w http.ResponseWriter, r *http.Request) bool {
-	if !hasFragment(r.RequestURI) {
-		return false
-	}
-	streamLocalReply(w, r, http.StatusBadRequest, "", "")
-	return true
-}
+func HasFragment(target string) bool { return strings.IndexByte(target, '#') >= 0 }
 
 // hasEscapedSlash reports whether path has %2F or %5C, in either case.
 func hasEscapedSlash(path []byte) bool {
@@ -329,9 +285,9 @@ func isUnreserved(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
 }
 
-// setURLPath makes u's escaped path p, as the upstream request and the
+// SetURLPath makes u's escaped path p, as the upstream request and the
 // application will see it.
-func setURLPath(u *url.URL, p string) {
+func SetURLPath(u *url.URL, p string) {
 	dec, err := url.PathUnescape(p)
 	if err != nil {
 		// An invalid escape ("%zz") is kept as written, which only

@@ -1,4 +1,4 @@
-package hcm
+package forward
 
 // Request mirroring (route request_mirror_policies), as Envoy's router
 // shadows a request (source/common/router/router.cc, shadow_writer): a
@@ -22,9 +22,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
+
+// Clusters resolves cluster names (the cluster manager).
+type Clusters interface {
+	Get(name string) *cluster.Cluster
+}
 
 const (
 	// maxShadowBody bounds the request body a shadow carries.
@@ -38,9 +44,9 @@ const (
 	maxShadowResponse = 1 << 20
 )
 
-// shadowing sends the shadow requests of one Server and owns their
+// Shadowing sends the shadow requests of one HTTP server and owns their
 // goroutines: close cancels them and waits until they are gone.
-type shadowing struct {
+type Shadowing struct {
 	log      *slog.Logger
 	clusters Clusters
 	slots    chan struct{} // one per shadow in flight
@@ -52,12 +58,15 @@ type shadowing struct {
 	wg     sync.WaitGroup
 }
 
-func newShadowing(log *slog.Logger, clusters Clusters) *shadowing {
+// NewShadowing starts the shadowing of one server; Close ends it.
+func NewShadowing(log *slog.Logger, clusters Clusters) *Shadowing {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &shadowing{log: log, clusters: clusters, slots: make(chan struct{}, maxShadows), ctx: ctx, cancel: cancel}
+	return &Shadowing{log: log, clusters: clusters, slots: make(chan struct{}, maxShadows), ctx: ctx, cancel: cancel}
 }
 
-func (sh *shadowing) close() {
+// Close cancels the shadows in flight and waits until they are gone; a
+// shadow sent after Close is dropped.
+func (sh *Shadowing) Close() {
 	sh.mu.Lock()
 	sh.closed = true
 	sh.mu.Unlock()
@@ -74,20 +83,20 @@ func shadowHost(host string) string {
 	return host + "-shadow"
 }
 
-// mirrorH1 mirrors the HTTP/1.1 request req, whose body (if any) starts at
+// MirrorH1 mirrors the HTTP/1.1 request req, whose body (if any) starts at
 // buffered; proto is its x-forwarded-proto as the main request leaves,
 // scheme its :scheme.
-func (s *Server) mirrorH1(mirrors []route.Mirror, req *http1.Request, buffered []byte, proto, scheme string) {
+func (sh *Shadowing) MirrorH1(mirrors []route.Mirror, req *http1.Request, buffered []byte, proto, scheme string) {
 	var body []byte
 	switch req.Framing {
 	case http1.FramingLength:
 		if req.ContentLength > maxShadowBody || int64(len(buffered)) < req.ContentLength {
-			s.log.Debug("request not mirrored: body not at hand", "content_length", req.ContentLength)
+			sh.log.Debug("request not mirrored: body not at hand", "content_length", req.ContentLength)
 			return
 		}
 		body = buffered[:req.ContentLength]
 	case http1.FramingChunked:
-		s.log.Debug("request not mirrored: chunked body")
+		sh.log.Debug("request not mirrored: chunked body")
 		return
 	}
 	target := req.Target
@@ -112,19 +121,19 @@ func (s *Server) mirrorH1(mirrors []route.Mirror, req *http1.Request, buffered [
 			h.Add(string(f.Name), string(f.Value))
 		}
 		h["X-Forwarded-Proto"] = []string{proto}
-		s.shadow.send(m, string(req.Method), u, string(req.Host), h, body)
+		sh.send(m, string(req.Method), u, string(req.Host), h, body)
 	}
 }
 
-// mirrorStream mirrors an HTTP/2 (or net/http) request. A body of known
+// MirrorStream mirrors an HTTP/2 (or net/http) request. A body of known
 // length up to maxShadowBody is read first and replaces r.Body, so both
 // the main request and the shadow carry it; any other body is not
 // mirrored.
-func (s *Server) mirrorStream(mirrors []route.Mirror, r *http.Request) {
+func (sh *Shadowing) MirrorStream(mirrors []route.Mirror, r *http.Request) {
 	var body []byte
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		if r.ContentLength < 0 || r.ContentLength > maxShadowBody {
-			s.log.Debug("request not mirrored: body not at hand", "content_length", r.ContentLength)
+			sh.log.Debug("request not mirrored: body not at hand", "content_length", r.ContentLength)
 			return
 		}
 		b, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength))
@@ -142,14 +151,14 @@ func (s *Server) mirrorStream(mirrors []route.Mirror, r *http.Request) {
 			continue
 		}
 		h := r.Header.Clone()
-		removeHop(h)
+		RemoveHop(h)
 		u := &url.URL{Scheme: r.URL.Scheme, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-		s.shadow.send(m, r.Method, u, r.Host, h, body) //nolint:contextcheck // a shadow outlives its request on purpose; the server's context bounds it
+		sh.send(m, r.Method, u, r.Host, h, body) //nolint:contextcheck // a shadow outlives its request on purpose; the server's context bounds it
 	}
 }
 
 // send starts one shadow request, unless maxShadows are in flight.
-func (sh *shadowing) send(m route.Mirror, method string, u *url.URL, host string, h http.Header, body []byte) {
+func (sh *Shadowing) send(m route.Mirror, method string, u *url.URL, host string, h http.Header, body []byte) {
 	select {
 	case sh.slots <- struct{}{}:
 	default:
@@ -181,7 +190,7 @@ func (sh *shadowing) send(m route.Mirror, method string, u *url.URL, host string
 	}()
 }
 
-func (sh *shadowing) shadow(clusterName, method string, u *url.URL, host string, h http.Header, body []byte) {
+func (sh *Shadowing) shadow(clusterName, method string, u *url.URL, host string, h http.Header, body []byte) {
 	cl := sh.clusters.Get(clusterName)
 	if cl == nil {
 		sh.log.Debug("shadow dropped: no cluster", "cluster", clusterName)

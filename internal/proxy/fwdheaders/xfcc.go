@@ -1,4 +1,4 @@
-package hcm
+package fwdheaders
 
 // This file is the HCM's x-forwarded-client-cert (XFCC) rules, as Envoy's
 // ConnectionManagerUtility::mutateXfccRequestHeader
@@ -46,8 +46,8 @@ import (
 // headerXFCC is the header this file edits.
 const headerXFCC = "X-Forwarded-Client-Cert"
 
-// xfccPolicy is what the HCM config says about x-forwarded-client-cert.
-type xfccPolicy struct {
+// XFCC is what the HCM config says about x-forwarded-client-cert.
+type XFCC struct {
 	mode hcmv3.HttpConnectionManager_ForwardClientCertDetails
 	// The details of set_current_client_cert_details.
 	cert, chain, subject, uri, dns bool
@@ -60,53 +60,53 @@ var setCurrentClientCertDetailsFields = map[protoreflect.Name]bool{
 	"subject": true, "cert": true, "chain": true, "dns": true, "uri": true,
 }
 
-// buildXFCC reads forward_client_cert_details and
-// set_current_client_cert_details.
-func (f *Filter) buildXFCC(h *hcmv3.HttpConnectionManager) error {
+// XFCCOf reads forward_client_cert_details and
+// set_current_client_cert_details of h, refusing a value or field it does
+// not implement by name.
+func XFCCOf(h *hcmv3.HttpConnectionManager) (XFCC, error) {
 	mode := h.GetForwardClientCertDetails()
 	if _, ok := hcmv3.HttpConnectionManager_ForwardClientCertDetails_name[int32(mode)]; !ok {
-		return fmt.Errorf("forward_client_cert_details %d is not a known value (SANITIZE, FORWARD_ONLY, APPEND_FORWARD, SANITIZE_SET or ALWAYS_FORWARD_ONLY)", int32(mode))
+		return XFCC{}, fmt.Errorf("forward_client_cert_details %d is not a known value (SANITIZE, FORWARD_ONLY, APPEND_FORWARD, SANITIZE_SET or ALWAYS_FORWARD_ONLY)", int32(mode))
 	}
 	d := h.GetSetCurrentClientCertDetails()
 	if d != nil {
 		if err := fieldaudit.Only("set_current_client_cert_details", d.ProtoReflect(), setCurrentClientCertDetailsFields); err != nil {
-			return fmt.Errorf("%w (remove it)", err)
+			return XFCC{}, fmt.Errorf("%w (remove it)", err)
 		}
 	}
-	f.xfcc = xfccPolicy{
+	return XFCC{
 		mode:    mode,
 		cert:    d.GetCert(),
 		chain:   d.GetChain(),
 		subject: d.GetSubject().GetValue(),
 		uri:     d.GetUri(),
 		dns:     d.GetDns(),
-	}
-	return nil
+	}, nil
 }
 
 // sets reports whether the policy writes this hop's element.
-func (p xfccPolicy) sets() bool {
+func (p XFCC) sets() bool {
 	return p.mode == hcmv3.HttpConnectionManager_APPEND_FORWARD || p.mode == hcmv3.HttpConnectionManager_SANITIZE_SET
 }
 
-// xfccConn is what the XFCC rules need of one downstream connection,
-// computed once when it is accepted.
-type xfccConn struct {
+// XFCCConn is what the XFCC rules need of one downstream connection,
+// computed once when it is accepted (XFCC.Conn).
+type XFCCConn struct {
 	mtls    bool   // TLS terminated by the proxy, and the client presented a certificate
 	element string // this hop's element; only when the policy sets one
 }
 
-// xfccConnOf describes c for the policy.
-func xfccConnOf(p xfccPolicy, c net.Conn) xfccConn {
+// Conn describes c for the policy.
+func (p XFCC) Conn(c net.Conn) XFCCConn {
 	tc := tlsconf.Terminated(c)
 	if tc == nil {
-		return xfccConn{}
+		return XFCCConn{}
 	}
 	peers := tc.ConnectionState().PeerCertificates
 	if len(peers) == 0 {
-		return xfccConn{}
+		return XFCCConn{}
 	}
-	out := xfccConn{mtls: true}
+	out := XFCCConn{mtls: true}
 	if p.sets() {
 		out.element = p.element(tlsconf.LocalCertificate(c), peers)
 	}
@@ -115,7 +115,7 @@ func xfccConnOf(p xfccPolicy, c net.Conn) xfccConn {
 
 // element is this hop's XFCC element for a connection on which the proxy
 // presented local (nil: unknown) and the client sent peers (leaf first).
-func (p xfccPolicy) element(local *x509.Certificate, peers []*x509.Certificate) string {
+func (p XFCC) element(local *x509.Certificate, peers []*x509.Certificate) string {
 	var parts []string
 	if local != nil {
 		for _, u := range local.URIs {
@@ -167,7 +167,7 @@ func pemURLEncoded(certs []*x509.Certificate) string {
 // apply returns the x-forwarded-client-cert a request leaves with, given
 // the client's (v, has says it sent one) on connection c: keep false
 // removes the header.
-func (p xfccPolicy) apply(v string, has bool, c xfccConn) (out string, keep bool) {
+func (p XFCC) apply(v string, has bool, c XFCCConn) (out string, keep bool) {
 	switch {
 	case p.mode == hcmv3.HttpConnectionManager_ALWAYS_FORWARD_ONLY:
 		return v, has
@@ -182,10 +182,11 @@ func (p xfccPolicy) apply(v string, has bool, c xfccConn) (out string, keep bool
 	}
 }
 
-// forwardXFCC applies the rules to a request on the net/http paths.
-func (c *conn) forwardXFCC(r *http.Request) {
+// ApplyHTTP applies the rules to a request on the http.Request path
+// (HTTP/2) on connection c.
+func (p XFCC) ApplyHTTP(r *http.Request, c XFCCConn) {
 	vv, has := r.Header[headerXFCC]
-	v, keep := c.filter.xfcc.apply(strings.Join(vv, ","), has, c.xfcc)
+	v, keep := p.apply(strings.Join(vv, ","), has, c)
 	switch {
 	case !keep:
 		delete(r.Header, headerXFCC)
@@ -194,20 +195,20 @@ func (c *conn) forwardXFCC(r *http.Request) {
 	}
 }
 
-// forwardXFCC applies the rules to the HTTP/1.1 request in progress,
-// editing its head in place.
-func (c *h1conn) forwardXFCC() {
-	p := c.filter.xfcc
+// ApplyH1 applies the rules to the fields hs of an HTTP/1.1 request on
+// connection c, editing them in place, and returns them.
+func (p XFCC) ApplyH1(hs http1.Headers, c XFCCConn) http1.Headers {
 	if p.mode == hcmv3.HttpConnectionManager_ALWAYS_FORWARD_ONLY ||
-		(p.mode == hcmv3.HttpConnectionManager_FORWARD_ONLY && c.xfcc.mtls) {
-		return // unchanged: skip the search
+		(p.mode == hcmv3.HttpConnectionManager_FORWARD_ONLY && c.mtls) {
+		return hs // unchanged: skip the search
 	}
-	v, has := c.req.Headers.Lookup(headerXFCC)
-	out, keep := p.apply(v, has, c.xfcc)
+	v, has := hs.Lookup(headerXFCC)
+	out, keep := p.apply(v, has, c)
 	if has {
-		c.req.Headers = removeHeader(c.req.Headers, headerXFCC)
+		hs = RemoveHeader(hs, headerXFCC)
 	}
 	if keep {
-		c.req.Headers = append(c.req.Headers, http1.Header{Name: []byte("x-forwarded-client-cert"), Value: []byte(out)})
+		hs = append(hs, http1.Header{Name: []byte("x-forwarded-client-cert"), Value: []byte(out)})
 	}
+	return hs
 }

@@ -1,9 +1,9 @@
-package hcm
+package forward
 
-// This file is the router for the paths that forward an http.Request
-// (HTTP/2 streams and HTTP/1.1 to an HTTP/2 cluster):
-// timeouts, retries with a replayable body, rewrites and header mutations,
-// redirects and direct responses, as package router decides them.
+// This file is the exchange for the paths that forward an http.Request
+// (HTTP/2 streams and HTTP/1.1 to an HTTP/2 cluster): timeouts, retries
+// with a replayable body, rewrites and header mutations, as package router
+// decides them.
 
 import (
 	"context"
@@ -36,8 +36,8 @@ func (h httpHeaders) Add(name, value string) { http.Header(h).Add(name, value) }
 
 var _ router.HeaderEditor = httpHeaders{}
 
-// takeOverrides reads and removes the router's x-envoy-* request headers.
-func takeOverrides(h http.Header) *router.Overrides {
+// TakeOverrides reads and removes the router's x-envoy-* request headers.
+func TakeOverrides(h http.Header) *router.Overrides {
 	var o *router.Overrides
 	for k, vv := range h {
 		if len(k) < 16 || !router.IsRouterHeader(k) {
@@ -54,9 +54,9 @@ func takeOverrides(h http.Header) *router.Overrides {
 	return o
 }
 
-// mutateHTTPRequest applies the route's rewrites and request header
+// MutateRequest applies the route's rewrites and request header
 // mutations for target t to out (whose URL it replaces, not edits).
-func mutateHTTPRequest(out *http.Request, rt *route.Route, t *route.WeightedCluster) {
+func MutateRequest(out *http.Request, rt *route.Route, t *route.WeightedCluster) {
 	if rt.Rewrite != nil {
 		u := *out.URL
 		p := u.EscapedPath()
@@ -77,66 +77,41 @@ func mutateHTTPRequest(out *http.Request, rt *route.Route, t *route.WeightedClus
 	rt.RequestHeaders.Apply(e)
 }
 
-// mutateHTTPResponse applies the response header mutations to h.
-func mutateHTTPResponse(h http.Header, rt *route.Route, t *route.WeightedCluster) {
+// MutateResponse applies the response header mutations to h.
+func MutateResponse(h http.Header, rt *route.Route, t *route.WeightedCluster) {
 	e := httpHeaders(h)
 	t.ResponseHeaders.Apply(e)
 	rt.ResponseHeaders.Apply(e)
 }
 
-// localRouteReply answers a redirect or direct_response route; it reports
-// false for a route that forwards.
-func localRouteReply(w http.ResponseWriter, r *http.Request, rt *route.Route, path string) bool {
-	switch {
-	case rt.Redirect != nil:
-		scheme := r.Header.Get("X-Forwarded-Proto")
-		if scheme == "" {
-			scheme = "http"
-		}
-		q := ""
-		if r.URL.RawQuery != "" || r.URL.ForceQuery {
-			q = "?" + r.URL.RawQuery
-		}
-		w.Header().Set("Location", rt.Redirect.Location(scheme, r.Host, path, q, rt.MatchedLen(path)))
-		mutateHTTPResponse(w.Header(), rt, &route.WeightedCluster{})
-		w.WriteHeader(rt.Redirect.Code)
-		return true
-	case rt.Direct != nil:
-		mutateHTTPResponse(w.Header(), rt, &route.WeightedCluster{})
-		streamLocalReply(w, r, rt.Direct.Status, "", rt.Direct.Body)
-		return true
-	}
-	return false
-}
-
-// routedExchange is the outcome of roundTripRouted.
-type routedExchange struct {
-	resp *http.Response
-	// fail is the local reply when resp is nil (code 0: the client left).
-	fail failure
-	err  error
-	// limitExceeded: the last outcome was retriable but no retry was left
+// Exchange is the outcome of RoundTrip.
+type Exchange struct {
+	Resp *http.Response
+	// Fail is the local reply when Resp is nil (code 0: the client left).
+	Fail Failure
+	Err  error
+	// LimitExceeded: the last outcome was retriable but no retry was left
 	// (response flag URX).
-	limitExceeded bool
+	LimitExceeded bool
 	cancels       []context.CancelFunc
 	// slot is the retry circuit breaker's slot of the last retry.
-	slot retrySlot
+	slot RetrySlot
 }
 
-// done releases the exchange's timers and retry slot; call it once the
+// Done releases the exchange's timers and retry slot; call it once the
 // response body is finished.
-func (x *routedExchange) done() {
+func (x *Exchange) Done() {
 	for _, c := range x.cancels {
 		c()
 	}
-	x.slot.release()
+	x.slot.Release()
 }
 
-// roundTripRouted sends out (whose context is the downstream stream's) to
+// RoundTrip sends out (whose context is the downstream stream's) to
 // ep on cl, with the route timeout and retries of rt and the request's
 // overrides ov.
-func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, ov *router.Overrides, dst netip.AddrPort, src cluster.OriginalSource) *routedExchange {
-	x := &routedExchange{}
+func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, ov *router.Overrides, dst netip.AddrPort, src cluster.OriginalSource) *Exchange {
+	x := &Exchange{}
 	retry, timeout := router.NewRetry(rt.Retry, ov, rt.Timeout)
 	ctx := out.Context()
 	if grpcTimeout, ok := grpcRouteTimeout(out, rt); ok {
@@ -150,7 +125,7 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 	}
 	var rb *replayBody
 	if out.Body != nil && out.Body != http.NoBody && retry.Enabled() {
-		rb = &replayBody{src: out.Body, limit: retryBufferLimit}
+		rb = &replayBody{src: out.Body, limit: RetryBufferLimit}
 	}
 	var tried []string
 	for {
@@ -178,60 +153,60 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 		resp, err := cl.RoundTrip(req, ep)
 		replayable := rb == nil || rb.replayable()
 		if err != nil {
-			x.err = err
+			x.Err = err
 			if ctx.Err() != nil {
-				if deadlinePassed(ctx) {
-					x.fail = failure{504, "UT", "upstream request timeout"}
+				if DeadlinePassed(ctx) {
+					x.Fail = Failure{504, "UT", "upstream request timeout"}
 					return x
 				}
-				x.fail = failClientGone
+				x.Fail = FailClientGone
 				return x
 			}
-			if deadlinePassed(routeCtx) {
+			if DeadlinePassed(routeCtx) {
 				cl.Stats.Router.Timeout.Add(1)
-				x.fail = failRouteTimeout
-				x.limitExceeded = retry.LimitExceeded
-				countRetryOutcome(cl, &retry, false)
+				x.Fail = FailRouteTimeout
+				x.LimitExceeded = retry.LimitExceeded
+				CountRetryOutcome(cl, &retry, false)
 				return x
 			}
 			if errors.Is(err, cluster.ErrOverflow) {
 				// A circuit breaker is open: 503 UO, not retried.
-				x.fail = failure{503, "UO", bodyOverflow}
-				x.limitExceeded = retry.LimitExceeded
-				countRetryOutcome(cl, &retry, false)
+				x.Fail = Failure{503, "UO", BodyOverflow}
+				x.LimitExceeded = retry.LimitExceeded
+				CountRetryOutcome(cl, &retry, false)
 				return x
 			}
-			kind, f := router.FailReset, failTerminated
+			kind, f := router.FailReset, FailTerminated
 			switch {
-			case deadlinePassed(actx):
-				kind, f = router.FailPerTryTimeout, failRouteTimeout
+			case DeadlinePassed(actx):
+				kind, f = router.FailPerTryTimeout, FailRouteTimeout
 				cl.Stats.Router.PerTryTimeout.Add(1)
 			case isConnectError(err):
-				kind, f = router.FailConnect, failConnect
+				kind, f = router.FailConnect, FailConnect
 			case isRefusedStream(err):
 				kind = router.FailRefused
 			case isUpstreamProtocolError(err):
-				f = failProtocol
+				f = FailProtocol
 			}
-			if lf := localFailureOf(f); lf != 0 {
-				cl.ReportLocalFailure(ep, lf) // outlier detection (lbhash.go)
+			if lf := LocalFailureOf(f); lf != 0 {
+				cl.ReportLocalFailure(ep, lf) // outlier detection (failure.go)
 			}
-			if retry.OnFailure(kind, kind != router.FailConnect, replayable) && x.slot.admit(cl) && backOffCtx(routeCtx, &retry) {
+			if retry.OnFailure(kind, kind != router.FailConnect, replayable) && x.slot.Admit(cl) && BackOffCtx(routeCtx, &retry) {
 				cl.Stats.Router.Retry.Add(1)
-				ep = repick(cl, &retry, dst, src, tried, ep)
+				ep = Repick(cl, &retry, dst, src, tried, ep)
 				continue
 			}
-			x.fail = f
-			x.limitExceeded = retry.LimitExceeded
-			countRetryOutcome(cl, &retry, false)
+			x.Fail = f
+			x.LimitExceeded = retry.LimitExceeded
+			CountRetryOutcome(cl, &retry, false)
 			return x
 		}
 		if err := cluster.CheckResponseHead(resp); err != nil {
 			// Past the response head limits, as the strait codec's
 			// parser refuses it: a protocol error.
 			resp.Body.Close()
-			x.err, x.fail = err, failProtocol
-			countRetryOutcome(cl, &retry, false)
+			x.Err, x.Fail = err, FailProtocol
+			CountRetryOutcome(cl, &retry, false)
 			return x
 		}
 		cl.ReportStatus(ep, resp.StatusCode) // outlier detection, every attempt
@@ -242,17 +217,17 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 					grpc = n
 				}
 			}
-			if retry.OnStatus(resp.StatusCode, grpc, replayable) && x.slot.admit(cl) && backOffCtx(routeCtx, &retry) {
+			if retry.OnStatus(resp.StatusCode, grpc, replayable) && x.slot.Admit(cl) && BackOffCtx(routeCtx, &retry) {
 				cl.Stats.AddResponse(resp.StatusCode)
 				resp.Body.Close()
 				cl.Stats.Router.Retry.Add(1)
-				ep = repick(cl, &retry, dst, src, tried, ep)
+				ep = Repick(cl, &retry, dst, src, tried, ep)
 				continue
 			}
 		}
-		x.resp = resp
-		x.limitExceeded = retry.LimitExceeded
-		countRetryOutcome(cl, &retry, true)
+		x.Resp = resp
+		x.LimitExceeded = retry.LimitExceeded
+		CountRetryOutcome(cl, &retry, true)
 		return x
 	}
 }
@@ -261,10 +236,10 @@ func roundTripRouted(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint
 // max_grpc_timeout: its grpc-timeout (none: infinity), capped unless the
 // cap is 0.
 func grpcRouteTimeout(r *http.Request, rt *route.Route) (d time.Duration, ok bool) {
-	if !rt.HasMaxGRPCTimeout || !isGRPC(r.Header) {
+	if !rt.HasMaxGRPCTimeout || !IsGRPC(r.Header) {
 		return 0, false
 	}
-	t, has := parseGRPCTimeout(r.Header.Get("Grpc-Timeout"))
+	t, has := ParseGRPCTimeout(r.Header.Get("Grpc-Timeout"))
 	switch {
 	case rt.MaxGRPCTimeout == 0:
 		if !has {
@@ -275,12 +250,6 @@ func grpcRouteTimeout(r *http.Request, rt *route.Route) (d time.Duration, ok boo
 		return rt.MaxGRPCTimeout, true
 	}
 	return t, true
-}
-
-// backOffCtx is backOff bounded by ctx's deadline.
-func backOffCtx(ctx context.Context, r *router.Retry) bool {
-	dl, _ := ctx.Deadline()
-	return backOff(r, dl)
 }
 
 // isConnectError reports a failed connect: the dial, or the upstream TLS

@@ -63,6 +63,7 @@ type Provider struct {
 	TraceID128, SharedSpanContext, W3C bool
 	// OTLP: ServiceName is the resource's service.name; Header is one
 	// initial_metadata entry (Header, HeaderValue) sent with exports.
+	// An empty ServiceName is the node's cluster (istiod writes that).
 	ServiceName         string
 	Header, HeaderValue string
 }

@@ -53,7 +53,11 @@ func (o *otlpExporter) export(ctx context.Context, spans []*Span) error {
 	// The response's partial_success is read as unknown fields: a
 	// rejected span is not retried (Envoy does not either).
 	var resp emptypb.Empty
-	if err := o.conn.Invoke(ctx, otlpExportMethod, otlpRequest(o.p.ServiceName, spans), &resp); err != nil {
+	service := o.p.ServiceName
+	if service == "" && len(spans) > 0 {
+		service = spans[0].Service // the node's cluster, as istiod writes service_name
+	}
+	if err := o.conn.Invoke(ctx, otlpExportMethod, otlpRequest(service, spans), &resp); err != nil {
 		return fmt.Errorf("otlp collector %s: %w", o.p.Cluster, err)
 	}
 	return nil

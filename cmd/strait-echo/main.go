@@ -114,6 +114,7 @@ func run(args []string) error {
 	status := fs.Int("status", 0, "answer every request with this status (0: 200, or as the request asks)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+	next := fs.String("next", "", "call this URL with the trace headers of each request before answering it (next.go)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -131,7 +132,11 @@ func run(args []string) error {
 		}
 		lns = append(lns, ln)
 	}
-	srv := &http.Server{Handler: newHandler(*version, *pod, *status), ReadHeaderTimeout: 10 * time.Second}
+	h := newHandler(*version, *pod, *status)
+	if *next != "" {
+		h = withNext(h, *next)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() {

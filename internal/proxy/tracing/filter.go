@@ -88,11 +88,9 @@ func (f *Filter) DecodeHeaders(s httpfilter.Stream) httpfilter.Status {
 	_, force := h.Lookup(headerForceTrace)
 	reason, packed := f.cfg.Sampling.decide(f.cfg.RequestID, id, client, force)
 	if !has || packed != id {
-		id = strings.Clone(packed)
-		h.Set(headerRequestID, id)
-	} else {
-		id = strings.Clone(id)
+		h.Set(headerRequestID, packed)
 	}
+	id = packed // aliases a header until copied for a sampled span's tag
 	parent, found, err := f.extract(h)
 	if err != nil {
 		return httpfilter.Continue // Envoy's NullSpan: nothing traced, nothing written
@@ -129,7 +127,7 @@ func (f *Filter) DecodeHeaders(s httpfilter.Stream) httpfilter.Status {
 	if f.kind == KindClient {
 		a.span.Name = "egress " + s.Host()
 	}
-	a.tags = f.requestTags(s, h, id, client)
+	a.tags = f.requestTags(s, h, strings.Clone(id), client)
 	*slot = a
 	return httpfilter.Continue
 }

@@ -24,6 +24,7 @@ const (
 // TracingKind is a tracing provider's kind.
 type TracingKind string
 
+// The tracing provider kinds straitd writes.
 const (
 	TracingZipkin        TracingKind = "zipkin"
 	TracingOpenTelemetry TracingKind = "opentelemetry"

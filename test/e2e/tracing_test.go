@@ -85,8 +85,11 @@ func TestTracing(t *testing.T) {
 	var trace []tracing.ZipkinSpan
 	err = poll(ctx, 90*time.Second, func() error {
 		r := send(ctx, c, http.MethodGet, "http://240.240.20.1/", "", nil)
-		if r.err != nil || r.status != http.StatusOK {
-			return fmt.Errorf("request: %v %d %s", r.err, r.status, r.body)
+		if r.err != nil {
+			return r.err
+		}
+		if r.status != http.StatusOK {
+			return fmt.Errorf("status %d: %s", r.status, r.body)
 		}
 		for _, spans := range z.traces() {
 			if len(spans) == 4 {

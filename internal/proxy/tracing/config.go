@@ -42,6 +42,7 @@ type Config struct {
 // ProviderKind is the tracer: Zipkin or OpenTelemetry.
 type ProviderKind uint8
 
+// The tracers: Envoy's Zipkin and OpenTelemetry (OTLP/gRPC).
 const (
 	KindZipkin ProviderKind = iota + 1
 	KindOTLP
@@ -71,6 +72,7 @@ type Provider struct {
 // TagKind is where a custom tag's value comes from.
 type TagKind uint8
 
+// The custom tag kinds (envoy.type.tracing.v3.CustomTag).
 const (
 	TagLiteral TagKind = iota + 1
 	TagEnvironment

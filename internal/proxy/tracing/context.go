@@ -21,6 +21,7 @@ func (t TraceID) AppendHex(b []byte, short bool) []byte {
 // yes or no.
 type Sampled uint8
 
+// The sampling flag's states.
 const (
 	SampledUnset Sampled = iota
 	SampledYes

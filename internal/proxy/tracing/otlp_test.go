@@ -20,7 +20,8 @@ type otlpCollector struct {
 	md  chan metadata.MD
 }
 
-func (c *otlpCollector) export(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+func (c *otlpCollector) export(_ any, ctx context.Context, //nolint:revive // grpc.MethodDesc's handler signature
+	dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 	var req tracepb.TracesData
 	if err := dec(&req); err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ const (
 // Reason is why a request is traced (Envoy's Tracing::Reason).
 type Reason uint8
 
+// The reasons, as the request id packs them.
 const (
 	ReasonNone     Reason = iota
 	ReasonSampling        // random_sampling

@@ -6,6 +6,7 @@ import "time"
 // (Envoy's ingress operation), CLIENT on outbound ones (egress).
 type Kind uint8
 
+// The span kinds the HCM makes.
 const (
 	KindServer Kind = iota + 1
 	KindClient

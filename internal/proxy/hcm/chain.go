@@ -325,8 +325,9 @@ func (st *filterState) hasEncoders() bool {
 // routeView is a route as filters see it (httpfilter.Route).
 type routeView struct{ rt *route.Route }
 
-func (v *routeView) Name() string    { return v.rt.Name }
-func (v *routeView) Cluster() string { return v.rt.Cluster }
+func (v *routeView) Name() string              { return v.rt.Name }
+func (v *routeView) Cluster() string           { return v.rt.Cluster }
+func (v *routeView) Decorator() (string, bool) { return v.rt.Decorator, v.rt.DecoratorPropagate }
 func (v *routeView) PerFilterConfig(filter string) any {
 	return v.rt.Filters.PerFilterConfig(filter)
 }

@@ -22,6 +22,9 @@ const (
 	headerForceTrace    = "x-envoy-force-trace"
 	headerDownstream    = "x-envoy-downstream-service-cluster"
 	headerUserAgent     = "user-agent"
+	// headerDecoratorOperation carries an egress span's decorator
+	// operation to the next hop's ingress span.
+	headerDecoratorOperation = "x-envoy-decorator-operation"
 )
 
 // Filter is the HCM's tracing as an HTTP filter that runs before every
@@ -118,18 +121,50 @@ func (f *Filter) DecodeHeaders(s httpfilter.Stream) httpfilter.Status {
 		out.Sampled = SampledNo
 	}
 	f.inject(h, out)
+	name := f.operation(s, h)
 	if !sampled {
 		return httpfilter.Continue
 	}
 	a := &active{span: Span{TraceID: out.TraceID, ID: out.SpanID, ParentID: out.ParentID, Kind: f.kind, Start: time.Now(),
 		Shared: shared, Debug: out.Debug, Service: f.service}}
-	a.span.Name = "ingress"
-	if f.kind == KindClient {
+	switch {
+	case name != "":
+		a.span.Name = strings.Clone(name)
+	case f.kind == KindClient:
 		a.span.Name = "egress " + s.Host()
+	default:
+		a.span.Name = "ingress"
 	}
 	a.tags = f.requestTags(s, h, strings.Clone(id), client)
 	*slot = a
 	return httpfilter.Continue
+}
+
+// operation is the span's name from the route's decorator, as Envoy's
+// HCM (traceRequest) takes it: an egress span is named by the decorator
+// and, when it propagates, sends the name upstream in
+// x-envoy-decorator-operation; an ingress span is named by that header
+// when a client sent one (else by the decorator), and the header goes no
+// further. "" is Envoy's default name. The result may alias a header.
+func (f *Filter) operation(s httpfilter.Stream, h httpfilter.HeaderMap) string {
+	var op string
+	propagate := false
+	if rt := s.Route(); rt != nil {
+		op, propagate = rt.Decorator()
+	}
+	if f.kind == KindClient {
+		if op != "" && propagate {
+			h.Set(headerDecoratorOperation, op)
+		}
+		return op
+	}
+	if v, ok := h.Lookup(headerDecoratorOperation); ok {
+		if v != "" {
+			op = strings.Clone(v)
+		}
+		h.Del(headerDecoratorOperation)
+	}
+	return op
 }
 
 // extract reads the incoming context in the provider's formats.

@@ -197,3 +197,28 @@ func TestFilterKeepsRequestID(t *testing.T) {
 		t.Errorf("x-request-id %q, want the client's kept", v)
 	}
 }
+
+// TestFilterDecorator: an egress span takes the route's decorator
+// operation as its name and sends it upstream; an ingress span takes the
+// name from x-envoy-decorator-operation, which goes no further.
+func TestFilterDecorator(t *testing.T) {
+	out, rec := newTestFilter(t, zipkinConfig(10000), corev3.TrafficDirection_OUTBOUND)
+	s := streamtest.New("web.app:80", "/", nil)
+	s.RouteV = &streamtest.Route{RouteName: "r", ClusterName: "web", Operation: "web.app.svc.cluster.local:80/*"}
+	run(out, s, httpfilter.StreamInfo{Status: 200})
+	if v, _ := s.Request.Lookup("x-envoy-decorator-operation"); v != "web.app.svc.cluster.local:80/*" {
+		t.Errorf("x-envoy-decorator-operation %q", v)
+	}
+	if len(rec.spans) != 1 || rec.spans[0].Name != "web.app.svc.cluster.local:80/*" {
+		t.Fatalf("egress spans %+v", rec.spans)
+	}
+	in, rec := newTestFilter(t, zipkinConfig(10000), corev3.TrafficDirection_INBOUND)
+	s = streamtest.New("web.app:80", "/", streamtest.NewHeaders("x-envoy-decorator-operation", "from-client"))
+	run(in, s, httpfilter.StreamInfo{Status: 200})
+	if _, ok := s.Request.Lookup("x-envoy-decorator-operation"); ok {
+		t.Error("the ingress sidecar passed x-envoy-decorator-operation to the app")
+	}
+	if len(rec.spans) != 1 || rec.spans[0].Name != "from-client" {
+		t.Fatalf("ingress spans %+v", rec.spans)
+	}
+}

@@ -118,6 +118,7 @@ func run(args []string) error {
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
 	metricsAddr := fs.String("metrics-addr", "", "serve the echo's Prometheus metrics on this address (any path)")
+	next := fs.String("next", "", "call this URL with the trace headers of each request before answering it (next.go)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -136,6 +137,9 @@ func run(args []string) error {
 		lns = append(lns, ln)
 	}
 	handler := newHandler(*version, *pod, *status)
+	if *next != "" {
+		handler = withNext(handler, *next)
+	}
 	var servers []*http.Server
 	if *metricsAddr != "" {
 		ln, err := net.Listen("tcp", *metricsAddr)

@@ -34,6 +34,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 	"github.com/straitmesh/strait/internal/proxy/xdsclient"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -67,8 +68,9 @@ type Proxy struct {
 	Listeners *listener.Manager
 	Routes    *route.Store
 	http      *hcm.Server
-	secrets   *tlsconf.Provider // SDS secrets of TLS transport sockets
-	logs      *accesslog.Files  // access log files of the filters
+	secrets   *tlsconf.Provider  // SDS secrets of TLS transport sockets
+	logs      *accesslog.Files   // access log files of the filters
+	tracers   *tracing.Reporters // span reporters of the HCMs' tracing
 	hasADS    bool
 	started   time.Time // when New ran: the bootstrap's and static resources' last_updated
 
@@ -138,10 +140,11 @@ func New(o Options) (*Proxy, error) {
 	p.Clusters.SetSecrets(p.secrets)
 	p.http = hcm.NewServer(hcm.Options{Logger: o.Logger, Clusters: p.Clusters, Codec: o.HTTPCodec})
 	p.logs = accesslog.NewFiles(accesslog.FilesOptions{Logger: o.Logger})
+	p.tracers = tracing.NewReporters(tracing.ReportersOptions{Logger: o.Logger, Dial: p.dialCluster})
 	p.Listeners = listener.NewManager(listener.Options{
 		Logger: o.Logger, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime, Secrets: p.secrets,
-		AccessLogs: p.logs, Local: local,
+		AccessLogs: p.logs, Local: local, Tracing: p.tracers,
 		// With ADS, no listener accepts before the start-up is done
 		// (startInit).
 		Held: b.GetDynamicResources().GetAdsConfig() != nil,
@@ -151,12 +154,14 @@ func New(o Options) (*Proxy, error) {
 		p.http.Close()
 		p.secrets.Close()
 		p.logs.Close()
+		p.tracers.Close()
 		return nil, err
 	}
 	if err := p.Listeners.AddStatic(b.GetStaticResources().GetListeners()); err != nil {
 		p.http.Close()
 		p.secrets.Close()
 		p.logs.Close()
+		p.tracers.Close()
 		return nil, err
 	}
 	p.appliedClusters(b.GetStaticResources().GetClusters())
@@ -264,6 +269,7 @@ func (p *Proxy) Close() error {
 	p.drainMu.Unlock()
 	p.Listeners.EndDrains() // every connection closes, tcp_proxy ones too
 	p.Listeners.Close()
+	p.tracers.Close() // flushes its queues while the collectors' clusters are up
 	p.Clusters.Close()
 	p.secrets.Close()
 	errs = append(errs, p.http.Close())

@@ -21,6 +21,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 )
 
 // chain is an HCM's filters, immutable once buildChain returns. The
@@ -54,8 +55,18 @@ type indexed[T any] struct {
 // too (httpfilter/router, which audits its config), and it must be the
 // one terminal filter, the last. A filter the registry does not know is
 // refused by name, unless marked is_optional (Envoy skips it then).
+// buildChainWith puts first (the tracing filter) before them, so that it
+// runs before every other and its span covers the whole stream.
 func buildChain(list []*hcmv3.HttpFilter, reg *registry.Registry, ctx httpfilter.BuildContext) (*chain, error) {
+	return buildChainWith(list, reg, ctx, nil)
+}
+
+// buildChainWith is buildChain after first.
+func buildChainWith(list []*hcmv3.HttpFilter, reg *registry.Registry, ctx httpfilter.BuildContext, first httpfilter.Filter) (*chain, error) {
 	ch := &chain{}
+	if first != nil {
+		ch.add(first.Name(), first) // at 0: tracing.FilterOptions.At
+	}
 	for i, hf := range list {
 		last := i == len(list)-1
 		name := hf.GetName()
@@ -97,6 +108,33 @@ func buildChain(list []*hcmv3.HttpFilter, reg *registry.Registry, ctx httpfilter
 		ch.add(name, f)
 	}
 	return ch, nil
+}
+
+// UseTracing gives the HCM's tracing (tracing.Parse, in Build) its
+// reporter from the proxy's reporters, with the node and direction of
+// UseNode (call it after UseNode, before UseStats): the tracing filter
+// then runs first in the chain, on every codec. Without tracing it does
+// nothing; with tracing and no reporters it fails, naming the field.
+func (f *Filter) UseTracing(reps *tracing.Reporters) error {
+	if f.tracing == nil {
+		return nil
+	}
+	if reps == nil {
+		return fmt.Errorf("tracing: this proxy has no span reporters")
+	}
+	tf, err := tracing.NewFilter(tracing.FilterOptions{Config: f.tracing, Reporter: reps.For(f.tracing.Provider),
+		Node: f.node, Direction: f.direction, At: 0})
+	if err != nil {
+		return err
+	}
+	f.traceFilter = tf
+	ch, err := buildChainWith(f.httpFilters, f.registry, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + ".",
+		Node: f.node, Direction: f.direction}, tf)
+	if err != nil {
+		return err
+	}
+	f.chain = ch
+	return nil
 }
 
 // add appends f, named name in the list.
@@ -303,8 +341,9 @@ func (st *filterState) hasEncoders() bool {
 // routeView is a route as filters see it (httpfilter.Route).
 type routeView struct{ rt *route.Route }
 
-func (v *routeView) Name() string    { return v.rt.Name }
-func (v *routeView) Cluster() string { return v.rt.Cluster }
+func (v *routeView) Name() string              { return v.rt.Name }
+func (v *routeView) Cluster() string           { return v.rt.Cluster }
+func (v *routeView) Decorator() (string, bool) { return v.rt.Decorator, v.rt.DecoratorPropagate }
 func (v *routeView) PerFilterConfig(filter string) any {
 	return v.rt.Filters.PerFilterConfig(filter)
 }

@@ -57,12 +57,15 @@ var hcmHonoured = map[protoreflect.Name]string{
 	"server_header_transformation":        "PASS_THROUGH only: the upstream's Server header is relayed as it is, none is added",
 	"add_user_agent":                      "false only: no user-agent nor x-envoy-downstream-service-cluster is added",
 	"add_proxy_protocol_connection_state": "true only: an upstream PROXY protocol header carries the downstream connection's addresses (forward.Downstream)",
+	// tracing.Parse audits both field by field; the tracing filter
+	// (chain.go, UseTracing) runs them.
+	"tracing":              "tracing.Parse and the tracing filter, first in the chain (chain.go)",
+	"request_id_extension": "tracing.ParseRequestID: the UUID extension's pack_trace_reason and use_request_id_for_trace_sampling",
 }
 
 // hcmRefused maps each refused field to why, and the fix.
 var hcmRefused = map[protoreflect.Name]string{
 	"scoped_routes":                                     "scoped RDS is not implemented; use rds or route_config",
-	"tracing":                                           "strait-proxy does not trace (no spans, no sampling decision); remove the field",
 	"http1_safe_max_connection_duration":                "an HTTP/1.1 connection past max_connection_duration closes after its request in progress; remove the field",
 	"http3_protocol_options":                            "HTTP/3 is not served; remove the field",
 	"server_name":                                       "the Server header is relayed from the upstream, never written (server_header_transformation PASS_THROUGH); remove the field",
@@ -76,7 +79,6 @@ var hcmRefused = map[protoreflect.Name]string{
 	"early_header_mutation_extensions":                  "no header mutation runs before routing; use the route's request_headers_to_add",
 	"internal_address_config":                           "no address is internal, every request is external; remove the field",
 	"via":                                               "no via header is written; remove the field",
-	"request_id_extension":                              "x-request-id is a random UUID, with no trace-sampling bits; remove the field",
 	"always_set_request_id_in_response":                 "x-request-id is not copied to responses; remove the field or set it false",
 	"forward_client_cert_matcher":                       "use forward_client_cert_details",
 	"proxy_100_continue":                                "100-continue is answered by the proxy; remove the field or set it false",

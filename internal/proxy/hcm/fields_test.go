@@ -79,6 +79,7 @@ func TestHCMHonouredFieldsAccepted(t *testing.T) {
 		h.ServerHeaderTransformation = hcmv3.HttpConnectionManager_PASS_THROUGH
 		h.AddUserAgent = wrapperspb.Bool(false)
 		h.AddProxyProtocolConnectionState = wrapperspb.Bool(true)
+		withZipkin(t, 1)(h) // tracing and request_id_extension (tracing_test.go)
 		h.RouteSpecifier = &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{RouteConfigName: "80", ConfigSource: &corev3.ConfigSource{
 			ConfigSourceSpecifier: ads.ConfigSourceSpecifier, InitialFetchTimeout: durationpb.New(0), ResourceApiVersion: corev3.ApiVersion_V3}}}
 	})

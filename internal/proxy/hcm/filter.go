@@ -35,6 +35,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/pathnorm"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 )
 
 // Name is the network filter name.
@@ -77,6 +78,12 @@ type Filter struct {
 	// listener with the proxy's files); nil logs nothing and costs
 	// nothing.
 	AccessLog accesslog.Loggers
+
+	// tracing is the HCM's tracing (nil: none), traceFilter the filter
+	// that runs it, first in the chain, once UseTracing gave it a
+	// reporter (chain.go).
+	tracing     *tracing.Config
+	traceFilter httpfilter.Filter
 
 	// acceptHTTP10 is http_protocol_options.accept_http_10: without it an
 	// HTTP/1.0 request is answered 426, as Envoy does (errHTTP10).
@@ -159,6 +166,9 @@ func BuildWith(h *hcmv3.HttpConnectionManager, routes Routes, reg *registry.Regi
 		return nil, err
 	}
 	f.Limits = lim
+	if f.tracing, err = tracing.Parse(h.GetTracing(), h.GetRequestIdExtension()); err != nil {
+		return nil, err
+	}
 	switch rs := h.GetRouteSpecifier().(type) {
 	case *hcmv3.HttpConnectionManager_Rds: // checkRDS checked its config source
 		f.RDSName = rs.Rds.GetRouteConfigName()
@@ -276,8 +286,8 @@ func (f *Filter) UseStats(st *stats.Store) {
 	if len(f.httpFilters) == 0 {
 		return
 	}
-	ch, err := buildChain(f.httpFilters, f.registry, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + ".", Stats: st,
-		Node: f.node, Direction: f.direction})
+	ch, err := buildChainWith(f.httpFilters, f.registry, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + ".", Stats: st,
+		Node: f.node, Direction: f.direction}, f.traceFilter) // chain.go
 	if err != nil {
 		return // built once already: cannot fail
 	}

@@ -149,8 +149,13 @@ func (m *h1HeaderMap) Set(name, value string) {
 	m.Add(name, value)
 }
 
+// Add copies the field into one allocation (the name's capacity ends
+// where the value starts, so neither can grow into the other).
 func (m *h1HeaderMap) Add(name, value string) {
-	*m.hs = append(*m.hs, http1.Header{Name: []byte(name), Value: []byte(value)})
+	b := make([]byte, len(name)+len(value))
+	copy(b, name)
+	copy(b[len(name):], value)
+	*m.hs = append(*m.hs, http1.Header{Name: b[:len(name):len(name)], Value: b[len(name):]})
 }
 
 func (m *h1HeaderMap) Del(name string) { *m.hs = fwdheaders.RemoveHeader(*m.hs, name) }

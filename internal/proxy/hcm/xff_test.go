@@ -47,7 +47,9 @@ func TestXFFRefusals(t *testing.T) {
 		}},
 		{"append_x_forwarded_port", func(h *hcmv3.HttpConnectionManager) { h.AppendXForwardedPort = true }},
 		{"generate_request_id", func(h *hcmv3.HttpConnectionManager) { h.GenerateRequestId = wrapperspb.Bool(false) }},
-		{"request_id_extension", func(h *hcmv3.HttpConnectionManager) { h.RequestIdExtension = &hcmv3.RequestIDExtension{} }},
+		{"request_id_extension", func(h *hcmv3.HttpConnectionManager) {
+			h.RequestIdExtension = &hcmv3.RequestIDExtension{TypedConfig: &anypb.Any{TypeUrl: "type.googleapis.com/example.RequestID"}}
+		}},
 		{"always_set_request_id_in_response", func(h *hcmv3.HttpConnectionManager) { h.AlwaysSetRequestIdInResponse = true }},
 	} {
 		h := xffHCM(t, tc.mod)

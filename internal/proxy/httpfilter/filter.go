@@ -164,6 +164,9 @@ type Route interface {
 	Name() string
 	Cluster() string
 	PerFilterConfig(filter string) any
+	// Decorator is the route's decorator: the operation that names the
+	// tracing span ("" none), and whether it is propagated upstream.
+	Decorator() (operation string, propagate bool)
 }
 
 // Connection is the downstream connection as filters see it.

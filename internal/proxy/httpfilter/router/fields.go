@@ -10,7 +10,7 @@ var (
 	routerHonoured = map[protoreflect.Name]string{}
 	routerRefused  = map[protoreflect.Name]string{
 		"dynamic_stats":                            "the router keeps no per-request dynamic stats; remove it",
-		"start_child_span":                         "strait-proxy does not trace; remove it or set it false",
+		"start_child_span":                         "the HCM's span is the only one, no child span is made per upstream request; remove it or set it false",
 		"upstream_log":                             "there is no per-attempt upstream log; use the HCM's access_log",
 		"upstream_log_options":                     "there is no per-attempt upstream log; use the HCM's access_log",
 		"suppress_envoy_headers":                   "x-envoy-overloaded is still written on a local overflow reply; remove it or set it false",

@@ -73,6 +73,7 @@ func TestIstioTCPMetrics(t *testing.T) {
 	t.Logf("server: %s", promLine(ctx, t, raw, "istio_tcp_connections_closed_total{",
 		`reporter="destination"`, `source_workload="client"`, `source_workload_namespace="demo"`,
 		`source_principal="`+id+`"`, `destination_workload="raw"`, `destination_principal="`+id+`"`,
+		`destination_service="echo-tcp.demo.svc.cluster.local"`, `destination_service_name="echo-tcp"`, `destination_service_namespace="demo"`,
 		`request_protocol="tcp"`, `connection_security_policy="mutual_tls"`))
 	promLine(ctx, t, raw, "istio_tcp_received_bytes_total{", `reporter="destination"`, `source_workload="client"`)
 	t.Logf("client: %s", promLine(ctx, t, client, "istio_tcp_connections_closed_total{",
@@ -115,6 +116,8 @@ func TestIstioHTTPMetrics(t *testing.T) {
 	t.Logf("server: %s", promLine(ctx, t, server, "istio_requests_total{",
 		`reporter="destination"`, `source_workload="client"`, `source_workload_namespace="demo"`,
 		`source_principal="`+id+`"`, `destination_workload="echo-v1"`, `destination_workload_namespace="demo"`, `destination_principal="`+id+`"`,
+		// The inbound cluster's istio.services metadata names the service.
+		`destination_service="echo.demo.svc.cluster.local"`, `destination_service_name="echo"`, `destination_service_namespace="demo"`,
 		`request_protocol="http"`, `response_code="200"`, `response_flags="-"`, `connection_security_policy="mutual_tls"`))
 	t.Logf("client: %s", promLine(ctx, t, client, "istio_requests_total{",
 		`reporter="source"`, `source_workload="client"`, `destination_workload="echo-v1"`,

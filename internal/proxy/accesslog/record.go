@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/istiometrics"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
@@ -72,6 +73,10 @@ type Record struct {
 	// (an unknown cluster, NC, has none, as in Envoy); UpstreamStatName is
 	// its observability name (alt_stat_name; empty: the name).
 	UpstreamCluster, UpstreamStatName string
+	// UpstreamService is the cluster's destination service from its
+	// istio.services metadata, nil when it names none (istio.stats reads
+	// it through httpfilter.StreamInfo).
+	UpstreamService *istiometrics.Service
 	// UpstreamLocal and UpstreamRemote are the addresses of the upstream
 	// connection the request (or TCP stream) went over; zero when none
 	// was made.

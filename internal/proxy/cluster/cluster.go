@@ -20,6 +20,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/proxy/cluster/lb"
 	"github.com/straitmesh/strait/internal/proxy/cluster/proxyheader"
+	"github.com/straitmesh/strait/internal/proxy/istiometrics"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/xdsclient"
@@ -153,6 +154,11 @@ type Cluster struct {
 	// exchangeFrame is our metadata exchange frame when the cluster lists
 	// istio.metadata_exchange (filters.go); nil: no exchange.
 	exchangeFrame []byte
+	// IstioService is the destination service of the cluster's
+	// istio.services metadata (istiometa.go); HasIstioService is false
+	// when it names none.
+	IstioService    istiometrics.Service
+	HasIstioService bool
 }
 
 func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, error) {
@@ -166,6 +172,7 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 	if out.log == nil {
 		out.log = slog.New(slog.DiscardHandler)
 	}
+	out.IstioService, out.HasIstioService = istioService(c.GetMetadata()) // istiometa.go
 	if err := checkClusterFields(c); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 	}

@@ -48,7 +48,7 @@ var clusterHonoured = map[protoreflect.Name]string{
 	"common_lb_config":                  "pick.go",
 	"transport_socket":                  "transport.go: tlsconf refuses what it does not implement",
 	"transport_socket_matches":          "transport.go: tlsconf refuses what it does not implement",
-	"metadata":                          "descriptive only: filter metadata for other consumers (Istio's istio.services)",
+	"metadata":                          "istio.services read for istio.stats' destination_service labels (istiometa.go); other filter metadata is descriptive",
 	"wait_for_warm_on_init":             "true only: clusters always warm (checkClusterFields)",
 	"upstream_connection_options":       "pick.go",
 	// The DNS fields: honoured on STRICT_DNS and LOGICAL_DNS clusters

@@ -496,6 +496,9 @@ func (c *h1conn) serveRequest() bool {
 		return c.localReply(503, "NC", "")
 	}
 	c.rec.UpstreamCluster, c.rec.UpstreamStatName = tgt.Name, cl.Stats.Name
+	if cl.HasIstioService {
+		c.rec.UpstreamService = &cl.IstioService
+	}
 	hash, hasHash, setCookie := forward.RequestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc, c.client.Remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {

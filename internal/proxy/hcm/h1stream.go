@@ -112,7 +112,7 @@ func (st *h1stream) complete() {
 	}
 	r := &st.c.rec
 	info := httpfilter.StreamInfo{
-		Status: r.Code, GRPCStatus: -1, Flags: r.Flags, Cluster: r.UpstreamCluster,
+		Status: r.Code, GRPCStatus: -1, Flags: r.Flags, Cluster: r.UpstreamCluster, Service: r.UpstreamService,
 		BytesIn: r.BytesReceived, BytesOut: r.BytesSent, // endLog counted the streamed body
 	}
 	if ap, err := netip.ParseAddrPort(r.UpstreamHost); err == nil {

@@ -312,6 +312,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.UpstreamCluster, rec.UpstreamStatName = tgt.Name, cl.Stats.Name
+	if cl.HasIstioService {
+		rec.UpstreamService = &cl.IstioService
+	}
 	hash, hasHash, setCookie := forward.RequestHashHTTP(rt, r, client.Remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {

@@ -138,7 +138,7 @@ func (st *h2stream) complete(rec *accesslog.Record) {
 		return
 	}
 	info := httpfilter.StreamInfo{
-		Status: st.enc.code, GRPCStatus: st.grpcStatus(), Flags: rec.Flags, Cluster: rec.UpstreamCluster,
+		Status: st.enc.code, GRPCStatus: st.grpcStatus(), Flags: rec.Flags, Cluster: rec.UpstreamCluster, Service: rec.UpstreamService,
 		BytesIn: st.bytesIn.Load(), BytesOut: st.enc.bytes,
 	}
 	if ap, err := netip.ParseAddrPort(rec.UpstreamHost); err == nil {

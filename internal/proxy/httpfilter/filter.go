@@ -27,6 +27,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/proxy/istiometrics"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
@@ -191,12 +192,15 @@ type Connection struct {
 
 // StreamInfo is what happened to a stream, given to Completers.
 type StreamInfo struct {
-	Start        time.Time
-	Duration     time.Duration // until the last byte of the response
-	Status       int           // the response status (0: none was sent)
-	GRPCStatus   int           // -1: not gRPC or no status
-	Flags        string        // Envoy's response flags ("UF,URX"), "" none
-	Cluster      string        // the upstream cluster, "" none
+	Start      time.Time
+	Duration   time.Duration // until the last byte of the response
+	Status     int           // the response status (0: none was sent)
+	GRPCStatus int           // -1: not gRPC or no status
+	Flags      string        // Envoy's response flags ("UF,URX"), "" none
+	Cluster    string        // the upstream cluster, "" none
+	// Service is the cluster's destination service from its
+	// istio.services metadata, nil when it names none.
+	Service      *istiometrics.Service
 	UpstreamHost netip.AddrPort
 	BytesIn      int64 // request body bytes received
 	BytesOut     int64 // response body bytes sent

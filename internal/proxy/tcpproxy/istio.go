@@ -77,6 +77,14 @@ func newTCPReport(is *Istio, cluster string, down net.Conn) *tcpReport {
 	return r
 }
 
+// setService makes svc, the cluster's istio.services metadata, the
+// connection's destination service (before any report).
+func (r *tcpReport) setService(svc istiometrics.Service) {
+	r.mu.Lock()
+	r.exchange.Service = svc
+	r.mu.Unlock()
+}
+
 // peer records what the exchange told (w nil: nothing).
 func (r *tcpReport) peer(_ string, w *peermeta.Workload) {
 	r.mu.Lock()

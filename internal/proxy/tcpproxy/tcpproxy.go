@@ -179,6 +179,9 @@ func (f *Filter) ServeDrain(ctx context.Context, c net.Conn, dst netip.AddrPort,
 		// The cluster is known (an unknown one, NC, logs none, as Envoy).
 		rec.UpstreamCluster, rec.UpstreamStatName = name, cl.Stats.Name
 	}
+	if report != nil && cl.HasIstioService {
+		report.setService(cl.IstioService) // istio.go
+	}
 	if !cl.AcquireConnection() {
 		log.Debug("tcp_proxy: circuit breaker max_connections open", "cluster", name)
 		flag("UO")

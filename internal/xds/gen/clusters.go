@@ -73,6 +73,7 @@ func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*clust
 			applyAutoMTLS(snap, ns, svc, port.Number, "", c)    // mtls.go
 			applyUpstreamProxyProtocol(c, p.GetProxyProtocol()) // trafficpolicy.go
 			applyMetadataExchange(c)                            // telemetry.go
+			applyServiceMetadata(c, svc)                        // clustermeta.go
 			out = append(out, c)
 		}
 		for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
@@ -83,6 +84,7 @@ func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*clust
 				applyAutoMTLS(snap, ns, svc, port.Number, ss.Name, c)
 				applyUpstreamProxyProtocol(c, p.GetProxyProtocol())
 				applyMetadataExchange(c)
+				applyServiceMetadata(c, svc)
 				out = append(out, c)
 			}
 		}
@@ -225,6 +227,7 @@ func inboundClusters(snap *mesh.Snapshot, proxy *proxypush.Proxy) []*cluster.Clu
 		if p.pool != nil {
 			applyConnectionPool(c, p.pool, nil) // trafficpolicy.go
 		}
+		applyServiceMetadata(c, p.services...) // clustermeta.go
 		out = append(out, c)
 	}
 	return defaultCircuitBreakers(out) // trafficpolicy.go
@@ -306,6 +309,9 @@ type inboundPort struct {
 	endpoint netip.AddrPort
 	// pool is the port's connection pool, nil for none.
 	pool *networking.ConnectionPoolSettings
+	// services are the services whose instances on the proxy's workload
+	// target the port, in the snapshot's order (istio.services metadata).
+	services []*mesh.Service
 	// bind, when set, is the address of the port's own listener (a
 	// Sidecar ingress listener with captureMode NONE); else the port is a
 	// chain of virtualInbound.
@@ -337,9 +343,10 @@ func inboundPorts(snap *mesh.Snapshot, proxy *proxypush.Proxy) []inboundPort {
 			if !inst.Port.Protocol.IsHTTP() {
 				out[n-1].protocol = protocol.TCP
 			}
+			out[n-1].services = append(out[n-1].services, inst.Service)
 			continue
 		}
-		out = append(out, inboundPort{endpointPort: inst.EndpointPort, protocol: inst.Port.Protocol, pool: pool})
+		out = append(out, inboundPort{endpointPort: inst.EndpointPort, protocol: inst.Port.Protocol, pool: pool, services: []*mesh.Service{inst.Service}})
 	}
 	return out
 }

@@ -154,7 +154,9 @@ func (f *Filter) Complete(s httpfilter.Stream, info *httpfilter.StreamInfo) {
 			e.LocalPrincipal = c.LocalURISANs[0]
 		}
 	}
-	if svc, ok := istiometrics.ServiceFromCluster(info.Cluster); ok {
+	if info.Service != nil {
+		e.Service = *info.Service // the cluster's istio.services metadata, as Istio reads it first
+	} else if svc, ok := istiometrics.ServiceFromCluster(info.Cluster); ok {
 		e.Service = svc
 	} else if f.hostFallback {
 		e.Service = istiometrics.ServiceFromHost(istiometrics.HostWithoutPort(s.Host()))

@@ -17,6 +17,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/metadataexchange"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/streamtest"
+	"github.com/straitmesh/strait/internal/proxy/istiometrics"
 	"github.com/straitmesh/strait/internal/proxy/peermeta"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
@@ -113,7 +114,10 @@ func TestBothReporters(t *testing.T) {
 	// The server's sidecar gets the request as the client's sent it.
 	in := streamtest.New("ratings:9080", "/ratings/0", &streamtest.Headers{Fields: append([][2]string(nil), out.Request.Fields...)})
 	resp := streamtest.NewHeaders("content-type", "application/json")
-	server.run(in, 200, resp, httpfilter.StreamInfo{GRPCStatus: -1, Duration: 7 * time.Millisecond, BytesOut: 100, Cluster: "inbound|9080||"})
+	// The inbound cluster's name has no host; its istio.services metadata
+	// (cluster.Cluster.IstioService) names the service.
+	svc := istiometrics.Service{Host: "ratings.default.svc.cluster.local", Name: "ratings", Namespace: "default"}
+	server.run(in, 200, resp, httpfilter.StreamInfo{GRPCStatus: -1, Duration: 7 * time.Millisecond, BytesOut: 100, Cluster: "inbound|9080||", Service: &svc})
 	if _, ok := in.Request.Lookup(peermeta.HeaderMetadata); ok {
 		t.Error("exchange header reached the app")
 	}
@@ -125,7 +129,7 @@ func TestBothReporters(t *testing.T) {
 	client.stats.(httpfilter.Completer).Complete(out, &httpfilter.StreamInfo{Status: 200, GRPCStatus: -1, Duration: 9 * time.Millisecond,
 		BytesOut: 100, Cluster: "outbound|9080||ratings.default.svc.cluster.local"})
 
-	serverWant := `istio_requests_total{reporter="destination",source_workload="productpage-v1",source_canonical_service="productpage-v1",source_canonical_revision="version-1",source_workload_namespace="default",source_principal="unknown",source_app="productpage",source_version="v1",source_cluster="client-cluster",destination_workload="ratings-v1",destination_workload_namespace="default",destination_principal="unknown",destination_app="ratings",destination_version="v1",destination_service="unknown",destination_canonical_service="ratings",destination_canonical_revision="version-1",destination_service_name="unknown",destination_service_namespace="unknown",destination_cluster="server-cluster",request_protocol="http",response_code="200",grpc_response_status="",response_flags="-",connection_security_policy="none"} 1`
+	serverWant := `istio_requests_total{reporter="destination",source_workload="productpage-v1",source_canonical_service="productpage-v1",source_canonical_revision="version-1",source_workload_namespace="default",source_principal="unknown",source_app="productpage",source_version="v1",source_cluster="client-cluster",destination_workload="ratings-v1",destination_workload_namespace="default",destination_principal="unknown",destination_app="ratings",destination_version="v1",destination_service="ratings.default.svc.cluster.local",destination_canonical_service="ratings",destination_canonical_revision="version-1",destination_service_name="ratings",destination_service_namespace="default",destination_cluster="server-cluster",request_protocol="http",response_code="200",grpc_response_status="",response_flags="-",connection_security_policy="none"} 1`
 	clientWant := `istio_requests_total{reporter="source",source_workload="productpage-v1",source_canonical_service="productpage-v1",source_canonical_revision="version-1",source_workload_namespace="default",source_principal="unknown",source_app="productpage",source_version="v1",source_cluster="client-cluster",destination_workload="ratings-v1",destination_workload_namespace="default",destination_principal="unknown",destination_app="ratings",destination_version="v1",destination_service="ratings.default.svc.cluster.local",destination_canonical_service="ratings",destination_canonical_revision="version-1",destination_service_name="ratings",destination_service_namespace="default",destination_cluster="server-cluster",request_protocol="http",response_code="200",grpc_response_status="",response_flags="-",connection_security_policy="unknown"} 1`
 	if p := prom(t, server.store); !strings.Contains(p, serverWant+"\n") {
 		t.Errorf("server:\n%s", p)

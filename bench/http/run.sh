@@ -32,7 +32,8 @@
 # Environment:
 #   RUNS=5 DURATION=10s CONNS=16 THREADS=1 WARMUP=2s
 #   CHAINS="direct nginx haproxy strait"   chains to run, in this order (also strait-router, strait-policy,
-#                                          nginx-tls, strait-mtls, nginx-accesslog, strait-accesslog)
+#                                          nginx-tls, strait-mtls, nginx-accesslog, strait-accesslog,
+#                                          strait-telemetry)
 #   STRAIT_BIN=path                        strait-proxy to use (default: built from this tree)
 #   STRAIT_VARIANTS="name=BIN[,flag,...] ..." extra strait chains, e.g.
 #       STRAIT_VARIANTS="old=/tmp/strait-proxy.old"
@@ -173,7 +174,7 @@ istio_retry=", timeout: 0s, retry_policy: {retry_on: 'connect-failure,refused-st
 strait_conf() { # name listen-port upstream-port admin-port bin [flags...]
 	local name=$1 lp=$2 up=$3 ap=$4 bin=$5; shift 5
 	cat >"$work/$name.yaml" <<EOF
-node: {id: bench, cluster: bench}
+node: {id: bench, cluster: bench$node_extra}
 admin:
   address: {socket_address: {address: 127.0.0.1, port_value: $ap}}
 static_resources:
@@ -188,6 +189,7 @@ $cluster_extra
   listeners:
   - name: http
     address: {socket_address: {address: 127.0.0.1, port_value: $lp}}
+$listener_extra
     filter_chains:
     - $chain_extra
       filters:
@@ -254,6 +256,8 @@ tls_common() { # identity peer alpn... -> common_tls_context (YAML flow style)
 cluster_extra=""
 chain_extra=""
 hcm_extra=""
+node_extra=""
+listener_extra=""
 # Istio's default access log format (pilot/pkg/model EnvoyTextLogFormat).
 istio_log_format='[%START_TIME%] \"%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%\" %RESPONSE_CODE% %RESPONSE_FLAGS% %RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS% \"%UPSTREAM_TRANSPORT_FAILURE_REASON%\" %BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% \"%REQ(X-FORWARDED-FOR)%\" \"%REQ(USER-AGENT)%\" \"%REQ(X-REQUEST-ID)%\" \"%REQ(:AUTHORITY)%\" \"%UPSTREAM_HOST%\" %UPSTREAM_CLUSTER_RAW% %UPSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_REMOTE_ADDRESS% %REQUESTED_SERVER_NAME% %ROUTE_NAME%\n'
 strait_access_log() { # file -> the HCM's access_log (YAML)
@@ -320,6 +324,23 @@ for c in $CHAINS; do
 		strait_conf strait-accesslog1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
 		hcm_extra=""
 		entry[strait-accesslog]=$p1; proxies[strait-accesslog]="$b $a"; chains+=(strait-accesslog) ;;
+	strait-telemetry)
+		# Istio's telemetry as straitd writes it for sidecars: the
+		# metadata exchange and istio.stats before the router, hop 1 the
+		# client's outbound side, hop 2 the server's inbound side, each
+		# with its workload in the node metadata.
+		newport p2; newport p1; newport a2; newport a1
+		mx='{name: istio.metadata_exchange, typed_config: {"@type": type.googleapis.com/udpa.type.v1.TypedStruct, type_url: type.googleapis.com/io.istio.http.peer_metadata.Config, value: {SIDE_discovery: [{istio_headers: {}}, {workload_discovery: {}}], SIDE_propagation: [{istio_headers: {}}]}}}'
+		node_extra=", metadata: {NAME: server-1, NAMESPACE: bench, WORKLOAD_NAME: server, LABELS: {app: server, version: v1}}"
+		listener_extra="    traffic_direction: INBOUND"
+		http_filters="[${mx//SIDE/downstream}, {name: istio.stats, typed_config: {'@type': type.googleapis.com/stats.PluginConfig, disable_host_header_fallback: true}}, $router_filter]"
+		strait_conf strait-telemetry2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
+		node_extra=", metadata: {NAME: client-1, NAMESPACE: bench, WORKLOAD_NAME: client, LABELS: {app: client, version: v1}}"
+		listener_extra="    traffic_direction: OUTBOUND"
+		http_filters="[${mx//SIDE/upstream}, {name: istio.stats, typed_config: {'@type': type.googleapis.com/stats.PluginConfig}}, $router_filter]"
+		strait_conf strait-telemetry1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
+		node_extra="" listener_extra="" http_filters="[$router_filter]"
+		entry[strait-telemetry]=$p1; proxies[strait-telemetry]="$b $a"; chains+=(strait-telemetry) ;;
 	nginx-tls)
 		mkcerts
 		newport p2; newport p1

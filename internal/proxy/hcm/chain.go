@@ -186,6 +186,9 @@ type filterState struct {
 	addResp []headerPair
 	scratch []any
 	start   time.Time // for Completers; zero without any
+	// info is what the Completers are told, kept here so that handing
+	// them a pointer costs no allocation per request.
+	info httpfilter.StreamInfo
 }
 
 type headerPair struct{ name, value string }

@@ -111,7 +111,8 @@ func (st *h1stream) complete() {
 		return
 	}
 	r := &st.c.rec
-	info := httpfilter.StreamInfo{
+	info := &st.info
+	*info = httpfilter.StreamInfo{
 		Status: r.Code, GRPCStatus: -1, Flags: r.Flags, Cluster: r.UpstreamCluster, Service: r.UpstreamService,
 		BytesIn: r.BytesReceived, BytesOut: r.BytesSent, // endLog counted the streamed body
 	}
@@ -121,7 +122,8 @@ func (st *h1stream) complete() {
 	if st.c.resp.Status != 0 && r.Response != nil {
 		info.UpstreamHeaders = r.Response
 	}
-	st.filterState.complete(st, &info)
+	st.filterState.complete(st, info)
+	*info = httpfilter.StreamInfo{} // drop the references to the request
 }
 
 // h1HeaderMap is a head's fields as httpfilter.HeaderMap: a removed field
@@ -142,6 +144,17 @@ func (m *h1HeaderMap) Range(f func(name, value string) bool) {
 			return
 		}
 	}
+}
+
+// ByteSize is the fields' names' and values' lengths (httpfilter.ByteSizer).
+func (m *h1HeaderMap) ByteSize() int64 {
+	var n int64
+	for i := range *m.hs {
+		if h := &(*m.hs)[i]; !h.Hop {
+			n += int64(len(h.Name) + len(h.Value))
+		}
+	}
+	return n
 }
 
 func (m *h1HeaderMap) Set(name, value string) {

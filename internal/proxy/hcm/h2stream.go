@@ -137,14 +137,15 @@ func (st *h2stream) complete(rec *accesslog.Record) {
 	if st.f.chain == nil || len(st.f.chain.completers) == 0 {
 		return
 	}
-	info := httpfilter.StreamInfo{
+	info := &st.info
+	*info = httpfilter.StreamInfo{
 		Status: st.enc.code, GRPCStatus: st.grpcStatus(), Flags: rec.Flags, Cluster: rec.UpstreamCluster, Service: rec.UpstreamService,
 		BytesIn: st.bytesIn.Load(), BytesOut: st.enc.bytes,
 	}
 	if ap, err := netip.ParseAddrPort(rec.UpstreamHost); err == nil {
 		info.UpstreamHost = ap
 	}
-	st.filterState.complete(st, &info)
+	st.filterState.complete(st, info)
 }
 
 // encWriter runs the filters over the response head when it is written.

@@ -37,6 +37,17 @@ func (h httpHeaderMap) Range(f func(name, value string) bool) {
 	}
 }
 
+// ByteSize is the fields' names' and values' lengths (httpfilter.ByteSizer).
+func (h httpHeaderMap) ByteSize() int64 {
+	var n int64
+	for k, vv := range h {
+		for _, v := range vv {
+			n += int64(len(k) + len(v))
+		}
+	}
+	return n
+}
+
 func (h httpHeaderMap) Set(name, value string) { http.Header(h).Set(name, value) }
 func (h httpHeaderMap) Add(name, value string) { http.Header(h).Add(name, value) }
 func (h httpHeaderMap) Del(name string)        { http.Header(h).Del(name) }

@@ -105,6 +105,13 @@ type HeaderMap interface {
 	Del(name string)
 }
 
+// ByteSizer is a HeaderMap that counts its own size as Envoy's
+// HeaderMap::byteSize does (the names' and values' lengths) without a
+// callback per field; istio.stats uses it when the codec's map has it.
+type ByteSizer interface {
+	ByteSize() int64
+}
+
 // Stream is one request as its filters see it. The HCM implements it once
 // for every codec; an implementation is reused for the next request of a
 // connection, so a filter must not keep it.

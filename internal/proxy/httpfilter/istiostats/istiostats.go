@@ -178,6 +178,9 @@ func (f *Filter) Complete(s httpfilter.Stream, info *httpfilter.StreamInfo) {
 // headerBytes is the size Envoy's HeaderMap::byteSize counts: the names'
 // and values' lengths.
 func headerBytes(h httpfilter.HeaderMap) int64 {
+	if bs, ok := h.(httpfilter.ByteSizer); ok {
+		return bs.ByteSize()
+	}
 	var n int64
 	h.Range(func(name, value string) bool {
 		n += int64(len(name) + len(value))

@@ -16,7 +16,10 @@ package gen
 //     DownstreamTlsContext whose certificate is the SDS resource
 //     file-cert:CERT~KEY (and file-root:CA for MUTUAL) that the gateway's
 //     agent reads from its files, and an HCM on
-//     https.PORT.PORTNAME.GATEWAY.NAMESPACE;
+//     https.PORT.PORTNAME.GATEWAY.NAMESPACE; a server whose
+//     credentialName the registry found missing or malformed
+//     (mesh.Snapshot.GatewayCredentialError) gets no chain, and a port
+//     left with none no listener;
 //   - a PASSTHROUGH server (HTTPS or TLS) gets one chain per tls rule of a
 //     bound VirtualService, matched by the rule's sniHosts, with a
 //     tcp_proxy to its destinations; a TLS server that terminates and a
@@ -194,6 +197,13 @@ func gatewayTLSChains(snap *mesh.Snapshot, ns string, port uint32, servers []gat
 		out = append(out, c)
 	}
 	for _, s := range servers {
+		if s.terminates() && snap.GatewayCredentialError(ns, s.Server) != nil {
+			// Istio serves no chain for a server whose credential is
+			// missing or malformed: a client naming it gets no chain (its
+			// handshake fails at once) rather than one that waits for a
+			// secret that never comes; mesh.Build reports it.
+			continue
+		}
 		switch {
 		case s.terminates() && s.Protocol == "HTTPS":
 			add(sniHosts(s.Server), &listener.FilterChain{

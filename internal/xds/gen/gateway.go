@@ -76,10 +76,14 @@ func isRouter(p *proxypush.Proxy) bool { return p != nil && p.Type == proxypush.
 // (mesh.GatewayServers).
 type gatewayServer struct{ mesh.GatewayServer }
 
-// terminates reports whether the server terminates TLS (SIMPLE, MUTUAL).
+// terminates reports whether the server terminates TLS (SIMPLE, MUTUAL,
+// ISTIO_MUTUAL).
 func (s gatewayServer) terminates() bool {
-	m := s.Server.GetTls().GetMode()
-	return s.TLS() && (m == networking.ServerTLSSettings_SIMPLE || m == networking.ServerTLSSettings_MUTUAL)
+	switch s.Server.GetTls().GetMode() {
+	case networking.ServerTLSSettings_SIMPLE, networking.ServerTLSSettings_MUTUAL, networking.ServerTLSSettings_ISTIO_MUTUAL:
+		return s.TLS()
+	}
+	return false
 }
 
 // routeName is Istio's gatewayRDSRouteName: http.PORT for plaintext HTTP,
@@ -253,7 +257,8 @@ func sniHosts(srv *networking.Server) []string {
 // gatewayTLSSocket terminates TLS with the server's certificate files
 // (or its credentialName's), served by the gateway's agent over SDS;
 // MUTUAL also requires a client certificate that the CA certificates
-// verify. An HTTPS server offers h2
+// verify; ISTIO_MUTUAL uses the workload certificate and the mesh's root
+// CA ("default" and "ROOTCA"). An HTTPS server offers h2
 // and http/1.1 (Istio's ALPNHttp).
 func gatewayTLSSocket(t *networking.ServerTLSSettings, http bool) *core.TransportSocket {
 	common := &tlsv3.CommonTlsContext{
@@ -274,7 +279,15 @@ func gatewayTLSSocket(t *networking.ServerTLSSettings, http bool) *core.Transpor
 		common.AlpnProtocols = []string{"h2", "http/1.1"}
 	}
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: common}
-	if t.GetMode() == networking.ServerTLSSettings_MUTUAL {
+	if t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL {
+		// Istio's ISTIO_MUTUAL gateway server (buildGatewayListenerTLSContext):
+		// the gateway's workload certificate, and a client certificate
+		// that the mesh's root CA signed (a sidecar sending to an egress
+		// gateway).
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sdsSecret(sdsDefault)}
+		caResource = sdsRootCA
+	}
+	if m := t.GetMode(); m == networking.ServerTLSSettings_MUTUAL || m == networking.ServerTLSSettings_ISTIO_MUTUAL {
 		common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{
 			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext:         &tlsv3.CertificateValidationContext{},

@@ -127,3 +127,45 @@ func TestGatewayMissingCredential(t *testing.T) {
 		})
 	}
 }
+
+// TestEgressGatewayIstioMutual: examples/egress's egress gateway serves
+// its ISTIO_MUTUAL server with its workload certificate ("default"),
+// requires a client certificate that the mesh's root ("ROOTCA") signed,
+// and matches the sidecars' SNI, api.external.test; its route sends
+// api.external.test to the external host's port 443, which the
+// DestinationRule's SIMPLE tls originates TLS to.
+func TestEgressGatewayIstioMutual(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "egress", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, problems := mesh.Build(storeOf(t, string(b)), mesh.BuildOptions{})
+	if len(problems) != 0 {
+		t.Fatalf("problems %v", problems)
+	}
+	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+	router, err := proxypush.ParseNodeID("router~10.97.0.30~egressgateway.istio-system~istio-system.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	generate := func(typeURL string) string {
+		res, err := g.Generate(router, typeURL, nil, &proxypush.PushRequest{Full: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(render(t, res))
+	}
+	listeners := generate(xdsapi.ListenerType)
+	for _, s := range []string{`"name": "0.0.0.0_80"`, `"api.external.test"`, `"name": "default"`, `"name": "ROOTCA"`, `"requireClientCertificate": true`,
+		`"routeConfigName": "https.80.https-port-for-tls-origination.istio-egressgateway.istio-system"`} {
+		if !strings.Contains(listeners, s) {
+			t.Errorf("listeners lack %s", s)
+		}
+	}
+	if routes := generate(xdsapi.RouteType); !strings.Contains(routes, `"cluster": "outbound|443||api.external.test"`) {
+		t.Errorf("routes do not send api.external.test to its port 443:\n%s", routes)
+	}
+	if clusters := generate(xdsapi.ClusterType); !strings.Contains(clusters, `"sni": "api.external.test"`) {
+		t.Error("clusters: no TLS origination to api.external.test")
+	}
+}

@@ -95,7 +95,7 @@ istio-bins:
 # bench-http-h2 (h2load), bench-http-grpc (a grpc-go load client against
 # nginx grpc_pass) and bench-http-idle (RSS with 10,000 idle keep-alive
 # connections) are the HTTP/2, gRPC and memory rows.
-.PHONY: bench-http bench-http-h2 bench-http-grpc bench-http-idle bench-xds
+.PHONY: bench-http bench-http-h2 bench-http-grpc bench-http-idle bench-xds bench-sidecar
 bench-http:
 	./bench/http/run.sh
 bench-http-h2:
@@ -109,12 +109,18 @@ bench-http-idle:
 bench-xds:
 	$(GO) run ./bench/xds -proxies 1000 -services 1000 -endpoints 10
 
+# One sidecar's memory and start with 1,000 services in scope and with a
+# Sidecar scoping it to 10 (root: network namespaces). BASELINE=DIR adds
+# another build's strait-agent and strait-proxy to the same run.
+bench-sidecar: build
+	$(GO) run ./bench/sidecar -services 1000 -scope 10 $(if $(BASELINE),-baseline $(BASELINE))
+
 # Mutation testing (gremlins, pinned; installed into bin/tools from its
 # module): killed / survived / score per package. Not part of `make test`:
 # minutes per package. PKG takes one or more package directories.
 GREMLINS_VERSION := v0.6.0
 TOOLS            := $(BIN)/tools
-MUTATE_PKGS      := ./internal/iptables ./internal/inject ./internal/xds/gen ./internal/istioconfig ./internal/proxy/http1
+MUTATE_PKGS      := ./internal/iptables ./internal/inject ./internal/xds/gen ./internal/istioconfig ./internal/istioconfig/validate ./internal/istioconfig/support ./internal/proxy/http1
 PKG              ?= $(MUTATE_PKGS)
 
 .PHONY: mutate gremlins

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/straitmesh/strait/internal/agent"
 	"github.com/straitmesh/strait/internal/agent/settings"
+	"github.com/straitmesh/strait/internal/debugserve"
 	"github.com/straitmesh/strait/internal/proxypush"
 )
 
@@ -40,7 +41,9 @@ served to the proxy over SDS.
 Environment: POD_NAME, POD_NAMESPACE, INSTANCE_IP, SERVICE_ACCOUNT,
 PROXY_CONFIG (JSON ProxyConfig; discoveryAddress defaults to Istio's
 istiod.istio-system.svc:15012, e.g. {"discoveryAddress":"straitd.istio-system.svc:15012"}),
-ISTIO_META_* (node metadata), MINIMUM_DRAIN_DURATION (e.g. 5s), XDS_SOCKET_PATH.
+ISTIO_META_* (node metadata), MINIMUM_DRAIN_DURATION (e.g. 5s), XDS_SOCKET_PATH,
+STRAIT_AGENT_DEBUG_ADDR (loopback host:port: Go's pprof profiles and runtime
+figures; STRAIT_PROXY_DEBUG_ADDR, passed on to the proxy, does the same there).
 The ProxyConfig is merged from defaults, /etc/istio/config/mesh, PROXY_CONFIG and
 the proxy.istio.io/config annotation in /etc/istio/pod/annotations, in that order.
 
@@ -80,6 +83,13 @@ listens; ISTIO_META_DNS_AUTO_ALLOCATE is accepted and changes nothing more.`,
 				return err
 			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			if addr := os.Getenv("STRAIT_AGENT_DEBUG_ADDR"); addr != "" {
+				lis, err := debugserve.Listen(addr)
+				if err != nil {
+					return fmt.Errorf("STRAIT_AGENT_DEBUG_ADDR: %w", err)
+				}
+				defer debugserve.Start(lis, logger).Close()
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			return agent.Run(ctx, cfg, agent.Options{Logger: logger})

@@ -18,6 +18,9 @@
 // see where they were addressed (a mirror's "-shadow" host). The --status flag makes every
 // answer that status (a bad host for outlier detection tests).
 //
+// --metrics-addr ADDR serves the echo's own Prometheus metrics there, on
+// any path: strait_echo_requests_total{code}, the requests it answered.
+//
 // `strait-echo get [-n N] [-interval D] URL` is the client instead: N GETs,
 // one JSON line each (status and the echo's reply, or the error), for
 // tests that exec into a pod.
@@ -118,6 +121,8 @@ func run(args []string) error {
 	status := fs.Int("status", 0, "answer every request with this status (0: 200, or as the request asks)")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate chain (with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+	metricsAddr := fs.String("metrics-addr", "", "serve the echo's Prometheus metrics on this address (any path)")
+	next := fs.String("next", "", "call this URL with the trace headers of each request before answering it (next.go)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -135,14 +140,36 @@ func run(args []string) error {
 		}
 		lns = append(lns, ln)
 	}
-	srv := &http.Server{Handler: newHandler(*version, *pod, *status), ReadHeaderTimeout: 10 * time.Second}
+	handler := newHandler(*version, *pod, *status)
+	if *next != "" {
+		handler = withNext(handler, *next)
+	}
+	var servers []*http.Server
+	if *metricsAddr != "" {
+		ln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return fmt.Errorf("listen %s: %w", *metricsAddr, err)
+		}
+		m := newAppMetrics()
+		handler = m.count(handler)
+		msrv := &http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, msrv)
+		go func() { _ = msrv.Serve(ln) }()
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	servers = append(servers, srv)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() {
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
+		for _, s := range servers {
+			_ = s.Shutdown(shutdownCtx)
+		}
 	}()
 	errs := make(chan error, len(lns))
 	for _, ln := range lns {

@@ -11,6 +11,8 @@
 // POST /quitquitquit on the admin port exits at once.
 //
 // --cpu-profile FILE writes a Go CPU profile until the proxy exits.
+// STRAIT_PROXY_DEBUG_ADDR=127.0.0.1:PORT (loopback only) serves Go's pprof
+// profiles and runtime figures there (internal/debugserve; bench/sidecar).
 // --http-codec names the HTTP/1.1 implementation of the request path; only
 // strait (the default) remains, so that scripts passing it keep working:
 // --http-codec nethttp is refused, saying the net/http codec was removed.
@@ -35,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/straitmesh/strait/internal/debugserve"
 	"github.com/straitmesh/strait/internal/proxy"
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/proxy/hcm"
@@ -55,6 +58,7 @@ type config struct {
 	httpCodec     hcm.Codec
 	cpuProfile    string // write a CPU profile here until exit
 	drainTime     time.Duration
+	debugAddr     string // STRAIT_PROXY_DEBUG_ADDR: pprof and runtime figures on loopback
 }
 
 // defaultDrainTime is Envoy's --drain-time-s default.
@@ -196,7 +200,15 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg.debugAddr = os.Getenv("STRAIT_PROXY_DEBUG_ADDR")
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	if cfg.debugAddr != "" {
+		lis, err := debugserve.Listen(cfg.debugAddr)
+		if err != nil {
+			return fmt.Errorf("STRAIT_PROXY_DEBUG_ADDR: %w", err)
+		}
+		defer debugserve.Start(lis, log).Close()
+	}
 	if cfg.concurrency > 0 {
 		runtime.GOMAXPROCS(cfg.concurrency)
 	}

@@ -47,8 +47,8 @@ func TestKubeInjectHostile(t *testing.T) {
 		t.Errorf("output file: %v\n%s", err, b)
 	}
 
-	mesh := write("mesh.yaml", "enableTracing: true\n")
-	if err := runKubeInject(nil, &stdout, kubeInjectFlags{filename: good, meshConfigFile: mesh}); err == nil || err.Error() != mesh+": mesh config: enableTracing: not supported by Strait yet" {
+	mesh := write("mesh.yaml", "enableEnvoyAccessLogService: true\n")
+	if err := runKubeInject(nil, &stdout, kubeInjectFlags{filename: good, meshConfigFile: mesh}); err == nil || err.Error() != mesh+": mesh config: enableEnvoyAccessLogService: not supported by Strait yet" {
 		t.Errorf("mesh config with a refused field: %v", err)
 	}
 	cm := write("inject.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio}\ndata: {mesh: ''}\n")

@@ -24,6 +24,7 @@ import (
 	"github.com/straitmesh/strait/internal/agent/dns"
 	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/meshview"
 	"github.com/straitmesh/strait/internal/netns"
 )
 
@@ -41,6 +42,8 @@ type upOptions struct {
 	DNSUpstreams []string
 	// HostResolvConf is the host's resolv.conf, the default upstreams.
 	HostResolvConf string
+	// Prometheus starts a Prometheus scraping the mesh (localscrape.go).
+	Prometheus bool
 }
 
 func newUpCmd() *cobra.Command {
@@ -86,6 +89,13 @@ resolve from straitd's name table (ServiceEntries without addresses to the
 so up serves DNS on the bridge's host address and forwards the other names
 to this host's resolvers (--dns-upstream names others, or none).
 
+up prints where Prometheus scrapes the mesh: each pod's agent on
+15020/stats/prometheus (proxy, agent and, when the WorkloadEntry has
+prometheus.io/port and /path annotations as a pod would, the app's
+metrics) and straitd's monitoring port. --prometheus also starts one
+(Debian's prometheus binary) scraping them every 5s, with its storage in
+a temporary directory, its API and UI on 127.0.0.1.
+
 up stays in the foreground: it reports config changes (straitd applies
 edits to DIR live; new or changed WorkloadEntries need a restart of up)
 and processes that exit. Ctrl-C or SIGTERM removes everything it made:
@@ -109,6 +119,7 @@ runs at a time. Needs root.`,
 	}
 	cmd.Flags().StringVar(&o.ConfigDir, "config-dir", "", "directory of Istio YAML; straitd serves it and watches it for edits")
 	cmd.Flags().StringVar(&o.BinDir, "bin-dir", localmesh.DefaultBinDir(), "directory with straitd, strait-agent, strait-proxy and strait-echo")
+	cmd.Flags().BoolVar(&o.Prometheus, "prometheus", false, "also start a Prometheus (Debian's prometheus binary) that scrapes every pod's agent and straitd, on 127.0.0.1")
 	cmd.Flags().BoolVar(&o.DNSCapture, "dns-capture", false,
 		"capture each pod's DNS to its sidecar agent (ISTIO_META_DNS_CAPTURE): mesh names resolve to their VIPs from straitd's name table; "+
 			"other names are forwarded to port 53 of the bridge's host address (see --dns-upstream)")
@@ -201,6 +212,15 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	say("==> mesh up in %s (each sidecar has a certificate for its namespace and serviceAccount; straitd monitoring on %s, logs in %s/logs)",
 		time.Since(start).Round(time.Millisecond), m.MonitoringAddr(), m.WorkDir())
 	printPods(out, st, "ready")
+	say("\nMesh page (workload graph with rate, success rate and p99 per edge; each proxy's xDS sync state): http://%s%s", m.MonitoringAddr(), meshview.Path)
+	printScrapeTargets(out, st)
+	if o.Prometheus {
+		stopProm, err := startPrometheus(ctx, out, m)
+		if err != nil {
+			return err
+		}
+		defer stopProm()
+	}
 	if len(plan.Gateways) > 0 {
 		say("\nGateways, reachable from this host (strait-agent proxy router in the pod, no capture):")
 		for _, name := range slices.Sorted(maps.Keys(plan.Gateways)) {

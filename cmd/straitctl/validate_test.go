@@ -66,8 +66,8 @@ func TestValidate(t *testing.T) {
 	}
 
 	out.Reset()
-	mesh := write("mesh.cfg", "connectTimeout: 1500ms\nenableTracing: true\n")
-	if err := runValidate(strings.NewReader(validateVS), &out, []string{"-"}, mesh); err == nil || !strings.Contains(out.String(), "mesh config: enableTracing: not supported by Strait yet") {
+	mesh := write("mesh.cfg", "connectTimeout: 1500ms\nenableEnvoyAccessLogService: true\n")
+	if err := runValidate(strings.NewReader(validateVS), &out, []string{"-"}, mesh); err == nil || !strings.Contains(out.String(), "mesh config: enableEnvoyAccessLogService: not supported by Strait yet") {
 		t.Errorf("mesh config with a refused field: error %v, output %q", err, out.String())
 	}
 }

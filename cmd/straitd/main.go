@@ -7,6 +7,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,7 @@ import (
 	"github.com/straitmesh/strait/internal/jwks"
 	"github.com/straitmesh/strait/internal/lifecycle"
 	"github.com/straitmesh/strait/internal/meshconfig"
+	"github.com/straitmesh/strait/internal/meshview"
 	"github.com/straitmesh/strait/internal/proxypush"
 	"github.com/straitmesh/strait/internal/registry/file"
 	"github.com/straitmesh/strait/internal/registry/kube"
@@ -68,6 +70,10 @@ type flags struct {
 	domain         string
 	logLevel       string
 	meshFile       string // --mesh
+
+	// meshScrapeInterval and meshWindow tune the mesh page (/debug/mesh).
+	meshScrapeInterval time.Duration
+	meshWindow         time.Duration
 
 	// Kubernetes mode.
 	kubeconfig   string
@@ -146,6 +152,8 @@ Environment:
 	cmd.Flags().StringVar(&f.webhookConfigName, "webhook-config-name", defaultWebhookConfigName, "MutatingWebhookConfiguration whose caBundle straitd keeps up to date with its self-signed CA (Kubernetes mode); empty: never written")
 	cmd.Flags().StringVar(&f.xdsAddr, "xds-addr", ":15010", "address of the plaintext xDS gRPC server")
 	cmd.Flags().StringVar(&f.monitoringAddr, "monitoring-addr", ":15014", "address of the metrics, debug and health HTTP server: /metrics and /healthz/ready are open; /debug/* and pprof answer loopback callers, and others with a bearer token of --namespace (a service-account token for audience istio-ca, or straitctl token create)")
+	cmd.Flags().DurationVar(&f.meshScrapeInterval, "mesh-scrape-interval", 5*time.Second, "the mesh page ("+meshview.Path+" on the monitoring port): how often straitd scrapes every connected proxy's istio_* metrics (port 15090) while the page is viewed")
+	cmd.Flags().DurationVar(&f.meshWindow, "mesh-window", time.Minute, "the mesh page: the window its rates, success rates and p99s are computed over")
 	cmd.Flags().StringVar(&f.meshFile, "mesh", "", "mesh config file: Istio's MeshConfig YAML, or the istio ConfigMap manifest (its data.mesh); reloaded when it changes; a field Strait does not implement is refused by name (at start: straitd exits; on reload: the previous config stays). Without it, in Kubernetes mode, the istio ConfigMap of --namespace is read and watched. Its rootNamespace, when set, is the root namespace instead of --namespace")
 	cmd.Flags().StringVar(&f.domain, "domain", "cluster.local", "cluster DNS domain")
 	cmd.Flags().BoolVar(&f.configStatus, "config-status", true, "Kubernetes mode: write on each Istio object straitd refuses or finds invalid why, in status.validationMessages (one replica writes, elected with the Lease "+statusLeaseName+"); false: the reasons are only logged")
@@ -164,6 +172,11 @@ func run(ctx context.Context, f flags, lookupEnv func(string) (string, bool)) er
 		return fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Zero (a flags value built in a test) means the mesh page's default.
+	f.meshScrapeInterval, f.meshWindow = cmp.Or(f.meshScrapeInterval, 5*time.Second), cmp.Or(f.meshWindow, time.Minute)
+	if f.meshScrapeInterval < 0 || f.meshWindow < 2*f.meshScrapeInterval {
+		return fmt.Errorf("--mesh-scrape-interval %s, --mesh-window %s: want an interval above 0 and a window of at least two intervals (a rate compares two scrapes)", f.meshScrapeInterval, f.meshWindow)
+	}
 
 	push, err := pushSettingsFromEnv(lookupEnv)
 	if err != nil {
@@ -290,6 +303,11 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	server.RegisterDebugHandlers(mux)
+	meshPage, err := meshview.NewScraper(meshview.Options{Proxies: server, Interval: f.meshScrapeInterval, Window: f.meshWindow, Logger: logger.With("component", "meshview")})
+	if err != nil {
+		return err
+	}
+	mux.Handle("GET "+meshview.Path, meshPage.Handler())
 	// Go's profiler, as istiod serves it: /debug/pprof/heap, /profile, ...
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -315,6 +333,7 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	defer parts.Stop()
 	parts.Go("xds push pipeline", server.Run)
 	parts.Go("jwks resolver", keySets.Run)
+	parts.Go("mesh page scraper", meshPage.Run)
 	if kreg != nil {
 		parts.Go("kube registry", func(ctx context.Context) error { return kreg.Run(ctx, server.ConfigUpdate) })
 		if f.configStatus {

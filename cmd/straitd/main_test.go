@@ -227,7 +227,7 @@ func waitHTTP(t *testing.T, url, want string) {
 func TestServeRefusesUnsupportedMeshConfig(t *testing.T) {
 	dir := t.TempDir()
 	meshFile := filepath.Join(t.TempDir(), "mesh")
-	if err := os.WriteFile(meshFile, []byte("outboundTrafficPolicy:\n  mode: REGISTRY_ONLY\nenableTracing: true\n"), 0o644); err != nil {
+	if err := os.WriteFile(meshFile, []byte("outboundTrafficPolicy:\n  mode: REGISTRY_ONLY\nenableEnvoyAccessLogService: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	xdsLis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -241,7 +241,7 @@ func TestServeRefusesUnsupportedMeshConfig(t *testing.T) {
 	}
 	defer monLis.Close()
 	err = serve(context.Background(), flags{configDir: dir, domain: "cluster.local", meshFile: meshFile}, pushSettings{PushThrottle: 1}, slog.New(slog.DiscardHandler), xdsLis, monLis)
-	if err == nil || !strings.Contains(err.Error(), "--mesh: "+meshFile+": mesh config: enableTracing: not supported by Strait yet") {
+	if err == nil || !strings.Contains(err.Error(), "--mesh: "+meshFile+": mesh config: enableEnvoyAccessLogService: not supported by Strait yet") {
 		t.Fatalf("serve with an unsupported mesh field: %v", err)
 	}
 }

@@ -1,6 +1,6 @@
 // Command istiofields writes docs/istio-fields.md, the table of every
 // istio.io/api field Strait loads and whether it is honoured or refused,
-// from the registry in internal/istioconfig/support.go. Run it from the
+// from the registry in internal/istioconfig/support. Run it from the
 // repository root: go run ./hack/istiofields
 package main
 
@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/straitmesh/strait/internal/istioconfig"
+	"github.com/straitmesh/strait/internal/istioconfig/support"
 )
 
 func main() {
@@ -23,7 +23,7 @@ func run() error {
 	if len(os.Args) > 1 {
 		out = os.Args[1]
 	}
-	if err := os.WriteFile(out, istioconfig.FieldsMarkdown(), 0o644); err != nil {
+	if err := os.WriteFile(out, support.FieldsMarkdown(), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", out, err)
 	}
 	return nil

@@ -25,6 +25,7 @@ import (
 	"github.com/straitmesh/strait/internal/agent/supervisor"
 	"github.com/straitmesh/strait/internal/agent/xdsproxy"
 	"github.com/straitmesh/strait/internal/lifecycle"
+	"github.com/straitmesh/strait/internal/promscrape"
 )
 
 // Options are the agent's knobs that do not come from the pod's settings.
@@ -154,7 +155,8 @@ func Run(ctx context.Context, cfg *settings.Config, opts Options) error {
 				"# TYPE strait_agent_proxy_restarts_total counter\nstrait_agent_proxy_restarts_total %d\n", sup.Restarts())
 			return err
 		},
-		Logger: opts.Logger,
+		AppTargets: appTargets(cfg.AppMetrics),
+		Logger:     opts.Logger,
 	})
 	type statusPort struct {
 		port    int
@@ -215,4 +217,12 @@ func terminateTimeout(given, drainTime time.Duration) time.Duration {
 		return given
 	}
 	return max(30*time.Second, drainTime+5*time.Second)
+}
+
+func appTargets(ts []promscrape.Target) []status.AppTarget {
+	out := make([]status.AppTarget, len(ts))
+	for i, t := range ts {
+		out[i] = status.AppTarget{Port: t.Port, Path: t.Path}
+	}
+	return out
 }

@@ -18,10 +18,10 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/straitmesh/strait/internal/agent/bootstrap"
 	"github.com/straitmesh/strait/internal/agent/settings"
 	"github.com/straitmesh/strait/internal/freeport"
 	"github.com/straitmesh/strait/internal/nds"
+	proxybootstrap "github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/xdsapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -59,7 +59,7 @@ func fakeProxy(log string, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := bootstrap.Parse(data)
+	b, err := proxybootstrap.Parse(data) // as strait-proxy reads it
 	if err != nil {
 		return err
 	}

@@ -176,14 +176,16 @@ func (i *Injector) Inject(req Request) (Result, error) {
 		}
 	}
 	reorder(out, &injected)
-	postProcess(out, postProcessInput{
+	if err := postProcess(out, postProcessInput{
 		injected:   injected,
 		revision:   i.opts.Revision,
 		mesh:       s.Mesh,
 		cfg:        s.Config,
 		workload:   wm.Name,
 		statusPort: annotation(pod.ObjectMeta, annoStatusPort, s.Values.Get("global.proxy.statusPort")),
-	})
+	}); err != nil {
+		return Result{}, err
+	}
 	return Result{Pod: out}, nil
 }
 

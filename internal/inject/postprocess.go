@@ -1,20 +1,9 @@
 package inject
 
 import (
-	"strings"
-
 	"istio.io/api/label"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-)
-
-// Prometheus scrape annotations and where the agent serves merged metrics.
-const (
-	promScrape = "prometheus.io/scrape"
-	promPort   = "prometheus.io/port"
-	promPath   = "prometheus.io/path"
-	// MergedMetricsPath is served by the agent on the status port (15020).
-	MergedMetricsPath = "/stats/prometheus"
 )
 
 type postProcessInput struct {
@@ -30,9 +19,9 @@ type postProcessInput struct {
 }
 
 // postProcess is injection step 5: the status annotation, the default-container
-// annotations, the Prometheus annotations and the labels that mark the pod
-// as part of the mesh.
-func postProcess(pod *corev1.Pod, in postProcessInput) {
+// annotations, the Prometheus metrics merge (prometheus.go) and the labels
+// that mark the pod as part of the mesh.
+func postProcess(pod *corev1.Pod, in postProcessInput) error {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
@@ -52,16 +41,15 @@ func postProcess(pod *corev1.Pod, in postProcessInput) {
 		setDefault(a, annoDefaultLogContainer, app)
 	}
 
-	if prometheusMerge(pod, in) {
-		a[promScrape] = "true"
-		a[promPort] = in.statusPort
-		a[promPath] = MergedMetricsPath
+	if err := applyPrometheusMerge(pod, in.mesh, in.statusPort); err != nil {
+		return err
 	}
 
 	setDefault(l, label.SecurityTlsMode.Name, "istio")
 	name, rev := canonicalNames(l, in.workload)
 	setDefault(l, label.ServiceCanonicalName.Name, name)
 	setDefault(l, label.ServiceCanonicalRevision.Name, rev)
+	return nil
 }
 
 func setDefault(m map[string]string, k, v string) {
@@ -81,29 +69,6 @@ func firstAppContainer(pod *corev1.Pod, injected []string) string {
 		}
 	}
 	return ""
-}
-
-// prometheusMerge says whether to point Prometheus at the agent's merged
-// metrics: the mesh allows it (enablePrometheusMerge, default true), the
-// pod does not turn it off (prometheus.istio.io/merge-metrics), there is a
-// status port, and the pod declares no prometheus.io/* annotations of its
-// own (those are left as the pod wrote them).
-func prometheusMerge(pod *corev1.Pod, in postProcessInput) bool {
-	if v := in.mesh.GetEnablePrometheusMerge(); v != nil && !v.GetValue() {
-		return false
-	}
-	if v, ok := pod.Annotations[annoPrometheusMerge]; ok && !isYes(v) {
-		return false
-	}
-	if in.statusPort == "" || in.statusPort == "0" {
-		return false
-	}
-	for k := range pod.Annotations {
-		if strings.HasPrefix(k, "prometheus.io/") {
-			return false
-		}
-	}
-	return true
 }
 
 // canonicalNames are the service.istio.io/canonical-name and -revision

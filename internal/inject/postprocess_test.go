@@ -40,8 +40,8 @@ func TestPostProcess(t *testing.T) {
 		{"pod keeps merge on", pod(map[string]string{annoPrometheusMerge: "true"}, nil, "app"), nil, "15020", nil, map[string]string{"prometheus.io/scrape": "true"}},
 		{"no status port", pod(nil, nil, "app"), nil, "0", nil, map[string]string{"prometheus.io/scrape": ""}},
 		{"empty status port", pod(nil, nil, "app"), nil, "", nil, map[string]string{"prometheus.io/scrape": ""}},
-		{"pod has its own scrape config", pod(map[string]string{"prometheus.io/port": "9090"}, nil, "app"), nil, "15020", nil,
-			map[string]string{"prometheus.io/scrape": "", "prometheus.io/port": "9090"}},
+		{"pod's own scrape config rewritten", pod(map[string]string{"prometheus.io/port": "9090"}, nil, "app"), nil, "15020", nil,
+			map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "15020"}},
 		{"first app container after injected ones", pod(nil, nil, "istio-init-ish", ProxyContainerName, "web", "db"), nil, "15020", []string{"istio-init-ish"},
 			map[string]string{annoDefaultContainer: "web", annoDefaultLogContainer: "web"}},
 		{"no app container", pod(nil, nil, ProxyContainerName), nil, "15020", nil, map[string]string{annoDefaultContainer: ""}},
@@ -55,10 +55,12 @@ func TestPostProcess(t *testing.T) {
 			map[string]string{"service.istio.io/canonical-name": "c", "security.istio.io/tlsMode": "disabled"}},
 	}
 	for _, tc := range cases {
-		postProcess(tc.pod, postProcessInput{
+		if err := postProcess(tc.pod, postProcessInput{
 			injected: injectedNames{containers: tc.injected}, mesh: tc.mesh, workload: "wl", statusPort: tc.statusPort,
 			cfg: &Config{InjectedAnnotations: map[string]string{"x-injected": "yes"}},
-		})
+		}); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
 		if tc.pod.Annotations[annoSidecarStatus] == "" {
 			t.Errorf("%s: no status annotation", tc.name)
 		}

@@ -261,7 +261,7 @@ func TestRenderRefuses(t *testing.T) {
 	}{
 		{"unknown top-level key", "pilott.replicaCount=2", "pilott"},
 		{"unknown nested key", "global.proxy.imagee=x", "imagee"},
-		{"unread mesh config field", "meshConfig.enableTracing=true", "enableTracing"},
+		{"unread mesh config field", "meshConfig.enableEnvoyAccessLogService=true", "enableEnvoyAccessLogService"},
 		{"wrong type", "pilot.replicaCount=many", "replicaCount"},
 		{"replicas without a shared CA", "pilot.replicaCount=3", "pilot.pluggedCA=true"},
 		// The sidecar's resources reach the API server only in each

@@ -1,8 +1,13 @@
-// Package istioconfig holds the Istio config kinds Strait reads (the
-// istio.io/api networking and security types): YAML loading, validation
-// as Istio's admission webhook does it (validate_<kind>.go), the table of
-// fields Strait honours or refuses (support_<group>.go, printed into
-// docs/istio-fields.md), and an immutable Store of loaded configs.
+// Package istioconfig loads the Istio config kinds Strait reads (the
+// istio.io/api networking and security types) from YAML into Configs, and
+// keeps them in an immutable Store. A document passes, in order: the
+// Kubernetes envelope (envelope.go), the spec's decoding with Istio's
+// durations (duration.go) and protojson's errors located in the spec
+// (fieldpath.go), the table of fields Strait honours or refuses (package
+// support, printed into docs/istio-fields.md) and the validation Istio's
+// admission webhook applies (package validate). The kinds themselves are
+// in package schema, the field errors every step reports in package
+// fielderr.
 package istioconfig
 
 import (
@@ -14,46 +19,39 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 
+	"github.com/straitmesh/strait/internal/istioconfig/schema"
+	"github.com/straitmesh/strait/internal/istioconfig/validate"
 	"github.com/straitmesh/strait/internal/proxypush"
 )
 
-// The kinds Strait understands.
+// The kinds Strait understands (package schema).
 const (
-	KindServiceEntry    proxypush.Kind = "ServiceEntry"
-	KindWorkloadEntry   proxypush.Kind = "WorkloadEntry"
-	KindVirtualService  proxypush.Kind = "VirtualService"
-	KindDestinationRule proxypush.Kind = "DestinationRule"
-	KindSidecar         proxypush.Kind = "Sidecar"
-	KindGateway         proxypush.Kind = "Gateway"
+	KindServiceEntry    = schema.ServiceEntry
+	KindWorkloadEntry   = schema.WorkloadEntry
+	KindVirtualService  = schema.VirtualService
+	KindDestinationRule = schema.DestinationRule
+	KindSidecar         = schema.Sidecar
+	KindGateway         = schema.Gateway
 
-	KindAuthorizationPolicy   proxypush.Kind = "AuthorizationPolicy"
-	KindPeerAuthentication    proxypush.Kind = "PeerAuthentication"
-	KindRequestAuthentication proxypush.Kind = "RequestAuthentication"
+	KindAuthorizationPolicy   = schema.AuthorizationPolicy
+	KindPeerAuthentication    = schema.PeerAuthentication
+	KindRequestAuthentication = schema.RequestAuthentication
 )
 
 // NetworkingGroup is the API group of the networking kinds.
-const NetworkingGroup = "networking.istio.io"
+const NetworkingGroup = schema.NetworkingGroup
 
 // SecurityGroup is the API group of the security kinds.
-const SecurityGroup = "security.istio.io"
+const SecurityGroup = schema.SecurityGroup
 
 // GroupOf is the API group of a supported kind ("" for another kind).
-func GroupOf(kind proxypush.Kind) string {
-	switch kind {
-	case KindAuthorizationPolicy, KindPeerAuthentication, KindRequestAuthentication:
-		return SecurityGroup
-	case KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar, KindGateway:
-		return NetworkingGroup
-	}
-	return ""
-}
+func GroupOf(kind proxypush.Kind) string { return schema.GroupOf(kind) }
 
 // DefaultNamespace is used when metadata.namespace is empty.
 const DefaultNamespace = "default"
 
-// Kinds lists the supported kinds in a fixed order.
-var Kinds = []proxypush.Kind{KindServiceEntry, KindWorkloadEntry, KindVirtualService, KindDestinationRule, KindSidecar,
-	KindGateway, KindAuthorizationPolicy, KindPeerAuthentication, KindRequestAuthentication}
+// Kinds lists the supported kinds in a fixed order (schema.Kinds).
+var Kinds = schema.Kinds
 
 // acceptedVersions are the versions we read, by API group.
 var acceptedVersions = map[string]map[string]bool{
@@ -61,30 +59,27 @@ var acceptedVersions = map[string]map[string]bool{
 	SecurityGroup:   {"v1": true, "v1beta1": true},
 }
 
-// newSpec returns an empty spec message for a supported kind, or nil.
-func newSpec(kind proxypush.Kind) proto.Message {
-	switch kind {
-	case KindServiceEntry:
-		return &networking.ServiceEntry{}
-	case KindWorkloadEntry:
-		return &networking.WorkloadEntry{}
-	case KindVirtualService:
-		return &networking.VirtualService{}
-	case KindDestinationRule:
-		return &networking.DestinationRule{}
-	case KindSidecar:
-		return &networking.Sidecar{}
-	case KindGateway:
-		return &networking.Gateway{}
-	case KindAuthorizationPolicy:
-		return &security.AuthorizationPolicy{}
-	case KindPeerAuthentication:
-		return &security.PeerAuthentication{}
-	case KindRequestAuthentication:
-		return &security.RequestAuthentication{}
-	}
-	return nil
-}
+// What the validation (package validate) defines that callers build on.
+const (
+	// DryRunAnnotation makes an AuthorizationPolicy evaluated and
+	// reported but not enforced (validate.DryRunAnnotation).
+	DryRunAnnotation = validate.DryRunAnnotation
+	// MaxDirectResponseBody is the largest direct response body
+	// (validate.MaxDirectResponseBody).
+	MaxDirectResponseBody = validate.MaxDirectResponseBody
+)
+
+// ContainsPathTemplate reports whether an AuthorizationPolicy path uses
+// Envoy's URI template operators (validate.ContainsPathTemplate).
+func ContainsPathTemplate(path string) bool { return validate.ContainsPathTemplate(path) }
+
+// GatewayProtocolIsTLS reports whether a Gateway server protocol
+// terminates or passes TLS (validate.GatewayProtocolIsTLS).
+func GatewayProtocolIsTLS(p string) bool { return validate.GatewayProtocolIsTLS(p) }
+
+// GatewayProtocolIsHTTP reports whether a Gateway server protocol carries
+// HTTP (validate.GatewayProtocolIsHTTP).
+func GatewayProtocolIsHTTP(p string) bool { return validate.GatewayProtocolIsHTTP(p) }
 
 // Meta is the part of a config object outside its spec.
 type Meta struct {

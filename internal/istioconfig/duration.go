@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/straitmesh/strait/internal/istioconfig/fielderr"
 )
 
 // Istio reads a google.protobuf.Duration written in YAML as a Go duration
@@ -31,7 +35,7 @@ func normalizeDurations(path string, raw json.RawMessage, md protoreflect.Messag
 		return raw, nil // not an object ("null" makes an empty one)
 	}
 	changed := false
-	for _, key := range sortedKeys(obj) {
+	for _, key := range slices.Sorted(maps.Keys(obj)) {
 		fd := md.Fields().ByJSONName(key)
 		if fd == nil {
 			fd = md.Fields().ByName(protoreflect.Name(key))
@@ -146,7 +150,7 @@ var durationRules = map[string]durationRule{
 // validateDurations checks every set Duration of a spec against Istio's
 // limits (pkg/config/validation: agent.ValidateDuration and the exceptions
 // in durationRules).
-func validateDurations(el *errorList, path string, m protoreflect.Message) {
+func validateDurations(el *fielderr.List, path string, m protoreflect.Message) {
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		f := path + "." + fd.JSONName()
 		switch {
@@ -166,7 +170,7 @@ func validateDurations(el *errorList, path string, m protoreflect.Message) {
 	})
 }
 
-func validateDurationValue(el *errorList, path string, fd protoreflect.FieldDescriptor, m protoreflect.Message) {
+func validateDurationValue(el *fielderr.List, path string, fd protoreflect.FieldDescriptor, m protoreflect.Message) {
 	if m.Descriptor().FullName() != durationName {
 		if !isWellKnown(m.Descriptor()) {
 			validateDurations(el, path, m)
@@ -178,7 +182,7 @@ func validateDurationValue(el *errorList, path string, fd protoreflect.FieldDesc
 	d := (&durationpb.Duration{Seconds: secs, Nanos: int32(nanos)}).AsDuration()
 	rule := durationRules[string(fd.ContainingMessage().FullName())+"."+string(fd.Name())]
 	if problem := checkDuration(d, rule); problem != "" {
-		el.add(path, "%s", problem)
+		el.Add(path, "%s", problem)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
+
+	"github.com/straitmesh/strait/internal/istioconfig/schema"
 )
 
 const vsWithTimeout = `apiVersion: networking.istio.io/v1
@@ -253,6 +255,21 @@ func TestNoDurationInMaps(t *testing.T) {
 		}
 	}
 	for _, kind := range Kinds {
-		walk(string(kind), newSpec(kind).ProtoReflect().Descriptor(), false, map[protoreflect.FullName]bool{})
+		walk(string(kind), schema.NewSpec(kind).ProtoReflect().Descriptor(), false, map[protoreflect.FullName]bool{})
 	}
+}
+
+// messageOf is the message type of a field's values (a map's value type),
+// or nil.
+func messageOf(fd protoreflect.FieldDescriptor) protoreflect.MessageDescriptor {
+	if fd.IsMap() {
+		if fd.MapValue().Kind() == protoreflect.MessageKind {
+			return fd.MapValue().Message()
+		}
+		return nil
+	}
+	if fd.Kind() == protoreflect.MessageKind {
+		return fd.Message()
+	}
+	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/straitmesh/strait/internal/istioconfig/fielderr"
 )
 
 // document is the Kubernetes-style envelope.
@@ -166,19 +168,19 @@ func istioItem(items []json.RawMessage) (int, string, bool) {
 // the field of each problem (metadata.labels.version, not "metadata");
 // other fields (uid, resourceVersion, ...) are Kubernetes' and ignored.
 // It reports whether md is usable.
-func decodeMetadata(el *errorList, raw json.RawMessage, md *metadata) bool {
+func decodeMetadata(el *fielderr.List, raw json.RawMessage, md *metadata) bool {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil {
-		el.add("metadata", "must be a mapping (name, namespace, labels, annotations)")
+		el.Add("metadata", "must be a mapping (name, namespace, labels, annotations)")
 		return false
 	}
-	n := len(el.errs)
+	n := el.Len()
 	for _, f := range []struct {
 		key string
 		out *string
 	}{{"name", &md.Name}, {"namespace", &md.Namespace}} {
 		if v, ok := top[f.key]; ok && string(v) != "null" && json.Unmarshal(v, f.out) != nil {
-			el.add("metadata."+f.key, "must be a string")
+			el.Add("metadata."+f.key, "must be a string")
 		}
 	}
 	for _, f := range []struct {
@@ -191,14 +193,14 @@ func decodeMetadata(el *errorList, raw json.RawMessage, md *metadata) bool {
 		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(v, &m); err != nil {
-			el.add("metadata."+f.key, "must be a mapping of strings")
+			el.Add("metadata."+f.key, "must be a mapping of strings")
 			continue
 		}
 		*f.out = make(map[string]string, len(m))
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			var s string // null is "", as before
 			if json.Unmarshal(m[k], &s) != nil {
-				el.add("metadata."+f.key+"."+k, "must be a string; quote it (%q)", string(m[k]))
+				el.Add("metadata."+f.key+"."+k, "must be a string; quote it (%q)", string(m[k]))
 				continue
 			}
 			(*f.out)[k] = s
@@ -211,10 +213,10 @@ func decodeMetadata(el *errorList, raw json.RawMessage, md *metadata) bool {
 			t, err = time.Parse(time.RFC3339, s)
 		}
 		if err != nil {
-			el.add("metadata.creationTimestamp", "%s is not an RFC 3339 time (e.g. 2024-05-01T12:00:00Z)", string(v))
+			el.Add("metadata.creationTimestamp", "%s is not an RFC 3339 time (e.g. 2024-05-01T12:00:00Z)", string(v))
 		} else {
 			md.CreationTimestamp = &t
 		}
 	}
-	return len(el.errs) == n
+	return el.Len() == n
 }

@@ -3,6 +3,8 @@ package istioconfig
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -24,7 +26,7 @@ func locateProtoError(root string, raw []byte, md protoreflect.MessageDescriptor
 }
 
 func locateInObject(path string, obj map[string]json.RawMessage, md protoreflect.MessageDescriptor) (string, string, bool) {
-	for _, key := range sortedKeys(obj) {
+	for _, key := range slices.Sorted(maps.Keys(obj)) {
 		value := obj[key]
 		fieldPath := path + "." + key
 		fd := md.Fields().ByJSONName(key)

@@ -14,6 +14,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
 
+	"github.com/straitmesh/strait/internal/istioconfig/schema"
+	"github.com/straitmesh/strait/internal/istioconfig/support"
+	"github.com/straitmesh/strait/internal/istioconfig/validate"
 	"github.com/straitmesh/strait/internal/proxypush"
 )
 
@@ -84,7 +87,7 @@ func tooLarge(name string) error {
 // ParseOptions changes how ParseFileWith reads a file.
 type ParseOptions struct {
 	// KeepRefused loads documents that set fields Strait refuses (see
-	// checkSupport) instead of refusing them. It is for the generator's
+	// support.Check) instead of refusing them. It is for the generator's
 	// tests, which cover what straitd emits for a field before the data
 	// plane side lands; a registry never sets it.
 	KeepRefused bool
@@ -242,40 +245,40 @@ type metadata struct {
 // skipped on purpose, or an error.
 // line is the file line the document starts on, for YAML syntax errors.
 func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config, string, error) {
-	el := &errorList{src: src}
+	el := newErrorList(src)
 	// Strict: a key written twice in one mapping is an error, as kubectl
 	// makes it, not a silent choice of the last value.
 	js, err := yaml.YAMLToJSONStrict(raw)
 	if err != nil {
-		el.add("", "invalid YAML: %s", YAMLProblem(err, raw, line))
-		return nil, "", el.err()
+		el.Add("", "invalid YAML: %s", YAMLProblem(err, raw, line))
+		return nil, "", el.Err()
 	}
 	doc, err := decodeEnvelope(js)
 	if err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
-			el.add(fe.Field, "%s", fe.Problem)
+			el.Add(fe.Field, "%s", fe.Problem)
 		} else {
-			el.add("", "%v", err)
+			el.Add("", "%v", err)
 		}
-		return nil, "", el.err()
+		return nil, "", el.Err()
 	}
 	if doc.APIVersion == "" {
-		el.add("apiVersion", "must be set (e.g. %s/v1)", NetworkingGroup)
+		el.Add("apiVersion", "must be set (e.g. %s/v1)", NetworkingGroup)
 	}
 	if doc.Kind == "" {
-		el.add("kind", "must be set (e.g. ServiceEntry)")
+		el.Add("kind", "must be set (e.g. ServiceEntry)")
 	}
-	if len(el.errs) > 0 {
-		return nil, "", el.err()
+	if el.Len() > 0 {
+		return nil, "", el.Err()
 	}
 	group, version, ok := strings.Cut(doc.APIVersion, "/")
 	if !ok {
 		if doc.APIVersion == NetworkingGroup || doc.APIVersion == SecurityGroup {
 			// A networking or security config without its version would otherwise be
 			// skipped as a kind of another group.
-			el.add("apiVersion", "%q has no version; use %s/v1", doc.APIVersion, doc.APIVersion)
-			return nil, "", el.err()
+			el.Add("apiVersion", "%q has no version; use %s/v1", doc.APIVersion, doc.APIVersion)
+			return nil, "", el.Err()
 		}
 		group, version = "", doc.APIVersion
 	}
@@ -285,76 +288,76 @@ func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config
 			// A List (kubectl get -o yaml) is not read item by item: say so
 			// when it holds configs, which would otherwise be lost quietly.
 			if i, item, found := istioItem(doc.Items); found {
-				el.add(fmt.Sprintf("items[%d]", i), "a %s holding %s is not read; write each item as its own document, the documents separated by \"---\" lines", doc.Kind, item)
-				return nil, "", el.err()
+				el.Add(fmt.Sprintf("items[%d]", i), "a %s holding %s is not read; write each item as its own document, the documents separated by \"---\" lines", doc.Kind, item)
+				return nil, "", el.Err()
 			}
 		}
 		if want, typo := misspeltGroup(group); typo {
-			el.add("apiVersion", "%q is not an Istio API group; did you mean %s/%s?", group, want, version)
-			return nil, "", el.err()
+			el.Add("apiVersion", "%q is not an Istio API group; did you mean %s/%s?", group, want, version)
+			return nil, "", el.Err()
 		}
 		return nil, fmt.Sprintf("skipping %s %s: only %s and %s kinds are supported", doc.APIVersion, doc.Kind, NetworkingGroup, SecurityGroup), nil
 	}
 	if field, ok := doc.unknownField(); ok {
-		el.add(field, "unknown field; a config has apiVersion, kind, metadata and spec (and status)")
-		return nil, "", el.err()
+		el.Add(field, "unknown field; a config has apiVersion, kind, metadata and spec (and status)")
+		return nil, "", el.Err()
 	}
 	kind := proxypush.Kind(doc.Kind)
-	spec := newSpec(kind)
+	spec := schema.NewSpec(kind)
 	if spec == nil {
 		if !istioKinds[group][doc.Kind] {
-			el.add("kind", "%q is not a %s kind%s", doc.Kind, group, suggestKind(group, doc.Kind))
-			return nil, "", el.err()
+			el.Add("kind", "%q is not a %s kind%s", doc.Kind, group, suggestKind(group, doc.Kind))
+			return nil, "", el.Err()
 		}
 		return nil, fmt.Sprintf("skipping %s %s: kind not supported yet", doc.APIVersion, doc.Kind), nil
 	}
 	if g := GroupOf(kind); g != group {
-		el.add("apiVersion", "%s is in %s, not %s", kind, g, group)
-		return nil, "", el.err()
+		el.Add("apiVersion", "%s is in %s, not %s", kind, g, group)
+		return nil, "", el.Err()
 	}
 	if !versions[version] {
 		want := "v1, v1beta1 or v1alpha3"
 		if group == SecurityGroup {
 			want = "v1 or v1beta1"
 		}
-		el.add("apiVersion", "%q is not supported; use %s/%s", doc.APIVersion, group, want)
-		return nil, "", el.err()
+		el.Add("apiVersion", "%q is not supported; use %s/%s", doc.APIVersion, group, want)
+		return nil, "", el.Err()
 	}
 
 	var md metadata
 	if len(doc.Metadata) == 0 || string(doc.Metadata) == "null" {
-		el.add("metadata.name", "must be set")
-		return nil, "", el.err()
+		el.Add("metadata.name", "must be set")
+		return nil, "", el.Err()
 	}
 	if !decodeMetadata(el, doc.Metadata, &md) {
-		return nil, "", el.err()
+		return nil, "", el.Err()
 	}
-	validateMeta(el, md)
+	validate.Meta(el, md.Name, md.Namespace)
 	if md.Namespace == "" {
 		md.Namespace = DefaultNamespace
 	}
 
 	if len(doc.Spec) == 0 || string(doc.Spec) == "null" {
-		el.add("spec", "must be set")
-		return nil, "", el.err()
+		el.Add("spec", "must be set")
+		return nil, "", el.Err()
 	}
 	specJSON, err := normalizeDurations("spec", doc.Spec, spec.ProtoReflect().Descriptor())
 	if err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
-			el.add(fe.Field, "%s", fe.Problem)
+			el.Add(fe.Field, "%s", fe.Problem)
 		} else {
-			el.add("spec", "%v", err)
+			el.Add("spec", "%v", err)
 		}
-		return nil, "", el.err()
+		return nil, "", el.Err()
 	}
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(specJSON, spec); err != nil {
 		if path, problem, ok := locateProtoError("spec", specJSON, spec.ProtoReflect().Descriptor()); ok {
-			el.add(path, "%s", problem)
+			el.Add(path, "%s", problem)
 		} else {
-			el.add("spec", "%s", cleanProtoError(err))
+			el.Add("spec", "%s", cleanProtoError(err))
 		}
-		return nil, "", el.err()
+		return nil, "", el.Err()
 	}
 	var created time.Time
 	if md.CreationTimestamp != nil {
@@ -365,12 +368,12 @@ func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config
 		Spec: spec,
 	}
 	if !opts.KeepRefused {
-		checkSupport(el, kind, spec.ProtoReflect())
+		support.Check(el, kind, spec.ProtoReflect())
 	}
-	validateSpec(el, cfg)
+	validate.Spec(el, cfg.Namespace, cfg.Annotations, cfg.Spec)
 	validateDurations(el, "spec", spec.ProtoReflect())
-	if len(el.errs) > 0 {
-		return nil, "", el.err()
+	if el.Len() > 0 {
+		return nil, "", el.Err()
 	}
 	return cfg, "", nil
 }

@@ -124,6 +124,15 @@ type Workload struct {
 	// its own network namespace on the bridge and its app, with no
 	// sidecar and no capture.
 	OutsideMesh bool
+	// AppMetrics is the agent's ISTIO_PROMETHEUS_ANNOTATIONS: the app's
+	// metrics endpoint (JSON, Istio's scrape configuration) that the
+	// agent merges into 15020's /stats/prometheus (appmetrics.go).
+	AppMetrics string
+	// Labels are the pod's labels (its WorkloadEntry's), given to the
+	// agent as ISTIO_METAJSON_LABELS, as a Kubernetes pod's reach it
+	// through the downward API: its node metadata, and so the app,
+	// version and canonical-service labels of its istio_* metrics.
+	Labels map[string]string
 }
 
 // serviceAccount is the workload's service account.

@@ -5,6 +5,7 @@ package localmesh
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/straitmesh/strait/internal/netns"
+	"github.com/straitmesh/strait/internal/promscrape"
 )
 
 // capture installs the pod's capture rules (strait-agent iptables), as
@@ -83,6 +85,16 @@ func (m *Mesh) startAgent(ctx context.Context, p *Pod, view PodView, discovery s
 	}
 	if m.opts.DNSCapture {
 		env = append(env, "ISTIO_META_DNS_CAPTURE=true")
+	}
+	if len(p.Labels) > 0 {
+		labels, err := json.Marshal(p.Labels)
+		if err != nil {
+			return err
+		}
+		env = append(env, "ISTIO_METAJSON_LABELS="+string(labels))
+	}
+	if p.AppMetrics != "" && !p.Gateway {
+		env = append(env, promscrape.EnvVar+"="+p.AppMetrics)
 	}
 	env = append(env, m.opts.AgentEnv...)
 	// The agent and the proxy run as the pod's proxy user. In TPROXY mode

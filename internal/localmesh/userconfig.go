@@ -184,6 +184,13 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 		default:
 			w.OutsideMesh = true
 		}
+		appMetrics, metricsPort, err := appMetricsFromAnnotations(c.Annotations)
+		if err != nil {
+			return nil, fmt.Errorf("%s: metadata.annotations: %w", at, err)
+		}
+		if !w.Gateway && !w.OutsideMesh {
+			w.AppMetrics = appMetrics
+		}
 		if cmdline, ok := c.Annotations[AppAnnotation]; ok {
 			w.App = strings.Fields(cmdline)
 			if len(w.App) == 0 {
@@ -195,6 +202,10 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 				addrs[i] = ":" + strconv.Itoa(p)
 			}
 			w.App = []string{"strait-echo", "--addr", strings.Join(addrs, ","), "--version", we.GetLabels()["version"]}
+			if w.AppMetrics != "" {
+				// The echo serves its own metrics where the annotations say.
+				w.App = append(w.App, "--metrics-addr", ":"+strconv.Itoa(metricsPort))
+			}
 		}
 		if len(ports) > 0 {
 			w.AppPort = ports[0]
@@ -208,6 +219,7 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 				return nil, fmt.Errorf("%s: metadata.annotations[%s] is %q: want \"true\" (run the app as root) or \"false\"", at, AppAsRootAnnotation, v)
 			}
 		}
+		w.Labels = maps.Clone(we.GetLabels())
 		plan.Workloads = append(plan.Workloads, w)
 		plan.Labels[c.Name] = maps.Clone(we.GetLabels())
 		plan.Ports[c.Name] = ports

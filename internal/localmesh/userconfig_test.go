@@ -159,3 +159,37 @@ func TestPlanUserConfigRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanUserConfigAppMetrics: a WorkloadEntry's prometheus.io
+// annotations become the agent's ISTIO_PROMETHEUS_ANNOTATIONS, as the
+// injector writes it, and the default echo serves its metrics there; a
+// port the agent may not scrape is refused with the entry's name.
+func TestPlanUserConfigAppMetrics(t *testing.T) {
+	withAnno := func(name, addr, annos string) string {
+		return strings.Replace(we(name, "demo", addr, "  labels: {app: echo}\n"), "namespace: demo}", "namespace: demo, annotations: {"+annos+"}}", 1)
+	}
+	dir := writePlanDir(t, map[string]string{"se.yaml": planSE,
+		"we.yaml": withAnno("echo", "10.77.5.12", `prometheus.io/port: "9102", prometheus.io/path: /m`) +
+			withAnno("nomerge", "10.77.5.13", `prometheus.io/port: "9102", prometheus.istio.io/merge-metrics: "false"`) +
+			we("plain", "demo", "10.77.5.14", "  labels: {app: echo}\n")})
+	plan, err := PlanUserConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Workload{}
+	for _, w := range plan.Workloads {
+		got[w.Name] = w
+	}
+	if w := got["echo"]; w.AppMetrics != `{"scrape":"","path":"/m","port":"9102"}` || !slices.Contains(w.App, "--metrics-addr") || w.App[len(w.App)-1] != ":9102" {
+		t.Errorf("echo: AppMetrics %q, app %q", w.AppMetrics, w.App)
+	}
+	for _, n := range []string{"nomerge", "plain"} {
+		if w := got[n]; w.AppMetrics != "" || slices.Contains(w.App, "--metrics-addr") {
+			t.Errorf("%s: AppMetrics %q, app %q; want none", n, w.AppMetrics, w.App)
+		}
+	}
+	bad := writePlanDir(t, map[string]string{"se.yaml": planSE, "we.yaml": withAnno("echo", "10.77.5.12", `prometheus.io/port: "15090"`)})
+	if _, err := PlanUserConfig(bad); err == nil || !strings.Contains(err.Error(), "reserved for Istio") || !strings.Contains(err.Error(), "echo") {
+		t.Errorf("port 15090: %v", err)
+	}
+}

@@ -81,6 +81,8 @@ type Config struct {
 	// authorization, routing and forwarding. Never DEFAULT: unset is
 	// Istio's default, BASE.
 	PathNormalization meshv1alpha1.MeshConfig_ProxyPathNormalization_NormalizationType
+	// Tracing is the sidecars' tracing (tracing.go); nil: none.
+	Tracing *Tracing
 }
 
 // AccessLog is the mesh-wide Envoy file access log, as Istio's
@@ -116,6 +118,8 @@ var honoured = []string{
 	"defaultDestinationRuleExportTo", "defaultServiceExportTo", "defaultVirtualServiceExportTo",
 	"dnsRefreshRate", "enableAutoMtls", "localityLbSetting", "outboundTrafficPolicy", "pathNormalization",
 	"rootNamespace", "trustDomain", "trustDomainAliases",
+	// tracing.go audits these further.
+	"enableTracing", "extensionProviders", "defaultProviders",
 }
 
 // honouredProxyConfig are the defaultConfig fields that reach the sidecar
@@ -123,7 +127,7 @@ var honoured = []string{
 // strait-agent implements.
 var honouredProxyConfig = []string{
 	"concurrency", "discoveryAddress", "drainDuration", "proxyAdminPort", "statusPort",
-	"terminationDrainDuration",
+	"terminationDrainDuration", "tracing",
 }
 
 // Honoured returns the MeshConfig field paths straitd implements, sorted.
@@ -294,6 +298,9 @@ func Parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c.AccessLog = al
+	if c.Tracing, err = parseTracing(m); err != nil { // tracing.go
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -476,6 +483,9 @@ func (c *Config) String() string {
 	}
 	if c.PathNormalization != meshv1alpha1.MeshConfig_ProxyPathNormalization_BASE {
 		parts = append(parts, "pathNormalization="+c.PathNormalization.String())
+	}
+	if c.Tracing != nil {
+		parts = append(parts, c.Tracing.String())
 	}
 	if len(parts) == 0 {
 		return "defaults"

@@ -87,8 +87,8 @@ func TestParseRefusesByName(t *testing.T) {
 		{"accessLogFile: /dev/stdout\naccessLogFormat: '%START_TIME(%Ez)%'", "accessLogFormat: command operator %START_TIME(%Ez)%: time format"},
 		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: 'not json'", "accessLogFormat: not a JSON object"},
 		{"accessLogFile: /dev/stdout\naccessLogEncoding: JSON\naccessLogFormat: '{\"a\": {\"b\": \"%PROTOCOL%\"}}'", `accessLogFormat: json_format "a": only string values`},
-		{"enableTracing: true", "enableTracing: not supported by Strait yet"},
-		{"defaultConfig:\n  tracing: {}", "defaultConfig.tracing: not supported by Strait yet"},
+		{"enableEnvoyAccessLogService: true", "enableEnvoyAccessLogService: not supported by Strait yet"},
+		{"defaultConfig:\n  tracingServiceName: CANONICAL_NAME_ONLY", "defaultConfig.tracingServiceName: not supported by Strait yet"},
 		{"defaultConfig:\n  holdApplicationUntilProxyStarts: true", "defaultConfig.holdApplicationUntilProxyStarts: not supported by Strait yet"},
 		{"outboundTrafficPolicy:\n  mode: ALLOW_ANY_DYNAMIC_DNS", "outboundTrafficPolicy.mode: ALLOW_ANY_DYNAMIC_DNS is not supported"},
 		{"outboundTrafficPolicy:\n  tls: {}", "outboundTrafficPolicy.tls: not supported"},
@@ -143,11 +143,11 @@ func TestPathNormalization(t *testing.T) {
 
 func TestLoadNamesTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mesh")
-	if err := os.WriteFile(path, []byte("enableTracing: true\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("enableEnvoyAccessLogService: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err := Load(path)
-	if err == nil || !strings.HasPrefix(err.Error(), path+": mesh config: enableTracing") {
+	if err == nil || !strings.HasPrefix(err.Error(), path+": mesh config: enableEnvoyAccessLogService") {
 		t.Fatalf("Load error = %v", err)
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "missing")); err == nil {
@@ -180,7 +180,7 @@ func TestHonouredListsEveryAcceptedField(t *testing.T) {
 			t.Errorf("Honoured() lacks %s", f)
 		}
 	}
-	if slices.Contains(h, "enableTracing") {
+	if slices.Contains(h, "enableEnvoyAccessLogService") {
 		t.Error("Honoured() lists a refused field")
 	}
 }
@@ -214,11 +214,11 @@ func TestDurationLimitsAtOneMillisecond(t *testing.T) {
 // top-level ones and defaultConfig's, one line each, so that an Istio
 // installation's mesh config is fixed in one pass.
 func TestRefusalNamesEveryField(t *testing.T) {
-	_, err := Parse([]byte("enableTracing: true\nenablePrometheusMerge: true\ndefaultConfig:\n  tracing: {}\n"))
+	_, err := Parse([]byte("enableEnvoyAccessLogService: true\nenablePrometheusMerge: true\ndefaultConfig:\n  tracingServiceName: CANONICAL_NAME_ONLY\n"))
 	if err == nil {
 		t.Fatal("refused fields accepted")
 	}
-	for _, want := range []string{"mesh config: enableTracing: not supported", "mesh config: enablePrometheusMerge: not supported", "mesh config: defaultConfig.tracing: not supported"} {
+	for _, want := range []string{"mesh config: enableEnvoyAccessLogService: not supported", "mesh config: enablePrometheusMerge: not supported", "mesh config: defaultConfig.tracingServiceName: not supported"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

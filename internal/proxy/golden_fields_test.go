@@ -22,6 +22,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 )
 
 // TestGoldenXDSPassesFieldAudits pushes every resource of every golden
@@ -40,6 +41,8 @@ func TestGoldenXDSPassesFieldAudits(t *testing.T) {
 	t.Cleanup(secrets.Close)
 	logs := accesslog.NewFiles(accesslog.FilesOptions{})
 	t.Cleanup(func() { logs.Close() })
+	tracers := tracing.NewReporters(tracing.ReportersOptions{})
+	t.Cleanup(tracers.Close)
 	counts := map[string]int{}
 	for _, f := range files {
 		if strings.HasPrefix(filepath.Base(f), "proxyless.") {
@@ -65,7 +68,7 @@ func TestGoldenXDSPassesFieldAudits(t *testing.T) {
 			for _, d := range docs {
 				var l listenerv3.Listener
 				decode(d, &l)
-				if _, err := listener.Build(&l, listener.Deps{Stats: stats.New(), Secrets: secrets, AccessLogs: logs}); err != nil {
+				if _, err := listener.Build(&l, listener.Deps{Stats: stats.New(), Secrets: secrets, AccessLogs: logs, Tracing: tracers}); err != nil {
 					t.Errorf("%s: listener %q: %v", f, l.GetName(), err)
 				}
 			}

@@ -23,6 +23,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
+	"github.com/straitmesh/strait/internal/memrelease"
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/admin"
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
@@ -33,6 +34,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 	"github.com/straitmesh/strait/internal/proxy/xdsclient"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -66,14 +68,18 @@ type Proxy struct {
 	Listeners *listener.Manager
 	Routes    *route.Store
 	http      *hcm.Server
-	secrets   *tlsconf.Provider // SDS secrets of TLS transport sockets
-	logs      *accesslog.Files  // access log files of the filters
+	secrets   *tlsconf.Provider  // SDS secrets of TLS transport sockets
+	logs      *accesslog.Files   // access log files of the filters
+	tracers   *tracing.Reporters // span reporters of the HCMs' tracing
 	hasADS    bool
 	started   time.Time // when New ran: the bootstrap's and static resources' last_updated
 
 	// applied keeps when each resource's config was applied, for the
 	// config dump's last_updated (ConfigDump).
 	applied appliedTimes
+	// memory returns the heap's free pages to the OS once the
+	// configuration has settled.
+	memory *memrelease.Releaser
 
 	ready atomic.Bool
 	// Initial fetch timeouts of the bootstrap's cds_config and lds_config.
@@ -113,7 +119,7 @@ func New(o Options) (*Proxy, error) {
 	b := o.Bootstrap
 	st := stats.New()
 	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStoreWith(registry.Default()), done: make(chan struct{}), quit: make(chan struct{}),
-		clustersInit: make(chan struct{}), started: time.Now()}
+		clustersInit: make(chan struct{}), started: time.Now(), memory: memrelease.New()}
 	var err error
 	if p.cdsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetCdsConfig()); err != nil {
 		return nil, fmt.Errorf("bootstrap dynamic_resources.cds_config: %w", err)
@@ -134,10 +140,11 @@ func New(o Options) (*Proxy, error) {
 	p.Clusters.SetSecrets(p.secrets)
 	p.http = hcm.NewServer(hcm.Options{Logger: o.Logger, Clusters: p.Clusters, Codec: o.HTTPCodec})
 	p.logs = accesslog.NewFiles(accesslog.FilesOptions{Logger: o.Logger})
+	p.tracers = tracing.NewReporters(tracing.ReportersOptions{Logger: o.Logger, Dial: p.dialCluster})
 	p.Listeners = listener.NewManager(listener.Options{
 		Logger: o.Logger, Stats: st, Routes: p.Routes, Clusters: p.Clusters, HTTP: p.http,
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime, Secrets: p.secrets,
-		AccessLogs: p.logs, Local: local,
+		AccessLogs: p.logs, Local: local, Tracing: p.tracers,
 		// With ADS, no listener accepts before the start-up is done
 		// (startInit).
 		Held: b.GetDynamicResources().GetAdsConfig() != nil,
@@ -147,12 +154,14 @@ func New(o Options) (*Proxy, error) {
 		p.http.Close()
 		p.secrets.Close()
 		p.logs.Close()
+		p.tracers.Close()
 		return nil, err
 	}
 	if err := p.Listeners.AddStatic(b.GetStaticResources().GetListeners()); err != nil {
 		p.http.Close()
 		p.secrets.Close()
 		p.logs.Close()
+		p.tracers.Close()
 		return nil, err
 	}
 	p.appliedClusters(b.GetStaticResources().GetClusters())
@@ -251,6 +260,7 @@ func (p *Proxy) Close() error {
 		errs = append(errs, p.admin.Close())
 	}
 	p.stopInit()
+	p.memory.Stop()
 	p.drainMu.Lock()
 	p.drainClosed = true
 	if p.drainStop != nil {
@@ -259,6 +269,7 @@ func (p *Proxy) Close() error {
 	p.drainMu.Unlock()
 	p.Listeners.EndDrains() // every connection closes, tcp_proxy ones too
 	p.Listeners.Close()
+	p.tracers.Close() // flushes its queues while the collectors' clusters are up
 	p.Clusters.Close()
 	p.secrets.Close()
 	errs = append(errs, p.http.Close())
@@ -391,6 +402,7 @@ func (p *Proxy) ApplyClusters(version string, cs []*clusterv3.Cluster) ([]string
 		return nil, err
 	}
 	p.appliedClusters(cs)
+	p.memory.Changed()
 	p.initDone(&p.init.cdsDone)
 	return names, nil
 }
@@ -400,6 +412,7 @@ func (p *Proxy) ApplyEndpoints(version string, clas []*endpointv3.ClusterLoadAss
 	if err := p.Clusters.ApplyEDS(version, clas); err != nil {
 		return err
 	}
+	p.memory.Changed()
 	p.checkReady()
 	return nil
 }
@@ -411,6 +424,7 @@ func (p *Proxy) ApplyListeners(version string, ls []*listenerv3.Listener) ([]str
 		return nil, err
 	}
 	p.appliedListeners(ls)
+	p.memory.Changed()
 	p.initDone(&p.init.ldsDone)
 	return names, nil
 }
@@ -421,6 +435,7 @@ func (p *Proxy) ApplyRoutes(version string, rcs []*routev3.RouteConfiguration) e
 		return err
 	}
 	p.appliedRoutes(rcs)
+	p.memory.Changed()
 	p.Listeners.RoutesUpdated() // warming listeners whose routes came start serving
 	p.checkReady()
 	return nil

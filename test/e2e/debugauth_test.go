@@ -139,6 +139,7 @@ func TestDebugEndpointsAuth(t *testing.T) {
 	debugPages := []struct{ path, want string }{
 		{"/debug/syncz", nodeID},
 		{"/debug/connections", nodeID},
+		{"/debug/mesh", nodeID},
 		{"/debug/config_dump?proxyID=" + url.QueryEscape(nodeID), "outbound|80||echo.demo.svc.cluster.local"},
 		{"/debug/pprof/", "goroutine"},
 		{"/debug/pprof/goroutine?debug=1", "goroutine profile"},

@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -83,7 +86,13 @@ func TestLocalUp(t *testing.T) {
 	}
 
 	var out syncBuffer
-	up := exec.Command(straitctl, "local", "up", "--config-dir", cfg, "--bin-dir", binDir, "--state-dir", stateDir)
+	upArgs := []string{"local", "up", "--config-dir", cfg, "--bin-dir", binDir, "--state-dir", stateDir}
+	_, promErr := exec.LookPath("prometheus")
+	var promURL string // the Prometheus of --prometheus, once seen
+	if promErr == nil {
+		upArgs = append(upArgs, "--prometheus")
+	}
+	up := exec.Command(straitctl, upArgs...)
 	up.Stdout, up.Stderr = &out, &out
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
@@ -117,6 +126,12 @@ func TestLocalUp(t *testing.T) {
 		}
 		return nil
 	})
+	// The mesh page's URL, and the page behind it (TestMeshPage reads it).
+	if u := regexp.MustCompile(`http://127\.0\.0\.1:\d+/debug/mesh`).FindString(out.String()); u == "" {
+		t.Errorf("local up does not print the mesh page's URL")
+	} else if page, err := getPage(ctx, u); err != nil || !bytes.Contains(page, []byte(`<svg`)) {
+		t.Errorf("mesh page %s: %v %.200s", u, err, page)
+	}
 	if strings.Contains(out.String(), "lack the label") {
 		t.Errorf("local up says WorkloadEntries lack the tlsMode label; every one of testdata/localup has it")
 	}
@@ -214,6 +229,72 @@ func TestLocalUp(t *testing.T) {
 		if counts["custom"] != 3 || replies[0].Reply.Pod != "tool" {
 			t.Errorf("tool pod answered %v (pod %q), want version custom from pod tool", counts, replies[0].Reply.Pod)
 		}
+	})
+
+	t.Run("scrape targets", func(t *testing.T) {
+		// local up names each pod's merged metrics; from the host, echo-v1's
+		// hold its proxy's istio_requests_total and, since its WorkloadEntry
+		// says prometheus.io/port 9102, its app's own metrics after them.
+		url := "http://10.213.77.11:15020/stats/prometheus"
+		if !strings.Contains(out.String(), "echo-v1: "+url) || !strings.Contains(out.String(), "straitd: http://") {
+			t.Errorf("local up does not print the scrape targets")
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text := string(body)
+		proxyAt, appAt := strings.Index(text, "istio_requests_total{"), strings.Index(text, `strait_echo_requests_total{code="200"}`)
+		if resp.StatusCode != http.StatusOK || proxyAt < 0 || appAt < proxyAt {
+			t.Errorf("%s: %s; want istio_requests_total, then the app's strait_echo_requests_total (at %d, %d)", url, resp.Status, proxyAt, appAt)
+		}
+		// The WorkloadEntries' labels reach each agent (ISTIO_METAJSON_LABELS)
+		// and so the peer labels on both sides of a request.
+		labelled := false
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(l, "istio_requests_total{") && strings.Contains(l, `reporter="destination"`) &&
+				strings.Contains(l, `source_app="client"`) && strings.Contains(l, `destination_app="echo"`) && strings.Contains(l, `destination_version="v1"`) {
+				labelled = true
+			}
+		}
+		if !labelled {
+			t.Errorf("echo-v1 has no istio_requests_total line with source_app client and destination_app echo, version v1:\n%s", grepLines(text, "istio_requests_total{"))
+		}
+		if promErr != nil {
+			t.Log("no prometheus binary: --prometheus not tried")
+			return
+		}
+		// --prometheus: the Prometheus local up started scrapes the four
+		// sidecars and straitd.
+		_, after, ok := strings.Cut(out.String(), "Prometheus scraping them every 5s: ")
+		promURL, _, _ = strings.Cut(after, " ")
+		if !ok || !strings.HasPrefix(promURL, "http://127.0.0.1:") {
+			t.Fatalf("local up --prometheus does not say where its Prometheus is")
+		}
+		waitFor(ctx, t, 60*time.Second, "Prometheus scraping the mesh", func() error {
+			resp, err := http.Get(promURL + "/api/v1/query?query=sum(up)")
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			var r struct {
+				Data struct {
+					Result []struct {
+						Value [2]any `json:"value"`
+					} `json:"result"`
+				} `json:"data"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+				return err
+			}
+			if len(r.Data.Result) != 1 || r.Data.Result[0].Value[1] != "5" {
+				return fmt.Errorf("sum(up) = %v, want 5 (four sidecars and straitd)", r.Data.Result)
+			}
+			return nil
+		})
 	})
 
 	t.Run("exec exit status and refusals", func(t *testing.T) {
@@ -333,6 +414,12 @@ func TestLocalUp(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "everything local up made is gone") {
 			t.Errorf("no teardown line in local up's output")
+		}
+		if promURL != "" {
+			if resp, err := http.Get(promURL + "/-/ready"); err == nil {
+				resp.Body.Close()
+				t.Errorf("the Prometheus of --prometheus still answers on %s", promURL)
+			}
 		}
 		for _, pid := range pids {
 			if _, err := os.Stat(filepath.Join("/proc", pid)); err == nil {

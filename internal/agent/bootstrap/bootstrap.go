@@ -2,6 +2,15 @@
 // the admin address, ADS through the agent's xDS proxy on a Unix socket
 // (the "xds-grpc" cluster), SDS on the workload socket (the "sds-grpc"
 // cluster) and the 15090 Prometheus listener.
+//
+// The bootstrap is built as the JSON document protojson writes for
+// Envoy's bootstrapv3.Bootstrap (proto field names, unset and zero fields
+// left out), not from go-control-plane's config types: linking those
+// (bootstrap, cluster, listener, route, the HTTP connection manager and
+// what they import) made strait-agent ~9 MB larger, and a Go binary's
+// text and rodata are resident in every sidecar (bench/sidecar). The
+// tests parse the document into bootstrapv3.Bootstrap, validate it, and
+// compare it with the same bootstrap built from those types.
 package bootstrap
 
 import (
@@ -10,21 +19,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
-
-	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/structpb"
+	"unicode/utf8"
 
 	"github.com/straitmesh/strait/internal/locality"
 )
@@ -38,6 +35,13 @@ const (
 	PrometheusPath         = "/stats/prometheus"
 	DefaultPrometheusPort  = 15090
 	httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+)
+
+// Type URLs of the typed configs the bootstrap holds.
+const (
+	typeHTTPProtocolOptions = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+	typeHCM                 = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+	typeRouter              = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 )
 
 // podTemplateHash is the label pilot-agent leaves out of LABELS
@@ -69,207 +73,218 @@ type Options struct {
 	Locality string
 }
 
-// Build returns the bootstrap. The result passes ValidateAll.
-func Build(o Options) (*bootstrapv3.Bootstrap, error) {
+// Bootstrap is a built bootstrap: the JSON object of an Envoy v3
+// Bootstrap, as protojson (UseProtoNames) would write it.
+type Bootstrap struct {
+	doc obj
+}
+
+// obj is a JSON object.
+type obj = map[string]any
+
+// Build returns the bootstrap. It refuses what Envoy's validation rules
+// (the protoc-gen-validate rules go-control-plane's ValidateAll checks)
+// or protojson would: an empty pipe path, a port above 65535, a string
+// that is not UTF-8.
+func Build(o Options) (*Bootstrap, error) {
 	if o.PrometheusPort == 0 {
 		o.PrometheusPort = DefaultPrometheusPort
 	}
-	md := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(o.Metadata))}
+	if err := o.validate(); err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	md := obj{}
 	for k, v := range o.Metadata {
-		md.Fields[k] = structpb.NewStringValue(v)
+		md[k] = v
 	}
 	if len(o.Labels) > 0 {
-		labels := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(o.Labels))}
+		labels := obj{}
 		for k, v := range o.Labels {
 			if k != podTemplateHash {
-				labels.Fields[k] = structpb.NewStringValue(v)
+				labels[k] = v
 			}
 		}
-		md.Fields["LABELS"] = structpb.NewStructValue(labels)
+		md["LABELS"] = labels
 	}
-	http2, err := anypb.New(&httpv3.HttpProtocolOptions{
-		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
-			ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{
-					Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
-				},
-			},
-		},
-	})
-	if err != nil {
-		return nil, err
+	node := obj{"metadata": md}
+	setString(node, "id", o.NodeID)
+	setString(node, "cluster", o.Cluster)
+	if l := nodeLocality(o.Locality); l != nil {
+		node["locality"] = l
 	}
-	statsListener, err := prometheusListener(o.PrometheusPort)
-	if err != nil {
-		return nil, err
-	}
-	ads := func() *corev3.ConfigSource {
-		return &corev3.ConfigSource{
-			ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-			ResourceApiVersion:    corev3.ApiVersion_V3,
-		}
-	}
-	b := &bootstrapv3.Bootstrap{
-		Node: &corev3.Node{Id: o.NodeID, Cluster: o.Cluster, Metadata: md, Locality: nodeLocality(o.Locality)},
-		Admin: &bootstrapv3.Admin{
-			Address: socketAddress("127.0.0.1", o.AdminPort),
-		},
-		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
-			AdsConfig: &corev3.ApiConfigSource{
-				ApiType:             corev3.ApiConfigSource_GRPC,
-				TransportApiVersion: corev3.ApiVersion_V3,
-				GrpcServices: []*corev3.GrpcService{{
-					TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
-						EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: XDSClusterName},
-					},
-				}},
-				SetNodeOnFirstMessageOnly: true,
-			},
-			CdsConfig: ads(),
-			LdsConfig: ads(),
-		},
-		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
-			Clusters: []*clusterv3.Cluster{
-				{
-					Name:                 XDSClusterName,
-					ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-					ConnectTimeout:       durationpb.New(time.Second),
-					LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
-					LoadAssignment: loadAssignment(XDSClusterName, &corev3.Address{
-						Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: o.XDSSocketPath}},
-					}),
-					TypedExtensionProtocolOptions: map[string]*anypb.Any{httpProtocolOptionsKey: http2},
-				},
-				{
-					Name:                 PrometheusClusterName,
-					ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-					ConnectTimeout:       durationpb.New(250 * time.Millisecond),
-					LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
-					LoadAssignment:       loadAssignment(PrometheusClusterName, socketAddress("127.0.0.1", o.AdminPort)),
-				},
-			},
-			Listeners: []*listenerv3.Listener{statsListener},
-		},
+	ads := func() obj { return obj{"ads": obj{}, "resource_api_version": "V3"} }
+	clusters := []any{
+		staticCluster(XDSClusterName, time.Second, pipeAddress(o.XDSSocketPath), true),
+		staticCluster(PrometheusClusterName, 250*time.Millisecond, socketAddress("127.0.0.1", o.AdminPort), false),
 	}
 	if o.SDSSocketPath != "" {
 		// As Istio's bootstrap (tools/packaging/common/envoy_bootstrap.json
 		// "sds-grpc"): a static HTTP/2 cluster on the workload socket.
-		b.StaticResources.Clusters = append(b.StaticResources.Clusters, &clusterv3.Cluster{
-			Name:                 SDSClusterName,
-			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-			ConnectTimeout:       durationpb.New(time.Second),
-			LbPolicy:             clusterv3.Cluster_ROUND_ROBIN,
-			LoadAssignment: loadAssignment(SDSClusterName, &corev3.Address{
-				Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: o.SDSSocketPath}},
-			}),
-			TypedExtensionProtocolOptions: map[string]*anypb.Any{httpProtocolOptionsKey: http2},
-		})
+		clusters = append(clusters, staticCluster(SDSClusterName, time.Second, pipeAddress(o.SDSSocketPath), true))
 	}
-	if err := b.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("bootstrap: %w", err)
-	}
-	return b, nil
-}
-
-func prometheusListener(port int) (*listenerv3.Listener, error) {
-	router, err := anypb.New(&routerv3.Router{})
-	if err != nil {
-		return nil, err
-	}
-	hcm := &hcmv3.HttpConnectionManager{
-		StatPrefix: "stats",
-		CodecType:  hcmv3.HttpConnectionManager_AUTO,
-		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{
-			RouteConfig: &routev3.RouteConfiguration{
-				VirtualHosts: []*routev3.VirtualHost{{
-					Name:    "backend",
-					Domains: []string{"*"},
-					Routes: []*routev3.Route{{
-						Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: PrometheusPath}},
-						Action: &routev3.Route_Route{Route: &routev3.RouteAction{
-							ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: PrometheusClusterName},
-						}},
-					}},
-				}},
+	return &Bootstrap{doc: obj{
+		"node":  node,
+		"admin": obj{"address": socketAddress("127.0.0.1", o.AdminPort)},
+		"dynamic_resources": obj{
+			"ads_config": obj{
+				"api_type":                       "GRPC",
+				"transport_api_version":          "V3",
+				"grpc_services":                  []any{obj{"envoy_grpc": obj{"cluster_name": XDSClusterName}}},
+				"set_node_on_first_message_only": true,
 			},
+			"cds_config": ads(),
+			"lds_config": ads(),
 		},
-		HttpFilters: []*hcmv3.HttpFilter{{
-			Name:       "envoy.filters.http.router",
-			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router},
+		"static_resources": obj{
+			"clusters":  clusters,
+			"listeners": []any{prometheusListener(o.PrometheusPort)},
+		},
+	}}, nil
+}
+
+// validate checks what the bootstrap's validation rules and protojson
+// check on the fields Options fill.
+func (o Options) validate() error {
+	if o.XDSSocketPath == "" {
+		return fmt.Errorf("xds-grpc: the xDS socket path is empty (Pipe.path must not be)")
+	}
+	for name, port := range map[string]int{"admin port": o.AdminPort, "prometheus port": o.PrometheusPort} {
+		if port < 0 || port > 65535 {
+			return fmt.Errorf("%s %d is not in 0-65535", name, port)
+		}
+	}
+	strs := []string{o.NodeID, o.Cluster, o.XDSSocketPath, o.SDSSocketPath, o.Locality}
+	for k, v := range o.Metadata {
+		strs = append(strs, k, v)
+	}
+	for k, v := range o.Labels {
+		strs = append(strs, k, v)
+	}
+	for _, s := range strs {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("%q is not valid UTF-8", s)
+		}
+	}
+	return nil
+}
+
+// staticCluster is a STATIC cluster of one endpoint (lb_policy
+// ROUND_ROBIN, the default, is left out as protojson leaves it out),
+// speaking HTTP/2 upstream when http2 is set (explicit_http_config).
+func staticCluster(name string, connectTimeout time.Duration, addr obj, http2 bool) obj {
+	c := obj{
+		"name":            name,
+		"type":            "STATIC",
+		"connect_timeout": durationJSON(connectTimeout),
+		"load_assignment": obj{
+			"cluster_name": name,
+			"endpoints":    []any{obj{"lb_endpoints": []any{obj{"endpoint": obj{"address": addr}}}}},
+		},
+	}
+	if http2 {
+		c["typed_extension_protocol_options"] = obj{httpProtocolOptionsKey: obj{
+			"@type":                typeHTTPProtocolOptions,
+			"explicit_http_config": obj{"http2_protocol_options": obj{}},
+		}}
+	}
+	return c
+}
+
+// prometheusListener serves /stats/prometheus on port from the proxy's
+// admin (the prometheus_stats cluster), as Istio's bootstrap does.
+func prometheusListener(port int) obj {
+	hcm := obj{
+		"@type":       typeHCM,
+		"stat_prefix": "stats",
+		"route_config": obj{
+			"virtual_hosts": []any{obj{
+				"name":    "backend",
+				"domains": []any{"*"},
+				"routes": []any{obj{
+					"match": obj{"prefix": PrometheusPath},
+					"route": obj{"cluster": PrometheusClusterName},
+				}},
+			}},
+		},
+		"http_filters": []any{obj{
+			"name":         "envoy.filters.http.router",
+			"typed_config": obj{"@type": typeRouter},
 		}},
 	}
-	if err := hcm.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("stats listener HCM: %w", err)
-	}
-	hcmAny, err := anypb.New(hcm)
-	if err != nil {
-		return nil, err
-	}
-	return &listenerv3.Listener{
-		Name:    PrometheusListener,
-		Address: socketAddress("0.0.0.0", port),
-		FilterChains: []*listenerv3.FilterChain{{
-			Filters: []*listenerv3.Filter{{
-				Name:       "envoy.filters.network.http_connection_manager",
-				ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcmAny},
+	return obj{
+		"name":    PrometheusListener,
+		"address": socketAddress("0.0.0.0", port),
+		"filter_chains": []any{obj{
+			"filters": []any{obj{
+				"name":         "envoy.filters.network.http_connection_manager",
+				"typed_config": hcm,
 			}},
 		}},
-	}, nil
-}
-
-func socketAddress(ip string, port int) *corev3.Address {
-	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-		Protocol:      corev3.SocketAddress_TCP,
-		Address:       ip,
-		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(port)},
-	}}}
-}
-
-func loadAssignment(cluster string, addr *corev3.Address) *endpointv3.ClusterLoadAssignment {
-	return &endpointv3.ClusterLoadAssignment{
-		ClusterName: cluster,
-		Endpoints: []*endpointv3.LocalityLbEndpoints{{
-			LbEndpoints: []*endpointv3.LbEndpoint{{
-				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}},
-			}},
-		}},
 	}
 }
 
-// Marshal renders b as indented JSON with proto field names (as Envoy and Istio write bootstraps). protojson's
-// whitespace is deliberately unstable, so the output is re-indented to make
-// it byte-stable for golden files and diffs; map keys come out sorted.
-func Marshal(b *bootstrapv3.Bootstrap) ([]byte, error) {
-	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(b)
-	if err != nil {
-		return nil, err
+// socketAddress is a TCP socket address (protocol TCP, the default, is
+// left out as protojson leaves it out; port_value is a oneof member, so
+// it is written even when 0).
+func socketAddress(ip string, port int) obj {
+	return obj{"socket_address": obj{"address": ip, "port_value": port}}
+}
+
+func pipeAddress(path string) obj {
+	return obj{"pipe": obj{"path": path}}
+}
+
+// durationJSON writes d as protojson writes a google.protobuf.Duration:
+// seconds with 0, 3, 6 or 9 fractional digits ("1s", "0.250s").
+func durationJSON(d time.Duration) string {
+	secs, nanos := int64(d/time.Second), int64(d%time.Second)
+	s := strconv.FormatInt(secs, 10)
+	if nanos != 0 {
+		frac := fmt.Sprintf("%09d", nanos)
+		for len(frac) > 3 && frac[len(frac)-3:] == "000" {
+			frac = frac[:len(frac)-3]
+		}
+		s += "." + frac
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, err
+	return s + "s"
+}
+
+func setString(o obj, key, v string) {
+	if v != "" {
+		o[key] = v
 	}
+}
+
+// nodeLocality is node.locality for "region/zone/subzone"; nil for "".
+func nodeLocality(s string) obj {
+	if s == "" {
+		return nil
+	}
+	l := locality.Parse(s)
+	out := obj{}
+	setString(out, "region", l.Region)
+	setString(out, "zone", l.Zone)
+	setString(out, "sub_zone", l.Subzone)
+	return out
+}
+
+// Marshal renders b as indented JSON with proto field names (as Envoy and
+// Istio write bootstraps), byte-stable for golden files and diffs: map
+// keys come out sorted.
+func Marshal(b *Bootstrap) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	if err := enc.Encode(b.doc); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
 
-// Parse reads a bootstrap written by Marshal (or by hand).
-func Parse(data []byte) (*bootstrapv3.Bootstrap, error) {
-	b := &bootstrapv3.Bootstrap{}
-	if err := protojson.Unmarshal(data, b); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
 // Write marshals b to path atomically (temp file + rename), creating the
 // directory, so the proxy never reads a half-written bootstrap.
-func Write(path string, b *bootstrapv3.Bootstrap) error {
+func Write(path string, b *Bootstrap) error {
 	data, err := Marshal(b)
 	if err != nil {
 		return fmt.Errorf("marshal bootstrap: %w", err)
@@ -297,13 +312,4 @@ func Write(path string, b *bootstrapv3.Bootstrap) error {
 		return fmt.Errorf("write bootstrap: %w", err)
 	}
 	return nil
-}
-
-// nodeLocality is node.locality for "region/zone/subzone"; nil for "".
-func nodeLocality(s string) *corev3.Locality {
-	if s == "" {
-		return nil
-	}
-	l := locality.Parse(s)
-	return &corev3.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.Subzone}
 }

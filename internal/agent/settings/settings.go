@@ -6,6 +6,7 @@ package settings
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/locality"
+	"github.com/straitmesh/strait/internal/promscrape"
 	"github.com/straitmesh/strait/internal/proxypush"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 )
@@ -28,6 +30,9 @@ const (
 	EnvServiceAccount       = "SERVICE_ACCOUNT"
 	EnvProxyConfig          = "PROXY_CONFIG"
 	EnvMinimumDrainDuration = "MINIMUM_DRAIN_DURATION"
+	// EnvMetaJSONLabels carries the pod's labels as a JSON object
+	// (Istio's ISTIO_METAJSON_LABELS).
+	EnvMetaJSONLabels = "ISTIO_METAJSON_LABELS"
 	// EnvXDSSocketPath overrides the xDS proxy's Unix socket
 	// (default CONFIG_PATH/XDS, Istio's ./etc/istio/proxy/XDS).
 	EnvXDSSocketPath = "XDS_SOCKET_PATH"
@@ -83,6 +88,10 @@ type Config struct {
 	// for a gateway (`proxy router`), whose listeners straitd builds from
 	// the Gateways that select it.
 	ProxyType proxypush.NodeType
+	// AppMetrics are the app's metrics endpoints that 15020's
+	// /stats/prometheus merges (ISTIO_PROMETHEUS_ANNOTATIONS, set by the
+	// injector); none for a gateway, as pilot-agent.
+	AppMetrics []promscrape.Target
 }
 
 // Sources says where Load reads from. Zero fields take the process's own
@@ -177,6 +186,19 @@ func Load(src Sources) (*Config, error) {
 	if c.Labels, err = readDownwardAPI(filepath.Join(src.PodInfoDir, "labels")); err != nil {
 		return nil, err
 	}
+	if v := env(EnvMetaJSONLabels); v != "" {
+		// pilot-agent's extractAttributesMetadata: the labels as JSON, for
+		// a pod without the downward API volume; the volume's labels win.
+		var labels map[string]string
+		if err := json.Unmarshal([]byte(v), &labels); err != nil {
+			return nil, fmt.Errorf("%s: %q is not a JSON object of label strings: %w", EnvMetaJSONLabels, v, err)
+		}
+		for k, l := range labels {
+			if _, ok := c.Labels[k]; !ok {
+				c.Labels[k] = l
+			}
+		}
+	}
 	c.Proxy = MergeProxyConfig(DefaultProxyConfig(), layers...)
 
 	c.Concurrency = int(c.Proxy.GetConcurrency().GetValue())
@@ -227,6 +249,11 @@ func Load(src Sources) (*Config, error) {
 		c.DrainDuration = d
 	}
 
+	if v, ok := src.LookupEnv(promscrape.EnvVar); ok && c.ProxyType == proxypush.SidecarProxy {
+		if c.AppMetrics, err = promscrape.AgentTargets(v, int(c.Proxy.GetStatusPort())); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.applyDNSCapture(); err != nil {
 		return nil, err
 	}

@@ -93,6 +93,36 @@ func TestLoadDefaults(t *testing.T) {
 	}
 }
 
+// TestLoadAppMetrics: the injector's ISTIO_PROMETHEUS_ANNOTATIONS become
+// the app endpoints the agent merges, with pilot-agent's defaults.
+func TestLoadAppMetrics(t *testing.T) {
+	c, err := fixture{env: map[string]string{"ISTIO_PROMETHEUS_ANNOTATIONS": `{"scrape":"true","path":"","port":"9102"}`}}.load(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.AppMetrics) != 1 || c.AppMetrics[0].Port != "9102" || c.AppMetrics[0].Path != "/metrics" {
+		t.Errorf("AppMetrics = %+v, want [{9102 /metrics}]", c.AppMetrics)
+	}
+	if c, err := (fixture{}).load(t); err != nil || c.AppMetrics != nil {
+		t.Errorf("without the variable: %+v, %v", c.AppMetrics, err)
+	}
+}
+
+// TestLoadMetaJSONLabels: ISTIO_METAJSON_LABELS gives the pod's labels
+// (pilot-agent's extractAttributesMetadata); the downward API file's win.
+func TestLoadMetaJSONLabels(t *testing.T) {
+	c, err := fixture{env: map[string]string{"ISTIO_METAJSON_LABELS": `{"app":"reviews","version":"v2"}`}, labels: "version=\"v3\"\n"}.load(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Labels["app"] != "reviews" || c.Labels["version"] != "v3" || c.ServiceCluster() != "reviews.demo" {
+		t.Errorf("labels %v, cluster %s", c.Labels, c.ServiceCluster())
+	}
+	if _, err := (fixture{env: map[string]string{"ISTIO_METAJSON_LABELS": "app=x"}}).load(t); err == nil || !strings.Contains(err.Error(), "ISTIO_METAJSON_LABELS") {
+		t.Errorf("bad JSON: %v", err)
+	}
+}
+
 func TestLoadMergeOrder(t *testing.T) {
 	five := 5
 	c, err := fixture{
@@ -156,6 +186,8 @@ func TestLoadErrors(t *testing.T) {
 		{"bad drain", fixture{env: map[string]string{"MINIMUM_DRAIN_DURATION": "5"}}, `MINIMUM_DRAIN_DURATION: "5" is not a non-negative duration`},
 		{"long socket", fixture{env: map[string]string{"XDS_SOCKET_PATH": "/" + strings.Repeat("x", 120)}}, "XDS_SOCKET_PATH: "},
 		{"bad domain", fixture{domain: "a~b"}, "--domain"},
+		{"app metrics on the status port", fixture{env: map[string]string{"ISTIO_PROMETHEUS_ANNOTATIONS": `{"port":"15020"}`}}, "ISTIO_PROMETHEUS_ANNOTATIONS: port 15020 is the agent's status port"},
+		{"app metrics not JSON", fixture{env: map[string]string{"ISTIO_PROMETHEUS_ANNOTATIONS": "8080"}}, "ISTIO_PROMETHEUS_ANNOTATIONS: \"8080\" is not a scrape configuration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

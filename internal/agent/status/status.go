@@ -1,7 +1,7 @@
 // Package status serves the agent's health and metrics endpoints:
 // /healthz/ready (the kubelet's readiness probe, on 15021 and 15020) and
-// /stats/prometheus on 15020, which merges the proxy's own stats with the
-// agent's.
+// /stats/prometheus on 15020, which merges the proxy's own stats, the
+// agent's and the app's (appmetrics.go), as pilot-agent does.
 package status
 
 import (
@@ -36,6 +36,10 @@ type Options struct {
 	// AgentMetrics, if set, appends the agent's metrics (Prometheus text)
 	// to the proxy's on /stats/prometheus.
 	AgentMetrics func(io.Writer) error
+	// AppTargets are the app's metrics endpoints on localhost (the pod's
+	// prometheus.io/port and /path, from ISTIO_PROMETHEUS_ANNOTATIONS),
+	// appended after the proxy's and the agent's metrics.
+	AppTargets []AppTarget
 	// Client fetches from the admin port (default: 2s timeout).
 	Client *http.Client
 	Logger *slog.Logger
@@ -46,6 +50,10 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	draining atomic.Bool
+	// scrapes and failures are istio_agent_scrapes_total and
+	// istio_agent_scrape_failures_total{type}.
+	scrapes  atomic.Int64
+	failures struct{ envoy, app, agent atomic.Int64 }
 }
 
 // New returns a Server.
@@ -155,28 +163,62 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ready")
 }
 
-// serveMetrics concatenates the proxy's stats and the agent's. When the
-// proxy cannot be scraped the agent's metrics are still served.
+// serveMetrics merges the proxy's stats, the agent's metrics and the
+// app's into one exposition, in that order (the app last: an OpenMetrics
+// body ends the response with its "# EOF"). A source that cannot be
+// scraped is left out, logged and counted, so Prometheus still gets the
+// others (pilot-agent's handleStats answers the same way).
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	s.scrapes.Add(1)
+	format, apps := FormatText, [][]byte(nil)
+	if len(s.opts.AppTargets) > 0 {
+		format, apps = s.scrapeApp(r)
+	}
 	var buf bytes.Buffer
-	body, code, err := s.getAdmin(r.Context(), PrometheusPath)
-	switch {
-	case err != nil:
+	proxyURL := s.opts.AdminURL + PrometheusPath
+	if r.URL.RawQuery != "" {
+		proxyURL += "?" + r.URL.RawQuery
+	}
+	if body, _, err := s.fetch(r, proxyURL, acceptFor(r.Header.Get("Accept"), proxyTypes), 1<<30); err != nil {
+		s.failures.envoy.Add(1)
 		s.log.Warn("scrape proxy stats", "error", err)
-	case code != http.StatusOK:
-		s.log.Warn("scrape proxy stats", "status", code)
-	default:
-		buf.Write(body)
-		if len(body) > 0 && body[len(body)-1] != '\n' {
-			buf.WriteByte('\n')
-		}
+	} else {
+		appendExposition(&buf, body)
 	}
 	if s.opts.AgentMetrics != nil {
+		mark := buf.Len()
 		if err := s.opts.AgentMetrics(&buf); err != nil {
-			http.Error(w, "agent metrics: "+err.Error(), http.StatusInternalServerError)
-			return
+			buf.Truncate(mark)
+			s.failures.agent.Add(1)
+			s.log.Warn("agent metrics", "error", err)
 		}
 	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	w.Write(buf.Bytes())
+	s.writeScrapeMetrics(&buf)
+	openMetrics := format != FormatText
+	for _, body := range apps {
+		if body == nil {
+			continue
+		}
+		appendExposition(&buf, withoutEOF(body))
+	}
+	if openMetrics {
+		buf.WriteString("# EOF\n")
+	}
+	w.Header().Set("Content-Type", format)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// writeScrapeMetrics writes pilot-agent's own counts of the merges it
+// served and of the sources it could not scrape.
+func (s *Server) writeScrapeMetrics(buf *bytes.Buffer) {
+	fmt.Fprintf(buf, "# HELP istio_agent_scrapes_total The total number of scrapes.\n"+
+		"# TYPE istio_agent_scrapes_total counter\nistio_agent_scrapes_total %d\n", s.scrapes.Load())
+	buf.WriteString("# HELP istio_agent_scrape_failures_total The total number of failed scrapes.\n" +
+		"# TYPE istio_agent_scrape_failures_total counter\n")
+	for _, f := range []struct {
+		typ string
+		n   *atomic.Int64
+	}{{"agent", &s.failures.agent}, {"application", &s.failures.app}, {"envoy", &s.failures.envoy}} {
+		fmt.Fprintf(buf, "istio_agent_scrape_failures_total{type=%q} %d\n", f.typ, f.n.Load())
+	}
 }

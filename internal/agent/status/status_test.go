@@ -81,15 +81,16 @@ func TestMergedMetrics(t *testing.T) {
 		Logger:       slog.New(slog.DiscardHandler),
 	})
 	code, body := get(t, s.Handler(), PrometheusPath)
-	want := "envoy_cluster_upstream_rq_total{cluster_name=\"a\"} 3\nstrait_agent_up 1\n"
-	if code != http.StatusOK || body != want {
+	want := "envoy_cluster_upstream_rq_total{cluster_name=\"a\"} 3\nstrait_agent_up 1\n# HELP istio_agent_scrapes_total"
+	if code != http.StatusOK || !strings.HasPrefix(body, want) {
 		t.Errorf("metrics: %d %q, want %q", code, body, want)
 	}
 	if code, _ := get(t, s.ReadyHandler(), PrometheusPath); code != http.StatusNotFound {
 		t.Errorf("15021 should not serve metrics, got %d", code)
 	}
 	admin.Close()
-	if code, body := get(t, s.Handler(), PrometheusPath); code != http.StatusOK || body != "strait_agent_up 1\n" {
+	if code, body := get(t, s.Handler(), PrometheusPath); code != http.StatusOK || !strings.HasPrefix(body, "strait_agent_up 1\n") ||
+		!strings.Contains(body, `istio_agent_scrape_failures_total{type="envoy"} 1`) {
 		t.Errorf("metrics with proxy down: %d %q", code, body)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/straitmesh/strait/internal/memrelease"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -61,6 +62,9 @@ type Proxy struct {
 	ldsAcked atomic.Bool
 
 	metrics metrics
+	// memory returns the heap's free pages (gRPC's buffers of the largest
+	// responses relayed) once the responses have stopped coming.
+	memory *memrelease.Releaser
 }
 
 // New creates the relay. It does not connect until a downstream stream
@@ -101,6 +105,7 @@ func New(opts Options) (*Proxy, error) {
 		upstream: cc,
 		client:   discoveryv3.NewAggregatedDiscoveryServiceClient(cc),
 		server:   grpc.NewServer(grpc.MaxRecvMsgSize(xdsapi.MaxMessageSize), grpc.MaxSendMsgSize(xdsapi.MaxMessageSize)),
+		memory:   memrelease.New(),
 	}
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(p.server, &adsServer{p: p})
 	return p, nil
@@ -134,6 +139,7 @@ func (p *Proxy) Serve(lis net.Listener) error {
 func (p *Proxy) Stop() {
 	p.server.Stop()
 	p.upstream.Close()
+	p.memory.Stop()
 }
 
 // Synced reports whether the proxy has ACKed a CDS and an LDS response

@@ -310,6 +310,7 @@ func (r *relay) recvUpstream(gen int, up upstreamStream, ended chan<- upstreamEn
 			return
 		}
 		r.p.metrics.responsesForwarded.Add(1)
+		r.p.memory.Changed()
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
+	"github.com/straitmesh/strait/internal/proxy/cluster/lb"
+	"github.com/straitmesh/strait/internal/proxy/cluster/proxyheader"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/xdsclient"
@@ -53,7 +55,7 @@ type Endpoint struct {
 	// TCP connection came on; a cluster with an upstream PROXY protocol
 	// transport socket announces it on its upstream connections, which
 	// are then never shared with another downstream connection
-	// (unwrapProxyProtocol).
+	// (proxyheader.Unwrap).
 	Downstream Downstream
 
 	// h is the host the load balancer picked (nil for ORIGINAL_DST and
@@ -85,6 +87,30 @@ type OriginalSource struct {
 // IsValid reports whether s carries a source address.
 func (s OriginalSource) IsValid() bool { return s.Addr.IsValid() }
 
+// Downstream is the address pair of a downstream connection: its peer
+// (Src) and the address it was sent to (Dst, the original destination).
+type Downstream struct {
+	Src, Dst netip.AddrPort
+}
+
+// IsValid reports whether d carries both addresses.
+func (d Downstream) IsValid() bool { return d.Src.IsValid() && d.Dst.IsValid() }
+
+// connOwner is what an upstream connection belongs to beyond its
+// endpoint: an original source, a downstream announced by PROXY protocol,
+// or neither (then it is shared by every request). Pools key on it.
+type connOwner struct {
+	Source     OriginalSource
+	Downstream Downstream
+}
+
+func (o connOwner) isValid() bool { return o.Source.IsValid() || o.Downstream.IsValid() }
+
+// owner is ep's connOwner; Downstream only matters (and only splits the
+// pool) for a cluster that writes PROXY headers, so callers set it only
+// then (Cluster.ProxyProtocol).
+func (e Endpoint) owner() connOwner { return connOwner{e.Source, e.Downstream} }
+
 // ErrNoHealthyUpstream is returned by Pick when a cluster has no endpoints.
 var ErrNoHealthyUpstream = errors.New("no healthy upstream")
 
@@ -105,7 +131,7 @@ type Cluster struct {
 	connectTimeout  time.Duration
 	dialer          *net.Dialer
 	log             *slog.Logger
-	lb              lbConfig
+	lb              lb.Config
 	breaker         *breaker
 	cxTimeout       *atomic.Uint64 // upstream_cx_connect_timeout
 	outlier         *outlierConfig // nil: no outlier detection
@@ -122,8 +148,8 @@ type Cluster struct {
 	dnsReady atomic.Bool   // the first resolution is done
 	// tls is the upstream TLS socket (socketFor); nil: plaintext.
 	tls           *tlsconf.Client
-	proxyProto    proxyVersion  // upstream_proxy_protocol around every transport socket (writeProxyHeader)
-	socketMatches []socketMatch // transport_socket_matches, in order
+	proxyProto    proxyheader.Version // upstream_proxy_protocol around every transport socket (writeProxyHeader)
+	socketMatches []socketMatch       // transport_socket_matches, in order
 	// exchangeFrame is our metadata exchange frame when the cluster lists
 	// istio.metadata_exchange (filters.go); nil: no exchange.
 	exchangeFrame []byte

@@ -20,6 +20,7 @@ import (
 	caresv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
 	getaddrinfov3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/getaddrinfo/v3"
 
+	"github.com/straitmesh/strait/internal/proxy/cluster/dnsresolver"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
@@ -73,7 +74,7 @@ type dnsDiscovery struct {
 	failureMax   time.Duration
 	respectTTL   bool
 	jitter       time.Duration
-	resolver     *dnsResolver
+	resolver     *dnsresolver.Resolver
 	attempts     *atomic.Uint64 // cluster.NAME.update_attempt
 	successes    *atomic.Uint64 // cluster.NAME.update_success
 	failures     *atomic.Uint64 // cluster.NAME.update_failure
@@ -92,7 +93,7 @@ func newDNSDiscovery(c *clusterv3.Cluster, st *stats.Store) (*dnsDiscovery, erro
 		logical:  c.GetType() == clusterv3.Cluster_LOGICAL_DNS,
 		family:   c.GetDnsLookupFamily(),
 		refresh:  defaultDNSRefreshRate,
-		resolver: &dnsResolver{timeout: defaultDNSQueryTimeout, tries: defaultDNSQueryTries},
+		resolver: &dnsresolver.Resolver{Timeout: defaultDNSQueryTimeout, Tries: defaultDNSQueryTries},
 	}
 	if r := c.GetDnsRefreshRate(); r != nil { //nolint:staticcheck // Istio sends the cluster-level field
 		d.refresh = r.AsDuration()
@@ -169,7 +170,7 @@ func (d *dnsDiscovery) configureResolver(c *clusterv3.Cluster) error {
 				return fmt.Errorf("typed_dns_resolver_config %q: %w", tc.GetName(), err)
 			}
 			if cfg.GetNumRetries() != nil {
-				r.tries = int(cfg.GetNumRetries().GetValue()) + 1
+				r.Tries = int(cfg.GetNumRetries().GetValue()) + 1
 			}
 			// num_resolver_threads is how Envoy runs getaddrinfo; each
 			// cluster resolves on its own goroutine here.
@@ -182,7 +183,7 @@ func (d *dnsDiscovery) configureResolver(c *clusterv3.Cluster) error {
 			resolvers = append(resolvers, rc.GetResolvers()...)
 			opts = rc.GetDnsResolverOptions()
 		}
-		r.tcp = c.GetUseTcpForDnsLookups() //nolint:staticcheck // deprecated, still honoured
+		r.TCP = c.GetUseTcpForDnsLookups() //nolint:staticcheck // deprecated, still honoured
 	}
 	for i, a := range resolvers {
 		sa := a.GetSocketAddress()
@@ -190,10 +191,10 @@ func (d *dnsDiscovery) configureResolver(c *clusterv3.Cluster) error {
 		if sa == nil || err != nil || sa.GetPortValue() == 0 {
 			return fmt.Errorf("resolvers[%d]: want a socket_address with an IP and a port_value", i)
 		}
-		r.servers = append(r.servers, net.JoinHostPort(ip.String(), strconv.Itoa(int(sa.GetPortValue()))))
+		r.Servers = append(r.Servers, net.JoinHostPort(ip.String(), strconv.Itoa(int(sa.GetPortValue()))))
 	}
 	if opts.GetUseTcpForDnsLookups() {
-		r.tcp = true
+		r.TCP = true
 	}
 	// no_default_search_domain: names are always looked up as given
 	// (cluster endpoints are fully qualified), never with the search list.
@@ -204,12 +205,12 @@ func (d *dnsDiscovery) configureResolver(c *clusterv3.Cluster) error {
 // and refuses the ones that would need c-ares itself.
 func (d *dnsDiscovery) configureCares(cfg *caresv3.CaresDnsResolverConfig) error {
 	r := d.resolver
-	r.fallback = cfg.GetUseResolversAsFallback()
+	r.Fallback = cfg.GetUseResolversAsFallback()
 	if t := cfg.GetQueryTimeoutSeconds(); t != nil {
-		r.timeout = time.Duration(t.GetValue()) * time.Second
+		r.Timeout = time.Duration(t.GetValue()) * time.Second
 	}
 	if t := cfg.GetQueryTries(); t != nil {
-		r.tries = int(t.GetValue())
+		r.Tries = int(t.GetValue())
 	}
 	// udp_max_queries bounds the queries one UDP socket sends; every query
 	// here has a socket of its own, so any limit holds.
@@ -336,13 +337,13 @@ func (d *dnsDiscovery) resolveAll(ctx context.Context, last [][]Endpoint) (time.
 		firstErr error
 	)
 	for i, t := range d.targets {
-		res, err := d.resolver.lookup(ctx, t.host, d.family)
+		res, err := d.resolver.Lookup(ctx, t.host, d.family)
 		if err != nil {
 			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
-		ttl = minTTL(ttl, res.ttl)
-		addrs := res.addrs
+		ttl = dnsresolver.MinTTL(ttl, res.TTL)
+		addrs := res.Addrs
 		if d.logical && len(addrs) > 1 {
 			addrs = addrs[:1]
 		}

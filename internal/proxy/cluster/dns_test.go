@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/proxy/cluster/dnsresolver"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
@@ -310,7 +311,7 @@ func TestDNSLookupFamily(t *testing.T) {
 	srv := startTestDNS(t)
 	srv.set("dual.example.test", "10.0.0.1", "fd00::1")
 	srv.set("v4.example.test", "10.0.0.2")
-	r := &dnsResolver{servers: []string{srv.addr}, timeout: time.Second, tries: 1}
+	r := &dnsresolver.Resolver{Servers: []string{srv.addr}, Timeout: time.Second, Tries: 1}
 	ctx := context.Background()
 	for _, tc := range []struct {
 		host   string
@@ -327,13 +328,13 @@ func TestDNSLookupFamily(t *testing.T) {
 		{"10.9.9.9", clusterv3.Cluster_V6_ONLY, []string{"10.9.9.9"}},
 		{"missing.example.test", clusterv3.Cluster_ALL, nil},
 	} {
-		res, err := r.lookup(ctx, tc.host, tc.family)
+		res, err := r.Lookup(ctx, tc.host, tc.family)
 		if err != nil {
 			t.Errorf("%s %s: %v", tc.host, tc.family, err)
 			continue
 		}
 		var got []string
-		for _, a := range res.addrs {
+		for _, a := range res.Addrs {
 			got = append(got, a.String())
 		}
 		if !slices.Equal(got, tc.want) {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -28,22 +29,22 @@ var clusterHonoured = map[protoreflect.Name]string{
 	"eds_cluster_config":                "build, with checkEDSConfig",
 	"connect_timeout":                   "build: the dialer's timeout",
 	"per_connection_buffer_limit_bytes": "at least minBufferLimit, the buffers strait's codecs use (checkClusterFields)",
-	"lb_policy":                         "configureTraffic (lb.go)",
+	"lb_policy":                         "configureTraffic: lb.Parse",
 	"load_assignment":                   "build: endpointsFrom, with checkAssignment",
 	"health_checks":                     "parseHealthChecks (healthcheck.go)",
 	"circuit_breakers":                  "parseBreakers (breaker.go)",
-	"common_http_protocol_options":      "h1options.go",
-	"http2_protocol_options":            "ParseHTTP2Options (h2options.go)",
-	"typed_extension_protocol_options":  "httpProtocol (h2options.go): envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-	"protocol_selection":                "httpProtocol (h2options.go)",
+	"common_http_protocol_options":      "h1Pool.configure (httpoptions.go)",
+	"http2_protocol_options":            "ParseHTTP2Options (httpoptions.go)",
+	"typed_extension_protocol_options":  "httpProtocol (httpoptions.go): envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+	"protocol_selection":                "httpProtocol (httpoptions.go)",
 	"outlier_detection":                 "parseOutlier (outlier.go)",
 	"upstream_bind_config":              "build: the dialer's source address (upstreamBindFields)",
 	"filters":                           "parseUpstreamFilters (filters.go): istio.metadata_exchange only",
-	"ring_hash_lb_config":               "configureTraffic (lb.go)",
-	"maglev_lb_config":                  "configureTraffic (lb.go)",
-	"least_request_lb_config":           "configureTraffic (lb.go)",
-	"round_robin_lb_config":             "configureTraffic (lb.go)",
-	"original_dst_lb_config":            "checkOriginalDst (origdst.go)",
+	"ring_hash_lb_config":               "configureTraffic: lb.Parse",
+	"maglev_lb_config":                  "configureTraffic: lb.Parse",
+	"least_request_lb_config":           "configureTraffic: lb.Parse",
+	"round_robin_lb_config":             "configureTraffic: lb.Parse",
+	"original_dst_lb_config":            "checkOriginalDst (fields.go)",
 	"common_lb_config":                  "pick.go",
 	"transport_socket":                  "transport.go: tlsconf refuses what it does not implement",
 	"transport_socket_matches":          "transport.go: tlsconf refuses what it does not implement",
@@ -238,18 +239,33 @@ var (
 	// implements.
 	healthCheckFields     = map[protoreflect.Name]bool{"timeout": true, "interval": true, "unhealthy_threshold": true, "healthy_threshold": true, "http_health_check": true, "tcp_health_check": true, "no_traffic_interval": true, "reuse_connection": true}
 	httpHealthCheckFields = map[protoreflect.Name]bool{"host": true, "path": true, "expected_statuses": true, "method": true, "codec_client_type": true}
-	ringHashFields        = map[protoreflect.Name]bool{"minimum_ring_size": true, "maximum_ring_size": true, "hash_function": true}
-	leastRequestFields    = map[protoreflect.Name]bool{"choice_count": true, "slow_start_config": true}
-	roundRobinFields      = map[protoreflect.Name]bool{"slow_start_config": true}
 	// outlierFields are the OutlierDetection fields strait honours. The
 	// success-rate and failure-percentage detectors are accepted only when
 	// disabled (enforcing 0), which is what Istio sends.
 	outlierFields                   = map[protoreflect.Name]bool{"consecutive_5xx": true, "enforcing_consecutive_5xx": true, "consecutive_gateway_failure": true, "enforcing_consecutive_gateway_failure": true, "consecutive_local_origin_failure": true, "enforcing_consecutive_local_origin_failure": true, "split_external_local_origin_errors": true, "interval": true, "base_ejection_time": true, "max_ejection_time": true, "max_ejection_percent": true, "enforcing_success_rate": true, "enforcing_local_origin_success_rate": true, "enforcing_failure_percentage": true, "enforcing_failure_percentage_local_origin": true}
 	commonLbConfigFields            = map[protoreflect.Name]bool{"healthy_panic_threshold": true, "locality_weighted_lb_config": true}
 	upstreamConnectionOptionsFields = map[protoreflect.Name]bool{"tcp_keepalive": true}
-	proxyProtocolUpstreamFields     = map[protoreflect.Name]bool{"config": true, "transport_socket": true}
-	proxyProtocolConfigFields       = map[protoreflect.Name]bool{"version": true}
-	slowStartFields                 = map[protoreflect.Name]bool{"slow_start_window": true, "aggression": true, "min_weight_percent": true}
 	upstreamBindFields              = map[protoreflect.Name]bool{"source_address": true}
 	maglevFields                    = map[protoreflect.Name]bool{"table_size": true}
 )
+
+// checkOriginalDst refuses the original_dst_lb_config fields an
+// ORIGINAL_DST cluster here does not implement: it always dials the
+// downstream connection's original destination, never one taken from a
+// request header or metadata, on its own port.
+func checkOriginalDst(c *clusterv3.Cluster) error {
+	o := c.GetOriginalDstLbConfig()
+	switch {
+	case o == nil:
+		return nil
+	case o.GetUseHttpHeader():
+		return errors.New("original_dst_lb_config.use_http_header is not supported (the original destination is the connection's)")
+	case o.GetHttpHeaderName() != "":
+		return errors.New("original_dst_lb_config.http_header_name is not supported (the original destination is the connection's)")
+	case o.GetUpstreamPortOverride() != nil:
+		return errors.New("original_dst_lb_config.upstream_port_override is not supported yet (remove it)")
+	case o.GetMetadataKey() != nil:
+		return errors.New("original_dst_lb_config.metadata_key is not supported (the original destination is the connection's)")
+	}
+	return nil
+}

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster/lb"
 )
 
 // host is one upstream endpoint with the state that outlives an EDS update
@@ -31,12 +33,19 @@ type host struct {
 // healthy reports whether the load balancer may pick h outside panic mode.
 func (h *host) healthy() bool { return !h.ejected.Load() && !h.hcFailed.Load() }
 
+// The host as the load balancers see it (lb.Host; hostSet's
+// lb.Balancer[*host] checks that *host is one).
+func (h *host) Weight() uint32     { return h.weight }
+func (h *host) Address() string    { return h.ep.Address }
+func (h *host) Active() int64      { return h.active.Load() }
+func (h *host) Created() time.Time { return h.created }
+
 // hostSet is a cluster's endpoint list and what the load balancer built
 // for it. Immutable once published.
 type hostSet struct {
 	hosts  []*host
 	eps    []Endpoint // hosts' endpoints, in order (Endpoints)
-	lb     balancer
+	lb     lb.Balancer[*host]
 	newest time.Time // the latest host's created
 	// levels are the hosts by priority (index), when the assignment has
 	// more than one priority, or localities that locality weighted load
@@ -49,7 +58,7 @@ type hostSet struct {
 
 // newHostSet makes the host list for eps, reusing the hosts of prev that
 // have the same address so that their state carries over.
-func newHostSet(l endpointList, prev *hostSet, lb lbConfig) *hostSet {
+func newHostSet(l endpointList, prev *hostSet, cfg lb.Config) *hostSet {
 	eps, weights := l.eps, l.weights
 	old := map[string]*host{}
 	if prev != nil {
@@ -75,8 +84,8 @@ func newHostSet(l endpointList, prev *hostSet, lb lbConfig) *hostSet {
 			s.newest = h.created
 		}
 	}
-	s.lb = lb.build(s.hosts)
+	s.lb = lb.New(cfg, s.hosts)
 	s.overprovisioning = max(l.overprovisioning, 1)
-	s.levels = buildLevels(s.hosts, l, lb)
+	s.levels = buildLevels(s.hosts, l, cfg)
 	return s
 }

@@ -1,12 +1,13 @@
 package cluster
 
 import (
-	"fmt"
 	"net/netip"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster/lb"
 )
 
 func TestHashPoliciesAreSticky(t *testing.T) {
@@ -54,10 +55,10 @@ func TestLeastRequestPrefersIdleHost(t *testing.T) {
 }
 
 func TestWeightedRoundRobin(t *testing.T) {
-	s := newHostSet(endpointList{eps: []Endpoint{{Address: "a"}, {Address: "b"}}, weights: []uint32{3, 1}}, nil, lbConfig{policy: clusterv3.Cluster_ROUND_ROBIN})
+	s := newHostSet(endpointList{eps: []Endpoint{{Address: "a"}, {Address: "b"}}, weights: []uint32{3, 1}}, nil, lb.Config{Policy: clusterv3.Cluster_ROUND_ROBIN})
 	n := map[string]int{}
 	for range 400 {
-		n[s.lb.pick(0, false, nil).ep.Address]++
+		n[s.lb.Pick(0, false, nil).ep.Address]++
 	}
 	if n["a"] != 300 || n["b"] != 100 {
 		t.Errorf("weights 3:1 gave %v", n)
@@ -88,60 +89,6 @@ func TestPanicModeRoutesToAll(t *testing.T) {
 	}
 	if !sawBad {
 		t.Error("panic mode (50 % healthy < 60 %) never picked the ejected host")
-	}
-}
-
-func hostsOf(weights ...uint32) []*host {
-	hs := make([]*host, len(weights))
-	for i, w := range weights {
-		hs[i] = &host{ep: Endpoint{Network: "tcp", Address: fmt.Sprintf("10.0.0.%d:80", i+1)}, weight: w}
-	}
-	return hs
-}
-
-// Every balancer: weights shape the share (3:1 within a tolerance), and a
-// host the filter refuses is never picked; nil when the filter refuses all.
-func TestBalancersWeightsAndFilter(t *testing.T) {
-	for _, p := range []clusterv3.Cluster_LbPolicy{clusterv3.Cluster_ROUND_ROBIN, clusterv3.Cluster_RANDOM,
-		clusterv3.Cluster_RING_HASH, clusterv3.Cluster_MAGLEV, clusterv3.Cluster_LEAST_REQUEST} {
-		lb := lbConfig{policy: p, minRing: 1024, maxRing: defaultMaxRingSize, maglevSize: 65537, choiceCount: 2}
-		hs := hostsOf(3, 1)
-		b := lb.build(hs)
-		n := map[*host]int{}
-		for i := range uint64(4000) {
-			n[b.pick(i*0x9e3779b97f4a7c15, true, nil)]++
-		}
-		if p != clusterv3.Cluster_LEAST_REQUEST { // no request is in flight: least request ignores weights then
-			if share := float64(n[hs[0]]) / 4000; share < 0.65 || share > 0.85 {
-				t.Errorf("%s: the weight-3 host got %.2f of the picks, want about 0.75", p, share)
-			}
-		}
-		notFirst := func(h *host) bool { return h != hs[0] }
-		for i := range uint64(200) {
-			if got := b.pick(i*0x9e3779b97f4a7c15, true, notFirst); got != hs[1] {
-				t.Fatalf("%s: picked %v with the filter refusing it", p, got.ep.Address)
-			}
-		}
-		if got := b.pick(1, true, func(*host) bool { return false }); got != nil {
-			t.Errorf("%s: picked %v with every host refused", p, got.ep.Address)
-		}
-	}
-	if got := (lbConfig{policy: clusterv3.Cluster_ROUND_ROBIN}).build(nil).pick(0, false, nil); got != nil {
-		t.Errorf("empty host set picked %v", got)
-	}
-}
-
-// Least request weighs active requests by weight: a weight-4 host with 3
-// in flight is as loaded as a weight-1 host with none.
-func TestLeastRequestWeighted(t *testing.T) {
-	hs := hostsOf(4, 1)
-	hs[0].active.Store(3)
-	if less(hs[0], hs[1]) || less(hs[1], hs[0]) {
-		t.Error("(3+1)/4 and (0+1)/1 are equal loads")
-	}
-	hs[0].active.Store(2)
-	if !less(hs[0], hs[1]) {
-		t.Error("(2+1)/4 is less than (0+1)/1")
 	}
 }
 

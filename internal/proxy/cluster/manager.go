@@ -269,6 +269,7 @@ func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignm
 	m.stopFetchTimersLocked()
 	if changed {
 		m.active.Store(&next)
+		m.stats.Gauge("cluster_manager.active_clusters").Store(int64(len(next)))
 	}
 	m.edsVersion = version
 	m.stats.Gauge("cluster_manager.warming_clusters").Store(int64(len(m.warming)))

@@ -8,6 +8,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
+	"github.com/straitmesh/strait/internal/proxy/cluster/lb"
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 )
 
@@ -16,7 +17,7 @@ import (
 // connection options and health checks.
 func (c *Cluster) configureTraffic(cfg *clusterv3.Cluster) error {
 	var err error
-	if c.lb, err = parseLB(cfg); err != nil {
+	if c.lb, err = lb.Parse(cfg); err != nil {
 		return err
 	}
 	if c.breaker, err = parseBreaker(cfg, c.Stats); err != nil {
@@ -34,11 +35,11 @@ func (c *Cluster) configureTraffic(cfg *clusterv3.Cluster) error {
 		return err
 	}
 	if _, ok := lbc.GetLocalityConfigSpecifier().(*clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_); ok {
-		switch c.lb.policy {
+		switch c.lb.Policy {
 		case clusterv3.Cluster_RING_HASH, clusterv3.Cluster_MAGLEV:
-			return fmt.Errorf("common_lb_config.locality_weighted_lb_config is not supported with lb_policy %s (only ROUND_ROBIN, LEAST_REQUEST and RANDOM)", c.lb.policy)
+			return fmt.Errorf("common_lb_config.locality_weighted_lb_config is not supported with lb_policy %s (only ROUND_ROBIN, LEAST_REQUEST and RANDOM)", c.lb.Policy)
 		}
-		c.lb.localityWeighted = true
+		c.lb.LocalityWeighted = true
 	}
 	if p := lbc.GetHealthyPanicThreshold(); p != nil {
 		if p.GetValue() < 0 || p.GetValue() > 100 {
@@ -150,14 +151,14 @@ func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool, ex
 	var priority uint32
 	if s.levels != nil {
 		h, priority = c.pickLevels(s, hash, hasHash, excluded)
-	} else if ss := c.lb.slow; ss != nil && time.Since(s.newest) < ss.window {
+	} else if ss := c.lb.Slow; ss != nil && time.Since(s.newest) < ss.Window() {
 		// A host is warming up: weights change with time.
-		h = ss.pick(c.lb, s.hosts, time.Now(), nil)
+		h = lb.PickSlow(c.lb, s.hosts, time.Now(), nil)
 		if (c.outlier != nil || c.hc != nil) && !h.healthy() {
 			h = c.pickHealthy(s, h, 0, false)
 		}
 	} else {
-		h = s.lb.pick(hash, hasHash, nil)
+		h = s.lb.Pick(hash, hasHash, nil)
 		if c.outlier != nil || c.hc != nil {
 			h = c.pickHealthy(s, h, hash, hasHash)
 		}
@@ -192,5 +193,5 @@ func (c *Cluster) pickHealthy(s *hostSet, first *host, hash uint64, hasHash bool
 		c.Stats.Counter("lb_healthy_panic").Add(1)
 		return first
 	}
-	return s.lb.pick(hash, hasHash, (*host).healthy)
+	return s.lb.Pick(hash, hasHash, (*host).healthy)
 }

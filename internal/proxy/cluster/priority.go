@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster/lb"
 )
 
 // defaultOverprovisioning is Envoy's default overprovisioning factor
@@ -17,7 +19,7 @@ const defaultOverprovisioning = 140
 // locality scheduler's state.
 type priorityLevel struct {
 	hosts []*host
-	lb    balancer // among hosts
+	lb    lb.Balancer[*host] // among hosts
 	// localities are the level's LocalityLbEndpoints with a weight, when
 	// the cluster has locality_weighted_lb_config; nil otherwise.
 	localities []*localityHosts
@@ -29,14 +31,14 @@ type priorityLevel struct {
 // localityHosts is one locality of a priority level.
 type localityHosts struct {
 	hosts  []*host
-	lb     balancer
+	lb     lb.Balancer[*host]
 	weight uint32
 }
 
 // buildLevels groups hosts by priority, and within a priority by locality
 // when locality weighted load balancing is on; nil when the hosts form a
 // single group (one priority, and one locality or no locality weights).
-func buildLevels(hosts []*host, l endpointList, lb lbConfig) []*priorityLevel {
+func buildLevels(hosts []*host, l endpointList, cfg lb.Config) []*priorityLevel {
 	if l.group == nil {
 		return nil
 	}
@@ -55,19 +57,19 @@ func buildLevels(hosts []*host, l endpointList, lb lbConfig) []*priorityLevel {
 	for gi, g := range l.groups {
 		lv := levels[g.priority]
 		lv.hosts = append(lv.hosts, byGroup[gi]...)
-		if lb.localityWeighted && g.weight > 0 && len(byGroup[gi]) > 0 {
-			lv.localities = append(lv.localities, &localityHosts{hosts: byGroup[gi], lb: lb.build(byGroup[gi]), weight: g.weight})
+		if cfg.LocalityWeighted && g.weight > 0 && len(byGroup[gi]) > 0 {
+			lv.localities = append(lv.localities, &localityHosts{hosts: byGroup[gi], lb: lb.New(cfg, byGroup[gi]), weight: g.weight})
 		}
 	}
 	single := len(levels) == 1
 	for _, lv := range levels {
-		lv.lb = lb.build(lv.hosts)
+		lv.lb = lb.New(cfg, lv.hosts)
 		lv.current = make([]float64, len(lv.localities))
 		if len(lv.localities) > 1 {
 			single = false
 		}
 	}
-	if single && !lb.localityWeighted {
+	if single && !cfg.LocalityWeighted {
 		return nil
 	}
 	return levels
@@ -143,7 +145,7 @@ func (c *Cluster) pickLevels(s *hostSet, hash uint64, hasHash bool, excluded []u
 			return nil, 0
 		}
 		c.Stats.Counter("lb_healthy_panic").Add(1)
-		h := s.lb.pick(hash, hasHash, nil)
+		h := s.lb.Pick(hash, hasHash, nil)
 		return h, s.levelOf(h)
 	}
 	total := min(1, sum)
@@ -182,20 +184,20 @@ func (c *Cluster) pickLevels(s *hostSet, hash uint64, hasHash bool, excluded []u
 		ok = nil
 	}
 	lv := levels[chosen]
-	group, lb := lv.hosts, lv.lb
+	group, bal := lv.hosts, lv.lb
 	if len(lv.localities) > 0 {
 		if l := lv.chooseLocality(health, s.overprovisioning, panic); l != nil {
-			group, lb = l.hosts, l.lb
+			group, bal = l.hosts, l.lb
 		}
 	}
-	if ss := c.lb.slow; ss != nil && now.Sub(s.newest) < ss.window {
-		if h := ss.pick(c.lb, group, now, ok); h != nil {
+	if ss := c.lb.Slow; ss != nil && now.Sub(s.newest) < ss.Window() {
+		if h := lb.PickSlow(c.lb, group, now, ok); h != nil {
 			return h, uint32(chosen)
 		}
-	} else if h := lb.pick(hash, hasHash, ok); h != nil {
+	} else if h := bal.Pick(hash, hasHash, ok); h != nil {
 		return h, uint32(chosen)
 	}
-	return lv.lb.pick(hash, hasHash, ok), uint32(chosen)
+	return lv.lb.Pick(hash, hasHash, ok), uint32(chosen)
 }
 
 // levelOf is the priority level of h (0 when not found).

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/proxy/cluster/lb"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
@@ -206,10 +207,10 @@ func TestPriorityUpdateKeepsHostState(t *testing.T) {
 // favours the host with fewer requests in flight.
 func TestWeightedLeastRequest(t *testing.T) {
 	s := newHostSet(endpointList{eps: []Endpoint{{Address: "a"}, {Address: "b"}, {Address: "c"}}, weights: []uint32{3, 1, 1}},
-		nil, lbConfig{policy: clusterv3.Cluster_LEAST_REQUEST, choiceCount: 2})
+		nil, lb.Config{Policy: clusterv3.Cluster_LEAST_REQUEST})
 	n := map[string]int{}
 	for range 500 {
-		n[s.lb.pick(0, false, nil).ep.Address]++
+		n[s.lb.Pick(0, false, nil).ep.Address]++
 	}
 	if n["a"] != 300 || n["b"] != 100 || n["c"] != 100 {
 		t.Fatalf("weights 3:1:1, idle: %v", n)
@@ -217,15 +218,15 @@ func TestWeightedLeastRequest(t *testing.T) {
 	s.hosts[0].active.Store(5) // a: 3/6 = 0.5 against 1 for b and c
 	n = map[string]int{}
 	for range 500 {
-		n[s.lb.pick(0, false, nil).ep.Address]++
+		n[s.lb.Pick(0, false, nil).ep.Address]++
 	}
 	if n["a"] != 100 || n["b"] != 200 {
 		t.Fatalf("a busy: %v, want a 100, b 200, c 200", n)
 	}
-	if h := s.lb.pick(0, false, func(h *host) bool { return h.ep.Address == "c" }); h == nil || h.ep.Address != "c" {
+	if h := s.lb.Pick(0, false, func(h *host) bool { return h.ep.Address == "c" }); h == nil || h.ep.Address != "c" {
 		t.Fatalf("filtered pick: %v", h)
 	}
-	if h := s.lb.pick(0, false, func(*host) bool { return false }); h != nil {
+	if h := s.lb.Pick(0, false, func(*host) bool { return false }); h != nil {
 		t.Fatalf("nothing allowed, picked %v", h.ep.Address)
 	}
 }

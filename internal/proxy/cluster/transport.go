@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/straitmesh/strait/internal/proxy/cluster/proxyheader"
 	"github.com/straitmesh/strait/internal/proxy/peermeta"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
@@ -43,7 +45,7 @@ func (m *Manager) build(c *clusterv3.Cluster) (*Cluster, error) {
 	// Istio wraps the cluster's socket, or every one of its matches, in
 	// the same upstream_proxy_protocol socket; a cluster whose sockets
 	// disagree is refused.
-	ts, pp, err := unwrapProxyProtocol("transport_socket", c.GetTransportSocket())
+	ts, pp, err := proxyheader.Unwrap("transport_socket", c.GetTransportSocket())
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 	}
@@ -55,7 +57,7 @@ func (m *Manager) build(c *clusterv3.Cluster) (*Cluster, error) {
 	out.proxyProto = pp
 	for i, tm := range c.GetTransportSocketMatches() {
 		f := fmt.Sprintf("transport_socket_matches[%d].transport_socket", i)
-		ts, mpp, err := unwrapProxyProtocol(f, tm.GetTransportSocket())
+		ts, mpp, err := proxyheader.Unwrap(f, tm.GetTransportSocket())
 		if err != nil {
 			return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 		}
@@ -210,4 +212,20 @@ func matchesAll(want, have map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// ProxyProtocol reports whether the cluster writes a PROXY protocol
+// header on its upstream connections: callers then set Endpoint.Downstream.
+func (c *Cluster) ProxyProtocol() bool { return c.proxyProto != proxyheader.None }
+
+// writeProxyHeader sends the cluster's PROXY header for d on a new
+// connection, before any other byte (and before TLS).
+func (c *Cluster) writeProxyHeader(w io.Writer, d Downstream) error {
+	if c.proxyProto == proxyheader.None {
+		return nil
+	}
+	if _, err := w.Write(proxyheader.Header(c.proxyProto, d.Src, d.Dst)); err != nil {
+		return fmt.Errorf("cluster %s: write PROXY protocol header: %w", c.Name, err)
+	}
+	return nil
 }

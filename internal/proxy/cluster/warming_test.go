@@ -54,6 +54,10 @@ func TestEDSInitialFetchTimeout(t *testing.T) {
 		if err := m.ApplyEDS("2", []*endpointv3.ClusterLoadAssignment{assignment("soon", 1)}); err != nil {
 			t.Fatal(err)
 		}
+		// The endpoints ended soon's warming: the gauges say so at once.
+		if a, w := st.Gauge("cluster_manager.active_clusters").Load(), st.Gauge("cluster_manager.warming_clusters").Load(); a != 2 || w != 2 {
+			t.Errorf("after soon's endpoints: active_clusters %d, warming_clusters %d; want 2 (old, soon) and 2 (a, ever)", a, w)
+		}
 		time.Sleep(5*time.Second + time.Millisecond)
 		synctest.Wait()
 		a := m.Get("a")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
@@ -30,7 +31,7 @@ func (c *h1conn) logging() bool {
 // beginLog starts the record of a request that began at start.
 func (c *h1conn) beginLog(start time.Time) {
 	c.rec = accesslog.Record{Start: start}
-	c.client = clientAddress{}
+	c.client = fwdheaders.ClientAddress{}
 	c.respBytes.Store(0)
 }
 
@@ -64,7 +65,7 @@ func (c *h1conn) endLog() {
 		c.logConn = accesslog.ConnOf(c.tracked)
 	}
 	r.Conn = c.logConn
-	r.DownstreamRemote = c.client.remote // xff.go; the peer when the request was not served
+	r.DownstreamRemote = c.client.Remote // fwdheaders.XFF; the peer when the request was not served
 	if !r.DownstreamRemote.IsValid() {
 		r.DownstreamRemote = c.remoteAddr()
 	}
@@ -179,7 +180,7 @@ func startStreamLog(w http.ResponseWriter, r *http.Request, c *conn) (http.Respo
 			rec.Details = accesslog.DetailsFor(rec.Flags)
 		}
 		rec.DownstreamLocal = c.dst
-		if !rec.DownstreamRemote.IsValid() { // not served: the peer (the stream sets it, xff.go)
+		if !rec.DownstreamRemote.IsValid() { // not served: the peer (the stream sets it, fwdheaders.XFF)
 			peer, _ := netip.ParseAddrPort(r.RemoteAddr)
 			rec.DownstreamRemote = netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())
 		}

@@ -21,14 +21,19 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 )
 
 // chain is an HCM's filters, immutable once buildChain returns. The
 // slices of optional callbacks hold each implementing filter with its
 // position, so that a codec pays nothing for a callback no filter has.
 type chain struct {
-	filters []httpfilter.Filter
-	names   []string // the list's names, the keys of per-route config
+	filters []httpfilter.Filter // the decoders before the router
+	names   []string            // their names, the keys of per-route config
+	// router is the list's last, terminal filter (httpfilter/router): its
+	// DecodeHeaders runs after the others', then the codec carries out
+	// the route's upstream exchange.
+	router httpfilter.Terminal
 	// perRoute: some filter may be turned off by a route
 	// (httpfilter.DisabledConfig), so decode looks at the route's config.
 	encoders   []indexed[httpfilter.ResponseEncoder]
@@ -45,19 +50,32 @@ type indexed[T any] struct {
 	f  T
 }
 
-// buildChain builds the filters of list, whose last entry is the router
-// (checked by Build). A filter the registry does not know is refused by
-// name, unless marked is_optional (Envoy skips it then).
+// buildChain builds the filters of list, whose last entry is named for the
+// router (checked by Build), with the registry's factories: the router
+// too (httpfilter/router, which audits its config), and it must be the
+// one terminal filter, the last. A filter the registry does not know is
+// refused by name, unless marked is_optional (Envoy skips it then).
+// buildChainWith puts first (the tracing filter) before them, so that it
+// runs before every other and its span covers the whole stream.
 func buildChain(list []*hcmv3.HttpFilter, reg *registry.Registry, ctx httpfilter.BuildContext) (*chain, error) {
+	return buildChainWith(list, reg, ctx, nil)
+}
+
+// buildChainWith is buildChain after first.
+func buildChainWith(list []*hcmv3.HttpFilter, reg *registry.Registry, ctx httpfilter.BuildContext, first httpfilter.Filter) (*chain, error) {
 	ch := &chain{}
-	for i, hf := range list[:len(list)-1] {
+	if first != nil {
+		ch.add(first.Name(), first) // at 0: tracing.FilterOptions.At
+	}
+	for i, hf := range list {
+		last := i == len(list)-1
 		name := hf.GetName()
 		fac, ok := reg.Factory(name, hf.GetTypedConfig().GetTypeUrl())
 		if !ok {
 			// A filter Strait does not run is refused, also Istio's
 			// telemetry and ALPN filters: accepting it would drop what it
 			// does unseen.
-			if hf.GetIsOptional() {
+			if hf.GetIsOptional() && !last {
 				continue
 			}
 			return nil, fmt.Errorf("http filter %q is not supported", name)
@@ -72,6 +90,15 @@ func buildChain(list []*hcmv3.HttpFilter, reg *registry.Registry, ctx httpfilter
 		if err != nil {
 			return nil, fmt.Errorf("http_filters[%d] %q: %w", i, name, err)
 		}
+		if t, ok := f.(httpfilter.Terminal); ok != last {
+			if ok {
+				return nil, fmt.Errorf("http_filters[%d] %q: the terminal filter must be the last of http_filters", i, name)
+			}
+			return nil, fmt.Errorf("http_filters[%d] %q: the last of http_filters must be a terminal filter (the router)", i, name)
+		} else if ok {
+			ch.router = t
+			continue
+		}
 		// No codec feeds the request body or trailers to filters yet:
 		// a filter that needs them is refused rather than run without.
 		switch f.(type) {
@@ -81,6 +108,33 @@ func buildChain(list []*hcmv3.HttpFilter, reg *registry.Registry, ctx httpfilter
 		ch.add(name, f)
 	}
 	return ch, nil
+}
+
+// UseTracing gives the HCM's tracing (tracing.Parse, in Build) its
+// reporter from the proxy's reporters, with the node and direction of
+// UseNode (call it after UseNode, before UseStats): the tracing filter
+// then runs first in the chain, on every codec. Without tracing it does
+// nothing; with tracing and no reporters it fails, naming the field.
+func (f *Filter) UseTracing(reps *tracing.Reporters) error {
+	if f.tracing == nil {
+		return nil
+	}
+	if reps == nil {
+		return fmt.Errorf("tracing: this proxy has no span reporters")
+	}
+	tf, err := tracing.NewFilter(tracing.FilterOptions{Config: f.tracing, Reporter: reps.For(f.tracing.Provider),
+		Node: f.node, Direction: f.direction, At: 0})
+	if err != nil {
+		return err
+	}
+	f.traceFilter = tf
+	ch, err := buildChainWith(f.httpFilters, f.registry, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + ".",
+		Node: f.node, Direction: f.direction}, tf)
+	if err != nil {
+		return err
+	}
+	f.chain = ch
+	return nil
 }
 
 // add appends f, named name in the list.
@@ -220,7 +274,7 @@ func (st *filterState) decode(s httpfilter.Stream) (stopped bool) {
 			return true
 		}
 	}
-	return false
+	return ch.router != nil && ch.router.DecodeHeaders(s) == httpfilter.Stop
 }
 
 // disabled reports whether the route turns the filter named name off.
@@ -287,8 +341,9 @@ func (st *filterState) hasEncoders() bool {
 // routeView is a route as filters see it (httpfilter.Route).
 type routeView struct{ rt *route.Route }
 
-func (v *routeView) Name() string    { return v.rt.Name }
-func (v *routeView) Cluster() string { return v.rt.Cluster }
+func (v *routeView) Name() string              { return v.rt.Name }
+func (v *routeView) Cluster() string           { return v.rt.Cluster }
+func (v *routeView) Decorator() (string, bool) { return v.rt.Decorator, v.rt.DecoratorPropagate }
 func (v *routeView) PerFilterConfig(filter string) any {
 	return v.rt.Filters.PerFilterConfig(filter)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
+	routerfilter "github.com/straitmesh/strait/internal/proxy/httpfilter/router"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
@@ -167,7 +168,7 @@ var chainClients = []struct {
 // run; the router's own local reply (404 NR) passes them all.
 func TestChainRunsInListOrder(t *testing.T) {
 	ev := &chainEvents{}
-	reg, err := registry.New(recFactory{"test.a", ev}, recFactory{"test.b", ev}, recFactory{"test.c", ev})
+	reg, err := registry.New(recFactory{"test.a", ev}, recFactory{"test.b", ev}, recFactory{"test.c", ev}, routerfilter.Factory{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestChainRunsInListOrder(t *testing.T) {
 // every codec, and no more after.
 func TestChainCompleteOnReset(t *testing.T) {
 	ev := &chainEvents{}
-	reg, err := registry.New(recFactory{"test.a", ev}, recFactory{"test.b", ev})
+	reg, err := registry.New(recFactory{"test.a", ev}, recFactory{"test.b", ev}, routerfilter.Factory{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +297,7 @@ func TestChainCompleteOnReset(t *testing.T) {
 // nothing to encode on that codec.)
 func TestChainEncodesTrailers(t *testing.T) {
 	ev := &chainEvents{}
-	reg, err := registry.New(recFactory{"test.a", ev}, recFactory{"test.b", ev})
+	reg, err := registry.New(recFactory{"test.a", ev}, recFactory{"test.b", ev}, routerfilter.Factory{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +352,7 @@ func (f infoFilter) Complete(_ httpfilter.Stream, info *httpfilter.StreamInfo) {
 func TestChainStreamInfo(t *testing.T) {
 	var mu sync.Mutex
 	var infos []httpfilter.StreamInfo
-	reg, err := registry.New(infoFactory{&mu, &infos})
+	reg, err := registry.New(infoFactory{&mu, &infos}, routerfilter.Factory{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +417,7 @@ func (bodyFilter) DecodeData(httpfilter.Stream, []byte, bool) httpfilter.Status 
 // filters yet, so a filter that reads it is refused by name rather than
 // run without its body.
 func TestChainRefusesBodyDecoders(t *testing.T) {
-	reg, err := registry.New(bodyFactory{})
+	reg, err := registry.New(bodyFactory{}, routerfilter.Factory{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,5 +428,42 @@ func TestChainRefusesBodyDecoders(t *testing.T) {
 	}, nil, reg)
 	if err == nil || !strings.Contains(err.Error(), "test.body") {
 		t.Errorf("BuildWith: %v, want an error naming test.body", err)
+	}
+}
+
+// TestChainEndsInTheRouter: the router is built through the registry as
+// the chain's terminal filter; a list with the router before its end is
+// refused (Envoy: the terminal filter must be the last), and so is a
+// registry without the router.
+func TestChainEndsInTheRouter(t *testing.T) {
+	ev := &chainEvents{}
+	hcm := func(names ...string) *hcmv3.HttpConnectionManager {
+		h := &hcmv3.HttpConnectionManager{StatPrefix: "test",
+			RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "r"}}}
+		for _, n := range names {
+			h.HttpFilters = append(h.HttpFilters, &hcmv3.HttpFilter{Name: n})
+		}
+		return h
+	}
+	reg, err := registry.New(recFactory{"test.a", ev}, routerfilter.Factory{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := BuildWith(hcm("test.a", routerFilter), nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.chain.router == nil || f.chain.router.Name() != routerFilter || len(f.chain.filters) != 1 {
+		t.Errorf("chain: router %v, %d decoders; want the router after test.a", f.chain.router, len(f.chain.filters))
+	}
+	if _, err := BuildWith(hcm(routerFilter, "test.a", routerFilter), nil, reg); err == nil || !strings.Contains(err.Error(), "terminal filter must be the last") {
+		t.Errorf("router first: %v, want it refused as a terminal filter before the end", err)
+	}
+	noRouter, err := registry.New(recFactory{"test.a", ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := BuildWith(hcm("test.a", routerFilter), nil, noRouter); err == nil || !strings.Contains(err.Error(), routerFilter) {
+		t.Errorf("no router in the registry: %v, want an error naming %s", err, routerFilter)
 	}
 }

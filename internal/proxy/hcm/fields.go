@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -44,26 +43,29 @@ var hcmHonoured = map[protoreflect.Name]string{
 	"request_headers_timeout":             "buildLimits",
 	"delayed_close_timeout":               "buildLimits",
 	"access_log":                          "the listener, with accesslog.Build",
-	"use_remote_address":                  "buildXFF and buildScheme",
-	"xff_num_trusted_hops":                "buildXFF and buildScheme",
-	"skip_xff_append":                     "buildXFF",
-	"preserve_external_request_id":        "buildXFF (the edge keeps an x-request-id)",
+	"use_remote_address":                  "fwdheaders.XFFOf and ProtoOf",
+	"xff_num_trusted_hops":                "fwdheaders.XFFOf and ProtoOf",
+	"skip_xff_append":                     "fwdheaders.XFFOf",
+	"preserve_external_request_id":        "fwdheaders.XFFOf (the edge keeps an x-request-id)",
 	"generate_request_id":                 "true only: every request without x-request-id gets one",
-	"forward_client_cert_details":         "buildXFCC (xfcc.go)",
-	"set_current_client_cert_details":     "buildXFCC (xfcc.go)",
+	"forward_client_cert_details":         "fwdheaders.XFCCOf",
+	"set_current_client_cert_details":     "fwdheaders.XFCCOf",
 	"upgrade_configs":                     "buildUpgrades (upgrade.go)",
-	"normalize_path":                      "buildPathNorm (pathnorm.go): dot segments removed, Chromium's canonical path",
-	"merge_slashes":                       "buildPathNorm (pathnorm.go): runs of '/' merged",
-	"path_with_escaped_slashes_action":    "buildPathNorm (pathnorm.go): every action (KEEP_UNCHANGED, REJECT_REQUEST, UNESCAPE_AND_REDIRECT, UNESCAPE_AND_FORWARD)",
+	"normalize_path":                      "pathnorm.PolicyOf: dot segments removed, Chromium's canonical path",
+	"merge_slashes":                       "pathnorm.PolicyOf: runs of '/' merged",
+	"path_with_escaped_slashes_action":    "pathnorm.PolicyOf: every action (KEEP_UNCHANGED, REJECT_REQUEST, UNESCAPE_AND_REDIRECT, UNESCAPE_AND_FORWARD)",
 	"server_header_transformation":        "PASS_THROUGH only: the upstream's Server header is relayed as it is, none is added",
 	"add_user_agent":                      "false only: no user-agent nor x-envoy-downstream-service-cluster is added",
-	"add_proxy_protocol_connection_state": "true only: an upstream PROXY protocol header carries the downstream connection's addresses (proxyproto.go)",
+	"add_proxy_protocol_connection_state": "true only: an upstream PROXY protocol header carries the downstream connection's addresses (forward.Downstream)",
+	// tracing.Parse audits both field by field; the tracing filter
+	// (chain.go, UseTracing) runs them.
+	"tracing":              "tracing.Parse and the tracing filter, first in the chain (chain.go)",
+	"request_id_extension": "tracing.ParseRequestID: the UUID extension's pack_trace_reason and use_request_id_for_trace_sampling",
 }
 
 // hcmRefused maps each refused field to why, and the fix.
 var hcmRefused = map[protoreflect.Name]string{
 	"scoped_routes":                                     "scoped RDS is not implemented; use rds or route_config",
-	"tracing":                                           "strait-proxy does not trace (no spans, no sampling decision); remove the field",
 	"http1_safe_max_connection_duration":                "an HTTP/1.1 connection past max_connection_duration closes after its request in progress; remove the field",
 	"http3_protocol_options":                            "HTTP/3 is not served; remove the field",
 	"server_name":                                       "the Server header is relayed from the upstream, never written (server_header_transformation PASS_THROUGH); remove the field",
@@ -77,7 +79,6 @@ var hcmRefused = map[protoreflect.Name]string{
 	"early_header_mutation_extensions":                  "no header mutation runs before routing; use the route's request_headers_to_add",
 	"internal_address_config":                           "no address is internal, every request is external; remove the field",
 	"via":                                               "no via header is written; remove the field",
-	"request_id_extension":                              "x-request-id is a random UUID, with no trace-sampling bits; remove the field",
 	"always_set_request_id_in_response":                 "x-request-id is not copied to responses; remove the field or set it false",
 	"forward_client_cert_matcher":                       "use forward_client_cert_details",
 	"proxy_100_continue":                                "100-continue is answered by the proxy; remove the field or set it false",
@@ -122,45 +123,6 @@ var (
 	rdsFields             = map[protoreflect.Name]bool{"config_source": true, "route_config_name": true}
 	rdsConfigSourceFields = map[protoreflect.Name]bool{"ads": true, "initial_fetch_timeout": true, "resource_api_version": true}
 )
-
-// routerFilterHonoured and routerFilterRefused are the audit of the router
-// filter's config (envoy.filters.http.router, the last of http_filters):
-// strait's router is configured by the routes alone, so every field is
-// refused when set; Istio's default Router{} (no child span, Envoy headers
-// not suppressed) is what it does.
-var (
-	routerFilterHonoured = map[protoreflect.Name]string{}
-	routerFilterRefused  = map[protoreflect.Name]string{
-		"dynamic_stats":                            "the router keeps no per-request dynamic stats; remove it",
-		"start_child_span":                         "strait-proxy does not trace; remove it or set it false",
-		"upstream_log":                             "there is no per-attempt upstream log; use the HCM's access_log",
-		"upstream_log_options":                     "there is no per-attempt upstream log; use the HCM's access_log",
-		"suppress_envoy_headers":                   "x-envoy-overloaded is still written on a local overflow reply; remove it or set it false",
-		"strict_check_headers":                     "x-envoy-* request headers are read leniently, never refused; remove it",
-		"respect_expected_rq_timeout":              "the route's timeout applies, x-envoy-expected-rq-timeout-ms is not read; remove it or set it false",
-		"suppress_grpc_request_failure_code_stats": "remove it or set it false",
-		"upstream_http_filters":                    "no HTTP filter runs upstream; remove it",
-		"reject_connect_request_early_data":        "CONNECT is not supported; remove it or set it false",
-	}
-)
-
-// checkRouterFilter refuses what the router filter entry asks that
-// strait's router does not do.
-func checkRouterFilter(hf *hcmv3.HttpFilter) error {
-	switch {
-	case hf.GetDisabled():
-		return fmt.Errorf("disabled is not supported (the router filter always runs)")
-	case hf.GetConfigDiscovery() != nil:
-		return fmt.Errorf("config_discovery is not supported (give typed_config)")
-	case hf.GetTypedConfig() == nil:
-		return nil
-	}
-	var r routerv3.Router
-	if err := hf.GetTypedConfig().UnmarshalTo(&r); err != nil {
-		return fmt.Errorf("typed_config %s is not envoy.extensions.filters.http.router.v3.Router: %w", hf.GetTypedConfig().GetTypeUrl(), err)
-	}
-	return fieldaudit.Check("", r.ProtoReflect(), routerFilterHonoured, routerFilterRefused)
-}
 
 // checkHCMFields refuses the first HttpConnectionManager field, or value,
 // that strait-proxy does not implement, naming it.

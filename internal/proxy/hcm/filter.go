@@ -8,6 +8,15 @@
 // request path on it, cluster.GetConn/PutConn its upstream pool). The
 // net/http codec (strait-proxy --http-codec nethttp) was removed, so that
 // every limit and timeout is enforced on one HTTP/1.1 path.
+//
+// What a request's exchange with the upstream shares across codecs (the
+// local replies of a failed exchange, retries, the http.Request round trip,
+// mirrors) is package forward's; package router holds the decisions. The
+// HTTP/1.1 codec's own exchange (h1forward.go, h1toh2.go, upgrade.go) stays
+// here beside the downstream connection it writes to. The headers written
+// for the next hop before routing (x-forwarded-for and the client's
+// address, x-forwarded-client-cert) are package fwdheaders' policies,
+// which both codecs apply, as is package pathnorm's path normalization.
 package hcm
 
 import (
@@ -20,10 +29,13 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
+	"github.com/straitmesh/strait/internal/proxy/pathnorm"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 )
 
 // Name is the network filter name.
@@ -56,16 +68,22 @@ type Filter struct {
 	// telemetry filters); UseNode sets them before UseStats.
 	node      *corev3.Node
 	direction corev3.TrafficDirection
-	hstats    *stats.HTTPStats     // http.<stat_prefix>.downstream_* (stats.go); nil without a store
-	xfp       forwardedProtoPolicy // x-forwarded-proto (scheme.go)
-	xff       xffPolicy            // the client's address and x-forwarded-for (xff.go)
-	xfcc      xfccPolicy           // x-forwarded-client-cert (xfcc.go)
-	pathNorm  pathNorm             // normalize_path, merge_slashes, path_with_escaped_slashes_action (pathnorm.go)
+	hstats    *stats.HTTPStats // http.<stat_prefix>.downstream_* (stats.go); nil without a store
+	xfp       fwdheaders.Proto // x-forwarded-proto
+	xff       fwdheaders.XFF   // the client's address and x-forwarded-for
+	xfcc      fwdheaders.XFCC  // x-forwarded-client-cert
+	pathNorm  pathnorm.Policy  // normalize_path, merge_slashes, path_with_escaped_slashes_action
 	Limits    Limits
 	// AccessLog gets one record per request (access_log, built by the
 	// listener with the proxy's files); nil logs nothing and costs
 	// nothing.
 	AccessLog accesslog.Loggers
+
+	// tracing is the HCM's tracing (nil: none), traceFilter the filter
+	// that runs it, first in the chain, once UseTracing gave it a
+	// reporter (chain.go).
+	tracing     *tracing.Config
+	traceFilter httpfilter.Filter
 
 	// acceptHTTP10 is http_protocol_options.accept_http_10: without it an
 	// HTTP/1.0 request is answered 426, as Envoy does (errHTTP10).
@@ -133,16 +151,14 @@ func BuildWith(h *hcmv3.HttpConnectionManager, routes Routes, reg *registry.Regi
 	if err := f.buildUpgrades(h); err != nil {
 		return nil, err
 	}
-	if err := f.buildScheme(h); err != nil {
+	f.xfp = fwdheaders.ProtoOf(h)
+	f.xff = fwdheaders.XFFOf(h)
+	xfcc, err := fwdheaders.XFCCOf(h)
+	if err != nil {
 		return nil, err
 	}
-	if err := f.buildXFF(h); err != nil { // xff.go
-		return nil, err
-	}
-	if err := f.buildXFCC(h); err != nil { // xfcc.go
-		return nil, err
-	}
-	if err := f.buildPathNorm(h); err != nil { // pathnorm.go
+	f.xfcc = xfcc
+	if f.pathNorm, err = pathnorm.PolicyOf(h); err != nil {
 		return nil, err
 	}
 	lim, err := buildLimits(h)
@@ -150,6 +166,9 @@ func BuildWith(h *hcmv3.HttpConnectionManager, routes Routes, reg *registry.Regi
 		return nil, err
 	}
 	f.Limits = lim
+	if f.tracing, err = tracing.Parse(h.GetTracing(), h.GetRequestIdExtension()); err != nil {
+		return nil, err
+	}
 	switch rs := h.GetRouteSpecifier().(type) {
 	case *hcmv3.HttpConnectionManager_Rds: // checkRDS checked its config source
 		f.RDSName = rs.Rds.GetRouteConfigName()
@@ -165,9 +184,6 @@ func BuildWith(h *hcmv3.HttpConnectionManager, routes Routes, reg *registry.Regi
 	filters := h.GetHttpFilters()
 	if len(filters) == 0 || filters[len(filters)-1].GetName() != routerFilter {
 		return nil, fmt.Errorf("http_filters must end with %s", routerFilter)
-	}
-	if err := checkRouterFilter(filters[len(filters)-1]); err != nil { // fields.go
-		return nil, fmt.Errorf("http_filters[%d] %q: %w", len(filters)-1, routerFilter, err)
 	}
 	ch, err := buildChain(filters, reg, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + "."}) // chain.go
 	if err != nil {
@@ -270,8 +286,8 @@ func (f *Filter) UseStats(st *stats.Store) {
 	if len(f.httpFilters) == 0 {
 		return
 	}
-	ch, err := buildChain(f.httpFilters, f.registry, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + ".", Stats: st,
-		Node: f.node, Direction: f.direction})
+	ch, err := buildChainWith(f.httpFilters, f.registry, httpfilter.BuildContext{StatPrefix: "http." + f.StatPrefix + ".", Stats: st,
+		Node: f.node, Direction: f.direction}, f.traceFilter) // chain.go
 	if err != nil {
 		return // built once already: cannot fail
 	}

@@ -10,30 +10,15 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/straitmesh/strait/internal/proxy/forward"
 )
-
-// isGRPC reports whether the request is gRPC (Envoy's
-// Grpc::Common::hasGrpcContentType: application/grpc, optionally followed
-// by "+format" or ";params"; gRPC-Web is not).
-func isGRPC(h http.Header) bool {
-	return grpcContentType(h.Get("Content-Type"))
-}
-
-// grpcContentType reports whether a content-type is gRPC's.
-func grpcContentType(ct string) bool {
-	const g = "application/grpc"
-	if !strings.HasPrefix(ct, g) {
-		return false
-	}
-	return len(ct) == len(g) || ct[len(g)] == '+' || ct[len(g)] == ';'
-}
 
 // streamLocalReply answers without an upstream; a gRPC request gets it in
 // gRPC's trailers-only form (HTTP 200, the status in grpc-status), as
 // Envoy's local replies do.
 func streamLocalReply(w http.ResponseWriter, r *http.Request, code int, flags, body string) {
-	if !isGRPC(r.Header) {
+	if !forward.IsGRPC(r.Header) {
 		localReply(w, code, flags, body)
 		return
 	}
@@ -97,34 +82,4 @@ func grpcPercentEncode(s string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
-}
-
-// parseGRPCTimeout parses a grpc-timeout value: at most 8 digits and a unit
-// (H, M, S, m, u, n).
-func parseGRPCTimeout(v string) (time.Duration, bool) {
-	if len(v) < 2 || len(v) > 9 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(v[:len(v)-1], 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	var unit time.Duration
-	switch v[len(v)-1] {
-	case 'H':
-		unit = time.Hour
-	case 'M':
-		unit = time.Minute
-	case 'S':
-		unit = time.Second
-	case 'm':
-		unit = time.Millisecond
-	case 'u':
-		unit = time.Microsecond
-	case 'n':
-		unit = time.Nanosecond
-	default:
-		return 0, false
-	}
-	return time.Duration(n) * unit, true
 }

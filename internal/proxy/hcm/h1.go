@@ -12,8 +12,11 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/pathnorm"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
@@ -65,7 +68,7 @@ type h1conn struct {
 	dst    netip.AddrPort
 	src    cluster.OriginalSource // original_src; zero when absent
 	secure bool                   // the listener terminated TLS (scheme.go)
-	xfcc   xfccConn               // the connection's client certificate (xfcc.go)
+	xfcc   fwdheaders.XFCCConn    // the connection's client certificate
 	r      *http1.Reader
 	wbuf   []byte
 	req    http1.Request
@@ -98,8 +101,8 @@ type h1conn struct {
 	// the others; computed at the first request that asks.
 	authz *rbac.Connection
 	fconn *httpfilter.Connection
-	// client is the request in progress's client address (xff.go).
-	client clientAddress
+	// client is the request in progress's client address (fwdheaders.XFF).
+	client fwdheaders.ClientAddress
 
 	// The access log record of the request in progress (accesslog.go),
 	// the response body bytes streamed (counted only when logging) and
@@ -122,7 +125,7 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 	// The wait for a request (parkAfter) and the request (stream idle)
 	// alternate their read deadlines on every request: keep the earlier.
 	dc.SetReadLazy(true)
-	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: f.limits(), dst: dst, src: src, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), r: http1.NewReader(dc), drain: d}
+	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: f.limits(), dst: dst, src: src, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), r: http1.NewReader(dc), drain: d}
 	f.cxBegin() // cxEnd in finish
 	c.stopDrain = d.onStart(c.drainIdle)
 	c.stopEnd = d.onEnd(c.cut)
@@ -214,8 +217,8 @@ func (c *h1conn) serve() (parked bool) {
 			case http1.IsTimeout(err):
 				c.takeWbuf()
 				f := c.clock.expired(time.Now(), true)
-				c.errorReply(f.code, f.body)
-				c.rec.Flags = f.flags
+				c.errorReply(f.Code, f.Body)
+				c.rec.Flags = f.Flags
 			}
 			if c.rec.Code != 0 {
 				c.countErrorReply()
@@ -450,12 +453,12 @@ func (c *h1conn) serveRequest() bool {
 	c.resetRouterState()
 	c.meta.Reset()
 	c.stream.begin(c)
-	c.client = c.forwardH1() // xff.go
-	c.forwardXFCC()          // xfcc.go
-	if hasFragment(http1.UnsafeString(req.Target)) {
-		return c.localReply(400, "", "") // pathnorm.go
+	req.Headers, c.client = c.filter.xff.ApplyH1(req.Headers, c.remoteAddr(), c.s.local)
+	req.Headers = c.filter.xfcc.ApplyH1(req.Headers, c.xfcc)
+	if pathnorm.HasFragment(http1.UnsafeString(req.Target)) {
+		return c.localReply(400, "", "")
 	}
-	if c.filter.pathNorm.active() {
+	if c.filter.pathNorm.Active() {
 		if done, keep := c.normalizePath(); done {
 			return keep
 		}
@@ -479,7 +482,7 @@ func (c *h1conn) serveRequest() bool {
 	}
 	c.rec.RouteName = rt.Name
 	if rt.Filters != nil && len(rt.Filters.Mirrors) > 0 {
-		c.s.mirrorH1(rt.Filters.Mirrors, req, c.r.Buffered(), c.forwardedProto(), st.rreq.Scheme) // mirror.go
+		c.s.shadow.MirrorH1(rt.Filters.Mirrors, req, c.r.Buffered(), c.forwardedProto(), st.rreq.Scheme)
 	}
 	if rt.Redirect != nil {
 		return c.redirectReply(rt)
@@ -493,17 +496,17 @@ func (c *h1conn) serveRequest() bool {
 		return c.localReply(503, "NC", "")
 	}
 	c.rec.UpstreamCluster, c.rec.UpstreamStatName = tgt.Name, cl.Stats.Name
-	hash, hasHash, setCookie := requestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc, c.client.remote)
+	hash, hasHash, setCookie := forward.RequestHash(rt, &req.Headers, http1.UnsafeString(req.Query), c.nc, c.client.Remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
-		f := pickFailure(err)
-		return c.localReply(f.code, f.flags, f.body)
+		f := forward.PickFailure(err)
+		return c.localReply(f.Code, f.Flags, f.Body)
 	}
 	defer cl.Finish(ep)
 	c.rec.UpstreamHost = ep.Address
 	c.setCookie = setCookie
 	ep.Source = c.src
-	ep.Downstream = downstreamFor(cl, c.nc.RemoteAddr(), c.dst)
+	ep.Downstream = forward.Downstream(cl, c.nc.RemoteAddr(), c.dst)
 	ov, hasOv := c.routerOverrides(rt.IncludeAttemptCount)
 	if c.filter.upgradeAllowed(req) {
 		if rt.HasRequestMutation() {
@@ -524,7 +527,7 @@ func (c *h1conn) serveRequest() bool {
 	return c.forward(cl, ep, rt, tgt, ovp)
 }
 
-// normalizePath applies the HCM's path normalization (pathnorm.go) to the
+// normalizePath applies the HCM's path normalization (package pathnorm) to the
 // request before anything reads its path: a changed path replaces
 // req.Path, and req.Target unless the target is absolute-form (then
 // Path and Query are what is forwarded). It reports whether the request
@@ -535,11 +538,11 @@ func (c *h1conn) normalizePath() (done, keep bool) {
 	if len(req.Path) == 0 {
 		return false, false
 	}
-	p, v := c.filter.pathNorm.apply(req.Path)
+	p, v := c.filter.pathNorm.Apply(req.Path)
 	switch v {
-	case pathReject:
+	case pathnorm.Reject:
 		return true, c.localReply(400, "", "")
-	case pathRedirect:
+	case pathnorm.Redirect:
 		loc := append(append([]byte(nil), p...), req.Query...)
 		c.respExtra = append(c.respExtra[:0], http1.Header{Name: []byte("location"), Value: loc})
 		return true, c.localReply(307, "", "")
@@ -595,7 +598,7 @@ func (c *h1conn) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 			}
 		case 17:
 			if http1.EqualFold(h.Name, "X-Forwarded-Proto") {
-				if c.filter.xfp.overwrite {
+				if c.filter.xfp.Overwrites() {
 					continue // the connection's is written below (scheme.go)
 				}
 				xfp = true
@@ -617,7 +620,7 @@ func (c *h1conn) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 	}
 	if !xfp {
 		w = append(w, "x-forwarded-proto: "...)
-		w = append(w, schemeOf(c.secure)...)
+		w = append(w, fwdheaders.SchemeOf(c.secure)...)
 		w = append(w, "\r\n"...)
 	}
 	if !rid {

@@ -26,6 +26,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -33,6 +34,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/http1"
+	"github.com/straitmesh/strait/internal/proxy/pathnorm"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
@@ -549,7 +551,7 @@ func BenchmarkProxy(b *testing.B) {
 		path   string
 		logged bool
 		// paths is Istio's DECODE_AND_MERGE_SLASHES normalization
-		// (pathnorm.go): a normal path must cost nothing more.
+		// (package pathnorm): a normal path must cost nothing more.
 		paths bool
 	}{{CodecStrait, "strait", "/bench", false, false}, {CodecStrait, "strait-retrypolicy", "/retry/bench", false, false},
 		{CodecStrait, "strait-accesslog", "/bench", true, false}, {CodecStrait, "strait-pathnorm", "/bench/a.b/c", false, true},
@@ -562,7 +564,9 @@ func BenchmarkProxy(b *testing.B) {
 			}
 			var mut func(*Filter)
 			if bc.paths {
-				mut = func(f *Filter) { f.pathNorm = normDec }
+				mut = func(f *Filter) {
+					f.pathNorm, _ = pathnorm.PolicyOf(&hcmv3.HttpConnectionManager{NormalizePath: wrapperspb.Bool(true), MergeSlashes: true, PathWithEscapedSlashesAction: hcmv3.HttpConnectionManager_UNESCAPE_AND_FORWARD})
+				}
 			}
 			p := startProxyFilterWith(b, codec, be, slog.New(slog.DiscardHandler), logs, mut)
 			c, err := net.Dial("tcp", p.addr)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
@@ -54,8 +55,8 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		c.nc.SetWriteTimeouts(c.clock.idle, time.Time{})
 	}
 	retry, timeout := router.NewRetry(rt.Retry, ov, rt.Timeout)
-	var slot retrySlot // max_retries (h1router.go)
-	defer slot.release()
+	var slot forward.RetrySlot // max_retries
+	defer slot.Release()
 
 	w := c.appendRequestHead(c.wbuf[:0], ep)
 	// x-envoy-attempt-count is the head's last field; a retry rewrites its
@@ -76,7 +77,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		if buf := c.r.Buffered(); int64(len(buf)) >= req.ContentLength {
 			w = append(w, buf[:req.ContentLength]...)
 			c.r.Discard(int(req.ContentLength))
-		} else if retry.Enabled() && req.ContentLength <= retryBufferLimit {
+		} else if retry.Enabled() && req.ContentLength <= forward.RetryBufferLimit {
 			if req.Expect100 && reqMinor == 1 {
 				// The client waits for this before sending the body.
 				if _, err := c.nc.Write(continue100); err != nil {
@@ -88,9 +89,9 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			if _, err := io.ReadFull(&http1.LengthReader{R: c.r, Left: req.ContentLength}, w[n:]); err != nil {
 				c.wbuf = w
 				f := c.clientFailure(err)
-				cl.Stats.AddResponse(f.code)
-				if f.code != 0 {
-					c.writeLocal(f.code, f.flags, f.body, false)
+				cl.Stats.AddResponse(f.Code)
+				if f.Code != 0 {
+					c.writeLocal(f.Code, f.Flags, f.Body, false)
 				}
 				return false
 			}
@@ -112,9 +113,9 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		tried []string
 		err   error
 	)
-	retryFlags := func(f failure) failure {
+	retryFlags := func(f forward.Failure) forward.Failure {
 		if retry.LimitExceeded {
-			f.flags += ",URX"
+			f.Flags += ",URX"
 		}
 		return f
 	}
@@ -133,13 +134,13 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		// Once bytes of a streamed body left, the request can't be sent
 		// again; before that (a connect failure) it can.
 		if uc, err = cl.GetConn(ctx, ep); err != nil {
-			f := connectFailure(err) // UO when a circuit breaker is open: not retried
-			if f.flags != "UO" && retry.OnFailure(router.FailConnect, false, bc == nil) && slot.admit(cl) && backOff(&retry, routeExpiry) {
-				reportRetriedFailure(cl, ep, f)
+			f := forward.ConnectFailure(err) // UO when a circuit breaker is open: not retried
+			if f.Flags != "UO" && retry.OnFailure(router.FailConnect, false, bc == nil) && slot.Admit(cl) && forward.BackOff(&retry, routeExpiry) {
+				forward.ReportRetriedFailure(cl, ep, f)
 				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
-			countRetryOutcome(cl, &retry, false)
+			forward.CountRetryOutcome(cl, &retry, false)
 			return c.upstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
 		}
 		c.logUpstream(uc) // accesslog.go
@@ -194,7 +195,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			kind := router.FailReset
 			switch {
 			case errors.Is(err, errRetryConnect):
-				f, kind = connectFailure(err), router.FailConnect
+				f, kind = forward.ConnectFailure(err), router.FailConnect
 			case errors.Is(err, errRouteTimeout):
 				if !attemptExpiry.Equal(routeExpiry) && time.Now().Before(routeExpiry) || routeExpiry.IsZero() {
 					kind = router.FailPerTryTimeout
@@ -203,15 +204,15 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 					kind = 0 // the route's own timeout: no retry
 					cl.Stats.Router.Timeout.Add(1)
 				}
-			case f.code == 0, f.code == 408:
+			case f.Code == 0, f.Code == 408:
 				kind = 0 // the client left or was too slow
 			}
-			if kind != 0 && !streamBody && retry.OnFailure(kind, n > 0, true) && slot.admit(cl) && backOff(&retry, routeExpiry) {
-				reportRetriedFailure(cl, ep, f)
+			if kind != 0 && !streamBody && retry.OnFailure(kind, n > 0, true) && slot.Admit(cl) && forward.BackOff(&retry, routeExpiry) {
+				forward.ReportRetriedFailure(cl, ep, f)
 				ep = c.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
-			countRetryOutcome(cl, &retry, false)
+			forward.CountRetryOutcome(cl, &retry, false)
 			return c.upstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
 		}
 		if retry.Active() && bc == nil {
@@ -220,7 +221,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			if status == 200 {
 				grpc = grpcStatusOf(c.resp.Headers.Get("Grpc-Status"))
 			}
-			if retry.OnStatus(status, grpc, true) && slot.admit(cl) && backOff(&retry, routeExpiry) {
+			if retry.OnStatus(status, grpc, true) && slot.Admit(cl) && forward.BackOff(&retry, routeExpiry) {
 				cl.Stats.AddResponse(status)
 				cl.ReportStatus(ep, status)
 				// As Envoy's router (Filter::onUpstreamHeaders), the
@@ -241,7 +242,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		}
 		break
 	}
-	countRetryOutcome(cl, &retry, true)
+	forward.CountRetryOutcome(cl, &retry, true)
 	c.mutateResponse(rt, tgt)
 	if retry.LimitExceeded {
 		c.respExtra = append(c.respExtra, http1.Header{Name: []byte("x-strait-response-flags"), Value: []byte("URX")})
@@ -338,17 +339,17 @@ func (c *h1conn) bodyAborted(cl *cluster.Cluster, ep cluster.Endpoint, bc *bodyC
 		berr := <-bc.done
 		f := c.clientFailure(berr)
 		c.s.log.Debug("request body failed", "cluster", cl.Name, "endpoint", ep.Address, "error", berr)
-		cl.Stats.AddResponse(f.code)
-		if f.code != 0 {
-			c.writeLocal(f.code, f.flags, f.body, false)
+		cl.Stats.AddResponse(f.Code)
+		if f.Code != 0 {
+			c.writeLocal(f.Code, f.Flags, f.Body, false)
 		}
 		return false
 	}
 	f := classify(upErr)
 	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", upErr)
-	cl.Stats.AddResponse(f.code)
-	if f.code != 0 {
-		c.writeLocal(f.code, f.flags, f.body, false)
+	cl.Stats.AddResponse(f.Code)
+	if f.Code != 0 {
+		c.writeLocal(f.Code, f.Flags, f.Body, false)
 		c.linger = false // the copier may still be reading: just close
 	}
 	// The copier may be blocked reading the client: closing ends it.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
@@ -126,25 +127,6 @@ func (c *h1conn) discardRequestBody() bool {
 	return false
 }
 
-// failure is a local reply for an exchange that got no response head.
-type failure struct {
-	code  int // 0: the client went away; answer nothing
-	flags string
-	body  string
-}
-
-// Envoy's local replies (router and connection manager).
-var (
-	failConnect        = failure{503, "UF", "upstream connect error or disconnect/reset before headers. reset reason: connection failure"}
-	failTerminated     = failure{503, "UC", "upstream connect error or disconnect/reset before headers. reset reason: connection termination"}
-	failProtocol       = failure{502, "UPE", "upstream connect error or disconnect/reset before headers. reset reason: protocol error"}
-	failRouteTimeout   = failure{504, "UT", "upstream request timeout"}
-	failStreamIdle     = failure{408, "SI", "stream timeout"}
-	failRequestTimeout = failure{408, "", "request timeout"}
-	failBadRequest     = failure{400, "DPE", "Bad Request"}
-	failClientGone     = failure{0, "DC", ""}
-)
-
 var (
 	// errHTTP10 is an HTTP/1.0 request on an HCM without
 	// http_protocol_options.accept_http_10: Envoy's HTTP/1.1 codec answers
@@ -162,31 +144,31 @@ var (
 )
 
 // clientFailure maps an error reading the request body to a local reply.
-func (c *h1conn) clientFailure(err error) failure {
+func (c *h1conn) clientFailure(err error) forward.Failure {
 	switch {
 	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrLineTooLong), errors.Is(err, http1.ErrHeaderTooLarge):
-		return failBadRequest
+		return forward.FailBadRequest
 	case http1.IsTimeout(err):
 		return c.clock.expired(time.Now(), false) // stream.go
 	}
-	return failClientGone
+	return forward.FailClientGone
 }
 
 // classify maps an upstream failure before a response head to the local
 // reply Envoy sends.
-func classify(err error) failure {
+func classify(err error) forward.Failure {
 	switch {
 	case errors.Is(err, errRouteTimeout):
-		return failRouteTimeout
+		return forward.FailRouteTimeout
 	case errors.Is(err, errStreamIdle):
-		return failStreamIdle
+		return forward.FailStreamIdle
 	case errors.Is(err, errClientGone):
-		return failClientGone
+		return forward.FailClientGone
 	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrHeaderTooLarge),
 		errors.Is(err, http1.ErrTooManyHeaders), errors.Is(err, errSwitched):
-		return failProtocol
+		return forward.FailProtocol
 	}
-	return failTerminated
+	return forward.FailTerminated
 }
 
 // retryable reports whether a failure on a reused connection looks like the
@@ -201,22 +183,22 @@ func isNetError(err error) bool {
 }
 
 // upstreamFailed answers a request that got no response head.
-func (c *h1conn) upstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, f failure, err error, bodyConsumed bool) bool {
+func (c *h1conn) upstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, f forward.Failure, err error, bodyConsumed bool) bool {
 	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
-	c.rec.UpstreamHost, c.rec.Flags = ep.Address, f.flags
+	c.rec.UpstreamHost, c.rec.Flags = ep.Address, f.Flags
 	c.rec.TransportFailure = cluster.TransportFailureReason(err)
-	cl.Stats.AddResponse(f.code)
-	if lf := localFailureOf(f); lf != 0 {
+	cl.Stats.AddResponse(f.Code)
+	if lf := forward.LocalFailureOf(f); lf != 0 {
 		cl.ReportLocalFailure(ep, lf)
 	}
-	if f.code == 0 {
+	if f.Code == 0 {
 		return false
 	}
-	keep := !c.req.Close && !c.closing() && f.code != 408
+	keep := !c.req.Close && !c.closing() && f.Code != 408
 	if !bodyConsumed && keep {
 		keep = c.discardRequestBody()
 	}
-	return c.writeLocal(f.code, f.flags, f.body, keep) && keep
+	return c.writeLocal(f.Code, f.Flags, f.Body, keep) && keep
 }
 
 // reasonPhrase is the reason for local replies.

@@ -6,21 +6,14 @@ package hcm
 // and host choice between retries.
 
 import (
-	"net/netip"
 	"strconv"
-	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
 )
-
-// retryBufferLimit is the largest request body buffered so that a request
-// can be retried (Envoy's per_request_buffer_limit_bytes default, the
-// listener's 1 MiB buffer limit); a larger or unsized body is streamed and
-// its request is not retried once sent.
-const retryBufferLimit = 1 << 20
 
 // h1Headers edits a parsed head's fields in place for router.HeaderOps: a
 // removed field is marked Hop (not forwarded), an added one goes to extra,
@@ -168,86 +161,10 @@ func (c *h1conn) applyLocalResponseHeaders(rt *route.Route) {
 	rt.ResponseHeaders.Apply(h1Headers{extra: &c.respExtra})
 }
 
-// backOff waits before a retry, and reports false when the route timeout
-// (routeExpiry; zero: none) would pass first.
-func backOff(r *router.Retry, routeExpiry time.Time) bool {
-	d := r.BackOff()
-	if !routeExpiry.IsZero() && time.Now().Add(d).After(routeExpiry) {
-		return false
-	}
-	if d > 0 {
-		time.Sleep(d)
-	}
-	return true
-}
-
-// retrySlot is a request's hold on its cluster's retry circuit breaker
-// (max_retries): a retry is admitted only while the breaker has room, and
-// holds its slot until the next retry or the end of the exchange, as
-// Envoy counts a retry active until its attempt completes.
-type retrySlot struct {
-	cl   *cluster.Cluster
-	held bool
-}
-
-// admit releases the previous retry's slot and takes one for the next
-// retry; false (counted as upstream_rq_retry_overflow) means no retry.
-func (s *retrySlot) admit(cl *cluster.Cluster) bool {
-	s.release()
-	if !cl.BeginRetry() {
-		return false
-	}
-	s.cl, s.held = cl, true
-	return true
-}
-
-// release gives the slot back, if one is held.
-func (s *retrySlot) release() {
-	if s.held {
-		s.cl.EndRetry()
-		s.held = false
-	}
-}
-
 // retryEndpoint counts a retry and chooses its endpoint.
 func (c *h1conn) retryEndpoint(cl *cluster.Cluster, r *router.Retry, tried []string, prev cluster.Endpoint) cluster.Endpoint {
 	cl.Stats.Router.Retry.Add(1)
-	return repick(cl, r, c.dst, c.src, tried, prev)
-}
-
-// repick chooses the endpoint of a retry (prev is the last attempt's):
-// with the previous_hosts predicate, one not tried yet if one turns up
-// within the allowed picks; with the previous_priorities retry priority,
-// outside the priority levels it excludes by now.
-func repick(cl *cluster.Cluster, r *router.Retry, dst netip.AddrPort, src cluster.OriginalSource, tried []string, prev cluster.Endpoint) cluster.Endpoint {
-	avoid, picks := r.AvoidPreviousHosts()
-	if !avoid {
-		picks = 1
-	}
-	excluded := r.ExcludedPriorities(prev.Priority())
-	ep := prev
-	for i := 0; i < picks; i++ {
-		next, err := cl.PickExcluding(dst, excluded)
-		if err != nil {
-			return prev
-		}
-		next.Source = src
-		next.Downstream = prev.Downstream
-		ep = next
-		if !avoid || !contains(tried, next.Address) {
-			break
-		}
-	}
-	return ep
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
+	return forward.Repick(cl, r, c.dst, c.src, tried, prev)
 }
 
 // grpcStatusOf returns a response's grpc-status, -1 when absent.
@@ -260,15 +177,4 @@ func grpcStatusOf(v []byte, ok bool) int {
 		return -1
 	}
 	return n
-}
-
-// countRetryOutcome counts how a request that may have been retried ended
-// (responded: with an upstream response rather than a local reply).
-func countRetryOutcome(cl *cluster.Cluster, r *router.Retry, responded bool) {
-	switch {
-	case r.LimitExceeded:
-		cl.Stats.Router.RetryLimitExceeded.Add(1)
-	case responded && r.Retried > 0:
-		cl.Stats.Router.RetrySuccess.Add(1)
-	}
 }

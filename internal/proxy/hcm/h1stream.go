@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/forward"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
@@ -61,7 +63,7 @@ func (st *h1stream) Connection() *httpfilter.Connection {
 	return c.fconn
 }
 
-func (st *h1stream) RemoteAddr() netip.Addr { return st.c.client.remote.Addr() }
+func (st *h1stream) RemoteAddr() netip.Addr { return st.c.client.Remote.Addr() }
 
 func (st *h1stream) Metadata() *httpfilter.Metadata { return &st.c.meta }
 
@@ -73,7 +75,7 @@ func (st *h1stream) Wait(d time.Duration) bool { return st.c.faultDelay(d) }
 func (st *h1stream) LocalReply(status, grpcStatus int, body, flags string, headers func(set func(name, value string))) {
 	st.replied = true
 	c := st.c
-	if ct, _ := c.req.Headers.Lookup("content-type"); grpcStatus >= 0 && grpcContentType(ct) {
+	if ct, _ := c.req.Headers.Lookup("content-type"); grpcStatus >= 0 && forward.GRPCContentType(ct) {
 		st.keep = c.filterReply(200, flags, "", func(set func(string, string)) {
 			set("content-type", "application/grpc")
 			set("grpc-status", strconv.Itoa(grpcStatus))
@@ -94,7 +96,7 @@ func (st *h1stream) RBACInput() *rbac.Input {
 	if c.authz == nil {
 		c.authz = rbac.ConnectionOf(c.tracked, c.dst)
 	}
-	st.in = rbac.Input{Conn: c.authz, Request: &st.rreq, RemoteIP: c.client.remote.Addr(), Metadata: &c.meta}
+	st.in = rbac.Input{Conn: c.authz, Request: &st.rreq, RemoteIP: c.client.Remote.Addr(), Metadata: &c.meta}
 	return &st.in
 }
 
@@ -124,7 +126,7 @@ func (st *h1stream) complete() {
 
 // h1HeaderMap is a head's fields as httpfilter.HeaderMap: a removed field
 // leaves the slice, an added one joins it (as the request's forwarding
-// edits it, xff.go), so that later filters, the route match and the
+// edits it, fwdheaders.XFF), so that later filters, the route match and the
 // upstream see the edits. Hop fields are not in it.
 type h1HeaderMap struct{ hs *http1.Headers }
 
@@ -147,11 +149,16 @@ func (m *h1HeaderMap) Set(name, value string) {
 	m.Add(name, value)
 }
 
+// Add copies the field into one allocation (the name's capacity ends
+// where the value starts, so neither can grow into the other).
 func (m *h1HeaderMap) Add(name, value string) {
-	*m.hs = append(*m.hs, http1.Header{Name: []byte(name), Value: []byte(value)})
+	b := make([]byte, len(name)+len(value))
+	copy(b, name)
+	copy(b[len(name):], value)
+	*m.hs = append(*m.hs, http1.Header{Name: b[:len(name):len(name)], Value: b[len(name):]})
 }
 
-func (m *h1HeaderMap) Del(name string) { *m.hs = removeHeader(*m.hs, name) } // xff.go
+func (m *h1HeaderMap) Del(name string) { *m.hs = fwdheaders.RemoveHeader(*m.hs, name) }
 
 // encodeLocal runs the encoders on a local reply's head: its own fields
 // (those hdrs sets) and the filters' are in st.local afterwards, to be

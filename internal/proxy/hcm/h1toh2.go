@@ -13,6 +13,8 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
@@ -57,8 +59,8 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	for _, h := range c.reqExtra { // what the HTTP filters added (jwtfilter.go)
 		hdr.Add(string(h.Name), string(h.Value))
 	}
-	if _, ok := hdr["X-Forwarded-Proto"]; !ok || c.filter.xfp.overwrite {
-		hdr["X-Forwarded-Proto"] = []string{schemeOf(c.secure)} // scheme.go
+	if _, ok := hdr["X-Forwarded-Proto"]; !ok || c.filter.xfp.Overwrites() {
+		hdr["X-Forwarded-Proto"] = []string{fwdheaders.SchemeOf(c.secure)}
 	}
 	if _, ok := hdr["X-Request-Id"]; !ok {
 		hdr["X-Request-Id"] = []string{newRequestID()}
@@ -101,39 +103,39 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 		}
 	}
 
-	mutateHTTPRequest(out, rt, tgt)
+	forward.MutateRequest(out, rt, tgt)
 	if ov != nil && *ov == (router.Overrides{}) {
 		ov = nil
 	}
 	if c.logging() {
 		out = out.WithContext(traceUpstream(out.Context(), &c.rec)) // accesslog.go
 	}
-	x := roundTripRouted(out, cl, ep, rt, ov, c.dst, c.src)
-	defer x.done()
-	if x.resp == nil {
-		f := x.fail
-		if x.limitExceeded {
-			f.flags += ",URX"
+	x := forward.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
+	defer x.Done()
+	if x.Resp == nil {
+		f := x.Fail
+		if x.LimitExceeded {
+			f.Flags += ",URX"
 		}
 		if body == nil {
-			return c.upstreamFailed(cl, ep, f, x.err, true)
+			return c.upstreamFailed(cl, ep, f, x.Err, true)
 		}
 		// Part of the body may be gone: answer, then close.
-		c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
-		c.rec.TransportFailure = cluster.TransportFailureReason(x.err)
-		cl.Stats.AddResponse(f.code)
-		if f.code != 0 {
-			c.writeLocal(f.code, f.flags, f.body, false)
+		c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.Err)
+		c.rec.TransportFailure = cluster.TransportFailureReason(x.Err)
+		cl.Stats.AddResponse(f.Code)
+		if f.Code != 0 {
+			c.writeLocal(f.Code, f.Flags, f.Body, false)
 		}
 		c.nc.Close()
 		body.Close()
 		return false
 	}
-	resp := x.resp
+	resp := x.Resp
 	defer resp.Body.Close()
 	cl.Stats.AddResponse(resp.StatusCode)
-	mutateHTTPResponse(resp.Header, rt, tgt)
-	if x.limitExceeded {
+	forward.MutateResponse(resp.Header, rt, tgt)
+	if x.LimitExceeded {
 		resp.Header.Set("X-Strait-Response-Flags", "URX")
 	}
 
@@ -149,7 +151,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	w = append(w, ' ')
 	w = append(w, reasonPhrase(resp.StatusCode)...)
 	w = append(w, "\r\n"...)
-	removeHop(resp.Header)
+	forward.RemoveHop(resp.Header)
 	delete(resp.Header, "Content-Length")
 	c.stream.encodeHTTP(&c.stream, resp.StatusCode, resp.Header) // headermap.go
 	for k, vv := range resp.Header {

@@ -13,13 +13,16 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"golang.org/x/net/http2"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
+	"github.com/straitmesh/strait/internal/proxy/pathnorm"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
@@ -185,7 +188,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
-	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: xfccConnOf(f.xfcc, nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)})
+	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)})
 	lim := f.limits() // stream.go
 	base := &http.Server{
 		MaxHeaderBytes: h2HeaderListSize(lim), // headlimits.go
@@ -268,23 +271,23 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w, code = c.filter.beginStream(w, r, nil)
 	}
 	defer endStream(c.filter.hstats, code)
-	if rejectFragment(w, r) { // pathnorm.go
+	if rejectFragment(w, r) {
 		return
 	}
-	setForwardedProto(r, c)    // scheme.go
-	client := c.forwardHTTP(r) // xff.go
-	c.forwardXFCC(r)           // xfcc.go
+	c.filter.xfp.ApplyHTTP(r, c.secure)
+	client := c.filter.xff.ApplyHTTP(r, c.local)
+	c.filter.xfcc.ApplyHTTP(r, c.xfcc)
 	// The request's :scheme: what routes match, and an HTTP/2 upstream's
 	// (and a shadow's) :scheme.
 	r.URL.Scheme = streamScheme(r, c) // scheme.go
-	rec.DownstreamRemote = client.remote
+	rec.DownstreamRemote = client.Remote
 	path := r.URL.Path
 	if r.URL.RawPath != "" {
 		path = r.URL.RawPath
 	}
-	if c.filter.pathNorm.active() {
+	if c.filter.pathNorm.Active() {
 		var done bool
-		if path, done = c.filter.pathNorm.serveStream(w, r, path); done { // pathnorm.go
+		if path, done = normalizeStreamPath(&c.filter.pathNorm, w, r, path); done {
 			return
 		}
 	}
@@ -309,11 +312,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.UpstreamCluster, rec.UpstreamStatName = tgt.Name, cl.Stats.Name
-	hash, hasHash, setCookie := requestHashHTTP(rt, r, client.remote)
+	hash, hasHash, setCookie := forward.RequestHashHTTP(rt, r, client.Remote)
 	ep, err := cl.PickRequest(c.dst, hash, hasHash)
 	if err != nil {
-		f := pickFailure(err)
-		streamLocalReply(w, r, f.code, f.flags, f.body)
+		f := forward.PickFailure(err)
+		streamLocalReply(w, r, f.Code, f.Flags, f.Body)
 		return
 	}
 	defer cl.Finish(ep)
@@ -322,7 +325,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Set-Cookie", setCookie)
 	}
 	ep.Source = c.src
-	ep.Downstream = downstreamFor(cl, c.RemoteAddr(), c.dst)
+	ep.Downstream = forward.Downstream(cl, c.RemoteAddr(), c.dst)
 	s.forwardStream(w, r, c, cl, ep, rt, tgt)
 }
 
@@ -331,11 +334,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 // every message delivered when it is sent) and passing trailers on.
 func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster) {
 	ctx := r.Context()
-	grpc := isGRPC(r.Header)
+	grpc := forward.IsGRPC(r.Header)
 	if grpc {
 		// The deadline the client asked for (as Istio configures Envoy:
 		// max_stream_duration.grpc_timeout_header_max without a cap).
-		if d, ok := parseGRPCTimeout(r.Header.Get("Grpc-Timeout")); ok {
+		if d, ok := forward.ParseGRPCTimeout(r.Header.Get("Grpc-Timeout")); ok {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, d)
 			defer cancel()
@@ -346,26 +349,26 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	out.Close = false
 	h := out.Header
 	trailers := teTrailers(h["Te"])
-	removeHop(h)
+	forward.RemoveHop(h)
 	if trailers {
 		h["Te"] = []string{"trailers"} // gRPC servers may require it
 	}
 	addForwardHeaders(out, r)
 	c.filter.forwardRequestTrailers(out, r, upstreamWire(cl, r)) // trailers.go
-	ov := takeOverrides(h)
-	mutateHTTPRequest(out, rt, tgt)
+	ov := forward.TakeOverrides(h)
+	forward.MutateRequest(out, rt, tgt)
 
-	x := roundTripRouted(out, cl, ep, rt, ov, c.dst, c.src)
-	defer x.done()
-	if x.resp == nil {
-		f := x.fail
-		if f.code == 0 {
+	x := forward.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
+	defer x.Done()
+	if x.Resp == nil {
+		f := x.Fail
+		if f.Code == 0 {
 			return // downstream reset the stream
 		}
-		if x.limitExceeded {
-			f.flags += ",URX"
+		if x.LimitExceeded {
+			f.Flags += ",URX"
 		}
-		if grpc && deadlinePassed(ctx) {
+		if grpc && forward.DeadlinePassed(ctx) {
 			// The client's own deadline: DEADLINE_EXCEEDED, as Envoy
 			// answers when a stream's max duration is reached (the client
 			// may be about to say the same, and should see one code).
@@ -373,23 +376,23 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 			grpcLocalReply(w, grpcDeadlineExceeded, "UT", "upstream request timeout")
 			return
 		}
-		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.err)
-		logTransportFailure(r.Context(), x.err) // accesslog.go
-		cl.Stats.AddResponse(f.code)
-		streamLocalReply(w, r, f.code, f.flags, f.body)
+		s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.Err)
+		logTransportFailure(r.Context(), x.Err) // accesslog.go
+		cl.Stats.AddResponse(f.Code)
+		streamLocalReply(w, r, f.Code, f.Flags, f.Body)
 		return
 	}
-	resp := x.resp
+	resp := x.Resp
 	defer resp.Body.Close()
-	cl.Stats.AddResponse(resp.StatusCode) // outlier detection: roundTripRouted reports
+	cl.Stats.AddResponse(resp.StatusCode) // outlier detection: forward.RoundTrip reports
 
 	wh := w.Header()
 	for k, v := range resp.Header {
 		wh[k] = v
 	}
-	removeHop(wh)
-	mutateHTTPResponse(wh, rt, tgt)
-	if x.limitExceeded {
+	forward.RemoveHop(wh)
+	forward.MutateResponse(wh, rt, tgt)
+	if x.LimitExceeded {
 		wh.Set("X-Strait-Response-Flags", "URX")
 	}
 	w.WriteHeader(resp.StatusCode)
@@ -424,26 +427,83 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	}
 }
 
+// normalizeStreamPath applies the HCM's path normalization
+// (package pathnorm) to a request of the HTTP/2 codec whose escaped path is path: it returns the path to route
+// and sets r.URL to it for the upstream, or answers the request (400, or
+// 307 for UNESCAPE_AND_REDIRECT; a gRPC request is forwarded unescaped
+// instead, as Envoy does) and reports done.
+func normalizeStreamPath(p *pathnorm.Policy, w http.ResponseWriter, r *http.Request, path string) (string, bool) {
+	if path == "" {
+		return path, false
+	}
+	// Apply only reads its input, and returns it when nothing changes.
+	in := unsafe.Slice(unsafe.StringData(path), len(path))
+	out, v := p.Apply(in)
+	switch {
+	case v == pathnorm.Reject:
+		streamLocalReply(w, r, http.StatusBadRequest, "", "")
+		return path, true
+	case v == pathnorm.Redirect && !forward.IsGRPC(r.Header):
+		loc := string(out)
+		if r.URL.RawQuery != "" {
+			loc += "?" + r.URL.RawQuery
+		}
+		w.Header().Set("Location", loc)
+		localReply(w, http.StatusTemporaryRedirect, "", "")
+		return path, true
+	}
+	if len(out) == len(in) && &out[0] == &in[0] {
+		return path, false
+	}
+	s := string(out)
+	pathnorm.SetURLPath(r.URL, s)
+	return s, false
+}
+
+// rejectFragment answers 400 to a request of the HTTP/2 codec whose
+// target has a fragment (pathnorm.HasFragment) and reports done.
+func rejectFragment(w http.ResponseWriter, r *http.Request) bool {
+	if !pathnorm.HasFragment(r.RequestURI) {
+		return false
+	}
+	streamLocalReply(w, r, http.StatusBadRequest, "", "")
+	return true
+}
+
+// localRouteReply answers a redirect or direct_response route; it reports
+// false for a route that forwards.
+func localRouteReply(w http.ResponseWriter, r *http.Request, rt *route.Route, path string) bool {
+	switch {
+	case rt.Redirect != nil:
+		scheme := r.Header.Get("X-Forwarded-Proto")
+		if scheme == "" {
+			scheme = "http"
+		}
+		q := ""
+		if r.URL.RawQuery != "" || r.URL.ForceQuery {
+			q = "?" + r.URL.RawQuery
+		}
+		w.Header().Set("Location", rt.Redirect.Location(scheme, r.Host, path, q, rt.MatchedLen(path)))
+		forward.MutateResponse(w.Header(), rt, &route.WeightedCluster{})
+		w.WriteHeader(rt.Redirect.Code)
+		return true
+	case rt.Direct != nil:
+		forward.MutateResponse(w.Header(), rt, &route.WeightedCluster{})
+		streamLocalReply(w, r, rt.Direct.Status, "", rt.Direct.Body)
+		return true
+	}
+	return false
+}
+
 // teTrailers reports whether a TE header asks for trailers, the only TE
 // value that HTTP/2 allows (RFC 9113 §8.2.2).
 func teTrailers(vv []string) bool {
 	for _, v := range vv {
-		for _, f := range splitComma(v) {
+		for _, f := range strings.Split(v, ",") {
 			if name, _, _ := strings.Cut(f, ";"); strings.EqualFold(strings.TrimSpace(name), "trailers") {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// deadlinePassed reports whether ctx's deadline has passed. A dial or read
-// bounded by that deadline can fail with its own timeout an instant before
-// the context's timer marks ctx done, so ctx.Err() alone may not say so yet.
-func deadlinePassed(ctx context.Context) bool {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return true
-	}
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
 }

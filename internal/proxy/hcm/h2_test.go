@@ -30,6 +30,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/grpctest"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
@@ -359,7 +360,7 @@ func TestGRPCThroughHCM(t *testing.T) {
 				code   codes.Code
 				msg    string
 			}{
-				{"/strait.test.Empty/Echo", codes.Unavailable, bodyNoHealthy},
+				{"/strait.test.Empty/Echo", codes.Unavailable, forward.BodyNoHealthy},
 				{"/strait.test.Nowhere/Echo", codes.Unimplemented, ""},
 			} {
 				err := c.CC.Invoke(ctx, tc.method, wrapperspb.String("x"), new(wrapperspb.StringValue))
@@ -385,7 +386,7 @@ func TestGRPCLocalReplyForm(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "14" || resp.Header.Get("Content-Type") != "application/grpc" ||
-		resp.Header.Get("Grpc-Message") != bodyNoHealthy || len(body) != 0 {
+		resp.Header.Get("Grpc-Message") != forward.BodyNoHealthy || len(body) != 0 {
 		t.Errorf("gRPC local reply = %d %v body %q", resp.StatusCode, resp.Header, body)
 	}
 	// A non-gRPC request gets the plain 503.
@@ -399,25 +400,9 @@ func TestGRPCLocalReplyForm(t *testing.T) {
 	}
 }
 
-func TestGRPCHelpers(t *testing.T) {
-	for v, want := range map[string]time.Duration{"1S": time.Second, "250m": 250 * time.Millisecond, "3H": 3 * time.Hour, "12345678n": 12345678} {
-		if d, ok := parseGRPCTimeout(v); !ok || d != want {
-			t.Errorf("parseGRPCTimeout(%q) = %v %v", v, d, ok)
-		}
-	}
-	for _, v := range []string{"", "S", "1", "123456789S", "1x", "-1S"} {
-		if _, ok := parseGRPCTimeout(v); ok {
-			t.Errorf("parseGRPCTimeout(%q) accepted", v)
-		}
-	}
+func TestGRPCPercentEncode(t *testing.T) {
 	if got := grpcPercentEncode("a 100% é\n"); got != "a 100%25 %C3%A9%0A" {
 		t.Errorf("grpcPercentEncode = %q", got)
-	}
-	for ct, want := range map[string]bool{"application/grpc": true, "application/grpc+proto": true, "application/grpc;x=y": true,
-		"application/grpc-web": false, "text/plain": false} {
-		if got := isGRPC(http.Header{"Content-Type": {ct}}); got != want {
-			t.Errorf("isGRPC(%q) = %v", ct, got)
-		}
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
+	"github.com/straitmesh/strait/internal/proxy/forward"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
@@ -27,7 +29,7 @@ type h2stream struct {
 	enc         encWriter
 	r           *http.Request
 	c           *conn
-	client      clientAddress
+	client      fwdheaders.ClientAddress
 	grpcReplies bool // local replies to gRPC requests take gRPC's form (HTTP/2)
 	meta        httpfilter.Metadata
 	in          rbac.Input
@@ -39,7 +41,7 @@ type h2stream struct {
 // newH2Stream starts the filters' view of r, answered through w.
 // grpcReplies says whether local replies to gRPC requests take gRPC's
 // trailers-only form (HTTP/2).
-func newH2Stream(w http.ResponseWriter, r *http.Request, c *conn, client clientAddress, grpcReplies bool) *h2stream {
+func newH2Stream(w http.ResponseWriter, r *http.Request, c *conn, client fwdheaders.ClientAddress, grpcReplies bool) *h2stream {
 	st := &h2stream{w: w, r: r, c: c, client: client, grpcReplies: grpcReplies}
 	st.reset(c.filter)
 	st.enc = encWriter{ResponseWriter: w, st: st}
@@ -60,7 +62,7 @@ func (st *h2stream) RequestHeaders() httpfilter.HeaderMap { return httpHeaderMap
 
 func (st *h2stream) Connection() *httpfilter.Connection { return st.c.fconn }
 
-func (st *h2stream) RemoteAddr() netip.Addr { return st.client.remote.Addr() }
+func (st *h2stream) RemoteAddr() netip.Addr { return st.client.Remote.Addr() }
 
 func (st *h2stream) Metadata() *httpfilter.Metadata { return &st.meta }
 
@@ -87,7 +89,7 @@ func (st *h2stream) LocalReply(status, grpcStatus int, body, flags string, heade
 		headers(w.Header().Set)
 	}
 	switch {
-	case st.grpcReplies && grpcStatus >= 0 && isGRPC(r.Header):
+	case st.grpcReplies && grpcStatus >= 0 && forward.IsGRPC(r.Header):
 		grpcLocalReply(w, uint32(grpcStatus), flags, body) // grpcreply.go
 	case st.grpcReplies:
 		streamLocalReply(w, r, status, flags, body)
@@ -98,7 +100,7 @@ func (st *h2stream) LocalReply(status, grpcStatus int, body, flags string, heade
 
 // RBACInput is the RBAC engine's input (httpfilter/rbac.InputSource).
 func (st *h2stream) RBACInput() *rbac.Input {
-	st.in = rbac.Input{Conn: st.c.authz, Request: &st.rreq, RemoteIP: st.client.remote.Addr(), Metadata: &st.meta}
+	st.in = rbac.Input{Conn: st.c.authz, Request: &st.rreq, RemoteIP: st.client.Remote.Addr(), Metadata: &st.meta}
 	return &st.in
 }
 
@@ -212,7 +214,7 @@ func (st *h2stream) decodeAndRoute(s *Server, path string) (rt *route.Route, don
 		r.Body = &streamBodyCounter{ReadCloser: r.Body, n: &st.bytesIn}
 	}
 	if rt.Filters != nil && len(rt.Filters.Mirrors) > 0 {
-		s.mirrorStream(rt.Filters.Mirrors, r) // mirror.go
+		s.shadow.MirrorStream(rt.Filters.Mirrors, r)
 	}
 	return rt, false
 }

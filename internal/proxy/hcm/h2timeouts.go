@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/straitmesh/strait/internal/proxy/forward"
 )
 
 // This file holds the HTTP/2 downstream path's per-stream timeouts, which
@@ -70,7 +72,7 @@ func guardStream(lim *Limits, next http.HandlerFunc) http.HandlerFunc {
 		defer cancel()
 		// The handler changes r's header as it forwards it: what decides
 		// the local reply's form (gRPC or not) is read now.
-		g := &streamGuard{w: w, grpc: isGRPC(r.Header), cancel: cancel, hdr: http.Header{}}
+		g := &streamGuard{w: w, grpc: forward.IsGRPC(r.Header), cancel: cancel, hdr: http.Header{}}
 		g.touch()
 		st := lim.startStream() // stream.go
 		idle := st.idle
@@ -130,7 +132,7 @@ func (g *streamGuard) check() {
 		g.timer.Reset(idle - quiet)
 		return
 	}
-	g.expire(failStreamIdle)
+	g.expire(forward.FailStreamIdle)
 }
 
 // requestTimeout runs when request_timeout has passed: a request whose body
@@ -139,12 +141,12 @@ func (g *streamGuard) requestTimeout() {
 	if g.reqDone.Load() {
 		return
 	}
-	g.expire(failRequestTimeout)
+	g.expire(forward.FailRequestTimeout)
 }
 
 // expire ends the stream: f (stream.go) when its response has not started,
 // else a reset; the request context is cancelled.
-func (g *streamGuard) expire(f failure) {
+func (g *streamGuard) expire(f forward.Failure) {
 	g.mu.Lock()
 	if g.done || g.expired {
 		g.mu.Unlock()
@@ -154,9 +156,9 @@ func (g *streamGuard) expire(f failure) {
 	if !g.wrote {
 		g.wrote = true
 		if g.grpc { // as streamLocalReply
-			grpcLocalReply(g.w, grpcStatusForHTTP(f.code), f.flags, f.body)
+			grpcLocalReply(g.w, grpcStatusForHTTP(f.Code), f.Flags, f.Body)
 		} else {
-			localReply(g.w, f.code, f.flags, f.body)
+			localReply(g.w, f.Code, f.Flags, f.Body)
 		}
 	} else {
 		g.reset = true

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 )
 
 // This file applies max_headers_count and max_request_headers_kb to the
@@ -30,7 +31,7 @@ func requestHeadOverLimits(r *http.Request, lim *Limits) bool {
 		n, size = 2, len(":method")+len(r.Method)+len(":authority")+len(r.Host)
 		if r.Method != http.MethodConnect {
 			n += 2
-			size += len(":scheme") + len(schemeOf(r.TLS != nil)) + len(":path") + len(r.RequestURI) // scheme.go
+			size += len(":scheme") + len(fwdheaders.SchemeOf(r.TLS != nil)) + len(":path") + len(r.RequestURI)
 		}
 	} else if r.Host != "" {
 		n, size = 1, len("Host")+len(r.Host) // net/http keeps Host out of the map

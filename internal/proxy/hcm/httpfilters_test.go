@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
@@ -395,7 +396,7 @@ func TestFiltersNotTriggeringAllocateNothing(t *testing.T) {
 // answering into a recorder, and returns the stream and the recorder.
 func testStreamDecode(f *Filter, r *http.Request) (*h2stream, *httptest.ResponseRecorder) {
 	w := httptest.NewRecorder()
-	st := newH2Stream(w, r, &conn{filter: f}, clientAddress{}, true)
+	st := newH2Stream(w, r, &conn{filter: f}, fwdheaders.ClientAddress{}, true)
 	st.rreq = route.Request{Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, Method: r.Method, Scheme: "http", Headers: route.HTTPHeader(r.Header)}
 	st.decode(st)
 	return st, w

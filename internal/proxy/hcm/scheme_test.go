@@ -218,16 +218,16 @@ func TestBuildScheme(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if f.xfp.overwrite != tc.overwrite {
-				t.Errorf("overwrite %v, want %v", f.xfp.overwrite, tc.overwrite)
+			if f.xfp.Overwrites() != tc.overwrite {
+				t.Errorf("overwrite %v, want %v", f.xfp.Overwrites(), tc.overwrite)
 			}
-			if got := f.xfp.forwardedProto([]byte("http"), true, true); got != tc.kept {
+			if got := f.xfp.Value([]byte("http"), true, true); got != tc.kept {
 				t.Errorf("client's http on TLS: %q, want %q", got, tc.kept)
 			}
-			if got := f.xfp.forwardedProto(nil, false, true); got != tc.secured {
+			if got := f.xfp.Value(nil, false, true); got != tc.secured {
 				t.Errorf("none on TLS: %q, want %q", got, tc.secured)
 			}
-			if got := f.xfp.forwardedProto(nil, false, false); got != "http" {
+			if got := f.xfp.Value(nil, false, false); got != "http" {
 				t.Errorf("none in clear text: %q, want http", got)
 			}
 		})

@@ -10,6 +10,8 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 )
@@ -27,9 +29,9 @@ type Server struct {
 	log      *slog.Logger
 	clusters Clusters
 	codec    Codec
-	shadow   *shadowing // request mirrors (mirror.go)
-	parker   *parker    // idle HTTP/1.1 connections (park.go)
-	local    netip.Addr // appended to x-forwarded-for for a loopback peer (xff.go)
+	shadow   *forward.Shadowing // request mirrors
+	parker   *parker            // idle HTTP/1.1 connections (park.go)
+	local    netip.Addr         // appended to x-forwarded-for for a loopback peer (fwdheaders.XFF)
 
 	mu     sync.Mutex            // guards conns, taken and closed
 	conns  map[net.Conn]struct{} // every connection served
@@ -78,9 +80,9 @@ type conn struct {
 	filter *Filter
 	dst    netip.AddrPort // original (or local) destination
 	src    cluster.OriginalSource
-	secure bool       // the listener terminated TLS (scheme.go)
-	local  netip.Addr // the Server's local address (xff.go)
-	xfcc   xfccConn   // the connection's client certificate (xfcc.go)
+	secure bool                // the listener terminated TLS (scheme.go)
+	local  netip.Addr          // the Server's local address (fwdheaders.XFF)
+	xfcc   fwdheaders.XFCCConn // the connection's client certificate
 	// authz and fconn describe the connection for the RBAC filters and
 	// the others (filterconn.go); nil when the HCM has no filter. Read by
 	// every stream.
@@ -101,9 +103,9 @@ func NewServer(o Options) *Server {
 		local:    o.LocalAddress,
 	}
 	if !s.local.IsValid() {
-		s.local = localAddress() // xff.go
+		s.local = fwdheaders.LocalAddress()
 	}
-	s.shadow = newShadowing(s.log, o.Clusters)
+	s.shadow = forward.NewShadowing(s.log, o.Clusters)
 	s.parker = newParker(s.log)
 	if s.codec == "" {
 		s.codec = CodecStrait
@@ -148,7 +150,7 @@ func (s *Server) Close() error {
 	for c := range conns {
 		c.Close()
 	}
-	s.shadow.close()
+	s.shadow.Close()
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
@@ -20,7 +21,7 @@ import (
 //	request_headers_timeout  the request head by then       408 "request header timeout"
 //	stream_idle_timeout      no activity for that long      408 SI "stream timeout" (a reset once the response started)
 //	route idle_timeout       replaces stream_idle_timeout, also when that is 0
-//	route timeout            the response by then           504 UT "upstream request timeout" (h1forward.go, roundtrip.go)
+//	route timeout            the response by then           504 UT "upstream request timeout" (h1forward.go, forward.RoundTrip)
 //	max_requests_per_connection   the connection ends after that many (HTTP/1.1: connection: close; HTTP/2: GOAWAY)
 //	max_connection_duration       the connection ends after that long (same)
 //
@@ -28,7 +29,7 @@ import (
 // total duration apart from the route timeout.
 
 // failRequestHeadersTimeout is the reply to a head not received in time.
-var failRequestHeadersTimeout = failure{408, "", "request header timeout"}
+var failRequestHeadersTimeout = forward.Failure{Code: 408, Flags: "", Body: "request header timeout"}
 
 // streamClock is one stream's timeouts. Owned by the stream's goroutine.
 type streamClock struct {
@@ -72,14 +73,14 @@ func (s *streamClock) routed(rt *route.Route) bool {
 // expired says which timeout a read that timed out at now ran into: the
 // request's, else (while the head is read) the head's, else the stream
 // idle timeout.
-func (s *streamClock) expired(now time.Time, readingHead bool) failure {
+func (s *streamClock) expired(now time.Time, readingHead bool) forward.Failure {
 	switch {
 	case !s.request.IsZero() && !now.Before(s.request):
-		return failRequestTimeout
+		return forward.FailRequestTimeout
 	case readingHead && !s.headers.IsZero() && !now.Before(s.headers):
 		return failRequestHeadersTimeout
 	}
-	return failStreamIdle
+	return forward.FailStreamIdle
 }
 
 // connLimits is what a connection's limits say about it: how many requests

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
 
@@ -16,15 +17,15 @@ func TestStreamClock(t *testing.T) {
 		name        string
 		s           streamClock
 		readingHead bool
-		want        failure
+		want        forward.Failure
 		head        time.Time
 	}{
-		{"nothing set: stream idle", streamClock{}, true, failStreamIdle, time.Time{}},
-		{"request passed", streamClock{request: at(-time.Second)}, false, failRequestTimeout, at(-time.Second)},
-		{"request passed while reading the head", streamClock{request: at(-time.Second), headers: at(-2 * time.Second)}, true, failRequestTimeout, at(-2 * time.Second)},
+		{"nothing set: stream idle", streamClock{}, true, forward.FailStreamIdle, time.Time{}},
+		{"request passed", streamClock{request: at(-time.Second)}, false, forward.FailRequestTimeout, at(-time.Second)},
+		{"request passed while reading the head", streamClock{request: at(-time.Second), headers: at(-2 * time.Second)}, true, forward.FailRequestTimeout, at(-2 * time.Second)},
 		{"head passed", streamClock{headers: at(-time.Second), request: at(time.Hour)}, true, failRequestHeadersTimeout, at(-time.Second)},
-		{"head deadline after the head", streamClock{headers: at(-time.Second)}, false, failStreamIdle, at(-time.Second)},
-		{"neither passed", streamClock{headers: at(time.Hour), request: at(time.Minute)}, true, failStreamIdle, at(time.Minute)},
+		{"head deadline after the head", streamClock{headers: at(-time.Second)}, false, forward.FailStreamIdle, at(-time.Second)},
+		{"neither passed", streamClock{headers: at(time.Hour), request: at(time.Minute)}, true, forward.FailStreamIdle, at(time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.s.expired(now, tc.readingHead); got != tc.want {
@@ -35,7 +36,7 @@ func TestStreamClock(t *testing.T) {
 			}
 		})
 	}
-	if failRequestHeadersTimeout.code != 408 || failRequestTimeout.code != 408 || failStreamIdle.code != 408 || failStreamIdle.flags != "SI" {
+	if failRequestHeadersTimeout.Code != 408 || forward.FailRequestTimeout.Code != 408 || forward.FailStreamIdle.Code != 408 || forward.FailStreamIdle.Flags != "SI" {
 		t.Error("Envoy answers every request-side timeout 408, stream idle with SI")
 	}
 }

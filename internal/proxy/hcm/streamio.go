@@ -10,24 +10,8 @@ import (
 )
 
 // This file holds what the HTTP/2 stream handlers (h2.go, net/http's
-// ResponseWriter from x/net/http2) share with the rest of the HCM: Envoy's
-// local reply bodies and the local reply itself, hop-by-hop header removal,
-// x-request-id generation, and copying a response body to the stream.
-
-// Envoy's local reply bodies.
-const (
-	bodyNoHealthy     = "no healthy upstream"
-	bodyConnectFailed = "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
-)
-
-// hopHeaders are removed in both directions (RFC 9110 §7.6.1), with
-// HTTP2-Settings, connection-specific too (RFC 9113 §3.2.1): an h2c upgrade
-// request is served as HTTP/1.1, as Envoy's HTTP/1 codec does.
-var hopHeaders = []string{
-	"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-	"Http2-Settings",
-}
+// ResponseWriter from x/net/http2) share with the rest of the HCM: the local
+// reply, x-request-id generation, and copying a response body to the stream.
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
@@ -44,40 +28,6 @@ func localReply(w http.ResponseWriter, code int, flags, body string) {
 	}
 	w.WriteHeader(code)
 	_, _ = io.WriteString(w, body) // a client gone is the stream's end, not an error here
-}
-
-func removeHop(h http.Header) {
-	if c, ok := h["Connection"]; ok {
-		for _, v := range c {
-			for _, f := range splitComma(v) {
-				delete(h, http.CanonicalHeaderKey(f))
-			}
-		}
-	}
-	for _, k := range hopHeaders {
-		delete(h, k)
-	}
-}
-
-func splitComma(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			f := s[start:i]
-			for len(f) > 0 && (f[0] == ' ' || f[0] == '\t') {
-				f = f[1:]
-			}
-			for len(f) > 0 && (f[len(f)-1] == ' ' || f[len(f)-1] == '\t') {
-				f = f[:len(f)-1]
-			}
-			if f != "" {
-				out = append(out, f)
-			}
-			start = i + 1
-		}
-	}
-	return out
 }
 
 func newRequestID() string {
@@ -125,7 +75,7 @@ func copyFlushing(w http.ResponseWriter, r io.Reader, buf []byte) error {
 // addForwardHeaders completes an upstream request made from r on the
 // HTTP/2 path: x-request-id unless present, no Go
 // default User-Agent, and no body for an empty one. x-forwarded-proto is
-// already on r (setForwardedProto).
+// already on r (fwdheaders.Proto.ApplyHTTP).
 func addForwardHeaders(out, r *http.Request) {
 	h := out.Header
 	if _, ok := h["X-Request-Id"]; !ok {

@@ -3,7 +3,7 @@ package hcm
 // This file is the one trailer policy of every codec path (h1forward.go,
 // h1toh2.go, h2.go): which trailers cross the proxy, in
 // either direction. Trailers arrive after the head was sanitized
-// (xfcc.go, xff.go, jwtfilter.go, the router's x-envoy-* headers) and
+// (package fwdheaders, jwtfilter.go, the router's x-envoy-* headers) and
 // routed, so nothing the HCM checks or sets in the head may come through
 // them, and an app that merges trailers into headers must not see them.
 //
@@ -74,7 +74,7 @@ var forbiddenTrailers = map[string]bool{
 	"vary": true, "warning": true,
 	// How to process the content.
 	"content-encoding": true, "content-type": true, "content-range": true,
-	// What the HCM sanitizes or sets in the head: xfcc.go, xff.go,
+	// What the HCM sanitizes or sets in the head: package fwdheaders,
 	// scheme.go, the request id.
 	"x-forwarded-client-cert": true, "x-forwarded-for": true, "x-forwarded-proto": true,
 	"x-forwarded-host": true, "x-forwarded-port": true, "forwarded": true,

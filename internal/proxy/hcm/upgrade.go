@@ -14,6 +14,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
@@ -102,21 +103,21 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *ro
 	uc, err := cl.DialConn(ctx, ep)
 	if err != nil {
 		if ctx.Err() != nil {
-			return c.upstreamFailed(cl, ep, failRouteTimeout, err, true)
+			return c.upstreamFailed(cl, ep, forward.FailRouteTimeout, err, true)
 		}
-		return c.upstreamFailed(cl, ep, connectFailure(err), err, true)
+		return c.upstreamFailed(cl, ep, forward.ConnectFailure(err), err, true)
 	}
 	c.logUpstream(uc) // accesslog.go
 	uc.D.SetWriteTimeouts(c.clock.idle, routeExpiry)
 	uc.D.SetReadTimeouts(c.clock.idle, routeExpiry)
-	timedOut := func(err error) failure {
+	timedOut := func(err error) forward.Failure {
 		if !http1.IsTimeout(err) {
-			return failTerminated
+			return forward.FailTerminated
 		}
 		if !routeExpiry.IsZero() && !time.Now().Before(routeExpiry) {
-			return failRouteTimeout
+			return forward.FailRouteTimeout
 		}
-		return failStreamIdle
+		return forward.FailStreamIdle
 	}
 	w := c.appendRequestHead(c.wbuf[:0], ep)
 	w = w[:len(w)-2] // reopen the head: add the hop-by-hop fields of the upgrade
@@ -139,7 +140,7 @@ func (c *h1conn) forwardUpgrade(cl *cluster.Cluster, ep cluster.Endpoint, rt *ro
 	}
 	if err := http1.ParseResponse(head, &c.resp, false); err != nil {
 		uc.Close()
-		return c.upstreamFailed(cl, ep, failProtocol, err, true)
+		return c.upstreamFailed(cl, ep, forward.FailProtocol, err, true)
 	}
 	cl.Stats.AddResponse(c.resp.Status)
 	cl.ReportStatus(ep, c.resp.Status)

@@ -16,6 +16,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 )
 
 // schemeSeeingBackend is a raw HTTP/2 (h2c) backend that answers every
@@ -115,7 +117,7 @@ func TestUpstreamHTTP2Scheme(t *testing.T) {
 							if secure {
 								base, cfg = "https://"+tlsAddr, cliTLS
 							}
-							want := schemeOf(secure)
+							want := fwdheaders.SchemeOf(secure)
 							if proto == "HTTP/1.1" && !edge && xfp != "" {
 								want = xfp
 							}

@@ -32,132 +32,6 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
-// TestXFFAddress reads x-forwarded-for as Envoy's getLastAddressFromXFF:
-// the entry skip places from the right, spaces ignored, nothing when the
-// list is short or the entry is not an address.
-func TestXFFAddress(t *testing.T) {
-	for _, tc := range []struct {
-		v    string
-		has  bool
-		skip uint32
-		want string // "" for none
-	}{
-		{"", false, 0, ""},
-		{"", true, 0, ""},
-		{"1.2.3.4", true, 0, "1.2.3.4"},
-		{" 1.2.3.4 ", true, 0, "1.2.3.4"},
-		{"1.2.3.4,5.6.7.8", true, 0, "5.6.7.8"},
-		{"1.2.3.4, 5.6.7.8", true, 1, "1.2.3.4"},
-		{"1.2.3.4, 5.6.7.8, 9.9.9.9", true, 1, "5.6.7.8"},
-		{"1.2.3.4, 5.6.7.8, 9.9.9.9", true, 2, "1.2.3.4"},
-		{"1.2.3.4, 5.6.7.8", true, 2, ""}, // more trusted hops than entries
-		{"1.2.3.4", true, 1, ""},
-		{"1.2.3.4", true, 1000, ""},
-		{"2001:db8::1", true, 0, "2001:db8::1"},
-		{"1.2.3.4, 2001:db8::1", true, 0, "2001:db8::1"},
-		{"2001:db8::1, 1.2.3.4", true, 1, "2001:db8::1"},
-		{"::ffff:1.2.3.4", true, 0, "1.2.3.4"},
-		{"[2001:db8::1]", true, 0, ""},  // brackets are not an address
-		{"1.2.3.4:80", true, 0, ""},     // nor is a port
-		{"fe80::1%eth0", true, 0, ""},   // nor a zone
-		{"unknown", true, 0, ""},        // RFC 7239 obfuscated
-		{"1.2.3.4, bogus", true, 0, ""}, // the last is bad: no fallback to an earlier one
-		{"bogus, 1.2.3.4", true, 0, "1.2.3.4"},
-		{"1.2.3.4,", true, 0, ""},        // empty last entry
-		{"01.2.3.4", true, 0, ""},        // leading zero
-		{"1.2.3.4 5.6.7.8", true, 0, ""}, // no comma
-	} {
-		got, ok := xffAddress(tc.v, tc.has, tc.skip)
-		gs := ""
-		if ok {
-			gs = got.String()
-		}
-		if gs != tc.want {
-			t.Errorf("xffAddress(%q, %v, %d) = %q, want %q", tc.v, tc.has, tc.skip, gs, tc.want)
-		}
-	}
-}
-
-// TestXFFResolve applies each policy to x-forwarded-for shapes: the
-// remote address, what is appended and x-envoy-external-address.
-func TestXFFResolve(t *testing.T) {
-	peer := netip.MustParseAddrPort("198.51.100.7:41000")
-	peer6 := netip.MustParseAddrPort("[2001:db8::7]:41000")
-	loop := netip.MustParseAddrPort("127.0.0.1:41000")
-	loop6 := netip.MustParseAddrPort("[::1]:41000")
-	local := netip.MustParseAddr("192.0.2.1")
-	var (
-		transparent = xffPolicy{}
-		trust1      = xffPolicy{trustedHops: 1}
-		edge        = xffPolicy{useRemote: true}
-		edge1       = xffPolicy{useRemote: true, trustedHops: 1}
-		edge2       = xffPolicy{useRemote: true, trustedHops: 2}
-		edgeSkip    = xffPolicy{useRemote: true, skipAppend: true}
-	)
-	for _, tc := range []struct {
-		name     string
-		p        xffPolicy
-		xff      string // "-" for no header
-		peer     netip.AddrPort
-		remote   string
-		appended string // "" for none
-		external string // "" for none
-	}{
-		{"transparent, no header: the peer", transparent, "-", peer, "198.51.100.7:41000", "", ""},
-		{"transparent: the last entry", transparent, "203.0.113.1, 203.0.113.2", peer, "203.0.113.2:0", "", ""},
-		{"transparent, IPv6 entry", transparent, "2001:db8::9", peer, "[2001:db8::9]:0", "", ""},
-		{"transparent, bad entry: the peer", transparent, "not-an-ip", peer, "198.51.100.7:41000", "", ""},
-		{"transparent, 1 hop: second from the right", trust1, "203.0.113.1, 203.0.113.2", peer, "203.0.113.1:0", "", ""},
-		{"transparent, 1 hop, short list: the peer", trust1, "203.0.113.2", peer, "198.51.100.7:41000", "", ""},
-		{"edge: the peer, appended", edge, "203.0.113.1", peer, "198.51.100.7:41000", "198.51.100.7", "198.51.100.7"},
-		{"edge, no header", edge, "-", peer, "198.51.100.7:41000", "198.51.100.7", "198.51.100.7"},
-		{"edge, IPv6 peer", edge, "-", peer6, "[2001:db8::7]:41000", "2001:db8::7", "2001:db8::7"},
-		{"edge, loopback peer: the local address appended", edge, "-", loop, "127.0.0.1:41000", "192.0.2.1", "127.0.0.1"},
-		{"edge, IPv6 loopback peer", edge, "-", loop6, "[::1]:41000", "192.0.2.1", "::1"},
-		{"edge, 1 hop: the last entry", edge1, "203.0.113.1, 203.0.113.2", peer, "203.0.113.2:0", "198.51.100.7", "203.0.113.2"},
-		{"edge, 2 hops", edge2, "203.0.113.1, 203.0.113.2", peer, "203.0.113.1:0", "198.51.100.7", "203.0.113.1"},
-		{"edge, 2 hops, short list: the peer", edge2, "203.0.113.2", peer, "198.51.100.7:41000", "198.51.100.7", "198.51.100.7"},
-		{"edge, 1 hop, no header: the peer", edge1, "-", peer, "198.51.100.7:41000", "198.51.100.7", "198.51.100.7"},
-		{"edge, 1 hop, bad entry: the peer", edge1, "203.0.113.1, x", peer, "198.51.100.7:41000", "198.51.100.7", "198.51.100.7"},
-		{"edge, skip_xff_append", edgeSkip, "203.0.113.1", peer, "198.51.100.7:41000", "", "198.51.100.7"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			xff, has := tc.xff, tc.xff != "-"
-			if !has {
-				xff = ""
-			}
-			ca := tc.p.resolve(xff, has, tc.peer, local)
-			str := func(a netip.Addr) string {
-				if !a.IsValid() {
-					return ""
-				}
-				return a.String()
-			}
-			if ca.remote.String() != tc.remote || str(ca.appended) != tc.appended || str(ca.external) != tc.external {
-				t.Errorf("remote %s appended %q external %q, want %s %q %q", ca.remote, str(ca.appended), str(ca.external), tc.remote, tc.appended, tc.external)
-			}
-		})
-	}
-}
-
-func TestAppendXFF(t *testing.T) {
-	a := netip.MustParseAddr("2001:db8::1")
-	for _, tc := range []struct {
-		v    string
-		has  bool
-		want string
-	}{
-		{"", false, "2001:db8::1"},
-		{"", true, "2001:db8::1"},
-		{"1.2.3.4", true, "1.2.3.4,2001:db8::1"},
-		{"1.2.3.4, 5.6.7.8", true, "1.2.3.4, 5.6.7.8,2001:db8::1"},
-	} {
-		if got := appendXFF(tc.v, tc.has, a); got != tc.want {
-			t.Errorf("appendXFF(%q) = %q, want %q", tc.v, got, tc.want)
-		}
-	}
-}
-
 // TestXFFRefusals: the client-address fields strait-proxy does not
 // implement are refused by name.
 func TestXFFRefusals(t *testing.T) {
@@ -173,7 +47,9 @@ func TestXFFRefusals(t *testing.T) {
 		}},
 		{"append_x_forwarded_port", func(h *hcmv3.HttpConnectionManager) { h.AppendXForwardedPort = true }},
 		{"generate_request_id", func(h *hcmv3.HttpConnectionManager) { h.GenerateRequestId = wrapperspb.Bool(false) }},
-		{"request_id_extension", func(h *hcmv3.HttpConnectionManager) { h.RequestIdExtension = &hcmv3.RequestIDExtension{} }},
+		{"request_id_extension", func(h *hcmv3.HttpConnectionManager) {
+			h.RequestIdExtension = &hcmv3.RequestIDExtension{TypedConfig: &anypb.Any{TypeUrl: "type.googleapis.com/example.RequestID"}}
+		}},
 		{"always_set_request_id_in_response", func(h *hcmv3.HttpConnectionManager) { h.AlwaysSetRequestIdInResponse = true }},
 	} {
 		h := xffHCM(t, tc.mod)

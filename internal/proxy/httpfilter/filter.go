@@ -85,6 +85,14 @@ type Completer interface {
 	Complete(s Stream, info *StreamInfo)
 }
 
+// Terminal is a filter that ends the chain by sending the request on: the
+// router. As Envoy checks (FilterChainUtility), the last entry of
+// http_filters must be a terminal filter and no other entry may be one.
+type Terminal interface {
+	Filter
+	Terminal()
+}
+
 // HeaderMap is a read-write view of a header block. Names are
 // case-insensitive; pseudo-headers are not in it (Stream has them).
 type HeaderMap interface {
@@ -156,6 +164,9 @@ type Route interface {
 	Name() string
 	Cluster() string
 	PerFilterConfig(filter string) any
+	// Decorator is the route's decorator: the operation that names the
+	// tracing span ("" none), and whether it is propagated upstream.
+	Decorator() (operation string, propagate bool)
 }
 
 // Connection is the downstream connection as filters see it.

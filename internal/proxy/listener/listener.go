@@ -23,6 +23,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 	"github.com/straitmesh/strait/internal/proxy/xdsclient"
 )
 
@@ -104,6 +105,9 @@ type Deps struct {
 	// Local is the proxy's own workload for Istio's network filters
 	// (istio.go); zero: such filters are refused.
 	Local Local
+	// Tracing are the proxy's span reporters (nil: an HCM with tracing
+	// is refused).
+	Tracing *tracing.Reporters
 	// direction is the listener's traffic_direction, set by build.
 	direction corev3.TrafficDirection
 }
@@ -269,6 +273,9 @@ func buildFilters(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 				return fmt.Errorf("filter %q: %w", f.GetName(), err)
 			}
 			h.UseNode(d.Local.Node, d.direction) // Istio's filters read them
+			if err := h.UseTracing(d.Tracing); err != nil {
+				return fmt.Errorf("filter %q: %w", f.GetName(), err)
+			}
 			h.UseStats(d.Stats)
 			if c.istio.stats != nil {
 				return fmt.Errorf("filter %q: the istio.stats network filter is for tcp_proxy chains (an HCM takes the HTTP filter)", f.GetName())

@@ -22,6 +22,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 )
 
 // OriginalDstFunc returns a connection's pre-redirect destination.
@@ -51,6 +52,8 @@ type Options struct {
 	// Local is the proxy's own workload for Istio's network filters
 	// (NewLocal from the bootstrap node).
 	Local Local
+	// Tracing are the proxy's span reporters, for HCMs with tracing.
+	Tracing *tracing.Reporters
 	// Held: listeners bind their sockets but do not listen until
 	// StartListening, as Envoy's workers start only once the
 	// server has initialized.
@@ -193,7 +196,7 @@ func NewManager(o Options) *Manager {
 }
 
 func (m *Manager) deps() Deps {
-	return Deps{Routes: m.opts.Routes, Stats: m.opts.Stats, Secrets: m.opts.Secrets, AccessLogs: m.opts.AccessLogs, Local: m.opts.Local}
+	return Deps{Routes: m.opts.Routes, Stats: m.opts.Stats, Secrets: m.opts.Secrets, AccessLogs: m.opts.AccessLogs, Local: m.opts.Local, Tracing: m.opts.Tracing}
 }
 
 // AddStatic adds the bootstrap's static listeners; LDS never removes them.

@@ -22,8 +22,8 @@ var (
 		"name": true, "match": true, "route": true, "redirect": true, "direct_response": true,
 		"request_headers_to_add": true, "request_headers_to_remove": true,
 		"response_headers_to_add": true, "response_headers_to_remove": true,
-		// decorator (tracing's operation name) and metadata carry no
-		// behaviour of their own.
+		// decorator names the tracing span (Route.Decorator); metadata
+		// carries no behaviour of its own.
 		"decorator": true, "metadata": true,
 		// typed_per_filter_config belongs to the HTTP filters, which
 		// validate their own entries.

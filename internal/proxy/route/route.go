@@ -47,6 +47,13 @@ type Route struct {
 	// Filters are the route's per-filter config and mirrors
 	// (filters.go); nil when it has none.
 	Filters *Filters
+
+	// Decorator is the route's decorator.operation, the name of the
+	// HCM's span for it (tracing); DecoratorPropagate its propagate
+	// (default true): an egress span's name goes upstream in
+	// x-envoy-decorator-operation.
+	Decorator          string
+	DecoratorPropagate bool
 }
 
 // Compile builds a Table. It rejects what it cannot honour, so that an
@@ -133,7 +140,10 @@ func hasWildcard(ws []wildcard, part string) bool {
 }
 
 func compileRoute(r *routev3.Route) (*Route, error) {
-	cr := &Route{Name: r.GetName()}
+	cr := &Route{Name: r.GetName(), Decorator: r.GetDecorator().GetOperation(), DecoratorPropagate: true}
+	if p := r.GetDecorator().GetPropagate(); p != nil {
+		cr.DecoratorPropagate = p.GetValue()
+	}
 	match, err := compileMatch(r.GetMatch())
 	if err != nil {
 		return nil, err

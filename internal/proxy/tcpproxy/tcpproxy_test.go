@@ -64,14 +64,18 @@ func TestPipeIdleTimeout(t *testing.T) {
 	client, down := pair(t)
 	up, backend := pair(t)
 	done := make(chan struct{})
-	go func() { defer close(done); PipeIdle(down, up, 500*time.Millisecond) }()
-	// Traffic for a while keeps it open.
+	// The idle timeout is long against the 50 ms between writes, so that a
+	// loaded machine's scheduling stalls do not read as idleness; the
+	// traffic lasts longer than the timeout, so it is what keeps the pipe
+	// open.
+	const idle = 1500 * time.Millisecond
+	go func() { defer close(done); PipeIdle(down, up, idle) }()
 	buf := make([]byte, 1)
-	for i := 0; i < 20; i++ {
+	for start := time.Now(); time.Since(start) < 2*idle; {
 		mustWrite(t, client, "x")
 		backend.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := io.ReadFull(backend, buf); err != nil {
-			t.Fatalf("round %d: %v", i, err)
+			t.Fatalf("after %v of traffic: %v", time.Since(start), err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

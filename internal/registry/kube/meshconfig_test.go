@@ -80,7 +80,7 @@ func TestMeshConfigMap(t *testing.T) {
 		return false
 	}, "a global full push")
 
-	cm.Data["mesh"] = "enableTracing: true\n"
+	cm.Data["mesh"] = "enableEnvoyAccessLogService: true\n"
 	if _, err := cms.Update(f.ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestMeshConfigMap(t *testing.T) {
 	}
 	// The refused content is skipped: the next applied is the valid one.
 	if m := next("update after a refused one"); !m.RegistryOnly || m.RootNamespace != "" {
-		t.Fatalf("applied %+v, want REGISTRY_ONLY (the refused enableTracing never applied)", m)
+		t.Fatalf("applied %+v, want REGISTRY_ONLY (the refused enableEnvoyAccessLogService never applied)", m)
 	}
 	if _, err := LoadMeshConfig(f.ctx, env.Config, f.ns); err != nil {
 		t.Fatal(err)
@@ -108,12 +108,12 @@ func TestLoadMeshConfigRefusesByName(t *testing.T) {
 	env := sharedEnv(t)
 	f := newFixture(t, env, "meshcfg-bad")
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: MeshConfigMapName, Namespace: f.ns},
-		Data: map[string]string{"mesh": "enableTracing: true\n"}}
+		Data: map[string]string{"mesh": "enableEnvoyAccessLogService: true\n"}}
 	if _, err := f.kube.CoreV1().ConfigMaps(f.ns).Create(f.ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := LoadMeshConfig(f.ctx, env.Config, f.ns)
-	if err == nil || !strings.Contains(err.Error(), "ConfigMap meshcfg-bad/istio key mesh: mesh config: enableTracing: not supported by Strait yet") {
+	if err == nil || !strings.Contains(err.Error(), "ConfigMap meshcfg-bad/istio key mesh: mesh config: enableEnvoyAccessLogService: not supported by Strait yet") {
 		t.Fatalf("LoadMeshConfig = %v", err)
 	}
 }

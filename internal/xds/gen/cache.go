@@ -163,7 +163,7 @@ func (c *cache) buildScope(e *scopeEntry) error {
 			}
 		}
 	}
-	for _, cl := range specialClusters(snap) {
+	for _, cl := range append(specialClusters(snap), tracingClusters(snap)...) { // tracing.go
 		r, err := resource(cl.Name, cl)
 		if err != nil {
 			return err
@@ -175,7 +175,7 @@ func (c *cache) buildScope(e *scopeEntry) error {
 	e.edsNames = sortedUnique(e.edsNames)
 	ls, byLabels := outboundListeners(snap, scope, nil, false)
 	e.byLabels = byLabels
-	for _, l := range withTelemetry(withAccessLogs(snap, ls...)...) { // accesslog.go, telemetry.go
+	for _, l := range withTracing(snap, withTelemetry(withAccessLogs(snap, ls...)...)...) { // accesslog.go, telemetry.go, tracing.go
 		c.count("listener")
 		r, err := resource(l.Name, l)
 		if err != nil {

@@ -113,6 +113,7 @@ func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []s
 		for _, l := range inboundListeners(snap, proxy, g.keys) {
 			withAccessLogs(snap, l) // accesslog.go
 			withTelemetry(l)        // telemetry.go
+			withTracing(snap, l)    // tracing.go
 			own = append(own, namedMessage{l.Name, l})
 		}
 		if len(e.byLabels) > 0 {
@@ -124,6 +125,7 @@ func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []s
 				l := ll.build(snap, &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: known})
 				withAccessLogs(snap, l)
 				withTelemetry(l)
+				withTracing(snap, l)
 				own = append(own, namedMessage{l.Name, l})
 				mine[l.Name] = true
 			}

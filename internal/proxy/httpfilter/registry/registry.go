@@ -15,6 +15,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/jwtauthn"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/metadataexchange"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/rbac"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/router"
 )
 
 // Registry maps filter names and type URLs to factories. Immutable once
@@ -32,6 +33,7 @@ func Default() *Registry {
 		cors.Factory{},
 		metadataexchange.Factory{},
 		istiostats.Factory{},
+		router.Factory{}, // the terminal filter, last of every list
 	)
 	if err != nil {
 		panic(err) // a programming error: two filters claim one name

@@ -71,6 +71,7 @@ func (h *Headers) Del(name string) {
 // Route is a fixed route.
 type Route struct {
 	RouteName, ClusterName string
+	Operation              string // the decorator's
 }
 
 // Name implements httpfilter.Route.
@@ -81,6 +82,9 @@ func (r *Route) Cluster() string { return r.ClusterName }
 
 // PerFilterConfig implements httpfilter.Route.
 func (r *Route) PerFilterConfig(string) any { return nil }
+
+// Decorator implements httpfilter.Route: Operation, propagated.
+func (r *Route) Decorator() (string, bool) { return r.Operation, true }
 
 // Stream is the fake stream. Set the exported fields before use.
 type Stream struct {

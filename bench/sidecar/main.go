@@ -1,0 +1,169 @@
+// Command sidecar measures one sidecar (strait-agent with its strait-proxy)
+// idle and at start: straitd in file mode serves S ServiceEntries, the
+// agent runs `proxy sidecar` in a network namespace of its own (no
+// capture, so no iptables), and once its readiness port answers the
+// program reports, for each process, VmRSS, VmHWM, the Go heap and
+// goroutines (from STRAIT_AGENT_DEBUG_ADDR / STRAIT_PROXY_DEBUG_ADDR,
+// internal/debugserve), the binary's size, and the time from exec to
+// ready. See bench/README.md ("Sidecar memory and startup").
+//
+//	go run ./bench/sidecar [-services 1000] [-scope 10] [-baseline DIR] [-runs 3] [-pprof DIR]
+//
+// It needs root (network namespaces) and bin/ built (make build).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/straitmesh/strait/internal/netns"
+)
+
+type options struct {
+	services, endpoints, scope int
+	bin, baseline, straitd     string
+	runs, concurrency          int
+	settle, timeout            time.Duration
+	pprofDir                   string
+	verbose                    bool
+	env                        envList
+}
+
+// envList is a repeatable -env KEY=VALUE flag.
+type envList []string
+
+func (e *envList) String() string { return fmt.Sprint([]string(*e)) }
+func (e *envList) Set(v string) error {
+	if !strings.Contains(v, "=") {
+		return fmt.Errorf("-env %q: want KEY=VALUE", v)
+	}
+	*e = append(*e, v)
+	return nil
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/sidecar:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var o options
+	flag.IntVar(&o.services, "services", 1000, "ServiceEntries straitd serves (each one port 80, STATIC)")
+	flag.IntVar(&o.endpoints, "endpoints", 10, "endpoints of each ServiceEntry")
+	flag.IntVar(&o.scope, "scope", 10, "also measure with a Sidecar whose egress lists this many services (0: skip)")
+	flag.StringVar(&o.bin, "bin", "bin", "directory of the strait-agent and strait-proxy under test")
+	flag.StringVar(&o.baseline, "baseline", "", "directory of a second strait-agent and strait-proxy (e.g. built from main) measured in the same run")
+	flag.StringVar(&o.straitd, "straitd", "bin/straitd", "the control plane")
+	flag.IntVar(&o.runs, "runs", 3, "sidecar starts per build and scope; the tables show medians")
+	flag.IntVar(&o.concurrency, "concurrency", 2, "the agent's --concurrency (Istio's injected default is 2)")
+	flag.DurationVar(&o.settle, "settle", 5*time.Second, "idle time between ready and the measurement")
+	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long a sidecar may take to become ready")
+	flag.StringVar(&o.pprofDir, "pprof", "", "save each process's heap profile of the last run here")
+	flag.BoolVar(&o.verbose, "v", false, "pass the processes' logs through")
+	flag.Var(&o.env, "env", "KEY=VALUE added to the agent's environment, which the proxy inherits (e.g. GOGC=50); repeatable")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	builds := []build{{name: "this", dir: o.bin}}
+	if o.baseline != "" {
+		builds = append([]build{{name: "baseline", dir: o.baseline}}, builds...)
+	}
+	for i := range builds {
+		if err := builds[i].stat(); err != nil {
+			return err
+		}
+	}
+	scopes := []int{0}
+	if o.scope > 0 {
+		scopes = append(scopes, o.scope)
+	}
+
+	network, err := netns.NewNetwork(ctx, netns.NetworkOptions{Prefix: "sb"})
+	if err != nil {
+		return err
+	}
+	defer network.Close()
+	defer network.CloseOnSignal()()
+	pod, err := network.AddPod(ctx, "pod")
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "bench-sidecar-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	fmt.Printf("bench/sidecar: %d services x %d endpoints, concurrency %d, %d runs, settle %s, %s\n",
+		o.services, o.endpoints, o.concurrency, o.runs, o.settle, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	var results []result
+	for _, scope := range scopes {
+		cp, err := startControlPlane(ctx, o, network, pod, filepath.Join(work, fmt.Sprintf("scope-%d", scope)), scope)
+		if err != nil {
+			return err
+		}
+		for r := range o.runs {
+			for _, b := range builds {
+				res, err := measure(ctx, o, b, pod, cp, scope, filepath.Join(work, fmt.Sprintf("pod-%d-%s-%d", scope, b.name, r)), r == o.runs-1)
+				if err != nil {
+					cp.stop()
+					return fmt.Errorf("%s, scope %s, run %d: %w", b.name, scopeName(scope), r+1, err)
+				}
+				fmt.Fprintf(os.Stderr, "bench/sidecar: %s %s run %d: ready in %s, RSS %.1f + %.1f MiB\n",
+					b.name, scopeName(scope), r+1, res.ready.Round(time.Millisecond), mib(res.agent.rssKB*1024), mib(res.proxy.rssKB*1024))
+				results = append(results, res)
+			}
+		}
+		cp.stop()
+	}
+	report(os.Stdout, builds, scopes, results)
+	return nil
+}
+
+func scopeName(scope int) string {
+	if scope == 0 {
+		return "all services"
+	}
+	return fmt.Sprintf("Sidecar, %d services", scope)
+}
+
+// build is one pair of binaries under test.
+type build struct {
+	name, dir            string
+	agentSize, proxySize int64
+}
+
+func (b *build) stat() error {
+	var err error
+	dir, err := filepath.Abs(b.dir)
+	if err != nil {
+		return err
+	}
+	b.dir = dir
+	for _, f := range []struct {
+		name string
+		size *int64
+	}{{"strait-agent", &b.agentSize}, {"strait-proxy", &b.proxySize}} {
+		st, err := os.Stat(filepath.Join(dir, f.name))
+		if err != nil {
+			return fmt.Errorf("%s build: %w (make build, or -bin/-baseline)", b.name, err)
+		}
+		*f.size = st.Size()
+	}
+	return nil
+}
+
+var errExited = errors.New("process exited")
+
+func mib(b float64) float64 { return b / (1 << 20) }

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+)
+
+// report prints one Markdown table of medians: a row per build, scope and
+// process, then the sidecar's total and its start.
+func report(w io.Writer, builds []build, scopes []int, results []result) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| build | scope | process | clusters | VmRSS MiB | VmHWM MiB | RssAnon | RssFile | Go heap live MiB | heap objects MiB | stacks MiB | Go total MiB | goroutines | threads | binary MB |")
+	fmt.Fprintln(w, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, scope := range scopes {
+		for _, b := range builds {
+			var rs []result
+			for _, r := range results {
+				if r.build == b.name && r.scope == scope {
+					rs = append(rs, r)
+				}
+			}
+			if len(rs) == 0 {
+				continue
+			}
+			clusters := median(rs, func(r result) float64 { return r.clusters })
+			for _, p := range []struct {
+				name string
+				get  func(result) processStats
+				size int64
+			}{{"strait-agent", func(r result) processStats { return r.agent }, b.agentSize}, {"strait-proxy", func(r result) processStats { return r.proxy }, b.proxySize}} {
+				col := func(f func(processStats) float64) float64 {
+					return median(rs, func(r result) float64 { return f(p.get(r)) })
+				}
+				rt := func(name string, scale float64) string {
+					v := col(func(s processStats) float64 {
+						if s.runtime == nil {
+							return math.NaN()
+						}
+						return s.runtime[name]
+					})
+					if math.IsNaN(v) {
+						return "-"
+					}
+					if scale == 1 {
+						return fmt.Sprintf("%.0f", v)
+					}
+					return fmt.Sprintf("%.1f", v/scale)
+				}
+				cl := "-"
+				if p.name == "strait-proxy" {
+					cl = fmt.Sprintf("%.0f", clusters)
+				}
+				fmt.Fprintf(w, "| %s | %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %s | %s | %s | %s | %s | %.0f | %.1f |\n",
+					b.name, scopeName(scope), p.name, cl,
+					col(func(s processStats) float64 { return s.rssKB / 1024 }),
+					col(func(s processStats) float64 { return s.hwmKB / 1024 }),
+					col(func(s processStats) float64 { return s.anonKB / 1024 }),
+					col(func(s processStats) float64 { return s.fileKB / 1024 }),
+					rt("/gc/heap/live:bytes", 1<<20), rt("/memory/classes/heap/objects:bytes", 1<<20),
+					rt("/memory/classes/heap/stacks:bytes", 1<<20), rt("/memory/classes/total:bytes", 1<<20),
+					rt("/sched/goroutines:goroutines", 1), col(func(s processStats) float64 { return s.threads }),
+					float64(p.size)/1e6)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| build | scope | sidecar VmRSS MiB (median) | exec → proxy exec (median) | exec → ready (median) | exec → ready (each run) |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---|")
+	for _, scope := range scopes {
+		for _, b := range builds {
+			var rs []result
+			for _, r := range results {
+				if r.build == b.name && r.scope == scope {
+					rs = append(rs, r)
+				}
+			}
+			if len(rs) == 0 {
+				continue
+			}
+			var each []string
+			for _, r := range rs {
+				each = append(each, r.ready.Round(time.Millisecond).String())
+			}
+			fmt.Fprintf(w, "| %s | %s | %.1f | %s | %s | %v |\n", b.name, scopeName(scope),
+				median(rs, func(r result) float64 { return (r.agent.rssKB + r.proxy.rssKB) / 1024 }),
+				time.Duration(median(rs, func(r result) float64 { return float64(r.proxyExec) })).Round(time.Millisecond),
+				time.Duration(median(rs, func(r result) float64 { return float64(r.ready) })).Round(time.Millisecond),
+				each)
+		}
+	}
+}
+
+func median(rs []result, f func(result) float64) float64 {
+	vs := make([]float64, 0, len(rs))
+	for _, r := range rs {
+		vs = append(vs, f(r))
+	}
+	slices.Sort(vs)
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	if len(vs)%2 == 1 {
+		return vs[len(vs)/2]
+	}
+	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+}

@@ -1,0 +1,37 @@
+package support
+
+// requestAuthenticationSupport is the honour-or-refuse table of
+// RequestAuthentication (see fieldSupport).
+var requestAuthenticationSupport = map[string]Support{
+	"selector":                             Honoured,
+	"selector.matchLabels":                 Honoured,
+	"targetRef":                            Refused,
+	"targetRef.group":                      Refused,
+	"targetRef.kind":                       Refused,
+	"targetRef.name":                       Refused,
+	"targetRef.namespace":                  Refused,
+	"targetRefs":                           Refused,
+	"targetRefs.group":                     Refused,
+	"targetRefs.kind":                      Refused,
+	"targetRefs.name":                      Refused,
+	"targetRefs.namespace":                 Refused,
+	"jwtRules":                             Honoured,
+	"jwtRules.issuer":                      Honoured,
+	"jwtRules.audiences":                   Honoured,
+	"jwtRules.jwksUri":                     Honoured,
+	"jwtRules.jwks":                        Honoured,
+	"jwtRules.fromHeaders":                 Honoured,
+	"jwtRules.fromHeaders.name":            Honoured,
+	"jwtRules.fromHeaders.prefix":          Honoured,
+	"jwtRules.fromParams":                  Honoured,
+	"jwtRules.outputPayloadToHeader":       Honoured,
+	"jwtRules.fromCookies":                 Honoured,
+	"jwtRules.forwardOriginalToken":        Honoured,
+	"jwtRules.outputClaimToHeaders":        Honoured,
+	"jwtRules.outputClaimToHeaders.header": Honoured,
+	"jwtRules.outputClaimToHeaders.claim":  Honoured,
+	"jwtRules.timeout":                     Honoured,
+	"jwtRules.spaceDelimitedClaims":        Honoured,
+	"jwtRules.presence":                    Refused,
+	"jwtRules.presence=REQUIRED":           Refused,
+}

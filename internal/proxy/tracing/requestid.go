@@ -1,0 +1,104 @@
+package tracing
+
+import "math/rand/v2"
+
+// The x-request-id of Envoy's UUID request id extension
+// (envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig): a UUID4
+// whose version digit (position 14, '4' when fresh) carries the trace
+// reason when pack_trace_reason is on, so that every hop of a request
+// agrees on the sampling decision made by the first.
+const (
+	traceBytePosition = 14
+	reasonNoTrace     = '4'
+	reasonSampled     = '9'
+	reasonForced      = 'a'
+	reasonClient      = 'b'
+	uuidLength        = 36
+)
+
+// Reason is why a request is traced (Envoy's Tracing::Reason).
+type Reason uint8
+
+// The reasons, as the request id packs them.
+const (
+	ReasonNone     Reason = iota
+	ReasonSampling        // random_sampling
+	ReasonForced          // x-envoy-force-trace
+	ReasonClient          // x-client-trace-id with client_sampling
+)
+
+// Traced reports whether the reason traces the request.
+func (r Reason) Traced() bool { return r != ReasonNone }
+
+// NewRequestID returns a random UUID4 ("xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx").
+func NewRequestID() string {
+	var b [uuidLength]byte
+	hi, lo := rand.Uint64(), rand.Uint64()
+	hi = hi&^(0xf<<12) | 4<<12   // version 4
+	lo = lo&^(0xc<<60) | 0x8<<60 // variant 10
+	var raw [32]byte
+	appendHex64(raw[:0], hi)
+	appendHex64(raw[16:16], lo)
+	j := 0
+	for i := range b {
+		switch i {
+		case 8, 13, 18, 23:
+			b[i] = '-'
+		default:
+			b[i] = raw[j]
+			j++
+		}
+	}
+	return string(b[:])
+}
+
+// traceReason reads the reason packed in a request id (ReasonNone for
+// an id that is not a UUID's length, or carries none).
+func traceReason(id string) Reason {
+	if len(id) != uuidLength {
+		return ReasonNone
+	}
+	switch id[traceBytePosition] {
+	case reasonSampled:
+		return ReasonSampling
+	case reasonForced:
+		return ReasonForced
+	case reasonClient:
+		return ReasonClient
+	}
+	return ReasonNone
+}
+
+// withTraceReason returns id with r packed in it; an id that is not a
+// UUID's length is returned as it is.
+func withTraceReason(id string, r Reason) string {
+	if len(id) != uuidLength {
+		return id
+	}
+	var c byte
+	switch r {
+	case ReasonSampling:
+		c = reasonSampled
+	case ReasonForced:
+		c = reasonForced
+	case ReasonClient:
+		c = reasonClient
+	default:
+		c = reasonNoTrace
+	}
+	if id[traceBytePosition] == c {
+		return id
+	}
+	b := []byte(id)
+	b[traceBytePosition] = c
+	return string(b)
+}
+
+// requestIDInteger is Envoy's UUID toInteger: the first 8 hex digits of
+// the id; ok is false for an id that does not start with them.
+func requestIDInteger(id string) (uint64, bool) {
+	if len(id) < 8 {
+		return 0, false
+	}
+	return parseHex64(id[:8])
+}

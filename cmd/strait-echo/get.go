@@ -72,6 +72,11 @@ func getOnce(ctx context.Context, client *http.Client, url string, header http.H
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
+	if h := header.Get("Host"); h != "" {
+		// net/http sends req.Host, not a Host header: -header Host=NAME
+		// calls an address (a VIP) by a service's name.
+		req.Host = h
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return getResult{Error: err.Error()}

@@ -62,6 +62,10 @@ type Reply struct {
 	Attempt int `json:"attempt,omitempty"`
 	// Call is the outcome of the x-echo-call request, when there was one.
 	Call *CallReply `json:"call,omitempty"`
+	// TLSServerName is the SNI of a request that came over TLS
+	// (--tls-cert), "" for none or plaintext: a test of TLS origination
+	// sees what the originating proxy sent.
+	TLSServerName string `json:"tlsServerName,omitempty"`
 }
 
 // CallReply is what came of the GET that x-echo-call asked for.
@@ -208,6 +212,9 @@ func newHandler(version, pod string, status int) http.Handler {
 		}
 		rep := Reply{Version: version, Pod: pod, Remote: r.RemoteAddr, Host: r.Host, Path: r.URL.Path,
 			RawPath: r.URL.EscapedPath(), Query: r.URL.RawQuery, Method: r.Method, Headers: map[string]string{}}
+		if r.TLS != nil {
+			rep.TLSServerName = r.TLS.ServerName
+		}
 		for k := range r.Header {
 			rep.Headers[k] = r.Header.Get(k)
 		}

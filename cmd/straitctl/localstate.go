@@ -47,6 +47,8 @@ type statePod struct {
 	// Gateway: the pod runs a gateway (strait-agent proxy router, no
 	// capture).
 	Gateway bool `json:"gateway,omitempty"`
+	// OutsideMesh: the pod is a host outside the mesh (no sidecar).
+	OutsideMesh bool `json:"outsideMesh,omitempty"`
 }
 
 // stateLock is the lock a running `local up` holds on STATE_DIR/lock for

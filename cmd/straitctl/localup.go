@@ -78,6 +78,11 @@ on the pod's address, which this host reaches, and up prints them. A
 credentialName NAME is read from DIR/credentials/NAMESPACE/NAME/ (tls.crt,
 tls.key, ca.crt), copied into the gateway pod.
 
+A WorkloadEntry annotated local.strait.io/outside-mesh: "true" is a host
+outside the mesh: its pod runs the command of local.strait.io/app with no
+sidecar and no capture (name it by its address in a MESH_EXTERNAL
+ServiceEntry's endpoints, e.g. the external host behind an egress gateway).
+
 With --dns-capture each pod's DNS goes to its sidecar agent: mesh names
 resolve from straitd's name table (ServiceEntries without addresses to the
 240.240.0.0/16 addresses straitd allocates them); the pods have no uplink,
@@ -98,6 +103,7 @@ processes, namespaces, bridge, iptables rules, state file. One local mesh
 runs at a time. Needs root.`,
 		Example: `  sudo straitctl local up --config-dir examples/demo
   sudo straitctl local up --config-dir examples/ingress
+  sudo straitctl local up --config-dir examples/egress
   # in another terminal:
   sudo straitctl local exec client -- strait-echo get -n 10 http://echo.demo.svc.cluster.local/
   sudo straitctl local status`,
@@ -198,7 +204,7 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	for _, w := range plan.Workloads {
 		p := m.Pod(w.Name)
 		st.Pods = append(st.Pods, statePod{Name: w.Name, Namespace: w.Namespace, IP: p.IP, Netns: p.NetnsPath(),
-			Labels: plan.Labels[w.Name], Ports: plan.Ports[w.Name], App: w.App, AppUID: p.AppUID(), ProxyUID: p.ProxyUID(), Gateway: w.Gateway})
+			Labels: plan.Labels[w.Name], Ports: plan.Ports[w.Name], App: w.App, AppUID: p.AppUID(), ProxyUID: p.ProxyUID(), Gateway: w.Gateway, OutsideMesh: w.OutsideMesh})
 	}
 	if err := lock.write(st); err != nil {
 		return fmt.Errorf("write state: %w", err)
@@ -229,7 +235,7 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	}
 	first := st.Pods[0]
 	for _, p := range st.Pods {
-		if !p.Gateway {
+		if !p.Gateway && !p.OutsideMesh {
 			first = p // a sidecar pod: its commands' traffic is captured
 			break
 		}
@@ -351,7 +357,7 @@ const (
 func withoutTLSModeLabel(st *localState) []string {
 	var out []string
 	for _, p := range st.Pods {
-		if p.Labels[tlsModeLabel] != tlsModeValue && !p.Gateway { // a gateway serves no mesh traffic
+		if p.Labels[tlsModeLabel] != tlsModeValue && !p.Gateway && !p.OutsideMesh { // a gateway serves no mesh traffic
 			out = append(out, p.Namespace+"/"+p.Name)
 		}
 	}
@@ -380,7 +386,11 @@ func printPods(out io.Writer, st *localState, sidecar string) {
 		if l == "" {
 			l = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Namespace, p.IP, l, ports, sidecar)
+		sc := sidecar
+		if p.OutsideMesh {
+			sc = "none (outside the mesh)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Namespace, p.IP, l, ports, sc)
 	}
 	_ = tw.Flush()
 }

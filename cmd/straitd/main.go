@@ -17,6 +17,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"sync/atomic"
 	"syscall"
@@ -237,7 +238,13 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	var static *file.Registry
 	if f.configDir != "" {
 		var err error
-		if static, err = file.New(file.Options{Dir: f.configDir, Domain: f.domain, RootNamespace: f.namespace, Mesh: meshCfg, Logger: logger}); err != nil {
+		opts := file.Options{Dir: f.configDir, Domain: f.domain, RootNamespace: f.namespace, Mesh: meshCfg, Logger: logger}
+		if !f.kubeMode {
+			// File mode's Gateway credentials: CONFIG_DIR/credentials/NAMESPACE/NAME,
+			// as `straitctl local up` lays them out for its gateway pods.
+			opts.CredentialsDir = filepath.Join(f.configDir, "credentials")
+		}
+		if static, err = file.New(opts); err != nil {
 			return err
 		}
 	}

@@ -35,6 +35,11 @@ const (
 // SidecarTemplateName is the template every default configuration renders.
 const SidecarTemplateName = "sidecar"
 
+// GatewayTemplateName is the template of a gateway pod
+// (inject.istio.io/templates: gateway, as Istio's): the proxy in router
+// mode, no capture.
+const GatewayTemplateName = "gateway"
+
 // Config is the injector configuration: the `config` key of the
 // istio-sidecar-injector ConfigMap, or the file `config` in the injector's
 // directory. Field names follow Istio's so existing files load.
@@ -116,16 +121,20 @@ type Settings struct {
 //go:embed data/sidecar.yaml.tmpl
 var defaultSidecarTemplate string
 
+//go:embed data/gateway.yaml.tmpl
+var defaultGatewayTemplate string
+
 //go:embed data/values.yaml
 var defaultValuesYAML []byte
 
 // DefaultConfig is the configuration shipped in the repository: policy
-// enabled, the one sidecar template.
+// enabled, the sidecar template by default and the gateway template for
+// the pods that name it.
 func DefaultConfig() *Config {
 	return &Config{
 		Policy:           PolicyEnabled,
 		DefaultTemplates: []string{SidecarTemplateName},
-		Templates:        map[string]string{SidecarTemplateName: defaultSidecarTemplate},
+		Templates:        map[string]string{SidecarTemplateName: defaultSidecarTemplate, GatewayTemplateName: defaultGatewayTemplate},
 	}
 }
 

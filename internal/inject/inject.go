@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -25,7 +26,8 @@ type Options struct {
 	// Revision is the control plane revision recorded in the status
 	// annotation; "" is written as "default".
 	Revision string
-	// ControlPlaneNamespace is never injected (default "istio-system").
+	// ControlPlaneNamespace is injected only for gateway pods
+	// (inject.istio.io/templates: gateway; default "istio-system").
 	ControlPlaneNamespace string
 	// NativeSidecars is ENABLE_NATIVE_SIDECARS: inject istio-proxy as a
 	// native sidecar into every pod, not only those that ask with
@@ -39,9 +41,10 @@ type Options struct {
 // concurrent use; Update swaps the settings atomically.
 type Injector struct {
 	// Set at creation, read-only.
-	opts    Options
-	ignored []string
-	log     *slog.Logger
+	opts         Options
+	ignored      []string
+	controlPlane string
+	log          *slog.Logger
 
 	settings atomic.Pointer[Settings]
 }
@@ -58,9 +61,10 @@ func New(s *Settings, opts Options) *Injector {
 		opts.Logger = slog.Default()
 	}
 	i := &Injector{
-		opts:    opts,
-		ignored: append(append([]string(nil), IgnoredNamespaces...), opts.ControlPlaneNamespace),
-		log:     opts.Logger.With("component", "inject"),
+		opts:         opts,
+		ignored:      slices.Clone(IgnoredNamespaces),
+		controlPlane: opts.ControlPlaneNamespace,
+		log:          opts.Logger.With("component", "inject"),
 	}
 	i.settings.Store(s)
 	return i
@@ -112,7 +116,7 @@ func (i *Injector) Inject(req Request) (Result, error) {
 	if ns == "" {
 		ns = metav1.NamespaceDefault
 	}
-	d := injectionRequired(policyInput{pod: pod, namespace: ns, nsLabels: req.NamespaceLabels, cfg: s.Config, ignored: i.ignored})
+	d := injectionRequired(policyInput{pod: pod, namespace: ns, nsLabels: req.NamespaceLabels, cfg: s.Config, ignored: i.ignored, controlPlane: i.controlPlane})
 	if !d.inject {
 		return Result{Skipped: d.reason}, nil
 	}

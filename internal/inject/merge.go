@@ -81,8 +81,12 @@ func overlayContainer(pod *corev1.Pod, user corev1.Container) error {
 				return err
 			}
 			if user.Image == "auto" {
-				// Istio's convention: "auto" means the injected image.
+				// Istio's convention: "auto" means the injected image, and
+				// so its pull policy: the API server defaulted the policy of
+				// the tag-less "auto" to Always before injection, which
+				// would make the node pull an image it already has.
 				user.Image = ""
+				user.ImagePullPolicy = ""
 			}
 			patch, err := json.Marshal(user)
 			if err != nil {

@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,16 @@ type policyInput struct {
 	cfg      *Config
 	// ignored are the namespaces never injected.
 	ignored []string
+	// controlPlane is the control plane's namespace: only gateway pods
+	// (inject.istio.io/templates: gateway) are injected there, as the
+	// ingress and egress gateways Istio installs beside istiod.
+	controlPlane string
+}
+
+// asksGatewayOnly reports whether pod asks for the gateway template alone.
+func asksGatewayOnly(pod *corev1.Pod) bool {
+	t, ok := pod.Annotations[annoInjectTemplates]
+	return ok && slices.Equal(splitList(t), []string{GatewayTemplateName})
 }
 
 // injectionRequired decides whether pod gets a sidecar. It never fails: a
@@ -51,6 +62,9 @@ func injectionRequired(in policyInput) decision {
 		if in.namespace == ns {
 			return decision{reason: "namespace " + ns + " is never injected"}
 		}
+	}
+	if in.controlPlane != "" && in.namespace == in.controlPlane && !asksGatewayOnly(pod) {
+		return decision{reason: "namespace " + in.namespace + " is the control plane's: only gateway pods (" + annoInjectTemplates + ": " + GatewayTemplateName + ") are injected there"}
 	}
 	if _, ok := pod.Annotations[annoSidecarStatus]; ok {
 		return decision{reason: "pod is already injected (" + annoSidecarStatus + " is set)"}

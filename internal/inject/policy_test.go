@@ -52,15 +52,17 @@ func TestInjectionPolicy(t *testing.T) {
 		{"kube-node-lease", pod(ask("true"), nil), "kube-node-lease", nsOn, enabled, false},
 		{"local-path-storage", pod(ask("true"), nil), "local-path-storage", nsOn, enabled, false},
 		{"control plane", pod(ask("true"), nil), "istio-system", nsOn, enabled, false},
+		{"control plane, gateway", pod(ask("true"), map[string]string{"inject.istio.io/templates": "gateway"}), "istio-system", nsNone, enabled, true},
+		{"control plane, gateway and sidecar", pod(ask("true"), map[string]string{"inject.istio.io/templates": "gateway,sidecar"}), "istio-system", nsNone, enabled, false},
 		{"already injected", pod(ask("true"), map[string]string{"sidecar.istio.io/status": "{}"}), "default", nsOn, enabled, false},
 		{"never selector", pod(map[string]string{"mesh": "never"}, nil), "default", nsOn, selectors, false},
 		{"never selector, but asks", pod(map[string]string{"mesh": "never", "sidecar.istio.io/inject": "true"}, nil), "default", nsOn, selectors, true},
 		{"always selector in unlabelled namespace", pod(map[string]string{"mesh": "always"}, nil), "default", nsNone, selectors, true},
 	}
-	ignored := append(append([]string(nil), IgnoredNamespaces...), "istio-system")
+	ignored := IgnoredNamespaces
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := injectionRequired(policyInput{pod: tc.pod, namespace: tc.ns, nsLabels: tc.labels, cfg: tc.cfg, ignored: ignored})
+			d := injectionRequired(policyInput{pod: tc.pod, namespace: tc.ns, nsLabels: tc.labels, cfg: tc.cfg, ignored: ignored, controlPlane: "istio-system"})
 			if d.inject != tc.want {
 				t.Errorf("inject = %v (%s), want %v", d.inject, d.reason, tc.want)
 			}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/straitmesh/strait/internal/inject"
 )
 
@@ -61,4 +63,42 @@ func setValues(t *testing.T, sets ...string) map[string]any {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestInjectorGivesChartGatewayItsProxy: the chart's ingress gateway
+// Deployment, injected by straitd's injector with the chart's ConfigMap
+// in the release's namespace, gets the proxy in router mode (strait-agent
+// proxy router, the chart's image) and no init container: the gateway
+// template, not the sidecar's.
+func TestInjectorGivesChartGatewayItsProxy(t *testing.T) {
+	r := render(t, RenderOptions{Values: setValues(t, "gateways.istio-ingressgateway.enabled=true")})
+	cm := find(t, r.Objects, "ConfigMap", "istio-sidecar-injector")
+	data := map[string]string{}
+	for k := range cm.Object["data"].(map[string]any) {
+		data[k] = str(t, cm, "data", k)
+	}
+	s, err := inject.SettingsFromConfigMap(data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep := find(t, r.Objects, "Deployment", "istio-ingressgateway")
+	y, err := yaml.Marshal(dep.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := inject.New(s, inject.Options{ControlPlaneNamespace: DefaultNamespace}).IntoResourceFile(bytes.NewReader(y), &out); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, w := range []string{"- router", "image: strait/proxy:latest", "name: istio-proxy", "net.ipv4.ip_unprivileged_port_start", "sidecar.istio.io/status"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("injected gateway lacks %q:\n%s", w, got)
+		}
+	}
+	for _, w := range []string{"istio-init", "- sidecar", "image: auto"} {
+		if strings.Contains(got, w) {
+			t.Errorf("injected gateway has %q:\n%s", w, got)
+		}
+	}
 }

@@ -437,3 +437,86 @@ func TestIstioOperatorRefused(t *testing.T) {
 		t.Errorf("IstioOperator as values: err %v, want it named with where spec.values goes", err)
 	}
 }
+
+// TestRenderIngressGateway: gateways.istio-ingressgateway.enabled renders
+// Istio's ingress gateway objects (ServiceAccount, Deployment, Service)
+// with the values' name, labels, type, ports and resources; the pod asks
+// the injector for the gateway template (image auto, Istio's gateway
+// chart's shape), which gives it strait-agent proxy router. Off by
+// default; autoscaleEnabled true and unknown keys are refused.
+func TestRenderIngressGateway(t *testing.T) {
+	for _, o := range render(t, RenderOptions{}).Objects {
+		if o.GetName() == "istio-ingressgateway" {
+			t.Fatalf("%s istio-ingressgateway rendered by default", o.GetKind())
+		}
+	}
+	withSet := func(sets ...string) RenderOptions {
+		t.Helper()
+		vals, err := MergeValues(nil, append([]string{"gateways.istio-ingressgateway.enabled=true"}, sets...), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return RenderOptions{Values: vals}
+	}
+	r := render(t, withSet("gateways.istio-ingressgateway.type=NodePort", "gateways.istio-ingressgateway.resources.requests.cpu=250m"))
+	sa := find(t, r.Objects, "ServiceAccount", "istio-ingressgateway-service-account")
+	if sa.GetLabels()[InstanceLabel] != DefaultRelease {
+		t.Errorf("ServiceAccount labels %v lack the release's", sa.GetLabels())
+	}
+	dep := find(t, r.Objects, "Deployment", "istio-ingressgateway")
+	if dep.GetNamespace() != DefaultNamespace || dep.GetLabels()[InstanceLabel] != DefaultRelease {
+		t.Errorf("Deployment in %q with labels %v", dep.GetNamespace(), dep.GetLabels())
+	}
+	podLabels, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "template", "metadata", "labels")
+	for k, v := range map[string]string{"istio": "ingressgateway", "app": "istio-ingressgateway", "sidecar.istio.io/inject": "true"} {
+		if podLabels[k] != v {
+			t.Errorf("pod label %s = %q, want %q (labels %v)", k, podLabels[k], v, podLabels)
+		}
+	}
+	if a := str(t, dep, "spec", "template", "metadata", "annotations", "inject.istio.io/templates"); a != "gateway" {
+		t.Errorf("inject.istio.io/templates %q, want gateway", a)
+	}
+	if sa := str(t, dep, "spec", "template", "spec", "serviceAccountName"); sa != "istio-ingressgateway-service-account" {
+		t.Errorf("serviceAccountName %q", sa)
+	}
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	if c["name"] != "istio-proxy" || c["image"] != "auto" {
+		t.Errorf("container %v %v, want istio-proxy with image auto", c["name"], c["image"])
+	}
+	if cpu, _, _ := unstructured.NestedString(c, "resources", "requests", "cpu"); cpu != "250m" {
+		t.Errorf("cpu request %q, want the value's 250m", cpu)
+	}
+	svc := find(t, r.Objects, "Service", "istio-ingressgateway")
+	if typ := str(t, svc, "spec", "type"); typ != "NodePort" {
+		t.Errorf("Service type %q, want NodePort", typ)
+	}
+	sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+	if sel["istio"] != "ingressgateway" || sel["app"] != "istio-ingressgateway" || len(sel) != 2 {
+		t.Errorf("Service selector %v, want the gateway's labels", sel)
+	}
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	got := map[int64]int64{}
+	for _, p := range ports {
+		m := p.(map[string]any)
+		got[m["port"].(int64)] = m["targetPort"].(int64)
+	}
+	for port, target := range map[int64]int64{15021: 15021, 80: 80, 443: 443} {
+		if got[port] != target {
+			t.Errorf("Service port %d → %d, want → %d (ports %v)", port, got[port], target, got)
+		}
+	}
+
+	c2, err := LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for set, want := range map[string]string{
+		"gateways.istio-ingressgateway.autoscaleEnabled=true": "autoscaleEnabled",
+		"gateways.istio-ingressgateway.replicas=3":            "replicas",
+	} {
+		if _, err := Render(c2, withSet(set)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--set %s: err %v, want one naming %s", set, err, want)
+		}
+	}
+}

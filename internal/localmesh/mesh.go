@@ -119,6 +119,11 @@ type Workload struct {
 	// the ports of the Gateways that select the pod's WorkloadEntry on
 	// the pod's address, which the host reaches over the bridge.
 	Gateway bool
+	// OutsideMesh makes the pod a host outside the mesh (an external
+	// service of a ServiceEntry, e.g. the far end of an egress gateway):
+	// its own network namespace on the bridge and its app, with no
+	// sidecar and no capture.
+	OutsideMesh bool
 	// AppMetrics is the agent's ISTIO_PROMETHEUS_ANNOTATIONS: the app's
 	// metrics endpoint (JSON, Istio's scrape configuration) that the
 	// agent merges into 15020's /stats/prometheus (appmetrics.go).
@@ -446,6 +451,9 @@ func (m *Mesh) startPod(ctx context.Context, p *Pod) error {
 		return err
 	}
 	// 3. The agent, which writes the bootstrap and starts strait-proxy.
+	if p.OutsideMesh {
+		return nil
+	}
 	return m.startAgent(ctx, p, view, discovery)
 }
 
@@ -484,6 +492,9 @@ func (m *Mesh) waitReady(ctx context.Context, p *Pod) error {
 		}); err != nil {
 			return err
 		}
+	}
+	if p.OutsideMesh {
+		return nil // no sidecar
 	}
 	client := p.HTTPClient()
 	return waitFor(ctx, 30*time.Second, func() error {

@@ -17,9 +17,9 @@ import (
 )
 
 // capture installs the pod's capture rules (strait-agent iptables), as
-// root; nothing for a gateway.
+// root; nothing for a gateway or a pod outside the mesh.
 func (m *Mesh) capture(ctx context.Context, p *Pod, resolvConf string) error {
-	if p.Gateway {
+	if p.Gateway || p.OutsideMesh {
 		return nil
 	}
 	captureArgs := []string{"iptables", "-p", "15001", "-z", "15006", "-u", strconv.Itoa(p.proxyUID), "-g", strconv.Itoa(p.proxyUID), "-m", m.opts.InterceptionMode,

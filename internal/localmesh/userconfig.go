@@ -28,6 +28,14 @@ const AppAnnotation = "local.strait.io/app"
 // undo the pod's mount namespace and read every pod's secrets.
 const AppAsRootAnnotation = "local.strait.io/app-as-root"
 
+// OutsideMeshAnnotation "true" on a WorkloadEntry makes its pod a host
+// outside the mesh: local up gives it its network namespace on the bridge
+// and its app, but no sidecar and no capture, as a server beyond the
+// mesh's edge would be (the external host of a MESH_EXTERNAL ServiceEntry
+// that names the pod's address in its endpoints, e.g. behind an egress
+// gateway). No ServiceEntry may select it.
+const OutsideMeshAnnotation = "local.strait.io/outside-mesh"
+
 // maxPodName is the longest pod name a network namespace takes here.
 const maxPodName = 32
 
@@ -153,20 +161,34 @@ func PlanUserConfig(dir string) (*UserPlan, error) {
 		}
 		w := Workload{Name: c.Name, Namespace: c.Namespace, IP: ip, ServiceAccount: we.GetServiceAccount()}
 		if servers := gatewayServers(gws, we.GetLabels(), ip); len(servers) > 0 {
-			if len(ports) > 0 {
-				return nil, fmt.Errorf("%s: a Gateway selects this WorkloadEntry, which makes it a gateway pod (no app, no capture), but a ServiceEntry selects it too: give the gateway its own WorkloadEntry", at)
-			}
 			if _, ok := c.Annotations[AppAnnotation]; ok {
 				return nil, fmt.Errorf("%s: a Gateway selects this WorkloadEntry, which makes it a gateway pod with no app: remove metadata.annotations[%s]", at, AppAnnotation)
 			}
+			// A ServiceEntry that selects a gateway is the gateway's
+			// Service (istio-egressgateway's, which sidecars send to):
+			// the gateway's proxy listens on its ports, there is no app.
+			ports = nil
 			w.Gateway = true
 			plan.Gateways[c.Name] = servers
+		}
+		switch v, ok := c.Annotations[OutsideMeshAnnotation]; {
+		case !ok || v == "false":
+		case v != "true":
+			return nil, fmt.Errorf("%s: metadata.annotations[%s] is %q: want \"true\" (a host outside the mesh, no sidecar) or \"false\"", at, OutsideMeshAnnotation, v)
+		case w.Gateway:
+			return nil, fmt.Errorf("%s: metadata.annotations[%s]: a Gateway selects this WorkloadEntry, which makes it a gateway pod of the mesh: remove the annotation or the Gateway's selector", at, OutsideMeshAnnotation)
+		case len(ports) > 0:
+			return nil, fmt.Errorf("%s: metadata.annotations[%s]: a ServiceEntry selects this WorkloadEntry as a workload of the mesh; a host outside the mesh is named by its address in a MESH_EXTERNAL ServiceEntry's endpoints instead", at, OutsideMeshAnnotation)
+		case c.Annotations[AppAnnotation] == "":
+			return nil, fmt.Errorf("%s: metadata.annotations[%s]: a host outside the mesh runs the command of metadata.annotations[%s]: give one", at, OutsideMeshAnnotation, AppAnnotation)
+		default:
+			w.OutsideMesh = true
 		}
 		appMetrics, metricsPort, err := appMetricsFromAnnotations(c.Annotations)
 		if err != nil {
 			return nil, fmt.Errorf("%s: metadata.annotations: %w", at, err)
 		}
-		if !w.Gateway {
+		if !w.Gateway && !w.OutsideMesh {
 			w.AppMetrics = appMetrics
 		}
 		if cmdline, ok := c.Annotations[AppAnnotation]; ok {

@@ -43,6 +43,7 @@ type Snapshot struct {
 	drs             *drIndex                         // DestinationRules by namespace and host
 	sidecars        []*istioconfig.Config            // sorted by namespace/name
 	peerAuthn       *peerAuthn                       // PeerAuthentications (buildPeerAuthn)
+	credentials     gatewayCredentials               // the Gateways' credentialNames checked (credentials.go)
 
 	// scopeMu guards scopes, the per-proxy-scope cache filled by
 	// ProxyScope (the only lazily computed part of a snapshot).
@@ -64,6 +65,9 @@ type BuildOptions struct {
 	// not change keep their *Service pointer from it (structural sharing),
 	// which DiffServices and the generators' caches rely on.
 	Previous *Snapshot
+	// Credentials checks the Gateways' tls.credentialName (credentials.go);
+	// nil serves every credential unchecked.
+	Credentials Credentials
 }
 
 // Build derives the service model from a store. It returns the problems it
@@ -190,6 +194,9 @@ func Build(store *istioconfig.Store, opts BuildOptions) (*Snapshot, []error) {
 	problems = append(problems, paProblems...)
 	problems = append(problems, s.buildDestinationRules(store, opts.Mesh.DefaultDestinationRuleExportTo)...)
 	problems = append(problems, s.gatewayProblems(workloads)...) // gateway.go
+	var credProblems []error
+	s.credentials, credProblems = checkGatewayCredentials(s, workloads, opts.Credentials) // credentials.go
+	problems = append(problems, credProblems...)
 	return s, problems
 }
 

@@ -119,6 +119,12 @@ spec:
   - port: {number: 443, name: https-missing, protocol: HTTPS}
     hosts: [missing.example.com]
     tls: {mode: SIMPLE, credentialName: no-such-cert}
+  - port: {number: 443, name: https-malformed, protocol: HTTPS}
+    hosts: [malformed.example.com]
+    tls: {mode: SIMPLE, credentialName: bad-cert}
+  - port: {number: 8444, name: https-alone, protocol: HTTPS}
+    hosts: [alone.example.com]
+    tls: {mode: SIMPLE, credentialName: no-such-cert}
   - port: {number: 443, name: tls-pass, protocol: TLS}
     hosts: [secure.example.com]
     tls: {mode: PASSTHROUGH}
@@ -274,6 +280,16 @@ func TestGatewayLocalUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// credentialName bad-cert: a certificate that is not PEM and a key.
+	bad := filepath.Join(cfg, "credentials", "ingress", "bad-cert")
+	if err := os.MkdirAll(bad, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"tls.crt": "not a certificate\n", "tls.key": "not a key\n"} {
+		if err := os.WriteFile(filepath.Join(bad, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stateDir := filepath.Join(t.TempDir(), "state")
 
 	var out syncBuffer
@@ -392,16 +408,49 @@ func TestGatewayLocalUp(t *testing.T) {
 		}
 	})
 
-	t.Run("missing credential", func(t *testing.T) {
-		// Server https-missing names a credential that does not exist:
-		// its own handshakes fail, the other servers of port 443 (the
-		// other subtests) keep working.
-		// (strait-proxy holds such a handshake until the secret arrives
-		// rather than failing it: the client's timeout ends it.)
-		c := gatewayClient(gwAddr+":443", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
-		c.Timeout = 3 * time.Second
-		if resp, _, err := gatewayGet(c, "https://missing.example.com/"); err == nil {
-			t.Errorf("a server without its credential answered %d", resp.StatusCode)
+	t.Run("missing or malformed credential", func(t *testing.T) {
+		// https-missing names a credential that does not exist and
+		// https-malformed one that does not parse: straitd serves no
+		// chain for them, so their handshakes fail at once (no chain
+		// matches their SNI; port 8444, whose one server has no
+		// credential, has no listener) instead of waiting for a secret,
+		// while the other servers of port 443 (the other subtests) keep
+		// working; straitd's log names each.
+		for _, tc := range []struct{ addr, url string }{
+			{gwAddr + ":443", "https://missing.example.com/"},
+			{gwAddr + ":443", "https://malformed.example.com/"},
+			{gwAddr + ":8444", "https://alone.example.com/"},
+		} {
+			c := gatewayClient(tc.addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+			c.Timeout = 10 * time.Second
+			start := time.Now()
+			resp, _, err := gatewayGet(c, tc.url)
+			took := time.Since(start)
+			switch {
+			case err == nil:
+				t.Errorf("%s: a server without a usable credential answered %d", tc.url, resp.StatusCode)
+			case took > 2*time.Second:
+				t.Errorf("%s: failed after %v (%v): the handshake must fail at once, not wait for the secret", tc.url, took.Round(time.Millisecond), err)
+			default:
+				t.Logf("%s: %v after %v", tc.url, err, took.Round(time.Millisecond))
+			}
+		}
+		var st upState
+		data, err := os.ReadFile(filepath.Join(stateDir, "state.json"))
+		if err != nil || json.Unmarshal(data, &st) != nil {
+			t.Fatalf("state.json: %v", err)
+		}
+		log, err := os.ReadFile(filepath.Join(st.WorkDir, "logs", "straitd.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			"spec.servers[5].tls.credentialName: credential ingress/no-such-cert of Gateway ingress/gw cannot be served: no certificate",
+			"spec.servers[6].tls.credentialName: credential ingress/bad-cert of Gateway ingress/gw cannot be served: tls.crt and tls.key",
+		} {
+			if !strings.Contains(string(log), want) {
+				t.Errorf("straitd's log does not report %q", want)
+			}
 		}
 	})
 

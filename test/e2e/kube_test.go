@@ -206,6 +206,10 @@ func TestKubeSeedFlow(t *testing.T) {
 		}
 	})
 
+	t.Run("ingress gateway from the chart", func(t *testing.T) {
+		checkKubeIngressGateway(ctx, t, node, client, straitctl) // kubegateway_test.go
+	})
+
 	// applySplit applies the split and waits until the client's sidecar
 	// has ACKed the route configuration that carries it.
 	applySplit := func(t *testing.T, v1, v2 int) {

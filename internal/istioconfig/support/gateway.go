@@ -27,7 +27,7 @@ var gatewaySupport = map[string]Support{
 	"servers.tls.mode=SIMPLE":                       Honoured,
 	"servers.tls.mode=MUTUAL":                       Honoured,
 	"servers.tls.mode=AUTO_PASSTHROUGH":             Refused,
-	"servers.tls.mode=ISTIO_MUTUAL":                 Refused,
+	"servers.tls.mode=ISTIO_MUTUAL":                 Honoured,
 	"servers.tls.mode=OPTIONAL_MUTUAL":              Refused,
 	"servers.tls.serverCertificate":                 Honoured,
 	"servers.tls.privateKey":                        Honoured,

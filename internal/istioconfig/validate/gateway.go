@@ -125,7 +125,8 @@ func validateGatewayServer(el *fielderr.List, f string, srv *networking.Server) 
 
 // validateServerTLS: HTTPS and TLS servers need tls; on a plaintext server
 // tls may only carry httpsRedirect (an HTTP server's); SIMPLE and MUTUAL
-// need the certificate files, MUTUAL also the CA certificates.
+// need the certificate files, MUTUAL also the CA certificates;
+// ISTIO_MUTUAL takes none (the workload certificate).
 func validateServerTLS(el *fielderr.List, f, proto string, t *networking.ServerTLSSettings) {
 	tf := f + ".tls"
 	if !GatewayProtocolIsTLS(proto) {
@@ -171,6 +172,12 @@ func validateServerTLS(el *fielderr.List, f, proto string, t *networking.ServerT
 		}
 		if t.Mode == networking.ServerTLSSettings_SIMPLE && t.CaCertificates != "" {
 			el.Add(tf+".caCertificates", "is for mode MUTUAL; with SIMPLE no client certificate is asked for")
+		}
+	case networking.ServerTLSSettings_ISTIO_MUTUAL:
+		// Istio: the gateway's own workload certificate, and client
+		// certificates of the mesh (an egress gateway's sidecars).
+		if t.ServerCertificate != "" || t.PrivateKey != "" || t.CaCertificates != "" || t.CredentialName != "" {
+			el.Add(tf+".mode", "ISTIO_MUTUAL uses the gateway's workload certificate and the mesh's CA: remove serverCertificate, privateKey, caCertificates and credentialName, or use SIMPLE or MUTUAL")
 		}
 	case networking.ServerTLSSettings_PASSTHROUGH:
 		if t.ServerCertificate != "" || t.PrivateKey != "" || t.CaCertificates != "" || t.CredentialName != "" {

@@ -4,6 +4,7 @@ package file
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,8 @@ const (
 	// empty for a moment, and serving that moment would withdraw every
 	// service of the file from every proxy.
 	emptyGrace = time.Second
+	// defaultCredentialPoll is Options.CredentialPoll's default.
+	defaultCredentialPoll = 2 * time.Second
 )
 
 // Options configure a Registry.
@@ -56,6 +59,14 @@ type Options struct {
 	RootNamespace string
 	// Mesh is the mesh config; nil is Istio's defaults.
 	Mesh *meshconfig.Config
+	// CredentialsDir holds the Gateway credentials by namespace and name
+	// (credentials.go); straitd leaves out the servers whose credential it
+	// lacks or cannot parse, and rechecks them every CredentialPoll. ""
+	// checks none.
+	CredentialsDir string
+	// CredentialPoll is how often the credentials are checked again
+	// (default 2 s).
+	CredentialPoll time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -69,6 +80,8 @@ type Registry struct {
 	dir           string
 	domain        string
 	rootNamespace string
+	credentials   mesh.Credentials // nil: not checked
+	credPoll      time.Duration
 	log           *slog.Logger
 
 	snap    atomic.Pointer[mesh.Snapshot]
@@ -119,6 +132,10 @@ func New(opts Options) (*Registry, error) {
 		meshCh:        make(chan *meshconfig.Config, 1),
 		log:           opts.Logger.With("component", "mesh.file", "dir", opts.Dir),
 		files:         map[string]*fileState{},
+		credPoll:      cmp.Or(opts.CredentialPoll, defaultCredentialPoll),
+	}
+	if opts.CredentialsDir != "" {
+		r.credentials = credentialDir(opts.CredentialsDir)
 	}
 	if _, err := r.reloadPaths(time.Now(), nil); err != nil {
 		return nil, err
@@ -195,6 +212,12 @@ func (r *Registry) Run(ctx context.Context, onChange func(*proxypush.PushRequest
 			emptyTimer.Reset(time.Until(at))
 		}
 	}
+	var credTick <-chan time.Time // nil: credentials not checked
+	if r.credentials != nil {
+		t := time.NewTicker(r.credPoll)
+		defer t.Stop()
+		credTick = t.C
+	}
 	// Catch changes made between New and the watch being set up.
 	apply(time.Now(), nil)
 
@@ -255,6 +278,15 @@ func (r *Registry) Run(ctx context.Context, onChange func(*proxypush.PushRequest
 			apply(first, paths)
 		case <-emptyTimer.C:
 			apply(time.Now(), r.emptyPaths())
+		case <-credTick:
+			// A credential that appeared, was fixed or broke changes
+			// which gateway servers are served.
+			if r.snap.Load().CredentialsChanged() {
+				r.publish(r.snap.Load().Configs)
+				if onChange != nil {
+					onChange(&proxypush.PushRequest{Full: true, Reason: []proxypush.TriggerReason{proxypush.GlobalUpdate}, Start: time.Now()})
+				}
+			}
 		case m := <-r.meshCh:
 			// Every proxy's config may depend on the mesh istioconfig.
 			r.mesh = m
@@ -424,7 +456,8 @@ func (r *Registry) reloadPaths(now time.Time, only map[string]bool) (map[proxypu
 
 func (r *Registry) publish(store *istioconfig.Store) {
 	r.version++
-	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.domain, RootNamespace: r.rootNamespace, Mesh: r.mesh, Version: r.version, Previous: r.snap.Load()})
+	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.domain, RootNamespace: r.rootNamespace, Mesh: r.mesh, Version: r.version, Previous: r.snap.Load(),
+		Credentials: r.credentials})
 	for _, p := range problems {
 		r.log.Warn("config conflict", "error", p.Error())
 	}

@@ -16,7 +16,10 @@ package gen
 //     DownstreamTlsContext whose certificate is the SDS resource
 //     file-cert:CERT~KEY (and file-root:CA for MUTUAL) that the gateway's
 //     agent reads from its files, and an HCM on
-//     https.PORT.PORTNAME.GATEWAY.NAMESPACE;
+//     https.PORT.PORTNAME.GATEWAY.NAMESPACE; a server whose
+//     credentialName the registry found missing or malformed
+//     (mesh.Snapshot.GatewayCredentialError) gets no chain, and a port
+//     left with none no listener;
 //   - a PASSTHROUGH server (HTTPS or TLS) gets one chain per tls rule of a
 //     bound VirtualService, matched by the rule's sniHosts, with a
 //     tcp_proxy to its destinations; a TLS server that terminates and a
@@ -73,10 +76,14 @@ func isRouter(p *proxypush.Proxy) bool { return p != nil && p.Type == proxypush.
 // (mesh.GatewayServers).
 type gatewayServer struct{ mesh.GatewayServer }
 
-// terminates reports whether the server terminates TLS (SIMPLE, MUTUAL).
+// terminates reports whether the server terminates TLS (SIMPLE, MUTUAL,
+// ISTIO_MUTUAL).
 func (s gatewayServer) terminates() bool {
-	m := s.Server.GetTls().GetMode()
-	return s.TLS() && (m == networking.ServerTLSSettings_SIMPLE || m == networking.ServerTLSSettings_MUTUAL)
+	switch s.Server.GetTls().GetMode() {
+	case networking.ServerTLSSettings_SIMPLE, networking.ServerTLSSettings_MUTUAL, networking.ServerTLSSettings_ISTIO_MUTUAL:
+		return s.TLS()
+	}
+	return false
 }
 
 // routeName is Istio's gatewayRDSRouteName: http.PORT for plaintext HTTP,
@@ -194,6 +201,13 @@ func gatewayTLSChains(snap *mesh.Snapshot, ns string, port uint32, servers []gat
 		out = append(out, c)
 	}
 	for _, s := range servers {
+		if s.terminates() && snap.GatewayCredentialError(ns, s.Server) != nil {
+			// Istio serves no chain for a server whose credential is
+			// missing or malformed: a client naming it gets no chain (its
+			// handshake fails at once) rather than one that waits for a
+			// secret that never comes; mesh.Build reports it.
+			continue
+		}
 		switch {
 		case s.terminates() && s.Protocol == "HTTPS":
 			add(sniHosts(s.Server), &listener.FilterChain{
@@ -243,7 +257,8 @@ func sniHosts(srv *networking.Server) []string {
 // gatewayTLSSocket terminates TLS with the server's certificate files
 // (or its credentialName's), served by the gateway's agent over SDS;
 // MUTUAL also requires a client certificate that the CA certificates
-// verify. An HTTPS server offers h2
+// verify; ISTIO_MUTUAL uses the workload certificate and the mesh's root
+// CA ("default" and "ROOTCA"). An HTTPS server offers h2
 // and http/1.1 (Istio's ALPNHttp).
 func gatewayTLSSocket(t *networking.ServerTLSSettings, http bool) *core.TransportSocket {
 	common := &tlsv3.CommonTlsContext{
@@ -264,7 +279,15 @@ func gatewayTLSSocket(t *networking.ServerTLSSettings, http bool) *core.Transpor
 		common.AlpnProtocols = []string{"h2", "http/1.1"}
 	}
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: common}
-	if t.GetMode() == networking.ServerTLSSettings_MUTUAL {
+	if t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL {
+		// Istio's ISTIO_MUTUAL gateway server (buildGatewayListenerTLSContext):
+		// the gateway's workload certificate, and a client certificate
+		// that the mesh's root CA signed (a sidecar sending to an egress
+		// gateway).
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sdsSecret(sdsDefault)}
+		caResource = sdsRootCA
+	}
+	if m := t.GetMode(); m == networking.ServerTLSSettings_MUTUAL || m == networking.ServerTLSSettings_ISTIO_MUTUAL {
 		common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{
 			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext:         &tlsv3.CertificateValidationContext{},

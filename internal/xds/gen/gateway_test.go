@@ -1,6 +1,8 @@
 package gen_test
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,5 +57,115 @@ func TestGatewayConflicts(t *testing.T) {
 	}
 	if c := g.GatewayConflicts(sidecar); c != nil {
 		t.Errorf("a sidecar has gateway conflicts %v", c)
+	}
+}
+
+// credentialsFunc adapts a func to mesh.Credentials.
+type credentialsFunc func(ns, name string, mutual bool) error
+
+func (f credentialsFunc) Check(ns, name string, mutual bool) error { return f(ns, name, mutual) }
+
+// TestGatewayMissingCredential: server https-api's credential api-cert
+// (MUTUAL, looked up in the router's namespace ingress) cannot be served:
+// mesh.Build reports the server's credentialName, and the router's
+// 0.0.0.0_443 keeps the other servers' chains but none for
+// api.example.com. With the credential there, the chain is back.
+func TestGatewayMissingCredential(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "gateway", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := proxypush.ParseNodeID("router~10.92.0.10~ingressgateway.ingress~ingress.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	missing := credentialsFunc(func(ns, name string, mutual bool) error {
+		asked = append(asked, fmt.Sprintf("%s/%s mutual=%t", ns, name, mutual))
+		return errors.New("no certificate: open tls.crt: no such file or directory")
+	})
+	present := credentialsFunc(func(string, string, bool) error { return nil })
+	for _, tc := range []struct {
+		name      string
+		creds     mesh.Credentials
+		wantChain bool
+	}{
+		{"missing", missing, false},
+		{"present", present, true},
+		{"unchecked", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked = nil
+			snap, problems := mesh.Build(storeOf(t, string(b)), mesh.BuildOptions{Credentials: tc.creds})
+			g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+			res, err := g.Generate(router, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := string(render(t, res))
+			if has := strings.Contains(got, `"api.example.com"`); has != tc.wantChain {
+				t.Errorf("a chain for api.example.com: %t, want %t", has, tc.wantChain)
+			}
+			for _, s := range []string{`"www.example.com"`, `"mtls.example.com"`, `"secure.example.com"`} {
+				if !strings.Contains(got, s) {
+					t.Errorf("the other servers' chain %s is gone", s)
+				}
+			}
+			if tc.wantChain {
+				if len(problems) != 0 {
+					t.Errorf("problems %v", problems)
+				}
+				return
+			}
+			const want = "spec.servers[4].tls.credentialName: credential ingress/api-cert of Gateway ingress/gw cannot be served: no certificate"
+			if len(problems) != 1 || !strings.Contains(problems[0].Error(), want) {
+				t.Errorf("problems %v\nwant one with %q", problems, want)
+			}
+			if len(asked) != 1 || asked[0] != "ingress/api-cert mutual=true" {
+				t.Errorf("checked %v, want ingress/api-cert mutual=true once", asked)
+			}
+		})
+	}
+}
+
+// TestEgressGatewayIstioMutual: examples/egress's egress gateway serves
+// its ISTIO_MUTUAL server with its workload certificate ("default"),
+// requires a client certificate that the mesh's root ("ROOTCA") signed,
+// and matches the sidecars' SNI, api.external.test; its route sends
+// api.external.test to the external host's port 443, which the
+// DestinationRule's SIMPLE tls originates TLS to.
+func TestEgressGatewayIstioMutual(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "egress", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, problems := mesh.Build(storeOf(t, string(b)), mesh.BuildOptions{})
+	if len(problems) != 0 {
+		t.Fatalf("problems %v", problems)
+	}
+	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+	router, err := proxypush.ParseNodeID("router~10.97.0.30~egressgateway.istio-system~istio-system.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	generate := func(typeURL string) string {
+		res, err := g.Generate(router, typeURL, nil, &proxypush.PushRequest{Full: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(render(t, res))
+	}
+	listeners := generate(xdsapi.ListenerType)
+	for _, s := range []string{`"name": "0.0.0.0_80"`, `"api.external.test"`, `"name": "default"`, `"name": "ROOTCA"`, `"requireClientCertificate": true`,
+		`"routeConfigName": "https.80.https-port-for-tls-origination.istio-egressgateway.istio-system"`} {
+		if !strings.Contains(listeners, s) {
+			t.Errorf("listeners lack %s", s)
+		}
+	}
+	if routes := generate(xdsapi.RouteType); !strings.Contains(routes, `"cluster": "outbound|443||api.external.test"`) {
+		t.Errorf("routes do not send api.external.test to its port 443:\n%s", routes)
+	}
+	if clusters := generate(xdsapi.ClusterType); !strings.Contains(clusters, `"sni": "api.external.test"`) {
+		t.Error("clusters: no TLS origination to api.external.test")
 	}
 }

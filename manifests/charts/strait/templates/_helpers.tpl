@@ -18,3 +18,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $root := index . 0 -}}{{- $name := index . 1 -}}
 {{- if contains "/" $name -}}{{ $name }}{{- else -}}{{ $root.Values.global.hub }}/{{ $name }}:{{ $root.Values.global.tag }}{{- end -}}
 {{- end }}
+
+{{/* Labels of a gateway's objects: the gateway's own (istio:
+     ingressgateway, app: ...) and the release's, for uninstall. */}}
+{{- define "strait.gatewayLabels" -}}
+{{- $root := index . 0 -}}{{- $gw := index . 1 -}}
+{{- toYaml $gw.labels }}
+app.kubernetes.io/name: {{ $gw.name }}
+app.kubernetes.io/part-of: strait
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+{{- end }}

@@ -34,8 +34,18 @@ func (m *Metadata) Get(namespace, key string) (any, bool) {
 	return v, ok
 }
 
-// Reset empties m for the next request, keeping its top-level map so that
-// a connection's requests reuse it.
+// maxKeptNamespaces bounds the namespaces' maps Reset keeps for reuse.
+const maxKeptNamespaces = 16
+
+// Reset empties m for the next request, keeping its maps (up to
+// maxKeptNamespaces namespaces) so that a connection's requests reuse
+// them instead of allocating per request.
 func (m *Metadata) Reset() {
-	clear(m.ns)
+	if len(m.ns) > maxKeptNamespaces {
+		clear(m.ns)
+		return
+	}
+	for _, kv := range m.ns {
+		clear(kv)
+	}
 }

@@ -38,3 +38,29 @@ func TestMetadataReset(t *testing.T) {
 		t.Errorf("after Reset and Set: %v", v)
 	}
 }
+
+// A connection's next request reuses the maps: setting what the last one
+// set allocates nothing; past maxKeptNamespaces the maps are dropped.
+func TestMetadataResetReuses(t *testing.T) {
+	var md Metadata
+	var w = new(int)
+	if n := testing.AllocsPerRun(100, func() {
+		md.Reset()
+		md.Set("istio.metadata_exchange", "downstream_peer", w)
+		md.Set("istio.metadata_exchange", "downstream_peer_id", true)
+	}); n != 0 {
+		t.Errorf("%v allocs per request after the first, want 0", n)
+	}
+	for i := 0; i <= maxKeptNamespaces; i++ {
+		md.Set(string(rune('a'+i)), "k", i)
+	}
+	md.Reset()
+	if len(md.ns) != 0 {
+		t.Errorf("%d namespaces kept after Reset of %d, want none", len(md.ns), maxKeptNamespaces+2)
+	}
+	md.Set("ns", "k", 1)
+	md.Reset()
+	if _, ok := md.Get("ns", "k"); ok || len(md.ns) != 1 {
+		t.Errorf("after Reset: value kept %t, %d namespaces (want its map kept, empty)", ok, len(md.ns))
+	}
+}

@@ -56,7 +56,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 		}
 		hdr.Add(string(h.Name), string(h.Value))
 	}
-	for _, h := range c.reqExtra { // what the HTTP filters added (jwtfilter.go)
+	for _, h := range c.reqExtra { // what the HTTP filters added (jwt_authn's output headers, chain.go headerWriters)
 		hdr.Add(string(h.Name), string(h.Value))
 	}
 	if _, ok := hdr["X-Forwarded-Proto"]; !ok || c.filter.xfp.Overwrites() {

@@ -3,7 +3,7 @@ package hcm
 // This file is the one trailer policy of every codec path (h1forward.go,
 // h1toh2.go, h2.go): which trailers cross the proxy, in
 // either direction. Trailers arrive after the head was sanitized
-// (package fwdheaders, jwtfilter.go, the router's x-envoy-* headers) and
+// (package fwdheaders, httpfilter/jwtauthn/outputheaders.go, the router's x-envoy-* headers) and
 // routed, so nothing the HCM checks or sets in the head may come through
 // them, and an app that merges trailers into headers must not see them.
 //
@@ -16,7 +16,7 @@ package hcm
 //     StreamEncoderImpl::encodeTrailersBase ends the stream without them;
 //     source/common/http/http1/codec_impl.cc). strait-proxy refuses
 //     enable_trailers, on the HCM (fields.go) and on a cluster's HTTP/1
-//     options (cluster/h2options.go).
+//     options (cluster/httpoptions.go).
 //   - From HTTP/2 to HTTP/2 (gRPC's grpc-status, grpc-message and custom
 //     metadata), trailers are forwarded without the fields RFC 9110
 //     §6.5.1 forbids in a trailer section (framing, routing, request

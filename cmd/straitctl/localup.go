@@ -24,6 +24,7 @@ import (
 	"github.com/straitmesh/strait/internal/agent/dns"
 	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/meshview"
 	"github.com/straitmesh/strait/internal/netns"
 )
@@ -44,6 +45,9 @@ type upOptions struct {
 	HostResolvConf string
 	// Prometheus starts a Prometheus scraping the mesh (localscrape.go).
 	Prometheus bool
+	// MeshConfig is straitd's mesh config file (--mesh), "" for the
+	// defaults.
+	MeshConfig string
 }
 
 func newUpCmd() *cobra.Command {
@@ -96,6 +100,11 @@ metrics) and straitd's monitoring port. --prometheus also starts one
 (Debian's prometheus binary) scraping them every 5s, with its storage in
 a temporary directory, its API and UI on 127.0.0.1.
 
+--mesh-config FILE gives straitd a MeshConfig (Istio's YAML, e.g.
+tracing: enableTracing, defaultConfig.tracing.zipkin.address and
+sampling, extensionProviders), checked before anything starts; straitd
+applies edits of FILE live.
+
 up stays in the foreground: it reports config changes (straitd applies
 edits to DIR live; new or changed WorkloadEntries need a restart of up)
 and processes that exit. Ctrl-C or SIGTERM removes everything it made:
@@ -119,6 +128,7 @@ runs at a time. Needs root.`,
 	}
 	cmd.Flags().StringVar(&o.ConfigDir, "config-dir", "", "directory of Istio YAML; straitd serves it and watches it for edits")
 	cmd.Flags().StringVar(&o.BinDir, "bin-dir", localmesh.DefaultBinDir(), "directory with straitd, strait-agent, strait-proxy and strait-echo")
+	cmd.Flags().StringVar(&o.MeshConfig, "mesh-config", "", "Istio MeshConfig YAML for straitd (its --mesh): tracing, outboundTrafficPolicy, access logs, ...; a field Strait does not implement is refused by name before anything starts")
 	cmd.Flags().BoolVar(&o.Prometheus, "prometheus", false, "also start a Prometheus (Debian's prometheus binary) that scrapes every pod's agent and straitd, on 127.0.0.1")
 	cmd.Flags().BoolVar(&o.DNSCapture, "dns-capture", false,
 		"capture each pod's DNS to its sidecar agent (ISTIO_META_DNS_CAPTURE): mesh names resolve to their VIPs from straitd's name table; "+
@@ -143,6 +153,16 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 		if *d, err = filepath.Abs(*d); err != nil {
 			return err
 		}
+	}
+	var straitdArgs []string
+	if o.MeshConfig != "" {
+		if o.MeshConfig, err = filepath.Abs(o.MeshConfig); err != nil {
+			return err
+		}
+		if _, err := meshconfig.Load(o.MeshConfig); err != nil {
+			return fmt.Errorf("--mesh-config: %w", err)
+		}
+		straitdArgs = []string{"--mesh", o.MeshConfig}
 	}
 	plan, err := localmesh.PlanUserConfig(o.ConfigDir)
 	if err != nil {
@@ -182,6 +202,7 @@ func runUp(ctx context.Context, out io.Writer, o upOptions) (err error) {
 	m, err := localmesh.Start(ctx, localmesh.Options{
 		BinDir: o.BinDir, ConfigDir: o.ConfigDir, ServeConfigDir: true, Subnet: plan.Subnet,
 		Workloads: plan.Workloads, SecureXDS: true, DNSCapture: o.DNSCapture, DNSUpstreams: upstreams, Logger: localmesh.ProgressLogger(out),
+		StraitdArgs: straitdArgs,
 	})
 	if err != nil {
 		// Start removed what it had made.

@@ -52,3 +52,34 @@ func TestDNSUpstreams(t *testing.T) {
 		})
 	}
 }
+
+// TestUpMeshConfigRefused: `local up --mesh-config` with a field Strait
+// does not implement fails before anything is made, naming the flag and
+// the field; a missing file names the flag too.
+func TestUpMeshConfigRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("local up checks for root first")
+	}
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "mesh.yaml")
+	if err := os.WriteFile(bad, []byte("enableTracing: true\nenableEnvoyAccessLogService: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	for file, want := range map[string]string{
+		bad:                                "enableEnvoyAccessLogService",
+		filepath.Join(dir, "missing.yaml"): "missing.yaml",
+	} {
+		cmd := newUpCmd()
+		cmd.SetArgs([]string{"--config-dir", "../../examples/demo", "--mesh-config", file, "--state-dir", state})
+		cmd.SetOut(&strings.Builder{})
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), "--mesh-config") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want --mesh-config and %s named", file, err, want)
+		}
+		if _, serr := os.Stat(state); serr == nil {
+			t.Errorf("%s: the state dir was made before the mesh config was checked", file)
+		}
+	}
+}

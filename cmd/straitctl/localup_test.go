@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // TestDNSUpstreams: --dns-upstream's values become host:port upstreams;
@@ -57,9 +59,7 @@ func TestDNSUpstreams(t *testing.T) {
 // does not implement fails before anything is made, naming the flag and
 // the field; a missing file names the flag too.
 func TestUpMeshConfigRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("local up checks for root first")
-	}
+	testreq.Root(t, "local up checks for root before its flags")
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "mesh.yaml")
 	if err := os.WriteFile(bad, []byte("enableTracing: true\nenableEnvoyAccessLogService: true\n"), 0o644); err != nil {

@@ -1,25 +1,20 @@
 package fwdheaders
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/proxy/certtest"
 )
 
 // TestXFCCApply: each forward_client_cert_details mode on a mutual TLS
@@ -71,16 +66,16 @@ func TestXFCCApply(t *testing.T) {
 // TestXFCCElement: this hop's element has By, Hash and the asked details
 // in Envoy's order and encoding.
 func TestXFCCElement(t *testing.T) {
-	c := newXFCCCerts(t, "spiffe://td/ns/a/sa/server", &x509.Certificate{
+	c := certtest.Issue(t, "spiffe://td/ns/a/sa/server", &x509.Certificate{
 		Subject:  pkix.Name{CommonName: "client", Organization: []string{"Acme, Inc"}},
-		URIs:     []*url.URL{mustURL(t, "spiffe://td/ns/a/sa/client"), mustURL(t, "https://example.com/x")},
+		URIs:     []*url.URL{certtest.MustURL(t, "spiffe://td/ns/a/sa/client"), certtest.MustURL(t, "https://example.com/x")},
 		DNSNames: []string{"a.example", "b.example"},
 	})
-	sum := sha256.Sum256(c.clientX.Raw)
+	sum := sha256.Sum256(c.ClientX.Raw)
 	hash := hex.EncodeToString(sum[:])
-	peers := []*x509.Certificate{c.clientX, c.ca}
+	peers := []*x509.Certificate{c.ClientX, c.CA}
 	all := XFCC{mode: hcmv3.HttpConnectionManager_SANITIZE_SET, cert: true, chain: true, subject: true, uri: true, dns: true}
-	got := all.element(c.serverX, peers)
+	got := all.element(c.ServerX, peers)
 	parts := strings.Split(got, ";")
 	wantKeys := []string{"By", "Hash", "Cert", "Chain", "Subject", "URI", "URI", "DNS", "DNS"}
 	if len(parts) != len(wantKeys) {
@@ -128,25 +123,25 @@ func TestXFCCElement(t *testing.T) {
 		}
 		return blocks
 	}
-	if b := decode(parts[2], "Cert"); len(b) != 1 || string(b[0].Bytes) != string(c.clientX.Raw) {
+	if b := decode(parts[2], "Cert"); len(b) != 1 || string(b[0].Bytes) != string(c.ClientX.Raw) {
 		t.Errorf("Cert decodes to %d blocks, want the client certificate", len(b))
 	}
-	if b := decode(parts[3], "Chain"); len(b) != 2 || string(b[0].Bytes) != string(c.clientX.Raw) || string(b[1].Bytes) != string(c.ca.Raw) {
+	if b := decode(parts[3], "Chain"); len(b) != 2 || string(b[0].Bytes) != string(c.ClientX.Raw) || string(b[1].Bytes) != string(c.CA.Raw) {
 		t.Errorf("Chain decodes to %d blocks, want the client certificate then the CA", len(b))
 	}
 
 	// No details asked: By and Hash only; no local certificate: no By.
-	if got, want := (XFCC{}).element(c.serverX, peers), "By=spiffe://td/ns/a/sa/server;Hash="+hash; got != want {
+	if got, want := (XFCC{}).element(c.ServerX, peers), "By=spiffe://td/ns/a/sa/server;Hash="+hash; got != want {
 		t.Errorf("element with no details = %q, want %q", got, want)
 	}
 	if got, want := (XFCC{}).element(nil, peers), "Hash="+hash; got != want {
 		t.Errorf("element with no local certificate = %q, want %q", got, want)
 	}
 	// URI and Subject are present even when the certificate has none; DNS is not.
-	bare := newXFCCCerts(t, "spiffe://td/ns/a/sa/server", &x509.Certificate{})
-	sum = sha256.Sum256(bare.clientX.Raw)
+	bare := certtest.Issue(t, "spiffe://td/ns/a/sa/server", &x509.Certificate{})
+	sum = sha256.Sum256(bare.ClientX.Raw)
 	p := XFCC{subject: true, uri: true, dns: true}
-	if got, want := p.element(nil, []*x509.Certificate{bare.clientX}), "Hash="+hex.EncodeToString(sum[:])+`;Subject="";URI=`; got != want {
+	if got, want := p.element(nil, []*x509.Certificate{bare.ClientX}), "Hash="+hex.EncodeToString(sum[:])+`;Subject="";URI=`; got != want {
 		t.Errorf("element of a bare certificate = %q, want %q", got, want)
 	}
 }
@@ -173,61 +168,4 @@ func TestXFCCOf(t *testing.T) {
 	if _, err := XFCCOf(h); err == nil || !strings.Contains(err.Error(), "forward_client_cert_details 42") {
 		t.Errorf("XFCCOf(42) = %v, want an error naming forward_client_cert_details", err)
 	}
-}
-
-// xfccCerts is a CA, a server certificate and a client certificate.
-type xfccCerts struct {
-	caPEM            []byte
-	server, client   tls.Certificate
-	serverX, clientX *x509.Certificate
-	ca               *x509.Certificate
-}
-
-// newXFCCCerts issues the server certificate with serverURI as its URI
-// SAN, and the client's from tmpl.
-func newXFCCCerts(t *testing.T, serverURI string, client *x509.Certificate) *xfccCerts {
-	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey := key()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, Subject: pkix.Name{CommonName: "xfcc ca"}}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, tmpl *x509.Certificate) (tls.Certificate, *x509.Certificate) {
-		k := key()
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x, _ := x509.ParseCertificate(der)
-		return tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: k}, x
-	}
-	su, err := url.Parse(serverURI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &xfccCerts{ca: ca, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	out.server, out.serverX = leaf(2, &x509.Certificate{URIs: []*url.URL{su}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	out.client, out.clientX = leaf(3, client)
-	return out
-}
-
-func mustURL(t *testing.T, s string) *url.URL {
-	u, err := url.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
 }

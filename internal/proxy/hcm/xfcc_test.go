@@ -1,19 +1,14 @@
 package hcm
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,7 +16,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -31,67 +25,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/proxy/certtest"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
-
-// xfccCerts is a CA, a server certificate and a client certificate.
-type xfccCerts struct {
-	caPEM            []byte
-	server, client   tls.Certificate
-	serverX, clientX *x509.Certificate
-	ca               *x509.Certificate
-}
-
-// newXFCCCerts issues the server certificate with serverURI as its URI
-// SAN, and the client's from tmpl.
-func newXFCCCerts(t *testing.T, serverURI string, client *x509.Certificate) *xfccCerts {
-	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey := key()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, Subject: pkix.Name{CommonName: "xfcc ca"}}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, tmpl *x509.Certificate) (tls.Certificate, *x509.Certificate) {
-		k := key()
-		tmpl.SerialNumber = big.NewInt(serial)
-		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x, _ := x509.ParseCertificate(der)
-		return tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: k}, x
-	}
-	su, err := url.Parse(serverURI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &xfccCerts{ca: ca, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	out.server, out.serverX = leaf(2, &x509.Certificate{URIs: []*url.URL{su}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	out.client, out.clientX = leaf(3, client)
-	return out
-}
-
-func mustURL(t *testing.T, s string) *url.URL {
-	u, err := url.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
 
 // xfccBackend answers with the x-forwarded-client-cert it received (its
 // lines joined with "|") in X-Seen-Xfcc, and X-Had-Xfcc: yes when there
@@ -111,7 +49,7 @@ func xfccBackend(t *testing.T) *httptest.Server {
 // startXFCCProxy runs an HCM behind the proxy's own downstream TLS
 // (tlsconf.Server, as a listener's filter chain terminates it) that sends
 // everything to cluster be, with mod applied; it returns the address.
-func startXFCCProxy(t *testing.T, codec Codec, certs *xfccCerts, mod func(*hcmv3.HttpConnectionManager), be *clusterv3.Cluster) string {
+func startXFCCProxy(t *testing.T, codec Codec, certs *certtest.Certs, mod func(*hcmv3.HttpConnectionManager), be *clusterv3.Cluster) string {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	cm := cluster.NewManager(log, stats.New())
@@ -129,8 +67,8 @@ func startXFCCProxy(t *testing.T, codec Codec, certs *xfccCerts, mod func(*hcmv3
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certs.server.Certificate[0]})
-	keyDER, err := x509.MarshalPKCS8PrivateKey(certs.server.PrivateKey)
+	chain := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certs.Server.Certificate[0]})
+	keyDER, err := x509.MarshalPKCS8PrivateKey(certs.Server.PrivateKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +79,7 @@ func startXFCCProxy(t *testing.T, codec Codec, certs *xfccCerts, mod func(*hcmv3
 	dtc, err := anypb.New(&tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
 		TlsCertificates: []*tlsv3.TlsCertificate{{CertificateChain: inline(chain), PrivateKey: inline(key)}},
 		ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-			TrustedCa: inline(certs.caPEM)}},
+			TrustedCa: inline(certs.CAPEM)}},
 		AlpnProtocols: []string{"h2", "http/1.1"},
 	}})
 	if err != nil {
@@ -184,8 +122,8 @@ func startXFCCProxy(t *testing.T, codec Codec, certs *xfccCerts, mod func(*hcmv3
 // APPEND_FORWARD.
 func TestXFCCOverMutualTLS(t *testing.T) {
 	const serverID, clientID = "spiffe://cluster.local/ns/default/sa/server", "spiffe://cluster.local/ns/default/sa/client"
-	certs := newXFCCCerts(t, serverID, &x509.Certificate{URIs: []*url.URL{mustURL(t, clientID)}})
-	sum := sha256.Sum256(certs.clientX.Raw)
+	certs := certtest.Issue(t, serverID, &x509.Certificate{URIs: []*url.URL{certtest.MustURL(t, clientID)}})
+	sum := sha256.Sum256(certs.ClientX.Raw)
 	element := "By=" + serverID + ";Hash=" + hex.EncodeToString(sum[:]) + `;Subject="";URI=` + clientID
 	be := xfccBackend(t)
 	beCluster := staticCluster("be", be.Listener.Addr().String())
@@ -194,8 +132,8 @@ func TestXFCCOverMutualTLS(t *testing.T) {
 		h.SetCurrentClientCertDetails = &hcmv3.HttpConnectionManager_SetCurrentClientCertDetails{Subject: wrapperspb.Bool(true), Uri: true, Dns: true}
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(certs.ca)
-	withCert := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{certs.client}}
+	pool.AddCert(certs.CA)
+	withCert := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{certs.Client}}
 	noCert := &tls.Config{RootCAs: pool}
 	const sent = "By=spiffe://upstream;Hash=00"
 	for _, codec := range codecs {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/tracing"
 )
 
@@ -38,7 +39,7 @@ func BenchmarkProxyTracing(b *testing.B) {
 				b.Fatal(err)
 			}
 			p := startProxyFilterWith(b, CodecStrait, be, slog.New(slog.DiscardHandler), nil, func(f *Filter) {
-				ch, err := buildChainWith([]*hcmv3.HttpFilter{{Name: routerFilter}}, nil, httpfilter.BuildContext{}, tf)
+				ch, err := buildChainWith([]*hcmv3.HttpFilter{{Name: routerFilter}}, registry.Default(), httpfilter.BuildContext{}, tf)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -2,7 +2,6 @@ package hcm
 
 import (
 	"log/slog"
-	"net"
 	"testing"
 
 	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
@@ -12,7 +11,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	statspb "istio.io/api/envoy/extensions/stats"
 
-	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/peermeta"
@@ -45,11 +43,6 @@ func BenchmarkProxyIstioTelemetry(b *testing.B) {
 		b.Fatal(err)
 	}
 	p := startProxyFilterWith(b, CodecStrait, be, slog.New(slog.DiscardHandler), nil, func(f *Filter) { f.chain = ch })
-	c, err := net.Dial("tcp", p.addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
 	// The client's sidecar sends its workload, as every mesh request has it.
 	peer, err := peermeta.EncodeHeader(peermeta.Workload{Instance: "client-1", Namespace: "bench", Workload: "client",
 		Cluster: "Kubernetes", CanonicalService: "client", CanonicalRevision: "v1", App: "client", Version: "v1"})
@@ -57,27 +50,5 @@ func BenchmarkProxyIstioTelemetry(b *testing.B) {
 		b.Fatal(err)
 	}
 	req := []byte("GET /bench HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\nX-Envoy-Peer-Metadata-Id: sidecar~10.0.0.1~client-1.bench~bench.svc.cluster.local\r\nX-Envoy-Peer-Metadata: " + peer + "\r\n\r\n")
-	r := http1.NewReader(c)
-	var resp http1.Response
-	sink := make([]byte, 4096)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := c.Write(req); err != nil {
-			b.Fatal(err)
-		}
-		head, err := r.ReadHead(http1.DefaultMaxHeadBytes)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := http1.ParseResponse(head, &resp, false); err != nil || resp.Status != 200 {
-			b.Fatalf("%v %d", err, resp.Status)
-		}
-		lr := http1.LengthReader{R: r, Left: resp.ContentLength}
-		for lr.Left > 0 {
-			if _, err := lr.Read(sink); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	benchRequests(b, p.addr, req)
 }

@@ -2,13 +2,11 @@ package hcm
 
 import (
 	"log/slog"
-	"net"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
-	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/tracing"
@@ -45,35 +43,7 @@ func BenchmarkProxyTracing(b *testing.B) {
 				}
 				f.chain = ch
 			})
-			c, err := net.Dial("tcp", p.addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			req := []byte("GET /bench HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\n\r\n")
-			r := http1.NewReader(c)
-			var resp http1.Response
-			sink := make([]byte, 4096)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := c.Write(req); err != nil {
-					b.Fatal(err)
-				}
-				head, err := r.ReadHead(http1.DefaultMaxHeadBytes)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := http1.ParseResponse(head, &resp, false); err != nil || resp.Status != 200 {
-					b.Fatalf("%v %d", err, resp.Status)
-				}
-				lr := http1.LengthReader{R: r, Left: resp.ContentLength}
-				for lr.Left > 0 {
-					if _, err := lr.Read(sink); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
+			benchRequests(b, p.addr, []byte("GET /bench HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\n\r\n"))
 		})
 	}
 }

@@ -9,6 +9,7 @@ package gen
 // inbound stats config disables the Host header fallback).
 
 import (
+	"slices"
 	"strings"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -26,12 +27,10 @@ const istioMetadataKey = "istio"
 // istio.services metadata; nothing when svcs is empty.
 func applyServiceMetadata(c *cluster.Cluster, svcs ...*mesh.Service) {
 	var list []*structpb.Value
-	seen := map[string]bool{}
-	for _, s := range svcs {
-		if s == nil || seen[s.Hostname] {
-			continue
+	for i, s := range svcs {
+		if s == nil || slices.ContainsFunc(svcs[:i], func(o *mesh.Service) bool { return o != nil && o.Hostname == s.Hostname }) {
+			continue // each host once (a port's few services: no set needed)
 		}
-		seen[s.Hostname] = true
 		list = append(list, structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
 			"host":      structpb.NewStringValue(s.Hostname),
 			"name":      structpb.NewStringValue(serviceShortName(s.Hostname)),

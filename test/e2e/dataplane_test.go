@@ -166,8 +166,16 @@ func TestDataPlaneUnderChange(t *testing.T) {
 
 	t.Run("server pod terminates under load", func(t *testing.T) {
 		writeConfig(t, m, localmesh.DemoVirtualServiceFile, []byte(allEndpointsVirtualService))
-		// Wait until requests reach both pods through the one cluster.
+		// Wait until requests reach both pods through the one cluster. The
+		// previous subtest's weighted route reaches both pods too, through
+		// the subset clusters: until the client's route has no weighted
+		// clusters left, a request may still go to the v2 subset, which has
+		// no endpoint once echo-v2 leaves the service (503 "no healthy
+		// upstream", as in Envoy).
 		waitFor(ctx, t, applyTimeout, "requests did not reach both pods", func() error {
+			if w, err := client.RouteWeights(ctx); err != nil || len(w) > 0 {
+				return fmt.Errorf("the client's route still has weighted clusters %v (%v)", w, err)
+			}
 			s := client.SendRequests(ctx, localmesh.DemoURL, 40)
 			if s.Failures == 0 && s.Counts["v1"] > 0 && s.Counts["v2"] > 0 && s.Counts["v1"]+s.Counts["v2"] == 40 {
 				return nil

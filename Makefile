@@ -94,8 +94,9 @@ istio-bins:
 # (installs wrk, nginx-light and haproxy when missing). See bench/http.
 # bench-http-h2 (h2load), bench-http-grpc (a grpc-go load client against
 # nginx grpc_pass) and bench-http-idle (RSS with 10,000 idle keep-alive
-# connections) are the HTTP/2, gRPC and memory rows.
-.PHONY: bench-http bench-http-h2 bench-http-grpc bench-http-idle bench-xds bench-sidecar
+# connections) are the HTTP/2, gRPC and memory rows; bench-http-gateway is
+# an ingress gateway with TLS termination, 100 routes and 1,000 backends.
+.PHONY: bench-http bench-http-h2 bench-http-grpc bench-http-idle bench-http-gateway bench-xds bench-sidecar
 bench-http:
 	./bench/http/run.sh
 bench-http-h2:
@@ -104,6 +105,8 @@ bench-http-grpc:
 	./bench/http/grpc.sh
 bench-http-idle:
 	./bench/http/idle.sh
+bench-http-gateway:
+	./bench/http/gateway.sh
 
 # The xDS load harness (see bench/xds/README.md for the knobs).
 bench-xds:

@@ -25,7 +25,9 @@ CONCURRENCY=${CONCURRENCY:-16}
 SIZE=${SIZE:-100}
 CHAINS=${CHAINS:-"nginx strait"}
 README=${README:-$here/README.md}
-log() { echo "bench-grpc: $*" >&2; }
+BENCH_NAME=bench-grpc
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 # nginx's gRPC proxy module (ngx_http_grpc_module) is built into Debian's
 # nginx-light, nginx-full and nginx-extras alike.
@@ -39,46 +41,12 @@ if "$NGINX" -V 2>&1 | grep -q -- --without-http_grpc_module; then
 	log "$NGINX was built without the gRPC module: install nginx-full"; exit 1
 fi
 
-work=$(mktemp -d /tmp/strait-bench-grpc.XXXXXX)
-pids=()
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do
-		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-		kill -9 "$p" 2>/dev/null || true
-	done
-	rm -rf "$work"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_workdir strait-bench-grpc
 
-if [ -z "${STRAIT_BIN:-}" ]; then
-	log "building strait-proxy"
-	(cd "$root" && go build -o "$work/strait-proxy" ./cmd/strait-proxy)
-	STRAIT_BIN=$work/strait-proxy
-fi
+build_strait_proxy
 (cd "$root" && go build -o "$work/grpcload" ./bench/grpcload)
 
 next_port=18700
-newport() { next_port=$((next_port + 1)); printf -v "$1" %d "$next_port"; }
-wait_port() {
-	for _ in $(seq 200); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		kill -0 "$2" 2>/dev/null || { log "process $2 for port $1 died"; cat "$work"/*.log >&2 || true; return 1; }
-		sleep 0.05
-	done
-	log "port $1 did not open"; return 1
-}
-start() {
-	local name=$1; shift
-	"$@" >"$work/$name.log" 2>&1 &
-	started=$!
-	pids+=("$started")
-}
 
 nginx_conf() { # name listen-port upstream-port
 	local d="$work/$1"; mkdir -p "$d/logs"
@@ -153,7 +121,6 @@ for c in $CHAINS; do
 	entry[$c]=$p1; proxies[$c]="$b $a"; chains+=("$c")
 done
 
-cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 results=$work/results.tsv # chain run rps p50 p99 cpu1 cpu2
 : >"$results"
@@ -187,9 +154,7 @@ for run in $(seq "$RUNS"); do
 	done
 done
 
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.4g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 col() { awk -F'\t' -v c="$1" -v k="$2" '$1 == c { print $k }' "$results"; }
-hwm() { awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 nginx_rps=""; nginx_core=""
 if [ -n "${entry[nginx]:-}" ]; then
 	nginx_rps=$(col nginx 3 | median)
@@ -224,10 +189,6 @@ if [ "$README" != "-" ] && [ -f "$README" ] && grep -q '<!-- grpcresults:start -
 		cat "$table"
 		echo "<!-- grpcresults:end -->"
 	} >"$block"
-	awk -v blk="$block" '
-		/<!-- grpcresults:start -->/ { while ((getline l < blk) > 0) print l; skip = 1; next }
-		/<!-- grpcresults:end -->/ { skip = 0; next }
-		!skip { print }' "$README" >"$work/readme.new"
-	cp "$work/readme.new" "$README"
+	replace_block "$README" "grpcresults" "$block"
 	log "table written to $README"
 fi

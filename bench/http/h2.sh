@@ -22,7 +22,9 @@ CONNS=${CONNS:-16}
 STREAMS=${STREAMS:-10}
 CHAINS=${CHAINS:-"nginx strait strait-h2up"}
 README=${README:-$here/README.md}
-log() { echo "bench-h2: $*" >&2; }
+BENCH_NAME=bench-h2
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 need=()
 command -v h2load >/dev/null || need+=(nghttp2-client)
@@ -34,45 +36,11 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
-work=$(mktemp -d /tmp/strait-bench-h2.XXXXXX)
-pids=()
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do
-		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-		kill -9 "$p" 2>/dev/null || true
-	done
-	rm -rf "$work"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_workdir strait-bench-h2
 
-if [ -z "${STRAIT_BIN:-}" ]; then
-	log "building strait-proxy"
-	(cd "$root" && go build -o "$work/strait-proxy" ./cmd/strait-proxy)
-	STRAIT_BIN=$work/strait-proxy
-fi
+build_strait_proxy
 
 next_port=18300
-newport() { next_port=$((next_port + 1)); printf -v "$1" %d "$next_port"; }
-wait_port() {
-	for _ in $(seq 200); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		kill -0 "$2" 2>/dev/null || { log "process $2 for port $1 died"; cat "$work"/*.log >&2 || true; return 1; }
-		sleep 0.05
-	done
-	log "port $1 did not open"; return 1
-}
-start() {
-	local name=$1; shift
-	"$@" >"$work/$name.log" 2>&1 &
-	started=$!
-	pids+=("$started")
-}
 
 body=$(head -c 1024 /dev/zero | tr '\0' 'x')
 nginx_conf() { # name listen-port listen-flags [upstream-port]
@@ -161,7 +129,6 @@ for c in "${chains[@]}"; do
 	if [ "$n" != 1024 ]; then log "chain $c returned $n bytes over h2c, want 1024"; exit 1; fi
 done
 
-cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 results=$work/results.tsv
 : >"$results"
@@ -193,9 +160,7 @@ for run in $(seq "$RUNS"); do
 	done
 done
 
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.4g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 col() { awk -F'\t' -v c="$1" -v k="$2" '$1 == c { print $k }' "$results"; }
-hwm() { awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 nginx_rps=""; nginx_core=""
 if [ -n "${entry[nginx]:-}" ]; then
 	nginx_rps=$(col nginx 3 | median)
@@ -228,10 +193,6 @@ if [ "$README" != "-" ] && [ -f "$README" ] && grep -q '<!-- h2results:start -->
 		cat "$table"
 		echo "<!-- h2results:end -->"
 	} >"$block"
-	awk -v blk="$block" '
-		/<!-- h2results:start -->/ { while ((getline l < blk) > 0) print l; skip = 1; next }
-		/<!-- h2results:end -->/ { skip = 0; next }
-		!skip { print }' "$README" >"$work/readme.new"
-	cp "$work/readme.new" "$README"
+	replace_block "$README" "h2results" "$block"
 	log "table written to $README"
 fi

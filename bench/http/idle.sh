@@ -36,7 +36,9 @@ idle) marker=idleresults ;;
 slowheads) marker=slowheadsresults ;;
 *) echo "bench-idle: MODE=$MODE: want idle or slowheads" >&2; exit 2 ;;
 esac
-log() { echo "bench-idle: $*" >&2; }
+BENCH_NAME=bench-idle
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || {
 	log "installing nginx-light"
@@ -48,46 +50,12 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 # upstream connections (children inherit the limit).
 ulimit -n $((CONNS * 2 + 4096)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-work=$(mktemp -d /tmp/strait-bench-idle.XXXXXX)
-pids=()
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do
-		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-		kill -9 "$p" 2>/dev/null || true
-	done
-	rm -rf "$work"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_workdir strait-bench-idle
 
-if [ -z "${STRAIT_BIN:-}" ]; then
-	log "building strait-proxy"
-	(cd "$root" && go build -o "$work/strait-proxy" ./cmd/strait-proxy)
-	STRAIT_BIN=$work/strait-proxy
-fi
+build_strait_proxy
 (cd "$root" && go build -o "$work/idleconns" ./bench/idleconns)
 
 next_port=18500
-newport() { next_port=$((next_port + 1)); printf -v "$1" %d "$next_port"; }
-wait_port() {
-	for _ in $(seq 200); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		kill -0 "$2" 2>/dev/null || { log "process $2 for port $1 died"; cat "$work"/*.log >&2 || true; return 1; }
-		sleep 0.05
-	done
-	log "port $1 did not open"; return 1
-}
-start() {
-	local name=$1; shift
-	"$@" >"$work/$name.log" 2>&1 &
-	started=$!
-	pids+=("$started")
-}
 stop() { # pid: stop one proxy and forget it
 	kill "$1" 2>/dev/null || true
 	for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.05; done
@@ -193,7 +161,6 @@ for run in $(seq "$RUNS"); do
 	done
 done
 
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.4g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 col() { awk -F'\t' -v c="$1" -v k="$2" '$1 == c { print $k }' "$results"; }
 n_after=""; n_per=""
 if [[ " $CHAINS " == *" nginx "* ]]; then
@@ -235,10 +202,6 @@ if [ "$README" != "-" ] && [ -f "$README" ] && grep -q "<!-- $marker:start -->" 
 		cat "$table"
 		echo "<!-- $marker:end -->"
 	} >"$block"
-	awk -v blk="$block" -v start="<!-- $marker:start -->" -v end="<!-- $marker:end -->" '
-		$0 == start { while ((getline l < blk) > 0) print l; skip = 1; next }
-		$0 == end { skip = 0; next }
-		!skip { print }' "$README" >"$work/readme.new"
-	cp "$work/readme.new" "$README"
+	replace_block "$README" "$marker" "$block"
 	log "table written to $README"
 fi

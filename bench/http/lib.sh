@@ -97,3 +97,6 @@ replace_block() {
 		!skip { print }' "$1" >"$work/replace.new"
 	cp "$work/replace.new" "$1"
 }
+
+# newport VAR: the next port after $next_port (which the script sets) into VAR.
+newport() { next_port=$((next_port + 1)); printf -v "$1" %d "$next_port"; }

@@ -54,7 +54,9 @@ README=${README:-$here/README.md}
 cmdline="$0 $*"
 [ -n "${BENCH_CMD:-}" ] && cmdline=$BENCH_CMD
 
-log() { echo "bench: $*" >&2; }
+BENCH_NAME=bench
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 
 # --- dependencies -----------------------------------------------------------
 need=()
@@ -70,48 +72,11 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
 
 # --- process bookkeeping: everything we start is killed on exit ------------
-work=$(mktemp -d /tmp/strait-bench-http.XXXXXX)
-pids=()
-cleanup() {
-	local rc=$?
-	trap - EXIT INT TERM
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do
-		for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
-		kill -9 "$p" 2>/dev/null || true
-	done
-	rm -rf "$work"
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_workdir strait-bench-http
 
-if [ -z "${STRAIT_BIN:-}" ]; then
-	log "building strait-proxy"
-	(cd "$root" && go build -o "$work/strait-proxy" ./cmd/strait-proxy)
-	STRAIT_BIN=$work/strait-proxy
-fi
+build_strait_proxy
 
 next_port=18100
-newport() { next_port=$((next_port + 1)); printf -v "$1" %d "$next_port"; } # newport VAR
-
-wait_port() { # port pid
-	for _ in $(seq 200); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		kill -0 "$2" 2>/dev/null || { log "process $2 for port $1 died"; cat "$work"/*.log >&2 || true; return 1; }
-		sleep 0.05
-	done
-	log "port $1 did not open"; return 1
-}
-
-# start NAME CMD... : runs CMD in the background, records its PID in $started
-start() {
-	local name=$1; shift
-	"$@" >"$work/$name.log" 2>&1 &
-	started=$!
-	pids+=("$started")
-}
 
 body=$(head -c 1024 /dev/zero | tr '\0' 'x')
 
@@ -377,27 +342,10 @@ for c in "${chains[@]}"; do
 	if [ "$n" != 1024 ]; then log "chain $c returned $n bytes, want 1024"; exit 1; fi
 done
 
-cpu_ticks() { # pid -> utime+stime in clock ticks
-	awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
-}
-to_ms() { # wrk latency (e.g. 812.00us, 1.23ms, 1.01s) -> ms
-	awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n = n; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'
-}
-
 hz=$(getconf CLK_TCK)
 results=$work/results.tsv # chain run rps p50 p99 cpu1 cpu2 (cpu: s per 1000 requests)
 : >"$results"
 log "chains: ${chains[*]}; $RUNS runs of wrk -t$THREADS -c$CONNS -d$DURATION each, interleaved"
-# run_wrk OUT ARGS...: wrk in the background, so that a signal to this
-# script interrupts the wait and the cleanup runs at once.
-run_wrk() {
-	local out=$1; shift
-	wrk "$@" >"$out" 2>&1 &
-	local w=$!
-	pids+=("$w")
-	wait "$w" || true
-	unset 'pids[-1]' # finished: don't signal a PID that may be reused
-}
 for c in "${chains[@]}"; do
 	run_wrk "$work/warmup.txt" -t"$THREADS" -c"$CONNS" -d"$WARMUP" "http://127.0.0.1:${entry[$c]}/"
 done
@@ -424,8 +372,6 @@ for run in $(seq "$RUNS"); do
 	done
 done
 
-hwm() { awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.4g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 col() { awk -F'\t' -v c="$1" -v k="$2" '$1 == c { print $k }' "$results"; }
 
 nginx_rps=""; nginx_core=""
@@ -470,10 +416,6 @@ if [ "$README" != "-" ] && [ -f "$README" ]; then
 		cat "$table"
 		echo "<!-- results:end -->"
 	} >"$block"
-	awk -v blk="$block" '
-		/<!-- results:start -->/ { while ((getline l < blk) > 0) print l; skip = 1; next }
-		/<!-- results:end -->/ { skip = 0; next }
-		!skip { print }' "$README" >"$work/readme.new"
-	cp "$work/readme.new" "$README"
+	replace_block "$README" results "$block"
 	log "table written to $README"
 fi

@@ -18,7 +18,8 @@
 # connections. Runs are interleaved; figures are medians over RUNS.
 #
 # Environment: RUNS=3 DURATION=10s CONNS=16 ROUTES=100 BACKENDS=1000
-# STRAIT_BIN=path README=path (default bench/http/README.md; "-" = don't)
+# STRAIT_BIN=path STRAIT_FLAGS="--cpu-profile /tmp/gw.pprof" (extra flags of
+# the strait gateway) README=path (default bench/http/README.md; "-" = don't)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -146,7 +147,8 @@ EOF
 		echo "              - {match: {prefix: /r$r/}, route: {cluster: 'outbound|80||svc$r.bench.svc.cluster.local', timeout: 0s, $retry}}"
 	done
 } >"$work/strait.yaml"
-start strait "$STRAIT_BIN" -c "$work/strait.yaml" --concurrency 1 --log-level error
+# shellcheck disable=SC2086 # STRAIT_FLAGS is a list of flags
+start strait "$STRAIT_BIN" -c "$work/strait.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS:-}
 strait_pid=$started
 wait_port "$strait_port" "$strait_pid"
 

@@ -22,6 +22,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
+	h2codec "github.com/straitmesh/strait/internal/proxy/http2"
 	"github.com/straitmesh/strait/internal/proxy/pathnorm"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
@@ -162,6 +163,15 @@ func (c *prefixConn) Buffered() int { return len(c.pre) }
 // NetConn returns the wrapped connection.
 func (c *prefixConn) NetConn() net.Conn { return c.Conn }
 
+// RawConn lets the parker and http1.Peek reach the socket once the sniffed
+// bytes are consumed.
+func (c *prefixConn) RawConn() net.Conn {
+	if len(c.pre) > 0 {
+		return nil
+	}
+	return c.Conn
+}
+
 var _ http1.BufferedConn = (*prefixConn)(nil)
 
 func (c *prefixConn) Read(p []byte) (int, error) {
@@ -240,8 +250,8 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	}
 	// x/net/http2's server flushes after each frame its writer writes:
 	// batch those writes (package wbatch). Under them, the guard against
-	// rapid reset and empty frame floods sees every frame (h2guard.go).
-	bc := wbatch.New(newH2Guard(nc, lim.RequestHeadersTimeout))
+	// rapid reset and empty frame floods sees every frame (package http2).
+	bc := wbatch.New(h2codec.NewGuard(nc, lim.RequestHeadersTimeout))
 	defer bc.Close()
 	h2.ServeConn(schemeProbe{bc}, &http2.ServeConnOpts{ // scheme.go
 		Context:    ctx,

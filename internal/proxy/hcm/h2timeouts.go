@@ -19,7 +19,7 @@ import (
 // each stream. The connection's idle_timeout is http2.Server.IdleTimeout,
 // its max_connection_duration and max_requests_per_connection a graceful
 // GOAWAY (serveH2), and request_headers_timeout bounds an open header
-// block (h2guard.go).
+// block (http2.Guard).
 
 // errH2StreamIdle is what a stream's handler sees on writes once its stream
 // idle timeout passed.

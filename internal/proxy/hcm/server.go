@@ -85,7 +85,7 @@ type conn struct {
 	local  netip.Addr          // the Server's local address (fwdheaders.XFF)
 	xfcc   fwdheaders.XFCCConn // the connection's client certificate
 	// authz and fconn describe the connection for the RBAC filters and
-	// the others (filterconn.go); nil when the HCM has no filter. Read by
+	// the others (chain.go); nil when the HCM has no filter. Read by
 	// every stream.
 	authz *rbac.Connection
 	fconn *httpfilter.Connection

@@ -4,8 +4,9 @@
 // of a retry, the whole retried exchange of an http.Request (RoundTrip,
 // for HTTP/2 streams and HTTP/1.1 requests to an HTTP/2 cluster), the
 // request hash of a route's hash_policy, the downstream addresses an
-// upstream PROXY protocol header carries, hop-by-hop header removal, and
-// request mirroring (Shadowing).
+// upstream PROXY protocol header carries, hop-by-hop header removal,
+// which trailers cross the proxy (Trailers), and request mirroring
+// (Shadowing).
 //
 // Package router decides (retry policy, rewrites, header mutations);
 // package forward carries the decisions out against package cluster's

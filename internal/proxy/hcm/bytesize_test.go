@@ -18,7 +18,7 @@ func TestHeaderMapByteSize(t *testing.T) {
 	}
 	maps := map[string]httpfilter.HeaderMap{
 		"http1": &h1HeaderMap{hs: &hs},
-		"http":  httpHeaderMap(http.Header{"Host": {"echo"}, "X-A": {"12345", "6"}}),
+		"http":  httpfilter.HTTPHeader(http.Header{"Host": {"echo"}, "X-A": {"12345", "6"}}),
 	}
 	want := map[string]int64{"http1": 4 + 4 + 3 + 5, "http": 4 + 4 + 3 + 5 + 3 + 1}
 	for name, m := range maps {

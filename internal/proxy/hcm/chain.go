@@ -11,6 +11,7 @@ package hcm
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -41,7 +42,7 @@ type chain struct {
 	completers []indexed[httpfilter.Completer]
 	// headerWriters are the filters that write request headers an app
 	// trusts (jwt_authn's output headers), kept out of trailers
-	// (trailers.go).
+	// (forward/trailers.go).
 	headerWriters []interface{ WritesHeader(string) bool }
 }
 
@@ -309,6 +310,26 @@ func (st *filterState) encodeHeaders(s httpfilter.Stream, status int, h httpfilt
 	}
 }
 
+// encodeHTTP readies a response head in net/http form: the fields filters
+// set replace the upstream's (or a local reply's), the filters' response
+// flags lead the reply's own, and the encoders of the filters that ran
+// see the result. s is the Stream whose state st is.
+func (st *filterState) encodeHTTP(s httpfilter.Stream, status int, h http.Header) {
+	for _, p := range st.addResp {
+		h.Set(p.name, p.value)
+	}
+	if st.flags != "" {
+		if local := h.Get("X-Strait-Response-Flags"); local != "" {
+			h.Set("X-Strait-Response-Flags", st.flags+","+local)
+		} else {
+			h.Set("X-Strait-Response-Flags", st.flags)
+		}
+	}
+	if st.hasEncoders() {
+		st.encodeHeaders(s, status, httpfilter.HTTPHeader(h))
+	}
+}
+
 // encodeTrailers runs the trailers encoders of the filters that ran.
 func (st *filterState) encodeTrailers(s httpfilter.Stream, h httpfilter.HeaderMap) {
 	ch := st.f.chain
@@ -372,3 +393,25 @@ func connectionOf(c net.Conn, dst netip.AddrPort) *httpfilter.Connection {
 var (
 	_ httpfilter.Route = (*routeView)(nil)
 )
+
+// The downstream connection as the HTTP filters see it, computed once per
+// connection (HTTP/2: when it is accepted; HTTP/1.1: at the first request
+// that asks, h1stream.go).
+
+// rbacConnection describes the downstream connection c for the RBAC
+// filter (rbac.ConnectionOf looks through the HCM's own wrappers to the
+// *tls.Conn the listener handed over); nil when f has no filter.
+func rbacConnection(f *Filter, c net.Conn, dst netip.AddrPort) *rbac.Connection {
+	if f.chain == nil || len(f.chain.filters) == 0 {
+		return nil
+	}
+	return rbac.ConnectionOf(c, dst)
+}
+
+// filterConnection is connectionOf (chain.go) when f has a filter.
+func filterConnection(f *Filter, c net.Conn, dst netip.AddrPort) *httpfilter.Connection {
+	if f.chain == nil || len(f.chain.filters) == 0 {
+		return nil
+	}
+	return connectionOf(c, dst)
+}

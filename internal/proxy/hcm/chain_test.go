@@ -293,7 +293,7 @@ func TestChainCompleteOnReset(t *testing.T) {
 
 // TestChainEncodesTrailers: the response trailers an HTTP/2 upstream
 // sends pass the filters' trailers encoders in reverse order. (An
-// HTTP/1.1 client gets no response trailers, trailers.go, so there is
+// HTTP/1.1 client gets no response trailers, forward/trailers.go, so there is
 // nothing to encode on that codec.)
 func TestChainEncodesTrailers(t *testing.T) {
 	ev := &chainEvents{}

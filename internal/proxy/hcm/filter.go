@@ -9,14 +9,26 @@
 // net/http codec (strait-proxy --http-codec nethttp) was removed, so that
 // every limit and timeout is enforced on one HTTP/1.1 path.
 //
-// What a request's exchange with the upstream shares across codecs (the
-// local replies of a failed exchange, retries, the http.Request round trip,
-// mirrors) is package forward's; package router holds the decisions. The
-// HTTP/1.1 codec's own exchange (h1forward.go, h1toh2.go, upgrade.go) stays
-// here beside the downstream connection it writes to. The headers written
-// for the next hop before routing (x-forwarded-for and the client's
-// address, x-forwarded-client-cert) are package fwdheaders' policies,
-// which both codecs apply, as is package pathnorm's path normalization.
+// The files, by what they hold: the HCM's config and field audit
+// (filter.go, fields.go), the Server and its connections (server.go,
+// drain.go, stats.go, accesslog.go), the limits and timeouts every codec
+// shares (stream.go), the filter chain (chain.go), gRPC's local replies
+// (grpcreply.go); the HTTP/1.1 path (h1.go: the downstream connection,
+// its parking and limits; h1stream.go: its httpfilter.Stream; h1router.go,
+// h1reply.go; the upstream exchange in h1forward.go, h1toh2.go and
+// upgrade.go) and the HTTP/2 path (h2.go, h2stream.go, h2limits.go).
+//
+// Below the HCM, each in its own package: the codecs' wire work (http1:
+// the HTTP/1.1 codec and idle-connection parking; http2: the HTTP/2 frame
+// guard), what a request's exchange with the upstream shares across codecs
+// (forward: the local replies of a failed exchange, retries, the
+// http.Request round trip, mirrors, the trailer policy) with package
+// router's decisions, the headers written for the next hop before routing
+// (fwdheaders: x-forwarded-for and the client's address,
+// x-forwarded-client-cert, x-forwarded-proto) and path normalization
+// (pathnorm), which both codecs apply. The HTTP/1.1 codec's own exchange
+// (h1forward.go, h1toh2.go, upgrade.go) stays here, beside the downstream
+// connection whose buffers it writes to.
 package hcm
 
 import (
@@ -29,6 +41,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
@@ -73,6 +86,7 @@ type Filter struct {
 	xff       fwdheaders.XFF   // the client's address and x-forwarded-for
 	xfcc      fwdheaders.XFCC  // x-forwarded-client-cert
 	pathNorm  pathnorm.Policy  // normalize_path, merge_slashes, path_with_escaped_slashes_action
+	trailers  forward.Trailers // which trailers cross (package forward); Owns is ownsHeader
 	Limits    Limits
 	// AccessLog gets one record per request (access_log, built by the
 	// listener with the proxy's files); nil logs nothing and costs
@@ -145,6 +159,7 @@ func BuildWith(h *hcmv3.HttpConnectionManager, routes Routes, reg *registry.Regi
 		return nil, err
 	}
 	f := &Filter{StatPrefix: h.GetStatPrefix(), routes: routes, acceptHTTP10: h.GetHttpProtocolOptions().GetAcceptHttp_10(), registry: reg}
+	f.trailers.Owns = f.ownsHeader
 	if err := f.buildCodec(h); err != nil {
 		return nil, err
 	}
@@ -292,4 +307,11 @@ func (f *Filter) UseStats(st *stats.Store) {
 		return // built once already: cannot fail
 	}
 	f.chain = ch
+}
+
+// ownsHeader reports whether the chain's filters write and trust the
+// request header n (lower case): jwt_authn's output headers, which no
+// trailer may carry (forward.Trailers).
+func (f *Filter) ownsHeader(n string) bool {
+	return f.chain != nil && f.chain.writesHeader(n)
 }

@@ -112,12 +112,10 @@ type h1conn struct {
 	remote    netip.AddrPort
 	logConn   *accesslog.Conn // the connection as the log sees it, computed at the first log
 
-	tracked   net.Conn      // the connection as the Server tracks it
-	wb        *[]byte       // pooled write buffer (wbuf) while a request is served
-	idleSince time.Time     // when the wait for the next request began
-	parkID    atomic.Uint64 // set while parked (park.go)
-	parkFD    int           // socket number while parked; guarded by the parker's mu
-	parkTimer *time.Timer   // wakes a parked connection at its deadline; guarded by the parker's mu
+	tracked   net.Conn       // the connection as the Server tracks it
+	wb        *[]byte        // pooled write buffer (wbuf) while a request is served
+	idleSince time.Time      // when the wait for the next request began
+	park      http1.ParkSlot // the parker's while parked (waitRequest)
 }
 
 func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
@@ -134,7 +132,7 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 }
 
 // run serves the connection on the calling goroutine until it closes or
-// parks (park.go); resumed says it was parked and is now readable.
+// parks (waitRequest); resumed says it was parked and is now readable.
 func (c *h1conn) run(resumed bool) {
 	parked := false
 	defer func() {
@@ -281,6 +279,19 @@ func (c *h1conn) countErrorReply() {
 	}
 }
 
+// An idle HTTP/1.1 keep-alive connection is parked (http1.Parker): after
+// parkAfter without a new request its goroutine ends and its read buffer
+// goes back to the pool, and the connection waits in the Server's parker
+// until it becomes readable (Resume), its idle_timeout or
+// max_connection_duration passes (Finish), its listener drains (drainIdle)
+// or the Server closes. A readable connection gets a new goroutine and a
+// pooled buffer and reads its request as before.
+
+// parkAfter is how long a connection waits for its next request on its own
+// goroutine before parking: a client that sends requests back to back never
+// parks, so the request path pays nothing for parking.
+const parkAfter = 100 * time.Millisecond
+
 // What waitRequest found.
 const (
 	waitRequest = iota // a request began
@@ -354,7 +365,7 @@ func (c *h1conn) waitRequest() int {
 				// their header slices are regrown on the next request.
 				c.req, c.resp = http1.Request{}, http1.Response{}
 				c.nc.SetReadTimeouts(0, time.Time{})
-				if c.s.parker.park(c, c.parkDeadline(since)) {
+				if c.s.parker.Park(&c.park, c.nc, c, c.parkDeadline(since)) {
 					return waitParked
 				}
 				c.r.UnparkBuffer()
@@ -363,6 +374,20 @@ func (c *h1conn) waitRequest() int {
 			c.nc.SetReadTimeouts(wait, c.limits.expiry)
 		}
 	}
+}
+
+// parkDeadline is when a parked connection must wake to close: its idle
+// timeout counted from since, or max_connection_duration, whichever comes
+// first; zero for never.
+func (c *h1conn) parkDeadline(since time.Time) time.Time {
+	var t time.Time
+	if d := c.lim.IdleTimeout; d > 0 {
+		t = since.Add(d)
+	}
+	if e := c.limits.expiry; !e.IsZero() && (t.IsZero() || e.Before(t)) {
+		t = e
+	}
+	return t
 }
 
 // unpark takes a parked connection that became readable back: a buffer,
@@ -382,13 +407,13 @@ func (c *h1conn) unpark() bool {
 	return true
 }
 
-// parkExpired runs when a parked connection's idle_timeout or
-// max_connection_duration passes.
-func (c *h1conn) parkExpired() {
-	if c.s.parker.take(c) {
-		c.finish()
-	}
-}
+// Resume serves a parked connection that became readable
+// (http1.Parked), on the parker's new goroutine.
+func (c *h1conn) Resume() { c.run(true) }
+
+// Finish ends a parked connection (http1.Parked): its idle_timeout or
+// max_connection_duration passed, or the Server closed.
+func (c *h1conn) Finish() { c.finish() }
 
 // closing reports whether the connection must close after the request in
 // progress: max_connection_duration passed, max_requests_per_connection
@@ -402,7 +427,7 @@ func (c *h1conn) closing() bool {
 // response (closing). Any goroutine.
 func (c *h1conn) drainIdle() {
 	if c.idle.CompareAndSwap(connIdle, connDrained) {
-		if c.s.parker.take(c) {
+		if c.s.parker.Take(&c.park) {
 			c.finish()
 			return
 		}
@@ -417,7 +442,7 @@ func (c *h1conn) drainIdle() {
 // wait for the response head finds the client gone). Any goroutine.
 func (c *h1conn) cut() {
 	c.s.log.Debug("drain time over; closing the connection", "remote", c.tracked.RemoteAddr().String())
-	if c.s.parker.take(c) {
+	if c.s.parker.Take(&c.park) {
 		c.finish()
 		return
 	}

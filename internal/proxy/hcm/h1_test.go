@@ -286,7 +286,7 @@ func TestProxyRequests(t *testing.T) {
 					if tc.name == "get" && len(resp.Header.Get("X-Seen-Request-Id")) != 36 {
 						t.Errorf("x-request-id %q is not a UUID", resp.Header.Get("X-Seen-Request-Id"))
 					}
-					// HTTP/1.1 trailers don't cross (trailers.go), as with
+					// HTTP/1.1 trailers don't cross (forward/trailers.go), as with
 					// Envoy's enable_trailers unset.
 					if tc.name == "chunked response, its trailer dropped" && len(resp.Trailer) != 0 {
 						t.Errorf("trailer %v, want none", resp.Trailer)

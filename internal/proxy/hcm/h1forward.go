@@ -476,7 +476,7 @@ func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
 	for i := range c.respExtra {
 		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}
-	w = st.appendFilterResponseHeaders(w) // h1filters.go
+	w = st.appendFilterResponseHeaders(w) // h1stream.go
 	if c.setCookie != "" {
 		w = append(w, "set-cookie: "...)
 		w = append(w, c.setCookie...)
@@ -525,7 +525,7 @@ func (c *h1conn) copyResponseBody(uc *cluster.UpstreamConn, downChunked bool) er
 	default:
 		src = uc.R
 	}
-	// An HTTP/1.1 upstream's trailer section is dropped (trailers.go).
+	// An HTTP/1.1 upstream's trailer section is dropped (forward/trailers.go).
 	rerr, werr := copyBody(c.nc, src, downChunked, nil, c.bodyCounter())
 	if rerr != nil {
 		return rerr
@@ -598,7 +598,7 @@ func (c *h1conn) startBodyCopy(uc *cluster.UpstreamConn) *bodyCopy {
 		src = &http1.LengthReader{R: c.r, Left: req.ContentLength}
 	}
 	go func() {
-		// The client's trailer section is dropped (trailers.go).
+		// The client's trailer section is dropped (forward/trailers.go).
 		rerr, werr := copyBody(uc, src, chunked, nil, &bc.progress)
 		if rerr != nil {
 			// The client side failed: abort the upstream request, which

@@ -58,7 +58,7 @@ func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
 	for i := range c.respExtra {
 		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
 	}
-	w = c.appendLocalHeaders(w, code, flags, nil) // h1filters.go
+	w = c.appendLocalHeaders(w, code, flags, nil) // h1stream.go
 	return c.finishLocal(w, body, keep)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
+	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
 )
@@ -24,7 +25,7 @@ import (
 // cluster that speaks HTTP/2 upstream: the request becomes an http.Request
 // for the cluster's HTTP/2 pool, and the response is written back in
 // HTTP/1.1, chunked when its length is unknown. Trailers don't cross
-// HTTP/1.1 in either direction (trailers.go): the client's are not put on
+// HTTP/1.1 in either direction (forward/trailers.go): the client's are not put on
 // the upstream request, the upstream's are dropped.
 
 // forwardH2 sends the request to ep on cl over HTTP/2 and relays the
@@ -153,7 +154,7 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	w = append(w, "\r\n"...)
 	forward.RemoveHop(resp.Header)
 	delete(resp.Header, "Content-Length")
-	c.stream.encodeHTTP(&c.stream, resp.StatusCode, resp.Header) // headermap.go
+	c.stream.encodeHTTP(&c.stream, resp.StatusCode, resp.Header) // chain.go
 	for k, vv := range resp.Header {
 		for _, v := range vv {
 			w = append(w, k...)
@@ -180,9 +181,9 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	_, err = c.nc.Write(w)
 	if err == nil && !noBody {
 		rerr, werr := copyBody(c.nc, resp.Body, chunked, func() http.Header {
-			tr := c.filter.forwardTrailers(resp.Trailer, wireOf(resp.ProtoMajor), wireHTTP1) // trailers.go
+			tr := c.filter.trailers.Forward(resp.Trailer, forward.WireOf(resp.ProtoMajor), forward.WireHTTP1)
 			if len(tr) > 0 {
-				c.stream.encodeTrailers(&c.stream, httpHeaderMap(tr)) // chain.go
+				c.stream.encodeTrailers(&c.stream, httpfilter.HTTPHeader(tr)) // chain.go
 			}
 			return tr
 		}, c.bodyCounter())

@@ -22,6 +22,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
+	h2codec "github.com/straitmesh/strait/internal/proxy/http2"
 	"github.com/straitmesh/strait/internal/proxy/pathnorm"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
@@ -162,6 +163,15 @@ func (c *prefixConn) Buffered() int { return len(c.pre) }
 // NetConn returns the wrapped connection.
 func (c *prefixConn) NetConn() net.Conn { return c.Conn }
 
+// RawConn lets the parker and http1.Peek reach the socket once the sniffed
+// bytes are consumed.
+func (c *prefixConn) RawConn() net.Conn {
+	if len(c.pre) > 0 {
+		return nil
+	}
+	return c.Conn
+}
+
 var _ http1.BufferedConn = (*prefixConn)(nil)
 
 func (c *prefixConn) Read(p []byte) (int, error) {
@@ -191,7 +201,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)})
 	lim := f.limits() // stream.go
 	base := &http.Server{
-		MaxHeaderBytes: h2HeaderListSize(lim), // headlimits.go
+		MaxHeaderBytes: h2HeaderListSize(lim), // h2limits.go
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	// x/net/http2 sends GOAWAY to the connections of a Server configured
@@ -222,7 +232,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		t := time.AfterFunc(lim.MaxConnectionDuration, goAway)
 		defer t.Stop()
 	}
-	handler := limitStreamHead(lim, guardStream(lim, s.serveStream)) // headlimits.go, h2timeouts.go
+	handler := limitStreamHead(lim, guardStream(lim, s.serveStream)) // h2limits.go
 	if lim.MaxRequestsPerConnection > 0 {
 		// The stream that reaches max_requests_per_connection is served;
 		// the connection gets GOAWAY, so that later ones go to a new
@@ -240,8 +250,8 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	}
 	// x/net/http2's server flushes after each frame its writer writes:
 	// batch those writes (package wbatch). Under them, the guard against
-	// rapid reset and empty frame floods sees every frame (h2guard.go).
-	bc := wbatch.New(newH2Guard(nc, lim.RequestHeadersTimeout))
+	// rapid reset and empty frame floods sees every frame (package http2).
+	bc := wbatch.New(h2codec.NewGuard(nc, lim.RequestHeadersTimeout))
 	defer bc.Close()
 	h2.ServeConn(schemeProbe{bc}, &http2.ServeConnOpts{ // scheme.go
 		Context:    ctx,
@@ -300,7 +310,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.RouteName = rt.Name
 	if rt.HasIdleTimeout {
-		setStreamIdle(r.Context(), rt.IdleTimeout) // h2timeouts.go
+		setStreamIdle(r.Context(), rt.IdleTimeout) // h2limits.go
 	}
 	if localRouteReply(w, r, rt, path) {
 		return
@@ -357,7 +367,7 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 		h["Te"] = []string{"trailers"} // gRPC servers may require it
 	}
 	addForwardHeaders(out, r)
-	c.filter.forwardRequestTrailers(out, r, upstreamWire(cl, r)) // trailers.go
+	c.filter.trailers.ForwardRequest(out, r, forward.UpstreamWire(cl, r))
 	ov := forward.TakeOverrides(h)
 	forward.MutateRequest(out, rt, tgt)
 
@@ -420,8 +430,8 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	}
 	// Trailers that were not announced (gRPC never announces
 	// grpc-status) are sent with the TrailerPrefix convention; which of
-	// them cross is trailers.go's.
-	tr := c.filter.forwardTrailers(resp.Trailer, wireOf(resp.ProtoMajor), wireHTTP2)
+	// them cross is forward/trailers.go's.
+	tr := c.filter.trailers.Forward(resp.Trailer, forward.WireOf(resp.ProtoMajor), forward.WireHTTP2)
 	encodeStreamTrailers(w, tr) // h2stream.go
 	for k, vv := range tr {
 		for _, v := range vv {

@@ -154,7 +154,7 @@ func TestH2CPriorKnowledge(t *testing.T) {
 			c := h2cClient()
 			for _, tc := range []struct {
 				path, want string
-				trailer    bool // HTTP/1.1 trailers don't cross (trailers.go)
+				trailer    bool // HTTP/1.1 trailers don't cross (forward/trailers.go)
 			}{
 				{"/h2/x", "proto=2 body=ping", true},
 				{"/h1/x", "proto=1 body=ping", false},
@@ -436,7 +436,7 @@ func TestH1ClientToH2Upstream(t *testing.T) {
 					t.Fatalf("request %d = %s %d %q %v; want HTTP/1.1 200 %q", i, resp.Proto, resp.StatusCode, got, err, want)
 				}
 				// An HTTP/1.1 client gets no trailers, as from Envoy with
-				// enable_trailers unset (trailers.go).
+				// enable_trailers unset (forward/trailers.go).
 				if len(resp.Trailer) != 0 {
 					t.Errorf("request %d: trailers %v, want none", i, resp.Trailer)
 				}

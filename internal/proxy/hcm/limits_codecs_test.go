@@ -768,7 +768,7 @@ func TestLimitsRefused(t *testing.T) {
 
 // BenchmarkProxyH2 is one h2c stream through the HCM to an HTTP/1.1
 // upstream, under Envoy's default limits (the stream guard of
-// h2timeouts.go on every stream); allocs/op counts the client's and the
+// h2limits.go on every stream); allocs/op counts the client's and the
 // upstream's too, so read it against itself.
 func BenchmarkProxyH2(b *testing.B) {
 	be := rawBackend(b)

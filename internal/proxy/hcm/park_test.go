@@ -20,7 +20,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
-// These tests cover parked idle connections (park.go): a keep-alive
+// These tests cover parked idle connections (h1.go, http1.Parker): a keep-alive
 // connection idle for longer than parkAfter holds no goroutine, and still
 // serves its next request, closes at its idle timeout, on drain, when the
 // client leaves and when the Server closes.

@@ -12,6 +12,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
+	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 )
@@ -30,7 +31,7 @@ type Server struct {
 	clusters Clusters
 	codec    Codec
 	shadow   *forward.Shadowing // request mirrors
-	parker   *parker            // idle HTTP/1.1 connections (park.go)
+	parker   *http1.Parker      // idle HTTP/1.1 connections (h1.go)
 	local    netip.Addr         // appended to x-forwarded-for for a loopback peer (fwdheaders.XFF)
 
 	mu     sync.Mutex            // guards conns, taken and closed
@@ -84,7 +85,7 @@ type conn struct {
 	local  netip.Addr          // the Server's local address (fwdheaders.XFF)
 	xfcc   fwdheaders.XFCCConn // the connection's client certificate
 	// authz and fconn describe the connection for the RBAC filters and
-	// the others (filterconn.go); nil when the HCM has no filter. Read by
+	// the others (chain.go); nil when the HCM has no filter. Read by
 	// every stream.
 	authz *rbac.Connection
 	fconn *httpfilter.Connection
@@ -106,7 +107,7 @@ func NewServer(o Options) *Server {
 		s.local = fwdheaders.LocalAddress()
 	}
 	s.shadow = forward.NewShadowing(s.log, o.Clusters)
-	s.parker = newParker(s.log)
+	s.parker = http1.NewParker(s.log)
 	if s.codec == "" {
 		s.codec = CodecStrait
 	}
@@ -146,7 +147,7 @@ func (s *Server) Close() error {
 	conns := s.conns
 	s.conns = nil
 	s.mu.Unlock()
-	s.parker.close()
+	s.parker.Close()
 	for c := range conns {
 		c.Close()
 	}

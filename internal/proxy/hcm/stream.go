@@ -11,7 +11,7 @@ import (
 
 // This file is the one place where a stream's timeouts and a connection's
 // limits are decided, for every codec: the HTTP/1.1 path (h1.go) keeps
-// them as socket deadlines, the HTTP/2 path (h2.go, h2timeouts.go) as
+// them as socket deadlines, the HTTP/2 path (h2.go, h2limits.go) as
 // timers, but both ask what the deadlines are, which of them passed and
 // what the client is then told, and whether the connection must end.
 //

@@ -26,11 +26,12 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
-// This file tests trailers.go: on every codec path (HTTP/1.1 and HTTP/2
+// This file tests the trailer policy (forward/trailers.go): on every codec path (HTTP/1.1 and HTTP/2
 // downstream, each codec, HTTP/1.1 and HTTP/2 upstream), a raw-socket
 // client sends trailers that must not cross (XFCC, cookies, x-envoy-*,
 // the jwt_authn filter's output header, framing and routing fields) and a
@@ -416,20 +417,20 @@ func TestTrailersEveryCodecPath(t *testing.T) {
 	wantUp := []string{"x-checksum: ok"}
 	wantDown := []string{"grpc-message: fine", "grpc-status: 0", "x-checksum: ok"}
 	for _, codec := range codecs {
-		for _, down := range []wireProto{wireHTTP1, wireHTTP2} {
-			for _, up := range []wireProto{wireHTTP1, wireHTTP2} {
+		for _, down := range []forward.Wire{forward.WireHTTP1, forward.WireHTTP2} {
+			for _, up := range []forward.Wire{forward.WireHTTP1, forward.WireHTTP2} {
 				name := fmt.Sprintf("%s/h%d-to-h%d", codec, down, up)
 				t.Run(name, func(t *testing.T) {
 					var cl *clusterv3.Cluster
 					got := h1Got
-					if up == wireHTTP2 {
+					if up == forward.WireHTTP2 {
 						cl, got = h2Cluster(t, "be", h2Addr), h2Got
 					} else {
 						cl = staticCluster("be", h1Addr)
 					}
 					addr := startH2Proxy(t, codec, []*routev3.Route{prefixRoute("/", "be")}, withJWT, cl)
 					var resp http.Header
-					if down == wireHTTP2 {
+					if down == forward.WireHTTP2 {
 						var reset bool
 						if resp, reset = h2TrailerClient(t, addr, hostileH2RequestTrailers); reset {
 							t.Fatal("client: stream reset")
@@ -443,7 +444,7 @@ func TestTrailersEveryCodecPath(t *testing.T) {
 					case <-time.After(10 * time.Second):
 						t.Fatal("the backend got no request")
 					}
-					crosses := down == wireHTTP2 && up == wireHTTP2
+					crosses := down == forward.WireHTTP2 && up == forward.WireHTTP2
 					if g, w := sortedFields(backend), want(crosses, wantUp); !slices.Equal(g, w) {
 						t.Errorf("backend got request trailers %q, want %q", g, w)
 					}
@@ -509,16 +510,16 @@ func TestForwardTrailers(t *testing.T) {
 		in.Add(n, "v")
 	}
 	for _, c := range []struct {
-		from, to wireProto
+		from, to forward.Wire
 		want     []string
 	}{
-		{wireHTTP1, wireHTTP1, nil},
-		{wireHTTP1, wireHTTP2, nil},
-		{wireHTTP2, wireHTTP1, nil},
-		{wireHTTP2, wireHTTP2, []string{"digest: v", "grpc-message: fine", "grpc-status-details-bin: v", "grpc-status: 0", "x-checksum: ok", "x-checksum: ok"}},
+		{forward.WireHTTP1, forward.WireHTTP1, nil},
+		{forward.WireHTTP1, forward.WireHTTP2, nil},
+		{forward.WireHTTP2, forward.WireHTTP1, nil},
+		{forward.WireHTTP2, forward.WireHTTP2, []string{"digest: v", "grpc-message: fine", "grpc-status-details-bin: v", "grpc-status: 0", "x-checksum: ok", "x-checksum: ok"}},
 	} {
 		before := sortedFields(in)
-		out := f.forwardTrailers(in, c.from, c.to)
+		out := f.trailers.Forward(in, c.from, c.to)
 		if g := sortedFields(out); !slices.Equal(g, c.want) {
 			t.Errorf("h%d to h%d: %q, want %q", c.from, c.to, g, c.want)
 		}

@@ -1,5 +1,41 @@
 package http1
 
+import (
+	"sync/atomic"
+	"time"
+)
+
+// An idle keep-alive connection is parked: after a while without a new
+// message its goroutine ends and its read buffer goes back to the pool
+// (ParkBuffer), and the connection waits in a Parker (one epoll set and
+// one goroutine for all of them, park_linux.go) until it becomes readable
+// (Parked.Resume), its deadline passes or the Parker closes
+// (Parked.Finish). So ten thousand idle connections cost their sockets
+// and small structs, not ten thousand goroutine stacks and read buffers
+// (Envoy and nginx hold an idle connection the same way: an entry in an
+// event loop). When to park, and what a resumed connection does, is its
+// owner's (the HTTP connection manager's).
+
+// Parked is a connection that a Parker holds.
+type Parked interface {
+	// Resume serves the connection again once its socket is readable; the
+	// Parker calls it on a new goroutine.
+	Resume()
+	// Finish releases and closes the connection: its deadline passed or
+	// the Parker closed.
+	Finish()
+}
+
+// ParkSlot is what a Parker keeps in a connection while it is parked; the
+// connection holds one (its zero value is ready) and passes it to Park and
+// Take.
+type ParkSlot struct {
+	id    atomic.Uint64 // set while parked
+	fd    int           // socket number while parked; guarded by the Parker's mu
+	timer *time.Timer   // wakes a parked connection at its deadline; guarded by the Parker's mu
+	conn  Parked        // set by the first Park
+}
+
 // ParkBuffer gives the read buffer back to the pool while the connection
 // waits for its next message, so that an idle keep-alive connection holds
 // no buffer. It reports false, keeping the buffer, when bytes are still

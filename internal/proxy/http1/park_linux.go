@@ -1,8 +1,14 @@
 package http1
 
 import (
+	"errors"
+	"log/slog"
 	"net"
+	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // RawConner is a connection wrapper that can hand out the connection it
@@ -37,4 +43,197 @@ func unwrapRaw(c net.Conn) *rawConn {
 		}
 	}
 	return nil
+}
+
+// Parker holds parked connections (see park.go) in an epoll set of
+// its own, level-triggered and one-shot: a socket already registered with
+// the runtime's netpoller can be in a second epoll set, and the runtime's
+// edge-triggered registration is not disturbed (its next Read just finds the
+// data). Its goroutine starts with the first parked connection; Close stops
+// it.
+type Parker struct {
+	log *slog.Logger
+
+	startOnce sync.Once
+	epfd      int // set by start, read-only after; -1: parking unavailable
+	wakefd    int // eventfd that tells loop to stop
+	done      chan struct{}
+
+	mu     sync.Mutex // guards conns, next, closed and each parked slot's timer and fd
+	conns  map[uint64]*ParkSlot
+	next   uint64
+	closed bool
+}
+
+// NewParker returns a Parker that logs what stops parking to log.
+func NewParker(log *slog.Logger) *Parker {
+	return &Parker{log: log, epfd: -1, conns: map[uint64]*ParkSlot{}, done: make(chan struct{})}
+}
+
+// start creates the epoll set and its goroutine once; it reports whether
+// parking is available.
+func (p *Parker) start() bool {
+	p.startOnce.Do(func() {
+		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			p.log.Warn("idle connections cannot be parked: epoll_create1 failed", "error", err)
+			close(p.done)
+			return
+		}
+		wfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err == nil {
+			ev := unix.EpollEvent{Events: unix.EPOLLIN} // id 0: the wake-up
+			err = unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wfd, &ev)
+			if err != nil {
+				unix.Close(wfd)
+			}
+		}
+		if err != nil {
+			unix.Close(epfd)
+			p.log.Warn("idle connections cannot be parked: eventfd failed", "error", err)
+			close(p.done)
+			return
+		}
+		p.epfd, p.wakefd = epfd, wfd
+		go p.loop()
+	})
+	return p.epfd >= 0
+}
+
+// Park registers c (socket nc, slot s), whose goroutine is about to end,
+// until its socket is readable (c.Resume) or deadline (zero: none) passes
+// (c.Finish). When it reports true, c belongs to the Parker: the caller
+// must not touch it again.
+func (p *Parker) Park(s *ParkSlot, nc net.Conn, c Parked, deadline time.Time) bool {
+	rc := RawSyscallConn(nc)
+	if rc == nil || !p.start() {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.next++
+	id := p.next
+	var addErr error
+	err := rc.Control(func(fd uintptr) {
+		s.fd = int(fd)
+		ev := unix.EpollEvent{
+			Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT,
+			Fd:     int32(uint32(id)),
+			Pad:    int32(uint32(id >> 32)),
+		}
+		addErr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
+	})
+	if err != nil || addErr != nil {
+		return false // closed meanwhile (drain): the caller closes it
+	}
+	s.conn = c
+	p.conns[id] = s
+	s.id.Store(id)
+	if !deadline.IsZero() {
+		if s.timer == nil {
+			s.timer = time.AfterFunc(time.Until(deadline), func() { p.expire(s) })
+		} else {
+			s.timer.Reset(time.Until(deadline))
+		}
+	}
+	return true
+}
+
+// expire runs when a parked connection's deadline passes.
+func (p *Parker) expire(s *ParkSlot) {
+	if p.Take(s) {
+		s.conn.Finish()
+	}
+}
+
+// Take removes the connection of slot s from the Parker; it reports whether
+// it was parked, in which case the caller now owns it again.
+func (p *Parker) Take(s *ParkSlot) bool {
+	id := s.id.Load()
+	if id == 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.takeLocked(id) == s
+}
+
+func (p *Parker) takeLocked(id uint64) *ParkSlot {
+	s := p.conns[id]
+	if s == nil {
+		return nil
+	}
+	delete(p.conns, id)
+	s.id.Store(0)
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	// The socket is still open (only its owner closes it), so its number
+	// is still its own.
+	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
+	return s
+}
+
+// loop resumes connections that became readable, each on a new goroutine.
+func (p *Parker) loop() {
+	defer close(p.done)
+	defer unix.Close(p.epfd)
+	defer unix.Close(p.wakefd)
+	events := make([]unix.EpollEvent, 256)
+	for {
+		n, err := unix.EpollWait(p.epfd, events, -1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			p.log.Error("epoll_wait on parked connections failed; they close at their idle timeout", "error", err)
+			return
+		}
+		p.mu.Lock()
+		for _, ev := range events[:n] {
+			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+			if id == 0 {
+				p.mu.Unlock()
+				return
+			}
+			if s := p.takeLocked(id); s != nil {
+				go s.conn.Resume()
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// Close stops parking and finishes every parked connection. It waits for
+// the Parker's goroutine.
+func (p *Parker) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.done
+		return
+	}
+	p.closed = true
+	var parked []*ParkSlot
+	for id := range p.conns {
+		parked = append(parked, p.takeLocked(id))
+	}
+	p.mu.Unlock()
+	for _, s := range parked {
+		s.conn.Finish()
+	}
+	started := true
+	p.startOnce.Do(func() { started = false; close(p.done) }) // never start now
+	if started && p.epfd >= 0 {
+		var one [8]byte
+		one[0] = 1
+		if _, err := unix.Write(p.wakefd, one[:]); err != nil {
+			p.log.Error("wake the parker to stop", "error", err)
+			return
+		}
+	}
+	<-p.done
 }

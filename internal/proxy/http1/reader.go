@@ -2,9 +2,10 @@
 // that finds message heads, a parser that splits a head into a reusable
 // header slice (no maps, no copies), body readers for Content-Length,
 // chunked and close-delimited bodies, and helpers that append heads and
-// chunks to a write buffer.
+// chunks to a write buffer; on Linux, raw non-blocking socket I/O and the
+// Parker, which holds idle keep-alive connections in one epoll set.
 //
-// Everything here is for one goroutine at a time. Slices handed out by a
+// Everything here but the Parker is for one goroutine at a time. Slices handed out by a
 // Reader (a head, header names and values) alias its buffer and stay valid
 // only until the next call that reads from that Reader.
 package http1

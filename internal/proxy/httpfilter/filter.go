@@ -63,7 +63,7 @@ type BodyDecoder interface {
 }
 
 // TrailersDecoder is a filter that sees the request trailers (HTTP/2 only:
-// HTTP/1.1 trailers are dropped by the codec, hcm/trailers.go).
+// HTTP/1.1 trailers are dropped by the codec, forward/trailers.go).
 type TrailersDecoder interface {
 	DecodeTrailers(s Stream, trailers HeaderMap) Status
 }

@@ -1,7 +1,8 @@
 // Package httpfilter is the HTTP filter interface (filter.go: Filter,
 // Stream, Factory, PerRouteParser and the optional callbacks) and what
-// Strait's HTTP filters share: how they read request headers, how they
-// draw a fractional percentage, the request's dynamic metadata. Each
+// Strait's HTTP filters share: how they read request headers (and
+// HTTPHeader, net/http's header map as a HeaderMap, for the codecs), how
+// they draw a fractional percentage, the request's dynamic metadata. Each
 // filter is a sub-package with the same layout: Name (the filter name
 // Envoy registers), Parse/Build of its typed config (refusing fields it
 // does not implement, naming them), a decision that allocates nothing

@@ -1,8 +1,10 @@
 // Package rbac is Envoy's role-based access control engine
 // (envoy.config.rbac.v3): policies of permissions (what is asked) and
 // principals (who asks), evaluated for a connection or an HTTP request. The
-// HTTP filter (package httpfilter/rbac) and the network filter (network.go)
-// share it. Every field it does not implement is refused by name when the
+// HTTP filter (package httpfilter/rbac) and the network filter (filter.go)
+// share it; it reads and writes a request's dynamic metadata through its
+// own Metadata interface (httpfilter.Metadata is one), so the engine does
+// not depend on the HTTP filter interface. Every field it does not implement is refused by name when the
 // config is compiled, so a control plane learns from the NACK what it asked
 // for in vain.
 package rbac
@@ -15,7 +17,6 @@ import (
 
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 
-	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
@@ -98,7 +99,15 @@ type Input struct {
 	RemoteIP netip.Addr
 	// Metadata is the request's dynamic metadata (the JWT filter's
 	// verified claims); nil reads as empty.
-	Metadata *httpfilter.Metadata
+	Metadata Metadata
+}
+
+// Metadata is a request's dynamic metadata as RBAC reads it (its metadata
+// matchers) and writes it (a shadow engine's result); the HTTP filters'
+// httpfilter.Metadata is one.
+type Metadata interface {
+	Get(namespace, key string) (any, bool)
+	Set(namespace, key string, value any)
 }
 
 func (in *Input) remoteIP() netip.Addr {

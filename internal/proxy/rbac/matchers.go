@@ -302,6 +302,9 @@ func compileMetadata(field string, m *matcherv3.MetadataMatcher) (func(*Input) b
 	}
 	filter, invert := m.GetFilter(), m.GetInvert()
 	return func(in *Input) bool {
+		if in.Metadata == nil {
+			return invert // a missing value matches nothing
+		}
 		v, ok := in.Metadata.Get(filter, keys[0])
 		for _, k := range keys[1:] {
 			if !ok {

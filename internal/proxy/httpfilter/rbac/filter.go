@@ -81,15 +81,18 @@ func inputOf(s httpfilter.Stream) *rbac.Input {
 	if a := s.RemoteAddr(); a.IsValid() {
 		remote = a
 	}
-	return &rbac.Input{
+	in := &rbac.Input{
 		Conn: conn,
 		Request: &route.Request{
 			Host: s.Host(), Path: s.Path(), Query: s.Query(), Method: s.Method(), Scheme: s.Scheme(),
 			Headers: s.RequestHeaders(),
 		},
 		RemoteIP: remote,
-		Metadata: s.Metadata(),
 	}
+	if md := s.Metadata(); md != nil {
+		in.Metadata = md // a nil *httpfilter.Metadata stays a nil rbac.Metadata
+	}
+	return in
 }
 
 var (

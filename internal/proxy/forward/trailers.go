@@ -1,7 +1,7 @@
-package hcm
+package forward
 
-// This file is the one trailer policy of every codec path (h1forward.go,
-// h1toh2.go, h2.go): which trailers cross the proxy, in
+// This file is the one trailer policy of every codec path (hcm's
+// h1forward.go, h1toh2.go, h2.go): which trailers cross the proxy, in
 // either direction. Trailers arrive after the head was sanitized
 // (package fwdheaders, httpfilter/jwtauthn/outputheaders.go, the router's x-envoy-* headers) and
 // routed, so nothing the HCM checks or sets in the head may come through
@@ -22,7 +22,7 @@ package hcm
 //     §6.5.1 forbids in a trailer section (framing, routing, request
 //     modifiers, authentication, response control data, content
 //     processing; connection-specific fields, RFC 9113 §8.2.2) and without
-//     the fields the HCM owns in the head (trailerAllowed).
+//     the fields the HCM owns in the head (Trailers.Allowed).
 
 import (
 	"io"
@@ -32,31 +32,32 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 )
 
-// wireProto is the HTTP version a message crossed one side of the proxy in.
-type wireProto uint8
+// Wire is the HTTP version a message crossed one side of the proxy in.
+type Wire uint8
 
+// The Wires.
 const (
-	wireHTTP1 wireProto = iota + 1
-	wireHTTP2
+	WireHTTP1 Wire = iota + 1
+	WireHTTP2
 )
 
-// wireOf is the wireProto of a message with this major version.
-func wireOf(protoMajor int) wireProto {
+// WireOf is the Wire of a message with this major version.
+func WireOf(protoMajor int) Wire {
 	if protoMajor == 2 {
-		return wireHTTP2
+		return WireHTTP2
 	}
-	return wireHTTP1
+	return WireHTTP1
 }
 
 // trailersCross reports whether trailers received over from are sent on
 // over to: only HTTP/2 to HTTP/2 (see the top of the file).
-func trailersCross(from, to wireProto) bool {
-	return from == wireHTTP2 && to == wireHTTP2
+func trailersCross(from, to Wire) bool {
+	return from == WireHTTP2 && to == WireHTTP2
 }
 
 // forbiddenTrailers are the lower-case field names never forwarded in a
 // trailer section. Names starting with "if-", "x-envoy-" or ":" are too
-// (trailerAllowed).
+// (Trailers.Allowed).
 var forbiddenTrailers = map[string]bool{
 	// Framing and routing (RFC 9110 §6.5.1).
 	"content-length": true, "transfer-encoding": true, "host": true, "trailer": true,
@@ -81,30 +82,37 @@ var forbiddenTrailers = map[string]bool{
 	"x-request-id": true, "x-strait-response-flags": true,
 }
 
-// trailerAllowed reports whether a trailer field may be forwarded: not one
+// Trailers is an HCM's trailer policy. Owns, when set, reports the
+// (lower-case) names of the request headers the HCM's filters write and
+// trust, jwt_authn's output headers (hcm's chain): a trailer must not
+// smuggle one in after the head was checked.
+type Trailers struct {
+	Owns func(lowerName string) bool
+}
+
+// Allowed reports whether a trailer field may cross the proxy: not one
 // of forbiddenTrailers, no pseudo-header, conditional (If-*) or x-envoy-*
-// field, nor a header the jwt_authn filter writes on a verified request
-// (jwtauthn.Filter.WritesHeader).
-func (f *Filter) trailerAllowed(name string) bool {
+// field, nor a header the HCM owns (Owns).
+func (p *Trailers) Allowed(name string) bool {
 	n := strings.ToLower(name)
 	switch {
 	case n == "", forbiddenTrailers[n], n[0] == ':',
 		strings.HasPrefix(n, "if-"), strings.HasPrefix(n, "x-envoy-"):
 		return false
 	}
-	return f.chain == nil || !f.chain.writesHeader(n)
+	return p.Owns == nil || !p.Owns(n)
 }
 
-// forwardTrailers returns the trailers to send over to for trailers t
-// received over from: nil unless trailersCross, else t without the fields
-// trailerAllowed refuses (nil when none is left). t is not modified.
-func (f *Filter) forwardTrailers(t http.Header, from, to wireProto) http.Header {
+// Forward returns the trailers to send over to for trailers t received
+// over from: nil unless trailersCross, else t without the fields Allowed
+// refuses (nil when none is left). t is not modified.
+func (p *Trailers) Forward(t http.Header, from, to Wire) http.Header {
 	if !trailersCross(from, to) {
 		return nil
 	}
 	var out http.Header
 	for k, vv := range t {
-		if len(vv) == 0 || !f.trailerAllowed(k) {
+		if len(vv) == 0 || !p.Allowed(k) {
 			continue
 		}
 		if out == nil {
@@ -115,20 +123,19 @@ func (f *Filter) forwardTrailers(t http.Header, from, to wireProto) http.Header 
 	return out
 }
 
-// forwardRequestTrailers sets out.Trailer, for an upstream request made
-// from r that leaves over to, to what forwardTrailers lets through of r's
-// trailers. The server fills r.Trailer only when r's body reaches its end,
+// ForwardRequest sets out.Trailer, for an upstream request made from r
+// that leaves over to, to what Forward lets through of r's trailers. The server fills r.Trailer only when r's body reaches its end,
 // so out.Trailer holds the allowed declared names at first (the upstream
 // transport announces them) and their values are copied when out.Body
 // returns io.EOF, before a transport reads out.Trailer.
-func (f *Filter) forwardRequestTrailers(out, r *http.Request, to wireProto) {
+func (p *Trailers) ForwardRequest(out, r *http.Request, to Wire) {
 	out.Trailer = nil
-	if !trailersCross(wireOf(r.ProtoMajor), to) || len(r.Trailer) == 0 || out.Body == nil || out.Body == http.NoBody {
+	if !trailersCross(WireOf(r.ProtoMajor), to) || len(r.Trailer) == 0 || out.Body == nil || out.Body == http.NoBody {
 		return
 	}
 	declared := make(http.Header, len(r.Trailer))
 	for k := range r.Trailer {
-		if f.trailerAllowed(k) {
+		if p.Allowed(k) {
 			declared[k] = nil
 		}
 	}
@@ -136,7 +143,7 @@ func (f *Filter) forwardRequestTrailers(out, r *http.Request, to wireProto) {
 		return
 	}
 	out.Trailer = declared
-	out.Body = &trailerBody{ReadCloser: out.Body, f: f, from: wireOf(r.ProtoMajor), to: to, src: r.Trailer, dst: declared}
+	out.Body = &trailerBody{ReadCloser: out.Body, p: p, from: WireOf(r.ProtoMajor), to: to, src: r.Trailer, dst: declared}
 }
 
 // trailerBody copies the allowed trailers from src to dst when its body
@@ -144,25 +151,25 @@ func (f *Filter) forwardRequestTrailers(out, r *http.Request, to wireProto) {
 // one that then reads dst.
 type trailerBody struct {
 	io.ReadCloser
-	f        *Filter
-	from, to wireProto
+	p        *Trailers
+	from, to Wire
 	src, dst http.Header
 }
 
 func (b *trailerBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF {
-		for k, vv := range b.f.forwardTrailers(b.src, b.from, b.to) {
+		for k, vv := range b.p.Forward(b.src, b.from, b.to) {
 			b.dst[k] = vv
 		}
 	}
 	return n, err
 }
 
-// upstreamWire is the HTTP version r leaves in to cl.
-func upstreamWire(cl *cluster.Cluster, r *http.Request) wireProto {
+// UpstreamWire is the HTTP version r leaves in to cl.
+func UpstreamWire(cl *cluster.Cluster, r *http.Request) Wire {
 	if cl.UpstreamHTTP2(r.ProtoMajor == 2) {
-		return wireHTTP2
+		return WireHTTP2
 	}
-	return wireHTTP1
+	return WireHTTP1
 }

@@ -1,17 +1,7 @@
-package hcm
-
-import (
-	"errors"
-	"net"
-	"sync"
-	"time"
-
-	"golang.org/x/net/http2"
-)
-
-// This file guards a downstream HTTP/2 connection against the floods that
-// x/net/http2 lets through, by watching the frames that cross it (x/net
-// does not expose them):
+// Package http2 is the proxy's side of the downstream HTTP/2 codec that
+// x/net/http2 (which parses and writes the frames) does not have: Guard
+// protects a connection against the floods that x/net/http2 lets through,
+// by watching the frames that cross it (x/net does not expose them):
 //
 //   - Rapid reset (CVE-2023-44487): a client that opens streams and resets
 //     them at once makes the proxy start (and abandon) an upstream request
@@ -38,7 +28,7 @@ import (
 //     (ConnectionImpl::trackInboundFrames in
 //     source/common/http/http2/codec_impl.cc).
 //
-// The guard reads ahead (up to h2GuardBuffer bytes, what one read of the
+// The guard reads ahead (up to guardBuffer bytes, what one read of the
 // socket returns) and counts a reset when it reads it, before x/net
 // processes the frames before it: a burst of HEADERS+RST_STREAM is
 // counted as it arrives and the connection ends before x/net started
@@ -47,6 +37,16 @@ import (
 // its own flood limits) with the last stream it processed and closes the
 // connection; the bytes read ahead are dropped (the client learns from
 // the GOAWAY which streams were not processed).
+package http2
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	xhttp2 "golang.org/x/net/http2"
+)
 
 const (
 	// prematureResetLimit is overload.premature_reset_total_stream_count.
@@ -65,19 +65,20 @@ const (
 	prematureResetFloor = 20
 	// maxEmptyFrames is max_consecutive_inbound_frames_with_empty_payload.
 	maxEmptyFrames = 1
-	// h2GuardBuffer is the read-ahead.
-	h2GuardBuffer = 16 << 10
-	// h2GuardMaxStreams bounds the streams the guard follows; streams
+	// guardBuffer is the read-ahead.
+	guardBuffer = 16 << 10
+	// guardMaxStreams bounds the streams the guard follows; streams
 	// past it (the server refuses or ignores them) are not counted.
-	h2GuardMaxStreams = 4096
+	guardMaxStreams = 4096
 )
 
-// errTooManyResets and errEmptyFrames end a connection: x/net's server
-// answers a ConnectionError from a read with GOAWAY and its code.
+// errTooManyResets, errEmptyFrames and errHeadersTimedOut end a
+// connection: x/net's server answers a ConnectionError from a read with
+// GOAWAY and its code.
 var (
-	errTooManyResets   = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
-	errEmptyFrames     = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
-	errHeadersTimedOut = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+	errTooManyResets   = xhttp2.ConnectionError(xhttp2.ErrCodeEnhanceYourCalm)
+	errEmptyFrames     = xhttp2.ConnectionError(xhttp2.ErrCodeEnhanceYourCalm)
+	errHeadersTimedOut = xhttp2.ConnectionError(xhttp2.ErrCodeEnhanceYourCalm)
 )
 
 // Frame types and flags the guard reads (RFC 9113 §6).
@@ -90,10 +91,10 @@ const (
 	flagEndHeaders    = 0x4
 )
 
-// h2Guard is the downstream HTTP/2 connection x/net reads and writes.
+// Guard is the downstream HTTP/2 connection x/net reads and writes.
 // Read is called by x/net's frame reader only, Write by the connection's
 // one writer (wbatch); mu guards what both sides touch.
-type h2Guard struct {
+type Guard struct {
 	net.Conn
 
 	// Owned by the reader.
@@ -114,26 +115,26 @@ type h2Guard struct {
 	out frameSplitter
 
 	mu        sync.Mutex // guards the fields below
-	streams   map[uint32]h2Stream
+	streams   map[uint32]stream
 	maxStream uint32 // the highest stream the client opened
 	closed    int    // streams ended, not by the server's reset
 	premature int    // of which the client reset prematurely
 }
 
-// h2Stream is what the guard knows of one open stream.
-type h2Stream struct {
+// stream is what the guard knows of one open stream.
+type stream struct {
 	opened    time.Time
 	responded bool // the server sent HEADERS on it
 }
 
-// newH2Guard guards c; headersTimeout is request_headers_timeout (0: none).
-func newH2Guard(c net.Conn, headersTimeout time.Duration) *h2Guard {
-	return &h2Guard{Conn: c, preface: len(http2.ClientPreface), unread: len(http2.ClientPreface), streams: map[uint32]h2Stream{}, headersTimeout: headersTimeout}
+// NewGuard guards c; headersTimeout is request_headers_timeout (0: none).
+func NewGuard(c net.Conn, headersTimeout time.Duration) *Guard {
+	return &Guard{Conn: c, preface: len(xhttp2.ClientPreface), unread: len(xhttp2.ClientPreface), streams: map[uint32]stream{}, headersTimeout: headersTimeout}
 }
 
 // blockTimedOut reports whether err is the read deadline of a header block
 // left open past request_headers_timeout (and then sets g.err).
-func (g *h2Guard) blockTimedOut(err error) bool {
+func (g *Guard) blockTimedOut(err error) bool {
 	if err == nil || g.blockEnd.IsZero() || time.Now().Before(g.blockEnd) {
 		return false
 	}
@@ -145,7 +146,7 @@ func (g *h2Guard) blockTimedOut(err error) bool {
 	return true
 }
 
-func (g *h2Guard) Read(p []byte) (int, error) {
+func (g *Guard) Read(p []byte) (int, error) {
 	if g.r == g.w {
 		if g.err != nil {
 			return 0, g.err
@@ -153,7 +154,7 @@ func (g *h2Guard) Read(p []byte) (int, error) {
 		if g.rerr != nil {
 			return 0, g.rerr
 		}
-		if len(p) >= h2GuardBuffer {
+		if len(p) >= guardBuffer {
 			// A large read (a DATA payload): straight into p.
 			n, err := g.Conn.Read(p)
 			if g.blockTimedOut(err) && n == 0 {
@@ -169,7 +170,7 @@ func (g *h2Guard) Read(p []byte) (int, error) {
 			return n, err
 		}
 		if g.buf == nil {
-			g.buf = make([]byte, h2GuardBuffer)
+			g.buf = make([]byte, guardBuffer)
 		}
 		n, err := g.Conn.Read(g.buf)
 		if g.blockTimedOut(err) {
@@ -198,7 +199,7 @@ func (g *h2Guard) Read(p []byte) (int, error) {
 
 // observe follows the client's frames in b; it reports whether a limit
 // was passed (g.err is then set).
-func (g *h2Guard) observe(b []byte) bool {
+func (g *Guard) observe(b []byte) bool {
 	if g.preface > 0 {
 		n := min(g.preface, len(b))
 		g.preface -= n
@@ -209,7 +210,7 @@ func (g *h2Guard) observe(b []byte) bool {
 }
 
 // inbound is called for each frame header the client sends.
-func (g *h2Guard) inbound(h frameHeader) {
+func (g *Guard) inbound(h frameHeader) {
 	if g.err != nil {
 		return
 	}
@@ -233,8 +234,8 @@ func (g *h2Guard) inbound(h frameHeader) {
 		g.mu.Lock()
 		if h.stream > g.maxStream && h.stream%2 == 1 {
 			g.maxStream = h.stream
-			if len(g.streams) < h2GuardMaxStreams {
-				g.streams[h.stream] = h2Stream{opened: time.Now()}
+			if len(g.streams) < guardMaxStreams {
+				g.streams[h.stream] = stream{opened: time.Now()}
 			}
 		}
 		g.mu.Unlock()
@@ -257,7 +258,7 @@ func (g *h2Guard) inbound(h frameHeader) {
 // headerBlock follows header blocks for request_headers_timeout: a
 // HEADERS without END_HEADERS opens one, under a read deadline; the frame
 // with END_HEADERS closes it and lifts the deadline. Reader only.
-func (g *h2Guard) headerBlock(h frameHeader) {
+func (g *Guard) headerBlock(h frameHeader) {
 	if g.headersTimeout <= 0 {
 		return
 	}
@@ -275,7 +276,7 @@ func (g *h2Guard) headerBlock(h frameHeader) {
 
 // tooManyPrematureResets is Envoy's maybeDrainDueToPrematureResets
 // decision, with prematureResetFloor (mu held).
-func (g *h2Guard) tooManyPrematureResets() bool {
+func (g *Guard) tooManyPrematureResets() bool {
 	return prematureResetsTooMany(g.premature, g.closed)
 }
 
@@ -291,7 +292,7 @@ func prematureResetsTooMany(premature, closed int) bool {
 	return premature*2 >= closed
 }
 
-func (g *h2Guard) Write(p []byte) (int, error) {
+func (g *Guard) Write(p []byte) (int, error) {
 	g.out.feed(p, g.outbound)
 	return g.Conn.Write(p)
 }
@@ -299,7 +300,7 @@ func (g *h2Guard) Write(p []byte) (int, error) {
 // outbound is called for each frame header the server sends. Any HEADERS
 // counts as the response having started (x/net sends 1xx responses only
 // for Expect: 100-continue).
-func (g *h2Guard) outbound(h frameHeader) {
+func (g *Guard) outbound(h frameHeader) {
 	switch h.typ {
 	case frameHeaders, frameData, frameRSTStream:
 	default:
@@ -365,4 +366,4 @@ func (s *frameSplitter) feed(b []byte, frame func(frameHeader)) {
 	}
 }
 
-var _ net.Conn = (*h2Guard)(nil)
+var _ net.Conn = (*Guard)(nil)

@@ -1,0 +1,90 @@
+package http1
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// parkedConn records what the Parker did with it.
+type parkedConn struct {
+	resumed, finished chan struct{}
+}
+
+func newParkedConn() *parkedConn {
+	return &parkedConn{resumed: make(chan struct{}, 1), finished: make(chan struct{}, 1)}
+}
+
+func (c *parkedConn) Resume() { c.resumed <- struct{}{} }
+func (c *parkedConn) Finish() { c.finished <- struct{}{} }
+
+// waitFor reports whether ch receives within d.
+func waitFor(ch chan struct{}, d time.Duration) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// TestParker parks real loopback sockets: one that becomes readable is
+// resumed (and no longer parked), one whose deadline passes is finished,
+// one taken back is neither, and Close finishes what is still parked.
+func TestParker(t *testing.T) {
+	p := NewParker(slog.New(slog.DiscardHandler))
+
+	client, server := tcpPair(t)
+	nc := WrapConn(server)
+	c, slot := newParkedConn(), &ParkSlot{}
+	if !p.Park(slot, nc, c, time.Time{}) {
+		t.Fatal("Park = false for a TCP socket")
+	}
+	if _, err := client.Write([]byte("GET / HTTP/1.1\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(c.resumed, 5*time.Second) {
+		t.Fatal("a readable parked connection was not resumed")
+	}
+	if p.Take(slot) {
+		t.Error("Take = true for a connection already resumed")
+	}
+
+	_, server2 := tcpPair(t)
+	c2, slot2 := newParkedConn(), &ParkSlot{}
+	if !p.Park(slot2, WrapConn(server2), c2, time.Now().Add(50*time.Millisecond)) {
+		t.Fatal("Park = false")
+	}
+	if !waitFor(c2.finished, 5*time.Second) {
+		t.Fatal("a parked connection was not finished at its deadline")
+	}
+	if waitFor(c2.resumed, 0) {
+		t.Error("a connection finished at its deadline was also resumed")
+	}
+
+	_, server3 := tcpPair(t)
+	c3, slot3 := newParkedConn(), &ParkSlot{}
+	if !p.Park(slot3, WrapConn(server3), c3, time.Now().Add(time.Hour)) {
+		t.Fatal("Park = false")
+	}
+	if !p.Take(slot3) {
+		t.Fatal("Take = false for a parked connection")
+	}
+
+	_, server4 := tcpPair(t)
+	c4, slot4 := newParkedConn(), &ParkSlot{}
+	if !p.Park(slot4, WrapConn(server4), c4, time.Time{}) {
+		t.Fatal("Park = false")
+	}
+	p.Close()
+	if !waitFor(c4.finished, 5*time.Second) {
+		t.Error("Close did not finish a parked connection")
+	}
+	if waitFor(c3.finished, 0) || waitFor(c3.resumed, 0) {
+		t.Error("a connection taken back was finished or resumed")
+	}
+	_, server5 := tcpPair(t)
+	if p.Park(&ParkSlot{}, WrapConn(server5), newParkedConn(), time.Time{}) {
+		t.Error("Park = true after Close")
+	}
+}

@@ -120,8 +120,12 @@ var ErrNoHealthyUpstream = errors.New("no healthy upstream")
 // after it is replaced or removed, so requests in flight finish on it.
 type Cluster struct {
 	// Set at creation, read-only.
-	Name    string
-	Config  *clusterv3.Cluster
+	Name string
+	// config is the Cluster as configured, in its deterministic wire
+	// form (configWire), set by Manager.build: the manager compares it to
+	// tell a changed cluster from the same one sent again and decodes it
+	// for the config dump.
+	config  []byte
 	Kind    Kind
 	EDSName string // EDS service name (KindEDS)
 	// edsFetchTimeout is eds_config's initial_fetch_timeout (KindEDS): how
@@ -164,7 +168,6 @@ type Cluster struct {
 func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, error) {
 	out := &Cluster{
 		Name:           c.GetName(),
-		Config:         c,
 		Stats:          st.Cluster(statName(c)),
 		connectTimeout: defaultConnectTimeout,
 		log:            log,

@@ -82,7 +82,7 @@ func TestRefusedClusterFields(t *testing.T) {
 		cfg := &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
 		edit(cfg)
 		// The manager's build: the transport socket is its part.
-		_, err := NewManager(slog.New(slog.DiscardHandler), stats.New()).build(cfg)
+		_, err := NewManager(slog.New(slog.DiscardHandler), stats.New()).build(cfg, nil)
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: error %v, want one naming %s", name, err, name)
 		}

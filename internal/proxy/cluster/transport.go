@@ -26,12 +26,14 @@ import (
 // refused.
 func (m *Manager) SetSecrets(p *tlsconf.Provider) { m.secrets = p }
 
-// build builds c with its transport socket.
-func (m *Manager) build(c *clusterv3.Cluster) (*Cluster, error) {
+// build builds c with its transport socket; wire is c in its
+// deterministic wire form (configWire), which the cluster keeps.
+func (m *Manager) build(c *clusterv3.Cluster, wire []byte) (*Cluster, error) {
 	out, err := build(c, m.stats, m.log)
 	if err != nil {
 		return nil, err
 	}
+	out.config = wire
 	exchange, err := parseUpstreamFilters(c) // filters.go
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)

@@ -284,6 +284,13 @@ func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) (endpointList, error) 
 		}
 		out.overprovisioning = f.GetValue()
 	}
+	n := 0
+	for _, lle := range cla.GetEndpoints() {
+		n += len(lle.GetLbEndpoints())
+	}
+	out.eps = make([]Endpoint, 0, n)
+	out.weights = make([]uint32, 0, n)
+	out.group = make([]int, 0, n)
 	weighted, grouped := false, false
 	for gi, lle := range cla.GetEndpoints() {
 		out.groups = append(out.groups, localityGroupInfo{priority: lle.GetPriority(), weight: lle.GetLoadBalancingWeight().GetValue()})
@@ -322,12 +329,17 @@ func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) (endpointList, error) 
 // Priority is the priority level the endpoint was picked from.
 func (e Endpoint) Priority() uint32 { return e.priority }
 
-// Endpoints returns the current endpoint list (read-only).
+// Endpoints returns a copy of the current endpoint list.
 func (c *Cluster) Endpoints() []Endpoint {
-	if s := c.hosts.Load(); s != nil {
-		return s.eps
+	s := c.hosts.Load()
+	if s == nil {
+		return nil
 	}
-	return nil
+	out := make([]Endpoint, len(s.hosts))
+	for i, h := range s.hosts {
+		out[i] = h.ep.endpoint()
+	}
+	return out
 }
 
 // hasEndpoints reports whether the cluster got its first endpoint list.

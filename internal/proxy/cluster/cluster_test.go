@@ -116,7 +116,7 @@ func TestEndpointUpdateKeepsHostState(t *testing.T) {
 	})
 	old := c.hosts.Load().hosts
 	c.ReportStatus(Endpoint{h: old[0]}, 500)
-	c.setEndpoints([]Endpoint{old[0].ep, {Network: "tcp", Address: "127.0.0.1:9"}})
+	c.setEndpoints([]Endpoint{old[0].ep.endpoint(), {Network: "tcp", Address: "127.0.0.1:9"}})
 	now := c.hosts.Load().hosts
 	if now[0] != old[0] || !now[0].ejected.Load() {
 		t.Fatal("the host that stayed lost its state")

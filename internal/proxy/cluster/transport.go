@@ -182,10 +182,10 @@ func (c *Cluster) socketFor(ep Endpoint) *tlsconf.Client {
 	if len(c.socketMatches) == 0 {
 		return c.tls
 	}
-	if ep.transportMatch == "" && ep.localityMatch == "" {
-		for _, e := range c.Endpoints() {
-			if e.Address == ep.Address {
-				ep = e
+	if s := c.hosts.Load(); s != nil && ep.transportMatch == "" && ep.localityMatch == "" {
+		for _, h := range s.hosts {
+			if h.ep.Address == ep.Address {
+				ep.transportMatch, ep.localityMatch = h.ep.transportMatch, h.ep.localityMatch
 				break
 			}
 		}

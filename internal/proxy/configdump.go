@@ -268,10 +268,9 @@ func (p *Proxy) appliedRoutes(rcs []*routev3.RouteConfiguration) {
 	for _, rc := range rcs {
 		p.applied.record(kindRoute, rc.GetName(), sumOf(rc), now)
 	}
-	_, all := p.Routes.Snapshot()
 	live := map[string][]configSum{}
-	for _, rc := range all {
-		live[rc.GetName()] = append(live[rc.GetName()], sumOf(rc))
-	}
+	p.Routes.EachConfig(func(name string, wire []byte) {
+		live[name] = append(live[name], sha256.Sum256(wire))
+	})
 	p.applied.keep(kindRoute, live)
 }

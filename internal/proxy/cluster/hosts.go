@@ -25,9 +25,29 @@ type host struct {
 	ejected  atomic.Bool
 	hcFailed atomic.Bool
 
-	mu  sync.Mutex // guards od
-	od  outlierState
+	// od is made on the host's first outlier detection report
+	// (outlier): most hosts of a sidecar's configuration belong to
+	// clusters without outlier detection or never carry a request, and
+	// the state would be a third of each host.
+	od  atomic.Pointer[hostOutlier]
 	hcs healthState // owned by the cluster's health checker goroutine
+}
+
+// hostOutlier is a host's outlier detection state.
+type hostOutlier struct {
+	mu sync.Mutex // guards s
+	s  outlierState
+}
+
+// outlier returns h's outlier detection state, making it on first use.
+func (h *host) outlier() *hostOutlier {
+	if o := h.od.Load(); o != nil {
+		return o
+	}
+	if o := new(hostOutlier); h.od.CompareAndSwap(nil, o) {
+		return o
+	}
+	return h.od.Load()
 }
 
 // healthy reports whether the load balancer may pick h outside panic mode.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/sha256"
 	"net/netip"
 	"slices"
 	"sync"
@@ -144,7 +145,10 @@ const (
 // Envoy stamps a resource when it adds or changes it: a resource sent
 // again unchanged keeps its time. A resource may show a few configs at
 // once (a listener's active, warming and draining versions); after each
-// apply, the configs of that kind no longer shown are forgotten.
+// apply, the configs of that kind no longer shown are forgotten. A config
+// is known by its configSum, not kept: holding the messages would keep
+// every decoded Cluster alive after the cluster manager dropped it
+// (cluster/configwire.go).
 type appliedTimes struct {
 	mu    sync.Mutex // guards names
 	names map[appliedKey][]appliedConfig
@@ -156,43 +160,50 @@ type appliedKey struct {
 }
 
 type appliedConfig struct {
-	config proto.Message
-	at     time.Time
+	sum configSum
+	at  time.Time
 }
 
-// same reports whether a and b are the same config: the same message, or
-// equal ones.
-func same(a, b proto.Message) bool { return a == b || proto.Equal(a, b) }
+// configSum identifies a config: the SHA-256 of its deterministic wire
+// form, so that equal configs (proto.Equal) have equal sums.
+type configSum [sha256.Size]byte
 
-// record notes that config was applied as the resource name at now,
-// unless the resource already has that config.
-func (a *appliedTimes) record(kind int, name string, config proto.Message, now time.Time) {
+// sumOf is m's configSum.
+func sumOf(m proto.Message) configSum {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		panic(err) // only fails for invalid UTF-8, which decoding refused
+	}
+	return sha256.Sum256(b)
+}
+
+// record notes that the config whose sum is sum was applied as the
+// resource name at now, unless the resource already has that config.
+func (a *appliedTimes) record(kind int, name string, sum configSum, now time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	k := appliedKey{kind, name}
 	for _, e := range a.names[k] {
-		if same(e.config, config) {
+		if e.sum == sum {
 			return
 		}
 	}
 	if a.names == nil {
 		a.names = map[appliedKey][]appliedConfig{}
 	}
-	a.names[k] = append(a.names[k], appliedConfig{config: config, at: now})
+	a.names[k] = append(a.names[k], appliedConfig{sum: sum, at: now})
 }
 
 // keep forgets the configs of kind that live does not list under their
 // name.
-func (a *appliedTimes) keep(kind int, live map[string][]proto.Message) {
+func (a *appliedTimes) keep(kind int, live map[string][]configSum) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for k, list := range a.names {
 		if k.kind != kind {
 			continue
 		}
-		list = slices.DeleteFunc(list, func(e appliedConfig) bool {
-			return !slices.ContainsFunc(live[k.name], func(m proto.Message) bool { return same(e.config, m) })
-		})
+		list = slices.DeleteFunc(list, func(e appliedConfig) bool { return !slices.Contains(live[k.name], e.sum) })
 		if len(list) == 0 {
 			delete(a.names, k)
 		} else {
@@ -204,16 +215,11 @@ func (a *appliedTimes) keep(kind int, live map[string][]proto.Message) {
 // lookup returns when config was applied as the resource name (nil if
 // never: the dump then leaves last_updated out).
 func (a *appliedTimes) lookup(kind int, name string, config proto.Message) *timestamppb.Timestamp {
+	sum := sumOf(config)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	list := a.names[appliedKey{kind, name}]
-	for _, e := range list { // the same message first: no comparison
-		if e.config == config {
-			return timestamppb.New(e.at)
-		}
-	}
-	for _, e := range list {
-		if proto.Equal(e.config, config) {
+	for _, e := range a.names[appliedKey{kind, name}] {
+		if e.sum == sum {
 			return timestamppb.New(e.at)
 		}
 	}
@@ -225,15 +231,12 @@ func (a *appliedTimes) lookup(kind int, name string, config proto.Message) *time
 func (p *Proxy) appliedClusters(cs []*clusterv3.Cluster) {
 	now := time.Now()
 	for _, c := range cs {
-		p.applied.record(kindCluster, c.GetName(), c, now)
+		p.applied.record(kindCluster, c.GetName(), sumOf(c), now)
 	}
-	s := p.Clusters.Snapshot()
-	live := map[string][]proto.Message{}
-	for _, list := range [][]*clusterv3.Cluster{s.Static, s.Dynamic, s.Warming} {
-		for _, c := range list {
-			live[c.GetName()] = append(live[c.GetName()], c)
-		}
-	}
+	live := map[string][]configSum{}
+	p.Clusters.EachConfig(func(name string, wire []byte) {
+		live[name] = append(live[name], sha256.Sum256(wire))
+	})
 	p.applied.keep(kindCluster, live)
 }
 
@@ -242,17 +245,17 @@ func (p *Proxy) appliedClusters(cs []*clusterv3.Cluster) {
 func (p *Proxy) appliedListeners(ls []*listenerv3.Listener) {
 	now := time.Now()
 	for _, l := range ls {
-		p.applied.record(kindListener, l.GetName(), l, now)
+		p.applied.record(kindListener, l.GetName(), sumOf(l), now)
 	}
 	_, static, _ := p.Listeners.Snapshot()
-	live := map[string][]proto.Message{}
+	live := map[string][]configSum{}
 	for _, l := range static {
-		live[l.GetName()] = append(live[l.GetName()], l)
+		live[l.GetName()] = append(live[l.GetName()], sumOf(l))
 	}
 	for _, d := range p.Listeners.Dynamic() {
 		for _, st := range []*listener.ListenerState{d.Active, d.Warming, d.Draining} {
 			if st != nil {
-				live[d.Name] = append(live[d.Name], st.Config)
+				live[d.Name] = append(live[d.Name], sumOf(st.Config))
 			}
 		}
 	}
@@ -263,12 +266,11 @@ func (p *Proxy) appliedListeners(ls []*listenerv3.Listener) {
 func (p *Proxy) appliedRoutes(rcs []*routev3.RouteConfiguration) {
 	now := time.Now()
 	for _, rc := range rcs {
-		p.applied.record(kindRoute, rc.GetName(), rc, now)
+		p.applied.record(kindRoute, rc.GetName(), sumOf(rc), now)
 	}
-	_, all := p.Routes.Snapshot()
-	live := map[string][]proto.Message{}
-	for _, rc := range all {
-		live[rc.GetName()] = append(live[rc.GetName()], rc)
-	}
+	live := map[string][]configSum{}
+	p.Routes.EachConfig(func(name string, wire []byte) {
+		live[name] = append(live[name], sha256.Sum256(wire))
+	})
 	p.applied.keep(kindRoute, live)
 }

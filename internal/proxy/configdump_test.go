@@ -176,23 +176,29 @@ func TestAppliedTimes(t *testing.T) {
 		}
 		return ts.AsTime()
 	}
-	live := func(ms ...proto.Message) map[string][]proto.Message { return map[string][]proto.Message{"a": ms} }
+	live := func(ms ...proto.Message) map[string][]configSum {
+		var sums []configSum
+		for _, m := range ms {
+			sums = append(sums, sumOf(m))
+		}
+		return map[string][]configSum{"a": sums}
+	}
 
-	a.record(kindCluster, "a", c1, t0)
-	a.record(kindCluster, "a", proto.Clone(c1), t0.Add(time.Second)) // sent again unchanged
+	a.record(kindCluster, "a", sumOf(c1), t0)
+	a.record(kindCluster, "a", sumOf(proto.Clone(c1)), t0.Add(time.Second)) // sent again unchanged
 	if got := at(c1); !got.Equal(t0) {
 		t.Errorf("unchanged: %v, want %v", got, t0)
 	}
 	if a.lookup(kindListener, "a", c1) != nil || a.lookup(kindCluster, "b", c1) != nil {
 		t.Error("a time found under another kind or name")
 	}
-	a.record(kindCluster, "a", c2, t0.Add(2*time.Second)) // changed; c1 still shown (warming c2)
+	a.record(kindCluster, "a", sumOf(c2), t0.Add(2*time.Second)) // changed; c1 still shown (warming c2)
 	a.keep(kindCluster, live(c1, c2))
 	if !at(c1).Equal(t0) || !at(c2).Equal(t0.Add(2*time.Second)) {
 		t.Errorf("two configs shown: %v and %v, want %v and %v", at(c1), at(c2), t0, t0.Add(2*time.Second))
 	}
 	a.keep(kindCluster, live(c2)) // c1 gone
-	a.record(kindCluster, "a", c1, t0.Add(3*time.Second))
+	a.record(kindCluster, "a", sumOf(c1), t0.Add(3*time.Second))
 	if got := at(c1); !got.Equal(t0.Add(3 * time.Second)) {
 		t.Errorf("back to an earlier config: %v, want the new time %v", got, t0.Add(3*time.Second))
 	}

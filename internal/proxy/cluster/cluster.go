@@ -120,8 +120,12 @@ var ErrNoHealthyUpstream = errors.New("no healthy upstream")
 // after it is replaced or removed, so requests in flight finish on it.
 type Cluster struct {
 	// Set at creation, read-only.
-	Name    string
-	Config  *clusterv3.Cluster
+	Name string
+	// config is the Cluster as configured, in its deterministic wire
+	// form (configWire), set by Manager.build: the manager compares it to
+	// tell a changed cluster from the same one sent again and decodes it
+	// for the config dump.
+	config  []byte
 	Kind    Kind
 	EDSName string // EDS service name (KindEDS)
 	// edsFetchTimeout is eds_config's initial_fetch_timeout (KindEDS): how
@@ -164,7 +168,6 @@ type Cluster struct {
 func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, error) {
 	out := &Cluster{
 		Name:           c.GetName(),
-		Config:         c,
 		Stats:          st.Cluster(statName(c)),
 		connectTimeout: defaultConnectTimeout,
 		log:            log,
@@ -281,6 +284,13 @@ func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) (endpointList, error) 
 		}
 		out.overprovisioning = f.GetValue()
 	}
+	n := 0
+	for _, lle := range cla.GetEndpoints() {
+		n += len(lle.GetLbEndpoints())
+	}
+	out.eps = make([]Endpoint, 0, n)
+	out.weights = make([]uint32, 0, n)
+	out.group = make([]int, 0, n)
 	weighted, grouped := false, false
 	for gi, lle := range cla.GetEndpoints() {
 		out.groups = append(out.groups, localityGroupInfo{priority: lle.GetPriority(), weight: lle.GetLoadBalancingWeight().GetValue()})
@@ -319,12 +329,17 @@ func endpointsFrom(cla *endpointv3.ClusterLoadAssignment) (endpointList, error) 
 // Priority is the priority level the endpoint was picked from.
 func (e Endpoint) Priority() uint32 { return e.priority }
 
-// Endpoints returns the current endpoint list (read-only).
+// Endpoints returns a copy of the current endpoint list.
 func (c *Cluster) Endpoints() []Endpoint {
-	if s := c.hosts.Load(); s != nil {
-		return s.eps
+	s := c.hosts.Load()
+	if s == nil {
+		return nil
 	}
-	return nil
+	out := make([]Endpoint, len(s.hosts))
+	for i, h := range s.hosts {
+		out[i] = h.ep.endpoint()
+	}
+	return out
 }
 
 // hasEndpoints reports whether the cluster got its first endpoint list.

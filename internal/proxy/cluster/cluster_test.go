@@ -82,7 +82,7 @@ func TestRefusedClusterFields(t *testing.T) {
 		cfg := &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
 		edit(cfg)
 		// The manager's build: the transport socket is its part.
-		_, err := NewManager(slog.New(slog.DiscardHandler), stats.New()).build(cfg)
+		_, err := NewManager(slog.New(slog.DiscardHandler), stats.New()).build(cfg, nil)
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: error %v, want one naming %s", name, err, name)
 		}
@@ -116,7 +116,7 @@ func TestEndpointUpdateKeepsHostState(t *testing.T) {
 	})
 	old := c.hosts.Load().hosts
 	c.ReportStatus(Endpoint{h: old[0]}, 500)
-	c.setEndpoints([]Endpoint{old[0].ep, {Network: "tcp", Address: "127.0.0.1:9"}})
+	c.setEndpoints([]Endpoint{old[0].ep.endpoint(), {Network: "tcp", Address: "127.0.0.1:9"}})
 	now := c.hosts.Load().hosts
 	if now[0] != old[0] || !now[0].ejected.Load() {
 		t.Fatal("the host that stayed lost its state")

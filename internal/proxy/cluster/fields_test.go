@@ -72,7 +72,7 @@ func TestClusterRefusedFieldsByName(t *testing.T) {
 		return &clusterv3.Cluster{Name: "c", ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}}
 	}
 	build := func(c *clusterv3.Cluster) error {
-		_, err := NewManager(slog.New(slog.DiscardHandler), stats.New()).build(c)
+		_, err := NewManager(slog.New(slog.DiscardHandler), stats.New()).build(c, nil)
 		return err
 	}
 	if err := build(base()); err != nil {

@@ -14,7 +14,7 @@ import (
 // endpoint list when its address stays, as Envoy keeps its Host objects.
 type host struct {
 	// Set at creation, read-only.
-	ep      Endpoint
+	ep      hostEndpoint
 	weight  uint32    // load_balancing_weight, ≥ 1
 	created time.Time // when it joined the cluster (slow start)
 
@@ -25,9 +25,29 @@ type host struct {
 	ejected  atomic.Bool
 	hcFailed atomic.Bool
 
-	mu  sync.Mutex // guards od
-	od  outlierState
+	// od is made on the host's first outlier detection report
+	// (outlier): most hosts of a sidecar's configuration belong to
+	// clusters without outlier detection or never carry a request, and
+	// the state would be a third of each host.
+	od  atomic.Pointer[hostOutlier]
 	hcs healthState // owned by the cluster's health checker goroutine
+}
+
+// hostOutlier is a host's outlier detection state.
+type hostOutlier struct {
+	mu sync.Mutex // guards s
+	s  outlierState
+}
+
+// outlier returns h's outlier detection state, making it on first use.
+func (h *host) outlier() *hostOutlier {
+	if o := h.od.Load(); o != nil {
+		return o
+	}
+	if o := new(hostOutlier); h.od.CompareAndSwap(nil, o) {
+		return o
+	}
+	return h.od.Load()
 }
 
 // healthy reports whether the load balancer may pick h outside panic mode.
@@ -40,11 +60,28 @@ func (h *host) Address() string    { return h.ep.Address }
 func (h *host) Active() int64      { return h.active.Load() }
 func (h *host) Created() time.Time { return h.created }
 
+// hostEndpoint is what a host keeps of its Endpoint: the fields an
+// endpoint list sets (endpointsFrom), without the ones a request fills
+// in (Source, Downstream, the pick's), which would take more than half of
+// every host of every cluster.
+type hostEndpoint struct {
+	Network, Address              string
+	transportMatch, localityMatch string
+}
+
+func hostEndpointOf(e Endpoint) hostEndpoint {
+	return hostEndpoint{Network: e.Network, Address: e.Address, transportMatch: e.transportMatch, localityMatch: e.localityMatch}
+}
+
+// endpoint is the Endpoint a pick of the host starts from.
+func (e hostEndpoint) endpoint() Endpoint {
+	return Endpoint{Network: e.Network, Address: e.Address, transportMatch: e.transportMatch, localityMatch: e.localityMatch}
+}
+
 // hostSet is a cluster's endpoint list and what the load balancer built
 // for it. Immutable once published.
 type hostSet struct {
 	hosts  []*host
-	eps    []Endpoint // hosts' endpoints, in order (Endpoints)
 	lb     lb.Balancer[*host]
 	newest time.Time // the latest host's created
 	// levels are the hosts by priority (index), when the assignment has
@@ -66,7 +103,7 @@ func newHostSet(l endpointList, prev *hostSet, cfg lb.Config) *hostSet {
 			old[h.ep.Network+"|"+h.ep.Address] = h
 		}
 	}
-	s := &hostSet{eps: eps, hosts: make([]*host, len(eps))}
+	s := &hostSet{hosts: make([]*host, len(eps))}
 	now := time.Now()
 	for i, ep := range eps {
 		w := uint32(1)
@@ -77,7 +114,7 @@ func newHostSet(l endpointList, prev *hostSet, cfg lb.Config) *hostSet {
 		// A host whose weight or transport socket match metadata changed
 		// is a new host: picks return h.ep, which the TLS decision reads.
 		if h == nil || h.weight != w || h.ep.transportMatch != ep.transportMatch || h.ep.localityMatch != ep.localityMatch {
-			h = &host{ep: ep, weight: w, created: now}
+			h = &host{ep: hostEndpointOf(ep), weight: w, created: now}
 		}
 		s.hosts[i] = h
 		if h.created.After(s.newest) {

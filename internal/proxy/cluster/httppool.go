@@ -7,13 +7,23 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // httpPool is a cluster's HTTP/1.1 upstream connection pool, keyed by
 // endpoint address, with keep-alive. It is behind RoundTrip so the codec can
-// be replaced without touching callers.
+// be replaced without touching callers. Its transports are made on the
+// first request: most clusters of a sidecar's configuration never carry
+// one through net/http, and two idle transports cost ~1 KiB per cluster.
 type httpPool struct {
+	c *Cluster // set at creation, read-only
+
+	mu sync.Mutex // serializes making ts
+	ts atomic.Pointer[httpTransports]
+}
+
+type httpTransports struct {
 	t *http.Transport
 	// src carries requests with an original source (original_src): its
 	// connections are bound to the source that sourceKey{} in the request
@@ -24,16 +34,31 @@ type httpPool struct {
 // sourceKey is the request context key of an Endpoint's connOwner.
 type sourceKey struct{}
 
-func newHTTPPool(c *Cluster) *httpPool {
-	t := newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return c.dialSlot(ctx, Endpoint{Network: "tcp", Address: addr})
-	})
-	src := newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
-		o, _ := ctx.Value(sourceKey{}).(connOwner)
-		return c.dialSlot(ctx, Endpoint{Network: "tcp", Address: addr, Source: o.Source, Downstream: o.Downstream})
-	})
-	src.DisableKeepAlives = true
-	return &httpPool{t: t, src: src}
+func newHTTPPool(c *Cluster) *httpPool { return &httpPool{c: c} }
+
+// transports returns the pool's transports, making them on first use.
+func (p *httpPool) transports() *httpTransports {
+	if ts := p.ts.Load(); ts != nil {
+		return ts
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ts := p.ts.Load(); ts != nil {
+		return ts
+	}
+	c := p.c
+	ts := &httpTransports{
+		t: newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return c.dialSlot(ctx, Endpoint{Network: "tcp", Address: addr})
+		}),
+		src: newTransport(func(ctx context.Context, network, addr string) (net.Conn, error) {
+			o, _ := ctx.Value(sourceKey{}).(connOwner)
+			return c.dialSlot(ctx, Endpoint{Network: "tcp", Address: addr, Source: o.Source, Downstream: o.Downstream})
+		}),
+	}
+	ts.src.DisableKeepAlives = true
+	p.ts.Store(ts)
+	return ts
 }
 
 func newTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
@@ -102,9 +127,9 @@ func (c *Cluster) roundTripH1(req *http.Request, ep Endpoint) (*http.Response, e
 	ctx := context.WithValue(req.Context(), dialForKey{}, req.Context())
 	if o := ep.owner(); o.isValid() {
 		req = req.WithContext(context.WithValue(ctx, sourceKey{}, o))
-		return c.pool.src.RoundTrip(req)
+		return c.pool.transports().src.RoundTrip(req)
 	}
-	return c.pool.t.RoundTrip(req.WithContext(ctx))
+	return c.pool.transports().t.RoundTrip(req.WithContext(ctx))
 }
 
 // dialForKey is the context key of the context of the request a dial of
@@ -112,8 +137,10 @@ func (c *Cluster) roundTripH1(req *http.Request, ep Endpoint) (*http.Response, e
 type dialForKey struct{}
 
 func (p *httpPool) closeIdle() {
-	p.t.CloseIdleConnections()
-	p.src.CloseIdleConnections()
+	if ts := p.ts.Load(); ts != nil {
+		ts.t.CloseIdleConnections()
+		ts.src.CloseIdleConnections()
+	}
 }
 
 // dialSlot is Dial within the cluster's max_connections (ErrOverflow when

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -10,7 +11,6 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
@@ -37,8 +37,10 @@ type Manager struct {
 	// warming are the EDS clusters waiting for their first
 	// ClusterLoadAssignment and the DNS clusters waiting for their first
 	// resolution.
-	warming    map[string]*Cluster
-	cla        map[string]*endpointv3.ClusterLoadAssignment
+	warming map[string]*Cluster
+	// cla are the ClusterLoadAssignments applied, by name, in their
+	// deterministic wire form (configwire.go).
+	cla        map[string][]byte
 	cdsVersion string
 	edsVersion string
 	onWarmed   func() // called, without mu, when a cluster leaves warming on its own
@@ -54,7 +56,7 @@ func NewManager(log *slog.Logger, st *stats.Store) *Manager {
 		stats:   st,
 		static:  map[string]bool{},
 		warming: map[string]*Cluster{},
-		cla:     map[string]*endpointv3.ClusterLoadAssignment{},
+		cla:     map[string][]byte{},
 
 		fetchTimers: map[*Cluster]*time.Timer{},
 	}
@@ -75,7 +77,11 @@ func (m *Manager) AddStatic(cs []*clusterv3.Cluster) error {
 		if err := c.ValidateAll(); err != nil {
 			return fmt.Errorf("static cluster %q: %w", c.GetName(), err)
 		}
-		b, err := m.build(c)
+		wire, err := configWire(c)
+		if err != nil {
+			return fmt.Errorf("static cluster %q: %w", c.GetName(), err)
+		}
+		b, err := m.build(c, wire)
 		if err != nil {
 			return err
 		}
@@ -118,15 +124,19 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 		if _, dup := built[name]; dup {
 			return nil, fmt.Errorf("cluster %q: duplicate name in response", name)
 		}
-		if cur := m.Get(name); cur != nil && proto.Equal(cur.Config, c) {
+		wire, err := configWire(c)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", name, err)
+		}
+		if cur := m.Get(name); cur != nil && bytes.Equal(cur.config, wire) {
 			built[name] = cur
 			continue
 		}
-		if w := m.warming[name]; w != nil && proto.Equal(w.Config, c) {
+		if w := m.warming[name]; w != nil && bytes.Equal(w.config, wire) {
 			built[name] = w
 			continue
 		}
-		b, err := m.build(c)
+		b, err := m.build(c, wire)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +158,7 @@ func (m *Manager) ApplyCDS(version string, cs []*clusterv3.Cluster) ([]string, e
 		}
 		if b.Kind == KindEDS && !b.hasEndpoints() {
 			if cla, ok := m.cla[b.EDSName]; ok {
-				eps, err := endpointsFrom(cla)
+				eps, err := endpointsFrom(decodeAssignment(cla))
 				if err != nil {
 					return nil, fmt.Errorf("cluster %q: endpoints %q: %w", name, b.EDSName, err)
 				}
@@ -231,21 +241,25 @@ func (m *Manager) ApplyEDS(version string, clas []*endpointv3.ClusterLoadAssignm
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	parsed := map[string]endpointList{}
-	for _, cla := range clas {
+	wires := make([][]byte, len(clas))
+	for i, cla := range clas {
 		eps, err := endpointsFrom(cla)
 		if err != nil {
 			return fmt.Errorf("cluster_load_assignment %q: %w", cla.GetClusterName(), err)
 		}
 		parsed[cla.GetClusterName()] = eps
+		if wires[i], err = configWire(cla); err != nil {
+			return fmt.Errorf("cluster_load_assignment %q: %w", cla.GetClusterName(), err)
+		}
 	}
 	next := m.copyActive()
 	changed := false
-	for _, cla := range clas {
+	for i, cla := range clas {
 		name := cla.GetClusterName()
-		if old, ok := m.cla[name]; ok && proto.Equal(old, cla) {
+		if old, ok := m.cla[name]; ok && bytes.Equal(old, wires[i]) {
 			continue
 		}
-		m.cla[name] = cla
+		m.cla[name] = wires[i]
 		for _, c := range next {
 			if c.Kind == KindEDS && c.EDSName == name {
 				c.setEndpointList(parsed[name])
@@ -342,6 +356,20 @@ func (m *Manager) Warming() int {
 	return len(m.warming)
 }
 
+// EachConfig calls f with the name and the deterministic wire form
+// (configwire.go) of each cluster a Snapshot lists: static, active and
+// warming. f must not call back into the manager.
+func (m *Manager) EachConfig(f func(name string, wire []byte)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, c := range *m.active.Load() {
+		f(name, c.config)
+	}
+	for name, c := range m.warming {
+		f(name, c.config)
+	}
+}
+
 // Snapshot is a consistent copy of the manager's state for /config_dump.
 type Snapshot struct {
 	CDSVersion, EDSVersion string
@@ -351,23 +379,24 @@ type Snapshot struct {
 	Endpoints              []*endpointv3.ClusterLoadAssignment
 }
 
-// Snapshot returns the current state (protos are shared and read-only).
+// Snapshot returns the current state, decoded afresh from what the
+// manager keeps (configwire.go): the caller owns the messages.
 func (m *Manager) Snapshot() Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := Snapshot{CDSVersion: m.cdsVersion, EDSVersion: m.edsVersion}
 	for name, c := range *m.active.Load() {
 		if m.static[name] {
-			s.Static = append(s.Static, c.Config)
+			s.Static = append(s.Static, decodeCluster(c.config))
 		} else {
-			s.Dynamic = append(s.Dynamic, c.Config)
+			s.Dynamic = append(s.Dynamic, decodeCluster(c.config))
 		}
 	}
 	for _, c := range m.warming {
-		s.Warming = append(s.Warming, c.Config)
+		s.Warming = append(s.Warming, decodeCluster(c.config))
 	}
 	for _, cla := range m.cla {
-		s.Endpoints = append(s.Endpoints, cla)
+		s.Endpoints = append(s.Endpoints, decodeAssignment(cla))
 	}
 	byName := func(cs []*clusterv3.Cluster) {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].GetName() < cs[j].GetName() })

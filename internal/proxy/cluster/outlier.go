@@ -193,9 +193,10 @@ func (c *Cluster) ReportConnectSuccess(ep Endpoint) {
 		c.observe(ep.h, 200, 0)
 		return
 	}
-	ep.h.mu.Lock()
-	ep.h.od.consecutiveLocal = 0
-	ep.h.mu.Unlock()
+	o := ep.h.outlier()
+	o.mu.Lock()
+	o.s.consecutiveLocal = 0
+	o.mu.Unlock()
 }
 
 // observe updates h's counters with one result (a status, or a local
@@ -204,9 +205,10 @@ func (c *Cluster) ReportConnectSuccess(ep Endpoint) {
 func (c *Cluster) observe(h *host, status int, local LocalFailure) {
 	od := c.outlier
 	now := time.Now()
-	h.mu.Lock()
-	s := &h.od
-	c.refresh(h, now)
+	o := h.outlier()
+	o.mu.Lock()
+	s := &o.s
+	c.refresh(h, s, now)
 	var kind string
 	switch {
 	case local != 0:
@@ -243,7 +245,7 @@ func (c *Cluster) observe(h *host, status int, local LocalFailure) {
 			s.consecutiveLocal = 0 // a response is a local-origin success
 		}
 	}
-	h.mu.Unlock()
+	o.mu.Unlock()
 	if kind != "" {
 		c.eject(h, kind, now)
 	}
@@ -271,14 +273,15 @@ func (c *Cluster) eject(h *host, kind string, now time.Time) {
 		c.odStats.overflow.Add(1)
 		return
 	}
-	h.mu.Lock()
-	s := &h.od
+	o := h.outlier()
+	o.mu.Lock()
+	s := &o.s
 	s.ejections++
 	d := time.Duration(s.ejections) * c.outlier.baseEjection
 	d = min(d, max(c.outlier.maxEject, c.outlier.baseEjection))
 	s.ejectedUntil, s.lastChange = now.Add(d), now
 	h.ejected.Store(true)
-	h.mu.Unlock()
+	o.mu.Unlock()
 	c.odStats.activeGauge.Add(1)
 	c.odStats.enforced.Add(1)
 	switch kind {
@@ -293,19 +296,19 @@ func (c *Cluster) eject(h *host, kind string, now time.Time) {
 		"reason", "consecutive_"+kind, "for", d)
 }
 
-// refreshLocked is refresh taking h.mu.
+// refreshLocked is refresh taking h's outlier state lock.
 func (c *Cluster) refreshLocked(h *host, now time.Time) {
-	h.mu.Lock()
-	c.refresh(h, now)
-	h.mu.Unlock()
+	o := h.outlier()
+	o.mu.Lock()
+	c.refresh(h, &o.s, now)
+	o.mu.Unlock()
 }
 
-// refresh brings h's ejection up to date at now (h.mu held): an ejection
-// whose time passed ends, and each interval a host stays in service takes
-// one off its ejection multiplier (Envoy's DetectorImpl::onIntervalTimer,
-// done lazily here instead of on a timer).
-func (c *Cluster) refresh(h *host, now time.Time) {
-	s := &h.od
+// refresh brings h's ejection state s up to date at now (s's lock held):
+// an ejection whose time passed ends, and each interval a host stays in
+// service takes one off its ejection multiplier (Envoy's
+// DetectorImpl::onIntervalTimer, done lazily here instead of on a timer).
+func (c *Cluster) refresh(h *host, s *outlierState, now time.Time) {
 	if h.ejected.Load() {
 		if now.Before(s.ejectedUntil) {
 			return

@@ -12,6 +12,36 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
+// A host carries outlier detection state only once it has a report: the
+// hosts of a cluster without outlier detection, and hosts never reported
+// on, carry none (the state would be a third of each host).
+func TestOutlierStateMadeOnFirstReport(t *testing.T) {
+	plain := staticCluster(t, 2, nil)
+	for range 4 {
+		ep, err := plain.Pick(netip.AddrPort{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain.ReportStatus(ep, 500)
+	}
+	for i, h := range plain.hosts.Load().hosts {
+		if h.od.Load() != nil {
+			t.Errorf("host %d of a cluster without outlier detection has outlier state", i)
+		}
+	}
+	c := staticCluster(t, 2, func(c *clusterv3.Cluster) {
+		c.OutlierDetection = &clusterv3.OutlierDetection{Consecutive_5Xx: wrapperspb.UInt32(5), EnforcingSuccessRate: wrapperspb.UInt32(0)}
+	})
+	hs := c.hosts.Load().hosts
+	c.ReportStatus(Endpoint{Address: hs[0].ep.Address, h: hs[0]}, 500)
+	if hs[0].od.Load() == nil || hs[0].od.Load().s.consecutive5xx != 1 {
+		t.Errorf("reported host's outlier state = %+v, want consecutive5xx 1", hs[0].od.Load())
+	}
+	if hs[1].od.Load() != nil {
+		t.Error("a host never reported on has outlier state")
+	}
+}
+
 func TestOutlierEjectionAndReturn(t *testing.T) {
 	c := staticCluster(t, 2, func(c *clusterv3.Cluster) {
 		c.OutlierDetection = &clusterv3.OutlierDetection{
@@ -48,9 +78,10 @@ func TestOutlierEjectionAndReturn(t *testing.T) {
 		t.Fatalf("all hosts ejected without panic mode: %v, want ErrNoHealthyUpstream", err)
 	}
 	// The ejection time passed: back in service.
-	bad.mu.Lock()
-	bad.od.ejectedUntil = time.Now().Add(-time.Second)
-	bad.mu.Unlock()
+	o := bad.od.Load()
+	o.mu.Lock()
+	o.s.ejectedUntil = time.Now().Add(-time.Second)
+	o.mu.Unlock()
 	if got, err := c.Pick(netip.AddrPort{}); err != nil || got.Address != bad.ep.Address {
 		t.Fatalf("after its ejection time: %v, %v", got.Address, err)
 	}
@@ -120,23 +151,23 @@ func TestEjectionTimeGrowsAndDecays(t *testing.T) {
 		if !h.ejected.Load() {
 			t.Fatal("not ejected")
 		}
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.od.ejectedUntil.Sub(before).Round(time.Second)
+		h.outlier().mu.Lock()
+		defer h.outlier().mu.Unlock()
+		return h.outlier().s.ejectedUntil.Sub(before).Round(time.Second)
 	}
 	// back returns h to service as if its ejection ended, then idle
 	// passed.
 	back := func(idle time.Duration) {
-		h.mu.Lock()
-		h.od.ejectedUntil = time.Now().Add(-time.Millisecond)
-		h.mu.Unlock()
+		h.outlier().mu.Lock()
+		h.outlier().s.ejectedUntil = time.Now().Add(-time.Millisecond)
+		h.outlier().mu.Unlock()
 		c.returnIfExpired(h, time.Now())
 		if h.ejected.Load() {
 			t.Fatal("still ejected after its time")
 		}
-		h.mu.Lock()
-		h.od.lastChange = h.od.lastChange.Add(-idle)
-		h.mu.Unlock()
+		h.outlier().mu.Lock()
+		h.outlier().s.lastChange = h.outlier().s.lastChange.Add(-idle)
+		h.outlier().mu.Unlock()
 	}
 	if d := ejectFor(); d != 30*time.Second {
 		t.Fatalf("first ejection %v, want 30s", d)

@@ -167,7 +167,7 @@ func (c *Cluster) pick(originalDst netip.AddrPort, hash uint64, hasHash bool, ex
 		c.Stats.NoHealthy.Add(1)
 		return Endpoint{}, ErrNoHealthyUpstream
 	}
-	ep := h.ep
+	ep := h.ep.endpoint()
 	ep.h = h
 	ep.priority = priority
 	return ep, nil

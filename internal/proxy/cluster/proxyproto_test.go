@@ -36,7 +36,7 @@ func TestGeneratedProxyProtocolClusters(t *testing.T) {
 			continue
 		}
 		n++
-		out, err := m.build(&c)
+		out, err := m.build(&c, nil)
 		if err != nil {
 			t.Fatalf("cluster %s: %v", c.GetName(), err)
 		}

@@ -26,12 +26,14 @@ import (
 // refused.
 func (m *Manager) SetSecrets(p *tlsconf.Provider) { m.secrets = p }
 
-// build builds c with its transport socket.
-func (m *Manager) build(c *clusterv3.Cluster) (*Cluster, error) {
+// build builds c with its transport socket; wire is c in its
+// deterministic wire form (configWire), which the cluster keeps.
+func (m *Manager) build(c *clusterv3.Cluster, wire []byte) (*Cluster, error) {
 	out, err := build(c, m.stats, m.log)
 	if err != nil {
 		return nil, err
 	}
+	out.config = wire
 	exchange, err := parseUpstreamFilters(c) // filters.go
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
@@ -180,10 +182,10 @@ func (c *Cluster) socketFor(ep Endpoint) *tlsconf.Client {
 	if len(c.socketMatches) == 0 {
 		return c.tls
 	}
-	if ep.transportMatch == "" && ep.localityMatch == "" {
-		for _, e := range c.Endpoints() {
-			if e.Address == ep.Address {
-				ep = e
+	if s := c.hosts.Load(); s != nil && ep.transportMatch == "" && ep.localityMatch == "" {
+		for _, h := range s.hosts {
+			if h.ep.Address == ep.Address {
+				ep.transportMatch, ep.localityMatch = h.ep.transportMatch, h.ep.localityMatch
 				break
 			}
 		}

@@ -279,7 +279,7 @@ func TestTransportSocketFollowsEDSMetadata(t *testing.T) {
 		if len(hosts) != 1 {
 			t.Fatalf("%d hosts, want 1", len(hosts))
 		}
-		if got := c.socketFor(hosts[0].ep) != nil; got != tlsMode {
+		if got := c.socketFor(hosts[0].ep.endpoint()) != nil; got != tlsMode {
 			t.Errorf("update %d: picked endpoint TLS %v, want %v", i, got, tlsMode)
 		}
 	}

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"sync"
@@ -10,9 +11,25 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// entry is one stored route configuration: its compiled table and the
+// configuration in its deterministic wire form (configWire), which Apply
+// compares to tell a configuration sent again unchanged and Snapshot
+// decodes for the config dump. Kept as bytes, not as the decoded message:
+// the RouteConfiguration of 1,000 virtual hosts is ~0.5 MB on the wire
+// and ~2.2 MiB decoded, and the request path reads only the table.
 type entry struct {
-	config *routev3.RouteConfiguration
+	config []byte
 	table  *Table
+}
+
+// configWire is rc's deterministic wire form: equal configurations
+// (proto.Equal) have equal bytes.
+func configWire(rc *routev3.RouteConfiguration) ([]byte, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(rc)
+	if err != nil {
+		return nil, fmt.Errorf("route_config %q: marshal: %w", rc.GetName(), err)
+	}
+	return b, nil
 }
 
 // Store holds the route configurations received over RDS. Get is lock-free;
@@ -59,14 +76,18 @@ func (s *Store) Apply(version string, rcs []*routev3.RouteConfiguration) error {
 		next[k] = v
 	}
 	for _, rc := range rcs {
-		if old := cur[rc.GetName()]; old != nil && proto.Equal(old.config, rc) {
+		wire, err := configWire(rc)
+		if err != nil {
+			return err
+		}
+		if old := cur[rc.GetName()]; old != nil && bytes.Equal(old.config, wire) {
 			continue
 		}
 		t, err := CompileWith(rc, s.parsers)
 		if err != nil {
 			return err
 		}
-		next[rc.GetName()] = &entry{config: rc, table: t}
+		next[rc.GetName()] = &entry{config: wire, table: t}
 	}
 	s.tables.Store(&next)
 	s.version = version
@@ -84,17 +105,32 @@ func (s *Store) Has(names []string) bool {
 	return true
 }
 
-// Snapshot returns the version and the configurations, sorted by name.
+// Snapshot returns the version and the configurations, sorted by name,
+// decoded afresh: the caller owns them.
 func (s *Store) Snapshot() (string, []*routev3.RouteConfiguration) {
 	s.mu.Lock()
 	v := s.version
 	s.mu.Unlock()
 	var out []*routev3.RouteConfiguration
-	for _, e := range *s.tables.Load() {
-		out = append(out, e.config)
+	for name, e := range *s.tables.Load() {
+		rc := &routev3.RouteConfiguration{}
+		if err := proto.Unmarshal(e.config, rc); err != nil {
+			// configWire's own output of a configuration that decoded
+			// and compiled: cannot fail.
+			panic(fmt.Sprintf("route: kept route_config %q does not decode: %v", name, err))
+		}
+		out = append(out, rc)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
 	return v, out
+}
+
+// EachConfig calls f with the name and the deterministic wire form of
+// each stored configuration (those Snapshot lists).
+func (s *Store) EachConfig(f func(name string, wire []byte)) {
+	for name, e := range *s.tables.Load() {
+		f(name, e.config)
+	}
 }
 
 // Validate compiles rc without storing it.

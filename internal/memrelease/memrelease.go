@@ -18,8 +18,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
-
-	"github.com/straitmesh/strait/internal/filepages"
 )
 
 // DefaultQuiet is how long the configuration must stay unchanged before
@@ -47,16 +45,10 @@ func New() *Releaser {
 // receive buffers), which survive one collection in the pools' victim
 // cache, are freed too, then returns the free pages. Two forced
 // collections per quiet period cost a few milliseconds of CPU; the
-// request path does not change. Then the executable's pages that
-// start-up and the update mapped are dropped from the page tables
-// (internal/filepages): the code an idle sidecar runs faults back in from
-// the page cache, the rest stops counting in its RSS.
+// request path does not change.
 func release() {
 	runtime.GC()
 	debug.FreeOSMemory()
-	// Best effort: an error (no /proc) leaves the pages mapped, which is
-	// only the state before the release.
-	_, _ = filepages.Release()
 }
 
 // Changed records a configuration change: the release happens the quiet

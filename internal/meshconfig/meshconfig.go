@@ -73,6 +73,13 @@ type Config struct {
 	// enables it (priorities by locality once outlier detection is on).
 	// nil when the file disables it.
 	LocalityLbSetting *networking.LocalityLoadBalancerSetting
+	// Providers are the extension providers a Telemetry names
+	// (providers.go), Istio's built-in ones included.
+	Providers Providers
+	// TracingDefaults are defaultConfig.tracing's sampling, custom tags
+	// and path tag bound (its Provider is unset): a Telemetry's tracing
+	// takes them where it sets none.
+	TracingDefaults Tracing
 	// AccessLog is the sidecars' access log (accessLogFile,
 	// accessLogEncoding, accessLogFormat); nil: none.
 	AccessLog *AccessLog
@@ -109,6 +116,8 @@ func Default() *Config {
 		ConnectTimeout:    DefaultConnectTimeout,
 		LocalityLbSetting: &networking.LocalityLoadBalancerSetting{Enabled: wrapperspb.Bool(true)},
 		PathNormalization: meshv1alpha1.MeshConfig_ProxyPathNormalization_BASE,
+		Providers:         builtinProviders(),
+		TracingDefaults:   Tracing{Sampling: DefaultTraceSampling},
 	}
 }
 
@@ -299,6 +308,13 @@ func Parse(data []byte) (*Config, error) {
 	}
 	c.AccessLog = al
 	if c.Tracing, err = parseTracing(m); err != nil { // tracing.go
+		return nil, err
+	}
+	// Both were checked by parseTracing.
+	if c.Providers, err = parseProviders(m); err != nil {
+		return nil, err
+	}
+	if c.TracingDefaults, err = tracingDefaults(m.GetDefaultConfig().GetTracing()); err != nil {
 		return nil, err
 	}
 	return c, nil

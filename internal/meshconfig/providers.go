@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 )
@@ -139,4 +139,3 @@ func parseFileAccessLogProvider(at string, f *meshv1alpha1.MeshConfig_ExtensionP
 	}
 	return al, nil
 }
-

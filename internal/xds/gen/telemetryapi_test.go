@@ -1,0 +1,183 @@
+package gen_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	filelog "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	statspb "istio.io/api/envoy/extensions/stats"
+
+	"github.com/straitmesh/strait/internal/mesh"
+	"github.com/straitmesh/strait/internal/meshconfig"
+	"github.com/straitmesh/strait/internal/proxypush"
+	"github.com/straitmesh/strait/internal/xds/gen"
+	"github.com/straitmesh/strait/internal/xdsapi"
+)
+
+// hcmSummary is what the Telemetry API changes on one side's HCMs.
+type hcmSummary struct {
+	tracing  string // "" none, else "PROVIDER sampling TAGS"
+	logs     string // access log paths, comma separated
+	stats    string // "" no istio.stats, else "on" plus dropped metrics
+}
+
+func summarize(t *testing.T, h *hcm.HttpConnectionManager) hcmSummary {
+	t.Helper()
+	var s hcmSummary
+	if tr := h.GetTracing(); tr != nil {
+		var tags []string
+		for _, ct := range tr.GetCustomTags() {
+			tags = append(tags, ct.GetTag())
+		}
+		s.tracing = fmt.Sprintf("%s %v %s", tr.GetProvider().GetName(), tr.GetRandomSampling().GetValue(), strings.Join(tags, "+"))
+	}
+	var paths []string
+	for _, al := range h.GetAccessLog() {
+		var fl filelog.FileAccessLog
+		if err := al.GetTypedConfig().UnmarshalTo(&fl); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, fl.GetPath())
+	}
+	s.logs = strings.Join(paths, ",")
+	for _, f := range h.GetHttpFilters() {
+		if f.GetName() != "istio.stats" {
+			continue
+		}
+		var c statspb.PluginConfig
+		if err := f.GetTypedConfig().UnmarshalTo(&c); err != nil {
+			t.Fatal(err)
+		}
+		s.stats = "on"
+		for _, m := range c.GetMetrics() {
+			if m.GetDrop() {
+				s.stats += " -" + m.GetName()
+			}
+		}
+	}
+	return s
+}
+
+// TestTelemetryAPI: what each honoured Telemetry field changes in the
+// server sidecar's inbound (SERVER) and outbound (CLIENT) HCMs, with
+// Istio's merge of the root namespace's, the namespace's and the
+// workload's Telemetry.
+func TestTelemetryAPI(t *testing.T) {
+	svc, err := os.ReadFile(filepath.Join("testdata", "tracing", "services.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const meshYAML = `extensionProviders:
+- name: zipkin
+  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}
+- name: otel
+  opentelemetry: {service: otel-collector.observability.svc.cluster.local, port: 4317}
+- name: json-log
+  envoyFileAccessLog: {path: /tmp/access.json, logFormat: {labels: {code: "%RESPONSE_CODE%"}}}
+defaultProviders: {tracing: [zipkin]}
+defaultConfig:
+  tracing: {sampling: 10, customTags: {mesh: {literal: {value: m}}}}
+`
+	tel := func(ns, name, spec string) string {
+		return fmt.Sprintf("---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: %s, namespace: %s}\nspec:\n%s", name, ns, spec)
+	}
+	stats := "on"
+	for _, tc := range []struct {
+		name, configs     string
+		inbound, outbound hcmSummary
+	}{
+		{name: "no Telemetry: the mesh's tracing, no logs, every metric",
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}},
+		{name: "namespace sampling and tags",
+			configs: tel("app", "t", "  tracing: [{randomSamplingPercentage: 50, customTags: {user: {header: {name: x-user}}, pod: {environment: {name: POD_NAME}}}}]\n"),
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 50 pod+user", stats: stats}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 50 pod+user", stats: stats}},
+		{name: "span reporting disabled",
+			configs: tel("app", "t", "  tracing: [{disableSpanReporting: true}]\n"),
+			inbound: hcmSummary{stats: stats}, outbound: hcmSummary{stats: stats}},
+		{name: "root enables, namespace disables, workload re-enables server side with otel",
+			configs: tel("istio-system", "mesh", "  tracing: [{randomSamplingPercentage: 1}]\n") +
+				tel("app", "ns", "  tracing: [{disableSpanReporting: true}]\n") +
+				tel("app", "web", "  selector: {matchLabels: {app: web}}\n  tracing: [{match: {mode: SERVER}, providers: [{name: otel}], disableSpanReporting: false}]\n"),
+			inbound: hcmSummary{tracing: "envoy.tracers.opentelemetry 1 mesh", stats: stats}, outbound: hcmSummary{stats: stats}},
+		{name: "another namespace's workload Telemetry does not apply",
+			configs: tel("other", "web", "  selector: {matchLabels: {app: web}}\n  tracing: [{disableSpanReporting: true}]\n"),
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}},
+		{name: "an unknown tracing provider turns tracing off",
+			configs: tel("app", "t", "  tracing: [{providers: [{name: nowhere}]}]\n"),
+			inbound: hcmSummary{stats: stats}, outbound: hcmSummary{stats: stats}},
+		{name: "access logs: envoy on the client side, json-log on both",
+			configs: tel("istio-system", "mesh", "  accessLogging: [{providers: [{name: envoy}], match: {mode: CLIENT}}, {providers: [{name: json-log}]}]\n"),
+			inbound:  hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", logs: "/tmp/access.json", stats: stats},
+			outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", logs: "/dev/stdout,/tmp/access.json", stats: stats}},
+		{name: "access logs disabled in the namespace",
+			configs: tel("istio-system", "mesh", "  accessLogging: [{providers: [{name: envoy}]}]\n") + tel("app", "ns", "  accessLogging: [{disabled: true}]\n"),
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}},
+		{name: "metric disabled on the server side",
+			configs: tel("app", "t", "  metrics: [{overrides: [{match: {metric: REQUEST_COUNT, mode: SERVER}, disabled: true}]}]\n"),
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: "on -requests_total"}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}},
+		{name: "all metrics disabled on the client side, re-enabled for the workload",
+			configs: tel("app", "t", "  metrics: [{overrides: [{match: {mode: CLIENT}, disabled: true}]}]\n") +
+				tel("app", "web", "  selector: {matchLabels: {app: web}}\n  metrics: [{overrides: [{match: {metric: REQUEST_SIZE, mode: CLIENT}, disabled: true}]}]\n"),
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: "on -request_bytes"}},
+		{name: "metrics to a provider that is not prometheus",
+			configs: tel("app", "t", "  metrics: [{providers: [{name: json-log}]}]\n"),
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh"}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mc, err := meshconfig.Parse([]byte(meshYAML))
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := build(t, storeOf(t, string(svc)+tc.configs), mesh.BuildOptions{Mesh: mc})
+			g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+			proxy, _ := proxypush.ParseNodeID("sidecar~10.91.0.11~web.app~app.svc.cluster.local")
+			res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var in, out []hcmSummary
+			for _, r := range res {
+				var l listener.Listener
+				if err := r.GetResource().UnmarshalTo(&l); err != nil {
+					t.Fatal(err)
+				}
+				for _, fc := range l.GetFilterChains() {
+					for _, f := range fc.GetFilters() {
+						if f.GetName() != "envoy.filters.network.http_connection_manager" {
+							continue
+						}
+						var h hcm.HttpConnectionManager
+						if err := f.GetTypedConfig().UnmarshalTo(&h); err != nil {
+							t.Fatal(err)
+						}
+						if l.GetTrafficDirection().String() == "INBOUND" {
+							in = append(in, summarize(t, &h))
+						} else {
+							out = append(out, summarize(t, &h))
+						}
+					}
+				}
+			}
+			if len(in) == 0 || len(out) == 0 {
+				t.Fatalf("%d inbound and %d outbound HCMs; the scenario has both", len(in), len(out))
+			}
+			for side, got := range map[string][]hcmSummary{"inbound": in, "outbound": out} {
+				want := tc.inbound
+				if side == "outbound" {
+					want = tc.outbound
+				}
+				for _, s := range slices.Compact(got) {
+					if s != want {
+						t.Errorf("%s HCM: %+v\nwant %+v", side, s, want)
+					}
+				}
+			}
+		})
+	}
+}

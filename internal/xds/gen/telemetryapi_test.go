@@ -22,9 +22,9 @@ import (
 
 // hcmSummary is what the Telemetry API changes on one side's HCMs.
 type hcmSummary struct {
-	tracing  string // "" none, else "PROVIDER sampling TAGS"
-	logs     string // access log paths, comma separated
-	stats    string // "" no istio.stats, else "on" plus dropped metrics
+	tracing string // "" none, else "PROVIDER sampling TAGS"
+	logs    string // access log paths, comma separated
+	stats   string // "" no istio.stats, else "on" plus dropped metrics
 }
 
 func summarize(t *testing.T, h *hcm.HttpConnectionManager) hcmSummary {
@@ -112,7 +112,7 @@ defaultConfig:
 			configs: tel("app", "t", "  tracing: [{providers: [{name: nowhere}]}]\n"),
 			inbound: hcmSummary{stats: stats}, outbound: hcmSummary{stats: stats}},
 		{name: "access logs: envoy on the client side, json-log on both",
-			configs: tel("istio-system", "mesh", "  accessLogging: [{providers: [{name: envoy}], match: {mode: CLIENT}}, {providers: [{name: json-log}]}]\n"),
+			configs:  tel("istio-system", "mesh", "  accessLogging: [{providers: [{name: envoy}], match: {mode: CLIENT}}, {providers: [{name: json-log}]}]\n"),
 			inbound:  hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", logs: "/tmp/access.json", stats: stats},
 			outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", logs: "/dev/stdout,/tmp/access.json", stats: stats}},
 		{name: "access logs disabled in the namespace",

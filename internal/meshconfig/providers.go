@@ -105,15 +105,15 @@ func parseProviders(m *meshv1alpha1.MeshConfig) (Providers, error) {
 // labels as a JSON format, checked with strait-proxy's parser.
 func parseFileAccessLogProvider(at string, f *meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyFileAccessLogProvider) (*AccessLog, error) {
 	var bad string
-	f.GetLogFormat().ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if n := fd.JSONName(); n != "text" && n != "labels" {
+	f.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if n := fd.JSONName(); n != "path" && n != "logFormat" {
 			bad = n
 			return false
 		}
 		return true
 	})
 	if bad != "" {
-		return nil, fieldError(at+".logFormat."+bad, "not supported by Strait yet")
+		return nil, fieldError(at+"."+bad, "not supported by Strait yet")
 	}
 	if f.GetPath() == "" {
 		return nil, fieldError(at+".path", "must be set (a file on the sidecar's host, or /dev/stdout)")

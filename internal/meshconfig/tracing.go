@@ -256,7 +256,7 @@ func parseExtensionProvider(at string, ep *meshv1alpha1.MeshConfig_ExtensionProv
 			}
 			return true
 		})
-		return p, fieldError(at+"."+kind, "not supported by Strait yet (zipkin and opentelemetry tracing providers are)")
+		return p, fieldError(at+"."+kind, "not supported by Strait yet (zipkin, opentelemetry, envoyFileAccessLog and prometheus providers are)")
 	}
 	if p.Service == "" || p.Port == 0 || p.Port > 65535 {
 		return p, fieldError(at+"."+string(p.Kind), "service and port are required")

@@ -60,12 +60,12 @@ func withAccessLogs(snap *mesh.Snapshot, tp *telemetryPolicy, ls ...*listener.Li
 	done := map[*listener.Filter]bool{}
 	for _, l := range ls {
 		var als []*accesslog.AccessLog
-		if tp == nil || tp.logs == nil {
+		if tp == nil || tp.logs == nil || tp.logs[listenerMode(l)].mesh {
 			if al := meshAccessLog(snap.Mesh); al != nil {
 				als = append(als, al)
 			}
 		} else {
-			for _, al := range tp.logs[listenerMode(l)] {
+			for _, al := range tp.logs[listenerMode(l)].logs {
 				als = append(als, fileAccessLog(al))
 			}
 		}

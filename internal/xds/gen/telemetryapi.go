@@ -44,10 +44,19 @@ type telemetryPolicy struct {
 	// tracing is nil when no Telemetry sets tracing: the mesh's.
 	tracing *[2]tracingSpec
 	// logs is nil when no Telemetry sets access logging: the mesh's
-	// accessLogFile; else the file logs of each mode (none: no log).
-	logs *[2][]*meshconfig.AccessLog
+	// accessLogFile; else each mode's.
+	logs *[2]modeLogs
 	// metrics are istio.stats' config by mode; nil: no istio.stats.
 	metrics [2]*statspb.PluginConfig
+}
+
+// modeLogs are one mode's access logs: mesh when the Telemetries name no
+// provider Strait knows for the mode (Istio then falls back to the mesh's
+// accessLogFile, as with no Telemetry), else the enabled providers' logs
+// (none when all are disabled).
+type modeLogs struct {
+	mesh bool
+	logs []*meshconfig.AccessLog
 }
 
 // tracingSpec is Istio's TracingSpec.
@@ -157,8 +166,10 @@ func meshTracingOf(mc *meshconfig.Config, s tracingSpec) *meshconfig.Tracing {
 // mergeLogs is Istio's Telemetries.AccessLogging with mergeLogs, for
 // both modes: the providers the most specific Telemetry names (inherited
 // by entries that name none), each possibly disabled; the file logs of
-// the enabled ones, by provider name.
-func mergeLogs(mc *meshconfig.Config, tels []*istioconfig.Config) *[2][]*meshconfig.AccessLog {
+// the enabled ones, by provider name. A mode left with no known provider
+// falls back to the mesh's log, as Istio's setHTTPAccessLog does when
+// AccessLogging returns none.
+func mergeLogs(mc *meshconfig.Config, tels []*istioconfig.Config) *[2]modeLogs {
 	var logs [][]*telemetry.AccessLogging
 	for _, c := range tels {
 		if al := c.Telemetry().GetAccessLogging(); len(al) > 0 {
@@ -168,7 +179,7 @@ func mergeLogs(mc *meshconfig.Config, tels []*istioconfig.Config) *[2][]*meshcon
 	if len(logs) == 0 {
 		return nil
 	}
-	var out [2][]*meshconfig.AccessLog
+	var out [2]modeLogs
 	for mode, wm := range []telemetry.WorkloadMode{telemetry.WorkloadMode_CLIENT, telemetry.WorkloadMode_SERVER} {
 		matches := func(m *telemetry.AccessLogging) bool {
 			s := m.GetMatch()
@@ -203,14 +214,18 @@ func mergeLogs(mc *meshconfig.Config, tels []*istioconfig.Config) *[2][]*meshcon
 				}
 			}
 		}
+		known := false
 		for _, n := range slices.Sorted(maps.Keys(disabled)) {
-			if disabled[n] {
+			al, ok := mc.Providers.AccessLogProvider(n)
+			if !ok {
 				continue
 			}
-			if al, ok := mc.Providers.AccessLogProvider(n); ok {
-				out[mode] = append(out[mode], al)
+			known = true
+			if !disabled[n] {
+				out[mode].logs = append(out[mode].logs, al)
 			}
 		}
+		out[mode].mesh = !known
 	}
 	return &out
 }

@@ -81,36 +81,37 @@ func TestTelemetryAPI(t *testing.T) {
 - name: json-log
   envoyFileAccessLog: {path: /tmp/access.json, logFormat: {labels: {code: "%RESPONSE_CODE%"}}}
 defaultProviders: {tracing: [zipkin]}
+accessLogFile: /var/log/mesh.log
 defaultConfig:
   tracing: {sampling: 10, customTags: {mesh: {literal: {value: m}}}}
 `
 	tel := func(ns, name, spec string) string {
 		return fmt.Sprintf("---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: %s, namespace: %s}\nspec:\n%s", name, ns, spec)
 	}
-	stats := "on"
+	const stats, meshLog = "on", "/var/log/mesh.log"
 	for _, tc := range []struct {
 		name, configs     string
 		inbound, outbound hcmSummary
 	}{
 		{name: "no Telemetry: the mesh's tracing, no logs, every metric",
-			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}},
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats, logs: meshLog}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats, logs: meshLog}},
 		{name: "namespace sampling and tags",
 			configs: tel("app", "t", "  tracing: [{randomSamplingPercentage: 50, customTags: {user: {header: {name: x-user}}, pod: {environment: {name: POD_NAME}}}}]\n"),
-			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 50 pod+user", stats: stats}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 50 pod+user", stats: stats}},
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 50 pod+user", stats: stats, logs: meshLog}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 50 pod+user", stats: stats, logs: meshLog}},
 		{name: "span reporting disabled",
 			configs: tel("app", "t", "  tracing: [{disableSpanReporting: true}]\n"),
-			inbound: hcmSummary{stats: stats}, outbound: hcmSummary{stats: stats}},
+			inbound: hcmSummary{stats: stats, logs: meshLog}, outbound: hcmSummary{stats: stats, logs: meshLog}},
 		{name: "root enables, namespace disables, workload re-enables server side with otel",
 			configs: tel("istio-system", "mesh", "  tracing: [{randomSamplingPercentage: 1}]\n") +
 				tel("app", "ns", "  tracing: [{disableSpanReporting: true}]\n") +
 				tel("app", "web", "  selector: {matchLabels: {app: web}}\n  tracing: [{match: {mode: SERVER}, providers: [{name: otel}], disableSpanReporting: false}]\n"),
-			inbound: hcmSummary{tracing: "envoy.tracers.opentelemetry 1 mesh", stats: stats}, outbound: hcmSummary{stats: stats}},
+			inbound: hcmSummary{tracing: "envoy.tracers.opentelemetry 1 mesh", stats: stats, logs: meshLog}, outbound: hcmSummary{stats: stats, logs: meshLog}},
 		{name: "another namespace's workload Telemetry does not apply",
 			configs: tel("other", "web", "  selector: {matchLabels: {app: web}}\n  tracing: [{disableSpanReporting: true}]\n"),
-			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}},
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats, logs: meshLog}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats, logs: meshLog}},
 		{name: "an unknown tracing provider turns tracing off",
 			configs: tel("app", "t", "  tracing: [{providers: [{name: nowhere}]}]\n"),
-			inbound: hcmSummary{stats: stats}, outbound: hcmSummary{stats: stats}},
+			inbound: hcmSummary{stats: stats, logs: meshLog}, outbound: hcmSummary{stats: stats, logs: meshLog}},
 		{name: "access logs: envoy on the client side, json-log on both",
 			configs:  tel("istio-system", "mesh", "  accessLogging: [{providers: [{name: envoy}], match: {mode: CLIENT}}, {providers: [{name: json-log}]}]\n"),
 			inbound:  hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", logs: "/tmp/access.json", stats: stats},
@@ -118,16 +119,22 @@ defaultConfig:
 		{name: "access logs disabled in the namespace",
 			configs: tel("istio-system", "mesh", "  accessLogging: [{providers: [{name: envoy}]}]\n") + tel("app", "ns", "  accessLogging: [{disabled: true}]\n"),
 			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}},
+		{name: "a mode without a provider keeps the mesh's log",
+			configs: tel("istio-system", "mesh", "  accessLogging: [{providers: [{name: envoy}], match: {mode: CLIENT}}]\n"),
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats, logs: meshLog}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats, logs: "/dev/stdout"}},
+		{name: "an unknown access log provider keeps the mesh's log",
+			configs: tel("app", "t", "  accessLogging: [{providers: [{name: nowhere}]}]\n"),
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats, logs: meshLog}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats, logs: meshLog}},
 		{name: "metric disabled on the server side",
 			configs: tel("app", "t", "  metrics: [{overrides: [{match: {metric: REQUEST_COUNT, mode: SERVER}, disabled: true}]}]\n"),
-			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: "on -requests_total"}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}},
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: "on -requests_total", logs: meshLog}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats, logs: meshLog}},
 		{name: "all metrics disabled on the client side, re-enabled for the workload",
 			configs: tel("app", "t", "  metrics: [{overrides: [{match: {mode: CLIENT}, disabled: true}]}]\n") +
 				tel("app", "web", "  selector: {matchLabels: {app: web}}\n  metrics: [{overrides: [{match: {metric: REQUEST_SIZE, mode: CLIENT}, disabled: true}]}]\n"),
-			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: "on -request_bytes"}},
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: stats, logs: meshLog}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", stats: "on -request_bytes", logs: meshLog}},
 		{name: "metrics to a provider that is not prometheus",
 			configs: tel("app", "t", "  metrics: [{providers: [{name: json-log}]}]\n"),
-			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh"}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh"}},
+			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", logs: meshLog}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", logs: meshLog}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mc, err := meshconfig.Parse([]byte(meshYAML))

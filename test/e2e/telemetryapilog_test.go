@@ -117,16 +117,24 @@ spec:
 			}
 			if err := poll(ctx, 10*time.Second, func() error {
 				for _, id := range []string{first, second} {
-					if ok, err := logged(on, id); err != nil || !ok {
-						return fmt.Errorf("%s has not logged %s (%v)", on.Name, id, err)
+					ok, err := logged(on, id)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						return fmt.Errorf("%s has not logged %s", on.Name, id)
 					}
 				}
 				return nil
 			}); err != nil {
 				return err
 			}
-			if ok, err := logged(off, first); err != nil || ok {
-				return fmt.Errorf("round %d: %s logged %s too (%v)", round, off.Name, first, err)
+			ok, err := logged(off, first)
+			if err != nil {
+				return err
+			}
+			if ok {
+				return fmt.Errorf("round %d: %s logged %s too", round, off.Name, first)
 			}
 			t.Logf("%s logs, %s does not, after %d round(s)", on.Name, off.Name, round)
 			return nil

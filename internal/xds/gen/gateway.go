@@ -153,6 +153,7 @@ func gatewayListeners(snap *mesh.Snapshot, proxy *proxypush.Proxy) []*listener.L
 			continue // nothing bound to the port yet: Envoy refuses a listener without chains
 		}
 		withAccessLogs(snap, tp, l) // accesslog.go
+		withTracing(snap, tp, l)    // tracing.go: a gateway is a client (Istio's ListenerClassGateway)
 		out = append(out, l)
 	}
 	return out

@@ -188,3 +188,76 @@ defaultConfig:
 		})
 	}
 }
+
+// TestTelemetryAPIGateway: a gateway's HCMs get the tracing of the
+// Telemetries that apply to it, CLIENT mode as Istio's gateway class
+// (without one, the mesh's).
+func TestTelemetryAPIGateway(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "gateway", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const collector = `---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: zipkin, namespace: istio-system}
+spec:
+  hosts: [zipkin.istio-system.svc.cluster.local]
+  ports: [{number: 9411, name: http}]
+  location: MESH_EXTERNAL
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.9}]
+`
+	mc, err := meshconfig.Parse([]byte("extensionProviders:\n- name: zipkin\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\ndefaultProviders: {tracing: [zipkin]}\ndefaultConfig: {tracing: {sampling: 10}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := proxypush.ParseNodeID("router~10.92.0.10~ingressgateway.ingress~ingress.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, configs string
+		want          string
+	}{
+		{"the mesh's", "", "10"},
+		{"the namespace's sampling", "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: t, namespace: ingress}\nspec: {tracing: [{match: {mode: CLIENT}, randomSamplingPercentage: 7}]}\n", "7"},
+		{"a SERVER-only Telemetry does not apply", "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: t, namespace: ingress}\nspec: {tracing: [{match: {mode: SERVER}, disableSpanReporting: true}]}\n", "10"},
+		{"disabled", "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: t, namespace: ingress}\nspec: {tracing: [{disableSpanReporting: true}]}\n", "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := build(t, storeOf(t, string(b)+collector+tc.configs), mesh.BuildOptions{Mesh: mc})
+			g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+			res, err := g.Generate(router, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, r := range res {
+				var l listener.Listener
+				if err := r.GetResource().UnmarshalTo(&l); err != nil {
+					t.Fatal(err)
+				}
+				for _, fc := range l.GetFilterChains() {
+					for _, f := range fc.GetFilters() {
+						var h hcm.HttpConnectionManager
+						if f.GetName() != "envoy.filters.network.http_connection_manager" || f.GetTypedConfig().UnmarshalTo(&h) != nil {
+							continue
+						}
+						n++
+						got := "none"
+						if h.GetTracing() != nil {
+							got = fmt.Sprint(h.GetTracing().GetRandomSampling().GetValue())
+						}
+						if got != tc.want {
+							t.Errorf("%s: sampling %s, want %s", l.GetName(), got, tc.want)
+						}
+					}
+				}
+			}
+			if n == 0 {
+				t.Fatal("the gateway has no HCM")
+			}
+		})
+	}
+}

@@ -76,6 +76,11 @@ type Config struct {
 	// Providers are the extension providers a Telemetry names
 	// (providers.go), Istio's built-in ones included.
 	Providers Providers
+	// DefaultAccessLogProviders is defaultProviders.accessLogging: the
+	// access log providers of proxies no Telemetry gives any (Istio's
+	// mergeLogs); when it names one Providers knows, accessLogFile is
+	// not written.
+	DefaultAccessLogProviders []string
 	// TracingDefaults are defaultConfig.tracing's sampling, custom tags
 	// and path tag bound (its Provider is unset): a Telemetry's tracing
 	// takes them where it sets none.
@@ -310,6 +315,7 @@ func Parse(data []byte) (*Config, error) {
 	if c.Tracing, err = parseTracing(m); err != nil { // tracing.go
 		return nil, err
 	}
+	c.DefaultAccessLogProviders = m.GetDefaultProviders().GetAccessLogging()
 	// Both were checked by parseTracing.
 	if c.Providers, err = parseProviders(m); err != nil {
 		return nil, err

@@ -45,6 +45,11 @@ func TestProviders(t *testing.T) {
 		t.Error("the default mesh config has no built-in prometheus")
 	}
 
+	c, err = Parse([]byte("defaultProviders: {accessLogging: [envoy]}\n"))
+	if err != nil || len(c.DefaultAccessLogProviders) != 1 || c.DefaultAccessLogProviders[0] != "envoy" {
+		t.Errorf("defaultProviders.accessLogging: %v %v", c, err)
+	}
+
 	// A provider named envoy replaces the built-in one.
 	c, err = Parse([]byte("extensionProviders:\n- name: envoy\n  envoyFileAccessLog: {path: /var/log/a.log}\n"))
 	if err != nil {

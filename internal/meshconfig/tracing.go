@@ -96,9 +96,6 @@ func parseTracing(m *meshv1alpha1.MeshConfig) (*Tracing, error) {
 		if len(dp.GetMetrics()) > 0 {
 			return nil, fieldError("defaultProviders.metrics", "not supported by Strait yet (the istio.stats filter is always on)")
 		}
-		if len(dp.GetAccessLogging()) > 0 {
-			return nil, fieldError("defaultProviders.accessLogging", "not supported by Strait yet; use accessLogFile")
-		}
 	}
 	pc := m.GetDefaultConfig().GetTracing()
 	if pc != nil {

@@ -165,7 +165,8 @@ func meshTracingOf(mc *meshconfig.Config, s tracingSpec) *meshconfig.Tracing {
 
 // mergeLogs is Istio's Telemetries.AccessLogging with mergeLogs, for
 // both modes: the providers the most specific Telemetry names (inherited
-// by entries that name none), each possibly disabled; the file logs of
+// by entries that name none, defaultProviders.accessLogging at the top),
+// each possibly disabled; the file logs of
 // the enabled ones, by provider name. A mode left with no known provider
 // falls back to the mesh's log, as Istio's setHTTPAccessLog does when
 // AccessLogging returns none.
@@ -176,7 +177,8 @@ func mergeLogs(mc *meshconfig.Config, tels []*istioconfig.Config) *[2]modeLogs {
 			logs = append(logs, al)
 		}
 	}
-	if len(logs) == 0 {
+	defaults := mc.DefaultAccessLogProviders
+	if len(logs) == 0 && len(defaults) == 0 {
 		return nil
 	}
 	var out [2]modeLogs
@@ -185,7 +187,7 @@ func mergeLogs(mc *meshconfig.Config, tels []*istioconfig.Config) *[2]modeLogs {
 			s := m.GetMatch()
 			return s == nil || s.GetMode() == telemetry.WorkloadMode_CLIENT_AND_SERVER || s.GetMode() == wm
 		}
-		var inScope []string
+		inScope := defaults
 		for _, l := range logs {
 			var names []string
 			for _, m := range l {
@@ -198,7 +200,12 @@ func mergeLogs(mc *meshconfig.Config, tels []*istioconfig.Config) *[2]modeLogs {
 			}
 		}
 		disabled := map[string]bool{}
-		var parent []string
+		if len(logs) == 0 {
+			for _, n := range defaults {
+				disabled[n] = false
+			}
+		}
+		parent := defaults
 		for _, l := range logs {
 			for _, m := range l {
 				names := providerNames(m.GetProviders())

@@ -137,54 +137,99 @@ defaultConfig:
 			inbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", logs: meshLog}, outbound: hcmSummary{tracing: "envoy.tracers.zipkin 10 mesh", logs: meshLog}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mc, err := meshconfig.Parse([]byte(meshYAML))
-			if err != nil {
-				t.Fatal(err)
-			}
-			snap := build(t, storeOf(t, string(svc)+tc.configs), mesh.BuildOptions{Mesh: mc})
-			g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
-			proxy, _ := proxypush.ParseNodeID("sidecar~10.91.0.11~web.app~app.svc.cluster.local")
-			res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var in, out []hcmSummary
-			for _, r := range res {
-				var l listener.Listener
-				if err := r.GetResource().UnmarshalTo(&l); err != nil {
+			checkSummaries(t, meshYAML, string(svc)+tc.configs, tc.inbound, tc.outbound)
+		})
+	}
+}
+
+// checkSummaries generates the listeners of the web sidecar of
+// testdata/tracing under meshYAML and configs, and checks that every
+// inbound and outbound HCM summarizes as want.
+func checkSummaries(t *testing.T, meshYAML, configs string, inbound, outbound hcmSummary) {
+	t.Helper()
+	mc, err := meshconfig.Parse([]byte(meshYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := build(t, storeOf(t, configs), mesh.BuildOptions{Mesh: mc})
+	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+	proxy, _ := proxypush.ParseNodeID("sidecar~10.91.0.11~web.app~app.svc.cluster.local")
+	res, err := g.Generate(proxy, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in, out []hcmSummary
+	for _, r := range res {
+		var l listener.Listener
+		if err := r.GetResource().UnmarshalTo(&l); err != nil {
+			t.Fatal(err)
+		}
+		for _, fc := range l.GetFilterChains() {
+			for _, f := range fc.GetFilters() {
+				if f.GetName() != "envoy.filters.network.http_connection_manager" {
+					continue
+				}
+				var h hcm.HttpConnectionManager
+				if err := f.GetTypedConfig().UnmarshalTo(&h); err != nil {
 					t.Fatal(err)
 				}
-				for _, fc := range l.GetFilterChains() {
-					for _, f := range fc.GetFilters() {
-						if f.GetName() != "envoy.filters.network.http_connection_manager" {
-							continue
-						}
-						var h hcm.HttpConnectionManager
-						if err := f.GetTypedConfig().UnmarshalTo(&h); err != nil {
-							t.Fatal(err)
-						}
-						if l.GetTrafficDirection().String() == "INBOUND" {
-							in = append(in, summarize(t, &h))
-						} else {
-							out = append(out, summarize(t, &h))
-						}
-					}
+				if l.GetTrafficDirection().String() == "INBOUND" {
+					in = append(in, summarize(t, &h))
+				} else {
+					out = append(out, summarize(t, &h))
 				}
 			}
-			if len(in) == 0 || len(out) == 0 {
-				t.Fatalf("%d inbound and %d outbound HCMs; the scenario has both", len(in), len(out))
+		}
+	}
+	if len(in) == 0 || len(out) == 0 {
+		t.Fatalf("%d inbound and %d outbound HCMs; the scenario has both", len(in), len(out))
+	}
+	for _, side := range []struct {
+		name string
+		got  []hcmSummary
+		want hcmSummary
+	}{{"inbound", in, inbound}, {"outbound", out, outbound}} {
+		for _, s := range slices.Compact(side.got) {
+			if s != side.want {
+				t.Errorf("%s HCM: %+v\nwant %+v", side.name, s, side.want)
 			}
-			for side, got := range map[string][]hcmSummary{"inbound": in, "outbound": out} {
-				want := tc.inbound
-				if side == "outbound" {
-					want = tc.outbound
-				}
-				for _, s := range slices.Compact(got) {
-					if s != want {
-						t.Errorf("%s HCM: %+v\nwant %+v", side, s, want)
-					}
-				}
-			}
+		}
+	}
+}
+
+// TestDefaultAccessLogProviders: defaultProviders.accessLogging gives
+// proxies without Telemetry access logging its providers' logs instead
+// of accessLogFile, and is what a Telemetry entry without providers
+// inherits (Istio's mergeLogs).
+func TestDefaultAccessLogProviders(t *testing.T) {
+	svc, err := os.ReadFile(filepath.Join("testdata", "tracing", "services.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const meshYAML = `extensionProviders:
+- name: json-log
+  envoyFileAccessLog: {path: /tmp/access.json, logFormat: {labels: {code: "%RESPONSE_CODE%"}}}
+defaultProviders: {accessLogging: [envoy]}
+accessLogFile: /var/log/mesh.log
+`
+	tel := func(spec string) string {
+		return "---\napiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: t, namespace: app}\nspec:\n" + spec
+	}
+	for _, tc := range []struct {
+		name, configs     string
+		inbound, outbound hcmSummary
+	}{
+		{name: "no Telemetry: the default provider", inbound: hcmSummary{logs: "/dev/stdout", stats: "on"}, outbound: hcmSummary{logs: "/dev/stdout", stats: "on"}},
+		// The entry matches no CLIENT listener, so Istio's mergeLogs
+		// leaves that mode without providers and setHTTPAccessLog falls
+		// back to accessLogFile there.
+		{name: "disabled without providers: the default's", configs: tel("  accessLogging: [{disabled: true, match: {mode: SERVER}}]\n"),
+			inbound: hcmSummary{stats: "on"}, outbound: hcmSummary{logs: "/var/log/mesh.log", stats: "on"}},
+		{name: "a Telemetry's provider replaces it", configs: tel("  accessLogging: [{providers: [{name: json-log}]}]\n"),
+			inbound: hcmSummary{logs: "/tmp/access.json", stats: "on"}, outbound: hcmSummary{logs: "/tmp/access.json", stats: "on"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkSummaries(t, meshYAML, string(svc)+tc.configs, tc.inbound, tc.outbound)
 		})
 	}
 }

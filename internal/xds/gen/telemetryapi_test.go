@@ -13,6 +13,7 @@ import (
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	statspb "istio.io/api/envoy/extensions/stats"
 
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/meshconfig"
 	"github.com/straitmesh/strait/internal/proxypush"
@@ -302,6 +303,65 @@ spec:
 			}
 			if n == 0 {
 				t.Fatal("the gateway has no HCM")
+			}
+		})
+	}
+}
+
+// BenchmarkTelemetryListeners is one LDS response of a sidecar (the
+// scope's listeners cached, its inbound ones built) without Telemetry
+// and with a root, a namespace and a workload Telemetry setting tracing,
+// access logs and a metric drop: what merging them costs a push.
+func BenchmarkTelemetryListeners(b *testing.B) {
+	svc, err := os.ReadFile(filepath.Join("testdata", "tracing", "services.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mc, err := meshconfig.Parse([]byte("extensionProviders:\n- name: zipkin\n  zipkin: {service: zipkin.istio-system.svc.cluster.local, port: 9411}\ndefaultProviders: {tracing: [zipkin]}\n"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	const tels = `---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: mesh, namespace: istio-system}
+spec: {accessLogging: [{providers: [{name: envoy}]}], tracing: [{randomSamplingPercentage: 5}]}
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: ns, namespace: app}
+spec: {metrics: [{overrides: [{match: {metric: REQUEST_COUNT, mode: SERVER}, disabled: true}]}]}
+---
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: web, namespace: app}
+spec:
+  selector: {matchLabels: {app: web}}
+  tracing: [{customTags: {team: {literal: {value: t}}}}]
+`
+	proxy, _ := proxypush.ParseNodeID("sidecar~10.91.0.11~web.app~app.svc.cluster.local")
+	for _, bc := range []struct{ name, configs string }{{"none", ""}, {"three", tels}} {
+		b.Run(bc.name, func(b *testing.B) {
+			store := istioconfig.NewStore()
+			res := istioconfig.ParseFile("b.yaml", []byte(string(svc)+bc.configs))
+			if res.Err != nil {
+				b.Fatal(res.Err)
+			}
+			for _, c := range res.Configs {
+				if err := store.Add(c); err != nil {
+					b.Fatal(err)
+				}
+			}
+			snap, errs := mesh.Build(store, mesh.BuildOptions{Mesh: mc})
+			if len(errs) > 0 {
+				b.Fatal(errs)
+			}
+			g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := g.Generate(proxy, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true}); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

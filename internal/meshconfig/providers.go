@@ -2,6 +2,8 @@ package meshconfig
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -35,15 +37,15 @@ func builtinProviders() Providers {
 	}
 }
 
-// find is Istio's fetchProvider: names match without regard to case, the
-// first entry wins.
+// find is Istio's fetchProvider: names match without regard to case (an
+// exact match first, then the first such name in byte order).
 func find[V any](m map[string]V, name string) (V, bool) {
 	if v, ok := m[name]; ok {
 		return v, true
 	}
-	for k, v := range m {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if strings.EqualFold(k, name) {
-			return v, true
+			return m[k], true
 		}
 	}
 	var zero V

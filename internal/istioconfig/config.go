@@ -1,5 +1,5 @@
 // Package istioconfig loads the Istio config kinds Strait reads (the
-// istio.io/api networking and security types) from YAML into Configs, and
+// istio.io/api networking, security and telemetry types) from YAML into Configs, and
 // keeps them in an immutable Store. A document passes, in order: the
 // Kubernetes envelope (envelope.go), the spec's decoding with Istio's
 // durations (duration.go) and protojson's errors located in the spec

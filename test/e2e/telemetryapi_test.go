@@ -62,3 +62,29 @@ func TestTelemetryAPIMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestTelemetryAPITCPMetrics: the same Telemetry disables
+// TCP_CLOSED_CONNECTIONS on the SERVER side: the server sidecar reports
+// a closed connection's bytes (recorded in the same report as the close)
+// but no istio_tcp_connections_closed_total; the client still does.
+func TestTelemetryAPITCPMetrics(t *testing.T) {
+	requireMesh(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m := startMesh(ctx, t, "telemetryapi", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
+		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
+		echoPod("raw", "demo", "10.99.0.12", "raw"),
+	}})
+	client, raw := m.Pod("client"), m.Pod("raw")
+	waitOK(ctx, t, client.NewHTTPClient(false), "http://240.240.0.11:9000/")
+	promLine(ctx, t, raw, "istio_tcp_received_bytes_total{", `reporter="destination"`, `source_workload="client"`)
+	promLine(ctx, t, raw, "istio_tcp_connections_opened_total{", `reporter="destination"`)
+	promLine(ctx, t, client, "istio_tcp_connections_closed_total{", `reporter="source"`, `destination_workload="raw"`)
+	body, err := raw.Admin(ctx, "/stats/prometheus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(body), "istio_tcp_connections_closed_total") {
+		t.Errorf("the server recorded the disabled istio_tcp_connections_closed_total:\n%s", body)
+	}
+}

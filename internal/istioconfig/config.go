@@ -1,5 +1,5 @@
 // Package istioconfig loads the Istio config kinds Strait reads (the
-// istio.io/api networking and security types) from YAML into Configs, and
+// istio.io/api networking, security and telemetry types) from YAML into Configs, and
 // keeps them in an immutable Store. A document passes, in order: the
 // Kubernetes envelope (envelope.go), the spec's decoding with Istio's
 // durations (duration.go) and protojson's errors located in the spec
@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 
 	"github.com/straitmesh/strait/internal/istioconfig/schema"
 	"github.com/straitmesh/strait/internal/istioconfig/validate"
@@ -36,6 +37,8 @@ const (
 	KindAuthorizationPolicy   = schema.AuthorizationPolicy
 	KindPeerAuthentication    = schema.PeerAuthentication
 	KindRequestAuthentication = schema.RequestAuthentication
+
+	KindTelemetry = schema.Telemetry
 )
 
 // NetworkingGroup is the API group of the networking kinds.
@@ -43,6 +46,9 @@ const NetworkingGroup = schema.NetworkingGroup
 
 // SecurityGroup is the API group of the security kinds.
 const SecurityGroup = schema.SecurityGroup
+
+// TelemetryGroup is the API group of Telemetry.
+const TelemetryGroup = schema.TelemetryGroup
 
 // GroupOf is the API group of a supported kind ("" for another kind).
 func GroupOf(kind proxypush.Kind) string { return schema.GroupOf(kind) }
@@ -57,6 +63,7 @@ var Kinds = schema.Kinds
 var acceptedVersions = map[string]map[string]bool{
 	NetworkingGroup: {"v1": true, "v1beta1": true, "v1alpha3": true},
 	SecurityGroup:   {"v1": true, "v1beta1": true},
+	TelemetryGroup:  {"v1": true, "v1alpha1": true},
 }
 
 // What the validation (package validate) defines that callers build on.
@@ -162,6 +169,12 @@ func (c *Config) DestinationRule() *networking.DestinationRule {
 // Sidecar returns the spec if c is a Sidecar, else nil.
 func (c *Config) Sidecar() *networking.Sidecar {
 	s, _ := c.Spec.(*networking.Sidecar)
+	return s
+}
+
+// Telemetry returns the spec if c is a Telemetry, else nil.
+func (c *Config) Telemetry() *telemetry.Telemetry {
+	s, _ := c.Spec.(*telemetry.Telemetry)
 	return s
 }
 

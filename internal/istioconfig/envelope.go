@@ -70,28 +70,29 @@ func (d document) unknownField() (string, bool) {
 	return "", false
 }
 
-// istioKinds are the kinds of Istio's networking and security API groups
+// istioKinds are the kinds of Istio's networking, security and telemetry API groups
 // (istio.io/api), supported by Strait or not: a document of a kind not
 // listed here is a mistake, not a kind to skip.
 var istioKinds = map[string]map[string]bool{
 	NetworkingGroup: {"DestinationRule": true, "EnvoyFilter": true, "Gateway": true, "ProxyConfig": true, "ServiceEntry": true,
 		"Sidecar": true, "VirtualService": true, "WorkloadEntry": true, "WorkloadGroup": true},
-	SecurityGroup: {"AuthorizationPolicy": true, "PeerAuthentication": true, "RequestAuthentication": true},
+	SecurityGroup:  {"AuthorizationPolicy": true, "PeerAuthentication": true, "RequestAuthentication": true},
+	TelemetryGroup: {"Telemetry": true},
 }
 
 // otherIstioGroups are Istio's API groups whose kinds Strait does not read
 // (skipped with a warning, not taken for misspellings).
-var otherIstioGroups = map[string]bool{"telemetry.istio.io": true, "extensions.istio.io": true, "install.istio.io": true}
+var otherIstioGroups = map[string]bool{"extensions.istio.io": true, "install.istio.io": true}
 
 // misspeltGroup reports whether group is most likely a misspelling of
-// networking.istio.io or security.istio.io (at most two edits away, or
+// networking.istio.io, security.istio.io or telemetry.istio.io (at most two edits away, or
 // another *.istio.io group that Istio does not have), and which one.
 func misspeltGroup(group string) (string, bool) {
 	if otherIstioGroups[group] {
 		return "", false
 	}
 	best, dist := "", 3
-	for _, g := range []string{NetworkingGroup, SecurityGroup} {
+	for _, g := range []string{NetworkingGroup, SecurityGroup, TelemetryGroup} {
 		if d := editDistance(g, strings.ToLower(group)); d < dist {
 			best, dist = g, d
 		}
@@ -102,6 +103,9 @@ func misspeltGroup(group string) (string, bool) {
 	if strings.HasSuffix(group, ".istio.io") {
 		if strings.HasPrefix(group, "sec") {
 			return SecurityGroup, true
+		}
+		if strings.HasPrefix(group, "tel") {
+			return TelemetryGroup, true
 		}
 		return NetworkingGroup, true
 	}

@@ -274,7 +274,7 @@ func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config
 	}
 	group, version, ok := strings.Cut(doc.APIVersion, "/")
 	if !ok {
-		if doc.APIVersion == NetworkingGroup || doc.APIVersion == SecurityGroup {
+		if doc.APIVersion == NetworkingGroup || doc.APIVersion == SecurityGroup || doc.APIVersion == TelemetryGroup {
 			// A networking or security config without its version would otherwise be
 			// skipped as a kind of another group.
 			el.Add("apiVersion", "%q has no version; use %s/v1", doc.APIVersion, doc.APIVersion)
@@ -296,7 +296,7 @@ func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config
 			el.Add("apiVersion", "%q is not an Istio API group; did you mean %s/%s?", group, want, version)
 			return nil, "", el.Err()
 		}
-		return nil, fmt.Sprintf("skipping %s %s: only %s and %s kinds are supported", doc.APIVersion, doc.Kind, NetworkingGroup, SecurityGroup), nil
+		return nil, fmt.Sprintf("skipping %s %s: only %s, %s and %s kinds are supported", doc.APIVersion, doc.Kind, NetworkingGroup, SecurityGroup, TelemetryGroup), nil
 	}
 	if field, ok := doc.unknownField(); ok {
 		el.Add(field, "unknown field; a config has apiVersion, kind, metadata and spec (and status)")
@@ -317,8 +317,11 @@ func parseDocument(src Source, raw []byte, line int, opts ParseOptions) (*Config
 	}
 	if !versions[version] {
 		want := "v1, v1beta1 or v1alpha3"
-		if group == SecurityGroup {
+		switch group {
+		case SecurityGroup:
 			want = "v1 or v1beta1"
+		case TelemetryGroup:
+			want = "v1 or v1alpha1"
 		}
 		el.Add("apiVersion", "%q is not supported; use %s/%s", doc.APIVersion, group, want)
 		return nil, "", el.Err()

@@ -120,7 +120,7 @@ func TestParseDocumentEnvelope(t *testing.T) {
 		t.Fatalf("ConfigMap with data: warnings %q err %v", res.Warnings, res.Err)
 	}
 	res = ParseFile("t.yaml", []byte("apiVersion: v1\nkind: Service\nmetadata: {name: a}\nspec: {}\n"))
-	if res.Err != nil || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "t.yaml: document 1: skipping v1 Service: only networking.istio.io and security.istio.io kinds are supported") {
+	if res.Err != nil || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "t.yaml: document 1: skipping v1 Service: only networking.istio.io, security.istio.io and telemetry.istio.io kinds are supported") {
 		t.Fatalf("core Service: warnings %q err %v", res.Warnings, res.Err)
 	}
 }
@@ -270,7 +270,7 @@ func TestConfigEqualAndAccessors(t *testing.T) {
 
 	accessors := func(c *Config) []bool {
 		return []bool{c.ServiceEntry() != nil, c.WorkloadEntry() != nil, c.VirtualService() != nil, c.DestinationRule() != nil, c.Sidecar() != nil,
-			c.Gateway() != nil, c.AuthorizationPolicy() != nil, c.PeerAuthentication() != nil, c.RequestAuthentication() != nil}
+			c.Gateway() != nil, c.AuthorizationPolicy() != nil, c.PeerAuthentication() != nil, c.RequestAuthentication() != nil, c.Telemetry() != nil}
 	}
 	specs := map[proxypush.Kind]string{
 		KindServiceEntry: goodSE, KindWorkloadEntry: we("  address: 10.0.0.1\n"), KindVirtualService: vs("  hosts: [a]\n  http:\n" + route),
@@ -279,6 +279,7 @@ func TestConfigEqualAndAccessors(t *testing.T) {
 		KindAuthorizationPolicy:   "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: a}\nspec: {action: DENY, rules: [{}]}\n",
 		KindPeerAuthentication:    "apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: a}\nspec: {mtls: {mode: STRICT}}\n",
 		KindRequestAuthentication: "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: a}\nspec:\n  jwtRules: [{issuer: i, jwks: '{\"keys\":[]}'}]\n",
+		KindTelemetry:             "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: a}\nspec: {tracing: [{randomSamplingPercentage: 5}]}\n",
 	}
 	for i, kind := range Kinds {
 		res := ParseFile("k.yaml", []byte(specs[kind]))

@@ -19,15 +19,19 @@ const DefaultRootNamespace = "istio-system"
 
 // Scope is what one proxy may reach: the services visible from its
 // namespace (exportTo) and selected by the Sidecar that applies to it
-// (egress hosts). Proxies with the same namespace and Sidecar share one
-// Scope; Key says which.
+// (egress hosts), and the Telemetries that apply to it. Proxies with the
+// same namespace, Sidecar and Telemetries share one Scope; Key says which.
 type Scope struct {
 	// Key identifies the scope: "NS" without a Sidecar, else
-	// "NS|SIDECAR_NS/SIDECAR_NAME".
+	// "NS|SIDECAR_NS/SIDECAR_NAME"; then "|tel:" and the Telemetries
+	// that apply, when some do.
 	Key       string
 	Namespace string
 	// Sidecar is the Sidecar that applies, or nil (everything visible).
 	Sidecar *istioconfig.Config
+	// Telemetry are the Telemetries that apply, in Istio's merge order
+	// (Snapshot.TelemetriesFor); they are part of Key.
+	Telemetry []*istioconfig.Config
 	// Services are the services in scope, sorted like Snapshot.Services.
 	Services []*Service
 	// RegistryOnly is the outbound traffic policy REGISTRY_ONLY: the
@@ -153,6 +157,9 @@ func (s *Snapshot) ProxyScope(p *proxypush.Proxy) *Scope {
 	if sc != nil {
 		key = ns + "|" + sc.Namespace + "/" + sc.Name
 	}
+	// Proxies whose Telemetries differ get different listeners.
+	tel := s.TelemetriesFor(ns, labels)
+	key += telemetryKey(tel) // telemetry.go
 	// DNS-capture proxies see the services' allocated addresses
 	// (allocateAutoAddresses): a scope of their own.
 	family := autoFamily(p)
@@ -170,7 +177,7 @@ func (s *Snapshot) ProxyScope(p *proxypush.Proxy) *Scope {
 	if cached, ok := s.scopes[key]; ok {
 		return cached // built by another caller meanwhile
 	}
-	scope := &Scope{Key: key, Namespace: ns, Sidecar: sc, RegistryOnly: s.Mesh.RegistryOnly}
+	scope := &Scope{Key: key, Namespace: ns, Sidecar: sc, Telemetry: tel, RegistryOnly: s.Mesh.RegistryOnly}
 	if sc != nil {
 		if p := sc.Sidecar().GetOutboundTrafficPolicy(); p != nil {
 			// Present, the Sidecar's policy replaces the mesh's; its

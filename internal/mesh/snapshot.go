@@ -42,6 +42,7 @@ type Snapshot struct {
 	vsList          []*istioconfig.Config            // every VirtualService, delegates merged, sorted by namespace/name
 	drs             *drIndex                         // DestinationRules by namespace and host
 	sidecars        []*istioconfig.Config            // sorted by namespace/name
+	telemetries     []*istioconfig.Config            // oldest first (telemetry.go)
 	peerAuthn       *peerAuthn                       // PeerAuthentications (buildPeerAuthn)
 	credentials     gatewayCredentials               // the Gateways' credentialNames checked (credentials.go)
 
@@ -189,6 +190,7 @@ func Build(store *istioconfig.Store, opts BuildOptions) (*Snapshot, []error) {
 		}
 	}
 	s.sidecars = store.List(istioconfig.KindSidecar)
+	s.telemetries = sortTelemetries(store.List(istioconfig.KindTelemetry))
 	var paProblems []error
 	s.peerAuthn, paProblems = buildPeerAuthn(store, opts.RootNamespace)
 	problems = append(problems, paProblems...)

@@ -74,6 +74,7 @@ func (s *Snapshot) UpdateEndpoints(store *istioconfig.Store, changed map[proxypu
 		virtualServices: s.virtualServices,
 		drs:             s.drs,
 		sidecars:        s.sidecars,
+		telemetries:     s.telemetries,
 		peerAuthn:       s.peerAuthn,
 	}
 	for h, svc := range s.servicesByHost {

@@ -73,6 +73,18 @@ type Config struct {
 	// enables it (priorities by locality once outlier detection is on).
 	// nil when the file disables it.
 	LocalityLbSetting *networking.LocalityLoadBalancerSetting
+	// Providers are the extension providers a Telemetry names
+	// (providers.go), Istio's built-in ones included.
+	Providers Providers
+	// DefaultAccessLogProviders is defaultProviders.accessLogging: the
+	// access log providers of proxies no Telemetry gives any (Istio's
+	// mergeLogs); when it names one Providers knows, accessLogFile is
+	// not written.
+	DefaultAccessLogProviders []string
+	// TracingDefaults are defaultConfig.tracing's sampling, custom tags
+	// and path tag bound (its Provider is unset): a Telemetry's tracing
+	// takes them where it sets none.
+	TracingDefaults Tracing
 	// AccessLog is the sidecars' access log (accessLogFile,
 	// accessLogEncoding, accessLogFormat); nil: none.
 	AccessLog *AccessLog
@@ -109,6 +121,8 @@ func Default() *Config {
 		ConnectTimeout:    DefaultConnectTimeout,
 		LocalityLbSetting: &networking.LocalityLoadBalancerSetting{Enabled: wrapperspb.Bool(true)},
 		PathNormalization: meshv1alpha1.MeshConfig_ProxyPathNormalization_BASE,
+		Providers:         builtinProviders(),
+		TracingDefaults:   Tracing{Sampling: DefaultTraceSampling},
 	}
 }
 
@@ -299,6 +313,14 @@ func Parse(data []byte) (*Config, error) {
 	}
 	c.AccessLog = al
 	if c.Tracing, err = parseTracing(m); err != nil { // tracing.go
+		return nil, err
+	}
+	c.DefaultAccessLogProviders = m.GetDefaultProviders().GetAccessLogging()
+	// Both were checked by parseTracing.
+	if c.Providers, err = parseProviders(m); err != nil {
+		return nil, err
+	}
+	if c.TracingDefaults, err = tracingDefaults(m.GetDefaultConfig().GetTracing()); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -88,24 +88,13 @@ var honouredTracing = []string{"zipkin", "customTags", "maxPathTagLength", "samp
 // and defaultConfig.tracing, refusing what straitd does not write by
 // path.
 func parseTracing(m *meshv1alpha1.MeshConfig) (*Tracing, error) {
-	providers := map[string]TracingProvider{}
-	for i, ep := range m.GetExtensionProviders() {
-		at := fmt.Sprintf("extensionProviders[%d]", i)
-		p, err := parseExtensionProvider(at, ep)
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := providers[p.Name]; dup || p.Name == "" {
-			return nil, fieldError(at+".name", fmt.Sprintf("%q is empty or names another provider too", p.Name))
-		}
-		providers[p.Name] = p
+	providers, err := parseProviders(m) // providers.go
+	if err != nil {
+		return nil, err
 	}
 	if dp := m.GetDefaultProviders(); dp != nil {
 		if len(dp.GetMetrics()) > 0 {
 			return nil, fieldError("defaultProviders.metrics", "not supported by Strait yet (the istio.stats filter is always on)")
-		}
-		if len(dp.GetAccessLogging()) > 0 {
-			return nil, fieldError("defaultProviders.accessLogging", "not supported by Strait yet; use accessLogFile")
 		}
 	}
 	pc := m.GetDefaultConfig().GetTracing()
@@ -124,28 +113,17 @@ func parseTracing(m *meshv1alpha1.MeshConfig) (*Tracing, error) {
 			return nil, fieldError("defaultConfig.tracing.enableIstioTags", "true is not supported by Strait yet: the per-workload istio.* tags are not written (set it false or remove it)")
 		}
 	}
-	t := &Tracing{Sampling: DefaultTraceSampling, MaxPathTagLength: pc.GetMaxPathTagLength()}
-	if s := pc.GetSampling(); s != 0 {
-		// Istio's proxyConfigSamplingValue: above 100 means 1 %.
-		if s < 0 {
-			return nil, fieldError("defaultConfig.tracing.sampling", fmt.Sprintf("%v is negative (want 0 to 100)", s))
-		}
-		t.Sampling = s
-		if s > 100 {
-			t.Sampling = 1
-		}
-	}
-	tags, err := parseCustomTags(pc.GetCustomTags())
+	defaults, err := tracingDefaults(pc)
 	if err != nil {
 		return nil, err
 	}
-	t.CustomTags = tags
+	t := &defaults
 	names := m.GetDefaultProviders().GetTracing()
 	switch {
 	case len(names) > 1:
 		return nil, fieldError("defaultProviders.tracing", "more than one provider is not supported (Istio uses one)")
 	case len(names) == 1:
-		p, ok := providers[names[0]]
+		p, ok := providers.Tracing[names[0]]
 		if !ok {
 			return nil, fieldError("defaultProviders.tracing[0]", fmt.Sprintf("%q is not a tracing provider of extensionProviders", names[0]))
 		}
@@ -172,6 +150,32 @@ func parseTracing(m *meshv1alpha1.MeshConfig) (*Tracing, error) {
 	}
 	return t, nil
 }
+
+// tracingDefaults are defaultConfig.tracing's sampling, custom tags and
+// path tag bound: what a Telemetry's tracing falls back to (Istio's
+// configureTracingFromTelemetry), and the mesh's own tracing starts from.
+func tracingDefaults(pc *meshv1alpha1.Tracing) (Tracing, error) {
+	t := Tracing{Sampling: DefaultTraceSampling, MaxPathTagLength: pc.GetMaxPathTagLength()}
+	if s := pc.GetSampling(); s != 0 {
+		// Istio's proxyConfigSamplingValue: above 100 means 1 %.
+		if s < 0 {
+			return t, fieldError("defaultConfig.tracing.sampling", fmt.Sprintf("%v is negative (want 0 to 100)", s))
+		}
+		t.Sampling = s
+		if s > 100 {
+			t.Sampling = 1
+		}
+	}
+	tags, err := parseCustomTags(pc.GetCustomTags())
+	if err != nil {
+		return t, err
+	}
+	t.CustomTags = tags
+	return t, nil
+}
+
+// ProviderMaxTag is the named extension provider's maxTagLength (0: none).
+func (c *Config) ProviderMaxTag(name string) uint32 { return providerMaxTag(c.Mesh, name) }
 
 // providerMaxTag is the named extension provider's maxTagLength.
 func providerMaxTag(m *meshv1alpha1.MeshConfig, name string) uint32 {
@@ -249,7 +253,7 @@ func parseExtensionProvider(at string, ep *meshv1alpha1.MeshConfig_ExtensionProv
 			}
 			return true
 		})
-		return p, fieldError(at+"."+kind, "not supported by Strait yet (zipkin and opentelemetry tracing providers are)")
+		return p, fieldError(at+"."+kind, "not supported by Strait yet (zipkin, opentelemetry, envoyFileAccessLog and prometheus providers are)")
 	}
 	if p.Service == "" || p.Port == 0 || p.Port > 65535 {
 		return p, fieldError(at+"."+string(p.Kind), "service and port are required")

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 
 	"github.com/straitmesh/strait/internal/proxypush"
 )
@@ -24,6 +25,8 @@ const (
 	AuthorizationPolicy   proxypush.Kind = "AuthorizationPolicy"
 	PeerAuthentication    proxypush.Kind = "PeerAuthentication"
 	RequestAuthentication proxypush.Kind = "RequestAuthentication"
+
+	Telemetry proxypush.Kind = "Telemetry"
 )
 
 // NetworkingGroup is the API group of the networking kinds.
@@ -32,6 +35,9 @@ const NetworkingGroup = "networking.istio.io"
 // SecurityGroup is the API group of the security kinds.
 const SecurityGroup = "security.istio.io"
 
+// TelemetryGroup is the API group of the Telemetry kind.
+const TelemetryGroup = "telemetry.istio.io"
+
 // GroupOf is the API group of a supported kind ("" for another kind).
 func GroupOf(kind proxypush.Kind) string {
 	switch kind {
@@ -39,6 +45,8 @@ func GroupOf(kind proxypush.Kind) string {
 		return SecurityGroup
 	case ServiceEntry, WorkloadEntry, VirtualService, DestinationRule, Sidecar, Gateway:
 		return NetworkingGroup
+	case Telemetry:
+		return TelemetryGroup
 	}
 	return ""
 }
@@ -46,7 +54,7 @@ func GroupOf(kind proxypush.Kind) string {
 // Kinds lists the supported kinds in a fixed order. The slice is shared:
 // callers must not modify it.
 var Kinds = []proxypush.Kind{ServiceEntry, WorkloadEntry, VirtualService, DestinationRule, Sidecar,
-	Gateway, AuthorizationPolicy, PeerAuthentication, RequestAuthentication}
+	Gateway, AuthorizationPolicy, PeerAuthentication, RequestAuthentication, Telemetry}
 
 // NewSpec returns an empty spec message for a supported kind, or nil.
 func NewSpec(kind proxypush.Kind) proto.Message {
@@ -69,6 +77,8 @@ func NewSpec(kind proxypush.Kind) proto.Message {
 		return &security.PeerAuthentication{}
 	case RequestAuthentication:
 		return &security.RequestAuthentication{}
+	case Telemetry:
+		return &telemetry.Telemetry{}
 	}
 	return nil
 }

@@ -21,12 +21,14 @@ func TestKinds(t *testing.T) {
 		switch k {
 		case AuthorizationPolicy, PeerAuthentication, RequestAuthentication:
 			want = SecurityGroup
+		case Telemetry:
+			want = TelemetryGroup
 		}
 		if g := GroupOf(k); g != want {
 			t.Errorf("GroupOf(%s) = %q, want %q", k, g, want)
 		}
 	}
-	if NewSpec("Telemetry") != nil || GroupOf("Telemetry") != "" {
+	if NewSpec("WasmPlugin") != nil || GroupOf("WasmPlugin") != "" {
 		t.Error("an unknown kind has a spec or a group")
 	}
 }

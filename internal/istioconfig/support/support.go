@@ -1,6 +1,6 @@
 // Package support is the table of the Istio config fields Strait honours
 // end to end or refuses, kind by kind (networking.go, authz.go, jwt.go,
-// peerauthn.go, gateway.go): Check refuses a spec that sets a refused
+// peerauthn.go, gateway.go, telemetry.go): Check refuses a spec that sets a refused
 // field, naming it; Table and FieldsMarkdown list the table, which
 // docs/istio-fields.md prints (go run ./hack/istiofields).
 package support
@@ -58,6 +58,7 @@ var fieldSupport = map[proxypush.Kind]map[string]Support{
 	schema.Gateway:               gatewaySupport,               // gateway.go
 	schema.PeerAuthentication:    peerAuthenticationSupport,    // peerauthn.go
 	schema.WorkloadEntry:         workloadEntrySupport,         // networking.go
+	schema.Telemetry:             telemetrySupport,             // telemetry.go
 }
 
 // FieldSupport is one entry of the registry.

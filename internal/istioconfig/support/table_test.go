@@ -42,7 +42,7 @@ func TestFieldsDocUpToDate(t *testing.T) {
 	if !bytes.Equal(got, FieldsMarkdown()) {
 		t.Error("docs/istio-fields.md is stale: run go run ./hack/istiofields")
 	}
-	for _, want := range []string{"| `http.match.statPrefix` | refused |", "| `http.route.weight` | honoured |", "## VirtualService"} {
+	for _, want := range []string{"| `http.match.statPrefix` | refused |", "| `http.route.weight` | honoured |", "## VirtualService", "## Telemetry", "| `accessLogging.filter` | refused |", "| `metrics.overrides.disabled` | honoured |"} {
 		if !bytes.Contains(got, []byte(want)) {
 			t.Errorf("docs/istio-fields.md lacks %q", want)
 		}

@@ -23,8 +23,8 @@ kind: PeerAuthentication
 metadata: {name: default, namespace: istio-system}
 spec: {}
 ---
-apiVersion: telemetry.istio.io/v1
-kind: Telemetry
+apiVersion: extensions.istio.io/v1alpha1
+kind: WasmPlugin
 metadata: {name: skipped}
 spec: {}
 `
@@ -47,7 +47,7 @@ spec: {}
 	if !res.Configs[1].CreationTime.IsZero() || res.Configs[1].Namespace != "istio-system" {
 		t.Errorf("second: %+v", res.Configs[1].Meta)
 	}
-	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "document 3: skipping telemetry.istio.io/v1 Telemetry: only networking.istio.io and security.istio.io kinds are supported") {
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "document 3: skipping extensions.istio.io/v1alpha1 WasmPlugin: only networking.istio.io, security.istio.io and telemetry.istio.io kinds are supported") {
 		t.Errorf("warnings %q", res.Warnings)
 	}
 

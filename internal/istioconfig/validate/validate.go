@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 
 	"github.com/straitmesh/strait/internal/istioconfig/fielderr"
 )
@@ -59,6 +60,8 @@ func Spec(el *fielderr.List, namespace string, annotations map[string]string, sp
 		validateSidecar(el, s)
 	case *networking.Gateway:
 		validateGateway(el, s) // gateway.go
+	case *telemetry.Telemetry:
+		validateTelemetry(el, s) // telemetry.go
 	case *security.AuthorizationPolicy:
 		validateAuthorizationPolicy(el, annotations, s) // authz.go
 	case *security.PeerAuthentication:

@@ -2,6 +2,7 @@ package istiometrics
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
@@ -16,24 +17,45 @@ const (
 	TCPReceivedBytes   = "istio_tcp_received_bytes_total"
 	TCPConnectionsOpen = "istio_tcp_connections_opened_total"
 	TCPConnectionsDone = "istio_tcp_connections_closed_total"
+	// Istio's gRPC message counts, which strait-proxy does not record:
+	// dropping them is accepted and changes nothing.
+	RequestMessages  = "istio_request_messages_total"
+	ResponseMessages = "istio_response_messages_total"
 )
 
-// HTTP are the request metrics of one store.
+// Known reports whether name is one of Istio's standard metrics.
+func Known(name string) bool {
+	switch name {
+	case RequestsTotal, RequestDuration, RequestBytes, ResponseBytes, TCPSentBytes, TCPReceivedBytes,
+		TCPConnectionsOpen, TCPConnectionsDone, RequestMessages, ResponseMessages:
+		return true
+	}
+	return false
+}
+
+// HTTP are the request metrics of one store. A dropped metric's Vec is
+// nil: it is neither created nor recorded.
 type HTTP struct {
 	Requests, Duration, RequestBytes, ResponseBytes *stats.Vec
 }
 
-// NewHTTP finds or creates the request metrics in store.
-func NewHTTP(store *stats.Store) (*HTTP, error) {
+// NewHTTP finds or creates the request metrics in store, but for the
+// dropped ones (full names), which the Telemetry API disabled.
+func NewHTTP(store *stats.Store, dropped ...string) (*HTTP, error) {
 	var m HTTP
 	var err error
-	if m.Requests, err = store.CounterVec(RequestsTotal, HTTPLabels); err != nil {
-		return nil, fmt.Errorf("istio metrics: %w", err)
+	if !slices.Contains(dropped, RequestsTotal) {
+		if m.Requests, err = store.CounterVec(RequestsTotal, HTTPLabels); err != nil {
+			return nil, fmt.Errorf("istio metrics: %w", err)
+		}
 	}
 	for _, h := range []struct {
 		v    **stats.Vec
 		name string
 	}{{&m.Duration, RequestDuration}, {&m.RequestBytes, RequestBytes}, {&m.ResponseBytes, ResponseBytes}} {
+		if slices.Contains(dropped, h.name) {
+			continue
+		}
 		if *h.v, err = store.HistogramVec(h.name, HTTPLabels, stats.DefaultBuckets); err != nil {
 			return nil, fmt.Errorf("istio metrics: %w", err)
 		}
@@ -46,24 +68,35 @@ func NewHTTP(store *stats.Store) (*HTTP, error) {
 func (m *HTTP) Record(values []string, durationMS float64, reqBytes, respBytes int64) {
 	var stack [1024]byte
 	key := stats.AppendKey(stack[:0], values)
-	m.Requests.WithKey(key, values).Add(1)
-	m.Duration.WithKey(key, values).Observe(durationMS, m.Duration.Buckets())
-	m.RequestBytes.WithKey(key, values).Observe(float64(reqBytes), m.RequestBytes.Buckets())
-	m.ResponseBytes.WithKey(key, values).Observe(float64(respBytes), m.ResponseBytes.Buckets())
+	if m.Requests != nil {
+		m.Requests.WithKey(key, values).Add(1)
+	}
+	for _, h := range []struct {
+		v *stats.Vec
+		x float64
+	}{{m.Duration, durationMS}, {m.RequestBytes, float64(reqBytes)}, {m.ResponseBytes, float64(respBytes)}} {
+		if h.v != nil {
+			h.v.WithKey(key, values).Observe(h.x, h.v.Buckets())
+		}
+	}
 }
 
-// TCP are the connection metrics of one store.
+// TCP are the connection metrics of one store; a dropped one is nil.
 type TCP struct {
 	Sent, Received, Opened, Closed *stats.Vec
 }
 
-// NewTCP finds or creates the connection metrics in store.
-func NewTCP(store *stats.Store) (*TCP, error) {
+// NewTCP finds or creates the connection metrics in store, but for the
+// dropped ones (full names).
+func NewTCP(store *stats.Store, dropped ...string) (*TCP, error) {
 	var m TCP
 	for _, c := range []struct {
 		v    **stats.Vec
 		name string
 	}{{&m.Sent, TCPSentBytes}, {&m.Received, TCPReceivedBytes}, {&m.Opened, TCPConnectionsOpen}, {&m.Closed, TCPConnectionsDone}} {
+		if slices.Contains(dropped, c.name) {
+			continue
+		}
 		var err error
 		if *c.v, err = store.CounterVec(c.name, TCPLabels); err != nil {
 			return nil, fmt.Errorf("istio metrics: %w", err)

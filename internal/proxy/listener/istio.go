@@ -64,7 +64,7 @@ func (ic *istioChain) add(f *listenerv3.Filter, d Deps) (known bool, err error) 
 		if err != nil {
 			return true, err
 		}
-		m, err := istiometrics.NewTCP(d.Stats)
+		m, err := istiometrics.NewTCP(d.Stats, istiostats.Dropped(c)...)
 		if err != nil {
 			return true, err
 		}

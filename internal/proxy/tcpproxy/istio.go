@@ -13,6 +13,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/istiometrics"
 	"github.com/straitmesh/strait/internal/proxy/peermeta"
+	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
@@ -120,20 +121,26 @@ func (r *tcpReport) flush(closed bool, flags string) {
 	var buf [32]string
 	values := istiometrics.AppendTCP(buf[:0], &r.exchange)
 	m := r.istio.Stats
+	// A metric the Telemetry API dropped is nil (istiometrics.NewTCP).
+	add := func(v *stats.Vec, n uint64) {
+		if v != nil && n > 0 {
+			v.With(values).Add(n)
+		}
+	}
 	if !r.opened {
-		m.Opened.With(values).Add(1)
+		add(m.Opened, 1)
 		r.opened = true
 	}
 	recv, sent := r.received.Load(), r.sent.Load()
 	if d := recv - r.reportedRecv; d > 0 {
-		m.Received.With(values).Add(uint64(d))
+		add(m.Received, uint64(d))
 	}
 	if d := sent - r.reportedSent; d > 0 {
-		m.Sent.With(values).Add(uint64(d))
+		add(m.Sent, uint64(d))
 	}
 	r.reportedRecv, r.reportedSent = recv, sent
 	if closed {
-		m.Closed.With(values).Add(1)
+		add(m.Closed, 1)
 	}
 }
 

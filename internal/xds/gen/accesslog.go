@@ -24,7 +24,11 @@ const fileAccessLogName = "envoy.access_loggers.file"
 // meshAccessLog is the AccessLog of the mesh config, nil when there is
 // none.
 func meshAccessLog(c *meshconfig.Config) *accesslog.AccessLog {
-	al := c.AccessLog
+	return fileAccessLog(c.AccessLog)
+}
+
+// fileAccessLog is Envoy's file access log writing al (nil: none).
+func fileAccessLog(al *meshconfig.AccessLog) *accesslog.AccessLog {
 	if al == nil {
 		return nil
 	}
@@ -46,22 +50,33 @@ func meshAccessLog(c *meshconfig.Config) *accesslog.AccessLog {
 	}
 }
 
-// withAccessLogs adds the mesh's access log to the terminal filters of
-// ls; it returns ls.
-func withAccessLogs(snap *mesh.Snapshot, ls ...*listener.Listener) []*listener.Listener {
-	al := meshAccessLog(snap.Mesh)
-	if al == nil {
-		return ls
-	}
+// withAccessLogs adds the access logs of tp (telemetryapi.go) to the
+// terminal filters of ls, by each listener's mode; without Telemetry
+// access logging (tp or its logs nil), the mesh's access log. It returns
+// ls.
+func withAccessLogs(snap *mesh.Snapshot, tp *telemetryPolicy, ls ...*listener.Listener) []*listener.Listener {
 	// Filter chains may share a filter (the PERMISSIVE trio of mtls.go):
-	// each gets the log once.
+	// each gets the logs once.
 	done := map[*listener.Filter]bool{}
 	for _, l := range ls {
+		var als []*accesslog.AccessLog
+		if tp == nil || tp.logs == nil || tp.logs[listenerMode(l)].mesh {
+			if al := meshAccessLog(snap.Mesh); al != nil {
+				als = append(als, al)
+			}
+		} else {
+			for _, al := range tp.logs[listenerMode(l)].logs {
+				als = append(als, fileAccessLog(al))
+			}
+		}
+		if len(als) == 0 {
+			continue
+		}
 		for _, fc := range l.GetFilterChains() {
 			for _, f := range fc.GetFilters() {
 				if !done[f] {
 					done[f] = true
-					addAccessLog(f, al)
+					addAccessLog(f, als...)
 				}
 			}
 		}
@@ -71,7 +86,7 @@ func withAccessLogs(snap *mesh.Snapshot, ls ...*listener.Listener) []*listener.L
 
 // addAccessLog appends al to an HTTP connection manager or tcp_proxy
 // filter (its typed_config is decoded and encoded again).
-func addAccessLog(f *listener.Filter, al *accesslog.AccessLog) {
+func addAccessLog(f *listener.Filter, al ...*accesslog.AccessLog) {
 	tc := f.GetTypedConfig()
 	var m proto.Message
 	switch f.GetName() {
@@ -80,14 +95,14 @@ func addAccessLog(f *listener.Filter, al *accesslog.AccessLog) {
 		if tc.UnmarshalTo(h) != nil {
 			return
 		}
-		h.AccessLog = append(h.AccessLog, al)
+		h.AccessLog = append(h.AccessLog, al...)
 		m = h
 	case tcpProxyFilterName:
 		t := &tcpproxy.TcpProxy{}
 		if tc.UnmarshalTo(t) != nil {
 			return
 		}
-		t.AccessLog = append(t.AccessLog, al)
+		t.AccessLog = append(t.AccessLog, al...)
 		m = t
 	default:
 		return

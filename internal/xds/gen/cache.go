@@ -175,7 +175,8 @@ func (c *cache) buildScope(e *scopeEntry) error {
 	e.edsNames = sortedUnique(e.edsNames)
 	ls, byLabels := outboundListeners(snap, scope, nil, false)
 	e.byLabels = byLabels
-	for _, l := range withTracing(snap, withTelemetry(withAccessLogs(snap, ls...)...)...) { // accesslog.go, telemetry.go, tracing.go
+	tp := telemetryFor(snap, scope)                                                                     // telemetryapi.go
+	for _, l := range withTracing(snap, tp, withTelemetry(tp, withAccessLogs(snap, tp, ls...)...)...) { // accesslog.go, telemetry.go, tracing.go
 		c.count("listener")
 		r, err := resource(l.Name, l)
 		if err != nil {

@@ -128,6 +128,7 @@ func (g *Generator) GatewayConflicts(proxy *proxypush.Proxy) []mesh.GatewayConfl
 
 // gatewayListeners are the listeners of a router.
 func gatewayListeners(snap *mesh.Snapshot, proxy *proxypush.Proxy) []*listener.Listener {
+	tp := telemetryFor(snap, snap.ProxyScope(proxy)) // telemetryapi.go
 	ports, byPort, _ := gatewayServers(snap, proxy)
 	ns := snap.ProxyScope(proxy).Namespace
 	var out []*listener.Listener
@@ -151,7 +152,8 @@ func gatewayListeners(snap *mesh.Snapshot, proxy *proxypush.Proxy) []*listener.L
 		if len(l.FilterChains) == 0 {
 			continue // nothing bound to the port yet: Envoy refuses a listener without chains
 		}
-		withAccessLogs(snap, l) // accesslog.go
+		withAccessLogs(snap, tp, l) // accesslog.go
+		withTracing(snap, tp, l)    // tracing.go: a gateway is a client (Istio's ListenerClassGateway)
 		out = append(out, l)
 	}
 	return out

@@ -110,10 +110,11 @@ func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []s
 		}
 	case xdsapi.ListenerType:
 		shared = e.listeners
+		tp := telemetryFor(snap, scope) // telemetryapi.go
 		for _, l := range inboundListeners(snap, proxy, g.keys) {
-			withAccessLogs(snap, l) // accesslog.go
-			withTelemetry(l)        // telemetry.go
-			withTracing(snap, l)    // tracing.go
+			withAccessLogs(snap, tp, l) // accesslog.go
+			withTelemetry(tp, l)        // telemetry.go
+			withTracing(snap, tp, l)    // tracing.go
 			own = append(own, namedMessage{l.Name, l})
 		}
 		if len(e.byLabels) > 0 {
@@ -123,9 +124,9 @@ func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []s
 			mine := map[string]bool{}
 			for _, ll := range e.byLabels {
 				l := ll.build(snap, &l4Source{ns: scope.Namespace, labels: labels, labelsKnown: known})
-				withAccessLogs(snap, l)
-				withTelemetry(l)
-				withTracing(snap, l)
+				withAccessLogs(snap, tp, l)
+				withTelemetry(tp, l)
+				withTracing(snap, tp, l)
 				own = append(own, namedMessage{l.Name, l})
 				mine[l.Name] = true
 			}

@@ -323,6 +323,9 @@ func TestNeedsPush(t *testing.T) {
 		{name: "sidecar in data", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key(istioconfig.KindSidecar, "data", "default")}, data: true, none: true},
 		{name: "sidecar in root namespace", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key(istioconfig.KindSidecar, mesh.DefaultRootNamespace, "default")}, app: true, data: true, none: true},
 		{name: "sidecar elsewhere", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key(istioconfig.KindSidecar, "other", "default")}, none: true},
+		{name: "telemetry in data", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key(istioconfig.KindTelemetry, "data", "default")}, data: true, none: true},
+		{name: "telemetry in root namespace", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key(istioconfig.KindTelemetry, mesh.DefaultRootNamespace, "default")}, app: true, data: true, none: true},
+		{name: "telemetry elsewhere", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key(istioconfig.KindTelemetry, "other", "default")}, none: true},
 		{name: "other kind", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key("Gateway", "app", "gw")}, app: true, data: true, none: true},
 		{name: "virtual service alone", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: key(istioconfig.KindVirtualService, "app", "web")}},
 		{name: "each covered kind", req: &proxypush.PushRequest{Full: true, ConfigsUpdated: map[proxypush.ConfigKey]struct{}{

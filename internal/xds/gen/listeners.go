@@ -45,10 +45,12 @@ func (g *Generator) BuildListeners(proxy *proxypush.Proxy) []*listener.Listener 
 
 func buildListeners(snap *mesh.Snapshot, proxy *proxypush.Proxy, keys KeySets) []*listener.Listener {
 	labels, known := proxyLabels(snap, proxy)
-	out, _ := outboundListeners(snap, snap.ProxyScope(proxy), labels, known)
+	scope := snap.ProxyScope(proxy)
+	tp := telemetryFor(snap, scope) // telemetryapi.go
+	out, _ := outboundListeners(snap, scope, labels, known)
 	out = append(out, inboundListeners(snap, proxy, keys)...)
-	withAccessLogs(snap, out...) // accesslog.go
-	withTelemetry(out...)        // telemetry.go
+	withAccessLogs(snap, tp, out...) // accesslog.go
+	withTelemetry(tp, out...)        // telemetry.go
 	if acceptsHTTP10(proxy) {
 		withHTTP10(out...) // http10.go
 	}

@@ -12,8 +12,8 @@ import (
 //   - A request that names nothing (IsGlobal) concerns everyone.
 //   - A proxy whose IP is in AddressesUpdated gets a full push (its
 //     inbound side, or the Sidecar picked by its labels, changed).
-//   - A changed Sidecar or RequestAuthentication concerns the proxies of
-//     its namespace (every proxy for one in the root namespace).
+//   - A changed Sidecar, RequestAuthentication or Telemetry concerns the
+//     proxies of its namespace (every proxy for one in the root namespace).
 //   - A host in ServicesUpdated concerns the proxies whose scope reaches it
 //     (exportTo and Sidecar egress hosts): for an endpoints-only request
 //     that is exactly the proxies that have its clusters.
@@ -42,7 +42,7 @@ func (g *Generator) NeedsPush(proxy *proxypush.Proxy, req *proxypush.PushRequest
 		switch k.Kind {
 		case istioconfig.KindServiceEntry, istioconfig.KindWorkloadEntry, istioconfig.KindVirtualService, istioconfig.KindDestinationRule:
 			// Covered by ServicesUpdated and AddressesUpdated.
-		case istioconfig.KindSidecar, istioconfig.KindRequestAuthentication:
+		case istioconfig.KindSidecar, istioconfig.KindRequestAuthentication, istioconfig.KindTelemetry:
 			if proxy == nil || k.Namespace == proxy.Namespace || k.Namespace == g.snapshot().RootNamespace {
 				return req, true
 			}

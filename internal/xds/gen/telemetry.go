@@ -57,24 +57,34 @@ func mxNetworkConfig() *anypb.Any {
 // statsConfig is generateStatsConfig's for the default metrics provider:
 // inbound (and gateway) listeners do not fall back to the Host header for
 // the destination service.
-func statsConfig(inbound bool) *anypb.Any {
-	return mustAny(&statspb.PluginConfig{DisableHostHeaderFallback: inbound})
+func statsConfig(inbound bool) *statspb.PluginConfig {
+	return &statspb.PluginConfig{DisableHostHeaderFallback: inbound}
+}
+
+// statsFor is istio.stats' config of a listener under tp (telemetryapi.go),
+// nil when its mode records no metrics.
+func statsFor(tp *telemetryPolicy, l *listener.Listener) *statspb.PluginConfig {
+	if tp == nil {
+		return statsConfig(l.GetTrafficDirection() == core.TrafficDirection_INBOUND)
+	}
+	return tp.metrics[listenerMode(l)]
 }
 
 func mxListenerFilter() *listener.Filter {
 	return &listener.Filter{Name: mxFilterName, ConfigType: &listener.Filter_TypedConfig{TypedConfig: mxNetworkConfig()}}
 }
 
-func statsListenerFilter(inbound bool) *listener.Filter {
-	return &listener.Filter{Name: statsFilterName, ConfigType: &listener.Filter_TypedConfig{TypedConfig: statsConfig(inbound)}}
+func statsListenerFilter(cfg *statspb.PluginConfig) *listener.Filter {
+	return &listener.Filter{Name: statsFilterName, ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(cfg)}}
 }
 
 // withTelemetry adds Istio's network telemetry filters to the chains of
-// ls (the listener's traffic_direction says which side it is); it returns
-// ls.
-func withTelemetry(ls ...*listener.Listener) []*listener.Listener {
+// ls (the listener's traffic_direction says which side it is), istio.stats
+// as tp says (nil: the default metrics); it returns ls.
+func withTelemetry(tp *telemetryPolicy, ls ...*listener.Listener) []*listener.Listener {
 	for _, l := range ls {
 		inbound := l.GetTrafficDirection() == core.TrafficDirection_INBOUND
+		stats := statsFor(tp, l)
 		chains := l.GetFilterChains()
 		if l.GetDefaultFilterChain() != nil {
 			chains = append(chains[:len(chains):len(chains)], l.GetDefaultFilterChain())
@@ -90,9 +100,13 @@ func withTelemetry(ls ...*listener.Listener) []*listener.Listener {
 			}
 			switch fs[len(fs)-1].GetName() {
 			case tcpProxyFilterName:
-				out = append(append(append(out, fs[:len(fs)-1]...), statsListenerFilter(inbound)), fs[len(fs)-1])
+				out = append(out, fs[:len(fs)-1]...)
+				if stats != nil {
+					out = append(out, statsListenerFilter(stats))
+				}
+				out = append(out, fs[len(fs)-1])
 			case hcmFilterName:
-				addHTTPTelemetry(fs[len(fs)-1], inbound)
+				addHTTPTelemetry(fs[len(fs)-1], inbound, stats)
 				if !inbound {
 					continue
 				}
@@ -138,14 +152,14 @@ func mxHTTPFilter(inbound bool) *hcm.HttpFilter {
 	return &hcm.HttpFilter{Name: mxFilterName, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: cfg}}
 }
 
-func statsHTTPFilter(inbound bool) *hcm.HttpFilter {
-	return &hcm.HttpFilter{Name: statsFilterName, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: statsConfig(inbound)}}
+func statsHTTPFilter(cfg *statspb.PluginConfig) *hcm.HttpFilter {
+	return &hcm.HttpFilter{Name: statsFilterName, ConfigType: &hcm.HttpFilter_TypedConfig{TypedConfig: mustAny(cfg)}}
 }
 
 // addHTTPTelemetry lists Istio's HTTP telemetry filters in an HCM
 // network filter's http_filters (its typed_config decoded and encoded
-// again, as addAccessLog does).
-func addHTTPTelemetry(f *listener.Filter, inbound bool) {
+// again, as addAccessLog does); stats nil lists no istio.stats.
+func addHTTPTelemetry(f *listener.Filter, inbound bool, stats *statspb.PluginConfig) {
 	h := &hcm.HttpConnectionManager{}
 	if f.GetTypedConfig().UnmarshalTo(h) != nil {
 		return
@@ -155,14 +169,15 @@ func addHTTPTelemetry(f *listener.Filter, inbound bool) {
 			return
 		}
 	}
-	withHTTPTelemetry(h, inbound)
+	withHTTPTelemetry(h, inbound, stats)
 	f.ConfigType = &listener.Filter_TypedConfig{TypedConfig: mustAny(h)}
 }
 
 // withHTTPTelemetry lists Istio's HTTP telemetry filters in an HCM's
 // http_filters: istio.metadata_exchange first (before authentication and
-// RBAC, istio/istio#41066), istio.stats last before the router.
-func withHTTPTelemetry(m *hcm.HttpConnectionManager, inbound bool) {
+// RBAC, istio/istio#41066), istio.stats (when stats is not nil) last
+// before the router.
+func withHTTPTelemetry(m *hcm.HttpConnectionManager, inbound bool, stats *statspb.PluginConfig) {
 	fs := m.GetHttpFilters()
 	if len(fs) == 0 {
 		return
@@ -170,6 +185,9 @@ func withHTTPTelemetry(m *hcm.HttpConnectionManager, inbound bool) {
 	out := make([]*hcm.HttpFilter, 0, len(fs)+2)
 	out = append(out, mxHTTPFilter(inbound))
 	out = append(out, fs[:len(fs)-1]...)
-	out = append(out, statsHTTPFilter(inbound), fs[len(fs)-1])
+	if stats != nil {
+		out = append(out, statsHTTPFilter(stats))
+	}
+	out = append(out, fs[len(fs)-1])
 	m.HttpFilters = out
 }

@@ -32,8 +32,8 @@ func TestWithTelemetryOrder(t *testing.T) {
 	out := &listener.Listener{TrafficDirection: core.TrafficDirection_OUTBOUND, FilterChains: []*listener.FilterChain{
 		{Filters: []*listener.Filter{tcp}}, {Filters: []*listener.Filter{h}},
 	}}
-	withTelemetry(in, out)
-	withTelemetry(in, out)
+	withTelemetry(nil, in, out)
+	withTelemetry(nil, in, out)
 	for _, c := range []struct {
 		got  []*listener.Filter
 		want []string
@@ -52,7 +52,7 @@ func TestWithTelemetryOrder(t *testing.T) {
 // The HCM's list: the exchange first, istio.stats just before the router.
 func TestWithHTTPTelemetry(t *testing.T) {
 	m := &hcm.HttpConnectionManager{HttpFilters: []*hcm.HttpFilter{{Name: "envoy.filters.http.rbac"}, {Name: faultFilterName}, {Name: corsFilterName}, {Name: routerFilterName}}}
-	withHTTPTelemetry(m, true)
+	withHTTPTelemetry(m, true, statsConfig(true))
 	var got []string
 	for _, f := range m.HttpFilters {
 		got = append(got, f.GetName())

@@ -32,18 +32,31 @@ const (
 	otelTracerName   = "envoy.tracers.opentelemetry"
 )
 
-// withTracing sets the mesh's tracing (meshconfig.Tracing) on every HTTP
-// connection manager of ls, with the UUID request id extension, as
-// istiod's configureTracing does for sidecar listeners; it returns ls.
-// With no tracing, or a provider whose service the registry does not
-// know (istiod then logs and writes none), nothing changes.
-func withTracing(snap *mesh.Snapshot, ls ...*listener.Listener) []*listener.Listener {
-	t := meshTracing(snap)
-	if t == nil {
+// withTracing sets the tracing of tp (telemetryapi.go) on every HTTP
+// connection manager of ls, by each listener's mode, or, when no Telemetry
+// sets tracing, the mesh's (meshconfig.Tracing), with the UUID request id
+// extension, as istiod's configureTracing does for sidecar listeners; it
+// returns ls. With no tracing, or a provider whose service the registry
+// does not know (istiod then logs and writes none), nothing changes.
+func withTracing(snap *mesh.Snapshot, tp *telemetryPolicy, ls ...*listener.Listener) []*listener.Listener {
+	var byMode [2]*hcm.HttpConnectionManager_Tracing
+	if tp == nil || tp.tracing == nil {
+		t := meshTracing(snap, snap.Mesh.Tracing)
+		byMode = [2]*hcm.HttpConnectionManager_Tracing{t, t}
+	} else {
+		for m := range byMode {
+			byMode[m] = meshTracing(snap, meshTracingOf(snap.Mesh, tp.tracing[m]))
+		}
+	}
+	if byMode[clientMode] == nil && byMode[serverMode] == nil {
 		return ls
 	}
 	done := map[*listener.Filter]bool{}
 	for _, l := range ls {
+		t := byMode[listenerMode(l)]
+		if t == nil {
+			continue
+		}
 		for _, fc := range l.GetFilterChains() {
 			for _, f := range fc.GetFilters() {
 				if done[f] || f.GetName() != hcmFilterName {
@@ -71,9 +84,9 @@ func uuidRequestID() *hcm.RequestIDExtension {
 	})}
 }
 
-// meshTracing is the HCM tracing of the mesh config (nil: none).
-func meshTracing(snap *mesh.Snapshot) *hcm.HttpConnectionManager_Tracing {
-	mt := snap.Mesh.Tracing
+// meshTracing is the HCM tracing of mt (nil: none): the mesh config's
+// or a Telemetry's.
+func meshTracing(snap *mesh.Snapshot, mt *meshconfig.Tracing) *hcm.HttpConnectionManager_Tracing {
 	if mt == nil {
 		return nil
 	}

@@ -49,6 +49,7 @@ var honoured = map[protoreflect.Name]string{
 	"field_separator":              "Envoy's internal tag encoding, not in the Prometheus output",
 	"value_separator":              "Envoy's internal tag encoding, not in the Prometheus output",
 	"reporter":                     "UNSPECIFIED only (checked in Parse)",
+	"metrics":                      "name and drop only (checked in Parse): the Telemetry API's disabled metrics",
 }
 
 // Factory builds the filter.
@@ -77,7 +78,26 @@ func Parse(typed *anypb.Any) (*statspb.PluginConfig, error) {
 	if c.GetReporter() != statspb.Reporter_UNSPECIFIED {
 		return nil, fmt.Errorf("%s: reporter %v is not supported (want UNSPECIFIED: the listener's direction decides)", Name, c.GetReporter())
 	}
+	for i, m := range c.GetMetrics() {
+		if len(m.GetDimensions()) > 0 || len(m.GetTagsToRemove()) > 0 || m.GetMatch() != "" {
+			return nil, fmt.Errorf("%s: metrics[%d] (%s): dimensions, tags_to_remove and match are not supported (only name and drop)", Name, i, m.GetName())
+		}
+		if !istiometrics.Known("istio_" + m.GetName()) {
+			return nil, fmt.Errorf("%s: metrics[%d]: %q is not one of Istio's standard metrics (custom metrics are not supported)", Name, i, m.GetName())
+		}
+	}
 	return &c, nil
+}
+
+// Dropped are the metrics c drops, by full name (istio_requests_total).
+func Dropped(c *statspb.PluginConfig) []string {
+	var out []string
+	for _, m := range c.GetMetrics() {
+		if m.GetDrop() {
+			out = append(out, "istio_"+m.GetName())
+		}
+	}
+	return out
 }
 
 // Build makes the filter, recording into ctx.Stats.
@@ -93,7 +113,7 @@ func (Factory) Build(typed *anypb.Any, ctx httpfilter.BuildContext) (httpfilter.
 		// into a store nobody reads.
 		st = stats.New()
 	}
-	m, err := istiometrics.NewHTTP(st)
+	m, err := istiometrics.NewHTTP(st, Dropped(c)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}

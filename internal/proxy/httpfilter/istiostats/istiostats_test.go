@@ -188,13 +188,40 @@ func TestBuildWithoutStore(t *testing.T) {
 	f.(httpfilter.Completer).Complete(streamtest.New("h", "/", nil), &httpfilter.StreamInfo{Status: 200, GRPCStatus: -1})
 }
 
+// A metric the Telemetry API disabled (drop) is neither created nor
+// recorded; the others are.
+func TestDroppedMetric(t *testing.T) {
+	a, _ := anypb.New(&statspb.PluginConfig{Metrics: []*statspb.MetricConfig{{Name: "requests_total", Drop: true}, {Name: "request_bytes"}}})
+	st := stats.New()
+	f, err := Factory{}.Build(a, httpfilter.BuildContext{Node: ratings, Direction: corev3.TrafficDirection_INBOUND, Stats: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.(httpfilter.Completer).Complete(streamtest.New("h", "/", nil), &httpfilter.StreamInfo{Status: 200, GRPCStatus: -1})
+	var b strings.Builder
+	if err := st.WritePrometheus(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "istio_requests_total") {
+		t.Errorf("dropped istio_requests_total exported:\n%s", out)
+	}
+	for _, want := range []string{"istio_request_duration_milliseconds_count{", "istio_request_bytes_count{"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %s in:\n%s", want, out)
+		}
+	}
+}
+
 func TestParseRefuses(t *testing.T) {
 	for name, c := range map[string]*statspb.PluginConfig{
-		"metrics override": {Metrics: []*statspb.MetricConfig{{Name: "requests_total", Drop: true}}},
-		"definitions":      {Definitions: []*statspb.MetricDefinition{{Name: "x", Value: "1"}}},
-		"waypoint":         {Reporter: statspb.Reporter_SERVER_GATEWAY},
-		"rotation":         {RotationInterval: durationpb.New(time.Minute)},
-		"prefix":           {StatPrefix: "custom_"},
+		"metrics dimensions":  {Metrics: []*statspb.MetricConfig{{Name: "requests_total", Dimensions: map[string]string{"a": "b"}}}},
+		"metrics tag removal": {Metrics: []*statspb.MetricConfig{{Name: "requests_total", TagsToRemove: []string{"request_protocol"}}}},
+		"custom metric":       {Metrics: []*statspb.MetricConfig{{Name: "my_metric", Drop: true}}},
+		"definitions":         {Definitions: []*statspb.MetricDefinition{{Name: "x", Value: "1"}}},
+		"waypoint":            {Reporter: statspb.Reporter_SERVER_GATEWAY},
+		"rotation":            {RotationInterval: durationpb.New(time.Minute)},
+		"prefix":              {StatPrefix: "custom_"},
 	} {
 		a, _ := anypb.New(c)
 		if _, err := Parse(a); err == nil {

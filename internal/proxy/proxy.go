@@ -136,7 +136,14 @@ func New(o Options) (*Proxy, error) {
 	p.Clusters = cluster.NewManager(o.Logger, st)
 	p.Clusters.SetExchangeFrame(local.Frame)
 	p.Clusters.OnWarmed(p.checkReady)
-	p.secrets = tlsconf.NewProvider(tlsconf.ProviderOptions{Node: b.GetNode(), Logger: o.Logger, Dial: p.dialCluster})
+	// A Gateway credential's secret comes from the ADS cluster (sds_config
+	// {ads: {}}); bootstrap.ADSCluster checks the cluster again in Start.
+	adsCluster := b.GetDynamicResources().GetAdsConfig().GetGrpcServices()
+	var adsClusterName string
+	if len(adsCluster) > 0 {
+		adsClusterName = adsCluster[0].GetEnvoyGrpc().GetClusterName()
+	}
+	p.secrets = tlsconf.NewProvider(tlsconf.ProviderOptions{Node: b.GetNode(), Logger: o.Logger, Dial: p.dialCluster, ADSCluster: adsClusterName})
 	p.Clusters.SetSecrets(p.secrets)
 	p.http = hcm.NewServer(hcm.Options{Logger: o.Logger, Clusters: p.Clusters, Codec: o.HTTPCodec})
 	p.logs = accesslog.NewFiles(accesslog.FilesOptions{Logger: o.Logger})

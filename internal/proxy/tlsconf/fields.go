@@ -130,6 +130,7 @@ var (
 	}
 	sdsSecretConfigFields = map[protoreflect.Name]bool{"name": true, "sds_config": true}
 	sdsConfigSourceFields = map[protoreflect.Name]bool{"api_config_source": true, "resource_api_version": true, "initial_fetch_timeout": true}
+	adsConfigSourceFields = map[protoreflect.Name]bool{"ads": true, "resource_api_version": true, "initial_fetch_timeout": true}
 	apiConfigSourceFields = map[protoreflect.Name]bool{
 		"api_type": true, "transport_api_version": true, "grpc_services": true, "set_node_on_first_message_only": true,
 	}

@@ -36,6 +36,10 @@ type ProviderOptions struct {
 	// Dial connects to a bootstrap cluster by name (the SDS cluster, e.g.
 	// Istio's "sds-grpc" pipe to the agent's workload socket).
 	Dial func(ctx context.Context, cluster string) (net.Conn, error)
+	// ADSCluster is the bootstrap's ADS cluster (ads_config), which a
+	// secret whose sds_config is {ads: {}} comes from; empty: such
+	// secrets are refused.
+	ADSCluster string
 	// Node identifies the proxy on SDS requests.
 	Node   *corev3.Node
 	Logger *slog.Logger
@@ -56,7 +60,12 @@ type Provider struct {
 	subs map[sdsKey]*Secret
 }
 
-type sdsKey struct{ cluster, name string }
+// sdsKey names one subscription: a secret of an SDS cluster, or, with
+// ads, of the ADS cluster.
+type sdsKey struct {
+	cluster, name string
+	ads           bool
+}
 
 // NewProvider returns a Provider; Close ends its streams.
 func NewProvider(o ProviderOptions) *Provider {
@@ -129,11 +138,19 @@ func (p *Provider) sdsSecret(cfg *tlsv3.SdsSecretConfig, path string) (*Secret, 
 	if err := fieldaudit.Only(path, cfg.ProtoReflect(), sdsSecretConfigFields); err != nil {
 		return nil, err
 	}
-	cluster, err := sdsCluster(cfg.GetSdsConfig(), path+".sds_config")
-	if err != nil {
-		return nil, err
+	key := sdsKey{name: cfg.GetName()}
+	if cfg.GetSdsConfig().GetAds() != nil {
+		if err := p.adsSource(cfg.GetSdsConfig(), path+".sds_config"); err != nil {
+			return nil, err
+		}
+		key.cluster, key.ads = p.opts.ADSCluster, true
+	} else {
+		cluster, err := sdsCluster(cfg.GetSdsConfig(), path+".sds_config")
+		if err != nil {
+			return nil, err
+		}
+		key.cluster = cluster
 	}
-	key := sdsKey{cluster, cfg.GetName()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.subs[key]; s != nil {
@@ -147,6 +164,23 @@ func (p *Provider) sdsSecret(cfg *tlsv3.SdsSecretConfig, path string) (*Secret, 
 		p.watch(key, s)
 	}()
 	return s, nil
+}
+
+// adsSource accepts an ADS config source, Istio's for a Gateway's
+// credentialName (SDSAdsConfig): the secret comes from the management
+// server of the bootstrap's ads_config. This proxy asks for it on a
+// stream of its own to the ADS cluster, a StreamAggregatedResources
+// stream that carries only the Secret type, rather than on the stream
+// that carries its listeners and clusters; the resource, its versions
+// and ACK/NACK are the same.
+func (p *Provider) adsSource(cs *corev3.ConfigSource, path string) error {
+	if err := fieldaudit.Only(path, cs.ProtoReflect(), adsConfigSourceFields); err != nil {
+		return err
+	}
+	if p.opts.ADSCluster == "" {
+		return fmt.Errorf("%s.ads: this proxy has no ADS cluster (the bootstrap's dynamic_resources.ads_config)", path)
+	}
+	return nil
 }
 
 // sdsCluster accepts the config source Istio's bootstrap and generated
@@ -210,7 +244,12 @@ func (p *Provider) stream(key sdsKey, s *Secret) error {
 		return fmt.Errorf("sds cluster %s: %w", key.cluster, err)
 	}
 	defer cc.Close()
-	st, err := secretv3.NewSecretDiscoveryServiceClient(cc).StreamSecrets(p.ctx)
+	var st secretStream
+	if key.ads {
+		st, err = discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(p.ctx)
+	} else {
+		st, err = secretv3.NewSecretDiscoveryServiceClient(cc).StreamSecrets(p.ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("sds cluster %s: open stream: %w", key.cluster, err)
 	}
@@ -240,6 +279,12 @@ func (p *Provider) stream(key sdsKey, s *Secret) error {
 			return err
 		}
 	}
+}
+
+// secretStream is an SDS or ADS client stream.
+type secretStream interface {
+	Send(*discovery.DiscoveryRequest) error
+	Recv() (*discovery.DiscoveryResponse, error)
 }
 
 // decodeSecret finds name in resp and parses it; nil when resp does not

@@ -203,7 +203,7 @@ func TestKubeGatewayCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer agent.Kill()
+	defer func() { _ = agent.Kill() }()
 	agentPID := agent.Cmd.Process.Pid
 
 	gwAddr := func(port int) string { return net.JoinHostPort(pod.IP.String(), strconv.Itoa(port)) }

@@ -48,11 +48,11 @@ func keyAndCert(s *corev1.Secret) (cert, key []byte, err error) {
 	case hasKeys(s.Data, tlsCert, tlsKey):
 		cert, key = s.Data[tlsCert], s.Data[tlsKey]
 	default:
-		return nil, nil, fmt.Errorf("Secret %s/%s has neither %s and %s (a kubernetes.io/tls Secret) nor %s and %s (a generic Secret); found keys %s",
+		return nil, nil, fmt.Errorf("secret %s/%s has neither %s and %s (a kubernetes.io/tls Secret) nor %s and %s (a generic Secret); found keys %s",
 			s.Namespace, s.Name, tlsCert, tlsKey, genericCert, genericKey, dataKeys(s))
 	}
 	if _, err := tls.X509KeyPair(cert, key); err != nil {
-		return nil, nil, fmt.Errorf("Secret %s/%s: the certificate and private key do not make a key pair: %w", s.Namespace, s.Name, err)
+		return nil, nil, fmt.Errorf("secret %s/%s: the certificate and private key do not make a key pair: %w", s.Namespace, s.Name, err)
 	}
 	return cert, key, nil
 }
@@ -70,11 +70,11 @@ func caCerts(s *corev1.Secret) ([]byte, error) {
 	case hasKeys(s.Data, tlsCACert):
 		ca = s.Data[tlsCACert]
 	default:
-		return nil, fmt.Errorf("Secret %s/%s has no CA certificates (%s or %s), which a MUTUAL server needs (or put them in a Secret %s%s); found keys %s",
+		return nil, fmt.Errorf("secret %s/%s has no CA certificates (%s or %s), which a MUTUAL server needs (or put them in a Secret %s%s); found keys %s",
 			s.Namespace, s.Name, tlsCACert, genericCACert, strings.TrimSuffix(s.Name, caSuffix), caSuffix, dataKeys(s))
 	}
 	if err := checkPEMCerts(ca); err != nil {
-		return nil, fmt.Errorf("Secret %s/%s: CA certificates: %w", s.Namespace, s.Name, err)
+		return nil, fmt.Errorf("secret %s/%s: CA certificates: %w", s.Namespace, s.Name, err)
 	}
 	return ca, nil
 }
@@ -82,7 +82,7 @@ func caCerts(s *corev1.Secret) ([]byte, error) {
 func refuseUnsupportedKeys(s *corev1.Secret) error {
 	for _, k := range []string{caCRL, ocspStaple} {
 		if len(s.Data[k]) > 0 {
-			return fmt.Errorf("Secret %s/%s: key %s is not supported by Strait's gateways (remove it)", s.Namespace, s.Name, k)
+			return fmt.Errorf("secret %s/%s: key %s is not supported by Strait's gateways (remove it)", s.Namespace, s.Name, k)
 		}
 	}
 	return nil

@@ -101,20 +101,20 @@ func TestCredentialFormats(t *testing.T) {
 		wantErr string // "" : served
 	}{
 		{"tls", false, ""},
-		{"tls", true, "Secret gw/tls has no CA certificates (ca.crt or cacert), which a MUTUAL server needs (or put them in a Secret tls-cacert)"},
+		{"tls", true, "secret gw/tls has no CA certificates (ca.crt or cacert), which a MUTUAL server needs (or put them in a Secret tls-cacert)"},
 		{"tls-ca", true, ""},
 		{"generic", false, ""},
 		{"generic", true, ""},
 		{"split", true, ""},
 		{"split-tlsca", true, ""},
-		{"mismatch", false, "Secret gw/mismatch: the certificate and private key do not make a key pair"},
-		{"garbage", false, "Secret gw/garbage: the certificate and private key do not make a key pair"},
-		{"nokey", false, "Secret gw/nokey has neither tls.crt and tls.key (a kubernetes.io/tls Secret) nor cert and key (a generic Secret); found keys cert"},
+		{"mismatch", false, "secret gw/mismatch: the certificate and private key do not make a key pair"},
+		{"garbage", false, "secret gw/garbage: the certificate and private key do not make a key pair"},
+		{"nokey", false, "secret gw/nokey has neither tls.crt and tls.key (a kubernetes.io/tls Secret) nor cert and key (a generic Secret); found keys cert"},
 		{"badca", false, ""},
-		{"badca", true, "Secret gw/badca: CA certificates: PEM block \"EC PRIVATE KEY\", want CERTIFICATE"},
-		{"crl", false, "Secret gw/crl: key ca.crl is not supported"},
-		{"absent", false, "Secret gw/absent not found"},
-		{"absent", true, "Secret gw/absent not found"},
+		{"badca", true, "secret gw/badca: CA certificates: PEM block \"EC PRIVATE KEY\", want CERTIFICATE"},
+		{"crl", false, "secret gw/crl: key ca.crl is not supported"},
+		{"absent", false, "secret gw/absent not found"},
+		{"absent", true, "secret gw/absent not found"},
 	} {
 		err := store.Check("gw", tc.name, tc.mutual)
 		switch {

@@ -88,7 +88,7 @@ func (secretStore) ServedOverADS() {}
 func (c secretStore) keyAndCert(ns, name string) (cert, key []byte, err error) {
 	s := c.get(ns, name)
 	if s == nil {
-		return nil, nil, fmt.Errorf("Secret %s/%s not found (create it with tls.crt and tls.key, or cert and key)", ns, name)
+		return nil, nil, fmt.Errorf("secret %s/%s not found (create it with tls.crt and tls.key, or cert and key)", ns, name)
 	}
 	return keyAndCert(s)
 }
@@ -101,7 +101,7 @@ func (c secretStore) caCerts(ns, name string) ([]byte, error) {
 	}
 	s := c.get(ns, name)
 	if s == nil {
-		return nil, fmt.Errorf("Secret %s/%s not found, nor %s/%s%s with the CA certificates", ns, name, ns, name, caSuffix)
+		return nil, fmt.Errorf("secret %s/%s not found, nor %s/%s%s with the CA certificates", ns, name, ns, name, caSuffix)
 	}
 	return caCerts(s)
 }

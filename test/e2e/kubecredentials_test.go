@@ -8,15 +8,18 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -24,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/straitmesh/strait/internal/debugapi"
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/netns"
 	"github.com/straitmesh/strait/internal/testreq"
@@ -235,6 +239,40 @@ func TestKubeGatewayCredentials(t *testing.T) {
 			return fmt.Errorf("certificate serial %d, want a-cred's %d", serial, aSerial)
 		}
 		return err
+	})
+	t.Run("one ADS stream carries the secrets", func(t *testing.T) {
+		// The gateway's proxy asks straitd for the credentials on its one
+		// ADS stream (relayed by its agent), as Envoy does with
+		// sds_config {ads: {}}: one connection, which watches the
+		// Secret type with Istio's resource names and has ACKed it.
+		waitFor(ctx, t, 10*time.Second, "the gateway's one connection ACKs its secrets", func() error {
+			resp, err := http.Get("http://" + monAddr + "/debug/connections")
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			var cons []debugapi.ConnectionStatus
+			if err := json.NewDecoder(resp.Body).Decode(&cons); err != nil {
+				return err
+			}
+			if len(cons) != 1 {
+				return fmt.Errorf("%d xDS connections, want the gateway's one: %+v", len(cons), cons)
+			}
+			for _, w := range cons[0].Watched {
+				if w.TypeURL != "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret" {
+					continue
+				}
+				names := slices.Sorted(slices.Values(w.ResourceNames))
+				if want := []string{"kubernetes://a-cred", "kubernetes://b-cred", "kubernetes://b-cred-cacert"}; !slices.Equal(names, want) {
+					return fmt.Errorf("the gateway watches secrets %v, want %v", names, want)
+				}
+				if w.VersionAcked == "" || w.VersionAcked != w.VersionSent {
+					return fmt.Errorf("secrets sent %q, ACKed %q", w.VersionSent, w.VersionAcked)
+				}
+				return nil
+			}
+			return errors.New("the gateway's connection watches no Secret type")
+		})
 	})
 	t.Run("plaintext server keeps working", func(t *testing.T) {
 		if _, err := get(8080, "http", "anything.example.com", nil); err != nil {

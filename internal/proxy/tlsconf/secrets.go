@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,10 +38,11 @@ type ProviderOptions struct {
 	// Dial connects to a bootstrap cluster by name (the SDS cluster, e.g.
 	// Istio's "sds-grpc" pipe to the agent's workload socket).
 	Dial func(ctx context.Context, cluster string) (net.Conn, error)
-	// ADSCluster is the bootstrap's ADS cluster (ads_config), which a
-	// secret whose sds_config is {ads: {}} comes from; empty: such
-	// secrets are refused.
-	ADSCluster string
+	// ADS says the proxy has an ADS stream (the bootstrap's ads_config)
+	// whose client subscribes to the secrets whose sds_config is
+	// {ads: {}} (ADSSecrets, ApplySecrets); without it such secrets are
+	// refused.
+	ADS bool
 	// Node identifies the proxy on SDS requests.
 	Node   *corev3.Node
 	Logger *slog.Logger
@@ -56,16 +59,15 @@ type Provider struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex // guards subs
+	mu   sync.Mutex // guards subs, ads and adsChanged
 	subs map[sdsKey]*Secret
+	// ads are the secrets taken from the ADS stream by name; adsChanged
+	// is closed (and replaced) when one is added.
+	ads        map[string]*Secret
+	adsChanged chan struct{}
 }
 
-// sdsKey names one subscription: a secret of an SDS cluster, or, with
-// ads, of the ADS cluster.
-type sdsKey struct {
-	cluster, name string
-	ads           bool
-}
+type sdsKey struct{ cluster, name string }
 
 // NewProvider returns a Provider; Close ends its streams.
 func NewProvider(o ProviderOptions) *Provider {
@@ -74,7 +76,8 @@ func NewProvider(o ProviderOptions) *Provider {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Provider{opts: o, log: log.With("component", "sds-client"), ctx: ctx, cancel: cancel, subs: map[sdsKey]*Secret{}}
+	return &Provider{opts: o, log: log.With("component", "sds-client"), ctx: ctx, cancel: cancel, subs: map[sdsKey]*Secret{},
+		ads: map[string]*Secret{}, adsChanged: make(chan struct{})}
 }
 
 // Close ends every SDS stream and waits for them.
@@ -138,19 +141,14 @@ func (p *Provider) sdsSecret(cfg *tlsv3.SdsSecretConfig, path string) (*Secret, 
 	if err := fieldaudit.Only(path, cfg.ProtoReflect(), sdsSecretConfigFields); err != nil {
 		return nil, err
 	}
-	key := sdsKey{name: cfg.GetName()}
 	if cfg.GetSdsConfig().GetAds() != nil {
-		if err := p.adsSource(cfg.GetSdsConfig(), path+".sds_config"); err != nil {
-			return nil, err
-		}
-		key.cluster, key.ads = p.opts.ADSCluster, true
-	} else {
-		cluster, err := sdsCluster(cfg.GetSdsConfig(), path+".sds_config")
-		if err != nil {
-			return nil, err
-		}
-		key.cluster = cluster
+		return p.adsSecret(cfg, path)
 	}
+	cluster, err := sdsCluster(cfg.GetSdsConfig(), path+".sds_config")
+	if err != nil {
+		return nil, err
+	}
+	key := sdsKey{cluster, cfg.GetName()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s := p.subs[key]; s != nil {
@@ -166,19 +164,58 @@ func (p *Provider) sdsSecret(cfg *tlsv3.SdsSecretConfig, path string) (*Secret, 
 	return s, nil
 }
 
-// adsSource accepts an ADS config source, Istio's for a Gateway's
-// credentialName (SDSAdsConfig): the secret comes from the management
-// server of the bootstrap's ads_config. This proxy asks for it on a
-// stream of its own to the ADS cluster, a StreamAggregatedResources
-// stream that carries only the Secret type, rather than on the stream
-// that carries its listeners and clusters; the resource, its versions
-// and ACK/NACK are the same.
-func (p *Provider) adsSource(cs *corev3.ConfigSource, path string) error {
-	if err := fieldaudit.Only(path, cs.ProtoReflect(), adsConfigSourceFields); err != nil {
-		return err
+// adsSecret accepts an ADS config source, Istio's for a Gateway's
+// credentialName (SDSAdsConfig): the secret comes on the ADS stream, as
+// the Secret type, which the proxy's ADS client subscribes to by name
+// (ADSSecrets) and hands to ApplySecrets.
+func (p *Provider) adsSecret(cfg *tlsv3.SdsSecretConfig, path string) (*Secret, error) {
+	if err := fieldaudit.Only(path+".sds_config", cfg.GetSdsConfig().ProtoReflect(), adsConfigSourceFields); err != nil {
+		return nil, err
 	}
-	if p.opts.ADSCluster == "" {
-		return fmt.Errorf("%s.ads: this proxy has no ADS cluster (the bootstrap's dynamic_resources.ads_config)", path)
+	if !p.opts.ADS {
+		return nil, fmt.Errorf("%s.sds_config.ads: this proxy has no ADS stream (the bootstrap's dynamic_resources.ads_config)", path)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.ads[cfg.GetName()]; s != nil {
+		return s, nil
+	}
+	s := newSecret(cfg.GetName())
+	p.ads[cfg.GetName()] = s
+	close(p.adsChanged)
+	p.adsChanged = make(chan struct{})
+	return s, nil
+}
+
+// ADSSecrets returns the names of the secrets taken from the ADS stream,
+// sorted, and a channel closed when one is added. It implements
+// xdsclient.SecretSubscriptions.
+func (p *Provider) ADSSecrets() ([]string, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.ads)), p.adsChanged
+}
+
+// ApplySecrets stores the secrets of one ADS response. A secret that does
+// not parse rejects the whole response, leaving every secret as it was;
+// one that no TLS context names is ignored. It implements
+// xdsclient.SecretSubscriptions.
+func (p *Provider) ApplySecrets(version string, secrets []*tlsv3.Secret) error {
+	values := make([]*secretValue, len(secrets))
+	for i, sec := range secrets {
+		v, err := parseSecret(sec)
+		if err != nil {
+			return err
+		}
+		v.version = version
+		values[i] = v
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, sec := range secrets {
+		if s := p.ads[sec.GetName()]; s != nil {
+			s.store(values[i])
+		}
 	}
 	return nil
 }
@@ -244,12 +281,7 @@ func (p *Provider) stream(key sdsKey, s *Secret) error {
 		return fmt.Errorf("sds cluster %s: %w", key.cluster, err)
 	}
 	defer cc.Close()
-	var st secretStream
-	if key.ads {
-		st, err = discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(p.ctx)
-	} else {
-		st, err = secretv3.NewSecretDiscoveryServiceClient(cc).StreamSecrets(p.ctx)
-	}
+	st, err := secretv3.NewSecretDiscoveryServiceClient(cc).StreamSecrets(p.ctx)
 	if err != nil {
 		return fmt.Errorf("sds cluster %s: open stream: %w", key.cluster, err)
 	}
@@ -279,12 +311,6 @@ func (p *Provider) stream(key sdsKey, s *Secret) error {
 			return err
 		}
 	}
-}
-
-// secretStream is an SDS or ADS client stream.
-type secretStream interface {
-	Send(*discovery.DiscoveryRequest) error
-	Recv() (*discovery.DiscoveryResponse, error)
 }
 
 // decodeSecret finds name in resp and parses it; nil when resp does not

@@ -359,6 +359,20 @@ func TestKubeGatewayCredentials(t *testing.T) {
 			t.Fatalf("a.example.com: %v", err)
 		}
 	})
+	t.Run("deleted Secret removes the chain", func(t *testing.T) {
+		if err := secrets.Delete(ctx, "a-cred", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(ctx, t, 30*time.Second, "a.example.com refused once a-cred is deleted", func() error {
+			if _, err := get(8443, "https", "a.example.com", tlsFor("a.example.com")); err == nil {
+				return errors.New("a.example.com still answers")
+			}
+			return nil
+		})
+		if _, err := get(8443, "https", "b.example.com", tlsFor("b.example.com", clientCert)); err != nil {
+			t.Fatalf("b.example.com on the same port: %v", err)
+		}
+	})
 }
 
 // freeAddr is host:PORT with a port free at the time of the call.

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -16,11 +17,13 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -273,6 +276,18 @@ func TestKubeGatewayCredentials(t *testing.T) {
 			}
 			return errors.New("the gateway's connection watches no Secret type")
 		})
+		// straitd's config dump shows the secrets with their keys redacted.
+		id := "router~" + pod.IP.String() + "~ingressgateway-1.gw~gw.svc.cluster.local"
+		resp, err := http.Get("http://" + monAddr + "/debug/config_dump?proxyID=" + url.QueryEscape(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		dump, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(dump), "kubernetes://a-cred") || !strings.Contains(string(dump), "[redacted]") ||
+			strings.Contains(string(dump), base64.StdEncoding.EncodeToString(aKey)) {
+			t.Errorf("config_dump (%d) of the gateway: want its secrets with the private keys redacted:\n%.600s", resp.StatusCode, dump)
+		}
 	})
 	t.Run("plaintext server keeps working", func(t *testing.T) {
 		if _, err := get(8080, "http", "anything.example.com", nil); err != nil {

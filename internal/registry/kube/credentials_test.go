@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,8 +17,11 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/straitmesh/strait/internal/istioconfig"
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/proxypush"
 )
 
@@ -224,4 +228,59 @@ func keysOf[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestOnSecretPushesOnlyNamedCredentials: a Secret that a Gateway's
+// credentialName names (NAME, or its NAME-cacert) pushes, naming the
+// Secret; any other Secret, and a relist that changes nothing, do not.
+func TestOnSecretPushesOnlyNamedCredentials(t *testing.T) {
+	res := istioconfig.ParseFileWith("gw.yaml", []byte(`apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: ingress, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 443, name: https, protocol: HTTPS}
+    hosts: [a.example.com]
+    tls: {mode: MUTUAL, credentialName: cred}
+`), istioconfig.ParseOptions{})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	store := istioconfig.NewStore()
+	for _, c := range res.Configs {
+		if err := store.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, _ := mesh.Build(store, mesh.BuildOptions{})
+	r := &Registry{log: slog.New(slog.DiscardHandler)}
+	r.snap.Store(snap)
+	sec := func(name, version string) *corev1.Secret {
+		s := secretOf("gw", name, corev1.SecretTypeTLS, nil)
+		s.UID, s.ResourceVersion = types.UID("uid-"+name), version
+		return s
+	}
+	for _, tc := range []struct {
+		ev   event
+		push bool
+	}{
+		{event{typ: eventAdd, obj: sec("cred", "1")}, true},
+		{event{typ: eventAdd, obj: sec("cred-cacert", "1")}, true},
+		{event{typ: eventDelete, obj: sec("cred", "2")}, true},
+		{event{typ: eventAdd, obj: sec("unrelated", "1")}, false},
+		{event{typ: eventUpdate, old: sec("cred", "3"), obj: sec("cred", "3")}, false},
+	} {
+		req := r.onSecret(context.Background(), tc.ev)
+		if (req != nil) != tc.push {
+			t.Errorf("%s %s: push %v, want %t", tc.ev.typ, tc.ev.obj.(*corev1.Secret).Name, req, tc.push)
+			continue
+		}
+		if req != nil {
+			name := tc.ev.obj.(*corev1.Secret).Name
+			if _, ok := req.ConfigsUpdated[proxypush.ConfigKey{Kind: KindSecret, Namespace: "gw", Name: name}]; !ok || !req.Full {
+				t.Errorf("%s: push %+v, want a full push naming Secret gw/%s", name, req, name)
+			}
+		}
+	}
 }

@@ -284,3 +284,28 @@ spec:
 		}
 	}
 }
+
+// TestStripSecretKeepsTheCredential: the cached Secret loses its
+// annotations (kubectl's last-applied copy of the data), labels and
+// managed fields, and still reads as the same credential.
+func TestStripSecretKeepsTheCredential(t *testing.T) {
+	a := newTestPKI(t, "a.example.com")
+	s := secretOf("gw", "cred", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": a.certPEM, "tls.key": a.keyPEM})
+	s.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 4096)}
+	s.Labels = map[string]string{"app": "web"}
+	s.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	obj, err := stripSecret(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj.(*corev1.Secret)
+	if got.Annotations != nil || got.Labels != nil || got.ManagedFields != nil {
+		t.Errorf("kept %v %v %v", got.Annotations, got.Labels, got.ManagedFields)
+	}
+	if got.Namespace != "gw" || got.Name != "cred" || got.Type != corev1.SecretTypeTLS {
+		t.Errorf("identity lost: %s/%s %s", got.Namespace, got.Name, got.Type)
+	}
+	if err := storeOf(t, got).Check("gw", "cred", false); err != nil {
+		t.Errorf("stripped Secret: %v", err)
+	}
+}

@@ -236,6 +236,9 @@ func New(opts Options) (*Registry, error) {
 	namespaces := r.coreInformers.add(core.RESTClient(), "namespaces", &corev1.Namespace{})
 	nodes := r.coreInformers.add(core.RESTClient(), "nodes", &corev1.Node{})
 	r.secrets = r.coreInformers.addSelected(core.RESTClient(), "secrets", &corev1.Secret{}, secretFieldSelector())
+	if err := r.secrets.SetTransform(stripSecret); err != nil {
+		return nil, fmt.Errorf("kube registry: %w", err)
+	}
 	r.derived.nodeLocality = func(name string) string {
 		obj, ok, _ := nodes.GetStore().GetByKey(name)
 		if !ok {

@@ -99,7 +99,7 @@ func newTestIssuer(t *testing.T, name string) *testIssuer {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +126,21 @@ func (ca *testIssuer) issue(t *testing.T, dns string, usage x509.ExtKeyUsage) (c
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), ca.serial
 }
 
+// crl returns a PEM revocation list of ca that revokes serials.
+func (ca *testIssuer) crl(t *testing.T, serials ...int64) []byte {
+	t.Helper()
+	var revoked []x509.RevocationListEntry
+	for _, s := range serials {
+		revoked = append(revoked, x509.RevocationListEntry{SerialNumber: big.NewInt(s), RevocationTime: time.Now()})
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(1), ThisUpdate: time.Now().Add(-time.Minute),
+		NextUpdate: time.Now().Add(24 * time.Hour), RevokedCertificateEntries: revoked}, ca.cert, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der})
+}
+
 // TestKubeGatewayCredentials runs straitd against a real kube-apiserver
 // and a gateway (strait-agent proxy router, in a network namespace the
 // test creates) whose Gateway servers name Kubernetes Secrets, and
@@ -135,7 +150,8 @@ func (ca *testIssuer) issue(t *testing.T, dns string, usage x509.ExtKeyUsage) (c
 // gateway process without a restart; that the MUTUAL server requires a
 // client certificate that the CA of b-cred-cacert verifies; and that the
 // server whose Secret is missing has no filter chain while the others
-// keep working, until the Secret is created.
+// keep working, until the Secret is created. The CA Secret's crl revokes
+// a client certificate of that CA, which is refused.
 func TestKubeGatewayCredentials(t *testing.T) {
 	if binDir == "" {
 		testreq.Missing(t, "no binaries: run as root or set STRAIT_BIN_DIR")
@@ -165,6 +181,11 @@ func TestKubeGatewayCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	revokedCertPEM, revokedKeyPEM, revokedSerial := clientCA.issue(t, "revoked.example.com", x509.ExtKeyUsageClientAuth)
+	revokedClient, err := tls.X509KeyPair(revokedCertPEM, revokedKeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
 	secrets := kc.CoreV1().Secrets("gw")
 	create := func(s *corev1.Secret) {
 		t.Helper()
@@ -177,7 +198,7 @@ func TestKubeGatewayCredentials(t *testing.T) {
 	create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "b-cred"}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"cert": bCert, "key": bKey}})
 	create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "b-cred-cacert"}, Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{"cacert": clientCA.pem}})
+		Data: map[string][]byte{"cacert": clientCA.pem, "crl": clientCA.crl(t, revokedSerial)}})
 	applyIstioTo(ctx, t, env.Dynamic, fmt.Sprintf(credentialsGatewayYAML, pod.IP))
 
 	// straitd on the bridge's host address, where the gateway reaches it.
@@ -300,6 +321,9 @@ func TestKubeGatewayCredentials(t *testing.T) {
 		}
 		if _, err := get(8443, "https", "b.example.com", tlsFor("b.example.com")); err == nil {
 			t.Fatal("without a client certificate the MUTUAL server answered")
+		}
+		if _, err := get(8443, "https", "b.example.com", tlsFor("b.example.com", revokedClient)); err == nil {
+			t.Fatal("a client certificate that b-cred-cacert's crl revokes was accepted")
 		}
 		other := newTestIssuer(t, "other CA")
 		oc, ok, _ := other.issue(t, "client.example.com", x509.ExtKeyUsageClientAuth)

@@ -100,6 +100,7 @@ type secretValue struct {
 	version string
 	cert    *tls.Certificate // a tls_certificate secret
 	roots   *x509.CertPool   // a validation_context secret
+	crls    crlSet           // its crl, nil when it has none
 	// validation is the validation context as sent, for combining with a
 	// default_validation_context.
 	validation *tlsv3.CertificateValidationContext
@@ -348,7 +349,14 @@ func parseSecret(sec *tlsv3.Secret) (*secretValue, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &secretValue{roots: roots, validation: vc}, nil
+		crls, err := parseCRLs(vc, path+".validation_context")
+		if err != nil {
+			return nil, err
+		}
+		if crls != nil && roots == nil {
+			return nil, fmt.Errorf("%s.validation_context.crl needs a trust bundle (trusted_ca) to check certificates against", path)
+		}
+		return &secretValue{roots: roots, crls: crls, validation: vc}, nil
 	default:
 		return nil, fmt.Errorf("%s: only tls_certificate and validation_context secrets are supported", path)
 	}
@@ -397,14 +405,9 @@ func trustedCA(vc *tlsv3.CertificateValidationContext, path string) (*x509.CertP
 }
 
 // checkValidation refuses validation features this socket does not
-// implement in an SDS secret's validation context.
+// implement, in a validation context of the TLS context or of an SDS
+// secret (both may carry revocation lists: crl).
 func checkValidation(vc *tlsv3.CertificateValidationContext, path string) error {
-	return fieldaudit.Check(path, vc.ProtoReflect(), sdsValidationHonoured, sdsValidationRefused)
-}
-
-// checkStaticValidation is checkValidation for a validation context in
-// the TLS context itself, which may also carry revocation lists (crl).
-func checkStaticValidation(vc *tlsv3.CertificateValidationContext, path string) error {
 	return fieldaudit.Check(path, vc.ProtoReflect(), validationHonoured, validationRefused)
 }
 

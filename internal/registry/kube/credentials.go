@@ -22,12 +22,14 @@ import (
 //
 // the CA certificates of a MUTUAL server come from a Secret NAME-cacert
 // (its cacert or ca.crt) when there is one, else from NAME itself
-// (GetCaCert). Istio's CRL (ca.crl) and OCSP staple (tls.ocsp-staple)
-// keys are refused: the proxy's TLS socket does not take them from SDS.
+// (GetCaCert), with the revocation list beside them (crl beside cacert,
+// ca.crl beside ca.crt: ExtractRoot). Istio's OCSP staple
+// (tls.ocsp-staple) is refused: the proxy does not staple.
 const (
 	genericCert   = "cert"
 	genericKey    = "key"
 	genericCACert = "cacert"
+	genericCRL    = "crl"
 	tlsCert       = corev1.TLSCertKey       // tls.crt
 	tlsKey        = corev1.TLSPrivateKeyKey // tls.key
 	tlsCACert     = "ca.crt"
@@ -39,8 +41,8 @@ const (
 // keyAndCert returns the certificate chain and private key of s, checked
 // to parse and to match.
 func keyAndCert(s *corev1.Secret) (cert, key []byte, err error) {
-	if err := refuseUnsupportedKeys(s); err != nil {
-		return nil, nil, err
+	if len(s.Data[ocspStaple]) > 0 {
+		return nil, nil, fmt.Errorf("secret %s/%s: key %s is not supported by Strait's gateways (remove it)", s.Namespace, s.Name, ocspStaple)
 	}
 	switch {
 	case hasKeys(s.Data, genericCert, genericKey):
@@ -58,32 +60,54 @@ func keyAndCert(s *corev1.Secret) (cert, key []byte, err error) {
 }
 
 // caCerts returns the CA certificates of s (cacert, else ca.crt), checked
-// to be PEM certificates.
-func caCerts(s *corev1.Secret) ([]byte, error) {
-	if err := refuseUnsupportedKeys(s); err != nil {
-		return nil, err
-	}
-	var ca []byte
+// to be PEM certificates, and the revocation list beside them (crl,
+// ca.crl; nil when there is none), checked to parse.
+func caCerts(s *corev1.Secret) (ca, crl []byte, err error) {
+	crlKey := genericCRL
 	switch {
 	case hasKeys(s.Data, genericCACert):
 		ca = s.Data[genericCACert]
 	case hasKeys(s.Data, tlsCACert):
-		ca = s.Data[tlsCACert]
+		ca, crlKey = s.Data[tlsCACert], caCRL
 	default:
-		return nil, fmt.Errorf("secret %s/%s has no CA certificates (%s or %s), which a MUTUAL server needs (or put them in a Secret %s%s); found keys %s",
+		return nil, nil, fmt.Errorf("secret %s/%s has no CA certificates (%s or %s), which a MUTUAL server needs (or put them in a Secret %s%s); found keys %s",
 			s.Namespace, s.Name, tlsCACert, genericCACert, strings.TrimSuffix(s.Name, caSuffix), caSuffix, dataKeys(s))
 	}
 	if err := checkPEMCerts(ca); err != nil {
-		return nil, fmt.Errorf("secret %s/%s: CA certificates: %w", s.Namespace, s.Name, err)
+		return nil, nil, fmt.Errorf("secret %s/%s: CA certificates: %w", s.Namespace, s.Name, err)
 	}
-	return ca, nil
+	crl = s.Data[crlKey]
+	if len(crl) > 0 {
+		if err := checkCRL(crl); err != nil {
+			return nil, nil, fmt.Errorf("secret %s/%s: %s: %w", s.Namespace, s.Name, crlKey, err)
+		}
+	}
+	return ca, crl, nil
 }
 
-func refuseUnsupportedKeys(s *corev1.Secret) error {
-	for _, k := range []string{caCRL, ocspStaple} {
-		if len(s.Data[k]) > 0 {
-			return fmt.Errorf("secret %s/%s: key %s is not supported by Strait's gateways (remove it)", s.Namespace, s.Name, k)
+// checkCRL checks that b holds PEM "X509 CRL" blocks, or is one DER
+// list, as the proxy reads it (tlsconf parseCRLs).
+func checkCRL(b []byte) error {
+	n := 0
+	for rest := b; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
 		}
+		if block.Type != "X509 CRL" {
+			continue
+		}
+		if _, err := x509.ParseRevocationList(block.Bytes); err != nil {
+			return err
+		}
+		n++
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := x509.ParseRevocationList(b); err != nil {
+		return fmt.Errorf("no PEM \"X509 CRL\" block and not a DER CRL: %w", err)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 // testPKI is a CA and a server certificate it issued, in PEM.
 type testPKI struct {
 	caPEM, certPEM, keyPEM []byte
+	crlPEM                 []byte // revokes serial 99
 }
 
 func newTestPKI(t *testing.T, host string) testPKI {
@@ -42,7 +43,7 @@ func newTestPKI(t *testing.T, host string) testPKI {
 	caKey, leafKey := key(), key()
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test ca"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +59,14 @@ func newTestPKI(t *testing.T, host string) testPKI {
 	if err != nil {
 		t.Fatal(err)
 	}
+	crlDER, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(1),
+		ThisUpdate: time.Now().Add(-time.Minute), NextUpdate: time.Now().Add(time.Hour),
+		RevokedCertificateEntries: []x509.RevocationListEntry{{SerialNumber: big.NewInt(99), RevocationTime: time.Now()}}}, ca, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return testPKI{
+		crlPEM:  pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: crlDER}),
 		caPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
 		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
@@ -97,7 +105,10 @@ func TestCredentialFormats(t *testing.T) {
 		secretOf("gw", "garbage", tlsType, map[string][]byte{"tls.crt": []byte("not pem"), "tls.key": a.keyPEM}),
 		secretOf("gw", "nokey", corev1.SecretTypeOpaque, map[string][]byte{"cert": a.certPEM}),
 		secretOf("gw", "badca", tlsType, map[string][]byte{"tls.crt": a.certPEM, "tls.key": a.keyPEM, "ca.crt": a.keyPEM}),
-		secretOf("gw", "crl", tlsType, map[string][]byte{"tls.crt": a.certPEM, "tls.key": a.keyPEM, "ca.crt": a.caPEM, "ca.crl": []byte("x")}),
+		secretOf("gw", "crl", tlsType, map[string][]byte{"tls.crt": a.certPEM, "tls.key": a.keyPEM, "ca.crt": a.caPEM, "ca.crl": a.crlPEM}),
+		secretOf("gw", "badcrl", tlsType, map[string][]byte{"tls.crt": a.certPEM, "tls.key": a.keyPEM, "ca.crt": a.caPEM, "ca.crl": []byte("x")}),
+		secretOf("gw", "genericbadcrl", corev1.SecretTypeOpaque, map[string][]byte{"cert": a.certPEM, "key": a.keyPEM, "cacert": a.caPEM, "crl": []byte("x")}),
+		secretOf("gw", "staple", tlsType, map[string][]byte{"tls.crt": a.certPEM, "tls.key": a.keyPEM, "tls.ocsp-staple": []byte("x")}),
 	)
 	for _, tc := range []struct {
 		name    string
@@ -116,7 +127,11 @@ func TestCredentialFormats(t *testing.T) {
 		{"nokey", false, "secret gw/nokey has neither tls.crt and tls.key (a kubernetes.io/tls Secret) nor cert and key (a generic Secret); found keys cert"},
 		{"badca", false, ""},
 		{"badca", true, "secret gw/badca: CA certificates: PEM block \"EC PRIVATE KEY\", want CERTIFICATE"},
-		{"crl", false, "secret gw/crl: key ca.crl is not supported"},
+		{"crl", true, ""},
+		{"badcrl", false, ""},
+		{"badcrl", true, "secret gw/badcrl: ca.crl: no PEM \"X509 CRL\" block and not a DER CRL"},
+		{"genericbadcrl", true, "secret gw/genericbadcrl: crl: no PEM"},
+		{"staple", false, "secret gw/staple: key tls.ocsp-staple is not supported"},
 		{"absent", false, "secret gw/absent not found"},
 		{"absent", true, "secret gw/absent not found"},
 	} {
@@ -129,7 +144,7 @@ func TestCredentialFormats(t *testing.T) {
 		}
 	}
 	// The separate CA Secret wins over the credential's own CA.
-	ca, err := store.caCerts("gw", "split")
+	ca, _, err := store.caCerts("gw", "split")
 	if err != nil || string(ca) != string(b.caPEM) {
 		t.Errorf("CA of split: %v, want split-cacert's", err)
 	}
@@ -147,7 +162,7 @@ func TestGenerateSecretsAuthorization(t *testing.T) {
 	a := newTestPKI(t, "a.example.com")
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	for _, s := range []*corev1.Secret{
-		secretOf("gw", "cred", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": a.certPEM, "tls.key": a.keyPEM, "ca.crt": a.caPEM}),
+		secretOf("gw", "cred", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": a.certPEM, "tls.key": a.keyPEM, "ca.crt": a.caPEM, "ca.crl": a.crlPEM}),
 		secretOf("other", "cred", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": a.certPEM, "tls.key": a.keyPEM}),
 		secretOf("gw", "broken", corev1.SecretTypeTLS, map[string][]byte{"tls.crt": a.certPEM}),
 	} {
@@ -186,8 +201,9 @@ func TestGenerateSecretsAuthorization(t *testing.T) {
 			t.Errorf("%s: %v, want the Secret's tls.crt and tls.key", n, got[n])
 		}
 	}
-	if ca := got["kubernetes://cred-cacert"].GetValidationContext().GetTrustedCa().GetInlineBytes(); string(ca) != string(a.caPEM) {
-		t.Errorf("kubernetes://cred-cacert: %v, want the Secret's ca.crt", got["kubernetes://cred-cacert"])
+	if vc := got["kubernetes://cred-cacert"].GetValidationContext(); string(vc.GetTrustedCa().GetInlineBytes()) != string(a.caPEM) ||
+		string(vc.GetCrl().GetInlineBytes()) != string(a.crlPEM) {
+		t.Errorf("kubernetes://cred-cacert: %v, want the Secret's ca.crt and ca.crl", got["kubernetes://cred-cacert"])
 	}
 
 	sidecar, err := proxypush.ParseNodeID("sidecar~10.0.0.2~app-abc.gw~gw.svc.cluster.local")

@@ -74,7 +74,7 @@ func (c secretStore) Check(ns, name string, mutual bool) error {
 		return err
 	}
 	if mutual {
-		if _, err := c.caCerts(ns, name); err != nil {
+		if _, _, err := c.caCerts(ns, name); err != nil {
 			return err
 		}
 	}
@@ -93,15 +93,16 @@ func (c secretStore) keyAndCert(ns, name string) (cert, key []byte, err error) {
 	return keyAndCert(s)
 }
 
-// caCerts is the CA certificates of the credential ns/name: those of a
-// Secret NAME-cacert, else NAME's own (Istio's GetCaCert).
-func (c secretStore) caCerts(ns, name string) ([]byte, error) {
+// caCerts is the CA certificates and revocation list of the credential
+// ns/name: those of a Secret NAME-cacert, else NAME's own (Istio's
+// GetCaCert).
+func (c secretStore) caCerts(ns, name string) (ca, crl []byte, err error) {
 	if s := c.get(ns, name+caSuffix); s != nil {
 		return caCerts(s)
 	}
 	s := c.get(ns, name)
 	if s == nil {
-		return nil, fmt.Errorf("secret %s/%s not found, nor %s/%s%s with the CA certificates", ns, name, ns, name, caSuffix)
+		return nil, nil, fmt.Errorf("secret %s/%s not found, nor %s/%s%s with the CA certificates", ns, name, ns, name, caSuffix)
 	}
 	return caCerts(s)
 }
@@ -257,13 +258,15 @@ func (ref credentialRef) build(store secretStore) (*tlsv3.Secret, error) {
 		return &core.DataSource{Specifier: &core.DataSource_InlineBytes{InlineBytes: b}}
 	}
 	if ref.ca {
-		ca, err := store.caCerts(ref.namespace, ref.name)
+		ca, crl, err := store.caCerts(ref.namespace, ref.name)
 		if err != nil {
 			return nil, err
 		}
-		return &tlsv3.Secret{Name: ref.resource, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-			TrustedCa: inline(ca),
-		}}}, nil
+		vc := &tlsv3.CertificateValidationContext{TrustedCa: inline(ca)}
+		if len(crl) > 0 {
+			vc.Crl = inline(crl) // Istio's toEnvoyCaSecret
+		}
+		return &tlsv3.Secret{Name: ref.resource, Type: &tlsv3.Secret_ValidationContext{ValidationContext: vc}}, nil
 	}
 	cert, key, err := store.keyAndCert(ref.namespace, ref.name)
 	if err != nil {

@@ -272,9 +272,19 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	}})
 	generator := gen.NewWithOptions(source, gen.Options{KeySets: keySets})
 	reg.MustRegister(generator.Collector())
+	var (
+		generate   xds.Generator  = generator
+		pushFilter xds.PushFilter = generator
+	)
+	if kreg != nil {
+		// Kubernetes mode: the Gateways' credentials come from Secrets,
+		// served over ADS.
+		cg := credentialGenerator{Generator: generator, secrets: kreg}
+		generate, pushFilter = cg, cg
+	}
 	server, err := xds.New(xds.Options{
-		Generator:         generator,
-		PushFilter:        generator,
+		Generator:         generate,
+		PushFilter:        pushFilter,
 		EndpointsNarrower: generator,
 		ResolveProxy:      resolveProxy,
 		DebounceAfter:     push.DebounceAfter,

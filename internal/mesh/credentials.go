@@ -32,6 +32,17 @@ type Credentials interface {
 	Check(ns, name string, mutual bool) error
 }
 
+// ControlPlaneCredentials is implemented by a Credentials whose registry
+// also serves the credentials to the gateways itself, as istiod does in
+// Kubernetes (pilot/pkg/xds/sds.go SecretGen): the gateway's proxy then
+// asks the control plane for them over ADS (sds_config {ads: {}}) instead
+// of its agent's SDS socket.
+type ControlPlaneCredentials interface {
+	Credentials
+	// ServedOverADS marks the implementation; it is never called.
+	ServedOverADS()
+}
+
 // credentialKey names one credential as a gateway workload asks for it.
 type credentialKey struct {
 	namespace, name string
@@ -143,6 +154,15 @@ func (s *Snapshot) GatewayCredentialError(ns string, srv *networking.Server) err
 	}
 	// A router that is no WorkloadEntry of this snapshot.
 	return s.credentials.checker.Check(key.namespace, key.name, key.mutual)
+}
+
+// GatewayCredentialsOverADS reports whether the gateways get their
+// credentials from the control plane over ADS (a ControlPlaneCredentials
+// registry, Kubernetes mode) rather than from their agent's SDS (file
+// mode's CREDENTIALS_DIR).
+func (s *Snapshot) GatewayCredentialsOverADS() bool {
+	_, ok := s.credentials.checker.(ControlPlaneCredentials)
+	return ok
 }
 
 // CredentialsChanged reports whether a credential this snapshot checked

@@ -136,7 +136,10 @@ func New(o Options) (*Proxy, error) {
 	p.Clusters = cluster.NewManager(o.Logger, st)
 	p.Clusters.SetExchangeFrame(local.Frame)
 	p.Clusters.OnWarmed(p.checkReady)
-	p.secrets = tlsconf.NewProvider(tlsconf.ProviderOptions{Node: b.GetNode(), Logger: o.Logger, Dial: p.dialCluster})
+	// A Gateway credential's secret comes on the ADS stream (sds_config
+	// {ads: {}}), which the ADS client subscribes to (Start).
+	p.secrets = tlsconf.NewProvider(tlsconf.ProviderOptions{Node: b.GetNode(), Logger: o.Logger, Dial: p.dialCluster,
+		ADS: b.GetDynamicResources().GetAdsConfig() != nil})
 	p.Clusters.SetSecrets(p.secrets)
 	p.http = hcm.NewServer(hcm.Options{Logger: o.Logger, Clusters: p.Clusters, Codec: o.HTTPCodec})
 	p.logs = accesslog.NewFiles(accesslog.FilesOptions{Logger: o.Logger})
@@ -215,6 +218,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 			return c.Dial(ctx, ep)
 		},
 		Handler:        p,
+		Secrets:        p.secrets,
 		Logger:         p.opts.Logger,
 		Stats:          p.Stats,
 		MinBackoff:     p.opts.XDSBackoff,

@@ -7,7 +7,11 @@ import (
 	"slices"
 	"strings"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/debugapi"
 	"github.com/straitmesh/strait/internal/nds"
@@ -126,7 +130,7 @@ func (s *Server) ConfigDumpHandler() http.Handler {
 				td.Error = err.Error()
 			}
 			for _, res := range res {
-				b, err := protojson.Marshal(res.GetResource())
+				b, err := protojson.Marshal(redactSecret(res.GetResource()))
 				if err != nil {
 					td.Error = err.Error()
 					continue
@@ -137,6 +141,30 @@ func (s *Server) ConfigDumpHandler() http.Handler {
 		}
 		writeJSON(w, dump)
 	})
+}
+
+// secretType is the SDS resource type (a Gateway's credentials).
+const secretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+
+// redactSecret returns a, or for a secret a copy whose private key is
+// "[redacted]", as Envoy's admin config_dump shows it: the dump is for
+// debugging, not a way to read a Gateway's keys.
+func redactSecret(a *anypb.Any) proto.Message {
+	if a.GetTypeUrl() != secretType {
+		return a
+	}
+	var sec tlsv3.Secret
+	if err := a.UnmarshalTo(&sec); err != nil {
+		return a
+	}
+	if tc := sec.GetTlsCertificate(); tc.GetPrivateKey() != nil {
+		tc.PrivateKey = &core.DataSource{Specifier: &core.DataSource_InlineString{InlineString: "[redacted]"}}
+	}
+	out, err := anypb.New(&sec)
+	if err != nil {
+		return &anypb.Any{TypeUrl: secretType}
+	}
+	return out
 }
 
 type configDump struct {

@@ -590,14 +590,25 @@ func versionShare(t *testing.T, get func(*testing.T, int, string) []echoLine, ve
 // applyIstio creates or updates the Istio objects of a YAML stream.
 func applyIstio(ctx context.Context, t *testing.T, node *kubenode.Node, stream string) {
 	t.Helper()
+	applyIstioTo(ctx, t, node.API.Dynamic, stream)
+}
+
+// applyIstioTo creates or updates the Istio objects of a YAML stream
+// through dyn.
+func applyIstioTo(ctx context.Context, t *testing.T, dyn dynamic.Interface, stream string) {
+	t.Helper()
 	for _, doc := range strings.Split(stream, "\n---\n") {
 		var u unstructured.Unstructured
 		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
 			t.Fatal(err)
 		}
 		gvk := u.GroupVersionKind()
-		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: strings.ToLower(gvk.Kind) + "s"}
-		res := node.API.Dynamic.Resource(gvr).Namespace(u.GetNamespace())
+		resource := strings.ToLower(gvk.Kind) + "s"
+		if base, ok := strings.CutSuffix(strings.ToLower(gvk.Kind), "ry"); ok {
+			resource = base + "ries" // WorkloadEntry, ServiceEntry
+		}
+		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: resource}
+		res := dyn.Resource(gvr).Namespace(u.GetNamespace())
 		cur, err := res.Get(ctx, u.GetName(), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):

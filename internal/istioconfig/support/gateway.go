@@ -8,9 +8,11 @@ package support
 // files on the gateway (serverCertificate, privateKey, caCertificates),
 // served by the gateway's agent over SDS as Istio's file-cert:/file-root:
 // resources; credentialName NAME is Istio's SDS resource
-// kubernetes://NAME, which the gateway's agent reads from its credentials
-// directory (NAME/tls.crt, tls.key, ca.crt: a Kubernetes TLS Secret's
-// keys); straitd does not read Kubernetes Secrets yet. validateGateway refuses the protocols and field combinations
+// kubernetes://NAME, which straitd serves over ADS from the Secret NAME
+// in Kubernetes mode (internal/registry/kube secrets.go) and the
+// gateway's agent from its credentials directory in file mode
+// (NAME/tls.crt, tls.key, ca.crt: a Kubernetes TLS Secret's keys).
+// validateGateway refuses the protocols and field combinations
 // that are not built.
 var gatewaySupport = map[string]Support{
 	"servers":                                       Honoured,

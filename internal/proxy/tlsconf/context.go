@@ -96,7 +96,7 @@ func buildCommon(c *tlsv3.CommonTlsContext, p *Provider, path string) (*common, 
 	switch {
 	case c.GetValidationContext() != nil:
 		def, defPath = c.GetValidationContext(), path+".validation_context"
-		if err := checkStaticValidation(def, path+".validation_context"); err != nil {
+		if err := checkValidation(def, path+".validation_context"); err != nil {
 			return nil, err
 		}
 		roots, err := trustedCA(def, path+".validation_context")
@@ -121,7 +121,7 @@ func buildCommon(c *tlsv3.CommonTlsContext, p *Provider, path string) (*common, 
 		def, defPath = cv.GetDefaultValidationContext(), cp+".default_validation_context"
 		// The default context's own trusted_ca is replaced by the SDS
 		// secret's, as Envoy merges them (the dynamic one wins).
-		if err := checkStaticValidation(def, cp+".default_validation_context"); err != nil {
+		if err := checkValidation(def, cp+".default_validation_context"); err != nil {
 			return nil, err
 		}
 		s, err := p.sdsSecret(cv.GetValidationContextSdsSecretConfig(), cp+".validation_context_sds_secret_config")
@@ -382,8 +382,14 @@ func (c *common) verify(raw [][]byte) error {
 	if err != nil {
 		return fmt.Errorf("tls: peer certificate: %w", err)
 	}
-	if c.crls != nil {
-		if err := c.crls.check(chains, time.Now()); err != nil {
+	crls := c.crls
+	if v.crls != nil {
+		// The SDS secret's list wins over the default context's, as
+		// Envoy merges a combined validation context.
+		crls = v.crls
+	}
+	if crls != nil {
+		if err := crls.check(chains, time.Now()); err != nil {
 			return fmt.Errorf("tls: peer certificate: %w", err)
 		}
 	}

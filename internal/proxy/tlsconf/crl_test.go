@@ -103,10 +103,12 @@ func TestCRL(t *testing.T) {
 	}
 }
 
-// TestCRLOnlyInStaticContexts: a crl in the TLS context's own validation
-// context is used; one in an SDS secret is refused, never ignored; a crl
-// without a trust bundle is refused.
-func TestCRLOnlyInStaticContexts(t *testing.T) {
+// TestCRLInContextsAndSecrets: a crl in the TLS context's own
+// validation context is used; one in an SDS secret (a Gateway
+// credential's ca.crl) too, and wins over the context's, as Envoy merges
+// a combined validation context: a leaf it revokes is refused at
+// verification; a crl without a trust bundle is refused in both.
+func TestCRLInContextsAndSecrets(t *testing.T) {
 	ca := newCRLCA(t, "ca")
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
 	vc := crlContext(ca.crl(t, time.Now().Add(time.Hour)))
@@ -115,8 +117,26 @@ func TestCRLOnlyInStaticContexts(t *testing.T) {
 	if err != nil || len(c.crls) != 1 {
 		t.Fatalf("static crl: %v %v", c, err)
 	}
-	if _, err := parseSecret(&tlsv3.Secret{Name: "s", Type: &tlsv3.Secret_ValidationContext{ValidationContext: vc}}); err == nil || !strings.Contains(err.Error(), "crl is not supported") {
-		t.Errorf("crl in an SDS secret: %v", err)
+
+	good, revoked := ca.leaf(t, 20), ca.leaf(t, 21)
+	sdsVC := crlContext(ca.crl(t, time.Now().Add(time.Hour), 21))
+	sdsVC.TrustedCa = vc.TrustedCa
+	v, err := parseSecret(&tlsv3.Secret{Name: "kubernetes://cred-cacert", Type: &tlsv3.Secret_ValidationContext{ValidationContext: sdsVC}})
+	if err != nil || len(v.crls) != 1 {
+		t.Fatalf("crl in an SDS secret: %v %v", v, err)
+	}
+	roots := staticSecret("kubernetes://cred-cacert", v)
+	// The context's own list revokes nothing; the secret's revokes 21.
+	sc := &common{roots: roots, crls: c.crls}
+	if err := sc.verify([][]byte{good.Raw}); err != nil {
+		t.Errorf("good leaf: %v", err)
+	}
+	if err := sc.verify([][]byte{revoked.Raw}); err == nil || !strings.Contains(err.Error(), "is revoked") {
+		t.Errorf("leaf revoked by the secret's crl: %v", err)
+	}
+	if _, err := parseSecret(&tlsv3.Secret{Name: "s", Type: &tlsv3.Secret_ValidationContext{ValidationContext: crlContext(ca.crl(t, time.Now().Add(time.Hour)))}}); err == nil ||
+		!strings.Contains(err.Error(), "crl needs a trust bundle") {
+		t.Errorf("crl without roots in an SDS secret: %v", err)
 	}
 	noRoots := crlContext(ca.crl(t, time.Now().Add(time.Hour)))
 	if _, err := buildCommon(&tlsv3.CommonTlsContext{ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: noRoots}}, nil, "ctx"); err == nil || !strings.Contains(err.Error(), "crl needs a trust bundle") {

@@ -7,8 +7,6 @@
 package tlsconf
 
 import (
-	"maps"
-
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -110,13 +108,6 @@ var validationRefused = map[protoreflect.Name]string{
 	"suppress_client_ca_list":              "not implemented; remove it",
 }
 
-// sdsValidationHonoured and sdsValidationRefused are the lists of a
-// validation context received over SDS, which carries no CRL (parseSecret).
-var (
-	sdsValidationHonoured = without(validationHonoured, "crl")
-	sdsValidationRefused  = with(validationRefused, "crl", "a CRL is read only from a validation context in the TLS context; put it there")
-)
-
 // Allow-lists of the messages that carry SDS configs, data sources and
 // matchers: every field outside one is refused by name.
 var (
@@ -130,6 +121,7 @@ var (
 	}
 	sdsSecretConfigFields = map[protoreflect.Name]bool{"name": true, "sds_config": true}
 	sdsConfigSourceFields = map[protoreflect.Name]bool{"api_config_source": true, "resource_api_version": true, "initial_fetch_timeout": true}
+	adsConfigSourceFields = map[protoreflect.Name]bool{"ads": true, "resource_api_version": true, "initial_fetch_timeout": true}
 	apiConfigSourceFields = map[protoreflect.Name]bool{
 		"api_type": true, "transport_api_version": true, "grpc_services": true, "set_node_on_first_message_only": true,
 	}
@@ -137,15 +129,3 @@ var (
 	envoyGrpcFields      = map[protoreflect.Name]bool{"cluster_name": true}
 	tlsCertificateFields = map[protoreflect.Name]bool{"certificate_chain": true, "private_key": true}
 )
-
-func without(m map[protoreflect.Name]string, n protoreflect.Name) map[protoreflect.Name]string {
-	out := maps.Clone(m)
-	delete(out, n)
-	return out
-}
-
-func with(m map[protoreflect.Name]string, n protoreflect.Name, why string) map[protoreflect.Name]string {
-	out := maps.Clone(m)
-	out[n] = why
-	return out
-}

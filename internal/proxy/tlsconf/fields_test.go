@@ -22,7 +22,6 @@ func TestTLSFieldsClassified(t *testing.T) {
 	fieldtest.Classified(t, (&tlsv3.DownstreamTlsContext{}).ProtoReflect().Descriptor(), downstreamHonoured, downstreamRefused)
 	fieldtest.Classified(t, (&tlsv3.CommonTlsContext{}).ProtoReflect().Descriptor(), commonHonoured, commonRefused)
 	fieldtest.Classified(t, (&tlsv3.CertificateValidationContext{}).ProtoReflect().Descriptor(), validationHonoured, validationRefused)
-	fieldtest.Classified(t, (&tlsv3.CertificateValidationContext{}).ProtoReflect().Descriptor(), sdsValidationHonoured, sdsValidationRefused)
 	for _, c := range []struct {
 		m    protoreflect.ProtoMessage
 		list map[protoreflect.Name]bool

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +38,11 @@ type ProviderOptions struct {
 	// Dial connects to a bootstrap cluster by name (the SDS cluster, e.g.
 	// Istio's "sds-grpc" pipe to the agent's workload socket).
 	Dial func(ctx context.Context, cluster string) (net.Conn, error)
+	// ADS says the proxy has an ADS stream (the bootstrap's ads_config)
+	// whose client subscribes to the secrets whose sds_config is
+	// {ads: {}} (ADSSecrets, ApplySecrets); without it such secrets are
+	// refused.
+	ADS bool
 	// Node identifies the proxy on SDS requests.
 	Node   *corev3.Node
 	Logger *slog.Logger
@@ -52,8 +59,12 @@ type Provider struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex // guards subs
+	mu   sync.Mutex // guards subs, ads and adsChanged
 	subs map[sdsKey]*Secret
+	// ads are the secrets taken from the ADS stream by name; adsChanged
+	// is closed (and replaced) when one is added.
+	ads        map[string]*Secret
+	adsChanged chan struct{}
 }
 
 type sdsKey struct{ cluster, name string }
@@ -65,7 +76,8 @@ func NewProvider(o ProviderOptions) *Provider {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Provider{opts: o, log: log.With("component", "sds-client"), ctx: ctx, cancel: cancel, subs: map[sdsKey]*Secret{}}
+	return &Provider{opts: o, log: log.With("component", "sds-client"), ctx: ctx, cancel: cancel, subs: map[sdsKey]*Secret{},
+		ads: map[string]*Secret{}, adsChanged: make(chan struct{})}
 }
 
 // Close ends every SDS stream and waits for them.
@@ -88,6 +100,7 @@ type secretValue struct {
 	version string
 	cert    *tls.Certificate // a tls_certificate secret
 	roots   *x509.CertPool   // a validation_context secret
+	crls    crlSet           // its crl, nil when it has none
 	// validation is the validation context as sent, for combining with a
 	// default_validation_context.
 	validation *tlsv3.CertificateValidationContext
@@ -129,6 +142,9 @@ func (p *Provider) sdsSecret(cfg *tlsv3.SdsSecretConfig, path string) (*Secret, 
 	if err := fieldaudit.Only(path, cfg.ProtoReflect(), sdsSecretConfigFields); err != nil {
 		return nil, err
 	}
+	if cfg.GetSdsConfig().GetAds() != nil {
+		return p.adsSecret(cfg, path)
+	}
 	cluster, err := sdsCluster(cfg.GetSdsConfig(), path+".sds_config")
 	if err != nil {
 		return nil, err
@@ -147,6 +163,62 @@ func (p *Provider) sdsSecret(cfg *tlsv3.SdsSecretConfig, path string) (*Secret, 
 		p.watch(key, s)
 	}()
 	return s, nil
+}
+
+// adsSecret accepts an ADS config source, Istio's for a Gateway's
+// credentialName (SDSAdsConfig): the secret comes on the ADS stream, as
+// the Secret type, which the proxy's ADS client subscribes to by name
+// (ADSSecrets) and hands to ApplySecrets.
+func (p *Provider) adsSecret(cfg *tlsv3.SdsSecretConfig, path string) (*Secret, error) {
+	if err := fieldaudit.Only(path+".sds_config", cfg.GetSdsConfig().ProtoReflect(), adsConfigSourceFields); err != nil {
+		return nil, err
+	}
+	if !p.opts.ADS {
+		return nil, fmt.Errorf("%s.sds_config.ads: this proxy has no ADS stream (the bootstrap's dynamic_resources.ads_config)", path)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.ads[cfg.GetName()]; s != nil {
+		return s, nil
+	}
+	s := newSecret(cfg.GetName())
+	p.ads[cfg.GetName()] = s
+	close(p.adsChanged)
+	p.adsChanged = make(chan struct{})
+	return s, nil
+}
+
+// ADSSecrets returns the names of the secrets taken from the ADS stream,
+// sorted, and a channel closed when one is added. It implements
+// xdsclient.SecretSubscriptions.
+func (p *Provider) ADSSecrets() ([]string, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.ads)), p.adsChanged
+}
+
+// ApplySecrets stores the secrets of one ADS response. A secret that does
+// not parse rejects the whole response, leaving every secret as it was;
+// one that no TLS context names is ignored. It implements
+// xdsclient.SecretSubscriptions.
+func (p *Provider) ApplySecrets(version string, secrets []*tlsv3.Secret) error {
+	values := make([]*secretValue, len(secrets))
+	for i, sec := range secrets {
+		v, err := parseSecret(sec)
+		if err != nil {
+			return err
+		}
+		v.version = version
+		values[i] = v
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, sec := range secrets {
+		if s := p.ads[sec.GetName()]; s != nil {
+			s.store(values[i])
+		}
+	}
+	return nil
 }
 
 // sdsCluster accepts the config source Istio's bootstrap and generated
@@ -277,7 +349,14 @@ func parseSecret(sec *tlsv3.Secret) (*secretValue, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &secretValue{roots: roots, validation: vc}, nil
+		crls, err := parseCRLs(vc, path+".validation_context")
+		if err != nil {
+			return nil, err
+		}
+		if crls != nil && roots == nil {
+			return nil, fmt.Errorf("%s.validation_context.crl needs a trust bundle (trusted_ca) to check certificates against", path)
+		}
+		return &secretValue{roots: roots, crls: crls, validation: vc}, nil
 	default:
 		return nil, fmt.Errorf("%s: only tls_certificate and validation_context secrets are supported", path)
 	}
@@ -326,14 +405,9 @@ func trustedCA(vc *tlsv3.CertificateValidationContext, path string) (*x509.CertP
 }
 
 // checkValidation refuses validation features this socket does not
-// implement in an SDS secret's validation context.
+// implement, in a validation context of the TLS context or of an SDS
+// secret (both may carry revocation lists: crl).
 func checkValidation(vc *tlsv3.CertificateValidationContext, path string) error {
-	return fieldaudit.Check(path, vc.ProtoReflect(), sdsValidationHonoured, sdsValidationRefused)
-}
-
-// checkStaticValidation is checkValidation for a validation context in
-// the TLS context itself, which may also carry revocation lists (crl).
-func checkStaticValidation(vc *tlsv3.CertificateValidationContext, path string) error {
 	return fieldaudit.Check(path, vc.ProtoReflect(), validationHonoured, validationRefused)
 }
 

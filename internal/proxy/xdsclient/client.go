@@ -1,7 +1,8 @@
 // Package xdsclient is the proxy's ADS client: one state-of-the-world
 // AggregatedDiscoveryService stream carrying CDS and LDS (wildcard), then
-// EDS and RDS for the names those reference, with Envoy's ACK/NACK rules
-// and reconnection with backoff.
+// EDS and RDS for the names those reference, and SDS for the secrets the
+// TLS contexts take from ADS (a Gateway's credentialName), with Envoy's
+// ACK/NACK rules and reconnection with backoff.
 package xdsclient
 
 import (
@@ -20,6 +21,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -47,6 +49,21 @@ type RejectionHandler interface {
 	Rejected(typeURL string, names []string)
 }
 
+// SecretType is the SDS resource type.
+const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+
+// SecretSubscriptions are the secrets that TLS contexts take from the ADS
+// stream (sds_config {ads: {}}, Istio's for a Gateway's credentialName);
+// tlsconf.Provider implements it.
+type SecretSubscriptions interface {
+	// ADSSecrets returns the secret names to subscribe to, sorted, and a
+	// channel closed when they change.
+	ADSSecrets() (names []string, changed <-chan struct{})
+	// ApplySecrets applies one response's secrets; an error rejects the
+	// response (NACK) and keeps the secrets as they were.
+	ApplySecrets(version string, secrets []*tlsv3.Secret) error
+}
+
 // Options configure a Client.
 type Options struct {
 	Node *corev3.Node
@@ -57,8 +74,11 @@ type Options struct {
 	NodeOnFirstRequestOnly bool
 	Dial                   func(ctx context.Context) (net.Conn, error) // connects to the management server
 	Handler                Handler
-	Logger                 *slog.Logger
-	Stats                  *stats.Store
+	// Secrets, when set, are subscribed to on the stream as their names
+	// appear (nil: no SDS on ADS).
+	Secrets SecretSubscriptions
+	Logger  *slog.Logger
+	Stats   *stats.Store
 	// Backoff bounds between reconnection attempts; defaults 500ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
 	// ListenersAfter, when not nil, holds the LDS subscription back until
@@ -118,6 +138,9 @@ func New(o Options) *Client {
 	add(xdsapi.ListenerType, "listener_manager.lds", true)
 	add(xdsapi.EndpointType, "cluster_manager.eds", false)
 	add(xdsapi.RouteType, "http.rds", false)
+	if o.Secrets != nil {
+		add(SecretType, "sds", false)
+	}
 	c.connected = o.Stats.Gauge("control_plane.connected_state")
 	return c
 }
@@ -174,6 +197,10 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 	for _, t := range c.types {
 		t.nonce, t.sent = "", false
 	}
+	var secretsChanged <-chan struct{}
+	if c.opts.Secrets != nil {
+		c.types[SecretType].names, secretsChanged = c.opts.Secrets.ADSSecrets()
+	}
 	// Subscribe: CDS and LDS always (wildcard), EDS/RDS when we know names.
 	for _, typ := range c.order {
 		t := c.types[typ]
@@ -211,6 +238,17 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 			c.log.Info("clusters initialized; subscribing to listeners")
 			if err := s.send(c.types[xdsapi.ListenerType], nil); err != nil {
 				return gotResponse, err
+			}
+		case <-secretsChanged:
+			var names []string
+			names, secretsChanged = c.opts.Secrets.ADSSecrets()
+			if t := c.types[SecretType]; len(names) > 0 && !slices.Equal(names, t.names) {
+				// Never an empty list, which would mean wildcard: a secret
+				// no longer named keeps its stale subscription, as EDS.
+				t.names = names
+				if err := s.send(t, nil); err != nil {
+					return gotResponse, err
+				}
 			}
 		case r := <-recv:
 			if r.err != nil {
@@ -317,6 +355,8 @@ func (c *Client) apply(resp *discoveryv3.DiscoveryResponse) (*dependents, error)
 		return nil, h.ApplyEndpoints(v, as[*endpointv3.ClusterLoadAssignment](ms))
 	case xdsapi.RouteType:
 		return nil, h.ApplyRoutes(v, as[*routev3.RouteConfiguration](ms))
+	case SecretType:
+		return nil, c.opts.Secrets.ApplySecrets(v, as[*tlsv3.Secret](ms))
 	}
 	return nil, errors.New("unreachable")
 }

@@ -7,6 +7,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -32,6 +33,8 @@ func newResource(typeURL string) (validatable, func(validatable) string) {
 		return &routev3.RouteConfiguration{}, func(m validatable) string {
 			return m.(*routev3.RouteConfiguration).GetName()
 		}
+	case SecretType:
+		return &tlsv3.Secret{}, func(m validatable) string { return m.(*tlsv3.Secret).GetName() }
 	}
 	return nil, nil
 }
@@ -91,6 +94,8 @@ func shortType(typeURL string) string {
 		return "listener"
 	case xdsapi.RouteType:
 		return "route_configuration"
+	case SecretType:
+		return "secret"
 	}
 	return typeURL
 }

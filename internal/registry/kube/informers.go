@@ -25,7 +25,13 @@ type informerSet struct {
 // that client speaks for, caching objects like example after dropping
 // their managed fields.
 func (s *informerSet) add(client cache.Getter, resource string, example runtime.Object) cache.SharedIndexInformer {
-	lw := cache.NewListWatchFromClient(client, resource, "", fields.Everything())
+	return s.addSelected(client, resource, example, fields.Everything())
+}
+
+// addSelected is add for the objects that selector (a field selector)
+// keeps.
+func (s *informerSet) addSelected(client cache.Getter, resource string, example runtime.Object, selector fields.Selector) cache.SharedIndexInformer {
+	lw := cache.NewListWatchFromClient(client, resource, "", selector)
 	inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	_ = inf.SetTransform(stripManagedFields) // fails only once running
 	s.mu.Lock()

@@ -1,6 +1,7 @@
 // Package kube is the Kubernetes registry: it watches Services,
-// EndpointSlices, Pods, Namespaces and Nodes through client-go shared
-// informers, and the Istio CRDs (through dynamic informers) and,
+// EndpointSlices, Pods, Namespaces, Nodes and Secrets (the Gateways'
+// credentials, which it also serves to the gateways: secrets.go) through
+// client-go shared informers, and the Istio CRDs (through dynamic informers) and,
 // when enabled, the Gateway API kinds that are installed in the cluster,
 // and turns them into the same mesh.Snapshot the xDS generators read.
 //
@@ -57,6 +58,7 @@ const (
 	kindNamespace     = "Namespace"
 	kindNode          = "Node"
 	kindCRD           = "CustomResourceDefinition"
+	kindSecretEvent   = string(KindSecret)
 	// Internal events.
 	kindSynced = "strait/informer-synced" // obj: the handler key of a kind whose informer synced
 	kindStatic = "strait/static"          // obj: the *proxypush.PushRequest of the static source
@@ -146,6 +148,7 @@ type Registry struct {
 	slices        cache.SharedIndexInformer
 	pods          cache.SharedIndexInformer
 	crds          cache.SharedIndexInformer
+	secrets       cache.SharedIndexInformer // the Gateways' credentials (secrets.go)
 	coreSynced    []cache.InformerSynced
 	syncedCh      chan struct{} // closed after the first snapshot from the cluster
 
@@ -232,6 +235,10 @@ func New(opts Options) (*Registry, error) {
 	r.pods = r.coreInformers.add(core.RESTClient(), "pods", &corev1.Pod{})
 	namespaces := r.coreInformers.add(core.RESTClient(), "namespaces", &corev1.Namespace{})
 	nodes := r.coreInformers.add(core.RESTClient(), "nodes", &corev1.Node{})
+	r.secrets = r.coreInformers.addSelected(core.RESTClient(), "secrets", &corev1.Secret{}, secretFieldSelector())
+	if err := r.secrets.SetTransform(stripSecret); err != nil {
+		return nil, fmt.Errorf("kube registry: %w", err)
+	}
 	r.derived.nodeLocality = func(name string) string {
 		obj, ok, _ := nodes.GetStore().GetByKey(name)
 		if !ok {
@@ -258,13 +265,14 @@ func New(opts Options) (*Registry, error) {
 		kindNamespace:     r.onClusterScoped,
 		kindNode:          r.onNode,
 		kindCRD:           r.onCRD,
+		kindSecretEvent:   r.onSecret,
 		kindSynced:        r.onKindSynced,
 		kindStatic:        r.onStatic,
 		kindMesh:          r.onMesh,
 	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{
 		kindService: r.services, kindEndpointSlice: r.slices, kindPod: r.pods,
-		kindNamespace: namespaces, kindNode: nodes, kindCRD: r.crds,
+		kindNamespace: namespaces, kindNode: nodes, kindCRD: r.crds, kindSecretEvent: r.secrets,
 	} {
 		reg, err := inf.AddEventHandler(r.queue.handlerFor(kind))
 		if err != nil {

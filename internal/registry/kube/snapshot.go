@@ -170,7 +170,8 @@ func (r *Registry) updateEndpoints(evs []event) (*mesh.Snapshot, map[proxypush.C
 // publish builds and stores a new snapshot from store.
 func (r *Registry) publish(store *istioconfig.Store, logIt bool) {
 	r.version++
-	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.opts.Domain, RootNamespace: r.opts.RootNamespace, Mesh: r.mesh, Version: r.version, Previous: r.snap.Load()})
+	snap, problems := mesh.Build(store, mesh.BuildOptions{Domain: r.opts.Domain, RootNamespace: r.opts.RootNamespace, Mesh: r.mesh, Version: r.version, Previous: r.snap.Load(),
+		Credentials: secretStore{r.secretsStore()}})
 	msgs := make([]string, 0, len(problems))
 	for _, p := range problems {
 		msgs = append(msgs, p.Error())

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -16,6 +17,20 @@ func stripManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// stripSecret keeps of a Secret what a Gateway credential reads: its
+// namespace, name, identity, type and data. Its managed fields,
+// annotations (kubectl's last-applied-configuration holds the whole data
+// again) and labels go.
+func stripSecret(obj any) (any, error) {
+	s, ok := obj.(*corev1.Secret)
+	if !ok {
+		return stripManagedFields(obj)
+	}
+	s.ManagedFields, s.Annotations, s.Labels, s.OwnerReferences = nil, nil, nil, nil
+	s.StringData = nil // never set on a Secret read from the API
+	return s, nil
 }
 
 // stripCRD drops a CustomResourceDefinition's managed fields and the

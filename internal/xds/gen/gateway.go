@@ -214,11 +214,11 @@ func gatewayTLSChains(snap *mesh.Snapshot, ns string, port uint32, servers []gat
 		case s.terminates() && s.Protocol == "HTTPS":
 			add(sniHosts(s.Server), &listener.FilterChain{
 				Filters:         []*listener.Filter{gatewayHCM(snap, port, s.routeName(), true)},
-				TransportSocket: gatewayTLSSocket(s.Server.GetTls(), true),
+				TransportSocket: gatewayTLSSocket(s.Server.GetTls(), true, snap.GatewayCredentialsOverADS()),
 			})
 		case s.terminates():
 			if f := gatewayTCPFilter(snap, ns, s); f != nil {
-				add(sniHosts(s.Server), &listener.FilterChain{Filters: []*listener.Filter{f}, TransportSocket: gatewayTLSSocket(s.Server.GetTls(), false)})
+				add(sniHosts(s.Server), &listener.FilterChain{Filters: []*listener.Filter{f}, TransportSocket: gatewayTLSSocket(s.Server.GetTls(), false, snap.GatewayCredentialsOverADS())})
 			}
 		default: // PASSTHROUGH
 			for _, vs := range gatewayVirtualServices(snap, ns, s) {
@@ -257,12 +257,15 @@ func sniHosts(srv *networking.Server) []string {
 }
 
 // gatewayTLSSocket terminates TLS with the server's certificate files
-// (or its credentialName's), served by the gateway's agent over SDS;
-// MUTUAL also requires a client certificate that the CA certificates
+// (or its credentialName's), served by the gateway's agent over SDS, or,
+// for a credentialName when the control plane serves the credentials
+// (overADS: Kubernetes Secrets), by the control plane over ADS, as
+// Istio's ConstructSdsSecretConfigForCredential emits them; MUTUAL also
+// requires a client certificate that the CA certificates
 // verify; ISTIO_MUTUAL uses the workload certificate and the mesh's root
 // CA ("default" and "ROOTCA"). An HTTPS server offers h2
 // and http/1.1 (Istio's ALPNHttp).
-func gatewayTLSSocket(t *networking.ServerTLSSettings, http bool) *core.TransportSocket {
+func gatewayTLSSocket(t *networking.ServerTLSSettings, http, overADS bool) *core.TransportSocket {
 	common := &tlsv3.CommonTlsContext{
 		TlsParams: &tlsv3.TlsParameters{
 			TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2,
@@ -271,10 +274,15 @@ func gatewayTLSSocket(t *networking.ServerTLSSettings, http bool) *core.Transpor
 		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{sdsSecret(fileCertPrefix + t.GetServerCertificate() + "~" + t.GetPrivateKey())},
 	}
 	caResource := fileRootPrefix + t.GetCaCertificates()
+	caSecret := sdsSecret
 	if n := t.GetCredentialName(); n != "" {
 		// Istio's credential resources (pilot/pkg/model/credentials): the
-		// gateway's agent serves them from its credentials directory.
-		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sdsSecret(credentialPrefix + n)}
+		// control plane serves them over ADS, or, in file mode, the
+		// gateway's agent from its credentials directory.
+		if overADS {
+			caSecret = adsSecret
+		}
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{caSecret(credentialPrefix + n)}
 		caResource = credentialPrefix + n + credentialCASuffix
 	}
 	if http {
@@ -287,18 +295,32 @@ func gatewayTLSSocket(t *networking.ServerTLSSettings, http bool) *core.Transpor
 		// that the mesh's root CA signed (a sidecar sending to an egress
 		// gateway).
 		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{sdsSecret(sdsDefault)}
-		caResource = sdsRootCA
+		caResource, caSecret = sdsRootCA, sdsSecret
 	}
 	if m := t.GetMode(); m == networking.ServerTLSSettings_MUTUAL || m == networking.ServerTLSSettings_ISTIO_MUTUAL {
 		common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{
 			CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext:         &tlsv3.CertificateValidationContext{},
-				ValidationContextSdsSecretConfig: sdsSecret(caResource),
+				ValidationContextSdsSecretConfig: caSecret(caResource),
 			},
 		}
 		ctx.RequireClientCertificate = wrapperspb.Bool(true)
 	}
 	return &core.TransportSocket{Name: tlsSocketName, ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}}
+}
+
+// adsSecret is the SdsSecretConfig of a credential the control plane
+// serves on the ADS stream: Istio's SDSAdsConfig
+// (pilot/pkg/security/model/authentication.go), without initial_fetch_timeout so that a Secret
+// that never comes does not hold up the listener.
+func adsSecret(name string) *tlsv3.SdsSecretConfig {
+	return &tlsv3.SdsSecretConfig{
+		Name: name,
+		SdsConfig: &core.ConfigSource{
+			ConfigSourceSpecifier: &core.ConfigSource_Ads{Ads: &core.AggregatedConfigSource{}},
+			ResourceApiVersion:    core.ApiVersion_V3,
+		},
+	}
 }
 
 // gatewayTCPFilter is the tcp_proxy of a TCP server (or a TLS one that

@@ -5,8 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/proxypush"
@@ -168,4 +174,108 @@ func TestEgressGatewayIstioMutual(t *testing.T) {
 	if clusters := generate(xdsapi.ClusterType); !strings.Contains(clusters, `"sni": "api.external.test"`) {
 		t.Error("clusters: no TLS origination to api.external.test")
 	}
+}
+
+// adsCredentials are credentials the control plane serves (Kubernetes
+// mode), all present.
+type adsCredentials struct{}
+
+func (adsCredentials) Check(string, string, bool) error { return nil }
+func (adsCredentials) ServedOverADS()                   {}
+
+// TestGatewayCredentialOverADS: when the registry serves the
+// credentials (Kubernetes Secrets), server https-api's credentialName
+// api-cert is Istio's ADS-sourced SDS (ConstructSdsSecretConfigForCredential):
+// kubernetes://api-cert and, MUTUAL, kubernetes://api-cert-cacert, each
+// with sds_config {ads: {}}; the servers with certificate files keep the
+// agent's SDS cluster (file-cert:, file-root:). In file mode the
+// credential stays on the agent's SDS cluster.
+func TestGatewayCredentialOverADS(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "gateway", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := proxypush.ParseNodeID("router~10.92.0.10~ingressgateway.ingress~ingress.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		creds   mesh.Credentials
+		wantADS bool
+	}{
+		{"kube", adsCredentials{}, true},
+		{"file", credentialsFunc(func(string, string, bool) error { return nil }), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap, problems := mesh.Build(storeOf(t, string(b)), mesh.BuildOptions{Credentials: tc.creds})
+			if len(problems) != 0 {
+				t.Fatalf("problems %v", problems)
+			}
+			g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+			res, err := g.Generate(router, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := findListener(t, res, "0.0.0.0_443")
+			var found int
+			for _, fc := range l.GetFilterChains() {
+				if !slices.Contains(fc.GetFilterChainMatch().GetServerNames(), "api.example.com") {
+					continue
+				}
+				found++
+				var ctx tlsv3.DownstreamTlsContext
+				if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(&ctx); err != nil {
+					t.Fatal(err)
+				}
+				cert := ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()
+				ca := ctx.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig()
+				if len(cert) != 1 || cert[0].GetName() != "kubernetes://api-cert" || ca.GetName() != "kubernetes://api-cert-cacert" {
+					t.Fatalf("secrets %v and %v, want kubernetes://api-cert and kubernetes://api-cert-cacert", cert, ca)
+				}
+				for _, s := range []*tlsv3.SdsSecretConfig{cert[0], ca} {
+					if got := s.GetSdsConfig().GetAds() != nil; got != tc.wantADS {
+						t.Errorf("%s: sds_config %v, want ads %t", s.GetName(), s.GetSdsConfig(), tc.wantADS)
+					}
+					if tc.wantADS && (s.GetSdsConfig().GetInitialFetchTimeout() != nil || s.GetSdsConfig().GetResourceApiVersion() != core.ApiVersion_V3) {
+						t.Errorf("%s: sds_config %v, want Istio's SDSAdsConfig", s.GetName(), s.GetSdsConfig())
+					}
+				}
+				if !ctx.GetRequireClientCertificate().GetValue() {
+					t.Error("MUTUAL server does not require a client certificate")
+				}
+			}
+			if found != 1 {
+				t.Fatalf("%d chains for api.example.com, want 1", found)
+			}
+			for _, fc := range l.GetFilterChains() {
+				if slices.Contains(fc.GetFilterChainMatch().GetServerNames(), "mtls.example.com") {
+					var ctx tlsv3.DownstreamTlsContext
+					if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(&ctx); err != nil {
+						t.Fatal(err)
+					}
+					if s := ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs()[0]; s.GetSdsConfig().GetAds() != nil {
+						t.Errorf("certificate files %s come over ADS", s.GetName())
+					}
+				}
+			}
+		})
+	}
+}
+
+// findListener returns the listener name of res or fails the test.
+func findListener(t *testing.T, res []*discovery.Resource, name string) *listener.Listener {
+	t.Helper()
+	for _, r := range res {
+		if r.GetName() != name {
+			continue
+		}
+		var l listener.Listener
+		if err := r.GetResource().UnmarshalTo(&l); err != nil {
+			t.Fatal(err)
+		}
+		return &l
+	}
+	t.Fatalf("no listener %s", name)
+	return nil
 }

@@ -15,10 +15,13 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -288,4 +291,46 @@ func statusGrants(t *testing.T, r Rendered) []string {
 		}
 	}
 	return got
+}
+
+// TestChartGatewaySecretsReview: with the ingress gateway enabled, the
+// chart lets straitd ask the API server (a SubjectAccessReview, as the
+// chart's ServiceAccount) whether a gateway may have its Secrets, and
+// the answer is yes for the gateway's service account (its Role) and no
+// for the namespace's default one: straitd serves a Gateway's
+// credentialName only on a yes (registry/kube secretauthz.go).
+func TestChartGatewaySecretsReview(t *testing.T) {
+	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := NewClient(env.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.PollInterval = 100 * time.Millisecond
+	vals, err := MergeValues(nil, []string{"gateways.istio-ingressgateway.enabled=true"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(ctx, render(t, RenderOptions{Values: vals}), DefaultNamespace); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + DefaultNamespace + ":straitd"}
+	asStraitd, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sa, want := range map[string]bool{"istio-ingressgateway-service-account": true, "default": false} {
+		resp, err := asStraitd.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               "system:serviceaccount:" + DefaultNamespace + ":" + sa,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: DefaultNamespace, Verb: "list", Resource: "secrets"},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("straitd's SubjectAccessReview: %v", err)
+		}
+		if resp.Status.Allowed != want {
+			t.Errorf("%s may list the namespace's Secrets: %t, want %t (%s)", sa, resp.Status.Allowed, want, resp.Status.Reason)
+		}
+	}
 }

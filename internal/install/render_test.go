@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -462,6 +463,16 @@ func TestRenderIngressGateway(t *testing.T) {
 	sa := find(t, r.Objects, "ServiceAccount", "istio-ingressgateway-service-account")
 	if sa.GetLabels()[InstanceLabel] != DefaultRelease {
 		t.Errorf("ServiceAccount labels %v lack the release's", sa.GetLabels())
+	}
+	role := find(t, r.Objects, "Role", "istio-ingressgateway-sds")
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	if len(rules) != 1 || fmt.Sprint(rules[0].(map[string]any)["resources"]) != "[secrets]" || fmt.Sprint(rules[0].(map[string]any)["verbs"]) != "[get watch list]" {
+		t.Errorf("Role rules %v, want get, watch, list on secrets", rules)
+	}
+	rb := find(t, r.Objects, "RoleBinding", "istio-ingressgateway-sds")
+	subjects, _, _ := unstructured.NestedSlice(rb.Object, "subjects")
+	if len(subjects) != 1 || subjects[0].(map[string]any)["name"] != "istio-ingressgateway-service-account" || str(t, rb, "roleRef", "name") != "istio-ingressgateway-sds" {
+		t.Errorf("RoleBinding %v → %v, want the gateway's ServiceAccount bound to its Role", subjects, rb.Object["roleRef"])
 	}
 	dep := find(t, r.Objects, "Deployment", "istio-ingressgateway")
 	if dep.GetNamespace() != DefaultNamespace || dep.GetLabels()[InstanceLabel] != DefaultRelease {

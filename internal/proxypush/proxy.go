@@ -5,6 +5,7 @@ package proxypush
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -36,6 +37,10 @@ type Proxy struct {
 	// bootstrap's node.locality); empty when the node sent none, and then
 	// the generator takes the proxy's WorkloadEntry's.
 	Locality string
+	// PeerIP is the address the connection comes from, as the xDS server
+	// saw it (invalid when gRPC did not know it). The node id's IP is what
+	// the proxy says of itself; PeerIP is where it is.
+	PeerIP netip.Addr
 }
 
 // ParseNodeID parses a node id of the form TYPE~IP~POD.NS~DOMAIN.

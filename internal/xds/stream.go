@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/netip"
 	"slices"
 	"strconv"
 	"time"
@@ -110,6 +111,7 @@ func (s *Server) initConnection(node *core.Node, con *Connection) error {
 	}
 	proxy.Metadata = nodeMetadata(node)
 	proxy.Locality = localityString(node.GetLocality())
+	proxy.PeerIP = peerIP(con.peer)
 	if s.opts.ResolveProxy != nil {
 		if err := s.opts.ResolveProxy(proxy); err != nil {
 			return status.Errorf(codes.FailedPrecondition, "proxy %s: %v", proxy.ID, err)
@@ -182,6 +184,16 @@ func (s *Server) generate(con *Connection, typeURL string, names []string, req *
 		return nil, false
 	}
 	return res, true
+}
+
+// peerIP is the IP of a peer address "IP:PORT" (IPv4-mapped IPv6 as
+// IPv4); invalid when there is none.
+func peerIP(addr string) netip.Addr {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 // peerAddr is the remote address of a stream, or "" when gRPC does not know it.

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/straitmesh/strait/internal/debugapi"
@@ -50,6 +51,7 @@ metadata:
 spec:
   address: %s
   labels: {istio: ingressgateway}
+  serviceAccount: ingressgateway
 ---
 apiVersion: networking.istio.io/v1
 kind: Gateway
@@ -200,6 +202,18 @@ func TestKubeGatewayCredentials(t *testing.T) {
 	create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "b-cred-cacert"}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"cacert": clientCA.pem, "crl": clientCA.crl(t, revokedSerial)}})
 	applyIstioTo(ctx, t, env.Dynamic, fmt.Sprintf(credentialsGatewayYAML, pod.IP))
+	// The gateway's service account may read its namespace's Secrets, as
+	// Istio's gateway chart grants it: straitd asks (SubjectAccessReview)
+	// before it serves one.
+	if _, err := kc.RbacV1().Roles("gw").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "ingressgateway-sds"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "watch", "list"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.RbacV1().RoleBindings("gw").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "ingressgateway-sds"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "ingressgateway-sds"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ingressgateway", Namespace: "gw"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// straitd on the bridge's host address, where the gateway reaches it.
 	host := network.HostIP.String()

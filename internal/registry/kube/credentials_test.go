@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"log/slog"
 	"math/big"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -175,9 +176,10 @@ func TestGenerateSecretsAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	router.PeerIP = netip.MustParseAddr("10.0.0.1")
 	watched := []string{"kubernetes://cred", "kubernetes://cred-cacert", "kubernetes://gw/cred", "kubernetes://other/cred",
 		"kubernetes://broken", "kubernetes://absent", "file-root:/etc/ca.crt"}
-	res, err := generateSecrets(secretStore{store}, log, router, watched)
+	res, err := generateSecrets(secretStore{store}, log, router, watched, checkSecretPeer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +212,8 @@ func TestGenerateSecretsAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = generateSecrets(secretStore{store}, log, sidecar, []string{"kubernetes://cred"})
+	sidecar.PeerIP = netip.MustParseAddr("10.0.0.2")
+	res, err = generateSecrets(secretStore{store}, log, sidecar, []string{"kubernetes://cred"}, checkSecretPeer)
 	const want = "is a sidecar: Secrets (a Gateway's credentialName) are served only to gateways (proxy router) of the Secret's namespace"
 	if err == nil || !strings.Contains(err.Error(), want) || len(res) != 0 {
 		t.Errorf("sidecar: %d resources, error %v; want none and %q", len(res), err, want)

@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	discoveryv1client "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	"k8s.io/client-go/rest"
@@ -149,6 +150,7 @@ type Registry struct {
 	pods          cache.SharedIndexInformer
 	crds          cache.SharedIndexInformer
 	secrets       cache.SharedIndexInformer // the Gateways' credentials (secrets.go)
+	reviewer      *secretReviewer           // who may have them (secretauthz.go)
 	coreSynced    []cache.InformerSynced
 	syncedCh      chan struct{} // closed after the first snapshot from the cluster
 
@@ -216,6 +218,10 @@ func New(opts Options) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube registry: %w", err)
 	}
+	authz, err := authorizationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kube registry: %w", err)
+	}
 	r := &Registry{
 		opts:          opts,
 		log:           opts.Logger.With("component", "mesh.kube"),
@@ -229,6 +235,7 @@ func New(opts Options) (*Registry, error) {
 		converted:     map[types.UID]convertedConfig{},
 		derived:       newDerivedCache(),
 		mesh:          opts.Mesh,
+		reviewer:      newSecretReviewer(authz.SubjectAccessReviews()),
 	}
 	r.services = r.coreInformers.add(core.RESTClient(), "services", &corev1.Service{})
 	r.slices = r.coreInformers.add(disc.RESTClient(), "endpointslices", &discoveryv1.EndpointSlice{})

@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -167,13 +166,17 @@ func SecretsOnly(req *proxypush.PushRequest) (namespaces map[string]bool, ok boo
 // sidecar's request is refused with an error, a name of another
 // namespace or of no Kubernetes Secret is left out and logged, as is a
 // Secret that is missing or malformed, so that one bad reference does
-// not hold up the others.
+// not hold up the others. Who may have them: secretauthz.go.
 func (r *Registry) GenerateSecrets(proxy *proxypush.Proxy, watched []string) ([]*discovery.Resource, error) {
-	return generateSecrets(secretStore{r.secretsStore()}, r.log, proxy, watched)
+	return generateSecrets(secretStore{r.secretsStore()}, r.log, proxy, watched, r.authorizeSecrets)
 }
 
-func generateSecrets(store secretStore, log *slog.Logger, proxy *proxypush.Proxy, watched []string) ([]*discovery.Resource, error) {
-	if err := authorizeSecrets(proxy); err != nil {
+// generateSecrets builds the credentials of watched for proxy once
+// authorize (Registry.authorizeSecrets, secretauthz.go) let it have them.
+func generateSecrets(store secretStore, log *slog.Logger, proxy *proxypush.Proxy, watched []string,
+	authorize func(*proxypush.Proxy) error,
+) ([]*discovery.Resource, error) {
+	if err := authorize(proxy); err != nil {
 		return nil, err
 	}
 	var out []*discovery.Resource
@@ -208,17 +211,6 @@ func (r *Registry) secretsStore() cache.Store {
 		return nil
 	}
 	return r.secrets.GetStore()
-}
-
-// authorizeSecrets refuses a proxy that is no gateway.
-func authorizeSecrets(proxy *proxypush.Proxy) error {
-	if proxy == nil {
-		return errors.New("no proxy")
-	}
-	if proxy.Type != proxypush.Router {
-		return fmt.Errorf("proxy %s is a %s: Secrets (a Gateway's credentialName) are served only to gateways (proxy router) of the Secret's namespace", proxy.ID, proxy.Type)
-	}
-	return nil
 }
 
 // credentialRef is a parsed credential resource name.

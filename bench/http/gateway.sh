@@ -161,7 +161,13 @@ for c in "${chains[@]}"; do
 	for r in 0 $((ROUTES / 2)) $((ROUTES - 1)); do
 		n=$(curl -sf --cacert "$work/ca.pem" --resolve "gateway.bench:${entry[$c]}:127.0.0.1" \
 			"https://gateway.bench:${entry[$c]}/r$r/x" | wc -c) || n=0
-		if [ "$n" != 1024 ]; then log "chain $c route /r$r/ returned $n bytes, want 1024"; exit 1; fi
+		if [ "$n" != 1024 ]; then
+			log "chain $c route /r$r/ returned $n bytes, want 1024:"
+			curl -sS -o /dev/null --cacert "$work/ca.pem" --resolve "gateway.bench:${entry[$c]}:127.0.0.1" \
+				"https://gateway.bench:${entry[$c]}/r$r/x" >&2 || true
+			tail -n 5 "$work"/*.log "$work"/*/logs/error.log >&2 2>/dev/null || true
+			exit 1
+		fi
 	done
 done
 

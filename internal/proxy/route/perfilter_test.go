@@ -77,3 +77,15 @@ func TestPerFilterMerge(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterNamesMatchFilters holds route's copies of the CORS and fault
+// filter names (which it names in refusals without importing the filters)
+// to the names those filters register under.
+func TestFilterNamesMatchFilters(t *testing.T) {
+	if corsFilterName != cors.Name {
+		t.Errorf("corsFilterName = %q, cors.Name = %q", corsFilterName, cors.Name)
+	}
+	if faultFilterName != fault.Name {
+		t.Errorf("faultFilterName = %q, fault.Name = %q", faultFilterName, fault.Name)
+	}
+}

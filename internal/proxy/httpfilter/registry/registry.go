@@ -8,10 +8,10 @@ package registry
 import (
 	"fmt"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/istiostats"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/istiostats"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/jwtauthn"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/metadataexchange"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/rbac"

@@ -45,7 +45,7 @@ func (f *Filters) PerFilterConfig(name string) any {
 // PerFilterParsers finds the per-route config parser of a filter by the
 // key of its typed_per_filter_config entry (the filter's name) and the
 // type URL of the config; nil: no such filter, or it takes none. The
-// HTTP filter registry (httpfilter/registry) is one.
+// HTTP filter registry (filters/http/registry) is one.
 type PerFilterParsers interface {
 	PerRouteParser(name, typeURL string) httpfilter.PerRouteParser
 }

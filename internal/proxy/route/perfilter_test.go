@@ -9,10 +9,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/cors"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/fault"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
 )
 
 // testParsers are the fault and CORS filters' per-route parsers (the

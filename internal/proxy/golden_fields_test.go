@@ -17,7 +17,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/registry"
 	"github.com/straitmesh/strait/internal/proxy/listener"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"

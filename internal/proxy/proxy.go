@@ -3,8 +3,9 @@
 // (whose filter chains run the HTTP connection manager or tcp_proxy), the
 // SDS secret provider, the ADS client and the admin endpoints, and owns
 // what joins them: the applied xDS resources, the start-up order (clusters
-// warm before listeners are asked for; ready once the listeners warm) and
-// the config dump.
+// warm before listeners are asked for; ready once the listeners warm,
+// startup.go) and telling the config dump (package configdump) of each
+// applied update.
 package proxy
 
 import (
@@ -13,10 +14,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -28,8 +30,9 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/admin"
 	"github.com/straitmesh/strait/internal/proxy/bootstrap"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/configdump"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/registry"
 	"github.com/straitmesh/strait/internal/proxy/hcm"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/listener"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/stats"
@@ -38,6 +41,10 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/xdsclient"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
+
+// netipZero is the original destination of a connection the proxy opens
+// for itself (the xDS client's, a tracer's): it has none.
+var netipZero netip.AddrPort
 
 // Options configure a Proxy.
 type Options struct {
@@ -72,29 +79,19 @@ type Proxy struct {
 	logs      *accesslog.Files   // access log files of the filters
 	tracers   *tracing.Reporters // span reporters of the HCMs' tracing
 	hasADS    bool
-	started   time.Time // when New ran: the bootstrap's and static resources' last_updated
 
-	// applied keeps when each resource's config was applied, for the
-	// config dump's last_updated (ConfigDump).
-	applied appliedTimes
+	// dump builds /config_dump; it is told of every applied update, for
+	// each resource's last_updated.
+	dump *configdump.Dumper
 	// memory returns the heap's free pages to the OS once the
 	// configuration has settled.
 	memory *memrelease.Releaser
 
-	ready atomic.Bool
-	// Initial fetch timeouts of the bootstrap's cds_config and lds_config.
-	cdsTimeout, ldsTimeout time.Duration
-	// clustersInit is closed once the cluster manager has initialized: the
-	// xDS client then asks for listeners (startInit).
-	clustersInit chan struct{}
-	init         startup
-	// Envoy's server.state (checkReady) and
-	// listener_manager.workers_started gauges, which Istio's pilot-agent
-	// reads to tell whether the proxy is ready.
-	serverState, workersStarted *atomic.Int64
+	// init is the start-up and the server state: readiness, draining
+	// and Envoy's server.state gauge.
+	init *startup
 
-	draining atomic.Bool
-	drainMu  sync.Mutex // guards drainSeq, drainClosed and drainStop
+	drainMu sync.Mutex // guards drainSeq, drainClosed and drainStop
 	// drainSeq: an admin graceful drain started; drainStop stops its
 	// listeners at its end; drainClosed: Close ran.
 	drainSeq, drainClosed bool
@@ -116,15 +113,17 @@ func New(o Options) (*Proxy, error) {
 	if o.Concurrency < 1 {
 		o.Concurrency = 1
 	}
+	started := time.Now() // the bootstrap's and static resources' last_updated
 	b := o.Bootstrap
 	st := stats.New()
 	p := &Proxy{opts: o, log: o.Logger.With("component", "proxy"), Stats: st, Routes: route.NewStoreWith(registry.Default()), done: make(chan struct{}), quit: make(chan struct{}),
-		clustersInit: make(chan struct{}), started: time.Now(), memory: memrelease.New()}
-	var err error
-	if p.cdsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetCdsConfig()); err != nil {
+		memory: memrelease.New()}
+	cdsTimeout, err := xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetCdsConfig())
+	if err != nil {
 		return nil, fmt.Errorf("bootstrap dynamic_resources.cds_config: %w", err)
 	}
-	if p.ldsTimeout, err = xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetLdsConfig()); err != nil {
+	ldsTimeout, err := xdsclient.InitialFetchTimeout(b.GetDynamicResources().GetLdsConfig())
+	if err != nil {
 		return nil, fmt.Errorf("bootstrap dynamic_resources.lds_config: %w", err)
 	}
 	// Istio's metadata exchange tells peers who this node is (its id and
@@ -135,7 +134,6 @@ func New(o Options) (*Proxy, error) {
 	}
 	p.Clusters = cluster.NewManager(o.Logger, st)
 	p.Clusters.SetExchangeFrame(local.Frame)
-	p.Clusters.OnWarmed(p.checkReady)
 	// A Gateway credential's secret comes on the ADS stream (sds_config
 	// {ads: {}}), which the ADS client subscribes to (Start).
 	p.secrets = tlsconf.NewProvider(tlsconf.ProviderOptions{Node: b.GetNode(), Logger: o.Logger, Dial: p.dialCluster,
@@ -149,10 +147,13 @@ func New(o Options) (*Proxy, error) {
 		Workers: o.Concurrency, OriginalDst: o.OriginalDst, DrainTime: o.DrainTime, Secrets: p.secrets,
 		AccessLogs: p.logs, Local: local, Tracing: p.tracers,
 		// With ADS, no listener accepts before the start-up is done
-		// (startInit).
+		// (startup.go).
 		Held: b.GetDynamicResources().GetAdsConfig() != nil,
 	})
-	p.Listeners.OnWarmed(p.checkReady)
+	p.init = newStartup(p.log, p.Clusters, p.Listeners, cdsTimeout, ldsTimeout,
+		st.Gauge("server.state"), st.Gauge("listener_manager.workers_started"))
+	p.Clusters.OnWarmed(p.init.check)
+	p.Listeners.OnWarmed(p.init.check)
 	if err := p.Clusters.AddStatic(b.GetStaticResources().GetClusters()); err != nil {
 		p.http.Close()
 		p.secrets.Close()
@@ -167,16 +168,13 @@ func New(o Options) (*Proxy, error) {
 		p.tracers.Close()
 		return nil, err
 	}
-	p.appliedClusters(b.GetStaticResources().GetClusters())
-	p.appliedListeners(b.GetStaticResources().GetListeners())
+	p.dump = configdump.New(configdump.Sources{Bootstrap: b, Started: started,
+		Clusters: p.Clusters, Listeners: p.Listeners, Routes: p.Routes})
+	p.dump.AppliedClusters(b.GetStaticResources().GetClusters())
+	p.dump.AppliedListeners(b.GetStaticResources().GetListeners())
 	p.hasADS = b.GetDynamicResources().GetAdsConfig() != nil
-	p.serverState = st.Gauge("server.state")
-	p.serverState.Store(statePreInitializing)
-	p.workersStarted = st.Gauge("listener_manager.workers_started")
 	if !p.hasADS {
-		p.ready.Store(true)
-		p.serverState.Store(stateLive)
-		p.workersStarted.Store(1)
+		p.init.live()
 	}
 	return p, nil
 }
@@ -222,9 +220,9 @@ func (p *Proxy) Start(ctx context.Context) error {
 		Logger:         p.opts.Logger,
 		Stats:          p.Stats,
 		MinBackoff:     p.opts.XDSBackoff,
-		ListenersAfter: p.clustersInit,
+		ListenersAfter: p.init.clustersInit,
 	})
-	p.startInit()
+	p.init.start()
 	go func() {
 		defer close(p.done)
 		if err := client.Run(ctx); err != nil {
@@ -263,7 +261,7 @@ func (p *Proxy) Close() error {
 	if p.admin != nil {
 		errs = append(errs, p.admin.Close())
 	}
-	p.stopInit()
+	p.init.stop()
 	p.memory.Stop()
 	p.drainMu.Lock()
 	p.drainClosed = true
@@ -315,7 +313,7 @@ const drainQuiet = time.Second
 // open, nor come and gone, for drainQuiet, after d, or on Quit, whichever
 // comes first. Readiness fails from the start.
 func (p *Proxy) Drain(d time.Duration) {
-	p.setDraining()
+	p.init.setDraining()
 	p.Listeners.DrainListeners(false, true)
 	if d <= 0 {
 		return
@@ -351,18 +349,14 @@ func (p *Proxy) Drain(d time.Duration) {
 }
 
 // Ready implements admin.Source.
-func (p *Proxy) Ready() bool { return p.ready.Load() && !p.draining.Load() }
+func (p *Proxy) Ready() bool { return p.init.isReady() }
 
 // Initializing implements admin.Source: the clusters are initialized and
-// the start-up waits for the listeners (checkReady).
-func (p *Proxy) Initializing() bool {
-	p.init.mu.Lock()
-	defer p.init.mu.Unlock()
-	return p.init.clustersInit
-}
+// the start-up waits for the listeners.
+func (p *Proxy) Initializing() bool { return p.init.initializing() }
 
 // Draining implements admin.Source.
-func (p *Proxy) Draining() bool { return p.draining.Load() }
+func (p *Proxy) Draining() bool { return p.init.isDraining() }
 
 // DrainListeners implements admin.Source (Envoy's POST /drain_listeners):
 // see listener.Manager.DrainListeners. A graceful drain stops the
@@ -370,7 +364,7 @@ func (p *Proxy) Draining() bool { return p.draining.Load() }
 // unless r.SkipExit; as in Envoy, a graceful request once a graceful
 // drain has started is ignored.
 func (p *Proxy) DrainListeners(r admin.DrainRequest) {
-	p.setDraining()
+	p.init.setDraining()
 	if !r.Graceful {
 		p.Listeners.DrainListeners(r.InboundOnly, false)
 		return
@@ -399,15 +393,21 @@ func (p *Proxy) Quit() { p.quitOnce.Do(func() { close(p.quit) }) }
 // Quitting is closed once Quit was called.
 func (p *Proxy) Quitting() <-chan struct{} { return p.quit }
 
+// ConfigDump implements admin.Source, in Envoy's /config_dump shape
+// (configdump.Dumper.Dump).
+func (p *Proxy) ConfigDump(r admin.DumpRequest) (*adminv3.ConfigDump, error) {
+	return p.dump.Dump(r)
+}
+
 // ApplyClusters implements xdsclient.Handler.
 func (p *Proxy) ApplyClusters(version string, cs []*clusterv3.Cluster) ([]string, error) {
 	names, err := p.Clusters.ApplyCDS(version, cs)
 	if err != nil {
 		return nil, err
 	}
-	p.appliedClusters(cs)
+	p.dump.AppliedClusters(cs)
 	p.memory.Changed()
-	p.initDone(&p.init.cdsDone)
+	p.init.clustersCame()
 	return names, nil
 }
 
@@ -417,7 +417,7 @@ func (p *Proxy) ApplyEndpoints(version string, clas []*endpointv3.ClusterLoadAss
 		return err
 	}
 	p.memory.Changed()
-	p.checkReady()
+	p.init.check()
 	return nil
 }
 
@@ -427,9 +427,9 @@ func (p *Proxy) ApplyListeners(version string, ls []*listenerv3.Listener) ([]str
 	if err != nil {
 		return nil, err
 	}
-	p.appliedListeners(ls)
+	p.dump.AppliedListeners(ls)
 	p.memory.Changed()
-	p.initDone(&p.init.ldsDone)
+	p.init.listenersCame()
 	return names, nil
 }
 
@@ -438,10 +438,10 @@ func (p *Proxy) ApplyRoutes(version string, rcs []*routev3.RouteConfiguration) e
 	if err := p.Routes.Apply(version, rcs); err != nil {
 		return err
 	}
-	p.appliedRoutes(rcs)
+	p.dump.AppliedRoutes(rcs)
 	p.memory.Changed()
 	p.Listeners.RoutesUpdated() // warming listeners whose routes came start serving
-	p.checkReady()
+	p.init.check()
 	return nil
 }
 
@@ -451,13 +451,13 @@ func (p *Proxy) Rejected(typeURL string, names []string) {
 	switch typeURL {
 	case xdsapi.RouteType:
 		p.Listeners.RoutesRejected(names)
-		p.checkReady()
+		p.init.check()
 	case xdsapi.ClusterType:
 		// A rejected first response ends the wait for it, as in Envoy
 		// (CdsApiImpl and LdsApiImpl::onConfigUpdateFailed).
-		p.initDone(&p.init.cdsDone)
+		p.init.clustersCame()
 	case xdsapi.ListenerType:
-		p.initDone(&p.init.ldsDone)
+		p.init.listenersCame()
 	}
 }
 

@@ -13,7 +13,7 @@ import "time"
 // initialization with no hosts, so it becomes active with none (503 "no
 // healthy upstream") until EDS delivers. The proxy's start-up waits for
 // the clusters of the first CDS response to leave warming before it asks
-// for listeners (Proxy.checkReady in package proxy).
+// for listeners (startup.check in package proxy).
 
 // startFetchTimerLocked arms c's initial fetch timeout when c, an EDS
 // cluster, starts warming (a warming version CDS repeats keeps its timer).

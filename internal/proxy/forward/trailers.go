@@ -3,7 +3,7 @@ package forward
 // This file is the one trailer policy of every codec path (hcm's
 // h1forward.go, h1toh2.go, h2.go): which trailers cross the proxy, in
 // either direction. Trailers arrive after the head was sanitized
-// (package fwdheaders, httpfilter/jwtauthn/outputheaders.go, the router's x-envoy-* headers) and
+// (package fwdheaders, filters/http/jwtauthn/outputheaders.go, the router's x-envoy-* headers) and
 // routed, so nothing the HCM checks or sets in the head may come through
 // them, and an app that merges trailers into headers must not see them.
 //

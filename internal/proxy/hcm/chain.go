@@ -1,7 +1,7 @@
 package hcm
 
 // The HTTP filter chain of an HCM: built from its http_filters list in
-// list order with the filters' factories (httpfilter/registry), the router
+// list order with the filters' factories (filters/http/registry), the router
 // last, as Envoy requires; run on every codec through httpfilter.Stream
 // (h1stream.go, h2stream.go). Decoders run in list order until one stops
 // (it answered, or the stream was reset); the response head, upstream's or
@@ -17,8 +17,8 @@ import (
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/registry"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
@@ -31,7 +31,7 @@ import (
 type chain struct {
 	filters []httpfilter.Filter // the decoders before the router
 	names   []string            // their names, the keys of per-route config
-	// router is the list's last, terminal filter (httpfilter/router): its
+	// router is the list's last, terminal filter (filters/http/router): its
 	// DecodeHeaders runs after the others', then the codec carries out
 	// the route's upstream exchange.
 	router httpfilter.Terminal
@@ -53,7 +53,7 @@ type indexed[T any] struct {
 
 // buildChain builds the filters of list, whose last entry is named for the
 // router (checked by Build), with the registry's factories: the router
-// too (httpfilter/router, which audits its config), and it must be the
+// too (filters/http/router, which audits its config), and it must be the
 // one terminal filter, the last. A filter the registry does not know is
 // refused by name, unless marked is_optional (Envoy skips it then).
 // buildChainWith puts first (the tracing filter) before them, so that it

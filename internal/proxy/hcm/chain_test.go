@@ -22,9 +22,9 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/registry"
+	routerfilter "github.com/straitmesh/strait/internal/proxy/filters/http/router"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
-	routerfilter "github.com/straitmesh/strait/internal/proxy/httpfilter/router"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 

@@ -298,7 +298,7 @@ func TestRouterFilterRefusedFields(t *testing.T) {
 	if _, err := Build(hcmConfig(withRouter(&routerv3.Router{}, nil)), nil); err != nil {
 		t.Fatalf("Router{}: %v", err)
 	}
-	// Every Router field is refused (httpfilter/router's audit): the
+	// Every Router field is refused (filters/http/router's audit): the
 	// chain builds the router through the registry.
 	fields := (&routerv3.Router{}).ProtoReflect().Descriptor().Fields()
 	for i := range fields.Len() {

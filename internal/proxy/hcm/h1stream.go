@@ -90,7 +90,7 @@ func (st *h1stream) LocalReply(status, grpcStatus int, body, flags string, heade
 }
 
 // RBACInput is the RBAC engine's input for the request, from the fields
-// routing reads (httpfilter/rbac.InputSource); it allocates nothing.
+// routing reads (filters/http/rbac.InputSource); it allocates nothing.
 func (st *h1stream) RBACInput() *rbac.Input {
 	c := st.c
 	if c.authz == nil {

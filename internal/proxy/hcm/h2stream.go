@@ -102,7 +102,7 @@ func (st *h2stream) LocalReply(status, grpcStatus int, body, flags string, heade
 	}
 }
 
-// RBACInput is the RBAC engine's input (httpfilter/rbac.InputSource).
+// RBACInput is the RBAC engine's input (filters/http/rbac.InputSource).
 func (st *h2stream) RBACInput() *rbac.Input {
 	st.in = rbac.Input{Conn: st.c.authz, Request: &st.rreq, RemoteIP: st.client.Remote.Addr(), Metadata: &st.meta}
 	return &st.in

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	statspb "istio.io/api/envoy/extensions/stats"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/registry"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/peermeta"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )

@@ -21,8 +21,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/jwtauthn"
 	"github.com/straitmesh/strait/internal/proxy/http1"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/jwtauthn"
 	"github.com/straitmesh/strait/internal/proxy/route"
 )
 

@@ -7,8 +7,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/registry"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/registry"
 	"github.com/straitmesh/strait/internal/proxy/tracing"
 )
 

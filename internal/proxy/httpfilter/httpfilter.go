@@ -2,14 +2,18 @@
 // Stream, Factory, PerRouteParser and the optional callbacks) and what
 // Strait's HTTP filters share: how they read request headers (and
 // HTTPHeader, net/http's header map as a HeaderMap, for the codecs), how
-// they draw a fractional percentage, the request's dynamic metadata. Each
-// filter is a sub-package with the same layout: Name (the filter name
-// Envoy registers), Parse/Build of its typed config (refusing fields it
-// does not implement, naming them), a decision that allocates nothing
-// when the filter does not act, and filter.go (its Factory and the
-// Filter's callbacks). Package registry lists them by Envoy's names and
-// type URLs; the HCM (internal/proxy/hcm, chain.go) builds a chain from
-// an http_filters list with it.
+// they draw a fractional percentage, the request's dynamic metadata. The
+// filters themselves live under internal/proxy/filters/http, one package
+// each, as Envoy keeps them under extensions/filters/http, with the same
+// layout: Name (the filter name Envoy registers), Parse/Build of its
+// typed config (refusing fields it does not implement, naming them), a
+// decision that allocates nothing when the filter does not act, and
+// filter.go (its Factory and the Filter's callbacks). Package
+// filters/http/registry lists them by Envoy's names and type URLs; the
+// HCM (internal/proxy/hcm, chain.go) builds a chain from an http_filters
+// list with it. This package imports none of them, and neither does
+// route: a route's per-filter config reaches a filter through
+// PerRouteParser.
 package httpfilter
 
 import (

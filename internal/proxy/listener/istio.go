@@ -14,7 +14,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/istiostats"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/istiostats"
 	"github.com/straitmesh/strait/internal/proxy/istiometrics"
 	"github.com/straitmesh/strait/internal/proxy/peermeta"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"

@@ -19,7 +19,7 @@ import (
 // place (the old version drains, or only its dropped filter chains do:
 // adoptChains) or starts listening. The clusters the filters name need no
 // wait here: the proxy asks for listeners only once its first clusters are
-// warm (the proxy's start-up, Proxy.checkReady), and a changed cluster's old version serves
+// warm (the proxy's start-up, startup.check), and a changed cluster's old version serves
 // while the new one warms (cluster.Manager's warming).
 //
 // Each RDS subscription has the initial_fetch_timeout of its config

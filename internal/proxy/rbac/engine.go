@@ -1,7 +1,7 @@
 // Package rbac is Envoy's role-based access control engine
 // (envoy.config.rbac.v3): policies of permissions (what is asked) and
 // principals (who asks), evaluated for a connection or an HTTP request. The
-// HTTP filter (package httpfilter/rbac) and the network filter (filter.go)
+// HTTP filter (package filters/http/rbac) and the network filter (filter.go)
 // share it; it reads and writes a request's dynamic metadata through its
 // own Metadata interface (httpfilter.Metadata is one), so the engine does
 // not depend on the HTTP filter interface. Every field it does not implement is refused by name when the

@@ -9,8 +9,14 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
+)
+
+// The names Envoy registers the CORS and fault filters under (Istio's
+// contract): route names them in its refusals and knows them no further;
+// their per-route config reaches it through PerFilterParsers.
+const (
+	corsFilterName  = "envoy.filters.http.cors"
+	faultFilterName = "envoy.filters.http.fault"
 )
 
 // Filters is what a route asks of the HTTP filters and the router before
@@ -39,7 +45,7 @@ func (f *Filters) PerFilterConfig(name string) any {
 // PerFilterParsers finds the per-route config parser of a filter by the
 // key of its typed_per_filter_config entry (the filter's name) and the
 // type URL of the config; nil: no such filter, or it takes none. The
-// HTTP filter registry (httpfilter/registry) is one.
+// HTTP filter registry (filters/http/registry) is one.
 type PerFilterParsers interface {
 	PerRouteParser(name, typeURL string) httpfilter.PerRouteParser
 }
@@ -62,7 +68,7 @@ type vhostFilters struct {
 
 func compileVirtualHostFilters(vh *routev3.VirtualHost, ps PerFilterParsers) (*vhostFilters, error) {
 	if vh.GetCors() != nil {
-		return nil, fmt.Errorf("virtual_host %q: cors is not supported (deprecated: use typed_per_filter_config %q)", vh.GetName(), cors.Name)
+		return nil, fmt.Errorf("virtual_host %q: cors is not supported (deprecated: use typed_per_filter_config %q)", vh.GetName(), corsFilterName)
 	}
 	c, p, err := perFilter("virtual_host "+fmt.Sprintf("%q", vh.GetName()), vh.GetTypedPerFilterConfig(), ps)
 	if err != nil {
@@ -104,7 +110,7 @@ func compileFilters(r *routev3.Route, vh *vhostFilters, ps PerFilterParsers) (*F
 	}
 	a := r.GetRoute()
 	if a.GetCors() != nil {
-		return nil, fmt.Errorf("route.cors is not supported (deprecated: use typed_per_filter_config %q)", cors.Name)
+		return nil, fmt.Errorf("route.cors is not supported (deprecated: use typed_per_filter_config %q)", corsFilterName)
 	}
 	for _, wc := range a.GetWeightedClusters().GetClusters() {
 		if len(wc.GetTypedPerFilterConfig()) > 0 {
@@ -199,7 +205,7 @@ func perFilterConfig(name string, a *anypb.Any, ps PerFilterParsers) (any, httpf
 		if optional {
 			return nil, nil, nil
 		}
-		return nil, nil, fmt.Errorf("filter %q takes no per-route config in strait-proxy (only %s and %s)", name, fault.Name, cors.Name)
+		return nil, nil, fmt.Errorf("filter %q takes no per-route config in strait-proxy (only %s and %s)", name, faultFilterName, corsFilterName)
 	}
 	v, err := p.ParsePerRoute(a)
 	if err != nil {

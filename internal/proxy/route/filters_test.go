@@ -8,9 +8,9 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/cors"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/fault"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
 )
 
 // TestCompileGeneratedFilters compiles the route configuration straitd

@@ -9,10 +9,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/cors"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/fault"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
 )
 
 // testParsers are the fault and CORS filters' per-route parsers (the
@@ -75,5 +75,17 @@ func TestPerFilterMerge(t *testing.T) {
 		if got := status(path); got != want {
 			t.Errorf("%s: %v, want %v", path, got, want)
 		}
+	}
+}
+
+// TestFilterNamesMatchFilters holds route's copies of the CORS and fault
+// filter names (which it names in refusals without importing the filters)
+// to the names those filters register under.
+func TestFilterNamesMatchFilters(t *testing.T) {
+	if corsFilterName != cors.Name {
+		t.Errorf("corsFilterName = %q, cors.Name = %q", corsFilterName, cors.Name)
+	}
+	if faultFilterName != fault.Name {
+		t.Errorf("faultFilterName = %q, fault.Name = %q", faultFilterName, fault.Name)
 	}
 }

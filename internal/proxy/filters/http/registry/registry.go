@@ -8,14 +8,14 @@ package registry
 import (
 	"fmt"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/cors"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/fault"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/istiostats"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/jwtauthn"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/metadataexchange"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/rbac"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/router"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/istiostats"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/jwtauthn"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/metadataexchange"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/rbac"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/router"
 )
 
 // Registry maps filter names and type URLs to factories. Immutable once

@@ -14,8 +14,8 @@ import (
 
 	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/metadataexchange"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/metadataexchange"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter/streamtest"
 	"github.com/straitmesh/strait/internal/proxy/istiometrics"
 	"github.com/straitmesh/strait/internal/proxy/peermeta"

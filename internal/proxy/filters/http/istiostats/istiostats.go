@@ -24,8 +24,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/metadataexchange"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/metadataexchange"
 	"github.com/straitmesh/strait/internal/proxy/istiometrics"
 	"github.com/straitmesh/strait/internal/proxy/peermeta"
 	"github.com/straitmesh/strait/internal/proxy/stats"

@@ -60,7 +60,7 @@ func mustStruct(m map[string]any) *structpb.Struct {
 }
 
 func istioHeader(t *testing.T) string {
-	b, err := os.ReadFile("../../peermeta/testdata/istio_header.txt")
+	b, err := os.ReadFile("../../../peermeta/testdata/istio_header.txt")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/cors"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter/fault"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/cors"
+	"github.com/straitmesh/strait/internal/proxy/filters/http/fault"
 )
 
 // TestDefault: the filters strait-proxy runs are found by the names and

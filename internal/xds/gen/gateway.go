@@ -153,6 +153,7 @@ func gatewayListeners(snap *mesh.Snapshot, proxy *proxypush.Proxy) []*listener.L
 			continue // nothing bound to the port yet: Envoy refuses a listener without chains
 		}
 		withAccessLogs(snap, tp, l) // accesslog.go
+		withGatewayTelemetry(tp, l) // telemetry.go: istio.stats, reporter "source"
 		withTracing(snap, tp, l)    // tracing.go: a gateway is a client (Istio's ListenerClassGateway)
 		out = append(out, l)
 	}
@@ -218,7 +219,13 @@ func gatewayTLSChains(snap *mesh.Snapshot, ns string, port uint32, servers []gat
 			})
 		case s.terminates():
 			if f := gatewayTCPFilter(snap, ns, s); f != nil {
-				add(sniHosts(s.Server), &listener.FilterChain{Filters: []*listener.Filter{f}, TransportSocket: gatewayTLSSocket(s.Server.GetTls(), false, snap.GatewayCredentialsOverADS())})
+				fs := []*listener.Filter{f}
+				if s.Server.GetTls().GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL {
+					// Istio's includeMx: a sidecar's mTLS may negotiate
+					// the TCP metadata exchange (telemetry.go).
+					fs = []*listener.Filter{mxListenerFilter(), f}
+				}
+				add(sniHosts(s.Server), &listener.FilterChain{Filters: fs, TransportSocket: gatewayTLSSocket(s.Server.GetTls(), false, snap.GatewayCredentialsOverADS())})
 			}
 		default: // PASSTHROUGH
 			for _, vs := range gatewayVirtualServices(snap, ns, s) {

@@ -67,6 +67,23 @@ spec:
   serviceAccount: ingressgateway
   labels: {istio: ingressgateway, app: istio-ingressgateway}
 ---
+# The gateway's metrics are the CLIENT mode's (Istio's MetricsForClass):
+# its request sizes and TCP bytes sent go, a SERVER override does not
+# touch it.
+apiVersion: telemetry.istio.io/v1
+kind: Telemetry
+metadata: {name: gateway-metrics, namespace: ingress}
+spec:
+  selector: {matchLabels: {istio: ingressgateway}}
+  metrics:
+  - overrides:
+    - match: {metric: REQUEST_SIZE, mode: CLIENT}
+      disabled: true
+    - match: {metric: TCP_SENT_BYTES, mode: CLIENT}
+      disabled: true
+    - match: {metric: REQUEST_COUNT, mode: SERVER}
+      disabled: true
+---
 apiVersion: security.istio.io/v1
 kind: PeerAuthentication
 metadata: {name: strict, namespace: shop}
@@ -156,14 +173,41 @@ func scrapeLine(ctx context.Context, t *testing.T, url, prefix string, parts ...
 	return found
 }
 
+// scrapeFirst scrapes url once and returns its first series line that
+// starts with prefix, "" when there is none.
+func scrapeFirst(ctx context.Context, t *testing.T, url, prefix string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
 // TestGatewayIstioMetrics: requests through an ingress gateway to a
 // service of the mesh make the gateway report Istio's standard metrics on
 // its 15090 /stats/prometheus as Istio's gateways do: reporter "source",
 // the gateway's own workload as source_*, the destination from the
 // upstream cluster and the server's exchanged metadata (HTTP and TCP);
 // a request no route takes counts with destination_service "unknown"
-// (no Host header fallback on a gateway); and the server's sidecar
-// reports the gateway as the source of its reporter="destination" series.
+// (no Host header fallback on a gateway); a Telemetry selecting the
+// gateway drops its CLIENT-mode metrics and not its SERVER-mode ones; and
+// the servers' sidecars report the gateway as the source of their
+// reporter="destination" series.
 func TestGatewayIstioMetrics(t *testing.T) {
 	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -245,8 +289,16 @@ func TestGatewayIstioMetrics(t *testing.T) {
 		`reporter="source"`, `source_workload="ingressgateway"`, `source_workload_namespace="ingress"`, `source_app="istio-ingressgateway"`,
 		`destination_workload="raw"`, `destination_workload_namespace="shop"`, `destination_principal="`+rawID+`"`,
 		`destination_service="echo-tcp.shop.svc.cluster.local"`, `destination_service_name="echo-tcp"`, `request_protocol="tcp"`))
-	scrapeLine(ctx, t, gwProm, "istio_tcp_sent_bytes_total{", `reporter="source"`, `source_workload="ingressgateway"`, `destination_service="echo-tcp.shop.svc.cluster.local"`)
 	scrapeLine(ctx, t, gwProm, "istio_tcp_received_bytes_total{", `reporter="source"`, `source_workload="ingressgateway"`, `destination_service="echo-tcp.shop.svc.cluster.local"`)
+	// The Telemetry's CLIENT overrides: recorded before the lines above
+	// were found, so absent for good.
+	for _, gone := range []string{"istio_request_bytes", "istio_tcp_sent_bytes_total"} {
+		if l := scrapeFirst(ctx, t, gwProm, gone); l != "" {
+			t.Errorf("the Telemetry drops %s for the gateway (CLIENT), but its page has %s", gone, l)
+		}
+	}
+	scrapeLine(ctx, t, gwProm, "istio_response_bytes_count{", `reporter="source"`, `source_workload="ingressgateway"`)
+	scrapeLine(ctx, t, echoProm, "istio_request_bytes_count{", `reporter="destination"`, `source_workload="ingressgateway"`)
 	t.Logf("raw tcp: %s", scrapeLine(ctx, t, rawProm, "istio_tcp_connections_closed_total{",
 		`reporter="destination"`, `source_workload="ingressgateway"`, `source_workload_namespace="ingress"`, `source_principal="`+gwID+`"`,
 		`destination_workload="raw"`, `destination_service="echo-tcp.shop.svc.cluster.local"`, `connection_security_policy="mutual_tls"`))

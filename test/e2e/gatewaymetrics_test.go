@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/proxy/peermeta"
 )
 
 // gatewayMetricsMesh: an ingress gateway (Gateway ingress/gw: HTTP on 80,
@@ -207,7 +208,8 @@ func scrapeFirst(ctx context.Context, t *testing.T, url, prefix string) string {
 // (no Host header fallback on a gateway); a Telemetry selecting the
 // gateway drops its CLIENT-mode metrics and not its SERVER-mode ones; and
 // the servers' sidecars report the gateway as the source of their
-// reporter="destination" series.
+// reporter="destination" series, also when a client outside the mesh
+// sends forged exchange headers of its own.
 func TestGatewayIstioMetrics(t *testing.T) {
 	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -253,6 +255,24 @@ func TestGatewayIstioMetrics(t *testing.T) {
 			t.Fatalf("GET through the gateway: %v %v", err, resp)
 		}
 	}
+	// A client outside the mesh that sends Istio's exchange headers
+	// itself does not name the source: the gateway's exchange replaces
+	// them with its own (the server would otherwise count a forged peer).
+	forged, err := peermeta.EncodeHeader(peermeta.Workload{Workload: "forged", Namespace: "forged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://www.example.com/forged", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(peermeta.HeaderMetadataID, "forged")
+	req.Header.Set(peermeta.HeaderMetadata, forged)
+	resp, err := plain.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET with forged exchange headers: %v %v", err, resp)
+	}
+	_ = resp.Body.Close()
 	if resp, _, err := gatewayGet(plain, "http://nobody.example.com/"); err != nil || resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("unrouted host: %v %v, want 404", err, resp)
 	}
@@ -264,10 +284,8 @@ func TestGatewayIstioMetrics(t *testing.T) {
 		`source_app="istio-ingressgateway"`,
 		`destination_workload="echo"`, `destination_workload_namespace="shop"`, `destination_app="echo"`, `destination_version="v1"`,
 		`destination_service="echo.shop.svc.cluster.local"`, `destination_service_name="echo"`, `destination_service_namespace="shop"`,
-		`request_protocol="http"`, `response_code="200"`, `response_flags="-"`)
-	if !strings.HasSuffix(line, " 5") {
-		t.Errorf("gateway: %s: want 5 requests (the first and four more)", line)
-	}
+		`request_protocol="http"`, `response_code="200"`, `response_flags="-"`,
+		"} 6") // the first request, four more, the forged one
 	t.Logf("gateway: %s", line)
 	t.Logf("gateway, no route: %s", scrapeLine(ctx, t, gwProm, "istio_requests_total{",
 		`reporter="source"`, `source_workload="ingressgateway"`, `destination_service="unknown"`, `response_code="404"`, `response_flags="NR"`))
@@ -276,7 +294,10 @@ func TestGatewayIstioMetrics(t *testing.T) {
 		`reporter="destination"`, `source_workload="ingressgateway"`, `source_workload_namespace="ingress"`,
 		`source_principal="`+gwID+`"`, `source_app="istio-ingressgateway"`,
 		`destination_workload="echo"`, `destination_principal="`+echoID+`"`,
-		`destination_service="echo.shop.svc.cluster.local"`, `response_code="200"`, `connection_security_policy="mutual_tls"`))
+		`destination_service="echo.shop.svc.cluster.local"`, `response_code="200"`, `connection_security_policy="mutual_tls"`, "} 6"))
+	if l := scrapeFirst(ctx, t, echoProm, `istio_requests_total{reporter="destination",source_workload="forged"`); l != "" {
+		t.Errorf("echo counts the forged peer of a client's own exchange headers: %s", l)
+	}
 
 	// TCP: echo-tcp through the gateway's tcp_proxy on 9000; each side
 	// learns the other from the TCP metadata exchange of their mTLS.

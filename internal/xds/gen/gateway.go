@@ -29,7 +29,10 @@ package gen
 //     blackhole:PORT virtual host with no route (404) when there is none;
 //     an HTTP server with tls.httpsRedirect answers 301 to https for its
 //     hosts (Istio sets require_tls ALL on the virtual host; Strait emits
-//     the redirect route Envoy would answer with).
+//     the redirect route Envoy would answer with);
+//   - every chain gets Istio's telemetry filters as a client's
+//     (telemetry.go withGatewayTelemetry: istio.stats and the outbound
+//     metadata exchange; reporter "source").
 //
 // Clusters and endpoints are the outbound ones of the proxy's scope, as
 // for a sidecar, so the hop from the gateway to a sidecar is mTLS by the

@@ -155,3 +155,52 @@ func TestGatewayTelemetry(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayTelemetryIstioMutualTCP: a TCP chain of a gateway server
+// that terminates ISTIO_MUTUAL starts with the TCP metadata exchange (a
+// sidecar sending over mTLS may negotiate it), one that terminates SIMPLE
+// does not, as Istio's includeMx.
+func TestGatewayTelemetryIstioMutualTCP(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "gateway", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const configs = `---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: mesh-tcp, namespace: ingress}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 15443, name: tls-mesh, protocol: TLS}
+    hosts: ["*"]
+    tls: {mode: ISTIO_MUTUAL}
+  - port: {number: 15444, name: tls-simple, protocol: TLS}
+    hosts: ["*"]
+    tls: {mode: SIMPLE, serverCertificate: /etc/gw/db.crt, privateKey: /etc/gw/db.key}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: db-mesh-tcp, namespace: ingress}
+spec:
+  hosts: ["*"]
+  gateways: [mesh-tcp]
+  tcp:
+  - route:
+    - destination: {host: db.demo.svc.cluster.local, port: {number: 5432}}
+`
+	router, err := proxypush.ParseNodeID("router~10.92.0.10~ingressgateway.ingress~ingress.svc.cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := build(t, storeOf(t, string(b)+configs), mesh.BuildOptions{})
+	chains := gatewayChains(t, gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap })), router)
+	for name, want := range map[string]gatewayChain{
+		"0.0.0.0_15443": {kind: "tcp", stats: "on", mx: "network"},
+		"0.0.0.0_15444": {kind: "tcp", stats: "on"},
+	} {
+		if got := chains[name]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s: chains %+v, want one %+v", name, got, want)
+		}
+	}
+}

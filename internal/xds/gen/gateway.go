@@ -29,7 +29,10 @@ package gen
 //     blackhole:PORT virtual host with no route (404) when there is none;
 //     an HTTP server with tls.httpsRedirect answers 301 to https for its
 //     hosts (Istio sets require_tls ALL on the virtual host; Strait emits
-//     the redirect route Envoy would answer with).
+//     the redirect route Envoy would answer with);
+//   - every chain gets Istio's telemetry filters as a client's
+//     (telemetry.go withGatewayTelemetry: istio.stats and the outbound
+//     metadata exchange; reporter "source").
 //
 // Clusters and endpoints are the outbound ones of the proxy's scope, as
 // for a sidecar, so the hop from the gateway to a sidecar is mTLS by the
@@ -153,6 +156,7 @@ func gatewayListeners(snap *mesh.Snapshot, proxy *proxypush.Proxy) []*listener.L
 			continue // nothing bound to the port yet: Envoy refuses a listener without chains
 		}
 		withAccessLogs(snap, tp, l) // accesslog.go
+		withGatewayTelemetry(tp, l) // telemetry.go: istio.stats, reporter "source"
 		withTracing(snap, tp, l)    // tracing.go: a gateway is a client (Istio's ListenerClassGateway)
 		out = append(out, l)
 	}
@@ -218,7 +222,13 @@ func gatewayTLSChains(snap *mesh.Snapshot, ns string, port uint32, servers []gat
 			})
 		case s.terminates():
 			if f := gatewayTCPFilter(snap, ns, s); f != nil {
-				add(sniHosts(s.Server), &listener.FilterChain{Filters: []*listener.Filter{f}, TransportSocket: gatewayTLSSocket(s.Server.GetTls(), false, snap.GatewayCredentialsOverADS())})
+				fs := []*listener.Filter{f}
+				if s.Server.GetTls().GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL {
+					// Istio's includeMx: a sidecar's mTLS may negotiate
+					// the TCP metadata exchange (telemetry.go).
+					fs = []*listener.Filter{mxListenerFilter(), f}
+				}
+				add(sniHosts(s.Server), &listener.FilterChain{Filters: fs, TransportSocket: gatewayTLSSocket(s.Server.GetTls(), false, snap.GatewayCredentialsOverADS())})
 			}
 		default: // PASSTHROUGH
 			for _, vs := range gatewayVirtualServices(snap, ns, s) {

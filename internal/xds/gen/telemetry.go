@@ -18,14 +18,26 @@ package gen
 //     connection's ALPN comes out as istio-peer-exchange (mtls.go offers
 //     it);
 //   - an HCM lists istio.metadata_exchange first and istio.stats after
-//     CORS, before the router (withHTTPTelemetry).
+//     CORS, before the router (withHTTPTelemetry);
+//   - a gateway's listeners (Istio's ListenerClassGateway,
+//     withGatewayTelemetry) are a client's: the HCM's exchange is the
+//     outbound one (SidecarOutboundMetadataFilter: the gateway's metadata
+//     goes upstream, the server's comes back), istio.stats takes the
+//     Telemetry API's CLIENT metrics with disable_host_header_fallback
+//     (Istio's disableHostHeaderFallback for gateways), and a TCP chain
+//     gets istio.stats before its tcp_proxy and, for an ISTIO_MUTUAL
+//     server only, istio.metadata_exchange first (gateway.go,
+//     buildGatewayNetworkFiltersFromTCPRoutes' includeMx).
 
 import (
+	"slices"
+
 	udpa "github.com/cncf/xds/go/udpa/type/v1"
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcm "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	statspb "istio.io/api/envoy/extensions/stats"
@@ -68,6 +80,46 @@ func statsFor(tp *telemetryPolicy, l *listener.Listener) *statspb.PluginConfig {
 		return statsConfig(l.GetTrafficDirection() == core.TrafficDirection_INBOUND)
 	}
 	return tp.metrics[listenerMode(l)]
+}
+
+// gatewayStats is istio.stats' config of a gateway listener under tp:
+// the CLIENT mode's (Istio's MetricsForClass and workloadMode for
+// ListenerClassGateway), with no Host header fallback; nil when that
+// mode records no metrics.
+func gatewayStats(tp *telemetryPolicy) *statspb.PluginConfig {
+	cfg := statsConfig(true)
+	if tp != nil {
+		if tp.metrics[clientMode] == nil {
+			return nil
+		}
+		cfg = proto.CloneOf(tp.metrics[clientMode])
+		cfg.DisableHostHeaderFallback = true
+	}
+	return cfg
+}
+
+// withGatewayTelemetry adds Istio's telemetry filters to the chains of a
+// gateway listener l: on an HCM the outbound metadata exchange and
+// istio.stats, on a tcp_proxy chain istio.stats before the tcp_proxy (an
+// ISTIO_MUTUAL server's chain carries istio.metadata_exchange already,
+// gatewayTLSChains). It returns l.
+func withGatewayTelemetry(tp *telemetryPolicy, l *listener.Listener) *listener.Listener {
+	stats := gatewayStats(tp)
+	for _, fc := range l.GetFilterChains() {
+		fs := fc.GetFilters()
+		if len(fs) == 0 || hasFilter(fs, statsFilterName) {
+			continue
+		}
+		switch last := fs[len(fs)-1]; last.GetName() {
+		case tcpProxyFilterName:
+			if stats != nil {
+				fc.Filters = append(slices.Clone(fs[:len(fs)-1]), statsListenerFilter(stats), last)
+			}
+		case hcmFilterName:
+			addHTTPTelemetry(last, false, stats)
+		}
+	}
+	return l
 }
 
 func mxListenerFilter() *listener.Filter {

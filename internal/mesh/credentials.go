@@ -2,6 +2,9 @@ package mesh
 
 import (
 	"cmp"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -180,4 +183,29 @@ func (s *Snapshot) CredentialsChanged() bool {
 		}
 	}
 	return false
+}
+
+// CheckPEMCertificates checks that b holds PEM certificates and nothing
+// else (a credential's CA certificates, as the registries that implement
+// Credentials read them).
+func CheckPEMCertificates(b []byte) error {
+	n := 0
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return fmt.Errorf("PEM block %q, want CERTIFICATE", block.Type)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return errors.New("no PEM certificate")
+	}
+	return nil
 }

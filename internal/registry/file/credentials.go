@@ -2,8 +2,6 @@ package file
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -49,31 +47,8 @@ func (d credentialDir) Check(ns, name string, mutual bool) error {
 	if err != nil {
 		return fmt.Errorf("MUTUAL needs CA certificates (ca.crt, or ca.crt of %s-cacert): %w", name, err)
 	}
-	if err := parseCerts(ca); err != nil {
+	if err := mesh.CheckPEMCertificates(ca); err != nil {
 		return fmt.Errorf("ca.crt of %s: %w", name, err)
-	}
-	return nil
-}
-
-// parseCerts checks that b holds PEM certificates and nothing else.
-func parseCerts(b []byte) error {
-	n := 0
-	for {
-		var block *pem.Block
-		block, b = pem.Decode(b)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			return fmt.Errorf("PEM block %q, want CERTIFICATE", block.Type)
-		}
-		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-			return err
-		}
-		n++
-	}
-	if n == 0 {
-		return errors.New("no PEM certificate")
 	}
 	return nil
 }

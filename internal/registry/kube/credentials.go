@@ -4,12 +4,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/straitmesh/strait/internal/mesh"
 )
 
 // Gateway credentials in Kubernetes mode: a Gateway server's
@@ -73,7 +74,7 @@ func caCerts(s *corev1.Secret) (ca, crl []byte, err error) {
 		return nil, nil, fmt.Errorf("secret %s/%s has no CA certificates (%s or %s), which a MUTUAL server needs (or put them in a Secret %s%s); found keys %s",
 			s.Namespace, s.Name, tlsCACert, genericCACert, strings.TrimSuffix(s.Name, caSuffix), caSuffix, dataKeys(s))
 	}
-	if err := checkPEMCerts(ca); err != nil {
+	if err := mesh.CheckPEMCertificates(ca); err != nil {
 		return nil, nil, fmt.Errorf("secret %s/%s: CA certificates: %w", s.Namespace, s.Name, err)
 	}
 	crl = s.Data[crlKey]
@@ -131,27 +132,4 @@ func dataKeys(s *corev1.Secret) string {
 	}
 	slices.Sort(keys)
 	return strings.Join(keys, ", ")
-}
-
-// checkPEMCerts checks that b holds PEM certificates and nothing else.
-func checkPEMCerts(b []byte) error {
-	n := 0
-	for {
-		var block *pem.Block
-		block, b = pem.Decode(b)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			return fmt.Errorf("PEM block %q, want CERTIFICATE", block.Type)
-		}
-		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-			return err
-		}
-		n++
-	}
-	if n == 0 {
-		return errors.New("no PEM certificate")
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/straitmesh/strait/internal/registry/kube"
 	"github.com/straitmesh/strait/internal/xds"
 	"github.com/straitmesh/strait/internal/xds/gen"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // credentialGenerator is the generator of Kubernetes mode: it serves the
@@ -21,7 +22,7 @@ type credentialGenerator struct {
 
 // Generate implements xds.Generator.
 func (g credentialGenerator) Generate(proxy *proxypush.Proxy, typeURL string, watched []string, req *proxypush.PushRequest) ([]*discovery.Resource, error) {
-	if typeURL == kube.SecretType {
+	if typeURL == xdsapi.SecretType {
 		return g.secrets.GenerateSecrets(proxy, watched)
 	}
 	return g.Generator.Generate(proxy, typeURL, watched, req)

@@ -16,6 +16,7 @@ import (
 	"github.com/straitmesh/strait/internal/debugapi"
 	"github.com/straitmesh/strait/internal/nds"
 	"github.com/straitmesh/strait/internal/proxypush"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // Connections returns the status of every registered connection, sorted by
@@ -143,14 +144,11 @@ func (s *Server) ConfigDumpHandler() http.Handler {
 	})
 }
 
-// secretType is the SDS resource type (a Gateway's credentials).
-const secretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
-
 // redactSecret returns a, or for a secret a copy whose private key is
 // "[redacted]", as Envoy's admin config_dump shows it: the dump is for
 // debugging, not a way to read a Gateway's keys.
 func redactSecret(a *anypb.Any) proto.Message {
-	if a.GetTypeUrl() != secretType {
+	if a.GetTypeUrl() != xdsapi.SecretType {
 		return a
 	}
 	var sec tlsv3.Secret
@@ -162,7 +160,7 @@ func redactSecret(a *anypb.Any) proto.Message {
 	}
 	out, err := anypb.New(&sec)
 	if err != nil {
-		return &anypb.Any{TypeUrl: secretType}
+		return &anypb.Any{TypeUrl: xdsapi.SecretType}
 	}
 	return out
 }

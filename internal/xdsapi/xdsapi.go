@@ -11,6 +11,9 @@ const (
 	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	// SecretType is SDS's: the workload certificates an agent serves its
+	// proxy, and the Gateways' credentials straitd serves gateways.
+	SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 )
 
 // MaxMessageSize bounds one ADS message an ADS client receives or relays

@@ -18,6 +18,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"github.com/straitmesh/strait/internal/testreq"
+	"github.com/straitmesh/strait/internal/xdsapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -95,7 +96,7 @@ func TestSDSServesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := []string{certName, rootName}
-	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: SecretType, ResourceNames: names}); err != nil {
+	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: xdsapi.SecretType, ResourceNames: names}); err != nil {
 		t.Fatal(err)
 	}
 	first := recv(t, stream)
@@ -107,7 +108,7 @@ func TestSDSServesFiles(t *testing.T) {
 	if string(got[rootName].GetValidationContext().GetTrustedCa().GetInlineBytes()) != string(ca) {
 		t.Fatalf("%s: not the CA file: %v", rootName, got[rootName])
 	}
-	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: SecretType, ResourceNames: names, VersionInfo: first.VersionInfo, ResponseNonce: first.Nonce}); err != nil {
+	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: xdsapi.SecretType, ResourceNames: names, VersionInfo: first.VersionInfo, ResponseNonce: first.Nonce}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/straitmesh/strait/internal/ca"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 const spiffeID = "spiffe://cluster.local/ns/demo/sa/client"
@@ -231,7 +232,7 @@ func TestSDSServesAndPushesRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: SecretType, ResourceNames: []string{"default", "ROOTCA"}}); err != nil {
+	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: xdsapi.SecretType, ResourceNames: []string{"default", "ROOTCA"}}); err != nil {
 		t.Fatal(err)
 	}
 	first := recv(t, stream)
@@ -262,7 +263,7 @@ func TestSDSServesAndPushesRotation(t *testing.T) {
 		t.Error("the CSR carries a private key")
 	}
 	// ACK, then wait for the pushed renewal.
-	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: SecretType, ResourceNames: []string{"default", "ROOTCA"}, VersionInfo: first.VersionInfo, ResponseNonce: first.Nonce}); err != nil {
+	if err := stream.Send(&discovery.DiscoveryRequest{TypeUrl: xdsapi.SecretType, ResourceNames: []string{"default", "ROOTCA"}, VersionInfo: first.VersionInfo, ResponseNonce: first.Nonce}); err != nil {
 		t.Fatal(err)
 	}
 	second := recv(t, stream)
@@ -293,7 +294,7 @@ func TestSDSRefusals(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, req := range []*discovery.DiscoveryRequest{
-		{TypeUrl: SecretType, ResourceNames: []string{"file-cert:/etc/certs/cert.pem"}},
+		{TypeUrl: xdsapi.SecretType, ResourceNames: []string{"file-cert:/etc/certs/cert.pem"}},
 		{TypeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster", ResourceNames: []string{"default"}},
 	} {
 		stream, err := client.StreamSecrets(ctx)

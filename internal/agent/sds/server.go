@@ -24,10 +24,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
-)
 
-// SecretType is the type URL of an SDS resource.
-const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+	"github.com/straitmesh/strait/internal/xdsapi"
+)
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
@@ -178,8 +177,8 @@ func (s *Server) StreamSecrets(stream grpc.BidiStreamingServer[discovery.Discove
 		case <-changed:
 		case <-poll.C:
 		case req := <-reqs:
-			if req.GetTypeUrl() != "" && req.GetTypeUrl() != SecretType {
-				return status.Errorf(codes.InvalidArgument, "type_url %q: this SDS server serves only %s", req.GetTypeUrl(), SecretType)
+			if req.GetTypeUrl() != "" && req.GetTypeUrl() != xdsapi.SecretType {
+				return status.Errorf(codes.InvalidArgument, "type_url %q: this SDS server serves only %s", req.GetTypeUrl(), xdsapi.SecretType)
 			}
 			if err := s.checkNames(req.GetResourceNames()); err != nil {
 				return err
@@ -262,7 +261,7 @@ func sameNames(a, b []string) bool {
 // served, a digest of their contents, so that a changed file is a new
 // version.
 func (s *Server) response(names []string, cur *Secrets) (*discovery.DiscoveryResponse, error) {
-	resp := &discovery.DiscoveryResponse{TypeUrl: SecretType}
+	resp := &discovery.DiscoveryResponse{TypeUrl: xdsapi.SecretType}
 	var (
 		version  []string
 		hasFiles bool

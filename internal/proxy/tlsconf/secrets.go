@@ -24,10 +24,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
-
-// SecretType is the SDS resource type.
-const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 
 // sdsRetry is the pause before an SDS stream is opened again after it
 // failed.
@@ -286,7 +284,7 @@ func (p *Provider) stream(key sdsKey, s *Secret) error {
 	if err != nil {
 		return fmt.Errorf("sds cluster %s: open stream: %w", key.cluster, err)
 	}
-	req := &discovery.DiscoveryRequest{Node: p.opts.Node, TypeUrl: SecretType, ResourceNames: []string{key.name}}
+	req := &discovery.DiscoveryRequest{Node: p.opts.Node, TypeUrl: xdsapi.SecretType, ResourceNames: []string{key.name}}
 	if err := st.Send(req); err != nil {
 		return err
 	}
@@ -296,7 +294,7 @@ func (p *Provider) stream(key sdsKey, s *Secret) error {
 		if err != nil {
 			return err
 		}
-		ack := &discovery.DiscoveryRequest{TypeUrl: SecretType, ResourceNames: []string{key.name}, ResponseNonce: resp.GetNonce(), VersionInfo: version}
+		ack := &discovery.DiscoveryRequest{TypeUrl: xdsapi.SecretType, ResourceNames: []string{key.name}, ResponseNonce: resp.GetNonce(), VersionInfo: version}
 		v, err := decodeSecret(resp, key.name)
 		if err != nil {
 			p.log.Warn("sds update rejected", "cluster", key.cluster, "secret", key.name, "version", resp.GetVersionInfo(), "error", err)
@@ -317,8 +315,8 @@ func (p *Provider) stream(key sdsKey, s *Secret) error {
 // decodeSecret finds name in resp and parses it; nil when resp does not
 // carry it.
 func decodeSecret(resp *discovery.DiscoveryResponse, name string) (*secretValue, error) {
-	if resp.GetTypeUrl() != SecretType {
-		return nil, fmt.Errorf("type_url %q, want %s", resp.GetTypeUrl(), SecretType)
+	if resp.GetTypeUrl() != xdsapi.SecretType {
+		return nil, fmt.Errorf("type_url %q, want %s", resp.GetTypeUrl(), xdsapi.SecretType)
 	}
 	for _, a := range resp.GetResources() {
 		var sec tlsv3.Secret

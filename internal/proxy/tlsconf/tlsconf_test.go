@@ -31,6 +31,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
 // testCA issues SPIFFE certificates.
@@ -144,7 +146,7 @@ func (f *fakeSDS) StreamSecrets(st grpc.BidiStreamingServer[discovery.DiscoveryR
 		f.mu.Unlock()
 		if v > sent {
 			a, _ := anypb.New(sec)
-			if err := st.Send(&discovery.DiscoveryResponse{VersionInfo: strconv.Itoa(v), TypeUrl: SecretType, Nonce: strconv.Itoa(v), Resources: []*anypb.Any{a}}); err != nil {
+			if err := st.Send(&discovery.DiscoveryResponse{VersionInfo: strconv.Itoa(v), TypeUrl: xdsapi.SecretType, Nonce: strconv.Itoa(v), Resources: []*anypb.Any{a}}); err != nil {
 				return err
 			}
 			sent = v

@@ -49,9 +49,6 @@ type RejectionHandler interface {
 	Rejected(typeURL string, names []string)
 }
 
-// SecretType is the SDS resource type.
-const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
-
 // SecretSubscriptions are the secrets that TLS contexts take from the ADS
 // stream (sds_config {ads: {}}, Istio's for a Gateway's credentialName);
 // tlsconf.Provider implements it.
@@ -139,7 +136,7 @@ func New(o Options) *Client {
 	add(xdsapi.EndpointType, "cluster_manager.eds", false)
 	add(xdsapi.RouteType, "http.rds", false)
 	if o.Secrets != nil {
-		add(SecretType, "sds", false)
+		add(xdsapi.SecretType, "sds", false)
 	}
 	c.connected = o.Stats.Gauge("control_plane.connected_state")
 	return c
@@ -199,7 +196,7 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 	}
 	var secretsChanged <-chan struct{}
 	if c.opts.Secrets != nil {
-		c.types[SecretType].names, secretsChanged = c.opts.Secrets.ADSSecrets()
+		c.types[xdsapi.SecretType].names, secretsChanged = c.opts.Secrets.ADSSecrets()
 	}
 	// Subscribe: CDS and LDS always (wildcard), EDS/RDS when we know names.
 	for _, typ := range c.order {
@@ -242,7 +239,7 @@ func (c *Client) runStream(ctx context.Context, client discoveryv3.AggregatedDis
 		case <-secretsChanged:
 			var names []string
 			names, secretsChanged = c.opts.Secrets.ADSSecrets()
-			if t := c.types[SecretType]; len(names) > 0 && !slices.Equal(names, t.names) {
+			if t := c.types[xdsapi.SecretType]; len(names) > 0 && !slices.Equal(names, t.names) {
 				// Never an empty list, which would mean wildcard: a secret
 				// no longer named keeps its stale subscription, as EDS.
 				t.names = names
@@ -355,7 +352,7 @@ func (c *Client) apply(resp *discoveryv3.DiscoveryResponse) (*dependents, error)
 		return nil, h.ApplyEndpoints(v, as[*endpointv3.ClusterLoadAssignment](ms))
 	case xdsapi.RouteType:
 		return nil, h.ApplyRoutes(v, as[*routev3.RouteConfiguration](ms))
-	case SecretType:
+	case xdsapi.SecretType:
 		return nil, c.opts.Secrets.ApplySecrets(v, as[*tlsv3.Secret](ms))
 	}
 	return nil, errors.New("unreachable")

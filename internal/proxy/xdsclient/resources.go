@@ -33,7 +33,7 @@ func newResource(typeURL string) (validatable, func(validatable) string) {
 		return &routev3.RouteConfiguration{}, func(m validatable) string {
 			return m.(*routev3.RouteConfiguration).GetName()
 		}
-	case SecretType:
+	case xdsapi.SecretType:
 		return &tlsv3.Secret{}, func(m validatable) string { return m.(*tlsv3.Secret).GetName() }
 	}
 	return nil, nil
@@ -94,7 +94,7 @@ func shortType(typeURL string) string {
 		return "listener"
 	case xdsapi.RouteType:
 		return "route_configuration"
-	case SecretType:
+	case xdsapi.SecretType:
 		return "secret"
 	}
 	return typeURL

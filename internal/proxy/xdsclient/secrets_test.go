@@ -71,9 +71,9 @@ func TestSecretsOnTheADSStream(t *testing.T) {
 
 		secrets.set("kubernetes://cred", "kubernetes://cred-cacert")
 		names := []string{"kubernetes://cred", "kubernetes://cred-cacert"}
-		want(t, st.recv(t), SecretType, names, "", "", false)
-		n := st.respond(t, SecretType, "1", &tlsv3.Secret{Name: "kubernetes://cred"}, &tlsv3.Secret{Name: "kubernetes://cred-cacert"})
-		want(t, st.recv(t), SecretType, names, "1", n, false)
+		want(t, st.recv(t), xdsapi.SecretType, names, "", "", false)
+		n := st.respond(t, xdsapi.SecretType, "1", &tlsv3.Secret{Name: "kubernetes://cred"}, &tlsv3.Secret{Name: "kubernetes://cred-cacert"})
+		want(t, st.recv(t), xdsapi.SecretType, names, "1", n, false)
 		if got, w := secrets.appliedSoFar(), []string{"1 kubernetes://cred", "1 kubernetes://cred-cacert"}; !slices.Equal(got, w) {
 			t.Errorf("applied %q, want %q", got, w)
 		}
@@ -81,8 +81,8 @@ func TestSecretsOnTheADSStream(t *testing.T) {
 		secrets.mu.Lock()
 		secrets.reject = "2"
 		secrets.mu.Unlock()
-		n = st.respond(t, SecretType, "2", &tlsv3.Secret{Name: "kubernetes://cred"})
-		want(t, st.recv(t), SecretType, names, "1", n, true)
+		n = st.respond(t, xdsapi.SecretType, "2", &tlsv3.Secret{Name: "kubernetes://cred"})
+		want(t, st.recv(t), xdsapi.SecretType, names, "1", n, true)
 		if got := counter(env.stats, "sds.update_rejected"); got != 1 {
 			t.Errorf("sds.update_rejected = %d, want 1", got)
 		}
@@ -95,6 +95,6 @@ func TestSecretsOnTheADSStream(t *testing.T) {
 		st = env.nextStream(t)
 		want(t, st.recv(t), xdsapi.ClusterType, nil, "", "", false)
 		want(t, st.recv(t), xdsapi.ListenerType, nil, "", "", false)
-		want(t, st.recv(t), SecretType, names, "1", "", false)
+		want(t, st.recv(t), xdsapi.SecretType, names, "1", "", false)
 	})
 }

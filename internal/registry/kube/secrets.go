@@ -35,9 +35,6 @@ import (
 // KindSecret is the config kind of a Secret in a push request.
 const KindSecret proxypush.Kind = "Secret"
 
-// SecretType is the xDS type of the credentials straitd serves.
-const SecretType = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
-
 // credentialResourcePrefix is the prefix of Istio's Kubernetes credential
 // resource names (pilot/pkg/model/credentials KubernetesSecretTypeURI).
 const credentialResourcePrefix = "kubernetes://"

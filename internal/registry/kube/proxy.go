@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -42,7 +41,7 @@ func (r *Registry) ResolveProxy(p *proxypush.Proxy) error {
 	if len(others) > 0 {
 		return fmt.Errorf("node id %q: IP %s belongs to pod %s, not %s/%s", p.ID, p.IP, strings.Join(others, ", "), p.Namespace, p.PodName)
 	}
-	if w := r.Snapshot().WorkloadByIP(p.IP); w != nil && !strings.HasPrefix(w.Name, podPrefix) {
+	if w := r.Snapshot().WorkloadByIP(p.IP); w != nil && !isPodWorkload(w) {
 		return nil
 	}
 	// The pod may be newer than the cache.
@@ -52,8 +51,8 @@ func (r *Registry) ResolveProxy(p *proxypush.Proxy) error {
 	if err != nil {
 		return fmt.Errorf("node id %q: no pod %s/%s with IP %s and no WorkloadEntry with that address: %w", p.ID, p.Namespace, p.PodName, p.IP, err)
 	}
-	ips, _ := indexPodIPs(pod)
-	if !slices.Contains(ips, p.IP) {
+	if !podHasIP(pod, p.IP) {
+		ips, _ := indexPodIPs(pod)
 		return fmt.Errorf("node id %q: pod %s/%s has IPs %v, not %s", p.ID, p.Namespace, p.PodName, ips, p.IP)
 	}
 	return nil

@@ -80,7 +80,7 @@ A WorkloadEntry that a Gateway's selector matches is a gateway pod instead:
 strait-agent proxy router, no capture, no app; the Gateway's servers listen
 on the pod's address, which this host reaches, and up prints them. A
 credentialName NAME is read from DIR/credentials/NAMESPACE/NAME/ (tls.crt,
-tls.key, ca.crt), copied into the gateway pod.
+tls.key, ca.crt, ca.crl), copied into the gateway pod.
 
 A WorkloadEntry annotated local.strait.io/outside-mesh: "true" is a host
 outside the mesh: its pod runs the command of local.strait.io/app with no

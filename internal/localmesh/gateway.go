@@ -24,8 +24,8 @@ import (
 // A Gateway's tls.credentialName NAME is, in Kubernetes, a Secret of the
 // gateway's namespace; here it is the directory
 // CONFIG_DIR/credentials/NAMESPACE/NAME with the Secret's keys as files
-// (tls.crt, tls.key, and ca.crt for MUTUAL). local up copies the
-// gateway's namespace's credentials into the pod's
+// (tls.crt, tls.key, and ca.crt and an optional ca.crl for MUTUAL).
+// local up copies the gateway's namespace's credentials into the pod's
 // var/run/secrets/credentials, where its agent serves them over SDS
 // (kubernetes://NAME), as a mounted Secret volume would hold them.
 

@@ -128,6 +128,9 @@ spec:
   - port: {number: 443, name: tls-pass, protocol: TLS}
     hosts: [secure.example.com]
     tls: {mode: PASSTHROUGH}
+  - port: {number: 8445, name: https-crl, protocol: HTTPS}
+    hosts: [api.example.com]
+    tls: {mode: MUTUAL, credentialName: crl-cert}
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -153,9 +156,11 @@ spec:
 `
 
 // gatewayCerts writes a CA and, signed by it, server certificates for
-// www, mtls and secure.example.com and a client certificate, into a
-// directory every user may read (the gateway's agent and the secure
-// pod's app run as their pods' own users), removed when the test ends.
+// www, mtls and secure.example.com, a client certificate, a second one
+// (client-ok) and a revocation list that revokes the first
+// (revoked.crl), into a directory every user may read (the gateway's
+// agent and the secure pod's app run as their pods' own users), removed
+// when the test ends.
 func gatewayCerts(t *testing.T) (dir string, pool *x509.CertPool, client tls.Certificate) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "strait-gw-certs-")
@@ -169,7 +174,7 @@ func gatewayCerts(t *testing.T) (dir string, pool *x509.CertPool, client tls.Cer
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gateway test CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +207,13 @@ func gatewayCerts(t *testing.T) (dir string, pool *x509.CertPool, client tls.Cer
 	issue("secure", "secure.example.com", x509.ExtKeyUsageServerAuth, 4)
 	issue("api", "api.example.com", x509.ExtKeyUsageServerAuth, 6)
 	client = issue("client", "client.example.com", x509.ExtKeyUsageClientAuth, 5)
+	issue("client-ok", "client-ok.example.com", x509.ExtKeyUsageClientAuth, 7)
+	crl, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(1), ThisUpdate: time.Now().Add(-time.Minute),
+		NextUpdate: time.Now().Add(24 * time.Hour), RevokedCertificateEntries: []x509.RevocationListEntry{{SerialNumber: big.NewInt(5), RevocationTime: time.Now().Add(-time.Minute)}}}, ca, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("revoked.crl", &pem.Block{Type: "X509 CRL", Bytes: crl})
 	return dir, pool, client
 }
 
@@ -267,17 +279,24 @@ func TestGatewayLocalUp(t *testing.T) {
 	cfg := configDir(t, map[string]string{"mesh.yaml": strings.ReplaceAll(gatewayMesh, "CERTS", certs)})
 	// credentialName api-cert: the Secret's keys as files, in the
 	// gateway's namespace (local up copies them into the gateway pod).
-	cred := filepath.Join(cfg, "credentials", "ingress", "api-cert")
-	if err := os.MkdirAll(cred, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for src, dst := range map[string]string{"api.crt": "tls.crt", "api.key": "tls.key"} {
-		data, err := os.ReadFile(filepath.Join(certs, src))
-		if err != nil {
+	// credentialName crl-cert: MUTUAL, with a ca.crl that revokes the
+	// test's first client certificate.
+	for name, files := range map[string]map[string]string{
+		"api-cert": {"api.crt": "tls.crt", "api.key": "tls.key"},
+		"crl-cert": {"api.crt": "tls.crt", "api.key": "tls.key", "ca.crt": "ca.crt", "revoked.crl": "ca.crl"},
+	} {
+		cred := filepath.Join(cfg, "credentials", "ingress", name)
+		if err := os.MkdirAll(cred, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(cred, dst), data, 0o600); err != nil {
-			t.Fatal(err)
+		for src, dst := range files {
+			data, err := os.ReadFile(filepath.Join(certs, src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(cred, dst), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	// credentialName bad-cert: a certificate that is not PEM and a key.
@@ -463,6 +482,22 @@ func TestGatewayLocalUp(t *testing.T) {
 		without := gatewayClient(gwAddr+":443", &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 		if resp, _, err := gatewayGet(without, "https://mtls.example.com/"); err == nil {
 			t.Errorf("without a client certificate: answered %d; MUTUAL must refuse the handshake", resp.StatusCode)
+		}
+	})
+
+	t.Run("https MUTUAL credentialName with ca.crl", func(t *testing.T) {
+		okCert, err := tls.LoadX509KeyPair(filepath.Join(certs, "client-ok.crt"), filepath.Join(certs, "client-ok.key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := gatewayClient(gwAddr+":8445", &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{okCert}, MinVersion: tls.VersionTLS12})
+		resp, r, err := gatewayGet(ok, "https://api.example.com/")
+		if err != nil || resp.StatusCode != http.StatusOK || r == nil {
+			t.Fatalf("with a certificate the list does not revoke: %v %v %+v", err, resp, r)
+		}
+		revoked := gatewayClient(gwAddr+":8445", &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}, MinVersion: tls.VersionTLS12})
+		if resp, _, err := gatewayGet(revoked, "https://api.example.com/"); err == nil {
+			t.Errorf("with a revoked certificate: answered %d; the credential's ca.crl must refuse it", resp.StatusCode)
 		}
 	})
 

@@ -10,6 +10,8 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+
+	"github.com/straitmesh/strait/internal/certpem"
 )
 
 // File-backed secrets, named as Istio names them (pkg/security
@@ -34,7 +36,9 @@ const (
 // the Kubernetes Secret; strait-agent reads them from files laid out as a
 // Kubernetes TLS Secret mounted as a volume: CREDENTIALS_DIR/NAME/tls.crt
 // and tls.key, and CREDENTIALS_DIR/NAME/ca.crt (or, as Istio's separate
-// CA Secret, CREDENTIALS_DIR/NAME-cacert/ca.crt).
+// CA Secret, CREDENTIALS_DIR/NAME-cacert/ca.crt), with the revocation
+// list beside it when there is one (ca.crl, as a TLS Secret's key),
+// served in the same validation context as Istio's agent does.
 const (
 	credentialPrefix = "kubernetes://"
 	credentialCA     = "-cacert"
@@ -56,11 +60,11 @@ func credentialResource(dir, name string) (r fileResource, ok bool, err error) {
 	}
 	if base, isCA := strings.CutSuffix(rest, credentialCA); isCA && base != "" {
 		// NAME-cacert: NAME's ca.crt, else a credential of its own.
-		root := filepath.Join(dir, base, "ca.crt")
-		if _, err := os.Stat(root); err != nil {
-			root = filepath.Join(dir, rest, "ca.crt")
+		caDir := filepath.Join(dir, base)
+		if _, err := os.Stat(filepath.Join(caDir, "ca.crt")); err != nil {
+			caDir = filepath.Join(dir, rest)
 		}
-		return fileResource{root: root}, true, nil
+		return fileResource{root: filepath.Join(caDir, "ca.crt"), crl: filepath.Join(caDir, "ca.crl")}, true, nil
 	}
 	return fileResource{cert: filepath.Join(dir, rest, "tls.crt"), key: filepath.Join(dir, rest, "tls.key")}, true, nil
 }
@@ -78,9 +82,10 @@ var systemBundles = []string{
 }
 
 // fileResource is a parsed file-backed resource name: cert and key for
-// "file-cert:", root for "file-root:".
+// "file-cert:", root for "file-root:", and for a Gateway credential's CA
+// the path of its revocation list (crl), served when the file is there.
 type fileResource struct {
-	cert, key, root string
+	cert, key, root, crl string
 }
 
 // parseFileResource parses a file-backed resource name; ok is false for
@@ -127,9 +132,23 @@ func (r fileResource) read(name string) (*tlsv3.Secret, []byte, error) {
 		if _, err := parsePEMCerts(pem); err != nil {
 			return nil, nil, fmt.Errorf("SDS resource %q: CA certificates %s: %w", name, path, err)
 		}
-		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-			TrustedCa: inline(pem),
-		}}}, pem, nil
+		vc := &tlsv3.CertificateValidationContext{TrustedCa: inline(pem)}
+		raw := pem
+		if r.crl != "" {
+			crl, err := os.ReadFile(r.crl)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+			case err != nil:
+				return nil, nil, fmt.Errorf("SDS resource %q: revocation list: %w", name, err)
+			default:
+				if _, err := certpem.ParseCRLs(crl); err != nil {
+					return nil, nil, fmt.Errorf("SDS resource %q: revocation list %s: %w", name, r.crl, err)
+				}
+				vc.Crl = inline(crl)
+				raw = append(append(raw[:len(raw):len(raw)], 0), crl...)
+			}
+		}
+		return &tlsv3.Secret{Name: name, Type: &tlsv3.Secret_ValidationContext{ValidationContext: vc}}, raw, nil
 	}
 	cert, err := os.ReadFile(r.cert)
 	if err != nil {

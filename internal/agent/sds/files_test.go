@@ -220,8 +220,8 @@ func TestCredentialResource(t *testing.T) {
 	}{
 		{name: "file-cert:/a~/b"},
 		{name: "kubernetes://web", want: fileResource{cert: filepath.Join(dir, "web", "tls.crt"), key: filepath.Join(dir, "web", "tls.key")}, ok: true},
-		{name: "kubernetes://both-cacert", want: fileResource{root: filepath.Join(dir, "both", "ca.crt")}, ok: true},
-		{name: "kubernetes://only-ca-cacert", want: fileResource{root: filepath.Join(dir, "only-ca-cacert", "ca.crt")}, ok: true},
+		{name: "kubernetes://both-cacert", want: fileResource{root: filepath.Join(dir, "both", "ca.crt"), crl: filepath.Join(dir, "both", "ca.crl")}, ok: true},
+		{name: "kubernetes://only-ca-cacert", want: fileResource{root: filepath.Join(dir, "only-ca-cacert", "ca.crt"), crl: filepath.Join(dir, "only-ca-cacert", "ca.crl")}, ok: true},
 		{name: "kubernetes://../etc", ok: true, wantErr: "NAME a Secret's name"},
 		{name: "kubernetes://", ok: true, wantErr: "NAME a Secret's name"},
 	} {
@@ -229,5 +229,92 @@ func TestCredentialResource(t *testing.T) {
 		if ok != tc.ok || got != tc.want || (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("%s: %+v %v %v, want %+v %v %q", tc.name, got, ok, err, tc.want, tc.ok, tc.wantErr)
 		}
+	}
+}
+
+// caWithCRL writes, into dir, a CA certificate (ca.crt) and, when
+// withCRL, a PEM revocation list it signed (ca.crl); it returns the
+// list's bytes.
+func caWithCRL(t *testing.T, dir string, withCRL bool) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "client CA"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !withCRL {
+		return nil
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crlDER, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(1), ThisUpdate: time.Now(),
+		NextUpdate: time.Now().Add(time.Hour), RevokedCertificateEntries: []x509.RevocationListEntry{{SerialNumber: big.NewInt(9), RevocationTime: time.Now()}}}, ca, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crl := pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: crlDER})
+	if err := os.WriteFile(filepath.Join(dir, "ca.crl"), crl, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return crl
+}
+
+// TestCredentialCRL: a MUTUAL Gateway credential's ca.crl (beside ca.crt
+// in NAME or in NAME-cacert) is served in the CA's validation context, a
+// changed list changes the version's digest, no file means no list, and
+// a malformed one refuses the resource rather than serving the CA without
+// it.
+func TestCredentialCRL(t *testing.T) {
+	dir := t.TempDir()
+	inSecret := caWithCRL(t, filepath.Join(dir, "web"), true)
+	inCASecret := caWithCRL(t, filepath.Join(dir, "api-cacert"), true)
+	caWithCRL(t, filepath.Join(dir, "plain"), false)
+	caWithCRL(t, filepath.Join(dir, "broken"), false)
+	if err := os.WriteFile(filepath.Join(dir, "broken", "ca.crl"), []byte("not a CRL"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) (crl []byte, raw []byte, err error) {
+		t.Helper()
+		r, ok, err := credentialResource(dir, name)
+		if !ok || err != nil {
+			t.Fatalf("%s: %v %v", name, ok, err)
+		}
+		sec, raw, err := r.read(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sec.GetValidationContext().GetCrl().GetInlineBytes(), raw, nil
+	}
+	for name, want := range map[string][]byte{"kubernetes://web-cacert": inSecret, "kubernetes://api-cacert": inCASecret, "kubernetes://plain-cacert": nil} {
+		got, _, err := read(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s: crl %q, want %q", name, got, want)
+		}
+	}
+	if _, _, err := read("kubernetes://broken-cacert"); err == nil || !strings.Contains(err.Error(), "revocation list") {
+		t.Errorf("broken ca.crl: err = %v, want a revocation list error", err)
+	}
+	_, before, _ := read("kubernetes://web-cacert")
+	caWithCRL(t, filepath.Join(dir, "web"), true)
+	_, after, _ := read("kubernetes://web-cacert")
+	if string(before) == string(after) {
+		t.Error("a new ca.crt and ca.crl read the same bytes: the version would not change")
 	}
 }

@@ -8,12 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/straitmesh/strait/internal/certpem"
 	"github.com/straitmesh/strait/internal/mesh"
 )
 
 // credentialDir checks the Gateway credentials of file mode:
 // DIR/NAMESPACE/NAME holds a Kubernetes TLS Secret's keys as files
-// (tls.crt, tls.key, and ca.crt for MUTUAL, or NAME-cacert/ca.crt as
+// (tls.crt, tls.key, and ca.crt with an optional ca.crl for MUTUAL, or NAME-cacert/ca.crt as
 // Istio's separate CA Secret), the layout `straitctl local up` copies
 // into a gateway pod, whose agent serves it over SDS
 // (internal/agent/sds files.go). It tells straitd which servers can be
@@ -40,15 +41,29 @@ func (d credentialDir) Check(ns, name string, mutual bool) error {
 	if !mutual {
 		return nil
 	}
-	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	caDir := dir
+	ca, err := os.ReadFile(filepath.Join(caDir, "ca.crt"))
 	if errors.Is(err, os.ErrNotExist) {
-		ca, err = os.ReadFile(filepath.Join(string(d), ns, name+"-cacert", "ca.crt"))
+		caDir = filepath.Join(string(d), ns, name+"-cacert")
+		ca, err = os.ReadFile(filepath.Join(caDir, "ca.crt"))
 	}
 	if err != nil {
 		return fmt.Errorf("MUTUAL needs CA certificates (ca.crt, or ca.crt of %s-cacert): %w", name, err)
 	}
 	if err := mesh.CheckPEMCertificates(ca); err != nil {
 		return fmt.Errorf("ca.crt of %s: %w", name, err)
+	}
+	// The revocation list beside the CA certificates, as a TLS Secret's
+	// ca.crl: the agent serves it with them.
+	crl, err := os.ReadFile(filepath.Join(caDir, "ca.crl"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ca.crl of %s: %w", name, err)
+	}
+	if _, err := certpem.ParseCRLs(crl); err != nil {
+		return fmt.Errorf("ca.crl of %s: %w", filepath.Base(caDir), err)
 	}
 	return nil
 }

@@ -39,6 +39,30 @@ func selfSigned(t *testing.T) (cert, key []byte) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
 }
 
+// testCRL is a DER revocation list signed by a fresh CA.
+func testCRL(t *testing.T) []byte {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "client CA"}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crl, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(1), ThisUpdate: time.Now(), NextUpdate: time.Now().Add(time.Hour)}, ca, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crl
+}
+
 // writeCredential lays files out as CREDENTIALS/NS/NAME/FILE.
 func writeCredential(t *testing.T, root, ns, name string, files map[string][]byte) {
 	t.Helper()
@@ -64,6 +88,10 @@ func TestCredentialDirCheck(t *testing.T) {
 	writeCredential(t, root, "ingress", "garbage", map[string][]byte{"tls.crt": []byte("not PEM"), "tls.key": key})
 	writeCredential(t, root, "ingress", "mismatch", map[string][]byte{"tls.crt": otherCert, "tls.key": key})
 	writeCredential(t, root, "ingress", "badca", map[string][]byte{"tls.crt": cert, "tls.key": key, "ca.crt": key})
+	writeCredential(t, root, "ingress", "crl", map[string][]byte{"tls.crt": cert, "tls.key": key, "ca.crt": cert, "ca.crl": testCRL(t)})
+	writeCredential(t, root, "ingress", "badcrl", map[string][]byte{"tls.crt": cert, "tls.key": key, "ca.crt": cert, "ca.crl": []byte("not a CRL")})
+	writeCredential(t, root, "ingress", "splitcrl", map[string][]byte{"tls.crt": cert, "tls.key": key})
+	writeCredential(t, root, "ingress", "splitcrl-cacert", map[string][]byte{"ca.crt": cert, "ca.crl": []byte("not a CRL")})
 	d := credentialDir(root)
 	for _, tc := range []struct {
 		ns, name string
@@ -81,6 +109,10 @@ func TestCredentialDirCheck(t *testing.T) {
 		{"ingress", "mismatch", false, "private key does not match public key"},
 		{"ingress", "badca", true, `PEM block "PRIVATE KEY", want CERTIFICATE`},
 		{"ingress", "../ingress", false, "is not a Secret's name"},
+		{"ingress", "crl", true, ""},
+		{"ingress", "badcrl", false, ""}, // SIMPLE serves no CA
+		{"ingress", "badcrl", true, "ca.crl of badcrl: no PEM"},
+		{"ingress", "splitcrl", true, "ca.crl of splitcrl-cacert"},
 	} {
 		err := d.Check(tc.ns, tc.name, tc.mutual)
 		switch {

@@ -2,14 +2,13 @@ package kube
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/straitmesh/strait/internal/certpem"
 	"github.com/straitmesh/strait/internal/mesh"
 )
 
@@ -79,38 +78,11 @@ func caCerts(s *corev1.Secret) (ca, crl []byte, err error) {
 	}
 	crl = s.Data[crlKey]
 	if len(crl) > 0 {
-		if err := checkCRL(crl); err != nil {
+		if _, err := certpem.ParseCRLs(crl); err != nil {
 			return nil, nil, fmt.Errorf("secret %s/%s: %s: %w", s.Namespace, s.Name, crlKey, err)
 		}
 	}
 	return ca, crl, nil
-}
-
-// checkCRL checks that b holds PEM "X509 CRL" blocks, or is one DER
-// list, as the proxy reads it (tlsconf parseCRLs).
-func checkCRL(b []byte) error {
-	n := 0
-	for rest := b; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			break
-		}
-		if block.Type != "X509 CRL" {
-			continue
-		}
-		if _, err := x509.ParseRevocationList(block.Bytes); err != nil {
-			return err
-		}
-		n++
-	}
-	if n > 0 {
-		return nil
-	}
-	if _, err := x509.ParseRevocationList(b); err != nil {
-		return fmt.Errorf("no PEM \"X509 CRL\" block and not a DER CRL: %w", err)
-	}
-	return nil
 }
 
 func hasKeys(data map[string][]byte, keys ...string) bool {

@@ -45,6 +45,112 @@ type PrometheusOptions struct {
 	ScrapeInterval time.Duration
 	// Addr is the listen address (default 127.0.0.1 on a free port).
 	Addr string
+	// KubernetesPods adds Istio's "kubernetes-pods" job: pods annotated
+	// prometheus.io/scrape "true" are scraped on their prometheus.io/port
+	// and prometheus.io/path (which injection points at the agent's merged
+	// metrics on 15020). Debian's Prometheus is built without Kubernetes
+	// discovery, so the pods come from SetPods (a file_sd file carrying
+	// the labels Kubernetes discovery would give them) and Istio's
+	// relabelling is applied to them unchanged.
+	KubernetesPods bool
+}
+
+// PodMeta is what Kubernetes discovery knows of a pod.
+type PodMeta struct {
+	Namespace, Name, IP, Phase string
+	Labels, Annotations        map[string]string
+}
+
+// podsFile is the file_sd file of the kubernetes-pods job, in the
+// Prometheus's directory.
+const podsFile = "pods.json"
+
+// kubernetesPodsJob is Istio's "kubernetes-pods" scrape job
+// (samples/addons/prometheus.yaml), its kubernetes_sd_configs replaced by
+// the file SetPods writes. %s is the JSON-quoted file path.
+const kubernetesPodsJob = `- job_name: "kubernetes-pods"
+  file_sd_configs:
+  - files: [%s]
+  relabel_configs:
+  - action: keep
+    regex: true
+    source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape]
+  - action: drop
+    regex: true
+    source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scrape_slow]
+  - action: replace
+    regex: (https?)
+    source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_scheme]
+    target_label: __scheme__
+  - action: replace
+    regex: (.+)
+    source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_path]
+    target_label: __metrics_path__
+  - action: replace
+    regex: (\d+);((([0-9]+?)(\.|$)){4})
+    replacement: $2:$1
+    source_labels: [__meta_kubernetes_pod_annotation_prometheus_io_port, __meta_kubernetes_pod_ip]
+    target_label: __address__
+  - action: labelmap
+    regex: __meta_kubernetes_pod_label_(.+)
+  - action: replace
+    source_labels: [__meta_kubernetes_namespace]
+    target_label: namespace
+  - action: replace
+    source_labels: [__meta_kubernetes_pod_name]
+    target_label: pod
+  - action: drop
+    regex: Pending|Succeeded|Failed|Completed
+    source_labels: [__meta_kubernetes_pod_phase]
+`
+
+// podTargets is the file_sd content for pods: one target group per pod
+// (its address is replaced by the relabelling), labelled as Kubernetes
+// discovery labels a pod, names sanitised to [a-zA-Z0-9_] as it does.
+func podTargets(pods []PodMeta) ([]byte, error) {
+	type group struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels"`
+	}
+	sanitize := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+				return r
+			}
+			return '_'
+		}, s)
+	}
+	groups := []group{}
+	for _, p := range pods {
+		l := map[string]string{
+			"__meta_kubernetes_namespace": p.Namespace,
+			"__meta_kubernetes_pod_name":  p.Name,
+			"__meta_kubernetes_pod_ip":    p.IP,
+			"__meta_kubernetes_pod_phase": p.Phase,
+		}
+		for k, v := range p.Labels {
+			l["__meta_kubernetes_pod_label_"+sanitize(k)] = v
+		}
+		for k, v := range p.Annotations {
+			l["__meta_kubernetes_pod_annotation_"+sanitize(k)] = v
+		}
+		groups = append(groups, group{Targets: []string{p.IP}, Labels: l})
+	}
+	return json.Marshal(groups)
+}
+
+// SetPods replaces the pods the kubernetes-pods job discovers (Prometheus
+// watches the file and rereads it at once).
+func (p *Prometheus) SetPods(pods []PodMeta) error {
+	data, err := podTargets(pods)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(p.dir, podsFile+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(p.dir, podsFile))
 }
 
 // Prometheus is a running Prometheus.
@@ -71,9 +177,10 @@ func (m *Mesh) MeshTargets() []ScrapeTarget {
 	return out
 }
 
-// prometheusConfig renders prometheus.yml. Every string is JSON-quoted,
-// which YAML reads as a double-quoted scalar.
-func prometheusConfig(targets []ScrapeTarget, interval time.Duration) string {
+// prometheusConfig renders prometheus.yml: the static targets and, when
+// podsFile is set, the kubernetes-pods job reading it. Every string is
+// JSON-quoted, which YAML reads as a double-quoted scalar.
+func prometheusConfig(targets []ScrapeTarget, podsFile string, interval time.Duration) string {
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "global:\n  scrape_interval: %s\n  scrape_timeout: %s\nscrape_configs:\n", interval, interval)
@@ -98,6 +205,9 @@ func prometheusConfig(targets []ScrapeTarget, interval time.Duration) string {
 				}
 			}
 		}
+	}
+	if podsFile != "" {
+		fmt.Fprintf(&b, kubernetesPodsJob, q(podsFile))
 	}
 	return b.String()
 }
@@ -131,7 +241,15 @@ func StartPrometheus(ctx context.Context, opts PrometheusOptions) (*Prometheus, 
 		return nil, err
 	}
 	cfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfg, []byte(prometheusConfig(opts.Targets, interval)), 0o644); err != nil {
+	pods := ""
+	if opts.KubernetesPods {
+		pods = filepath.Join(dir, podsFile)
+		if err := os.WriteFile(pods, []byte("[]"), 0o644); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(cfg, []byte(prometheusConfig(opts.Targets, pods, interval)), 0o644); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}

@@ -115,6 +115,60 @@ func TestPrometheusDashboards(t *testing.T) {
 	}
 	client := m.Pod("client")
 	tcpRequest(ctx, t, client) // the TCP series exists before the load too
+	checkDashboards(ctx, t, prom, dashboardLoad{
+		sourceSel:  `istio_requests_total{reporter="source",destination_service="echo.demo.svc.cluster.local"}`,
+		destSel:    `istio_requests_total{reporter="destination",destination_workload="echo-v1"}`,
+		tcpSel:     `istio_tcp_received_bytes_total{reporter="source",destination_service="echo-tcp.demo.svc.cluster.local"}`,
+		tcpService: "echo-tcp.demo.svc.cluster.local",
+		service:    "echo.demo.svc.cluster.local",
+		namespace:  "demo",
+		workloads:  "echo-v1",
+		send: func(delay string, n int, status int) {
+			h := http.Header{}
+			if delay != "" {
+				h.Set("X-Echo-Delay", delay)
+			}
+			if status != 0 {
+				h.Set("X-Echo-Status", fmt.Sprint(status))
+			}
+			for range n {
+				want := 200
+				if status != 0 {
+					want = status
+				}
+				if r := send(ctx, c, "GET", localmesh.DemoURL, "", h); r.err != nil || r.status != want {
+					t.Fatalf("load: %v", r)
+				}
+			}
+		},
+		tcp: func() { tcpRequest(ctx, t, client) },
+	})
+}
+
+// dashboardLoad is what checkDashboards needs of a mesh: the series each
+// reporter's window is bounded by (both the 200 and the 500 series must
+// exist before the load), the service and workloads the dashboards are
+// filtered on, and how to send the load (n requests with an echo delay or
+// status) and, when tcpSel is set, one TCP connection of tcpRequestBytes.
+type dashboardLoad struct {
+	sourceSel, destSel, tcpSel string
+	service, namespace         string
+	tcpService                 string
+	workloads                  string // a regex of destination workloads
+	// series is the number of series of sourceSel and destSel before the
+	// load (default 2: 200 and 500 of one workload).
+	series int
+	send   func(delay string, n, status int)
+	tcp    func()
+}
+
+// checkDashboards sends the load (dashSlow slow successes, dashFailed
+// 500s, dashTCP TCP connections) and checks that the queries of Istio's
+// mesh, service and workload dashboards, evaluated by prom over the
+// load's window, return the exact counts and success rate and P50/P90/P99
+// inside the slow requests' bucket.
+func checkDashboards(ctx context.Context, t *testing.T, prom *localmesh.Prometheus, d dashboardLoad) {
+	t.Helper()
 	// Both series (200 and 500) of each reporter exist before the load,
 	// and t1 is a scrape that saw them: the window [t1, t2] then holds
 	// exactly the load. Each agent is scraped at its own moments, so each
@@ -127,26 +181,26 @@ func TestPrometheusDashboards(t *testing.T) {
 		before       float64
 		rangeSeconds string
 	}
+	series := d.series
+	if series == 0 {
+		series = 2
+	}
 	windows := map[string]*window{
-		"source":      {sel: `istio_requests_total{reporter="source",destination_service="echo.demo.svc.cluster.local"}`, series: 2, load: dashSlow + dashFailed},
-		"destination": {sel: `istio_requests_total{reporter="destination",destination_workload="echo-v1"}`, series: 2, load: dashSlow + dashFailed},
-		"tcp":         {sel: `istio_tcp_received_bytes_total{reporter="source",destination_service="echo-tcp.demo.svc.cluster.local"}`, series: 1, load: dashTCP * float64(len(tcpRequestBytes))},
+		"source":      {sel: d.sourceSel, series: series, load: dashSlow + dashFailed},
+		"destination": {sel: d.destSel, series: series, load: dashSlow + dashFailed},
+	}
+	if d.tcpSel != "" {
+		windows["tcp"] = &window{sel: d.tcpSel, series: 1, load: dashTCP * float64(len(tcpRequestBytes))}
 	}
 	for _, w := range windows {
 		w.t1, w.before = scrapeAfter(ctx, t, prom, w.sel, time.Now(), func(series int, _ float64) bool { return series == w.series })
 	}
-	for range dashSlow {
-		if r := send(ctx, c, "GET", localmesh.DemoURL, "", http.Header{"X-Echo-Delay": {dashSlowDelay}}); r.err != nil || r.status != 200 {
-			t.Fatalf("load: %v", r)
+	d.send(dashSlowDelay, dashSlow, 0)
+	d.send("", dashFailed, 500)
+	if d.tcpSel != "" {
+		for range dashTCP {
+			d.tcp()
 		}
-	}
-	for range dashFailed {
-		if r := send(ctx, c, "GET", localmesh.DemoURL, "", fail); r.err != nil || r.status != 500 {
-			t.Fatalf("load: %v", r)
-		}
-	}
-	for range dashTCP {
-		tcpRequest(ctx, t, client)
 	}
 	// The window [t1, t2] starts and ends on a scrape: Prometheus 2 (Debian
 	// bookworm's 2.42) includes both ends of a range, so increase() is the
@@ -158,8 +212,8 @@ func TestPrometheusDashboards(t *testing.T) {
 	}
 
 	const total = dashSlow + dashFailed
-	svc := `destination_service="echo.demo.svc.cluster.local"`
-	wl := `destination_workload_namespace=~"demo",destination_workload=~"echo-v1"`
+	svc := `destination_service="` + d.service + `"`
+	wl := `destination_workload_namespace=~"` + d.namespace + `",destination_workload=~"` + d.workloads + `"`
 	quantile := func(q string, filter string) string {
 		return "(histogram_quantile(" + q + ", sum(irate(istio_request_duration_milliseconds_bucket{" + filter + "}[$__rate_interval])) by (le)) / 1000) or histogram_quantile(" + q + ", sum(irate(istio_request_duration_seconds_bucket{" + filter + "}[$__rate_interval])) by (le))"
 	}
@@ -178,12 +232,14 @@ func TestPrometheusDashboards(t *testing.T) {
 		{"istio-workload-dashboard", "Incoming Request Volume ($qrep=destination)", `round(sum(irate(istio_requests_total{reporter=~"destination",` + wl + `}[$__rate_interval])), 0.001)`, "destination", exactly(total)},
 		{"istio-workload-dashboard", "Incoming Success Rate (non-5xx responses)",
 			`sum(irate(istio_requests_total{reporter=~"destination",` + wl + `,response_code!~"5.*"}[$__rate_interval])) / sum(irate(istio_requests_total{reporter=~"destination",` + wl + `}[$__rate_interval]))`, "destination", exactly(float64(dashSlow) / total)},
-		{"istio-workload-dashboard", "Request Duration P50", quantile("0.50", `reporter=~"destination",destination_workload=~"echo-v1", destination_workload_namespace=~"demo"`), "destination", slowBucket},
-		{"istio-workload-dashboard", "Request Duration P99", quantile("0.99", `reporter=~"destination",destination_workload=~"echo-v1", destination_workload_namespace=~"demo"`), "destination", slowBucket},
+		{"istio-workload-dashboard", "Request Duration P50", quantile("0.50", `reporter=~"destination",destination_workload=~"`+d.workloads+`", destination_workload_namespace=~"`+d.namespace+`"`), "destination", slowBucket},
+		{"istio-workload-dashboard", "Request Duration P99", quantile("0.99", `reporter=~"destination",destination_workload=~"`+d.workloads+`", destination_workload_namespace=~"`+d.namespace+`"`), "destination", slowBucket},
 	}
-	queries = append(queries, dashQuery{"istio-service-dashboard", "TCP Received Bytes ($qrep=source)",
-		`sum(irate(istio_tcp_received_bytes_total{reporter=~"source", destination_service="echo-tcp.demo.svc.cluster.local"}[$__rate_interval]))`,
-		"tcp", exactly(dashTCP * float64(len(tcpRequestBytes)))})
+	if d.tcpSel != "" {
+		queries = append(queries, dashQuery{"istio-service-dashboard", "TCP Received Bytes ($qrep=source)",
+			`sum(irate(istio_tcp_received_bytes_total{reporter=~"source", destination_service="` + d.tcpService + `"}[$__rate_interval]))`,
+			"tcp", exactly(dashTCP * float64(len(tcpRequestBytes)))})
+	}
 	for _, q := range queries {
 		w := windows[q.reporter]
 		expr := strings.NewReplacer("irate(", "increase(", "rate(", "increase(", "$__rate_interval", w.rangeSeconds).Replace(q.expr)

@@ -13,6 +13,8 @@
 # Environment: RUNS=3 DURATION=10s CONNS=2 (client HTTP/2 connections)
 # CONCURRENCY=16 (calls in flight) SIZE=100 (request bytes)
 # CHAINS="nginx strait" STRAIT_BIN=path
+# STRAIT_FLAGS="--cpu-profile /tmp/grpc-{name}.pprof" (extra flags of every
+# strait-proxy; {name} becomes the proxy's name, strait1 for hop 1)
 # README=path (default bench/http/README.md; "-" = don't write)
 set -euo pipefail
 
@@ -25,6 +27,7 @@ CONCURRENCY=${CONCURRENCY:-16}
 SIZE=${SIZE:-100}
 CHAINS=${CHAINS:-"nginx strait"}
 README=${README:-$here/README.md}
+STRAIT_FLAGS=${STRAIT_FLAGS:-}
 BENCH_NAME=bench-grpc
 # shellcheck source=lib.sh
 . "$here/lib.sh"
@@ -99,7 +102,8 @@ static_resources:
             virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: next}}]}]
           http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
 CONF
-	start "$1" "$STRAIT_BIN" -c "$work/$1.yaml" --concurrency 1 --log-level error
+	# shellcheck disable=SC2086 # STRAIT_FLAGS is a list of flags
+	start "$1" "$STRAIT_BIN" -c "$work/$1.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/$1}
 }
 
 declare -A entry proxies

@@ -11,6 +11,8 @@
 #
 # Environment: RUNS=3 DURATION=10 (seconds) CONNS=16 STREAMS=10 (per
 # connection) CHAINS="nginx strait strait-h2up" STRAIT_BIN=path
+# STRAIT_FLAGS="--cpu-profile /tmp/h2-{name}.pprof" (extra flags of every
+# strait-proxy; {name} becomes the proxy's name, e.g. strait-h2up-1 for hop 1)
 # README=path (default bench/http/README.md; "-" = don't write)
 set -euo pipefail
 
@@ -22,6 +24,7 @@ CONNS=${CONNS:-16}
 STREAMS=${STREAMS:-10}
 CHAINS=${CHAINS:-"nginx strait strait-h2up"}
 README=${README:-$here/README.md}
+STRAIT_FLAGS=${STRAIT_FLAGS:-}
 BENCH_NAME=bench-h2
 # shellcheck source=lib.sh
 . "$here/lib.sh"
@@ -102,7 +105,8 @@ static_resources:
             virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: next}}]}]
           http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
 CONF
-	start "$1" "$STRAIT_BIN" -c "$work/$1.yaml" --concurrency 1 --log-level error
+	# shellcheck disable=SC2086 # STRAIT_FLAGS is a list of flags
+	start "$1" "$STRAIT_BIN" -c "$work/$1.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/$1}
 }
 
 declare -A entry proxies

@@ -248,6 +248,8 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			inner(w, r)
 		}
 	}
+	// The stream's goroutine grows its stack before it goes deep (h2stack.go).
+	handler = withGrownStack(handler)
 	// x/net/http2's server flushes after each frame its writer writes:
 	// batch those writes (package wbatch). Under them, the guard against
 	// rapid reset and empty frame floods sees every frame (package http2).

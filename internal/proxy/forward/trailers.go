@@ -1,7 +1,7 @@
 package forward
 
-// This file is the one trailer policy of every codec path (hcm's
-// h1forward.go, h1toh2.go, h2.go): which trailers cross the proxy, in
+// This file is the one trailer policy of every codec path (forward/h1's
+// exchange, hcm's h2.go): which trailers cross the proxy, in
 // either direction. Trailers arrive after the head was sanitized
 // (package fwdheaders, filters/http/jwtauthn/outputheaders.go, the router's x-envoy-* headers) and
 // routed, so nothing the HCM checks or sets in the head may come through

@@ -15,7 +15,7 @@ package forward
 //     (ConnectionImpl::onHeaderField ignores trailers,
 //     StreamEncoderImpl::encodeTrailersBase ends the stream without them;
 //     source/common/http/http1/codec_impl.cc). strait-proxy refuses
-//     enable_trailers, on the HCM (fields.go) and on a cluster's HTTP/1
+//     enable_trailers, on the HCM (hcm/fields.go) and on a cluster's HTTP/1
 //     options (cluster/httpoptions.go).
 //   - From HTTP/2 to HTTP/2 (gRPC's grpc-status, grpc-message and custom
 //     metadata), trailers are forwarded without the fields RFC 9110
@@ -76,7 +76,7 @@ var forbiddenTrailers = map[string]bool{
 	// How to process the content.
 	"content-encoding": true, "content-type": true, "content-range": true,
 	// What the HCM sanitizes or sets in the head: package fwdheaders,
-	// scheme.go, the request id.
+	// hcm/scheme.go, the request id.
 	"x-forwarded-client-cert": true, "x-forwarded-for": true, "x-forwarded-proto": true,
 	"x-forwarded-host": true, "x-forwarded-port": true, "forwarded": true,
 	"x-request-id": true, "x-strait-response-flags": true,

@@ -241,7 +241,7 @@ func (x *Exchange) Forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 		// The upstream usually answers after reading the whole body, so the
 		// copier is done or about to be; if it isn't soon, the upstream
 		// answered early and the rest of the body won't be read.
-		t := time.NewTimer(BodyFinishWait)
+		t := time.NewTimer(bodyFinishWait)
 		select {
 		case err := <-bc.done:
 			x.Rec.BytesReceived = bc.progress.Load() // a chunked body; endLog has the length of another

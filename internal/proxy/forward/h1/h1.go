@@ -113,9 +113,9 @@ func (x *Exchange) logUpstream(uc net.Conn) {
 	}
 }
 
-// BodyFinishWait is how long a response waits for the request body copier
+// bodyFinishWait is how long a response waits for the request body copier
 // before it gives up on keeping the downstream connection.
-const BodyFinishWait = 50 * time.Millisecond
+const bodyFinishWait = 50 * time.Millisecond
 
 // clientPollInterval is how often a request waiting for its response head
 // checks whether the client went away (a MSG_PEEK on the downstream
@@ -131,7 +131,8 @@ var copyBufPool = sync.Pool{New: func() any {
 	return &b
 }}
 
-// GetCopyBuf takes a body copy buffer from the pool; PutCopyBuf gives it
-// back.
-func GetCopyBuf() *[]byte  { return copyBufPool.Get().(*[]byte) }
+// GetCopyBuf takes a body copy buffer from the pool.
+func GetCopyBuf() *[]byte { return copyBufPool.Get().(*[]byte) }
+
+// PutCopyBuf gives a buffer GetCopyBuf took back to the pool.
 func PutCopyBuf(b *[]byte) { copyBufPool.Put(b) }

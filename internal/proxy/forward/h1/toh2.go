@@ -189,7 +189,7 @@ func (x *Exchange) ForwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route
 		}, x.RespBytes)
 		err = errors.Join(rerr, werr)
 	}
-	if body != nil && !body.finished(BodyFinishWait) {
+	if body != nil && !body.finished(bodyFinishWait) {
 		// The response is complete but the request body isn't: the
 		// client or the upstream stopped early. Stop reading downstream
 		// before the connection's reader is released.

@@ -7,9 +7,11 @@
 package accesslog
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"strconv"
 	"time"
@@ -147,6 +149,16 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 // AddrPortOf is addrPortOf for the proxy's filters (the upstream
 // connection's addresses).
 func AddrPortOf(a net.Addr) netip.AddrPort { return addrPortOf(a) }
+
+// TraceUpstream returns ctx with a trace that records in rec the
+// addresses of the upstream connection a request is sent on (each
+// attempt's; the last one's stay). The transports call GotConn on the
+// goroutine of the round trip, before it returns.
+func TraceUpstream(ctx context.Context, rec *Record) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		rec.UpstreamLocal, rec.UpstreamRemote = AddrPortOf(ci.Conn.LocalAddr()), AddrPortOf(ci.Conn.RemoteAddr())
+	}})
+}
 
 // header looks a header up, mapping the pseudo-headers to the record's
 // fields: a request's :method, :path and :authority, a response's

@@ -11,7 +11,7 @@
 // Package router decides (retry policy, rewrites, header mutations);
 // package forward carries the decisions out against package cluster's
 // connections. It never imports the connection manager (package hcm),
-// which calls it. The HTTP/1.1 codec's own exchange (writing the head on
-// the upstream connection, copying the body) stays beside the downstream
-// connection in hcm for now (h1forward.go, h1toh2.go, upgrade.go).
+// which calls it. The HTTP/1.1 request's own exchange (writing the head
+// on the upstream connection, copying the body, the retry loop, HTTP/1.1
+// to HTTP/2, upgrades) is package forward/h1.
 package forward

@@ -1,7 +1,7 @@
 package forward
 
-// This file is the one trailer policy of every codec path (hcm's
-// h1forward.go, h1toh2.go, h2.go): which trailers cross the proxy, in
+// This file is the one trailer policy of every codec path (forward/h1's
+// exchange, hcm's h2.go): which trailers cross the proxy, in
 // either direction. Trailers arrive after the head was sanitized
 // (package fwdheaders, filters/http/jwtauthn/outputheaders.go, the router's x-envoy-* headers) and
 // routed, so nothing the HCM checks or sets in the head may come through
@@ -15,7 +15,7 @@ package forward
 //     (ConnectionImpl::onHeaderField ignores trailers,
 //     StreamEncoderImpl::encodeTrailersBase ends the stream without them;
 //     source/common/http/http1/codec_impl.cc). strait-proxy refuses
-//     enable_trailers, on the HCM (fields.go) and on a cluster's HTTP/1
+//     enable_trailers, on the HCM (hcm/fields.go) and on a cluster's HTTP/1
 //     options (cluster/httpoptions.go).
 //   - From HTTP/2 to HTTP/2 (gRPC's grpc-status, grpc-message and custom
 //     metadata), trailers are forwarded without the fields RFC 9110
@@ -76,7 +76,7 @@ var forbiddenTrailers = map[string]bool{
 	// How to process the content.
 	"content-encoding": true, "content-type": true, "content-range": true,
 	// What the HCM sanitizes or sets in the head: package fwdheaders,
-	// scheme.go, the request id.
+	// hcm/scheme.go, the request id.
 	"x-forwarded-client-cert": true, "x-forwarded-for": true, "x-forwarded-proto": true,
 	"x-forwarded-host": true, "x-forwarded-port": true, "forwarded": true,
 	"x-request-id": true, "x-strait-response-flags": true,

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/netip"
 	"time"
 
@@ -82,24 +81,6 @@ func (c *h1conn) remoteAddr() netip.AddrPort {
 	return c.remote
 }
 
-// logUpstream records the upstream connection's addresses (the HTTP/1.1
-// path; the others learn them through traceUpstream).
-func (c *h1conn) logUpstream(uc net.Conn) {
-	if c.logging() {
-		c.rec.UpstreamLocal, c.rec.UpstreamRemote = accesslog.AddrPortOf(uc.LocalAddr()), accesslog.AddrPortOf(uc.RemoteAddr())
-	}
-}
-
-// traceUpstream returns ctx with a trace that records in rec the
-// addresses of the upstream connection a request is sent on (each
-// attempt's; the last one's stay). The transports call GotConn on the
-// goroutine of the round trip, before it returns.
-func traceUpstream(ctx context.Context, rec *accesslog.Record) context.Context {
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
-		rec.UpstreamLocal, rec.UpstreamRemote = accesslog.AddrPortOf(ci.Conn.LocalAddr()), accesslog.AddrPortOf(ci.Conn.RemoteAddr())
-	}})
-}
-
 // recordKey is the context key of a logged stream's record.
 type recordKey struct{}
 
@@ -163,7 +144,7 @@ func startStreamLog(w http.ResponseWriter, r *http.Request, c *conn) (http.Respo
 	sl := &streamLog{ResponseWriter: w, rec: accesslog.Record{Start: time.Now()}}
 	body := &countingBody{ReadCloser: r.Body}
 	r.Body = body
-	r = r.WithContext(context.WithValue(traceUpstream(r.Context(), &sl.rec), recordKey{}, &sl.rec))
+	r = r.WithContext(context.WithValue(accesslog.TraceUpstream(r.Context(), &sl.rec), recordKey{}, &sl.rec))
 	return sl, r, &sl.rec, func() {
 		rec := &sl.rec
 		rec.Duration = time.Since(rec.Start)

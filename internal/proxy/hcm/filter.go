@@ -15,8 +15,9 @@
 // shares (stream.go), the filter chain (chain.go), gRPC's local replies
 // (grpcreply.go); the HTTP/1.1 path (h1.go: the downstream connection,
 // its parking and limits; h1stream.go: its httpfilter.Stream; h1router.go,
-// h1reply.go; the upstream exchange in h1forward.go, h1toh2.go and
-// upgrade.go) and the HTTP/2 path (h2.go, h2stream.go, h2limits.go).
+// h1reply.go; h1response.go: its side of the upstream exchange;
+// upgrade.go: which upgrades upgrade_configs allow) and the HTTP/2 path
+// (h2.go, h2stream.go, h2limits.go).
 //
 // Below the HCM, each in its own package: the codecs' wire work (http1:
 // the HTTP/1.1 codec and idle-connection parking; http2: the HTTP/2 frame
@@ -26,9 +27,10 @@
 // router's decisions, the headers written for the next hop before routing
 // (fwdheaders: x-forwarded-for and the client's address,
 // x-forwarded-client-cert, x-forwarded-proto) and path normalization
-// (pathnorm), which both codecs apply. The HTTP/1.1 codec's own exchange
-// (h1forward.go, h1toh2.go, upgrade.go) stays here, beside the downstream
-// connection whose buffers it writes to.
+// (pathnorm), which both codecs apply. The HTTP/1.1 request's own
+// exchange (forward/h1: the head and body written upstream, the retry
+// loop, HTTP/1.1 to an HTTP/2 cluster, upgrades and their tunnel) is
+// called through h1.Exchange, and calls back through h1.Downstream.
 package hcm
 
 import (

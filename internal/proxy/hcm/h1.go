@@ -2,7 +2,6 @@ package hcm
 
 import (
 	"errors"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime/debug"
@@ -13,6 +12,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
+	"github.com/straitmesh/strait/internal/proxy/forward/h1"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
@@ -34,32 +34,15 @@ import (
 // to keep the connection; past it the connection is closed.
 const maxDiscardBody = 256 << 10
 
-// bodyFinishWait is how long a response waits for the request body copier
-// before it gives up on keeping the downstream connection.
-const bodyFinishWait = 50 * time.Millisecond
-
-// copyBufSize is the body streaming buffer (plus chunk framing room).
-const copyBufSize = 32 << 10
-
-var copyBufPool = sync.Pool{New: func() any {
-	b := make([]byte, http1.ChunkHeadroom+copyBufSize+2)
-	return &b
-}}
-
 var wbufPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
-
-// clientPollInterval is how often a request waiting for its response head
-// checks whether the client went away (a MSG_PEEK on the downstream
-// socket), so that the upstream request is cancelled rather than left to
-// the upstream's or a timeout's leisure.
-const clientPollInterval = time.Second
 
 // maxLingerBytes bounds what a connection closed after an error reply
 // drains before closing.
 const maxLingerBytes = 256 << 10
 
 // h1conn is one downstream connection. Only its goroutine touches it, except
-// the request body copier (see forward), which owns r while it runs.
+// the request body copier of its exchange (package forward/h1), which owns
+// r while it runs.
 type h1conn struct {
 	s      *Server
 	nc     *http1.DeadlineConn // the downstream connection, with timeouts
@@ -72,18 +55,15 @@ type h1conn struct {
 	r      *http1.Reader
 	wbuf   []byte
 	req    http1.Request
-	resp   http1.Response
-	chunk  http1.ChunkedReader // response body decoder
-	reqCh  http1.ChunkedReader // request body decoder
 
-	// The route's mutations of the request in progress (h1router.go).
-	reqExtra, respExtra        []http1.Header
-	hostOverride, pathOverride []byte
+	// x is the request's upstream exchange: its response, and the route's
+	// mutations of both messages (h1router.go); the connection is its
+	// Downstream (h1response.go).
+	x h1.Exchange
 
-	limits    connLimits  // max_requests_per_connection, max_connection_duration (stream.go)
-	clock     streamClock // the timeouts of the request in progress (stream.go)
-	linger    bool        // an error reply was sent: close gracefully
-	setCookie string      // a generated hash-policy cookie for the response
+	limits connLimits  // max_requests_per_connection, max_connection_duration (stream.go)
+	clock  streamClock // the timeouts of the request in progress (stream.go)
+	linger bool        // an error reply was sent: close gracefully
 
 	drain     *Drain       // nil: the connection never drains
 	stopDrain func() bool  // unregisters drainIdle
@@ -127,6 +107,10 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 	f.cxBegin() // cxEnd in finish
 	c.stopDrain = d.onStart(c.drainIdle)
 	c.stopEnd = d.onEnd(c.cut)
+	c.x = h1.Exchange{
+		D: c, NC: dc, R: c.r, Req: &c.req, Wbuf: &c.wbuf, Rec: &c.rec, Log: s.log,
+		Dst: dst, Src: src, Secure: c.secure, Trailers: &f.trailers, OverwriteXFP: f.xfp.Overwrites(),
+	}
 	c.limits.init(c.lim)
 	c.run(false)
 }
@@ -363,7 +347,7 @@ func (c *h1conn) waitRequest() int {
 			if c.r.ParkBuffer() {
 				// The parsed heads alias the buffer just given back;
 				// their header slices are regrown on the next request.
-				c.req, c.resp = http1.Request{}, http1.Response{}
+				c.req, c.x.Resp = http1.Request{}, http1.Response{}
 				c.nc.SetReadTimeouts(0, time.Time{})
 				if c.s.parker.Park(&c.park, c.nc, c, c.parkDeadline(since)) {
 					return waitParked
@@ -460,8 +444,8 @@ func (c *h1conn) closeGracefully() {
 		return
 	}
 	c.nc.SetReadTimeouts(0, time.Now().Add(d))
-	bp := copyBufPool.Get().(*[]byte)
-	defer copyBufPool.Put(bp)
+	bp := h1.GetCopyBuf()
+	defer h1.PutCopyBuf(bp)
 	for n := 0; n < maxLingerBytes; {
 		m, err := c.nc.Read(*bp)
 		n += m
@@ -475,7 +459,7 @@ func (c *h1conn) closeGracefully() {
 // connection can carry another.
 func (c *h1conn) serveRequest() bool {
 	req := &c.req
-	c.resetRouterState()
+	c.x.Reset()
 	c.meta.Reset()
 	c.stream.begin(c)
 	req.Headers, c.client = c.filter.xff.ApplyH1(req.Headers, c.remoteAddr(), c.s.local)
@@ -532,7 +516,7 @@ func (c *h1conn) serveRequest() bool {
 	}
 	defer cl.Finish(ep)
 	c.rec.UpstreamHost = ep.Address
-	c.setCookie = setCookie
+	c.x.SetCookie = setCookie
 	ep.Source = c.src
 	ep.Downstream = forward.Downstream(cl, c.nc.RemoteAddr(), c.dst)
 	ov, hasOv := c.routerOverrides(rt.IncludeAttemptCount)
@@ -540,10 +524,13 @@ func (c *h1conn) serveRequest() bool {
 		if rt.HasRequestMutation() {
 			c.mutateRequest(rt, tgt)
 		}
-		return c.forwardUpgrade(cl, ep, rt) // upgrade.go
+		c.clock.routed(rt) // stream.go
+		c.beginExchange()
+		return c.x.ForwardUpgrade(cl, ep, rt)
 	}
 	if cl.UpstreamHTTP2(false) {
-		return c.forwardH2(cl, ep, rt, tgt, &ov) // h1toh2.go
+		c.beginExchange()
+		return c.x.ForwardH2(cl, ep, rt, tgt, &ov)
 	}
 	if rt.HasRequestMutation() {
 		c.mutateRequest(rt, tgt)
@@ -552,7 +539,12 @@ func (c *h1conn) serveRequest() bool {
 	if hasOv {
 		ovp = &ov
 	}
-	return c.forward(cl, ep, rt, tgt, ovp)
+	if c.clock.routed(rt) { // stream.go
+		c.nc.SetReadTimeouts(c.clock.idle, c.clock.request)
+		c.nc.SetWriteTimeouts(c.clock.idle, time.Time{})
+	}
+	c.beginExchange()
+	return c.x.Forward(cl, ep, rt, tgt, ovp)
 }
 
 // normalizePath applies the HCM's path normalization (package pathnorm) to the
@@ -572,7 +564,7 @@ func (c *h1conn) normalizePath() (done, keep bool) {
 		return true, c.localReply(400, "", "")
 	case pathnorm.Redirect:
 		loc := append(append([]byte(nil), p...), req.Query...)
-		c.respExtra = append(c.respExtra[:0], http1.Header{Name: []byte("location"), Value: loc})
+		c.x.RespExtra = append(c.x.RespExtra[:0], http1.Header{Name: []byte("location"), Value: loc})
 		return true, c.localReply(307, "", "")
 	}
 	if &p[0] == &req.Path[0] && len(p) == len(req.Path) {
@@ -584,111 +576,4 @@ func (c *h1conn) normalizePath() (done, keep bool) {
 		req.Target = t
 	}
 	return false, false
-}
-
-// appendRequestHead writes the upstream request head into w.
-func (c *h1conn) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
-	req := &c.req
-	w = append(w, req.Method...)
-	w = append(w, ' ')
-	if c.pathOverride != nil {
-		w = append(w, c.pathOverride...)
-		w = append(w, req.Query...)
-	} else if req.Authority != nil {
-		w = append(w, req.Path...)
-		w = append(w, req.Query...)
-	} else {
-		w = append(w, req.Target...)
-	}
-	w = append(w, " HTTP/1.1\r\n"...)
-	var xfp, rid bool
-	for i := range req.Headers {
-		h := &req.Headers[i]
-		if h.Hop {
-			continue
-		}
-		switch len(h.Name) {
-		case 4:
-			if (req.Authority != nil || c.hostOverride != nil) && http1.EqualFold(h.Name, "Host") {
-				continue // replaced by the target's authority below
-			}
-		case 6:
-			if req.Expect100 && http1.EqualFold(h.Name, "Expect") {
-				continue // answered here (see forward), as Envoy does
-			}
-		case 12:
-			if !rid && http1.EqualFold(h.Name, "X-Request-Id") {
-				rid = true
-			}
-		case 14:
-			if http1.EqualFold(h.Name, "Content-Length") {
-				continue // framing is written below
-			}
-		case 17:
-			if http1.EqualFold(h.Name, "X-Forwarded-Proto") {
-				if c.filter.xfp.Overwrites() {
-					continue // the connection's is written below (scheme.go)
-				}
-				xfp = true
-			}
-		}
-		w = http1.AppendHeader(w, h.Name, h.Value)
-	}
-	for i := range c.reqExtra {
-		w = http1.AppendHeader(w, c.reqExtra[i].Name, c.reqExtra[i].Value)
-	}
-	if c.hostOverride != nil {
-		w = http1.AppendHeader(w, hostName, c.hostOverride)
-	} else if req.Authority != nil {
-		w = http1.AppendHeader(w, hostName, req.Authority)
-	} else if !req.HasHost {
-		w = append(w, "host: "...)
-		w = append(w, ep.Address...)
-		w = append(w, "\r\n"...)
-	}
-	if !xfp {
-		w = append(w, "x-forwarded-proto: "...)
-		w = append(w, fwdheaders.SchemeOf(c.secure)...)
-		w = append(w, "\r\n"...)
-	}
-	if !rid {
-		w = append(w, "x-request-id: "...)
-		w = appendRequestID(w)
-		w = append(w, "\r\n"...)
-	}
-	switch req.Framing {
-	case http1.FramingLength:
-		w = append(w, "content-length: "...)
-		w = http1.AppendInt(w, req.ContentLength)
-		w = append(w, "\r\n"...)
-	case http1.FramingChunked:
-		w = append(w, "transfer-encoding: chunked\r\n"...)
-	default:
-		if req.ContentLength == 0 {
-			w = append(w, "content-length: 0\r\n"...)
-		}
-	}
-	return append(w, "\r\n"...)
-}
-
-var hostName = []byte("host")
-
-// appendRequestID appends a random (version 4) UUID.
-func appendRequestID(w []byte) []byte {
-	const hex = "0123456789abcdef"
-	a, b := rand.Uint64(), rand.Uint64()
-	a = a&^(0xf<<12) | 0x4<<12 // version 4
-	b = b&^(0x3<<62) | 0x2<<62 // variant 10
-	var u [16]byte
-	for i := 0; i < 8; i++ {
-		u[i] = byte(a >> (56 - 8*i))
-		u[8+i] = byte(b >> (56 - 8*i))
-	}
-	for i, x := range u {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			w = append(w, '-')
-		}
-		w = append(w, hex[x>>4], hex[x&0xf])
-	}
-	return w
 }

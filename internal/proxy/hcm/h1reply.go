@@ -7,13 +7,12 @@ package hcm
 import (
 	"errors"
 	"io"
-	"net"
-	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
+	"github.com/straitmesh/strait/internal/proxy/forward/h1"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
@@ -27,7 +26,7 @@ func (c *h1conn) errorReply(code int, body string) {
 	w := append(c.wbuf[:0], "HTTP/1.1 "...)
 	w = strconv.AppendInt(w, int64(code), 10)
 	w = append(w, ' ')
-	w = append(w, reasonPhrase(code)...)
+	w = append(w, h1.ReasonPhrase(code)...)
 	if body != "" {
 		w = append(w, "\r\ncontent-type: text/plain"...)
 	}
@@ -47,16 +46,17 @@ func (c *h1conn) errorReply(code int, body string) {
 // the client waits for 100-continue.
 func (c *h1conn) localReply(code int, flags, body string) bool {
 	keep := !c.req.Close && !c.closing() && c.discardRequestBody()
-	return c.writeLocal(code, flags, body, keep) && keep
+	return c.WriteLocal(code, flags, body, keep) && keep
 }
 
-func (c *h1conn) writeLocal(code int, flags, body string, keep bool) bool {
+// WriteLocal writes a local reply as is (h1.Downstream).
+func (c *h1conn) WriteLocal(code int, flags, body string, keep bool) bool {
 	w := c.appendLocalStatus(code)
 	if flags == "UO" {
 		w = append(w, "x-envoy-overloaded: true\r\n"...)
 	}
-	for i := range c.respExtra {
-		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
+	for i := range c.x.RespExtra {
+		w = http1.AppendHeader(w, c.x.RespExtra[i].Name, c.x.RespExtra[i].Value)
 	}
 	w = c.appendLocalHeaders(w, code, flags, nil) // h1stream.go
 	return c.finishLocal(w, body, keep)
@@ -68,7 +68,7 @@ func (c *h1conn) appendLocalStatus(code int) []byte {
 	w := append(c.wbuf[:0], "HTTP/1.1 "...)
 	w = strconv.AppendInt(w, int64(code), 10)
 	w = append(w, ' ')
-	w = append(w, reasonPhrase(code)...)
+	w = append(w, h1.ReasonPhrase(code)...)
 	return append(w, "\r\n"...)
 }
 
@@ -120,31 +120,23 @@ func (c *h1conn) discardRequestBody() bool {
 		if req.Expect100 && len(c.r.Buffered()) == 0 {
 			return false
 		}
-		c.reqCh.Reset(c.r)
-		n, err := io.Copy(io.Discard, io.LimitReader(&c.reqCh, maxDiscardBody))
-		return err == nil && n < maxDiscardBody && c.reqCh.Done()
+		c.x.ReqCh.Reset(c.r)
+		n, err := io.Copy(io.Discard, io.LimitReader(&c.x.ReqCh, maxDiscardBody))
+		return err == nil && n < maxDiscardBody && c.x.ReqCh.Done()
 	}
 	return false
 }
 
-var (
-	// errHTTP10 is an HTTP/1.0 request on an HCM without
-	// http_protocol_options.accept_http_10: Envoy's HTTP/1.1 codec answers
-	// it 426 Upgrade Required and closes the connection
-	// (ServerConnectionImpl::checkProtocolVersion in
-	// source/common/http/http1/codec_impl.cc).
-	errHTTP10        = errors.New("HTTP/1.0 without accept_http_10")
-	errNoResponse    = errors.New("upstream closed before a response")
-	errRouteTimeout  = errors.New("route timeout")
-	errStreamIdle    = errors.New("stream idle timeout")
-	errClientGone    = errors.New("client closed the connection")
-	errSwitched      = errors.New("upstream switched protocols without an upgrade request")
-	errRetryNotWrite = errors.New("request not written")
-	errRetryConnect  = errors.New("connect failed")
-)
+// errHTTP10 is an HTTP/1.0 request on an HCM without
+// http_protocol_options.accept_http_10: Envoy's HTTP/1.1 codec answers it
+// 426 Upgrade Required and closes the connection
+// (ServerConnectionImpl::checkProtocolVersion in
+// source/common/http/http1/codec_impl.cc).
+var errHTTP10 = errors.New("HTTP/1.0 without accept_http_10")
 
-// clientFailure maps an error reading the request body to a local reply.
-func (c *h1conn) clientFailure(err error) forward.Failure {
+// ClientFailure maps an error reading the request body to a local reply
+// (h1.Downstream).
+func (c *h1conn) ClientFailure(err error) forward.Failure {
 	switch {
 	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrLineTooLong), errors.Is(err, http1.ErrHeaderTooLarge):
 		return forward.FailBadRequest
@@ -154,36 +146,9 @@ func (c *h1conn) clientFailure(err error) forward.Failure {
 	return forward.FailClientGone
 }
 
-// classify maps an upstream failure before a response head to the local
-// reply Envoy sends.
-func classify(err error) forward.Failure {
-	switch {
-	case errors.Is(err, errRouteTimeout):
-		return forward.FailRouteTimeout
-	case errors.Is(err, errStreamIdle):
-		return forward.FailStreamIdle
-	case errors.Is(err, errClientGone):
-		return forward.FailClientGone
-	case errors.Is(err, http1.ErrMalformed), errors.Is(err, http1.ErrHeaderTooLarge),
-		errors.Is(err, http1.ErrTooManyHeaders), errors.Is(err, errSwitched):
-		return forward.FailProtocol
-	}
-	return forward.FailTerminated
-}
-
-// retryable reports whether a failure on a reused connection looks like the
-// upstream having closed it while idle (EOF, reset, broken pipe).
-func retryable(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, errNoResponse) || isNetError(err)
-}
-
-func isNetError(err error) bool {
-	var ne *net.OpError
-	return errors.As(err, &ne) && !ne.Timeout()
-}
-
-// upstreamFailed answers a request that got no response head.
-func (c *h1conn) upstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, f forward.Failure, err error, bodyConsumed bool) bool {
+// UpstreamFailed answers a request that got no response head
+// (h1.Downstream).
+func (c *h1conn) UpstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, f forward.Failure, err error, bodyConsumed bool) bool {
 	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", err)
 	c.rec.UpstreamHost, c.rec.Flags = ep.Address, f.Flags
 	c.rec.TransportFailure = cluster.TransportFailureReason(err)
@@ -198,21 +163,5 @@ func (c *h1conn) upstreamFailed(cl *cluster.Cluster, ep cluster.Endpoint, f forw
 	if !bodyConsumed && keep {
 		keep = c.discardRequestBody()
 	}
-	return c.writeLocal(f.Code, f.Flags, f.Body, keep) && keep
-}
-
-// reasonPhrase is the reason for local replies.
-func reasonPhrase(code int) string {
-	switch code {
-	case 200:
-		return "OK"
-	case 404:
-		return "Not Found"
-	case 503:
-		return "Service Unavailable"
-	}
-	if t := http.StatusText(code); t != "" {
-		return t
-	}
-	return "Status"
+	return c.WriteLocal(f.Code, f.Flags, f.Body, keep) && keep
 }

@@ -4,7 +4,7 @@ package hcm
 // stream field), reset for every request, so that running the filter
 // chain allocates nothing of its own. The request headers are the codec's
 // parsed fields (h1HeaderMap); the response head's fields go through the
-// encoders the same way (appendResponseHead, the local replies).
+// encoders the same way (AppendResponseHead, the local replies).
 
 import (
 	"net/netip"
@@ -119,7 +119,7 @@ func (st *h1stream) complete() {
 	if ap, err := netip.ParseAddrPort(r.UpstreamHost); err == nil {
 		info.UpstreamHost = ap
 	}
-	if st.c.resp.Status != 0 && r.Response != nil {
+	if st.c.x.Resp.Status != 0 && r.Response != nil {
 		info.UpstreamHeaders = r.Response
 	}
 	st.filterState.complete(st, info)
@@ -205,7 +205,7 @@ func (st *h1stream) encodeUpstream(status int, hs *http1.Headers, extra []http1.
 	}
 	st.addResp = st.addResp[:0]
 	st.encodeHeaders(st, status, &st.resp)
-	st.c.respExtra = st.c.respExtra[:0] // in hs now
+	st.c.x.RespExtra = st.c.x.RespExtra[:0] // in hs now
 }
 
 // The HTTP/1.1 path's side of the filter chain's replies and response

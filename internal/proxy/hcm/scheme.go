@@ -54,7 +54,7 @@ func (schemeProbe) ConnectionState() tls.ConnectionState {
 func isTLS(c net.Conn) bool { return tlsconf.Terminated(c) != nil }
 
 // forwardedProto is the request's x-forwarded-proto as it leaves, for a
-// redirect's scheme and a shadow (the head itself is appendRequestHead's).
+// redirect's scheme and a shadow (the head itself is written by forward/h1).
 func (c *h1conn) forwardedProto() string {
 	v, ok := c.req.Headers.Get("X-Forwarded-Proto")
 	return c.filter.xfp.Value(v, ok, c.secure)

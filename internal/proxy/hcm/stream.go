@@ -21,7 +21,7 @@ import (
 //	request_headers_timeout  the request head by then       408 "request header timeout"
 //	stream_idle_timeout      no activity for that long      408 SI "stream timeout" (a reset once the response started)
 //	route idle_timeout       replaces stream_idle_timeout, also when that is 0
-//	route timeout            the response by then           504 UT "upstream request timeout" (h1forward.go, forward.RoundTrip)
+//	route timeout            the response by then           504 UT "upstream request timeout" (forward/h1, forward.RoundTrip)
 //	max_requests_per_connection   the connection ends after that many (HTTP/1.1: connection: close; HTTP/2: GOAWAY)
 //	max_connection_duration       the connection ends after that long (same)
 //

@@ -1,7 +1,7 @@
 package tcpproxy
 
 // What Istio's network filters add to a tcp_proxy chain: the metadata
-// exchange (exchange.go) and istio.stats' istio_tcp_* metrics, labeled
+// exchange (peermeta/exchange.go) and istio.stats' istio_tcp_* metrics, labeled
 // with the peer the exchange told.
 
 import (

@@ -40,7 +40,8 @@ const (
 
 // originationSocket is the upstream TLS transport socket of a SIMPLE or
 // MUTUAL tls for a cluster of host. The config loader has checked that
-// MUTUAL names a certificate and a key (validate.go).
+// MUTUAL names a certificate and a key (istioconfig/validate
+// destinationrule.go).
 func originationSocket(t *networking.ClientTLSSettings, host string, c *cluster.Cluster) *core.TransportSocket {
 	common := &tlsv3.CommonTlsContext{
 		TlsParams: &tlsv3.TlsParameters{

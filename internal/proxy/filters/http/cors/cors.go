@@ -9,7 +9,6 @@ import (
 	"fmt"
 
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
@@ -73,15 +72,6 @@ func ParseFilter(a *anypb.Any) error {
 		return fmt.Errorf("%s: typed_config %s is not envoy.extensions.filters.http.cors.v3.Cors: %w", Name, a.GetTypeUrl(), err)
 	}
 	return fieldaudit.Check(Name, m.ProtoReflect(), nil, nil)
-}
-
-// corsPolicyHonoured are the CorsPolicy fields Build reads: all of
-// today's; one a newer API adds is refused until implemented.
-var corsPolicyHonoured = map[protoreflect.Name]string{
-	"allow_origin_string_match": "Build", "allow_methods": "Build", "allow_headers": "Build",
-	"expose_headers": "Build", "max_age": "Build", "allow_credentials": "Build",
-	"filter_enabled": "Build", "shadow_enabled": "Build (counts only)",
-	"allow_private_network_access": "Build", "forward_not_matching_preflights": "Build",
 }
 
 // Build compiles a CorsPolicy. shadow_enabled is accepted: in shadow mode

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
-	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
@@ -16,20 +15,6 @@ import (
 
 // Name is the filter name Envoy registers.
 const Name = "envoy.filters.http.rbac"
-
-// The RBAC config's field audit: each field honoured (read by
-// rbac.NewFilter) or refused with the fix.
-var (
-	rbacHonoured = map[protoreflect.Name]string{
-		"rules": "rbac.NewFilter", "shadow_rules": "rbac.NewFilter",
-		"rules_stat_prefix": "rbac.NewFilter", "shadow_rules_stat_prefix": "rbac.NewFilter",
-	}
-	rbacRefused = map[protoreflect.Name]string{
-		"matcher":              "use rules",
-		"shadow_matcher":       "use shadow_rules",
-		"track_per_rule_stats": "remove it",
-	}
-)
 
 // Parse reads the filter's typed config, refusing the fields it does not
 // implement by name.

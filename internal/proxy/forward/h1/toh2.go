@@ -1,4 +1,4 @@
-package hcm
+package h1
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,23 +17,22 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
-	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
-// This file carries an HTTP/1.1 request from the strait codec (h1.go) to a
-// cluster that speaks HTTP/2 upstream: the request becomes an http.Request
+// This file carries an HTTP/1.1 request to a cluster that speaks HTTP/2
+// upstream: the request becomes an http.Request
 // for the cluster's HTTP/2 pool, and the response is written back in
 // HTTP/1.1, chunked when its length is unknown. Trailers don't cross
-// HTTP/1.1 in either direction (forward/trailers.go): the client's are not put on
-// the upstream request, the upstream's are dropped.
+// HTTP/1.1 in either direction (package forward's Trailers): the client's
+// are not put on the upstream request, the upstream's are dropped.
 
-// forwardH2 sends the request to ep on cl over HTTP/2 and relays the
+// ForwardH2 sends the request to ep on cl over HTTP/2 and relays the
 // response. It reports whether the downstream connection can carry another
 // request.
-func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster, ov *router.Overrides) bool {
-	req := &c.req
+func (x *Exchange) ForwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster, ov *router.Overrides) bool {
+	req := x.Req
 	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
 	target := req.Target
 	if req.Authority != nil {
@@ -40,14 +40,14 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	}
 	u, err := url.ParseRequestURI(string(target))
 	if err != nil {
-		return c.localReply(400, "", "")
+		return x.D.LocalReply(400, "", "")
 	}
-	u.Scheme, u.Host = c.scheme(), ep.Address // the upstream :scheme (scheme.go)
+	u.Scheme, u.Host = x.D.Scheme(), ep.Address // the upstream :scheme
 	hdr := make(http.Header, len(req.Headers)+2)
 	for i := range req.Headers {
 		h := &req.Headers[i]
 		if h.Hop {
-			if http1.EqualFold(h.Name, "Te") && teTrailers([]string{string(h.Value)}) {
+			if http1.EqualFold(h.Name, "Te") && teTrailers(h.Value) {
 				hdr["Te"] = []string{"trailers"}
 			}
 			continue
@@ -57,14 +57,14 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 		}
 		hdr.Add(string(h.Name), string(h.Value))
 	}
-	for _, h := range c.reqExtra { // what the HTTP filters added (jwt_authn's output headers, chain.go headerWriters)
+	for _, h := range x.ReqExtra { // what the HTTP filters added (jwt_authn's output headers)
 		hdr.Add(string(h.Name), string(h.Value))
 	}
-	if _, ok := hdr["X-Forwarded-Proto"]; !ok || c.filter.xfp.Overwrites() {
-		hdr["X-Forwarded-Proto"] = []string{fwdheaders.SchemeOf(c.secure)}
+	if _, ok := hdr["X-Forwarded-Proto"]; !ok || x.OverwriteXFP {
+		hdr["X-Forwarded-Proto"] = []string{fwdheaders.SchemeOf(x.Secure)}
 	}
 	if _, ok := hdr["X-Request-Id"]; !ok {
-		hdr["X-Request-Id"] = []string{newRequestID()}
+		hdr["X-Request-Id"] = []string{string(appendRequestID(nil))}
 	}
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = nil // don't let the transport add Go's default
@@ -82,23 +82,23 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	switch req.Framing {
 	case http1.FramingLength:
 		out.ContentLength = req.ContentLength
-		if buf := c.r.Buffered(); int64(len(buf)) >= req.ContentLength {
+		if buf := x.R.Buffered(); int64(len(buf)) >= req.ContentLength {
 			out.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf[:req.ContentLength])))
-			c.r.Discard(int(req.ContentLength))
+			x.R.Discard(int(req.ContentLength))
 		} else {
-			body = newH1Body(&http1.LengthReader{R: c.r, Left: req.ContentLength})
+			body = newH1Body(&http1.LengthReader{R: x.R, Left: req.ContentLength})
 		}
 	case http1.FramingChunked:
 		out.ContentLength = -1
-		c.reqCh.Reset(c.r)
-		body = newH1Body(&c.reqCh)
+		x.ReqCh.Reset(x.R)
+		body = newH1Body(&x.ReqCh)
 	}
 	if body != nil {
 		out.Body = body
 		if req.Expect100 {
 			// The HTTP/2 upstream is not asked for 100-continue: tell the
 			// client to send the body now.
-			if _, err := c.nc.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
+			if _, err := x.NC.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
 				return false
 			}
 		}
@@ -108,53 +108,53 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	if ov != nil && *ov == (router.Overrides{}) {
 		ov = nil
 	}
-	if c.logging() {
-		out = out.WithContext(traceUpstream(out.Context(), &c.rec)) // accesslog.go
+	if x.Traced {
+		out = out.WithContext(accesslog.TraceUpstream(out.Context(), x.Rec))
 	}
-	x := forward.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
-	defer x.Done()
-	if x.Resp == nil {
-		f := x.Fail
-		if x.LimitExceeded {
+	up := forward.RoundTrip(out, cl, ep, rt, ov, x.Dst, x.Src)
+	defer up.Done()
+	if up.Resp == nil {
+		f := up.Fail
+		if up.LimitExceeded {
 			f.Flags += ",URX"
 		}
 		if body == nil {
-			return c.upstreamFailed(cl, ep, f, x.Err, true)
+			return x.D.UpstreamFailed(cl, ep, f, up.Err, true)
 		}
 		// Part of the body may be gone: answer, then close.
-		c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", x.Err)
-		c.rec.TransportFailure = cluster.TransportFailureReason(x.Err)
+		x.Log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", up.Err)
+		x.Rec.TransportFailure = cluster.TransportFailureReason(up.Err)
 		cl.Stats.AddResponse(f.Code)
 		if f.Code != 0 {
-			c.writeLocal(f.Code, f.Flags, f.Body, false)
+			x.D.WriteLocal(f.Code, f.Flags, f.Body, false)
 		}
-		c.nc.Close()
+		x.NC.Close()
 		body.Close()
 		return false
 	}
-	resp := x.Resp
+	resp := up.Resp
 	defer resp.Body.Close()
 	cl.Stats.AddResponse(resp.StatusCode)
 	forward.MutateResponse(resp.Header, rt, tgt)
-	if x.LimitExceeded {
+	if up.LimitExceeded {
 		resp.Header.Set("X-Strait-Response-Flags", "URX")
 	}
 
-	keep := !reqClose && !c.closing()
+	keep := !reqClose && !x.D.Closing()
 	noBody := isHead || http1.NoBody(resp.StatusCode)
 	chunked := !noBody && resp.ContentLength < 0
 	if chunked && reqMinor == 0 {
 		keep, chunked = false, false // HTTP/1.0: the body ends with the connection
 	}
-	c.rec.Code, c.rec.Response = resp.StatusCode, accesslog.HTTPHeader(resp.Header)
-	w := append(c.wbuf[:0], "HTTP/1.1 "...)
+	x.Rec.Code, x.Rec.Response = resp.StatusCode, accesslog.HTTPHeader(resp.Header)
+	w := append((*x.Wbuf)[:0], "HTTP/1.1 "...)
 	w = http1.AppendInt(w, int64(resp.StatusCode))
 	w = append(w, ' ')
-	w = append(w, reasonPhrase(resp.StatusCode)...)
+	w = append(w, ReasonPhrase(resp.StatusCode)...)
 	w = append(w, "\r\n"...)
 	forward.RemoveHop(resp.Header)
 	delete(resp.Header, "Content-Length")
-	c.stream.encodeHTTP(&c.stream, resp.StatusCode, resp.Header) // chain.go
+	x.D.EncodeResponse(resp.StatusCode, resp.Header)
 	for k, vv := range resp.Header {
 		for _, v := range vv {
 			w = append(w, k...)
@@ -177,23 +177,23 @@ func (c *h1conn) forwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 		w = append(w, "connection: keep-alive\r\n"...)
 	}
 	w = append(w, "\r\n"...)
-	c.wbuf = w
-	_, err = c.nc.Write(w)
+	*x.Wbuf = w
+	_, err = x.NC.Write(w)
 	if err == nil && !noBody {
-		rerr, werr := copyBody(c.nc, resp.Body, chunked, func() http.Header {
-			tr := c.filter.trailers.Forward(resp.Trailer, forward.WireOf(resp.ProtoMajor), forward.WireHTTP1)
+		rerr, werr := copyBody(x.NC, resp.Body, chunked, func() http.Header {
+			tr := x.Trailers.Forward(resp.Trailer, forward.WireOf(resp.ProtoMajor), forward.WireHTTP1)
 			if len(tr) > 0 {
-				c.stream.encodeTrailers(&c.stream, httpfilter.HTTPHeader(tr)) // chain.go
+				x.D.EncodeTrailers(tr)
 			}
 			return tr
-		}, c.bodyCounter())
+		}, x.RespBytes)
 		err = errors.Join(rerr, werr)
 	}
 	if body != nil && !body.finished(bodyFinishWait) {
 		// The response is complete but the request body isn't: the
 		// client or the upstream stopped early. Stop reading downstream
 		// before the connection's reader is released.
-		c.nc.Close()
+		x.NC.Close()
 		body.Close()
 		return false
 	}
@@ -275,4 +275,15 @@ func (b *h1Body) finished(d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// teTrailers reports whether a TE field asks for trailers, the only TE
+// value that HTTP/2 allows (RFC 9113 §8.2.2).
+func teTrailers(v []byte) bool {
+	for _, f := range strings.Split(string(v), ",") {
+		if name, _, _ := strings.Cut(f, ";"); strings.EqualFold(strings.TrimSpace(name), "trailers") {
+			return true
+		}
+	}
+	return false
 }

@@ -1,18 +1,16 @@
-package hcm
+package h1
 
-// This file is the HTTP/1.1 path's exchange with the upstream: sending the
-// request (with its body copied by its own goroutine), the router's
-// attempts and retries, reading the response head and copying the body
-// back. h1.go holds the downstream connection's life around it.
+// This file is the HTTP/1.1 request's exchange with an HTTP/1.1 upstream:
+// sending the request (with its body copied by its own goroutine), the
+// router's attempts and retries, reading the response head and copying
+// the body back.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
@@ -21,17 +19,6 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
 )
-
-// bodyCopy is a request body being streamed upstream by its own goroutine.
-type bodyCopy struct {
-	done chan error
-	// downFailed is set when reading the body from the client failed (bad
-	// framing, the client went away, a timeout): the copier then closes the
-	// upstream connection, which ends a wait for the response head, and its
-	// error says what to answer.
-	downFailed atomic.Bool
-	progress   atomic.Int64 // body bytes sent upstream
-}
 
 // idempotent reports whether a request with this method may be sent twice
 // (RFC 9110 §9.2.2).
@@ -43,22 +30,18 @@ func idempotent(m []byte) bool {
 	return false
 }
 
-// forward sends the request to ep on cl and relays the response, retrying
+// Forward sends the request to ep on cl and relays the response, retrying
 // as the route's retry policy (and the request's x-envoy-* headers, ov)
 // allow. It reports whether the downstream connection can carry another
 // request.
-func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster, ov *router.Overrides) bool {
-	req := &c.req
+func (x *Exchange) Forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster, ov *router.Overrides) bool {
+	req := x.Req
 	isHead, reqClose, reqMinor := req.IsHead, req.Close, req.Minor
-	if c.clock.routed(rt) { // stream.go
-		c.nc.SetReadTimeouts(c.clock.idle, c.clock.request)
-		c.nc.SetWriteTimeouts(c.clock.idle, time.Time{})
-	}
 	retry, timeout := router.NewRetry(rt.Retry, ov, rt.Timeout)
 	var slot forward.RetrySlot // max_retries
 	defer slot.Release()
 
-	w := c.appendRequestHead(c.wbuf[:0], ep)
+	w := x.appendRequestHead((*x.Wbuf)[:0], ep)
 	// x-envoy-attempt-count is the head's last field; a retry rewrites its
 	// value in place (attemptAt..attemptEnd).
 	attemptAt, attemptEnd := 0, 0
@@ -74,24 +57,24 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 	streamBody := false
 	switch req.Framing {
 	case http1.FramingLength:
-		if buf := c.r.Buffered(); int64(len(buf)) >= req.ContentLength {
+		if buf := x.R.Buffered(); int64(len(buf)) >= req.ContentLength {
 			w = append(w, buf[:req.ContentLength]...)
-			c.r.Discard(int(req.ContentLength))
+			x.R.Discard(int(req.ContentLength))
 		} else if retry.Enabled() && req.ContentLength <= forward.RetryBufferLimit {
 			if req.Expect100 && reqMinor == 1 {
 				// The client waits for this before sending the body.
-				if _, err := c.nc.Write(continue100); err != nil {
+				if _, err := x.NC.Write(continue100); err != nil {
 					return false
 				}
 			}
 			n := len(w)
 			w = slices.Grow(w, int(req.ContentLength))[:n+int(req.ContentLength)]
-			if _, err := io.ReadFull(&http1.LengthReader{R: c.r, Left: req.ContentLength}, w[n:]); err != nil {
-				c.wbuf = w
-				f := c.clientFailure(err)
+			if _, err := io.ReadFull(&http1.LengthReader{R: x.R, Left: req.ContentLength}, w[n:]); err != nil {
+				*x.Wbuf = w
+				f := x.D.ClientFailure(err)
 				cl.Stats.AddResponse(f.Code)
 				if f.Code != 0 {
-					c.writeLocal(f.Code, f.Flags, f.Body, false)
+					x.D.WriteLocal(f.Code, f.Flags, f.Body, false)
 				}
 				return false
 			}
@@ -101,7 +84,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 	case http1.FramingChunked:
 		streamBody = true
 	}
-	c.wbuf = w
+	*x.Wbuf = w
 
 	ctx := context.Background()
 	// The route timeout runs from here until the response is complete,
@@ -123,7 +106,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		tried = append(tried, ep.Address)
 		if attemptEnd > 0 && retry.Retried > 0 {
 			w, attemptEnd = setAttemptCount(w, attemptAt, attemptEnd, retry.Retried+1)
-			c.wbuf = w
+			*x.Wbuf = w
 		}
 		attemptExpiry := routeExpiry
 		if pt := retry.PerTryTimeout(); pt > 0 {
@@ -137,35 +120,35 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			f := forward.ConnectFailure(err) // UO when a circuit breaker is open: not retried
 			if f.Flags != "UO" && retry.OnFailure(router.FailConnect, false, bc == nil) && slot.Admit(cl) && forward.BackOff(&retry, routeExpiry) {
 				forward.ReportRetriedFailure(cl, ep, f)
-				ep = c.retryEndpoint(cl, &retry, tried, ep)
+				ep = x.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
 			forward.CountRetryOutcome(cl, &retry, false)
-			return c.upstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
+			return x.D.UpstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
 		}
-		c.logUpstream(uc) // accesslog.go
+		x.logUpstream(uc)
 		var n int
 		var got bool
 		for attempt := 0; ; attempt++ {
 			uc.Exchange()
-			uc.D.SetWriteTimeouts(c.clock.idle, attemptExpiry)
-			uc.D.SetReadTimeouts(c.clock.idle, attemptExpiry)
+			uc.D.SetWriteTimeouts(x.Idle, attemptExpiry)
+			uc.D.SetReadTimeouts(x.Idle, attemptExpiry)
 			n, err = uc.Write(w)
 			if err == nil && streamBody {
 				if req.Expect100 && reqMinor == 1 {
 					// The client waits for this before sending the body; the
 					// upstream's own 100 is dropped (Envoy's proxy_100_continue
 					// false).
-					if _, err := c.nc.Write(continue100); err != nil {
+					if _, err := x.NC.Write(continue100); err != nil {
 						uc.Close()
 						return false
 					}
 				}
-				bc = c.startBodyCopy(uc)
+				bc = x.startBodyCopy(uc)
 			}
 			got = false
 			if err == nil {
-				got, err = c.readResponseHead(uc, isHead, reqMinor, bc, attemptExpiry)
+				got, err = x.readResponseHead(uc, isHead, reqMinor, bc, attemptExpiry)
 			} else if n == 0 {
 				err = fmt.Errorf("%w: %w", errRetryNotWrite, err)
 			}
@@ -174,7 +157,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			}
 			uc.Close()
 			if bc != nil {
-				return c.bodyAborted(cl, ep, bc, err)
+				return x.bodyAborted(cl, ep, bc, err)
 			}
 			// Once more on a new connection only if this one was reused (the
 			// upstream may have closed it while idle), no response byte came,
@@ -188,7 +171,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 				err = fmt.Errorf("%w: %w", errRetryConnect, err)
 				break
 			}
-			c.logUpstream(uc)
+			x.logUpstream(uc)
 		}
 		if err != nil {
 			f := classify(err)
@@ -209,17 +192,17 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			}
 			if kind != 0 && !streamBody && retry.OnFailure(kind, n > 0, true) && slot.Admit(cl) && forward.BackOff(&retry, routeExpiry) {
 				forward.ReportRetriedFailure(cl, ep, f)
-				ep = c.retryEndpoint(cl, &retry, tried, ep)
+				ep = x.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
 			forward.CountRetryOutcome(cl, &retry, false)
-			return c.upstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
+			return x.D.UpstreamFailed(cl, ep, retryFlags(f), err, !streamBody)
 		}
 		if retry.Active() && bc == nil {
-			status := c.resp.Status
+			status := x.Resp.Status
 			grpc := -1
 			if status == 200 {
-				grpc = grpcStatusOf(c.resp.Headers.Get("Grpc-Status"))
+				grpc = grpcStatusOf(x.Resp.Headers.Get("Grpc-Status"))
 			}
 			if retry.OnStatus(status, grpc, true) && slot.Admit(cl) && forward.BackOff(&retry, routeExpiry) {
 				cl.Stats.AddResponse(status)
@@ -231,26 +214,26 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 				// connection goes back to the pool; else the response is
 				// dropped with its connection. The downstream connection
 				// is not touched either way.
-				if endsWithHead(&c.resp) && !c.resp.Close {
+				if endsWithHead(&x.Resp) && !x.Resp.Close {
 					cl.PutConn(uc)
 				} else {
 					uc.Close()
 				}
-				ep = c.retryEndpoint(cl, &retry, tried, ep)
+				ep = x.retryEndpoint(cl, &retry, tried, ep)
 				continue
 			}
 		}
 		break
 	}
 	forward.CountRetryOutcome(cl, &retry, true)
-	c.mutateResponse(rt, tgt)
+	x.mutateResponse(rt, tgt)
 	if retry.LimitExceeded {
-		c.respExtra = append(c.respExtra, http1.Header{Name: []byte("x-strait-response-flags"), Value: []byte("URX")})
-		c.rec.Flags = "URX"
+		x.RespExtra = append(x.RespExtra, http1.Header{Name: []byte("x-strait-response-flags"), Value: []byte("URX")})
+		x.Rec.Flags = "URX"
 	}
-	c.rec.UpstreamHost = ep.Address
+	x.Rec.UpstreamHost = ep.Address
 
-	resp := &c.resp
+	resp := &x.Resp
 	cl.Stats.AddResponse(resp.Status)
 	cl.ReportStatus(ep, resp.Status)
 	bodyDone := bc == nil
@@ -261,13 +244,13 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 		t := time.NewTimer(bodyFinishWait)
 		select {
 		case err := <-bc.done:
-			c.rec.BytesReceived = bc.progress.Load() // a chunked body; endLog has the length of another
+			x.Rec.BytesReceived = bc.progress.Load() // a chunked body; endLog has the length of another
 			bodyDone, bc = err == nil, nil
 		case <-t.C:
 		}
 		t.Stop()
 	}
-	keep := !reqClose && bodyDone && !c.closing()
+	keep := !reqClose && bodyDone && !x.D.Closing()
 	// An upstream connection is reusable only if both messages were
 	// complete: a request body cut short leaves the upstream waiting for
 	// the rest.
@@ -281,7 +264,7 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 	}
 
 	// Response head, then as much body as is buffered, in one write.
-	w = c.appendResponseHead(c.wbuf[:0], reqMinor, keep)
+	w = x.D.AppendResponseHead((*x.Wbuf)[:0], reqMinor, keep)
 	complete := false
 	switch resp.Framing {
 	case http1.FramingNone:
@@ -291,18 +274,18 @@ func (c *h1conn) forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Rou
 			w = append(w, buf[:resp.ContentLength]...)
 			uc.R.Discard(int(resp.ContentLength))
 			complete = true
-			c.rec.BytesSent = resp.ContentLength
+			x.Rec.BytesSent = resp.ContentLength
 		}
 	}
-	c.wbuf = w
-	_, err = c.nc.Write(w)
+	*x.Wbuf = w
+	_, err = x.NC.Write(w)
 	if err == nil && !complete {
-		err = c.copyResponseBody(uc, downChunked)
+		err = x.copyResponseBody(uc, downChunked)
 	}
 	if bc != nil {
 		// The response is complete but the request body isn't: the client
 		// or the upstream stopped early. Neither connection can be reused.
-		c.nc.Close()
+		x.NC.Close()
 		uc.Close()
 		// The copier's error is moot: both connections are closed.
 		_ = <-bc.done
@@ -334,37 +317,37 @@ var continue100 = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 // decides (400 for bad framing, 408 for a timeout, nothing when the client
 // left); else the upstream's does. Either way the connection closes, once
 // the copier has ended.
-func (c *h1conn) bodyAborted(cl *cluster.Cluster, ep cluster.Endpoint, bc *bodyCopy, upErr error) bool {
+func (x *Exchange) bodyAborted(cl *cluster.Cluster, ep cluster.Endpoint, bc *bodyCopy, upErr error) bool {
 	if bc.downFailed.Load() {
 		berr := <-bc.done
-		f := c.clientFailure(berr)
-		c.s.log.Debug("request body failed", "cluster", cl.Name, "endpoint", ep.Address, "error", berr)
+		f := x.D.ClientFailure(berr)
+		x.Log.Debug("request body failed", "cluster", cl.Name, "endpoint", ep.Address, "error", berr)
 		cl.Stats.AddResponse(f.Code)
 		if f.Code != 0 {
-			c.writeLocal(f.Code, f.Flags, f.Body, false)
+			x.D.WriteLocal(f.Code, f.Flags, f.Body, false)
 		}
 		return false
 	}
 	f := classify(upErr)
-	c.s.log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", upErr)
+	x.Log.Debug("upstream request failed", "cluster", cl.Name, "endpoint", ep.Address, "error", upErr)
 	cl.Stats.AddResponse(f.Code)
 	if f.Code != 0 {
-		c.writeLocal(f.Code, f.Flags, f.Body, false)
-		c.linger = false // the copier may still be reading: just close
+		x.D.WriteLocal(f.Code, f.Flags, f.Body, false)
+		x.D.Abandon() // the copier may still be reading: just close
 	}
 	// The copier may be blocked reading the client: closing ends it.
-	c.nc.Close()
+	x.NC.Close()
 	// The upstream failure is what is reported; the copier's error is moot.
 	_ = <-bc.done
 	return false
 }
 
-// readResponseHead reads the final response head into c.resp, relaying
+// readResponseHead reads the final response head into x.Resp, relaying
 // interim (1xx) responses downstream. got reports whether any response
 // byte arrived. Without a body copier (bc, which would see the client
 // leave), it checks every clientPollInterval that the client is still
 // there, and gives up with errClientGone when it is not.
-func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMinor int, bc *bodyCopy, routeExpiry time.Time) (got bool, err error) {
+func (x *Exchange) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMinor int, bc *bodyCopy, routeExpiry time.Time) (got bool, err error) {
 	// The connection's own idle timeout is per read call; this wait is
 	// re-entered after each poll, so it keeps its own idle expiry, which
 	// progress of the request body (or an interim response) pushes back.
@@ -374,7 +357,7 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 		// the socket deadline and it is not moved per request.
 		poll = http1.CoarseNow().Truncate(clientPollInterval).Add(2 * clientPollInterval)
 	}
-	idleExpiry := http1.Deadline(c.clock.idle)
+	idleExpiry := http1.Deadline(x.Idle)
 	var sent int64
 	setHard := func() {
 		h := routeExpiry
@@ -406,10 +389,10 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 					return got, errStreamIdle
 				}
 				sent = bc.progress.Load()
-				idleExpiry = http1.Deadline(c.clock.idle)
+				idleExpiry = http1.Deadline(x.Idle)
 			}
 			if !poll.IsZero() && !now.Before(poll) {
-				if http1.Peek(c.nc) == http1.PeekClosed {
+				if http1.Peek(x.NC) == http1.PeekClosed {
 					return got, errClientGone
 				}
 				poll = now.Add(clientPollInterval)
@@ -418,197 +401,26 @@ func (c *h1conn) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMino
 			continue
 		}
 		got = true
-		if err := http1.ParseResponse(head, &c.resp, isHead); err != nil {
+		if err := http1.ParseResponse(head, &x.Resp, isHead); err != nil {
 			return got, err
 		}
-		if c.resp.Status >= 200 {
+		if x.Resp.Status >= 200 {
 			return got, nil
 		}
-		if c.resp.Status == 101 {
+		if x.Resp.Status == 101 {
 			return got, errSwitched
 		}
-		if c.resp.Status == 100 || reqMinor == 0 {
+		if x.Resp.Status == 100 || reqMinor == 0 {
 			continue // 100-continue is answered by the proxy; 1.0 clients get no 1xx
 		}
-		w := c.appendResponseHead(c.wbuf[:0], 1, true)
-		c.wbuf = w
-		if _, err := c.nc.Write(w); err != nil {
+		w := x.D.AppendResponseHead((*x.Wbuf)[:0], 1, true)
+		*x.Wbuf = w
+		if _, err := x.NC.Write(w); err != nil {
 			return got, err
 		}
 		if !idleExpiry.IsZero() {
-			idleExpiry = http1.Deadline(c.clock.idle)
+			idleExpiry = http1.Deadline(x.Idle)
 			setHard()
 		}
 	}
-}
-
-// appendResponseHead writes the downstream response head for c.resp.
-func (c *h1conn) appendResponseHead(w []byte, reqMinor int, keep bool) []byte {
-	resp := &c.resp
-	c.rec.Code, c.rec.Response = resp.Status, &resp.Headers
-	st := &c.stream
-	if resp.Status >= 200 && st.hasEncoders() {
-		// The encoders see the fields as they will be written (the
-		// route's mutations applied), with the filters' own set.
-		st.encodeUpstream(resp.Status, &resp.Headers, c.respExtra) // h1stream.go
-	}
-	w = append(w, "HTTP/1.1 "...)
-	w = http1.AppendInt(w, int64(resp.Status))
-	w = append(w, ' ')
-	w = append(w, resp.Reason...)
-	w = append(w, "\r\n"...)
-	for i := range resp.Headers {
-		h := &resp.Headers[i]
-		if h.Hop {
-			continue
-		}
-		if len(h.Name) == 14 && http1.EqualFold(h.Name, "Content-Length") {
-			continue
-		}
-		if len(st.addResp) > 0 && st.replacedByFilters(h.Name) {
-			continue
-		}
-		w = http1.AppendHeader(w, h.Name, h.Value)
-	}
-	if resp.Status < 200 {
-		return append(w, "\r\n"...)
-	}
-	for i := range c.respExtra {
-		w = http1.AppendHeader(w, c.respExtra[i].Name, c.respExtra[i].Value)
-	}
-	w = st.appendFilterResponseHeaders(w) // h1stream.go
-	if c.setCookie != "" {
-		w = append(w, "set-cookie: "...)
-		w = append(w, c.setCookie...)
-		w = append(w, "\r\n"...)
-	}
-	switch resp.Framing {
-	case http1.FramingLength:
-		w = append(w, "content-length: "...)
-		w = http1.AppendInt(w, resp.ContentLength)
-		w = append(w, "\r\n"...)
-	case http1.FramingChunked, http1.FramingClose:
-		if reqMinor == 1 {
-			w = append(w, "transfer-encoding: chunked\r\n"...)
-		} else {
-			keep = false
-		}
-	case http1.FramingNone:
-		if resp.ContentLength >= 0 && (!http1.NoBody(resp.Status) || resp.Status == 304) {
-			// HEAD (or 304): the length the body would have had.
-			w = append(w, "content-length: "...)
-			w = http1.AppendInt(w, resp.ContentLength)
-			w = append(w, "\r\n"...)
-		}
-	}
-	if !keep {
-		w = append(w, "connection: close\r\n"...)
-	} else if reqMinor == 0 {
-		w = append(w, "connection: keep-alive\r\n"...)
-	}
-	return append(w, "\r\n"...)
-}
-
-// copyResponseBody streams the rest of the response body downstream,
-// re-chunking it when downChunked.
-func (c *h1conn) copyResponseBody(uc *cluster.UpstreamConn, downChunked bool) error {
-	resp := &c.resp
-	var src io.Reader
-	var lr http1.LengthReader
-	switch resp.Framing {
-	case http1.FramingLength:
-		lr = http1.LengthReader{R: uc.R, Left: resp.ContentLength}
-		src = &lr
-	case http1.FramingChunked:
-		c.chunk.Reset(uc.R)
-		src = &c.chunk
-	default:
-		src = uc.R
-	}
-	// An HTTP/1.1 upstream's trailer section is dropped (forward/trailers.go).
-	rerr, werr := copyBody(c.nc, src, downChunked, nil, c.bodyCounter())
-	if rerr != nil {
-		return rerr
-	}
-	return werr
-}
-
-// bodyCounter is where a streamed response body's bytes are counted: the
-// access log's, or nil when the request is not logged.
-func (c *h1conn) bodyCounter() *atomic.Int64 {
-	if c.logging() {
-		return &c.respBytes
-	}
-	return nil
-}
-
-// copyBody copies src to dst, framing each read as a chunk when chunked
-// (and ending with the last chunk and the fields trailer returns, which
-// the caller has passed through forwardTrailers; nil: none). Bodies don't
-// go through any other buffer: each read lands where it is written from.
-// It returns the error reading src or the one writing dst.
-func copyBody(dst io.Writer, src io.Reader, chunked bool, trailer func() http.Header, progress *atomic.Int64) (rerr, werr error) {
-	bp := copyBufPool.Get().(*[]byte)
-	defer copyBufPool.Put(bp)
-	buf := *bp
-	data := buf[http1.ChunkHeadroom : http1.ChunkHeadroom+copyBufSize]
-	for {
-		n, err := src.Read(data)
-		if n > 0 {
-			out := data[:n]
-			if chunked {
-				out = http1.FrameChunk(buf, n)
-			}
-			if _, werr := dst.Write(out); werr != nil {
-				return nil, werr
-			}
-			if progress != nil {
-				progress.Add(int64(n))
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			if chunked {
-				var t []byte
-				if trailer != nil {
-					t = appendTrailer(nil, trailer())
-				}
-				_, werr := dst.Write(http1.AppendLastChunk(buf[:0], t))
-				return nil, werr
-			}
-			return nil, nil
-		}
-		if err != nil {
-			return err, nil
-		}
-	}
-}
-
-// startBodyCopy streams the rest of the request body upstream on its own
-// goroutine, so that the response (and 100 Continue) can be read meanwhile.
-// Until done is signalled the copier owns c.r.
-func (c *h1conn) startBodyCopy(uc *cluster.UpstreamConn) *bodyCopy {
-	bc := &bodyCopy{done: make(chan error, 1)}
-	req := &c.req
-	var src io.Reader
-	chunked := req.Framing == http1.FramingChunked
-	if chunked {
-		c.reqCh.Reset(c.r)
-		src = &c.reqCh
-	} else {
-		src = &http1.LengthReader{R: c.r, Left: req.ContentLength}
-	}
-	go func() {
-		// The client's trailer section is dropped (forward/trailers.go).
-		rerr, werr := copyBody(uc, src, chunked, nil, &bc.progress)
-		if rerr != nil {
-			// The client side failed: abort the upstream request, which
-			// also ends the response wait (the reader is not touched).
-			bc.downFailed.Store(true)
-			uc.D.Close()
-			bc.done <- rerr
-			return
-		}
-		bc.done <- werr
-	}()
-	return bc
 }

@@ -6,8 +6,6 @@ package hcm
 // filters' fields, flags and encoders before it is written.
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -23,6 +21,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/rbac"
 	"github.com/straitmesh/strait/internal/proxy/route"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 )
 
 // h2stream is one request as its filters see it. Only the stream's
@@ -254,24 +253,6 @@ func localReply(w http.ResponseWriter, code int, flags, body string) {
 	_, _ = io.WriteString(w, body) // a client gone is the stream's end, not an error here
 }
 
-func newRequestID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], b[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], b[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], b[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:], b[10:])
-	return string(out[:])
-}
-
 // writerOnly hides ResponseWriter's ReadFrom so CopyBuffer uses our buffer.
 type writerOnly struct{ io.Writer }
 
@@ -303,7 +284,7 @@ func copyFlushing(w http.ResponseWriter, r io.Reader, buf []byte) error {
 func addForwardHeaders(out, r *http.Request) {
 	h := out.Header
 	if _, ok := h["X-Request-Id"]; !ok {
-		h["X-Request-Id"] = []string{newRequestID()}
+		h["X-Request-Id"] = []string{tracing.NewRequestID()}
 	}
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = nil // don't let the client add Go's default

@@ -30,26 +30,35 @@ const (
 // Traced reports whether the reason traces the request.
 func (r Reason) Traced() bool { return r != ReasonNone }
 
-// NewRequestID returns a random UUID4 ("xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx").
+// NewRequestID returns a random UUID4 ("xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx"),
+// as Envoy generates x-request-id.
 func NewRequestID() string {
 	var b [uuidLength]byte
+	return string(AppendRequestID(b[:0]))
+}
+
+// AppendRequestID appends a random UUID4 to w, with no allocation when w
+// has room: the form the HTTP/1.1 codec writes into a request head. The
+// bits come from math/rand/v2's generator (ChaCha8, seeded by the
+// runtime from the system's entropy), as Envoy's come from its random
+// generator: an id, not a secret.
+func AppendRequestID(w []byte) []byte {
 	hi, lo := rand.Uint64(), rand.Uint64()
 	hi = hi&^(0xf<<12) | 4<<12   // version 4
 	lo = lo&^(0xc<<60) | 0x8<<60 // variant 10
-	var raw [32]byte
-	appendHex64(raw[:0], hi)
-	appendHex64(raw[16:16], lo)
-	j := 0
-	for i := range b {
-		switch i {
-		case 8, 13, 18, 23:
-			b[i] = '-'
-		default:
-			b[i] = raw[j]
-			j++
+	for i, s := 0, 60; s >= 0; i, s = i+1, s-4 {
+		if i == 8 || i == 12 {
+			w = append(w, '-')
 		}
+		w = append(w, hexDigits[(hi>>uint(s))&0xf])
 	}
-	return string(b[:])
+	for i, s := 0, 60; s >= 0; i, s = i+1, s-4 {
+		if i == 0 || i == 4 {
+			w = append(w, '-')
+		}
+		w = append(w, hexDigits[(lo>>uint(s))&0xf])
+	}
+	return w
 }
 
 // traceReason reads the reason packed in a request id (ReasonNone for

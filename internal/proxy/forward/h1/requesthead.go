@@ -5,13 +5,13 @@ package h1
 // router's mutations, and the fields the proxy adds.
 
 import (
-	"math/rand/v2"
 	"strconv"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/router"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 )
 
 // appendRequestHead writes the upstream request head into w.
@@ -81,7 +81,7 @@ func (x *Exchange) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 	}
 	if !rid {
 		w = append(w, "x-request-id: "...)
-		w = appendRequestID(w)
+		w = tracing.AppendRequestID(w)
 		w = append(w, "\r\n"...)
 	}
 	switch req.Framing {
@@ -100,26 +100,6 @@ func (x *Exchange) appendRequestHead(w []byte, ep cluster.Endpoint) []byte {
 }
 
 var hostName = []byte("host")
-
-// appendRequestID appends a random (version 4) UUID.
-func appendRequestID(w []byte) []byte {
-	const hex = "0123456789abcdef"
-	a, b := rand.Uint64(), rand.Uint64()
-	a = a&^(0xf<<12) | 0x4<<12 // version 4
-	b = b&^(0x3<<62) | 0x2<<62 // variant 10
-	var u [16]byte
-	for i := 0; i < 8; i++ {
-		u[i] = byte(a >> (56 - 8*i))
-		u[8+i] = byte(b >> (56 - 8*i))
-	}
-	for i, x := range u {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			w = append(w, '-')
-		}
-		w = append(w, hex[x>>4], hex[x&0xf])
-	}
-	return w
-}
 
 var attemptCountField = []byte(router.HeaderAttemptCount + ": ")
 

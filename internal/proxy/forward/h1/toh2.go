@@ -19,6 +19,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/router"
+	"github.com/straitmesh/strait/internal/proxy/tracing"
 )
 
 // This file carries an HTTP/1.1 request to a cluster that speaks HTTP/2
@@ -64,7 +65,7 @@ func (x *Exchange) ForwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route
 		hdr["X-Forwarded-Proto"] = []string{fwdheaders.SchemeOf(x.Secure)}
 	}
 	if _, ok := hdr["X-Request-Id"]; !ok {
-		hdr["X-Request-Id"] = []string{string(appendRequestID(nil))}
+		hdr["X-Request-Id"] = []string{tracing.NewRequestID()}
 	}
 	if _, ok := hdr["User-Agent"]; !ok {
 		hdr["User-Agent"] = nil // don't let the transport add Go's default

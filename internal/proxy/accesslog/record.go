@@ -77,6 +77,11 @@ type Record struct {
 	// istio.services metadata, nil when it names none (istio.stats reads
 	// it through httpfilter.StreamInfo).
 	UpstreamService *istiometrics.Service
+	// UpstreamPeerPrincipal and UpstreamLocalPrincipal are the SPIFFE
+	// identities of the upstream connection's TLS peer and of the proxy
+	// on it, "" when unknown (istio.stats' principals on the source
+	// reporter).
+	UpstreamPeerPrincipal, UpstreamLocalPrincipal string
 	// UpstreamLocal and UpstreamRemote are the addresses of the upstream
 	// connection the request (or TCP stream) went over; zero when none
 	// was made.

@@ -19,6 +19,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
 	"github.com/straitmesh/strait/internal/proxy/http1"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // logging reports whether requests of this connection are recorded: for
@@ -85,6 +86,7 @@ func (c *h1conn) remoteAddr() netip.AddrPort {
 // logUpstream records the upstream connection's addresses (the HTTP/1.1
 // path; the others learn them through traceUpstream).
 func (c *h1conn) logUpstream(uc net.Conn) {
+	c.rec.UpstreamPeerPrincipal, c.rec.UpstreamLocalPrincipal = upstreamPrincipals(uc)
 	if c.logging() {
 		c.rec.UpstreamLocal, c.rec.UpstreamRemote = accesslog.AddrPortOf(uc.LocalAddr()), accesslog.AddrPortOf(uc.RemoteAddr())
 	}
@@ -97,7 +99,18 @@ func (c *h1conn) logUpstream(uc net.Conn) {
 func traceUpstream(ctx context.Context, rec *accesslog.Record) context.Context {
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
 		rec.UpstreamLocal, rec.UpstreamRemote = accesslog.AddrPortOf(ci.Conn.LocalAddr()), accesslog.AddrPortOf(ci.Conn.RemoteAddr())
+		rec.UpstreamPeerPrincipal, rec.UpstreamLocalPrincipal = upstreamPrincipals(ci.Conn)
 	}})
+}
+
+// upstreamPrincipals are the TLS identities of an upstream connection:
+// its peer's and the proxy's (istio.stats reads them through
+// httpfilter.StreamInfo).
+func upstreamPrincipals(uc net.Conn) (peer, local string) {
+	if u, ok := uc.(*cluster.UpstreamConn); ok {
+		return u.PeerPrincipal, u.LocalPrincipal
+	}
+	return tlsconf.UpstreamPrincipals(uc)
 }
 
 // recordKey is the context key of a logged stream's record.

@@ -82,11 +82,15 @@ func ServiceFromCluster(cluster string) (Service, bool) {
 	if !ok {
 		return Service{}, false
 	}
-	parts := strings.SplitN(rest, "|", 3)
-	if len(parts) != 3 || parts[2] == "" {
+	_, rest, ok = strings.Cut(rest, "|") // PORT
+	if !ok {
 		return Service{}, false
 	}
-	return ServiceFromHost(parts[2]), true
+	_, host, ok := strings.Cut(rest, "|") // SUBSET
+	if !ok || host == "" {
+		return Service{}, false
+	}
+	return ServiceFromHost(host), true
 }
 
 // ServiceFromHost is the service named by a host (a Host header without
@@ -104,6 +108,9 @@ func ServiceFromHost(host string) Service {
 // HostWithoutPort strips a ":port" from a Host header value (and the
 // brackets of an IPv6 literal).
 func HostWithoutPort(h string) string {
+	if strings.IndexByte(h, ':') < 0 {
+		return h // a name or an IPv4 address without a port: most requests
+	}
 	if ap, err := netip.ParseAddrPort(h); err == nil {
 		return ap.Addr().String()
 	}

@@ -83,11 +83,12 @@ func (c *h1conn) remoteAddr() netip.AddrPort {
 	return c.remote
 }
 
-// logUpstream records the upstream connection's addresses (the HTTP/1.1
+// logUpstream records the upstream connection's TLS identities (for
+// istio.stats) and, for the access log, its addresses (the HTTP/1.1
 // path; the others learn them through traceUpstream).
 func (c *h1conn) logUpstream(uc net.Conn) {
 	c.rec.UpstreamPeerPrincipal, c.rec.UpstreamLocalPrincipal = upstreamPrincipals(uc)
-	if c.logging() {
+	if len(c.filter.AccessLog) > 0 { // only the log reads the addresses, not a Completer's StreamInfo
 		c.rec.UpstreamLocal, c.rec.UpstreamRemote = accesslog.AddrPortOf(uc.LocalAddr()), accesslog.AddrPortOf(uc.RemoteAddr())
 	}
 }

@@ -108,8 +108,12 @@ func ServiceFromHost(host string) Service {
 // HostWithoutPort strips a ":port" from a Host header value (and the
 // brackets of an IPv6 literal).
 func HostWithoutPort(h string) string {
-	if strings.IndexByte(h, ':') < 0 {
-		return h // a name or an IPv4 address without a port: most requests
+	i := strings.IndexByte(h, ':')
+	if i < 0 {
+		return h // a name or an IPv4 address without a port
+	}
+	if i > 0 && h[0] != '[' && i == strings.LastIndexByte(h, ':') && allDigits(h[i+1:]) {
+		return h[:i] // name:port or IPv4:port, without parsing an address
 	}
 	if ap, err := netip.ParseAddrPort(h); err == nil {
 		return ap.Addr().String()
@@ -118,6 +122,15 @@ func HostWithoutPort(h string) string {
 		return h[:i]
 	}
 	return h
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Exchange is what the labels are computed from: one HTTP request or one

@@ -33,11 +33,14 @@
 #   RUNS=5 DURATION=10s CONNS=16 THREADS=1 WARMUP=2s
 #   CHAINS="direct nginx haproxy strait"   chains to run, in this order (also strait-router, strait-policy,
 #                                          nginx-tls, strait-mtls, nginx-accesslog, strait-accesslog,
-#                                          strait-telemetry)
+#                                          strait-telemetry, strait-base, strait-telemetry-base)
 #   STRAIT_BIN=path                        strait-proxy to use (default: built from this tree)
+#   BASE_BIN=path                          the strait-proxy of the chains strait-base and
+#                                          strait-telemetry-base (another build, e.g. main's, in the same run)
 #   STRAIT_VARIANTS="name=BIN[,flag,...] ..." extra strait chains, e.g.
 #       STRAIT_VARIANTS="old=/tmp/strait-proxy.old"
 #       (an empty BIN means STRAIT_BIN)
+#   PORT_BASE=18100  the ports used start above it (another, beside another run of this script)
 #   README=path    where to write the table (default bench/http/README.md; "-" = don't)
 set -euo pipefail
 
@@ -50,6 +53,7 @@ THREADS=${THREADS:-1}
 WARMUP=${WARMUP:-2s}
 CHAINS=${CHAINS:-"direct nginx haproxy strait"}
 STRAIT_VARIANTS=${STRAIT_VARIANTS:-}
+BASE_BIN=${BASE_BIN:-}
 README=${README:-$here/README.md}
 cmdline="$0 $*"
 [ -n "${BENCH_CMD:-}" ] && cmdline=$BENCH_CMD
@@ -76,7 +80,7 @@ bench_workdir strait-bench-http
 
 build_strait_proxy
 
-next_port=18100
+next_port=${PORT_BASE:-18100}
 
 body=$(head -c 1024 /dev/zero | tr '\0' 'x')
 
@@ -251,11 +255,12 @@ for c in $CHAINS; do
 		haproxy_conf haproxy2 "$p2" "$be_port"; a=$started; wait_port "$p2" "$a"
 		haproxy_conf haproxy1 "$p1" "$p2"; b=$started; wait_port "$p1" "$b"
 		entry[haproxy]=$p1; proxies[haproxy]="$b $a"; chains+=(haproxy) ;;
-	strait)
+	strait|strait-base)
+		bin=$STRAIT_BIN; [ "$c" = strait-base ] && bin=$BASE_BIN
 		newport p2; newport p1; newport a2; newport a1
-		strait_conf strait2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
-		strait_conf strait1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
-		entry[strait]=$p1; proxies[strait]="$b $a"; chains+=(strait) ;;
+		strait_conf "${c}2" "$p2" "$be_port" "$a2" "$bin"; a=$started; wait_port "$p2" "$a"
+		strait_conf "${c}1" "$p1" "$p2" "$a1" "$bin"; b=$started; wait_port "$p1" "$b"
+		entry[$c]=$p1; proxies[$c]="$b $a"; chains+=("$c") ;;
 	strait-router)
 		newport p2; newport p1; newport a2; newport a1
 		route_extra=$istio_retry
@@ -289,7 +294,8 @@ for c in $CHAINS; do
 		strait_conf strait-accesslog1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
 		hcm_extra=""
 		entry[strait-accesslog]=$p1; proxies[strait-accesslog]="$b $a"; chains+=(strait-accesslog) ;;
-	strait-telemetry)
+	strait-telemetry|strait-telemetry-base)
+		bin=$STRAIT_BIN; [ "$c" = strait-telemetry-base ] && bin=$BASE_BIN
 		# Istio's telemetry as straitd writes it for sidecars: the
 		# metadata exchange and istio.stats before the router, hop 1 the
 		# client's outbound side, hop 2 the server's inbound side, each
@@ -299,13 +305,13 @@ for c in $CHAINS; do
 		node_extra=", metadata: {NAME: server-1, NAMESPACE: bench, WORKLOAD_NAME: server, LABELS: {app: server, version: v1}}"
 		listener_extra="    traffic_direction: INBOUND"
 		http_filters="[${mx//SIDE/downstream}, {name: istio.stats, typed_config: {'@type': type.googleapis.com/stats.PluginConfig, disable_host_header_fallback: true}}, $router_filter]"
-		strait_conf strait-telemetry2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
+		strait_conf "${c}2" "$p2" "$be_port" "$a2" "$bin"; a=$started; wait_port "$p2" "$a"
 		node_extra=", metadata: {NAME: client-1, NAMESPACE: bench, WORKLOAD_NAME: client, LABELS: {app: client, version: v1}}"
 		listener_extra="    traffic_direction: OUTBOUND"
 		http_filters="[${mx//SIDE/upstream}, {name: istio.stats, typed_config: {'@type': type.googleapis.com/stats.PluginConfig}}, $router_filter]"
-		strait_conf strait-telemetry1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
+		strait_conf "${c}1" "$p1" "$p2" "$a1" "$bin"; b=$started; wait_port "$p1" "$b"
 		node_extra="" listener_extra="" http_filters="[$router_filter]"
-		entry[strait-telemetry]=$p1; proxies[strait-telemetry]="$b $a"; chains+=(strait-telemetry) ;;
+		entry[$c]=$p1; proxies[$c]="$b $a"; chains+=("$c") ;;
 	nginx-tls)
 		mkcerts
 		newport p2; newport p1

@@ -403,14 +403,33 @@ func defaultJSONAccessLogFormat() *structpb.Struct {
 	return st
 }
 
+// namedWithin are the refused message fields whose own set fields are
+// named in the refusal: defaultConfig.proxyHeaders holds
+// metadataExchangeHeaders (mode IN_MESH: the metadata exchange headers
+// only towards mesh services), which a mesh copied from Istio sets and
+// which Strait's sidecars do not implement (they send the exchange to
+// every upstream).
+var namedWithin = []string{"defaultConfig.proxyHeaders"}
+
 // refuseUnsupported names every set field that Strait does not implement,
 // one line each in the proto's order, so that a mesh config copied from
 // an Istio installation is fixed in one pass.
 func refuseUnsupported(m *meshv1alpha1.MeshConfig) error {
 	var errs []error
-	check := func(prefix string, msg protoreflect.Message, ok []string) {
-		msg.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-			if !slices.Contains(ok, fd.JSONName()) {
+	var check func(prefix string, msg protoreflect.Message, ok []string)
+	check = func(prefix string, msg protoreflect.Message, ok []string) {
+		msg.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			switch {
+			case slices.Contains(ok, fd.JSONName()):
+			case slices.Contains(namedWithin, prefix+fd.JSONName()) && fd.Message() != nil:
+				// Name the fields inside (defaultConfig.proxyHeaders.
+				// metadataExchangeHeaders), where the refusal is.
+				n := len(errs)
+				check(prefix+fd.JSONName()+".", v.Message(), nil)
+				if len(errs) == n { // set but empty
+					errs = append(errs, fieldError(prefix+fd.JSONName(), "not supported by Strait yet"))
+				}
+			default:
 				errs = append(errs, fieldError(prefix+fd.JSONName(), "not supported by Strait yet"))
 			}
 			return true

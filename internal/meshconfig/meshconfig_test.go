@@ -90,6 +90,10 @@ func TestParseRefusesByName(t *testing.T) {
 		{"enableEnvoyAccessLogService: true", "enableEnvoyAccessLogService: not supported by Strait yet"},
 		{"defaultConfig:\n  tracingServiceName: CANONICAL_NAME_ONLY", "defaultConfig.tracingServiceName: not supported by Strait yet"},
 		{"defaultConfig:\n  holdApplicationUntilProxyStarts: true", "defaultConfig.holdApplicationUntilProxyStarts: not supported by Strait yet"},
+		// Istio's IN_MESH: the exchange headers only towards the mesh;
+		// Strait's sidecars send them to every upstream.
+		{"defaultConfig:\n  proxyHeaders:\n    metadataExchangeHeaders: {mode: IN_MESH}", "mesh config: defaultConfig.proxyHeaders.metadataExchangeHeaders: not supported by Strait yet"},
+		{"defaultConfig:\n  proxyHeaders: {}", "mesh config: defaultConfig.proxyHeaders: not supported by Strait yet"},
 		{"outboundTrafficPolicy:\n  mode: ALLOW_ANY_DYNAMIC_DNS", "outboundTrafficPolicy.mode: ALLOW_ANY_DYNAMIC_DNS is not supported"},
 		{"outboundTrafficPolicy:\n  tls: {}", "outboundTrafficPolicy.tls: not supported"},
 		{"noSuchField: 1", "noSuchField"},

@@ -218,7 +218,9 @@ static_resources:
 
 	peers := `source_workload="productpage-v1",source_canonical_service="productpage-v1",source_canonical_revision="version-1",source_workload_namespace="default",source_principal="%s",source_app="productpage",source_version="v1",source_cluster="client-cluster",destination_workload="ratings-v1",destination_workload_namespace="default",destination_principal="%s",destination_app="ratings",destination_version="v1",destination_service="%s",destination_canonical_service="ratings",destination_canonical_revision="version-1",destination_service_name="%s",destination_service_namespace="%s",destination_cluster="server-cluster",request_protocol="tcp",response_flags="-",connection_security_policy="%s"`
 	serverLabels := `reporter="destination",` + fmt.Sprintf(peers, "spiffe://cluster.local/ns/default/sa/productpage", "spiffe://cluster.local/ns/default/sa/ratings", "unknown", "unknown", "unknown", "mutual_tls")
-	clientLabels := `reporter="source",` + fmt.Sprintf(peers, "unknown", "spiffe://cluster.local/ns/default/sa/ratings", "ratings.default.svc.cluster.local", "ratings", "default", "unknown")
+	// The client's sidecar knows both identities from its upstream mTLS
+	// connection: its own certificate's and the server's.
+	clientLabels := `reporter="source",` + fmt.Sprintf(peers, "spiffe://cluster.local/ns/default/sa/productpage", "spiffe://cluster.local/ns/default/sa/ratings", "ratings.default.svc.cluster.local", "ratings", "default", "unknown")
 	for _, tc := range []struct {
 		who    string
 		p      *Proxy

@@ -282,6 +282,9 @@ func TestGatewayIstioMetrics(t *testing.T) {
 	line := scrapeLine(ctx, t, gwProm, "istio_requests_total{",
 		`reporter="source"`, `source_workload="ingressgateway"`, `source_workload_namespace="ingress"`,
 		`source_app="istio-ingressgateway"`,
+		// From the ISTIO_MUTUAL upstream connection: the gateway's own
+		// certificate and the sidecar's.
+		`source_principal="`+gwID+`"`, `destination_principal="`+echoID+`"`,
 		`destination_workload="echo"`, `destination_workload_namespace="shop"`, `destination_app="echo"`, `destination_version="v1"`,
 		`destination_service="echo.shop.svc.cluster.local"`, `destination_service_name="echo"`, `destination_service_namespace="shop"`,
 		`request_protocol="http"`, `response_code="200"`, `response_flags="-"`,
@@ -308,6 +311,7 @@ func TestGatewayIstioMetrics(t *testing.T) {
 	const rawID = "spiffe://cluster.local/ns/shop/sa/raw"
 	t.Logf("gateway tcp: %s", scrapeLine(ctx, t, gwProm, "istio_tcp_connections_closed_total{",
 		`reporter="source"`, `source_workload="ingressgateway"`, `source_workload_namespace="ingress"`, `source_app="istio-ingressgateway"`,
+		`source_principal="`+gwID+`"`,
 		`destination_workload="raw"`, `destination_workload_namespace="shop"`, `destination_principal="`+rawID+`"`,
 		`destination_service="echo-tcp.shop.svc.cluster.local"`, `destination_service_name="echo-tcp"`, `request_protocol="tcp"`))
 	scrapeLine(ctx, t, gwProm, "istio_tcp_received_bytes_total{", `reporter="source"`, `source_workload="ingressgateway"`, `destination_service="echo-tcp.shop.svc.cluster.local"`)

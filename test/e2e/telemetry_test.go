@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -88,17 +91,45 @@ func TestIstioTCPMetrics(t *testing.T) {
 // workload in the x-envoy-peer-metadata headers, the server's reads and
 // strips them and answers with its own, which the client reads and
 // strips: both report istio_requests_total (and the three histograms)
-// with the other's workload, and neither app sees the headers.
+// with the other's workload, and neither app sees the headers. The
+// namespace is STRICT and the client's DestinationRule ISTIO_MUTUAL, the
+// two workloads have service accounts of their own: both reporters name
+// the client's identity as source_principal and the server's as
+// destination_principal (the client's sidecar from the certificates of
+// its upstream connection, the server's from its downstream one).
 func TestIstioHTTPMetrics(t *testing.T) {
 	requireMesh(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m := startMesh(ctx, t, "telemetry", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
-		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10"},
-		echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
-	}})
+	_, file, _, _ := runtime.Caller(0)
+	base, err := os.ReadFile(filepath.Join(filepath.Dir(file), "testdata", "telemetry", "mesh.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(base), "  name: client\n  namespace: demo\nspec:\n", "  name: client\n  namespace: demo\nspec:\n  serviceAccount: client\n", 1) + `---
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: strict, namespace: demo}
+spec:
+  mtls: {mode: STRICT}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: echo, namespace: demo}
+spec:
+  host: echo.demo.svc.cluster.local
+  trafficPolicy: {tls: {mode: ISTIO_MUTUAL}}
+`
+	if !strings.Contains(cfg, "serviceAccount: client") {
+		t.Fatal("testdata/telemetry/mesh.yaml's client WorkloadEntry changed: set its service account here")
+	}
+	m := startMesh(ctx, t, "telemetry", localmesh.Options{SecureXDS: true, ConfigDir: configDir(t, map[string]string{"mesh.yaml": cfg}),
+		Workloads: []localmesh.Workload{
+			{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10", ServiceAccount: "client"},
+			echoPod("echo-v1", "demo", "10.99.0.11", "v1"),
+		}})
 	client, server := m.Pod("client"), m.Pod("echo-v1")
-	const id = "spiffe://cluster.local/ns/demo/sa/default"
+	const clientID, serverID = "spiffe://cluster.local/ns/demo/sa/client", "spiffe://cluster.local/ns/demo/sa/default"
 	c := client.NewHTTPClient(false)
 	waitOK(ctx, t, c, localmesh.DemoURL)
 	r := send(ctx, c, "GET", localmesh.DemoURL, "", nil)
@@ -115,12 +146,13 @@ func TestIstioHTTPMetrics(t *testing.T) {
 	}
 	t.Logf("server: %s", promLine(ctx, t, server, "istio_requests_total{",
 		`reporter="destination"`, `source_workload="client"`, `source_workload_namespace="demo"`,
-		`source_principal="`+id+`"`, `destination_workload="echo-v1"`, `destination_workload_namespace="demo"`, `destination_principal="`+id+`"`,
+		`source_principal="`+clientID+`"`, `destination_workload="echo-v1"`, `destination_workload_namespace="demo"`, `destination_principal="`+serverID+`"`,
 		// The inbound cluster's istio.services metadata names the service.
 		`destination_service="echo.demo.svc.cluster.local"`, `destination_service_name="echo"`, `destination_service_namespace="demo"`,
 		`request_protocol="http"`, `response_code="200"`, `response_flags="-"`, `connection_security_policy="mutual_tls"`))
 	t.Logf("client: %s", promLine(ctx, t, client, "istio_requests_total{",
 		`reporter="source"`, `source_workload="client"`, `destination_workload="echo-v1"`,
+		`source_principal="`+clientID+`"`, `destination_principal="`+serverID+`"`,
 		`destination_service="echo.demo.svc.cluster.local"`, `destination_service_name="echo"`,
 		`destination_service_namespace="demo"`, `response_code="200"`, `connection_security_policy="unknown"`))
 	for _, p := range []*localmesh.Pod{client, server} {

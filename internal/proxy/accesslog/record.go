@@ -79,6 +79,11 @@ type Record struct {
 	// istio.services metadata, nil when it names none (istio.stats reads
 	// it through httpfilter.StreamInfo).
 	UpstreamService *istiometrics.Service
+	// UpstreamPeerPrincipal and UpstreamLocalPrincipal are the SPIFFE
+	// identities of the upstream connection's TLS peer and of the proxy
+	// on it, "" when unknown (istio.stats' principals on the source
+	// reporter).
+	UpstreamPeerPrincipal, UpstreamLocalPrincipal string
 	// UpstreamLocal and UpstreamRemote are the addresses of the upstream
 	// connection the request (or TCP stream) went over; zero when none
 	// was made.
@@ -151,12 +156,14 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 func AddrPortOf(a net.Addr) netip.AddrPort { return addrPortOf(a) }
 
 // TraceUpstream returns ctx with a trace that records in rec the
-// addresses of the upstream connection a request is sent on (each
-// attempt's; the last one's stay). The transports call GotConn on the
-// goroutine of the round trip, before it returns.
+// addresses and TLS identities (for istio.stats) of the upstream
+// connection a request is sent on (each attempt's; the last one's stay).
+// The transports call GotConn on the goroutine of the round trip, before
+// it returns.
 func TraceUpstream(ctx context.Context, rec *Record) context.Context {
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
 		rec.UpstreamLocal, rec.UpstreamRemote = AddrPortOf(ci.Conn.LocalAddr()), AddrPortOf(ci.Conn.RemoteAddr())
+		rec.UpstreamPeerPrincipal, rec.UpstreamLocalPrincipal = tlsconf.UpstreamPrincipals(ci.Conn)
 	}})
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/proxy/http1"
+	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
 // maxIdlePerEndpoint bounds the idle keep-alive connections kept per
@@ -34,6 +35,10 @@ type UpstreamConn struct {
 	// before any response byte may just mean the upstream closed it while
 	// idle, and a request that can be replayed may be retried on a new one.
 	Reused bool
+	// PeerPrincipal and LocalPrincipal are the SPIFFE identities (first
+	// URI SANs) of the upstream's certificate and of the one the proxy
+	// presented, "" without TLS (tlsconf.UpstreamPrincipals).
+	PeerPrincipal, LocalPrincipal string
 
 	addr      string
 	src       connOwner // original_src or PROXY protocol: pooled apart, per owner
@@ -160,6 +165,7 @@ func (c *Cluster) dialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, err
 	}
 	d := http1.NewDeadlineConn(http1.WrapConn(nc))
 	uc := &UpstreamConn{Conn: d, D: d, R: http1.NewReader(d), addr: ep.Address, src: ep.owner(), slot: c.breaker}
+	uc.PeerPrincipal, uc.LocalPrincipal = tlsconf.UpstreamPrincipals(nc)
 	if c.h1.maxDuration > 0 {
 		uc.expires = coarseClock() + c.h1.maxDuration
 	}

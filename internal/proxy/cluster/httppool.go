@@ -191,6 +191,10 @@ type slotConn struct {
 	once sync.Once
 }
 
+// NetConn returns the dialed connection (tlsconf.Layers: its TLS
+// identities).
+func (s *slotConn) NetConn() net.Conn { return s.Conn }
+
 func (s *slotConn) Close() error {
 	err := s.Conn.Close()
 	s.once.Do(s.b.releaseConn)

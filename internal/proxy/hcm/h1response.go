@@ -20,6 +20,7 @@ var _ h1.Downstream = (*h1conn)(nil)
 func (c *h1conn) beginExchange() {
 	c.x.Idle = c.clock.idle
 	c.x.Traced = c.logging() // accesslog.go
+	c.x.LogAddrs = len(c.filter.AccessLog) > 0
 	c.x.RespBytes = nil
 	if c.x.Traced {
 		c.x.RespBytes = &c.respBytes

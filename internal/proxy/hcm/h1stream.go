@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
@@ -114,6 +115,7 @@ func (st *h1stream) complete() {
 	info := &st.info
 	*info = httpfilter.StreamInfo{
 		Status: r.Code, GRPCStatus: -1, Flags: r.Flags, Cluster: r.UpstreamCluster, Service: r.UpstreamService,
+		UpstreamPeerPrincipal: r.UpstreamPeerPrincipal, UpstreamLocalPrincipal: r.UpstreamLocalPrincipal,
 		BytesIn: r.BytesReceived, BytesOut: r.BytesSent, // endLog counted the streamed body
 	}
 	if ap, err := netip.ParseAddrPort(r.UpstreamHost); err == nil {
@@ -173,6 +175,16 @@ func (m *h1HeaderMap) Add(name, value string) {
 
 func (m *h1HeaderMap) Del(name string) { *m.hs = fwdheaders.RemoveHeader(*m.hs, name) }
 
+// SetStatic is Set for a name and value that never change and outlive
+// the stream (httpfilter.StaticSetter): the field refers to them instead
+// of a copy. Their capacity is their length, so an edit that appends to
+// a field's value (as x-forwarded-for's does) copies it first; nothing
+// writes into a field's bytes in place (they are the read buffer's).
+func (m *h1HeaderMap) SetStatic(name, value string) {
+	m.Del(name)
+	*m.hs = append(*m.hs, http1.Header{Name: unsafe.Slice(unsafe.StringData(name), len(name)), Value: unsafe.Slice(unsafe.StringData(value), len(value))})
+}
+
 // encodeLocal runs the encoders on a local reply's head: its own fields
 // (those hdrs sets) and the filters' are in st.local afterwards, to be
 // written in order.
@@ -188,8 +200,9 @@ func (st *h1stream) encodeLocal(code int, hdrs func(set func(name, value string)
 }
 
 var (
-	_ httpfilter.Stream    = (*h1stream)(nil)
-	_ httpfilter.HeaderMap = (*h1HeaderMap)(nil)
+	_ httpfilter.Stream       = (*h1stream)(nil)
+	_ httpfilter.HeaderMap    = (*h1HeaderMap)(nil)
+	_ httpfilter.StaticSetter = (*h1HeaderMap)(nil)
 )
 
 // encodeUpstream runs the encoders on an upstream response head: hs are

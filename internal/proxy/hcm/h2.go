@@ -275,6 +275,8 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		var done func()
 		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
 		defer done()
+	} else if c.filter.chain != nil && len(c.filter.chain.completers) > 0 {
+		r = r.WithContext(accesslog.TraceUpstream(r.Context(), rec)) // the upstream's principals, for istio.stats
 	}
 	var code *int // the status, for the downstream stats (stats.go)
 	if rec != &unlogged {

@@ -143,6 +143,7 @@ func (st *h2stream) complete(rec *accesslog.Record) {
 	info := &st.info
 	*info = httpfilter.StreamInfo{
 		Status: st.enc.code, GRPCStatus: st.grpcStatus(), Flags: rec.Flags, Cluster: rec.UpstreamCluster, Service: rec.UpstreamService,
+		UpstreamPeerPrincipal: rec.UpstreamPeerPrincipal, UpstreamLocalPrincipal: rec.UpstreamLocalPrincipal,
 		BytesIn: st.bytesIn.Load(), BytesOut: st.enc.bytes,
 	}
 	if ap, err := netip.ParseAddrPort(rec.UpstreamHost); err == nil {

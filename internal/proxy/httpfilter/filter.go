@@ -112,6 +112,25 @@ type ByteSizer interface {
 	ByteSize() int64
 }
 
+// StaticSetter is a HeaderMap that can set a field whose name and value
+// are never modified and outlive the stream (a filter's own, made when
+// it was built) without copying them: istio.metadata_exchange's
+// ~300-byte peer metadata, set on every request or response.
+type StaticSetter interface {
+	SetStatic(name, value string)
+}
+
+// SetStatic sets name to value in h (replacing its fields of that
+// name), without copying them when h is a StaticSetter. name and value
+// must never change and must outlive the stream.
+func SetStatic(h HeaderMap, name, value string) {
+	if s, ok := h.(StaticSetter); ok {
+		s.SetStatic(name, value)
+		return
+	}
+	h.Set(name, value)
+}
+
 // Stream is one request as its filters see it. The HCM implements it once
 // for every codec; an implementation is reused for the next request of a
 // connection, so a filter must not keep it.
@@ -211,6 +230,11 @@ type StreamInfo struct {
 	UpstreamHost netip.AddrPort
 	BytesIn      int64 // request body bytes received
 	BytesOut     int64 // response body bytes sent
+	// UpstreamPeerPrincipal and UpstreamLocalPrincipal are the SPIFFE
+	// identities of the upstream connection's TLS peer and of the proxy
+	// on it ("" unknown): a source reporter's destination_principal and
+	// source_principal.
+	UpstreamPeerPrincipal, UpstreamLocalPrincipal string
 	// UpstreamHeaders are the response headers as upstream sent them
 	// (before the encoders' edits), nil for a local reply.
 	UpstreamHeaders Headers

@@ -82,11 +82,15 @@ func ServiceFromCluster(cluster string) (Service, bool) {
 	if !ok {
 		return Service{}, false
 	}
-	parts := strings.SplitN(rest, "|", 3)
-	if len(parts) != 3 || parts[2] == "" {
+	_, rest, ok = strings.Cut(rest, "|") // PORT
+	if !ok {
 		return Service{}, false
 	}
-	return ServiceFromHost(parts[2]), true
+	_, host, ok := strings.Cut(rest, "|") // SUBSET
+	if !ok || host == "" {
+		return Service{}, false
+	}
+	return ServiceFromHost(host), true
 }
 
 // ServiceFromHost is the service named by a host (a Host header without
@@ -104,6 +108,13 @@ func ServiceFromHost(host string) Service {
 // HostWithoutPort strips a ":port" from a Host header value (and the
 // brackets of an IPv6 literal).
 func HostWithoutPort(h string) string {
+	i := strings.IndexByte(h, ':')
+	if i < 0 {
+		return h // a name or an IPv4 address without a port
+	}
+	if i > 0 && h[0] != '[' && i == strings.LastIndexByte(h, ':') && allDigits(h[i+1:]) {
+		return h[:i] // name:port or IPv4:port, without parsing an address
+	}
 	if ap, err := netip.ParseAddrPort(h); err == nil {
 		return ap.Addr().String()
 	}
@@ -111,6 +122,15 @@ func HostWithoutPort(h string) string {
 		return h[:i]
 	}
 	return h
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Exchange is what the labels are computed from: one HTTP request or one

@@ -77,7 +77,7 @@ func TestServiceFromCluster(t *testing.T) {
 			t.Errorf("%s: accepted", in)
 		}
 	}
-	for in, want := range map[string]string{"a.b:80": "a.b", "a.b": "a.b", "[::1]:8080": "::1", "10.0.0.1:80": "10.0.0.1"} {
+	for in, want := range map[string]string{"a.b:80": "a.b", "a.b": "a.b", "[::1]:8080": "::1", "10.0.0.1:80": "10.0.0.1", "a.b:x": "a.b", "a.b:": "a.b", "::1": "::1", "[::1]": "[::1]"} {
 		if got := HostWithoutPort(in); got != want {
 			t.Errorf("%s: %s", in, got)
 		}

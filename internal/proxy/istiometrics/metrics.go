@@ -66,18 +66,53 @@ func NewHTTP(store *stats.Store, dropped ...string) (*HTTP, error) {
 // Record counts one request with the label values of AppendHTTP, its
 // duration in milliseconds and its request and response sizes in bytes.
 func (m *HTTP) Record(values []string, durationMS float64, reqBytes, respBytes int64) {
+	s, _ := m.Series(values)
+	s.Record(durationMS, reqBytes, respBytes)
+}
+
+// HTTPSeries are the series of one set of label values in the four
+// request metrics (nil for a dropped metric, or one the store's series
+// cap left out), found once so that a caller that knows the values
+// again (istio.stats' per-filter cache) records without building them.
+type HTTPSeries struct {
+	m                                       *HTTP
+	requests, duration, reqBytes, respBytes *stats.Series
+}
+
+// Series finds or creates the series of values (AppendHTTP's) in each
+// metric kept. complete is false when the store's cap left one out: a
+// set that is not complete must not be kept, so that every request
+// after it is tried (and counted in stats.series_overflow) again.
+func (m *HTTP) Series(values []string) (s HTTPSeries, complete bool) {
 	var stack [1024]byte
 	key := stats.AppendKey(stack[:0], values)
-	if m.Requests != nil {
-		m.Requests.WithKey(key, values).Add(1)
-	}
-	for _, h := range []struct {
-		v *stats.Vec
-		x float64
-	}{{m.Duration, durationMS}, {m.RequestBytes, float64(reqBytes)}, {m.ResponseBytes, float64(respBytes)}} {
-		if h.v != nil {
-			h.v.WithKey(key, values).Observe(h.x, h.v.Buckets())
+	s.m = m
+	with := func(v *stats.Vec) *stats.Series {
+		if v == nil {
+			return nil
 		}
+		sr := v.WithKey(key, values)
+		complete = complete && sr != nil
+		return sr
+	}
+	complete = true
+	s.requests, s.duration = with(m.Requests), with(m.Duration)
+	s.reqBytes, s.respBytes = with(m.RequestBytes), with(m.ResponseBytes)
+	return s, complete
+}
+
+// Record counts one request in the series: its duration in
+// milliseconds and its request and response sizes in bytes.
+func (s *HTTPSeries) Record(durationMS float64, reqBytes, respBytes int64) {
+	s.requests.Add(1) // a nil Series ignores it
+	if s.duration != nil {
+		s.duration.Observe(durationMS, s.m.Duration.Buckets())
+	}
+	if s.reqBytes != nil {
+		s.reqBytes.Observe(float64(reqBytes), s.m.RequestBytes.Buckets())
+	}
+	if s.respBytes != nil {
+		s.respBytes.Observe(float64(respBytes), s.m.ResponseBytes.Buckets())
 	}
 }
 

@@ -193,7 +193,12 @@ func (v *Vec) add(key []byte, values []string) *Series {
 		st.seriesCount.Add(-1)
 		return nil
 	}
-	sr := &Series{values: slices.Clone(values)}
+	// The values are copied: a caller's may alias a buffer it reuses
+	// (istio.stats' destination_service from an HTTP/1.1 Host header).
+	sr := &Series{values: make([]string, len(values))}
+	for i, s := range values {
+		sr.values[i] = strings.Clone(s)
+	}
 	if v.kind == KindHistogram {
 		sr.bins = make([]atomic.Uint64, len(v.buckets)+1)
 	}

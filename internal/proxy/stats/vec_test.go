@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -145,5 +146,25 @@ func TestVecConcurrent(t *testing.T) {
 	}
 	if got := h.With([]string{"3"}).Value(); got != 1000 {
 		t.Errorf("histogram count %d", got)
+	}
+}
+
+// A series keeps its own copy of the label values: a caller's may alias
+// a buffer that the next request overwrites (an HTTP/1.1 Host header).
+func TestVecCopiesValues(t *testing.T) {
+	s := New()
+	c, err := s.CounterVec("istio_requests_total", []string{"destination_service"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := []byte("ratings.default.svc.cluster.local")
+	c.With([]string{unsafe.String(&buf[0], len(buf))}).Add(1)
+	copy(buf, "XXXXXXX")
+	var b strings.Builder
+	if err := s.WritePrometheus(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := `istio_requests_total{destination_service="ratings.default.svc.cluster.local"} 1`; !strings.Contains(b.String(), want) {
+		t.Errorf("the label changed with the caller's buffer:\n%s", b.String())
 	}
 }

@@ -96,9 +96,9 @@ func (r *tcpReport) peer(_ string, w *peermeta.Workload) {
 	r.resolved = true
 }
 
-func (r *tcpReport) setPeerPrincipal(p string) {
+func (r *tcpReport) setPrincipals(peer, local string) {
 	r.mu.Lock()
-	r.exchange.PeerPrincipal = p
+	r.exchange.PeerPrincipal, r.exchange.LocalPrincipal = peer, local
 	r.mu.Unlock()
 }
 
@@ -214,15 +214,9 @@ func (f *Filter) istioConns(down, up net.Conn, report *tcpReport) (net.Conn, net
 		return down, up
 	}
 	if is.Reporter == istiometrics.Source {
-		// The source knows the server's identity from its certificate.
-		for l := range tlsconf.Layers(up) {
-			if tc, ok := l.(peermeta.TLSConn); ok {
-				if st := tc.ConnectionState(); len(st.PeerCertificates) > 0 {
-					report.setPeerPrincipal(firstURI(st.PeerCertificates[0]))
-				}
-				break
-			}
-		}
+		// The source knows the server's identity from its certificate,
+		// its own from the one it presented.
+		report.setPrincipals(tlsconf.UpstreamPrincipals(up))
 	}
 	if !exchanging {
 		report.resolve()

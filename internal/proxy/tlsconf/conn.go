@@ -73,3 +73,51 @@ func LocalCertificate(c net.Conn) *x509.Certificate {
 	}
 	return nil
 }
+
+// ClientConn is a connection on which the proxy ran the client side of
+// TLS (an upstream connection): the *tls.Conn, and the SPIFFE identities
+// of both sides read once after the handshake, for what labels the
+// requests sent over it (istio.stats' destination_principal and
+// source_principal on the source reporter).
+type ClientConn struct {
+	*tls.Conn
+	peer, local string
+}
+
+func newClientConn(tc *tls.Conn, local *tls.Certificate) *ClientConn {
+	c := &ClientConn{Conn: tc}
+	if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+		c.peer = firstURI(pc[0])
+	}
+	if local != nil && len(local.Certificate) > 0 {
+		leaf := local.Leaf
+		if leaf == nil {
+			leaf, _ = x509.ParseCertificate(local.Certificate[0]) // nil when it does not parse: no identity
+		}
+		c.local = firstURI(leaf)
+	}
+	return c
+}
+
+// NetConn returns the TLS connection, so that Layers sees it.
+func (c *ClientConn) NetConn() net.Conn { return c.Conn }
+
+// UpstreamPrincipals returns the first URI SAN of the certificate the
+// upstream presented (peer) and of the one the proxy presented (local)
+// on the client TLS connection under c; "" for what is unknown (clear
+// text, no certificate, no URI SAN).
+func UpstreamPrincipals(c net.Conn) (peer, local string) {
+	for l := range Layers(c) {
+		if cc, ok := l.(*ClientConn); ok {
+			return cc.peer, cc.local
+		}
+	}
+	return "", ""
+}
+
+func firstURI(c *x509.Certificate) string {
+	if c == nil || len(c.URIs) == 0 {
+		return ""
+	}
+	return c.URIs[0].String()
+}

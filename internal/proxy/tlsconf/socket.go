@@ -44,7 +44,7 @@ func NewClient(ts *corev3.TransportSocket, p *Provider) (*Client, error) {
 
 // Handshake runs the client side of TLS on conn (closed on failure). It
 // waits for the context's secrets first, bounded by ctx.
-func (cl *Client) Handshake(ctx context.Context, conn net.Conn) (*tls.Conn, error) {
+func (cl *Client) Handshake(ctx context.Context, conn net.Conn) (*ClientConn, error) {
 	if err := cl.c.wait(ctx); err != nil {
 		conn.Close()
 		return nil, err
@@ -59,10 +59,19 @@ func (cl *Client) Handshake(ctx context.Context, conn net.Conn) (*tls.Conn, erro
 	if cl.c.roots != nil {
 		cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error { return cl.c.verify(raw) }
 	}
+	var local *tls.Certificate // the certificate presented, read once the handshake is done
 	if cl.c.cert != nil {
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cl.c.currentCert() }
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			c, err := cl.c.currentCert()
+			local = c
+			return c, err
+		}
 	}
-	return handshake(ctx, conn, tls.Client(conn, cfg))
+	tc, err := handshake(ctx, conn, tls.Client(conn, cfg))
+	if err != nil {
+		return nil, err
+	}
+	return newClientConn(tc, local), nil
 }
 
 // Server is a filter chain's downstream TLS socket. Read-only once built.

@@ -243,7 +243,7 @@ func newPair(t *testing.T, clientSANs []string, requireClient bool) *pair {
 }
 
 // dial handshakes both sides over loopback; the server side echoes.
-func (p *pair) dial(t *testing.T) (*tls.Conn, error, error) {
+func (p *pair) dial(t *testing.T) (*ClientConn, error, error) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -271,9 +271,10 @@ func (p *pair) dial(t *testing.T) (*tls.Conn, error, error) {
 	}
 	tc, cerr := p.client.Handshake(ctx, raw)
 	serr := <-srvErr
-	if cerr == nil {
-		t.Cleanup(func() { tc.Close() })
+	if cerr != nil {
+		return nil, cerr, serr
 	}
+	t.Cleanup(func() { tc.Close() })
 	return tc, cerr, serr
 }
 
@@ -305,8 +306,20 @@ func TestMutualTLSOverSDS(t *testing.T) {
 	if got := st.PeerCertificates[0].URIs[0].String(); got != serverID {
 		t.Errorf("server identity %s, want %s", got, serverID)
 	}
+	// What istio.stats labels a source reporter's requests with, read
+	// through the wrappers an upstream connection has.
+	if peer, local := UpstreamPrincipals(struct{ net.Conn }{tc}); peer != "" || local != "" {
+		t.Errorf("principals through a wrapper without NetConn: %q %q, want none", peer, local)
+	}
+	if peer, local := UpstreamPrincipals(&netConnWrapper{tc}); peer != serverID || local != clientID {
+		t.Errorf("upstream principals %q, %q; want %s, %s", peer, local, serverID, clientID)
+	}
 	echo(t, tc, "hello")
 }
+
+type netConnWrapper struct{ net.Conn }
+
+func (w *netConnWrapper) NetConn() net.Conn { return w.Conn }
 
 func TestRotationAppliesToNewHandshakesOnly(t *testing.T) {
 	p := newPair(t, []string{serverID}, true)

@@ -16,7 +16,6 @@ package h1
 
 import (
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -85,7 +84,8 @@ type Exchange struct {
 	// Set per request by the connection before a Forward.
 	Idle      time.Duration // the stream idle timeout (or the route's); 0: none
 	RespBytes *atomic.Int64 // where streamed response body bytes are counted; nil: not counted
-	Traced    bool          // record the upstream connection's addresses in Rec
+	Traced    bool          // record the upstream connection's identities in Rec
+	LogAddrs  bool          // and its addresses (an access log reads them)
 
 	Resp  http1.Response
 	Chunk http1.ChunkedReader // the response body's decoder
@@ -106,9 +106,15 @@ func (x *Exchange) Reset() {
 	x.HostOverride, x.PathOverride = nil, nil
 }
 
-// logUpstream records the upstream connection's addresses.
-func (x *Exchange) logUpstream(uc net.Conn) {
-	if x.Traced {
+// logUpstream records the upstream connection's TLS identities (for
+// istio.stats, through the stream's StreamInfo) and, when LogAddrs, its
+// addresses (only the access log reads them).
+func (x *Exchange) logUpstream(uc *cluster.UpstreamConn) {
+	if !x.Traced {
+		return
+	}
+	x.Rec.UpstreamPeerPrincipal, x.Rec.UpstreamLocalPrincipal = uc.PeerPrincipal, uc.LocalPrincipal
+	if x.LogAddrs {
 		x.Rec.UpstreamLocal, x.Rec.UpstreamRemote = accesslog.AddrPortOf(uc.LocalAddr()), accesslog.AddrPortOf(uc.RemoteAddr())
 	}
 }

@@ -172,3 +172,12 @@ func (s *Stream) AddResponseFlag(flag string) { s.Flags = append(s.Flags, flag) 
 func (s *Stream) LocalReply(status int, _ int, body, _ string, _ func(set func(name, value string))) {
 	s.ReplyStatus, s.ReplyBody = status, body
 }
+
+// ByteSize implements httpfilter.ByteSizer, as the codecs' maps do.
+func (h *Headers) ByteSize() int64 {
+	var n int64
+	for _, f := range h.Fields {
+		n += int64(len(f[0]) + len(f[1]))
+	}
+	return n
+}

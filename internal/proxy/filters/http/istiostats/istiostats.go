@@ -16,6 +16,7 @@ package istiostats
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	statspb "istio.io/api/envoy/extensions/stats"
 
@@ -126,15 +127,95 @@ func (Factory) Build(typed *anypb.Any, ctx httpfilter.BuildContext) (httpfilter.
 		reporter:     reporter,
 		local:        peermeta.FromStruct(ctx.Node.GetMetadata()),
 		hostFallback: !c.GetDisableHostHeaderFallback(),
+		cache:        map[seriesKey]*istiometrics.HTTPSeries{},
 	}, nil
 }
 
-// Filter is the built filter: immutable, safe for concurrent use.
+// Filter is the built filter: immutable but for its cache, safe for
+// concurrent use.
 type Filter struct {
 	metrics      *istiometrics.HTTP
 	reporter     istiometrics.Reporter
 	local        peermeta.Workload
 	hostFallback bool
+
+	mu    sync.RWMutex // guards cache
+	cache map[seriesKey]*istiometrics.HTTPSeries
+}
+
+// maxCachedSeries bounds the filter's cache of series sets; when full it
+// is emptied. The store's series cap bounds what is recorded, this only
+// what is remembered for speed.
+const maxCachedSeries = 1024
+
+// seriesKey is what a request's labels are computed from, besides what
+// is fixed for the filter (the reporter, the local workload): requests
+// with equal keys record into the same series, found in the cache
+// without building the 25 label values and looking them up in each of
+// the four families.
+type seriesKey struct {
+	// peer is the workload istio.metadata_exchange decoded, one pointer
+	// per distinct header value it keeps (nil: unknown).
+	peer                          *peermeta.Workload
+	service                       istiometrics.Service
+	peerPrincipal, localPrincipal string
+	flags                         string
+	code, grpcStatus              int
+	grpc, mtls                    bool
+}
+
+// exchange is the labels' input for k.
+func (f *Filter) exchange(k *seriesKey) istiometrics.Exchange {
+	e := istiometrics.Exchange{
+		Reporter:       f.reporter,
+		Local:          f.local,
+		Protocol:       "http",
+		Code:           k.code,
+		GRPCStatus:     k.grpcStatus,
+		Flags:          k.flags,
+		Service:        k.service,
+		PeerPrincipal:  k.peerPrincipal,
+		LocalPrincipal: k.localPrincipal,
+		MTLS:           k.mtls,
+	}
+	if k.grpc {
+		e.Protocol = "grpc"
+	}
+	if k.peer != nil {
+		e.Peer = *k.peer
+	}
+	return e
+}
+
+// series returns the series set of k: from the cache, or found in the
+// store (and kept when the store had room for all of it).
+func (f *Filter) series(k *seriesKey) *istiometrics.HTTPSeries {
+	f.mu.RLock()
+	s := f.cache[*k]
+	f.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	e := f.exchange(k)
+	var buf [32]string
+	found, complete := f.metrics.Series(istiometrics.AppendHTTP(buf[:0], &e))
+	set := new(istiometrics.HTTPSeries)
+	*set = found
+	if !complete {
+		return set
+	}
+	// The key's strings may alias the request's buffers (the Host
+	// header's service): the kept copy owns its own.
+	kept := *k
+	kept.service = istiometrics.Service{Host: strings.Clone(k.service.Host), Name: strings.Clone(k.service.Name), Namespace: strings.Clone(k.service.Namespace)}
+	kept.peerPrincipal, kept.localPrincipal, kept.flags = strings.Clone(k.peerPrincipal), strings.Clone(k.localPrincipal), strings.Clone(k.flags)
+	f.mu.Lock()
+	if len(f.cache) >= maxCachedSeries {
+		clear(f.cache)
+	}
+	f.cache[kept] = set
+	f.mu.Unlock()
+	return set
 }
 
 var (
@@ -150,49 +231,42 @@ func (*Filter) DecodeHeaders(httpfilter.Stream) httpfilter.Status { return httpf
 
 // Complete records the request.
 func (f *Filter) Complete(s httpfilter.Stream, info *httpfilter.StreamInfo) {
-	e := istiometrics.Exchange{
-		Reporter:   f.reporter,
-		Local:      f.local,
-		Protocol:   "http",
-		Code:       info.Status,
-		GRPCStatus: info.GRPCStatus,
-		Flags:      info.Flags,
-	}
-	peerKey := metadataexchange.DownstreamPeer
+	k := seriesKey{code: info.Status, grpcStatus: info.GRPCStatus, flags: info.Flags}
 	if f.reporter == istiometrics.Source {
-		peerKey = metadataexchange.UpstreamPeer
-	}
-	if p := metadataexchange.PeerOf(s.Metadata(), peerKey); p != nil {
-		e.Peer = *p
-	}
-	if c := s.Connection(); f.reporter == istiometrics.Destination && c != nil {
-		e.MTLS = c.Secure && c.PeerCertificate != nil
-		if e.MTLS && len(c.URISANs) > 0 {
-			e.PeerPrincipal = c.URISANs[0]
-		}
-		if e.MTLS && len(c.LocalURISANs) > 0 {
-			e.LocalPrincipal = c.LocalURISANs[0]
+		k.peer = metadataexchange.PeerOf(s.Metadata(), metadataexchange.UpstreamPeer)
+		// The upstream's certificate names the destination; ours on that
+		// connection the source (Istio's upstream peer and local
+		// principal). Without mTLS both stay unknown.
+		k.peerPrincipal, k.localPrincipal = info.UpstreamPeerPrincipal, info.UpstreamLocalPrincipal
+	} else {
+		k.peer = metadataexchange.PeerOf(s.Metadata(), metadataexchange.DownstreamPeer)
+		if c := s.Connection(); c != nil {
+			k.mtls = c.Secure && c.PeerCertificate != nil
+			if k.mtls && len(c.URISANs) > 0 {
+				k.peerPrincipal = c.URISANs[0]
+			}
+			if k.mtls && len(c.LocalURISANs) > 0 {
+				k.localPrincipal = c.LocalURISANs[0]
+			}
 		}
 	}
 	if info.Service != nil {
-		e.Service = *info.Service // the cluster's istio.services metadata, as Istio reads it first
+		k.service = *info.Service // the cluster's istio.services metadata, as Istio reads it first
 	} else if svc, ok := istiometrics.ServiceFromCluster(info.Cluster); ok {
-		e.Service = svc
+		k.service = svc
 	} else if f.hostFallback {
-		e.Service = istiometrics.ServiceFromHost(istiometrics.HostWithoutPort(s.Host()))
+		k.service = istiometrics.ServiceFromHost(istiometrics.HostWithoutPort(s.Host()))
 	}
 	req := s.RequestHeaders()
 	if ct, _ := req.Lookup("content-type"); strings.HasPrefix(ct, "application/grpc") {
-		e.Protocol = "grpc"
+		k.grpc = true
 	}
-	var buf [32]string
-	values := istiometrics.AppendHTTP(buf[:0], &e)
 	reqBytes := info.BytesIn + headerBytes(req) + int64(len(s.Method())+len(s.Host())+len(s.Path())+len(s.Scheme()))
 	respBytes := info.BytesOut
 	if h, ok := info.UpstreamHeaders.(httpfilter.HeaderMap); ok && h != nil {
 		respBytes += headerBytes(h)
 	}
-	f.metrics.Record(values, float64(info.Duration.Milliseconds()), reqBytes, respBytes)
+	f.series(&k).Record(float64(info.Duration.Milliseconds()), reqBytes, respBytes)
 }
 
 // headerBytes is the size Envoy's HeaderMap::byteSize counts: the names'

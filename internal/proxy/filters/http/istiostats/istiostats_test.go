@@ -3,6 +3,7 @@ package istiostats
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,5 +258,148 @@ func BenchmarkInboundRequest(b *testing.B) {
 		resp.Fields = append(resp.Fields[:0], respFields...)
 		s.MD.Reset()
 		server.run(s, 200, resp, info)
+	}
+}
+
+// A source reporter (the client's sidecar, a gateway) labels its request
+// with the identities of the upstream mTLS connection: the server's
+// certificate is the destination_principal, ours the source_principal,
+// as Istio's outbound stats read them. Without mTLS both are unknown.
+func TestSourcePrincipals(t *testing.T) {
+	store := stats.New()
+	client := newChain(t, productpage, corev3.TrafficDirection_OUTBOUND, store)
+	const server, us = "spiffe://cluster.local/ns/default/sa/ratings", "spiffe://cluster.local/ns/default/sa/productpage"
+	for _, info := range []httpfilter.StreamInfo{
+		{GRPCStatus: -1, Cluster: "outbound|9080||ratings.default.svc.cluster.local", UpstreamPeerPrincipal: server, UpstreamLocalPrincipal: us},
+		{GRPCStatus: -1, Cluster: "outbound|9080||ratings.default.svc.cluster.local"},
+	} {
+		client.run(streamtest.New("ratings:9080", "/", nil), 200, streamtest.NewHeaders(), info)
+	}
+	p := prom(t, store)
+	for _, want := range []string{
+		`istio_requests_total{reporter="source",source_workload="productpage-v1",source_canonical_service="productpage-v1",source_canonical_revision="version-1",source_workload_namespace="default",source_principal="` + us + `",`,
+		`destination_workload_namespace="unknown",destination_principal="` + server + `",`,
+		`source_principal="unknown",`, `destination_principal="unknown",`,
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("no %s in:\n%s", want, p)
+		}
+	}
+}
+
+// The filter's cache of series sets leaves the store's cap as it was:
+// at the cap, every request's drop is counted (none is remembered as
+// recorded), and a full cache is emptied rather than grown.
+func TestSeriesCacheBounds(t *testing.T) {
+	store := stats.New()
+	store.SetMaxSeries(2) // istio_requests_total and one histogram: the other two drop
+	server := newChain(t, ratings, corev3.TrafficDirection_INBOUND, store)
+	v, _ := peermeta.EncodeHeader(peermeta.FromStruct(productpage.Metadata))
+	for range 5 {
+		server.run(streamtest.New("h", "/", streamtest.NewHeaders(peermeta.HeaderMetadata, v)), 200, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: -1})
+	}
+	if n := store.Counter("stats.series_overflow").Load(); n != 10 {
+		t.Errorf("series_overflow %d after 5 requests missing 2 series each, want 10", n)
+	}
+	if !strings.Contains(prom(t, store), `response_code="200",grpc_response_status="",response_flags="-",connection_security_policy="none"} 5`) {
+		t.Errorf("the kept series did not count 5:\n%s", prom(t, store))
+	}
+
+	store = stats.New()
+	server = newChain(t, ratings, corev3.TrafficDirection_INBOUND, store)
+	f := server.stats.(*Filter)
+	for code := range maxCachedSeries + 10 {
+		server.run(streamtest.New("h", "/", nil), 100+code%500, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: code})
+	}
+	f.mu.RLock()
+	n := len(f.cache)
+	f.mu.RUnlock()
+	if n > maxCachedSeries {
+		t.Errorf("%d series sets cached, over %d", n, maxCachedSeries)
+	}
+	if got := store.SeriesCount(); got != 4*(maxCachedSeries+10) {
+		t.Errorf("%d series, want %d", got, 4*(maxCachedSeries+10))
+	}
+}
+
+// Once a request's series exist, recording the next one like it does
+// not allocate.
+func TestCompleteNoAlloc(t *testing.T) {
+	server := newChain(t, ratings, corev3.TrafficDirection_INBOUND, stats.New())
+	f := server.stats.(*Filter)
+	s := streamtest.New("ratings:9080", "/ratings/0", streamtest.NewHeaders("user-agent", "bench"))
+	svc := istiometrics.Service{Host: "ratings.default.svc.cluster.local", Name: "ratings", Namespace: "default"}
+	info := &httpfilter.StreamInfo{Status: 200, GRPCStatus: -1, Duration: 3 * time.Millisecond, Service: &svc}
+	f.Complete(s, info)
+	if n := testing.AllocsPerRun(100, func() { f.Complete(s, info) }); n != 0 {
+		t.Errorf("%v allocations per request", n)
+	}
+}
+
+// BenchmarkOutboundRequest is what the two filters cost a request on a
+// client's sidecar: our exchange headers set on the request, the
+// server's read (from the cache) and stripped from the response, and
+// the four metrics recorded with the upstream's principals.
+func BenchmarkOutboundRequest(b *testing.B) {
+	t := &testing.T{}
+	client := newChain(t, productpage, corev3.TrafficDirection_OUTBOUND, stats.New())
+	v, _ := peermeta.EncodeHeader(peermeta.FromStruct(ratings.Metadata))
+	req := streamtest.NewHeaders("user-agent", "bench")
+	fields := append([][2]string(nil), req.Fields...)
+	s := streamtest.New("ratings:9080", "/ratings/0", req)
+	resp := streamtest.NewHeaders(peermeta.HeaderMetadataID, "s", peermeta.HeaderMetadata, v, "content-type", "application/json")
+	respFields := append([][2]string(nil), resp.Fields...)
+	info := httpfilter.StreamInfo{GRPCStatus: -1, Duration: 3 * time.Millisecond, BytesOut: 100, Cluster: "outbound|9080||ratings.default.svc.cluster.local",
+		UpstreamPeerPrincipal: "spiffe://cluster.local/ns/default/sa/ratings", UpstreamLocalPrincipal: "spiffe://cluster.local/ns/default/sa/productpage"}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		req.Fields = append(req.Fields[:0], fields...)
+		resp.Fields = append(resp.Fields[:0], respFields...)
+		s.MD.Reset()
+		client.run(s, 200, resp, info)
+	}
+}
+
+// BenchmarkComplete is istio.stats alone on a request whose series
+// exist (the inbound side, mTLS).
+func BenchmarkComplete(b *testing.B) {
+	t := &testing.T{}
+	server := newChain(t, ratings, corev3.TrafficDirection_INBOUND, stats.New())
+	f := server.stats.(*Filter)
+	s := streamtest.New("ratings:9080", "/ratings/0", streamtest.NewHeaders("user-agent", "bench"))
+	svc := istiometrics.Service{Host: "ratings.default.svc.cluster.local", Name: "ratings", Namespace: "default"}
+	info := &httpfilter.StreamInfo{Status: 200, GRPCStatus: -1, Duration: 3 * time.Millisecond, Service: &svc}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		f.Complete(s, info)
+	}
+}
+
+// The filter is shared by a listener's connections: requests complete
+// concurrently, finding and filling its cache (run with -race).
+func TestConcurrentComplete(t *testing.T) {
+	store := stats.New()
+	server := newChain(t, ratings, corev3.TrafficDirection_INBOUND, store)
+	f := server.stats.(*Filter)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				f.Complete(streamtest.New("h", "/", nil), &httpfilter.StreamInfo{Status: 200, GRPCStatus: (g*2000 + i) % (maxCachedSeries + 50)})
+			}
+		}()
+	}
+	wg.Wait()
+	var total uint64
+	for status := range maxCachedSeries + 50 {
+		e := f.exchange(&seriesKey{code: 200, grpcStatus: status})
+		total += f.Series(istiometrics.AppendHTTP(nil, &e)).Value()
+	}
+	if total != 8000 {
+		t.Errorf("%d requests counted, want 8000", total)
 	}
 }

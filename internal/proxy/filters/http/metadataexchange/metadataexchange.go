@@ -43,11 +43,20 @@ const (
 	Namespace      = "io.istio.peer"
 	DownstreamPeer = "downstream_peer"
 	UpstreamPeer   = "upstream_peer"
-	// downstreamID and downstreamMD mark a request that carried the
-	// exchange's id and metadata headers: the response answers each with
-	// ours, as Istio's MXPropagationMethod does.
-	downstreamID = "downstream_peer_id_received"
-	downstreamMD = "downstream_peer_received"
+	// downstreamReceived marks a request that carried the exchange's id
+	// and/or metadata headers (a received value, bits receivedID and
+	// receivedMD): the response answers each with ours, as Istio's
+	// MXPropagationMethod does. One key, so that a request costs one
+	// metadata write and one read.
+	downstreamReceived = "downstream_peer_received"
+)
+
+// received says which exchange headers a request carried.
+type received uint8
+
+const (
+	receivedID received = 1 << iota
+	receivedMD
 )
 
 // maxCache bounds the decoded headers kept (Istio's peer cache holds 500
@@ -216,11 +225,15 @@ func (f *Filter) DecodeHeaders(s httpfilter.Stream) httpfilter.Status {
 	if f.cfg.DownstreamDiscovery {
 		_, hasID := h.Lookup(peermeta.HeaderMetadataID)
 		v, hasMD := h.Lookup(peermeta.HeaderMetadata)
+		var got received
 		if hasID {
-			s.Metadata().Set(Namespace, downstreamID, true)
+			got |= receivedID
 		}
 		if hasMD {
-			s.Metadata().Set(Namespace, downstreamMD, true)
+			got |= receivedMD
+		}
+		if got != 0 {
+			s.Metadata().Set(Namespace, downstreamReceived, got) // a one-byte value: boxed without allocating
 		}
 		if hasMD && v != "" {
 			if w := f.decode(v); w != nil {
@@ -235,8 +248,10 @@ func (f *Filter) DecodeHeaders(s httpfilter.Stream) httpfilter.Status {
 		}
 	}
 	if f.cfg.UpstreamPropagation {
-		h.Set(peermeta.HeaderMetadataID, f.localID)
-		h.Set(peermeta.HeaderMetadata, f.local)
+		// Ours replace any the application sent; the filter's own
+		// values never change, so the codec may refer to them.
+		httpfilter.SetStatic(h, peermeta.HeaderMetadataID, f.localID)
+		httpfilter.SetStatic(h, peermeta.HeaderMetadata, f.local)
 	}
 	return httpfilter.Continue
 }
@@ -260,11 +275,13 @@ func (f *Filter) EncodeHeaders(s httpfilter.Stream, _ int, h httpfilter.HeaderMa
 		}
 	}
 	if f.cfg.DownstreamPropagation {
-		if _, ok := s.Metadata().Get(Namespace, downstreamID); ok {
-			h.Set(peermeta.HeaderMetadataID, f.localID)
+		v, _ := s.Metadata().Get(Namespace, downstreamReceived)
+		got, _ := v.(received)
+		if got&receivedID != 0 {
+			httpfilter.SetStatic(h, peermeta.HeaderMetadataID, f.localID)
 		}
-		if _, ok := s.Metadata().Get(Namespace, downstreamMD); ok {
-			h.Set(peermeta.HeaderMetadata, f.local)
+		if got&receivedMD != 0 {
+			httpfilter.SetStatic(h, peermeta.HeaderMetadata, f.local)
 		}
 	}
 }

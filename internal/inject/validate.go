@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/straitmesh/strait/internal/agent/settings"
 )
 
 // Annotation names used outside the validators.
@@ -392,8 +394,12 @@ func validDuration(s string) string {
 }
 
 func validProxyConfig(s string) string {
-	if _, err := parseProxyConfig(s); err != nil {
+	pc, err := parseProxyConfig(s)
+	if err != nil {
 		return "a ProxyConfig in YAML or JSON (" + err.Error() + `; e.g. "concurrency: 2")`
+	}
+	if err := settings.CheckAnnotationProxyConfig(pc); err != nil {
+		return "a ProxyConfig Strait honours per pod (" + err.Error() + ")"
 	}
 	return ""
 }

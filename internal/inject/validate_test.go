@@ -83,7 +83,10 @@ func TestValidateAnnotations(t *testing.T) {
 		{"sidecar.istio.io/userVolumeMount", `{"a":{}}`, `annotation sidecar.istio.io/userVolumeMount: "{\"a\":{}}" is not a JSON list of volume mounts or a JSON object from volume name to mount (e.g. {"certs":{"mountPath":"/etc/certs","readonly":true}})`},
 		{"sidecar.istio.io/statsFlushInterval", "5s", ""},
 		{"sidecar.istio.io/statsHistogramBuckets", `{"istiocustom":[1,5]}`, ""},
-		{"proxy.istio.io/config", "concurrency: 2\nholdApplicationUntilProxyStarts: true", ""},
+		{"proxy.istio.io/config", "concurrency: 2\nproxyMetadata: {ISTIO_META_X: abc}\ndrainDuration: 5s", ""},
+		// Istio honours these per pod; Strait does not, and says so.
+		{"proxy.istio.io/config", "concurrency: 2\nholdApplicationUntilProxyStarts: true\ntracing: {sampling: 10}",
+			`annotation proxy.istio.io/config: "concurrency: 2\nholdApplicationUntilProxyStarts: true\ntracing: {sampling: 10}" is not a ProxyConfig Strait honours per pod (tracing, holdApplicationUntilProxyStarts: not supported by Strait yet in proxy.istio.io/config (per pod it honours concurrency, discoveryAddress, drainDuration, image, interceptionMode, proxyAdminPort, proxyMetadata, statusPort, terminationDrainDuration; set mesh-wide fields in the mesh config's defaultConfig))`},
 		{"proxy.istio.io/config", `{"concurrency": 2}`, ""},
 		{"proxy.istio.io/config", "interceptionMode: TPROXY", ""},
 		{"example.com/unrelated", "anything", ""},

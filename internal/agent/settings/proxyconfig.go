@@ -3,11 +3,14 @@ package settings
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
@@ -89,6 +92,36 @@ func ParseProxyConfigYAML(source string, data []byte) (*meshv1alpha1.ProxyConfig
 		return nil, fmt.Errorf("%s: not YAML: %w", source, err)
 	}
 	return ParseProxyConfigJSON(source, js)
+}
+
+// annotationFields are the ProxyConfig fields (JSON names) a pod's
+// proxy.istio.io/config may set: those strait-agent reads (concurrency,
+// discoveryAddress, the drain durations, the ports, proxyMetadata) and
+// those the injector reads (interceptionMode for the capture step,
+// image.imageType for the proxy image, proxyMetadata as the sidecar's
+// environment). Istio reads more of it per pod (tracing,
+// holdApplicationUntilProxyStarts, proxyStatsMatcher, …), which Strait
+// does not: they are refused by name rather than ignored.
+var annotationFields = []string{
+	"concurrency", "discoveryAddress", "drainDuration", "image", "interceptionMode",
+	"proxyAdminPort", "proxyMetadata", "statusPort", "terminationDrainDuration",
+}
+
+// CheckAnnotationProxyConfig refuses the fields of a pod's
+// proxy.istio.io/config that Strait does not honour per pod, naming each.
+func CheckAnnotationProxyConfig(pc *meshv1alpha1.ProxyConfig) error {
+	var refused []string
+	pc.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if !slices.Contains(annotationFields, fd.JSONName()) {
+			refused = append(refused, fd.JSONName())
+		}
+		return true
+	})
+	if len(refused) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: not supported by Strait yet in %s (per pod it honours %s; set mesh-wide fields in the mesh config's defaultConfig)",
+		strings.Join(refused, ", "), AnnotationProxyConfig, strings.Join(annotationFields, ", "))
 }
 
 // ParseMeshConfigDefaultConfig returns the defaultConfig of a MeshConfig

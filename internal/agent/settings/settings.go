@@ -181,6 +181,9 @@ func Load(src Sources) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := CheckAnnotationProxyConfig(pc); err != nil {
+			return nil, fmt.Errorf("%s: %w", source, err)
+		}
 		layers = append(layers, ProxyConfigLayer{Source: source, Config: pc})
 	}
 	if c.Labels, err = readDownwardAPI(filepath.Join(src.PodInfoDir, "labels")); err != nil {

@@ -182,6 +182,8 @@ func TestLoadErrors(t *testing.T) {
 		{"negative concurrency", fixture{env: map[string]string{"PROXY_CONFIG": `{"concurrency":-1}`}}, "PROXY_CONFIG: concurrency: -1 is negative"},
 		{"bad mesh file", fixture{meshFile: "defaultConfig:\n  discoveryAddress: nope\n"}, "mesh: defaultConfig: discoveryAddress: \"nope\""},
 		{"bad annotation", fixture{annotations: `proxy.istio.io/config="discoveryAddress: x"`}, "annotation proxy.istio.io/config: discoveryAddress"},
+		{"annotation field not honoured per pod", fixture{annotations: `proxy.istio.io/config="holdApplicationUntilProxyStarts: true"`},
+			"annotation proxy.istio.io/config: holdApplicationUntilProxyStarts: not supported by Strait yet"},
 		{"unquoted annotation", fixture{annotations: "a=b"}, "annotations:1: value of \"a\" is not a quoted string"},
 		{"bad drain", fixture{env: map[string]string{"MINIMUM_DRAIN_DURATION": "5"}}, `MINIMUM_DRAIN_DURATION: "5" is not a non-negative duration`},
 		{"long socket", fixture{env: map[string]string{"XDS_SOCKET_PATH": "/" + strings.Repeat("x", 120)}}, "XDS_SOCKET_PATH: "},

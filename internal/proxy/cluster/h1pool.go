@@ -48,6 +48,9 @@ type UpstreamConn struct {
 	// slot is the cluster's circuit breaker holding this connection's
 	// max_connections slot; released once, by Close.
 	slot *breaker
+	// w is the socket in the process's idle watch (idlewatch.go); nil:
+	// not watched, checked with a Peek when reused.
+	w *watchedConn
 }
 
 // Close closes the connection, releases its buffer and gives its slot back
@@ -62,6 +65,10 @@ func (u *UpstreamConn) Close() error {
 		u.slot = nil
 		b.releaseConn()
 	}
+	if w := u.w; w != nil {
+		u.w = nil
+		w.forget()
+	}
 	return err
 }
 
@@ -74,6 +81,9 @@ type h1Pool struct {
 	idleTimeout int64  // seconds; 0: none
 	maxRequests uint32 // per connection; 0: no limit
 	maxDuration int64  // seconds a connection is reused for; 0: no limit
+	// watch is the process's idle watch (the cluster manager's); nil: idle
+	// connections are checked with a Peek when reused.
+	watch *idleWatch
 
 	mu       sync.Mutex // guards the fields below
 	idle     map[string][]*UpstreamConn
@@ -163,8 +173,10 @@ func (c *Cluster) dialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, err
 		c.breaker.releaseConn()
 		return nil, err
 	}
-	d := http1.NewDeadlineConn(http1.WrapConn(nc))
-	uc := &UpstreamConn{Conn: d, D: d, R: http1.NewReader(d), addr: ep.Address, src: ep.owner(), slot: c.breaker}
+	raw := http1.WrapConn(nc)
+	w := c.h1.watch.watch(raw)
+	d := http1.NewDeadlineConn(raw)
+	uc := &UpstreamConn{Conn: d, D: d, R: http1.NewReader(d), addr: ep.Address, src: ep.owner(), slot: c.breaker, w: w}
 	uc.PeerPrincipal, uc.LocalPrincipal = tlsconf.UpstreamPrincipals(nc)
 	if c.h1.maxDuration > 0 {
 		uc.expires = coarseClock() + c.h1.maxDuration
@@ -245,10 +257,19 @@ func (p *h1Pool) getSrc(k srcKey) *UpstreamConn {
 
 // usable reports whether an idle connection can carry a request: not
 // expired, and nothing (no byte, no close) arrived from the upstream since
-// it became idle. The check is one non-blocking MSG_PEEK recv.
+// it became idle. The idle watch usually knows (no system call); else the
+// check is one non-blocking MSG_PEEK recv.
 func (p *h1Pool) usable(uc *UpstreamConn, now int64) bool {
 	if p.idleTimeout > 0 && now-uc.idleSince >= p.idleTimeout || uc.expires != 0 && now >= uc.expires {
 		return false
+	}
+	if uc.w != nil {
+		switch uc.w.state() {
+		case watchClean:
+			return true
+		case watchDirty:
+			return false
+		}
 	}
 	return http1.Peek(uc.Conn) == http1.PeekQuiet
 }

@@ -29,6 +29,9 @@ type Manager struct {
 	secrets *tlsconf.Provider // SetSecrets, before any cluster
 	// exchangeFrame is SetExchangeFrame's, before any cluster.
 	exchangeFrame []byte
+	// watch watches the idle HTTP/1.1 connections of every cluster
+	// (idlewatch.go).
+	watch *idleWatch
 
 	active atomic.Pointer[map[string]*Cluster]
 
@@ -59,6 +62,7 @@ func NewManager(log *slog.Logger, st *stats.Store) *Manager {
 		cla:     map[string][]byte{},
 
 		fetchTimers: map[*Cluster]*time.Timer{},
+		watch:       newIdleWatch(log),
 	}
 	empty := map[string]*Cluster{}
 	m.active.Store(&empty)
@@ -327,8 +331,8 @@ func (m *Manager) OnWarmed(f func()) {
 	m.onWarmed = f
 }
 
-// Close stops every cluster's DNS resolution and waits for it. The
-// manager must not be used afterwards.
+// Close stops every cluster's DNS resolution and waits for it, and stops
+// watching idle connections. The manager must not be used afterwards.
 func (m *Manager) Close() {
 	m.mu.Lock()
 	var cs []*Cluster
@@ -347,6 +351,7 @@ func (m *Manager) Close() {
 			c.dns.wait()
 		}
 	}
+	m.watch.close()
 }
 
 // Warming returns the number of clusters waiting for endpoints.

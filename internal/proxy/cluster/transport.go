@@ -34,6 +34,7 @@ func (m *Manager) build(c *clusterv3.Cluster, wire []byte) (*Cluster, error) {
 		return nil, err
 	}
 	out.config = wire
+	out.h1.watch = m.watch
 	exchange, err := parseUpstreamFilters(c) // filters.go
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -44,6 +45,7 @@ type rawConn struct {
 	rbuf []byte
 	rn   int
 	rerr error
+	mark *ReadMark // MarkReads's; nil: reads are not marked
 	// Owned by the writing goroutine during Write.
 	wbuf []byte
 	wn   int
@@ -71,9 +73,18 @@ func (c *rawConn) Read(p []byte) (int, error) {
 
 func (c *rawConn) doRead(fd uintptr) bool {
 	for {
+		var d0 uint64
+		if c.mark != nil {
+			d0 = c.mark.epoch.Load()
+		}
 		// recvfrom rather than read: a socket has no file position, and
 		// read(2) still takes the position lock.
 		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)), 0, 0, 0)
+		if m := c.mark; m != nil && e != syscall.EAGAIN && e != syscall.EINTR {
+			// A TCP receive returns less than asked only when nothing
+			// more is queued.
+			m.D0, m.D1, m.Drained = d0, m.epoch.Load(), e == 0 && n > 0 && int(n) < len(c.rbuf)
+		}
 		switch e {
 		case 0:
 			c.rn = int(n)
@@ -181,4 +192,27 @@ func (c *rawConn) doPeek(fd uintptr) {
 		}
 		return
 	}
+}
+
+// ReadMark is what a connection made by WrapConn records of its last
+// receive system call for an idle watch (the cluster's upstream pool): an
+// epoch of the watch's before and after it, and whether it emptied the
+// socket's receive queue. Its fields are written by the connection's
+// reader, during Read.
+type ReadMark struct {
+	epoch   *atomic.Uint64
+	D0, D1  uint64 // epoch just before and just after the receive
+	Drained bool   // it returned data, less than asked: nothing more was queued
+}
+
+// MarkReads makes c (made by WrapConn, or a wrapper RawSyscallConn looks
+// through) record its reads against epoch; nil when c has no raw socket.
+// Call it before c's first Read.
+func MarkReads(c net.Conn, epoch *atomic.Uint64) *ReadMark {
+	r := unwrapRaw(c)
+	if r == nil {
+		return nil
+	}
+	r.mark = &ReadMark{epoch: epoch}
+	return r.mark
 }

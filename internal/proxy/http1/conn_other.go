@@ -2,7 +2,10 @@
 
 package http1
 
-import "net"
+import (
+	"net"
+	"sync/atomic"
+)
 
 // WrapConn returns c: raw system calls are only used on Linux.
 func WrapConn(c net.Conn) net.Conn { return c }
@@ -15,3 +18,13 @@ func Peek(c net.Conn) PeekState { return PeekQuiet }
 type RawConner interface {
 	RawConn() net.Conn
 }
+
+// ReadMark is what a raw connection records of its reads (see the Linux
+// build).
+type ReadMark struct {
+	D0, D1  uint64
+	Drained bool
+}
+
+// MarkReads returns nil: there are no raw connections.
+func MarkReads(net.Conn, *atomic.Uint64) *ReadMark { return nil }

@@ -8,6 +8,7 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
+	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
 
@@ -43,7 +44,7 @@ func buildChainTLS(fc *listenerv3.FilterChain, c *filterChain, d Deps) error {
 func (m *Manager) terminateTLS(l *Listener, fc *filterChain, c net.Conn) (net.Conn, bool) {
 	ctx, cancel := context.WithTimeout(m.ctx, fc.handshakeTimeout)
 	defer cancel()
-	tc, err := fc.tls.Handshake(ctx, c)
+	tc, err := fc.tls.Handshake(ctx, rawTCP(c))
 	if err != nil {
 		l.stats.SSL.ConnectionError.Add(1)
 		m.log.Debug("tls handshake failed", "listener", l.Name, "peer", c.RemoteAddr().String(), "error", err)
@@ -51,4 +52,18 @@ func (m *Manager) terminateTLS(l *Listener, fc *filterChain, c net.Conn) (net.Co
 	}
 	l.stats.SSL.Handshake.Add(1)
 	return tc, true
+}
+
+// rawTCP returns c with its TCP connection made by http1.WrapConn, looking
+// through the TLS inspector's replaying wrapper: TLS reads and writes its
+// records with raw non-blocking system calls, as the HTTP/1.1 codec does on
+// a connection in clear text, instead of net.TCPConn's, whose scheduler
+// bookkeeping (entersyscall/exitsyscall) costs more than the call on every
+// record.
+func rawTCP(c net.Conn) net.Conn {
+	if p, ok := c.(*prefixedConn); ok {
+		p.Conn = http1.WrapConn(p.Conn)
+		return p
+	}
+	return http1.WrapConn(c)
 }

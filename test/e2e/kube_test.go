@@ -215,6 +215,12 @@ func TestKubeSeedFlow(t *testing.T) {
 		waitSyncChange(ctx, t, monitoring, clientPod, "rds", before)
 		waitSynced(ctx, t, monitoring, demoPods)
 	}
+	t.Run("Prometheus and Istio's dashboards", func(t *testing.T) {
+		// All of the client's requests to v1, so each reporter's series
+		// come from one scrape target (kubeprometheus_test.go).
+		applySplit(t, 100, 0)
+		checkKubePrometheus(ctx, t, node, client, clientPod)
+	})
 	t.Run("split 80/20 and a live change", func(t *testing.T) {
 		// 200 requests: 160 expected at 80%, standard deviation 5.7; the
 		// bounds are 3.5 deviations wide on either side.

@@ -155,11 +155,8 @@ type dashboardLoad struct {
 	service, namespace         string
 	tcpService                 string
 	workloads                  string // a regex of destination workloads
-	// series is the number of series of sourceSel and destSel before the
-	// load (default 2: 200 and 500 of one workload).
-	series int
-	send   func(delay string, n, status int)
-	tcp    func()
+	send                       func(delay string, n, status int)
+	tcp                        func()
 }
 
 // checkDashboards sends the load (dashSlow slow successes, dashFailed
@@ -181,13 +178,9 @@ func checkDashboards(ctx context.Context, t *testing.T, prom *localmesh.Promethe
 		before       float64
 		rangeSeconds string
 	}
-	series := d.series
-	if series == 0 {
-		series = 2
-	}
 	windows := map[string]*window{
-		"source":      {sel: d.sourceSel, series: series, load: dashSlow + dashFailed},
-		"destination": {sel: d.destSel, series: series, load: dashSlow + dashFailed},
+		"source":      {sel: d.sourceSel, series: 2, load: dashSlow + dashFailed},
+		"destination": {sel: d.destSel, series: 2, load: dashSlow + dashFailed},
 	}
 	if d.tcpSel != "" {
 		windows["tcp"] = &window{sel: d.tcpSel, series: 1, load: dashTCP * float64(len(tcpRequestBytes))}

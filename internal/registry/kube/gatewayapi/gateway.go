@@ -2,7 +2,6 @@ package gatewayapi
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
@@ -84,19 +83,33 @@ func (t *translator) translateGateways() {
 		}
 		markConflicts(gw.listeners)
 		if gw.reason == "" {
-			t.out.Deployments = append(t.out.Deployments, Deployment{Gateway: g, Ports: listenerPorts(g)})
+			t.out.Deployments = append(t.out.Deployments, Deployment{Gateway: g, Ports: servicePorts(g)})
 		}
 	}
 }
 
-func listenerPorts(g *gwv1.Gateway) []int32 {
-	var ports []int32
+// servicePorts are the ports of a Gateway's Service, as Istio's
+// extractServicePorts: status-port 15021, then one per listener port
+// (the first listener of a port names it), appProtocol its protocol.
+func servicePorts(g *gwv1.Gateway) []ServicePort {
+	ports := []ServicePort{{Name: "status-port", Port: StatusPort, AppProtocol: "tcp"}}
+	used := map[string]bool{"status-port": true}
+	seen := map[int32]bool{}
 	for _, l := range g.Spec.Listeners {
-		if !slices.Contains(ports, l.Port) {
-			ports = append(ports, l.Port)
+		if seen[l.Port] {
+			continue
 		}
+		seen[l.Port] = true
+		name := strings.ReplaceAll(string(l.Name), ".", "-")
+		if len(name) > 63 {
+			name = name[:63]
+		}
+		for used[name] {
+			name = strings.TrimSuffix(name[:min(len(name), 55)], "-") + "-" + fmt.Sprint(l.Port)
+		}
+		used[name] = true
+		ports = append(ports, ServicePort{Name: name, Port: l.Port, AppProtocol: strings.ToLower(string(l.Protocol))})
 	}
-	slices.Sort(ports)
 	return ports
 }
 

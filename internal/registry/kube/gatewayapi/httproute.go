@@ -311,15 +311,15 @@ func (t *translator) httpDestinations(kind, namespace string, refs []gwv1.HTTPBa
 // buildDestination): the second result is why it does not resolve
 // (ResolvedRefs=False), the third a refusal of the route.
 func (t *translator) destination(kind, namespace string, ref gwv1.BackendObjectReference, field string) (*networking.Destination, *routeError, *routeError) {
-	group, kind := "", "Service"
+	group, backendKind := "", "Service"
 	if ref.Group != nil {
 		group = string(*ref.Group)
 	}
 	if ref.Kind != nil {
-		kind = string(*ref.Kind)
+		backendKind = string(*ref.Kind)
 	}
-	if group != "" || kind != "Service" {
-		return nil, &routeError{reason: string(gwv1.RouteReasonInvalidKind), message: fmt.Sprintf("%s: referencing unsupported backendRef: group %q kind %q", field, group, kind)}, nil
+	if group != "" || backendKind != "Service" {
+		return nil, &routeError{reason: string(gwv1.RouteReasonInvalidKind), message: fmt.Sprintf("%s: referencing unsupported backendRef: group %q kind %q", field, group, backendKind)}, nil
 	}
 	ns := namespace
 	if ref.Namespace != nil && string(*ref.Namespace) != namespace {

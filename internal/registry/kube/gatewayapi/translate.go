@@ -19,7 +19,6 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -101,19 +100,29 @@ type Output struct {
 // Deployment, Service and ServiceAccount named DeploymentName(Gateway).
 type Deployment struct {
 	Gateway *gwv1.Gateway
-	// Ports are the listeners' ports, deduplicated and sorted.
-	Ports []int32
+	// Ports are the Service's ports.
+	Ports []ServicePort
 }
+
+// ServicePort is one port of a deployed gateway's Service.
+type ServicePort struct {
+	Name        string
+	Port        int32
+	AppProtocol string
+}
+
+// StatusPort is the gateway proxy's health port (Istio's status-port).
+const StatusPort = 15021
 
 // DeploymentName is the name of the objects deployed for a Gateway
 // (Istio's NAME-CLASS).
 func DeploymentName(gateway, class string) string { return gateway + "-" + class }
 
-// Translate translates in. now stamps the conditions' lastTransitionTime
-// (the status writer keeps an older one for a condition that did not
-// change).
-func Translate(in Input, now time.Time) Output {
-	t := &translator{in: in, now: metav1.NewTime(now.Truncate(time.Second)), out: Output{
+// Translate translates in. The conditions have no lastTransitionTime:
+// the status writer keeps the one on the object while a condition's
+// status stays, and stamps the time of writing when it changes.
+func Translate(in Input) Output {
+	t := &translator{in: in, out: Output{
 		GatewayClasses: map[Ref]gwv1.GatewayClassStatus{},
 		Gateways:       map[Ref]gwv1.GatewayStatus{},
 		Routes:         map[Ref]gwv1.RouteStatus{},
@@ -137,7 +146,6 @@ func Translate(in Input, now time.Time) Output {
 
 type translator struct {
 	in  Input
-	now metav1.Time
 	out Output
 	// ours are the GatewayClasses of ControllerName by name.
 	ours map[string]bool
@@ -168,7 +176,7 @@ func (t *translator) condition(generation int64, typ string, ok bool, reason, me
 	if ok {
 		status = metav1.ConditionTrue
 	}
-	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: generation, LastTransitionTime: t.now}
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: generation}
 }
 
 // sortByAge orders objects as Istio does: oldest first, then by

@@ -206,8 +206,11 @@ func (r *Registry) onConfig(group, kind string) handler {
 			r.status.changed(refOf(w.gvr, ev.obj))
 		}
 		if ev.typ == eventUpdate {
+			// A Gateway API Gateway's annotations are read too (the
+			// deployed Service's type).
 			if o, err := meta.Accessor(ev.old); err == nil && o.GetGeneration() == m.GetGeneration() &&
-				m.GetGeneration() != 0 && maps.Equal(o.GetLabels(), m.GetLabels()) {
+				m.GetGeneration() != 0 && maps.Equal(o.GetLabels(), m.GetLabels()) &&
+				(group != GatewayAPIGroup || maps.Equal(o.GetAnnotations(), m.GetAnnotations())) {
 				return nil // status or annotations only
 			}
 		}

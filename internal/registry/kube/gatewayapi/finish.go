@@ -45,6 +45,16 @@ func (t *translator) finish() {
 					t.out.Configs = append(t.out.Configs, c)
 				}
 			}
+			for _, host := range slices.Sorted(mapsKeys(l.tlsRoutes)) {
+				if c := t.streamVirtualService(gw, l, host, l.tlsRoutes[host], nil); c != nil {
+					t.out.Configs = append(t.out.Configs, c)
+				}
+			}
+			if len(l.tcpRoutes) > 0 {
+				if c := t.streamVirtualService(gw, l, "*", nil, l.tcpRoutes); c != nil {
+					t.out.Configs = append(t.out.Configs, c)
+				}
+			}
 		}
 	}
 }
@@ -83,6 +93,24 @@ func (t *translator) virtualService(gw *gateway, l *listener, host string) *isti
 	if err != nil {
 		// Each route was validated alone (validateRoutes): only their
 		// combination can fail here. Leave it out rather than serve part.
+		return nil
+	}
+	return c
+}
+
+// streamVirtualService is the VirtualService of a TLS listener's host
+// (its TLSRoutes' tls rules) or of a TCP listener (its TCPRoutes' tcp
+// rules, the oldest first: a TCP listener forwards by its first rule).
+func (t *translator) streamVirtualService(gw *gateway, l *listener, host string, tls []*networking.TLSRoute, tcp []*networking.TCPRoute) *istioconfig.Config {
+	spec := &networking.VirtualService{
+		Hosts:    []string{host},
+		Gateways: []string{gw.obj.Namespace + "/" + l.istioName},
+		Tls:      tls,
+		Tcp:      tcp,
+	}
+	name := l.istioName + "-" + strings.ReplaceAll(host, "*", "wildcard")
+	c, err := validated(istioconfig.KindVirtualService, gw.obj.Namespace, name, spec, nil)
+	if err != nil {
 		return nil
 	}
 	return c
@@ -152,11 +180,18 @@ func cloneRoute(r *networking.HTTPRoute) *networking.HTTPRoute {
 // VirtualService (istioconfig: the fields Strait honours, Istio's
 // validation), so that what Strait would refuse in a VirtualService
 // refuses the route, with the message naming the field.
-func validateRoutes(ref Ref, routes []*networking.HTTPRoute) error {
-	if len(routes) == 0 {
+func validateRoutes(ref Ref, spec *networking.VirtualService) error {
+	if len(spec.Http)+len(spec.Tls)+len(spec.Tcp) == 0 {
 		return nil
 	}
-	spec := &networking.VirtualService{Hosts: []string{"*"}, Gateways: []string{"gateway"}, Http: routes}
+	spec.Hosts, spec.Gateways = []string{"*"}, []string{"gateway"}
+	for _, r := range spec.Tls {
+		for _, m := range r.Match {
+			if len(m.SniHosts) > 0 {
+				spec.Hosts = m.SniHosts
+			}
+		}
+	}
 	_, err := validated(istioconfig.KindVirtualService, ref.Namespace, ref.Name, spec, nil)
 	if err != nil {
 		return fmt.Errorf("the translated VirtualService is refused: %w", err)

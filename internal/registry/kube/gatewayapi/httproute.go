@@ -48,10 +48,21 @@ func (t *translator) httpRoutes() {
 // refused) and records its status.
 func (t *translator) attach(ref Ref, generation int64, parents []*parentResult, routes []*networking.HTTPRoute, refused, unresolved *routeError) {
 	if refused == nil {
-		if err := validateRoutes(ref, routes); err != nil {
+		if err := validateRoutes(ref, &networking.VirtualService{Http: routes}); err != nil {
 			refused = &routeError{reason: string(gwv1.RouteReasonUnsupportedValue), message: err.Error()}
 		}
 	}
+	t.attachWith(ref, generation, parents, refused, unresolved, func(l *listener, host string) {
+		for _, r := range routes {
+			l.routes[host] = append(l.routes[host], boundRoute{route: r, from: ref})
+		}
+	})
+}
+
+// attachWith binds a translated route to its parents' listeners with
+// bind (once per listener and host, unless refused) and records its
+// status.
+func (t *translator) attachWith(ref Ref, generation int64, parents []*parentResult, refused, unresolved *routeError, bind func(l *listener, host string)) {
 	var st gwv1.RouteStatus
 	for _, p := range parents {
 		reason, msg := p.reason, p.message
@@ -62,9 +73,7 @@ func (t *translator) attach(ref Ref, generation int64, parents []*parentResult, 
 			for _, b := range p.bindings {
 				b.listener.attached++
 				for _, h := range b.hosts {
-					for _, r := range routes {
-						b.listener.routes[h] = append(b.listener.routes[h], boundRoute{route: r, from: ref})
-					}
+					bind(b.listener, h)
 				}
 			}
 		}

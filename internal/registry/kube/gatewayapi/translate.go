@@ -1,8 +1,8 @@
 // Package gatewayapi translates the Kubernetes Gateway API
 // (gateway.networking.k8s.io: GatewayClass, Gateway, HTTPRoute, GRPCRoute,
-// ReferenceGrant) into the Istio kinds the service model is built from
-// (an Istio Gateway per listener, a VirtualService per listener and
-// hostname), and computes the status conditions Istio writes on them, as
+// TLSRoute, TCPRoute, ReferenceGrant) into the Istio kinds the service
+// model is built from (an Istio Gateway per listener, a VirtualService per
+// listener and hostname), and computes the status conditions Istio writes on them, as
 // istiod's Gateway API controller does (pilot/pkg/config/kube/gateway:
 // conversion.go, conditions.go): Istio's names, reasons and semantics, so
 // that the xDS generators serve a Gateway API Gateway like any Istio
@@ -55,6 +55,8 @@ type Input struct {
 	Gateways        []*gwv1.Gateway
 	HTTPRoutes      []*gwv1.HTTPRoute
 	GRPCRoutes      []*gwv1.GRPCRoute
+	TLSRoutes       []*gwv1.TLSRoute
+	TCPRoutes       []*gwv1.TCPRoute
 	ReferenceGrants []*gwv1beta1.ReferenceGrant
 	// ServiceExists reports whether a Service namespace/name exists.
 	ServiceExists func(namespace, name string) bool
@@ -140,6 +142,7 @@ func Translate(in Input) Output {
 	t.translateGateways()
 	t.httpRoutes()
 	t.grpcRoutes()
+	t.streamRoutes()
 	t.finish()
 	return t.out
 }

@@ -303,7 +303,7 @@ func TestChartRBACStatusKinds(t *testing.T) {
 		want = append(want, p+"/status")
 	}
 	// The Gateway API kinds translated (registry/kube/gatewayapi).
-	for _, res := range []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes"} {
+	for _, res := range []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes"} {
 		want = append(want, "gateway.networking.k8s.io/"+res+"/status")
 	}
 	got := statusGrants(t, r)

@@ -39,6 +39,8 @@ var translatedGatewayAPIKinds = []gatewayAPIKind{
 	{"Gateway", func() any { return &gwv1.Gateway{} }},
 	{"HTTPRoute", func() any { return &gwv1.HTTPRoute{} }},
 	{"GRPCRoute", func() any { return &gwv1.GRPCRoute{} }},
+	{"TLSRoute", func() any { return &gwv1.TLSRoute{} }},
+	{"TCPRoute", func() any { return &gwv1.TCPRoute{} }},
 	{"ReferenceGrant", func() any { return &gwv1beta1.ReferenceGrant{} }},
 }
 
@@ -103,6 +105,10 @@ func (r *Registry) translateGatewayAPI(add func(*istioconfig.Config)) {
 				in.HTTPRoutes = append(in.HTTPRoutes, obj)
 			case *gwv1.GRPCRoute:
 				in.GRPCRoutes = append(in.GRPCRoutes, obj)
+			case *gwv1.TLSRoute:
+				in.TLSRoutes = append(in.TLSRoutes, obj)
+			case *gwv1.TCPRoute:
+				in.TCPRoutes = append(in.TCPRoutes, obj)
 			case *gwv1beta1.ReferenceGrant:
 				in.ReferenceGrants = append(in.ReferenceGrants, obj)
 			}

@@ -86,15 +86,17 @@ func TestGatewayAPIOnRealAPIServer(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
 	classes := env.Dynamic.Resource(gwapiGVR("gatewayclasses"))
+	// Class istio, as Istio installs it: the deployed objects are named
+	// NAME-istio.
 	if _, err := classes.Create(f.ctx, fromYAML(t, `
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
-metadata: {name: strait-test}
+metadata: {name: istio}
 spec: {controllerName: istio.io/gateway-controller}
 `), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = classes.Delete(context.Background(), "strait-test", metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = classes.Delete(context.Background(), "istio", metav1.DeleteOptions{}) })
 	f.service("web", corev1.ServicePort{Name: "http", Port: 80})
 	gateways := env.Dynamic.Resource(gwapiGVR("gateways")).Namespace(f.ns)
 	routes := env.Dynamic.Resource(gwapiGVR("httproutes")).Namespace(f.ns)
@@ -105,7 +107,7 @@ metadata:
   name: gw
   annotations: {networking.istio.io/service-type: ClusterIP}
 spec:
-  gatewayClassName: strait-test
+  gatewayClassName: istio
   listeners: [{name: http, port: 80, protocol: HTTP}]
 `} {
 		if _, err := gateways.Create(f.ctx, fromYAML(t, doc), metav1.CreateOptions{}); err != nil {
@@ -206,7 +208,7 @@ spec:
 	}
 
 	// The statuses.
-	waitStatus(t, classes, "strait-test", "Accepted", func(u *unstructured.Unstructured) bool {
+	waitStatus(t, classes, "istio", "Accepted", func(u *unstructured.Unstructured) bool {
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		return hasCondition(conds, "Accepted", "True", "Accepted")
 	})

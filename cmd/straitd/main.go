@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -346,16 +347,28 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 	parts.Go("mesh page scraper", meshPage.Run)
 	if kreg != nil {
 		parts.Go("kube registry", func(ctx context.Context) error { return kreg.Run(ctx, server.ConfigUpdate) })
-		if f.configStatus {
-			// Refused and invalid Istio objects say so on their status;
+		if f.configStatus || f.gatewayAPI {
+			// Refused and invalid Istio objects say so on their status,
+			// and the Gateway API's Gateways get their gateway deployed;
 			// one replica writes.
 			parts.Go("config status writer", func(ctx context.Context) error {
 				return kube.RunAsLeader(ctx, kube.LeaderOptions{
 					Config: kubeConfig, Namespace: f.namespace, Name: statusLeaseName, Logger: logger,
 				}, func(ctx context.Context) {
-					if err := kreg.WriteStatus(ctx); err != nil {
-						log.Error("config status writer", "error", err)
+					var wg sync.WaitGroup
+					if f.gatewayAPI {
+						wg.Go(func() {
+							if err := kreg.DeployGateways(ctx); err != nil {
+								log.Error("gateway deployer", "error", err)
+							}
+						})
 					}
+					if f.configStatus {
+						if err := kreg.WriteStatus(ctx); err != nil {
+							log.Error("config status writer", "error", err)
+						}
+					}
+					wg.Wait()
 				})
 			})
 		}

@@ -81,8 +81,9 @@ func (s *syncBuffer) String() string {
 // Deployment, as the chart's ServiceAccount (impersonated) against a real
 // kube-apiserver: the ClusterRole and Role must let it sync and become
 // ready, win the Lease and write the webhook's caBundle, and publish the
-// root certificate ConfigMap into a new namespace, and write a refused
-// VirtualService's status; nothing is forbidden. With
+// root certificate ConfigMap into a new namespace, write a refused
+// VirtualService's status, and deploy a Gateway API Gateway's gateway and
+// write its status; nothing is forbidden. With
 // global.istiod.enableAnalysis false, straitd writes no status (and is
 // granted none) and only logs the refusal.
 func TestChartRBACIsEnough(t *testing.T) {
@@ -91,7 +92,7 @@ func TestChartRBACIsEnough(t *testing.T) {
 }
 
 func chartRBACRun(t *testing.T, analysis bool) {
-	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true})
+	env := kubeapiserver.Start(t, kubeapiserver.Options{NoIstioCRDs: true, GatewayAPI: true})
 	bin := straitdBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -215,6 +216,50 @@ func chartRBACRun(t *testing.T, analysis bool) {
 			t.Errorf("straitd started its status writer with --config-status=false")
 		}
 	}
+	// A Gateway API Gateway of class istio: straitd deploys its gateway
+	// and, with analysis on, writes its status.
+	gwGVR := func(res string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: res}
+	}
+	class := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+		"metadata": map[string]any{"name": "istio"},
+		"spec":     map[string]any{"controllerName": "istio.io/gateway-controller"},
+	}}
+	gw := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": "gw", "namespace": "demo"},
+		"spec": map[string]any{"gatewayClassName": "istio", "listeners": []any{
+			map[string]any{"name": "http", "port": int64(80), "protocol": "HTTP"},
+		}},
+	}}
+	if _, err := env.Dynamic.Resource(gwGVR("gatewayclasses")).Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dynamic.Resource(gwGVR("gateways")).Namespace("demo").Create(ctx, gw, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the Gateway's Deployment, Service and ServiceAccount gw-istio", func() bool {
+		_, e1 := env.Client.AppsV1().Deployments("demo").Get(ctx, "gw-istio", metav1.GetOptions{})
+		_, e2 := env.Client.CoreV1().Services("demo").Get(ctx, "gw-istio", metav1.GetOptions{})
+		_, e3 := env.Client.CoreV1().ServiceAccounts("demo").Get(ctx, "gw-istio", metav1.GetOptions{})
+		return e1 == nil && e2 == nil && e3 == nil
+	})
+	if analysis {
+		waitFor("the Gateway's status Accepted", func() bool {
+			u, err := env.Dynamic.Resource(gwGVR("gateways")).Namespace("demo").Get(ctx, "gw", metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				if m := c.(map[string]any); m["type"] == "Accepted" && m["status"] == "True" {
+					return true
+				}
+			}
+			return false
+		})
+	}
 	if l := logs.String(); strings.Contains(strings.ToLower(l), "forbidden") {
 		t.Errorf("straitd was refused something by the chart's RBAC:\n%s", grepLines(l, "forbidden"))
 	}
@@ -231,7 +276,7 @@ func grepLines(s, sub string) string {
 }
 
 // TestChartRBACStatusKinds: the ClusterRole lets straitd update the status
-// subresource of exactly the Istio kinds it translates (and so may refuse),
+// subresource of exactly the Istio and Gateway API kinds it translates,
 // and do nothing else with any status; with global.istiod.enableAnalysis
 // false, no status at all.
 func TestChartRBACStatusKinds(t *testing.T) {
@@ -256,6 +301,10 @@ func TestChartRBACStatusKinds(t *testing.T) {
 			t.Fatalf("no CRD in the chart for %s", k)
 		}
 		want = append(want, p+"/status")
+	}
+	// The Gateway API kinds translated (registry/kube/gatewayapi).
+	for _, res := range []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tlsroutes", "tcproutes"} {
+		want = append(want, "gateway.networking.k8s.io/"+res+"/status")
 	}
 	got := statusGrants(t, r)
 	slices.Sort(got)

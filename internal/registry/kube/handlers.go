@@ -63,6 +63,12 @@ func (r *Registry) onService(_ context.Context, ev event) *proxypush.PushRequest
 		old := ev.old.(*corev1.Service)
 		if equality.Semantic.DeepEqual(old.Spec, svc.Spec) && maps.Equal(old.Labels, svc.Labels) &&
 			old.Annotations[ExportToAnnotation] == svc.Annotations[ExportToAnnotation] {
+			if r.opts.GatewayAPI && isGatewayService(svc) && !equality.Semantic.DeepEqual(old.Status, svc.Status) {
+				// The load balancer's address is the Gateway's: a
+				// rebuild recomputes its status (the store is the same,
+				// so nothing is pushed).
+				return fullPush(proxypush.ServiceUpdate, serviceKey(svc.Namespace, svc.Name))
+			}
 			return nil // status only (load balancer)
 		}
 	}
@@ -145,10 +151,19 @@ func nodeLocality(n *corev1.Node) string {
 	return locality.FromNodeLabels(n.Labels)
 }
 
-// onClusterScoped: Namespaces are cached for lookups; they change nothing
-// Strait pushes today.
-func (r *Registry) onClusterScoped(_ context.Context, ev event) *proxypush.PushRequest {
-	return nil
+// onNamespace: Namespaces are cached for lookups; their labels decide
+// which Gateway API routes a listener allows (allowedRoutes selectors),
+// so a label change rebuilds when the Gateway API is watched.
+func (r *Registry) onNamespace(_ context.Context, ev event) *proxypush.PushRequest {
+	if !r.opts.GatewayAPI || sameVersion(ev) {
+		return nil
+	}
+	if o, ok := ev.old.(*corev1.Namespace); ok {
+		if n, ok := ev.obj.(*corev1.Namespace); ok && maps.Equal(o.Labels, n.Labels) {
+			return nil
+		}
+	}
+	return fullPush(proxypush.ConfigUpdate)
 }
 
 // onMesh: the mesh config changed; every proxy may depend on it.
@@ -174,7 +189,9 @@ func (r *Registry) onStatic(_ context.Context, ev event) *proxypush.PushRequest 
 // onConfig returns the handler of a CRD-backed kind: any change to the
 // object's metadata.generation (its spec) or labels → full push.
 func (r *Registry) onConfig(group, kind string) handler {
-	translated := istioconfig.GroupOf(proxypush.Kind(kind)) == group
+	// The status writer writes the status of the kinds translated (the
+	// Gateway API's included).
+	translated := istioconfig.GroupOf(proxypush.Kind(kind)) == group || group == GatewayAPIGroup
 	return func(_ context.Context, ev event) *proxypush.PushRequest {
 		if sameVersion(ev) {
 			return nil
@@ -189,8 +206,11 @@ func (r *Registry) onConfig(group, kind string) handler {
 			r.status.changed(refOf(w.gvr, ev.obj))
 		}
 		if ev.typ == eventUpdate {
+			// A Gateway API Gateway's annotations are read too (the
+			// deployed Service's type).
 			if o, err := meta.Accessor(ev.old); err == nil && o.GetGeneration() == m.GetGeneration() &&
-				m.GetGeneration() != 0 && maps.Equal(o.GetLabels(), m.GetLabels()) {
+				m.GetGeneration() != 0 && maps.Equal(o.GetLabels(), m.GetLabels()) &&
+				(group != GatewayAPIGroup || maps.Equal(o.GetAnnotations(), m.GetAnnotations())) {
 				return nil // status or annotations only
 			}
 		}
@@ -252,7 +272,7 @@ func (r *Registry) onCRD(ctx context.Context, ev event) *proxypush.PushRequest {
 		w = &watchedKind{key: key, gvr: gvr, informer: inf, registration: reg, installed: true}
 		r.kinds[key] = w
 		r.handlers[key] = r.onConfig(c.group, c.kind)
-		if istioconfig.GroupOf(proxypush.Kind(c.kind)) == c.group {
+		if istioconfig.GroupOf(proxypush.Kind(c.kind)) == c.group || gateway {
 			r.status.watch(gvr, inf.GetStore())
 		}
 		r.dynFactory.Start(ctx.Done())

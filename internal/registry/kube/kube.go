@@ -148,6 +148,7 @@ type Registry struct {
 	services      cache.SharedIndexInformer
 	slices        cache.SharedIndexInformer
 	pods          cache.SharedIndexInformer
+	namespaces    cache.SharedIndexInformer
 	crds          cache.SharedIndexInformer
 	secrets       cache.SharedIndexInformer // the Gateways' credentials (secrets.go)
 	reviewer      *secretReviewer           // who may have them (secretauthz.go)
@@ -172,6 +173,13 @@ type Registry struct {
 	// conflicts are the published snapshot's build problems by object.
 	conflicts map[objectRef][]validationMessage
 	mesh      *meshconfig.Config
+	// gwDecoded caches the typed Gateway API objects by UID; gwStatus is
+	// the last translation's statuses (gatewayapi.go).
+	gwDecoded map[types.UID]decodedObject
+	gwStatus  map[objectRef]wantedStatus
+	// deployer deploys the gateways of the Gateway API Gateways (leader
+	// only: gatewaydeploy.go); safe for concurrent use.
+	deployer *gatewayDeployer
 }
 
 // New creates the clients and informers; nothing talks to the API server
@@ -235,12 +243,14 @@ func New(opts Options) (*Registry, error) {
 		converted:     map[types.UID]convertedConfig{},
 		derived:       newDerivedCache(),
 		mesh:          opts.Mesh,
+		gwDecoded:     map[types.UID]decodedObject{},
+		deployer:      newGatewayDeployer(statusClient, opts.Logger.With("component", "mesh.kube.gateway-deployer")),
 		reviewer:      newSecretReviewer(authz.SubjectAccessReviews()),
 	}
 	r.services = r.coreInformers.add(core.RESTClient(), "services", &corev1.Service{})
 	r.slices = r.coreInformers.add(disc.RESTClient(), "endpointslices", &discoveryv1.EndpointSlice{})
 	r.pods = r.coreInformers.add(core.RESTClient(), "pods", &corev1.Pod{})
-	namespaces := r.coreInformers.add(core.RESTClient(), "namespaces", &corev1.Namespace{})
+	r.namespaces = r.coreInformers.add(core.RESTClient(), "namespaces", &corev1.Namespace{})
 	nodes := r.coreInformers.add(core.RESTClient(), "nodes", &corev1.Node{})
 	r.secrets = r.coreInformers.addSelected(core.RESTClient(), "secrets", &corev1.Secret{}, secretFieldSelector())
 	if err := r.secrets.SetTransform(stripSecret); err != nil {
@@ -269,7 +279,7 @@ func New(opts Options) (*Registry, error) {
 		kindService:       r.onService,
 		kindEndpointSlice: r.onEndpointSlice,
 		kindPod:           r.onPod,
-		kindNamespace:     r.onClusterScoped,
+		kindNamespace:     r.onNamespace,
 		kindNode:          r.onNode,
 		kindCRD:           r.onCRD,
 		kindSecretEvent:   r.onSecret,
@@ -279,7 +289,7 @@ func New(opts Options) (*Registry, error) {
 	}
 	for kind, inf := range map[string]cache.SharedIndexInformer{
 		kindService: r.services, kindEndpointSlice: r.slices, kindPod: r.pods,
-		kindNamespace: namespaces, kindNode: nodes, kindCRD: r.crds, kindSecretEvent: r.secrets,
+		kindNamespace: r.namespaces, kindNode: nodes, kindCRD: r.crds, kindSecretEvent: r.secrets,
 	} {
 		reg, err := inf.AddEventHandler(r.queue.handlerFor(kind))
 		if err != nil {
@@ -332,8 +342,25 @@ func (r *Registry) WatchedKinds() []string {
 // RunAsLeader. It needs Run to be running (it reads the informers' caches),
 // never holds up the snapshot, and a failed write is logged once per
 // object and reason. It returns nil when ctx is done.
+//
+// With Options.GatewayAPI it writes the Gateway API objects' status too:
+// the conditions istiod writes on the GatewayClasses, Gateways and routes
+// of its controller (gatewayapi.go).
 func (r *Registry) WriteStatus(ctx context.Context) error {
 	return r.status.run(ctx)
+}
+
+// DeployGateways deploys, until ctx is done, the gateway of each Gateway
+// API Gateway of class istio, as istiod does (gatewaydeploy.go): only
+// one straitd of several may, so call it from RunAsLeader. It needs Run
+// to be running; without Options.GatewayAPI it only waits for ctx. It
+// returns nil when ctx is done.
+func (r *Registry) DeployGateways(ctx context.Context) error {
+	if !r.opts.GatewayAPI {
+		<-ctx.Done()
+		return nil
+	}
+	return r.deployer.run(ctx)
 }
 
 // SetMesh replaces the mesh config: the worker rebuilds the snapshot with

@@ -75,6 +75,8 @@ func (r *Registry) buildStore() *istioconfig.Store {
 		}
 	}
 
+	r.translateGatewayAPI(add)
+
 	inUse := map[types.UID]bool{}
 	for _, obj := range r.services.GetStore().List() {
 		if c := r.serviceEntry(obj.(*corev1.Service), inUse); c != nil {
@@ -243,6 +245,11 @@ func (r *Registry) reportStatus() {
 				msgs = append(slices.Clip(msgs), c...)
 			}
 			if !yield(cc.ref, wantedStatus{uid: uid, generation: cc.generation, messages: msgs}) {
+				return
+			}
+		}
+		for ref, w := range r.gwStatus {
+			if !yield(ref, w) {
 				return
 			}
 		}

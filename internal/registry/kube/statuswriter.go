@@ -5,8 +5,10 @@ import (
 	"errors"
 	"iter"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -62,10 +64,16 @@ type wantedStatus struct {
 	uid        types.UID
 	generation int64
 	messages   []validationMessage
+	// gatewayAPI, for a Gateway API object (of kind), is the status
+	// straitd wants it to have (gatewayapistatus.go), without the
+	// conditions' lastTransitionTime; nil for an Istio object.
+	gatewayAPI map[string]any
+	kind       string
 }
 
 func (w wantedStatus) equal(o wantedStatus) bool {
-	return w.uid == o.uid && w.generation == o.generation && slices.Equal(w.messages, o.messages)
+	return w.uid == o.uid && w.generation == o.generation && slices.Equal(w.messages, o.messages) &&
+		w.kind == o.kind && reflect.DeepEqual(w.gatewayAPI, o.gatewayAPI)
 }
 
 // statusWriter reports on each Istio object's status why straitd does not
@@ -171,7 +179,7 @@ func (s *statusWriter) run(ctx context.Context) error {
 	}
 	s.queue = q
 	for ref, w := range s.want {
-		if len(w.messages) > 0 {
+		if len(w.messages) > 0 || w.gatewayAPI != nil {
 			q.Add(ref)
 		}
 	}
@@ -229,7 +237,13 @@ func (s *statusWriter) sync(ctx context.Context, q workqueue.TypedRateLimitingIn
 		return
 	}
 	cur, _ := u.Object["status"].(map[string]any)
-	next, write := nextStatus(cur, w.generation, w.messages)
+	var next map[string]any
+	var write bool
+	if w.gatewayAPI != nil {
+		next, write = nextGatewayAPIStatus(w.kind, cur, w.gatewayAPI, time.Now())
+	} else {
+		next, write = nextStatus(cur, w.generation, w.messages)
+	}
 	if !write {
 		q.Forget(ref)
 		return

@@ -326,3 +326,57 @@ func TestRouterNodeID(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateProxyConfigBoundaries: the edges of each checked field
+// (ports 0 and 65535 in, -1 and 65536 out; concurrency and drain
+// durations 0 in, negative out; the discovery port 1–65535).
+func TestValidateProxyConfigBoundaries(t *testing.T) {
+	for _, tc := range []struct {
+		js      string
+		wantErr string // "" when valid
+	}{
+		{`{"proxyAdminPort":0}`, ""},
+		{`{"proxyAdminPort":65535}`, ""},
+		{`{"proxyAdminPort":-1}`, "proxyAdminPort: -1 is not a port"},
+		{`{"statusPort":65536}`, "statusPort: 65536 is not a port"},
+		{`{"concurrency":0}`, ""},
+		{`{"concurrency":-1}`, "concurrency: -1 is negative"},
+		{`{"drainDuration":"0s"}`, ""},
+		{`{"terminationDrainDuration":"-0.000000001s"}`, "terminationDrainDuration"},
+		{`{"discoveryAddress":"straitd:1"}`, ""},
+		{`{"discoveryAddress":"straitd:65535"}`, ""},
+		{`{"discoveryAddress":"straitd:0"}`, `has port "0"`},
+		{`{"discoveryAddress":"straitd:65536"}`, `has port "65536"`},
+		{`{"discoveryAddress":":15010"}`, "has an empty host"},
+	} {
+		_, err := ParseProxyConfigJSON("PROXY_CONFIG", []byte(tc.js))
+		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: err = %v, want %q", tc.js, err, tc.wantErr)
+		}
+	}
+}
+
+// TestLoadBoundaries: the edges Load checks: a zero drain duration is
+// valid and a negative one is not; a socket path one byte under the Unix
+// limit is valid and one at it is not.
+func TestLoadBoundaries(t *testing.T) {
+	under := "/" + strings.Repeat("x", maxUnixPath-2)
+	at := under + "y"
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+	}{
+		{"zero drain", map[string]string{"MINIMUM_DRAIN_DURATION": "0s"}, ""},
+		{"negative drain", map[string]string{"MINIMUM_DRAIN_DURATION": "-1ns"}, "MINIMUM_DRAIN_DURATION"},
+		{"socket path under the limit", map[string]string{"XDS_SOCKET_PATH": under}, ""},
+		{"socket path at the limit", map[string]string{"XDS_SOCKET_PATH": at}, "a Unix socket path must be under"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := fixture{env: tc.env}.load(t)
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}

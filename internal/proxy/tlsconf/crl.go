@@ -3,12 +3,13 @@ package tlsconf
 import (
 	"bytes"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"time"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+
+	"github.com/straitmesh/strait/internal/certpem"
 )
 
 // crlSet are a validation context's certificate revocation lists (crl).
@@ -18,8 +19,8 @@ import (
 // be listed in it.
 type crlSet []*x509.RevocationList
 
-// parseCRLs reads vc's crl: PEM "X509 CRL" blocks or one DER list; nil
-// when vc has none.
+// parseCRLs reads vc's crl (certpem.ParseCRLs: PEM "X509 CRL" blocks or
+// one DER list, as straitd and the agent check it); nil when vc has none.
 func parseCRLs(vc *tlsv3.CertificateValidationContext, path string) (crlSet, error) {
 	if vc.GetCrl() == nil {
 		return nil, nil
@@ -28,31 +29,11 @@ func parseCRLs(vc *tlsv3.CertificateValidationContext, path string) (crlSet, err
 	if err != nil {
 		return nil, err
 	}
-	var out crlSet
-	rest := data
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "X509 CRL" {
-			continue
-		}
-		l, err := x509.ParseRevocationList(b.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("%s.crl: %w", path, err)
-		}
-		out = append(out, l)
+	l, err := certpem.ParseCRLs(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s.crl: %w", path, err)
 	}
-	if len(out) == 0 {
-		l, err := x509.ParseRevocationList(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s.crl holds no PEM \"X509 CRL\" block and is not a DER CRL: %w", path, err)
-		}
-		out = append(out, l)
-	}
-	return out, nil
+	return crlSet(l), nil
 }
 
 // check passes when one of the verified chains has, for every

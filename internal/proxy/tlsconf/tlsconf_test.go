@@ -411,7 +411,7 @@ func TestRefusesByName(t *testing.T) {
 		{"allow_renegotiation", &tlsv3.UpstreamTlsContext{AllowRenegotiation: true}, nil, "UpstreamTlsContext.allow_renegotiation"},
 		{"key_log", &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{KeyLog: &tlsv3.TlsKeyLog{Path: "/tmp/k"}}}, nil, "common_tls_context.key_log"},
 		{"bad crl", &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{
-			ValidationContext: &tlsv3.CertificateValidationContext{Crl: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "x"}}}}}}, nil, "validation_context.crl holds no PEM"},
+			ValidationContext: &tlsv3.CertificateValidationContext{Crl: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: "x"}}}}}}, nil, "validation_context.crl: no PEM \"X509 CRL\" block and not a DER CRL"},
 		{"spki pinning", &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{
 			ValidationContext: &tlsv3.CertificateValidationContext{VerifyCertificateSpki: []string{"x"}}}}}, nil, "validation_context.verify_certificate_spki"},
 		{"tls 1.0", &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{TlsParams: &tlsv3.TlsParameters{TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_0}}}, nil, "tls_minimum_protocol_version TLSv1_0"},

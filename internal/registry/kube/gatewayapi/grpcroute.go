@@ -31,17 +31,7 @@ func (t *translator) grpcRoutes() {
 		var routes []*networking.HTTPRoute
 		var unresolved *routeError
 		if refused == nil {
-			for i, rule := range h.Spec.Rules {
-				rs, bad, err := t.convertHTTPRule("GRPCRoute", h, i, rule)
-				if err != nil {
-					refused = err
-					break
-				}
-				if bad != nil && unresolved == nil {
-					unresolved = bad
-				}
-				routes = append(routes, rs...)
-			}
+			routes, refused, unresolved = t.convertHTTPRules("GRPCRoute", h)
 		}
 		t.attach(ref, r.Generation, parents, routes, refused, unresolved)
 	}

@@ -27,21 +27,27 @@ func (t *translator) httpRoutes() {
 		if len(parents) == 0 {
 			continue
 		}
-		var routes []*networking.HTTPRoute
-		var refused, unresolved *routeError
-		for i, rule := range r.Spec.Rules {
-			rs, bad, err := t.convertHTTPRule("HTTPRoute", r, i, rule)
-			if err != nil {
-				refused = err
-				break
-			}
-			if bad != nil && unresolved == nil {
-				unresolved = bad
-			}
-			routes = append(routes, rs...)
-		}
+		routes, refused, unresolved := t.convertHTTPRules("HTTPRoute", r)
 		t.attach(ref, r.Generation, parents, routes, refused, unresolved)
 	}
+}
+
+// convertHTTPRules translates r's rules in order (kind names the object
+// the messages are about: an HTTPRoute, or the GRPCRoute r was rewritten
+// from): the routes, the first rule's refusal (which stops it), and the
+// first unresolved reference.
+func (t *translator) convertHTTPRules(kind string, r *gwv1.HTTPRoute) (routes []*networking.HTTPRoute, refused, unresolved *routeError) {
+	for i, rule := range r.Spec.Rules {
+		rs, bad, err := t.convertHTTPRule(kind, r, i, rule)
+		if err != nil {
+			return routes, err, unresolved
+		}
+		if bad != nil && unresolved == nil {
+			unresolved = bad
+		}
+		routes = append(routes, rs...)
+	}
+	return routes, nil, unresolved
 }
 
 // attach binds a translated route to its parents' listeners (unless

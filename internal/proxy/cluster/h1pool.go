@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/cluster/idlewatch"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
@@ -48,9 +49,9 @@ type UpstreamConn struct {
 	// slot is the cluster's circuit breaker holding this connection's
 	// max_connections slot; released once, by Close.
 	slot *breaker
-	// w is the socket in the process's idle watch (idlewatch.go); nil:
+	// w is the socket in the process's idle watch (package idlewatch); nil:
 	// not watched, checked with a Peek when reused.
-	w *watchedConn
+	w *idlewatch.Conn
 }
 
 // Close closes the connection, releases its buffer and gives its slot back
@@ -67,7 +68,7 @@ func (u *UpstreamConn) Close() error {
 	}
 	if w := u.w; w != nil {
 		u.w = nil
-		w.forget()
+		w.Forget()
 	}
 	return err
 }
@@ -83,7 +84,7 @@ type h1Pool struct {
 	maxDuration int64  // seconds a connection is reused for; 0: no limit
 	// watch is the process's idle watch (the cluster manager's); nil: idle
 	// connections are checked with a Peek when reused.
-	watch *idleWatch
+	watch *idlewatch.Watch
 
 	mu       sync.Mutex // guards the fields below
 	idle     map[string][]*UpstreamConn
@@ -174,7 +175,7 @@ func (c *Cluster) dialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, err
 		return nil, err
 	}
 	raw := http1.WrapConn(nc)
-	w := c.h1.watch.watch(raw)
+	w := c.h1.watch.Add(raw)
 	d := http1.NewDeadlineConn(raw)
 	uc := &UpstreamConn{Conn: d, D: d, R: http1.NewReader(d), addr: ep.Address, src: ep.owner(), slot: c.breaker, w: w}
 	uc.PeerPrincipal, uc.LocalPrincipal = tlsconf.UpstreamPrincipals(nc)
@@ -264,10 +265,10 @@ func (p *h1Pool) usable(uc *UpstreamConn, now int64) bool {
 		return false
 	}
 	if uc.w != nil {
-		switch uc.w.state() {
-		case watchClean:
+		switch uc.w.State() {
+		case idlewatch.Clean:
 			return true
-		case watchDirty:
+		case idlewatch.Dirty:
 			return false
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/straitmesh/strait/internal/proxy/cluster/idlewatch"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 )
@@ -76,12 +76,12 @@ func exchange(t *testing.T, uc *UpstreamConn, srv net.Conn) {
 }
 
 // waitState waits for the idle watch to reach want on uc.
-func waitState(t *testing.T, uc *UpstreamConn, want watchState) {
+func waitState(t *testing.T, uc *UpstreamConn, want idlewatch.State) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for uc.w.state() != want {
+	for uc.w.State() != want {
 		if time.Now().After(deadline) {
-			t.Fatalf("idle watch state %d, want %d", uc.w.state(), want)
+			t.Fatalf("idle watch state %d, want %d", uc.w.State(), want)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -137,7 +137,7 @@ func TestIdlePooledConnWatched(t *testing.T) {
 				c.PutConn(uc) // clean: nothing buffered
 				late(srv)     // after the put
 				if watched {
-					waitState(t, uc, watchDirty)
+					waitState(t, uc, idlewatch.Dirty)
 				} else {
 					time.Sleep(50 * time.Millisecond)
 				}
@@ -158,8 +158,8 @@ func TestIdlePooledConnWatched(t *testing.T) {
 			defer srv.Close()
 			exchange(t, uc, srv)
 			c.PutConn(uc)
-			if watched && uc.w.state() != watchClean {
-				t.Errorf("idle watch state %d of a quiet connection, want clean", uc.w.state())
+			if watched && uc.w.State() != idlewatch.Clean {
+				t.Errorf("idle watch state %d of a quiet connection, want clean", uc.w.State())
 			}
 			if got, _ := c.GetConn(context.Background(), ep); got != uc || !got.Reused {
 				t.Fatal("a quiet idle connection was not reused")
@@ -231,7 +231,7 @@ func TestIdleWatchCloseReuseRace(t *testing.T) {
 	rest := append([]*UpstreamConn(nil), c.h1.idle[ep.Address]...)
 	c.h1.mu.Unlock()
 	for _, uc := range rest {
-		waitState(t, uc, watchDirty)
+		waitState(t, uc, idlewatch.Dirty)
 	}
 	if uc := c.h1.get(ep.Address); uc != nil {
 		t.Fatal("an idle connection the watch saw closed was handed out")
@@ -319,94 +319,8 @@ func TestIdleWatchRealBackendIdleTimeout(t *testing.T) {
 	if again := get(); again != first || !again.Reused {
 		t.Fatal("a connection within the server's idle timeout was not reused")
 	}
-	waitState(t, first, watchDirty) // the server's idle timeout closed it
+	waitState(t, first, idlewatch.Dirty) // the server's idle timeout closed it
 	if next := get(); next == first || next.Reused {
 		t.Fatal("the connection the server closed while idle was reused")
-	}
-}
-
-// TestWatchState: the idle watch's verdict from the epoch of its last
-// collection that found the socket readable (heard) and the epochs around
-// the last read that emptied the socket (d0, d1; odd: a collection ran).
-func TestWatchState(t *testing.T) {
-	for _, tc := range []struct {
-		name          string
-		drained       bool
-		stopped       bool
-		heard, d0, d1 uint64
-		want          watchState
-	}{
-		{"never heard", true, false, 0, 2, 2, watchClean},
-		{"heard before the read", true, false, 5, 6, 6, watchClean},
-		{"heard after the read", true, false, 9, 6, 8, watchDirty},
-		{"collection during the read", true, false, 7, 6, 8, watchUnsure},
-		{"read during a collection", true, false, 7, 7, 7, watchUnsure},
-		{"collection began as the read began", true, false, 7, 7, 8, watchUnsure},
-		{"last read filled the buffer", false, false, 0, 2, 2, watchUnsure},
-		{"watch stopped", true, true, 0, 2, 2, watchUnsure},
-	} {
-		var stopped atomic.Bool
-		stopped.Store(tc.stopped)
-		w := &watchedConn{stopped: &stopped, mark: &http1.ReadMark{Drained: tc.drained, D0: tc.d0, D1: tc.d1}}
-		w.heard.Store(tc.heard)
-		if got := w.state(); got != tc.want {
-			t.Errorf("%s: state %d, want %d", tc.name, got, tc.want)
-		}
-	}
-}
-
-// TestIdleWatchLife: the watch's epoll set and goroutine exist while it
-// watches a connection: the first starts them, the last one's close stops
-// them, and the next connection starts them again.
-func TestIdleWatchLife(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	m := NewManager(slog.New(slog.DiscardHandler), stats.New())
-	defer m.Close()
-	c, err := m.build(eds("c", "c", time.Second), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	running := func() bool {
-		m.watch.mu.Lock()
-		defer m.watch.mu.Unlock()
-		return m.watch.run != nil
-	}
-	if running() {
-		t.Fatal("the watch runs before any connection")
-	}
-	ep := Endpoint{Network: "tcp", Address: ln.Addr().String()}
-	for range 2 {
-		a, err := c.DialConn(context.Background(), ep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := c.DialConn(context.Background(), ep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a.w == nil || b.w == nil || !running() {
-			t.Fatal("connections dialed but not watched")
-		}
-		a.Close()
-		if !running() {
-			t.Fatal("the watch stopped with a connection left")
-		}
-		b.Close()
-		if running() {
-			t.Fatal("the watch runs with no connection")
-		}
 	}
 }

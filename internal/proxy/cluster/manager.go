@@ -12,6 +12,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
+	"github.com/straitmesh/strait/internal/proxy/cluster/idlewatch"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
@@ -30,8 +31,8 @@ type Manager struct {
 	// exchangeFrame is SetExchangeFrame's, before any cluster.
 	exchangeFrame []byte
 	// watch watches the idle HTTP/1.1 connections of every cluster
-	// (idlewatch.go).
-	watch *idleWatch
+	// (package idlewatch).
+	watch *idlewatch.Watch
 
 	active atomic.Pointer[map[string]*Cluster]
 
@@ -62,7 +63,7 @@ func NewManager(log *slog.Logger, st *stats.Store) *Manager {
 		cla:     map[string][]byte{},
 
 		fetchTimers: map[*Cluster]*time.Timer{},
-		watch:       newIdleWatch(log),
+		watch:       idlewatch.New(log),
 	}
 	empty := map[string]*Cluster{}
 	m.active.Store(&empty)
@@ -351,7 +352,7 @@ func (m *Manager) Close() {
 			c.dns.wait()
 		}
 	}
-	m.watch.close()
+	m.watch.Close()
 }
 
 // Warming returns the number of clusters waiting for endpoints.

@@ -1,4 +1,25 @@
-package cluster
+// Package idlewatch tells whether an idle pooled upstream HTTP/1.1
+// connection heard from its upstream, without a system call.
+//
+// An idle pooled HTTP/1.1 connection must not carry a request once its
+// upstream sent it anything (bytes or a close) after the last response: a
+// late or unsolicited response would be read as the answer to the next
+// request. Checking each connection when it is reused costs a system call
+// (http1.Peek) per request. Instead, as nginx and Envoy learn it from their
+// event loop, every upstream socket of the process is in one epoll set,
+// edge-triggered, that the runtime's poller watches (watch_linux.go):
+// its goroutine collects the sockets that became readable or hung up and
+// records, in each connection, the epoch of that collection. The
+// connection's socket records the epochs around its last receive system
+// call, and whether it emptied the receive queue (http1.MarkReads).
+// Comparing the two tells, without a system call,
+// whether anything arrived after the response (dirty: the connection is
+// retired), nothing did (clean), or a collection overlapped that read
+// (unsure: the connection is checked with a Peek, as before).
+//
+// Epochs: the watch's epoch is even between collections and odd during
+// one (it starts at 2, so that a connection never heard from is clean).
+package idlewatch
 
 import (
 	"sync/atomic"
@@ -6,36 +27,19 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
-// An idle pooled HTTP/1.1 connection must not carry a request once its
-// upstream sent it anything (bytes or a close) after the last response: a
-// late or unsolicited response would be read as the answer to the next
-// request. Checking each connection when it is reused costs a system call
-// (http1.Peek) per request. Instead, as nginx and Envoy learn it from their
-// event loop, every upstream socket of the process is in one epoll set,
-// edge-triggered, that the runtime's poller watches (idlewatch_linux.go):
-// its goroutine collects the sockets that became readable or hung up and
-// records, in each connection, the epoch of that collection. The
-// connection's socket records the epochs around its last receive system
-// call, and whether it emptied the receive queue (http1.MarkReads). Comparing the two tells, without a system call,
-// whether anything arrived after the response (dirty: the connection is
-// retired), nothing did (clean), or a collection overlapped that read
-// (unsure: the connection is checked with a Peek, as before).
-//
-// Epochs: the watch's epoch is even between collections and odd during
-// one (it starts at 2, so that a connection never heard from is clean).
+// State is what the idle watch knows of a connection.
+type State uint8
 
-// watchState is what the idle watch knows of a connection.
-type watchState uint8
-
+// The states Conn.State reports.
 const (
-	watchUnsure watchState = iota // check the socket (http1.Peek)
-	watchClean                    // nothing arrived since the last read emptied the socket
-	watchDirty                    // bytes or a close arrived since: retire it
+	Unsure State = iota // check the socket (http1.Peek)
+	Clean               // nothing arrived since the last read emptied the socket
+	Dirty               // bytes or a close arrived since: retire it
 )
 
-// watchedConn is an upstream HTTP/1.1 socket in the idle watch.
-type watchedConn struct {
-	owner   *idleWatch
+// Conn is an upstream HTTP/1.1 socket in the idle watch.
+type Conn struct {
+	owner   *Watch
 	id      uint64       // its key in the watch; unique for the process's life
 	stopped *atomic.Bool // the watch's: it no longer collects
 	// heard is the epoch of the last collection that found the socket
@@ -47,24 +51,24 @@ type watchedConn struct {
 	mark *http1.ReadMark
 }
 
-// state tells whether anything arrived since the last read emptied the
+// State tells whether anything arrived since the last read emptied the
 // socket: a collection that began after that read found it readable
 // (dirty); the last one that did ended before the read began (clean); or
 // one overlapped the read (unsure).
-func (w *watchedConn) state() watchState {
+func (w *Conn) State() State {
 	m := w.mark
 	if !m.Drained || w.stopped.Load() {
-		return watchUnsure
+		return Unsure
 	}
 	switch h := w.heard.Load(); {
 	case h > m.D1:
-		return watchDirty
+		return Dirty
 	case h >= m.D0:
-		return watchUnsure
+		return Unsure
 	default:
-		return watchClean
+		return Clean
 	}
 }
 
-// forget takes the connection out of its watch; its Close calls it.
-func (w *watchedConn) forget() { w.owner.forget(w) }
+// Forget takes the connection out of its watch; closing it calls Forget.
+func (w *Conn) Forget() { w.owner.forget(w) }

@@ -1,4 +1,4 @@
-package cluster
+package idlewatch
 
 import (
 	"log/slog"
@@ -14,22 +14,22 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
-// idleWatch is the process's epoll set of upstream HTTP/1.1 sockets (see
-// idlewatch.go). Its own file descriptor is in the runtime's poller, so its
+// Watch is the process's epoll set of upstream HTTP/1.1 sockets (see
+// state.go). Its own file descriptor is in the runtime's poller, so its
 // goroutine runs when a socket of the set has news, in the scheduler's
 // normal poll, without a thread of its own blocked in epoll_wait. A socket
 // stays in the set for its life (the kernel drops it when it closes): the
 // request path never calls epoll_ctl. The set and its goroutine exist
 // while the watch has connections: the first one starts them, the last
 // one's close stops them.
-type idleWatch struct {
+type Watch struct {
 	log     *slog.Logger
 	epoch   atomic.Uint64
 	stopped atomic.Bool // the watch failed or closed: its connections are Peeked
 
 	mu     sync.Mutex // guards the fields below
 	run    *watchRun  // nil while no connection is watched
-	conns  map[uint64]*watchedConn
+	conns  map[uint64]*Conn
 	next   uint64
 	closed bool
 	runs   sync.WaitGroup // the runs' goroutines
@@ -42,15 +42,17 @@ type watchRun struct {
 	done bool     // closed (guarded by the watch's mu)
 }
 
-func newIdleWatch(log *slog.Logger) *idleWatch {
-	w := &idleWatch{log: log, conns: map[uint64]*watchedConn{}}
+// New returns an idle watch; its epoll set starts with its first
+// connection.
+func New(log *slog.Logger) *Watch {
+	w := &Watch{log: log, conns: map[uint64]*Conn{}}
 	w.epoch.Store(2)
 	return w
 }
 
 // startLocked creates the epoll set and its goroutine when none runs; it
 // reports whether watching is available.
-func (w *idleWatch) startLocked() bool {
+func (w *Watch) startLocked() bool {
 	if w.run != nil {
 		return true
 	}
@@ -72,9 +74,9 @@ func (w *idleWatch) startLocked() bool {
 	return true
 }
 
-// watch adds the socket of nc (made by http1.WrapConn) to the set; nil
+// Add adds the socket of nc (made by http1.WrapConn) to the set; nil
 // when it can't (not a TCP socket, or no epoll).
-func (w *idleWatch) watch(nc net.Conn) *watchedConn {
+func (w *Watch) Add(nc net.Conn) *Conn {
 	if w == nil {
 		return nil
 	}
@@ -92,7 +94,7 @@ func (w *idleWatch) watch(nc net.Conn) *watchedConn {
 		return nil
 	}
 	w.next++
-	wc := &watchedConn{owner: w, id: w.next, stopped: &w.stopped}
+	wc := &Conn{owner: w, id: w.next, stopped: &w.stopped}
 	var addErr error
 	err := rc.Control(func(fd uintptr) {
 		ev := unix.EpollEvent{
@@ -115,7 +117,7 @@ func (w *idleWatch) watch(nc net.Conn) *watchedConn {
 
 // forget removes a connection that is closing; the kernel removes its
 // socket from the set when it closes. The last one stops the set.
-func (w *idleWatch) forget(wc *watchedConn) {
+func (w *Watch) forget(wc *Conn) {
 	w.mu.Lock()
 	delete(w.conns, wc.id)
 	idle := w.stopIdleLocked()
@@ -126,7 +128,7 @@ func (w *idleWatch) forget(wc *watchedConn) {
 // stopIdleLocked detaches the set when it watches no connection; the
 // caller closes it (close) once it let go of mu, which the set's goroutine
 // may be waiting for (closing a file waits for its reader).
-func (w *idleWatch) stopIdleLocked() *watchRun {
+func (w *Watch) stopIdleLocked() *watchRun {
 	r := w.run
 	if r == nil || len(w.conns) != 0 {
 		return nil
@@ -145,7 +147,7 @@ func (r *watchRun) close() {
 
 // loop collects the sockets of r's set that became readable or hung up
 // whenever the set is readable, until the set closes.
-func (w *idleWatch) loop(r *watchRun) {
+func (w *Watch) loop(r *watchRun) {
 	defer w.runs.Done()
 	rc, err := r.file.SyscallConn()
 	events := make([]unix.EpollEvent, 128)
@@ -195,16 +197,16 @@ func (w *idleWatch) loop(r *watchRun) {
 
 // stopLocked makes the watch's connections fall back to a Peek for good,
 // and detaches the set (see stopIdleLocked).
-func (w *idleWatch) stopLocked() *watchRun {
+func (w *Watch) stopLocked() *watchRun {
 	w.closed = true
 	w.stopped.Store(true)
 	clear(w.conns)
 	return w.stopIdleLocked()
 }
 
-// close stops the watch and waits for its goroutine. Connections it
+// Close stops the watch and waits for its goroutine. Connections it
 // watched stay usable: their reuse is checked by a Peek.
-func (w *idleWatch) close() {
+func (w *Watch) Close() {
 	if w == nil {
 		return
 	}

@@ -36,7 +36,6 @@ import (
 	"strings"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
 	"github.com/straitmesh/strait/internal/proxy/http1"
@@ -51,13 +50,6 @@ type XFCC struct {
 	mode hcmv3.HttpConnectionManager_ForwardClientCertDetails
 	// The details of set_current_client_cert_details.
 	cert, chain, subject, uri, dns bool
-}
-
-// setCurrentClientCertDetailsFields are the fields of
-// set_current_client_cert_details strait-proxy honours: all of today's;
-// one added to the API later is refused until implemented.
-var setCurrentClientCertDetailsFields = map[protoreflect.Name]bool{
-	"subject": true, "cert": true, "chain": true, "dns": true, "uri": true,
 }
 
 // XFCCOf reads forward_client_cert_details and

@@ -6,7 +6,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // HeaderEditor is the header representation a codec path lets HeaderOps
@@ -33,10 +32,6 @@ type HeaderOps struct {
 
 // Empty reports whether the ops change nothing.
 func (h *HeaderOps) Empty() bool { return h == nil || len(h.remove) == 0 && len(h.add) == 0 }
-
-var headerValueOptionFields = map[protoreflect.Name]bool{
-	"header": true, "append": true, "append_action": true, "keep_empty_value": true,
-}
 
 // CompileHeaderOps compiles a level's *_headers_to_add and
 // *_headers_to_remove; field names the config field for errors (e.g.

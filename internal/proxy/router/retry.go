@@ -20,7 +20,6 @@ import (
 	// it can be printed (admin /config_dump) as well as read.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	previouspriorities "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Condition is a set of Envoy retry_on conditions.
@@ -114,15 +113,6 @@ type RetryPolicy struct {
 	// update_frequency (0: no retry priority): every that many attempts,
 	// the priorities attempted so far are excluded from the next picks.
 	PriorityUpdateFrequency int
-}
-
-// retryPolicyFields are the RetryPolicy fields strait-proxy implements; any
-// other set field is refused by name.
-var retryPolicyFields = map[protoreflect.Name]bool{
-	"retry_on": true, "num_retries": true, "per_try_timeout": true,
-	"retriable_status_codes": true, "retry_back_off": true,
-	"retry_host_predicate": true, "host_selection_retry_max_attempts": true,
-	"retry_priority": true,
 }
 
 // CompileRetryPolicy compiles a route's retry_policy (nil: no retries).

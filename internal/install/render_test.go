@@ -531,3 +531,79 @@ func TestRenderIngressGateway(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderEgressGateway: gateways.istio-egressgateway.enabled renders
+// Istio's egress gateway beside the ingress one (their own names, labels
+// and Service types: ClusterIP for egress), each pod asking for the
+// gateway template; off by default, and two gateways of one name, an
+// autoscaled egress gateway and its unknown keys are refused naming the
+// value.
+func TestRenderEgressGateway(t *testing.T) {
+	for _, o := range render(t, RenderOptions{}).Objects {
+		if o.GetName() == "istio-egressgateway" {
+			t.Fatalf("%s istio-egressgateway rendered by default", o.GetKind())
+		}
+	}
+	withSet := func(sets ...string) RenderOptions {
+		t.Helper()
+		vals, err := MergeValues(nil, sets, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return RenderOptions{Values: vals}
+	}
+	r := render(t, withSet("gateways.istio-egressgateway.enabled=true", "gateways.istio-ingressgateway.enabled=true"))
+	for name, want := range map[string]struct{ istio, typ string }{
+		"istio-egressgateway":  {"egressgateway", "ClusterIP"},
+		"istio-ingressgateway": {"ingressgateway", "LoadBalancer"},
+	} {
+		find(t, r.Objects, "ServiceAccount", name+"-service-account")
+		find(t, r.Objects, "RoleBinding", name+"-sds")
+		dep := find(t, r.Objects, "Deployment", name)
+		podLabels, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "template", "metadata", "labels")
+		if podLabels["istio"] != want.istio || podLabels["app"] != name || podLabels["sidecar.istio.io/inject"] != "true" {
+			t.Errorf("%s pod labels %v, want istio=%s app=%s and injection", name, podLabels, want.istio, name)
+		}
+		if a := str(t, dep, "spec", "template", "metadata", "annotations", "inject.istio.io/templates"); a != "gateway" {
+			t.Errorf("%s inject.istio.io/templates %q, want gateway", name, a)
+		}
+		if sa := str(t, dep, "spec", "template", "spec", "serviceAccountName"); sa != name+"-service-account" {
+			t.Errorf("%s serviceAccountName %q", name, sa)
+		}
+		svc := find(t, r.Objects, "Service", name)
+		if typ := str(t, svc, "spec", "type"); typ != want.typ {
+			t.Errorf("%s Service type %q, want %s", name, typ, want.typ)
+		}
+		sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+		if sel["istio"] != want.istio || len(sel) != 2 {
+			t.Errorf("%s Service selector %v", name, sel)
+		}
+	}
+	egress := render(t, withSet("gateways.istio-egressgateway.enabled=true"))
+	for _, o := range egress.Objects {
+		if o.GetName() == "istio-ingressgateway" {
+			t.Errorf("%s istio-ingressgateway rendered with only the egress gateway enabled", o.GetKind())
+		}
+	}
+	ports, _, _ := unstructured.NestedSlice(find(t, egress.Objects, "Service", "istio-egressgateway").Object, "spec", "ports")
+	if len(ports) != 2 {
+		t.Errorf("egress Service ports %v, want http2 80 and https 443", ports)
+	}
+
+	c, err := LoadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"gateways.istio-egressgateway.enabled=true", "gateways.istio-egressgateway.autoscaleEnabled=true"}, "gateways.istio-egressgateway.autoscaleEnabled"},
+		{[]string{"gateways.istio-egressgateway.enabled=true", "gateways.istio-ingressgateway.enabled=true", "gateways.istio-egressgateway.name=istio-ingressgateway"}, "gateways.istio-egressgateway.name"},
+		{[]string{"gateways.istio-egressgateway.enabled=true", "gateways.istio-egressgateway.replicas=3"}, "replicas"},
+	} {
+		if _, err := Render(c, withSet(tc.sets...)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--set %v: err %v, want one naming %s", tc.sets, err, tc.want)
+		}
+	}
+}

@@ -60,14 +60,14 @@ func (w *Conn) State() State {
 	if !m.Drained || w.stopped.Load() {
 		return Unsure
 	}
-	switch h := w.heard.Load(); {
-	case h > m.D1:
+	h := w.heard.Load()
+	if h > m.D1 {
 		return Dirty
-	case h >= m.D0:
-		return Unsure
-	default:
-		return Clean
 	}
+	if h >= m.D0 {
+		return Unsure
+	}
+	return Clean
 }
 
 // Forget takes the connection out of its watch; closing it calls Forget.

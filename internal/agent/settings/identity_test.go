@@ -71,3 +71,50 @@ func TestLoadIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretTTLZero: a zero SECRET_TTL is refused like a negative one (a
+// certificate valid for no time).
+func TestSecretTTLZero(t *testing.T) {
+	want := `SECRET_TTL: "0s" is not a positive duration`
+	if _, err := (fixture{env: map[string]string{"SECRET_TTL": "0s"}}).load(t); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("SECRET_TTL=0s: %v, want %q", err, want)
+	}
+}
+
+// TestTLSRoot: the root the agent trusts for a control-plane address:
+// none on Istio's plaintext port 15010 (even if one is named), the named
+// one elsewhere, the default on 15012 whether or not it exists yet, and
+// on another port the default only when the file exists.
+func TestTLSRoot(t *testing.T) {
+	dir := t.TempDir()
+	present := filepath.Join(dir, "root-cert.pem")
+	if err := os.WriteFile(present, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	absent := filepath.Join(dir, "absent.pem")
+	for _, tc := range []struct {
+		addr, explicit, def string
+		want                string
+		wantErr             string
+	}{
+		{"", "/x.pem", present, "", ""},
+		{"straitd:15010", "/x.pem", present, "", ""},
+		{"straitd:15012", "/x.pem", present, "/x.pem", ""},
+		{"straitd:15012", "", absent, absent, ""},
+		{"straitd:8443", "/x.pem", absent, "/x.pem", ""},
+		{"straitd:8443", "", present, present, ""},
+		{"straitd:8443", "", absent, "", ""},
+		{"straitd", "", present, "", `"straitd" is not host:port`},
+	} {
+		got, err := tlsRoot(tc.addr, tc.explicit, tc.def)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("tlsRoot(%q, %q, %q): err %v, want %q", tc.addr, tc.explicit, tc.def, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("tlsRoot(%q, %q, %q) = %q, %v; want %q", tc.addr, tc.explicit, tc.def, got, err, tc.want)
+		}
+	}
+}

@@ -211,6 +211,19 @@ func TestParseDownwardAPIFile(t *testing.T) {
 	}
 }
 
+// TestParseDownwardAPIFileErrors: a bad line is named by its number
+// (blank lines count) and the source.
+func TestParseDownwardAPIFileErrors(t *testing.T) {
+	for _, tc := range []struct{ data, want string }{
+		{"app=\"a\"\n\nbroken\n", `labels:3: want key="value", got "broken"`},
+		{"app=unquoted\n", `labels:1: value of "app" is not a quoted string`},
+	} {
+		if _, err := ParseDownwardAPIFile("labels", []byte(tc.data)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err %v, want %q", tc.data, err, tc.want)
+		}
+	}
+}
+
 func FuzzParseDownwardAPIFile(f *testing.F) {
 	f.Add([]byte("app=\"reviews\"\nx=\"a\\nb\"\n"))
 	f.Add([]byte("bad"))

@@ -167,13 +167,14 @@ func (w *Watch) loop(r *watchRun) {
 					w.mu.Unlock()
 				}
 				w.epoch.Add(1)
-				switch {
-				case errno == syscall.EINTR:
+				if errno == syscall.EINTR {
 					continue
-				case errno != 0:
+				}
+				if errno != 0 {
 					collectErr = errno
 					return true
-				case int(n) < len(events):
+				}
+				if int(n) < len(events) {
 					return false // all collected: wait for the set to be readable again
 				}
 			}

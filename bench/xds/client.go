@@ -19,12 +19,13 @@ import (
 )
 
 // client is one simulated proxy: a real gRPC ADS stream that subscribes
-// like Envoy (CDS, EDS of its clusters, LDS, RDS "80") and ACKs every
-// response.
+// like Envoy (CDS, EDS of its clusters, LDS, RDS "80", or "http.80" for a
+// gateway) and ACKs every response.
 type client struct {
 	nodeID string
 	meta   map[string]any
 	delta  bool
+	routes []string // the RDS names it asks for: "80" (a sidecar), "http.80" (a gateway)
 
 	mu        sync.Mutex
 	started   time.Time
@@ -115,7 +116,7 @@ func (c *client) runSotW(ctx context.Context, conn *grpc.ClientConn) error {
 	if err != nil {
 		return err
 	}
-	names := map[string][]string{xdsapi.ClusterType: nil, xdsapi.ListenerType: nil, xdsapi.RouteType: {"80"}}
+	names := map[string][]string{xdsapi.ClusterType: nil, xdsapi.ListenerType: nil, xdsapi.RouteType: c.routes}
 	if err := stream.Send(&discovery.DiscoveryRequest{Node: c.node(), TypeUrl: xdsapi.ClusterType}); err != nil {
 		return err
 	}
@@ -206,7 +207,7 @@ func (c *client) runDelta(ctx context.Context, conn *grpc.ClientConn) error {
 		case xdsapi.ListenerType:
 			if !subscribedRDS {
 				subscribedRDS = true
-				if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: xdsapi.RouteType, ResourceNamesSubscribe: []string{"80"}}); err != nil {
+				if err := stream.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: xdsapi.RouteType, ResourceNamesSubscribe: c.routes}); err != nil {
 					return err
 				}
 			}

@@ -66,6 +66,15 @@ func (s *straitd) AddVirtualService(_ context.Context, m *mesh, svc, rep int) er
 	return m.writeFile("vs.yaml", m.virtualServiceYAML(svc, rep))
 }
 
+// gatewayPhase is the phase that changes the gateways' VirtualService.
+const gatewayPhase = "gateway VirtualService change"
+
+// AddGatewayVirtualService adds m.gatewayVirtualServiceYAML(svc, rep), or
+// replaces it for rep > 1.
+func (s *straitd) AddGatewayVirtualService(m *mesh, svc, rep int) error {
+	return m.writeFile("gateway-vs.yaml", m.gatewayVirtualServiceYAML(svc, rep))
+}
+
 // freePorts returns n loopback addresses with distinct free ports.
 func freePorts(n int) ([]string, error) {
 	out := make([]string, 0, n)
@@ -205,6 +214,7 @@ type options struct {
 	timeout, quiet                                 time.Duration
 	pprofDir                                       string
 	trace                                          bool
+	gateways                                       int
 }
 
 // report is one backend's run.
@@ -223,6 +233,7 @@ func run() error {
 		backendF = flag.String("backend", "straitd", "control planes, comma-separated, run one after the other: straitd (file mode), straitd-kube (Kubernetes mode), pilot-discovery (Istio, Kubernetes); 'compare' = straitd-kube,pilot-discovery")
 	)
 	flag.IntVar(&o.proxies, "proxies", 100, "simulated proxies")
+	flag.IntVar(&o.gateways, "gateways", 0, "simulated gateway proxies (router mode, istio: ingressgateway) besides the sidecars, and a phase that changes a VirtualService bound to their Gateway (straitd file mode only)")
 	flag.IntVar(&o.services, "services", 100, "services")
 	flag.IntVar(&o.endpoints, "endpoints", 10, "endpoints per service")
 	flag.IntVar(&o.namespaces, "namespaces", 10, "namespaces the services and proxies are spread over")
@@ -238,6 +249,9 @@ func run() error {
 	flag.Parse()
 	if o.repeat < 1 {
 		return fmt.Errorf("-repeat %d: want at least 1 (how many times each change is made)", o.repeat)
+	}
+	if o.gateways < 0 {
+		return fmt.Errorf("-gateways %d: want 0 or more", o.gateways)
 	}
 	names := strings.Split(*backendF, ",")
 	if *backendF == "compare" {
@@ -267,6 +281,9 @@ func run() error {
 			bes = append(bes, &pilotDiscovery{bin: p})
 		default:
 			return fmt.Errorf("-backend %q: want straitd, straitd-kube, pilot-discovery or compare", n)
+		}
+		if n != "straitd" && o.gateways > 0 {
+			return fmt.Errorf("-gateways %d: only the straitd (file mode) backend has gateways, not %s; drop -gateways or use -backend straitd", o.gateways, n)
 		}
 	}
 	var reports []report
@@ -300,8 +317,8 @@ func printReport(o options, r report) {
 	if o.delta {
 		proto = "delta"
 	}
-	fmt.Printf("\n%s: %d proxies (%s), %d services x %d endpoints, %d namespaces, sidecar scoping %v; peak RSS %.0f MiB\n\n",
-		r.backend, o.proxies, proto, o.services, o.endpoints, o.namespaces, o.scoped, r.rss)
+	fmt.Printf("\n%s: %d proxies (%s), %d gateways, %d services x %d endpoints, %d namespaces, sidecar scoping %v; peak RSS %.0f MiB\n\n",
+		r.backend, o.proxies, proto, o.gateways, o.services, o.endpoints, o.namespaces, o.scoped, r.rss)
 	fmt.Println("| phase | proxies pushed (expected) | other proxies pushed | p50 | p90 | p99 | max | CPU s | wall |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, r := range r.results {
@@ -323,7 +340,7 @@ func printSideBySide(rs []report) {
 		fmt.Printf(" %s |", r.backend)
 	}
 	fmt.Printf("\n|---|---|%s\n", strings.Repeat("---|", len(rs)))
-	phases := []string{"initial sync", "endpoints change", "VirtualService change"}
+	phases := []string{"initial sync", "endpoints change", "VirtualService change", gatewayPhase}
 	for _, ph := range phases {
 		for _, metric := range []string{"p50", "p90", "p99", "max", "p99 of each run", "pushed (expected) / others", "CPU s"} {
 			fmt.Printf("| %s | %s |", ph, metric)
@@ -366,7 +383,7 @@ func runOne(be backend, o options) (rep report) {
 		return rep
 	}
 	defer os.RemoveAll(dir)
-	m := &mesh{dir: dir, services: o.services, endpoints: o.endpoints, proxies: o.proxies, namespaces: o.namespaces, scoped: o.scoped}
+	m := &mesh{dir: dir, services: o.services, endpoints: o.endpoints, proxies: o.proxies, namespaces: o.namespaces, scoped: o.scoped, gateways: o.gateways}
 	if _, file := be.(*straitd); file {
 		if err := m.write(); err != nil {
 			rep.err = err
@@ -393,11 +410,15 @@ func drive(ctx context.Context, wg *sync.WaitGroup, be backend, m *mesh, o optio
 	// Connect the proxies at the ramp rate.
 	cpu0 := cpuSeconds(pid)
 	start := time.Now()
-	clients := make([]*client, o.proxies)
+	// The sidecars first, then the gateways.
+	clients := make([]*client, o.proxies+o.gateways)
 	tick := time.NewTicker(time.Second / time.Duration(max(1, o.ramp)))
 	for i := range clients {
 		<-tick.C
-		c := &client{nodeID: m.nodeID(i), meta: m.nodeMeta(i), delta: o.delta}
+		c := &client{nodeID: m.nodeID(i), meta: m.nodeMeta(i), delta: o.delta, routes: []string{"80"}}
+		if g := i - o.proxies; g >= 0 {
+			c.nodeID, c.meta, c.routes = m.gatewayNodeID(g), m.gatewayMeta(g), []string{"http.80"}
+		}
 		clients[i] = c
 		conn, err := dial(addr)
 		if err != nil {
@@ -426,31 +447,34 @@ func drive(ctx context.Context, wg *sync.WaitGroup, be backend, m *mesh, o optio
 		}
 		return true
 	}); err != nil {
-		return nil, fmt.Errorf("initial sync: %d of %d proxies synced: %w", len(initial), o.proxies, err)
+		return nil, fmt.Errorf("initial sync: %d of %d proxies synced: %w", len(initial), len(clients), err)
 	}
 	if failed != nil {
 		return nil, failed
 	}
 	slices.Sort(initial)
-	results := []result{{phase: "initial sync", latencies: initial, pushedTo: len(initial), expected: o.proxies, cpu: cpuSeconds(pid) - cpu0, wall: time.Since(start)}}
+	results := []result{{phase: "initial sync", latencies: initial, pushedTo: len(initial), expected: len(clients), cpu: cpuSeconds(pid) - cpu0, wall: time.Since(start)}}
 	// Let the control plane settle (pushes triggered by the connections
 	// themselves) before arming.
 	time.Sleep(o.quiet)
 	prof := newProfiler(be, o.pprofDir)
 	prof.trace = o.trace
-	fmt.Fprintf(os.Stderr, "bench/xds: %s: %d proxies synced; peak RSS so far %.0f MiB\n", be.Name(), o.proxies, peakRSS(pid))
+	fmt.Fprintf(os.Stderr, "bench/xds: %s: %d proxies synced; peak RSS so far %.0f MiB\n", be.Name(), len(clients), peakRSS(pid))
 	prof.save("heap-after-sync", "heap")
 	prof.save("memstats-after-sync", "heap?debug=1")
 	prof.save("goroutines-after-sync", "goroutine?debug=1")
 
 	// repeated makes one change o.repeat times (change and marker get the
 	// repetition, from 1) and appends the median run to results.
-	repeated := func(name string, expected int, profile string, marker func(rep int) string, change func(rep int) error) error {
+	// The sidecars' phases watch the sidecars only: a gateway sees every
+	// service (no Sidecar scopes it), so it may take their changes too.
+	sidecars := clients[:o.proxies]
+	repeated := func(name string, watched []*client, expected int, profile string, marker func(rep int) string, change func(rep int) error) error {
 		var reps []result
 		defer func() { results = append(results, medianRun(reps)) }()
 		for rep := 1; rep <= o.repeat; rep++ {
 			wait := prof.cpu(fmt.Sprintf("%s-%d", profile, rep), o.quiet)
-			r, err := phase(name, clients, expected, pid, o.timeout, o.quiet, marker(rep), func() error { return change(rep) })
+			r, err := phase(name, watched, expected, pid, o.timeout, o.quiet, marker(rep), func() error { return change(rep) })
 			wait()
 			reps = append(reps, r)
 			if err != nil {
@@ -462,7 +486,7 @@ func drive(ctx context.Context, wg *sync.WaitGroup, be backend, m *mesh, o optio
 	// Endpoints change: service 0's last endpoint moves, back and forth
 	// between two addresses.
 	gen := func(rep int) int { return 1 + (rep-1)%2 }
-	if err := repeated("endpoints change", m.dependents(0), "cpu-endpoints-change",
+	if err := repeated("endpoints change", sidecars, m.dependents(0), "cpu-endpoints-change",
 		func(rep int) string { return endpointIP(0, o.endpoints-1, gen(rep)) },
 		func(rep int) error { return be.ChangeEndpoints(ctx, m, 0, gen(rep)) }); err != nil {
 		return results, err
@@ -470,9 +494,21 @@ func drive(ctx context.Context, wg *sync.WaitGroup, be backend, m *mesh, o optio
 	// VirtualService change on service 1 (another namespace): created,
 	// then replaced with another route name.
 	svc := min(1, o.services-1)
-	if err := repeated("VirtualService change", m.dependents(svc), "cpu-virtualservice-change", vsMarker,
+	if err := repeated("VirtualService change", sidecars, m.dependents(svc), "cpu-virtualservice-change", vsMarker,
 		func(rep int) error { return be.AddVirtualService(ctx, m, svc, rep) }); err != nil {
 		return results, err
+	}
+	// A VirtualService bound to the gateways' Gateway only: every gateway
+	// takes it, and no sidecar gets a push (all proxies are watched).
+	if o.gateways > 0 {
+		file, ok := be.(*straitd)
+		if !ok {
+			return results, fmt.Errorf("%s: no gateways in this backend", be.Name())
+		}
+		if err := repeated(gatewayPhase, clients, o.gateways, "cpu-gateway-virtualservice-change", gwMarker,
+			func(rep int) error { return file.AddGatewayVirtualService(m, svc, rep) }); err != nil {
+			return results, err
+		}
 	}
 	prof.save("heap-end", "heap")
 	prof.save("memstats-end", "heap?debug=1")

@@ -10,12 +10,36 @@ import (
 // mesh is a generated configuration: S services of E endpoints spread over
 // K namespaces, each namespace limited to itself by a Sidecar (Istio's
 // recommended practice at scale), and N proxies as WorkloadEntries spread
-// over the same namespaces.
+// over the same namespaces; and G gateway proxies (Istio's ingress
+// gateway: router node ids in istio-system, labelled istio:
+// ingressgateway) that one Gateway selects.
 type mesh struct {
 	dir                          string
 	services, endpoints, proxies int
 	namespaces                   int
 	scoped                       bool
+	gateways                     int
+}
+
+// gatewayNS is the namespace of the gateway proxies and their Gateway.
+const gatewayNS = "istio-system"
+
+func (m *mesh) gatewayIP(i int) string { return fmt.Sprintf("10.201.%d.%d", i/250, i%250+1) }
+func (m *mesh) gatewayNodeID(i int) string {
+	return fmt.Sprintf("router~%s~gateway-%d.%s~%s.svc.cluster.local", m.gatewayIP(i), i, gatewayNS, gatewayNS)
+}
+
+// gatewayMeta is the node metadata of gateway proxy i.
+func (m *mesh) gatewayMeta(i int) map[string]any {
+	return map[string]any{
+		"NAMESPACE":       gatewayNS,
+		"CLUSTER_ID":      "Kubernetes",
+		"ISTIO_VERSION":   "1.31.0",
+		"NAME":            fmt.Sprintf("gateway-%d", i),
+		"LABELS":          map[string]any{"istio": "ingressgateway", "app": "istio-ingressgateway"},
+		"INSTANCE_IPS":    m.gatewayIP(i),
+		"SERVICE_ACCOUNT": "istio-ingressgateway-service-account",
+	}
 }
 
 func (m *mesh) ns(i int) string      { return fmt.Sprintf("ns-%d", i%m.namespaces) }
@@ -67,6 +91,13 @@ func (m *mesh) write() error {
 		fmt.Fprintf(&b, "---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: proxy-%d, namespace: %s}\nspec: {address: %s, labels: {app: proxy-%d}}\n",
 			i, m.proxyNS(i), m.proxyIP(i), i)
 	}
+	for i := range m.gateways {
+		fmt.Fprintf(&b, "---\napiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: gateway-%d, namespace: %s}\nspec: {address: %s, serviceAccount: istio-ingressgateway-service-account, labels: {istio: ingressgateway, app: istio-ingressgateway}}\n",
+			i, gatewayNS, m.gatewayIP(i))
+	}
+	if m.gateways > 0 {
+		fmt.Fprintf(&b, "---\napiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: bench-gw, namespace: %s}\nspec:\n  selector: {istio: ingressgateway}\n  servers:\n  - port: {number: 80, name: http, protocol: HTTP}\n    hosts: [\"*\"]\n", gatewayNS)
+	}
 	if m.scoped {
 		for n := range m.namespaces {
 			fmt.Fprintf(&b, "---\napiVersion: networking.istio.io/v1\nkind: Sidecar\nmetadata: {name: default, namespace: ns-%d}\nspec:\n  egress: [{hosts: [\"./*\"]}]\n", n)
@@ -111,6 +142,28 @@ spec:
     - destination: {host: %s}
 `, m.svcName(i), m.ns(i), m.svcHost(i), vsMarker(rep), m.svcHost(i))
 }
+
+// gatewayVirtualServiceYAML is the VirtualService bound to the gateways
+// only (gateways: [istio-system/bench-gw]), routing a host of its own to
+// service i, with repetition rep's route name.
+func (m *mesh) gatewayVirtualServiceYAML(i, rep int) string {
+	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: bench-gw-routes, namespace: %s}
+spec:
+  hosts: [bench.example.com]
+  gateways: [%s/bench-gw]
+  http:
+  - name: %s
+    timeout: 7s
+    route:
+    - destination: {host: %s}
+`, gatewayNS, gatewayNS, gwMarker(rep), m.svcHost(i))
+}
+
+// gwMarker is the route name of the gateway VirtualService of repetition
+// rep, which the gateways look for in their routes.
+func gwMarker(rep int) string { return fmt.Sprintf("benchgw-r%03d", rep) }
 
 // vsMarker is the route name of the VirtualService of repetition rep,
 // which the proxies look for in their routes.

@@ -13,9 +13,9 @@ import (
 // change concerns so that the xDS server pushes only to dependent proxies:
 //
 //   - ServicesUpdated: hosts whose service or endpoints changed
-//     (DiffServices), plus the hosts of changed VirtualServices (of the
-//     roots that delegate to a changed delegate) and DestinationRules,
-//     before and after;
+//     (DiffServices), plus the hosts of changed VirtualServices that bind
+//     the sidecars (BindsMesh; of the roots that do and delegate to a
+//     changed delegate) and DestinationRules, before and after;
 //   - AddressesUpdated: IPs whose inbound side changed, plus the old and
 //     new address of every changed WorkloadEntry (its labels may pick
 //     another Sidecar);
@@ -53,6 +53,11 @@ func PushRequestFor(old, new *Snapshot, changed map[proxypush.ConfigKey]struct{}
 			}
 			switch k.Kind {
 			case istioconfig.KindVirtualService:
+				if !BindsMesh(c.VirtualService().GetGateways()) {
+					// Bound to gateways only: no sidecar takes it, and
+					// a gateway takes every config change.
+					break
+				}
 				for _, h := range c.VirtualService().GetHosts() {
 					req.ServicesUpdated[snap.ResolveHost(h, c.Namespace)] = struct{}{}
 				}
@@ -81,11 +86,24 @@ func PushRequestFor(old, new *Snapshot, changed map[proxypush.ConfigKey]struct{}
 	return req
 }
 
-// delegatingHosts returns the resolved hosts of the VirtualServices whose
-// http routes delegate to VirtualService d.
+// MeshGateway is the name that, in a VirtualService's gateways, stands for
+// the sidecars.
+const MeshGateway = "mesh"
+
+// BindsMesh reports whether a VirtualService with these gateways applies
+// to the sidecars: none named (the default), or "mesh" among them.
+func BindsMesh(gateways []string) bool {
+	return len(gateways) == 0 || slices.Contains(gateways, MeshGateway)
+}
+
+// delegatingHosts returns the resolved hosts of the VirtualServices that
+// bind the sidecars and whose http routes delegate to VirtualService d.
 func (s *Snapshot) delegatingHosts(d *istioconfig.Config) []string {
 	var out []string
 	for _, c := range s.Configs.List(istioconfig.KindVirtualService) {
+		if !BindsMesh(c.VirtualService().GetGateways()) {
+			continue
+		}
 		for _, r := range c.VirtualService().GetHttp() {
 			ref := r.GetDelegate()
 			if ref == nil || ref.GetName() != d.Name {

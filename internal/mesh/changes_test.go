@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/proxypush"
 )
 
@@ -59,5 +60,50 @@ spec: {address: 10.0.0.1, serviceAccount: sa-a, labels: {app: web, security.isti
 		if req.Full != tc.full {
 			t.Errorf("%s: full %v, want %v", tc.name, req.Full, tc.full)
 		}
+	}
+}
+
+// TestPushRequestForGatewayOnlyVirtualService: a VirtualService bound to
+// gateways only names no host (no sidecar takes it; a gateway takes every
+// config change), nor do the delegates of such a root; one that binds the
+// sidecars too (mesh, or no gateways) names its hosts, and so does one
+// that stops binding them (the sidecars must drop its routes).
+func TestPushRequestForGatewayOnlyVirtualService(t *testing.T) {
+	const host = "shop.example.com"
+	vs := func(gateways string) *istioconfig.Config {
+		return vsConfig(t, "front", "shop", `{"hosts": ["`+host+`"], "gateways": [`+gateways+`], "http": [{"route": [{"destination": {"host": "web"}}]}]}`)
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new *istioconfig.Config
+		want     bool
+	}{
+		{"gateway only", nil, vs(`"front/gw"`), false},
+		{"gateway only, changed", vs(`"front/gw"`), vs(`"gw"`), false},
+		{"mesh and a gateway", nil, vs(`"mesh", "front/gw"`), true},
+		{"no gateways: the sidecars", nil, vs(``), true},
+		{"from mesh to gateway only", vs(`"mesh"`), vs(`"front/gw"`), true},
+		{"from gateway only to mesh", vs(`"front/gw"`), vs(`"mesh"`), true},
+	} {
+		var old *Snapshot
+		if tc.old != nil {
+			old, _ = Build(storeOf(t, tc.old), BuildOptions{Version: 1})
+		}
+		snap, _ := Build(storeOf(t, tc.new), BuildOptions{Version: 2})
+		req := PushRequestFor(old, snap, map[proxypush.ConfigKey]struct{}{tc.new.Key(): {}}, time.Now())
+		if _, got := req.ServicesUpdated[host]; got != tc.want {
+			t.Errorf("%s: ServicesUpdated %v, want %s named: %v", tc.name, req.ServicesUpdated, host, tc.want)
+		}
+		if !req.Full {
+			t.Errorf("%s: a VirtualService change must be a full push", tc.name)
+		}
+	}
+
+	// A delegate of a gateway-only root concerns no sidecar either.
+	root := vsConfig(t, "front", "root", `{"hosts": ["`+host+`"], "gateways": ["front/gw"], "http": [{"delegate": {"name": "api", "namespace": "team-a"}}]}`)
+	api := vsConfig(t, "team-a", "api", `{"http": [{"route": [{"destination": {"host": "api"}}]}]}`)
+	s, _ := Build(storeOf(t, root, api), BuildOptions{})
+	if req := PushRequestFor(s, s, map[proxypush.ConfigKey]struct{}{api.Key(): {}}, time.Now()); len(req.ServicesUpdated) != 0 {
+		t.Errorf("delegate of a gateway-only root: ServicesUpdated %v, want none", req.ServicesUpdated)
 	}
 }

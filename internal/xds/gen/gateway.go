@@ -369,7 +369,7 @@ func gatewayL4Match(port uint32, gateways []string, vs *istioconfig.Config, s ga
 // (NAMESPACE/NAME).
 func bindsGateway(gateways []string, ns, gw string) bool {
 	for _, g := range gateways {
-		if g == meshGateway {
+		if g == mesh.MeshGateway {
 			continue
 		}
 		if !strings.Contains(g, "/") {

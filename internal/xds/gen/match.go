@@ -15,15 +15,6 @@ import (
 	"github.com/straitmesh/strait/internal/proxypush"
 )
 
-// meshGateway is the gateway name that stands for the sidecars.
-const meshGateway = "mesh"
-
-// appliesToMesh reports whether a VirtualService's gateways include the
-// sidecars: none listed (the default) or "mesh".
-func appliesToMesh(gateways []string) bool {
-	return len(gateways) == 0 || slices.Contains(gateways, meshGateway)
-}
-
 // routeSource is what route generation knows of the proxy when it drops
 // the matches that do not apply to it: Istio evaluates a match's
 // sourceLabels and sourceNamespace in the control plane.
@@ -59,7 +50,7 @@ func (s routeSource) applies(m *networking.HTTPMatchRequest, port uint32) bool {
 		return false
 	}
 	if len(m.Gateways) > 0 {
-		return slices.Contains(m.Gateways, meshGateway)
+		return slices.Contains(m.Gateways, mesh.MeshGateway)
 	}
 	if !labelsSubset(m.SourceLabels, s.labels) {
 		return false

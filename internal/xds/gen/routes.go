@@ -146,7 +146,7 @@ func httpRoutes(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src routeSo
 	var out []*route.Route
 	for _, vs := range snap.VirtualServicesFor(src.namespace, svc.Hostname) {
 		spec := vs.VirtualService()
-		if !appliesToMesh(spec.Gateways) {
+		if !mesh.BindsMesh(spec.Gateways) {
 			continue
 		}
 		for i, rule := range spec.Http {

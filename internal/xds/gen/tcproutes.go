@@ -108,7 +108,7 @@ func tcpServiceListener(snap *mesh.Snapshot, svc *mesh.Service, port mesh.Port, 
 // port: the mesh gateway, the port, the source namespace, and the source
 // labels (a subset of the proxy's workload labels).
 func l4MatchApplies(gateways []string, matchPort, port uint32, sourceNS string, sourceLabels map[string]string, src *l4Source) bool {
-	if !appliesToMesh(gateways) || (matchPort != 0 && matchPort != port) || (sourceNS != "" && sourceNS != src.ns) {
+	if !mesh.BindsMesh(gateways) || (matchPort != 0 && matchPort != port) || (sourceNS != "" && sourceNS != src.ns) {
 		return false
 	}
 	if len(sourceLabels) == 0 {
@@ -144,7 +144,7 @@ func tcpRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src *l4
 	seenSources := map[string]bool{}
 	for _, vs := range snap.VirtualServices(svc.Hostname) {
 		spec := vs.VirtualService()
-		if !appliesToMesh(spec.Gateways) {
+		if !mesh.BindsMesh(spec.Gateways) {
 			continue
 		}
 		for _, rule := range spec.Tcp {
@@ -200,7 +200,7 @@ func tlsRouteChains(snap *mesh.Snapshot, svc *mesh.Service, port uint32, src *l4
 	seen := map[string]bool{}
 	for _, vs := range snap.VirtualServices(svc.Hostname) {
 		spec := vs.VirtualService()
-		if !appliesToMesh(spec.Gateways) {
+		if !mesh.BindsMesh(spec.Gateways) {
 			continue
 		}
 		for _, rule := range spec.Tls {

@@ -10,7 +10,9 @@
 # fixed 1 KiB body. Runs are interleaved; figures are medians over RUNS.
 #
 # Environment: RUNS=3 DURATION=10 (seconds) CONNS=16 STREAMS=10 (per
-# connection) CHAINS="nginx strait strait-h2up" STRAIT_BIN=path
+# connection) CHAINS="nginx strait strait-h2up" (also strait-base and
+# strait-h2up-base: the same with BASE_BIN, another build in the same run)
+# STRAIT_BIN=path BASE_BIN=path PORT_BASE=18300 (ports used start above it)
 # STRAIT_FLAGS="--cpu-profile /tmp/h2-{name}.pprof" (extra flags of every
 # strait-proxy; {name} becomes the proxy's name, e.g. strait-h2up-1 for hop 1)
 # README=path (default bench/http/README.md; "-" = don't write)
@@ -43,7 +45,7 @@ bench_workdir strait-bench-h2
 
 build_strait_proxy
 
-next_port=18300
+next_port=${PORT_BASE:-18300}
 
 body=$(head -c 1024 /dev/zero | tr '\0' 'x')
 nginx_conf() { # name listen-port listen-flags [upstream-port]
@@ -72,8 +74,8 @@ CONF
 	start "$1" "$NGINX" -p "$d" -c "$d/nginx.conf"
 }
 
-strait_conf() { # name listen-port upstream-port admin-port upstream-h2(0|1)
-	local h2=""
+strait_conf() { # name listen-port upstream-port admin-port upstream-h2(0|1) [binary]
+	local h2="" bin=${6:-$STRAIT_BIN}
 	[ "$5" = 1 ] && h2='
     typed_extension_protocol_options:
       envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
@@ -106,7 +108,7 @@ static_resources:
           http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
 CONF
 	# shellcheck disable=SC2086 # STRAIT_FLAGS is a list of flags
-	start "$1" "$STRAIT_BIN" -c "$work/$1.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/$1}
+	start "$1" "$bin" -c "$work/$1.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/$1}
 }
 
 declare -A entry proxies
@@ -120,10 +122,11 @@ for c in $CHAINS; do
 	nginx)
 		nginx_conf nginx2 "$p2" "" "$be_port"; a=$started; wait_port "$p2" "$a"
 		nginx_conf nginx1 "$p1" http2 "$p2"; b=$started; wait_port "$p1" "$b" ;;
-	strait | strait-h2up)
-		up=0; [ "$c" = strait-h2up ] && up=1
-		strait_conf "$c-2" "$p2" "$be_port" "$a2" 0; a=$started; wait_port "$p2" "$a"
-		strait_conf "$c-1" "$p1" "$p2" "$a1" "$up"; b=$started; wait_port "$p1" "$b" ;;
+	strait | strait-h2up | strait-base | strait-h2up-base)
+		up=0; [ "${c%-base}" = strait-h2up ] && up=1
+		bin=$STRAIT_BIN; [ "${c%-base}" != "$c" ] && bin=${BASE_BIN:?BASE_BIN is the binary of $c}
+		strait_conf "$c-2" "$p2" "$be_port" "$a2" 0 "$bin"; a=$started; wait_port "$p2" "$a"
+		strait_conf "$c-1" "$p1" "$p2" "$a1" "$up" "$bin"; b=$started; wait_port "$p1" "$b" ;;
 	*) log "unknown chain $c"; exit 2 ;;
 	esac
 	entry[$c]=$p1; proxies[$c]="$b $a"; chains+=("$c")

@@ -474,7 +474,11 @@ func TestHostileServer(t *testing.T) {
 			_, _ = h.next()
 		})
 		c := dial(t, addr, Config{StreamWindow: 65535})
-		req := request(t, "GET", "/", nil)
+		// Without the check, the body would wait for more: the deadline
+		// ends it with another error.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		req := request(t, "GET", "/", nil).WithContext(ctx)
 		// The head has no END_STREAM: RoundTrip returns it before the
 		// DATA floods in.
 		resp, err := c.RoundTrip(req)

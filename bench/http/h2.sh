@@ -139,13 +139,14 @@ done
 hz=$(getconf CLK_TCK)
 results=$work/results.tsv
 : >"$results"
-run_h2load() { # out duration url
-	h2load -D "$2" -c "$CONNS" -m "$STREAMS" -t 1 "$3" >"$1" 2>&1 &
+run_h2load() { # out duration url (per-request latencies in out.log)
+	h2load -D "$2" -c "$CONNS" -m "$STREAMS" -t 1 --log-file="$1.log" "$3" >"$1" 2>&1 &
 	local w=$!
 	pids+=("$w")
 	wait "$w" || true
 	unset 'pids[-1]'
 }
+loads=()
 log "chains: ${chains[*]}; $RUNS runs of h2load -D $DURATION -c $CONNS -m $STREAMS, interleaved"
 for c in "${chains[@]}"; do run_h2load "$work/warm.txt" 2 "http://127.0.0.1:${entry[$c]}/"; done
 for run in $(seq "$RUNS"); do
@@ -158,12 +159,14 @@ for run in $(seq "$RUNS"); do
 		done_n=$(awk '/^requests:/ { print $8 }' "$work/out.txt")
 		failed=$(awk '/^requests:/ { print $10 + $12 }' "$work/out.txt")
 		[ "${failed:-0}" != 0 ] && log "$c: $failed failed or errored requests"
+		p99=$(awk -F'\t' '{ print $3 / 1000 }' "$work/out.txt.log" | sort -g | awk '{ a[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; printf "%.3f", a[i] }')
 		cpus=()
 		for i in "${!pp[@]}"; do
 			cpus+=("$(awk -v d=$((after[i] - before[i])) -v hz="$hz" -v n="$done_n" 'BEGIN { printf "%.4f", d / hz / (n / 1000) }')")
 		done
-		printf '%s\t%s\t%s\t%s\t%s\n' "$c" "$run" "$rps" "${cpus[0]}" "${cpus[1]}" >>"$results"
-		log "run $run $c: $rps req/s, cpu/1k req ${cpus[*]}"
+		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$run" "$rps" "${cpus[0]}" "${cpus[1]}" "$p99" >>"$results"
+		loads+=("$(cut -d' ' -f1 /proc/loadavg)")
+		log "run $run $c: $rps req/s, p99 $p99 ms, cpu/1k req ${cpus[*]}"
 	done
 done
 
@@ -175,8 +178,8 @@ if [ -n "${entry[nginx]:-}" ]; then
 fi
 table=$work/table.md
 {
-	echo "| chain | req/s (median) | × nginx | CPU s / 1000 req (hop 1, hop 2) | req/s per core per proxy | × nginx | peak RSS MiB (hop 1, hop 2) |"
-	echo "|---|---:|---:|---:|---:|---:|---:|"
+	echo "| chain | req/s (median) | × nginx | p99 ms | CPU s / 1000 req (hop 1, hop 2) | req/s per core per proxy | × nginx | peak RSS MiB (hop 1, hop 2) |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 	for c in "${chains[@]}"; do
 		rps=$(col "$c" 3 | median)
 		c1=$(col "$c" 4 | median); c2=$(col "$c" 5 | median)
@@ -185,17 +188,18 @@ table=$work/table.md
 		[ -n "$nginx_rps" ] && ratio=$(awk -v a="$rps" -v b="$nginx_rps" 'BEGIN { printf "%.2f", a / b }')
 		[ -n "$nginx_core" ] && core_ratio=$(awk -v a="$core" -v b="$nginx_core" 'BEGIN { printf "%.2f", a / b }')
 		read -r -a pp <<<"${proxies[$c]}"
-		printf '| %s | %.0f | %s | %s, %s | %s | %s | %s, %s |\n' "$c" "$rps" "$ratio" "$c1" "$c2" "$core" "$core_ratio" "$(hwm "${pp[0]}")" "$(hwm "${pp[1]}")"
+		printf '| %s | %.0f | %s | %s | %s, %s | %s | %s | %s, %s |\n' "$c" "$rps" "$ratio" "$(col "$c" 6 | median)" "$c1" "$c2" "$core" "$core_ratio" "$(hwm "${pp[0]}")" "$(hwm "${pp[1]}")"
 	done
 } >"$table"
 stamp=$(date -u '+%Y-%m-%d %H:%M UTC')
-echo "$stamp, $(nproc) cores, $RUNS runs of h2load -D $DURATION -c $CONNS -m $STREAMS, 1 KiB body, loopback"
+loadavg="1-min load average after each run: ${loads[*]}"
+echo "$stamp, $(nproc) cores, $RUNS runs of h2load -D $DURATION -c $CONNS -m $STREAMS, 1 KiB body, loopback; $loadavg"
 cat "$table"
 if [ "$README" != "-" ] && [ -f "$README" ] && grep -q '<!-- h2results:start -->' "$README"; then
 	block=$work/block.md
 	{
 		echo "<!-- h2results:start -->"
-		echo "Last run: $stamp, $(nproc) cores, $RUNS runs of \`h2load -D $DURATION -c $CONNS -m $STREAMS\` per chain (medians), 1 KiB body, loopback."
+		echo "Last run: $stamp, $(nproc) cores, $RUNS runs of \`h2load -D $DURATION -c $CONNS -m $STREAMS\` per chain (medians), 1 KiB body, loopback; $loadavg."
 		echo
 		cat "$table"
 		echo "<!-- h2results:end -->"

@@ -394,15 +394,10 @@ func (c *Conn) closeWith(err error) {
 	c.nc.Close()
 }
 
-// connError sends GOAWAY with code and closes the connection.
+// connError sends GOAWAY with code and closes the connection. Its last
+// stream id is 0: the server opens no stream (push is off).
 func (c *Conn) connError(code http2.ErrCode, why string) {
-	c.mu.Lock()
-	last := c.nextID - 2
-	if c.nextID < 2 {
-		last = 0
-	}
-	c.mu.Unlock()
-	_ = c.writeFrames(func(fr *http2.Framer) error { return fr.WriteGoAway(last, code, []byte(why)) })
+	_ = c.writeFrames(func(fr *http2.Framer) error { return fr.WriteGoAway(0, code, []byte(why)) })
 	c.closeWith(fmt.Errorf("http2 client: %s: %w", why, http2.ConnectionError(code)))
 }
 

@@ -259,6 +259,12 @@ func encodeHeaders(kv ...string) []byte {
 
 func hostileServer(t *testing.T, script func(h *hostile)) string {
 	t.Helper()
+	return hostileServerWith(t, nil, script)
+}
+
+// hostileServerWith is hostileServer whose SETTINGS are settings.
+func hostileServerWith(t *testing.T, settings []http2.Setting, script func(h *hostile)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +285,7 @@ func hostileServer(t *testing.T, script func(h *hostile)) string {
 		}
 		h := &hostile{fr: http2.NewFramer(nc, nc), nc: nc}
 		h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-		if h.fr.WriteSettings() != nil {
+		if h.fr.WriteSettings(settings...) != nil {
 			return
 		}
 		script(h)
@@ -549,4 +555,78 @@ func TestHostileServer(t *testing.T) {
 			t.Fatalf("short body accepted: %+v", got)
 		}
 	})
+}
+
+// TestPeerSettings: the server's SETTINGS are ACKed and obeyed
+// (MAX_CONCURRENT_STREAMS bounds Reserve, MAX_HEADER_LIST_SIZE refuses a
+// request head past it before anything is sent) and its PING is answered
+// with the same data.
+func TestPeerSettings(t *testing.T) {
+	acked := make(chan bool, 1)
+	pong := make(chan [8]byte, 1)
+	addr := hostileServerWith(t, []http2.Setting{
+		{ID: http2.SettingMaxConcurrentStreams, Val: 1},
+		{ID: http2.SettingMaxHeaderListSize, Val: 600},
+	}, func(h *hostile) {
+		_ = h.fr.WritePing(false, [8]byte{1, 2, 3, 4, 5, 6, 7, 8})
+		var gotAck, gotPong bool
+		for !gotAck || !gotPong {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if f.IsAck() && !gotAck {
+					gotAck = true
+					acked <- true
+				} else if !f.IsAck() {
+					_ = h.fr.WriteSettingsAck()
+				}
+			case *http2.PingFrame:
+				if f.IsAck() && !gotPong {
+					gotPong = true
+					pong <- f.Data
+				}
+			}
+		}
+		a, _ := h.next()
+		h.respond(a.StreamID, "200", "ok")
+		_, _ = h.next()
+	})
+	c := dial(t, addr, Config{})
+	select {
+	case <-acked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("SETTINGS not acknowledged")
+	}
+	select {
+	case d := <-pong:
+		if d != [8]byte{1, 2, 3, 4, 5, 6, 7, 8} {
+			t.Fatalf("PING answered with %v", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("PING not answered")
+	}
+	if !c.Reserve() {
+		t.Fatal("no stream within MAX_CONCURRENT_STREAMS 1")
+	}
+	if c.Reserve() {
+		t.Fatal("a second stream past MAX_CONCURRENT_STREAMS 1")
+	}
+	big := request(t, "GET", "/", nil)
+	big.Header.Set("X-Big", strings.Repeat("b", 600))
+	if _, err := c.RoundTrip(big); err == nil || !strings.Contains(err.Error(), "past the server's limit") {
+		t.Fatalf("head past the server's MAX_HEADER_LIST_SIZE: %v", err)
+	}
+	if !c.Reserve() {
+		t.Fatal("the refused request did not give its stream back")
+	}
+	resp, err := c.RoundTrip(request(t, "GET", "/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "ok" {
+		t.Fatalf("got %q", got)
+	}
 }

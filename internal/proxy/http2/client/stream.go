@@ -161,9 +161,10 @@ func (c *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.mu.Lock()
 		s.failLocked(c.writeErrLocked(err))
 		c.removeLocked(s)
+		err = s.err
 		c.mu.Unlock()
 		c.closeWith(err)
-		return fail(s.err)
+		return fail(err)
 	}
 
 	if ctx.Done() != nil {

@@ -630,3 +630,37 @@ func TestPeerSettings(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestIdleTimeout: a connection without a stream for IdleTimeout closes
+// and says so (OnUnusable); one with a stream open stays.
+func TestIdleTimeout(t *testing.T) {
+	release := make(chan struct{})
+	addr := xnetServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			<-release
+		}
+	}), nil)
+	unusable := make(chan *Conn, 1)
+	c := dial(t, addr, Config{IdleTimeout: 100 * time.Millisecond, OnUnusable: func(c *Conn) { unusable <- c }})
+	held := roundTrip(c, "/hold")
+	select {
+	case <-unusable:
+		t.Fatal("a connection with a stream open closed as idle")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	if r := wait(t, held); r.err != nil {
+		t.Fatal(r.err)
+	}
+	select {
+	case got := <-unusable:
+		if got != c {
+			t.Fatal("OnUnusable got another connection")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the idle connection did not close")
+	}
+	if _, err := c.RoundTrip(request(t, "GET", "/", nil)); !errors.Is(err, ErrConnUnusable) {
+		t.Fatalf("request on the closed connection: %v, want ErrConnUnusable", err)
+	}
+}

@@ -23,7 +23,7 @@ import (
 
 // xnetServer serves h with x/net/http2's server (h2c, prior knowledge)
 // and returns its address.
-func xnetServer(t *testing.T, h http.Handler, srv *http2.Server) string {
+func xnetServer(t testing.TB, h http.Handler, srv *http2.Server) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -690,6 +690,9 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	case s.recvDone:
 		connInc = c.returnConnWindowLocked(n)
 		c.resetLocked(s, http2.ErrCodeStreamClosed, http2.StreamError{StreamID: s.id, Code: http2.ErrCodeStreamClosed, Cause: errors.New("DATA after END_STREAM")})
+	case s.noContent && len(data) > 0:
+		connInc = c.returnConnWindowLocked(n)
+		c.resetLocked(s, http2.ErrCodeProtocol, http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol, Cause: errors.New("DATA in a response without content")})
 	case int64(n) > int64(s.recvWin):
 		connInc = c.returnConnWindowLocked(n)
 		c.resetLocked(s, http2.ErrCodeFlowControl, http2.StreamError{StreamID: s.id, Code: http2.ErrCodeFlowControl, Cause: errors.New("DATA past the stream window")})

@@ -664,3 +664,75 @@ func TestIdleTimeout(t *testing.T) {
 		t.Fatalf("request on the closed connection: %v, want ErrConnUnusable", err)
 	}
 }
+
+// TestResponseContent: content-length and the responses without content,
+// each on a hostile server that sends exactly the frames listed.
+func TestResponseContent(t *testing.T) {
+	tests := []struct {
+		name    string
+		method  string
+		head    []string
+		data    string // DATA with END_STREAM after the head, if not empty
+		want    string // the body read
+		wantErr bool
+		check   func(*http.Response) string
+	}{
+		{name: "304 with content-length", method: "GET", head: []string{":status", "304", "content-length", "10"}, want: ""},
+		{name: "204", method: "GET", head: []string{":status", "204"}, want: ""},
+		{name: "HEAD with content-length", method: "HEAD", head: []string{":status", "200", "content-length", "10"}, want: ""},
+		{name: "DATA on a HEAD response", method: "HEAD", head: []string{":status", "200"}, data: "x", wantErr: true},
+		{name: "200 shorter than content-length", method: "GET", head: []string{":status", "200", "content-length", "10"}, wantErr: true},
+		{name: "repeated equal content-length", method: "GET", head: []string{":status", "200", "content-length", "2", "content-length", "2"}, data: "ok", want: "ok",
+			check: func(r *http.Response) string {
+				if r.ContentLength != 2 || len(r.Header["Content-Length"]) != 1 {
+					return fmt.Sprintf("content-length %d %q", r.ContentLength, r.Header["Content-Length"])
+				}
+				return ""
+			}},
+		{name: "conflicting content-length", method: "GET", head: []string{":status", "200", "content-length", "2", "content-length", "3"}, data: "ok", wantErr: true},
+		{name: "connection-specific fields dropped", method: "GET", head: []string{":status", "200", "connection", "close", "keep-alive", "1", "x-kept", "1"}, data: "ok", want: "ok",
+			check: func(r *http.Response) string {
+				if r.Header.Get("Connection") != "" || r.Header.Get("Keep-Alive") != "" || r.Header.Get("X-Kept") != "1" {
+					return fmt.Sprint("header ", r.Header)
+				}
+				return ""
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := hostileServer(t, func(h *hostile) {
+				a, _ := h.next()
+				_ = h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: a.StreamID, BlockFragment: encodeHeaders(tt.head...), EndHeaders: true, EndStream: tt.data == ""})
+				if tt.data != "" {
+					_ = h.fr.WriteData(a.StreamID, true, []byte(tt.data))
+				}
+				_, _ = h.next()
+			})
+			c := dial(t, addr, Config{})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			resp, err := c.RoundTrip(request(t, tt.method, "/", nil).WithContext(ctx))
+			var body []byte
+			if err == nil {
+				// Let the DATA arrive before reading.
+				time.Sleep(20 * time.Millisecond)
+				body, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("got %q, want an error", body)
+				}
+				return
+			}
+			if err != nil || string(body) != tt.want {
+				t.Fatalf("got %q, %v; want %q", body, err, tt.want)
+			}
+			if tt.check != nil {
+				if msg := tt.check(resp); msg != "" {
+					t.Fatal(msg)
+				}
+			}
+		})
+	}
+}

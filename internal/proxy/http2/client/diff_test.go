@@ -84,7 +84,7 @@ func TestDifferentialXNetTransport(t *testing.T) {
 			hdr.Add(fmt.Sprintf("X-H%d", rng.IntN(5)), strings.Repeat("h", rng.IntN(100)))
 		}
 		if rng.IntN(4) == 0 {
-			hdr.Set("X-Status", fmt.Sprint([]int{201, 204, 404, 500, 503}[rng.IntN(5)]))
+			hdr.Set("X-Status", fmt.Sprint([]int{201, 204, 304, 404, 500, 503}[rng.IntN(6)]))
 		}
 		hdr.Set("X-Resp-Headers", strings.Repeat("r", rng.IntN(10)))
 		hdr.Set("User-Agent", "diff") // x/net would add its own

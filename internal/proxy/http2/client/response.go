@@ -11,6 +11,10 @@ import (
 	"golang.org/x/net/http2"
 )
 
+// connHeaders are the connection-specific fields a response must not
+// carry in HTTP/2; they are dropped.
+var connHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade"}
+
 // errBodyClosed is what a read of a closed response body returns.
 var errBodyClosed = errors.New("http2 client: read on closed response body")
 
@@ -82,17 +86,29 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		Trailer:       trailer,
 		ContentLength: -1,
 	}
-	if cl := h["Content-Length"]; len(cl) == 1 {
+	// Fields that are malformed in HTTP/2 (RFC 9113 §8.2.2) don't cross.
+	for _, k := range connHeaders {
+		delete(h, k)
+	}
+	if cl := h["Content-Length"]; len(cl) > 0 {
+		// Repeats of one value may collapse into it (RFC 9110 §8.6).
+		for _, v := range cl[1:] {
+			if v != cl[0] {
+				return protocolError("conflicting content-length")
+			}
+		}
 		n, err := strconv.ParseUint(cl[0], 10, 63)
 		if err != nil {
 			return protocolError("malformed content-length")
 		}
+		h["Content-Length"] = cl[:1]
 		resp.ContentLength = int64(n)
-	} else if len(cl) > 1 {
-		return protocolError("more than one content-length")
 	} else if f.StreamEnded() && !s.head {
 		resp.ContentLength = 0
 	}
+	// A response to HEAD, a 204 and a 304 have no content whatever their
+	// content-length says (RFC 9110 §6.4.1).
+	s.noContent = s.head || code == http.StatusNoContent || code == http.StatusNotModified
 	resp.Body = &body{s: s}
 	s.resp = resp
 	if f.StreamEnded() {

@@ -22,20 +22,21 @@ type stream struct {
 	id   uint32
 	head bool // a HEAD request: the response has no body whatever it says
 
-	cond     sync.Cond // L is &c.mu: the head, body bytes or an error arrived
-	sendWin  int32
-	recvWin  int32
-	unacked  uint32 // read by the caller, not yet given back in WINDOW_UPDATE
-	resp     *http.Response
-	buf      []byte // body bytes received, not yet read
-	off      int
-	received int64
-	trailer  http.Header
-	recvDone bool  // END_STREAM received (and the body checked)
-	sendDone bool  // END_STREAM sent, or the request abandoned
-	err      error // the stream failed
-	closed   bool  // the response body was closed
-	stopCtx  func() bool
+	cond      sync.Cond // L is &c.mu: the head, body bytes or an error arrived
+	sendWin   int32
+	recvWin   int32
+	unacked   uint32 // read by the caller, not yet given back in WINDOW_UPDATE
+	resp      *http.Response
+	buf       []byte // body bytes received, not yet read
+	off       int
+	received  int64
+	trailer   http.Header
+	noContent bool  // the response has no content (HEAD, 204, 304)
+	recvDone  bool  // END_STREAM received (and the body checked)
+	sendDone  bool  // END_STREAM sent, or the request abandoned
+	err       error // the stream failed
+	closed    bool  // the response body was closed
+	stopCtx   func() bool
 }
 
 // failLocked records err as the stream's failure (the first one wins)
@@ -52,7 +53,7 @@ func (s *stream) failLocked(err error) {
 // body shorter than its content-length resets the stream; a request body
 // still being sent is abandoned (the response is complete).
 func (s *stream) endRecvLocked() {
-	if !s.head && s.resp.ContentLength >= 0 && s.received != s.resp.ContentLength {
+	if !s.noContent && s.resp.ContentLength >= 0 && s.received != s.resp.ContentLength {
 		s.c.resetLocked(s, http2.ErrCodeProtocol, http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol, Cause: errors.New("response body shorter than its content-length")})
 		return
 	}

@@ -185,6 +185,8 @@ func (p *h2Pool) roundTrip(req *http.Request, ep Endpoint) (*http.Response, erro
 		p.gotConn(req, cc)
 		resp, err := cc.(*h2client.Conn).RoundTrip(req)
 		if errors.Is(err, h2client.ErrConnUnusable) && tries < 3 && req.Context().Err() == nil {
+			// Not attached after all: the next connection counts it.
+			p.c.Stats.RqTotal.Add(^uint64(0))
 			continue
 		}
 		return resp, err

@@ -24,11 +24,13 @@
 //     ErrConnUnusable, which the pool may send elsewhere.
 //   - RST_STREAM both ways, trailers, END_STREAM, content-length checked.
 //
-// A frame for a stream the client never opened, a HEADERS past the header
-// list size, or a malformed response ends only its stream or the
-// connection, never another stream: frames are looked up by stream id in
-// the connection's map, and a response goes only to the stream whose id it
-// carries.
+// A frame for a stream the client never opened ends the connection
+// (PROTOCOL_ERROR); a response head past our header list size ends its
+// stream (the framer's HPACK decoder ends the connection with
+// COMPRESSION_ERROR when a single field is longer than the whole limit);
+// a malformed response ends its stream. Never another stream: frames are
+// looked up by stream id in the connection's map, and a response goes
+// only to the stream whose id it carries.
 package client
 
 import (

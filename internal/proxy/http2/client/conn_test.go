@@ -437,6 +437,21 @@ func TestHostileServer(t *testing.T) {
 			t.Fatalf("next request on the same connection: %+v", got)
 		}
 	})
+	t.Run("one field longer than the header list size ends the connection", func(t *testing.T) {
+		addr := hostileServer(t, func(h *hostile) {
+			a, _ := h.next()
+			h.respond(a.StreamID, "200", "", "x-big", strings.Repeat("x", 2000))
+			_, _ = h.next()
+		})
+		c := dial(t, addr, Config{MaxHeaderListSize: 1024})
+		var ce http2.ConnectionError
+		if got := wait(t, roundTrip(c, "/big")); !errors.As(got.err, &ce) || http2.ErrCode(ce) != http2.ErrCodeCompression {
+			t.Fatalf("a field past the limit: %+v, want a COMPRESSION_ERROR connection error", got)
+		}
+		if _, err := c.RoundTrip(request(t, "GET", "/", nil)); !errors.Is(err, ErrConnUnusable) {
+			t.Fatalf("request after: %v, want ErrConnUnusable", err)
+		}
+	})
 	t.Run("stream window overflow resets its stream", func(t *testing.T) {
 		addr := hostileServer(t, func(h *hostile) {
 			a, _ := h.next()

@@ -364,14 +364,6 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	out := r.WithContext(ctx) // shallow copy; r is ours until we return
 	out.RequestURI = ""
 	out.Close = false
-	if r.ContentLength == 0 && len(r.Trailer) == 0 {
-		// x/net's server gives a stream that ended with its HEADERS (or
-		// declared content-length 0) a body that is always empty, and
-		// delivers trailers only when declared: say there is none, so
-		// that the upstream HEADERS carry END_STREAM, with no DATA frame
-		// and no body writer.
-		out.Body = http.NoBody
-	}
 	h := out.Header
 	trailers := teTrailers(h["Te"])
 	forward.RemoveHop(h)

@@ -12,7 +12,8 @@
 #
 # Environment: RUNS=3 DURATION=10s CONNS=2 (client HTTP/2 connections)
 # CONCURRENCY=16 (calls in flight) SIZE=100 (request bytes)
-# CHAINS="nginx strait" STRAIT_BIN=path
+# CHAINS="nginx strait" (also strait-base: the same with BASE_BIN, another
+# build in the same run) STRAIT_BIN=path BASE_BIN=path PORT_BASE=18700
 # STRAIT_FLAGS="--cpu-profile /tmp/grpc-{name}.pprof" (extra flags of every
 # strait-proxy; {name} becomes the proxy's name, strait1 for hop 1)
 # README=path (default bench/http/README.md; "-" = don't write)
@@ -49,7 +50,7 @@ bench_workdir strait-bench-grpc
 build_strait_proxy
 (cd "$root" && go build -o "$work/grpcload" ./bench/grpcload)
 
-next_port=18700
+next_port=${PORT_BASE:-18700}
 
 nginx_conf() { # name listen-port upstream-port
 	local d="$work/$1"; mkdir -p "$d/logs"
@@ -71,7 +72,8 @@ CONF
 	start "$1" "$NGINX" -p "$d" -c "$d/nginx.conf"
 }
 
-strait_conf() { # name listen-port upstream-port admin-port
+strait_conf() { # name listen-port upstream-port admin-port [binary]
+	local bin=${5:-$STRAIT_BIN}
 	cat >"$work/$1.yaml" <<CONF
 node: {id: bench, cluster: bench}
 admin:
@@ -103,7 +105,7 @@ static_resources:
           http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
 CONF
 	# shellcheck disable=SC2086 # STRAIT_FLAGS is a list of flags
-	start "$1" "$STRAIT_BIN" -c "$work/$1.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/$1}
+	start "$1" "$bin" -c "$work/$1.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/$1}
 }
 
 declare -A entry proxies
@@ -120,6 +122,9 @@ for c in $CHAINS; do
 	strait)
 		strait_conf strait2 "$p2" "$be_port" "$a2"; a=$started; wait_port "$p2" "$a"
 		strait_conf strait1 "$p1" "$p2" "$a1"; b=$started; wait_port "$p1" "$b" ;;
+	strait-base)
+		strait_conf strait-base2 "$p2" "$be_port" "$a2" "${BASE_BIN:?BASE_BIN is the binary of strait-base}"; a=$started; wait_port "$p2" "$a"
+		strait_conf strait-base1 "$p1" "$p2" "$a1" "$BASE_BIN"; b=$started; wait_port "$p1" "$b" ;;
 	*) log "unknown chain $c"; exit 2 ;;
 	esac
 	entry[$c]=$p1; proxies[$c]="$b $a"; chains+=("$c")

@@ -10,7 +10,9 @@
 # fixed 1 KiB body. Runs are interleaved; figures are medians over RUNS.
 #
 # Environment: RUNS=3 DURATION=10 (seconds) CONNS=16 STREAMS=10 (per
-# connection) CHAINS="nginx strait strait-h2up" STRAIT_BIN=path
+# connection) CHAINS="nginx strait strait-h2up" (also strait-base and
+# strait-h2up-base: the same with BASE_BIN, another build in the same run)
+# STRAIT_BIN=path BASE_BIN=path PORT_BASE=18300 (ports used start above it)
 # STRAIT_FLAGS="--cpu-profile /tmp/h2-{name}.pprof" (extra flags of every
 # strait-proxy; {name} becomes the proxy's name, e.g. strait-h2up-1 for hop 1)
 # README=path (default bench/http/README.md; "-" = don't write)
@@ -43,7 +45,7 @@ bench_workdir strait-bench-h2
 
 build_strait_proxy
 
-next_port=18300
+next_port=${PORT_BASE:-18300}
 
 body=$(head -c 1024 /dev/zero | tr '\0' 'x')
 nginx_conf() { # name listen-port listen-flags [upstream-port]
@@ -72,8 +74,8 @@ CONF
 	start "$1" "$NGINX" -p "$d" -c "$d/nginx.conf"
 }
 
-strait_conf() { # name listen-port upstream-port admin-port upstream-h2(0|1)
-	local h2=""
+strait_conf() { # name listen-port upstream-port admin-port upstream-h2(0|1) [binary]
+	local h2="" bin=${6:-$STRAIT_BIN}
 	[ "$5" = 1 ] && h2='
     typed_extension_protocol_options:
       envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
@@ -106,7 +108,7 @@ static_resources:
           http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
 CONF
 	# shellcheck disable=SC2086 # STRAIT_FLAGS is a list of flags
-	start "$1" "$STRAIT_BIN" -c "$work/$1.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/$1}
+	start "$1" "$bin" -c "$work/$1.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/$1}
 }
 
 declare -A entry proxies
@@ -120,10 +122,11 @@ for c in $CHAINS; do
 	nginx)
 		nginx_conf nginx2 "$p2" "" "$be_port"; a=$started; wait_port "$p2" "$a"
 		nginx_conf nginx1 "$p1" http2 "$p2"; b=$started; wait_port "$p1" "$b" ;;
-	strait | strait-h2up)
-		up=0; [ "$c" = strait-h2up ] && up=1
-		strait_conf "$c-2" "$p2" "$be_port" "$a2" 0; a=$started; wait_port "$p2" "$a"
-		strait_conf "$c-1" "$p1" "$p2" "$a1" "$up"; b=$started; wait_port "$p1" "$b" ;;
+	strait | strait-h2up | strait-base | strait-h2up-base)
+		up=0; [ "${c%-base}" = strait-h2up ] && up=1
+		bin=$STRAIT_BIN; [ "${c%-base}" != "$c" ] && bin=${BASE_BIN:?BASE_BIN is the binary of $c}
+		strait_conf "$c-2" "$p2" "$be_port" "$a2" 0 "$bin"; a=$started; wait_port "$p2" "$a"
+		strait_conf "$c-1" "$p1" "$p2" "$a1" "$up" "$bin"; b=$started; wait_port "$p1" "$b" ;;
 	*) log "unknown chain $c"; exit 2 ;;
 	esac
 	entry[$c]=$p1; proxies[$c]="$b $a"; chains+=("$c")
@@ -136,13 +139,14 @@ done
 hz=$(getconf CLK_TCK)
 results=$work/results.tsv
 : >"$results"
-run_h2load() { # out duration url
-	h2load -D "$2" -c "$CONNS" -m "$STREAMS" -t 1 "$3" >"$1" 2>&1 &
+run_h2load() { # out duration url (per-request latencies in out.log)
+	h2load -D "$2" -c "$CONNS" -m "$STREAMS" -t 1 --log-file="$1.log" "$3" >"$1" 2>&1 &
 	local w=$!
 	pids+=("$w")
 	wait "$w" || true
 	unset 'pids[-1]'
 }
+loads=()
 log "chains: ${chains[*]}; $RUNS runs of h2load -D $DURATION -c $CONNS -m $STREAMS, interleaved"
 for c in "${chains[@]}"; do run_h2load "$work/warm.txt" 2 "http://127.0.0.1:${entry[$c]}/"; done
 for run in $(seq "$RUNS"); do
@@ -155,12 +159,14 @@ for run in $(seq "$RUNS"); do
 		done_n=$(awk '/^requests:/ { print $8 }' "$work/out.txt")
 		failed=$(awk '/^requests:/ { print $10 + $12 }' "$work/out.txt")
 		[ "${failed:-0}" != 0 ] && log "$c: $failed failed or errored requests"
+		p99=$(awk -F'\t' '{ print $3 / 1000 }' "$work/out.txt.log" | sort -g | awk '{ a[NR] = $1 } END { i = int(NR * 0.99); if (i < 1) i = 1; printf "%.3f", a[i] }')
 		cpus=()
 		for i in "${!pp[@]}"; do
 			cpus+=("$(awk -v d=$((after[i] - before[i])) -v hz="$hz" -v n="$done_n" 'BEGIN { printf "%.4f", d / hz / (n / 1000) }')")
 		done
-		printf '%s\t%s\t%s\t%s\t%s\n' "$c" "$run" "$rps" "${cpus[0]}" "${cpus[1]}" >>"$results"
-		log "run $run $c: $rps req/s, cpu/1k req ${cpus[*]}"
+		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$run" "$rps" "${cpus[0]}" "${cpus[1]}" "$p99" >>"$results"
+		loads+=("$(cut -d' ' -f1 /proc/loadavg)")
+		log "run $run $c: $rps req/s, p99 $p99 ms, cpu/1k req ${cpus[*]}"
 	done
 done
 
@@ -172,8 +178,8 @@ if [ -n "${entry[nginx]:-}" ]; then
 fi
 table=$work/table.md
 {
-	echo "| chain | req/s (median) | × nginx | CPU s / 1000 req (hop 1, hop 2) | req/s per core per proxy | × nginx | peak RSS MiB (hop 1, hop 2) |"
-	echo "|---|---:|---:|---:|---:|---:|---:|"
+	echo "| chain | req/s (median) | × nginx | p99 ms | CPU s / 1000 req (hop 1, hop 2) | req/s per core per proxy | × nginx | peak RSS MiB (hop 1, hop 2) |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 	for c in "${chains[@]}"; do
 		rps=$(col "$c" 3 | median)
 		c1=$(col "$c" 4 | median); c2=$(col "$c" 5 | median)
@@ -182,17 +188,18 @@ table=$work/table.md
 		[ -n "$nginx_rps" ] && ratio=$(awk -v a="$rps" -v b="$nginx_rps" 'BEGIN { printf "%.2f", a / b }')
 		[ -n "$nginx_core" ] && core_ratio=$(awk -v a="$core" -v b="$nginx_core" 'BEGIN { printf "%.2f", a / b }')
 		read -r -a pp <<<"${proxies[$c]}"
-		printf '| %s | %.0f | %s | %s, %s | %s | %s | %s, %s |\n' "$c" "$rps" "$ratio" "$c1" "$c2" "$core" "$core_ratio" "$(hwm "${pp[0]}")" "$(hwm "${pp[1]}")"
+		printf '| %s | %.0f | %s | %s | %s, %s | %s | %s | %s, %s |\n' "$c" "$rps" "$ratio" "$(col "$c" 6 | median)" "$c1" "$c2" "$core" "$core_ratio" "$(hwm "${pp[0]}")" "$(hwm "${pp[1]}")"
 	done
 } >"$table"
 stamp=$(date -u '+%Y-%m-%d %H:%M UTC')
-echo "$stamp, $(nproc) cores, $RUNS runs of h2load -D $DURATION -c $CONNS -m $STREAMS, 1 KiB body, loopback"
+loadavg="1-min load average after each run: ${loads[*]}"
+echo "$stamp, $(nproc) cores, $RUNS runs of h2load -D $DURATION -c $CONNS -m $STREAMS, 1 KiB body, loopback; $loadavg"
 cat "$table"
 if [ "$README" != "-" ] && [ -f "$README" ] && grep -q '<!-- h2results:start -->' "$README"; then
 	block=$work/block.md
 	{
 		echo "<!-- h2results:start -->"
-		echo "Last run: $stamp, $(nproc) cores, $RUNS runs of \`h2load -D $DURATION -c $CONNS -m $STREAMS\` per chain (medians), 1 KiB body, loopback."
+		echo "Last run: $stamp, $(nproc) cores, $RUNS runs of \`h2load -D $DURATION -c $CONNS -m $STREAMS\` per chain (medians), 1 KiB body, loopback; $loadavg."
 		echo
 		cat "$table"
 		echo "<!-- h2results:end -->"

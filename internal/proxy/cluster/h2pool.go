@@ -2,15 +2,18 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"os"
 	"sync"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"golang.org/x/net/http2"
 
+	h2client "github.com/straitmesh/strait/internal/proxy/http2/client"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
@@ -24,13 +27,17 @@ const defaultH2IdleTimeout = 60 * time.Second
 // the first one with room, and a new connection is dialed when none has:
 // after a GOAWAY, or when every connection is at the server's
 // SETTINGS_MAX_CONCURRENT_STREAMS or at the cluster's own
-// max_concurrent_streams. x/net/http2's Transport speaks the protocol; the
-// pool is its ClientConnPool, so dialing stays the cluster's (connect
+// max_concurrent_streams. Package http2/client speaks the protocol (its
+// Conn, framed on x/net/http2's Framer); with STRAIT_H2_UPSTREAM=xnet in
+// the environment, x/net/http2's Transport does instead, the pool being
+// its ClientConnPool (the path this replaced, kept selectable until the
+// new one has proven itself). Dialing stays the cluster's (connect
 // timeout, upstream_bind_config, original_src).
 type h2Pool struct {
 	// Set at creation, read-only.
 	c          *Cluster
-	t          *http2.Transport
+	t          *http2.Transport // nil: the framed client (http2/client)
+	cfg        h2client.Config
 	maxStreams uint32 // the cluster's limit per connection; 0 means the server's only
 	// maxRequests (max_requests_per_connection) and maxAge
 	// (max_connection_duration) retire a connection: no new stream
@@ -39,12 +46,35 @@ type h2Pool struct {
 	maxAge      time.Duration
 
 	mu      sync.Mutex // guards conns, keys, nconns, dialing and life
-	conns   map[h2Key][]*http2.ClientConn
-	keys    map[*http2.ClientConn]h2Key
-	nconns  map[*http2.ClientConn]net.Conn // for httptrace's GotConn
+	conns   map[h2Key][]h2Conn
+	keys    map[h2Conn]h2Key
+	nconns  map[h2Conn]net.Conn // for httptrace's GotConn
 	dialing map[h2Key]*h2Dial
-	life    map[*http2.ClientConn]*h2Life // only with maxRequests or maxAge
+	life    map[h2Conn]*h2Life // only with maxRequests or maxAge
 }
+
+// h2Conn is an upstream HTTP/2 connection of either client.
+type h2Conn interface {
+	// Reserve reserves a stream for a request to come (false: the
+	// connection takes no new stream).
+	Reserve() bool
+	// Streams counts the streams open and reserved.
+	Streams() int
+	// Shutdown takes no new stream and closes once the streams are done.
+	Shutdown()
+	Close() error
+}
+
+// xnetConn is x/net/http2's connection as an h2Conn.
+type xnetConn struct{ cc *http2.ClientConn }
+
+func (x xnetConn) Reserve() bool { return x.cc.ReserveNewRequest() }
+func (x xnetConn) Streams() int {
+	st := x.cc.State()
+	return st.StreamsActive + st.StreamsReserved + st.StreamsPending
+}
+func (x xnetConn) Shutdown()    { _ = x.cc.Shutdown(context.Background()) }
+func (x xnetConn) Close() error { return x.cc.Close() }
 
 // h2Life is what retires a connection: streams sent on it and its age.
 type h2Life struct {
@@ -63,7 +93,7 @@ type h2Key struct {
 type h2Dial struct {
 	done chan struct{}
 	err  error
-	cc   *http2.ClientConn // the new connection, when err is nil
+	cc   h2Conn // the new connection, when err is nil
 }
 
 var _ http2.ClientConnPool = (*h2Pool)(nil)
@@ -74,15 +104,27 @@ func newH2Pool(c *Cluster, s HTTP2Settings) *h2Pool {
 		maxStreams:  s.MaxConcurrentStreams,
 		maxRequests: s.MaxRequestsPerConnection,
 		maxAge:      s.MaxConnectionDuration,
-		conns:       map[h2Key][]*http2.ClientConn{},
-		keys:        map[*http2.ClientConn]h2Key{},
-		nconns:      map[*http2.ClientConn]net.Conn{},
+		conns:       map[h2Key][]h2Conn{},
+		keys:        map[h2Conn]h2Key{},
+		nconns:      map[h2Conn]net.Conn{},
 		dialing:     map[h2Key]*h2Dial{},
-		life:        map[*http2.ClientConn]*h2Life{},
+		life:        map[h2Conn]*h2Life{},
 	}
 	idle := s.IdleTimeout
 	if idle == 0 {
 		idle = defaultH2IdleTimeout
+	}
+	if os.Getenv("STRAIT_H2_UPSTREAM") != "xnet" {
+		p.cfg = h2client.Config{
+			StreamWindow:      s.InitialStreamWindowSize,
+			ConnWindow:        s.InitialConnectionWindowSize,
+			MaxHeaderListSize: h2ResponseHeaderListSize,
+			PingInterval:      s.KeepaliveInterval,
+			PingTimeout:       s.KeepaliveTimeout,
+			IdleTimeout:       idle,
+			OnUnusable:        func(c *h2client.Conn) { p.forget(c) },
+		}
+		return p
 	}
 	// The receive windows are only settable through net/http's
 	// HTTP2Config, which x/net/http2 reads from the Transport it
@@ -129,18 +171,32 @@ func (p *h2Pool) roundTrip(req *http.Request, ep Endpoint) (*http.Response, erro
 	if o := ep.owner(); o.isValid() {
 		req = req.WithContext(context.WithValue(req.Context(), sourceKey{}, o))
 	}
-	return p.t.RoundTrip(req)
+	if p.t != nil {
+		return p.t.RoundTrip(req)
+	}
+	// A request the connection refused before sending it (a GOAWAY or
+	// the stream limit came first) takes another connection; a request
+	// that was sent is never sent again here.
+	for tries := 0; ; tries++ {
+		cc, err := p.getConn(req, ep.Address)
+		if err != nil {
+			return nil, err
+		}
+		p.gotConn(req, cc)
+		resp, err := cc.(*h2client.Conn).RoundTrip(req)
+		if errors.Is(err, h2client.ErrConnUnusable) && tries < 3 && req.Context().Err() == nil {
+			// Not attached after all: the next connection counts it.
+			p.c.Stats.RqTotal.Add(^uint64(0))
+			continue
+		}
+		return resp, err
+	}
 }
 
-// GetClientConn returns a connection with a stream reserved for req,
-// and tells req's httptrace.ClientTrace (GotConn) which connection it
-// is, as net/http's Transport does (the access log's upstream
+// gotConn tells req's httptrace.ClientTrace (GotConn) which connection
+// it has, as net/http's Transport does (the access log's upstream
 // addresses).
-func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientConn, error) {
-	cc, err := p.getClientConn(req, addr)
-	if err != nil {
-		return nil, err
-	}
+func (p *h2Pool) gotConn(req *http.Request, cc h2Conn) {
 	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.GotConn != nil {
 		p.mu.Lock()
 		nc := p.nconns[cc]
@@ -149,17 +205,30 @@ func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientCon
 			trace.GotConn(httptrace.GotConnInfo{Conn: nc})
 		}
 	}
-	return cc, nil
 }
 
-func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientConn, error) {
+// GetClientConn returns a connection with a stream reserved for req,
+// and tells req's httptrace.ClientTrace (GotConn) which connection it
+// is, as net/http's Transport does (the access log's upstream
+// addresses).
+func (p *h2Pool) GetClientConn(req *http.Request, addr string) (*http2.ClientConn, error) {
+	cc, err := p.getConn(req, addr)
+	if err != nil {
+		return nil, err
+	}
+	p.gotConn(req, cc)
+	return cc.(xnetConn).cc, nil
+}
+
+// getConn returns a connection with a stream reserved for req.
+func (p *h2Pool) getConn(req *http.Request, addr string) (h2Conn, error) {
 	key := h2Key{addr: addr}
 	key.src, _ = req.Context().Value(sourceKey{}).(connOwner)
 	waited := false // the request was counted as pending
 	for {
 		p.mu.Lock()
 		for _, cc := range p.conns[key] {
-			if p.hasRoom(cc) && p.usable(req.Context(), cc) && cc.ReserveNewRequest() {
+			if p.hasRoom(cc) && p.usable(cc) && cc.Reserve() {
 				p.counted(cc)
 				p.mu.Unlock()
 				return cc, nil
@@ -177,7 +246,7 @@ func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientCon
 			// stream limit rather than open another; with none to
 			// share, the request overflows (streams do not queue).
 			for _, cc := range p.conns[key] {
-				if p.usable(req.Context(), cc) && cc.ReserveNewRequest() {
+				if p.usable(cc) && cc.Reserve() {
 					p.counted(cc)
 					p.mu.Unlock()
 					return cc, nil
@@ -222,7 +291,7 @@ func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientCon
 		// over (as a pending stream attaches when its connection is up),
 		// or the pool would dial without end.
 		p.mu.Lock()
-		if _, open := p.keys[d.cc]; open && p.hasRoom(d.cc) && p.underMaxRequests(d.cc) && d.cc.ReserveNewRequest() {
+		if _, open := p.keys[d.cc]; open && p.hasRoom(d.cc) && p.underMaxRequests(d.cc) && d.cc.Reserve() {
 			p.counted(d.cc)
 			p.mu.Unlock()
 			return d.cc, nil
@@ -233,7 +302,7 @@ func (p *h2Pool) getClientConn(req *http.Request, addr string) (*http2.ClientCon
 
 // underMaxRequests reports whether cc has carried fewer streams than
 // max_requests_per_connection (p.mu held).
-func (p *h2Pool) underMaxRequests(cc *http2.ClientConn) bool {
+func (p *h2Pool) underMaxRequests(cc h2Conn) bool {
 	l := p.life[cc]
 	return l == nil || p.maxRequests == 0 || l.streams < p.maxRequests
 }
@@ -241,23 +310,23 @@ func (p *h2Pool) underMaxRequests(cc *http2.ClientConn) bool {
 // usable reports whether cc may take a new stream under
 // max_requests_per_connection and max_connection_duration; a connection
 // that may not is retired: it closes once its streams are done (p.mu held).
-func (p *h2Pool) usable(ctx context.Context, cc *http2.ClientConn) bool {
+func (p *h2Pool) usable(cc h2Conn) bool {
 	l := p.life[cc]
 	if l == nil {
 		return true
 	}
 	if !l.retired && (p.maxRequests > 0 && l.streams >= p.maxRequests || !l.expires.IsZero() && !time.Now().Before(l.expires)) {
 		l.retired = true
-		// Shutdown waits for the streams in flight, then closes; the
-		// request that noticed must not cut it short.
-		go cc.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // closes either way
+		// Shutdown waits for the streams in flight, then closes (on its
+		// own goroutine: it may call back into the pool).
+		go cc.Shutdown()
 	}
 	return !l.retired
 }
 
 // counted counts a stream reserved on cc (p.mu held): the request is
 // attached to a connection (upstream_rq_total).
-func (p *h2Pool) counted(cc *http2.ClientConn) {
+func (p *h2Pool) counted(cc h2Conn) {
 	p.c.attached()
 	if l := p.life[cc]; l != nil {
 		l.streams++
@@ -266,22 +335,29 @@ func (p *h2Pool) counted(cc *http2.ClientConn) {
 
 // hasRoom applies the cluster's max_concurrent_streams (the server's limit
 // is checked by ReserveNewRequest).
-func (p *h2Pool) hasRoom(cc *http2.ClientConn) bool {
-	if p.maxStreams == 0 {
-		return true
-	}
-	st := cc.State()
-	return uint32(st.StreamsActive+st.StreamsReserved+st.StreamsPending) < p.maxStreams
+func (p *h2Pool) hasRoom(cc h2Conn) bool {
+	return p.maxStreams == 0 || uint32(cc.Streams()) < p.maxStreams
 }
 
 func (p *h2Pool) dial(ctx context.Context, key h2Key, d *h2Dial) {
-	var cc *http2.ClientConn
+	var cc h2Conn
 	nc, err := p.c.Dial(ctx, Endpoint{Network: "tcp", Address: key.addr, Source: key.src.Source, Downstream: key.src.Downstream})
 	if err == nil {
-		// The Transport flushes a request's HEADERS and DATA apart:
-		// batch its writes (package wbatch).
+		// Batch the connection's writes across its streams (package
+		// wbatch); x/net's Transport also flushes a request's HEADERS
+		// and DATA apart.
 		nc = wbatch.New(nc)
-		cc, err = p.t.NewClientConn(nc)
+		if p.t != nil {
+			var xc *http2.ClientConn
+			if xc, err = p.t.NewClientConn(nc); err == nil {
+				cc = xnetConn{xc}
+			}
+		} else {
+			var fc *h2client.Conn
+			if fc, err = h2client.New(nc, p.cfg); err == nil {
+				cc = fc
+			}
+		}
 		if err != nil {
 			nc.Close()
 		}
@@ -305,10 +381,16 @@ func (p *h2Pool) dial(ctx context.Context, key h2Key, d *h2Dial) {
 	d.err, d.cc = err, cc
 	p.mu.Unlock()
 	close(d.done)
+	if fc, ok := cc.(*h2client.Conn); ok && !fc.Usable() {
+		p.forget(fc) // a GOAWAY before the pool knew the connection
+	}
 }
 
 // MarkDead forgets cc (closed, or after GOAWAY); x/net/http2 calls it.
-func (p *h2Pool) MarkDead(cc *http2.ClientConn) {
+func (p *h2Pool) MarkDead(cc *http2.ClientConn) { p.forget(xnetConn{cc}) }
+
+// forget forgets cc, which takes no new stream (closed, or after GOAWAY).
+func (p *h2Pool) forget(cc h2Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	key, ok := p.keys[cc]
@@ -337,16 +419,15 @@ func (p *h2Pool) MarkDead(cc *http2.ClientConn) {
 // their last stream does and the idle timeout passes.
 func (p *h2Pool) closeIdle() {
 	p.mu.Lock()
-	var idle []*http2.ClientConn
+	var idle []h2Conn
 	for cc := range p.keys {
-		st := cc.State()
-		if st.StreamsActive+st.StreamsReserved+st.StreamsPending == 0 {
+		if cc.Streams() == 0 {
 			idle = append(idle, cc)
 		}
 	}
 	p.mu.Unlock()
 	for _, cc := range idle {
-		cc.Close() // calls MarkDead
+		cc.Close() // calls forget
 	}
 }
 

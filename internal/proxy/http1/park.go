@@ -13,7 +13,11 @@ import (
 // (Parked.Finish). So ten thousand idle connections cost their sockets
 // and small structs, not ten thousand goroutine stacks and read buffers
 // (Envoy and nginx hold an idle connection the same way: an entry in an
-// event loop). When to park, and what a resumed connection does, is its
+// event loop). A parked connection is detached from the runtime: the
+// Parker holds a duplicate of its socket's descriptor and its net.Conn is
+// closed, so that no netpoller descriptor, net.Conn or wrapper lives while
+// it waits; it becomes a net.Conn again (ParkSlot.ResumeConn) when it
+// wakes. When to park, and what a resumed connection does, is its
 // owner's (the HTTP connection manager's).
 
 // Parked is a connection that a Parker holds.
@@ -31,7 +35,8 @@ type Parked interface {
 // Take.
 type ParkSlot struct {
 	id    atomic.Uint64 // set while parked
-	fd    int           // socket number while parked; guarded by the Parker's mu
+	fd    int           // the duplicate descriptor the slot owns (held) from Park until ResumeConn or CloseFD
+	held  bool          // fd is open and the slot's
 	timer *time.Timer   // wakes a parked connection at its deadline; guarded by the Parker's mu
 	conn  Parked        // set by the first Park
 }

@@ -2,8 +2,10 @@ package http1
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -102,13 +104,30 @@ func (p *Parker) start() bool {
 
 // Park registers c (socket nc, slot s), whose goroutine is about to end,
 // until its socket is readable (c.Resume) or deadline (zero: none) passes
-// (c.Finish). When it reports true, c belongs to the Parker: the caller
-// must not touch it again.
+// (c.Finish). The connection is detached from the runtime: the Parker
+// keeps a duplicate of the socket's descriptor, which the slot owns, and
+// Park closes nc, so that no net.Conn, netpoller descriptor or wrapper
+// lives while the connection is parked. When it reports true, c belongs to
+// the Parker: the caller must not touch it or nc again; on false nc is
+// still open and the caller's. Whoever takes c back (Resume, Finish, Take)
+// owns the descriptor: ResumeConn makes a connection of it, CloseFD closes
+// it.
 func (p *Parker) Park(s *ParkSlot, nc net.Conn, c Parked, deadline time.Time) bool {
 	rc := RawSyscallConn(nc)
 	if rc == nil || !p.start() {
 		return false
 	}
+	if !p.register(s, rc, c, deadline) {
+		return false
+	}
+	// The duplicate keeps the socket open (close(2) of one descriptor
+	// sends nothing while another refers to the socket).
+	_ = nc.Close()
+	return true
+}
+
+// register duplicates rc's descriptor into s and adds it to the epoll set.
+func (p *Parker) register(s *ParkSlot, rc syscall.RawConn, c Parked, deadline time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -118,16 +137,24 @@ func (p *Parker) Park(s *ParkSlot, nc net.Conn, c Parked, deadline time.Time) bo
 	id := p.next
 	var addErr error
 	err := rc.Control(func(fd uintptr) {
-		s.fd = int(fd)
+		dup, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			addErr = err
+			return
+		}
 		ev := unix.EpollEvent{
 			Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT,
 			Fd:     int32(uint32(id)),
 			Pad:    int32(uint32(id >> 32)),
 		}
-		addErr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
+		if addErr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, dup, &ev); addErr != nil {
+			unix.Close(dup)
+			return
+		}
+		s.fd, s.held = dup, true
 	})
 	if err != nil || addErr != nil {
-		return false // closed meanwhile (drain): the caller closes it
+		return false // closed meanwhile (drain), or out of descriptors: the caller closes it
 	}
 	s.conn = c
 	p.conns[id] = s
@@ -140,6 +167,34 @@ func (p *Parker) Park(s *ParkSlot, nc net.Conn, c Parked, deadline time.Time) bo
 		}
 	}
 	return true
+}
+
+// ResumeConn makes a connection of the descriptor of a connection taken
+// back from the Parker (Resume, or Take reporting true), which it then
+// owns no more (closed on error too). The connection is the same socket,
+// registered with the runtime's netpoller again.
+func (s *ParkSlot) ResumeConn() (net.Conn, error) {
+	fd := s.fd
+	if !s.held {
+		return nil, errors.New("resume a parked connection: no descriptor")
+	}
+	s.held = false
+	f := os.NewFile(uintptr(fd), "parked")
+	nc, err := net.FileConn(f) // a duplicate of fd
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("resume a parked connection: %w", err)
+	}
+	return nc, nil
+}
+
+// CloseFD closes the descriptor of a connection taken back from the Parker
+// (Finish, or Take reporting true) that ends.
+func (s *ParkSlot) CloseFD() {
+	if s.held {
+		unix.Close(s.fd)
+		s.held = false
+	}
 }
 
 // expire runs when a parked connection's deadline passes.
@@ -171,8 +226,8 @@ func (p *Parker) takeLocked(id uint64) *ParkSlot {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	// The socket is still open (only its owner closes it), so its number
-	// is still its own.
+	// The descriptor is the slot's own (only its owner closes it, after
+	// this), so its number is still the socket's.
 	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
 	return s
 }

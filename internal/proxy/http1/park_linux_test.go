@@ -70,6 +70,7 @@ func TestParker(t *testing.T) {
 	if !p.Take(slot3) {
 		t.Fatal("Take = false for a parked connection")
 	}
+	slot3.CloseFD()
 
 	_, server4 := tcpPair(t)
 	c4, slot4 := newParkedConn(), &ParkSlot{}

@@ -17,7 +17,8 @@
 # large_client_header_buffers 8 8k so that it holds the head too (its
 # default, 4 8k, refuses a 59 KB head with 400).
 #
-# Environment: RUNS=3 CONNS=10000 CHAINS="nginx strait" STRAIT_BIN=path
+# Environment: RUNS=3 CONNS=10000 CHAINS="nginx strait" STRAIT_BIN=path PORT_BASE=18500
+# (chain strait-base: STRAIT_BASE_BIN, another build, e.g. main's, to compare)
 # README=path (default bench/http/README.md; "-" = don't write)
 # MODE=idle|slowheads HEAD_BYTES=59000 TRICKLE=20s
 set -euo pipefail
@@ -55,7 +56,7 @@ bench_workdir strait-bench-idle
 build_strait_proxy
 (cd "$root" && go build -o "$work/idleconns" ./bench/idleconns)
 
-next_port=18500
+next_port=${PORT_BASE:-18500}
 stop() { # pid: stop one proxy and forget it
 	kill "$1" 2>/dev/null || true
 	for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.05; done
@@ -94,7 +95,7 @@ http {
 CONF
 	start "$1" "$NGINX" -p "$d" -c "$d/nginx.conf"
 }
-strait_conf() { # name listen-port upstream-port admin-port
+strait_conf() { # name listen-port upstream-port admin-port [binary]
 	cat >"$work/$1.yaml" <<CONF
 node: {id: bench, cluster: bench}
 admin:
@@ -120,7 +121,7 @@ static_resources:
             virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: next}}]}]
           http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
 CONF
-	start "$1" "$STRAIT_BIN" -c "$work/$1.yaml" --concurrency 1 --log-level error
+	start "$1" "${5:-$STRAIT_BIN}" -c "$work/$1.yaml" --concurrency 1 --log-level error
 }
 
 newport be_port
@@ -144,6 +145,7 @@ for run in $(seq "$RUNS"); do
 		case $c in
 		nginx) nginx_conf "nginx-$run" "$p" "$be_port" ;;
 		strait) strait_conf "strait-$run" "$p" "$be_port" "$a" ;;
+		strait-base) strait_conf "strait-base-$run" "$p" "$be_port" "$a" "$STRAIT_BASE_BIN" ;;
 		*) log "unknown chain $c"; exit 2 ;;
 		esac
 		pid=$started

@@ -102,8 +102,7 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 	k := &h1keep{s: s, filter: f, dst: dst, src: src, drain: d, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc)}
 	k.limits.init(f.limits())
 	f.cxBegin() // cxEnd in k.end
-	k.stopDrain = d.onStart(k.drainIdle)
-	k.stopEnd = d.onEnd(k.cut)
+	d.watch(k)
 	s.newH1conn(k, nc).run(false)
 }
 

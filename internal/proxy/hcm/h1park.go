@@ -35,10 +35,8 @@ type h1keep struct {
 	src    cluster.OriginalSource
 	secure bool
 	xfcc   fwdheaders.XFCCConn
-	drain  *Drain
+	drain  *Drain // watches it (drainIdle, cut)
 
-	stopDrain func() bool  // unregisters drainIdle
-	stopEnd   func() bool  // unregisters cut
 	idle      atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
 	limits    connLimits   // max_requests_per_connection, max_connection_duration (stream.go)
 	idleSince time.Time    // when the wait for the next request began; written by the serving goroutine
@@ -52,8 +50,7 @@ type h1keep struct {
 // end releases what the connection holds for its whole life; once, when
 // it closes.
 func (k *h1keep) end() {
-	k.stopDrain()
-	k.stopEnd()
+	k.drain.unwatch(k)
 	k.filter.cxEnd()
 }
 

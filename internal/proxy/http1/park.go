@@ -2,7 +2,6 @@ package http1
 
 import (
 	"sync/atomic"
-	"time"
 )
 
 // An idle keep-alive connection is parked: after a while without a new
@@ -37,7 +36,10 @@ type ParkSlot struct {
 	id    atomic.Uint64 // set while parked
 	fd    int           // the duplicate descriptor the slot owns (held) from Park until ResumeConn or CloseFD
 	held  bool          // fd is open and the slot's
-	timer *time.Timer   // wakes a parked connection at its deadline; guarded by the Parker's mu
+	// Guarded by the Parker's mu: the deadline (Unix nanoseconds; 0:
+	// none) and the slot's index in the Parker's deadlines (-1: not in).
+	deadline int64
+	hidx     int
 	conn  Parked        // set by the first Park
 }
 

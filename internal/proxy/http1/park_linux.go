@@ -61,10 +61,13 @@ type Parker struct {
 	wakefd    int // eventfd that tells loop to stop
 	done      chan struct{}
 
-	mu     sync.Mutex // guards conns, next, closed and each parked slot's timer and fd
-	conns  map[uint64]*ParkSlot
-	next   uint64
-	closed bool
+	mu        sync.Mutex // guards conns, next, closed, deadlines, timer, timerAt and each parked slot's deadline and fd
+	conns     map[uint64]*ParkSlot
+	next      uint64
+	closed    bool
+	deadlines parkDeadlines // the parked connections with a deadline
+	timer     *time.Timer   // fires at timerAt, the first deadline when it was set
+	timerAt   int64
 }
 
 // NewParker returns a Parker that logs what stops parking to log.
@@ -159,11 +162,11 @@ func (p *Parker) register(s *ParkSlot, rc syscall.RawConn, c Parked, deadline ti
 	s.conn = c
 	p.conns[id] = s
 	s.id.Store(id)
+	s.hidx = -1
 	if !deadline.IsZero() {
-		if s.timer == nil {
-			s.timer = time.AfterFunc(time.Until(deadline), func() { p.expire(s) })
-		} else {
-			s.timer.Reset(time.Until(deadline))
+		s.deadline = deadline.UnixNano()
+		if p.deadlines.push(s) && (p.timerAt == 0 || s.deadline < p.timerAt) {
+			p.armLocked(s.deadline)
 		}
 	}
 	return true
@@ -197,9 +200,41 @@ func (s *ParkSlot) CloseFD() {
 	}
 }
 
-// expire runs when a parked connection's deadline passes.
-func (p *Parker) expire(s *ParkSlot) {
-	if p.Take(s) {
+// armLocked sets the timer to fire at at (Unix nanoseconds).
+func (p *Parker) armLocked(at int64) {
+	p.timerAt = at
+	d := time.Until(time.Unix(0, at))
+	if p.timer == nil {
+		p.timer = time.AfterFunc(d, p.expire)
+		return
+	}
+	p.timer.Reset(d)
+}
+
+// expire finishes the parked connections whose deadline has passed, and
+// sets the timer for the next.
+func (p *Parker) expire() {
+	now := time.Now().UnixNano()
+	var due []*ParkSlot
+	p.mu.Lock()
+	for {
+		s := p.deadlines.first()
+		if s == nil {
+			p.timerAt = 0
+			break
+		}
+		if s.deadline > now {
+			p.armLocked(s.deadline)
+			break
+		}
+		if p.takeLocked(s.id.Load()) != s {
+			p.deadlines.remove(s) // not parked (cannot happen: takeLocked removes it)
+			continue
+		}
+		due = append(due, s)
+	}
+	p.mu.Unlock()
+	for _, s := range due {
 		s.conn.Finish()
 	}
 }
@@ -223,9 +258,8 @@ func (p *Parker) takeLocked(id uint64) *ParkSlot {
 	}
 	delete(p.conns, id)
 	s.id.Store(0)
-	if s.timer != nil {
-		s.timer.Stop()
-	}
+	p.deadlines.remove(s)
+	s.deadline = 0
 	// The descriptor is the slot's own (only its owner closes it, after
 	// this), so its number is still the socket's.
 	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
@@ -272,6 +306,9 @@ func (p *Parker) Close() {
 		return
 	}
 	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
 	var parked []*ParkSlot
 	for id := range p.conns {
 		parked = append(parked, p.takeLocked(id))

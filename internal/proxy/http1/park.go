@@ -33,14 +33,14 @@ type Parked interface {
 // connection holds one (its zero value is ready) and passes it to Park and
 // Take.
 type ParkSlot struct {
-	id    atomic.Uint64 // set while parked
-	fd    int           // the duplicate descriptor the slot owns (held) from Park until ResumeConn or CloseFD
-	held  bool          // fd is open and the slot's
+	id   atomic.Uint64 // set while parked
+	fd   int           // the duplicate descriptor the slot owns (held) from Park until ResumeConn or CloseFD
+	held bool          // fd is open and the slot's
 	// Guarded by the Parker's mu: the deadline (Unix nanoseconds; 0:
 	// none) and the slot's index in the Parker's deadlines (-1: not in).
 	deadline int64
 	hidx     int
-	conn  Parked        // set by the first Park
+	conn     Parked // set by the first Park
 }
 
 // ParkBuffer gives the read buffer back to the pool while the connection

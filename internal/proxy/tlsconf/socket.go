@@ -13,6 +13,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
+	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
 // Client is a cluster's upstream TLS socket. Read-only once built.
@@ -84,7 +85,7 @@ func (cl *Client) Handshake(ctx context.Context, conn net.Conn) (*ClientConn, er
 		cfg.ClientSessionCache = cache
 		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return cl.c.verifyResumed(cs, false) }
 	}
-	tc, err := handshake(ctx, conn, tls.Client(conn, cfg))
+	tc, err := handshake(ctx, conn, tls.Client(http1.WrapConn(conn), cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +193,7 @@ func (s *Server) Handshake(ctx context.Context, conn net.Conn) (*ServerConn, err
 		}
 		return out, nil
 	}
-	tc, err := handshake(ctx, conn, tls.Server(conn, cfg))
+	tc, err := handshake(ctx, conn, tls.Server(http1.WrapConn(conn), cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -68,6 +68,7 @@ type Parker struct {
 	deadlines parkDeadlines // the parked connections with a deadline
 	timer     *time.Timer   // fires at timerAt, the first deadline when it was set
 	timerAt   int64
+	trim      trimState // park_trim_linux.go
 }
 
 // NewParker returns a Parker that logs what stops parking to log.
@@ -162,6 +163,7 @@ func (p *Parker) register(s *ParkSlot, rc syscall.RawConn, c Parked, deadline ti
 	s.conn = c
 	p.conns[id] = s
 	s.id.Store(id)
+	p.parkedLocked()
 	s.hidx = -1
 	if !deadline.IsZero() {
 		s.deadline = deadline.UnixNano()
@@ -308,6 +310,9 @@ func (p *Parker) Close() {
 	p.closed = true
 	if p.timer != nil {
 		p.timer.Stop()
+	}
+	if p.trim.timer != nil {
+		p.trim.timer.Stop()
 	}
 	var parked []*ParkSlot
 	for id := range p.conns {

@@ -145,3 +145,47 @@ func TestParkerDeadlines(t *testing.T) {
 		}
 	}
 }
+
+// TestParkerTrimsAfterABurst: once trimMinParks connections parked and
+// parking then went quiet for trimQuiet, the Parker gives the burst's
+// memory back (once); fewer parks, or parks still coming, do not trim.
+func TestParkerTrimsAfterABurst(t *testing.T) {
+	p := NewParker(slog.New(slog.DiscardHandler))
+	defer p.Close()
+	lastTrim := func() time.Time {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.trim.lastTrim
+	}
+	park := func() {
+		t.Helper()
+		_, server := tcpPair(t)
+		if !p.Park(&ParkSlot{}, WrapConn(server), newParkedConn(), time.Time{}) {
+			t.Fatal("Park = false")
+		}
+	}
+	for range trimMinParks - 1 {
+		park()
+	}
+	time.Sleep(trimQuiet + 200*time.Millisecond)
+	if !lastTrim().IsZero() {
+		t.Fatalf("trimmed after %d parks, fewer than %d", trimMinParks-1, trimMinParks)
+	}
+	park()
+	if !lastTrim().IsZero() {
+		t.Fatal("trimmed while connections were still parking")
+	}
+	deadline := time.Now().Add(trimQuiet + 5*time.Second)
+	for lastTrim().IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no trim %v after a burst of %d parks went quiet", trimQuiet+5*time.Second, trimMinParks)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.mu.Lock()
+	parks := p.trim.parks
+	p.mu.Unlock()
+	if parks != 0 {
+		t.Fatalf("%d parks counted after the trim, want 0", parks)
+	}
+}

@@ -11,6 +11,8 @@ import (
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
 // resumePair is a client and a server socket with their SDS servers and
@@ -328,4 +330,36 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestTLSOverRawIO: both sides of a TLS connection read and write the
+// socket through the raw non-blocking I/O of the HTTP/1.1 path
+// (http1.WrapConn), as plaintext connections do.
+func TestTLSOverRawIO(t *testing.T) {
+	p := newResumePair(t, nil, false)
+	_, sc := p.connServer(t, true)
+	if http1.RawSyscallConn(sc.NetConn().(*tls.Conn).NetConn()) == nil {
+		t.Error("the server side's TLS runs over a net.Conn without the raw socket I/O")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() {
+		if c, err := p.lis.Accept(); err == nil {
+			if sc, err := p.server.Handshake(ctx, c); err == nil {
+				sc.Close()
+			}
+		}
+	}()
+	raw, err := net.Dial("tcp", p.lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := p.client.Handshake(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if http1.RawSyscallConn(cc.Conn.NetConn()) == nil {
+		t.Error("the client side's TLS runs over a net.Conn without the raw socket I/O")
+	}
 }

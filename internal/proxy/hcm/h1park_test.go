@@ -2,6 +2,7 @@ package hcm
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
 // These tests cover the detached parking of h1park.go on real sockets:
@@ -170,5 +173,51 @@ func TestDetachedParking(t *testing.T) {
 					openFDs(t), fdParked, fdParked-2*n)
 			}
 		})
+	}
+}
+
+// TestDetachable: only a connection whose identity is all in its socket
+// is detached when parked: plain TCP, or the HTTP/2 sniffer's replay of
+// it once drained; not TLS, not a wrapper carrying state of its own.
+func TestDetachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	type wrapped struct{ net.Conn }
+	for _, tc := range []struct {
+		name string
+		conn net.Conn
+		want bool
+	}{
+		{"plain TCP", dial(), true},
+		{"sniffed, drained", &prefixConn{Conn: http1.WrapConn(dial())}, true},
+		{"sniffed, bytes left", &prefixConn{Conn: http1.WrapConn(dial()), pre: []byte("GET")}, false},
+		{"TLS", tls.Client(dial(), &tls.Config{InsecureSkipVerify: true}), false},
+		{"TLS, sniffed", &prefixConn{Conn: tls.Client(dial(), &tls.Config{InsecureSkipVerify: true})}, false},
+		{"other wrapper", wrapped{dial()}, false},
+	} {
+		c := &h1conn{tracked: tc.conn}
+		if got := c.detachable(); got != tc.want {
+			t.Errorf("%s: detachable = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -221,3 +221,38 @@ func TestDetachable(t *testing.T) {
 		}
 	}
 }
+
+// TestParkKeepsConnectionLimits: a connection's request count and
+// max_connection_duration carry over parking (the h1keep, not the
+// h1conn, holds them): with max_requests_per_connection 3, the third
+// request, after two parks, is answered with connection: close and the
+// connection closes.
+func TestParkKeepsConnectionLimits(t *testing.T) {
+	lim := DefaultLimits()
+	lim.MaxRequestsPerConnection = 3
+	addr, s := startParking(t, lim, nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for i := 1; i <= 3; i++ {
+		if i > 1 && !waitFor(func() bool { return parkedCount(s) == 1 }) {
+			t.Fatalf("not parked before request %d", i)
+		}
+		if _, err := fmt.Fprintf(c, "GET /%d HTTP/1.1\r\nHost: park\r\n\r\n", i); err != nil {
+			t.Fatal(err)
+		}
+		resp, _, err := readResp(c, br)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if resp.Close != (i == 3) {
+			t.Fatalf("request %d: connection: close %v, want %v", i, resp.Close, i == 3)
+		}
+	}
+	if !closedSoon(c) {
+		t.Fatal("the connection stayed open after its last request")
+	}
+}

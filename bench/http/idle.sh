@@ -8,6 +8,9 @@
 # proxy's VmRSS before and after. Every run starts fresh proxy processes;
 # runs are interleaved and figures are medians over RUNS.
 #
+# MODE=h2 measures idle HTTP/2 connections instead: h2c with prior
+# knowledge, one GET on stream 1 each (nginx: listen ... http2).
+#
 # MODE=slowheads (bench/http/slowheads.sh) measures slow request heads
 # instead: every connection trickles a HEAD_BYTES head over TRICKLE and
 # never ends it; the table has each proxy's VmRSS while it holds them and
@@ -17,9 +20,10 @@
 # large_client_header_buffers 8 8k so that it holds the head too (its
 # default, 4 8k, refuses a 59 KB head with 400).
 #
-# Environment: RUNS=3 CONNS=10000 CHAINS="nginx strait" STRAIT_BIN=path
+# Environment: RUNS=3 CONNS=10000 CHAINS="nginx strait" STRAIT_BIN=path PORT_BASE=18500
+# (chain strait-base: STRAIT_BASE_BIN, another build, e.g. main's, to compare)
 # README=path (default bench/http/README.md; "-" = don't write)
-# MODE=idle|slowheads HEAD_BYTES=59000 TRICKLE=20s
+# MODE=idle|h2|slowheads HEAD_BYTES=59000 TRICKLE=20s
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,8 +37,9 @@ HEAD_BYTES=${HEAD_BYTES:-59000}
 TRICKLE=${TRICKLE:-20s}
 case $MODE in
 idle) marker=idleresults ;;
+h2) marker=h2idleresults ;;
 slowheads) marker=slowheadsresults ;;
-*) echo "bench-idle: MODE=$MODE: want idle or slowheads" >&2; exit 2 ;;
+*) echo "bench-idle: MODE=$MODE: want idle, h2 or slowheads" >&2; exit 2 ;;
 esac
 BENCH_NAME=bench-idle
 # shellcheck source=lib.sh
@@ -55,7 +60,7 @@ bench_workdir strait-bench-idle
 build_strait_proxy
 (cd "$root" && go build -o "$work/idleconns" ./bench/idleconns)
 
-next_port=18500
+next_port=${PORT_BASE:-18500}
 stop() { # pid: stop one proxy and forget it
 	kill "$1" 2>/dev/null || true
 	for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.05; done
@@ -89,12 +94,12 @@ http {
 	keepalive_requests 1000000;
 	keepalive_timeout 3600s;
 	$( [ -n "${3:-}" ] && echo "upstream next { server 127.0.0.1:$3; keepalive 64; keepalive_requests 1000000; }" )
-	server { listen 127.0.0.1:$2 reuseport; $loc }
+	server { listen 127.0.0.1:$2 reuseport$( [ "$MODE" = h2 ] && [ -n "${3:-}" ] && echo " http2"); $loc }
 }
 CONF
 	start "$1" "$NGINX" -p "$d" -c "$d/nginx.conf"
 }
-strait_conf() { # name listen-port upstream-port admin-port
+strait_conf() { # name listen-port upstream-port admin-port [binary]
 	cat >"$work/$1.yaml" <<CONF
 node: {id: bench, cluster: bench}
 admin:
@@ -115,12 +120,12 @@ static_resources:
       - name: envoy.filters.network.http_connection_manager
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: http
+          stat_prefix: http$( [ "$MODE" = h2 ] && printf '\n          http2_protocol_options: {}')
           route_config:
             virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: next}}]}]
           http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
 CONF
-	start "$1" "$STRAIT_BIN" -c "$work/$1.yaml" --concurrency 1 --log-level error
+	start "$1" "${5:-$STRAIT_BIN}" -c "$work/$1.yaml" --concurrency 1 --log-level error
 }
 
 newport be_port
@@ -132,6 +137,12 @@ results=$work/results.tsv # chain run rss_before_kib rss_after_kib kib_per_conn 
 loads=()
 what="idle connections"
 slow=()
+curl_h2=()
+if [ "$MODE" = h2 ]; then
+	what="idle HTTP/2 connections (h2c)"
+	slow=(-h2)
+	curl_h2=(--http2-prior-knowledge)
+fi
 if [ "$MODE" = slowheads ]; then
 	what="connections trickling a $HEAD_BYTES-byte head over $TRICKLE"
 	slow=(-slow-head-bytes "$HEAD_BYTES" -trickle "$TRICKLE")
@@ -144,11 +155,12 @@ for run in $(seq "$RUNS"); do
 		case $c in
 		nginx) nginx_conf "nginx-$run" "$p" "$be_port" ;;
 		strait) strait_conf "strait-$run" "$p" "$be_port" "$a" ;;
+		strait-base) strait_conf "strait-base-$run" "$p" "$be_port" "$a" "$STRAIT_BASE_BIN" ;;
 		*) log "unknown chain $c"; exit 2 ;;
 		esac
 		pid=$started
 		wait_port "$p" "$pid"
-		n=$(curl -sf "http://127.0.0.1:$p/" | wc -c) || n=0
+		n=$(curl -sf ${curl_h2[@]+"${curl_h2[@]}"} "http://127.0.0.1:$p/" | wc -c) || n=0
 		if [ "$n" != 1024 ]; then log "$c returned $n bytes, want 1024"; exit 1; fi
 		out=$("$work/idleconns" -addr "127.0.0.1:$p" -n "$CONNS" -pid "$pid" ${slow[@]+"${slow[@]}"})
 		loads+=("$(cut -d' ' -f1 /proc/loadavg)")

@@ -33,10 +33,10 @@
 #   RUNS=5 DURATION=10s CONNS=16 THREADS=1 WARMUP=2s
 #   CHAINS="direct nginx haproxy strait"   chains to run, in this order (also strait-router, strait-policy,
 #                                          nginx-tls, strait-mtls, nginx-accesslog, strait-accesslog,
-#                                          strait-telemetry, strait-base, strait-telemetry-base)
+#                                          strait-telemetry, strait-base, strait-telemetry-base, strait-mtls-base)
 #   STRAIT_BIN=path                        strait-proxy to use (default: built from this tree)
-#   BASE_BIN=path                          the strait-proxy of the chains strait-base and
-#                                          strait-telemetry-base (another build, e.g. main's, in the same run)
+#   BASE_BIN=path                          the strait-proxy of the chains strait-base,
+#                                          strait-telemetry-base and strait-mtls-base (another build, e.g. main's, in the same run)
 #   STRAIT_VARIANTS="name=BIN[,flag,...] ..." extra strait chains, e.g.
 #       STRAIT_VARIANTS="old=/tmp/strait-proxy.old"
 #       (an empty BIN means STRAIT_BIN)
@@ -318,16 +318,18 @@ for c in $CHAINS; do
 		nginx_tls_conf nginx-tls2 "$p2" "$be_port" server; a=$started; wait_port "$p2" "$a"
 		nginx_tls_conf nginx-tls1 "$p1" "$p2" client; b=$started; wait_port "$p1" "$b"
 		entry[nginx-tls]=$p1; proxies[nginx-tls]="$b $a"; chains+=(nginx-tls) ;;
-	strait-mtls)
+	strait-mtls|strait-mtls-base)
 		mkcerts
+		bin=$STRAIT_BIN
+		[ "$c" = strait-mtls-base ] && bin=${BASE_BIN:?strait-mtls-base needs BASE_BIN}
 		newport p2; newport p1; newport a2; newport a1
 		chain_extra="transport_socket: {name: envoy.transport_sockets.tls, typed_config: {'@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext, require_client_certificate: true, common_tls_context: $(tls_common server client h2 http/1.1)}}"
-		strait_conf strait-mtls2 "$p2" "$be_port" "$a2" "$STRAIT_BIN"; a=$started; wait_port "$p2" "$a"
+		strait_conf "${c}2" "$p2" "$be_port" "$a2" "$bin"; a=$started; wait_port "$p2" "$a"
 		chain_extra=""
 		cluster_extra="    transport_socket: {name: envoy.transport_sockets.tls, typed_config: {'@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, sni: server, common_tls_context: $(tls_common client server istio-peer-exchange istio)}}"
-		strait_conf strait-mtls1 "$p1" "$p2" "$a1" "$STRAIT_BIN"; b=$started; wait_port "$p1" "$b"
+		strait_conf "${c}1" "$p1" "$p2" "$a1" "$bin"; b=$started; wait_port "$p1" "$b"
 		cluster_extra=""
-		entry[strait-mtls]=$p1; proxies[strait-mtls]="$b $a"; chains+=(strait-mtls) ;;
+		entry[$c]=$p1; proxies[$c]="$b $a"; chains+=("$c") ;;
 	*) log "unknown chain $c"; exit 2 ;;
 	esac
 done

@@ -5,6 +5,9 @@
 // /proc/PID/status) before the first connection and after the last one.
 // It then checks that the proxy still holds every connection open.
 //
+// With -h2 the connections are HTTP/2 (h2c with prior knowledge): one GET
+// on stream 1 each, its response read whole, then idle.
+//
 // With -slow-head-bytes it measures slow request heads instead (a
 // slowloris): every connection sends a request line and then header
 // lines of about that many bytes in all, spread over -trickle, and never
@@ -42,13 +45,18 @@ func main() {
 	path := flag.String("path", "/", "request path")
 	slowHead := flag.Int("slow-head-bytes", 0, "measure slow request heads of about this many bytes instead of idle connections (0: idle connections)")
 	trickle := flag.Duration("trickle", 20*time.Second, "with -slow-head-bytes: how long each connection takes to send its head")
+	h2 := flag.Bool("h2", false, "idle HTTP/2 connections (h2c with prior knowledge, one request on stream 1 each) instead of HTTP/1.1 ones")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "idleconns")
 	var err error
 	if *slowHead > 0 {
 		err = runSlowHeads(*addr, *n, *pid, *slowHead, *trickle, *settle, *path)
 	} else {
-		err = run(*addr, *n, *pid, *parallel, *settle, *path)
+		use := use
+		if *h2 {
+			use = useH2
+		}
+		err = run(*addr, *n, *pid, *parallel, *settle, *path, use)
 	}
 	if err != nil {
 		logger.Error("connection memory benchmark failed", "error", err)
@@ -56,7 +64,7 @@ func main() {
 	}
 }
 
-func run(addr string, n, pid, parallel int, settle time.Duration, path string) error {
+func run(addr string, n, pid, parallel int, settle time.Duration, path string, use func(addr, path string) (net.Conn, error)) error {
 	if pid <= 0 {
 		return errors.New("-pid is required: the PID of the proxy process to measure")
 	}
@@ -151,15 +159,16 @@ func use(addr, path string) (net.Conn, error) {
 }
 
 // countClosed reports how many connections the peer has closed (a read
-// returns EOF or an error other than the short deadline expiring).
+// returns EOF or an error other than the short deadline expiring; bytes,
+// such as an HTTP/2 frame sent late, mean open).
 func countClosed(conns []net.Conn) int {
 	closed := 0
 	var b [1]byte
 	for _, c := range conns {
 		c.SetReadDeadline(time.Now().Add(time.Millisecond))
-		_, err := c.Read(b[:])
+		n, err := c.Read(b[:])
 		var ne net.Error
-		if !(errors.As(err, &ne) && ne.Timeout()) {
+		if n == 0 && !(errors.As(err, &ne) && ne.Timeout()) {
 			closed++
 		}
 	}

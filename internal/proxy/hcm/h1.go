@@ -61,14 +61,16 @@ type h1conn struct {
 	// Downstream (h1response.go).
 	x h1.Exchange
 
-	limits connLimits  // max_requests_per_connection, max_connection_duration (stream.go)
+	// k is what the connection keeps while parked, and its limits and
+	// drain state (h1park.go); one for the connection's whole life, while
+	// a new h1conn serves it after each park.
+	k      *h1keep
+	limits *connLimits // k's: max_requests_per_connection, max_connection_duration (stream.go)
+	idle   *atomic.Int32
 	clock  streamClock // the timeouts of the request in progress (stream.go)
 	linger bool        // an error reply was sent: close gracefully
 
-	drain     *Drain       // nil: the connection never drains
-	stopDrain func() bool  // unregisters drainIdle
-	stopEnd   func() bool  // unregisters cut
-	idle      atomic.Int32 // connBusy, connIdle, connDrained (drain.go)
+	drain *Drain // nil: the connection never drains
 
 	// stream is the request in progress as the HTTP filters see it
 	// (h1stream.go, chain.go), reset for every request.
@@ -92,27 +94,34 @@ type h1conn struct {
 	remote    netip.AddrPort
 	logConn   *accesslog.Conn // the connection as the log sees it, computed at the first log
 
-	tracked   net.Conn       // the connection as the Server tracks it
-	wb        *[]byte        // pooled write buffer (wbuf) while a request is served
-	idleSince time.Time      // when the wait for the next request began
-	park      http1.ParkSlot // the parker's while parked (waitRequest)
+	tracked net.Conn // the connection as the Server tracks it
+	wb      *[]byte  // pooled write buffer (wbuf) while a request is served
 }
 
 func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
+	k := &h1keep{s: s, filter: f, dst: dst, src: src, drain: d, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc)}
+	k.limits.init(f.limits())
+	f.cxBegin() // cxEnd in k.end
+	d.watch(k)
+	s.newH1conn(k, nc).run(false)
+}
+
+// newH1conn makes the state that serves connection k on nc: at its start,
+// and each time it resumes from parking.
+func (s *Server) newH1conn(k *h1keep, nc net.Conn) *h1conn {
 	dc := http1.NewDeadlineConn(http1.WrapConn(nc)) // closing it closes the tracked conn
 	// The wait for a request (parkAfter) and the request (stream idle)
 	// alternate their read deadlines on every request: keep the earlier.
 	dc.SetReadLazy(true)
-	c := &h1conn{s: s, tracked: nc, nc: dc, filter: f, lim: f.limits(), dst: dst, src: src, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), r: http1.NewReader(dc), drain: d}
-	f.cxBegin() // cxEnd in finish
-	c.stopDrain = d.onStart(c.drainIdle)
-	c.stopEnd = d.onEnd(c.cut)
+	f := k.filter
+	c := &h1conn{s: s, k: k, limits: &k.limits, idle: &k.idle, tracked: nc, nc: dc, filter: f, lim: f.limits(),
+		dst: k.dst, src: k.src, secure: k.secure, xfcc: k.xfcc, r: http1.NewReader(dc), drain: k.drain}
 	c.x = h1.Exchange{
 		D: c, NC: dc, R: c.r, Req: &c.req, Wbuf: &c.wbuf, Rec: &c.rec, Log: s.log,
-		Dst: dst, Src: src, Secure: c.secure, Trailers: &f.trailers, OverwriteXFP: f.xfp.Overwrites(),
+		Dst: k.dst, Src: k.src, Secure: c.secure, Trailers: &f.trailers, OverwriteXFP: f.xfp.Overwrites(),
 	}
-	c.limits.init(c.lim)
-	c.run(false)
+	k.nc.Store(dc)
+	return c
 }
 
 // run serves the connection on the calling goroutine until it closes or
@@ -144,11 +153,9 @@ func (c *h1conn) finish() {
 		c.closeGracefully()
 	}
 	c.r.Release()
-	c.stopDrain()
-	c.stopEnd()
 	c.nc.Close()
 	c.s.untrack(c.tracked)
-	c.filter.cxEnd()
+	c.k.end()
 }
 
 // takeWbuf takes the write buffer for a request. It is taken per request,
@@ -308,14 +315,14 @@ func (c *h1conn) waitRequest() int {
 	if idle > 0 && idle < 2*time.Second {
 		since = time.Now()
 	}
-	c.idleSince = since
+	c.k.idleSince = since
 	// Wait parkAfter on this goroutine first (unless a deadline comes
 	// sooner), then park. A connection that never carried a request is not
 	// parked: its first bytes are normally on the way.
 	parkAt := time.Time{}
-	if c.limits.served() {
+	if c.limits.served() && c.detachable() {
 		parkAt = http1.CoarseNow().Add(parkAfter)
-		if dl := c.parkDeadline(since); !dl.IsZero() && !dl.After(parkAt) {
+		if dl := c.k.parkDeadline(since); !dl.IsZero() && !dl.After(parkAt) {
 			parkAt = time.Time{}
 		}
 	}
@@ -349,7 +356,7 @@ func (c *h1conn) waitRequest() int {
 				// their header slices are regrown on the next request.
 				c.req, c.x.Resp = http1.Request{}, http1.Response{}
 				c.nc.SetReadTimeouts(0, time.Time{})
-				if c.s.parker.Park(&c.park, c.nc, c, c.parkDeadline(since)) {
+				if c.park(since) {
 					return waitParked
 				}
 				c.r.UnparkBuffer()
@@ -360,77 +367,11 @@ func (c *h1conn) waitRequest() int {
 	}
 }
 
-// parkDeadline is when a parked connection must wake to close: its idle
-// timeout counted from since, or max_connection_duration, whichever comes
-// first; zero for never.
-func (c *h1conn) parkDeadline(since time.Time) time.Time {
-	var t time.Time
-	if d := c.lim.IdleTimeout; d > 0 {
-		t = since.Add(d)
-	}
-	if e := c.limits.expiry; !e.IsZero() && (t.IsZero() || e.Before(t)) {
-		t = e
-	}
-	return t
-}
-
-// unpark takes a parked connection that became readable back: a buffer,
-// and the first bytes of its request. It reports false when the connection
-// should close (it was drained meanwhile, or the client closed it).
-func (c *h1conn) unpark() bool {
-	c.r.UnparkBuffer()
-	if c.drain != nil && !c.idle.CompareAndSwap(connIdle, connBusy) {
-		return false
-	}
-	c.nc.SetReadTimeouts(0, c.parkDeadline(c.idleSince))
-	if err := c.r.Fill(); err != nil {
-		// A readable socket whose read times out can only be past its
-		// deadline: close, as waitRequest would.
-		return false
-	}
-	return true
-}
-
-// Resume serves a parked connection that became readable
-// (http1.Parked), on the parker's new goroutine.
-func (c *h1conn) Resume() { c.run(true) }
-
-// Finish ends a parked connection (http1.Parked): its idle_timeout or
-// max_connection_duration passed, or the Server closed.
-func (c *h1conn) Finish() { c.finish() }
-
 // closing reports whether the connection must close after the request in
 // progress: max_connection_duration passed, max_requests_per_connection
 // reached, or its listener is draining.
 func (c *h1conn) closing() bool {
 	return c.drain.Started() || c.limits.spent(http1.CoarseNow()) // stream.go
-}
-
-// drainIdle runs when the connection's drain starts: a connection waiting
-// for its next request is closed; one serving a request closes after the
-// response (closing). Any goroutine.
-func (c *h1conn) drainIdle() {
-	if c.idle.CompareAndSwap(connIdle, connDrained) {
-		if c.s.parker.Take(&c.park) {
-			c.finish()
-			return
-		}
-		c.nc.Close()
-	}
-}
-
-// cut runs when the connection's drain ends (its drain time has passed):
-// the connection is closed whatever it is doing, so a response in progress
-// stops there and the client sees the connection close; the request's
-// upstream exchange ends once it notices (a write downstream fails, or the
-// wait for the response head finds the client gone). Any goroutine.
-func (c *h1conn) cut() {
-	c.s.log.Debug("drain time over; closing the connection", "remote", c.tracked.RemoteAddr().String())
-	if c.s.parker.Take(&c.park) {
-		c.finish()
-		return
-	}
-	c.nc.Close()
 }
 
 // closeGracefully ends a connection after an error reply so that the client

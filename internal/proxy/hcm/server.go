@@ -34,8 +34,9 @@ type Server struct {
 	parker   *http1.Parker      // idle HTTP/1.1 connections (h1.go)
 	local    netip.Addr         // appended to x-forwarded-for for a loopback peer (fwdheaders.XFF)
 
-	mu     sync.Mutex            // guards conns, taken and closed
-	conns  map[net.Conn]struct{} // every connection served
+	mu     sync.Mutex            // guards conns, parked, taken and closed
+	conns  map[net.Conn]struct{} // every connection served, but those parked
+	parked int                   // parked HTTP/1.1 connections (h1park.go), which have no net.Conn
 	taken  uint64                // connections ever added to conns
 	closed bool
 }
@@ -159,7 +160,7 @@ func (s *Server) Close() error {
 func (s *Server) Active() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns)
+	return len(s.conns) + s.parked
 }
 
 // Connections is Active and how many connections the server has taken
@@ -168,7 +169,7 @@ func (s *Server) Active() int {
 func (s *Server) Connections() (active int, taken uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns), s.taken
+	return len(s.conns) + s.parked, s.taken
 }
 
 func (s *Server) track(c net.Conn) bool {
@@ -186,6 +187,31 @@ func (s *Server) untrack(c net.Conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+}
+
+// parking counts a connection that is about to be parked (detached from
+// its net.Conn c) as parked rather than as c.
+func (s *Server) parking(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.parked++
+	s.mu.Unlock()
+}
+
+// unparked counts a parked connection as parked no more: tracked as c
+// (nil: it ended, or was not parked after all); it reports false, not
+// tracking c, when the Server has closed.
+func (s *Server) unparked(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.parked--
+	if s.closed {
+		return false
+	}
+	if c != nil {
+		s.conns[c] = struct{}{}
+	}
+	return true
 }
 
 var errNoConn = errors.New("request without connection info")

@@ -2,7 +2,6 @@ package http1
 
 import (
 	"sync/atomic"
-	"time"
 )
 
 // An idle keep-alive connection is parked: after a while without a new
@@ -13,7 +12,11 @@ import (
 // (Parked.Finish). So ten thousand idle connections cost their sockets
 // and small structs, not ten thousand goroutine stacks and read buffers
 // (Envoy and nginx hold an idle connection the same way: an entry in an
-// event loop). When to park, and what a resumed connection does, is its
+// event loop). A parked connection is detached from the runtime: the
+// Parker holds a duplicate of its socket's descriptor and its net.Conn is
+// closed, so that no netpoller descriptor, net.Conn or wrapper lives while
+// it waits; it becomes a net.Conn again (ParkSlot.ResumeConn) when it
+// wakes. When to park, and what a resumed connection does, is its
 // owner's (the HTTP connection manager's).
 
 // Parked is a connection that a Parker holds.
@@ -30,10 +33,14 @@ type Parked interface {
 // connection holds one (its zero value is ready) and passes it to Park and
 // Take.
 type ParkSlot struct {
-	id    atomic.Uint64 // set while parked
-	fd    int           // socket number while parked; guarded by the Parker's mu
-	timer *time.Timer   // wakes a parked connection at its deadline; guarded by the Parker's mu
-	conn  Parked        // set by the first Park
+	id   atomic.Uint64 // set while parked
+	fd   int           // the duplicate descriptor the slot owns (held) from Park until ResumeConn or CloseFD
+	held bool          // fd is open and the slot's
+	// Guarded by the Parker's mu: the deadline (Unix nanoseconds; 0:
+	// none) and the slot's index in the Parker's deadlines (-1: not in).
+	deadline int64
+	hidx     int
+	conn     Parked // set by the first Park
 }
 
 // ParkBuffer gives the read buffer back to the pool while the connection

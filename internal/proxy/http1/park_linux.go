@@ -2,8 +2,10 @@ package http1
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -59,10 +61,14 @@ type Parker struct {
 	wakefd    int // eventfd that tells loop to stop
 	done      chan struct{}
 
-	mu     sync.Mutex // guards conns, next, closed and each parked slot's timer and fd
-	conns  map[uint64]*ParkSlot
-	next   uint64
-	closed bool
+	mu        sync.Mutex // guards conns, next, closed, deadlines, timer, timerAt and each parked slot's deadline and fd
+	conns     map[uint64]*ParkSlot
+	next      uint64
+	closed    bool
+	deadlines parkDeadlines // the parked connections with a deadline
+	timer     *time.Timer   // fires at timerAt, the first deadline when it was set
+	timerAt   int64
+	trim      trimState // park_trim_linux.go
 }
 
 // NewParker returns a Parker that logs what stops parking to log.
@@ -102,13 +108,30 @@ func (p *Parker) start() bool {
 
 // Park registers c (socket nc, slot s), whose goroutine is about to end,
 // until its socket is readable (c.Resume) or deadline (zero: none) passes
-// (c.Finish). When it reports true, c belongs to the Parker: the caller
-// must not touch it again.
+// (c.Finish). The connection is detached from the runtime: the Parker
+// keeps a duplicate of the socket's descriptor, which the slot owns, and
+// Park closes nc, so that no net.Conn, netpoller descriptor or wrapper
+// lives while the connection is parked. When it reports true, c belongs to
+// the Parker: the caller must not touch it or nc again; on false nc is
+// still open and the caller's. Whoever takes c back (Resume, Finish, Take)
+// owns the descriptor: ResumeConn makes a connection of it, CloseFD closes
+// it.
 func (p *Parker) Park(s *ParkSlot, nc net.Conn, c Parked, deadline time.Time) bool {
 	rc := RawSyscallConn(nc)
 	if rc == nil || !p.start() {
 		return false
 	}
+	if !p.register(s, rc, c, deadline) {
+		return false
+	}
+	// The duplicate keeps the socket open (close(2) of one descriptor
+	// sends nothing while another refers to the socket).
+	_ = nc.Close()
+	return true
+}
+
+// register duplicates rc's descriptor into s and adds it to the epoll set.
+func (p *Parker) register(s *ParkSlot, rc syscall.RawConn, c Parked, deadline time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -118,33 +141,102 @@ func (p *Parker) Park(s *ParkSlot, nc net.Conn, c Parked, deadline time.Time) bo
 	id := p.next
 	var addErr error
 	err := rc.Control(func(fd uintptr) {
-		s.fd = int(fd)
+		dup, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			addErr = err
+			return
+		}
 		ev := unix.EpollEvent{
 			Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT,
 			Fd:     int32(uint32(id)),
 			Pad:    int32(uint32(id >> 32)),
 		}
-		addErr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
+		if addErr = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, dup, &ev); addErr != nil {
+			unix.Close(dup)
+			return
+		}
+		s.fd, s.held = dup, true
 	})
 	if err != nil || addErr != nil {
-		return false // closed meanwhile (drain): the caller closes it
+		return false // closed meanwhile (drain), or out of descriptors: the caller closes it
 	}
 	s.conn = c
 	p.conns[id] = s
 	s.id.Store(id)
+	p.parkedLocked()
+	s.hidx = -1
 	if !deadline.IsZero() {
-		if s.timer == nil {
-			s.timer = time.AfterFunc(time.Until(deadline), func() { p.expire(s) })
-		} else {
-			s.timer.Reset(time.Until(deadline))
+		s.deadline = deadline.UnixNano()
+		if p.deadlines.push(s) && (p.timerAt == 0 || s.deadline < p.timerAt) {
+			p.armLocked(s.deadline)
 		}
 	}
 	return true
 }
 
-// expire runs when a parked connection's deadline passes.
-func (p *Parker) expire(s *ParkSlot) {
-	if p.Take(s) {
+// ResumeConn makes a connection of the descriptor of a connection taken
+// back from the Parker (Resume, or Take reporting true), which it then
+// owns no more (closed on error too). The connection is the same socket,
+// registered with the runtime's netpoller again.
+func (s *ParkSlot) ResumeConn() (net.Conn, error) {
+	fd := s.fd
+	if !s.held {
+		return nil, errors.New("resume a parked connection: no descriptor")
+	}
+	s.held = false
+	f := os.NewFile(uintptr(fd), "parked")
+	nc, err := net.FileConn(f) // a duplicate of fd
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("resume a parked connection: %w", err)
+	}
+	return nc, nil
+}
+
+// CloseFD closes the descriptor of a connection taken back from the Parker
+// (Finish, or Take reporting true) that ends.
+func (s *ParkSlot) CloseFD() {
+	if s.held {
+		unix.Close(s.fd)
+		s.held = false
+	}
+}
+
+// armLocked sets the timer to fire at at (Unix nanoseconds).
+func (p *Parker) armLocked(at int64) {
+	p.timerAt = at
+	d := time.Until(time.Unix(0, at))
+	if p.timer == nil {
+		p.timer = time.AfterFunc(d, p.expire)
+		return
+	}
+	p.timer.Reset(d)
+}
+
+// expire finishes the parked connections whose deadline has passed, and
+// sets the timer for the next.
+func (p *Parker) expire() {
+	now := time.Now().UnixNano()
+	var due []*ParkSlot
+	p.mu.Lock()
+	for {
+		s := p.deadlines.first()
+		if s == nil {
+			p.timerAt = 0
+			break
+		}
+		if s.deadline > now {
+			p.armLocked(s.deadline)
+			break
+		}
+		if p.takeLocked(s.id.Load()) != s {
+			p.deadlines.remove(s) // not parked (cannot happen: takeLocked removes it)
+			continue
+		}
+		due = append(due, s)
+	}
+	p.mu.Unlock()
+	for _, s := range due {
 		s.conn.Finish()
 	}
 }
@@ -168,11 +260,10 @@ func (p *Parker) takeLocked(id uint64) *ParkSlot {
 	}
 	delete(p.conns, id)
 	s.id.Store(0)
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	// The socket is still open (only its owner closes it), so its number
-	// is still its own.
+	p.deadlines.remove(s)
+	s.deadline = 0
+	// The descriptor is the slot's own (only its owner closes it, after
+	// this), so its number is still the socket's.
 	_ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, s.fd, nil)
 	return s
 }
@@ -217,6 +308,12 @@ func (p *Parker) Close() {
 		return
 	}
 	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.trim.timer != nil {
+		p.trim.timer.Stop()
+	}
 	var parked []*ParkSlot
 	for id := range p.conns {
 		parked = append(parked, p.takeLocked(id))

@@ -3,6 +3,7 @@
 package http1
 
 import (
+	"errors"
 	"log/slog"
 	"net"
 	"time"
@@ -23,3 +24,11 @@ func (p *Parker) Take(*ParkSlot) bool { return false }
 
 // Close does nothing.
 func (p *Parker) Close() {}
+
+// ResumeConn fails: nothing is parked.
+func (s *ParkSlot) ResumeConn() (net.Conn, error) {
+	return nil, errors.New("resume a parked connection: parking is Linux-only")
+}
+
+// CloseFD does nothing: nothing is parked.
+func (s *ParkSlot) CloseFD() {}

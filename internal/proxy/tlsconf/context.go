@@ -370,6 +370,16 @@ func (c *common) verify(raw [][]byte) error {
 		}
 		certs[i] = cert
 	}
+	return c.verifyCerts(certs)
+}
+
+// verifyCerts is verify for certificates already parsed (those a resumed
+// session carries): against the trust bundle, revocation lists and
+// subject alt names current now.
+func (c *common) verifyCerts(certs []*x509.Certificate) error {
+	if len(certs) == 0 {
+		return errors.New("tls: peer sent no certificate")
+	}
 	v := c.roots.value.Load()
 	if v == nil || v.roots == nil {
 		return errors.New("tls: no trust bundle to verify the peer with")

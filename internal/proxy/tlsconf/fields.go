@@ -23,7 +23,7 @@ import (
 var upstreamHonoured = map[protoreflect.Name]string{
 	"common_tls_context": "buildCommon",
 	"sni":                "NewClient: Client.sni",
-	"max_session_keys":   "no session is resumed (as with 0); a bound on a cache there is not",
+	"max_session_keys":   "NewClient: Client.sessions, an LRU of that many sessions (unset: 1, 0: no resumption; resume.go)",
 }
 
 // upstreamRefused maps each refused UpstreamTlsContext field to why, and
@@ -41,16 +41,16 @@ var downstreamHonoured = map[protoreflect.Name]string{
 	"common_tls_context":                   "buildCommon",
 	"require_client_certificate":           "NewServer: Server.requireClient",
 	"require_sni":                          "NewServer: Server.requireSNI",
-	"disable_stateless_session_resumption": "NewServer: Server.noTickets",
+	"disable_stateless_session_resumption": "NewServer: Server.noTickets (else TLS 1.3 tickets, resume.go)",
 	"disable_stateful_session_resumption":  "crypto/tls keeps no session cache: stateful resumption is always off",
 }
 
 // downstreamRefused maps each refused DownstreamTlsContext field to why,
 // and the fix.
 var downstreamRefused = map[protoreflect.Name]string{
-	"session_ticket_keys":                   "session tickets are sealed with crypto/tls's own rotating keys; remove it",
-	"session_ticket_keys_sds_secret_config": "session tickets are sealed with crypto/tls's own rotating keys; remove it",
-	"session_timeout":                       "session tickets live as long as crypto/tls lets them; remove it",
+	"session_ticket_keys":                   "session tickets are sealed with the socket's own keys, rotated daily (resume.go); remove it",
+	"session_ticket_keys_sds_secret_config": "session tickets are sealed with the socket's own keys, rotated daily (resume.go); remove it",
+	"session_timeout":                       "a session ticket opens for at most two days (resume.go's key rotation); remove it",
 	"ocsp_staple_policy":                    "no OCSP response is stapled; remove it",
 	"full_scan_certs_on_sni_mismatch":       "a context serves one certificate; remove it",
 	"prefer_client_ciphers":                 "the cipher suite is chosen by crypto/tls; remove it",

@@ -7,17 +7,20 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/fieldaudit"
+	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
 // Client is a cluster's upstream TLS socket. Read-only once built.
 type Client struct {
-	c   *common
-	sni string
+	c        *common
+	sni      string
+	sessions *sessionCache // resume.go
 }
 
 // NewClient builds the upstream socket of ts: nil (plaintext) for no
@@ -39,7 +42,11 @@ func NewClient(ts *corev3.TransportSocket, p *Provider) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{c: c, sni: u.GetSni()}, nil
+	maxKeys := uint32(1) // Envoy's default
+	if m := u.GetMaxSessionKeys(); m != nil {
+		maxKeys = m.GetValue()
+	}
+	return &Client{c: c, sni: u.GetSni(), sessions: newSessionCache(maxKeys)}, nil
 }
 
 // Handshake runs the client side of TLS on conn (closed on failure). It
@@ -59,19 +66,33 @@ func (cl *Client) Handshake(ctx context.Context, conn net.Conn) (*ClientConn, er
 	if cl.c.roots != nil {
 		cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error { return cl.c.verify(raw) }
 	}
-	var local *tls.Certificate // the certificate presented, read once the handshake is done
+	// The certificate this handshake presents, read once: the session it
+	// resumes (if any) was made with it (resume.go).
+	var cert, presented *tls.Certificate
 	if cl.c.cert != nil {
+		c, err := cl.c.currentCert()
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		cert = c
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			c, err := cl.c.currentCert()
-			local = c
-			return c, err
+			presented = cert
+			return cert, nil
 		}
 	}
-	tc, err := handshake(ctx, conn, tls.Client(conn, cfg))
+	if cache := cl.sessions.forCert(cert); cache != nil {
+		cfg.ClientSessionCache = cache
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return cl.c.verifyResumed(cs, false) }
+	}
+	tc, err := handshake(ctx, conn, tls.Client(http1.WrapConn(conn), cfg))
 	if err != nil {
 		return nil, err
 	}
-	return newClientConn(tc, local), nil
+	if tc.ConnectionState().DidResume {
+		presented = cert // the session was made with it (certSessions)
+	}
+	return newClientConn(tc, presented), nil
 }
 
 // Server is a filter chain's downstream TLS socket. Read-only once built.
@@ -80,6 +101,8 @@ type Server struct {
 	requireClient bool
 	requireSNI    bool
 	noTickets     bool
+	tickets       ticketKeys   // resume.go
+	prints        fingerprints // of the certificate the tickets name
 }
 
 // NewServer builds the downstream socket of ts: nil (plaintext) for no
@@ -120,8 +143,18 @@ func (s *Server) Handshake(ctx context.Context, conn net.Conn) (*ServerConn, err
 	}
 	cfg := s.c.baseConfig()
 	cfg.SessionTicketsDisabled = s.noTickets
+	if !s.noTickets {
+		keys, err := s.tickets.current(time.Now())
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		bindTickets(cfg, keys, &s.prints, s.c.currentCert)
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error { return s.c.verifyResumed(cs, !s.requireClient) }
+	}
 	// presented is the certificate GetCertificate chose; the handshake
-	// (and so the callback) is done when handshake returns.
+	// (and so the callback) is done when handshake returns. A resumed
+	// session chooses none: its ticket named the current certificate.
 	var presented *tls.Certificate
 	cfg.GetCertificate = func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 		if s.requireSNI && h.ServerName == "" {
@@ -160,9 +193,12 @@ func (s *Server) Handshake(ctx context.Context, conn net.Conn) (*ServerConn, err
 		}
 		return out, nil
 	}
-	tc, err := handshake(ctx, conn, tls.Server(conn, cfg))
+	tc, err := handshake(ctx, conn, tls.Server(http1.WrapConn(conn), cfg))
 	if err != nil {
 		return nil, err
+	}
+	if presented == nil && tc.ConnectionState().DidResume {
+		presented, _ = s.c.currentCert() // the handshake read it; it cannot fail now
 	}
 	return &ServerConn{Conn: tc, local: presented}, nil
 }

@@ -43,7 +43,7 @@ type testCA struct {
 	n    atomic.Int64
 }
 
-func newCA(t *testing.T) *testCA {
+func newCA(t testing.TB) *testCA {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{Organization: []string{"test"}},
@@ -58,7 +58,7 @@ func newCA(t *testing.T) *testCA {
 }
 
 // issue returns a chain and key PEM for a SPIFFE ID.
-func (ca *testCA) issue(t *testing.T, spiffe string) (chain, key []byte, serial int64) {
+func (ca *testCA) issue(t testing.TB, spiffe string) (chain, key []byte, serial int64) {
 	t.Helper()
 	k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	u, _ := url.Parse(spiffe)
@@ -88,7 +88,7 @@ type fakeSDS struct {
 	path    string
 }
 
-func startSDS(t *testing.T) *fakeSDS {
+func startSDS(t testing.TB) *fakeSDS {
 	t.Helper()
 	f := &fakeSDS{changed: make(chan struct{}), path: filepath.Join(t.TempDir(), "socket")}
 	lis, err := net.Listen("unix", f.path)
@@ -187,7 +187,7 @@ func istioCommon(alpn []string, sans ...string) *tlsv3.CommonTlsContext {
 	}
 }
 
-func socket(t *testing.T, m proto.Message) *corev3.TransportSocket {
+func socket(t testing.TB, m proto.Message) *corev3.TransportSocket {
 	t.Helper()
 	a, err := anypb.New(m)
 	if err != nil {
@@ -196,7 +196,7 @@ func socket(t *testing.T, m proto.Message) *corev3.TransportSocket {
 	return &corev3.TransportSocket{Name: SocketTLS, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a}}
 }
 
-func provider(t *testing.T, f *fakeSDS) *Provider {
+func provider(t testing.TB, f *fakeSDS) *Provider {
 	t.Helper()
 	p := NewProvider(ProviderOptions{Dial: func(ctx context.Context, cluster string) (net.Conn, error) {
 		if cluster != "sds-grpc" {

@@ -207,7 +207,11 @@ func TestKubeSeedFlow(t *testing.T) {
 	})
 
 	t.Run("Gateway API gateway deployed by straitd", func(t *testing.T) {
-		checkKubeGatewayAPI(ctx, t, node, client) // kubegatewayapi_test.go
+		checkKubeGatewayAPI(ctx, t, node, client, monitoring.token) // kubegatewayapi_test.go
+	})
+
+	t.Run("Gateway API route of a Service through the sidecars (GAMMA)", func(t *testing.T) {
+		checkKubeGatewayAPIMesh(ctx, t, node, clientPod) // kubegatewayapi_test.go
 	})
 
 	// applySplit applies the split and waits until the client's sidecar

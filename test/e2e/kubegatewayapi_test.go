@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/straitmesh/strait/internal/install"
 	"github.com/straitmesh/strait/internal/kubenode"
 )
 
@@ -78,7 +81,12 @@ spec:
 // Programmed, and an HTTPRoute bound to it carries a request from the
 // node to the demo's server, with the route's header set; a path the
 // route does not match gets 404 from the gateway.
-func checkKubeGatewayAPI(ctx context.Context, t *testing.T, node *kubenode.Node, client kubernetes.Interface) {
+//
+// When the gateway does not answer, the step logs what explains it:
+// the HTTPRoute's and the Gateway's status, what straitd serves the
+// gateway's proxy (/debug/config_dump: its listeners and routes) and
+// the tail of straitd's log.
+func checkKubeGatewayAPI(ctx context.Context, t *testing.T, node *kubenode.Node, client kubernetes.Interface, debugToken string) {
 	if err := node.API.InstallGatewayAPICRDs(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +138,11 @@ func checkKubeGatewayAPI(ctx context.Context, t *testing.T, node *kubenode.Node,
 		}
 		return resp.StatusCode, r, nil
 	}
+	defer func() {
+		if t.Failed() {
+			logGatewayAPIState(ctx, t, node, client, debugToken, gw.Name)
+		}
+	}()
 	waitEvery(ctx, t, 2*time.Minute, kubePollInterval, "the Gateway API gateway answers for web.example.com/api", func() error {
 		code, r, err := get("/api/x")
 		if err != nil {
@@ -145,5 +158,148 @@ func checkKubeGatewayAPI(ctx context.Context, t *testing.T, node *kubenode.Node,
 	})
 	if code, _, err := get("/other"); err != nil || code != http.StatusNotFound {
 		t.Errorf("a path no rule matches: %d %v, want 404 from the gateway", code, err)
+	}
+}
+
+// logGatewayAPIState logs the Gateway API step's state for a failure:
+// the statuses of the Gateway and the HTTPRoute, straitd's config dump
+// for the gateway's proxy (listeners and route configurations), and the
+// tail of straitd's log.
+func logGatewayAPIState(ctx context.Context, t *testing.T, node *kubenode.Node, client kubernetes.Interface, debugToken, gwPod string) {
+	t.Helper()
+	// straitd's pod now: an earlier step's install may have replaced it.
+	pods, err := client.CoreV1().Pods(install.DefaultNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=istiod"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Logf("no straitd pod: %v", err)
+		return
+	}
+	straitdPod := pods.Items[0]
+	straitd := straitdDebug{addr: net.JoinHostPort(straitdPod.Status.PodIP, "15014"), token: debugToken}
+	for _, o := range []struct{ resource, ns, name string }{{"gateways", kubeGatewayAPINS, "web"}, {"httproutes", kubeDemoNS, "server"}} {
+		gvr := schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: o.resource}
+		u, err := node.API.Dynamic.Resource(gvr).Namespace(o.ns).Get(ctx, o.name, metav1.GetOptions{})
+		if err != nil {
+			t.Logf("%s %s/%s: %v", o.resource, o.ns, o.name, err)
+			continue
+		}
+		st, _ := json.MarshalIndent(u.Object["status"], "", "  ")
+		t.Logf("%s %s/%s generation %d status:\n%s", o.resource, o.ns, o.name, u.GetGeneration(), st)
+	}
+	st, err := syncz(ctx, straitd)
+	if err != nil {
+		t.Logf("straitd's syncz: %v", err)
+	}
+	id := ""
+	for _, s := range st {
+		if strings.HasPrefix(proxyPod(s.ProxyID), gwPod+".") {
+			id = s.ProxyID
+			t.Logf("straitd's syncz for the gateway: %+v", s)
+		}
+	}
+	if id == "" {
+		t.Logf("the gateway's proxy (pod %s) is not connected to straitd: syncz %+v", gwPod, st)
+	} else {
+		out, err := exec.CommandContext(ctx, "curl", "-s", "--max-time", "5", "-H", "Authorization: Bearer "+straitd.token,
+			"http://"+straitd.addr+"/debug/config_dump?proxyID="+url.QueryEscape(id)).CombinedOutput()
+		t.Logf("straitd's config_dump for %s (%v):\n%s", id, err, out)
+	}
+	tail := int64(200)
+	logs, err := client.CoreV1().Pods(install.DefaultNamespace).GetLogs(straitdPod.Name, &corev1.PodLogOptions{TailLines: &tail}).DoRaw(ctx)
+	t.Logf("straitd's (%s) log, last %d lines (%v):\n%s", straitdPod.Name, tail, err, logs)
+}
+
+// kubeGatewayAPIMeshYAML: an HTTPRoute whose parent is the demo's Service
+// server (GAMMA): the client's sidecar sets the route's header on its
+// requests to the server.
+const kubeGatewayAPIMeshYAML = `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: server-mesh
+  namespace: demo
+spec:
+  parentRefs:
+  - {group: "", kind: Service, name: server, port: 80}
+  rules:
+  - filters:
+    - type: RequestHeaderModifier
+      requestHeaderModifier:
+        set: [{name: x-from-mesh-route, value: gamma}]
+    backendRefs:
+    - {name: server, port: 80}
+`
+
+// checkKubeGatewayAPIMesh, a step of TestKubeSeedFlow after
+// checkKubeGatewayAPI (the CRDs installed): an HTTPRoute whose parent is
+// the Service server applies to the client's sidecar, which sets the
+// route's header on the requests it sends the server; once the route is
+// deleted the header is gone (the later steps route the server with
+// VirtualServices).
+func checkKubeGatewayAPIMesh(ctx context.Context, t *testing.T, node *kubenode.Node, clientPod string) {
+	// header is what the server saw of x-from-mesh-route on a request
+	// from the client pod.
+	header := func() (string, error) {
+		out, _, err := node.Exec(ctx, kubeDemoNS, clientPod, "echo", "strait-echo", "get", "-n", "1", "http://"+serverHost+"/mesh")
+		if err != nil {
+			return "", err
+		}
+		var l struct {
+			Status int        `json:"status"`
+			Reply  *echoReply `json:"reply"`
+		}
+		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &l); err != nil {
+			return "", fmt.Errorf("strait-echo get printed %q: %w", out, err)
+		}
+		if l.Status != http.StatusOK || l.Reply == nil {
+			return "", fmt.Errorf("status %d: %s", l.Status, strings.TrimSpace(out))
+		}
+		return l.Reply.Headers["X-From-Mesh-Route"], nil
+	}
+	applyIstio(ctx, t, node, kubeGatewayAPIMeshYAML)
+	routes := node.API.Dynamic.Resource(schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "httproutes"}).Namespace(kubeDemoNS)
+	defer func() {
+		if err := routes.Delete(ctx, "server-mesh", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete the mesh route: %v", err)
+			return
+		}
+		waitEvery(ctx, t, time.Minute, kubePollInterval, "the mesh route's header gone once it is deleted", func() error {
+			h, err := header()
+			if err != nil {
+				return err
+			}
+			if h != "" {
+				return fmt.Errorf("the server still sees x-from-mesh-route %q", h)
+			}
+			return nil
+		})
+	}()
+	waitEvery(ctx, t, 2*time.Minute, kubePollInterval, "the client's sidecar applies the Service's HTTPRoute", func() error {
+		h, err := header()
+		if err != nil {
+			return err
+		}
+		if h != "gamma" {
+			return fmt.Errorf("the server saw x-from-mesh-route %q, want the route's \"gamma\"", h)
+		}
+		return nil
+	})
+	u, err := routes.Get(ctx, "server-mesh", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parents, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
+	if len(parents) != 1 {
+		t.Fatalf("status.parents %v, want the Service's", parents)
+	}
+	p, _ := parents[0].(map[string]any)
+	ref, _ := p["parentRef"].(map[string]any)
+	conds, _ := p["conditions"].([]any)
+	accepted := false
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Accepted" && m["status"] == "True" {
+			accepted = true
+		}
+	}
+	if ref["kind"] != "Service" || ref["name"] != "server" || p["controllerName"] != "istio.io/gateway-controller" || !accepted {
+		t.Errorf("status.parents[0] %v, want the Service server Accepted by istio.io/gateway-controller", p)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,14 +173,47 @@ func TestGatewayAPIRouteReachesRouter(t *testing.T) {
 	// e2e.
 	env := kubeapiserver.Start(t, kubeapiserver.Options{})
 	p := startPlane(t, env.Config, Options{GatewayAPI: true})
+	// The leader's writers run, as in straitd: statuses, and the
+	// gateways' Deployments and Services.
+	lctx, lcancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = p.reg.WriteStatus(lctx) })
+	wg.Go(func() { _ = p.reg.DeployGateways(lctx) })
+	t.Cleanup(func() { lcancel(); wg.Wait() })
 	all := `{from: All}`
 
 	t.Run("objects right after the CRDs", func(t *testing.T) {
 		// As the e2e applies them: before straitd has listed the kinds.
-		c := gwOrderCase{class: "istio0", gateway: "web0", gwNS: "gw0", routeNS: "rt0"}
+		// The e2e's names.
+		c := gwOrderCase{class: "istio", gateway: "web", gwNS: "gwapi", routeNS: "demo"}
 		gwf, rtf := newFixture(t, env, c.gwNS), newFixture(t, env, c.routeNS)
 		ctx := gwf.ctx
 		rtf.service("server", corev1.ServicePort{Name: "http", Port: 80})
+		// The e2e's earlier step: an Istio Gateway of the chart's
+		// ingress gateway on port 80, and a VirtualService bound to it.
+		istioNS := newFixture(t, env, "istio-system")
+		for _, o := range []struct{ resource, doc string }{{"gateways", `
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: ingress, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
+`}, {"virtualservices", `
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: server-ingress, namespace: demo}
+spec:
+  hosts: [server.example.com]
+  gateways: [istio-system/ingress]
+  http: [{route: [{destination: {host: server.demo.svc.cluster.local}}]}]
+`}} {
+			u := fromYAML(t, o.doc)
+			gvr := schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: o.resource}
+			if _, err := env.Dynamic.Resource(gvr).Namespace(u.GetNamespace()).Create(istioNS.ctx, u, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := env.InstallGatewayAPICRDs(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +235,7 @@ func TestGatewayAPIRouteReachesRouter(t *testing.T) {
 	}
 
 	t.Run("gateway then route", func(t *testing.T) {
-		c := gwOrderCase{class: "istio", gateway: "web1", gwNS: "gw1", routeNS: "rt1"}
+		c := gwOrderCase{class: "istio1", gateway: "web1", gwNS: "gw1", routeNS: "rt1"}
 		gwf, rtf := newFixture(t, env, c.gwNS), newFixture(t, env, c.routeNS)
 		ctx := gwf.ctx
 		rtf.service("server", corev1.ServicePort{Name: "http", Port: 80})
@@ -252,7 +286,7 @@ func TestGatewayAPIRouteReachesRouter(t *testing.T) {
 		// The objects of the cases above, read by a straitd that lists
 		// them all at start.
 		q := startPlane(t, env.Config, Options{GatewayAPI: true})
-		waitRouteServed(t, q, dialRouter(t, q, "gw0", "web0", "10.200.9.10"), "gw0")
+		waitRouteServed(t, q, dialRouter(t, q, "gwapi", "web", "10.200.9.10"), "gwapi")
 		for i := range 3 {
 			ns, gateway, ip := fmt.Sprintf("gw%d", i+1), fmt.Sprintf("web%d", i+1), fmt.Sprintf("10.200.9.%d", i+1)
 			waitRouteServed(t, q, dialRouter(t, q, ns, gateway, ip), ns)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/kubeapiserver"
+	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/proxypush"
+	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
@@ -25,6 +28,11 @@ import (
 // a GatewayClass, a Gateway in namespace gwNS whose listener allows routes
 // from routeNS, and an HTTPRoute in routeNS bound to it across namespaces,
 // as the e2e's step applies them.
+// fixedSource serves one snapshot to a generator.
+type fixedSource struct{ snap *mesh.Snapshot }
+
+func (f fixedSource) Snapshot() *mesh.Snapshot { return f.snap }
+
 type gwOrderCase struct {
 	class, gateway, gwNS, routeNS string
 }
@@ -225,6 +233,38 @@ spec:
 		time.Sleep(time.Second)
 		router := routerFor(t, p, gwf, c.gateway, "10.200.9.10")
 		waitRouteServed(t, p, router, c.gwNS)
+
+		// The backend's pods become ready: an endpoints-only change
+		// (the registry's fast path, mesh.Snapshot.UpdateEndpoints). The
+		// snapshot it publishes still gives the gateway its route: what
+		// straitd serves a gateway proxy that connects or is pushed then
+		// (the e2e's gateway answered 404 after its own pod's
+		// EndpointSlice, the snapshot having lost every VirtualService).
+		before := p.reg.Snapshot()
+		rtf.endpoints("server", "http", 8080, []string{"10.200.9.20"}, nil)
+		deadline := time.Now().Add(10 * time.Second)
+		for p.reg.Snapshot() == before {
+			if time.Now().After(deadline) {
+				t.Fatal("the EndpointSlice did not reach the snapshot")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		after := p.reg.Snapshot()
+		proxy, err := proxypush.ParseNodeID(proxypush.TypedNodeID(proxypush.Router, "10.200.9.10", c.gateway+"-istio-0", c.gwNS, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := gen.New(fixedSource{after}).Generate(proxy, xdsapi.RouteType, []string{"http.80"}, &proxypush.PushRequest{Full: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rc route.RouteConfiguration
+		if len(res) != 1 || res[0].GetResource().UnmarshalTo(&rc) != nil || !slices.ContainsFunc(rc.VirtualHosts, func(vh *route.VirtualHost) bool {
+			return slices.Contains(vh.Domains, "web.example.com")
+		}) {
+			t.Fatalf("after an endpoints-only change (snapshot %d → %d) the gateway's http.80 has no web.example.com: %v", before.Version, after.Version, &rc)
+		}
+		waitRouteServed(t, p, dialRouter(t, p, c.gwNS, c.gateway, "10.200.9.10"), c.gwNS+" after an endpoints-only change")
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for !slices.Contains(p.reg.WatchedKinds(), GatewayAPIGroup+"/HTTPRoute") || !slices.Contains(p.reg.WatchedKinds(), GatewayAPIGroup+"/Gateway") {

@@ -282,24 +282,27 @@ func checkKubeGatewayAPIMesh(ctx context.Context, t *testing.T, node *kubenode.N
 		}
 		return nil
 	})
-	u, err := routes.Get(ctx, "server-mesh", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	parents, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
-	if len(parents) != 1 {
-		t.Fatalf("status.parents %v, want the Service's", parents)
-	}
-	p, _ := parents[0].(map[string]any)
-	ref, _ := p["parentRef"].(map[string]any)
-	conds, _ := p["conditions"].([]any)
-	accepted := false
-	for _, c := range conds {
-		if m, _ := c.(map[string]any); m["type"] == "Accepted" && m["status"] == "True" {
-			accepted = true
+	waitEvery(ctx, t, time.Minute, kubePollInterval, "the mesh route's status: the Service server Accepted by istio.io/gateway-controller", func() error {
+		u, err := routes.Get(ctx, "server-mesh", metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	if ref["kind"] != "Service" || ref["name"] != "server" || p["controllerName"] != "istio.io/gateway-controller" || !accepted {
-		t.Errorf("status.parents[0] %v, want the Service server Accepted by istio.io/gateway-controller", p)
-	}
+		parents, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
+		if len(parents) != 1 {
+			return fmt.Errorf("status.parents %v, want the Service's", parents)
+		}
+		p, _ := parents[0].(map[string]any)
+		ref, _ := p["parentRef"].(map[string]any)
+		conds, _ := p["conditions"].([]any)
+		accepted := false
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Accepted" && m["status"] == "True" {
+				accepted = true
+			}
+		}
+		if ref["kind"] != "Service" || ref["name"] != "server" || p["controllerName"] != "istio.io/gateway-controller" || !accepted {
+			return fmt.Errorf("status.parents[0] %v", p)
+		}
+		return nil
+	})
 }

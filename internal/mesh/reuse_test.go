@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/straitmesh/strait/internal/istioconfig"
@@ -98,6 +99,13 @@ func TestBuildRebuildsSelectorServicesWhenWorkloadsChange(t *testing.T) {
 	}
 }
 
+// adsCredentials checks every credential fine, served over ADS (as the
+// Kubernetes registry's).
+type adsCredentials struct{}
+
+func (adsCredentials) Check(string, string, bool) error { return nil }
+func (adsCredentials) ServedOverADS()                   {}
+
 // UpdateEndpoints gives what Build gives for an endpoints-only change, and
 // refuses every other change.
 func TestUpdateEndpoints(t *testing.T) {
@@ -110,7 +118,7 @@ spec:
   http: [{route: [{destination: {host: a.demo.svc.cluster.local}}]}]
 `
 	base, _ := parseStore(t, inlineMesh+extra)
-	first, _ := Build(base, BuildOptions{Version: 1})
+	first, _ := Build(base, BuildOptions{Version: 1, Credentials: adsCredentials{}})
 	b := proxypush.ConfigKey{Kind: istioconfig.KindServiceEntry, Name: "b", Namespace: "demo"}
 	entry := func(labels, spec string) *istioconfig.Config {
 		t.Helper()
@@ -145,7 +153,7 @@ spec:
 			if !ok {
 				return
 			}
-			want, _ := Build(store, BuildOptions{Version: 2, Previous: first})
+			want, _ := Build(store, BuildOptions{Version: 2, Previous: first, Credentials: adsCredentials{}})
 			if len(got.Services) != len(want.Services) {
 				t.Fatalf("%d services, want %d", len(got.Services), len(want.Services))
 			}
@@ -158,6 +166,14 @@ spec:
 				if !reflect.DeepEqual(got.Service(h), want.Service(h)) || len(got.VirtualServices(h)) != len(want.VirtualServices(h)) {
 					t.Errorf("host %s differs from Build's", h)
 				}
+			}
+			// What the gateways read: every VirtualService (a gateway's
+			// routes), and the credentials checked.
+			if !slices.Equal(got.AllVirtualServices(), want.AllVirtualServices()) || len(got.AllVirtualServices()) != 1 {
+				t.Errorf("AllVirtualServices = %v, want Build's %v", got.AllVirtualServices(), want.AllVirtualServices())
+			}
+			if !reflect.DeepEqual(got.credentials, first.credentials) || !got.GatewayCredentialsOverADS() {
+				t.Errorf("credentials %+v, want the snapshot's %+v (served over ADS)", got.credentials, first.credentials)
 			}
 			if got.Service("a.demo.svc.cluster.local") != first.Service("a.demo.svc.cluster.local") {
 				t.Error("the unchanged service a was replaced")

@@ -72,10 +72,15 @@ func (s *Snapshot) UpdateEndpoints(store *istioconfig.Store, changed map[proxypu
 		serviceSources:  make(map[string]*istioconfig.Config, len(s.serviceSources)),
 		workloadsByIP:   s.workloadsByIP,
 		virtualServices: s.virtualServices,
-		drs:             s.drs,
-		sidecars:        s.sidecars,
-		telemetries:     s.telemetries,
-		peerAuthn:       s.peerAuthn,
+		// The gateways read every VirtualService (AllVirtualServices) and
+		// the credentials checked: without them a gateway would lose its
+		// routes (404) and its ADS credentials after an endpoints change.
+		vsList:      s.vsList,
+		credentials: s.credentials,
+		drs:         s.drs,
+		sidecars:    s.sidecars,
+		telemetries: s.telemetries,
+		peerAuthn:   s.peerAuthn,
 	}
 	for h, svc := range s.servicesByHost {
 		next.servicesByHost[h] = svc

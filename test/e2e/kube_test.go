@@ -206,6 +206,14 @@ func TestKubeSeedFlow(t *testing.T) {
 		checkKubeIngressGateway(ctx, t, node, client, straitctl) // kubegateway_test.go
 	})
 
+	t.Run("Gateway API gateway deployed by straitd", func(t *testing.T) {
+		checkKubeGatewayAPI(ctx, t, node, client, monitoring.token) // kubegatewayapi_test.go
+	})
+
+	t.Run("Gateway API route of a Service through the sidecars (GAMMA)", func(t *testing.T) {
+		checkKubeGatewayAPIMesh(ctx, t, node, clientPod) // kubegatewayapi_test.go
+	})
+
 	// applySplit applies the split and waits until the client's sidecar
 	// has ACKed the route configuration that carries it.
 	applySplit := func(t *testing.T, v1, v2 int) {
@@ -608,6 +616,9 @@ func applyIstioTo(ctx context.Context, t *testing.T, dyn dynamic.Interface, stre
 		resource := strings.ToLower(gvk.Kind) + "s"
 		if base, ok := strings.CutSuffix(strings.ToLower(gvk.Kind), "ry"); ok {
 			resource = base + "ries" // WorkloadEntry, ServiceEntry
+		}
+		if strings.HasSuffix(gvk.Kind, "s") {
+			resource = strings.ToLower(gvk.Kind) + "es" // GatewayClass
 		}
 		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: resource}
 		res := dyn.Resource(gvr).Namespace(u.GetNamespace())

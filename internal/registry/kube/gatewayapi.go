@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -120,8 +121,16 @@ func (r *Registry) translateGatewayAPI(add func(*istioconfig.Config)) {
 		}
 	}
 	out := gatewayapi.Translate(in)
+	var keys []string
 	for _, c := range out.Configs {
 		add(c)
+		keys = append(keys, string(c.Kind)+" "+c.Namespace+"/"+c.Name)
+	}
+	if !slices.Equal(keys, r.gwConfigs) {
+		// What the Gateway API objects became, for a gateway that does
+		// not answer as its routes say.
+		r.log.Info("translated the Gateway API objects", "gateways", len(in.Gateways), "routes", len(in.HTTPRoutes)+len(in.GRPCRoutes)+len(in.TLSRoutes)+len(in.TCPRoutes), "configs", keys)
+		r.gwConfigs = keys
 	}
 	// The statuses the leader writes.
 	wanted := map[objectRef]wantedStatus{}

@@ -177,6 +177,9 @@ type Registry struct {
 	// the last translation's statuses (gatewayapi.go).
 	gwDecoded map[types.UID]decodedObject
 	gwStatus  map[objectRef]wantedStatus
+	// gwConfigs are the keys of the last translation's configs, logged
+	// when they change.
+	gwConfigs []string
 	// deployer deploys the gateways of the Gateway API Gateways (leader
 	// only: gatewaydeploy.go); safe for concurrent use.
 	deployer *gatewayDeployer

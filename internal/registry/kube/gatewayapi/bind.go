@@ -1,7 +1,6 @@
 package gatewayapi
 
 import (
-	"fmt"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +15,8 @@ type parentResult struct {
 	reason, message string
 	// bindings are the listeners bound and the hosts on each.
 	bindings []binding
+	// mesh is set for a Service parent that binds (mesh.go).
+	mesh *meshParent
 }
 
 type binding struct {
@@ -23,8 +24,9 @@ type binding struct {
 	hosts    []string
 }
 
-// bind binds a route of kind to its parentRefs; parents that are not our
-// Gateways are left out (another controller reports on them).
+// bind binds a route of kind to its parentRefs: our Gateways, and
+// Services (the mesh: bindService); other parents are left out (another
+// controller reports on them).
 func (t *translator) bind(kind, namespace string, spec gwv1.CommonRouteSpec, hostnames []gwv1.Hostname) []*parentResult {
 	var out []*parentResult
 	for i, p := range spec.ParentRefs {
@@ -40,8 +42,7 @@ func (t *translator) bind(kind, namespace string, spec gwv1.CommonRouteSpec, hos
 			ns = string(*p.Namespace)
 		}
 		if group == "" && pkind == "Service" {
-			out = append(out, &parentResult{ref: p, reason: string(gwv1.RouteReasonUnsupportedValue),
-				message: fmt.Sprintf("spec.parentRefs[%d]: a Service parent (the mesh, GAMMA) is not supported by Strait yet", i)})
+			out = append(out, t.bindService(kind, i, p, ns))
 			continue
 		}
 		if group != Group || pkind != "Gateway" {

@@ -14,8 +14,8 @@ import (
 	"github.com/straitmesh/strait/internal/proxypush"
 )
 
-// finish emits the Istio configs of the served listeners and the
-// Gateways' statuses.
+// finish emits the Istio configs of the served listeners and of the
+// mesh routes, and the Gateways' statuses.
 func (t *translator) finish() {
 	for _, g := range sortByAge(t.in.Gateways) {
 		gw := t.gateways[gatewayRef(g.Namespace, g.Name)]
@@ -57,6 +57,7 @@ func (t *translator) finish() {
 			}
 		}
 	}
+	t.out.Configs = append(t.out.Configs, t.meshVirtualServices()...)
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {

@@ -3,7 +3,6 @@ package gatewayapi
 import (
 	"fmt"
 
-	networking "istio.io/api/networking/v1alpha3"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -28,12 +27,13 @@ func (t *translator) grpcRoutes() {
 			}
 			h.Spec.Rules = append(h.Spec.Rules, hr)
 		}
-		var routes []*networking.HTTPRoute
-		var unresolved *routeError
-		if refused == nil {
-			routes, refused, unresolved = t.convertHTTPRules("GRPCRoute", h)
-		}
-		t.attach(ref, r.Generation, parents, routes, refused, unresolved)
+		t.attach(ref, r.Generation, parents, t.convertFor(parents, func() conversion {
+			if refused != nil {
+				return conversion{refused: refused}
+			}
+			routes, refused, unresolved := t.convertHTTPRules("GRPCRoute", h)
+			return conversion{routes: routes, refused: refused, unresolved: unresolved}
+		}))
 	}
 }
 

@@ -27,9 +27,49 @@ func (t *translator) httpRoutes() {
 		if len(parents) == 0 {
 			continue
 		}
-		routes, refused, unresolved := t.convertHTTPRules("HTTPRoute", r)
-		t.attach(ref, r.Generation, parents, routes, refused, unresolved)
+		t.attach(ref, r.Generation, parents, t.convertFor(parents, func() conversion {
+			routes, refused, unresolved := t.convertHTTPRules("HTTPRoute", r)
+			return conversion{routes: routes, refused: refused, unresolved: unresolved}
+		}))
 	}
+}
+
+// conversion is a route's rules translated for one kind of parent: the
+// routes, the refusal of the whole route and the first reference that
+// does not resolve.
+type conversion struct {
+	routes              []*networking.HTTPRoute
+	refused, unresolved *routeError
+}
+
+// conversions are a route's rules translated for its Gateway parents
+// and for its Service (mesh) parents, each only when it has such.
+type conversions struct {
+	gateway, mesh conversion
+}
+
+// convertFor runs convert for the kinds of parents there are (Istio's
+// buildMeshAndGatewayRoutes): for the mesh with t.meshConversion set, so
+// that backendRefs to other namespaces need no ReferenceGrant.
+func (t *translator) convertFor(parents []*parentResult, convert func() conversion) conversions {
+	var out conversions
+	var gw, mesh bool
+	for _, p := range parents {
+		if p.mesh != nil {
+			mesh = true
+		} else {
+			gw = true
+		}
+	}
+	if gw {
+		out.gateway = convert()
+	}
+	if mesh {
+		t.meshConversion = true
+		out.mesh = convert()
+		t.meshConversion = false
+	}
+	return out
 }
 
 // convertHTTPRules translates r's rules in order (kind names the object
@@ -50,30 +90,52 @@ func (t *translator) convertHTTPRules(kind string, r *gwv1.HTTPRoute) (routes []
 	return routes, nil, unresolved
 }
 
-// attach binds a translated route to its parents' listeners (unless
-// refused) and records its status.
-func (t *translator) attach(ref Ref, generation int64, parents []*parentResult, routes []*networking.HTTPRoute, refused, unresolved *routeError) {
-	if refused == nil {
-		if err := validateRoutes(ref, &networking.VirtualService{Http: routes}); err != nil {
-			refused = &routeError{reason: string(gwv1.RouteReasonUnsupportedValue), message: err.Error()}
+// attach binds a translated route to its parents (unless refused): the
+// gateway conversion to its Gateways' listeners, the mesh one to its
+// Services; and records its status.
+func (t *translator) attach(ref Ref, generation int64, parents []*parentResult, c conversions) {
+	for _, conv := range []*conversion{&c.gateway, &c.mesh} {
+		if conv.refused == nil {
+			if err := validateRoutes(ref, &networking.VirtualService{Http: conv.routes}); err != nil {
+				conv.refused = &routeError{reason: string(gwv1.RouteReasonUnsupportedValue), message: err.Error()}
+			}
 		}
 	}
-	t.attachWith(ref, generation, parents, refused, unresolved, func(l *listener, host string) {
-		for _, r := range routes {
+	outcome := func(p *parentResult) (refused, unresolved *routeError) {
+		if p.mesh != nil {
+			return c.mesh.refused, c.mesh.unresolved
+		}
+		return c.gateway.refused, c.gateway.unresolved
+	}
+	t.attachEach(ref, generation, parents, outcome, func(l *listener, host string) {
+		for _, r := range c.gateway.routes {
 			l.routes[host] = append(l.routes[host], boundRoute{route: r, from: ref})
 		}
-	})
+	}, func(p *meshParent) { t.bindMesh(ref, p, c.mesh.routes) })
 }
 
-// attachWith binds a translated route to its parents' listeners with
-// bind (once per listener and host, unless refused) and records its
+// attachWith binds a translated route to its Gateway parents' listeners
+// with bind (once per listener and host, unless refused) and records its
 // status.
 func (t *translator) attachWith(ref Ref, generation int64, parents []*parentResult, refused, unresolved *routeError, bind func(l *listener, host string)) {
+	t.attachEach(ref, generation, parents, func(*parentResult) (*routeError, *routeError) { return refused, unresolved }, bind, nil)
+}
+
+// attachEach is attachWith with each parent's refusal and unresolved
+// reference given by outcome, and the Service parents bound with
+// bindMesh (a route kind without mesh parents passes nil).
+func (t *translator) attachEach(ref Ref, generation int64, parents []*parentResult, outcome func(*parentResult) (refused, unresolved *routeError),
+	bind func(l *listener, host string), bindMesh func(*meshParent),
+) {
 	var st gwv1.RouteStatus
 	for _, p := range parents {
+		refused, unresolved := outcome(p)
 		reason, msg := p.reason, p.message
 		if reason == "" && refused != nil {
 			reason, msg = refused.reason, refused.message
+		}
+		if reason == "" && p.mesh != nil && bindMesh != nil {
+			bindMesh(p.mesh)
 		}
 		if reason == "" {
 			for _, b := range p.bindings {
@@ -339,7 +401,7 @@ func (t *translator) destination(kind, namespace string, ref gwv1.BackendObjectR
 	ns := namespace
 	if ref.Namespace != nil && string(*ref.Namespace) != namespace {
 		ns = string(*ref.Namespace)
-		if !t.granted(kind, namespace, "", "Service", ns, string(ref.Name)) {
+		if !t.meshConversion && !t.granted(kind, namespace, "", "Service", ns, string(ref.Name)) {
 			return nil, &routeError{reason: string(gwv1.RouteReasonRefNotPermitted),
 				message: fmt.Sprintf("%s: backendRef %s/%s not accessible to a %s in namespace %q (missing a ReferenceGrant?)", field, ns, ref.Name, kind, namespace)}, nil
 		}

@@ -128,7 +128,7 @@ func Translate(in Input) Output {
 		GatewayClasses: map[Ref]gwv1.GatewayClassStatus{},
 		Gateways:       map[Ref]gwv1.GatewayStatus{},
 		Routes:         map[Ref]gwv1.RouteStatus{},
-	}}
+	}, meshRoutes: map[string]*meshVirtualService{}}
 	if t.in.ServiceExists == nil {
 		t.in.ServiceExists = func(string, string) bool { return false }
 	}
@@ -154,6 +154,13 @@ type translator struct {
 	ours map[string]bool
 	// gateways are our Gateways by namespace/name.
 	gateways map[string]*gateway
+	// meshRoutes are the mesh VirtualServices being built, by merge key
+	// (mesh.go).
+	meshRoutes map[string]*meshVirtualService
+	// meshConversion is set while a route's rules are translated for
+	// its Service parents: backendRefs to other namespaces need no
+	// ReferenceGrant then.
+	meshConversion bool
 }
 
 // classes accepts the GatewayClasses of ControllerName.

@@ -497,3 +497,128 @@ spec:
 		}
 	}
 }
+
+// TestTranslateMesh: an HTTPRoute whose parentRef is a Service (GAMMA)
+// becomes a VirtualService of the route's namespace for the Service's
+// host bound to the mesh, as Istio's (named NAMESPACE[.PORT].HOST, the
+// routes of one namespace merged, the oldest first); a parentRef port
+// adds a port match to every rule; a backend in another namespace needs
+// no ReferenceGrant; the parent is reported with Istio's conditions. A
+// Service that does not exist, a sectionName and a TCPRoute's Service
+// parent are refused on the parent's Accepted condition, naming the
+// field, and nothing of them is served.
+func TestTranslateMesh(t *testing.T) {
+	in := baseInput(t,
+		route(t, `
+metadata: {name: split, namespace: apps, creationTimestamp: "2020-01-01T00:00:00Z", generation: 2}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /api}}]
+    filters: [{type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: x-from-route, value: split}]}}]
+    backendRefs: [{name: web-v2, port: 80}]
+`),
+		route(t, `
+metadata: {name: other-ns, namespace: apps, creationTimestamp: "2021-01-01T00:00:00Z"}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web}]
+  rules: [{backendRefs: [{name: web, namespace: prod, port: 80}]}]
+`),
+		route(t, `
+metadata: {name: port, namespace: apps}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, namespace: shop, port: 8080}]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+`),
+		route(t, `
+metadata: {name: ghost, namespace: apps}
+spec:
+  parentRefs: [{group: "", kind: Service, name: missing}]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+`),
+		route(t, `
+metadata: {name: section, namespace: apps}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, sectionName: http}]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+`),
+	)
+	in.TCPRoutes = []*gwv1.TCPRoute{decode[gwv1.TCPRoute](t, `
+metadata: {name: tcp, namespace: apps}
+spec:
+  parentRefs: [{group: "", kind: Service, name: db}]
+  rules: [{backendRefs: [{name: db, port: 5432}]}]
+`)}
+	out := Translate(in)
+
+	vs := find(out, "VirtualService", "apps.web.apps.svc.cluster.local")
+	if vs == nil {
+		t.Fatalf("no mesh VirtualService: %v", out.Configs)
+	}
+	if vs.Namespace != "apps" {
+		t.Errorf("namespace %s, want the routes' apps", vs.Namespace)
+	}
+	sameSpec(t, vs, `{"hosts":["web.apps.svc.cluster.local"],"gateways":["mesh"],"http":[`+
+		`{"name":"apps.split.0","match":[{"uri":{"prefix":"/api"}}],"headers":{"request":{"set":{"x-from-route":"split"}}},"route":[{"destination":{"host":"web-v2.apps.svc.cluster.local","port":{"number":80}}}]},`+
+		`{"name":"apps.other-ns.0","route":[{"destination":{"host":"web.prod.svc.cluster.local","port":{"number":80}}}]}]}`)
+	port := find(out, "VirtualService", "apps.8080.web.shop.svc.cluster.local")
+	if port == nil {
+		t.Fatalf("no mesh VirtualService for the port: %v", out.Configs)
+	}
+	sameSpec(t, port, `{"hosts":["web.shop.svc.cluster.local"],"gateways":["mesh"],"http":[`+
+		`{"name":"apps.port.0","match":[{"port":8080}],"route":[{"destination":{"host":"web.apps.svc.cluster.local","port":{"number":80}}}]}]}`)
+
+	st := out.Routes[Ref{"HTTPRoute", "apps", "split"}]
+	if len(st.Parents) != 1 {
+		t.Fatalf("parents %+v", st.Parents)
+	}
+	p := st.Parents[0]
+	if p.ControllerName != ControllerName || p.ParentRef.Name != "web" || p.ParentRef.Kind == nil || *p.ParentRef.Kind != "Service" {
+		t.Errorf("parent %+v", p)
+	}
+	if c := cond(p.Conditions, "Accepted"); c.Status != "True" || c.Reason != "Accepted" || c.ObservedGeneration != 2 {
+		t.Errorf("Accepted %+v", c)
+	}
+	if c := cond(p.Conditions, "ResolvedRefs"); c.Status != "True" {
+		t.Errorf("ResolvedRefs %+v", c)
+	}
+	if c := cond(out.Routes[Ref{"HTTPRoute", "apps", "other-ns"}].Parents[0].Conditions, "ResolvedRefs"); c.Status != "True" {
+		t.Errorf("a mesh route's backend in another namespace needs no ReferenceGrant: %+v", c)
+	}
+	for _, c := range []struct{ kind, name, reason, message string }{
+		{"HTTPRoute", "ghost", "NoMatchingParent", `parent service: "missing" not found`},
+		{"HTTPRoute", "section", "UnsupportedValue", "spec.parentRefs[0].sectionName"},
+		{"TCPRoute", "tcp", "UnsupportedValue", "spec.parentRefs[0]: a Service parent (the mesh, GAMMA) of a TCPRoute"},
+	} {
+		ps := out.Routes[Ref{c.kind, "apps", c.name}].Parents
+		if len(ps) != 1 {
+			t.Errorf("%s %s: parents %+v", c.kind, c.name, ps)
+			continue
+		}
+		if a := cond(ps[0].Conditions, "Accepted"); a.Status != "False" || a.Reason != c.reason || !strings.Contains(a.Message, c.message) {
+			t.Errorf("%s %s: Accepted %+v, want False %s naming %q", c.kind, c.name, a, c.reason, c.message)
+		}
+	}
+	for _, c := range out.Configs {
+		if strings.Contains(c.Name, "missing") || strings.Contains(c.Name, "db.apps") {
+			t.Errorf("config %s of a refused parent", c.Name)
+		}
+	}
+	// A Gateway parent of the same route keeps needing the grant.
+	in.HTTPRoutes[1].Spec.ParentRefs = append(in.HTTPRoutes[1].Spec.ParentRefs, gwv1.ParentReference{Name: "gw", Namespace: ptrTo(gwv1.Namespace("infra")), SectionName: ptrTo(gwv1.SectionName("http"))})
+	for _, p := range Translate(in).Routes[Ref{"HTTPRoute", "apps", "other-ns"}].Parents {
+		c := cond(p.Conditions, "ResolvedRefs")
+		switch p.ParentRef.Name {
+		case "web":
+			if c.Status != "True" {
+				t.Errorf("mesh parent: %+v", c)
+			}
+		case "gw":
+			if c.Status != "False" || c.Reason != "RefNotPermitted" {
+				t.Errorf("Gateway parent without a grant: %+v", c)
+			}
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

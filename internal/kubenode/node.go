@@ -185,10 +185,13 @@ func StartContext(ctx context.Context, opts Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n = &Node{Dir: dir, binDir: binDir, out: opts.Progress}
+	// The cleanup holds the node itself: a failed return sets n to nil
+	// before deferred calls run.
+	node := &Node{Dir: dir, binDir: binDir, out: opts.Progress}
+	n = node
 	defer func() { //nolint:contextcheck // cleanup must run even when ctx ran out
 		if err != nil {
-			_ = n.Stop()
+			_ = node.Stop()
 		}
 	}()
 	start := time.Now()

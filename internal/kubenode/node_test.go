@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/straitmesh/strait/internal/images"
+	"github.com/straitmesh/strait/internal/kubeapiserver"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 const echoImage = "strait/strait-echo:test"
@@ -312,5 +314,40 @@ func waitPodReady(ctx context.Context, t *testing.T, client kubernetes.Interface
 			t.Fatalf("pod %s/%s not ready: %s", ns, podName, last)
 		case <-time.After(250 * time.Millisecond):
 		}
+	}
+}
+
+// TestStartContextLockTimeout: while another node holds the machine's
+// lock, StartContext gives up when its context ends, with an error that
+// names the lock, and leaves its own directory behind it cleaned up
+// (before, its cleanup called Stop on the nil node it was returning).
+func TestStartContextLockTimeout(t *testing.T) {
+	testreq.Privileged(t, "the node lock of a real Kubernetes node")
+	if err := Available(); err != nil {
+		testreq.Missing(t, "no Kubernetes node: %v", err)
+	}
+	if _, err := kubeapiserver.BinDir(); err != nil {
+		testreq.Missing(t, "no Kubernetes node binaries: %v", err)
+	}
+	holdCtx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	held, err := lockMachine(holdCtx, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "strait-node-*"))
+	ctx, cancelStart := context.WithTimeout(context.Background(), time.Second)
+	defer cancelStart()
+	n, err := StartContext(ctx, Options{Progress: io.Discard})
+	if err == nil || n != nil {
+		t.Fatalf("StartContext with the lock held: node %v, err %v; want no node and an error", n, err)
+	}
+	if !strings.Contains(err.Error(), "node lock") {
+		t.Errorf("err %v, want it to name the node lock", err)
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "strait-node-*"))
+	if len(after) > len(before) {
+		t.Errorf("StartContext left its directory: before %v, after %v", before, after)
 	}
 }

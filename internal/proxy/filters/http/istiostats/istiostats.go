@@ -260,6 +260,11 @@ func (f *Filter) Complete(s httpfilter.Stream, info *httpfilter.StreamInfo) {
 	req := s.RequestHeaders()
 	if ct, _ := req.Lookup("content-type"); strings.HasPrefix(ct, "application/grpc") {
 		k.grpc = true
+	} else {
+		// Istio reads grpc-status only for a gRPC request: an HTTP/2
+		// request a gRPC server refused (415 with grpc-status) is "http"
+		// with no gRPC status.
+		k.grpcStatus = -1
 	}
 	reqBytes := info.BytesIn + headerBytes(req) + int64(len(s.Method())+len(s.Host())+len(s.Path())+len(s.Scheme()))
 	respBytes := info.BytesOut

@@ -173,9 +173,18 @@ func TestGRPCAndFlags(t *testing.T) {
 	server := newChain(t, ratings, corev3.TrafficDirection_INBOUND, store)
 	s := streamtest.New("ratings:9080", "/pkg.Svc/M", streamtest.NewHeaders("content-type", "application/grpc"))
 	server.run(s, 200, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: 14, Flags: "UF"})
+	// A request that is not gRPC has no gRPC status, even when the
+	// response carries one (grpc-go answers a request without
+	// application/grpc 415 with a grpc-status), as Istio's filter reads
+	// it only for gRPC requests.
+	server.run(streamtest.New("ratings:9080", "/pkg.Svc/M", streamtest.NewHeaders("content-type", "text/plain")), 415,
+		streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: 3})
 	p := prom(t, store)
 	if !strings.Contains(p, `request_protocol="grpc",response_code="200",grpc_response_status="14",response_flags="UF"`) {
 		t.Errorf("output:\n%s", p)
+	}
+	if !strings.Contains(p, `request_protocol="http",response_code="415",grpc_response_status="",response_flags="-"`) {
+		t.Errorf("no 415 without a gRPC status in:\n%s", p)
 	}
 }
 
@@ -309,7 +318,7 @@ func TestSeriesCacheBounds(t *testing.T) {
 	server = newChain(t, ratings, corev3.TrafficDirection_INBOUND, store)
 	f := server.stats.(*Filter)
 	for code := range maxCachedSeries + 10 {
-		server.run(streamtest.New("h", "/", nil), 100+code%500, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: code})
+		server.run(streamtest.New("h", "/", streamtest.NewHeaders("content-type", "application/grpc")), 100+code%500, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: code})
 	}
 	f.mu.RLock()
 	n := len(f.cache)
@@ -389,14 +398,14 @@ func TestConcurrentComplete(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 2000 {
-				f.Complete(streamtest.New("h", "/", nil), &httpfilter.StreamInfo{Status: 200, GRPCStatus: (g*2000 + i) % (maxCachedSeries + 50)})
+				f.Complete(streamtest.New("h", "/", streamtest.NewHeaders("content-type", "application/grpc")), &httpfilter.StreamInfo{Status: 200, GRPCStatus: (g*2000 + i) % (maxCachedSeries + 50)})
 			}
 		}()
 	}
 	wg.Wait()
 	var total uint64
 	for status := range maxCachedSeries + 50 {
-		e := f.exchange(&seriesKey{code: 200, grpcStatus: status})
+		e := f.exchange(&seriesKey{code: 200, grpcStatus: status, grpc: true})
 		total += f.Series(istiometrics.AppendHTTP(nil, &e)).Value()
 	}
 	if total != 8000 {

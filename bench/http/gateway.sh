@@ -18,8 +18,12 @@
 # connections. Runs are interleaved; figures are medians over RUNS.
 #
 # Environment: RUNS=3 DURATION=10s CONNS=16 ROUTES=100 BACKENDS=1000
-# STRAIT_BIN=path STRAIT_FLAGS="--cpu-profile /tmp/gw.pprof" (extra flags of
-# the strait gateway) README=path (default bench/http/README.md; "-" = don't)
+# STRAIT_BIN=path STRAIT_FLAGS="--cpu-profile /tmp/gw-{name}.pprof" (extra flags
+# of the strait gateways; {name}: strait or strait-telemetry) README=path (default bench/http/README.md; "-" = don't)
+# TELEMETRY=1 adds strait-telemetry: the same gateway with what straitd
+# writes for a gateway's telemetry in front of the router (Istio's
+# istio.metadata_exchange, upstream side, and istio.stats on an OUTBOUND
+# listener: the source reporter; the backends send no exchange back).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,8 +32,10 @@ RUNS=${RUNS:-3}
 DURATION=${DURATION:-10s}
 CONNS=${CONNS:-16}
 ROUTES=${ROUTES:-100}
+STRAIT_FLAGS=${STRAIT_FLAGS:-}
 BACKENDS=${BACKENDS:-1000}
 README=${README:-$here/README.md}
+TELEMETRY=${TELEMETRY:-}
 BENCH_NAME=bench-gateway
 # shellcheck source=lib.sh
 . "$here/lib.sh"
@@ -45,7 +51,7 @@ bench_workdir strait-bench-gateway
 build_strait_proxy
 
 be_base=20000 # backends listen on be_base .. be_base+BACKENDS-1
-nginx_port=18501 strait_port=18502 admin_port=18503
+nginx_port=18501 strait_port=18502 admin_port=18503 telemetry_port=18504 telemetry_admin_port=18505
 body=$(head -c 1024 /dev/zero | tr '\0' 'x')
 
 # --- certificates: a CA and the gateway's server certificate ----------------
@@ -148,12 +154,26 @@ EOF
 	done
 } >"$work/strait.yaml"
 # shellcheck disable=SC2086 # STRAIT_FLAGS is a list of flags
-start strait "$STRAIT_BIN" -c "$work/strait.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS:-}
+start strait "$STRAIT_BIN" -c "$work/strait.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/strait}
 strait_pid=$started
 wait_port "$strait_port" "$strait_pid"
 
 declare -A entry=([nginx]=$nginx_port [strait]=$strait_port) proxy=([nginx]=$nginx_pid [strait]=$strait_pid)
 chains=(nginx strait)
+
+if [ -n "$TELEMETRY" ]; then
+	mx='{name: istio.metadata_exchange, typed_config: {"@type": type.googleapis.com/udpa.type.v1.TypedStruct, type_url: type.googleapis.com/io.istio.http.peer_metadata.Config, value: {upstream_discovery: [{istio_headers: {}}, {workload_discovery: {}}], upstream_propagation: [{istio_headers: {}}]}}}'
+	sed -e "s|cluster: istio-ingressgateway.istio-system}|cluster: istio-ingressgateway.istio-system, metadata: {NAME: istio-ingressgateway-1, NAMESPACE: istio-system, WORKLOAD_NAME: istio-ingressgateway, LABELS: {app: istio-ingressgateway, istio: ingressgateway}}}|" \
+		-e "s|port_value: $admin_port}|port_value: $telemetry_admin_port}|" \
+		-e "s|^\(    address: {socket_address: {address: 127.0.0.1, port_value: \)$strait_port}}|\1$telemetry_port}}\n    traffic_direction: OUTBOUND|" \
+		-e "s|^          http_filters: \[|          http_filters: [$mx, {name: istio.stats, typed_config: {'@type': type.googleapis.com/stats.PluginConfig}}, |" \
+		"$work/strait.yaml" >"$work/strait-telemetry.yaml"
+	# shellcheck disable=SC2086 # STRAIT_FLAGS is a list of flags
+	start strait-telemetry "$STRAIT_BIN" -c "$work/strait-telemetry.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/strait-telemetry}
+	wait_port "$telemetry_port" "$started"
+	entry[strait-telemetry]=$telemetry_port proxy[strait-telemetry]=$started
+	chains+=(strait-telemetry)
+fi
 
 # Sanity: every route of every chain answers the body, over TLS verified
 # against the CA.

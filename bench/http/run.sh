@@ -41,6 +41,8 @@
 #       STRAIT_VARIANTS="old=/tmp/strait-proxy.old"
 #       (an empty BIN means STRAIT_BIN)
 #   PORT_BASE=18100  the ports used start above it (another, beside another run of this script)
+#   STRAIT_FLAGS="--cpu-profile /tmp/{name}.pprof"  extra flags of every strait-proxy ({name}: the
+#                  proxy's name, e.g. strait-telemetry1 for hop 1; the profile is written when the script ends)
 #   README=path    where to write the table (default bench/http/README.md; "-" = don't)
 set -euo pipefail
 
@@ -53,6 +55,7 @@ THREADS=${THREADS:-1}
 WARMUP=${WARMUP:-2s}
 CHAINS=${CHAINS:-"direct nginx haproxy strait"}
 STRAIT_VARIANTS=${STRAIT_VARIANTS:-}
+STRAIT_FLAGS=${STRAIT_FLAGS:-}
 BASE_BIN=${BASE_BIN:-}
 README=${README:-$here/README.md}
 cmdline="$0 $*"
@@ -171,7 +174,8 @@ $hcm_extra
             virtual_hosts: [{name: all, domains: ["*"]$vhost_extra, routes: [{match: {prefix: /}$entry_extra, route: {cluster: next$route_extra}}]}]
           http_filters: $http_filters
 EOF
-	start "$name" "$bin" -c "$work/$name.yaml" --concurrency 1 --log-level error "$@"
+	# shellcheck disable=SC2086 # STRAIT_FLAGS is a list of flags
+	start "$name" "$bin" -c "$work/$name.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/$name} "$@"
 }
 
 # Certificates for the TLS chains: a CA and two SPIFFE identities, as the

@@ -2,14 +2,22 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
 	"github.com/straitmesh/strait/internal/localmesh"
+	"github.com/straitmesh/strait/internal/proxy/grpctest"
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // promLine waits for a line of p's /stats/prometheus that starts with
@@ -159,5 +167,67 @@ spec:
 		promLine(ctx, t, p, "istio_request_duration_milliseconds_bucket{", `le="+Inf"`)
 		promLine(ctx, t, p, "istio_request_bytes_count{")
 		promLine(ctx, t, p, "istio_response_bytes_count{")
+	}
+}
+
+// TestIstioGRPCMetrics is TestIstioHTTPMetrics with HTTP/2 downstream on
+// both sidecars: a grpc-go client (h2c to its sidecar), the sidecars
+// over mTLS with ALPN h2 (STRICT, ISTIO_MUTUAL), a grpc-go server. Both
+// reporters label the calls request_protocol "grpc" with the call's
+// grpc_response_status (0 for an answer, 9 for FailedPrecondition), the
+// client's identity as source_principal and the server's as
+// destination_principal; an HTTP/2 request that is not gRPC (curl
+// --http2-prior-knowledge, answered 415 by grpc-go) is "http".
+func TestIstioGRPCMetrics(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m := startMesh(ctx, t, "telemetrygrpc", localmesh.Options{SecureXDS: true, Workloads: []localmesh.Workload{
+		{Name: "client", Namespace: "demo", ConfigIP: "10.99.0.10", ServiceAccount: "client"},
+		{Name: "grpcecho", Namespace: "demo", ConfigIP: "10.99.0.31", ServiceAccount: "grpcecho",
+			App: []string{self, "-grpc-serve", ":9090"}, AppPort: 9090},
+	}})
+	client, server := m.Pod("client"), m.Pod("grpcecho")
+	cc, err := grpc.NewClient("passthrough:///240.240.0.30:7070",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return client.DialContext(ctx, "tcp", addr)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := grpctest.Client{CC: cc}
+	waitFor(ctx, t, applyTimeout, "the gRPC service never answered through the mesh", func() error {
+		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := c.Echo(callCtx, "ready", nil, nil)
+		return err
+	})
+	if _, err := c.Echo(ctx, grpctest.FailInput, nil, nil); status.Code(err) != grpctest.FailCode {
+		t.Fatalf("Echo(%q) = %v, want %v", grpctest.FailInput, err, grpctest.FailCode)
+	}
+	curl := testreq.Binary(t, "curl", "curl")
+	out, err := client.Command(ctx, curl, "-sS", "-o", "/dev/null", "--http2-prior-knowledge", "-w", "%{http_version} %{http_code}",
+		"http://240.240.0.30:7070/"+grpctest.ServiceName+"/Echo").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "2 415" {
+		t.Fatalf("curl --http2-prior-knowledge through the mesh = %q, %v; want \"2 415\"", out, err)
+	}
+
+	const clientID, serverID = "spiffe://cluster.local/ns/demo/sa/client", "spiffe://cluster.local/ns/demo/sa/grpcecho"
+	service := []string{`destination_service="grpcecho.demo.svc.cluster.local"`, `destination_service_name="grpcecho"`, `destination_service_namespace="demo"`}
+	for _, call := range []struct {
+		protocol, code, grpcStatus string
+	}{{"grpc", "200", "0"}, {"grpc", "200", "9"}, {"http", "415", ""}} {
+		labels := append([]string{`source_workload="client"`, `source_workload_namespace="demo"`, `destination_workload="grpcecho"`,
+			`destination_workload_namespace="demo"`, `source_principal="` + clientID + `"`, `destination_principal="` + serverID + `"`,
+			`request_protocol="` + call.protocol + `"`, `response_code="` + call.code + `"`, `grpc_response_status="` + call.grpcStatus + `"`}, service...)
+		t.Logf("server: %s", promLine(ctx, t, server, "istio_requests_total{",
+			slices.Concat(labels, []string{`reporter="destination"`, `connection_security_policy="mutual_tls"`})...))
+		t.Logf("client: %s", promLine(ctx, t, client, "istio_requests_total{",
+			slices.Concat(labels, []string{`reporter="source"`, `connection_security_policy="unknown"`})...))
 	}
 }

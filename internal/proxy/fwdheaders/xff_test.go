@@ -2,7 +2,10 @@ package fwdheaders
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
+
+	"github.com/straitmesh/strait/internal/proxy/http1"
 )
 
 // TestXFFAddress reads x-forwarded-for as Envoy's getLastAddressFromXFF:
@@ -127,6 +130,43 @@ func TestAppendXFF(t *testing.T) {
 	} {
 		if got := appendXFF(tc.v, tc.has, a); got != tc.want {
 			t.Errorf("appendXFF(%q) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
+// RemoveHeader removes every field of the name, whatever its case and
+// place, keeps the others in order, and leaves hs as it was when there is
+// none.
+func TestRemoveHeader(t *testing.T) {
+	h := func(names ...string) http1.Headers {
+		var hs http1.Headers
+		for _, n := range names {
+			hs = append(hs, http1.Header{Name: []byte(n), Value: []byte("v-" + n)})
+		}
+		return hs
+	}
+	names := func(hs http1.Headers) string {
+		var s []string
+		for _, f := range hs {
+			s = append(s, string(f.Name)+"="+string(f.Value))
+		}
+		return strings.Join(s, ",")
+	}
+	for _, c := range []struct {
+		in   http1.Headers
+		want string
+	}{
+		{h(), ""},
+		{h("a", "b"), "a=v-a,b=v-b"},
+		{h("x-peer"), ""},
+		{h("X-Peer", "a", "x-peer", "b", "X-PEER"), "a=v-a,b=v-b"},
+		{h("a", "b", "x-peer"), "a=v-a,b=v-b"},
+		{h("x-peer", "a", "b"), "a=v-a,b=v-b"},
+		{h("a", "x-peer", "b", "x-peers"), "a=v-a,b=v-b,x-peers=v-x-peers"},
+	} {
+		in := names(c.in)
+		if got := names(RemoveHeader(c.in, "x-peer")); got != c.want {
+			t.Errorf("RemoveHeader(%s) = %s, want %s", in, got, c.want)
 		}
 	}
 }

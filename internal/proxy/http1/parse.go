@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 	"unsafe"
 )
@@ -419,10 +420,8 @@ func parseFields(p []byte, m *message, isRequest bool, maxHeaders int) error {
 			return ErrMalformed
 		}
 		name, value := line[:colon], trimOWS(line[colon+1:])
-		for _, c := range value {
-			if c < ' ' && c != '\t' || c == 0x7f {
-				return ErrMalformed
-			}
+		if !validValue(value) {
+			return ErrMalformed
 		}
 		if len(m.Headers) >= maxHeaders {
 			return ErrTooManyHeaders
@@ -514,6 +513,37 @@ func parseFields(p []byte, m *message, isRequest bool, maxHeaders int) error {
 		m.Framing = FramingClose
 	}
 	return nil
+}
+
+// validValue reports whether v holds no control character but HTAB
+// (RFC 9110 §5.5: field-vchar, SP, HTAB and obs-text). Long values (the
+// ~300-byte x-envoy-peer-metadata on every mesh request) are checked
+// eight bytes at a time: a word with no byte below 0x20 and none equal
+// to 0x7f is valid as a whole; a word with one is checked byte by byte
+// (it may be a tab).
+func validValue(v []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(v) >= 8 {
+		x := binary.LittleEndian.Uint64(v)
+		del := x ^ (0x7f * ones)
+		// The first term has a high bit set iff some byte of x is below
+		// 0x20, the second iff some byte equals 0x7f (exact as "any").
+		if ((x-0x20*ones)&^x|(del-ones)&^del)&highs != 0 && !validBytes(v[:8]) {
+			return false
+		}
+		v = v[8:]
+	}
+	return validBytes(v)
+}
+
+// validBytes is validValue one byte at a time.
+func validBytes(v []byte) bool {
+	for _, c := range v {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func nextToken(v []byte) (tok, rest []byte) {

@@ -8,21 +8,29 @@ package httpfilter
 // ready to use; a nil *Metadata reads as empty, so a filter that only reads
 // need not check for it. It is not safe for concurrent use: a request's
 // filters run one after the other.
+//
+// A request carries a handful of entries (the metadata exchange's two,
+// a JWT's few), so they are a slice searched in order: cheaper than
+// hashing two keys, and emptied for the next request without a map's
+// clear.
 type Metadata struct {
-	ns map[string]map[string]any
+	kv []metadataEntry
+}
+
+type metadataEntry struct {
+	namespace, key string
+	value          any
 }
 
 // Set records value under namespace and key, replacing an earlier value.
 func (m *Metadata) Set(namespace, key string, value any) {
-	if m.ns == nil {
-		m.ns = make(map[string]map[string]any)
+	for i := range m.kv {
+		if e := &m.kv[i]; e.key == key && e.namespace == namespace {
+			e.value = value
+			return
+		}
 	}
-	kv := m.ns[namespace]
-	if kv == nil {
-		kv = make(map[string]any)
-		m.ns[namespace] = kv
-	}
-	kv[key] = value
+	m.kv = append(m.kv, metadataEntry{namespace, key, value})
 }
 
 // Get returns the value under namespace and key, and whether it is set.
@@ -30,22 +38,25 @@ func (m *Metadata) Get(namespace, key string) (any, bool) {
 	if m == nil {
 		return nil, false
 	}
-	v, ok := m.ns[namespace][key]
-	return v, ok
+	for i := range m.kv {
+		if e := &m.kv[i]; e.key == key && e.namespace == namespace {
+			return e.value, true
+		}
+	}
+	return nil, false
 }
 
-// maxKeptNamespaces bounds the namespaces' maps Reset keeps for reuse.
-const maxKeptNamespaces = 16
+// maxKeptEntries bounds the entries' storage Reset keeps for reuse.
+const maxKeptEntries = 32
 
-// Reset empties m for the next request, keeping its maps (up to
-// maxKeptNamespaces namespaces) so that a connection's requests reuse
-// them instead of allocating per request.
+// Reset empties m for the next request, keeping its storage (up to
+// maxKeptEntries entries) so that a connection's requests reuse it
+// instead of allocating per request.
 func (m *Metadata) Reset() {
-	if len(m.ns) > maxKeptNamespaces {
-		clear(m.ns)
+	if cap(m.kv) > maxKeptEntries {
+		m.kv = nil
 		return
 	}
-	for _, kv := range m.ns {
-		clear(kv)
-	}
+	clear(m.kv) // drop the references to the request's values
+	m.kv = m.kv[:0]
 }

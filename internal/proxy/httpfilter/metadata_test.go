@@ -39,8 +39,8 @@ func TestMetadataReset(t *testing.T) {
 	}
 }
 
-// A connection's next request reuses the maps: setting what the last one
-// set allocates nothing; past maxKeptNamespaces the maps are dropped.
+// A connection's next request reuses the storage: setting what the last
+// one set allocates nothing; past maxKeptEntries it is dropped.
 func TestMetadataResetReuses(t *testing.T) {
 	var md Metadata
 	var w = new(int)
@@ -51,16 +51,19 @@ func TestMetadataResetReuses(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("%v allocs per request after the first, want 0", n)
 	}
-	for i := 0; i <= maxKeptNamespaces; i++ {
+	for i := 0; i <= maxKeptEntries; i++ {
 		md.Set(string(rune('a'+i)), "k", i)
 	}
+	if v, ok := md.Get("b", "k"); !ok || v != 1 {
+		t.Errorf("b/k = %v, %t among %d entries", v, ok, maxKeptEntries+1)
+	}
 	md.Reset()
-	if len(md.ns) != 0 {
-		t.Errorf("%d namespaces kept after Reset of %d, want none", len(md.ns), maxKeptNamespaces+2)
+	if md.kv != nil {
+		t.Errorf("storage of %d entries kept after Reset, want none", cap(md.kv))
 	}
 	md.Set("ns", "k", 1)
 	md.Reset()
-	if _, ok := md.Get("ns", "k"); ok || len(md.ns) != 1 {
-		t.Errorf("after Reset: value kept %t, %d namespaces (want its map kept, empty)", ok, len(md.ns))
+	if _, ok := md.Get("ns", "k"); ok || cap(md.kv) == 0 {
+		t.Errorf("after Reset: value kept %t, capacity %d (want the storage kept, empty)", ok, cap(md.kv))
 	}
 }

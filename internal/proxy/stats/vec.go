@@ -69,7 +69,7 @@ type Vec struct {
 // was reached) ignores Add and Observe.
 type Series struct {
 	values []string
-	count  atomic.Uint64   // counter value, or histogram sample count
+	count  atomic.Uint64   // counter value (a histogram's count is its bins' sum)
 	sum    atomic.Uint64   // histogram: float64 bits of the sum
 	bins   []atomic.Uint64 // histogram: per-bucket (not cumulative) counts; last is +Inf
 }
@@ -94,13 +94,19 @@ func (s *Series) Observe(v float64, bounds []float64) {
 			break
 		}
 	}
-	s.count.Add(1)
 }
 
 // Value is a counter series' value (the sample count of a histogram).
 func (s *Series) Value() uint64 {
 	if s == nil {
 		return 0
+	}
+	if s.bins != nil {
+		var n uint64
+		for i := range s.bins {
+			n += s.bins[i].Load()
+		}
+		return n
 	}
 	return s.count.Load()
 }
@@ -285,7 +291,7 @@ func (s *Store) writeVecsText(lines []string) []string {
 		v.mu.RLock()
 		for _, sr := range v.series {
 			l := promLabels(v.labels, sr.values)
-			lines = append(lines, fmt.Sprintf("%s{%s}: %d", v.name, l, sr.count.Load()))
+			lines = append(lines, fmt.Sprintf("%s{%s}: %d", v.name, l, sr.Value()))
 			if v.kind == KindHistogram {
 				lines = append(lines, fmt.Sprintf("%s_sum{%s}: %s", v.name, l,
 					strconv.FormatFloat(math.Float64frombits(sr.sum.Load()), 'g', -1, 64)))

@@ -115,6 +115,12 @@ func (b *Conn) run() {
 // peer that does not read.
 const closeWait = time.Second
 
+// NetConn is the wrapped connection, so that what looks through wrappers
+// (tlsconf.Layers: the upstream's principals for istio.stats, which x/net's
+// Transport reports with the batched connection) finds its TLS layer.
+// Writing to it directly would bypass the queue: only read what it is.
+func (b *Conn) NetConn() net.Conn { return b.Conn }
+
 // Close writes what is queued (as a plain connection's Close would find it
 // already in the kernel), waiting at most closeWait, then closes the
 // connection.

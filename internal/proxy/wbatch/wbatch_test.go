@@ -270,3 +270,15 @@ func TestCloseDoesNotHangOnAStuckPeer(t *testing.T) {
 		t.Fatal("Close hung on a peer that reads nothing")
 	}
 }
+
+// NetConn is the wrapped connection: what looks through wrappers (the
+// upstream's TLS identities) finds it under a batched connection.
+func TestNetConn(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	c := New(a)
+	defer c.Close()
+	if c.NetConn() != a {
+		t.Errorf("NetConn() = %v, want the wrapped connection", c.NetConn())
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	statspb "istio.io/api/envoy/extensions/stats"
 
@@ -127,7 +128,7 @@ func (Factory) Build(typed *anypb.Any, ctx httpfilter.BuildContext) (httpfilter.
 		reporter:     reporter,
 		local:        peermeta.FromStruct(ctx.Node.GetMetadata()),
 		hostFallback: !c.GetDisableHostHeaderFallback(),
-		cache:        map[seriesKey]*istiometrics.HTTPSeries{},
+		cache:        map[seriesKey]*cached{},
 	}, nil
 }
 
@@ -140,7 +141,17 @@ type Filter struct {
 	hostFallback bool
 
 	mu    sync.RWMutex // guards cache
-	cache map[seriesKey]*istiometrics.HTTPSeries
+	cache map[seriesKey]*cached
+	// last is the series set the last request found: the next one is
+	// most often like it (a listener's requests between the same two
+	// workloads), and comparing its key costs less than hashing it.
+	last atomic.Pointer[cached]
+}
+
+// cached is a series set and its key (whose strings it owns).
+type cached struct {
+	key seriesKey
+	set *istiometrics.HTTPSeries
 }
 
 // maxCachedSeries bounds the filter's cache of series sets; when full it
@@ -190,11 +201,15 @@ func (f *Filter) exchange(k *seriesKey) istiometrics.Exchange {
 // series returns the series set of k: from the cache, or found in the
 // store (and kept when the store had room for all of it).
 func (f *Filter) series(k *seriesKey) *istiometrics.HTTPSeries {
+	if c := f.last.Load(); c != nil && c.key == *k {
+		return c.set
+	}
 	f.mu.RLock()
-	s := f.cache[*k]
+	c := f.cache[*k]
 	f.mu.RUnlock()
-	if s != nil {
-		return s
+	if c != nil {
+		f.last.Store(c)
+		return c.set
 	}
 	e := f.exchange(k)
 	var buf [32]string
@@ -209,12 +224,14 @@ func (f *Filter) series(k *seriesKey) *istiometrics.HTTPSeries {
 	kept := *k
 	kept.service = istiometrics.Service{Host: strings.Clone(k.service.Host), Name: strings.Clone(k.service.Name), Namespace: strings.Clone(k.service.Namespace)}
 	kept.peerPrincipal, kept.localPrincipal, kept.flags = strings.Clone(k.peerPrincipal), strings.Clone(k.localPrincipal), strings.Clone(k.flags)
+	c = &cached{key: kept, set: set}
 	f.mu.Lock()
 	if len(f.cache) >= maxCachedSeries {
 		clear(f.cache)
 	}
-	f.cache[kept] = set
+	f.cache[kept] = c
 	f.mu.Unlock()
+	f.last.Store(c)
 	return set
 }
 
@@ -260,6 +277,11 @@ func (f *Filter) Complete(s httpfilter.Stream, info *httpfilter.StreamInfo) {
 	req := s.RequestHeaders()
 	if ct, _ := req.Lookup("content-type"); strings.HasPrefix(ct, "application/grpc") {
 		k.grpc = true
+	} else {
+		// Istio reads grpc-status only for a gRPC request: an HTTP/2
+		// request a gRPC server refused (415 with grpc-status) is "http"
+		// with no gRPC status.
+		k.grpcStatus = -1
 	}
 	reqBytes := info.BytesIn + headerBytes(req) + int64(len(s.Method())+len(s.Host())+len(s.Path())+len(s.Scheme()))
 	respBytes := info.BytesOut

@@ -166,6 +166,69 @@ func TestCardinality(t *testing.T) {
 	}
 }
 
+// Values a client chooses that do reach labels are bounded by the
+// store's series cap (stats.DefaultMaxSeries across all families), not
+// by what the client sends: 10,000 distinct Host headers through a
+// client sidecar's catch-all (PassthroughCluster: no service, so the
+// source reporter's destination_service is the Host, as Istio's), and
+// 10,000 distinct forged x-envoy-peer-metadata workloads into a server
+// sidecar (source_workload, _namespace, _app, …). Past the cap every new
+// set of values is dropped and counted in stats.series_overflow, the
+// series made before keep counting, and the filters' own caches stay
+// within their bounds.
+func TestHostileCardinality(t *testing.T) {
+	const n = 10_000
+	check := func(t *testing.T, store *stats.Store, f *Filter) {
+		t.Helper()
+		if got := store.SeriesCount(); got != stats.DefaultMaxSeries {
+			t.Errorf("%d series after %d distinct values, want the cap, %d", got, n, stats.DefaultMaxSeries)
+		}
+		// Each request has 4 series (one per family); those past the cap are dropped.
+		if got, want := store.Counter("stats.series_overflow").Load(), uint64(4*n-stats.DefaultMaxSeries); got != want {
+			t.Errorf("series_overflow %d, want %d", got, want)
+		}
+		f.mu.RLock()
+		cached := len(f.cache)
+		f.mu.RUnlock()
+		if cached > maxCachedSeries {
+			t.Errorf("%d series sets cached, over %d", cached, maxCachedSeries)
+		}
+	}
+
+	t.Run("hosts through a catch-all", func(t *testing.T) {
+		store := stats.New()
+		client := newChain(t, productpage, corev3.TrafficDirection_OUTBOUND, store)
+		first := fmt.Sprintf("h%d.example.com", 0)
+		for i := range n {
+			client.run(streamtest.New(fmt.Sprintf("h%d.example.com", i), "/", nil), 200, streamtest.NewHeaders(),
+				httpfilter.StreamInfo{GRPCStatus: -1, Cluster: "PassthroughCluster"})
+		}
+		check(t, store, client.stats.(*Filter))
+		// The first host's series was made before the cap: it still counts.
+		client.run(streamtest.New(first, "/", nil), 200, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: -1, Cluster: "PassthroughCluster"})
+		if p := prom(t, store); !strings.Contains(p, `destination_service="`+first+`",`) || !strings.Contains(p, `response_flags="-",connection_security_policy="unknown"} 2`) {
+			t.Errorf("the first host's series did not count its second request")
+		}
+	})
+
+	t.Run("forged peer metadata", func(t *testing.T) {
+		store := stats.New()
+		server := newChain(t, ratings, corev3.TrafficDirection_INBOUND, store)
+		for i := range n {
+			v, err := peermeta.EncodeHeader(peermeta.Workload{Workload: fmt.Sprintf("forged-%d", i), Namespace: "evil", App: fmt.Sprintf("a%d", i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			server.run(streamtest.New("ratings:9080", "/", streamtest.NewHeaders(peermeta.HeaderMetadataID, "x", peermeta.HeaderMetadata, v)),
+				200, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: -1})
+		}
+		check(t, store, server.stats.(*Filter))
+		if p := prom(t, store); !strings.Contains(p, `source_workload="forged-0",`) || strings.Contains(p, fmt.Sprintf(`source_workload="forged-%d",`, n-1)) {
+			t.Errorf("want the first forged workload's series and not the last one's")
+		}
+	})
+}
+
 // gRPC requests are labeled grpc with their status; a local reply's
 // flags show.
 func TestGRPCAndFlags(t *testing.T) {
@@ -173,9 +236,18 @@ func TestGRPCAndFlags(t *testing.T) {
 	server := newChain(t, ratings, corev3.TrafficDirection_INBOUND, store)
 	s := streamtest.New("ratings:9080", "/pkg.Svc/M", streamtest.NewHeaders("content-type", "application/grpc"))
 	server.run(s, 200, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: 14, Flags: "UF"})
+	// A request that is not gRPC has no gRPC status, even when the
+	// response carries one (grpc-go answers a request without
+	// application/grpc 415 with a grpc-status), as Istio's filter reads
+	// it only for gRPC requests.
+	server.run(streamtest.New("ratings:9080", "/pkg.Svc/M", streamtest.NewHeaders("content-type", "text/plain")), 415,
+		streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: 3})
 	p := prom(t, store)
 	if !strings.Contains(p, `request_protocol="grpc",response_code="200",grpc_response_status="14",response_flags="UF"`) {
 		t.Errorf("output:\n%s", p)
+	}
+	if !strings.Contains(p, `request_protocol="http",response_code="415",grpc_response_status="",response_flags="-"`) {
+		t.Errorf("no 415 without a gRPC status in:\n%s", p)
 	}
 }
 
@@ -309,7 +381,7 @@ func TestSeriesCacheBounds(t *testing.T) {
 	server = newChain(t, ratings, corev3.TrafficDirection_INBOUND, store)
 	f := server.stats.(*Filter)
 	for code := range maxCachedSeries + 10 {
-		server.run(streamtest.New("h", "/", nil), 100+code%500, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: code})
+		server.run(streamtest.New("h", "/", streamtest.NewHeaders("content-type", "application/grpc")), 100+code%500, streamtest.NewHeaders(), httpfilter.StreamInfo{GRPCStatus: code})
 	}
 	f.mu.RLock()
 	n := len(f.cache)
@@ -389,17 +461,37 @@ func TestConcurrentComplete(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 2000 {
-				f.Complete(streamtest.New("h", "/", nil), &httpfilter.StreamInfo{Status: 200, GRPCStatus: (g*2000 + i) % (maxCachedSeries + 50)})
+				f.Complete(streamtest.New("h", "/", streamtest.NewHeaders("content-type", "application/grpc")), &httpfilter.StreamInfo{Status: 200, GRPCStatus: (g*2000 + i) % (maxCachedSeries + 50)})
 			}
 		}()
 	}
 	wg.Wait()
 	var total uint64
 	for status := range maxCachedSeries + 50 {
-		e := f.exchange(&seriesKey{code: 200, grpcStatus: status})
+		e := f.exchange(&seriesKey{code: 200, grpcStatus: status, grpc: true})
 		total += f.Series(istiometrics.AppendHTTP(nil, &e)).Value()
 	}
 	if total != 8000 {
 		t.Errorf("%d requests counted, want 8000", total)
+	}
+}
+
+// BenchmarkCompleteRoutes is istio.stats on a gateway whose requests
+// cycle through 100 routes, each to its own service (the series of each
+// exist): what bench/http/gateway.sh's TELEMETRY=1 gateway records.
+func BenchmarkCompleteRoutes(b *testing.B) {
+	t := &testing.T{}
+	gw := newChain(t, productpage, corev3.TrafficDirection_OUTBOUND, stats.New())
+	f := gw.stats.(*Filter)
+	s := streamtest.New("gateway.bench", "/r/", streamtest.NewHeaders("user-agent", "bench"))
+	infos := make([]httpfilter.StreamInfo, 100)
+	for i := range infos {
+		infos[i] = httpfilter.StreamInfo{Status: 200, GRPCStatus: -1, Duration: time.Millisecond,
+			Cluster: fmt.Sprintf("outbound|80||svc%d.bench.svc.cluster.local", i)}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		f.Complete(s, &infos[i%len(infos)])
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
 	xdsv3 "github.com/cncf/xds/go/xds/type/v3"
@@ -198,7 +199,18 @@ type Filter struct {
 	local   string // our x-envoy-peer-metadata value
 
 	mu    sync.RWMutex // guards cache
-	cache map[string]*peermeta.Workload
+	cache map[string]*decoded
+	// last is the value decode saw last with its workload: a sidecar's
+	// requests mostly come from (or go to) one peer, and comparing the
+	// ~300-byte value costs less than hashing it.
+	last atomic.Pointer[decoded]
+}
+
+// decoded is a header value (owned) and its workload (nil: it does not
+// decode).
+type decoded struct {
+	value string
+	w     *peermeta.Workload
 }
 
 var (
@@ -212,7 +224,7 @@ func New(c Config, id string, local peermeta.Workload) (*Filter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return &Filter{cfg: c, localID: id, local: enc, cache: map[string]*peermeta.Workload{}}, nil
+	return &Filter{cfg: c, localID: id, local: enc, cache: map[string]*decoded{}}, nil
 }
 
 // Name is the filter name.
@@ -290,23 +302,30 @@ func (f *Filter) EncodeHeaders(s httpfilter.Stream, _ int, h httpfilter.HeaderMa
 // this value was seen before; nil when it does not decode (the peer is
 // then unknown, as in Istio).
 func (f *Filter) decode(v string) *peermeta.Workload {
+	if d := f.last.Load(); d != nil && d.value == v {
+		return d.w
+	}
 	f.mu.RLock()
-	w, ok := f.cache[v]
+	d := f.cache[v]
 	f.mu.RUnlock()
-	if ok {
-		return w
+	if d == nil {
+		d = &decoded{value: strings.Clone(v)}
+		if dw, err := peermeta.DecodeHeader(v); err == nil {
+			d.w = &dw
+		}
+		f.mu.Lock()
+		if len(f.cache) >= maxCache {
+			clear(f.cache)
+		}
+		f.cache[d.value] = d
+		f.mu.Unlock()
 	}
-	dw, err := peermeta.DecodeHeader(v)
-	if err == nil {
-		w = &dw
+	if d.w != nil {
+		// Only a value that decodes is remembered as the last: a
+		// stream of distinct garbage does not displace a real peer.
+		f.last.Store(d)
 	}
-	f.mu.Lock()
-	if len(f.cache) >= maxCache {
-		clear(f.cache)
-	}
-	f.cache[strings.Clone(v)] = w
-	f.mu.Unlock()
-	return w
+	return d.w
 }
 
 // PeerOf returns the peer a request's metadata holds under key

@@ -185,3 +185,40 @@ func TestCacheBounded(t *testing.T) {
 		t.Errorf("cache holds %d", n)
 	}
 }
+
+// Each request is labelled with what its own header says, whatever came
+// before: the last value's fast path matches the value exactly, a value
+// that does not decode leaves the peer unknown (and is not what the next
+// request is compared with), and a forged peer is the forged peer, not
+// the one before it.
+func TestDecodeLast(t *testing.T) {
+	f := build(t, inboundConfig(t))
+	known := istioHeader(t)
+	forged, _ := peermeta.EncodeHeader(peermeta.Workload{Workload: "forged", Namespace: "evil"})
+	peerOf := func(v string) *peermeta.Workload {
+		s := streamtest.New("h", "/", streamtest.NewHeaders(peermeta.HeaderMetadata, v))
+		f.DecodeHeaders(s)
+		return PeerOf(s.Metadata(), DownstreamPeer)
+	}
+	first := peerOf(known)
+	if first == nil || first.Workload != "productpage-v1" {
+		t.Fatalf("peer %+v", first)
+	}
+	for i, c := range []struct {
+		value, want string
+	}{
+		{known, "productpage-v1"}, {"garbage!", ""}, {known[:len(known)-4], ""}, {known, "productpage-v1"},
+		{forged, "forged"}, {known, "productpage-v1"}, {forged, "forged"}, {"garbage!", ""}, {forged, "forged"},
+	} {
+		got := peerOf(c.value)
+		switch {
+		case c.want == "" && got != nil:
+			t.Errorf("%d: %.20q decoded as %+v", i, c.value, got)
+		case c.want != "" && (got == nil || got.Workload != c.want):
+			t.Errorf("%d: %.20q decoded as %+v, want %s", i, c.value, got, c.want)
+		}
+	}
+	if got := peerOf(known); got != first {
+		t.Errorf("the known value decoded again (%p, first %p)", got, first)
+	}
+}

@@ -345,7 +345,11 @@ func (t *translator) gatewayStatus(gw *gateway) gwv1.GatewayStatus {
 	}
 	if svc != nil {
 		hostname, ip := gwv1.HostnameAddressType, gwv1.IPAddressType
-		if len(svc.Ingress) == 0 {
+		// The Service's own hostname stands for a Service that has no
+		// load balancer; a LoadBalancer whose address is pending has none
+		// yet (Istio leaves the pending ones out), so that a client does
+		// not take the cluster-internal name for the Gateway's address.
+		if len(svc.Ingress) == 0 && svc.Type != "LoadBalancer" {
 			st.Addresses = append(st.Addresses, gwv1.GatewayStatusAddress{Type: &hostname, Value: svc.Hostname})
 		}
 		for _, a := range svc.Ingress {

@@ -142,6 +142,27 @@ func TestTranslateGateway(t *testing.T) {
 	if len(st.Addresses) != 1 || st.Addresses[0].Value != "gw-istio.infra.svc.cluster.local" {
 		t.Errorf("addresses: %+v", st.Addresses)
 	}
+
+	// A LoadBalancer Service whose address is pending: not programmed,
+	// and no address (not the cluster-internal hostname: a client would
+	// take it for the Gateway's address); then its load balancer's IP.
+	lb := &ServiceInfo{Type: "LoadBalancer", Hostname: "gw-istio.infra.svc.cluster.local"}
+	in.DeployedService = func(string, string) *ServiceInfo { return lb }
+	st = Translate(in).Gateways[Ref{"Gateway", "infra", "gw"}]
+	if c := cond(st.Conditions, "Programmed"); c.Status != "False" || c.Reason != "AddressNotAssigned" {
+		t.Errorf("Programmed with a pending LoadBalancer: %+v", c)
+	}
+	if len(st.Addresses) != 0 {
+		t.Errorf("addresses with a pending LoadBalancer: %+v, want none", st.Addresses)
+	}
+	lb.Ingress = []string{"192.0.2.7"}
+	st = Translate(in).Gateways[Ref{"Gateway", "infra", "gw"}]
+	if c := cond(st.Conditions, "Programmed"); c.Status != "True" {
+		t.Errorf("Programmed with the load balancer's address: %+v", c)
+	}
+	if len(st.Addresses) != 1 || st.Addresses[0].Value != "192.0.2.7" || *st.Addresses[0].Type != "IPAddress" {
+		t.Errorf("addresses with the load balancer's address: %+v", st.Addresses)
+	}
 }
 
 // TestTranslateHTTPRoute covers the rules' translation and their status.

@@ -2,14 +2,18 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // serveLoadBalancer is the one-node cluster's load balancer: every
@@ -23,7 +27,12 @@ func serveLoadBalancer(ctx context.Context, client kubernetes.Interface, logf fu
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if err := assignLoadBalancerIPs(ctx, client, logf); err != nil && ctx.Err() == nil {
+		// Each pass is bounded: a call the API server never answers must
+		// not stop the load balancer for the rest of the run.
+		passCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := assignLoadBalancerIPs(passCtx, client, logf)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			logf("load balancer: %v", err)
 		}
 		select {
@@ -35,12 +44,14 @@ func serveLoadBalancer(ctx context.Context, client kubernetes.Interface, logf fu
 }
 
 // assignLoadBalancerIPs sets the ingress of every LoadBalancer Service
-// whose ingress is not its ClusterIP.
+// whose ingress is not its ClusterIP; a Service that cannot be written
+// (deleted meanwhile) does not keep the others waiting.
 func assignLoadBalancerIPs(ctx context.Context, client kubernetes.Interface, logf func(string, ...any)) error {
 	svcs, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for i := range svcs.Items {
 		svc := &svcs.Items[i]
 		ip := svc.Spec.ClusterIP
@@ -52,11 +63,12 @@ func assignLoadBalancerIPs(ctx context.Context, client kubernetes.Interface, log
 		}
 		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
 		if _, err := client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, svc, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
+			errs = append(errs, fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err))
+			continue
 		}
 		logf("load balancer: service %s/%s at %s", svc.Namespace, svc.Name, ip)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // TestServeLoadBalancer: a LoadBalancer Service gets its ClusterIP as its
@@ -107,5 +119,33 @@ func TestServeLoadBalancer(t *testing.T) {
 		if a.GetVerb() == "update" {
 			t.Errorf("a Service at its address was written again: %v", a)
 		}
+	}
+}
+
+// TestAssignLoadBalancerIPsGoesOn: a Service whose status cannot be
+// written is reported, and the other Services still get their address.
+func TestAssignLoadBalancerIPsGoesOn(t *testing.T) {
+	svc := func(name, ip string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "gw", Name: name},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: ip}}
+	}
+	client := fake.NewClientset(svc("a-gone", "10.96.0.20"), svc("b-web", "10.96.0.21"))
+	client.PrependReactor("update", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if u, ok := a.(k8stesting.UpdateAction); ok && u.GetObject().(*corev1.Service).Name == "a-gone" {
+			return true, nil, errors.New("the object has been deleted")
+		}
+		return false, nil, nil
+	})
+	ctx := context.Background()
+	err := assignLoadBalancerIPs(ctx, client, t.Logf)
+	if err == nil || !strings.Contains(err.Error(), "gw/a-gone") {
+		t.Errorf("error %v, want one naming gw/a-gone", err)
+	}
+	got, err := client.CoreV1().Services("gw").Get(ctx, "b-web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := got.Status.LoadBalancer.Ingress; len(in) != 1 || in[0].IP != "10.96.0.21" {
+		t.Errorf("b-web ingress %+v, want 10.96.0.21 despite a-gone's failure", in)
 	}
 }

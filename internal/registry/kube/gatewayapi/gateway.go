@@ -86,6 +86,12 @@ func (t *translator) translateGateways() {
 			gw.listeners = append(gw.listeners, t.listener(g, i, l))
 		}
 		markConflicts(gw.listeners)
+		if gw.reason == "" && len(gw.listeners) > 0 && !slices.ContainsFunc(gw.listeners, func(l *listener) bool { return l.acceptReason == "" }) {
+			// No listener accepted: the Gateway is not either (the spec's
+			// ListenersNotValid with Accepted=False), and nothing is
+			// deployed for it.
+			gw.reason, gw.message = string(gwv1.GatewayReasonListenersNotValid), "no listener is valid (see the listeners' conditions)"
+		}
 		if gw.reason == "" {
 			t.out.Deployments = append(t.out.Deployments, Deployment{Gateway: g, Ports: servicePorts(g)})
 		}

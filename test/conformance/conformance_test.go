@@ -78,7 +78,9 @@ func TestGatewayAPIConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
-	defer cancel()
+	// Not deferred: the suite's parallel tests run after this function
+	// returns, and the load balancer (lbCtx) must serve them too.
+	t.Cleanup(cancel)
 
 	dir := t.TempDir()
 	tars, echoImage := buildImages(ctx, t, dir)

@@ -92,6 +92,32 @@ istio-bins:
 	@./hack/pilot-agent-build.sh >/dev/null
 	@./hack/pilot-discovery-build.sh >/dev/null
 
+# The upstream Gateway API conformance suite (sigs.k8s.io/gateway-api/conformance)
+# against Strait on the one-node cluster (test/conformance, build tag
+# conformance; not part of `make test`: about an hour on 2 cores). It
+# builds Strait's images and the suite's echo backend from source, installs
+# straitd and the Gateway API CRDs, runs the GATEWAY-HTTP and GATEWAY-GRPC
+# profiles, writes bin/gateway-conformance-report.yaml (the suite's
+# ConformanceReport), its log, and prints a summary (every skip with its
+# reason). CONFORMANCE_RUN_TEST=ShortName runs one test,
+# CONFORMANCE_PROFILES and CONFORMANCE_SKIP (comma-separated) narrow it.
+CONFORMANCE_RUN_TEST ?=
+CONFORMANCE_PROFILES ?=
+CONFORMANCE_SKIP     ?=
+.PHONY: gateway-conformance
+gateway-conformance: deps kube-testenv
+	@mkdir -p $(BIN) && rm -f $(BIN)/gateway-conformance-report-summary.txt
+	@echo "gateway-conformance: log in $(BIN)/gateway-conformance.log"
+	@STRAIT_KUBE_TESTENV_REQUIRED=1 STRAIT_REQUIRE_ALL=1 \
+	STRAIT_CONFORMANCE_REPORT=$(BIN)/gateway-conformance-report.yaml \
+	STRAIT_CONFORMANCE_RUN_TEST='$(CONFORMANCE_RUN_TEST)' STRAIT_CONFORMANCE_PROFILES='$(CONFORMANCE_PROFILES)' \
+	STRAIT_CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)' \
+	$(GO) test -tags conformance -count=1 -timeout 180m -v -run 'TestGatewayAPIConformance$$' ./test/conformance/ \
+		>$(BIN)/gateway-conformance.log 2>&1; rc=$$?; \
+	if [ -f $(BIN)/gateway-conformance-report-summary.txt ]; then \
+		cat $(BIN)/gateway-conformance-report-summary.txt; else tail -40 $(BIN)/gateway-conformance.log; fi; \
+	exit $$rc
+
 # HTTP/1.1 data plane against nginx and HAProxy, two-hop chain on loopback
 # (installs wrk, nginx-light and haproxy when missing). See bench/http.
 # bench-http-h2 (h2load), bench-http-grpc (a grpc-go load client against

@@ -3,6 +3,7 @@ package gatewayapi
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -84,6 +85,9 @@ func (t *translator) virtualService(gw *gateway, l *listener, host string) *isti
 		}
 	}
 	sortHTTPRoutes(routes)
+	for i, r := range routes {
+		routes[i] = segmentPrefixes(r)
+	}
 	spec := &networking.VirtualService{
 		Hosts:    []string{host},
 		Gateways: []string{gw.obj.Namespace + "/" + l.istioName},
@@ -97,6 +101,36 @@ func (t *translator) virtualService(gw *gateway, l *listener, host string) *isti
 		return nil
 	}
 	return c
+}
+
+// segmentPrefixes returns r with its prefix matches made to match whole
+// path segments, as the Gateway API's PathPrefix means ("/v2" matches
+// "/v2" and "/v2/x", not "/v2example"; Istio serves the prefix of a
+// Gateway API route as Envoy's path_separated_prefix): a regex
+// "PREFIX(/.*)?" over the whole path. It runs after the routes are
+// sorted, so that the precedence is still the prefix's. A route that
+// rewrites the matched prefix (uri, or a redirect's uri) keeps its plain
+// prefix, which the rewrite replaces. r is not modified (a route may be
+// bound to several listeners and hosts).
+func segmentPrefixes(r *networking.HTTPRoute) *networking.HTTPRoute {
+	if r.GetRewrite().GetUri() != "" || r.GetRedirect().GetUri() != "" {
+		return r
+	}
+	var out *networking.HTTPRoute
+	for i, m := range r.GetMatch() {
+		p := m.GetUri().GetPrefix()
+		if p == "" || p == "/" {
+			continue
+		}
+		if out == nil {
+			out = cloneRoute(r)
+		}
+		out.Match[i].Uri = &networking.StringMatch{MatchType: &networking.StringMatch_Regex{Regex: regexp.QuoteMeta(p) + "(/.*)?"}}
+	}
+	if out == nil {
+		return r
+	}
+	return out
 }
 
 // streamVirtualService is the VirtualService of a TLS listener's host

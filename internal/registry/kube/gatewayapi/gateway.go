@@ -86,6 +86,12 @@ func (t *translator) translateGateways() {
 			gw.listeners = append(gw.listeners, t.listener(g, i, l))
 		}
 		markConflicts(gw.listeners)
+		if gw.reason == "" && len(gw.listeners) > 0 && !slices.ContainsFunc(gw.listeners, func(l *listener) bool { return l.acceptReason == "" }) {
+			// No listener accepted: the Gateway is not either (the spec's
+			// ListenersNotValid with Accepted=False), and nothing is
+			// deployed for it.
+			gw.reason, gw.message = string(gwv1.GatewayReasonListenersNotValid), "no listener is valid (see the listeners' conditions)"
+		}
 		if gw.reason == "" {
 			t.out.Deployments = append(t.out.Deployments, Deployment{Gateway: g, Ports: servicePorts(g)})
 		}
@@ -345,7 +351,11 @@ func (t *translator) gatewayStatus(gw *gateway) gwv1.GatewayStatus {
 	}
 	if svc != nil {
 		hostname, ip := gwv1.HostnameAddressType, gwv1.IPAddressType
-		if len(svc.Ingress) == 0 {
+		// The Service's own hostname stands for a Service that has no
+		// load balancer; a LoadBalancer whose address is pending has none
+		// yet (Istio leaves the pending ones out), so that a client does
+		// not take the cluster-internal name for the Gateway's address.
+		if len(svc.Ingress) == 0 && svc.Type != "LoadBalancer" {
 			st.Addresses = append(st.Addresses, gwv1.GatewayStatusAddress{Type: &hostname, Value: svc.Hostname})
 		}
 		for _, a := range svc.Ingress {

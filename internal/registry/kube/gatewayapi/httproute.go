@@ -2,6 +2,7 @@ package gatewayapi
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -300,9 +301,24 @@ func (t *translator) convertHTTPRule(kind string, r *gwv1.HTTPRoute, i int, rule
 		}
 		c := cloneRoute(base)
 		c.Match = []*networking.HTTPMatchRequest{mr}
+		stripPrefixRewrite(c)
 		out = append(out, c)
 	}
 	return out, unresolved, nil
+}
+
+// stripPrefixRewrite handles a URLRewrite ReplacePrefixMatch of "/" after
+// a prefix match: replacing the prefix with "/" would leave the slash that
+// follows the prefix ("/strip/three" → "//three"), so the prefix and the
+// slashes after it are replaced with one "/" by a regex rewrite instead
+// ("/strip/three" → "/three", "/strip" → "/"), as Istio does.
+func stripPrefixRewrite(r *networking.HTTPRoute) {
+	prefix := r.GetMatch()[0].GetUri().GetPrefix()
+	if r.GetRewrite().GetUri() != "/" || prefix == "" || prefix == "/" {
+		return
+	}
+	r.Rewrite.Uri = ""
+	r.Rewrite.UriRegexRewrite = &networking.RegexRewrite{Match: "^" + regexp.QuoteMeta(prefix) + "/*", Rewrite: "/"}
 }
 
 // httpDestinations fills route's destinations from backendRefs (Istio's

@@ -1,0 +1,111 @@
+package conformance
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/gateway-api/conformance/utils/suite"
+	"sigs.k8s.io/gateway-api/pkg/features"
+)
+
+// The knobs of `make gateway-conformance` (environment variables):
+const (
+	// envRunTest runs one test of the suite by its short name (the
+	// suite's RunTest), e.g. HTTPRouteSimpleSameNamespace.
+	envRunTest = "STRAIT_CONFORMANCE_RUN_TEST"
+	// envProfiles are the conformance profiles, comma-separated (default
+	// GATEWAY-HTTP,GATEWAY-GRPC).
+	envProfiles = "STRAIT_CONFORMANCE_PROFILES"
+	// envSkip adds tests to skip, comma-separated short names.
+	envSkip = "STRAIT_CONFORMANCE_SKIP"
+)
+
+// claimed are the features Strait claims beyond the profiles' core ones
+// (Gateway, HTTPRoute, ReferenceGrant, GRPCRoute): what docs/gateway-api.md
+// lists as honoured.
+var claimed = []features.FeatureName{
+	features.SupportGRPCRoute,
+	features.SupportGatewayPort8080,
+	features.SupportGatewayHTTPListenerIsolation,
+	features.SupportHTTPRouteQueryParamMatching,
+	features.SupportHTTPRouteMethodMatching,
+	features.SupportHTTPRouteResponseHeaderModification,
+	features.SupportHTTPRouteBackendRequestHeaderModification,
+	features.SupportHTTPRoutePortRedirect,
+	features.SupportHTTPRouteSchemeRedirect,
+	features.SupportHTTPRoutePathRedirect,
+	features.SupportHTTPRouteHostRewrite,
+	features.SupportHTTPRoutePathRewrite,
+	features.SupportHTTPRouteRequestMirror,
+	features.SupportHTTPRouteRequestMultipleMirrors,
+	features.SupportHTTPRouteRequestPercentageMirror,
+	features.SupportHTTPRouteRequestTimeout,
+	features.SupportHTTPRouteBackendTimeout,
+	features.SupportHTTPRouteParentRefPort,
+	features.SupportHTTPRouteDestinationPortMatching,
+	features.SupportHTTPRoute303RedirectStatusCode,
+	features.SupportHTTPRoute307RedirectStatusCode,
+	features.SupportHTTPRoute308RedirectStatusCode,
+	features.SupportHTTPRouteNamedRouteRule,
+	features.SupportHTTPRouteBackendProtocolH2C,
+	features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportHTTPRouteRetry,
+	features.SupportGRPCRouteNamedRouteRule,
+}
+
+// unclaimed says why Strait does not claim a feature of the profiles run
+// here; a test that needs one is skipped by the suite with this reason.
+var unclaimed = map[features.FeatureName]string{
+	features.SupportGatewayStaticAddresses:                                     "spec.addresses is refused (UnsupportedAddress): straitd deploys the gateway's Service itself",
+	features.SupportGatewayAddressEmpty:                                        "spec.addresses is refused (UnsupportedAddress)",
+	features.SupportGatewayInfrastructure:                                      "spec.infrastructure is refused",
+	features.SupportGatewayFrontendClientCertificateValidation:                 "spec.tls (frontend validation) is refused",
+	features.SupportGatewayFrontendClientCertificateValidationInsecureFallback: "spec.tls (frontend validation) is refused",
+	features.SupportGatewayBackendClientCertificate:                            "spec.tls (the backend client certificate) is refused",
+	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests:              "not claimed: a 421 for a request whose Host is another HTTPS listener's than its SNI's is not implemented",
+	features.SupportListenerSet:                                                "ListenerSet is not implemented",
+	features.SupportHTTPRouteCORS:                                              "the CORS filter is refused",
+	features.SupportHTTPRouteRetryBackendTimeout:                               "not claimed: retry with a backendRequest timeout per try is not checked against the suite",
+	features.SupportHTTPRouteRetryConnectionError:                              "not claimed: retry on connection errors is not checked against the suite",
+	features.SupportBackendTLSPolicy:                                           "BackendTLSPolicy is not implemented",
+	features.SupportBackendTLSPolicySANValidation:                              "BackendTLSPolicy is not implemented",
+	features.SupportMesh:                                                       meshProfileReason,
+}
+
+// meshProfileReason is why the MESH profiles are not run.
+const meshProfileReason = "Service parentRefs (GAMMA, the mesh) are refused (Accepted=False UnsupportedValue), and the mesh manifests' backend, echo-advanced (Istio's echo), is not built here"
+
+// skippedTests are tests of claimed features that the harness skips, with
+// the reason.
+var skippedTests = map[string]string{}
+
+// supportedFeatures is claimed as a set.
+func supportedFeatures() []features.FeatureName {
+	return sets.List(sets.New(claimed...))
+}
+
+// parseProfiles reads STRAIT_CONFORMANCE_PROFILES. The MESH profiles are
+// refused with meshProfileReason.
+func parseProfiles(v string) ([]suite.ConformanceProfileName, error) {
+	if v == "" {
+		v = "GATEWAY-HTTP,GATEWAY-GRPC"
+	}
+	known := []suite.ConformanceProfileName{
+		suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName,
+		suite.GatewayTLSConformanceProfileName, suite.GatewayTCPConformanceProfileName,
+	}
+	var out []suite.ConformanceProfileName
+	for _, p := range strings.Split(v, ",") {
+		name := suite.ConformanceProfileName(strings.TrimSpace(p))
+		switch {
+		case strings.HasPrefix(string(name), "MESH-"):
+			return nil, fmt.Errorf("%s %s: %s", envProfiles, name, meshProfileReason)
+		case !slices.Contains(known, name):
+			return nil, fmt.Errorf("%s: unknown profile %q (one of %v)", envProfiles, name, known)
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}

@@ -112,7 +112,7 @@ func dialRouter(t *testing.T, p *plane, ns, gateway, ip string) *adsClient {
 }
 
 // routeServed reports whether the router's http.80 has the HTTPRoute's
-// rule: a virtual host web.example.com whose /api route sets
+// rule: a virtual host web.example.com whose /api prefix route sets
 // x-from-route, and a description of what it has.
 func routeServed(c *adsClient) (bool, string) {
 	rc := c.routeConfig("http.80")
@@ -126,7 +126,9 @@ func routeServed(c *adsClient) (bool, string) {
 			continue
 		}
 		for _, r := range vh.Routes {
-			if r.GetMatch().GetPathSeparatedPrefix() != "/api" && r.GetMatch().GetPrefix() != "/api" {
+			// PathPrefix /api matches whole segments: the regex
+			// /api(/.*)? (gatewayapi's translation).
+			if r.GetMatch().GetSafeRegex().GetRegex() != "/api(/.*)?" {
 				continue
 			}
 			if hasHeader(r.RequestHeadersToAdd, "x-from-route", "server") {

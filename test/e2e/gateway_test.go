@@ -35,7 +35,8 @@ const (
 
 // gatewayMesh is the config of TestGatewayLocalUp; CERTS is replaced by
 // the directory of the test's certificates. echo (namespace shop) is
-// STRICT; secure serves HTTPS itself with a certificate for
+// STRICT, and also behind headless (resolution NONE, as a Kubernetes
+// headless Service); secure serves HTTPS itself with a certificate for
 // secure.example.com that only it has; the gateway pod is the
 // WorkloadEntry that Gateway ingress/gw selects.
 const gatewayMesh = `apiVersion: networking.istio.io/v1
@@ -61,6 +62,17 @@ spec:
   location: MESH_INTERNAL
   resolution: STATIC
   workloadSelector: {labels: {app: secure}}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: headless, namespace: shop}
+spec:
+  hosts: [headless.shop.svc.cluster.local]
+  ports:
+  - {number: 8080, name: http, protocol: HTTP}
+  location: MESH_INTERNAL
+  resolution: NONE
+  workloadSelector: {labels: {app: echo}}
 ---
 apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
@@ -141,6 +153,16 @@ spec:
   http:
   - route:
     - destination: {host: echo}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: headless, namespace: shop}
+spec:
+  hosts: [headless.example.com]
+  gateways: [ingress/gw]
+  http:
+  - route:
+    - destination: {host: headless.shop.svc.cluster.local, port: {number: 8080}}
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -395,6 +417,19 @@ func TestGatewayLocalUp(t *testing.T) {
 		// A host the Gateway serves but no VirtualService routes: 404.
 		if resp, _, err := gatewayGet(plain, "http://nobody.example.com/"); err != nil || resp.StatusCode != http.StatusNotFound {
 			t.Errorf("unrouted host: %v %v, want 404", err, resp)
+		}
+	})
+
+	// A headless service behind the gateway: its endpoints come over EDS
+	// (an ORIGINAL_DST cluster would send the request back into the
+	// gateway, which dialled nobody but itself).
+	t.Run("http to a headless service", func(t *testing.T) {
+		resp, r, err := gatewayGet(plain, "http://headless.example.com/via-headless")
+		if err != nil || resp.StatusCode != http.StatusOK || r == nil {
+			t.Fatalf("GET: %v %v %+v", err, resp, r)
+		}
+		if r.Path != "/via-headless" || r.Host != "headless.example.com" {
+			t.Errorf("reply %+v: want echo's, path /via-headless, host headless.example.com", r)
 		}
 	})
 

@@ -61,12 +61,21 @@ func outboundClusters(snap *mesh.Snapshot, scope *mesh.Scope) []*cluster.Cluster
 // it: STATIC → EDS, DNS → STRICT_DNS, DNS_ROUND_ROBIN → LOGICAL_DNS, NONE →
 // ORIGINAL_DST.
 func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*cluster.Cluster {
+	return serviceClustersAs(snap, ns, svc, false)
+}
+
+// serviceClustersAs is serviceClusters, for a gateway when router: a
+// gateway cannot use an ORIGINAL_DST cluster (the original destination of
+// its downstream connection is the gateway itself, so the request would
+// loop back into it), and gets the service's endpoints over EDS instead,
+// as Istio's convertResolution gives a Router.
+func serviceClustersAs(snap *mesh.Snapshot, ns string, svc *mesh.Service, router bool) []*cluster.Cluster {
 	var out []*cluster.Cluster
 	for _, port := range svc.Ports {
 		if port.Protocol == protocol.UDP {
 			continue
 		}
-		if c := outboundCluster(snap, svc, port, "", nil); c != nil {
+		if c := outboundCluster(snap, svc, port, "", nil, router); c != nil {
 			p := trafficPolicyFor(snap, ns, svc.Hostname, "", port.Number)
 			applyTrafficPolicy(c, p, port)                      // trafficpolicy.go
 			applyLocalityLbConfig(c, p, snap.Mesh)              // locality.go
@@ -77,7 +86,7 @@ func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*clust
 			out = append(out, c)
 		}
 		for _, ss := range snap.SubsetsFor(ns, svc.Hostname) {
-			if c := outboundCluster(snap, svc, port, ss.Name, ss.Labels); c != nil {
+			if c := outboundCluster(snap, svc, port, ss.Name, ss.Labels, router); c != nil {
 				p := trafficPolicyFor(snap, ns, svc.Hostname, ss.Name, port.Number)
 				applyTrafficPolicy(c, p, port)
 				applyLocalityLbConfig(c, p, snap.Mesh)
@@ -93,17 +102,18 @@ func serviceClusters(snap *mesh.Snapshot, ns string, svc *mesh.Service) []*clust
 }
 
 // outboundCluster is one outbound cluster of svc, or nil for a DNS cluster
-// that has no endpoint (Istio leaves those out).
-func outboundCluster(snap *mesh.Snapshot, svc *mesh.Service, port mesh.Port, subset string, labels map[string]string) *cluster.Cluster {
+// that has no endpoint (Istio leaves those out). A router's cluster of a
+// resolution NONE service is EDS (serviceClustersAs).
+func outboundCluster(snap *mesh.Snapshot, svc *mesh.Service, port mesh.Port, subset string, labels map[string]string, router bool) *cluster.Cluster {
 	name := OutboundClusterName(port.Number, subset, svc.Hostname)
 	var c *cluster.Cluster
-	switch svc.Resolution {
-	case networking.ServiceEntry_DNS, networking.ServiceEntry_DNS_ROUND_ROBIN:
+	switch {
+	case svc.Resolution == networking.ServiceEntry_DNS, svc.Resolution == networking.ServiceEntry_DNS_ROUND_ROBIN:
 		c = dnsCluster(snap, name, svc, port, labels)
 		if c == nil {
 			return nil
 		}
-	case networking.ServiceEntry_NONE:
+	case svc.Resolution == networking.ServiceEntry_NONE && !router:
 		c = &cluster.Cluster{
 			Name:                 name,
 			ClusterDiscoveryType: &cluster.Cluster_Type{Type: cluster.Cluster_ORIGINAL_DST},

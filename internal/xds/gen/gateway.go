@@ -75,6 +75,29 @@ const (
 // isRouter reports whether the proxy is a gateway.
 func isRouter(p *proxypush.Proxy) bool { return p != nil && p.Type == proxypush.Router }
 
+// routerClusters are a gateway's clusters: the scope's shared ones, but
+// for the services of resolution NONE (Kubernetes headless Services among
+// them), whose ORIGINAL_DST clusters would send a request back to the
+// gateway itself; the gateway gets EDS clusters of its own for them
+// (serviceClustersAs), with the service's endpoints.
+func routerClusters(snap *mesh.Snapshot, scope *mesh.Scope, shared []*discovery.Resource) ([]*discovery.Resource, []namedMessage) {
+	var own []namedMessage
+	mine := map[string]bool{}
+	for _, svc := range scope.Services {
+		if svc.Resolution != networking.ServiceEntry_NONE {
+			continue
+		}
+		for _, c := range serviceClustersAs(snap, scope.Namespace, snap.Unviewed(svc), true) {
+			own = append(own, namedMessage{c.Name, c})
+			mine[c.Name] = true
+		}
+	}
+	if len(own) == 0 {
+		return shared, nil
+	}
+	return slices.DeleteFunc(slices.Clone(shared), func(r *discovery.Resource) bool { return mine[r.Name] }), own
+}
+
 // gatewayServer is one server of a Gateway that a router runs
 // (mesh.GatewayServers).
 type gatewayServer struct{ mesh.GatewayServer }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -278,4 +279,99 @@ func findListener(t *testing.T, res []*discovery.Resource, name string) *listene
 	}
 	t.Fatalf("no listener %s", name)
 	return nil
+}
+
+// TestRouterHeadlessServiceEDS: a service of resolution NONE (what a
+// Kubernetes headless Service becomes) is an ORIGINAL_DST cluster for a
+// sidecar, whose application dialled the endpoint's own address; a
+// gateway's downstream connection was dialled to the gateway itself, so
+// there the same cluster would send the request back into the gateway,
+// again and again. A router gets an EDS cluster for it instead, with the
+// service's endpoints, as Istio's convertResolution gives a Router.
+func TestRouterHeadlessServiceEDS(t *testing.T) {
+	const doc = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: demo}
+spec:
+  hosts: [db.demo.svc.cluster.local]
+  ports: [{number: 80, name: http}]
+  location: MESH_INTERNAL
+  resolution: NONE
+  workloadSelector: {labels: {app: db}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: db-a, namespace: demo}
+spec: {address: 10.92.1.5, labels: {app: db, version: v1}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: db-b, namespace: demo}
+spec: {address: 10.92.1.6, labels: {app: db, version: v2}}
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: db, namespace: demo}
+spec:
+  host: db.demo.svc.cluster.local
+  subsets: [{name: v1, labels: {version: v1}}]
+`
+	snap, problems := mesh.Build(storeOf(t, doc), mesh.BuildOptions{})
+	if len(problems) != 0 {
+		t.Fatalf("problems %v", problems)
+	}
+	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+	const name = "outbound|80||db.demo.svc.cluster.local"
+	clusterOf := func(node, name string) *cluster.Cluster {
+		t.Helper()
+		p, err := proxypush.ParseNodeID(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := g.Generate(p, xdsapi.ClusterType, nil, &proxypush.PushRequest{Full: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found *cluster.Cluster
+		for _, r := range res {
+			if r.Name == name {
+				if found != nil {
+					t.Fatalf("%s: cluster %s twice", node, name)
+				}
+				found = &cluster.Cluster{}
+				if err := r.Resource.UnmarshalTo(found); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if found == nil {
+			t.Fatalf("%s: no cluster %s", node, name)
+		}
+		return found
+	}
+	const (
+		sidecar = "sidecar~10.92.0.11~client.demo~demo.svc.cluster.local"
+		router  = "router~10.92.0.10~ingressgateway.demo~demo.svc.cluster.local"
+	)
+	if c := clusterOf(sidecar, name); c.GetType() != cluster.Cluster_ORIGINAL_DST {
+		t.Errorf("sidecar's %s is %v, want ORIGINAL_DST", name, c.GetType())
+	}
+	for _, n := range []string{name, "outbound|80|v1|db.demo.svc.cluster.local"} {
+		if c := clusterOf(router, n); c.GetType() != cluster.Cluster_EDS || c.GetEdsClusterConfig() == nil || c.GetLbPolicy() == cluster.Cluster_CLUSTER_PROVIDED {
+			t.Errorf("router's %s is %v (eds config %v, lb %v), want an EDS cluster", n, c.GetType(), c.GetEdsClusterConfig(), c.GetLbPolicy())
+		}
+	}
+	p, _ := proxypush.ParseNodeID(router)
+	res, err := g.Generate(p, xdsapi.EndpointType, []string{name}, &proxypush.PushRequest{Full: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(render(t, res))
+	if len(res) != 1 || !strings.Contains(got, "10.92.1.5") || !strings.Contains(got, "10.92.1.6") {
+		t.Errorf("router's load assignment of %s lacks the service's endpoints:\n%s", name, got)
+	}
+	// The sidecar's cluster is not changed by the router's (a shared cache).
+	if c := clusterOf(sidecar, name); c.GetType() != cluster.Cluster_ORIGINAL_DST {
+		t.Errorf("after the router's build, the sidecar's %s is %v", name, c.GetType())
+	}
 }

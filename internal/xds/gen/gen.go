@@ -103,7 +103,10 @@ func (g *Generator) Generate(proxy *proxypush.Proxy, typeURL string, watched []s
 	case xdsapi.ClusterType:
 		shared = e.clusters
 		if isRouter(proxy) {
-			break // a gateway has no inbound side
+			// A gateway has no inbound side, and its clusters of
+			// resolution NONE services are EDS ones of its own.
+			shared, own = routerClusters(snap, scope, shared)
+			break
 		}
 		for _, c := range inboundClusters(snap, proxy) {
 			own = append(own, namedMessage{c.Name, c})

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,6 +62,10 @@ func echoTarball(t *testing.T, dir string) string {
 // and CNI, reaches it at its pod IP over the bridge, and checks that Stop
 // leaves no shim, mount, bridge or directory behind.
 func TestNodeRunsPod(t *testing.T) {
+	// Pod network namespaces that exist before the node starts (left by
+	// another node whose run was killed before its Stop) are not this
+	// node's to remove.
+	preexisting, _ := filepath.Glob("/var/run/netns/cni-*")
 	node := Start(t, Options{Images: []string{echoTarball(t, t.TempDir())}})
 	client := node.API.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -192,6 +197,10 @@ func TestNodeRunsPod(t *testing.T) {
 	bridge, dir, sock := node.network.Bridge, node.Dir, node.ContainerdSocket()
 	created := node.createdHostPaths
 	netnsBefore, _ := filepath.Glob("/var/run/netns/cni-*")
+	netnsBefore = slices.DeleteFunc(netnsBefore, func(f string) bool { return slices.Contains(preexisting, f) })
+	if len(netnsBefore) == 0 {
+		t.Error("no pod network namespace of the node's own before Stop: the check below would check nothing")
+	}
 	apps := containerProcesses(t, "strait-echo")
 	if len(apps) != 2 {
 		t.Errorf("found %d strait-echo processes in containerd's cgroups, want 2 (pods echo and client)", len(apps))

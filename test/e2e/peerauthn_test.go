@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -218,8 +219,9 @@ func TestPeerAuthentication(t *testing.T) {
 		// A connection per request: each request is a new handshake
 		// between the client sidecar and the impostor.
 		srv.SetKeepAlivesEnabled(false)
-		go srv.Serve(tls.NewListener(lis, &tls.Config{ClientAuth: tls.RequireAnyClientCert,
-			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return served.Load(), nil }}))
+		srvTLS := &tls.Config{ClientAuth: tls.RequireAnyClientCert,
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return served.Load(), nil }}
+		go srv.Serve(tls.NewListener(lis, srvTLS))
 		t.Cleanup(func() { srv.Close() })
 		impostor := fmt.Sprintf(`apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -247,6 +249,16 @@ spec:
 		waitOK(ctx, t, meshHTTP, "http://240.240.0.20/")
 		evil := issue(t, caCert, caKey, "spiffe://evil.example/ns/demo/sa/default")
 		served.Store(&evil)
+		// The impostor is now another server: it does not hold the keys
+		// of the tickets the client sidecar got from the good one (a
+		// server that does holds that session's secret, and resuming it
+		// proves nothing new), so the sidecar's cached session cannot be
+		// resumed and the evil certificate is checked.
+		var fresh [32]byte
+		if _, err := rand.Read(fresh[:]); err != nil {
+			t.Fatal(err)
+		}
+		srvTLS.SetSessionTicketKeys([][32]byte{fresh})
 		resp, err := meshHTTP.Get("http://240.240.0.20/")
 		if err != nil {
 			t.Fatal(err)

@@ -116,7 +116,7 @@ func (x *Exchange) Forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 		}
 		// Once bytes of a streamed body left, the request can't be sent
 		// again; before that (a connect failure) it can.
-		if uc, err = cl.GetConn(ctx, ep); err != nil {
+		if uc, err = getConn(ctx, cl, ep, streamBody); err != nil {
 			f := forward.ConnectFailure(err) // UO when a circuit breaker is open: not retried
 			if f.Flags != "UO" && retry.OnFailure(router.FailConnect, false, bc == nil) && slot.Admit(cl) && forward.BackOff(&retry, routeExpiry) {
 				forward.ReportRetriedFailure(cl, ep, f)
@@ -423,4 +423,20 @@ func (x *Exchange) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMi
 			setHard()
 		}
 	}
+}
+
+// getConn is the connection an attempt goes out on. A streamed body can't
+// be sent again once bytes of it left, so a pooled connection is checked
+// with a Peek before it carries one: the idle watch (cluster/idlewatch)
+// may not have collected a close that arrived just before, and the
+// request would fail where a fresh connection serves it. Other requests
+// keep the pool's verdict, and are sent again on a fresh connection when
+// a reused one turns out closed.
+func getConn(ctx context.Context, cl *cluster.Cluster, ep cluster.Endpoint, streamBody bool) (*cluster.UpstreamConn, error) {
+	uc, err := cl.GetConn(ctx, ep)
+	if err != nil || !streamBody || !uc.Reused || http1.Peek(uc.Conn) == http1.PeekQuiet {
+		return uc, err
+	}
+	uc.Close()
+	return cl.DialConn(ctx, ep)
 }

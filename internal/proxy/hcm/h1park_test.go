@@ -103,6 +103,9 @@ func TestDetachedParking(t *testing.T) {
 			if !parkedAll(g0, n/20) {
 				t.Fatalf("goroutines %d with %d idle connections (started at %d): not parked", runtime.NumGoroutine(), n, g0)
 			}
+			// The goroutine count can fall within its slack before the last
+			// few connections have parked: wait for the count itself.
+			waitFor(func() bool { return parkedCount(s) == n })
 			if got, parked := s.Active(), parkedCount(s); got != n || parked != n {
 				t.Fatalf("Active() = %d with %d parked connections, want %d and %d", got, parked, n, n)
 			}

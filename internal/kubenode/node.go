@@ -181,27 +181,35 @@ func StartContext(ctx context.Context, opts Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
+	// The lock before the directory: with the lock held, every other node
+	// directory that got past it belongs to a dead process (sweepStale).
+	lock, err := lockMachine(ctx, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", "strait-node-")
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	// The cleanup holds the node itself: a failed return sets n to nil
 	// before deferred calls run.
-	node := &Node{Dir: dir, binDir: binDir, out: opts.Progress}
+	node := &Node{Dir: dir, binDir: binDir, out: opts.Progress, lock: lock}
 	n = node
 	defer func() { //nolint:contextcheck // cleanup must run even when ctx ran out
 		if err != nil {
 			_ = node.Stop()
 		}
 	}()
-	start := time.Now()
-	if n.lock, err = lockMachine(ctx, n.out); err != nil {
-		return nil, err
-	}
+	sweepStale(os.TempDir(), dir, n.out) //nolint:contextcheck // the sweep has its own bound; a start-up ctx near its end must not leave half a sweep
 	n.createdHostPaths = missingHostPaths()
 	// The bridge first: the API server listens on its address, which pods
 	// reach.
 	if n.network, err = podNetwork(ctx); err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(dir, bridgeFile), []byte(n.network.Bridge+"\n")); err != nil {
 		return nil, err
 	}
 	n.Name = "strait-node-" + n.network.RunID

@@ -101,6 +101,9 @@ istio-bins:
 # ConformanceReport), its log, and prints a summary (every skip with its
 # reason). CONFORMANCE_RUN_TEST=ShortName runs one test,
 # CONFORMANCE_PROFILES and CONFORMANCE_SKIP (comma-separated) narrow it.
+# CONFORMANCE_PROFILES=MESH-HTTP (or MESH-GRPC) runs the mesh profiles:
+# it also builds Istio's echo server and client (hack/istio-build.sh) as
+# the mesh's backend and labels the suite's namespaces for injection.
 CONFORMANCE_RUN_TEST ?=
 CONFORMANCE_PROFILES ?=
 CONFORMANCE_SKIP     ?=

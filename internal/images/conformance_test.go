@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,5 +60,64 @@ func TestConformanceEchoSpec(t *testing.T) {
 	_, err = ConformanceEchoSpec(filepath.Join(t.TempDir(), "missing"), t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "go build -o") {
 		t.Errorf("missing binary: %v, want an error naming the build command", err)
+	}
+}
+
+// TestConformanceEchoAdvancedSpec: Istio's echo layout (server as the
+// entrypoint, client on PATH, the TLS pair at the paths the mesh
+// manifests name), root, and each missing input refused by name.
+func TestConformanceEchoAdvancedSpec(t *testing.T) {
+	dir := t.TempDir()
+	in := EchoAdvancedFiles{}
+	for _, f := range []struct {
+		dst  *string
+		name string
+	}{{&in.Server, "server"}, {&in.Client, "client"}, {&in.Cert, "cert.crt"}, {&in.Key, "cert.key"}} {
+		*f.dst = filepath.Join(dir, f.name)
+		if err := os.WriteFile(*f.dst, []byte(f.name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec, err := ConformanceEchoAdvancedSpec(in, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cf.Config.Entrypoint, " "); got != "/usr/local/bin/server" {
+		t.Errorf("entrypoint %q, want /usr/local/bin/server", got)
+	}
+	if cf.Config.User != "" {
+		t.Errorf("user %q, want root", cf.Config.User)
+	}
+	if !slices.ContainsFunc(cf.Config.Env, func(e string) bool {
+		return strings.HasPrefix(e, "PATH=") && slices.Contains(strings.Split(strings.TrimPrefix(e, "PATH="), ":"), "/usr/local/bin")
+	}) {
+		t.Errorf("env %v: /usr/local/bin is not on PATH, so `client` is not found by exec", cf.Config.Env)
+	}
+	hdrs, content := entries(t, img)
+	for p, want := range map[string]string{"/usr/local/bin/server": "server", "/usr/local/bin/client": "client", "/cert.crt": "cert.crt", "/cert.key": "cert.key"} {
+		if content[p] != want {
+			t.Errorf("%s holds %q, want %q", p, content[p], want)
+		}
+	}
+	for _, p := range []string{"/usr/local/bin/server", "/usr/local/bin/client"} {
+		if h := hdrs[p]; h == nil || h.Mode&0o111 == 0 {
+			t.Errorf("%s is not executable: %+v", p, h)
+		}
+	}
+	for _, missing := range []*string{&in.Server, &in.Client, &in.Cert, &in.Key} {
+		saved := *missing
+		*missing = filepath.Join(dir, "absent")
+		if _, err := ConformanceEchoAdvancedSpec(in, t.TempDir()); err == nil || !strings.Contains(err.Error(), "istio-build.sh") {
+			t.Errorf("missing input: %v, want an error naming the build script", err)
+		}
+		*missing = saved
 	}
 }

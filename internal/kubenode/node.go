@@ -150,7 +150,10 @@ func Start(t testing.TB, opts Options) *Node {
 		}
 		testreq.Missing(t, "no Kubernetes node binaries: %v (run `make kube-testenv` to see the build fail or succeed)", err)
 	}
-	ctx, cancel2 := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Another node (a concurrent test run on a shared machine, e.g. a
+	// conformance run) may hold the machine for long: the wait for it has
+	// its own bound; start-up itself is bounded by StartContext.
+	ctx, cancel2 := context.WithTimeout(context.Background(), lockWait)
 	defer cancel2()
 	n, err := StartContext(ctx, opts)
 	if err != nil {
@@ -167,9 +170,16 @@ func Start(t testing.TB, opts Options) *Node {
 	return n
 }
 
+// lockWait bounds Start's wait for another node of the machine to stop.
+const lockWait = 90 * time.Minute
+
+// startTimeout bounds a node's start once it holds the machine.
+const startTimeout = 5 * time.Minute
+
 // StartContext is Start without a testing.TB: it does not build the
 // binaries (call kubeapiserver.NodeBinaries first) and the caller must
-// call Stop.
+// call Stop. ctx bounds the whole call, the wait for the machine lock
+// included; the start after the lock is also bounded by startTimeout.
 func StartContext(ctx context.Context, opts Options) (n *Node, err error) {
 	if err := Available(); err != nil {
 		return nil, err
@@ -203,6 +213,8 @@ func StartContext(ctx context.Context, opts Options) (n *Node, err error) {
 		}
 	}()
 	sweepStale(os.TempDir(), dir, n.out) //nolint:contextcheck // the sweep has its own bound; a start-up ctx near its end must not leave half a sweep
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
 	n.createdHostPaths = missingHostPaths()
 	// The bridge first: the API server listens on its address, which pods
 	// reach.

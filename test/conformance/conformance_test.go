@@ -7,9 +7,16 @@ package conformance
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"io/fs"
 	"maps"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,7 +90,8 @@ func TestGatewayAPIConformance(t *testing.T) {
 	t.Cleanup(cancel)
 
 	dir := t.TempDir()
-	tars, echoImage := buildImages(ctx, t, dir)
+	mesh := hasMesh(profiles)
+	tars, echo := buildImages(ctx, t, dir, mesh)
 	node := kubenode.Start(t, kubenode.Options{Images: tars})
 	unroute, err := routeServiceCIDR(ctx, node.IP)
 	if err != nil {
@@ -105,11 +113,16 @@ func TestGatewayAPIConformance(t *testing.T) {
 	installStrait(ctx, t, node)
 	createGatewayClass(ctx, t, node)
 
-	manifests, err := rewriteManifests(&upstream.Manifests, echoImage)
+	manifests, err := rewriteManifests(&upstream.Manifests, echo)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := suiteOptions(t, node, profiles, []fs.FS{manifests})
+	if mesh {
+		// The suite's namespaces join the mesh: straitd's webhook injects
+		// their pods, the echo clients' requests among them.
+		opts.NamespaceLabels = map[string]string{"istio-injection": "enabled"}
+	}
 	opts.ReportOutputPath = reportPath
 	results := map[string]string{}
 	var mu sync.Mutex
@@ -171,9 +184,10 @@ func writeReport(cSuite *suite.ConformanceTestSuite, opts suite.ConformanceOptio
 }
 
 // buildImages builds Strait's images (as TestKubeSeedFlow does) and the
-// suite's echo backend from the conformance module's source, static, and
-// returns the tarballs and the echo image's name.
-func buildImages(ctx context.Context, t *testing.T, dir string) ([]string, string) {
+// suite's echo backend from the conformance module's source, static, and,
+// for a MESH run, the mesh's backend (Istio's echo, echo-advanced); it
+// returns the tarballs and the echo images' names.
+func buildImages(ctx context.Context, t *testing.T, dir string, mesh bool) ([]string, echoImages) {
 	t.Helper()
 	tars, err := kubenode.StraitImages(ctx, dir, "strait", imageTag)
 	if err != nil {
@@ -193,11 +207,90 @@ func buildImages(ctx context.Context, t *testing.T, dir string) ([]string, strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	echo, err := images.WriteAll(ctx, []images.Spec{spec}, images.WriteOptions{Hub: "strait", Tag: imageTag, OutDir: filepath.Join(dir, "images")})
+	specs := []images.Spec{spec}
+	names := echoImages{Basic: "strait/" + images.ConformanceEchoName + ":" + imageTag}
+	if mesh {
+		adv, err := echoAdvancedSpec(ctx, t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs = append(specs, adv)
+		names.Advanced = "strait/" + images.ConformanceEchoAdvancedName + ":" + imageTag
+	}
+	echo, err := images.WriteAll(ctx, specs, images.WriteOptions{Hub: "strait", Tag: imageTag, OutDir: filepath.Join(dir, "images")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(tars, echo...), "strait/" + images.ConformanceEchoName + ":" + imageTag
+	return append(tars, echo...), names
+}
+
+// echoAdvancedSpec builds Istio's echo server and client from the
+// istio.io/istio module (hack/istio-build.sh, cached) and a self-signed
+// pair for the TLS port the mesh manifests give it, and returns the
+// echo-advanced image's spec.
+func echoAdvancedSpec(ctx context.Context, t *testing.T, dir string) (images.Spec, error) {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("..", "..", "hack", "istio-build.sh"))
+	if err != nil {
+		return images.Spec{}, err
+	}
+	build := func(name, pkg string) (string, error) {
+		t.Logf("building %s (istio.io/istio %s; minutes the first time)", name, pkg)
+		cmd := exec.CommandContext(ctx, script, name, pkg)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("%s %s %s: %w", script, name, pkg, err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		return lines[len(lines)-1], nil
+	}
+	var in images.EchoAdvancedFiles
+	if in.Server, err = build("istio-echo-server", "istio.io/istio/pkg/test/echo/cmd/server"); err != nil {
+		return images.Spec{}, err
+	}
+	if in.Client, err = build("istio-echo-client", "istio.io/istio/pkg/test/echo/cmd/client"); err != nil {
+		return images.Spec{}, err
+	}
+	in.Cert, in.Key = filepath.Join(dir, "echo-cert.crt"), filepath.Join(dir, "echo-cert.key")
+	if err := writeSelfSigned(in.Cert, in.Key, "echo"); err != nil {
+		return images.Spec{}, err
+	}
+	scratch := filepath.Join(dir, "echo-advanced-scratch")
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		return images.Spec{}, err
+	}
+	return images.ConformanceEchoAdvancedSpec(in, scratch)
+}
+
+// writeSelfSigned writes a self-signed ECDSA certificate for name (a
+// year) and its key, PEM.
+func writeSelfSigned(certPath, keyPath, name string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
 }
 
 // installStrait installs the chart as `straitctl install --set
@@ -278,7 +371,7 @@ func suiteOptions(t *testing.T, node *kubenode.Node, profiles []suite.Conformanc
 			GatewayClassName:     gatewayClass,
 			CleanupBaseResources: false, // the node goes away with the test
 			CleanupTestResources: true,
-			SupportedFeatures:    supportedFeatures(),
+			SupportedFeatures:    supportedFeatures(hasMesh(profiles)),
 			ConformanceProfiles:  profiles,
 			SkipTests:            skip,
 			RunTest:              os.Getenv(envRunTest),

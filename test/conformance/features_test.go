@@ -71,23 +71,51 @@ var unclaimed = map[features.FeatureName]string{
 	features.SupportHTTPRouteRetryConnectionError:                              "not claimed: retry on connection errors is not checked against the suite",
 	features.SupportBackendTLSPolicy:                                           "BackendTLSPolicy is not implemented",
 	features.SupportBackendTLSPolicySANValidation:                              "BackendTLSPolicy is not implemented",
-	features.SupportMesh:                                                       meshProfileReason,
+	features.SupportMesh:                                                       meshNotRun,
 }
 
-// meshProfileReason is why the MESH profiles are not run.
-const meshProfileReason = "Service parentRefs (GAMMA, the mesh) are refused (Accepted=False UnsupportedValue), and the mesh manifests' backend, echo-advanced (Istio's echo), is not built here"
+// meshNotRun is why the mesh features are not claimed in a run without a
+// MESH profile.
+const meshNotRun = "claimed only when a MESH profile runs (" + envProfiles + "=MESH-HTTP): its backend, Istio's echo, is built then"
+
+// meshClaimed are the features Strait claims when a MESH profile runs:
+// HTTPRoutes and GRPCRoutes with a Service parent (GAMMA) apply to the
+// sidecars of the mesh.
+var meshClaimed = []features.FeatureName{
+	features.SupportMesh,
+	features.SupportMeshClusterIPMatching,
+	features.SupportMeshConsumerRoute,
+	features.SupportMeshHTTPRouteRewritePath,
+	features.SupportMeshHTTPRouteSchemeRedirect,
+	features.SupportMeshHTTPRouteRedirectPort,
+	features.SupportMeshHTTPRouteRedirectPath,
+	features.SupportMeshHTTPRouteBackendRequestHeaderModification,
+	features.SupportMeshHTTPRouteQueryParamMatching,
+	features.SupportMeshHTTPRouteNamedRouteRule,
+}
 
 // skippedTests are tests of claimed features that the harness skips, with
 // the reason.
 var skippedTests = map[string]string{}
 
-// supportedFeatures is claimed as a set.
-func supportedFeatures() []features.FeatureName {
-	return sets.List(sets.New(claimed...))
+// supportedFeatures is claimed as a set, with the mesh's when a MESH
+// profile runs.
+func supportedFeatures(mesh bool) []features.FeatureName {
+	s := sets.New(claimed...)
+	if mesh {
+		s.Insert(meshClaimed...)
+	}
+	return sets.List(s)
 }
 
-// parseProfiles reads STRAIT_CONFORMANCE_PROFILES. The MESH profiles are
-// refused with meshProfileReason.
+// hasMesh says whether profiles include a MESH profile.
+func hasMesh(profiles []suite.ConformanceProfileName) bool {
+	return slices.ContainsFunc(profiles, func(p suite.ConformanceProfileName) bool {
+		return strings.HasPrefix(string(p), "MESH-")
+	})
+}
+
+// parseProfiles reads STRAIT_CONFORMANCE_PROFILES.
 func parseProfiles(v string) ([]suite.ConformanceProfileName, error) {
 	if v == "" {
 		v = "GATEWAY-HTTP,GATEWAY-GRPC"
@@ -95,14 +123,12 @@ func parseProfiles(v string) ([]suite.ConformanceProfileName, error) {
 	known := []suite.ConformanceProfileName{
 		suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName,
 		suite.GatewayTLSConformanceProfileName, suite.GatewayTCPConformanceProfileName,
+		suite.MeshHTTPConformanceProfileName, suite.MeshGRPCConformanceProfileName,
 	}
 	var out []suite.ConformanceProfileName
 	for _, p := range strings.Split(v, ",") {
 		name := suite.ConformanceProfileName(strings.TrimSpace(p))
-		switch {
-		case strings.HasPrefix(string(name), "MESH-"):
-			return nil, fmt.Errorf("%s %s: %s", envProfiles, name, meshProfileReason)
-		case !slices.Contains(known, name):
+		if !slices.Contains(known, name) {
 			return nil, fmt.Errorf("%s: unknown profile %q (one of %v)", envProfiles, name, known)
 		}
 		out = append(out, name)

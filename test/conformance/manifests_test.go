@@ -16,6 +16,19 @@ import (
 // whatever release tag they name (the suite mixes several).
 var echoImageRE = regexp.MustCompile(`registry\.k8s\.io/gateway-api/echo-basic:[^\s"']+`)
 
+// echoAdvancedImageRE matches the mesh manifests' backend, Istio's echo.
+var echoAdvancedImageRE = regexp.MustCompile(`registry\.k8s\.io/gateway-api/echo-advanced:[^\s"']+`)
+
+// echoImages are the backends' images the harness built.
+type echoImages struct {
+	// Basic replaces echo-basic.
+	Basic string
+	// Advanced replaces echo-advanced; empty when no MESH profile runs,
+	// and then the mesh manifests are left as they are (the suite applies
+	// them only for the MESH profiles).
+	Advanced string
+}
+
 // dropImages are images of the suite's manifests that no test of the
 // profiles run here uses and that cannot be built here: the documents
 // (Deployments) that run them are left out, so the namespaces they live
@@ -27,13 +40,12 @@ var dropImages = []string{"registry.k8s.io/coredns/coredns:"}
 const meshOnly = "mesh/"
 
 // rewriteManifests copies the suite's manifests (every YAML file of
-// upstream.Manifests) into memory, with the echo backend's image replaced
-// by image and the documents that run an image of dropImages left out.
-// It refuses a manifest that still names another image of a registry,
-// but for the mesh manifests (meshOnly): their backend is echo-advanced
-// (Istio's echo), not built here, and they are applied only for the
-// MESH profiles, which the harness does not run (meshProfileReason).
-func rewriteManifests(src fs.FS, image string) (fstest.MapFS, error) {
+// upstream.Manifests) into memory, with the echo backends' images replaced
+// by img's and the documents that run an image of dropImages left out. It
+// refuses a manifest that still names another image of a registry, but
+// for the mesh manifests (meshOnly) when img has no echo-advanced: they
+// are applied only for the MESH profiles.
+func rewriteManifests(src fs.FS, img echoImages) (fstest.MapFS, error) {
 	out := fstest.MapFS{}
 	err := fs.WalkDir(src, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -44,8 +56,8 @@ func rewriteManifests(src fs.FS, image string) (fstest.MapFS, error) {
 			return err
 		}
 		if strings.HasSuffix(path, ".yaml") {
-			data = rewriteStream(data, image)
-			if strings.HasPrefix(path, meshOnly) {
+			data = rewriteStream(data, img)
+			if strings.HasPrefix(path, meshOnly) && img.Advanced == "" {
 				out[path] = &fstest.MapFile{Data: data, Mode: 0o644}
 				return nil
 			}
@@ -61,19 +73,24 @@ func rewriteManifests(src fs.FS, image string) (fstest.MapFS, error) {
 
 // rewriteStream rewrites one YAML stream (documents separated by ---
 // lines).
-func rewriteStream(data []byte, image string) []byte {
+func rewriteStream(data []byte, img echoImages) []byte {
 	docs := bytes.Split(data, []byte("\n---\n"))
 	kept := docs[:0]
 	for _, doc := range docs {
 		drop := false
-		for _, img := range dropImages {
-			if bytes.Contains(doc, []byte(img)) {
+		for _, i := range dropImages {
+			if bytes.Contains(doc, []byte(i)) {
 				drop = true
 			}
 		}
-		if !drop {
-			kept = append(kept, echoImageRE.ReplaceAll(doc, []byte(image)))
+		if drop {
+			continue
 		}
+		doc = echoImageRE.ReplaceAll(doc, []byte(img.Basic))
+		if img.Advanced != "" {
+			doc = echoAdvancedImageRE.ReplaceAll(doc, []byte(img.Advanced))
+		}
+		kept = append(kept, doc)
 	}
 	return bytes.Join(kept, []byte("\n---\n"))
 }
@@ -83,7 +100,7 @@ func rewriteStream(data []byte, image string) []byte {
 // of the base manifests is intact (their Gateways and backends).
 func TestRewriteManifests(t *testing.T) {
 	const img = "strait/gateway-echo-basic:conformance"
-	m, err := rewriteManifests(&upstream.Manifests, img)
+	m, err := rewriteManifests(&upstream.Manifests, echoImages{Basic: img})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +131,22 @@ func TestRewriteManifests(t *testing.T) {
 		t.Errorf("%d images rewritten, want the suite's backends (more than 10)", images)
 	}
 	// A manifest naming an image the harness cannot build is refused.
-	if _, err := rewriteManifests(fstest.MapFS{"x.yaml": {Data: []byte("image: registry.k8s.io/gateway-api/echo-advanced:v1\n")}}, img); err == nil {
+	if _, err := rewriteManifests(fstest.MapFS{"x.yaml": {Data: []byte("image: registry.k8s.io/gateway-api/echo-advanced:v1\n")}}, echoImages{Basic: img}); err == nil {
 		t.Error("echo-advanced was accepted; want an error naming it")
+	}
+
+	// With echo-advanced built (a MESH run), the mesh manifests name it
+	// and nothing else.
+	const adv = "strait/gateway-echo-advanced:conformance"
+	m, err = rewriteManifests(&upstream.Manifests, echoImages{Basic: img, Advanced: adv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mesh := string(m[meshOnly+"manifests.yaml"].Data)
+	if n := strings.Count(mesh, "image: "+adv); n < 3 {
+		t.Errorf("mesh manifests name %s %d times, want each echo Deployment's (3 or more):\n%s", adv, n, mesh)
+	}
+	if strings.Contains(mesh, "registry.k8s.io") {
+		t.Error("the mesh manifests still name a registry image")
 	}
 }

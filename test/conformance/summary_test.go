@@ -19,6 +19,8 @@ var profileDefs = map[suite.ConformanceProfileName]suite.ConformanceProfile{
 	suite.GatewayGRPCConformanceProfileName: suite.GatewayGRPCConformanceProfile,
 	suite.GatewayTLSConformanceProfileName:  suite.GatewayTLSConformanceProfile,
 	suite.GatewayTCPConformanceProfileName:  suite.GatewayTCPConformanceProfile,
+	suite.MeshHTTPConformanceProfileName:    suite.MeshHTTPConformanceProfile,
+	suite.MeshGRPCConformanceProfileName:    suite.MeshGRPCConformanceProfile,
 }
 
 // summarize renders the run for a reader: each profile's core and extended
@@ -134,7 +136,7 @@ func TestSummarize(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := suite.ConformanceOptions{ConfigurableOptions: suite.ConfigurableOptions{
-		ConformanceProfiles: profiles, SupportedFeatures: supportedFeatures(), SkipTests: []string{"HarnessSkips"}}}
+		ConformanceProfiles: profiles, SupportedFeatures: supportedFeatures(false), SkipTests: []string{"HarnessSkips"}}}
 	got := summarize(report, all, opts, map[string]string{"Passes": "passed", "Fails": "failed", "HarnessSkips": "skipped", "NeedsCORS": "skipped"})
 	for _, want := range []string{
 		"profile GATEWAY-HTTP: Core tests failed with 1 test failures.\n",
@@ -162,8 +164,8 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-// TestParseProfiles: the default, a list, and the refusals (a MESH
-// profile with its reason, an unknown name).
+// TestParseProfiles: the default, a list, the MESH profiles, and an
+// unknown name refused.
 func TestParseProfiles(t *testing.T) {
 	for _, c := range []struct {
 		in      string
@@ -173,7 +175,8 @@ func TestParseProfiles(t *testing.T) {
 		{"", []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName, suite.GatewayGRPCConformanceProfileName}, ""},
 		{"GATEWAY-HTTP", []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName}, ""},
 		{"GATEWAY-HTTP, GATEWAY-TLS", []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName, suite.GatewayTLSConformanceProfileName}, ""},
-		{"MESH-HTTP", nil, "GAMMA"},
+		{"MESH-HTTP", []suite.ConformanceProfileName{suite.MeshHTTPConformanceProfileName}, ""},
+		{"GATEWAY-HTTP,MESH-GRPC", []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName, suite.MeshGRPCConformanceProfileName}, ""},
 		{"GATEWAY-FOO", nil, "unknown profile"},
 	} {
 		got, err := parseProfiles(c.in)
@@ -185,6 +188,9 @@ func TestParseProfiles(t *testing.T) {
 		}
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("%q: %v %v, want %v", c.in, got, err, c.want)
+		}
+		if mesh := strings.Contains(c.in, "MESH-"); hasMesh(got) != mesh {
+			t.Errorf("%q: hasMesh = %v, want %v", c.in, !mesh, mesh)
 		}
 	}
 }

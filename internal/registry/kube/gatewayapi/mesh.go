@@ -91,8 +91,11 @@ func (t *translator) bindMesh(ref Ref, p *meshParent, routes []*networking.HTTPR
 		own = append(own, r)
 	}
 	// Istio sorts each route's rules, then appends the routes oldest
-	// first.
+	// first. A PathPrefix matches whole segments here as on a gateway.
 	sortHTTPRoutes(own)
+	for i, r := range own {
+		own[i] = segmentPrefixes(r)
+	}
 	vs.routes = append(vs.routes, own...)
 	if from := ref.Kind + "/" + ref.Name + "." + ref.Namespace; !slices.Contains(vs.parents, from) {
 		vs.parents = append(vs.parents, from)

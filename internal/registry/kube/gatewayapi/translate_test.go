@@ -729,7 +729,7 @@ spec:
 		t.Errorf("namespace %s, want the routes' apps", vs.Namespace)
 	}
 	sameSpec(t, vs, `{"hosts":["web.apps.svc.cluster.local"],"gateways":["mesh"],"http":[`+
-		`{"name":"apps.split.0","match":[{"uri":{"prefix":"/api"}}],"headers":{"request":{"set":{"x-from-route":"split"}}},"route":[{"destination":{"host":"web-v2.apps.svc.cluster.local","port":{"number":80}}}]},`+
+		`{"name":"apps.split.0","match":[{"uri":{"regex":"/api(/.*)?"}}],"headers":{"request":{"set":{"x-from-route":"split"}}},"route":[{"destination":{"host":"web-v2.apps.svc.cluster.local","port":{"number":80}}}]},`+
 		`{"name":"apps.other-ns.0","route":[{"destination":{"host":"web.prod.svc.cluster.local","port":{"number":80}}}]}]}`)
 	port := find(out, "VirtualService", "apps.8080.web.shop.svc.cluster.local")
 	if port == nil {

@@ -23,9 +23,25 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// GatewayAPIVersion is the sigs.k8s.io/gateway-api release whose standard
-// channel CRDs InstallGatewayAPICRDs installs.
+// GatewayAPIVersion is the sigs.k8s.io/gateway-api release whose CRDs
+// InstallGatewayAPICRDs installs.
 const GatewayAPIVersion = "v1.6.3"
+
+// GatewayAPIChannel is a release channel of the Gateway API CRDs: the
+// directory of config/crd it is read from, and the value of their
+// gateway.networking.k8s.io/channel annotation.
+type GatewayAPIChannel string
+
+// The Gateway API's release channels. The experimental CRDs are a
+// superset: the same kinds with the experimental fields in their schemas
+// (an HTTPRoute rule's retry, for one) and the experimental kinds. The API
+// server prunes from a stored object every field its CRD's schema lacks,
+// so a field of the experimental channel never reaches a controller on a
+// cluster with the standard CRDs.
+const (
+	GatewayAPIStandard     GatewayAPIChannel = "standard"
+	GatewayAPIExperimental GatewayAPIChannel = "experimental"
+)
 
 // CRDResource is the API resource of CustomResourceDefinitions.
 var CRDResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -46,13 +62,22 @@ func IstioCRDs() ([]*unstructured.Unstructured, error) {
 // GatewayAPICRDs returns the standard-channel CRDs of sigs.k8s.io/gateway-api
 // at GatewayAPIVersion, from the module cache (downloaded on first use).
 func GatewayAPICRDs() ([]*unstructured.Unstructured, error) {
+	return GatewayAPIChannelCRDs(GatewayAPIStandard)
+}
+
+// GatewayAPIChannelCRDs returns the CRDs of one channel of
+// sigs.k8s.io/gateway-api at GatewayAPIVersion.
+func GatewayAPIChannelCRDs(channel GatewayAPIChannel) ([]*unstructured.Unstructured, error) {
+	if channel != GatewayAPIStandard && channel != GatewayAPIExperimental {
+		return nil, fmt.Errorf("gateway API channel %q: want %s or %s", channel, GatewayAPIStandard, GatewayAPIExperimental)
+	}
 	dir, err := moduleDir("sigs.k8s.io/gateway-api", GatewayAPIVersion)
 	if err != nil {
 		return nil, err
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "config", "crd", "standard", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(dir, "config", "crd", string(channel), "*.yaml"))
 	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no CRDs in %s/config/crd/standard (%w)", dir, err)
+		return nil, fmt.Errorf("no CRDs in %s/config/crd/%s (%w)", dir, channel, err)
 	}
 	sort.Strings(files)
 	return readCRDFiles(files...)

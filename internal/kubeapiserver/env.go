@@ -338,7 +338,14 @@ func (e *Env) InstallIstioCRDs(ctx context.Context) error {
 
 // InstallGatewayAPICRDs installs the Gateway API standard-channel CRDs.
 func (e *Env) InstallGatewayAPICRDs(ctx context.Context) error {
-	crds, err := GatewayAPICRDs()
+	return e.InstallGatewayAPIChannelCRDs(ctx, GatewayAPIStandard)
+}
+
+// InstallGatewayAPIChannelCRDs installs the Gateway API CRDs of channel.
+// The channels hold the same CRD names: one replaces the other's already
+// installed.
+func (e *Env) InstallGatewayAPIChannelCRDs(ctx context.Context, channel GatewayAPIChannel) error {
+	crds, err := GatewayAPIChannelCRDs(channel)
 	if err != nil {
 		return err
 	}

@@ -49,6 +49,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/images"
 	"github.com/straitmesh/strait/internal/install"
+	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/kubenode"
 	"github.com/straitmesh/strait/internal/testreq"
 )
@@ -62,9 +63,9 @@ const imageTag = "conformance"
 
 // TestGatewayAPIConformance runs the Gateway API conformance suite against
 // Strait: Strait's images and the suite's echo backend built here and
-// imported into the one-node cluster's containerd, the Gateway API CRDs,
-// straitd installed as `straitctl install` does, the GatewayClass istio,
-// and then the suite with the features Strait claims (supportedFeatures).
+// imported into the one-node cluster's containerd, the Gateway API CRDs
+// of the experimental channel, straitd installed as `straitctl install`
+// does, the GatewayClass istio, and then the suite with the features Strait claims (supportedFeatures).
 // It writes the suite's ConformanceReport and prints a summary: each
 // profile's result, the features, and every test passed, failed or
 // skipped, each skip with its reason.
@@ -107,7 +108,10 @@ func TestGatewayAPIConformance(t *testing.T) {
 	lbDone.Go(func() { serveLoadBalancer(lbCtx, node.API.Client, t.Logf) })
 	t.Cleanup(func() { stopLB(); lbDone.Wait() })
 
-	if err := node.API.InstallGatewayAPICRDs(ctx); err != nil {
+	// The experimental channel: Strait claims experimental features
+	// (HTTPRouteRetry, HTTPRouteDestinationPortMatching), whose fields
+	// the standard CRDs' schemas lack and the API server prunes.
+	if err := node.API.InstallGatewayAPIChannelCRDs(ctx, kubeapiserver.GatewayAPIExperimental); err != nil {
 		t.Fatal(err)
 	}
 	installStrait(ctx, t, node)

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -153,6 +154,17 @@ spec:
   http:
   - route:
     - destination: {host: echo}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: retries, namespace: shop}
+spec:
+  hosts: [retry.example.com]
+  gateways: [ingress/gw]
+  http:
+  - route:
+    - destination: {host: echo}
+    retries: {attempts: 3, retryOn: "connect-failure,refused-stream,unavailable,cancelled,500"}
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -430,6 +442,93 @@ func TestGatewayLocalUp(t *testing.T) {
 		}
 		if r.Path != "/via-headless" || r.Host != "headless.example.com" {
 			t.Errorf("reply %+v: want echo's, path /via-headless, host headless.example.com", r)
+		}
+	})
+
+	// The retries the Gateway API's HTTPRoute retry becomes (codes 500,
+	// attempts 3: the conformance suite's HTTPRouteRetry), at the gateway:
+	// a backend that fails twice is answered on the third attempt; one
+	// that fails four times is answered its fourth 500; a 503, not among
+	// the codes, is not retried; a POST's body is sent again.
+	t.Run("retries", func(t *testing.T) {
+		const cluster = `cluster_name="outbound|80||echo.shop.svc.cluster.local"`
+		prom := "http://" + net.JoinHostPort(gwAddr, "15090") + "/stats/prometheus"
+		counter := func(name string) int {
+			t.Helper()
+			l := scrapeFirst(ctx, t, prom, name+"{"+cluster+"}")
+			f := strings.Fields(l)
+			if len(f) != 2 {
+				t.Fatalf("gateway stats: no %s for the echo cluster (line %q)", name, l)
+			}
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatalf("gateway stats: %q: %v", l, err)
+			}
+			return n
+		}
+		names := []string{"envoy_cluster_upstream_rq_retry", "envoy_cluster_upstream_rq_retry_success", "envoy_cluster_upstream_rq_retry_limit_exceeded"}
+		before := map[string]int{}
+		for _, n := range names {
+			before[n] = counter(n)
+		}
+		key := fmt.Sprintf("retry-%d-", time.Now().UnixNano())
+		attempts := func(k string) int {
+			t.Helper()
+			resp, err := plain.Get("http://retry.example.com/_echo/count?key=" + k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var c struct{ Count int }
+			if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+				t.Fatalf("count of %s: %v", k, err)
+			}
+			return c.Count
+		}
+		for _, tc := range []struct {
+			name, method, body string
+			fail, failStatus   int
+			want, wantAttempts int
+		}{
+			{"fails twice, answered on the third attempt", http.MethodGet, "", 2, 500, 200, 3},
+			{"fails past the attempts: the last 500", http.MethodGet, "", 4, 500, 500, 4},
+			{"503 is not among the codes", http.MethodGet, "", 1, 503, 503, 1},
+			{"a POST's body is sent again", http.MethodPost, "payload", 2, 500, 200, 3},
+		} {
+			k := key + strings.ReplaceAll(tc.name, " ", "-")
+			req, err := http.NewRequestWithContext(ctx, tc.method, "http://retry.example.com/r", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-Echo-Key", k)
+			req.Header.Set("X-Echo-Fail", strconv.Itoa(tc.fail))
+			req.Header.Set("X-Echo-Fail-Status", strconv.Itoa(tc.failStatus))
+			resp, err := plain.Do(req)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			var r echoReply
+			_ = json.NewDecoder(resp.Body).Decode(&r)
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want || r.Attempt != tc.wantAttempts {
+				t.Errorf("%s: %d from attempt %d, want %d from attempt %d", tc.name, resp.StatusCode, r.Attempt, tc.want, tc.wantAttempts)
+			}
+			if got := r.Headers["X-Envoy-Attempt-Count"]; got != strconv.Itoa(tc.wantAttempts) {
+				t.Errorf("%s: x-envoy-attempt-count %q, want %d", tc.name, got, tc.wantAttempts)
+			}
+			if tc.body != "" && r.Headers["Content-Length"] != strconv.Itoa(len(tc.body)) {
+				t.Errorf("%s: the last attempt's content-length %q, want %d", tc.name, r.Headers["Content-Length"], len(tc.body))
+			}
+			if n := attempts(k); n != tc.wantAttempts {
+				t.Errorf("%s: the backend saw %d attempts, want %d", tc.name, n, tc.wantAttempts)
+			}
+		}
+		// The gateway's counters: 2+3+2 retries, two of them ending in
+		// a response after a retry, one over the limit.
+		for n, want := range map[string]int{names[0]: 7, names[1]: 2, names[2]: 1} {
+			if got := counter(n) - before[n]; got != want {
+				t.Errorf("gateway %s grew by %d, want %d", n, got, want)
+			}
 		}
 	})
 

@@ -167,6 +167,28 @@ func (c *Cluster) DialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, err
 	return uc, err
 }
 
+// ReplaceConn swaps old, a connection GetConn gave a request that turned
+// out closed before the request got a response byte (the upstream closed
+// it while it was idle in the pool), for a fresh connection to ep: old is
+// closed, which gives its max_connections slot back for the new one, and
+// the request, counted in upstream_rq_total when it got old, is not
+// counted again. The request is still one upstream request, as when
+// Envoy's pool sees the close before it attaches the stream; a retry of
+// the router's is another, and gets its connection from GetConn. It
+// returns ErrOverflow when the cluster's max_connections are all open.
+func (c *Cluster) ReplaceConn(ctx context.Context, ep Endpoint, old *UpstreamConn) (*UpstreamConn, error) {
+	// Closed already when the caller saw it fail: Close is idempotent, and
+	// its error (a second close) says nothing about the new connection.
+	_ = old.Close()
+	if ep.Network != "tcp" {
+		return nil, ErrPipeEndpoint
+	}
+	if !c.breaker.tryConn() {
+		return nil, ErrOverflow
+	}
+	return c.dialConn(ctx, ep)
+}
+
 // dialConn is DialConn once the connection slot is taken.
 func (c *Cluster) dialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, error) {
 	nc, err := c.Dial(ctx, ep)

@@ -167,7 +167,7 @@ func (x *Exchange) Forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 			if !uc.Reused || attempt > 0 || got || !safe || !retryable(err) {
 				break
 			}
-			if uc, err = cl.DialConn(ctx, ep); err != nil {
+			if uc, err = cl.ReplaceConn(ctx, ep, uc); err != nil {
 				err = fmt.Errorf("%w: %w", errRetryConnect, err)
 				break
 			}
@@ -431,12 +431,13 @@ func (x *Exchange) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMi
 // may not have collected a close that arrived just before, and the
 // request would fail where a fresh connection serves it. Other requests
 // keep the pool's verdict, and are sent again on a fresh connection when
-// a reused one turns out closed.
+// a reused one turns out closed. Either way the fresh connection replaces
+// the pooled one (cluster.ReplaceConn): the request is counted once in
+// upstream_rq_total.
 func getConn(ctx context.Context, cl *cluster.Cluster, ep cluster.Endpoint, streamBody bool) (*cluster.UpstreamConn, error) {
 	uc, err := cl.GetConn(ctx, ep)
 	if err != nil || !streamBody || !uc.Reused || http1.Peek(uc.Conn) == http1.PeekQuiet {
 		return uc, err
 	}
-	uc.Close()
-	return cl.DialConn(ctx, ep)
+	return cl.ReplaceConn(ctx, ep, uc)
 }

@@ -13,24 +13,29 @@ import (
 // active health checking. setEndpoints carries a host over to the next
 // endpoint list when its address stays, as Envoy keeps its Host objects.
 type host struct {
+	// The fields are ordered for size: 128 bytes, a size class below the
+	// 144 of declaration order (10,000 hosts in a sidecar's configuration
+	// of 1,000 services, bench/sidecar).
+
 	// Set at creation, read-only.
 	ep      hostEndpoint
-	weight  uint32    // load_balancing_weight, ≥ 1
 	created time.Time // when it joined the cluster (slow start)
 
 	active atomic.Int64 // requests in flight (PickRequest to Finish)
-
-	// ejected and hcFailed make the host unhealthy; the cluster's
-	// unhealthy counter follows them (see setUnhealthy).
-	ejected  atomic.Bool
-	hcFailed atomic.Bool
 
 	// od is made on the host's first outlier detection report
 	// (outlier): most hosts of a sidecar's configuration belong to
 	// clusters without outlier detection or never carry a request, and
 	// the state would be a third of each host.
-	od  atomic.Pointer[hostOutlier]
-	hcs healthState // owned by the cluster's health checker goroutine
+	od atomic.Pointer[hostOutlier]
+
+	weight uint32      // load_balancing_weight, ≥ 1; set at creation, read-only
+	hcs    healthState // owned by the cluster's health checker goroutine
+
+	// ejected and hcFailed make the host unhealthy; the cluster's
+	// unhealthy counter follows them (see setUnhealthy).
+	ejected  atomic.Bool
+	hcFailed atomic.Bool
 }
 
 // hostOutlier is a host's outlier detection state.

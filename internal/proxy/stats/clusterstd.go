@@ -31,6 +31,11 @@ var stdGaugeNames = [...]string{
 	"upstream_rq_active",
 	"upstream_rq_pending_active",
 	"upstream_cx_active",
+	// With track_remaining, which Istio sets on every cluster.
+	"circuit_breakers.default.remaining_cx",
+	"circuit_breakers.default.remaining_pending",
+	"circuit_breakers.default.remaining_rq",
+	"circuit_breakers.default.remaining_retries",
 }
 
 // stdGaugeFuncNames are the gauge functions with a slot, by index.

@@ -19,7 +19,9 @@ func TestClusterStdSlots(t *testing.T) {
 		{"outlier_detection.ejections_overflow", false, false},
 		{"circuit_breakers.default.rq_open", true, true},
 		{"upstream_cx_active", true, true},
-		{"circuit_breakers.default.remaining_cx", true, false},
+		{"circuit_breakers.default.remaining_cx", true, true},
+		{"circuit_breakers.default.remaining_retries", true, true},
+		{"outlier_detection.ejections_active", true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,6 +44,8 @@ istiod.istio-system.svc:15012, e.g. {"discoveryAddress":"straitd.istio-system.sv
 ISTIO_META_* (node metadata), MINIMUM_DRAIN_DURATION (e.g. 5s), XDS_SOCKET_PATH,
 STRAIT_AGENT_DEBUG_ADDR (loopback host:port: Go's pprof profiles and runtime
 figures; STRAIT_PROXY_DEBUG_ADDR, passed on to the proxy, does the same there).
+The agent runs Go code on at most 2 cores at once (GOMAXPROCS, when set, decides
+instead); the proxy's --concurrency sets its own.
 The ProxyConfig is merged from defaults, /etc/istio/config/mesh, PROXY_CONFIG and
 the proxy.istio.io/config annotation in /etc/istio/pod/annotations, in that order.
 
@@ -82,6 +84,7 @@ listens; ISTIO_META_DNS_AUTO_ALLOCATE is accepted and changes nothing more.`,
 			if err != nil {
 				return err
 			}
+			capProcs(os.Getenv) // procs.go
 			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 			if addr := os.Getenv("STRAIT_AGENT_DEBUG_ADDR"); addr != "" {
 				lis, err := debugserve.Listen(addr)

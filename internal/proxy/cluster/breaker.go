@@ -38,8 +38,11 @@ type breaker struct {
 
 	conns, pending, requests, retries atomic.Int64
 
-	mu   sync.Mutex    // guards wake
-	wake chan struct{} // closed (and replaced) when a connection frees
+	mu sync.Mutex // guards wake
+	// wake is closed (and dropped) when a connection frees; made by the
+	// first request that waits, not with the breaker: most clusters of a
+	// large configuration never have a request waiting.
+	wake chan struct{}
 }
 
 // retryBudget is Envoy's circuit_breakers retry_budget: concurrent
@@ -76,7 +79,7 @@ type breakerStats struct {
 // per-host thresholds are refused, as is a retry budget's budget_interval.
 func parseBreaker(c *clusterv3.Cluster, st *stats.ClusterStats) (*breaker, error) {
 	b := &breaker{maxConns: defaultMaxConnections, maxPending: defaultMaxPending,
-		maxRequests: defaultMaxRequests, maxRetries: defaultMaxRetries, wake: make(chan struct{})}
+		maxRequests: defaultMaxRequests, maxRetries: defaultMaxRetries}
 	cb := c.GetCircuitBreakers()
 	if err := fieldaudit.Only("circuit_breakers", cb.ProtoReflect(), circuitBreakersFields); err != nil {
 		return nil, err
@@ -232,14 +235,19 @@ func (b *breaker) signal() {
 		return
 	}
 	b.mu.Lock()
-	close(b.wake)
-	b.wake = make(chan struct{})
+	if b.wake != nil {
+		close(b.wake)
+		b.wake = nil
+	}
 	b.mu.Unlock()
 }
 
 func (b *breaker) waitCh() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.wake == nil {
+		b.wake = make(chan struct{})
+	}
 	return b.wake
 }
 

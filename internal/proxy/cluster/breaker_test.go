@@ -140,3 +140,33 @@ func TestDialSlot(t *testing.T) {
 		t.Errorf("open connections counted %d, want 1 (a second Close released twice?)", got)
 	}
 }
+
+// A built cluster holds no wake channel until a request waits; a signal
+// wakes the waiters of the moment, and a later wait gets a new channel
+// that the next signal closes.
+func TestBreakerWakeMadeByWaiter(t *testing.T) {
+	c := staticCluster(t, 1, nil)
+	b := c.breaker
+	if b.wake != nil {
+		t.Fatal("a cluster nobody waited on holds a wake channel")
+	}
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	b.pending.Add(1)
+	for round := range 2 {
+		ch := b.waitCh()
+		if ch == nil || closed(ch) || ch != b.waitCh() {
+			t.Fatalf("round %d: waiters got %v and %v, want one open channel", round, ch, b.waitCh())
+		}
+		b.signal()
+		if !closed(ch) {
+			t.Fatalf("round %d: signal did not wake the waiter", round)
+		}
+	}
+}

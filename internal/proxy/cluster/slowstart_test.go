@@ -18,7 +18,8 @@ func TestSlowStart(t *testing.T) {
 	})
 	s := c.hosts.Load()
 	old, fresh := s.hosts[0], s.hosts[1]
-	old.created = time.Now().Add(-2 * time.Hour) // long in the cluster
+	longAgo := time.Now().Add(-2 * time.Hour)
+	old.created = &longAgo // long in the cluster (not the time it shares with fresh)
 	n := 0
 	for range 1000 {
 		if ep, _ := c.Pick(netip.AddrPort{}); ep.Address == fresh.ep.Address {
@@ -31,7 +32,7 @@ func TestSlowStart(t *testing.T) {
 	}
 	// Once its window is over the two share evenly (the round robin).
 	fresh.created = old.created
-	s.newest = old.created
+	s.newest = longAgo
 	n = 0
 	for range 1000 {
 		if ep, _ := c.Pick(netip.AddrPort{}); ep.Address == fresh.ep.Address {

@@ -35,7 +35,8 @@ type ClusterStats struct {
 	// never carry a request (bench/sidecar).
 	codes atomic.Pointer[codeCounters]
 
-	mu         sync.Mutex // guards the maps below (creation and rendering only)
+	mu         sync.Mutex // guards std's masks and funcs and the maps below (creation and rendering only)
+	std        clusterStd // clusterstd.go: the stats every cluster has
 	counters   map[string]*atomic.Uint64
 	gauges     map[string]*atomic.Int64
 	gaugeFuncs map[string]func() int64
@@ -48,6 +49,10 @@ type ClusterStats struct {
 func (c *ClusterStats) Counter(suffix string) *atomic.Uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if i := slot(stdCounterNames[:], suffix); i >= 0 {
+		c.std.countersUsed |= 1 << i
+		return &c.std.counters[i]
+	}
 	v, ok := c.counters[suffix]
 	if !ok {
 		if c.counters == nil {
@@ -63,6 +68,10 @@ func (c *ClusterStats) Counter(suffix string) *atomic.Uint64 {
 func (c *ClusterStats) Gauge(suffix string) *atomic.Int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if i := slot(stdGaugeNames[:], suffix); i >= 0 {
+		c.std.gaugesUsed |= 1 << i
+		return &c.std.gauges[i]
+	}
 	v, ok := c.gauges[suffix]
 	if !ok {
 		if c.gauges == nil {
@@ -81,6 +90,11 @@ func (c *ClusterStats) Gauge(suffix string) *atomic.Int64 {
 func (c *ClusterStats) SetGaugeFunc(suffix string, f func() int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if i := slot(stdGaugeFuncNames[:], suffix); i >= 0 {
+		c.std.funcsUsed |= 1 << i
+		c.std.funcs[i] = f
+		return
+	}
 	if c.gaugeFuncs == nil {
 		c.gaugeFuncs = map[string]func() int64{}
 	}
@@ -267,15 +281,8 @@ func (s *Store) WritePrometheus(w io.Writer) error {
 			}
 		}
 		c.mu.Lock()
-		for n, f := range c.gaugeFuncs {
-			add(promName("cluster."+n), "gauge", l, fmt.Sprint(f()))
-		}
-		for n, v := range c.counters {
-			add(promName("cluster."+n), "counter", l, fmt.Sprint(v.Load()))
-		}
-		for n, v := range c.gauges {
-			add(promName("cluster."+n), "gauge", l, fmt.Sprint(v.Load()))
-		}
+		c.eachCounter(func(n string, v uint64) { add(promName("cluster."+n), "counter", l, fmt.Sprint(v)) })
+		c.eachGauge(func(n string, v int64) { add(promName("cluster."+n), "gauge", l, fmt.Sprint(v)) })
 		c.mu.Unlock()
 	}
 	for _, ls := range s.listeners {
@@ -353,15 +360,8 @@ func (s *Store) WriteText(w io.Writer) error {
 			}
 		}
 		c.mu.Lock()
-		for n, f := range c.gaugeFuncs {
-			lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, f()))
-		}
-		for n, v := range c.counters {
-			lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, v.Load()))
-		}
-		for n, v := range c.gauges {
-			lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, v.Load()))
-		}
+		c.eachCounter(func(n string, v uint64) { lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, v)) })
+		c.eachGauge(func(n string, v int64) { lines = append(lines, fmt.Sprintf("%s%s: %d", p, n, v)) })
 		c.mu.Unlock()
 	}
 	for _, l := range s.listeners {

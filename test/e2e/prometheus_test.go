@@ -19,10 +19,13 @@ import (
 // (strait-echo's x-echo-delay and x-echo-status; 500 is not retried by
 // Istio's default retry policy).
 const (
-	dashSlow      = 10
-	dashFailed    = 2
-	dashSlowDelay = "60ms" // Istio's duration buckets: (50, 100] ms
-	dashTCP       = 3      // connections to the TCP service, each writing tcpRequestBytes
+	dashSlow   = 10
+	dashFailed = 2
+	// Istio's duration buckets: (100, 250] ms, with room above the delay
+	// for a loaded machine (a 60 ms delay in (50, 100] went over it under
+	// load 19 in CI).
+	dashSlowDelay = "110ms"
+	dashTCP       = 3 // connections to the TCP service, each writing tcpRequestBytes
 )
 
 // tcpRequestBytes is what each TCP connection of the load writes: a
@@ -210,7 +213,7 @@ func checkDashboards(ctx context.Context, t *testing.T, prom *localmesh.Promethe
 	quantile := func(q string, filter string) string {
 		return "(histogram_quantile(" + q + ", sum(irate(istio_request_duration_milliseconds_bucket{" + filter + "}[$__rate_interval])) by (le)) / 1000) or histogram_quantile(" + q + ", sum(irate(istio_request_duration_seconds_bucket{" + filter + "}[$__rate_interval])) by (le))"
 	}
-	slowBucket := within(0.050, 0.100) // seconds: the dashboards divide by 1000
+	slowBucket := within(0.100, 0.250) // seconds: the dashboards divide by 1000
 	queries := []dashQuery{
 		{"istio-mesh-dashboard", "Global Request Volume", `round(sum (rate(istio_requests_total{reporter=~"source|waypoint"}[$__rate_interval])), 0.01)`, "source", exactly(total)},
 		{"istio-mesh-dashboard", "Global Success Rate (non-5xx responses)",

@@ -17,7 +17,7 @@ import (
 // paths for Options.Images.
 func StraitImages(ctx context.Context, dir, hub, tag string) ([]string, error) {
 	binDir := filepath.Join(dir, "static")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", binDir+"/",
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "grpcnotrace", "-trimpath", "-o", binDir+"/", // the Makefile's GO_TAGS: the images ship these builds
 		"github.com/straitmesh/strait/cmd/straitd", "github.com/straitmesh/strait/cmd/strait-agent",
 		"github.com/straitmesh/strait/cmd/strait-proxy", "github.com/straitmesh/strait/cmd/strait-echo")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -66,6 +66,11 @@ type Input struct {
 	// DeployedService returns the Service deployed for a Gateway
 	// (DeploymentName), for the Gateway's status addresses.
 	DeployedService func(namespace, name string) *ServiceInfo
+	// Certificate returns why the Secret namespace/name is no
+	// certificate a listener can serve (missing, or no certificate and
+	// private key that parse and match, in Istio's Secret formats); nil
+	// when it is one. Nil: every certificate is taken as valid.
+	Certificate func(namespace, name string) error
 }
 
 // ServiceInfo is what a Gateway's status reads of its deployed Service.
@@ -96,6 +101,11 @@ type Output struct {
 	Routes         map[Ref]gwv1.RouteStatus
 	// Deployments are the Gateways whose proxies straitd deploys.
 	Deployments []Deployment
+	// Secrets are the Secrets (namespace/name) that our Gateways'
+	// certificateRefs name, each with the namespaces of those Gateways
+	// (sorted): a change of one of them translates again, and concerns
+	// the gateways of those namespaces.
+	Secrets map[string][]string
 }
 
 // Deployment is a Gateway for which straitd deploys a gateway proxy:
@@ -128,6 +138,7 @@ func Translate(in Input) Output {
 		GatewayClasses: map[Ref]gwv1.GatewayClassStatus{},
 		Gateways:       map[Ref]gwv1.GatewayStatus{},
 		Routes:         map[Ref]gwv1.RouteStatus{},
+		Secrets:        map[string][]string{},
 	}, meshRoutes: map[string]*meshVirtualService{}}
 	if t.in.ServiceExists == nil {
 		t.in.ServiceExists = func(string, string) bool { return false }
@@ -137,6 +148,9 @@ func Translate(in Input) Output {
 	}
 	if t.in.DeployedService == nil {
 		t.in.DeployedService = func(string, string) *ServiceInfo { return nil }
+	}
+	if t.in.Certificate == nil {
+		t.in.Certificate = func(string, string) error { return nil }
 	}
 	t.classes()
 	t.translateGateways()

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/straitmesh/strait/internal/proxypush"
+	"github.com/straitmesh/strait/internal/registry/kube/gatewayapi"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -155,7 +156,7 @@ spec:
 	const resource = "kubernetes-gateway://kgwcerts/shared"
 	// The gateway's listener on 8443 reads the certificate over ADS by
 	// that name.
-	f.pod("gw-istio-0", "10.200.10.1", map[string]string{"gateway.networking.k8s.io/gateway-name": "gw"})
+	f.pod("gw-istio-0", "10.200.10.1", gatewayapi.PodSelector(f.ns, "gw"))
 	router, err := proxypush.ParseNodeID(proxypush.TypedNodeID(proxypush.Router, "10.200.10.1", "gw-istio-0", f.ns, ""))
 	if err != nil {
 		t.Fatal(err)

@@ -108,7 +108,7 @@ kind: WorkloadEntry
 metadata: {name: gateway, namespace: %[1]s}
 spec:
   address: 10.92.0.10
-  labels: {gateway.networking.k8s.io/gateway-name: %[2]s}
+  labels: {gateway.networking.k8s.io/gateway-name: %[2]s, gateway.strait.io/namespace: %[1]s}
 ---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -169,5 +169,74 @@ spec:
 				t.Logf("virtual hosts:\n%s", strings.Join(vhosts, "\n"))
 			}
 		})
+	}
+}
+
+// TestGatewayAPISameNameInTwoNamespaces: the Gateways "web" of two
+// namespaces each serve their own listeners to their own deployed pods
+// (labelled as straitd deploys them, gatewayapi.PodSelector), not to
+// the other's, though both pods have gateway-name web.
+func TestGatewayAPISameNameInTwoNamespaces(t *testing.T) {
+	var gws []*gwv1.Gateway
+	for _, g := range []struct {
+		ns   string
+		port int
+	}{{"team-a", 8001}, {"team-b", 8002}} {
+		gw := &gwv1.Gateway{}
+		if err := sigsyaml.Unmarshal(fmt.Appendf(nil, `
+metadata: {name: web, namespace: %s}
+spec:
+  gatewayClassName: istio
+  listeners: [{name: http, port: %d, protocol: HTTP}]
+`, g.ns, g.port), gw); err != nil {
+			t.Fatal(err)
+		}
+		gws = append(gws, gw)
+	}
+	class := &gwv1.GatewayClass{Spec: gwv1.GatewayClassSpec{ControllerName: gatewayapi.ControllerName}}
+	class.Name = gatewayapi.DefaultClassName
+	out := gatewayapi.Translate(gatewayapi.Input{Domain: "cluster.local", GatewayClasses: []*gwv1.GatewayClass{class}, Gateways: gws})
+	var docs []string
+	for i, ns := range []string{"team-a", "team-b"} {
+		var labels []string
+		for k, v := range gatewayapi.PodSelector(ns, "web") {
+			labels = append(labels, k+": "+v)
+		}
+		docs = append(docs, fmt.Sprintf(`
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: web-istio, namespace: %s}
+spec:
+  address: 10.92.0.%d
+  labels: {%s}
+`, ns, 10+i, strings.Join(labels, ", ")))
+	}
+	store := storeOf(t, docs...)
+	for _, c := range out.Configs {
+		if err := store.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, problems := mesh.Build(store, mesh.BuildOptions{})
+	if len(problems) != 0 {
+		t.Fatalf("problems %v", problems)
+	}
+	g := gen.New(gen.SourceFunc(func() *mesh.Snapshot { return snap }))
+	for i, tc := range []struct{ ns, want string }{{"team-a", "0.0.0.0_8001"}, {"team-b", "0.0.0.0_8002"}} {
+		router, err := proxypush.ParseNodeID(fmt.Sprintf("router~10.92.0.%d~web-istio-0.%s~%s.svc.cluster.local", 10+i, tc.ns, tc.ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := g.Generate(router, xdsapi.ListenerType, nil, &proxypush.PushRequest{Full: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, r := range res {
+			names = append(names, r.GetName())
+		}
+		if len(names) != 1 || names[0] != tc.want {
+			t.Errorf("router of %s has listeners %v, want %s only", tc.ns, names, tc.want)
+		}
 	}
 }

@@ -346,7 +346,7 @@ func (t *translator) istioGateway(gw *gateway, l *listener) (*istioconfig.Config
 		srv.Tls = &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_PASSTHROUGH}
 	}
 	spec := &networking.Gateway{
-		Selector: map[string]string{GatewayNameLabel: gw.obj.Name},
+		Selector: PodSelector(gw.obj.Namespace, gw.obj.Name),
 		Servers:  []*networking.Server{srv},
 	}
 	c, err := validated(istioconfig.KindGateway, gw.obj.Namespace, l.istioName, spec, parentAnnotation("Gateway", gw.obj.Namespace, gw.obj.Name))

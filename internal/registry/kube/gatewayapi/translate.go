@@ -38,6 +38,20 @@ const DefaultClassName = "istio"
 // Gateway; the translated Istio Gateways select them by it.
 const GatewayNameLabel = "gateway.networking.k8s.io/gateway-name"
 
+// GatewayNamespaceLabel is the namespace of the Gateway whose pods
+// straitd deploys, on those pods beside GatewayNameLabel. An Istio
+// Gateway's selector selects pods of every namespace, so the translated
+// Gateways select by both (PodSelector): the Gateways "web" of two
+// namespaces each get their own pods, as Istio's, which binds a Gateway
+// API Gateway to the pods of its Service in its namespace.
+const GatewayNamespaceLabel = "gateway.strait.io/namespace"
+
+// PodSelector is the selector of the pods deployed for the Gateway
+// namespace/name (and their labels).
+func PodSelector(namespace, name string) map[string]string {
+	return map[string]string{GatewayNameLabel: name, GatewayNamespaceLabel: namespace}
+}
+
 // Group is the Gateway API group.
 const Group = gwv1.GroupName
 

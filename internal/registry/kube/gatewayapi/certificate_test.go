@@ -8,6 +8,8 @@ import (
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+
+	"github.com/straitmesh/strait/internal/istioconfig"
 )
 
 // TestTranslateCertificateRefs: an HTTPS listener's certificateRef is
@@ -130,5 +132,26 @@ spec:
 				t.Errorf("Secrets %v, want %s/%s named by infra", out.Secrets, ns, name)
 			}
 		})
+	}
+}
+
+// TestCrossNamespaceCredentialRefusedByHand: only the translation writes
+// a kubernetes-gateway:// credentialName (after checking the
+// ReferenceGrant); straitd serves such a Secret to the gateways of the
+// namespace of a Gateway naming it, so a Gateway written by hand must
+// not be able to name one.
+func TestCrossNamespaceCredentialRefusedByHand(t *testing.T) {
+	res := istioconfig.ParseFile("gw.yaml", []byte(`apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: steal, namespace: apps}
+spec:
+  selector: {app: gw}
+  servers:
+  - port: {number: 443, name: https, protocol: HTTPS}
+    hosts: ["*"]
+    tls: {mode: SIMPLE, credentialName: "kubernetes-gateway://certs/shared"}
+`))
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "credentialName") {
+		t.Errorf("a hand-written Gateway naming %s: error %v, want it refused", CrossNamespaceCredential("certs", "shared"), res.Err)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc"
 	"k8s.io/client-go/rest"
 
+	caserver "github.com/straitmesh/strait/internal/ca/server"
 	"github.com/straitmesh/strait/internal/inject"
 	"github.com/straitmesh/strait/internal/jwks"
 	"github.com/straitmesh/strait/internal/lifecycle"
@@ -283,11 +284,21 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 		cg := credentialGenerator{Generator: generator, secrets: kreg}
 		generate, pushFilter = cg, cg
 	}
+	// The TLS server (15012) with the CA's authenticators, made below;
+	// its streams' tokens authenticate the proxies (xdsIdentity).
+	var secure *secureServer
+	authenticate := xdsIdentity(func() []caserver.Authenticator {
+		if secure == nil {
+			return nil
+		}
+		return secure.authn
+	})
 	server, err := xds.New(xds.Options{
 		Generator:         generate,
 		PushFilter:        pushFilter,
 		EndpointsNarrower: generator,
 		ResolveProxy:      resolveProxy,
+		Authenticate:      authenticate,
 		DebounceAfter:     push.DebounceAfter,
 		DebounceMax:       push.DebounceMax,
 		SkipEDSDebounce:   !push.EnableEDSDebounce,
@@ -302,7 +313,6 @@ func serve(ctx context.Context, f flags, push pushSettings, logger *slog.Logger,
 
 	grpcServer := grpc.NewServer(xds.ServerOptions()...)
 	server.Register(grpcServer)
-	var secure *secureServer
 	if f.identity.secureXDSAddr != "" || f.identity.secureLis != nil {
 		if secure, err = newSecureServer(f, kubeConfig, reg, logger); err != nil {
 			return err

@@ -41,6 +41,15 @@ type Proxy struct {
 	// saw it (invalid when gRPC did not know it). The node id's IP is what
 	// the proxy says of itself; PeerIP is where it is.
 	PeerIP netip.Addr
+	// Identity is who the connection authenticated as (a service
+	// account token over TLS, as Istio's VerifiedIdentity on 15012); nil
+	// when it did not.
+	Identity *Identity
+}
+
+// Identity is an authenticated workload identity.
+type Identity struct {
+	Namespace, ServiceAccount string
 }
 
 // ParseNodeID parses a node id of the form TYPE~IP~POD.NS~DOMAIN.

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
@@ -261,6 +262,12 @@ type adsClient struct {
 
 func (env *testEnv) connect(t *testing.T, nodeID string) *adsClient {
 	t.Helper()
+	return env.connectWith(t, nodeID)
+}
+
+// connectWith is connect with the stream's metadata (key, value pairs).
+func (env *testEnv) connectWith(t *testing.T, nodeID string, kv ...string) *adsClient {
+	t.Helper()
 	conn, err := grpc.NewClient(env.target, env.dialOpts...)
 	if err != nil {
 		t.Fatal(err)
@@ -268,6 +275,9 @@ func (env *testEnv) connect(t *testing.T, nodeID string) *adsClient {
 	t.Cleanup(func() { _ = conn.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	if len(kv) > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, kv...)
+	}
 	stream, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"context"
 	"testing"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -38,7 +39,7 @@ func FuzzRequest(f *testing.F) {
 		}
 		ss := newSotwStream(s, "fuzz", nil)
 		con := ss.con
-		if s.initConnection(r1.GetNode(), con) == nil {
+		if s.initConnection(context.Background(), r1.GetNode(), con) == nil {
 			if con.proxy == nil || con.id == "" {
 				t.Fatal("accepted connection without a proxy")
 			}

@@ -58,6 +58,11 @@ type Options struct {
 	// WorkloadEntry with the proxy's IP). An error rejects the stream with
 	// codes.FailedPrecondition.
 	ResolveProxy func(*proxypush.Proxy) error
+	// Authenticate, if set, is called with a stream's context when it
+	// opens, before ResolveProxy: who the stream authenticated as (the
+	// proxy's Identity), nil when it did not. An error is logged and
+	// leaves the identity unknown; it does not reject the stream.
+	Authenticate func(context.Context) (*proxypush.Identity, error)
 	// Authorize, if set, is called after ResolveProxy; an error rejects the
 	// stream with codes.PermissionDenied.
 	Authorize func(*proxypush.Proxy) error

@@ -73,7 +73,7 @@ func receiveLoop[T interface{ GetNode() *core.Node }](ctx context.Context, s *Se
 		}
 		if first {
 			first = false
-			if err := s.initConnection(req.GetNode(), con); err != nil {
+			if err := s.initConnection(ctx, req.GetNode(), con); err != nil {
 				con.recvErr = err
 				s.log.Warn("connection rejected", "peer", con.peer, "node", req.GetNode().GetId(), "error", err)
 				return
@@ -101,7 +101,7 @@ func isExpectedStreamEnd(err error) bool {
 
 // initConnection builds the proxy from the first request's node, runs the
 // resolve and authorize hooks, and registers the connection.
-func (s *Server) initConnection(node *core.Node, con *Connection) error {
+func (s *Server) initConnection(ctx context.Context, node *core.Node, con *Connection) error {
 	if node.GetId() == "" {
 		return status.Error(codes.InvalidArgument, "first DiscoveryRequest has no node.id (want TYPE~IP~POD.NAMESPACE~DOMAIN)")
 	}
@@ -112,6 +112,13 @@ func (s *Server) initConnection(node *core.Node, con *Connection) error {
 	proxy.Metadata = nodeMetadata(node)
 	proxy.Locality = localityString(node.GetLocality())
 	proxy.PeerIP = peerIP(con.peer)
+	if s.opts.Authenticate != nil {
+		id, err := s.opts.Authenticate(ctx)
+		if err != nil {
+			s.log.Warn("stream not authenticated; its proxy has no verified identity", "peer", con.peer, "node", proxy.ID, "error", err)
+		}
+		proxy.Identity = id
+	}
 	if s.opts.ResolveProxy != nil {
 		if err := s.opts.ResolveProxy(proxy); err != nil {
 			return status.Errorf(codes.FailedPrecondition, "proxy %s: %v", proxy.ID, err)

@@ -179,7 +179,7 @@ func TestGenerateSecretsAuthorization(t *testing.T) {
 	router.PeerIP = netip.MustParseAddr("10.0.0.1")
 	watched := []string{"kubernetes://cred", "kubernetes://cred-cacert", "kubernetes://gw/cred", "kubernetes://other/cred",
 		"kubernetes://broken", "kubernetes://absent", "file-root:/etc/ca.crt"}
-	res, err := generateSecrets(secretStore{store}, log, router, watched, checkSecretPeer)
+	res, err := generateSecrets(secretStore{store}, log, router, watched, checkSecretPeer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,12 +213,27 @@ func TestGenerateSecretsAuthorization(t *testing.T) {
 		t.Fatal(err)
 	}
 	sidecar.PeerIP = netip.MustParseAddr("10.0.0.2")
-	res, err = generateSecrets(secretStore{store}, log, sidecar, []string{"kubernetes://cred"}, checkSecretPeer)
+	res, err = generateSecrets(secretStore{store}, log, sidecar, []string{"kubernetes://cred"}, checkSecretPeer, nil)
 	const want = "is a sidecar: Secrets (a Gateway's credentialName) are served only to gateways (proxy router) of the Secret's namespace"
 	if err == nil || !strings.Contains(err.Error(), want) || len(res) != 0 {
 		t.Errorf("sidecar: %d resources, error %v; want none and %q", len(res), err, want)
 	}
-	if _, err := parseCredentialResource("kubernetes://other/cred", "gw"); err == nil ||
+	granted := func(ns, resource string) bool { return ns == "gw" && resource == "kubernetes-gateway://other/cred" }
+	for _, tc := range []struct {
+		resource string
+		ok       bool
+	}{
+		{"kubernetes-gateway://gw/cred", true},
+		{"kubernetes-gateway://other/cred", true},
+		{"kubernetes-gateway://other/cred2", false},
+		{"kubernetes-gateway://cred", false},
+		{"kubernetes://other/cred", false},
+	} {
+		if _, err := parseCredentialResource(tc.resource, "gw", granted); (err == nil) != tc.ok {
+			t.Errorf("%s: error %v, want allowed %t", tc.resource, err, tc.ok)
+		}
+	}
+	if _, err := parseCredentialResource("kubernetes://other/cred", "gw", nil); err == nil ||
 		!strings.Contains(err.Error(), "the Secret is in namespace other, the gateway in gw; a gateway reads only the Secrets of its own namespace") {
 		t.Errorf("cross-namespace reference: %v", err)
 	}
@@ -301,6 +316,37 @@ spec:
 				t.Errorf("%s: push %+v, want a full push naming Secret gw/%s", name, req, name)
 			}
 		}
+	}
+}
+
+// TestOnSecretOfGatewayAPICertificate: a Secret that a Gateway API
+// Gateway's certificateRefs name pushes (the translation looks it up
+// again) though no Istio Gateway names it (its listener is not served
+// while it is missing); a Secret read by the Gateways of another
+// namespace (a ReferenceGrant) is also named there, by the resource name
+// those gateways read it by, so that the Secret-only push reaches them.
+func TestOnSecretOfGatewayAPICertificate(t *testing.T) {
+	snap, _ := mesh.Build(istioconfig.NewStore(), mesh.BuildOptions{})
+	r := &Registry{log: slog.New(slog.DiscardHandler), gwSecrets: map[string][]string{"gw/late": {"gw"}, "certs/shared": {"apps", "gw"}}}
+	r.snap.Store(snap)
+	sec := func(ns, name string) *corev1.Secret {
+		s := secretOf(ns, name, corev1.SecretTypeTLS, nil)
+		s.UID, s.ResourceVersion = types.UID("uid-"+name), "1"
+		return s
+	}
+	if req := r.onSecret(context.Background(), event{typ: eventAdd, obj: sec("gw", "unrelated")}); req != nil {
+		t.Errorf("unrelated Secret pushes %+v", req)
+	}
+	req := r.onSecret(context.Background(), event{typ: eventAdd, obj: sec("gw", "late")})
+	if ns, ok := SecretsOnly(req); !ok || len(ns) != 1 || !ns["gw"] {
+		t.Errorf("gw/late: push %+v, want one for the gateways of gw", req)
+	}
+	req = r.onSecret(context.Background(), event{typ: eventAdd, obj: sec("certs", "shared")})
+	if ns, ok := SecretsOnly(req); !ok || len(ns) != 3 || !ns["gw"] || !ns["apps"] || !ns["certs"] {
+		t.Errorf("certs/shared: push %+v, want one for the gateways of certs, apps and gw", req)
+	}
+	if _, ok := req.ConfigsUpdated[proxypush.ConfigKey{Kind: KindSecret, Namespace: "apps", Name: "kubernetes-gateway://certs/shared"}]; !ok {
+		t.Errorf("certs/shared: push %+v does not name it as the gateways of apps read it", req)
 	}
 }
 

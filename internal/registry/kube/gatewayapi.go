@@ -70,6 +70,10 @@ func (r *Registry) translateGatewayAPI(add func(*istioconfig.Config)) {
 			return l
 		},
 		DeployedService: r.deployedService,
+		Certificate: func(ns, name string) error {
+			_, _, err := secretStore{r.secretsStore()}.keyAndCert(ns, name)
+			return err
+		},
 	}
 	seen := map[types.UID]bool{}
 	uids := map[gatewayapi.Ref]types.UID{}
@@ -121,6 +125,7 @@ func (r *Registry) translateGatewayAPI(add func(*istioconfig.Config)) {
 		}
 	}
 	out := gatewayapi.Translate(in)
+	r.gwSecrets = out.Secrets
 	var keys []string
 	for _, c := range out.Configs {
 		add(c)

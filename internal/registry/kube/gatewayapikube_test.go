@@ -192,6 +192,18 @@ spec:
 	if l, _, _ := unstructured.NestedString(tmpl, "metadata", "labels", "gateway.networking.k8s.io/gateway-name"); l != "gw" {
 		t.Errorf("pod template label gateway-name %q", l)
 	}
+	// The translated Gateway's selector selects the pods of this
+	// namespace only.
+	podLabels, _, _ := unstructured.NestedStringMap(tmpl, "metadata", "labels")
+	sel := p.reg.Snapshot().Configs.Get(gwKey).Gateway().GetSelector()
+	if len(sel) != 2 || sel["gateway.strait.io/namespace"] != f.ns {
+		t.Errorf("Gateway selector %v, want the name and the namespace", sel)
+	}
+	for k, v := range sel {
+		if podLabels[k] != v {
+			t.Errorf("the deployed pods' labels %v lack the Gateway's selector %s=%s", podLabels, k, v)
+		}
+	}
 	if sa, _, _ := unstructured.NestedString(tmpl, "spec", "serviceAccountName"); sa != "gw-istio" {
 		t.Errorf("serviceAccountName %q", sa)
 	}

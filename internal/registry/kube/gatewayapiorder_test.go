@@ -20,6 +20,7 @@ import (
 	"github.com/straitmesh/strait/internal/kubeapiserver"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/proxypush"
+	"github.com/straitmesh/strait/internal/registry/kube/gatewayapi"
 	"github.com/straitmesh/strait/internal/xds/gen"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
@@ -97,7 +98,7 @@ func createGatewayAPI(t *testing.T, ctx context.Context, dyn dynamic.Interface, 
 // (as straitd deploys it) and connects its proxy (type router).
 func routerFor(t *testing.T, p *plane, f *fixture, gateway, ip string) *adsClient {
 	t.Helper()
-	f.pod(gateway+"-istio-0", ip, map[string]string{"gateway.networking.k8s.io/gateway-name": gateway})
+	f.pod(gateway+"-istio-0", ip, gatewayapi.PodSelector(f.ns, gateway))
 	return dialRouter(t, p, f.ns, gateway, ip)
 }
 

@@ -28,7 +28,8 @@ import (
 // runs (templates/ingressgateway.yaml): container istio-proxy, image
 // "auto", annotated inject.istio.io/templates: gateway, so the injector
 // makes it strait-agent in router mode; the Istio Gateways translated
-// from the Gateway select it by gateway.networking.k8s.io/gateway-name.
+// from the Gateway select it by gateway.networking.k8s.io/gateway-name
+// and gateway.strait.io/namespace (gatewayapi.PodSelector).
 
 // gatewayFieldManager is Istio's field manager for what it deploys.
 const gatewayFieldManager = "istio.io/gateway-controller"
@@ -191,6 +192,13 @@ func deploymentObjects(dep gatewayapi.Deployment) []*unstructured.Unstructured {
 	}
 	podLabels := maps.Clone(labels)
 	podLabels["sidecar.istio.io/inject"] = "true"
+	// The translated Istio Gateways select the pods by name and namespace
+	// (gatewayapi.PodSelector). The Deployment's and Service's selectors
+	// keep the name only: they are of the namespace already, and a
+	// Deployment's selector cannot change.
+	for k, v := range gatewayapi.PodSelector(g.Namespace, g.Name) {
+		podLabels[k] = v
+	}
 	container := map[string]any{"name": "istio-proxy", "image": "auto"}
 	if len(containerPorts) > 0 {
 		container["ports"] = containerPorts

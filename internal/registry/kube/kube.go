@@ -180,6 +180,10 @@ type Registry struct {
 	// gwConfigs are the keys of the last translation's configs, logged
 	// when they change.
 	gwConfigs []string
+	// gwSecrets are the Secrets (namespace/name) the last translation's
+	// Gateways name as certificates, with the namespaces of those
+	// Gateways: a change of one translates again (onSecret).
+	gwSecrets map[string][]string
 	// deployer deploys the gateways of the Gateway API Gateways (leader
 	// only: gatewaydeploy.go); safe for concurrent use.
 	deployer *gatewayDeployer

@@ -22,9 +22,15 @@ import (
 // Who gets a Secret. A Gateway's credential holds a private key, so
 // straitd serves it only to a proxy that is:
 //   - a gateway (proxy router), of the Secret's namespace (parseCredentialResource);
-//   - connected from the address its node id names, which ResolveProxy
-//     found to be its pod's (or its WorkloadEntry's): the node id is what
-//     a proxy says of itself, the connection's address is where it is;
+//   - known to be the pod its node id names: the node id is what a proxy
+//     says of itself. When the xDS stream authenticated (a service
+//     account token over TLS, as Istio's istiod authorizes SDS by the
+//     verified identity: proxypush.Proxy.Identity), the identity's
+//     namespace and service account must be the pod's. Otherwise the
+//     connection must come from the address its node id names, which
+//     ResolveProxy found to be its pod's (or its WorkloadEntry's); a
+//     connection whose source address is rewritten on the way (kube-proxy
+//     with --masquerade-all, a NAT) then gets no Secret;
 //   - running as a service account that may list the Secrets of its
 //     namespace, as istiod asks before it serves a credential
 //     (pilot/pkg/credentials/kube CredentialsController.Authorize: a
@@ -105,6 +111,19 @@ func (v *secretReviewer) ask(ns, user string) error {
 // authorizeSecrets decides whether proxy may have its namespace's
 // Secrets (see the top of this file).
 func (r *Registry) authorizeSecrets(proxy *proxypush.Proxy) error {
+	if proxy != nil && proxy.Identity != nil {
+		if err := checkSecretGateway(proxy); err != nil {
+			return err
+		}
+		sa, err := r.serviceAccountOf(proxy)
+		if err != nil {
+			return err
+		}
+		if err := checkSecretIdentity(proxy, sa); err != nil {
+			return err
+		}
+		return r.reviewer.review(proxy.Namespace, sa)
+	}
 	if err := checkSecretPeer(proxy); err != nil {
 		return err
 	}
@@ -115,14 +134,33 @@ func (r *Registry) authorizeSecrets(proxy *proxypush.Proxy) error {
 	return r.reviewer.review(proxy.Namespace, sa)
 }
 
-// checkSecretPeer refuses a proxy that is no gateway, or whose connection
-// does not come from the IP of its node id.
-func checkSecretPeer(proxy *proxypush.Proxy) error {
+// checkSecretIdentity refuses a proxy whose authenticated identity is not
+// the service account sa of its pod's namespace.
+func checkSecretIdentity(proxy *proxypush.Proxy, sa string) error {
+	id := proxy.Identity
+	if id.Namespace != proxy.Namespace || id.ServiceAccount != sa {
+		return fmt.Errorf("proxy %s authenticated as service account %s/%s, but its pod %s/%s runs as %s/%s: Secrets go only to the gateway's own service account",
+			proxy.ID, id.Namespace, id.ServiceAccount, proxy.Namespace, proxy.PodName, proxy.Namespace, sa)
+	}
+	return nil
+}
+
+// checkSecretGateway refuses a proxy that is no gateway.
+func checkSecretGateway(proxy *proxypush.Proxy) error {
 	if proxy == nil {
 		return errors.New("no proxy")
 	}
 	if proxy.Type != proxypush.Router {
 		return fmt.Errorf("proxy %s is a %s: Secrets (a Gateway's credentialName) are served only to gateways (proxy router) of the Secret's namespace", proxy.ID, proxy.Type)
+	}
+	return nil
+}
+
+// checkSecretPeer refuses a proxy that is no gateway, or whose connection
+// does not come from the IP of its node id.
+func checkSecretPeer(proxy *proxypush.Proxy) error {
+	if err := checkSecretGateway(proxy); err != nil {
+		return err
 	}
 	ip, err := netip.ParseAddr(proxy.IP)
 	if err != nil {

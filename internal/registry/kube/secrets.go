@@ -19,6 +19,7 @@ import (
 	"github.com/straitmesh/strait/internal/istioconfig"
 	"github.com/straitmesh/strait/internal/mesh"
 	"github.com/straitmesh/strait/internal/proxypush"
+	"github.com/straitmesh/strait/internal/registry/kube/gatewayapi"
 )
 
 // Secrets: straitd watches the cluster's Secrets, as istiod's
@@ -64,8 +65,18 @@ func (c secretStore) get(ns, name string) *corev1.Secret {
 	return s
 }
 
-// Check implements mesh.Credentials.
+// Check implements mesh.Credentials. A Gateway API Gateway's
+// certificate of another namespace is named
+// kubernetes-gateway://NAMESPACE/NAME (gatewayapi.CrossNamespaceCredential):
+// the Secret NAMESPACE/NAME.
 func (c secretStore) Check(ns, name string, mutual bool) error {
+	if rest, ok := strings.CutPrefix(name, gatewayapi.CrossNamespaceCredentialPrefix); ok {
+		refNS, refName, found := strings.Cut(rest, "/")
+		if !found || refNS == "" || refName == "" {
+			return fmt.Errorf("credential %q: want %sNAMESPACE/NAME", name, gatewayapi.CrossNamespaceCredentialPrefix)
+		}
+		ns, name = refNS, refName
+	}
 	if _, _, err := c.keyAndCert(ns, name); err != nil {
 		return err
 	}
@@ -106,19 +117,33 @@ func (c secretStore) caCerts(ns, name string) (ca, crl []byte, err error) {
 var _ mesh.ControlPlaneCredentials = secretStore{}
 
 // onSecret: a Secret that a Gateway's credentialName may name (NAME, or
-// NAME-cacert) changed → a full push naming it: the snapshot checks the
+// NAME-cacert), or that a Gateway API Gateway's certificateRefs name,
+// changed → a full push naming it: the Gateway API translation looks the
+// certificates up again (a listener whose Secret appeared or broke gains
+// or loses its ResolvedRefs and its server), the snapshot checks the
 // credentials again (a server whose Secret appeared or broke gains or
-// loses its chain) and the gateways get the new value.
+// loses its chain) and the gateways get the new value. A Secret that
+// Gateways of other namespaces read (with a ReferenceGrant) is also
+// named in each of those namespaces, by the name they read it by
+// (kubernetes-gateway://NAMESPACE/NAME), so that SecretsOnly's push
+// reaches their gateways.
 func (r *Registry) onSecret(_ context.Context, ev event) *proxypush.PushRequest {
 	s, ok := ev.obj.(*corev1.Secret)
 	if !ok || sameVersion(ev) {
 		return nil
 	}
-	if !r.credentialNamed(s.Name) && !r.credentialNamed(strings.TrimSuffix(s.Name, caSuffix)) {
+	readers := r.gwSecrets[s.Namespace+"/"+s.Name]
+	if len(readers) == 0 && !r.credentialNamed(s.Name) && !r.credentialNamed(strings.TrimSuffix(s.Name, caSuffix)) {
 		return nil
 	}
 	r.log.Debug("gateway credential changed", "event", ev.typ, "secret", s.Namespace+"/"+s.Name)
-	return fullPush(proxypush.ConfigUpdate, proxypush.ConfigKey{Kind: KindSecret, Namespace: s.Namespace, Name: s.Name})
+	keys := []proxypush.ConfigKey{{Kind: KindSecret, Namespace: s.Namespace, Name: s.Name}}
+	for _, ns := range readers {
+		if ns != s.Namespace {
+			keys = append(keys, proxypush.ConfigKey{Kind: KindSecret, Namespace: ns, Name: gatewayapi.CrossNamespaceCredential(s.Namespace, s.Name)})
+		}
+	}
+	return fullPush(proxypush.ConfigUpdate, keys...)
 }
 
 // credentialNamed reports whether a Gateway of the current snapshot
@@ -165,20 +190,42 @@ func SecretsOnly(req *proxypush.PushRequest) (namespaces map[string]bool, ok boo
 // Secret that is missing or malformed, so that one bad reference does
 // not hold up the others. Who may have them: secretauthz.go.
 func (r *Registry) GenerateSecrets(proxy *proxypush.Proxy, watched []string) ([]*discovery.Resource, error) {
-	return generateSecrets(secretStore{r.secretsStore()}, r.log, proxy, watched, r.authorizeSecrets)
+	return generateSecrets(secretStore{r.secretsStore()}, r.log, proxy, watched, r.authorizeSecrets, r.crossNamespaceCredential)
+}
+
+// crossNamespaceCredential reports whether an Istio Gateway of namespace
+// ns names the credential resource (kubernetes-gateway://NAMESPACE/NAME)
+// in the current snapshot. Only the Gateway API translation writes such
+// a name (istioconfig refuses it in a Gateway written by hand), and only
+// for a certificate that a ReferenceGrant lets the Gateways of ns read:
+// Istio's VerifiedCertificateReferences.
+func (r *Registry) crossNamespaceCredential(ns, resource string) bool {
+	for _, gw := range r.Snapshot().Configs.List(istioconfig.KindGateway) {
+		if gw.Namespace != ns {
+			continue
+		}
+		for _, srv := range gw.Gateway().GetServers() {
+			if srv.GetTls().GetCredentialName() == resource {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // generateSecrets builds the credentials of watched for proxy once
-// authorize (Registry.authorizeSecrets, secretauthz.go) let it have them.
+// authorize (Registry.authorizeSecrets, secretauthz.go) let it have them;
+// granted reports a certificate of another namespace that the proxy's
+// namespace's Gateways may read (Registry.crossNamespaceCredential).
 func generateSecrets(store secretStore, log *slog.Logger, proxy *proxypush.Proxy, watched []string,
-	authorize func(*proxypush.Proxy) error,
+	authorize func(*proxypush.Proxy) error, granted func(ns, resource string) bool,
 ) ([]*discovery.Resource, error) {
 	if err := authorize(proxy); err != nil {
 		return nil, err
 	}
 	var out []*discovery.Resource
 	for _, name := range watched {
-		ref, err := parseCredentialResource(name, proxy.Namespace)
+		ref, err := parseCredentialResource(name, proxy.Namespace, granted)
 		if err != nil {
 			log.Warn("credential refused", "proxy", proxy.ID, "resource", name, "error", err)
 			continue
@@ -218,8 +265,21 @@ type credentialRef struct {
 
 // parseCredentialResource parses kubernetes://NAME (a Secret of ns, the
 // proxy's namespace) or kubernetes://NAMESPACE/NAME, which must name ns
-// too: a gateway reads only its own namespace's Secrets.
-func parseCredentialResource(resource, ns string) (credentialRef, error) {
+// too: a gateway reads only its own namespace's Secrets; or
+// kubernetes-gateway://NAMESPACE/NAME, a Gateway API certificate, of ns
+// or one that granted(ns, resource) allows (a ReferenceGrant, checked by
+// the translation that wrote the name).
+func parseCredentialResource(resource, ns string, granted func(ns, resource string) bool) (credentialRef, error) {
+	if rest, ok := strings.CutPrefix(resource, gatewayapi.CrossNamespaceCredentialPrefix); ok {
+		refNS, name, qualified := strings.Cut(rest, "/")
+		if !qualified || refNS == "" || name == "" || strings.Contains(name, "/") {
+			return credentialRef{}, fmt.Errorf("SDS resource %q: want %sNAMESPACE/NAME", resource, gatewayapi.CrossNamespaceCredentialPrefix)
+		}
+		if refNS != ns && (granted == nil || !granted(ns, resource)) {
+			return credentialRef{}, fmt.Errorf("SDS resource %q: the Secret is in namespace %s, the gateway in %s, and no Gateway of %s that a ReferenceGrant lets read it names it", resource, refNS, ns, ns)
+		}
+		return newCredentialRef(resource, refNS, name), nil
+	}
 	rest, ok := strings.CutPrefix(resource, credentialResourcePrefix)
 	if !ok {
 		return credentialRef{}, fmt.Errorf("SDS resource %q is not a Kubernetes credential (want %sNAME)", resource, credentialResourcePrefix)
@@ -234,11 +294,17 @@ func parseCredentialResource(resource, ns string) (credentialRef, error) {
 	if refNS != ns {
 		return credentialRef{}, fmt.Errorf("SDS resource %q: the Secret is in namespace %s, the gateway in %s; a gateway reads only the Secrets of its own namespace", resource, refNS, ns)
 	}
-	ref := credentialRef{resource: resource, namespace: refNS, name: name}
+	return newCredentialRef(resource, refNS, name), nil
+}
+
+// newCredentialRef is the reference to the Secret namespace/name, or to
+// the CA certificates of namespace/BASE for a name BASE-cacert.
+func newCredentialRef(resource, namespace, name string) credentialRef {
+	ref := credentialRef{resource: resource, namespace: namespace, name: name}
 	if base, isCA := strings.CutSuffix(name, caSuffix); isCA && base != "" {
 		ref.name, ref.ca = base, true
 	}
-	return ref, nil
+	return ref
 }
 
 // build reads the credential from store.

@@ -72,6 +72,17 @@ const (
 	credentialCASuffix = "-cacert"
 )
 
+// credentialResource is the SDS resource name of a credentialName
+// (Istio's credentials.ToResourceName): kubernetes://NAME, or the name
+// itself when it has a scheme already (a Gateway API certificate of
+// another namespace, kubernetes-gateway://NAMESPACE/NAME).
+func credentialResource(name string) string {
+	if strings.Contains(name, "://") {
+		return name
+	}
+	return credentialPrefix + name
+}
+
 // isRouter reports whether the proxy is a gateway.
 func isRouter(p *proxypush.Proxy) bool { return p != nil && p.Type == proxypush.Router }
 
@@ -315,8 +326,8 @@ func gatewayTLSSocket(t *networking.ServerTLSSettings, http, overADS bool) *core
 		if overADS {
 			caSecret = adsSecret
 		}
-		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{caSecret(credentialPrefix + n)}
-		caResource = credentialPrefix + n + credentialCASuffix
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{caSecret(credentialResource(n))}
+		caResource = credentialResource(n) + credentialCASuffix
 	}
 	if http {
 		common.AlpnProtocols = []string{"h2", "http/1.1"}

@@ -1,6 +1,7 @@
 package gatewayapi
 
 import (
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,7 +75,7 @@ func (t *translator) bindGateway(kind, namespace string, p gwv1.ParentReference,
 			continue
 		}
 		named++
-		if !l.served() || !t.allows(gw.obj, l, kind, namespace) {
+		if !l.bindable() || !t.allows(gw.obj, l, kind, namespace) {
 			continue
 		}
 		allowed++
@@ -83,7 +84,7 @@ func (t *translator) bindGateway(kind, namespace string, p gwv1.ParentReference,
 			continue
 		}
 		hostMatched++
-		res.bindings = append(res.bindings, binding{listener: l, hosts: hosts})
+		res.bindings = append(res.bindings, binding{listener: l, hosts: isolate(hosts, l, gw.listeners)})
 	}
 	switch {
 	case named == 0:
@@ -162,6 +163,45 @@ func intersectHosts(listener *gwv1.Hostname, hostnames []gwv1.Hostname) []string
 		}
 	}
 	return dedupe(out)
+}
+
+// isolate drops the hosts that a more specific listener of the Gateway
+// on the same port and protocol owns (the spec's listener isolation;
+// Istio's hostnameAllowedByIsolation): a request for abc.foo.example.com
+// is then answered only by the routes of a listener abc.foo.example.com,
+// even when a route of the listener *.example.com (or of one without a
+// hostname) names that host. The route stays attached.
+func isolate(hosts []string, l *listener, all []*listener) []string {
+	ours := ptrString(l.spec.Hostname)
+	if ours != "" && !strings.HasPrefix(ours, "*") {
+		return hosts // an exact listener hostname is the most specific
+	}
+	return slices.DeleteFunc(slices.Clone(hosts), func(h string) bool {
+		for _, o := range all {
+			other := ptrString(o.spec.Hostname)
+			if o == l || !o.bindable() || o.spec.Port != l.spec.Port || o.spec.Protocol != l.spec.Protocol || other == ours {
+				continue
+			}
+			if len(ours) <= len(other) && hostSubsetOf(h, other) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// hostSubsetOf reports whether every name host stands for is one that
+// pattern stands for (Istio's host.Name.SubsetOf); "" stands for none.
+func hostSubsetOf(host, pattern string) bool {
+	switch {
+	case pattern == "":
+		return false
+	case strings.HasPrefix(host, "*"):
+		return strings.HasPrefix(pattern, "*") && strings.HasSuffix(host[1:], pattern[1:])
+	case strings.HasPrefix(pattern, "*"):
+		return strings.HasSuffix(host, pattern[1:])
+	}
+	return host == pattern
 }
 
 // wildcardMatches reports whether pattern "*.suffix" covers host (which

@@ -36,8 +36,12 @@ type listener struct {
 	acceptReason, acceptMessage     string
 	resolvedReason, resolvedMessage string
 	conflictReason                  string
-	kinds                           []gwv1.RouteGroupKind
-	attached                        int32
+	// tlsInvalid is set when the listener's certificate does not
+	// resolve (resolvedReason says why): routes still attach to it and
+	// are counted, but it is not served (Programmed=False), as Istio.
+	tlsInvalid bool
+	kinds      []gwv1.RouteGroupKind
+	attached   int32
 	// credentialName of an HTTPS listener.
 	credentialName string
 	// routes are the translated HTTP routes by VirtualService host, in
@@ -48,9 +52,19 @@ type listener struct {
 	tcpRoutes []*networking.TCPRoute
 }
 
-// served reports whether the listener is translated.
+// bindable reports whether routes attach to the listener (and count in
+// its attachedRoutes): it is accepted and conflicts with none, as
+// Istio's parents are the listeners it builds a server for.
+func (l *listener) bindable() bool {
+	return l.acceptReason == "" && l.conflictReason == ""
+}
+
+// served reports whether the listener is translated: bindable, and its
+// certificate resolves. A listener with invalid route kinds is served
+// with the kinds it supports (ResolvedRefs=False InvalidRouteKinds, as
+// Istio).
 func (l *listener) served() bool {
-	return l.acceptReason == "" && l.resolvedReason == "" && l.conflictReason == ""
+	return l.bindable() && !l.tlsInvalid
 }
 
 // boundRoute is one translated HTTP route of a Gateway API route.
@@ -195,10 +209,19 @@ func routeKinds(l gwv1.Listener, field string) ([]gwv1.RouteGroupKind, string, s
 }
 
 // listenerTLS checks an HTTPS listener's tls: mode Terminate with one
-// Secret of the Gateway's namespace, served as the Istio server's
-// credentialName.
+// Secret, served as the Istio server's credentialName: NAME for a Secret
+// of the Gateway's namespace, Istio's kubernetes-gateway://NAMESPACE/NAME
+// for one of another namespace that a ReferenceGrant lets the Gateway
+// read (the gateway reads it over SDS by that name; registry/kube
+// secrets.go). A certificate that does not resolve (not a Secret, not
+// permitted, missing, or not a certificate and key that parse) is
+// ResolvedRefs=False and Programmed=False, as Istio's buildTLS; routes
+// still attach to the listener.
 func (t *translator) listenerTLS(g *gwv1.Gateway, l *listener, field string) {
 	tls := l.spec.TLS
+	unresolved := func(reason gwv1.ListenerConditionReason, msg string) {
+		l.resolvedReason, l.resolvedMessage, l.tlsInvalid = string(reason), msg, true
+	}
 	switch {
 	case tls == nil:
 		l.acceptReason, l.acceptMessage = string(gwv1.ListenerReasonInvalid), field+".tls: an HTTPS listener needs tls"
@@ -210,7 +233,7 @@ func (t *translator) listenerTLS(g *gwv1.Gateway, l *listener, field string) {
 		l.acceptReason, l.acceptMessage = string(gwv1.ListenerReasonUnsupportedValue), field+".tls.options: not supported by Strait yet"
 		return
 	case len(tls.CertificateRefs) == 0:
-		l.resolvedReason, l.resolvedMessage = string(gwv1.ListenerReasonInvalidCertificateRef), field+".tls.certificateRefs: an HTTPS listener needs a certificate"
+		unresolved(gwv1.ListenerReasonInvalidCertificateRef, field+".tls.certificateRefs: an HTTPS listener needs a certificate")
 		return
 	case len(tls.CertificateRefs) > 1:
 		l.acceptReason, l.acceptMessage = string(gwv1.ListenerReasonUnsupportedValue), field+".tls.certificateRefs: more than one certificate is not supported by Strait yet"
@@ -219,20 +242,55 @@ func (t *translator) listenerTLS(g *gwv1.Gateway, l *listener, field string) {
 	ref := tls.CertificateRefs[0]
 	rf := field + ".tls.certificateRefs[0]"
 	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != "Secret") {
-		l.resolvedReason, l.resolvedMessage = string(gwv1.ListenerReasonInvalidCertificateRef), rf+": only a core Secret is supported"
+		unresolved(gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("%s: invalid certificate reference %s/%s, only a core Secret is supported", rf, ptrString(ref.Group), ptrString(ref.Kind)))
 		return
 	}
-	if ref.Namespace != nil && string(*ref.Namespace) != g.Namespace {
-		if !t.granted("Gateway", g.Namespace, "", "Secret", string(*ref.Namespace), string(ref.Name)) {
-			l.resolvedReason, l.resolvedMessage = string(gwv1.ListenerReasonRefNotPermitted),
-				fmt.Sprintf("%s: secret %s/%s is not accessible to a Gateway in namespace %q (missing a ReferenceGrant?)", rf, *ref.Namespace, ref.Name, g.Namespace)
-			return
-		}
-		l.resolvedReason, l.resolvedMessage = string(gwv1.ListenerReasonInvalidCertificateRef),
-			rf+".namespace: a certificate of another namespace is not supported by Strait yet (the gateway reads Secrets of its own namespace)"
+	ns := g.Namespace
+	if ref.Namespace != nil && *ref.Namespace != "" {
+		ns = string(*ref.Namespace)
+	}
+	name := string(ref.Name)
+	t.secretNamed(ns, name, g.Namespace)
+	// A reference to another namespace is authorized before the Secret
+	// is looked up, so that the status tells nothing of a Secret the
+	// Gateway may not read (Istio's buildTLS).
+	if ns != g.Namespace && !t.granted("Gateway", g.Namespace, "", "Secret", ns, name) {
+		unresolved(gwv1.ListenerReasonRefNotPermitted,
+			fmt.Sprintf("%s: secret %s/%s is not accessible to a Gateway in namespace %q (missing a ReferenceGrant?)", rf, ns, name, g.Namespace))
 		return
 	}
-	l.credentialName = string(ref.Name)
+	if err := t.in.Certificate(ns, name); err != nil {
+		unresolved(gwv1.ListenerReasonInvalidCertificateRef, fmt.Sprintf("%s: invalid certificate reference: %v", rf, err))
+		return
+	}
+	l.credentialName = name
+	if ns != g.Namespace {
+		l.credentialName = CrossNamespaceCredential(ns, name)
+	}
+}
+
+// CrossNamespaceCredentialPrefix is the scheme of the credentialName of
+// a certificate of another namespace than the Gateway's (Istio's
+// KubernetesGatewaySecretType, pilot/pkg/model/credentials): straitd
+// serves it only to the gateways of the namespace of an Istio Gateway
+// that names it, which only this translation writes, after checking the
+// ReferenceGrant.
+const CrossNamespaceCredentialPrefix = "kubernetes-gateway://"
+
+// CrossNamespaceCredential is the credentialName (and SDS resource name)
+// of the Secret namespace/name read across namespaces.
+func CrossNamespaceCredential(namespace, name string) string {
+	return CrossNamespaceCredentialPrefix + namespace + "/" + name
+}
+
+// secretNamed records that a Gateway of gwNamespace names the Secret
+// namespace/name (Output.Secrets).
+func (t *translator) secretNamed(namespace, name, gwNamespace string) {
+	key := namespace + "/" + name
+	if !slices.Contains(t.out.Secrets[key], gwNamespace) {
+		t.out.Secrets[key] = append(t.out.Secrets[key], gwNamespace)
+		slices.Sort(t.out.Secrets[key])
+	}
 }
 
 // markConflicts marks listeners sharing a port with another protocol
@@ -273,17 +331,29 @@ func (t *translator) istioGateway(gw *gateway, l *listener) (*istioconfig.Config
 		Port:  &networking.Port{Number: uint32(l.spec.Port), Name: string(l.spec.Name), Protocol: string(l.spec.Protocol)},
 		Hosts: []string{"*/" + host},
 	}
+	// A credential of another namespace is validated under its Secret's
+	// name: the kubernetes-gateway:// name is refused in a Gateway
+	// written by hand (only this translation checks its ReferenceGrant),
+	// so it is set once the config passed the checks.
+	credential, crossNamespace := strings.CutPrefix(l.credentialName, CrossNamespaceCredentialPrefix)
+	if crossNamespace {
+		_, credential, _ = strings.Cut(credential, "/")
+	}
 	switch {
 	case l.credentialName != "":
-		srv.Tls = &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: l.credentialName}
+		srv.Tls = &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: credential}
 	case l.spec.Protocol == gwv1.TLSProtocolType:
 		srv.Tls = &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_PASSTHROUGH}
 	}
 	spec := &networking.Gateway{
-		Selector: map[string]string{GatewayNameLabel: gw.obj.Name},
+		Selector: PodSelector(gw.obj.Namespace, gw.obj.Name),
 		Servers:  []*networking.Server{srv},
 	}
-	return validated(istioconfig.KindGateway, gw.obj.Namespace, l.istioName, spec, parentAnnotation("Gateway", gw.obj.Namespace, gw.obj.Name))
+	c, err := validated(istioconfig.KindGateway, gw.obj.Namespace, l.istioName, spec, parentAnnotation("Gateway", gw.obj.Namespace, gw.obj.Name))
+	if err == nil && crossNamespace {
+		c.Gateway().GetServers()[0].GetTls().CredentialName = l.credentialName
+	}
+	return c, err
 }
 
 // gatewayStatus is a Gateway's status after its routes are bound.
@@ -318,7 +388,10 @@ func (t *translator) gatewayStatus(gw *gateway) gwv1.GatewayStatus {
 		}
 		programmed := accepted && l.served()
 		pr, pm := string(gwv1.ListenerReasonProgrammed), "No errors found"
-		if !programmed {
+		switch {
+		case l.tlsInvalid && accepted:
+			pr, pm = string(gwv1.ListenerReasonInvalid), "Bad TLS configuration"
+		case !programmed:
 			pr, pm = string(gwv1.ListenerReasonInvalid), "the listener is not served"
 		}
 		ls.Conditions = append(ls.Conditions, t.condition(gen, string(gwv1.ListenerConditionProgrammed), programmed, pr, pm))

@@ -38,6 +38,20 @@ const DefaultClassName = "istio"
 // Gateway; the translated Istio Gateways select them by it.
 const GatewayNameLabel = "gateway.networking.k8s.io/gateway-name"
 
+// GatewayNamespaceLabel is the namespace of the Gateway whose pods
+// straitd deploys, on those pods beside GatewayNameLabel. An Istio
+// Gateway's selector selects pods of every namespace, so the translated
+// Gateways select by both (PodSelector): the Gateways "web" of two
+// namespaces each get their own pods, as Istio's, which binds a Gateway
+// API Gateway to the pods of its Service in its namespace.
+const GatewayNamespaceLabel = "gateway.strait.io/namespace"
+
+// PodSelector is the selector of the pods deployed for the Gateway
+// namespace/name (and their labels).
+func PodSelector(namespace, name string) map[string]string {
+	return map[string]string{GatewayNameLabel: name, GatewayNamespaceLabel: namespace}
+}
+
 // Group is the Gateway API group.
 const Group = gwv1.GroupName
 
@@ -66,6 +80,11 @@ type Input struct {
 	// DeployedService returns the Service deployed for a Gateway
 	// (DeploymentName), for the Gateway's status addresses.
 	DeployedService func(namespace, name string) *ServiceInfo
+	// Certificate returns why the Secret namespace/name is no
+	// certificate a listener can serve (missing, or no certificate and
+	// private key that parse and match, in Istio's Secret formats); nil
+	// when it is one. Nil: every certificate is taken as valid.
+	Certificate func(namespace, name string) error
 }
 
 // ServiceInfo is what a Gateway's status reads of its deployed Service.
@@ -96,6 +115,11 @@ type Output struct {
 	Routes         map[Ref]gwv1.RouteStatus
 	// Deployments are the Gateways whose proxies straitd deploys.
 	Deployments []Deployment
+	// Secrets are the Secrets (namespace/name) that our Gateways'
+	// certificateRefs name, each with the namespaces of those Gateways
+	// (sorted): a change of one of them translates again, and concerns
+	// the gateways of those namespaces.
+	Secrets map[string][]string
 }
 
 // Deployment is a Gateway for which straitd deploys a gateway proxy:
@@ -128,6 +152,7 @@ func Translate(in Input) Output {
 		GatewayClasses: map[Ref]gwv1.GatewayClassStatus{},
 		Gateways:       map[Ref]gwv1.GatewayStatus{},
 		Routes:         map[Ref]gwv1.RouteStatus{},
+		Secrets:        map[string][]string{},
 	}, meshRoutes: map[string]*meshVirtualService{}}
 	if t.in.ServiceExists == nil {
 		t.in.ServiceExists = func(string, string) bool { return false }
@@ -137,6 +162,9 @@ func Translate(in Input) Output {
 	}
 	if t.in.DeployedService == nil {
 		t.in.DeployedService = func(string, string) *ServiceInfo { return nil }
+	}
+	if t.in.Certificate == nil {
+		t.in.Certificate = func(string, string) error { return nil }
 	}
 	t.classes()
 	t.translateGateways()

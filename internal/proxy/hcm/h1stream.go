@@ -30,6 +30,13 @@ type h1stream struct {
 	in     rbac.Input
 	keep   bool // after a filter's LocalReply: the connection can carry another request
 	active bool // a request is in progress (Complete not yet called)
+	// upHost is the last upstream host complete parsed and upAddr what
+	// it parsed to (invalid: not an ip:port): a connection's requests
+	// mostly go to the same endpoint, whose address string is the
+	// endpoint's own (immutable), so comparing it costs less than
+	// parsing it for every request.
+	upHost string
+	upAddr netip.AddrPort
 }
 
 // begin readies the stream for the request in c.req; rreq is set after.
@@ -118,14 +125,24 @@ func (st *h1stream) complete() {
 		UpstreamPeerPrincipal: r.UpstreamPeerPrincipal, UpstreamLocalPrincipal: r.UpstreamLocalPrincipal,
 		BytesIn: r.BytesReceived, BytesOut: r.BytesSent, // endLog counted the streamed body
 	}
-	if ap, err := netip.ParseAddrPort(r.UpstreamHost); err == nil {
-		info.UpstreamHost = ap
-	}
+	info.UpstreamHost = st.upstreamAddr(r.UpstreamHost)
 	if st.c.x.Resp.Status != 0 && r.Response != nil {
 		info.UpstreamHeaders = r.Response
 	}
 	st.filterState.complete(st, info)
 	*info = httpfilter.StreamInfo{} // drop the references to the request
+}
+
+// upstreamAddr is host ("ip:port") parsed, the zero AddrPort when it is
+// not one (a socket path, none); the last host's is kept.
+func (st *h1stream) upstreamAddr(host string) netip.AddrPort {
+	if host != st.upHost {
+		st.upHost, st.upAddr = host, netip.AddrPort{}
+		if ap, err := netip.ParseAddrPort(host); err == nil {
+			st.upAddr = ap
+		}
+	}
+	return st.upAddr
 }
 
 // h1HeaderMap is a head's fields as httpfilter.HeaderMap: a removed field

@@ -202,6 +202,43 @@ func (m *h1HeaderMap) SetStatic(name, value string) {
 	*m.hs = append(*m.hs, http1.Header{Name: unsafe.Slice(unsafe.StringData(name), len(name)), Value: unsafe.Slice(unsafe.StringData(value), len(value))})
 }
 
+// TakeFields removes every field named a or b and returns the first
+// value of each and how many there were, in one pass over the fields
+// (metadataexchange.FieldTaker). The values alias the read buffer, as
+// Lookup's do.
+func (m *h1HeaderMap) TakeFields(a, b string) (va string, na int, vb string, nb int) {
+	hs := *m.hs
+	out := hs[:0]
+	for _, h := range hs {
+		switch {
+		case http1.EqualFold(h.Name, a):
+			if na == 0 {
+				va = http1.UnsafeString(h.Value)
+			}
+			na++
+		case http1.EqualFold(h.Name, b):
+			if nb == 0 {
+				vb = http1.UnsafeString(h.Value)
+			}
+			nb++
+		default:
+			out = append(out, h)
+		}
+	}
+	clear(hs[len(out):])
+	*m.hs = out
+	return va, na, vb, nb
+}
+
+// SetStaticPair is SetStatic of two fields, the old ones removed in one
+// pass (metadataexchange.StaticPairSetter).
+func (m *h1HeaderMap) SetStaticPair(a, va, b, vb string) {
+	m.TakeFields(a, b)
+	*m.hs = append(*m.hs,
+		http1.Header{Name: unsafe.Slice(unsafe.StringData(a), len(a)), Value: unsafe.Slice(unsafe.StringData(va), len(va))},
+		http1.Header{Name: unsafe.Slice(unsafe.StringData(b), len(b)), Value: unsafe.Slice(unsafe.StringData(vb), len(vb))})
+}
+
 // encodeLocal runs the encoders on a local reply's head: its own fields
 // (those hdrs sets) and the filters' are in st.local afterwards, to be
 // written in order.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/straitmesh/strait/internal/proxy/filters/http/registry"
 	routerfilter "github.com/straitmesh/strait/internal/proxy/filters/http/router"
+	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 )
 
@@ -101,5 +103,60 @@ func TestH1StreamInfoUpstreamHostPerRequest(t *testing.T) {
 		} else if in.UpstreamHost != netip.MustParseAddrPort(w) {
 			t.Errorf("request %d: StreamInfo.UpstreamHost %v, served by %s", i, in.UpstreamHost, w)
 		}
+	}
+}
+
+// fieldsOf renders hs as "name: value" lines, marking hop fields.
+func fieldsOf(hs http1.Headers) []string {
+	var out []string
+	for _, h := range hs {
+		s := string(h.Name) + ": " + string(h.Value)
+		if h.Hop {
+			s += " (hop)"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestH1HeaderMapTakeFields: the one-pass removal of the exchange's two
+// fields returns the first value of each and how many there were, in any
+// case of the name, and leaves the other fields in their order (hop
+// fields too); SetStaticPair replaces both with one field each.
+func TestH1HeaderMapTakeFields(t *testing.T) {
+	const a, b = "x-envoy-peer-metadata-id", "x-envoy-peer-metadata"
+	for _, tc := range []struct {
+		name   string
+		in     []string // name, value pairs
+		va, vb string
+		na, nb int
+		left   []string
+	}{
+		{"none", []string{"host", "h", "x-app", "1"}, "", "", 0, 0, []string{"host: h", "x-app: 1"}},
+		{"both", []string{"host", "h", "X-Envoy-Peer-Metadata-Id", "id", "x-envoy-PEER-metadata", "md", "x-app", "1"}, "id", "md", 1, 1, []string{"host: h", "x-app: 1"}},
+		{"only b, first", []string{b, "md", "host", "h"}, "", "md", 0, 1, []string{"host: h"}},
+		{"twice each", []string{a, "1", b, "m1", "x", "y", a, "2", b, "m2"}, "1", "m1", 2, 2, []string{"x: y"}},
+		{"prefix names stay", []string{"x-envoy-peer-metadata-idx", "p", "x-envoy-peer-metadat", "q"}, "", "", 0, 0, []string{"x-envoy-peer-metadata-idx: p", "x-envoy-peer-metadat: q"}},
+		{"empty value", []string{b, "", "connection", "close"}, "", "", 0, 1, []string{"connection: close (hop)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hs http1.Headers
+			for i := 0; i < len(tc.in); i += 2 {
+				hs = append(hs, http1.Header{Name: []byte(tc.in[i]), Value: []byte(tc.in[i+1]), Hop: tc.in[i] == "connection"})
+			}
+			m := h1HeaderMap{hs: &hs}
+			va, na, vb, nb := m.TakeFields(a, b)
+			if va != tc.va || na != tc.na || vb != tc.vb || nb != tc.nb {
+				t.Errorf("TakeFields = %q %d, %q %d; want %q %d, %q %d", va, na, vb, nb, tc.va, tc.na, tc.vb, tc.nb)
+			}
+			if got := fieldsOf(hs); !slices.Equal(got, tc.left) {
+				t.Errorf("left %q, want %q", got, tc.left)
+			}
+			m.SetStaticPair(a, "ours-id", b, "ours")
+			want := append(slices.Clone(tc.left), a+": ours-id", b+": ours")
+			if got := fieldsOf(hs); !slices.Equal(got, want) {
+				t.Errorf("after SetStaticPair %q, want %q", got, want)
+			}
+		})
 	}
 }

@@ -204,29 +204,42 @@ func (m *h1HeaderMap) SetStatic(name, value string) {
 
 // TakeFields removes every field named a or b and returns the first
 // value of each and how many there were, in one pass over the fields
-// (metadataexchange.FieldTaker). The values alias the read buffer, as
-// Lookup's do.
+// (metadataexchange.FieldTaker). A name's length is compared first, then
+// its bytes as they are (proxies send these names in lower case) before
+// case-insensitively, and only the fields after the first taken one
+// move. The values alias the
+// read buffer, as Lookup's do.
 func (m *h1HeaderMap) TakeFields(a, b string) (va string, na int, vb string, nb int) {
 	hs := *m.hs
-	out := hs[:0]
-	for _, h := range hs {
-		switch {
-		case http1.EqualFold(h.Name, a):
+	j := -1 // where the next kept field goes, once one was taken
+	for i := range hs {
+		h := &hs[i]
+		switch n := len(h.Name); {
+		case n == len(a) && (string(h.Name) == a || http1.EqualFold(h.Name, a)):
 			if na == 0 {
 				va = http1.UnsafeString(h.Value)
 			}
 			na++
-		case http1.EqualFold(h.Name, b):
+		case n == len(b) && (string(h.Name) == b || http1.EqualFold(h.Name, b)):
 			if nb == 0 {
 				vb = http1.UnsafeString(h.Value)
 			}
 			nb++
 		default:
-			out = append(out, h)
+			if j >= 0 {
+				hs[j] = *h
+				j++
+			}
+			continue
+		}
+		if j < 0 {
+			j = i
 		}
 	}
-	clear(hs[len(out):])
-	*m.hs = out
+	if j >= 0 {
+		clear(hs[j:])
+		*m.hs = hs[:j]
+	}
 	return va, na, vb, nb
 }
 

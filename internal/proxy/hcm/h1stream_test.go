@@ -135,6 +135,8 @@ func TestH1HeaderMapTakeFields(t *testing.T) {
 		{"none", []string{"host", "h", "x-app", "1"}, "", "", 0, 0, []string{"host: h", "x-app: 1"}},
 		{"both", []string{"host", "h", "X-Envoy-Peer-Metadata-Id", "id", "x-envoy-PEER-metadata", "md", "x-app", "1"}, "id", "md", 1, 1, []string{"host: h", "x-app: 1"}},
 		{"only b, first", []string{b, "md", "host", "h"}, "", "md", 0, 1, []string{"host: h"}},
+		{"last", []string{"host", "h", "x-app", "1", a, "id", b, "md"}, "id", "md", 1, 1, []string{"host: h", "x-app: 1"}},
+		{"same lengths, other names", []string{"x-envoy-peer-metadata-ix", "1", "x-envoy-peer-metadatb", "2"}, "", "", 0, 0, []string{"x-envoy-peer-metadata-ix: 1", "x-envoy-peer-metadatb: 2"}},
 		{"twice each", []string{a, "1", b, "m1", "x", "y", a, "2", b, "m2"}, "1", "m1", 2, 2, []string{"x: y"}},
 		{"prefix names stay", []string{"x-envoy-peer-metadata-idx", "p", "x-envoy-peer-metadat", "q"}, "", "", 0, 0, []string{"x-envoy-peer-metadata-idx: p", "x-envoy-peer-metadat: q"}},
 		{"empty value", []string{b, "", "connection", "close"}, "", "", 0, 1, []string{"connection: close (hop)"}},

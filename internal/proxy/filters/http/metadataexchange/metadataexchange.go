@@ -319,9 +319,9 @@ func take(h httpfilter.HeaderMap) (id, md field) {
 }
 
 // peer is the workload of the received x-envoy-peer-metadata; nil when
-// none was received, when it was sent more than once (Lookup would join
-// the values, which then do not decode, as Envoy's joined value does
-// not) or when it does not decode.
+// none was received, when it was sent more than once (what a header
+// map's Lookup gives then is the values joined by commas, which do not
+// decode: neither value is believed) or when it does not decode.
 func (f *Filter) peer(md field) *peermeta.Workload {
 	if md.n != 1 || md.value == "" {
 		return nil
@@ -329,8 +329,8 @@ func (f *Filter) peer(md field) *peermeta.Workload {
 	return f.decode(md.value)
 }
 
-// setOurs sets our exchange fields that which names, replacing any h
-// has.
+// setOurs sets the exchange fields which names to ours, replacing any
+// h has.
 func (f *Filter) setOurs(h httpfilter.HeaderMap, which received) {
 	switch which {
 	case receivedID | receivedMD:

@@ -195,13 +195,13 @@ func externalStripped(name string, edge bool) bool {
 	for _, h := range [...]string{"retriable-status-codes", "retriable-header-names", "upstream-alt-stat-name",
 		"upstream-rq-timeout-alt-response", "expected-rq-timeout-ms", "force-trace", "ip-tags", "original-url",
 		"hedge-on-per-try-timeout", "internal"} {
-		if strings.EqualFold(name, h) {
+		if len(name) == len(h) && strings.EqualFold(name, h) { // names are tokens (ASCII): the lengths decide first
 			return true
 		}
 	}
 	if edge {
 		for _, h := range [...]string{"decorator-operation", "downstream-service-cluster", "downstream-service-node"} {
-			if strings.EqualFold(name, h) {
+			if len(name) == len(h) && strings.EqualFold(name, h) {
 				return true
 			}
 		}

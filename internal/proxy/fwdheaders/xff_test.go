@@ -170,3 +170,41 @@ func TestRemoveHeader(t *testing.T) {
 		}
 	}
 }
+
+// externalStripped names Envoy's x-envoy-* request headers that a
+// request from outside loses, in any case; the rest, and names that
+// only start or end like one, stay.
+func TestExternalStripped(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		edge, inner bool // stripped at the edge (useRemote), inside
+	}{
+		{"x-envoy-retriable-status-codes", true, true},
+		{"X-Envoy-Retriable-Header-Names", true, true},
+		{"x-envoy-upstream-alt-stat-name", true, true},
+		{"x-envoy-upstream-rq-timeout-alt-response", true, true},
+		{"x-envoy-expected-rq-timeout-ms", true, true},
+		{"X-ENVOY-FORCE-TRACE", true, true},
+		{"x-envoy-ip-tags", true, true},
+		{"x-envoy-original-url", true, true},
+		{"x-envoy-hedge-on-per-try-timeout", true, true},
+		{"x-envoy-internal", true, true},
+		{"x-envoy-decorator-operation", true, false},
+		{"X-Envoy-Downstream-Service-Cluster", true, false},
+		{"x-envoy-downstream-service-node", true, false},
+		{"x-envoy-peer-metadata", false, false},
+		{"x-envoy-peer-metadata-id", false, false},
+		{"x-envoy-internalx", false, false},
+		{"x-envoy-interna", false, false},
+		{"x-envoy-", false, false},
+		{"internal", false, false},
+		{"x-envoyinternal", false, false},
+	} {
+		if got := externalStripped(tc.name, true); got != tc.edge {
+			t.Errorf("externalStripped(%q, edge) = %v", tc.name, got)
+		}
+		if got := externalStripped(tc.name, false); got != tc.inner {
+			t.Errorf("externalStripped(%q, inside) = %v", tc.name, got)
+		}
+	}
+}

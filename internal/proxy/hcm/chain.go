@@ -187,6 +187,11 @@ type filterState struct {
 	addResp []headerPair
 	scratch []any
 	start   time.Time // for Completers; zero without any
+	// epoch is a full reading of the clock (wall and monotonic) from
+	// which start is derived by a monotonic reading alone, one clock
+	// read per request instead of two; read again each epochSpan, so
+	// that start's wall time is within that span's clock adjustments.
+	epoch time.Time
 	// info is what the Completers are told, kept here so that handing
 	// them a pointer costs no allocation per request.
 	info httpfilter.StreamInfo
@@ -204,8 +209,23 @@ func (st *filterState) reset(f *Filter) {
 	st.addResp = st.addResp[:0]
 	clear(st.scratch)
 	if f.chain != nil && len(f.chain.completers) > 0 {
-		st.start = time.Now()
+		st.start = st.now()
 	}
+}
+
+// epochSpan is how long a filterState derives start from one epoch.
+const epochSpan = time.Second
+
+// now is the time, from the epoch while it is recent (time.Since reads
+// the monotonic clock only; time.Now reads both clocks).
+func (st *filterState) now() time.Time {
+	if !st.epoch.IsZero() {
+		if d := time.Since(st.epoch); d >= 0 && d < epochSpan {
+			return st.epoch.Add(d)
+		}
+	}
+	st.epoch = time.Now()
+	return st.epoch
 }
 
 // route is the route the request matches now (nil: none, or no table).

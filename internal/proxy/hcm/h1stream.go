@@ -30,6 +30,13 @@ type h1stream struct {
 	in     rbac.Input
 	keep   bool // after a filter's LocalReply: the connection can carry another request
 	active bool // a request is in progress (Complete not yet called)
+	// upHost is the last upstream host complete parsed and upAddr what
+	// it parsed to (invalid: not an ip:port): a connection's requests
+	// mostly go to the same endpoint, whose address string is the
+	// endpoint's own (immutable), so comparing it costs less than
+	// parsing it for every request.
+	upHost string
+	upAddr netip.AddrPort
 }
 
 // begin readies the stream for the request in c.req; rreq is set after.
@@ -118,14 +125,24 @@ func (st *h1stream) complete() {
 		UpstreamPeerPrincipal: r.UpstreamPeerPrincipal, UpstreamLocalPrincipal: r.UpstreamLocalPrincipal,
 		BytesIn: r.BytesReceived, BytesOut: r.BytesSent, // endLog counted the streamed body
 	}
-	if ap, err := netip.ParseAddrPort(r.UpstreamHost); err == nil {
-		info.UpstreamHost = ap
-	}
+	info.UpstreamHost = st.upstreamAddr(r.UpstreamHost)
 	if st.c.x.Resp.Status != 0 && r.Response != nil {
 		info.UpstreamHeaders = r.Response
 	}
 	st.filterState.complete(st, info)
 	*info = httpfilter.StreamInfo{} // drop the references to the request
+}
+
+// upstreamAddr is host ("ip:port") parsed, the zero AddrPort when it is
+// not one (a socket path, none); the last host's is kept.
+func (st *h1stream) upstreamAddr(host string) netip.AddrPort {
+	if host != st.upHost {
+		st.upHost, st.upAddr = host, netip.AddrPort{}
+		if ap, err := netip.ParseAddrPort(host); err == nil {
+			st.upAddr = ap
+		}
+	}
+	return st.upAddr
 }
 
 // h1HeaderMap is a head's fields as httpfilter.HeaderMap: a removed field
@@ -183,6 +200,56 @@ func (m *h1HeaderMap) Del(name string) { *m.hs = fwdheaders.RemoveHeader(*m.hs, 
 func (m *h1HeaderMap) SetStatic(name, value string) {
 	m.Del(name)
 	*m.hs = append(*m.hs, http1.Header{Name: unsafe.Slice(unsafe.StringData(name), len(name)), Value: unsafe.Slice(unsafe.StringData(value), len(value))})
+}
+
+// TakeFields removes every field named a or b and returns the first
+// value of each and how many there were, in one pass over the fields
+// (metadataexchange.FieldTaker). A name's length is compared first, then
+// its bytes as they are (proxies send these names in lower case) before
+// case-insensitively, and only the fields after the first taken one
+// move. The values alias the
+// read buffer, as Lookup's do.
+func (m *h1HeaderMap) TakeFields(a, b string) (va string, na int, vb string, nb int) {
+	hs := *m.hs
+	j := -1 // where the next kept field goes, once one was taken
+	for i := range hs {
+		h := &hs[i]
+		switch n := len(h.Name); {
+		case n == len(a) && (string(h.Name) == a || http1.EqualFold(h.Name, a)):
+			if na == 0 {
+				va = http1.UnsafeString(h.Value)
+			}
+			na++
+		case n == len(b) && (string(h.Name) == b || http1.EqualFold(h.Name, b)):
+			if nb == 0 {
+				vb = http1.UnsafeString(h.Value)
+			}
+			nb++
+		default:
+			if j >= 0 {
+				hs[j] = *h
+				j++
+			}
+			continue
+		}
+		if j < 0 {
+			j = i
+		}
+	}
+	if j >= 0 {
+		clear(hs[j:])
+		*m.hs = hs[:j]
+	}
+	return va, na, vb, nb
+}
+
+// SetStaticPair is SetStatic of two fields, the old ones removed in one
+// pass (metadataexchange.StaticPairSetter).
+func (m *h1HeaderMap) SetStaticPair(a, va, b, vb string) {
+	m.TakeFields(a, b)
+	*m.hs = append(*m.hs,
+		http1.Header{Name: unsafe.Slice(unsafe.StringData(a), len(a)), Value: unsafe.Slice(unsafe.StringData(va), len(va))},
+		http1.Header{Name: unsafe.Slice(unsafe.StringData(b), len(b)), Value: unsafe.Slice(unsafe.StringData(vb), len(vb))})
 }
 
 // encodeLocal runs the encoders on a local reply's head: its own fields

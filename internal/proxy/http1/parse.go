@@ -518,22 +518,36 @@ func parseFields(p []byte, m *message, isRequest bool, maxHeaders int) error {
 // validValue reports whether v holds no control character but HTAB
 // (RFC 9110 §5.5: field-vchar, SP, HTAB and obs-text). Long values (the
 // ~300-byte x-envoy-peer-metadata on every mesh request) are checked
-// eight bytes at a time: a word with no byte below 0x20 and none equal
-// to 0x7f is valid as a whole; a word with one is checked byte by byte
-// (it may be a tab).
+// eight bytes a word, four words a round: a round with no byte below
+// 0x20 and none equal to 0x7f is valid as a whole (one branch for 32
+// bytes); a round or word with one is checked byte by byte (it may be a
+// tab).
 func validValue(v []byte) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(v) >= 32 {
+		m := ctlMask(binary.LittleEndian.Uint64(v)) | ctlMask(binary.LittleEndian.Uint64(v[8:])) |
+			ctlMask(binary.LittleEndian.Uint64(v[16:])) | ctlMask(binary.LittleEndian.Uint64(v[24:]))
+		if m != 0 && !validBytes(v[:32]) {
+			return false
+		}
+		v = v[32:]
+	}
 	for len(v) >= 8 {
-		x := binary.LittleEndian.Uint64(v)
-		del := x ^ (0x7f * ones)
-		// The first term has a high bit set iff some byte of x is below
-		// 0x20, the second iff some byte equals 0x7f (exact as "any").
-		if ((x-0x20*ones)&^x|(del-ones)&^del)&highs != 0 && !validBytes(v[:8]) {
+		if ctlMask(binary.LittleEndian.Uint64(v)) != 0 && !validBytes(v[:8]) {
 			return false
 		}
 		v = v[8:]
 	}
 	return validBytes(v)
+}
+
+// ctlMask is non-zero iff one of the eight bytes of x is a control
+// character (below 0x20, or 0x7f): the first term has a byte's high bit
+// set iff some byte of x is below 0x20, the second iff some byte equals
+// 0x7f (both exact as "any").
+func ctlMask(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	del := x ^ (0x7f * ones)
+	return ((x-0x20*ones)&^x | (del-ones)&^del) & highs
 }
 
 // validBytes is validValue one byte at a time.

@@ -398,7 +398,7 @@ func TestUserinfoAndHost(t *testing.T) {
 // length up to 24, the rest of the value being each of a plain
 // character, a tab and obs-text.
 func TestValidValue(t *testing.T) {
-	for n := 1; n <= 24; n++ {
+	for n := 1; n <= 72; n++ {
 		for _, fill := range []byte{'a', '\t', 0x80, 0xff} {
 			for pos := range n {
 				for c := range 256 {

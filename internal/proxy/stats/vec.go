@@ -86,14 +86,30 @@ func (s *Series) Observe(v float64, bounds []float64) {
 	if s == nil {
 		return
 	}
-	i, _ := slices.BinarySearch(bounds, v) // first bound >= v: Prometheus' le
-	s.bins[i].Add(1)
+	s.bins[bucket(bounds, v)].Add(1)
 	for {
 		old := s.sum.Load()
 		if s.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
 			break
 		}
 	}
+}
+
+// bucket is the index of the first bound >= v (Prometheus' le), or
+// len(bounds) for +Inf: slices.BinarySearch's answer (a NaN too falls
+// in the first), without its generic comparison, which orders NaNs for
+// every step.
+func bucket(bounds []float64, v float64) int {
+	lo, hi := 0, len(bounds)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if bounds[m] < v {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 // Value is a counter series' value (the sample count of a histogram).

@@ -3,7 +3,9 @@ package stats
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -166,5 +168,23 @@ func TestVecCopiesValues(t *testing.T) {
 	}
 	if want := `istio_requests_total{destination_service="ratings.default.svc.cluster.local"} 1`; !strings.Contains(b.String(), want) {
 		t.Errorf("the label changed with the caller's buffer:\n%s", b.String())
+	}
+}
+
+// bucket puts a sample where slices.BinarySearch does (the first bound
+// at or above it, Prometheus' le): at, just above and just below each
+// bound, zero, negatives, infinities and NaN.
+func TestBucket(t *testing.T) {
+	vals := []float64{0, -1, math.Inf(1), math.Inf(-1), math.NaN(), math.MaxFloat64, math.SmallestNonzeroFloat64}
+	for _, b := range DefaultBuckets {
+		vals = append(vals, b, math.Nextafter(b, math.Inf(1)), math.Nextafter(b, math.Inf(-1)), b+0.5, b-0.5)
+	}
+	for _, bounds := range [][]float64{DefaultBuckets, {1}, {}, {-5, 0, 5}} {
+		for _, v := range vals {
+			want, _ := slices.BinarySearch(bounds, v)
+			if got := bucket(bounds, v); got != want {
+				t.Errorf("bucket(%v, %v) = %d, want %d", bounds, v, got, want)
+			}
+		}
 	}
 }

@@ -235,35 +235,25 @@ func (*Filter) Name() string { return Name }
 func (f *Filter) DecodeHeaders(s httpfilter.Stream) httpfilter.Status {
 	h := s.RequestHeaders()
 	if f.cfg.DownstreamDiscovery {
-		_, hasID := h.Lookup(peermeta.HeaderMetadataID)
-		v, hasMD := h.Lookup(peermeta.HeaderMetadata)
+		id, v := take(h)
 		var got received
-		if hasID {
+		if id.n > 0 {
 			got |= receivedID
 		}
-		if hasMD {
+		if v.n > 0 {
 			got |= receivedMD
 		}
 		if got != 0 {
 			s.Metadata().Set(Namespace, downstreamReceived, got) // a one-byte value: boxed without allocating
 		}
-		if hasMD && v != "" {
-			if w := f.decode(v); w != nil {
-				s.Metadata().Set(Namespace, DownstreamPeer, w)
-			}
-		}
-		if hasID {
-			h.Del(peermeta.HeaderMetadataID)
-		}
-		if hasMD {
-			h.Del(peermeta.HeaderMetadata)
+		if w := f.peer(v); w != nil {
+			s.Metadata().Set(Namespace, DownstreamPeer, w)
 		}
 	}
 	if f.cfg.UpstreamPropagation {
 		// Ours replace any the application sent; the filter's own
 		// values never change, so the codec may refer to them.
-		httpfilter.SetStatic(h, peermeta.HeaderMetadataID, f.localID)
-		httpfilter.SetStatic(h, peermeta.HeaderMetadata, f.local)
+		f.setOurs(h, receivedID|receivedMD)
 	}
 	return httpfilter.Continue
 }
@@ -272,29 +262,88 @@ func (f *Filter) DecodeHeaders(s httpfilter.Stream) httpfilter.Status {
 // a downstream peer that sent the exchange with ours.
 func (f *Filter) EncodeHeaders(s httpfilter.Stream, _ int, h httpfilter.HeaderMap) {
 	if f.cfg.UpstreamDiscovery {
-		_, hasID := h.Lookup(peermeta.HeaderMetadataID)
-		v, hasMD := h.Lookup(peermeta.HeaderMetadata)
-		if hasMD && v != "" {
-			if w := f.decode(v); w != nil {
-				s.Metadata().Set(Namespace, UpstreamPeer, w)
-			}
-		}
-		if hasID {
-			h.Del(peermeta.HeaderMetadataID)
-		}
-		if hasMD {
-			h.Del(peermeta.HeaderMetadata)
+		_, v := take(h)
+		if w := f.peer(v); w != nil {
+			s.Metadata().Set(Namespace, UpstreamPeer, w)
 		}
 	}
 	if f.cfg.DownstreamPropagation {
 		v, _ := s.Metadata().Get(Namespace, downstreamReceived)
 		got, _ := v.(received)
-		if got&receivedID != 0 {
-			httpfilter.SetStatic(h, peermeta.HeaderMetadataID, f.localID)
+		f.setOurs(h, got)
+	}
+}
+
+// field is what a header block held of one exchange field: its value
+// (the first's) and how many fields had the name.
+type field struct {
+	value string
+	n     int
+}
+
+// FieldTaker is a HeaderMap that removes the exchange's two fields and
+// returns what they held in one pass over its fields (the HTTP/1.1
+// codec's): TakeFields removes every field named a or b,
+// case-insensitively, and returns the first value of each and how many
+// there were.
+type FieldTaker interface {
+	TakeFields(a, b string) (va string, na int, vb string, nb int)
+}
+
+// StaticPairSetter is a StaticSetter that sets two fields in one pass
+// (httpfilter.StaticSetter's rules for each).
+type StaticPairSetter interface {
+	SetStaticPair(a, va, b, vb string)
+}
+
+// take removes the exchange fields (id, metadata) from h and returns
+// them.
+func take(h httpfilter.HeaderMap) (id, md field) {
+	if t, ok := h.(FieldTaker); ok {
+		id.value, id.n, md.value, md.n = t.TakeFields(peermeta.HeaderMetadataID, peermeta.HeaderMetadata)
+		return id, md
+	}
+	var ok bool
+	if id.value, ok = h.Lookup(peermeta.HeaderMetadataID); ok {
+		id.n = 1
+		h.Del(peermeta.HeaderMetadataID)
+	}
+	if md.value, ok = h.Lookup(peermeta.HeaderMetadata); ok {
+		md.n = 1
+		if strings.IndexByte(md.value, ',') >= 0 {
+			md.n = 2 // fields joined by Lookup: more than one
 		}
-		if got&receivedMD != 0 {
-			httpfilter.SetStatic(h, peermeta.HeaderMetadata, f.local)
+		h.Del(peermeta.HeaderMetadata)
+	}
+	return id, md
+}
+
+// peer is the workload of the received x-envoy-peer-metadata; nil when
+// none was received, when it was sent more than once (what a header
+// map's Lookup gives then is the values joined by commas, which do not
+// decode: neither value is believed) or when it does not decode.
+func (f *Filter) peer(md field) *peermeta.Workload {
+	if md.n != 1 || md.value == "" {
+		return nil
+	}
+	return f.decode(md.value)
+}
+
+// setOurs sets the exchange fields which names to ours, replacing any
+// h has.
+func (f *Filter) setOurs(h httpfilter.HeaderMap, which received) {
+	switch which {
+	case receivedID | receivedMD:
+		if p, ok := h.(StaticPairSetter); ok {
+			p.SetStaticPair(peermeta.HeaderMetadataID, f.localID, peermeta.HeaderMetadata, f.local)
+			return
 		}
+		httpfilter.SetStatic(h, peermeta.HeaderMetadataID, f.localID)
+		httpfilter.SetStatic(h, peermeta.HeaderMetadata, f.local)
+	case receivedID:
+		httpfilter.SetStatic(h, peermeta.HeaderMetadataID, f.localID)
+	case receivedMD:
+		httpfilter.SetStatic(h, peermeta.HeaderMetadata, f.local)
 	}
 }
 

@@ -222,3 +222,82 @@ func TestDecodeLast(t *testing.T) {
 		t.Errorf("the known value decoded again (%p, first %p)", got, first)
 	}
 }
+
+// A peer that sends x-envoy-peer-metadata twice (a real value and a
+// forged one) is no peer, on either side and on a header map with or
+// without the one-pass FieldTaker: both fields are stripped, neither
+// value labels the request, and the exchange is still answered.
+func TestMetadataTwice(t *testing.T) {
+	real := istioHeader(t)
+	forged, err := peermeta.EncodeHeader(peermeta.Workload{Namespace: "default", Workload: "forged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, taker := range []bool{false, true} {
+		in := build(t, inboundConfig(t))
+		req := streamtest.NewHeaders(peermeta.HeaderMetadata, real, "x-app", "1", peermeta.HeaderMetadata, forged)
+		var s httpfilter.Stream = streamtest.New("ratings:9080", "/", req)
+		if taker {
+			s = takerStream{s.(*streamtest.Stream), takerMap{req}}
+		}
+		in.DecodeHeaders(s)
+		if len(req.Fields) != 1 || PeerOf(s.Metadata(), DownstreamPeer) != nil {
+			t.Errorf("taker %v: request to the app %v, peer %+v", taker, req.Fields, PeerOf(s.Metadata(), DownstreamPeer))
+		}
+		resp := streamtest.NewHeaders()
+		in.EncodeHeaders(s, 200, resp)
+		if md, _ := resp.Lookup(peermeta.HeaderMetadata); md == "" {
+			t.Errorf("taker %v: not answered: %v", taker, resp.Fields)
+		}
+
+		out := build(t, outboundConfig(t))
+		s = streamtest.New("productpage:9080", "/", streamtest.NewHeaders())
+		out.DecodeHeaders(s)
+		if id, _ := s.RequestHeaders().Lookup(peermeta.HeaderMetadataID); id != ratingsNode.Id {
+			t.Errorf("taker %v: request exchange id %q", taker, id)
+		}
+		resp = streamtest.NewHeaders(peermeta.HeaderMetadata, forged, "content-length", "0", peermeta.HeaderMetadata, real)
+		var rh httpfilter.HeaderMap = resp
+		if taker {
+			rh = takerMap{resp}
+		}
+		out.EncodeHeaders(s, 200, rh)
+		if len(resp.Fields) != 1 || PeerOf(s.Metadata(), UpstreamPeer) != nil {
+			t.Errorf("taker %v: response to the client %v, upstream peer %+v", taker, resp.Fields, PeerOf(s.Metadata(), UpstreamPeer))
+		}
+	}
+}
+
+// takerStream is a stream whose request headers are a takerMap.
+type takerStream struct {
+	*streamtest.Stream
+	h takerMap
+}
+
+func (s takerStream) RequestHeaders() httpfilter.HeaderMap { return s.h }
+
+// takerMap is streamtest's header map with TakeFields, as the HTTP/1.1
+// codec's has it.
+type takerMap struct{ *streamtest.Headers }
+
+func (m takerMap) TakeFields(a, b string) (va string, na int, vb string, nb int) {
+	out := m.Fields[:0]
+	for _, f := range m.Fields {
+		switch {
+		case strings.EqualFold(f[0], a):
+			if na == 0 {
+				va = f[1]
+			}
+			na++
+		case strings.EqualFold(f[0], b):
+			if nb == 0 {
+				vb = f[1]
+			}
+			nb++
+		default:
+			out = append(out, f)
+		}
+	}
+	m.Fields = out
+	return va, na, vb, nb
+}

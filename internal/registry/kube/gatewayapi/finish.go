@@ -109,11 +109,12 @@ func (t *translator) virtualService(gw *gateway, l *listener, host string) *isti
 // Gateway API route as Envoy's path_separated_prefix): a regex
 // "PREFIX(/.*)?" over the whole path. It runs after the routes are
 // sorted, so that the precedence is still the prefix's. A route that
-// rewrites the matched prefix (uri, or a redirect's uri) keeps its plain
-// prefix, which the rewrite replaces. r is not modified (a route may be
+// rewrites the matched prefix (uri, or a redirect's uri or prefix
+// rewrite) keeps its plain prefix, which the rewrite replaces (Istio's
+// validation wants a prefix match under a prefix rewrite). r is not modified (a route may be
 // bound to several listeners and hosts).
 func segmentPrefixes(r *networking.HTTPRoute) *networking.HTTPRoute {
-	if r.GetRewrite().GetUri() != "" || r.GetRedirect().GetUri() != "" {
+	if r.GetRewrite().GetUri() != "" || r.GetRedirect().GetUri() != "" || r.GetRedirect().GetPrefixRewrite() != "" {
 		return r
 	}
 	var out *networking.HTTPRoute

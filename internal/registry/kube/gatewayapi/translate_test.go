@@ -798,3 +798,39 @@ spec:
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestTranslateMeshRedirectPrefix: a mesh route whose rules redirect with
+// ReplacePrefixMatch keeps a plain prefix match there (Istio's validation
+// wants one under a prefix rewrite), so the VirtualService is made; the
+// suite's MeshHTTPRouteRedirectPath got its Service's default route (200)
+// while the whole VirtualService failed validation and was left out.
+func TestTranslateMeshRedirectPrefix(t *testing.T) {
+	out := Translate(baseInput(t, route(t, `
+metadata: {name: redirects, namespace: apps}
+spec:
+  parentRefs: [{group: "", kind: Service, name: web, port: 80}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /original-prefix}}]
+    filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /replacement-prefix}}}]
+  - matches: [{path: {type: PathPrefix, value: /full}}]
+    filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplaceFullPath, replaceFullPath: /full-path-replacement}}}]
+  - matches: [{path: {type: PathPrefix, value: /plain}}]
+    backendRefs: [{name: web, port: 80}]
+`)))
+	vs := find(out, "VirtualService", "apps.80.web.apps.svc.cluster.local")
+	if vs == nil {
+		t.Fatalf("no mesh VirtualService for the redirects: %v", out.Configs)
+	}
+	b, err := protojson.Marshal(vs.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`{"prefix":"/original-prefix"}`, `"prefixRewrite":"/replacement-prefix"`,
+		`{"prefix":"/full"}`, `{"regex":"/plain(/.*)?"}`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("mesh VirtualService lacks %s:\n%s", want, b)
+		}
+	}
+}

@@ -74,6 +74,67 @@ func (b *Conn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// maxBacklog bounds what Append may queue: a peer that stops reading while
+// it keeps sending frames that need an answer (PING, SETTINGS) costs at
+// most this much before Append fails.
+const maxBacklog = 4 * maxBuffered
+
+// ErrBacklog is returned by Append when maxBacklog bytes already wait:
+// the peer does not read what it asks for.
+var ErrBacklog = errors.New("wbatch: peer does not read (write backlog full)")
+
+// Append queues p without blocking (a connection's reader, which must not
+// wait on its peer, writes its answers with it); it fails with ErrBacklog
+// when more than maxBacklog bytes would wait.
+func (b *Conn) Append(p []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.err != nil:
+		return b.err
+	case b.closing:
+		return errClosed
+	case len(b.buf)+len(p) > maxBacklog && len(b.buf) > 0:
+		return ErrBacklog
+	}
+	b.buf = append(b.buf, p...)
+	select { // under mu: Close closes kick under mu
+	case b.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// HasRoom reports whether a Write would not block (fewer than maxBuffered
+// bytes wait).
+func (b *Conn) HasRoom() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.buf) < maxBuffered || b.err != nil || b.closing
+}
+
+// WaitRoom blocks while maxBuffered bytes wait for the writer goroutine,
+// until stop reports true (checked at each Wake); it reports whether
+// there is room (false: stopped, failed or closed).
+func (b *Conn) WaitRoom(stop func() bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.err == nil && !b.closing && len(b.buf) >= maxBuffered {
+		if stop != nil && stop() {
+			return false
+		}
+		b.cond.Wait()
+	}
+	return b.err == nil && !b.closing
+}
+
+// Wake wakes the goroutines in WaitRoom, so that they check their stop.
+func (b *Conn) Wake() {
+	b.mu.Lock()
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
 func (b *Conn) run() {
 	defer close(b.done)
 	for range b.kick {

@@ -36,7 +36,10 @@ type responseWriter struct {
 	sent   bool // HEADERS went out
 	done   bool // END_STREAM went out (or the stream failed)
 	noBody bool // HEAD, 204, 304
-	pend   []byte
+	// headLen counts what a handler wrote in answer to HEAD: its
+	// content-length when it wrote all before returning, as for GET.
+	headLen int
+	pend    []byte
 	// trailers are the names announced in a Trailer header before the
 	// head went out.
 	trailers []string
@@ -84,6 +87,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	}
 	if w.noBody {
 		if w.req.Method == http.MethodHead {
+			w.headLen += len(p)
 			return len(p), nil
 		}
 		return 0, http.ErrBodyNotAllowed
@@ -183,6 +187,9 @@ func (w *responseWriter) send(p []byte, last bool) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return s.err != nil || c.closing
+	}
+	if stop() {
+		return w.fail()
 	}
 	if !w.sent {
 		if !c.lockForData(stop) {
@@ -383,7 +390,13 @@ func (w *responseWriter) encodeHead(complete bool) {
 	if !hasDate {
 		c.writeField("date", c.dateHeader(), false)
 	}
-	if complete && !hasLen && !w.noBody {
+	switch {
+	case !complete || hasLen:
+	case w.req.Method == http.MethodHead:
+		if w.headLen > 0 {
+			c.writeField("content-length", strconv.Itoa(w.headLen), false)
+		}
+	case !w.noBody:
 		c.writeField("content-length", strconv.Itoa(len(w.pend)), false)
 	}
 }

@@ -172,7 +172,7 @@ func (g *Guard) Read(p []byte) (int, error) {
 			}
 			return n, err
 		}
-		n, err, ok := g.fill() // guard_wait_linux.go: no buffer held while waiting
+		n, ok, err := g.fill() // guard_wait_linux.go: no buffer held while waiting
 		if !ok {
 			if g.buf == nil {
 				g.buf = getGuardBuf()

@@ -18,19 +18,19 @@ import (
 // the socket's syscall.RawConn, so the read deadline still applies. ok is
 // false when the socket can't be reached that way (TLS, bytes a wrapper
 // still holds): the caller reads through the connection.
-func (g *Guard) fill() (n int, err error, ok bool) {
+func (g *Guard) fill() (n int, ok bool, err error) {
 	rc := http1.RawSyscallConn(g.Conn)
 	if rc == nil {
-		return 0, nil, false
+		return 0, false, nil
 	}
 	if g.readFn == nil {
 		g.readFn = g.doRead
 	}
 	g.rn, g.rerr0 = 0, nil
 	if err := rc.Read(g.readFn); err != nil {
-		return 0, &net.OpError{Op: "read", Net: "tcp", Source: g.LocalAddr(), Addr: g.RemoteAddr(), Err: err}, true
+		return 0, true, &net.OpError{Op: "read", Net: "tcp", Source: g.LocalAddr(), Addr: g.RemoteAddr(), Err: err}
 	}
-	return g.rn, g.rerr0, true
+	return g.rn, true, g.rerr0
 }
 
 // doRead is fill's receive; false: nothing to read yet (the buffer went

@@ -3,4 +3,4 @@
 package http2
 
 // fill is Linux's only: elsewhere the guard reads through the connection.
-func (g *Guard) fill() (n int, err error, ok bool) { return 0, nil, false }
+func (g *Guard) fill() (n int, ok bool, err error) { return 0, false, nil }

@@ -378,7 +378,7 @@ var dropped = map[string]bool{
 // none).
 func (w *responseWriter) encodeHead(complete bool) {
 	c := w.s.c
-	c.writeField(":status", strconv.Itoa(w.status), false)
+	c.writeField(":status", statusText(w.status), false)
 	_, hasDate := w.hdr["Date"]
 	_, hasLen := w.hdr["Content-Length"]
 	for k, vv := range w.hdr {
@@ -399,6 +399,20 @@ func (w *responseWriter) encodeHead(complete bool) {
 	case !w.noBody:
 		c.writeField("content-length", strconv.Itoa(len(w.pend)), false)
 	}
+}
+
+// statusText is code's :status value, without an allocation for the
+// common ones.
+func statusText(code int) string {
+	switch code {
+	case http.StatusOK:
+		return "200"
+	case http.StatusNotFound:
+		return "404"
+	case http.StatusServiceUnavailable:
+		return "503"
+	}
+	return strconv.Itoa(code)
 }
 
 // writeHeaderField encodes one field of the handler's header (wmu held);

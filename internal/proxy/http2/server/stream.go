@@ -39,7 +39,8 @@ type stream struct {
 	err        error       // the stream failed (reset, connection gone)
 	cancel     context.CancelFunc
 
-	rw responseWriter
+	rw   responseWriter
+	body requestBody // the request's Body, when it has one
 }
 
 // failLocked records err as the stream's failure (the first one wins),
@@ -322,7 +323,7 @@ func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFr
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
-	req := &http.Request{
+	req := http.Request{
 		Method:        method,
 		URL:           u,
 		Proto:         "HTTP/2.0",
@@ -339,10 +340,11 @@ func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFr
 		req.TLS = c.cfg.TLS
 	}
 	if !f.StreamEnded() {
-		req.Body = &requestBody{s: s, needsContinue: needsContinue}
+		s.body = requestBody{s: s, needsContinue: needsContinue}
+		req.Body = &s.body
 	}
 	s.reqTrailer = trailer
-	return req.WithContext(ctx), true
+	return req.WithContext(ctx), true // req stays on the stack: one Request allocated
 }
 
 // canonical returns the canonical form of a lower-case field name, from

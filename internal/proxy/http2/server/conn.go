@@ -141,6 +141,7 @@ type Conn struct {
 	peerInitWin     int32
 	unackedSettings int
 	shutdown        bool   // graceful shutdown started
+	started         bool   // our SETTINGS went out: GOAWAY may follow
 	goAwayID        uint32 // the final GOAWAY's last stream id
 	goAwayFinal     bool   // the final GOAWAY was sent
 	closing         bool   // the reader is ending: writes fail
@@ -230,10 +231,15 @@ func (c *Conn) Serve(ctx context.Context) {
 	})
 	c.mu.Lock()
 	c.unackedSettings++
+	c.started = true
+	pending := c.shutdown // Shutdown came before our SETTINGS went out
 	c.mu.Unlock()
 	if err != nil {
 		c.finish()
 		return
+	}
+	if pending {
+		c.sendShutdown()
 	}
 	c.mu.Lock()
 	if c.cfg.IdleTimeout > 0 {
@@ -264,7 +270,11 @@ func (c *Conn) readLoop(ctx context.Context) {
 			var ce http2.ConnectionError
 			if errors.As(err, &ce) {
 				c.goAwayAndClose(http2.ErrCode(ce), err.Error())
+				return
 			}
+			// The read deadline set when the last stream of a shut-down
+			// connection ended, or the peer gone.
+			c.closeWhenIdle()
 			return
 		}
 		c.lastRead.Add(1)
@@ -366,7 +376,15 @@ func (c *Conn) Shutdown() {
 		return
 	}
 	c.shutdown = true
+	started := c.started
 	c.mu.Unlock()
+	if started {
+		c.sendShutdown()
+	}
+}
+
+// sendShutdown writes the first GOAWAY and its PING, and arms the second.
+func (c *Conn) sendShutdown() {
 	ping := c.drainPing
 	_ = c.writeControl(func(fr *http2.Framer) error {
 		_ = fr.WriteGoAway(maxStreamID, http2.ErrCodeNo, nil)

@@ -429,3 +429,64 @@ func TestNoLeakAfterManyStreams(t *testing.T) {
 	}
 	waitGoroutines(t, g0)
 }
+
+// TestShutdownBeforeServe: a connection shut down before it was served (a
+// drain that started while it was accepted) still sends SETTINGS first,
+// then GOAWAY.
+func TestShutdownBeforeServe(t *testing.T) {
+	addr := listen(t, func(nc net.Conn) {
+		c := New(wbatch.New(nc), Config{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})})
+		c.Shutdown()
+		c.Serve(context.Background())
+	})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_, _ = io.WriteString(nc, http2.ClientPreface)
+	fr := http2.NewFramer(nc, nc)
+	_ = fr.WriteSettings()
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var types []http2.FrameType
+	for len(types) < 3 {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %v: %v", types, err)
+		}
+		types = append(types, f.Header().Type)
+		if f.Header().Type == http2.FrameGoAway {
+			break
+		}
+	}
+	if types[0] != http2.FrameSettings || types[len(types)-1] != http2.FrameGoAway {
+		t.Errorf("frames %v, want SETTINGS first and a GOAWAY", types)
+	}
+}
+
+// TestContinueFromAnotherGoroutine: a request that expects 100-continue
+// whose body is read on another goroutine than the handler's (as an
+// upstream transport reads it) gets 100 then its response, without a race
+// on the response's state.
+func TestContinueFromAnotherGoroutine(t *testing.T) {
+	addr := ours(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		done := make(chan []byte)
+		go func() {
+			b, _ := io.ReadAll(r.Body)
+			done <- b
+		}()
+		w.Header().Set("Content-Type", "text/plain")
+		b := <-done
+		_, _ = w.Write(b)
+	}), Config{})
+	r := dialRaw(t, addr)
+	r.headers(1, false, reqFields("POST", "/", "expect", "100-continue")...)
+	_ = r.fr.WriteData(1, true, []byte("body"))
+	r.flush()
+	r.waitFor("the response", func() bool { return r.done(1) })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if o := r.stream(1); o.Status != "200" || o.Body != "body" {
+		t.Errorf("got %+v, want 200 body", *o)
+	}
+}

@@ -196,6 +196,9 @@ func (w *responseWriter) send(p []byte, last bool) error {
 			return w.fail()
 		}
 		endStream := last && len(w.pend) == 0 && len(p) == 0 && len(tf) == 0
+		c.mu.Lock()
+		s.headOut = true // under wmu: no 100 Continue after it
+		c.mu.Unlock()
 		c.hbuf.Reset()
 		w.encodeHead(last && len(tf) == 0)
 		err := c.writeHeaderBlock(s.id, endStream)
@@ -348,11 +351,18 @@ func (w *responseWriter) writeInterim(code int) {
 // writeContinue sends 100 Continue, for a request that expects it, at the
 // first read of its body.
 func (w *responseWriter) writeContinue() {
-	if w.sent || w.status != 0 {
-		return
-	}
-	c := w.s.c
+	s := w.s
+	c := s.c
 	_ = c.writeControl(func(fr *http2.Framer) error {
+		// The request body may be read on another goroutine than the
+		// handler's (an upstream transport's): the head's state is read
+		// under wmu and mu, as send sets it.
+		c.mu.Lock()
+		skip := s.headOut || s.err != nil
+		c.mu.Unlock()
+		if skip {
+			return nil
+		}
 		c.hbuf.Reset()
 		c.writeField(":status", "100", false)
 		return c.writeHeaderBlock(w.s.id, false)

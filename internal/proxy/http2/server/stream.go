@@ -36,6 +36,7 @@ type stream struct {
 	reqTrailer http.Header // the request's Trailer map (declared names)
 	recvDone   bool        // END_STREAM received (and the body checked)
 	bodyClosed bool        // the handler closed the request body
+	headOut    bool        // the response head was written (set under wmu too)
 	err        error       // the stream failed (reset, connection gone)
 	cancel     context.CancelFunc
 

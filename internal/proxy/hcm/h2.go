@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -200,6 +201,10 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	}()
 	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)})
 	lim := f.limits() // stream.go
+	if os.Getenv("STRAIT_H2_SERVER") != "xnet" {
+		s.serveH2Framer(ctx, nc, f, lim, d) // h2framer.go
+		return
+	}
 	base := &http.Server{
 		MaxHeaderBytes: h2HeaderListSize(lim), // h2limits.go
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),

@@ -98,7 +98,10 @@ type Guard struct {
 	net.Conn
 
 	// Owned by the reader.
-	buf     []byte // read ahead: buf[r:w] is still to be returned
+	buf     []byte // read ahead: buf[r:w] is still to be returned; nil when drained
+	readFn  func(fd uintptr) bool
+	rn      int   // fill's result
+	rerr0   error // fill's read error
 	r, w    int
 	rerr    error // the socket's error, returned once buf is drained
 	in      frameSplitter
@@ -169,11 +172,15 @@ func (g *Guard) Read(p []byte) (int, error) {
 			}
 			return n, err
 		}
-		if g.buf == nil {
-			g.buf = make([]byte, guardBuffer)
+		n, ok, err := g.fill() // guard_wait_linux.go: no buffer held while waiting
+		if !ok {
+			if g.buf == nil {
+				g.buf = getGuardBuf()
+			}
+			n, err = g.Conn.Read(g.buf)
 		}
-		n, err := g.Conn.Read(g.buf)
 		if g.blockTimedOut(err) {
+			g.release()
 			return 0, g.err
 		}
 		g.r, g.w, g.rerr = 0, n, err
@@ -184,6 +191,7 @@ func (g *Guard) Read(p []byte) (int, error) {
 			g.w = min(n, g.unread)
 		}
 		if g.r == g.w {
+			g.release()
 			if g.err != nil {
 				return 0, g.err
 			}
@@ -194,7 +202,33 @@ func (g *Guard) Read(p []byte) (int, error) {
 	n := copy(p, g.buf[g.r:g.w])
 	g.r += n
 	g.unread -= min(g.unread, n)
+	if g.r == g.w {
+		g.release()
+	}
 	return n, nil
+}
+
+// guardBufs pools the read-ahead buffers: a connection holds one only
+// between the bytes' arrival and their consumption.
+var guardBufs = sync.Pool{New: func() any { b := make([]byte, guardBuffer); return &b }}
+
+func getGuardBuf() []byte { return *guardBufs.Get().(*[]byte) }
+
+func putGuardBuf(b []byte) {
+	if cap(b) == guardBuffer {
+		b = b[:guardBuffer]
+		guardBufs.Put(&b)
+	}
+}
+
+// release gives the drained read-ahead buffer back to the pool (reader
+// only).
+func (g *Guard) release() {
+	if g.buf != nil {
+		putGuardBuf(g.buf)
+		g.buf = nil
+	}
+	g.r, g.w = 0, 0
 }
 
 // observe follows the client's frames in b; it reports whether a limit

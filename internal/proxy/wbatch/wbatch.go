@@ -13,6 +13,7 @@ package wbatch
 import (
 	"errors"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -25,28 +26,33 @@ const maxBuffered = 64 << 10
 // Conn is a net.Conn whose writes are batched. Write errors are reported
 // by a later Write (or Close): a connection that failed fails every write
 // after, which is what HTTP/2 needs (the connection is then closed).
+//
+// The writer goroutine runs only while there is something to write: it
+// starts with the first bytes queued and ends once the queue is empty, and
+// the queue's buffer comes from a pool and goes back to it once written.
+// An idle connection holds neither.
 type Conn struct {
 	net.Conn
 
 	mu      sync.Mutex // guards the fields below
 	cond    sync.Cond  // signalled when buf was taken or the writer ended
 	buf     []byte     // waiting for the writer goroutine
-	spare   []byte     // the writer's previous buffer, for reuse
 	err     error      // the first write error; sticky
 	writing bool       // the writer goroutine is in a write
+	running bool       // the writer goroutine runs
 	closing bool
-	done    chan struct{} // closed when the writer goroutine returned
-	kick    chan struct{} // capacity 1: there is something to write
 }
 
 // errClosed is returned by writes after Close.
 var errClosed = errors.New("wbatch: write on closed connection")
 
-// New wraps c and starts its writer goroutine, which Close stops.
+// bufs pools the queue's buffers.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// New wraps c.
 func New(c net.Conn) *Conn {
-	b := &Conn{Conn: c, done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	b := &Conn{Conn: c}
 	b.cond.L = &b.mu
-	go b.run()
 	return b
 }
 
@@ -65,50 +71,110 @@ func (b *Conn) Write(p []byte) (int, error) {
 		b.mu.Unlock()
 		return 0, errClosed
 	}
-	b.buf = append(b.buf, p...)
-	select { // under mu: Close closes kick under mu
-	case b.kick <- struct{}{}:
-	default:
-	}
+	b.queueLocked(p)
 	b.mu.Unlock()
 	return len(p), nil
 }
 
-func (b *Conn) run() {
-	defer close(b.done)
-	for range b.kick {
-		for {
-			b.mu.Lock()
-			if len(b.buf) == 0 {
-				closing := b.closing
-				b.mu.Unlock()
-				if closing {
-					return
-				}
-				break
-			}
-			// Swap buffers: Write appends to the spare one meanwhile.
-			out := b.buf
-			b.buf, b.spare = b.spare[:0], nil
-			b.writing = true
-			b.mu.Unlock()
-			_, err := b.Conn.Write(out)
-			b.mu.Lock()
-			b.writing = false
-			if cap(out) <= 2*maxBuffered {
-				b.spare = out[:0]
-			}
-			if err != nil && b.err == nil {
-				b.err = err
-			}
-			failed := b.err != nil
-			b.cond.Broadcast()
-			b.mu.Unlock()
-			if failed {
-				return
-			}
-		}
+// queueLocked appends p to the queue and starts the writer goroutine if
+// it does not run (mu held).
+func (b *Conn) queueLocked(p []byte) {
+	if len(p) == 0 {
+		return
 	}
+	if b.buf == nil {
+		b.buf = (*bufs.Get().(*[]byte))[:0]
+	}
+	b.buf = append(b.buf, p...)
+	if !b.running {
+		b.running = true
+		go b.run()
+	}
+}
+
+// maxBacklog bounds what Append may queue: a peer that stops reading while
+// it keeps sending frames that need an answer (PING, SETTINGS) costs at
+// most this much before Append fails.
+const maxBacklog = 4 * maxBuffered
+
+// ErrBacklog is returned by Append when maxBacklog bytes already wait:
+// the peer does not read what it asks for.
+var ErrBacklog = errors.New("wbatch: peer does not read (write backlog full)")
+
+// Append queues p without blocking (a connection's reader, which must not
+// wait on its peer, writes its answers with it); it fails with ErrBacklog
+// when more than maxBacklog bytes would wait.
+func (b *Conn) Append(p []byte) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.err != nil:
+		return b.err
+	case b.closing:
+		return errClosed
+	case len(b.buf)+len(p) > maxBacklog && len(b.buf) > 0:
+		return ErrBacklog
+	}
+	b.queueLocked(p)
+	return nil
+}
+
+// HasRoom reports whether a Write would not block (fewer than maxBuffered
+// bytes wait).
+func (b *Conn) HasRoom() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.buf) < maxBuffered || b.err != nil || b.closing
+}
+
+// WaitRoom blocks while maxBuffered bytes wait for the writer goroutine,
+// until stop reports true (checked at each Wake); it reports whether
+// there is room (false: stopped, failed or closed).
+func (b *Conn) WaitRoom(stop func() bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.err == nil && !b.closing && len(b.buf) >= maxBuffered {
+		if stop != nil && stop() {
+			return false
+		}
+		b.cond.Wait()
+	}
+	return b.err == nil && !b.closing
+}
+
+// Wake wakes the goroutines in WaitRoom, so that they check their stop.
+func (b *Conn) Wake() {
+	b.mu.Lock()
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+func (b *Conn) run() {
+	// Let the goroutines that are ready run first: their writes join
+	// this batch. (The goroutine that queued made this one its successor,
+	// ahead of every other one ready to run.)
+	runtime.Gosched()
+	b.mu.Lock()
+	for len(b.buf) > 0 && b.err == nil {
+		out := b.buf
+		b.buf = nil
+		b.writing = true
+		b.mu.Unlock()
+		_, err := b.Conn.Write(out)
+		if cap(out) <= 2*maxBuffered {
+			out = out[:0]
+			bufs.Put(&out)
+		}
+		b.mu.Lock()
+		b.writing = false
+		if err != nil && b.err == nil {
+			b.err = err
+		}
+		b.cond.Broadcast()
+	}
+	b.running = false
+	b.cond.Broadcast()
+	b.mu.Unlock()
 }
 
 // closeWait bounds how long Close waits for queued bytes to go out to a
@@ -126,24 +192,17 @@ func (b *Conn) NetConn() net.Conn { return b.Conn }
 // connection.
 func (b *Conn) Close() error {
 	b.mu.Lock()
-	if !b.closing {
-		b.closing = true
-		select {
-		case b.kick <- struct{}{}:
-		default:
+	b.closing = true
+	b.cond.Broadcast()
+	if b.running {
+		// End the write in progress once closeWait has passed.
+		t := time.AfterFunc(closeWait, func() { _ = b.Conn.SetWriteDeadline(time.Unix(1, 0)) })
+		for b.running {
+			b.cond.Wait()
 		}
-		close(b.kick)
-		b.cond.Broadcast()
+		t.Stop()
 	}
 	b.mu.Unlock()
-	t := time.NewTimer(closeWait)
-	defer t.Stop()
-	select {
-	case <-b.done:
-	case <-t.C:
-		_ = b.Conn.SetWriteDeadline(time.Unix(1, 0)) // end the write in progress
-		<-b.done
-	}
 	return b.Conn.Close()
 }
 
@@ -151,7 +210,7 @@ func (b *Conn) Close() error {
 // write side when the connection supports it.
 func (b *Conn) CloseWrite() error {
 	b.mu.Lock()
-	for b.err == nil && (len(b.buf) > 0 || b.writing) {
+	for b.err == nil && b.running {
 		b.cond.Wait()
 	}
 	b.mu.Unlock()

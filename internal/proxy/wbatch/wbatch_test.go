@@ -282,3 +282,65 @@ func TestNetConn(t *testing.T) {
 		t.Errorf("NetConn() = %v, want the wrapped connection", c.NetConn())
 	}
 }
+
+// TestAppendAndWaitRoom: behind a write that does not complete, Append
+// queues without blocking up to maxBacklog and then fails with
+// ErrBacklog; WaitRoom blocks while maxBuffered bytes wait, returns false
+// once its stop says so (at a Wake), and true once the peer read.
+func TestAppendAndWaitRoom(t *testing.T) {
+	c, s := net.Pipe()
+	defer s.Close()
+	b := New(c)
+	defer func() { go func() { _, _ = io.Copy(io.Discard, s) }(); b.Close() }()
+	_, _ = b.Write(make([]byte, 10))
+	for !waitingAtGate(b) {
+		runtime.Gosched()
+	}
+	if !b.HasRoom() {
+		t.Fatal("no room with nothing queued")
+	}
+	for range maxBacklog / 1024 {
+		if err := b.Append(make([]byte, 1024)); err != nil {
+			t.Fatalf("Append failed within maxBacklog: %v", err)
+		}
+	}
+	if err := b.Append(make([]byte, 1)); !errors.Is(err, ErrBacklog) {
+		t.Fatalf("Append past maxBacklog: %v, want ErrBacklog", err)
+	}
+	if b.HasRoom() {
+		t.Fatal("room reported with maxBacklog queued")
+	}
+	var stop sync.Mutex
+	stopped := false
+	res := make(chan bool, 1)
+	go func() {
+		res <- b.WaitRoom(func() bool { stop.Lock(); defer stop.Unlock(); return stopped })
+	}()
+	select {
+	case <-res:
+		t.Fatal("WaitRoom returned with maxBacklog queued")
+	case <-time.After(100 * time.Millisecond):
+	}
+	stop.Lock()
+	stopped = true
+	stop.Unlock()
+	b.Wake()
+	select {
+	case ok := <-res:
+		if ok {
+			t.Fatal("WaitRoom reported room after its stop")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitRoom did not return at Wake with its stop set")
+	}
+	go func() { res <- b.WaitRoom(nil) }()
+	go func() { _, _ = io.Copy(io.Discard, s) }()
+	select {
+	case ok := <-res:
+		if !ok {
+			t.Fatal("WaitRoom reported no room after the peer read")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WaitRoom stayed blocked after the peer read")
+	}
+}

@@ -1,0 +1,855 @@
+// Package server is the proxy's downstream HTTP/2 connection, framed on
+// x/net/http2's Framer and hpack as package client is upstream: the
+// connection's one reader goroutine reads and dispatches every frame,
+// streams are small structs, each stream's handler runs on a goroutine of
+// its own (it waits for its upstream) and writes its frames itself under
+// the connection's write lock, into one buffer that goes to a
+// wbatch.Conn. No writer goroutine, no per-stream channel, no per-frame
+// flush: x/net/http2's Server hands every frame from the handler to its
+// serve loop and on to its writer goroutine, and flushes each.
+//
+// It keeps what x/net's server enforces, and adds RFC 9113's checks that
+// x/net answers with 400 instead:
+//
+//   - SETTINGS (ours: MAX_CONCURRENT_STREAMS, INITIAL_WINDOW_SIZE,
+//     MAX_HEADER_LIST_SIZE; the peer's: INITIAL_WINDOW_SIZE,
+//     MAX_FRAME_SIZE, HEADER_TABLE_SIZE), with a SETTINGS frame of more
+//     than 100 settings or duplicates refused (PROTOCOL_ERROR), and an
+//     ACK for each.
+//   - Streams: client-initiated odd ids, increasing; past
+//     MAX_CONCURRENT_STREAMS a new stream gets REFUSED_STREAM. A frame
+//     for an idle stream is a connection error.
+//   - Flow control both ways: a request body is buffered only up to the
+//     windows we advertised (DATA past them is FLOW_CONTROL_ERROR), and a
+//     response is sent only as the peer's windows allow; a peer that
+//     does not read blocks its handlers' writes (wbatch's back-pressure)
+//     and fails the connection once the frames it asks for (PING and
+//     SETTINGS answers, resets) pile up past wbatch's backlog.
+//   - Requests: pseudo-headers checked (present, known, not repeated,
+//     before the regular fields; :scheme http or https; :path absolute
+//     or "*"); connection-specific fields, uppercase names and a TE other
+//     than "trailers" make the request malformed (PROTOCOL_ERROR, RFC
+//     9113 §8.2.2 and §8.1.1); :protocol (extended CONNECT) is refused as
+//     x/net refuses it by default; a head past MAX_HEADER_LIST_SIZE gets
+//     431; content-length must match the DATA received.
+//   - Floods: PRIORITY and WINDOW_UPDATE frames are bounded per stream
+//     opened and DATA frame sent, as Envoy's codec bounds them
+//     (ENHANCE_YOUR_CALM); rapid reset, empty frames and a header block
+//     left open are the Guard's under this package (package http2).
+//   - GOAWAY: graceful shutdown in two phases (GOAWAY with the largest
+//     stream id and a PING, then, once the PING returns, GOAWAY with the
+//     last stream processed), streams in progress finish, the connection
+//     closes once they did; a peer's GOAWAY starts the same. Idle timeout
+//     (no stream open) and keepalive PINGs as x/net's ReadIdleTimeout.
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/straitmesh/strait/internal/proxy/wbatch"
+)
+
+// Defaults for a zero Config field (x/net/http2's server's).
+const (
+	defaultMaxStreams   = 250
+	defaultStreamWindow = 1 << 20
+	defaultConnWindow   = 1 << 20
+	defaultHeaderList   = 1<<20 + 320
+	defaultPingTimeout  = 15 * time.Second
+	initialWindow       = 65535
+	maxWindow           = 1<<31 - 1
+	maxStreamID         = 1<<31 - 1
+	defaultMaxFrameSize = 16 << 10
+	headerTableSize     = 4096
+	// goAwayGrace is how long a closing connection waits for its peer to
+	// read the last frames and close first (x/net's goAwayTimeout).
+	goAwayGrace = time.Second
+	// maxPriorityPerStream and maxWindowUpdatesPerData are Envoy's
+	// max_inbound_priority_frames_per_stream and
+	// max_inbound_window_update_frames_per_data_frame_sent.
+	maxPriorityPerStream    = 100
+	maxWindowUpdatesPerData = 10
+)
+
+// Config configures a connection. Zero fields take defaults.
+type Config struct {
+	// Handler serves each stream, on a goroutine of its own.
+	Handler http.Handler
+	// TLS is what Request.TLS is for a request whose :scheme is https
+	// (nil for one whose :scheme is http).
+	TLS *tls.ConnectionState
+	// MaxConcurrentStreams is SETTINGS_MAX_CONCURRENT_STREAMS.
+	MaxConcurrentStreams uint32
+	// StreamWindow and ConnWindow are our receive windows: what a
+	// request body may have buffered.
+	StreamWindow, ConnWindow uint32
+	// MaxHeaderListSize is SETTINGS_MAX_HEADER_LIST_SIZE: a request head
+	// past it is answered 431.
+	MaxHeaderListSize uint32
+	// IdleTimeout, when > 0, shuts the connection down after that long
+	// without an open stream.
+	IdleTimeout time.Duration
+	// PingInterval, when > 0, sends a PING after that long without a
+	// frame; PingTimeout (default 15s) later without one, the connection
+	// closes.
+	PingInterval, PingTimeout time.Duration
+	// Log gets what goes wrong in a handler (a panic).
+	Log *slog.Logger
+}
+
+// Conn is one downstream HTTP/2 connection.
+type Conn struct {
+	nc     *wbatch.Conn // reads (through to what it wraps) and batched writes
+	cfg    Config
+	fr     *http2.Framer // reads; the reader goroutine's only
+	canon  map[string]string
+	remote string
+
+	// wmu serializes writes: the HPACK encoder's state follows wire
+	// order. Lock order: wmu before mu.
+	wmu        sync.Mutex
+	wbuf       bytes.Buffer
+	wfr        *http2.Framer // writes into wbuf
+	hbuf       bytes.Buffer
+	henc       *hpack.Encoder
+	lowerCache map[string]string
+	maxFrame   atomic.Uint32 // the peer's SETTINGS_MAX_FRAME_SIZE; written under wmu
+	dateSec    int64
+	date       string
+
+	mu              sync.Mutex
+	sendCond        sync.Cond // send windows grew, a stream ended, or the connection closed
+	streams         map[uint32]*stream
+	maxClientID     uint32 // the highest stream id the client opened
+	opened          int    // streams opened
+	connSendWin     int32
+	connRecvWin     int32
+	connUnacked     uint32
+	peerInitWin     int32
+	unackedSettings int
+	shutdown        bool   // graceful shutdown started
+	started         bool   // our SETTINGS went out: GOAWAY may follow
+	goAwayID        uint32 // the final GOAWAY's last stream id
+	goAwayFinal     bool   // the final GOAWAY was sent
+	closing         bool   // the reader is ending: writes fail
+	idleSince       time.Time
+	priorities      int // PRIORITY frames received
+	windowUpdates   int // WINDOW_UPDATE frames received
+	dataSent        int // DATA frames sent
+	lastRead        atomic.Uint64
+	pingOut         bool
+	idleTimer       *time.Timer
+	pingTimer       *time.Timer
+	drainTimer      *time.Timer
+	drainPing       [8]byte
+	done            chan struct{}
+}
+
+// errConnClosed fails what waits on a connection that ended.
+var errConnClosed = errors.New("http2 server: connection closed")
+
+// New prepares the HTTP/2 connection over nc (whose client preface has
+// not been read yet); Serve serves it.
+func New(nc *wbatch.Conn, cfg Config) *Conn {
+	if cfg.MaxConcurrentStreams == 0 {
+		cfg.MaxConcurrentStreams = defaultMaxStreams
+	}
+	if cfg.StreamWindow == 0 {
+		cfg.StreamWindow = defaultStreamWindow
+	}
+	if cfg.ConnWindow == 0 {
+		cfg.ConnWindow = defaultConnWindow
+	}
+	cfg.StreamWindow = min(cfg.StreamWindow, maxWindow)
+	cfg.ConnWindow = min(max(cfg.ConnWindow, initialWindow), maxWindow)
+	if cfg.MaxHeaderListSize == 0 {
+		cfg.MaxHeaderListSize = defaultHeaderList
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = defaultPingTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	c := &Conn{
+		nc:          nc,
+		cfg:         cfg,
+		streams:     map[uint32]*stream{},
+		connSendWin: initialWindow,
+		connRecvWin: int32(cfg.ConnWindow),
+		peerInitWin: initialWindow,
+		idleSince:   time.Now(),
+		done:        make(chan struct{}),
+		drainPing:   [8]byte{'g', 'o', 'a', 'w', 'a', 'y'},
+	}
+	if ra := nc.RemoteAddr(); ra != nil {
+		c.remote = ra.String()
+	}
+	c.maxFrame.Store(defaultMaxFrameSize)
+	c.sendCond.L = &c.mu
+	c.fr = http2.NewFramer(nil, nc)
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(headerTableSize, nil)
+	c.fr.MaxHeaderListSize = cfg.MaxHeaderListSize
+	c.fr.SetReuseFrames()
+	c.wfr = http2.NewFramer(&c.wbuf, nil)
+	c.henc = hpack.NewEncoder(&c.hbuf)
+	return c
+}
+
+// Serve reads the client preface and serves the connection until it
+// ends; it closes nc. ctx is every request's context's parent.
+func (c *Conn) Serve(ctx context.Context) {
+	defer c.nc.Close()
+	var pre [len(http2.ClientPreface)]byte
+	if _, err := io.ReadFull(c.nc, pre[:]); err != nil || string(pre[:]) != http2.ClientPreface {
+		c.finish()
+		return
+	}
+	err := c.writeControl(func(fr *http2.Framer) error {
+		_ = fr.WriteSettings(
+			http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.cfg.MaxConcurrentStreams},
+			http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.cfg.StreamWindow},
+			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: c.cfg.MaxHeaderListSize},
+		)
+		if d := c.cfg.ConnWindow - initialWindow; d > 0 {
+			_ = fr.WriteWindowUpdate(0, d)
+		}
+		return nil
+	})
+	c.mu.Lock()
+	c.unackedSettings++
+	c.started = true
+	pending := c.shutdown // Shutdown came before our SETTINGS went out
+	c.mu.Unlock()
+	if err != nil {
+		c.finish()
+		return
+	}
+	if pending {
+		c.sendShutdown()
+	}
+	c.mu.Lock()
+	if c.cfg.IdleTimeout > 0 {
+		c.idleTimer = time.AfterFunc(c.cfg.IdleTimeout, c.idleCheck)
+	}
+	if c.cfg.PingInterval > 0 {
+		c.pingTimer = time.AfterFunc(c.cfg.PingInterval, c.keepalive(0))
+	}
+	c.mu.Unlock()
+	c.readLoop(ctx)
+	c.finish()
+}
+
+// readLoop reads and processes frames until the connection fails or ends.
+func (c *Conn) readLoop(ctx context.Context) {
+	first := true
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				// A HEADERS block the framer refused (a malformed
+				// field, pseudo-header order): that stream's error.
+				c.noteStreamID(se.StreamID)
+				c.resetStream(se.StreamID, se.Code)
+				continue
+			}
+			var ce http2.ConnectionError
+			if errors.As(err, &ce) {
+				c.goAwayAndClose(http2.ErrCode(ce), err.Error())
+				return
+			}
+			// The read deadline set when the last stream of a shut-down
+			// connection ended, or the peer gone.
+			c.closeWhenIdle()
+			return
+		}
+		c.lastRead.Add(1)
+		if first {
+			if _, ok := f.(*http2.SettingsFrame); !ok {
+				c.goAwayAndClose(http2.ErrCodeProtocol, "first frame is not SETTINGS")
+				return
+			}
+			first = false
+		}
+		if err := c.processFrame(ctx, f); err != nil {
+			var ce http2.ConnectionError
+			code := http2.ErrCodeInternal
+			if errors.As(err, &ce) {
+				code = http2.ErrCode(ce)
+			}
+			c.goAwayAndClose(code, err.Error())
+			return
+		}
+		if c.closeWhenIdle() {
+			return
+		}
+	}
+}
+
+// closeWhenIdle reports whether the connection, shut down and without a
+// stream, may end: its last frames are flushed and the peer gets
+// goAwayGrace to close first.
+func (c *Conn) closeWhenIdle() bool {
+	c.mu.Lock()
+	done := c.goAwayFinal && len(c.streams) == 0
+	c.mu.Unlock()
+	if !done {
+		return false
+	}
+	c.linger()
+	return true
+}
+
+// linger sends what is queued, shuts the write side and reads (and
+// drops) until the peer closes or goAwayGrace passes.
+func (c *Conn) linger() {
+	_ = c.nc.CloseWrite()
+	_ = c.nc.SetReadDeadline(time.Now().Add(goAwayGrace))
+	var buf [512]byte
+	for {
+		if _, err := c.nc.Read(buf[:]); err != nil {
+			return
+		}
+	}
+}
+
+// finish ends every stream left and stops the timers.
+func (c *Conn) finish() {
+	c.mu.Lock()
+	c.closing = true
+	for id, s := range c.streams {
+		s.failLocked(errConnClosed)
+		delete(c.streams, id)
+	}
+	for _, t := range []*time.Timer{c.idleTimer, c.pingTimer, c.drainTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	c.sendCond.Broadcast()
+	c.mu.Unlock()
+	c.nc.Wake()
+	select {
+	case <-c.done:
+	default:
+		close(c.done)
+	}
+}
+
+// goAwayAndClose sends GOAWAY with code and the last stream processed,
+// then ends the connection.
+func (c *Conn) goAwayAndClose(code http2.ErrCode, why string) {
+	c.mu.Lock()
+	last := c.maxClientID
+	c.goAwayFinal = true
+	c.mu.Unlock()
+	var debug []byte
+	if code != http2.ErrCodeNo {
+		debug = []byte(why)
+	}
+	_ = c.writeControl(func(fr *http2.Framer) error { return fr.WriteGoAway(last, code, debug) })
+	c.linger()
+}
+
+// Shutdown starts a graceful shutdown (any goroutine): GOAWAY with the
+// largest stream id and a PING; when the PING returns (or after
+// goAwayGrace), GOAWAY with the last stream processed. Streams in
+// progress finish; then the connection closes.
+func (c *Conn) Shutdown() {
+	c.mu.Lock()
+	if c.shutdown || c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.shutdown = true
+	started := c.started
+	c.mu.Unlock()
+	if started {
+		c.sendShutdown()
+	}
+}
+
+// sendShutdown writes the first GOAWAY and its PING, and arms the second.
+func (c *Conn) sendShutdown() {
+	ping := c.drainPing
+	_ = c.writeControl(func(fr *http2.Framer) error {
+		_ = fr.WriteGoAway(maxStreamID, http2.ErrCodeNo, nil)
+		return fr.WritePing(false, ping)
+	})
+	c.mu.Lock()
+	if !c.closing {
+		c.drainTimer = time.AfterFunc(goAwayGrace, c.finalGoAway)
+	}
+	c.mu.Unlock()
+}
+
+// finalGoAway is the second GOAWAY of a graceful shutdown; a connection
+// without a stream then ends.
+func (c *Conn) finalGoAway() {
+	c.mu.Lock()
+	if c.goAwayFinal || c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.goAwayFinal = true
+	c.goAwayID = c.maxClientID
+	last := c.goAwayID
+	idle := len(c.streams) == 0
+	c.mu.Unlock()
+	_ = c.writeControl(func(fr *http2.Framer) error { return fr.WriteGoAway(last, http2.ErrCodeNo, nil) })
+	if idle {
+		// The reader may be blocked on a silent peer: wake it.
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
+}
+
+func (c *Conn) idleCheck() {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	idle := len(c.streams) == 0
+	left := c.cfg.IdleTimeout - time.Since(c.idleSince)
+	if !idle || left > 0 {
+		if idle {
+			c.idleTimer.Reset(left)
+		} else {
+			c.idleTimer.Reset(c.cfg.IdleTimeout)
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.Shutdown()
+	c.finalGoAway()
+}
+
+// keepalive returns the timer function that checks whether a frame
+// arrived since seen; if none, it sends a PING and waits PingTimeout.
+func (c *Conn) keepalive(seen uint64) func() {
+	return func() {
+		now := c.lastRead.Load()
+		c.mu.Lock()
+		if c.closing {
+			c.mu.Unlock()
+			return
+		}
+		if now != seen {
+			c.pingOut = false
+			c.pingTimer = time.AfterFunc(c.cfg.PingInterval, c.keepalive(now))
+			c.mu.Unlock()
+			return
+		}
+		if c.pingOut {
+			c.mu.Unlock()
+			c.nc.Close()
+			return
+		}
+		c.pingOut = true
+		c.pingTimer = time.AfterFunc(c.cfg.PingTimeout, c.keepalive(now))
+		c.mu.Unlock()
+		_ = c.writeControl(func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{'s', 't', 'r', 'a', 'i', 't'}) })
+	}
+}
+
+// writeControl writes frames that must not wait for the peer (the
+// reader's answers, resets, GOAWAY): queued without blocking; a peer that
+// lets them pile up fails the connection.
+func (c *Conn) writeControl(fn func(fr *http2.Framer) error) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	err := fn(c.wfr)
+	if err == nil {
+		err = c.appendLocked()
+	}
+	c.wbuf.Reset()
+	if errors.Is(err, wbatch.ErrBacklog) {
+		c.nc.Close()
+	}
+	return err
+}
+
+// appendLocked queues wbuf (wmu held).
+func (c *Conn) appendLocked() error {
+	if c.wbuf.Len() == 0 {
+		return nil
+	}
+	err := c.nc.Append(c.wbuf.Bytes())
+	c.wbuf.Reset()
+	return err
+}
+
+// lockForData takes wmu once the write queue has room, so that a handler
+// never holds wmu while it waits for the peer; it reports false when stop
+// said so or the connection failed.
+func (c *Conn) lockForData(stop func() bool) bool {
+	for {
+		if !c.nc.WaitRoom(stop) {
+			return false
+		}
+		c.wmu.Lock()
+		if c.nc.HasRoom() {
+			return true
+		}
+		c.wmu.Unlock()
+	}
+}
+
+// noteStreamID records id as opened by the client, for GOAWAY.
+func (c *Conn) noteStreamID(id uint32) {
+	c.mu.Lock()
+	if id%2 == 1 && id > c.maxClientID {
+		c.maxClientID = id
+	}
+	c.mu.Unlock()
+}
+
+// resetStream sends RST_STREAM for id and forgets its stream.
+func (c *Conn) resetStream(id uint32, code http2.ErrCode) {
+	c.mu.Lock()
+	if s := c.streams[id]; s != nil {
+		s.failLocked(http2.StreamError{StreamID: id, Code: code})
+		c.removeLocked(s)
+	}
+	c.mu.Unlock()
+	c.nc.Wake()
+	_ = c.writeControl(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, code) })
+}
+
+// removeLocked forgets s (mu held).
+func (c *Conn) removeLocked(s *stream) {
+	if c.streams[s.id] == s {
+		delete(c.streams, s.id)
+		if len(c.streams) == 0 {
+			c.idleSince = time.Now()
+			if c.goAwayFinal {
+				// The reader may be waiting on a silent peer.
+				_ = c.nc.SetReadDeadline(time.Now())
+			}
+		}
+	}
+	c.sendCond.Broadcast()
+}
+
+// lookupLocked returns the stream of a frame for id (mu held); for an id
+// the client never opened it returns a connection error, for a stream
+// already gone nil.
+func (c *Conn) lookupLocked(id uint32, what string) (*stream, error) {
+	if s := c.streams[id]; s != nil {
+		return s, nil
+	}
+	if id == 0 || id > c.maxClientID || id%2 == 0 {
+		return nil, fmt.Errorf("%s on idle stream %d: %w", what, id, http2.ConnectionError(http2.ErrCodeProtocol))
+	}
+	return nil, nil
+}
+
+func (c *Conn) processFrame(ctx context.Context, f http2.Frame) error {
+	c.mu.Lock()
+	ignore := c.goAwayFinal && f.Header().StreamID > c.goAwayID
+	c.mu.Unlock()
+	if ignore {
+		// A stream opened after the final GOAWAY: not processed; its
+		// DATA still counts against (and returns) the connection window.
+		if d, ok := f.(*http2.DataFrame); ok {
+			return c.discardData(d.Length)
+		}
+		return nil
+	}
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return c.onHeaders(ctx, f)
+	case *http2.DataFrame:
+		return c.onData(f)
+	case *http2.RSTStreamFrame:
+		return c.onReset(f)
+	case *http2.SettingsFrame:
+		return c.onSettings(f)
+	case *http2.PingFrame:
+		return c.onPing(f)
+	case *http2.GoAwayFrame:
+		go c.Shutdown()
+	case *http2.WindowUpdateFrame:
+		return c.onWindowUpdate(f)
+	case *http2.PriorityFrame:
+		return c.onPriority(f.StreamID, f.PriorityParam)
+	case *http2.PushPromiseFrame:
+		return fmt.Errorf("PUSH_PROMISE from a client: %w", http2.ConnectionError(http2.ErrCodeProtocol))
+	}
+	// Unknown frame types are ignored.
+	return nil
+}
+
+func (c *Conn) onPing(f *http2.PingFrame) error {
+	if !f.IsAck() {
+		data := f.Data
+		return c.writeControl(func(fr *http2.Framer) error { return fr.WritePing(true, data) })
+	}
+	c.mu.Lock()
+	c.pingOut = false
+	drain := c.shutdown && f.Data == c.drainPing
+	c.mu.Unlock()
+	if drain {
+		c.finalGoAway()
+	}
+	return nil
+}
+
+func (c *Conn) onPriority(id uint32, p http2.PriorityParam) error {
+	if p.StreamDep == id {
+		c.resetStream(id, http2.ErrCodeProtocol) // a stream cannot depend on itself
+		return nil
+	}
+	c.mu.Lock()
+	c.priorities++
+	flood := c.priorities > maxPriorityPerStream*(1+c.opened)
+	c.mu.Unlock()
+	if flood {
+		return fmt.Errorf("too many PRIORITY frames: %w", http2.ConnectionError(http2.ErrCodeEnhanceYourCalm))
+	}
+	return nil
+}
+
+func (c *Conn) onSettings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		c.mu.Lock()
+		c.unackedSettings--
+		bad := c.unackedSettings < 0
+		c.mu.Unlock()
+		if bad {
+			return fmt.Errorf("SETTINGS ACK for no SETTINGS: %w", http2.ConnectionError(http2.ErrCodeProtocol))
+		}
+		return nil
+	}
+	if f.NumSettings() > 100 || f.HasDuplicates() {
+		return fmt.Errorf("SETTINGS with too many or duplicate settings: %w", http2.ConnectionError(http2.ErrCodeProtocol))
+	}
+	var tableSize uint32
+	var hasTable bool
+	c.mu.Lock()
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			delta := int64(s.Val) - int64(c.peerInitWin)
+			for _, st := range c.streams {
+				w := int64(st.sendWin) + delta
+				if w > maxWindow {
+					return fmt.Errorf("SETTINGS_INITIAL_WINDOW_SIZE overflows a window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
+				}
+				st.sendWin = int32(w)
+			}
+			c.peerInitWin = int32(s.Val)
+			c.sendCond.Broadcast()
+		case http2.SettingHeaderTableSize:
+			tableSize, hasTable = s.Val, true
+		}
+		return nil
+	})
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.nc.Wake()
+	// Settings that the writer reads are applied under wmu, with the ACK,
+	// so that every frame written after the ACK follows them.
+	return c.writeControl(func(fr *http2.Framer) error {
+		_ = f.ForeachSetting(func(s http2.Setting) error {
+			if s.ID == http2.SettingMaxFrameSize {
+				c.maxFrame.Store(s.Val)
+			}
+			return nil
+		})
+		if hasTable {
+			c.henc.SetMaxDynamicTableSizeLimit(min(tableSize, headerTableSize))
+		}
+		return fr.WriteSettingsAck()
+	})
+}
+
+func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+	c.mu.Lock()
+	c.windowUpdates++
+	if c.windowUpdates > 5+2*(c.opened+maxWindowUpdatesPerData*c.dataSent) {
+		c.mu.Unlock()
+		return fmt.Errorf("too many WINDOW_UPDATE frames: %w", http2.ConnectionError(http2.ErrCodeEnhanceYourCalm))
+	}
+	if f.StreamID == 0 {
+		if int64(c.connSendWin)+int64(f.Increment) > maxWindow {
+			c.mu.Unlock()
+			return fmt.Errorf("WINDOW_UPDATE overflows the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
+		}
+		c.connSendWin += int32(f.Increment)
+		c.sendCond.Broadcast()
+		c.mu.Unlock()
+		return nil
+	}
+	s, err := c.lookupLocked(f.StreamID, "WINDOW_UPDATE")
+	if s == nil {
+		c.mu.Unlock()
+		return err
+	}
+	if int64(s.sendWin)+int64(f.Increment) > maxWindow {
+		c.mu.Unlock()
+		c.resetStream(f.StreamID, http2.ErrCodeFlowControl)
+		return nil
+	}
+	s.sendWin += int32(f.Increment)
+	c.sendCond.Broadcast()
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Conn) onReset(f *http2.RSTStreamFrame) error {
+	c.mu.Lock()
+	s, err := c.lookupLocked(f.StreamID, "RST_STREAM")
+	if s != nil {
+		s.failLocked(http2.StreamError{StreamID: s.id, Code: f.ErrCode})
+		c.removeLocked(s)
+	}
+	c.mu.Unlock()
+	if s != nil {
+		c.nc.Wake()
+	}
+	return err
+}
+
+// discardData counts n bytes of DATA that nobody reads against the
+// connection window and gives them back.
+func (c *Conn) discardData(n uint32) error {
+	c.mu.Lock()
+	if int64(n) > int64(c.connRecvWin) {
+		c.mu.Unlock()
+		return fmt.Errorf("DATA past the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
+	}
+	c.connRecvWin -= int32(n)
+	inc := c.returnConnWindowLocked(n)
+	c.mu.Unlock()
+	c.sendWindowUpdates(inc, 0, 0)
+	return nil
+}
+
+// returnConnWindowLocked gives n bytes of connection window back to the
+// peer, in WINDOW_UPDATEs of at least a quarter of the window (mu held);
+// it returns the increment to send (0: none yet).
+func (c *Conn) returnConnWindowLocked(n uint32) uint32 {
+	c.connUnacked += n
+	if c.connUnacked < c.cfg.ConnWindow/4 && c.connUnacked < 1<<20 {
+		return 0
+	}
+	inc := c.connUnacked
+	c.connUnacked = 0
+	c.connRecvWin += int32(inc)
+	return inc
+}
+
+func (c *Conn) sendWindowUpdates(connInc uint32, id, streamInc uint32) {
+	if connInc == 0 && streamInc == 0 {
+		return
+	}
+	_ = c.writeControl(func(fr *http2.Framer) error {
+		if connInc > 0 {
+			_ = fr.WriteWindowUpdate(0, connInc)
+		}
+		if streamInc > 0 {
+			_ = fr.WriteWindowUpdate(id, streamInc)
+		}
+		return nil
+	})
+}
+
+func (c *Conn) onData(f *http2.DataFrame) error {
+	n := f.Length // with padding: all of it counts against the windows
+	c.mu.Lock()
+	if int64(n) > int64(c.connRecvWin) {
+		c.mu.Unlock()
+		return fmt.Errorf("DATA past the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
+	}
+	c.connRecvWin -= int32(n)
+	s, err := c.lookupLocked(f.StreamID, "DATA")
+	if s == nil {
+		inc := c.returnConnWindowLocked(n)
+		c.mu.Unlock()
+		c.sendWindowUpdates(inc, 0, 0)
+		if err != nil {
+			return err
+		}
+		c.resetStream(f.StreamID, http2.ErrCodeStreamClosed)
+		return nil
+	}
+	data := f.Data()
+	var fail http2.ErrCode
+	var connInc uint32
+	switch {
+	case s.recvDone:
+		fail = http2.ErrCodeStreamClosed
+	case int64(n) > int64(s.recvWin):
+		fail = http2.ErrCodeFlowControl
+	case s.declLen >= 0 && s.received+int64(len(data)) > s.declLen:
+		fail = http2.ErrCodeProtocol
+	}
+	if fail != 0 {
+		connInc = c.returnConnWindowLocked(n)
+		c.mu.Unlock()
+		c.sendWindowUpdates(connInc, 0, 0)
+		c.resetStream(s.id, fail)
+		return nil
+	}
+	s.recvWin -= int32(n)
+	s.received += int64(len(data))
+	pad := n - uint32(len(data))
+	if s.bodyClosed {
+		// The handler no longer reads: the bytes go back at once.
+		connInc = c.returnConnWindowLocked(uint32(len(data)))
+	} else if len(data) > 0 {
+		if s.buf == nil {
+			s.buf = getBodyBuf(len(data))
+		}
+		s.buf = append(s.buf, data...)
+	}
+	if pad > 0 {
+		connInc = c.returnConnWindowLocked(pad)
+		s.unacked += pad
+	}
+	if f.StreamEnded() {
+		if s.declLen >= 0 && s.received != s.declLen {
+			c.mu.Unlock()
+			c.sendWindowUpdates(connInc, 0, 0)
+			c.resetStream(s.id, http2.ErrCodeProtocol)
+			return nil
+		}
+		s.endRecvLocked()
+	}
+	s.cond.Broadcast()
+	c.mu.Unlock()
+	c.sendWindowUpdates(connInc, 0, 0)
+	return nil
+}
+
+// dateHeader is the Date value for now, computed once a second (wmu
+// held).
+func (c *Conn) dateHeader() string {
+	now := time.Now()
+	if sec := now.Unix(); sec != c.dateSec {
+		c.dateSec = sec
+		c.date = now.UTC().Format(http.TimeFormat)
+	}
+	return c.date
+}

@@ -98,6 +98,7 @@ func (t *translator) virtualService(gw *gateway, l *listener, host string) *isti
 	if err != nil {
 		// Each route was validated alone (validateRoutes): only their
 		// combination can fail here. Leave it out rather than serve part.
+		t.out.Dropped = append(t.out.Dropped, fmt.Errorf("routes %s: %w", strings.Join(parents, ", "), err))
 		return nil
 	}
 	return c

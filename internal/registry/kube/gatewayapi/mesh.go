@@ -114,6 +114,7 @@ func (t *translator) meshVirtualServices() []*istioconfig.Config {
 		if err != nil {
 			// Each route was validated alone: only their combination can
 			// fail here. Leave it out rather than serve part.
+			t.out.Dropped = append(t.out.Dropped, fmt.Errorf("routes %s: %w", strings.Join(vs.parents, ", "), err))
 			continue
 		}
 		out = append(out, c)

@@ -120,6 +120,10 @@ type Output struct {
 	// (sorted): a change of one of them translates again, and concerns
 	// the gateways of those namespaces.
 	Secrets map[string][]string
+	// Dropped are the VirtualServices that routes accepted one by one
+	// combined into but that failed validation together: left out rather
+	// than served in part, and named here so that straitd says so.
+	Dropped []error
 }
 
 // Deployment is a Gateway for which straitd deploys a gateway proxy:

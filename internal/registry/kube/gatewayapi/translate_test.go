@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	networking "istio.io/api/networking/v1alpha3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
@@ -832,5 +833,24 @@ spec:
 		if !strings.Contains(string(b), want) {
 			t.Errorf("mesh VirtualService lacks %s:\n%s", want, b)
 		}
+	}
+}
+
+// TestMeshVirtualServiceDropped: a mesh VirtualService that fails
+// validation is left out and named in Output.Dropped with its routes, so
+// that straitd says why they are not served.
+func TestMeshVirtualServiceDropped(t *testing.T) {
+	invalid := &networking.HTTPRoute{
+		Match:    []*networking.HTTPMatchRequest{{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Regex{Regex: "/a(/.*)?"}}}},
+		Redirect: &networking.HTTPRedirect{PrefixRewrite: "/b"},
+	}
+	tr := &translator{meshRoutes: map[string]*meshVirtualService{
+		"apps/web.apps.svc.cluster.local": {namespace: "apps", host: "web.apps.svc.cluster.local", routes: []*networking.HTTPRoute{invalid}, parents: []string{"HTTPRoute/bad.apps"}},
+	}}
+	if got := tr.meshVirtualServices(); len(got) != 0 {
+		t.Fatalf("an invalid VirtualService was served: %v", got)
+	}
+	if len(tr.out.Dropped) != 1 || !strings.Contains(tr.out.Dropped[0].Error(), "HTTPRoute/bad.apps") || !strings.Contains(tr.out.Dropped[0].Error(), "prefixRewrite") {
+		t.Fatalf("Dropped = %v, want one error naming HTTPRoute/bad.apps and the field", tr.out.Dropped)
 	}
 }

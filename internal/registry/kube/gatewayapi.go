@@ -127,7 +127,7 @@ func (r *Registry) translateGatewayAPI(add func(*istioconfig.Config)) {
 	out := gatewayapi.Translate(in)
 	r.gwSecrets = out.Secrets
 	for _, err := range out.Dropped {
-		r.log.Error("Gateway API routes not served: their VirtualService fails validation", "error", err)
+		r.log.Error("routes of the Gateway API not served: their VirtualService fails validation", "error", err)
 	}
 	var keys []string
 	for _, c := range out.Configs {

@@ -72,6 +72,7 @@ var unclaimed = map[features.FeatureName]string{
 	features.SupportBackendTLSPolicy:                                           "BackendTLSPolicy is not implemented",
 	features.SupportBackendTLSPolicySANValidation:                              "BackendTLSPolicy is not implemented",
 	features.SupportMesh:                                                       meshNotRun,
+	features.SupportMeshClusterIPMatching:                                      "a sidecar routes an HTTP request by its Host within the port's route table (as Istio's sidecars do), not by the Service IP it was sent to: a request to one Service's IP with another's Host gets the other's routes",
 }
 
 // meshNotRun is why the mesh features are not claimed in a run without a
@@ -83,7 +84,6 @@ const meshNotRun = "claimed only when a MESH profile runs (" + envProfiles + "=M
 // sidecars of the mesh.
 var meshClaimed = []features.FeatureName{
 	features.SupportMesh,
-	features.SupportMeshClusterIPMatching,
 	features.SupportMeshConsumerRoute,
 	features.SupportMeshHTTPRouteRewritePath,
 	features.SupportMeshHTTPRouteSchemeRedirect,

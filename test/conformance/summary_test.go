@@ -49,10 +49,17 @@ func summarize(report *confv1.ConformanceReport, all []suite.ConformanceTest, op
 	fmt.Fprintf(&b, "supported features: %s\n", joinFeatures(sets.List(claimedSet)))
 
 	byResult := map[string][]string{}
+	outside := map[string][]string{}
 	var skipped []string
 	for _, test := range all {
 		if !relevant.HasAll(test.Features...) {
-			continue // a test of another profile
+			// A test of another profile, unless the suite ran it (every
+			// feature it needs is claimed): the profiles' reports leave
+			// it out, the summary does not.
+			if res := results[test.ShortName]; res == "passed" || res == "failed" {
+				outside[res] = append(outside[res], test.ShortName)
+			}
+			continue
 		}
 		res, ran := results[test.ShortName]
 		if !ran {
@@ -68,6 +75,12 @@ func summarize(report *confv1.ConformanceReport, all []suite.ConformanceTest, op
 		names := byResult[res]
 		sort.Strings(names)
 		fmt.Fprintf(&b, "%s (%d): %s\n", res, len(names), strings.Join(names, ", "))
+	}
+	for _, res := range []string{"passed", "failed"} {
+		if names := outside[res]; len(names) > 0 {
+			sort.Strings(names)
+			fmt.Fprintf(&b, "%s outside the profiles' reports (%d): %s\n", res, len(names), strings.Join(names, ", "))
+		}
 	}
 	sort.Strings(skipped)
 	fmt.Fprintf(&b, "skipped (%d):\n", len(skipped))
@@ -116,7 +129,8 @@ func joinFeatures(fs []features.FeatureName) string {
 // TestSummarize: the profile lines come from the report; a test that
 // passed or failed is listed as such; a skipped one carries its reason:
 // the harness's list, the missing feature and why it is not claimed, or
-// the test the run was narrowed to; tests of other profiles are left out.
+// the test the run was narrowed to; tests of other profiles are left out
+// unless they ran.
 func TestSummarize(t *testing.T) {
 	report := &confv1.ConformanceReport{ProfileReports: []confv1.ProfileReport{{
 		Name: "GATEWAY-HTTP", Summary: "Core tests failed with 1 test failures.",
@@ -128,6 +142,7 @@ func TestSummarize(t *testing.T) {
 		{ShortName: "HarnessSkips", Features: []features.FeatureName{features.SupportGateway}},
 		{ShortName: "NeedsCORS", Features: []features.FeatureName{features.SupportHTTPRoute, features.SupportHTTPRouteCORS}},
 		{ShortName: "TLSRouteOnly", Features: []features.FeatureName{features.SupportTLSRoute}},
+		{ShortName: "RanOutside", Features: []features.FeatureName{features.SupportMesh, features.SupportHTTPRoute}},
 	}
 	skippedTests["HarnessSkips"] = "a reason of the harness"
 	defer delete(skippedTests, "HarnessSkips")
@@ -137,7 +152,7 @@ func TestSummarize(t *testing.T) {
 	}
 	opts := suite.ConformanceOptions{ConfigurableOptions: suite.ConfigurableOptions{
 		ConformanceProfiles: profiles, SupportedFeatures: supportedFeatures(false), SkipTests: []string{"HarnessSkips"}}}
-	got := summarize(report, all, opts, map[string]string{"Passes": "passed", "Fails": "failed", "HarnessSkips": "skipped", "NeedsCORS": "skipped"})
+	got := summarize(report, all, opts, map[string]string{"Passes": "passed", "Fails": "failed", "HarnessSkips": "skipped", "NeedsCORS": "skipped", "RanOutside": "failed"})
 	for _, want := range []string{
 		"profile GATEWAY-HTTP: Core tests failed with 1 test failures.\n",
 		"  core: failure (1 passed, 1 failed, 1 skipped)\n",
@@ -146,6 +161,7 @@ func TestSummarize(t *testing.T) {
 		"  HarnessSkips: a reason of the harness\n",
 		"  NeedsCORS: needs HTTPRouteCORS (" + unclaimed[features.SupportHTTPRouteCORS] + ")\n",
 		"skipped (2):\n",
+		"failed outside the profiles' reports (1): RanOutside\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)

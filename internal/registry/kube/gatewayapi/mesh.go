@@ -21,7 +21,10 @@ import (
 // one Service, and port, are merged, the oldest route's first). A parentRef
 // port restricts the rules to requests to that port. The backendRefs of
 // a mesh route need no ReferenceGrant (Istio enforces none for the
-// mesh).
+// mesh). A consumer route, of another namespace than its Service, is
+// exported to its own namespace only: it applies to the requests of that
+// namespace's workloads (GEP-1426); a producer route, of the Service's
+// namespace, to every namespace's.
 
 // meshGateway is the VirtualService gateways name of the sidecars.
 const meshGateway = "mesh"
@@ -109,6 +112,11 @@ func (t *translator) meshVirtualServices() []*istioconfig.Config {
 	for _, key := range slices.Sorted(mapsKeys(t.meshRoutes)) {
 		vs := t.meshRoutes[key]
 		spec := &networking.VirtualService{Hosts: []string{vs.host}, Gateways: []string{meshGateway}, Http: vs.routes}
+		if consumerRoute(vs) {
+			// A consumer route (GEP-1426) only applies to the requests of
+			// its own namespace's workloads.
+			spec.ExportTo = []string{vs.namespace}
+		}
 		c, err := validated(istioconfig.KindVirtualService, vs.namespace, strings.ReplaceAll(key, "/", "."), spec,
 			map[string]string{"internal.istio.io/parents": strings.Join(vs.parents, ",")})
 		if err != nil {
@@ -120,4 +128,12 @@ func (t *translator) meshVirtualServices() []*istioconfig.Config {
 		out = append(out, c)
 	}
 	return out
+}
+
+// consumerRoute says whether the routes of vs are consumer routes: of
+// another namespace than the Service they are bound to (whose host is
+// NAME.NAMESPACE.svc.DOMAIN).
+func consumerRoute(vs *meshVirtualService) bool {
+	parts := strings.SplitN(vs.host, ".", 3)
+	return len(parts) == 3 && parts[1] != vs.namespace
 }

@@ -743,7 +743,8 @@ spec:
 		t.Fatalf("no mesh VirtualService for the port: %v", out.Configs)
 	}
 	sameSpec(t, port, `{"hosts":["web.shop.svc.cluster.local"],"gateways":["mesh"],"http":[`+
-		`{"name":"apps.port.0","match":[{"port":8080}],"route":[{"destination":{"host":"web.apps.svc.cluster.local","port":{"number":80}}}]}]}`)
+		`{"name":"apps.port.0","match":[{"port":8080}],"route":[{"destination":{"host":"web.apps.svc.cluster.local","port":{"number":80}}}]}],`+
+		`"exportTo":["apps"]}`) // a consumer route (apps → shop's Service): its namespace's workloads only
 
 	st := out.Routes[Ref{"HTTPRoute", "apps", "split"}]
 	if len(st.Parents) != 1 {

@@ -46,6 +46,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/straitmesh/strait/internal/proxy/http2/wire"
 )
 
 // Defaults for a zero Config field.
@@ -121,9 +123,9 @@ type Conn struct {
 	wfr        *http2.Framer // writes into wbuf
 	hbuf       bytes.Buffer
 	henc       *hpack.Encoder
-	werr       error             // sticky write error
-	fields     []field           // requestFields' buffer
-	lowerCache map[string]string // canonical → lower-case field names
+	werr       error           // sticky write error
+	fields     []field         // requestFields' buffer
+	lowered    wire.LowerCache // canonical → lower-case field names
 	maxFrame   uint32
 	peerMaxHdr uint32 // 0: no limit
 
@@ -135,8 +137,7 @@ type Conn struct {
 	maxStreams    uint32
 	peerInitWin   int32
 	connSendWin   int32
-	connRecvWin   int32 // what the peer may still send us
-	connUnacked   uint32
+	connWin       wire.RecvWindow // what the peer may still send us, and what we owe it back
 	goAway        *GoAwayError
 	draining      bool // Shutdown: no new stream, close when idle
 	closed        bool // the reader ended
@@ -178,7 +179,7 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 		maxStreams:  defaultMaxStreams,
 		peerInitWin: initialWindow,
 		connSendWin: initialWindow,
-		connRecvWin: int32(cfg.ConnWindow),
+		connWin:     wire.NewRecvWindow(cfg.ConnWindow, cfg.ConnWindow/2),
 		streamWin:   cfg.StreamWindow,
 		maxFrame:    defaultMaxFrameSize,
 		readerDone:  make(chan struct{}),
@@ -642,14 +643,7 @@ func (c *Conn) resetLocked(s *stream, code http2.ErrCode, err error) {
 // peer, in WINDOW_UPDATEs of at least half the window (mu held); it
 // returns the increment to send (0: none yet).
 func (c *Conn) returnConnWindowLocked(n uint32) uint32 {
-	c.connUnacked += n
-	if c.connUnacked < c.cfg.ConnWindow/2 && c.connUnacked < 1<<20 {
-		return 0
-	}
-	inc := c.connUnacked
-	c.connUnacked = 0
-	c.connRecvWin += int32(inc)
-	return inc
+	return c.connWin.Return(n)
 }
 
 func (c *Conn) sendWindowUpdates(connInc uint32, id, streamInc uint32) {
@@ -670,11 +664,10 @@ func (c *Conn) sendWindowUpdates(connInc uint32, id, streamInc uint32) {
 func (c *Conn) onData(f *http2.DataFrame) error {
 	n := f.Length // with padding: all of it counts against the windows
 	c.mu.Lock()
-	if int64(n) > int64(c.connRecvWin) {
+	if !c.connWin.Take(n) {
 		c.mu.Unlock()
 		return fmt.Errorf("DATA past the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
 	}
-	c.connRecvWin -= int32(n)
 	s, err := c.lookupLocked(f.StreamID, "DATA")
 	if s == nil {
 		inc := c.returnConnWindowLocked(n) // a stream gone: nobody reads it

@@ -13,6 +13,8 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/straitmesh/strait/internal/proxy/http2/wire"
 )
 
 // stream is one request and its response. Every field after the first
@@ -245,7 +247,7 @@ func (c *Conn) requestFields(req *http.Request, hasBody bool) ([]field, uint64, 
 		if !httpguts.ValidHeaderFieldName(k) {
 			return nil, 0, fmt.Errorf("http2 client: invalid header field name %q", k)
 		}
-		name := c.lower(k)
+		name := c.lowered.Lower(k)
 		for _, v := range vv {
 			if !httpguts.ValidHeaderFieldValue(v) {
 				return nil, 0, fmt.Errorf("http2 client: invalid value of header field %q", k)
@@ -259,7 +261,7 @@ func (c *Conn) requestFields(req *http.Request, hasBody bool) ([]field, uint64, 
 			if !httpguts.ValidTrailerHeader(k) {
 				return nil, 0, fmt.Errorf("http2 client: invalid trailer %q", k)
 			}
-			keys = append(keys, c.lower(k))
+			keys = append(keys, c.lowered.Lower(k))
 		}
 		fields = append(fields, field{"trailer", strings.Join(keys, ",")})
 	}
@@ -277,33 +279,10 @@ func (c *Conn) requestFields(req *http.Request, hasBody bool) ([]field, uint64, 
 	return fields, size, nil
 }
 
-// lower returns name in lower case, from a cache of the names seen
-// (c.wmu held).
-func (c *Conn) lower(name string) string {
-	if l, ok := c.lowerCache[name]; ok {
-		return l
-	}
-	l := strings.ToLower(name)
-	if len(c.lowerCache) < 1000 {
-		if c.lowerCache == nil {
-			c.lowerCache = map[string]string{}
-		}
-		c.lowerCache[name] = l
-	}
-	return l
-}
-
 // writeHeaderBlock writes the block in c.hbuf as HEADERS and
 // CONTINUATION frames of at most the peer's frame size (c.wmu held).
 func (c *Conn) writeHeaderBlock(id uint32, endStream bool) error {
-	block := c.hbuf.Bytes()
-	n := min(len(block), int(c.maxFrame))
-	err := c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:n], EndStream: endStream, EndHeaders: n == len(block)})
-	for block = block[n:]; err == nil && len(block) > 0; block = block[n:] {
-		n = min(len(block), int(c.maxFrame))
-		err = c.wfr.WriteContinuation(id, n == len(block), block[:n])
-	}
-	return err
+	return wire.WriteHeaderBlock(c.wfr, id, c.hbuf.Bytes(), int(c.maxFrame), endStream)
 }
 
 // bodyBufs are the body writers' read buffers.

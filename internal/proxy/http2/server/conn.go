@@ -59,6 +59,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/straitmesh/strait/internal/proxy/http2/wire"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
@@ -120,15 +121,15 @@ type Conn struct {
 
 	// wmu serializes writes: the HPACK encoder's state follows wire
 	// order. Lock order: wmu before mu.
-	wmu        sync.Mutex
-	wbuf       bytes.Buffer
-	wfr        *http2.Framer // writes into wbuf
-	hbuf       bytes.Buffer
-	henc       *hpack.Encoder
-	lowerCache map[string]string
-	maxFrame   atomic.Uint32 // the peer's SETTINGS_MAX_FRAME_SIZE; written under wmu
-	dateSec    int64
-	date       string
+	wmu      sync.Mutex
+	wbuf     bytes.Buffer
+	wfr      *http2.Framer // writes into wbuf
+	hbuf     bytes.Buffer
+	henc     *hpack.Encoder
+	lowered  wire.LowerCache
+	maxFrame atomic.Uint32 // the peer's SETTINGS_MAX_FRAME_SIZE; written under wmu
+	dateSec  int64
+	date     string
 
 	mu              sync.Mutex
 	sendCond        sync.Cond // send windows grew, a stream ended, or the connection closed
@@ -136,8 +137,7 @@ type Conn struct {
 	maxClientID     uint32 // the highest stream id the client opened
 	opened          int    // streams opened
 	connSendWin     int32
-	connRecvWin     int32
-	connUnacked     uint32
+	connWin         wire.RecvWindow // what the peer may still send us, and what we owe it back
 	peerInitWin     int32
 	unackedSettings int
 	shutdown        bool   // graceful shutdown started
@@ -189,7 +189,7 @@ func New(nc *wbatch.Conn, cfg Config) *Conn {
 		cfg:         cfg,
 		streams:     map[uint32]*stream{},
 		connSendWin: initialWindow,
-		connRecvWin: int32(cfg.ConnWindow),
+		connWin:     wire.NewRecvWindow(cfg.ConnWindow, cfg.ConnWindow/4),
 		peerInitWin: initialWindow,
 		idleSince:   time.Now(),
 		done:        make(chan struct{}),
@@ -735,11 +735,10 @@ func (c *Conn) onReset(f *http2.RSTStreamFrame) error {
 // connection window and gives them back.
 func (c *Conn) discardData(n uint32) error {
 	c.mu.Lock()
-	if int64(n) > int64(c.connRecvWin) {
+	if !c.connWin.Take(n) {
 		c.mu.Unlock()
 		return fmt.Errorf("DATA past the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
 	}
-	c.connRecvWin -= int32(n)
 	inc := c.returnConnWindowLocked(n)
 	c.mu.Unlock()
 	c.sendWindowUpdates(inc, 0, 0)
@@ -750,14 +749,7 @@ func (c *Conn) discardData(n uint32) error {
 // peer, in WINDOW_UPDATEs of at least a quarter of the window (mu held);
 // it returns the increment to send (0: none yet).
 func (c *Conn) returnConnWindowLocked(n uint32) uint32 {
-	c.connUnacked += n
-	if c.connUnacked < c.cfg.ConnWindow/4 && c.connUnacked < 1<<20 {
-		return 0
-	}
-	inc := c.connUnacked
-	c.connUnacked = 0
-	c.connRecvWin += int32(inc)
-	return inc
+	return c.connWin.Return(n)
 }
 
 func (c *Conn) sendWindowUpdates(connInc uint32, id, streamInc uint32) {
@@ -778,11 +770,10 @@ func (c *Conn) sendWindowUpdates(connInc uint32, id, streamInc uint32) {
 func (c *Conn) onData(f *http2.DataFrame) error {
 	n := f.Length // with padding: all of it counts against the windows
 	c.mu.Lock()
-	if int64(n) > int64(c.connRecvWin) {
+	if !c.connWin.Take(n) {
 		c.mu.Unlock()
 		return fmt.Errorf("DATA past the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
 	}
-	c.connRecvWin -= int32(n)
 	s, err := c.lookupLocked(f.StreamID, "DATA")
 	if s == nil {
 		inc := c.returnConnWindowLocked(n)

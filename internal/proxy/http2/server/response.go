@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/straitmesh/strait/internal/proxy/http2/wire"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
@@ -435,7 +436,7 @@ func (w *responseWriter) writeHeaderField(k string, vv []string) {
 	if w.noBody && k == "Content-Length" && w.req.Method != http.MethodHead {
 		return
 	}
-	name := c.lower(k)
+	name := c.lowered.Lower(k)
 	if !httpguts.ValidHeaderFieldName(name) {
 		return
 	}
@@ -454,34 +455,10 @@ func (c *Conn) writeField(name, value string, sensitive bool) {
 	_ = c.henc.WriteField(hpack.HeaderField{Name: name, Value: value, Sensitive: sensitive || uniqueValued[name]})
 }
 
-// lower returns name in lower case, from a cache of the names seen (wmu
-// held).
-func (c *Conn) lower(name string) string {
-	if l, ok := c.lowerCache[name]; ok {
-		return l
-	}
-	l := strings.ToLower(name)
-	if len(c.lowerCache) < 1000 {
-		if c.lowerCache == nil {
-			c.lowerCache = map[string]string{}
-		}
-		c.lowerCache[name] = l
-	}
-	return l
-}
-
 // writeHeaderBlock writes the block in c.hbuf as HEADERS and
 // CONTINUATION frames of at most the peer's frame size (wmu held).
 func (c *Conn) writeHeaderBlock(id uint32, endStream bool) error {
-	block := c.hbuf.Bytes()
-	maxFrame := int(c.maxFrame.Load())
-	n := min(len(block), maxFrame)
-	err := c.wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block[:n], EndStream: endStream, EndHeaders: n == len(block)})
-	for block = block[n:]; err == nil && len(block) > 0; block = block[n:] {
-		n = min(len(block), maxFrame)
-		err = c.wfr.WriteContinuation(id, n == len(block), block[:n])
-	}
-	return err
+	return wire.WriteHeaderBlock(c.wfr, id, c.hbuf.Bytes(), int(c.maxFrame.Load()), endStream)
 }
 
 var (

@@ -18,6 +18,7 @@ var translateCases = []struct{ name, in, want string }{
   - {name: tcp80, port: 80, protocol: TCP}
   - {name: dup, port: 80, protocol: HTTP}
   - {name: other.host, port: 80, protocol: HTTP, hostname: a.example.com}
+  - {name: dup-host, port: 80, protocol: HTTP, hostname: a.example.com}
   - {name: udp, port: 53, protocol: UDP}
   - {name: term, port: 8443, protocol: TLS, tls: {mode: Terminate}}
   - {name: pass-certs, port: 8444, protocol: TLS, tls: {mode: Passthrough, certificateRefs: [{name: c}]}}
@@ -32,14 +33,16 @@ var translateCases = []struct{ name, in, want string }{
   - {name: https-xns, port: 450, protocol: HTTPS, tls: {certificateRefs: [{name: c, namespace: certs}]}}
   - {name: https-xns-ok, port: 451, protocol: HTTPS, tls: {certificateRefs: [{name: ok, namespace: certs}]}}
   - {name: https-bad, port: 452, protocol: HTTPS, tls: {certificateRefs: [{name: bad}]}}
+  - {name: tls-none, port: 8445, protocol: TLS}
+  - {name: tls-nomode, port: 8446, protocol: TLS, tls: {}}
   - {name: https-same-ns, port: 453, protocol: HTTPS, tls: {certificateRefs: [{name: c, namespace: infra, group: "", kind: Secret}]}}
 ---
 apiVersion: gateway.networking.k8s.io/v1beta1
 kind: ReferenceGrant
-metadata: {name: g, namespace: certs}
+metadata: {name: elsewhere, namespace: other}
 spec:
   from: [{group: gateway.networking.k8s.io, kind: Gateway, namespace: infra}]
-  to: [{group: "", kind: Secret, name: ok}]
+  to: [{group: "", kind: Secret}]
 ---
 apiVersion: gateway.networking.k8s.io/v1beta1
 kind: ReferenceGrant
@@ -47,6 +50,13 @@ metadata: {name: wrong, namespace: certs}
 spec:
   from: [{group: gateway.networking.k8s.io, kind: HTTPRoute, namespace: infra}, {group: gateway.networking.k8s.io, kind: Gateway, namespace: apps}]
   to: [{group: "", kind: Secret}]
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: g, namespace: certs}
+spec:
+  from: [{group: gateway.networking.k8s.io, kind: Gateway, namespace: infra}]
+  to: [{group: "", kind: Secret, name: ok}]
 `, `
 		Gateway infra/gw Accepted=True ListenersNotValid: Some listeners are not valid; the others are served (gen 2)
 		Gateway infra/gw Programmed=False AddressNotAssigned: Failed to assign to any requested addresses: service infra/gw-istio does not exist yet (gen 2)
@@ -54,39 +64,43 @@ spec:
 		Gateway infra/gw listener dup attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=True HostnameConflict: listener conflicts with an earlier listener on port 80 (gen 2)
 		Gateway infra/gw listener dup attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 2)
 		Gateway infra/gw listener dup attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
+		Gateway infra/gw listener dup-host attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
+		Gateway infra/gw listener dup-host attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=True ProtocolConflict: listener conflicts with an earlier listener on port 80 (gen 2)
+		Gateway infra/gw listener dup-host attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 2)
+		Gateway infra/gw listener dup-host attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
 		Gateway infra/gw listener http attached=0 kinds=[HTTPRoute] Accepted=True Accepted: No errors found (gen 2)
 		Gateway infra/gw listener http attached=0 kinds=[HTTPRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener http attached=0 kinds=[HTTPRoute] Programmed=True Programmed: No errors found (gen 2)
 		Gateway infra/gw listener http attached=0 kinds=[HTTPRoute] ResolvedRefs=False InvalidRouteKinds: spec.listeners[0].allowedRoutes.kinds: invalid route kinds gateway.networking.k8s.io/TCPRoute, example.com/HTTPRoute (gen 2)
-		Gateway infra/gw listener http-tls attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=False UnsupportedValue: spec.listeners[7].tls: only HTTPS and TLS listeners may set tls (gen 2)
+		Gateway infra/gw listener http-tls attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=False UnsupportedValue: spec.listeners[8].tls: only HTTPS and TLS listeners may set tls (gen 2)
 		Gateway infra/gw listener http-tls attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener http-tls attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 2)
 		Gateway infra/gw listener http-tls attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
 		Gateway infra/gw listener https-bad attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
 		Gateway infra/gw listener https-bad attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener https-bad attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: Bad TLS configuration (gen 2)
-		Gateway infra/gw listener https-bad attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=False InvalidCertificateRef: spec.listeners[17].tls.certificateRefs[0]: invalid certificate reference: no certificate in infra/bad (gen 2)
+		Gateway infra/gw listener https-bad attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=False InvalidCertificateRef: spec.listeners[18].tls.certificateRefs[0]: invalid certificate reference: no certificate in infra/bad (gen 2)
 		Gateway infra/gw listener https-group attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
 		Gateway infra/gw listener https-group attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener https-group attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: Bad TLS configuration (gen 2)
-		Gateway infra/gw listener https-group attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=False InvalidCertificateRef: spec.listeners[14].tls.certificateRefs[0]: invalid certificate reference example.com/, only a core Secret is supported (gen 2)
+		Gateway infra/gw listener https-group attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=False InvalidCertificateRef: spec.listeners[15].tls.certificateRefs[0]: invalid certificate reference example.com/, only a core Secret is supported (gen 2)
 		Gateway infra/gw listener https-kind attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
 		Gateway infra/gw listener https-kind attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener https-kind attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: Bad TLS configuration (gen 2)
-		Gateway infra/gw listener https-kind attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=False InvalidCertificateRef: spec.listeners[13].tls.certificateRefs[0]: invalid certificate reference /ConfigMap, only a core Secret is supported (gen 2)
+		Gateway infra/gw listener https-kind attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=False InvalidCertificateRef: spec.listeners[14].tls.certificateRefs[0]: invalid certificate reference /ConfigMap, only a core Secret is supported (gen 2)
 		Gateway infra/gw listener https-nocert attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
 		Gateway infra/gw listener https-nocert attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener https-nocert attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: Bad TLS configuration (gen 2)
-		Gateway infra/gw listener https-nocert attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=False InvalidCertificateRef: spec.listeners[11].tls.certificateRefs: an HTTPS listener needs a certificate (gen 2)
-		Gateway infra/gw listener https-none attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=False Invalid: spec.listeners[8].tls: an HTTPS listener needs tls (gen 2)
+		Gateway infra/gw listener https-nocert attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=False InvalidCertificateRef: spec.listeners[12].tls.certificateRefs: an HTTPS listener needs a certificate (gen 2)
+		Gateway infra/gw listener https-none attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=False Invalid: spec.listeners[9].tls: an HTTPS listener needs tls (gen 2)
 		Gateway infra/gw listener https-none attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener https-none attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 2)
 		Gateway infra/gw listener https-none attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
-		Gateway infra/gw listener https-opts attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=False UnsupportedValue: spec.listeners[10].tls.options: not supported by Strait yet (gen 2)
+		Gateway infra/gw listener https-opts attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=False UnsupportedValue: spec.listeners[11].tls.options: not supported by Strait yet (gen 2)
 		Gateway infra/gw listener https-opts attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener https-opts attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 2)
 		Gateway infra/gw listener https-opts attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
-		Gateway infra/gw listener https-pass attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=False UnsupportedValue: spec.listeners[9].tls.mode: Passthrough is not valid on an HTTPS listener (gen 2)
+		Gateway infra/gw listener https-pass attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=False UnsupportedValue: spec.listeners[10].tls.mode: Passthrough is not valid on an HTTPS listener (gen 2)
 		Gateway infra/gw listener https-pass attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener https-pass attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 2)
 		Gateway infra/gw listener https-pass attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
@@ -94,14 +108,14 @@ spec:
 		Gateway infra/gw listener https-same-ns attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener https-same-ns attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
 		Gateway infra/gw listener https-same-ns attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
-		Gateway infra/gw listener https-two attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=False UnsupportedValue: spec.listeners[12].tls.certificateRefs: more than one certificate is not supported by Strait yet (gen 2)
+		Gateway infra/gw listener https-two attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=False UnsupportedValue: spec.listeners[13].tls.certificateRefs: more than one certificate is not supported by Strait yet (gen 2)
 		Gateway infra/gw listener https-two attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener https-two attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 2)
 		Gateway infra/gw listener https-two attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
 		Gateway infra/gw listener https-xns attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
 		Gateway infra/gw listener https-xns attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener https-xns attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: Bad TLS configuration (gen 2)
-		Gateway infra/gw listener https-xns attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=False RefNotPermitted: spec.listeners[15].tls.certificateRefs[0]: secret certs/c is not accessible to a Gateway in namespace "infra" (missing a ReferenceGrant?) (gen 2)
+		Gateway infra/gw listener https-xns attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=False RefNotPermitted: spec.listeners[16].tls.certificateRefs[0]: secret certs/c is not accessible to a Gateway in namespace "infra" (missing a ReferenceGrant?) (gen 2)
 		Gateway infra/gw listener https-xns-ok attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
 		Gateway infra/gw listener https-xns-ok attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener https-xns-ok attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
@@ -110,7 +124,7 @@ spec:
 		Gateway infra/gw listener other.host attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=True ProtocolConflict: listener conflicts with an earlier listener on port 80 (gen 2)
 		Gateway infra/gw listener other.host attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 2)
 		Gateway infra/gw listener other.host attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
-		Gateway infra/gw listener pass-certs attached=0 kinds=[TLSRoute] Accepted=False UnsupportedValue: spec.listeners[6].tls: a Passthrough listener takes no certificateRefs or options (gen 2)
+		Gateway infra/gw listener pass-certs attached=0 kinds=[TLSRoute] Accepted=False UnsupportedValue: spec.listeners[7].tls: a Passthrough listener takes no certificateRefs or options (gen 2)
 		Gateway infra/gw listener pass-certs attached=0 kinds=[TLSRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener pass-certs attached=0 kinds=[TLSRoute] Programmed=False Invalid: the listener is not served (gen 2)
 		Gateway infra/gw listener pass-certs attached=0 kinds=[TLSRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
@@ -118,11 +132,19 @@ spec:
 		Gateway infra/gw listener tcp80 attached=0 kinds=[TCPRoute] Conflicted=True ProtocolConflict: listener conflicts with an earlier listener on port 80 (gen 2)
 		Gateway infra/gw listener tcp80 attached=0 kinds=[TCPRoute] Programmed=False Invalid: the listener is not served (gen 2)
 		Gateway infra/gw listener tcp80 attached=0 kinds=[TCPRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
-		Gateway infra/gw listener term attached=0 kinds=[TLSRoute] Accepted=False UnsupportedValue: spec.listeners[5].tls.mode: a TLS listener that terminates TLS is not supported by Strait yet (use Passthrough) (gen 2)
+		Gateway infra/gw listener term attached=0 kinds=[TLSRoute] Accepted=False UnsupportedValue: spec.listeners[6].tls.mode: a TLS listener that terminates TLS is not supported by Strait yet (use Passthrough) (gen 2)
 		Gateway infra/gw listener term attached=0 kinds=[TLSRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener term attached=0 kinds=[TLSRoute] Programmed=False Invalid: the listener is not served (gen 2)
 		Gateway infra/gw listener term attached=0 kinds=[TLSRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
-		Gateway infra/gw listener udp attached=0 kinds=[] Accepted=False UnsupportedProtocol: spec.listeners[4].protocol: protocol "UDP" is not supported (gen 2)
+		Gateway infra/gw listener tls-nomode attached=0 kinds=[TLSRoute] Accepted=False UnsupportedValue: spec.listeners[20].tls.mode: a TLS listener that terminates TLS is not supported by Strait yet (use Passthrough) (gen 2)
+		Gateway infra/gw listener tls-nomode attached=0 kinds=[TLSRoute] Conflicted=False NoConflicts: No errors found (gen 2)
+		Gateway infra/gw listener tls-nomode attached=0 kinds=[TLSRoute] Programmed=False Invalid: the listener is not served (gen 2)
+		Gateway infra/gw listener tls-nomode attached=0 kinds=[TLSRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
+		Gateway infra/gw listener tls-none attached=0 kinds=[TLSRoute] Accepted=False UnsupportedValue: spec.listeners[19].tls.mode: a TLS listener that terminates TLS is not supported by Strait yet (use Passthrough) (gen 2)
+		Gateway infra/gw listener tls-none attached=0 kinds=[TLSRoute] Conflicted=False NoConflicts: No errors found (gen 2)
+		Gateway infra/gw listener tls-none attached=0 kinds=[TLSRoute] Programmed=False Invalid: the listener is not served (gen 2)
+		Gateway infra/gw listener tls-none attached=0 kinds=[TLSRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
+		Gateway infra/gw listener udp attached=0 kinds=[] Accepted=False UnsupportedProtocol: spec.listeners[5].protocol: protocol "UDP" is not supported (gen 2)
 		Gateway infra/gw listener udp attached=0 kinds=[] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener udp attached=0 kinds=[] Programmed=False Invalid: the listener is not served (gen 2)
 		Gateway infra/gw listener udp attached=0 kinds=[] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
@@ -130,7 +152,7 @@ spec:
 		Gateway infra/gw-istio-autogenerated-k8s-gateway-https-same-ns map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/*"],"port":{"name":"https-same-ns","number":453,"protocol":"HTTPS"},"tls":{"credentialName":"c","mode":"SIMPLE"}}]}
 		Gateway infra/gw-istio-autogenerated-k8s-gateway-https-xns-ok map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/*"],"port":{"name":"https-xns-ok","number":451,"protocol":"HTTPS"},"tls":{"credentialName":"kubernetes-gateway://certs/ok","mode":"SIMPLE"}}]}
 		GatewayClass /istio Accepted=True Accepted: Handled by Istio controller (gen 0)
-		deploy infra/gw [{Name:status-port Port:15021 AppProtocol:tcp} {Name:http Port:80 AppProtocol:http} {Name:udp Port:53 AppProtocol:udp} {Name:term Port:8443 AppProtocol:tls} {Name:pass-certs Port:8444 AppProtocol:tls} {Name:http-tls Port:8080 AppProtocol:http} {Name:https-none Port:443 AppProtocol:https} {Name:https-pass Port:444 AppProtocol:https} {Name:https-opts Port:445 AppProtocol:https} {Name:https-nocert Port:446 AppProtocol:https} {Name:https-two Port:447 AppProtocol:https} {Name:https-kind Port:448 AppProtocol:https} {Name:https-group Port:449 AppProtocol:https} {Name:https-xns Port:450 AppProtocol:https} {Name:https-xns-ok Port:451 AppProtocol:https} {Name:https-bad Port:452 AppProtocol:https} {Name:https-same-ns Port:453 AppProtocol:https}]
+		deploy infra/gw [{Name:status-port Port:15021 AppProtocol:tcp} {Name:http Port:80 AppProtocol:http} {Name:udp Port:53 AppProtocol:udp} {Name:term Port:8443 AppProtocol:tls} {Name:pass-certs Port:8444 AppProtocol:tls} {Name:http-tls Port:8080 AppProtocol:http} {Name:https-none Port:443 AppProtocol:https} {Name:https-pass Port:444 AppProtocol:https} {Name:https-opts Port:445 AppProtocol:https} {Name:https-nocert Port:446 AppProtocol:https} {Name:https-two Port:447 AppProtocol:https} {Name:https-kind Port:448 AppProtocol:https} {Name:https-group Port:449 AppProtocol:https} {Name:https-xns Port:450 AppProtocol:https} {Name:https-xns-ok Port:451 AppProtocol:https} {Name:https-bad Port:452 AppProtocol:https} {Name:tls-none Port:8445 AppProtocol:tls} {Name:tls-nomode Port:8446 AppProtocol:tls} {Name:https-same-ns Port:453 AppProtocol:https}]
 		secret certs/c [infra]
 		secret certs/ok [infra]
 		secret infra/bad [infra]
@@ -193,12 +215,20 @@ spec:
   - {name: status-port, port: 81, protocol: HTTP}
   - {name: a-very-long-listener-name-that-is-more-than-sixty-three-characters-long, port: 82, protocol: HTTP}
   - {name: again, port: 80, protocol: HTTP, hostname: x.example.com}
+  - {name: again2, port: 82, protocol: HTTP}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: empty, namespace: infra}
+spec:
+  gatewayClassName: istio
+  listeners: []
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: r, namespace: infra}
 spec:
-  parentRefs: [{name: addr}, {name: none}, {name: foreign}, {name: nosuch}, {name: ports, kind: Other}, {name: ports, group: example.com}]
+  parentRefs: [{name: ports, group: "", kind: Service}, {name: addr}, {name: none}, {name: foreign}, {name: nosuch}, {name: ports, kind: Other}, {name: ports, group: "", kind: Other}, {name: ports, group: example.com}, {name: ports, sectionName: again}]
   rules: [{backendRefs: [{name: web, port: 80}]}]
 `, `
 		Gateway infra/addr Accepted=False UnsupportedAddress: spec.addresses: not supported by Strait yet (straitd deploys the gateway itself; remove the addresses) (gen 0)
@@ -213,6 +243,8 @@ spec:
 		Gateway infra/al listener http attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 0)
 		Gateway infra/al listener http attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 0)
 		Gateway infra/al listener http attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 0)
+		Gateway infra/empty Accepted=True Accepted: Resource accepted (gen 0)
+		Gateway infra/empty Programmed=False AddressNotAssigned: Failed to assign to any requested addresses: service infra/empty-istio does not exist yet (gen 0)
 		Gateway infra/infra Accepted=False InvalidParameters: spec.infrastructure: not supported by Strait yet (gen 0)
 		Gateway infra/infra Programmed=False Invalid: the Gateway is not accepted (gen 0)
 		Gateway infra/infra listener http attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=False Invalid: the Gateway is not accepted: spec.infrastructure: not supported by Strait yet (gen 0)
@@ -231,10 +263,14 @@ spec:
 		Gateway infra/ports listener a-very-long-listener-name-that-is-more-than-sixty-three-characters-long attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 0)
 		Gateway infra/ports listener a-very-long-listener-name-that-is-more-than-sixty-three-characters-long attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 0)
 		Gateway infra/ports listener a-very-long-listener-name-that-is-more-than-sixty-three-characters-long attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 0)
-		Gateway infra/ports listener again attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 0)
-		Gateway infra/ports listener again attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 0)
-		Gateway infra/ports listener again attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 0)
-		Gateway infra/ports listener again attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 0)
+		Gateway infra/ports listener again attached=1 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 0)
+		Gateway infra/ports listener again attached=1 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 0)
+		Gateway infra/ports listener again attached=1 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 0)
+		Gateway infra/ports listener again attached=1 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 0)
+		Gateway infra/ports listener again2 attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 0)
+		Gateway infra/ports listener again2 attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=True HostnameConflict: listener conflicts with an earlier listener on port 82 (gen 0)
+		Gateway infra/ports listener again2 attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 0)
+		Gateway infra/ports listener again2 attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 0)
 		Gateway infra/ports listener status-port attached=0 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 0)
 		Gateway infra/ports listener status-port attached=0 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 0)
 		Gateway infra/ports listener status-port attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 0)
@@ -253,10 +289,17 @@ spec:
 		Gateway infra/tls listener http attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 0)
 		Gateway infra/tls listener http attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 0)
 		GatewayClass /istio Accepted=True Accepted: Handled by Istio controller (gen 0)
-		HTTPRoute infra/r parent[0] /addr//istio.io/gateway-controller Accepted=False NoMatchingParent: the parent Gateway is not accepted: spec.addresses: not supported by Strait yet (straitd deploys the gateway itself; remove the addresses) (gen 0)
-		HTTPRoute infra/r parent[0] /addr//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
-		HTTPRoute infra/r parent[1] /none//istio.io/gateway-controller Accepted=False NoMatchingParent: the parent Gateway is not accepted: no listener is valid (see the listeners' conditions) (gen 0)
-		HTTPRoute infra/r parent[1] /none//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
+		HTTPRoute infra/r parent[0] /ports//istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 0)
+		HTTPRoute infra/r parent[0] /ports//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
+		HTTPRoute infra/r parent[1] /addr//istio.io/gateway-controller Accepted=False NoMatchingParent: the parent Gateway is not accepted: spec.addresses: not supported by Strait yet (straitd deploys the gateway itself; remove the addresses) (gen 0)
+		HTTPRoute infra/r parent[1] /addr//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
+		HTTPRoute infra/r parent[2] /none//istio.io/gateway-controller Accepted=False NoMatchingParent: the parent Gateway is not accepted: no listener is valid (see the listeners' conditions) (gen 0)
+		HTTPRoute infra/r parent[2] /none//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
+		HTTPRoute infra/r parent[3] /ports/again/istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 0)
+		HTTPRoute infra/r parent[3] /ports/again/istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
+		VirtualService infra/infra.ports.infra.svc.cluster.local map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["mesh"],"hosts":["ports.infra.svc.cluster.local"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
+		VirtualService infra/ports-istio-autogenerated-k8s-gateway-again-x.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/ports-istio-autogenerated-k8s-gateway-again"],"hosts":["x.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
+		deploy infra/empty [{Name:status-port Port:15021 AppProtocol:tcp}]
 		deploy infra/ports [{Name:status-port Port:15021 AppProtocol:tcp} {Name:status-port-80 Port:80 AppProtocol:http} {Name:status-port-81 Port:81 AppProtocol:http} {Name:a-very-long-listener-name-that-is-more-than-sixty-three-charact Port:82 AppProtocol:http}]
 `},
 	{"allowedRoutes", gwHeader + `
@@ -355,21 +398,35 @@ spec:
   - {name: exact, port: 80, protocol: HTTP, hostname: abc.foo.example.com}
   - {name: any, port: 80, protocol: HTTP}
   - {name: other, port: 81, protocol: HTTP, hostname: "*.example.com"}
+  - {name: star-com, port: 82, protocol: HTTP, hostname: "*.com"}
+  - {name: a-com, port: 82, protocol: HTTP, hostname: a.com}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: {name: r, namespace: infra}
 spec:
   parentRefs: [{name: gw}]
-  hostnames: ["*.example.com", abc.foo.example.com, x.foo.example.com, y.example.com, example.com, "*.com", y.example.com, "*.foo.example.com"]
+  hostnames: ["*.example.com", abc.foo.example.com, x.foo.example.com, y.example.com, example.com, "*.com", y.example.com, "*.foo.example.com", a.com, averyveryverylonghost.org]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: late, namespace: infra}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [z.org]
   rules: [{backendRefs: [{name: web, port: 80}]}]
 `, `
 		Gateway infra/gw Accepted=True Accepted: Resource accepted (gen 2)
 		Gateway infra/gw Programmed=False AddressNotAssigned: Failed to assign to any requested addresses: service infra/gw-istio does not exist yet (gen 2)
-		Gateway infra/gw listener any attached=1 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
-		Gateway infra/gw listener any attached=1 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
-		Gateway infra/gw listener any attached=1 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
-		Gateway infra/gw listener any attached=1 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
+		Gateway infra/gw listener a-com attached=1 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
+		Gateway infra/gw listener a-com attached=1 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
+		Gateway infra/gw listener a-com attached=1 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
+		Gateway infra/gw listener a-com attached=1 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
+		Gateway infra/gw listener any attached=2 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
+		Gateway infra/gw listener any attached=2 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
+		Gateway infra/gw listener any attached=2 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
+		Gateway infra/gw listener any attached=2 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
 		Gateway infra/gw listener exact attached=1 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
 		Gateway infra/gw listener exact attached=1 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener exact attached=1 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
@@ -378,6 +435,10 @@ spec:
 		Gateway infra/gw listener other attached=1 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener other attached=1 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
 		Gateway infra/gw listener other attached=1 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
+		Gateway infra/gw listener star-com attached=1 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
+		Gateway infra/gw listener star-com attached=1 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
+		Gateway infra/gw listener star-com attached=1 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
+		Gateway infra/gw listener star-com attached=1 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
 		Gateway infra/gw listener sub attached=1 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
 		Gateway infra/gw listener sub attached=1 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener sub attached=1 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
@@ -386,26 +447,39 @@ spec:
 		Gateway infra/gw listener wild attached=1 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
 		Gateway infra/gw listener wild attached=1 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
 		Gateway infra/gw listener wild attached=1 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
+		Gateway infra/gw-istio-autogenerated-k8s-gateway-a-com map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/a.com"],"port":{"name":"a-com","number":82,"protocol":"HTTP"}}]}
 		Gateway infra/gw-istio-autogenerated-k8s-gateway-any map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/*"],"port":{"name":"any","number":80,"protocol":"HTTP"}}]}
 		Gateway infra/gw-istio-autogenerated-k8s-gateway-exact map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/abc.foo.example.com"],"port":{"name":"exact","number":80,"protocol":"HTTP"}}]}
 		Gateway infra/gw-istio-autogenerated-k8s-gateway-other map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/*.example.com"],"port":{"name":"other","number":81,"protocol":"HTTP"}}]}
+		Gateway infra/gw-istio-autogenerated-k8s-gateway-star-com map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/*.com"],"port":{"name":"star-com","number":82,"protocol":"HTTP"}}]}
 		Gateway infra/gw-istio-autogenerated-k8s-gateway-sub map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/*.foo.example.com"],"port":{"name":"sub","number":80,"protocol":"HTTP"}}]}
 		Gateway infra/gw-istio-autogenerated-k8s-gateway-wild map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/*.example.com"],"port":{"name":"wild","number":80,"protocol":"HTTP"}}]}
 		GatewayClass /istio Accepted=True Accepted: Handled by Istio controller (gen 0)
+		HTTPRoute infra/late parent[0] /gw//istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 0)
+		HTTPRoute infra/late parent[0] /gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
 		HTTPRoute infra/r parent[0] /gw//istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 0)
 		HTTPRoute infra/r parent[0] /gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-a-com-a.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-a-com"],"hosts":["a.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-any-a.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-any"],"hosts":["a.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-any-averyveryverylonghost.org map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-any"],"hosts":["averyveryverylonghost.org"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		VirtualService infra/gw-istio-autogenerated-k8s-gateway-any-example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-any"],"hosts":["example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		VirtualService infra/gw-istio-autogenerated-k8s-gateway-any-wildcard.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-any"],"hosts":["*.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-any-z.org map[internal.istio.io/parents:HTTPRoute/late.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-any"],"hosts":["z.org"],"http":[{"name":"infra.late.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		VirtualService infra/gw-istio-autogenerated-k8s-gateway-exact-abc.foo.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-exact"],"hosts":["abc.foo.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		VirtualService infra/gw-istio-autogenerated-k8s-gateway-other-abc.foo.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-other"],"hosts":["abc.foo.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		VirtualService infra/gw-istio-autogenerated-k8s-gateway-other-wildcard.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-other"],"hosts":["*.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		VirtualService infra/gw-istio-autogenerated-k8s-gateway-other-x.foo.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-other"],"hosts":["x.foo.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		VirtualService infra/gw-istio-autogenerated-k8s-gateway-other-y.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-other"],"hosts":["y.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-star-com-abc.foo.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-star-com"],"hosts":["abc.foo.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-star-com-example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-star-com"],"hosts":["example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-star-com-wildcard.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-star-com"],"hosts":["*.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-star-com-x.foo.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-star-com"],"hosts":["x.foo.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-star-com-y.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-star-com"],"hosts":["y.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		VirtualService infra/gw-istio-autogenerated-k8s-gateway-sub-wildcard.foo.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-sub"],"hosts":["*.foo.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		VirtualService infra/gw-istio-autogenerated-k8s-gateway-sub-x.foo.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-sub"],"hosts":["x.foo.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		VirtualService infra/gw-istio-autogenerated-k8s-gateway-wild-wildcard.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-wild"],"hosts":["*.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		VirtualService infra/gw-istio-autogenerated-k8s-gateway-wild-y.example.com map[internal.istio.io/parents:HTTPRoute/r.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-wild"],"hosts":["y.example.com"],"http":[{"name":"infra.r.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]}]}
-		deploy infra/gw [{Name:status-port Port:15021 AppProtocol:tcp} {Name:wild Port:80 AppProtocol:http} {Name:other Port:81 AppProtocol:http}]
+		deploy infra/gw [{Name:status-port Port:15021 AppProtocol:tcp} {Name:wild Port:80 AppProtocol:http} {Name:other Port:81 AppProtocol:http} {Name:star-com Port:82 AppProtocol:http}]
 `},
 	{"http filters", gwHeader + `
   - {name: http, port: 80, protocol: HTTP}
@@ -475,8 +549,9 @@ spec:
   rules:
   - matches: [{path: {type: Exact, value: /h}, headers: [{name: X-A, value: a}, {name: x-a, value: b}, {name: x-r, type: RegularExpression, value: "r.*"}], queryParams: [{name: q, value: "1"}, {name: q, value: "2"}, {name: qr, type: RegularExpression, value: "[0-9]+"}], method: POST}]
     filters:
-    - {type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-Set, value: "1"}, {name: x-set, value: "2"}], add: [{name: x-add, value: "a\tb"}], remove: [x-gone]}}
+    - {type: RequestHeaderModifier, requestHeaderModifier: {set: [{name: X-Set, value: "1"}, {name: x-set, value: "2"}, {name: x-space, value: "a b"}], add: [{name: x-add, value: "a\tb"}], remove: [x-gone]}}
     - {type: ResponseHeaderModifier, responseHeaderModifier: {add: [{name: x-resp, value: r}]}}
+    - {type: RequestMirror, requestMirror: {backendRef: {name: missing, port: 80}}}
     - {type: RequestMirror, requestMirror: {backendRef: {name: mirror, port: 80}, fraction: {numerator: 1, denominator: 4}}}
     - {type: RequestMirror, requestMirror: {backendRef: {name: mirror2, port: 80}, fraction: {numerator: 30}}}
     - {type: RequestMirror, requestMirror: {backendRef: {name: mirror3, port: 80}, percent: 5}}
@@ -581,7 +656,7 @@ spec:
 		HTTPRoute infra/f8 parent[0] /gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 4)
 		HTTPRoute infra/f9 parent[0] /gw//istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 4)
 		HTTPRoute infra/f9 parent[0] /gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 4)
-		VirtualService infra/gw-istio-autogenerated-k8s-gateway-http-wildcard map[internal.istio.io/parents:HTTPRoute/f0.infra,HTTPRoute/f1.infra,HTTPRoute/f10.infra,HTTPRoute/f11.infra,HTTPRoute/f12.infra,HTTPRoute/f2.infra,HTTPRoute/f3.infra,HTTPRoute/f4.infra,HTTPRoute/f5.infra,HTTPRoute/f6.infra,HTTPRoute/f7.infra,HTTPRoute/f8.infra,HTTPRoute/f9.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-http"],"hosts":["*"],"http":[{"match":[{"uri":{"exact":"/r1"}}],"name":"infra.f0.0","redirect":{"authority":"h.example.com","derivePort":"FROM_PROTOCOL_DEFAULT","redirectCode":301,"scheme":"https"}},{"match":[{"uri":{"exact":"/r2"}}],"name":"infra.f1.0","redirect":{"port":8443,"uri":"/full"}},{"match":[{"uri":{"exact":"/t4"}}],"name":"infra.f12.0","retries":{},"route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}],"timeout":"3s"},{"match":[{"uri":{"exact":"/w1"}}],"name":"infra.f3.0","rewrite":{"authority":"w.example.com","uriRegexRewrite":{"match":"/.*","rewrite":"/new"}},"route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"exact":"/w3"}}],"name":"infra.f5.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"exact":"/t1"}}],"name":"infra.f7.0","retries":{"attempts":3,"backoff":"0.100s","perTryTimeout":"2s","retryOn":"connect-failure,refused-stream,unavailable,cancelled,503,502"},"route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}],"timeout":"10s"},{"match":[{"uri":{"exact":"/t2"}}],"name":"infra.f8.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}],"timeout":"2s"},{"match":[{"uri":{"exact":"/t3"}}],"name":"infra.f9.0","retries":{"attempts":2,"retryOn":"connect-failure,refused-stream,unavailable,cancelled"},"route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]},{"fault":{"abort":{"httpStatus":500,"percentage":{"value":50}}},"headers":{"request":{"add":{"x-add":"a\tb"},"remove":["x-gone"],"set":{"x-set":"1"}},"response":{"add":{"x-resp":"r"}}},"match":[{"headers":{"x-a":{"exact":"a"},"x-r":{"regex":"r.*"}},"method":{"exact":"POST"},"queryParams":{"q":{"exact":"1"},"qr":{"regex":"[0-9]+"}},"uri":{"exact":"/h"}}],"mirrors":[{"destination":{"host":"mirror.infra.svc.cluster.local","port":{"number":80}},"percentage":{"value":25}},{"destination":{"host":"mirror2.infra.svc.cluster.local","port":{"number":80}},"percentage":{"value":30}},{"destination":{"host":"mirror3.infra.svc.cluster.local","port":{"number":80}},"percentage":{"value":5}}],"name":"infra.f6.0","route":[{"destination":{"host":"a.infra.svc.cluster.local","port":{"number":80}},"headers":{"request":{"set":{"x-b":"a"}},"response":{"remove":["x-c"]}},"weight":3},{"destination":{"host":"b.infra.svc.cluster.local","port":{"number":80}},"weight":1}]},{"match":[{"uri":{"prefix":"/r3"}}],"name":"infra.f2.0","redirect":{"derivePort":"FROM_REQUEST_PORT","prefixRewrite":"/p","redirectCode":302}},{"match":[{"uri":{"prefix":"/w2"}}],"name":"infra.f4.0","rewrite":{"uri":"/x"},"route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]},{"directResponse":{"status":500},"match":[{"uri":{"regex":"/re/.*"}}],"name":"infra.f10.0"},{"directResponse":{"status":500},"match":[{"headers":{"only":{"exact":"h"}}}],"name":"infra.f10.0"},{"directResponse":{"status":500},"name":"infra.f11.0"}]}
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-http-wildcard map[internal.istio.io/parents:HTTPRoute/f0.infra,HTTPRoute/f1.infra,HTTPRoute/f10.infra,HTTPRoute/f11.infra,HTTPRoute/f12.infra,HTTPRoute/f2.infra,HTTPRoute/f3.infra,HTTPRoute/f4.infra,HTTPRoute/f5.infra,HTTPRoute/f6.infra,HTTPRoute/f7.infra,HTTPRoute/f8.infra,HTTPRoute/f9.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-http"],"hosts":["*"],"http":[{"match":[{"uri":{"exact":"/r1"}}],"name":"infra.f0.0","redirect":{"authority":"h.example.com","derivePort":"FROM_PROTOCOL_DEFAULT","redirectCode":301,"scheme":"https"}},{"match":[{"uri":{"exact":"/r2"}}],"name":"infra.f1.0","redirect":{"port":8443,"uri":"/full"}},{"match":[{"uri":{"exact":"/t4"}}],"name":"infra.f12.0","retries":{},"route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}],"timeout":"3s"},{"match":[{"uri":{"exact":"/w1"}}],"name":"infra.f3.0","rewrite":{"authority":"w.example.com","uriRegexRewrite":{"match":"/.*","rewrite":"/new"}},"route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"exact":"/w3"}}],"name":"infra.f5.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"exact":"/t1"}}],"name":"infra.f7.0","retries":{"attempts":3,"backoff":"0.100s","perTryTimeout":"2s","retryOn":"connect-failure,refused-stream,unavailable,cancelled,503,502"},"route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}],"timeout":"10s"},{"match":[{"uri":{"exact":"/t2"}}],"name":"infra.f8.0","route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}],"timeout":"2s"},{"match":[{"uri":{"exact":"/t3"}}],"name":"infra.f9.0","retries":{"attempts":2,"retryOn":"connect-failure,refused-stream,unavailable,cancelled"},"route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]},{"fault":{"abort":{"httpStatus":500,"percentage":{"value":50}}},"headers":{"request":{"add":{"x-add":"a\tb"},"remove":["x-gone"],"set":{"x-set":"1","x-space":"a b"}},"response":{"add":{"x-resp":"r"}}},"match":[{"headers":{"x-a":{"exact":"a"},"x-r":{"regex":"r.*"}},"method":{"exact":"POST"},"queryParams":{"q":{"exact":"1"},"qr":{"regex":"[0-9]+"}},"uri":{"exact":"/h"}}],"mirrors":[{"destination":{"host":"mirror.infra.svc.cluster.local","port":{"number":80}},"percentage":{"value":25}},{"destination":{"host":"mirror2.infra.svc.cluster.local","port":{"number":80}},"percentage":{"value":30}},{"destination":{"host":"mirror3.infra.svc.cluster.local","port":{"number":80}},"percentage":{"value":5}}],"name":"infra.f6.0","route":[{"destination":{"host":"a.infra.svc.cluster.local","port":{"number":80}},"headers":{"request":{"set":{"x-b":"a"}},"response":{"remove":["x-c"]}},"weight":3},{"destination":{"host":"b.infra.svc.cluster.local","port":{"number":80}},"weight":1}]},{"match":[{"uri":{"prefix":"/r3"}}],"name":"infra.f2.0","redirect":{"derivePort":"FROM_REQUEST_PORT","prefixRewrite":"/p","redirectCode":302}},{"match":[{"uri":{"prefix":"/w2"}}],"name":"infra.f4.0","rewrite":{"uri":"/x"},"route":[{"destination":{"host":"web.infra.svc.cluster.local","port":{"number":80}}}]},{"directResponse":{"status":500},"match":[{"uri":{"regex":"/re/.*"}}],"name":"infra.f10.0"},{"directResponse":{"status":500},"match":[{"headers":{"only":{"exact":"h"}}}],"name":"infra.f10.0"},{"directResponse":{"status":500},"name":"infra.f11.0"}]}
 		deploy infra/gw [{Name:status-port Port:15021 AppProtocol:tcp} {Name:http Port:80 AppProtocol:http}]
 `},
 	{"http refusals", gwHeader + `
@@ -698,7 +773,23 @@ kind: HTTPRoute
 metadata: {name: kinds, namespace: infra}
 spec:
   parentRefs: [{name: gw}]
-  rules: [{backendRefs: [{name: web, port: 80, kind: ServiceImport, group: multicluster.x-k8s.io}, {name: s, port: 80, group: "", kind: Service, namespace: infra}]}]
+  rules: [{backendRefs: [{name: web, port: 80, kind: ServiceImport, group: multicluster.x-k8s.io}, {name: s, port: 80, group: "", kind: Service, namespace: infra}, {name: p, port: 80, kind: Pod}, {name: e, port: 80, group: example.com, kind: Service}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: two-unresolved, namespace: infra}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - backendRefs: [{name: missing, port: 80}]
+  - backendRefs: [{name: p, port: 80, kind: Pod}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: a-unbound, namespace: infra}
+spec:
+  parentRefs: [{name: nosuch}]
+  rules: [{backendRefs: [{name: web, port: 80}]}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -748,10 +839,10 @@ spec:
 `, `
 		Gateway infra/gw Accepted=True Accepted: Resource accepted (gen 2)
 		Gateway infra/gw Programmed=False AddressNotAssigned: Failed to assign to any requested addresses: service infra/gw-istio does not exist yet (gen 2)
-		Gateway infra/gw listener http attached=2 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
-		Gateway infra/gw listener http attached=2 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
-		Gateway infra/gw listener http attached=2 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
-		Gateway infra/gw listener http attached=2 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
+		Gateway infra/gw listener http attached=3 kinds=[HTTPRoute GRPCRoute] Accepted=True Accepted: No errors found (gen 2)
+		Gateway infra/gw listener http attached=3 kinds=[HTTPRoute GRPCRoute] Conflicted=False NoConflicts: No errors found (gen 2)
+		Gateway infra/gw listener http attached=3 kinds=[HTTPRoute GRPCRoute] Programmed=True Programmed: No errors found (gen 2)
+		Gateway infra/gw listener http attached=3 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 2)
 		Gateway infra/gw-istio-autogenerated-k8s-gateway-http map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/*"],"port":{"name":"http","number":80,"protocol":"HTTP"}}]}
 		GatewayClass /istio Accepted=True Accepted: Handled by Istio controller (gen 0)
 		HTTPRoute infra/backend-filter parent[0] /gw//istio.io/gateway-controller Accepted=False UnsupportedValue: spec.rules[0].backendRefs[0].filters[0].type: filter RequestMirror on a backendRef is not supported by Strait yet (gen 0)
@@ -781,7 +872,7 @@ spec:
 		HTTPRoute infra/ext-filter parent[0] /gw//istio.io/gateway-controller Accepted=False UnsupportedValue: spec.rules[0].filters[0].type: filter ExtensionRef is not supported by Strait yet (gen 0)
 		HTTPRoute infra/ext-filter parent[0] /gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
 		HTTPRoute infra/kinds parent[0] /gw//istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 0)
-		HTTPRoute infra/kinds parent[0] /gw//istio.io/gateway-controller ResolvedRefs=False InvalidKind: spec.rules[0].backendRefs[0]: referencing unsupported backendRef: group "multicluster.x-k8s.io" kind "ServiceImport" (gen 0)
+		HTTPRoute infra/kinds parent[0] /gw//istio.io/gateway-controller ResolvedRefs=False InvalidKind: spec.rules[0].backendRefs[3]: referencing unsupported backendRef: group "example.com" kind "Service" (gen 0)
 		HTTPRoute infra/nil-filters parent[0] /gw//istio.io/gateway-controller Accepted=False UnsupportedValue: spec.rules[0].filters[0].requestHeaderModifier: must be set for its filter type (gen 0)
 		HTTPRoute infra/nil-filters parent[0] /gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
 		HTTPRoute infra/nil-mirror parent[0] /gw//istio.io/gateway-controller Accepted=False UnsupportedValue: spec.rules[0].filters[0].requestMirror: must be set for type RequestMirror (gen 0)
@@ -794,9 +885,11 @@ spec:
 		HTTPRoute infra/noport parent[0] /gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
 		HTTPRoute infra/redirect-backend parent[0] /gw//istio.io/gateway-controller Accepted=False IncompatibleFilters: spec.rules[0]: a RequestRedirect filter and backendRefs cannot be combined (gen 0)
 		HTTPRoute infra/redirect-backend parent[0] /gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
+		HTTPRoute infra/two-unresolved parent[0] /gw//istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 0)
+		HTTPRoute infra/two-unresolved parent[0] /gw//istio.io/gateway-controller ResolvedRefs=False BackendNotFound: spec.rules[0].backendRefs[0]: backend(missing.infra.svc.cluster.local) not found (gen 0)
 		HTTPRoute infra/xns parent[0] /gw//istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 0)
 		HTTPRoute infra/xns parent[0] /gw//istio.io/gateway-controller ResolvedRefs=False RefNotPermitted: spec.rules[0].backendRefs[1]: backendRef apps/other not accessible to a HTTPRoute in namespace "infra" (missing a ReferenceGrant?) (gen 0)
-		VirtualService infra/gw-istio-autogenerated-k8s-gateway-http-wildcard map[internal.istio.io/parents:HTTPRoute/kinds.infra,HTTPRoute/xns.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-http"],"hosts":["*"],"http":[{"fault":{"abort":{"httpStatus":500,"percentage":{"value":50}}},"name":"infra.kinds.0","route":[{"destination":{"host":"s.infra.svc.cluster.local","port":{"number":80}}}]},{"fault":{"abort":{"httpStatus":500,"percentage":{"value":50}}},"name":"infra.xns.0","route":[{"destination":{"host":"granted.apps.svc.cluster.local","port":{"number":80}}}]}]}
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-http-wildcard map[internal.istio.io/parents:HTTPRoute/kinds.infra,HTTPRoute/two-unresolved.infra,HTTPRoute/xns.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-http"],"hosts":["*"],"http":[{"fault":{"abort":{"httpStatus":500,"percentage":{"value":75}}},"name":"infra.kinds.0","route":[{"destination":{"host":"s.infra.svc.cluster.local","port":{"number":80}}}]},{"directResponse":{"status":500},"name":"infra.two-unresolved.0"},{"directResponse":{"status":500},"name":"infra.two-unresolved.1"},{"fault":{"abort":{"httpStatus":500,"percentage":{"value":50}}},"name":"infra.xns.0","route":[{"destination":{"host":"granted.apps.svc.cluster.local","port":{"number":80}}}]}]}
 		deploy infra/gw [{Name:status-port Port:15021 AppProtocol:tcp} {Name:http Port:80 AppProtocol:http}]
 `},
 	{"precedence", gwHeader + `
@@ -825,6 +918,7 @@ metadata: {name: a, namespace: infra, creationTimestamp: "2021-01-01T00:00:00Z"}
 spec:
   parentRefs: [{name: gw}]
   rules:
+  - {backendRefs: [{name: a0, port: 80}]}
   - {matches: [{path: {type: PathPrefix, value: /a}}], backendRefs: [{name: a1, port: 80}]}
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -849,7 +943,7 @@ spec:
 		HTTPRoute infra/b parent[0] /gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
 		HTTPRoute infra/z parent[0] /gw//istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 0)
 		HTTPRoute infra/z parent[0] /gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
-		VirtualService infra/gw-istio-autogenerated-k8s-gateway-http-wildcard map[internal.istio.io/parents:HTTPRoute/z.infra,HTTPRoute/a.infra,HTTPRoute/b.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-http"],"hosts":["*"],"http":[{"match":[{"uri":{"exact":"/a"}}],"name":"infra.b.2","route":[{"destination":{"host":"b3.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a/long(/.*)?"}}],"name":"infra.b.1","route":[{"destination":{"host":"b2.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"method":{"exact":"GET"},"uri":{"regex":"/a(/.*)?"}}],"name":"infra.b.4","route":[{"destination":{"host":"b5.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"headers":{"h":{"exact":"v"},"i":{"exact":"v"}},"uri":{"regex":"/a(/.*)?"}}],"name":"infra.b.5","route":[{"destination":{"host":"b6.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"headers":{"h":{"exact":"v"}},"uri":{"regex":"/a(/.*)?"}}],"name":"infra.b.6","route":[{"destination":{"host":"b7.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"queryParams":{"q":{"exact":"v"}},"uri":{"regex":"/a(/.*)?"}}],"name":"infra.b.7","route":[{"destination":{"host":"b8.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a(/.*)?"}}],"name":"infra.z.0","route":[{"destination":{"host":"z1.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a(/.*)?"}}],"name":"infra.a.0","route":[{"destination":{"host":"a1.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a(/.*)?"}}],"name":"infra.b.0","route":[{"destination":{"host":"b1.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a/longer.*"}}],"name":"infra.b.8","route":[{"destination":{"host":"b9.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a.*"}}],"name":"infra.b.3","route":[{"destination":{"host":"b4.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"headers":{"h":{"exact":"v"}}}],"name":"infra.b.9","route":[{"destination":{"host":"b10.infra.svc.cluster.local","port":{"number":80}}}]}]}
+		VirtualService infra/gw-istio-autogenerated-k8s-gateway-http-wildcard map[internal.istio.io/parents:HTTPRoute/z.infra,HTTPRoute/a.infra,HTTPRoute/b.infra] {"gateways":["infra/gw-istio-autogenerated-k8s-gateway-http"],"hosts":["*"],"http":[{"match":[{"uri":{"exact":"/a"}}],"name":"infra.b.2","route":[{"destination":{"host":"b3.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a/long(/.*)?"}}],"name":"infra.b.1","route":[{"destination":{"host":"b2.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"method":{"exact":"GET"},"uri":{"regex":"/a(/.*)?"}}],"name":"infra.b.4","route":[{"destination":{"host":"b5.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"headers":{"h":{"exact":"v"},"i":{"exact":"v"}},"uri":{"regex":"/a(/.*)?"}}],"name":"infra.b.5","route":[{"destination":{"host":"b6.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"headers":{"h":{"exact":"v"}},"uri":{"regex":"/a(/.*)?"}}],"name":"infra.b.6","route":[{"destination":{"host":"b7.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"queryParams":{"q":{"exact":"v"}},"uri":{"regex":"/a(/.*)?"}}],"name":"infra.b.7","route":[{"destination":{"host":"b8.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a(/.*)?"}}],"name":"infra.z.0","route":[{"destination":{"host":"z1.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a(/.*)?"}}],"name":"infra.a.1","route":[{"destination":{"host":"a1.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a(/.*)?"}}],"name":"infra.b.0","route":[{"destination":{"host":"b1.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a/longer.*"}}],"name":"infra.b.8","route":[{"destination":{"host":"b9.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"uri":{"regex":"/a.*"}}],"name":"infra.b.3","route":[{"destination":{"host":"b4.infra.svc.cluster.local","port":{"number":80}}}]},{"match":[{"headers":{"h":{"exact":"v"}}}],"name":"infra.b.9","route":[{"destination":{"host":"b10.infra.svc.cluster.local","port":{"number":80}}}]},{"name":"infra.a.0","route":[{"destination":{"host":"a0.infra.svc.cluster.local","port":{"number":80}}}]}]}
 		deploy infra/gw [{Name:status-port Port:15021 AppProtocol:tcp} {Name:http Port:80 AppProtocol:http}]
 `},
 	{"grpc", gwHeader + `
@@ -899,7 +993,7 @@ metadata: {name: session, namespace: infra}
 spec:
   parentRefs: [{name: gw}]
   hostnames: [e.example.com]
-  rules: [{sessionPersistence: {sessionName: s}, backendRefs: [{name: a, port: 9000}]}]
+  rules: [{sessionPersistence: {sessionName: s}, backendRefs: [{name: a, port: 9000}]}, {filters: [{type: ExtensionRef, extensionRef: {group: g, kind: K, name: n}}]}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: GRPCRoute
@@ -919,7 +1013,7 @@ spec:
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: GRPCRoute
-metadata: {name: unbound, namespace: infra}
+metadata: {name: a-unbound, namespace: infra}
 spec:
   parentRefs: [{name: nosuch}]
   rules: [{backendRefs: [{name: a, port: 9000}]}]
@@ -959,8 +1053,8 @@ spec:
   parentRefs: [{name: gw, namespace: infra}]
   hostnames: [a.example.com, b.example.com]
   rules:
-  - backendRefs: [{name: a, port: 443, weight: 2}, {name: b, port: 443}, {name: c, port: 443, weight: 0}, {name: missing, port: 443}]
   - backendRefs: [{name: missing, port: 443}]
+  - backendRefs: [{name: missing, port: 443}, {name: a, port: 443, weight: 2}, {name: c, port: 443, weight: 0}, {name: b, port: 443}]
   - backendRefs: [{name: x, namespace: other, port: 443}]
 ---
 apiVersion: gateway.networking.k8s.io/v1alpha2
@@ -972,10 +1066,19 @@ spec:
   rules:
   - backendRefs: [{name: a, port: 443}]
   - backendRefs: [{name: noport}]
+  - backendRefs: [{name: a.b, port: 443}]
 ---
 apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: TLSRoute
-metadata: {name: unbound, namespace: apps}
+metadata: {name: badport, namespace: apps}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  hostnames: [p.example.com]
+  rules: [{backendRefs: [{name: a, port: 70000}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TLSRoute
+metadata: {name: a-unbound, namespace: apps}
 spec:
   parentRefs: [{name: nosuch}]
   rules: [{backendRefs: [{name: a, port: 443}]}]
@@ -986,7 +1089,7 @@ metadata: {name: p, namespace: apps, generation: 3}
 spec:
   parentRefs: [{name: gw, namespace: infra}, {name: web, kind: Service, group: ""}]
   rules:
-  - backendRefs: [{name: a, port: 5432}, {name: b, port: 5432, weight: 3}]
+  - backendRefs: [{name: c, port: 5432, weight: 0}, {name: a, port: 5432}, {name: b, port: 5432, weight: 3}]
   - backendRefs: [{name: missing, port: 5432}]
   - backendRefs: [{name: granted, namespace: other, port: 5432}]
 ---
@@ -998,10 +1101,18 @@ spec:
   rules:
   - backendRefs: [{name: a, port: 5432}]
   - backendRefs: [{name: a.b, port: 5432}]
+  - backendRefs: [{name: noport}]
 ---
 apiVersion: gateway.networking.k8s.io/v1alpha2
 kind: TCPRoute
-metadata: {name: unbound, namespace: apps}
+metadata: {name: badport, namespace: apps}
+spec:
+  parentRefs: [{name: gw, namespace: infra}]
+  rules: [{backendRefs: [{name: a, port: 70000}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1alpha2
+kind: TCPRoute
+metadata: {name: a-unbound, namespace: apps}
 spec:
   parentRefs: [{name: nosuch}]
   rules: [{backendRefs: [{name: a, port: 5432}]}]
@@ -1031,12 +1142,16 @@ spec:
 		Gateway infra/gw-istio-autogenerated-k8s-gateway-tcp map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/*"],"port":{"name":"tcp","number":5432,"protocol":"TCP"}}]}
 		Gateway infra/gw-istio-autogenerated-k8s-gateway-tls map[internal.istio.io/parents:Gateway/gw.infra] {"selector":{"gateway.networking.k8s.io/gateway-name":"gw","gateway.strait.io/namespace":"infra"},"servers":[{"hosts":["*/*"],"port":{"name":"tls","number":443,"protocol":"TLS"},"tls":{}}]}
 		GatewayClass /istio Accepted=True Accepted: Handled by Istio controller (gen 0)
+		TCPRoute apps/badport parent[0] infra/gw//istio.io/gateway-controller Accepted=False UnsupportedValue: the translated VirtualService is refused: gateway-api VirtualService apps/badport: document 1: spec.tcp[0].route[0].destination.port.number: 70000 is not a valid port (1-65535) (gen 0)
+		TCPRoute apps/badport parent[0] infra/gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
 		TCPRoute apps/p parent[0] infra/gw//istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 3)
 		TCPRoute apps/p parent[0] infra/gw//istio.io/gateway-controller ResolvedRefs=False BackendNotFound: spec.rules[1].backendRefs[0]: backend(missing.apps.svc.cluster.local) not found (gen 3)
 		TCPRoute apps/p parent[1] /web//istio.io/gateway-controller Accepted=False UnsupportedValue: spec.parentRefs[1]: a Service parent (the mesh, GAMMA) of a TCPRoute is not supported by Strait yet (gen 3)
 		TCPRoute apps/p parent[1] /web//istio.io/gateway-controller ResolvedRefs=False BackendNotFound: spec.rules[1].backendRefs[0]: backend(missing.apps.svc.cluster.local) not found (gen 3)
 		TCPRoute apps/refused parent[0] infra/gw//istio.io/gateway-controller Accepted=False UnsupportedValue: spec.rules[1].backendRefs[0].name: service name invalid; the name of the Service must be used, not the hostname (gen 0)
 		TCPRoute apps/refused parent[0] infra/gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
+		TLSRoute apps/badport parent[0] infra/gw//istio.io/gateway-controller Accepted=False UnsupportedValue: the translated VirtualService is refused: gateway-api VirtualService apps/badport: document 1: spec.tls[0].route[0].destination.port.number: 70000 is not a valid port (1-65535) (gen 0)
+		TLSRoute apps/badport parent[0] infra/gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
 		TLSRoute apps/refused parent[0] infra/gw//istio.io/gateway-controller Accepted=False UnsupportedValue: spec.rules[1].backendRefs[0].port: port is required in backendRef (gen 0)
 		TLSRoute apps/refused parent[0] infra/gw//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
 		TLSRoute apps/t parent[0] infra/gw//istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 7)

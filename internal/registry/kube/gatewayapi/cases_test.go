@@ -160,6 +160,16 @@ spec:
 `},
 	{"gateway refused", `
 apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: other, generation: 3}
+spec: {controllerName: example.com/other}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: params, generation: 4}
+spec: {controllerName: istio.io/gateway-controller, parametersRef: {group: "", kind: ConfigMap, name: p}}
+---
+apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: {name: addr, namespace: infra}
 spec:
@@ -289,6 +299,7 @@ spec:
 		Gateway infra/tls listener http attached=0 kinds=[HTTPRoute GRPCRoute] Programmed=False Invalid: the listener is not served (gen 0)
 		Gateway infra/tls listener http attached=0 kinds=[HTTPRoute GRPCRoute] ResolvedRefs=True ResolvedRefs: No errors found (gen 0)
 		GatewayClass /istio Accepted=True Accepted: Handled by Istio controller (gen 0)
+		GatewayClass /params Accepted=False InvalidParameters: spec.parametersRef: not supported by Strait yet (gen 4)
 		HTTPRoute infra/r parent[0] /ports//istio.io/gateway-controller Accepted=True Accepted: Route was valid (gen 0)
 		HTTPRoute infra/r parent[0] /ports//istio.io/gateway-controller ResolvedRefs=True ResolvedRefs: All references resolved (gen 0)
 		HTTPRoute infra/r parent[1] /addr//istio.io/gateway-controller Accepted=False NoMatchingParent: the parent Gateway is not accepted: spec.addresses: not supported by Strait yet (straitd deploys the gateway itself; remove the addresses) (gen 0)

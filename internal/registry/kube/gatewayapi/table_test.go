@@ -52,7 +52,8 @@ func objects(t *testing.T, docs string) Input {
 		}
 		switch meta.Kind {
 		case "GatewayClass":
-			in.GatewayClasses = append(in.GatewayClasses, decode[gwv1.GatewayClass](t, doc))
+			// Before the default class: a class of another controller first.
+			in.GatewayClasses = append([]*gwv1.GatewayClass{decode[gwv1.GatewayClass](t, doc)}, in.GatewayClasses...)
 		case "Gateway":
 			in.Gateways = append(in.Gateways, decode[gwv1.Gateway](t, doc))
 		case "HTTPRoute":

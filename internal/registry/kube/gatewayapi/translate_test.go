@@ -847,9 +847,11 @@ func TestMeshVirtualServiceDropped(t *testing.T) {
 	}
 	tr := &translator{meshRoutes: map[string]*meshVirtualService{
 		"apps/web.apps.svc.cluster.local": {namespace: "apps", host: "web.apps.svc.cluster.local", routes: []*networking.HTTPRoute{invalid}, parents: []string{"HTTPRoute/bad.apps"}},
+		// After the invalid one (sorted by key): still served.
+		"apps/www.apps.svc.cluster.local": {namespace: "apps", host: "www.apps.svc.cluster.local", routes: []*networking.HTTPRoute{{DirectResponse: &networking.HTTPDirectResponse{Status: 503}}}, parents: []string{"HTTPRoute/good.apps"}},
 	}}
-	if got := tr.meshVirtualServices(); len(got) != 0 {
-		t.Fatalf("an invalid VirtualService was served: %v", got)
+	if got := tr.meshVirtualServices(); len(got) != 1 || got[0].Name != "apps.www.apps.svc.cluster.local" {
+		t.Fatalf("served %v, want the valid VirtualService alone", got)
 	}
 	if len(tr.out.Dropped) != 1 || !strings.Contains(tr.out.Dropped[0].Error(), "HTTPRoute/bad.apps") || !strings.Contains(tr.out.Dropped[0].Error(), "prefixRewrite") {
 		t.Fatalf("Dropped = %v, want one error naming HTTPRoute/bad.apps and the field", tr.out.Dropped)

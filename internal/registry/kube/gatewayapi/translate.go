@@ -202,11 +202,14 @@ func (t *translator) classes() {
 		if c.Spec.ControllerName != ControllerName {
 			continue
 		}
-		t.ours[c.Name] = true
 		cond := t.condition(c.Generation, string(gwv1.GatewayClassConditionStatusAccepted), true, string(gwv1.GatewayClassReasonAccepted), "Handled by Istio controller")
 		if c.Spec.ParametersRef != nil {
 			cond = t.condition(c.Generation, string(gwv1.GatewayClassConditionStatusAccepted), false, string(gwv1.GatewayClassReasonInvalidParameters),
 				"spec.parametersRef: not supported by Strait yet")
+		} else {
+			// A class refused is not served: its Gateways are left alone
+			// (no deployment, no config, no status of ours).
+			t.ours[c.Name] = true
 		}
 		t.out.GatewayClasses[Ref{"GatewayClass", "", c.Name}] = gwv1.GatewayClassStatus{Conditions: []metav1.Condition{cond}}
 	}

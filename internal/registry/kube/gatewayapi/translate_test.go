@@ -857,3 +857,25 @@ func TestMeshVirtualServiceDropped(t *testing.T) {
 		t.Fatalf("Dropped = %v, want one error naming HTTPRoute/bad.apps and the field", tr.out.Dropped)
 	}
 }
+
+// TestRefusedClassNotServed: a GatewayClass of ours that is refused
+// (parametersRef, Accepted=False) serves none of its Gateways: no
+// Istio Gateway, no deployment, no Gateway status; the class's status
+// says why.
+func TestRefusedClassNotServed(t *testing.T) {
+	in := baseInput(t)
+	in.GatewayClasses = []*gwv1.GatewayClass{decode[gwv1.GatewayClass](t, `
+metadata: {name: istio}
+spec:
+  controllerName: istio.io/gateway-controller
+  parametersRef: {group: "", kind: ConfigMap, name: params, namespace: infra}
+`)}
+	out := Translate(in)
+	if len(out.Configs) != 0 || len(out.Deployments) != 0 || len(out.Gateways) != 0 {
+		t.Fatalf("a refused class's Gateway was served: configs %v, deployments %v, statuses %v", out.Configs, out.Deployments, out.Gateways)
+	}
+	c := cond(out.GatewayClasses[Ref{"GatewayClass", "", "istio"}].Conditions, "Accepted")
+	if c.Status != "False" || c.Reason != "InvalidParameters" {
+		t.Fatalf("class Accepted %+v, want False InvalidParameters", c)
+	}
+}

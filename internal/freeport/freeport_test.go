@@ -61,3 +61,35 @@ func TestPortsSkipsTakenPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestListenUDPTCP: both sockets on the same port; a port whose TCP twin
+// is taken is not returned.
+func TestListenUDPTCP(t *testing.T) {
+	pc, ln, err := ListenUDPTCP("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	defer ln.Close()
+	if u, tc := pc.LocalAddr().(*net.UDPAddr).Port, ln.Addr().(*net.TCPAddr).Port; u != tc || u == 0 {
+		t.Fatalf("UDP port %d, TCP port %d: want one port", u, tc)
+	}
+	// Hold many TCP ports, then ask again: whatever port comes back has
+	// both sockets (a taken TCP twin would have failed the Listen).
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+	}
+	pc2, ln2, err := ListenUDPTCP("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc2.Close()
+	defer ln2.Close()
+	if pc2.LocalAddr().(*net.UDPAddr).Port != ln2.Addr().(*net.TCPAddr).Port {
+		t.Fatal("the second pair is on two ports")
+	}
+}

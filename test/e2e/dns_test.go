@@ -19,6 +19,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/straitmesh/strait/internal/debugapi"
+	"github.com/straitmesh/strait/internal/freeport"
 	"github.com/straitmesh/strait/internal/localmesh"
 )
 
@@ -54,7 +55,7 @@ func TestDNSProxy(t *testing.T) {
 	})
 	// The upstream listens on loopback of the host: only the mesh's
 	// forwarder (on the bridge's host address) can reach it.
-	pc, ln, err := listenDNSPair()
+	pc, ln, err := freeport.ListenUDPTCP("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,25 +210,4 @@ func TestDNSProxy(t *testing.T) {
 	if !slices.Contains(names, "outside.example.org.") {
 		t.Errorf("the upstream was asked %q; want outside.example.org forwarded", names)
 	}
-}
-
-// listenDNSPair listens on one loopback port for UDP and TCP, as a DNS
-// server does. The kernel picks the UDP port; its TCP twin may be taken
-// by another process's connection (a busy machine), so a few ports are
-// tried.
-func listenDNSPair() (net.PacketConn, net.Listener, error) {
-	var lastErr error
-	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			return nil, nil, err
-		}
-		ln, err := net.Listen("tcp", pc.LocalAddr().String())
-		if err == nil {
-			return pc, ln, nil
-		}
-		pc.Close()
-		lastErr = err
-	}
-	return nil, nil, fmt.Errorf("upstream DNS: no loopback port free for both UDP and TCP: %w", lastErr)
 }

@@ -13,6 +13,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/straitmesh/strait/internal/freeport"
 	"github.com/straitmesh/strait/internal/nds"
 )
 
@@ -141,21 +142,10 @@ func startUpstream(t *testing.T) *upstream {
 		}
 		_ = w.WriteMsg(m)
 	})
-	// One port for UDP and TCP; the port the UDP socket got may be held
-	// by a TCP socket, then another is tried.
-	var pc net.PacketConn
-	var ln net.Listener
-	for try := 0; ln == nil; try++ {
-		var err error
-		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err != nil {
-			pc.Close()
-			if try == 9 {
-				t.Fatal(err)
-			}
-		}
+	// One port for UDP and TCP.
+	pc, ln, err := freeport.ListenUDPTCP("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
 	}
 	u.addr = pc.LocalAddr().String()
 	for _, srv := range []*mdns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {

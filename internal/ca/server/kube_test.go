@@ -55,12 +55,38 @@ func TestCreateCertificateKubeTokens(t *testing.T) {
 	if err := kc.CoreV1().ServiceAccounts("demo").Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The API server's token authenticator reads service accounts from its
+	// own informer, which sees the deletion a moment later: wait for its
+	// TokenReview to refuse the token before asking the CA.
+	waitTokenRefused(ctx, t, kc, goneTok, "istio-ca")
 	wantCode(t, "deleted service account", errOf(call(ctx, f.client, goneTok, csrFor(t, "spiffe://cluster.local/ns/demo/sa/gone"), 0, nil)),
 		codes.Unauthenticated, "kubernetes: token review:")
 	wantCode(t, "garbage", errOf(call(ctx, f.client, "not-a-jwt", csrFor(t, id), 0, nil)), codes.Unauthenticated, "kubernetes: token review:")
 	// A file token still works beside the Kubernetes authenticator.
 	if _, err := call(ctx, f.client, f.token(t, "demo", "client", time.Hour), csrFor(t, id), 0, nil); err != nil {
 		t.Errorf("file token beside kubernetes: %v", err)
+	}
+}
+
+// waitTokenRefused polls the API server's TokenReview until it no longer
+// authenticates tok.
+func waitTokenRefused(ctx context.Context, t *testing.T, kc kubernetes.Interface, tok, audience string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tr, err := kc.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{
+			Spec: authenticationv1.TokenReviewSpec{Token: tok, Audiences: []string{audience}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("token review: %v", err)
+		}
+		if !tr.Status.Authenticated {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the API server still authenticates a deleted service account's token after 30s")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

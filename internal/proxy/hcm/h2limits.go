@@ -59,6 +59,11 @@ type streamGuard struct {
 	timer   *time.Timer  // the idle timer; set before the handler runs
 	reqDone atomic.Bool  // the request body ended (request_timeout is met)
 
+	// aborted: the timeout passed while a write held mu, blocked (most
+	// likely on the client's flow-control window); the stream was reset
+	// through w's Abort and the handler's writes fail from then on.
+	aborted atomic.Bool
+
 	mu      sync.Mutex // guards every call into w and the fields below
 	wrote   bool       // the response (the handler's or the 408) started
 	expired bool       // the timeout passed
@@ -150,7 +155,10 @@ func (g *streamGuard) requestTimeout() {
 // expire ends the stream: f (stream.go) when its response has not started,
 // else a reset; the request context is cancelled.
 func (g *streamGuard) expire(f forward.Failure) {
-	g.mu.Lock()
+	if !g.mu.TryLock() {
+		g.abort()
+		return
+	}
 	if g.done || g.expired {
 		g.mu.Unlock()
 		return
@@ -173,6 +181,30 @@ func (g *streamGuard) expire(f forward.Failure) {
 	}
 }
 
+// streamAborter is a ResponseWriter that can reset its stream from
+// another goroutine, waking a write blocked on flow control (the HTTP/2
+// server's; x/net's cannot, and there a blocked write waits for the client
+// or the connection's end).
+type streamAborter interface{ Abort() }
+
+// abort ends a stream whose timeout passed while a write held mu: the
+// write has made no progress for the whole timeout (check re-arms while
+// there is activity, and a write is activity when it starts), which is a
+// client that does not open its window. Envoy counts that wait as idle
+// and resets the stream; so does this, without the lock the write holds.
+func (g *streamGuard) abort() {
+	if !g.aborted.CompareAndSwap(false, true) {
+		return
+	}
+	g.cancel()
+	if g.body != nil {
+		g.body.Close()
+	}
+	if a, ok := g.w.(streamAborter); ok {
+		a.Abort()
+	}
+}
+
 // finish runs when the handler returned; it reports whether the stream
 // must be reset. Trailers the handler set after its header (with
 // http.TrailerPrefix) go out now.
@@ -180,6 +212,9 @@ func (g *streamGuard) finish() (reset bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.done = true
+	if g.aborted.Load() {
+		return true
+	}
 	if g.expired {
 		return g.reset
 	}
@@ -223,7 +258,7 @@ func (g *streamGuard) Write(p []byte) (int, error) {
 		g.mu.Lock()
 	}
 	defer g.mu.Unlock()
-	if g.expired {
+	if g.expired || g.aborted.Load() {
 		return 0, errH2StreamIdle
 	}
 	n, err := g.w.Write(p)
@@ -238,7 +273,7 @@ func (g *streamGuard) Flush() { _ = g.FlushError() }
 func (g *streamGuard) FlushError() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.expired {
+	if g.expired || g.aborted.Load() {
 		return errH2StreamIdle
 	}
 	if !g.wrote {

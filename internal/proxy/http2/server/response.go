@@ -301,6 +301,11 @@ func (w *responseWriter) sendData(data []byte, endStream bool, stop func() bool)
 	return nil
 }
 
+// Abort resets the stream (INTERNAL_ERROR, as after a handler's panic) from
+// any goroutine: a Write blocked on the client's flow-control window
+// returns an error. The handler's stream idle timeout uses it.
+func (w *responseWriter) Abort() { w.s.abort() }
+
 // fail marks the response over because the stream or connection went.
 func (w *responseWriter) fail() error {
 	w.done = true

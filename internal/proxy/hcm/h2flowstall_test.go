@@ -23,8 +23,18 @@ import (
 // upstream request, rather than pin the stream, its goroutine and its
 // upstream request for as long as the client likes.
 func TestH2StreamIdleWhileFlowControlled(t *testing.T) {
+	t.Run("window 0", func(t *testing.T) { testH2FlowStall(t, false) })
+	t.Run("socket never read", func(t *testing.T) { testH2FlowStall(t, true) })
+}
+
+// testH2FlowStall: with socketStall the client opens every window wide and
+// then stops reading its socket, so the proxy's writes block in the kernel.
+func testH2FlowStall(t *testing.T, socketStall bool) {
 	var cancelled atomic.Int32
 	big := bytes.Repeat([]byte("b"), 1<<20)
+	if socketStall {
+		big = bytes.Repeat([]byte("b"), 64<<20)
+	}
 	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/octet-stream")
 		if _, err := w.Write(big); err != nil || r.Context().Err() != nil {
@@ -50,8 +60,17 @@ func TestH2StreamIdleWhileFlowControlled(t *testing.T) {
 		t.Fatal(err)
 	}
 	fr := http2.NewFramer(c, c)
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+	win := uint32(0)
+	if socketStall {
+		win = 1<<31 - 1
+	}
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: win}); err != nil {
 		t.Fatal(err)
+	}
+	if socketStall {
+		if err := fr.WriteWindowUpdate(0, 1<<31-1-65535); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
@@ -62,6 +81,14 @@ func TestH2StreamIdleWhileFlowControlled(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
+	if socketStall {
+		// Never read: the upstream request must still end after the
+		// stream idle timeout.
+		if !waitForD(func() bool { return cancelled.Load() >= 1 }, idle+10*time.Second) {
+			t.Fatalf("the upstream request of a stream whose client stopped reading was not cancelled %v after the stream idle timeout", 10*time.Second)
+		}
+		return
+	}
 	_ = c.SetReadDeadline(start.Add(idle + 10*time.Second))
 	for {
 		f, err := fr.ReadFrame()
@@ -92,4 +119,13 @@ func TestH2StreamIdleWhileFlowControlled(t *testing.T) {
 			t.Fatalf("GOAWAY %v instead of a reset of the one stream", f.ErrCode)
 		}
 	}
+}
+
+func waitForD(cond func() bool, d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }

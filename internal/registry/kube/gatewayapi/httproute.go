@@ -270,12 +270,14 @@ func (t *translator) convertHTTPRule(kind string, r *gwv1.HTTPRoute, i int, rule
 			if err != nil {
 				return nil, nil, refuse("%s.timeouts.backendRequest: %v", field, err)
 			}
-			if d != 0 {
-				if base.Retries != nil {
-					base.Retries.PerTryTimeout = durationpb.New(d)
-				} else {
-					base.Timeout = durationpb.New(d)
-				}
+			switch {
+			case d == 0:
+			case base.Retries != nil && base.Retries.Attempts > 0:
+				base.Retries.PerTryTimeout = durationpb.New(d)
+			case base.Timeout == nil || d < base.Timeout.AsDuration():
+				// One try (retries off): the backend request's timeout is
+				// the route's, unless the request timeout is shorter.
+				base.Timeout = durationpb.New(d)
 			}
 		}
 	}

@@ -385,7 +385,11 @@ func (t *translator) httpDestinations(kind, namespace string, refs []gwv1.HTTPBa
 	}
 	switch {
 	case total == 0 || len(valid) == 0:
+		// No backend to send to: the gateway answers 500 itself, so the
+		// rule's rewrite, mirrors, retries and timeout have nothing to act
+		// on (and a direct response cannot carry them).
 		route.DirectResponse = &networking.HTTPDirectResponse{Status: 500}
+		route.Rewrite, route.Mirrors, route.Retries, route.Timeout = nil, nil, nil, nil
 		return unresolved, nil
 	case invalidWeight > 0:
 		route.Fault = &networking.HTTPFaultInjection{Abort: &networking.HTTPFaultInjection_Abort{

@@ -146,7 +146,7 @@ func (t *translator) streamVirtualService(gw *gateway, l *listener, host string,
 		Tcp:      tcp,
 	}
 	name := l.istioName + "-" + strings.ReplaceAll(host, "*", "wildcard")
-	c, err := validated(istioconfig.KindVirtualService, gw.obj.Namespace, name, spec, nil)
+	c, err := validated(istioconfig.KindVirtualService, gw.obj.Namespace, name, spec, map[string]string{"internal.istio.io/parents": strings.Join(l.streamParents[host], ",")})
 	if err != nil {
 		return nil
 	}

@@ -50,6 +50,20 @@ type listener struct {
 	routes    map[string][]boundRoute
 	tlsRoutes map[string][]*networking.TLSRoute
 	tcpRoutes []*networking.TCPRoute
+	// streamParents are the TLSRoutes and TCPRoutes bound to each TLS
+	// host (TCP: "*"), as "Kind/name.namespace", in the order bound.
+	streamParents map[string][]string
+}
+
+// addStreamParent records that ref's rules were bound to host.
+func (l *listener) addStreamParent(host string, ref Ref) {
+	p := ref.Kind + "/" + ref.Name + "." + ref.Namespace
+	if l.streamParents == nil {
+		l.streamParents = map[string][]string{}
+	}
+	if !slices.Contains(l.streamParents[host], p) {
+		l.streamParents[host] = append(l.streamParents[host], p)
+	}
 }
 
 // bindable reports whether routes attach to the listener (and count in

@@ -49,6 +49,7 @@ func (t *translator) streamRoutes() {
 				if len(d) == 0 {
 					continue
 				}
+				l.addStreamParent(host, ref)
 				l.tlsRoutes[host] = append(l.tlsRoutes[host], &networking.TLSRoute{
 					Match: []*networking.TLSMatchAttributes{{SniHosts: []string{host}}}, Route: d,
 				})
@@ -82,6 +83,7 @@ func (t *translator) streamRoutes() {
 			}
 		}
 		t.attachWith(ref, r.Generation, parents, refused, unresolved, func(l *listener, _ string) {
+			l.addStreamParent("*", ref)
 			l.tcpRoutes = append(l.tcpRoutes, routes...)
 		})
 	}

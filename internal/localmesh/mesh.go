@@ -208,8 +208,16 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 			mesh.Close()
 		}
 	}()
+	sweepStale(ctx, os.TempDir(), log)
 	m.workDir, err = os.MkdirTemp("", "strait-mesh-")
 	if err != nil {
+		return nil, err
+	}
+	owner, err := procLine(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	if err := appendLine(m.workDir, ownerFile, owner); err != nil {
 		return nil, err
 	}
 	// Only root walks into the work dir (MkdirTemp makes it 0700): the
@@ -230,6 +238,9 @@ func Start(ctx context.Context, opts Options) (m *Mesh, err error) {
 	m.network, err = netns.NewNetwork(ctx, netns.NetworkOptions{Prefix: "strait", Subnet: opts.Subnet})
 	if err != nil {
 		return nil, fmt.Errorf("create network: %w", err)
+	}
+	if err := appendLine(m.workDir, networkFile, m.network.Bridge+" strait-"+m.network.RunID+"-\n"); err != nil {
+		return nil, err
 	}
 	log.Info("network ready", "bridge", m.network.Bridge, "subnet", m.network.Subnet.String(), "host", m.network.HostIP.String())
 	if opts.DNSCapture && len(opts.DNSUpstreams) > 0 {
@@ -580,6 +591,9 @@ func (m *Mesh) startLogged(cmd *exec.Cmd, name string) error {
 	}
 	done := make(chan struct{})
 	m.procs = append(m.procs, process{name: name, cmd: cmd, done: done})
+	if err := m.recordProcess(cmd.Process.Pid); err != nil {
+		m.log.Warn("a killed test would leave this process running", "process", name, "error", err)
+	}
 	go func() {
 		_ = cmd.Wait()
 		f.Close()
@@ -683,6 +697,9 @@ func (m *Mesh) Close() error {
 	if m.workDir != "" && os.Getenv("STRAIT_KEEP_WORKDIR") == "" {
 		errs = append(errs, os.RemoveAll(m.workDir))
 		m.workDir = ""
+	} else if m.workDir != "" {
+		// Kept for reading: without an owner, no later Start sweeps it.
+		_ = os.Remove(filepath.Join(m.workDir, ownerFile))
 	}
 	return errors.Join(errs...)
 }

@@ -13,9 +13,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // ListenTransparent listens on addr (e.g. ":15006") with IP_TRANSPARENT
@@ -57,45 +54,4 @@ func DialFrom(ctx context.Context, src, dst netip.AddrPort, opts DialOptions) (n
 		return nil, fmt.Errorf("transparent dial %s from %s: %w", dst, src, err)
 	}
 	return c, nil
-}
-
-// control sets the socket options before bind: IP_TRANSPARENT, IP_FREEBIND
-// (or their IPv6 forms) and SO_MARK when mark is not 0.
-func control(mark uint32) func(network, address string, c syscall.RawConn) error {
-	return func(network, _ string, c syscall.RawConn) error {
-		var sysErr error
-		err := c.Control(func(fd uintptr) {
-			s := int(fd)
-			if network == "tcp6" || network == "udp6" {
-				sysErr = setsockopt(s, unix.SOL_IPV6, unix.IPV6_TRANSPARENT, "IPV6_TRANSPARENT", 1)
-				if sysErr == nil {
-					sysErr = setsockopt(s, unix.SOL_IPV6, unix.IPV6_FREEBIND, "IPV6_FREEBIND", 1)
-				}
-			}
-			// A tcp6 socket may carry IPv4 too (dual-stack wildcard).
-			if sysErr == nil {
-				err := setsockopt(s, unix.SOL_IP, unix.IP_TRANSPARENT, "IP_TRANSPARENT", 1)
-				if network != "tcp6" && network != "udp6" {
-					sysErr = err
-				}
-			}
-			if sysErr == nil && network != "tcp6" && network != "udp6" {
-				sysErr = setsockopt(s, unix.SOL_IP, unix.IP_FREEBIND, "IP_FREEBIND", 1)
-			}
-			if sysErr == nil && mark != 0 {
-				sysErr = setsockopt(s, unix.SOL_SOCKET, unix.SO_MARK, "SO_MARK", int(mark))
-			}
-		})
-		if err != nil {
-			return err
-		}
-		return sysErr
-	}
-}
-
-func setsockopt(fd, level, opt int, name string, value int) error {
-	if err := unix.SetsockoptInt(fd, level, opt, value); err != nil {
-		return fmt.Errorf("setsockopt %s: %w (needs CAP_NET_ADMIN)", name, err)
-	}
-	return nil
 }

@@ -61,6 +61,50 @@ func TestListenAndDialFrom(t *testing.T) {
 	}
 }
 
+// TestListenerControl: a listener with transparent: true gets
+// IP_TRANSPARENT (IPV6_TRANSPARENT on tcp6) before bind, and SetListener
+// turns it off and on again on the bound socket (an in-place listener
+// update), without IP_FREEBIND.
+func TestListenerControl(t *testing.T) {
+	testreq.Root(t, "IP_TRANSPARENT needs CAP_NET_ADMIN")
+	for _, tc := range []struct {
+		network, addr string
+		level, opt    int
+	}{
+		{"tcp4", "127.0.0.1:0", unix.SOL_IP, unix.IP_TRANSPARENT},
+		{"tcp6", "[::1]:0", unix.SOL_IPV6, unix.IPV6_TRANSPARENT},
+	} {
+		t.Run(tc.network, func(t *testing.T) {
+			lc := net.ListenConfig{Control: transparent.ListenerControl}
+			l, err := lc.Listen(context.Background(), tc.network, tc.addr)
+			if err != nil {
+				t.Skipf("listen %s: %v", tc.network, err)
+			}
+			defer l.Close()
+			if v := sockopt(t, l.(syscall.Conn), tc.level, tc.opt); v != 1 {
+				t.Errorf("after bind: transparent = %d, want 1", v)
+			}
+			if tc.network == "tcp4" {
+				if v := sockopt(t, l.(syscall.Conn), unix.SOL_IP, unix.IP_FREEBIND); v != 0 {
+					t.Errorf("IP_FREEBIND = %d, want 0 on a listener", v)
+				}
+			}
+			for _, on := range []bool{false, true, false} {
+				if err := transparent.SetListener(l, on); err != nil {
+					t.Fatal(err)
+				}
+				want := 0
+				if on {
+					want = 1
+				}
+				if v := sockopt(t, l.(syscall.Conn), tc.level, tc.opt); v != want {
+					t.Errorf("SetListener(%v): transparent = %d", on, v)
+				}
+			}
+		})
+	}
+}
+
 func sockopt(t *testing.T, c syscall.Conn, level, opt int) int {
 	t.Helper()
 	raw, err := c.SyscallConn()

@@ -24,6 +24,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/xdsclient"
+	"github.com/straitmesh/strait/internal/transparent"
 )
 
 // defaultConnectTimeout is Envoy's default cluster connect_timeout.
@@ -413,7 +414,7 @@ func (c *Cluster) dialFrom(ctx context.Context, ep Endpoint) (net.Conn, error) {
 		defer cancel()
 	}
 	src := netip.AddrPortFrom(ep.Source.Addr, 0)
-	conn, err := dialFrom(ctx, src, dst, ep.Source.Mark)
+	conn, err := transparent.DialFrom(ctx, src, dst, transparent.DialOptions{Mark: ep.Source.Mark})
 	if err != nil {
 		c.connectFailed(parent, err)
 		return nil, fmt.Errorf("cluster %s: connect %s: %w", c.Name, ep.Address, err)

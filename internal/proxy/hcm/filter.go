@@ -39,10 +39,10 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
+	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/filters/http/registry"
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
@@ -71,9 +71,9 @@ type Filter struct {
 	inline     *route.Table
 	routes     Routes
 	codec      hcmv3.HttpConnectionManager_CodecType
-	h2         *http2.Server   // serves HTTP/2 connections (h2.go)
-	upgrades   map[string]bool // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
-	chain      *chain          // the HTTP filters before the router (chain.go)
+	h2         *cluster.HTTP2Settings // HTTP/2 connections' settings (h2.go)
+	upgrades   map[string]bool        // upgrade_configs: allowed Upgrade protocols, lower case (upgrade.go)
+	chain      *chain                 // the HTTP filters before the router (chain.go)
 	// httpFilters is the http_filters list the chain was built from;
 	// UseStats builds it again with the proxy's stats.
 	httpFilters []*hcmv3.HttpFilter

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -24,16 +22,18 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	h2codec "github.com/straitmesh/strait/internal/proxy/http2"
+	h2server "github.com/straitmesh/strait/internal/proxy/http2/server"
 	"github.com/straitmesh/strait/internal/proxy/pathnorm"
 	"github.com/straitmesh/strait/internal/proxy/route"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
-// This file is the HTTP/2 side of the HCM: downstream HTTP/2 without TLS
-// (h2c with prior knowledge: the client starts with the connection preface)
-// served by x/net/http2, one handler call per stream, routed with the same
-// route table and clusters as HTTP/1.1. A cluster that speaks HTTP/2
+// This file is the HTTP/2 side of the HCM: downstream HTTP/2 (h2 by ALPN,
+// or h2c with prior knowledge: the client starts with the connection
+// preface) served by the proxy's own server connection (package
+// http2/server, on x/net/http2's Framer), one handler call per stream,
+// routed with the same route table and clusters as HTTP/1.1. A cluster that speaks HTTP/2
 // upstream gets the stream on a multiplexed connection (cluster.h2Pool);
 // others get it as an HTTP/1.1 request.
 
@@ -56,22 +56,15 @@ func (f *Filter) buildCodec(h *hcmv3.HttpConnectionManager) error {
 	if err != nil {
 		return err
 	}
-	// Unset options keep x/net/http2's defaults (250 streams, 1 MiB
-	// windows), not Envoy's (2^31-1 streams, 256 MiB windows): the
-	// handler buffers a window's worth per stream when the upstream is
-	// slower than the client.
+	// Unset options keep the HTTP/2 server's defaults (250 streams, 1 MiB
+	// windows; package http2/server), not Envoy's (2^31-1 streams, 256
+	// MiB windows): the handler buffers a window's worth per stream when
+	// the upstream is slower than the client.
 	//
 	// connection_keepalive: a connection that has received no frame for
 	// interval gets a PING, and is closed when nothing arrives within
-	// timeout (x/net/http2's ReadIdleTimeout and PingTimeout), as the
-	// upstream pool does (cluster.HTTP2Settings).
-	f.h2 = &http2.Server{
-		MaxConcurrentStreams:         s.MaxConcurrentStreams,
-		MaxUploadBufferPerStream:     int32(min(s.InitialStreamWindowSize, 1<<31-1)),
-		MaxUploadBufferPerConnection: int32(min(s.InitialConnectionWindowSize, 1<<31-1)),
-		ReadIdleTimeout:              s.KeepaliveInterval,
-		PingTimeout:                  s.KeepaliveTimeout,
-	}
+	// timeout, as the upstream pool does (cluster.HTTP2Settings).
+	f.h2 = &s
 	return nil
 }
 
@@ -201,49 +194,19 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	}()
 	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)})
 	lim := f.limits() // stream.go
-	if os.Getenv("STRAIT_H2_SERVER") != "xnet" {
-		s.serveH2Framer(ctx, nc, f, lim, d) // h2framer.go
-		return
-	}
-	base := &http.Server{
-		MaxHeaderBytes: h2HeaderListSize(lim), // h2limits.go
-		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
-	// x/net/http2 sends GOAWAY to the connections of a Server configured
-	// with ConfigureServer when its base http.Server shuts down: each
-	// connection gets a Server of its own for that (drain and
-	// max_connection_duration), with the HCM's idle_timeout (GOAWAY once
-	// no stream was open for that long).
-	h2 := &http2.Server{
-		MaxConcurrentStreams:         f.h2.MaxConcurrentStreams,
-		MaxUploadBufferPerStream:     f.h2.MaxUploadBufferPerStream,
-		MaxUploadBufferPerConnection: f.h2.MaxUploadBufferPerConnection,
-		ReadIdleTimeout:              f.h2.ReadIdleTimeout,
-		PingTimeout:                  f.h2.PingTimeout,
-		IdleTimeout:                  lim.IdleTimeout,
-	}
-	if err := http2.ConfigureServer(base, h2); err != nil {
-		s.log.Error("configure HTTP/2 connection", "error", err)
-		return
-	}
-	goAway := func() { _ = base.Shutdown(context.Background()) }
-	stop := d.onStart(goAway)
-	defer stop()
-	// Once the drain time has passed, the connection closes with whatever
-	// streams it still has (h1.go's cut).
-	stopEnd := d.onEnd(func() { nc.Close() })
-	defer stopEnd()
-	if lim.MaxConnectionDuration > 0 {
-		t := time.AfterFunc(lim.MaxConnectionDuration, goAway)
-		defer t.Stop()
-	}
+	// Under the batched writes, the guard against rapid reset, empty
+	// frame floods and header blocks left open sees every frame (package
+	// http2), as on x/net's path.
+	bc := wbatch.New(h2codec.NewGuard(nc, lim.RequestHeadersTimeout))
+	defer bc.Close()
+	var c *h2server.Conn
+	goAway := func() { c.Shutdown() }
 	handler := limitStreamHead(lim, guardStream(lim, s.serveStream)) // h2limits.go
 	if lim.MaxRequestsPerConnection > 0 {
-		// The stream that reaches max_requests_per_connection is served;
-		// the connection gets GOAWAY, so that later ones go to a new
-		// connection, as Envoy drains it (ActiveStream's constructor in
-		// source/common/http/conn_manager_impl.cc).
-		var cl connLimits // stream.go; max_connection_duration is the timer above
+		// As on x/net's path (serveH2): the stream that reaches
+		// max_requests_per_connection is served, the connection gets
+		// GOAWAY.
+		var cl connLimits
 		cl.init(lim)
 		inner := handler
 		handler = func(w http.ResponseWriter, r *http.Request) {
@@ -253,18 +216,34 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 			inner(w, r)
 		}
 	}
-	// The stream's goroutine grows its stack before it goes deep (h2stack.go).
-	handler = withGrownStack(handler)
-	// x/net/http2's server flushes after each frame its writer writes:
-	// batch those writes (package wbatch). Under them, the guard against
-	// rapid reset and empty frame floods sees every frame (package http2).
-	bc := wbatch.New(h2codec.NewGuard(nc, lim.RequestHeadersTimeout))
-	defer bc.Close()
-	h2.ServeConn(schemeProbe{bc}, &http2.ServeConnOpts{ // scheme.go
-		Context:    ctx,
-		Handler:    handler,
-		BaseConfig: base,
+	handler = withGrownStack(handler) // below
+	// Request.TLS != nil means :scheme https and nothing else (scheme.go).
+	tlsState := schemeState()
+	var headerList uint32
+	if n := h2HeaderListSize(lim); n > 0 { // h2limits.go
+		headerList = uint32(n + 320) // x/net's padding: 32 bytes for each of 10 fields
+	}
+	c = h2server.New(bc, h2server.Config{
+		Handler:              handler,
+		TLS:                  &tlsState,
+		MaxConcurrentStreams: f.h2.MaxConcurrentStreams,
+		StreamWindow:         f.h2.InitialStreamWindowSize,
+		ConnWindow:           f.h2.InitialConnectionWindowSize,
+		MaxHeaderListSize:    headerList,
+		IdleTimeout:          lim.IdleTimeout,
+		PingInterval:         f.h2.KeepaliveInterval,
+		PingTimeout:          f.h2.KeepaliveTimeout,
+		Log:                  s.log,
 	})
+	stop := d.onStart(goAway)
+	defer stop()
+	stopEnd := d.onEnd(func() { nc.Close() })
+	defer stopEnd()
+	if lim.MaxConnectionDuration > 0 {
+		t := time.AfterFunc(lim.MaxConnectionDuration, goAway)
+		defer t.Stop()
+	}
+	c.Serve(ctx)
 }
 
 // serveStream routes and forwards one HTTP/2 stream.
@@ -529,3 +508,47 @@ func teTrailers(vv []string) bool {
 	}
 	return false
 }
+
+// The server serves each stream on a goroutine of its own, whose stack
+// starts small (the runtime's average) and is copied to a larger one when
+// the request path goes deeper (routing, the filters, the upstream round
+// trip): runtime.newstack/copystack, which walks and adjusts every frame
+// on the stack, took 4% of a gRPC hop's CPU and 9% of an HTTP/2-to-HTTP/1.1
+// hop's (bench/http), paid on every stream. Growing the stack once at the
+// top of the handler, while it holds a handful of frames, costs a copy of
+// those. (A pool of workers
+// that keep their grown stacks, as grpc-go's server has, measured no
+// better: the hand-off to the worker costs what the copy did.)
+
+// streamStackFrame is the stack frame growStack makes room for: with the
+// frames above it, the stream's stack grows to 16 KiB, what the request
+// path reaches (BenchmarkProxyGRPCUnary's profile shows no newstack under
+// serveStream with it).
+const streamStackFrame = 10 << 10
+
+// withGrownStack runs h on a stack that has grown to what the request path
+// needs before h goes deep.
+func withGrownStack(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		growStack(false)
+		h(w, r)
+	}
+}
+
+// growStack has a frame of streamStackFrame bytes, which the runtime makes
+// room for (its prologue checks the whole frame) by growing the
+// goroutine's stack. The frame is never written: the array lives in a
+// branch that callers never take (use false), so it is not cleared.
+//
+//go:noinline
+func growStack(use bool) {
+	if use {
+		var b [streamStackFrame]byte
+		keepFrame(b[:])
+	}
+}
+
+// keepFrame keeps growStack's frame from being optimized away.
+//
+//go:noinline
+func keepFrame(b []byte) { b[0] = 1 }

@@ -247,8 +247,8 @@ func TestBuildHTTP2Options(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.h2.MaxConcurrentStreams != 7 || f.h2.MaxUploadBufferPerStream != 1<<17 || f.h2.MaxUploadBufferPerConnection != 1<<18 {
-		t.Errorf("http2.Server = %+v", f.h2)
+	if f.h2.MaxConcurrentStreams != 7 || f.h2.InitialStreamWindowSize != 1<<17 || f.h2.InitialConnectionWindowSize != 1<<18 {
+		t.Errorf("HTTP/2 settings = %+v", f.h2)
 	}
 	h = base()
 	h.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{HpackTableSize: wrapperspb.UInt32(0)}

@@ -18,8 +18,8 @@ import (
 // each: one goroutine (the reader; the writer runs only while bytes are
 // queued) and what its Go heap and goroutine stacks grow by (no read
 // buffer is held while waiting: package http2's Guard takes it when bytes
-// arrive). x/net/http2's server (STRAIT_H2_SERVER=xnet) holds two
-// goroutines and about 31 KiB per connection here; this path about 21.
+// arrive): about 21 KiB per connection here (x/net/http2's server, which
+// strait used before, held two goroutines and about 31).
 func TestH2IdleConnectionMemory(t *testing.T) {
 	be := newCountingBackend(t)
 	proxy := startH2Proxy(t, CodecStrait, []*routev3.Route{prefixRoute("/", "be")}, nil, staticCluster("be", be.addr))

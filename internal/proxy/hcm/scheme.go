@@ -27,8 +27,8 @@ func (c *h1conn) scheme() string {
 
 // streamScheme is the :scheme of a request on the net/http paths: an
 // HTTP/1.1 request's is fwdheaders.RequestScheme's; an HTTP/2 request
-// carries its own, which Envoy trusts (http or https, as x/net/http2's server checks)
-// and schemeProbe reveals.
+// carries its own, which Envoy trusts (http or https, as the server checks)
+// and schemeState reveals.
 func streamScheme(r *http.Request, c *conn) string {
 	if r.ProtoMajor >= 2 {
 		return fwdheaders.SchemeOf(r.TLS != nil)
@@ -36,17 +36,12 @@ func streamScheme(r *http.Request, c *conn) string {
 	return fwdheaders.RequestScheme(r.URL.Scheme, r.Header.Get("X-Forwarded-Proto"), c.secure)
 }
 
-// schemeProbe is the connection x/net/http2's server serves. The server
-// shows a request's :scheme only one way: it sets Request.TLS, to the
-// state of a connection that reports one, when :scheme is https. So
-// every connection, TLS or h2c, reports the same made-up state (TLS 1.3,
-// which passes the server's RFC 9113 §9.2 checks), and Request.TLS != nil
-// means :scheme https and nothing else; the listener's TLS is read from
-// the connection under it (tlsconf.Terminated).
-type schemeProbe struct{ net.Conn }
-
-// ConnectionState is the made-up state: never read for what it says.
-func (schemeProbe) ConnectionState() tls.ConnectionState {
+// schemeState is what Request.TLS is for an HTTP/2 request whose :scheme
+// is https (http2/server.Config.TLS; nil for http): a made-up state (TLS
+// 1.3, which passes RFC 9113 §9.2's checks), never read for what it says,
+// so that Request.TLS != nil means :scheme https and nothing else. The
+// listener's TLS is read from the connection under it (tlsconf.Terminated).
+func schemeState() tls.ConnectionState {
 	return tls.ConnectionState{Version: tls.VersionTLS13, HandshakeComplete: true, CipherSuite: tls.TLS_AES_128_GCM_SHA256}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 	"github.com/straitmesh/strait/internal/proxy/tracing"
+	"github.com/straitmesh/strait/internal/transparent"
 )
 
 // OriginalDstFunc returns a connection's pre-redirect destination.
@@ -412,7 +413,7 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 			if old.Transparent != b.Transparent {
 				// Rebinding the same address would fail while the old
 				// socket is open: flip the option on the socket instead.
-				if err := setTransparent(s.ln, b.Transparent); err != nil {
+				if err := transparent.SetListener(s.ln, b.Transparent); err != nil {
 					return fail(fmt.Errorf("listener %q: transparent: %w", b.Name, err))
 				}
 			}
@@ -430,7 +431,7 @@ func (m *Manager) applyLocked(cur, next *set, built []*Listener, removed []strin
 		if b.Transparent {
 			// IP_TRANSPARENT: accept connections TPROXY diverts here,
 			// whatever their destination.
-			lc.Control = transparentControl
+			lc.Control = transparent.ListenerControl
 		}
 		if m.held {
 			r, err := m.holdLocked(b)

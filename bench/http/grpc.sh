@@ -6,14 +6,18 @@
 #   strait   grpcload -h2c-> strait-proxy -h2c-> strait-proxy -h2c-> server
 #            (clusters with http2_protocol_options, as straitd makes them
 #            for a GRPC port: sidecar to sidecar in HTTP/2)
+#   strait-mtls  the same with mutual TLS 1.3 between the two proxies, with
+#            the TLS contexts straitd writes for sidecars (Istio's ALPN,
+#            SPIFFE URI SAN matcher, client certificate required), from
+#            files instead of SDS: issue #24's mTLS goal against strait
 # Every proxy has one worker (--concurrency 1) and keep-alive upstream
 # connections. Runs are interleaved; figures are medians over RUNS. CPU per
 # request is utime+stime of each proxy process around each run.
 #
 # Environment: RUNS=3 DURATION=10s CONNS=2 (client HTTP/2 connections)
 # CONCURRENCY=16 (calls in flight) SIZE=100 (request bytes)
-# CHAINS="nginx strait" (also strait-base: the same with BASE_BIN, another
-# build in the same run) STRAIT_BIN=path BASE_BIN=path PORT_BASE=18700
+# CHAINS="nginx strait" (also strait-mtls, and strait-base: the same as
+# strait with BASE_BIN, another build in the same run) STRAIT_BIN=path BASE_BIN=path PORT_BASE=18700
 # STRAIT_FLAGS="--cpu-profile /tmp/grpc-{name}.pprof" (extra flags of every
 # strait-proxy; {name} becomes the proxy's name, strait1 for hop 1)
 # README=path (default bench/http/README.md; "-" = don't write)
@@ -83,6 +87,7 @@ static_resources:
   - name: next
     type: STATIC
     connect_timeout: 2s
+$cluster_tls
     typed_extension_protocol_options:
       envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
         "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
@@ -94,7 +99,8 @@ static_resources:
   - name: grpc
     address: {socket_address: {address: 127.0.0.1, port_value: $2}}
     filter_chains:
-    - filters:
+    - $chain_tls
+      filters:
       - name: envoy.filters.network.http_connection_manager
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
@@ -108,6 +114,8 @@ CONF
 	start "$1" "$bin" -c "$work/$1.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/$1}
 }
 
+cluster_tls="" # the YAML of the cluster's upstream TLS (strait-mtls's hop 1)
+chain_tls=""   # the filter chain's downstream TLS (strait-mtls's hop 2)
 declare -A entry proxies
 newport be_port
 start server "$work/grpcload" -serve "127.0.0.1:$be_port"
@@ -122,6 +130,15 @@ for c in $CHAINS; do
 	strait)
 		strait_conf strait2 "$p2" "$be_port" "$a2"; a=$started; wait_port "$p2" "$a"
 		strait_conf strait1 "$p1" "$p2" "$a1"; b=$started; wait_port "$p1" "$b" ;;
+	strait-mtls)
+		mkcerts
+		chain_tls="transport_socket: {name: envoy.transport_sockets.tls, typed_config: {'@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext, require_client_certificate: true, common_tls_context: $(tls_common server client h2 http/1.1)}}"
+		strait_conf strait-mtls2 "$p2" "$be_port" "$a2"; a=$started; wait_port "$p2" "$a"
+		chain_tls=""
+		# Istio's ALPN for an HTTP/2 cluster in the mesh (ALPNInMeshH2).
+		cluster_tls="    transport_socket: {name: envoy.transport_sockets.tls, typed_config: {'@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, sni: server, common_tls_context: $(tls_common client server istio h2)}}"
+		strait_conf strait-mtls1 "$p1" "$p2" "$a1"; b=$started; wait_port "$p1" "$b"
+		cluster_tls="" ;;
 	strait-base)
 		strait_conf strait-base2 "$p2" "$be_port" "$a2" "${BASE_BIN:?BASE_BIN is the binary of strait-base}"; a=$started; wait_port "$p2" "$a"
 		strait_conf strait-base1 "$p1" "$p2" "$a1" "$BASE_BIN"; b=$started; wait_port "$p1" "$b" ;;

@@ -14,6 +14,9 @@
 #   median                  the median of the numbers on stdin
 #   run_wrk OUT ARGS...     wrk ARGS > OUT, interruptible
 #   build_strait_proxy      sets STRAIT_BIN (built from this tree unless set)
+#   mkcerts                 a CA and the client and server certificates of the
+#                           mTLS chains in $work (SPIFFE URIs, ECDSA P-256)
+#   tls_common ID PEER ALPN...  a common_tls_context as straitd writes it
 
 log() { echo "$BENCH_NAME: $*" >&2; }
 
@@ -100,3 +103,24 @@ replace_block() {
 
 # newport VAR: the next port after $next_port (which the script sets) into VAR.
 newport() { next_port=$((next_port + 1)); printf -v "$1" %d "$next_port"; }
+
+mkcerts() {
+	[ -f "$work/ca.pem" ] && return 0
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /O=bench \
+		-keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
+	for id in client server; do
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /O=bench -keyout "$work/$id.key" -out "$work/$id.csr" 2>/dev/null
+		printf 'subjectAltName=URI:spiffe://cluster.local/ns/bench/sa/%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$id" >"$work/$id.ext"
+		openssl x509 -req -in "$work/$id.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 1 \
+			-extfile "$work/$id.ext" -out "$work/$id.pem" 2>/dev/null
+	done
+}
+
+# TLS contexts of the strait-mtls chains (what straitd generates for
+# sidecars, with file data sources instead of SDS).
+tls_common() { # identity peer alpn... -> common_tls_context (YAML flow style)
+	local id=$1 peer=$2; shift 2
+	local alpn; alpn=$(printf '"%s",' "$@"); alpn=${alpn%,}
+	printf '{tls_params: {tls_minimum_protocol_version: TLSv1_2, tls_maximum_protocol_version: TLSv1_3}, alpn_protocols: [%s], tls_certificates: [{certificate_chain: {filename: %s}, private_key: {filename: %s}}], validation_context: {trusted_ca: {filename: %s}, match_typed_subject_alt_names: [{san_type: URI, matcher: {exact: "spiffe://cluster.local/ns/bench/sa/%s"}}]}}' \
+		"$alpn" "$work/$id.pem" "$work/$id.key" "$work/ca.pem" "$peer"
+}

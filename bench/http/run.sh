@@ -180,18 +180,6 @@ EOF
 
 # Certificates for the TLS chains: a CA and two SPIFFE identities, as the
 # mesh CA issues them (ECDSA P-256, URI SAN only).
-mkcerts() {
-	[ -f "$work/ca.pem" ] && return 0
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /O=bench \
-		-keyout "$work/ca.key" -out "$work/ca.pem" 2>/dev/null
-	for id in client server; do
-		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /O=bench -keyout "$work/$id.key" -out "$work/$id.csr" 2>/dev/null
-		printf 'subjectAltName=URI:spiffe://cluster.local/ns/bench/sa/%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$id" >"$work/$id.ext"
-		openssl x509 -req -in "$work/$id.csr" -CA "$work/ca.pem" -CAkey "$work/ca.key" -CAcreateserial -days 1 \
-			-extfile "$work/$id.ext" -out "$work/$id.pem" 2>/dev/null
-	done
-}
-
 nginx_tls_conf() { # name listen-port upstream-port tls-side(client|server)
 	local d="$work/$1"; mkdir -p "$d/logs"
 	local listen="listen 127.0.0.1:$2 reuseport;" loc
@@ -218,14 +206,6 @@ EOF
 	start "$1" "$NGINX" -p "$d" -c "$d/nginx.conf"
 }
 
-# TLS contexts of the strait-mtls chain (what straitd generates for
-# sidecars, with file data sources instead of SDS).
-tls_common() { # identity peer alpn... -> common_tls_context (YAML flow style)
-	local id=$1 peer=$2; shift 2
-	local alpn; alpn=$(printf '"%s",' "$@"); alpn=${alpn%,}
-	printf '{tls_params: {tls_minimum_protocol_version: TLSv1_2, tls_maximum_protocol_version: TLSv1_3}, alpn_protocols: [%s], tls_certificates: [{certificate_chain: {filename: %s}, private_key: {filename: %s}}], validation_context: {trusted_ca: {filename: %s}, match_typed_subject_alt_names: [{san_type: URI, matcher: {exact: "spiffe://cluster.local/ns/bench/sa/%s"}}]}}' \
-		"$alpn" "$work/$id.pem" "$work/$id.key" "$work/ca.pem" "$peer"
-}
 cluster_extra=""
 chain_extra=""
 hcm_extra=""

@@ -1,13 +1,14 @@
 // Package hcm is the HTTP connection manager network filter: it serves
-// HTTP/1.1 and HTTP/2 (h2c, h2.go) on downstream connections, routes each
+// HTTP/1.1 and HTTP/2 (h2 and h2c, h2.go) on downstream connections, routes each
 // request with a route table (inline or RDS) and forwards it to a cluster,
 // in HTTP/1.1 or HTTP/2 as the cluster says.
 //
 // The codec is behind Server.ServeConn and the cluster's upstream pool. The
 // default is the purpose-built HTTP/1.1 codec in package http1 (h1.go is the
-// request path on it, cluster.GetConn/PutConn its upstream pool). The
-// net/http codec (strait-proxy --http-codec nethttp) was removed, so that
-// every limit and timeout is enforced on one HTTP/1.1 path.
+// request path on it, cluster.GetConn/PutConn its upstream pool); HTTP/2
+// is package http2/server's connection. The net/http codec (strait-proxy
+// --http-codec nethttp) and x/net/http2's server were removed, so that
+// every limit and timeout is enforced on one path per protocol.
 //
 // The files, by what they hold: the HCM's config and field audit
 // (filter.go, fields.go), the Server and its connections (server.go,
@@ -17,11 +18,12 @@
 // its parking and limits; h1stream.go: its httpfilter.Stream; h1router.go,
 // h1reply.go; h1response.go: its side of the upstream exchange;
 // upgrade.go: which upgrades upgrade_configs allow) and the HTTP/2 path
-// (h2.go, h2stream.go, h2limits.go).
+// (h2.go: the connection, its settings and the stream's grown stack;
+// h2stream.go, h2limits.go; scheme.go: the request's scheme on either).
 //
 // Below the HCM, each in its own package: the codecs' wire work (http1:
 // the HTTP/1.1 codec and idle-connection parking; http2: the HTTP/2 frame
-// guard), what a request's exchange with the upstream shares across codecs
+// guard; http2/server: the downstream HTTP/2 connection), what a request's exchange with the upstream shares across codecs
 // (forward: the local replies of a failed exchange, retries, the
 // http.Request round trip, mirrors, the trailer policy) with package
 // router's decisions, the headers written for the next hop before routing

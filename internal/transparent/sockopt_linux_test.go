@@ -2,6 +2,7 @@ package transparent
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"strings"
@@ -118,7 +119,7 @@ func TestControlErrors(t *testing.T) {
 				t.Errorf("err = %v; want one naming %s and CAP_NET_ADMIN", err, tc.want)
 			}
 			cerr := syscall.EBADF
-			if err := tc.run(fdConn{err: cerr}); err != cerr {
+			if err := tc.run(fdConn{err: cerr}); !errors.Is(err, cerr) {
 				t.Errorf("Control failing: err = %v, want %v", err, cerr)
 			}
 		})

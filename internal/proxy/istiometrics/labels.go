@@ -78,19 +78,33 @@ type Service struct {
 // (NAME.NAMESPACE.svc.DOMAIN), else name HOST. ok is false for another
 // name (inbound|PORT||, PassthroughCluster, BlackHoleCluster).
 func ServiceFromCluster(cluster string) (Service, bool) {
-	rest, ok := strings.CutPrefix(cluster, "outbound|")
+	host, ok := clusterHost(cluster)
 	if !ok {
-		return Service{}, false
-	}
-	_, rest, ok = strings.Cut(rest, "|") // PORT
-	if !ok {
-		return Service{}, false
-	}
-	_, host, ok := strings.Cut(rest, "|") // SUBSET
-	if !ok || host == "" {
 		return Service{}, false
 	}
 	return ServiceFromHost(host), true
+}
+
+// IsServiceCluster reports whether ServiceFromCluster reads a service
+// from cluster's name.
+func IsServiceCluster(cluster string) bool {
+	_, ok := clusterHost(cluster)
+	return ok
+}
+
+// clusterHost is HOST of outbound|PORT|SUBSET|HOST, ok false for another
+// name or an empty HOST.
+func clusterHost(cluster string) (host string, ok bool) {
+	rest, ok := strings.CutPrefix(cluster, "outbound|")
+	if !ok {
+		return "", false
+	}
+	_, rest, ok = strings.Cut(rest, "|") // PORT
+	if !ok {
+		return "", false
+	}
+	_, host, ok = strings.Cut(rest, "|") // SUBSET
+	return host, ok && host != ""
 }
 
 // ServiceFromHost is the service named by a host (a Host header without

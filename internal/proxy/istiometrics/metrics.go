@@ -75,8 +75,11 @@ func (m *HTTP) Record(values []string, durationMS float64, reqBytes, respBytes i
 // cap left out), found once so that a caller that knows the values
 // again (istio.stats' per-filter cache) records without building them.
 type HTTPSeries struct {
-	m                                       *HTTP
 	requests, duration, reqBytes, respBytes *stats.Series
+	// bounds are the three histograms' bucket bounds (NewHTTP makes
+	// them all with stats.DefaultBuckets, which a store keeps as one
+	// array), held here so that recording reads no Vec.
+	bounds []float64
 }
 
 // Series finds or creates the series of values (AppendHTTP's) in each
@@ -86,13 +89,15 @@ type HTTPSeries struct {
 func (m *HTTP) Series(values []string) (s HTTPSeries, complete bool) {
 	var stack [1024]byte
 	key := stats.AppendKey(stack[:0], values)
-	s.m = m
 	with := func(v *stats.Vec) *stats.Series {
 		if v == nil {
 			return nil
 		}
 		sr := v.WithKey(key, values)
 		complete = complete && sr != nil
+		if v.Buckets() != nil {
+			s.bounds = v.Buckets()
+		}
 		return sr
 	}
 	complete = true
@@ -104,16 +109,14 @@ func (m *HTTP) Series(values []string) (s HTTPSeries, complete bool) {
 // Record counts one request in the series: its duration in
 // milliseconds and its request and response sizes in bytes.
 func (s *HTTPSeries) Record(durationMS float64, reqBytes, respBytes int64) {
-	s.requests.Add(1) // a nil Series ignores it
-	if s.duration != nil {
-		s.duration.Observe(durationMS, s.m.Duration.Buckets())
+	s.requests.Add(1) // a nil Series ignores Add and Observe
+	if ms := int64(durationMS); float64(ms) == durationMS {
+		s.duration.ObserveInt(ms, s.bounds) // whole milliseconds, as istio.stats records
+	} else {
+		s.duration.Observe(durationMS, s.bounds)
 	}
-	if s.reqBytes != nil {
-		s.reqBytes.Observe(float64(reqBytes), s.m.RequestBytes.Buckets())
-	}
-	if s.respBytes != nil {
-		s.respBytes.Observe(float64(respBytes), s.m.ResponseBytes.Buckets())
-	}
+	s.reqBytes.ObserveInt(reqBytes, s.bounds)
+	s.respBytes.ObserveInt(respBytes, s.bounds)
 }
 
 // TCP are the connection metrics of one store; a dropped one is nil.

@@ -188,3 +188,53 @@ func TestBucket(t *testing.T) {
 		}
 	}
 }
+
+// ObserveInt records what Observe records for the same whole numbers:
+// the two stores render the same text, negatives included, and a
+// histogram's sum and count are not disturbed by Add.
+func TestObserveInt(t *testing.T) {
+	render := func(observe func(sr *Series, v int64, bounds []float64)) string {
+		s := New()
+		h, err := s.HistogramVec("istio_request_bytes", []string{"reporter"}, DefaultBuckets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sr := h.With([]string{"destination"})
+		for _, v := range []int64{0, 1, 3, 1024, 7, 600000, -2, 1 << 40} {
+			observe(sr, v, h.Buckets())
+		}
+		sr.Add(5)
+		var b strings.Builder
+		if err := s.WritePrometheus(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	float := render(func(sr *Series, v int64, bounds []float64) { sr.Observe(float64(v), bounds) })
+	integer := render(func(sr *Series, v int64, bounds []float64) { sr.ObserveInt(v, bounds) })
+	if float != integer {
+		t.Errorf("Observe:\n%s\nObserveInt:\n%s", float, integer)
+	}
+	if !strings.Contains(integer, "_sum{reporter=\"destination\"} 1.099512228809e+12") || !strings.Contains(integer, "_count{reporter=\"destination\"} 8\n") {
+		t.Errorf("sum or count wrong:\n%s", integer)
+	}
+	var nilSeries *Series
+	nilSeries.ObserveInt(1, DefaultBuckets) // the cap's nil series ignores it
+	if nilSeries.Sum() != 0 {
+		t.Error("nil series has a sum")
+	}
+}
+
+// Families with Envoy's default buckets share one array of bounds.
+func TestDefaultBoundsShared(t *testing.T) {
+	s := New()
+	a, _ := s.HistogramVec("a", nil, DefaultBuckets)
+	b, _ := s.HistogramVec("b", nil, slices.Clone(DefaultBuckets))
+	c, _ := s.HistogramVec("c", nil, []float64{1, 2})
+	if &a.Buckets()[0] != &b.Buckets()[0] || &a.Buckets()[0] == &DefaultBuckets[0] {
+		t.Error("default bounds not shared, or the exported slice itself is held")
+	}
+	if !slices.Equal(c.Buckets(), []float64{1, 2}) {
+		t.Errorf("other bounds %v", c.Buckets())
+	}
+}

@@ -119,23 +119,25 @@ func (Factory) Build(typed *anypb.Any, ctx httpfilter.BuildContext) (httpfilter.
 // Filter is the built filter: immutable but for its cache, safe for
 // concurrent use.
 type Filter struct {
-	metrics      *istiometrics.HTTP
+	// What a request reads first, together.
 	reporter     istiometrics.Reporter
-	local        peermeta.Workload
 	hostFallback bool
-
-	mu    sync.RWMutex // guards cache
-	cache map[seriesKey]*cached
 	// last is the series set the last request found: the next one is
 	// most often like it (a listener's requests between the same two
 	// workloads), and comparing its key costs less than hashing it.
 	last atomic.Pointer[cached]
+
+	metrics *istiometrics.HTTP
+	local   peermeta.Workload
+	mu      sync.RWMutex // guards cache
+	cache   map[seriesKey]*cached
 }
 
-// cached is a series set and its key (whose strings it owns).
+// cached is a series set and its key (whose strings it owns), in one
+// allocation.
 type cached struct {
+	set istiometrics.HTTPSeries
 	key seriesKey
-	set *istiometrics.HTTPSeries
 }
 
 // maxCachedSeries bounds the filter's cache of series sets; when full it
@@ -151,8 +153,14 @@ const maxCachedSeries = 1024
 type seriesKey struct {
 	// peer is the workload istio.metadata_exchange decoded, one pointer
 	// per distinct header value it keeps (nil: unknown).
-	peer                          *peermeta.Workload
-	service                       istiometrics.Service
+	peer *peermeta.Workload
+	// The destination service is read from one of these, and only
+	// when the key is not found: svc (the cluster's istio.services
+	// metadata), or svcFrom, an outbound cluster's name when
+	// svcFromCluster, else the Host header without its port.
+	svc                           *istiometrics.Service
+	svcFrom                       string
+	svcFromCluster                bool
 	peerPrincipal, localPrincipal string
 	flags                         string
 	code, grpcStatus              int
@@ -168,7 +176,7 @@ func (f *Filter) exchange(k *seriesKey) istiometrics.Exchange {
 		Code:           k.code,
 		GRPCStatus:     k.grpcStatus,
 		Flags:          k.flags,
-		Service:        k.service,
+		Service:        k.service(),
 		PeerPrincipal:  k.peerPrincipal,
 		LocalPrincipal: k.localPrincipal,
 		MTLS:           k.mtls,
@@ -182,41 +190,54 @@ func (f *Filter) exchange(k *seriesKey) istiometrics.Exchange {
 	return e
 }
 
+// service is the destination service k names.
+func (k *seriesKey) service() istiometrics.Service {
+	switch {
+	case k.svc != nil:
+		return *k.svc
+	case k.svcFromCluster:
+		svc, _ := istiometrics.ServiceFromCluster(k.svcFrom)
+		return svc
+	case k.svcFrom != "":
+		return istiometrics.ServiceFromHost(k.svcFrom)
+	}
+	return istiometrics.Service{}
+}
+
 // series returns the series set of k: from the cache, or found in the
 // store (and kept when the store had room for all of it).
 func (f *Filter) series(k *seriesKey) *istiometrics.HTTPSeries {
 	if c := f.last.Load(); c != nil && c.key == *k {
-		return c.set
+		return &c.set
 	}
 	f.mu.RLock()
 	c := f.cache[*k]
 	f.mu.RUnlock()
 	if c != nil {
 		f.last.Store(c)
-		return c.set
+		return &c.set
 	}
 	e := f.exchange(k)
 	var buf [32]string
 	found, complete := f.metrics.Series(istiometrics.AppendHTTP(buf[:0], &e))
-	set := new(istiometrics.HTTPSeries)
-	*set = found
+	c = &cached{set: found}
 	if !complete {
-		return set
+		return &c.set
 	}
 	// The key's strings may alias the request's buffers (the Host
-	// header's service): the kept copy owns its own.
-	kept := *k
-	kept.service = istiometrics.Service{Host: strings.Clone(k.service.Host), Name: strings.Clone(k.service.Name), Namespace: strings.Clone(k.service.Namespace)}
-	kept.peerPrincipal, kept.localPrincipal, kept.flags = strings.Clone(k.peerPrincipal), strings.Clone(k.localPrincipal), strings.Clone(k.flags)
-	c = &cached{key: kept, set: set}
+	// header, a cluster named by a request header): the kept copy owns
+	// its own.
+	c.key = *k
+	c.key.svcFrom = strings.Clone(k.svcFrom)
+	c.key.peerPrincipal, c.key.localPrincipal, c.key.flags = strings.Clone(k.peerPrincipal), strings.Clone(k.localPrincipal), strings.Clone(k.flags)
 	f.mu.Lock()
 	if len(f.cache) >= maxCachedSeries {
 		clear(f.cache)
 	}
-	f.cache[kept] = c
+	f.cache[c.key] = c
 	f.mu.Unlock()
 	f.last.Store(c)
-	return set
+	return &c.set
 }
 
 var (
@@ -252,11 +273,11 @@ func (f *Filter) Complete(s httpfilter.Stream, info *httpfilter.StreamInfo) {
 		}
 	}
 	if info.Service != nil {
-		k.service = *info.Service // the cluster's istio.services metadata, as Istio reads it first
-	} else if svc, ok := istiometrics.ServiceFromCluster(info.Cluster); ok {
-		k.service = svc
+		k.svc = info.Service // the cluster's istio.services metadata, as Istio reads it first
+	} else if istiometrics.IsServiceCluster(info.Cluster) {
+		k.svcFrom, k.svcFromCluster = info.Cluster, true
 	} else if f.hostFallback {
-		k.service = istiometrics.ServiceFromHost(istiometrics.HostWithoutPort(s.Host()))
+		k.svcFrom = istiometrics.HostWithoutPort(s.Host())
 	}
 	req := s.RequestHeaders()
 	if ct, _ := req.Lookup("content-type"); strings.HasPrefix(ct, "application/grpc") {

@@ -153,7 +153,7 @@ func (c *Cluster) roundTripH1(req *http.Request, ep Endpoint) (*http.Response, e
 				return resp, nil
 			}
 		}
-		x.end(false)
+		x.end(partAborted)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -192,12 +192,21 @@ func (x *h1Exchange) start(uc *UpstreamConn) {
 // writes with an error; the last part's release frees it.
 func (x *h1Exchange) abort() { x.uc.Conn.Close() }
 
-// end ends a part; ok reports that it ended cleanly (its message
-// complete). A part that failed closes the connection at once, which ends
-// the other part.
-func (x *h1Exchange) end(ok bool) {
-	if !ok {
+// How a part of the exchange ended.
+type partEnd uint8
+
+const (
+	partDone     partEnd = iota // its message complete
+	partUnusable                // the connection is not reused, but the other part goes on
+	partAborted                 // the exchange is over: the connection closes at once, which ends the other part
+)
+
+// end ends a part.
+func (x *h1Exchange) end(how partEnd) {
+	if how != partDone {
 		x.bad.Store(true)
+	}
+	if how == partAborted {
 		x.abort()
 	}
 	if x.live.Add(-1) == 0 {
@@ -217,11 +226,22 @@ func (x *h1Exchange) release() {
 }
 
 // sendBody is the request body's part: it copies the body to the
-// connection, then closes it.
+// connection, then closes it. A body that fails to read (the client went
+// away, or sent less than its Content-Length) aborts the exchange: the
+// upstream would wait for the rest. One the upstream stops taking (it
+// answered early and closed, or reset) leaves the response to be read,
+// as net/http and forward/h1 leave it, on a connection not reused.
 func (x *h1Exchange) sendBody() {
-	err := x.copyBody()
+	rerr, werr := x.copyBody()
 	x.req.Body.Close()
-	x.end(err == nil)
+	switch {
+	case rerr != nil:
+		x.end(partAborted)
+	case werr != nil:
+		x.end(partUnusable)
+	default:
+		x.end(partDone)
+	}
 }
 
 const bodyBufSize = 32 << 10
@@ -239,7 +259,8 @@ var bodyBufPool = sync.Pool{New: func() any {
 // read), or chunked when its length is unknown; the last chunk goes with
 // the last data when they arrive together. A request's trailers are not
 // sent: no trailer crosses to an HTTP/1.1 upstream (forward/trailers.go).
-func (x *h1Exchange) copyBody() error {
+// It returns the error reading the body or the one writing it.
+func (x *h1Exchange) copyBody() (rerr, werr error) {
 	body, uc := x.req.Body, x.uc
 	chunked := x.req.ContentLength <= 0
 	left := x.req.ContentLength
@@ -251,14 +272,14 @@ func (x *h1Exchange) copyBody() error {
 		p := data
 		if !chunked {
 			if left == 0 {
-				return nil
+				return nil, nil
 			}
 			if int64(len(p)) > left {
 				p = p[:left]
 			}
 		}
-		n, rerr := body.Read(p)
-		eof := errors.Is(rerr, io.EOF)
+		n, err := body.Read(p)
+		eof := errors.Is(err, io.EOF)
 		if n > 0 || eof && chunked {
 			out := p[:n]
 			switch {
@@ -271,17 +292,17 @@ func (x *h1Exchange) copyBody() error {
 				out = lastChunk
 			}
 			if _, err := uc.Write(out); err != nil {
-				return err
+				return nil, err
 			}
 			left -= int64(n)
 		}
 		switch {
 		case eof && !chunked && left > 0:
-			return errBodyShort
+			return errBodyShort, nil
 		case eof:
-			return nil
-		case rerr != nil:
-			return rerr
+			return nil, nil
+		case err != nil:
+			return err, nil
 		}
 	}
 }
@@ -350,7 +371,7 @@ func (x *h1Exchange) readResponse() (resp *http.Response, got bool, err error) {
 			if isHead {
 				resp.ContentLength = r.ContentLength // -1 when it doesn't say
 			}
-			x.end(true)
+			x.end(partDone)
 			return resp, true, nil
 		}
 		resp.ContentLength = r.ContentLength
@@ -391,14 +412,14 @@ func (x *h1Exchange) Read(p []byte) (int, error) {
 	x.rdone = true
 	if errors.Is(err, io.EOF) {
 		x.rerr = io.EOF
-		x.end(true)
+		x.end(partDone)
 		return n, io.EOF
 	}
 	if cerr := x.ctx.Err(); cerr != nil {
 		err = cerr // the request's cancellation closed the connection
 	}
 	x.rerr = err
-	x.end(false)
+	x.end(partAborted)
 	return n, err
 }
 
@@ -406,7 +427,7 @@ func (x *h1Exchange) Read(p []byte) (int, error) {
 func (x *h1Exchange) Close() error {
 	if !x.rdone {
 		x.rdone, x.rerr = true, errBodyClosed
-		x.end(false)
+		x.end(partAborted)
 	}
 	return nil
 }

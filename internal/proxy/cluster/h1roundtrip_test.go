@@ -689,3 +689,63 @@ func TestRoundTripH1TLS(t *testing.T) {
 		t.Errorf("%d TLS connections, want 1", n)
 	}
 }
+
+// endlessBody is a request body that never ends; closed is closed when
+// the round trip closes it (it stopped sending).
+type endlessBody struct {
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (b *endlessBody) Read(p []byte) (int, error) {
+	select {
+	case <-b.closed:
+		return 0, io.ErrClosedPipe
+	default:
+	}
+	clear(p)
+	return len(p), nil
+}
+
+func (b *endlessBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// An upstream that answers before it read the request body and closes
+// the connection: sending the body fails, and the response is still
+// read whole (as net/http and forward/h1 read it), on a connection that
+// is not reused.
+func TestRoundTripH1AnswerBeforeBodyThenClose(t *testing.T) {
+	be := newRawBackend(t, func(_ int, c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		// The head first, then (once the proxy read it) the body: the
+		// proxy reads the body from the connection, not from what it
+		// read with the head.
+		_, _ = io.WriteString(c, "HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\nContent-Length: 5\r\n\r\n")
+		time.Sleep(50 * time.Millisecond)
+		_, _ = io.WriteString(c, "large")
+		// Closing with the body unread resets the connection.
+	})
+	c := rtCluster(t, nil)
+	body := &endlessBody{closed: make(chan struct{})}
+	req, _ := http.NewRequestWithContext(context.Background(), "POST", "http://svc/upload", body)
+	req.ContentLength = 1 << 40
+	resp, err := c.RoundTrip(req, tcpEndpoint(be.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	select {
+	case <-body.closed: // the body part ended: the upstream stopped taking it
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request body was still being sent")
+	}
+	got, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != 413 || err != nil || string(got) != "large" {
+		t.Errorf("got %d %q %v, want 413 \"large\"", resp.StatusCode, got, err)
+	}
+	waitUntil(t, "the connection closed", func() bool { return c.breaker.conns.Load() == 0 })
+}

@@ -749,3 +749,49 @@ func TestRoundTripH1AnswerBeforeBodyThenClose(t *testing.T) {
 	}
 	waitUntil(t, "the connection closed", func() bool { return c.breaker.conns.Load() == 0 })
 }
+
+// A request whose connection could not be made is not counted in
+// upstream_rq_total: its dial failed (a connect error forward.RoundTrip
+// answers 503 UF), or max_connections and max_pending_requests were full
+// (ErrOverflow, 503 UO).
+func TestRoundTripH1NoConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := ln.Addr().String()
+	ln.Close()
+	c := rtCluster(t, nil)
+	_, _, err = do(t, c, refused, "GET", "/", nil)
+	var ne *net.OpError
+	if !errors.As(err, &ne) || ne.Op != "dial" {
+		t.Errorf("refused: %v, want a dial error", err)
+	}
+	if n := c.Stats.RqTotal.Load(); n != 0 {
+		t.Errorf("upstream_rq_total = %d after a failed connect, want 0", n)
+	}
+
+	// A request holds the one connection, waiting for its response.
+	be := newRawBackend(t, func(_ int, c net.Conn, br *bufio.Reader) { _, _ = io.Copy(io.Discard, br) })
+	c = rtCluster(t, func(cfg *clusterv3.Cluster) {
+		cfg.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+			MaxConnections: wrapperspb.UInt32(1), MaxPendingRequests: wrapperspb.UInt32(0)}}}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://svc/", nil)
+		_, err := c.RoundTrip(req, tcpEndpoint(be.addr))
+		done <- err
+	}()
+	waitUntil(t, "the first request at the upstream", func() bool { return be.open.Load() == 1 })
+	if _, _, err := do(t, c, be.addr, "GET", "/", nil); !errors.Is(err, ErrOverflow) {
+		t.Errorf("over max_connections: %v, want ErrOverflow", err)
+	}
+	if n := c.Stats.RqTotal.Load(); n != 1 {
+		t.Errorf("upstream_rq_total = %d, want 1 (the overflowed request not counted)", n)
+	}
+	cancel()
+	<-done
+}

@@ -793,5 +793,7 @@ func TestRoundTripH1NoConnection(t *testing.T) {
 		t.Errorf("upstream_rq_total = %d, want 1 (the overflowed request not counted)", n)
 	}
 	cancel()
-	<-done
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the cancelled first request: %v", err)
+	}
 }

@@ -109,38 +109,6 @@ func TestAcquireConnection(t *testing.T) {
 	}
 }
 
-// The net/http pool's dials take max_connections slots, given back on
-// Close (once, however often Close is called).
-func TestDialSlot(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c := staticCluster(t, 1, func(c *clusterv3.Cluster) {
-		c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxConnections: wrapperspb.UInt32(1)}}}
-	})
-	ep := Endpoint{Network: "tcp", Address: ln.Addr().String()}
-	ctx := context.Background()
-	first, err := c.dialSlot(ctx, ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.dialSlot(ctx, ep); !errors.Is(err, ErrOverflow) {
-		t.Fatalf("second dial: %v, want ErrOverflow", err)
-	}
-	first.Close()
-	first.Close()
-	second, err := c.dialSlot(ctx, ep)
-	if err != nil {
-		t.Fatalf("after Close: %v", err)
-	}
-	defer second.Close()
-	if got := c.breaker.conns.Load(); got != 1 {
-		t.Errorf("open connections counted %d, want 1 (a second Close released twice?)", got)
-	}
-}
-
 // A built cluster holds no wake channel until a request waits; a signal
 // wakes the waiters of the moment, and a later wait gets a new channel
 // that the next signal closes.

@@ -146,8 +146,7 @@ type Cluster struct {
 	hc              *healthChecker // nil: no active health checking
 
 	hosts    atomic.Pointer[hostSet] // nil until the first endpoints
-	pool     *httpPool               // net/http Transport (requests from HTTP/2 streams)
-	h1       h1Pool                  // strait HTTP/1.1 codec
+	h1       h1Pool                  // HTTP/1.1 connections (forward/h1, RoundTrip)
 	proto    UpstreamProtocol
 	h2       *h2Pool       // nil when proto is UpstreamHTTP1
 	dns      *dnsDiscovery // KindStrictDNS and KindLogicalDNS only
@@ -247,7 +246,6 @@ func build(c *clusterv3.Cluster, st *stats.Store, log *slog.Logger) (*Cluster, e
 	if out.Kind != KindOriginalDst && c.GetLbPolicy() == clusterv3.Cluster_CLUSTER_PROVIDED {
 		return nil, fmt.Errorf("cluster %q: lb_policy CLUSTER_PROVIDED is only valid for ORIGINAL_DST", c.GetName())
 	}
-	out.pool = newHTTPPool(out)
 	if err := out.buildHTTP2(c); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 	}
@@ -468,7 +466,6 @@ func (c *Cluster) close() {
 	if c.hc != nil {
 		c.hc.close()
 	}
-	c.pool.closeIdle()
 	c.h1.closeIdle(false)
 	if c.h2 != nil {
 		c.h2.closeIdle()

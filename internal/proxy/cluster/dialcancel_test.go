@@ -14,7 +14,8 @@ import (
 
 // TestDialForCancelledRequestNotPooled: a request cancelled while its
 // connection is being dialed (an HTTP/2 stream its client reset) leaves
-// no connection behind; net/http alone would pool it for 60 s.
+// no connection behind (net/http's Transport, which RoundTrip used
+// before, would have pooled it).
 func TestDialForCancelledRequestNotPooled(t *testing.T) {
 	var open atomic.Int64
 	srv := &http.Server{
@@ -39,7 +40,7 @@ func TestDialForCancelledRequestNotPooled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.pool.closeIdle()
+	defer c.h1.closeIdle(false)
 	// The dial waits, before it connects, until the request is gone.
 	dialing, release := make(chan struct{}), make(chan struct{})
 	c.dialer.Control = func(string, string, syscall.RawConn) error {
@@ -59,7 +60,10 @@ func TestDialForCancelledRequestNotPooled(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no dial")
 	}
+	// The request is cancelled while the dial is under way, and the dial
+	// goes on to connect.
 	cancel()
+	close(release)
 	select {
 	case err := <-done:
 		if err == nil {
@@ -68,7 +72,6 @@ func TestDialForCancelledRequestNotPooled(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the cancelled request did not return")
 	}
-	close(release)
 	// The dial ends (its max_connections slot given back: destroyed) and
 	// no connection stays open at the upstream.
 	deadline := time.Now().Add(5 * time.Second)

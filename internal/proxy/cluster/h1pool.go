@@ -52,6 +52,9 @@ type UpstreamConn struct {
 	// w is the socket in the process's idle watch (package idlewatch); nil:
 	// not watched, checked with a Peek when reused.
 	w *idlewatch.Conn
+	// resp is where RoundTrip parses response heads (h1roundtrip.go), so
+	// that its fields slice is reused.
+	resp http1.Response
 }
 
 // Close closes the connection, releases its buffer and gives its slot back

@@ -157,6 +157,10 @@ func newH2Pool(c *Cluster, s HTTP2Settings) *h2Pool {
 	return p
 }
 
+// sourceKey is the request context key of an Endpoint's connOwner: the
+// pool keeps the connections of each original source apart.
+type sourceKey struct{}
+
 // roundTrip sends req (whose URL host it rewrites to ep) on a stream.
 func (p *h2Pool) roundTrip(req *http.Request, ep Endpoint) (*http.Response, error) {
 	if ep.Network != "tcp" {

@@ -106,7 +106,9 @@ func TestOriginalSourceH1Pool(t *testing.T) {
 	}
 }
 
-func TestOriginalSourceNetHTTP(t *testing.T) {
+// RoundTrip sends each request from its original source (and pools the
+// connections of each source apart, as TestOriginalSourceH1Pool checks).
+func TestOriginalSourceRoundTrip(t *testing.T) {
 	testreq.Root(t, "IP_TRANSPARENT needs CAP_NET_ADMIN")
 	up := peerServer(t)
 	c := origDstCluster(t)

@@ -10,9 +10,9 @@ import (
 // MaxResponseHeaders fields (the cluster's max_headers_count, default
 // 100; strait refuses others) and MaxResponseHeadBytes of names and
 // values (max_response_headers_kb, default 60). The strait HTTP/1.1 codec
-// applies them while it parses (package http1); net/http's Transport and
-// x/net/http2's are given them here, and CheckResponseHead applies them
-// exactly to what those return.
+// applies them while it parses (package http1), the HTTP/2 pool's client
+// is given them here, and CheckResponseHead applies them exactly to what
+// it returns.
 const (
 	MaxResponseHeaders   = 100
 	MaxResponseHeadBytes = 60 << 10
@@ -21,6 +21,12 @@ const (
 // ErrResponseHeadTooLarge is an upstream response head past the limits:
 // a protocol error (Envoy answers 502 with response flag UPE).
 var ErrResponseHeadTooLarge = errors.New("upstream response head too large")
+
+// ErrMalformedResponse is an upstream HTTP/1.1 response that breaks the
+// protocol (a head the codec refuses, a 101 to a request that asked for no
+// upgrade, too many 1xx responses): Envoy answers 502 with response flag
+// UPE.
+var ErrMalformedResponse = errors.New("malformed upstream response")
 
 // h2ResponseHeaderListSize is the SETTINGS_MAX_HEADER_LIST_SIZE the h2
 // pool advertises: RFC 9113 counts 32 bytes per field on top of its name
@@ -51,11 +57,9 @@ func HeadSize(h http.Header) (fields, bytes int) {
 }
 
 // IsResponseHeadTooLarge reports whether a round trip failed on a
-// response head past the limits: ErrResponseHeadTooLarge, or the
-// transports' own errors for it, which they do not export (net/http:
-// "server response headers exceeded N bytes", x/net/http2: "response
-// header list larger than advertised limit"; TestResponseHeadLimits
-// keeps these in step).
+// response head past the limits: ErrResponseHeadTooLarge, or x/net/http2's
+// own error for it, which it does not export ("response header list
+// larger than advertised limit").
 func IsResponseHeadTooLarge(err error) bool {
 	if err == nil {
 		return false
@@ -64,5 +68,5 @@ func IsResponseHeadTooLarge(err error) bool {
 		return true
 	}
 	s := err.Error()
-	return strings.Contains(s, "server response headers exceeded") || strings.Contains(s, "response header list larger than advertised limit")
+	return strings.Contains(s, "response header list larger than advertised limit")
 }

@@ -139,7 +139,8 @@ func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *
 		req := out.WithContext(actx)
 		if retry.Retried > 0 {
 			// The last attempt's transport may still read its request
-			// (and the pool sets the URL's host): a retry gets copies.
+			// (and the HTTP/2 pool sets the URL's host): a retry gets
+			// copies.
 			u := *out.URL
 			req.URL = &u
 			req.Header = out.Header.Clone()
@@ -264,13 +265,14 @@ func isConnectError(err error) bool {
 // isUpstreamProtocolError reports an upstream response the transport
 // refused as malformed: a head past the limits (x/net/http2 reports a
 // header value longer than its header list limit as COMPRESSION_ERROR),
-// or an HTTP/2 protocol violation (Envoy: 502 UPE).
+// an HTTP/2 protocol violation or an HTTP/1.1 response the codec refused
+// (Envoy: 502 UPE).
 func isUpstreamProtocolError(err error) bool {
 	var ce http2.ConnectionError
 	if errors.As(err, &ce) {
 		return http2.ErrCode(ce) == http2.ErrCodeCompression || http2.ErrCode(ce) == http2.ErrCodeProtocol
 	}
-	return cluster.IsResponseHeadTooLarge(err)
+	return cluster.IsResponseHeadTooLarge(err) || errors.Is(err, cluster.ErrMalformedResponse)
 }
 
 func isRefusedStream(err error) bool {

@@ -197,10 +197,25 @@ type h2keep struct {
 	drain   *Drain   // watches it (drainIdle, cut)
 	expiry  *time.Timer
 	park    h2server.Parking
-	conn    conn // every stream's view of the connection
+	conn    conn    // every stream's view of the connection
+	ctx     connCtx // every request's context's parent: carries conn
 	c       h2server.Conn
 	g       h2codec.Guard
 	bc      wbatch.Conn
+}
+
+// connCtx is a context that carries a connection's conn (connKey), as
+// context.WithValue's would, without an allocation of its own.
+type connCtx struct {
+	context.Context
+	c *conn
+}
+
+func (x *connCtx) Value(key any) any {
+	if _, ok := key.(connKey); ok {
+		return x.c
+	}
+	return x.Context.Value(key)
 }
 
 // drainIdle shuts the connection down when its drain starts: GOAWAY,
@@ -244,7 +259,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	k := &h2keep{s: s, f: f, tracked: tracked, drain: d}
 	k.park.Parker, k.park.Host = s.parker, k
 	k.conn = conn{remote: nc.RemoteAddr(), filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)}
-	ctx := context.WithValue(context.Background(), connKey{}, &k.conn)
+	k.ctx = connCtx{Context: context.Background(), c: &k.conn}
 	lim := f.limits() // stream.go
 	// Under the batched writes, the guard against rapid reset, empty
 	// frame floods and header blocks left open sees every frame (package
@@ -293,7 +308,7 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	if lim.MaxConnectionDuration > 0 {
 		k.expiry = time.AfterFunc(lim.MaxConnectionDuration, c.Shutdown)
 	}
-	c.Serve(ctx) // k.Ended once it ends
+	c.Serve(&k.ctx) // k.Ended once it ends
 }
 
 // h2SchemeState is every HTTP/2 request's Request.TLS when its :scheme is

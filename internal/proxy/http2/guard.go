@@ -406,22 +406,22 @@ type frameHeader struct {
 // any size.
 type frameSplitter struct {
 	hdr  [9]byte
-	hn   int // bytes of hdr filled
-	skip int // payload bytes of the current frame still to skip
+	hn   uint8 // bytes of hdr filled
+	skip int32 // payload bytes of the current frame still to skip (at most 2^24-1)
 }
 
 func (s *frameSplitter) feed(b []byte, frame func(frameHeader)) {
 	for len(b) > 0 {
 		if s.skip > 0 {
-			n := min(s.skip, len(b))
-			s.skip -= n
+			n := min(int(s.skip), len(b))
+			s.skip -= int32(n)
 			b = b[n:]
 			continue
 		}
 		n := copy(s.hdr[s.hn:], b)
-		s.hn += n
+		s.hn += uint8(n)
 		b = b[n:]
-		if s.hn < len(s.hdr) {
+		if int(s.hn) < len(s.hdr) {
 			return
 		}
 		s.hn = 0
@@ -431,7 +431,7 @@ func (s *frameSplitter) feed(b []byte, frame func(frameHeader)) {
 			flags:  s.hdr[4],
 			stream: (uint32(s.hdr[5])<<24 | uint32(s.hdr[6])<<16 | uint32(s.hdr[7])<<8 | uint32(s.hdr[8])) & (1<<31 - 1),
 		}
-		s.skip = h.length
+		s.skip = int32(h.length)
 		frame(h)
 	}
 }

@@ -18,23 +18,27 @@ import (
 // filter chain of a listener version; a nil *Drain never starts.
 type Drain struct {
 	started, ended atomic.Bool
-	ctx            context.Context // done once started; connections hang callbacks on it
-	cancel         context.CancelFunc
 	endCtx         context.Context // done once ended
 	endCancel      context.CancelFunc
 
-	// HTTP/1.1 connections register here (watch) rather than with two
-	// context callbacks each: a map entry costs a parked connection far
-	// less (h1park.go).
-	mu sync.Mutex
-	h1 map[*h1keep]struct{}
+	// Connections register here (watch) rather than with two context
+	// callbacks each: a map entry costs a parked connection far less
+	// (h1park.go, h2.go).
+	mu    sync.Mutex
+	conns map[drainWatcher]struct{}
+}
+
+// drainWatcher is a connection a Drain watches: an HTTP/1.1 one (h1keep)
+// or an HTTP/2 one (h2keep).
+type drainWatcher interface {
+	drainIdle() // the drain started
+	cut()       // the drain ended
 }
 
 // NewDrain returns a drain that has not started.
 func NewDrain() *Drain {
-	ctx, cancel := context.WithCancel(context.Background())
 	endCtx, endCancel := context.WithCancel(context.Background())
-	return &Drain{ctx: ctx, cancel: cancel, endCtx: endCtx, endCancel: endCancel}
+	return &Drain{endCtx: endCtx, endCancel: endCancel}
 }
 
 // Start starts draining; later calls do nothing.
@@ -42,15 +46,14 @@ func (d *Drain) Start() {
 	if d == nil || d.started.Swap(true) {
 		return
 	}
-	d.cancel()
-	go d.each((*h1keep).drainIdle)
+	go d.each(drainWatcher.drainIdle)
 }
 
-// each runs f on every watched HTTP/1.1 connection.
-func (d *Drain) each(f func(*h1keep)) {
+// each runs f on every watched connection.
+func (d *Drain) each(f func(drainWatcher)) {
 	d.mu.Lock()
-	ks := make([]*h1keep, 0, len(d.h1))
-	for k := range d.h1 {
+	ks := make([]drainWatcher, 0, len(d.conns))
+	for k := range d.conns {
 		ks = append(ks, k)
 	}
 	d.mu.Unlock()
@@ -59,18 +62,18 @@ func (d *Drain) each(f func(*h1keep)) {
 	}
 }
 
-// watch registers an HTTP/1.1 connection: its drainIdle runs when the
-// drain starts and its cut when it ends, at once (on another goroutine)
-// if that already happened. unwatch removes it.
-func (d *Drain) watch(k *h1keep) {
+// watch registers a connection: its drainIdle runs when the drain starts
+// and its cut when it ends, at once (on another goroutine) if that already
+// happened. unwatch removes it.
+func (d *Drain) watch(k drainWatcher) {
 	if d == nil {
 		return
 	}
 	d.mu.Lock()
-	if d.h1 == nil {
-		d.h1 = map[*h1keep]struct{}{}
+	if d.conns == nil {
+		d.conns = map[drainWatcher]struct{}{}
 	}
-	d.h1[k] = struct{}{}
+	d.conns[k] = struct{}{}
 	d.mu.Unlock()
 	// Start and End set their flag before they list the connections: if
 	// they listed before k was added, k sees the flag here.
@@ -88,12 +91,12 @@ func (d *Drain) watch(k *h1keep) {
 }
 
 // unwatch removes a connection watch registered.
-func (d *Drain) unwatch(k *h1keep) {
+func (d *Drain) unwatch(k drainWatcher) {
 	if d == nil {
 		return
 	}
 	d.mu.Lock()
-	delete(d.h1, k)
+	delete(d.conns, k)
 	d.mu.Unlock()
 }
 
@@ -112,29 +115,11 @@ func (d *Drain) End() {
 		return
 	}
 	d.endCancel()
-	go d.each((*h1keep).cut)
+	go d.each(drainWatcher.cut)
 }
 
 // Ended reports whether End was called.
 func (d *Drain) Ended() bool { return d != nil && d.ended.Load() }
-
-// onStart runs f (in its own goroutine) when the drain starts, or at once
-// if it has; the returned function unregisters f. No goroutine waits in the
-// meantime, so an idle connection costs nothing more.
-func (d *Drain) onStart(f func()) (stop func() bool) {
-	if d == nil {
-		return func() bool { return false }
-	}
-	return context.AfterFunc(d.ctx, f)
-}
-
-// onEnd is onStart for the drain's end.
-func (d *Drain) onEnd(f func()) (stop func() bool) {
-	if d == nil {
-		return func() bool { return false }
-	}
-	return context.AfterFunc(d.endCtx, f)
-}
 
 // EndContext returns a context that is done once the drain ends (never,
 // for a nil Drain). Other protocols (tcp_proxy, which has no way to ask a

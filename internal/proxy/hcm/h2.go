@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -180,26 +179,97 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// serveH2 serves HTTP/2 on nc until it closes; tracked is the connection
-// Close closes.
+// An idle HTTP/2 connection parks as an HTTP/1.1 one does (package
+// http2/server's park.go, on the Server's http1.Parker): its reader
+// goroutine ends and its socket waits in the parker; an h2keep is what
+// the HCM keeps of it meanwhile. Only a plain TCP connection parks (the
+// guard detaches only a socket it reads directly); TLS ones keep their
+// goroutine while idle, as HTTP/1.1's do.
+
+// h2keep is one downstream HTTP/2 connection for the HCM, for its whole
+// life (h2server.Host). It holds the connection's state in one allocation
+// (the server connection, its guard and batched writer, what its streams
+// read of it): what stays of a parked connection is then mostly this.
+type h2keep struct {
+	s       *Server
+	f       *Filter
+	tracked net.Conn // what Server.Close closes; nil while parked
+	drain   *Drain   // watches it (drainIdle, cut)
+	expiry  *time.Timer
+	park    h2server.Parking
+	conn    conn    // every stream's view of the connection
+	ctx     connCtx // every request's context's parent: carries conn
+	c       h2server.Conn
+	g       h2codec.Guard
+	bc      wbatch.Conn
+}
+
+// connCtx is a context that carries a connection's conn (connKey), as
+// context.WithValue's would, without an allocation of its own.
+type connCtx struct {
+	context.Context
+	c *conn
+}
+
+func (x *connCtx) Value(key any) any {
+	if _, ok := key.(connKey); ok {
+		return x.c
+	}
+	return x.Context.Value(key)
+}
+
+// drainIdle shuts the connection down when its drain starts: GOAWAY,
+// its streams finish, it closes.
+func (k *h2keep) drainIdle() { k.c.Shutdown() }
+
+// cut closes the connection when its drain ends.
+func (k *h2keep) cut() { k.c.Close() }
+
+// Parked counts the connection as parked rather than as its net.Conn.
+func (k *h2keep) Parked() {
+	k.s.parking(k.tracked)
+	k.tracked = nil
+}
+
+// Unparked tracks the connection as nc again (nil: it ends).
+func (k *h2keep) Unparked(nc net.Conn) bool {
+	if !k.s.unparked(nc) {
+		return false
+	}
+	k.tracked = nc
+	return true
+}
+
+// Ended releases what the connection held; once, when it ends.
+func (k *h2keep) Ended() {
+	if k.tracked != nil {
+		k.s.untrack(k.tracked)
+	}
+	k.drain.unwatch(k)
+	if k.expiry != nil {
+		k.expiry.Stop()
+	}
+	k.f.cxEnd()
+}
+
+// serveH2 serves HTTP/2 on nc until it closes or parks; tracked is the
+// connection Close closes.
 func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
-	f.cxBegin()
-	defer f.cxEnd()
-	defer s.untrack(tracked)
-	defer nc.Close()
-	defer func() {
-		if v := recover(); v != nil {
-			s.log.Error("panic serving HTTP/2 connection", "remote", nc.RemoteAddr().String(), "panic", v, "stack", string(debug.Stack()))
-		}
-	}()
-	ctx := context.WithValue(context.Background(), connKey{}, &conn{Conn: nc, filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)})
+	f.cxBegin() // cxEnd in k.Ended
+	k := &h2keep{s: s, f: f, tracked: tracked, drain: d}
+	k.park.Parker, k.park.Host = s.parker, k
+	k.conn = conn{remote: nc.RemoteAddr(), filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)}
+	k.ctx = connCtx{Context: context.Background(), c: &k.conn}
 	lim := f.limits() // stream.go
 	// Under the batched writes, the guard against rapid reset, empty
 	// frame floods and header blocks left open sees every frame (package
-	// http2), as on x/net's path.
-	bc := wbatch.New(h2codec.NewGuard(nc, lim.RequestHeadersTimeout))
-	defer bc.Close()
-	var c *h2server.Conn
+	// http2), as on x/net's path. It reads a plain socket directly
+	// (http1.WrapConn), which is what lets it wait without a buffer and
+	// the connection park.
+	k.g.Init(http1.WrapConn(nc), lim.RequestHeadersTimeout)
+	k.bc.Init(&k.g)
+	k.park.Socket = &k.g
+	c := &k.c
 	goAway := func() { c.Shutdown() }
 	handler := limitStreamHead(lim, guardStream(lim, s.serveStream)) // h2limits.go
 	if lim.MaxRequestsPerConnection > 0 {
@@ -217,15 +287,13 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		}
 	}
 	handler = withGrownStack(handler) // below
-	// Request.TLS != nil means :scheme https and nothing else (scheme.go).
-	tlsState := schemeState()
 	var headerList uint32
 	if n := h2HeaderListSize(lim); n > 0 { // h2limits.go
 		headerList = uint32(n + 320) // x/net's padding: 32 bytes for each of 10 fields
 	}
-	c = h2server.New(bc, h2server.Config{
+	c.Init(&k.bc, h2server.Config{
 		Handler:              handler,
-		TLS:                  &tlsState,
+		TLS:                  &h2SchemeState,
 		MaxConcurrentStreams: f.h2.MaxConcurrentStreams,
 		StreamWindow:         f.h2.InitialStreamWindowSize,
 		ConnWindow:           f.h2.InitialConnectionWindowSize,
@@ -234,17 +302,19 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		PingInterval:         f.h2.KeepaliveInterval,
 		PingTimeout:          f.h2.KeepaliveTimeout,
 		Log:                  s.log,
+		Park:                 &k.park,
 	})
-	stop := d.onStart(goAway)
-	defer stop()
-	stopEnd := d.onEnd(func() { nc.Close() })
-	defer stopEnd()
+	d.watch(k)
 	if lim.MaxConnectionDuration > 0 {
-		t := time.AfterFunc(lim.MaxConnectionDuration, goAway)
-		defer t.Stop()
+		k.expiry = time.AfterFunc(lim.MaxConnectionDuration, c.Shutdown)
 	}
-	c.Serve(ctx)
+	c.Serve(&k.ctx) // k.Ended once it ends
 }
+
+// h2SchemeState is every HTTP/2 request's Request.TLS when its :scheme is
+// https: Request.TLS != nil means :scheme https and nothing else
+// (scheme.go). Shared, read-only.
+var h2SchemeState = schemeState()
 
 // serveStream routes and forwards one HTTP/2 stream.
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
@@ -326,7 +396,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Set-Cookie", setCookie)
 	}
 	ep.Source = c.src
-	ep.Downstream = forward.Downstream(cl, c.RemoteAddr(), c.dst)
+	ep.Downstream = forward.Downstream(cl, c.remote, c.dst)
 	s.forwardStream(w, r, c, cl, ep, rt, tgt)
 }
 

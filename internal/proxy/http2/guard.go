@@ -42,7 +42,9 @@ package http2
 import (
 	"errors"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	xhttp2 "golang.org/x/net/http2"
@@ -113,6 +115,8 @@ type Guard struct {
 	// when the header block in progress must have ended (zero: none open).
 	headersTimeout time.Duration
 	blockEnd       time.Time
+	// idle is set while the read deadline is ArmIdle's (guard_park.go).
+	idle atomic.Bool
 
 	// Owned by the writer.
 	out frameSplitter
@@ -132,7 +136,16 @@ type stream struct {
 
 // NewGuard guards c; headersTimeout is request_headers_timeout (0: none).
 func NewGuard(c net.Conn, headersTimeout time.Duration) *Guard {
-	return &Guard{Conn: c, preface: len(xhttp2.ClientPreface), unread: len(xhttp2.ClientPreface), streams: map[uint32]stream{}, headersTimeout: headersTimeout}
+	g := &Guard{}
+	g.Init(c, headersTimeout)
+	return g
+}
+
+// Init makes g, a zero Guard (one a larger struct holds, so that a
+// connection's state is one allocation), guard c.
+func (g *Guard) Init(c net.Conn, headersTimeout time.Duration) {
+	g.Conn, g.headersTimeout = c, headersTimeout
+	g.preface, g.unread = len(xhttp2.ClientPreface), len(xhttp2.ClientPreface)
 }
 
 // blockTimedOut reports whether err is the read deadline of a header block
@@ -150,6 +163,26 @@ func (g *Guard) blockTimedOut(err error) bool {
 }
 
 func (g *Guard) Read(p []byte) (int, error) {
+	for {
+		between := g.betweenFrames()
+		n, err := g.read(p)
+		if err == nil || !g.idle.Load() || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		// ArmIdle's deadline: between frames the connection is idle;
+		// within one it was not, and reads on.
+		g.idle.Store(false)
+		_ = g.Conn.SetReadDeadline(g.blockEnd)
+		if n > 0 {
+			return n, nil
+		}
+		if between {
+			return 0, ErrIdle
+		}
+	}
+}
+
+func (g *Guard) read(p []byte) (int, error) {
 	if g.r == g.w {
 		if g.err != nil {
 			return 0, g.err
@@ -268,6 +301,9 @@ func (g *Guard) inbound(h frameHeader) {
 		g.mu.Lock()
 		if h.stream > g.maxStream && h.stream%2 == 1 {
 			g.maxStream = h.stream
+			if g.streams == nil {
+				g.streams = map[uint32]stream{} // dropped by Detach
+			}
 			if len(g.streams) < guardMaxStreams {
 				g.streams[h.stream] = stream{opened: time.Now()}
 			}
@@ -370,22 +406,22 @@ type frameHeader struct {
 // any size.
 type frameSplitter struct {
 	hdr  [9]byte
-	hn   int // bytes of hdr filled
-	skip int // payload bytes of the current frame still to skip
+	hn   uint8 // bytes of hdr filled
+	skip int32 // payload bytes of the current frame still to skip (at most 2^24-1)
 }
 
 func (s *frameSplitter) feed(b []byte, frame func(frameHeader)) {
 	for len(b) > 0 {
 		if s.skip > 0 {
-			n := min(s.skip, len(b))
-			s.skip -= n
+			n := min(int(s.skip), len(b))
+			s.skip -= int32(n)
 			b = b[n:]
 			continue
 		}
 		n := copy(s.hdr[s.hn:], b)
-		s.hn += n
+		s.hn += uint8(n)
 		b = b[n:]
-		if s.hn < len(s.hdr) {
+		if int(s.hn) < len(s.hdr) {
 			return
 		}
 		s.hn = 0
@@ -395,7 +431,7 @@ func (s *frameSplitter) feed(b []byte, frame func(frameHeader)) {
 			flags:  s.hdr[4],
 			stream: (uint32(s.hdr[5])<<24 | uint32(s.hdr[6])<<16 | uint32(s.hdr[7])<<8 | uint32(s.hdr[8])) & (1<<31 - 1),
 		}
-		s.skip = h.length
+		s.skip = int32(h.length)
 		frame(h)
 	}
 }

@@ -33,6 +33,10 @@ func (g *Guard) fill() (n int, ok bool, err error) {
 	return g.rn, true, g.rerr0
 }
 
+// rawSocket reports whether c reaches its TCP socket directly (what a
+// parked connection must be).
+func rawSocket(c net.Conn) bool { return http1.RawSyscallConn(c) != nil }
+
 // doRead is fill's receive; false: nothing to read yet (the buffer went
 // back to the pool).
 func (g *Guard) doRead(fd uintptr) bool {

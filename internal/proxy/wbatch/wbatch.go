@@ -51,9 +51,16 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // New wraps c.
 func New(c net.Conn) *Conn {
-	b := &Conn{Conn: c}
-	b.cond.L = &b.mu
+	b := &Conn{}
+	b.Init(c)
 	return b
+}
+
+// Init makes b, a zero Conn (one a larger struct holds, so that a
+// connection's state is one allocation), wrap c.
+func (b *Conn) Init(c net.Conn) {
+	b.Conn = c
+	b.cond.L = &b.mu
 }
 
 // Write queues p; it blocks only while maxBuffered bytes already wait.
@@ -140,6 +147,16 @@ func (b *Conn) WaitRoom(stop func() bool) bool {
 		b.cond.Wait()
 	}
 	return b.err == nil && !b.closing
+}
+
+// Idle reports whether nothing is queued and the writer goroutine does not
+// run, on a connection that has not failed or closed: what the connection
+// under it needs to be swapped (a parked HTTP/2 connection, package
+// http2/server), as long as the caller keeps writes out meanwhile.
+func (b *Conn) Idle() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.buf) == 0 && !b.running && b.err == nil && !b.closing
 }
 
 // Wake wakes the goroutines in WaitRoom, so that they check their stop.

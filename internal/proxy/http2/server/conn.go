@@ -52,6 +52,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/http2/wire"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
@@ -109,27 +111,27 @@ type Config struct {
 	PingInterval, PingTimeout time.Duration
 	// Log gets what goes wrong in a handler (a panic).
 	Log *slog.Logger
+	// Park, when set, parks the connection while it is idle (park.go).
+	Park *Parking
 }
 
 // Conn is one downstream HTTP/2 connection.
 type Conn struct {
 	nc     *wbatch.Conn // reads (through to what it wraps) and batched writes
 	cfg    Config
-	fr     *http2.Framer // reads; the reader goroutine's only
+	fr     *http2.Framer  // reads; the reader goroutine's only; nil while parked
+	dec    *hpack.Decoder // fr's, kept while parked: the peer's dynamic table
 	canon  map[string]string
 	remote string
+	ctx    context.Context // every request's context's parent (Serve's)
+	slot   http1.ParkSlot  // the parker's while parked (park.go)
 
 	// wmu serializes writes: the HPACK encoder's state follows wire
 	// order. Lock order: wmu before mu.
 	wmu      sync.Mutex
-	wbuf     bytes.Buffer
-	wfr      *http2.Framer // writes into wbuf
-	hbuf     bytes.Buffer
-	henc     *hpack.Encoder
-	lowered  wire.LowerCache
+	wr       *writer       // nil while parked
+	encLimit uint32        // the peer's SETTINGS_HEADER_TABLE_SIZE, at most headerTableSize
 	maxFrame atomic.Uint32 // the peer's SETTINGS_MAX_FRAME_SIZE; written under wmu
-	dateSec  int64
-	date     string
 
 	mu              sync.Mutex
 	sendCond        sync.Cond // send windows grew, a stream ended, or the connection closed
@@ -155,7 +157,36 @@ type Conn struct {
 	pingTimer       *time.Timer
 	drainTimer      *time.Timer
 	drainPing       [8]byte
-	done            chan struct{}
+	parked          bool // from the reader's decision to park until the socket is attached again (park.go)
+	wakeWanted      bool // a write waits for a parked connection to wake
+	ended           bool // Parking.Host.Ended was called
+}
+
+// writer is what writing frames takes (wmu held): a parked connection
+// drops it (park.go).
+type writer struct {
+	wbuf    bytes.Buffer
+	wfr     *http2.Framer // writes into wbuf
+	hbuf    bytes.Buffer
+	henc    *hpack.Encoder
+	lowered wire.LowerCache
+	dateSec int64
+	date    string
+}
+
+// newWriter makes a writer whose encoder's dynamic table may hold up to
+// limit bytes; reset: the table starts empty where the peer's copy may not
+// be, and the first header block says so.
+func newWriter(limit uint32, reset bool) *writer {
+	w := &writer{}
+	w.wfr = http2.NewFramer(&w.wbuf, nil)
+	w.henc = hpack.NewEncoder(&w.hbuf)
+	if reset {
+		w.henc.SetMaxDynamicTableSizeLimit(limit)
+		w.henc.SetMaxDynamicTableSize(0)
+		w.henc.SetMaxDynamicTableSize(limit)
+	}
+	return w
 }
 
 // errConnClosed fails what waits on a connection that ended.
@@ -164,6 +195,14 @@ var errConnClosed = errors.New("http2 server: connection closed")
 // New prepares the HTTP/2 connection over nc (whose client preface has
 // not been read yet); Serve serves it.
 func New(nc *wbatch.Conn, cfg Config) *Conn {
+	c := &Conn{}
+	c.Init(nc, cfg)
+	return c
+}
+
+// Init prepares c, a zero Conn (one a larger struct holds, so that a
+// connection's state is one allocation), as New does.
+func (c *Conn) Init(nc *wbatch.Conn, cfg Config) {
 	if cfg.MaxConcurrentStreams == 0 {
 		cfg.MaxConcurrentStreams = defaultMaxStreams
 	}
@@ -184,38 +223,40 @@ func New(nc *wbatch.Conn, cfg Config) *Conn {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	c := &Conn{
-		nc:          nc,
-		cfg:         cfg,
-		streams:     map[uint32]*stream{},
-		connSendWin: initialWindow,
-		connWin:     wire.NewRecvWindow(cfg.ConnWindow, cfg.ConnWindow/4),
-		peerInitWin: initialWindow,
-		idleSince:   time.Now(),
-		done:        make(chan struct{}),
-		drainPing:   [8]byte{'g', 'o', 'a', 'w', 'a', 'y'},
-	}
+	c.nc, c.cfg = nc, cfg
+	c.encLimit = headerTableSize
+	c.connSendWin = initialWindow
+	c.connWin = wire.NewRecvWindow(cfg.ConnWindow, cfg.ConnWindow/4)
+	c.peerInitWin = initialWindow
+	c.idleSince = time.Now()
+	c.drainPing = [8]byte{'g', 'o', 'a', 'w', 'a', 'y'}
 	if ra := nc.RemoteAddr(); ra != nil {
 		c.remote = ra.String()
 	}
 	c.maxFrame.Store(defaultMaxFrameSize)
 	c.sendCond.L = &c.mu
-	c.fr = http2.NewFramer(nil, nc)
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(headerTableSize, nil)
-	c.fr.MaxHeaderListSize = cfg.MaxHeaderListSize
+	c.dec = hpack.NewDecoder(headerTableSize, nil)
+	c.newReader()
+	c.wr = newWriter(headerTableSize, false)
+}
+
+// newReader makes the reader's framer, on the connection's HPACK decoder.
+func (c *Conn) newReader() {
+	c.fr = http2.NewFramer(nil, c.nc)
+	c.fr.ReadMetaHeaders = c.dec
+	c.fr.MaxHeaderListSize = c.cfg.MaxHeaderListSize
 	c.fr.SetReuseFrames()
-	c.wfr = http2.NewFramer(&c.wbuf, nil)
-	c.henc = hpack.NewEncoder(&c.hbuf)
-	return c
 }
 
 // Serve reads the client preface and serves the connection until it
-// ends; it closes nc. ctx is every request's context's parent.
+// ends, closing nc, or parks (Config.Park: Parking.Host.Ended tells when
+// it ends then). ctx is every request's context's parent.
 func (c *Conn) Serve(ctx context.Context) {
-	defer c.nc.Close()
+	c.ctx = ctx
+	defer c.recoverPanic()
 	var pre [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(c.nc, pre[:]); err != nil || string(pre[:]) != http2.ClientPreface {
-		c.finish()
+		c.end()
 		return
 	}
 	err := c.writeControl(func(fr *http2.Framer) error {
@@ -235,7 +276,7 @@ func (c *Conn) Serve(ctx context.Context) {
 	pending := c.shutdown // Shutdown came before our SETTINGS went out
 	c.mu.Unlock()
 	if err != nil {
-		c.finish()
+		c.end()
 		return
 	}
 	if pending {
@@ -249,16 +290,63 @@ func (c *Conn) Serve(ctx context.Context) {
 		c.pingTimer = time.AfterFunc(c.cfg.PingInterval, c.keepalive(0))
 	}
 	c.mu.Unlock()
-	c.readLoop(ctx)
-	c.finish()
+	c.run(true)
 }
 
-// readLoop reads and processes frames until the connection fails or ends.
-func (c *Conn) readLoop(ctx context.Context) {
-	first := true
+// run reads frames until the connection ends (and then ends it) or parks.
+// first: the peer's first frame is still to come.
+func (c *Conn) run(first bool) {
+	if !c.readLoop(first) {
+		c.end()
+	}
+}
+
+// end ends the connection: its streams, its timers, nc, and then
+// Parking.Host's Ended (once).
+func (c *Conn) end() {
+	c.finish()
+	_ = c.nc.Close()
+	c.mu.Lock()
+	ended := c.ended
+	c.ended = true
+	c.sendCond.Broadcast()
+	c.mu.Unlock()
+	if !ended && c.cfg.Park != nil {
+		c.cfg.Park.Host.Ended()
+	}
+}
+
+// recoverPanic ends the connection after a bug on its reader goroutine:
+// it costs the connection, not the proxy.
+func (c *Conn) recoverPanic() {
+	if v := recover(); v != nil {
+		c.cfg.Log.Error("panic serving HTTP/2 connection", "remote", c.remote, "panic", v, "stack", string(debug.Stack()))
+		c.end()
+	}
+}
+
+// readLoop reads and processes frames until the connection fails or ends
+// (false) or parks (true: it is the parker's, or another goroutine's).
+func (c *Conn) readLoop(first bool) (parked bool) {
+	ctx := c.ctx
+	if !first && c.cfg.Park != nil {
+		c.mu.Lock()
+		c.armIdleLocked() // resumed: park again unless a frame comes
+		c.mu.Unlock()
+	}
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
+			if c.cfg.Park != nil && c.cfg.Park.Socket.IsIdle(err) {
+				// Between frames, nothing read: park, or wait on.
+				if c.tryPark() {
+					return true
+				}
+				if c.closeWhenIdle() {
+					return false
+				}
+				continue
+			}
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				// A HEADERS block the framer refused (a malformed
@@ -270,18 +358,18 @@ func (c *Conn) readLoop(ctx context.Context) {
 			var ce http2.ConnectionError
 			if errors.As(err, &ce) {
 				c.goAwayAndClose(http2.ErrCode(ce), err.Error())
-				return
+				return false
 			}
 			// The read deadline set when the last stream of a shut-down
 			// connection ended, or the peer gone.
 			c.closeWhenIdle()
-			return
+			return false
 		}
 		c.lastRead.Add(1)
 		if first {
 			if _, ok := f.(*http2.SettingsFrame); !ok {
 				c.goAwayAndClose(http2.ErrCodeProtocol, "first frame is not SETTINGS")
-				return
+				return false
 			}
 			first = false
 		}
@@ -292,10 +380,10 @@ func (c *Conn) readLoop(ctx context.Context) {
 				code = http2.ErrCode(ce)
 			}
 			c.goAwayAndClose(code, err.Error())
-			return
+			return false
 		}
 		if c.closeWhenIdle() {
-			return
+			return false
 		}
 	}
 }
@@ -306,6 +394,9 @@ func (c *Conn) readLoop(ctx context.Context) {
 func (c *Conn) closeWhenIdle() bool {
 	c.mu.Lock()
 	done := c.goAwayFinal && len(c.streams) == 0
+	if !done {
+		c.armIdleLocked()
+	}
 	c.mu.Unlock()
 	if !done {
 		return false
@@ -343,11 +434,6 @@ func (c *Conn) finish() {
 	c.sendCond.Broadcast()
 	c.mu.Unlock()
 	c.nc.Wake()
-	select {
-	case <-c.done:
-	default:
-		close(c.done)
-	}
 }
 
 // goAwayAndClose sends GOAWAY with code and the last stream processed,
@@ -378,7 +464,7 @@ func (c *Conn) Shutdown() {
 	c.shutdown = true
 	started := c.started
 	c.mu.Unlock()
-	if started {
+	if started && c.wake() {
 		c.sendShutdown()
 	}
 }
@@ -410,6 +496,9 @@ func (c *Conn) finalGoAway() {
 	last := c.goAwayID
 	idle := len(c.streams) == 0
 	c.mu.Unlock()
+	if !c.wake() {
+		return
+	}
 	_ = c.writeControl(func(fr *http2.Framer) error { return fr.WriteGoAway(last, http2.ErrCodeNo, nil) })
 	if idle {
 		// The reader may be blocked on a silent peer: wake it.
@@ -457,12 +546,15 @@ func (c *Conn) keepalive(seen uint64) func() {
 		}
 		if c.pingOut {
 			c.mu.Unlock()
-			c.nc.Close()
+			c.Close()
 			return
 		}
 		c.pingOut = true
 		c.pingTimer = time.AfterFunc(c.cfg.PingTimeout, c.keepalive(now))
 		c.mu.Unlock()
+		if !c.wake() {
+			return
+		}
 		_ = c.writeControl(func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{'s', 't', 'r', 'a', 'i', 't'}) })
 	}
 }
@@ -473,11 +565,11 @@ func (c *Conn) keepalive(seen uint64) func() {
 func (c *Conn) writeControl(fn func(fr *http2.Framer) error) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	err := fn(c.wfr)
+	err := fn(c.wr.wfr)
 	if err == nil {
 		err = c.appendLocked()
 	}
-	c.wbuf.Reset()
+	c.wr.wbuf.Reset()
 	if errors.Is(err, wbatch.ErrBacklog) {
 		c.nc.Close()
 	}
@@ -486,11 +578,11 @@ func (c *Conn) writeControl(fn func(fr *http2.Framer) error) error {
 
 // appendLocked queues wbuf (wmu held).
 func (c *Conn) appendLocked() error {
-	if c.wbuf.Len() == 0 {
+	if c.wr.wbuf.Len() == 0 {
 		return nil
 	}
-	err := c.nc.Append(c.wbuf.Bytes())
-	c.wbuf.Reset()
+	err := c.nc.Append(c.wr.wbuf.Bytes())
+	c.wr.wbuf.Reset()
 	return err
 }
 
@@ -540,6 +632,8 @@ func (c *Conn) removeLocked(s *stream) {
 			if c.goAwayFinal {
 				// The reader may be waiting on a silent peer.
 				_ = c.nc.SetReadDeadline(time.Now())
+			} else {
+				c.armIdleLocked()
 			}
 		}
 	}
@@ -659,7 +753,7 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) error {
 			c.peerInitWin = int32(s.Val)
 			c.sendCond.Broadcast()
 		case http2.SettingHeaderTableSize:
-			tableSize, hasTable = s.Val, true
+			tableSize, hasTable = min(s.Val, headerTableSize), true
 		}
 		return nil
 	})
@@ -678,7 +772,8 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) error {
 			return nil
 		})
 		if hasTable {
-			c.henc.SetMaxDynamicTableSizeLimit(min(tableSize, headerTableSize))
+			c.encLimit = tableSize
+			c.wr.henc.SetMaxDynamicTableSizeLimit(tableSize)
 		}
 		return fr.WriteSettingsAck()
 	})
@@ -838,9 +933,9 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 // held).
 func (c *Conn) dateHeader() string {
 	now := time.Now()
-	if sec := now.Unix(); sec != c.dateSec {
-		c.dateSec = sec
-		c.date = now.UTC().Format(http.TimeFormat)
+	if sec := now.Unix(); sec != c.wr.dateSec {
+		c.wr.dateSec = sec
+		c.wr.date = now.UTC().Format(http.TimeFormat)
 	}
-	return c.date
+	return c.wr.date
 }

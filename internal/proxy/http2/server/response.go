@@ -200,7 +200,7 @@ func (w *responseWriter) send(p []byte, last bool) error {
 		c.mu.Lock()
 		s.headOut = true // under wmu: no 100 Continue after it
 		c.mu.Unlock()
-		c.hbuf.Reset()
+		c.wr.hbuf.Reset()
 		w.encodeHead(last && len(tf) == 0)
 		err := c.writeHeaderBlock(s.id, endStream)
 		if err == nil {
@@ -243,7 +243,7 @@ func (w *responseWriter) send(p []byte, last bool) error {
 		if !c.lockForData(stop) {
 			return w.fail()
 		}
-		c.hbuf.Reset()
+		c.wr.hbuf.Reset()
 		for _, f := range tf {
 			c.writeField(f.name, f.value, false)
 		}
@@ -284,11 +284,11 @@ func (w *responseWriter) sendData(data []byte, endStream bool, stop func() bool)
 			return w.fail()
 		}
 		last := endStream && k == len(data)
-		err := c.wfr.WriteData(s.id, last, data[:k])
+		err := c.wr.wfr.WriteData(s.id, last, data[:k])
 		if err == nil {
 			err = c.appendLocked()
 		}
-		c.wbuf.Reset()
+		c.wr.wbuf.Reset()
 		c.wmu.Unlock()
 		if err != nil {
 			return w.writeFailed(err)
@@ -339,7 +339,7 @@ func (w *responseWriter) writeInterim(code int) {
 	if w.sent || !c.lockForData(stop) {
 		return
 	}
-	c.hbuf.Reset()
+	c.wr.hbuf.Reset()
 	c.writeField(":status", strconv.Itoa(code), false)
 	for k, vv := range w.hdr {
 		w.writeHeaderField(k, vv)
@@ -369,7 +369,7 @@ func (w *responseWriter) writeContinue() {
 		if skip {
 			return nil
 		}
-		c.hbuf.Reset()
+		c.wr.hbuf.Reset()
 		c.writeField(":status", "100", false)
 		return c.writeHeaderBlock(w.s.id, false)
 	})
@@ -389,7 +389,7 @@ var dropped = map[string]bool{
 	"Transfer-Encoding": true, "Upgrade": true,
 }
 
-// encodeHead encodes the response head into c.hbuf (wmu held); complete
+// encodeHead encodes the response head into c.wr.hbuf (wmu held); complete
 // says the whole body is kept back (it gets a content-length if it has
 // none).
 func (w *responseWriter) encodeHead(complete bool) {
@@ -441,7 +441,7 @@ func (w *responseWriter) writeHeaderField(k string, vv []string) {
 	if w.noBody && k == "Content-Length" && w.req.Method != http.MethodHead {
 		return
 	}
-	name := c.lowered.Lower(k)
+	name := c.wr.lowered.Lower(k)
 	if !httpguts.ValidHeaderFieldName(name) {
 		return
 	}
@@ -453,17 +453,17 @@ func (w *responseWriter) writeHeaderField(k string, vv []string) {
 	}
 }
 
-// writeField encodes one field into c.hbuf (wmu held); sensitive ones
+// writeField encodes one field into c.wr.hbuf (wmu held); sensitive ones
 // (and those whose value is new on nearly every response) are not
 // indexed.
 func (c *Conn) writeField(name, value string, sensitive bool) {
-	_ = c.henc.WriteField(hpack.HeaderField{Name: name, Value: value, Sensitive: sensitive || uniqueValued[name]})
+	_ = c.wr.henc.WriteField(hpack.HeaderField{Name: name, Value: value, Sensitive: sensitive || uniqueValued[name]})
 }
 
-// writeHeaderBlock writes the block in c.hbuf as HEADERS and
+// writeHeaderBlock writes the block in c.wr.hbuf as HEADERS and
 // CONTINUATION frames of at most the peer's frame size (wmu held).
 func (c *Conn) writeHeaderBlock(id uint32, endStream bool) error {
-	return wire.WriteHeaderBlock(c.wfr, id, c.hbuf.Bytes(), int(c.maxFrame.Load()), endStream)
+	return wire.WriteHeaderBlock(c.wr.wfr, id, c.wr.hbuf.Bytes(), int(c.maxFrame.Load()), endStream)
 }
 
 var (

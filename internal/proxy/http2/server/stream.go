@@ -136,6 +136,9 @@ func (c *Conn) onHeaders(ctx context.Context, f *http2.MetaHeadersFrame) error {
 	s.sendWin = c.peerInitWin
 	s.recvWin = int32(c.cfg.StreamWindow)
 	s.recvDone = f.StreamEnded()
+	if c.streams == nil {
+		c.streams = map[uint32]*stream{} // dropped while parked
+	}
 	c.streams[id] = s
 	c.mu.Unlock()
 	s.rw = responseWriter{s: s, req: req}
@@ -182,7 +185,7 @@ func (c *Conn) onTrailers(s *stream, f *http2.MetaHeadersFrame) error {
 func (c *Conn) headListTooLong(id uint32, ended bool) {
 	const body = "<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>"
 	c.wmu.Lock()
-	c.hbuf.Reset()
+	c.wr.hbuf.Reset()
 	c.writeField(":status", "431", false)
 	c.writeField("content-type", "text/html; charset=utf-8", false)
 	c.writeField("content-length", strconv.Itoa(len(body)), false)
@@ -196,15 +199,15 @@ func (c *Conn) headListTooLong(id uint32, ended bool) {
 	c.mu.Unlock()
 	err := c.writeHeaderBlock(id, !fits)
 	if fits {
-		_ = c.wfr.WriteData(id, true, []byte(body))
+		_ = c.wr.wfr.WriteData(id, true, []byte(body))
 	}
 	if !ended {
-		_ = c.wfr.WriteRSTStream(id, http2.ErrCodeNo)
+		_ = c.wr.wfr.WriteRSTStream(id, http2.ErrCodeNo)
 	}
 	if err == nil {
 		err = c.appendLocked()
 	}
-	c.wbuf.Reset()
+	c.wr.wbuf.Reset()
 	c.wmu.Unlock()
 	if errors.Is(err, wbatch.ErrBacklog) {
 		c.nc.Close()

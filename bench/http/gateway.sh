@@ -19,7 +19,12 @@
 #
 # Environment: RUNS=3 DURATION=10s CONNS=16 ROUTES=100 BACKENDS=1000
 # STRAIT_BIN=path STRAIT_FLAGS="--cpu-profile /tmp/gw-{name}.pprof" (extra flags
-# of the strait gateways; {name}: strait or strait-telemetry) README=path (default bench/http/README.md; "-" = don't)
+# of the strait gateways; {name}: strait, strait-telemetry or strait-NAME)
+# STRAIT_VARIANTS="name=BIN[,flag,...] ..." adds a strait-NAME gateway per
+# variant, the strait configuration on another binary or with extra flags
+# (an empty BIN means STRAIT_BIN), e.g. STRAIT_VARIANTS="old=/tmp/strait-proxy.old"
+# PORT_BASE=18500 (the ports used start above it; the backends' at PORT_BASE+1500)
+# README=path (default bench/http/README.md; "-" = don't)
 # TELEMETRY=1 adds strait-telemetry: the same gateway with what straitd
 # writes for a gateway's telemetry in front of the router (Istio's
 # istio.metadata_exchange, upstream side, and istio.stats on an OUTBOUND
@@ -36,6 +41,8 @@ STRAIT_FLAGS=${STRAIT_FLAGS:-}
 BACKENDS=${BACKENDS:-1000}
 README=${README:-$here/README.md}
 TELEMETRY=${TELEMETRY:-}
+STRAIT_VARIANTS=${STRAIT_VARIANTS:-}
+PORT_BASE=${PORT_BASE:-18500}
 BENCH_NAME=bench-gateway
 # shellcheck source=lib.sh
 . "$here/lib.sh"
@@ -50,8 +57,10 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 bench_workdir strait-bench-gateway
 build_strait_proxy
 
-be_base=20000 # backends listen on be_base .. be_base+BACKENDS-1
-nginx_port=18501 strait_port=18502 admin_port=18503 telemetry_port=18504 telemetry_admin_port=18505
+be_base=$((PORT_BASE + 1500)) # backends listen on be_base .. be_base+BACKENDS-1
+nginx_port=$((PORT_BASE + 1)) strait_port=$((PORT_BASE + 2)) admin_port=$((PORT_BASE + 3))
+telemetry_port=$((PORT_BASE + 4)) telemetry_admin_port=$((PORT_BASE + 5))
+next_port=$((PORT_BASE + 10)) # variants' ports
 body=$(head -c 1024 /dev/zero | tr '\0' 'x')
 
 # --- certificates: a CA and the gateway's server certificate ----------------
@@ -174,6 +183,21 @@ if [ -n "$TELEMETRY" ]; then
 	entry[strait-telemetry]=$telemetry_port proxy[strait-telemetry]=$started
 	chains+=(strait-telemetry)
 fi
+
+for v in $STRAIT_VARIANTS; do
+	name=strait-${v%%=*}
+	IFS=, read -r -a spec <<<"${v#*=}"
+	bin=${spec[0]:-$STRAIT_BIN}
+	flags=("${spec[@]:1}")
+	newport vport; newport vadmin
+	sed -e "s|port_value: $admin_port}|port_value: $vadmin}|" -e "s|port_value: $strait_port}|port_value: $vport}|" \
+		"$work/strait.yaml" >"$work/$name.yaml"
+	# shellcheck disable=SC2086 # STRAIT_FLAGS is a list of flags
+	start "$name" "$bin" -c "$work/$name.yaml" --concurrency 1 --log-level error ${STRAIT_FLAGS//\{name\}/$name} ${flags[@]+"${flags[@]}"}
+	wait_port "$vport" "$started"
+	entry[$name]=$vport proxy[$name]=$started
+	chains+=("$name")
+done
 
 # Sanity: every route of every chain answers the body, over TLS verified
 # against the CA.

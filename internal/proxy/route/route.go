@@ -34,6 +34,9 @@ type wildcard struct {
 type VirtualHost struct {
 	Name   string
 	Routes []*Route
+	// index finds the first matching route among many (pathindex.go);
+	// nil: Routes are tested in turn.
+	index *pathIndex
 }
 
 // Route is one compiled route.
@@ -98,6 +101,7 @@ func CompileWith(rc *routev3.RouteConfiguration, parsers PerFilterParsers) (*Tab
 			cr.IncludeAttemptCount = vh.GetIncludeRequestAttemptCount()
 			cvh.Routes = append(cvh.Routes, cr)
 		}
+		cvh.index = buildPathIndex(cvh.Routes)
 		for _, d := range vh.GetDomains() {
 			d = strings.ToLower(d)
 			dup := false
@@ -246,7 +250,15 @@ func (t *Table) Route(req *Request) *Route {
 	if vh == nil {
 		return nil
 	}
-	for _, r := range vh.Routes {
+	if vh.index != nil {
+		return vh.index.first(vh.Routes, req)
+	}
+	return firstMatch(vh.Routes, req)
+}
+
+// firstMatch returns the first of routes that req matches, or nil.
+func firstMatch(routes []*Route, req *Request) *Route {
+	for _, r := range routes {
 		if r.match.matches(req) {
 			return r
 		}

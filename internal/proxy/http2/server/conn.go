@@ -51,6 +51,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -563,7 +564,9 @@ func (c *Conn) keepalive(seen uint64) func() {
 // reader's answers, resets, GOAWAY): queued without blocking; a peer that
 // lets them pile up fails the connection.
 func (c *Conn) writeControl(fn func(fr *http2.Framer) error) error {
-	c.wmu.Lock()
+	if !c.lockWriter() {
+		return net.ErrClosed
+	}
 	defer c.wmu.Unlock()
 	err := fn(c.wr.wfr)
 	if err == nil {
@@ -574,6 +577,28 @@ func (c *Conn) writeControl(fn func(fr *http2.Framer) error) error {
 		c.nc.Close()
 	}
 	return err
+}
+
+// lockWriter takes wmu with the connection's writer in place: a timer's
+// write (a keepalive PING) that woke the connection may find it parked
+// again by the time it holds wmu (the reader parks a connection with no
+// stream and nothing queued, dropping its writer), or not yet have its
+// socket back, and wakes it again (or waits for it);
+// false: the connection ended.
+func (c *Conn) lockWriter() bool {
+	for {
+		c.wmu.Lock()
+		c.mu.Lock() // wmu before mu
+		ready := c.wr != nil && !c.parked
+		c.mu.Unlock()
+		if ready {
+			return true
+		}
+		c.wmu.Unlock()
+		if !c.wake() {
+			return false
+		}
+	}
 }
 
 // appendLocked queues wbuf (wmu held).

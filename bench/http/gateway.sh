@@ -224,7 +224,7 @@ end
 EOF
 
 hz=$(getconf CLK_TCK)
-results=$work/results.tsv # chain run rps p50 p99 cpu (s per 1000 requests)
+results=$work/results.tsv # chain run rps p50 p99 cpu user-cpu (s per 1000 requests) context-switches-per-request
 : >"$results"
 log "chains: ${chains[*]}; $ROUTES routes, $BACKENDS backends; $RUNS runs of wrk -t1 -c$CONNS -d$DURATION each, interleaved"
 for c in "${chains[@]}"; do
@@ -232,9 +232,9 @@ for c in "${chains[@]}"; do
 done
 for run in $(seq "$RUNS"); do
 	for c in "${chains[@]}"; do
-		before=$(cpu_ticks "${proxy[$c]}")
+		before=$(cpu_ticks "${proxy[$c]}") ubefore=$(user_ticks "${proxy[$c]}") csbefore=$(ctx_switches "${proxy[$c]}")
 		run_wrk "$work/wrk.txt" -t1 -c"$CONNS" -d"$DURATION" --latency -s "$work/routes.lua" "https://127.0.0.1:${entry[$c]}"
-		after=$(cpu_ticks "${proxy[$c]}")
+		after=$(cpu_ticks "${proxy[$c]}") uafter=$(user_ticks "${proxy[$c]}") csafter=$(ctx_switches "${proxy[$c]}")
 		out=$(cat "$work/wrk.txt")
 		if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then
 			log "$c: errors in run $run:"; grep -E 'Non-2xx|Socket errors' <<<"$out" >&2; exit 1
@@ -244,8 +244,10 @@ for run in $(seq "$RUNS"); do
 		p50=$(to_ms "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
 		p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
 		cpu=$(awk -v d=$((after - before)) -v hz="$hz" -v n="$reqs" 'BEGIN { printf "%.4f", d / hz / (n / 1000) }')
-		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$run" "$rps" "$p50" "$p99" "$cpu" >>"$results"
-		log "run $run $c: $rps rps, p50 ${p50}ms p99 ${p99}ms, cpu/1k req $cpu"
+		ucpu=$(awk -v d=$((uafter - ubefore)) -v hz="$hz" -v n="$reqs" 'BEGIN { printf "%.4f", d / hz / (n / 1000) }')
+		cs=$(awk -v d=$((csafter - csbefore)) -v n="$reqs" 'BEGIN { printf "%.2f", d / n }')
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$run" "$rps" "$p50" "$p99" "$cpu" "$ucpu" "$cs" >>"$results"
+		log "run $run $c: $rps rps, p50 ${p50}ms p99 ${p99}ms, cpu/1k req $cpu (user $ucpu), switches/req $cs"
 	done
 done
 
@@ -254,15 +256,15 @@ nginx_rps=$(col nginx 3 | median)
 nginx_core=$(awk -v a="$(col nginx 6 | median)" 'BEGIN { printf "%.0f", 1000 / a }')
 table=$work/table.md
 {
-	echo "| gateway | rps (median) | × nginx | p50 ms | p99 ms | CPU s / 1000 req | req/s per core | × nginx | peak RSS MiB |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| gateway | rps (median) | × nginx | p50 ms | p99 ms | CPU s / 1000 req | user | switches / req | req/s per core | × nginx | peak RSS MiB |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for c in "${chains[@]}"; do
 		rps=$(col "$c" 3 | median)
 		cpu=$(col "$c" 6 | median)
 		core=$(awk -v a="$cpu" 'BEGIN { printf "%.0f", 1000 / a }')
-		printf '| %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n' "$c" "$rps" \
+		printf '| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$c" "$rps" \
 			"$(awk -v a="$rps" -v b="$nginx_rps" 'BEGIN { printf "%.2f", a / b }')" \
-			"$(col "$c" 4 | median)" "$(col "$c" 5 | median)" "$cpu" "$core" \
+			"$(col "$c" 4 | median)" "$(col "$c" 5 | median)" "$cpu" "$(col "$c" 7 | median)" "$(col "$c" 8 | median)" "$core" \
 			"$(awk -v a="$core" -v b="$nginx_core" 'BEGIN { printf "%.2f", a / b }')" "$(hwm "${proxy[$c]}")"
 	done
 } >"$table"

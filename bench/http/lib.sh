@@ -9,6 +9,8 @@
 #                           its PID in $started
 #   wait_port PORT PID      waits until 127.0.0.1:PORT accepts
 #   cpu_ticks PID           user+system CPU of PID, in clock ticks
+#   user_ticks PID          user CPU of PID, in clock ticks
+#   ctx_switches PID        context switches of PID's threads so far
 #   hwm PID                 peak RSS of PID in MiB
 #   to_ms LATENCY           wrk's latency (812.00us, 1.23ms, 1.01s) in ms
 #   median                  the median of the numbers on stdin
@@ -68,6 +70,8 @@ wait_port() {
 }
 
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+user_ticks() { awk '{ sub(/.*\) /, ""); print $12 }' "/proc/$1/stat"; }
+ctx_switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
 hwm() { awk '/VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
 to_ms() {
 	awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n = n; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	udpav1 "github.com/cncf/xds/go/udpa/type/v1"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -117,26 +118,38 @@ func TestH1IstioExchange(t *testing.T) {
 			t.Errorf("%d %s: response metadata fields %q", i, tc.name, resp.Header.Values(peermeta.HeaderMetadata))
 		}
 	}
-	var sb strings.Builder
-	if err := mst.WritePrometheus(&sb); err != nil {
-		t.Fatal(err)
-	}
-	prom := sb.String()
-	count := func(workload string) string {
-		for _, l := range strings.Split(prom, "\n") {
-			if strings.HasPrefix(l, "istio_requests_total{") && strings.Contains(l, `source_workload="`+workload+`"`) {
-				return l[strings.LastIndexByte(l, ' ')+1:]
-			}
+	// A stream's series are recorded when it completes, which may come
+	// a moment after its response reached the client: wait for the
+	// counts (a wrong label never becomes right by waiting).
+	counts := func() (client, unknown, forged string) {
+		var sb strings.Builder
+		if err := mst.WritePrometheus(&sb); err != nil {
+			t.Fatal(err)
 		}
-		return "0"
+		prom := sb.String()
+		count := func(workload string) string {
+			for _, l := range strings.Split(prom, "\n") {
+				if strings.HasPrefix(l, "istio_requests_total{") && strings.Contains(l, `source_workload="`+workload+`"`) {
+					return l[strings.LastIndexByte(l, ' ')+1:]
+				}
+			}
+			return "0"
+		}
+		return count("client"), count("unknown"), count("forged")
 	}
-	if got := count("client"); got != "2" {
-		t.Errorf("requests from client %s, want 2", got)
+	deadline := time.Now().Add(5 * time.Second)
+	cl, unk, forged := counts()
+	for (cl != "2" || unk != "2") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		cl, unk, forged = counts()
 	}
-	if got := count("unknown"); got != "2" {
-		t.Errorf("requests from an unknown peer %s, want 2", got)
+	if cl != "2" {
+		t.Errorf("requests from client %s, want 2", cl)
 	}
-	if got := count("forged"); got != "0" {
-		t.Errorf("requests from forged %s, want 0", got)
+	if unk != "2" {
+		t.Errorf("requests from an unknown peer %s, want 2", unk)
+	}
+	if forged != "0" {
+		t.Errorf("requests from forged %s, want 0", forged)
 	}
 }

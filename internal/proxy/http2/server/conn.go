@@ -514,6 +514,12 @@ func (c *Conn) idleCheck() {
 	}
 	idle := len(c.streams) == 0
 	left := c.cfg.IdleTimeout - time.Since(c.idleSince)
+	if c.idleTimer == nil && (!c.parked || !idle || left > 0) {
+		// Parked after this call began (the parker's deadline is the
+		// timeout now; park.go), and not resumed since.
+		c.mu.Unlock()
+		return
+	}
 	if !idle || left > 0 {
 		if idle {
 			c.idleTimer.Reset(left)

@@ -41,6 +41,8 @@
 //     last stream processed), streams in progress finish, the connection
 //     closes once they did; a peer's GOAWAY starts the same. Idle timeout
 //     (no stream open) and keepalive PINGs as x/net's ReadIdleTimeout.
+//   - Idle connections park (Config.Park, park.go): no goroutine, socket
+//     or buffer of their own while no stream is open and nothing comes.
 package server
 
 import (

@@ -37,6 +37,7 @@ package hcm
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -106,6 +107,10 @@ type Filter struct {
 	// acceptHTTP10 is http_protocol_options.accept_http_10: without it an
 	// HTTP/1.0 request is answered 426, as Envoy does (errHTTP10).
 	acceptHTTP10 bool
+
+	// h2Streams is the HTTP/2 stream handler of the Server that serves
+	// the filter, built once for all its connections (h2.go).
+	h2Streams atomic.Pointer[h2Streams]
 }
 
 // Limits are the HCM's timeouts and size limits, with Envoy's semantics;

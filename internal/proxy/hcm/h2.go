@@ -199,9 +199,13 @@ type h2keep struct {
 	park    h2server.Parking
 	conn    conn    // every stream's view of the connection
 	ctx     connCtx // every request's context's parent: carries conn
-	c       h2server.Conn
-	g       h2codec.Guard
-	bc      wbatch.Conn
+	// streams serves each stream (Filter.h2StreamHandler); requests
+	// counts them for max_requests_per_connection (nil: no limit).
+	streams  http.HandlerFunc
+	requests *connLimits
+	c        h2server.Conn
+	g        h2codec.Guard
+	bc       wbatch.Conn
 }
 
 // connCtx is a context that carries a connection's conn (connKey), as
@@ -216,6 +220,38 @@ func (x *connCtx) Value(key any) any {
 		return x.c
 	}
 	return x.Context.Value(key)
+}
+
+// h2Streams is the handler of a filter's HTTP/2 streams on one Server:
+// the stream head limits and guard (h2limits.go) around serveStream. It
+// is the same for every connection, so that no connection holds a chain
+// of closures of its own.
+type h2Streams struct {
+	s *Server
+	h http.HandlerFunc
+}
+
+// h2StreamHandler returns f's stream handler for s.
+func (f *Filter) h2StreamHandler(s *Server) http.HandlerFunc {
+	if h := f.h2Streams.Load(); h != nil && h.s == s {
+		return h.h
+	}
+	lim := f.limits()
+	h := &h2Streams{s: s, h: limitStreamHead(lim, guardStream(lim, s.serveStream))}
+	f.h2Streams.Store(h)
+	return h.h
+}
+
+// ServeHTTP serves one of the connection's streams (its handler): on a
+// grown stack, counted against max_requests_per_connection (the stream
+// that reaches it is served, the connection gets GOAWAY, as on x/net's
+// path), through the filter's stream handler.
+func (k *h2keep) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	growStack(false)
+	if k.requests != nil && k.requests.beginRequest() {
+		k.c.Shutdown()
+	}
+	k.streams(w, r)
 }
 
 // drainIdle shuts the connection down when its drain starts: GOAWAY,
@@ -270,29 +306,17 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	k.bc.Init(&k.g)
 	k.park.Socket = &k.g
 	c := &k.c
-	goAway := func() { c.Shutdown() }
-	handler := limitStreamHead(lim, guardStream(lim, s.serveStream)) // h2limits.go
+	k.streams = f.h2StreamHandler(s)
 	if lim.MaxRequestsPerConnection > 0 {
-		// As on x/net's path (serveH2): the stream that reaches
-		// max_requests_per_connection is served, the connection gets
-		// GOAWAY.
-		var cl connLimits
-		cl.init(lim)
-		inner := handler
-		handler = func(w http.ResponseWriter, r *http.Request) {
-			if cl.beginRequest() {
-				goAway()
-			}
-			inner(w, r)
-		}
+		k.requests = &connLimits{}
+		k.requests.init(lim)
 	}
-	handler = withGrownStack(handler) // below
 	var headerList uint32
 	if n := h2HeaderListSize(lim); n > 0 { // h2limits.go
 		headerList = uint32(n + 320) // x/net's padding: 32 bytes for each of 10 fields
 	}
 	c.Init(&k.bc, h2server.Config{
-		Handler:              handler,
+		Handler:              k,
 		TLS:                  &h2SchemeState,
 		MaxConcurrentStreams: f.h2.MaxConcurrentStreams,
 		StreamWindow:         f.h2.InitialStreamWindowSize,

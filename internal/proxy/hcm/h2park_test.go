@@ -391,6 +391,21 @@ func TestH2ParkedShutdown(t *testing.T) {
 			}
 		})
 	}
+	t.Run("server close", func(t *testing.T) {
+		addr, s := startH2Parking(t, nil, nil)
+		c := dialH2(t, addr)
+		if _, err := c.get("/first", "x"); err != nil {
+			t.Fatal(err)
+		}
+		awaitParked(t, s, 1)
+		s.Close()
+		if !c.closedAfter(10 * time.Second) {
+			t.Fatal("Server.Close left a parked connection open")
+		}
+		if got := parkedCount(s); got != 0 {
+			t.Fatalf("%d connections still counted as parked after Server.Close", got)
+		}
+	})
 	t.Run("drain end", func(t *testing.T) {
 		d := NewDrain()
 		addr, s := startH2Parking(t, nil, d)

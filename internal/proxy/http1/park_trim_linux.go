@@ -1,6 +1,7 @@
 package http1
 
 import (
+	"runtime"
 	"runtime/debug"
 	"time"
 )
@@ -68,5 +69,8 @@ func (p *Parker) trimMemory() {
 	}
 	t.armed, t.parks, t.lastTrim = false, 0, now
 	p.mu.Unlock()
+	// A first collection moves the pools' buffers (sync.Pool) to their
+	// victim caches, the second, FreeOSMemory's, frees them with the rest.
+	runtime.GC()
 	debug.FreeOSMemory()
 }

@@ -41,6 +41,8 @@
 //     last stream processed), streams in progress finish, the connection
 //     closes once they did; a peer's GOAWAY starts the same. Idle timeout
 //     (no stream open) and keepalive PINGs as x/net's ReadIdleTimeout.
+//   - Idle connections park (Config.Park, park.go): no goroutine, socket
+//     or buffer of their own while no stream is open and nothing comes.
 package server
 
 import (
@@ -515,6 +517,12 @@ func (c *Conn) idleCheck() {
 	}
 	idle := len(c.streams) == 0
 	left := c.cfg.IdleTimeout - time.Since(c.idleSince)
+	if c.idleTimer == nil && (!c.parked || !idle || left > 0) {
+		// Parked after this call began (the parker's deadline is the
+		// timeout now; park.go), and not resumed since.
+		c.mu.Unlock()
+		return
+	}
 	if !idle || left > 0 {
 		if idle {
 			c.idleTimer.Reset(left)

@@ -109,12 +109,22 @@ func (c *Conn) tryPark() bool {
 	}
 	c.parked = true
 	c.streams = nil
+	// The idle timeout is the parker's deadline while parked (one heap
+	// and timer for all): the connection's timer goes.
+	var deadline time.Time
+	if c.cfg.IdleTimeout > 0 {
+		deadline = c.idleSince.Add(c.cfg.IdleTimeout)
+		if c.idleTimer != nil {
+			c.idleTimer.Stop()
+			c.idleTimer = nil
+		}
+	}
 	c.mu.Unlock()
 	c.wr = nil
 	c.wmu.Unlock()
 	c.fr, c.canon = nil, nil
 	p.Host.Parked()
-	if !p.Parker.Park(&c.slot, raw, c, time.Time{}) {
+	if !p.Parker.Park(&c.slot, raw, c, deadline) {
 		// Not taken (no epoll, or the parker closed): raw is still open.
 		if !p.Host.Unparked(raw) {
 			_ = raw.Close()
@@ -166,6 +176,9 @@ func (c *Conn) attach(nc net.Conn) {
 	c.mu.Lock()
 	c.cfg.Park.Socket.Attach(nc) // under mu, as ArmIdle
 	c.parked, c.wakeWanted = false, false
+	if c.cfg.IdleTimeout > 0 && c.idleTimer == nil && !c.closing {
+		c.idleTimer = time.AfterFunc(max(c.cfg.IdleTimeout-time.Since(c.idleSince), 0), c.idleCheck)
+	}
 	c.sendCond.Broadcast()
 	c.mu.Unlock()
 }
@@ -179,8 +192,19 @@ func (c *Conn) Resume() {
 	}
 }
 
-// Finish ends a parked connection (http1.Parked): the parker closed.
+// Finish ends a parked connection (http1.Parked): its idle timeout passed
+// (it then shuts down as a served one does: GOAWAY) or the parker closed.
 func (c *Conn) Finish() {
+	c.mu.Lock()
+	timedOut := c.cfg.IdleTimeout > 0 && time.Since(c.idleSince) >= c.cfg.IdleTimeout
+	c.mu.Unlock()
+	if timedOut {
+		if c.unpark() {
+			go c.resumed()
+			c.idleCheck()
+		}
+		return
+	}
 	c.slot.CloseFD()
 	c.cfg.Park.Host.Unparked(nil)
 	c.end()

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -70,27 +69,7 @@ func startH2Parking(t *testing.T, mod func(*hcmv3.HttpConnectionManager), d *Dra
 		t.Fatal(err)
 	}
 	s := NewServer(Options{Logger: log, Clusters: cm, Codec: CodecStrait})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.ServeConnDrain(c, f, netip.AddrPort{}, cluster.OriginalSource{}, d)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		s.Close()
-	})
-	return ln.Addr().String(), s
+	return serveDrain(t, s, f, d), s
 }
 
 // h2Client is an HTTP/2 client on one connection that keeps one HPACK

@@ -45,6 +45,14 @@ func startParking(t *testing.T, lim Limits, d *Drain) (string, *Server) {
 	}
 	s := NewServer(Options{Logger: log, Clusters: cm})
 	f := &Filter{StatPrefix: "test", inline: table, Limits: lim}
+	return serveDrain(t, s, f, d), s
+}
+
+// serveDrain serves s's connections with f and drain d on a loopback
+// listener until the test ends, then closes the listener and s; it
+// returns the listener's address.
+func serveDrain(t *testing.T, s *Server, f *Filter, d *Drain) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +73,7 @@ func startParking(t *testing.T, lim Limits, d *Drain) (string, *Server) {
 		<-done
 		s.Close()
 	})
-	return ln.Addr().String(), s
+	return ln.Addr().String()
 }
 
 // idleClient is a keep-alive client connection.

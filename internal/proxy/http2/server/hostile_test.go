@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -122,6 +123,38 @@ func TestRefusedStream(t *testing.T) {
 	for _, id := range []uint32{1, 5} {
 		if o := r.stream(id); o.Status != "200" || o.Body != "ok" {
 			t.Errorf("stream %d: %+v, want 200 ok", id, *o)
+		}
+	}
+}
+
+// TestStreamFreedAtEndStream: with SETTINGS_MAX_CONCURRENT_STREAMS 1, a
+// client that opens its next stream the moment it reads the previous
+// one's END_STREAM is never refused: the stream stops counting before its
+// last frame is queued, not when the handler's goroutine gets to it.
+func TestStreamFreedAtEndStream(t *testing.T) {
+	addr := ours(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/body" {
+			_, _ = io.WriteString(w, "ok")
+		}
+	}), Config{MaxConcurrentStreams: 1})
+	r := dialRaw(t, addr)
+	const n = 300
+	for i := uint32(0); i < n; i++ {
+		id := 2*i + 1
+		path := "/"
+		if i%2 == 1 {
+			path = "/body" // END_STREAM on DATA instead of HEADERS
+		}
+		r.get(id, path)
+		r.flush()
+		if !r.waitFor(fmt.Sprintf("stream %d", id), func() bool { return r.done(id) }) {
+			return
+		}
+		r.mu.Lock()
+		o := *r.stream(id)
+		r.mu.Unlock()
+		if o.Reset != 0 || o.Status != "200" {
+			t.Fatalf("stream %d (%d after the previous one ended): %+v, want 200", id, i, o)
 		}
 	}
 }

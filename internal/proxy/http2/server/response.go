@@ -204,6 +204,9 @@ func (w *responseWriter) send(p []byte, last bool) error {
 		w.encodeHead(last && len(tf) == 0)
 		err := c.writeHeaderBlock(s.id, endStream)
 		if err == nil {
+			if endStream {
+				c.forgetEnded(s)
+			}
 			err = c.appendLocked()
 		}
 		c.wmu.Unlock()
@@ -249,6 +252,7 @@ func (w *responseWriter) send(p []byte, last bool) error {
 		}
 		err := c.writeHeaderBlock(s.id, true)
 		if err == nil {
+			c.forgetEnded(s)
 			err = c.appendLocked()
 		}
 		c.wmu.Unlock()
@@ -258,6 +262,20 @@ func (w *responseWriter) send(p []byte, last bool) error {
 		w.markDone()
 	}
 	return nil
+}
+
+// forgetEnded forgets s, whose response's END_STREAM is about to be
+// queued (wmu held), when its request has ended too: the stream is closed
+// as soon as the client reads that frame (RFC 9113 §5.1), and a stream
+// the client opens then must not find it still counted against
+// SETTINGS_MAX_CONCURRENT_STREAMS and be refused. ended, afterwards, finds
+// it gone.
+func (c *Conn) forgetEnded(s *stream) {
+	c.mu.Lock()
+	if c.streams[s.id] == s && s.recvDone && s.err == nil {
+		c.removeLocked(s)
+	}
+	c.mu.Unlock()
 }
 
 // sendData writes data in DATA frames as the windows allow; endStream
@@ -286,6 +304,9 @@ func (w *responseWriter) sendData(data []byte, endStream bool, stop func() bool)
 		last := endStream && k == len(data)
 		err := c.wr.wfr.WriteData(s.id, last, data[:k])
 		if err == nil {
+			if last {
+				c.forgetEnded(s)
+			}
 			err = c.appendLocked()
 		}
 		c.wr.wbuf.Reset()

@@ -175,8 +175,14 @@ spec:
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The deployer creates the objects one after the other: the
+	// Deployment may be there before the Service.
 	for _, gvr := range []schema.GroupVersionResource{deploymentGVR, serviceGVR, serviceAccountGVR, roleGVR, roleBindingGVR} {
 		o, err := env.Dynamic.Resource(gvr).Namespace(f.ns).Get(f.ctx, "gw-istio", metav1.GetOptions{})
+		for err != nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			o, err = env.Dynamic.Resource(gvr).Namespace(f.ns).Get(f.ctx, "gw-istio", metav1.GetOptions{})
+		}
 		if err != nil {
 			t.Fatalf("%s gw-istio: %v", gvr.Resource, err)
 		}

@@ -161,7 +161,7 @@ func (c *Cluster) roundTripH1(req *http.Request, ep Endpoint) (*http.Response, e
 		// pool (the upstream may have closed it while idle), no response
 		// byte came, and sending the request again is safe: none of it
 		// left, or it has no body and an idempotent method.
-		safe := n == 0 || !hasBody && idempotent(req.Method)
+		safe := n == 0 || !hasBody && http1.Idempotent(req.Method)
 		if attempt > 0 || !reused || got || !safe || bodyOwned || !retryable(err) {
 			return nil, err
 		}
@@ -529,16 +529,6 @@ func validMethod(m string) bool {
 		}
 	}
 	return m != ""
-}
-
-// idempotent reports whether a request with this method may be sent twice
-// (RFC 9110 §9.2.2).
-func idempotent(m string) bool {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return false
 }
 
 // retryable reports whether a failure before any response byte looks like

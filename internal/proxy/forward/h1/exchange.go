@@ -20,16 +20,6 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/router"
 )
 
-// idempotent reports whether a request with this method may be sent twice
-// (RFC 9110 §9.2.2).
-func idempotent(m []byte) bool {
-	switch string(m) {
-	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
-		return true
-	}
-	return false
-}
-
 // Forward sends the request to ep on cl and relays the response, retrying
 // as the route's retry policy (and the request's x-envoy-* headers, ov)
 // allow. It reports whether the downstream connection can carry another
@@ -163,7 +153,7 @@ func (x *Exchange) Forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 			// upstream may have closed it while idle), no response byte came,
 			// and sending the request again is safe: it is idempotent, or it
 			// never left.
-			safe := n == 0 || idempotent(req.Method) && !streamBody
+			safe := n == 0 || http1.Idempotent(http1.UnsafeString(req.Method)) && !streamBody
 			if !uc.Reused || attempt > 0 || got || !safe || !retryable(err) {
 				break
 			}

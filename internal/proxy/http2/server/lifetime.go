@@ -1,0 +1,139 @@
+package server
+
+// How a connection ends: GOAWAY on a protocol error, the graceful
+// shutdown (two GOAWAYs), the idle timeout and the keepalive PINGs.
+
+import (
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// goAwayAndClose sends GOAWAY with code and the last stream processed,
+// then ends the connection.
+func (c *Conn) goAwayAndClose(code http2.ErrCode, why string) {
+	c.mu.Lock()
+	last := c.maxClientID
+	c.goAwayFinal = true
+	c.mu.Unlock()
+	var debug []byte
+	if code != http2.ErrCodeNo {
+		debug = []byte(why)
+	}
+	_ = c.writeControl(func(fr *http2.Framer) error { return fr.WriteGoAway(last, code, debug) })
+	c.linger()
+}
+
+// Shutdown starts a graceful shutdown (any goroutine): GOAWAY with the
+// largest stream id and a PING; when the PING returns (or after
+// goAwayGrace), GOAWAY with the last stream processed. Streams in
+// progress finish; then the connection closes.
+func (c *Conn) Shutdown() {
+	c.mu.Lock()
+	if c.shutdown || c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.shutdown = true
+	started := c.started
+	c.mu.Unlock()
+	if started && c.wake() {
+		c.sendShutdown()
+	}
+}
+
+// sendShutdown writes the first GOAWAY and its PING, and arms the second.
+func (c *Conn) sendShutdown() {
+	ping := c.drainPing
+	_ = c.writeControl(func(fr *http2.Framer) error {
+		_ = fr.WriteGoAway(maxStreamID, http2.ErrCodeNo, nil)
+		return fr.WritePing(false, ping)
+	})
+	c.mu.Lock()
+	if !c.closing {
+		c.drainTimer = time.AfterFunc(goAwayGrace, c.finalGoAway)
+	}
+	c.mu.Unlock()
+}
+
+// finalGoAway is the second GOAWAY of a graceful shutdown; a connection
+// without a stream then ends.
+func (c *Conn) finalGoAway() {
+	c.mu.Lock()
+	if c.goAwayFinal || c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.goAwayFinal = true
+	c.goAwayID = c.maxClientID
+	last := c.goAwayID
+	idle := len(c.streams) == 0
+	c.mu.Unlock()
+	if !c.wake() {
+		return
+	}
+	_ = c.writeControl(func(fr *http2.Framer) error { return fr.WriteGoAway(last, http2.ErrCodeNo, nil) })
+	if idle {
+		// The reader may be blocked on a silent peer: wake it.
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
+}
+
+func (c *Conn) idleCheck() {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	idle := len(c.streams) == 0
+	left := c.cfg.IdleTimeout - time.Since(c.idleSince)
+	if c.idleTimer == nil && (!c.parked || !idle || left > 0) {
+		// Parked after this call began (the parker's deadline is the
+		// timeout now; park.go), and not resumed since.
+		c.mu.Unlock()
+		return
+	}
+	if !idle || left > 0 {
+		if idle {
+			c.idleTimer.Reset(left)
+		} else {
+			c.idleTimer.Reset(c.cfg.IdleTimeout)
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.Shutdown()
+	c.finalGoAway()
+}
+
+// keepalive returns the timer function that checks whether a frame
+// arrived since seen; if none, it sends a PING and waits PingTimeout.
+func (c *Conn) keepalive(seen uint64) func() {
+	return func() {
+		now := c.lastRead.Load()
+		c.mu.Lock()
+		if c.closing {
+			c.mu.Unlock()
+			return
+		}
+		if now != seen {
+			c.pingOut = false
+			c.pingTimer = time.AfterFunc(c.cfg.PingInterval, c.keepalive(now))
+			c.mu.Unlock()
+			return
+		}
+		if c.pingOut {
+			c.mu.Unlock()
+			c.Close()
+			return
+		}
+		c.pingOut = true
+		c.pingTimer = time.AfterFunc(c.cfg.PingTimeout, c.keepalive(now))
+		c.mu.Unlock()
+		if !c.wake() {
+			return
+		}
+		_ = c.writeControl(func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{'s', 't', 'r', 'a', 'i', 't'}) })
+	}
+}

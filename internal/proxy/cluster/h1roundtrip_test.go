@@ -148,6 +148,19 @@ func idleConns(c *Cluster, addr string) int {
 	return len(c.h1.idle[addr])
 }
 
+// recv receives from ch, failing the test after 10 s: a value that never
+// comes is a failure, not a hung test.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for the backend")
+		panic("unreachable")
+	}
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -361,7 +374,7 @@ func TestRoundTripH1ChunkedBodyEarlyResponse(t *testing.T) {
 	if err != nil || string(b) != "early" {
 		t.Fatalf("response before the body ended: %v %q", err, b)
 	}
-	if h := <-heads; h.Get("Content-Length") != "" || h.Get("User-Agent") != "" {
+	if h := recv(t, heads); h.Get("Content-Length") != "" || h.Get("User-Agent") != "" {
 		t.Errorf("request head %v: want no Content-Length and no User-Agent added", h)
 	}
 	select {
@@ -373,18 +386,28 @@ func TestRoundTripH1ChunkedBodyEarlyResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	pw.Close()
-	if got := <-bodies; got != "[chunked] hello world" {
+	if got := recv(t, bodies); got != "[chunked] hello world" {
 		t.Errorf("the upstream got %q, want the chunked body \"hello world\"", got)
 	}
 	waitUntil(t, "the connection back in the pool", func() bool { return idleConns(c, be.addr) == 1 })
-	// A body of known length goes with its Content-Length.
-	if _, got, err := do(t, c, be.addr, "PUT", "/x", strings.NewReader("12345")); err != nil || got != "early" {
-		t.Fatalf("PUT: %v %q", err, got)
+	// A body of known length goes with its Content-Length. The request's
+	// context stays live until the upstream has the body: its end would
+	// abort a body still being sent after the response (do cancels it as
+	// it returns, which under load came before the body left).
+	put, _ := http.NewRequestWithContext(t.Context(), "PUT", "http://svc/x", strings.NewReader("12345"))
+	resp, err = c.RoundTrip(put, tcpEndpoint(be.addr))
+	if err != nil {
+		t.Fatalf("PUT: %v", err)
 	}
-	if h := <-heads; h.Get("Content-Length") != "5" {
+	b, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(b) != "early" {
+		t.Fatalf("PUT: %v %q", err, b)
+	}
+	if h := recv(t, heads); h.Get("Content-Length") != "5" {
 		t.Errorf("PUT head: Content-Length %q, want 5", h.Get("Content-Length"))
 	}
-	if got := <-bodies; got != "[] 12345" {
+	if got := recv(t, bodies); got != "[] 12345" {
 		t.Errorf("the upstream got %q", got)
 	}
 	if n := be.accepted.Load(); n != 1 {
@@ -627,7 +650,7 @@ func TestRoundTripH1RequestHead(t *testing.T) {
 	if _, err := c.RoundTrip(req, tcpEndpoint(be.addr)); err != nil {
 		t.Fatal(err)
 	}
-	head := <-heads
+	head := recv(t, heads)
 	for _, want := range []string{"POST /p%20q?a=b HTTP/1.1\r\nHost: example.com\r\n", "X-A: 1\r\nX-A: 2\r\n", "Content-Length: 0\r\n"} {
 		if !strings.Contains(head, want) {
 			t.Errorf("head %q lacks %q", head, want)

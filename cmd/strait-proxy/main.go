@@ -21,6 +21,10 @@
 // gradual is refused. Other Envoy flags the agent may pass
 // (--parent-shutdown-time-s, --disable-hot-restart, ...) are accepted and
 // ignored: they concern hot restart, which strait-proxy does not do.
+//
+// strait-agent runs the same proxy in its own process by default
+// (internal/proxy/proxycmd, internal/agent/inprocess); this binary is what
+// it executes with STRAIT_PROXY_MODE=exec, and what runs stand-alone.
 package main
 
 import (

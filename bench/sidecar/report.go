@@ -69,6 +69,7 @@ func report(w io.Writer, builds []build, scopes []int, results []result) {
 			}
 		}
 	}
+	reportClasses(w, builds, scopes, results)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| build | scope | processes | sidecar VmRSS MiB | RssAnon MiB | RssFile MiB | exec → proxy exec | exec → ready | exec → ready (each run) |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|")
@@ -96,6 +97,59 @@ func report(w io.Writer, builds []build, scopes []int, results []result) {
 				proxyExec,
 				time.Duration(median(rs, func(r result) float64 { return float64(r.ready) })).Round(time.Millisecond),
 				each)
+		}
+	}
+}
+
+// memoryClasses are the Go runtime's memory classes (runtime/metrics)
+// that are resident, or may be: where a process's RssAnon goes.
+var memoryClasses = []struct{ title, metric string }{
+	{"heap objects", "/memory/classes/heap/objects:bytes"},
+	{"heap unused", "/memory/classes/heap/unused:bytes"},
+	{"heap free", "/memory/classes/heap/free:bytes"},
+	{"stacks", "/memory/classes/heap/stacks:bytes"},
+	{"metadata other", "/memory/classes/metadata/other:bytes"},
+	{"mspans", "/memory/classes/metadata/mspan/inuse:bytes"},
+	{"profiling", "/memory/classes/profiling/buckets:bytes"},
+	{"other", "/memory/classes/other:bytes"},
+}
+
+// reportClasses prints the medians of the Go memory classes per process
+// (MiB), for the processes with a debug server.
+func reportClasses(w io.Writer, builds []build, scopes []int, results []result) {
+	fmt.Fprintln(w)
+	fmt.Fprint(w, "| build | scope | process |")
+	for _, c := range memoryClasses {
+		fmt.Fprintf(w, " %s |", c.title)
+	}
+	fmt.Fprint(w, "\n|---|---|---|")
+	for range memoryClasses {
+		fmt.Fprint(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	for _, scope := range scopes {
+		for _, b := range builds {
+			rs := resultsOf(results, b.name, scope)
+			if len(rs) == 0 {
+				continue
+			}
+			procs := []struct {
+				name string
+				get  func(result) processStats
+			}{{"strait-agent", func(r result) processStats { return r.agent }}, {"strait-proxy", func(r result) processStats { return r.proxy }}}
+			if oneProcess(rs) {
+				procs = procs[:1]
+			}
+			for _, p := range procs {
+				if p.get(rs[0]).runtime == nil {
+					continue
+				}
+				fmt.Fprintf(w, "| %s | %s | %s |", b.name, scopeName(scope), p.name)
+				for _, c := range memoryClasses {
+					fmt.Fprintf(w, " %.1f |", median(rs, func(r result) float64 { return p.get(r).runtime[c.metric] })/(1<<20))
+				}
+				fmt.Fprintln(w)
+			}
 		}
 	}
 }

@@ -2,12 +2,13 @@
 // idle and at start: straitd in file mode serves S ServiceEntries, the
 // agent runs `proxy sidecar` in a network namespace of its own (no
 // capture, so no iptables), and once its readiness port answers the
-// program reports, for each process, VmRSS, VmHWM, the Go heap and
+// program reports, for each process (one when the agent runs the proxy
+// in its own, two when it executes strait-proxy), VmRSS, VmHWM, the Go heap and
 // goroutines (from STRAIT_AGENT_DEBUG_ADDR / STRAIT_PROXY_DEBUG_ADDR,
 // internal/debugserve), the binary's size, and the time from exec to
 // ready. See bench/README.md ("Sidecar memory and startup").
 //
-//	go run ./bench/sidecar [-services 1000] [-scope 10] [-baseline DIR] [-runs 3] [-pprof DIR]
+//	go run ./bench/sidecar [-services 1000] [-scope 10] [-baseline DIR] [-runs 3] [-pprof DIR] [-exec]
 //
 // It needs root (network namespaces) and bin/ built (make build).
 package main
@@ -35,7 +36,7 @@ type options struct {
 	runs, concurrency          int
 	settle, timeout            time.Duration
 	pprofDir                   string
-	verbose                    bool
+	verbose, exec              bool
 	env                        envList
 }
 
@@ -72,12 +73,16 @@ func run() error {
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long a sidecar may take to become ready")
 	flag.StringVar(&o.pprofDir, "pprof", "", "save each process's heap profile of the last run here")
 	flag.BoolVar(&o.verbose, "v", false, "pass the processes' logs through")
+	flag.BoolVar(&o.exec, "exec", false, "also measure the -bin build with STRAIT_PROXY_MODE=exec (the agent executes strait-proxy), as build \"this-exec\"")
 	flag.Var(&o.env, "env", "KEY=VALUE added to the agent's environment, which the proxy inherits (e.g. GOGC=50); repeatable")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	builds := []build{{name: "this", dir: o.bin}}
+	if o.exec {
+		builds = append(builds, build{name: "this-exec", dir: o.bin, env: []string{"STRAIT_PROXY_MODE=exec"}})
+	}
 	if o.baseline != "" {
 		builds = append([]build{{name: "baseline", dir: o.baseline}}, builds...)
 	}
@@ -147,6 +152,7 @@ func scopeName(scope int) string {
 type build struct {
 	name, dir            string
 	agentSize, proxySize int64
+	env                  []string // added to the agent's environment
 }
 
 func (b *build) stat() error {

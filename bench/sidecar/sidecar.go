@@ -29,7 +29,10 @@ type result struct {
 	proxyExec time.Duration // exec of the agent → the proxy process exists
 	clusters  float64       // the proxy's cluster_manager.active_clusters
 	agent     processStats
-	proxy     processStats
+	proxy     processStats // zero when the proxy runs in the agent's process
+	// oneProcess: the agent started no proxy process (it runs strait-proxy
+	// in its own, the default since issue #24); agent is the sidecar.
+	oneProcess bool
 }
 
 type processStats struct {
@@ -61,6 +64,7 @@ func measure(ctx context.Context, o options, b build, pod *netns.Pod, cp *contro
 		"STRAIT_PROXY_DEBUG_ADDR=" + proxyDebugAddr,
 	}
 	env = append(env, o.env...)
+	env = append(env, b.env...)
 	var logw io.Writer
 	if o.verbose {
 		logw = os.Stderr
@@ -103,9 +107,10 @@ func measure(ctx context.Context, o options, b build, pod *netns.Pod, cp *contro
 	}
 	res.ready = time.Since(start)
 	if proxyPID == 0 {
-		if proxyPID = proxyChild(agentPID, proxyBin); proxyPID == 0 {
-			return res, fmt.Errorf("agent %d has no proxy process", agentPID)
-		}
+		// Ready without a proxy process: the agent runs the proxy in
+		// its own (settings.ProxyInProcess).
+		proxyPID = proxyChild(agentPID, proxyBin)
+		res.oneProcess = proxyPID == 0
 	}
 	select {
 	case <-time.After(o.settle):
@@ -114,12 +119,17 @@ func measure(ctx context.Context, o options, b build, pod *netns.Pod, cp *contro
 	}
 
 	inPod := podClient(pod)
-	for _, p := range []struct {
+	type process struct {
 		pid   int
 		debug string
 		out   *processStats
 		name  string
-	}{{agentPID, agentDebugAddr, &res.agent, "agent"}, {proxyPID, proxyDebugAddr, &res.proxy, "proxy"}} {
+	}
+	procs := []process{{agentPID, agentDebugAddr, &res.agent, "agent"}}
+	if !res.oneProcess {
+		procs = append(procs, process{proxyPID, proxyDebugAddr, &res.proxy, "proxy"})
+	}
+	for _, p := range procs {
 		st, err := readStatus(p.pid)
 		if err != nil {
 			return res, err

@@ -1,6 +1,6 @@
 // Command strait-agent is the per-workload agent: `strait-agent iptables`
 // captures the workload's traffic, `strait-agent proxy sidecar` runs beside
-// the application and supervises strait-proxy.
+// the application and runs strait-proxy, in its own process by default.
 package main
 
 import (

@@ -28,7 +28,7 @@ func newProxyCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy sidecar|router",
-		Short: "Run the sidecar or gateway agent: write the bootstrap, relay xDS, serve health and metrics, supervise strait-proxy",
+		Short: "Run the sidecar or gateway agent: write the bootstrap, relay xDS, serve health and metrics, run strait-proxy",
 		Long: `Run the sidecar agent (proxy sidecar) or a gateway's (proxy router).
 
 A router's node id is router~INSTANCE_IP~POD_NAME.POD_NAMESPACE~DOMAIN;
@@ -43,9 +43,20 @@ PROXY_CONFIG (JSON ProxyConfig; discoveryAddress defaults to Istio's
 istiod.istio-system.svc:15012, e.g. {"discoveryAddress":"straitd.istio-system.svc:15012"}),
 ISTIO_META_* (node metadata), MINIMUM_DRAIN_DURATION (e.g. 5s), XDS_SOCKET_PATH,
 STRAIT_AGENT_DEBUG_ADDR (loopback host:port: Go's pprof profiles and runtime
-figures; STRAIT_PROXY_DEBUG_ADDR, passed on to the proxy, does the same there).
-The agent runs Go code on at most 2 cores at once (GOMAXPROCS, when set, decides
-instead); the proxy's --concurrency sets its own.
+figures; STRAIT_PROXY_DEBUG_ADDR, passed on to an executed proxy, does the same
+there), STRAIT_PROXY_MODE (below).
+
+The proxy: by default strait-proxy runs inside this process (one Go runtime and
+one binary's pages instead of two), from the same command line it would be
+executed with; its logs go to this process's stderr. A panic in it ends the
+agent, and so the sidecar container, which the kubelet restarts; a proxy that
+stops with an error (a port in use) is restarted by the agent, as an executed
+one is. STRAIT_PROXY_MODE=exec executes ProxyConfig binaryPath instead (default
+strait-proxy beside the agent), as does any binaryPath that is not strait-proxy
+(Envoy); STRAIT_PROXY_MODE=inprocess insists on the in-process proxy.
+The process runs Go code on at most the proxy's --concurrency cores (0: the
+CPU limit's); with an executed proxy the agent takes at most 2 (GOMAXPROCS,
+when set, decides instead) and the proxy sets its own.
 The ProxyConfig is merged from defaults, /etc/istio/config/mesh, PROXY_CONFIG and
 the proxy.istio.io/config annotation in /etc/istio/pod/annotations, in that order.
 
@@ -84,7 +95,11 @@ listens; ISTIO_META_DNS_AUTO_ALLOCATE is accepted and changes nothing more.`,
 			if err != nil {
 				return err
 			}
-			capProcs(os.Getenv) // procs.go
+			if cfg.ProxyMode == settings.ProxyInProcess {
+				inProcessProcs(os.Getenv, cfg.Concurrency) // procs.go
+			} else {
+				capProcs(os.Getenv)
+			}
 			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 			if addr := os.Getenv("STRAIT_AGENT_DEBUG_ADDR"); addr != "" {
 				lis, err := debugserve.Listen(addr)

@@ -2,9 +2,11 @@
 // bootstrap, relays xDS on a Unix socket, keeps the workload's certificate
 // and serves it over SDS, answers the pod's DNS from the control plane's
 // name table when DNS capture is on, serves health and merged metrics, and
-// supervises the proxy until shutdown. The parts live in the subpackages
-// settings, bootstrap, xdsproxy, sds, dns, caclient, status and
-// supervisor; this package only wires them.
+// supervises the proxy until shutdown: strait-proxy on goroutines of this
+// process (inprocess) or an executed proxy (strait-proxy or Envoy). The
+// parts live in the subpackages settings, bootstrap, xdsproxy, sds, dns,
+// caclient, status, supervisor and inprocess; this package only wires
+// them.
 package agent
 
 import (
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/straitmesh/strait/internal/agent/bootstrap"
+	"github.com/straitmesh/strait/internal/agent/inprocess"
 	"github.com/straitmesh/strait/internal/agent/sds"
 	"github.com/straitmesh/strait/internal/agent/settings"
 	"github.com/straitmesh/strait/internal/agent/status"
@@ -33,7 +36,8 @@ type Options struct {
 	Logger *slog.Logger
 	// StatusHost is the address the status ports bind (default all interfaces).
 	StatusHost string
-	// Starter runs the proxy (default: os/exec).
+	// Starter runs the proxy (default: in the agent's process when the
+	// settings' ProxyMode says so, else os/exec).
 	Starter supervisor.Starter
 	// XDSBackoffBase and XDSBackoffMax tune the upstream reconnect (0 = defaults).
 	XDSBackoffBase, XDSBackoffMax time.Duration
@@ -123,6 +127,14 @@ func Run(ctx context.Context, cfg *settings.Config, opts Options) error {
 	}
 	dnsReady := startDNS(dnsProxy, opts, log, serving)
 
+	starter := opts.Starter
+	if starter == nil {
+		starter = supervisor.Exec{}
+		if cfg.ProxyMode == settings.ProxyInProcess {
+			starter = inprocess.Starter{}
+		}
+	}
+	log.Info("proxy mode", "mode", string(cfg.ProxyMode), "binary_path", pc.GetBinaryPath())
 	// st is set below, before sup.Run, the only caller of OnDrain.
 	var st *status.Server
 	sup := supervisor.New(supervisor.Options{
@@ -130,7 +142,7 @@ func Run(ctx context.Context, cfg *settings.Config, opts Options) error {
 			Path: pc.GetBinaryPath(),
 			Args: supervisor.ProxyArgs(cfg.BootstrapPath(), cfg.Concurrency, cfg.ProxyDrainTime()),
 		},
-		Starter: opts.Starter,
+		Starter: starter,
 		OnDrain: func() {
 			st.SetDraining()
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

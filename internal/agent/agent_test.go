@@ -421,3 +421,84 @@ func TestAgentDNSProxy(t *testing.T) {
 		t.Fatal("agent did not stop")
 	}
 }
+
+// TestAgentInProcessProxy runs the agent with strait-proxy in its own
+// process (binaryPath unset: the default, in-process): the real proxy
+// reads the bootstrap the agent wrote, gets its configuration over the
+// agent's xDS relay, answers readiness through 15021 and its stats
+// through the merged metrics, and on shutdown drains and stops, freeing
+// its admin port.
+func TestAgentInProcessProxy(t *testing.T) {
+	cp := &controlPlane{}
+	cpLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(srv, cp)
+	go srv.Serve(cpLis)
+	defer srv.Stop()
+	dir := t.TempDir()
+	adminPort, statusPort, readyPort := freePort(t), freePort(t), freePort(t)
+	env := map[string]string{
+		"POD_NAME": "client-1", "POD_NAMESPACE": "demo", "INSTANCE_IP": "10.1.0.2", "MINIMUM_DRAIN_DURATION": "200ms",
+		"PROXY_CONFIG": fmt.Sprintf(`{"discoveryAddress":%q,"proxyAdminPort":%d,"statusPort":%d,"configPath":"etc/istio/proxy"}`,
+			cpLis.Addr().String(), adminPort, statusPort),
+	}
+	cfg, err := settings.Load(settings.Sources{
+		LookupEnv:      func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		Environ:        []string{"ISTIO_META_INTERCEPTION_MODE=REDIRECT"},
+		Executable:     filepath.Join(dir, "bin", "strait-agent"), // no strait-proxy beside it: never executed
+		WorkDir:        dir,
+		MeshConfigFile: filepath.Join(dir, "no-mesh"),
+		PodInfoDir:     filepath.Join(dir, "pod"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ProxyMode != settings.ProxyInProcess {
+		t.Fatalf("ProxyMode = %q, want %q by default", cfg.ProxyMode, settings.ProxyInProcess)
+	}
+	cfg.ReadinessPort = readyPort
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, Options{
+			Logger:           slog.New(slog.DiscardHandler),
+			StatusHost:       "127.0.0.1",
+			XDSBackoffBase:   10 * time.Millisecond,
+			TerminateTimeout: timeout,
+		})
+	}()
+	readyURL := fmt.Sprintf("http://127.0.0.1:%d/healthz/ready", readyPort)
+	waitFor(t, "readiness 200", func() (bool, string) {
+		code, body := httpGet(readyURL)
+		return code == http.StatusOK, fmt.Sprint(code, " ", body)
+	})
+	if code, body := httpGet(fmt.Sprintf("http://127.0.0.1:%d/ready", adminPort)); code != http.StatusOK || strings.TrimSpace(body) != "LIVE" {
+		t.Errorf("the proxy's admin /ready = %d %q, want 200 LIVE", code, body)
+	}
+	code, metrics := httpGet(fmt.Sprintf("http://127.0.0.1:%d/stats/prometheus", statusPort))
+	for _, want := range []string{"envoy_server_state 0", "strait_agent_proxy_restarts_total 0"} {
+		if code != http.StatusOK || !strings.Contains(metrics, want) {
+			t.Errorf("merged metrics (%d) lack %q:\n%s", code, want, metrics)
+		}
+	}
+	cancel()
+	waitFor(t, "readiness 503 while draining", func() (bool, string) {
+		code, body := httpGet(readyURL)
+		return code == http.StatusServiceUnavailable, fmt.Sprint(code, " ", body)
+	})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(timeout):
+		t.Fatal("agent did not stop")
+	}
+	if code, _ := httpGet(fmt.Sprintf("http://127.0.0.1:%d/ready", adminPort)); code != 0 {
+		t.Errorf("the proxy's admin still answers (%d) after the agent stopped", code)
+	}
+}

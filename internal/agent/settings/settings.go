@@ -36,6 +36,9 @@ const (
 	// EnvXDSSocketPath overrides the xDS proxy's Unix socket
 	// (default CONFIG_PATH/XDS, Istio's ./etc/istio/proxy/XDS).
 	EnvXDSSocketPath = "XDS_SOCKET_PATH"
+	// EnvProxyMode is how the agent runs the proxy (ProxyMode): inprocess
+	// or exec; unset, in-process when binaryPath names strait-proxy.
+	EnvProxyMode = "STRAIT_PROXY_MODE"
 	// MetaPrefix marks node metadata: ISTIO_META_FOO=bar becomes FOO: bar.
 	MetaPrefix = "ISTIO_META_"
 
@@ -53,6 +56,44 @@ const (
 	maxUnixPath = 108
 )
 
+// ProxyMode is how the agent runs the proxy.
+type ProxyMode string
+
+const (
+	// ProxyInProcess runs strait-proxy's code on goroutines of the agent
+	// (internal/agent/inprocess): one process, one Go runtime, one
+	// binary's pages. binaryPath is not executed.
+	ProxyInProcess ProxyMode = "inprocess"
+	// ProxyExec executes binaryPath (strait-proxy, or Envoy) as a child
+	// process, as pilot-agent does.
+	ProxyExec ProxyMode = "exec"
+)
+
+// proxyMode resolves STRAIT_PROXY_MODE against binaryPath: unset, a
+// binaryPath naming strait-proxy (the default, strait-proxy beside the
+// agent) runs in-process and any other (Envoy) is executed; inprocess
+// with a binaryPath naming another program is refused, since the agent
+// can only run its own strait-proxy.
+func proxyMode(v, binaryPath string) (ProxyMode, error) {
+	isStrait := filepath.Base(binaryPath) == DefaultProxyBinary
+	switch ProxyMode(v) {
+	case "":
+		if isStrait {
+			return ProxyInProcess, nil
+		}
+		return ProxyExec, nil
+	case ProxyExec:
+		return ProxyExec, nil
+	case ProxyInProcess:
+		if !isStrait {
+			return "", fmt.Errorf("%s=%s runs the agent's own strait-proxy, but ProxyConfig binaryPath names %q; unset binaryPath, or set %s=%s to execute it",
+				EnvProxyMode, ProxyInProcess, binaryPath, EnvProxyMode, ProxyExec)
+		}
+		return ProxyInProcess, nil
+	}
+	return "", fmt.Errorf("%s: %q is not %s or %s", EnvProxyMode, v, ProxyInProcess, ProxyExec)
+}
+
 // Config is everything `strait-agent proxy sidecar` needs, after defaults.
 type Config struct {
 	PodName        string
@@ -66,6 +107,9 @@ type Config struct {
 	Concurrency int
 	// Proxy is the merged ProxyConfig. ConfigPath and BinaryPath are absolute.
 	Proxy *meshv1alpha1.ProxyConfig
+	// ProxyMode is how the proxy runs: in the agent's process or executed
+	// (STRAIT_PROXY_MODE, else by binaryPath: proxyMode).
+	ProxyMode ProxyMode
 	// DNSCapture is ISTIO_META_DNS_CAPTURE (environment or proxyMetadata):
 	// the agent serves the pod's DNS on 15053 from straitd's name table.
 	DNSCapture bool
@@ -234,6 +278,9 @@ func Load(src Sources) (*Config, error) {
 		c.Proxy.BinaryPath = filepath.Join(filepath.Dir(exe), DefaultProxyBinary)
 	} else if !filepath.IsAbs(c.Proxy.BinaryPath) && strings.ContainsRune(c.Proxy.BinaryPath, filepath.Separator) {
 		c.Proxy.BinaryPath = filepath.Join(wd, c.Proxy.BinaryPath)
+	}
+	if c.ProxyMode, err = proxyMode(env(EnvProxyMode), c.Proxy.BinaryPath); err != nil {
+		return nil, err
 	}
 	c.XDSSocketPath = filepath.Join(c.Proxy.ConfigPath, "XDS")
 	if v := env(EnvXDSSocketPath); v != "" {

@@ -189,6 +189,9 @@ func TestLoadErrors(t *testing.T) {
 		{"long socket", fixture{env: map[string]string{"XDS_SOCKET_PATH": "/" + strings.Repeat("x", 120)}}, "XDS_SOCKET_PATH: "},
 		{"bad domain", fixture{domain: "a~b"}, "--domain"},
 		{"app metrics on the status port", fixture{env: map[string]string{"ISTIO_PROMETHEUS_ANNOTATIONS": `{"port":"15020"}`}}, "ISTIO_PROMETHEUS_ANNOTATIONS: port 15020 is the agent's status port"},
+		{"unknown proxy mode", fixture{env: map[string]string{"STRAIT_PROXY_MODE": "thread"}}, `STRAIT_PROXY_MODE: "thread" is not inprocess or exec`},
+		{"in-process Envoy", fixture{env: map[string]string{"STRAIT_PROXY_MODE": "inprocess", "PROXY_CONFIG": `{"binaryPath":"/usr/local/bin/envoy"}`}},
+			`STRAIT_PROXY_MODE=inprocess runs the agent's own strait-proxy, but ProxyConfig binaryPath names "/usr/local/bin/envoy"`},
 		{"app metrics not JSON", fixture{env: map[string]string{"ISTIO_PROMETHEUS_ANNOTATIONS": "8080"}}, "ISTIO_PROMETHEUS_ANNOTATIONS: \"8080\" is not a scrape configuration"},
 	}
 	for _, tt := range tests {
@@ -196,6 +199,40 @@ func TestLoadErrors(t *testing.T) {
 			_, err := tt.f.load(t)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestProxyMode: strait-proxy (the default binaryPath, or one that names
+// it) runs in the agent's process unless STRAIT_PROXY_MODE=exec; any other
+// binaryPath (Envoy) is executed.
+func TestProxyMode(t *testing.T) {
+	for _, tt := range []struct {
+		name, mode, binaryPath string
+		want                   ProxyMode
+	}{
+		{"default", "", "", ProxyInProcess},
+		{"strait-proxy named", "", "/usr/local/bin/strait-proxy", ProxyInProcess},
+		{"envoy", "", "/usr/local/bin/envoy", ProxyExec},
+		{"strait-proxy executed", "exec", "", ProxyExec},
+		{"envoy executed", "exec", "/usr/local/bin/envoy", ProxyExec},
+		{"in-process asked", "inprocess", "/opt/strait-proxy", ProxyInProcess},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{}
+			if tt.mode != "" {
+				env["STRAIT_PROXY_MODE"] = tt.mode
+			}
+			if tt.binaryPath != "" {
+				env["PROXY_CONFIG"] = `{"binaryPath":"` + tt.binaryPath + `"}`
+			}
+			c, err := fixture{env: env}.load(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.ProxyMode != tt.want {
+				t.Errorf("ProxyMode = %q, want %q", c.ProxyMode, tt.want)
 			}
 		})
 	}

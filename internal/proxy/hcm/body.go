@@ -92,14 +92,19 @@ const (
 func (st *filterState) readBody(s httpfilter.Stream, src io.Reader, limit, sizeHint int64, trailers func() httpfilter.HeaderMap, ended func()) ([]byte, bodyEnd, error) {
 	// One byte past the limit is enough to know the body is too large.
 	most := limit + 1
-	size := int64(bodyChunk)
-	if sizeHint >= 0 {
-		size = sizeHint + 1 // room for the read that returns io.EOF
+	if sizeHint >= 0 && sizeHint < limit {
+		most = sizeHint + 1 // room for the read that returns io.EOF
 	}
-	buf := make([]byte, 0, min(size, most))
+	// The buffer grows with what arrives, never ahead of it by more than
+	// it holds: a client's content-length alone does not make the proxy
+	// allocate the limit.
+	buf := make([]byte, 0, min(most, bodyChunk))
 	pend := 0 // buf[pend:] is read but not yet decoded
 	for {
 		if len(buf) == cap(buf) {
+			if int64(len(buf)) == most { // the hint was short (HTTP/2: the server checks it)
+				most = limit + 1
+			}
 			buf = slices.Grow(buf, int(min(int64(max(len(buf), bodyChunk)), most-int64(len(buf)))))
 		}
 		n, err := src.Read(buf[len(buf):cap(buf)])

@@ -371,6 +371,7 @@ func TestBufferFilter(t *testing.T) {
 			&bodySeen{path: "/off/x", body: body(50), contentLength: -1, te: "chunked", proto: 1}},
 		{"the route's limit", "POST /big/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + body(100), 200,
 			&bodySeen{path: "/big/x", body: body(100), contentLength: 100, proto: 1}},
+		{"huge content-length", "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 1099511627776\r\n\r\n" + body(11), 413, nil},
 		{"past the route's limit", "POST /big/x HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\n\r\n" + body(101), 413, nil},
 	}
 	for _, tc := range h1 {
@@ -632,4 +633,21 @@ func (f limitFilter) DecodeHeaders(httpfilter.Stream) httpfilter.Status { return
 func (f limitFilter) DecodesBody(httpfilter.Stream) (int64, bool)       { return f.limit, true }
 func (f limitFilter) DecodeData(httpfilter.Stream, []byte, bool) httpfilter.Status {
 	return httpfilter.Continue
+}
+
+// TestReadBody: the body is read whole whatever its length hint says
+// (none, exact, short, absurd), up to the limit and not a byte more.
+func TestReadBody(t *testing.T) {
+	st := &filterState{f: &Filter{chain: &chain{}}}
+	body := strings.Repeat("0123456789", 10_000)
+	for _, hint := range []int64{-1, int64(len(body)), 10, 1 << 62} {
+		got, end, err := st.readBody(nil, strings.NewReader(body), int64(len(body)), hint, nil, nil)
+		if end != bodyWhole || err != nil || string(got) != body {
+			t.Errorf("hint %d: %d bytes, end %d, %v; want the body whole", hint, len(got), end, err)
+		}
+		src := strings.NewReader(body)
+		if _, end, _ := st.readBody(nil, src, int64(len(body))-1, hint, nil, nil); end != bodyTooLarge || src.Len() != 0 {
+			t.Errorf("hint %d, limit one short: end %d, %d bytes left unread; want bodyTooLarge after the last byte", hint, end, src.Len())
+		}
+	}
 }

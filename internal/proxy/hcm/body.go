@@ -81,15 +81,20 @@ const (
 	bodyFailed                  // reading it failed
 )
 
-// readBody reads a request body from src whole, passing each chunk to the
-// decoders that read it (beginBody) once the next read shows whether more
-// follows, then the trailers (trailers, nil for none, is asked once the
-// body ended; it returns nil when there are none). sizeHint is the body's
-// length when known, else -1. ended is called when the body has been read
-// to its end, before its last chunk is decoded (a decoder that answers
-// then leaves an HTTP/1.1 connection reusable). On bodyFailed err is the
-// read's error.
-func (st *filterState) readBody(s httpfilter.Stream, src io.Reader, limit, sizeHint int64, trailers func() httpfilter.HeaderMap, ended func()) ([]byte, bodyEnd, error) {
+// readBody reads a request body from src whole, passing each chunk to
+// the decoders that read it (beginBody) as it arrives, then the trailers
+// (trailers, nil for none, is asked once the body ended; it returns nil
+// when there are none). sizeHint is the body's length when known, else
+// -1; lengthEnds says the body ends with its sizeHint-th byte, with no
+// trailers after (HTTP/1.1 Content-Length): that chunk then has end set,
+// as Envoy's codec delivers it. Else the body's end is known only when
+// src says so, and the decoders get an empty chunk with end set (as
+// Envoy's HTTP/1.1 codec at a chunked body's last chunk, or its HTTP/2
+// codec at an empty DATA frame with END_STREAM), or the trailers. ended
+// is called when the body has been read to its end, before its end is
+// decoded (a decoder that answers then leaves an HTTP/1.1 connection
+// reusable). On bodyFailed err is the read's error.
+func (st *filterState) readBody(s httpfilter.Stream, src io.Reader, limit, sizeHint int64, lengthEnds bool, trailers func() httpfilter.HeaderMap, ended func()) ([]byte, bodyEnd, error) {
 	// One byte past the limit is enough to know the body is too large.
 	most := limit + 1
 	if sizeHint >= 0 && sizeHint < limit {
@@ -99,7 +104,6 @@ func (st *filterState) readBody(s httpfilter.Stream, src io.Reader, limit, sizeH
 	// it holds: a client's content-length alone does not make the proxy
 	// allocate the limit.
 	buf := make([]byte, 0, min(most, bodyChunk))
-	pend := 0 // buf[pend:] is read but not yet decoded
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) == most { // the hint was short (HTTP/2: the server checks it)
@@ -109,13 +113,20 @@ func (st *filterState) readBody(s httpfilter.Stream, src io.Reader, limit, sizeH
 		}
 		n, err := src.Read(buf[len(buf):cap(buf)])
 		if n > 0 {
-			if pend < len(buf) && st.decodeData(s, buf[pend:], false) {
-				return nil, bodyStopped, nil
-			}
-			pend = len(buf)
-			buf = buf[:len(buf)+n]
+			at := len(buf)
+			buf = buf[:at+n]
 			if int64(len(buf)) > limit {
 				return nil, bodyTooLarge, nil
+			}
+			last := lengthEnds && int64(len(buf)) == sizeHint
+			if last && ended != nil {
+				ended()
+			}
+			if st.decodeData(s, buf[at:], last) {
+				return nil, bodyStopped, nil
+			}
+			if last {
+				return buf, bodyWhole, nil
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -132,7 +143,7 @@ func (st *filterState) readBody(s httpfilter.Stream, src io.Reader, limit, sizeH
 	if trailers != nil {
 		tr = trailers()
 	}
-	if (pend < len(buf) || tr == nil) && st.decodeData(s, buf[pend:], tr == nil) {
+	if tr == nil && st.decodeData(s, buf[len(buf):], true) {
 		return nil, bodyStopped, nil
 	}
 	if tr != nil && st.decodeTrailers(s, tr) {

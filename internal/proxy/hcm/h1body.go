@@ -61,7 +61,7 @@ func (c *h1conn) decodeBody() (done, keep bool) {
 		hint = req.ContentLength
 	}
 	c.body = bodyReading
-	body, end, err := st.readBody(st, src, limit, hint, nil, func() { c.body = bodyBuffered })
+	body, end, err := st.readBody(st, src, limit, hint, hint >= 0, nil, func() { c.body = bodyBuffered })
 	switch end {
 	case bodyStopped:
 		return true, st.replied && st.keep

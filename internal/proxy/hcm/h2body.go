@@ -40,7 +40,9 @@ func (st *h2stream) decodeBody(ctx context.Context) (done bool) {
 		}
 		return nil
 	}
-	body, end, _ := st.readBody(st, r.Body, limit, r.ContentLength, trailers, nil)
+	// Trailers may follow a body of any declared length: its end is
+	// known when the stream says so.
+	body, end, _ := st.readBody(st, r.Body, limit, r.ContentLength, false, trailers, nil)
 	switch end {
 	case bodyStopped:
 		return true

@@ -62,9 +62,11 @@ type Filter interface {
 // does behind a filter that stops with StopIterationAndBuffer: after the
 // DecodeHeaders of every filter (the router's included), each chunk read
 // passes DecodeData of the decoders in list order as it arrives, end
-// marking the last (a request without a body gets no call; an HTTP/2
-// request whose body ends with trailers gets end false, then
-// DecodeTrailers). A decoder that answers (Stream.LocalReply, then Stop)
+// marking the last (a request without a body gets no call). As in
+// Envoy, the last chunk is empty when the codec learns of the body's end
+// after its data (an HTTP/1.1 chunked body's last chunk, an HTTP/2
+// stream's END_STREAM); a body that ends with trailers (HTTP/2) gets no
+// end, but DecodeTrailers. A decoder that answers (Stream.LocalReply, then Stop)
 // ends the request there: the later decoders and the router do not run
 // and nothing goes upstream. A body past the buffer limit is answered
 // 413, as Envoy's filter manager answers a decoder buffer that overflows

@@ -123,8 +123,15 @@ func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *
 		routeCtx, cancel = context.WithTimeout(ctx, timeout)
 		x.cancels = append(x.cancels, cancel)
 	}
+	// A body the proxy read whole (out.GetBody: for the HTTP filters that
+	// read bodies) is sent again by a retry whatever its size, from its
+	// own reader per attempt; one that streams is recorded as attempts
+	// read it, up to RetryBufferLimit, and is replayable while all of it
+	// is.
 	var rb *replayBody
-	if out.Body != nil && out.Body != http.NoBody && retry.Enabled() {
+	hasBody := out.Body != nil && out.Body != http.NoBody
+	whole := hasBody && out.GetBody != nil
+	if hasBody && !whole && retry.Enabled() {
 		rb = &replayBody{src: out.Body, limit: RetryBufferLimit}
 	}
 	var tried []string
@@ -150,6 +157,14 @@ func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *
 		}
 		if rb != nil {
 			req.Body = rb.attempt()
+		} else if whole && retry.Retried > 0 {
+			b, err := out.GetBody()
+			if err != nil {
+				x.Err, x.Fail = err, FailTerminated
+				CountRetryOutcome(cl, &retry, false)
+				return x
+			}
+			req.Body = b
 		}
 		resp, err := cl.RoundTrip(req, ep)
 		replayable := rb == nil || rb.replayable()

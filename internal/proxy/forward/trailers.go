@@ -142,6 +142,15 @@ func (p *Trailers) ForwardRequest(out, r *http.Request, to Wire) {
 	if len(declared) == 0 {
 		return
 	}
+	if out.GetBody != nil {
+		// The body was read whole (hcm's body.go), so r's trailers are
+		// in: their values go now, and every attempt's body carries them.
+		for k, vv := range p.Forward(r.Trailer, WireOf(r.ProtoMajor), to) {
+			declared[k] = vv
+		}
+		out.Trailer = declared
+		return
+	}
 	out.Trailer = declared
 	out.Body = &trailerBody{ReadCloser: out.Body, p: p, from: WireOf(r.ProtoMajor), to: to, src: r.Trailer, dst: declared}
 }

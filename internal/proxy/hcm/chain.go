@@ -40,6 +40,9 @@ type chain struct {
 	encoders   []indexed[httpfilter.ResponseEncoder]
 	tencoders  []indexed[httpfilter.TrailersEncoder]
 	completers []indexed[httpfilter.Completer]
+	// bodies are the filters that read the request body (body.go);
+	// none: the codecs stream every body as before.
+	bodies []indexed[httpfilter.BodyDecoder]
 	// headerWriters are the filters that write request headers an app
 	// trusts (jwt_authn's output headers), kept out of trailers
 	// (forward/trailers.go).
@@ -100,11 +103,8 @@ func buildChainWith(list []*hcmv3.HttpFilter, reg *registry.Registry, ctx httpfi
 			ch.router = t
 			continue
 		}
-		// No codec feeds the request body or trailers to filters yet:
-		// a filter that needs them is refused rather than run without.
-		switch f.(type) {
-		case httpfilter.BodyDecoder, httpfilter.TrailersDecoder:
-			return nil, fmt.Errorf("http_filters[%d] %q: the filter reads the request body or trailers, which strait-proxy does not pass to filters yet", i, name)
+		if _, ok := f.(httpfilter.BodyDecoder); ok && len(ch.bodies) == maxBodyDecoders {
+			return nil, fmt.Errorf("http_filters[%d] %q: more than %d filters read the request body", i, name, maxBodyDecoders)
 		}
 		ch.add(name, f)
 	}
@@ -149,6 +149,9 @@ func (ch *chain) add(name string, f httpfilter.Filter) {
 	if e, ok := f.(httpfilter.TrailersEncoder); ok {
 		ch.tencoders = append(ch.tencoders, indexed[httpfilter.TrailersEncoder]{at, e})
 	}
+	if b, ok := f.(httpfilter.BodyDecoder); ok {
+		ch.bodies = append(ch.bodies, indexed[httpfilter.BodyDecoder]{at, b})
+	}
 	if c, ok := f.(httpfilter.Completer); ok {
 		ch.completers = append(ch.completers, indexed[httpfilter.Completer]{at, c})
 	}
@@ -192,6 +195,9 @@ type filterState struct {
 	// read per request instead of two; read again each epochSpan, so
 	// that start's wall time is within that span's clock adjustments.
 	epoch time.Time
+	// bodyOn has bit i set when chain.bodies[i] decodes the request's
+	// body (body.go).
+	bodyOn uint64
 	// info is what the Completers are told, kept here so that handing
 	// them a pointer costs no allocation per request.
 	info httpfilter.StreamInfo
@@ -204,6 +210,7 @@ func (st *filterState) reset(f *Filter) {
 	st.f = f
 	st.rt, st.rtDone = nil, false
 	st.ran, st.replied = 0, false
+	st.bodyOn = 0
 	st.flags = ""
 	clear(st.addResp)
 	st.addResp = st.addResp[:0]

@@ -112,10 +112,21 @@ func (f *recFilter) Complete(s httpfilter.Stream, info *httpfilter.StreamInfo) {
 // router), built from reg, routing / to cluster be.
 func startChainProxy(t *testing.T, codec Codec, reg *registry.Registry, names []string, routes []*routev3.Route, be *clusterv3.Cluster) string {
 	t.Helper()
+	var list []*hcmv3.HttpFilter
+	for _, n := range names {
+		list = append(list, &hcmv3.HttpFilter{Name: n})
+	}
+	return startFilterProxy(t, codec, reg, list, routes, be)
+}
+
+// startFilterProxy is startChainProxy with the http_filters entries
+// (before the router) as given.
+func startFilterProxy(t *testing.T, codec Codec, reg *registry.Registry, list []*hcmv3.HttpFilter, routes []*routev3.Route, clusters ...*clusterv3.Cluster) string {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	st := stats.New()
 	cm := cluster.NewManager(log, st)
-	if err := cm.AddStatic([]*clusterv3.Cluster{be}); err != nil {
+	if err := cm.AddStatic(clusters); err != nil {
 		t.Fatal(err)
 	}
 	router, _ := anypb.New(&routerv3.Router{})
@@ -124,9 +135,7 @@ func startChainProxy(t *testing.T, codec Codec, reg *registry.Registry, names []
 		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{
 			Name: "r", VirtualHosts: []*routev3.VirtualHost{{Name: "all", Domains: []string{"*"}, Routes: routes}}}},
 	}
-	for _, n := range names {
-		h.HttpFilters = append(h.HttpFilters, &hcmv3.HttpFilter{Name: n})
-	}
+	h.HttpFilters = append(h.HttpFilters, list...)
 	h.HttpFilters = append(h.HttpFilters, &hcmv3.HttpFilter{Name: routerFilter, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}})
 	f, err := BuildWith(h, nil, reg)
 	if err != nil {
@@ -394,40 +403,6 @@ func TestChainStreamInfo(t *testing.T) {
 				t.Errorf("StreamInfo %+v", in)
 			}
 		})
-	}
-}
-
-// bodyFactory builds a filter that would read the request body.
-type bodyFactory struct{}
-
-func (bodyFactory) Names() []string { return []string{"test.body"} }
-func (bodyFactory) Build(*anypb.Any, httpfilter.BuildContext) (httpfilter.Filter, error) {
-	return bodyFilter{}, nil
-}
-
-type bodyFilter struct{}
-
-func (bodyFilter) Name() string                                      { return "test.body" }
-func (bodyFilter) DecodeHeaders(httpfilter.Stream) httpfilter.Status { return httpfilter.Continue }
-func (bodyFilter) DecodeData(httpfilter.Stream, []byte, bool) httpfilter.Status {
-	return httpfilter.Continue
-}
-
-// TestChainRefusesBodyDecoders: no codec passes the request body to
-// filters yet, so a filter that reads it is refused by name rather than
-// run without its body.
-func TestChainRefusesBodyDecoders(t *testing.T) {
-	reg, err := registry.New(bodyFactory{}, routerfilter.Factory{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = BuildWith(&hcmv3.HttpConnectionManager{
-		StatPrefix:     "test",
-		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: "r"}},
-		HttpFilters:    []*hcmv3.HttpFilter{{Name: "test.body"}, {Name: routerFilter}},
-	}, nil, reg)
-	if err == nil || !strings.Contains(err.Error(), "test.body") {
-		t.Errorf("BuildWith: %v, want an error naming test.body", err)
 	}
 }
 

@@ -69,6 +69,7 @@ type h1conn struct {
 	idle   *atomic.Int32
 	clock  streamClock // the timeouts of the request in progress (stream.go)
 	linger bool        // an error reply was sent: close gracefully
+	body   uint8       // what became of the request body (h1body.go)
 
 	drain *Drain // nil: the connection never drains
 
@@ -401,6 +402,7 @@ func (c *h1conn) closeGracefully() {
 func (c *h1conn) serveRequest() bool {
 	req := &c.req
 	c.x.Reset()
+	c.body = bodyUnread
 	c.meta.Reset()
 	c.stream.begin(c)
 	req.Headers, c.client = c.filter.xff.ApplyH1(req.Headers, c.remoteAddr(), c.s.local)
@@ -426,13 +428,22 @@ func (c *h1conn) serveRequest() bool {
 	if st.decode(st) { // chain.go
 		return st.replied && st.keep
 	}
+	if req.Framing != http1.FramingNone && c.filter.decodesBodies() && !c.filter.upgradeAllowed(req) {
+		if done, keep := c.decodeBody(); done { // h1body.go
+			return keep
+		}
+	}
 	rt := st.route()
 	if rt == nil {
 		return c.localReply(404, "NR", "")
 	}
 	c.rec.RouteName = rt.Name
 	if rt.Filters != nil && len(rt.Filters.Mirrors) > 0 {
-		c.s.shadow.MirrorH1(rt.Filters.Mirrors, req, c.r.Buffered(), c.forwardedProto(), st.rreq.Scheme)
+		buffered := c.r.Buffered()
+		if c.x.Body != nil {
+			buffered = c.x.Body
+		}
+		c.s.shadow.MirrorH1(rt.Filters.Mirrors, req, buffered, c.forwardedProto(), st.rreq.Scheme)
 	}
 	if rt.Redirect != nil {
 		return c.redirectReply(rt)

@@ -102,6 +102,12 @@ func (c *h1conn) finishLocal(w []byte, body string, keep bool) bool {
 }
 
 func (c *h1conn) discardRequestBody() bool {
+	switch c.body { // h1body.go
+	case bodyReading:
+		return false // part of it is gone: the connection can't be reused
+	case bodyBuffered:
+		return true
+	}
 	req := &c.req
 	switch req.Framing {
 	case http1.FramingNone:

@@ -386,7 +386,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	st := newH2Stream(w, r, c, client, true) // h2stream.go
 	defer st.complete(rec)
 	w = st.writer()
-	rt, done := st.decodeAndRoute(s, path)
+	rt, done := st.decodeAndRoute(r.Context(), s, path)
 	if done {
 		return
 	}

@@ -81,6 +81,14 @@ func guardStream(lim *Limits, next http.HandlerFunc) http.HandlerFunc {
 		// The handler changes r's header as it forwards it: what decides
 		// the local reply's form (gRPC or not) is read now.
 		g := &streamGuard{w: w, grpc: forward.IsGRPC(r.Header), cancel: cancel, hdr: http.Header{}}
+		// g.body is set before the timers that read it start (their
+		// goroutines see it written; the handler may not touch g.mu
+		// before one fires: a body read whole for the filters, body.go).
+		r = r.WithContext(context.WithValue(ctx, streamGuardKey{}, g))
+		if r.Body != nil && r.Body != http.NoBody {
+			g.body = r.Body
+			r.Body = &guardedBody{ReadCloser: r.Body, g: g}
+		}
 		g.touch()
 		st := lim.startStream() // stream.go
 		idle := st.idle
@@ -96,11 +104,6 @@ func guardStream(lim *Limits, next http.HandlerFunc) http.HandlerFunc {
 		if !st.request.IsZero() && !g.reqDone.Load() {
 			t := time.AfterFunc(time.Until(st.request), g.requestTimeout)
 			defer t.Stop()
-		}
-		r = r.WithContext(context.WithValue(ctx, streamGuardKey{}, g))
-		if r.Body != nil && r.Body != http.NoBody {
-			g.body = r.Body
-			r.Body = &guardedBody{ReadCloser: r.Body, g: g}
 		}
 		next(g, r)
 		if g.finish() {

@@ -6,6 +6,7 @@ package hcm
 // filters' fields, flags and encoders before it is written.
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -39,6 +40,8 @@ type h2stream struct {
 	// bytesIn counts the request body read (for Completers only): the
 	// transport reads it on its own goroutine.
 	bytesIn atomic.Int64
+	// bodyRead: the body was read whole for the filters (h2body.go).
+	bodyRead bool
 }
 
 // newH2Stream starts the filters' view of r, answered through w.
@@ -195,11 +198,11 @@ func (b *streamBodyCounter) Read(p []byte) (int, error) {
 
 var _ httpfilter.Stream = (*h2stream)(nil)
 
-// decodeAndRoute runs the filter chain on the request, whose path (after
-// normalization) is path, and picks its route; done reports that the
+// decodeAndRoute runs the filter chain on the request (ctx is its
+// context), whose path (after normalization) is path, and picks its route; done reports that the
 // request was answered (by a filter, or 404 NR) or reset. The route's
 // request mirrors are sent here, after the filters let it through.
-func (st *h2stream) decodeAndRoute(s *Server, path string) (rt *route.Route, done bool) {
+func (st *h2stream) decodeAndRoute(ctx context.Context, s *Server, path string) (rt *route.Route, done bool) {
 	r := st.r
 	st.rreq = route.Request{Host: r.Host, Path: path, Query: r.URL.RawQuery, Method: r.Method, Scheme: r.URL.Scheme, Headers: route.HTTPHeader(r.Header)}
 	if r.Method == http.MethodConnect {
@@ -210,12 +213,15 @@ func (st *h2stream) decodeAndRoute(s *Server, path string) (rt *route.Route, don
 	if st.decode(st) { // chain.go
 		return nil, true
 	}
+	if st.f.decodesBodies() && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && r.Method != http.MethodConnect && st.decodeBody(ctx) { // h2body.go
+		return nil, true
+	}
 	rt = st.route()
 	if rt == nil {
 		st.routerReply(http.StatusNotFound, "NR", "")
 		return nil, true
 	}
-	if st.f.chain != nil && len(st.f.chain.completers) > 0 && r.Body != nil && r.Body != http.NoBody {
+	if st.f.chain != nil && len(st.f.chain.completers) > 0 && r.Body != nil && r.Body != http.NoBody && !st.bodyRead {
 		r.Body = &streamBodyCounter{ReadCloser: r.Body, n: &st.bytesIn}
 	}
 	if rt.Filters != nil && len(rt.Filters.Mirrors) > 0 {

@@ -15,7 +15,7 @@ package httpfilter
 // must be safe for concurrent use; what it keeps per request lives in the
 // Stream (Metadata, Scratch). The callbacks run on the stream's goroutine,
 // one after the other, and must not keep the Stream or any header value
-// after they return. The optional callbacks are separate interfaces
+// after they return (nor a body chunk). The optional callbacks are separate interfaces
 // (BodyDecoder, ResponseEncoder, …) so that a filter that does not need
 // them costs nothing on that part of the exchange.
 
@@ -56,15 +56,51 @@ type Filter interface {
 	DecodeHeaders(s Stream) Status
 }
 
-// BodyDecoder is a filter that sees the request body as it passes.
-// end marks the last chunk (a request without a body gets no call).
+// BodyDecoder is a filter that sees the request body. When a request has
+// a body and some filter of the chain decodes it (DecodesBody), the HCM
+// reads the body whole before the router sends the request on, as Envoy
+// does behind a filter that stops with StopIterationAndBuffer: after the
+// DecodeHeaders of every filter (the router's included), each chunk read
+// passes DecodeData of the decoders in list order as it arrives, end
+// marking the last (a request without a body gets no call). As in
+// Envoy, the last chunk is empty when the codec learns of the body's end
+// after its data (an HTTP/1.1 chunked body's last chunk, an HTTP/2
+// stream's END_STREAM); a body that ends with trailers (HTTP/2) gets no
+// end, but DecodeTrailers. A decoder that answers (Stream.LocalReply, then Stop)
+// ends the request there: the later decoders and the router do not run
+// and nothing goes upstream. A body past the buffer limit is answered
+// 413, as Envoy's filter manager answers a decoder buffer that overflows
+// (ActiveStreamDecoderFilter::requestDataTooLarge in
+// source/common/http/filter_manager.cc). The router then sends the
+// buffered body with its content-length, and a retry sends it again.
+//
+// chunk is the HCM's buffer: a decoder must not keep it or change it
+// after DecodeData returns.
 type BodyDecoder interface {
+	Filter
+	// DecodesBody is asked once the DecodeHeaders of every filter ran, of
+	// a request with a body: whether the filter reads this request's
+	// body (false: no DecodeData nor DecodeTrailers for it), and the
+	// buffer limit it sets, in bytes (0: it sets none). The last decoder
+	// in list order that sets one decides the request's limit, as each
+	// call of Envoy's setDecoderBufferLimit replaces the last; without
+	// one the limit is DefaultBodyLimit.
+	DecodesBody(s Stream) (limit int64, decodes bool)
 	DecodeData(s Stream, chunk []byte, end bool) Status
 }
 
-// TrailersDecoder is a filter that sees the request trailers (HTTP/2 only:
-// HTTP/1.1 trailers are dropped by the codec, forward/trailers.go).
+// DefaultBodyLimit is the request body the HCM buffers for body decoders
+// that set no limit: Envoy's default per_connection_buffer_limit_bytes,
+// 1 MiB, which bounds a decoder's buffer when no filter sets another
+// (strait-proxy refuses the listener field, so the default holds).
+const DefaultBodyLimit = 1 << 20
+
+// TrailersDecoder is a BodyDecoder that sees the request trailers, after
+// the body's last DecodeData (HTTP/2 only: HTTP/1.1 trailers are dropped
+// by the codec, forward/trailers.go). It is called only on requests whose
+// body it decodes.
 type TrailersDecoder interface {
+	BodyDecoder
 	DecodeTrailers(s Stream, trailers HeaderMap) Status
 }
 

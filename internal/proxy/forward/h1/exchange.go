@@ -43,11 +43,15 @@ func (x *Exchange) Forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 	}
 	// A body already in the buffer goes in the same write as the head, and
 	// stays replayable; so does one read whole because a retry may need
-	// it. Anything else is streamed by a second goroutine.
+	// it, or because the HTTP filters read it (x.Body). Anything else is
+	// streamed by a second goroutine, and can't be sent again once some
+	// of it left.
 	streamBody := false
 	switch req.Framing {
 	case http1.FramingLength:
-		if buf := x.R.Buffered(); int64(len(buf)) >= req.ContentLength {
+		if x.Body != nil {
+			w = append(w, x.Body...)
+		} else if buf := x.R.Buffered(); int64(len(buf)) >= req.ContentLength {
 			w = append(w, buf[:req.ContentLength]...)
 			x.R.Discard(int(req.ContentLength))
 		} else if retry.Enabled() && req.ContentLength <= forward.RetryBufferLimit {

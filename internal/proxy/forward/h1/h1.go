@@ -97,6 +97,12 @@ type Exchange struct {
 	ReqExtra, RespExtra        []http1.Header
 	HostOverride, PathOverride []byte
 	SetCookie                  string
+	// Body is the request's whole body when the connection read it
+	// before the exchange (for the HTTP filters that read bodies, hcm's
+	// body.go): the request then has Content-Length framing of its
+	// length and nothing of it is left on R. nil: the body, if any, is
+	// still to be read from R.
+	Body []byte
 }
 
 // Reset forgets the previous request's mutations.
@@ -104,6 +110,7 @@ func (x *Exchange) Reset() {
 	x.ReqExtra = x.ReqExtra[:0]
 	x.RespExtra = x.RespExtra[:0]
 	x.HostOverride, x.PathOverride = nil, nil
+	x.Body = nil
 }
 
 // logUpstream records the upstream connection's TLS identities (for

@@ -83,7 +83,13 @@ func (x *Exchange) ForwardH2(cl *cluster.Cluster, ep cluster.Endpoint, rt *route
 	switch req.Framing {
 	case http1.FramingLength:
 		out.ContentLength = req.ContentLength
-		if buf := x.R.Buffered(); int64(len(buf)) >= req.ContentLength {
+		if x.Body != nil {
+			// Read whole for the HTTP filters: a retry sends it again
+			// (forward.RoundTrip, through GetBody).
+			b := x.Body
+			out.Body = io.NopCloser(bytes.NewReader(b))
+			out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+		} else if buf := x.R.Buffered(); int64(len(buf)) >= req.ContentLength {
 			out.Body = io.NopCloser(bytes.NewReader(bytes.Clone(buf[:req.ContentLength])))
 			x.R.Discard(int(req.ContentLength))
 		} else {

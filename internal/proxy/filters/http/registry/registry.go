@@ -8,6 +8,7 @@ package registry
 import (
 	"fmt"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/buffer"
 	"github.com/straitmesh/strait/internal/proxy/filters/http/cors"
 	"github.com/straitmesh/strait/internal/proxy/filters/http/fault"
 	"github.com/straitmesh/strait/internal/proxy/filters/http/istiostats"
@@ -31,6 +32,7 @@ func Default() *Registry {
 		rbac.Factory{},
 		fault.Factory{},
 		cors.Factory{},
+		buffer.Factory{},
 		metadataexchange.Factory{},
 		istiostats.Factory{},
 		router.Factory{}, // the terminal filter, last of every list

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/straitmesh/strait/internal/proxy/filters/http/buffer"
 	"github.com/straitmesh/strait/internal/proxy/filters/http/cors"
 	"github.com/straitmesh/strait/internal/proxy/filters/http/fault"
 )
@@ -11,7 +12,7 @@ import (
 // TestDefault: the filters strait-proxy runs are found by the names and
 // type URLs istiod emits (its HttpFilter names and typed_config types);
 // per-route parsers exist for the filters that take per-route config
-// here (fault, cors), under their names only.
+// here (fault, cors, buffer), under their names only.
 func TestDefault(t *testing.T) {
 	r := Default()
 	for _, tc := range []struct{ name, typeURL string }{
@@ -19,6 +20,7 @@ func TestDefault(t *testing.T) {
 		{"envoy.filters.http.rbac", "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC"},
 		{"envoy.filters.http.fault", "type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault"},
 		{"envoy.filters.http.cors", "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors"},
+		{"envoy.filters.http.buffer", "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer"},
 	} {
 		byName, ok := r.Factory(tc.name, "")
 		if !ok {
@@ -47,8 +49,8 @@ func TestDefault(t *testing.T) {
 			t.Errorf("%s is registered", name)
 		}
 	}
-	if r.PerRouteParser(fault.Name, "") == nil || r.PerRouteParser(cors.Name, "") == nil {
-		t.Error("no per-route parser for fault or cors")
+	if r.PerRouteParser(fault.Name, "") == nil || r.PerRouteParser(cors.Name, "") == nil || r.PerRouteParser(buffer.Name, "") == nil {
+		t.Error("no per-route parser for fault, cors or buffer")
 	}
 	if r.PerRouteParser("envoy.filters.http.rbac", "") != nil || r.PerRouteParser("other", "type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault") != nil {
 		t.Error("a per-route parser for a filter that takes none here, or under a key no filter reads")

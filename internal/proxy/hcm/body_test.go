@@ -369,8 +369,15 @@ func TestBufferFilter(t *testing.T) {
 			Buffer: &bufferv3.Buffer{MaxRequestBytes: wrapperspb.UInt32(100)}}}),
 		prefixRoute("/", "be"),
 	}
-	addr := startFilterProxy(t, CodecStrait, registry.Default(), []*hcmv3.HttpFilter{bufferFilter(t, 10)}, routes, staticCluster("be", be.addr()))
+	addr, st := startFilterProxyStats(t, CodecStrait, registry.Default(), []*hcmv3.HttpFilter{bufferFilter(t, 10)}, routes, staticCluster("be", be.addr()))
 	body := func(n int) string { return strings.Repeat("x", n) }
+	// Every 413 below is counted in downstream_rq_too_large.
+	want413 := 0
+	defer func() {
+		if got := st.HTTP("test").RqTooLarge.Load(); got != uint64(want413) {
+			t.Errorf("downstream_rq_too_large = %d, want %d (the 413s answered)", got, want413)
+		}
+	}()
 
 	h1 := []struct {
 		name, raw string
@@ -403,6 +410,9 @@ func TestBufferFilter(t *testing.T) {
 			}
 			if resp.StatusCode != tc.status {
 				t.Fatalf("%d %q, want %d", resp.StatusCode, got, tc.status)
+			}
+			if tc.status == 413 {
+				want413++
 			}
 			if tc.status == 413 && got != "Payload Too Large" {
 				t.Errorf("413 body %q, want Envoy's %q", got, "Payload Too Large")
@@ -441,6 +451,7 @@ func TestBufferFilter(t *testing.T) {
 		if resp.StatusCode != 413 || !resp.Close {
 			t.Fatalf("%d close=%v, want 413 and connection: close", resp.StatusCode, resp.Close)
 		}
+		want413++
 		if _, err := br.ReadByte(); err == nil {
 			t.Error("the connection carried on")
 		}
@@ -473,6 +484,9 @@ func TestBufferFilter(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tc.status {
 				t.Fatalf("%d %q, want %d", resp.StatusCode, b, tc.status)
+			}
+			if tc.status == 413 {
+				want413++
 			}
 			seen := be.take()
 			switch {

@@ -123,6 +123,14 @@ func startChainProxy(t *testing.T, codec Codec, reg *registry.Registry, names []
 // (before the router) as given.
 func startFilterProxy(t *testing.T, codec Codec, reg *registry.Registry, list []*hcmv3.HttpFilter, routes []*routev3.Route, clusters ...*clusterv3.Cluster) string {
 	t.Helper()
+	addr, _ := startFilterProxyStats(t, codec, reg, list, routes, clusters...)
+	return addr
+}
+
+// startFilterProxyStats is startFilterProxy that also returns the proxy's
+// stats (the HCM's stat_prefix is "test").
+func startFilterProxyStats(t *testing.T, codec Codec, reg *registry.Registry, list []*hcmv3.HttpFilter, routes []*routev3.Route, clusters ...*clusterv3.Cluster) (string, *stats.Store) {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	st := stats.New()
 	cm := cluster.NewManager(log, st)
@@ -157,7 +165,7 @@ func startFilterProxy(t *testing.T, codec Codec, reg *registry.Registry, list []
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); s.Close() })
-	return ln.Addr().String()
+	return ln.Addr().String(), st
 }
 
 // chainClients are the downstream codecs every chain test runs on.

@@ -66,6 +66,7 @@ func (c *h1conn) decodeBody() (done, keep bool) {
 	case bodyStopped:
 		return true, st.replied && st.keep
 	case bodyTooLarge:
+		st.f.tooLarge()
 		return true, c.localReply(413, "", payloadTooLarge) // h1reply.go
 	case bodyFailed:
 		f := c.ClientFailure(err)

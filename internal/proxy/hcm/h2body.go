@@ -47,6 +47,7 @@ func (st *h2stream) decodeBody(ctx context.Context) (done bool) {
 	case bodyStopped:
 		return true
 	case bodyTooLarge:
+		st.f.tooLarge()
 		st.routerReply(http.StatusRequestEntityTooLarge, "", payloadTooLarge)
 		return true
 	case bodyFailed:

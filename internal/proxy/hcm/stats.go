@@ -27,6 +27,14 @@ func (f *Filter) cxEnd() {
 	}
 }
 
+// tooLarge counts a request answered 413 for its body's size
+// (downstream_rq_too_large).
+func (f *Filter) tooLarge() {
+	if h := f.hstats; h != nil {
+		h.RqTooLarge.Add(1)
+	}
+}
+
 // rqBegin counts a request received (protoMajor 1 or 2); the caller
 // calls rqEnd with the status sent downstream (0: none) when it ends.
 func rqBegin(h *stats.HTTPStats, protoMajor int) {

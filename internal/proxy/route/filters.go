@@ -11,12 +11,13 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 )
 
-// The names Envoy registers the CORS and fault filters under (Istio's
-// contract): route names them in its refusals and knows them no further;
-// their per-route config reaches it through PerFilterParsers.
+// The names Envoy registers the CORS, fault and buffer filters under
+// (Istio's contract): route names them in its refusals and knows them no
+// further; their per-route config reaches it through PerFilterParsers.
 const (
-	corsFilterName  = "envoy.filters.http.cors"
-	faultFilterName = "envoy.filters.http.fault"
+	corsFilterName   = "envoy.filters.http.cors"
+	faultFilterName  = "envoy.filters.http.fault"
+	bufferFilterName = "envoy.filters.http.buffer"
 )
 
 // Filters is what a route asks of the HTTP filters and the router before
@@ -205,7 +206,7 @@ func perFilterConfig(name string, a *anypb.Any, ps PerFilterParsers) (any, httpf
 		if optional {
 			return nil, nil, nil
 		}
-		return nil, nil, fmt.Errorf("filter %q takes no per-route config in strait-proxy (only %s and %s)", name, faultFilterName, corsFilterName)
+		return nil, nil, fmt.Errorf("filter %q takes no per-route config of type %q in strait-proxy (only %s, %s and %s take theirs)", name, a.GetTypeUrl(), faultFilterName, corsFilterName, bufferFilterName)
 	}
 	v, err := p.ParsePerRoute(a)
 	if err != nil {

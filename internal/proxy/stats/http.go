@@ -12,6 +12,9 @@ type HTTPStats struct {
 	// protocol too; RqActive the requests in progress.
 	RqTotal, RqHTTP1Total, RqHTTP2Total atomic.Uint64
 	RqActive                            atomic.Int64
+	// RqTooLarge counts requests answered 413 for a body past the
+	// buffer limit of the filters that read it (downstream_rq_too_large).
+	RqTooLarge atomic.Uint64
 	// CxTotal counts connections served; CxActive those open; CxDestroy
 	// those closed (downstream_cx_destroy, whichever side closed them).
 	CxTotal, CxDestroy atomic.Uint64
@@ -57,6 +60,7 @@ func (h *HTTPStats) each(f func(name string, gauge bool, v int64)) {
 	f("downstream_rq_http1_total", false, int64(h.RqHTTP1Total.Load()))
 	f("downstream_rq_http2_total", false, int64(h.RqHTTP2Total.Load()))
 	f("downstream_rq_active", true, h.RqActive.Load())
+	f("downstream_rq_too_large", false, int64(h.RqTooLarge.Load()))
 	f("downstream_cx_total", false, int64(h.CxTotal.Load()))
 	f("downstream_cx_active", true, h.CxActive.Load())
 	f("downstream_cx_destroy", false, int64(h.CxDestroy.Load()))

@@ -35,6 +35,7 @@ func filled() *Store {
 	h.RqHTTP1Total.Add(2)
 	h.RqHTTP2Total.Add(1)
 	h.RqActive.Add(1)
+	h.RqTooLarge.Add(7)
 	h.CxTotal.Add(2)
 	h.CxActive.Add(1)
 	h.CxDestroy.Add(1)
@@ -97,6 +98,8 @@ envoy_http_downstream_rq_completed{` + hl + `} 2
 envoy_http_downstream_rq_http1_total{` + hl + `} 2
 # TYPE envoy_http_downstream_rq_http2_total counter
 envoy_http_downstream_rq_http2_total{` + hl + `} 1
+# TYPE envoy_http_downstream_rq_too_large counter
+envoy_http_downstream_rq_too_large{` + hl + `} 7
 # TYPE envoy_http_downstream_rq_total counter
 envoy_http_downstream_rq_total{` + hl + `} 3
 # TYPE envoy_http_downstream_rq_xx counter
@@ -151,6 +154,7 @@ func TestWriteText(t *testing.T) {
 		"http.inbound_0.0.0.0_8080.downstream_rq_completed: 2",
 		"http.inbound_0.0.0.0_8080.downstream_rq_http1_total: 2",
 		"http.inbound_0.0.0.0_8080.downstream_rq_http2_total: 1",
+		"http.inbound_0.0.0.0_8080.downstream_rq_too_large: 7",
 		"http.inbound_0.0.0.0_8080.downstream_rq_total: 3",
 		"listener.0.0.0.0_15001.downstream_cx_active: 1",
 		"listener.0.0.0.0_15001.downstream_cx_total: 4",

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -51,7 +50,6 @@ func (c *Cluster) attached() { c.Stats.RqTotal.Add(1) }
 
 // Errors of the HTTP/1.1 round trip.
 var (
-	errNoResponse   = errors.New("upstream closed the connection before a response")
 	errSwitched     = fmt.Errorf("%w: upstream switched protocols without an upgrade request", ErrMalformedResponse)
 	errTooMany1xx   = fmt.Errorf("%w: too many informational (1xx) responses", ErrMalformedResponse)
 	errConnect      = errors.New("CONNECT is not sent to an HTTP/1.1 upstream")
@@ -162,7 +160,7 @@ func (c *Cluster) roundTripH1(req *http.Request, ep Endpoint) (*http.Response, e
 		// byte came, and sending the request again is safe: none of it
 		// left, or it has no body and an idempotent method.
 		safe := n == 0 || !hasBody && http1.Idempotent(req.Method)
-		if attempt > 0 || !reused || got || !safe || bodyOwned || !retryable(err) {
+		if attempt > 0 || !reused || got || !safe || bodyOwned || !http1.StaleConn(err) {
 			return nil, err
 		}
 		if uc, err = c.ReplaceConn(ctx, ep, uc); err != nil {
@@ -321,7 +319,7 @@ func (x *h1Exchange) readResponse() (resp *http.Response, got bool, err error) {
 			got = n1xx > 0 || len(uc.R.Buffered()) > 0
 			switch {
 			case errors.Is(err, io.EOF):
-				err = errNoResponse
+				err = http1.ErrNoResponse
 			case errors.Is(err, http1.ErrHeaderTooLarge):
 				err = fmt.Errorf("%w: %w", ErrResponseHeadTooLarge, err)
 			}
@@ -529,14 +527,6 @@ func validMethod(m string) bool {
 		}
 	}
 	return m != ""
-}
-
-// retryable reports whether a failure before any response byte looks like
-// the upstream having closed a pooled connection while it was idle (a
-// close, a reset, a broken pipe).
-func retryable(err error) bool {
-	var ne *net.OpError
-	return errors.Is(err, errNoResponse) || errors.Is(err, io.EOF) || errors.As(err, &ne) && !ne.Timeout()
 }
 
 // responseHeader makes the http.Header of a parsed response head: one

@@ -77,17 +77,6 @@ func unsafeString(b []byte) string {
 // long as b is not modified (for Reader slices: until the next read).
 func UnsafeString(b []byte) string { return unsafeString(b) }
 
-// Idempotent reports whether a request with method m may be sent twice
-// (RFC 9110 §9.2.2): what both HTTP/1.1 upstream paths ask before they
-// send a request again on a new connection.
-func Idempotent(m string) bool {
-	switch m {
-	case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
-		return true
-	}
-	return false
-}
-
 // Framing is how a message body is delimited.
 type Framing uint8
 

@@ -158,7 +158,7 @@ func (x *Exchange) Forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 			// and sending the request again is safe: it is idempotent, or it
 			// never left.
 			safe := n == 0 || http1.Idempotent(http1.UnsafeString(req.Method)) && !streamBody
-			if !uc.Reused || attempt > 0 || got || !safe || !retryable(err) {
+			if !uc.Reused || attempt > 0 || got || !safe || !http1.StaleConn(err) {
 				break
 			}
 			if uc, err = cl.ReplaceConn(ctx, ep, uc); err != nil {
@@ -370,7 +370,7 @@ func (x *Exchange) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMi
 			got = got || len(uc.R.Buffered()) > 0
 			if !http1.IsTimeout(err) {
 				if errors.Is(err, io.EOF) {
-					return got, errNoResponse
+					return got, http1.ErrNoResponse
 				}
 				return got, err
 			}

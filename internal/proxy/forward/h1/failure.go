@@ -7,8 +7,6 @@ package h1
 
 import (
 	"errors"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 
@@ -19,7 +17,6 @@ import (
 )
 
 var (
-	errNoResponse    = errors.New("upstream closed before a response")
 	errRouteTimeout  = errors.New("route timeout")
 	errStreamIdle    = errors.New("stream idle timeout")
 	errClientGone    = errors.New("client closed the connection")
@@ -43,17 +40,6 @@ func classify(err error) forward.Failure {
 		return forward.FailProtocol
 	}
 	return forward.FailTerminated
-}
-
-// retryable reports whether a failure on a reused connection looks like the
-// upstream having closed it while idle (EOF, reset, broken pipe).
-func retryable(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, errNoResponse) || isNetError(err)
-}
-
-func isNetError(err error) bool {
-	var ne *net.OpError
-	return errors.As(err, &ne) && !ne.Timeout()
 }
 
 // retryEndpoint counts a retry and chooses its endpoint.

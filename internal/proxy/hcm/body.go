@@ -1,8 +1,8 @@
 package hcm
 
 // This file is the request body's pass through the HTTP filters that read
-// it (httpfilter.BodyDecoder), the same on every codec (h1body.go,
-// h2body.go): when a request has a body and a filter of the chain decodes
+// it (httpfilter.BodyDecoder), the same on every codec (the codecs' sides are
+// at the end of this file): when a request has a body and a filter of the chain decodes
 // it, the stream's goroutine reads the body whole before the router runs,
 // each chunk through the decoders in list order as it arrives, then the
 // trailers (HTTP/2), and the router sends the buffered body. That is what
@@ -18,12 +18,20 @@ package hcm
 // The body is read under the stream's timeouts (stream_idle_timeout, the
 // route's idle_timeout, request_timeout), as any request body is: a body
 // that stalls is answered 408 like one streamed upstream.
+//
+// The codecs' sides follow the shared part: HTTP/1.1's (decodeBody on
+// h1conn) and HTTP/2's (decodeBody on h2stream).
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"io"
+	"net/http"
 	"slices"
+	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 )
 
@@ -186,5 +194,139 @@ func (st *filterState) decodeTrailers(s httpfilter.Stream, tr httpfilter.HeaderM
 		}
 	}
 	st.ran = ran
+	return false
+}
+
+// The HTTP/1.1 path's side of the request body's pass through the filters
+// that read it (above): the body is read from the connection, framed by
+// Content-Length or chunked, and handed to the exchange (package
+// forward/h1) as the request's whole body, sent upstream with its
+// content-length. A chunked body's trailer section is dropped, as
+// HTTP/1.1 trailers always are (forward/trailers.go): the decoders get no
+// DecodeTrailers on HTTP/1.1.
+
+// What the connection did with the request body in progress, for a
+// local reply that wants to keep the connection (discardRequestBody).
+const (
+	bodyUnread   = iota // the body, if any, is still on the connection
+	bodyReading         // the decoders' read of it began and has not ended
+	bodyBuffered        // it was read to its end (c.x.Body once decoded)
+)
+
+var continue100 = []byte("HTTP/1.1 100 Continue\r\n\r\n")
+
+// decodeBody reads the request body for the filters that read it, before
+// the router runs. It reports whether the request was answered (by a
+// decoder, 413 past the limit, or a failed read: 400, 408, or nothing
+// when the client left), and then whether the connection can carry
+// another request: after a reply it does only if the body was read to its
+// end, as Envoy's HTTP/1.1 connection closes after a response that
+// completes before its request. Else the request becomes one of
+// Content-Length framing whose body is c.x.Body.
+func (c *h1conn) decodeBody() (done, keep bool) {
+	st := &c.stream
+	limit, ok := st.beginBody(st)
+	if !ok {
+		return false, false
+	}
+	req := &c.req
+	if rt := st.route(); rt != nil && c.clock.routed(rt) { // stream.go
+		c.nc.SetReadTimeouts(c.clock.idle, c.clock.request)
+		c.nc.SetWriteTimeouts(c.clock.idle, time.Time{})
+	}
+	if req.Expect100 && req.Minor == 1 {
+		// As Envoy's HCM (proxy_100_continue false): the client is told to
+		// send its body here, and the upstream never sees the Expect.
+		if _, err := c.nc.Write(continue100); err != nil {
+			return true, false
+		}
+	}
+	var src io.Reader
+	hint := int64(-1)
+	if req.Framing == http1.FramingChunked {
+		c.x.ReqCh.Reset(c.r)
+		src = &c.x.ReqCh
+	} else {
+		src = &http1.LengthReader{R: c.r, Left: req.ContentLength}
+		hint = req.ContentLength
+	}
+	c.body = bodyReading
+	body, end, err := st.readBody(st, src, limit, hint, hint >= 0, nil, func() { c.body = bodyBuffered })
+	switch end {
+	case bodyStopped:
+		return true, st.replied && st.keep
+	case bodyTooLarge:
+		st.f.tooLarge()
+		return true, c.localReply(413, "", payloadTooLarge) // h1reply.go
+	case bodyFailed:
+		f := c.ClientFailure(err)
+		if f.Code != 0 {
+			c.WriteLocal(f.Code, f.Flags, f.Body, false)
+		}
+		return true, false
+	}
+	c.x.Body = body
+	req.ContentLength = int64(len(body))
+	req.Framing = http1.FramingLength
+	if len(body) == 0 {
+		req.Framing = http1.FramingNone
+	}
+	return false, false
+}
+
+// The HTTP/2 path's side of the request body's pass through the filters
+// that read it (above): the body is read from the stream (through the
+// stream guard's body, so that reading it is activity for
+// stream_idle_timeout and its end meets request_timeout, h2limits.go), its
+// trailers passed to the decoders, and the request's body replaced by the
+// buffer, which a retry sends again (forward.RoundTrip, through
+// GetBody) with the trailers (forward.Trailers.ForwardRequest).
+
+// decodeBody reads the request body (whose stream's context is ctx) for
+// the filters that read it, before
+// the router runs; it reports whether the request was answered (by a
+// decoder, or 413 past the limit) or its stream ended (a timeout the
+// guard answered, the client's reset). A stream that fails while it is
+// read is reset.
+func (st *h2stream) decodeBody(ctx context.Context) (done bool) {
+	r := st.r
+	limit, ok := st.beginBody(st)
+	if !ok {
+		return false
+	}
+	if rt := st.route(); rt != nil && rt.HasIdleTimeout {
+		setStreamIdle(ctx, rt.IdleTimeout) // h2limits.go
+	}
+	trailers := func() httpfilter.HeaderMap {
+		for _, vv := range r.Trailer {
+			if len(vv) > 0 {
+				return httpfilter.HTTPHeader(r.Trailer)
+			}
+		}
+		return nil
+	}
+	// Trailers may follow a body of any declared length: its end is
+	// known when the stream says so.
+	body, end, _ := st.readBody(st, r.Body, limit, r.ContentLength, false, trailers, nil)
+	switch end {
+	case bodyStopped:
+		return true
+	case bodyTooLarge:
+		st.f.tooLarge()
+		st.routerReply(http.StatusRequestEntityTooLarge, "", payloadTooLarge)
+		return true
+	case bodyFailed:
+		if ctx.Err() != nil {
+			return true // the guard answered (408) or the client left
+		}
+		panic(http.ErrAbortHandler) // reset the stream, as Envoy does
+	}
+	st.bytesIn.Store(int64(len(body)))
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	if len(body) > 0 || r.Trailer == nil {
+		r.ContentLength = int64(len(body))
+	}
+	st.bodyRead = true
 	return false
 }

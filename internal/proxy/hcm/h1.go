@@ -69,7 +69,7 @@ type h1conn struct {
 	idle   *atomic.Int32
 	clock  streamClock // the timeouts of the request in progress (stream.go)
 	linger bool        // an error reply was sent: close gracefully
-	body   uint8       // what became of the request body (h1body.go)
+	body   uint8       // what became of the request body (body.go)
 
 	drain *Drain // nil: the connection never drains
 
@@ -429,7 +429,7 @@ func (c *h1conn) serveRequest() bool {
 		return st.replied && st.keep
 	}
 	if req.Framing != http1.FramingNone && c.filter.decodesBodies() && !c.filter.upgradeAllowed(req) {
-		if done, keep := c.decodeBody(); done { // h1body.go
+		if done, keep := c.decodeBody(); done { // body.go
 			return keep
 		}
 	}

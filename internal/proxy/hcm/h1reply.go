@@ -102,7 +102,7 @@ func (c *h1conn) finishLocal(w []byte, body string, keep bool) bool {
 }
 
 func (c *h1conn) discardRequestBody() bool {
-	switch c.body { // h1body.go
+	switch c.body { // body.go
 	case bodyReading:
 		return false // part of it is gone: the connection can't be reused
 	case bodyBuffered:

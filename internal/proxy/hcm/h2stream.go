@@ -40,7 +40,7 @@ type h2stream struct {
 	// bytesIn counts the request body read (for Completers only): the
 	// transport reads it on its own goroutine.
 	bytesIn atomic.Int64
-	// bodyRead: the body was read whole for the filters (h2body.go).
+	// bodyRead: the body was read whole for the filters (body.go).
 	bodyRead bool
 }
 
@@ -213,7 +213,7 @@ func (st *h2stream) decodeAndRoute(ctx context.Context, s *Server, path string) 
 	if st.decode(st) { // chain.go
 		return nil, true
 	}
-	if st.f.decodesBodies() && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && r.Method != http.MethodConnect && st.decodeBody(ctx) { // h2body.go
+	if st.f.decodesBodies() && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && r.Method != http.MethodConnect && st.decodeBody(ctx) { // body.go
 		return nil, true
 	}
 	rt = st.route()

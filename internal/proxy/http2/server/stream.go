@@ -31,14 +31,15 @@ type stream struct {
 	buf        []byte // request body bytes received, not yet read
 	off        int
 	received   int64
-	declLen    int64       // the request's content-length; -1: none
-	trailer    http.Header // request trailers received
-	reqTrailer http.Header // the request's Trailer map (declared names)
-	recvDone   bool        // END_STREAM received (and the body checked)
-	bodyClosed bool        // the handler closed the request body
-	headOut    bool        // the response head was written (set under wmu too)
-	err        error       // the stream failed (reset, connection gone)
-	cancel     context.CancelFunc
+	declLen    int64              // the request's content-length; -1: none
+	trailer    http.Header        // request trailers received
+	reqTrailer http.Header        // the request's Trailer map (declared names)
+	recvDone   bool               // END_STREAM received (and the body checked)
+	bodyClosed bool               // the handler closed the request body
+	headOut    bool               // the response head was written (set under wmu too)
+	err        error              // the stream failed (reset, connection gone)
+	cancel     context.CancelFunc // the request context's, when it is not ctx
+	ctx        streamCtx          // the request's context, under a parent that is never done
 
 	rw   responseWriter
 	body requestBody // the request's Body, when it has one
@@ -50,11 +51,18 @@ func (s *stream) failLocked(err error) {
 	if s.err == nil {
 		s.err = err
 	}
-	if s.cancel != nil {
-		s.cancel()
-	}
+	s.endCtx()
 	s.cond.Broadcast()
 	s.c.sendCond.Broadcast()
+}
+
+// endCtx ends the stream's request context.
+func (s *stream) endCtx() {
+	if s.cancel != nil {
+		s.cancel()
+	} else {
+		s.ctx.cancel()
+	}
 }
 
 // endRecvLocked notes END_STREAM (c.mu held).
@@ -216,7 +224,7 @@ func (c *Conn) headListTooLong(id uint32, ended bool) {
 
 // newRequest builds the request of s from its HEADERS; false: the request
 // is malformed (the stream gets PROTOCOL_ERROR).
-func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFrame) (*http.Request, bool) {
+func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFrame) (*http.Request, bool) { //nolint:contextcheck // the request's context is the stream's own (streamctx.go), whose values are ctx's
 	var method, scheme, authority, path string
 	for _, hf := range f.PseudoFields() {
 		switch hf.Name {
@@ -325,8 +333,12 @@ func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFr
 	} else if !f.StreamEnded() {
 		contentLength = -1
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	s.cancel = cancel
+	if ctx.Done() == nil {
+		s.ctx.parent = ctx
+		ctx = &s.ctx
+	} else {
+		ctx, s.cancel = context.WithCancel(ctx)
+	}
 	req := http.Request{
 		Method:        method,
 		URL:           u,
@@ -377,7 +389,7 @@ func (s *stream) run(req *http.Request) {
 			}
 			s.abort()
 		}
-		s.cancel()
+		s.endCtx()
 		if b, ok := req.Body.(*requestBody); ok {
 			b.release()
 		}

@@ -403,6 +403,11 @@ func (c *Conn) closeWhenIdle() bool {
 	if !done {
 		return false
 	}
+	// The last stream may have been forgotten as its END_STREAM was
+	// about to be queued (forgetEnded, under wmu): once wmu is free, that
+	// frame is queued, and CloseWrite sends what is queued.
+	c.wmu.Lock()
+	c.wmu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
 	c.linger()
 	return true
 }

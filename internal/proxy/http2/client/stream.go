@@ -39,6 +39,9 @@ type stream struct {
 	err       error // the stream failed
 	closed    bool  // the response body was closed
 	stopCtx   func() bool
+
+	respv http.Response // what resp points to once the head arrived
+	body  body          // respv's Body
 }
 
 // failLocked records err as the stream's failure (the first one wins)

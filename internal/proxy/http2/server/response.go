@@ -152,18 +152,31 @@ func (w *responseWriter) releasePend() {
 
 // trailerFields lists the trailers to send: the announced names with
 // values, and the names set with http.TrailerPrefix.
+// The names are lowered as they are written (c.wr.lowered, under wmu).
 func (w *responseWriter) trailerFields() []field {
-	var tf []field
+	n := 0
+	for _, k := range w.trailers {
+		n += len(w.hdr[k])
+	}
+	for k, vv := range w.hdr {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			n += len(vv)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	tf := make([]field, 0, n)
 	for _, k := range w.trailers {
 		for _, v := range w.hdr[k] {
-			tf = append(tf, field{strings.ToLower(k), v})
+			tf = append(tf, field{k, v})
 		}
 	}
 	for k, vv := range w.hdr {
 		if !strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		name := strings.ToLower(k[len(http.TrailerPrefix):])
+		name := k[len(http.TrailerPrefix):]
 		for _, v := range vv {
 			tf = append(tf, field{name, v})
 		}
@@ -248,7 +261,7 @@ func (w *responseWriter) send(p []byte, last bool) error {
 		}
 		c.wr.hbuf.Reset()
 		for _, f := range tf {
-			c.writeField(f.name, f.value, false)
+			c.writeField(c.wr.lowered.Lower(f.name), f.value, false)
 		}
 		err := c.writeHeaderBlock(s.id, true)
 		if err == nil {

@@ -43,6 +43,7 @@ type stream struct {
 
 	rw   responseWriter
 	body requestBody // the request's Body, when it has one
+	url  url.URL     // the request's URL, when parsePlainPath could parse it
 }
 
 // failLocked records err as the stream's failure (the first one wins),
@@ -308,9 +309,13 @@ func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFr
 		if path[0] != '/' && path != "*" {
 			return nil, false
 		}
-		var err error
-		if u, err = url.ParseRequestURI(path); err != nil {
-			return nil, false
+		if parsePlainPath(&s.url, path) {
+			u = &s.url
+		} else {
+			var err error
+			if u, err = url.ParseRequestURI(path); err != nil {
+				return nil, false
+			}
 		}
 	}
 	contentLength := int64(0)
@@ -362,6 +367,55 @@ func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFr
 	s.reqTrailer = trailer
 	return req.WithContext(ctx), true // req stays on the stack: one Request allocated
 }
+
+// parsePlainPath parses path into u as url.ParseRequestURI would, when
+// path is a plain one: a '/', then letters, digits, "-._~/", then maybe a
+// query of printable ASCII, which parsing leaves as it is. false: path is
+// not plain (u is untouched), ParseRequestURI's to parse.
+func parsePlainPath(u *url.URL, path string) bool {
+	if path == "" || path[0] != '/' {
+		return false
+	}
+	q := len(path)
+	for i := 1; i < len(path); i++ {
+		c := path[i]
+		if c == '?' {
+			q = i
+			break
+		}
+		if !plainPathByte[c] {
+			return false
+		}
+	}
+	for i := q + 1; i < len(path); i++ {
+		if c := path[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	*u = url.URL{Path: path[:q]}
+	switch {
+	case q == len(path)-1:
+		u.ForceQuery = true // "/p?": an empty query
+	case q < len(path):
+		u.RawQuery = path[q+1:]
+	}
+	return true
+}
+
+// plainPathByte are the bytes a path keeps as they are in URL.Path, with
+// no RawPath (unreserved characters and '/').
+var plainPathByte = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "-._~/" {
+		t[c] = true
+	}
+	return t
+}()
 
 // canonical returns the canonical form of a lower-case field name, from
 // a cache of the names seen (the reader goroutine's).

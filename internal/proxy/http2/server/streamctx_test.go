@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,4 +168,44 @@ func TestCancellableParent(t *testing.T) {
 		t.Fatal("the parent's end did not reach the request's context")
 	}
 	r.c.Close()
+}
+
+// TestParsePlainPath: what parsePlainPath parses, it parses as
+// url.ParseRequestURI does; what it leaves, it leaves untouched.
+func TestParsePlainPath(t *testing.T) {
+	paths := []string{
+		"/", "/a", "/echo.EchoService/Echo", "//double", "/a?", "/a?b", "/a?b?", "/a??", "/a?b=c&d=%20e",
+		"/a?x#frag", "/a#frag", "/a%20b", "/a b", "/a?b c", "/a?\x7f", "/\x01", "/a:b", "/a@b", "/a+b",
+		"/é", "/a?é", "*", "", "a", "/a/../b", "/~user/./x", "/A-Z_0.9~",
+	}
+	for i := range 2000 { // and some noise
+		const alphabet = "/a?%#é \x00+:.~Z9-_="
+		b := []byte{'/'}
+		for j := range i % 7 {
+			b = append(b, alphabet[(i*7+j*13)%len(alphabet)])
+		}
+		paths = append(paths, string(b))
+	}
+	plain := 0
+	for _, p := range paths {
+		var u url.URL
+		if !parsePlainPath(&u, p) {
+			if u != (url.URL{}) {
+				t.Errorf("%q: not plain, but u was written: %+v", p, u)
+			}
+			continue
+		}
+		plain++
+		want, err := url.ParseRequestURI(p)
+		if err != nil {
+			t.Errorf("%q: plain, but ParseRequestURI fails: %v", p, err)
+			continue
+		}
+		if u != *want {
+			t.Errorf("%q: parsed %+v, ParseRequestURI %+v", p, u, *want)
+		}
+	}
+	if plain < 20 {
+		t.Errorf("only %d paths were plain", plain)
+	}
 }

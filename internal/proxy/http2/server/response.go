@@ -20,8 +20,9 @@ import (
 // when the handler returns (x/net/http2 keeps 4 KiB the same way).
 const pendMax = 4 << 10
 
-// pendBufs pools the kept-back bytes.
-var pendBufs = sync.Pool{New: func() any { b := make([]byte, 0, pendMax); return &b }}
+// pendBufs pools the kept-back bytes (array pointers: a Put allocates
+// nothing).
+var pendBufs = sync.Pool{New: func() any { return new([pendMax]byte) }}
 
 // errStreamReset is what a handler's write returns once its stream is
 // gone (reset by the client, or the connection closed).
@@ -95,7 +96,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	}
 	if len(w.pend)+len(p) <= pendMax {
 		if w.pend == nil {
-			w.pend = (*pendBufs.Get().(*[]byte))[:0]
+			w.pend = pendBufs.Get().(*[pendMax]byte)[:0]
 		}
 		w.pend = append(w.pend, p...)
 		return len(p), nil
@@ -143,11 +144,10 @@ func (w *responseWriter) finish() {
 }
 
 func (w *responseWriter) releasePend() {
-	if w.pend != nil {
-		p := w.pend[:0]
-		pendBufs.Put(&p)
-		w.pend = nil
+	if cap(w.pend) == pendMax {
+		pendBufs.Put((*[pendMax]byte)(w.pend[:pendMax]))
 	}
+	w.pend = nil
 }
 
 // trailerFields lists the trailers to send: the announced names with

@@ -72,20 +72,22 @@ func (s *stream) endRecvLocked() {
 	s.cond.Broadcast()
 }
 
-// bodyBufs pools request body buffers.
-var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+// bodyBufs pools request body buffers (array pointers: a Put allocates
+// nothing).
+const bodyBuf = 16 << 10
+
+var bodyBufs = sync.Pool{New: func() any { return new([bodyBuf]byte) }}
 
 func getBodyBuf(n int) []byte {
-	if n > 16<<10 {
+	if n > bodyBuf {
 		return make([]byte, 0, n)
 	}
-	return (*bodyBufs.Get().(*[]byte))[:0]
+	return bodyBufs.Get().(*[bodyBuf]byte)[:0]
 }
 
 func putBodyBuf(b []byte) {
-	if cap(b) == 16<<10 {
-		b = b[:0]
-		bodyBufs.Put(&b)
+	if cap(b) == bodyBuf {
+		bodyBufs.Put((*[bodyBuf]byte)(b[:bodyBuf]))
 	}
 }
 

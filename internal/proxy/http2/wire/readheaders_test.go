@@ -172,3 +172,43 @@ func TestHeaderReaderAllocs(t *testing.T) {
 		t.Errorf("%.1f allocations per header block, want at most 1 (the framer's HeadersFrame)", allocs)
 	}
 }
+
+// FuzzHeaderReader: any header block bytes, split into HEADERS and a
+// CONTINUATION, twice on one HPACK state, read as x/net reads them.
+func FuzzHeaderReader(f *testing.F) {
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	f.Add(block(enc, &hbuf, ":method", "GET", ":path", "/", "x-a", "1"), block(enc, &hbuf, ":status", "200", "x-a", "1"), uint8(3), uint16(300))
+	f.Add([]byte{0xff, 0x7f}, []byte{0x40, 0x01, 'A', 0x01, 'b'}, uint8(1), uint16(0))
+	f.Add([]byte{0x3f, 0xe1, 0x1f}, []byte{0x82, 0x84, 0x87}, uint8(0), uint16(100))
+	f.Fuzz(func(t *testing.T, b1, b2 []byte, split uint8, maxList uint16) {
+		var wire bytes.Buffer
+		wfr := http2.NewFramer(&wire, nil)
+		for i, b := range [][]byte{b1, b2} {
+			id := uint32(1 + 2*i)
+			k := min(int(split), len(b))
+			if k == 0 {
+				_ = wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b, EndHeaders: true, EndStream: true})
+				continue
+			}
+			_ = wfr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: b[:k], EndStream: true})
+			_ = wfr.WriteContinuation(id, true, b[k:])
+		}
+		stream := wire.Bytes()
+		theirs := http2.NewFramer(nil, bytes.NewReader(stream))
+		theirs.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		theirs.MaxHeaderListSize = uint32(maxList)
+		ours := NewHeaderReader(http2.NewFramer(nil, bytes.NewReader(stream)), hpack.NewDecoder(4096, nil), uint32(maxList))
+		for n := 0; ; n++ {
+			tf, terr := theirs.ReadFrame()
+			of, oerr := ours.ReadFrame()
+			want, got := describe(tf, terr), describe(of, oerr)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("block %d: got %+v, want (x/net's) %+v", n, got, want)
+			}
+			if terr != nil {
+				return
+			}
+		}
+	})
+}

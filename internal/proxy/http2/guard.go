@@ -243,14 +243,15 @@ func (g *Guard) read(p []byte) (int, error) {
 
 // guardBufs pools the read-ahead buffers: a connection holds one only
 // between the bytes' arrival and their consumption.
-var guardBufs = sync.Pool{New: func() any { b := make([]byte, guardBuffer); return &b }}
+// It holds array pointers: putting one back allocates nothing (a *[]byte
+// made at each Put would).
+var guardBufs = sync.Pool{New: func() any { return new([guardBuffer]byte) }}
 
-func getGuardBuf() []byte { return *guardBufs.Get().(*[]byte) }
+func getGuardBuf() []byte { return guardBufs.Get().(*[guardBuffer]byte)[:] }
 
 func putGuardBuf(b []byte) {
 	if cap(b) == guardBuffer {
-		b = b[:guardBuffer]
-		guardBufs.Put(&b)
+		guardBufs.Put((*[guardBuffer]byte)(b[:guardBuffer]))
 	}
 }
 

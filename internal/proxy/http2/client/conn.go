@@ -110,7 +110,7 @@ func (e GoAwayError) Error() string {
 type Conn struct {
 	nc  net.Conn
 	cfg Config
-	fr  *http2.Framer // reads; the reader goroutine's only
+	fr  *wire.HeaderReader // reads; the reader goroutine's only
 	// canonCache maps lower-case field names to canonical ones (the
 	// reader goroutine's only).
 	canonCache map[string]string
@@ -186,10 +186,9 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 		idleSince:   time.Now(),
 	}
 	c.sendCond.L = &c.mu
-	c.fr = http2.NewFramer(nil, bufio.NewReaderSize(nc, 16<<10))
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(headerTableSizeLimit, nil)
-	c.fr.MaxHeaderListSize = cfg.MaxHeaderListSize
-	c.fr.SetReuseFrames()
+	fr := http2.NewFramer(nil, bufio.NewReaderSize(nc, 16<<10))
+	fr.SetReuseFrames()
+	c.fr = wire.NewHeaderReader(fr, hpack.NewDecoder(headerTableSizeLimit, nil), cfg.MaxHeaderListSize)
 	c.wfr = http2.NewFramer(&c.wbuf, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 

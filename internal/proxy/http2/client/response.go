@@ -77,8 +77,9 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 			h[key] = vals[i : i+1 : i+1]
 		}
 	}
-	resp := &http.Response{
-		Status:        status + " " + http.StatusText(code),
+	resp := &s.respv
+	*resp = http.Response{
+		Status:        statusLine(code, status),
 		StatusCode:    code,
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
@@ -109,13 +110,32 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	// A response to HEAD, a 204 and a 304 have no content whatever their
 	// content-length says (RFC 9110 §6.4.1).
 	s.noContent = s.head || code == http.StatusNoContent || code == http.StatusNotModified
-	resp.Body = &body{s: s}
+	s.body.s = s
+	resp.Body = &s.body
 	s.resp = resp
 	if f.StreamEnded() {
 		s.endRecvLocked()
 	}
 	s.cond.Broadcast()
 	return nil
+}
+
+// statusLines are Response.Status for the codes net/http has a text for.
+var statusLines = func() (l [600]string) {
+	for code := range l {
+		if t := http.StatusText(code); t != "" {
+			l[code] = strconv.Itoa(code) + " " + t
+		}
+	}
+	return l
+}()
+
+// statusLine is Response.Status for code, whose text is status.
+func statusLine(code int, status string) string {
+	if code >= 0 && code < len(statusLines) && statusLines[code] != "" {
+		return statusLines[code]
+	}
+	return status + " " + http.StatusText(code)
 }
 
 // onTrailers takes the trailers of s's response (c.mu held).
@@ -128,9 +148,15 @@ func (c *Conn) onTrailers(s *stream, f *http2.MetaHeadersFrame, protocolError fu
 	}
 	regular := f.RegularFields()
 	t := make(http.Header, len(regular))
-	for _, hf := range regular {
+	vals := make([]string, len(regular)) // one backing array for the values
+	for i, hf := range regular {
 		key := c.canonical(hf.Name)
-		t[key] = append(t[key], hf.Value)
+		vals[i] = hf.Value
+		if old := t[key]; old != nil {
+			t[key] = append(old, hf.Value)
+		} else {
+			t[key] = vals[i : i+1 : i+1]
+		}
 	}
 	s.trailer = t
 	s.endRecvLocked()
@@ -191,10 +217,11 @@ func (b *body) Read(p []byte) (int, error) {
 	case s.recvDone:
 		if s.trailer != nil {
 			if s.resp.Trailer == nil {
-				s.resp.Trailer = make(http.Header, len(s.trailer))
-			}
-			for k, v := range s.trailer {
-				s.resp.Trailer[k] = v
+				s.resp.Trailer = s.trailer // the stream's, no one else's
+			} else {
+				for k, v := range s.trailer {
+					s.resp.Trailer[k] = v
+				}
 			}
 			s.trailer = nil
 		}

@@ -39,6 +39,9 @@ type stream struct {
 	err       error // the stream failed
 	closed    bool  // the response body was closed
 	stopCtx   func() bool
+
+	respv http.Response // what resp points to once the head arrived
+	body  body          // respv's Body
 }
 
 // failLocked records err as the stream's failure (the first one wins)
@@ -170,8 +173,7 @@ func (c *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 		return fail(err)
 	}
 
-	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { c.cancel(ctx, s) })
+	if stop := afterDone(ctx, func() { c.cancel(ctx, s) }); stop != nil {
 		c.mu.Lock()
 		s.stopCtx = stop
 		c.mu.Unlock()
@@ -377,4 +379,23 @@ func (s *stream) finishBody(data []byte, trailer http.Header) {
 	if err != nil {
 		c.closeWith(err)
 	}
+}
+
+// afterFuncer is a context that runs functions when it ends without a
+// context.AfterFunc's context and done channel (the HTTP/2 server's
+// stream context is one).
+type afterFuncer interface {
+	AfterFunc(f func()) (stop func() bool)
+}
+
+// afterDone arranges for f to run when ctx ends, as context.AfterFunc
+// does, through ctx's own AfterFunc when it has one; nil: ctx never ends.
+func afterDone(ctx context.Context, f func()) (stop func() bool) {
+	if a, ok := ctx.(afterFuncer); ok {
+		return a.AfterFunc(f)
+	}
+	if ctx.Done() == nil {
+		return nil
+	}
+	return context.AfterFunc(ctx, f)
 }

@@ -122,8 +122,8 @@ type Config struct {
 type Conn struct {
 	nc     *wbatch.Conn // reads (through to what it wraps) and batched writes
 	cfg    Config
-	fr     *http2.Framer  // reads; the reader goroutine's only; nil while parked
-	dec    *hpack.Decoder // fr's, kept while parked: the peer's dynamic table
+	fr     *wire.HeaderReader // reads; the reader goroutine's only; nil while parked
+	dec    *hpack.Decoder     // fr's, kept while parked: the peer's dynamic table
 	canon  map[string]string
 	remote string
 	ctx    context.Context // every request's context's parent (Serve's)
@@ -245,10 +245,9 @@ func (c *Conn) Init(nc *wbatch.Conn, cfg Config) {
 
 // newReader makes the reader's framer, on the connection's HPACK decoder.
 func (c *Conn) newReader() {
-	c.fr = http2.NewFramer(nil, c.nc)
-	c.fr.ReadMetaHeaders = c.dec
-	c.fr.MaxHeaderListSize = c.cfg.MaxHeaderListSize
-	c.fr.SetReuseFrames()
+	fr := http2.NewFramer(nil, c.nc)
+	fr.SetReuseFrames()
+	c.fr = wire.NewHeaderReader(fr, c.dec, c.cfg.MaxHeaderListSize)
 }
 
 // Serve reads the client preface and serves the connection until it
@@ -404,6 +403,11 @@ func (c *Conn) closeWhenIdle() bool {
 	if !done {
 		return false
 	}
+	// The last stream may have been forgotten as its END_STREAM was
+	// about to be queued (forgetEnded, under wmu): once wmu is free, that
+	// frame is queued, and CloseWrite sends what is queued.
+	c.wmu.Lock()
+	c.wmu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
 	c.linger()
 	return true
 }

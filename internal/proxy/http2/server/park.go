@@ -122,6 +122,7 @@ func (c *Conn) tryPark() bool {
 	c.mu.Unlock()
 	c.wr = nil
 	c.wmu.Unlock()
+	c.fr.Release()
 	c.fr, c.canon = nil, nil
 	p.Host.Parked()
 	if !p.Parker.Park(&c.slot, raw, c, deadline) {

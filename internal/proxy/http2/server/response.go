@@ -20,8 +20,9 @@ import (
 // when the handler returns (x/net/http2 keeps 4 KiB the same way).
 const pendMax = 4 << 10
 
-// pendBufs pools the kept-back bytes.
-var pendBufs = sync.Pool{New: func() any { b := make([]byte, 0, pendMax); return &b }}
+// pendBufs pools the kept-back bytes (array pointers: a Put allocates
+// nothing).
+var pendBufs = sync.Pool{New: func() any { return new([pendMax]byte) }}
 
 // errStreamReset is what a handler's write returns once its stream is
 // gone (reset by the client, or the connection closed).
@@ -95,7 +96,7 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 	}
 	if len(w.pend)+len(p) <= pendMax {
 		if w.pend == nil {
-			w.pend = (*pendBufs.Get().(*[]byte))[:0]
+			w.pend = pendBufs.Get().(*[pendMax]byte)[:0]
 		}
 		w.pend = append(w.pend, p...)
 		return len(p), nil
@@ -143,27 +144,39 @@ func (w *responseWriter) finish() {
 }
 
 func (w *responseWriter) releasePend() {
-	if w.pend != nil {
-		p := w.pend[:0]
-		pendBufs.Put(&p)
-		w.pend = nil
+	if cap(w.pend) == pendMax {
+		pendBufs.Put((*[pendMax]byte)(w.pend[:pendMax]))
 	}
+	w.pend = nil
 }
 
 // trailerFields lists the trailers to send: the announced names with
 // values, and the names set with http.TrailerPrefix.
+// The names are lowered as they are written (c.wr.lowered, under wmu).
 func (w *responseWriter) trailerFields() []field {
-	var tf []field
+	n := 0
+	for _, k := range w.trailers {
+		n += len(w.hdr[k])
+	}
+	for k, vv := range w.hdr {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			n += len(vv)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	tf := make([]field, 0, n)
 	for _, k := range w.trailers {
 		for _, v := range w.hdr[k] {
-			tf = append(tf, field{strings.ToLower(k), v})
+			tf = append(tf, field{k, v})
 		}
 	}
 	for k, vv := range w.hdr {
 		if !strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
-		name := strings.ToLower(k[len(http.TrailerPrefix):])
+		name := k[len(http.TrailerPrefix):]
 		for _, v := range vv {
 			tf = append(tf, field{name, v})
 		}
@@ -248,7 +261,7 @@ func (w *responseWriter) send(p []byte, last bool) error {
 		}
 		c.wr.hbuf.Reset()
 		for _, f := range tf {
-			c.writeField(f.name, f.value, false)
+			c.writeField(c.wr.lowered.Lower(f.name), f.value, false)
 		}
 		err := c.writeHeaderBlock(s.id, true)
 		if err == nil {

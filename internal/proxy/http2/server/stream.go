@@ -31,17 +31,19 @@ type stream struct {
 	buf        []byte // request body bytes received, not yet read
 	off        int
 	received   int64
-	declLen    int64       // the request's content-length; -1: none
-	trailer    http.Header // request trailers received
-	reqTrailer http.Header // the request's Trailer map (declared names)
-	recvDone   bool        // END_STREAM received (and the body checked)
-	bodyClosed bool        // the handler closed the request body
-	headOut    bool        // the response head was written (set under wmu too)
-	err        error       // the stream failed (reset, connection gone)
-	cancel     context.CancelFunc
+	declLen    int64              // the request's content-length; -1: none
+	trailer    http.Header        // request trailers received
+	reqTrailer http.Header        // the request's Trailer map (declared names)
+	recvDone   bool               // END_STREAM received (and the body checked)
+	bodyClosed bool               // the handler closed the request body
+	headOut    bool               // the response head was written (set under wmu too)
+	err        error              // the stream failed (reset, connection gone)
+	cancel     context.CancelFunc // the request context's, when it is not ctx
+	ctx        streamCtx          // the request's context, under a parent that is never done
 
 	rw   responseWriter
 	body requestBody // the request's Body, when it has one
+	url  url.URL     // the request's URL, when parsePlainPath could parse it
 }
 
 // failLocked records err as the stream's failure (the first one wins),
@@ -50,11 +52,18 @@ func (s *stream) failLocked(err error) {
 	if s.err == nil {
 		s.err = err
 	}
-	if s.cancel != nil {
-		s.cancel()
-	}
+	s.endCtx()
 	s.cond.Broadcast()
 	s.c.sendCond.Broadcast()
+}
+
+// endCtx ends the stream's request context.
+func (s *stream) endCtx() {
+	if s.cancel != nil {
+		s.cancel()
+	} else {
+		s.ctx.cancel()
+	}
 }
 
 // endRecvLocked notes END_STREAM (c.mu held).
@@ -63,20 +72,22 @@ func (s *stream) endRecvLocked() {
 	s.cond.Broadcast()
 }
 
-// bodyBufs pools request body buffers.
-var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+// bodyBufs pools request body buffers (array pointers: a Put allocates
+// nothing).
+const bodyBuf = 16 << 10
+
+var bodyBufs = sync.Pool{New: func() any { return new([bodyBuf]byte) }}
 
 func getBodyBuf(n int) []byte {
-	if n > 16<<10 {
+	if n > bodyBuf {
 		return make([]byte, 0, n)
 	}
-	return (*bodyBufs.Get().(*[]byte))[:0]
+	return bodyBufs.Get().(*[bodyBuf]byte)[:0]
 }
 
 func putBodyBuf(b []byte) {
-	if cap(b) == 16<<10 {
-		b = b[:0]
-		bodyBufs.Put(&b)
+	if cap(b) == bodyBuf {
+		bodyBufs.Put((*[bodyBuf]byte)(b[:bodyBuf]))
 	}
 }
 
@@ -216,7 +227,7 @@ func (c *Conn) headListTooLong(id uint32, ended bool) {
 
 // newRequest builds the request of s from its HEADERS; false: the request
 // is malformed (the stream gets PROTOCOL_ERROR).
-func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFrame) (*http.Request, bool) {
+func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFrame) (*http.Request, bool) { //nolint:contextcheck // the request's context is the stream's own (streamctx.go), whose values are ctx's
 	var method, scheme, authority, path string
 	for _, hf := range f.PseudoFields() {
 		switch hf.Name {
@@ -300,9 +311,13 @@ func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFr
 		if path[0] != '/' && path != "*" {
 			return nil, false
 		}
-		var err error
-		if u, err = url.ParseRequestURI(path); err != nil {
-			return nil, false
+		if parsePlainPath(&s.url, path) {
+			u = &s.url
+		} else {
+			var err error
+			if u, err = url.ParseRequestURI(path); err != nil {
+				return nil, false
+			}
 		}
 	}
 	contentLength := int64(0)
@@ -325,8 +340,12 @@ func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFr
 	} else if !f.StreamEnded() {
 		contentLength = -1
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	s.cancel = cancel
+	if ctx.Done() == nil {
+		s.ctx.parent = ctx
+		ctx = &s.ctx
+	} else {
+		ctx, s.cancel = context.WithCancel(ctx)
+	}
 	req := http.Request{
 		Method:        method,
 		URL:           u,
@@ -350,6 +369,55 @@ func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFr
 	s.reqTrailer = trailer
 	return req.WithContext(ctx), true // req stays on the stack: one Request allocated
 }
+
+// parsePlainPath parses path into u as url.ParseRequestURI would, when
+// path is a plain one: a '/', then letters, digits, "-._~/", then maybe a
+// query of printable ASCII, which parsing leaves as it is. false: path is
+// not plain (u is untouched), ParseRequestURI's to parse.
+func parsePlainPath(u *url.URL, path string) bool {
+	if path == "" || path[0] != '/' {
+		return false
+	}
+	q := len(path)
+	for i := 1; i < len(path); i++ {
+		c := path[i]
+		if c == '?' {
+			q = i
+			break
+		}
+		if !plainPathByte[c] {
+			return false
+		}
+	}
+	for i := q + 1; i < len(path); i++ {
+		if c := path[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	*u = url.URL{Path: path[:q]}
+	switch {
+	case q == len(path)-1:
+		u.ForceQuery = true // "/p?": an empty query
+	case q < len(path):
+		u.RawQuery = path[q+1:]
+	}
+	return true
+}
+
+// plainPathByte are the bytes a path keeps as they are in URL.Path, with
+// no RawPath (unreserved characters and '/').
+var plainPathByte = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "-._~/" {
+		t[c] = true
+	}
+	return t
+}()
 
 // canonical returns the canonical form of a lower-case field name, from
 // a cache of the names seen (the reader goroutine's).
@@ -377,7 +445,7 @@ func (s *stream) run(req *http.Request) {
 			}
 			s.abort()
 		}
-		s.cancel()
+		s.endCtx()
 		if b, ok := req.Body.(*requestBody); ok {
 			b.release()
 		}

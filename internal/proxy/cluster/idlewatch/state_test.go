@@ -3,6 +3,7 @@ package idlewatch
 import (
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/straitmesh/strait/internal/proxy/http1"
 )
@@ -29,10 +30,20 @@ func TestWatchState(t *testing.T) {
 	} {
 		var stopped atomic.Bool
 		stopped.Store(tc.stopped)
-		w := &Conn{stopped: &stopped, mark: &http1.ReadMark{Drained: tc.drained, D0: tc.d0, D1: tc.d1}}
+		w := &Conn{stopped: &stopped, mark: http1.ReadMark{Drained: tc.drained, D0: tc.d0, D1: tc.d1}}
 		w.heard.Store(tc.heard)
 		if got := w.State(); got != tc.want {
 			t.Errorf("%s: state %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestConnLayout: a Conn is one cache line, State's fields first.
+func TestConnLayout(t *testing.T) {
+	if n := unsafe.Sizeof(Conn{}); n != 64 {
+		t.Errorf("Conn is %d bytes, want 64", n)
+	}
+	if StateBytes > 56 {
+		t.Errorf("State reads %d leading bytes of a Conn", StateBytes)
 	}
 }

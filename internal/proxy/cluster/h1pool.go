@@ -63,8 +63,8 @@ type UpstreamConn struct {
 	_    [upstreamConnPad]byte
 }
 
-// upstreamConnPad rounds UpstreamConn up to a multiple of 64 bytes
-// (TestUpstreamConnLayout).
+// upstreamConnPad rounds UpstreamConn up to a multiple of 64 bytes on
+// Linux (TestUpstreamConnLayout).
 const upstreamConnPad = 48
 
 // Close closes the connection, releases its buffer and gives its slot back

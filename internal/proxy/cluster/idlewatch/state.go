@@ -39,7 +39,7 @@ const (
 )
 
 // Conn is an upstream HTTP/1.1 socket in the idle watch. Its zero value is
-// a connection not watched (State: Unsure). It is 64 bytes, and what
+// a connection not watched (State: Unsure). It is 64 bytes (on Linux), and what
 // State reads comes first, so that a Conn embedded at the start of a
 // 64-byte-aligned struct (the pool's connection) costs the pool no cache
 // line of its own when it takes an idle connection.

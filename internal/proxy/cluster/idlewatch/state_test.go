@@ -3,7 +3,6 @@ package idlewatch
 import (
 	"sync/atomic"
 	"testing"
-	"unsafe"
 
 	"github.com/straitmesh/strait/internal/proxy/http1"
 )
@@ -35,15 +34,5 @@ func TestWatchState(t *testing.T) {
 		if got := w.State(); got != tc.want {
 			t.Errorf("%s: state %d, want %d", tc.name, got, tc.want)
 		}
-	}
-}
-
-// TestConnLayout: a Conn is one cache line, State's fields first.
-func TestConnLayout(t *testing.T) {
-	if n := unsafe.Sizeof(Conn{}); n != 64 {
-		t.Errorf("Conn is %d bytes, want 64", n)
-	}
-	if StateBytes > 56 {
-		t.Errorf("State reads %d leading bytes of a Conn", StateBytes)
 	}
 }

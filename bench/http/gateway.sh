@@ -25,6 +25,10 @@
 # (an empty BIN means STRAIT_BIN), e.g. STRAIT_VARIANTS="old=/tmp/strait-proxy.old"
 # PORT_BASE=18500 (the ports used start above it; the backends' at PORT_BASE+1500)
 # README=path (default bench/http/README.md; "-" = don't)
+# MEASURE='CMD' runs CMD (through sh) beside each measured wrk run, with
+# {pid}, {name} and {run} replaced by the gateway's PID, its chain's name and
+# the run's number, e.g. MEASURE='perf stat -e context-switches -p {pid} -o
+# /tmp/gw-{name}-{run}.txt -- sleep 8' (the run waits for it to end)
 # TELEMETRY=1 adds strait-telemetry: the same gateway with what straitd
 # writes for a gateway's telemetry in front of the router (Istio's
 # istio.metadata_exchange, upstream side, and istio.stats on an OUTBOUND
@@ -233,7 +237,14 @@ done
 for run in $(seq "$RUNS"); do
 	for c in "${chains[@]}"; do
 		before=$(cpu_ticks "${proxy[$c]}") ubefore=$(user_ticks "${proxy[$c]}") csbefore=$(ctx_switches "${proxy[$c]}")
+		measure=
+		if [ -n "${MEASURE:-}" ]; then
+			m=${MEASURE//\{pid\}/${proxy[$c]}}; m=${m//\{name\}/$c}; m=${m//\{run\}/$run}
+			sh -c "$m" >"$work/measure.log" 2>&1 &
+			measure=$!
+		fi
 		run_wrk "$work/wrk.txt" -t1 -c"$CONNS" -d"$DURATION" --latency -s "$work/routes.lua" "https://127.0.0.1:${entry[$c]}"
+		if [ -n "$measure" ]; then wait "$measure" || log "$c: MEASURE failed: $(tail -n 3 "$work/measure.log")"; fi
 		after=$(cpu_ticks "${proxy[$c]}") uafter=$(user_ticks "${proxy[$c]}") csafter=$(ctx_switches "${proxy[$c]}")
 		out=$(cat "$work/wrk.txt")
 		if grep -qE 'Non-2xx|Socket errors' <<<"$out"; then

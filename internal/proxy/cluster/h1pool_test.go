@@ -129,8 +129,8 @@ func TestIdlePooledConnWatched(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if watched != (uc.w != nil) {
-					t.Fatalf("connection watched: %v, want %v", uc.w != nil, watched)
+				if watched != (uc.w.Watched()) {
+					t.Fatalf("connection watched: %v, want %v", uc.w.Watched(), watched)
 				}
 				srv := <-accepted
 				exchange(t, uc, srv)

@@ -200,19 +200,32 @@ func (c *rawConn) doPeek(fd uintptr) {
 // socket's receive queue. Its fields are written by the connection's
 // reader, during Read.
 type ReadMark struct {
-	epoch   *atomic.Uint64
+	// What the watch reads first: they share a cache line with what a
+	// ReadMark is embedded beside (MarkReadsInto).
 	D0, D1  uint64 // epoch just before and just after the receive
 	Drained bool   // it returned data, less than asked: nothing more was queued
+	epoch   *atomic.Uint64
 }
 
 // MarkReads makes c (made by WrapConn, or a wrapper RawSyscallConn looks
 // through) record its reads against epoch; nil when c has no raw socket.
 // Call it before c's first Read.
 func MarkReads(c net.Conn, epoch *atomic.Uint64) *ReadMark {
-	r := unwrapRaw(c)
-	if r == nil {
+	m := new(ReadMark)
+	if !MarkReadsInto(c, m, epoch) {
 		return nil
 	}
-	r.mark = &ReadMark{epoch: epoch}
-	return r.mark
+	return m
+}
+
+// MarkReadsInto is MarkReads recording into m, which the caller keeps
+// (beside the state it reads with it); false when c has no raw socket.
+func MarkReadsInto(c net.Conn, m *ReadMark, epoch *atomic.Uint64) bool {
+	r := unwrapRaw(c)
+	if r == nil {
+		return false
+	}
+	*m = ReadMark{epoch: epoch}
+	r.mark = m
+	return true
 }

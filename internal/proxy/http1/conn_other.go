@@ -28,3 +28,6 @@ type ReadMark struct {
 
 // MarkReads returns nil: there are no raw connections.
 func MarkReads(net.Conn, *atomic.Uint64) *ReadMark { return nil }
+
+// MarkReadsInto returns false: there are no raw connections.
+func MarkReadsInto(net.Conn, *ReadMark, *atomic.Uint64) bool { return false }

@@ -29,7 +29,7 @@ func TestWatchState(t *testing.T) {
 	} {
 		var stopped atomic.Bool
 		stopped.Store(tc.stopped)
-		w := &Conn{stopped: &stopped, mark: &http1.ReadMark{Drained: tc.drained, D0: tc.d0, D1: tc.d1}}
+		w := &Conn{stopped: &stopped, mark: http1.ReadMark{Drained: tc.drained, D0: tc.d0, D1: tc.d1}}
 		w.heard.Store(tc.heard)
 		if got := w.State(); got != tc.want {
 			t.Errorf("%s: state %d, want %d", tc.name, got, tc.want)

@@ -77,12 +77,22 @@ func (w *Watch) startLocked() bool {
 // Add adds the socket of nc (made by http1.WrapConn) to the set; nil
 // when it can't (not a TCP socket, or no epoll).
 func (w *Watch) Add(nc net.Conn) *Conn {
-	if w == nil {
+	wc := new(Conn)
+	if !w.AddTo(nc, wc) {
 		return nil
+	}
+	return wc
+}
+
+// AddTo is Add into wc, a zero Conn the caller keeps (embedded in its
+// connection); false, leaving wc not watched, when it can't.
+func (w *Watch) AddTo(nc net.Conn, wc *Conn) bool {
+	if w == nil {
+		return false
 	}
 	rc := http1.RawSyscallConn(nc)
 	if rc == nil {
-		return nil
+		return false
 	}
 	w.mu.Lock()
 	var idle *watchRun
@@ -91,28 +101,29 @@ func (w *Watch) Add(nc net.Conn) *Conn {
 		idle.close()
 	}()
 	if w.closed || !w.startLocked() {
-		return nil
+		return false
 	}
 	w.next++
-	wc := &Conn{owner: w, id: w.next, stopped: &w.stopped}
+	id := w.next
 	var addErr error
 	err := rc.Control(func(fd uintptr) {
 		ev := unix.EpollEvent{
 			Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET,
-			Fd:     int32(uint32(wc.id)),
-			Pad:    int32(uint32(wc.id >> 32)),
+			Fd:     int32(uint32(id)),
+			Pad:    int32(uint32(id >> 32)),
 		}
 		addErr = unix.EpollCtl(w.run.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
 	})
 	if err != nil || addErr != nil {
 		idle = w.stopIdleLocked()
-		return nil
+		return false
 	}
-	if wc.mark = http1.MarkReads(nc, &w.epoch); wc.mark == nil {
-		return nil // the socket is in the set: its events find no connection
+	if !http1.MarkReadsInto(nc, &wc.mark, &w.epoch) {
+		return false // the socket is in the set: its events find no connection
 	}
-	w.conns[wc.id] = wc
-	return wc
+	wc.owner, wc.id, wc.stopped = w, id, &w.stopped
+	w.conns[id] = wc
+	return true
 }
 
 // forget removes a connection that is closing; the kernel removes its

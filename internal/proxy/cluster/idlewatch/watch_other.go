@@ -17,6 +17,9 @@ func New(*slog.Logger) *Watch { return &Watch{} }
 // Add returns nil: the connection is not watched.
 func (w *Watch) Add(net.Conn) *Conn { return nil }
 
+// AddTo returns false: the connection is not watched.
+func (w *Watch) AddTo(net.Conn, *Conn) bool { return false }
+
 // forget does nothing.
 func (w *Watch) forget(*Conn) {}
 

@@ -52,10 +52,9 @@ func (b *Reader) ParkBuffer() bool {
 		return b.buf == nil
 	}
 	if !b.big {
-		buf := b.buf[:DefaultBufferSize]
-		bufPool.Put(&buf)
+		bufPool.Put(b.pb)
 	}
-	b.buf, b.big, b.r, b.w, b.scan = nil, false, 0, 0, 0
+	b.buf, b.pb, b.big, b.r, b.w, b.scan = nil, nil, false, 0, 0, 0
 	return true
 }
 
@@ -63,6 +62,7 @@ func (b *Reader) ParkBuffer() bool {
 // the Reader has one.
 func (b *Reader) UnparkBuffer() {
 	if b.buf == nil {
-		b.buf = *(bufPool.Get().(*[]byte))
+		b.pb = bufPool.Get().(*[]byte)
+		b.buf = *b.pb
 	}
 }

@@ -39,11 +39,14 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, DefaultBufferSize); 
 
 // Reader is a buffered reader over a connection.
 type Reader struct {
-	rd   io.Reader
-	buf  []byte
-	big  bool // buf was grown past DefaultBufferSize (not from the pool)
-	r, w int  // buf[r:w] is unread
-	scan int  // where the search for the end of the head resumes
+	rd  io.Reader
+	buf []byte
+	big bool // buf was grown past DefaultBufferSize (not from the pool)
+	// pb is the pool's pointer to buf while buf is pooled (not big): the
+	// buffer goes back through it, without allocating a slice header.
+	pb   *[]byte
+	r, w int // buf[r:w] is unread
+	scan int // where the search for the end of the head resumes
 	// lineOK is set once the request line of the head being read was
 	// seen to end in an HTTP version (ReadRequestHead).
 	lineOK bool
@@ -52,16 +55,16 @@ type Reader struct {
 // NewReader returns a Reader over rd with a pooled buffer; call Release
 // when done with it.
 func NewReader(rd io.Reader) *Reader {
-	return &Reader{rd: rd, buf: *(bufPool.Get().(*[]byte))}
+	pb := bufPool.Get().(*[]byte)
+	return &Reader{rd: rd, buf: *pb, pb: pb}
 }
 
 // Release returns the buffer to the pool. The Reader must not be used after.
 func (b *Reader) Release() {
 	if b.buf != nil && !b.big {
-		buf := b.buf[:DefaultBufferSize]
-		bufPool.Put(&buf)
+		bufPool.Put(b.pb)
 	}
-	b.buf = nil
+	b.buf, b.pb = nil, nil
 }
 
 // Buffered returns the bytes read from the connection and not consumed yet.
@@ -100,10 +103,9 @@ func (b *Reader) fill(limit int) error {
 		nb := make([]byte, n)
 		copy(nb, b.buf[:b.w])
 		if !b.big {
-			old := b.buf[:DefaultBufferSize]
-			bufPool.Put(&old)
+			bufPool.Put(b.pb)
 		}
-		b.buf, b.big = nb, true
+		b.buf, b.pb, b.big = nb, nil, true
 	}
 	n, err := b.rd.Read(b.buf[b.w:])
 	b.w += n
@@ -133,13 +135,14 @@ func (b *Reader) Shrink() {
 	if !b.big || b.w-b.r > DefaultBufferSize {
 		return
 	}
-	nb := *(bufPool.Get().(*[]byte))
+	pb := bufPool.Get().(*[]byte)
+	nb := *pb
 	n := copy(nb, b.buf[b.r:b.w])
 	b.scan -= b.r
 	if b.scan < 0 {
 		b.scan = 0
 	}
-	b.buf, b.big, b.r, b.w = nb, false, 0, n
+	b.buf, b.pb, b.big, b.r, b.w = nb, pb, false, 0, n
 }
 
 // ReadRequestHead is ReadHead for a request: a request line that doesn't

@@ -103,8 +103,12 @@ func (s *Server) serveH1(nc net.Conn, f *Filter, dst netip.AddrPort, src cluster
 	k := &h1keep{s: s, filter: f, dst: dst, src: src, drain: d, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc)}
 	k.limits.init(f.limits())
 	f.cxBegin() // cxEnd in k.end
+	// The connection (k.nc) first, the drain's watch after: a drain that
+	// ended meanwhile runs cut at once, and cut closes k.nc; watched
+	// before it was set, a new connection outlived the drain's end.
+	c := s.newH1conn(k, nc)
 	d.watch(k)
-	s.newH1conn(k, nc).run(false)
+	c.run(false)
 }
 
 // newH1conn makes the state that serves connection k on nc: at its start,

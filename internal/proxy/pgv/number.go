@@ -10,7 +10,9 @@ import (
 // numberCheck is a numeric field's compiled rules (templates/goshared
 // num.go, const.go, ltgt.go, in.go).
 type numberCheck interface {
-	check(fail func(string), v protoreflect.Value)
+	// check returns the reasons v fails, nil if none. (An interface
+	// method taking the report would make every report escape.)
+	check(v protoreflect.Value) []string
 }
 
 type number interface {
@@ -28,69 +30,70 @@ func newNumber[T number](c, lt, lte, gt, gte *T, in, notIn []T, ignoreEmpty bool
 	return &numberRules[T]{c: c, lt: lt, lte: lte, gt: gt, gte: gte, in: in, notIn: notIn, ignoreEmpty: ignoreEmpty, of: of}, nil
 }
 
-func (r *numberRules[T]) check(fail func(string), pv protoreflect.Value) {
+func (r *numberRules[T]) check(pv protoreflect.Value) (fails []string) {
 	v := r.of(pv)
 	if r.ignoreEmpty && v == 0 {
-		return
+		return nil
 	}
 	if r.c != nil && v != *r.c {
-		fail(fmt.Sprint("value must equal ", *r.c))
+		fails = append(fails, fmt.Sprint("value must equal ", *r.c))
 	}
 	switch {
 	case r.lt != nil && r.gt != nil:
 		if *r.lt > *r.gt {
 			if v <= *r.gt || v >= *r.lt {
-				fail(fmt.Sprint("value must be inside range (", *r.gt, ", ", *r.lt, ")"))
+				fails = append(fails, fmt.Sprint("value must be inside range (", *r.gt, ", ", *r.lt, ")"))
 			}
 		} else if v >= *r.lt && v <= *r.gt {
-			fail(fmt.Sprint("value must be outside range [", *r.lt, ", ", *r.gt, "]"))
+			fails = append(fails, fmt.Sprint("value must be outside range [", *r.lt, ", ", *r.gt, "]"))
 		}
 	case r.lt != nil && r.gte != nil:
 		if *r.lt > *r.gte {
 			if v < *r.gte || v >= *r.lt {
-				fail(fmt.Sprint("value must be inside range [", *r.gte, ", ", *r.lt, ")"))
+				fails = append(fails, fmt.Sprint("value must be inside range [", *r.gte, ", ", *r.lt, ")"))
 			}
 		} else if v >= *r.lt && v < *r.gte {
-			fail(fmt.Sprint("value must be outside range [", *r.lt, ", ", *r.gte, ")"))
+			fails = append(fails, fmt.Sprint("value must be outside range [", *r.lt, ", ", *r.gte, ")"))
 		}
 	case r.lt != nil:
 		if v >= *r.lt {
-			fail(fmt.Sprint("value must be less than ", *r.lt))
+			fails = append(fails, fmt.Sprint("value must be less than ", *r.lt))
 		}
 	case r.lte != nil && r.gt != nil:
 		if *r.lte > *r.gt {
 			if v <= *r.gt || v > *r.lte {
-				fail(fmt.Sprint("value must be inside range (", *r.gt, ", ", *r.lte, "]"))
+				fails = append(fails, fmt.Sprint("value must be inside range (", *r.gt, ", ", *r.lte, "]"))
 			}
 		} else if v > *r.lte && v <= *r.gt {
-			fail(fmt.Sprint("value must be outside range (", *r.lte, ", ", *r.gt, "]"))
+			fails = append(fails, fmt.Sprint("value must be outside range (", *r.lte, ", ", *r.gt, "]"))
 		}
 	case r.lte != nil && r.gte != nil:
 		if *r.lte > *r.gte {
 			if v < *r.gte || v > *r.lte {
-				fail(fmt.Sprint("value must be inside range [", *r.gte, ", ", *r.lte, "]"))
+				fails = append(fails, fmt.Sprint("value must be inside range [", *r.gte, ", ", *r.lte, "]"))
 			}
 		} else if v > *r.lte && v < *r.gte {
-			fail(fmt.Sprint("value must be outside range (", *r.lte, ", ", *r.gte, ")"))
+			fails = append(fails, fmt.Sprint("value must be outside range (", *r.lte, ", ", *r.gte, ")"))
 		}
 	case r.lte != nil:
 		if v > *r.lte {
-			fail(fmt.Sprint("value must be less than or equal to ", *r.lte))
+			fails = append(fails, fmt.Sprint("value must be less than or equal to ", *r.lte))
 		}
 	case r.gt != nil:
 		if v <= *r.gt {
-			fail(fmt.Sprint("value must be greater than ", *r.gt))
+			fails = append(fails, fmt.Sprint("value must be greater than ", *r.gt))
 		}
 	case r.gte != nil:
 		if v < *r.gte {
-			fail(fmt.Sprint("value must be greater than or equal to ", *r.gte))
+			fails = append(fails, fmt.Sprint("value must be greater than or equal to ", *r.gte))
 		}
 	}
 	if len(r.in) > 0 {
 		if !slices.Contains(r.in, v) {
-			fail(fmt.Sprint("value must be in list ", r.in))
+			fails = append(fails, fmt.Sprint("value must be in list ", r.in))
 		}
 	} else if len(r.notIn) > 0 && slices.Contains(r.notIn, v) {
-		fail(fmt.Sprint("value must not be in list ", r.notIn))
+		fails = append(fails, fmt.Sprint("value must not be in list ", r.notIn))
 	}
+	return fails
 }

@@ -87,35 +87,40 @@ func validateMessage(m protoreflect.Message) error {
 	if mr == nil {
 		return nil
 	}
-	var errs []error
+	rep := report{msg: mr.goName}
 	for i := range mr.fields {
 		f := &mr.fields[i]
-		f.check.check(&errs, mr.goName, loc{field: f.goName}, m.Get(f.fd), m.Has(f.fd), f.fd)
+		has := m.Has(f.fd)
+		var v protoreflect.Value
+		if has || f.fd.Cardinality() == protoreflect.Repeated || f.fd.Message() == nil {
+			v = m.Get(f.fd) // a scalar's default or an empty list when unset; a message only when set
+		}
+		f.check.check(&rep, loc{field: f.goName}, v, has, f.fd)
 	}
 	for i := range mr.oneofs {
 		o := &mr.oneofs[i]
 		set := m.WhichOneof(o.od)
 		if set == nil {
 			if o.required {
-				errs = append(errs, FieldError{Message: mr.goName, Field: o.goName, Reason: "value is required"})
+				rep.fail(loc{field: o.goName}, "value is required")
 			}
 			continue
 		}
 		for j := range o.fields {
 			f := &o.fields[j]
 			if f.fd == set {
-				f.check.check(&errs, mr.goName, loc{field: f.goName}, m.Get(f.fd), true, f.fd)
+				f.check.check(&rep, loc{field: f.goName}, m.Get(f.fd), true, f.fd)
 			}
 		}
 	}
 	for i := range mr.synthetic {
 		f := &mr.synthetic[i]
 		if m.Has(f.fd) {
-			f.check.check(&errs, mr.goName, loc{field: f.goName}, m.Get(f.fd), true, f.fd)
+			f.check.check(&rep, loc{field: f.goName}, m.Get(f.fd), true, f.fd)
 		}
 	}
-	if len(errs) > 0 {
-		return MultiError(errs)
+	if len(rep.errs) > 0 {
+		return MultiError(rep.errs)
 	}
 	return nil
 }

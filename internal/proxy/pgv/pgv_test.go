@@ -14,9 +14,11 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/pgv"
 	// Every message type the proxy links, with its generated validator
@@ -331,4 +333,44 @@ func ruleNumbers(r *validate.FieldRules) []int64 {
 		return true
 	})
 	return out
+}
+
+// A cluster as straitd sends it for a service, with its 10 endpoints.
+func benchCluster() *clusterv3.Cluster {
+	eps := make([]*endpointv3.LbEndpoint, 10)
+	for i := range eps {
+		eps[i] = &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Address: "10.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 80}}}},
+		}}}
+	}
+	return &clusterv3.Cluster{
+		Name:                 "outbound|80||svc-1.bench.svc.cluster.local",
+		ConnectTimeout:       durationpb.New(10e9),
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		CircuitBreakers: &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+			MaxConnections: wrapperspb.UInt32(4294967295), MaxRequests: wrapperspb.UInt32(4294967295), TrackRemaining: true}}},
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{ClusterName: "outbound|80||svc-1.bench.svc.cluster.local",
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: eps}}},
+	}
+}
+
+func BenchmarkValidateCluster(b *testing.B) {
+	c := benchCluster()
+	b.Run("pgv", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := pgv.ValidateAll(c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("generated", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.ValidateAll(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -261,9 +261,6 @@ func (rc *ruleCtx) compileString() error {
 	return nil
 }
 
-// errs collects one message's violations.
-type errs = []error
-
 // loc is what an error names: a field, or an item of a list or map
 // field ("Name[index]", "Name[]" for an empty key, as the generated
 // fmt.Sprintf("Name[%v]", key)), formatted only for an error.
@@ -284,26 +281,35 @@ func (l loc) String() string {
 	return l.field
 }
 
+// report collects one message's violations; the checks append to it
+// (no closures: validating a valid message allocates little).
+type report struct {
+	msg  string // the message's Go type name
+	errs []error
+}
+
+func (r *report) fail(at loc, reason string) {
+	r.errs = append(r.errs, FieldError{Message: r.msg, Field: at.String(), Reason: reason})
+}
+
+func (r *report) failCause(at loc, reason string, cause error) {
+	r.errs = append(r.errs, FieldError{Message: r.msg, Field: at.String(), Reason: reason, Cause: cause})
+}
+
 // check applies rc to v (has: the field is set, for messages: non-nil)
 // at at: the field or one of its items.
-func (rc *ruleCtx) check(out *errs, msg string, at loc, v protoreflect.Value, has bool, fd protoreflect.FieldDescriptor) {
-	fail := func(reason string) {
-		*out = append(*out, FieldError{Message: msg, Field: at.String(), Reason: reason})
-	}
-	failCause := func(reason string, cause error) {
-		*out = append(*out, FieldError{Message: msg, Field: at.String(), Reason: reason, Cause: cause})
-	}
+func (rc *ruleCtx) check(rep *report, at loc, v protoreflect.Value, has bool, fd protoreflect.FieldDescriptor) {
 	switch rc.kind {
 	case kindNone:
 	case kindMessage:
 		if rc.message.GetRequired() && !has {
-			fail("value is required")
+			rep.fail(at, "value is required")
 		}
 		if rc.message.GetSkip() || !has {
 			return
 		}
 		if err := validateMessage(v.Message()); err != nil {
-			failCause("embedded message failed validation", err)
+			rep.failCause(at, "embedded message failed validation", err)
 		}
 	case kindWrapper:
 		if has {
@@ -311,29 +317,31 @@ func (rc *ruleCtx) check(out *errs, msg string, at loc, v protoreflect.Value, ha
 			inner := w.Get(w.Descriptor().Fields().ByNumber(1))
 			// Unwrapped, the rules name the field without its index
 			// (shared/context.go: Unwrap drops it).
-			rc.inner.check(out, msg, loc{field: at.field}, inner, true, fd)
+			rc.inner.check(rep, loc{field: at.field}, inner, true, fd)
 		} else if rc.message.GetRequired() {
-			fail("value is required and must not be nil.")
+			rep.fail(at, "value is required and must not be nil.")
 		}
 	case kindString:
-		rc.checkString(fail, failCause, v.String())
+		rc.checkString(rep, at, v.String())
 	case kindBytes:
-		rc.checkBytes(fail, v.Bytes())
+		rc.checkBytes(rep, at, v.Bytes())
 	case kindBool:
 		if c := rc.boolean.Const; c != nil && v.Bool() != *c {
-			fail(fmt.Sprint("value must equal ", *c))
+			rep.fail(at, fmt.Sprint("value must equal ", *c))
 		}
 	case kindNumber:
-		rc.num.check(fail, v)
+		for _, reason := range rc.num.check(v) {
+			rep.fail(at, reason)
+		}
 	case kindEnum:
-		rc.checkEnum(fail, v.Enum())
+		rc.checkEnum(rep, at, v.Enum())
 	case kindRepeated:
-		rc.checkRepeated(out, fail, msg, at.field, v.List(), fd)
+		rc.checkRepeated(rep, at, v.List(), fd)
 	case kindMap:
-		rc.checkMap(out, fail, msg, at.field, v.Map(), fd)
+		rc.checkMap(rep, at, v.Map(), fd)
 	case kindAny:
 		if rc.anyR.GetRequired() && !has {
-			fail("value is required")
+			rep.fail(at, "value is required")
 		}
 		if !has {
 			return
@@ -342,123 +350,123 @@ func (rc *ruleCtx) check(out *errs, msg string, at loc, v protoreflect.Value, ha
 		typeURL := a.Get(a.Descriptor().Fields().ByNumber(1)).String()
 		if in := rc.anyR.In; len(in) > 0 {
 			if !slices.Contains(in, typeURL) {
-				fail(fmt.Sprint("type URL must be in list ", in))
+				rep.fail(at, fmt.Sprint("type URL must be in list ", in))
 			}
 		} else if notIn := rc.anyR.NotIn; len(notIn) > 0 && slices.Contains(notIn, typeURL) {
-			fail(fmt.Sprint("type URL must not be in list ", notIn))
+			rep.fail(at, fmt.Sprint("type URL must not be in list ", notIn))
 		}
 	case kindDuration:
-		rc.checkDuration(fail, failCause, v, has)
+		rc.checkDuration(rep, at, v, has)
 	}
 }
 
-func (rc *ruleCtx) checkString(fail func(string), failCause func(string, error), s string) {
+func (rc *ruleCtx) checkString(rep *report, at loc, s string) {
 	r := rc.str
 	if r.GetIgnoreEmpty() && s == "" {
 		return
 	}
 	if r.Const != nil && s != *r.Const {
-		fail("value must equal " + *r.Const)
+		rep.fail(at, "value must equal "+*r.Const)
 	}
 	if len(r.In) > 0 {
 		if !slices.Contains(r.In, s) {
-			fail(fmt.Sprint("value must be in list ", r.In))
+			rep.fail(at, fmt.Sprint("value must be in list ", r.In))
 		}
 	} else if len(r.NotIn) > 0 && slices.Contains(r.NotIn, s) {
-		fail(fmt.Sprint("value must not be in list ", r.NotIn))
+		rep.fail(at, fmt.Sprint("value must not be in list ", r.NotIn))
 	}
 	runes := func() uint64 { return uint64(utf8.RuneCountInString(s)) }
 	switch {
 	case r.Len != nil:
 		if runes() != r.GetLen() {
-			fail(fmt.Sprint("value length must be ", r.GetLen(), " runes"))
+			rep.fail(at, fmt.Sprint("value length must be ", r.GetLen(), " runes"))
 		}
 	case r.MinLen != nil && r.MaxLen != nil && r.GetMinLen() == r.GetMaxLen():
 		if runes() != r.GetMinLen() {
-			fail(fmt.Sprint("value length must be ", r.GetMinLen(), " runes"))
+			rep.fail(at, fmt.Sprint("value length must be ", r.GetMinLen(), " runes"))
 		}
 	case r.MinLen != nil && r.MaxLen != nil:
 		if l := runes(); l < r.GetMinLen() || l > r.GetMaxLen() {
-			fail(fmt.Sprint("value length must be between ", r.GetMinLen(), " and ", r.GetMaxLen(), " runes, inclusive"))
+			rep.fail(at, fmt.Sprint("value length must be between ", r.GetMinLen(), " and ", r.GetMaxLen(), " runes, inclusive"))
 		}
 	case r.MinLen != nil:
 		if runes() < r.GetMinLen() {
-			fail(fmt.Sprint("value length must be at least ", r.GetMinLen(), " runes"))
+			rep.fail(at, fmt.Sprint("value length must be at least ", r.GetMinLen(), " runes"))
 		}
 	case r.MaxLen != nil:
 		if runes() > r.GetMaxLen() {
-			fail(fmt.Sprint("value length must be at most ", r.GetMaxLen(), " runes"))
+			rep.fail(at, fmt.Sprint("value length must be at most ", r.GetMaxLen(), " runes"))
 		}
 	}
 	n := uint64(len(s))
 	switch {
 	case r.LenBytes != nil:
 		if n != r.GetLenBytes() {
-			fail(fmt.Sprint("value length must be ", r.GetLenBytes(), " bytes"))
+			rep.fail(at, fmt.Sprint("value length must be ", r.GetLenBytes(), " bytes"))
 		}
 	case r.MinBytes != nil && r.MaxBytes != nil && r.GetMinBytes() == r.GetMaxBytes():
 		if n != r.GetMinBytes() {
-			fail(fmt.Sprint("value length must be ", r.GetMinBytes(), " bytes"))
+			rep.fail(at, fmt.Sprint("value length must be ", r.GetMinBytes(), " bytes"))
 		}
 	case r.MinBytes != nil && r.MaxBytes != nil:
 		if n < r.GetMinBytes() || n > r.GetMaxBytes() {
-			fail(fmt.Sprint("value length must be between ", r.GetMinBytes(), " and ", r.GetMaxBytes(), " bytes, inclusive"))
+			rep.fail(at, fmt.Sprint("value length must be between ", r.GetMinBytes(), " and ", r.GetMaxBytes(), " bytes, inclusive"))
 		}
 	case r.MinBytes != nil:
 		if n < r.GetMinBytes() {
-			fail(fmt.Sprint("value length must be at least ", r.GetMinBytes(), " bytes"))
+			rep.fail(at, fmt.Sprint("value length must be at least ", r.GetMinBytes(), " bytes"))
 		}
 	case r.MaxBytes != nil:
 		if n > r.GetMaxBytes() {
-			fail(fmt.Sprint("value length must be at most ", r.GetMaxBytes(), " bytes"))
+			rep.fail(at, fmt.Sprint("value length must be at most ", r.GetMaxBytes(), " bytes"))
 		}
 	}
 	if r.Prefix != nil && !strings.HasPrefix(s, *r.Prefix) {
-		fail(fmt.Sprintf("value does not have prefix %q", *r.Prefix))
+		rep.fail(at, fmt.Sprintf("value does not have prefix %q", *r.Prefix))
 	}
 	if r.Suffix != nil && !strings.HasSuffix(s, *r.Suffix) {
-		fail(fmt.Sprintf("value does not have suffix %q", *r.Suffix))
+		rep.fail(at, fmt.Sprintf("value does not have suffix %q", *r.Suffix))
 	}
 	if r.Contains != nil && !strings.Contains(s, *r.Contains) {
-		fail(fmt.Sprintf("value does not contain substring %q", *r.Contains))
+		rep.fail(at, fmt.Sprintf("value does not contain substring %q", *r.Contains))
 	}
 	if r.NotContains != nil && strings.Contains(s, *r.NotContains) {
-		fail(fmt.Sprintf("value contains substring %q", *r.NotContains))
+		rep.fail(at, fmt.Sprintf("value contains substring %q", *r.NotContains))
 	}
 	switch {
 	case r.GetIp():
 		if net.ParseIP(s) == nil {
-			fail("value must be a valid IP address")
+			rep.fail(at, "value must be a valid IP address")
 		}
 	case r.GetIpv4():
 		if ip := net.ParseIP(s); ip == nil || ip.To4() == nil {
-			fail("value must be a valid IPv4 address")
+			rep.fail(at, "value must be a valid IPv4 address")
 		}
 	case r.GetIpv6():
 		if ip := net.ParseIP(s); ip == nil || ip.To4() != nil {
-			fail("value must be a valid IPv6 address")
+			rep.fail(at, "value must be a valid IPv6 address")
 		}
 	case r.GetHostname():
 		if err := validateHostname(s); err != nil {
-			failCause("value must be a valid hostname", err)
+			rep.failCause(at, "value must be a valid hostname", err)
 		}
 	case r.GetAddress():
 		if validateHostname(s) != nil && net.ParseIP(s) == nil {
-			fail("value must be a valid hostname, or ip address")
+			rep.fail(at, "value must be a valid hostname, or ip address")
 		}
 	case r.GetUri():
 		if uri, err := url.Parse(s); err != nil {
-			failCause("value must be a valid URI", err)
+			rep.failCause(at, "value must be a valid URI", err)
 		} else if !uri.IsAbs() {
-			fail("value must be absolute")
+			rep.fail(at, "value must be absolute")
 		}
 	case r.GetUriRef():
 		if _, err := url.Parse(s); err != nil {
-			failCause("value must be a valid URI", err)
+			rep.failCause(at, "value must be a valid URI", err)
 		}
 	}
 	if rc.re != nil && !rc.re.MatchString(s) {
-		fail(fmt.Sprintf("value does not match regex pattern %q", rc.pattern))
+		rep.fail(at, fmt.Sprintf("value does not match regex pattern %q", rc.pattern))
 	}
 }
 
@@ -498,7 +506,7 @@ func byteStr(x []byte) string {
 	return b.String()
 }
 
-func (rc *ruleCtx) checkBytes(fail func(string), s []byte) {
+func (rc *ruleCtx) checkBytes(rep *report, at loc, s []byte) {
 	r := rc.bytes
 	if r.GetIgnoreEmpty() && len(s) == 0 {
 		return
@@ -507,63 +515,63 @@ func (rc *ruleCtx) checkBytes(fail func(string), s []byte) {
 	switch {
 	case r.Len != nil:
 		if n != r.GetLen() {
-			fail(fmt.Sprint("value length must be ", r.GetLen(), " bytes"))
+			rep.fail(at, fmt.Sprint("value length must be ", r.GetLen(), " bytes"))
 		}
 	case r.MinLen != nil && r.MaxLen != nil && r.GetMinLen() == r.GetMaxLen():
 		if n != r.GetMinLen() {
-			fail(fmt.Sprint("value length must be ", r.GetMinLen(), " bytes"))
+			rep.fail(at, fmt.Sprint("value length must be ", r.GetMinLen(), " bytes"))
 		}
 	case r.MinLen != nil && r.MaxLen != nil:
 		if n < r.GetMinLen() || n > r.GetMaxLen() {
-			fail(fmt.Sprint("value length must be between ", r.GetMinLen(), " and ", r.GetMaxLen(), " bytes, inclusive"))
+			rep.fail(at, fmt.Sprint("value length must be between ", r.GetMinLen(), " and ", r.GetMaxLen(), " bytes, inclusive"))
 		}
 	case r.MinLen != nil:
 		if n < r.GetMinLen() {
-			fail(fmt.Sprint("value length must be at least ", r.GetMinLen(), " bytes"))
+			rep.fail(at, fmt.Sprint("value length must be at least ", r.GetMinLen(), " bytes"))
 		}
 	case r.MaxLen != nil:
 		if n > r.GetMaxLen() {
-			fail(fmt.Sprint("value length must be at most ", r.GetMaxLen(), " bytes"))
+			rep.fail(at, fmt.Sprint("value length must be at most ", r.GetMaxLen(), " bytes"))
 		}
 	}
 	if r.Prefix != nil && !strings.HasPrefix(string(s), string(r.Prefix)) {
-		fail("value does not have prefix " + byteStr(r.Prefix))
+		rep.fail(at, "value does not have prefix "+byteStr(r.Prefix))
 	}
 	if r.Suffix != nil && !strings.HasSuffix(string(s), string(r.Suffix)) {
-		fail("value does not have suffix " + byteStr(r.Suffix))
+		rep.fail(at, "value does not have suffix "+byteStr(r.Suffix))
 	}
 	if r.Contains != nil && !strings.Contains(string(s), string(r.Contains)) {
-		fail("value does not contain " + byteStr(r.Contains))
+		rep.fail(at, "value does not contain "+byteStr(r.Contains))
 	}
 	has := func(list [][]byte) bool {
 		return slices.ContainsFunc(list, func(b []byte) bool { return string(b) == string(s) })
 	}
 	if len(r.In) > 0 {
 		if !has(r.In) {
-			fail(fmt.Sprint("value must be in list ", r.In))
+			rep.fail(at, fmt.Sprint("value must be in list ", r.In))
 		}
 	} else if len(r.NotIn) > 0 && has(r.NotIn) {
-		fail(fmt.Sprint("value must not be in list ", r.NotIn))
+		rep.fail(at, fmt.Sprint("value must not be in list ", r.NotIn))
 	}
 	if r.Const != nil && string(s) != string(r.Const) {
-		fail(fmt.Sprintf("value must equal %v", r.Const)) // the bytes as numbers, as the template printed them
+		rep.fail(at, fmt.Sprintf("value must equal %v", r.Const)) // the bytes as numbers, as the template printed them
 	}
 	switch {
 	case r.GetIp():
 		if net.IP(s).To16() == nil {
-			fail("value must be a valid IP address")
+			rep.fail(at, "value must be a valid IP address")
 		}
 	case r.GetIpv4():
 		if net.IP(s).To4() == nil {
-			fail("value must be a valid IPv4 address")
+			rep.fail(at, "value must be a valid IPv4 address")
 		}
 	case r.GetIpv6():
 		if ip := net.IP(s); ip.To16() == nil || ip.To4() != nil {
-			fail("value must be a valid IPv6 address")
+			rep.fail(at, "value must be a valid IPv6 address")
 		}
 	}
 	if rc.re != nil && !rc.re.Match(s) {
-		fail(fmt.Sprintf("value does not match regex pattern %q", r.GetPattern()))
+		rep.fail(at, fmt.Sprintf("value does not match regex pattern %q", r.GetPattern()))
 	}
 }
 
@@ -587,29 +595,29 @@ func (rc *ruleCtx) enumList(list []int32) string {
 	return "[" + strings.Join(names, " ") + "]"
 }
 
-func (rc *ruleCtx) checkEnum(fail func(string), e protoreflect.EnumNumber) {
+func (rc *ruleCtx) checkEnum(rep *report, at loc, e protoreflect.EnumNumber) {
 	r := rc.enum
 	n := int32(e)
 	if r.Const != nil && n != *r.Const {
 		if rc.singularEnum {
-			fail("value must equal " + rc.enumName(*r.Const))
+			rep.fail(at, "value must equal "+rc.enumName(*r.Const))
 		} else {
-			fail(fmt.Sprint("value must equal ", *r.Const))
+			rep.fail(at, fmt.Sprint("value must equal ", *r.Const))
 		}
 	}
 	if len(r.In) > 0 {
 		if !slices.Contains(r.In, n) {
-			fail("value must be in list " + rc.enumList(r.In))
+			rep.fail(at, "value must be in list "+rc.enumList(r.In))
 		}
 	} else if len(r.NotIn) > 0 && slices.Contains(r.NotIn, n) {
-		fail("value must not be in list " + rc.enumList(r.NotIn))
+		rep.fail(at, "value must not be in list "+rc.enumList(r.NotIn))
 	}
 	if r.GetDefinedOnly() && rc.enumD.Values().ByNumber(e) == nil {
-		fail("value must be one of the defined enum values")
+		rep.fail(at, "value must be one of the defined enum values")
 	}
 }
 
-func (rc *ruleCtx) checkRepeated(out *errs, fail func(string), msg, field string, l protoreflect.List, fd protoreflect.FieldDescriptor) {
+func (rc *ruleCtx) checkRepeated(rep *report, at loc, l protoreflect.List, fd protoreflect.FieldDescriptor) {
 	r := rc.repeated
 	n := uint64(l.Len())
 	if r.GetIgnoreEmpty() && n == 0 {
@@ -618,19 +626,19 @@ func (rc *ruleCtx) checkRepeated(out *errs, fail func(string), msg, field string
 	switch {
 	case r.GetMinItems() != 0 && r.GetMinItems() == r.GetMaxItems():
 		if n != r.GetMinItems() {
-			fail(fmt.Sprint("value must contain exactly ", r.GetMinItems(), " item(s)"))
+			rep.fail(at, fmt.Sprint("value must contain exactly ", r.GetMinItems(), " item(s)"))
 		}
 	case r.GetMinItems() != 0 && r.MaxItems != nil:
 		if n < r.GetMinItems() || n > r.GetMaxItems() {
-			fail(fmt.Sprint("value must contain between ", r.GetMinItems(), " and ", r.GetMaxItems(), " items, inclusive"))
+			rep.fail(at, fmt.Sprint("value must contain between ", r.GetMinItems(), " and ", r.GetMaxItems(), " items, inclusive"))
 		}
 	case r.GetMinItems() != 0:
 		if n < r.GetMinItems() {
-			fail(fmt.Sprint("value must contain at least ", r.GetMinItems(), " item(s)"))
+			rep.fail(at, fmt.Sprint("value must contain at least ", r.GetMinItems(), " item(s)"))
 		}
 	case r.MaxItems != nil:
 		if n > r.GetMaxItems() {
-			fail(fmt.Sprint("value must contain no more than ", r.GetMaxItems(), " item(s)"))
+			rep.fail(at, fmt.Sprint("value must contain no more than ", r.GetMaxItems(), " item(s)"))
 		}
 	}
 	if !r.GetUnique() && rc.elem.kind == kindNone {
@@ -642,23 +650,23 @@ func (rc *ruleCtx) checkRepeated(out *errs, fail func(string), msg, field string
 	}
 	for i := range l.Len() {
 		v := l.Get(i)
-		at := loc{field: field, list: true, index: i}
+		item := loc{field: at.field, list: true, index: i}
 		if seen != nil {
 			k := v.Interface()
 			if b, ok := k.([]byte); ok {
 				k = string(b)
 			}
 			if _, dup := seen[k]; dup {
-				*out = append(*out, FieldError{Message: msg, Field: at.String(), Reason: "repeated value must contain unique items"})
+				rep.fail(item, "repeated value must contain unique items")
 			} else {
 				seen[k] = struct{}{}
 			}
 		}
-		rc.elem.check(out, msg, at, v, true, fd)
+		rc.elem.check(rep, item, v, true, fd)
 	}
 }
 
-func (rc *ruleCtx) checkMap(out *errs, fail func(string), msg, field string, m protoreflect.Map, fd protoreflect.FieldDescriptor) {
+func (rc *ruleCtx) checkMap(rep *report, at loc, m protoreflect.Map, fd protoreflect.FieldDescriptor) {
 	r := rc.mapR
 	n := uint64(m.Len())
 	if r.GetIgnoreEmpty() && n == 0 {
@@ -667,19 +675,19 @@ func (rc *ruleCtx) checkMap(out *errs, fail func(string), msg, field string, m p
 	switch {
 	case r.GetMinPairs() != 0 && r.GetMinPairs() == r.GetMaxPairs():
 		if n != r.GetMinPairs() {
-			fail(fmt.Sprint("value must contain exactly ", r.GetMinPairs(), " pair(s)"))
+			rep.fail(at, fmt.Sprint("value must contain exactly ", r.GetMinPairs(), " pair(s)"))
 		}
 	case r.GetMinPairs() != 0 && r.MaxPairs != nil:
 		if n < r.GetMinPairs() || n > r.GetMaxPairs() {
-			fail(fmt.Sprint("value must contain between ", r.GetMinPairs(), " and ", r.GetMaxPairs(), " pairs, inclusive"))
+			rep.fail(at, fmt.Sprint("value must contain between ", r.GetMinPairs(), " and ", r.GetMaxPairs(), " pairs, inclusive"))
 		}
 	case r.GetMinPairs() != 0:
 		if n < r.GetMinPairs() {
-			fail(fmt.Sprint("value must contain at least ", r.GetMinPairs(), " pair(s)"))
+			rep.fail(at, fmt.Sprint("value must contain at least ", r.GetMinPairs(), " pair(s)"))
 		}
 	case r.MaxPairs != nil:
 		if n > r.GetMaxPairs() {
-			fail(fmt.Sprint("value must contain no more than ", r.GetMaxPairs(), " pair(s)"))
+			rep.fail(at, fmt.Sprint("value must contain no more than ", r.GetMaxPairs(), " pair(s)"))
 		}
 	}
 	keyNone := rc.key == nil || rc.key.kind == kindNone
@@ -695,20 +703,20 @@ func (rc *ruleCtx) checkMap(out *errs, fail func(string), msg, field string, m p
 	slices.SortFunc(keys, compareKeys)
 	for _, k := range keys {
 		val := m.Get(k)
-		at := loc{field: field, key: k}
+		item := loc{field: at.field, key: k}
 		if r.GetNoSparse() {
 			if msgVal, ok := val.Interface().(protoreflect.Message); ok && !msgVal.IsValid() {
-				*out = append(*out, FieldError{Message: msg, Field: at.String(), Reason: "value cannot be sparse, all pairs must be non-nil"})
+				rep.fail(item, "value cannot be sparse, all pairs must be non-nil")
 			}
 		}
 		if !keyNone {
-			rc.key.check(out, msg, at, k.Value(), true, fd)
+			rc.key.check(rep, item, k.Value(), true, fd)
 		}
 		has := true
 		if msgVal, ok := val.Interface().(protoreflect.Message); ok {
 			has = msgVal.IsValid()
 		}
-		rc.elem.check(out, msg, at, val, has, fd)
+		rc.elem.check(rep, item, val, has, fd)
 	}
 }
 
@@ -738,10 +746,10 @@ func durationOf(m protoreflect.Message) *durationpb.Duration {
 	return &durationpb.Duration{Seconds: m.Get(fs.ByNumber(1)).Int(), Nanos: int32(m.Get(fs.ByNumber(2)).Int())}
 }
 
-func (rc *ruleCtx) checkDuration(fail func(string), failCause func(string, error), v protoreflect.Value, has bool) {
+func (rc *ruleCtx) checkDuration(rep *report, at loc, v protoreflect.Value, has bool) {
 	r := rc.duration
 	if r.GetRequired() && !has {
-		fail("value is required")
+		rep.fail(at, "value is required")
 	}
 	if !has || (r.Const == nil && r.Lt == nil && r.Lte == nil && r.Gt == nil && r.Gte == nil) {
 		return
@@ -749,62 +757,62 @@ func (rc *ruleCtx) checkDuration(fail func(string), failCause func(string, error
 	d := durationOf(v.Message())
 	dur, err := d.AsDuration(), d.CheckValid()
 	if err != nil {
-		failCause("value is not a valid duration", err)
+		rep.failCause(at, "value is not a valid duration", err)
 		return
 	}
 	str := func(x *durationpb.Duration) string { return x.AsDuration().String() }
 	if r.Const != nil && dur != r.Const.AsDuration() {
-		fail("value must equal " + str(r.Const))
+		rep.fail(at, "value must equal "+str(r.Const))
 	}
 	lt, lte, gt, gte := r.Lt.AsDuration(), r.Lte.AsDuration(), r.Gt.AsDuration(), r.Gte.AsDuration()
 	switch {
 	case r.Lt != nil && r.Gt != nil:
 		if lt > gt {
 			if dur <= gt || dur >= lt {
-				fail("value must be inside range (" + str(r.Gt) + ", " + str(r.Lt) + ")")
+				rep.fail(at, "value must be inside range ("+str(r.Gt)+", "+str(r.Lt)+")")
 			}
 		} else if dur >= lt && dur <= gt {
-			fail("value must be outside range [" + str(r.Lt) + ", " + str(r.Gt) + "]")
+			rep.fail(at, "value must be outside range ["+str(r.Lt)+", "+str(r.Gt)+"]")
 		}
 	case r.Lt != nil && r.Gte != nil:
 		if lt > gte {
 			if dur < gte || dur >= lt {
-				fail("value must be inside range [" + str(r.Gte) + ", " + str(r.Lt) + ")")
+				rep.fail(at, "value must be inside range ["+str(r.Gte)+", "+str(r.Lt)+")")
 			}
 		} else if dur >= lt && dur < gte {
-			fail("value must be outside range [" + str(r.Lt) + ", " + str(r.Gte) + ")")
+			rep.fail(at, "value must be outside range ["+str(r.Lt)+", "+str(r.Gte)+")")
 		}
 	case r.Lt != nil:
 		if dur >= lt {
-			fail("value must be less than " + str(r.Lt))
+			rep.fail(at, "value must be less than "+str(r.Lt))
 		}
 	case r.Lte != nil && r.Gt != nil:
 		if lte > gt {
 			if dur <= gt || dur > lte {
-				fail("value must be inside range (" + str(r.Gt) + ", " + str(r.Lte) + "]")
+				rep.fail(at, "value must be inside range ("+str(r.Gt)+", "+str(r.Lte)+"]")
 			}
 		} else if dur > lte && dur <= gt {
-			fail("value must be outside range (" + str(r.Lte) + ", " + str(r.Gt) + "]")
+			rep.fail(at, "value must be outside range ("+str(r.Lte)+", "+str(r.Gt)+"]")
 		}
 	case r.Lte != nil && r.Gte != nil:
 		if lte > gte {
 			if dur < gte || dur > lte {
-				fail("value must be inside range [" + str(r.Gte) + ", " + str(r.Lte) + "]")
+				rep.fail(at, "value must be inside range ["+str(r.Gte)+", "+str(r.Lte)+"]")
 			}
 		} else if dur > lte && dur < gte {
-			fail("value must be outside range (" + str(r.Lte) + ", " + str(r.Gte) + ")")
+			rep.fail(at, "value must be outside range ("+str(r.Lte)+", "+str(r.Gte)+")")
 		}
 	case r.Lte != nil:
 		if dur > lte {
-			fail("value must be less than or equal to " + str(r.Lte))
+			rep.fail(at, "value must be less than or equal to "+str(r.Lte))
 		}
 	case r.Gt != nil:
 		if dur <= gt {
-			fail("value must be greater than " + str(r.Gt))
+			rep.fail(at, "value must be greater than "+str(r.Gt))
 		}
 	case r.Gte != nil:
 		if dur < gte {
-			fail("value must be greater than or equal to " + str(r.Gte))
+			rep.fail(at, "value must be greater than or equal to "+str(r.Gte))
 		}
 	}
 }

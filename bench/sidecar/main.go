@@ -35,7 +35,7 @@ type options struct {
 	bin, baseline, straitd     string
 	runs, concurrency          int
 	settle, timeout            time.Duration
-	pprofDir                   string
+	pprofDir, smapsDir         string
 	verbose, exec              bool
 	env                        envList
 }
@@ -72,6 +72,7 @@ func run() error {
 	flag.DurationVar(&o.settle, "settle", 5*time.Second, "idle time between ready and the measurement")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long a sidecar may take to become ready")
 	flag.StringVar(&o.pprofDir, "pprof", "", "save each process's heap profile of the last run here")
+	flag.StringVar(&o.smapsDir, "smaps", "", "save each process's /proc/PID/smaps of the last run here, and print its resident KiB per mapping")
 	flag.BoolVar(&o.verbose, "v", false, "pass the processes' logs through")
 	flag.BoolVar(&o.exec, "exec", false, "also measure the -bin build with STRAIT_PROXY_MODE=exec (the agent executes strait-proxy), as build \"this-exec\"")
 	flag.Var(&o.env, "env", "KEY=VALUE added to the agent's environment, which the proxy inherits (e.g. GOGC=50); repeatable")

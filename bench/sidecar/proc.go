@@ -58,3 +58,37 @@ func children(pid int) []int {
 	}
 	return out
 }
+
+// saveSmaps copies /proc/PID/smaps to path and prints, to stderr, the
+// resident KiB of each mapping of at least 64 KiB resident (the binary's
+// segments, the heap arenas, the stacks): which part of the binary is
+// paged in (bench/README.md).
+func saveSmaps(pid int, path string) error {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench/sidecar: %s\n", path)
+	var head string
+	var size float64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			head = line
+		case len(f) >= 2 && f[0] == "Size:":
+			size, _ = strconv.ParseFloat(f[1], 64)
+		case len(f) >= 2 && f[0] == "Rss:":
+			if rss, _ := strconv.ParseFloat(f[1], 64); rss >= 64 {
+				fmt.Fprintf(os.Stderr, "  %8.0f of %8.0f KiB  %s\n", rss, size, head)
+			}
+		}
+	}
+	return nil
+}

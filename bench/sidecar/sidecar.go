@@ -135,6 +135,11 @@ func measure(ctx context.Context, o options, b build, pod *netns.Pod, cp *contro
 			return res, err
 		}
 		p.out.procStatus = st
+		if profile && o.smapsDir != "" {
+			if err := saveSmaps(p.pid, filepath.Join(o.smapsDir, fmt.Sprintf("%s-scope%d-%s.smaps", b.name, scope, p.name))); err != nil {
+				fmt.Fprintf(os.Stderr, "bench/sidecar: %s smaps: %v\n", p.name, err)
+			}
+		}
 		p.out.runtime = fetchRuntime(inPod, p.debug) // before the profile, which allocates
 		if profile && o.pprofDir != "" {
 			if err := saveProfile(inPod, p.debug, filepath.Join(o.pprofDir, fmt.Sprintf("%s-scope%d-%s.heap.pb.gz", b.name, scope, p.name))); err != nil {

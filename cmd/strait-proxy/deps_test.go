@@ -45,3 +45,37 @@ func makefileTags(t *testing.T) string {
 	}
 	return string(m[1])
 }
+
+// strait-proxy links none of the validators protoc-gen-validate generated for
+// go-control-plane and cncf/xds: the proxy checks those rules with
+// internal/proxy/pgv, and one call of a generated ValidateAll would keep
+// every generated validator of every linked type (~5 MiB of the loaded
+// binary, bench/README.md "Fifth round").
+func TestLinksNoGeneratedValidators(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	goTool := testreq.Binary(t, "go", "golang-go", "/usr/local/go/bin/go")
+	bin := filepath.Join(t.TempDir(), "strait-proxy")
+	build := exec.Command(goTool, "build", "-tags", makefileTags(t), "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(goTool, "tool", "nm", bin).Output()
+	if err != nil {
+		t.Fatalf("go tool nm: %v", err)
+	}
+	generated := regexp.MustCompile(`(go-control-plane|cncf/xds)/.*\)\.(validate|ValidateAll)$`)
+	n := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		if generated.MatchString(line) {
+			if n++; n <= 5 {
+				t.Errorf("strait-proxy links %s", strings.TrimSpace(line))
+			}
+		}
+	}
+	if n > 5 {
+		t.Errorf("... %d generated validator symbols in all", n)
+	}
+}

@@ -16,6 +16,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
+
+	"github.com/straitmesh/strait/internal/proxy/pgv"
 )
 
 // DefaultAdminAddress is used when the bootstrap has no admin address.
@@ -44,7 +46,7 @@ func Parse(data []byte) (*bootstrapv3.Bootstrap, error) {
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(js, b); err != nil {
 		return nil, fmt.Errorf("not an envoy.config.bootstrap.v3.Bootstrap: %w", err)
 	}
-	if err := b.ValidateAll(); err != nil {
+	if err := pgv.ValidateAll(b); err != nil {
 		return nil, fmt.Errorf("invalid: %w", err)
 	}
 	if err := checkFields(b); err != nil {

@@ -13,6 +13,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster/idlewatch"
+	"github.com/straitmesh/strait/internal/proxy/pgv"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
 )
@@ -79,7 +80,7 @@ func (m *Manager) AddStatic(cs []*clusterv3.Cluster) error {
 	defer m.mu.Unlock()
 	next := m.copyActive()
 	for _, c := range cs {
-		if err := c.ValidateAll(); err != nil {
+		if err := pgv.ValidateAll(c); err != nil {
 			return fmt.Errorf("static cluster %q: %w", c.GetName(), err)
 		}
 		wire, err := configWire(c)

@@ -19,6 +19,7 @@ import (
 	"github.com/straitmesh/strait/internal/origdst"
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/hcm"
+	"github.com/straitmesh/strait/internal/proxy/pgv"
 	"github.com/straitmesh/strait/internal/proxy/stats"
 	"github.com/straitmesh/strait/internal/proxy/tcpproxy"
 	"github.com/straitmesh/strait/internal/proxy/tlsconf"
@@ -205,7 +206,7 @@ func (m *Manager) AddStatic(ls []*listenerv3.Listener) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, l := range ls {
-		if err := l.ValidateAll(); err != nil {
+		if err := pgv.ValidateAll(l); err != nil {
 			return fmt.Errorf("static listener %q: %w", l.GetName(), err)
 		}
 	}

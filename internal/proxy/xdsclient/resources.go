@@ -11,13 +11,13 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/straitmesh/strait/internal/proxy/pgv"
 	"github.com/straitmesh/strait/internal/xdsapi"
 )
 
-type validatable interface {
-	proto.Message
-	ValidateAll() error
-}
+// validatable is a decoded resource, checked by pgv.ValidateAll (the
+// protoc-gen-validate rules, without linking the generated validators).
+type validatable = proto.Message
 
 func newResource(typeURL string) (validatable, func(validatable) string) {
 	switch typeURL {
@@ -56,7 +56,7 @@ func decode(typeURL string, rs []*anypb.Any) ([]validatable, error) {
 			return nil, fmt.Errorf("resource %d: %w", i, err)
 		}
 		name := nameOf(m)
-		if err := m.ValidateAll(); err != nil {
+		if err := pgv.ValidateAll(m); err != nil {
 			return nil, fmt.Errorf("%s %q: %w", shortType(typeURL), name, err)
 		}
 		if seen[name] {

@@ -60,53 +60,12 @@ type UpstreamConn struct {
 	// resp is where RoundTrip parses response heads (h1roundtrip.go), so
 	// that its fields slice is reused.
 	resp http1.Response
-	// await sends a whole request and waits for the answer without a
-	// receive (WriteAwaitRead); nil: not a plain TCP socket.
-	await *awaiter
-	_     [upstreamConnPad]byte
+	_    [upstreamConnPad]byte
 }
 
 // upstreamConnPad rounds UpstreamConn up to a multiple of 64 bytes on
 // Linux (TestUpstreamConnLayout).
-const upstreamConnPad = 40
-
-// WriteAwaitRead writes p, a whole request, and waits until the upstream
-// answers, for a connection just taken from the pool or dialed, on which
-// nothing should arrive before the answer. The Read that follows then
-// finds the answer's first bytes.
-//
-// A Write then a Read costs a receive more on a plain TCP socket: the
-// runtime's poller clears the socket's readiness when a read starts
-// (internal/poll's prepareRead on every Read), so a read tries a receive
-// before it can wait, and right after a request it finds nothing (EAGAIN):
-// a system call a request for nothing, which nginx does not make (it reads
-// an upstream when epoll says so). Here the readiness is cleared before
-// the request leaves, so what answers it (bytes, a close, a reset) wakes
-// the wait. Bytes that arrived before, which the pool's idle check just
-// found none of, are read by the Read that follows, as they would be.
-//
-// The wait honours the read side's timeouts as set when it starts (the
-// caller sets them first, as for the Read): it arms the read deadline
-// through a zero-length Read. How the wait ends is only a hint; the Read
-// that follows reports what is there, a timeout or an error. On a socket
-// without an awaiter, or when the socket's buffer is full, the request
-// (or its rest) is written with Write.
-func (u *UpstreamConn) WriteAwaitRead(p []byte) (int, error) {
-	if u.await == nil || len(p) == 0 {
-		return u.Write(p)
-	}
-	// Arms the read deadline (DeadlineConn) without a system call: a
-	// zero-length read of a raw socket returns at once.
-	if _, err := u.D.Read(nil); err != nil {
-		return u.Write(p)
-	}
-	n, err := u.await.send(p)
-	if err != nil || n == len(p) {
-		return n, err
-	}
-	m, err := u.Write(p[n:])
-	return n + m, err
-}
+const upstreamConnPad = 48
 
 // Close closes the connection, releases its buffer and gives its slot back
 // to the cluster's connection limit.
@@ -251,9 +210,6 @@ func (c *Cluster) dialConn(ctx context.Context, ep Endpoint) (*UpstreamConn, err
 	raw := http1.WrapConn(nc)
 	d := http1.NewDeadlineConn(raw)
 	uc := &UpstreamConn{Conn: d, D: d, R: http1.NewReader(d), addr: ep.Address, src: ep.owner(), slot: c.breaker}
-	if raw != nc { // a raw socket (http1.WrapConn): its reads and writes are non-blocking system calls
-		uc.await = newAwaiter(nc)
-	}
 	c.h1.watch.AddTo(raw, &uc.w)
 	uc.PeerPrincipal, uc.LocalPrincipal = tlsconf.UpstreamPrincipals(nc)
 	if c.h1.maxDuration > 0 {

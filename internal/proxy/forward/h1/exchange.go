@@ -127,16 +127,7 @@ func (x *Exchange) Forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 			uc.Exchange()
 			uc.D.SetWriteTimeouts(x.Idle, attemptExpiry)
 			uc.D.SetReadTimeouts(x.Idle, attemptExpiry)
-			var poll time.Time
-			if streamBody {
-				n, err = uc.Write(w)
-			} else {
-				// The whole request: wait for the answer under the
-				// deadline readResponseHead's first read has.
-				poll = firstClientPoll()
-				uc.D.SetReadHard(responseWaitDeadline(attemptExpiry, poll, http1.Deadline(x.Idle)))
-				n, err = uc.WriteAwaitRead(w)
-			}
+			n, err = uc.Write(w)
 			if err == nil && streamBody {
 				if req.Expect100 && reqMinor == 1 {
 					// The client waits for this before sending the body; the
@@ -151,7 +142,7 @@ func (x *Exchange) Forward(cl *cluster.Cluster, ep cluster.Endpoint, rt *route.R
 			}
 			got = false
 			if err == nil {
-				got, err = x.readResponseHead(uc, isHead, reqMinor, bc, attemptExpiry, poll)
+				got, err = x.readResponseHead(uc, isHead, reqMinor, bc, attemptExpiry)
 			} else if n == 0 {
 				err = fmt.Errorf("%w: %w", errRetryNotWrite, err)
 			}
@@ -349,20 +340,28 @@ func (x *Exchange) bodyAborted(cl *cluster.Cluster, ep cluster.Endpoint, bc *bod
 // interim (1xx) responses downstream. got reports whether any response
 // byte arrived. Without a body copier (bc, which would see the client
 // leave), it checks every clientPollInterval that the client is still
-// there, first at poll (zero: firstClientPoll from now), and gives up
-// with errClientGone when it is not.
-func (x *Exchange) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMinor int, bc *bodyCopy, routeExpiry, poll time.Time) (got bool, err error) {
+// there, and gives up with errClientGone when it is not.
+func (x *Exchange) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMinor int, bc *bodyCopy, routeExpiry time.Time) (got bool, err error) {
 	// The connection's own idle timeout is per read call; this wait is
 	// re-entered after each poll, so it keeps its own idle expiry, which
 	// progress of the request body (or an interim response) pushes back.
-	if bc != nil {
-		poll = time.Time{}
-	} else if poll.IsZero() {
-		poll = firstClientPoll()
+	var poll time.Time
+	if bc == nil {
+		// On a whole second, so that requests in the same second share
+		// the socket deadline and it is not moved per request.
+		poll = http1.CoarseNow().Truncate(clientPollInterval).Add(2 * clientPollInterval)
 	}
 	idleExpiry := http1.Deadline(x.Idle)
 	var sent int64
-	setHard := func() { uc.D.SetReadHard(responseWaitDeadline(routeExpiry, poll, idleExpiry)) }
+	setHard := func() {
+		h := routeExpiry
+		for _, t := range []time.Time{poll, idleExpiry} {
+			if !t.IsZero() && (h.IsZero() || t.Before(h)) {
+				h = t
+			}
+		}
+		uc.D.SetReadHard(h)
+	}
 	setHard()
 	defer uc.D.SetReadHard(routeExpiry)
 	for {
@@ -418,27 +417,6 @@ func (x *Exchange) readResponseHead(uc *cluster.UpstreamConn, isHead bool, reqMi
 			setHard()
 		}
 	}
-}
-
-// firstClientPoll is when a request waiting for its response head first
-// checks that its client is still there: on a whole second, so that
-// requests in the same second share the socket deadline and it is not
-// moved per request.
-func firstClientPoll() time.Time {
-	return http1.CoarseNow().Truncate(clientPollInterval).Add(2 * clientPollInterval)
-}
-
-// responseWaitDeadline is the read deadline of a wait for a response
-// head: the earliest of the route's expiry, the next client check and
-// the idle expiry (each zero: none).
-func responseWaitDeadline(routeExpiry, poll, idleExpiry time.Time) time.Time {
-	h := routeExpiry
-	for _, t := range [...]time.Time{poll, idleExpiry} {
-		if !t.IsZero() && (h.IsZero() || t.Before(h)) {
-			h = t
-		}
-	}
-	return h
 }
 
 // getConn is the connection an attempt goes out on. A streamed body can't

@@ -41,6 +41,9 @@
 #       STRAIT_VARIANTS="old=/tmp/strait-proxy.old"
 #       (an empty BIN means STRAIT_BIN)
 #   PORT_BASE=18100  the ports used start above it (another, beside another run of this script)
+#   MEASURE='CMD'    runs CMD (through sh) beside each measured wrk run of a proxy chain, with
+#                    {pids} (the chain's proxies, comma-separated), {name} and {run} replaced, e.g.
+#                    MEASURE='perf stat -e raw_syscalls:sys_enter -p {pids} -o /tmp/{name}-{run}.txt -- sleep 8'
 #   STRAIT_FLAGS="--cpu-profile /tmp/{name}.pprof"  extra flags of every strait-proxy ({name}: the
 #                  proxy's name, e.g. strait-telemetry1 for hop 1; the profile is written when the script ends)
 #   README=path    where to write the table (default bench/http/README.md; "-" = don't)
@@ -345,7 +348,14 @@ for run in $(seq "$RUNS"); do
 	for c in "${chains[@]}"; do
 		read -r -a pp <<<"${proxies[$c]}"
 		before=(); for p in "${pp[@]}"; do before+=("$(cpu_ticks "$p")"); done
+		measure=
+		if [ -n "${MEASURE:-}" ] && [ ${#pp[@]} -gt 0 ]; then
+			m=${MEASURE//\{pids\}/$(IFS=,; echo "${pp[*]}")}; m=${m//\{name\}/$c}; m=${m//\{run\}/$run}
+			sh -c "$m" >"$work/measure.log" 2>&1 &
+			measure=$!
+		fi
 		run_wrk "$work/wrk.txt" -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "http://127.0.0.1:${entry[$c]}/"
+		if [ -n "$measure" ]; then wait "$measure" || log "$c: MEASURE failed: $(tail -n 3 "$work/measure.log")"; fi
 		out=$(cat "$work/wrk.txt")
 		after=(); for p in "${pp[@]}"; do after+=("$(cpu_ticks "$p")"); done
 		rps=$(awk '/^Requests\/sec/ { print $2 }' <<<"$out")

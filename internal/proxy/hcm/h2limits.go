@@ -13,6 +13,7 @@ import (
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
+	h2server "github.com/straitmesh/strait/internal/proxy/http2/server"
 )
 
 // This file holds the HTTP/2 downstream path's per-stream limits and
@@ -45,14 +46,21 @@ type streamGuardKey struct{}
 // the handler.
 type streamGuard struct {
 	// Set at creation, read-only.
-	w      http.ResponseWriter
-	grpc   bool // the request is gRPC: a local reply takes gRPC's trailers-only form
+	w    http.ResponseWriter
+	grpc bool // the request is gRPC: a local reply takes gRPC's trailers-only form
+	// ctx is the request's context, which the guard ends: the HTTP/2
+	// server's stream context (http2/server.CancelStream), or, when
+	// cancel is set, a context.WithCancel of it (x/net's server).
+	ctx    context.Context
 	cancel context.CancelFunc
 	hdr    http.Header // the handler's header map
 	// body is the request body, closed when the stream expires: an
 	// upstream transport blocked reading an upload that stalled (x/net's
 	// pipe) returns, and with it the handler.
 	body io.Closer
+	// gb is the handler's request body (over body): part of the guard,
+	// so that a stream costs one allocation less.
+	gb guardedBody
 
 	last    atomic.Int64 // unix nanoseconds of the last activity
 	idle    atomic.Int64 // the timeout in nanoseconds; 0: disabled
@@ -76,18 +84,27 @@ type streamGuard struct {
 // its request timeout.
 func guardStream(lim *Limits, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
 		// The handler changes r's header as it forwards it: what decides
 		// the local reply's form (gRPC or not) is read now.
-		g := &streamGuard{w: w, grpc: forward.IsGRPC(r.Header), cancel: cancel, hdr: http.Header{}}
+		ctx := r.Context()
+		g := &streamGuard{w: w, grpc: forward.IsGRPC(r.Header), ctx: ctx, hdr: http.Header{}}
+		// The guard is found in the request's context (setStreamIdle):
+		// the HTTP/2 server's stream context carries it, and the guard
+		// ends that context, with no context of its own; another
+		// server's (x/net's) gets a child context that does both.
+		if !h2server.SetStreamValue(ctx, streamGuardKey{}, g) {
+			ctx, g.cancel = context.WithCancel(ctx)
+			defer g.cancel()
+			g.ctx = ctx
+			r = r.WithContext(context.WithValue(ctx, streamGuardKey{}, g))
+		}
 		// g.body is set before the timers that read it start (their
 		// goroutines see it written; the handler may not touch g.mu
 		// before one fires: a body read whole for the filters, body.go).
-		r = r.WithContext(context.WithValue(ctx, streamGuardKey{}, g))
 		if r.Body != nil && r.Body != http.NoBody {
 			g.body = r.Body
-			r.Body = &guardedBody{ReadCloser: r.Body, g: g}
+			g.gb = guardedBody{ReadCloser: r.Body, g: g}
+			r.Body = &g.gb
 		}
 		g.touch()
 		st := lim.startStream() // stream.go
@@ -178,10 +195,19 @@ func (g *streamGuard) expire(f forward.Failure) {
 		g.reset = true
 	}
 	g.mu.Unlock()
-	g.cancel()
+	g.cancelCtx()
 	if g.body != nil {
 		g.body.Close()
 	}
+}
+
+// cancelCtx ends the request's context (g.ctx).
+func (g *streamGuard) cancelCtx() {
+	if g.cancel != nil {
+		g.cancel()
+		return
+	}
+	h2server.CancelStream(g.ctx)
 }
 
 // streamAborter is a ResponseWriter that can reset its stream from
@@ -199,7 +225,7 @@ func (g *streamGuard) abort() {
 	if !g.aborted.CompareAndSwap(false, true) {
 		return
 	}
-	g.cancel()
+	g.cancelCtx()
 	if g.body != nil {
 		g.body.Close()
 	}

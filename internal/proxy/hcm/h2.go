@@ -347,8 +347,16 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		streamLocalReply(w, r, http.StatusInternalServerError, "", errNoConn.Error())
 		return
 	}
-	var unlogged accesslog.Record // written to, never logged, when the filter has no access log
-	rec := &unlogged
+	// What a stream needs of its own comes with its guard (h2limits.go):
+	// one allocation for all.
+	mem, guarded := w.(*streamGuard)
+	var unlogged *accesslog.Record // written to, never logged, when the filter has no access log
+	if guarded {
+		unlogged = &mem.mem.unlogged
+	} else {
+		unlogged = &accesslog.Record{}
+	}
+	rec := unlogged
 	if len(c.filter.AccessLog) > 0 {
 		var done func()
 		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
@@ -357,7 +365,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(accesslog.TraceUpstream(r.Context(), rec)) // the upstream's principals, for istio.stats
 	}
 	var code *int // the status, for the downstream stats (stats.go)
-	if rec != &unlogged {
+	if rec != unlogged {
 		w, code = c.filter.beginStream(w, r, &rec.Code)
 	} else {
 		w, code = c.filter.beginStream(w, r, nil)
@@ -383,7 +391,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	st := newH2Stream(w, r, c, client, true) // h2stream.go
+	var st *h2stream
+	if guarded {
+		st = &mem.mem.st
+		st.init(w, r, c, client, true) // h2stream.go
+	} else {
+		st = newH2Stream(w, r, c, client, true)
+	}
 	defer st.complete(rec)
 	w = st.writer()
 	rt, done := st.decodeAndRoute(r.Context(), s, path)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
@@ -41,9 +42,11 @@ type streamGuardKey struct{}
 // a request whose body has not ended in time is answered 408 (or reset
 // once its response started) the same way.
 //
-// It is the handler's http.ResponseWriter. The handler's header map is its
-// own (hdr) until WriteHeader, so that the timer can answer without racing
-// the handler.
+// It is the handler's http.ResponseWriter. The timer answers without
+// racing the handler over a header map: the handler's (hdr) is its own
+// until WriteHeader copies it, or, on the HTTP/2 server, is the
+// server's, which the timer replaces with a new one before it answers
+// (headerResetter).
 type streamGuard struct {
 	// Set at creation, read-only.
 	w    http.ResponseWriter
@@ -54,13 +57,19 @@ type streamGuard struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	hdr    http.Header // the handler's header map
+	// shared: hdr is w's own map (a headerResetter's), which the
+	// response is written from, with no copy; a local reply from the
+	// timer resets w's first.
+	shared bool
 	// body is the request body, closed when the stream expires: an
 	// upstream transport blocked reading an upload that stalled (x/net's
 	// pipe) returns, and with it the handler.
 	body io.Closer
-	// gb is the handler's request body (over body): part of the guard,
-	// so that a stream costs one allocation less.
-	gb guardedBody
+	// gb is the handler's request body (over body), and mem what
+	// serveStream needs for the stream: part of the guard, so that a
+	// stream costs fewer allocations. Only the handler touches mem.
+	gb  guardedBody
+	mem streamMem
 
 	last    atomic.Int64 // unix nanoseconds of the last activity
 	idle    atomic.Int64 // the timeout in nanoseconds; 0: disabled
@@ -79,6 +88,13 @@ type streamGuard struct {
 	reset   bool       // expired after the handler's response started
 }
 
+// streamMem is what serveStream (h2.go) keeps of a stream: its access log
+// record when nothing logs it, and its filters' view.
+type streamMem struct {
+	unlogged accesslog.Record
+	st       h2stream
+}
+
 // guardStream wraps next with the stream's timeouts from lim: its idle
 // timeout (which a route's idle_timeout may replace, setStreamIdle) and
 // its request timeout.
@@ -87,7 +103,12 @@ func guardStream(lim *Limits, next http.HandlerFunc) http.HandlerFunc {
 		// The handler changes r's header as it forwards it: what decides
 		// the local reply's form (gRPC or not) is read now.
 		ctx := r.Context()
-		g := &streamGuard{w: w, grpc: forward.IsGRPC(r.Header), ctx: ctx, hdr: http.Header{}}
+		g := &streamGuard{w: w, grpc: forward.IsGRPC(r.Header), ctx: ctx}
+		if _, ok := w.(headerResetter); ok {
+			g.hdr, g.shared = w.Header(), true
+		} else {
+			g.hdr = http.Header{}
+		}
 		// The guard is found in the request's context (setStreamIdle):
 		// the HTTP/2 server's stream context carries it, and the guard
 		// ends that context, with no context of its own; another
@@ -186,6 +207,9 @@ func (g *streamGuard) expire(f forward.Failure) {
 	g.expired = true
 	if !g.wrote {
 		g.wrote = true
+		if g.shared {
+			g.w.(headerResetter).ResetHeader() // the handler may still write into hdr
+		}
 		if g.grpc { // as streamLocalReply
 			grpcLocalReply(g.w, grpcStatusForHTTP(f.Code), f.Flags, f.Body)
 		} else {
@@ -209,6 +233,12 @@ func (g *streamGuard) cancelCtx() {
 	}
 	h2server.CancelStream(g.ctx)
 }
+
+// headerResetter is a ResponseWriter whose header map the guard lets the
+// handler write into directly (the HTTP/2 server's): ResetHeader, before
+// the response started, gives the writer a new map, which the guard's
+// local reply fills while the handler still holds the old one.
+type headerResetter interface{ ResetHeader() }
 
 // streamAborter is a ResponseWriter that can reset its stream from
 // another goroutine, waking a write blocked on flow control (the HTTP/2
@@ -247,8 +277,10 @@ func (g *streamGuard) finish() (reset bool) {
 	if g.expired {
 		return g.reset
 	}
-	if !g.wrote {
-		return false // x/net/http2 answers 200 with whatever headers
+	if !g.wrote || g.shared {
+		// Not wrote: x/net/http2 answers 200 with whatever headers.
+		// Shared: the trailers are in w's map already.
+		return false
 	}
 	wh := g.w.Header()
 	for k, vv := range g.hdr {
@@ -315,8 +347,12 @@ func (g *streamGuard) FlushError() error {
 	return err
 }
 
-// copyHeader moves the handler's header into w's. mu held.
+// copyHeader moves the handler's header into w's, unless it is w's. mu
+// held.
 func (g *streamGuard) copyHeader() {
+	if g.shared {
+		return
+	}
 	wh := g.w.Header()
 	for k, vv := range g.hdr {
 		wh[k] = vv

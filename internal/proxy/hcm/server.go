@@ -83,7 +83,6 @@ type conn struct {
 	dst    netip.AddrPort // original (or local) destination
 	src    cluster.OriginalSource
 	secure bool                // the listener terminated TLS (scheme.go)
-	local  netip.Addr          // the Server's local address (fwdheaders.XFF)
 	xfcc   fwdheaders.XFCCConn // the connection's client certificate
 	// authz and fconn describe the connection for the RBAC filters and
 	// the others (chain.go); nil when the HCM has no filter. Read by

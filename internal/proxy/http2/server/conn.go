@@ -136,30 +136,32 @@ type Conn struct {
 	encLimit uint32        // the peer's SETTINGS_HEADER_TABLE_SIZE, at most headerTableSize
 	maxFrame atomic.Uint32 // the peer's SETTINGS_MAX_FRAME_SIZE; written under wmu
 
+	// The fields under mu are in an order that leaves no padding: a
+	// parked connection keeps them.
 	mu              sync.Mutex
 	sendCond        sync.Cond // send windows grew, a stream ended, or the connection closed
 	streams         map[uint32]*stream
-	maxClientID     uint32 // the highest stream id the client opened
-	opened          int    // streams opened
-	connSendWin     int32
-	connWin         wire.RecvWindow // what the peer may still send us, and what we owe it back
-	peerInitWin     int32
+	opened          int // streams opened
 	unackedSettings int
-	shutdown        bool   // graceful shutdown started
-	started         bool   // our SETTINGS went out: GOAWAY may follow
-	goAwayID        uint32 // the final GOAWAY's last stream id
-	goAwayFinal     bool   // the final GOAWAY was sent
-	closing         bool   // the reader is ending: writes fail
 	idleSince       time.Time
 	priorities      int // PRIORITY frames received
 	windowUpdates   int // WINDOW_UPDATE frames received
 	dataSent        int // DATA frames sent
 	lastRead        atomic.Uint64
-	pingOut         bool
 	idleTimer       *time.Timer
 	pingTimer       *time.Timer
 	drainTimer      *time.Timer
 	drainPing       [8]byte
+	maxClientID     uint32 // the highest stream id the client opened
+	connSendWin     int32
+	connWin         wire.RecvWindow // what the peer may still send us, and what we owe it back
+	peerInitWin     int32
+	goAwayID        uint32 // the final GOAWAY's last stream id
+	shutdown        bool   // graceful shutdown started
+	started         bool   // our SETTINGS went out: GOAWAY may follow
+	goAwayFinal     bool   // the final GOAWAY was sent
+	closing         bool   // the reader is ending: writes fail
+	pingOut         bool
 	parked          bool // from the reader's decision to park until the socket is attached again (park.go)
 	wakeWanted      bool // a write waits for a parked connection to wake
 	ended           bool // Parking.Host.Ended was called

@@ -369,9 +369,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	}
 	var code *int // the status, for the downstream stats (stats.go)
 	if rec != unlogged {
-		w, code = c.filter.beginStream(w, r, &rec.Code)
+		w, code = c.filter.beginStream(w, r, &rec.Code, nil)
 	} else {
-		w, code = c.filter.beginStream(w, r, nil)
+		var cw *codeWriter
+		if guarded {
+			cw = &mem.mem.cw
+		}
+		w, code = c.filter.beginStream(w, r, nil, cw)
 	}
 	defer endStream(c.filter.hstats, code)
 	if rejectFragment(w, r) {
@@ -533,10 +537,27 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	tr := c.filter.trailers.Forward(resp.Trailer, forward.WireOf(resp.ProtoMajor), forward.WireHTTP2)
 	encodeStreamTrailers(w, tr) // h2stream.go
 	for k, vv := range tr {
-		for _, v := range vv {
-			wh.Add(http.TrailerPrefix+k, v)
+		key := trailerKey(k)
+		if old, ok := wh[key]; ok {
+			wh[key] = append(old, vv...)
+		} else {
+			wh[key] = vv // tr is this stream's, and nothing writes to its values
 		}
 	}
+}
+
+// trailerKey is k with http.TrailerPrefix, gRPC's trailers without an
+// allocation.
+func trailerKey(k string) string {
+	switch k {
+	case "Grpc-Status":
+		return http.TrailerPrefix + "Grpc-Status"
+	case "Grpc-Message":
+		return http.TrailerPrefix + "Grpc-Message"
+	case "Grpc-Status-Details-Bin":
+		return http.TrailerPrefix + "Grpc-Status-Details-Bin"
+	}
+	return http.TrailerPrefix + k
 }
 
 // normalizeStreamPath applies the HCM's path normalization
@@ -611,7 +632,9 @@ func localRouteReply(w http.ResponseWriter, r *http.Request, rt *route.Route, pa
 // value that HTTP/2 allows (RFC 9113 §8.2.2).
 func teTrailers(vv []string) bool {
 	for _, v := range vv {
-		for _, f := range strings.Split(v, ",") {
+		for rest, more := v, true; more; {
+			var f string
+			f, rest, more = strings.Cut(rest, ",")
 			if name, _, _ := strings.Cut(f, ";"); strings.EqualFold(strings.TrimSpace(name), "trailers") {
 				return true
 			}

@@ -62,3 +62,34 @@ func TestGuardReplyWhileHandlerWritesHeader(t *testing.T) {
 		t.Fatal("the handler did not end")
 	}
 }
+
+// TestTETrailers: a TE header asks for trailers in any element of any of
+// its values, with parameters and spaces, case aside.
+func TestTETrailers(t *testing.T) {
+	for _, tc := range []struct {
+		vv   []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{""}, false},
+		{[]string{"trailers"}, true},
+		{[]string{"gzip, Trailers"}, true},
+		{[]string{"gzip", " trailers ;q=0.5"}, true},
+		{[]string{"gzip,deflate"}, false},
+		{[]string{"trailersx", "x-trailers"}, false},
+		{[]string{",,trailers,"}, true},
+	} {
+		if got := teTrailers(tc.vv); got != tc.want {
+			t.Errorf("teTrailers(%q) = %v, want %v", tc.vv, got, tc.want)
+		}
+	}
+}
+
+// TestTrailerKey: gRPC's trailer names and any other get the prefix.
+func TestTrailerKey(t *testing.T) {
+	for _, k := range []string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin", "X-Other"} {
+		if got := trailerKey(k); got != http.TrailerPrefix+k {
+			t.Errorf("trailerKey(%q) = %q", k, got)
+		}
+	}
+}

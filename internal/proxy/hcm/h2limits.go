@@ -89,10 +89,12 @@ type streamGuard struct {
 }
 
 // streamMem is what serveStream (h2.go) keeps of a stream: its access log
-// record when nothing logs it, and its filters' view.
+// record when nothing logs it, its filters' view and the stats' status
+// recorder (stats.go).
 type streamMem struct {
 	unlogged accesslog.Record
 	st       h2stream
+	cw       codeWriter
 }
 
 // guardStream wraps next with the stream's timeouts from lim: its idle

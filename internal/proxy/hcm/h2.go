@@ -298,8 +298,8 @@ func (k *h2keep) Ended() {
 func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
 	f.cxBegin() // cxEnd in k.Ended
 	k := &h2keep{s: s, tracked: tracked, drain: d}
-	k.park.Parker, k.park.Host = s.parker, k
-	k.conn = conn{remote: nc.RemoteAddr(), filter: f, dst: dst, src: src, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)}
+	k.park.Parker = s.parker // k is the Host: the server connection's Handler
+	k.conn = conn{remote: remoteAddrPort(nc), filter: f, dst: dst, src: src, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)}
 	lim := f.limits() // stream.go
 	// Under the batched writes, the guard against rapid reset, empty
 	// frame floods and header blocks left open sees every frame (package
@@ -336,6 +336,16 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 		k.expiry = time.AfterFunc(lim.MaxConnectionDuration, c.Shutdown)
 	}
 	c.Serve((*keepCtx)(k)) // k.Ended once it ends
+}
+
+// remoteAddrPort is nc's peer address (the zero AddrPort for one that is
+// not an IP address), kept inline: a parked connection keeps no
+// *net.TCPAddr.
+func remoteAddrPort(nc net.Conn) netip.AddrPort {
+	if a := nc.RemoteAddr(); a != nil {
+		return addrPortOf(a)
+	}
+	return netip.AddrPort{}
 }
 
 // h2SchemeState is every HTTP/2 request's Request.TLS when its :scheme is
@@ -441,7 +451,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Set-Cookie", setCookie)
 	}
 	ep.Source = c.src
-	ep.Downstream = forward.Downstream(cl, c.remote, c.dst)
+	if cl.ProxyProtocol() { // as forward.Downstream
+		ep.Downstream = cluster.Downstream{Src: c.remote, Dst: c.dst}
+	}
 	s.forwardStream(w, r, c, cl, ep, rt, tgt)
 }
 

@@ -78,7 +78,7 @@ type connKey struct{}
 
 // conn is a downstream connection with what the HCM needs to know about it.
 type conn struct {
-	remote net.Addr // the peer's (the net.Conn itself changes as the connection parks, h2.go)
+	remote netip.AddrPort // the peer's (the net.Conn itself changes as the connection parks, h2.go)
 	filter *Filter
 	dst    netip.AddrPort // original (or local) destination
 	src    cluster.OriginalSource

@@ -114,7 +114,8 @@ type Config struct {
 	PingInterval, PingTimeout time.Duration
 	// Log gets what goes wrong in a handler (a panic).
 	Log *slog.Logger
-	// Park, when set, parks the connection while it is idle (park.go).
+	// Park, when set, parks the connection while it is idle (park.go);
+	// Handler must then be a Host.
 	Park *Parking
 }
 
@@ -164,7 +165,7 @@ type Conn struct {
 	pingOut         bool
 	parked          bool // from the reader's decision to park until the socket is attached again (park.go)
 	wakeWanted      bool // a write waits for a parked connection to wake
-	ended           bool // Parking.Host.Ended was called
+	ended           bool // the Host's Ended was called (Parking)
 }
 
 // writer is what writing frames takes (wmu held): a parked connection
@@ -228,6 +229,9 @@ func (c *Conn) Init(nc *wbatch.Conn, cfg Config) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if _, ok := cfg.Handler.(Host); cfg.Park != nil && !ok {
+		panic("http2 server: Config.Park is set and Config.Handler is not a Host")
+	}
 	c.nc, c.cfg = nc, cfg
 	c.encLimit = headerTableSize
 	c.connSendWin = initialWindow
@@ -253,7 +257,7 @@ func (c *Conn) newReader() {
 }
 
 // Serve reads the client preface and serves the connection until it
-// ends, closing nc, or parks (Config.Park: Parking.Host.Ended tells when
+// ends, closing nc, or parks (Config.Park: the Host's Ended tells when
 // it ends then). ctx is every request's context's parent.
 func (c *Conn) Serve(ctx context.Context) {
 	c.ctx = ctx
@@ -306,7 +310,7 @@ func (c *Conn) run(first bool) {
 }
 
 // end ends the connection: its streams, its timers, nc, and then
-// Parking.Host's Ended (once).
+// the Host's Ended (once; Parking).
 func (c *Conn) end() {
 	c.finish()
 	_ = c.nc.Close()
@@ -316,7 +320,7 @@ func (c *Conn) end() {
 	c.sendCond.Broadcast()
 	c.mu.Unlock()
 	if !ended && c.cfg.Park != nil {
-		c.cfg.Park.Host.Ended()
+		c.host().Ended()
 	}
 }
 

@@ -249,3 +249,18 @@ func TestSetStreamValueCancelStream(t *testing.T) {
 	}
 	x.cancel() // the stream's own end after the handler's: once
 }
+
+// TestParkNeedsHost: a connection that may park tells its Handler about
+// its socket, so a Handler that cannot hear it is refused at Init, not
+// at the first park.
+func TestParkNeedsHost(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("Init took Config.Park with a Handler that is not a Host")
+		}
+	}()
+	c, s := net.Pipe()
+	defer c.Close()
+	defer s.Close()
+	New(wbatch.New(c), Config{Handler: http.NotFoundHandler(), Park: &Parking{}})
+}

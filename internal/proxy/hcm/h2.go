@@ -190,37 +190,42 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 // life (h2server.Host). It holds the connection's state in one allocation
 // (the server connection, its guard and batched writer, what its streams
 // read of it): what stays of a parked connection is then mostly this.
+//
+// Its fields are what a parked connection keeps, so each one counts:
+// the filter is conn's, the streams' handler is looked up per stream,
+// and every request's context's parent is the h2keep itself (keepCtx).
 type h2keep struct {
 	s       *Server
-	f       *Filter
 	tracked net.Conn // what Server.Close closes; nil while parked
 	drain   *Drain   // watches it (drainIdle, cut)
 	expiry  *time.Timer
 	park    h2server.Parking
-	conn    conn    // every stream's view of the connection
-	ctx     connCtx // every request's context's parent: carries conn
-	// streams serves each stream (Filter.h2StreamHandler); requests
-	// counts them for max_requests_per_connection (nil: no limit).
-	streams  http.HandlerFunc
+	conn    conn // every stream's view of the connection
+	// requests counts the streams for max_requests_per_connection (nil:
+	// no limit).
 	requests *connLimits
 	c        h2server.Conn
 	g        h2codec.Guard
 	bc       wbatch.Conn
 }
 
-// connCtx is a context that carries a connection's conn (connKey), as
-// context.WithValue's would, without an allocation of its own.
-type connCtx struct {
-	context.Context
-	c *conn
+// keepCtx is an h2keep as every request's context's parent: a context
+// that is never done and carries the connection's conn (connKey), as
+// context.WithValue's would, with nothing of its own.
+type keepCtx h2keep
+
+func (*keepCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*keepCtx) Done() <-chan struct{}       { return nil }
+func (*keepCtx) Err() error                  { return nil }
+
+func (x *keepCtx) Value(key any) any {
+	if _, ok := key.(connKey); ok {
+		return &x.conn
+	}
+	return nil
 }
 
-func (x *connCtx) Value(key any) any {
-	if _, ok := key.(connKey); ok {
-		return x.c
-	}
-	return x.Context.Value(key)
-}
+func (*keepCtx) String() string { return "hcm HTTP/2 connection context" }
 
 // h2Streams is the handler of a filter's HTTP/2 streams on one Server:
 // the stream head limits and guard (h2limits.go) around serveStream. It
@@ -251,7 +256,7 @@ func (k *h2keep) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if k.requests != nil && k.requests.beginRequest() {
 		k.c.Shutdown()
 	}
-	k.streams(w, r)
+	k.conn.filter.h2StreamHandler(k.s)(w, r)
 }
 
 // drainIdle shuts the connection down when its drain starts: GOAWAY,
@@ -285,17 +290,16 @@ func (k *h2keep) Ended() {
 	if k.expiry != nil {
 		k.expiry.Stop()
 	}
-	k.f.cxEnd()
+	k.conn.filter.cxEnd()
 }
 
 // serveH2 serves HTTP/2 on nc until it closes or parks; tracked is the
 // connection Close closes.
 func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, src cluster.OriginalSource, d *Drain) {
 	f.cxBegin() // cxEnd in k.Ended
-	k := &h2keep{s: s, f: f, tracked: tracked, drain: d}
-	k.park.Parker, k.park.Host = s.parker, k
-	k.conn = conn{remote: nc.RemoteAddr(), filter: f, dst: dst, src: src, local: s.local, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)}
-	k.ctx = connCtx{Context: context.Background(), c: &k.conn}
+	k := &h2keep{s: s, tracked: tracked, drain: d}
+	k.park.Parker = s.parker // k is the Host: the server connection's Handler
+	k.conn = conn{remote: remoteAddrPort(nc), filter: f, dst: dst, src: src, secure: isTLS(nc), xfcc: f.xfcc.Conn(nc), authz: rbacConnection(f, nc, dst), fconn: filterConnection(f, nc, dst), logConn: logConnOf(f, nc)}
 	lim := f.limits() // stream.go
 	// Under the batched writes, the guard against rapid reset, empty
 	// frame floods and header blocks left open sees every frame (package
@@ -306,7 +310,6 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	k.bc.Init(&k.g)
 	k.park.Socket = &k.g
 	c := &k.c
-	k.streams = f.h2StreamHandler(s)
 	if lim.MaxRequestsPerConnection > 0 {
 		k.requests = &connLimits{}
 		k.requests.init(lim)
@@ -332,7 +335,17 @@ func (s *Server) serveH2(nc, tracked net.Conn, f *Filter, dst netip.AddrPort, sr
 	if lim.MaxConnectionDuration > 0 {
 		k.expiry = time.AfterFunc(lim.MaxConnectionDuration, c.Shutdown)
 	}
-	c.Serve(&k.ctx) // k.Ended once it ends
+	c.Serve((*keepCtx)(k)) // k.Ended once it ends
+}
+
+// remoteAddrPort is nc's peer address (the zero AddrPort for one that is
+// not an IP address), kept inline: a parked connection keeps no
+// *net.TCPAddr.
+func remoteAddrPort(nc net.Conn) netip.AddrPort {
+	if a := nc.RemoteAddr(); a != nil {
+		return addrPortOf(a)
+	}
+	return netip.AddrPort{}
 }
 
 // h2SchemeState is every HTTP/2 request's Request.TLS when its :scheme is
@@ -347,8 +360,16 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		streamLocalReply(w, r, http.StatusInternalServerError, "", errNoConn.Error())
 		return
 	}
-	var unlogged accesslog.Record // written to, never logged, when the filter has no access log
-	rec := &unlogged
+	// What a stream needs of its own comes with its guard (h2limits.go):
+	// one allocation for all.
+	mem, guarded := w.(*streamGuard)
+	var unlogged *accesslog.Record // written to, never logged, when the filter has no access log
+	if guarded {
+		unlogged = &mem.mem.unlogged
+	} else {
+		unlogged = &accesslog.Record{}
+	}
+	rec := unlogged
 	if len(c.filter.AccessLog) > 0 {
 		var done func()
 		w, r, rec, done = startStreamLog(w, r, c) // accesslog.go
@@ -357,17 +378,21 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(accesslog.TraceUpstream(r.Context(), rec)) // the upstream's principals, for istio.stats
 	}
 	var code *int // the status, for the downstream stats (stats.go)
-	if rec != &unlogged {
-		w, code = c.filter.beginStream(w, r, &rec.Code)
+	if rec != unlogged {
+		w, code = c.filter.beginStream(w, r, &rec.Code, nil)
 	} else {
-		w, code = c.filter.beginStream(w, r, nil)
+		var cw *codeWriter
+		if guarded {
+			cw = &mem.mem.cw
+		}
+		w, code = c.filter.beginStream(w, r, nil, cw)
 	}
 	defer endStream(c.filter.hstats, code)
 	if rejectFragment(w, r) {
 		return
 	}
 	c.filter.xfp.ApplyHTTP(r, c.secure)
-	client := c.filter.xff.ApplyHTTP(r, c.local)
+	client := c.filter.xff.ApplyHTTP(r, s.local)
 	c.filter.xfcc.ApplyHTTP(r, c.xfcc)
 	// The request's :scheme: what routes match, and an HTTP/2 upstream's
 	// (and a shadow's) :scheme.
@@ -383,7 +408,13 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	st := newH2Stream(w, r, c, client, true) // h2stream.go
+	var st *h2stream
+	if guarded {
+		st = &mem.mem.st
+		st.init(w, r, c, client, true) // h2stream.go
+	} else {
+		st = newH2Stream(w, r, c, client, true)
+	}
 	defer st.complete(rec)
 	w = st.writer()
 	rt, done := st.decodeAndRoute(r.Context(), s, path)
@@ -420,7 +451,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Set-Cookie", setCookie)
 	}
 	ep.Source = c.src
-	ep.Downstream = forward.Downstream(cl, c.remote, c.dst)
+	if cl.ProxyProtocol() { // as forward.Downstream
+		ep.Downstream = cluster.Downstream{Src: c.remote, Dst: c.dst}
+	}
 	s.forwardStream(w, r, c, cl, ep, rt, tgt)
 }
 
@@ -516,10 +549,27 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	tr := c.filter.trailers.Forward(resp.Trailer, forward.WireOf(resp.ProtoMajor), forward.WireHTTP2)
 	encodeStreamTrailers(w, tr) // h2stream.go
 	for k, vv := range tr {
-		for _, v := range vv {
-			wh.Add(http.TrailerPrefix+k, v)
+		key := trailerKey(k)
+		if old, ok := wh[key]; ok {
+			wh[key] = append(old, vv...)
+		} else {
+			wh[key] = vv // tr is this stream's, and nothing writes to its values
 		}
 	}
+}
+
+// trailerKey is k with http.TrailerPrefix, gRPC's trailers without an
+// allocation.
+func trailerKey(k string) string {
+	switch k {
+	case "Grpc-Status":
+		return http.TrailerPrefix + "Grpc-Status"
+	case "Grpc-Message":
+		return http.TrailerPrefix + "Grpc-Message"
+	case "Grpc-Status-Details-Bin":
+		return http.TrailerPrefix + "Grpc-Status-Details-Bin"
+	}
+	return http.TrailerPrefix + k
 }
 
 // normalizeStreamPath applies the HCM's path normalization
@@ -594,7 +644,9 @@ func localRouteReply(w http.ResponseWriter, r *http.Request, rt *route.Route, pa
 // value that HTTP/2 allows (RFC 9113 §8.2.2).
 func teTrailers(vv []string) bool {
 	for _, v := range vv {
-		for _, f := range strings.Split(v, ",") {
+		for rest, more := v, true; more; {
+			var f string
+			f, rest, more = strings.Cut(rest, ",")
 			if name, _, _ := strings.Cut(f, ";"); strings.EqualFold(strings.TrimSpace(name), "trailers") {
 				return true
 			}

@@ -10,9 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/forward"
 	"github.com/straitmesh/strait/internal/proxy/fwdheaders"
+	h2server "github.com/straitmesh/strait/internal/proxy/http2/server"
 )
 
 // This file holds the HTTP/2 downstream path's per-stream limits and
@@ -40,19 +42,34 @@ type streamGuardKey struct{}
 // a request whose body has not ended in time is answered 408 (or reset
 // once its response started) the same way.
 //
-// It is the handler's http.ResponseWriter. The handler's header map is its
-// own (hdr) until WriteHeader, so that the timer can answer without racing
-// the handler.
+// It is the handler's http.ResponseWriter. The timer answers without
+// racing the handler over a header map: the handler's (hdr) is its own
+// until WriteHeader copies it, or, on the HTTP/2 server, is the
+// server's, which the timer replaces with a new one before it answers
+// (headerResetter).
 type streamGuard struct {
 	// Set at creation, read-only.
-	w      http.ResponseWriter
-	grpc   bool // the request is gRPC: a local reply takes gRPC's trailers-only form
+	w    http.ResponseWriter
+	grpc bool // the request is gRPC: a local reply takes gRPC's trailers-only form
+	// ctx is the request's context, which the guard ends: the HTTP/2
+	// server's stream context (http2/server.CancelStream), or, when
+	// cancel is set, a context.WithCancel of it (x/net's server).
+	ctx    context.Context
 	cancel context.CancelFunc
 	hdr    http.Header // the handler's header map
+	// shared: hdr is w's own map (a headerResetter's), which the
+	// response is written from, with no copy; a local reply from the
+	// timer resets w's first.
+	shared bool
 	// body is the request body, closed when the stream expires: an
 	// upstream transport blocked reading an upload that stalled (x/net's
 	// pipe) returns, and with it the handler.
 	body io.Closer
+	// gb is the handler's request body (over body), and mem what
+	// serveStream needs for the stream: part of the guard, so that a
+	// stream costs fewer allocations. Only the handler touches mem.
+	gb  guardedBody
+	mem streamMem
 
 	last    atomic.Int64 // unix nanoseconds of the last activity
 	idle    atomic.Int64 // the timeout in nanoseconds; 0: disabled
@@ -71,23 +88,46 @@ type streamGuard struct {
 	reset   bool       // expired after the handler's response started
 }
 
+// streamMem is what serveStream (h2.go) keeps of a stream: its access log
+// record when nothing logs it, its filters' view and the stats' status
+// recorder (stats.go).
+type streamMem struct {
+	unlogged accesslog.Record
+	st       h2stream
+	cw       codeWriter
+}
+
 // guardStream wraps next with the stream's timeouts from lim: its idle
 // timeout (which a route's idle_timeout may replace, setStreamIdle) and
 // its request timeout.
 func guardStream(lim *Limits, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
 		// The handler changes r's header as it forwards it: what decides
 		// the local reply's form (gRPC or not) is read now.
-		g := &streamGuard{w: w, grpc: forward.IsGRPC(r.Header), cancel: cancel, hdr: http.Header{}}
+		ctx := r.Context()
+		g := &streamGuard{w: w, grpc: forward.IsGRPC(r.Header), ctx: ctx}
+		if _, ok := w.(headerResetter); ok {
+			g.hdr, g.shared = w.Header(), true
+		} else {
+			g.hdr = http.Header{}
+		}
+		// The guard is found in the request's context (setStreamIdle):
+		// the HTTP/2 server's stream context carries it, and the guard
+		// ends that context, with no context of its own; another
+		// server's (x/net's) gets a child context that does both.
+		if !h2server.SetStreamValue(ctx, streamGuardKey{}, g) {
+			ctx, g.cancel = context.WithCancel(ctx)
+			defer g.cancel()
+			g.ctx = ctx
+			r = r.WithContext(context.WithValue(ctx, streamGuardKey{}, g))
+		}
 		// g.body is set before the timers that read it start (their
 		// goroutines see it written; the handler may not touch g.mu
 		// before one fires: a body read whole for the filters, body.go).
-		r = r.WithContext(context.WithValue(ctx, streamGuardKey{}, g))
 		if r.Body != nil && r.Body != http.NoBody {
 			g.body = r.Body
-			r.Body = &guardedBody{ReadCloser: r.Body, g: g}
+			g.gb = guardedBody{ReadCloser: r.Body, g: g}
+			r.Body = &g.gb
 		}
 		g.touch()
 		st := lim.startStream() // stream.go
@@ -169,6 +209,9 @@ func (g *streamGuard) expire(f forward.Failure) {
 	g.expired = true
 	if !g.wrote {
 		g.wrote = true
+		if g.shared {
+			g.w.(headerResetter).ResetHeader() // the handler may still write into hdr
+		}
 		if g.grpc { // as streamLocalReply
 			grpcLocalReply(g.w, grpcStatusForHTTP(f.Code), f.Flags, f.Body)
 		} else {
@@ -178,11 +221,26 @@ func (g *streamGuard) expire(f forward.Failure) {
 		g.reset = true
 	}
 	g.mu.Unlock()
-	g.cancel()
+	g.cancelCtx()
 	if g.body != nil {
 		g.body.Close()
 	}
 }
+
+// cancelCtx ends the request's context (g.ctx).
+func (g *streamGuard) cancelCtx() {
+	if g.cancel != nil {
+		g.cancel()
+		return
+	}
+	h2server.CancelStream(g.ctx)
+}
+
+// headerResetter is a ResponseWriter whose header map the guard lets the
+// handler write into directly (the HTTP/2 server's): ResetHeader, before
+// the response started, gives the writer a new map, which the guard's
+// local reply fills while the handler still holds the old one.
+type headerResetter interface{ ResetHeader() }
 
 // streamAborter is a ResponseWriter that can reset its stream from
 // another goroutine, waking a write blocked on flow control (the HTTP/2
@@ -199,7 +257,7 @@ func (g *streamGuard) abort() {
 	if !g.aborted.CompareAndSwap(false, true) {
 		return
 	}
-	g.cancel()
+	g.cancelCtx()
 	if g.body != nil {
 		g.body.Close()
 	}
@@ -221,8 +279,10 @@ func (g *streamGuard) finish() (reset bool) {
 	if g.expired {
 		return g.reset
 	}
-	if !g.wrote {
-		return false // x/net/http2 answers 200 with whatever headers
+	if !g.wrote || g.shared {
+		// Not wrote: x/net/http2 answers 200 with whatever headers.
+		// Shared: the trailers are in w's map already.
+		return false
 	}
 	wh := g.w.Header()
 	for k, vv := range g.hdr {
@@ -289,8 +349,12 @@ func (g *streamGuard) FlushError() error {
 	return err
 }
 
-// copyHeader moves the handler's header into w's. mu held.
+// copyHeader moves the handler's header into w's, unless it is w's. mu
+// held.
 func (g *streamGuard) copyHeader() {
+	if g.shared {
+		return
+	}
 	wh := g.w.Header()
 	for k, vv := range g.hdr {
 		wh[k] = vv

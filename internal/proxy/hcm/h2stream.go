@@ -48,10 +48,17 @@ type h2stream struct {
 // grpcReplies says whether local replies to gRPC requests take gRPC's
 // trailers-only form (HTTP/2).
 func newH2Stream(w http.ResponseWriter, r *http.Request, c *conn, client fwdheaders.ClientAddress, grpcReplies bool) *h2stream {
-	st := &h2stream{w: w, r: r, c: c, client: client, grpcReplies: grpcReplies}
+	st := &h2stream{}
+	st.init(w, r, c, client, grpcReplies)
+	return st
+}
+
+// init is newH2Stream on a zero h2stream that a larger struct holds
+// (streamMem).
+func (st *h2stream) init(w http.ResponseWriter, r *http.Request, c *conn, client fwdheaders.ClientAddress, grpcReplies bool) {
+	st.w, st.r, st.c, st.client, st.grpcReplies = w, r, c, client, grpcReplies
 	st.reset(c.filter)
 	st.enc = encWriter{ResponseWriter: w, st: st}
-	return st
 }
 
 // writer is where the rest of the request path writes the response.

@@ -2,6 +2,7 @@ package hcm
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
+	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/nginxtest"
@@ -133,6 +135,47 @@ server {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestUpstreamProxyProtocolH2: the same over a downstream HTTP/2
+// connection (h2c): the stream's connection announces its client's
+// address, which the HTTP/2 side keeps as an address of its own (conn's
+// remote), and a second connection its own.
+func TestUpstreamProxyProtocolH2(t *testing.T) {
+	ng := nginxtest.Start(t, `
+server {
+	listen LISTEN proxy_protocol;
+	keepalive_timeout 60s;
+	location / {
+		return 200 "$proxy_protocol_addr $proxy_protocol_port $proxy_protocol_server_addr $proxy_protocol_server_port";
+	}
+}`)
+	be := staticCluster("be", ng)
+	be.TransportSocket = proxyProtocolSocket(t, corev3.ProxyProtocolConfig_V2)
+	addr := startProxyWithDst(t, CodecStrait, be)
+	_, listenPort, _ := net.SplitHostPort(addr)
+	for i := range 2 {
+		var local string
+		tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, a string, _ *tls.Config) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, a)
+			if err == nil {
+				local = c.LocalAddr().String()
+			}
+			return c, err
+		}}
+		resp, err := (&http.Client{Timeout: 10 * time.Second, Transport: tr}).Get("http://" + addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		_, localPort, _ := net.SplitHostPort(local)
+		want := fmt.Sprintf("127.0.0.1 %s 127.0.0.1 %s", localPort, listenPort)
+		if resp.StatusCode != 200 || resp.ProtoMajor != 2 || strings.TrimSpace(string(body)) != want {
+			t.Errorf("request %d: HTTP/%d %d %q, want HTTP/2 and nginx to have read %q", i, resp.ProtoMajor, resp.StatusCode, body, want)
 		}
 	}
 }

@@ -78,12 +78,11 @@ type connKey struct{}
 
 // conn is a downstream connection with what the HCM needs to know about it.
 type conn struct {
-	remote net.Addr // the peer's (the net.Conn itself changes as the connection parks, h2.go)
+	remote netip.AddrPort // the peer's (the net.Conn itself changes as the connection parks, h2.go)
 	filter *Filter
 	dst    netip.AddrPort // original (or local) destination
 	src    cluster.OriginalSource
 	secure bool                // the listener terminated TLS (scheme.go)
-	local  netip.Addr          // the Server's local address (fwdheaders.XFF)
 	xfcc   fwdheaders.XFCCConn // the connection's client certificate
 	// authz and fconn describe the connection for the RBAC filters and
 	// the others (chain.go); nil when the HCM has no filter. Read by

@@ -55,8 +55,9 @@ func rqEnd(h *stats.HTTPStats, code int) {
 // beginStream counts an HTTP/2 or net/http stream. It returns where the
 // stream's status will be: logged, the access log's record's, when the
 // stream is logged; else a small wrapper of w records it (the returned
-// writer). Pass that to endStream when the handler returns.
-func (f *Filter) beginStream(w http.ResponseWriter, r *http.Request, logged *int) (http.ResponseWriter, *int) {
+// writer: cw, when not nil, else a new one). Pass that to endStream when
+// the handler returns.
+func (f *Filter) beginStream(w http.ResponseWriter, r *http.Request, logged *int, cw *codeWriter) (http.ResponseWriter, *int) {
 	h := f.hstats
 	if h == nil {
 		return w, nil
@@ -65,7 +66,10 @@ func (f *Filter) beginStream(w http.ResponseWriter, r *http.Request, logged *int
 	if logged != nil {
 		return w, logged
 	}
-	cw := &codeWriter{ResponseWriter: w}
+	if cw == nil {
+		cw = &codeWriter{}
+	}
+	*cw = codeWriter{ResponseWriter: w}
 	return cw, &cw.code
 }
 

@@ -99,22 +99,23 @@ const (
 type Guard struct {
 	net.Conn
 
-	// Owned by the reader.
-	buf     []byte // read ahead: buf[r:w] is still to be returned; nil when drained
-	readFn  func(fd uintptr) bool
-	rn      int   // fill's result
-	rerr0   error // fill's read error
-	r, w    int
-	rerr    error // the socket's error, returned once buf is drained
-	in      frameSplitter
-	preface int   // bytes of the client preface observe still skips
-	unread  int   // bytes of the client preface not yet returned by Read
-	empty   int   // consecutive empty frames
-	err     error // set once a limit was passed; every later read fails
+	// Owned by the reader. (The fields are in an order that leaves no
+	// padding: a parked connection keeps its guard.)
+	buf    []byte // read ahead: buf[r:w] is still to be returned; nil when drained
+	readFn func(fd uintptr) bool
+	rerr0  error // fill's read error
+	rerr   error // the socket's error, returned once buf is drained
+	err    error // set once a limit was passed; every later read fails
 	// headersTimeout is request_headers_timeout (0: none); blockEnd is
 	// when the header block in progress must have ended (zero: none open).
 	headersTimeout time.Duration
 	blockEnd       time.Time
+	in             frameSplitter
+	rn             int32 // fill's result
+	r, w           int32
+	preface        int32 // bytes of the client preface observe still skips
+	unread         int32 // bytes of the client preface not yet returned by Read
+	empty          int32 // consecutive empty frames
 	// idle is set while the read deadline is ArmIdle's (guard_park.go).
 	idle atomic.Bool
 
@@ -122,10 +123,12 @@ type Guard struct {
 	out frameSplitter
 
 	mu        sync.Mutex // guards the fields below
+	maxStream uint32     // the highest stream the client opened
 	streams   map[uint32]stream
-	maxStream uint32 // the highest stream the client opened
-	closed    int    // streams ended, not by the server's reset
-	premature int    // of which the client reset prematurely
+	// closed counts the streams ended, not by the server's reset, and
+	// premature those of them the client reset prematurely (at most
+	// 2^30 each: the client's stream ids).
+	closed, premature int32
 }
 
 // stream is what the guard knows of one open stream.
@@ -145,7 +148,7 @@ func NewGuard(c net.Conn, headersTimeout time.Duration) *Guard {
 // connection's state is one allocation), guard c.
 func (g *Guard) Init(c net.Conn, headersTimeout time.Duration) {
 	g.Conn, g.headersTimeout = c, headersTimeout
-	g.preface, g.unread = len(xhttp2.ClientPreface), len(xhttp2.ClientPreface)
+	g.preface, g.unread = int32(len(xhttp2.ClientPreface)), int32(len(xhttp2.ClientPreface))
 }
 
 // blockTimedOut reports whether err is the read deadline of a header block
@@ -197,9 +200,9 @@ func (g *Guard) read(p []byte) (int, error) {
 				return 0, g.err
 			}
 			if g.observe(p[:n]) {
-				n = min(n, g.unread) // only what is left of the preface
+				n = min(n, int(g.unread)) // only what is left of the preface
 			}
-			g.unread -= min(g.unread, n)
+			g.unread -= int32(min(int(g.unread), n))
 			if g.err != nil && n == 0 {
 				return 0, g.err
 			}
@@ -216,12 +219,12 @@ func (g *Guard) read(p []byte) (int, error) {
 			g.release()
 			return 0, g.err
 		}
-		g.r, g.w, g.rerr = 0, n, err
+		g.r, g.w, g.rerr = 0, int32(n), err
 		if g.observe(g.buf[:n]) {
 			// Past a limit: x/net gets what is left of the client
 			// preface (else it would close without GOAWAY), then the
 			// error.
-			g.w = min(n, g.unread)
+			g.w = int32(min(n, int(g.unread)))
 		}
 		if g.r == g.w {
 			g.release()
@@ -233,8 +236,8 @@ func (g *Guard) read(p []byte) (int, error) {
 		}
 	}
 	n := copy(p, g.buf[g.r:g.w])
-	g.r += n
-	g.unread -= min(g.unread, n)
+	g.r += int32(n)
+	g.unread -= int32(min(int(g.unread), n))
 	if g.r == g.w {
 		g.release()
 	}
@@ -269,8 +272,8 @@ func (g *Guard) release() {
 // was passed (g.err is then set).
 func (g *Guard) observe(b []byte) bool {
 	if g.preface > 0 {
-		n := min(g.preface, len(b))
-		g.preface -= n
+		n := min(int(g.preface), len(b))
+		g.preface -= int32(n)
 		b = b[n:]
 	}
 	g.in.feed(b, g.inbound)
@@ -348,7 +351,7 @@ func (g *Guard) headerBlock(h frameHeader) {
 // tooManyPrematureResets is Envoy's maybeDrainDueToPrematureResets
 // decision, with prematureResetFloor (mu held).
 func (g *Guard) tooManyPrematureResets() bool {
-	return prematureResetsTooMany(g.premature, g.closed)
+	return prematureResetsTooMany(int(g.premature), int(g.closed))
 }
 
 // prematureResetsTooMany decides on premature resets among closed ended

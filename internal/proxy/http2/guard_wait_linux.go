@@ -30,7 +30,7 @@ func (g *Guard) fill() (n int, ok bool, err error) {
 	if err := rc.Read(g.readFn); err != nil {
 		return 0, true, &net.OpError{Op: "read", Net: "tcp", Source: g.LocalAddr(), Addr: g.RemoteAddr(), Err: err}
 	}
-	return g.rn, true, g.rerr0
+	return int(g.rn), true, g.rerr0
 }
 
 // rawSocket reports whether c reaches its TCP socket directly (what a
@@ -47,7 +47,7 @@ func (g *Guard) doRead(fd uintptr) bool {
 		n, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&g.buf[0])), uintptr(len(g.buf)), 0, 0, 0)
 		switch e {
 		case 0:
-			g.rn = int(n)
+			g.rn = int32(n)
 			if n == 0 {
 				g.rerr0 = io.EOF
 			}

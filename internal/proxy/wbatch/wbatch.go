@@ -46,8 +46,53 @@ type Conn struct {
 // errClosed is returned by writes after Close.
 var errClosed = errors.New("wbatch: write on closed connection")
 
-// bufs pools the queue's buffers.
-var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+// The queue's buffers come from pools of arrays in three sizes (array
+// pointers: a Put allocates nothing, where a Put of a slice's address
+// allocated its header once per batch); a queue that outgrows its buffer
+// moves to one of the next size, and one past the largest is allocated
+// and left to the GC.
+const (
+	smallBuf = 4 << 10
+	midBuf   = 16 << 10
+	largeBuf = 2 * maxBuffered
+)
+
+var (
+	smallBufs = sync.Pool{New: func() any { return new([smallBuf]byte) }}
+	midBufs   = sync.Pool{New: func() any { return new([midBuf]byte) }}
+	largeBufs = sync.Pool{New: func() any { return new([largeBuf]byte) }}
+)
+
+// growBuf returns an empty buffer of at least n bytes holding buf's bytes;
+// buf goes back to its pool.
+func growBuf(buf []byte, n int) []byte {
+	var nb []byte
+	switch {
+	case n <= smallBuf:
+		nb = smallBufs.Get().(*[smallBuf]byte)[:0]
+	case n <= midBuf:
+		nb = midBufs.Get().(*[midBuf]byte)[:0]
+	case n <= largeBuf:
+		nb = largeBufs.Get().(*[largeBuf]byte)[:0]
+	default:
+		nb = make([]byte, 0, n)
+	}
+	nb = append(nb, buf...)
+	putBuf(buf)
+	return nb
+}
+
+// putBuf gives buf back to its pool, if it came from one.
+func putBuf(buf []byte) {
+	switch cap(buf) {
+	case smallBuf:
+		smallBufs.Put((*[smallBuf]byte)(buf[:smallBuf]))
+	case midBuf:
+		midBufs.Put((*[midBuf]byte)(buf[:midBuf]))
+	case largeBuf:
+		largeBufs.Put((*[largeBuf]byte)(buf[:largeBuf]))
+	}
+}
 
 // New wraps c.
 func New(c net.Conn) *Conn {
@@ -89,8 +134,8 @@ func (b *Conn) queueLocked(p []byte) {
 	if len(p) == 0 {
 		return
 	}
-	if b.buf == nil {
-		b.buf = (*bufs.Get().(*[]byte))[:0]
+	if n := len(b.buf) + len(p); n > cap(b.buf) {
+		b.buf = growBuf(b.buf, n)
 	}
 	b.buf = append(b.buf, p...)
 	if !b.running {
@@ -178,10 +223,7 @@ func (b *Conn) run() {
 		b.writing = true
 		b.mu.Unlock()
 		_, err := b.Conn.Write(out)
-		if cap(out) <= 2*maxBuffered {
-			out = out[:0]
-			bufs.Put(&out)
-		}
+		putBuf(out)
 		b.mu.Lock()
 		b.writing = false
 		if err != nil && b.err == nil {

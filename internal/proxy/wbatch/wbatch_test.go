@@ -344,3 +344,40 @@ func TestAppendAndWaitRoom(t *testing.T) {
 		t.Fatal("WaitRoom stayed blocked after the peer read")
 	}
 }
+
+// TestQueueGrowsThroughBufferSizes: a queue that the writer does not take
+// grows from one pooled buffer size to the next and past the largest
+// (Append allows maxBacklog), and every byte arrives in order, also
+// after the buffers went back to their pools and came out again.
+func TestQueueGrowsThroughBufferSizes(t *testing.T) {
+	c, s := net.Pipe() // unbuffered: a write completes only when read
+	defer s.Close()
+	b := New(c)
+	defer b.Close()
+	for round := range 3 {
+		var want bytes.Buffer
+		_, _ = b.Write([]byte{byte(round)}) // the writer is stuck with it until s reads
+		want.WriteByte(byte(round))
+		for !waitingAtGate(b) {
+			runtime.Gosched()
+		}
+		for i, n := 0, 0; n < maxBacklog-2000; i++ {
+			p := bytes.Repeat([]byte{byte(i + round)}, 1000+i%700)
+			if err := b.Append(p); err != nil {
+				t.Fatalf("round %d, append of %d bytes after %d: %v", round, len(p), n, err)
+			}
+			want.Write(p)
+			n += len(p)
+		}
+		got := make([]byte, want.Len())
+		if _, err := io.ReadFull(s, got); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("round %d: the %d bytes read are not the ones written, in order", round, len(got))
+		}
+		for !b.Idle() {
+			runtime.Gosched()
+		}
+	}
+}

@@ -114,7 +114,8 @@ type Config struct {
 	PingInterval, PingTimeout time.Duration
 	// Log gets what goes wrong in a handler (a panic).
 	Log *slog.Logger
-	// Park, when set, parks the connection while it is idle (park.go).
+	// Park, when set, parks the connection while it is idle (park.go);
+	// Handler must then be a Host.
 	Park *Parking
 }
 
@@ -136,33 +137,35 @@ type Conn struct {
 	encLimit uint32        // the peer's SETTINGS_HEADER_TABLE_SIZE, at most headerTableSize
 	maxFrame atomic.Uint32 // the peer's SETTINGS_MAX_FRAME_SIZE; written under wmu
 
+	// The fields under mu are in an order that leaves no padding: a
+	// parked connection keeps them.
 	mu              sync.Mutex
 	sendCond        sync.Cond // send windows grew, a stream ended, or the connection closed
 	streams         map[uint32]*stream
-	maxClientID     uint32 // the highest stream id the client opened
-	opened          int    // streams opened
-	connSendWin     int32
-	connWin         wire.RecvWindow // what the peer may still send us, and what we owe it back
-	peerInitWin     int32
+	opened          int // streams opened
 	unackedSettings int
-	shutdown        bool   // graceful shutdown started
-	started         bool   // our SETTINGS went out: GOAWAY may follow
-	goAwayID        uint32 // the final GOAWAY's last stream id
-	goAwayFinal     bool   // the final GOAWAY was sent
-	closing         bool   // the reader is ending: writes fail
 	idleSince       time.Time
 	priorities      int // PRIORITY frames received
 	windowUpdates   int // WINDOW_UPDATE frames received
 	dataSent        int // DATA frames sent
 	lastRead        atomic.Uint64
-	pingOut         bool
 	idleTimer       *time.Timer
 	pingTimer       *time.Timer
 	drainTimer      *time.Timer
 	drainPing       [8]byte
+	maxClientID     uint32 // the highest stream id the client opened
+	connSendWin     int32
+	connWin         wire.RecvWindow // what the peer may still send us, and what we owe it back
+	peerInitWin     int32
+	goAwayID        uint32 // the final GOAWAY's last stream id
+	shutdown        bool   // graceful shutdown started
+	started         bool   // our SETTINGS went out: GOAWAY may follow
+	goAwayFinal     bool   // the final GOAWAY was sent
+	closing         bool   // the reader is ending: writes fail
+	pingOut         bool
 	parked          bool // from the reader's decision to park until the socket is attached again (park.go)
 	wakeWanted      bool // a write waits for a parked connection to wake
-	ended           bool // Parking.Host.Ended was called
+	ended           bool // the Host's Ended was called (Parking)
 }
 
 // writer is what writing frames takes (wmu held): a parked connection
@@ -226,6 +229,9 @@ func (c *Conn) Init(nc *wbatch.Conn, cfg Config) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if _, ok := cfg.Handler.(Host); cfg.Park != nil && !ok {
+		panic("http2 server: Config.Park is set and Config.Handler is not a Host")
+	}
 	c.nc, c.cfg = nc, cfg
 	c.encLimit = headerTableSize
 	c.connSendWin = initialWindow
@@ -251,7 +257,7 @@ func (c *Conn) newReader() {
 }
 
 // Serve reads the client preface and serves the connection until it
-// ends, closing nc, or parks (Config.Park: Parking.Host.Ended tells when
+// ends, closing nc, or parks (Config.Park: the Host's Ended tells when
 // it ends then). ctx is every request's context's parent.
 func (c *Conn) Serve(ctx context.Context) {
 	c.ctx = ctx
@@ -304,7 +310,7 @@ func (c *Conn) run(first bool) {
 }
 
 // end ends the connection: its streams, its timers, nc, and then
-// Parking.Host's Ended (once).
+// the Host's Ended (once; Parking).
 func (c *Conn) end() {
 	c.finish()
 	_ = c.nc.Close()
@@ -314,7 +320,7 @@ func (c *Conn) end() {
 	c.sendCond.Broadcast()
 	c.mu.Unlock()
 	if !ended && c.cfg.Park != nil {
-		c.cfg.Park.Host.Ended()
+		c.host().Ended()
 	}
 }
 

@@ -34,17 +34,20 @@ import (
 // never parks, so the request path pays nothing for parking.
 const parkAfter = 100 * time.Millisecond
 
-// Parking is how a connection parks.
+// Parking is how a connection parks. The connection's Config.Handler is
+// told about its socket as it parks and resumes, and when the connection
+// ends: it must be a Host (one interface less in what a parked
+// connection keeps).
 type Parking struct {
 	// Parker holds parked connections (*http1.Parker).
 	Parker Parker
 	// Socket reads the socket under the connection's wbatch.Conn
 	// (*http2.Guard): it lets go of it to park, and takes it back.
 	Socket Socket
-	// Host is told about the connection's socket as it parks and
-	// resumes, and when the connection ends.
-	Host Host
 }
+
+// host is the Handler as the Host that Parking needs (Init checked it).
+func (c *Conn) host() Host { return c.cfg.Handler.(Host) }
 
 // Parker is what a connection needs of http1.Parker.
 type Parker interface {
@@ -124,10 +127,10 @@ func (c *Conn) tryPark() bool {
 	c.wmu.Unlock()
 	c.fr.Release()
 	c.fr, c.canon = nil, nil
-	p.Host.Parked()
+	c.host().Parked()
 	if !p.Parker.Park(&c.slot, raw, c, deadline) {
 		// Not taken (no epoll, or the parker closed): raw is still open.
-		if !p.Host.Unparked(raw) {
+		if !c.host().Unparked(raw) {
 			_ = raw.Close()
 			c.end()
 			return true
@@ -150,15 +153,14 @@ func (c *Conn) tryPark() bool {
 // unpark makes a net.Conn of the socket of a connection taken back from
 // the parker and attaches it; false: the connection ended instead.
 func (c *Conn) unpark() bool {
-	p := c.cfg.Park
 	nc, err := c.slot.ResumeConn()
 	if err != nil {
 		c.cfg.Log.Warn("a parked HTTP/2 connection could not be resumed; closing it", "error", err)
-		p.Host.Unparked(nil)
+		c.host().Unparked(nil)
 		c.end()
 		return false
 	}
-	if !p.Host.Unparked(nc) {
+	if !c.host().Unparked(nc) {
 		_ = nc.Close()
 		c.end()
 		return false
@@ -207,7 +209,7 @@ func (c *Conn) Finish() {
 		return
 	}
 	c.slot.CloseFD()
-	c.cfg.Park.Host.Unparked(nil)
+	c.host().Unparked(nil)
 	c.end()
 }
 

@@ -54,6 +54,12 @@ func (w *responseWriter) Header() http.Header {
 	return w.hdr
 }
 
+// ResetHeader drops the response's header map before the response
+// started: the next Header call makes a new one. A wrapper that hands the
+// handler this writer's own map (hcm's stream guard) answers from another
+// goroutine this way, while the handler may still write into the old map.
+func (w *responseWriter) ResetHeader() { w.hdr = nil }
+
 func (w *responseWriter) WriteHeader(code int) {
 	if w.status != 0 {
 		return

@@ -42,8 +42,9 @@ type stream struct {
 	ctx        streamCtx          // the request's context, under a parent that is never done
 
 	rw   responseWriter
-	body requestBody // the request's Body, when it has one
-	url  url.URL     // the request's URL, when parsePlainPath could parse it
+	body requestBody  // the request's Body, when it has one
+	url  url.URL      // the request's URL, when parsePlainPath could parse it
+	req  http.Request // the handler's request: part of the stream, one allocation less
 }
 
 // failLocked records err as the stream's failure (the first one wins),
@@ -367,7 +368,8 @@ func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFr
 		req.Body = &s.body
 	}
 	s.reqTrailer = trailer
-	return req.WithContext(ctx), true // req stays on the stack: one Request allocated
+	s.req = *req.WithContext(ctx) // req and its copy stay on the stack
+	return &s.req, true
 }
 
 // parsePlainPath parses path into u as url.ParseRequestURI would, when

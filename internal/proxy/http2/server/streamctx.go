@@ -13,9 +13,13 @@ import (
 // the stream fails or its handler returns, as WithCancel's would; its
 // done channel is made only when someone asks for it, and AfterFunc
 // (context.AfterFunc and the children contexts use it) keeps its
-// functions in a slice. Values, and the deadline, are the parent's.
+// functions in a slice. Values, and the deadline, are the parent's, but
+// for one value the handler may attach (SetStreamValue).
 type streamCtx struct {
 	parent context.Context
+	// key and val are the attached value: set once by the handler's
+	// goroutine before it shares the context, read-only after.
+	key, val any
 
 	mu       sync.Mutex // guards the fields below
 	done     chan struct{}
@@ -34,7 +38,41 @@ var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 func (x *streamCtx) Deadline() (time.Time, bool) { return x.parent.Deadline() }
 
-func (x *streamCtx) Value(key any) any { return x.parent.Value(key) }
+func (x *streamCtx) Value(key any) any {
+	if x.key != nil && x.key == key {
+		return x.val
+	}
+	return x.parent.Value(key)
+}
+
+// SetStreamValue attaches val under key to ctx, in place, when ctx is the
+// request context of a stream this package serves (its Value(key) returns
+// val from then on, as context.WithValue's child would), and reports
+// whether it did: false for any other context, or a stream's that has a
+// value attached already. A handler calls it once, on its own goroutine,
+// before it shares the context with another. Together with CancelStream
+// it gives a handler what context.WithCancel and context.WithValue would
+// give, without their allocations.
+func SetStreamValue(ctx context.Context, key, val any) bool {
+	x, ok := ctx.(*streamCtx)
+	if !ok || x.key != nil || key == nil {
+		return false
+	}
+	x.key, x.val = key, val
+	return true
+}
+
+// CancelStream ends ctx when it is the request context of a stream this
+// package serves, as the end of its stream would (Done closes, Err is
+// context.Canceled, what AfterFunc registered runs; the stream itself
+// goes on), and reports whether it was one.
+func CancelStream(ctx context.Context) bool {
+	x, ok := ctx.(*streamCtx)
+	if ok {
+		x.cancel()
+	}
+	return ok
+}
 
 func (x *streamCtx) Done() <-chan struct{} {
 	x.mu.Lock()

@@ -209,3 +209,58 @@ func TestParsePlainPath(t *testing.T) {
 		t.Errorf("only %d paths were plain", plain)
 	}
 }
+
+type attachedKey struct{}
+
+// TestSetStreamValueCancelStream: a handler attaches one value to its
+// stream's context in place and ends the context through CancelStream, as
+// context.WithValue and WithCancel would give it; other contexts are left
+// to those.
+func TestSetStreamValueCancelStream(t *testing.T) {
+	parent := context.WithValue(context.Background(), ctxKey{}, "v")
+	x := &streamCtx{parent: parent}
+	child, cancelChild := context.WithCancel(x)
+	defer cancelChild()
+	if !SetStreamValue(x, attachedKey{}, 7) {
+		t.Fatal("SetStreamValue refused a stream context")
+	}
+	if SetStreamValue(x, ctxKey{}, "w") {
+		t.Error("a second value was attached")
+	}
+	if x.Value(attachedKey{}) != 7 || child.Value(attachedKey{}) != 7 {
+		t.Error("the attached value is not seen from the context or its child")
+	}
+	if x.Value(ctxKey{}) != "v" {
+		t.Error("the parent's value is hidden by the attached one")
+	}
+	if SetStreamValue(parent, attachedKey{}, 1) || CancelStream(parent) || CancelStream(child) {
+		t.Error("a context that is not a stream's was taken as one")
+	}
+	if !CancelStream(x) {
+		t.Fatal("CancelStream refused a stream context")
+	}
+	if !errors.Is(x.Err(), context.Canceled) {
+		t.Errorf("Err after CancelStream = %v, want context.Canceled", x.Err())
+	}
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a child of the stream context did not end with it")
+	}
+	x.cancel() // the stream's own end after the handler's: once
+}
+
+// TestParkNeedsHost: a connection that may park tells its Handler about
+// its socket, so a Handler that cannot hear it is refused at Init, not
+// at the first park.
+func TestParkNeedsHost(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("Init took Config.Park with a Handler that is not a Host")
+		}
+	}()
+	c, s := net.Pipe()
+	defer c.Close()
+	defer s.Close()
+	New(wbatch.New(c), Config{Handler: http.NotFoundHandler(), Park: &Parking{}})
+}

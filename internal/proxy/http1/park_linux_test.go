@@ -2,12 +2,18 @@ package http1
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // parkedConn records what the Parker did with it.
@@ -357,4 +363,86 @@ func TestParkerTrimPacing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParkerEpollWaitInterrupted: a signal that interrupts the Parker's
+// epoll_wait (the Go runtime preempts with SIGURG) is not the end of its
+// loop: it waits again, and a connection parked before the signal is
+// resumed when it becomes readable after it. The signal goes to the thread
+// blocked in epoll_wait on the Parker's epoll set (/proc/self/task/*/syscall);
+// the test then waits for that thread to have slept again (its voluntary
+// context switches move on) and for the loop to be blocked on the epoll set
+// again, or to have ended.
+func TestParkerEpollWaitInterrupted(t *testing.T) {
+	p := NewParker(slog.New(slog.DiscardHandler))
+	defer p.Close()
+	client, server := tcpPair(t)
+	c, slot := newParkedConn(), &ParkSlot{}
+	if !p.Park(slot, WrapConn(server), c, time.Time{}) {
+		t.Fatal("Park = false")
+	}
+	tid, ok := waitEpollThread(t, p.epfd, nil)
+	if !ok {
+		t.Fatal("no thread blocked in epoll_wait on the Parker's epoll set")
+	}
+	switches := voluntarySwitches(tid)
+	if err := unix.Tgkill(os.Getpid(), tid, unix.SIGURG); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := waitEpollThread(t, p.epfd, func(id int) bool { return id != tid || voluntarySwitches(tid) > switches }); !ok {
+		t.Fatal("the Parker's loop did not wait on its epoll set again after epoll_wait was interrupted")
+	}
+	if _, err := client.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(c.resumed, 10*time.Second) {
+		t.Fatal("a parked connection readable after the interrupt was not resumed")
+	}
+}
+
+// waitEpollThread waits up to 20 s for a thread blocked in a system call
+// on epfd (which only the Parker's loop blocks in) that ok accepts (nil:
+// any); false when there is none by then or the Parker's loop ended.
+func waitEpollThread(t *testing.T, epfd int, ok func(tid int) bool) (int, bool) {
+	t.Helper()
+	arg := fmt.Sprintf("0x%x", epfd)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Skipf("no /proc/self/task: %v", err)
+		}
+		readable := false
+		for _, task := range tasks {
+			b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/syscall")
+			if err != nil {
+				continue // the thread ended
+			}
+			readable = true
+			// "number arg0 arg1 ...", or "running".
+			if f := strings.Fields(string(b)); len(f) > 1 && f[1] == arg {
+				tid, _ := strconv.Atoi(task.Name())
+				if ok == nil || ok(tid) {
+					return tid, true
+				}
+			}
+		}
+		if !readable {
+			t.Skip("/proc/self/task/*/syscall cannot be read here")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return 0, false
+}
+
+// voluntarySwitches is how many times thread tid went to sleep.
+func voluntarySwitches(tid int) int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return -1
 }

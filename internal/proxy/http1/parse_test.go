@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func readRequest(t testing.TB, raw string) (*Request, *Reader, error) {
@@ -442,5 +443,29 @@ func BenchmarkParseMeshRequest(b *testing.B) {
 		if err := ParseRequest(head, &req); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestLookupSingleValueAliases: Lookup of a field with one value returns
+// that value without copying it (it aliases the head's buffer, as its doc
+// says); two values are joined with ",".
+func TestLookupSingleValueAliases(t *testing.T) {
+	head := []byte("GET / HTTP/1.1\r\nHost: h\r\nX-One: alpha\r\nX-Two: a\r\nX-Two: b\r\n\r\n")
+	var req Request
+	if err := ParseRequest(head, &req); err != nil {
+		t.Fatal(err)
+	}
+	v, ok := req.Headers.Lookup("x-one")
+	if !ok || v != "alpha" {
+		t.Fatalf("Lookup(x-one) = %q, %v", v, ok)
+	}
+	if at := bytes.Index(head, []byte("alpha")); unsafe.StringData(v) != &head[at] {
+		t.Error("Lookup copied a single value instead of returning the buffer's bytes")
+	}
+	if v, ok := req.Headers.Lookup("X-Two"); !ok || v != "a,b" {
+		t.Errorf("Lookup(X-Two) = %q, %v; want \"a,b\"", v, ok)
+	}
+	if v, ok := req.Headers.Lookup("x-none"); ok || v != "" {
+		t.Errorf("Lookup(x-none) = %q, %v", v, ok)
 	}
 }

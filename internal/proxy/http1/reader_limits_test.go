@@ -205,3 +205,29 @@ func TestWholeHeadLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestIncompleteHeadAtLimit: a head that has reached max bytes without its
+// end is ErrHeaderTooLarge at once, without waiting for more (here the
+// connection then ends); one byte short of max still waits, and the end
+// of the connection is then io.ErrUnexpectedEOF.
+func TestIncompleteHeadAtLimit(t *testing.T) {
+	const max = 1 << 10
+	part := func(n int) string {
+		h := "GET / HTTP/1.1\r\nX-Pad: "
+		return h + strings.Repeat("p", n-len(h))
+	}
+	for _, tc := range []struct {
+		n    int
+		want error
+	}{
+		{max, ErrHeaderTooLarge},
+		{max - 1, io.ErrUnexpectedEOF},
+	} {
+		r := NewReader(&splitReader{parts: []string{part(tc.n)}})
+		_, err := r.ReadRequestHead(max)
+		r.Release()
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%d bytes of an unfinished head, then EOF: err %v, want %v", tc.n, err, tc.want)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package http1
 
 import (
+	"errors"
+	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -59,5 +61,28 @@ func TestMarkReads(t *testing.T) {
 	}
 	if MarkReads(&net.TCPConn{}, &epoch) != nil {
 		t.Error("MarkReads marked a connection not made by WrapConn")
+	}
+}
+
+// TestMarkReadsEOF: a receive that returns the end of the stream (or an
+// error) returned no data: it is not taken to have emptied the socket of
+// data.
+func TestMarkReadsEOF(t *testing.T) {
+	client, server := tcpPair(t)
+	var epoch atomic.Uint64
+	c := WrapConn(client)
+	m := MarkReads(c, &epoch)
+	if m == nil {
+		t.Fatal("MarkReads found no raw socket")
+	}
+	if err := server.Close(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if n, err := c.Read(buf); n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("read %d, %v; want EOF", n, err)
+	}
+	if m.Drained {
+		t.Error("a receive that returned EOF was taken to have drained data")
 	}
 }

@@ -6,7 +6,6 @@ package forward
 // decides them.
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -93,7 +92,11 @@ type Exchange struct {
 	// LimitExceeded: the last outcome was retriable but no retry was left
 	// (response flag URX).
 	LimitExceeded bool
-	cancels       []context.CancelFunc
+	// route is the route timeout's context (routed: started), tries the
+	// per-try timeouts' (deadline.go).
+	route  deadlineCtx
+	routed bool
+	tries  []*deadlineCtx
 	// slot is the retry circuit breaker's slot of the last retry.
 	slot RetrySlot
 }
@@ -101,8 +104,11 @@ type Exchange struct {
 // Done releases the exchange's timers and retry slot; call it once the
 // response body is finished.
 func (x *Exchange) Done() {
-	for _, c := range x.cancels {
-		c()
+	for _, t := range x.tries {
+		t.release()
+	}
+	if x.routed {
+		x.route.release()
 	}
 	x.slot.Release()
 }
@@ -117,11 +123,11 @@ func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *
 	if grpcTimeout, ok := grpcRouteTimeout(out, rt); ok {
 		timeout = grpcTimeout
 	}
-	routeCtx := ctx
+	routeCtx := ctx //nolint:contextcheck // the route's deadlineCtx is ctx's child (deadline.go), as context.WithTimeout's
 	if timeout > 0 {
-		var cancel context.CancelFunc
-		routeCtx, cancel = context.WithTimeout(ctx, timeout)
-		x.cancels = append(x.cancels, cancel)
+		x.route.start(ctx, timeout)
+		x.routed = true
+		routeCtx = &x.route
 	}
 	// A body the proxy read whole (out.GetBody: for the HTTP filters that
 	// read bodies) is sent again by a retry whatever its size, from its
@@ -137,11 +143,12 @@ func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *
 	var tried []string
 	for {
 		tried = append(tried, ep.Address)
-		actx := routeCtx
+		actx := routeCtx //nolint:contextcheck // a per-try deadlineCtx is routeCtx's child (deadline.go)
 		if pt := retry.PerTryTimeout(); pt > 0 {
-			var cancel context.CancelFunc
-			actx, cancel = context.WithTimeout(routeCtx, pt)
-			x.cancels = append(x.cancels, cancel)
+			try := &deadlineCtx{}
+			try.start(routeCtx, pt)
+			x.tries = append(x.tries, try)
+			actx = try
 		}
 		req := out.WithContext(actx)
 		if retry.Retried > 0 {

@@ -107,9 +107,10 @@ type Guard struct {
 	rerr   error // the socket's error, returned once buf is drained
 	err    error // set once a limit was passed; every later read fails
 	// headersTimeout is request_headers_timeout (0: none); blockEnd is
-	// when the header block in progress must have ended (zero: none open).
+	// when the header block in progress must have ended, on the monotonic
+	// clock (monoNow; 0: none open): 8 bytes where a time.Time is 24.
 	headersTimeout time.Duration
-	blockEnd       time.Time
+	blockEnd       time.Duration
 	in             frameSplitter
 	rn             int32 // fill's result
 	r, w           int32
@@ -154,7 +155,7 @@ func (g *Guard) Init(c net.Conn, headersTimeout time.Duration) {
 // blockTimedOut reports whether err is the read deadline of a header block
 // left open past request_headers_timeout (and then sets g.err).
 func (g *Guard) blockTimedOut(err error) bool {
-	if err == nil || g.blockEnd.IsZero() || time.Now().Before(g.blockEnd) {
+	if err == nil || g.blockEnd == 0 || monoNow() < g.blockEnd {
 		return false
 	}
 	var ne net.Error
@@ -175,7 +176,7 @@ func (g *Guard) Read(p []byte) (int, error) {
 		// ArmIdle's deadline: between frames the connection is idle;
 		// within one it was not, and reads on.
 		g.idle.Store(false)
-		_ = g.Conn.SetReadDeadline(g.blockEnd)
+		_ = g.Conn.SetReadDeadline(g.blockDeadline())
 		if n > 0 {
 			return n, nil
 		}
@@ -338,15 +339,31 @@ func (g *Guard) headerBlock(h frameHeader) {
 	}
 	switch {
 	case h.flags&flagEndHeaders != 0:
-		if !g.blockEnd.IsZero() {
-			g.blockEnd = time.Time{}
+		if g.blockEnd != 0 {
+			g.blockEnd = 0
 			_ = g.Conn.SetReadDeadline(time.Time{})
 		}
 	case h.typ == frameHeaders:
-		g.blockEnd = time.Now().Add(g.headersTimeout)
-		_ = g.Conn.SetReadDeadline(g.blockEnd)
+		g.blockEnd = monoNow() + g.headersTimeout // > 0, as headersTimeout is
+		_ = g.Conn.SetReadDeadline(g.blockDeadline())
 	}
 }
+
+// blockDeadline is blockEnd as a read deadline (zero: none).
+func (g *Guard) blockDeadline() time.Time {
+	if g.blockEnd == 0 {
+		return time.Time{}
+	}
+	return monoEpoch.Add(g.blockEnd)
+}
+
+// monoEpoch is where monoNow counts from: a time with a monotonic reading,
+// so that the durations since it, and the times made from them, follow the
+// monotonic clock as time.Now's do.
+var monoEpoch = time.Now()
+
+// monoNow is the time since monoEpoch.
+func monoNow() time.Duration { return time.Since(monoEpoch) }
 
 // tooManyPrematureResets is Envoy's maybeDrainDueToPrematureResets
 // decision, with prematureResetFloor (mu held).

@@ -50,7 +50,7 @@ func (g *Guard) SetDeadline(t time.Time) error {
 // next one starts a new frame, outside any header block (reader only).
 func (g *Guard) betweenFrames() bool {
 	return g.r == g.w && g.preface == 0 && g.unread == 0 && g.in.hn == 0 && g.in.skip == 0 &&
-		g.blockEnd.IsZero() && g.err == nil && g.rerr == nil
+		g.blockEnd == 0 && g.err == nil && g.rerr == nil
 }
 
 // Detach hands the socket over for parking: between frames, with nothing

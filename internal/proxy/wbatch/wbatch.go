@@ -35,7 +35,7 @@ type Conn struct {
 	net.Conn
 
 	mu      sync.Mutex // guards the fields below
-	cond    sync.Cond  // signalled when buf was taken or the writer ended
+	cond    *sync.Cond // signalled when buf was taken or the writer ended; made by the first wait
 	buf     []byte     // waiting for the writer goroutine
 	err     error      // the first write error; sticky
 	writing bool       // the writer goroutine is in a write
@@ -105,14 +105,30 @@ func New(c net.Conn) *Conn {
 // connection's state is one allocation), wrap c.
 func (b *Conn) Init(c net.Conn) {
 	b.Conn = c
-	b.cond.L = &b.mu
+}
+
+// waitLocked waits for a wakeLocked (mu held). The first wait makes the
+// Cond: a connection none of whose writers waited (most, and every
+// parked one) keeps 8 bytes for it instead of 56.
+func (b *Conn) waitLocked() {
+	if b.cond == nil {
+		b.cond = sync.NewCond(&b.mu)
+	}
+	b.cond.Wait()
+}
+
+// wakeLocked wakes whoever waits in waitLocked (mu held).
+func (b *Conn) wakeLocked() {
+	if b.cond != nil {
+		b.cond.Broadcast()
+	}
 }
 
 // Write queues p; it blocks only while maxBuffered bytes already wait.
 func (b *Conn) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	for b.err == nil && !b.closing && len(b.buf) > 0 && len(b.buf)+len(p) > maxBuffered {
-		b.cond.Wait()
+		b.waitLocked()
 	}
 	switch {
 	case b.err != nil:
@@ -189,7 +205,7 @@ func (b *Conn) WaitRoom(stop func() bool) bool {
 		if stop != nil && stop() {
 			return false
 		}
-		b.cond.Wait()
+		b.waitLocked()
 	}
 	return b.err == nil && !b.closing
 }
@@ -207,7 +223,7 @@ func (b *Conn) Idle() bool {
 // Wake wakes the goroutines in WaitRoom, so that they check their stop.
 func (b *Conn) Wake() {
 	b.mu.Lock()
-	b.cond.Broadcast()
+	b.wakeLocked()
 	b.mu.Unlock()
 }
 
@@ -229,10 +245,10 @@ func (b *Conn) run() {
 		if err != nil && b.err == nil {
 			b.err = err
 		}
-		b.cond.Broadcast()
+		b.wakeLocked()
 	}
 	b.running = false
-	b.cond.Broadcast()
+	b.wakeLocked()
 	b.mu.Unlock()
 }
 
@@ -252,12 +268,12 @@ func (b *Conn) NetConn() net.Conn { return b.Conn }
 func (b *Conn) Close() error {
 	b.mu.Lock()
 	b.closing = true
-	b.cond.Broadcast()
+	b.wakeLocked()
 	if b.running {
 		// End the write in progress once closeWait has passed.
 		t := time.AfterFunc(closeWait, func() { _ = b.Conn.SetWriteDeadline(time.Unix(1, 0)) })
 		for b.running {
-			b.cond.Wait()
+			b.waitLocked()
 		}
 		t.Stop()
 	}
@@ -270,7 +286,7 @@ func (b *Conn) Close() error {
 func (b *Conn) CloseWrite() error {
 	b.mu.Lock()
 	for b.err == nil && b.running {
-		b.cond.Wait()
+		b.waitLocked()
 	}
 	b.mu.Unlock()
 	if cw, ok := b.Conn.(interface{ CloseWrite() error }); ok {

@@ -139,15 +139,19 @@ type Conn struct {
 
 	// The fields under mu are in an order that leaves no padding: a
 	// parked connection keeps them.
-	mu              sync.Mutex
-	sendCond        sync.Cond // send windows grew, a stream ended, or the connection closed
+	mu sync.Mutex
+	// sendCond is signalled when send windows grew, a stream ended, or
+	// the connection closed; the first wait makes it (waitSendLocked), so
+	// that a connection whose writers never waited, as a parked one, does
+	// not keep one.
+	sendCond        *sync.Cond
 	streams         map[uint32]*stream
 	opened          int // streams opened
 	unackedSettings int
-	idleSince       time.Time
-	priorities      int // PRIORITY frames received
-	windowUpdates   int // WINDOW_UPDATE frames received
-	dataSent        int // DATA frames sent
+	idleSince       time.Duration // when the last stream ended, on the monotonic clock (monoNow)
+	priorities      int           // PRIORITY frames received
+	windowUpdates   int           // WINDOW_UPDATE frames received
+	dataSent        int           // DATA frames sent
 	lastRead        atomic.Uint64
 	idleTimer       *time.Timer
 	pingTimer       *time.Timer
@@ -166,6 +170,30 @@ type Conn struct {
 	parked          bool // from the reader's decision to park until the socket is attached again (park.go)
 	wakeWanted      bool // a write waits for a parked connection to wake
 	ended           bool // the Host's Ended was called (Parking)
+}
+
+// monoEpoch is where monoNow counts from: a time with a monotonic reading,
+// so that the durations since it, and the times made from them, follow the
+// monotonic clock as time.Now's do.
+var monoEpoch = time.Now()
+
+// monoNow is the time since monoEpoch (a time.Duration is 8 bytes of a
+// parked connection where a time.Time is 24).
+func monoNow() time.Duration { return time.Since(monoEpoch) }
+
+// waitSendLocked waits for a wakeSendersLocked (mu held).
+func (c *Conn) waitSendLocked() {
+	if c.sendCond == nil {
+		c.sendCond = sync.NewCond(&c.mu)
+	}
+	c.sendCond.Wait()
+}
+
+// wakeSendersLocked wakes whoever waits in waitSendLocked (mu held).
+func (c *Conn) wakeSendersLocked() {
+	if c.sendCond != nil {
+		c.sendCond.Broadcast()
+	}
 }
 
 // writer is what writing frames takes (wmu held): a parked connection
@@ -237,13 +265,12 @@ func (c *Conn) Init(nc *wbatch.Conn, cfg Config) {
 	c.connSendWin = initialWindow
 	c.connWin = wire.NewRecvWindow(cfg.ConnWindow, cfg.ConnWindow/4)
 	c.peerInitWin = initialWindow
-	c.idleSince = time.Now()
+	c.idleSince = monoNow()
 	c.drainPing = [8]byte{'g', 'o', 'a', 'w', 'a', 'y'}
 	if ra := nc.RemoteAddr(); ra != nil {
 		c.remote = ra.String()
 	}
 	c.maxFrame.Store(defaultMaxFrameSize)
-	c.sendCond.L = &c.mu
 	c.dec = hpack.NewDecoder(headerTableSize, nil)
 	c.newReader()
 	c.wr = newWriter(headerTableSize, false)
@@ -317,7 +344,7 @@ func (c *Conn) end() {
 	c.mu.Lock()
 	ended := c.ended
 	c.ended = true
-	c.sendCond.Broadcast()
+	c.wakeSendersLocked()
 	c.mu.Unlock()
 	if !ended && c.cfg.Park != nil {
 		c.host().Ended()
@@ -444,7 +471,7 @@ func (c *Conn) finish() {
 			t.Stop()
 		}
 	}
-	c.sendCond.Broadcast()
+	c.wakeSendersLocked()
 	c.mu.Unlock()
 	c.nc.Wake()
 }
@@ -542,7 +569,7 @@ func (c *Conn) removeLocked(s *stream) {
 	if c.streams[s.id] == s {
 		delete(c.streams, s.id)
 		if len(c.streams) == 0 {
-			c.idleSince = time.Now()
+			c.idleSince = monoNow()
 			if c.goAwayFinal {
 				// The reader may be waiting on a silent peer.
 				_ = c.nc.SetReadDeadline(time.Now())
@@ -551,7 +578,7 @@ func (c *Conn) removeLocked(s *stream) {
 			}
 		}
 	}
-	c.sendCond.Broadcast()
+	c.wakeSendersLocked()
 }
 
 // lookupLocked returns the stream of a frame for id (mu held); for an id

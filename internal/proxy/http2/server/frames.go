@@ -109,7 +109,7 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) error {
 				st.sendWin = int32(w)
 			}
 			c.peerInitWin = int32(s.Val)
-			c.sendCond.Broadcast()
+			c.wakeSendersLocked()
 		case http2.SettingHeaderTableSize:
 			tableSize, hasTable = min(s.Val, headerTableSize), true
 		}
@@ -150,7 +150,7 @@ func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 			return fmt.Errorf("WINDOW_UPDATE overflows the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
 		}
 		c.connSendWin += int32(f.Increment)
-		c.sendCond.Broadcast()
+		c.wakeSendersLocked()
 		c.mu.Unlock()
 		return nil
 	}
@@ -165,7 +165,7 @@ func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 		return nil
 	}
 	s.sendWin += int32(f.Increment)
-	c.sendCond.Broadcast()
+	c.wakeSendersLocked()
 	c.mu.Unlock()
 	return nil
 }

@@ -86,7 +86,7 @@ func (c *Conn) idleCheck() {
 		return
 	}
 	idle := len(c.streams) == 0
-	left := c.cfg.IdleTimeout - time.Since(c.idleSince)
+	left := c.cfg.IdleTimeout - (monoNow() - c.idleSince)
 	if c.idleTimer == nil && (!c.parked || !idle || left > 0) {
 		// Parked after this call began (the parker's deadline is the
 		// timeout now; park.go), and not resumed since.

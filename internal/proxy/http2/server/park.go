@@ -116,7 +116,7 @@ func (c *Conn) tryPark() bool {
 	// and timer for all): the connection's timer goes.
 	var deadline time.Time
 	if c.cfg.IdleTimeout > 0 {
-		deadline = c.idleSince.Add(c.cfg.IdleTimeout)
+		deadline = monoEpoch.Add(c.idleSince + c.cfg.IdleTimeout)
 		if c.idleTimer != nil {
 			c.idleTimer.Stop()
 			c.idleTimer = nil
@@ -180,9 +180,9 @@ func (c *Conn) attach(nc net.Conn) {
 	c.cfg.Park.Socket.Attach(nc) // under mu, as ArmIdle
 	c.parked, c.wakeWanted = false, false
 	if c.cfg.IdleTimeout > 0 && c.idleTimer == nil && !c.closing {
-		c.idleTimer = time.AfterFunc(max(c.cfg.IdleTimeout-time.Since(c.idleSince), 0), c.idleCheck)
+		c.idleTimer = time.AfterFunc(max(c.cfg.IdleTimeout-(monoNow()-c.idleSince), 0), c.idleCheck)
 	}
-	c.sendCond.Broadcast()
+	c.wakeSendersLocked()
 	c.mu.Unlock()
 }
 
@@ -199,7 +199,7 @@ func (c *Conn) Resume() {
 // (it then shuts down as a served one does: GOAWAY) or the parker closed.
 func (c *Conn) Finish() {
 	c.mu.Lock()
-	timedOut := c.cfg.IdleTimeout > 0 && time.Since(c.idleSince) >= c.cfg.IdleTimeout
+	timedOut := c.cfg.IdleTimeout > 0 && (monoNow()-c.idleSince) >= c.cfg.IdleTimeout
 	c.mu.Unlock()
 	if timedOut {
 		if c.unpark() {
@@ -250,7 +250,7 @@ func (c *Conn) wake() bool {
 		// resumed: wait for whoever has it.
 		c.mu.Lock()
 		if c.parked && !c.closing && !c.ended {
-			c.sendCond.Wait()
+			c.waitSendLocked()
 		}
 	}
 }

@@ -306,7 +306,7 @@ func (w *responseWriter) sendData(data []byte, endStream bool, stop func() bool)
 	for len(data) > 0 || endStream {
 		c.mu.Lock()
 		for len(data) > 0 && s.err == nil && !c.closing && (s.sendWin <= 0 || c.connSendWin <= 0) {
-			c.sendCond.Wait()
+			c.waitSendLocked()
 		}
 		if s.err != nil || c.closing {
 			c.mu.Unlock()

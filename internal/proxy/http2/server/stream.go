@@ -55,7 +55,7 @@ func (s *stream) failLocked(err error) {
 	}
 	s.endCtx()
 	s.cond.Broadcast()
-	s.c.sendCond.Broadcast()
+	s.c.wakeSendersLocked()
 }
 
 // endCtx ends the stream's request context.

@@ -204,7 +204,7 @@ func TestGoCamelCase(t *testing.T) {
 	for in, want := range map[string]string{
 		"foo_bar": "FooBar", "_foo": "XFoo", "a._b": "A_XB", "a.b": "AB", "a.B": "A_B", "a.": "A_", "a_": "A_",
 		"foo1bar": "Foo1Bar", "x_0a": "X_0A", "x_9a": "X_9A", "x_/a": "X_/a", "x_:a": "X_:a",
-		"a_a": "AA", "z_z": "ZZ", "`a": "`a", "{a": "{a", "abC": "AbC", "ab_c": "AbC",
+		"a_a": "AA", "z_z": "ZZ", "A.b": "AB", "A_b": "AB", "a_B": "A_B", "fooBar_baz": "FooBarBaz", "`a": "`a", "{a": "{a", "abC": "AbC", "ab_c": "AbC",
 	} {
 		if got := goCamelCase(in); got != want {
 			t.Errorf("goCamelCase(%q) = %q, want %q", in, got, want)

@@ -1,6 +1,7 @@
 package pgv
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -126,8 +127,9 @@ func TestCompileOptions(t *testing.T) {
 		}
 		err := validateMessage(m)
 		var got []string
-		if err != nil {
-			for _, e := range err.(MultiError) {
+		var me MultiError
+		if errors.As(err, &me) {
+			for _, e := range me {
 				got = append(got, strings.TrimPrefix(e.Error(), "invalid O."))
 			}
 		}

@@ -53,7 +53,7 @@ OUT="${MUTATE_OUT:-$ROOT/out/mutate}"
 LIST="${MUTATE_LIST:-0}"
 
 if [[ $# -eq 0 ]]; then
-	set -- ./internal/iptables ./internal/inject ./internal/xds/gen ./internal/istioconfig ./internal/istioconfig/validate ./internal/istioconfig/support ./internal/proxy/http1
+	set -- ./internal/iptables ./internal/inject ./internal/xds/gen ./internal/istioconfig ./internal/istioconfig/validate ./internal/istioconfig/support ./internal/proxy/http1 ./internal/proxy/pgv
 fi
 
 [[ -x "$GREMLINS" ]] || { echo "mutate: $GREMLINS missing; run 'make mutate' (it installs it)" >&2; exit 1; }

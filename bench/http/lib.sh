@@ -89,8 +89,12 @@ run_wrk() {
 
 build_strait_proxy() {
 	[ -n "${STRAIT_BIN:-}" ] && return 0
-	log "building strait-proxy"
-	(cd "$root" && go build -o "$work/strait-proxy" ./cmd/strait-proxy)
+	# As the Makefile builds it (its GO_TAGS, no cgo): the binary users
+	# run, and the one the variants are usually built like.
+	local tags
+	tags=$(sed -n 's/^GO_TAGS[[:space:]]*?=[[:space:]]*//p' "$root/Makefile")
+	log "building strait-proxy (-tags ${tags:-none})"
+	(cd "$root" && CGO_ENABLED=0 go build ${tags:+-tags "$tags"} -o "$work/strait-proxy" ./cmd/strait-proxy)
 	STRAIT_BIN=$work/strait-proxy
 }
 

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/straitmesh/strait/internal/testreq"
 )
 
 // parkedConn records what the Parker did with it.
@@ -410,7 +412,7 @@ func waitEpollThread(t *testing.T, epfd int, ok func(tid int) bool) (int, bool) 
 	for time.Now().Before(deadline) {
 		tasks, err := os.ReadDir("/proc/self/task")
 		if err != nil {
-			t.Skipf("no /proc/self/task: %v", err)
+			testreq.Missing(t, "no /proc/self/task: %v", err)
 		}
 		readable := false
 		for _, task := range tasks {
@@ -428,7 +430,7 @@ func waitEpollThread(t *testing.T, epfd int, ok func(tid int) bool) (int, bool) 
 			}
 		}
 		if !readable {
-			t.Skip("/proc/self/task/*/syscall cannot be read here")
+			testreq.Missing(t, "/proc/self/task/*/syscall cannot be read here")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -56,8 +56,6 @@ const (
 	defaultConnWindow    = 1 << 30
 	defaultHeaderList    = 1 << 20
 	defaultMaxStreams    = 100 // until the peer's SETTINGS say otherwise
-	initialWindow        = 65535
-	maxWindow            = 1<<31 - 1
 	maxStreamID          = 1<<31 - 1
 	defaultMaxFrameSize  = 16 << 10
 	wbufFlushThreshold   = 32 << 10
@@ -111,9 +109,9 @@ type Conn struct {
 	nc  net.Conn
 	cfg Config
 	fr  *wire.HeaderReader // reads; the reader goroutine's only
-	// canonCache maps lower-case field names to canonical ones (the
-	// reader goroutine's only).
-	canonCache map[string]string
+	// canon maps lower-case field names to canonical ones (the reader
+	// goroutine's only).
+	canon wire.CanonCache
 
 	// wmu serializes writes: the HPACK encoder's state must follow wire
 	// order, and stream ids go out in increasing order. Lock order: wmu
@@ -136,7 +134,7 @@ type Conn struct {
 	reserved      int
 	maxStreams    uint32
 	peerInitWin   int32
-	connSendWin   int32
+	connSendWin   wire.SendWindow // what we may still send the peer
 	connWin       wire.RecvWindow // what the peer may still send us, and what we owe it back
 	goAway        *GoAwayError
 	draining      bool // Shutdown: no new stream, close when idle
@@ -147,7 +145,6 @@ type Conn struct {
 	idleSince     time.Time
 	streamWin     uint32
 	lastRead      atomic.Uint64 // frames read; the keepalive watches it
-	pingOut       bool
 	readerDone    chan struct{}
 	idleTimer     *time.Timer
 	keepaliveTime *time.Timer
@@ -163,8 +160,8 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 	if cfg.ConnWindow == 0 {
 		cfg.ConnWindow = defaultConnWindow
 	}
-	cfg.StreamWindow = min(cfg.StreamWindow, maxWindow)
-	cfg.ConnWindow = min(max(cfg.ConnWindow, initialWindow), maxWindow)
+	cfg.StreamWindow = wire.StreamWindowSize(cfg.StreamWindow)
+	cfg.ConnWindow = wire.ConnWindowSize(cfg.ConnWindow)
 	if cfg.MaxHeaderListSize == 0 {
 		cfg.MaxHeaderListSize = defaultHeaderList
 	}
@@ -177,8 +174,8 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 		streams:     map[uint32]*stream{},
 		nextID:      1,
 		maxStreams:  defaultMaxStreams,
-		peerInitWin: initialWindow,
-		connSendWin: initialWindow,
+		peerInitWin: wire.InitialWindow,
+		connSendWin: wire.NewSendWindow(wire.InitialWindow),
 		connWin:     wire.NewRecvWindow(cfg.ConnWindow, cfg.ConnWindow/2),
 		streamWin:   cfg.StreamWindow,
 		maxFrame:    defaultMaxFrameSize,
@@ -199,9 +196,7 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: cfg.StreamWindow},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: cfg.MaxHeaderListSize},
 	)
-	if d := cfg.ConnWindow - initialWindow; d > 0 {
-		_ = c.wfr.WriteWindowUpdate(0, d)
-	}
+	_ = wire.WriteWindowUpdates(c.wfr, cfg.ConnWindow-wire.InitialWindow, 0, 0)
 	err := c.flushLocked()
 	c.wmu.Unlock()
 	if err != nil {
@@ -211,7 +206,7 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 		c.idleTimer = time.AfterFunc(cfg.IdleTimeout, c.idleCheck)
 	}
 	if cfg.PingInterval > 0 {
-		c.keepaliveTime = time.AfterFunc(cfg.PingInterval, c.keepalive(0))
+		c.keepaliveTime = time.AfterFunc(cfg.PingInterval, c.keepalive(wire.Keepalive{}))
 	}
 	go c.readLoop()
 	return c, nil
@@ -345,31 +340,28 @@ func (c *Conn) idleCheck() {
 	c.Close()
 }
 
-// keepalive returns the timer function that checks whether a frame
-// arrived since seen; if none, it sends a PING and waits PingTimeout.
-func (c *Conn) keepalive(seen uint64) func() {
+// keepalive returns the timer function of a keepalive check that starts
+// from k (wire.Keepalive: a PING after PingInterval without a frame, the
+// connection closed PingTimeout after it without one).
+func (c *Conn) keepalive(k wire.Keepalive) func() {
 	return func() {
-		now := c.lastRead.Load()
+		read := c.lastRead.Load()
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			return
 		}
-		if now != seen {
-			c.pingOut = false
-			c.keepaliveTime = time.AfterFunc(c.cfg.PingInterval, c.keepalive(now))
-			c.mu.Unlock()
-			return
-		}
-		if c.pingOut {
+		step, wait, next := k.Check(read, c.cfg.PingInterval, c.cfg.PingTimeout)
+		if step == wire.KeepaliveClose {
 			c.mu.Unlock()
 			c.closeWith(errors.New("http2 client: no frame within the ping timeout"))
 			return
 		}
-		c.pingOut = true
-		c.keepaliveTime = time.AfterFunc(c.cfg.PingTimeout, c.keepalive(now))
+		c.keepaliveTime = time.AfterFunc(wait, c.keepalive(next))
 		c.mu.Unlock()
-		_ = c.writeFrames(func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{'s', 't', 'r', 'a', 'i', 't'}) })
+		if step == wire.KeepalivePing {
+			_ = c.writeFrames(func(fr *http2.Framer) error { return fr.WritePing(false, wire.KeepalivePingData) })
+		}
 	}
 }
 
@@ -478,9 +470,7 @@ func (c *Conn) processFrame(f http2.Frame) error {
 			data := f.Data
 			return c.writeFrames(func(fr *http2.Framer) error { return fr.WritePing(true, data) })
 		}
-		c.mu.Lock()
-		c.pingOut = false
-		c.mu.Unlock()
+		// An ACK is a frame read: the keepalive saw it (wire.Keepalive).
 	case *http2.GoAwayFrame:
 		c.onGoAway(f)
 	case *http2.WindowUpdateFrame:
@@ -521,13 +511,8 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) error {
 		case http2.SettingMaxConcurrentStreams:
 			c.maxStreams = s.Val
 		case http2.SettingInitialWindowSize:
-			delta := int64(s.Val) - int64(c.peerInitWin)
-			for _, st := range c.streams {
-				w := int64(st.sendWin) + delta
-				if w > maxWindow {
-					return fmt.Errorf("SETTINGS_INITIAL_WINDOW_SIZE overflows a window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
-				}
-				st.sendWin = int32(w)
+			if err := wire.ShiftSendWindows(c.streams, streamSendWindow, uint32(c.peerInitWin), s.Val); err != nil {
+				return err
 			}
 			c.peerInitWin = int32(s.Val)
 			c.sendCond.Broadcast()
@@ -588,10 +573,9 @@ func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f.StreamID == 0 {
-		if int64(c.connSendWin)+int64(f.Increment) > maxWindow {
-			return fmt.Errorf("WINDOW_UPDATE overflows the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
+		if !c.connSendWin.Grow(f.Increment) {
+			return wire.ErrConnWindowOverflow
 		}
-		c.connSendWin += int32(f.Increment)
 		c.sendCond.Broadcast()
 		return nil
 	}
@@ -599,11 +583,10 @@ func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	if s == nil {
 		return err
 	}
-	if int64(s.sendWin)+int64(f.Increment) > maxWindow {
+	if !s.sendWin.Grow(f.Increment) {
 		c.resetLocked(s, http2.ErrCodeFlowControl, http2.StreamError{StreamID: s.id, Code: http2.ErrCodeFlowControl, Cause: errors.New("WINDOW_UPDATE overflows the stream window")})
 		return nil
 	}
-	s.sendWin += int32(f.Increment)
 	c.sendCond.Broadcast()
 	return nil
 }
@@ -649,15 +632,7 @@ func (c *Conn) sendWindowUpdates(connInc uint32, id, streamInc uint32) {
 	if connInc == 0 && streamInc == 0 {
 		return
 	}
-	_ = c.writeFrames(func(fr *http2.Framer) error {
-		if connInc > 0 {
-			_ = fr.WriteWindowUpdate(0, connInc)
-		}
-		if streamInc > 0 {
-			_ = fr.WriteWindowUpdate(id, streamInc)
-		}
-		return nil
-	})
+	_ = c.writeFrames(func(fr *http2.Framer) error { return wire.WriteWindowUpdates(fr, connInc, id, streamInc) })
 }
 
 func (c *Conn) onData(f *http2.DataFrame) error {
@@ -665,7 +640,7 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	c.mu.Lock()
 	if !c.connWin.Take(n) {
 		c.mu.Unlock()
-		return fmt.Errorf("DATA past the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
+		return wire.ErrDataPastConnWindow
 	}
 	s, err := c.lookupLocked(f.StreamID, "DATA")
 	if s == nil {
@@ -687,11 +662,10 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	case s.noContent && len(data) > 0:
 		connInc = c.returnConnWindowLocked(n)
 		c.resetLocked(s, http2.ErrCodeProtocol, http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol, Cause: errors.New("DATA in a response without content")})
-	case int64(n) > int64(s.recvWin):
+	case !s.recvWin.Take(n):
 		connInc = c.returnConnWindowLocked(n)
 		c.resetLocked(s, http2.ErrCodeFlowControl, http2.StreamError{StreamID: s.id, Code: http2.ErrCodeFlowControl, Cause: errors.New("DATA past the stream window")})
 	default:
-		s.recvWin -= int32(n)
 		s.received += int64(len(data))
 		if s.resp.ContentLength >= 0 && s.received > s.resp.ContentLength {
 			connInc = c.returnConnWindowLocked(n)
@@ -701,7 +675,7 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 		s.buf = append(s.buf, data...)
 		if pad > 0 {
 			connInc = c.returnConnWindowLocked(pad)
-			s.unacked += pad
+			s.recvWin.Hold(pad)
 		}
 		if f.StreamEnded() {
 			s.endRecvLocked()
@@ -720,3 +694,6 @@ func (c *Conn) writeErrLocked(err error) error {
 	}
 	return fmt.Errorf("http2 client: write: %w", err)
 }
+
+// streamSendWindow is s's send window, for wire.ShiftSendWindows.
+func streamSendWindow(s *stream) *wire.SendWindow { return &s.sendWin }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/straitmesh/strait/internal/proxy/http2/wire"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
@@ -455,7 +456,7 @@ func TestHostileServer(t *testing.T) {
 	t.Run("stream window overflow resets its stream", func(t *testing.T) {
 		addr := hostileServer(t, func(h *hostile) {
 			a, _ := h.next()
-			_ = h.fr.WriteWindowUpdate(a.StreamID, maxWindow)
+			_ = h.fr.WriteWindowUpdate(a.StreamID, wire.MaxWindow)
 			b, _ := h.next()
 			h.respond(b.StreamID, "200", "fine")
 			_, _ = h.next()
@@ -472,7 +473,7 @@ func TestHostileServer(t *testing.T) {
 	t.Run("connection window overflow ends the connection", func(t *testing.T) {
 		addr := hostileServer(t, func(h *hostile) {
 			_, _ = h.next()
-			_ = h.fr.WriteWindowUpdate(0, maxWindow)
+			_ = h.fr.WriteWindowUpdate(0, wire.MaxWindow)
 			_, _ = h.next()
 		})
 		c := dial(t, addr, Config{})
@@ -749,5 +750,73 @@ func TestResponseContent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBodyEndsOnNegativeWindow: a server that lowers
+// SETTINGS_INITIAL_WINDOW_SIZE after the request body filled the stream's
+// window leaves it negative (RFC 9113 §6.9.2); the body's end is then an
+// empty DATA frame with END_STREAM, which takes no window, and it goes
+// out (it took a negative length of the body's buffer before).
+func TestBodyEndsOnNegativeWindow(t *testing.T) {
+	lowered := make(chan struct{})
+	ended := make(chan bool, 1)
+	addr := hostileServer(t, func(h *hostile) {
+		a, _ := h.next()
+		got := 0
+		for got < wire.InitialWindow {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if d, ok := f.(*http2.DataFrame); ok {
+				got += len(d.Data())
+			}
+		}
+		_ = h.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		for {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if s, ok := f.(*http2.SettingsFrame); ok && s.IsAck() {
+				break
+			}
+		}
+		close(lowered)
+		for {
+			f, err := h.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if d, ok := f.(*http2.DataFrame); ok {
+				ended <- len(d.Data()) == 0 && d.StreamEnded()
+				break
+			}
+		}
+		h.respond(a.StreamID, "200", "ok")
+		_, _ = h.next()
+	})
+	c := dial(t, addr, Config{})
+	pr, pw := io.Pipe()
+	go func() {
+		_, _ = pw.Write(make([]byte, wire.InitialWindow))
+		<-lowered
+		pw.Close()
+	}()
+	resp, err := c.RoundTrip(request(t, "POST", "/", pr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); got != "ok" {
+		t.Fatalf("got %q", got)
+	}
+	select {
+	case ok := <-ended:
+		if !ok {
+			t.Fatal("the body's last DATA frame is not an empty one with END_STREAM")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no DATA frame after the window went negative")
 	}
 }

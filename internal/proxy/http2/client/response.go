@@ -58,7 +58,7 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	vals := make([]string, len(regular)) // one backing array for the values
 	var trailer http.Header
 	for i, hf := range regular {
-		key := c.canonical(hf.Name)
+		key := c.canon.Canonical(hf.Name)
 		if key == "Trailer" {
 			if trailer == nil {
 				trailer = http.Header{}
@@ -150,7 +150,7 @@ func (c *Conn) onTrailers(s *stream, f *http2.MetaHeadersFrame, protocolError fu
 	t := make(http.Header, len(regular))
 	vals := make([]string, len(regular)) // one backing array for the values
 	for i, hf := range regular {
-		key := c.canonical(hf.Name)
+		key := c.canon.Canonical(hf.Name)
 		vals[i] = hf.Value
 		if old := t[key]; old != nil {
 			t[key] = append(old, hf.Value)
@@ -161,22 +161,6 @@ func (c *Conn) onTrailers(s *stream, f *http2.MetaHeadersFrame, protocolError fu
 	s.trailer = t
 	s.endRecvLocked()
 	return nil
-}
-
-// canonical returns the canonical form of a lower-case field name, from
-// a cache of the names seen (the reader goroutine's).
-func (c *Conn) canonical(name string) string {
-	if k, ok := c.canonCache[name]; ok {
-		return k
-	}
-	k := http.CanonicalHeaderKey(name)
-	if len(c.canonCache) < 1000 {
-		if c.canonCache == nil {
-			c.canonCache = map[string]string{}
-		}
-		c.canonCache[name] = k
-	}
-	return k
 }
 
 // body is a response body: the stream's received bytes, read by the
@@ -203,12 +187,7 @@ func (b *body) Read(p []byte) (int, error) {
 		connInc := c.returnConnWindowLocked(uint32(n))
 		var streamInc uint32
 		if !s.recvDone && s.err == nil {
-			s.unacked += uint32(n)
-			if s.unacked >= c.streamWin/2 || s.unacked >= 1<<20 {
-				streamInc = s.unacked
-				s.recvWin += int32(streamInc)
-				s.unacked = 0
-			}
+			streamInc = s.recvWin.Return(uint32(n))
 		}
 		id := s.id
 		c.mu.Unlock()

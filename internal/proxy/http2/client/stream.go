@@ -25,9 +25,8 @@ type stream struct {
 	head bool // a HEAD request: the response has no body whatever it says
 
 	cond      sync.Cond // L is &c.mu: the head, body bytes or an error arrived
-	sendWin   int32
-	recvWin   int32
-	unacked   uint32 // read by the caller, not yet given back in WINDOW_UPDATE
+	sendWin   wire.SendWindow
+	recvWin   wire.RecvWindow // what the peer may still send, and what the caller read and we owe it back
 	resp      *http.Response
 	buf       []byte // body bytes received, not yet read
 	off       int
@@ -148,8 +147,8 @@ func (c *Conn) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s.id = c.nextID
 	c.nextID += 2
-	s.sendWin = c.peerInitWin
-	s.recvWin = int32(c.streamWin)
+	s.sendWin = wire.NewSendWindow(c.peerInitWin)
+	s.recvWin = wire.NewRecvWindow(c.streamWin, c.streamWin/2)
 	s.sendDone = !hasBody
 	c.streams[s.id] = s
 	c.mu.Unlock()
@@ -312,16 +311,14 @@ func (s *stream) writeBody(body io.ReadCloser, trailer http.Header) {
 		data := buf[:n]
 		for len(data) > 0 || eof {
 			c.mu.Lock()
-			for len(data) > 0 && s.err == nil && !s.sendDone && (s.sendWin <= 0 || c.connSendWin <= 0) {
+			for len(data) > 0 && s.err == nil && !s.sendDone && (s.sendWin.Avail() <= 0 || c.connSendWin.Avail() <= 0) {
 				c.sendCond.Wait()
 			}
 			if s.err != nil || s.sendDone {
 				c.mu.Unlock()
 				return
 			}
-			k := min(len(data), int(s.sendWin), int(c.connSendWin))
-			s.sendWin -= int32(k)
-			c.connSendWin -= int32(k)
+			k := wire.SpendData(&s.sendWin, &c.connSendWin, len(data), len(data))
 			last := eof && k == len(data)
 			c.mu.Unlock()
 			if last {

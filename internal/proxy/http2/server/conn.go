@@ -75,8 +75,6 @@ const (
 	defaultConnWindow   = 1 << 20
 	defaultHeaderList   = 1<<20 + 320
 	defaultPingTimeout  = 15 * time.Second
-	initialWindow       = 65535
-	maxWindow           = 1<<31 - 1
 	maxStreamID         = 1<<31 - 1
 	defaultMaxFrameSize = 16 << 10
 	headerTableSize     = 4096
@@ -125,7 +123,7 @@ type Conn struct {
 	cfg    Config
 	fr     *wire.HeaderReader // reads; the reader goroutine's only; nil while parked
 	dec    *hpack.Decoder     // fr's, kept while parked: the peer's dynamic table
-	canon  map[string]string
+	canon  wire.CanonCache
 	remote string
 	ctx    context.Context // every request's context's parent (Serve's)
 	slot   http1.ParkSlot  // the parker's while parked (park.go)
@@ -156,9 +154,8 @@ type Conn struct {
 	idleTimer       *time.Timer
 	pingTimer       *time.Timer
 	drainTimer      *time.Timer
-	drainPing       [8]byte
-	maxClientID     uint32 // the highest stream id the client opened
-	connSendWin     int32
+	maxClientID     uint32          // the highest stream id the client opened
+	connSendWin     wire.SendWindow // what we may still send the peer
 	connWin         wire.RecvWindow // what the peer may still send us, and what we owe it back
 	peerInitWin     int32
 	goAwayID        uint32 // the final GOAWAY's last stream id
@@ -166,10 +163,9 @@ type Conn struct {
 	started         bool   // our SETTINGS went out: GOAWAY may follow
 	goAwayFinal     bool   // the final GOAWAY was sent
 	closing         bool   // the reader is ending: writes fail
-	pingOut         bool
-	parked          bool // from the reader's decision to park until the socket is attached again (park.go)
-	wakeWanted      bool // a write waits for a parked connection to wake
-	ended           bool // the Host's Ended was called (Parking)
+	parked          bool   // from the reader's decision to park until the socket is attached again (park.go)
+	wakeWanted      bool   // a write waits for a parked connection to wake
+	ended           bool   // the Host's Ended was called (Parking)
 }
 
 // monoEpoch is where monoNow counts from: a time with a monotonic reading,
@@ -246,8 +242,8 @@ func (c *Conn) Init(nc *wbatch.Conn, cfg Config) {
 	if cfg.ConnWindow == 0 {
 		cfg.ConnWindow = defaultConnWindow
 	}
-	cfg.StreamWindow = min(cfg.StreamWindow, maxWindow)
-	cfg.ConnWindow = min(max(cfg.ConnWindow, initialWindow), maxWindow)
+	cfg.StreamWindow = wire.StreamWindowSize(cfg.StreamWindow)
+	cfg.ConnWindow = wire.ConnWindowSize(cfg.ConnWindow)
 	if cfg.MaxHeaderListSize == 0 {
 		cfg.MaxHeaderListSize = defaultHeaderList
 	}
@@ -262,11 +258,10 @@ func (c *Conn) Init(nc *wbatch.Conn, cfg Config) {
 	}
 	c.nc, c.cfg = nc, cfg
 	c.encLimit = headerTableSize
-	c.connSendWin = initialWindow
+	c.connSendWin = wire.NewSendWindow(wire.InitialWindow)
 	c.connWin = wire.NewRecvWindow(cfg.ConnWindow, cfg.ConnWindow/4)
-	c.peerInitWin = initialWindow
+	c.peerInitWin = wire.InitialWindow
 	c.idleSince = monoNow()
-	c.drainPing = [8]byte{'g', 'o', 'a', 'w', 'a', 'y'}
 	if ra := nc.RemoteAddr(); ra != nil {
 		c.remote = ra.String()
 	}
@@ -300,10 +295,7 @@ func (c *Conn) Serve(ctx context.Context) {
 			http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.cfg.StreamWindow},
 			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: c.cfg.MaxHeaderListSize},
 		)
-		if d := c.cfg.ConnWindow - initialWindow; d > 0 {
-			_ = fr.WriteWindowUpdate(0, d)
-		}
-		return nil
+		return wire.WriteWindowUpdates(fr, c.cfg.ConnWindow-wire.InitialWindow, 0, 0)
 	})
 	c.mu.Lock()
 	c.unackedSettings++
@@ -322,7 +314,7 @@ func (c *Conn) Serve(ctx context.Context) {
 		c.idleTimer = time.AfterFunc(c.cfg.IdleTimeout, c.idleCheck)
 	}
 	if c.cfg.PingInterval > 0 {
-		c.pingTimer = time.AfterFunc(c.cfg.PingInterval, c.keepalive(0))
+		c.pingTimer = time.AfterFunc(c.cfg.PingInterval, c.keepalive(wire.Keepalive{}))
 	}
 	c.mu.Unlock()
 	c.run(true)

@@ -9,6 +9,8 @@ import (
 	"fmt"
 
 	"golang.org/x/net/http2"
+
+	"github.com/straitmesh/strait/internal/proxy/http2/wire"
 )
 
 func (c *Conn) processFrame(ctx context.Context, f http2.Frame) error {
@@ -53,8 +55,7 @@ func (c *Conn) onPing(f *http2.PingFrame) error {
 		return c.writeControl(func(fr *http2.Framer) error { return fr.WritePing(true, data) })
 	}
 	c.mu.Lock()
-	c.pingOut = false
-	drain := c.shutdown && f.Data == c.drainPing
+	drain := c.shutdown && wire.Acks(f, wire.DrainPingData)
 	c.mu.Unlock()
 	if drain {
 		c.finalGoAway()
@@ -100,13 +101,8 @@ func (c *Conn) onSettings(f *http2.SettingsFrame) error {
 		}
 		switch s.ID {
 		case http2.SettingInitialWindowSize:
-			delta := int64(s.Val) - int64(c.peerInitWin)
-			for _, st := range c.streams {
-				w := int64(st.sendWin) + delta
-				if w > maxWindow {
-					return fmt.Errorf("SETTINGS_INITIAL_WINDOW_SIZE overflows a window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
-				}
-				st.sendWin = int32(w)
+			if err := wire.ShiftSendWindows(c.streams, streamSendWindow, uint32(c.peerInitWin), s.Val); err != nil {
+				return err
 			}
 			c.peerInitWin = int32(s.Val)
 			c.wakeSendersLocked()
@@ -145,11 +141,10 @@ func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 		return fmt.Errorf("too many WINDOW_UPDATE frames: %w", http2.ConnectionError(http2.ErrCodeEnhanceYourCalm))
 	}
 	if f.StreamID == 0 {
-		if int64(c.connSendWin)+int64(f.Increment) > maxWindow {
+		if !c.connSendWin.Grow(f.Increment) {
 			c.mu.Unlock()
-			return fmt.Errorf("WINDOW_UPDATE overflows the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
+			return wire.ErrConnWindowOverflow
 		}
-		c.connSendWin += int32(f.Increment)
 		c.wakeSendersLocked()
 		c.mu.Unlock()
 		return nil
@@ -159,12 +154,11 @@ func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 		c.mu.Unlock()
 		return err
 	}
-	if int64(s.sendWin)+int64(f.Increment) > maxWindow {
+	if !s.sendWin.Grow(f.Increment) {
 		c.mu.Unlock()
 		c.resetStream(f.StreamID, http2.ErrCodeFlowControl)
 		return nil
 	}
-	s.sendWin += int32(f.Increment)
 	c.wakeSendersLocked()
 	c.mu.Unlock()
 	return nil
@@ -190,7 +184,7 @@ func (c *Conn) discardData(n uint32) error {
 	c.mu.Lock()
 	if !c.connWin.Take(n) {
 		c.mu.Unlock()
-		return fmt.Errorf("DATA past the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
+		return wire.ErrDataPastConnWindow
 	}
 	inc := c.returnConnWindowLocked(n)
 	c.mu.Unlock()
@@ -209,15 +203,7 @@ func (c *Conn) sendWindowUpdates(connInc uint32, id, streamInc uint32) {
 	if connInc == 0 && streamInc == 0 {
 		return
 	}
-	_ = c.writeControl(func(fr *http2.Framer) error {
-		if connInc > 0 {
-			_ = fr.WriteWindowUpdate(0, connInc)
-		}
-		if streamInc > 0 {
-			_ = fr.WriteWindowUpdate(id, streamInc)
-		}
-		return nil
-	})
+	_ = c.writeControl(func(fr *http2.Framer) error { return wire.WriteWindowUpdates(fr, connInc, id, streamInc) })
 }
 
 func (c *Conn) onData(f *http2.DataFrame) error {
@@ -225,7 +211,7 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	c.mu.Lock()
 	if !c.connWin.Take(n) {
 		c.mu.Unlock()
-		return fmt.Errorf("DATA past the connection window: %w", http2.ConnectionError(http2.ErrCodeFlowControl))
+		return wire.ErrDataPastConnWindow
 	}
 	s, err := c.lookupLocked(f.StreamID, "DATA")
 	if s == nil {
@@ -244,7 +230,7 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	switch {
 	case s.recvDone:
 		fail = http2.ErrCodeStreamClosed
-	case int64(n) > int64(s.recvWin):
+	case !s.recvWin.Take(n):
 		fail = http2.ErrCodeFlowControl
 	case s.declLen >= 0 && s.received+int64(len(data)) > s.declLen:
 		fail = http2.ErrCodeProtocol
@@ -256,7 +242,6 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 		c.resetStream(s.id, fail)
 		return nil
 	}
-	s.recvWin -= int32(n)
 	s.received += int64(len(data))
 	pad := n - uint32(len(data))
 	if s.bodyClosed {
@@ -270,7 +255,7 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	}
 	if pad > 0 {
 		connInc = c.returnConnWindowLocked(pad)
-		s.unacked += pad
+		s.recvWin.Hold(pad)
 	}
 	if f.StreamEnded() {
 		if s.declLen >= 0 && s.received != s.declLen {
@@ -286,3 +271,6 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 	c.sendWindowUpdates(connInc, 0, 0)
 	return nil
 }
+
+// streamSendWindow is s's send window, for wire.ShiftSendWindows.
+func streamSendWindow(s *stream) *wire.SendWindow { return &s.sendWin }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/straitmesh/strait/internal/proxy/http2/wire"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
@@ -351,7 +352,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	// Stream 3 crosses the first GOAWAY: it is processed.
 	r.get(3, "/")
-	_ = r.fr.WritePing(true, c.drainPing)
+	_ = r.fr.WritePing(true, wire.DrainPingData)
 	r.flush()
 	r.waitFor("the second GOAWAY", func() bool { return len(r.goAways) == 2 })
 	r.get(5, "/")
@@ -521,5 +522,41 @@ func TestContinueFromAnotherGoroutine(t *testing.T) {
 	defer r.mu.Unlock()
 	if o := r.stream(1); o.Status != "200" || o.Body != "body" {
 		t.Errorf("got %+v, want 200 body", *o)
+	}
+}
+
+// TestResponseEndsOnNegativeWindow: a client that lowers
+// SETTINGS_INITIAL_WINDOW_SIZE after the response filled the stream's
+// window leaves it negative (RFC 9113 §6.9.2); the response's end is
+// then an empty DATA frame with END_STREAM, which takes no window, as
+// x/net's server sends it (this server reset the stream with
+// INTERNAL_ERROR: the handler's last write took a negative length).
+func TestResponseEndsOnNegativeWindow(t *testing.T) {
+	for name, kind := range map[string]serverKind{"ours": ours, "x/net": theirs} {
+		t.Run(name, func(t *testing.T) {
+			release := make(chan struct{})
+			addr := kind(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = w.Write(make([]byte, wire.InitialWindow))
+				w.(http.Flusher).Flush()
+				<-release
+			}), Config{})
+			r := dialRaw(t, addr)
+			r.get(1, "/")
+			r.flush()
+			r.waitFor("the response filling the window", func() bool { return len(r.stream(1).Body) == wire.InitialWindow })
+			_ = r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+			_ = r.fr.WritePing(false, [8]byte{1})
+			r.flush()
+			// The PING's ACK follows the SETTINGS' taking effect.
+			r.waitFor("the PING's ACK", func() bool { return r.pings == 1 })
+			close(release)
+			r.waitFor("the stream's end", func() bool { return r.done(1) })
+			r.mu.Lock()
+			o := *r.stream(1)
+			r.mu.Unlock()
+			if !o.Ended || o.Reset != 0 || len(o.Body) != wire.InitialWindow {
+				t.Fatalf("status %s, %d body bytes, ended %v, reset %v; want the whole body and END_STREAM", o.Status, len(o.Body), o.Ended, o.Reset)
+			}
+		})
 	}
 }

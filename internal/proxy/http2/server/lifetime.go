@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/straitmesh/strait/internal/proxy/http2/wire"
 )
 
 // goAwayAndClose sends GOAWAY with code and the last stream processed,
@@ -44,10 +46,9 @@ func (c *Conn) Shutdown() {
 
 // sendShutdown writes the first GOAWAY and its PING, and arms the second.
 func (c *Conn) sendShutdown() {
-	ping := c.drainPing
 	_ = c.writeControl(func(fr *http2.Framer) error {
 		_ = fr.WriteGoAway(maxStreamID, http2.ErrCodeNo, nil)
-		return fr.WritePing(false, ping)
+		return fr.WritePing(false, wire.DrainPingData)
 	})
 	c.mu.Lock()
 	if !c.closing {
@@ -107,33 +108,28 @@ func (c *Conn) idleCheck() {
 	c.finalGoAway()
 }
 
-// keepalive returns the timer function that checks whether a frame
-// arrived since seen; if none, it sends a PING and waits PingTimeout.
-func (c *Conn) keepalive(seen uint64) func() {
+// keepalive returns the timer function of a keepalive check that starts
+// from k (wire.Keepalive: a PING after PingInterval without a frame, the
+// connection closed PingTimeout after it without one).
+func (c *Conn) keepalive(k wire.Keepalive) func() {
 	return func() {
-		now := c.lastRead.Load()
+		read := c.lastRead.Load()
 		c.mu.Lock()
 		if c.closing {
 			c.mu.Unlock()
 			return
 		}
-		if now != seen {
-			c.pingOut = false
-			c.pingTimer = time.AfterFunc(c.cfg.PingInterval, c.keepalive(now))
-			c.mu.Unlock()
-			return
-		}
-		if c.pingOut {
+		step, wait, next := k.Check(read, c.cfg.PingInterval, c.cfg.PingTimeout)
+		if step == wire.KeepaliveClose {
 			c.mu.Unlock()
 			c.Close()
 			return
 		}
-		c.pingOut = true
-		c.pingTimer = time.AfterFunc(c.cfg.PingTimeout, c.keepalive(now))
+		c.pingTimer = time.AfterFunc(wait, c.keepalive(next))
 		c.mu.Unlock()
-		if !c.wake() {
+		if step != wire.KeepalivePing || !c.wake() {
 			return
 		}
-		_ = c.writeControl(func(fr *http2.Framer) error { return fr.WritePing(false, [8]byte{'s', 't', 'r', 'a', 'i', 't'}) })
+		_ = c.writeControl(func(fr *http2.Framer) error { return fr.WritePing(false, wire.KeepalivePingData) })
 	}
 }

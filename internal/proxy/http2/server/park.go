@@ -126,7 +126,8 @@ func (c *Conn) tryPark() bool {
 	c.wr = nil
 	c.wmu.Unlock()
 	c.fr.Release()
-	c.fr, c.canon = nil, nil
+	c.fr = nil
+	c.canon.Reset()
 	c.host().Parked()
 	if !p.Parker.Park(&c.slot, raw, c, deadline) {
 		// Not taken (no epoll, or the parker closed): raw is still open.

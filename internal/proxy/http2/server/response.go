@@ -305,16 +305,14 @@ func (w *responseWriter) sendData(data []byte, endStream bool, stop func() bool)
 	c := s.c
 	for len(data) > 0 || endStream {
 		c.mu.Lock()
-		for len(data) > 0 && s.err == nil && !c.closing && (s.sendWin <= 0 || c.connSendWin <= 0) {
+		for len(data) > 0 && s.err == nil && !c.closing && (s.sendWin.Avail() <= 0 || c.connSendWin.Avail() <= 0) {
 			c.waitSendLocked()
 		}
 		if s.err != nil || c.closing {
 			c.mu.Unlock()
 			return w.fail()
 		}
-		k := min(len(data), int(s.sendWin), int(c.connSendWin), int(c.maxFrame.Load()))
-		s.sendWin -= int32(k)
-		c.connSendWin -= int32(k)
+		k := wire.SpendData(&s.sendWin, &c.connSendWin, len(data), int(c.maxFrame.Load()))
 		c.dataSent++
 		c.mu.Unlock()
 		if !c.lockForData(stop) {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 
+	"github.com/straitmesh/strait/internal/proxy/http2/wire"
 	"github.com/straitmesh/strait/internal/proxy/wbatch"
 )
 
@@ -25,10 +26,9 @@ type stream struct {
 	id uint32
 
 	cond       sync.Cond // L is &c.mu: body bytes, the body's end or an error arrived
-	sendWin    int32
-	recvWin    int32
-	unacked    uint32 // read by the handler, not yet given back in WINDOW_UPDATE
-	buf        []byte // request body bytes received, not yet read
+	sendWin    wire.SendWindow
+	recvWin    wire.RecvWindow // what the client may still send, and what the handler read and we owe it back
+	buf        []byte          // request body bytes received, not yet read
 	off        int
 	received   int64
 	declLen    int64              // the request's content-length; -1: none
@@ -145,8 +145,8 @@ func (c *Conn) onHeaders(ctx context.Context, f *http2.MetaHeadersFrame) error {
 		c.mu.Unlock()
 		return nil
 	}
-	s.sendWin = c.peerInitWin
-	s.recvWin = int32(c.cfg.StreamWindow)
+	s.sendWin = wire.NewSendWindow(c.peerInitWin)
+	s.recvWin = wire.NewRecvWindow(c.cfg.StreamWindow, c.cfg.StreamWindow/4)
 	s.recvDone = f.StreamEnded()
 	if c.streams == nil {
 		c.streams = map[uint32]*stream{} // dropped while parked
@@ -171,7 +171,7 @@ func (c *Conn) onTrailers(s *stream, f *http2.MetaHeadersFrame) error {
 		return nil
 	}
 	for _, hf := range f.RegularFields() {
-		key := c.canonical(hf.Name)
+		key := c.canon.Canonical(hf.Name)
 		if !httpguts.ValidTrailerHeader(key) {
 			c.mu.Unlock()
 			c.resetStream(s.id, http2.ErrCodeProtocol)
@@ -203,10 +203,10 @@ func (c *Conn) headListTooLong(id uint32, ended bool) {
 	c.writeField("content-length", strconv.Itoa(len(body)), false)
 	c.writeField("date", c.dateHeader(), false)
 	c.mu.Lock()
-	win := min(c.connSendWin, c.peerInitWin)
+	win := min(c.connSendWin.Avail(), c.peerInitWin)
 	fits := win >= int32(len(body))
 	if fits {
-		c.connSendWin -= int32(len(body))
+		c.connSendWin.Spend(int32(len(body)))
 	}
 	c.mu.Unlock()
 	err := c.writeHeaderBlock(id, !fits)
@@ -258,7 +258,7 @@ func (c *Conn) newRequest(ctx context.Context, s *stream, f *http2.MetaHeadersFr
 		if connectionSpecific[hf.Name] || hf.Name == "te" && hf.Value != "trailers" {
 			return nil, false
 		}
-		key := c.canonical(hf.Name)
+		key := c.canon.Canonical(hf.Name)
 		vals[i] = hf.Value
 		if old := h[key]; old != nil {
 			h[key] = append(old, hf.Value)
@@ -421,22 +421,6 @@ var plainPathByte = func() (t [256]bool) {
 	return t
 }()
 
-// canonical returns the canonical form of a lower-case field name, from
-// a cache of the names seen (the reader goroutine's).
-func (c *Conn) canonical(name string) string {
-	if k, ok := c.canon[name]; ok {
-		return k
-	}
-	k := http.CanonicalHeaderKey(name)
-	if len(c.canon) < 1000 {
-		if c.canon == nil {
-			c.canon = map[string]string{}
-		}
-		c.canon[name] = k
-	}
-	return k
-}
-
 // run serves the stream on its goroutine and ends it.
 func (s *stream) run(req *http.Request) {
 	c := s.c
@@ -520,12 +504,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		connInc := c.returnConnWindowLocked(uint32(n))
 		var streamInc uint32
 		if !s.recvDone && s.err == nil {
-			s.unacked += uint32(n)
-			if s.unacked >= c.cfg.StreamWindow/4 || s.unacked >= 1<<20 {
-				streamInc = s.unacked
-				s.recvWin += int32(streamInc)
-				s.unacked = 0
-			}
+			streamInc = s.recvWin.Return(uint32(n))
 		}
 		id := s.id
 		c.mu.Unlock()

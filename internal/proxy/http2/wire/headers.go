@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"net/http"
 	"strings"
 
 	"golang.org/x/net/http2"
@@ -45,3 +46,28 @@ func (c *LowerCache) Lower(name string) string {
 	}
 	return l
 }
+
+// CanonCache gives the canonical form (http.CanonicalHeaderKey) of
+// lower-case HTTP/2 field names, keeping the first maxLowered names it
+// saw. Not safe for concurrent use: the connection's reader owns it.
+type CanonCache struct {
+	m map[string]string
+}
+
+// Canonical returns name's canonical form.
+func (c *CanonCache) Canonical(name string) string {
+	if k, ok := c.m[name]; ok {
+		return k
+	}
+	k := http.CanonicalHeaderKey(name)
+	if len(c.m) < maxLowered {
+		if c.m == nil {
+			c.m = map[string]string{}
+		}
+		c.m[name] = k
+	}
+	return k
+}
+
+// Reset forgets the names (a parked connection's memory).
+func (c *CanonCache) Reset() { c.m = nil }

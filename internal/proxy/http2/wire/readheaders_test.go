@@ -212,3 +212,54 @@ func FuzzHeaderReader(f *testing.F) {
 		}
 	})
 }
+
+// TestHeaderReaderLimitsAsXNet: blocks at the edges of the header list
+// size (a field list that fits exactly or by one byte too few, the
+// trailer field's own account, a fragment of exactly twice what is left)
+// and field names at the edges of upper case, each read by a fresh reader
+// and by x/net's with the same limit, give the same outcome.
+func TestHeaderReaderLimitsAsXNet(t *testing.T) {
+	// regular: ":status" "200" (42 bytes as the list size counts) and
+	// "x-a" "1" (36).
+	regular := []string{":status", "200", "x-a", "1"}
+	for _, c := range []struct {
+		name string
+		max  uint32
+		raw  []byte   // a fragment as it is, or
+		kv   []string // the fields to encode
+	}{
+		{"fits exactly", 78, nil, regular},
+		{"one byte short", 77, nil, regular},
+		{"trailer fits exactly", 100, nil, []string{":status", "200", "trailer", "a,b,cd"}},
+		{"trailer one byte past", 100, nil, []string{":status", "200", "trailer", "a,b,cde"}},
+		{"one-name trailer fits exactly", 40, nil, []string{"trailer", "abcdefgh"}},
+		{"one-name trailer past", 40, nil, []string{"trailer", "abcdefghi"}},
+		{"fragment of twice what is left", 100, make([]byte, 400), nil},
+		{"fragment past it", 100, make([]byte, 401), nil},
+		{"upper-case A", 1000, nil, []string{":status", "200", "x-A", "1"}},
+		{"upper-case Z", 1000, nil, []string{":status", "200", "x-Z", "1"}},
+		{"lower-case edges", 1000, nil, []string{":status", "200", "x-az", "1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			frag := c.raw
+			if frag == nil {
+				var hbuf bytes.Buffer
+				enc := hpack.NewEncoder(&hbuf)
+				enc.SetMaxDynamicTableSizeLimit(0)
+				frag = block(enc, &hbuf, c.kv...)
+			}
+			var w bytes.Buffer
+			_ = http2.NewFramer(&w, nil).WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: frag, EndHeaders: true, EndStream: true})
+			theirs := http2.NewFramer(nil, bytes.NewReader(w.Bytes()))
+			theirs.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+			theirs.MaxHeaderListSize = c.max
+			ours := NewHeaderReader(http2.NewFramer(nil, bytes.NewReader(w.Bytes())), hpack.NewDecoder(4096, nil), c.max)
+			want := describe(theirs.ReadFrame())
+			got := describe(ours.ReadFrame())
+			t.Logf("%+v", got)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %+v, want (x/net's) %+v", got, want)
+			}
+		})
+	}
+}

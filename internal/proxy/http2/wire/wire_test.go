@@ -8,39 +8,6 @@ import (
 	"golang.org/x/net/http2"
 )
 
-func TestRecvWindow(t *testing.T) {
-	w := NewRecvWindow(100, 40)
-	if !w.Take(60) || w.Avail() != 40 {
-		t.Fatalf("Take(60): avail %d, want 40", w.Avail())
-	}
-	if w.Take(41) {
-		t.Fatal("Take(41) with 40 left: accepted, want refused")
-	}
-	if w.Avail() != 40 {
-		t.Fatalf("a refused Take counted: avail %d", w.Avail())
-	}
-	if inc := w.Return(39); inc != 0 {
-		t.Fatalf("Return(39) under the threshold 40: increment %d, want 0", inc)
-	}
-	if inc := w.Return(1); inc != 40 || w.Avail() != 80 {
-		t.Fatalf("Return reaching the threshold: increment %d avail %d, want 40 and 80", inc, w.Avail())
-	}
-	if inc := w.Return(5); inc != 0 {
-		t.Fatalf("after an update the count starts again: increment %d", inc)
-	}
-	// A threshold above a MiB still gives back every MiB.
-	big := NewRecvWindow(16<<20, 8<<20)
-	if !big.Take(2 << 20) {
-		t.Fatal("Take(2 MiB) of 16 MiB refused")
-	}
-	if inc := big.Return(1<<20 - 1); inc != 0 {
-		t.Fatalf("under a MiB: increment %d", inc)
-	}
-	if inc := big.Return(1); inc != 1<<20 {
-		t.Fatalf("a MiB gathered: increment %d, want %d", inc, 1<<20)
-	}
-}
-
 func TestWriteHeaderBlock(t *testing.T) {
 	for _, c := range []struct {
 		size, maxFrame int
@@ -106,5 +73,35 @@ func TestLowerCache(t *testing.T) {
 	}
 	if len(c.m) != maxLowered {
 		t.Fatalf("cache holds %d names, want its bound %d", len(c.m), maxLowered)
+	}
+}
+
+func TestCanonCache(t *testing.T) {
+	var c CanonCache
+	for _, tc := range []struct{ in, want string }{
+		{"content-type", "Content-Type"}, {"x-request-id", "X-Request-Id"}, {"te", "Te"}, {"content-type", "Content-Type"},
+	} {
+		if got := c.Canonical(tc.in); got != tc.want {
+			t.Errorf("Canonical(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if len(c.m) != 3 {
+		t.Fatalf("%d names kept, want 3", len(c.m))
+	}
+	for i := range 2 * maxLowered {
+		name := "x-h-" + strconv.Itoa(i)
+		if got := c.Canonical(name); got != "X-H-"+strconv.Itoa(i) {
+			t.Fatalf("Canonical(%q) = %q", name, got)
+		}
+	}
+	if len(c.m) != maxLowered {
+		t.Fatalf("%d names kept, want the bound %d", len(c.m), maxLowered)
+	}
+	c.Reset()
+	if c.m != nil {
+		t.Fatal("Reset kept the names")
+	}
+	if got := c.Canonical("accept"); got != "Accept" || len(c.m) != 1 {
+		t.Fatalf("after Reset: %q, %d names", got, len(c.m))
 	}
 }

@@ -37,14 +37,14 @@ type Keepalive struct {
 type KeepaliveStep uint8
 
 const (
-	// KeepaliveWait: frames arrived since the last check; check again
-	// after the interval.
+	// KeepaliveWait is for frames that arrived since the last check:
+	// check again after the interval.
 	KeepaliveWait KeepaliveStep = iota
-	// KeepalivePing: no frame for an interval; send a PING and check
-	// again after the ping timeout.
+	// KeepalivePing is for no frame in an interval: send a PING and
+	// check again after the ping timeout.
 	KeepalivePing
-	// KeepaliveClose: no frame within the ping timeout either; the
-	// connection is dead.
+	// KeepaliveClose is for no frame within the ping timeout either:
+	// the connection is dead.
 	KeepaliveClose
 )
 

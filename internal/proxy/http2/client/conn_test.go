@@ -820,3 +820,49 @@ func TestBodyEndsOnNegativeWindow(t *testing.T) {
 		t.Fatal("no DATA frame after the window went negative")
 	}
 }
+
+// TestResponseValuesApart: a response's head and trailer values share
+// the stream's backing array while they fit (and take one of their own
+// past it); an append to one value's slice never writes over another's.
+func TestResponseValuesApart(t *testing.T) {
+	for _, n := range []int{1, 4, 7, 8, 12} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			addr := hostileServer(t, func(h *hostile) {
+				a, _ := h.next()
+				kv := []string{":status", "200"}
+				for i := range n {
+					kv = append(kv, fmt.Sprintf("x-h%d", i), fmt.Sprintf("v%d", i))
+				}
+				_ = h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: a.StreamID, BlockFragment: encodeHeaders(kv...), EndHeaders: true})
+				_ = h.fr.WriteData(a.StreamID, false, []byte("body"))
+				_ = h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: a.StreamID, BlockFragment: encodeHeaders("x-t0", "t0", "x-t1", "t1"), EndHeaders: true, EndStream: true})
+				_, _ = h.next()
+			})
+			c := dial(t, addr, Config{})
+			resp, err := c.RoundTrip(request(t, "GET", "/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range n {
+				k := fmt.Sprintf("X-H%d", i)
+				resp.Header[k] = append(resp.Header[k], "appended")
+			}
+			if got := readAll(t, resp); got != "body" {
+				t.Fatalf("body %q", got)
+			}
+			resp.Trailer["X-T0"] = append(resp.Trailer["X-T0"], "appended")
+			for i := range n {
+				k := fmt.Sprintf("X-H%d", i)
+				if got := resp.Header[k]; len(got) != 2 || got[0] != fmt.Sprintf("v%d", i) || got[1] != "appended" {
+					t.Errorf("%s: %q", k, got)
+				}
+			}
+			if got := resp.Trailer["X-T0"]; len(got) != 2 || got[0] != "t0" {
+				t.Errorf("X-T0: %q", got)
+			}
+			if got := resp.Trailer["X-T1"]; len(got) != 1 || got[0] != "t1" {
+				t.Errorf("X-T1: %q", got)
+			}
+		})
+	}
+}

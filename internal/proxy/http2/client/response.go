@@ -55,7 +55,7 @@ func (c *Conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	regular := f.RegularFields()
 	h := make(http.Header, len(regular))
-	vals := make([]string, len(regular)) // one backing array for the values
+	vals := s.values(len(regular)) // one backing array for the values
 	var trailer http.Header
 	for i, hf := range regular {
 		key := c.canon.Canonical(hf.Name)
@@ -148,7 +148,7 @@ func (c *Conn) onTrailers(s *stream, f *http2.MetaHeadersFrame, protocolError fu
 	}
 	regular := f.RegularFields()
 	t := make(http.Header, len(regular))
-	vals := make([]string, len(regular)) // one backing array for the values
+	vals := s.values(len(regular)) // one backing array for the values
 	for i, hf := range regular {
 		key := c.canon.Canonical(hf.Name)
 		vals[i] = hf.Value

@@ -41,6 +41,24 @@ type stream struct {
 
 	respv http.Response // what resp points to once the head arrived
 	body  body          // respv's Body
+
+	// vals backs the values of the response's head and trailers while
+	// they fit (vals[:nvals] taken): no allocation of their own for a
+	// response of a few fields. Each value's slice is capped, so that an
+	// append by the caller copies rather than writes over the next.
+	vals  [8]string
+	nvals uint8
+}
+
+// values returns a backing array for n header values: the stream's own
+// while it has room, else a new one (c.mu held).
+func (s *stream) values(n int) []string {
+	used := int(s.nvals)
+	if n > len(s.vals)-used {
+		return make([]string, n)
+	}
+	s.nvals += uint8(n)
+	return s.vals[used : used+n : used+n]
 }
 
 // failLocked records err as the stream's failure (the first one wins)

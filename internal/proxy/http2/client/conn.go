@@ -672,7 +672,12 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 			c.resetLocked(s, http2.ErrCodeProtocol, http2.StreamError{StreamID: s.id, Code: http2.ErrCodeProtocol, Cause: errors.New("response body longer than its content-length")})
 			break
 		}
-		s.buf = append(s.buf, data...)
+		if len(data) > 0 {
+			if s.buf == nil {
+				s.buf = wire.GetBodyBuf(len(data))
+			}
+			s.buf = append(s.buf, data...)
+		}
 		if pad > 0 {
 			connInc = c.returnConnWindowLocked(pad)
 			s.recvWin.Hold(pad)

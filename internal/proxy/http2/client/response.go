@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http2"
+
+	"github.com/straitmesh/strait/internal/proxy/http2/wire"
 )
 
 // connHeaders are the connection-specific fields a response must not
@@ -182,7 +184,9 @@ func (b *body) Read(p []byte) (int, error) {
 		n := copy(p, s.buf[s.off:])
 		s.off += n
 		if s.off == len(s.buf) {
-			s.buf, s.off = s.buf[:0], 0
+			// Drained: the buffer goes back until more DATA comes.
+			wire.PutBodyBuf(s.buf)
+			s.buf, s.off = nil, 0
 		}
 		connInc := c.returnConnWindowLocked(uint32(n))
 		var streamInc uint32
@@ -232,6 +236,7 @@ func (b *body) Close() error {
 		c.resetLocked(s, http2.ErrCodeCancel, errBodyClosed)
 	}
 	connInc := c.returnConnWindowLocked(uint32(len(s.buf) - s.off))
+	wire.PutBodyBuf(s.buf)
 	s.buf, s.off = nil, 0
 	s.cond.Broadcast()
 	stop := s.stopCtx

@@ -304,17 +304,13 @@ func (c *Conn) writeHeaderBlock(id uint32, endStream bool) error {
 	return wire.WriteHeaderBlock(c.wfr, id, c.hbuf.Bytes(), int(c.maxFrame), endStream)
 }
 
-// bodyBufs are the body writers' read buffers.
-var bodyBufs = sync.Pool{New: func() any { b := make([]byte, defaultMaxFrameSize); return &b }}
-
 // writeBody sends the request body in DATA frames as the send windows
 // allow, then its trailers (or END_STREAM); it closes body.
 func (s *stream) writeBody(body io.ReadCloser, trailer http.Header) {
 	c := s.c
 	defer body.Close()
-	bp := bodyBufs.Get().(*[]byte)
-	defer bodyBufs.Put(bp)
-	buf := *bp
+	buf := wire.GetBodyBuf(wire.BodyBufSize)[:wire.BodyBufSize]
+	defer wire.PutBodyBuf(buf)
 	for {
 		n, rerr := body.Read(buf)
 		eof := errors.Is(rerr, io.EOF)

@@ -249,7 +249,7 @@ func (c *Conn) onData(f *http2.DataFrame) error {
 		connInc = c.returnConnWindowLocked(uint32(len(data)))
 	} else if len(data) > 0 {
 		if s.buf == nil {
-			s.buf = getBodyBuf(len(data))
+			s.buf = wire.GetBodyBuf(len(data))
 		}
 		s.buf = append(s.buf, data...)
 	}

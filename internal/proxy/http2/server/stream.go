@@ -73,25 +73,6 @@ func (s *stream) endRecvLocked() {
 	s.cond.Broadcast()
 }
 
-// bodyBufs pools request body buffers (array pointers: a Put allocates
-// nothing).
-const bodyBuf = 16 << 10
-
-var bodyBufs = sync.Pool{New: func() any { return new([bodyBuf]byte) }}
-
-func getBodyBuf(n int) []byte {
-	if n > bodyBuf {
-		return make([]byte, 0, n)
-	}
-	return bodyBufs.Get().(*[bodyBuf]byte)[:0]
-}
-
-func putBodyBuf(b []byte) {
-	if cap(b) == bodyBuf {
-		bodyBufs.Put((*[bodyBuf]byte)(b[:bodyBuf]))
-	}
-}
-
 // connectionSpecific are the fields that make a request malformed in
 // HTTP/2 (RFC 9113 §8.2.2; te is checked on its own).
 var connectionSpecific = map[string]bool{
@@ -498,7 +479,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		n := copy(p, s.buf[s.off:])
 		s.off += n
 		if s.off == len(s.buf) {
-			putBodyBuf(s.buf)
+			wire.PutBodyBuf(s.buf)
 			s.buf, s.off = nil, 0
 		}
 		connInc := c.returnConnWindowLocked(uint32(n))
@@ -541,7 +522,7 @@ func (b *requestBody) Close() error {
 	}
 	s.bodyClosed = true
 	connInc := c.returnConnWindowLocked(uint32(len(s.buf) - s.off))
-	putBodyBuf(s.buf)
+	wire.PutBodyBuf(s.buf)
 	s.buf, s.off = nil, 0
 	s.cond.Broadcast()
 	c.mu.Unlock()

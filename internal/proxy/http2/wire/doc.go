@@ -6,7 +6,8 @@
 // the keepalive's checks and our PINGs' payloads (keepalive.go), header
 // blocks split into HEADERS and CONTINUATION frames and read back whole
 // (HeaderReader, with x/net's ReadMetaHeaders checks), and header names
-// lowered for HPACK and canonicalized for http.Header. The types hold
+// lowered for HPACK and canonicalized for http.Header, and the pool of
+// body buffers both take from (bodybuf.go). The types hold
 // state only: the connection that embeds them guards them with its lock
 // and owns its timers and goroutines.
 package wire

@@ -325,14 +325,9 @@ func (c *Conn) idleCheck() {
 		c.mu.Unlock()
 		return
 	}
-	idle := len(c.streams) == 0 && c.reserved == 0
-	left := c.cfg.IdleTimeout - time.Since(c.idleSince)
-	if !idle || left > 0 {
-		if idle {
-			c.idleTimer.Reset(left)
-		} else {
-			c.idleTimer.Reset(c.cfg.IdleTimeout)
-		}
+	busy := len(c.streams) != 0 || c.reserved != 0
+	if wait := wire.IdleWait(busy, time.Since(c.idleSince), c.cfg.IdleTimeout); wait > 0 {
+		c.idleTimer.Reset(wait)
 		c.mu.Unlock()
 		return
 	}

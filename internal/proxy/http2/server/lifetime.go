@@ -86,20 +86,15 @@ func (c *Conn) idleCheck() {
 		c.mu.Unlock()
 		return
 	}
-	idle := len(c.streams) == 0
-	left := c.cfg.IdleTimeout - (monoNow() - c.idleSince)
-	if c.idleTimer == nil && (!c.parked || !idle || left > 0) {
+	wait := wire.IdleWait(len(c.streams) != 0, monoNow()-c.idleSince, c.cfg.IdleTimeout)
+	if c.idleTimer == nil && (!c.parked || wait > 0) {
 		// Parked after this call began (the parker's deadline is the
 		// timeout now; park.go), and not resumed since.
 		c.mu.Unlock()
 		return
 	}
-	if !idle || left > 0 {
-		if idle {
-			c.idleTimer.Reset(left)
-		} else {
-			c.idleTimer.Reset(c.cfg.IdleTimeout)
-		}
+	if wait > 0 {
+		c.idleTimer.Reset(wait)
 		c.mu.Unlock()
 		return
 	}

@@ -1,7 +1,7 @@
 package wire
 
-// Keepalive PINGs (x/net/http2's ReadIdleTimeout and PingTimeout), and
-// the payloads of the PINGs both ends send.
+// Keepalive PINGs (x/net/http2's ReadIdleTimeout and PingTimeout), the
+// payloads of the PINGs both ends send, and the idle timeout.
 
 import (
 	"time"
@@ -52,11 +52,22 @@ const (
 // began: what to do, how long until the next check (interval or
 // timeout; 0 for KeepaliveClose), and that check's state.
 func (k Keepalive) Check(read uint64, interval, timeout time.Duration) (KeepaliveStep, time.Duration, Keepalive) {
-	switch {
-	case read != k.seen:
+	if read != k.seen {
 		return KeepaliveWait, interval, Keepalive{seen: read}
-	case k.pingOut:
+	}
+	if k.pingOut {
 		return KeepaliveClose, 0, k
 	}
 	return KeepalivePing, timeout, Keepalive{seen: read, pingOut: true}
+}
+
+// IdleWait is an idle timeout's check on a connection that is busy (a
+// stream open) or has had none for idleFor: how long until the next
+// check, timeout while busy, what is left of it while idle; 0 once the
+// connection has been idle for timeout (it ends).
+func IdleWait(busy bool, idleFor, timeout time.Duration) time.Duration {
+	if busy {
+		return timeout
+	}
+	return max(timeout-idleFor, 0)
 }

@@ -65,3 +65,25 @@ func TestAcks(t *testing.T) {
 		t.Fatal("the keepalive and drain PINGs carry the same payload: their ACKs cannot be told apart")
 	}
 }
+
+func TestIdleWait(t *testing.T) {
+	const timeout = 10 * time.Second
+	for _, c := range []struct {
+		busy    bool
+		idleFor time.Duration
+		want    time.Duration
+	}{
+		{true, 0, timeout},
+		{true, 2 * timeout, timeout},
+		{false, 0, timeout},
+		{false, 3 * time.Second, 7 * time.Second},
+		{false, timeout - 1, 1},
+		{false, timeout, 0},
+		{false, timeout + 1, 0},
+		{false, 5 * timeout, 0},
+	} {
+		if got := IdleWait(c.busy, c.idleFor, timeout); got != c.want {
+			t.Errorf("IdleWait(busy %v, idle for %v) = %v, want %v", c.busy, c.idleFor, got, c.want)
+		}
+	}
+}

@@ -391,7 +391,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if rejectFragment(w, r) {
 		return
 	}
-	c.filter.xfp.ApplyHTTP(r, c.secure)
+	var m *streamMem // nil: allocate
+	if guarded {
+		m = &mem.mem
+	}
+	c.filter.xfp.ApplyHTTP(r, c.secure, m.xfpVal())
 	client := c.filter.xff.ApplyHTTP(r, s.local)
 	c.filter.xfcc.ApplyHTTP(r, c.xfcc)
 	// The request's :scheme: what routes match, and an HTTP/2 upstream's
@@ -454,13 +458,14 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if cl.ProxyProtocol() { // as forward.Downstream
 		ep.Downstream = cluster.Downstream{Src: c.remote, Dst: c.dst}
 	}
-	s.forwardStream(w, r, c, cl, ep, rt, tgt)
+	s.forwardStream(w, r, c, m, cl, ep, rt, tgt)
 }
 
 // forwardStream sends one stream's request to ep and relays the response,
 // flushing as data arrives when its length is unknown (gRPC streams need
-// every message delivered when it is sent) and passing trailers on.
-func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster) {
+// every message delivered when it is sent) and passing trailers on. m,
+// when not nil, holds the upstream request and its added header values.
+func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, m *streamMem, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster) {
 	ctx := r.Context()
 	grpc := forward.IsGRPC(r.Header)
 	if grpc {
@@ -472,7 +477,14 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 			defer cancel()
 		}
 	}
-	out := r.WithContext(ctx) // shallow copy; r is ours until we return
+	// A shallow copy; r is ours until we return.
+	var out *http.Request
+	if m != nil && ctx == r.Context() {
+		m.out = *r // r.WithContext(ctx) without the allocation
+		out = &m.out
+	} else {
+		out = r.WithContext(ctx)
+	}
 	out.RequestURI = ""
 	out.Close = false
 	h := out.Header
@@ -481,7 +493,7 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	if trailers {
 		h["Te"] = []string{"trailers"} // gRPC servers may require it
 	}
-	addForwardHeaders(out, r)
+	addForwardHeaders(out, r, m)
 	c.filter.trailers.ForwardRequest(out, r, forward.UpstreamWire(cl, r))
 	ov := forward.TakeOverrides(h)
 	forward.MutateRequest(out, rt, tgt)

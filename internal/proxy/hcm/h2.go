@@ -464,7 +464,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 // forwardStream sends one stream's request to ep and relays the response,
 // flushing as data arrives when its length is unknown (gRPC streams need
 // every message delivered when it is sent) and passing trailers on. m,
-// when not nil, holds the upstream request and its added header values.
+// when not nil, holds the exchange and the added header values.
 func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, m *streamMem, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster) {
 	ctx := r.Context()
 	grpc := forward.IsGRPC(r.Header)
@@ -477,14 +477,9 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 			defer cancel()
 		}
 	}
-	// A shallow copy; r is ours until we return.
-	var out *http.Request
-	if m != nil && ctx == r.Context() {
-		m.out = *r // r.WithContext(ctx) without the allocation
-		out = &m.out
-	} else {
-		out = r.WithContext(ctx)
-	}
+	// A shallow copy; r is ours until we return. It does not escape
+	// (forward.RoundTrip sends copies), so it is on the stack.
+	out := r.WithContext(ctx)
 	out.RequestURI = ""
 	out.Close = false
 	h := out.Header
@@ -498,7 +493,13 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	ov := forward.TakeOverrides(h)
 	forward.MutateRequest(out, rt, tgt)
 
-	x := forward.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
+	var x *forward.Exchange
+	if m != nil {
+		x = &m.x
+		x.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
+	} else {
+		x = forward.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
+	}
 	defer x.Done()
 	if x.Resp == nil {
 		f := x.Fail

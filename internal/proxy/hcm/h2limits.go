@@ -90,15 +90,15 @@ type streamGuard struct {
 
 // streamMem is what serveStream (h2.go) keeps of a stream: its access log
 // record when nothing logs it, its filters' view, the stats' status
-// recorder (stats.go), the upstream request forwardStream makes and the
-// values of the headers the proxy adds to it. Each is written by the
+// recorder (stats.go), the values of the headers the proxy adds to the
+// upstream request and its exchange (forward.Exchange). Each is written by the
 // stream's handler once (the guard is never reused), then referenced by
 // the request and what keeps it.
 type streamMem struct {
 	unlogged accesslog.Record
 	st       h2stream
 	cw       codeWriter
-	out      http.Request
+	x        forward.Exchange
 	xfp      [1]string // x-forwarded-proto (fwdheaders.Proto.ApplyHTTP)
 	rid      [1]string // x-request-id (addForwardHeaders)
 	ridBytes [36]byte  // rid's bytes: a UUID (tracing.AppendRequestID)

@@ -483,10 +483,17 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	out.RequestURI = ""
 	out.Close = false
 	h := out.Header
-	trailers := teTrailers(h["Te"])
+	te := h["Te"]
+	trailers := teTrailers(te)
 	forward.RemoveHop(h)
 	if trailers {
-		h["Te"] = []string{"trailers"} // gRPC servers may require it
+		// gRPC servers may require it. The client's value when it is
+		// exactly that (gRPC's), with no allocation: RemoveHop deletes
+		// keys and leaves their values alone.
+		if len(te) != 1 || te[0] != "trailers" {
+			te = []string{"trailers"}
+		}
+		h["Te"] = te
 	}
 	addForwardHeaders(out, r, m)
 	c.filter.trailers.ForwardRequest(out, r, forward.UpstreamWire(cl, r))

@@ -483,17 +483,10 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	out.RequestURI = ""
 	out.Close = false
 	h := out.Header
-	te := h["Te"]
-	trailers := teTrailers(te)
+	te := upstreamTE(h["Te"])
 	forward.RemoveHop(h)
-	if trailers {
-		// gRPC servers may require it. The client's value when it is
-		// exactly that (gRPC's), with no allocation: RemoveHop deletes
-		// keys and leaves their values alone.
-		if len(te) != 1 || te[0] != "trailers" {
-			te = []string{"trailers"}
-		}
-		h["Te"] = te
+	if te != nil {
+		h["Te"] = te // gRPC servers may require it
 	}
 	addForwardHeaders(out, r, m)
 	c.filter.trailers.ForwardRequest(out, r, forward.UpstreamWire(cl, r))
@@ -658,6 +651,20 @@ func localRouteReply(w http.ResponseWriter, r *http.Request, rt *route.Route, pa
 		return true
 	}
 	return false
+}
+
+// upstreamTE is the TE an upstream request gets for the client's te: a
+// single "trailers" when te asks for trailers (teTrailers), else nil. A
+// te that is exactly that (gRPC's) is returned itself, with no
+// allocation: RemoveHop deletes keys and leaves their values alone.
+func upstreamTE(te []string) []string {
+	if !teTrailers(te) {
+		return nil
+	}
+	if len(te) == 1 && te[0] == "trailers" {
+		return te
+	}
+	return []string{"trailers"}
 }
 
 // teTrailers reports whether a TE header asks for trailers, the only TE

@@ -99,6 +99,10 @@ type Exchange struct {
 	tries  []*deadlineCtx
 	// slot is the retry circuit breaker's slot of the last retry.
 	slot RetrySlot
+	// first is the first attempt's request: part of the exchange, where
+	// a retry's is allocated (the last attempt's transport may still
+	// read its own).
+	first http.Request
 }
 
 // Done releases the exchange's timers and retry slot; call it once the
@@ -118,6 +122,14 @@ func (x *Exchange) Done() {
 // overrides ov.
 func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, ov *router.Overrides, dst netip.AddrPort, src cluster.OriginalSource) *Exchange {
 	x := &Exchange{}
+	x.RoundTrip(out, cl, ep, rt, ov, dst, src)
+	return x
+}
+
+// RoundTrip is the package's RoundTrip into x, which must be a new,
+// zero Exchange (a caller's storage: the HTTP/2 path keeps it with its
+// stream).
+func (x *Exchange) RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, ov *router.Overrides, dst netip.AddrPort, src cluster.OriginalSource) {
 	retry, timeout := router.NewRetry(rt.Retry, ov, rt.Timeout)
 	ctx := out.Context()
 	if grpcTimeout, ok := grpcRouteTimeout(out, rt); ok {
@@ -150,7 +162,14 @@ func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *
 			x.tries = append(x.tries, try)
 			actx = try
 		}
-		req := out.WithContext(actx)
+		var req *http.Request
+		if retry.Retried == 0 {
+			// WithContext is inlined: its copy stays on the stack.
+			x.first = *out.WithContext(actx)
+			req = &x.first
+		} else {
+			req = out.WithContext(actx)
+		}
 		if retry.Retried > 0 {
 			// The last attempt's transport may still read its request
 			// (and the HTTP/2 pool sets the URL's host): a retry gets
@@ -169,7 +188,7 @@ func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *
 			if err != nil {
 				x.Err, x.Fail = err, FailTerminated
 				CountRetryOutcome(cl, &retry, false)
-				return x
+				return
 			}
 			req.Body = b
 		}
@@ -180,24 +199,24 @@ func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *
 			if ctx.Err() != nil {
 				if DeadlinePassed(ctx) {
 					x.Fail = Failure{504, "UT", "upstream request timeout"}
-					return x
+					return
 				}
 				x.Fail = FailClientGone
-				return x
+				return
 			}
 			if DeadlinePassed(routeCtx) {
 				cl.Stats.Router.Timeout.Add(1)
 				x.Fail = FailRouteTimeout
 				x.LimitExceeded = retry.LimitExceeded
 				CountRetryOutcome(cl, &retry, false)
-				return x
+				return
 			}
 			if errors.Is(err, cluster.ErrOverflow) {
 				// A circuit breaker is open: 503 UO, not retried.
 				x.Fail = Failure{503, "UO", BodyOverflow}
 				x.LimitExceeded = retry.LimitExceeded
 				CountRetryOutcome(cl, &retry, false)
-				return x
+				return
 			}
 			kind, f := router.FailReset, FailTerminated
 			switch {
@@ -222,7 +241,7 @@ func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *
 			x.Fail = f
 			x.LimitExceeded = retry.LimitExceeded
 			CountRetryOutcome(cl, &retry, false)
-			return x
+			return
 		}
 		if err := cluster.CheckResponseHead(resp); err != nil {
 			// Past the response head limits, as the strait codec's
@@ -230,7 +249,7 @@ func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *
 			resp.Body.Close()
 			x.Err, x.Fail = err, FailProtocol
 			CountRetryOutcome(cl, &retry, false)
-			return x
+			return
 		}
 		cl.ReportStatus(ep, resp.StatusCode) // outlier detection, every attempt
 		if retry.Active() {
@@ -251,7 +270,7 @@ func RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.Endpoint, rt *
 		x.Resp = resp
 		x.LimitExceeded = retry.LimitExceeded
 		CountRetryOutcome(cl, &retry, true)
-		return x
+		return
 	}
 }
 

@@ -27,7 +27,6 @@ package forward
 import (
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 )
@@ -54,6 +53,9 @@ func WireOf(protoMajor int) Wire {
 func trailersCross(from, to Wire) bool {
 	return from == WireHTTP2 && to == WireHTTP2
 }
+
+// forbiddenTrailerMax bounds the length of the forbiddenTrailers' names.
+const forbiddenTrailerMax = 64
 
 // forbiddenTrailers are the lower-case field names never forwarded in a
 // trailer section. Names starting with "if-", "x-envoy-" or ":" are too
@@ -82,33 +84,83 @@ var forbiddenTrailers = map[string]bool{
 	"x-request-id": true, "x-strait-response-flags": true,
 }
 
-// Trailers is an HCM's trailer policy. Owns, when set, reports the
-// (lower-case) names of the request headers the HCM's filters write and
-// trust, jwt_authn's output headers (hcm's chain): a trailer must not
-// smuggle one in after the head was checked.
+// Trailers is an HCM's trailer policy. Owns, when set, reports whether
+// the HCM's filters write and trust the request header of this name (in
+// any case: the name as it came), jwt_authn's output headers (hcm's
+// chain): a trailer must not smuggle one in after the head was checked.
 type Trailers struct {
-	Owns func(lowerName string) bool
+	Owns func(name string) bool
 }
 
 // Allowed reports whether a trailer field may cross the proxy: not one
 // of forbiddenTrailers, no pseudo-header, conditional (If-*) or x-envoy-*
-// field, nor a header the HCM owns (Owns).
+// field, nor a header the HCM owns (Owns). Field names compare in ASCII
+// case-insensitively (RFC 9110 §5.1), with no allocation.
 func (p *Trailers) Allowed(name string) bool {
-	n := strings.ToLower(name)
 	switch {
-	case n == "", forbiddenTrailers[n], n[0] == ':',
-		strings.HasPrefix(n, "if-"), strings.HasPrefix(n, "x-envoy-"):
+	case name == "", name[0] == ':', forbiddenTrailer(name),
+		hasPrefixFold(name, "if-"), hasPrefixFold(name, "x-envoy-"):
 		return false
 	}
-	return p.Owns == nil || !p.Owns(n)
+	return p.Owns == nil || !p.Owns(name)
+}
+
+// forbiddenTrailer reports whether name, in any case, is one of
+// forbiddenTrailers: lowered into a buffer on the stack (a map index by
+// string(b) does not allocate). Every forbidden name is shorter than the
+// buffer (TestTrailersAllowedFold), so a longer name is none of them.
+func forbiddenTrailer(name string) bool {
+	var buf [forbiddenTrailerMax]byte
+	if len(name) > len(buf) {
+		return false
+	}
+	b := buf[:len(name)]
+	for i := range len(name) {
+		b[i] = lowerASCII(name[i])
+	}
+	return forbiddenTrailers[string(b)]
+}
+
+// hasPrefixFold reports whether s starts with the lower-case prefix, in
+// any case.
+func hasPrefixFold(s, lowerPrefix string) bool {
+	if len(s) < len(lowerPrefix) {
+		return false
+	}
+	for i := range len(lowerPrefix) {
+		if lowerASCII(s[i]) != lowerPrefix[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + ('a' - 'A')
+	}
+	return c
 }
 
 // Forward returns the trailers to send over to for trailers t received
 // over from: nil unless trailersCross, else t without the fields Allowed
-// refuses (nil when none is left). t is not modified.
+// refuses (nil when none is left). t is not modified; when every field of
+// t crosses, the result is t itself (no copy: a caller that changes the
+// result changes t, which the proxy's callers own, the upstream
+// response's).
 func (p *Trailers) Forward(t http.Header, from, to Wire) http.Header {
-	if !trailersCross(from, to) {
+	if !trailersCross(from, to) || len(t) == 0 {
 		return nil
+	}
+	all := true
+	for k, vv := range t {
+		if len(vv) == 0 || !p.Allowed(k) {
+			all = false
+			break
+		}
+	}
+	if all {
+		return t
 	}
 	var out http.Header
 	for k, vv := range t {

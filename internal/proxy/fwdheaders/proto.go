@@ -80,10 +80,16 @@ func (p Proto) Value(v []byte, has, secure bool) string {
 // ApplyHTTP gives a request on the http.Request path (HTTP/2) the
 // x-forwarded-proto it leaves with, before the filters and the route see
 // it, as Envoy mutates the headers before routing; a shadow copies it
-// with the other headers.
-func (p Proto) ApplyHTTP(r *http.Request, secure bool) {
+// with the other headers. val, when not nil, is where the value set is
+// kept (storage of the caller's that lives with r, written only here):
+// no allocation; nil allocates it.
+func (p Proto) ApplyHTTP(r *http.Request, secure bool, val *[1]string) {
 	if vv := r.Header["X-Forwarded-Proto"]; len(vv) > 0 && !p.overwrite {
 		return // the client's, kept as it came
 	}
-	r.Header["X-Forwarded-Proto"] = []string{SchemeOf(secure)}
+	if val == nil {
+		val = new([1]string)
+	}
+	val[0] = SchemeOf(secure)
+	r.Header["X-Forwarded-Proto"] = val[:]
 }

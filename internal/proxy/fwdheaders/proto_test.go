@@ -51,9 +51,20 @@ func TestProtoApplyHTTP(t *testing.T) {
 		if tc.client != "" {
 			r.Header.Set("X-Forwarded-Proto", tc.client)
 		}
-		tc.p.ApplyHTTP(r, tc.secure)
+		var val [1]string
+		r2 := &http.Request{Header: r.Header.Clone()}
+		tc.p.ApplyHTTP(r, tc.secure, nil)
+		tc.p.ApplyHTTP(r2, tc.secure, &val)
 		if got := r.Header.Get("X-Forwarded-Proto"); got != tc.want {
 			t.Errorf("%+v client %q secure %v: %q, want %q", tc.p, tc.client, tc.secure, got, tc.want)
+		}
+		if got := r2.Header.Get("X-Forwarded-Proto"); got != tc.want {
+			t.Errorf("%+v client %q secure %v, with storage: %q, want %q", tc.p, tc.client, tc.secure, got, tc.want)
+		}
+		// The value set goes in val, with no allocation; the client's
+		// kept leaves val alone.
+		if set := tc.client == "" || tc.p.overwrite; set != (val[0] == tc.want) || (set && &r2.Header["X-Forwarded-Proto"][0] != &val[0]) {
+			t.Errorf("%+v client %q: storage %q, header %q", tc.p, tc.client, val[0], r2.Header["X-Forwarded-Proto"])
 		}
 	}
 }

@@ -319,7 +319,7 @@ func (f *Filter) UseStats(st *stats.Store) {
 }
 
 // ownsHeader reports whether the chain's filters write and trust the
-// request header n (lower case): jwt_authn's output headers, which no
+// request header n (any case): jwt_authn's output headers, which no
 // trailer may carry (forward.Trailers).
 func (f *Filter) ownsHeader(n string) bool {
 	return f.chain != nil && f.chain.writesHeader(n)

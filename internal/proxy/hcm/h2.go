@@ -391,7 +391,11 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if rejectFragment(w, r) {
 		return
 	}
-	c.filter.xfp.ApplyHTTP(r, c.secure)
+	var m *streamMem // nil: allocate
+	if guarded {
+		m = &mem.mem
+	}
+	c.filter.xfp.ApplyHTTP(r, c.secure, m.xfpVal())
 	client := c.filter.xff.ApplyHTTP(r, s.local)
 	c.filter.xfcc.ApplyHTTP(r, c.xfcc)
 	// The request's :scheme: what routes match, and an HTTP/2 upstream's
@@ -454,13 +458,14 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request) {
 	if cl.ProxyProtocol() { // as forward.Downstream
 		ep.Downstream = cluster.Downstream{Src: c.remote, Dst: c.dst}
 	}
-	s.forwardStream(w, r, c, cl, ep, rt, tgt)
+	s.forwardStream(w, r, c, m, cl, ep, rt, tgt)
 }
 
 // forwardStream sends one stream's request to ep and relays the response,
 // flushing as data arrives when its length is unknown (gRPC streams need
-// every message delivered when it is sent) and passing trailers on.
-func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster) {
+// every message delivered when it is sent) and passing trailers on. m,
+// when not nil, holds the exchange and the added header values.
+func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, m *streamMem, cl *cluster.Cluster, ep cluster.Endpoint, rt *route.Route, tgt *route.WeightedCluster) {
 	ctx := r.Context()
 	grpc := forward.IsGRPC(r.Header)
 	if grpc {
@@ -472,21 +477,29 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 			defer cancel()
 		}
 	}
-	out := r.WithContext(ctx) // shallow copy; r is ours until we return
+	// A shallow copy; r is ours until we return. It does not escape
+	// (forward.RoundTrip sends copies), so it is on the stack.
+	out := r.WithContext(ctx)
 	out.RequestURI = ""
 	out.Close = false
 	h := out.Header
-	trailers := teTrailers(h["Te"])
+	te := upstreamTE(h["Te"])
 	forward.RemoveHop(h)
-	if trailers {
-		h["Te"] = []string{"trailers"} // gRPC servers may require it
+	if te != nil {
+		h["Te"] = te // gRPC servers may require it
 	}
-	addForwardHeaders(out, r)
+	addForwardHeaders(out, r, m)
 	c.filter.trailers.ForwardRequest(out, r, forward.UpstreamWire(cl, r))
 	ov := forward.TakeOverrides(h)
 	forward.MutateRequest(out, rt, tgt)
 
-	x := forward.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
+	var x *forward.Exchange
+	if m != nil {
+		x = &m.x
+		x.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
+	} else {
+		x = forward.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
+	}
 	defer x.Done()
 	if x.Resp == nil {
 		f := x.Fail
@@ -638,6 +651,20 @@ func localRouteReply(w http.ResponseWriter, r *http.Request, rt *route.Route, pa
 		return true
 	}
 	return false
+}
+
+// upstreamTE is the TE an upstream request gets for the client's te: a
+// single "trailers" when te asks for trailers (teTrailers), else nil. A
+// te that is exactly that (gRPC's) is returned itself, with no
+// allocation: RemoveHop deletes keys and leaves their values alone.
+func upstreamTE(te []string) []string {
+	if !teTrailers(te) {
+		return nil
+	}
+	if len(te) == 1 && te[0] == "trailers" {
+		return te
+	}
+	return []string{"trailers"}
 }
 
 // teTrailers reports whether a TE header asks for trailers, the only TE

@@ -13,7 +13,10 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -475,5 +478,67 @@ func TestGRPCTimeoutHeader(t *testing.T) {
 	case <-upstreamDone:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the upstream stream was never cancelled")
+	}
+}
+
+// TestH2AddedHeaders: on the HTTP/2 path every stream's upstream request
+// gets its own x-request-id (a UUID4) when the client sent none, and the
+// connection's scheme as x-forwarded-proto when the client sent none;
+// the client's are kept (Envoy's behaviour without use_remote_address).
+// The values live with each stream (streamMem): concurrent streams on one
+// connection must not see each other's.
+func TestH2AddedHeaders(t *testing.T) {
+	beAddr, seen := headerBackend(t)
+	addr := startH2Proxy(t, CodecStrait, []*routev3.Route{prefixRoute("/", "be")}, nil, staticCluster("be", beAddr))
+	uuid4 := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	c := h2cClient()
+	const n = 40
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", "http://"+addr+"/x", nil)
+			req.Header.Set("X-N", strconv.Itoa(i))
+			if i%2 == 1 {
+				req.Header.Set("X-Request-Id", "client-"+strconv.Itoa(i))
+				req.Header.Set("X-Forwarded-Proto", "https")
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	ids := map[string]bool{}
+	for range n {
+		var h http.Header
+		select {
+		case h = <-seen:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the backend saw fewer requests than sent")
+		}
+		i, err := strconv.Atoi(h.Get("X-N"))
+		if err != nil {
+			t.Fatalf("upstream headers %v", h)
+		}
+		rid, xfp := h.Values("X-Request-Id"), h.Values("X-Forwarded-Proto")
+		if i%2 == 1 {
+			if len(rid) != 1 || rid[0] != "client-"+strconv.Itoa(i) || len(xfp) != 1 || xfp[0] != "https" {
+				t.Errorf("request %d: x-request-id %q, x-forwarded-proto %q; want the client's", i, rid, xfp)
+			}
+			continue
+		}
+		if len(rid) != 1 || !uuid4.MatchString(rid[0]) || len(xfp) != 1 || xfp[0] != "http" {
+			t.Errorf("request %d: x-request-id %q, x-forwarded-proto %q; want a UUID4 and http", i, rid, xfp)
+		}
+		if ids[rid[0]] {
+			t.Errorf("request %d: x-request-id %q seen twice", i, rid[0])
+		}
+		ids[rid[0]] = true
 	}
 }

@@ -82,6 +82,20 @@ func TestTETrailers(t *testing.T) {
 		if got := teTrailers(tc.vv); got != tc.want {
 			t.Errorf("teTrailers(%q) = %v, want %v", tc.vv, got, tc.want)
 		}
+		// What goes upstream: one "trailers", or nothing.
+		up := upstreamTE(tc.vv)
+		if tc.want != (len(up) == 1 && up[0] == "trailers") || (!tc.want && up != nil) {
+			t.Errorf("upstreamTE(%q) = %q", tc.vv, up)
+		}
+	}
+	// gRPC's exact value goes up as it came; anything else as a new one.
+	gRPC := []string{"trailers"}
+	if up := upstreamTE(gRPC); &up[0] != &gRPC[0] {
+		t.Error("upstreamTE of gRPC's TE made a copy")
+	}
+	twice := []string{"trailers", "trailers"}
+	if up := upstreamTE(twice); len(up) != 1 || &up[0] == &twice[0] {
+		t.Errorf("upstreamTE(%q) = %q, want a new single value", twice, up)
 	}
 }
 

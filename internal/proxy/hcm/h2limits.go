@@ -89,12 +89,28 @@ type streamGuard struct {
 }
 
 // streamMem is what serveStream (h2.go) keeps of a stream: its access log
-// record when nothing logs it, its filters' view and the stats' status
-// recorder (stats.go).
+// record when nothing logs it, its filters' view, the stats' status
+// recorder (stats.go), the values of the headers the proxy adds to the
+// upstream request and its exchange (forward.Exchange). Each is written by the
+// stream's handler once (the guard is never reused), then referenced by
+// the request and what keeps it.
 type streamMem struct {
 	unlogged accesslog.Record
 	st       h2stream
 	cw       codeWriter
+	x        forward.Exchange
+	xfp      [1]string // x-forwarded-proto (fwdheaders.Proto.ApplyHTTP)
+	rid      [1]string // x-request-id (addForwardHeaders)
+	ridBytes [36]byte  // rid's bytes: a UUID (tracing.AppendRequestID)
+}
+
+// xfpVal is where the stream's x-forwarded-proto value is kept: nil (the
+// value is allocated) without m.
+func (m *streamMem) xfpVal() *[1]string {
+	if m == nil {
+		return nil
+	}
+	return &m.xfp
 }
 
 // guardStream wraps next with the stream's timeouts from lim: its idle

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/straitmesh/strait/internal/proxy/accesslog"
 	"github.com/straitmesh/strait/internal/proxy/forward"
@@ -294,11 +295,20 @@ func copyFlushing(w http.ResponseWriter, r io.Reader, buf []byte) error {
 // addForwardHeaders completes an upstream request made from r on the
 // HTTP/2 path: x-request-id unless present, no Go
 // default User-Agent, and no body for an empty one. x-forwarded-proto is
-// already on r (fwdheaders.Proto.ApplyHTTP).
-func addForwardHeaders(out, r *http.Request) {
+// already on r (fwdheaders.Proto.ApplyHTTP). The id is kept in m when m
+// is not nil (no allocation).
+func addForwardHeaders(out, r *http.Request, m *streamMem) {
 	h := out.Header
 	if _, ok := h["X-Request-Id"]; !ok {
-		h["X-Request-Id"] = []string{tracing.NewRequestID()}
+		if m == nil {
+			h["X-Request-Id"] = []string{tracing.NewRequestID()}
+		} else {
+			// The bytes are m's (or AppendRequestID's own when they do
+			// not fit), never written again.
+			b := tracing.AppendRequestID(m.ridBytes[:0])
+			m.rid[0] = unsafe.String(unsafe.SliceData(b), len(b))
+			h["X-Request-Id"] = m.rid[:]
+		}
 	}
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = nil // don't let the client add Go's default

@@ -6,6 +6,7 @@ package forward
 // decides them.
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -117,6 +118,23 @@ func (x *Exchange) Done() {
 	x.slot.Release()
 }
 
+// attempt is the request of attempt retried+1 (retried retries before
+// it) with context actx: the first is x.first, a retry's is new, with
+// its own URL and header, because the last attempt's transport may
+// still read its request (and the HTTP/2 pool sets the URL's host).
+func (x *Exchange) attempt(out *http.Request, actx context.Context, retried int) *http.Request {
+	if retried == 0 {
+		// WithContext is inlined: its copy stays in x.
+		x.first = *out.WithContext(actx)
+		return &x.first
+	}
+	req := out.WithContext(actx)
+	u := *out.URL
+	req.URL = &u
+	req.Header = out.Header.Clone()
+	return req
+}
+
 // RoundTrip sends out (whose context is the downstream stream's) to
 // ep on cl, with the route timeout and retries of rt and the request's
 // overrides ov.
@@ -162,22 +180,7 @@ func (x *Exchange) RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.
 			x.tries = append(x.tries, try)
 			actx = try
 		}
-		var req *http.Request
-		if retry.Retried == 0 {
-			// WithContext is inlined: its copy stays on the stack.
-			x.first = *out.WithContext(actx)
-			req = &x.first
-		} else {
-			req = out.WithContext(actx)
-		}
-		if retry.Retried > 0 {
-			// The last attempt's transport may still read its request
-			// (and the HTTP/2 pool sets the URL's host): a retry gets
-			// copies.
-			u := *out.URL
-			req.URL = &u
-			req.Header = out.Header.Clone()
-		}
+		req := x.attempt(out, actx, retry.Retried)
 		if rt.IncludeAttemptCount {
 			req.Header["X-Envoy-Attempt-Count"] = []string{strconv.Itoa(retry.Retried + 1)}
 		}

@@ -43,6 +43,18 @@
 #                        the unmutated coverage run (default 5)
 #   MUTATE_OUT           where the JSON results go (default out/mutate)
 #   MUTATE_LIST=1        also list every survivor (file:line:col mutator)
+#   MUTATE_GOCACHE       the Go build cache the mutants build in (default: a
+#                        fresh one per package under $TMPDIR, removed when the
+#                        package is done or the script exits)
+#
+# The build cache: every mutant compiles its package and the test binary
+# anew, and each build's outputs go into GOCACHE, which Go trims only of
+# entries unused for five days: hundreds of mutants a package left the
+# shared cache (~/.cache/go-build) at 72 GB once, and the disk full. A
+# throw-away cache per package bounds that to one package's run; it is not
+# seeded (copying a large cache costs more than building the package's
+# dependencies once: two to three minutes on a loaded machine, against a
+# run of 20-45).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -55,6 +67,17 @@ LIST="${MUTATE_LIST:-0}"
 if [[ $# -eq 0 ]]; then
 	set -- ./internal/iptables ./internal/inject ./internal/xds/gen ./internal/istioconfig ./internal/istioconfig/validate ./internal/istioconfig/support ./internal/proxy/http1 ./internal/proxy/pgv
 fi
+
+GOCACHE_KEEP="${MUTATE_GOCACHE:-}"
+gocache=""
+drop_gocache() {
+	if [[ -n "$gocache" ]]; then
+		rm -rf "$gocache"
+		gocache=""
+	fi
+}
+trap drop_gocache EXIT
+trap 'exit 130' INT TERM
 
 [[ -x "$GREMLINS" ]] || { echo "mutate: $GREMLINS missing; run 'make mutate' (it installs it)" >&2; exit 1; }
 command -v jq >/dev/null || { echo "mutate: needs jq (apt-get install -y jq)" >&2; exit 1; }
@@ -78,6 +101,12 @@ for pkg in "$@"; do
 	[[ -d "$ROOT/$dir" ]] || { echo "mutate: no package directory $dir" >&2; exit 1; }
 	json="$OUT/$(echo "$dir" | tr / _).json"
 	echo "== $dir" >&2
+	if [[ -n "$GOCACHE_KEEP" ]]; then
+		export GOCACHE="$GOCACHE_KEEP"
+	else
+		gocache="$(mktemp -d "${TMPDIR:-/tmp}/mutate-gocache.XXXXXX")"
+		export GOCACHE="$gocache"
+	fi
 	# -E '/': gremlins walks subdirectories too; mutate only this package's
 	# own files (paths are relative to the package directory).
 	if ! (cd "$ROOT" && "$GREMLINS" unleash --silent "${MUTATORS[@]}" \
@@ -85,8 +114,11 @@ for pkg in "$@"; do
 		-E '/' -o "$json" "./$dir"); then
 		echo "mutate: gremlins failed on $dir (do the package's tests pass?)" >&2
 		status=1
+		drop_gocache
 		continue
 	fi
+	[[ -z "$gocache" ]] || echo "mutate: $dir: build cache $(du -sh "$gocache" | cut -f1), removed" >&2
+	drop_gocache
 
 	eqfile="$ROOT/$dir/testdata/mutants-equivalent.txt"
 	eqkeys="[]"

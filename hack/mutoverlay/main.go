@@ -19,6 +19,13 @@
 //
 // -only FILE runs just the keys ("file:line:col TYPE", one a line) it lists:
 // rerun the survivors after adding tests.
+//
+// The mutants build in a Go build cache of their own under the command's
+// temporary directory, removed when it exits (or is interrupted): each
+// mutant's build outputs are new, and in the shared cache, which Go trims
+// only of entries unused for five days, they add up to tens of gigabytes
+// (hack/mutate.sh does the same). -gocache DIR builds in DIR instead, and
+// keeps it.
 package main
 
 import (
@@ -33,9 +40,11 @@ import (
 	"go/token"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -83,6 +92,7 @@ type options struct {
 	root, pkg, run string
 	timeout        time.Duration
 	tmp            string
+	gocache        string // the mutants' GOCACHE
 }
 
 func run() error {
@@ -93,6 +103,7 @@ func run() error {
 	workers := flag.Int("workers", 1, "mutants tested in parallel")
 	timeout := flag.Duration("timeout", 3*time.Minute, "test time allowed per mutant (go test -timeout; the build may take 2 minutes more)")
 	runRE := flag.String("run", "", "go test -run pattern (empty: every test)")
+	gocache := flag.String("gocache", "", "Go build cache for the mutants' builds, kept (empty: a fresh one, removed at exit)")
 	flag.Parse()
 	if *in == "" || *pkg == "" {
 		return errors.New("-in and -pkg are required (see the package comment)")
@@ -121,7 +132,15 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	opts := options{root: absRoot, pkg: filepath.Clean(*pkg), run: *runRE, timeout: *timeout, tmp: tmp}
+	// An interrupt stops the run (the mutants in flight are killed) so that
+	// the deferred RemoveAll takes the build cache with it.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := options{root: absRoot, pkg: filepath.Clean(*pkg), run: *runRE, timeout: *timeout, tmp: tmp,
+		gocache: filepath.Join(tmp, "gocache")}
+	if *gocache != "" {
+		opts.gocache = *gocache
+	}
 
 	jobs := make(chan job)
 	var (
@@ -135,7 +154,13 @@ func run() error {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				res := opts.test(w, j)
+				if ctx.Err() != nil {
+					continue // interrupted: drain the queue
+				}
+				res := opts.test(ctx, w, j)
+				if ctx.Err() != nil {
+					continue // killed by the interrupt, not by a test
+				}
 				mu.Lock()
 				_ = enc.Encode(res)
 				counts[res.Status]++
@@ -154,6 +179,9 @@ func run() error {
 	}
 	close(jobs)
 	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
 	// The score leaves out mutants that do not compile or time out.
 	killed, lived := counts["KILLED"], counts["LIVED"]
 	if killed+lived > 0 {
@@ -185,8 +213,8 @@ func readKeys(path string) (map[string]bool, error) {
 }
 
 // test applies one mutant through an overlay file of worker w and runs the
-// package's tests against it.
-func (o options) test(w int, j job) result {
+// package's tests against it; ctx's end (an interrupt) kills them.
+func (o options) test(ctx context.Context, w int, j job) result {
 	res := result{Key: j.key(), Gremlin: j.m.Status}
 	path := filepath.Join(o.root, o.pkg, j.file)
 	src, err := os.ReadFile(path)
@@ -214,7 +242,7 @@ func (o options) test(w int, j job) result {
 		return res
 	}
 	// The build comes on top of the tests' own -timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout+2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout+2*time.Minute)
 	defer cancel()
 	// -count=1: a cached pass would hide the mutant; -failfast: one failing
 	// test is enough; -vet=off, -ldflags=-w: a shorter build per mutant.
@@ -228,6 +256,7 @@ func (o options) test(w int, j job) result {
 	args = append(args, "./"+filepath.ToSlash(o.pkg))
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = o.root
+	cmd.Env = append(os.Environ(), "GOCACHE="+o.gocache)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	start := time.Now()

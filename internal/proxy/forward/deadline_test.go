@@ -11,12 +11,14 @@ import (
 // HTTP/2 server's stream context has.
 type afterParent struct {
 	context.Context
-	afters int
+	afters int // AfterFunc calls
+	stops  int // calls of the stops it returned
 }
 
 func (p *afterParent) AfterFunc(f func()) func() bool {
 	p.afters++
-	return context.AfterFunc(p.Context, f)
+	stop := context.AfterFunc(p.Context, f)
+	return func() bool { p.stops++; return stop() }
 }
 
 type ctxKey struct{}
@@ -135,5 +137,15 @@ func TestDeadlineCtxRelease(t *testing.T) {
 	route.release() // twice: nothing more
 	if !errors.Is(route.Err(), context.Canceled) {
 		t.Errorf("Err() = %v after a second release", route.Err())
+	}
+	// Released under a parent with its own AfterFunc, it unregisters
+	// there, once.
+	ap := &afterParent{Context: pctx}
+	var own deadlineCtx
+	own.start(ap, time.Hour)
+	own.release()
+	own.release()
+	if ap.afters != 1 || ap.stops != 1 {
+		t.Errorf("the parent's AfterFunc called %d times, its stop %d; want 1, 1", ap.afters, ap.stops)
 	}
 }

@@ -227,3 +227,34 @@ func TestDurationBoundaries(t *testing.T) {
 	// Nanoseconds count: 3s+1ns is above 3s.
 	expect(t, "nanos", apply(t, ft, rules(&validate.DurationRules{Lte: dur(3)}), nil, durMsg(3, 1), true), pre+"value must be less than or equal to 3s")
 }
+
+// TestScalarRulesWrapOnlySingularMessages: a scalar rule on a singular
+// message field (a wrapper: google.protobuf.FloatValue) checks the
+// wrapper's value; on a repeated or map field, or a scalar one, it is not
+// wrapped.
+func TestScalarRulesWrapOnlySingularMessages(t *testing.T) {
+	gt := float32(0)
+	rules := &validate.FieldRules{Type: &validate.FieldRules_Float{Float: &validate.FloatRules{Gt: &gt}}}
+	for _, c := range []struct {
+		name string
+		ft   fieldType
+		want bool
+	}{
+		{"singular message", fieldType{kind: protoreflect.MessageKind}, true},
+		{"singular group", fieldType{kind: protoreflect.GroupKind}, true},
+		{"scalar", fieldType{kind: protoreflect.FloatKind}, false},
+		{"repeated message", fieldType{repeated: true, kind: protoreflect.MessageKind}, false},
+		{"map of messages", fieldType{isMap: true, kind: protoreflect.MessageKind}, false},
+	} {
+		if got := c.ft.embed(); got != c.want {
+			t.Errorf("%s: embed() = %v, want %v", c.name, got, c.want)
+		}
+		rc, err := resolve(c.ft, rules, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := rc.kind == kindWrapper; got != c.want {
+			t.Errorf("%s: wrapped = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -36,6 +36,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
 	"go/scanner"
 	"go/token"
 	"os"
@@ -319,6 +321,20 @@ func applyMutation(src []byte, m mutation) (out []byte, from, to string, err err
 			continue // e.g. the automatic semicolon at the same place
 		}
 		from := tok.String()
+		if x, y, ok := binaryOperands(src, p.Offset); ok {
+			// Gremlins changes the operator of the expression's tree, so
+			// its operands stay as they were bound: a && b && c with the
+			// first && inverted is (a || b) && c, not a || b && c.
+			var out []byte
+			out = append(out, src[:x[0]]...)
+			out = append(out, "(("...)
+			out = append(out, src[x[0]:x[1]]...)
+			out = append(out, ") "+to+" ("...)
+			out = append(out, src[y[0]:y[1]]...)
+			out = append(out, "))"...)
+			out = append(out, src[y[1]:]...)
+			return out, from, to, nil
+		}
 		out := make([]byte, 0, len(src)+len(to)-len(from))
 		out = append(out, src[:p.Offset]...)
 		out = append(out, to...)
@@ -326,4 +342,28 @@ func applyMutation(src []byte, m mutation) (out []byte, from, to string, err err
 		return out, from, to, nil
 	}
 	return nil, "", "", fmt.Errorf("no token for %s at %d:%d", m.Type, m.Line, m.Column)
+}
+
+// binaryOperands finds the binary expression whose operator is at
+// offset in src and returns its operands' byte ranges.
+func binaryOperands(src []byte, offset int) (x, y [2]int, ok bool) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "mutant.go", src, parser.SkipObjectResolution)
+	if err != nil {
+		return x, y, false
+	}
+	off := func(p token.Pos) int { return fset.Position(p).Offset }
+	ast.Inspect(f, func(n ast.Node) bool {
+		if ok {
+			return false
+		}
+		if b, isBin := n.(*ast.BinaryExpr); isBin && off(b.OpPos) == offset {
+			x = [2]int{off(b.X.Pos()), off(b.X.End())}
+			y = [2]int{off(b.Y.Pos()), off(b.Y.End())}
+			ok = true
+			return false
+		}
+		return true
+	})
+	return x, y, ok
 }

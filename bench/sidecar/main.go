@@ -36,7 +36,7 @@ type options struct {
 	runs, concurrency          int
 	settle, timeout            time.Duration
 	pprofDir, smapsDir         string
-	verbose, exec              bool
+	verbose, exec, debug       bool
 	env                        envList
 }
 
@@ -75,8 +75,12 @@ func run() error {
 	flag.StringVar(&o.smapsDir, "smaps", "", "save each process's /proc/PID/smaps of the last run here, and print its resident KiB per mapping")
 	flag.BoolVar(&o.verbose, "v", false, "pass the processes' logs through")
 	flag.BoolVar(&o.exec, "exec", false, "also measure the -bin build with STRAIT_PROXY_MODE=exec (the agent executes strait-proxy), as build \"this-exec\"")
+	flag.BoolVar(&o.debug, "debug", true, "serve the processes' debug endpoints (STRAIT_*_DEBUG_ADDR: the runtime's memory classes, -pprof); -debug=false measures the sidecar as a pod runs it, with no debug server and so no heap profiling")
 	flag.Var(&o.env, "env", "KEY=VALUE added to the agent's environment, which the proxy inherits (e.g. GOGC=50); repeatable")
 	flag.Parse()
+	if !o.debug && o.pprofDir != "" {
+		return errors.New("-pprof reads the heap profile from the debug server: drop -debug=false")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

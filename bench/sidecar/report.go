@@ -115,8 +115,12 @@ var memoryClasses = []struct{ title, metric string }{
 }
 
 // reportClasses prints the medians of the Go memory classes per process
-// (MiB), for the processes with a debug server.
+// (MiB), for the processes with a debug server (none with -debug=false:
+// no table).
 func reportClasses(w io.Writer, builds []build, scopes []int, results []result) {
+	if !slices.ContainsFunc(results, func(r result) bool { return r.agent.runtime != nil || r.proxy.runtime != nil }) {
+		return
+	}
 	fmt.Fprintln(w)
 	fmt.Fprint(w, "| build | scope | process |")
 	for _, c := range memoryClasses {

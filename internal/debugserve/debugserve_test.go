@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -142,5 +143,62 @@ func TestFromEnvRefusesNonLoopbackNamingTheVariable(t *testing.T) {
 	}
 	if !strings.HasPrefix(err.Error(), "X_DEBUG_ADDR: ") {
 		t.Errorf("error %q does not name the variable", err)
+	}
+}
+
+// get fetches path from the server at base and returns the response's
+// Content-Type and body.
+func get(t *testing.T, base, path string) (string, string) {
+	t.Helper()
+	resp, err := http.Get(base + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", path, resp.Status)
+	}
+	return resp.Header.Get("Content-Type"), string(body)
+}
+
+// Profiles are pprof's protobuf unless ?debug=N asks for text; ?gc=1
+// collects first, for the heap profile only; /debug/runtime has the
+// float64 metrics as well as the uint64 ones.
+func TestProfileFormatsAndGC(t *testing.T) {
+	lis, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Start(lis, nil)
+	defer s.Close()
+	base := "http://" + lis.Addr().String()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // only forced collections count below
+
+	if ct, _ := get(t, base, "/debug/pprof/goroutine"); ct != "application/octet-stream" {
+		t.Errorf("goroutine profile Content-Type %q, want application/octet-stream", ct)
+	}
+	if ct, body := get(t, base, "/debug/pprof/goroutine?debug=1"); ct != "text/plain; charset=utf-8" || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("goroutine ?debug=1: Content-Type %q, body %.80q", ct, body)
+	}
+
+	cycles := func() float64 { return RuntimeMetrics()["/gc/cycles/forced:gc-cycles"] }
+	for _, c := range []struct {
+		path string
+		gc   bool
+	}{
+		{"/debug/pprof/heap?gc=1", true},
+		{"/debug/pprof/heap", false},
+		{"/debug/pprof/goroutine?gc=1", false},
+	} {
+		before := cycles()
+		get(t, base, c.path)
+		if got := cycles() > before; got != c.gc {
+			t.Errorf("GET %s collected: %v, want %v", c.path, got, c.gc)
+		}
+	}
+
+	if m := RuntimeMetrics(); m["/cpu/classes/total:cpu-seconds"] <= 0 {
+		t.Errorf("/cpu/classes/total:cpu-seconds (a float64 metric) = %v, want > 0", m["/cpu/classes/total:cpu-seconds"])
 	}
 }

@@ -36,8 +36,30 @@ type options struct {
 	runs, concurrency          int
 	settle, timeout            time.Duration
 	pprofDir, smapsDir         string
-	verbose, exec              bool
+	verbose, exec, debug       bool
 	env                        envList
+	variants                   variantList
+}
+
+// variantList is a repeatable -variant NAME:KEY=VALUE[,KEY=VALUE] flag:
+// the -bin build again, as build NAME, with that environment added.
+type variantList []build
+
+func (v *variantList) String() string { return fmt.Sprint(len(*v)) }
+func (v *variantList) Set(s string) error {
+	name, env, ok := strings.Cut(s, ":")
+	if !ok || name == "" {
+		return fmt.Errorf("-variant %q: want NAME:KEY=VALUE[,KEY=VALUE]", s)
+	}
+	b := build{name: name}
+	for _, kv := range strings.Split(env, ",") {
+		if !strings.Contains(kv, "=") {
+			return fmt.Errorf("-variant %q: %q is not KEY=VALUE", s, kv)
+		}
+		b.env = append(b.env, kv)
+	}
+	*v = append(*v, b)
+	return nil
 }
 
 // envList is a repeatable -env KEY=VALUE flag.
@@ -75,14 +97,23 @@ func run() error {
 	flag.StringVar(&o.smapsDir, "smaps", "", "save each process's /proc/PID/smaps of the last run here, and print its resident KiB per mapping")
 	flag.BoolVar(&o.verbose, "v", false, "pass the processes' logs through")
 	flag.BoolVar(&o.exec, "exec", false, "also measure the -bin build with STRAIT_PROXY_MODE=exec (the agent executes strait-proxy), as build \"this-exec\"")
+	flag.BoolVar(&o.debug, "debug", true, "serve the processes' debug endpoints (STRAIT_*_DEBUG_ADDR: the runtime's memory classes, -pprof); -debug=false measures the sidecar as a pod runs it, with no debug server and so no heap profiling")
+	flag.Var(&o.variants, "variant", "NAME:KEY=VALUE[,KEY=VALUE]: also measure the -bin build with that environment, as build NAME (e.g. gogc50:GOGC=50); repeatable")
 	flag.Var(&o.env, "env", "KEY=VALUE added to the agent's environment, which the proxy inherits (e.g. GOGC=50); repeatable")
 	flag.Parse()
+	if !o.debug && o.pprofDir != "" {
+		return errors.New("-pprof reads the heap profile from the debug server: drop -debug=false")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	builds := []build{{name: "this", dir: o.bin}}
 	if o.exec {
 		builds = append(builds, build{name: "this-exec", dir: o.bin, env: []string{"STRAIT_PROXY_MODE=exec"}})
+	}
+	for _, v := range o.variants {
+		v.dir = o.bin
+		builds = append(builds, v)
 	}
 	if o.baseline != "" {
 		builds = append([]build{{name: "baseline", dir: o.baseline}}, builds...)

@@ -9,10 +9,44 @@ import (
 	"strings"
 )
 
-// procStatus is /proc/PID/status's memory lines, in KiB.
+// procStatus is /proc/PID/status's memory lines, in KiB, and the CPU
+// time the process has used (/proc/PID/stat's utime + stime): its start,
+// the configuration's load and the idle until the measurement.
 type procStatus struct {
 	rssKB, hwmKB, anonKB, fileKB float64
 	threads                      float64
+	cpuSec                       float64
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on
+// every Linux architecture Go supports (sysconf(_SC_CLK_TCK)).
+const clockTicks = 100
+
+// readCPU reads pid's user + system CPU seconds from /proc/PID/stat.
+func readCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces:
+	// the fields after its closing one start at field 3 (state).
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	var sum float64
+	for _, v := range f[11:13] { // utime, stime: fields 14 and 15
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		sum += n
+	}
+	return sum / clockTicks, nil
 }
 
 func readStatus(pid int) (procStatus, error) {
@@ -22,6 +56,9 @@ func readStatus(pid int) (procStatus, error) {
 	}
 	defer f.Close()
 	var st procStatus
+	if st.cpuSec, err = readCPU(pid); err != nil {
+		return st, err
+	}
 	fields := map[string]*float64{"VmRSS:": &st.rssKB, "VmHWM:": &st.hwmKB, "RssAnon:": &st.anonKB, "RssFile:": &st.fileKB, "Threads:": &st.threads}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

@@ -71,8 +71,8 @@ func report(w io.Writer, builds []build, scopes []int, results []result) {
 	}
 	reportClasses(w, builds, scopes, results)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| build | scope | processes | sidecar VmRSS MiB | RssAnon MiB | RssFile MiB | exec → proxy exec | exec → ready | exec → ready (each run) |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| build | scope | processes | sidecar VmRSS MiB | RssAnon MiB | RssFile MiB | CPU s to idle | exec → proxy exec | exec → ready | exec → ready (each run) |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, scope := range scopes {
 		for _, b := range builds {
 			rs := resultsOf(results, b.name, scope)
@@ -90,10 +90,11 @@ func report(w io.Writer, builds []build, scopes []int, results []result) {
 			sum := func(f func(processStats) float64) float64 {
 				return median(rs, func(r result) float64 { return (f(r.agent) + f(r.proxy)) / 1024 })
 			}
-			fmt.Fprintf(w, "| %s | %s | %d | %.1f | %.1f | %.1f | %s | %s | %v |\n", b.name, scopeName(scope), procs,
+			fmt.Fprintf(w, "| %s | %s | %d | %.1f | %.1f | %.1f | %.2f | %s | %s | %v |\n", b.name, scopeName(scope), procs,
 				sum(func(s processStats) float64 { return s.rssKB }),
 				sum(func(s processStats) float64 { return s.anonKB }),
 				sum(func(s processStats) float64 { return s.fileKB }),
+				sum(func(s processStats) float64 { return s.cpuSec * 1024 }), // sum divides by 1024
 				proxyExec,
 				time.Duration(median(rs, func(r result) float64 { return float64(r.ready) })).Round(time.Millisecond),
 				each)
@@ -115,8 +116,12 @@ var memoryClasses = []struct{ title, metric string }{
 }
 
 // reportClasses prints the medians of the Go memory classes per process
-// (MiB), for the processes with a debug server.
+// (MiB), for the processes with a debug server (none with -debug=false:
+// no table).
 func reportClasses(w io.Writer, builds []build, scopes []int, results []result) {
+	if !slices.ContainsFunc(results, func(r result) bool { return r.agent.runtime != nil || r.proxy.runtime != nil }) {
+		return
+	}
 	fmt.Fprintln(w)
 	fmt.Fprint(w, "| build | scope | process |")
 	for _, c := range memoryClasses {

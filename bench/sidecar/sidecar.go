@@ -60,8 +60,9 @@ func measure(ctx context.Context, o options, b build, pod *netns.Pod, cp *contro
 		"ISTIO_META_INTERCEPTION_MODE=REDIRECT",
 		"MINIMUM_DRAIN_DURATION=1s",
 		"HOME=" + dir,
-		"STRAIT_AGENT_DEBUG_ADDR=" + agentDebugAddr,
-		"STRAIT_PROXY_DEBUG_ADDR=" + proxyDebugAddr,
+	}
+	if o.debug {
+		env = append(env, "STRAIT_AGENT_DEBUG_ADDR="+agentDebugAddr, "STRAIT_PROXY_DEBUG_ADDR="+proxyDebugAddr)
 	}
 	env = append(env, o.env...)
 	env = append(env, b.env...)

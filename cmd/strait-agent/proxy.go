@@ -43,8 +43,8 @@ PROXY_CONFIG (JSON ProxyConfig; discoveryAddress defaults to Istio's
 istiod.istio-system.svc:15012, e.g. {"discoveryAddress":"straitd.istio-system.svc:15012"}),
 ISTIO_META_* (node metadata), MINIMUM_DRAIN_DURATION (e.g. 5s), XDS_SOCKET_PATH,
 STRAIT_AGENT_DEBUG_ADDR (loopback host:port: Go's pprof profiles and runtime
-figures; STRAIT_PROXY_DEBUG_ADDR, passed on to an executed proxy, does the same
-there), STRAIT_PROXY_MODE (below).
+figures; unset, the Go runtime's heap profiling is off; STRAIT_PROXY_DEBUG_ADDR,
+passed on to an executed proxy, does the same there), STRAIT_PROXY_MODE (below).
 
 The proxy: by default strait-proxy runs inside this process (one Go runtime and
 one binary's pages instead of two), from the same command line it would be
@@ -87,6 +87,13 @@ listens; ISTIO_META_DNS_AUTO_ALLOCATE is accepted and changes nothing more.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			// First, so that heap profiling is off before the start's allocations.
+			stopDebug, err := debugserve.FromEnv(os.Getenv, "STRAIT_AGENT_DEBUG_ADDR", logger) // unset: heap profiling off
+			if err != nil {
+				return err
+			}
+			defer stopDebug()
 			src := settings.Sources{Domain: domain, ProxyType: proxypush.NodeType(args[0])}
 			if cmd.Flags().Changed("concurrency") {
 				src.Concurrency = &concurrency
@@ -99,14 +106,6 @@ listens; ISTIO_META_DNS_AUTO_ALLOCATE is accepted and changes nothing more.`,
 				inProcessProcs(os.Getenv, cfg.Concurrency) // procs.go
 			} else {
 				capProcs(os.Getenv)
-			}
-			logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-			if addr := os.Getenv("STRAIT_AGENT_DEBUG_ADDR"); addr != "" {
-				lis, err := debugserve.Listen(addr)
-				if err != nil {
-					return fmt.Errorf("STRAIT_AGENT_DEBUG_ADDR: %w", err)
-				}
-				defer debugserve.Start(lis, logger).Close()
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()

@@ -12,7 +12,8 @@
 //
 // --cpu-profile FILE writes a Go CPU profile until the proxy exits.
 // STRAIT_PROXY_DEBUG_ADDR=127.0.0.1:PORT (loopback only) serves Go's pprof
-// profiles and runtime figures there (internal/debugserve; bench/sidecar).
+// profiles and runtime figures there (internal/debugserve; bench/sidecar);
+// without it the Go runtime's heap profiling is off.
 // --http-codec names the HTTP/1.1 implementation of the request path; only
 // strait (the default) remains, so that scripts passing it keep working:
 // --http-codec nethttp is refused, saying the net/http codec was removed.
@@ -56,13 +57,11 @@ func run(args []string) error {
 		return err
 	}
 	log := cfg.Logger(os.Stderr)
-	if addr := os.Getenv("STRAIT_PROXY_DEBUG_ADDR"); addr != "" {
-		lis, err := debugserve.Listen(addr)
-		if err != nil {
-			return fmt.Errorf("STRAIT_PROXY_DEBUG_ADDR: %w", err)
-		}
-		defer debugserve.Start(lis, log).Close()
+	stopDebug, err := debugserve.FromEnv(os.Getenv, "STRAIT_PROXY_DEBUG_ADDR", log) // unset: heap profiling off
+	if err != nil {
+		return err
 	}
+	defer stopDebug()
 	if cfg.Concurrency > 0 {
 		runtime.GOMAXPROCS(cfg.Concurrency)
 	}

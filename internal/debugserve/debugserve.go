@@ -4,6 +4,12 @@
 // It is off unless the process is given an address, and it refuses any
 // address that is not loopback: profiles name code paths and hold
 // configuration strings, so they are never served on the pod's network.
+//
+// Heap profiling is off with it: a process that serves no debug endpoint
+// has no reader for the runtime's allocation samples, so FromEnv sets
+// runtime.MemProfileRate to 0 and the runtime neither samples allocations
+// nor keeps a profile bucket per sampled call stack (bench/README.md,
+// "Sidecar memory and start", sixth round).
 package debugserve
 
 import (
@@ -95,6 +101,29 @@ func RuntimeMetrics() map[string]float64 {
 		}
 	}
 	return out
+}
+
+// FromEnv starts the debug server on the loopback address in the
+// environment variable name (read with getenv), or, when that is empty,
+// turns heap profiling off for the rest of the process's life
+// (runtime.MemProfileRate = 0). With an address, heap profiling stays as
+// the runtime set it: sampling every 512 KiB allocated on average, or
+// GODEBUG=memprofilerate=N's rate. The caller calls stop when it is done
+// (a no-op when no server runs). Call it early in main: allocations
+// sampled before it keep their profile records. A nil log means
+// slog.Default().
+func FromEnv(getenv func(string) string, name string, log *slog.Logger) (stop func(), err error) {
+	addr := getenv(name)
+	if addr == "" {
+		runtime.MemProfileRate = 0
+		return func() {}, nil
+	}
+	lis, err := Listen(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	s := Start(lis, log)
+	return func() { _ = s.Close() }, nil // a shutdown past its second only cuts a profile download short
 }
 
 // Server is a running debug server.

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -258,8 +259,30 @@ func waitGoroutines(t *testing.T, n int) {
 // (each asks for an answer) gets its connection closed once the answers
 // pile up past wbatch's backlog, instead of growing the server's memory.
 func TestAnswersPiledUp(t *testing.T) {
-	addr := ours(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), Config{})
-	c, err := net.Dial("tcp", addr)
+	// Small socket buffers (the client's set before the handshake, so
+	// its window is small too; the server's send buffer): the answers
+	// pile up in the server after some tens of thousands of PINGs, not
+	// after the megabytes loopback's autotuning would hold first (7 MB
+	// of PINGs: 11 s under -race on an idle machine, past 20 s loaded).
+	addr := listen(t, func(nc net.Conn) {
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetWriteBuffer(4096)
+		}
+		New(wbatch.New(nc), Config{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})}).Serve(context.Background())
+	})
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+			if serr == nil {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, 4096)
+			}
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +294,9 @@ func TestAnswersPiledUp(t *testing.T) {
 	for range 1000 {
 		ping = append(ping, 0, 0, 8, 0x6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	// About 25,000 PINGs: 2 s on an idle machine, 7 s under -race; the
+	// bound is for a loaded machine.
+	deadline := time.Now().Add(60 * time.Second)
 	_ = c.SetWriteDeadline(deadline)
 	for time.Now().Before(deadline) {
 		if _, err := c.Write(ping); err != nil {

@@ -23,7 +23,7 @@ func TestAttemptRequests(t *testing.T) {
 	reqs := make([]*http.Request, 3)
 	for i := range reqs {
 		ctxs[i] = context.WithValue(context.Background(), attemptKey{}, i)
-		reqs[i] = x.attempt(out, ctxs[i], i)
+		reqs[i] = x.attempt(ctxs[i], out, i)
 		if reqs[i] == out {
 			t.Fatalf("attempt %d is the downstream request itself", i)
 		}

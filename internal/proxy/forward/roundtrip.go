@@ -122,7 +122,7 @@ func (x *Exchange) Done() {
 // it) with context actx: the first is x.first, a retry's is new, with
 // its own URL and header, because the last attempt's transport may
 // still read its request (and the HTTP/2 pool sets the URL's host).
-func (x *Exchange) attempt(out *http.Request, actx context.Context, retried int) *http.Request {
+func (x *Exchange) attempt(actx context.Context, out *http.Request, retried int) *http.Request {
 	if retried == 0 {
 		// WithContext is inlined: its copy stays in x.
 		x.first = *out.WithContext(actx)
@@ -180,7 +180,7 @@ func (x *Exchange) RoundTrip(out *http.Request, cl *cluster.Cluster, ep cluster.
 			x.tries = append(x.tries, try)
 			actx = try
 		}
-		req := x.attempt(out, actx, retry.Retried)
+		req := x.attempt(actx, out, retry.Retried)
 		if rt.IncludeAttemptCount {
 			req.Header["X-Envoy-Attempt-Count"] = []string{strconv.Itoa(retry.Retried + 1)}
 		}

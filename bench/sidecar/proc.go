@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/straitmesh/strait/internal/procstat"
 )
 
 // procStatus is /proc/PID/status's memory lines, in KiB, and the CPU
@@ -24,19 +26,9 @@ const clockTicks = 100
 
 // readCPU reads pid's user + system CPU seconds from /proc/PID/stat.
 func readCPU(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procstat.Fields(pid, 13)
 	if err != nil {
 		return 0, err
-	}
-	// The command name, field 2, is in parentheses and may hold spaces:
-	// the fields after its closing one start at field 3 (state).
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
 	}
 	var sum float64
 	for _, v := range f[11:13] { // utime, stime: fields 14 and 15

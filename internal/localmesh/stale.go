@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/straitmesh/strait/internal/procstat"
 )
 
 // A mesh whose process was killed (a test binary past its timeout, a
@@ -33,18 +35,9 @@ const (
 // clock ticks since boot): with the pid it names one process, not a later
 // one that reused the number.
 func procStart(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procstat.Fields(pid, 20)
 	if err != nil {
 		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
 	}
 	return strconv.ParseUint(f[19], 10, 64)
 }

@@ -18,6 +18,7 @@ func TestParse(t *testing.T) {
 		{"12 (x) S 1", 3, nil},
 		{"12 x S 1 2", 1, nil},
 		{"12 (x)", 0, []string{}},
+		{") S 1", 2, []string{"S", "1"}}, // the name's last ')' at offset 0
 	} {
 		got, err := parse(12, c.stat, c.min)
 		if c.want == nil {

@@ -3,7 +3,9 @@ package forward
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -14,6 +16,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -325,5 +328,228 @@ func TestRTRepick(t *testing.T) {
 	}
 	if bad.attempts() != 4 || good.attempts() != 4 {
 		t.Errorf("attempts: %d on the failing endpoint, %d on the other; want 4 and 4", bad.attempts(), good.attempts())
+	}
+}
+
+// TestRTTakeOverrides: the router's x-envoy-* headers are read and
+// removed, the others left; none gives nil.
+func TestRTTakeOverrides(t *testing.T) {
+	h := http.Header{"X-Short": {"1"}, "X-Envoy-Other-Header": {"2"}, "Content-Type": {"text/plain"}}
+	for i := range 20 {
+		h.Set("X-Filler-Header-Long-"+strconv.Itoa(i), "v")
+	}
+	if o := TakeOverrides(h); o != nil || len(h) != 23 {
+		t.Fatalf("no router header: %+v, %d headers left; want nil, 23", o, len(h))
+	}
+	h2 := h.Clone()
+	h2.Set("X-Envoy-Retry-On", "5xx") // 16 bytes: the shortest
+	h2.Set("X-Envoy-Max-Retries", "3")
+	h2.Set("X-Envoy-Upstream-Rq-Timeout-Ms", "250")
+	h2["X-Envoy-Upstream-Rq-Per-Try-Timeout-Ms"] = []string{}
+	o := TakeOverrides(h2)
+	if o == nil || !o.HasMaxRetries || o.MaxRetries != 3 || !o.HasTimeout || o.Timeout != 250*time.Millisecond || o.On == 0 || o.HasPerTryTimeout {
+		t.Fatalf("overrides %+v, want retries 3, timeout 250ms, retry-on set, no per-try timeout", o)
+	}
+	if len(h2) != 23 || h2.Get("X-Short") != "1" || h2.Get("X-Envoy-Other-Header") != "2" {
+		t.Errorf("headers left %v, want the 23 others", h2)
+	}
+	h3 := http.Header{"X-Envoy-Max-Retries": {}}
+	if o := TakeOverrides(h3); o == nil || o.HasMaxRetries || len(h3) != 0 {
+		t.Errorf("valueless header: %+v, %v left; want empty overrides and no header", o, h3)
+	}
+}
+
+// TestRTMutate: rewrites and header mutations of the route and target.
+func TestRTMutate(t *testing.T) {
+	hv := func(k, v string) []*corev3.HeaderValueOption {
+		return []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: k, Value: v}, AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}}
+	}
+	prefix := func(p string) *routev3.RouteMatch {
+		return &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: p}}
+	}
+	cl := &routev3.RouteAction_Cluster{Cluster: "be"}
+	rewrite := rtCompile(t, &routev3.Route{Match: prefix("/api/"), RequestHeadersToAdd: hv("x-set", "route"), RequestHeadersToRemove: []string{"x-drop"},
+		ResponseHeadersToAdd: hv("x-resp", "r"), ResponseHeadersToRemove: []string{"server"},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: cl, PrefixRewrite: "/v2/",
+			HostRewriteSpecifier: &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: "rewritten.example"}}}}, false, "/api/a%2Fb")
+	plain := rtCompile(t, &routev3.Route{Match: prefix("/"), Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: cl}}}, false, "/api/x")
+	cases := []struct {
+		name, path string
+		wantPath   string
+		wantEsc    string
+		wantHost   string
+		wantSet    string
+		rewrite    bool
+	}{
+		{name: "encoded", path: "/api/a%2Fb", wantPath: "/v2/a/b", wantEsc: "/v2/a%2Fb", wantHost: "rewritten.example", wantSet: "route", rewrite: true},
+		{name: "plain", path: "/api/x", wantPath: "/v2/x", wantEsc: "/v2/x", wantHost: "rewritten.example", wantSet: "route", rewrite: true},
+		{name: "no rewrite", path: "/api/a%2Fb", wantPath: "/api/a/b", wantEsc: "/api/a%2Fb", wantHost: "be.test"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := plain
+			if tc.rewrite {
+				rt = rewrite
+			}
+			out, err := http.NewRequest("GET", "http://be.test"+tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig := out.URL
+			out.Header.Set("X-Drop", "d")
+			out.Header.Set("X-Set", "client")
+			MutateRequest(out, rt, rt.Pick())
+			if out.URL.Path != tc.wantPath || out.URL.EscapedPath() != tc.wantEsc || out.Host != tc.wantHost {
+				t.Errorf("request %s (escaped %s) host %s, want %s (%s) %s", out.URL.Path, out.URL.EscapedPath(), out.Host, tc.wantPath, tc.wantEsc, tc.wantHost)
+			}
+			if tc.rewrite && (orig == out.URL || orig.EscapedPath() != tc.path) {
+				t.Errorf("the rewrite edited the request's URL instead of replacing it")
+			}
+			wantSet, wantDrop := "client", "d"
+			if tc.rewrite {
+				wantSet, wantDrop = "route", ""
+			}
+			if out.Header.Get("X-Set") != wantSet || out.Header.Get("X-Drop") != wantDrop {
+				t.Errorf("headers %v, want x-set %q x-drop %q", out.Header, wantSet, wantDrop)
+			}
+			resp := http.Header{"Server": {"be"}}
+			MutateResponse(resp, rt, rt.Pick())
+			if tc.rewrite && (resp.Get("X-Resp") != "r" || resp.Get("Server") != "") || !tc.rewrite && (resp.Get("Server") != "be" || len(resp) != 1) {
+				t.Errorf("response headers %v", resp)
+			}
+		})
+	}
+	h := httpHeaders{"X-A": {"1"}}
+	if !h.Has("x-a") || h.Has("x-b") {
+		t.Error("httpHeaders.Has ignores the name's case or reports a missing header")
+	}
+}
+
+// TestRTGRPCRouteTimeout: a gRPC request's timeout on a route with
+// max_grpc_timeout.
+func TestRTGRPCRouteTimeout(t *testing.T) {
+	withMax := func(d *durationpb.Duration) *routev3.RouteAction { return &routev3.RouteAction{MaxGrpcTimeout: d} }
+	cases := []struct {
+		name    string
+		action  *routev3.RouteAction
+		ct, hdr string
+		want    time.Duration
+		ok      bool
+	}{
+		{"no max", withMax(nil), "application/grpc", "1S", 0, false},
+		{"not grpc", withMax(durationpb.New(time.Second)), "application/json", "1S", 0, false},
+		{"uncapped, none", withMax(durationpb.New(0)), "application/grpc", "", 0, true},
+		{"uncapped", withMax(durationpb.New(0)), "application/grpc", "7S", 7 * time.Second, true},
+		{"capped, none", withMax(durationpb.New(time.Second)), "application/grpc", "", time.Second, true},
+		{"capped, over", withMax(durationpb.New(time.Second)), "application/grpc", "2S", time.Second, true},
+		{"capped, at", withMax(durationpb.New(time.Second)), "application/grpc", "1S", time.Second, true},
+		{"capped, under", withMax(durationpb.New(time.Second)), "application/grpc", "300m", 300 * time.Millisecond, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := rtRoute(t, tc.action, false)
+			r, _ := http.NewRequest("POST", "http://be.test/", nil)
+			r.Header.Set("Content-Type", tc.ct)
+			if tc.hdr != "" {
+				r.Header.Set("Grpc-Timeout", tc.hdr)
+			}
+			if d, ok := grpcRouteTimeout(r, rt); d != tc.want || ok != tc.ok {
+				t.Errorf("grpcRouteTimeout %v %v, want %v %v", d, ok, tc.want, tc.ok)
+			}
+		})
+	}
+	// End to end: the capped grpc-timeout is the route timeout.
+	be := rtServe(t, rtStall)
+	cl := rtCluster(t, nil, be.addr())
+	rt := rtRoute(t, withMax(durationpb.New(150*time.Millisecond)), false)
+	req, _ := http.NewRequest("POST", "http://be.test/", nil)
+	req.Header.Set("Content-Type", "application/grpc")
+	x, _ := rtSend(t, cl, rt, req)
+	if x.Fail != FailRouteTimeout || cl.Stats.Router.Timeout.Load() != 1 {
+		t.Errorf("stalled gRPC request: %v, %d timeouts; want 504 UT counted", x.Fail, cl.Stats.Router.Timeout.Load())
+	}
+}
+
+// TestRTErrorKinds: how RoundTrip classifies transport errors.
+func TestRTErrorKinds(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("round trip: %w", err) }
+	cases := []struct {
+		err                        error
+		connect, protocol, refused bool
+	}{
+		{err: wrap(&net.OpError{Op: "dial", Err: errors.New("refused")}), connect: true},
+		{err: wrap(&net.OpError{Op: "read", Err: errors.New("reset")})},
+		{err: wrap(&cluster.TransportError{Cluster: "be", Err: errors.New("handshake")}), connect: true},
+		{err: wrap(http2.ConnectionError(http2.ErrCodeCompression)), protocol: true},
+		{err: wrap(http2.ConnectionError(http2.ErrCodeProtocol)), protocol: true},
+		{err: wrap(http2.ConnectionError(http2.ErrCodeInternal))},
+		{err: wrap(cluster.ErrMalformedResponse), protocol: true},
+		{err: wrap(cluster.ErrResponseHeadTooLarge), protocol: true},
+		{err: wrap(http2.StreamError{Code: http2.ErrCodeRefusedStream}), refused: true},
+		{err: wrap(http2.StreamError{Code: http2.ErrCodeCancel})},
+		{err: errors.New("other")},
+	}
+	for _, tc := range cases {
+		if c, p, r := isConnectError(tc.err), isUpstreamProtocolError(tc.err), isRefusedStream(tc.err); c != tc.connect || p != tc.protocol || r != tc.refused {
+			t.Errorf("%v: connect %v protocol %v refused %v, want %v %v %v", tc.err, c, p, r, tc.connect, tc.protocol, tc.refused)
+		}
+	}
+}
+
+// TestRTReplayBody: the recorded body replays to the next attempt,
+// detaches the previous one, and stops being replayable past its limit.
+func TestRTReplayBody(t *testing.T) {
+	readAll := func(r io.Reader) (string, error) {
+		var sb strings.Builder
+		p := make([]byte, 3)
+		for range 100 {
+			n, err := r.Read(p)
+			sb.Write(p[:n])
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					return sb.String(), nil
+				}
+				return sb.String(), err
+			}
+		}
+		return sb.String(), errors.New("no progress")
+	}
+	for _, limit := range []int{7, 6} {
+		b := &replayBody{src: io.NopCloser(strings.NewReader("payload")), limit: limit}
+		r1 := b.attempt()
+		got, err := readAll(r1)
+		if got != "payload" || err != nil || b.replayable() != (limit == 7) {
+			t.Fatalf("limit %d: first read %q %v, replayable %v", limit, got, err, b.replayable())
+		}
+		r2 := b.attempt()
+		if n, err := r1.Read(make([]byte, 4)); n != 0 || !errors.Is(err, errDetached) {
+			t.Errorf("limit %d: detached read %d %v, want errDetached", limit, n, err)
+		}
+		if err := r1.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got, err = readAll(r2)
+		want := "payload"
+		if limit == 6 {
+			want = "" // nothing recorded: the source is spent
+		}
+		if got != want || err != nil {
+			t.Errorf("limit %d: replay %q %v, want %q", limit, got, err, want)
+		}
+	}
+	// A partial first read: the retry replays it, then reads on.
+	b := &replayBody{src: io.NopCloser(strings.NewReader("abcdefgh")), limit: 100}
+	r1 := b.attempt()
+	if n, err := r1.Read(make([]byte, 3)); n != 3 || err != nil {
+		t.Fatalf("first read %d %v", n, err)
+	}
+	r2 := b.attempt()
+	if got, err := readAll(r2); got != "abcdefgh" || err != nil {
+		t.Errorf("retry read %q %v, want the whole body", got, err)
+	}
+	r3 := b.attempt()
+	r3.Close()
+	if n, err := r3.Read(make([]byte, 3)); n != 0 || !errors.Is(err, errDetached) {
+		t.Errorf("closed reader read %d %v, want errDetached", n, err)
 	}
 }

@@ -60,14 +60,21 @@ func rtRoute(t *testing.T, a *routev3.RouteAction, attempts bool) *route.Route {
 		a = &routev3.RouteAction{}
 	}
 	a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: "be"}
+	return rtCompile(t, &routev3.Route{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: a}}, attempts, "/")
+}
+
+// rtCompile compiles r alone in a virtual host and returns the route that
+// path matches.
+func rtCompile(t *testing.T, r *routev3.Route, attempts bool, path string) *route.Route {
+	t.Helper()
 	tbl, err := route.Compile(&routev3.RouteConfiguration{Name: "r", VirtualHosts: []*routev3.VirtualHost{{
 		Name: "all", Domains: []string{"*"}, IncludeRequestAttemptCount: attempts,
-		Routes: []*routev3.Route{{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-			Action: &routev3.Route_Route{Route: a}}}}}})
+		Routes: []*routev3.Route{r}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := tbl.Match("be.test", "/", http.Header{})
+	rt := tbl.Match("be.test", path, http.Header{})
 	if rt == nil {
 		t.Fatal("no route")
 	}

@@ -113,6 +113,13 @@ func TestRTRoundTrip(t *testing.T) {
 			status: 200, body: "ok 2", seen: 2, counts: []string{"", ""}, c: rtCounts{retry: 1, success: 1}},
 		{name: "reset exhausted", answer: rtReset, action: &routev3.RouteAction{RetryPolicy: rtRetryPolicy("reset", 1)},
 			fail: FailTerminated, limit: true, seen: 2, counts: []string{"", ""}, c: rtCounts{retry: 1, limit: 1}},
+		{name: "head past the limits", answer: func(n int, w http.ResponseWriter, _ *http.Request) {
+			for i := range cluster.MaxResponseHeaders + 1 {
+				w.Header().Set("X-H"+strconv.Itoa(i), "v")
+			}
+			io.WriteString(w, "big head")
+		}, action: &routev3.RouteAction{RetryPolicy: rtRetryPolicy("5xx,reset", 2)},
+			fail: FailProtocol, limit: true, seen: 3, counts: []string{"", "", ""}, c: rtCounts{retry: 2, limit: 1}},
 		{name: "route timeout", answer: rtStall, action: &routev3.RouteAction{Timeout: ms(150 * time.Millisecond)},
 			fail: FailRouteTimeout, seen: 1, counts: []string{""}, c: rtCounts{timeout: 1}},
 		{name: "route timeout header", answer: rtStall, header: map[string]string{"X-Envoy-Upstream-Rq-Timeout-Ms": "150"},
@@ -551,5 +558,24 @@ func TestRTReplayBody(t *testing.T) {
 	r3.Close()
 	if n, err := r3.Read(make([]byte, 3)); n != 0 || !errors.Is(err, errDetached) {
 		t.Errorf("closed reader read %d %v, want errDetached", n, err)
+	}
+}
+
+// TestRTOutlier: a local failure is reported to outlier detection, as a
+// 5xx of the endpoint when local-origin errors are not split.
+func TestRTOutlier(t *testing.T) {
+	be := rtServe(t, rtReset)
+	cl := rtCluster(t, func(c *clusterv3.Cluster) {
+		c.OutlierDetection = &clusterv3.OutlierDetection{Consecutive_5Xx: wrapperspb.UInt32(2), EnforcingSuccessRate: wrapperspb.UInt32(0)}
+	}, be.addr())
+	rt := rtRoute(t, nil, false)
+	for range 2 {
+		req, _ := http.NewRequest("GET", "http://be.test/", nil)
+		if x, _ := rtSend(t, cl, rt, req); x.Fail != FailTerminated {
+			t.Fatalf("reset: %v, want UC", x.Fail)
+		}
+	}
+	if n := cl.Stats.Counter("outlier_detection.ejections_detected_consecutive_5xx").Load(); n != 1 {
+		t.Errorf("consecutive 5xx ejections detected: %d, want 1 after 2 resets", n)
 	}
 }

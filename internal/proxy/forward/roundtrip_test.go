@@ -93,14 +93,14 @@ func TestRTRoundTrip(t *testing.T) {
 			if n == 1 {
 				w.Header().Set("Grpc-Status", "14")
 			}
-			io.WriteString(w, "g"+strconv.Itoa(n))
+			fmt.Fprint(w, "g"+strconv.Itoa(n))
 		}, action: &routev3.RouteAction{RetryPolicy: rtRetryPolicy("unavailable", 1)},
 			status: 200, body: "g2", seen: 2, counts: []string{"", ""}, c: rtCounts{retry: 1, success: 1}},
 		{name: "grpc cancelled without grpc-status", answer: rtStatus(0, 0), action: &routev3.RouteAction{RetryPolicy: rtRetryPolicy("cancelled", 1)},
 			status: 200, body: "ok 1", seen: 1, counts: []string{""}},
 		{name: "grpc-status not a number", answer: func(n int, w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Grpc-Status", "x1")
-			io.WriteString(w, "g"+strconv.Itoa(n))
+			fmt.Fprint(w, "g"+strconv.Itoa(n))
 		}, action: &routev3.RouteAction{RetryPolicy: rtRetryPolicy("cancelled,unavailable,internal,deadline-exceeded,resource-exhausted", 1)},
 			status: 200, body: "g1", seen: 1, counts: []string{""}},
 		{name: "connect failure", refused: true, fail: FailConnect},
@@ -117,7 +117,7 @@ func TestRTRoundTrip(t *testing.T) {
 			for i := range cluster.MaxResponseHeaders + 1 {
 				w.Header().Set("X-H"+strconv.Itoa(i), "v")
 			}
-			io.WriteString(w, "big head")
+			fmt.Fprint(w, "big head")
 		}, action: &routev3.RouteAction{RetryPolicy: rtRetryPolicy("5xx,reset", 2)},
 			fail: FailProtocol, limit: true, seen: 3, counts: []string{"", "", ""}, c: rtCounts{retry: 2, limit: 1}},
 		{name: "route timeout", answer: rtStall, action: &routev3.RouteAction{Timeout: ms(150 * time.Millisecond)},

@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -126,10 +127,10 @@ func rtStatus(fail, status int) func(int, http.ResponseWriter, *http.Request) {
 	return func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n <= fail {
 			w.WriteHeader(status)
-			io.WriteString(w, "fail "+strconv.Itoa(n))
+			fmt.Fprint(w, "fail "+strconv.Itoa(n))
 			return
 		}
-		io.WriteString(w, "ok "+strconv.Itoa(n))
+		fmt.Fprint(w, "ok "+strconv.Itoa(n))
 	}
 }
 

@@ -108,6 +108,10 @@ func TestRTRoundTrip(t *testing.T) {
 			fail: FailConnect, limit: true, c: rtCounts{retry: 2, limit: 1}},
 		{name: "connect failure not on reset", refused: true, action: &routev3.RouteAction{RetryPolicy: rtRetryPolicy("retriable-status-codes", 2)},
 			fail: FailConnect},
+		{name: "connect failure is reset before request", refused: true, action: &routev3.RouteAction{RetryPolicy: rtRetryPolicy("reset-before-request", 1)},
+			fail: FailConnect, limit: true, c: rtCounts{retry: 1, limit: 1}},
+		{name: "reset after the request is sent", answer: rtReset, action: &routev3.RouteAction{RetryPolicy: rtRetryPolicy("reset-before-request", 1)},
+			fail: FailTerminated, seen: 1, counts: []string{""}},
 		{name: "reset", answer: rtReset, fail: FailTerminated, seen: 1, counts: []string{""}},
 		{name: "reset retried", answer: rtThen(rtReset, rtStatus(0, 0)), action: &routev3.RouteAction{RetryPolicy: rtRetryPolicy("reset", 1)},
 			status: 200, body: "ok 2", seen: 2, counts: []string{"", ""}, c: rtCounts{retry: 1, success: 1}},
@@ -213,15 +217,19 @@ func TestRTBodies(t *testing.T) {
 			cl := rtCluster(t, nil, be.addr())
 			rt := rtRoute(t, &routev3.RouteAction{RetryPolicy: rtRetryPolicy("5xx", 1)}, false)
 			req, _ := http.NewRequest("POST", "http://be.test/", nil)
+			gets := 0
 			if tc.body != nil {
 				req.Body = io.NopCloser(tc.body())
 				if tc.whole {
-					req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(tc.body()), nil }
+					req.GetBody = func() (io.ReadCloser, error) { gets++; return io.NopCloser(tc.body()), nil }
 				}
 			}
 			x, _ := rtSend(t, cl, rt, req)
 			if x.Resp == nil || x.Resp.StatusCode != tc.status {
 				t.Fatalf("exchange %+v, want status %d", x, tc.status)
+			}
+			if wantGets := len(tc.bodies) - 1; tc.whole && gets != wantGets {
+				t.Errorf("GetBody called %d times, want once per retry (%d)", gets, wantGets)
 			}
 			be.mu.Lock()
 			defer be.mu.Unlock()

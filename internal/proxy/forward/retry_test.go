@@ -61,3 +61,22 @@ func TestRetryCountOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryBackOffWaits: BackOff sleeps its jittered wait. Ten waits
+// drawn uniformly below 20 ms add up to well over 1 ms (all ten under
+// 0.1 ms: odds of 1 in 10^23); only that lower bound is checked.
+func TestRetryBackOffWaits(t *testing.T) {
+	p := rtRetryPolicy("5xx", 10)
+	p.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(20 * time.Millisecond), MaxInterval: durationpb.New(20 * time.Millisecond)}
+	rt := rtRoute(t, &routev3.RouteAction{RetryPolicy: p}, false)
+	r, _ := router.NewRetry(rt.Retry, nil, 0)
+	start := time.Now()
+	for range 10 {
+		if !BackOff(&r, time.Time{}) {
+			t.Fatal("BackOff refused a wait without a route timeout")
+		}
+	}
+	if d := time.Since(start); d < time.Millisecond {
+		t.Errorf("ten back-offs took %v: BackOff did not sleep", d)
+	}
+}

@@ -587,3 +587,20 @@ func TestRTOutlier(t *testing.T) {
 		t.Errorf("consecutive 5xx ejections detected: %d, want 1 after 2 resets", n)
 	}
 }
+
+// TestRTRepickAllTried: once every endpoint was tried, a retry still
+// goes out (to one of them) after the allowed picks.
+func TestRTRepickAllTried(t *testing.T) {
+	a := rtServe(t, rtStatus(99, 503))
+	b := rtServe(t, rtStatus(99, 503))
+	cl := rtCluster(t, nil, a.addr(), b.addr())
+	p := rtRetryPolicy("5xx", 3)
+	p.RetryHostPredicate = []*routev3.RetryPolicy_RetryHostPredicate{{Name: "envoy.retry_host_predicates.previous_hosts"}}
+	p.HostSelectionRetryMaxAttempts = 3
+	rt := rtRoute(t, &routev3.RouteAction{RetryPolicy: p}, false)
+	req, _ := http.NewRequest("GET", "http://be.test/", nil)
+	x, body := rtSend(t, cl, rt, req)
+	if x.Resp == nil || x.Resp.StatusCode != 503 || !x.LimitExceeded || a.attempts()+b.attempts() != 4 || a.attempts() < 1 || b.attempts() < 1 {
+		t.Errorf("exchange %v %q limit %v, attempts %d and %d; want the fourth 503 with URX, both endpoints tried", x.Resp, body, x.LimitExceeded, a.attempts(), b.attempts())
+	}
+}

@@ -54,6 +54,7 @@ type hopSeen struct {
 	Method, URI, Host string
 	Header            http.Header
 	Body              string
+	ProtoMajor        int
 	ContentLength     int64
 	TransferEncoding  []string
 }
@@ -65,15 +66,25 @@ type hopBackend struct {
 	seen chan hopSeen
 }
 
-func newHopBackend(t *testing.T) *hopBackend {
+func newHopBackend(t *testing.T) *hopBackend { return newHopBackendH2C(t, false) }
+
+// newHopBackendH2C is newHopBackend, serving HTTP/2 without TLS (h2c,
+// prior knowledge) too when h2c is set.
+func newHopBackendH2C(t *testing.T, h2c bool) *hopBackend {
 	t.Helper()
 	b := &hopBackend{seen: make(chan hopSeen, 64)}
-	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		b.seen <- hopSeen{Method: r.Method, URI: r.RequestURI, Host: r.Host, Header: r.Header.Clone(), Body: string(body),
-			ContentLength: r.ContentLength, TransferEncoding: r.TransferEncoding}
+			ContentLength: r.ContentLength, TransferEncoding: r.TransferEncoding, ProtoMajor: r.ProtoMajor}
 		w.WriteHeader(http.StatusAccepted)
 	}))
+	if h2c {
+		b.srv.Config.Protocols = new(http.Protocols)
+		b.srv.Config.Protocols.SetHTTP1(true)
+		b.srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	}
+	b.srv.Start()
 	t.Cleanup(b.srv.Close)
 	return b
 }

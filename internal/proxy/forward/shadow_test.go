@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,6 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/http1"
 	"github.com/straitmesh/strait/internal/proxy/httpfilter"
 	"github.com/straitmesh/strait/internal/proxy/route"
@@ -294,4 +300,27 @@ func hopURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// TestShadowH2Cluster: a shadow to an HTTP/2 cluster goes in HTTP/2 with
+// the :scheme "http" when the request had none (a server request's URL
+// carries no scheme).
+func TestShadowH2Cluster(t *testing.T) {
+	be := newHopBackendH2C(t, true)
+	a, err := anypb.New(&upstreamhttp.HttpProtocolOptions{UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{
+		ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := hopStaticCluster("mirror", be.addr())
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{cluster.HTTPProtocolOptionsKey: a}
+	cm, _ := hopManager(t, c)
+	sh := NewShadowing(slog.New(slog.DiscardHandler), cm)
+	t.Cleanup(sh.Close)
+	sh.MirrorStream(hopToMirror, &http.Request{Method: "GET", URL: hopURL(t, "/h2?a=b"), Host: "svc", Header: http.Header{}})
+	s := be.next(t)
+	if s.ProtoMajor != 2 || s.URI != "/h2?a=b" || s.Host != "svc-shadow" {
+		t.Errorf("shadow HTTP/%d %s host %q, want HTTP/2 /h2?a=b host svc-shadow", s.ProtoMajor, s.URI, s.Host)
+	}
 }

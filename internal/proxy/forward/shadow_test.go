@@ -324,3 +324,13 @@ func TestShadowH2Cluster(t *testing.T) {
 		t.Errorf("shadow HTTP/%d %s host %q, want HTTP/2 /h2?a=b host svc-shadow", s.ProtoMajor, s.URI, s.Host)
 	}
 }
+
+// TestShadowHostEmptyName: an authority that is a port alone still gets
+// the suffix before the port, as for any host name.
+func TestShadowHostEmptyName(t *testing.T) {
+	for host, want := range map[string]string{":80": "-shadow:80", "": "-shadow", "a:": "a-shadow:"} {
+		if got := shadowHost(host); got != want {
+			t.Errorf("shadowHost(%q) = %q, want %q", host, got, want)
+		}
+	}
+}

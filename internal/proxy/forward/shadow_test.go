@@ -198,6 +198,8 @@ func TestMirrorStreamBodies(t *testing.T) {
 	empty := io.NopCloser(strings.NewReader(""))
 	for _, r := range []*http.Request{
 		{Method: "GET", URL: hopURL(t, "/nil"), Host: "a", Header: http.Header{}},
+		// A declared length with no body at hand: there is nothing to read.
+		{Method: "GET", URL: hopURL(t, "/nil-length"), Host: "a", Header: http.Header{}, ContentLength: 5},
 		{Method: "GET", URL: hopURL(t, "/nobody"), Host: "a", Header: http.Header{}, Body: http.NoBody},
 		{Method: "GET", URL: hopURL(t, "/empty"), Host: "a", Header: http.Header{}, Body: empty},
 	} {

@@ -5,15 +5,20 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	upstreamhttp "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
@@ -333,6 +338,114 @@ func TestShadowHostEmptyName(t *testing.T) {
 	for host, want := range map[string]string{":80": "-shadow:80", "": "-shadow", "a:": "a-shadow:"} {
 		if got := shadowHost(host); got != want {
 			t.Errorf("shadowHost(%q) = %q, want %q", host, got, want)
+		}
+	}
+}
+
+// hopH2Scheme serves HTTP/2 with prior knowledge on loopback, answers
+// each request 200 and reports its :scheme.
+func hopH2Scheme(t *testing.T) (addr string, schemes <-chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan string, 8)
+	done := make(chan struct{})
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				hopServeH2(c, ch)
+			}()
+		}
+	}()
+	return ln.Addr().String(), ch
+}
+
+func hopServeH2(c net.Conn, schemes chan<- string) {
+	if _, err := io.ReadFull(c, make([]byte, len(http2.ClientPreface))); err != nil {
+		return
+	}
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if fr.WriteSettings() != nil {
+		return
+	}
+	var buf bytes.Buffer
+	enc := hpack.NewEncoder(&buf)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() && fr.WriteSettingsAck() != nil {
+				return
+			}
+		case *http2.MetaHeadersFrame:
+			schemes <- f.PseudoValue("scheme")
+			buf.Reset()
+			_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: buf.Bytes(), EndHeaders: true, EndStream: true}) != nil {
+				return
+			}
+		}
+	}
+}
+
+// TestShadowScheme: a shadow to an HTTP/2 cluster keeps the request's
+// :scheme https; one without a scheme goes as http.
+func TestShadowScheme(t *testing.T) {
+	addr, schemes := hopH2Scheme(t)
+	a, err := anypb.New(&upstreamhttp.HttpProtocolOptions{UpstreamProtocolOptions: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_{
+		ExplicitHttpConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &upstreamhttp.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := hopStaticCluster("mirror", addr)
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{cluster.HTTPProtocolOptionsKey: a}
+	cm, _ := hopManager(t, c)
+	sh := NewShadowing(slog.New(slog.DiscardHandler), cm)
+	t.Cleanup(sh.Close)
+	for _, c := range []struct{ in, want string }{{"https", "https"}, {"", "http"}, {"http", "http"}} {
+		u := hopURL(t, "/s")
+		u.Scheme = c.in
+		sh.MirrorStream(hopToMirror, &http.Request{Method: "GET", URL: u, Host: "svc", Header: http.Header{}})
+		select {
+		case got := <-schemes:
+			if got != c.want {
+				t.Errorf("scheme %q: the shadow's :scheme is %q, want %q", c.in, got, c.want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("scheme %q: no shadow arrived", c.in)
 		}
 	}
 }

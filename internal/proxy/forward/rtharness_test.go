@@ -3,7 +3,6 @@ package forward
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,42 +13,24 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/straitmesh/strait/internal/proxy/cluster"
 	"github.com/straitmesh/strait/internal/proxy/route"
-	"github.com/straitmesh/strait/internal/proxy/stats"
 )
 
 // rtCluster builds static cluster "be" with endpoints addrs (each
 // "ip:port") on a new cluster manager; edit may change the proto first.
 func rtCluster(t *testing.T, edit func(*clusterv3.Cluster), addrs ...string) *cluster.Cluster {
 	t.Helper()
-	var lbs []*endpointv3.LbEndpoint
-	for _, a := range addrs {
-		ap := netip.MustParseAddrPort(a)
-		lbs = append(lbs, &endpointv3.LbEndpoint{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-				Address: ap.Addr().String(), PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(ap.Port())}}}}}}})
-	}
-	c := &clusterv3.Cluster{
-		Name:                 "be",
-		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-		ConnectTimeout:       durationpb.New(time.Second),
-		LoadAssignment:       &endpointv3.ClusterLoadAssignment{ClusterName: "be", Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbs}}},
-	}
+	c := hopStaticCluster("be", addrs...)
+	c.ConnectTimeout = durationpb.New(time.Second)
 	if edit != nil {
 		edit(c)
 	}
-	m := cluster.NewManager(slog.New(slog.DiscardHandler), stats.New())
-	if err := m.AddStatic([]*clusterv3.Cluster{c}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
+	m, _ := hopManager(t, c)
 	return m.Get("be")
 }
 

@@ -67,6 +67,12 @@ func TestSecretAuthorizationByIdentity(t *testing.T) {
 		px.PeerIP, px.Identity = netip.MustParseAddr(nodeIP), id
 		return px
 	}
+	// The API server's RBAC authorizer learns of the new RoleBinding
+	// from its own informer: until then it denies (a CI run saw it).
+	// The gateway is allowed once it has, and not before.
+	waitFor(t, func() bool {
+		return p.reg.authorizeSecrets(proxy(proxypush.Router, "10.200.11.1", "gw-istio-0", &proxypush.Identity{Namespace: f.ns, ServiceAccount: "gw-istio"})) == nil
+	}, "the RoleBinding in the API server's authorizer")
 	for _, tc := range []struct {
 		name  string
 		proxy *proxypush.Proxy

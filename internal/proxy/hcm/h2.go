@@ -493,13 +493,8 @@ func (s *Server) forwardStream(w http.ResponseWriter, r *http.Request, c *conn, 
 	ov := forward.TakeOverrides(h)
 	forward.MutateRequest(out, rt, tgt)
 
-	var x *forward.Exchange
-	if m != nil {
-		x = &m.x
-		x.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
-	} else {
-		x = forward.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
-	}
+	x := m.exchange()
+	x.RoundTrip(out, cl, ep, rt, ov, c.dst, c.src)
 	defer x.Done()
 	if x.Resp == nil {
 		f := x.Fail

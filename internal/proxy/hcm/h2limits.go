@@ -104,6 +104,15 @@ type streamMem struct {
 	ridBytes [36]byte  // rid's bytes: a UUID (tracing.AppendRequestID)
 }
 
+// exchange is where the stream's upstream exchange is kept: a new one
+// without m.
+func (m *streamMem) exchange() *forward.Exchange {
+	if m == nil {
+		return new(forward.Exchange)
+	}
+	return &m.x
+}
+
 // xfpVal is where the stream's x-forwarded-proto value is kept: nil (the
 // value is allocated) without m.
 func (m *streamMem) xfpVal() *[1]string {
